@@ -1,0 +1,172 @@
+# Makefile — builds build/libmoewire.a, bin/{coordinator,expert-node,vindex}, the test suite
+# (ASan+UBSan, cmocka) and the benchmarks. Missing Debian packages are installed first
+# (deploy/deps.sh); nothing calls apt when everything is present.
+#
+#   make            library and programs          make test     the whole suite
+#   make run        demo: synth model, loopback   make bench    benchmarks (not tests)
+#   make deps       install Debian packages       make format   clang-format the tree
+#   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
+#   make neon-check                               aarch64 cross build + kernel tests under qemu
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+.SECONDARY:
+.DELETE_ON_ERROR:
+
+# ---- dependencies ---------------------------------------------------------------------------
+NODEPS_GOALS := clean deps format help
+ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+ifneq ($(shell deploy/deps.sh --check >/dev/null 2>&1 && echo ok),ok)
+$(info moewire: some Debian packages are missing; running deploy/deps.sh)
+ifneq ($(shell deploy/deps.sh >&2 && echo ok),ok)
+$(error deploy/deps.sh failed: run 'make deps' as root and read its output)
+endif
+endif
+endif
+
+PKGS := libzmq libprotobuf-c libuv liblz4 libsodium jansson
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS = $(shell pkg-config --libs $(PKGS))
+CMOCKA_CFLAGS = $(shell pkg-config --cflags cmocka)
+CMOCKA_LIBS = $(shell pkg-config --libs cmocka)
+
+# ---- toolchain and flags --------------------------------------------------------------------
+CC ?= cc
+ifeq ($(CC),cc)
+CC := gcc
+endif
+MACHINE := $(shell $(CC) -dumpmachine)
+ifneq ($(findstring x86_64,$(MACHINE)),)
+ARCH := x86_64
+else ifneq ($(findstring aarch64,$(MACHINE))$(findstring arm64,$(MACHINE)),)
+ARCH := aarch64
+else
+ARCH := other
+endif
+
+WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) -I. -Ibuild/gen -MMD -MP -pthread
+OPT_CFLAGS := -O2 -g
+ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+               -fno-sanitize-recover=undefined -DMW_ASAN=1
+ASAN_LDFLAGS := -fsanitize=address,undefined
+# Per-file instruction sets: foo_avx2.c gets AVX2/FMA/F16C, foo_neon.c is built on aarch64 only.
+AVX2_FLAGS := -mavx2 -mfma -mf16c
+AVXVNNI_FLAGS := -mavx2 -mfma -mf16c -mavxvnni
+NEON_FLAGS := -march=armv8.2-a+dotprod+fp16
+LDLIBS = $(PKG_LIBS) -lm -pthread
+
+# ---- sources --------------------------------------------------------------------------------
+LIB_DIRS := util kernels vindex model wire coordinator expert-node
+ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
+ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_x86.c) \
+               $(if $(filter aarch64,$(ARCH)),,%_neon.c)
+LIB_C := $(filter-out %/main.c $(ISA_EXCLUDE),$(ALL_C))
+PROTO := $(wildcard proto/*.proto)
+PROTO_C := $(patsubst proto/%.proto,build/gen/proto/%.pb-c.c,$(PROTO))
+PROTO_H := $(PROTO_C:.c=.h)
+PROGS := coordinator expert-node vindex
+BIN := $(addprefix bin/,$(PROGS))
+TEST_SUPPORT_C := $(wildcard tests/support/*.c)
+UNIT_C := $(wildcard tests/unit/test_*.c)
+INTEG_C := $(wildcard tests/integration/test_*.c)
+BENCH_C := $(filter-out bench/bench_util.c,$(wildcard bench/*.c))
+
+REL := build/rel
+ASAN := build/asan
+obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
+
+LIB_REL_O := $(call obj,$(REL),$(LIB_C)) $(call obj,$(REL),$(PROTO_C))
+LIB_ASAN_O := $(call obj,$(ASAN),$(LIB_C)) $(call obj,$(ASAN),$(PROTO_C))
+SUPPORT_ASAN_O := $(call obj,$(ASAN),$(TEST_SUPPORT_C))
+TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
+ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
+BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
+
+.PHONY: all deps test unit integration run bench clean format help check-kernels neon-check fuzz
+all: build/libmoewire.a $(BIN)
+
+deps:
+	deploy/deps.sh
+
+# ---- generated protobuf-c -------------------------------------------------------------------
+build/gen/proto/%.pb-c.c build/gen/proto/%.pb-c.h: proto/%.proto
+	@mkdir -p build/gen/proto
+	protoc-c --c_out=build/gen proto/$*.proto
+
+# Every object may include generated headers: generate them first.
+$(LIB_REL_O) $(LIB_ASAN_O) $(SUPPORT_ASAN_O): | $(PROTO_H)
+
+# ---- objects --------------------------------------------------------------------------------
+define isa_flags
+$(if $(filter %_avx2.c %_x86.c,$(1)),$(AVX2_FLAGS))$(if $(filter %_avxvnni.c,$(1)),$(AVXVNNI_FLAGS))$(if $(filter %_neon.c,$(1)),$(NEON_FLAGS))
+endef
+
+$(REL)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) -c $< -o $@
+
+$(ASAN)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) $(CMOCKA_CFLAGS) -c $< -o $@
+
+build/libmoewire.a: $(LIB_REL_O)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(ASAN)/libmoewire.a: $(LIB_ASAN_O)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+# ---- programs -------------------------------------------------------------------------------
+bin/%: $(REL)/obj/%/main.o build/libmoewire.a
+	@mkdir -p $(@D)
+	$(CC) $(OPT_CFLAGS) -pthread $< build/libmoewire.a $(LDLIBS) -o $@
+
+$(ASAN)/bin/%: $(ASAN)/obj/%/main.o $(ASAN)/libmoewire.a
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_LDFLAGS) -pthread $< $(ASAN)/libmoewire.a $(LDLIBS) -o $@
+
+# ---- tests ----------------------------------------------------------------------------------
+$(ASAN)/tests/%: $(ASAN)/obj/tests/%.o $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_LDFLAGS) -pthread $< $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a $(LDLIBS) $(CMOCKA_LIBS) -o $@
+
+test: $(TEST_BINS) $(ASAN_BIN) $(BIN)
+	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
+	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin tests/run.sh $(TEST_BINS)
+
+unit: $(filter $(ASAN)/tests/unit/%,$(TEST_BINS))
+	tests/run.sh $^
+
+# ---- demo -----------------------------------------------------------------------------------
+run: all
+	deploy/demo.sh
+
+# ---- benchmarks -----------------------------------------------------------------------------
+$(REL)/bench/%: $(REL)/obj/bench/%.o $(wildcard bench/bench_util.c) build/libmoewire.a
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) $< $(filter %.c,$^) build/libmoewire.a $(LDLIBS) -o $@
+
+bench: $(BENCH_BINS) $(BIN)
+	bench/run.sh $(BENCH_BINS)
+
+# ---- kernel parity on any fixture directory -------------------------------------------------
+FIXTURES ?= tests/fixtures/kernels
+check-kernels: $(ASAN)/tests/unit/test_kernels_fixtures
+	MW_KERNEL_FIXTURES=$(abspath $(FIXTURES)) $(ASAN)/tests/unit/test_kernels_fixtures
+
+# ---- aarch64 cross build: NEON kernels built with Debian's cross compiler, run under qemu ----
+neon-check:
+	tests/neon-check.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build bin
+
+help:
+	@sed -n '1,/^$$/p' Makefile
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,169 @@
+/* kernels/kn.h — public API of the kernels: block formats, matmul, fused expert op, thread pool.
+ *
+ * This is the ground floor of moewire: it depends on nothing but libc and libm. Every other
+ * subsystem reaches weights only through these types.
+ *
+ * Numerics contract (see docs/kernels.md):
+ *  - KN_NUM_F32: float activations against dequantized weights, f32 accumulation (the reference).
+ *  - KN_NUM_Q8: ggml-compatible 8-bit activations (the weight type's vec_dot_type, rounded exactly
+ *    as ggml's AVX2 build does), exact integer inner sums per block.
+ *  - Every dot product has ONE canonical reduction order, implemented identically by the scalar,
+ *    AVX2 and NEON paths. A row's result is therefore bit-identical whatever T, the thread count or
+ *    the instruction set (batch invariance; exact mode across heterogeneous nodes). */
+#ifndef KN_H
+#define KN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml type ids: the numbers are GGUF's on-disk type ids. */
+typedef enum kn_type {
+    KN_F32 = 0,
+    KN_F16 = 1,
+    KN_Q4_0 = 2,
+    KN_Q4_1 = 3,
+    KN_Q5_0 = 6,
+    KN_Q5_1 = 7,
+    KN_Q8_0 = 8,
+    KN_Q8_1 = 9,
+    KN_Q2_K = 10,
+    KN_Q3_K = 11,
+    KN_Q4_K = 12,
+    KN_Q5_K = 13,
+    KN_Q6_K = 14,
+    KN_Q8_K = 15,
+    KN_IQ2_XXS = 16,
+    KN_IQ2_XS = 17,
+    KN_IQ3_XXS = 18,
+    KN_IQ1_S = 19,
+    KN_IQ4_NL = 20,
+    KN_IQ3_S = 21,
+    KN_IQ2_S = 22,
+    KN_IQ4_XS = 23,
+    KN_I8 = 24,
+    KN_I16 = 25,
+    KN_I32 = 26,
+    KN_I64 = 27,
+    KN_F64 = 28,
+    KN_IQ1_M = 29,
+    KN_BF16 = 30,
+    KN_TQ1_0 = 34,
+    KN_TQ2_0 = 35,
+    KN_MXFP4 = 39,
+    KN_TYPE_COUNT = 40
+} kn_type;
+
+/* One row per block format (ggml's type-traits idea). Types that are only recognised (so a file
+ * holding them can be reported by name and size) have can_compute == false and NULL functions. */
+typedef struct kn_type_traits {
+    const char *name;     /* ggml's name: "f32", "q6_K", "mxfp4", ... */
+    int32_t blck_size;    /* elements per block */
+    int32_t type_size;    /* bytes per block */
+    bool can_compute;     /* dequantize / dot products implemented */
+    kn_type vec_dot_type; /* activation format in KN_NUM_Q8 mode (F32 = none) */
+    /* Dequantize k elements (k a multiple of blck_size). */
+    void (*to_float)(const void *src, float *dst, int64_t k);
+    /* Quantize k elements. For Q8_0 / Q8_K this is ggml's activation rounding (FORMATS.md §2); for
+     * weight formats it is the quantizer `vindex synth` uses. NULL where not provided. */
+    void (*from_float)(const float *src, void *dst, int64_t k);
+} kn_type_traits;
+
+/* NULL for an id that is not a known ggml type. */
+const kn_type_traits *kn_traits(kn_type t);
+/* Name for messages; "unknown" for unknown ids. */
+const char *kn_type_name(kn_type t);
+/* Looks a type up by its ggml name; returns -1 if none matches. */
+int kn_type_from_name(const char *name);
+/* Bytes of a row of k elements, or 0 if k is not a multiple of the block size or t is unknown. */
+size_t kn_row_size(kn_type t, int64_t k);
+
+/* Scalar conversions (exact, subnormals included). */
+float kn_fp16_to_f32(uint16_t h);
+uint16_t kn_f32_to_fp16(float f); /* round to nearest even */
+float kn_bf16_to_f32(uint16_t b);
+uint16_t kn_f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
+
+/* ---- thread pool -------------------------------------------------------------------------- */
+
+/* A persistent pool: threads are created once and parked between calls. NULL = run inline. */
+typedef struct kn_pool kn_pool;
+typedef void (*kn_task_fn)(void *arg, int ith, int nth);
+
+kn_pool *kn_pool_create(int n_threads); /* n_threads counts the caller; <= 1 gives a pool of one */
+void kn_pool_destroy(kn_pool *pool);
+int kn_pool_size(const kn_pool *pool); /* 1 for NULL */
+/* Runs fn(arg, ith, nth) for ith = 0..nth-1 (ith 0 on the caller) and returns when all finished. */
+void kn_pool_run(kn_pool *pool, kn_task_fn fn, void *arg);
+
+/* ---- matrices and matmul ------------------------------------------------------------------- */
+
+typedef enum kn_numerics { KN_NUM_F32 = 0, KN_NUM_Q8 = 1 } kn_numerics;
+
+/* A row-major matrix of `rows` outputs by `cols` inputs in a block format (a GGUF weight with
+ * ne = [cols, rows]). A vector (bias, norm weight) is a matrix with rows == 1. */
+typedef struct kn_mat {
+    kn_type type;
+    int64_t rows;
+    int64_t cols;
+    size_t row_bytes; /* stride between rows, >= kn_row_size(type, cols) */
+    const void *data;
+} kn_mat;
+
+/* Y[t][n] = sum_k W[n][k] * X[t][k] for t < T, n < W->rows. X is T rows of W->cols floats,
+ * Y is T rows of W->rows floats. Rows are split across the pool's threads. */
+void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
+               kn_pool *pool);
+
+/* Dequantizes row r of W into dst (W->cols floats). */
+void kn_mat_row(const kn_mat *W, int64_t r, float *dst);
+
+/* ---- experts ------------------------------------------------------------------------------- */
+
+/* GLU policies as data: one row per kind in kernels/glu.c. */
+typedef enum kn_glu_kind {
+    KN_GLU_SWIGLU = 0,     /* silu(g) * u */
+    KN_GLU_SWIGLU_OAI = 1, /* gpt-oss: g = min(g, limit), u = clamp(u, -limit, limit),
+                              out = g * sigmoid(alpha * g) * (u + 1) */
+    KN_GLU_COUNT
+} kn_glu_kind;
+
+typedef struct kn_glu {
+    kn_glu_kind kind;
+    float alpha; /* SWIGLU_OAI only */
+    float limit; /* SWIGLU_OAI only */
+} kn_glu;
+
+/* out[i] = glu(g[i], u[i]) for i < n. */
+void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
+
+/* One expert as stored in a vindex extent: gate and up (ff × hidden), down (hidden × ff), and
+ * optional biases (rows == 1; data == NULL when absent). */
+typedef struct kn_expert {
+    kn_mat gate, up, down;
+    kn_mat gate_b, up_b, down_b;
+} kn_expert;
+
+/* The fused expert operation: for each of T input rows x (hidden floats),
+ *   y = down · glu(gate·x + gate_b, up·x + up_b) + down_b.
+ * X is T × hidden, Y is T × hidden. In KN_NUM_Q8 mode x is quantized once and shared by gate and
+ * up, and the GLU output is quantized before down, as ggml does. Returns 0, or -1 with err set
+ * when the shapes are inconsistent. Both the expert node and the in-process backend call this. */
+struct mw_err;
+int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t T, float *Y,
+                  kn_numerics num, kn_pool *pool, struct mw_err *err);
+
+/* Bytes of stored weights (gate, up, down and biases, as stored) one execution of e reads. */
+size_t kn_expert_weight_bytes(const kn_expert *e);
+
+/* ---- instruction set selection ------------------------------------------------------------ */
+
+typedef enum kn_isa { KN_ISA_SCALAR = 0, KN_ISA_AVX2 = 1, KN_ISA_NEON = 2, KN_ISA_COUNT } kn_isa;
+
+/* The ISA in use: the best the CPU supports, unless forced (or MOEWIRE_ISA=scalar|avx2|neon). */
+kn_isa kn_isa_active(void);
+/* Forces an ISA (for tests and benchmarks); returns -1 if the CPU or build lacks it. */
+int kn_isa_force(kn_isa isa);
+const char *kn_isa_name(kn_isa isa);
+
+#endif

@@ -1,0 +1,275 @@
+/* tests/support/mw_test.c — implementation of the shared test helpers. */
+#include "tests/support/mw_test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *repo_root(void) {
+    static char root[4096];
+    if (root[0]) return root;
+    const char *env = getenv("MW_ROOT");
+    if (env) {
+        snprintf(root, sizeof root, "%s", env);
+        return root;
+    }
+    /* walk up from the cwd until a directory holding tests/fixtures is found */
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd)) return ".";
+    for (;;) {
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/tests/fixtures", cwd);
+        struct stat st;
+        if (stat(probe, &st) == 0 && S_ISDIR(st.st_mode)) {
+            snprintf(root, sizeof root, "%s", cwd);
+            return root;
+        }
+        char *slash = strrchr(cwd, '/');
+        if (!slash || slash == cwd) break;
+        *slash = '\0';
+    }
+    snprintf(root, sizeof root, ".");
+    return root;
+}
+
+const char *mwt_fixture(const char *rel) {
+    static char path[4096];
+    const char *env = getenv("MW_FIXTURES");
+    if (env)
+        snprintf(path, sizeof path, "%s/%s", env, rel);
+    else
+        snprintf(path, sizeof path, "%s/tests/fixtures/%s", repo_root(), rel);
+    return path;
+}
+
+const char *mwt_bin(const char *name) {
+    static char path[4096];
+    const char *env = getenv("MW_BIN");
+    if (env)
+        snprintf(path, sizeof path, "%s/%s", env, name);
+    else
+        snprintf(path, sizeof path, "%s/bin/%s", repo_root(), name);
+    return path;
+}
+
+void *mwt_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return NULL;
+    }
+    long n = ftell(f);
+    if (n < 0) {
+        fclose(f);
+        return NULL;
+    }
+    rewind(f);
+    char *buf = malloc((size_t)n + 1);
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[n] = '\0';
+    fclose(f);
+    if (len) *len = (size_t)n;
+    return buf;
+}
+
+int mwt_write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(data, 1, len, f);
+    if (fclose(f) != 0 || w != len) return -1;
+    return 0;
+}
+
+char *mwt_tmpdir(const char *tag) {
+    const char *base = getenv("TMPDIR");
+    if (!base) base = "/tmp";
+    size_t n = strlen(base) + strlen(tag) + 32;
+    char *p = malloc(n);
+    if (!p) return NULL;
+    snprintf(p, n, "%s/mwt-%s-XXXXXX", base, tag);
+    if (!mkdtemp(p)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void mwt_rmrf(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d))) {
+                if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+                size_t n = strlen(path) + strlen(e->d_name) + 2;
+                char *c = malloc(n);
+                if (!c) continue;
+                snprintf(c, n, "%s/%s", path, e->d_name);
+                mwt_rmrf(c);
+                free(c);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+double mwt_max_abs_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(d)) return INFINITY;
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+double mwt_close(const char *what, const float *a, const float *b, size_t n, double abs_tol,
+                 double rel_tol) {
+    size_t first = n, worst = n;
+    double worst_d = -1;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        int bad = !(d <= abs_tol + rel_tol * fabs((double)b[i])); /* NaN counts as bad */
+        if (bad) {
+            if (first == n) first = i;
+            if (isnan(d) || d > worst_d) {
+                worst_d = isnan(d) ? INFINITY : d;
+                worst = i;
+            }
+        }
+    }
+    if (first == n) return -1;
+    fprintf(stderr,
+            "%s: mismatch at %zu (got %.9g want %.9g); worst at %zu (got %.9g want %.9g, |d| "
+            "%.3g; tol %.3g abs + %.3g rel)\n",
+            what, first, (double)a[first], (double)b[first], worst, (double)a[worst],
+            (double)b[worst], worst_d, abs_tol, rel_tol);
+    return worst_d;
+}
+
+static char *slurp_fd(int fd) {
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    for (;;) {
+        if (len + 1 >= cap) {
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) break;
+            buf = nb;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + len, cap - len - 1);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int mwt_wait(pid_t pid, int timeout_ms) {
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, timeout_ms > 0 ? WNOHANG : 0);
+        if (r == pid) {
+            if (WIFEXITED(status)) return WEXITSTATUS(status);
+            if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+            return -1;
+        }
+        if (r < 0 && errno != EINTR) return -1;
+        if (timeout_ms > 0 && now_ms() > deadline) return -2;
+        usleep(2000);
+    }
+}
+
+int mwt_run(char *const argv[], char **out, char **err, int timeout_ms) {
+    char tmpl_o[] = "/tmp/mwt-out-XXXXXX", tmpl_e[] = "/tmp/mwt-err-XXXXXX";
+    int fo = mkstemp(tmpl_o), fe = mkstemp(tmpl_e);
+    if (fo < 0 || fe < 0) return -1;
+    unlink(tmpl_o);
+    unlink(tmpl_e);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        close(fo);
+        close(fe);
+        return -1;
+    }
+    int st = mwt_wait(pid, timeout_ms);
+    if (st == -2) {
+        kill(pid, SIGKILL);
+        mwt_wait(pid, 0);
+    }
+    lseek(fo, 0, SEEK_SET);
+    lseek(fe, 0, SEEK_SET);
+    if (out) *out = slurp_fd(fo);
+    if (err) *err = slurp_fd(fe);
+    close(fo);
+    close(fe);
+    return st;
+}
+
+pid_t mwt_spawn(char *const argv[], const char *log_path) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (log_path) {
+        posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    }
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc == 0 ? pid : -1;
+}
+
+int mwt_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {0};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = 0;
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}

@@ -1,0 +1,48 @@
+/* tests/support/mw_test.h — helpers shared by the cmocka tests: fixture paths, whole-file reads,
+ * temporary directories, float comparisons that report where they fail, and spawning programs. */
+#ifndef MW_TEST_H
+#define MW_TEST_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+
+/* Path of a file under tests/fixtures/ (or $MW_FIXTURES): static buffer, valid until next call. */
+const char *mwt_fixture(const char *rel);
+/* Path of a program: $MW_BIN/name when set (the ASan builds under `make test`), else bin/name. */
+const char *mwt_bin(const char *name);
+
+/* Reads a whole file; returns a malloc'ed buffer (NUL-terminated) or NULL. */
+void *mwt_read_file(const char *path, size_t *len);
+/* Writes len bytes; returns 0 or -1. */
+int mwt_write_file(const char *path, const void *data, size_t len);
+
+/* Creates a fresh temporary directory; returns a malloc'ed path. mwt_rmrf removes a tree. */
+char *mwt_tmpdir(const char *tag);
+void mwt_rmrf(const char *path);
+
+/* Compares n floats: passes when |a-b| <= abs_tol + rel_tol*|b| everywhere. On failure prints the
+ * first and the worst offending index with `what`, and returns the max abs difference (>= 0).
+ * Returns -1 on success. Use with assert_true(mwt_close(...) < 0). */
+double mwt_close(const char *what, const float *a, const float *b, size_t n, double abs_tol,
+                 double rel_tol);
+/* Max |a-b| over n floats. */
+double mwt_max_abs_diff(const float *a, const float *b, size_t n);
+
+/* Runs argv (argv[0] is a path) to completion, capturing stdout and stderr into malloc'ed strings
+ * (either may be NULL to discard). Returns the exit status, 128+signal when killed, -1 on error.
+ * timeout_ms <= 0 means none; on timeout the child is killed and -2 is returned. */
+int mwt_run(char *const argv[], char **out, char **err, int timeout_ms);
+/* Starts argv in the background (stdout/stderr to log_path, or inherited when NULL); returns pid. */
+pid_t mwt_spawn(char *const argv[], const char *log_path);
+/* Waits up to timeout_ms for pid; returns exit status, 128+signal, or -2 on timeout. */
+int mwt_wait(pid_t pid, int timeout_ms);
+
+/* A free TCP port on 127.0.0.1 (best effort). */
+int mwt_free_port(void);
+
+#endif

@@ -1,0 +1,73 @@
+/* vindex/vx_source.h — one way to reach a model's weights, whatever holds them.
+ *
+ * A source is a GGUF file or a vindex directory. The model layer reads hyperparameters from its
+ * metadata (GGUF-style keys), dense tensors by their GGUF names, and experts as kn_expert views.
+ * An expert node opens a source restricted to the (layer, expert) extents it owns: only those are
+ * mapped, and each is checked against its checksum before use (the mount). */
+#ifndef VX_SOURCE_H
+#define VX_SOURCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "util/mw_err.h"
+#include "vindex/vx_gguf.h"
+#include "vindex/vx_meta.h"
+
+/* A set of (layer, expert) pairs. */
+typedef struct vx_expert_set {
+    int n_layers;
+    int n_experts;
+    uint8_t *bits; /* n_layers * n_experts bits, layer-major */
+} vx_expert_set;
+
+/* Parses SPEC: "all", "L0-L1:E0-E1" ranges joined by ',' (e.g. "0-23:0-15,0-23:20"), or "@FILE"
+ * / a path ending in .json naming a JSON shard file ({"experts": {"0": [0,1,...], ...}} or
+ * {"spec": "..."}). Every index is bounded by n_layers / n_experts. */
+int vx_expert_set_parse(const char *spec, int n_layers, int n_experts, vx_expert_set *out,
+                        mw_err *err);
+int vx_expert_set_init(vx_expert_set *s, int n_layers, int n_experts, bool all);
+void vx_expert_set_free(vx_expert_set *s);
+bool vx_expert_set_has(const vx_expert_set *s, int layer, int expert);
+void vx_expert_set_put(vx_expert_set *s, int layer, int expert, bool on);
+size_t vx_expert_set_count(const vx_expert_set *s);
+/* Canonical text form ("0-3:0-7,4:1"); returns a malloc'ed string. */
+char *vx_expert_set_format(const vx_expert_set *s);
+
+typedef struct vx_source vx_source;
+
+typedef struct vx_source_opts {
+    const vx_expert_set *experts; /* NULL = every expert the source holds */
+    bool dense;                   /* map the dense tensors too (false for an expert node) */
+    bool verify_on_mount;         /* check each mapped extent's fast checksum (vindex only) */
+} vx_source_opts;
+
+/* Opens PATH: a regular file is read as GGUF, a directory as a vindex. opts may be NULL (all
+ * experts, dense tensors, checksums verified). */
+int vx_source_open(const char *path, const vx_source_opts *opts, vx_source **out, mw_err *err);
+void vx_source_close(vx_source *s);
+
+const char *vx_source_path(const vx_source *s);
+const vx_meta *vx_source_meta(const vx_source *s);
+/* general.architecture ("gpt-oss", "qwen3moe", ...). */
+const char *vx_source_arch(const vx_source *s);
+/* A hex digest identifying the model's weights (the vindex fingerprint; for GGUF a digest of the
+ * header and tensor directory). Nodes and coordinators compare it in the handshake. */
+const char *vx_source_fingerprint(const vx_source *s);
+
+/* Dense (non-expert) tensor by its GGUF name; NULL if absent or not mapped. */
+const vx_tensor *vx_source_tensor(const vx_source *s, const char *name);
+/* Number of MoE layers' experts the source describes (from its metadata). */
+int vx_source_n_layers(const vx_source *s);
+int vx_source_n_experts(const vx_source *s);
+/* Whether (layer, expert) is available in this opening. */
+bool vx_source_has_expert(const vx_source *s, int layer, int expert);
+/* Fills a view of expert `expert` of layer `layer`. -1 with err when not held or not mapped. */
+int vx_source_expert(const vx_source *s, int layer, int expert, kn_expert *out, mw_err *err);
+
+/* Every tensor the source holds, dense first, for audits and `vindex inspect`. */
+size_t vx_source_n_tensors(const vx_source *s);
+const vx_tensor *vx_source_tensor_at(const vx_source *s, size_t i);
+
+#endif
