@@ -1,0 +1,77 @@
+/* model/md_moe.h — the MoE step's contract: what the trunk hands to an expert backend, and the one
+ * executor that turns routed rows into expert outputs.
+ *
+ * The in-process backend and the expert node run the same executor (md_moe_exec); a remote
+ * backend ships the same md_moe_batch over the wire. Combining is always in a fixed order: for a
+ * row, assignments are reduced in selection order (j = 0 .. k-1), never in arrival order. */
+#ifndef MD_MOE_H
+#define MD_MOE_H
+
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "util/mw_err.h"
+
+/* One layer's MoE work for a batch of T rows. */
+typedef struct md_moe_batch {
+    int layer;
+    int64_t T;              /* rows (tokens) */
+    int64_t width;          /* hidden size */
+    const float *x;         /* T × width: the normalized MoE input */
+    int k;                  /* experts per row (top-k) */
+    const int32_t *experts; /* T × k expert ids, selection order (best first) */
+    const float *weights;   /* T × k routing weights, aligned with experts */
+} md_moe_batch;
+
+/* y[t] = sum_j weights[t][j] * expert_{experts[t][j]}(x[t]), reduced in j order:
+ *   acc = 0; for j in 0..k-1: acc = acc + w_j * y_j   (per element, float, no fma)
+ * Everyone who combines (local backend, node partial sums, coordinator exact mode) uses
+ * md_moe_accumulate so the arithmetic is the same everywhere. */
+void md_moe_accumulate(float *acc, const float *y, float w, int64_t width);
+
+/* An expert backend: computes the routed experts' combined output for a batch. */
+typedef struct md_expert_backend md_expert_backend;
+struct md_expert_backend {
+    const char *name; /* "local", "remote" */
+    /* out: T × width, overwritten with the combined expert output (not including the residual). */
+    int (*run)(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
+    void (*destroy)(md_expert_backend *b);
+    void *impl;
+};
+
+/* Looks up expert e of a layer; returns NULL (with err) when it is not available. */
+typedef const kn_expert *(*md_expert_lookup_fn)(void *ctx, int layer, int expert, mw_err *err);
+
+/* One (row, expert, weight) assignment, as an expert node receives them. */
+typedef struct md_assignment {
+    int32_t row;
+    int32_t expert;
+    float weight;
+} md_assignment;
+
+typedef enum md_moe_output {
+    MD_MOE_PARTIAL = 0, /* out: rows × width, out[row] = sum over the row's assignments (in the order
+                           given) of weight · y */
+    MD_MOE_EXACT = 1    /* out: n_assign × width, out[a] = y for assignment a (unweighted) */
+} md_moe_output;
+
+typedef struct md_moe_exec_args {
+    int layer;
+    int64_t rows, width;
+    const float *x; /* rows × width */
+    const md_assignment *assign;
+    int64_t n_assign;
+    md_moe_output mode;
+    const kn_glu *glu;
+    kn_numerics numerics;
+    kn_pool *pool;
+    md_expert_lookup_fn lookup;
+    void *lookup_ctx;
+} md_moe_exec_args;
+
+/* The executor: groups assignments by expert, gathers each expert's rows, runs kn_expert_run once
+ * per expert over all its rows, and writes `out` per mode. Expert weight bytes read (as stored) are
+ * added to *weight_bytes when non-NULL. Row/expert indices are validated (bad ones → -1 + err). */
+int md_moe_exec(const md_moe_exec_args *a, float *out, uint64_t *weight_bytes, mw_err *err);
+
+#endif
