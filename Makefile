@@ -45,10 +45,10 @@ ARCH := other
 endif
 
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
-BASE_CFLAGS := -std=c11 -ffp-contract=off -D_GNU_SOURCE $(WARN) -I. -Ibuild/gen -MMD -MP -pthread
-OPT_CFLAGS := -O2 -g
 # Floating-point contraction stays off everywhere (clang defaults it on): a row's result must not
 # depend on the compiler's choice of fused operations, or exact mode breaks across nodes.
+BASE_CFLAGS := -std=c11 -ffp-contract=off -D_GNU_SOURCE $(WARN) -I. -Ibuild/gen -MMD -MP -pthread
+OPT_CFLAGS := -O2 -g
 ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -DMW_ASAN=1
 ASAN_LDFLAGS := -fsanitize=address,undefined
