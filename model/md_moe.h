@@ -21,6 +21,7 @@ typedef struct md_moe_batch {
     int k;                  /* experts per row (top-k) */
     const int32_t *experts; /* T × k expert ids, selection order (best first) */
     const float *weights;   /* T × k routing weights, aligned with experts */
+    kn_numerics numerics;   /* activation numerics the experts must use (the trunk's setting) */
 } md_moe_batch;
 
 /* y[t] = sum_j weights[t][j] * expert_{experts[t][j]}(x[t]), reduced in j order:
@@ -50,10 +51,16 @@ typedef struct md_assignment {
 } md_assignment;
 
 typedef enum md_moe_output {
-    MD_MOE_PARTIAL = 0, /* out: rows × width, out[row] = sum over the row's assignments (in the order
-                           given) of weight · y */
+    MD_MOE_PARTIAL = 0, /* out: rows × width, out[row] = sum over the row's assignments (in the
+                           order given) of weight · y */
     MD_MOE_EXACT = 1    /* out: n_assign × width, out[a] = y for assignment a (unweighted) */
 } md_moe_output;
+
+/* Reusable scratch for md_moe_exec (grows to the largest batch seen), so the decode loop does not
+ * allocate per call. One per caller thread; NULL in the args means allocate per call. */
+typedef struct md_moe_ws md_moe_ws;
+md_moe_ws *md_moe_ws_new(void);
+void md_moe_ws_free(md_moe_ws *ws);
 
 typedef struct md_moe_exec_args {
     int layer;
@@ -67,6 +74,7 @@ typedef struct md_moe_exec_args {
     kn_pool *pool;
     md_expert_lookup_fn lookup;
     void *lookup_ctx;
+    md_moe_ws *ws; /* optional */
 } md_moe_exec_args;
 
 /* The executor: groups assignments by expert, gathers each expert's rows, runs kn_expert_run once

@@ -1,0 +1,40 @@
+/* model/md_attn.h — attention of a batch of rows over their sequences' KV caches: GQA, causal,
+ * sliding window, sinks (FORMATS.md §4), heads spread over the thread pool. */
+#ifndef MD_ATTN_H
+#define MD_ATTN_H
+
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "model/md_config.h"
+#include "model/md_kv.h"
+#include "model/md_model.h"
+
+/* Per-thread score rows, kept between calls. */
+typedef struct md_attn_ws {
+    float *scores;
+    int64_t per_thread;
+    int n_threads;
+} md_attn_ws;
+
+int md_attn_ws_reserve(md_attn_ws *ws, const md_kv *kv, const md_row *rows, int64_t T,
+                       int n_threads, mw_err *err);
+void md_attn_ws_free(md_attn_ws *ws);
+
+typedef struct md_attn_args {
+    const md_config *cfg;
+    const md_kv *kv; /* already holds this batch's K/V rows */
+    int layer;
+    const md_row *rows;
+    int64_t T;
+    const float *q;     /* T × n_head × head_dim_k, after RoPE */
+    const float *sinks; /* n_head logits, or NULL */
+    float *out;         /* T × n_head × head_dim_v */
+} md_attn_args;
+
+/* Row t, query head h sees its sequence's keys at positions p' <= pos (and pos - p' < n_swa on
+ * sliding-window layers); head h reads KV head h / (n_head / n_head_kv). Scores are
+ * (q·k)·kq_scale; the sink logit joins the softmax denominator only. */
+int md_attention(const md_attn_args *a, md_attn_ws *ws, kn_pool *pool, mw_err *err);
+
+#endif

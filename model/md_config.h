@@ -1,0 +1,109 @@
+/* model/md_config.h — a model's hyperparameters and declared policies, read from its metadata.
+ *
+ * A family (one row per GGUF architecture in model/md_family.c) declares which policies the
+ * architecture has (biases, QK-norm, sinks, sliding window rule, router, GLU); md_config_read fills
+ * an md_config from the family row and the metadata keys. Keys the architecture needs are
+ * required, values the family does not know are errors naming the key, and the few defaults are
+ * the family's declared constants (the ones llama.cpp itself uses for that architecture). */
+#ifndef MD_CONFIG_H
+#define MD_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "util/mw_err.h"
+#include "vindex/vx_meta.h"
+
+#define MD_ROPE_MAX_PAIRS 256 /* head dims up to 512 */
+#define MD_ARCH_MAX       64
+
+/* Which dimensions RoPE rotates together: NEOX pairs i with i + n_rot/2, NORM pairs 2i and 2i+1. */
+typedef enum md_rope_layout { MD_ROPE_NEOX = 0, MD_ROPE_NORM = 1 } md_rope_layout;
+
+typedef enum md_rope_scaling {
+    MD_ROPE_SCALING_NONE = 0,
+    MD_ROPE_SCALING_LINEAR = 1, /* positions divided by the factor */
+    MD_ROPE_SCALING_YARN = 2,   /* ramp between interpolated and extrapolated angles, magnitude */
+    MD_ROPE_SCALING_LLAMA3 = 3, /* per-frequency factors in three wavelength bands */
+    MD_ROPE_SCALING_COUNT
+} md_rope_scaling;
+
+/* Everything RoPE needs for one kind of layer; the derived values are filled by md_rope_init. */
+typedef struct md_rope {
+    md_rope_layout layout;
+    int n_rot; /* rotated dimensions (even, <= head dim); the rest pass through */
+    float freq_base;
+    md_rope_scaling scaling;
+    float factor;    /* scaling factor; 1 when none */
+    int n_ctx_orig;  /* YaRN / llama3: the original training context */
+    float beta_fast; /* YaRN correction range */
+    float beta_slow;
+    float attn_factor; /* extra cos/sin magnitude (rope.scaling.attn_factor), 1 when absent */
+    float low_freq_factor, high_freq_factor; /* llama3 bands */
+    /* derived */
+    float theta_scale; /* powf(freq_base, -2/n_rot) */
+    float freq_scale;  /* 1 / factor */
+    float ext_factor;  /* 1 for YaRN, else 0 */
+    float corr_dims[2];
+    float mscale; /* cos/sin magnitude */
+    bool has_freq_factors;
+    float freq_factors[MD_ROPE_MAX_PAIRS]; /* angle divisors per pair (llama3) */
+} md_rope;
+
+/* How the router turns logits into (expert, weight) selections. */
+typedef enum md_gate {
+    MD_GATE_SOFTMAX = 0,          /* scores = softmax over all experts; weights = selected scores */
+    MD_GATE_SIGMOID = 1,          /* scores = sigmoid(logit); weights = selected scores */
+    MD_GATE_SOFTMAX_SELECTED = 2, /* scores = logits; weights = softmax over the selected k */
+    MD_GATE_COUNT
+} md_gate;
+
+typedef struct md_router_policy {
+    md_gate gate;
+    bool logit_bias;  /* ffn_gate_inp.bias is added to the logits (gpt-oss) */
+    bool select_bias; /* a selection-only bias (exp_probs_b.bias) decides the top-k (deepseek2) */
+    bool norm;        /* weights divided by their sum, the sum clamped below at 6.103515625e-5 */
+    float scale;      /* weights multiplied by this unless it is 0 or 1 */
+} md_router_policy;
+
+typedef struct md_family md_family;
+
+typedef struct md_config {
+    const md_family *family;
+    char arch[MD_ARCH_MAX];
+    int n_layer;
+    int64_t n_embd;
+    int64_t n_vocab; /* from the embedding tensor (md_model fills it) */
+    int64_t n_ctx_train;
+    float norm_eps;
+    /* attention */
+    int n_head, n_head_kv;
+    int head_dim_k, head_dim_v;
+    float kq_scale;
+    bool qkv_bias, o_bias, qk_norm, sinks;
+    int n_swa;          /* sliding window (keys p - t < n_swa are visible); 0 = none */
+    uint8_t *layer_swa; /* n_layer flags: 1 = sliding-window layer */
+    md_rope rope;       /* full-attention layers */
+    md_rope rope_swa;   /* sliding-window layers */
+    /* MoE */
+    int n_expert, n_expert_used;
+    int64_t n_ff_exp;
+    md_router_policy router;
+    kn_glu glu;
+    bool expert_bias;
+} md_config;
+
+/* Reads the config of the model whose metadata is m. Unknown architectures, missing required keys
+ * and unknown values are errors naming the key. Free with md_config_free. */
+int md_config_read(const vx_meta *m, md_config *cfg, mw_err *err);
+void md_config_free(md_config *cfg);
+
+/* Fills the derived fields of r (angles, correction dims, magnitude, llama3 factors) from the
+ * declared ones; -1 with err on values RoPE cannot use. */
+int md_rope_init(md_rope *r, mw_err *err);
+
+const char *md_rope_scaling_name(md_rope_scaling s);
+const char *md_gate_name(md_gate g);
+
+#endif

@@ -1,0 +1,391 @@
+/* model/md_family.c — the family table (gpt-oss, qwen3moe) and the metadata reader that turns a
+ * row plus a model's keys into an md_config. The rules are those of llama.cpp's loader, written
+ * up in tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss) and §5 (qwen3moe). */
+#include "model/md_family.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const md_family families[] = {
+    {
+        .arch = "gpt-oss",
+        .qkv_bias = true,
+        .o_bias = true,
+        .qk_norm = false,
+        .sinks = true,
+        .rope_layout = MD_ROPE_NEOX,
+        .swa = true,
+        .swa_default_period = 2, /* layers 0, 2, 4, ... slide; 1, 3, 5, ... see everything */
+        .ffn_norm = "post_attention_norm",
+        .output_optional = false,
+        .ff_exp_from_ff = false,
+        .router = {.gate = MD_GATE_SOFTMAX_SELECTED, .logit_bias = true, .scale = 1.0f},
+        .glu = KN_GLU_SWIGLU_OAI,
+        .glu_alpha = 1.702f,
+        .glu_limit = 7.0f,
+        .expert_bias = true,
+    },
+    {
+        .arch = "qwen3moe",
+        .qkv_bias = false,
+        .o_bias = false,
+        .qk_norm = true,
+        .sinks = false,
+        .rope_layout = MD_ROPE_NEOX,
+        .swa = false,
+        .ffn_norm = "ffn_norm",
+        .output_optional = true,
+        .ff_exp_from_ff = true,
+        .router = {.gate = MD_GATE_SOFTMAX, .norm = true, .scale = 1.0f},
+        .glu = KN_GLU_SWIGLU,
+        .expert_bias = false,
+    },
+};
+
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+const md_family *md_family_find(const char *arch) {
+    for (size_t i = 0; arch && i < N_FAMILIES; i++)
+        if (!strcmp(families[i].arch, arch)) return &families[i];
+    return NULL;
+}
+
+const char *md_family_names(void) {
+    static char names[256];
+    if (!names[0]) {
+        size_t n = 0;
+        for (size_t i = 0; i < N_FAMILIES; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+                                  families[i].arch);
+    }
+    return names;
+}
+
+static const char *const rope_scaling_names[MD_ROPE_SCALING_COUNT] = {"none", "linear", "yarn",
+                                                                      "llama3"};
+static const char *const gate_names[MD_GATE_COUNT] = {"softmax", "sigmoid", "softmax-selected"};
+
+const char *md_rope_scaling_name(md_rope_scaling s) {
+    return (unsigned)s < MD_ROPE_SCALING_COUNT ? rope_scaling_names[s] : "unknown";
+}
+
+const char *md_gate_name(md_gate g) {
+    return (unsigned)g < MD_GATE_COUNT ? gate_names[g] : "unknown";
+}
+
+/* ---- typed key access with the architecture prefix ------------------------------------------ */
+
+typedef struct reader {
+    const vx_meta *m;
+    const char *arch;
+    char key[160];
+} reader;
+
+static const char *k(reader *r, const char *suffix) {
+    snprintf(r->key, sizeof r->key, "%s.%s", r->arch, suffix);
+    return r->key;
+}
+
+/* 1 found, 0 absent, -1 error (err set). Integers must lie in [lo, hi]. */
+static int get_int(reader *r, const char *suffix, int64_t lo, int64_t hi, int64_t *out,
+                   mw_err *err) {
+    int rc = vx_meta_get_i64(r->m, k(r, suffix), out, err);
+    if (rc <= 0) return rc;
+    if (*out < lo || *out > hi)
+        return mw_errf(err, "model config: %s = %lld is out of range [%lld, %lld]", r->key,
+                       (long long)*out, (long long)lo, (long long)hi);
+    return 1;
+}
+
+static int req_int(reader *r, const char *suffix, int64_t lo, int64_t hi, int64_t *out,
+                   mw_err *err) {
+    int rc = get_int(r, suffix, lo, hi, out, err);
+    if (rc == 0) return mw_errf(err, "model config: missing required key '%s'", r->key);
+    return rc < 0 ? -1 : 0;
+}
+
+/* Floats must be finite and > lo (exclusive) when lo_excl, else >= lo. */
+static int get_float(reader *r, const char *suffix, double lo, bool lo_excl, float *out,
+                     mw_err *err) {
+    double v;
+    int rc = vx_meta_get_f64(r->m, k(r, suffix), &v, err);
+    if (rc <= 0) return rc;
+    if (!isfinite(v) || (lo_excl ? v <= lo : v < lo))
+        return mw_errf(err, "model config: %s = %g is out of range (must be %s %g)", r->key, v,
+                       lo_excl ? ">" : ">=", lo);
+    *out = (float)v;
+    return 1;
+}
+
+static int req_float(reader *r, const char *suffix, double lo, bool lo_excl, float *out,
+                     mw_err *err) {
+    int rc = get_float(r, suffix, lo, lo_excl, out, err);
+    if (rc == 0) return mw_errf(err, "model config: missing required key '%s'", r->key);
+    return rc < 0 ? -1 : 0;
+}
+
+/* ---- RoPE ----------------------------------------------------------------------------------- */
+
+static int read_rope(reader *r, md_config *c, mw_err *err) {
+    md_rope *p = &c->rope;
+    memset(p, 0, sizeof *p);
+    p->layout = c->family->rope_layout;
+    p->factor = 1.0f;
+    p->attn_factor = 1.0f;
+    int64_t v;
+    int rc = get_int(r, "rope.dimension_count", 2, 2 * MD_ROPE_MAX_PAIRS, &v, err);
+    if (rc < 0) return -1;
+    p->n_rot = rc ? (int)v : c->head_dim_k;
+    if (p->n_rot > c->head_dim_k || p->n_rot % 2)
+        return mw_errf(err, "model config: %s = %d must be even and at most the key length %d",
+                       k(r, "rope.dimension_count"), p->n_rot, c->head_dim_k);
+    if (req_float(r, "rope.freq_base", 0, true, &p->freq_base, err)) return -1;
+
+    /* llama.cpp's rule: no type key means linear scaling by rope.scaling.factor (none if absent).
+     */
+    const char *type = NULL;
+    rc = vx_meta_get_str(r->m, k(r, "rope.scaling.type"), &type, err);
+    if (rc < 0) return -1;
+    float factor = 1.0f;
+    int has_factor = get_float(r, "rope.scaling.factor", 0, true, &factor, err);
+    if (has_factor < 0) return -1;
+    if (!type) {
+        p->scaling = has_factor ? MD_ROPE_SCALING_LINEAR : MD_ROPE_SCALING_NONE;
+    } else {
+        int s = -1;
+        for (int i = 0; i < MD_ROPE_SCALING_COUNT; i++)
+            if (!strcmp(type, rope_scaling_names[i])) s = i;
+        if (s < 0)
+            return mw_errf(err,
+                           "model config: %s = '%s' is not a known RoPE scaling (none, linear, "
+                           "yarn, llama3)",
+                           k(r, "rope.scaling.type"), type);
+        p->scaling = (md_rope_scaling)s;
+    }
+    if (p->scaling != MD_ROPE_SCALING_NONE) p->factor = factor;
+    if (get_float(r, "rope.scaling.attn_factor", 0, true, &p->attn_factor, err) < 0) return -1;
+
+    if (p->scaling == MD_ROPE_SCALING_YARN || p->scaling == MD_ROPE_SCALING_LLAMA3) {
+        if (!has_factor)
+            return mw_errf(err, "model config: missing required key '%s' (%s RoPE scaling)",
+                           k(r, "rope.scaling.factor"), md_rope_scaling_name(p->scaling));
+        if (req_int(r, "rope.scaling.original_context_length", 1, INT32_MAX, &v, err)) return -1;
+        p->n_ctx_orig = (int)v;
+    }
+    if (p->scaling == MD_ROPE_SCALING_YARN) {
+        /* llama.cpp's defaults (gpt-oss's and DeepSeek-V3's values); a file may state them. */
+        p->beta_fast = 32.0f;
+        p->beta_slow = 1.0f;
+        if (get_float(r, "rope.scaling.yarn_beta_fast", 0, true, &p->beta_fast, err) < 0 ||
+            get_float(r, "rope.scaling.yarn_beta_slow", 0, true, &p->beta_slow, err) < 0)
+            return -1;
+    }
+    if (p->scaling == MD_ROPE_SCALING_LLAMA3) {
+        if (req_float(r, "rope.scaling.low_freq_factor", 0, true, &p->low_freq_factor, err) ||
+            req_float(r, "rope.scaling.high_freq_factor", 0, true, &p->high_freq_factor, err))
+            return -1;
+        if (p->high_freq_factor <= p->low_freq_factor)
+            return mw_errf(err, "model config: %s must exceed %s", "rope.scaling.high_freq_factor",
+                           "rope.scaling.low_freq_factor");
+    }
+    c->rope_swa = c->rope;
+    if (c->family->swa &&
+        get_float(r, "rope.freq_base_swa", 0, true, &c->rope_swa.freq_base, err) < 0)
+        return -1;
+    if (md_rope_init(&c->rope, err) || md_rope_init(&c->rope_swa, err))
+        return mw_err_wrap(err, "model config (%s RoPE)", c->arch);
+    return 0;
+}
+
+/* ---- sliding window ------------------------------------------------------------------------- */
+
+static int read_swa(reader *r, md_config *c, mw_err *err) {
+    c->layer_swa = calloc((size_t)c->n_layer, 1);
+    if (!c->layer_swa) return mw_errf(err, "model config: out of memory");
+    int64_t v;
+    if (!c->family->swa) {
+        int rc = get_int(r, "attention.sliding_window", 0, INT64_MAX, &v, err);
+        if (rc < 0) return -1;
+        if (rc && v != 0)
+            return mw_errf(err, "model config: %s = %lld, but %s models have no sliding window",
+                           r->key, (long long)v, c->arch);
+        return 0;
+    }
+    if (req_int(r, "attention.sliding_window", 1, INT32_MAX, &v, err)) return -1;
+    c->n_swa = (int)v;
+    const char *pkey = k(r, "attention.sliding_window_pattern");
+    long idx = vx_meta_find(r->m, pkey);
+    if (idx >= 0 && vx_meta_type(r->m, (size_t)idx) == VX_ARR) {
+        if (vx_meta_arr_len(r->m, (size_t)idx) != (uint64_t)c->n_layer)
+            return mw_errf(err, "model config: %s has %llu entries for %d layers", pkey,
+                           (unsigned long long)vx_meta_arr_len(r->m, (size_t)idx), c->n_layer);
+        for (int il = 0; il < c->n_layer; il++) {
+            int64_t f;
+            if (vx_meta_arr_i64(r->m, pkey, (uint64_t)il, &f, err) != 1)
+                return mw_err_wrap(err, "model config: %s[%d]", pkey, il);
+            c->layer_swa[il] = f != 0;
+        }
+        return 0;
+    }
+    int64_t period = c->family->swa_default_period;
+    if (get_int(r, "attention.sliding_window_pattern", 0, INT32_MAX, &period, err) < 0) return -1;
+    /* llama.cpp's pattern rule: within each period the last layer is full attention; period 0
+     * means every layer slides. */
+    for (int il = 0; il < c->n_layer; il++)
+        c->layer_swa[il] = period == 0 || (il % period < period - 1);
+    return 0;
+}
+
+/* ---- router and GLU ------------------------------------------------------------------------- */
+
+/* llama.cpp's gating-function ids for the expert_gating_func key. */
+static int gate_from_llama_id(int64_t id) {
+    switch (id) {
+    case 1:
+        return MD_GATE_SOFTMAX;
+    case 2:
+        return MD_GATE_SIGMOID;
+    case 3:
+        return MD_GATE_SOFTMAX_SELECTED;
+    default:
+        return -1;
+    }
+}
+
+/* These families fix their router; keys that restate it must agree. */
+static int check_router_keys(reader *r, md_config *c, mw_err *err) {
+    const md_router_policy *p = &c->router;
+    int64_t v;
+    int rc = get_int(r, "expert_gating_func", 0, 16, &v, err);
+    if (rc < 0) return -1;
+    if (rc && gate_from_llama_id(v) != (int)p->gate)
+        return mw_errf(err, "model config: %s = %lld, but %s routes with %s", r->key, (long long)v,
+                       c->arch, md_gate_name(p->gate));
+    bool b;
+    rc = vx_meta_get_bool(r->m, k(r, "expert_weights_norm"), &b, err);
+    if (rc < 0) return -1;
+    if (rc && b != p->norm)
+        return mw_errf(err, "model config: %s = %s, but %s %s its routing weights", r->key,
+                       b ? "true" : "false", c->arch,
+                       p->norm ? "normalizes" : "does not normalize");
+    float s;
+    rc = get_float(r, "expert_weights_scale", 0, false, &s, err);
+    if (rc < 0) return -1;
+    if (rc && s != 0.0f && s != p->scale)
+        return mw_errf(err, "model config: %s = %g, but %s scales its routing weights by %g",
+                       r->key, s, c->arch, p->scale);
+    return 0;
+}
+
+static int read_glu(reader *r, md_config *c, mw_err *err) {
+    const md_family *f = c->family;
+    c->glu.kind = f->glu;
+    c->glu.alpha = f->glu_alpha;
+    c->glu.limit = f->glu_limit;
+    const char *key = k(r, "swiglu_clamp_exp");
+    long idx = vx_meta_find(r->m, key);
+    if (idx < 0) return 0;
+    /* One limit for every layer: a scalar, or an array whose entries are all equal. */
+    float limit = 0;
+    if (vx_meta_type(r->m, (size_t)idx) == VX_ARR) {
+        uint64_t n = vx_meta_arr_len(r->m, (size_t)idx);
+        for (uint64_t i = 0; i < n; i++) {
+            double d;
+            if (vx_meta_arr_f64(r->m, key, i, &d, err) != 1)
+                return mw_err_wrap(err, "model config: %s[%llu]", key, (unsigned long long)i);
+            if (i && (float)d != limit)
+                return mw_errf(err, "model config: %s differs between layers (unsupported)", key);
+            limit = (float)d;
+        }
+    } else if (get_float(r, "swiglu_clamp_exp", 0, false, &limit, err) < 0) {
+        return -1;
+    }
+    if (f->glu != KN_GLU_SWIGLU_OAI) {
+        if (limit != 0.0f)
+            return mw_errf(err, "model config: %s = %g, but %s experts do not clamp", key, limit,
+                           c->arch);
+        return 0;
+    }
+    if (!(limit > 0.0f)) return mw_errf(err, "model config: %s = %g must be > 0", key, limit);
+    c->glu.limit = limit;
+    return 0;
+}
+
+/* ---- the whole config ----------------------------------------------------------------------- */
+
+static int read_all(reader *r, md_config *c, mw_err *err) {
+    int64_t v;
+    if (req_int(r, "block_count", 1, 4096, &v, err)) return -1;
+    c->n_layer = (int)v;
+    if (req_int(r, "embedding_length", 1, 1 << 20, &c->n_embd, err)) return -1;
+    if (req_int(r, "context_length", 1, INT32_MAX, &c->n_ctx_train, err)) return -1;
+    if (req_float(r, "attention.layer_norm_rms_epsilon", 0, true, &c->norm_eps, err)) return -1;
+
+    if (req_int(r, "attention.head_count", 1, 4096, &v, err)) return -1;
+    c->n_head = (int)v;
+    int rc = get_int(r, "attention.head_count_kv", 1, 4096, &v, err);
+    if (rc < 0) return -1;
+    c->n_head_kv = rc ? (int)v : c->n_head; /* llama.cpp: plain multi-head attention */
+    if (c->n_head % c->n_head_kv)
+        return mw_errf(err, "model config: %s = %d does not divide %s = %d",
+                       k(r, "attention.head_count_kv"), c->n_head_kv, "attention.head_count",
+                       c->n_head);
+    if (req_int(r, "attention.key_length", 2, 2 * MD_ROPE_MAX_PAIRS, &v, err)) return -1;
+    c->head_dim_k = (int)v;
+    if (req_int(r, "attention.value_length", 1, 2 * MD_ROPE_MAX_PAIRS, &v, err)) return -1;
+    c->head_dim_v = (int)v;
+    c->kq_scale = 1.0f / sqrtf((float)c->head_dim_k);
+    c->qkv_bias = c->family->qkv_bias;
+    c->o_bias = c->family->o_bias;
+    c->qk_norm = c->family->qk_norm;
+    c->sinks = c->family->sinks;
+
+    if (req_int(r, "expert_count", 1, 65536, &v, err)) return -1;
+    c->n_expert = (int)v;
+    if (req_int(r, "expert_used_count", 1, c->n_expert, &v, err)) return -1;
+    c->n_expert_used = (int)v;
+    rc = get_int(r, "expert_feed_forward_length", 1, 1 << 24, &c->n_ff_exp, err);
+    if (rc < 0) return -1;
+    if (!rc) {
+        if (!c->family->ff_exp_from_ff)
+            return mw_errf(err, "model config: missing required key '%s'", r->key);
+        /* llama.cpp's qwen3moe rule */
+        if (req_int(r, "feed_forward_length", 1, 1 << 30, &v, err)) return -1;
+        c->n_ff_exp = v / c->n_expert_used;
+        if (c->n_ff_exp < 1)
+            return mw_errf(err, "model config: %s / expert_used_count is 0", r->key);
+    }
+    c->router = c->family->router;
+    c->expert_bias = c->family->expert_bias;
+    if (check_router_keys(r, c, err) || read_glu(r, c, err)) return -1;
+    if (read_swa(r, c, err) || read_rope(r, c, err)) return -1;
+    return 0;
+}
+
+int md_config_read(const vx_meta *m, md_config *cfg, mw_err *err) {
+    memset(cfg, 0, sizeof *cfg);
+    const char *arch = NULL;
+    int rc = vx_meta_get_str(m, "general.architecture", &arch, err);
+    if (rc < 0) return -1;
+    if (rc == 0) return mw_errf(err, "model config: missing required key 'general.architecture'");
+    cfg->family = md_family_find(arch);
+    if (!cfg->family)
+        return mw_errf(err,
+                       "model config: unknown model family '%s' (general.architecture); "
+                       "known: %s",
+                       arch, md_family_names());
+    snprintf(cfg->arch, sizeof cfg->arch, "%s", arch);
+    reader r = {.m = m, .arch = cfg->family->arch};
+    if (read_all(&r, cfg, err)) {
+        md_config_free(cfg);
+        return -1;
+    }
+    return 0;
+}
+
+void md_config_free(md_config *cfg) {
+    free(cfg->layer_swa);
+    cfg->layer_swa = NULL;
+}

@@ -1,0 +1,41 @@
+/* model/md_family.h — the family table: one row per supported architecture, declaring its
+ * policies as data (in the style of ggml's type traits). md_config_read starts from the row and
+ * reads the hyperparameters from the metadata. Adding an architecture is adding a row (plus any
+ * policy the row needs that no other family has yet). */
+#ifndef MD_FAMILY_H
+#define MD_FAMILY_H
+
+#include <stdbool.h>
+
+#include "model/md_config.h"
+
+struct md_family {
+    const char *arch; /* general.architecture */
+    /* attention */
+    bool qkv_bias, o_bias; /* attn_{q,k,v}.bias / attn_output.bias tensors */
+    bool qk_norm;          /* per-head RMSNorm of q and k (attn_q_norm / attn_k_norm) */
+    bool sinks;            /* attn_sinks: one logit per query head in the softmax denominator */
+    md_rope_layout rope_layout;
+    /* sliding window: the family reads attention.sliding_window and the layer pattern
+     * attention.sliding_window_pattern (a period, or one flag per layer); the declared default
+     * period applies when the pattern key is absent. */
+    bool swa;
+    int swa_default_period;
+    /* per-layer tensor names that differ between families */
+    const char *ffn_norm; /* norm before the MoE block */
+    bool output_optional; /* output.weight may be absent: token_embd is the LM head */
+    /* MoE */
+    bool ff_exp_from_ff; /* expert_feed_forward_length may be absent: ff / expert_used_count */
+    md_router_policy router;
+    kn_glu_kind glu;
+    float glu_alpha; /* SWIGLU_OAI constants; the limit may be set by {arch}.swiglu_clamp_exp */
+    float glu_limit;
+    bool expert_bias; /* ffn_{gate,up,down}_exps.bias */
+};
+
+/* The row for arch, or NULL. */
+const md_family *md_family_find(const char *arch);
+/* Known architectures, ", "-separated, for messages. */
+const char *md_family_names(void);
+
+#endif

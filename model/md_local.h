@@ -1,0 +1,26 @@
+/* model/md_local.h — the in-process expert backend: the MoE step runs md_moe_exec over a source's
+ * experts in this process (the same executor an expert node runs). */
+#ifndef MD_LOCAL_H
+#define MD_LOCAL_H
+
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "model/md_config.h"
+#include "model/md_moe.h"
+#include "util/mw_err.h"
+#include "vindex/vx_source.h"
+
+/* Creates the backend over every (layer, expert) of src. Each expert's tensors are checked
+ * against cfg (shapes, biases present exactly when the family has them, computable types) up
+ * front, so a bad file fails here and not mid-generation. src and pool must outlive it. */
+int md_local_backend_new(const vx_source *src, const md_config *cfg, kn_pool *pool,
+                         md_expert_backend **out, mw_err *err);
+
+/* Expert weight bytes (as stored) read so far. */
+uint64_t md_local_backend_weight_bytes(const md_expert_backend *b);
+
+/* Checks one expert view against the config; shared with whoever else mounts experts. */
+int md_expert_check(const kn_expert *e, const md_config *cfg, int layer, int expert, mw_err *err);
+
+#endif

@@ -1,0 +1,113 @@
+/* model/md_model.h — a loaded model (config + views of the dense weights) and the forward pass
+ * over batches of (sequence, position, token) rows.
+ *
+ * md_model is immutable after load and may be shared. md_ctx holds what a forward pass mutates:
+ * the sequences' KV caches, scratch buffers and counters. There is one layer loop: a prefill of a
+ * whole prompt and a single-token decode step are the same call with different batches, and a
+ * batch may mix sequences. */
+#ifndef MD_MODEL_H
+#define MD_MODEL_H
+
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "model/md_config.h"
+#include "model/md_moe.h"
+#include "util/mw_err.h"
+#include "vindex/vx_source.h"
+
+/* One layer's dense weights. Vectors (norms, biases, sinks) are float pointers; NULL when the
+ * family has none. */
+typedef struct md_layer {
+    const float *attn_norm;
+    kn_mat wq, wk, wv, wo;
+    const float *bq, *bk, *bv, *bo;
+    const float *q_norm, *k_norm; /* head_dim_k each */
+    const float *sinks;           /* n_head */
+    const float *ffn_norm;
+    kn_mat router; /* n_expert × n_embd */
+    const float *router_b;
+} md_layer;
+
+typedef struct md_model {
+    md_config cfg;
+    kn_mat tok_embd; /* n_vocab × n_embd */
+    const float *out_norm;
+    kn_mat output; /* n_vocab × n_embd (token_embd when the family ties them) */
+    md_layer *layers;
+    const vx_source *src;
+} md_model;
+
+/* Reads the config from src's metadata and checks every dense tensor the family expects for
+ * presence, shape and type; every dense tensor of src must be one of them (experts are the
+ * backend's). src must outlive the model. */
+int md_model_load(const vx_source *src, md_model **out, mw_err *err);
+void md_model_free(md_model *m);
+
+/* ---- forward pass --------------------------------------------------------------------------- */
+
+/* Named points of the layer loop an observer can watch (llama.cpp's names in the comments). */
+typedef enum md_probe {
+    MD_PROBE_ATTN_NORM = 0, /* attn_norm: T × n_embd */
+    MD_PROBE_Q_NORMED,      /* Qcur_normed: T × n_head·dk (QK-norm families, before RoPE) */
+    MD_PROBE_K_NORMED,      /* Kcur_normed */
+    MD_PROBE_Q_ROPE,        /* Qcur after RoPE: T × n_head·dk */
+    MD_PROBE_K_ROPE,        /* Kcur after RoPE: T × n_head_kv·dk */
+    MD_PROBE_V,             /* Vcur (bias included): T × n_head_kv·dv */
+    MD_PROBE_KQV_OUT,       /* kqv_out: heads concatenated, T × n_head·dv */
+    MD_PROBE_ATTN_OUT,      /* attn_out: after the output projection (and bias) */
+    MD_PROBE_FFN_INP,       /* ffn_inp: residual after attention */
+    MD_PROBE_FFN_NORM,      /* attn_post_norm / ffn_norm: the MoE input */
+    MD_PROBE_ROUTER_LOGITS, /* ffn_moe_logits: W_r x, T × n_expert (before any bias) */
+    MD_PROBE_ROUTER_SCORES, /* ffn_moe_probs: what top-k is taken on (biased logits / probs) */
+    MD_PROBE_TOPK,          /* ffn_moe_topk: int32 T × k */
+    MD_PROBE_WEIGHTS,       /* ffn_moe_weights_*: T × k */
+    MD_PROBE_MOE_OUT,       /* ffn_moe_out: T × n_embd */
+    MD_PROBE_L_OUT,         /* l_out: residual after the layer */
+    MD_PROBE_RESULT_NORM,   /* result_norm (layer -1): rows that asked for logits */
+    MD_PROBE_COUNT
+} md_probe;
+
+const char *md_probe_name(md_probe p);
+
+/* Called synchronously with row-major data (int32 for MD_PROBE_TOPK, float otherwise). */
+typedef void (*md_observer_fn)(void *ud, int layer, md_probe p, const void *data, int64_t rows,
+                               int64_t cols);
+
+typedef struct md_ctx md_ctx;
+
+typedef struct md_ctx_params {
+    kn_numerics numerics;       /* for every matmul and the experts */
+    kn_pool *pool;              /* NULL = this thread only; must outlive the context */
+    md_expert_backend *experts; /* not owned */
+    int n_seq;                  /* sequence ids 0 .. n_seq-1 (0 means 1) */
+    int64_t n_ctx;              /* positions per sequence (0 = the model's context_length) */
+} md_ctx_params;
+
+int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *err);
+void md_ctx_free(md_ctx *c);
+void md_ctx_set_observer(md_ctx *c, md_observer_fn fn, void *ud);
+
+/* Positions held by a sequence (the next row of it must have this position). */
+int64_t md_seq_len(const md_ctx *c, int seq);
+/* Drops a sequence's positions >= n (n = 0 empties it); its KV memory is kept for reuse. */
+void md_seq_truncate(md_ctx *c, int seq, int64_t n);
+
+/* One row of a batch. Rows of one sequence must be in position order and continue it. */
+typedef struct md_row {
+    int32_t seq;
+    int32_t pos;
+    int32_t token;
+    int32_t logits; /* non-zero: produce this row's logits */
+} md_row;
+
+/* Runs T rows through the model. logits receives one n_vocab row per row with .logits set, in
+ * batch order (may be NULL when none is asked for). Invalid rows (sequence, position, token out of
+ * range) are an error before anything is computed. */
+int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *err);
+
+/* Dense weight bytes (as stored) read by md_forward so far: every dense matrix once per call, the
+ * LM head once per call that asks for logits, embedding rows per token. */
+uint64_t md_ctx_dense_bytes(const md_ctx *c);
+
+#endif

@@ -1,0 +1,156 @@
+/* model/md_moe.c — the MoE executor shared by the in-process backend and the expert node, and the
+ * one combine rule (md_moe_accumulate). Assignments are grouped by expert so each expert's weights
+ * are read once per batch; outputs are reduced per row in the order the assignments were given. */
+#include "model/md_moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bounds on what one call may ask for (everything may come from a socket). */
+#define MOE_MAX_ROWS   (1LL << 24)
+#define MOE_MAX_WIDTH  (1LL << 20)
+#define MOE_MAX_ASSIGN (1LL << 26)
+#define MOE_MAX_FLOATS (1LL << 32)
+
+void md_moe_accumulate(float *acc, const float *y, float w, int64_t width) {
+    for (int64_t i = 0; i < width; i++) acc[i] = acc[i] + w * y[i];
+}
+
+typedef struct slot {
+    int32_t expert;
+    int32_t a; /* assignment index */
+} slot;
+
+struct md_moe_ws {
+    slot *slots;
+    size_t slots_cap;
+    float *xg, *yg; /* one expert's gathered rows and outputs */
+    size_t xg_cap, yg_cap;
+    float *yall; /* PARTIAL: one output per assignment */
+    size_t yall_cap;
+};
+
+md_moe_ws *md_moe_ws_new(void) {
+    return calloc(1, sizeof(md_moe_ws));
+}
+
+void md_moe_ws_free(md_moe_ws *ws) {
+    if (!ws) return;
+    free(ws->slots);
+    free(ws->xg);
+    free(ws->yg);
+    free(ws->yall);
+    free(ws);
+}
+
+static int grow(void **p, size_t *cap, size_t n, size_t elem) {
+    if (n <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < n) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int cmp_slot(const void *pa, const void *pb) {
+    const slot *a = pa, *b = pb;
+    if (a->expert != b->expert) return a->expert < b->expert ? -1 : 1;
+    return (a->a > b->a) - (a->a < b->a);
+}
+
+static int check_args(const md_moe_exec_args *a, mw_err *err) {
+    if (a->rows < 0 || a->rows > MOE_MAX_ROWS || a->width < 1 || a->width > MOE_MAX_WIDTH ||
+        a->n_assign < 0 || a->n_assign > MOE_MAX_ASSIGN)
+        return mw_errf(err, "MoE layer %d: bad batch shape (%lld rows × %lld, %lld assignments)",
+                       a->layer, (long long)a->rows, (long long)a->width, (long long)a->n_assign);
+    if (a->rows * a->width > MOE_MAX_FLOATS || a->n_assign * a->width > MOE_MAX_FLOATS)
+        return mw_errf(err, "MoE layer %d: batch of %lld rows × %lld is too large", a->layer,
+                       (long long)a->rows, (long long)a->width);
+    if (!a->glu || !a->lookup || (a->rows && !a->x) || (a->n_assign && !a->assign))
+        return mw_errf(err, "MoE layer %d: incomplete executor arguments", a->layer);
+    if (a->mode != MD_MOE_PARTIAL && a->mode != MD_MOE_EXACT)
+        return mw_errf(err, "MoE layer %d: unknown output mode %d", a->layer, (int)a->mode);
+    for (int64_t i = 0; i < a->n_assign; i++) {
+        const md_assignment *s = &a->assign[i];
+        if (s->row < 0 || s->row >= a->rows)
+            return mw_errf(err, "MoE layer %d: assignment %lld names row %d of %lld", a->layer,
+                           (long long)i, s->row, (long long)a->rows);
+        if (s->expert < 0)
+            return mw_errf(err, "MoE layer %d: assignment %lld names expert %d", a->layer,
+                           (long long)i, s->expert);
+        if (!isfinite(s->weight))
+            return mw_errf(err, "MoE layer %d: assignment %lld has a non-finite weight", a->layer,
+                           (long long)i);
+    }
+    return 0;
+}
+
+/* Runs expert slots[0..n) (all the same expert) and writes each assignment's output row. */
+static int run_group(const md_moe_exec_args *a, md_moe_ws *ws, const slot *slots, int64_t n,
+                     float *dst, uint64_t *weight_bytes, mw_err *err) {
+    const int64_t w = a->width;
+    const kn_expert *e = a->lookup(a->lookup_ctx, a->layer, slots[0].expert, err);
+    if (!e) return -1;
+    if (n == 1) {
+        /* decode: no gather, the output goes straight to its row */
+        const md_assignment *s = &a->assign[slots[0].a];
+        if (kn_expert_run(e, a->glu, a->x + (int64_t)s->row * w, 1, dst + (int64_t)slots[0].a * w,
+                          a->numerics, a->pool, err))
+            return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, slots[0].expert);
+    } else {
+        if (grow((void **)&ws->xg, &ws->xg_cap, (size_t)(n * w), sizeof(float)) ||
+            grow((void **)&ws->yg, &ws->yg_cap, (size_t)(n * w), sizeof(float)))
+            return mw_errf(err, "MoE layer %d: out of memory", a->layer);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(ws->xg + i * w, a->x + (int64_t)a->assign[slots[i].a].row * w,
+                   (size_t)w * sizeof(float));
+        if (kn_expert_run(e, a->glu, ws->xg, n, ws->yg, a->numerics, a->pool, err))
+            return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, slots[0].expert);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(dst + (int64_t)slots[i].a * w, ws->yg + i * w, (size_t)w * sizeof(float));
+    }
+    if (weight_bytes) *weight_bytes += kn_expert_weight_bytes(e);
+    return 0;
+}
+
+static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *weight_bytes,
+                mw_err *err) {
+    const int64_t w = a->width, n = a->n_assign;
+    if (grow((void **)&ws->slots, &ws->slots_cap, (size_t)n, sizeof(slot)))
+        return mw_errf(err, "MoE layer %d: out of memory", a->layer);
+    for (int64_t i = 0; i < n; i++) ws->slots[i] = (slot){a->assign[i].expert, (int32_t)i};
+    qsort(ws->slots, (size_t)n, sizeof(slot), cmp_slot);
+
+    float *dst = out;
+    if (a->mode == MD_MOE_PARTIAL) {
+        if (grow((void **)&ws->yall, &ws->yall_cap, (size_t)(n * w), sizeof(float)))
+            return mw_errf(err, "MoE layer %d: out of memory", a->layer);
+        dst = ws->yall;
+    }
+    for (int64_t g = 0; g < n;) {
+        int64_t end = g + 1;
+        while (end < n && ws->slots[end].expert == ws->slots[g].expert) end++;
+        if (run_group(a, ws, ws->slots + g, end - g, dst, weight_bytes, err)) return -1;
+        g = end;
+    }
+    if (a->mode == MD_MOE_PARTIAL) {
+        memset(out, 0, (size_t)(a->rows * w) * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            md_moe_accumulate(out + (int64_t)a->assign[i].row * w, ws->yall + i * w,
+                              a->assign[i].weight, w);
+    }
+    return 0;
+}
+
+int md_moe_exec(const md_moe_exec_args *a, float *out, uint64_t *weight_bytes, mw_err *err) {
+    if (check_args(a, err)) return -1;
+    if (a->ws) return exec(a, a->ws, out, weight_bytes, err);
+    md_moe_ws *ws = md_moe_ws_new();
+    if (!ws) return mw_errf(err, "MoE layer %d: out of memory", a->layer);
+    int rc = exec(a, ws, out, weight_bytes, err);
+    md_moe_ws_free(ws);
+    return rc;
+}
