@@ -154,7 +154,7 @@ bench: $(BENCH_BINS) $(BIN)
 	bench/run.sh $(BENCH_BINS)
 
 # ---- kernel parity on any fixture directory -------------------------------------------------
-FIXTURES ?= tests/fixtures/kernels
+FIXTURES ?= tests/fixtures/llamacpp/kernels
 check-kernels: $(ASAN)/tests/unit/test_kernels_fixtures
 	MW_KERNEL_FIXTURES=$(abspath $(FIXTURES)) $(ASAN)/tests/unit/test_kernels_fixtures
 

@@ -118,6 +118,12 @@ void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics
 /* Dequantizes row r of W into dst (W->cols floats). */
 void kn_mat_row(const kn_mat *W, int64_t r, float *dst);
 
+/* Validates a matrix before use (kn_matmul aborts on a malformed one): type known and computable,
+ * cols a multiple of the block size, row_bytes large enough, data present. `what` names it in the
+ * message. Returns 0, or -1 with err set. */
+struct mw_err;
+int kn_mat_check(const kn_mat *W, const char *what, struct mw_err *err);
+
 /* ---- experts ------------------------------------------------------------------------------- */
 
 /* GLU policies as data: one row per kind in kernels/glu.c. */
@@ -134,7 +140,11 @@ typedef struct kn_glu {
     float limit; /* SWIGLU_OAI only */
 } kn_glu;
 
-/* out[i] = glu(g[i], u[i]) for i < n. */
+/* Names as in configs and messages ("swiglu", "swiglu_oai"); -1 / "unknown" when none. */
+const char *kn_glu_name(kn_glu_kind kind);
+int kn_glu_from_name(const char *name);
+
+/* out[i] = glu(g[i], u[i]) for i < n (out may alias g or u). */
 void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
 
 /* One expert as stored in a vindex extent: gate and up (ff × hidden), down (hidden × ff), and
@@ -149,7 +159,6 @@ typedef struct kn_expert {
  * X is T × hidden, Y is T × hidden. In KN_NUM_Q8 mode x is quantized once and shared by gate and
  * up, and the GLU output is quantized before down, as ggml does. Returns 0, or -1 with err set
  * when the shapes are inconsistent. Both the expert node and the in-process backend call this. */
-struct mw_err;
 int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t T, float *Y,
                   kn_numerics num, kn_pool *pool, struct mw_err *err);
 

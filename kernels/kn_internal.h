@@ -1,0 +1,229 @@
+/* kernels/kn_internal.h — what the kernel files share and nothing outside kernels/ may use: block
+ * layouts, the canonical reduction order, rounding rules, the per-ISA kernel tables and the pool's
+ * scratch memory.
+ *
+ * The canonical order (docs/kernels.md) is the heart of batch invariance. Every path — scalar,
+ * AVX2, NEON — accumulates a dot product into fixed lanes and reduces the lanes with the trees
+ * below, so a row's result never depends on T, the thread count or the instruction set:
+ *  - Q8 mode (block formats): block b's exact integer sum goes to lane b % 8 as
+ *    acc[b % 8] = fmaf((float)isum_b, scale_b, acc[b % 8]); then kn_tree8.
+ *  - Float lanes (KN_NUM_F32, and F32/F16/BF16 weights in either mode): element k goes to lane
+ *    k % 32 as acc[k % 32] = fmaf(w_k, x_k, acc[k % 32]); then kn_tree32. */
+#ifndef KN_INTERNAL_H
+#define KN_INTERNAL_H
+
+#include "kernels/kn.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- block layouts (byte offsets; weights are read with memcpy, never through casts, because
+ *      mmap'ed tensors promise no alignment) ------------------------------------------------- */
+
+#define KN_QK32   32  /* elements of an MXFP4 / Q8_0 block */
+#define KN_QK_K   256 /* elements of a K-quant super-block */
+#define KN_QLANES 8   /* block lanes of the Q8-mode order */
+#define KN_FLANES 32  /* element lanes of the float order */
+
+#define KN_MXFP4_BYTES 17  /* e (E8M0), qs[16] */
+#define KN_Q8_0_BYTES  34  /* d (fp16), qs[32] */
+#define KN_Q6_K_BYTES  210 /* ql[128], qh[64], scales[16], d (fp16) */
+#define KN_Q4_K_BYTES  144 /* d, dmin (fp16), scales[12], qs[128] */
+#define KN_Q8_K_BYTES  292 /* d (f32), qs[256], bsums[16] (int16) */
+
+/* Activation blocks are ours (always aligned), so they are plain structs. */
+typedef struct kn_block_q8_0 {
+    uint16_t d;
+    int8_t qs[KN_QK32];
+} kn_block_q8_0;
+
+typedef struct kn_block_q8_K {
+    float d;
+    int8_t qs[KN_QK_K];
+    int16_t bsums[KN_QK_K / 16];
+} kn_block_q8_K;
+
+_Static_assert(sizeof(kn_block_q8_0) == KN_Q8_0_BYTES, "block_q8_0 layout");
+_Static_assert(sizeof(kn_block_q8_K) == KN_Q8_K_BYTES, "block_q8_K layout");
+
+static inline uint16_t kn_rd16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline void kn_wr16(uint8_t *p, uint16_t v) {
+    memcpy(p, &v, 2);
+}
+static inline float kn_bits_f32(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint32_t kn_f32_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* MXFP4 code table: e2m1 values doubled so they are integers (FORMATS.md §1). */
+extern const int8_t kn_mxfp4_kvalues[16];
+
+/* ggml's "E8M0 to float, halved": 2^(e-128) for every e, 0x00 and 0x01 as float subnormals,
+ * 0xFF as 2^127 (no NaN). */
+static inline float kn_e8m0_half(uint8_t e) {
+    return kn_bits_f32(e >= 2 ? (uint32_t)(e - 1) << 23 : 0x00200000u << e);
+}
+
+/* Q6_K: the 6-bit code (0..63) of weight i (0..255) of a block: low 4 bits from ql, high 2 bits
+ * from qh (FORMATS.md §1). The weight is (d * scales[i / 16]) * (code - 32). */
+static inline int kn_q6k_code(const uint8_t *blk, int i) {
+    const int n = i / 128, r = i % 128, l = r % 32, quarter = r / 32;
+    const uint8_t lo = blk[64 * n + l + (quarter & 1) * 32];
+    const int low = (quarter & 2) ? lo >> 4 : lo & 0xF;
+    return low | ((blk[128 + 32 * n + l] >> (2 * quarter)) & 3) << 4;
+}
+
+/* Q4_K's j-th 6-bit scale and min, packed into 12 bytes. */
+static inline void kn_q4k_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* ---- canonical lane reductions --------------------------------------------------------------- */
+
+/* The 8-lane tree: what an AVX2 horizontal sum does naturally (low half + high half, then the
+ * upper pair onto the lower pair, then the last two) and NEON reproduces. */
+static inline float kn_tree8(const float l[8]) {
+    return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+/* The 32-lane tree: four groups of 8 lanes (AVX2: four accumulators) folded as
+ * (g0 + g1) + (g2 + g3), then kn_tree8. */
+static inline float kn_tree32(const float l[32]) {
+    float v[8];
+    for (int i = 0; i < 8; i++) v[i] = (l[i] + l[i + 8]) + (l[i + 16] + l[i + 24]);
+    return kn_tree8(v);
+}
+
+/* Float-lane dot of n elements (any n) in the canonical order. Shared by every path that has no
+ * SIMD version of its own. */
+float kn_dot_f32_ref(const float *w, const float *x, int64_t n);
+
+/* ---- activation rounding (FORMATS.md §2, ggml's AVX2 build) ---------------------------------- */
+
+/* Round half to even, saturated to [-127, 127]; NaN gives 0. The clamp never changes a finite
+ * ggml result: |x * id| <= 127 by construction. */
+static inline int8_t kn_round_q8(float v) {
+    float r = nearbyintf(v);
+    if (!(r >= -127.0f)) r = (r != r) ? 0.0f : -127.0f;
+    if (r > 127.0f) r = 127.0f;
+    return (int8_t)r;
+}
+
+/* Quantizes one 32-value Q8_0 activation block (amax, d = amax/127 as fp16, id = 127/amax). */
+void kn_quant_q8_0_block(const float *x, kn_block_q8_0 *y);
+
+/* ---- dequantizers and quantizers (traits functions) ------------------------------------------ */
+
+void kn_dequant_mxfp4(const void *src, float *dst, int64_t k);
+void kn_quant_mxfp4(const float *src, void *dst, int64_t k);
+void kn_dequant_q8_0(const void *src, float *dst, int64_t k);
+void kn_quant_q8_0(const float *src, void *dst, int64_t k);
+void kn_dequant_q8_K(const void *src, float *dst, int64_t k);
+void kn_quant_q8_K(const float *src, void *dst, int64_t k);
+void kn_dequant_q6_K(const void *src, float *dst, int64_t k);
+void kn_quant_q6_K(const float *src, void *dst, int64_t k);
+void kn_dequant_q4_K(const void *src, float *dst, int64_t k);
+void kn_quant_q4_K(const float *src, void *dst, int64_t k);
+void kn_dequant_f32(const void *src, float *dst, int64_t k);
+void kn_quant_f32(const float *src, void *dst, int64_t k);
+void kn_dequant_f16(const void *src, float *dst, int64_t k);
+void kn_quant_f16(const float *src, void *dst, int64_t k);
+void kn_dequant_bf16(const void *src, float *dst, int64_t k);
+void kn_quant_bf16(const float *src, void *dst, int64_t k);
+
+/* ---- kernels --------------------------------------------------------------------------------- */
+
+/* Activations as a kernel reads them: T rows of `stride` bytes (prepared by the kernel's
+ * act_prep, or the caller's floats when act_prep is NULL). */
+typedef struct kn_act {
+    const void *data;
+    size_t stride;
+    int64_t T;
+} kn_act;
+
+/* One way of computing rows of W for a weight type in a numerics mode. Every kernel of every ISA
+ * follows the canonical order, so any of them may serve any row. */
+typedef struct kn_kernel {
+    const char *name;
+    /* Bytes of one prepared activation row of k values (0 with act_prep NULL: raw floats). */
+    size_t (*act_bytes)(int64_t k);
+    void (*act_prep)(const float *x, void *dst, int64_t k); /* from_float's signature */
+    /* Per-thread scratch bytes for rows of W (may be NULL: none). */
+    size_t (*scratch_bytes)(const kn_mat *W, int64_t T);
+    /* Y[t * ldy + n] for t < x->T and n0 <= n < n1. */
+    void (*rows)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
+                 void *scratch);
+} kn_kernel;
+
+/* The kernel the active ISA uses for (W's type, mode); never NULL for a computable type. */
+const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num);
+/* The scalar reference's kernel (the truth every other ISA is tested against). */
+const kn_kernel *kn_kernel_ref(kn_type t, kn_numerics num);
+/* Per-ISA tables: NULL entries fall back to the scalar reference. */
+const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num);
+const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num);
+/* Whether this CPU and build can run an ISA. */
+bool kn_isa_avx2_usable(void);
+bool kn_isa_avxvnni_usable(void);
+
+/* ---- pool internals -------------------------------------------------------------------------- */
+
+/* The caller holds the pool (one job at a time) while it uses the pool's scratch buffer and runs
+ * jobs with kn_pool_run_locked. NULL pools are fine: lock does nothing, scratch is malloc'ed. */
+void kn_pool_lock(kn_pool *pool);
+void kn_pool_unlock(kn_pool *pool);
+/* A 64-byte aligned buffer of at least `bytes`, owned by the pool (reused across calls) or, for
+ * a NULL pool, by *tmp (free it with free()). Returns NULL when out of memory. */
+void *kn_pool_scratch(kn_pool *pool, size_t bytes, void **tmp);
+void kn_pool_run_locked(kn_pool *pool, kn_task_fn fn, void *arg, int nth);
+
+/* Rounds a byte count up to 64 (cache line). */
+static inline size_t kn_align64(size_t n) {
+    return (n + 63) & ~(size_t)63;
+}
+
+/* ---- matmul internals (shared by kn_matmul and kn_expert_run) ---------------------------------
+ */
+
+/* One matrix of a multi-matrix job: its kernel, prepared activations and output. */
+typedef struct kn_part {
+    const kn_mat *W;
+    const kn_kernel *kern;
+    kn_act x;
+    float *Y;
+    int64_t ldy;
+} kn_part;
+
+/* Bytes of scratch kn_run_parts needs for these parts with nth threads. */
+size_t kn_parts_scratch(const kn_part *parts, int nparts, int nth);
+/* Computes all parts, splitting rows across the pool. scratch: kn_parts_scratch bytes. */
+void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch);
+/* How many threads a job of this size deserves (1 for small work). */
+int kn_parts_threads(const kn_part *parts, int nparts, kn_pool *pool);
+/* Bytes of T prepared activation rows of K values for kernel k (0 when it reads raw floats). */
+size_t kn_act_scratch(const kn_kernel *k, int64_t K, int64_t T);
+/* Prepares T rows of X (K floats each) for kernel k into dst (kn_act_scratch bytes); sets *x. */
+void kn_act_prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, void *dst,
+                    kn_pool *pool, kn_act *x);
+/* Deterministic expf (same bits on every ISA and libm): ~1 ulp. */
+float kn_expf(float x);
+/* Aborts with a message: a malformed kn_mat is a programming error at this level. */
+void kn_check_mat(const kn_mat *W, const char *what);
+
+#endif

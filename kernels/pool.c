@@ -1,0 +1,203 @@
+/* kernels/pool.c — the persistent thread pool. Workers are created once and park between jobs:
+ * they spin on a generation counter for a short while (a decode step runs hundreds of matmuls
+ * back to back, so the next job usually arrives within microseconds) and then sleep on a
+ * condition variable. Task indices are claimed dynamically, so a worker that is late (the CPU is
+ * shared) never delays a job: the caller runs whatever nobody claimed and waits only for tasks
+ * already started. */
+#include "kernels/kn_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define KN_POOL_MAX       256
+#define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
+
+struct kn_pool {
+    int n; /* threads, the caller included */
+    pthread_t *threads;
+    pthread_mutex_t call_lock; /* one job (and one user of the scratch) at a time */
+
+    /* the current job; fn and arg are written by the caller before it publishes next_task */
+    kn_task_fn fn;
+    void *arg;
+    atomic_uint next_task; /* nth << 16 | next unclaimed task index: one atomic, so a claim
+                              always reads a task index and the task count of the same job */
+    atomic_int active;     /* workers inside a job (claiming or running) */
+
+    atomic_uint gen; /* bumped once per job: wakes the workers */
+    atomic_int sleepers, done_waiter;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    pthread_cond_t wake_cv, done_cv;
+    int64_t spin_ns;
+
+    void *scratch;
+    size_t scratch_cap;
+};
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Claims and runs tasks of the current job until none is left. */
+static void run_tasks(kn_pool *p) {
+    for (;;) {
+        const unsigned v = atomic_fetch_add(&p->next_task, 1);
+        const int ith = (int)(v & 0xFFFF), nth = (int)(v >> 16);
+        if (ith >= nth) return;
+        p->fn(p->arg, ith, nth);
+    }
+}
+
+static void *worker_main(void *vp) {
+    kn_pool *p = vp;
+    unsigned seen = atomic_load(&p->gen);
+    for (;;) {
+        /* park: spin for spin_ns, then sleep */
+        const int64_t t0 = now_ns();
+        for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
+            if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
+            cpu_relax();
+            if ((i & 63) == 0 && now_ns() - t0 > p->spin_ns) {
+                pthread_mutex_lock(&p->mu);
+                atomic_fetch_add(&p->sleepers, 1);
+                while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+                    pthread_cond_wait(&p->wake_cv, &p->mu);
+                atomic_fetch_sub(&p->sleepers, 1);
+                pthread_mutex_unlock(&p->mu);
+            }
+        }
+        if (atomic_load(&p->stop)) return NULL;
+        seen = atomic_load(&p->gen);
+        atomic_fetch_add(&p->active, 1);
+        run_tasks(p);
+        if (atomic_fetch_sub(&p->active, 1) == 1 && atomic_load(&p->done_waiter)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+kn_pool *kn_pool_create(int n_threads) {
+    kn_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = n_threads < 1 ? 1 : n_threads > KN_POOL_MAX ? KN_POOL_MAX : n_threads;
+    const char *spin = getenv("MOEWIRE_POOL_SPIN_US");
+    p->spin_ns = (spin ? atoll(spin) : 200) * 1000;
+    pthread_mutex_init(&p->call_lock, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    atomic_init(&p->next_task, 0);
+    if (p->n > 1) {
+        p->threads = calloc((size_t)p->n - 1, sizeof(pthread_t));
+        if (!p->threads) goto fail;
+        for (int i = 0; i < p->n - 1; i++) {
+            if (pthread_create(&p->threads[i], NULL, worker_main, p) != 0) {
+                p->n = i + 1; /* keep the workers that started */
+                break;
+            }
+        }
+    }
+    return p;
+fail:
+    free(p);
+    return NULL;
+}
+
+void kn_pool_destroy(kn_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, true);
+    pthread_cond_broadcast(&p->wake_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n - 1; i++) pthread_join(p->threads[i], NULL);
+    free(p->threads);
+    free(p->scratch);
+    pthread_cond_destroy(&p->wake_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->call_lock);
+    free(p);
+}
+
+int kn_pool_size(const kn_pool *p) {
+    return p ? p->n : 1;
+}
+
+void kn_pool_lock(kn_pool *p) {
+    if (p) pthread_mutex_lock(&p->call_lock);
+}
+void kn_pool_unlock(kn_pool *p) {
+    if (p) pthread_mutex_unlock(&p->call_lock);
+}
+
+void *kn_pool_scratch(kn_pool *p, size_t bytes, void **tmp) {
+    bytes = kn_align64(bytes ? bytes : 64);
+    if (!p) {
+        void *m = NULL;
+        if (posix_memalign(&m, 64, bytes) != 0) m = NULL;
+        *tmp = m;
+        return m;
+    }
+    *tmp = NULL;
+    if (bytes > p->scratch_cap) {
+        void *m = NULL;
+        if (posix_memalign(&m, 64, bytes) != 0) return NULL;
+        free(p->scratch);
+        p->scratch = m;
+        p->scratch_cap = bytes;
+    }
+    return p->scratch;
+}
+
+void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
+    if (nth < 1) return;
+    if (!p || p->n == 1 || nth == 1 || nth > KN_POOL_MAX_TASKS) {
+        for (int i = 0; i < nth; i++) fn(arg, i, nth);
+        return;
+    }
+    p->fn = fn;
+    p->arg = arg;
+    atomic_store(&p->next_task, (unsigned)nth << 16 | 1u); /* task 0 is the caller's */
+    atomic_fetch_add(&p->gen, 1);
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake_cv);
+        pthread_mutex_unlock(&p->mu);
+    }
+    fn(arg, 0, nth);
+    run_tasks(p);
+    /* wait for the tasks other threads started */
+    const int64_t t0 = now_ns();
+    for (unsigned i = 1; atomic_load(&p->active) != 0; i++) {
+        cpu_relax();
+        if ((i & 63) == 0 && now_ns() - t0 > p->spin_ns) {
+            pthread_mutex_lock(&p->mu);
+            atomic_store(&p->done_waiter, 1);
+            while (atomic_load(&p->active) != 0) pthread_cond_wait(&p->done_cv, &p->mu);
+            atomic_store(&p->done_waiter, 0);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+}
+
+void kn_pool_run(kn_pool *p, kn_task_fn fn, void *arg) {
+    kn_pool_lock(p);
+    kn_pool_run_locked(p, fn, arg, kn_pool_size(p));
+    kn_pool_unlock(p);
+}

@@ -1,0 +1,179 @@
+/* kernels/ref.c — the portable scalar reference: every dot product written out in the canonical
+ * order (kn_internal.h), plainly enough to be read as the definition. The SIMD paths are tested
+ * bit for bit against these functions. */
+#include "kernels/kn_internal.h"
+
+float kn_dot_f32_ref(const float *w, const float *x, int64_t n) {
+    float acc[KN_FLANES] = {0};
+    for (int64_t k = 0; k < n; k++) acc[k % KN_FLANES] = fmaf(w[k], x[k], acc[k % KN_FLANES]);
+    return kn_tree32(acc);
+}
+
+/* ---- Q8-mode block dots: exact integer sum per block, then one fma into lane b % 8 ---------- */
+
+static float dot_mxfp4_q8_0(const uint8_t *w, const void *xv, int64_t nb) {
+    const kn_block_q8_0 *x = xv;
+    float acc[KN_QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, w += KN_MXFP4_BYTES) {
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++)
+            isum += kn_mxfp4_kvalues[w[1 + j] & 0xF] * x[b].qs[j] +
+                    kn_mxfp4_kvalues[w[1 + j] >> 4] * x[b].qs[j + 16];
+        const float scale = kn_fp16_to_f32(x[b].d) * kn_e8m0_half(w[0]);
+        acc[b % KN_QLANES] = fmaf((float)isum, scale, acc[b % KN_QLANES]);
+    }
+    return kn_tree8(acc);
+}
+
+static float dot_q8_0_q8_0(const uint8_t *w, const void *xv, int64_t nb) {
+    const kn_block_q8_0 *x = xv;
+    float acc[KN_QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, w += KN_Q8_0_BYTES) {
+        int32_t isum = 0;
+        for (int j = 0; j < KN_QK32; j++) isum += (int8_t)w[2 + j] * x[b].qs[j];
+        const float scale = kn_fp16_to_f32(kn_rd16(w)) * kn_fp16_to_f32(x[b].d);
+        acc[b % KN_QLANES] = fmaf((float)isum, scale, acc[b % KN_QLANES]);
+    }
+    return kn_tree8(acc);
+}
+
+/* The whole super-block, group scales included, is one exact int32 (|isum| < 2^28). */
+static float dot_q6_K_q8_K(const uint8_t *w, const void *xv, int64_t nb) {
+    const kn_block_q8_K *x = xv;
+    float acc[KN_QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, w += KN_Q6_K_BYTES) {
+        const int8_t *sc = (const int8_t *)(w + 192);
+        int32_t isum = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t gsum = 0;
+            for (int i = 16 * g; i < 16 * g + 16; i++)
+                gsum += (kn_q6k_code(w, i) - 32) * x[b].qs[i];
+            isum += sc[g] * gsum;
+        }
+        const float scale = kn_fp16_to_f32(kn_rd16(w + 208)) * x[b].d;
+        acc[b % KN_QLANES] = fmaf((float)isum, scale, acc[b % KN_QLANES]);
+    }
+    return kn_tree8(acc);
+}
+
+/* Two exact sums per super-block: the scaled codes and the mins against the block sums. The min
+ * term is a second fma into the same lane, after the first. */
+static float dot_q4_K_q8_K(const uint8_t *w, const void *xv, int64_t nb) {
+    const kn_block_q8_K *x = xv;
+    float acc[KN_QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, w += KN_Q4_K_BYTES) {
+        const uint8_t *scales = w + 4, *q = w + 16;
+        int32_t isum = 0, msum = 0;
+        for (int g = 0; g < 8; g++) {
+            uint8_t sc, m;
+            kn_q4k_scale_min(g, scales, &sc, &m);
+            int32_t gsum = 0;
+            for (int l = 0; l < 32; l++) {
+                const uint8_t byte = q[32 * (g / 2) + l];
+                gsum += ((g & 1) ? byte >> 4 : byte & 0xF) * x[b].qs[32 * g + l];
+            }
+            isum += sc * gsum;
+            msum += m * (x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]);
+        }
+        const float dx = x[b].d;
+        const float dd = kn_fp16_to_f32(kn_rd16(w)) * dx;
+        const float dm = kn_fp16_to_f32(kn_rd16(w + 2)) * dx;
+        acc[b % KN_QLANES] = fmaf((float)isum, dd, acc[b % KN_QLANES]);
+        acc[b % KN_QLANES] = fmaf((float)msum, -dm, acc[b % KN_QLANES]);
+    }
+    return kn_tree8(acc);
+}
+
+/* ---- activation preparation ------------------------------------------------------------------ */
+
+static size_t q8_0_bytes(int64_t k) {
+    return (size_t)(k / KN_QK32) * KN_Q8_0_BYTES;
+}
+static size_t q8_K_bytes(int64_t k) {
+    return (size_t)(k / KN_QK_K) * KN_Q8_K_BYTES;
+}
+static size_t f32_bytes(int64_t k) {
+    return (size_t)k * sizeof(float);
+}
+
+/* F16 / BF16 weights in Q8 mode see activations rounded to their own format, as ggml does. */
+static void prep_round_f16(const float *x, void *dst, int64_t k) {
+    float *y = dst;
+    for (int64_t i = 0; i < k; i++) y[i] = kn_fp16_to_f32(kn_f32_to_fp16(x[i]));
+}
+static void prep_round_bf16(const float *x, void *dst, int64_t k) {
+    float *y = dst;
+    for (int64_t i = 0; i < k; i++) y[i] = kn_bf16_to_f32(kn_f32_to_bf16(x[i]));
+}
+
+/* ---- row loops ------------------------------------------------------------------------------- */
+
+typedef float (*block_dot_fn)(const uint8_t *w, const void *x, int64_t nb);
+
+static void rows_blocks(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+                        int64_t n1, block_dot_fn dot) {
+    const int64_t nb = W->cols / kn_traits(W->type)->blck_size;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *w = (const uint8_t *)W->data + (size_t)n * W->row_bytes;
+        for (int64_t t = 0; t < x->T; t++)
+            Y[t * ldy + n] = dot(w, (const uint8_t *)x->data + (size_t)t * x->stride, nb);
+    }
+}
+
+#define BLOCK_ROWS(fn, dot)                                                                        \
+    static void fn(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,            \
+                   int64_t n1, void *scratch) {                                                    \
+        (void)scratch;                                                                             \
+        rows_blocks(W, x, Y, ldy, n0, n1, dot);                                                    \
+    }
+BLOCK_ROWS(rows_mxfp4_q8, dot_mxfp4_q8_0)
+BLOCK_ROWS(rows_q8_0_q8, dot_q8_0_q8_0)
+BLOCK_ROWS(rows_q6_K_q8, dot_q6_K_q8_K)
+BLOCK_ROWS(rows_q4_K_q8, dot_q4_K_q8_K)
+
+static size_t float_row_scratch(const kn_mat *W, int64_t T) {
+    (void)T;
+    return (size_t)W->cols * sizeof(float);
+}
+
+/* Float lanes against dequantized weights: each row is dequantized once into scratch, then
+ * dotted with every token. */
+static void rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+                       int64_t n1, void *scratch) {
+    const kn_type_traits *tr = kn_traits(W->type);
+    float *wf = scratch;
+    for (int64_t n = n0; n < n1; n++) {
+        tr->to_float((const uint8_t *)W->data + (size_t)n * W->row_bytes, wf, W->cols);
+        for (int64_t t = 0; t < x->T; t++) {
+            const float *xt = (const float *)((const uint8_t *)x->data + (size_t)t * x->stride);
+            Y[t * ldy + n] = kn_dot_f32_ref(wf, xt, W->cols);
+        }
+    }
+}
+
+/* ---- the scalar kernel table ----------------------------------------------------------------- */
+
+static const kn_kernel k_float = {"ref-float", NULL, NULL, float_row_scratch, rows_float};
+static const kn_kernel k_f16_q8 = {"ref-f16-rounded", f32_bytes, prep_round_f16, float_row_scratch,
+                                   rows_float};
+static const kn_kernel k_bf16_q8 = {"ref-bf16-rounded", f32_bytes, prep_round_bf16,
+                                    float_row_scratch, rows_float};
+static const kn_kernel k_mxfp4_q8 = {"ref-mxfp4-q8_0", q8_0_bytes, kn_quant_q8_0, NULL,
+                                     rows_mxfp4_q8};
+static const kn_kernel k_q8_0_q8 = {"ref-q8_0-q8_0", q8_0_bytes, kn_quant_q8_0, NULL, rows_q8_0_q8};
+static const kn_kernel k_q6_K_q8 = {"ref-q6_K-q8_K", q8_K_bytes, kn_quant_q8_K, NULL, rows_q6_K_q8};
+static const kn_kernel k_q4_K_q8 = {"ref-q4_K-q8_K", q8_K_bytes, kn_quant_q8_K, NULL, rows_q4_K_q8};
+
+/* Q8-mode kernels by weight type; other computable types use float lanes in both modes (F32 and
+ * Q8_K weights take float activations). */
+static const kn_kernel *const q8_kernels[KN_TYPE_COUNT] = {
+    [KN_MXFP4] = &k_mxfp4_q8, [KN_Q8_0] = &k_q8_0_q8, [KN_Q6_K] = &k_q6_K_q8,
+    [KN_Q4_K] = &k_q4_K_q8,   [KN_F16] = &k_f16_q8,   [KN_BF16] = &k_bf16_q8,
+};
+
+const kn_kernel *kn_kernel_ref(kn_type t, kn_numerics num) {
+    const kn_type_traits *tr = kn_traits(t);
+    if (!tr || !tr->can_compute) return NULL;
+    if (num == KN_NUM_Q8 && q8_kernels[t]) return q8_kernels[t];
+    return &k_float;
+}

@@ -1,0 +1,217 @@
+/* tests/unit/test_kernels_matmul.c — kn_matmul: accuracy against a float64 reference in both
+ * numerics modes, the documented canonical order (emulated independently), and the invariances
+ * that make exact mode work, asserted bit for bit: T = 1 vs T rows (batch invariance), 1 vs 2
+ * threads, scalar vs every SIMD ISA. Shapes include K = 2880 (90 MXFP4 blocks), K not a multiple
+ * of 32 for float weights, T not a multiple of any SIMD width, and MXFP4 E8M0 edge bytes. */
+#include "tests/unit/kn_test_util.h"
+
+static const int64_t Ts[] = {1, 3, 5, 7, 17, 33};
+#define NTS (sizeof Ts / sizeof Ts[0])
+
+/* Column counts per type: block multiples that are not multiples of 256 where allowed. */
+static int64_t pick_cols(kt_rng *r, kn_type t) {
+    const int bs = kn_traits(t)->blck_size;
+    if (bs == 256) return 256 * kt_range(r, 1, 3);
+    if (bs == 32) {
+        static const int64_t c[] = {32, 96, 2880, 352};
+        return c[kt_range(r, 0, 3)];
+    }
+    static const int64_t c[] = {1, 7, 33, 45, 100, 2880};
+    return c[kt_range(r, 0, 5)];
+}
+
+/* W in type t: from_float of Gaussian weights, or (MXFP4) raw random bytes so every E8M0 value
+ * and every code appears; raw exponents are kept near 127 except for a few edge bytes. */
+static kn_mat make_weights(kt_rng *r, kn_type t, int64_t rows, int64_t cols, bool raw) {
+    kn_mat m = kt_random_mat(r, t, rows, cols, 0.05f);
+    if (raw && t == KN_MXFP4) {
+        uint8_t *d = (uint8_t *)m.data;
+        static const uint8_t edges[] = {0x00, 0x01, 0xFE, 0xFF, 0x02, 0x7F};
+        for (int64_t n = 0; n < rows; n++)
+            for (int64_t b = 0; b < cols / 32; b++) {
+                uint8_t *blk = d + n * m.row_bytes + 17 * b;
+                for (int j = 1; j < 17; j++) blk[j] = (uint8_t)kt_next(r);
+                const int pick = kt_range(r, 0, 15);
+                blk[0] = pick < 6 ? edges[pick] : (uint8_t)kt_range(r, 110, 134);
+            }
+    }
+    return m;
+}
+
+static void run(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
+                kn_pool *pool) {
+    kn_matmul(W, X, T, Y, num, pool);
+}
+
+static void test_accuracy_against_float64(void **state) {
+    (void)state;
+    kt_rng r = {2024};
+    for (size_t ti = 0; ti < KT_NTYPES; ti++) {
+        const kn_type t = kt_compute_types[ti];
+        for (int rep = 0; rep < 2; rep++) {
+            const int64_t rows = kt_range(&r, 1, 40), cols = pick_cols(&r, t), T = 3;
+            kn_mat W = make_weights(&r, t, rows, cols, false);
+            float *X = kt_gauss_vec(&r, T * cols, 1.0f), *Xq = malloc(T * cols * 4);
+            float *Y = malloc(T * rows * 4), *R = malloc(T * rows * 4);
+            for (int64_t i = 0; i < T; i++) kt_q8_view(t, X + i * cols, cols, Xq + i * cols);
+            kt_ref_matmul(&W, X, T, R);
+            run(&W, X, T, Y, KN_NUM_F32, NULL);
+            const double ef = kt_rel_to_max(Y, R, T * rows);
+            kt_ref_matmul(&W, Xq, T, R);
+            run(&W, X, T, Y, KN_NUM_Q8, NULL);
+            const double eq = kt_rel_to_max(Y, R, T * rows);
+            if (ef > 2e-6 || eq > 2e-6)
+                fail_msg("%s %lldx%lld: f32 err %.2e, q8 err %.2e", kn_type_name(t),
+                         (long long)rows, (long long)cols, ef, eq);
+            kt_free_mat(&W);
+            free(X), free(Xq), free(Y), free(R);
+        }
+    }
+}
+
+/* The documented order, written independently of the kernels: float lanes k % 32 folded by the
+ * tree; MXFP4 Q8 block lanes b % 8 with fmaf of the exact integer sums. */
+static void test_canonical_order_emulated(void **state) {
+    (void)state;
+    kt_rng r = {77};
+    kn_isa isas[KN_ISA_COUNT];
+    const int nisa = kt_isas(isas);
+    const kn_isa prev = kn_isa_active();
+    const int64_t rows = 5, cols = 2880 + 64; /* 92 blocks: lanes 0..3 get a 12th block */
+    kn_mat Wf = make_weights(&r, KN_F32, rows, cols, false);
+    kn_mat Wm = make_weights(&r, KN_MXFP4, rows, cols, true);
+    float *x = kt_gauss_vec(&r, cols, 1.0f), y[5], want_f[5], want_m[5];
+    kn_block_q8_0 *xq = malloc(cols / 32 * sizeof *xq);
+    kn_quant_q8_0(x, xq, cols);
+    for (int64_t n = 0; n < rows; n++) {
+        const float *w = (const float *)((const uint8_t *)Wf.data + n * Wf.row_bytes);
+        float l[32] = {0}, v[8];
+        for (int64_t k = 0; k < cols; k++) l[k % 32] = fmaf(w[k], x[k], l[k % 32]);
+        for (int i = 0; i < 8; i++) v[i] = (l[i] + l[i + 8]) + (l[i + 16] + l[i + 24]);
+        want_f[n] = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+        const uint8_t *wb = (const uint8_t *)Wm.data + n * Wm.row_bytes;
+        float a[8] = {0};
+        for (int64_t b = 0; b < cols / 32; b++) {
+            int32_t isum = 0;
+            for (int j = 0; j < 32; j++) {
+                const int code = (wb[17 * b + 1 + j % 16] >> (j < 16 ? 0 : 4)) & 0xF;
+                isum += kn_mxfp4_kvalues[code] * xq[b].qs[j];
+            }
+            const float scale = kn_fp16_to_f32(xq[b].d) * ldexpf(1.0f, wb[17 * b] - 128);
+            a[b % 8] = fmaf((float)isum, scale, a[b % 8]);
+        }
+        want_m[n] = ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+    }
+    for (int i = 0; i < nisa; i++) {
+        kn_isa_force(isas[i]);
+        run(&Wf, x, 1, y, KN_NUM_F32, NULL);
+        assert_true(kt_same_bits("f32 lanes", y, want_f, rows));
+        run(&Wm, x, 1, y, KN_NUM_Q8, NULL);
+        assert_true(kt_same_bits("mxfp4 block lanes", y, want_m, rows));
+    }
+    kn_isa_force(prev);
+    kt_free_mat(&Wf), kt_free_mat(&Wm);
+    free(x), free(xq);
+}
+
+/* For every type and mode, each row of X is computed alone by the scalar reference (T = 1, no
+ * pool); then every ISA computes T-row batches for each T in Ts, alternately with a 2-thread pool
+ * and without, and every row must equal its T = 1 scalar result bit for bit. That proves batch
+ * invariance, thread-count invariance and ISA agreement at once. */
+static void test_invariance_batch_threads_isa(void **state) {
+    (void)state;
+    kt_rng r = {31337};
+    kn_isa isas[KN_ISA_COUNT];
+    const int nisa = kt_isas(isas);
+    const kn_isa prev = kn_isa_active();
+    kn_pool *pool = kn_pool_create(2);
+    const int64_t Tmax = Ts[NTS - 1];
+    for (size_t ti = 0; ti < KT_NTYPES; ti++) {
+        const kn_type t = kt_compute_types[ti];
+        for (int rep = 0; rep < 2; rep++) {
+            const int64_t cols =
+                rep == 0 && kn_traits(t)->blck_size == 32 ? 2880 : pick_cols(&r, t);
+            /* enough rows that batches really split across two threads */
+            const int64_t rows = kt_range(&r, 1, 3) * 13 + (int64_t)(90000 / cols);
+            kn_mat W = make_weights(&r, t, rows, cols, true);
+            float *X = kt_gauss_vec(&r, Tmax * cols, 1.0f);
+            float *single = malloc(Tmax * rows * 4), *Y = malloc(Tmax * rows * 4);
+            for (int num = 0; num < 2; num++) {
+                kn_isa_force(KN_ISA_SCALAR);
+                for (int64_t tt = 0; tt < Tmax; tt++)
+                    run(&W, X + tt * cols, 1, single + tt * rows, (kn_numerics)num, NULL);
+                for (int i = 0; i < nisa; i++) {
+                    kn_isa_force(isas[i]);
+                    for (size_t k = 0; k < NTS; k++) {
+                        const int64_t T = Ts[k];
+                        run(&W, X, T, Y, (kn_numerics)num, k & 1 ? NULL : pool);
+                        char what[160];
+                        snprintf(what, sizeof what, "%s %s %s %lldx%lld T=%lld (%s)",
+                                 kn_isa_name(isas[i]), kn_type_name(t), num ? "q8" : "f32",
+                                 (long long)rows, (long long)cols, (long long)T,
+                                 k & 1 ? "1 thread" : "2 threads");
+                        assert_true(kt_same_bits(what, Y, single, T * rows));
+                    }
+                }
+            }
+            kt_free_mat(&W);
+            free(X), free(Y), free(single);
+        }
+    }
+    kn_pool_destroy(pool);
+    kn_isa_force(prev);
+}
+
+/* E8M0 edge exponents inside matmuls: 0x00 / 0x01 are subnormal scales (no flush to zero),
+ * 0xFE / 0xFF are huge but finite until a value overflows. */
+static void test_e8m0_edges_in_matmul(void **state) {
+    (void)state;
+    enum { ROWS = 5, COLS = 2880 };
+    const uint8_t e[ROWS] = {0x00, 0x01, 0xFE, 0xFF, 0xFF};
+    kn_mat W = {KN_MXFP4, ROWS, COLS, kn_row_size(KN_MXFP4, COLS), NULL};
+    uint8_t *d = calloc(ROWS, W.row_bytes);
+    for (int n = 0; n < ROWS; n++)
+        for (int b = 0; b < COLS / 32; b++) {
+            uint8_t *blk = d + n * W.row_bytes + 17 * b;
+            blk[0] = e[n];
+            if (n < 2) memset(blk + 1, 0x11, 16); /* every code 1 */
+        }
+    d[2 * W.row_bytes + 1] = 1; /* one weight 1 * 2^126 */
+    d[3 * W.row_bytes + 1] = 1; /* one weight 1 * 2^127: finite */
+    d[4 * W.row_bytes + 1] = 2; /* one weight 2 * 2^127: inf as a float */
+    W.data = d;
+    float x[COLS], y[ROWS], yq[ROWS];
+    for (int k = 0; k < COLS; k++) x[k] = k % 2 == 0 ? 1.0f : 0.0f;  /* sum 1440 */
+    const double dx = kn_fp16_to_f32(kn_f32_to_fp16(1.0f / 127.0f)); /* x quantizes exactly */
+    kn_isa isas[KN_ISA_COUNT];
+    const int nisa = kt_isas(isas);
+    const kn_isa prev = kn_isa_active();
+    for (int i = 0; i < nisa; i++) {
+        kn_isa_force(isas[i]);
+        kn_matmul(&W, x, 1, y, KN_NUM_F32, NULL);
+        kn_matmul(&W, x, 1, yq, KN_NUM_Q8, NULL);
+        assert_true(y[0] == 1440.0f * 0x1p-128f); /* normal result from subnormal weights */
+        assert_true(y[1] == 1440.0f * 0x1p-127f);
+        assert_true(y[2] == 0x1p126f);
+        assert_true(y[3] == 0x1p127f);
+        assert_true(isinf(y[4]) && y[4] > 0);
+        const double w0 = 1440.0 * 127.0 * dx * 0x1p-128, w1 = 2 * w0;
+        assert_true(fabs(yq[0] - w0) <= 1e-6 * w0 && fabs(yq[1] - w1) <= 1e-6 * w1);
+        assert_true(yq[2] == (float)(127.0 * dx * 0x1p126));
+        assert_true(yq[3] == (float)(127.0 * dx * 0x1p127));
+        /* the integer domain keeps 2 * 127 * dx * 2^127 just below FLT_MAX */
+        assert_true(yq[4] == (float)(254.0 * dx * 0x1p127) && !isinf(yq[4]));
+    }
+    kn_isa_force(prev);
+    free(d);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accuracy_against_float64),
+        cmocka_unit_test(test_canonical_order_emulated),
+        cmocka_unit_test(test_invariance_batch_threads_isa),
+        cmocka_unit_test(test_e8m0_edges_in_matmul),
+    };
+    return cmocka_run_group_tests_name("kernels_matmul", tests, NULL, NULL);
+}
