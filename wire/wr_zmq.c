@@ -1,0 +1,91 @@
+/* wire/wr_zmq.c — multipart send and zero-copy receive of moewire messages over libzmq. */
+#include "wire/wr_zmq.h"
+
+#include <errno.h>
+#include <string.h>
+
+void wr_rx_init(wr_rx *rx) {
+    memset(rx, 0, sizeof *rx);
+}
+
+void wr_rx_free(wr_rx *rx) {
+    for (int i = 0; i < rx->n_msg; i++) zmq_msg_close(&rx->msg[i]);
+    rx->n_msg = rx->n_parts = rx->truncated = 0;
+    rx->id_len = 0;
+}
+
+static int zmq_fail(mw_err *err, const char *what) {
+    int e = errno;
+    mw_errf(err, "%s: %s", what, zmq_strerror(e));
+    errno = e;
+    return -1;
+}
+
+int wr_recv(void *sock, wr_rx *rx, bool routed, int flags, mw_err *err) {
+    wr_rx_free(rx);
+    bool first = true, more = true;
+    zmq_msg_t spill; /* the routing id, and parts beyond WR_MAX_PARTS */
+    while (more) {
+        bool keep = !(first && routed) && rx->n_msg < WR_MAX_PARTS;
+        zmq_msg_t *m = keep ? &rx->msg[rx->n_msg] : &spill;
+        zmq_msg_init(m);
+        /* Only the first part can fail with EAGAIN: a multipart message arrives all at once. */
+        if (zmq_msg_recv(m, sock, first ? flags : 0) < 0) {
+            int e = errno;
+            zmq_msg_close(m);
+            wr_rx_free(rx);
+            errno = e;
+            return zmq_fail(err, "receive");
+        }
+        more = zmq_msg_more(m);
+        if (keep) {
+            rx->n_msg++;
+        } else {
+            if (first && routed) {
+                size_t n = zmq_msg_size(m);
+                rx->id_len = n < sizeof rx->id ? n : sizeof rx->id;
+                memcpy(rx->id, zmq_msg_data(m), rx->id_len);
+            } else {
+                rx->truncated++;
+            }
+            zmq_msg_close(m);
+        }
+        first = false;
+    }
+    for (int i = 0; i < rx->n_msg; i++)
+        rx->parts[i] = (wr_part){zmq_msg_data(&rx->msg[i]), zmq_msg_size(&rx->msg[i])};
+    rx->n_parts = rx->n_msg;
+    return 0;
+}
+
+int wr_send(void *sock, const void *id, size_t id_len, const wr_out *o, int flags, mw_err *err) {
+    if (id_len > 0 && zmq_send(sock, id, id_len, flags | ZMQ_SNDMORE) < 0)
+        return zmq_fail(err, "send routing id");
+    for (int i = 0; i < o->n_parts; i++) {
+        int more = i + 1 < o->n_parts ? ZMQ_SNDMORE : 0;
+        /* After the first part the message is committed; later parts never block. */
+        int f = (i == 0 && id_len == 0) ? flags : (flags & ~ZMQ_DONTWAIT);
+        if (zmq_send(sock, o->part_len[i] ? (const void *)o->part[i] : (const void *)"",
+                     o->part_len[i], f | more) < 0)
+            return zmq_fail(err, "send");
+    }
+    return 0;
+}
+
+int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err) {
+    int type = 0, zero = 0, one = 1;
+    size_t tl = sizeof type;
+    if (zmq_getsockopt(sock, ZMQ_TYPE, &type, &tl) != 0) return zmq_fail(err, "socket type");
+    wr_limits l = lim ? *lim : wr_limits_default();
+    /* A frame is at most the larger of one raw tensor frame and the envelope limit. */
+    int64_t max =
+        (int64_t)(l.max_frame_bytes > WR_MAX_ENVELOPE ? l.max_frame_bytes : WR_MAX_ENVELOPE);
+    if (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
+        return zmq_fail(err, "socket options");
+    if (type == ZMQ_DEALER && zmq_setsockopt(sock, ZMQ_IMMEDIATE, &one, sizeof one) != 0)
+        return zmq_fail(err, "ZMQ_IMMEDIATE");
+    if (type == ZMQ_ROUTER && zmq_setsockopt(sock, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0)
+        return zmq_fail(err, "ZMQ_ROUTER_MANDATORY");
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* wire/wr_zmq.h — moving moewire messages over ZeroMQ sockets.
+ *
+ * Nodes bind a ROUTER (every received message starts with the peer's routing id); coordinators
+ * connect one DEALER per node. Received parts stay in zmq_msg_t (no copy) until the next receive;
+ * wr_parse reads them in place. Sends copy each part once into libzmq. */
+#ifndef WR_ZMQ_H
+#define WR_ZMQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "util/mw_err.h"
+#include "wire/wr_msg.h"
+
+#define WR_MAX_ROUTING_ID 255
+
+/* One received message. */
+typedef struct wr_rx {
+    zmq_msg_t msg[WR_MAX_PARTS];
+    int n_msg; /* initialised entries of msg */
+    wr_part parts[WR_MAX_PARTS];
+    int n_parts;   /* parts after the routing id */
+    int truncated; /* parts beyond WR_MAX_PARTS that were received and dropped */
+    uint8_t id[WR_MAX_ROUTING_ID];
+    size_t id_len; /* 0 unless received on a ROUTER */
+} wr_rx;
+
+void wr_rx_init(wr_rx *rx);
+void wr_rx_free(wr_rx *rx); /* releases the parts; rx can receive again */
+
+/* Receives one whole multipart message. `routed`: the socket is a ROUTER, so the first part is the
+ * sender's routing id. flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with errno from libzmq (EAGAIN,
+ * EINTR, ETERM, ...) and err set. */
+int wr_recv(void *sock, wr_rx *rx, bool routed, int flags, mw_err *err);
+
+/* Sends the packed message o, prefixed by routing id (id, id_len) when id_len > 0 (ROUTER).
+ * flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with errno from libzmq and err set. */
+int wr_send(void *sock, const void *id, size_t id_len, const wr_out *o, int flags, mw_err *err);
+
+/* Sets the options every moewire socket uses: ZMQ_LINGER 0 and ZMQ_MAXMSGSIZE (largest frame a
+ * peer may send, from lim). DEALERs also get ZMQ_IMMEDIATE; ROUTERs ZMQ_ROUTER_MANDATORY so a
+ * reply to a vanished peer fails instead of blocking. */
+int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err);
+
+#endif
