@@ -44,6 +44,9 @@ vx_vtype vx_meta_arr_type(const vx_meta *m, size_t i);
 uint64_t vx_meta_arr_len(const vx_meta *m, size_t i);
 /* Index of key, or -1. */
 long vx_meta_find(const vx_meta *m, const char *key);
+/* Elements of a numeric or bool array entry as raw little-endian bytes (n * element size), or NULL
+ * for other entries. Valid while m is unchanged. */
+const void *vx_meta_arr_raw(const vx_meta *m, size_t i);
 
 /* Typed getters. Return 1 when found and converted, 0 when the key is absent, -1 when present with
  * a type that does not convert (err names the key and both types). Integers convert to i64 when in
@@ -56,8 +59,8 @@ int vx_meta_get_str(const vx_meta *m, const char *key, const char **out, mw_err 
 /* Array elements: integer/float/bool arrays through i64/f64, string arrays through str. */
 int vx_meta_arr_i64(const vx_meta *m, const char *key, uint64_t idx, int64_t *out, mw_err *err);
 int vx_meta_arr_f64(const vx_meta *m, const char *key, uint64_t idx, double *out, mw_err *err);
-int vx_meta_arr_str(const vx_meta *m, const char *key, uint64_t idx, const char **out,
-                    size_t *len, mw_err *err);
+int vx_meta_arr_str(const vx_meta *m, const char *key, uint64_t idx, const char **out, size_t *len,
+                    mw_err *err);
 
 /* Setters (replace an existing key, else append). Return 0 or -1 on allocation failure. */
 int vx_meta_set_u32(vx_meta *m, const char *key, uint32_t v);
@@ -66,6 +69,8 @@ int vx_meta_set_u64(vx_meta *m, const char *key, uint64_t v);
 int vx_meta_set_f32(vx_meta *m, const char *key, float v);
 int vx_meta_set_f64(vx_meta *m, const char *key, double v);
 int vx_meta_set_bool(vx_meta *m, const char *key, bool v);
+/* Any scalar type (raw little-endian value bytes); -1 for VX_STR / VX_ARR. */
+int vx_meta_set_scalar(vx_meta *m, const char *key, vx_vtype type, const void *raw);
 int vx_meta_set_str(vx_meta *m, const char *key, const char *s, size_t len);
 /* Numeric or bool array of n elements of type elem (raw little-endian element bytes). */
 int vx_meta_set_arr(vx_meta *m, const char *key, vx_vtype elem, const void *data, uint64_t n);

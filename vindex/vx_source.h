@@ -52,8 +52,11 @@ const char *vx_source_path(const vx_source *s);
 const vx_meta *vx_source_meta(const vx_source *s);
 /* general.architecture ("gpt-oss", "qwen3moe", ...). */
 const char *vx_source_arch(const vx_source *s);
-/* A hex digest identifying the model's weights (the vindex fingerprint; for GGUF a digest of the
- * header and tensor directory). Nodes and coordinators compare it in the handshake. */
+/* A hex digest identifying the model's weights: the metadata, the tensor table and a digest of
+ * every tensor's bytes (see vindex/vx_fingerprint.h). A GGUF file, the vindex extracted from it and
+ * every slice of that vindex share it. Nodes and coordinators compare it in the handshake. For a
+ * vindex it comes from the manifest; for a GGUF file it is computed on first call (reads all tensor
+ * data once). NULL only when out of memory. */
 const char *vx_source_fingerprint(const vx_source *s);
 
 /* Dense (non-expert) tensor by its GGUF name; NULL if absent or not mapped. */

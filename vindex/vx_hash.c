@@ -1,0 +1,75 @@
+/* vindex/vx_hash.c — thin wrappers over libsodium's BLAKE2b and SHA-256, plus hex forms. */
+#include "vindex/vx_hash.h"
+
+#include <pthread.h>
+#include <string.h>
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void init_sodium(void) {
+    /* sodium_init only fails when no entropy source exists; hashing does not need one. */
+    if (sodium_init() < 0) return;
+}
+
+void vx_hash_init(void) {
+    pthread_once(&once, init_sodium);
+}
+
+void vx_b2_init(vx_b2 *h) {
+    vx_hash_init();
+    crypto_generichash_init(&h->st, NULL, 0, VX_DIGEST_BYTES);
+}
+
+void vx_b2_update(vx_b2 *h, const void *p, size_t n) {
+    crypto_generichash_update(&h->st, p, n);
+}
+
+void vx_b2_final(vx_b2 *h, uint8_t out[VX_DIGEST_BYTES]) {
+    crypto_generichash_final(&h->st, out, VX_DIGEST_BYTES);
+}
+
+void vx_blake2b(const void *p, size_t n, uint8_t out[VX_DIGEST_BYTES]) {
+    vx_b2 h;
+    vx_b2_init(&h);
+    vx_b2_update(&h, p, n);
+    vx_b2_final(&h, out);
+}
+
+void vx_sha_init(vx_sha *h) {
+    vx_hash_init();
+    crypto_hash_sha256_init(&h->st);
+}
+
+void vx_sha_update(vx_sha *h, const void *p, size_t n) {
+    crypto_hash_sha256_update(&h->st, p, n);
+}
+
+void vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]) {
+    crypto_hash_sha256_final(&h->st, out);
+}
+
+void vx_hex(const uint8_t d[VX_DIGEST_BYTES], char out[VX_DIGEST_HEX]) {
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < VX_DIGEST_BYTES; i++) {
+        out[2 * i] = digits[d[i] >> 4];
+        out[2 * i + 1] = digits[d[i] & 15];
+    }
+    out[2 * VX_DIGEST_BYTES] = '\0';
+}
+
+static int nibble(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+int vx_unhex(const char *s, uint8_t d[VX_DIGEST_BYTES]) {
+    if (!s || strlen(s) != 2 * VX_DIGEST_BYTES) return -1;
+    for (int i = 0; i < VX_DIGEST_BYTES; i++) {
+        int hi = nibble(s[2 * i]), lo = nibble(s[2 * i + 1]);
+        if (hi < 0 || lo < 0) return -1;
+        d[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}

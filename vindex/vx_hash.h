@@ -1,0 +1,36 @@
+/* vindex/vx_hash.h — the checksums of the vindex: BLAKE2b-256 (libsodium crypto_generichash) as
+ * the fast one, checked at every mount, and SHA-256 for `verify` and provenance. Private to
+ * vindex/. */
+#ifndef VX_HASH_H
+#define VX_HASH_H
+
+#include <sodium.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VX_DIGEST_BYTES 32
+#define VX_DIGEST_HEX   (2 * VX_DIGEST_BYTES + 1)
+
+/* Initializes libsodium once (thread-safe); every function below calls it. */
+void vx_hash_init(void);
+
+typedef struct vx_b2 {
+    crypto_generichash_state st;
+} vx_b2;
+void vx_b2_init(vx_b2 *h);
+void vx_b2_update(vx_b2 *h, const void *p, size_t n);
+void vx_b2_final(vx_b2 *h, uint8_t out[VX_DIGEST_BYTES]);
+void vx_blake2b(const void *p, size_t n, uint8_t out[VX_DIGEST_BYTES]);
+
+typedef struct vx_sha {
+    crypto_hash_sha256_state st;
+} vx_sha;
+void vx_sha_init(vx_sha *h);
+void vx_sha_update(vx_sha *h, const void *p, size_t n);
+void vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]);
+
+void vx_hex(const uint8_t d[VX_DIGEST_BYTES], char out[VX_DIGEST_HEX]);
+/* Parses 64 hex digits; returns 0 or -1. */
+int vx_unhex(const char *s, uint8_t d[VX_DIGEST_BYTES]);
+
+#endif

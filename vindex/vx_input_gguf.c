@@ -1,0 +1,87 @@
+/* vindex/vx_input_gguf.c — a GGUF file as an extract input: every tensor passes through under its
+ * own name and bytes (no relayout), so every source tensor is consumed and none is dropped. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vindex/vx_gguf.h"
+#include "vindex/vx_input.h"
+
+typedef struct gguf_in {
+    vx_gguf *g;
+    vx_input_file file;
+    vx_input_range *ranges;
+} gguf_in;
+
+static int read_tensor(const vx_input *in, const vx_input_tensor *t, uint64_t off, void *dst,
+                       uint64_t len, mw_err *err) {
+    const vx_tensor *src = t->impl;
+    if (off > t->nbytes || len > t->nbytes - off)
+        return mw_errf(err, "%s: tensor '%s': read of %llu bytes at %llu is outside its %llu bytes",
+                       in->files[0].path, t->name, (unsigned long long)len, (unsigned long long)off,
+                       (unsigned long long)t->nbytes);
+    memcpy(dst, (const uint8_t *)src->data + off, len);
+    return 0;
+}
+
+static void close_gguf(vx_input *in) {
+    gguf_in *gi = in->impl;
+    if (gi) {
+        vx_gguf_close(gi->g);
+        free(gi->ranges);
+        free(gi);
+    }
+    vx_meta_free(in->meta);
+    free(in->tensors);
+    free(in);
+}
+
+int vx_input_open_gguf(const char *path, vx_input **out, mw_err *err) {
+    *out = NULL;
+    vx_input *in = calloc(1, sizeof *in);
+    gguf_in *gi = calloc(1, sizeof *gi);
+    if (!in || !gi) {
+        free(in);
+        free(gi);
+        return mw_errf(err, "%s: out of memory", path);
+    }
+    in->kind = "gguf";
+    in->impl = gi;
+    in->close = close_gguf;
+    if (vx_gguf_open(path, &gi->g, err)) goto fail;
+    const char *slash = strrchr(vx_gguf_path(gi->g), '/');
+    gi->file.path = vx_gguf_path(gi->g);
+    gi->file.name = slash ? slash + 1 : gi->file.path;
+    gi->file.size = vx_gguf_file_size(gi->g);
+    in->files = &gi->file;
+    in->n_files = 1;
+    const vx_meta *gm = vx_gguf_meta(gi->g);
+    if (!(in->meta = vx_meta_new())) goto oom;
+    for (size_t i = 0; i < vx_meta_count(gm); i++)
+        if (vx_meta_copy_entry(in->meta, gm, i)) goto oom;
+    size_t n = vx_gguf_n_tensors(gi->g);
+    in->tensors = calloc(n ? n : 1, sizeof *in->tensors);
+    gi->ranges = calloc(n ? n : 1, sizeof *gi->ranges);
+    if (!in->tensors || !gi->ranges) goto oom;
+    in->n_tensors = n;
+    for (size_t i = 0; i < n; i++) {
+        const vx_tensor *t = vx_gguf_tensor(gi->g, i);
+        vx_input_tensor *it = &in->tensors[i];
+        gi->ranges[i] = (vx_input_range){0, t->name, t->offset, t->nbytes};
+        it->name = t->name;
+        it->type = t->type;
+        it->n_dims = t->n_dims;
+        memcpy(it->ne, t->ne, sizeof it->ne);
+        it->nbytes = t->nbytes;
+        it->n_ranges = 1;
+        it->ranges = &gi->ranges[i];
+        it->read = read_tensor;
+        it->impl = (void *)t;
+    }
+    *out = in;
+    return 0;
+oom:
+    mw_errf(err, "%s: out of memory", path);
+fail:
+    close_gguf(in);
+    return -1;
+}

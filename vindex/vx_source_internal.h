@@ -1,0 +1,51 @@
+/* vindex/vx_source_internal.h — the vx_source object shared by its two backings: a GGUF file
+ * (vx_source.c) and a mounted vindex directory (vx_mount.c). Private to vindex/. */
+#ifndef VX_SOURCE_INTERNAL_H
+#define VX_SOURCE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "vindex/vx_experts.h"
+#include "vindex/vx_hash.h"
+#include "vindex/vx_source.h"
+#include "vindex/vx_strmap.h"
+
+struct vx_source {
+    char *path;
+    vx_meta *meta; /* owned */
+    const char *arch;
+    int n_layers, n_experts;
+    int64_t hidden;
+    vx_expert_set held;       /* the (layer, expert) pairs this opening serves */
+    vx_layer_experts *layers; /* n_layers entries */
+    /* Pointer to expert e's slice of role r in layer l (only called for held experts). */
+    const uint8_t *(*part_ptr)(const vx_source *s, int layer, int expert, vx_role r);
+    /* Every tensor, dense first (n_dense of them); expert tensors follow. */
+    vx_tensor *list;
+    size_t n_list, n_dense;
+    bool dense_mapped; /* whether vx_source_tensor serves dense tensors */
+    vx_strmap dense_index;
+    /* The fingerprint, computed on first use by compute_fp. */
+    pthread_mutex_t fp_lock;
+    bool fp_ok;
+    char fp[VX_DIGEST_HEX];
+    int (*compute_fp)(vx_source *s, mw_err *err);
+    void (*close_impl)(vx_source *s);
+    void *impl;
+};
+
+/* Opens a vindex directory (vx_mount.c). */
+int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source **out,
+                          mw_err *err);
+
+/* Shared steps of both backings (vx_source.c). */
+vx_source *vx_source_alloc(const char *path);
+/* Reads arch, block_count, expert_count and embedding_length from s->meta. */
+int vx_source_read_shape(vx_source *s, mw_err *err);
+/* Restricts s->held (already the pairs the backing holds) to opts->experts, refusing pairs the
+ * backing does not hold. */
+int vx_source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err);
+/* Builds the name index of the first n_dense entries of s->list. */
+int vx_source_index_dense(vx_source *s, mw_err *err);
+
+#endif
