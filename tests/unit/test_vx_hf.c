@@ -1,0 +1,771 @@
+/* tests/unit/test_vx_hf.c — Hugging Face checkpoints as extract input: config.json → GGUF keys,
+ * tensor names, gpt-oss MXFP4 relayout (checked value by value against an independent HF-layout
+ * dequantizer), gate/up de-interleave, qwen3moe expert stacking, sharding, the coverage audit,
+ * carried files, and config/tensor errors. */
+#include "tests/support/mw_test.h"
+#include "tests/support/mwt_st.h"
+#include "kernels/kn.h"
+#include "vindex/vx_hf.h"
+#include "vindex/vx_hf_internal.h"
+#include "vindex/vx_input.h"
+#include "vindex/vx_safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fx {
+    char *dir;
+    char ck[4096]; /* the checkpoint directory */
+} fx;
+
+static int setup(void **state) {
+    fx *f = calloc(1, sizeof *f);
+    f->dir = mwt_tmpdir("hf");
+    snprintf(f->ck, sizeof f->ck, "%s/tiny-ckpt", f->dir);
+    *state = f;
+    return f->dir ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    fx *f = *state;
+    mwt_rmrf(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
+
+static vx_input *open_ok(const char *dir) {
+    vx_input *in = NULL;
+    mw_err err = {{0}};
+    if (vx_input_open_hf(dir, &in, &err)) fail_msg("vx_input_open_hf: %s", err.msg);
+    return in;
+}
+
+static void *read_all(const vx_input *in, const char *name, uint64_t *nbytes) {
+    const vx_input_tensor *t = vx_input_find(in, name);
+    if (!t) fail_msg("no tensor %s", name);
+    uint8_t *buf = malloc(t->nbytes + 1);
+    mw_err err = {{0}};
+    if (t->read(in, t, 0, buf, t->nbytes, &err)) fail_msg("read %s: %s", name, err.msg);
+    if (nbytes) *nbytes = t->nbytes;
+    return buf;
+}
+
+static int64_t meta_i(const vx_input *in, const char *key) {
+    int64_t v = -1;
+    mw_err err = {{0}};
+    if (vx_meta_get_i64(in->meta, key, &v, &err) != 1) fail_msg("meta %s missing", key);
+    return v;
+}
+
+static double meta_f(const vx_input *in, const char *key) {
+    double v = -1;
+    mw_err err = {{0}};
+    if (vx_meta_get_f64(in->meta, key, &v, &err) != 1) fail_msg("meta %s missing", key);
+    return v;
+}
+
+static const char *meta_s(const vx_input *in, const char *key) {
+    const char *v = NULL;
+    mw_err err = {{0}};
+    if (vx_meta_get_str(in->meta, key, &v, &err) != 1) fail_msg("meta %s missing", key);
+    return v;
+}
+
+static void check_ne(const vx_input_tensor *t, int n, int64_t a, int64_t b, int64_t c) {
+    assert_int_equal(t->n_dims, n);
+    assert_int_equal(t->ne[0], a);
+    assert_int_equal(t->ne[1], b);
+    assert_int_equal(t->ne[2], c);
+}
+
+/* ---- gpt-oss ------------------------------------------------------------------------------ */
+
+static void test_gpt_oss_metadata(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    o.layers = 3;
+    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+    vx_input *in = open_ok(f->ck);
+    assert_string_equal(in->kind, "safetensors");
+    assert_string_equal(meta_s(in, "general.architecture"), "gpt-oss");
+    assert_string_equal(meta_s(in, "general.name"), "tiny-ckpt");
+    assert_int_equal(meta_i(in, "gpt-oss.block_count"), 3);
+    assert_int_equal(meta_i(in, "gpt-oss.context_length"), 2048);
+    assert_int_equal(meta_i(in, "gpt-oss.embedding_length"), 96);
+    assert_int_equal(meta_i(in, "gpt-oss.feed_forward_length"), 64);
+    assert_int_equal(meta_i(in, "gpt-oss.expert_feed_forward_length"), 64);
+    assert_int_equal(meta_i(in, "gpt-oss.attention.head_count"), 4);
+    assert_int_equal(meta_i(in, "gpt-oss.attention.head_count_kv"), 2);
+    assert_int_equal(meta_i(in, "gpt-oss.attention.key_length"), 16);
+    assert_int_equal(meta_i(in, "gpt-oss.attention.value_length"), 16);
+    assert_int_equal(meta_i(in, "gpt-oss.expert_count"), 3);
+    assert_int_equal(meta_i(in, "gpt-oss.expert_used_count"), 2);
+    assert_int_equal(meta_i(in, "gpt-oss.attention.sliding_window"), 8);
+    assert_true(meta_f(in, "gpt-oss.attention.layer_norm_rms_epsilon") == (double)1e-5f);
+    assert_true(meta_f(in, "gpt-oss.rope.freq_base") == 150000.0);
+    assert_string_equal(meta_s(in, "gpt-oss.rope.scaling.type"), "yarn");
+    assert_true(meta_f(in, "gpt-oss.rope.scaling.factor") == 32.0);
+    assert_int_equal(meta_i(in, "gpt-oss.rope.scaling.original_context_length"), 64);
+    assert_true(meta_f(in, "gpt-oss.rope.scaling.yarn_beta_fast") == 32.0);
+    assert_true(meta_f(in, "gpt-oss.rope.scaling.yarn_beta_slow") == 1.0);
+    assert_true(meta_f(in, "gpt-oss.swiglu_clamp_exp") == 7.0);
+    bool b = true;
+    mw_err err = {{0}};
+    assert_int_equal(vx_meta_get_bool(in->meta, "gpt-oss.rope.scaling.yarn_truncate", &b, &err), 1);
+    assert_false(b);
+    /* the per-layer pattern, faithfully: sliding, full, sliding */
+    long k = vx_meta_find(in->meta, "gpt-oss.attention.sliding_window_pattern");
+    assert_true(k >= 0);
+    assert_int_equal(vx_meta_type(in->meta, (size_t)k), VX_ARR);
+    assert_int_equal(vx_meta_arr_type(in->meta, (size_t)k), VX_BOOL);
+    assert_int_equal(vx_meta_arr_len(in->meta, (size_t)k), 3);
+    int64_t want[3] = {1, 0, 1};
+    for (int l = 0; l < 3; l++) {
+        int64_t v;
+        assert_int_equal(
+            vx_meta_arr_i64(in->meta, "gpt-oss.attention.sliding_window_pattern", l, &v, &err), 1);
+        assert_int_equal(v, want[l]);
+    }
+    vx_input_close(in);
+    /* a non-default GLU limit is carried; an absent one is HF's class default, 7 */
+    const char *patch[2] = {"{\"swiglu_limit\": 5.5}", "{\"swiglu_limit\": null}"};
+    double limit[2] = {5.5, 7.0};
+    for (int i = 0; i < 2; i++) {
+        mwt_rmrf(f->ck);
+        o.config_patch = patch[i];
+        assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+        in = open_ok(f->ck);
+        assert_true(meta_f(in, "gpt-oss.swiglu_clamp_exp") == limit[i]);
+        vx_input_close(in);
+    }
+}
+
+/* Compares every element of the stored MXFP4 tensors with the HF layout read independently. */
+static void check_mxfp4_values(const vx_input *in, const vx_st_set *src, const mwt_hf_opts *o,
+                               int layer) {
+    char name[256];
+    int64_t H = o->hidden, F = o->ff, E = o->experts;
+    const char *parts[3] = {"gate", "up", "down"};
+    for (int p = 0; p < 3; p++) {
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s_blocks", layer,
+                 p < 2 ? "gate_up_proj" : "down_proj");
+        const vx_st_tensor *bl = vx_st_set_find(src, name, NULL);
+        snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%s_scales", layer,
+                 p < 2 ? "gate_up_proj" : "down_proj");
+        const vx_st_tensor *sc = vx_st_set_find(src, name, NULL);
+        assert_non_null(bl);
+        assert_non_null(sc);
+        snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", layer, parts[p]);
+        const vx_input_tensor *t = vx_input_find(in, name);
+        assert_non_null(t);
+        assert_int_equal(t->type, KN_MXFP4);
+        int64_t rows = p < 2 ? F : H, cols = p < 2 ? H : F;
+        check_ne(t, 3, cols, rows, E);
+        assert_int_equal(t->nbytes, (uint64_t)(E * rows * cols / 32 * 17));
+        assert_non_null(t->relayout);
+        assert_non_null(strstr(t->relayout, "gpt-oss-mxfp4"));
+        if (p < 2) assert_non_null(strstr(t->relayout, p == 0 ? "gate = even" : "up = odd"));
+        assert_int_equal(t->n_ranges, 2);
+        assert_string_equal(t->ranges[0].src_name, bl->name);
+        assert_int_equal(t->ranges[0].offset, bl->offset);
+        assert_int_equal(t->ranges[0].nbytes, bl->nbytes);
+        assert_string_equal(t->ranges[1].src_name, sc->name);
+        uint8_t *buf = read_all(in, name, NULL);
+        size_t row_bytes = (size_t)cols / 32 * 17;
+        int64_t src_rows = p < 2 ? 2 * F : H, mismatches = 0;
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t sr = p == 0 ? 2 * r : p == 1 ? 2 * r + 1 : r;
+                const uint8_t *row = buf + (size_t)(e * rows + r) * row_bytes;
+                for (int64_t k = 0; k < cols; k++) {
+                    float got = mwt_ggml_mxfp4_value(row, k);
+                    float want = mwt_hf_mxfp4_value(bl->data, sc->data, src_rows, cols, e, sr, k);
+                    mismatches += got != want;
+                }
+            }
+        if (mismatches)
+            fail_msg("%s: %lld values differ from the HF layout", name, (long long)mismatches);
+        free(buf);
+    }
+}
+
+/* Gate/up biases are the even/odd entries of gate_up_proj_bias; down's is copied. */
+static void check_biases(const vx_input *in, const vx_st_set *src, const mwt_hf_opts *o,
+                         int layer) {
+    char name[256];
+    int64_t F = o->ff, E = o->experts, H = o->hidden;
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.gate_up_proj_bias", layer);
+    const uint16_t *gu = (const uint16_t *)vx_st_set_find(src, name, NULL)->data;
+    for (int p = 0; p < 2; p++) {
+        snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.bias", layer, p ? "up" : "gate");
+        const vx_input_tensor *t = vx_input_find(in, name);
+        assert_int_equal(t->type, KN_BF16);
+        check_ne(t, 2, F, E, 1);
+        uint16_t *b = read_all(in, name, NULL);
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t i = 0; i < F; i++)
+                assert_int_equal(b[e * F + i], gu[e * 2 * F + 2 * i + p]);
+        free(b);
+    }
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.bias", layer);
+    const vx_input_tensor *t = vx_input_find(in, name);
+    check_ne(t, 2, H, E, 1);
+    assert_null(t->relayout);
+    snprintf(name, sizeof name, "model.layers.%d.mlp.experts.down_proj_bias", layer);
+    const vx_st_tensor *s = vx_st_set_find(src, name, NULL);
+    void *b = read_all(in, t->name, NULL);
+    assert_memory_equal(b, s->data, s->nbytes);
+    free(b);
+}
+
+static void check_gpt_oss_dense(const vx_input *in, const vx_st_set *src, const mwt_hf_opts *o) {
+    static const struct {
+        const char *hf, *gguf;
+    } map[] = {
+        {"model.embed_tokens.weight", "token_embd.weight"},
+        {"model.norm.weight", "output_norm.weight"},
+        {"lm_head.weight", "output.weight"},
+        {"model.layers.1.input_layernorm.weight", "blk.1.attn_norm.weight"},
+        {"model.layers.1.self_attn.q_proj.weight", "blk.1.attn_q.weight"},
+        {"model.layers.1.self_attn.q_proj.bias", "blk.1.attn_q.bias"},
+        {"model.layers.1.self_attn.k_proj.weight", "blk.1.attn_k.weight"},
+        {"model.layers.1.self_attn.k_proj.bias", "blk.1.attn_k.bias"},
+        {"model.layers.1.self_attn.v_proj.weight", "blk.1.attn_v.weight"},
+        {"model.layers.1.self_attn.v_proj.bias", "blk.1.attn_v.bias"},
+        {"model.layers.1.self_attn.o_proj.weight", "blk.1.attn_output.weight"},
+        {"model.layers.1.self_attn.o_proj.bias", "blk.1.attn_output.bias"},
+        {"model.layers.1.self_attn.sinks", "blk.1.attn_sinks.weight"},
+        {"model.layers.1.post_attention_layernorm.weight", "blk.1.post_attention_norm.weight"},
+        {"model.layers.1.mlp.router.weight", "blk.1.ffn_gate_inp.weight"},
+        {"model.layers.1.mlp.router.bias", "blk.1.ffn_gate_inp.bias"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        int file;
+        const vx_st_tensor *s = vx_st_set_find(src, map[i].hf, &file);
+        const vx_input_tensor *t = vx_input_find(in, map[i].gguf);
+        if (!s || !t) fail_msg("%s -> %s missing", map[i].hf, map[i].gguf);
+        /* dtype kept, ne = the HF shape reversed, bytes identical, provenance exact */
+        assert_int_equal(t->type, vx_st_dtype_kn(s->dtype));
+        assert_int_equal(t->n_dims, s->n_dims);
+        for (int d = 0; d < s->n_dims; d++) assert_int_equal(t->ne[d], s->shape[s->n_dims - 1 - d]);
+        assert_null(t->relayout);
+        assert_int_equal(t->n_ranges, 1);
+        assert_int_equal(t->ranges[0].file, file);
+        assert_int_equal(t->ranges[0].offset, s->offset);
+        assert_string_equal(in->files[file].name, vx_st_set_file_name(src, (size_t)file));
+        void *b = read_all(in, map[i].gguf, NULL);
+        assert_memory_equal(b, s->data, s->nbytes);
+        free(b);
+    }
+    const vx_input_tensor *t = vx_input_find(in, "blk.1.attn_q.weight");
+    assert_int_equal(t->type, KN_BF16);
+    check_ne(t, 2, o->hidden, o->heads * o->head_dim, 1);
+    assert_int_equal(vx_input_find(in, "blk.1.attn_norm.weight")->type, KN_F32);
+}
+
+static void test_gpt_oss_mxfp4_tensors(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    o.inv_freq = true;
+    o.extra_tensor = "model.layers.0.mlp.mystery.weight";
+    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+    vx_input *in = open_ok(f->ck);
+    vx_st_set *src;
+    mw_err err = {{0}};
+    assert_int_equal(vx_st_set_open(f->ck, &src, &err), 0);
+    /* 3 global + 19 per layer */
+    assert_int_equal(in->n_tensors, 3 + 19 * (size_t)o.layers);
+    assert_string_equal(in->tensors[0].name, "token_embd.weight");
+    for (int l = 0; l < o.layers; l++) {
+        check_mxfp4_values(in, src, &o, l);
+        check_biases(in, src, &o, l);
+    }
+    check_gpt_oss_dense(in, src, &o);
+    /* the audit: inv_freq dropped by rule, the extra tensor reported */
+    assert_int_equal(in->n_dropped, (size_t)o.layers + 1);
+    for (size_t i = 0; i < in->n_dropped; i++) {
+        assert_non_null(strstr(in->dropped[i].src_name, "inv_freq"));
+        assert_non_null(strstr(in->dropped[i].rule, "recomputed from config"));
+    }
+    assert_int_equal(in->n_unrecognised, 1);
+    assert_string_equal(in->unrecognised[0], "model.layers.0.mlp.mystery.weight");
+    /* every source tensor is accounted for exactly once */
+    size_t consumed = 0;
+    for (size_t i = 0; i < vx_st_set_n_tensors(src); i++) {
+        const char *n = vx_st_set_tensor_at(src, i, NULL)->name;
+        int uses = 0;
+        for (size_t k = 0; k < in->n_tensors; k++)
+            for (int r = 0; r < in->tensors[k].n_ranges; r++)
+                uses += !strcmp(in->tensors[k].ranges[r].src_name, n);
+        consumed += uses > 0;
+    }
+    assert_int_equal(consumed + in->n_dropped + in->n_unrecognised, vx_st_set_n_tensors(src));
+    /* carried files */
+    const char *want[] = {"config.json", "generation_config.json", "tokenizer_config.json",
+                          "chat_template.jinja"};
+    assert_int_equal(in->n_carry, 4);
+    for (size_t i = 0; i < 4; i++) {
+        bool found = false;
+        for (size_t k = 0; k < in->n_carry; k++) found |= strstr(in->carry[k], want[i]) != NULL;
+        if (!found) fail_msg("%s not carried", want[i]);
+    }
+    assert_int_equal(in->n_files, 1);
+    assert_string_equal(in->files[0].name, "model.safetensors");
+    vx_st_set_close(src);
+    vx_input_close(in);
+}
+
+/* Reading in odd pieces gives the same bytes as one read; reads past the end fail. */
+static void test_partial_reads(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    o.layers = 1;
+    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+    vx_input *in = open_ok(f->ck);
+    const char *names[] = {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.bias",
+                           "blk.0.ffn_down_exps.weight", "token_embd.weight"};
+    for (size_t i = 0; i < 4; i++) {
+        const vx_input_tensor *t = vx_input_find(in, names[i]);
+        uint64_t n;
+        uint8_t *whole = read_all(in, names[i], &n);
+        uint8_t *pieces = malloc(n);
+        mw_err err = {{0}};
+        for (uint64_t off = 0, step = 1; off < n; off += step, step = step % 23 + 5) {
+            uint64_t len = off + step > n ? n - off : step;
+            assert_int_equal(t->read(in, t, off, pieces + off, len, &err), 0);
+        }
+        assert_memory_equal(whole, pieces, n);
+        assert_int_equal(t->read(in, t, n - 1, pieces, 2, &err), -1);
+        assert_non_null(strstr(err.msg, names[i]));
+        assert_int_equal(t->read(in, t, n + 1, pieces, 0, &err), -1);
+        assert_int_equal(t->read(in, t, n, pieces, 0, &err), 0);
+        free(whole);
+        free(pieces);
+    }
+    vx_input_close(in);
+}
+
+/* The same model sharded through an index gives the same tensors, with provenance per shard. */
+static void test_gpt_oss_sharded_equals_single(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    char one[4096], many[4096];
+    snprintf(one, sizeof one, "%s/one", f->dir);
+    snprintf(many, sizeof many, "%s/many", f->dir);
+    assert_int_equal(mwt_hf_write(one, &o), 0);
+    o.shards = 3;
+    assert_int_equal(mwt_hf_write(many, &o), 0);
+    vx_input *a = open_ok(one), *b = open_ok(many);
+    assert_int_equal(b->n_files, 3);
+    assert_int_equal(a->n_tensors, b->n_tensors);
+    bool shard_used[3] = {false, false, false};
+    for (size_t i = 0; i < a->n_tensors; i++) {
+        const vx_input_tensor *ta = &a->tensors[i], *tb = &b->tensors[i];
+        assert_string_equal(ta->name, tb->name);
+        assert_int_equal(ta->nbytes, tb->nbytes);
+        void *x = read_all(a, ta->name, NULL), *y = read_all(b, tb->name, NULL);
+        assert_memory_equal(x, y, ta->nbytes);
+        free(x);
+        free(y);
+        for (int r = 0; r < tb->n_ranges; r++) {
+            assert_true(tb->ranges[r].file >= 0 && tb->ranges[r].file < 3);
+            shard_used[tb->ranges[r].file] = true;
+            const vx_st_tensor *s;
+            vx_st_file *sf;
+            mw_err err = {{0}};
+            assert_int_equal(vx_st_open(b->files[tb->ranges[r].file].path, &sf, &err), 0);
+            s = vx_st_find(sf, tb->ranges[r].src_name);
+            assert_non_null(s);
+            assert_int_equal(s->offset, tb->ranges[r].offset);
+            vx_st_close(sf);
+        }
+    }
+    assert_true(shard_used[0] && shard_used[1] && shard_used[2]);
+    vx_input_close(a);
+    vx_input_close(b);
+}
+
+/* Unquantized gpt-oss experts are [E, in, 2*ff] with gate/up interleaved along the last axis. */
+static void test_gpt_oss_bf16_experts(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    o.bf16_experts = true;
+    o.layers = 1;
+    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+    vx_input *in = open_ok(f->ck);
+    vx_st_set *src;
+    mw_err err = {{0}};
+    assert_int_equal(vx_st_set_open(f->ck, &src, &err), 0);
+    int64_t H = o.hidden, F = o.ff, E = o.experts;
+    const uint16_t *gu =
+        (const uint16_t *)vx_st_set_find(src, "model.layers.0.mlp.experts.gate_up_proj", NULL)
+            ->data;
+    const uint16_t *dn =
+        (const uint16_t *)vx_st_set_find(src, "model.layers.0.mlp.experts.down_proj", NULL)->data;
+    for (int p = 0; p < 2; p++) {
+        const char *name = p ? "blk.0.ffn_up_exps.weight" : "blk.0.ffn_gate_exps.weight";
+        const vx_input_tensor *t = vx_input_find(in, name);
+        assert_int_equal(t->type, KN_BF16);
+        check_ne(t, 3, H, F, E);
+        assert_non_null(strstr(t->relayout, "transposed"));
+        uint16_t *w = read_all(in, name, NULL);
+        for (int64_t e = 0; e < E; e++)
+            for (int64_t r = 0; r < F; r++)
+                for (int64_t k = 0; k < H; k++)
+                    if (w[(e * F + r) * H + k] != gu[(e * H + k) * 2 * F + 2 * r + p])
+                        fail_msg("%s[%lld][%lld][%lld] differs", name, (long long)e, (long long)r,
+                                 (long long)k);
+        free(w);
+    }
+    const vx_input_tensor *t = vx_input_find(in, "blk.0.ffn_down_exps.weight");
+    check_ne(t, 3, F, H, E);
+    uint16_t *w = read_all(in, t->name, NULL);
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t r = 0; r < H; r++)
+            for (int64_t k = 0; k < F; k++)
+                assert_int_equal(w[(e * H + r) * F + k], dn[(e * F + k) * H + r]);
+    free(w);
+    assert_int_equal(in->n_unrecognised, 0);
+    vx_st_set_close(src);
+    vx_input_close(in);
+}
+
+/* The tests' ggml-block dequantizer agrees bit for bit with ggml's (the llama.cpp fixture), and
+ * vx_hf_mxfp4_block inverts the HF packing of real ggml blocks. */
+static void test_mxfp4_against_ggml_fixture(void **state) {
+    (void)state;
+    size_t nb, nd;
+    uint8_t *blocks = mwt_read_file(mwt_fixture("llamacpp/kernels/mxfp4_blocks.bin"), &nb);
+    float *deq = mwt_read_file(mwt_fixture("llamacpp/kernels/mxfp4_dequant.bin"), &nd);
+    assert_non_null(blocks);
+    assert_non_null(deq);
+    assert_int_equal(nb, 80 * 17);
+    assert_int_equal(nd, 80 * 32 * sizeof(float));
+    for (int b = 0; b < 80; b++) {
+        const uint8_t *g = blocks + b * 17;
+        for (int j = 0; j < 32; j++) {
+            float v = mwt_ggml_mxfp4_value(g, j);
+            if (memcmp(&v, &deq[b * 32 + j], sizeof v))
+                fail_msg("block %d element %d: %g vs ggml %g", b, j, v, deq[b * 32 + j]);
+        }
+        /* pack the block the HF way (element 2k low, 2k+1 high), then convert back */
+        uint8_t hf[16] = {0}, back[17];
+        for (int j = 0; j < 32; j++) {
+            int code = j < 16 ? g[1 + j] & 15 : g[1 + j - 16] >> 4;
+            hf[j / 2] |= (uint8_t)(code << (j % 2 * 4));
+        }
+        vx_hf_mxfp4_block(g[0], hf, back);
+        assert_memory_equal(back, g, 17);
+        for (int j = 0; j < 32; j++) {
+            float v = mwt_hf_mxfp4_value(hf, g, 1, 32, 0, 0, j);
+            if (memcmp(&v, &deq[b * 32 + j], sizeof v) && !(v == 0 && deq[b * 32 + j] == 0))
+                fail_msg("HF reference, block %d element %d: %g vs %g", b, j, v, deq[b * 32 + j]);
+        }
+    }
+    free(blocks);
+    free(deq);
+}
+
+/* ---- qwen3moe ----------------------------------------------------------------------------- */
+
+static void test_qwen3moe(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "qwen3_moe");
+    o.experts = 4;
+    o.shards = 2;
+    o.inv_freq = true;
+    o.head_dim = 96 / 4; /* and no head_dim key: the HF class derives it */
+    o.config_patch = "{\"head_dim\": null}";
+    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+    vx_input *in = open_ok(f->ck);
+    assert_string_equal(meta_s(in, "general.architecture"), "qwen3moe");
+    assert_int_equal(meta_i(in, "qwen3moe.block_count"), 2);
+    assert_int_equal(meta_i(in, "qwen3moe.expert_feed_forward_length"), 64);
+    assert_int_equal(meta_i(in, "qwen3moe.feed_forward_length"), 192);
+    assert_int_equal(meta_i(in, "qwen3moe.expert_count"), 4);
+    assert_int_equal(meta_i(in, "qwen3moe.expert_used_count"), 2);
+    assert_int_equal(meta_i(in, "qwen3moe.attention.key_length"), 96 / 4); /* derived */
+    assert_true(meta_f(in, "qwen3moe.rope.freq_base") == 1e6);
+    assert_true(meta_f(in, "qwen3moe.attention.layer_norm_rms_epsilon") == (double)1e-6f);
+    assert_int_equal(vx_meta_find(in->meta, "qwen3moe.rope.scaling.type"), -1);
+    assert_int_equal(vx_meta_find(in->meta, "qwen3moe.attention.sliding_window_pattern"), -1);
+    vx_st_set *src;
+    mw_err err = {{0}};
+    assert_int_equal(vx_st_set_open(f->ck, &src, &err), 0);
+    static const struct {
+        const char *hf, *gguf;
+    } map[] = {
+        {"model.layers.1.self_attn.q_norm.weight", "blk.1.attn_q_norm.weight"},
+        {"model.layers.1.self_attn.k_norm.weight", "blk.1.attn_k_norm.weight"},
+        {"model.layers.1.post_attention_layernorm.weight", "blk.1.ffn_norm.weight"},
+        {"model.layers.1.mlp.gate.weight", "blk.1.ffn_gate_inp.weight"},
+        {"lm_head.weight", "output.weight"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        const vx_st_tensor *s = vx_st_set_find(src, map[i].hf, NULL);
+        void *b = read_all(in, map[i].gguf, NULL);
+        assert_memory_equal(b, s->data, s->nbytes);
+        free(b);
+    }
+    const char *proj[3] = {"gate", "up", "down"};
+    for (int l = 0; l < o.layers; l++)
+        for (int p = 0; p < 3; p++) {
+            char name[256];
+            snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.weight", l, proj[p]);
+            const vx_input_tensor *t = vx_input_find(in, name);
+            assert_int_equal(t->type, KN_BF16);
+            if (p < 2)
+                check_ne(t, 3, o.hidden, o.ff, o.experts);
+            else
+                check_ne(t, 3, o.ff, o.hidden, o.experts);
+            assert_int_equal(t->n_ranges, o.experts);
+            assert_non_null(strstr(t->relayout, "stack"));
+            uint8_t *b = read_all(in, name, NULL);
+            uint64_t slice = t->nbytes / (uint64_t)o.experts;
+            for (int e = 0; e < o.experts; e++) {
+                snprintf(name, sizeof name, "model.layers.%d.mlp.experts.%d.%s_proj.weight", l, e,
+                         proj[p]);
+                const vx_st_tensor *s = vx_st_set_find(src, name, NULL);
+                assert_int_equal(s->nbytes, slice);
+                assert_memory_equal(b + slice * (uint64_t)e, s->data, slice);
+                assert_string_equal(t->ranges[e].src_name, name);
+            }
+            free(b);
+        }
+    assert_int_equal(in->n_dropped, 3);
+    assert_int_equal(in->n_unrecognised, 0);
+    vx_st_set_close(src);
+    vx_input_close(in);
+
+    /* tied embeddings: no lm_head, no output.weight */
+    mwt_rmrf(f->ck);
+    o.tied = true;
+    o.shards = 1;
+    o.config_patch = NULL;
+    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+    in = open_ok(f->ck);
+    assert_null(vx_input_find(in, "output.weight"));
+    assert_non_null(vx_input_find(in, "token_embd.weight"));
+    vx_input_close(in);
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+static void expect_open_error(fx *f, mwt_hf_opts *o, const char *const *needles) {
+    mwt_rmrf(f->ck);
+    assert_int_equal(mwt_hf_write(f->ck, o), 0);
+    vx_input *in = (vx_input *)1;
+    mw_err err = {{0}};
+    assert_int_equal(vx_input_open_hf(f->ck, &in, &err), -1);
+    assert_null(in);
+    for (; *needles; needles++)
+        if (!strstr(err.msg, *needles)) fail_msg("message lacks '%s': %s", *needles, err.msg);
+}
+
+#define OPEN_ERROR(o, ...) expect_open_error(f, o, (const char *const[]){__VA_ARGS__, NULL})
+
+static void test_config_errors(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    o.layers = 1;
+#define PATCH(json, ...)                                                                           \
+    do {                                                                                           \
+        o.config_patch = json;                                                                     \
+        OPEN_ERROR(&o, __VA_ARGS__);                                                               \
+    } while (0)
+    PATCH("{\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}}", "config.json",
+          "'linear'", "gpt-oss");
+    PATCH("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 32.0, "
+          "\"original_max_position_embeddings\": 64, \"attention_factor\": 1.5}}",
+          "attention_factor");
+    PATCH("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"original_max_position_embeddings\": 64}}",
+          "factor");
+    PATCH("{\"rope_scaling\": null}", "yarn");
+    PATCH("{\"model_type\": \"llama\"}", "'llama'");
+    PATCH("{\"model_type\": null}", "model_type");
+    PATCH("{\"hidden_size\": null}", "missing required key 'hidden_size'");
+    PATCH("{\"head_dim\": null}", "'head_dim'");
+    PATCH("{\"num_experts_per_tok\": null, \"experts_per_token\": null}", "num_experts_per_tok");
+    PATCH("{\"experts_per_token\": 3}", "experts_per_token", "num_experts_per_tok");
+    PATCH("{\"sliding_window\": 0}", "'sliding_window'", "positive integer");
+    PATCH("{\"hidden_size\": 96.5}", "'hidden_size'");
+    PATCH("{\"rms_norm_eps\": -1}", "'rms_norm_eps'");
+    PATCH("{\"rms_norm_eps\": \"small\"}", "'rms_norm_eps'");
+    PATCH("{\"hidden_act\": \"gelu\"}", "'hidden_act'", "gelu");
+    PATCH("{\"attention_bias\": false}", "'attention_bias'");
+    PATCH("{\"some_new_knob\": 3}", "'some_new_knob'", "not known");
+    PATCH("{\"layer_types\": [\"full_attention\"], \"num_hidden_layers\": 2}", "layer_types");
+    PATCH("{\"layer_types\": [\"chunked_attention\"]}", "layer_types[0]", "chunked_attention");
+    PATCH("{\"quantization_config\": {\"quant_method\": \"fp8\"}}", "'fp8'");
+    PATCH("{\"initial_context_length\": 4096}", "initial_context_length");
+    PATCH("{\"architectures\": [\"LlamaForCausalLM\"]}", "GptOssForCausalLM");
+    PATCH("{\"num_local_experts\": 1}", "exceeds");
+    PATCH("{\"num_key_value_heads\": 3}", "num_key_value_heads");
+    PATCH("{\"num_hidden_layers\": 100000}", "num_hidden_layers");
+
+    mwt_hf_defaults(&o, "qwen3_moe");
+    o.layers = 1;
+    PATCH("{\"norm_topk_prob\": false}", "'norm_topk_prob'");
+    PATCH("{\"norm_topk_prob\": null}", "'norm_topk_prob'");
+    PATCH("{\"mlp_only_layers\": [0]}", "'mlp_only_layers'");
+    PATCH("{\"use_sliding_window\": true}", "'use_sliding_window'");
+    PATCH("{\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}}", "'dynamic'", "qwen3moe");
+    PATCH("{\"rope_scaling\": {\"factor\": 2.0}}", "no scaling type");
+    PATCH("{\"rope_theta\": null}", "rope_theta");
+    PATCH("{\"quantization_config\": {\"quant_method\": \"fp8\"}}", "'fp8'", "qwen3moe");
+    PATCH("{\"layer_types\": [\"sliding_attention\"]}", "layer_types[0]");
+#undef PATCH
+}
+
+static void test_qwen3moe_accepts_yarn_and_rope_parameters(void **state) {
+    (void)state;
+    const char *base =
+        "{\"model_type\": \"qwen3_moe\", \"num_hidden_layers\": 2, \"max_position_embeddings\": "
+        "131072, \"hidden_size\": 64, \"moe_intermediate_size\": 32, \"num_attention_heads\": 4, "
+        "\"num_key_value_heads\": 2, \"head_dim\": 32, \"rms_norm_eps\": 1e-6, \"num_experts\": 8, "
+        "\"num_experts_per_tok\": 2, \"vocab_size\": 100, \"norm_topk_prob\": true, %s}";
+    char text[2048];
+    snprintf(text, sizeof text, base,
+             "\"rope_parameters\": {\"rope_type\": \"yarn\", \"rope_theta\": 1e6, \"factor\": 4.0, "
+             "\"original_max_position_embeddings\": 32768}");
+    vx_meta *m = vx_meta_new();
+    mw_err err = {{0}};
+    if (vx_hf_config_parse(text, strlen(text), "cfg", "q", m, &err)) fail_msg("%s", err.msg);
+    int64_t v;
+    double d;
+    const char *s;
+    assert_int_equal(vx_meta_get_i64(m, "qwen3moe.attention.key_length", &v, &err), 1);
+    assert_int_equal(v, 32); /* head_dim given: not hidden / heads */
+    assert_int_equal(vx_meta_get_str(m, "qwen3moe.rope.scaling.type", &s, &err), 1);
+    assert_string_equal(s, "yarn");
+    assert_int_equal(vx_meta_get_f64(m, "qwen3moe.rope.scaling.factor", &d, &err), 1);
+    assert_true(d == 4.0);
+    assert_int_equal(vx_meta_get_i64(m, "qwen3moe.rope.scaling.original_context_length", &v, &err),
+                     1);
+    assert_int_equal(v, 32768);
+    assert_int_equal(vx_meta_get_f64(m, "qwen3moe.rope.freq_base", &d, &err), 1);
+    assert_true(d == 1e6);
+    assert_int_equal(vx_meta_find(m, "qwen3moe.rope.scaling.yarn_beta_fast"), -1);
+    vx_meta_free(m);
+    /* rope_theta in both places must agree; both dictionaries at once is ambiguous */
+    snprintf(text, sizeof text, base,
+             "\"rope_theta\": 5e5, \"rope_parameters\": {\"rope_type\": \"default\", "
+             "\"rope_theta\": 1e6}");
+    m = vx_meta_new();
+    assert_int_equal(vx_hf_config_parse(text, strlen(text), "cfg", "q", m, &err), -1);
+    assert_non_null(strstr(err.msg, "rope_theta"));
+    vx_meta_free(m);
+    snprintf(text, sizeof text, base,
+             "\"rope_theta\": 1e6, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
+             "\"original_max_position_embeddings\": 32768}, \"rope_parameters\": {}");
+    m = vx_meta_new();
+    assert_int_equal(vx_hf_config_parse(text, strlen(text), "cfg", "q", m, &err), -1);
+    assert_non_null(strstr(err.msg, "both"));
+    vx_meta_free(m);
+    m = vx_meta_new();
+    assert_int_equal(vx_hf_config_parse("[1]", 3, "cfg", "q", m, &err), -1);
+    assert_non_null(strstr(err.msg, "not a JSON object"));
+    assert_int_equal(vx_hf_config_parse("{\"a\":", 5, "cfg", "q", m, &err), -1);
+    assert_non_null(strstr(err.msg, "not valid JSON"));
+    vx_meta_free(m);
+}
+
+static void test_tensor_errors(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    o.layers = 1;
+    /* the config disagrees with the tensors */
+    o.config_patch = "{\"intermediate_size\": 32}";
+    OPEN_ERROR(&o, "model.layers.0.mlp.experts.gate_up_proj_blocks", "ffn_gate_exps.weight",
+               "[96, 64, 3]", "[96, 32, 3]");
+    o.config_patch = "{\"vocab_size\": 41}";
+    OPEN_ERROR(&o, "model.embed_tokens.weight", "[96, 41]");
+    /* a layer the checkpoint does not have */
+    o.config_patch = "{\"num_hidden_layers\": 2, \"layer_types\": null}";
+    OPEN_ERROR(&o, "needs 'model.layers.1.input_layernorm.weight'");
+    o.config_patch = NULL;
+    /* qwen3moe without lm_head and not tied */
+    mwt_hf_defaults(&o, "qwen3_moe");
+    o.layers = 1;
+    o.tied = true;
+    o.config_patch = "{\"tie_word_embeddings\": false}";
+    OPEN_ERROR(&o, "lm_head.weight", "output.weight");
+    /* no config.json at all */
+    mwt_rmrf(f->ck);
+    vx_input *in;
+    mw_err err = {{0}};
+    assert_int_equal(vx_input_open_hf(f->dir, &in, &err), -1);
+    assert_non_null(strstr(err.msg, "config.json"));
+}
+
+/* Rewrites the checkpoint in dir as one file without the tensors whose name contains `drop`. */
+static void rewrite_without(const char *dir, const char *drop) {
+    vx_st_set *src;
+    mw_err err = {{0}};
+    assert_int_equal(vx_st_set_open(dir, &src, &err), 0);
+    mwt_st *w = mwt_st_new();
+    for (size_t i = 0; i < vx_st_set_n_tensors(src); i++) {
+        const vx_st_tensor *t = vx_st_set_tensor_at(src, i, NULL);
+        if (strstr(t->name, drop)) continue;
+        mwt_st_add(w, t->name, vx_st_dtype_name(t->dtype), t->n_dims, t->shape, t->data, t->nbytes);
+    }
+    vx_st_set_close(src);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    assert_int_equal(mwt_st_write(w, path), 0);
+    mwt_st_free(w);
+}
+
+static void expect_error_after_drop(fx *f, const mwt_hf_opts *o, const char *drop,
+                                    const char *needle) {
+    mwt_rmrf(f->ck);
+    assert_int_equal(mwt_hf_write(f->ck, o), 0);
+    rewrite_without(f->ck, drop);
+    vx_input *in;
+    mw_err err = {{0}};
+    assert_int_equal(vx_input_open_hf(f->ck, &in, &err), -1);
+    if (!strstr(err.msg, needle)) fail_msg("message lacks '%s': %s", needle, err.msg);
+}
+
+/* Companion tensors must come in pairs; a missing expert breaks the stack. */
+static void test_incomplete_tensor_sets(void **state) {
+    fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "gpt_oss");
+    o.layers = 1;
+    expect_error_after_drop(f, &o, "gate_up_proj_scales",
+                            "'model.layers.0.mlp.experts.gate_up_proj_scales' is missing");
+    expect_error_after_drop(f, &o, "down_proj_blocks", "down_proj_blocks");
+    mwt_hf_defaults(&o, "qwen3_moe");
+    o.layers = 1;
+    expect_error_after_drop(f, &o, "experts.2.up_proj",
+                            "'model.layers.0.mlp.experts.2.up_proj.weight' is missing");
+    expect_error_after_drop(f, &o, "q_norm", "model.layers.0.self_attn.q_norm.weight");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_gpt_oss_metadata, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_oss_mxfp4_tensors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_partial_reads, setup, teardown),
+        cmocka_unit_test(test_mxfp4_against_ggml_fixture),
+        cmocka_unit_test_setup_teardown(test_gpt_oss_sharded_equals_single, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gpt_oss_bf16_experts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_qwen3moe, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
+        cmocka_unit_test(test_qwen3moe_accepts_yarn_and_rope_parameters),
+        cmocka_unit_test_setup_teardown(test_tensor_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incomplete_tensor_sets, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("vx_hf", tests, NULL, NULL);
+}

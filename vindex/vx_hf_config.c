@@ -1,0 +1,457 @@
+/* vindex/vx_hf_config.c — config.json → GGUF-style metadata, driven by the family tables of
+ * vx_hf_families.c. Every key of the config must be known to the family; values the family does
+ * not support are errors naming the key. */
+#include <float.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vindex/vx_hf.h"
+#include "vindex/vx_hf_internal.h"
+
+static const vx_hf_family *const families[] = {&vx_hf_gpt_oss, &vx_hf_qwen3moe};
+#define N_FAMILIES (sizeof families / sizeof families[0])
+
+typedef struct hf_cfg {
+    const vx_hf_family *fam;
+    const char *what; /* the config's path, for messages */
+    json_t *root;
+    vx_meta *meta;
+    vx_hf_hparams *hp;
+    const char *slot_key[HP_COUNT]; /* which config key filled each slot */
+} hf_cfg;
+
+/* A short JSON rendering of v for messages (static buffer). */
+static const char *show(const json_t *v) {
+    static char buf[80];
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+    snprintf(buf, sizeof buf, "%s", s ? s : "?");
+    if (s && strlen(s) >= sizeof buf) strcpy(buf + sizeof buf - 4, "...");
+    free(s);
+    return buf;
+}
+
+/* ---- writing keys ------------------------------------------------------------------------- */
+
+static const char *arch_key(const hf_cfg *c, const char *suffix) {
+    static char key[256];
+    snprintf(key, sizeof key, "%s.%s", c->fam->arch, suffix);
+    return key;
+}
+
+static int oom(const hf_cfg *c, mw_err *err) {
+    return mw_errf(err, "%s: out of memory", c->what);
+}
+
+static int put_u32(hf_cfg *c, const char *suffix, uint32_t v, mw_err *err) {
+    return vx_meta_set_u32(c->meta, arch_key(c, suffix), v) ? oom(c, err) : 0;
+}
+static int put_f32(hf_cfg *c, const char *suffix, double v, mw_err *err) {
+    return vx_meta_set_f32(c->meta, arch_key(c, suffix), (float)v) ? oom(c, err) : 0;
+}
+static int put_str(hf_cfg *c, const char *key, const char *s, mw_err *err) {
+    return vx_meta_set_str(c->meta, key, s, strlen(s)) ? oom(c, err) : 0;
+}
+
+/* ---- reading values ----------------------------------------------------------------------- */
+
+/* A positive integer that fits a u32. `where` names it ("hidden_size", "rope_scaling.factor"). */
+static int get_u32(const hf_cfg *c, const char *where, const json_t *v, uint32_t *out,
+                   mw_err *err) {
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > UINT32_MAX)
+        return mw_errf(err, "%s: '%s' is %s; expected a positive integer", c->what, where, show(v));
+    *out = (uint32_t)json_integer_value(v);
+    return 0;
+}
+
+/* A positive finite number that fits a float. */
+static int get_f32(const hf_cfg *c, const char *where, const json_t *v, double *out, mw_err *err) {
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!(x > 0 && x <= FLT_MAX))
+        return mw_errf(err, "%s: '%s' is %s; expected a positive number", c->what, where, show(v));
+    *out = x;
+    return 0;
+}
+
+static int fill_slot(hf_cfg *c, int slot, const char *key, int64_t v, mw_err *err) {
+    if (slot == HP_NONE) return 0;
+    if (c->hp->v[slot] && c->hp->v[slot] != v)
+        return mw_errf(err, "%s: '%s' (%lld) disagrees with '%s' (%lld)", c->what, key,
+                       (long long)v, c->slot_key[slot], (long long)c->hp->v[slot]);
+    c->hp->v[slot] = v;
+    c->slot_key[slot] = key;
+    return 0;
+}
+
+/* ---- the family's rows -------------------------------------------------------------------- */
+
+static const hf_key *find_row(const vx_hf_family *fam, const char *key) {
+    for (size_t i = 0; i < fam->n_keys; i++)
+        if (!strcmp(fam->keys[i].hf, key)) return &fam->keys[i];
+    return NULL;
+}
+
+static int apply_row(hf_cfg *c, const hf_key *row, mw_err *err) {
+    json_t *v = json_object_get(c->root, row->hf);
+    json_t *dflt = NULL;
+    int rc = 0;
+    if (json_is_null(v)) v = NULL;
+    if (!v && row->arg && (row->kind == HK_U32 || row->kind == HK_F32))
+        v = dflt = json_loads(row->arg, JSON_DECODE_ANY, NULL); /* the HF class default */
+    if (!v) return 0;
+    switch (row->kind) {
+    case HK_U32: {
+        uint32_t x;
+        if (!(rc = get_u32(c, row->hf, v, &x, err)) &&
+            !(rc = fill_slot(c, row->slot, row->hf, x, err)) && row->gguf)
+            rc = put_u32(c, row->gguf, x, err);
+        break;
+    }
+    case HK_F32: {
+        double x;
+        if (!(rc = get_f32(c, row->hf, v, &x, err)) && row->gguf)
+            rc = put_f32(c, row->gguf, x, err);
+        break;
+    }
+    case HK_EXPECT: {
+        json_t *want = json_loads(row->arg, JSON_DECODE_ANY, NULL);
+        if (!want) return oom(c, err);
+        if (!json_equal(v, want))
+            rc = mw_errf(err, "%s: '%s' is %s; family %s supports only %s", c->what, row->hf,
+                         show(v), c->fam->arch, row->arg);
+        json_decref(want);
+        break;
+    }
+    case HK_IGNORE:
+    case HK_CODE:
+        break;
+    }
+    json_decref(dflt);
+    return rc;
+}
+
+/* After all rows: a required key must be present (a slot may be filled by another row). */
+static int check_required(const hf_cfg *c, mw_err *err) {
+    for (size_t i = 0; i < c->fam->n_keys; i++) {
+        const hf_key *row = &c->fam->keys[i];
+        if (!(row->flags & HK_REQUIRED)) continue;
+        bool have = row->slot != HP_NONE ? c->hp->v[row->slot] != 0
+                                         : !json_is_null(json_object_get(c->root, row->hf)) &&
+                                               json_object_get(c->root, row->hf);
+        if (!have)
+            return mw_errf(err, "%s: missing required key '%s' (family %s)", c->what, row->hf,
+                           c->fam->arch);
+    }
+    return 0;
+}
+
+/* ---- rope --------------------------------------------------------------------------------- */
+
+/* Keys a rope dictionary may hold; anything else changes the rotary math in a way no family here
+ * supports. */
+static const char *const rope_dict_keys[] = {"rope_type",
+                                             "type",
+                                             "factor",
+                                             "original_max_position_embeddings",
+                                             "beta_fast",
+                                             "beta_slow",
+                                             "truncate",
+                                             "rope_theta",
+                                             "partial_rotary_factor"};
+
+static bool word_in(const char *word, const char *list) {
+    size_t n = strlen(word);
+    for (const char *p = list; (p = strstr(p, word)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+    return false;
+}
+
+static int read_rope(hf_cfg *c, mw_err *err) {
+    json_t *scaling = json_object_get(c->root, "rope_scaling");
+    json_t *params = json_object_get(c->root, "rope_parameters");
+    const char *dname = "rope_scaling";
+    json_t *d = scaling;
+    if (json_is_null(d)) d = NULL;
+    if (params && !json_is_null(params)) {
+        if (d) return mw_errf(err, "%s: both rope_scaling and rope_parameters are set", c->what);
+        d = params;
+        dname = "rope_parameters";
+    }
+    if (d && !json_is_object(d))
+        return mw_errf(err, "%s: '%s' is %s; expected an object", c->what, dname, show(d));
+    char where[96];
+    if (d) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(d, k, v) {
+            bool known = false;
+            for (size_t i = 0; i < sizeof rope_dict_keys / sizeof *rope_dict_keys; i++)
+                known |= !strcmp(k, rope_dict_keys[i]);
+            if (!known)
+                return mw_errf(err, "%s: '%s.%s' is not supported by family %s", c->what, dname, k,
+                               c->fam->arch);
+        }
+    }
+    /* base frequency */
+    json_t *theta = json_object_get(c->root, "rope_theta");
+    json_t *dtheta = d ? json_object_get(d, "rope_theta") : NULL;
+    if (theta && dtheta && !json_equal(theta, dtheta))
+        return mw_errf(err, "%s: rope_theta %s disagrees with %s.rope_theta", c->what, show(theta),
+                       dname);
+    if (!theta) theta = dtheta;
+    if (!theta) return mw_errf(err, "%s: missing required key 'rope_theta'", c->what);
+    double base;
+    int rc = get_f32(c, "rope_theta", theta, &base, err);
+    if (rc || (rc = put_f32(c, "rope.freq_base", base, err))) return rc;
+    if (!d) {
+        if (c->fam->rope_required)
+            return mw_errf(err, "%s: family %s needs a rope_scaling of type %s", c->what,
+                           c->fam->arch, c->fam->rope_types);
+        return 0;
+    }
+    json_t *prf = json_object_get(d, "partial_rotary_factor");
+    if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
+        return mw_errf(err, "%s: '%s.partial_rotary_factor' is %s; family %s rotates whole heads",
+                       c->what, dname, show(prf), c->fam->arch);
+    /* scaling type */
+    json_t *t1 = json_object_get(d, "rope_type"), *t2 = json_object_get(d, "type");
+    if (t1 && t2 && !json_equal(t1, t2))
+        return mw_errf(err, "%s: '%s.rope_type' and '%s.type' disagree", c->what, dname, dname);
+    json_t *type = t1 ? t1 : t2;
+    if (type && !json_is_string(type))
+        return mw_errf(err, "%s: '%s.rope_type' is %s; expected a string", c->what, dname,
+                       show(type));
+    const char *ty = type ? json_string_value(type) : "default";
+    if (!strcmp(ty, "default")) {
+        if (json_object_get(d, "factor"))
+            return mw_errf(err, "%s: '%s' has a factor but no scaling type", c->what, dname);
+        if (c->fam->rope_required)
+            return mw_errf(err, "%s: family %s needs a rope scaling of type %s", c->what,
+                           c->fam->arch, c->fam->rope_types);
+        return 0;
+    }
+    if (!word_in(ty, c->fam->rope_types))
+        return mw_errf(err,
+                       "%s: rope scaling type '%s' is not supported by family %s (supported: %s)",
+                       c->what, ty, c->fam->arch, c->fam->rope_types);
+    /* yarn, the only scaling type any family here supports */
+    if ((rc = put_str(c, arch_key(c, "rope.scaling.type"), "yarn", err))) return rc;
+    static const struct {
+        const char *hf, *gguf;
+        bool is_int, required;
+    } yarn[] = {
+        {"factor", "rope.scaling.factor", false, true},
+        {"original_max_position_embeddings", "rope.scaling.original_context_length", true, true},
+        {"beta_fast", "rope.scaling.yarn_beta_fast", false, false},
+        {"beta_slow", "rope.scaling.yarn_beta_slow", false, false},
+    };
+    for (size_t i = 0; i < sizeof yarn / sizeof *yarn; i++) {
+        json_t *v = json_object_get(d, yarn[i].hf);
+        snprintf(where, sizeof where, "%s.%s", dname, yarn[i].hf);
+        if (!v) {
+            if (yarn[i].required)
+                return mw_errf(err, "%s: missing required key '%s'", c->what, where);
+            continue;
+        }
+        uint32_t u;
+        double x;
+        if (yarn[i].is_int) {
+            if ((rc = get_u32(c, where, v, &u, err)) || (rc = put_u32(c, yarn[i].gguf, u, err)))
+                return rc;
+        } else if ((rc = get_f32(c, where, v, &x, err)) || (rc = put_f32(c, yarn[i].gguf, x, err)))
+            return rc;
+    }
+    /* HF's truncate (default true) rounds the YaRN correction range to whole dimensions, as
+     * llama.cpp always does; gpt-oss ships false. Carried so the model layer can decide. */
+    json_t *trunc = json_object_get(d, "truncate");
+    if (trunc) {
+        if (!json_is_boolean(trunc))
+            return mw_errf(err, "%s: '%s.truncate' is %s; expected true or false", c->what, dname,
+                           show(trunc));
+        if (vx_meta_set_bool(c->meta, arch_key(c, "rope.scaling.yarn_truncate"),
+                             json_is_true(trunc)))
+            return oom(c, err);
+    }
+    /* gpt-oss repeats the original context as initial_context_length */
+    json_t *icl = json_object_get(c->root, "initial_context_length");
+    json_t *orig = json_object_get(d, "original_max_position_embeddings");
+    if (icl && !json_equal(icl, orig))
+        return mw_errf(err, "%s: initial_context_length %s disagrees with %s.%s", c->what,
+                       show(icl), dname, "original_max_position_embeddings");
+    return 0;
+}
+
+/* ---- layer types, quantization, head size ------------------------------------------------- */
+
+static int read_layer_types(hf_cfg *c, mw_err *err) {
+    json_t *lt = json_object_get(c->root, "layer_types");
+    int64_t n = c->hp->v[HP_LAYERS];
+    if (json_is_null(lt)) lt = NULL;
+    if (lt && (!json_is_array(lt) || (int64_t)json_array_size(lt) != n))
+        return mw_errf(err,
+                       "%s: 'layer_types' must be an array of %lld entries (num_hidden_layers)",
+                       c->what, (long long)n);
+    if (!lt && !c->fam->sliding_layers) return 0;
+    uint8_t *pattern = calloc((size_t)n, 1);
+    if (!pattern) return oom(c, err);
+    int rc = 0;
+    for (int64_t i = 0; i < n && !rc; i++) {
+        if (!lt) {
+            pattern[i] = i % 2 == 0; /* GptOssConfig's default: even layers slide */
+            continue;
+        }
+        json_t *v = json_array_get(lt, (size_t)i);
+        const char *s = json_is_string(v) ? json_string_value(v) : "";
+        if (!strcmp(s, "sliding_attention") && c->fam->sliding_layers)
+            pattern[i] = 1;
+        else if (strcmp(s, "full_attention"))
+            rc = mw_errf(err, "%s: layer_types[%lld] is %s; family %s supports %s", c->what,
+                         (long long)i, show(v), c->fam->arch,
+                         c->fam->sliding_layers ? "\"sliding_attention\" and \"full_attention\""
+                                                : "only \"full_attention\"");
+    }
+    if (!rc && c->fam->sliding_layers &&
+        vx_meta_set_arr(c->meta, arch_key(c, "attention.sliding_window_pattern"), VX_BOOL, pattern,
+                        (uint64_t)n))
+        rc = oom(c, err);
+    free(pattern);
+    return rc;
+}
+
+static int read_quantization(hf_cfg *c, mw_err *err) {
+    json_t *q = json_object_get(c->root, "quantization_config");
+    if (!q || json_is_null(q)) return 0;
+    json_t *m = json_is_object(q) ? json_object_get(q, "quant_method") : NULL;
+    if (!json_is_string(m))
+        return mw_errf(err, "%s: quantization_config has no quant_method string", c->what);
+    const char *method = json_string_value(m);
+    if (!c->fam->quant_method || strcmp(method, c->fam->quant_method))
+        return mw_errf(err,
+                       "%s: quantization_config.quant_method '%s' is not supported by family %s",
+                       c->what, method, c->fam->arch);
+    const char *k;
+    json_t *v;
+    json_object_foreach(q, k, v) {
+        if (strcmp(k, "quant_method") && strcmp(k, "modules_to_not_convert"))
+            return mw_errf(err, "%s: 'quantization_config.%s' is not supported", c->what, k);
+    }
+    return 0;
+}
+
+/* Upper bounds that keep later allocations sane whatever the config says. */
+static const struct {
+    int slot;
+    int64_t max;
+} slot_max[] = {{HP_LAYERS, 1 << 16},
+                {HP_EXPERTS, 1 << 16},
+                {HP_HEADS, 1 << 16},
+                {HP_KV_HEADS, 1 << 16},
+                {HP_HEAD_DIM, 1 << 16}};
+
+static int check_bounds(const hf_cfg *c, mw_err *err) {
+    const vx_hf_hparams *hp = c->hp;
+    for (size_t i = 0; i < sizeof slot_max / sizeof *slot_max; i++)
+        if (hp->v[slot_max[i].slot] > slot_max[i].max)
+            return mw_errf(err, "%s: '%s' is %lld, more than the %lld supported", c->what,
+                           c->slot_key[slot_max[i].slot], (long long)hp->v[slot_max[i].slot],
+                           (long long)slot_max[i].max);
+    return 0;
+}
+
+static int read_rest(hf_cfg *c, mw_err *err) {
+    vx_hf_hparams *hp = c->hp;
+    json_t *tie = json_object_get(c->root, "tie_word_embeddings");
+    if (tie && !json_is_boolean(tie))
+        return mw_errf(err, "%s: 'tie_word_embeddings' is %s; expected true or false", c->what,
+                       show(tie));
+    hp->tied = json_is_true(tie); /* both families' HF classes default to false */
+    if (!hp->v[HP_HEAD_DIM] && c->fam->derive_head_dim) {
+        if (hp->v[HP_EMBD] % hp->v[HP_HEADS])
+            return mw_errf(err,
+                           "%s: no head_dim and hidden_size %lld is not a multiple of %lld heads",
+                           c->what, (long long)hp->v[HP_EMBD], (long long)hp->v[HP_HEADS]);
+        hp->v[HP_HEAD_DIM] = hp->v[HP_EMBD] / hp->v[HP_HEADS];
+        int rc = put_u32(c, "attention.key_length", (uint32_t)hp->v[HP_HEAD_DIM], err);
+        if (rc || (rc = put_u32(c, "attention.value_length", (uint32_t)hp->v[HP_HEAD_DIM], err)))
+            return rc;
+    }
+    if (hp->v[HP_HEADS] % hp->v[HP_KV_HEADS])
+        return mw_errf(err,
+                       "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
+                       c->what, (long long)hp->v[HP_HEADS], (long long)hp->v[HP_KV_HEADS]);
+    if (hp->v[HP_EXPERTS_USED] > hp->v[HP_EXPERTS])
+        return mw_errf(err, "%s: %s (%lld) exceeds the expert count (%lld)", c->what,
+                       c->slot_key[HP_EXPERTS_USED], (long long)hp->v[HP_EXPERTS_USED],
+                       (long long)hp->v[HP_EXPERTS]);
+    return 0;
+}
+
+/* ---- entry points ------------------------------------------------------------------------- */
+
+static int find_family(hf_cfg *c, mw_err *err) {
+    json_t *mt = json_object_get(c->root, "model_type");
+    if (!json_is_string(mt)) return mw_errf(err, "%s: missing or non-string model_type", c->what);
+    for (size_t i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(families[i]->model_type, json_string_value(mt))) c->fam = families[i];
+    if (!c->fam)
+        return mw_errf(err,
+                       "%s: model_type '%s' is not a supported family (supported: gpt_oss, "
+                       "qwen3_moe)",
+                       c->what, json_string_value(mt));
+    json_t *archs = json_object_get(c->root, "architectures");
+    if (!archs || json_is_null(archs)) return 0;
+    bool found = false;
+    for (size_t i = 0; json_is_array(archs) && i < json_array_size(archs); i++) {
+        json_t *a = json_array_get(archs, i);
+        found |= json_is_string(a) && !strcmp(json_string_value(a), c->fam->hf_class);
+    }
+    if (!found)
+        return mw_errf(err, "%s: architectures %s does not name %s (model_type %s)", c->what,
+                       show(archs), c->fam->hf_class, c->fam->model_type);
+    return 0;
+}
+
+int vx_hf_config_read(const char *text, size_t len, const char *what, const char *name,
+                      vx_meta *meta, const vx_hf_family **fam, vx_hf_hparams *hp, mw_err *err) {
+    memset(hp, 0, sizeof *hp);
+    json_error_t jerr;
+    hf_cfg c = {.what = what, .meta = meta, .hp = hp};
+    c.root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!c.root)
+        return mw_errf(err, "%s: not valid JSON (%s at line %d)", what, jerr.text, jerr.line);
+    int rc = 0;
+    if (!json_is_object(c.root)) {
+        rc = mw_errf(err, "%s: not a JSON object", what);
+        goto out;
+    }
+    if ((rc = find_family(&c, err))) goto out;
+    const char *k;
+    json_t *v;
+    json_object_foreach(c.root, k, v) {
+        if (!find_row(c.fam, k)) {
+            rc = mw_errf(err, "%s: key '%s' is not known to family %s (it may change the math)",
+                         what, k, c.fam->arch);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < c.fam->n_keys && !rc; i++) rc = apply_row(&c, &c.fam->keys[i], err);
+    if (rc || (rc = check_required(&c, err)) || (rc = check_bounds(&c, err)) ||
+        (rc = read_rope(&c, err)) || (rc = read_layer_types(&c, err)) ||
+        (rc = read_quantization(&c, err)) || (rc = read_rest(&c, err)))
+        goto out;
+    if ((rc = put_str(&c, "general.architecture", c.fam->arch, err))) goto out;
+    if (name && (rc = put_str(&c, "general.name", name, err))) goto out;
+    *fam = c.fam;
+out:
+    json_decref(c.root);
+    return rc;
+}
+
+int vx_hf_config_parse(const char *text, size_t len, const char *what, const char *name,
+                       vx_meta *meta, mw_err *err) {
+    const vx_hf_family *fam;
+    vx_hf_hparams hp;
+    return vx_hf_config_read(text, len, what, name, meta, &fam, &hp, err);
+}

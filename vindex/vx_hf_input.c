@@ -1,0 +1,569 @@
+/* vindex/vx_hf_input.c — vx_input_open_hf: a Hugging Face checkpoint directory as extract's input.
+ * config.json becomes the metadata, the family's tensor rules turn the safetensors tensors into
+ * GGUF-named tensors (checking every shape against the config), the remaining source tensors are
+ * dropped by a named rule or listed as unrecognised, and the tokenizer and chat-template files are
+ * carried. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kernels/kn.h"
+#include "vindex/vx_hf_internal.h"
+
+#define HF_MAX_CONFIG (16u << 20)
+
+/* Files copied verbatim into the vindex when present. */
+static const char *const carry_names[] = {
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+};
+
+typedef struct hf_input {
+    vx_input in;
+    vx_st_set *set;
+    char *dir;
+    const vx_hf_family *fam;
+    vx_hf_hparams hp;
+    uint8_t *consumed; /* per set tensor */
+    size_t cap_tensors;
+} hf_input;
+
+/* One stored tensor's private block: its impl, source list, provenance ranges and name. */
+typedef struct hf_tensor_block {
+    hf_src_impl impl;
+    const vx_st_tensor *src[]; /* then vx_input_range[n_src], then the name */
+} hf_tensor_block;
+
+static void hf_close(vx_input *in) {
+    if (!in) return;
+    hf_input *h = (hf_input *)in;
+    for (size_t i = 0; i < in->n_tensors; i++) free(in->tensors[i].impl);
+    free(in->tensors);
+    free(in->files);
+    free(in->dropped);
+    free(in->unrecognised);
+    for (size_t i = 0; i < in->n_carry; i++) free((char *)in->carry[i]);
+    free(in->carry);
+    vx_meta_free(in->meta);
+    vx_st_set_close(h->set);
+    free(h->consumed);
+    free(h->dir);
+    free(h);
+}
+
+/* ---- names -------------------------------------------------------------------------------- */
+
+/* Expands {L} and {E} in a name pattern. */
+static void expand(char *out, size_t cap, const char *pat, long layer, long expert) {
+    size_t n = 0;
+    for (const char *p = pat; *p && n + 1 < cap;) {
+        if ((p[0] == '{' && (p[1] == 'L' || p[1] == 'E') && p[2] == '}')) {
+            n += (size_t)snprintf(out + n, cap - n, "%ld", p[1] == 'L' ? layer : expert);
+            p += 3;
+        } else
+            out[n++] = *p++;
+    }
+    out[n < cap ? n : cap - 1] = '\0';
+}
+
+/* Whether NAME matches a pattern whose {L} and {E} stand for decimal numbers. */
+static bool matches(const char *pat, const char *name) {
+    while (*pat) {
+        if (pat[0] == '{' && (pat[1] == 'L' || pat[1] == 'E') && pat[2] == '}') {
+            if (*name < '0' || *name > '9') return false;
+            while (*name >= '0' && *name <= '9') name++;
+            pat += 3;
+        } else if (*pat++ != *name++)
+            return false;
+    }
+    return *name == '\0';
+}
+
+static bool per_layer(const hf_rule *r) {
+    return strstr(r->src[0], "{L}") != NULL;
+}
+
+/* ---- shapes ------------------------------------------------------------------------------- */
+
+static int64_t sym_value(const vx_hf_hparams *hp, hd_sym s) {
+    switch (s) {
+    case D_NONE:
+        return 1;
+    case D_EMBD:
+        return hp->v[HP_EMBD];
+    case D_VOCAB:
+        return hp->v[HP_VOCAB];
+    case D_Q:
+        return hp->v[HP_HEADS] * hp->v[HP_HEAD_DIM];
+    case D_KV:
+        return hp->v[HP_KV_HEADS] * hp->v[HP_HEAD_DIM];
+    case D_HEADS:
+        return hp->v[HP_HEADS];
+    case D_HEAD_DIM:
+        return hp->v[HP_HEAD_DIM];
+    case D_EXPERTS:
+        return hp->v[HP_EXPERTS];
+    case D_FF_EXP:
+        return hp->v[HP_FF_EXP];
+    }
+    return -1;
+}
+
+static void fmt_ne(char *buf, size_t cap, int n, const int64_t *ne) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && k < cap; i++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", i ? ", " : "", (long long)ne[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+}
+
+static void fmt_shape(char *buf, size_t cap, const vx_st_tensor *t) {
+    fmt_ne(buf, cap, t->n_dims, t->shape);
+}
+
+/* The output's ne must be what the config implies. */
+static int check_ne(const hf_input *h, const hf_rule *r, const char *out, const char *src,
+                    int n_dims, const int64_t *ne, mw_err *err) {
+    int want_n = 0;
+    int64_t want[3];
+    for (int i = 0; i < 3 && r->ne[i] != D_NONE; i++) want[want_n++] = sym_value(&h->hp, r->ne[i]);
+    bool ok = want_n == n_dims;
+    for (int i = 0; ok && i < n_dims; i++) ok = ne[i] == want[i];
+    if (ok) return 0;
+    char got_s[96], want_s[96];
+    fmt_ne(got_s, sizeof got_s, n_dims, ne);
+    fmt_ne(want_s, sizeof want_s, want_n, want);
+    return mw_errf(err, "%s: '%s' gives %s ne %s but config.json implies %s", h->dir, src, out,
+                   got_s, want_s);
+}
+
+static int kn_of(const hf_input *h, const vx_st_tensor *t, mw_err *err) {
+    int kn = vx_st_dtype_kn(t->dtype);
+    if (kn < 0)
+        mw_errf(err, "%s: tensor '%s' has dtype %s, which no ggml type holds", h->dir, t->name,
+                vx_st_dtype_name(t->dtype));
+    return kn;
+}
+
+/* ---- building one stored tensor ----------------------------------------------------------- */
+
+static const char *relayout_name(hr_kind kind, int parity) {
+    static const char *const split[][2] = {
+        [HR_MXFP4] = {"gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first); "
+                      "gate_up rows de-interleaved, gate = even rows",
+                      "gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first); "
+                      "gate_up rows de-interleaved, up = odd rows"},
+        [HR_ROWS] = {"gpt-oss gate_up bias de-interleaved, gate = even rows",
+                     "gpt-oss gate_up bias de-interleaved, up = odd rows"},
+        [HR_TRANSPOSE] = {"gpt-oss experts [E, in, 2*out] transposed to [E, out, in]; gate_up "
+                          "de-interleaved, gate = even rows",
+                          "gpt-oss experts [E, in, 2*out] transposed to [E, out, in]; gate_up "
+                          "de-interleaved, up = odd rows"},
+    };
+    switch (kind) {
+    case HR_DIRECT:
+        return NULL;
+    case HR_STACK:
+        return "stack-experts: per-expert tensors concatenated in expert order";
+    case HR_MXFP4:
+        if (parity < 0)
+            return "gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first)";
+        return split[kind][parity];
+    case HR_ROWS:
+        return parity < 0 ? "rows copied" : split[kind][parity];
+    case HR_TRANSPOSE:
+        if (parity < 0) return "gpt-oss experts [E, in, out] transposed to [E, out, in]";
+        return split[kind][parity];
+    case HR_DROP:
+        break;
+    }
+    return NULL;
+}
+
+static vx_input_tensor *new_tensor(hf_input *h, mw_err *err) {
+    vx_input *in = &h->in;
+    if (in->n_tensors == h->cap_tensors) {
+        size_t cap = h->cap_tensors ? 2 * h->cap_tensors : 64;
+        vx_input_tensor *t = realloc(in->tensors, cap * sizeof *t);
+        if (!t) {
+            mw_errf(err, "%s: out of memory", h->dir);
+            return NULL;
+        }
+        in->tensors = t;
+        h->cap_tensors = cap;
+    }
+    vx_input_tensor *t = &in->tensors[in->n_tensors];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+/* Adds a stored tensor made from n sources; geometry and type are filled by the caller after. */
+static vx_input_tensor *add_tensor(hf_input *h, const char *name, hr_kind kind, int parity,
+                                   const vx_st_tensor *const *src, const int *file, int n,
+                                   mw_err *err) {
+    vx_input_tensor *t = new_tensor(h, err);
+    if (!t) return NULL;
+    size_t head = sizeof(hf_tensor_block) + (size_t)n * sizeof(src[0]);
+    size_t ranges_off = (head + 15) & ~(size_t)15;
+    size_t name_off = ranges_off + (size_t)n * sizeof(vx_input_range);
+    hf_tensor_block *b = calloc(1, name_off + strlen(name) + 1);
+    if (!b) {
+        mw_errf(err, "%s: out of memory", h->dir);
+        return NULL;
+    }
+    vx_input_range *ranges = (vx_input_range *)((char *)b + ranges_off);
+    char *nm = (char *)b + name_off;
+    strcpy(nm, name);
+    for (int i = 0; i < n; i++) {
+        b->src[i] = src[i];
+        ranges[i] = (vx_input_range){file[i], src[i]->name, src[i]->offset, src[i]->nbytes};
+        h->consumed[vx_st_set_lookup(h->set, src[i]->name)] = 1;
+    }
+    b->impl = (hf_src_impl){.kind = kind, .parity = parity, .n_src = n, .src = b->src};
+    t->name = nm;
+    t->relayout = relayout_name(kind, parity);
+    t->n_ranges = n;
+    t->ranges = ranges;
+    t->read = vx_hf_read;
+    t->impl = b;
+    h->in.n_tensors++;
+    return t;
+}
+
+static void set_ne(vx_input_tensor *t, int n_dims, int64_t a, int64_t b, int64_t c) {
+    t->n_dims = n_dims;
+    t->ne[0] = a, t->ne[1] = b, t->ne[2] = c, t->ne[3] = 1;
+}
+
+/* Looks the rule's sources up for one layer. Returns 1 when all are present, 0 when none is,
+ * -1 (with err) when only some are. */
+static int gather(hf_input *h, const hf_rule *r, long layer, const vx_st_tensor **src, int *file,
+                  int *n, mw_err *err) {
+    char name[512];
+    int want = r->kind == HR_STACK ? (int)h->hp.v[HP_EXPERTS] : r->kind == HR_MXFP4 ? 2 : 1;
+    int found = 0;
+    char missing[512] = "";
+    const char *present = NULL;
+    for (int i = 0; i < want; i++) {
+        const char *pat = r->kind == HR_STACK ? r->src[0] : r->src[i];
+        expand(name, sizeof name, pat, layer, i);
+        src[i] = vx_st_set_find(h->set, name, &file[i]);
+        if (src[i]) {
+            found++;
+            present = src[i]->name;
+        } else if (!missing[0])
+            snprintf(missing, sizeof missing, "%s", name);
+    }
+    *n = want;
+    if (found == want) return 1;
+    if (!found) return 0;
+    return mw_errf(err, "%s: '%s' is missing while '%s' is present", h->dir, missing, present);
+}
+
+static int build_direct(hf_input *h, const hf_rule *r, const char *out,
+                        const vx_st_tensor *const *src, const int *file, mw_err *err) {
+    const vx_st_tensor *s = src[0];
+    int kn = kn_of(h, s, err);
+    if (kn < 0) return -1;
+    if (s->n_dims < 1 || s->n_dims > 4)
+        return mw_errf(err, "%s: tensor '%s' has %d dimensions", h->dir, s->name, s->n_dims);
+    int64_t ne[4] = {1, 1, 1, 1};
+    for (int i = 0; i < s->n_dims; i++) ne[i] = s->shape[s->n_dims - 1 - i];
+    if (check_ne(h, r, out, s->name, s->n_dims, ne, err)) return -1;
+    vx_input_tensor *t = add_tensor(h, out, HR_DIRECT, -1, src, file, 1, err);
+    if (!t) return -1;
+    t->type = (kn_type)kn;
+    t->n_dims = s->n_dims;
+    memcpy(t->ne, ne, sizeof ne);
+    t->nbytes = s->nbytes;
+    return 0;
+}
+
+static int build_stack(hf_input *h, const hf_rule *r, const char *out,
+                       const vx_st_tensor *const *src, const int *file, int n, mw_err *err) {
+    const vx_st_tensor *s0 = src[0];
+    int kn = kn_of(h, s0, err);
+    if (kn < 0) return -1;
+    char a[96], b[96];
+    for (int e = 0; e < n; e++) {
+        const vx_st_tensor *s = src[e];
+        if (s->n_dims != 2 || s->dtype != s0->dtype || s->shape[0] != s0->shape[0] ||
+            s->shape[1] != s0->shape[1]) {
+            fmt_shape(a, sizeof a, s0), fmt_shape(b, sizeof b, s);
+            return mw_errf(err, "%s: expert tensors '%s' (%s %s) and '%s' (%s %s) differ", h->dir,
+                           s0->name, vx_st_dtype_name(s0->dtype), a, s->name,
+                           vx_st_dtype_name(s->dtype), b);
+        }
+    }
+    int64_t ne[3] = {s0->shape[1], s0->shape[0], n};
+    if (check_ne(h, r, out, s0->name, 3, ne, err)) return -1;
+    vx_input_tensor *t = add_tensor(h, out, HR_STACK, -1, src, file, n, err);
+    if (!t) return -1;
+    t->type = (kn_type)kn;
+    set_ne(t, 3, ne[0], ne[1], ne[2]);
+    t->nbytes = s0->nbytes * (uint64_t)n;
+    return 0;
+}
+
+/* The interleave split needs an even number of source rows. */
+static int split_rows(const hf_input *h, const vx_st_tensor *s, bool split, int64_t rows,
+                      int64_t *out, mw_err *err) {
+    if (split && rows % 2)
+        return mw_errf(err, "%s: '%s' has %lld interleaved gate/up rows, an odd number", h->dir,
+                       s->name, (long long)rows);
+    *out = split ? rows / 2 : rows;
+    return 0;
+}
+
+static int build_mxfp4(hf_input *h, const hf_rule *r, const char *const *out,
+                       const vx_st_tensor *const *src, const int *file, mw_err *err) {
+    const vx_st_tensor *bl = src[0], *sc = src[1];
+    bool split = r->flags & HR_SPLIT;
+    char a[96], b[96];
+    fmt_shape(a, sizeof a, bl), fmt_shape(b, sizeof b, sc);
+    if (bl->dtype != VX_ST_U8 || sc->dtype != VX_ST_U8 || bl->n_dims != 4 || sc->n_dims != 3 ||
+        bl->shape[3] != 16 || bl->shape[0] != sc->shape[0] || bl->shape[1] != sc->shape[1] ||
+        bl->shape[2] != sc->shape[2])
+        return mw_errf(err,
+                       "%s: MXFP4 pair '%s' (%s %s) / '%s' (%s %s) is not U8 [E, rows, G, 16] / U8 "
+                       "[E, rows, G]",
+                       h->dir, bl->name, vx_st_dtype_name(bl->dtype), a, sc->name,
+                       vx_st_dtype_name(sc->dtype), b);
+    int64_t n_mat = bl->shape[0], groups = bl->shape[2], rows = 0;
+    if (split_rows(h, bl, split, bl->shape[1], &rows, err)) return -1;
+    int64_t ne[3] = {groups * 32, rows, n_mat};
+    for (int k = 0; k < (split ? 2 : 1); k++) {
+        if (check_ne(h, r, out[k], bl->name, 3, ne, err)) return -1;
+        vx_input_tensor *t = add_tensor(h, out[k], HR_MXFP4, split ? k : -1, src, file, 2, err);
+        if (!t) return -1;
+        hf_src_impl *s = t->impl;
+        s->n_mat = n_mat, s->rows = rows, s->cols = ne[0];
+        t->type = KN_MXFP4;
+        set_ne(t, 3, ne[0], ne[1], ne[2]);
+        t->nbytes = (uint64_t)(n_mat * rows * groups) * 17;
+    }
+    return 0;
+}
+
+/* HR_ROWS ([M, rows] or [M, rows, C]) and HR_TRANSPOSE ([M, C, rows]). */
+static int build_rows(hf_input *h, const hf_rule *r, const char *const *out,
+                      const vx_st_tensor *const *src, const int *file, mw_err *err) {
+    const vx_st_tensor *s = src[0];
+    bool split = r->flags & HR_SPLIT, tr = r->kind == HR_TRANSPOSE;
+    int kn = kn_of(h, s, err);
+    if (kn < 0) return -1;
+    if (s->n_dims != 3 && !(s->n_dims == 2 && !tr))
+        return mw_errf(err, "%s: tensor '%s' has %d dimensions, expected %s", h->dir, s->name,
+                       s->n_dims, tr ? "3" : "2 or 3");
+    int64_t n_mat = s->shape[0], cols = s->n_dims == 2 ? 1 : s->shape[tr ? 1 : 2], rows = 0;
+    if (split_rows(h, s, split, s->shape[tr ? 2 : 1], &rows, err)) return -1;
+    int64_t ne[3] = {cols, rows, n_mat};
+    int n_dims = s->n_dims;
+    if (n_dims == 2) ne[0] = rows, ne[1] = n_mat, ne[2] = 1;
+    for (int k = 0; k < (split ? 2 : 1); k++) {
+        if (check_ne(h, r, out[k], s->name, n_dims, ne, err)) return -1;
+        vx_input_tensor *t = add_tensor(h, out[k], r->kind, split ? k : -1, src, file, 1, err);
+        if (!t) return -1;
+        hf_src_impl *si = t->impl;
+        si->n_mat = n_mat, si->rows = rows, si->cols = cols;
+        si->esz = (uint64_t)vx_st_dtype_bits(s->dtype) / 8;
+        t->type = (kn_type)kn;
+        set_ne(t, n_dims, ne[0], ne[1], ne[2]);
+        t->nbytes = (uint64_t)(n_mat * rows * cols) * si->esz;
+    }
+    return 0;
+}
+
+/* Applies the chain of alternative rules starting at rules[i] for one layer; returns the index
+ * after the chain, or -1. */
+static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
+    const vx_hf_family *fam = h->fam;
+    size_t end = i;
+    while (end + 1 < fam->n_rules && (fam->rules[end].flags & HR_ALT)) end++;
+    long n_exp = (long)h->hp.v[HP_EXPERTS];
+    const vx_st_tensor **src = calloc((size_t)(n_exp > 2 ? n_exp : 2), sizeof *src);
+    int *file = calloc((size_t)(n_exp > 2 ? n_exp : 2), sizeof *file);
+    int rc = src && file ? 0 : mw_errf(err, "%s: out of memory", h->dir);
+    size_t k = i;
+    int present = 0;
+    for (; !rc && k <= end; k++) {
+        int n;
+        present = gather(h, &fam->rules[k], layer, src, file, &n, err);
+        if (present < 0) rc = -1;
+        if (present) break;
+    }
+    if (!rc && present) {
+        const hf_rule *r = &fam->rules[k];
+        char out[2][256];
+        const char *outs[2] = {out[0], out[1]};
+        for (int o = 0; o < 2; o++)
+            if (r->out[o]) expand(out[o], sizeof out[o], r->out[o], layer, 0);
+        switch (r->kind) {
+        case HR_DIRECT:
+            rc = build_direct(h, r, out[0], src, file, err);
+            break;
+        case HR_STACK:
+            rc = build_stack(h, r, out[0], src, file, (int)n_exp, err);
+            break;
+        case HR_MXFP4:
+            rc = build_mxfp4(h, r, outs, src, file, err);
+            break;
+        case HR_ROWS:
+        case HR_TRANSPOSE:
+            rc = build_rows(h, r, outs, src, file, err);
+            break;
+        case HR_DROP:
+            break;
+        }
+    } else if (!rc && !((fam->rules[end].flags & HR_OPT_TIED) && h->hp.tied)) {
+        char want[512], out[256];
+        expand(want, sizeof want, fam->rules[i].src[0], layer, 0);
+        expand(out, sizeof out, fam->rules[i].out[0], layer, 0);
+        rc =
+            mw_errf(err, "%s: family %s needs '%s'%s for %s, and the checkpoint has no such tensor",
+                    h->dir, fam->arch, want, end > i ? " (or an alternative layout)" : "", out);
+    }
+    free(src);
+    free(file);
+    return rc ? -1 : (long)end + 1;
+}
+
+static int build_tensors(hf_input *h, mw_err *err) {
+    const vx_hf_family *fam = h->fam;
+    /* global tensors first, then layer by layer */
+    for (long layer = -1; layer < (long)h->hp.v[HP_LAYERS]; layer++) {
+        for (size_t i = 0; i < fam->n_rules;) {
+            const hf_rule *r = &fam->rules[i];
+            if (r->kind == HR_DROP || per_layer(r) != (layer >= 0)) {
+                i++;
+                continue;
+            }
+            long next = apply_chain(h, i, layer, err);
+            if (next < 0) return -1;
+            i = (size_t)next;
+        }
+    }
+    return 0;
+}
+
+/* ---- coverage audit, files, carry --------------------------------------------------------- */
+
+static int audit(hf_input *h, mw_err *err) {
+    vx_input *in = &h->in;
+    size_t n = vx_st_set_n_tensors(h->set);
+    in->dropped = calloc(n ? n : 1, sizeof *in->dropped);
+    in->unrecognised = calloc(n ? n : 1, sizeof *in->unrecognised);
+    if (!in->dropped || !in->unrecognised) return mw_errf(err, "%s: out of memory", h->dir);
+    for (size_t i = 0; i < n; i++) {
+        if (h->consumed[i]) continue;
+        const char *name = vx_st_set_tensor_at(h->set, i, NULL)->name;
+        const char *why = NULL;
+        for (size_t k = 0; k < h->fam->n_rules && !why; k++) {
+            const hf_rule *r = &h->fam->rules[k];
+            if (r->kind == HR_DROP && matches(r->src[0], name)) why = r->why;
+        }
+        if (why)
+            in->dropped[in->n_dropped++] = (vx_input_drop){name, why};
+        else
+            in->unrecognised[in->n_unrecognised++] = name;
+    }
+    return 0;
+}
+
+static char *join(const char *dir, const char *name) {
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    if (p) sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+static int list_files_and_carry(hf_input *h, mw_err *err) {
+    vx_input *in = &h->in;
+    size_t nf = vx_st_set_n_files(h->set);
+    in->files = calloc(nf ? nf : 1, sizeof *in->files);
+    in->carry = calloc(sizeof carry_names / sizeof *carry_names, sizeof *in->carry);
+    if (!in->files || !in->carry) return mw_errf(err, "%s: out of memory", h->dir);
+    for (size_t i = 0; i < nf; i++) {
+        const vx_st_file *f = vx_st_set_file(h->set, i);
+        in->files[i] =
+            (vx_input_file){vx_st_path(f), vx_st_set_file_name(h->set, i), vx_st_file_size(f)};
+    }
+    in->n_files = nf;
+    for (size_t i = 0; i < sizeof carry_names / sizeof *carry_names; i++) {
+        char *p = join(h->dir, carry_names[i]);
+        struct stat st;
+        if (!p) return mw_errf(err, "%s: out of memory", h->dir);
+        if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
+            in->carry[in->n_carry++] = p;
+        else
+            free(p);
+    }
+    return 0;
+}
+
+static void *read_config(const char *path, size_t *len, mw_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        mw_errf(err, "%s: cannot open (a Hugging Face checkpoint needs config.json)", path);
+        return NULL;
+    }
+    char *buf = malloc(HF_MAX_CONFIG + 1);
+    size_t n = buf ? fread(buf, 1, HF_MAX_CONFIG + 1, f) : 0;
+    fclose(f);
+    if (!buf || n > HF_MAX_CONFIG) {
+        mw_errf(err, "%s: %s", path, buf ? "larger than 16 MB" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+/* The checkpoint's name: the directory's last component. */
+static const char *base_name(char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
+    const char *slash = strrchr(dir, '/');
+    return slash && slash[1] ? slash + 1 : dir;
+}
+
+int vx_input_open_hf(const char *dir, vx_input **out, mw_err *err) {
+    *out = NULL;
+    hf_input *h = calloc(1, sizeof *h);
+    if (!h || !(h->dir = strdup(dir)) || !(h->in.meta = vx_meta_new())) {
+        if (h) free(h->dir);
+        free(h);
+        return mw_errf(err, "%s: out of memory", dir);
+    }
+    h->in.kind = "safetensors";
+    h->in.close = hf_close;
+    h->in.impl = h;
+    const char *name = base_name(h->dir);
+    char *cfg_path = join(h->dir, "config.json");
+    size_t len = 0;
+    char *text = cfg_path ? read_config(cfg_path, &len, err) : NULL;
+    int rc =
+        text ? vx_hf_config_read(text, len, cfg_path, name, h->in.meta, &h->fam, &h->hp, err) : -1;
+    free(text);
+    free(cfg_path);
+    if (!rc) rc = vx_st_set_open(h->dir, &h->set, err);
+    if (!rc && !(h->consumed = calloc(vx_st_set_n_tensors(h->set) + 1, 1)))
+        rc = mw_errf(err, "%s: out of memory", dir);
+    if (!rc) rc = build_tensors(h, err);
+    if (!rc) rc = audit(h, err);
+    if (!rc) rc = list_files_and_carry(h, err);
+    if (rc) {
+        hf_close(&h->in);
+        return -1;
+    }
+    *out = &h->in;
+    return 0;
+}
