@@ -1,8 +1,8 @@
 /* vindex/vx_hf_relayout.c — reading a stored tensor out of its Hugging Face sources: plain copies,
  * stacked per-expert tensors, de-interleaved rows, transposed experts and gpt-oss's MXFP4 blocks.
- * Every kind is a sequence of equal output units (a tensor, an expert, a row, a block, an element),
- * each found in or composed from the sources, so any byte range reads without materialising the
- * tensor. */
+ * Any byte range reads without materialising the tensor: whole output rows are composed straight
+ * into the caller's buffer, a partial row at either end through a one-row buffer. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "vindex/vx_hf_internal.h"
@@ -12,15 +12,14 @@
  * j+16 in its high nibble. The E8M0 scale byte means 2^(e-127) in both. */
 void vx_hf_mxfp4_block(uint8_t scale, const uint8_t hf[16], uint8_t out[17]) {
     out[0] = scale;
-    for (int j = 0; j < 16; j++) {
-        int shift = (j & 1) * 4;
-        uint8_t lo = (hf[j >> 1] >> shift) & 15;       /* element j */
-        uint8_t hi = (hf[8 + (j >> 1)] >> shift) & 15; /* element j + 16 */
-        out[1 + j] = (uint8_t)(lo | hi << 4);
+    for (int k = 0; k < 8; k++) {
+        uint8_t a = hf[k], b = hf[8 + k]; /* elements 2k, 2k+1 and 2k+16, 2k+17 */
+        out[1 + 2 * k] = (uint8_t)((a & 15) | (b & 15) << 4);
+        out[2 + 2 * k] = (uint8_t)((a >> 4) | (b & 0xF0));
     }
 }
 
-/* Source row of output row r: the same row, or one of an interleaved pair. */
+/* Source row of output row r of a matrix: the same row, or one of an interleaved pair. */
 static int64_t src_row(const hf_src_impl *s, int64_t r) {
     return s->parity < 0 ? r : 2 * r + s->parity;
 }
@@ -28,41 +27,97 @@ static int64_t src_rows(const hf_src_impl *s) {
     return s->parity < 0 ? s->rows : 2 * s->rows;
 }
 
-typedef const uint8_t *(*unit_fn)(const hf_src_impl *s, uint64_t u, uint8_t *tmp);
-
-static const uint8_t *unit_direct(const hf_src_impl *s, uint64_t u, uint8_t *tmp) {
-    (void)u, (void)tmp;
-    return s->src[0]->data;
-}
-
-static const uint8_t *unit_stack(const hf_src_impl *s, uint64_t u, uint8_t *tmp) {
-    (void)tmp;
-    return s->src[u]->data;
-}
+/* Output rows [row0, row0 + n) (global over the n_mat matrices) composed into dst. */
+typedef void (*rows_fn)(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst);
 
 /* [n_mat, rows (or 2 rows interleaved), cols] → [n_mat, rows, cols] */
-static const uint8_t *unit_row(const hf_src_impl *s, uint64_t u, uint8_t *tmp) {
-    (void)tmp;
-    int64_t m = (int64_t)u / s->rows, r = (int64_t)u % s->rows;
-    return s->src[0]->data + (uint64_t)(m * src_rows(s) + src_row(s, r)) * s->cols * s->esz;
+static void rows_copy(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+    uint64_t rb = (uint64_t)s->cols * s->esz;
+    for (int64_t i = row0; i < row0 + n; i++, dst += rb) {
+        int64_t m = i / s->rows, r = i % s->rows;
+        memcpy(dst, s->src[0]->data + (uint64_t)(m * src_rows(s) + src_row(s, r)) * rb, rb);
+    }
 }
 
-/* blocks [n_mat, rows', cols/32, 16] and scales [n_mat, rows', cols/32] → one block_mxfp4 */
-static const uint8_t *unit_mxfp4(const hf_src_impl *s, uint64_t u, uint8_t *tmp) {
-    int64_t g_per_row = s->cols / 32;
-    int64_t g = (int64_t)u % g_per_row, row = (int64_t)u / g_per_row;
-    int64_t m = row / s->rows, r = row % s->rows;
-    uint64_t blk = (uint64_t)((m * src_rows(s) + src_row(s, r)) * g_per_row + g);
-    vx_hf_mxfp4_block(s->src[1]->data[blk], s->src[0]->data + blk * 16, tmp);
-    return tmp;
+/* blocks [n_mat, rows', cols/32, 16] and scales [n_mat, rows', cols/32] → block_mxfp4 rows */
+static void rows_mxfp4(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+    int64_t groups = s->cols / 32;
+    for (int64_t i = row0; i < row0 + n; i++) {
+        int64_t m = i / s->rows, r = i % s->rows;
+        uint64_t blk = (uint64_t)((m * src_rows(s) + src_row(s, r)) * groups);
+        const uint8_t *q = s->src[0]->data + blk * 16, *e = s->src[1]->data + blk;
+        for (int64_t g = 0; g < groups; g++, dst += 17) vx_hf_mxfp4_block(e[g], q + 16 * g, dst);
+    }
 }
 
-/* [n_mat, cols, rows (or 2 rows interleaved)] → [n_mat, rows, cols]: one element */
-static const uint8_t *unit_transpose(const hf_src_impl *s, uint64_t u, uint8_t *tmp) {
-    (void)tmp;
-    int64_t c = (int64_t)u % s->cols, mr = (int64_t)u / s->cols;
-    int64_t m = mr / s->rows, r = mr % s->rows;
-    return s->src[0]->data + (uint64_t)((m * s->cols + c) * src_rows(s) + src_row(s, r)) * s->esz;
+/* One element; the common sizes without a call. */
+static inline void copy_elem(uint8_t *d, const uint8_t *s, uint64_t esz) {
+    if (esz == 2)
+        memcpy(d, s, 2);
+    else if (esz == 4)
+        memcpy(d, s, 4);
+    else
+        memcpy(d, s, esz);
+}
+
+/* [n_mat, cols, rows (or 2 rows interleaved)] → [n_mat, rows, cols], in tiles of TILE output rows
+ * so that both sides stay in cache. */
+#define TILE 64
+static void rows_transpose(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+    uint64_t esz = s->esz, rb = (uint64_t)s->cols * esz, sr_n = (uint64_t)src_rows(s);
+    for (int64_t i = row0; i < row0 + n;) {
+        int64_t m = i / s->rows, r = i % s->rows;
+        int64_t k = s->rows - r < TILE ? s->rows - r : TILE;
+        if (k > row0 + n - i) k = row0 + n - i;
+        uint8_t *out = dst + (uint64_t)(i - row0) * rb;
+        const uint8_t *base = s->src[0]->data + (uint64_t)m * (uint64_t)s->cols * sr_n * esz;
+        for (int64_t c = 0; c < s->cols; c++) {
+            const uint8_t *col = base + (uint64_t)c * sr_n * esz;
+            for (int64_t t = 0; t < k; t++)
+                copy_elem(out + (uint64_t)t * rb + (uint64_t)c * esz,
+                          col + (uint64_t)src_row(s, r + t) * esz, esz);
+        }
+        i += k;
+    }
+}
+
+/* The stored tensor as whole rows: leading and trailing partial rows go through a row buffer. */
+static int read_rows(const vx_input_tensor *t, uint64_t rb, rows_fn fn, uint64_t off, uint8_t *out,
+                     uint64_t len, mw_err *err) {
+    const hf_src_impl *s = t->impl;
+    uint8_t *row = NULL;
+    if (off % rb || len % rb) {
+        row = malloc(rb);
+        if (!row) return mw_errf(err, "%s: out of memory", t->name);
+    }
+    while (len) {
+        int64_t i = (int64_t)(off / rb);
+        uint64_t within = off % rb;
+        if (within || len < rb) {
+            uint64_t n = rb - within < len ? rb - within : len;
+            fn(s, i, 1, row);
+            memcpy(out, row + within, n);
+            out += n, off += n, len -= n;
+        } else {
+            int64_t n = (int64_t)(len / rb);
+            fn(s, i, n, out);
+            out += (uint64_t)n * rb, off += (uint64_t)n * rb, len -= (uint64_t)n * rb;
+        }
+    }
+    free(row);
+    return 0;
+}
+
+/* Per-expert tensors of equal size, one after the other. */
+static void read_stack(const vx_input_tensor *t, uint64_t off, uint8_t *out, uint64_t len) {
+    const hf_src_impl *s = t->impl;
+    uint64_t slice = t->nbytes / (uint64_t)s->n_src;
+    while (len) {
+        uint64_t e = off / slice, within = off % slice;
+        uint64_t n = slice - within < len ? slice - within : len;
+        memcpy(out, s->src[e]->data + within, n);
+        out += n, off += n, len -= n;
+    }
 }
 
 int vx_hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void *dst, uint64_t len,
@@ -74,33 +129,21 @@ int vx_hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void 
                        (unsigned long long)t->nbytes);
     if (!len) return 0;
     const hf_src_impl *s = t->impl;
-    uint64_t unit;
-    unit_fn fn;
     switch (s->kind) {
     case HR_DIRECT:
-        unit = t->nbytes, fn = unit_direct;
-        break;
+        memcpy(dst, s->src[0]->data + off, len);
+        return 0;
     case HR_STACK:
-        unit = t->nbytes / (uint64_t)s->n_src, fn = unit_stack;
-        break;
+        read_stack(t, off, dst, len);
+        return 0;
     case HR_ROWS:
-        unit = (uint64_t)s->cols * s->esz, fn = unit_row;
-        break;
+        return read_rows(t, (uint64_t)s->cols * s->esz, rows_copy, off, dst, len, err);
     case HR_MXFP4:
-        unit = 17, fn = unit_mxfp4;
-        break;
+        return read_rows(t, (uint64_t)s->cols / 32 * 17, rows_mxfp4, off, dst, len, err);
     case HR_TRANSPOSE:
-        unit = s->esz, fn = unit_transpose;
+        return read_rows(t, (uint64_t)s->cols * s->esz, rows_transpose, off, dst, len, err);
+    case HR_DROP:
         break;
-    default:
-        return mw_errf(err, "%s: no reader for this tensor", t->name);
     }
-    uint8_t tmp[17], *out = dst;
-    while (len) {
-        uint64_t u = off / unit, within = off % unit;
-        uint64_t n = unit - within < len ? unit - within : len;
-        memcpy(out, fn(s, u, tmp) + within, n);
-        out += n, off += n, len -= n;
-    }
-    return 0;
+    return mw_errf(err, "%s: no reader for this tensor", t->name);
 }
