@@ -527,12 +527,17 @@ static void *read_config(const char *path, size_t *len, mw_err *err) {
     return buf;
 }
 
-/* The checkpoint's name: the directory's last component. */
-static const char *base_name(char *dir) {
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') dir[--n] = '\0';
-    const char *slash = strrchr(dir, '/');
-    return slash && slash[1] ? slash + 1 : dir;
+/* The checkpoint's name: the last component of the directory's real path ("." names the cwd). */
+static char *checkpoint_name(const char *dir) {
+    char *real = realpath(dir, NULL);
+    const char *p = real ? real : dir;
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') n--;
+    size_t start = n;
+    while (start > 0 && p[start - 1] != '/') start--;
+    char *name = strndup(p + start, n - start);
+    free(real);
+    return name;
 }
 
 int vx_input_open_hf(const char *dir, vx_input **out, mw_err *err) {
@@ -546,7 +551,7 @@ int vx_input_open_hf(const char *dir, vx_input **out, mw_err *err) {
     h->in.kind = "safetensors";
     h->in.close = hf_close;
     h->in.impl = h;
-    const char *name = base_name(h->dir);
+    char *name = checkpoint_name(dir);
     char *cfg_path = join(h->dir, "config.json");
     size_t len = 0;
     char *text = cfg_path ? read_config(cfg_path, &len, err) : NULL;
@@ -554,6 +559,7 @@ int vx_input_open_hf(const char *dir, vx_input **out, mw_err *err) {
         text ? vx_hf_config_read(text, len, cfg_path, name, h->in.meta, &h->fam, &h->hp, err) : -1;
     free(text);
     free(cfg_path);
+    free(name);
     if (!rc) rc = vx_st_set_open(h->dir, &h->set, err);
     if (!rc && !(h->consumed = calloc(vx_st_set_n_tensors(h->set) + 1, 1)))
         rc = mw_errf(err, "%s: out of memory", dir);
