@@ -1,16 +1,37 @@
-/* coordinator/main.c — the coordinator program: command-line entry point. */
+/* coordinator/main.c — the coordinator program: picks the subcommand and hands it the parsed
+ * options. */
 #include <stdio.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: coordinator generate --model PATH --tokens 1,2,3 --max-tokens N [options]\n");
-}
+#include "coordinator/co_cli.h"
+#include "coordinator/co_generate.h"
 
 int main(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        usage(stdout);
-        return 0;
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        co_cli_usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
     }
-    usage(stderr);
-    return 2;
+    if (strcmp(argv[1], "generate")) {
+        fprintf(stderr, "coordinator: unknown command '%s' (known: generate)\n", argv[1]);
+        return 2;
+    }
+    co_opts o;
+    co_opts_init(&o);
+    mw_err err = {{0}};
+    int help = 0;
+    int rc;
+    if (co_cli_parse(argc - 2, argv + 2, &o, &help, &err)) {
+        fprintf(stderr, "coordinator generate: %s\n", err.msg);
+        rc = 2;
+    } else if (help) {
+        co_cli_usage(stdout);
+        rc = 0;
+    } else if (co_cli_check_generate(&o, &err)) {
+        fprintf(stderr, "coordinator generate: %s\n", err.msg);
+        rc = 2;
+    } else {
+        rc = co_generate(&o);
+    }
+    co_opts_free(&o);
+    return rc;
 }

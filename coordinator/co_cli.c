@@ -1,0 +1,223 @@
+/* coordinator/co_cli.c — the option table and its parser. Add an option by adding a row and a
+ * setter; the usage text is generated from the table. */
+#include "coordinator/co_cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "coordinator/co_backend.h"
+
+#define MAX_PROMPT   (1 << 20)
+#define MAX_GENERATE (1 << 24)
+
+static int parse_i64(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out,
+                     mw_err *err) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return mw_errf(err, "%s: '%s' is not an integer in [%lld, %lld]", name, v, (long long)lo,
+                       (long long)hi);
+    *out = x;
+    return 0;
+}
+
+static int parse_float(const char *name, const char *v, float *out, mw_err *err) {
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    if (errno || end == v || *end || !isfinite(x))
+        return mw_errf(err, "%s: '%s' is not a number", name, v);
+    *out = x;
+    return 0;
+}
+
+static int set_model(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->model = v;
+    return 0;
+}
+
+/* "1,2,3" (commas and/or whitespace between ids). */
+static int set_tokens(co_opts *o, const char *v, mw_err *err) {
+    free(o->tokens);
+    o->tokens = NULL;
+    o->n_tokens = 0;
+    int64_t cap = 0;
+    const char *p = v;
+    while (*p) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (errno || end == p || x < 0 || x > INT32_MAX || (*end && !strchr(", \t\n", *end)))
+            return mw_errf(err, "--tokens: '%.*s' is not a token id", (int)strcspn(p, ", \t\n"), p);
+        if (o->n_tokens == MAX_PROMPT)
+            return mw_errf(err, "--tokens: more than %d ids", MAX_PROMPT);
+        if (o->n_tokens == cap) {
+            cap = cap ? 2 * cap : 64;
+            int32_t *t = realloc(o->tokens, (size_t)cap * sizeof *t);
+            if (!t) return mw_errf(err, "--tokens: out of memory");
+            o->tokens = t;
+        }
+        o->tokens[o->n_tokens++] = (int32_t)x;
+        p = end;
+    }
+    if (o->n_tokens == 0) return mw_errf(err, "--tokens: no token ids in '%s'", v);
+    return 0;
+}
+
+static int set_max_tokens(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--max-tokens", v, 1, MAX_GENERATE, &o->max_tokens, err);
+}
+
+static int set_logits_out(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->logits_out = v;
+    return 0;
+}
+
+static int set_experts(co_opts *o, const char *v, mw_err *err) {
+    if (!co_backend_find(v))
+        return mw_errf(err, "--experts: unknown backend '%s' (known: %s)", v, co_backend_names());
+    o->experts = v;
+    return 0;
+}
+
+static int set_numerics(co_opts *o, const char *v, mw_err *err) {
+    if (!strcmp(v, "f32"))
+        o->numerics = KN_NUM_F32;
+    else if (!strcmp(v, "q8"))
+        o->numerics = KN_NUM_Q8;
+    else
+        return mw_errf(err, "--numerics: '%s' is not f32 or q8", v);
+    return 0;
+}
+
+static int set_temperature(co_opts *o, const char *v, mw_err *err) {
+    if (parse_float("--temperature", v, &o->temperature, err)) return -1;
+    if (o->temperature < 0) return mw_errf(err, "--temperature: %s must be >= 0", v);
+    return 0;
+}
+
+static int set_top_p(co_opts *o, const char *v, mw_err *err) {
+    if (parse_float("--top-p", v, &o->top_p, err)) return -1;
+    if (!(o->top_p > 0 && o->top_p <= 1)) return mw_errf(err, "--top-p: %s is not in (0, 1]", v);
+    return 0;
+}
+
+static int set_seed(co_opts *o, const char *v, mw_err *err) {
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-')
+        return mw_errf(err, "--seed: '%s' is not an unsigned integer", v);
+    o->seed = x;
+    return 0;
+}
+
+static int set_threads(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--threads", v, 1, 1024, &n, err)) return -1;
+    o->threads = (int)n;
+    return 0;
+}
+
+static int set_ctx(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--ctx", v, 1, INT32_MAX, &o->n_ctx, err);
+}
+
+static const co_option options[] = {
+    {"--model", "PATH", "GGUF file or vindex directory (required)", set_model},
+    {"--tokens", "1,2,3", "prompt token ids, comma-separated (required)", set_tokens},
+    {"--max-tokens", "N", "tokens to generate (required, >= 1)", set_max_tokens},
+    {"--logits-out", "FILE",
+     "write float32 logits [P + N - 1][vocab]: the P prompt rows, then one per further step",
+     set_logits_out},
+    {"--experts", "NAME", "expert backend (default local: in this process)", set_experts},
+    {"--numerics", "f32|q8",
+     "activation numerics. q8 (default) quantizes activations as ggml does before quantized "
+     "weights and reproduces llama.cpp on quantized models; f32 uses float activations against "
+     "dequantized weights",
+     set_numerics},
+    {"--temperature", "T", "sampling temperature (default 0: greedy, ties to the lowest id)",
+     set_temperature},
+    {"--top-p", "P", "nucleus sampling mass in (0, 1] (default 1)", set_top_p},
+    {"--seed", "S", "sampling seed (default 0); same seed, same tokens", set_seed},
+    {"--threads", "N", "threads (default: one per CPU)", set_threads},
+    {"--ctx", "N", "positions to allow (default: prompt + max-tokens)", set_ctx},
+};
+
+#define N_OPTIONS (sizeof options / sizeof options[0])
+
+void co_opts_init(co_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->experts = "local";
+    o->numerics = KN_NUM_Q8;
+    o->top_p = 1.0f;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = n > 0 && n <= 1024 ? (int)n : 1;
+}
+
+void co_opts_free(co_opts *o) {
+    free(o->tokens);
+    o->tokens = NULL;
+}
+
+int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err) {
+    *help = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            *help = 1;
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const co_option *opt = NULL;
+        for (size_t j = 0; j < N_OPTIONS && !opt; j++)
+            if (strlen(options[j].name) == len && !strncmp(options[j].name, a, len))
+                opt = &options[j];
+        if (!opt) return mw_errf(err, "unknown option '%.*s' (see --help)", (int)len, a);
+        const char *val = NULL;
+        if (opt->arg) {
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else
+                return mw_errf(err, "%s needs a value (%s)", opt->name, opt->arg);
+        } else if (eq) {
+            return mw_errf(err, "%s takes no value", opt->name);
+        }
+        if (opt->set(o, val, err)) return -1;
+    }
+    return 0;
+}
+
+int co_cli_check_generate(const co_opts *o, mw_err *err) {
+    if (!o->model) return mw_errf(err, "generate: --model is required");
+    if (!o->tokens) return mw_errf(err, "generate: --tokens is required");
+    if (o->max_tokens < 1) return mw_errf(err, "generate: --max-tokens is required");
+    return 0;
+}
+
+void co_cli_usage(FILE *f) {
+    fprintf(f, "usage: coordinator generate --model PATH --tokens 1,2,3 --max-tokens N [options]\n"
+               "\n"
+               "Runs the prompt through the model in one batch, then generates N tokens one at a\n"
+               "time. Prints the generated ids on stdout as one line 'tokens: 38 364 ...'.\n"
+               "\n"
+               "options:\n");
+    for (size_t j = 0; j < N_OPTIONS; j++) {
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s", options[j].name, options[j].arg ? " " : "",
+                 options[j].arg ? options[j].arg : "");
+        fprintf(f, "  %-22s %s\n", head, options[j].help);
+    }
+    fprintf(f, "\nexpert backends: %s\n", co_backend_names());
+}

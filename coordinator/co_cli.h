@@ -1,0 +1,46 @@
+/* coordinator/co_cli.h — the coordinator's command-line options: one table of options (name,
+ * argument, help, setter) and one parser, so every subcommand and backend extends the same
+ * table. */
+#ifndef CO_CLI_H
+#define CO_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/kn.h"
+#include "util/mw_err.h"
+
+typedef struct co_opts {
+    const char *model; /* GGUF file or vindex directory */
+    int32_t *tokens;   /* prompt ids (malloc'ed) */
+    int64_t n_tokens;
+    int64_t max_tokens; /* tokens to generate */
+    const char *logits_out;
+    const char *experts; /* expert backend name (co_backend.h) */
+    kn_numerics numerics;
+    float temperature; /* 0 = greedy */
+    float top_p;
+    uint64_t seed;
+    int threads;
+    int64_t n_ctx; /* 0 = prompt + max-tokens */
+} co_opts;
+
+typedef struct co_option {
+    const char *name; /* "--model" */
+    const char *arg;  /* argument name for help, NULL for a flag */
+    const char *help;
+    int (*set)(co_opts *o, const char *val, mw_err *err);
+} co_option;
+
+/* Defaults: local experts, q8 numerics, greedy, top-p 1, seed 0, one thread per CPU. */
+void co_opts_init(co_opts *o);
+void co_opts_free(co_opts *o);
+
+/* Parses argv[0..argc) (after the subcommand) into o. Unknown options, missing or malformed
+ * values are errors naming the option. "-h"/"--help" sets *help. */
+int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err);
+/* Checks what `generate` needs (model, tokens, max-tokens). */
+int co_cli_check_generate(const co_opts *o, mw_err *err);
+void co_cli_usage(FILE *f);
+
+#endif

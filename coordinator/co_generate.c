@@ -1,0 +1,154 @@
+/* coordinator/co_generate.c — `coordinator generate`: the prompt goes through the model as one
+ * batch, then each generated token is fed back as a one-row batch through the same forward pass.
+ * Generated ids go to stdout as one line; progress and timings to stderr. */
+#include "coordinator/co_generate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coordinator/co_backend.h"
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "model/md_sampler.h"
+#include "vindex/vx_source.h"
+
+typedef struct gen {
+    const co_opts *o;
+    kn_pool *pool;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+    md_ctx *ctx;
+    md_sampler sampler;
+    FILE *logits_file;
+    float *logits; /* P rows with --logits-out, else 1 */
+    md_row *rows;
+    int32_t *out;
+} gen;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int write_rows(gen *g, const float *rows, int64_t n, mw_err *err) {
+    if (!g->logits_file) return 0;
+    size_t count = (size_t)(n * g->model->cfg.n_vocab);
+    if (fwrite(rows, sizeof(float), count, g->logits_file) != count)
+        return mw_errf(err, "%s: write failed", g->o->logits_out);
+    return 0;
+}
+
+static int open_all(gen *g, mw_err *err) {
+    const co_opts *o = g->o;
+    const co_backend_kind *kind = co_backend_find(o->experts);
+    if (!kind) return mw_errf(err, "unknown expert backend '%s'", o->experts);
+    g->pool = kn_pool_create(o->threads);
+    vx_expert_set none = {0};
+    vx_source_opts so = {.experts = kind->needs_local_experts ? NULL : &none,
+                         .dense = true,
+                         .verify_on_mount = true};
+    if (vx_source_open(o->model, &so, &g->src, err)) return -1;
+    if (md_model_load(g->src, &g->model, err)) return -1;
+    const md_config *c = &g->model->cfg;
+    for (int64_t i = 0; i < o->n_tokens; i++)
+        if (o->tokens[i] >= c->n_vocab)
+            return mw_errf(err,
+                           "--tokens: token id %d (position %lld) is out of range: the "
+                           "vocabulary has %lld ids",
+                           o->tokens[i], (long long)i, (long long)c->n_vocab);
+    int64_t n_ctx = o->n_ctx ? o->n_ctx : o->n_tokens + o->max_tokens;
+    if (n_ctx < o->n_tokens + o->max_tokens - 1 || n_ctx > c->n_ctx_train)
+        return mw_errf(err,
+                       "%lld prompt + %lld generated tokens need %lld positions; the context "
+                       "allows %lld (model context_length %lld)",
+                       (long long)o->n_tokens, (long long)o->max_tokens,
+                       (long long)(o->n_tokens + o->max_tokens - 1), (long long)n_ctx,
+                       (long long)c->n_ctx_train);
+    co_backend_env env = {.opts = o, .src = g->src, .model = g->model, .pool = g->pool};
+    if (kind->create(&env, &g->experts, err)) return -1;
+    md_ctx_params cp = {.numerics = o->numerics,
+                        .pool = g->pool,
+                        .experts = g->experts,
+                        .n_seq = 1,
+                        .n_ctx = n_ctx};
+    if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
+    if (md_sampler_init(&g->sampler, c->n_vocab, o->temperature, o->top_p, o->seed, err)) return -1;
+    int64_t P = o->n_tokens;
+    g->rows = malloc((size_t)P * sizeof *g->rows);
+    /* every prompt row is kept only when they are all written out */
+    g->logits = malloc((size_t)((o->logits_out ? P : 1) * c->n_vocab) * sizeof *g->logits);
+    g->out = malloc((size_t)o->max_tokens * sizeof *g->out);
+    if (!g->rows || !g->logits || !g->out) return mw_errf(err, "out of memory");
+    if (o->logits_out && !(g->logits_file = fopen(o->logits_out, "wb")))
+        return mw_errf(err, "%s: cannot create the logits file", o->logits_out);
+    return 0;
+}
+
+static int run(gen *g, mw_err *err) {
+    const co_opts *o = g->o;
+    const int64_t P = o->n_tokens, N = o->max_tokens, V = g->model->cfg.n_vocab;
+    const bool all = g->logits_file != NULL;
+    for (int64_t i = 0; i < P; i++)
+        g->rows[i] = (md_row){
+            .seq = 0, .pos = (int32_t)i, .token = o->tokens[i], .logits = all || i == P - 1};
+    double t0 = now();
+    if (md_forward(g->ctx, g->rows, P, g->logits, err)) return mw_err_wrap(err, "prefill");
+    double t1 = now();
+    const float *last = all ? g->logits + (P - 1) * V : g->logits;
+    if (write_rows(g, g->logits, all ? P : 0, err)) return -1;
+    g->out[0] = md_sample(&g->sampler, last);
+    for (int64_t k = 1; k < N; k++) {
+        md_row r = {.seq = 0, .pos = (int32_t)(P + k - 1), .token = g->out[k - 1], .logits = 1};
+        if (md_forward(g->ctx, &r, 1, g->logits, err))
+            return mw_err_wrap(err, "decode step %lld", (long long)k);
+        if (write_rows(g, g->logits, 1, err)) return -1;
+        g->out[k] = md_sample(&g->sampler, g->logits);
+    }
+    double t2 = now();
+    if (g->logits_file) {
+        if (fclose(g->logits_file)) {
+            g->logits_file = NULL;
+            return mw_errf(err, "%s: write failed", o->logits_out);
+        }
+        g->logits_file = NULL;
+    }
+    printf("tokens:");
+    for (int64_t k = 0; k < N; k++) printf(" %d", g->out[k]);
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr,
+            "generate: %s (%s, %d layers), experts %s, numerics %s, %d thread(s)\n"
+            "prefill: %lld tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s "
+            "(%.1f tok/s)\n",
+            o->model, g->model->cfg.arch, g->model->cfg.n_layer, g->experts->name,
+            o->numerics == KN_NUM_Q8 ? "q8" : "f32", kn_pool_size(g->pool), (long long)P, t1 - t0,
+            (double)P / (t1 - t0), (long long)(N - 1), t2 - t1,
+            N > 1 ? (double)(N - 1) / (t2 - t1) : 0.0);
+    return 0;
+}
+
+static void close_all(gen *g) {
+    if (g->logits_file) fclose(g->logits_file);
+    md_sampler_free(&g->sampler);
+    md_ctx_free(g->ctx);
+    if (g->experts) g->experts->destroy(g->experts);
+    md_model_free(g->model);
+    if (g->src) vx_source_close(g->src);
+    kn_pool_destroy(g->pool);
+    free(g->logits);
+    free(g->rows);
+    free(g->out);
+}
+
+int co_generate(const co_opts *o) {
+    gen g = {.o = o};
+    mw_err err = {{0}};
+    int rc = open_all(&g, &err) || run(&g, &err) ? 1 : 0;
+    if (rc) fprintf(stderr, "coordinator generate: %s\n", err.msg);
+    close_all(&g);
+    return rc;
+}

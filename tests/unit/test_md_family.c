@@ -1,0 +1,206 @@
+/* tests/unit/test_md_family.c — reading configs: the fixtures' metadata gives the values llama.cpp
+ * derives (hparams.json), and missing keys, unknown architectures and unknown values are errors
+ * naming the key. */
+#include "tests/support/mw_test.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model/md_config.h"
+#include "model/md_family.h"
+#include "vindex/vx_gguf.h"
+
+/* The metadata of a fixture model, minus `drop` (may be NULL). */
+static vx_meta *fixture_meta(const char *model, const char *drop) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", model);
+    vx_gguf *g;
+    mw_err e;
+    if (vx_gguf_open(mwt_fixture(rel), &g, &e)) fail_msg("%s", e.msg);
+    const vx_meta *src = vx_gguf_meta(g);
+    vx_meta *m = vx_meta_new();
+    for (size_t i = 0; i < vx_meta_count(src); i++)
+        if (!drop || strcmp(vx_meta_key(src, i), drop))
+            assert_int_equal(vx_meta_copy_entry(m, src, i), 0);
+    vx_gguf_close(g);
+    return m;
+}
+
+static void expect_error(vx_meta *m, const char *needle) {
+    md_config c;
+    mw_err e = {{0}};
+    assert_int_equal(md_config_read(m, &c, &e), -1);
+    if (!strstr(e.msg, needle)) fail_msg("error '%s' does not mention '%s'", e.msg, needle);
+    vx_meta_free(m);
+}
+
+static void test_gptoss_fixture(void **state) {
+    (void)state;
+    vx_meta *m = fixture_meta("gpt-oss-tiny", NULL);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(c.arch, "gpt-oss");
+    assert_int_equal(c.n_layer, 4);
+    assert_int_equal(c.n_embd, 256);
+    assert_int_equal(c.n_head, 4);
+    assert_int_equal(c.n_head_kv, 2);
+    assert_int_equal(c.head_dim_k, 64);
+    assert_float_equal(c.kq_scale, 0.125, 0);
+    assert_true(c.qkv_bias && c.o_bias && c.sinks && !c.qk_norm && c.expert_bias);
+    assert_int_equal(c.n_swa, 8);
+    const uint8_t swa[4] = {1, 0, 1, 0}; /* derived.swa_layers [0, 2] */
+    assert_memory_equal(c.layer_swa, swa, 4);
+    assert_int_equal(c.rope.scaling, MD_ROPE_SCALING_YARN);
+    assert_int_equal(c.rope.n_rot, 64);
+    assert_float_equal(c.rope.corr_dims[0], 8, 0);
+    assert_float_equal(c.rope.corr_dims[1], 18, 0);
+    assert_float_equal(c.rope.mscale, 1.3465735902799727, 1e-6);
+    assert_float_equal(c.rope.freq_scale, 0.03125, 0);
+    assert_memory_equal(&c.rope, &c.rope_swa, sizeof c.rope); /* no freq_base_swa key */
+    assert_int_equal(c.router.gate, MD_GATE_SOFTMAX_SELECTED);
+    assert_true(c.router.logit_bias && !c.router.norm);
+    assert_int_equal(c.glu.kind, KN_GLU_SWIGLU_OAI);
+    assert_float_equal(c.glu.alpha, 1.702, 1e-6);
+    assert_float_equal(c.glu.limit, 7.0, 0);
+    assert_int_equal(c.n_expert, 8);
+    assert_int_equal(c.n_expert_used, 2);
+    assert_int_equal(c.n_ff_exp, 256);
+    assert_float_equal(c.norm_eps, 1e-5, 1e-12);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+static void test_qwen3moe_fixture(void **state) {
+    (void)state;
+    vx_meta *m = fixture_meta("qwen3moe-tiny", NULL);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(c.arch, "qwen3moe");
+    assert_int_equal(c.n_layer, 3);
+    assert_true(c.qk_norm && !c.qkv_bias && !c.o_bias && !c.sinks && !c.expert_bias);
+    assert_int_equal(c.n_swa, 0);
+    for (int i = 0; i < 3; i++) assert_int_equal(c.layer_swa[i], 0);
+    assert_int_equal(c.rope.scaling, MD_ROPE_SCALING_NONE);
+    assert_float_equal(c.rope.mscale, 1, 0);
+    assert_float_equal(c.rope.freq_base, 1e6, 0);
+    assert_int_equal(c.router.gate, MD_GATE_SOFTMAX);
+    assert_true(c.router.norm && !c.router.logit_bias);
+    assert_int_equal(c.glu.kind, KN_GLU_SWIGLU);
+    assert_float_equal(c.norm_eps, 1e-6, 1e-13);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+static void test_missing_required_keys(void **state) {
+    (void)state;
+    const char *keys[] = {"gpt-oss.block_count",
+                          "gpt-oss.attention.sliding_window",
+                          "gpt-oss.expert_feed_forward_length",
+                          "gpt-oss.attention.key_length",
+                          "gpt-oss.rope.scaling.original_context_length",
+                          "gpt-oss.attention.layer_norm_rms_epsilon",
+                          "general.architecture"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        expect_error(fixture_meta("gpt-oss-tiny", keys[i]), keys[i]);
+}
+
+static void test_unknown_values(void **state) {
+    (void)state;
+    vx_meta *m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_str(m, "gpt-oss.rope.scaling.type", "foo", 3);
+    expect_error(m, "rope.scaling.type");
+
+    m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_str(m, "general.architecture", "llama9", 6);
+    expect_error(m, "unknown model family 'llama9'");
+
+    m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_u32(m, "gpt-oss.expert_used_count", 9); /* more than the 8 experts */
+    expect_error(m, "gpt-oss.expert_used_count");
+
+    m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_u32(m, "gpt-oss.attention.head_count_kv", 3); /* does not divide 4 */
+    expect_error(m, "head_count_kv");
+
+    m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_u32(m, "gpt-oss.expert_gating_func", 2); /* sigmoid: not gpt-oss's router */
+    expect_error(m, "expert_gating_func");
+
+    m = fixture_meta("qwen3moe-tiny", NULL);
+    vx_meta_set_u32(m, "qwen3moe.attention.sliding_window", 128);
+    expect_error(m, "no sliding window");
+
+    m = fixture_meta("qwen3moe-tiny", NULL);
+    vx_meta_set_bool(m, "qwen3moe.expert_weights_norm", false);
+    expect_error(m, "expert_weights_norm");
+
+    m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_str(m, "gpt-oss.block_count", "four", 4);
+    expect_error(m, "gpt-oss.block_count");
+}
+
+static void test_sliding_window_patterns(void **state) {
+    (void)state;
+    md_config c;
+    mw_err e;
+    vx_meta *m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_u32(m, "gpt-oss.attention.sliding_window_pattern", 3);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    const uint8_t p3[4] = {1, 1, 0, 1};
+    assert_memory_equal(c.layer_swa, p3, 4);
+    md_config_free(&c);
+    const uint8_t flags[4] = {0, 0, 1, 1};
+    vx_meta_set_arr(m, "gpt-oss.attention.sliding_window_pattern", VX_BOOL, flags, 4);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(c.layer_swa, flags, 4);
+    md_config_free(&c);
+    vx_meta_set_arr(m, "gpt-oss.attention.sliding_window_pattern", VX_BOOL, flags, 3);
+    expect_error(m, "3 entries for 4 layers");
+}
+
+static void test_overrides_read_from_config(void **state) {
+    (void)state;
+    md_config c;
+    mw_err e;
+    vx_meta *m = fixture_meta("gpt-oss-tiny", NULL);
+    vx_meta_set_f32(m, "gpt-oss.swiglu_clamp_exp", 10.0f);
+    vx_meta_set_f32(m, "gpt-oss.rope.freq_base_swa", 10000.0f);
+    vx_meta_set_f32(m, "gpt-oss.rope.scaling.yarn_beta_fast", 16.0f);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_float_equal(c.glu.limit, 10.0, 0);
+    assert_float_equal(c.rope_swa.freq_base, 10000, 0);
+    assert_float_equal(c.rope.freq_base, 150000, 0);
+    /* beta_fast 16 moves the low correction dim: 64 ln(4096/(16·2π)) / (2 ln 150000) = 9.95 */
+    assert_float_equal(c.rope.corr_dims[0], 9, 0);
+    md_config_free(&c);
+    vx_meta_free(m);
+
+    /* qwen3moe: expert width from feed_forward_length / expert_used_count when absent */
+    m = fixture_meta("qwen3moe-tiny", "qwen3moe.expert_feed_forward_length");
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.n_ff_exp, 768 / 2);
+    md_config_free(&c);
+    /* a qwen3moe file with YaRN gets YaRN */
+    vx_meta_set_str(m, "qwen3moe.rope.scaling.type", "yarn", 4);
+    vx_meta_set_f32(m, "qwen3moe.rope.scaling.factor", 4.0f);
+    vx_meta_set_u32(m, "qwen3moe.rope.scaling.original_context_length", 32768);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.rope.scaling, MD_ROPE_SCALING_YARN);
+    assert_float_equal(c.rope.mscale, 1 + 0.1 * log(4.0), 1e-6);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gptoss_fixture),
+        cmocka_unit_test(test_qwen3moe_fixture),
+        cmocka_unit_test(test_missing_required_keys),
+        cmocka_unit_test(test_unknown_values),
+        cmocka_unit_test(test_sliding_window_patterns),
+        cmocka_unit_test(test_overrides_read_from_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,382 @@
+/* tests/unit/test_md_forward.c — the forward pass against llama.cpp's captured intermediates
+ * (every quantity of every layer present in intermediates.bin, so a failure names the first layer
+ * and quantity that drifts), prefill against token-by-token decode, several sequences in one batch
+ * against separate runs, and batch validation errors. */
+#include "tests/support/mw_test.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/md_local.h"
+#include "model/md_model.h"
+
+#define MAX_LAYERS 8
+#define N_TOK      40
+
+typedef struct fixture {
+    const char *name;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+    int32_t tokens[N_TOK];
+} fixture;
+
+static void open_fixture(fixture *f, const char *name) {
+    memset(f, 0, sizeof *f);
+    f->name = name;
+    char rel[128];
+    mw_err e;
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
+    if (vx_source_open(mwt_fixture(rel), NULL, &f->src, &e)) fail_msg("%s", e.msg);
+    if (md_model_load(f->src, &f->model, &e)) fail_msg("%s", e.msg);
+    if (md_local_backend_new(f->src, &f->model->cfg, NULL, &f->experts, &e)) fail_msg("%s", e.msg);
+    snprintf(rel, sizeof rel, "llamacpp/%s/tokens.txt", name);
+    char *txt = mwt_read_file(mwt_fixture(rel), NULL);
+    assert_non_null(txt);
+    char *p = txt;
+    for (int i = 0; i < N_TOK; i++) f->tokens[i] = (int32_t)strtol(p, &p, 10);
+    free(txt);
+}
+
+static void close_fixture(fixture *f) {
+    f->experts->destroy(f->experts);
+    md_model_free(f->model);
+    vx_source_close(f->src);
+}
+
+static md_ctx *new_ctx(fixture *f, kn_numerics num, int n_seq, kn_pool *pool) {
+    md_ctx_params p = {
+        .numerics = num, .pool = pool, .experts = f->experts, .n_seq = n_seq, .n_ctx = 128};
+    md_ctx *c;
+    mw_err e;
+    if (md_ctx_new(f->model, &p, &c, &e)) fail_msg("%s", e.msg);
+    return c;
+}
+
+/* ---- intermediates ----------------------------------------------------------------------------
+ */
+
+typedef struct capture {
+    float *data[MAX_LAYERS + 1][MD_PROBE_COUNT]; /* [MAX_LAYERS] holds layer -1 (result_norm) */
+    int64_t n[MAX_LAYERS + 1][MD_PROBE_COUNT];
+} capture;
+
+static void observer(void *ud, int layer, md_probe p, const void *data, int64_t rows,
+                     int64_t cols) {
+    capture *c = ud;
+    int l = layer < 0 ? MAX_LAYERS : layer;
+    assert_true(l <= MAX_LAYERS);
+    free(c->data[l][p]);
+    c->n[l][p] = rows * cols;
+    c->data[l][p] = malloc((size_t)(rows * cols) * sizeof(float));
+    /* int32 expert ids are kept as floats: exact for ids < 2^24 */
+    for (int64_t i = 0; i < rows * cols; i++)
+        c->data[l][p][i] =
+            p == MD_PROBE_TOPK ? (float)((const int32_t *)data)[i] : ((const float *)data)[i];
+}
+
+/* llama.cpp's tensor name (and op) → our probe; -2 for quantities inside the fused expert
+ * kernel (checked by the kernels' own fixtures), -1 for an unknown name. */
+static int probe_of(const char *base, const char *op, bool v_bias) {
+    static const struct {
+        const char *name;
+        md_probe p;
+    } map[] = {
+        {"attn_norm", MD_PROBE_ATTN_NORM},
+        {"Qcur_normed", MD_PROBE_Q_NORMED},
+        {"Kcur_normed", MD_PROBE_K_NORMED},
+        {"Qcur", MD_PROBE_Q_ROPE},
+        {"Kcur", MD_PROBE_K_ROPE},
+        {"kqv_out", MD_PROBE_KQV_OUT},
+        {"attn_out", MD_PROBE_ATTN_OUT},
+        {"ffn_inp", MD_PROBE_FFN_INP},
+        {"attn_post_norm", MD_PROBE_FFN_NORM},
+        {"ffn_norm", MD_PROBE_FFN_NORM},
+        {"ffn_moe_logits", MD_PROBE_ROUTER_LOGITS},
+        {"ffn_moe_probs", MD_PROBE_ROUTER_SCORES},
+        {"ffn_moe_topk", MD_PROBE_TOPK},
+        {"ffn_moe_weights_softmax", MD_PROBE_WEIGHTS},
+        {"ffn_moe_weights_norm", MD_PROBE_WEIGHTS},
+        {"ffn_moe_out", MD_PROBE_MOE_OUT},
+        {"l_out", MD_PROBE_L_OUT},
+        {"result_norm", MD_PROBE_RESULT_NORM},
+    };
+    if (!strcmp(base, "Vcur")) /* MUL_MAT is before the bias, ADD after */
+        return !strcmp(op, "ADD") || !v_bias ? MD_PROBE_V : -2;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(base, map[i].name)) return map[i].p;
+    if (!strncmp(base, "ffn_moe_", 8)) return -2; /* gate, up, biased, swiglu, down */
+    return -1;
+}
+
+/* Tolerances: the first layers' attention agrees to a few 1e-6; later residuals carry the
+ * activation-rounding noise of every expert before them. */
+static double tolerance(md_probe p) {
+    switch (p) {
+    case MD_PROBE_TOPK:
+        return 0;
+    case MD_PROBE_WEIGHTS:
+        return 1e-5;
+    default:
+        return 1e-4;
+    }
+}
+
+static void check_intermediates(const char *name) {
+    fixture f;
+    open_fixture(&f, name);
+    char rel[128];
+    snprintf(rel, sizeof rel, "llamacpp/%s/intermediates.bin", name);
+    size_t bin_len;
+    unsigned char *bin = mwt_read_file(mwt_fixture(rel), &bin_len);
+    snprintf(rel, sizeof rel, "llamacpp/%s/intermediates.json", name);
+    json_error_t je;
+    json_t *index = json_load_file(mwt_fixture(rel), 0, &je);
+    assert_non_null(bin);
+    if (!index) fail_msg("%s: %s", rel, je.text);
+
+    capture cap = {0};
+    md_ctx *c = new_ctx(&f, KN_NUM_Q8, 1, NULL);
+    md_ctx_set_observer(c, observer, &cap);
+    md_row rows[N_TOK];
+    for (int i = 0; i < N_TOK; i++) rows[i] = (md_row){0, i, f.tokens[i], 1};
+    float *logits = malloc((size_t)N_TOK * f.model->cfg.n_vocab * sizeof(float));
+    mw_err e;
+    if (md_forward(c, rows, N_TOK, logits, &e)) fail_msg("%s", e.msg);
+
+    size_t i;
+    json_t *ent;
+    int compared = 0;
+    json_array_foreach(index, i, ent) {
+        const char *tname = json_string_value(json_object_get(ent, "name"));
+        const char *op = json_string_value(json_object_get(ent, "op"));
+        const char *dtype = json_string_value(json_object_get(ent, "dtype"));
+        size_t off = (size_t)json_integer_value(json_object_get(ent, "offset"));
+        size_t nbytes = (size_t)json_integer_value(json_object_get(ent, "nbytes"));
+        assert_true(off + nbytes <= bin_len);
+        char base[64];
+        int layer = -1;
+        const char *dash = strrchr(tname, '-');
+        if (dash) {
+            snprintf(base, sizeof base, "%.*s", (int)(dash - tname), tname);
+            layer = atoi(dash + 1);
+        } else {
+            snprintf(base, sizeof base, "%s", tname);
+        }
+        int p = probe_of(base, op, f.model->cfg.qkv_bias);
+        if (p == -1) fail_msg("%s: intermediate '%s' has no counterpart", name, tname);
+        if (p == -2) continue;
+        int l = layer < 0 ? MAX_LAYERS : layer;
+        assert_true(l <= MAX_LAYERS);
+        const size_t n = nbytes / 4;
+        if (!cap.data[l][p] || (size_t)cap.n[l][p] != n)
+            fail_msg("%s: '%s' (%s): layer %d was not observed with %zu values", name, tname,
+                     md_probe_name(p), layer, n);
+        float *ref = malloc(nbytes);
+        for (size_t j = 0; j < n; j++) {
+            if (!strcmp(dtype, "i32")) {
+                int32_t v;
+                memcpy(&v, bin + off + 4 * j, 4);
+                ref[j] = (float)v;
+            } else {
+                memcpy(&ref[j], bin + off + 4 * j, 4);
+            }
+        }
+        double d = mwt_max_abs_diff(cap.data[l][p], ref, n);
+        printf("    %-8s %-28s layer %2d  max |diff| %.3g\n", name, tname, layer, d);
+        if (d > tolerance((md_probe)p))
+            fail_msg("%s: first drift at layer %d, quantity %s (%s): max |diff| %.3g > %.3g", name,
+                     layer, base, md_probe_name(p), d, tolerance((md_probe)p));
+        free(ref);
+        compared++;
+    }
+    assert_true(compared >= 30);
+    for (int l = 0; l <= MAX_LAYERS; l++)
+        for (int p = 0; p < MD_PROBE_COUNT; p++) free(cap.data[l][p]);
+    free(logits);
+    json_decref(index);
+    free(bin);
+    md_ctx_free(c);
+    close_fixture(&f);
+}
+
+static void test_intermediates_gptoss(void **state) {
+    (void)state;
+    check_intermediates("gpt-oss-tiny");
+}
+
+static void test_intermediates_qwen3moe(void **state) {
+    (void)state;
+    check_intermediates("qwen3moe-tiny");
+}
+
+/* ---- prefill against decode --------------------------------------------------------------------
+ */
+
+static float *run_prefill(fixture *f, kn_numerics num, kn_pool *pool) {
+    const int64_t V = f->model->cfg.n_vocab;
+    float *out = malloc((size_t)(N_TOK * V) * sizeof(float));
+    md_ctx *c = new_ctx(f, num, 1, pool);
+    md_row rows[N_TOK];
+    for (int i = 0; i < N_TOK; i++) rows[i] = (md_row){0, i, f->tokens[i], 1};
+    mw_err e;
+    if (md_forward(c, rows, N_TOK, out, &e)) fail_msg("%s", e.msg);
+    md_ctx_free(c);
+    return out;
+}
+
+static float *run_decode(fixture *f, kn_numerics num, kn_pool *pool) {
+    const int64_t V = f->model->cfg.n_vocab;
+    float *out = malloc((size_t)(N_TOK * V) * sizeof(float));
+    md_ctx *c = new_ctx(f, num, 1, pool);
+    mw_err e;
+    for (int i = 0; i < N_TOK; i++) {
+        md_row r = {0, i, f->tokens[i], 1};
+        if (md_forward(c, &r, 1, out + i * V, &e)) fail_msg("%s", e.msg);
+    }
+    assert_int_equal(md_seq_len(c, 0), N_TOK);
+    md_ctx_free(c);
+    return out;
+}
+
+static void check_prefill_decode(const char *name) {
+    fixture f;
+    open_fixture(&f, name);
+    const size_t n = (size_t)N_TOK * f.model->cfg.n_vocab;
+    kn_pool *pool = kn_pool_create(2);
+    for (int num = KN_NUM_F32; num <= KN_NUM_Q8; num++) {
+        float *a = run_prefill(&f, (kn_numerics)num, NULL);
+        float *b = run_decode(&f, (kn_numerics)num, pool);
+        double d = mwt_max_abs_diff(a, b, n);
+        printf("    %s %s: prefill (1 thread) vs decode (2 threads) max |diff| %.3g\n", name,
+               num == KN_NUM_F32 ? "f32" : "q8", d);
+        /* batch-invariant kernels and per-row attention: the same bits */
+        assert_true(d == 0);
+        free(a);
+        free(b);
+    }
+    kn_pool_destroy(pool);
+    close_fixture(&f);
+}
+
+static void test_prefill_equals_decode_gptoss(void **state) {
+    (void)state;
+    check_prefill_decode("gpt-oss-tiny");
+}
+
+static void test_prefill_equals_decode_qwen3moe(void **state) {
+    (void)state;
+    check_prefill_decode("qwen3moe-tiny");
+}
+
+/* Two sequences interleaved in one batch, then continued together, equal separate runs. */
+static void test_sequences_share_a_batch(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "gpt-oss-tiny");
+    const int64_t V = f.model->cfg.n_vocab;
+    enum { A = 30, B = 12 }; /* both longer than the window of 8 */
+    int32_t ta[A], tb[B];
+    for (int i = 0; i < A; i++) ta[i] = f.tokens[i];
+    for (int i = 0; i < B; i++) tb[i] = f.tokens[N_TOK - 1 - i];
+    /* separate: each sequence alone */
+    float *ref_a = malloc((size_t)(A * V) * sizeof(float)), *ref_b = malloc((size_t)(B * V) * 4);
+    mw_err e;
+    for (int s = 0; s < 2; s++) {
+        md_ctx *c = new_ctx(&f, KN_NUM_Q8, 1, NULL);
+        int n = s ? B : A;
+        md_row rows[A];
+        for (int i = 0; i < n; i++) rows[i] = (md_row){0, i, s ? tb[i] : ta[i], 1};
+        if (md_forward(c, rows, n, s ? ref_b : ref_a, &e)) fail_msg("%s", e.msg);
+        md_ctx_free(c);
+    }
+    /* together: first 20 of A with all of B interleaved, then A's last 10 one per step */
+    md_ctx *c = new_ctx(&f, KN_NUM_Q8, 2, NULL);
+    md_row rows[A + B];
+    int64_t nr = 0, ia = 0, ib = 0;
+    int32_t where[A + B];
+    while (ia < 20 || ib < B) {
+        if (ib < B && (ib <= ia / 2 || ia >= 20)) {
+            where[nr] = (int32_t)(1000 + ib);
+            rows[nr++] = (md_row){1, (int32_t)ib, tb[ib], 1}, ib++;
+        } else {
+            where[nr] = (int32_t)ia;
+            rows[nr++] = (md_row){0, (int32_t)ia, ta[ia], 1}, ia++;
+        }
+    }
+    float *out = malloc((size_t)(nr * V) * sizeof(float));
+    if (md_forward(c, rows, nr, out, &e)) fail_msg("%s", e.msg);
+    for (int64_t r = 0; r < nr; r++) {
+        const float *ref = where[r] >= 1000 ? ref_b + (where[r] - 1000) * V : ref_a + where[r] * V;
+        assert_memory_equal(out + r * V, ref, (size_t)V * sizeof(float));
+    }
+    for (; ia < A; ia++) {
+        md_row r = {0, (int32_t)ia, ta[ia], 1};
+        if (md_forward(c, &r, 1, out, &e)) fail_msg("%s", e.msg);
+        assert_memory_equal(out, ref_a + ia * V, (size_t)V * sizeof(float));
+    }
+    assert_int_equal(md_seq_len(c, 0), A);
+    assert_int_equal(md_seq_len(c, 1), B);
+    /* a truncated sequence recomputes the same rows */
+    md_seq_truncate(c, 0, 25);
+    md_row r = {0, 25, ta[25], 1};
+    if (md_forward(c, &r, 1, out, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(out, ref_a + 25 * V, (size_t)V * sizeof(float));
+    free(out);
+    free(ref_a);
+    free(ref_b);
+    md_ctx_free(c);
+    close_fixture(&f);
+}
+
+static void test_bad_batches(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "qwen3moe-tiny");
+    md_ctx *c = new_ctx(&f, KN_NUM_F32, 2, NULL);
+    float logits[512];
+    mw_err e;
+    md_row r = {0, 0, 512, 1};
+    assert_int_equal(md_forward(c, &r, 1, logits, &e), -1);
+    assert_non_null(strstr(e.msg, "token id 512"));
+    r = (md_row){0, 3, 1, 1};
+    assert_int_equal(md_forward(c, &r, 1, logits, &e), -1);
+    assert_non_null(strstr(e.msg, "continues at position 0"));
+    r = (md_row){2, 0, 1, 1};
+    assert_int_equal(md_forward(c, &r, 1, logits, &e), -1);
+    assert_non_null(strstr(e.msg, "sequence 2"));
+    r = (md_row){0, 0, -1, 1};
+    assert_int_equal(md_forward(c, &r, 1, logits, &e), -1);
+    const md_row two[2] = {{1, 1, 5, 0}, {1, 0, 5, 0}}; /* out of order */
+    assert_int_equal(md_forward(c, two, 2, NULL, &e), -1);
+    assert_int_equal(md_forward(c, two, 0, NULL, &e), -1);
+    /* nothing was committed by the failed calls */
+    assert_int_equal(md_seq_len(c, 0), 0);
+    assert_int_equal(md_seq_len(c, 1), 0);
+    /* a context of 4 positions fills up */
+    md_ctx_free(c);
+    md_ctx_params p = {.numerics = KN_NUM_F32, .experts = f.experts, .n_ctx = 4};
+    assert_int_equal(md_ctx_new(f.model, &p, &c, &e), 0);
+    md_row four[5];
+    for (int i = 0; i < 5; i++) four[i] = (md_row){0, i, 7, 0};
+    assert_int_equal(md_forward(c, four, 4, NULL, &e), 0);
+    assert_int_equal(md_forward(c, four + 4, 1, NULL, &e), -1);
+    assert_non_null(strstr(e.msg, "full"));
+    md_ctx_free(c);
+    close_fixture(&f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_intermediates_gptoss),
+        cmocka_unit_test(test_intermediates_qwen3moe),
+        cmocka_unit_test(test_prefill_equals_decode_gptoss),
+        cmocka_unit_test(test_prefill_equals_decode_qwen3moe),
+        cmocka_unit_test(test_sequences_share_a_batch),
+        cmocka_unit_test(test_bad_batches),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
