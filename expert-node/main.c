@@ -1,16 +1,116 @@
-/* expert-node/main.c — the expert node program: command-line entry point. */
+/* expert-node/main.c — the expert node program: options, signals, and the serve loop (en_node). */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "expert-node/en_node.h"
+#include "kernels/kn.h"
+
 static void usage(FILE *f) {
-    fprintf(f, "usage: expert-node --vindex DIR --experts SPEC --bind tcp://*:PORT [--threads N]\n");
+    fprintf(
+        f,
+        "usage: expert-node --vindex PATH --experts SPEC --bind ENDPOINT [options]\n"
+        "  --vindex PATH      vindex directory or GGUF file\n"
+        "  --experts SPEC     owned extents: all | L0-L1:E0-E1[,...] | @shard.json (default all)\n"
+        "  --bind ENDPOINT    ZeroMQ endpoint to serve on, e.g. tcp://*:5555\n"
+        "  --threads N        compute threads (default 1)\n"
+        "  --numerics NAME    f32 | q8 | any: kernels' numerics served (default any)\n"
+        "  --capacity N       most rows per batch (default 4096)\n"
+        "  --node-id NAME     name in the handshake and logs (default: the endpoint)\n"
+        "  --ready-file PATH  write the bound endpoint there once serving\n"
+        "  --quiet            no per-request log lines\n");
+}
+
+static en_node *volatile g_node;
+
+static void on_signal(int sig) {
+    (void)sig;
+    if (g_node) en_node_stop(g_node);
+}
+
+static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *end;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || *end || x < lo || x > hi) {
+        fprintf(stderr, "expert-node: %s %s: expected an integer in %ld .. %ld\n", opt,
+                v ? v : "(missing)", lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        usage(stdout);
-        return 0;
+    en_opts o = {.threads = 1, .numerics = -1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long x;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--quiet")) {
+            o.quiet = true;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "expert-node: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--vindex"))
+            o.vindex = v;
+        else if (!strcmp(a, "--experts"))
+            o.experts = v;
+        else if (!strcmp(a, "--bind"))
+            o.bind = v;
+        else if (!strcmp(a, "--node-id"))
+            o.node_id = v;
+        else if (!strcmp(a, "--ready-file"))
+            o.ready_file = v;
+        else if (!strcmp(a, "--threads")) {
+            if (parse_int(a, v, 1, 1024, &x)) return 2;
+            o.threads = (int)x;
+        } else if (!strcmp(a, "--capacity")) {
+            if (parse_int(a, v, 1, 1 << 16, &x)) return 2;
+            o.capacity = (uint32_t)x;
+        } else if (!strcmp(a, "--numerics")) {
+            if (!strcmp(v, "f32"))
+                o.numerics = KN_NUM_F32;
+            else if (!strcmp(v, "q8"))
+                o.numerics = KN_NUM_Q8;
+            else if (!strcmp(v, "any"))
+                o.numerics = -1;
+            else {
+                fprintf(stderr, "expert-node: --numerics %s: expected f32, q8 or any\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "expert-node: unknown option %s\n", a);
+            usage(stderr);
+            return 2;
+        }
     }
-    usage(stderr);
-    return 2;
+    if (!o.vindex || !o.bind) {
+        usage(stderr);
+        return 2;
+    }
+    mw_err err;
+    en_node *n;
+    if (en_node_open(&o, &n, &err) != 0) {
+        fprintf(stderr, "expert-node: %s\n", err.msg);
+        return 1;
+    }
+    g_node = n;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int rc = en_node_serve(n, &err);
+    if (rc != 0) fprintf(stderr, "expert-node: %s\n", err.msg);
+    g_node = NULL;
+    en_node_close(n);
+    return rc == 0 ? 0 : 1;
 }

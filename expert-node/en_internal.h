@@ -1,0 +1,86 @@
+/* expert-node/en_internal.h — the node's state, shared by en_node.c (mount, handshake data) and
+ * en_serve.c (the serve loop and the batched executor). */
+#ifndef EN_INTERNAL_H
+#define EN_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "expert-node/en_node.h"
+#include "kernels/kn.h"
+#include "model/md_config.h"
+#include "model/md_moe.h"
+#include "vindex/vx_source.h"
+#include "wire/wr_msg.h"
+#include "wire/wr_stats.h"
+#include "wire/wr_zmq.h"
+
+/* Requests executed together in one round, at most. */
+#define EN_MAX_PENDING 64
+
+/* One accepted ExpertBatch waiting for the round's execution. */
+typedef struct en_req {
+    uint8_t id[WR_MAX_ROUTING_ID];
+    size_t id_len;
+    uint64_t seq;
+    int group;
+    int64_t row_off, rows;        /* its rows in the group's x */
+    int64_t assign_off, n_assign; /* its assignments in the group's list */
+    wr_codec reply;
+    uint64_t weight_bytes; /* its distinct experts' stored bytes */
+    uint64_t rx_bytes;
+} en_req;
+
+/* Requests of one (layer, mode, numerics), concatenated. */
+typedef struct en_group {
+    int layer;
+    md_moe_output mode;
+    kn_numerics numerics;
+    int64_t rows, n_assign;
+    float *x;
+    size_t x_cap; /* floats */
+    md_assignment *assign;
+    size_t assign_cap;
+} en_group;
+
+struct en_node {
+    en_opts opts;
+    char *spec; /* canonical text of the owned set */
+    vx_source *src;
+    md_config cfg;
+    bool cfg_ok;
+    vx_expert_set owned;
+    int n_layers, n_experts;
+    int64_t width;
+    kn_expert *experts;     /* n_layers × n_experts views; only owned ones filled */
+    uint64_t *expert_bytes; /* stored bytes per expert; 0 when not owned */
+    uint8_t *owned_bits;    /* the Welcome bitmap */
+    uint32_t *stamp;        /* n_experts: distinct-expert marks per request */
+    uint32_t stamp_now;
+    char node_id[256], backend[32], numerics[16];
+    kn_pool *pool;
+    md_moe_ws *ws;
+    /* sockets */
+    void *zctx, *router;
+    char endpoint[256];
+    int wake[2]; /* self-pipe: en_node_stop writes, the loop polls */
+    atomic_bool stopping;
+    wr_limits lim;
+    wr_rx rx;
+    wr_in in;
+    wr_out out;
+    /* the round being gathered */
+    en_req req[EN_MAX_PENDING];
+    int n_req;
+    en_group group[EN_MAX_PENDING];
+    int n_group;
+    int64_t pending_rows;
+    float *y;
+    size_t y_cap;
+    wr_stats stats; /* 1 node × n_layers: this node's expert traffic */
+    uint64_t errors_sent;
+};
+
+/* Looks an owned expert up for md_moe_exec. */
+const kn_expert *en_lookup(void *ctx, int layer, int expert, mw_err *err);
+
+#endif

@@ -1,0 +1,182 @@
+/* expert-node/en_node.c — opening an expert node: the owned set, the mount, per-expert checks, the
+ * handshake data (fingerprint, owned bitmap, backend), the receive limits and the bound socket. */
+#include "expert-node/en_internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/md_local.h"
+
+_Static_assert((int)WR_NUM_F32 == (int)KN_NUM_F32 && (int)WR_NUM_Q8 == (int)KN_NUM_Q8,
+               "wire numerics are kernel numerics");
+
+#define EN_DEFAULT_CAPACITY 4096
+
+const kn_expert *en_lookup(void *ctx, int layer, int expert, mw_err *err) {
+    en_node *n = ctx;
+    if (layer < 0 || layer >= n->n_layers || expert < 0 || expert >= n->n_experts ||
+        !vx_expert_set_has(&n->owned, layer, expert)) {
+        mw_errf(err, "expert (%d, %d) is not owned by this node", layer, expert);
+        return NULL;
+    }
+    return &n->experts[(size_t)layer * (size_t)n->n_experts + (size_t)expert];
+}
+
+/* Parses the owned set against the model's shape, which only an opening of the source tells: a
+ * first, unverified opening reads it (nothing is checked or read from the extents). */
+static int read_owned_set(en_node *n, mw_err *err) {
+    vx_source_opts probe = {.experts = NULL, .dense = false, .verify_on_mount = false};
+    vx_source *p;
+    if (vx_source_open(n->opts.vindex, &probe, &p, err)) return -1;
+    n->n_layers = vx_source_n_layers(p);
+    n->n_experts = vx_source_n_experts(p);
+    vx_source_close(p);
+    if (n->n_layers < 1 || n->n_experts < 1)
+        return mw_errf(err, "%s: not a mixture-of-experts model (%d layers × %d experts)",
+                       n->opts.vindex, n->n_layers, n->n_experts);
+    const char *spec = n->opts.experts ? n->opts.experts : "all";
+    if (vx_expert_set_parse(spec, n->n_layers, n->n_experts, &n->owned, err))
+        return mw_err_wrap(err, "--experts %s", spec);
+    if (vx_expert_set_count(&n->owned) == 0)
+        return mw_errf(err, "--experts %s: the set is empty", spec);
+    n->spec = vx_expert_set_format(&n->owned);
+    return n->spec ? 0 : mw_errf(err, "out of memory");
+}
+
+/* Mounts the owned extents and checks each against the config, so a bad file fails at start. */
+static int mount(en_node *n, mw_err *err) {
+    vx_source_opts so = {.experts = &n->owned, .dense = false, .verify_on_mount = true};
+    if (vx_source_open(n->opts.vindex, &so, &n->src, err)) return -1;
+    if (md_config_read(vx_source_meta(n->src), &n->cfg, err))
+        return mw_err_wrap(err, "%s", n->opts.vindex);
+    n->cfg_ok = true;
+    n->width = n->cfg.n_embd;
+    size_t cells = (size_t)n->n_layers * (size_t)n->n_experts;
+    n->experts = calloc(cells, sizeof *n->experts);
+    n->expert_bytes = calloc(cells, sizeof *n->expert_bytes);
+    n->owned_bits = calloc(wr_owned_bytes((uint32_t)n->n_layers, (uint32_t)n->n_experts), 1);
+    n->stamp = calloc((size_t)n->n_experts, sizeof *n->stamp);
+    if (!n->experts || !n->expert_bytes || !n->owned_bits || !n->stamp)
+        return mw_errf(err, "out of memory");
+    for (int l = 0; l < n->n_layers; l++) {
+        for (int e = 0; e < n->n_experts; e++) {
+            if (!vx_expert_set_has(&n->owned, l, e)) continue;
+            size_t i = (size_t)l * (size_t)n->n_experts + (size_t)e;
+            if (vx_source_expert(n->src, l, e, &n->experts[i], err) ||
+                md_expert_check(&n->experts[i], &n->cfg, l, e, err))
+                return mw_err_wrap(err, "%s", n->opts.vindex);
+            n->expert_bytes[i] = kn_expert_weight_bytes(&n->experts[i]);
+            n->owned_bits[i / 8] |= (uint8_t)(1u << (i % 8));
+        }
+    }
+    return 0;
+}
+
+static int bind_socket(en_node *n, mw_err *err) {
+    n->zctx = zmq_ctx_new();
+    n->router = n->zctx ? zmq_socket(n->zctx, ZMQ_ROUTER) : NULL;
+    if (!n->router) return mw_errf(err, "cannot create a ZeroMQ socket: %s", zmq_strerror(errno));
+    if (wr_socket_setup(n->router, &n->lim, err)) return -1;
+    if (zmq_bind(n->router, n->opts.bind) != 0)
+        return mw_errf(err, "cannot bind %s: %s", n->opts.bind, zmq_strerror(errno));
+    size_t len = sizeof n->endpoint;
+    if (zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, n->endpoint, &len) != 0)
+        snprintf(n->endpoint, sizeof n->endpoint, "%s", n->opts.bind);
+    return 0;
+}
+
+int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
+    *out = NULL;
+    if (!opts->vindex || !opts->bind) return mw_errf(err, "--vindex and --bind are required");
+    if (opts->threads < 1 || opts->threads > 1024)
+        return mw_errf(err, "--threads %d: must be 1 .. 1024", opts->threads);
+    if (opts->numerics < -1 || opts->numerics > KN_NUM_Q8)
+        return mw_errf(err, "unknown numerics %d", opts->numerics);
+    en_node *n = calloc(1, sizeof *n);
+    if (!n) return mw_errf(err, "out of memory");
+    n->opts = *opts;
+    if (!n->opts.capacity) n->opts.capacity = EN_DEFAULT_CAPACITY;
+    n->wake[0] = n->wake[1] = -1;
+    atomic_init(&n->stopping, false);
+    wr_rx_init(&n->rx);
+    wr_out_init(&n->out);
+    if (read_owned_set(n, err) || mount(n, err)) goto fail;
+
+    /* Receive limits: rows up to capacity, exactly our width, at most every expert per row. */
+    n->lim = wr_limits_default();
+    n->lim.max_rows = n->opts.capacity;
+    n->lim.max_width = (uint32_t)n->width;
+    uint64_t max_assign = (uint64_t)n->opts.capacity * (uint64_t)n->n_experts;
+    if (max_assign < n->lim.max_assign) n->lim.max_assign = (uint32_t)max_assign;
+    uint64_t rows_bytes = (uint64_t)n->opts.capacity * (uint64_t)n->width * 4;
+    uint64_t assign_bytes = (uint64_t)n->lim.max_assign * sizeof(wr_assign);
+    uint64_t frame = rows_bytes > assign_bytes ? rows_bytes : assign_bytes;
+    if (frame < n->lim.max_frame_bytes) n->lim.max_frame_bytes = frame;
+    wr_in_init(&n->in, &n->lim);
+
+    snprintf(n->backend, sizeof n->backend, "cpu-%s", kn_isa_name(kn_isa_active()));
+    snprintf(n->numerics, sizeof n->numerics, "%s",
+             opts->numerics < 0            ? "f32,q8"
+             : opts->numerics == KN_NUM_Q8 ? "q8"
+                                           : "f32");
+    n->pool = kn_pool_create(opts->threads);
+    n->ws = md_moe_ws_new();
+    if (!n->ws || wr_stats_init(&n->stats, 1, n->n_layers, err)) {
+        mw_errf(err, "out of memory");
+        goto fail;
+    }
+    if (pipe2(n->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        mw_errf(err, "cannot create the wake pipe");
+        goto fail;
+    }
+    if (bind_socket(n, err)) goto fail;
+    snprintf(n->node_id, sizeof n->node_id, "%s", opts->node_id ? opts->node_id : n->endpoint);
+    *out = n;
+    return 0;
+fail:
+    en_node_close(n);
+    return -1;
+}
+
+void en_node_stop(en_node *n) {
+    atomic_store(&n->stopping, true);
+    if (n->wake[1] >= 0) {
+        ssize_t w = write(n->wake[1], "x", 1);
+        (void)w; /* a full pipe already wakes the loop */
+    }
+}
+
+const char *en_node_endpoint(const en_node *n) {
+    return n->endpoint;
+}
+
+void en_node_close(en_node *n) {
+    if (!n) return;
+    wr_rx_free(&n->rx);
+    if (n->router) zmq_close(n->router);
+    if (n->zctx) zmq_ctx_term(n->zctx);
+    if (n->wake[0] >= 0) close(n->wake[0]);
+    if (n->wake[1] >= 0) close(n->wake[1]);
+    for (int g = 0; g < EN_MAX_PENDING; g++) {
+        free(n->group[g].x);
+        free(n->group[g].assign);
+    }
+    free(n->y);
+    wr_in_free(&n->in);
+    wr_out_free(&n->out);
+    wr_stats_free(&n->stats);
+    md_moe_ws_free(n->ws);
+    kn_pool_destroy(n->pool);
+    free(n->experts);
+    free(n->expert_bytes);
+    free(n->owned_bits);
+    free(n->stamp);
+    if (n->cfg_ok) md_config_free(&n->cfg);
+    vx_source_close(n->src);
+    vx_expert_set_free(&n->owned);
+    free(n->spec);
+    free(n);
+}

@@ -1,0 +1,327 @@
+/* expert-node/en_serve.c — the serve loop. Each round drains every queued message (up to a round's
+ * capacity): Hello, Ping and faulty requests are answered at once; accepted ExpertBatches are
+ * appended to the group of their (layer, mode, numerics). Then each group runs through md_moe_exec
+ * once and every request gets its PartialBatch. The loop sleeps in zmq_poll on the socket and the
+ * wake pipe, so a stop never waits for traffic. */
+#include "expert-node/en_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void send_to(en_node *n, const uint8_t *id, size_t id_len, const wr_out *o) {
+    mw_err e;
+    if (wr_send(n->router, id, id_len, o, ZMQ_DONTWAIT, &e) != 0 && !n->opts.quiet)
+        fprintf(stderr, "expert-node %s: reply dropped (%s)\n", n->node_id, e.msg);
+}
+
+static void reply_error(en_node *n, const uint8_t *id, size_t id_len, uint64_t seq, wr_code code,
+                        const char *msg) {
+    n->errors_sent++;
+    if (!n->opts.quiet)
+        fprintf(stderr, "expert-node %s: error %s to a client: %s\n", n->node_id,
+                wr_code_name(code), msg);
+    mw_err e;
+    if (wr_pack_error(&n->out, seq, code, msg, &e) == 0) send_to(n, id, id_len, &n->out);
+}
+
+static void reply_welcome(en_node *n, uint64_t seq) {
+    wr_msg m = {.kind = WR_MSG_WELCOME,
+                .seq = seq,
+                .welcome = {.node_id = n->node_id,
+                            .fingerprint = vx_source_fingerprint(n->src),
+                            .backend = n->backend,
+                            .numerics = n->numerics,
+                            .capacity = n->opts.capacity,
+                            .threads = (uint32_t)n->opts.threads,
+                            .n_layers = (uint32_t)n->n_layers,
+                            .n_experts = (uint32_t)n->n_experts,
+                            .width = (uint32_t)n->width,
+                            .owned = n->owned_bits}};
+    mw_err e;
+    if (wr_pack(&n->out, &m, (wr_codec){WR_F32, false}, &e) == 0)
+        send_to(n, n->rx.id, n->rx.id_len, &n->out);
+}
+
+/* Node-level checks of a parsed batch (the wire checked its structure). -1 with code and err. */
+static int check_batch(en_node *n, uint64_t seq, const wr_batch *b, wr_code *code, mw_err *err) {
+    const char *k = "expert_batch";
+    if (n->opts.numerics >= 0 && (int)b->numerics != n->opts.numerics)
+        return *code = WR_E_UNEXPECTED,
+               mw_errf(err, "%s seq %" PRIu64 ": numerics %s is not served (this node: %s)", k, seq,
+                       b->numerics == WR_NUM_Q8 ? "q8" : "f32", n->numerics);
+    if ((int64_t)b->width != n->width)
+        return *code = WR_E_SHAPE, mw_errf(err, "%s seq %" PRIu64 ": width %u, the model's is %lld",
+                                           k, seq, b->width, (long long)n->width);
+    if (b->layer >= (uint32_t)n->n_layers)
+        return *code = WR_E_LAYER, mw_errf(err, "%s seq %" PRIu64 ": layer %u, the model has %d", k,
+                                           seq, b->layer, n->n_layers);
+    for (uint32_t j = 0; j < b->n_assign; j++) {
+        int32_t e = b->assign[j].expert;
+        if (e >= n->n_experts)
+            return *code = WR_E_EXPERT,
+                   mw_errf(err,
+                           "%s seq %" PRIu64 ": assignment %u names expert %d, the model has %d", k,
+                           seq, j, e, n->n_experts);
+        if (!vx_expert_set_has(&n->owned, (int)b->layer, e))
+            return *code = WR_E_NOT_OWNED,
+                   mw_errf(err,
+                           "%s seq %" PRIu64 ": expert %d of layer %u is not owned by %s (owns %s)",
+                           k, seq, e, b->layer, n->node_id, n->spec);
+    }
+    return 0;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int find_group(en_node *n, int layer, md_moe_output mode, kn_numerics num) {
+    for (int g = 0; g < n->n_group; g++)
+        if (n->group[g].layer == layer && n->group[g].mode == mode && n->group[g].numerics == num)
+            return g;
+    en_group *g = &n->group[n->n_group];
+    g->layer = layer;
+    g->mode = mode;
+    g->numerics = num;
+    g->rows = g->n_assign = 0;
+    return n->n_group++;
+}
+
+/* Stored bytes of the distinct experts a request uses: what serving it alone reads. */
+static uint64_t request_weight_bytes(en_node *n, const wr_batch *b) {
+    if (++n->stamp_now == 0) {
+        memset(n->stamp, 0, (size_t)n->n_experts * sizeof *n->stamp);
+        n->stamp_now = 1;
+    }
+    uint64_t sum = 0;
+    const uint64_t *bytes = n->expert_bytes + (size_t)b->layer * (size_t)n->n_experts;
+    for (uint32_t j = 0; j < b->n_assign; j++) {
+        int32_t e = b->assign[j].expert;
+        if (n->stamp[e] != n->stamp_now) {
+            n->stamp[e] = n->stamp_now;
+            sum += bytes[e];
+        }
+    }
+    return sum;
+}
+
+/* Appends an accepted batch to its group. */
+static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
+    int gi = find_group(n, (int)b->layer, (md_moe_output)b->mode, (kn_numerics)b->numerics);
+    en_group *g = &n->group[gi];
+    size_t w = (size_t)n->width;
+    if (grow((void **)&g->x, &g->x_cap, (size_t)(g->rows + b->rows) * w, sizeof(float)) ||
+        grow((void **)&g->assign, &g->assign_cap, (size_t)(g->n_assign + b->n_assign),
+             sizeof(md_assignment)))
+        return -1;
+    memcpy(g->x + (size_t)g->rows * w, b->x, (size_t)b->rows * w * sizeof(float));
+    for (uint32_t j = 0; j < b->n_assign; j++)
+        g->assign[g->n_assign + j] = (md_assignment){(int32_t)(g->rows + b->assign[j].row),
+                                                     b->assign[j].expert, b->assign[j].weight};
+    en_req *r = &n->req[n->n_req++];
+    memcpy(r->id, n->rx.id, n->rx.id_len);
+    r->id_len = n->rx.id_len;
+    r->seq = seq;
+    r->group = gi;
+    r->row_off = g->rows;
+    r->rows = b->rows;
+    r->assign_off = g->n_assign;
+    r->n_assign = b->n_assign;
+    r->reply = b->reply;
+    r->weight_bytes = request_weight_bytes(n, b);
+    r->rx_bytes = n->in.bytes;
+    g->rows += b->rows;
+    g->n_assign += b->n_assign;
+    n->pending_rows += b->rows;
+    return 0;
+}
+
+/* Handles the message in n->rx: answers it now, or queues it for the round. */
+static void handle(en_node *n) {
+    wr_msg m;
+    wr_code code;
+    mw_err e;
+    const uint8_t *id = n->rx.id;
+    size_t id_len = n->rx.id_len;
+    if (wr_parse(&n->in, n->rx.parts, n->rx.n_parts, n->rx.truncated, &m, &code, &e) != 0) {
+        reply_error(n, id, id_len, m.seq, code, e.msg);
+        return;
+    }
+    switch (m.kind) {
+    case WR_MSG_HELLO:
+        if (m.hello.fingerprint[0] && strcmp(m.hello.fingerprint, vx_source_fingerprint(n->src))) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "hello: the client's model %.64s is not this node's %.64s",
+                     m.hello.fingerprint, vx_source_fingerprint(n->src));
+            reply_error(n, id, id_len, m.seq, WR_E_FINGERPRINT, msg);
+        } else {
+            reply_welcome(n, m.seq);
+        }
+        return;
+    case WR_MSG_PING: {
+        wr_msg pong = {.kind = WR_MSG_PONG, .seq = m.seq, .ping = m.ping};
+        if (wr_pack(&n->out, &pong, (wr_codec){WR_F32, false}, &e) == 0)
+            send_to(n, id, id_len, &n->out);
+        return;
+    }
+    case WR_MSG_EXPERT_BATCH:
+        if (check_batch(n, m.seq, &m.batch, &code, &e) != 0) {
+            reply_error(n, id, id_len, m.seq, code, e.msg);
+        } else if (enqueue(n, m.seq, &m.batch) != 0) {
+            reply_error(n, id, id_len, m.seq, WR_E_INTERNAL, "out of memory queueing the batch");
+        }
+        return;
+    default: {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s seq %" PRIu64 ": an expert node does not accept a %s",
+                 wr_kind_name(m.kind), m.seq, wr_kind_name(m.kind));
+        reply_error(n, id, id_len, m.seq, WR_E_UNEXPECTED, msg);
+    }
+    }
+}
+
+/* Runs every group and answers every queued request. */
+static void execute_round(en_node *n) {
+    size_t w = (size_t)n->width;
+    for (int gi = 0; gi < n->n_group; gi++) {
+        en_group *g = &n->group[gi];
+        int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
+        mw_err e;
+        int rc = -1;
+        uint64_t read = 0, t0 = now_ns();
+        if (grow((void **)&n->y, &n->y_cap, (size_t)out_rows * w, sizeof(float)) != 0) {
+            mw_errf(&e, "out of memory for %lld output rows", (long long)out_rows);
+        } else {
+            md_moe_exec_args a = {.layer = g->layer,
+                                  .rows = g->rows,
+                                  .width = n->width,
+                                  .x = g->x,
+                                  .assign = g->assign,
+                                  .n_assign = g->n_assign,
+                                  .mode = g->mode,
+                                  .glu = &n->cfg.glu,
+                                  .numerics = g->numerics,
+                                  .pool = n->pool,
+                                  .lookup = en_lookup,
+                                  .lookup_ctx = n,
+                                  .ws = n->ws};
+            rc = md_moe_exec(&a, n->y, &read, &e);
+        }
+        uint64_t dt = now_ns() - t0;
+        wr_counters *c = wr_stats_at(&n->stats, 0, g->layer);
+        c->weight_bytes += read;
+        c->compute_ns += dt;
+        c->rows += (uint64_t)g->rows;
+        c->assignments += (uint64_t)g->n_assign;
+        for (int ri = 0; ri < n->n_req; ri++) {
+            en_req *r = &n->req[ri];
+            if (r->group != gi) continue;
+            c->rx_bytes += r->rx_bytes;
+            c->rx_msgs++;
+            c->batches++;
+            if (rc != 0) {
+                char msg[WR_MAX_STRING];
+                snprintf(msg, sizeof msg, "expert_batch seq %" PRIu64 ": %s", r->seq, e.msg);
+                reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, msg);
+                continue;
+            }
+            int64_t off = g->mode == MD_MOE_EXACT ? r->assign_off : r->row_off;
+            int64_t rows = g->mode == MD_MOE_EXACT ? r->n_assign : r->rows;
+            wr_msg m = {.kind = WR_MSG_PARTIAL_BATCH,
+                        .seq = r->seq,
+                        .partial = {.layer = (uint32_t)g->layer,
+                                    .rows = (uint32_t)rows,
+                                    .width = (uint32_t)w,
+                                    .mode = (wr_mode)g->mode,
+                                    .compute_ns = dt,
+                                    .weight_bytes = r->weight_bytes,
+                                    .y = n->y + (size_t)off * w}};
+            mw_err pe;
+            if (wr_pack(&n->out, &m, r->reply, &pe) != 0) {
+                reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, pe.msg);
+                continue;
+            }
+            send_to(n, r->id, r->id_len, &n->out);
+            c->tx_bytes += n->out.bytes;
+            c->tx_msgs++;
+        }
+    }
+    n->n_req = n->n_group = 0;
+    n->pending_rows = 0;
+}
+
+static int write_ready_file(const en_node *n, mw_err *err) {
+    if (!n->opts.ready_file) return 0;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", n->opts.ready_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return mw_errf(err, "cannot write %s", tmp);
+    fprintf(f, "%s\n", n->endpoint);
+    if (fclose(f) != 0 || rename(tmp, n->opts.ready_file) != 0)
+        return mw_errf(err, "cannot write %s", n->opts.ready_file);
+    return 0;
+}
+
+static void print_summary(const en_node *n) {
+    wr_counters t = wr_stats_sum(&n->stats, -1, -1);
+    fprintf(stderr,
+            "expert-node %s: served %" PRIu64 " batches (%" PRIu64 " rows, %" PRIu64
+            " assignments), %" PRIu64 " errors; wire in %" PRIu64 " B, out %" PRIu64
+            " B; expert weights read %" PRIu64 " B; compute %.3f s\n",
+            n->node_id, t.batches, t.rows, t.assignments, n->errors_sent, t.rx_bytes, t.tx_bytes,
+            t.weight_bytes, (double)t.compute_ns * 1e-9);
+}
+
+int en_node_serve(en_node *n, mw_err *err) {
+    if (write_ready_file(n, err)) return -1;
+    if (!n->opts.quiet)
+        fprintf(stderr,
+                "expert-node %s: serving %zu experts (%s of %d layers × %d) of %s on %s, %s, "
+                "%d thread(s)\n",
+                n->node_id, vx_expert_set_count(&n->owned), n->spec, n->n_layers, n->n_experts,
+                n->opts.vindex, n->endpoint, n->backend, n->opts.threads);
+    zmq_pollitem_t items[2] = {{n->router, 0, ZMQ_POLLIN, 0}, {NULL, n->wake[0], ZMQ_POLLIN, 0}};
+    int rc = 0;
+    while (!atomic_load(&n->stopping)) {
+        if (zmq_poll(items, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
+            break;
+        }
+        if (items[1].revents & ZMQ_POLLIN) break;
+        /* Drain what is queued, up to one round, then execute it. */
+        while (n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
+               !atomic_load(&n->stopping)) {
+            mw_err e;
+            if (wr_recv(n->router, &n->rx, true, ZMQ_DONTWAIT, &e) != 0) {
+                if (errno == EAGAIN || errno == EINTR) break;
+                rc = mw_errf(err, "%s", e.msg);
+                goto out;
+            }
+            handle(n);
+        }
+        if (n->n_req) execute_round(n);
+    }
+out:
+    print_summary(n);
+    if (n->opts.ready_file) unlink(n->opts.ready_file);
+    return rc;
+}
