@@ -1,9 +1,221 @@
-/* vindex/main.c — the vindex program: extract, inspect, verify, slice, synth. */
+/* vindex/main.c — the vindex program: extract, inspect, verify, slice, synth.
+ * A thin command line over vindex/vx_vindex.h and vindex/vx_synth.h; exit 0 on success, 1 on a
+ * failure (a bad checksum included), 2 on a usage error. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vindex/vx_strmap.h"
+#include "vindex/vx_synth.h"
+#include "vindex/vx_vindex.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: vindex extract|inspect|verify|slice|synth ...\n");
+    fprintf(f, "usage:\n"
+               "  vindex extract SRC OUT [--strict] [--transcode experts=TYPE[,dense=TYPE]]\n"
+               "      SRC is a .gguf file or a Hugging Face safetensors directory\n"
+               "  vindex inspect DIR [--json]\n"
+               "  vindex verify DIR\n"
+               "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
+               "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
+               "  vindex synth --arch gpt-oss|qwen3moe --layers L --hidden H --heads NH\n"
+               "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
+               "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
+               "               [--dense-format f32|f16|q8_0] [--sliding-window W] [--context N]\n"
+               "               --format gguf|vindex OUT\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A progress bar on a terminal (stderr), redrawn at most ten times a second. */
+typedef struct bar {
+    const char *what;
+    double start, last;
+    bool on;
+} bar;
+
+static void bar_draw(void *ctx, uint64_t done, uint64_t total) {
+    bar *b = ctx;
+    if (!b->on) return;
+    double t = now_s();
+    if (done < total && t - b->last < 0.1) return;
+    b->last = t;
+    int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
+    double rate = (double)done / 1e6 / (t - b->start > 1e-9 ? t - b->start : 1e-9);
+    fprintf(stderr, "\r%s [%.*s%*s] %3d%% %8.1f MB %7.0f MB/s", b->what, fill,
+            "##############################", width - fill, "",
+            total ? (int)(100.0 * (double)done / (double)total) : 100, (double)done / 1e6, rate);
+    if (done >= total) fputc('\n', stderr);
+}
+
+static bar bar_new(const char *what) {
+    bar b = {what, now_s(), 0, isatty(2) == 1};
+    return b;
+}
+
+static int fail(const mw_err *err) {
+    fprintf(stderr, "vindex: %s\n", err->msg);
+    return 1;
+}
+
+/* Source tensors consumed by at least one stored tensor. */
+static size_t count_consumed(const vx_input *in) {
+    vx_strmap seen = {0};
+    size_t n = 0;
+    for (size_t i = 0; i < in->n_tensors; i++)
+        for (int r = 0; r < in->tensors[i].n_ranges; r++)
+            if (vx_strmap_put(&seen, in->tensors[i].ranges[r].src_name, 0) == 0) n++;
+    vx_strmap_free(&seen);
+    return n;
+}
+
+static void print_audit(const vx_input *in) {
+    size_t consumed = count_consumed(in);
+    printf("coverage: %zu source tensors: %zu consumed, %zu dropped by rule, %zu unrecognised\n",
+           consumed + in->n_dropped + in->n_unrecognised, consumed, in->n_dropped,
+           in->n_unrecognised);
+    for (size_t i = 0; i < in->n_dropped; i++)
+        printf("  dropped       %s (%s)\n", in->dropped[i].src_name, in->dropped[i].rule);
+    for (size_t i = 0; i < in->n_unrecognised; i++)
+        printf("  unrecognised  %s\n", in->unrecognised[i]);
+}
+
+static int cmd_extract(int argc, char **argv) {
+    const char *src = NULL, *out = NULL;
+    vx_extract_opts opts = {0};
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--strict"))
+            opts.strict = true;
+        else if (!strcmp(argv[i], "--transcode") && i + 1 < argc)
+            opts.transcode = argv[++i];
+        else if (argv[i][0] == '-')
+            return usage(stderr), 2;
+        else if (!src)
+            src = argv[i];
+        else if (!out)
+            out = argv[i];
+        else
+            return usage(stderr), 2;
+    }
+    if (!src || !out) return usage(stderr), 2;
+    mw_err err;
+    vx_input *in;
+    if (vx_input_open(src, &in, &err)) return fail(&err);
+    print_audit(in);
+    bar b = bar_new("extract");
+    opts.progress = bar_draw;
+    opts.progress_ctx = &b;
+    vx_extract_stats st;
+    double t0 = now_s();
+    int rc = vx_extract(in, out, &opts, &st, &err);
+    double dt = now_s() - t0;
+    vx_input_close(in);
+    if (rc) return fail(&err);
+    uint64_t bytes = st.dense_bytes + st.expert_bytes;
+    printf("wrote %s: dense.bin %.1f MB (%zu tensors), %zu expert files with %zu extents "
+           "(%.1f MB, %zu tensors)%s\n",
+           out, (double)st.dense_bytes / 1e6, st.n_dense, st.n_moe_layers, st.n_extents,
+           (double)st.expert_bytes / 1e6, st.n_expert_tensors,
+           st.n_transcoded ? ", some transcoded (see the manifest)" : "");
+    printf("extract: %.2f s, %.0f MB/s written (source %.1f MB hashed for provenance)\n", dt,
+           (double)bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9), (double)st.source_bytes / 1e6);
+    return 0;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    bool json = false;
+    const char *dir = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = true;
+        else if (!dir && argv[i][0] != '-')
+            dir = argv[i];
+        else
+            return usage(stderr), 2;
+    }
+    if (!dir) return usage(stderr), 2;
+    mw_err err;
+    return vx_inspect(dir, json, stdout, &err) ? fail(&err) : 0;
+}
+
+static int cmd_verify(int argc, char **argv) {
+    if (argc != 1 || argv[0][0] == '-') return usage(stderr), 2;
+    mw_err err;
+    bar b = bar_new("verify");
+    uint64_t bytes = 0;
+    double t0 = now_s();
+    int rc = vx_verify(argv[0], bar_draw, &b, &bytes, &err);
+    double dt = now_s() - t0;
+    if (rc) return fail(&err);
+    printf("%s: ok (%.1f MB checked in %.2f s, %.0f MB/s)\n", argv[0], (double)bytes / 1e6, dt,
+           (double)bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9));
+    return 0;
+}
+
+static int cmd_slice(int argc, char **argv) {
+    const char *dir = NULL, *spec = NULL, *out = NULL;
+    bool dense = true;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--experts") && i + 1 < argc)
+            spec = argv[++i];
+        else if (!strcmp(argv[i], "--no-dense"))
+            dense = false;
+        else if (argv[i][0] == '-')
+            return usage(stderr), 2;
+        else if (!dir)
+            dir = argv[i];
+        else if (!out)
+            out = argv[i];
+        else
+            return usage(stderr), 2;
+    }
+    if (!dir || !spec || !out) return usage(stderr), 2;
+    mw_err err;
+    if (vx_slice(dir, spec, out, dense, &err)) return fail(&err);
+    printf("wrote %s (experts %s%s)\n", out, spec, dense ? "" : ", no dense tensors");
+    return 0;
+}
+
+static int cmd_synth(int argc, char **argv) {
+    vx_synth_opts o;
+    vx_synth_defaults(&o);
+    const char *format = NULL, *out = NULL;
+    mw_err err;
+    for (int i = 0; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1] == '-' && i + 1 < argc) {
+            const char *k = argv[i] + 2, *v = argv[++i];
+            if (!strcmp(k, "format"))
+                format = v;
+            else if (vx_synth_set(&o, k, v, &err))
+                return fprintf(stderr, "vindex synth: %s\n", err.msg), 2;
+        } else if (argv[i][0] != '-' && !out) {
+            out = argv[i];
+        } else {
+            return usage(stderr), 2;
+        }
+    }
+    if (!out || !format || (strcmp(format, "gguf") && strcmp(format, "vindex")))
+        return usage(stderr), 2;
+    vx_input *in;
+    if (vx_synth_input(&o, &in, &err)) return fprintf(stderr, "vindex synth: %s\n", err.msg), 2;
+    bar b = bar_new("synth");
+    double t0 = now_s();
+    int rc;
+    if (!strcmp(format, "gguf")) {
+        rc = vx_input_write_gguf(in, out, bar_draw, &b, &err);
+    } else {
+        vx_extract_opts eo = {.progress = bar_draw, .progress_ctx = &b};
+        rc = vx_extract(in, out, &eo, NULL, &err);
+    }
+    vx_input_close(in);
+    if (rc) return fail(&err);
+    printf("wrote %s (%s) in %.2f s\n", out, format, now_s() - t0);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -11,6 +223,17 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (argc < 2) return usage(stderr), 2;
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } cmds[] = {{"extract", cmd_extract},
+                {"inspect", cmd_inspect},
+                {"verify", cmd_verify},
+                {"slice", cmd_slice},
+                {"synth", cmd_synth}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 2, argv + 2);
     usage(stderr);
     return 2;
 }

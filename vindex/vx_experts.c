@@ -1,6 +1,7 @@
 /* vindex/vx_experts.c — routed-expert tensor roles, their shape rules, and kn_expert views. */
 #include "vindex/vx_experts.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* One row per role: manifest name, GGUF tensor-name suffix, bias or weight. */
@@ -18,6 +19,35 @@ static const struct {
     [VX_R_GATE_UP_B] = {"gate_up_b", "ffn_gate_up_exps.bias", true},
     [VX_R_DOWN_B] = {"down_b", "ffn_down_exps.bias", true},
 };
+
+static int meta_count(const vx_meta *m, const char *where, const char *arch, const char *suffix,
+                      int64_t max, int64_t *out, mw_err *err) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    *out = 0;
+    if (vx_meta_get_i64(m, key, out, err) < 0) return mw_err_wrap(err, "%s", where);
+    if (*out < 0 || *out > max)
+        return mw_errf(err, "%s: %s = %lld is out of range (0..%lld)", where, key, (long long)*out,
+                       (long long)max);
+    return 0;
+}
+
+int vx_model_shape_read(const vx_meta *m, const char *where, vx_model_shape *out, mw_err *err) {
+    memset(out, 0, sizeof *out);
+    int rc = vx_meta_get_str(m, "general.architecture", &out->arch, err);
+    if (rc < 0) return mw_err_wrap(err, "%s", where);
+    if (rc == 0) return mw_errf(err, "%s: no general.architecture in the metadata", where);
+    if (strlen(out->arch) == 0 || strlen(out->arch) > 64)
+        return mw_errf(err, "%s: general.architecture must be 1..64 characters", where);
+    int64_t layers, experts;
+    if (meta_count(m, where, out->arch, "block_count", 1 << 20, &layers, err) ||
+        meta_count(m, where, out->arch, "expert_count", 1 << 20, &experts, err) ||
+        meta_count(m, where, out->arch, "embedding_length", (int64_t)1 << 32, &out->hidden, err))
+        return -1;
+    out->n_layers = (int)layers;
+    out->n_experts = (int)experts;
+    return 0;
+}
 
 const char *vx_role_name(vx_role r) {
     return r < VX_ROLE_COUNT ? roles[r].name : "?";

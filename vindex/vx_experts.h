@@ -13,6 +13,7 @@
 
 #include "kernels/kn.h"
 #include "util/mw_err.h"
+#include "vindex/vx_meta.h"
 
 typedef enum vx_role {
     VX_R_GATE = 0,
@@ -25,6 +26,17 @@ typedef enum vx_role {
     VX_R_DOWN_B,
     VX_ROLE_COUNT
 } vx_role;
+
+/* The model-level numbers every container states in its metadata. */
+typedef struct vx_model_shape {
+    const char *arch; /* general.architecture (owned by the table) */
+    int n_layers;     /* {arch}.block_count (0 when absent) */
+    int n_experts;    /* {arch}.expert_count (0 when absent) */
+    int64_t hidden;   /* {arch}.embedding_length (0 when absent) */
+} vx_model_shape;
+
+/* Reads the shape from a metadata table; `where` names the file in messages. */
+int vx_model_shape_read(const vx_meta *m, const char *where, vx_model_shape *out, mw_err *err);
 
 /* "gate", "up_b", ... (the role names of the manifest). */
 const char *vx_role_name(vx_role r);

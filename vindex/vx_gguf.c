@@ -156,6 +156,9 @@ static int read_array(rd *r, vx_val *out, int depth) {
     out->u.arr.data = malloc(n > 0 ? n * sz : 1);
     if (!out->u.arr.data) return mw_errf(r->err, "%s: %s: out of memory", r->path, r->what);
     memcpy(out->u.arr.data, r->p + r->pos, n * sz);
+    if (elem == VX_BOOL) /* any non-zero byte is true; keep one spelling so digests agree */
+        for (uint64_t i = 0; i < n; i++)
+            ((uint8_t *)out->u.arr.data)[i] = ((uint8_t *)out->u.arr.data)[i] != 0;
     out->u.arr.n = n;
     r->pos += n * sz;
     return 0;
@@ -179,6 +182,7 @@ static int read_val(rd *r, vx_vtype type, vx_val *out, int depth) {
     size_t sz = vx_vtype_size(type);
     if (need(r, sz)) return -1;
     memcpy(out->u.raw, r->p + r->pos, sz);
+    if (type == VX_BOOL) out->u.raw[0] = out->u.raw[0] != 0;
     r->pos += sz;
     return 0;
 }

@@ -2,7 +2,9 @@
 #include "vindex/vx_hash.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -46,6 +48,38 @@ void vx_sha_update(vx_sha *h, const void *p, size_t n) {
 
 void vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]) {
     crypto_hash_sha256_final(&h->st, out);
+}
+
+typedef struct run_ctx {
+    const vx_hash_job *jobs;
+    size_t n;
+    atomic_size_t next;
+} run_ctx;
+
+static void run_jobs(void *arg, int ith, int nth) {
+    run_ctx *c = arg;
+    for (size_t i; (i = atomic_fetch_add(&c->next, 1)) < c->n;) {
+        const vx_hash_job *j = &c->jobs[i];
+        for (size_t k = 0; k < j->n_segs; k++) {
+            if (j->b2) vx_b2_update(j->b2, j->segs[k].p, j->segs[k].n);
+            if (j->sha) vx_sha_update(j->sha, j->segs[k].p, j->segs[k].n);
+        }
+    }
+}
+
+void vx_hash_run(kn_pool *pool, const vx_hash_job *jobs, size_t n) {
+    vx_hash_init();
+    run_ctx c = {jobs, n, 0};
+    if (pool && n > 1)
+        kn_pool_run(pool, run_jobs, &c);
+    else
+        run_jobs(&c, 0, 1);
+}
+
+kn_pool *vx_pool_new(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n > 8) n = 8;
+    return n > 1 ? kn_pool_create((int)n) : NULL;
 }
 
 void vx_hex(const uint8_t d[VX_DIGEST_BYTES], char out[VX_DIGEST_HEX]) {

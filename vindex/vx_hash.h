@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kn.h"
+
 #define VX_DIGEST_BYTES 32
 #define VX_DIGEST_HEX   (2 * VX_DIGEST_BYTES + 1)
 
@@ -28,6 +30,27 @@ typedef struct vx_sha {
 void vx_sha_init(vx_sha *h);
 void vx_sha_update(vx_sha *h, const void *p, size_t n);
 void vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]);
+
+/* A batch of hash updates run in parallel: each job feeds its segments, in order, to one state
+ * (exactly one of b2 / sha is set). Jobs are claimed dynamically by the pool's threads (NULL pool:
+ * inline), so independent streams (an extent's BLAKE2b and SHA-256, several extents, a tensor's
+ * running digest) proceed at once. Put the longest jobs first. */
+typedef struct vx_hash_seg {
+    const void *p;
+    size_t n;
+} vx_hash_seg;
+
+typedef struct vx_hash_job {
+    vx_b2 *b2;
+    vx_sha *sha;
+    const vx_hash_seg *segs;
+    size_t n_segs;
+} vx_hash_job;
+
+void vx_hash_run(kn_pool *pool, const vx_hash_job *jobs, size_t n);
+/* A pool for vindex work (hashing, synthesis): one thread per online CPU, at most 8; NULL when
+ * that is one. */
+kn_pool *vx_pool_new(void);
 
 void vx_hex(const uint8_t d[VX_DIGEST_BYTES], char out[VX_DIGEST_HEX]);
 /* Parses 64 hex digits; returns 0 or -1. */

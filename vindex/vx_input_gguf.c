@@ -5,6 +5,7 @@
 
 #include "vindex/vx_gguf.h"
 #include "vindex/vx_input.h"
+#include "vindex/vx_synth.h"
 
 typedef struct gguf_in {
     vx_gguf *g;
@@ -84,4 +85,51 @@ oom:
 fail:
     close_gguf(in);
     return -1;
+}
+
+/* ---- any input written as GGUF ------------------------------------------------------------- */
+
+typedef struct write_progress {
+    vx_progress_fn fn;
+    void *ctx;
+    uint64_t done, total;
+} write_progress;
+
+typedef struct tensor_fill {
+    const vx_input *in;
+    const vx_input_tensor *t;
+    uint64_t pos;
+    write_progress *wp;
+} tensor_fill;
+
+static int fill_from_input(void *ctx, void *dst, uint64_t nbytes, mw_err *err) {
+    tensor_fill *f = ctx;
+    if (f->t->read(f->in, f->t, f->pos, dst, nbytes, err)) return -1;
+    f->pos += nbytes;
+    f->wp->done += nbytes;
+    if (f->wp->fn) f->wp->fn(f->wp->ctx, f->wp->done, f->wp->total);
+    return 0;
+}
+
+int vx_input_write_gguf(const vx_input *in, const char *path, vx_progress_fn progress, void *ctx,
+                        mw_err *err) {
+    vx_gguf_writer *w = vx_gguf_writer_new(32);
+    tensor_fill *fills = calloc(in->n_tensors ? in->n_tensors : 1, sizeof *fills);
+    write_progress wp = {progress, ctx, 0, 0};
+    int rc = w && fills ? 0 : mw_errf(err, "%s: out of memory", path);
+    for (size_t i = 0; rc == 0 && i < vx_meta_count(in->meta); i++)
+        if (strcmp(vx_meta_key(in->meta, i), "general.alignment") != 0 &&
+            vx_meta_copy_entry(vx_gguf_writer_meta(w), in->meta, i))
+            rc = mw_errf(err, "%s: out of memory", path);
+    for (size_t i = 0; rc == 0 && i < in->n_tensors; i++) {
+        const vx_input_tensor *t = &in->tensors[i];
+        fills[i] = (tensor_fill){in, t, 0, &wp};
+        wp.total += t->nbytes;
+        rc = vx_gguf_writer_add_fill(w, t->name, t->type, t->n_dims, t->ne, fill_from_input,
+                                     &fills[i], err);
+    }
+    if (rc == 0) rc = vx_gguf_writer_write(w, path, err);
+    vx_gguf_writer_free(w);
+    free(fills);
+    return rc;
 }

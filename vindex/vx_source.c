@@ -24,34 +24,14 @@ vx_source *vx_source_alloc(const char *path) {
     return s;
 }
 
-static int meta_int(const vx_source *s, const char *suffix, int64_t max, int64_t *out,
-                    mw_err *err) {
-    char key[160];
-    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
-    *out = 0;
-    int rc = vx_meta_get_i64(s->meta, key, out, err);
-    if (rc < 0) return mw_err_wrap(err, "%s", s->path);
-    if (*out < 0 || *out > max)
-        return mw_errf(err, "%s: %s = %lld is out of range (0..%lld)", s->path, key,
-                       (long long)*out, (long long)max);
-    return 0;
-}
-
 int vx_source_read_shape(vx_source *s, mw_err *err) {
-    int rc = vx_meta_get_str(s->meta, "general.architecture", &s->arch, err);
-    if (rc < 0) return mw_err_wrap(err, "%s", s->path);
-    if (rc == 0) return mw_errf(err, "%s: no general.architecture in the metadata", s->path);
-    if (strlen(s->arch) == 0 || strlen(s->arch) > 64)
-        return mw_errf(err, "%s: general.architecture must be 1..64 characters", s->path);
-    int64_t layers, experts, hidden;
-    if (meta_int(s, "block_count", 1 << 20, &layers, err) ||
-        meta_int(s, "expert_count", 1 << 20, &experts, err) ||
-        meta_int(s, "embedding_length", (int64_t)1 << 32, &hidden, err))
-        return -1;
-    s->n_layers = (int)layers;
-    s->n_experts = (int)experts;
-    s->hidden = hidden;
-    s->layers = calloc(layers ? (size_t)layers : 1, sizeof *s->layers);
+    vx_model_shape sh;
+    if (vx_model_shape_read(s->meta, s->path, &sh, err)) return -1;
+    s->arch = sh.arch;
+    s->n_layers = sh.n_layers;
+    s->n_experts = sh.n_experts;
+    s->hidden = sh.hidden;
+    s->layers = calloc(sh.n_layers ? (size_t)sh.n_layers : 1, sizeof *s->layers);
     if (!s->layers) return mw_errf(err, "%s: out of memory", s->path);
     return 0;
 }

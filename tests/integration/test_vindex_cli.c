@@ -1,0 +1,203 @@
+/* tests/integration/test_vindex_cli.c — the `vindex` program end to end: extract, inspect
+ * (human and JSON), verify (ok, then a flipped byte named by extent and exit 1), slice, synth in
+ * both formats, and usage errors (exit 2). */
+#include "tests/support/mw_test.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *tmp;
+
+static int setup(void **state) {
+    (void)state;
+    tmp = mwt_tmpdir("vindex-cli");
+    return tmp ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    mwt_rmrf(tmp);
+    free(tmp);
+    return 0;
+}
+
+/* Runs `vindex ARGS...` (NULL-terminated); returns the exit status, output in *out / *err. */
+static int vindex(char **out, char **err, ...) {
+    char *argv[40];
+    int n = 0;
+    argv[n++] = (char *)mwt_bin("vindex");
+    va_list ap;
+    va_start(ap, err);
+    for (char *a; n < 39 && (a = va_arg(ap, char *));) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    char *o = NULL, *e = NULL;
+    int rc = mwt_run(argv, &o, &e, 120000);
+    if (out)
+        *out = o;
+    else
+        free(o);
+    if (err)
+        *err = e;
+    else
+        free(e);
+    return rc;
+}
+
+static json_t *inspect_json(const char *dir) {
+    char *out, *err;
+    int rc = vindex(&out, &err, "inspect", "--json", dir, NULL);
+    if (rc != 0) fail_msg("inspect --json %s: exit %d: %s", dir, rc, err);
+    json_error_t je;
+    json_t *j = json_loads(out, 0, &je);
+    if (!j) fail_msg("inspect --json output is not JSON: %s", je.text);
+    free(out);
+    free(err);
+    return j;
+}
+
+static void test_extract_inspect_verify(void **state) {
+    (void)state;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/oss", tmp);
+    char *out, *err;
+    int rc = vindex(&out, &err, "extract", "--strict",
+                    (char *)mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), dir, NULL);
+    if (rc != 0) fail_msg("extract: exit %d: %s", rc, err);
+    assert_non_null(
+        strstr(out, "coverage: 79 source tensors: 79 consumed, 0 dropped by rule, 0 unrecognised"));
+    assert_string_equal(err, ""); /* no progress bar when stderr is not a terminal */
+    free(out);
+    free(err);
+
+    rc = vindex(&out, &err, "inspect", dir, NULL);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "gpt-oss: 4 layers, hidden 256, 8 experts"));
+    assert_non_null(strstr(out, "holds        0-3:0-7 (32 of 32 extents"));
+    assert_non_null(strstr(out, "gpt-oss.rope.scaling.type"));
+    free(out);
+    free(err);
+
+    json_t *j = inspect_json(dir);
+    assert_int_equal(strlen(json_string_value(json_object_get(j, "fingerprint"))), 64);
+    assert_int_equal(json_integer_value(json_object_get(j, "layers")), 4);
+    assert_int_equal(json_integer_value(json_object_get(j, "extents_held")), 32);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "tensors"), "count")),
+                     79);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(j, "metadata"), "tokenizer.ggml.tokens")),
+        "[str × 512]");
+    json_decref(j);
+
+    rc = vindex(&out, &err, "verify", dir, NULL);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, ": ok ("));
+    free(out);
+    free(err);
+
+    /* one flipped byte in expert 5 of layer 2 */
+    char path[1100];
+    snprintf(path, sizeof path, "%s/experts-002.bin", dir);
+    size_t n;
+    uint8_t *bytes = mwt_read_file(path, &n);
+    size_t extent = n / 8, at = 5 * extent + extent / 3;
+    bytes[at] ^= 1;
+    assert_int_equal(mwt_write_file(path, bytes, n), 0);
+    rc = vindex(&out, &err, "verify", dir, NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(
+        strstr(err, "extent (layer 2, expert 5) in experts-002.bin: checksum mismatch"));
+    free(out);
+    free(err);
+    bytes[at] ^= 1;
+    assert_int_equal(mwt_write_file(path, bytes, n), 0);
+    free(bytes);
+    assert_int_equal(vindex(NULL, NULL, "verify", dir, NULL), 0);
+
+    /* slice */
+    char sl[1024];
+    snprintf(sl, sizeof sl, "%s/oss-slice", tmp);
+    assert_int_equal(
+        vindex(NULL, NULL, "slice", dir, "--experts", "0-1:0-3", sl, "--no-dense", NULL), 0);
+    assert_int_equal(vindex(NULL, NULL, "verify", sl, NULL), 0);
+    json_t *js = inspect_json(sl), *jf = inspect_json(dir);
+    assert_string_equal(json_string_value(json_object_get(js, "holds")), "0-1:0-3");
+    assert_false(json_is_true(json_object_get(js, "dense")));
+    assert_string_equal(json_string_value(json_object_get(js, "fingerprint")),
+                        json_string_value(json_object_get(jf, "fingerprint")));
+    json_decref(js);
+    json_decref(jf);
+    rc = vindex(&out, &err, "slice", dir, "--experts", "0-9:0", sl, NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "layer 9 out of range"));
+    free(out);
+    free(err);
+}
+
+static void test_synth_both_formats(void **state) {
+    (void)state;
+    char gguf[1024], vx[1024], vx2[1024];
+    snprintf(gguf, sizeof gguf, "%s/q.gguf", tmp);
+    snprintf(vx, sizeof vx, "%s/q-vindex", tmp);
+    snprintf(vx2, sizeof vx2, "%s/q-extracted", tmp);
+#define SYNTH_ARGS                                                                                 \
+    "synth", "--arch", "qwen3moe", "--layers", "2", "--hidden", "256", "--heads", "4",             \
+        "--kv-heads", "2", "--experts", "4", "--top-k", "2", "--expert-ff", "512", "--vocab",      \
+        "300", "--seed", "9"
+    assert_int_equal(vindex(NULL, NULL, SYNTH_ARGS, "--format", "gguf", gguf, NULL), 0);
+    assert_int_equal(vindex(NULL, NULL, SYNTH_ARGS, "--format", "vindex", vx, NULL), 0);
+    assert_int_equal(vindex(NULL, NULL, "extract", gguf, vx2, NULL), 0);
+    json_t *a = inspect_json(vx), *b = inspect_json(vx2);
+    assert_string_equal(json_string_value(json_object_get(a, "fingerprint")),
+                        json_string_value(json_object_get(b, "fingerprint")));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(a, "provenance"), "input")), "synth");
+    json_decref(a);
+    json_decref(b);
+    assert_int_equal(vindex(NULL, NULL, "verify", vx, NULL), 0);
+}
+
+static void test_usage_and_input_errors(void **state) {
+    (void)state;
+    char *out, *err;
+    assert_int_equal(vindex(NULL, NULL, NULL), 2);
+    assert_int_equal(vindex(NULL, NULL, "frobnicate", NULL), 2);
+    assert_int_equal(vindex(NULL, NULL, "extract", "only-one", NULL), 2);
+    assert_int_equal(vindex(NULL, NULL, "verify", NULL), 2);
+    assert_int_equal(vindex(NULL, NULL, "--help", NULL), 0);
+    int rc = vindex(&out, &err, "synth", "--arch", "gpt-oss", "--format", "gguf", "x.gguf", NULL);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "--layers is required"));
+    free(out);
+    free(err);
+    char bad[1024], dir[1024];
+    snprintf(bad, sizeof bad, "%s/bad.gguf", tmp);
+    snprintf(dir, sizeof dir, "%s/never", tmp);
+    assert_int_equal(mwt_write_file(bad,
+                                    "GGUF\3\0\0\0\xff\xff\xff\xff\xff\xff\xff\x7f"
+                                    "\0\0\0\0\0\0\0\0",
+                                    24),
+                     0);
+    rc = vindex(&out, &err, "extract", bad, dir, NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, bad));
+    assert_non_null(strstr(err, "tensor count"));
+    free(out);
+    free(err);
+    rc = vindex(&out, &err, "verify", tmp, NULL);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "not a vindex"));
+    free(out);
+    free(err);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_extract_inspect_verify),
+        cmocka_unit_test(test_synth_both_formats),
+        cmocka_unit_test(test_usage_and_input_errors),
+    };
+    return cmocka_run_group_tests_name("vindex_cli", tests, setup, teardown);
+}

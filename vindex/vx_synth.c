@@ -1,0 +1,491 @@
+/* vindex/vx_synth.c — random-weight models of any shape, generated row by row on demand.
+ *
+ * Each tensor row is a function of (seed, tensor name, row index) only: a counter-based generator
+ * fills it with values uniform around a centre with a chosen standard deviation, and the kernels'
+ * quantizer encodes it in the stored format. Scales keep activations near unit RMS through many
+ * layers: weights ~ 1/sqrt(fan_in), output projections further divided by sqrt(2 · layers) (the
+ * residual stream grows by two sublayers per layer), norms near 1, small biases. */
+#include "vindex/vx_synth.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vindex/vx_gguf_internal.h"
+#include "vindex/vx_hash.h"
+
+/* How one tensor's values are drawn. */
+typedef struct gen {
+    uint64_t seed;
+    float center, spread; /* values uniform in center ± spread */
+} gen;
+
+typedef struct synth {
+    vx_input in;
+    kn_pool *pool; /* row generation runs on it */
+    vx_input_tensor *t;
+    gen *g;
+    size_t n, cap;
+} synth;
+
+/* ---- options ------------------------------------------------------------------------------- */
+
+void vx_synth_defaults(vx_synth_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->expert_type = o->dense_type = KN_TYPE_COUNT;
+    o->seed = UINT64_MAX; /* unset */
+}
+
+static int parse_int(const char *key, const char *val, int lo, int hi, int *out, mw_err *err) {
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end || v < lo || v > hi)
+        return mw_errf(err, "--%s %s: expected an integer in %d..%d", key, val, lo, hi);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_type(const char *key, const char *val, const kn_type *allowed, size_t n,
+                      kn_type *out, mw_err *err) {
+    int t = kn_type_from_name(val);
+    for (size_t i = 0; i < n && t >= 0; i++)
+        if (allowed[i] == (kn_type)t) {
+            *out = (kn_type)t;
+            return 0;
+        }
+    return mw_errf(err, "--%s %s: unsupported format", key, val);
+}
+
+int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err) {
+    static const struct {
+        const char *key;
+        size_t off;
+        int lo, hi;
+    } ints[] = {
+        {"layers", offsetof(vx_synth_opts, layers), 1, 4096},
+        {"hidden", offsetof(vx_synth_opts, hidden), 1, 1 << 20},
+        {"heads", offsetof(vx_synth_opts, heads), 1, 4096},
+        {"kv-heads", offsetof(vx_synth_opts, kv_heads), 1, 4096},
+        {"head-dim", offsetof(vx_synth_opts, head_dim), 2, 1024},
+        {"experts", offsetof(vx_synth_opts, experts), 1, 1 << 16},
+        {"top-k", offsetof(vx_synth_opts, top_k), 1, 1 << 16},
+        {"expert-ff", offsetof(vx_synth_opts, expert_ff), 1, 1 << 20},
+        {"vocab", offsetof(vx_synth_opts, vocab), 1, 1 << 24},
+        {"sliding-window", offsetof(vx_synth_opts, sliding_window), 1, 1 << 30},
+        {"context", offsetof(vx_synth_opts, context), 1, 1 << 30},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (!strcmp(key, ints[i].key))
+            return parse_int(key, val, ints[i].lo, ints[i].hi, (int *)((char *)o + ints[i].off),
+                             err);
+    if (!strcmp(key, "arch")) {
+        if (strcmp(val, "gpt-oss") && strcmp(val, "qwen3moe"))
+            return mw_errf(err, "--arch %s: expected gpt-oss or qwen3moe", val);
+        snprintf(o->arch, sizeof o->arch, "%s", val);
+        return 0;
+    }
+    if (!strcmp(key, "seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(val, &end, 10);
+        if (errno || end == val || *end || v == UINT64_MAX || !isdigit((unsigned char)val[0]))
+            return mw_errf(err, "--seed %s: expected a non-negative integer", val);
+        o->seed = v;
+        return 0;
+    }
+    static const kn_type expert_types[] = {KN_MXFP4, KN_Q6_K};
+    static const kn_type dense_types[] = {KN_F32, KN_F16, KN_Q8_0};
+    if (!strcmp(key, "expert-format"))
+        return parse_type(key, val, expert_types, 2, &o->expert_type, err);
+    if (!strcmp(key, "dense-format"))
+        return parse_type(key, val, dense_types, 3, &o->dense_type, err);
+    return mw_errf(err, "unknown option --%s", key);
+}
+
+static int need_multiple(const char *what, int v, kn_type t, mw_err *err) {
+    const kn_type_traits *tr = kn_traits(t);
+    if (!tr || !tr->from_float)
+        return mw_errf(err, "%s format %s has no quantizer", what, kn_type_name(t));
+    if (v % tr->blck_size)
+        return mw_errf(err, "%s = %d must be a multiple of %d for %s", what, v, tr->blck_size,
+                       tr->name);
+    return 0;
+}
+
+/* Fills defaults that depend on the family and checks every constraint. */
+static int complete(vx_synth_opts *o, mw_err *err) {
+    bool oss = !strcmp(o->arch, "gpt-oss");
+    if (!o->arch[0]) return mw_errf(err, "--arch is required");
+    const struct {
+        const char *name;
+        int v;
+    } req[] = {{"layers", o->layers}, {"hidden", o->hidden},
+               {"heads", o->heads},   {"experts", o->experts},
+               {"top-k", o->top_k},   {"expert-ff", o->expert_ff},
+               {"vocab", o->vocab},   {"seed", o->seed != UINT64_MAX}};
+    for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
+        if (!req[i].v) return mw_errf(err, "--%s is required", req[i].name);
+    if (!o->kv_heads) o->kv_heads = o->heads;
+    if (!o->head_dim) o->head_dim = oss ? 64 : o->hidden / o->heads;
+    if (o->expert_type == KN_TYPE_COUNT) o->expert_type = oss ? KN_MXFP4 : KN_Q6_K;
+    if (o->dense_type == KN_TYPE_COUNT) o->dense_type = KN_F32;
+    if (!o->sliding_window) o->sliding_window = 128;
+    if (!o->context) o->context = oss ? 131072 : 40960;
+    if (o->heads % o->kv_heads)
+        return mw_errf(err, "--heads %d must be a multiple of --kv-heads %d", o->heads,
+                       o->kv_heads);
+    if (o->head_dim < 2 || o->head_dim % 2)
+        return mw_errf(err, "head dimension %d must be even (RoPE rotates pairs)", o->head_dim);
+    if (o->top_k > o->experts)
+        return mw_errf(err, "--top-k %d exceeds --experts %d", o->top_k, o->experts);
+    if (o->vocab < 259)
+        return mw_errf(err,
+                       "--vocab %d: the byte-level tokenizer needs at least 259 tokens "
+                       "(256 bytes + 3 control tokens)",
+                       o->vocab);
+    return need_multiple("hidden", o->hidden, o->expert_type, err) ||
+                   need_multiple("expert-ff", o->expert_ff, o->expert_type, err) ||
+                   need_multiple("hidden", o->hidden, o->dense_type, err) ||
+                   need_multiple("heads × head-dim", o->heads * o->head_dim, o->dense_type, err)
+               ? -1
+               : 0;
+}
+
+/* ---- generation ---------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Row r of a tensor: values uniform in center ± spread from a splitmix64 stream. */
+static void gen_row(const gen *g, uint64_t r, float *out, int64_t n) {
+    uint64_t s = mix64(g->seed ^ mix64(r + 0x9e3779b97f4a7c15ull));
+    for (int64_t i = 0; i < n; i++) {
+        s += 0x9e3779b97f4a7c15ull;
+        uint64_t x = mix64(s);
+        float u = (float)(x >> 40) * (1.0f / 8388608.0f) - 1.0f; /* [-1, 1) */
+        out[i] = g->center + g->spread * u;
+    }
+}
+
+/* Whole rows [r0, r0 + n) of a tensor, generated and encoded in parallel on the pool. */
+typedef struct rows_task {
+    const vx_input_tensor *t;
+    uint64_t r0, n, rs;
+    uint8_t *dst;
+    float **scratch; /* one row of floats per thread */
+} rows_task;
+
+static void gen_rows(void *arg, int ith, int nth) {
+    const rows_task *rt = arg;
+    const gen *g = rt->t->impl;
+    const kn_type_traits *tr = kn_traits(rt->t->type);
+    for (uint64_t r = (uint64_t)ith; r < rt->n; r += (uint64_t)nth) {
+        gen_row(g, rt->r0 + r, rt->scratch[ith], rt->t->ne[0]);
+        tr->from_float(rt->scratch[ith], rt->dst + r * rt->rs, rt->t->ne[0]);
+    }
+}
+
+static int read_synth(const vx_input *in, const vx_input_tensor *t, uint64_t off, void *dst,
+                      uint64_t len, mw_err *err) {
+    const synth *s = in->impl;
+    uint64_t rs = kn_row_size(t->type, t->ne[0]);
+    if (off > t->nbytes || len > t->nbytes - off)
+        return mw_errf(err, "synth: tensor '%s': read outside its %llu bytes", t->name,
+                       (unsigned long long)t->nbytes);
+    int nth = kn_pool_size(s->pool);
+    float *scratch[8] = {0};
+    uint8_t *row = malloc(rs);
+    int rc = row ? 0 : -1;
+    for (int i = 0; i < nth && rc == 0; i++)
+        if (!(scratch[i] = malloc((size_t)t->ne[0] * sizeof(float)))) rc = -1;
+    uint8_t *out = dst;
+    /* a leading partial row, the whole rows (in parallel), a trailing partial row */
+    uint64_t r = off / rs, skip = off - r * rs;
+    rows_task whole = {t, 0, 0, rs, NULL, scratch};
+    if (rc == 0 && skip > 0) {
+        uint64_t n = rs - skip < len ? rs - skip : len;
+        rows_task one = {t, r, 1, rs, row, scratch};
+        gen_rows(&one, 0, 1);
+        memcpy(out, row + skip, n);
+        out += n;
+        len -= n;
+        r++;
+    }
+    if (rc == 0 && len >= rs) {
+        whole.r0 = r;
+        whole.n = len / rs;
+        whole.dst = out;
+        kn_pool_run(s->pool, gen_rows, &whole);
+        out += whole.n * rs;
+        len -= whole.n * rs;
+        r += whole.n;
+    }
+    if (rc == 0 && len > 0) {
+        rows_task one = {t, r, 1, rs, row, scratch};
+        gen_rows(&one, 0, 1);
+        memcpy(out, row, len);
+    }
+    for (int i = 0; i < nth; i++) free(scratch[i]);
+    free(row);
+    return rc ? mw_errf(err, "synth: out of memory") : 0;
+}
+
+static int add(synth *s, const char *name, kn_type type, int n_dims, int64_t ne0, int64_t ne1,
+               int64_t ne2, float center, float std, uint64_t seed) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        vx_input_tensor *t = realloc(s->t, cap * sizeof *t);
+        gen *g = t ? realloc(s->g, cap * sizeof *g) : NULL;
+        if (t) s->t = t;
+        if (g) s->g = g;
+        if (!t || !g) return -1;
+        s->cap = cap;
+    }
+    vx_input_tensor *t = &s->t[s->n];
+    memset(t, 0, sizeof *t);
+    char *nm = strdup(name);
+    if (!nm) return -1;
+    t->name = nm;
+    t->type = type;
+    t->n_dims = n_dims;
+    int64_t ne[4] = {ne0, ne1, ne2, 1};
+    memcpy(t->ne, ne, sizeof ne);
+    char why[120];
+    if (vx_tensor_nbytes(type, n_dims, t->ne, &t->nbytes, why, sizeof why)) {
+        free(nm);
+        return -1;
+    }
+    t->read = read_synth;
+    s->g[s->n] = (gen){seed ^ name_hash(name), center, std * sqrtf(3.0f)};
+    s->n++;
+    return 0;
+}
+
+/* ---- the model ----------------------------------------------------------------------------- */
+
+#define BIAS_STD    0.02f
+#define NORM_JITTER 0.05f
+
+static int add_tensors(synth *s, const vx_synth_opts *o) {
+    bool oss = !strcmp(o->arch, "gpt-oss");
+    int64_t H = o->hidden, V = o->vocab, E = o->experts, F = o->expert_ff;
+    int64_t Q = (int64_t)o->heads * o->head_dim, KV = (int64_t)o->kv_heads * o->head_dim;
+    float w_h = 1.0f / sqrtf((float)H), resid = 1.0f / sqrtf(2.0f * (float)o->layers);
+    float norm_std = NORM_JITTER / sqrtf(3.0f);
+    kn_type D = o->dense_type, X = o->expert_type;
+    uint64_t seed = o->seed;
+    int rc = add(s, "token_embd.weight", D, 2, H, V, 1, 0, 1.0f, seed);
+    char n[96];
+#define T(suffix, ...)                                                                             \
+    (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), rc = rc ? rc : add(s, n, __VA_ARGS__, seed))
+    for (int l = 0; l < o->layers; l++) {
+        T("attn_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std);
+        T("attn_q.weight", D, 2, H, Q, 1, 0, w_h);
+        T("attn_k.weight", D, 2, H, KV, 1, 0, w_h);
+        T("attn_v.weight", D, 2, H, KV, 1, 0, w_h);
+        T("attn_output.weight", D, 2, Q, H, 1, 0, resid / sqrtf((float)Q));
+        if (oss) {
+            T("attn_q.bias", KN_F32, 1, Q, 1, 1, 0, BIAS_STD);
+            T("attn_k.bias", KN_F32, 1, KV, 1, 1, 0, BIAS_STD);
+            T("attn_v.bias", KN_F32, 1, KV, 1, 1, 0, BIAS_STD);
+            T("attn_output.bias", KN_F32, 1, H, 1, 1, 0, BIAS_STD);
+            T("attn_sinks.weight", KN_F32, 1, o->heads, 1, 1, 0, 0.5f);
+            T("post_attention_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std);
+            T("ffn_gate_inp.bias", KN_F32, 1, E, 1, 1, 0, BIAS_STD);
+        } else {
+            T("attn_q_norm.weight", KN_F32, 1, o->head_dim, 1, 1, 1.0f, norm_std);
+            T("attn_k_norm.weight", KN_F32, 1, o->head_dim, 1, 1, 1.0f, norm_std);
+            T("ffn_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std);
+        }
+        T("ffn_gate_inp.weight", KN_F32, 2, H, E, 1, 0, w_h);
+        T("ffn_gate_exps.weight", X, 3, H, F, E, 0, w_h);
+        T("ffn_up_exps.weight", X, 3, H, F, E, 0, w_h);
+        T("ffn_down_exps.weight", X, 3, F, H, E, 0, resid / sqrtf((float)F));
+        if (oss) {
+            T("ffn_gate_exps.bias", KN_F32, 2, F, E, 1, 0, BIAS_STD);
+            T("ffn_up_exps.bias", KN_F32, 2, F, E, 1, 0, BIAS_STD);
+            T("ffn_down_exps.bias", KN_F32, 2, H, E, 1, 0, BIAS_STD);
+        }
+    }
+#undef T
+    if (rc == 0) rc = add(s, "output_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std, seed);
+    if (rc == 0) rc = add(s, "output.weight", D, 2, H, V, 1, 0, w_h, seed);
+    for (size_t i = 0; i < s->n; i++) s->t[i].impl = &s->g[i];
+    return rc;
+}
+
+/* GPT-2's byte-level alphabet: byte b as one Unicode character, in UTF-8. */
+static void byte_token(int b, char out[4]) {
+    int cp = b;
+    if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
+        int k = 0;
+        for (int x = 0; x < b; x++)
+            if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) k++;
+        cp = 256 + k;
+    }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        out[2] = 0;
+    }
+}
+
+/* A byte-level BPE vocabulary: 256 byte tokens, two-byte merges of the most common bytes first
+ * (anti-diagonals of a frequency ranking), reserved tokens past 65536 merges, and 3 control
+ * tokens at the end. */
+static int add_tokenizer(vx_meta *m, const vx_synth_opts *o) {
+    bool oss = !strcmp(o->arch, "gpt-oss");
+    static const char rank_src[] = " etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789"
+                                   ".,'\"-!?:;()";
+    int rank[256], n_rank = 0;
+    bool used[256] = {false};
+    for (const char *c = rank_src; *c; c++) {
+        rank[n_rank++] = (uint8_t)*c;
+        used[(uint8_t)*c] = true;
+    }
+    for (int b = 0; b < 256; b++)
+        if (!used[b]) rank[n_rank++] = b;
+    int V = o->vocab, n_merges = V - 259 < 65536 ? V - 259 : 65536;
+    char **tok = calloc((size_t)V, sizeof *tok), **mer = calloc((size_t)n_merges + 1, sizeof *mer);
+    int32_t *type = calloc((size_t)V, sizeof *type);
+    int rc = tok && mer && type ? 0 : -1;
+    for (int b = 0; b < 256 && rc == 0; b++) {
+        char u[4];
+        byte_token(b, u);
+        tok[b] = strdup(u);
+        type[b] = 1;
+    }
+    int k = 0;
+    for (int d = 0; d < 511 && k < n_merges && rc == 0; d++) {
+        for (int a = 0; a <= d && k < n_merges; a++) {
+            if (a > 255 || d - a > 255) continue;
+            char ua[4], ub[4], t[16];
+            byte_token(rank[a], ua);
+            byte_token(rank[d - a], ub);
+            snprintf(t, sizeof t, "%s%s", ua, ub);
+            tok[256 + k] = strdup(t);
+            type[256 + k] = 1;
+            snprintf(t, sizeof t, "%s %s", ua, ub);
+            mer[k++] = strdup(t);
+        }
+    }
+    for (int i = 256 + k; i < V - 3; i++) {
+        char t[32];
+        snprintf(t, sizeof t, "<|reserved_%d|>", i);
+        tok[i] = strdup(t);
+        type[i] = 5; /* unused */
+    }
+    static const char *oss_special[3] = {"<|startoftext|>", "<|endoftext|>", "<|return|>"};
+    static const char *qwen_special[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    for (int i = 0; i < 3; i++) {
+        tok[V - 3 + i] = strdup(oss ? oss_special[i] : qwen_special[i]);
+        type[V - 3 + i] = 3; /* control */
+    }
+    for (int i = 0; i < V && rc == 0; i++)
+        if (!tok[i]) rc = -1;
+    for (int i = 0; i < k && rc == 0; i++)
+        if (!mer[i]) rc = -1;
+    if (rc == 0)
+        rc = vx_meta_set_str(m, "tokenizer.ggml.model", "gpt2", 4) ||
+             vx_meta_set_str(m, "tokenizer.ggml.pre", oss ? "gpt-4o" : "qwen2", oss ? 6 : 5) ||
+             vx_meta_set_arr_str(m, "tokenizer.ggml.tokens", (const char *const *)tok, NULL,
+                                 (uint64_t)V) ||
+             vx_meta_set_arr(m, "tokenizer.ggml.token_type", VX_I32, type, (uint64_t)V) ||
+             vx_meta_set_arr_str(m, "tokenizer.ggml.merges", (const char *const *)mer, NULL,
+                                 (uint64_t)k) ||
+             vx_meta_set_u32(m, "tokenizer.ggml.bos_token_id", (uint32_t)(V - 3)) ||
+             vx_meta_set_u32(m, "tokenizer.ggml.eos_token_id", (uint32_t)(V - 1)) ||
+             vx_meta_set_u32(m, "tokenizer.ggml.padding_token_id",
+                             (uint32_t)(oss ? V - 2 : V - 3)) ||
+             vx_meta_set_bool(m, "tokenizer.ggml.add_bos_token", false);
+    for (int i = 0; tok && i < V; i++) free(tok[i]);
+    for (int i = 0; mer && i < n_merges; i++) free(mer[i]);
+    free(tok);
+    free(mer);
+    free(type);
+    return rc;
+}
+
+/* The family's hyperparameter keys, as llama.cpp's converter writes them. */
+static int add_meta(vx_meta *m, const vx_synth_opts *o) {
+    bool oss = !strcmp(o->arch, "gpt-oss");
+    char key[128], name[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", o->arch, suffix), key)
+    snprintf(name, sizeof name, "moewire-synth-%s-seed%llu", o->arch, (unsigned long long)o->seed);
+    int rc = vx_meta_set_str(m, "general.architecture", o->arch, strlen(o->arch)) ||
+             vx_meta_set_str(m, "general.name", name, strlen(name)) ||
+             vx_meta_set_u32(m, KEY("block_count"), (uint32_t)o->layers) ||
+             vx_meta_set_u32(m, KEY("context_length"), (uint32_t)o->context) ||
+             vx_meta_set_u32(m, KEY("embedding_length"), (uint32_t)o->hidden) ||
+             vx_meta_set_u32(m, KEY("feed_forward_length"),
+                             (uint32_t)(oss ? o->expert_ff : o->expert_ff * 3)) ||
+             vx_meta_set_u32(m, KEY("attention.head_count"), (uint32_t)o->heads) ||
+             vx_meta_set_u32(m, KEY("attention.head_count_kv"), (uint32_t)o->kv_heads) ||
+             vx_meta_set_f32(m, KEY("rope.freq_base"), oss ? 150000.0f : 1000000.0f);
+    if (oss)
+        rc = rc || vx_meta_set_str(m, KEY("rope.scaling.type"), "yarn", 4) ||
+             vx_meta_set_f32(m, KEY("rope.scaling.factor"), 32.0f) ||
+             vx_meta_set_u32(m, KEY("rope.scaling.original_context_length"), 4096) ||
+             vx_meta_set_f32(m, KEY("rope.scaling.yarn_beta_fast"), 32.0f) ||
+             vx_meta_set_f32(m, KEY("rope.scaling.yarn_beta_slow"), 1.0f);
+    rc = rc || vx_meta_set_f32(m, KEY("attention.layer_norm_rms_epsilon"), oss ? 1e-5f : 1e-6f) ||
+         vx_meta_set_u32(m, KEY("expert_count"), (uint32_t)o->experts) ||
+         vx_meta_set_u32(m, KEY("expert_used_count"), (uint32_t)o->top_k) ||
+         vx_meta_set_u32(m, KEY("attention.key_length"), (uint32_t)o->head_dim) ||
+         vx_meta_set_u32(m, KEY("attention.value_length"), (uint32_t)o->head_dim);
+    if (oss)
+        rc = rc ||
+             vx_meta_set_u32(m, KEY("attention.sliding_window"), (uint32_t)o->sliding_window) ||
+             vx_meta_set_u32(m, KEY("attention.sliding_window_pattern"), 2);
+    rc = rc || vx_meta_set_u32(m, KEY("expert_feed_forward_length"), (uint32_t)o->expert_ff);
+#undef KEY
+    rc = rc || add_tokenizer(m, o) || vx_meta_set_u32(m, "general.quantization_version", 2) ||
+         vx_meta_set_u32(m, "general.file_type", o->expert_type == KN_MXFP4 ? 38 : 18);
+    return rc ? -1 : 0;
+}
+
+static void close_synth(vx_input *in) {
+    synth *s = in->impl;
+    for (size_t i = 0; i < s->n; i++) free((char *)s->t[i].name);
+    free(s->t);
+    free(s->g);
+    kn_pool_destroy(s->pool);
+    vx_meta_free(in->meta);
+    free(s);
+}
+
+int vx_synth_input(const vx_synth_opts *opts, vx_input **out, mw_err *err) {
+    *out = NULL;
+    vx_synth_opts o = *opts;
+    if (complete(&o, err)) return -1;
+    synth *s = calloc(1, sizeof *s);
+    if (!s) return mw_errf(err, "synth: out of memory");
+    s->in.kind = "synth";
+    s->in.impl = s;
+    s->in.close = close_synth;
+    if (!(s->in.meta = vx_meta_new()) || add_meta(s->in.meta, &o) || add_tensors(s, &o)) {
+        close_synth(&s->in);
+        return mw_errf(err, "synth: out of memory building the model");
+    }
+    s->pool = vx_pool_new();
+    s->in.tensors = s->t;
+    s->in.n_tensors = s->n;
+    *out = &s->in;
+    return 0;
+}

@@ -1,0 +1,41 @@
+/* vindex/vx_synth.h — synthetic models of any shape: random weights scaled so activations stay
+ * sane through many layers, experts quantized with the kernels' quantizers, and the metadata keys
+ * llama.cpp uses for the family (tests/fixtures/llamacpp/FORMATS.md §4, §5).
+ *
+ * A synthetic model is a vx_input whose tensors are generated on demand, row by row, from
+ * (seed, tensor name, row): nothing is held in memory, and the same bytes come out whether the
+ * model is written as GGUF (vx_input_write_gguf) or extracted straight into a vindex (vx_extract).
+ */
+#ifndef VX_SYNTH_H
+#define VX_SYNTH_H
+
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "util/mw_err.h"
+#include "vindex/vx_input.h"
+#include "vindex/vx_vindex.h"
+
+typedef struct vx_synth_opts {
+    char arch[16]; /* "gpt-oss" or "qwen3moe" */
+    int layers, hidden, heads, kv_heads, head_dim;
+    int experts, top_k, expert_ff, vocab;
+    uint64_t seed;
+    kn_type expert_type; /* mxfp4 (gpt-oss default) or q6_K (qwen3moe default) */
+    kn_type dense_type;  /* 2-D weights: f32 (default), f16 or q8_0 */
+    int sliding_window;  /* gpt-oss only; default 128 */
+    int context;         /* context_length; default 131072 (gpt-oss) / 40960 (qwen3moe) */
+} vx_synth_opts;
+
+/* Zero / unset everything (required options must then be set). */
+void vx_synth_defaults(vx_synth_opts *o);
+/* Sets one option by its command-line name ("layers", "expert-format", ...). */
+int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err);
+/* Validates the options and builds the model as an input (kind "synth"). */
+int vx_synth_input(const vx_synth_opts *o, vx_input **out, mw_err *err);
+
+/* Writes any input as a GGUF v3 file through the project's writer, streaming tensor data. */
+int vx_input_write_gguf(const vx_input *in, const char *path, vx_progress_fn progress, void *ctx,
+                        mw_err *err);
+
+#endif
