@@ -12,28 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fx {
-    char *dir;
-    char ck[4096], out[4096];
-} fx;
-
-static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dir = mwt_tmpdir("hfx");
-    snprintf(f->ck, sizeof f->ck, "%s/ckpt", f->dir);
-    snprintf(f->out, sizeof f->out, "%s/out.vindex", f->dir);
-    *state = f;
-    return f->dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    fx *f = *state;
-    mwt_rmrf(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
-
 /* Runs `vindex ARGS...`; returns the exit status, stderr in *err_out (caller frees). */
 static int run_vindex(char **err_out, const char *a1, const char *a2, const char *a3,
                       const char *a4) {
@@ -49,7 +27,7 @@ static int run_vindex(char **err_out, const char *a1, const char *a2, const char
     return rc;
 }
 
-static void extract_ok(const fx *f) {
+static void extract_ok(const mwt_fx *f) {
     char *err = NULL;
     int rc = run_vindex(&err, "extract", f->ck, f->out, NULL);
     if (rc != 0) fail_msg("vindex extract exited %d: %s", rc, err ? err : "");
@@ -101,7 +79,7 @@ static void check_bias_view(const kn_mat *m, const vx_st_tensor *src, int64_t e,
 }
 
 static void test_gpt_oss_extract_and_load(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.shards = 2;
@@ -165,7 +143,7 @@ static void test_gpt_oss_extract_and_load(void **state) {
 }
 
 static void test_qwen3moe_extract_and_load(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "qwen3_moe");
     o.experts = 4;
@@ -203,7 +181,7 @@ static void test_qwen3moe_extract_and_load(void **state) {
 
 /* An unrecognised tensor is reported, and fatal with --strict; a bad config fails by name. */
 static void test_audit_and_errors_reach_the_program(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.layers = 1;
@@ -227,9 +205,9 @@ static void test_audit_and_errors_reach_the_program(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_gpt_oss_extract_and_load, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_qwen3moe_extract_and_load, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_audit_and_errors_reach_the_program, setup, teardown),
+        MWT_FX_TEST(test_gpt_oss_extract_and_load),
+        MWT_FX_TEST(test_qwen3moe_extract_and_load),
+        MWT_FX_TEST(test_audit_and_errors_reach_the_program),
     };
     return cmocka_run_group_tests_name("vx_hf_extract", tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* tests/support/mwt_st.c — safetensors writer and synthetic Hugging Face checkpoints for tests. */
 #include "tests/support/mwt_st.h"
+#include "tests/support/mw_test.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -7,6 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* ---- fixture ------------------------------------------------------------------------------ */
+
+int mwt_fx_setup(void **state) {
+    mwt_fx *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = mwt_tmpdir("st"))) {
+        free(f);
+        return -1;
+    }
+    snprintf(f->file, sizeof f->file, "%s/t.safetensors", f->dir);
+    snprintf(f->ck, sizeof f->ck, "%s/tiny-ckpt", f->dir);
+    snprintf(f->out, sizeof f->out, "%s/out.vindex", f->dir);
+    *state = f;
+    return 0;
+}
+
+int mwt_fx_teardown(void **state) {
+    mwt_fx *f = *state;
+    mwt_rmrf(f->dir);
+    free(f->dir);
+    free(f);
+    return 0;
+}
 
 /* ---- safetensors writer ------------------------------------------------------------------- */
 

@@ -8,6 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The cmocka fixture of the safetensors/HF tests: a fresh temporary directory and paths in it
+ * (*state is an mwt_fx *; everything is removed afterwards). */
+typedef struct mwt_fx {
+    char *dir;
+    char file[4096]; /* dir/t.safetensors */
+    char ck[4096];   /* dir/tiny-ckpt: a checkpoint directory */
+    char out[4096];  /* dir/out.vindex */
+} mwt_fx;
+
+int mwt_fx_setup(void **state);
+int mwt_fx_teardown(void **state);
+#define MWT_FX_TEST(t) cmocka_unit_test_setup_teardown(t, mwt_fx_setup, mwt_fx_teardown)
+
 /* A safetensors file under construction; tensors are laid out in the order added. */
 typedef struct mwt_st mwt_st;
 

@@ -14,27 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fx {
-    char *dir;
-    char ck[4096]; /* the checkpoint directory */
-} fx;
-
-static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dir = mwt_tmpdir("hf");
-    snprintf(f->ck, sizeof f->ck, "%s/tiny-ckpt", f->dir);
-    *state = f;
-    return f->dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    fx *f = *state;
-    mwt_rmrf(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
-
 static vx_input *open_ok(const char *dir) {
     vx_input *in = NULL;
     mw_err err = {{0}};
@@ -83,7 +62,7 @@ static void check_ne(const vx_input_tensor *t, int n, int64_t a, int64_t b, int6
 /* ---- gpt-oss ------------------------------------------------------------------------------ */
 
 static void test_gpt_oss_metadata(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.layers = 3;
@@ -267,7 +246,7 @@ static void check_gpt_oss_dense(const vx_input *in, const vx_st_set *src, const 
 }
 
 static void test_gpt_oss_mxfp4_tensors(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.inv_freq = true;
@@ -321,7 +300,7 @@ static void test_gpt_oss_mxfp4_tensors(void **state) {
 
 /* Reading in odd pieces gives the same bytes as one read; reads past the end fail. */
 static void test_partial_reads(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     const char *names[] = {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.bias",
                            "blk.0.ffn_down_exps.weight", "token_embd.weight"};
     for (int bf16 = 0; bf16 < 2; bf16++) {
@@ -356,7 +335,7 @@ static void test_partial_reads(void **state) {
 
 /* The same model sharded through an index gives the same tensors, with provenance per shard. */
 static void test_gpt_oss_sharded_equals_single(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     char one[4096], many[4096];
@@ -397,7 +376,7 @@ static void test_gpt_oss_sharded_equals_single(void **state) {
 
 /* Unquantized gpt-oss experts are [E, in, 2*ff] with gate/up interleaved along the last axis. */
 static void test_gpt_oss_bf16_experts(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.bf16_experts = true;
@@ -481,7 +460,7 @@ static void test_mxfp4_against_ggml_fixture(void **state) {
 /* ---- qwen3moe ----------------------------------------------------------------------------- */
 
 static void test_qwen3moe(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "qwen3_moe");
     o.experts = 4;
@@ -564,7 +543,7 @@ static void test_qwen3moe(void **state) {
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-static void expect_open_error(fx *f, mwt_hf_opts *o, const char *const *needles) {
+static void expect_open_error(mwt_fx *f, mwt_hf_opts *o, const char *const *needles) {
     mwt_rmrf(f->ck);
     assert_int_equal(mwt_hf_write(f->ck, o), 0);
     vx_input *in = (vx_input *)1;
@@ -578,7 +557,7 @@ static void expect_open_error(fx *f, mwt_hf_opts *o, const char *const *needles)
 #define OPEN_ERROR(o, ...) expect_open_error(f, o, (const char *const[]){__VA_ARGS__, NULL})
 
 static void test_config_errors(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.layers = 1;
@@ -685,7 +664,7 @@ static void test_qwen3moe_accepts_yarn_and_rope_parameters(void **state) {
 }
 
 static void test_tensor_errors(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.layers = 1;
@@ -731,7 +710,7 @@ static void rewrite_without(const char *dir, const char *drop) {
     mwt_st_free(w);
 }
 
-static void expect_error_after_drop(fx *f, const mwt_hf_opts *o, const char *drop,
+static void expect_error_after_drop(mwt_fx *f, const mwt_hf_opts *o, const char *drop,
                                     const char *needle) {
     mwt_rmrf(f->ck);
     assert_int_equal(mwt_hf_write(f->ck, o), 0);
@@ -744,7 +723,7 @@ static void expect_error_after_drop(fx *f, const mwt_hf_opts *o, const char *dro
 
 /* Companion tensors must come in pairs; a missing expert breaks the stack. */
 static void test_incomplete_tensor_sets(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.layers = 1;
@@ -760,17 +739,17 @@ static void test_incomplete_tensor_sets(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_gpt_oss_metadata, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpt_oss_mxfp4_tensors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_partial_reads, setup, teardown),
+        MWT_FX_TEST(test_gpt_oss_metadata),
+        MWT_FX_TEST(test_gpt_oss_mxfp4_tensors),
+        MWT_FX_TEST(test_partial_reads),
         cmocka_unit_test(test_mxfp4_against_ggml_fixture),
-        cmocka_unit_test_setup_teardown(test_gpt_oss_sharded_equals_single, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_gpt_oss_bf16_experts, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_qwen3moe, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_config_errors, setup, teardown),
+        MWT_FX_TEST(test_gpt_oss_sharded_equals_single),
+        MWT_FX_TEST(test_gpt_oss_bf16_experts),
+        MWT_FX_TEST(test_qwen3moe),
+        MWT_FX_TEST(test_config_errors),
         cmocka_unit_test(test_qwen3moe_accepts_yarn_and_rope_parameters),
-        cmocka_unit_test_setup_teardown(test_tensor_errors, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_incomplete_tensor_sets, setup, teardown),
+        MWT_FX_TEST(test_tensor_errors),
+        MWT_FX_TEST(test_incomplete_tensor_sets),
     };
     return cmocka_run_group_tests_name("vx_hf", tests, NULL, NULL);
 }

@@ -9,29 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct fx {
-    char *dir;
-    char path[4096];
-} fx;
-
-static int setup(void **state) {
-    fx *f = calloc(1, sizeof *f);
-    f->dir = mwt_tmpdir("st");
-    snprintf(f->path, sizeof f->path, "%s/t.safetensors", f->dir);
-    *state = f;
-    return f->dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    fx *f = *state;
-    mwt_rmrf(f->dir);
-    free(f->dir);
-    free(f);
-    return 0;
-}
-
 static void test_reads_dtypes_shapes_and_metadata(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     mwt_st *w = mwt_st_new();
     float a[6] = {1, 2, 3, 4, 5, 6};
     uint16_t b[4] = {0x3f80, 0x4000, 0xbf80, 0x0000};
@@ -49,12 +28,12 @@ static void test_reads_dtypes_shapes_and_metadata(void **state) {
     mwt_st_add(w, "fp4", "F4", 1, (int64_t[]){4}, f4, sizeof f4);
     mwt_st_meta(w, "format", "pt");
     mwt_st_meta(w, "note", "hello");
-    assert_int_equal(mwt_st_write(w, f->path), 0);
+    assert_int_equal(mwt_st_write(w, f->file), 0);
     mwt_st_free(w);
 
     mw_err err = {{0}};
     vx_st_file *st;
-    assert_int_equal(vx_st_open(f->path, &st, &err), 0);
+    assert_int_equal(vx_st_open(f->file, &st, &err), 0);
     assert_int_equal(vx_st_n_tensors(st), 8);
     /* sorted by name */
     for (size_t i = 1; i < vx_st_n_tensors(st); i++)
@@ -74,7 +53,7 @@ static void test_reads_dtypes_shapes_and_metadata(void **state) {
     assert_memory_equal(t->data, b, sizeof b);
     /* the offset is absolute: the bytes are at that position of the file */
     size_t len;
-    uint8_t *raw = mwt_read_file(f->path, &len);
+    uint8_t *raw = mwt_read_file(f->file, &len);
     assert_memory_equal(raw + t->offset, b, sizeof b);
     free(raw);
     t = vx_st_find(st, "u8");
@@ -101,27 +80,27 @@ static void test_reads_dtypes_shapes_and_metadata(void **state) {
 }
 
 static void test_empty_header_is_a_file_without_tensors(void **state) {
-    fx *f = *state;
-    assert_int_equal(mwt_st_write_raw(f->path, 2, "{}", NULL, 0), 0);
+    mwt_fx *f = *state;
+    assert_int_equal(mwt_st_write_raw(f->file, 2, "{}", NULL, 0), 0);
     vx_st_file *st;
     mw_err err = {{0}};
-    assert_int_equal(vx_st_open(f->path, &st, &err), 0);
+    assert_int_equal(vx_st_open(f->file, &st, &err), 0);
     assert_int_equal(vx_st_n_tensors(st), 0);
     vx_st_close(st);
 }
 
 /* Writes a file from a header and data, expects vx_st_open to fail with all `needles` in the
  * message (the path is always required). */
-static void expect_bad(const fx *f, uint64_t hlen, const char *header, size_t data_len,
+static void expect_bad(const mwt_fx *f, uint64_t hlen, const char *header, size_t data_len,
                        const char *const *needles) {
     uint8_t data[64] = {0};
     assert_true(data_len <= sizeof data);
-    assert_int_equal(mwt_st_write_raw(f->path, hlen, header, data, data_len), 0);
+    assert_int_equal(mwt_st_write_raw(f->file, hlen, header, data, data_len), 0);
     vx_st_file *st = (vx_st_file *)1;
     mw_err err = {{0}};
-    assert_int_equal(vx_st_open(f->path, &st, &err), -1);
+    assert_int_equal(vx_st_open(f->file, &st, &err), -1);
     assert_null(st);
-    if (!strstr(err.msg, f->path)) fail_msg("message lacks the path: %s", err.msg);
+    if (!strstr(err.msg, f->file)) fail_msg("message lacks the path: %s", err.msg);
     for (; *needles; needles++)
         if (!strstr(err.msg, *needles)) fail_msg("message lacks '%s': %s", *needles, err.msg);
 }
@@ -130,12 +109,12 @@ static void expect_bad(const fx *f, uint64_t hlen, const char *header, size_t da
     expect_bad(f, strlen(header), header, data_len, (const char *const[]){__VA_ARGS__, NULL})
 
 static void test_corrupted_headers_fail_cleanly(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     /* shorter than the length field */
-    assert_int_equal(mwt_write_file(f->path, "abc", 3), 0);
+    assert_int_equal(mwt_write_file(f->file, "abc", 3), 0);
     vx_st_file *st;
     mw_err err = {{0}};
-    assert_int_equal(vx_st_open(f->path, &st, &err), -1);
+    assert_int_equal(vx_st_open(f->file, &st, &err), -1);
     assert_non_null(strstr(err.msg, "too short"));
     /* header length past the end of the file (a truncated header) */
     expect_bad(f, 100, "{\"a\":", 0, (const char *const[]){"past the end", NULL});
@@ -203,21 +182,21 @@ static void test_corrupted_headers_fail_cleanly(void **state) {
 }
 
 static void test_unsorted_adjacent_and_empty_ranges_are_fine(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     const char *h = "{\"z\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]}, "
                     "\"e\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]}, "
                     "\"a\": {\"dtype\": \"F32\", \"shape\": [2], \"data_offsets\": [0, 8]}}";
     uint8_t data[16] = {0};
-    assert_int_equal(mwt_st_write_raw(f->path, strlen(h), h, data, sizeof data), 0);
+    assert_int_equal(mwt_st_write_raw(f->file, strlen(h), h, data, sizeof data), 0);
     vx_st_file *st;
     mw_err err = {{0}};
-    assert_int_equal(vx_st_open(f->path, &st, &err), 0);
+    assert_int_equal(vx_st_open(f->file, &st, &err), 0);
     assert_int_equal(vx_st_n_tensors(st), 3);
     vx_st_close(st);
 }
 
 static void test_missing_and_non_regular_files(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     vx_st_file *st;
     mw_err err = {{0}};
     assert_int_equal(vx_st_open("/nonexistent/x.safetensors", &st, &err), -1);
@@ -255,7 +234,7 @@ static void expect_set_error(const char *dir, const char *needle) {
 }
 
 static void test_sharded_set_through_index(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     write_part(f->dir, "m-1.safetensors", (const char *const[]){"b", "a", NULL});
     write_part(f->dir, "m-2.safetensors", (const char *const[]){"c", NULL});
     write_part(f->dir, "stray.safetensors", (const char *const[]){"a", NULL}); /* not indexed */
@@ -308,7 +287,7 @@ static void test_sharded_set_through_index(void **state) {
 }
 
 static void test_directory_without_index(void **state) {
-    fx *f = *state;
+    mwt_fx *f = *state;
     expect_set_error(f->dir, "no *.safetensors");
     write_part(f->dir, "b.safetensors", (const char *const[]){"y", NULL});
     write_part(f->dir, "a.safetensors", (const char *const[]){"x", "z", NULL});
@@ -333,15 +312,13 @@ static void test_directory_without_index(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_reads_dtypes_shapes_and_metadata, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_empty_header_is_a_file_without_tensors, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_corrupted_headers_fail_cleanly, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unsorted_adjacent_and_empty_ranges_are_fine, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_missing_and_non_regular_files, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_sharded_set_through_index, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_directory_without_index, setup, teardown),
+        MWT_FX_TEST(test_reads_dtypes_shapes_and_metadata),
+        MWT_FX_TEST(test_empty_header_is_a_file_without_tensors),
+        MWT_FX_TEST(test_corrupted_headers_fail_cleanly),
+        MWT_FX_TEST(test_unsorted_adjacent_and_empty_ranges_are_fine),
+        MWT_FX_TEST(test_missing_and_non_regular_files),
+        MWT_FX_TEST(test_sharded_set_through_index),
+        MWT_FX_TEST(test_directory_without_index),
     };
     return cmocka_run_group_tests_name("vx_safetensors", tests, NULL, NULL);
 }
