@@ -70,8 +70,9 @@ extern const int8_t kn_mxfp4_kvalues[16];
 
 /* ggml's "E8M0 to float, halved": 2^(e-128) for every e, 0x00 and 0x01 as float subnormals,
  * 0xFF as 2^127 (no NaN). */
+extern const uint32_t kn_e8m0_half_bits[256]; /* the same values as float bit patterns */
 static inline float kn_e8m0_half(uint8_t e) {
-    return kn_bits_f32(e >= 2 ? (uint32_t)(e - 1) << 23 : 0x00200000u << e);
+    return kn_bits_f32(kn_e8m0_half_bits[e]);
 }
 
 /* Q6_K: the 6-bit code (0..63) of weight i (0..255) of a block: low 4 bits from ql, high 2 bits
@@ -181,6 +182,9 @@ const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num);
 /* Whether this CPU and build can run an ISA. */
 bool kn_isa_avx2_usable(void);
 bool kn_isa_avxvnni_usable(void);
+/* Whether AVX2 kernels use their AVX-VNNI variants: on < 0 queries, 0 / 1 sets (1 only takes
+ * effect where the CPU has AVX-VNNI). Default: on when available, off with MOEWIRE_VNNI=0. */
+int kn_isa_vnni(int on);
 
 /* ---- pool internals -------------------------------------------------------------------------- */
 

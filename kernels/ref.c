@@ -5,7 +5,9 @@
 
 float kn_dot_f32_ref(const float *w, const float *x, int64_t n) {
     float acc[KN_FLANES] = {0};
-    for (int64_t k = 0; k < n; k++) acc[k % KN_FLANES] = fmaf(w[k], x[k], acc[k % KN_FLANES]);
+    for (int64_t k0 = 0; k0 < n; k0 += KN_FLANES) /* element k0 + i into lane i */
+        for (int64_t i = 0; i < KN_FLANES && k0 + i < n; i++)
+            acc[i] = fmaf(w[k0 + i], x[k0 + i], acc[i]);
     return kn_tree32(acc);
 }
 

@@ -115,15 +115,37 @@ static inline bool kt_same_bits(const char *what, const float *a, const float *b
     return true;
 }
 
-/* ISAs this machine can run, scalar first. */
-static inline int kt_isas(kn_isa out[KN_ISA_COUNT]) {
+/* Instruction-set variants this machine can run, scalar first: each ISA, and on x86 AVX2 both
+ * without and with its AVX-VNNI kernels. */
+typedef struct kt_variant {
+    kn_isa isa;
+    int vnni;
+    char name[32];
+} kt_variant;
+
+static inline int kt_variants(kt_variant out[2 * KN_ISA_COUNT]) {
     int n = 0;
+    const kn_isa prev = kn_isa_active();
+    const int prev_vnni = kn_isa_vnni(-1);
     for (int i = 0; i < KN_ISA_COUNT; i++) {
-        kn_isa prev = kn_isa_active();
-        if (kn_isa_force((kn_isa)i) == 0) out[n++] = (kn_isa)i;
-        kn_isa_force(prev);
+        if (kn_isa_force((kn_isa)i) != 0) continue;
+        for (int v = 0; v < 2; v++) {
+            if (v && (i != KN_ISA_AVX2 || !kn_isa_avxvnni_usable())) continue;
+            out[n].isa = (kn_isa)i;
+            out[n].vnni = v;
+            snprintf(out[n].name, sizeof out[n].name, "%s%s", kn_isa_name((kn_isa)i),
+                     v ? "+vnni" : "");
+            n++;
+        }
     }
+    kn_isa_force(prev);
+    kn_isa_vnni(prev_vnni);
     return n;
+}
+
+static inline void kt_use(const kt_variant *v) {
+    assert_int_equal(kn_isa_force(v->isa), 0);
+    kn_isa_vnni(v->vnni);
 }
 
 /* Every type with kernels, for loops over formats. */

@@ -97,8 +97,8 @@ static void test_matvec_parity(void **state) {
     json_t *root;
     const int n = load_cases(cases, 64, &root);
     assert_true(n > 0);
-    kn_isa isas[KN_ISA_COUNT];
-    const int nisa = kt_isas(isas);
+    kt_variant isas[2 * KN_ISA_COUNT];
+    const int nisa = kt_variants(isas);
     const kn_isa prev = kn_isa_active();
     for (int c = 0; c < n; c++) {
         const mv_case *m = &cases[c];
@@ -133,14 +133,14 @@ static void test_matvec_parity(void **state) {
         kn_mat Wm = {m->type, m->rows, m->cols, rs, W};
         float *y = malloc(rlen);
         for (int i = 0; i < nisa; i++) {
-            assert_int_equal(kn_isa_force(isas[i]), 0);
+            kt_use(&isas[i]);
             kn_matmul(&Wm, x, 1, y, KN_NUM_F32, NULL);
             const double ef = kt_rel_to_max(y, yref, (size_t)m->rows);
             kn_matmul(&Wm, x, 1, y, KN_NUM_Q8, NULL);
             const double eq = kt_rel_to_max(y, yq8, (size_t)m->rows);
             const double eg = kt_rel_to_max(y, yggml, (size_t)m->rows);
             printf("  %s [%s]: f32 vs y_ref %.2e, q8 vs y_q8ref %.2e, q8 vs y_ggml %.2e\n", m->name,
-                   kn_isa_name(isas[i]), ef, eq, eg);
+                   isas[i].name, ef, eq, eg);
             assert_true(ef <= 1e-5);
             assert_true(eq <= 1e-6);
             assert_true(eg <= 1e-6);

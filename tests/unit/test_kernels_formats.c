@@ -308,6 +308,64 @@ static void test_weight_quantizer_accuracy(void **state) {
     free(back);
 }
 
+/* Every ISA's activation preparation gives ggml's rounding bit for bit, edge values included:
+ * Q8_K kernels keep ggml's block layout; the AVX2 Q8_0 kernels interleave blocks (8 per group,
+ * dword k of block j at byte 32k + 4j, then 8 float d and 8 int32 12 * sum(q) per group). */
+static void test_activation_prep_all_isas(void **state) {
+    (void)state;
+    kt_rng r = {1234};
+    const int64_t k = 256 * 3 + 0; /* 24 Q8_0 blocks: 3 groups; and 3 Q8_K blocks */
+    const int64_t k0 = 32 * 13;    /* 13 Q8_0 blocks: a partial last group */
+    float x[768];
+    kn_block_q8_K want_k[3];
+    kn_block_q8_0 want_0[24];
+    const kn_isa prev = kn_isa_active();
+    for (int trial = 0; trial < 400; trial++) {
+        for (int i = 0; i < k; i++) x[i] = kt_gauss(&r, trial % 3 ? 1.0f : 1e-3f);
+        if (trial % 5 == 1) x[kt_range(&r, 0, 767)] = NAN;
+        if (trial % 7 == 2) x[kt_range(&r, 0, 767)] = INFINITY;
+        if (trial % 11 == 3)
+            for (int i = 0; i < 32; i++) x[i] = 1e-41f * (float)(i - 16); /* subnormal amax */
+        if (trial % 13 == 4)
+            for (int i = 0; i < 256; i++) x[256 + i] = (float)(i % 5) - 2.0f; /* ties and zeros */
+        if (trial % 13 == 4) x[300] = -3.0f, x[301] = 3.0f; /* equal magnitudes: the first wins */
+        if (trial % 17 == 5) memset(x + 512, 0, 256 * sizeof(float));
+        kn_quant_q8_K(x, want_k, k);
+        kn_quant_q8_0(x, want_0, k);
+        for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+            if (kn_isa_force((kn_isa)isa) != 0) continue;
+            const kn_kernel *kk = kn_kernel_for(KN_Q6_K, KN_NUM_Q8);
+            uint8_t buf[4096];
+            kk->act_prep(x, buf, k);
+            assert_memory_equal(buf, want_k, sizeof want_k);
+            const kn_kernel *k8 = kn_kernel_for(KN_MXFP4, KN_NUM_Q8);
+            for (int pass = 0; pass < 2; pass++) {
+                const int64_t n = pass ? k0 : k, nb = n / 32, ng = (nb + 7) / 8;
+                memset(buf, 0xAB, sizeof buf);
+                k8->act_prep(x, buf, n);
+                if (isa == KN_ISA_SCALAR) {
+                    assert_memory_equal(buf, want_0, nb * sizeof(kn_block_q8_0));
+                    continue;
+                }
+                const float *dx = (const float *)(buf + 256 * ng);
+                const int32_t *xs = (const int32_t *)(dx + 8 * ng);
+                for (int64_t b = 0; b < 8 * ng; b++) {
+                    int32_t sum = 0;
+                    for (int j = 0; j < 32; j++) {
+                        const int8_t q =
+                            (int8_t)buf[256 * (b / 8) + 32 * (j / 4) + 4 * (b % 8) + j % 4];
+                        assert_int_equal(q, b < nb ? want_0[b].qs[j] : 0);
+                        sum += q;
+                    }
+                    assert_true(dx[b] == (b < nb ? kn_fp16_to_f32(want_0[b].d) : 0.0f));
+                    assert_int_equal(xs[b], 12 * sum);
+                }
+            }
+        }
+    }
+    kn_isa_force(prev);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_traits_table),
@@ -319,6 +377,7 @@ int main(void) {
         cmocka_unit_test(test_q8_0_activation_rounding),
         cmocka_unit_test(test_q8_K_activation_rounding),
         cmocka_unit_test(test_weight_quantizer_accuracy),
+        cmocka_unit_test(test_activation_prep_all_isas),
     };
     return cmocka_run_group_tests_name("kernels_formats", tests, NULL, NULL);
 }

@@ -1,0 +1,175 @@
+/* bench/bench_kernels.c — the kernel benchmark of issue 3 (not a test): first this machine's read
+ * bandwidth (STREAM-style, 1 and 2 threads), then MXFP4 and Q6_K matvec and grouped GEMM
+ * (T = 1, 4, 16, 64; 1 and 2 threads) rotating over enough expert-sized matrices that the working
+ * set exceeds the last-level cache. Prints, per case, GB/s of stored weight bytes, % of the
+ * bandwidth measured in this run, rows x tokens per second, the ratio to ggml's reference figures
+ * from issue 3 where there is one, and one JSON line.
+ *   MW_BENCH_NUMERICS=q8|f32|both (default q8)   MW_BENCH_SECONDS=per-case budget (default 0.5)
+ *   MOEWIRE_ISA / MOEWIRE_VNNI select the kernels as everywhere else. */
+#include "bench/bench_util.h"
+#include "kernels/kn_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct shape {
+    const char *name;
+    kn_type type;
+    int64_t rows, cols;
+    double ggml_us[4]; /* llama.cpp's ggml, 2 threads, at T = 1, 4, 16, 64 (0: no figure) */
+} shape;
+
+/* gpt-oss-20b's expert matrices (gate_up fused: 5760 x 2880, down: 2880 x 2880) and a
+ * qwen3-style Q6_K expert 3072 wide. The ggml figures are issue 3's. */
+static const shape shapes[] = {
+    {"mxfp4_gate_up", KN_MXFP4, 5760, 2880, {540, 0, 4000, 15900}},
+    {"mxfp4_down", KN_MXFP4, 2880, 2880, {0, 0, 0, 0}},
+    {"q6_K_gate_up", KN_Q6_K, 5760, 3072, {784, 0, 0, 28000}},
+};
+static const int64_t Ts[4] = {1, 4, 16, 64};
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t next64(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng;
+}
+
+/* Random blocks with sane scales: speed does not depend on the values, but infinities would
+ * make the outputs meaningless to print. */
+static void fill_weights(kn_type t, uint8_t *p, size_t bytes) {
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+        const uint64_t v = next64();
+        memcpy(p + i, &v, 8);
+    }
+    const int bs = kn_traits(t)->type_size;
+    for (size_t b = 0; b + (size_t)bs <= bytes; b += (size_t)bs) {
+        if (t == KN_MXFP4) p[b] = (uint8_t)(118 + p[b] % 8);
+        if (t == KN_Q6_K) {
+            const uint16_t d = kn_f32_to_fp16(1e-3f);
+            memcpy(p + b + 208, &d, 2);
+        }
+    }
+}
+
+static double env_double(const char *name, double dflt) {
+    const char *v = getenv(name);
+    return v && *v ? atof(v) : dflt;
+}
+
+static void run_shape(const shape *s, kn_numerics num, const double bw[3], double budget) {
+    const size_t mat_bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
+    const size_t llc = bu_llc_bytes();
+    int nmat = (int)ceil(1.5 * (double)llc / (double)mat_bytes);
+    if (nmat < 16) nmat = 16;
+    if ((double)nmat * (double)mat_bytes > 3e9) nmat = (int)(3e9 / (double)mat_bytes);
+    kn_mat *W = calloc((size_t)nmat, sizeof *W);
+    for (int i = 0; i < nmat; i++) {
+        uint8_t *p = NULL;
+        if (posix_memalign((void **)&p, 64, mat_bytes) != 0) {
+            fprintf(stderr, "bench_kernels: out of memory for %d matrices\n", nmat);
+            exit(1);
+        }
+        fill_weights(s->type, p, mat_bytes);
+        W[i] = (kn_mat){s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), p};
+    }
+    printf("\n%s: %s %lld x %lld, %.1f MB per matrix, rotating over %d matrices (%.0f MB; LLC %.0f "
+           "MB), numerics %s\n",
+           s->name, kn_type_name(s->type), (long long)s->rows, (long long)s->cols, mat_bytes / 1e6,
+           nmat, nmat * mat_bytes / 1e6, llc / 1e6, num ? "q8" : "f32");
+    float *X = malloc((size_t)(Ts[3] * s->cols) * sizeof(float));
+    float *Y = malloc((size_t)(Ts[3] * s->rows) * sizeof(float));
+    for (int64_t i = 0; i < Ts[3] * s->cols; i++)
+        X[i] = (float)((double)(next64() >> 11) * 0x1p-53 - 0.5);
+    for (int threads = 1; threads <= 2; threads++) {
+        kn_pool *pool = kn_pool_create(threads);
+        for (int ti = 0; ti < 4; ti++) {
+            const int64_t T = Ts[ti];
+            enum { MAXCALLS = 20000 };
+            static double dt[MAXCALLS];
+            kn_matmul(&W[0], X, T, Y, num, pool); /* warm-up: scratch, page tables */
+            int calls = 0;
+            const double start = bu_now();
+            while (calls < MAXCALLS && (calls < nmat || bu_now() - start < budget)) {
+                const double t0 = bu_now();
+                kn_matmul(&W[calls % nmat], X, T, Y, num, pool);
+                dt[calls++] = bu_now() - t0;
+            }
+            const double best = bu_min(dt, calls), med = bu_median(dt, calls);
+            const double gbps = mat_bytes / best / 1e9;
+            const double pct = 100.0 * gbps / bw[threads];
+            const double rt = (double)s->rows * (double)T / best;
+            const double ggml = threads == 2 ? s->ggml_us[ti] : 0;
+            printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
+                   "%.1f GB/s  %8.2f M rows*tok/s",
+                   (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, bw[threads], rt / 1e6);
+            if (ggml > 0) printf("  ggml %.0f us -> %.2fx", ggml, ggml * 1e-6 / best);
+            printf("\n");
+            printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"type\":\"%s\",\"rows\":%lld,"
+                   "\"cols\":%lld,\"T\":%lld,\"threads\":%d,\"numerics\":\"%s\",\"isa\":\"%s%s\","
+                   "\"matrices\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
+                   "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
+                   "\"rows_tokens_per_s\":%.0f,\"ggml_us\":%.0f,\"vs_ggml\":%.3f}\n",
+                   s->name, kn_type_name(s->type), (long long)s->rows, (long long)s->cols,
+                   (long long)T, threads, num ? "q8" : "f32", kn_isa_name(kn_isa_active()),
+                   kn_isa_vnni(-1) ? "+vnni" : "", nmat, calls, best * 1e6, med * 1e6, mat_bytes,
+                   gbps, bw[threads], pct, rt, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
+            fflush(stdout);
+        }
+        kn_pool_destroy(pool);
+    }
+    for (int i = 0; i < nmat; i++) free((void *)W[i].data);
+    free(W);
+    free(X);
+    free(Y);
+}
+
+static void noop_task(void *arg, int ith, int nth) {
+    (void)arg, (void)ith, (void)nth;
+}
+
+int main(void) {
+    const double budget = env_double("MW_BENCH_SECONDS", 0.5);
+    const char *nums = getenv("MW_BENCH_NUMERICS");
+    const bool q8 = !nums || !strcmp(nums, "q8") || !strcmp(nums, "both");
+    const bool f32 = nums && (!strcmp(nums, "f32") || !strcmp(nums, "both"));
+    printf("bench_kernels: %s; kernels %s%s; LLC %.0f MB\n", bu_cpu_name(),
+           kn_isa_name(kn_isa_active()), kn_isa_vnni(-1) ? "+vnni" : "", bu_llc_bytes() / 1e6);
+
+    /* read bandwidth, same run */
+    size_t bw_bytes = 4 * bu_llc_bytes();
+    if (bw_bytes < ((size_t)1 << 30)) bw_bytes = (size_t)1 << 30;
+    if (bw_bytes > ((size_t)3 << 30)) bw_bytes = (size_t)3 << 30;
+    double bw[3] = {0};
+    for (int t = 1; t <= 2; t++) {
+        bw[t] = bu_read_bandwidth(bw_bytes, t, 5);
+        printf("read bandwidth, %d thread%s: %.2f GB/s (best of 5 over %.0f MB)\n", t,
+               t > 1 ? "s" : "", bw[t], bw_bytes / 1e6);
+        printf("{\"bench\":\"kernels\",\"case\":\"read_bandwidth\",\"threads\":%d,\"gbps\":%.3f,"
+               "\"bytes\":%zu}\n",
+               t, bw[t], bw_bytes);
+    }
+
+    /* pool round trip: an empty job on 2 threads, workers parked (spinning) between jobs */
+    kn_pool *pool = kn_pool_create(2);
+    double rt[2000];
+    for (int i = 0; i < 2000; i++) {
+        const double t0 = bu_now();
+        kn_pool_run(pool, noop_task, NULL);
+        rt[i] = bu_now() - t0;
+    }
+    kn_pool_destroy(pool);
+    const double rt_med = bu_median(rt, 2000);
+    printf("pool round trip (2 threads, empty job): median %.2f us, best %.2f us\n", rt_med * 1e6,
+           rt[0] * 1e6);
+    printf("{\"bench\":\"kernels\",\"case\":\"pool_roundtrip\",\"threads\":2,\"median_us\":%.3f,"
+           "\"best_us\":%.3f}\n",
+           rt_med * 1e6, rt[0] * 1e6);
+
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (q8) run_shape(&shapes[i], KN_NUM_Q8, bw, budget);
+        if (f32) run_shape(&shapes[i], KN_NUM_F32, bw, budget);
+    }
+    return 0;
+}

@@ -1,0 +1,129 @@
+/* bench/bench_util.c — shared benchmark helpers (see bench_util.h). */
+#include "bench/bench_util.h"
+#include "kernels/kn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double bu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bu_min(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n ? v[0] : 0;
+}
+
+double bu_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
+}
+
+size_t bu_llc_bytes(void) {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 > 0) return (size_t)l3;
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? (size_t)l2 : (size_t)32 << 20;
+}
+
+/* The read loop: 4 independent 64-bit sums over 32-byte strides keep enough loads in flight;
+ * with AVX2 where the CPU has it (the kernels read with 256-bit loads too). */
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t *p, size_t n) {
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 128 <= n; i += 128) {
+        a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(p + i)));
+        b = _mm256_add_epi64(b, _mm256_load_si256((const __m256i *)(p + i + 32)));
+        c = _mm256_add_epi64(c, _mm256_load_si256((const __m256i *)(p + i + 64)));
+        d = _mm256_add_epi64(d, _mm256_load_si256((const __m256i *)(p + i + 96)));
+    }
+    a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+    uint64_t out[4];
+    _mm256_storeu_si256((__m256i *)out, a);
+    return out[0] + out[1] + out[2] + out[3];
+}
+#endif
+
+static uint64_t read_plain(const uint8_t *p, size_t n) {
+    const uint64_t *q = (const uint64_t *)p;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= n / 8; i += 4)
+        s0 += q[i], s1 += q[i + 1], s2 += q[i + 2], s3 += q[i + 3];
+    return s0 + s1 + s2 + s3;
+}
+
+typedef struct bw_job {
+    const uint8_t *buf;
+    size_t bytes;
+    volatile uint64_t sink[64];
+} bw_job;
+
+static void bw_task(void *arg, int ith, int nth) {
+    bw_job *j = arg;
+    size_t share = (j->bytes / (size_t)nth) & ~(size_t)127;
+    const uint8_t *p = j->buf + share * (size_t)ith;
+    uint64_t s;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2"))
+        s = read_avx2(p, share);
+    else
+#endif
+        s = read_plain(p, share);
+    j->sink[ith & 63] = s;
+}
+
+double bu_read_bandwidth(size_t bytes, int threads, int reps) {
+    uint8_t *buf = NULL;
+    if (posix_memalign((void **)&buf, 4096, bytes) != 0) return 0;
+    memset(buf, 1, bytes); /* fault every page in before timing */
+    kn_pool *pool = kn_pool_create(threads);
+    bw_job *j = calloc(1, sizeof *j);
+    j->buf = buf;
+    j->bytes = bytes;
+    kn_pool_run(pool, bw_task, j); /* warm-up */
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        const double t0 = bu_now();
+        kn_pool_run(pool, bw_task, j);
+        const double dt = bu_now() - t0;
+        const double gbps = (double)((bytes / (size_t)threads) & ~(size_t)127) * threads / dt / 1e9;
+        if (gbps > best) best = gbps;
+    }
+    kn_pool_destroy(pool);
+    free(j);
+    free(buf);
+    return best;
+}
+
+const char *bu_cpu_name(void) {
+    static char name[256];
+    if (name[0]) return name;
+    snprintf(name, sizeof name, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[512];
+        while (fgets(line, sizeof line, f)) {
+            if (strncmp(line, "model name", 10) == 0) {
+                const char *c = strchr(line, ':');
+                if (c) snprintf(name, sizeof name, "%s", c + 2);
+                name[strcspn(name, "\n")] = '\0';
+                break;
+            }
+        }
+        fclose(f);
+    }
+    size_t len = strlen(name);
+    snprintf(name + len, sizeof name - len, ", %ld logical CPUs", sysconf(_SC_NPROCESSORS_ONLN));
+    return name;
+}

@@ -1,0 +1,23 @@
+/* bench/bench_util.h — helpers every benchmark links (bench/bench_util.c): a monotonic clock,
+ * order statistics, the machine's last-level cache size, and a STREAM-style read bandwidth
+ * measured in the same run as the figures compared with it. */
+#ifndef BENCH_UTIL_H
+#define BENCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Seconds on a monotonic clock. */
+double bu_now(void);
+/* Sorts v (n values) and returns its minimum / median. */
+double bu_min(double *v, int n);
+double bu_median(double *v, int n);
+/* Bytes of the last-level cache (sysconf / sysfs), or 32 MiB when unknown. */
+size_t bu_llc_bytes(void);
+/* Best-of-reps read bandwidth in GB/s (1e9 bytes/s) over a buffer of `bytes`, read by `threads`
+ * threads each summing its own contiguous share (what a matmul's row split does). */
+double bu_read_bandwidth(size_t bytes, int threads, int reps);
+/* A short description of the CPU (model name, logical CPUs) for report headers. */
+const char *bu_cpu_name(void);
+
+#endif

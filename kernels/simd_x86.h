@@ -1,0 +1,158 @@
+/* kernels/simd_x86.h — what the x86 kernel files (simd_avx2.c, simd_avxvnni.c) share: the
+ * layouts of prepared activations and decoded weight tiles, the decoders and preparers (defined
+ * once, in simd_avx2.c), and inline helpers for the canonical reductions. Include only from files
+ * compiled with AVX2 (*_avx2.c, *_avxvnni.c).
+ *
+ * Q8_0 activations in "interleaved" layout: the 8 blocks b = 8g .. 8g+7 of group g occupy 256
+ * bytes as 8 vectors X_k (k = 0..7) whose 32-bit lane j holds elements 4k .. 4k+3 of block 8g+j.
+ * Weights are decoded the same way, so one vpdpbusd per k adds 4 products of every block into
+ * that block's own lane: after 8 of them lane j is block 8g+j's exact integer sum, already in
+ * the canonical lane b % 8, with no horizontal reduction. Per group follow 8 float scales d_x and
+ * 8 int32 sums 12 * sum(q) (MXFP4 codes are stored biased by +12 to make them unsigned). Blocks
+ * past the row's end are zero with zero scale, and leave every lane unchanged. */
+#ifndef KN_SIMD_X86_H
+#define KN_SIMD_X86_H
+
+#include "kernels/kn_internal.h"
+
+#include <immintrin.h>
+
+#define KN_X86_GROUP_QS   256 /* bytes of qs per group of 8 blocks */
+#define KN_X86_MXFP4_BIAS 12
+
+/* Prepared Q8_0 row of k values: qs[ng][256], then float dx[ng * 8], then int32 xs12[ng * 8]. */
+static inline int64_t kn_x86_groups(int64_t k) {
+    return (k / KN_QK32 + 7) / 8;
+}
+size_t kn_x86_q8_0p_bytes(int64_t k);
+void kn_x86_prep_q8_0p(const float *x, void *dst, int64_t k);
+/* Q8_K rows in ggml's layout (kn_block_q8_K). */
+size_t kn_x86_q8_K_bytes(int64_t k);
+void kn_x86_prep_q8_K(const float *x, void *dst, int64_t k);
+
+/* Decoded weight tiles, per row:
+ *  MXFP4: u8 codes (kvalue + 12) interleaved [ng][256], then float h(e) [ng * 8].
+ *  Q8_0:  int8 weights interleaved [ng][256], then float d_w [ng * 8].
+ *  Q6_K:  per super-block a kn_x86_q6k (codes 0..63 in natural order and the scales).
+ *  Q4_K:  per super-block a kn_x86_q4k. */
+typedef struct kn_x86_q6k {
+    uint8_t codes[256];
+    int16_t sc16[8][16]; /* per 32-chunk: 8 lanes of scale 2c, then 8 of scale 2c+1 */
+    int16_t sc[16];      /* the 16 scales, against the activation's bsums */
+    float d;
+    float pad[7];
+} kn_x86_q6k;
+
+typedef struct kn_x86_q4k {
+    uint8_t codes[256];  /* 0..15, natural order */
+    int16_t sc16[8][16]; /* per 32-chunk (one group): its scale in every lane */
+    int16_t m16[16];     /* lane i: the min of group i / 2 (bsums cover 16 values) */
+    float d, dmin;
+    float pad[6];
+} kn_x86_q4k;
+
+size_t kn_x86_mxfp4_row_bytes(int64_t k);
+void kn_x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst);
+size_t kn_x86_q8_0_row_bytes(int64_t k);
+void kn_x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst);
+void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst);
+void kn_x86_decode_q4_K(const uint8_t *row, int64_t k, kn_x86_q4k *dst);
+
+/* Rows of a tile: as many as keep the decoded tile within ~24 KiB of L1 (1..8). */
+static inline int kn_x86_tile_rows(size_t row_bytes) {
+    size_t r = (24 * 1024) / (row_bytes ? row_bytes : 1);
+    return r < 1 ? 1 : r > 8 ? 8 : (int)r;
+}
+
+/* The interleaving transpose: r[i] = [block i | block i + 4] as 4 dwords per 128-bit half;
+ * returns v[k] = dword k of blocks 0..3 (low half) and 4..7 (high half), k = 0..3. */
+static inline void kn_x86_transpose4(const __m256i r[4], __m256i v[4]) {
+    const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+    v[0] = _mm256_unpacklo_epi64(t0, t2);
+    v[1] = _mm256_unpackhi_epi64(t0, t2);
+    v[2] = _mm256_unpacklo_epi64(t1, t3);
+    v[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* One full group of 8 stored MXFP4 blocks (136 bytes) to interleaved biased codes: w[k] and
+ * w[k + 4] hold the low and high nibbles of dword k of each block (elements 4k.. and 16+4k..). */
+static inline void kn_x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
+    const __m256i tbl = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i r[4], v[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        r[i] = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(row + 17 * i + 1))),
+            _mm_loadu_si128((const __m128i *)(row + 17 * (i + 4) + 1)), 1);
+    kn_x86_transpose4(r, v);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        w[k] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(v[k], m4));
+        w[k + 4] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(v[k], 4), m4));
+    }
+}
+
+/* h(e) of the 8 blocks of a group, as a vector (table lookups through memory, no shuffles). */
+static inline __m256 kn_x86_mxfp4_h(const uint8_t *row) {
+    _Alignas(32) uint32_t hb[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) hb[j] = kn_e8m0_half_bits[row[17 * j]];
+    return _mm256_load_ps((const float *)hb);
+}
+
+/* A Q6_K super-block's 256 codes (0..63) in natural order, 32 per vector. */
+static inline void kn_x86_q6k_codes(const uint8_t *blk, __m256i c[8]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03),
+                  m30 = _mm256_set1_epi8(0x30);
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; n++) {
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n));
+        const __m256i l2 = _mm256_loadu_si256((const __m256i *)(blk + 64 * n + 32));
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+        c[4 * n] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                                   _mm256_slli_epi16(_mm256_and_si256(qh, m2), 4));
+        c[4 * n + 1] = _mm256_or_si256(_mm256_and_si256(l2, m4),
+                                       _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        c[4 * n + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                                       _mm256_and_si256(qh, m30));
+        c[4 * n + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    }
+}
+
+/* The int16 scale vector of 32-chunk c of a Q6_K super-block: scale 2c in lanes 0..7, 2c+1 in
+ * lanes 8..15 (one vpmaddwd then scales each group's pair sums). */
+static inline __m256i kn_x86_q6k_scale16(__m128i sc, int c) {
+    const __m128i idx = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    return _mm256_cvtepi8_epi16(
+        _mm_shuffle_epi8(sc, _mm_add_epi8(idx, _mm_set1_epi8((char)(2 * c)))));
+}
+
+/* kn_tree8 on a vector: low half + high half, upper pair onto lower pair, then the last two. */
+static inline float kn_x86_tree8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+}
+
+/* Exact horizontal sum of 8 int32 (integer addition: any order gives the same value). */
+static inline int32_t kn_x86_hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* acc = fmaf((float)isum, scale, acc) for one lane of a canonical lane array. */
+static inline void kn_x86_fma_lane(float *lane, int32_t isum, float scale) {
+    __m128 r = _mm_fmadd_ss(_mm_set_ss((float)isum), _mm_set_ss(scale), _mm_set_ss(*lane));
+    *lane = _mm_cvtss_f32(r);
+}
+
+/* The AVX-VNNI kernel table (simd_avxvnni.c): Q8-mode kernels only, NULL elsewhere. */
+const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num);
+
+#endif

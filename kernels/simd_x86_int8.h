@@ -1,0 +1,292 @@
+/* kernels/simd_x86_int8.h — the Q8-mode row kernels for x86, written once and compiled twice:
+ * by simd_avx2.c (integer multiply-adds as vpmaddubsw + vpmaddwd) and by simd_avxvnni.c
+ * (vpdpbusd / vpdpwssd). Integer sums are exact either way, so both give the canonical bits.
+ *
+ * The including file defines, before including:
+ *   KN_X86_NAME(id)   a per-variant name for id;  KN_X86_LABEL  the variant's name as a string
+ *   KN_DPWSSD(acc, a, b)   acc + vpmaddwd(a, b)
+ *   KN_X86_NAME(sum8_small)(w, x)   per-lane sum over k < 8 of w[k] . x[k] (u8 w <= 24, s8 x)
+ *   KN_X86_NAME(sum8_signed)(w, x)  the same for signed int8 w
+ * and gets rows_* / scratch_* functions and the table KN_X86_NAME(int8_kernels).
+ *
+ * T = 1 streams each stored row once and decodes it in registers; T > 1 decodes a tile of rows
+ * into L1 scratch once and applies it to every token. */
+
+/* The float step of one group: acc += isum * (d_x * scale_w), lane by lane. */
+static inline __m256 KN_X86_NAME(group_fma)(__m256i isum, const float *dx, __m256 sw, __m256 acc) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_load_ps(dx), sw), acc);
+}
+
+/* One decoded row's group against the token's group: MXFP4 codes carry the +12 bias, taken back
+ * with the token's per-block 12 * sum(q); Q8_0 weights are signed. */
+static inline __m256i KN_X86_NAME(isum_mxfp4)(const __m256i *w, const __m256i *x,
+                                              const int32_t *xs) {
+    return _mm256_sub_epi32(KN_X86_NAME(sum8_small)(w, x), _mm256_load_si256((const __m256i *)xs));
+}
+static inline __m256i KN_X86_NAME(isum_q8_0)(const __m256i *w, const __m256i *x,
+                                             const int32_t *xs) {
+    (void)xs;
+    return KN_X86_NAME(sum8_signed)(w, x);
+}
+
+/* Four decoded rows (w[r]: codes, then per-block weight scales) against one prepared token, with
+ * four independent accumulators so the rows' fma chains overlap. */
+#define KN_X86_DOT_TILE(kind)                                                                      \
+    static inline void KN_X86_NAME(dot_tile_##kind)(const uint8_t *const w[4], const uint8_t *x,   \
+                                                    int64_t ng, float out[4]) {                    \
+        const float *dx = (const float *)(x + ng * KN_X86_GROUP_QS);                               \
+        const int32_t *xs = (const int32_t *)(dx + ng * 8);                                        \
+        const float *s0 = (const float *)(w[0] + ng * KN_X86_GROUP_QS);                            \
+        const float *s1 = (const float *)(w[1] + ng * KN_X86_GROUP_QS);                            \
+        const float *s2 = (const float *)(w[2] + ng * KN_X86_GROUP_QS);                            \
+        const float *s3 = (const float *)(w[3] + ng * KN_X86_GROUP_QS);                            \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                \
+        for (int64_t g = 0; g < ng; g++) {                                                         \
+            const __m256i *xv = (const __m256i *)(x + g * KN_X86_GROUP_QS);                        \
+            const int64_t o = g * KN_X86_GROUP_QS / 32;                                            \
+            a0 = KN_X86_NAME(group_fma)(                                                           \
+                KN_X86_NAME(isum_##kind)((const __m256i *)w[0] + o, xv, xs + 8 * g), dx + 8 * g,   \
+                _mm256_load_ps(s0 + 8 * g), a0);                                                   \
+            a1 = KN_X86_NAME(group_fma)(                                                           \
+                KN_X86_NAME(isum_##kind)((const __m256i *)w[1] + o, xv, xs + 8 * g), dx + 8 * g,   \
+                _mm256_load_ps(s1 + 8 * g), a1);                                                   \
+            a2 = KN_X86_NAME(group_fma)(                                                           \
+                KN_X86_NAME(isum_##kind)((const __m256i *)w[2] + o, xv, xs + 8 * g), dx + 8 * g,   \
+                _mm256_load_ps(s2 + 8 * g), a2);                                                   \
+            a3 = KN_X86_NAME(group_fma)(                                                           \
+                KN_X86_NAME(isum_##kind)((const __m256i *)w[3] + o, xv, xs + 8 * g), dx + 8 * g,   \
+                _mm256_load_ps(s3 + 8 * g), a3);                                                   \
+        }                                                                                          \
+        out[0] = kn_x86_tree8(a0), out[1] = kn_x86_tree8(a1);                                      \
+        out[2] = kn_x86_tree8(a2), out[3] = kn_x86_tree8(a3);                                      \
+    }
+KN_X86_DOT_TILE(mxfp4)
+KN_X86_DOT_TILE(q8_0)
+
+/* MXFP4 x Q8_0 straight from the stored row (T = 1: nothing to reuse, so no decode pass). */
+static inline float KN_X86_NAME(dot_mxfp4_row)(const uint8_t *row, const uint8_t *x, int64_t nb) {
+    const int64_t ng = (nb + 7) / 8, full = nb / 8;
+    const float *dx = (const float *)(x + ng * KN_X86_GROUP_QS);
+    const int32_t *xs = (const int32_t *)(dx + ng * 8);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES) {
+        __m256i w[8];
+        kn_x86_mxfp4_group(row, w);
+        const __m256i isum =
+            KN_X86_NAME(isum_mxfp4)(w, (const __m256i *)(x + g * KN_X86_GROUP_QS), xs + 8 * g);
+        acc = KN_X86_NAME(group_fma)(isum, dx + 8 * g, kn_x86_mxfp4_h(row), acc);
+    }
+    if (full < ng) { /* the tail group through the decoder, which zero-pads it */
+        _Alignas(64) uint8_t dec[KN_X86_GROUP_QS + 32];
+        kn_x86_decode_mxfp4(row, (nb - 8 * full) * KN_QK32, dec);
+        const __m256i isum = KN_X86_NAME(isum_mxfp4)(
+            (const __m256i *)dec, (const __m256i *)(x + full * KN_X86_GROUP_QS), xs + 8 * full);
+        acc = KN_X86_NAME(group_fma)(isum, dx + 8 * full,
+                                     _mm256_load_ps((const float *)(dec + KN_X86_GROUP_QS)), acc);
+    }
+    return kn_x86_tree8(acc);
+}
+
+/* A K-quant super-block's scaled code sums: per 32-chunk, codes times q8 (vpmaddubsw) times the
+ * group scales (vpmaddwd), in four independent chains. */
+static inline __m256i KN_X86_NAME(q_k_sum)(const uint8_t *codes, const int16_t (*sc16)[16],
+                                           const int8_t *qs) {
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(codes + 32 * c)),
+                                               _mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
+        acc[c % 4] = KN_DPWSSD(acc[c % 4], p, _mm256_load_si256((const __m256i *)sc16[c]));
+    }
+    return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+}
+
+/* Q6_K x Q8_K: per super-block, codes 0..63 times q8 (vpmaddubsw), times the group scales
+ * (vpmaddwd), minus 32 * sum(scale * bsum); the whole super-block is one exact int32. */
+static inline float KN_X86_NAME(dot_q6_K)(const kn_x86_q6k *w, const kn_block_q8_K *x, int64_t nb) {
+    float lane[KN_QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, w++, x++) {
+        __m256i acc = KN_X86_NAME(q_k_sum)(w->codes, w->sc16, x->qs);
+        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+                                               _mm256_load_si256((const __m256i *)w->sc));
+        acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 5));
+        kn_x86_fma_lane(&lane[b % KN_QLANES], kn_x86_hsum_i32(acc), w->d * x->d);
+    }
+    return kn_tree8(lane);
+}
+
+/* Q6_K x Q8_K straight from the stored row (T = 1): the same sums, decoded in registers. */
+static inline float KN_X86_NAME(dot_q6_K_row)(const uint8_t *row, const kn_block_q8_K *x,
+                                              int64_t nb) {
+    float lane[KN_QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, row += KN_Q6_K_BYTES, x++) {
+        __m256i c[8];
+        kn_x86_q6k_codes(row, c);
+        const __m128i sc = _mm_loadu_si128((const __m128i *)(row + 192));
+        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256()};
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            const __m256i p =
+                _mm256_maddubs_epi16(c[i], _mm256_loadu_si256((const __m256i *)(x->qs + 32 * i)));
+            acc[i % 4] = KN_DPWSSD(acc[i % 4], p, kn_x86_q6k_scale16(sc, i));
+        }
+        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+                                               _mm256_cvtepi8_epi16(sc));
+        const __m256i sum = _mm256_sub_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])),
+            _mm256_slli_epi32(corr, 5));
+        kn_x86_fma_lane(&lane[b % KN_QLANES], kn_x86_hsum_i32(sum),
+                        kn_fp16_to_f32(kn_rd16(row + 208)) * x->d);
+    }
+    return kn_tree8(lane);
+}
+
+/* Q4_K x Q8_K: scaled codes and mins as two exact sums, two fmas into the block's lane. */
+static inline float KN_X86_NAME(dot_q4_K)(const kn_x86_q4k *w, const kn_block_q8_K *x, int64_t nb) {
+    float lane[KN_QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, w++, x++) {
+        const __m256i acc = KN_X86_NAME(q_k_sum)(w->codes, w->sc16, x->qs);
+        const int32_t msum =
+            kn_x86_hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+                                              _mm256_load_si256((const __m256i *)w->m16)));
+        float *l = &lane[b % KN_QLANES];
+        kn_x86_fma_lane(l, kn_x86_hsum_i32(acc), w->d * x->d);
+        kn_x86_fma_lane(l, msum, -(w->dmin * x->d));
+    }
+    return kn_tree8(lane);
+}
+
+/* ---- row loops: decode a tile of rows, then every token against every row of the tile ------ */
+
+#define KN_X86_ROWS(kind, row_bytes_fn, decode_call, dot_call)                                     \
+    static void KN_X86_NAME(rows_##kind)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,  \
+                                         int64_t n0, int64_t n1, void *scratch) {                  \
+        const size_t rb = row_bytes_fn;                                                            \
+        const int R = kn_x86_tile_rows(rb);                                                        \
+        for (int64_t r0 = n0; r0 < n1; r0 += R) {                                                  \
+            const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;                                       \
+            for (int r = 0; r < rn; r++) {                                                         \
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes;   \
+                uint8_t *dst = (uint8_t *)scratch + (size_t)r * rb;                                \
+                decode_call;                                                                       \
+            }                                                                                      \
+            for (int64_t t = 0; t < x->T; t++) {                                                   \
+                const uint8_t *xt = (const uint8_t *)x->data + (size_t)t * x->stride;              \
+                for (int r = 0; r < rn; r++) {                                                     \
+                    const uint8_t *dec = (const uint8_t *)scratch + (size_t)r * rb;                \
+                    Y[t * ldy + r0 + r] = dot_call;                                                \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* MXFP4 / Q8_0: decode a tile of rows, then every token against the tile four rows at a time. */
+static void KN_X86_NAME(rows_tile)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
+                                   int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
+    const int64_t ng = kn_x86_groups(W->cols);
+    const size_t rb = mxfp4 ? kn_x86_mxfp4_row_bytes(W->cols) : kn_x86_q8_0_row_bytes(W->cols);
+    const int R = kn_x86_tile_rows(rb);
+    for (int64_t r0 = n0; r0 < n1; r0 += R) {
+        const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
+        for (int r = 0; r < rn; r++) {
+            const uint8_t *src = (const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes;
+            if (mxfp4)
+                kn_x86_decode_mxfp4(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
+            else
+                kn_x86_decode_q8_0(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
+        }
+        for (int64_t t = 0; t < x->T; t++) {
+            const uint8_t *xt = (const uint8_t *)x->data + (size_t)t * x->stride;
+            for (int r = 0; r < rn; r += 4) {
+                const uint8_t *w[4];
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) /* missing rows repeat the first; not stored */
+                    w[i] = (const uint8_t *)scratch + (size_t)(r + i < rn ? r + i : r) * rb;
+                float out[4];
+                if (mxfp4)
+                    KN_X86_NAME(dot_tile_mxfp4)(w, xt, ng, out);
+                else
+                    KN_X86_NAME(dot_tile_q8_0)(w, xt, ng, out);
+                for (int i = 0; i < 4 && r + i < rn; i++) Y[t * ldy + r0 + r + i] = out[i];
+            }
+        }
+    }
+}
+
+static void KN_X86_NAME(rows_mxfp4)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
+                                    int64_t n0, int64_t n1, void *scratch) {
+    if (x->T > 1) {
+        KN_X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, true);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n++)
+        Y[n] = KN_X86_NAME(dot_mxfp4_row)((const uint8_t *)W->data + (size_t)n * W->row_bytes,
+                                          x->data, W->cols / KN_QK32);
+}
+
+static void KN_X86_NAME(rows_q8_0)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
+                                   int64_t n0, int64_t n1, void *scratch) {
+    KN_X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, false);
+}
+
+KN_X86_ROWS(q6_K_tiled, (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q6k),
+            kn_x86_decode_q6_K(src, W->cols, (kn_x86_q6k *)dst),
+            KN_X86_NAME(dot_q6_K)((const kn_x86_q6k *)dec, (const kn_block_q8_K *)xt,
+                                  W->cols / KN_QK_K))
+KN_X86_ROWS(q4_K, (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q4k),
+            kn_x86_decode_q4_K(src, W->cols, (kn_x86_q4k *)dst),
+            KN_X86_NAME(dot_q4_K)((const kn_x86_q4k *)dec, (const kn_block_q8_K *)xt,
+                                  W->cols / KN_QK_K))
+
+static void KN_X86_NAME(rows_q6_K)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
+                                   int64_t n0, int64_t n1, void *scratch) {
+    if (x->T > 1) {
+        KN_X86_NAME(rows_q6_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n++)
+        Y[n] = KN_X86_NAME(dot_q6_K_row)((const uint8_t *)W->data + (size_t)n * W->row_bytes,
+                                         x->data, W->cols / KN_QK_K);
+}
+
+static size_t KN_X86_NAME(scratch_mxfp4)(const kn_mat *W, int64_t T) {
+    (void)T;
+    const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
+    return rb * (size_t)kn_x86_tile_rows(rb);
+}
+static size_t KN_X86_NAME(scratch_q8_0)(const kn_mat *W, int64_t T) {
+    (void)T;
+    const size_t rb = kn_x86_q8_0_row_bytes(W->cols);
+    return rb * (size_t)kn_x86_tile_rows(rb);
+}
+static size_t KN_X86_NAME(scratch_q6_K)(const kn_mat *W, int64_t T) {
+    (void)T;
+    const size_t rb = (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q6k);
+    return rb * (size_t)kn_x86_tile_rows(rb);
+}
+static size_t KN_X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
+    (void)T;
+    const size_t rb = (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q4k);
+    return rb * (size_t)kn_x86_tile_rows(rb);
+}
+
+/* ---- this variant's Q8-mode kernel table ------------------------------------------------------
+ */
+
+#define KN_X86_KERNEL(kind, act)                                                                   \
+    static const kn_kernel KN_X86_NAME(k_##kind) = {                                               \
+        KN_X86_LABEL "-" #kind "-" #act, kn_x86_##act##_bytes, kn_x86_prep_##act,                  \
+        KN_X86_NAME(scratch_##kind), KN_X86_NAME(rows_##kind)};
+KN_X86_KERNEL(mxfp4, q8_0p)
+KN_X86_KERNEL(q8_0, q8_0p)
+KN_X86_KERNEL(q6_K, q8_K)
+KN_X86_KERNEL(q4_K, q8_K)
+
+static const kn_kernel *const KN_X86_NAME(int8_kernels)[KN_TYPE_COUNT] = {
+    [KN_MXFP4] = &KN_X86_NAME(k_mxfp4),
+    [KN_Q8_0] = &KN_X86_NAME(k_q8_0),
+    [KN_Q6_K] = &KN_X86_NAME(k_q6_K),
+    [KN_Q4_K] = &KN_X86_NAME(k_q4_K),
+};
