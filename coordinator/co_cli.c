@@ -217,7 +217,24 @@ void co_cli_usage(FILE *f) {
         char head[64];
         snprintf(head, sizeof head, "%s%s%s", options[j].name, options[j].arg ? " " : "",
                  options[j].arg ? options[j].arg : "");
-        fprintf(f, "  %-22s %s\n", head, options[j].help);
+        fprintf(f, "  %-22s ", head);
+        /* the help text wrapped at 100 columns under its own column */
+        int col = 25;
+        for (const char *h = options[j].help; *h;) {
+            size_t w = strcspn(h, " ");
+            if (col > 25 && col + 1 + (int)w > 100) {
+                fprintf(f, "\n%25s", "");
+                col = 25;
+            } else if (col > 25) {
+                fputc(' ', f);
+                col++;
+            }
+            fprintf(f, "%.*s", (int)w, h);
+            col += (int)w;
+            h += w;
+            while (*h == ' ') h++;
+        }
+        fputc('\n', f);
     }
     fprintf(f, "\nexpert backends: %s\n", co_backend_names());
 }
