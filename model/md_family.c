@@ -344,7 +344,9 @@ static int read_all(reader *r, md_config *c, mw_err *err) {
 
     if (req_int(r, "expert_count", 1, 65536, &v, err)) return -1;
     c->n_expert = (int)v;
-    if (req_int(r, "expert_used_count", 1, c->n_expert, &v, err)) return -1;
+    /* bounded so routing stays cheap and buffers small whatever the file says */
+    if (req_int(r, "expert_used_count", 1, c->n_expert < 256 ? c->n_expert : 256, &v, err))
+        return -1;
     c->n_expert_used = (int)v;
     rc = get_int(r, "expert_feed_forward_length", 1, 1 << 24, &c->n_ff_exp, err);
     if (rc < 0) return -1;
