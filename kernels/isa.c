@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* Stubs for the ISAs this build does not compile (the Makefile builds *_avx2.c / *_avxvnni.c
+ * on x86-64 and *_neon.c on aarch64 only). */
 #if !defined(__x86_64__)
 const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num) {
     (void)t, (void)num;
@@ -18,40 +20,42 @@ bool kn_isa_avx2_usable(void) {
 bool kn_isa_avxvnni_usable(void) {
     return false;
 }
+int kn_isa_vnni(int on) {
+    (void)on;
+    return 0;
+}
 #endif
 #if !defined(__aarch64__)
 const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num) {
     (void)t, (void)num;
     return NULL;
 }
-static bool neon_usable(void) {
+bool kn_isa_neon_usable(void) {
     return false;
 }
-#else
-static bool neon_usable(void) {
-    return true;
-} /* Advanced SIMD is part of AArch64 */
 #endif
 
-static const char *const isa_names[KN_ISA_COUNT] = {"scalar", "avx2", "neon"};
+/* One row per ISA: its name, whether this CPU and build can run it, its kernel table (NULL for
+ * the scalar reference, which every other table falls back to). */
+static const struct {
+    const char *name;
+    bool (*usable)(void);
+    const kn_kernel *(*kernel)(kn_type t, kn_numerics num);
+} isas[KN_ISA_COUNT] = {
+    [KN_ISA_SCALAR] = {"scalar", NULL, NULL},
+    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2},
+    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon},
+};
 
 static atomic_int active_isa = -1;
 
 const char *kn_isa_name(kn_isa isa) {
-    return (int)isa >= 0 && isa < KN_ISA_COUNT ? isa_names[isa] : "unknown";
+    return (int)isa >= 0 && isa < KN_ISA_COUNT ? isas[isa].name : "unknown";
 }
 
 static bool usable(kn_isa isa) {
-    switch (isa) {
-    case KN_ISA_SCALAR:
-        return true;
-    case KN_ISA_AVX2:
-        return kn_isa_avx2_usable();
-    case KN_ISA_NEON:
-        return neon_usable();
-    default:
-        return false;
-    }
+    if ((int)isa < 0 || isa >= KN_ISA_COUNT) return false;
+    return !isas[isa].usable || isas[isa].usable();
 }
 
 kn_isa kn_isa_active(void) {
@@ -62,10 +66,10 @@ kn_isa kn_isa_active(void) {
     if (env && *env) {
         int want = -1;
         for (int i = 0; i < KN_ISA_COUNT; i++)
-            if (strcmp(env, isa_names[i]) == 0) want = i;
+            if (strcmp(env, isas[i].name) == 0) want = i;
         if (want < 0 || !usable((kn_isa)want))
             fprintf(stderr, "moewire kernels: MOEWIRE_ISA=%s is not available here; using %s\n",
-                    env, isa_names[isa]);
+                    env, isas[isa].name);
         else
             isa = want;
     }
@@ -81,16 +85,7 @@ int kn_isa_force(kn_isa isa) {
 }
 
 const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num) {
-    const kn_kernel *k = NULL;
-    switch (kn_isa_active()) {
-    case KN_ISA_AVX2:
-        k = kn_kernel_avx2(t, num);
-        break;
-    case KN_ISA_NEON:
-        k = kn_kernel_neon(t, num);
-        break;
-    default:
-        break;
-    }
+    const kn_isa isa = kn_isa_active();
+    const kn_kernel *k = isas[isa].kernel ? isas[isa].kernel(t, num) : NULL;
     return k ? k : kn_kernel_ref(t, num);
 }

@@ -172,6 +172,28 @@ typedef struct kn_kernel {
                  void *scratch);
 } kn_kernel;
 
+/* A kernel table's lookup: the Q8-mode kernel of type t where there is one, the float-lane
+ * kernel otherwise (F32 and Q8_K weights take float activations in both modes). */
+static inline const kn_kernel *kn_kernel_pick(const kn_kernel *const q8[KN_TYPE_COUNT],
+                                              const kn_kernel *flt, kn_type t, kn_numerics num) {
+    const kn_type_traits *tr = kn_traits(t);
+    if (!tr || !tr->can_compute) return NULL;
+    return num == KN_NUM_Q8 && q8[t] ? q8[t] : flt;
+}
+
+/* The float-lane row loop the SIMD paths share: row n as floats (F32 rows read in place, others
+ * converted by to_f32 into scratch: W->cols floats), then dot2 against the tokens two at a time
+ * (dot2 computes nt <= 2 canonical float-lane dots of w with x[0], x[1]). */
+typedef void (*kn_row_f32_fn)(const kn_mat *W, int64_t r, float *dst);
+typedef void (*kn_dot2_fn)(const float *w, const float *const *x, int nt, int64_t n, float *out);
+void kn_rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
+                   void *scratch, kn_row_f32_fn to_f32, kn_dot2_fn dot2);
+size_t kn_scratch_float(const kn_mat *W, int64_t T);
+/* Float activations rounded through fp16 / bf16 (F16 / BF16 weights in Q8 mode, as ggml does). */
+size_t kn_f32_bytes(int64_t k);
+void kn_prep_round_f16(const float *x, void *dst, int64_t k);
+void kn_prep_round_bf16(const float *x, void *dst, int64_t k);
+
 /* The kernel the active ISA uses for (W's type, mode); never NULL for a computable type. */
 const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num);
 /* The scalar reference's kernel (the truth every other ISA is tested against). */
@@ -182,6 +204,7 @@ const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num);
 /* Whether this CPU and build can run an ISA. */
 bool kn_isa_avx2_usable(void);
 bool kn_isa_avxvnni_usable(void);
+bool kn_isa_neon_usable(void); /* AArch64 with the dot-product extension */
 /* Whether AVX2 kernels use their AVX-VNNI variants: on < 0 queries, 0 / 1 sets (1 only takes
  * effect where the CPU has AVX-VNNI). Default: on when available, off with MOEWIRE_VNNI=0. */
 int kn_isa_vnni(int on);

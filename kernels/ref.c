@@ -94,16 +94,16 @@ static size_t q8_0_bytes(int64_t k) {
 static size_t q8_K_bytes(int64_t k) {
     return (size_t)(k / KN_QK_K) * KN_Q8_K_BYTES;
 }
-static size_t f32_bytes(int64_t k) {
+size_t kn_f32_bytes(int64_t k) {
     return (size_t)k * sizeof(float);
 }
 
 /* F16 / BF16 weights in Q8 mode see activations rounded to their own format, as ggml does. */
-static void prep_round_f16(const float *x, void *dst, int64_t k) {
+void kn_prep_round_f16(const float *x, void *dst, int64_t k) {
     float *y = dst;
     for (int64_t i = 0; i < k; i++) y[i] = kn_fp16_to_f32(kn_f32_to_fp16(x[i]));
 }
-static void prep_round_bf16(const float *x, void *dst, int64_t k) {
+void kn_prep_round_bf16(const float *x, void *dst, int64_t k) {
     float *y = dst;
     for (int64_t i = 0; i < k; i++) y[i] = kn_bf16_to_f32(kn_f32_to_bf16(x[i]));
 }
@@ -156,9 +156,9 @@ static void rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, 
 /* ---- the scalar kernel table ----------------------------------------------------------------- */
 
 static const kn_kernel k_float = {"ref-float", NULL, NULL, float_row_scratch, rows_float};
-static const kn_kernel k_f16_q8 = {"ref-f16-rounded", f32_bytes, prep_round_f16, float_row_scratch,
-                                   rows_float};
-static const kn_kernel k_bf16_q8 = {"ref-bf16-rounded", f32_bytes, prep_round_bf16,
+static const kn_kernel k_f16_q8 = {"ref-f16-rounded", kn_f32_bytes, kn_prep_round_f16,
+                                   float_row_scratch, rows_float};
+static const kn_kernel k_bf16_q8 = {"ref-bf16-rounded", kn_f32_bytes, kn_prep_round_bf16,
                                     float_row_scratch, rows_float};
 static const kn_kernel k_mxfp4_q8 = {"ref-mxfp4-q8_0", q8_0_bytes, kn_quant_q8_0, NULL,
                                      rows_mxfp4_q8};
@@ -174,8 +174,30 @@ static const kn_kernel *const q8_kernels[KN_TYPE_COUNT] = {
 };
 
 const kn_kernel *kn_kernel_ref(kn_type t, kn_numerics num) {
-    const kn_type_traits *tr = kn_traits(t);
-    if (!tr || !tr->can_compute) return NULL;
-    if (num == KN_NUM_Q8 && q8_kernels[t]) return q8_kernels[t];
-    return &k_float;
+    return kn_kernel_pick(q8_kernels, &k_float, t, num);
+}
+
+void kn_rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
+                   void *scratch, kn_row_f32_fn to_f32, kn_dot2_fn dot2) {
+    for (int64_t n = n0; n < n1; n++) {
+        const float *w = scratch;
+        if (W->type == KN_F32) /* read in place: SIMD loads need no alignment */
+            w = (const float *)((const uint8_t *)W->data + (size_t)n * W->row_bytes);
+        else
+            to_f32(W, n, scratch);
+        for (int64_t t = 0; t < x->T; t += 2) {
+            const int nt = x->T - t >= 2 ? 2 : 1;
+            const float *xs[2] = {
+                (const float *)((const uint8_t *)x->data + (size_t)t * x->stride),
+                (const float *)((const uint8_t *)x->data + (size_t)(t + nt - 1) * x->stride)};
+            float out[2];
+            dot2(w, xs, nt, W->cols, out);
+            for (int i = 0; i < nt; i++) Y[(t + i) * ldy + n] = out[i];
+        }
+    }
+}
+
+size_t kn_scratch_float(const kn_mat *W, int64_t T) {
+    (void)T;
+    return W->type == KN_F32 ? 0 : (size_t)W->cols * sizeof(float);
 }

@@ -378,36 +378,13 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
     }
 }
 
-static size_t scratch_float(const kn_mat *W, int64_t T) {
-    (void)T;
-    return W->type == KN_F32 ? 0 : (size_t)W->cols * sizeof(float);
-}
-
 /* Float lanes: each row (as floats: directly for F32, converted into scratch otherwise) against
  * the tokens two at a time. */
 static void rows_float_avx2(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                             int64_t n1, void *scratch) {
-    for (int64_t n = n0; n < n1; n++) {
-        const float *w = scratch;
-        if (W->type == KN_F32)
-            w = (const float *)((const uint8_t *)W->data + (size_t)n * W->row_bytes);
-        else
-            row_to_f32(W, n, scratch);
-        for (int64_t t = 0; t < x->T; t += 2) {
-            const int nt = x->T - t >= 2 ? 2 : 1;
-            const float *xs[2] = {
-                (const float *)((const uint8_t *)x->data + (size_t)t * x->stride),
-                (const float *)((const uint8_t *)x->data + (size_t)(t + nt - 1) * x->stride)};
-            float out[2];
-            dot_f32_rows(w, xs, nt, W->cols, out);
-            for (int i = 0; i < nt; i++) Y[(t + i) * ldy + n] = out[i];
-        }
-    }
+    kn_rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, dot_f32_rows);
 }
 
-static size_t f32_bytes(int64_t k) {
-    return (size_t)k * sizeof(float);
-}
 static void prep_round_f16(const float *x, void *dst, int64_t k) {
     float *y = dst;
     int64_t i = 0;
@@ -415,18 +392,14 @@ static void prep_round_f16(const float *x, void *dst, int64_t k) {
         _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), 0)));
     for (; i < k; i++) y[i] = kn_fp16_to_f32(kn_f32_to_fp16(x[i]));
 }
-static void prep_round_bf16(const float *x, void *dst, int64_t k) { /* rare: the scalar rule */
-    float *y = dst;
-    for (int64_t i = 0; i < k; i++) y[i] = kn_bf16_to_f32(kn_f32_to_bf16(x[i]));
-}
 
 /* ---- the AVX2 kernel table ------------------------------------------------------------------- */
 
-static const kn_kernel k_float = {"avx2-float", NULL, NULL, scratch_float, rows_float_avx2};
-static const kn_kernel k_f16_q8 = {"avx2-f16-rounded", f32_bytes, prep_round_f16, scratch_float,
-                                   rows_float_avx2};
-static const kn_kernel k_bf16_q8 = {"avx2-bf16-rounded", f32_bytes, prep_round_bf16, scratch_float,
-                                    rows_float_avx2};
+static const kn_kernel k_float = {"avx2-float", NULL, NULL, kn_scratch_float, rows_float_avx2};
+static const kn_kernel k_f16_q8 = {"avx2-f16-rounded", kn_f32_bytes, prep_round_f16,
+                                   kn_scratch_float, rows_float_avx2};
+static const kn_kernel k_bf16_q8 = {"avx2-bf16-rounded", kn_f32_bytes, kn_prep_round_bf16,
+                                    kn_scratch_float, rows_float_avx2};
 static const kn_kernel *const float_q8_kernels[KN_TYPE_COUNT] = {
     [KN_F16] = &k_f16_q8, [KN_BF16] = &k_bf16_q8};
 

@@ -8,36 +8,6 @@
 static const int64_t Ts[] = {1, 3, 5, 7, 17, 33};
 #define NTS (sizeof Ts / sizeof Ts[0])
 
-/* Column counts per type: block multiples that are not multiples of 256 where allowed. */
-static int64_t pick_cols(kt_rng *r, kn_type t) {
-    const int bs = kn_traits(t)->blck_size;
-    if (bs == 256) return 256 * kt_range(r, 1, 3);
-    if (bs == 32) {
-        static const int64_t c[] = {32, 96, 2880, 352};
-        return c[kt_range(r, 0, 3)];
-    }
-    static const int64_t c[] = {1, 7, 33, 45, 100, 2880};
-    return c[kt_range(r, 0, 5)];
-}
-
-/* W in type t: from_float of Gaussian weights, or (MXFP4) raw random bytes so every E8M0 value
- * and every code appears; raw exponents are kept near 127 except for a few edge bytes. */
-static kn_mat make_weights(kt_rng *r, kn_type t, int64_t rows, int64_t cols, bool raw) {
-    kn_mat m = kt_random_mat(r, t, rows, cols, 0.05f);
-    if (raw && t == KN_MXFP4) {
-        uint8_t *d = (uint8_t *)m.data;
-        static const uint8_t edges[] = {0x00, 0x01, 0xFE, 0xFF, 0x02, 0x7F};
-        for (int64_t n = 0; n < rows; n++)
-            for (int64_t b = 0; b < cols / 32; b++) {
-                uint8_t *blk = d + n * m.row_bytes + 17 * b;
-                for (int j = 1; j < 17; j++) blk[j] = (uint8_t)kt_next(r);
-                const int pick = kt_range(r, 0, 15);
-                blk[0] = pick < 6 ? edges[pick] : (uint8_t)kt_range(r, 110, 134);
-            }
-    }
-    return m;
-}
-
 static void run(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
                 kn_pool *pool) {
     kn_matmul(W, X, T, Y, num, pool);
@@ -49,8 +19,8 @@ static void test_accuracy_against_float64(void **state) {
     for (size_t ti = 0; ti < KT_NTYPES; ti++) {
         const kn_type t = kt_compute_types[ti];
         for (int rep = 0; rep < 2; rep++) {
-            const int64_t rows = kt_range(&r, 1, 40), cols = pick_cols(&r, t), T = 3;
-            kn_mat W = make_weights(&r, t, rows, cols, false);
+            const int64_t rows = kt_range(&r, 1, 40), cols = kt_pick_cols(&r, t), T = 3;
+            kn_mat W = kt_weights(&r, t, rows, cols, false);
             float *X = kt_gauss_vec(&r, T * cols, 1.0f), *Xq = malloc(T * cols * 4);
             float *Y = malloc(T * rows * 4), *R = malloc(T * rows * 4);
             for (int64_t i = 0; i < T; i++) kt_q8_view(t, X + i * cols, cols, Xq + i * cols);
@@ -78,8 +48,8 @@ static void test_canonical_order_emulated(void **state) {
     const int nisa = kt_variants(isas);
     const kn_isa prev = kn_isa_active();
     const int64_t rows = 5, cols = 2880 + 64; /* 92 blocks: lanes 0..3 get a 12th block */
-    kn_mat Wf = make_weights(&r, KN_F32, rows, cols, false);
-    kn_mat Wm = make_weights(&r, KN_MXFP4, rows, cols, true);
+    kn_mat Wf = kt_weights(&r, KN_F32, rows, cols, false);
+    kn_mat Wm = kt_weights(&r, KN_MXFP4, rows, cols, true);
     float *x = kt_gauss_vec(&r, cols, 1.0f), y[5], want_f[5], want_m[5];
     kn_block_q8_0 *xq = malloc(cols / 32 * sizeof *xq);
     kn_quant_q8_0(x, xq, cols);
@@ -130,11 +100,11 @@ static void test_invariance_batch_threads_isa(void **state) {
         const kn_type t = kt_compute_types[ti];
         for (int rep = 0; rep < 2; rep++) {
             const int64_t cols =
-                rep == 0 && kn_traits(t)->blck_size == 32 ? 2880 : pick_cols(&r, t);
+                rep == 0 && kn_traits(t)->blck_size == 32 ? 2880 : kt_pick_cols(&r, t);
             /* enough rows that batches really split across two threads */
             int64_t rows = kt_range(&r, 1, 3) * 13 + (int64_t)(40000 / cols);
             if (rows > 200) rows = 200 + kt_range(&r, 0, 7);
-            kn_mat W = make_weights(&r, t, rows, cols, true);
+            kn_mat W = kt_weights(&r, t, rows, cols, true);
             float *X = kt_gauss_vec(&r, Tmax * cols, 1.0f);
             float *single = malloc(Tmax * rows * 4), *Y = malloc(Tmax * rows * 4);
             for (int num = 0; num < 2; num++) {

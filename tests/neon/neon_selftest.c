@@ -1,0 +1,216 @@
+/* tests/neon/neon_selftest.c — the kernels' self-test for an aarch64 cross build, run under qemu
+ * by tests/neon-check.sh. It needs nothing but libc/libm and kernels/ (no cmocka, no jansson), and
+ * prints cmocka-style lines. It checks that the NEON kernels give the scalar reference's bits for
+ * every type and mode (T-row batches against T = 1, with and without a 2-thread pool, E8M0 edge
+ * bytes), the fused expert op, and llama.cpp parity on the kernel fixtures (dequantization
+ * bit-exact, activation quantization byte-exact, matvec within the issue's tolerances).
+ *   neon_selftest [FIXTURE_DIR]   (default tests/fixtures/llamacpp/kernels) */
+#include "kernels/kn_internal.h"
+#include "tests/unit/kn_test_data.h"
+#include "util/mw_err.h"
+
+#include <dirent.h>
+
+static const char *fixture_dir = "tests/fixtures/llamacpp/kernels";
+static int failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);               \
+            failures++;                                                                            \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+
+static void *read_file(const char *name, size_t *len) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", fixture_dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(n > 0 ? (size_t)n : 1);
+    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
+        free(p);
+        p = NULL;
+    }
+    fclose(f);
+    if (p) *len = (size_t)n;
+    return p;
+}
+
+static void test_neon_is_active(void) {
+    CHECK(kn_isa_neon_usable());
+    CHECK(kn_isa_active() == KN_ISA_NEON);
+    CHECK(strncmp(kn_kernel_for(KN_MXFP4, KN_NUM_Q8)->name, "neon", 4) == 0);
+    CHECK(strncmp(kn_kernel_for(KN_Q6_K, KN_NUM_F32)->name, "neon", 4) == 0);
+}
+
+/* NEON batches (T = 1, 3, 7, 17; every other with a 2-thread pool) equal scalar T = 1 rows. */
+static void test_neon_matches_scalar(void) {
+    kt_rng r = {8086};
+    static const int64_t Ts[] = {1, 3, 7, 17};
+    kn_pool *pool = kn_pool_create(2);
+    for (size_t ti = 0; ti < KT_NTYPES; ti++) {
+        const kn_type t = kt_compute_types[ti];
+        for (int rep = 0; rep < 2; rep++) {
+            const int64_t cols =
+                rep == 0 && kn_traits(t)->blck_size == 32 ? 2880 : kt_pick_cols(&r, t);
+            const int64_t rows = kt_range(&r, 9, 40);
+            kn_mat W = kt_weights(&r, t, rows, cols, true);
+            float *X = kt_gauss_vec(&r, 17 * cols, 1.0f);
+            float *single = malloc(17 * rows * 4), *Y = malloc(17 * rows * 4);
+            for (int num = 0; num < 2; num++) {
+                kn_isa_force(KN_ISA_SCALAR);
+                for (int64_t i = 0; i < 17; i++)
+                    kn_matmul(&W, X + i * cols, 1, single + i * rows, (kn_numerics)num, NULL);
+                kn_isa_force(KN_ISA_NEON);
+                for (size_t k = 0; k < 4; k++) {
+                    kn_matmul(&W, X, Ts[k], Y, (kn_numerics)num, k & 1 ? pool : NULL);
+                    char what[128];
+                    snprintf(what, sizeof what, "neon %s %s %lldx%lld T=%lld", kn_type_name(t),
+                             num ? "q8" : "f32", (long long)rows, (long long)cols,
+                             (long long)Ts[k]);
+                    if (!kt_same_bits(what, Y, single, (size_t)(Ts[k] * rows))) {
+                        failures++;
+                        kn_pool_destroy(pool);
+                        return;
+                    }
+                }
+            }
+            free((void *)W.data);
+            free(X), free(single), free(Y);
+        }
+    }
+    kn_pool_destroy(pool);
+}
+
+static void test_expert_matches_scalar(void) {
+    kt_rng r = {99};
+    const kn_glu glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    const kn_type types[] = {KN_MXFP4, KN_Q6_K};
+    for (int i = 0; i < 2; i++) {
+        const int64_t hidden = types[i] == KN_MXFP4 ? 1440 : 512, ff = 256, T = 5;
+        kn_expert e = {0};
+        e.gate = kt_random_mat(&r, types[i], ff, hidden, 0.05f);
+        e.up = kt_random_mat(&r, types[i], ff, hidden, 0.05f);
+        e.down = kt_random_mat(&r, types[i], hidden, ff, 0.05f);
+        float *b = kt_gauss_vec(&r, hidden, 0.5f);
+        e.down_b = (kn_mat){KN_F32, 1, hidden, hidden * 4, b};
+        float *X = kt_gauss_vec(&r, T * hidden, 1.0f);
+        float *Ys = malloc(T * hidden * 4), *Yn = malloc(T * hidden * 4);
+        for (int num = 0; num < 2; num++) {
+            mw_err err;
+            kn_isa_force(KN_ISA_SCALAR);
+            CHECK(kn_expert_run(&e, &glu, X, T, Ys, (kn_numerics)num, NULL, &err) == 0);
+            kn_isa_force(KN_ISA_NEON);
+            CHECK(kn_expert_run(&e, &glu, X, T, Yn, (kn_numerics)num, NULL, &err) == 0);
+            CHECK(kt_same_bits("expert", Yn, Ys, (size_t)(T * hidden)));
+        }
+        free((void *)e.gate.data), free((void *)e.up.data), free((void *)e.down.data);
+        free(b), free(X), free(Ys), free(Yn);
+    }
+}
+
+static void test_fixture_dequant(void) {
+    const char *names[] = {"mxfp4", "q6_K"};
+    for (int i = 0; i < 2; i++) {
+        char fn[128];
+        size_t nb, nf;
+        snprintf(fn, sizeof fn, "%s_blocks.bin", names[i]);
+        uint8_t *blocks = read_file(fn, &nb);
+        snprintf(fn, sizeof fn, "%s_dequant.bin", names[i]);
+        float *want = read_file(fn, &nf);
+        CHECK(blocks && want);
+        const kn_type_traits *tr = kn_traits((kn_type)kn_type_from_name(names[i]));
+        const size_t n = nb / (size_t)tr->type_size * (size_t)tr->blck_size;
+        CHECK(nf == n * sizeof(float));
+        float *got = malloc(nf);
+        tr->to_float(blocks, got, (int64_t)n);
+        CHECK(kt_same_bits(names[i], got, want, n));
+        free(got), free(blocks), free(want);
+    }
+}
+
+/* Every <name>_W.bin with <type>_<rows>x<cols> in its name is a matvec case. */
+static void test_fixture_matvec(void) {
+    DIR *d = opendir(fixture_dir);
+    CHECK(d);
+    struct dirent *de;
+    int cases = 0;
+    while ((de = readdir(d))) {
+        const size_t len = strlen(de->d_name);
+        if (len < 7 || strcmp(de->d_name + len - 6, "_W.bin") != 0) continue;
+        char name[256], type[64];
+        snprintf(name, sizeof name, "%.*s", (int)(len - 6), de->d_name);
+        const char *dims = strrchr(name, '_');
+        long long rows, cols;
+        if (!dims || sscanf(dims + 1, "%lldx%lld", &rows, &cols) != 2) continue;
+        snprintf(type, sizeof type, "%.*s", (int)(dims - name), name);
+        const int t = kn_type_from_name(type);
+        CHECK(t >= 0);
+        const kn_type act = kn_traits((kn_type)t)->vec_dot_type;
+        char fn[512];
+        size_t wl, xl, ql, rl, q8l;
+        snprintf(fn, sizeof fn, "%s_W.bin", name);
+        uint8_t *W = read_file(fn, &wl);
+        snprintf(fn, sizeof fn, "%s_x.bin", name);
+        float *x = read_file(fn, &xl);
+        snprintf(fn, sizeof fn, "%s_x_%s.bin", name, kn_type_name(act));
+        uint8_t *xq = read_file(fn, &ql);
+        snprintf(fn, sizeof fn, "%s_y_ref.bin", name);
+        float *yref = read_file(fn, &rl);
+        snprintf(fn, sizeof fn, "%s_y_q8ref.bin", name);
+        float *yq8 = read_file(fn, &q8l);
+        CHECK(W && x && xq && yref && yq8);
+        CHECK(wl == kn_row_size((kn_type)t, cols) * (size_t)rows && ql == kn_row_size(act, cols));
+        uint8_t *myq = malloc(ql);
+        kn_traits(act)->from_float(x, myq, cols);
+        CHECK(memcmp(myq, xq, ql) == 0);
+        kn_mat M = {(kn_type)t, rows, cols, kn_row_size((kn_type)t, cols), W};
+        float *y = malloc((size_t)rows * 4);
+        kn_matmul(&M, x, 1, y, KN_NUM_F32, NULL);
+        const double ef = kt_rel_to_max(y, yref, (size_t)rows);
+        kn_matmul(&M, x, 1, y, KN_NUM_Q8, NULL);
+        const double eq = kt_rel_to_max(y, yq8, (size_t)rows);
+        printf("  %s [neon]: f32 vs y_ref %.2e, q8 vs y_q8ref %.2e\n", name, ef, eq);
+        CHECK(ef <= 1e-5 && eq <= 1e-6);
+        free(W), free(x), free(xq), free(yref), free(yq8), free(myq), free(y);
+        cases++;
+    }
+    closedir(d);
+    CHECK(cases > 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) fixture_dir = argv[1];
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } tests[] = {
+        {"test_neon_is_active", test_neon_is_active},
+        {"test_neon_matches_scalar", test_neon_matches_scalar},
+        {"test_expert_matches_scalar", test_expert_matches_scalar},
+        {"test_fixture_dequant", test_fixture_dequant},
+        {"test_fixture_matvec", test_fixture_matvec},
+    };
+    const int n = (int)(sizeof tests / sizeof tests[0]);
+    int failed = 0;
+    printf("[==========] Running %d test(s).\n", n);
+    for (int i = 0; i < n; i++) {
+        printf("[ RUN      ] %s\n", tests[i].name);
+        fflush(stdout);
+        const int before = failures;
+        kn_isa_force(KN_ISA_NEON);
+        tests[i].fn();
+        const bool ok = failures == before;
+        failed += !ok;
+        printf("[  %s ] %s\n", ok ? "     OK" : "FAILED ", tests[i].name);
+    }
+    printf("[==========] %d test(s) run.\n", n);
+    printf("[  PASSED  ] %d test(s).\n", n - failed);
+    if (failed) printf("[  FAILED  ] %d test(s).\n", failed);
+    return failed ? 1 : 0;
+}
