@@ -124,6 +124,15 @@ static int synthesize(const opts *o, int layers, const char *path) {
                 layers, need / 1e9, (double)fs.f_bavail * fs.f_frsize / 1e9);
         return -1;
     }
+    /* read through the page cache, the model must fit in memory (compute, not disk, is measured) */
+    double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (mem > 0 && need > 0.8 * mem) {
+        fprintf(stderr,
+                "bench_model: %d layers need %.1f GB, more than 80%% of the %.1f GB of "
+                "memory: skipped\n",
+                layers, need / 1e9, mem / 1e9);
+        return -1;
+    }
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "%s synth --arch gpt-oss --layers %d --hidden %d --heads %d --kv-heads %d "
