@@ -244,6 +244,18 @@ static void test_errors(void **state) {
     const char *no_value[] = {bin,        "generate", "--model",      m_copy,
                               "--tokens", "1",        "--max-tokens", NULL};
     expect_failure(no_value, "--max-tokens needs a value");
+    const char *threads0[] = {
+        bin, "generate", "--model", m_copy, "--tokens=1,2", "--max-tokens=2", "--threads=0", NULL};
+    expect_failure(threads0, "--threads");
+    const char *top_p[] = {bin, "generate", "--model", m_copy, "--tokens", "1", "--max-tokens",
+                           "2", "--top-p",  "1.5",     NULL};
+    expect_failure(top_p, "--top-p");
+    const char *temp[] = {bin, "generate",      "--model", m_copy, "--tokens", "1", "--max-tokens",
+                          "2", "--temperature", "-1",      NULL};
+    expect_failure(temp, "--temperature");
+    const char *ctx[] = {bin, "generate", "--model", m_copy, "--tokens", "1,2,3", "--max-tokens",
+                         "4", "--ctx",    "5",       NULL};
+    expect_failure(ctx, "need 6 positions");
     /* a file that is not a model at all */
     const char *not_model[] = {
         bin,        "generate", "--model",      mwt_fixture("llamacpp/README.md"),
