@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct shape {
     const char *name;
@@ -27,6 +28,9 @@ static const shape shapes[] = {
     {"mxfp4_gate_up", KN_MXFP4, 5760, 2880, {540, 0, 4000, 15900}},
     {"mxfp4_down", KN_MXFP4, 2880, 2880, {0, 0, 0, 0}},
     {"q6_K_gate_up", KN_Q6_K, 5760, 3072, {784, 0, 0, 28000}},
+    /* the coordinator's dense weights: attention projections in Q8_0, a router / head in F32 */
+    {"q8_0_dense", KN_Q8_0, 4096, 2880, {0, 0, 0, 0}},
+    {"f32_dense", KN_F32, 2880, 2880, {0, 0, 0, 0}},
 };
 static const int64_t Ts[4] = {1, 4, 16, 64};
 
@@ -125,8 +129,49 @@ static void run_shape(const shape *s, kn_numerics num, const double bw[3], doubl
     free(Y);
 }
 
-static void noop_task(void *arg, int ith, int nth) {
-    (void)arg, (void)ith, (void)nth;
+/* Wake-up latency: task 0 (the caller) waits until task 1 has started on the worker; the time
+ * from publishing the job to that start is the latency a matmul pays to get its second thread. */
+typedef struct wake_job {
+    volatile int started;
+    double t_start;
+} wake_job;
+
+static void wake_task(void *arg, int ith, int nth) {
+    wake_job *j = arg;
+    (void)nth;
+    if (ith == 1) {
+        j->t_start = bu_now();
+        __atomic_store_n(&j->started, 1, __ATOMIC_RELEASE);
+        return;
+    }
+    const double t0 = bu_now();
+    while (!__atomic_load_n(&j->started, __ATOMIC_ACQUIRE) && bu_now() - t0 < 0.05) {
+    }
+}
+
+static void bench_wake(kn_pool *pool, double idle_s, const char *label) {
+    enum { N = 400 };
+    double lat[N];
+    int n = 0;
+    for (int i = 0; i < N; i++) {
+        if (idle_s > 0) {
+            const double t0 = bu_now();
+            while (bu_now() - t0 < idle_s) {
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+            }
+        }
+        wake_job j = {0, 0};
+        const double t0 = bu_now();
+        kn_pool_run(pool, wake_task, &j);
+        if (j.started) lat[n++] = j.t_start - t0;
+    }
+    const double med = bu_median(lat, n);
+    printf("pool wake-up (%s): median %.2f us, best %.2f us, %d of %d jobs reached the worker\n",
+           label, med * 1e6, lat[0] * 1e6, n, N);
+    printf("{\"bench\":\"kernels\",\"case\":\"pool_wake\",\"idle_us\":%.0f,\"median_us\":%.3f,"
+           "\"best_us\":%.3f}\n",
+           idle_s * 1e6, med * 1e6, lat[0] * 1e6);
 }
 
 int main(void) {
@@ -151,21 +196,11 @@ int main(void) {
                t, bw[t], bw_bytes);
     }
 
-    /* pool round trip: an empty job on 2 threads, workers parked (spinning) between jobs */
+    /* the pool: wake-up latency back to back (workers spinning) and after 2 ms idle (asleep) */
     kn_pool *pool = kn_pool_create(2);
-    double rt[2000];
-    for (int i = 0; i < 2000; i++) {
-        const double t0 = bu_now();
-        kn_pool_run(pool, noop_task, NULL);
-        rt[i] = bu_now() - t0;
-    }
+    bench_wake(pool, 0, "back to back");
+    bench_wake(pool, 0.002, "after 2 ms idle");
     kn_pool_destroy(pool);
-    const double rt_med = bu_median(rt, 2000);
-    printf("pool round trip (2 threads, empty job): median %.2f us, best %.2f us\n", rt_med * 1e6,
-           rt[0] * 1e6);
-    printf("{\"bench\":\"kernels\",\"case\":\"pool_roundtrip\",\"threads\":2,\"median_us\":%.3f,"
-           "\"best_us\":%.3f}\n",
-           rt_med * 1e6, rt[0] * 1e6);
 
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (q8) run_shape(&shapes[i], KN_NUM_Q8, bw, budget);

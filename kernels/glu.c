@@ -8,17 +8,17 @@
  * steps so subnormal results round once. */
 float kn_expf(float x) {
     if (x != x) return x;
-    if (x > 88.72283935546875f) return INFINITY;
-    if (x < -103.97208404541015625f) return 0.0f;
-    const float n = nearbyintf(x * 1.44269504088896341f);
-    float r = fmaf(n, -0.693145751953125f, x);
-    r = fmaf(n, -1.428606765330187045e-06f, r);
-    float p = 1.0f / 5040.0f;
-    p = fmaf(p, r, 1.0f / 720.0f);
-    p = fmaf(p, r, 1.0f / 120.0f);
-    p = fmaf(p, r, 1.0f / 24.0f);
-    p = fmaf(p, r, 1.0f / 6.0f);
-    p = fmaf(p, r, 0.5f);
+    if (x > KN_EXP_MAX) return INFINITY;
+    if (x < KN_EXP_MIN) return 0.0f;
+    const float n = nearbyintf(x * KN_EXP_LOG2E);
+    float r = fmaf(n, -KN_EXP_LN2_HI, x);
+    r = fmaf(n, -KN_EXP_LN2_LO, r);
+    float p = KN_EXP_C7;
+    p = fmaf(p, r, KN_EXP_C6);
+    p = fmaf(p, r, KN_EXP_C5);
+    p = fmaf(p, r, KN_EXP_C4);
+    p = fmaf(p, r, KN_EXP_C3);
+    p = fmaf(p, r, KN_EXP_C2);
     p = fmaf(p, r, 1.0f);
     p = fmaf(p, r, 1.0f);
     int e = (int)n;
@@ -64,7 +64,21 @@ int kn_glu_from_name(const char *name) {
     return -1;
 }
 
-void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     float (*fn)(float, float, const kn_glu *) = glu_table[glu->kind].fn;
     for (int64_t i = 0; i < n; i++) out[i] = fn(g[i], u[i], glu);
+}
+
+void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    switch (kn_isa_active()) {
+    case KN_ISA_AVX2:
+        kn_glu_apply_avx2(glu, g, u, out, n);
+        break;
+    case KN_ISA_NEON:
+        kn_glu_apply_neon(glu, g, u, out, n);
+        break;
+    default:
+        kn_glu_apply_ref(glu, g, u, out, n);
+        break;
+    }
 }

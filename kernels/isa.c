@@ -20,6 +20,9 @@ bool kn_isa_avx2_usable(void) {
 bool kn_isa_avxvnni_usable(void) {
     return false;
 }
+void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    kn_glu_apply_ref(glu, g, u, out, n);
+}
 int kn_isa_vnni(int on) {
     (void)on;
     return 0;
@@ -32,6 +35,9 @@ const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num) {
 }
 bool kn_isa_neon_usable(void) {
     return false;
+}
+void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    kn_glu_apply_ref(glu, g, u, out, n);
 }
 #endif
 

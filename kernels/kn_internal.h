@@ -248,8 +248,25 @@ size_t kn_act_scratch(const kn_kernel *k, int64_t K, int64_t T);
 /* Prepares T rows of X (K floats each) for kernel k into dst (kn_act_scratch bytes); sets *x. */
 void kn_act_prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, void *dst,
                     kn_pool *pool, kn_act *x);
-/* Deterministic expf (same bits on every ISA and libm): ~1 ulp. */
+/* Deterministic expf (same bits on every ISA and libm): ~1 ulp. Its SIMD versions (in the GLU
+ * kernels) use the same constants and the same sequence of correctly rounded operations. */
 float kn_expf(float x);
+#define KN_EXP_MAX    88.72283935546875f        /* above: +inf */
+#define KN_EXP_MIN    (-103.97208404541015625f) /* below: +0 */
+#define KN_EXP_LOG2E  1.44269504088896341f
+#define KN_EXP_LN2_HI 0.693145751953125f /* ln 2 in two parts (Cody-Waite) */
+#define KN_EXP_LN2_LO 1.428606765330187045e-06f
+#define KN_EXP_C7     (1.0f / 5040.0f) /* polynomial coefficients, highest first */
+#define KN_EXP_C6     (1.0f / 720.0f)
+#define KN_EXP_C5     (1.0f / 120.0f)
+#define KN_EXP_C4     (1.0f / 24.0f)
+#define KN_EXP_C3     (1.0f / 6.0f)
+#define KN_EXP_C2     0.5f
+
+/* GLU kernels: the scalar one (glu.c) and each ISA's, all giving the same bits. */
+void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
+void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
+void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
 /* Aborts with a message: a malformed kn_mat is a programming error at this level. */
 void kn_check_mat(const kn_mat *W, const char *what);
 

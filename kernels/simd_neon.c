@@ -316,6 +316,62 @@ static void rows_q4_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, i
     rows_kquant(W, x, Y, ldy, n0, n1, dot_q4_K);
 }
 
+/* ---- GLU: kn_expf and the policies of glu.c, 4 values at a time, the same operations ----------
+ */
+
+static inline float32x4_t blend(uint32x4_t m, float32x4_t yes, float32x4_t no) {
+    return vbslq_f32(m, yes, no);
+}
+
+static inline float32x4_t expf_neon(float32x4_t x) {
+    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(KN_EXP_LOG2E)));
+    float32x4_t r = vfmaq_f32(x, n, vdupq_n_f32(-KN_EXP_LN2_HI));
+    r = vfmaq_f32(r, n, vdupq_n_f32(-KN_EXP_LN2_LO));
+    float32x4_t p = vdupq_n_f32(KN_EXP_C7);
+    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C6), p, r);
+    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C5), p, r);
+    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
+    int32x4_t e = vcvtq_s32_f32(n); /* n is integral (or the lane is overridden below) */
+    const uint32x4_t big = vcgtq_s32(e, vdupq_n_s32(127)), tiny = vcltq_s32(e, vdupq_n_s32(-126));
+    float32x4_t first =
+        blend(tiny, vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(e, vdupq_n_s32(253)), 23)),
+              vdupq_n_f32(1.0f));
+    first = blend(big, vdupq_n_f32(0x1p127f), first);
+    e = vbslq_s32(big, vsubq_s32(e, vdupq_n_s32(127)), e);
+    e = vbslq_s32(tiny, vdupq_n_s32(-126), e);
+    float32x4_t y =
+        vmulq_f32(vmulq_f32(p, first),
+                  vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(e, vdupq_n_s32(127)), 23)));
+    y = blend(vcgtq_f32(x, vdupq_n_f32(KN_EXP_MAX)), vdupq_n_f32(INFINITY), y);
+    y = blend(vcltq_f32(x, vdupq_n_f32(KN_EXP_MIN)), vdupq_n_f32(0.0f), y);
+    return blend(vceqq_f32(x, x), y, x); /* NaN in, the same NaN out */
+}
+
+void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    const int64_t n4 = n / 4 * 4;
+    const float32x4_t one = vdupq_n_f32(1.0f), lim = vdupq_n_f32(glu->limit),
+                      nlim = vdupq_n_f32(-glu->limit), alpha = vdupq_n_f32(glu->alpha);
+    for (int64_t i = 0; i < n4; i += 4) {
+        float32x4_t gv = vld1q_f32(g + i), uv = vld1q_f32(u + i), y;
+        if (glu->kind == KN_GLU_SWIGLU) {
+            y = vmulq_f32(vdivq_f32(gv, vaddq_f32(one, expf_neon(vnegq_f32(gv)))), uv);
+        } else {
+            gv = blend(vcgtq_f32(gv, lim), lim, gv);
+            const uint32x4_t below = vcltq_f32(uv, nlim);
+            uv = blend(vcgtq_f32(uv, lim), lim, uv);
+            uv = blend(below, nlim, uv);
+            const float32x4_t ex = expf_neon(vnegq_f32(vmulq_f32(alpha, gv)));
+            y = vmulq_f32(vdivq_f32(gv, vaddq_f32(one, ex)), vaddq_f32(uv, one));
+        }
+        vst1q_f32(out + i, y);
+    }
+    kn_glu_apply_ref(glu, g + n4, u + n4, out + n4, n - n4);
+}
+
 /* ---- the NEON kernel table ------------------------------------------------------------------- */
 
 static const kn_kernel k_float = {"neon-float", NULL, NULL, kn_scratch_float, rows_float};

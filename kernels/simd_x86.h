@@ -95,7 +95,7 @@ static inline void kn_x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
     }
 }
 
-/* h(e) of the 8 blocks of a group, as a vector (table lookups through memory, no shuffles). */
+/* h(e) of the 8 blocks of a group, as a vector (table lookups; the compiler assembles them). */
 static inline __m256 kn_x86_mxfp4_h(const uint8_t *row) {
     _Alignas(32) uint32_t hb[8];
 #pragma GCC unroll 8

@@ -114,6 +114,25 @@ static void test_expert_matches_scalar(void) {
     }
 }
 
+/* The NEON GLU gives the scalar bits: a dense sweep with specials, odd lengths. */
+static void test_glu_matches_scalar(void) {
+    enum { N = 4099 };
+    static float g[N], u[N], want[N], got[N];
+    kt_rng r = {17};
+    for (int i = 0; i < N; i++) g[i] = (float)(i - N / 2) * 0.06f, u[i] = kt_gauss(&r, 6.0f);
+    const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 7.0f, -7.0f, 88.8f, -104.0f};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
+        g[7 * i] = special[i], u[7 * i + 3] = special[i];
+    const kn_glu glus[2] = {{KN_GLU_SWIGLU, 0, 0}, {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}};
+    for (int k = 0; k < 2; k++) {
+        kn_glu_apply_ref(&glus[k], g, u, want, N);
+        for (int len = N - 3; len <= N; len++) {
+            kn_glu_apply(&glus[k], g, u, got, len);
+            CHECK(kt_same_bits("glu", got, want, (size_t)len));
+        }
+    }
+}
+
 static void test_fixture_dequant(void) {
     const char *names[] = {"mxfp4", "q6_K"};
     for (int i = 0; i < 2; i++) {
@@ -193,6 +212,7 @@ int main(int argc, char **argv) {
         {"test_neon_is_active", test_neon_is_active},
         {"test_neon_matches_scalar", test_neon_matches_scalar},
         {"test_expert_matches_scalar", test_expert_matches_scalar},
+        {"test_glu_matches_scalar", test_glu_matches_scalar},
         {"test_fixture_dequant", test_fixture_dequant},
         {"test_fixture_matvec", test_fixture_matvec},
     };

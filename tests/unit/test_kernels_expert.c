@@ -186,6 +186,43 @@ static void test_glu_policies(void **state) {
     assert_int_equal(kn_glu_from_name("geglu"), -1);
 }
 
+/* The SIMD GLU kernels give the scalar bits for every value: a dense sweep, specials, values
+ * around the limit, and odd lengths (SIMD body plus scalar tail). */
+static void test_glu_same_bits_on_every_isa(void **state) {
+    (void)state;
+    enum { N = 4099 };
+    float *g = malloc(N * 4), *u = malloc(N * 4), *want = malloc(N * 4), *got = malloc(N * 4);
+    kt_rng r = {17};
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)(i - N / 2) * 0.06f; /* -123 .. 123: overflow, underflow, everything */
+        u[i] = kt_gauss(&r, 6.0f);
+    }
+    const float special[] = {NAN,    INFINITY, -INFINITY, 0.0f,    -0.0f,  7.0f,   -7.0f,
+                             88.72f, 88.8f,    -103.9f,   -104.0f, 1e-40f, 3.4e38f};
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) {
+        g[7 * i] = special[i];
+        u[7 * i + 3] = special[i];
+    }
+    const kn_glu glus[3] = {
+        {KN_GLU_SWIGLU, 0, 0}, {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}, {KN_GLU_SWIGLU_OAI, 60.0f, 7.0f}};
+    kt_variant v[2 * KN_ISA_COUNT];
+    const int nv = kt_variants(v);
+    const kn_isa prev = kn_isa_active();
+    for (int k = 0; k < 3; k++) {
+        kn_glu_apply_ref(&glus[k], g, u, want, N);
+        for (int i = 0; i < nv; i++) {
+            kt_use(&v[i]);
+            for (int len = N - 3; len <= N; len++) {
+                memset(got, 0, N * 4);
+                kn_glu_apply(&glus[k], g, u, got, len);
+                assert_true(kt_same_bits(v[i].name, got, want, (size_t)len));
+            }
+        }
+    }
+    kn_isa_force(prev);
+    free(g), free(u), free(want), free(got);
+}
+
 static void test_expf_accuracy_and_specials(void **state) {
     (void)state;
     double worst = 0;
@@ -297,6 +334,7 @@ int main(void) {
         cmocka_unit_test(test_expert_matches_composition_and_reference),
         cmocka_unit_test(test_expert_rejects_bad_shapes),
         cmocka_unit_test(test_glu_policies),
+        cmocka_unit_test(test_glu_same_bits_on_every_isa),
         cmocka_unit_test(test_expf_accuracy_and_specials),
         cmocka_unit_test(test_pool_runs_every_task_once),
         cmocka_unit_test(test_pool_shared_by_two_callers),
