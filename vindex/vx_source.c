@@ -153,17 +153,35 @@ static int gguf_fingerprint(vx_source *s, mw_err *err) {
     const gguf_impl *gi = s->impl;
     size_t n = vx_gguf_n_tensors(gi->g);
     vx_fp_tensor *fp = calloc(n ? n : 1, sizeof *fp);
-    if (!fp) return mw_errf(err, "%s: out of memory", s->path);
-    for (size_t i = 0; i < n; i++) {
-        const vx_tensor *t = vx_gguf_tensor(gi->g, i);
-        fp[i].name = t->name;
-        fp[i].type = t->type;
-        fp[i].n_dims = t->n_dims;
-        memcpy(fp[i].ne, t->ne, sizeof fp[i].ne);
-        vx_blake2b(t->data, t->nbytes, fp[i].digest);
+    vx_b2 *st = calloc(n ? n : 1, sizeof *st);
+    vx_hash_seg *segs = calloc(n ? n : 1, sizeof *segs);
+    vx_hash_job *jobs = calloc(n ? n : 1, sizeof *jobs);
+    int rc = fp && st && segs && jobs ? 0 : mw_errf(err, "%s: out of memory", s->path);
+    if (rc == 0) {
+        /* every tensor's digest, in parallel: this reads the whole file once */
+        for (size_t i = 0; i < n; i++) {
+            const vx_tensor *t = vx_gguf_tensor(gi->g, i);
+            vx_b2_init(&st[i]);
+            segs[i] = (vx_hash_seg){t->data, t->nbytes};
+            jobs[i] = (vx_hash_job){.b2 = &st[i], .segs = &segs[i], .n_segs = 1};
+        }
+        kn_pool *pool = vx_pool_new();
+        vx_hash_run(pool, jobs, n);
+        kn_pool_destroy(pool);
+        for (size_t i = 0; i < n; i++) {
+            const vx_tensor *t = vx_gguf_tensor(gi->g, i);
+            fp[i].name = t->name;
+            fp[i].type = t->type;
+            fp[i].n_dims = t->n_dims;
+            memcpy(fp[i].ne, t->ne, sizeof fp[i].ne);
+            vx_b2_final(&st[i], fp[i].digest);
+        }
+        rc = vx_fingerprint(s->meta, fp, n, s->fp, err);
     }
-    int rc = vx_fingerprint(s->meta, fp, n, s->fp, err);
     free(fp);
+    free(st);
+    free(segs);
+    free(jobs);
     return rc;
 }
 

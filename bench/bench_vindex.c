@@ -1,0 +1,170 @@
+/* bench/bench_vindex.c — vindex throughput: synth → GGUF, extract, verify and mount, each in MB/s
+ * of model bytes, next to the raw single-thread speeds of what bounds them (memcpy, BLAKE2b and
+ * SHA-256 from libsodium) measured in the same run, so the ratios say how close each step gets.
+ *
+ * The model is a gpt-oss-shaped synthetic one (hidden 2880, 32 experts of width 2880, MXFP4
+ * experts, F16 dense) with --layers layers and a small vocabulary, written under --dir (a fresh
+ * temporary directory by default, removed at the end). Prints one JSON object per line.
+ *
+ *   bench_vindex [--layers N] [--dir DIR] [--keep]   */
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vindex/vx_source.h"
+#include "vindex/vx_synth.h"
+#include "vindex/vx_vindex.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what, const mw_err *e) {
+    fprintf(stderr, "bench_vindex: %s: %s\n", what, e->msg);
+    exit(1);
+}
+
+/* Best-of-3 MB/s of a hash (or copy) over a 64 MiB buffer. */
+static double raw_speed(int kind, uint8_t *buf, uint8_t *dst, size_t n) {
+    double best = 0;
+    for (int r = 0; r < 3; r++) {
+        uint8_t out[64];
+        double t0 = now_s();
+        if (kind == 0)
+            memcpy(dst, buf, n);
+        else if (kind == 1)
+            crypto_generichash(out, 32, buf, n, NULL, 0);
+        else
+            crypto_hash_sha256(out, buf, n);
+        double mbs = (double)n / 1e6 / (now_s() - t0);
+        if (mbs > best) best = mbs;
+    }
+    return best;
+}
+
+static uint64_t dir_bytes(const char *dir, const char *const *names, int n) {
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        struct stat st;
+        if (stat(p, &st) == 0) total += (uint64_t)st.st_size;
+    }
+    return total;
+}
+
+int main(int argc, char **argv) {
+    int layers = 2;
+    const char *dir = NULL;
+    bool keep = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--keep"))
+            keep = true;
+        else {
+            fprintf(stderr, "usage: bench_vindex [--layers N] [--dir DIR] [--keep]\n");
+            return 2;
+        }
+    }
+    if (layers < 1 || sodium_init() < 0) return 2;
+    char tmpl[] = "/tmp/bench-vindex-XXXXXX";
+    if (!dir && !(dir = mkdtemp(tmpl))) return 1;
+
+    size_t n = 64u << 20;
+    uint8_t *buf = malloc(n), *dst = malloc(n);
+    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(i * 2654435761u >> 13);
+    double mc = raw_speed(0, buf, dst, n), b2 = raw_speed(1, buf, dst, n),
+           sha = raw_speed(2, buf, dst, n);
+    free(buf);
+    free(dst);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("{\"bench\":\"vindex_raw\",\"cpus\":%ld,\"memcpy_MBps\":%.0f,\"blake2b_MBps\":%.0f,"
+           "\"sha256_MBps\":%.0f}\n",
+           cpus, mc, b2, sha);
+    fflush(stdout);
+
+    char gguf[4200], vx[4200], layers_s[16];
+    snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
+    snprintf(vx, sizeof vx, "%s/model.vindex", dir);
+    snprintf(layers_s, sizeof layers_s, "%d", layers);
+    const char *args[] = {"arch",     "gpt-oss",   "layers",       layers_s,   "hidden",
+                          "2880",     "heads",     "64",           "kv-heads", "8",
+                          "head-dim", "64",        "experts",      "32",       "top-k",
+                          "4",        "expert-ff", "2880",         "vocab",    "32000",
+                          "seed",     "1",         "dense-format", "f16",      NULL};
+    vx_synth_opts o;
+    vx_synth_defaults(&o);
+    mw_err e;
+    for (int i = 0; args[i]; i += 2)
+        if (vx_synth_set(&o, args[i], args[i + 1], &e)) die("synth options", &e);
+    vx_input *in;
+    if (vx_synth_input(&o, &in, &e)) die("synth", &e);
+    double t0 = now_s();
+    if (vx_input_write_gguf(in, gguf, NULL, NULL, &e)) die("synth", &e);
+    double t_synth = now_s() - t0;
+    vx_input_close(in);
+    const char *gn[] = {"model.gguf"};
+    double model_mb = (double)dir_bytes(dir, gn, 1) / 1e6;
+    printf("{\"bench\":\"vindex_synth\",\"layers\":%d,\"model_MB\":%.1f,\"seconds\":%.2f,"
+           "\"MBps\":%.0f}\n",
+           layers, model_mb, t_synth, model_mb / t_synth);
+    fflush(stdout);
+
+    if (vx_input_open(gguf, &in, &e)) die("open", &e);
+    t0 = now_s();
+    vx_extract_stats st;
+    if (vx_extract(in, vx, NULL, &st, &e)) die("extract", &e);
+    double t_ext = now_s() - t0;
+    vx_input_close(in);
+    double vx_mb = (double)(st.dense_bytes + st.expert_bytes) / 1e6;
+    printf("{\"bench\":\"vindex_extract\",\"MB\":%.1f,\"seconds\":%.2f,\"MBps\":%.0f,"
+           "\"vs_sha256\":%.2f,\"vs_blake2b\":%.2f}\n",
+           vx_mb, t_ext, vx_mb / t_ext, vx_mb / t_ext / sha, vx_mb / t_ext / b2);
+    fflush(stdout);
+
+    t0 = now_s();
+    uint64_t checked;
+    if (vx_verify(vx, NULL, NULL, &checked, &e)) die("verify", &e);
+    double t_ver = now_s() - t0;
+    printf("{\"bench\":\"vindex_verify\",\"MB\":%.1f,\"seconds\":%.2f,\"MBps\":%.0f,"
+           "\"vs_sha256\":%.2f}\n",
+           (double)checked / 1e6, t_ver, (double)checked / 1e6 / t_ver,
+           (double)checked / 1e6 / t_ver / sha);
+    fflush(stdout);
+
+    /* mount everything (dense + all extents, BLAKE2b checked), then one layer's experts only */
+    vx_source *s;
+    t0 = now_s();
+    if (vx_source_open(vx, NULL, &s, &e)) die("mount", &e);
+    double t_mnt = now_s() - t0;
+    vx_source_close(s);
+    vx_expert_set set;
+    if (vx_expert_set_parse("0:0-31", layers, 32, &set, &e)) die("expert set", &e);
+    vx_source_opts so = {.experts = &set, .dense = false, .verify_on_mount = true};
+    t0 = now_s();
+    if (vx_source_open(vx, &so, &s, &e)) die("mount", &e);
+    double t_one = now_s() - t0;
+    vx_source_close(s);
+    vx_expert_set_free(&set);
+    double layer_mb = (double)st.expert_bytes / (double)layers / 1e6;
+    printf("{\"bench\":\"vindex_mount\",\"all_MB\":%.1f,\"all_seconds\":%.2f,\"all_MBps\":%.0f,"
+           "\"one_layer_MB\":%.1f,\"one_layer_seconds\":%.3f,\"one_layer_MBps\":%.0f,"
+           "\"vs_blake2b\":%.2f}\n",
+           vx_mb, t_mnt, vx_mb / t_mnt, layer_mb, t_one, layer_mb / t_one, vx_mb / t_mnt / b2);
+    if (!keep) {
+        char cmd[4300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s/model.gguf' '%s/model.vindex'", dir, dir);
+        if (system(cmd) != 0) fprintf(stderr, "bench_vindex: could not clean %s\n", dir);
+        if (dir == tmpl) rmdir(dir);
+    }
+    return 0;
+}
