@@ -351,7 +351,7 @@ static int copy_carried(job *j) {
     for (size_t i = 0; i < j->in->n_carry; i++) {
         const char *src = j->in->carry[i], *slash = strrchr(src, '/');
         const char *name = slash ? slash + 1 : src;
-        if (!*name || name[0] == '.' || !strcmp(name, VX_MANIFEST) ||
+        if (!vx_safe_file_name(name) || !strcmp(name, VX_MANIFEST) ||
             !strcmp(name, VX_DENSE_FILE) || !strncmp(name, "experts-", 8))
             return mw_errf(j->err, "%s: cannot carry a file of that name into a vindex", src);
         char path[4096];

@@ -287,7 +287,7 @@ static const char *get_str(rd *r, const json_t *o, const char *key, const char *
 }
 
 /* Only plain names inside the directory: no separators, no leading dot, bounded length. */
-static bool safe_name(const char *s) {
+bool vx_safe_file_name(const char *s) {
     size_t n = strlen(s);
     return n > 0 && n < 256 && s[0] != '.' &&
            strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == n;
@@ -307,7 +307,7 @@ static int disk_size(rd *r, const char *name, uint64_t *size) {
 static int read_file_entry(rd *r, const json_t *o, const char *what, vx_mf_file *f) {
     const char *name = get_str(r, o, "name", what);
     if (!name) return -1;
-    if (!safe_name(name)) return fault(r, "%s: unsafe file name '%s'", what, name);
+    if (!vx_safe_file_name(name)) return fault(r, "%s: unsafe file name '%s'", what, name);
     if (get_u64(r, o, "size", what, &f->size) || get_digest(r, o, "blake2b", what, f->b2) ||
         get_digest(r, o, "sha256", what, f->sha))
         return -1;

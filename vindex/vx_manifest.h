@@ -106,6 +106,10 @@ void vx_manifest_layout_parts(vx_mf_layer *L);
 int vx_hash_extents(kn_pool *pool, const vx_mf_layer *L, const uint8_t *const *ext, size_t k,
                     uint8_t (*b2)[VX_DIGEST_BYTES], uint8_t (*sha)[VX_DIGEST_BYTES], vx_b2 *digest);
 
+/* Whether a name may be a file of a vindex: letters, digits, '.', '_', '-', not starting with
+ * '.', shorter than 256 bytes. */
+bool vx_safe_file_name(const char *s);
+
 /* "experts-007.bin" */
 void vx_expert_file_name(int layer, char *out, size_t n);
 

@@ -112,7 +112,8 @@ static int map_dense(vx_source *s, bool verify, mw_err *err) {
         if (memcmp(d, m->dense.b2, sizeof d) != 0)
             return mw_errf(err, "%s: checksum mismatch", path);
     }
-    for (size_t i = 0; i < m->n_dense; i++) s->list[i].data = base + m->tensors[i].offset;
+    for (size_t i = 0; i < m->n_dense; i++)
+        s->list[i].data = base ? base + m->tensors[i].offset : NULL;
     return 0;
 }
 
