@@ -2,6 +2,8 @@
  * own name and bytes (no relayout), so every source tensor is consumed and none is dropped. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "vindex/vx_gguf.h"
 #include "vindex/vx_input.h"
@@ -20,7 +22,13 @@ static int read_tensor(const vx_input *in, const vx_input_tensor *t, uint64_t of
         return mw_errf(err, "%s: tensor '%s': read of %llu bytes at %llu is outside its %llu bytes",
                        in->files[0].path, t->name, (unsigned long long)len, (unsigned long long)off,
                        (unsigned long long)t->nbytes);
-    memcpy(dst, (const uint8_t *)src->data + off, len);
+    const uint8_t *p = (const uint8_t *)src->data + off;
+    memcpy(dst, p, len);
+    /* extract reads each byte once: hand the pages back so its resident size stays small (they
+     * remain in the page cache; a later read faults them in again) */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + len) / page * page;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
     return 0;
 }
 
