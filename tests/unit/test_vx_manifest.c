@@ -281,6 +281,41 @@ static void test_bad_files_are_refused(void **state) {
     assert_int_equal(vx_verify(dir, NULL, NULL, NULL, &err), 0);
 }
 
+/* Random byte corruption of manifest.json: every outcome is a clean accept or a clean refusal. */
+static void test_random_manifest_corruption(void **state) {
+    (void)state;
+    const char *dir = copy_base("random");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    size_t n;
+    char *orig = mwt_read_file(path, &n);
+    assert_non_null(orig);
+    uint64_t rng = 0x853c49e6748fea9bull;
+    int refused = 0;
+    for (int it = 0; it < 300; it++) {
+        char *c = malloc(n);
+        memcpy(c, orig, n);
+        for (int f = 0; f < 1 + it % 3; f++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            /* digits and quotes matter most: bias the damage towards them */
+            size_t pos = (size_t)(rng >> 33) % n;
+            static const char subst[] = "0123456789\"-:,[]{}a";
+            c[pos] = subst[(rng >> 20) % (sizeof subst - 1)];
+        }
+        assert_int_equal(mwt_write_file(path, c, n), 0);
+        vx_manifest m;
+        mw_err err;
+        if (vx_manifest_read(dir, &m, &err) == 0)
+            vx_manifest_free(&m);
+        else
+            refused++;
+        free(c);
+    }
+    assert_true(refused > 0);
+    assert_int_equal(mwt_write_file(path, orig, n), 0);
+    free(orig);
+}
+
 /* ---- metadata JSON ------------------------------------------------------------------------- */
 
 static void encode(const vx_meta *m, vx_buf *b) {
@@ -361,6 +396,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_manifests_are_refused),
         cmocka_unit_test(test_bad_files_are_refused),
+        cmocka_unit_test(test_random_manifest_corruption),
         cmocka_unit_test(test_metadata_json_round_trip),
     };
     return cmocka_run_group_tests_name("vx_manifest", tests, setup, teardown);
