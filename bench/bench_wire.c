@@ -12,17 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/bench_util.h"
 #include "kernels/kn.h"
 #include "wire/wr_codec.h"
 #include "wire/wr_msg.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
 static double uniform(void) {
@@ -50,11 +44,11 @@ static double time_op(op_fn fn, void *ctx, double seconds) {
     double best = 1e30;
     for (int round = 0; round < 3; round++) {
         long iters = 0;
-        double t0 = now_s(), t;
+        double t0 = bu_now(), t;
         do {
             fn(ctx);
             iters++;
-            t = now_s();
+            t = bu_now();
         } while (t - t0 < seconds / 3);
         double per = (t - t0) / (double)iters;
         if (per < best) best = per;

@@ -1,10 +1,12 @@
 /* coordinator/co_backend.c — the backend table. "local" runs the experts in this process through
- * the same executor an expert node runs (model/md_local.h). */
+ * the same executor an expert node runs (model/md_local.h); "remote" sends them to expert nodes
+ * (coordinator/co_cluster.h). */
 #include "coordinator/co_backend.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "coordinator/co_cluster.h"
 #include "model/md_local.h"
 
 static int create_local(const co_backend_env *env, md_expert_backend **out, mw_err *err) {
@@ -12,7 +14,9 @@ static int create_local(const co_backend_env *env, md_expert_backend **out, mw_e
 }
 
 static const co_backend_kind kinds[] = {
-    {"local", "experts run in this process", true, create_local},
+    {"local", "experts run in this process", true, create_local, NULL},
+    {"remote", "experts run on expert nodes (--nodes or --loopback)", false, co_cluster_create,
+     co_cluster_report},
 };
 
 #define N_KINDS (sizeof kinds / sizeof kinds[0])

@@ -3,6 +3,8 @@
 #ifndef CO_BACKEND_H
 #define CO_BACKEND_H
 
+#include <stdio.h>
+
 #include "coordinator/co_cli.h"
 #include "kernels/kn.h"
 #include "model/md_model.h"
@@ -24,6 +26,8 @@ typedef struct co_backend_kind {
     /* Whether the coordinator must map the source's experts (true for in-process execution). */
     bool needs_local_experts;
     int (*create)(const co_backend_env *env, md_expert_backend **out, mw_err *err);
+    /* Optional end-of-run report (wire and movement figures); NULL when there is none. */
+    void (*report)(const md_expert_backend *b, FILE *f);
 } co_backend_kind;
 
 const co_backend_kind *co_backend_find(const char *name);

@@ -131,6 +131,45 @@ static int set_ctx(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--ctx", v, 1, INT32_MAX, &o->n_ctx, err);
 }
 
+static int set_nodes(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->nodes = v;
+    o->experts = "remote";
+    return 0;
+}
+
+static int set_loopback(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--loopback", v, 1, 1024, &n, err)) return -1;
+    o->loopback = (int)n;
+    o->experts = "remote";
+    return 0;
+}
+
+static int set_node_threads(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--node-threads", v, 1, 1024, &n, err)) return -1;
+    o->node_threads = (int)n;
+    return 0;
+}
+
+static int set_exact(co_opts *o, const char *v, mw_err *err) {
+    (void)v, (void)err;
+    o->exact = true;
+    return 0;
+}
+
+static int set_wire(co_opts *o, const char *v, mw_err *err) {
+    return wr_codec_parse(v, &o->wire, err);
+}
+
+static int set_deadline(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--deadline-ms", v, 1, 3600000, &n, err)) return -1;
+    o->deadline_ms = (int)n;
+    return 0;
+}
+
 static const co_option options[] = {
     {"--model", "PATH", "GGUF file or vindex directory (required)", set_model},
     {"--tokens", "1,2,3", "prompt token ids, comma-separated (required)", set_tokens},
@@ -150,6 +189,22 @@ static const co_option options[] = {
     {"--seed", "S", "sampling seed (default 0); same seed, same tokens", set_seed},
     {"--threads", "N", "threads (default: one per CPU)", set_threads},
     {"--ctx", "N", "positions to allow (default: prompt + max-tokens)", set_ctx},
+    {"--nodes", "tcp://h:p,...", "expert nodes, in node order (selects --experts remote)",
+     set_nodes},
+    {"--loopback", "N",
+     "start N expert nodes on 127.0.0.1 splitting the experts evenly, stop them at the end "
+     "(selects --experts remote)",
+     set_loopback},
+    {"--node-threads", "N", "threads per loopback node (default 1)", set_node_threads},
+    {"--exact", NULL,
+     "exact mode: nodes return one row per (row, expert), reduced here in selection order "
+     "(bit-identical to local experts with --wire f32)",
+     set_exact},
+    {"--wire", "CODEC",
+     "row codec between coordinator and nodes: f32, f16 or bf16, optionally +lz4 (default f32)",
+     set_wire},
+    {"--deadline-ms", "N", "per-layer deadline for every node's answer (default 10000)",
+     set_deadline},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -159,6 +214,9 @@ void co_opts_init(co_opts *o) {
     o->experts = "local";
     o->numerics = KN_NUM_Q8;
     o->top_p = 1.0f;
+    o->node_threads = 1;
+    o->wire = (wr_codec){WR_F32, false};
+    o->deadline_ms = 10000;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = n > 0 && n <= 1024 ? (int)n : 1;
 }
@@ -203,6 +261,13 @@ int co_cli_check_generate(const co_opts *o, mw_err *err) {
     if (!o->model) return mw_errf(err, "generate: --model is required");
     if (!o->tokens) return mw_errf(err, "generate: --tokens is required");
     if (o->max_tokens < 1) return mw_errf(err, "generate: --max-tokens is required");
+    bool remote = !strcmp(o->experts, "remote");
+    if (o->nodes && o->loopback)
+        return mw_errf(err, "generate: --nodes and --loopback exclude each other");
+    if (remote && !o->nodes && !o->loopback)
+        return mw_errf(err, "generate: --experts remote needs --nodes or --loopback");
+    if (!remote && (o->nodes || o->loopback))
+        return mw_errf(err, "generate: --nodes and --loopback need --experts remote");
     return 0;
 }
 

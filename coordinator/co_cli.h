@@ -4,11 +4,13 @@
 #ifndef CO_CLI_H
 #define CO_CLI_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "kernels/kn.h"
 #include "util/mw_err.h"
+#include "wire/wr_codec.h"
 
 typedef struct co_opts {
     const char *model; /* GGUF file or vindex directory */
@@ -23,6 +25,13 @@ typedef struct co_opts {
     uint64_t seed;
     int threads;
     int64_t n_ctx; /* 0 = prompt + max-tokens */
+    /* remote experts (coordinator/co_cluster.h) */
+    const char *nodes; /* comma-separated node endpoints */
+    int loopback;      /* start this many local expert nodes */
+    int node_threads;  /* threads per loopback node */
+    bool exact;        /* exact mode: per-assignment replies reduced in selection order */
+    wr_codec wire;     /* row codec on the wire */
+    int deadline_ms;   /* per layer */
 } co_opts;
 
 typedef struct co_option {

@@ -128,6 +128,8 @@ static int run(gen *g, mw_err *err) {
             o->numerics == KN_NUM_Q8 ? "q8" : "f32", kn_pool_size(g->pool), (long long)P, t1 - t0,
             (double)P / (t1 - t0), (long long)(N - 1), t2 - t1,
             N > 1 ? (double)(N - 1) / (t2 - t1) : 0.0);
+    const co_backend_kind *kind = co_backend_find(o->experts);
+    if (kind && kind->report) kind->report(g->experts, stderr);
     return 0;
 }
 

@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/mw_grow.h"
+
 static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -82,17 +84,6 @@ static int check_batch(en_node *n, uint64_t seq, const wr_batch *b, wr_code *cod
     return 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 1024;
-    while (c < need) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static int find_group(en_node *n, int layer, md_moe_output mode, kn_numerics num) {
     for (int g = 0; g < n->n_group; g++)
         if (n->group[g].layer == layer && n->group[g].mode == mode && n->group[g].numerics == num)
@@ -128,9 +119,9 @@ static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     int gi = find_group(n, (int)b->layer, (md_moe_output)b->mode, (kn_numerics)b->numerics);
     en_group *g = &n->group[gi];
     size_t w = (size_t)n->width;
-    if (grow((void **)&g->x, &g->x_cap, (size_t)(g->rows + b->rows) * w, sizeof(float)) ||
-        grow((void **)&g->assign, &g->assign_cap, (size_t)(g->n_assign + b->n_assign),
-             sizeof(md_assignment)))
+    if (mw_grow((void **)&g->x, &g->x_cap, (size_t)(g->rows + b->rows) * w, sizeof(float)) ||
+        mw_grow((void **)&g->assign, &g->assign_cap, (size_t)(g->n_assign + b->n_assign),
+                sizeof(md_assignment)))
         return -1;
     memcpy(g->x + (size_t)g->rows * w, b->x, (size_t)b->rows * w * sizeof(float));
     for (uint32_t j = 0; j < b->n_assign; j++)
@@ -207,7 +198,7 @@ static void execute_round(en_node *n) {
         mw_err e;
         int rc = -1;
         uint64_t read = 0, t0 = now_ns();
-        if (grow((void **)&n->y, &n->y_cap, (size_t)out_rows * w, sizeof(float)) != 0) {
+        if (mw_grow((void **)&n->y, &n->y_cap, (size_t)out_rows * w, sizeof(float)) != 0) {
             mw_errf(&e, "out of memory for %lld output rows", (long long)out_rows);
         } else {
             md_moe_exec_args a = {.layer = g->layer,

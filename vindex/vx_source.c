@@ -39,6 +39,11 @@ int vx_source_read_shape(vx_source *s, mw_err *err) {
 int vx_source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err) {
     const vx_expert_set *want = opts ? opts->experts : NULL;
     if (!want) return 0;
+    if (want->n_layers == 0 && !want->bits) { /* the empty set: no experts at all */
+        for (int l = 0; l < s->n_layers; l++)
+            for (int e = 0; e < s->n_experts; e++) vx_expert_set_put(&s->held, l, e, false);
+        return 0;
+    }
     if (want->n_layers != s->n_layers || want->n_experts != s->n_experts)
         return mw_errf(err,
                        "%s: the expert set is for %d layers × %d experts, the model has %d × %d",

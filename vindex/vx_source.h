@@ -38,7 +38,9 @@ char *vx_expert_set_format(const vx_expert_set *s);
 typedef struct vx_source vx_source;
 
 typedef struct vx_source_opts {
-    const vx_expert_set *experts; /* NULL = every expert the source holds */
+    const vx_expert_set *experts; /* NULL = every expert the source holds; an empty set ({0}:
+                                     no layers, no bits) = none (a coordinator with remote
+                                     experts) */
     bool dense;                   /* map the dense tensors too (false for an expert node) */
     bool verify_on_mount;         /* check each mapped extent's fast checksum (vindex only) */
 } vx_source_opts;

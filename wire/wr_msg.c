@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "proto/moewire.pb-c.h"
+#include "util/mw_grow.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the wire is little-endian");
 _Static_assert(sizeof(wr_assign) == 12, "an assignment is 12 bytes on the wire");
@@ -74,14 +75,7 @@ wr_limits wr_limits_default(void) {
 }
 
 static int buf_reserve(wr_buf *b, size_t n) {
-    if (n <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < n) cap *= 2;
-    void *p = realloc(b->p, cap);
-    if (!p) return -1;
-    b->p = p;
-    b->cap = cap;
-    return 0;
+    return mw_grow((void **)&b->p, &b->cap, n, 1);
 }
 
 static void buf_free(wr_buf *b) {

@@ -56,17 +56,11 @@ static void start_node(const char *model, const char *spec, const char *numerics
                     NULL};
     F.pid = mwt_spawn(argv, log);
     assert_true(F.pid > 0);
-    for (int i = 0; i < 3000; i++) { /* up to 30 s: ASan builds start slowly */
-        size_t len;
-        char *s = mwt_read_file(ready, &len);
-        if (s) {
-            s[strcspn(s, "\n")] = '\0';
-            snprintf(F.endpoint, sizeof F.endpoint, "%s", s);
-            free(s);
-            return;
-        }
-        if (mwt_wait(F.pid, 1) != -2) break; /* exited */
-        usleep(10000);
+    char *ep = mwt_wait_ready(ready, F.pid, 30000); /* ASan builds start slowly */
+    if (ep) {
+        snprintf(F.endpoint, sizeof F.endpoint, "%s", ep);
+        free(ep);
+        return;
     }
     char *l = mwt_read_file(log, NULL);
     fail_msg("expert-node did not become ready; its log:\n%s", l ? l : "(none)");

@@ -258,6 +258,20 @@ pid_t mwt_spawn(char *const argv[], const char *log_path) {
     return rc == 0 ? pid : -1;
 }
 
+char *mwt_wait_ready(const char *path, pid_t pid, int timeout_ms) {
+    long long deadline = now_ms() + timeout_ms;
+    for (;;) {
+        char *s = mwt_read_file(path, NULL);
+        if (s) {
+            s[strcspn(s, "\n")] = '\0';
+            if (s[0]) return s;
+            free(s);
+        }
+        if (mwt_wait(pid, 1) != -2 || now_ms() > deadline) return NULL;
+        usleep(10000);
+    }
+}
+
 int mwt_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;

@@ -37,10 +37,16 @@ double mwt_max_abs_diff(const float *a, const float *b, size_t n);
  * (either may be NULL to discard). Returns the exit status, 128+signal when killed, -1 on error.
  * timeout_ms <= 0 means none; on timeout the child is killed and -2 is returned. */
 int mwt_run(char *const argv[], char **out, char **err, int timeout_ms);
-/* Starts argv in the background (stdout/stderr to log_path, or inherited when NULL); returns pid. */
+/* Starts argv in the background (stdout/stderr to log_path, or inherited when NULL); returns pid.
+ */
 pid_t mwt_spawn(char *const argv[], const char *log_path);
 /* Waits up to timeout_ms for pid; returns exit status, 128+signal, or -2 on timeout. */
 int mwt_wait(pid_t pid, int timeout_ms);
+
+/* Waits up to timeout_ms for `path` to exist with a non-empty first line (a program's ready
+ * file) while `pid` runs; returns that line (malloc'ed, no newline), or NULL when pid exited or
+ * time ran out. */
+char *mwt_wait_ready(const char *path, pid_t pid, int timeout_ms);
 
 /* A free TCP port on 127.0.0.1 (best effort). */
 int mwt_free_port(void);

@@ -1,0 +1,199 @@
+/* bench/bench_cluster.c — decode speed of a 2-node loopback cluster against the in-process
+ * backend, measured in the same run on the same model, with the per-layer round trip, wire bytes
+ * per token and movement ratio of every wire codec.
+ *
+ * Models: synthetic gpt-oss-20b-width models (hidden 2880, 64 query / 8 KV heads of 64, 32
+ * experts top-4, expert ff 2880, MXFP4 experts, q8_0 dense, vocab 32000, window 128: the shapes
+ * bench_model measures), 4 and 8 layers, made with `bin/vindex synth` as vindex directories (what
+ * nodes mount in production) in build/bench-models/ on first use; their weights are random. Every
+ * configuration decodes the same teacher-forced tokens after the same prompt, so each does the
+ * same work. Prints one JSON object per line.
+ *
+ *   bench_cluster [--layers 4,8] [--tokens N] [--threads N] [--dir DIR]    (from the repo root)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench_util.h"
+#include "coordinator/co_loopback.h"
+#include "coordinator/co_remote.h"
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "vindex/vx_source.h"
+
+#define PROMPT 4
+
+static int make_model(const char *path, int layers) {
+    struct stat st;
+    char manifest[4200];
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", path);
+    if (stat(manifest, &st) == 0) return 0;
+    char tmp[4200], cmd[8800];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && bin/vindex synth --arch gpt-oss --layers %d --hidden 2880 --heads 64 "
+             "--kv-heads 8 --head-dim 64 --experts 32 --top-k 4 --expert-ff 2880 --vocab 32000 "
+             "--sliding-window 128 --dense-format q8_0 --expert-format mxfp4 --seed 1 "
+             "--format vindex '%s' >&2 && mv '%s' '%s'",
+             tmp, layers, tmp, tmp, path);
+    fprintf(stderr, "bench_cluster: making %s (random weights)\n", path);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+typedef struct run_result {
+    double tok_s;
+} run_result;
+
+/* Prefill PROMPT tokens, one warm-up step, then `n` timed decode steps. `reset` (may be NULL) is
+ * called after the warm-up so counters cover the timed steps only. */
+static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, int n,
+                  void (*reset)(md_expert_backend *), run_result *res, mw_err *err) {
+    md_ctx_params cp = {.numerics = KN_NUM_Q8,
+                        .pool = pool,
+                        .experts = experts,
+                        .n_seq = 1,
+                        .n_ctx = PROMPT + n + 2};
+    md_ctx *ctx;
+    if (md_ctx_new(m, &cp, &ctx, err)) return -1;
+    float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
+    md_row rows[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
+        rows[i] = (md_row){.seq = 0, .pos = i, .token = 17 + 31 * i, .logits = i == PROMPT - 1};
+    int rc = md_forward(ctx, rows, PROMPT, logits, err);
+    double t0 = 0;
+    for (int k = 0; rc == 0 && k <= n; k++) {
+        if (k == 1) { /* step 0 is the warm-up */
+            if (reset) reset(experts);
+            t0 = bu_now();
+        }
+        md_row r = {.seq = 0, .pos = PROMPT + k, .token = (101 + 53 * k) % 32000, .logits = 1};
+        rc = md_forward(ctx, &r, 1, logits, err);
+    }
+    res->tok_s = rc == 0 ? (double)n / (bu_now() - t0) : 0;
+    free(logits);
+    md_ctx_free(ctx);
+    return rc;
+}
+
+static int bench_model(const char *path, int layers, int n, int threads) {
+    mw_err err = {{0}};
+    vx_source *src = NULL;
+    md_model *m = NULL;
+    md_expert_backend *local = NULL;
+    co_loopback *lb = NULL;
+    kn_pool *pool = kn_pool_create(threads);
+    int rc = -1;
+    if (vx_source_open(path, NULL, &src, &err) || md_model_load(src, &m, &err) ||
+        md_local_backend_new(src, &m->cfg, pool, &local, &err))
+        goto done;
+    /* The first pass faults the touched experts' pages in; the second is the one timed. Every
+     * cluster configuration below runs after such a pass too (the nodes keep their mappings). */
+    run_result base;
+    if (decode(m, local, pool, n, NULL, &base, &err) ||
+        decode(m, local, pool, n, NULL, &base, &err))
+        goto done;
+    local->destroy(local);
+    local = NULL;
+    printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
+           "\"decode_tok_s\":%.3f}\n",
+           layers, threads, base.tok_s);
+    fflush(stdout);
+
+    co_loopback_opts lo = {.model = path,
+                           .n_nodes = 2,
+                           .n_layers = vx_source_n_layers(src),
+                           .n_experts = vx_source_n_experts(src),
+                           .threads = 1,
+                           .timeout_ms = 600000};
+    if (co_loopback_start(&lo, &lb, &err)) goto done;
+    static const struct {
+        const char *codec;
+        bool exact;
+    } configs[] = {
+        {"f32", false}, {"f32", true}, {"f16", false}, {"bf16", false}, {"bf16+lz4", false}};
+    for (size_t c = 0; c <= sizeof configs / sizeof configs[0]; c++) {
+        size_t k = c ? c - 1 : 0; /* c == 0: an untimed warm-up pass with the first config */
+        co_remote_opts ro = {.endpoints = co_loopback_endpoints(lb),
+                             .n_nodes = 2,
+                             .exact = configs[k].exact,
+                             .deadline_ms = 600000,
+                             .connect_ms = 60000,
+                             .fingerprint = vx_source_fingerprint(src),
+                             .n_layers = lo.n_layers,
+                             .n_experts = lo.n_experts,
+                             .width = m->cfg.n_embd,
+                             .numerics = KN_NUM_Q8};
+        wr_codec_parse(configs[k].codec, &ro.codec, NULL);
+        md_expert_backend *remote;
+        if (co_remote_new(&ro, &remote, &err)) goto done;
+        run_result res;
+        int r = decode(m, remote, pool, n, co_remote_reset_stats, &res, &err);
+        co_remote_summary s = co_remote_summarize(remote);
+        remote->destroy(remote);
+        if (r) goto done;
+        if (c == 0) continue;
+        double per = s.tokens ? 1.0 / (double)s.tokens : 0;
+        printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"loopback-2\",\"codec\":\"%s\","
+               "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,\"layer_rtt_us\":%.1f,"
+               "\"node_compute_us\":%.1f,\"wire_bytes_per_token\":%.0f,"
+               "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
+               layers, configs[k].codec, configs[k].exact ? "exact" : "partial", res.tok_s,
+               res.tok_s / base.tok_s, s.layer_rtt_us, s.node_compute_us,
+               (double)(s.total.tx_bytes + s.total.rx_bytes) * per,
+               (double)s.total.weight_bytes * per, wr_movement_ratio(&s.total));
+        fflush(stdout);
+    }
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "bench_cluster: %s\n", err.msg);
+    co_loopback_stop(lb);
+    if (local) local->destroy(local);
+    md_model_free(m);
+    vx_source_close(src);
+    kn_pool_destroy(pool);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    const char *layer_list = "4,8", *dir = "build/bench-models";
+    int n = 8;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int threads = cpus > 0 ? (int)cpus : 1;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            layer_list = argv[++i];
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
+            n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else {
+            fprintf(stderr, "usage: bench_cluster [--layers 4,8] [--tokens N] [--threads N] "
+                            "[--dir DIR]\n");
+            return 2;
+        }
+    }
+    if (n < 1 || threads < 1) return 2;
+    if (access("bin/vindex", X_OK) || access("bin/expert-node", X_OK)) {
+        fprintf(stderr, "bench_cluster: run from the repository root after `make`\n");
+        return 2;
+    }
+    setenv("MOEWIRE_EXPERT_NODE", "bin/expert-node", 0);
+    mkdir("build", 0755);
+    mkdir(dir, 0755);
+    int rc = 0;
+    for (const char *p = layer_list; *p;) {
+        int layers = atoi(p);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/gpt-oss-20bw-%dL.vindex", dir, layers);
+        if (layers < 1 || make_model(path, layers) || bench_model(path, layers, n, threads)) rc = 1;
+        p += strcspn(p, ",");
+        if (*p == ',') p++;
+    }
+    return rc;
+}

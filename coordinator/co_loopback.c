@@ -1,0 +1,183 @@
+/* coordinator/co_loopback.c — starting and stopping a local cluster of expert nodes. Readiness is
+ * the node's --ready-file (written once its socket is bound), so no port is guessed and nothing
+ * races: each node binds tcp://127.0.0.1:* and reports the port it got. */
+#include "coordinator/co_loopback.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct co_loopback {
+    int n;
+    pid_t *pid;
+    char **endpoint;
+    char dir[64];
+};
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The expert-node program: $MOEWIRE_EXPERT_NODE, else next to this executable. */
+static int program_path(const co_loopback_opts *o, char *buf, size_t cap, mw_err *err) {
+    const char *env = getenv("MOEWIRE_EXPERT_NODE");
+    if (o->program || env) {
+        snprintf(buf, cap, "%s", o->program ? o->program : env);
+    } else {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) return mw_errf(err, "loopback: cannot find this executable's directory");
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        *slash = '\0';
+        snprintf(buf, cap, "%s/expert-node", self);
+    }
+    if (access(buf, X_OK) != 0) return mw_errf(err, "loopback: %s is not an executable", buf);
+    return 0;
+}
+
+static pid_t spawn(char *const argv[]) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Only async-signal-safe calls until exec: the parent may have threads. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static char *ready_path(const co_loopback *lb, int i) {
+    static char p[128];
+    snprintf(p, sizeof p, "%s/node-%d", lb->dir, i);
+    return p;
+}
+
+static int wait_ready(co_loopback *lb, int timeout_ms, mw_err *err) {
+    long long deadline = now_ms() + timeout_ms;
+    for (int i = 0; i < lb->n; i++) {
+        for (;;) {
+            FILE *f = fopen(ready_path(lb, i), "r");
+            if (f) {
+                char line[256] = "";
+                char *ok = fgets(line, sizeof line, f);
+                fclose(f);
+                line[strcspn(line, "\n")] = '\0';
+                if (ok && line[0] && !(lb->endpoint[i] = strdup(line)))
+                    return mw_errf(err, "out of memory");
+                if (ok && line[0]) break;
+            }
+            int st;
+            if (waitpid(lb->pid[i], &st, WNOHANG) == lb->pid[i]) {
+                lb->pid[i] = 0;
+                return mw_errf(err, "loopback node %d exited (%s %d) before serving", i,
+                               WIFEXITED(st) ? "status" : "signal",
+                               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            }
+            if (now_ms() > deadline)
+                return mw_errf(err, "loopback node %d is not serving after %d ms", i, timeout_ms);
+            usleep(5000);
+        }
+    }
+    return 0;
+}
+
+int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err) {
+    *out = NULL;
+    if (o->n_nodes < 1 || o->n_nodes > o->n_experts)
+        return mw_errf(err, "--loopback %d: must be 1 .. %d (the model's experts)", o->n_nodes,
+                       o->n_experts);
+    char prog[PATH_MAX];
+    if (program_path(o, prog, sizeof prog, err)) return -1;
+    co_loopback *lb = calloc(1, sizeof *lb);
+    if (!lb) return mw_errf(err, "out of memory");
+    lb->n = o->n_nodes;
+    lb->pid = calloc((size_t)lb->n, sizeof *lb->pid);
+    lb->endpoint = calloc((size_t)lb->n, sizeof *lb->endpoint);
+    snprintf(lb->dir, sizeof lb->dir, "/tmp/moewire-loopback-XXXXXX");
+    if (!lb->pid || !lb->endpoint || !mkdtemp(lb->dir)) {
+        lb->dir[0] = '\0';
+        co_loopback_stop(lb);
+        return mw_errf(err, "loopback: cannot create a temporary directory");
+    }
+    for (int i = 0; i < lb->n; i++) {
+        int lo = (int)((long)i * o->n_experts / lb->n);
+        int hi = (int)((long)(i + 1) * o->n_experts / lb->n) - 1;
+        char spec[64], threads[16], id[32], ready[128];
+        snprintf(spec, sizeof spec, "0-%d:%d-%d", o->n_layers - 1, lo, hi);
+        snprintf(threads, sizeof threads, "%d", o->threads > 0 ? o->threads : 1);
+        snprintf(id, sizeof id, "loopback-%d", i);
+        snprintf(ready, sizeof ready, "%s", ready_path(lb, i));
+        char *argv[] = {prog,
+                        "--vindex",
+                        (char *)o->model,
+                        "--experts",
+                        spec,
+                        "--bind",
+                        "tcp://127.0.0.1:*",
+                        "--threads",
+                        threads,
+                        "--node-id",
+                        id,
+                        "--ready-file",
+                        ready,
+                        "--quiet",
+                        NULL};
+        lb->pid[i] = spawn(argv);
+        if (lb->pid[i] < 0) {
+            lb->pid[i] = 0;
+            co_loopback_stop(lb);
+            return mw_errf(err, "loopback: cannot start %s: %s", prog, strerror(errno));
+        }
+    }
+    if (wait_ready(lb, o->timeout_ms, err)) {
+        co_loopback_stop(lb);
+        return -1;
+    }
+    *out = lb;
+    return 0;
+}
+
+const char *const *co_loopback_endpoints(const co_loopback *lb) {
+    return (const char *const *)lb->endpoint;
+}
+
+void co_loopback_stop(co_loopback *lb) {
+    if (!lb) return;
+    if (!lb->pid || !lb->endpoint) lb->n = 0; /* a start that failed allocating */
+    for (int i = 0; i < lb->n; i++)
+        if (lb->pid[i] > 0) kill(lb->pid[i], SIGTERM);
+    long long deadline = now_ms() + 2000;
+    for (int i = 0; i < lb->n; i++) {
+        while (lb->pid[i] > 0) {
+            int st;
+            pid_t w = waitpid(lb->pid[i], &st, WNOHANG);
+            if (w == lb->pid[i] || (w < 0 && errno != EINTR)) {
+                lb->pid[i] = 0;
+            } else if (now_ms() > deadline) {
+                kill(lb->pid[i], SIGKILL);
+                waitpid(lb->pid[i], &st, 0);
+                lb->pid[i] = 0;
+            } else {
+                usleep(2000);
+            }
+        }
+        if (lb->dir[0]) unlink(ready_path(lb, i));
+        free(lb->endpoint[i]);
+    }
+    if (lb->dir[0]) rmdir(lb->dir);
+    free(lb->pid);
+    free(lb->endpoint);
+    free(lb);
+}

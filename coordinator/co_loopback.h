@@ -1,0 +1,28 @@
+/* coordinator/co_loopback.h — a local cluster for `--loopback N`: starts N expert-node processes on
+ * 127.0.0.1 that split the experts evenly (node i owns experts [i·E/N, (i+1)·E/N) of every
+ * layer), waits until each is serving, and stops them all again, also on error paths. The nodes
+ * die with the coordinator (PR_SET_PDEATHSIG) should it be killed. */
+#ifndef CO_LOOPBACK_H
+#define CO_LOOPBACK_H
+
+#include "util/mw_err.h"
+
+typedef struct co_loopback_opts {
+    const char *model; /* vindex directory or GGUF file, as the nodes will open it */
+    int n_nodes;
+    int n_layers, n_experts;
+    int threads;         /* per node */
+    int timeout_ms;      /* for every node to become ready */
+    const char *program; /* expert-node binary; NULL = next to this executable, or
+                            $MOEWIRE_EXPERT_NODE */
+} co_loopback_opts;
+
+typedef struct co_loopback co_loopback;
+
+int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err);
+/* The nodes' bound endpoints, in node order. */
+const char *const *co_loopback_endpoints(const co_loopback *lb);
+/* SIGTERM, up to 2 s for a clean exit, then SIGKILL; removes the ready files. NULL is a no-op. */
+void co_loopback_stop(co_loopback *lb);
+
+#endif

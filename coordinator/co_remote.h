@@ -1,0 +1,62 @@
+/* coordinator/co_remote.h — the remote expert backend: the MoE step of every layer goes to expert
+ * nodes over ZeroMQ (one DEALER per node).
+ *
+ * At creation every node is greeted (Hello/Welcome): protocol version, model fingerprint, width,
+ * numerics and the owned (layer, expert) sets are checked, and the ownership map is built: an
+ * expert nobody owns is an error naming it; an expert several nodes own is served by one of them
+ * chosen deterministically from (layer, expert), which spreads a layer's experts over replicas.
+ *
+ * Per layer, one ExpertBatch per involved node (more only when a batch exceeds a node's capacity)
+ * goes out before any reply is awaited; replies are combined in a fixed order: node order for
+ * partial sums, selection order (md_moe_accumulate) in exact mode, which makes exact mode
+ * bit-identical to the in-process backend for any topology. A node that misses the per-layer
+ * deadline, disconnects or answers with an Error ends the request with an error naming it. */
+#ifndef CO_REMOTE_H
+#define CO_REMOTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "model/md_moe.h"
+#include "util/mw_err.h"
+#include "wire/wr_codec.h"
+#include "wire/wr_stats.h"
+
+typedef struct co_remote_opts {
+    const char *const *endpoints; /* one ZeroMQ endpoint per node, in node order */
+    int n_nodes;
+    wr_codec codec;          /* rows in both directions */
+    bool exact;              /* per-assignment replies, reduced here in selection order */
+    int deadline_ms;         /* per layer, from the first send to the last reply */
+    int connect_ms;          /* for the handshake */
+    const char *fingerprint; /* the coordinator's model */
+    int n_layers, n_experts; /* MoE shape of the model */
+    int64_t width;           /* hidden size */
+    kn_numerics numerics;    /* what the trunk will ask for */
+} co_remote_opts;
+
+int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err);
+
+/* Totals so far. */
+typedef struct co_remote_summary {
+    int64_t tokens;         /* rows through the MoE layers */
+    wr_counters total;      /* every node and layer */
+    double layer_rtt_us;    /* per layer call: first send to last reply, mean */
+    double node_compute_us; /* node compute per batch, mean */
+} co_remote_summary;
+
+co_remote_summary co_remote_summarize(const md_expert_backend *b);
+
+/* Movement accounting so far: n_nodes × n_layers cells (see wire/wr_stats.h). */
+const wr_stats *co_remote_stats(const md_expert_backend *b);
+/* Tokens (rows) that went through the MoE layers so far. */
+int64_t co_remote_tokens(const md_expert_backend *b);
+/* Clears the counters (e.g. after a warm-up). */
+void co_remote_reset_stats(md_expert_backend *b);
+
+/* The end-of-run report: wire bytes/token, expert weight bytes/token, movement ratio, per-node
+ * compute and round-trip time, and round trip per layer. */
+void co_remote_report(const md_expert_backend *b, FILE *f);
+
+#endif
