@@ -10,7 +10,7 @@ void kn_quant_f32(const float *src, void *dst, int64_t k) {
 
 void kn_dequant_f16(const void *src, float *dst, int64_t k) {
     const uint8_t *p = src;
-    for (int64_t i = 0; i < k; i++) dst[i] = kn_fp16_to_f32(kn_rd16(p + 2 * i));
+    for (int64_t i = 0; i < k; i++) dst[i] = kn_half_to_float(kn_rd16(p + 2 * i));
 }
 
 void kn_quant_f16(const float *src, void *dst, int64_t k) {

@@ -3,15 +3,7 @@
 #include "kernels/kn_internal.h"
 
 float kn_fp16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1Fu;
-    uint32_t man = h & 0x3FFu;
-    if (exp == 0x1F) return kn_bits_f32(sign | 0x7F800000u | (man << 13)); /* inf / NaN */
-    if (exp != 0) return kn_bits_f32(sign | ((exp + 112) << 23) | (man << 13));
-    if (man == 0) return kn_bits_f32(sign);
-    /* subnormal: man * 2^-24, exact in float32 */
-    float v = (float)man * 0x1p-24f;
-    return sign ? -v : v;
+    return kn_half_to_float(h);
 }
 
 uint16_t kn_f32_to_fp16(float f) {

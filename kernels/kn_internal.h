@@ -65,6 +65,16 @@ static inline uint32_t kn_f32_bits(float f) {
     return u;
 }
 
+/* fp16 -> float, exact (kn_fp16_to_f32 is this, out of line); inlined in hot loops. */
+static inline float kn_half_to_float(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
+    if (exp == 0x1F) return kn_bits_f32(sign | 0x7F800000u | (man << 13)); /* inf / NaN */
+    if (exp != 0) return kn_bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+    const float v = (float)man * 0x1p-24f; /* zero or subnormal: exact */
+    return sign ? -v : v;
+}
+
 /* MXFP4 code table: e2m1 values doubled so they are integers (FORMATS.md §1). */
 extern const int8_t kn_mxfp4_kvalues[16];
 

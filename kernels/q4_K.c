@@ -6,8 +6,8 @@
 void kn_dequant_q4_K(const void *src, float *dst, int64_t k) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < k / KN_QK_K; i++, b += KN_Q4_K_BYTES) {
-        const float d = kn_fp16_to_f32(kn_rd16(b));
-        const float dmin = kn_fp16_to_f32(kn_rd16(b + 2));
+        const float d = kn_half_to_float(kn_rd16(b));
+        const float dmin = kn_half_to_float(kn_rd16(b + 2));
         const uint8_t *scales = b + 4, *q = b + 16;
         for (int j = 0; j < 4; j++, q += 32) {
             uint8_t sc, m;
@@ -83,7 +83,7 @@ void kn_quant_q4_K(const float *src, void *dst, int64_t k) {
             mmax = fmaxf(mmax, m[g]);
         }
         const uint16_t dh = kn_f32_to_fp16(smax / 63.0f), mh = kn_f32_to_fp16(mmax / 63.0f);
-        const float d = kn_fp16_to_f32(dh), dmin = kn_fp16_to_f32(mh);
+        const float d = kn_half_to_float(dh), dmin = kn_half_to_float(mh);
         uint8_t sc[8], mn[8];
         for (int g = 0; g < 8; g++) {
             sc[g] = d > 0.0f ? quant6(s[g], 1.0f / d) : 0;

@@ -6,7 +6,7 @@
 void kn_dequant_q6_K(const void *src, float *dst, int64_t k) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < k / KN_QK_K; i++, b += KN_Q6_K_BYTES, dst += KN_QK_K) {
-        const float d = kn_fp16_to_f32(kn_rd16(b + 208));
+        const float d = kn_half_to_float(kn_rd16(b + 208));
         const int8_t *sc = (const int8_t *)(b + 192);
         for (int j = 0; j < KN_QK_K; j++)
             dst[j] = d * (float)sc[j / 16] * (float)(kn_q6k_code(b, j) - 32);
@@ -77,7 +77,7 @@ void kn_quant_q6_K(const float *src, void *dst, int64_t k) {
         }
         kn_wr16(b + 208, dh);
         /* requantize every weight against the scales as stored */
-        const float d = kn_fp16_to_f32(dh);
+        const float d = kn_half_to_float(dh);
         int code[KN_QK_K];
         for (int j = 0; j < KN_QK_K; j++) {
             const float gd = d * (float)sc[j / 16];

@@ -24,7 +24,7 @@ void kn_quant_q8_0(const float *src, void *dst, int64_t k) {
 void kn_dequant_q8_0(const void *src, float *dst, int64_t k) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < k / KN_QK32; i++, b += KN_Q8_0_BYTES, dst += KN_QK32) {
-        const float d = kn_fp16_to_f32(kn_rd16(b));
+        const float d = kn_half_to_float(kn_rd16(b));
         for (int j = 0; j < KN_QK32; j++) dst[j] = (float)(int8_t)b[2 + j] * d;
     }
 }

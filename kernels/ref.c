@@ -21,7 +21,7 @@ static float dot_mxfp4_q8_0(const uint8_t *w, const void *xv, int64_t nb) {
         for (int j = 0; j < 16; j++)
             isum += kn_mxfp4_kvalues[w[1 + j] & 0xF] * x[b].qs[j] +
                     kn_mxfp4_kvalues[w[1 + j] >> 4] * x[b].qs[j + 16];
-        const float scale = kn_fp16_to_f32(x[b].d) * kn_e8m0_half(w[0]);
+        const float scale = kn_half_to_float(x[b].d) * kn_e8m0_half(w[0]);
         acc[b % KN_QLANES] = fmaf((float)isum, scale, acc[b % KN_QLANES]);
     }
     return kn_tree8(acc);
@@ -33,7 +33,7 @@ static float dot_q8_0_q8_0(const uint8_t *w, const void *xv, int64_t nb) {
     for (int64_t b = 0; b < nb; b++, w += KN_Q8_0_BYTES) {
         int32_t isum = 0;
         for (int j = 0; j < KN_QK32; j++) isum += (int8_t)w[2 + j] * x[b].qs[j];
-        const float scale = kn_fp16_to_f32(kn_rd16(w)) * kn_fp16_to_f32(x[b].d);
+        const float scale = kn_half_to_float(kn_rd16(w)) * kn_half_to_float(x[b].d);
         acc[b % KN_QLANES] = fmaf((float)isum, scale, acc[b % KN_QLANES]);
     }
     return kn_tree8(acc);
@@ -52,7 +52,7 @@ static float dot_q6_K_q8_K(const uint8_t *w, const void *xv, int64_t nb) {
                 gsum += (kn_q6k_code(w, i) - 32) * x[b].qs[i];
             isum += sc[g] * gsum;
         }
-        const float scale = kn_fp16_to_f32(kn_rd16(w + 208)) * x[b].d;
+        const float scale = kn_half_to_float(kn_rd16(w + 208)) * x[b].d;
         acc[b % KN_QLANES] = fmaf((float)isum, scale, acc[b % KN_QLANES]);
     }
     return kn_tree8(acc);
@@ -78,8 +78,8 @@ static float dot_q4_K_q8_K(const uint8_t *w, const void *xv, int64_t nb) {
             msum += m * (x[b].bsums[2 * g] + x[b].bsums[2 * g + 1]);
         }
         const float dx = x[b].d;
-        const float dd = kn_fp16_to_f32(kn_rd16(w)) * dx;
-        const float dm = kn_fp16_to_f32(kn_rd16(w + 2)) * dx;
+        const float dd = kn_half_to_float(kn_rd16(w)) * dx;
+        const float dm = kn_half_to_float(kn_rd16(w + 2)) * dx;
         acc[b % KN_QLANES] = fmaf((float)isum, dd, acc[b % KN_QLANES]);
         acc[b % KN_QLANES] = fmaf((float)msum, -dm, acc[b % KN_QLANES]);
     }
@@ -101,7 +101,7 @@ size_t kn_f32_bytes(int64_t k) {
 /* F16 / BF16 weights in Q8 mode see activations rounded to their own format, as ggml does. */
 void kn_prep_round_f16(const float *x, void *dst, int64_t k) {
     float *y = dst;
-    for (int64_t i = 0; i < k; i++) y[i] = kn_fp16_to_f32(kn_f32_to_fp16(x[i]));
+    for (int64_t i = 0; i < k; i++) y[i] = kn_half_to_float(kn_f32_to_fp16(x[i]));
 }
 void kn_prep_round_bf16(const float *x, void *dst, int64_t k) {
     float *y = dst;

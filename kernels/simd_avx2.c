@@ -195,7 +195,7 @@ void kn_x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
             const int64_t b = 8 * g + j;
             blk[j] = b < nb ? _mm256_loadu_si256((const __m256i *)(row + 34 * b + 2))
                             : _mm256_setzero_si256();
-            dw[b] = b < nb ? kn_fp16_to_f32(kn_rd16(row + 34 * b)) : 0.0f;
+            dw[b] = b < nb ? kn_x86_half(row + 34 * b) : 0.0f;
         }
         __m256i lo[4], hi[4], v[4];
 #pragma GCC unroll 4
@@ -216,14 +216,16 @@ void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst) {
     for (int64_t b = 0; b < k / KN_QK_K; b++, row += KN_Q6_K_BYTES, dst++) {
         __m256i c[8];
         kn_x86_q6k_codes(row, c);
-        const __m128i sc = _mm_loadu_si128((const __m128i *)(row + 192));
+        __m256i s16[8];
+        kn_x86_q6k_scales(row, s16);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) {
             _mm256_store_si256((__m256i *)(dst->codes + 32 * i), c[i]);
-            _mm256_store_si256((__m256i *)dst->sc16[i], kn_x86_q6k_scale16(sc, i));
+            _mm256_store_si256((__m256i *)dst->sc16[i], s16[i]);
         }
-        _mm256_store_si256((__m256i *)dst->sc, _mm256_cvtepi8_epi16(sc));
-        dst->d = kn_fp16_to_f32(kn_rd16(row + 208));
+        _mm256_store_si256((__m256i *)dst->sc,
+                           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + 192))));
+        dst->d = kn_x86_half(row + 208);
     }
 }
 
@@ -245,8 +247,8 @@ void kn_x86_decode_q4_K(const uint8_t *row, int64_t k, kn_x86_q4k *dst) {
             for (int l = 0; l < 16; l++) dst->sc16[g][l] = sc;
             dst->m16[2 * g] = dst->m16[2 * g + 1] = m;
         }
-        dst->d = kn_fp16_to_f32(kn_rd16(row));
-        dst->dmin = kn_fp16_to_f32(kn_rd16(row + 2));
+        dst->d = kn_x86_half(row);
+        dst->dmin = kn_x86_half(row + 2);
     }
 }
 
@@ -348,7 +350,7 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
         for (; k + 8 <= n; k += 8)
             _mm256_storeu_ps(dst + k,
                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * k))));
-        for (; k < n; k++) dst[k] = kn_fp16_to_f32(kn_rd16(src + 2 * k));
+        for (; k < n; k++) dst[k] = kn_half_to_float(kn_rd16(src + 2 * k));
         break;
     case KN_BF16:
         for (; k + 8 <= n; k += 8) {
@@ -393,7 +395,7 @@ static void prep_round_f16(const float *x, void *dst, int64_t k) {
     int64_t i = 0;
     for (; i + 8 <= k; i += 8)
         _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), 0)));
-    for (; i < k; i++) y[i] = kn_fp16_to_f32(kn_f32_to_fp16(x[i]));
+    for (; i < k; i++) y[i] = kn_half_to_float(kn_f32_to_fp16(x[i]));
 }
 
 /* ---- GLU: kn_expf and the policies of glu.c, 8 values at a time, the same operations ----------

@@ -91,7 +91,7 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
             memcpy(h, src + 2 * k, 8);
             vst1q_f32(dst + k, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))));
         }
-        for (; k < n; k++) dst[k] = kn_fp16_to_f32(kn_rd16(src + 2 * k));
+        for (; k < n; k++) dst[k] = kn_half_to_float(kn_rd16(src + 2 * k));
         break;
     case KN_BF16:
         for (; k + 4 <= n; k += 4) {
@@ -132,7 +132,7 @@ static void prep_q8_0n(const float *x, void *dst, int64_t k) {
         kn_block_q8_0 blk;
         kn_quant_q8_0_block(x + b * KN_QK32, &blk);
         memcpy(qs + b * KN_QK32, blk.qs, KN_QK32);
-        dx[b] = kn_fp16_to_f32(blk.d);
+        dx[b] = kn_half_to_float(blk.d);
     }
     for (int64_t b = nb; b < groups8(nb) * 8; b++) dx[b] = 0.0f;
 }
@@ -174,7 +174,7 @@ static void decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
     for (int64_t b = 0; b < ng * 8; b++) sw[b] = 0.0f;
     for (int64_t b = 0; b < nb; b++, row += KN_Q8_0_BYTES) {
         memcpy(w + KN_QK32 * b, row + 2, KN_QK32);
-        sw[b] = kn_fp16_to_f32(kn_rd16(row));
+        sw[b] = kn_half_to_float(kn_rd16(row));
     }
 }
 
@@ -254,7 +254,7 @@ static float dot_q6_K(const uint8_t *w, const kn_block_q8_K *x, int64_t nb) {
                     acc = vmlaq_n_s32(acc, p, sc[e / 16]);
                 }
             }
-        const float scale = kn_fp16_to_f32(kn_rd16(w + 208)) * x->d;
+        const float scale = kn_half_to_float(kn_rd16(w + 208)) * x->d;
         lane[b % KN_QLANES] = fmaf((float)vaddvq_s32(acc), scale, lane[b % KN_QLANES]);
     }
     return kn_tree8(lane);
@@ -283,8 +283,8 @@ static float dot_q4_K(const uint8_t *w, const kn_block_q8_K *x, int64_t nb) {
             msum += m_lo * (x->bsums[4 * j] + x->bsums[4 * j + 1]) +
                     m_hi * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]);
         }
-        const float dd = kn_fp16_to_f32(kn_rd16(w)) * x->d;
-        const float dm = kn_fp16_to_f32(kn_rd16(w + 2)) * x->d;
+        const float dd = kn_half_to_float(kn_rd16(w)) * x->d;
+        const float dm = kn_half_to_float(kn_rd16(w + 2)) * x->d;
         float *l = &lane[b % KN_QLANES];
         *l = fmaf((float)vaddvq_s32(acc), dd, *l);
         *l = fmaf((float)msum, -dm, *l);

@@ -103,6 +103,11 @@ static inline __m256 kn_x86_mxfp4_h(const uint8_t *row) {
     return _mm256_load_ps((const float *)hb);
 }
 
+/* fp16 -> float with F16C: exact, the same value as kn_half_to_float (tested on all 65536). */
+static inline float kn_x86_half(const uint8_t *p) {
+    return _cvtsh_ss(kn_rd16(p));
+}
+
 /* A Q6_K super-block's 256 codes (0..63) in natural order, 32 per vector. */
 static inline void kn_x86_q6k_codes(const uint8_t *blk, __m256i c[8]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03),
@@ -123,12 +128,20 @@ static inline void kn_x86_q6k_codes(const uint8_t *blk, __m256i c[8]) {
     }
 }
 
-/* The int16 scale vector of 32-chunk c of a Q6_K super-block: scale 2c in lanes 0..7, 2c+1 in
- * lanes 8..15 (one vpmaddwd then scales each group's pair sums). */
-static inline __m256i kn_x86_q6k_scale16(__m128i sc, int c) {
-    const __m128i idx = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    return _mm256_cvtepi8_epi16(
-        _mm_shuffle_epi8(sc, _mm_add_epi8(idx, _mm_set1_epi8((char)(2 * c)))));
+/* The int16 scale vectors of a Q6_K super-block's 32-chunks: chunk c gets scale 2c in lanes
+ * 0..7 and 2c+1 in lanes 8..15 (one vpmaddwd then scales each group's pair sums). */
+static inline void kn_x86_q6k_scales(const uint8_t *blk, __m256i s16[8]) {
+    const __m256i all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    const __m256i lo = _mm256_permute2x128_si256(all, all, 0x00); /* s0..s7 in both halves */
+    const __m256i hi = _mm256_permute2x128_si256(all, all, 0x11); /* s8..s15 */
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const char a = (char)(4 * (c % 4)), b = (char)(4 * (c % 4) + 2); /* bytes of s_2c, s_2c+1 */
+        const __m256i idx = _mm256_setr_epi8(
+            a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, b,
+            b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1);
+        s16[c] = _mm256_shuffle_epi8(c < 4 ? lo : hi, idx);
+    }
 }
 
 /* kn_tree8 on a vector: low half + high half, upper pair onto lower pair, then the last two. */

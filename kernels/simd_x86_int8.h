@@ -121,8 +121,9 @@ static inline float KN_X86_NAME(dot_q6_K_row)(const uint8_t *row, const kn_block
                                               int64_t nb) {
     float lane[KN_QLANES] = {0};
     for (int64_t b = 0; b < nb; b++, row += KN_Q6_K_BYTES, x++) {
-        __m256i c[8];
+        __m256i c[8], s16[8];
         kn_x86_q6k_codes(row, c);
+        kn_x86_q6k_scales(row, s16);
         const __m128i sc = _mm_loadu_si128((const __m128i *)(row + 192));
         __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                           _mm256_setzero_si256()};
@@ -130,15 +131,14 @@ static inline float KN_X86_NAME(dot_q6_K_row)(const uint8_t *row, const kn_block
         for (int i = 0; i < 8; i++) {
             const __m256i p =
                 _mm256_maddubs_epi16(c[i], _mm256_loadu_si256((const __m256i *)(x->qs + 32 * i)));
-            acc[i % 4] = KN_DPWSSD(acc[i % 4], p, kn_x86_q6k_scale16(sc, i));
+            acc[i % 4] = KN_DPWSSD(acc[i % 4], p, s16[i]);
         }
         const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
                                                _mm256_cvtepi8_epi16(sc));
         const __m256i sum = _mm256_sub_epi32(
             _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])),
             _mm256_slli_epi32(corr, 5));
-        kn_x86_fma_lane(&lane[b % KN_QLANES], kn_x86_hsum_i32(sum),
-                        kn_fp16_to_f32(kn_rd16(row + 208)) * x->d);
+        kn_x86_fma_lane(&lane[b % KN_QLANES], kn_x86_hsum_i32(sum), kn_x86_half(row + 208) * x->d);
     }
     return kn_tree8(lane);
 }

@@ -5,7 +5,7 @@
  * of 32 for float weights, T not a multiple of any SIMD width, and MXFP4 E8M0 edge bytes. */
 #include "tests/unit/kn_test_util.h"
 
-static const int64_t Ts[] = {1, 3, 5, 7, 17, 33};
+static const int64_t Ts[] = {1, 2, 3, 5, 7, 17};
 #define NTS (sizeof Ts / sizeof Ts[0])
 
 static void run(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
@@ -102,7 +102,7 @@ static void test_invariance_batch_threads_isa(void **state) {
             const int64_t cols =
                 rep == 0 && kn_traits(t)->blck_size == 32 ? 2880 : kt_pick_cols(&r, t);
             /* enough rows that batches really split across two threads */
-            int64_t rows = kt_range(&r, 1, 3) * 13 + (int64_t)(40000 / cols);
+            int64_t rows = kt_range(&r, 1, 3) * 13 + (int64_t)(20000 / cols);
             if (rows > 200) rows = 200 + kt_range(&r, 0, 7);
             kn_mat W = kt_weights(&r, t, rows, cols, true);
             float *X = kt_gauss_vec(&r, Tmax * cols, 1.0f);
@@ -115,6 +115,8 @@ static void test_invariance_batch_threads_isa(void **state) {
                     kt_use(&isas[i]);
                     for (size_t k = 0; k < NTS; k++) {
                         const int64_t T = Ts[k];
+                        /* the scalar reference only at the largest batch: it is slow under ASan */
+                        if (isas[i].isa == KN_ISA_SCALAR && k != NTS - 1) continue;
                         run(&W, X, T, Y, (kn_numerics)num, k & 1 ? NULL : pool);
                         char what[160];
                         snprintf(what, sizeof what, "%s %s %s %lldx%lld T=%lld (%s)", isas[i].name,
