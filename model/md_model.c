@@ -12,6 +12,7 @@
 typedef struct loader {
     const vx_source *src;
     const md_config *cfg;
+    md_model *m;
     /* names the model consumed, for the audit */
     char **used;
     size_t n_used, cap_used;
@@ -29,6 +30,27 @@ static int note_used(loader *L, const char *name, mw_err *err) {
     if (!L->used[L->n_used]) return mw_errf(err, "out of memory");
     L->n_used++;
     return 0;
+}
+
+/* n floats the model owns (freed with it). */
+static float *own_floats(md_model *m, int64_t n, mw_err *err) {
+    if (m->n_vecs == m->cap_vecs) {
+        size_t cap = m->cap_vecs ? 2 * m->cap_vecs : 64;
+        float **v = realloc(m->vecs, cap * sizeof *v);
+        if (!v) {
+            mw_errf(err, "out of memory");
+            return NULL;
+        }
+        m->vecs = v;
+        m->cap_vecs = cap;
+    }
+    float *f = malloc((size_t)n * sizeof *f);
+    if (!f) {
+        mw_errf(err, "out of memory for a vector of %lld floats", (long long)n);
+        return NULL;
+    }
+    m->vecs[m->n_vecs++] = f;
+    return f;
 }
 
 static const char *describe_ne(const vx_tensor *t, char *buf, size_t n) {
@@ -73,44 +95,53 @@ static const vx_tensor *find(loader *L, const char *name, int64_t ne0, int64_t n
     return t;
 }
 
-/* A vector the trunk reads directly: must be F32. */
+/* t as a kn_mat of `rows` × `cols` in a type the kernels compute, its bytes all inside the source.
+ */
+static int as_mat(loader *L, const vx_tensor *t, int64_t rows, int64_t cols, kn_mat *m,
+                  mw_err *err) {
+    const kn_type_traits *tr = kn_traits(t->type);
+    size_t rb = kn_row_size(t->type, cols);
+    if (!tr || !tr->can_compute || rb == 0)
+        return mw_errf(err, "%s: tensor '%s' has type %s, which the kernels cannot compute%s",
+                       vx_source_path(L->src), t->name, kn_type_name(t->type),
+                       tr && tr->can_compute ? " with this row length" : "");
+    if (t->nbytes < (uint64_t)rb * (uint64_t)rows)
+        return mw_errf(err, "%s: tensor '%s' holds %llu bytes, fewer than its shape needs",
+                       vx_source_path(L->src), t->name, (unsigned long long)t->nbytes);
+    *m = (kn_mat){.type = t->type, .rows = rows, .cols = cols, .row_bytes = rb, .data = t->data};
+    return 0;
+}
+
+/* A vector the trunk reads (norm weight, bias, sinks): stored in any type the kernels dequantize
+ * (checkpoints keep them in BF16), held as a model-owned f32 array — the runtime form, computed
+ * once here, so the layer loop never converts. */
 static const float *vec(loader *L, const char *name, int64_t n, bool required, int *failed,
                         mw_err *err) {
     if (*failed) return NULL;
     const vx_tensor *t = find(L, name, n, 0, required, failed, err);
     if (!t) return NULL;
-    if (t->type != KN_F32) {
-        mw_errf(err, "%s: tensor '%s' is %s; the model reads vectors as f32",
-                vx_source_path(L->src), name, kn_type_name(t->type));
+    kn_mat row;
+    float *f = NULL;
+    if (as_mat(L, t, 1, n, &row, err) || !(f = own_floats(L->m, n, err))) {
         *failed = 1;
         return NULL;
     }
-    return t->data;
+    kn_mat_row(&row, 0, f);
+    return f;
 }
 
-/* A matrix of `rows` outputs by `cols` inputs (GGUF ne = [cols, rows]) in a computable type. */
+/* A matrix of `rows` outputs by `cols` inputs (GGUF ne = [cols, rows]) in a computable type; any
+ * such type (quantized, F16, BF16, F32) goes to kn_matmul as stored. */
 static kn_mat mat(loader *L, const char *name, int64_t rows, int64_t cols, bool required,
                   int *failed, mw_err *err) {
     kn_mat m = {0};
     if (*failed) return m;
     const vx_tensor *t = find(L, name, cols, rows, required, failed, err);
     if (!t) return m;
-    const kn_type_traits *tr = kn_traits(t->type);
-    size_t rb = kn_row_size(t->type, cols);
-    if (!tr || !tr->can_compute || rb == 0) {
-        mw_errf(err, "%s: tensor '%s' has type %s, which the kernels cannot compute%s",
-                vx_source_path(L->src), name, kn_type_name(t->type),
-                tr && tr->can_compute ? " with this row length" : "");
+    if (as_mat(L, t, rows, cols, &m, err)) {
         *failed = 1;
-        return m;
+        return (kn_mat){0};
     }
-    if (t->nbytes < (uint64_t)rb * (uint64_t)rows) {
-        mw_errf(err, "%s: tensor '%s' holds %llu bytes, fewer than its shape needs",
-                vx_source_path(L->src), name, (unsigned long long)t->nbytes);
-        *failed = 1;
-        return m;
-    }
-    m = (kn_mat){.type = t->type, .rows = rows, .cols = cols, .row_bytes = rb, .data = t->data};
     return m;
 }
 
@@ -210,7 +241,7 @@ int md_model_load(const vx_source *src, md_model **out, mw_err *err) {
         free(m);
         return mw_err_wrap(err, "%s", vx_source_path(src));
     }
-    loader L = {.src = src, .cfg = &m->cfg};
+    loader L = {.src = src, .cfg = &m->cfg, .m = m};
     int rc = load(&L, m, err);
     for (size_t i = 0; i < L.n_used; i++) free(L.used[i]);
     free(L.used);
@@ -225,6 +256,8 @@ int md_model_load(const vx_source *src, md_model **out, mw_err *err) {
 void md_model_free(md_model *m) {
     if (!m) return;
     md_config_free(&m->cfg);
+    for (size_t i = 0; i < m->n_vecs; i++) free(m->vecs[i]);
+    free(m->vecs);
     free(m->layers);
     free(m);
 }

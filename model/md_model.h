@@ -16,8 +16,9 @@
 #include "util/mw_err.h"
 #include "vindex/vx_source.h"
 
-/* One layer's dense weights. Vectors (norms, biases, sinks) are float pointers; NULL when the
- * family has none. */
+/* One layer's dense weights. Vectors (norms, biases, sinks) are f32 arrays the model owns,
+ * converted at load from whatever type the source stores them in; NULL when the family has none.
+ * Matrices are views of the source in their stored type. */
 typedef struct md_layer {
     const float *attn_norm;
     kn_mat wq, wk, wv, wo;
@@ -36,6 +37,8 @@ typedef struct md_model {
     kn_mat output; /* n_vocab × n_embd (token_embd when the family ties them) */
     md_layer *layers;
     const vx_source *src;
+    float **vecs; /* the f32 vectors above, owned */
+    size_t n_vecs, cap_vecs;
 } md_model;
 
 /* Reads the config from src's metadata and checks every dense tensor the family expects for

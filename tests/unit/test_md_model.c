@@ -1,5 +1,5 @@
 /* tests/unit/test_md_model.c — loading checks on altered copies of the fixture models: a missing
- * tensor, a wrong shape, a vector in the wrong type, a tensor the family does not use, a missing
+ * tensor, a wrong shape, a tensor the family does not use, a missing
  * expert bias; and qwen3moe's tied LM head when output.weight is absent. */
 #include "tests/support/mw_test.h"
 
@@ -106,8 +106,8 @@ static void test_wrong_shapes_and_types(void **state) {
                     .add = "blk.0.ffn_norm.weight",
                     .add_type = KN_F16,
                     .add_dims = 1,
-                    .add_ne = {256, 1, 1, 1}},
-           "reads vectors as f32");
+                    .add_ne = {128, 1, 1, 1}},
+           "'blk.0.ffn_norm.weight' has shape [128], expected [256]");
     expect("gpt-oss-tiny",
            &(alter){.drop = "token_embd.weight",
                     .add = "token_embd.weight",
