@@ -39,7 +39,9 @@ typedef struct md_rope {
     int n_ctx_orig;  /* YaRN / llama3: the original training context */
     float beta_fast; /* YaRN correction range */
     float beta_slow;
-    float attn_factor; /* extra cos/sin magnitude (rope.scaling.attn_factor), 1 when absent */
+    bool yarn_fractional; /* YaRN: keep the correction range as computed (Hugging Face with
+                             rope_scaling.truncate = false); false = floor/ceil, llama.cpp's rule */
+    float attn_factor;    /* extra cos/sin magnitude (rope.scaling.attn_factor), 1 when absent */
     float low_freq_factor, high_freq_factor; /* llama3 bands */
     /* derived */
     float theta_scale; /* powf(freq_base, -2/n_rot) */

@@ -16,6 +16,7 @@ static const md_family families[] = {
         .qk_norm = false,
         .sinks = true,
         .rope_layout = MD_ROPE_NEOX,
+        .yarn_truncate = true,
         .swa = true,
         .swa_default_period = 2, /* layers 0, 2, 4, ... slide; 1, 3, 5, ... see everything */
         .ffn_norm = "post_attention_norm",
@@ -34,6 +35,7 @@ static const md_family families[] = {
         .qk_norm = true,
         .sinks = false,
         .rope_layout = MD_ROPE_NEOX,
+        .yarn_truncate = true,
         .swa = false,
         .ffn_norm = "ffn_norm",
         .output_optional = true,
@@ -174,6 +176,14 @@ static int read_rope(reader *r, md_config *c, mw_err *err) {
         if (req_int(r, "rope.scaling.original_context_length", 1, INT32_MAX, &v, err)) return -1;
         p->n_ctx_orig = (int)v;
     }
+    /* Hugging Face rounds the YaRN correction range only when rope_scaling.truncate is true (its
+     * default; released gpt-oss configs say false); extract carries it as this key. */
+    bool truncate = c->family->yarn_truncate;
+    rc = vx_meta_get_bool(r->m, k(r, "rope.scaling.yarn_truncate"), &truncate, err);
+    if (rc < 0) return -1;
+    if (rc && p->scaling != MD_ROPE_SCALING_YARN)
+        return mw_errf(err, "model config: %s is set, but the RoPE scaling is %s, not yarn", r->key,
+                       md_rope_scaling_name(p->scaling));
     if (p->scaling == MD_ROPE_SCALING_YARN) {
         /* llama.cpp's defaults (gpt-oss's and DeepSeek-V3's values); a file may state them. */
         p->beta_fast = 32.0f;
@@ -181,6 +191,7 @@ static int read_rope(reader *r, md_config *c, mw_err *err) {
         if (get_float(r, "rope.scaling.yarn_beta_fast", 0, true, &p->beta_fast, err) < 0 ||
             get_float(r, "rope.scaling.yarn_beta_slow", 0, true, &p->beta_slow, err) < 0)
             return -1;
+        p->yarn_fractional = !truncate;
     }
     if (p->scaling == MD_ROPE_SCALING_LLAMA3) {
         if (req_float(r, "rope.scaling.low_freq_factor", 0, true, &p->low_freq_factor, err) ||

@@ -16,6 +16,9 @@ struct md_family {
     bool qk_norm;          /* per-head RMSNorm of q and k (attn_q_norm / attn_k_norm) */
     bool sinks;            /* attn_sinks: one logit per query head in the softmax denominator */
     md_rope_layout rope_layout;
+    /* YaRN: whether the correction range is rounded to whole dimensions when the metadata has no
+     * rope.scaling.yarn_truncate (llama.cpp always rounds; HF's truncate defaults to true) */
+    bool yarn_truncate;
     /* sliding window: the family reads attention.sliding_window and the layer pattern
      * attention.sliding_window_pattern (a period, or one flag per layer); the declared default
      * period applies when the pattern key is absent. */

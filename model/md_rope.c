@@ -12,6 +12,20 @@ static float yarn_corr_dim(int n_dims, int n_ctx_orig, float n_rot_b, float base
     return n_dims * logf(n_ctx_orig / (n_rot_b * 2 * (float)M_PI)) / (2 * logf(base));
 }
 
+/* The ramp's ends: the pairs whose wavelengths fit beta_fast and beta_slow turns into the
+ * original context, rounded outwards to whole pairs unless the config keeps them fractional (HF's
+ * truncate = false), then clamped to [0, n_rot - 1] either way (as both llama.cpp and HF do). */
+static void yarn_corr_dims(md_rope *r) {
+    float lo = yarn_corr_dim(r->n_rot, r->n_ctx_orig, r->beta_fast, r->freq_base);
+    float hi = yarn_corr_dim(r->n_rot, r->n_ctx_orig, r->beta_slow, r->freq_base);
+    if (!r->yarn_fractional) {
+        lo = floorf(lo);
+        hi = ceilf(hi);
+    }
+    r->corr_dims[0] = fmaxf(0.0f, lo);
+    r->corr_dims[1] = fminf((float)(r->n_rot - 1), hi);
+}
+
 /* The magnitude llama.cpp ends up with for YaRN: its context divides out ggml's own
  * 1 + 0.1 ln(1/freq_scale) and multiplies in mscale(factor) = 1 + 0.1 ln(factor) (1 for
  * factor <= 1), times the config's attention factor. Evaluated the same way, in float. */
@@ -71,11 +85,7 @@ int md_rope_init(md_rope *r, mw_err *err) {
             return mw_errf(err, "YaRN needs an original context and positive beta_fast/slow");
         r->freq_scale = 1.0f / r->factor;
         r->ext_factor = 1.0f;
-        r->corr_dims[0] =
-            fmaxf(0.0f, floorf(yarn_corr_dim(r->n_rot, r->n_ctx_orig, r->beta_fast, r->freq_base)));
-        r->corr_dims[1] =
-            fminf((float)(r->n_rot - 1),
-                  ceilf(yarn_corr_dim(r->n_rot, r->n_ctx_orig, r->beta_slow, r->freq_base)));
+        yarn_corr_dims(r);
         r->mscale = yarn_magnitude(r);
         break;
     case MD_ROPE_SCALING_LLAMA3:

@@ -193,6 +193,42 @@ static void test_overrides_read_from_config(void **state) {
     vx_meta_free(m);
 }
 
+/* rope.scaling.yarn_truncate (carried from HF's rope_scaling.truncate): false keeps the YaRN
+ * correction range fractional; true or absent rounds it (llama.cpp, GGUF files). */
+static void test_yarn_truncate(void **state) {
+    (void)state;
+    md_config c;
+    mw_err e;
+    vx_meta *m = fixture_meta("gpt-oss-tiny", NULL);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_false(c.rope.yarn_fractional);
+    assert_float_equal(c.rope.corr_dims[0], 8, 0);
+    assert_float_equal(c.rope.corr_dims[1], 18, 0);
+    md_config_free(&c);
+    vx_meta_set_bool(m, "gpt-oss.rope.scaling.yarn_truncate", true);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_float_equal(c.rope.corr_dims[1], 18, 0);
+    md_config_free(&c);
+    vx_meta_set_bool(m, "gpt-oss.rope.scaling.yarn_truncate", false);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_true(c.rope.yarn_fractional && c.rope_swa.yarn_fractional);
+    /* 64 ln(4096 / (β 2π)) / (2 ln 150000) for β = 32 and 1 */
+    assert_float_equal(c.rope.corr_dims[0], 64 * log(4096 / (64 * M_PI)) / (2 * log(150000.0)),
+                       1e-5);
+    assert_float_equal(c.rope.corr_dims[1], 64 * log(4096 / (2 * M_PI)) / (2 * log(150000.0)),
+                       1e-5);
+    md_config_free(&c);
+    vx_meta_set_str(m, "gpt-oss.rope.scaling.yarn_truncate", "no", 2);
+    assert_int_equal(md_config_read(m, &c, &e), -1);
+    if (!strstr(e.msg, "gpt-oss.rope.scaling.yarn_truncate")) fail_msg("%s", e.msg);
+    vx_meta_free(m);
+
+    /* the key belongs to YaRN: on a model without it the file contradicts itself */
+    m = fixture_meta("qwen3moe-tiny", NULL);
+    vx_meta_set_bool(m, "qwen3moe.rope.scaling.yarn_truncate", false);
+    expect_error(m, "qwen3moe.rope.scaling.yarn_truncate is set, but the RoPE scaling is none");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptoss_fixture),
@@ -201,6 +237,7 @@ int main(void) {
         cmocka_unit_test(test_unknown_values),
         cmocka_unit_test(test_sliding_window_patterns),
         cmocka_unit_test(test_overrides_read_from_config),
+        cmocka_unit_test(test_yarn_truncate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

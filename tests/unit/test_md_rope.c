@@ -1,9 +1,10 @@
 /* tests/unit/test_md_rope.c — RoPE angles against an independent double-precision evaluation of
- * the rules in FORMATS.md §4 (plain, YaRN with its ramp and magnitude, llama3 bands), and the
- * NEOX / NORM pairings. */
+ * the rules in FORMATS.md §4 (plain, YaRN with its ramp and magnitude, with and without rounding
+ * of the correction range, llama3 bands), and the NEOX / NORM pairings. */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/md_rope.h"
@@ -58,6 +59,56 @@ static void test_yarn_angles_match_reference(void **state) {
             assert_float_equal(cs[2 * i + 1], sin(a) * m, tol);
         }
     }
+}
+
+/* HF's correction dim, evaluated in double: the pair whose wavelength fits `beta` turns into the
+ * original context. */
+static double corr_dim_ref(double beta, int n_rot, double ctx, double base) {
+    return n_rot * log(ctx / (beta * 2 * M_PI)) / (2 * log(base));
+}
+
+/* rope_scaling.truncate = false keeps the range fractional: for base 150000, context 4096 and 64
+ * rotated dims that is about [8.09, 17.40] where rounding gives [8, 18]; the ramp then differs
+ * in the pairs at both ends and nowhere else. */
+static void test_yarn_without_truncation(void **state) {
+    (void)state;
+    md_rope rounded = yarn_gptoss();
+    md_rope r = rounded;
+    r.yarn_fractional = true;
+    assert_int_equal(md_rope_init(&r, NULL), 0);
+    const double lo = corr_dim_ref(32, 64, 4096, 150000), hi = corr_dim_ref(1, 64, 4096, 150000);
+    printf("    corr dims: rounded [%g, %g], fractional [%.6f, %.6f] (double %.6f, %.6f)\n",
+           rounded.corr_dims[0], rounded.corr_dims[1], r.corr_dims[0], r.corr_dims[1], lo, hi);
+    assert_true(lo > 8 && lo < 9 && hi > 17 && hi < 18); /* rounding moves both ends */
+    assert_float_equal(r.corr_dims[0], lo, 1e-5);
+    assert_float_equal(r.corr_dims[1], hi, 1e-5);
+    assert_float_equal(r.mscale, rounded.mscale, 0);
+
+    float cs[64], cr[64];
+    const int64_t pos = 1000;
+    md_rope_angles(&r, pos, cs);
+    md_rope_angles(&rounded, pos, cr);
+    int differ = 0;
+    for (int i = 0; i < 32; i++) {
+        double a = yarn_ref((double)pos, i, 64, 150000.0, 32.0, lo, hi);
+        double m = 1 + 0.1 * log(32.0);
+        double tol = 1e-5 + 2e-6 * fabs(a) * m;
+        assert_float_equal(cs[2 * i], cos(a) * m, tol);
+        assert_float_equal(cs[2 * i + 1], sin(a) * m, tol);
+        differ += cs[2 * i] != cr[2 * i];
+        /* outside the ramp both are pure interpolation or extrapolation */
+        if (i <= 8 || i >= 18) assert_memory_equal(&cs[2 * i], &cr[2 * i], 2 * sizeof(float));
+    }
+    assert_true(differ >= 8);
+
+    /* the clamp to [0, n_rot - 1] applies either way: a tiny original context puts beta_fast's
+     * dim below 0 */
+    md_rope t = r;
+    t.n_ctx_orig = 64;
+    t.n_rot = 16;
+    assert_int_equal(md_rope_init(&t, NULL), 0);
+    assert_float_equal(t.corr_dims[0], 0, 0);
+    assert_float_equal(t.corr_dims[1], corr_dim_ref(1, 16, 64, 150000), 1e-5);
 }
 
 static void test_plain_rope_has_unit_magnitude(void **state) {
@@ -166,6 +217,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_yarn_derived_values),
         cmocka_unit_test(test_yarn_angles_match_reference),
+        cmocka_unit_test(test_yarn_without_truncation),
         cmocka_unit_test(test_plain_rope_has_unit_magnitude),
         cmocka_unit_test(test_linear_scaling_divides_positions),
         cmocka_unit_test(test_llama3_bands),
