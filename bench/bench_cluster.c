@@ -24,6 +24,7 @@
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
+#include "wire/wr_zmq.h"
 
 #define PROMPT 4
 
@@ -42,6 +43,41 @@ static int make_model(const char *path, int layers) {
              tmp, layers, tmp, tmp, path);
     fprintf(stderr, "bench_cluster: making %s (random weights)\n", path);
     return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Median Ping → Pong time through a node's serve loop: the bare cost of one round trip between
+ * two processes (socket, wake-ups, envelope), the floor under every layer's exchange. */
+static double ping_us(const char *endpoint, int n) {
+    void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
+    wr_socket_setup(s, NULL, NULL);
+    zmq_connect(s, endpoint);
+    wr_out o;
+    wr_in in;
+    wr_rx rx;
+    wr_out_init(&o);
+    wr_in_init(&in, NULL);
+    wr_rx_init(&rx);
+    double *t = calloc((size_t)n, sizeof *t), med = 0;
+    int ok = 0;
+    for (int i = 0; i < n + 10; i++) { /* 10 untimed first */
+        wr_msg m = {.kind = WR_MSG_PING, .seq = (uint64_t)i + 1}, r;
+        wr_code code;
+        double t0 = bu_now();
+        if (wr_pack(&o, &m, (wr_codec){WR_F32, false}, NULL) || wr_send(s, NULL, 0, &o, 0, NULL) ||
+            wr_recv(s, &rx, false, 0, NULL) ||
+            wr_parse(&in, rx.parts, rx.n_parts, rx.truncated, &r, &code, NULL) ||
+            r.kind != WR_MSG_PONG)
+            break;
+        if (i >= 10) t[ok++] = (bu_now() - t0) * 1e6;
+    }
+    if (ok) med = bu_median(t, ok);
+    free(t);
+    wr_rx_free(&rx);
+    wr_in_free(&in);
+    wr_out_free(&o);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return med;
 }
 
 typedef struct run_result {
@@ -110,6 +146,8 @@ static int bench_model(const char *path, int layers, int n, int threads) {
                            .threads = 1,
                            .timeout_ms = 600000};
     if (co_loopback_start(&lo, &lb, &err)) goto done;
+    printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f}\n", layers,
+           ping_us(co_loopback_endpoints(lb)[0], 200));
     static const struct {
         const char *codec;
         bool exact;
@@ -139,10 +177,10 @@ static int bench_model(const char *path, int layers, int n, int threads) {
         double per = s.tokens ? 1.0 / (double)s.tokens : 0;
         printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"loopback-2\",\"codec\":\"%s\","
                "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,\"layer_rtt_us\":%.1f,"
-               "\"node_compute_us\":%.1f,\"wire_bytes_per_token\":%.0f,"
+               "\"node_compute_us\":%.1f,\"node_rtt_us\":%.1f,\"wire_bytes_per_token\":%.0f,"
                "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
                layers, configs[k].codec, configs[k].exact ? "exact" : "partial", res.tok_s,
-               res.tok_s / base.tok_s, s.layer_rtt_us, s.node_compute_us,
+               res.tok_s / base.tok_s, s.layer_rtt_us, s.node_compute_us, s.node_rtt_us,
                (double)(s.total.tx_bytes + s.total.rx_bytes) * per,
                (double)s.total.weight_bytes * per, wr_movement_ratio(&s.total));
         fflush(stdout);

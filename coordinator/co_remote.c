@@ -586,8 +586,9 @@ co_remote_summary co_remote_summarize(const md_expert_backend *b) {
         calls += r->layer_calls[l];
     }
     s.layer_rtt_us = calls ? (double)wall * 1e-3 / (double)calls : 0.0;
-    s.node_compute_us =
-        s.total.batches ? (double)s.total.compute_ns * 1e-3 / (double)s.total.batches : 0.0;
+    double nb = s.total.batches ? 1e-3 / (double)s.total.batches : 0.0;
+    s.node_compute_us = (double)s.total.compute_ns * nb;
+    s.node_rtt_us = (double)s.total.rtt_ns * nb;
     return s;
 }
 

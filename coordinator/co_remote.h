@@ -44,6 +44,7 @@ typedef struct co_remote_summary {
     wr_counters total;      /* every node and layer */
     double layer_rtt_us;    /* per layer call: first send to last reply, mean */
     double node_compute_us; /* node compute per batch, mean */
+    double node_rtt_us;     /* send to reply per batch, mean: compute + wire + wake-ups */
 } co_remote_summary;
 
 co_remote_summary co_remote_summarize(const md_expert_backend *b);
