@@ -8,6 +8,7 @@
  *    that stops answering all end as documented. */
 #include "tests/support/mw_test.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -247,6 +248,37 @@ static void test_report(void **state) {
     free(err);
 }
 
+/* Processes whose command line holds both strings (loopback nodes of this test's model). */
+static int count_processes(const char *a, const char *b) {
+    int n = 0;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        size_t len = 0;
+        char *c = mwt_read_file(path, &len);
+        if (!c) continue;
+        for (size_t i = 0; i + 1 < len; i++)
+            if (!c[i]) c[i] = ' ';
+        n += strstr(c, a) && strstr(c, b);
+        free(c);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* A run that fails mid-generation (a 1 ms deadline) still stops its loopback nodes. */
+static void test_loopback_nodes_stop_on_errors(void **state) {
+    (void)state;
+    const char *extra[] = {"--loopback", "2", "--deadline-ms", "1", NULL};
+    char *err = NULL;
+    int rc = generate(synth, NULL, "f32", extra, &err);
+    if (rc != 0 && !strstr(err, "deadline")) fail_msg("exit %d: %s", rc, err);
+    free(err);
+    assert_int_equal(count_processes(synth, "loopback-"), 0);
+}
+
 /* ---- nodes started by the test ------------------------------------------------------------ */
 
 typedef struct started {
@@ -254,7 +286,8 @@ typedef struct started {
     char endpoint[256];
 } started;
 
-static started start_node(const char *model, const char *spec, int i) {
+/* Starts a node; `capacity` NULL keeps the default. */
+static started start_node_cap(const char *model, const char *spec, int i, const char *capacity) {
     char ready[4300], log[4300];
     snprintf(ready, sizeof ready, "%s/ready-%d", dir, i);
     snprintf(log, sizeof log, "%s/node-%d.log", dir, i);
@@ -268,6 +301,8 @@ static started start_node(const char *model, const char *spec, int i) {
                     "tcp://127.0.0.1:*",
                     "--ready-file",
                     ready,
+                    capacity ? "--capacity" : NULL,
+                    (char *)capacity,
                     NULL};
     started s = {.pid = mwt_spawn(argv, log)};
     assert_true(s.pid > 0);
@@ -279,6 +314,10 @@ static started start_node(const char *model, const char *spec, int i) {
     }
     fail_msg("expert-node %d did not start", i);
     return s;
+}
+
+static started start_node(const char *model, const char *spec, int i) {
+    return start_node_cap(model, spec, i, NULL);
 }
 
 static void stop_node(started *s) {
@@ -307,6 +346,25 @@ static void test_replicas_share_the_work(void **state) {
     /* both replicas served batches */
     assert_null(strstr(err, ": 0 batches"));
     free(err);
+    free(got);
+    free(ref);
+    stop_node(&a);
+    stop_node(&b);
+}
+
+/* A node whose capacity is below the prompt's rows: the coordinator splits its batches and the
+ * result is still bit-identical. */
+static void test_batches_beyond_capacity_are_split(void **state) {
+    (void)state;
+    started a = start_node_cap(synth, "0-2:0-5", 0, "3"), b = start_node(synth, "0-2:6-11", 1);
+    char nodes[600];
+    snprintf(nodes, sizeof nodes, "%s,%s", a.endpoint, b.endpoint);
+    size_t n_ref, n;
+    float *ref = local_logits(synth, "f32", &n_ref);
+    const char *extra[] = {"--nodes", nodes, "--exact", NULL};
+    float *got = cluster_logits(synth, "f32", extra, &n);
+    assert_int_equal(n, n_ref);
+    assert_memory_equal(got, ref, n * sizeof(float));
     free(got);
     free(ref);
     stop_node(&a);
@@ -419,7 +477,9 @@ int main(void) {
         cmocka_unit_test(test_partial_mode_within_1e5),
         cmocka_unit_test(test_f16_and_bf16_wires_within_tolerance),
         cmocka_unit_test(test_report),
+        cmocka_unit_test(test_loopback_nodes_stop_on_errors),
         cmocka_unit_test(test_replicas_share_the_work),
+        cmocka_unit_test(test_batches_beyond_capacity_are_split),
         cmocka_unit_test(test_unowned_experts_are_refused),
         cmocka_unit_test(test_another_models_node_is_refused),
         cmocka_unit_test(test_killed_node_ends_the_run_within_2s),
