@@ -40,21 +40,25 @@ static void one_head(const md_attn_args *a, int64_t t, int h, float *scores) {
     const md_config *c = a->cfg;
     const int dk = c->head_dim_k, dv = c->head_dim_v;
     const int kvh = h / (c->n_head / c->n_head_kv);
-    const md_row *row = &a->rows[t];
-    const int64_t pos = row->pos;
+    const int64_t pos = a->rows[t].pos;
     int64_t t0 = 0;
     if (c->layer_swa[a->layer] && pos - c->n_swa + 1 > 0) t0 = pos - c->n_swa + 1;
     const int64_t n = pos - t0 + 1;
     const float *q = a->q + (t * c->n_head + h) * dk;
+    const md_kv_iter from = md_kv_iter_at(a->kv, a->layer, t, t0, a->k, a->v);
+    const float *k, *v;
+    md_kv_iter it = from;
     for (int64_t i = 0; i < n; i++) {
-        const float *k = md_kv_k(a->kv, row->seq, a->layer, t0 + i) + (int64_t)kvh * dk;
-        scores[i] = md_dot(q, k, dk) * c->kq_scale;
+        md_kv_iter_next(&it, &k, &v);
+        scores[i] = md_dot(q, k + (int64_t)kvh * dk, dk) * c->kq_scale;
     }
     md_softmax(scores, n, a->sinks ? &a->sinks[h] : NULL);
     float *out = a->out + (t * c->n_head + h) * dv;
     memset(out, 0, (size_t)dv * sizeof *out);
+    it = from;
     for (int64_t i = 0; i < n; i++) {
-        const float *v = md_kv_v(a->kv, row->seq, a->layer, t0 + i) + (int64_t)kvh * dv;
+        md_kv_iter_next(&it, &k, &v);
+        v += (int64_t)kvh * dv;
         const float p = scores[i];
         for (int d = 0; d < dv; d++) out[d] += p * v[d];
     }

@@ -23,18 +23,20 @@ void md_attn_ws_free(md_attn_ws *ws);
 
 typedef struct md_attn_args {
     const md_config *cfg;
-    const md_kv *kv; /* already holds this batch's K/V rows */
+    const md_kv *kv; /* in a pass over these rows (md_kv_begin), this layer's K/V stored */
     int layer;
     const md_row *rows;
     int64_t T;
+    const float *k, *v; /* the batch's K (T × n_head_kv·dk, after RoPE) and V of this layer */
     const float *q;     /* T × n_head × head_dim_k, after RoPE */
     const float *sinks; /* n_head logits, or NULL */
     float *out;         /* T × n_head × head_dim_v */
 } md_attn_args;
 
 /* Row t, query head h sees its sequence's keys at positions p' <= pos (and pos - p' < n_swa on
- * sliding-window layers); head h reads KV head h / (n_head / n_head_kv). Scores are
- * (q·k)·kq_scale; the sink logit joins the softmax denominator only. */
+ * sliding-window layers), in position order whether they come from the cache or the batch; head h
+ * reads KV head h / (n_head / n_head_kv). Scores are (q·k)·kq_scale; the sink logit joins the
+ * softmax denominator only. */
 int md_attention(const md_attn_args *a, md_attn_ws *ws, kn_pool *pool, mw_err *err);
 
 #endif

@@ -64,7 +64,7 @@ int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *
     x->n_ctx = n_ctx;
     x->rope_differs = memcmp(&c->rope, &c->rope_swa, sizeof c->rope) != 0;
     x->seq_rows = calloc((size_t)n_seq, sizeof *x->seq_rows);
-    if (!x->seq_rows || md_kv_init(&x->kv, c, n_seq, n_ctx, err)) {
+    if (!x->seq_rows || md_kv_init(&x->kv, c, n_seq, n_ctx, !p->swa_full, err)) {
         md_ctx_free(x);
         return mw_errf(err, "model context: out of memory");
     }
@@ -101,13 +101,25 @@ int64_t md_seq_len(const md_ctx *c, int seq) {
     return seq >= 0 && seq < c->p.n_seq ? c->kv.seqs[seq].n : -1;
 }
 
-void md_seq_truncate(md_ctx *c, int seq, int64_t n) {
-    if (seq < 0 || seq >= c->p.n_seq || n < 0) return;
+int md_seq_truncate(md_ctx *c, int seq, int64_t n, mw_err *err) {
+    if (seq < 0 || seq >= c->p.n_seq || n < 0)
+        return mw_errf(err, "truncate: no sequence %d of %d, or negative length %lld", seq,
+                       c->p.n_seq, (long long)n);
+    if (!md_kv_can_truncate(&c->kv, seq, n))
+        return mw_errf(err,
+                       "truncate: sequence %d holds %lld positions; its sliding-window layers keep "
+                       "only the last %lld, too few to go back to %lld (0 is always possible)",
+                       seq, (long long)c->kv.seqs[seq].n, (long long)c->kv.ring, (long long)n);
     if (n < c->kv.seqs[seq].n) c->kv.seqs[seq].n = n;
+    return 0;
 }
 
 uint64_t md_ctx_dense_bytes(const md_ctx *c) {
     return c->dense_bytes;
+}
+
+uint64_t md_ctx_kv_bytes(const md_ctx *c) {
+    return md_kv_bytes(&c->kv);
 }
 
 static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
@@ -217,7 +229,7 @@ static void qk_prepare(md_ctx *c, int il, const md_row *rows, int64_t T) {
     observe(c, il, MD_PROBE_Q_ROPE, c->q, T, (int64_t)Hq * dk);
     observe(c, il, MD_PROBE_K_ROPE, c->k, T, (int64_t)Hk * dk);
     observe(c, il, MD_PROBE_V, c->v, T, (int64_t)Hk * m->head_dim_v);
-    md_kv_store(&c->kv, il, rows, T, c->k, c->v);
+    md_kv_store(&c->kv, il, c->k, c->v);
 }
 
 static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
@@ -238,6 +250,8 @@ static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) 
         .layer = il,
         .rows = rows,
         .T = T,
+        .k = c->k,
+        .v = c->v,
         .q = c->q,
         .sinks = w->sinks,
         .out = c->att,
@@ -287,7 +301,7 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     int64_t n_out = 0;
     if (check_rows(c, rows, T, &n_out, err)) return -1;
     if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
-    if (reserve_rows(c, T, err) || md_kv_reserve(&c->kv, rows, T, err) ||
+    if (reserve_rows(c, T, err) || md_kv_begin(&c->kv, rows, T, err) ||
         md_attn_ws_reserve(&c->attn, &c->kv, rows, T, kn_pool_size(c->p.pool), err))
         return -1;
 
@@ -300,7 +314,7 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     }
     for (int il = 0; il < m->n_layer; il++)
         if (layer(c, il, rows, T, err)) return -1;
-    md_kv_commit(&c->kv, rows, T);
+    md_kv_commit(&c->kv);
 
     if (n_out == 0) return 0;
     /* final norm of the rows that want logits, gathered, then the LM head once */

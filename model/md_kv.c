@@ -1,27 +1,45 @@
-/* model/md_kv.c — KV cache storage and growth. */
+/* model/md_kv.c — KV cache storage: growth of the full-attention layers, the rings of the
+ * sliding-window layers, and the pass transaction (batch map, staging, commit). */
 #include "model/md_kv.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, mw_err *err) {
+#include "util/mw_grow.h"
+
+int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool rings, mw_err *err) {
     memset(kv, 0, sizeof *kv);
     kv->n_layer = cfg->n_layer;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
     kv->kd = (int64_t)cfg->n_head_kv * cfg->head_dim_k;
     kv->vd = (int64_t)cfg->n_head_kv * cfg->head_dim_v;
+    kv->n_swa = cfg->n_swa;
+    kv->layer_ring = calloc((size_t)kv->n_layer, 1);
+    kv->stage_k = calloc((size_t)kv->n_layer, sizeof(float *));
+    kv->stage_v = calloc((size_t)kv->n_layer, sizeof(float *));
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
-    if (!kv->seqs) return mw_errf(err, "KV cache: out of memory");
+    kv->seq_count = calloc((size_t)n_seq, sizeof *kv->seq_count);
+    kv->seq_first = malloc((size_t)n_seq * sizeof *kv->seq_first);
+    if (!kv->layer_ring || !kv->stage_k || !kv->stage_v || !kv->seqs || !kv->seq_count ||
+        !kv->seq_first)
+        goto oom;
+    for (int s = 0; s < n_seq; s++) kv->seq_first[s] = -1;
+    if (rings && cfg->n_swa > 0) {
+        kv->ring = cfg->n_swa < n_ctx ? cfg->n_swa : n_ctx;
+        bool any = false;
+        for (int l = 0; l < kv->n_layer; l++) any |= (kv->layer_ring[l] = cfg->layer_swa[l]) != 0;
+        if (!any) kv->ring = 0;
+    }
     for (int s = 0; s < n_seq; s++) {
         kv->seqs[s].k = calloc((size_t)kv->n_layer, sizeof(float *));
         kv->seqs[s].v = calloc((size_t)kv->n_layer, sizeof(float *));
-        if (!kv->seqs[s].k || !kv->seqs[s].v) {
-            md_kv_free(kv);
-            return mw_errf(err, "KV cache: out of memory");
-        }
+        if (!kv->seqs[s].k || !kv->seqs[s].v) goto oom;
     }
     return 0;
+oom:
+    md_kv_free(kv);
+    return mw_errf(err, "KV cache: out of memory");
 }
 
 void md_kv_free(md_kv *kv) {
@@ -33,46 +51,181 @@ void md_kv_free(md_kv *kv) {
         free(kv->seqs[s].k);
         free(kv->seqs[s].v);
     }
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (kv->stage_k) free(kv->stage_k[l]);
+        if (kv->stage_v) free(kv->stage_v[l]);
+    }
+    free(kv->stage_k);
+    free(kv->stage_v);
     free(kv->seqs);
-    kv->seqs = NULL;
+    free(kv->layer_ring);
+    free(kv->seq_count);
+    free(kv->seq_first);
+    free(kv->order);
+    free(kv->row_first);
+    free(kv->keep);
+    memset(kv, 0, sizeof *kv);
 }
 
+static int grow(float **p, int64_t rows, int64_t width) {
+    float *q = realloc(*p, (size_t)(rows * width) * sizeof(float));
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+/* Room for positions [0, need) of a sequence: full layers double up to the context, rings grow
+ * with them up to their size (a ring is indexed by position until it first wraps). */
 static int grow_seq(md_kv *kv, md_kv_seq *s, int64_t need, mw_err *err) {
     int64_t cap = s->cap ? s->cap : 64;
     while (cap < need) cap *= 2;
     if (cap > kv->n_ctx) cap = kv->n_ctx;
+    const int64_t ring_cap = kv->ring && cap > kv->ring ? kv->ring : cap;
     for (int l = 0; l < kv->n_layer; l++) {
-        float *k = realloc(s->k[l], (size_t)(cap * kv->kd) * sizeof(float));
-        if (!k) return mw_errf(err, "KV cache: out of memory for %lld positions", (long long)cap);
-        s->k[l] = k;
-        float *v = realloc(s->v[l], (size_t)(cap * kv->vd) * sizeof(float));
-        if (!v) return mw_errf(err, "KV cache: out of memory for %lld positions", (long long)cap);
-        s->v[l] = v;
+        const bool ring = kv->layer_ring[l];
+        const int64_t rows = ring ? ring_cap : cap;
+        if (rows == (ring ? s->ring_cap : s->cap)) continue;
+        if (grow(&s->k[l], rows, kv->kd) || grow(&s->v[l], rows, kv->vd))
+            return mw_errf(err, "KV cache: out of memory for %lld positions", (long long)rows);
     }
     s->cap = cap;
+    s->ring_cap = ring_cap;
     return 0;
 }
 
-int md_kv_reserve(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
+static int grow_batch(md_kv *kv, int64_t T, mw_err *err) {
+    const size_t n = (size_t)T;
+    if (mw_grow((void **)&kv->order, &kv->order_cap, n, sizeof *kv->order) ||
+        mw_grow((void **)&kv->row_first, &kv->row_first_cap, n, sizeof *kv->row_first) ||
+        mw_grow((void **)&kv->keep, &kv->keep_rows_cap, n, sizeof *kv->keep))
+        return mw_errf(err, "KV cache: out of memory for a batch of %lld rows", (long long)T);
+    return 0;
+}
+
+static int grow_stage(md_kv *kv, int64_t n, mw_err *err) {
+    if (n <= kv->keep_cap) return 0;
+    int64_t cap = kv->keep_cap ? kv->keep_cap : 1;
+    while (cap < n) cap *= 2;
+    for (int l = 0; l < kv->n_layer; l++)
+        if (kv->layer_ring[l] &&
+            (grow(&kv->stage_k[l], cap, kv->kd) || grow(&kv->stage_v[l], cap, kv->vd)))
+            return mw_errf(err, "KV cache: out of memory staging %lld rows", (long long)n);
+    kv->keep_cap = cap;
+    return 0;
+}
+
+int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
+    kv->T = 0;
+    kv->rows = rows;
+    if (grow_batch(kv, T, err)) return -1;
+    /* group the rows by sequence (groups in order of first appearance), each group by position */
+    for (int64_t t = 0; t < T; t++) kv->seq_count[rows[t].seq]++;
+    int64_t next = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const int s = rows[t].seq;
+        if (kv->seq_first[s] < 0) {
+            kv->seq_first[s] = next;
+            next += kv->seq_count[s];
+        }
+    }
+    kv->n_keep = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const int s = rows[t].seq;
+        const int64_t base = kv->seqs[s].n, pos = rows[t].pos;
+        kv->row_first[t] = kv->seq_first[s];
+        kv->order[kv->seq_first[s] + pos - base] = (int32_t)t;
+        /* a ring keeps the last `ring` positions of the sequence */
+        if (kv->ring && pos > base + kv->seq_count[s] - 1 - kv->ring)
+            kv->keep[kv->n_keep++] = (int32_t)t;
+    }
+    for (int64_t t = 0; t < T; t++) {
+        kv->seq_count[rows[t].seq] = 0;
+        kv->seq_first[rows[t].seq] = -1;
+    }
     for (int64_t t = 0; t < T; t++) {
         md_kv_seq *s = &kv->seqs[rows[t].seq];
         if (rows[t].pos >= s->cap && grow_seq(kv, s, (int64_t)rows[t].pos + 1, err)) return -1;
     }
+    if (grow_stage(kv, kv->n_keep, err)) return -1;
+    kv->T = T;
     return 0;
 }
 
-void md_kv_store(md_kv *kv, int layer, const md_row *rows, int64_t T, const float *k,
-                 const float *v) {
-    for (int64_t t = 0; t < T; t++) {
-        md_kv_seq *s = &kv->seqs[rows[t].seq];
-        memcpy(s->k[layer] + rows[t].pos * kv->kd, k + t * kv->kd, (size_t)kv->kd * sizeof(float));
-        memcpy(s->v[layer] + rows[t].pos * kv->vd, v + t * kv->vd, (size_t)kv->vd * sizeof(float));
+void md_kv_store(md_kv *kv, int layer, const float *k, const float *v) {
+    const size_t kb = (size_t)kv->kd * sizeof(float), vb = (size_t)kv->vd * sizeof(float);
+    if (kv->layer_ring[layer]) {
+        for (int64_t j = 0; j < kv->n_keep; j++) {
+            const int64_t t = kv->keep[j];
+            memcpy(kv->stage_k[layer] + j * kv->kd, k + t * kv->kd, kb);
+            memcpy(kv->stage_v[layer] + j * kv->vd, v + t * kv->vd, vb);
+        }
+        return;
+    }
+    /* positions past the sequences' lengths: invisible until the commit */
+    for (int64_t t = 0; t < kv->T; t++) {
+        const md_kv_seq *s = &kv->seqs[kv->rows[t].seq];
+        const int64_t pos = kv->rows[t].pos;
+        memcpy(s->k[layer] + pos * kv->kd, k + t * kv->kd, kb);
+        memcpy(s->v[layer] + pos * kv->vd, v + t * kv->vd, vb);
     }
 }
 
-void md_kv_commit(md_kv *kv, const md_row *rows, int64_t T) {
-    for (int64_t t = 0; t < T; t++) {
-        md_kv_seq *s = &kv->seqs[rows[t].seq];
-        if (rows[t].pos + 1 > s->n) s->n = rows[t].pos + 1;
+void md_kv_commit(md_kv *kv) {
+    const size_t kb = (size_t)kv->kd * sizeof(float), vb = (size_t)kv->vd * sizeof(float);
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (!kv->layer_ring[l]) continue;
+        for (int64_t j = 0; j < kv->n_keep; j++) {
+            const md_row *row = &kv->rows[kv->keep[j]];
+            const md_kv_seq *s = &kv->seqs[row->seq];
+            const int64_t slot = row->pos % kv->ring;
+            memcpy(s->k[l] + slot * kv->kd, kv->stage_k[l] + j * kv->kd, kb);
+            memcpy(s->v[l] + slot * kv->vd, kv->stage_v[l] + j * kv->vd, vb);
+        }
     }
+    for (int64_t t = 0; t < kv->T; t++) {
+        md_kv_seq *s = &kv->seqs[kv->rows[t].seq];
+        if (kv->rows[t].pos + 1 > s->n) s->n = kv->rows[t].pos + 1;
+    }
+    kv->T = 0;
+}
+
+bool md_kv_can_truncate(const md_kv *kv, int seq, int64_t n) {
+    const int64_t held = kv->seqs[seq].n;
+    if (n == 0 || n >= held || kv->ring == 0 || held <= kv->ring) return true;
+    /* the ring holds [held - ring, held); the next query at n needs [n - n_swa + 1, n) */
+    int64_t need = n - kv->n_swa + 1;
+    if (need < 0) need = 0;
+    return need >= held - kv->ring;
+}
+
+uint64_t md_kv_bytes(const md_kv *kv) {
+    const uint64_t row = (uint64_t)(kv->kd + kv->vd) * sizeof(float);
+    uint64_t total = 0;
+    for (int s = 0; s < kv->n_seq; s++)
+        for (int l = 0; l < kv->n_layer; l++)
+            total += (uint64_t)(kv->layer_ring[l] ? kv->seqs[s].ring_cap : kv->seqs[s].cap) * row;
+    for (int l = 0; l < kv->n_layer; l++)
+        if (kv->layer_ring[l]) total += (uint64_t)kv->keep_cap * row;
+    return total;
+}
+
+md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, const float *k,
+                         const float *v) {
+    const md_row *row = &kv->rows[t];
+    const md_kv_seq *s = &kv->seqs[row->seq];
+    const int64_t base = s->n;
+    const bool ring = kv->layer_ring[layer];
+    md_kv_iter it = {
+        .ck = s->k[layer],
+        .cv = s->v[layer],
+        .slot = ring ? from % kv->ring : from,
+        .wrap = ring ? kv->ring : -1,
+        .n_cache = base > from ? base - from : 0,
+        .bk = k,
+        .bv = v,
+        .order = kv->order + kv->row_first[t] + (from > base ? from - base : 0),
+        .kd = kv->kd,
+        .vd = kv->vd,
+    };
+    return it;
 }

@@ -1,9 +1,19 @@
-/* model/md_kv.h — the KV cache: per sequence and layer, K and V rows indexed by position
- * (K: n_head_kv·head_dim_k floats, V: n_head_kv·head_dim_v). Memory grows by doubling up to the
- * context size, so steady decoding does not allocate. */
+/* model/md_kv.h — the KV cache: per sequence and layer, K rows (n_head_kv·head_dim_k floats) and
+ * V rows (n_head_kv·head_dim_v) by position.
+ *
+ * Full-attention layers keep every position (memory grows by doubling up to the context size).
+ * Sliding-window layers keep only the window: a ring of `ring` positions where position p lives in
+ * slot p % ring, so at long contexts they cost a fixed amount whatever the length.
+ *
+ * A pass is a transaction: md_kv_begin .. md_kv_commit. During the pass, attention reads the
+ * positions a sequence already held from the cache and the batch's own positions from the batch's
+ * K/V buffers (md_kv_iter), so a row sees its keys in position order whatever the batch layout.
+ * Ring layers stage the rows that will survive and write them into the ring only at commit; a
+ * pass that fails part-way (an expert backend error) leaves every sequence as it was. */
 #ifndef MD_KV_H
 #define MD_KV_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "model/md_config.h"
@@ -11,33 +21,82 @@
 #include "util/mw_err.h"
 
 typedef struct md_kv_seq {
-    int64_t n;      /* positions held (committed) */
-    int64_t cap;    /* positions allocated */
-    float **k, **v; /* per layer */
+    int64_t n;        /* positions held (committed) */
+    int64_t cap;      /* positions allocated on full-attention layers */
+    int64_t ring_cap; /* positions allocated on ring layers (<= ring) */
+    float **k, **v;   /* per layer */
 } md_kv_seq;
 
 typedef struct md_kv {
     int n_layer, n_seq;
     int64_t n_ctx;
-    int64_t kd, vd; /* floats per position */
+    int64_t kd, vd;      /* floats per position */
+    int64_t n_swa;       /* the window: keys p - t < n_swa are visible on sliding layers */
+    int64_t ring;        /* positions a ring layer keeps; 0 = no ring layers */
+    uint8_t *layer_ring; /* n_layer flags: 1 = this layer is a ring */
     md_kv_seq *seqs;
+    /* the pass in flight (md_kv_begin .. md_kv_commit) */
+    const md_row *rows;
+    int64_t T;
+    int32_t *order;     /* T batch rows grouped by sequence, each group in position order */
+    int64_t *row_first; /* T: index in order of the first row of row t's sequence */
+    int32_t *seq_count; /* n_seq: rows of the sequence in the batch (0 outside a pass) */
+    int64_t *seq_first; /* n_seq: its group's start in order (-1 outside a pass) */
+    int32_t *keep;      /* batch rows whose K/V stay in the rings (last `ring` of a sequence) */
+    size_t order_cap, row_first_cap, keep_rows_cap;
+    int64_t n_keep, keep_cap;
+    float **stage_k, **stage_v; /* per ring layer: keep_cap staged rows */
 } md_kv;
 
-int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, mw_err *err);
+/* rings: sliding-window layers (cfg->layer_swa) keep min(cfg->n_swa, n_ctx) positions; false
+ * keeps every position on every layer. */
+int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool rings, mw_err *err);
 void md_kv_free(md_kv *kv);
-/* Makes room for every row's position (rows already validated). */
-int md_kv_reserve(md_kv *kv, const md_row *rows, int64_t T, mw_err *err);
-/* Writes row t's K (T × kd) and V (T × vd) at its sequence and position for one layer. */
-void md_kv_store(md_kv *kv, int layer, const md_row *rows, int64_t T, const float *k,
-                 const float *v);
-/* After a successful pass: each sequence holds up to its last row's position. */
-void md_kv_commit(md_kv *kv, const md_row *rows, int64_t T);
 
-static inline const float *md_kv_k(const md_kv *kv, int seq, int layer, int64_t pos) {
-    return kv->seqs[seq].k[layer] + pos * kv->kd;
-}
-static inline const float *md_kv_v(const md_kv *kv, int seq, int layer, int64_t pos) {
-    return kv->seqs[seq].v[layer] + pos * kv->vd;
+/* Starts a pass over rows that continue their sequences (validated: each sequence's rows are in
+ * position order from its length on). Makes room for every position and for the staging; maps the
+ * batch. Allocates only when the batch or the sequences outgrow what earlier passes reserved. */
+int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err);
+/* Keeps one layer's K (T × kd) and V (T × vd) of the batch: written at their positions on a full
+ * layer, staged for the ring on a ring layer. k and v must stay valid for this layer's attention
+ * (md_kv_iter reads the batch's positions from them). */
+void md_kv_store(md_kv *kv, int layer, const float *k, const float *v);
+/* Ends the pass successfully: staged rows go into the rings, sequences grow. A pass that is not
+ * committed changes nothing the sequences hold (the next md_kv_begin starts over). */
+void md_kv_commit(md_kv *kv);
+
+/* Sequence lengths: may it drop to n positions? Always for 0 and for full-attention caches; a
+ * ring keeps only what the next query needs, so it can step back at most ring - n_swa + 1. */
+bool md_kv_can_truncate(const md_kv *kv, int seq, int64_t n);
+
+/* Allocated bytes (caches and staging). */
+uint64_t md_kv_bytes(const md_kv *kv);
+
+/* The keys and values row t of the pass sees on a layer, from position `from` to its own, in
+ * position order: the sequence's cached positions first, then the batch's. */
+typedef struct md_kv_iter {
+    const float *ck, *cv; /* the layer's cache of the row's sequence */
+    int64_t slot, wrap;   /* next cache slot; slots wrap to 0 here (ring) */
+    int64_t n_cache;      /* cached positions still to visit */
+    const float *bk, *bv; /* the batch's K/V of this layer */
+    const int32_t *order; /* next batch row, in position order */
+    int64_t kd, vd;
+} md_kv_iter;
+
+md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, const float *k,
+                         const float *v);
+
+static inline void md_kv_iter_next(md_kv_iter *it, const float **k, const float **v) {
+    if (it->n_cache > 0) {
+        *k = it->ck + it->slot * it->kd;
+        *v = it->cv + it->slot * it->vd;
+        if (++it->slot == it->wrap) it->slot = 0;
+        it->n_cache--;
+    } else {
+        const int64_t r = *it->order++;
+        *k = it->bk + r * it->kd;
+        *v = it->bv + r * it->vd;
+    }
 }
 
 #endif

@@ -8,6 +8,7 @@
 #ifndef MD_MODEL_H
 #define MD_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/kn.h"
@@ -85,6 +86,8 @@ typedef struct md_ctx_params {
     md_expert_backend *experts; /* not owned */
     int n_seq;                  /* sequence ids 0 .. n_seq-1 (0 means 1) */
     int64_t n_ctx;              /* positions per sequence (0 = the model's context_length) */
+    bool swa_full; /* sliding-window layers keep every position, as full layers do; by default they
+                      keep a ring of the window (results are the same bits either way) */
 } md_ctx_params;
 
 int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *err);
@@ -93,8 +96,10 @@ void md_ctx_set_observer(md_ctx *c, md_observer_fn fn, void *ud);
 
 /* Positions held by a sequence (the next row of it must have this position). */
 int64_t md_seq_len(const md_ctx *c, int seq);
-/* Drops a sequence's positions >= n (n = 0 empties it); its KV memory is kept for reuse. */
-void md_seq_truncate(md_ctx *c, int seq, int64_t n);
+/* Drops a sequence's positions >= n (n = 0 empties it); its KV memory is kept for reuse. The
+ * rings of sliding-window layers hold only the window, so they can step back only as far as that
+ * still covers the next query (one position); otherwise -1 with err and nothing changes. */
+int md_seq_truncate(md_ctx *c, int seq, int64_t n, mw_err *err);
 
 /* One row of a batch. Rows of one sequence must be in position order and continue it. */
 typedef struct md_row {
@@ -112,5 +117,8 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
 /* Dense weight bytes (as stored) read by md_forward so far: every dense matrix once per call, the
  * LM head once per call that asks for logits, embedding rows per token. */
 uint64_t md_ctx_dense_bytes(const md_ctx *c);
+
+/* Bytes the KV cache holds now (caches of every sequence, staging). */
+uint64_t md_ctx_kv_bytes(const md_ctx *c);
 
 #endif

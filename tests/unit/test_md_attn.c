@@ -1,9 +1,11 @@
 /* tests/unit/test_md_attn.c — batch attention against a double-precision reference: GQA head
  * mapping, causal mask, sliding window (p - t < n_swa), sinks in the denominator only, several
- * sequences in one batch, and the same result whatever the thread count. */
+ * sequences in one batch (keys from the cache and from the batch), ring or full caches on the
+ * sliding layer, and the same result whatever the thread count. */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +23,7 @@ static float val(int seq, int layer, int64_t pos, int i, int which) {
     return sinf(0.37f * (float)(seq * 1000 + layer * 100 + pos * 7 + i) + (float)which);
 }
 
-static void setup(fixture *f) {
+static void setup(fixture *f, bool rings) {
     memset(f, 0, sizeof *f);
     f->cfg.n_layer = 2;
     f->cfg.n_head = HQ;
@@ -32,24 +34,32 @@ static void setup(fixture *f) {
     f->cfg.n_swa = NSWA;
     f->swa[0] = 1; /* layer 0 slides, layer 1 sees everything */
     f->cfg.layer_swa = f->swa;
-    assert_int_equal(md_kv_init(&f->kv, &f->cfg, 2, 64, NULL), 0);
+    assert_int_equal(md_kv_init(&f->kv, &f->cfg, 2, 64, rings, NULL), 0);
 }
 
-/* Fills positions 0..n-1 of seq in both layers through md_kv_store. */
-static void fill(fixture *f, int seq, int64_t n) {
-    md_row *rows = calloc((size_t)n, sizeof *rows);
-    float *k = malloc((size_t)n * HK * DK * sizeof(float));
-    float *v = malloc((size_t)n * HK * DV * sizeof(float));
-    for (int64_t t = 0; t < n; t++) rows[t] = (md_row){.seq = seq, .pos = (int32_t)t};
-    assert_int_equal(md_kv_reserve(&f->kv, rows, n, NULL), 0);
-    for (int l = 0; l < 2; l++) {
-        for (int64_t t = 0; t < n; t++) {
-            for (int i = 0; i < HK * DK; i++) k[t * HK * DK + i] = val(seq, l, t, i, 0);
-            for (int i = 0; i < HK * DV; i++) v[t * HK * DV + i] = val(seq, l, t, i, 1);
-        }
-        md_kv_store(&f->kv, l, rows, n, k, v);
+/* The batch's K and V of one layer: val() of each row's position. */
+static void batch_kv(const md_row *rows, int64_t T, int layer, float *k, float *v) {
+    for (int64_t t = 0; t < T; t++) {
+        for (int i = 0; i < HK * DK; i++)
+            k[t * HK * DK + i] = val(rows[t].seq, layer, rows[t].pos, i, 0);
+        for (int i = 0; i < HK * DV; i++)
+            v[t * HK * DV + i] = val(rows[t].seq, layer, rows[t].pos, i, 1);
     }
-    md_kv_commit(&f->kv, rows, n);
+}
+
+/* Extends seq to n positions in one committed pass. */
+static void fill(fixture *f, int seq, int64_t n) {
+    const int64_t from = f->kv.seqs[seq].n, T = n - from;
+    md_row *rows = calloc((size_t)T, sizeof *rows);
+    float *k = malloc((size_t)T * HK * DK * sizeof(float));
+    float *v = malloc((size_t)T * HK * DV * sizeof(float));
+    for (int64_t t = 0; t < T; t++) rows[t] = (md_row){.seq = seq, .pos = (int32_t)(from + t)};
+    assert_int_equal(md_kv_begin(&f->kv, rows, T, NULL), 0);
+    for (int l = 0; l < 2; l++) {
+        batch_kv(rows, T, l, k, v);
+        md_kv_store(&f->kv, l, k, v);
+    }
+    md_kv_commit(&f->kv);
     free(rows);
     free(k);
     free(v);
@@ -80,19 +90,29 @@ static void reference(const fixture *f, int layer, const md_row *row, const floa
     }
 }
 
+/* Attention of a batch of new rows (continuing their sequences) on both layers against the
+ * reference; the pass is committed when `commit`. */
 static void check_batch(fixture *f, const md_row *rows, int64_t T, const float *sinks,
-                        kn_pool *pool) {
+                        kn_pool *pool, bool commit) {
     float *q = malloc((size_t)T * HQ * DK * sizeof(float));
     float *out = malloc((size_t)T * HQ * DV * sizeof(float));
+    float *k = malloc((size_t)T * HK * DK * sizeof(float) * 2);
+    float *v = malloc((size_t)T * HK * DV * sizeof(float) * 2);
     for (int64_t i = 0; i < T * HQ * DK; i++) q[i] = cosf(0.13f * (float)i);
     md_attn_ws ws = {0};
+    assert_int_equal(md_kv_begin(&f->kv, rows, T, NULL), 0);
     for (int layer = 0; layer < 2; layer++) {
+        float *kl = k + layer * T * HK * DK, *vl = v + layer * T * HK * DV;
+        batch_kv(rows, T, layer, kl, vl);
+        md_kv_store(&f->kv, layer, kl, vl);
         assert_int_equal(md_attn_ws_reserve(&ws, &f->kv, rows, T, kn_pool_size(pool), NULL), 0);
         md_attn_args a = {.cfg = &f->cfg,
                           .kv = &f->kv,
                           .layer = layer,
                           .rows = rows,
                           .T = T,
+                          .k = kl,
+                          .v = vl,
                           .q = q,
                           .sinks = sinks,
                           .out = out};
@@ -104,42 +124,59 @@ static void check_batch(fixture *f, const md_row *rows, int64_t T, const float *
                 assert_float_equal(out[t * HQ * DV + i], ref[i], 2e-6);
         }
     }
+    if (commit) md_kv_commit(&f->kv);
     md_attn_ws_free(&ws);
     free(q);
     free(out);
+    free(k);
+    free(v);
+}
+
+static void window_sinks_gqa_two_sequences(bool rings) {
+    fixture f;
+    setup(&f, rings);
+    fill(&f, 0, 10);
+    fill(&f, 1, 2);
+    fill(&f, 1, 5); /* two passes: the ring has wrapped */
+    /* new rows of both sequences interleaved; seq 1 out of batch order with seq 0 */
+    const md_row rows[] = {{0, 10, 0, 0}, {1, 5, 0, 0}, {0, 11, 0, 0},
+                           {0, 12, 0, 0}, {1, 6, 0, 0}, {0, 13, 0, 0}};
+    const float sinks[HQ] = {0.5f, -1.0f, 3.0f, 0.0f};
+    check_batch(&f, rows, 6, sinks, NULL, false);
+    check_batch(&f, rows, 6, NULL, NULL, false);
+    kn_pool *pool = kn_pool_create(3);
+    check_batch(&f, rows, 6, sinks, pool, true);
+    kn_pool_destroy(pool);
+    /* and on from there, one row */
+    const md_row next = {0, 14, 0, 0};
+    check_batch(&f, &next, 1, sinks, NULL, true);
+    assert_int_equal(f.kv.seqs[0].n, 15);
+    assert_int_equal(f.kv.seqs[1].n, 7);
+    md_kv_free(&f.kv);
 }
 
 static void test_window_sinks_gqa_two_sequences(void **state) {
     (void)state;
-    fixture f;
-    setup(&f);
-    fill(&f, 0, 10);
-    fill(&f, 1, 5);
-    /* rows of both sequences interleaved, early (inside the window) and late positions */
-    const md_row rows[] = {{0, 0, 0, 0}, {1, 4, 0, 0}, {0, 1, 0, 0},
-                           {0, 9, 0, 0}, {1, 2, 0, 0}, {0, 5, 0, 0}};
-    const float sinks[HQ] = {0.5f, -1.0f, 3.0f, 0.0f};
-    check_batch(&f, rows, 6, sinks, NULL);
-    check_batch(&f, rows, 6, NULL, NULL);
-    kn_pool *pool = kn_pool_create(3);
-    check_batch(&f, rows, 6, sinks, pool);
-    kn_pool_destroy(pool);
-    md_kv_free(&f.kv);
+    window_sinks_gqa_two_sequences(true);
+    window_sinks_gqa_two_sequences(false);
 }
 
 static void test_kv_grows_and_keeps_rows(void **state) {
     (void)state;
     fixture f;
-    setup(&f);
+    setup(&f, true);
     fill(&f, 0, 3);
     assert_int_equal(f.kv.seqs[0].n, 3);
-    /* growing past the first allocation keeps what was stored */
+    /* growing past the first allocation keeps what was stored; the ring stays the window */
     md_kv_free(&f.kv);
-    setup(&f);
+    setup(&f, true);
+    fill(&f, 0, 40);
     fill(&f, 0, 64);
     assert_true(f.kv.seqs[0].cap >= 64);
-    assert_float_equal(md_kv_k(&f.kv, 0, 1, 63)[5], val(0, 1, 63, 5, 0), 0);
-    assert_float_equal(md_kv_v(&f.kv, 0, 0, 2)[1], val(0, 0, 2, 1, 1), 0);
+    assert_int_equal(f.kv.seqs[0].ring_cap, NSWA);
+    assert_float_equal(f.kv.seqs[0].k[1][63 * HK * DK + 5], val(0, 1, 63, 5, 0), 0);
+    assert_float_equal(f.kv.seqs[0].v[1][2 * HK * DV + 1], val(0, 1, 2, 1, 1), 0);
+    assert_float_equal(f.kv.seqs[0].k[0][(63 % NSWA) * HK * DK + 5], val(0, 0, 63, 5, 0), 0);
     md_kv_free(&f.kv);
 }
 

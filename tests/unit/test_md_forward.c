@@ -320,9 +320,22 @@ static void test_sequences_share_a_batch(void **state) {
     }
     assert_int_equal(md_seq_len(c, 0), A);
     assert_int_equal(md_seq_len(c, 1), B);
-    /* a truncated sequence recomputes the same rows */
-    md_seq_truncate(c, 0, 25);
-    md_row r = {0, 25, ta[25], 1};
+    /* a truncated sequence recomputes the same rows: one step back with the sliding layers' rings,
+     * further only when they keep every position */
+    assert_int_equal(md_seq_truncate(c, 0, 25, &e), -1);
+    assert_int_equal(md_seq_len(c, 0), A);
+    if (md_seq_truncate(c, 0, A - 1, &e)) fail_msg("%s", e.msg);
+    md_row r = {0, A - 1, ta[A - 1], 1};
+    if (md_forward(c, &r, 1, out, &e)) fail_msg("%s", e.msg);
+    assert_memory_equal(out, ref_a + (A - 1) * V, (size_t)V * sizeof(float));
+    md_ctx_free(c);
+    md_ctx_params full = {
+        .numerics = KN_NUM_Q8, .experts = f.experts, .n_seq = 1, .n_ctx = 128, .swa_full = true};
+    if (md_ctx_new(f.model, &full, &c, &e)) fail_msg("%s", e.msg);
+    md_row ra[A];
+    for (int i = 0; i < A; i++) ra[i] = (md_row){0, i, ta[i], 0};
+    if (md_forward(c, ra, A, NULL, &e) || md_seq_truncate(c, 0, 25, &e)) fail_msg("%s", e.msg);
+    r = (md_row){0, 25, ta[25], 1};
     if (md_forward(c, &r, 1, out, &e)) fail_msg("%s", e.msg);
     assert_memory_equal(out, ref_a + 25 * V, (size_t)V * sizeof(float));
     free(out);
