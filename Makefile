@@ -24,7 +24,7 @@ endif
 endif
 endif
 
-PKGS := libzmq libprotobuf-c libuv liblz4 libsodium jansson
+PKGS := libzmq libprotobuf-c libuv liblz4 libsodium jansson libcrypto
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 CMOCKA_CFLAGS = $(shell pkg-config --cflags cmocka)

@@ -12,6 +12,7 @@ declare -A PC_PKG=(
   [liblz4]=liblz4-dev
   [libsodium]=libsodium-dev
   [jansson]=libjansson-dev
+  [libcrypto]=libssl-dev
   [cmocka]=libcmocka-dev
 )
 # command -> Debian package

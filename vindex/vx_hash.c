@@ -1,6 +1,8 @@
-/* vindex/vx_hash.c — thin wrappers over libsodium's BLAKE2b and SHA-256, plus hex forms. */
+/* vindex/vx_hash.c — thin wrappers over libsodium's BLAKE2b and OpenSSL's SHA-256, parallel hash
+ * batches, and hex forms. */
 #include "vindex/vx_hash.h"
 
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -37,17 +39,29 @@ void vx_blake2b(const void *p, size_t n, uint8_t out[VX_DIGEST_BYTES]) {
     vx_b2_final(&h, out);
 }
 
-void vx_sha_init(vx_sha *h) {
-    vx_hash_init();
-    crypto_hash_sha256_init(&h->st);
+int vx_sha_init(vx_sha *h) {
+    h->failed = false;
+    h->ctx = EVP_MD_CTX_new();
+    if (h->ctx && EVP_DigestInit_ex(h->ctx, EVP_sha256(), NULL) == 1) return 0;
+    vx_sha_free(h);
+    return -1;
 }
 
 void vx_sha_update(vx_sha *h, const void *p, size_t n) {
-    crypto_hash_sha256_update(&h->st, p, n);
+    if (h->ctx && EVP_DigestUpdate(h->ctx, p, n) != 1) h->failed = true;
 }
 
-void vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]) {
-    crypto_hash_sha256_final(&h->st, out);
+int vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]) {
+    unsigned int len = 0;
+    bool ok = h->ctx && !h->failed && EVP_DigestFinal_ex(h->ctx, out, &len) == 1 &&
+              len == VX_DIGEST_BYTES;
+    vx_sha_free(h);
+    return ok ? 0 : -1;
+}
+
+void vx_sha_free(vx_sha *h) {
+    EVP_MD_CTX_free(h->ctx);
+    h->ctx = NULL;
 }
 
 typedef struct run_ctx {

@@ -1,10 +1,12 @@
 /* vindex/vx_hash.h — the checksums of the vindex: BLAKE2b-256 (libsodium crypto_generichash) as
- * the fast one, checked at every mount, and SHA-256 for `verify` and provenance. Private to
- * vindex/. */
+ * the fast one, checked at every mount, and SHA-256 (OpenSSL's EVP interface, which uses the CPU's
+ * SHA instructions — libsodium's portable SHA-256 is several times slower) for `verify` and
+ * provenance. Private to vindex/. */
 #ifndef VX_HASH_H
 #define VX_HASH_H
 
 #include <sodium.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,12 +26,17 @@ void vx_b2_update(vx_b2 *h, const void *p, size_t n);
 void vx_b2_final(vx_b2 *h, uint8_t out[VX_DIGEST_BYTES]);
 void vx_blake2b(const void *p, size_t n, uint8_t out[VX_DIGEST_BYTES]);
 
+/* An OpenSSL digest context lives on the heap: init returns -1 when it cannot be had; final
+ * writes the digest, releases the context and returns -1 when any step failed; vx_sha_free
+ * releases a state that will not be finished (a no-op on a finished or zeroed one). */
 typedef struct vx_sha {
-    crypto_hash_sha256_state st;
+    struct evp_md_ctx_st *ctx;
+    bool failed;
 } vx_sha;
-void vx_sha_init(vx_sha *h);
+int vx_sha_init(vx_sha *h);
 void vx_sha_update(vx_sha *h, const void *p, size_t n);
-void vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]);
+int vx_sha_final(vx_sha *h, uint8_t out[VX_DIGEST_BYTES]);
+void vx_sha_free(vx_sha *h);
 
 /* A batch of hash updates run in parallel: each job feeds its segments, in order, to one state
  * (exactly one of b2 / sha is set). Jobs are claimed dynamically by the pool's threads (NULL pool:

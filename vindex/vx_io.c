@@ -20,7 +20,10 @@ int vx_sink_open(vx_sink *s, const char *path, bool hash, mw_err *err) {
     s->hash = hash;
     if (hash) {
         vx_b2_init(&s->b2);
-        vx_sha_init(&s->sha);
+        if (vx_sha_init(&s->sha)) {
+            vx_sink_abort(s);
+            return mw_errf(err, "%s: out of memory", path);
+        }
     }
     return 0;
 }
@@ -64,18 +67,21 @@ int vx_sink_pad(vx_sink *s, uint64_t align, mw_err *err) {
 
 int vx_sink_close(vx_sink *s, uint8_t b2[VX_DIGEST_BYTES], uint8_t sha[VX_DIGEST_BYTES],
                   mw_err *err) {
+    bool hashed = true;
     if (s->hash) {
         uint8_t d[VX_DIGEST_BYTES];
         vx_b2_final(&s->b2, b2 ? b2 : d);
-        vx_sha_final(&s->sha, sha ? sha : d);
+        hashed = vx_sha_final(&s->sha, sha ? sha : d) == 0;
     }
     int rc = close(s->fd);
     s->fd = -1;
     if (rc != 0) return mw_errf(err, "%s: close failed: %s", s->path, strerror(errno));
+    if (!hashed) return mw_errf(err, "%s: SHA-256 failed", s->path);
     return 0;
 }
 
 void vx_sink_abort(vx_sink *s) {
+    if (s->hash) vx_sha_free(&s->sha);
     if (s->fd >= 0) close(s->fd);
     s->fd = -1;
     unlink(s->path);
@@ -92,10 +98,9 @@ int vx_hash_range(const char *path, uint64_t off, uint64_t len, uint8_t b2[VX_DI
         return mw_errf(err, "%s: out of memory", path);
     }
     vx_b2 hb;
-    vx_sha hs;
+    vx_sha hs = {0};
     if (b2) vx_b2_init(&hb);
-    if (sha) vx_sha_init(&hs);
-    int rc = 0;
+    int rc = sha && vx_sha_init(&hs) ? mw_errf(err, "%s: out of memory", path) : 0;
     for (uint64_t at = 0; at < len && rc == 0;) {
         size_t want = len - at < CHUNK ? (size_t)(len - at) : CHUNK;
         ssize_t k = pread(fd, buf, want, (off_t)(off + at));
@@ -111,7 +116,8 @@ int vx_hash_range(const char *path, uint64_t off, uint64_t len, uint8_t b2[VX_DI
         if (done) done(ctx, (uint64_t)k);
     }
     if (rc == 0 && b2) vx_b2_final(&hb, b2);
-    if (rc == 0 && sha) vx_sha_final(&hs, sha);
+    if (rc == 0 && sha && vx_sha_final(&hs, sha)) rc = mw_errf(err, "%s: SHA-256 failed", path);
+    vx_sha_free(&hs);
     free(buf);
     close(fd);
     return rc;

@@ -52,11 +52,16 @@ int vx_hash_extents(kn_pool *pool, const vx_mf_layer *L, const uint8_t *const *e
         return -1;
     }
     size_t nj = 0;
+    int rc = 0;
     for (size_t i = 0; i < k; i++) {
         segs[i] = (vx_hash_seg){ext[i], L->extent_bytes};
         vx_b2_init(&hb[i]);
         if (sha) {
-            vx_sha_init(&hs[i]);
+            if (vx_sha_init(&hs[i])) {
+                while (i-- > 0) vx_sha_free(&hs[i]);
+                rc = -1;
+                goto out;
+            }
             jobs[nj++] = (vx_hash_job){.sha = &hs[i], .segs = &segs[i], .n_segs = 1};
         }
     }
@@ -72,13 +77,14 @@ int vx_hash_extents(kn_pool *pool, const vx_mf_layer *L, const uint8_t *const *e
     vx_hash_run(pool, jobs, nj);
     for (size_t i = 0; i < k; i++) {
         vx_b2_final(&hb[i], b2[i]);
-        if (sha) vx_sha_final(&hs[i], sha[i]);
+        if (sha && vx_sha_final(&hs[i], sha[i])) rc = -1;
     }
+out:
     free(hb);
     free(hs);
     free(segs);
     free(jobs);
-    return 0;
+    return rc;
 }
 
 static void free_file(vx_mf_file *f) {

@@ -102,7 +102,8 @@ const vx_mf_extent *vx_manifest_extent(const vx_mf_layer *L, int expert);
 void vx_manifest_layout_parts(vx_mf_layer *L);
 /* Hashes k extents of layer L in parallel: each one's BLAKE2b (and SHA-256 when sha is non-NULL)
  * into b2[i] / sha[i], and, when digest is non-NULL, each role's part of each extent, in order,
- * into the running tensor digests digest[role] (roles absent from L are skipped). */
+ * into the running tensor digests digest[role] (roles absent from L are skipped). Returns -1 when
+ * memory or an OpenSSL context cannot be had. */
 int vx_hash_extents(kn_pool *pool, const vx_mf_layer *L, const uint8_t *const *ext, size_t k,
                     uint8_t (*b2)[VX_DIGEST_BYTES], uint8_t (*sha)[VX_DIGEST_BYTES], vx_b2 *digest);
 

@@ -65,9 +65,8 @@ static int verify_dense(vjob *v) {
     vx_hash_job *jobs = malloc(n * sizeof *jobs);
     vx_b2 *dig = malloc(n * sizeof *dig);
     vx_sha sha;
-    int rc = segs && jobs && dig ? 0 : mw_errf(v->err, "out of memory");
+    int rc = segs && jobs && dig && !vx_sha_init(&sha) ? 0 : mw_errf(v->err, "out of memory");
     if (rc == 0) {
-        vx_sha_init(&sha);
         for (size_t i = 0; i < n; i++) {
             vx_b2_init(&dig[i]);
             segs[i] = i < 2 ? (vx_hash_seg){p, m->dense.size}
@@ -79,8 +78,9 @@ static int verify_dense(vjob *v) {
         }
         vx_hash_run(v->pool, jobs, n);
         uint8_t d[VX_DIGEST_BYTES];
-        vx_sha_final(&sha, d);
-        if (memcmp(d, m->dense.sha, sizeof d) != 0)
+        if (vx_sha_final(&sha, d))
+            rc = mw_errf(v->err, "%s: SHA-256 failed", path);
+        else if (memcmp(d, m->dense.sha, sizeof d) != 0)
             rc = mw_errf(v->err, "%s: checksum mismatch (SHA-256)", path);
         vx_b2_final(&dig[1], d);
         if (rc == 0 && memcmp(d, m->dense.b2, sizeof d) != 0)

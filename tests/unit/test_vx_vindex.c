@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <math.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +150,62 @@ static void test_tensor_table_matches_fixture(void **state) {
         vx_manifest_free(&m);
         json_decref(root);
     }
+}
+
+/* ---- checksums against an independent implementation ---------------------------------------- */
+
+/* Whether bytes [off, off + n) of buf hash to the stated SHA-256 and BLAKE2b (libsodium here, so
+ * a fault in the OpenSSL path or the parallel hashing shows). */
+static void check_hashes(const uint8_t *p, uint64_t n, const uint8_t *sha, const uint8_t *b2,
+                         const char *what) {
+    uint8_t d[32];
+    crypto_hash_sha256(d, p, n);
+    if (memcmp(d, sha, 32) != 0) fail_msg("%s: SHA-256 differs from libsodium's", what);
+    if (b2) {
+        crypto_generichash(d, 32, p, n, NULL, 0);
+        if (memcmp(d, b2, 32) != 0) fail_msg("%s: BLAKE2b differs from libsodium's", what);
+    }
+}
+
+static void check_manifest_hashes(const char *src_rel, const char *dir) {
+    vx_manifest m;
+    mw_err err;
+    if (vx_manifest_read(dir, &m, &err)) fail_msg("%s", err.msg);
+    char path[700];
+    size_t len;
+    snprintf(path, sizeof path, "%s/dense.bin", dir);
+    uint8_t *p = mwt_read_file(path, &len);
+    assert_non_null(p);
+    assert_int_equal(len, m.dense.size);
+    check_hashes(p, len, m.dense.sha, m.dense.b2, path);
+    free(p);
+    for (size_t i = 0; i < m.n_moe; i++) {
+        const vx_mf_layer *L = &m.moe[i];
+        snprintf(path, sizeof path, "%s/%s", dir, L->file);
+        p = mwt_read_file(path, &len);
+        assert_non_null(p);
+        for (size_t k = 0; k < L->n_ext; k++) {
+            assert_true(L->ext[k].offset + L->extent_bytes <= len);
+            check_hashes(p + L->ext[k].offset, L->extent_bytes, L->ext[k].sha, L->ext[k].b2, path);
+        }
+        free(p);
+    }
+    /* the provenance names the source with its SHA-256 */
+    json_t *src = json_array_get(json_object_get(m.provenance, "sources"), 0);
+    uint8_t want[32];
+    assert_int_equal(vx_unhex(json_string_value(json_object_get(src, "sha256")), want), 0);
+    p = mwt_read_file(mwt_fixture(src_rel), &len);
+    assert_non_null(p);
+    assert_int_equal(json_integer_value(json_object_get(src, "size")), len);
+    check_hashes(p, len, want, NULL, src_rel);
+    free(p);
+    vx_manifest_free(&m);
+}
+
+static void test_checksums_match_an_independent_hash(void **state) {
+    (void)state;
+    check_manifest_hashes("llamacpp/gpt-oss-tiny/model.gguf", gpt_dir);
+    check_manifest_hashes("llamacpp/qwen3moe-tiny/model.gguf", qwen_dir);
 }
 
 /* ---- corruption ---------------------------------------------------------------------------- */
@@ -508,6 +565,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixtures_read_back_identical),
         cmocka_unit_test(test_tensor_table_matches_fixture),
+        cmocka_unit_test(test_checksums_match_an_independent_hash),
         cmocka_unit_test(test_flipped_byte_in_any_extent_is_caught),
         cmocka_unit_test(test_slice_mounts_only_its_extents),
         cmocka_unit_test(test_transcode_is_recorded),
