@@ -62,29 +62,46 @@ static double env_double(const char *name, double dflt) {
     return v && *v ? atof(v) : dflt;
 }
 
-static void run_shape(const shape *s, kn_numerics num, const double bw[3], double budget) {
-    const size_t mat_bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
-    const size_t llc = bu_llc_bytes();
-    int nmat = (int)ceil(1.5 * (double)llc / (double)mat_bytes);
-    if (nmat < 16) nmat = 16;
-    if ((double)nmat * (double)mat_bytes > 3e9) nmat = (int)(3e9 / (double)mat_bytes);
-    kn_mat *W = calloc((size_t)nmat, sizeof *W);
-    for (int i = 0; i < nmat; i++) {
-        uint8_t *p = NULL;
-        if (posix_memalign((void **)&p, 64, mat_bytes) != 0) {
-            fprintf(stderr, "bench_kernels: out of memory for %d matrices\n", nmat);
-            exit(1);
-        }
-        fill_weights(s->type, p, mat_bytes);
-        W[i] = (kn_mat){s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), p};
+/* One benchmark case: `n` instances of something that reads `bytes` of stored weights per call
+ * (rotated over, so the working set exceeds the LLC), `rows` output rows per token. */
+typedef struct bench_case {
+    const char *name, *type;
+    int64_t rows, cols;
+    size_t bytes;
+    int n;
+    void (*call)(void *ctx, int i, const float *X, int64_t T, float *Y, kn_numerics num,
+                 kn_pool *pool);
+    void *ctx;
+    const double *ggml_us;
+} bench_case;
+
+/* Instances so that they exceed 1.5x the LLC (at least 16, at most 3 GB). */
+static int instances(size_t bytes) {
+    int n = (int)ceil(1.5 * (double)bu_llc_bytes() / (double)bytes);
+    if (n < 16) n = 16;
+    if ((double)n * (double)bytes > 3e9) n = (int)(3e9 / (double)bytes);
+    return n;
+}
+
+static void *alloc_weights(kn_type t, size_t bytes) {
+    uint8_t *p = NULL;
+    if (posix_memalign((void **)&p, 64, bytes) != 0) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        exit(1);
     }
-    printf("\n%s: %s %lld x %lld, %.1f MB per matrix, rotating over %d matrices (%.0f MB; LLC %.0f "
-           "MB), numerics %s\n",
-           s->name, kn_type_name(s->type), (long long)s->rows, (long long)s->cols, mat_bytes / 1e6,
-           nmat, nmat * mat_bytes / 1e6, llc / 1e6, num ? "q8" : "f32");
-    float *X = malloc((size_t)(Ts[3] * s->cols) * sizeof(float));
-    float *Y = malloc((size_t)(Ts[3] * s->rows) * sizeof(float));
-    for (int64_t i = 0; i < Ts[3] * s->cols; i++)
+    fill_weights(t, p, bytes);
+    return p;
+}
+
+static void run_case(const bench_case *c, kn_numerics num, const double bw[3], double budget) {
+    printf("\n%s: %s %lld x %lld, %.1f MB per call, rotating over %d (%.0f MB; LLC %.0f MB), "
+           "numerics %s\n",
+           c->name, c->type, (long long)c->rows, (long long)c->cols, c->bytes / 1e6, c->n,
+           c->n * c->bytes / 1e6, bu_llc_bytes() / 1e6, num ? "q8" : "f32");
+    const int64_t cols_max = c->cols > c->rows ? c->cols : c->rows;
+    float *X = malloc((size_t)(Ts[3] * cols_max) * sizeof(float));
+    float *Y = malloc((size_t)(Ts[3] * cols_max) * sizeof(float));
+    for (int64_t i = 0; i < Ts[3] * cols_max; i++)
         X[i] = (float)((double)(next64() >> 11) * 0x1p-53 - 0.5);
     for (int threads = 1; threads <= 2; threads++) {
         kn_pool *pool = kn_pool_create(threads);
@@ -92,19 +109,19 @@ static void run_shape(const shape *s, kn_numerics num, const double bw[3], doubl
             const int64_t T = Ts[ti];
             enum { MAXCALLS = 20000 };
             static double dt[MAXCALLS];
-            kn_matmul(&W[0], X, T, Y, num, pool); /* warm-up: scratch, page tables */
+            c->call(c->ctx, 0, X, T, Y, num, pool); /* warm-up: scratch, page tables */
             int calls = 0;
             const double start = bu_now();
-            while (calls < MAXCALLS && (calls < nmat || bu_now() - start < budget)) {
+            while (calls < MAXCALLS && (calls < c->n || bu_now() - start < budget)) {
                 const double t0 = bu_now();
-                kn_matmul(&W[calls % nmat], X, T, Y, num, pool);
+                c->call(c->ctx, calls % c->n, X, T, Y, num, pool);
                 dt[calls++] = bu_now() - t0;
             }
             const double best = bu_min(dt, calls), med = bu_median(dt, calls);
-            const double gbps = mat_bytes / best / 1e9;
+            const double gbps = c->bytes / best / 1e9;
             const double pct = 100.0 * gbps / bw[threads];
-            const double rt = (double)s->rows * (double)T / best;
-            const double ggml = threads == 2 ? s->ggml_us[ti] : 0;
+            const double rt = (double)c->rows * (double)T / best;
+            const double ggml = threads == 2 && c->ggml_us ? c->ggml_us[ti] : 0;
             printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
                    "%.1f GB/s  %8.2f M rows*tok/s",
                    (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, bw[threads], rt / 1e6);
@@ -112,21 +129,85 @@ static void run_shape(const shape *s, kn_numerics num, const double bw[3], doubl
             printf("\n");
             printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"type\":\"%s\",\"rows\":%lld,"
                    "\"cols\":%lld,\"T\":%lld,\"threads\":%d,\"numerics\":\"%s\",\"isa\":\"%s%s\","
-                   "\"matrices\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
+                   "\"instances\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
                    "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
                    "\"rows_tokens_per_s\":%.0f,\"ggml_us\":%.0f,\"vs_ggml\":%.3f}\n",
-                   s->name, kn_type_name(s->type), (long long)s->rows, (long long)s->cols,
-                   (long long)T, threads, num ? "q8" : "f32", kn_isa_name(kn_isa_active()),
-                   kn_isa_vnni(-1) ? "+vnni" : "", nmat, calls, best * 1e6, med * 1e6, mat_bytes,
-                   gbps, bw[threads], pct, rt, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
+                   c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
+                   num ? "q8" : "f32", kn_isa_name(kn_isa_active()), kn_isa_vnni(-1) ? "+vnni" : "",
+                   c->n, calls, best * 1e6, med * 1e6, c->bytes, gbps, bw[threads], pct, rt, ggml,
+                   ggml > 0 ? ggml * 1e-6 / best : 0.0);
             fflush(stdout);
         }
         kn_pool_destroy(pool);
     }
-    for (int i = 0; i < nmat; i++) free((void *)W[i].data);
-    free(W);
     free(X);
     free(Y);
+}
+
+/* ---- matmul cases ---------------------------------------------------------------------------- */
+
+static void call_matmul(void *ctx, int i, const float *X, int64_t T, float *Y, kn_numerics num,
+                        kn_pool *pool) {
+    kn_matmul((const kn_mat *)ctx + i, X, T, Y, num, pool);
+}
+
+static void run_shape(const shape *s, kn_numerics num, const double bw[3], double budget) {
+    const size_t bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
+    const int n = instances(bytes);
+    kn_mat *W = calloc((size_t)n, sizeof *W);
+    for (int i = 0; i < n; i++)
+        W[i] = (kn_mat){s->type, s->rows, s->cols, kn_row_size(s->type, s->cols),
+                        alloc_weights(s->type, bytes)};
+    const bench_case c = {s->name, kn_type_name(s->type), s->rows, s->cols,   bytes,
+                          n,       call_matmul,           W,       s->ggml_us};
+    run_case(&c, num, bw, budget);
+    for (int i = 0; i < n; i++) free((void *)W[i].data);
+    free(W);
+}
+
+/* ---- the fused expert op: gpt-oss-20b's expert (MXFP4 gate, up, down 2880 x 2880, f32 biases,
+ *      clamped GLU), as an expert node runs it ------------------------------------------------- */
+
+static const kn_glu oai_glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+
+static void call_expert(void *ctx, int i, const float *X, int64_t T, float *Y, kn_numerics num,
+                        kn_pool *pool) {
+    if (kn_expert_run((const kn_expert *)ctx + i, &oai_glu, X, T, Y, num, pool, NULL) != 0) {
+        fprintf(stderr, "bench_kernels: expert run failed\n");
+        exit(1);
+    }
+}
+
+static void run_expert(kn_numerics num, const double bw[3], double budget) {
+    const int64_t hidden = 2880, ff = 2880;
+    const size_t mb = kn_row_size(KN_MXFP4, hidden) * (size_t)ff;
+    kn_expert proto = {.gate = {KN_MXFP4, ff, hidden, kn_row_size(KN_MXFP4, hidden), NULL}};
+    proto.up = proto.gate;
+    proto.down = (kn_mat){KN_MXFP4, hidden, ff, kn_row_size(KN_MXFP4, ff), NULL};
+    float *bias = calloc((size_t)(ff > hidden ? ff : hidden), sizeof(float));
+    proto.gate_b = (kn_mat){KN_F32, 1, ff, (size_t)ff * 4, bias};
+    proto.up_b = proto.gate_b;
+    proto.down_b = (kn_mat){KN_F32, 1, hidden, (size_t)hidden * 4, bias};
+    kn_expert sized = proto; /* kn_expert_weight_bytes counts the matrices that have data */
+    sized.gate.data = sized.up.data = sized.down.data = bias;
+    const size_t bytes = kn_expert_weight_bytes(&sized);
+    const int n = instances(3 * mb);
+    kn_expert *E = calloc((size_t)n, sizeof *E);
+    for (int i = 0; i < n; i++) {
+        E[i] = proto;
+        E[i].gate.data = alloc_weights(KN_MXFP4, mb);
+        E[i].up.data = alloc_weights(KN_MXFP4, mb);
+        E[i].down.data = alloc_weights(KN_MXFP4, mb);
+    }
+    static const double no_ggml[4] = {0, 0, 0, 0};
+    const bench_case c = {"expert_mxfp4", "mxfp4", 2 * ff + hidden, hidden, bytes, n,
+                          call_expert,    E,       no_ggml};
+    run_case(&c, num, bw, budget);
+    for (int i = 0; i < n; i++) {
+        free((void *)E[i].gate.data), free((void *)E[i].up.data), free((void *)E[i].down.data);
+    }
+    free(E);
+    free(bias);
 }
 
 /* Wake-up latency: task 0 (the caller) waits until task 1 has started on the worker; the time
@@ -206,5 +287,7 @@ int main(void) {
         if (q8) run_shape(&shapes[i], KN_NUM_Q8, bw, budget);
         if (f32) run_shape(&shapes[i], KN_NUM_F32, bw, budget);
     }
+    if (q8) run_expert(KN_NUM_Q8, bw, budget);
+    if (f32) run_expert(KN_NUM_F32, bw, budget);
     return 0;
 }

@@ -191,13 +191,17 @@ static inline const kn_kernel *kn_kernel_pick(const kn_kernel *const q8[KN_TYPE_
     return num == KN_NUM_Q8 && q8[t] ? q8[t] : flt;
 }
 
-/* The float-lane row loop the SIMD paths share: row n as floats (F32 rows read in place, others
- * converted by to_f32 into scratch: W->cols floats), then dot2 against the tokens two at a time
- * (dot2 computes nt <= 2 canonical float-lane dots of w with x[0], x[1]). */
+/* The float-lane row loop the SIMD paths share. Rows are taken a few at a time (F32 rows read in
+ * place, others converted by to_f32 into scratch) and K in chunks, so a chunk of every row of the
+ * tile and of a token stays in L1 while it is used; the 32 lanes of every (row, token) dot live in
+ * scratch between chunks, and each dot ends with kn_tree32. The ISA supplies lanes2: for nt <= 2
+ * tokens, elements [k0, k1) (k0 a multiple of 32) in order,
+ * acc[t][k % 32] = fmaf(w[k], x[t][k], acc[t][k % 32]); elements at or past n count as zero. */
 typedef void (*kn_row_f32_fn)(const kn_mat *W, int64_t r, float *dst);
-typedef void (*kn_dot2_fn)(const float *w, const float *const *x, int nt, int64_t n, float *out);
+typedef void (*kn_lanes2_fn)(const float *w, const float *const *x, int nt, int64_t k0, int64_t k1,
+                             int64_t n, float *const *acc);
 void kn_rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
-                   void *scratch, kn_row_f32_fn to_f32, kn_dot2_fn dot2);
+                   void *scratch, kn_row_f32_fn to_f32, kn_lanes2_fn lanes2);
 size_t kn_scratch_float(const kn_mat *W, int64_t T);
 /* Float activations rounded through fp16 / bf16 (F16 / BF16 weights in Q8 mode, as ggml does). */
 size_t kn_f32_bytes(int64_t k);

@@ -177,27 +177,49 @@ const kn_kernel *kn_kernel_ref(kn_type t, kn_numerics num) {
     return kn_kernel_pick(q8_kernels, &k_float, t, num);
 }
 
+#define KN_FLOAT_ROWS  4    /* rows per tile */
+#define KN_FLOAT_CHUNK 1024 /* elements of K per pass: 4 KiB of each row and token */
+
+static size_t float_rows_bytes(const kn_mat *W) {
+    return W->type == KN_F32 ? 0 : kn_align64((size_t)(KN_FLOAT_ROWS * W->cols) * sizeof(float));
+}
+
 void kn_rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
-                   void *scratch, kn_row_f32_fn to_f32, kn_dot2_fn dot2) {
-    for (int64_t n = n0; n < n1; n++) {
-        const float *w = scratch;
-        if (W->type == KN_F32) /* read in place: SIMD loads need no alignment */
-            w = (const float *)((const uint8_t *)W->data + (size_t)n * W->row_bytes);
-        else
-            to_f32(W, n, scratch);
-        for (int64_t t = 0; t < x->T; t += 2) {
-            const int nt = x->T - t >= 2 ? 2 : 1;
-            const float *xs[2] = {
-                (const float *)((const uint8_t *)x->data + (size_t)t * x->stride),
-                (const float *)((const uint8_t *)x->data + (size_t)(t + nt - 1) * x->stride)};
-            float out[2];
-            dot2(w, xs, nt, W->cols, out);
-            for (int i = 0; i < nt; i++) Y[(t + i) * ldy + n] = out[i];
+                   void *scratch, kn_row_f32_fn to_f32, kn_lanes2_fn lanes2) {
+    const int64_t K = W->cols, T = x->T;
+    float *conv = scratch, *acc = (float *)((uint8_t *)scratch + float_rows_bytes(W));
+    for (int64_t r0 = n0; r0 < n1; r0 += KN_FLOAT_ROWS) {
+        const int rn = n1 - r0 < KN_FLOAT_ROWS ? (int)(n1 - r0) : KN_FLOAT_ROWS;
+        const float *w[KN_FLOAT_ROWS];
+        for (int r = 0; r < rn; r++) {
+            if (W->type == KN_F32) { /* read in place: SIMD loads need no alignment */
+                w[r] = (const float *)((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes);
+            } else {
+                to_f32(W, r0 + r, conv + r * K);
+                w[r] = conv + r * K;
+            }
         }
+        memset(acc, 0, (size_t)(rn * T * KN_FLANES) * sizeof(float));
+        for (int64_t k0 = 0; k0 < K; k0 += KN_FLOAT_CHUNK) {
+            const int64_t k1 = k0 + KN_FLOAT_CHUNK < K ? k0 + KN_FLOAT_CHUNK : K;
+            for (int64_t t = 0; t < T; t += 2) {
+                const int nt = T - t >= 2 ? 2 : 1;
+                const float *xs[2] = {
+                    (const float *)((const uint8_t *)x->data + (size_t)t * x->stride),
+                    (const float *)((const uint8_t *)x->data + (size_t)(t + nt - 1) * x->stride)};
+                for (int r = 0; r < rn; r++) {
+                    float *a[2] = {acc + (r * T + t) * KN_FLANES,
+                                   acc + (r * T + t + nt - 1) * KN_FLANES};
+                    lanes2(w[r], xs, nt, k0, k1, K, a);
+                }
+            }
+        }
+        for (int r = 0; r < rn; r++)
+            for (int64_t t = 0; t < T; t++)
+                Y[t * ldy + r0 + r] = kn_tree32(acc + (r * T + t) * KN_FLANES);
     }
 }
 
 size_t kn_scratch_float(const kn_mat *W, int64_t T) {
-    (void)T;
-    return W->type == KN_F32 ? 0 : (size_t)W->cols * sizeof(float);
+    return float_rows_bytes(W) + (size_t)(KN_FLOAT_ROWS * T * KN_FLANES) * sizeof(float);
 }

@@ -292,11 +292,6 @@ static inline __m256i sum8_signed_avx2(const __m256i *w, const __m256i *x) {
 
 /* ---- float lanes ----------------------------------------------------------------------------- */
 
-/* The 32-lane tree on four accumulators: (a0 + a1) + (a2 + a3), then the 8-lane tree. */
-static inline float tree32(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-    return kn_x86_tree8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-}
-
 /* Loads 8 floats of w or x at k .. k+7, zero past n (no read beyond n). */
 static inline __m256 load_tail(const float *p, int64_t k, int64_t n) {
     const int64_t left = n - k;
@@ -307,17 +302,18 @@ static inline __m256 load_tail(const float *p, int64_t k, int64_t n) {
     return _mm256_maskload_ps(p + k, mask);
 }
 
-/* Float-lane dots of one float row w (n values) against nt <= 2 tokens. */
-static inline void dot_f32_rows(const float *w, const float *const *x, int nt, int64_t n,
-                                float *out) {
+/* kn_lanes2_fn: elements [k0, k1) of w against nt <= 2 tokens into their 32-lane arrays; four
+ * accumulators per token hold lanes 0..7, 8..15, 16..23, 24..31. */
+static void lanes2_avx2(const float *w, const float *const *x, int nt, int64_t k0, int64_t k1,
+                        int64_t n, float *const *acc) {
     __m256 a[2][4];
 #pragma GCC unroll 2
     for (int t = 0; t < 2; t++)
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) a[t][i] = _mm256_setzero_ps();
-    int64_t k = 0;
+        for (int i = 0; i < 4; i++) a[t][i] = _mm256_loadu_ps(acc[t] + 8 * i);
+    int64_t k = k0;
     if (nt == 2) {
-        for (; k + 32 <= n; k += 32)
+        for (; k + 32 <= k1; k += 32)
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
                 const __m256 wv = _mm256_loadu_ps(w + k + 8 * i);
@@ -325,19 +321,21 @@ static inline void dot_f32_rows(const float *w, const float *const *x, int nt, i
                 a[1][i] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x[1] + k + 8 * i), a[1][i]);
             }
     } else {
-        for (; k + 32 <= n; k += 32)
+        for (; k + 32 <= k1; k += 32)
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
                 a[0][i] = _mm256_fmadd_ps(_mm256_loadu_ps(w + k + 8 * i),
                                           _mm256_loadu_ps(x[0] + k + 8 * i), a[0][i]);
     }
-    if (k < n)
+    if (k < k1) /* the last, partial 32 of the row: zeros past n leave the lanes unchanged */
         for (int t = 0; t < nt; t++)
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++)
                 a[t][i] = _mm256_fmadd_ps(load_tail(w, k + 8 * i, n), load_tail(x[t], k + 8 * i, n),
                                           a[t][i]);
-    for (int t = 0; t < nt; t++) out[t] = tree32(a[t][0], a[t][1], a[t][2], a[t][3]);
+    for (int t = 0; t < nt; t++)
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) _mm256_storeu_ps(acc[t] + 8 * i, a[t][i]);
 }
 
 /* Converts row r of W into floats (exact: the type's dequantization). */
@@ -387,7 +385,7 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
  * the tokens two at a time. */
 static void rows_float_avx2(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                             int64_t n1, void *scratch) {
-    kn_rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, dot_f32_rows);
+    kn_rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, lanes2_avx2);
 }
 
 static void prep_round_f16(const float *x, void *dst, int64_t k) {

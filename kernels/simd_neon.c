@@ -40,13 +40,6 @@ static inline float tree8(float32x4_t lo, float32x4_t hi) {
     return vget_lane_f32(s2, 0) + vget_lane_f32(s2, 1);
 }
 
-/* kn_tree32 of the eight lane registers. */
-static inline float tree32(const float32x4_t a[8]) {
-    const float32x4_t lo = vaddq_f32(vaddq_f32(a[0], a[2]), vaddq_f32(a[4], a[6]));
-    const float32x4_t hi = vaddq_f32(vaddq_f32(a[1], a[3]), vaddq_f32(a[5], a[7]));
-    return tree8(lo, hi);
-}
-
 /* Four int32x4 partial vectors -> their four exact sums, in order. */
 static inline int32x4_t sums4(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_t p3) {
     return vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
@@ -54,19 +47,21 @@ static inline int32x4_t sums4(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_
 
 /* ---- float lanes ----------------------------------------------------------------------------- */
 
-/* Float-lane dots of one float row w (n values) against nt <= 2 tokens. */
-static void dot_f32_rows(const float *w, const float *const *x, int nt, int64_t n, float *out) {
+/* kn_lanes2_fn: elements [k0, k1) of w against nt <= 2 tokens into their 32-lane arrays; eight
+ * q-registers per token hold lanes 4j .. 4j+3. */
+static void lanes2_neon(const float *w, const float *const *x, int nt, int64_t k0, int64_t k1,
+                        int64_t n, float *const *acc) {
     float32x4_t a[2][8];
-    for (int t = 0; t < 2; t++)
-        for (int j = 0; j < 8; j++) a[t][j] = vdupq_n_f32(0.0f);
-    int64_t k = 0;
-    for (; k + 32 <= n; k += 32)
+    for (int t = 0; t < nt; t++)
+        for (int j = 0; j < 8; j++) a[t][j] = vld1q_f32(acc[t] + 4 * j);
+    int64_t k = k0;
+    for (; k + 32 <= k1; k += 32)
         for (int j = 0; j < 8; j++) {
             const float32x4_t wv = vld1q_f32(w + k + 4 * j);
             for (int t = 0; t < nt; t++)
                 a[t][j] = vfmaq_f32(a[t][j], wv, vld1q_f32(x[t] + k + 4 * j));
         }
-    if (k < n) { /* the tail, zero-padded: fmaf(0, 0, lane) leaves a lane unchanged */
+    if (k < k1) { /* the last, partial 32 of the row, zero-padded */
         float wt[32] = {0}, xt[32];
         memcpy(wt, w + k, (size_t)(n - k) * sizeof(float));
         for (int t = 0; t < nt; t++) {
@@ -76,7 +71,8 @@ static void dot_f32_rows(const float *w, const float *const *x, int nt, int64_t 
                 a[t][j] = vfmaq_f32(a[t][j], vld1q_f32(wt + 4 * j), vld1q_f32(xt + 4 * j));
         }
     }
-    for (int t = 0; t < nt; t++) out[t] = tree32(a[t]);
+    for (int t = 0; t < nt; t++)
+        for (int j = 0; j < 8; j++) vst1q_f32(acc[t] + 4 * j, a[t][j]);
 }
 
 /* Row r of W as floats (exactly the type's dequantization). */
@@ -109,7 +105,7 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
 
 static void rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
-    kn_rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, dot_f32_rows);
+    kn_rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, lanes2_neon);
 }
 
 /* ---- Q8_0 activations: qs[nb][32] in natural order, then float d_x[8 * groups] (zero padded) --
