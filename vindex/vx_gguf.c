@@ -7,21 +7,18 @@
  * allocated, so a hostile header cannot ask for more memory than a constant times the file size. */
 #include "vindex/vx_gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "vindex/vx_gguf_internal.h"
+#include "vindex/vx_map.h"
 #include "vindex/vx_meta_internal.h"
 #include "vindex/vx_strmap.h"
 
 struct vx_gguf {
     char *path;
-    uint8_t *base;
+    vx_map map;
+    const uint8_t *base; /* map.p */
     uint64_t size;
     uint32_t version;
     vx_meta *meta;
@@ -427,31 +424,14 @@ int vx_gguf_open(const char *path, vx_gguf **out, mw_err *err) {
         free(g);
         return mw_errf(err, "%s: out of memory", path);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        mw_errf(err, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        mw_errf(err, "%s: not a regular file", path);
-        close(fd);
-        goto fail;
-    }
-    g->size = (uint64_t)st.st_size;
+    if (vx_map_file(path, 0, &g->map, NULL, err)) goto fail;
+    g->base = g->map.p;
+    g->size = g->map.len;
     if (g->size < 24) {
         mw_errf(err, "%s: truncated: %llu bytes is shorter than a GGUF header", path,
                 (unsigned long long)g->size);
-        close(fd);
         goto fail;
     }
-    void *m = mmap(NULL, g->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED) {
-        mw_errf(err, "%s: mmap failed: %s", path, strerror(errno));
-        goto fail;
-    }
-    g->base = m;
     if (parse(g, err) != 0) goto fail;
     *out = g;
     return 0;
@@ -462,7 +442,7 @@ fail:
 
 void vx_gguf_close(vx_gguf *g) {
     if (!g) return;
-    if (g->base) munmap(g->base, g->size);
+    vx_unmap(&g->map);
     for (size_t i = 0; g->tensors && i < g->n_tensors; i++) free((char *)g->tensors[i].name);
     free(g->tensors);
     vx_strmap_free(&g->index);

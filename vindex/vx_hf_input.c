@@ -10,6 +10,7 @@
 
 #include "kernels/kn.h"
 #include "vindex/vx_hf_internal.h"
+#include "vindex/vx_map.h"
 
 #define HF_MAX_CONFIG (16u << 20)
 
@@ -509,24 +510,6 @@ static int list_files_and_carry(hf_input *h, mw_err *err) {
     return 0;
 }
 
-static void *read_config(const char *path, size_t *len, mw_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        mw_errf(err, "%s: cannot open (a Hugging Face checkpoint needs config.json)", path);
-        return NULL;
-    }
-    char *buf = malloc(HF_MAX_CONFIG + 1);
-    size_t n = buf ? fread(buf, 1, HF_MAX_CONFIG + 1, f) : 0;
-    fclose(f);
-    if (!buf || n > HF_MAX_CONFIG) {
-        mw_errf(err, "%s: %s", path, buf ? "larger than 16 MB" : "out of memory");
-        free(buf);
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 /* The checkpoint's name: the last component of the directory's real path ("." names the cwd). */
 static char *checkpoint_name(const char *dir) {
     char *real = realpath(dir, NULL);
@@ -554,7 +537,7 @@ int vx_input_open_hf(const char *dir, vx_input **out, mw_err *err) {
     char *name = checkpoint_name(dir);
     char *cfg_path = join(h->dir, "config.json");
     size_t len = 0;
-    char *text = cfg_path ? read_config(cfg_path, &len, err) : NULL;
+    char *text = cfg_path ? vx_read_file(cfg_path, HF_MAX_CONFIG, &len, err) : NULL;
     int rc =
         text ? vx_hf_config_read(text, len, cfg_path, name, h->in.meta, &h->fam, &h->hp, err) : -1;
     free(text);

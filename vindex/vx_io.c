@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vindex/vx_map.h"
+
 #define CHUNK (4u << 20)
 
 int vx_sink_open(vx_sink *s, const char *path, bool hash, mw_err *err) {
@@ -90,8 +92,8 @@ void vx_sink_abort(vx_sink *s) {
 int vx_hash_range(const char *path, uint64_t off, uint64_t len, uint8_t b2[VX_DIGEST_BYTES],
                   uint8_t sha[VX_DIGEST_BYTES], void (*done)(void *ctx, uint64_t n), void *ctx,
                   mw_err *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mw_errf(err, "%s: cannot open: %s", path, strerror(errno));
+    int fd = vx_open_file(path, NULL, err);
+    if (fd < 0) return -1;
     uint8_t *buf = malloc(CHUNK);
     if (!buf) {
         close(fd);

@@ -5,25 +5,18 @@
  * one mapping, so a node owning whole ranges needs a handful of mappings, not one per extent).
  * With verify_on_mount each mapped extent's BLAKE2b, and dense.bin's, is checked before the source
  * is handed out; a mismatch refuses the mount naming the extent. */
-#include <errno.h>
-#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "vindex/vx_manifest.h"
+#include "vindex/vx_map.h"
 #include "vindex/vx_source_internal.h"
-
-typedef struct mapping {
-    void *addr;
-    size_t len;
-} mapping;
 
 typedef struct vindex_impl {
     vx_manifest m;
-    mapping *maps;
+    vx_map *maps;
     size_t n_maps, cap_maps;
     const uint8_t **ext;          /* n_layers × n_experts extent starts, NULL when not mapped */
     const vx_mf_layer **by_layer; /* n_layers entries, NULL for layers without experts */
@@ -33,7 +26,7 @@ typedef struct vindex_impl {
 static void vindex_close(vx_source *s) {
     vindex_impl *vi = s->impl;
     if (!vi) return;
-    for (size_t i = 0; i < vi->n_maps; i++) munmap(vi->maps[i].addr, vi->maps[i].len);
+    for (size_t i = 0; i < vi->n_maps; i++) vx_unmap(&vi->maps[i]);
     free(vi->maps);
     free(vi->ext);
     free(vi->by_layer);
@@ -58,11 +51,9 @@ static int vindex_fingerprint(vx_source *s, mw_err *err) {
 static const uint8_t *map_range(vx_source *s, int fd, uint64_t off, uint64_t len, const char *path,
                                 mw_err *err) {
     vindex_impl *vi = s->impl;
-    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start = off / page * page;
-    size_t n = (size_t)(off + len - start);
     if (vi->n_maps == vi->cap_maps) {
         size_t cap = vi->cap_maps ? vi->cap_maps * 2 : 16;
-        mapping *m = realloc(vi->maps, cap * sizeof *m);
+        vx_map *m = realloc(vi->maps, cap * sizeof *m);
         if (!m) {
             mw_errf(err, "%s: out of memory", path);
             return NULL;
@@ -70,24 +61,23 @@ static const uint8_t *map_range(vx_source *s, int fd, uint64_t off, uint64_t len
         vi->maps = m;
         vi->cap_maps = cap;
     }
-    void *a = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, (off_t)start);
-    if (a == MAP_FAILED) {
-        mw_errf(err, "%s: mmap of %llu bytes at %llu failed: %s", path, (unsigned long long)n,
-                (unsigned long long)start, strerror(errno));
+    vx_map *m = &vi->maps[vi->n_maps];
+    if (len == 0) {
+        mw_errf(err, "%s: empty range at %llu", path, (unsigned long long)off);
         return NULL;
     }
-    vi->maps[vi->n_maps++] = (mapping){a, n};
-    return (const uint8_t *)a + (off - start);
+    if (vx_map_fd(fd, path, off, len, 0, m, err)) return NULL;
+    vi->n_maps++;
+    return m->p;
 }
 
 /* Opens a file of the vindex and checks its size against the manifest. */
 static int open_sized(const char *dir, const char *name, uint64_t size, char *path, size_t plen,
                       mw_err *err) {
     snprintf(path, plen, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mw_errf(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != size) {
+    vx_file_id id;
+    int fd = vx_open_file(path, &id, err);
+    if (fd >= 0 && id.size != size) {
         close(fd);
         return mw_errf(err, "%s: size changed since the manifest was read", path);
     }

@@ -4,17 +4,15 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "kernels/kn.h"
+#include "vindex/vx_map.h"
 
 /* ---- dtype table -------------------------------------------------------------------------- */
 
@@ -55,7 +53,8 @@ static int dtype_from_name(const char *s) {
 
 struct vx_st_file {
     char *path;
-    uint8_t *map;
+    vx_map map;
+    const uint8_t *base; /* map.p */
     uint64_t size;
     size_t n;
     vx_st_tensor *tensors; /* sorted by name */
@@ -69,7 +68,7 @@ static void file_free(vx_st_file *f) {
     free(f->tensors);
     for (size_t i = 0; i < 2 * f->n_meta; i++) free(f->meta_kv[i]);
     free(f->meta_kv);
-    if (f->map) munmap(f->map, f->size);
+    vx_unmap(&f->map);
     free(f->path);
     free(f);
 }
@@ -168,7 +167,7 @@ static int parse_entry(const vx_st_file *f, const char *name, json_t *e, uint64_
                        (unsigned long long)want);
     t->offset = data_start + begin;
     t->nbytes = want;
-    t->data = f->map + t->offset;
+    t->data = f->base + t->offset;
     return 0;
 }
 
@@ -206,7 +205,7 @@ static int parse_header(vx_st_file *f, mw_err *err) {
         return mw_errf(err, "%s: %llu bytes is too short for a safetensors header", f->path,
                        (unsigned long long)f->size);
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->base[i];
     if (hlen > VX_ST_MAX_HEADER)
         return mw_errf(err, "%s: header length %llu exceeds the %u-byte limit", f->path,
                        (unsigned long long)hlen, VX_ST_MAX_HEADER);
@@ -214,7 +213,7 @@ static int parse_header(vx_st_file *f, mw_err *err) {
         return mw_errf(err, "%s: header length %llu runs past the end of the file (%llu bytes)",
                        f->path, (unsigned long long)hlen, (unsigned long long)f->size);
     json_error_t jerr;
-    json_t *root = json_loadb((const char *)f->map + 8, hlen, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loadb((const char *)f->base + 8, hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return mw_errf(err, "%s: header is not valid JSON (%s at byte %d)", f->path, jerr.text,
                        jerr.position);
@@ -259,30 +258,9 @@ int vx_st_open(const char *path, vx_st_file **out, mw_err *err) {
         free(f);
         return mw_errf(err, "%s: out of memory", path);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        mw_errf(err, "%s: cannot open: %s", path, strerror(errno));
-        file_free(f);
-        return -1;
-    }
-    struct stat st;
-    int rc = 0;
-    if (fstat(fd, &st) != 0)
-        rc = mw_errf(err, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = mw_errf(err, "%s: not a regular file", path);
-    else if (st.st_size < 8)
-        rc = mw_errf(err, "%s: %lld bytes is too short for a safetensors header", path,
-                     (long long)st.st_size);
-    if (!rc) {
-        f->size = (uint64_t)st.st_size;
-        void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED)
-            rc = mw_errf(err, "%s: cannot map: %s", path, strerror(errno));
-        else
-            f->map = m;
-    }
-    close(fd);
+    int rc = vx_map_file(path, 0, &f->map, NULL, err);
+    f->base = f->map.p;
+    f->size = f->map.len;
     if (!rc) rc = parse_header(f, err);
     if (rc) {
         file_free(f);
@@ -458,32 +436,6 @@ static int set_scan_dir(vx_st_set *s, const char *dir, mw_err *err) {
     return rc;
 }
 
-static void *read_whole(const char *path, size_t max, size_t *len, mw_err *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        mw_errf(err, "%s: cannot open: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    char *buf = NULL;
-    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))
-        mw_errf(err, "%s: not a regular file", path);
-    else if ((uint64_t)st.st_size > max)
-        mw_errf(err, "%s: %lld bytes exceeds the %zu-byte limit", path, (long long)st.st_size, max);
-    else if (!(buf = malloc((size_t)st.st_size + 1)))
-        mw_errf(err, "%s: out of memory", path);
-    else if (fread(buf, 1, (size_t)st.st_size, fp) != (size_t)st.st_size) {
-        mw_errf(err, "%s: read failed", path);
-        free(buf);
-        buf = NULL;
-    } else {
-        buf[st.st_size] = '\0';
-        *len = (size_t)st.st_size;
-    }
-    fclose(fp);
-    return buf;
-}
-
 /* A shard name from the index must name a file inside the directory. */
 static bool plain_file_name(const char *s) {
     return *s && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
@@ -497,7 +449,7 @@ static long set_file_index(const vx_st_set *s, const char *name) {
 
 static int set_from_index(vx_st_set *s, const char *dir, const char *index_path, mw_err *err) {
     size_t len;
-    char *text = read_whole(index_path, ST_MAX_INDEX_SIZE, &len, err);
+    char *text = vx_read_file(index_path, ST_MAX_INDEX_SIZE, &len, err);
     if (!text) return -1;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);

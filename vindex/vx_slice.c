@@ -4,13 +4,14 @@
  * fingerprint) and lists only the extents it holds, repacked into its own expert files. Each copied
  * extent is checked against its BLAKE2b on the way, so a slice never inherits corruption. */
 #include <errno.h>
-#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "vindex/vx_io.h"
 #include "vindex/vx_manifest.h"
+#include "vindex/vx_map.h"
 #include "vindex/vx_vindex.h"
 
 /* Copies bytes [off, off + len) of src into the sink, returning their BLAKE2b. */
@@ -34,9 +35,7 @@ static int copy_range(int fd, const char *src, uint64_t off, uint64_t len, vx_si
 
 static int open_src(const char *dir, const char *name, char *path, size_t n, mw_err *err) {
     snprintf(path, n, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mw_errf(err, "%s: cannot open: %s", path, strerror(errno));
-    return fd;
+    return vx_open_file(path, NULL, err);
 }
 
 /* Copies a whole file, checking its BLAKE2b. */

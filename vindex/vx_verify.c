@@ -4,16 +4,14 @@
  * file is hashed: dense.bin (BLAKE2b and SHA-256, plus every dense tensor's digest), every extent
  * (both checksums), every expert tensor whose extents are all present (its digest, fed extent by
  * extent in expert order), and the carried files. The first mismatch is the error. */
-#include <errno.h>
-#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "vindex/vx_io.h"
 #include "vindex/vx_manifest.h"
+#include "vindex/vx_map.h"
 #include "vindex/vx_vindex.h"
 
 typedef struct vjob {
@@ -32,32 +30,26 @@ static void advance(void *arg, uint64_t n) {
     if (v->progress) v->progress(v->ctx, v->done, v->total);
 }
 
-/* Maps a whole file of the vindex read-only. */
-static const uint8_t *map_file(vjob *v, const char *name, uint64_t size, char *path, size_t plen) {
+/* Maps a whole file of the vindex read-only, for one sequential pass. */
+static const uint8_t *map_file(vjob *v, const char *name, uint64_t size, vx_map *m, char *path,
+                               size_t plen) {
     snprintf(path, plen, "%s/%s", v->dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        mw_errf(v->err, "%s: cannot open: %s", path, strerror(errno));
+    vx_file_id id;
+    if (vx_map_file(path, MADV_SEQUENTIAL, m, &id, v->err)) return NULL;
+    if (id.size != size || !m->p) {
+        vx_unmap(m);
+        mw_errf(v->err, "%s: size changed since the manifest was read", path);
         return NULL;
     }
-    struct stat st;
-    void *p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == size && size > 0)
-        p = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) {
-        mw_errf(v->err, "%s: cannot map %llu bytes", path, (unsigned long long)size);
-        return NULL;
-    }
-    madvise(p, size, MADV_SEQUENTIAL);
-    return p;
+    return m->p;
 }
 
 static int verify_dense(vjob *v) {
     const vx_manifest *m = v->m;
     if (!m->has_dense || m->dense.size == 0) return 0;
     char path[4096];
-    const uint8_t *p = map_file(v, VX_DENSE_FILE, m->dense.size, path, sizeof path);
+    vx_map map;
+    const uint8_t *p = map_file(v, VX_DENSE_FILE, m->dense.size, &map, path, sizeof path);
     if (!p) return -1;
     /* the file's two checksums and every tensor's digest, in parallel */
     size_t n = m->n_dense + 2;
@@ -95,7 +87,7 @@ static int verify_dense(vjob *v) {
     free(segs);
     free(jobs);
     free(dig);
-    munmap((void *)p, m->dense.size);
+    vx_unmap(&map);
     advance(v, m->dense.size);
     return rc;
 }
@@ -105,7 +97,8 @@ static int verify_dense(vjob *v) {
 static int verify_layer(vjob *v, const vx_mf_layer *L) {
     if (L->n_ext == 0) return 0;
     char path[4096];
-    const uint8_t *p = map_file(v, L->file, L->file_size, path, sizeof path);
+    vx_map map;
+    const uint8_t *p = map_file(v, L->file, L->file_size, &map, path, sizeof path);
     if (!p) return -1;
     /* tensor digests only when the layer holds every expert (a slice may not) */
     bool complete = L->n_ext == (size_t)v->m->n_experts;
@@ -142,7 +135,7 @@ static int verify_layer(vjob *v, const vx_mf_layer *L) {
         if (memcmp(d, t->digest, sizeof d) != 0)
             rc = mw_errf(v->err, "%s: tensor '%s': digest mismatch", path, t->name);
     }
-    munmap((void *)p, L->file_size);
+    vx_unmap(&map);
     return rc;
 }
 

@@ -1,0 +1,43 @@
+/* vindex/vx_map.h — the one way vindex/ opens and maps a file it reads: safetensors and GGUF
+ * inputs whole, a vindex's dense and expert files whole (verify) or by extent runs (mount).
+ * Opening never blocks (a FIFO is refused, not waited on), only regular files are accepted, and
+ * every fault is an error naming the file. Mappings are read-only and private. Private to
+ * vindex/. */
+#ifndef VX_MAP_H
+#define VX_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/mw_err.h"
+
+/* One version of a file: a rewrite in place changes its size or mtime, a replacement its inode. */
+typedef struct vx_file_id {
+    uint64_t size, dev, ino;
+    int64_t mtime_ns;
+} vx_file_id;
+
+/* Bytes [off, off + len) of a file. */
+typedef struct vx_map {
+    const uint8_t *p; /* NULL when len is 0 */
+    uint64_t len;
+    void *addr; /* the page-aligned mapping holding them, for munmap */
+    size_t addr_len;
+} vx_map;
+
+/* Opens path read-only and checks it is a regular file; *id (may be NULL) describes it. Returns
+ * the descriptor, or -1 with "PATH: cannot open: ..." / "PATH: not a regular file". */
+int vx_open_file(const char *path, vx_file_id *id, mw_err *err);
+/* Maps [off, off + len) of fd (opened on path); advice is an madvise() advice (0: the default). */
+int vx_map_fd(int fd, const char *path, uint64_t off, uint64_t len, int advice, vx_map *m,
+              mw_err *err);
+/* The whole file: opened, checked and mapped (the descriptor is not kept). */
+int vx_map_file(const char *path, int advice, vx_map *m, vx_file_id *id, mw_err *err);
+/* Unmaps; a zeroed or already unmapped vx_map is fine. */
+void vx_unmap(vx_map *m);
+
+/* Reads a whole small file (a JSON document) of at most max bytes into a malloc'ed,
+ * NUL-terminated buffer; NULL with "PATH: N bytes exceeds the MAX-byte limit" and the like. */
+char *vx_read_file(const char *path, uint64_t max, size_t *len, mw_err *err);
+
+#endif
