@@ -8,21 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *tmp;
-
-static int setup(void **state) {
-    (void)state;
-    tmp = mwt_tmpdir("vindex-cli");
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(tmp);
-    free(tmp);
-    return 0;
-}
-
 /* Runs `vindex ARGS...` (NULL-terminated); returns the exit status, output in *out / *err. */
 static int vindex(char **out, char **err, ...) {
     char *argv[40];
@@ -61,7 +46,7 @@ static json_t *inspect_json(const char *dir) {
 static void test_extract_inspect_verify(void **state) {
     (void)state;
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/oss", tmp);
+    snprintf(dir, sizeof dir, "%s/oss", mwt_tmp);
     char *out, *err;
     int rc = vindex(&out, &err, "extract", "--strict",
                     (char *)mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), dir, NULL);
@@ -118,7 +103,7 @@ static void test_extract_inspect_verify(void **state) {
 
     /* slice */
     char sl[1024];
-    snprintf(sl, sizeof sl, "%s/oss-slice", tmp);
+    snprintf(sl, sizeof sl, "%s/oss-slice", mwt_tmp);
     assert_int_equal(
         vindex(NULL, NULL, "slice", dir, "--experts", "0-1:0-3", sl, "--no-dense", NULL), 0);
     assert_int_equal(vindex(NULL, NULL, "verify", sl, NULL), 0);
@@ -139,9 +124,9 @@ static void test_extract_inspect_verify(void **state) {
 static void test_synth_both_formats(void **state) {
     (void)state;
     char gguf[1024], vx[1024], vx2[1024];
-    snprintf(gguf, sizeof gguf, "%s/q.gguf", tmp);
-    snprintf(vx, sizeof vx, "%s/q-vindex", tmp);
-    snprintf(vx2, sizeof vx2, "%s/q-extracted", tmp);
+    snprintf(gguf, sizeof gguf, "%s/q.gguf", mwt_tmp);
+    snprintf(vx, sizeof vx, "%s/q-vindex", mwt_tmp);
+    snprintf(vx2, sizeof vx2, "%s/q-extracted", mwt_tmp);
 #define SYNTH_ARGS                                                                                 \
     "synth", "--arch", "qwen3moe", "--layers", "2", "--hidden", "256", "--heads", "4",             \
         "--kv-heads", "2", "--experts", "4", "--top-k", "2", "--expert-ff", "512", "--vocab",      \
@@ -173,8 +158,8 @@ static void test_usage_and_input_errors(void **state) {
     free(out);
     free(err);
     char bad[1024], dir[1024];
-    snprintf(bad, sizeof bad, "%s/bad.gguf", tmp);
-    snprintf(dir, sizeof dir, "%s/never", tmp);
+    snprintf(bad, sizeof bad, "%s/bad.gguf", mwt_tmp);
+    snprintf(dir, sizeof dir, "%s/never", mwt_tmp);
     assert_int_equal(mwt_write_file(bad,
                                     "GGUF\3\0\0\0\xff\xff\xff\xff\xff\xff\xff\x7f"
                                     "\0\0\0\0\0\0\0\0",
@@ -186,7 +171,7 @@ static void test_usage_and_input_errors(void **state) {
     assert_non_null(strstr(err, "tensor count"));
     free(out);
     free(err);
-    rc = vindex(&out, &err, "verify", tmp, NULL);
+    rc = vindex(&out, &err, "verify", mwt_tmp, NULL);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(err, "not a vindex"));
     free(out);
@@ -199,5 +184,5 @@ int main(void) {
         cmocka_unit_test(test_synth_both_formats),
         cmocka_unit_test(test_usage_and_input_errors),
     };
-    return cmocka_run_group_tests_name("vindex_cli", tests, setup, teardown);
+    return cmocka_run_group_tests_name("vindex_cli", tests, mwt_tmp_setup, mwt_tmp_teardown);
 }

@@ -16,21 +16,6 @@
 
 #define N_TOK 16
 
-static char *tmp;
-
-static int setup(void **state) {
-    (void)state;
-    tmp = mwt_tmpdir("vindex-synth");
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(tmp);
-    free(tmp);
-    return 0;
-}
-
 typedef struct rms_seen {
     double min, max;
     int layers;
@@ -79,8 +64,8 @@ static float *run(const char *path, rms_seen *seen, int64_t *n_vocab) {
 
 static void check_family(const char *const *args, const char *tag, int layers) {
     char gguf[1024], dir[1024];
-    snprintf(gguf, sizeof gguf, "%s/%s.gguf", tmp, tag);
-    snprintf(dir, sizeof dir, "%s/%s", tmp, tag);
+    snprintf(gguf, sizeof gguf, "%s/%s.gguf", mwt_tmp, tag);
+    snprintf(dir, sizeof dir, "%s/%s", mwt_tmp, tag);
     vx_synth_opts o;
     vx_synth_defaults(&o);
     mw_err e;
@@ -139,5 +124,5 @@ int main(void) {
         cmocka_unit_test(test_deep_gpt_oss_stays_sane),
         cmocka_unit_test(test_deep_qwen3moe_stays_sane),
     };
-    return cmocka_run_group_tests_name("vindex_synth", tests, setup, teardown);
+    return cmocka_run_group_tests_name("vindex_synth", tests, mwt_tmp_setup, mwt_tmp_teardown);
 }

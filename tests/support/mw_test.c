@@ -113,6 +113,25 @@ char *mwt_tmpdir(const char *tag) {
     return p;
 }
 
+char *mwt_tmp;
+
+int mwt_tmp_setup(void **state) {
+    char *dir = mwt_tmpdir(program_invocation_short_name);
+    if (!dir) return -1;
+    *state = mwt_tmp = dir;
+    return 0;
+}
+
+int mwt_tmp_teardown(void **state) {
+    char *dir = *state;
+    if (!dir) return 0;
+    mwt_rmrf(dir);
+    if (mwt_tmp == dir) mwt_tmp = NULL;
+    free(dir);
+    *state = NULL;
+    return 0;
+}
+
 void mwt_rmrf(const char *path) {
     struct stat st;
     if (lstat(path, &st) != 0) return;

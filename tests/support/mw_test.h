@@ -25,6 +25,14 @@ int mwt_write_file(const char *path, const void *data, size_t len);
 char *mwt_tmpdir(const char *tag);
 void mwt_rmrf(const char *path);
 
+/* A cmocka setup/teardown pair giving a whole group (cmocka_run_group_tests) or one test
+ * (cmocka_unit_test_setup_teardown) a fresh temporary directory named after the program: its path
+ * is *state (cmocka hands a group's state to each of its tests) and mwt_tmp until the teardown
+ * removes the tree. A group setup that does more calls mwt_tmp_setup first. */
+extern char *mwt_tmp;
+int mwt_tmp_setup(void **state);
+int mwt_tmp_teardown(void **state);
+
 /* Compares n floats: passes when |a-b| <= abs_tol + rel_tol*|b| everywhere. On failure prints the
  * first and the worst offending index with `what`, and returns the max abs difference (>= 0).
  * Returns -1 on success. Use with assert_true(mwt_close(...) < 0). */

@@ -13,10 +13,11 @@
 
 int mwt_fx_setup(void **state) {
     mwt_fx *f = calloc(1, sizeof *f);
-    if (!f || !(f->dir = mwt_tmpdir("st"))) {
+    if (!f || mwt_tmp_setup(state)) {
         free(f);
         return -1;
     }
+    f->dir = *state;
     snprintf(f->file, sizeof f->file, "%s/t.safetensors", f->dir);
     snprintf(f->ck, sizeof f->ck, "%s/tiny-ckpt", f->dir);
     snprintf(f->out, sizeof f->out, "%s/out.vindex", f->dir);
@@ -26,10 +27,9 @@ int mwt_fx_setup(void **state) {
 
 int mwt_fx_teardown(void **state) {
     mwt_fx *f = *state;
-    mwt_rmrf(f->dir);
-    free(f->dir);
+    *state = f->dir;
     free(f);
-    return 0;
+    return mwt_tmp_teardown(state);
 }
 
 /* ---- safetensors writer ------------------------------------------------------------------- */

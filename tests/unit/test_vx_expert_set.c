@@ -7,21 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *tmp;
-
-static int setup(void **state) {
-    (void)state;
-    tmp = mwt_tmpdir("xset");
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(tmp);
-    free(tmp);
-    return 0;
-}
-
 static void parse_ok(const char *spec, int L, int E, vx_expert_set *s) {
     mw_err err;
     if (vx_expert_set_parse(spec, L, E, s, &err)) fail_msg("'%s': %s", spec, err.msg);
@@ -82,7 +67,7 @@ static void test_errors(void **state) {
 }
 
 static void write_json(const char *name, const char *text, char *path, size_t n) {
-    snprintf(path, n, "%s/%s", tmp, name);
+    snprintf(path, n, "%s/%s", mwt_tmp, name);
     assert_int_equal(mwt_write_file(path, text, strlen(text)), 0);
 }
 
@@ -171,5 +156,5 @@ int main(void) {
         cmocka_unit_test(test_json_shard_files),
         cmocka_unit_test(test_canonical_text),
     };
-    return cmocka_run_group_tests_name("vx_expert_set", tests, setup, teardown);
+    return cmocka_run_group_tests_name("vx_expert_set", tests, mwt_tmp_setup, mwt_tmp_teardown);
 }

@@ -106,25 +106,10 @@ static void build(const spec *s, gb *b) {
     for (size_t i = 0; i < s->data_bytes; i++) gb_u8(b, (uint8_t)(i * 7 + 1));
 }
 
-static char *tmp;
-
-static int setup(void **state) {
-    (void)state;
-    tmp = mwt_tmpdir("gguf");
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(tmp);
-    free(tmp);
-    return 0;
-}
-
 /* Writes bytes to a temp file and opens it; returns the open's result, err filled. */
 static int open_bytes(const void *p, size_t n, const char *tag, vx_gguf **g, mw_err *err,
                       char *path, size_t path_len) {
-    snprintf(path, path_len, "%s/%s.gguf", tmp, tag);
+    snprintf(path, path_len, "%s/%s.gguf", mwt_tmp, tag);
     assert_int_equal(mwt_write_file(path, p, n), 0);
     return vx_gguf_open(path, g, err);
 }
@@ -403,7 +388,7 @@ static void test_tiny_files(void **state) {
     assert_non_null(strstr(err.msg, "truncated"));
     assert_int_equal(open_bytes("GGUF\3\0\0\0", 8, "short", &g, &err, path, sizeof path), -1);
     assert_non_null(strstr(err.msg, path));
-    assert_int_equal(vx_gguf_open(tmp, &g, &err), -1); /* a directory */
+    assert_int_equal(vx_gguf_open(mwt_tmp, &g, &err), -1); /* a directory */
     assert_non_null(strstr(err.msg, "not a regular file"));
     assert_int_equal(vx_gguf_open("/nonexistent/x.gguf", &g, &err), -1);
     assert_non_null(strstr(err.msg, "/nonexistent/x.gguf"));
@@ -659,7 +644,7 @@ static void test_writer_round_trip(void **state) {
         int64_t bad[1] = {33};
         assert_int_equal(vx_gguf_writer_add(w, "c.weight", KN_Q8_0, 1, bad, data, &err), -1);
         char path[512];
-        snprintf(path, sizeof path, "%s/written-%d.gguf", tmp, alignment);
+        snprintf(path, sizeof path, "%s/written-%d.gguf", mwt_tmp, alignment);
         if (vx_gguf_writer_write(w, path, &err)) fail_msg("%s", err.msg);
         assert_int_equal(fc.pos, 102);
         vx_gguf_writer_free(w);
@@ -705,7 +690,7 @@ static void test_writer_round_trip(void **state) {
     int64_t ne[1] = {8};
     assert_int_equal(vx_gguf_writer_add_fill(w, "z", KN_F32, 1, ne, fill_fails, NULL, &err), 0);
     char path[512];
-    snprintf(path, sizeof path, "%s/failed.gguf", tmp);
+    snprintf(path, sizeof path, "%s/failed.gguf", mwt_tmp);
     assert_int_equal(vx_gguf_writer_write(w, path, &err), -1);
     assert_non_null(strstr(err.msg, "synthetic failure"));
     assert_non_null(strstr(err.msg, "'z'"));
@@ -726,7 +711,7 @@ static void test_writer_copies_fixture_metadata(void **state) {
     for (size_t i = 0; i < vx_meta_count(src); i++)
         assert_int_equal(vx_meta_copy_entry(vx_gguf_writer_meta(w), src, i), 0);
     char path[512];
-    snprintf(path, sizeof path, "%s/meta-only.gguf", tmp);
+    snprintf(path, sizeof path, "%s/meta-only.gguf", mwt_tmp);
     if (vx_gguf_writer_write(w, path, &err)) fail_msg("%s", err.msg);
     vx_gguf_writer_free(w);
     size_t n;
@@ -757,5 +742,5 @@ int main(void) {
         cmocka_unit_test(test_writer_round_trip),
         cmocka_unit_test(test_writer_copies_fixture_metadata),
     };
-    return cmocka_run_group_tests_name("vx_gguf", tests, setup, teardown);
+    return cmocka_run_group_tests_name("vx_gguf", tests, mwt_tmp_setup, mwt_tmp_teardown);
 }

@@ -19,42 +19,35 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char *tmp;
 static char base[512];
 
+/* The group's directory holds a small extracted vindex every test copies. */
 static int setup(void **state) {
-    (void)state;
-    tmp = mwt_tmpdir("manifest");
-    if (!tmp) return -1;
-    snprintf(base, sizeof base, "%s/base", tmp);
+    if (mwt_tmp_setup(state)) return -1;
+    snprintf(base, sizeof base, "%s/base", mwt_tmp);
     const char *args[] = {"arch",  "qwen3moe", "layers", "2",     "hidden", "256",       "heads",
                           "2",     "experts",  "4",      "top-k", "2",      "expert-ff", "256",
                           "vocab", "300",      "seed",   "5",     NULL};
     vx_synth_opts o;
     vx_synth_defaults(&o);
     mw_err err;
-    for (int i = 0; args[i]; i += 2)
-        if (vx_synth_set(&o, args[i], args[i + 1], &err)) return -1;
-    vx_input *in;
-    if (vx_synth_input(&o, &in, &err) || vx_extract(in, base, NULL, NULL, &err)) {
-        fprintf(stderr, "%s\n", err.msg);
-        return -1;
-    }
+    vx_input *in = NULL;
+    int rc = 0;
+    for (int i = 0; args[i] && rc == 0; i += 2) rc = vx_synth_set(&o, args[i], args[i + 1], &err);
+    if (rc == 0) rc = vx_synth_input(&o, &in, &err);
+    if (rc == 0) rc = vx_extract(in, base, NULL, NULL, &err);
     vx_input_close(in);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(tmp);
-    free(tmp);
-    return 0;
+    if (rc) {
+        fprintf(stderr, "%s\n", err.msg);
+        mwt_tmp_teardown(state);
+    }
+    return rc;
 }
 
 /* A fresh copy of the base vindex; returns its path (static buffer). */
 static const char *copy_base(const char *tag) {
     static char dir[600];
-    snprintf(dir, sizeof dir, "%s/%s", tmp, tag);
+    snprintf(dir, sizeof dir, "%s/%s", mwt_tmp, tag);
     mwt_rmrf(dir);
     assert_int_equal(mkdir(dir, 0755), 0);
     DIR *d = opendir(base);
@@ -399,5 +392,5 @@ int main(void) {
         cmocka_unit_test(test_random_manifest_corruption),
         cmocka_unit_test(test_metadata_json_round_trip),
     };
-    return cmocka_run_group_tests_name("vx_manifest", tests, setup, teardown);
+    return cmocka_run_group_tests_name("vx_manifest", tests, setup, mwt_tmp_teardown);
 }

@@ -8,21 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *tmp;
-
-static int setup(void **state) {
-    (void)state;
-    tmp = mwt_tmpdir("source");
-    return tmp ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(tmp);
-    free(tmp);
-    return 0;
-}
-
 static vx_source *open_ok(const char *path, const vx_source_opts *opts) {
     vx_source *s;
     mw_err err;
@@ -212,7 +197,7 @@ static void write_fused(const char *path, bool bad_down, int block_count) {
 static void test_fused_gate_up(void **state) {
     (void)state;
     char path[512];
-    snprintf(path, sizeof path, "%s/fused.gguf", tmp);
+    snprintf(path, sizeof path, "%s/fused.gguf", mwt_tmp);
     write_fused(path, false, 1);
     vx_source *s = open_ok(path, NULL);
     mw_err err;
@@ -253,5 +238,5 @@ int main(void) {
         cmocka_unit_test(test_restricted_set),  cmocka_unit_test(test_fingerprint),
         cmocka_unit_test(test_fused_gate_up),
     };
-    return cmocka_run_group_tests_name("vx_source", tests, setup, teardown);
+    return cmocka_run_group_tests_name("vx_source", tests, mwt_tmp_setup, mwt_tmp_teardown);
 }

@@ -18,7 +18,6 @@
 #include <string.h>
 #include <strings.h>
 
-static char *tmp;
 static char gpt_dir[512], qwen_dir[512];
 
 static void extract_to(const char *src, const char *dir, const char *transcode) {
@@ -30,21 +29,13 @@ static void extract_to(const char *src, const char *dir, const char *transcode) 
     vx_input_close(in);
 }
 
+/* The group's directory holds both llama.cpp fixtures extracted. */
 static int setup(void **state) {
-    (void)state;
-    tmp = mwt_tmpdir("vindex");
-    if (!tmp) return -1;
-    snprintf(gpt_dir, sizeof gpt_dir, "%s/gpt-oss", tmp);
-    snprintf(qwen_dir, sizeof qwen_dir, "%s/qwen3moe", tmp);
+    if (mwt_tmp_setup(state)) return -1;
+    snprintf(gpt_dir, sizeof gpt_dir, "%s/gpt-oss", mwt_tmp);
+    snprintf(qwen_dir, sizeof qwen_dir, "%s/qwen3moe", mwt_tmp);
     extract_to(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), gpt_dir, NULL);
     extract_to(mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf"), qwen_dir, NULL);
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(tmp);
-    free(tmp);
     return 0;
 }
 
@@ -297,7 +288,7 @@ static void test_flipped_byte_in_any_extent_is_caught(void **state) {
 static void test_slice_mounts_only_its_extents(void **state) {
     (void)state;
     char out[1024], out2[1024];
-    snprintf(out, sizeof out, "%s/slice", tmp);
+    snprintf(out, sizeof out, "%s/slice", mwt_tmp);
     mw_err err;
     if (vx_slice(qwen_dir, "1-2:3-5,0:7", out, false, &err)) fail_msg("%s", err.msg);
     assert_int_equal(vx_verify(out, NULL, NULL, NULL, &err), 0);
@@ -332,7 +323,7 @@ static void test_slice_mounts_only_its_extents(void **state) {
     assert_non_null(strstr(err.msg, "(layer 0, expert 0) is not held"));
     vx_expert_set_free(&set);
     /* a slice of the slice, with the dense part from nowhere, fails; without it works */
-    snprintf(out2, sizeof out2, "%s/slice2", tmp);
+    snprintf(out2, sizeof out2, "%s/slice2", mwt_tmp);
     assert_int_equal(vx_slice(out, "1:4", out2, true, &err), -1);
     assert_non_null(strstr(err.msg, "no dense tensors"));
     mwt_rmrf(out2);
@@ -356,7 +347,7 @@ static void test_slice_mounts_only_its_extents(void **state) {
 static void test_transcode_is_recorded(void **state) {
     (void)state;
     char out[1024];
-    snprintf(out, sizeof out, "%s/transcoded", tmp);
+    snprintf(out, sizeof out, "%s/transcoded", mwt_tmp);
     extract_to(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), out, "experts=q6_K,dense=f16");
     vx_manifest m;
     mw_err err;
@@ -389,7 +380,7 @@ static void test_transcode_is_recorded(void **state) {
     vx_extract_opts bad = {.transcode = "experts=q4_0"};
     vx_input *in;
     assert_int_equal(vx_input_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), &in, &err), 0);
-    snprintf(out, sizeof out, "%s/transcoded-bad", tmp);
+    snprintf(out, sizeof out, "%s/transcoded-bad", mwt_tmp);
     assert_int_equal(vx_extract(in, out, &bad, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "no quantizer for q4_0"));
     vx_input_close(in);
@@ -412,9 +403,9 @@ static vx_input *synth(const char *const *args) {
 static void check_synth_round_trip(const char *const *args, const char *tag, kn_type xtype,
                                    int hidden, int ff) {
     char gguf[1024], a[1024], b[1024];
-    snprintf(gguf, sizeof gguf, "%s/%s.gguf", tmp, tag);
-    snprintf(a, sizeof a, "%s/%s-direct", tmp, tag);
-    snprintf(b, sizeof b, "%s/%s-via-gguf", tmp, tag);
+    snprintf(gguf, sizeof gguf, "%s/%s.gguf", mwt_tmp, tag);
+    snprintf(a, sizeof a, "%s/%s-direct", mwt_tmp, tag);
+    snprintf(b, sizeof b, "%s/%s-via-gguf", mwt_tmp, tag);
     mw_err err;
     vx_input *in = synth(args);
     if (vx_input_write_gguf(in, gguf, NULL, NULL, &err)) fail_msg("%s", err.msg);
@@ -544,7 +535,7 @@ static void test_extract_refusals(void **state) {
     in->unrecognised = unrec;
     in->n_unrecognised = 1;
     char out[1024];
-    snprintf(out, sizeof out, "%s/strict", tmp);
+    snprintf(out, sizeof out, "%s/strict", mwt_tmp);
     vx_extract_opts strict = {.strict = true};
     assert_int_equal(vx_extract(in, out, &strict, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "model.layers.0.weird.weight"));
@@ -574,5 +565,5 @@ int main(void) {
         cmocka_unit_test(test_synth_rejects_bad_shapes),
         cmocka_unit_test(test_extract_refusals),
     };
-    return cmocka_run_group_tests_name("vx_vindex", tests, setup, teardown);
+    return cmocka_run_group_tests_name("vx_vindex", tests, setup, mwt_tmp_teardown);
 }
