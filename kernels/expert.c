@@ -57,7 +57,7 @@ size_t kn_expert_weight_bytes(const kn_expert *e) {
 }
 
 int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t T, float *Y,
-                  kn_numerics num, kn_pool *pool, mw_err *err) {
+                  kn_numerics num, kn_pool *caller_pool, mw_err *err) {
     if (check_expert(e, glu, err) != 0) return -1;
     if (T < 0) return mw_errf(err, "expert: negative row count %lld", (long long)T);
     if (T == 0) return 0;
@@ -71,7 +71,7 @@ int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t
     kn_part dn = {.W = &e->down, .kern = kd, .ldy = hidden};
     gu[0].x.T = gu[1].x.T = dn.x.T = T;
 
-    kn_pool_lock(pool);
+    kn_pool *pool = kn_pool_acquire(caller_pool);
     const int nth_gu = kn_parts_threads(gu, 2, pool), nth_dn = kn_parts_threads(&dn, 1, pool);
     const size_t sz_xg = kn_act_scratch(kg, hidden, T);
     const size_t sz_xu = shared ? 0 : kn_act_scratch(ku, hidden, T);
@@ -83,7 +83,7 @@ int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t
     void *tmp;
     uint8_t *buf = kn_pool_scratch(pool, sz_xg + sz_xu + 2 * sz_g + sz_a + sz_bias + sz_thr, &tmp);
     if (!buf) {
-        kn_pool_unlock(pool);
+        kn_pool_release(pool);
         return mw_errf(err, "expert: out of memory for %lld rows (%lld x %lld)", (long long)T,
                        (long long)ff, (long long)hidden);
     }
@@ -109,7 +109,7 @@ int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t
     kn_run_parts(&dn, 1, pool, thr);
     add_bias(&e->down_b, bias, Y, T, hidden);
 
-    kn_pool_unlock(pool);
+    kn_pool_release(pool);
     free(tmp);
     return 0;
 }

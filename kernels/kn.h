@@ -93,7 +93,9 @@ typedef void (*kn_task_fn)(void *arg, int ith, int nth);
 kn_pool *kn_pool_create(int n_threads); /* n_threads counts the caller; <= 1 gives a pool of one */
 void kn_pool_destroy(kn_pool *pool);
 int kn_pool_size(const kn_pool *pool); /* 1 for NULL */
-/* Runs fn(arg, ith, nth) for ith = 0..nth-1 (ith 0 on the caller) and returns when all finished. */
+/* Runs fn(arg, ith, nth) for ith = 0..nth-1 (ith 0 on the caller) and returns when all finished.
+ * A pool runs one job at a time: callers sharing it are serialized. Calling into the same pool
+ * from inside one of its tasks (kn_pool_run, kn_matmul, kn_expert_run) runs that call inline. */
 void kn_pool_run(kn_pool *pool, kn_task_fn fn, void *arg);
 
 /* ---- matrices and matmul ------------------------------------------------------------------- */

@@ -225,10 +225,11 @@ int kn_isa_vnni(int on);
 
 /* ---- pool internals -------------------------------------------------------------------------- */
 
-/* The caller holds the pool (one job at a time) while it uses the pool's scratch buffer and runs
- * jobs with kn_pool_run_locked. NULL pools are fine: lock does nothing, scratch is malloc'ed. */
-void kn_pool_lock(kn_pool *pool);
-void kn_pool_unlock(kn_pool *pool);
+/* A caller takes the pool (one job at a time) while it uses the pool's scratch buffer and runs
+ * jobs with kn_pool_run_locked. kn_pool_acquire returns the pool to use: p, locked; or NULL (run
+ * inline, malloc'ed scratch) when p is NULL or this thread is already running one of p's tasks. */
+kn_pool *kn_pool_acquire(kn_pool *p);
+void kn_pool_release(kn_pool *p); /* what kn_pool_acquire returned */
 /* A 64-byte aligned buffer of at least `bytes`, owned by the pool (reused across calls) or, for
  * a NULL pool, by *tmp (free it with free()). Returns NULL when out of memory. */
 void *kn_pool_scratch(kn_pool *pool, size_t bytes, void **tmp);

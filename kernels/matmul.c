@@ -173,12 +173,12 @@ void kn_act_prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, vo
 /* ---- kn_matmul ------------------------------------------------------------------------------- */
 
 void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
-               kn_pool *pool) {
+               kn_pool *caller_pool) {
     kn_check_mat(W, "kn_matmul");
     if (T <= 0 || W->rows == 0) return;
     kn_part part = {.W = W, .kern = kn_kernel_for(W->type, num), .Y = Y, .ldy = W->rows};
     part.x.T = T;
-    kn_pool_lock(pool);
+    kn_pool *pool = kn_pool_acquire(caller_pool);
     const int nth = kn_parts_threads(&part, 1, pool);
     const size_t act = kn_act_scratch(part.kern, W->cols, T);
     void *tmp;
@@ -190,6 +190,6 @@ void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics
     }
     prepare(part.kern, X, W->cols, T, buf, pool, &part.x);
     kn_run_parts(&part, 1, pool, buf + act);
-    kn_pool_unlock(pool);
+    kn_pool_release(pool);
     free(tmp);
 }

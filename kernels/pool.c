@@ -52,14 +52,21 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* The pool whose task this thread is running (NULL outside tasks): a task that calls back into
+ * the same pool (a matmul inside a pool job) runs inline instead of deadlocking on call_lock. */
+static _Thread_local kn_pool *inside;
+
 /* Claims and runs tasks of the current job until none is left. */
 static void run_tasks(kn_pool *p) {
+    kn_pool *const outer = inside;
+    inside = p;
     for (;;) {
         const unsigned v = atomic_fetch_add(&p->next_task, 1);
         const int ith = (int)(v & 0xFFFF), nth = (int)(v >> 16);
-        if (ith >= nth) return;
+        if (ith >= nth) break;
         p->fn(p->arg, ith, nth);
     }
+    inside = outer;
 }
 
 static void *worker_main(void *vp) {
@@ -139,10 +146,13 @@ int kn_pool_size(const kn_pool *p) {
     return p ? p->n : 1;
 }
 
-void kn_pool_lock(kn_pool *p) {
-    if (p) pthread_mutex_lock(&p->call_lock);
+kn_pool *kn_pool_acquire(kn_pool *p) {
+    if (!p || p == inside) return NULL;
+    pthread_mutex_lock(&p->call_lock);
+    return p;
 }
-void kn_pool_unlock(kn_pool *p) {
+
+void kn_pool_release(kn_pool *p) {
     if (p) pthread_mutex_unlock(&p->call_lock);
 }
 
@@ -180,7 +190,10 @@ void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
         pthread_cond_broadcast(&p->wake_cv);
         pthread_mutex_unlock(&p->mu);
     }
+    kn_pool *const outer = inside;
+    inside = p;
     fn(arg, 0, nth);
+    inside = outer;
     run_tasks(p);
     /* wait for the tasks other threads started */
     const int64_t t0 = now_ns();
@@ -197,7 +210,11 @@ void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
 }
 
 void kn_pool_run(kn_pool *p, kn_task_fn fn, void *arg) {
-    kn_pool_lock(p);
-    kn_pool_run_locked(p, fn, arg, kn_pool_size(p));
-    kn_pool_unlock(p);
+    const int nth = kn_pool_size(p); /* nested in one of p's own tasks: nth tasks, run inline */
+    kn_pool *q = kn_pool_acquire(p);
+    if (q)
+        kn_pool_run_locked(q, fn, arg, nth);
+    else
+        for (int i = 0; i < nth; i++) fn(arg, i, nth);
+    kn_pool_release(q);
 }

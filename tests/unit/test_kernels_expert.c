@@ -313,6 +313,48 @@ static void test_pool_shared_by_two_callers(void **state) {
     free(X), free(want);
 }
 
+/* A task of a pool that calls back into the same pool (a matmul inside a pool job) runs inline
+ * rather than deadlocking, and gets the right result. */
+typedef struct nested_arg {
+    kn_pool *pool;
+    const kn_mat *W;
+    const float *X;
+    float *Y[4];
+    int inner_hits;
+} nested_arg;
+
+static void inner_task(void *arg, int ith, int nth) {
+    (void)ith, (void)nth;
+    __atomic_fetch_add(&((nested_arg *)arg)->inner_hits, 1, __ATOMIC_RELAXED);
+}
+
+static void nested_task(void *arg, int ith, int nth) {
+    nested_arg *a = arg;
+    (void)nth;
+    kn_matmul(a->W, a->X, 3, a->Y[ith], KN_NUM_Q8, a->pool);
+    kn_pool_run(a->pool, inner_task, a);
+}
+
+static void test_pool_nested_use_runs_inline(void **state) {
+    (void)state;
+    kt_rng r = {5};
+    kn_mat W = kt_random_mat(&r, KN_MXFP4, 300, 1024, 0.05f);
+    float *X = kt_gauss_vec(&r, 3 * 1024, 1.0f), *want = malloc(300 * 3 * 4);
+    kn_matmul(&W, X, 3, want, KN_NUM_Q8, NULL);
+    kn_pool *pool = kn_pool_create(2);
+    nested_arg a = {pool, &W, X, {0}, 0};
+    for (int i = 0; i < 2; i++) a.Y[i] = malloc(300 * 3 * 4);
+    kn_pool_run(pool, nested_task, &a);
+    for (int i = 0; i < 2; i++) {
+        assert_memory_equal(a.Y[i], want, 300 * 3 * 4);
+        free(a.Y[i]);
+    }
+    assert_int_equal(a.inner_hits, 4); /* two outer tasks, each running the 2 inner tasks */
+    kn_pool_destroy(pool);
+    kt_free_mat(&W);
+    free(X), free(want);
+}
+
 static void test_mat_check(void **state) {
     (void)state;
     uint8_t buf[64];
@@ -338,6 +380,7 @@ int main(void) {
         cmocka_unit_test(test_expf_accuracy_and_specials),
         cmocka_unit_test(test_pool_runs_every_task_once),
         cmocka_unit_test(test_pool_shared_by_two_callers),
+        cmocka_unit_test(test_pool_nested_use_runs_inline),
         cmocka_unit_test(test_mat_check),
     };
     return cmocka_run_group_tests_name("kernels_expert", tests, NULL, NULL);
