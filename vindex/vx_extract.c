@@ -177,9 +177,7 @@ static int plan(job *j) {
     if (j->opts && j->opts->strict && in->n_unrecognised > 0)
         return mw_errf(j->err, "--strict: %zu unrecognised source tensor(s), the first '%s'",
                        in->n_unrecognised, in->unrecognised[0]);
-    if (!(m->meta = vx_meta_new())) return mw_errf(j->err, "out of memory");
-    for (size_t i = 0; i < vx_meta_count(in->meta); i++)
-        if (vx_meta_copy_entry(m->meta, in->meta, i)) return mw_errf(j->err, "out of memory");
+    if (!(m->meta = vx_meta_clone(in->meta))) return mw_errf(j->err, "out of memory");
     vx_model_shape sh;
     if (vx_model_shape_read(m->meta, in->n_files ? in->files[0].path : in->kind, &sh, j->err))
         return -1;

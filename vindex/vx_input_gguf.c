@@ -63,10 +63,7 @@ int vx_input_open_gguf(const char *path, vx_input **out, mw_err *err) {
     gi->file.size = vx_gguf_file_size(gi->g);
     in->files = &gi->file;
     in->n_files = 1;
-    const vx_meta *gm = vx_gguf_meta(gi->g);
-    if (!(in->meta = vx_meta_new())) goto oom;
-    for (size_t i = 0; i < vx_meta_count(gm); i++)
-        if (vx_meta_copy_entry(in->meta, gm, i)) goto oom;
+    if (!(in->meta = vx_meta_clone(vx_gguf_meta(gi->g)))) goto oom;
     size_t n = vx_gguf_n_tensors(gi->g);
     in->tensors = calloc(n ? n : 1, sizeof *in->tensors);
     gi->ranges = calloc(n ? n : 1, sizeof *gi->ranges);

@@ -264,6 +264,17 @@ int vx_meta_copy_entry(vx_meta *dst, const vx_meta *src, size_t i) {
     return vx_meta_put(dst, src->e[i].key, strlen(src->e[i].key), &v, true) < 0 ? -1 : 0;
 }
 
+vx_meta *vx_meta_clone(const vx_meta *src) {
+    vx_meta *m = vx_meta_new();
+    for (size_t i = 0; m && i < src->n; i++) {
+        if (vx_meta_copy_entry(m, src, i)) {
+            vx_meta_free(m);
+            m = NULL;
+        }
+    }
+    return m;
+}
+
 /* ---- getters ------------------------------------------------------------------------------- */
 
 static int type_error(mw_err *err, const char *key, vx_vtype have, const char *want) {

@@ -79,5 +79,7 @@ int vx_meta_set_arr_str(vx_meta *m, const char *key, const char *const *strs, co
                         uint64_t n);
 /* Copies entry i of src into dst (under the same key). */
 int vx_meta_copy_entry(vx_meta *dst, const vx_meta *src, size_t i);
+/* A new table holding a copy of every entry of src, in order; NULL when out of memory. */
+vx_meta *vx_meta_clone(const vx_meta *src);
 
 #endif

@@ -185,17 +185,10 @@ static int build_list(vx_source *s) {
 int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source **out,
                           mw_err *err) {
     *out = NULL;
-    vx_source *s = vx_source_alloc(dir);
-    vindex_impl *vi = calloc(1, sizeof *vi);
-    if (!s || !vi) {
-        free(vi);
-        vx_source_close(s);
-        return mw_errf(err, "%s: out of memory", dir);
-    }
-    s->impl = vi;
-    s->close_impl = vindex_close;
-    s->compute_fp = vindex_fingerprint;
-    s->part_ptr = vindex_part;
+    vx_source *s =
+        vx_source_alloc(dir, sizeof(vindex_impl), vindex_close, vindex_fingerprint, vindex_part);
+    if (!s) return mw_errf(err, "%s: out of memory", dir);
+    vindex_impl *vi = s->impl;
     bool dense = !opts || opts->dense, verify = !opts || opts->verify_on_mount;
     if (vx_manifest_read(dir, &vi->m, err)) goto fail;
     s->meta = vi->m.meta; /* the source owns the table from here */

@@ -13,13 +13,22 @@
 
 /* ---- shared -------------------------------------------------------------------------------- */
 
-vx_source *vx_source_alloc(const char *path) {
+vx_source *vx_source_alloc(const char *path, size_t impl_size, void (*close_impl)(vx_source *),
+                           int (*compute_fp)(vx_source *, mw_err *),
+                           const uint8_t *(*part_ptr)(const vx_source *, int, int, vx_role)) {
     vx_source *s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    if (!(s->path = strdup(path))) {
+    s->path = strdup(path);
+    s->impl = calloc(1, impl_size);
+    if (!s->path || !s->impl) {
+        free(s->path);
+        free(s->impl);
         free(s);
         return NULL;
     }
+    s->close_impl = close_impl;
+    s->compute_fp = compute_fp;
+    s->part_ptr = part_ptr;
     pthread_mutex_init(&s->fp_lock, NULL);
     return s;
 }
@@ -235,29 +244,14 @@ static int gguf_classify(vx_source *s, gguf_impl *gi, mw_err *err) {
 }
 
 static int open_gguf(const char *path, const vx_source_opts *opts, vx_source **out, mw_err *err) {
-    vx_source *s = vx_source_alloc(path);
-    gguf_impl *gi = calloc(1, sizeof *gi);
-    if (!s || !gi) {
-        free(gi);
-        vx_source_close(s);
-        return mw_errf(err, "%s: out of memory", path);
-    }
-    s->impl = gi;
-    s->close_impl = gguf_close;
-    s->compute_fp = gguf_fingerprint;
-    s->part_ptr = gguf_part;
+    vx_source *s =
+        vx_source_alloc(path, sizeof(gguf_impl), gguf_close, gguf_fingerprint, gguf_part);
+    if (!s) return mw_errf(err, "%s: out of memory", path);
+    gguf_impl *gi = s->impl;
     if (vx_gguf_open(path, &gi->g, err)) goto fail;
-    s->meta = vx_meta_new();
-    if (!s->meta) {
+    if (!(s->meta = vx_meta_clone(vx_gguf_meta(gi->g)))) {
         mw_errf(err, "%s: out of memory", path);
         goto fail;
-    }
-    const vx_meta *gm = vx_gguf_meta(gi->g);
-    for (size_t i = 0; i < vx_meta_count(gm); i++) {
-        if (vx_meta_copy_entry(s->meta, gm, i)) {
-            mw_errf(err, "%s: out of memory", path);
-            goto fail;
-        }
     }
     if (vx_source_read_shape(s, err) || gguf_classify(s, gi, err)) goto fail;
     if (vx_expert_set_init(&s->held, s->n_layers, s->n_experts, false)) {

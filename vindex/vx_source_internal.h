@@ -39,7 +39,11 @@ int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source
                           mw_err *err);
 
 /* Shared steps of both backings (vx_source.c). */
-vx_source *vx_source_alloc(const char *path);
+/* A source for path with a zeroed impl of impl_size bytes and the backing's callbacks (close_impl
+ * frees the impl); NULL when out of memory. */
+vx_source *vx_source_alloc(const char *path, size_t impl_size, void (*close_impl)(vx_source *),
+                           int (*compute_fp)(vx_source *, mw_err *),
+                           const uint8_t *(*part_ptr)(const vx_source *, int, int, vx_role));
 /* Reads arch, block_count, expert_count and embedding_length from s->meta. */
 int vx_source_read_shape(vx_source *s, mw_err *err);
 /* Restricts s->held (already the pairs the backing holds) to opts->experts, refusing pairs the

@@ -489,3 +489,14 @@ int vx_synth_input(const vx_synth_opts *opts, vx_input **out, mw_err *err) {
     *out = &s->in;
     return 0;
 }
+
+int vx_synth_input_kv(const char *const *kv, vx_input **out, mw_err *err) {
+    *out = NULL;
+    vx_synth_opts o;
+    vx_synth_defaults(&o);
+    for (size_t i = 0; kv[i]; i += 2) {
+        if (!kv[i + 1]) return mw_errf(err, "synth option '%s' has no value", kv[i]);
+        if (vx_synth_set(&o, kv[i], kv[i + 1], err)) return -1;
+    }
+    return vx_synth_input(&o, out, err);
+}

@@ -33,6 +33,9 @@ void vx_synth_defaults(vx_synth_opts *o);
 int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err);
 /* Validates the options and builds the model as an input (kind "synth"). */
 int vx_synth_input(const vx_synth_opts *o, vx_input **out, mw_err *err);
+/* The same from a NULL-terminated list of option names and values: {"arch", "gpt-oss", "layers",
+ * "2", ..., NULL}. */
+int vx_synth_input_kv(const char *const *kv, vx_input **out, mw_err *err);
 
 /* Writes any input as a GGUF v3 file through the project's writer, streaming tensor data. */
 int vx_input_write_gguf(const vx_input *in, const char *path, vx_progress_fn progress, void *ctx,
