@@ -106,13 +106,9 @@ int main(int argc, char **argv) {
                           "head-dim", "64",        "experts",      "32",       "top-k",
                           "4",        "expert-ff", "2880",         "vocab",    "32000",
                           "seed",     "1",         "dense-format", "f16",      NULL};
-    vx_synth_opts o;
-    vx_synth_defaults(&o);
     mw_err e;
-    for (int i = 0; args[i]; i += 2)
-        if (vx_synth_set(&o, args[i], args[i + 1], &e)) die("synth options", &e);
     vx_input *in;
-    if (vx_synth_input(&o, &in, &e)) die("synth", &e);
+    if (vx_synth_input_kv(args, &in, &e)) die("synth", &e);
     double t0 = now_s();
     if (vx_input_write_gguf(in, gguf, NULL, NULL, &e)) die("synth", &e);
     double t_synth = now_s() - t0;

@@ -66,13 +66,9 @@ static void check_family(const char *const *args, const char *tag, int layers) {
     char gguf[1024], dir[1024];
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", mwt_tmp, tag);
     snprintf(dir, sizeof dir, "%s/%s", mwt_tmp, tag);
-    vx_synth_opts o;
-    vx_synth_defaults(&o);
     mw_err e;
-    for (int i = 0; args[i]; i += 2)
-        if (vx_synth_set(&o, args[i], args[i + 1], &e)) fail_msg("%s", e.msg);
     vx_input *in, *g;
-    if (vx_synth_input(&o, &in, &e) || vx_input_write_gguf(in, gguf, NULL, NULL, &e))
+    if (vx_synth_input_kv(args, &in, &e) || vx_input_write_gguf(in, gguf, NULL, NULL, &e))
         fail_msg("%s", e.msg);
     vx_input_close(in);
     if (vx_input_open(gguf, &g, &e) || vx_extract(g, dir, NULL, NULL, &e)) fail_msg("%s", e.msg);

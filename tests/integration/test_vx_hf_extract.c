@@ -27,17 +27,26 @@ static int run_vindex(char **err_out, const char *a1, const char *a2, const char
     return rc;
 }
 
-static void extract_ok(const mwt_fx *f) {
-    char *err = NULL;
-    int rc = run_vindex(&err, "extract", f->ck, f->out, NULL);
-    if (rc != 0) fail_msg("vindex extract exited %d: %s", rc, err ? err : "");
-    free(err);
-}
-
 static vx_source *open_source(const char *path) {
     vx_source *s = NULL;
     mw_err err = {{0}};
     if (vx_source_open(path, NULL, &s, &err)) fail_msg("vx_source_open: %s", err.msg);
+    return s;
+}
+
+/* Writes the checkpoint o describes, extracts it with the vindex program, and opens both the
+ * source tensors (*src) and the vindex (returned). */
+static vx_source *extract_and_open(const mwt_fx *f, const mwt_hf_opts *o, const char *arch,
+                                   vx_st_set **src) {
+    assert_int_equal(mwt_hf_write(f->ck, o), 0);
+    char *err = NULL;
+    int rc = run_vindex(&err, "extract", f->ck, f->out, NULL);
+    if (rc != 0) fail_msg("vindex extract exited %d: %s", rc, err ? err : "");
+    free(err);
+    mw_err e = {{0}};
+    if (vx_st_set_open(f->ck, src, &e)) fail_msg("%s", e.msg);
+    vx_source *s = open_source(f->out);
+    assert_string_equal(vx_source_arch(s), arch);
     return s;
 }
 
@@ -84,14 +93,9 @@ static void test_gpt_oss_extract_and_load(void **state) {
     mwt_hf_defaults(&o, "gpt_oss");
     o.shards = 2;
     o.inv_freq = true;
-    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-    extract_ok(f);
-
     vx_st_set *src;
+    vx_source *s = extract_and_open(f, &o, "gpt-oss", &src);
     mw_err err = {{0}};
-    assert_int_equal(vx_st_set_open(f->ck, &src, &err), 0);
-    vx_source *s = open_source(f->out);
-    assert_string_equal(vx_source_arch(s), "gpt-oss");
     assert_int_equal(vx_source_n_layers(s), o.layers);
     assert_int_equal(vx_source_n_experts(s), o.experts);
     assert_int_equal(meta_i(s, "gpt-oss.expert_feed_forward_length"), o.ff);
@@ -147,13 +151,9 @@ static void test_qwen3moe_extract_and_load(void **state) {
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "qwen3_moe");
     o.experts = 4;
-    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-    extract_ok(f);
     vx_st_set *src;
+    vx_source *s = extract_and_open(f, &o, "qwen3moe", &src);
     mw_err err = {{0}};
-    assert_int_equal(vx_st_set_open(f->ck, &src, &err), 0);
-    vx_source *s = open_source(f->out);
-    assert_string_equal(vx_source_arch(s), "qwen3moe");
     const char *proj[3] = {"gate", "up", "down"};
     for (int l = 0; l < o.layers; l++)
         for (int e = 0; e < o.experts; e++) {

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -154,6 +156,18 @@ void mwt_rmrf(const char *path) {
     } else {
         unlink(path);
     }
+}
+
+void mwt_check_tensor_entry(const json_t *entry, const char *type_name, int n_dims,
+                            const int64_t *ne, uint64_t nbytes) {
+    const char *want = json_string_value(json_object_get(entry, "ggml_type"));
+    if (!want || strcasecmp(type_name, want) != 0)
+        fail_msg("type %s, tensor_types.json says %s", type_name, want ? want : "(none)");
+    json_t *jne = json_object_get(entry, "ne");
+    assert_int_equal(n_dims, json_array_size(jne));
+    for (int d = 0; d < n_dims; d++)
+        assert_int_equal(ne[d], json_integer_value(json_array_get(jne, (size_t)d)));
+    assert_int_equal(nbytes, json_integer_value(json_object_get(entry, "n_bytes")));
 }
 
 double mwt_max_abs_diff(const float *a, const float *b, size_t n) {

@@ -33,6 +33,12 @@ extern char *mwt_tmp;
 int mwt_tmp_setup(void **state);
 int mwt_tmp_teardown(void **state);
 
+/* Asserts that a tensor has the type (ggml name, any case), shape and byte count its entry of a
+ * fixture's tensor_types.json states ({"ggml_type": .., "ne": [..], "n_bytes": ..}). */
+struct json_t;
+void mwt_check_tensor_entry(const struct json_t *entry, const char *type_name, int n_dims,
+                            const int64_t *ne, uint64_t nbytes);
+
 /* Compares n floats: passes when |a-b| <= abs_tol + rel_tol*|b| everywhere. On failure prints the
  * first and the worst offending index with `what`, and returns the max abs difference (>= 0).
  * Returns -1 on success. Use with assert_true(mwt_close(...) < 0). */

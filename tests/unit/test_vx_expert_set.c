@@ -95,22 +95,22 @@ static void test_json_shard_files(void **state) {
     assert_int_equal(vx_expert_set_count(&s), 32);
     vx_expert_set_free(&s);
 
-    write_json("bad.json", "{\"experts\": {\"0\": [0, 1", path, sizeof path);
-    parse_bad(path, 4, 8, "bad JSON");
-    write_json("range.json", "{\"experts\": {\"0\": [8]}}", path, sizeof path);
-    parse_bad(path, 4, 8, "expert 8 out of range");
-    write_json("layer.json", "{\"experts\": {\"4\": [0]}}", path, sizeof path);
-    parse_bad(path, 4, 8, "layer 4 out of range");
-    write_json("neg.json", "{\"experts\": {\"0\": [-1]}}", path, sizeof path);
-    parse_bad(path, 4, 8, "expert -1 out of range");
-    write_json("type.json", "{\"experts\": {\"0\": [1.5]}}", path, sizeof path);
-    parse_bad(path, 4, 8, "numbers or range strings");
-    write_json("arr.json", "[1, 2]", path, sizeof path);
-    parse_bad(path, 4, 8, "expected");
-    write_json("both.json", "{\"spec\": \"all\", \"experts\": {}}", path, sizeof path);
-    parse_bad(path, 4, 8, "expected");
-    write_json("dup.json", "{\"experts\": {\"0\": [1], \"0\": [2]}}", path, sizeof path);
-    parse_bad(path, 4, 8, "bad JSON");
+    static const struct {
+        const char *name, *text, *fault;
+    } bad[] = {
+        {"bad.json", "{\"experts\": {\"0\": [0, 1", "bad JSON"},
+        {"range.json", "{\"experts\": {\"0\": [8]}}", "expert 8 out of range"},
+        {"layer.json", "{\"experts\": {\"4\": [0]}}", "layer 4 out of range"},
+        {"neg.json", "{\"experts\": {\"0\": [-1]}}", "expert -1 out of range"},
+        {"type.json", "{\"experts\": {\"0\": [1.5]}}", "numbers or range strings"},
+        {"arr.json", "[1, 2]", "expected"},
+        {"both.json", "{\"spec\": \"all\", \"experts\": {}}", "expected"},
+        {"dup.json", "{\"experts\": {\"0\": [1], \"0\": [2]}}", "bad JSON"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_json(bad[i].name, bad[i].text, path, sizeof path);
+        parse_bad(path, 4, 8, bad[i].fault);
+    }
     parse_bad("@/nonexistent/shard.json", 4, 8, "/nonexistent/shard.json");
 }
 

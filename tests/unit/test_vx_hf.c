@@ -21,6 +21,17 @@ static vx_input *open_ok(const char *dir) {
     return in;
 }
 
+/* Writes the checkpoint o describes into f->ck, replacing an earlier one. */
+static void write_ckpt(const mwt_fx *f, const mwt_hf_opts *o) {
+    mwt_rmrf(f->ck);
+    assert_int_equal(mwt_hf_write(f->ck, o), 0);
+}
+
+static vx_input *write_open(const mwt_fx *f, const mwt_hf_opts *o) {
+    write_ckpt(f, o);
+    return open_ok(f->ck);
+}
+
 static void *read_all(const vx_input *in, const char *name, uint64_t *nbytes) {
     const vx_input_tensor *t = vx_input_find(in, name);
     if (!t) fail_msg("no tensor %s", name);
@@ -66,8 +77,7 @@ static void test_gpt_oss_metadata(void **state) {
     mwt_hf_opts o;
     mwt_hf_defaults(&o, "gpt_oss");
     o.layers = 3;
-    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-    vx_input *in = open_ok(f->ck);
+    vx_input *in = write_open(f, &o);
     assert_string_equal(in->kind, "safetensors");
     assert_string_equal(meta_s(in, "general.architecture"), "gpt-oss");
     assert_string_equal(meta_s(in, "general.name"), "tiny-ckpt");
@@ -113,10 +123,8 @@ static void test_gpt_oss_metadata(void **state) {
     const char *patch[2] = {"{\"swiglu_limit\": 5.5}", "{\"swiglu_limit\": null}"};
     double limit[2] = {5.5, 7.0};
     for (int i = 0; i < 2; i++) {
-        mwt_rmrf(f->ck);
         o.config_patch = patch[i];
-        assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-        in = open_ok(f->ck);
+        in = write_open(f, &o);
         assert_true(meta_f(in, "gpt-oss.swiglu_clamp_exp") == limit[i]);
         vx_input_close(in);
     }
@@ -251,8 +259,7 @@ static void test_gpt_oss_mxfp4_tensors(void **state) {
     mwt_hf_defaults(&o, "gpt_oss");
     o.inv_freq = true;
     o.extra_tensor = "model.layers.0.mlp.mystery.weight";
-    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-    vx_input *in = open_ok(f->ck);
+    vx_input *in = write_open(f, &o);
     vx_st_set *src;
     mw_err err = {{0}};
     assert_int_equal(vx_st_set_open(f->ck, &src, &err), 0);
@@ -308,9 +315,7 @@ static void test_partial_reads(void **state) {
         mwt_hf_defaults(&o, "gpt_oss");
         o.layers = 1;
         o.bf16_experts = bf16;
-        mwt_rmrf(f->ck);
-        assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-        vx_input *in = open_ok(f->ck);
+        vx_input *in = write_open(f, &o);
         for (size_t i = 0; i < 4; i++) {
             const vx_input_tensor *t = vx_input_find(in, names[i]);
             uint64_t n;
@@ -382,8 +387,7 @@ static void test_gpt_oss_bf16_experts(void **state) {
     o.bf16_experts = true;
     o.layers = 1;
     o.ff = 80; /* more than one 64-row transpose tile, and not a multiple of it */
-    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-    vx_input *in = open_ok(f->ck);
+    vx_input *in = write_open(f, &o);
     vx_st_set *src;
     mw_err err = {{0}};
     assert_int_equal(vx_st_set_open(f->ck, &src, &err), 0);
@@ -468,8 +472,7 @@ static void test_qwen3moe(void **state) {
     o.inv_freq = true;
     o.head_dim = 96 / 4; /* and no head_dim key: the HF class derives it */
     o.config_patch = "{\"head_dim\": null}";
-    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-    vx_input *in = open_ok(f->ck);
+    vx_input *in = write_open(f, &o);
     assert_string_equal(meta_s(in, "general.architecture"), "qwen3moe");
     assert_int_equal(meta_i(in, "qwen3moe.block_count"), 2);
     assert_int_equal(meta_i(in, "qwen3moe.expert_feed_forward_length"), 64);
@@ -530,12 +533,10 @@ static void test_qwen3moe(void **state) {
     vx_input_close(in);
 
     /* tied embeddings: no lm_head, no output.weight */
-    mwt_rmrf(f->ck);
     o.tied = true;
     o.shards = 1;
     o.config_patch = NULL;
-    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
-    in = open_ok(f->ck);
+    in = write_open(f, &o);
     assert_null(vx_input_find(in, "output.weight"));
     assert_non_null(vx_input_find(in, "token_embd.weight"));
     vx_input_close(in);
@@ -544,8 +545,7 @@ static void test_qwen3moe(void **state) {
 /* ---- errors ------------------------------------------------------------------------------- */
 
 static void expect_open_error(mwt_fx *f, mwt_hf_opts *o, const char *const *needles) {
-    mwt_rmrf(f->ck);
-    assert_int_equal(mwt_hf_write(f->ck, o), 0);
+    write_ckpt(f, o);
     vx_input *in = (vx_input *)1;
     mw_err err = {{0}};
     assert_int_equal(vx_input_open_hf(f->ck, &in, &err), -1);
@@ -712,8 +712,7 @@ static void rewrite_without(const char *dir, const char *drop) {
 
 static void expect_error_after_drop(mwt_fx *f, const mwt_hf_opts *o, const char *drop,
                                     const char *needle) {
-    mwt_rmrf(f->ck);
-    assert_int_equal(mwt_hf_write(f->ck, o), 0);
+    write_ckpt(f, o);
     rewrite_without(f->ck, drop);
     vx_input *in;
     mw_err err = {{0}};

@@ -28,13 +28,9 @@ static int setup(void **state) {
     const char *args[] = {"arch",  "qwen3moe", "layers", "2",     "hidden", "256",       "heads",
                           "2",     "experts",  "4",      "top-k", "2",      "expert-ff", "256",
                           "vocab", "300",      "seed",   "5",     NULL};
-    vx_synth_opts o;
-    vx_synth_defaults(&o);
     mw_err err;
     vx_input *in = NULL;
-    int rc = 0;
-    for (int i = 0; args[i] && rc == 0; i += 2) rc = vx_synth_set(&o, args[i], args[i + 1], &err);
-    if (rc == 0) rc = vx_synth_input(&o, &in, &err);
+    int rc = vx_synth_input_kv(args, &in, &err);
     if (rc == 0) rc = vx_extract(in, base, NULL, NULL, &err);
     vx_input_close(in);
     if (rc) {

@@ -258,32 +258,32 @@ static void test_sharded_set_through_index(void **state) {
     assert_null(vx_st_set_find(s, "d", NULL));
     vx_st_set_close(s);
 
-    /* the index names a file that does not exist */
-    write_index(f->dir,
-                "{\"weight_map\": {\"a\": \"m-1.safetensors\", \"x\": \"m-9.safetensors\"}}");
-    expect_set_error(f->dir, "m-9.safetensors");
-    /* a mapped tensor is not in its shard */
-    write_index(f->dir, "{\"weight_map\": {\"a\": \"m-1.safetensors\", \"b\": \"m-1.safetensors\", "
-                        "\"c\": \"m-1.safetensors\"}}");
-    expect_set_error(f->dir, "'c' is mapped to m-1.safetensors");
-    /* a shard tensor the index does not list */
-    write_index(f->dir,
-                "{\"weight_map\": {\"a\": \"m-1.safetensors\", \"c\": \"m-2.safetensors\"}}");
-    expect_set_error(f->dir, "'b'");
-    /* a tensor in two shards: the index maps it to one, the other holds it too */
-    write_index(f->dir, "{\"weight_map\": {\"a\": \"m-1.safetensors\", \"b\": \"m-1.safetensors\", "
-                        "\"c\": \"m-2.safetensors\", \"x\": \"stray.safetensors\"}}");
-    expect_set_error(f->dir, "stray.safetensors");
-    write_index(f->dir, "{\"weight_map\": {\"a\": \"../m-1.safetensors\"}}");
-    expect_set_error(f->dir, "does not name a file");
-    write_index(f->dir, "{\"weight_map\": [1]}");
-    expect_set_error(f->dir, "weight_map");
-    write_index(f->dir, "{\"weight_map\": {}}");
-    expect_set_error(f->dir, "empty");
-    write_index(f->dir, "{\"weight_map\": {\"a\": \"m-1.safetensors\"}, \"weight_map\": {}}");
-    expect_set_error(f->dir, "not valid JSON");
-    write_index(f->dir, "[]");
-    expect_set_error(f->dir, "not a JSON object");
+    static const struct {
+        const char *index, *fault;
+    } bad[] = {
+        /* the index names a file that does not exist */
+        {"{\"weight_map\": {\"a\": \"m-1.safetensors\", \"x\": \"m-9.safetensors\"}}",
+         "m-9.safetensors"},
+        /* a mapped tensor is not in its shard */
+        {"{\"weight_map\": {\"a\": \"m-1.safetensors\", \"b\": \"m-1.safetensors\", \"c\": "
+         "\"m-1.safetensors\"}}",
+         "'c' is mapped to m-1.safetensors"},
+        /* a shard tensor the index does not list */
+        {"{\"weight_map\": {\"a\": \"m-1.safetensors\", \"c\": \"m-2.safetensors\"}}", "'b'"},
+        /* a tensor in two shards: the index maps it to one, the other holds it too */
+        {"{\"weight_map\": {\"a\": \"m-1.safetensors\", \"b\": \"m-1.safetensors\", \"c\": "
+         "\"m-2.safetensors\", \"x\": \"stray.safetensors\"}}",
+         "stray.safetensors"},
+        {"{\"weight_map\": {\"a\": \"../m-1.safetensors\"}}", "does not name a file"},
+        {"{\"weight_map\": [1]}", "weight_map"},
+        {"{\"weight_map\": {}}", "empty"},
+        {"{\"weight_map\": {\"a\": \"m-1.safetensors\"}, \"weight_map\": {}}", "not valid JSON"},
+        {"[]", "not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_index(f->dir, bad[i].index);
+        expect_set_error(f->dir, bad[i].fault);
+    }
 }
 
 static void test_directory_without_index(void **state) {

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 static char gpt_dir[512], qwen_dir[512];
 
@@ -129,14 +128,7 @@ static void test_tensor_table_matches_fixture(void **state) {
             for (size_t k = 0; k < m.n_tensors; k++)
                 if (!strcmp(m.tensors[k].name, name)) mt = &m.tensors[k];
             if (!mt) fail_msg("%s missing", name);
-            assert_int_equal(strcasecmp(kn_type_name(mt->type),
-                                        json_string_value(json_object_get(t, "ggml_type"))),
-                             0);
-            json_t *ne = json_object_get(t, "ne");
-            assert_int_equal(mt->n_dims, json_array_size(ne));
-            for (size_t d = 0; d < json_array_size(ne); d++)
-                assert_int_equal(mt->ne[d], json_integer_value(json_array_get(ne, d)));
-            assert_int_equal(mt->nbytes, json_integer_value(json_object_get(t, "n_bytes")));
+            mwt_check_tensor_entry(t, kn_type_name(mt->type), mt->n_dims, mt->ne, mt->nbytes);
         }
         vx_manifest_free(&m);
         json_decref(root);
@@ -389,13 +381,9 @@ static void test_transcode_is_recorded(void **state) {
 /* ---- synth --------------------------------------------------------------------------------- */
 
 static vx_input *synth(const char *const *args) {
-    vx_synth_opts o;
-    vx_synth_defaults(&o);
     mw_err err;
-    for (int i = 0; args[i]; i += 2)
-        if (vx_synth_set(&o, args[i], args[i + 1], &err)) fail_msg("%s", err.msg);
     vx_input *in;
-    if (vx_synth_input(&o, &in, &err)) fail_msg("%s", err.msg);
+    if (vx_synth_input_kv(args, &in, &err)) fail_msg("%s", err.msg);
     return in;
 }
 
