@@ -1,5 +1,5 @@
 /* model/md_attn.h — attention of a batch of rows over their sequences' KV caches: GQA, causal,
- * sliding window, sinks (FORMATS.md §4), heads spread over the thread pool. */
+ * sliding window, sinks (FORMATS.md §4); (row, KV head) groups spread over the thread pool. */
 #ifndef MD_ATTN_H
 #define MD_ATTN_H
 
@@ -17,7 +17,7 @@ typedef struct md_attn_ws {
     int n_threads;
 } md_attn_ws;
 
-int md_attn_ws_reserve(md_attn_ws *ws, const md_kv *kv, const md_row *rows, int64_t T,
+int md_attn_ws_reserve(md_attn_ws *ws, const md_config *cfg, const md_row *rows, int64_t T,
                        int n_threads, mw_err *err);
 void md_attn_ws_free(md_attn_ws *ws);
 

@@ -179,30 +179,37 @@ static void add_rows(float *x, const float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+static int check_row(md_ctx *c, const md_row *row, int64_t r, int64_t *n_out, mw_err *err) {
+    if (row->seq < 0 || row->seq >= c->p.n_seq)
+        return mw_errf(err, "forward: row %lld names sequence %d (context has %d)", (long long)r,
+                       row->seq, c->p.n_seq);
+    if (row->token < 0 || row->token >= c->m->cfg.n_vocab)
+        return mw_errf(err, "forward: row %lld: token id %d is out of range (vocabulary %lld)",
+                       (long long)r, row->token, (long long)c->m->cfg.n_vocab);
+    int64_t want = c->kv.seqs[row->seq].n + c->seq_rows[row->seq]++;
+    if (row->pos != want)
+        return mw_errf(err, "forward: row %lld: sequence %d continues at position %lld, not %d",
+                       (long long)r, row->seq, (long long)want, row->pos);
+    if (row->pos >= c->n_ctx)
+        return mw_errf(err, "forward: sequence %d is full (context %lld positions)", row->seq,
+                       (long long)c->n_ctx);
+    if (row->logits) (*n_out)++;
+    return 0;
+}
+
+/* Every row valid and continuing its sequence. The per-sequence counters are zero between calls
+ * and reset through the rows, so a step costs O(T) however many sequences the context has. */
 static int check_rows(md_ctx *c, const md_row *rows, int64_t T, int64_t *n_out, mw_err *err) {
     if (T < 1 || T > MAX_BATCH)
         return mw_errf(err, "forward: batch of %lld rows (must be 1 .. %d)", (long long)T,
                        MAX_BATCH);
-    memset(c->seq_rows, 0, (size_t)c->p.n_seq * sizeof *c->seq_rows);
     *n_out = 0;
-    for (int64_t r = 0; r < T; r++) {
-        const md_row *row = &rows[r];
-        if (row->seq < 0 || row->seq >= c->p.n_seq)
-            return mw_errf(err, "forward: row %lld names sequence %d (context has %d)",
-                           (long long)r, row->seq, c->p.n_seq);
-        if (row->token < 0 || row->token >= c->m->cfg.n_vocab)
-            return mw_errf(err, "forward: row %lld: token id %d is out of range (vocabulary %lld)",
-                           (long long)r, row->token, (long long)c->m->cfg.n_vocab);
-        int64_t want = c->kv.seqs[row->seq].n + c->seq_rows[row->seq]++;
-        if (row->pos != want)
-            return mw_errf(err, "forward: row %lld: sequence %d continues at position %lld, not %d",
-                           (long long)r, row->seq, (long long)want, row->pos);
-        if (row->pos >= c->n_ctx)
-            return mw_errf(err, "forward: sequence %d is full (context %lld positions)", row->seq,
-                           (long long)c->n_ctx);
-        if (row->logits) (*n_out)++;
-    }
-    return 0;
+    int rc = 0;
+    int64_t r = 0;
+    for (; r < T && !rc; r++) rc = check_row(c, &rows[r], r, n_out, err);
+    for (int64_t i = 0; i < r; i++)
+        if (rows[i].seq >= 0 && rows[i].seq < c->p.n_seq) c->seq_rows[rows[i].seq] = 0;
+    return rc;
 }
 
 /* Q/K per-head norm and RoPE, then the K/V rows into their sequences' caches. */
@@ -302,7 +309,7 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     if (check_rows(c, rows, T, &n_out, err)) return -1;
     if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
     if (reserve_rows(c, T, err) || md_kv_begin(&c->kv, rows, T, err) ||
-        md_attn_ws_reserve(&c->attn, &c->kv, rows, T, kn_pool_size(c->p.pool), err))
+        md_attn_ws_reserve(&c->attn, m, rows, T, kn_pool_size(c->p.pool), err))
         return -1;
 
     for (int64_t t = 0; t < T; t++) {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/mw_grow.h"
+
 /* Bounds on what one call may ask for (everything may come from a socket). */
 #define MOE_MAX_ROWS   (1LL << 24)
 #define MOE_MAX_WIDTH  (1LL << 20)
@@ -42,17 +44,6 @@ void md_moe_ws_free(md_moe_ws *ws) {
     free(ws->yg);
     free(ws->yall);
     free(ws);
-}
-
-static int grow(void **p, size_t *cap, size_t n, size_t elem) {
-    if (n <= *cap) return 0;
-    size_t c = *cap ? *cap : 64;
-    while (c < n) c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = c;
-    return 0;
 }
 
 static int cmp_slot(const void *pa, const void *pb) {
@@ -101,8 +92,8 @@ static int run_group(const md_moe_exec_args *a, md_moe_ws *ws, const slot *slots
                           a->numerics, a->pool, err))
             return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, slots[0].expert);
     } else {
-        if (grow((void **)&ws->xg, &ws->xg_cap, (size_t)(n * w), sizeof(float)) ||
-            grow((void **)&ws->yg, &ws->yg_cap, (size_t)(n * w), sizeof(float)))
+        if (mw_grow((void **)&ws->xg, &ws->xg_cap, (size_t)(n * w), sizeof(float)) ||
+            mw_grow((void **)&ws->yg, &ws->yg_cap, (size_t)(n * w), sizeof(float)))
             return mw_errf(err, "MoE layer %d: out of memory", a->layer);
         for (int64_t i = 0; i < n; i++)
             memcpy(ws->xg + i * w, a->x + (int64_t)a->assign[slots[i].a].row * w,
@@ -119,14 +110,14 @@ static int run_group(const md_moe_exec_args *a, md_moe_ws *ws, const slot *slots
 static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *weight_bytes,
                 mw_err *err) {
     const int64_t w = a->width, n = a->n_assign;
-    if (grow((void **)&ws->slots, &ws->slots_cap, (size_t)n, sizeof(slot)))
+    if (mw_grow((void **)&ws->slots, &ws->slots_cap, (size_t)n, sizeof(slot)))
         return mw_errf(err, "MoE layer %d: out of memory", a->layer);
     for (int64_t i = 0; i < n; i++) ws->slots[i] = (slot){a->assign[i].expert, (int32_t)i};
     qsort(ws->slots, (size_t)n, sizeof(slot), cmp_slot);
 
     float *dst = out;
     if (a->mode == MD_MOE_PARTIAL) {
-        if (grow((void **)&ws->yall, &ws->yall_cap, (size_t)(n * w), sizeof(float)))
+        if (mw_grow((void **)&ws->yall, &ws->yall_cap, (size_t)(n * w), sizeof(float)))
             return mw_errf(err, "MoE layer %d: out of memory", a->layer);
         dst = ws->yall;
     }

@@ -105,7 +105,7 @@ static void check_batch(fixture *f, const md_row *rows, int64_t T, const float *
         float *kl = k + layer * T * HK * DK, *vl = v + layer * T * HK * DV;
         batch_kv(rows, T, layer, kl, vl);
         md_kv_store(&f->kv, layer, kl, vl);
-        assert_int_equal(md_attn_ws_reserve(&ws, &f->kv, rows, T, kn_pool_size(pool), NULL), 0);
+        assert_int_equal(md_attn_ws_reserve(&ws, &f->cfg, rows, T, kn_pool_size(pool), NULL), 0);
         md_attn_args a = {.cfg = &f->cfg,
                           .kv = &f->kv,
                           .layer = layer,
