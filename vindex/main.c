@@ -1,6 +1,7 @@
 /* vindex/main.c — the vindex program: extract, inspect, verify, slice, synth.
  * A thin command line over vindex/vx_vindex.h and vindex/vx_synth.h; exit 0 on success, 1 on a
  * failure (a bad checksum included), 2 on a usage error. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +59,36 @@ static bar bar_new(const char *what) {
     return b;
 }
 
+/* Writes s with control characters (C0, DEL, UTF-8 C1) escaped: messages and tensor names come
+ * from untrusted files and must not drive the terminal. */
+static void put_escaped(FILE *f, const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+            fprintf(f, "\\u%04x", *++p);
+        else
+            fputc(*p, f);
+    }
+}
+
 static int fail(const mw_err *err) {
-    fprintf(stderr, "vindex: %s\n", err->msg);
+    fputs("vindex: ", stderr);
+    put_escaped(stderr, err->msg);
+    fputc('\n', stderr);
     return 1;
+}
+
+/* Inputs and vindex files are mapped: one shrunk by another process under a page being read
+ * raises SIGBUS. Say so instead of dying silently (the output of an extract then has no
+ * manifest.json and never mounts). */
+static void on_sigbus(int sig) {
+    static const char msg[] = "vindex: a mapped file shrank while being read (SIGBUS); nothing "
+                              "was completed\n";
+    (void)sig;
+    ssize_t rc = write(2, msg, sizeof msg - 1);
+    (void)rc;
+    _exit(1);
 }
 
 /* Source tensors consumed by at least one stored tensor. */
@@ -79,10 +107,16 @@ static void print_audit(const vx_input *in) {
     printf("coverage: %zu source tensors: %zu consumed, %zu dropped by rule, %zu unrecognised\n",
            consumed + in->n_dropped + in->n_unrecognised, consumed, in->n_dropped,
            in->n_unrecognised);
-    for (size_t i = 0; i < in->n_dropped; i++)
-        printf("  dropped       %s (%s)\n", in->dropped[i].src_name, in->dropped[i].rule);
-    for (size_t i = 0; i < in->n_unrecognised; i++)
-        printf("  unrecognised  %s\n", in->unrecognised[i]);
+    for (size_t i = 0; i < in->n_dropped; i++) {
+        fputs("  dropped       ", stdout);
+        put_escaped(stdout, in->dropped[i].src_name);
+        printf(" (%s)\n", in->dropped[i].rule);
+    }
+    for (size_t i = 0; i < in->n_unrecognised; i++) {
+        fputs("  unrecognised  ", stdout);
+        put_escaped(stdout, in->unrecognised[i]);
+        fputc('\n', stdout);
+    }
 }
 
 static int cmd_extract(int argc, char **argv) {
@@ -224,6 +258,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 2) return usage(stderr), 2;
+    signal(SIGBUS, on_sigbus);
     static const struct {
         const char *name;
         int (*fn)(int, char **);

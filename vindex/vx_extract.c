@@ -3,11 +3,13 @@
  * One streaming pass: dense tensors go to dense.bin, expert slices are gathered into one extent
  * per (layer, expert) in experts-LLL.bin, and every byte is hashed on the way (tensor digests for
  * the fingerprint, BLAKE2b + SHA-256 per extent and per dense file). The source files are hashed
- * for provenance by a second thread meanwhile. The manifest is written last, so an interrupted
- * extract never leaves something that mounts. */
+ * for provenance by a second thread meanwhile, from the same mappings the tensors are read from.
+ * The manifest is written last, so an interrupted extract never leaves something that mounts. */
 #include "vindex/vx_vindex.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include "vindex/vx_gguf_internal.h"
 #include "vindex/vx_io.h"
 #include "vindex/vx_manifest.h"
+#include "vindex/vx_map.h"
 #include "vindex/vx_meta_internal.h"
 
 #define CHUNK (4u << 20)
@@ -50,14 +53,40 @@ typedef struct job {
     bool made_dir;
 } job;
 
+/* The SHA-256 of a mapped source, from the very bytes the tensors are read from, handing the
+ * pages back behind it. */
+static int hash_mapped(const vx_input_file *f, uint8_t sha[VX_DIGEST_BYTES], mw_err *err) {
+    vx_sha h;
+    if (vx_sha_init(&h)) return mw_errf(err, "%s: out of memory", f->path);
+    for (uint64_t at = 0; at < f->size; at += CHUNK) {
+        uint64_t n = f->size - at < CHUNK ? f->size - at : CHUNK;
+        vx_sha_update(&h, f->data + at, (size_t)n);
+        vx_map_release(f->data + at, n);
+    }
+    return vx_sha_final(&h, sha) ? mw_errf(err, "%s: SHA-256 failed", f->path) : 0;
+}
+
 static void *hash_sources(void *arg) {
     prov_hash *p = arg;
     for (size_t i = 0; i < p->in->n_files && p->rc == 0; i++) {
-        p->rc = vx_hash_range(p->in->files[i].path, 0, p->in->files[i].size, NULL, p->sha[i], NULL,
-                              NULL, &p->err);
-        p->bytes += p->in->files[i].size;
+        const vx_input_file *f = &p->in->files[i];
+        p->rc = f->data ? hash_mapped(f, p->sha[i], &p->err)
+                        : vx_hash_range(f->path, 0, f->size, NULL, p->sha[i], NULL, NULL, &p->err);
+        p->bytes += f->size;
     }
     return NULL;
+}
+
+/* Whether every source file still is the one opened: extract reads them through mappings, which
+ * see rewrites in place. Checked before the first byte is read and before the manifest is
+ * written, so a changed source never yields a vindex (best effort: a change undone in between
+ * goes unseen, and a file shrunk under a page being read raises SIGBUS). */
+static int check_sources(job *j) {
+    for (size_t i = 0; i < j->in->n_files; i++) {
+        const vx_input_file *f = &j->in->files[i];
+        if ((f->id.dev || f->id.ino) && vx_file_unchanged(f->path, &f->id, j->err)) return -1;
+    }
+    return 0;
 }
 
 static void progress(job *j, uint64_t n) {
@@ -354,20 +383,20 @@ static int copy_carried(job *j) {
             return mw_errf(j->err, "%s: cannot carry a file of that name into a vindex", src);
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", j->dir, name);
-        FILE *f = fopen(src, "rb");
-        if (!f) return mw_errf(j->err, "%s: cannot open", src);
+        int fd = vx_open_file(src, NULL, j->err);
+        if (fd < 0) return -1;
         vx_sink s;
         if (note_created(j, name) || vx_sink_open(&s, path, true, j->err)) {
-            fclose(f);
+            close(fd);
             return -1;
         }
         uint8_t buf[65536];
-        size_t k;
+        ssize_t k;
         int rc = 0;
-        while (rc == 0 && (k = fread(buf, 1, sizeof buf, f)) > 0)
-            rc = vx_sink_write(&s, buf, k, j->err);
-        if (rc == 0 && ferror(f)) rc = mw_errf(j->err, "%s: read failed", src);
-        fclose(f);
+        while (rc == 0 && ((k = read(fd, buf, sizeof buf)) > 0 || (k < 0 && errno == EINTR)))
+            if (k > 0) rc = vx_sink_write(&s, buf, (uint64_t)k, j->err);
+        if (rc == 0 && k < 0) rc = mw_errf(j->err, "%s: read failed: %s", src, strerror(errno));
+        close(fd);
         vx_mf_file *cf = &m->carried[m->n_carried++];
         cf->size = s.pos;
         if (rc == 0 && !(cf->name = strdup(name))) rc = mw_errf(j->err, "out of memory");
@@ -445,7 +474,7 @@ static void cleanup(job *j, bool failed) {
 }
 
 static int run(job *j, vx_extract_stats *st) {
-    if (plan(j) || alloc_scratch(j)) return -1;
+    if (plan(j) || alloc_scratch(j) || check_sources(j)) return -1;
     j->pool = vx_pool_new();
     j->batch = 2 * kn_pool_size(j->pool);
     if (j->batch > 16) j->batch = 16;
@@ -467,6 +496,7 @@ static int run(job *j, vx_extract_stats *st) {
         *j->err = j->ph.err;
         return mw_err_wrap(j->err, "hashing the source for provenance");
     }
+    if (check_sources(j)) return -1;
     if (!(j->m.provenance = provenance(j))) return mw_errf(j->err, "out of memory");
     if (vx_manifest_fingerprint(&j->m, j->m.fingerprint, j->err)) return -1;
     if (note_created(j, VX_MANIFEST) || vx_manifest_write(&j->m, j->dir, j->err)) return -1;

@@ -18,6 +18,7 @@
 struct vx_gguf {
     char *path;
     vx_map map;
+    vx_file_id id;
     const uint8_t *base; /* map.p */
     uint64_t size;
     uint32_t version;
@@ -424,7 +425,7 @@ int vx_gguf_open(const char *path, vx_gguf **out, mw_err *err) {
         free(g);
         return mw_errf(err, "%s: out of memory", path);
     }
-    if (vx_map_file(path, 0, &g->map, NULL, err)) goto fail;
+    if (vx_map_file(path, 0, &g->map, &g->id, err)) goto fail;
     g->base = g->map.p;
     g->size = g->map.len;
     if (g->size < 24) {
@@ -471,6 +472,9 @@ uint64_t vx_gguf_file_size(const vx_gguf *g) {
 }
 const uint8_t *vx_gguf_base(const vx_gguf *g) {
     return g->base;
+}
+const vx_file_id *vx_gguf_file_id(const vx_gguf *g) {
+    return &g->id;
 }
 size_t vx_gguf_n_tensors(const vx_gguf *g) {
     return g->n_tensors;

@@ -37,6 +37,8 @@ uint64_t vx_gguf_alignment(const vx_gguf *g);
 uint64_t vx_gguf_data_offset(const vx_gguf *g);
 uint64_t vx_gguf_file_size(const vx_gguf *g);
 const uint8_t *vx_gguf_base(const vx_gguf *g); /* the whole mapping */
+struct vx_file_id;
+const struct vx_file_id *vx_gguf_file_id(const vx_gguf *g); /* the file as mapped */
 
 size_t vx_gguf_n_tensors(const vx_gguf *g);
 const vx_tensor *vx_gguf_tensor(const vx_gguf *g, size_t i);

@@ -10,6 +10,7 @@
 
 #include "vindex/vx_hf.h"
 #include "vindex/vx_hf_internal.h"
+#include "vindex/vx_json.h"
 
 static const vx_hf_family *const families[] = {&vx_hf_gpt_oss, &vx_hf_qwen3moe};
 #define N_FAMILIES (sizeof families / sizeof families[0])
@@ -416,11 +417,11 @@ static int find_family(hf_cfg *c, mw_err *err) {
 int vx_hf_config_read(const char *text, size_t len, const char *what, const char *name,
                       vx_meta *meta, const vx_hf_family **fam, vx_hf_hparams *hp, mw_err *err) {
     memset(hp, 0, sizeof *hp);
-    json_error_t jerr;
+    static const vx_json_limits lim = {
+        .max_depth = 16, .bytes_per_object = 16, .bytes_per_array = 16, .bytes_per_item = 4};
     hf_cfg c = {.what = what, .meta = meta, .hp = hp};
-    c.root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!c.root)
-        return mw_errf(err, "%s: not valid JSON (%s at line %d)", what, jerr.text, jerr.line);
+    c.root = vx_json_parse(text, len, what, &lim, err);
+    if (!c.root) return -1;
     int rc = 0;
     if (!json_is_object(c.root)) {
         rc = mw_errf(err, "%s: not a JSON object", what);

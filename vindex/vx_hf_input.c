@@ -12,7 +12,7 @@
 #include "vindex/vx_hf_internal.h"
 #include "vindex/vx_map.h"
 
-#define HF_MAX_CONFIG (16u << 20)
+#define HF_MAX_CONFIG (1u << 20) /* real ones are a few kB */
 
 /* Files copied verbatim into the vindex when present. */
 static const char *const carry_names[] = {
@@ -33,6 +33,7 @@ typedef struct hf_input {
     vx_input in;
     vx_st_set *set;
     char *dir;
+    vx_confine conf; /* config.json and the carried files must resolve inside the directory */
     const vx_hf_family *fam;
     vx_hf_hparams hp;
     uint8_t *consumed; /* per set tensor */
@@ -57,6 +58,7 @@ static void hf_close(vx_input *in) {
     free(in->carry);
     vx_meta_free(in->meta);
     vx_st_set_close(h->set);
+    vx_confine_free(&h->conf);
     free(h->consumed);
     free(h->dir);
     free(h);
@@ -494,18 +496,22 @@ static int list_files_and_carry(hf_input *h, mw_err *err) {
     if (!in->files || !in->carry) return mw_errf(err, "%s: out of memory", h->dir);
     for (size_t i = 0; i < nf; i++) {
         const vx_st_file *f = vx_st_set_file(h->set, i);
-        in->files[i] =
-            (vx_input_file){vx_st_path(f), vx_st_set_file_name(h->set, i), vx_st_file_size(f)};
+        in->files[i] = (vx_input_file){vx_st_path(f), vx_st_set_file_name(h->set, i),
+                                       vx_st_file_size(f), vx_st_base(f), *vx_st_file_id(f)};
     }
     in->n_files = nf;
     for (size_t i = 0; i < sizeof carry_names / sizeof *carry_names; i++) {
         char *p = join(h->dir, carry_names[i]);
         struct stat st;
         if (!p) return mw_errf(err, "%s: out of memory", h->dir);
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
-            in->carry[in->n_carry++] = p;
-        else
+        if (lstat(p, &st) != 0) {
             free(p);
+            continue;
+        }
+        in->carry[in->n_carry++] = p; /* freed with the input from here on */
+        if (vx_confine_check(&h->conf, p, err)) return -1;
+        if (stat(p, &st) != 0 || !S_ISREG(st.st_mode))
+            return mw_errf(err, "%s: not a regular file", p);
     }
     return 0;
 }
@@ -537,7 +543,12 @@ int vx_input_open_hf(const char *dir, vx_input **out, mw_err *err) {
     char *name = checkpoint_name(dir);
     char *cfg_path = join(h->dir, "config.json");
     size_t len = 0;
-    char *text = cfg_path ? vx_read_file(cfg_path, HF_MAX_CONFIG, &len, err) : NULL;
+    char *text = NULL;
+    if (!cfg_path)
+        mw_errf(err, "%s: out of memory", dir);
+    else if (vx_confine_init(&h->conf, dir, err) == 0 &&
+             vx_confine_check(&h->conf, cfg_path, err) == 0)
+        text = vx_read_file(cfg_path, HF_MAX_CONFIG, &len, err);
     int rc =
         text ? vx_hf_config_read(text, len, cfg_path, name, h->in.meta, &h->fam, &h->hp, err) : -1;
     free(text);

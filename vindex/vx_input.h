@@ -13,15 +13,16 @@
 
 #include "kernels/kn.h"
 #include "util/mw_err.h"
+#include "vindex/vx_map.h"
 #include "vindex/vx_meta.h"
 
 struct vx_input;
 
 /* One byte range of one source file that a tensor was built from (provenance). */
 typedef struct vx_input_range {
-    int file;              /* index into vx_input.files */
-    const char *src_name;  /* tensor name in the source file */
-    uint64_t offset;       /* absolute byte offset in that file */
+    int file;             /* index into vx_input.files */
+    const char *src_name; /* tensor name in the source file */
+    uint64_t offset;      /* absolute byte offset in that file */
     uint64_t nbytes;
 } vx_input_range;
 
@@ -35,8 +36,8 @@ typedef struct vx_input_tensor {
     int n_ranges;
     const vx_input_range *ranges;
     /* Reads bytes [off, off + len) of the tensor in its stored layout into dst. */
-    int (*read)(const struct vx_input *in, const struct vx_input_tensor *t, uint64_t off,
-                void *dst, uint64_t len, mw_err *err);
+    int (*read)(const struct vx_input *in, const struct vx_input_tensor *t, uint64_t off, void *dst,
+                uint64_t len, mw_err *err);
     void *impl; /* reader-private */
 } vx_input_tensor;
 
@@ -44,6 +45,8 @@ typedef struct vx_input_file {
     const char *path; /* as opened */
     const char *name; /* file name recorded in provenance (relative to the checkpoint) */
     uint64_t size;
+    const uint8_t *data; /* the whole file as mapped (what the tensors are read from), or NULL */
+    vx_file_id id;       /* the file as opened; extract refuses to finish when it changed */
 } vx_input_file;
 
 typedef struct vx_input_drop {

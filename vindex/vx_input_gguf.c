@@ -2,8 +2,6 @@
  * own name and bytes (no relayout), so every source tensor is consumed and none is dropped. */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "vindex/vx_gguf.h"
 #include "vindex/vx_input.h"
@@ -24,11 +22,7 @@ static int read_tensor(const vx_input *in, const vx_input_tensor *t, uint64_t of
                        (unsigned long long)t->nbytes);
     const uint8_t *p = (const uint8_t *)src->data + off;
     memcpy(dst, p, len);
-    /* extract reads each byte once: hand the pages back so its resident size stays small (they
-     * remain in the page cache; a later read faults them in again) */
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + len) / page * page;
-    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+    vx_map_release(p, len); /* extract reads each byte once: keep its resident size small */
     return 0;
 }
 
@@ -61,6 +55,8 @@ int vx_input_open_gguf(const char *path, vx_input **out, mw_err *err) {
     gi->file.path = vx_gguf_path(gi->g);
     gi->file.name = slash ? slash + 1 : gi->file.path;
     gi->file.size = vx_gguf_file_size(gi->g);
+    gi->file.data = vx_gguf_base(gi->g);
+    gi->file.id = *vx_gguf_file_id(gi->g);
     in->files = &gi->file;
     in->n_files = 1;
     if (!(in->meta = vx_meta_clone(vx_gguf_meta(gi->g)))) goto oom;

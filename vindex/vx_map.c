@@ -1,8 +1,13 @@
-/* vindex/vx_map.c — opening, checking and mapping files read-only. */
+/* vindex/vx_map.c — opening, checking and mapping files read-only; confining a checkpoint
+ * directory's files to it. */
 #include "vindex/vx_map.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -64,6 +69,28 @@ void vx_unmap(vx_map *m) {
     memset(m, 0, sizeof *m);
 }
 
+void vx_map_release(const void *p, uint64_t len) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) / page * page, b = ((uintptr_t)p + len) / page * page;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+int vx_file_unchanged(const char *path, const vx_file_id *id, mw_err *err) {
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return mw_errf(err, "%s: changed while being read (now %s)", path, strerror(errno));
+    vx_file_id now;
+    fill_id(&st, &now);
+    if (now.dev != id->dev || now.ino != id->ino)
+        return mw_errf(err, "%s: changed while being read (replaced by another file)", path);
+    if (now.size != id->size)
+        return mw_errf(err, "%s: changed while being read (%llu bytes, now %llu)", path,
+                       (unsigned long long)id->size, (unsigned long long)now.size);
+    if (now.mtime_ns != id->mtime_ns)
+        return mw_errf(err, "%s: changed while being read (modified)", path);
+    return 0;
+}
+
 char *vx_read_file(const char *path, uint64_t max, size_t *len, mw_err *err) {
     vx_file_id id;
     int fd = vx_open_file(path, &id, err);
@@ -91,4 +118,42 @@ char *vx_read_file(const char *path, uint64_t max, size_t *len, mw_err *err) {
         *len = got;
     }
     return buf;
+}
+
+int vx_confine_init(vx_confine *c, const char *dir, mw_err *err) {
+    c->blobs = NULL;
+    if (!(c->root = realpath(dir, NULL)))
+        return mw_errf(err, "%s: cannot resolve: %s", dir, strerror(errno));
+    /* a hub cache snapshot: REPO/snapshots/REV, its files linking to REPO/blobs */
+    char *copy = strdup(c->root);
+    char *parent = copy ? dirname(copy) : NULL;
+    if (parent && !strcmp(basename(parent), "snapshots")) {
+        char blobs[PATH_MAX + 16];
+        snprintf(blobs, sizeof blobs, "%s/../blobs", parent);
+        c->blobs = realpath(blobs, NULL);
+    }
+    free(copy);
+    return 0;
+}
+
+void vx_confine_free(vx_confine *c) {
+    free(c->root);
+    free(c->blobs);
+    c->root = c->blobs = NULL;
+}
+
+static bool inside(const char *real, const char *dir) {
+    size_t n = strlen(dir);
+    if (n > 0 && dir[n - 1] == '/') return !strncmp(real, dir, n); /* dir is "/" */
+    return !strncmp(real, dir, n) && real[n] == '/';
+}
+
+int vx_confine_check(const vx_confine *c, const char *path, mw_err *err) {
+    char *real = realpath(path, NULL);
+    if (!real) return mw_errf(err, "%s: cannot open: %s", path, strerror(errno));
+    int rc = 0;
+    if (!inside(real, c->root) && !(c->blobs && inside(real, c->blobs)))
+        rc = mw_errf(err, "%s: resolves to %s, outside the checkpoint directory", path, real);
+    free(real);
+    return rc;
 }

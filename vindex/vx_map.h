@@ -35,6 +35,30 @@ int vx_map_fd(int fd, const char *path, uint64_t off, uint64_t len, int advice, 
 int vx_map_file(const char *path, int advice, vx_map *m, vx_file_id *id, mw_err *err);
 /* Unmaps; a zeroed or already unmapped vx_map is fine. */
 void vx_unmap(vx_map *m);
+/* Hands back the pages wholly inside [p, p + len) of a read-only mapping, for bytes read once:
+ * they stay in the page cache, and a later read faults them in again. */
+void vx_map_release(const void *p, uint64_t len);
+
+/* 0 when path still is the version id describes, else -1 with "PATH: changed while being read
+ * (...)". A mapped file rewritten in place or shrunk under a reader changes the bytes it reads
+ * (a shrink past a page being read kills the reader with SIGBUS); a replaced one does not, but
+ * is refused too since the path no longer names what was read. */
+int vx_file_unchanged(const char *path, const vx_file_id *id, mw_err *err);
+
+/* The files a checkpoint directory may contribute: a path must resolve (symlinks followed) to a
+ * file inside the directory — or, when the directory is a Hugging Face hub cache snapshot
+ * (…/snapshots/REV, whose files are links to …/blobs/HASH), inside the repository's blobs/ — so a
+ * link cannot pull a file from elsewhere on the machine into a vindex. */
+typedef struct vx_confine {
+    char *root;  /* the directory's real path */
+    char *blobs; /* the hub cache's blobs/ directory, or NULL */
+} vx_confine;
+
+int vx_confine_init(vx_confine *c, const char *dir, mw_err *err);
+void vx_confine_free(vx_confine *c);
+/* 0, or -1 with "PATH: resolves to REAL, outside the checkpoint directory" (or "PATH: cannot
+ * open: ..." when it does not resolve). */
+int vx_confine_check(const vx_confine *c, const char *path, mw_err *err);
 
 /* Reads a whole small file (a JSON document) of at most max bytes into a malloc'ed,
  * NUL-terminated buffer; NULL with "PATH: N bytes exceeds the MAX-byte limit" and the like. */

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "kernels/kn.h"
+#include "vindex/vx_json.h"
 #include "vindex/vx_map.h"
 
 /* ---- dtype table -------------------------------------------------------------------------- */
@@ -54,6 +55,7 @@ static int dtype_from_name(const char *s) {
 struct vx_st_file {
     char *path;
     vx_map map;
+    vx_file_id id;
     const uint8_t *base; /* map.p */
     uint64_t size;
     size_t n;
@@ -105,12 +107,30 @@ static int parse_meta(vx_st_file *f, json_t *obj, mw_err *err) {
     return 0;
 }
 
+/* Offset of the first control character (C0, DEL, or C1 in its UTF-8 form) in s, or -1. Names
+ * end up in messages, listings and terminals, where such bytes would act instead of print. */
+static long control_char(const char *s) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            return (long)(p - (const unsigned char *)s);
+    return -1;
+}
+
 /* Fills t from one header entry; data_size is the size of the data area. */
 static int parse_entry(const vx_st_file *f, const char *name, json_t *e, uint64_t data_start,
                        uint64_t data_size, vx_st_tensor *t, mw_err *err) {
+    if (!*name) return mw_errf(err, "%s: a tensor has an empty name", f->path);
+    long bad = control_char(name);
+    if (bad >= 0) {
+        unsigned cp = (unsigned char)name[bad];
+        if (cp == 0xc2) cp = (unsigned char)name[bad + 1];
+        return mw_errf(err,
+                       "%s: the tensor name starting '%.*s' has control character U+%04X at "
+                       "byte %ld",
+                       f->path, (int)(bad < 64 ? bad : 64), name, cp, bad);
+    }
     if (!json_is_object(e))
         return mw_errf(err, "%s: tensor '%s': header entry is not a JSON object", f->path, name);
-    if (!*name) return mw_errf(err, "%s: a tensor has an empty name", f->path);
     json_t *dt = json_object_get(e, "dtype");
     json_t *shape = json_object_get(e, "shape");
     json_t *offs = json_object_get(e, "data_offsets");
@@ -212,11 +232,13 @@ static int parse_header(vx_st_file *f, mw_err *err) {
     if (hlen > f->size - 8)
         return mw_errf(err, "%s: header length %llu runs past the end of the file (%llu bytes)",
                        f->path, (unsigned long long)hlen, (unsigned long long)f->size);
-    json_error_t jerr;
-    json_t *root = json_loadb((const char *)f->base + 8, hlen, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root)
-        return mw_errf(err, "%s: header is not valid JSON (%s at byte %d)", f->path, jerr.text,
-                       jerr.position);
+    /* an entry is an object holding two arrays and some 10 keys and values in 49 bytes or more */
+    static const vx_json_limits lim = {
+        .max_depth = 8, .bytes_per_object = 32, .bytes_per_array = 16, .bytes_per_item = 4};
+    char what[MW_ERR_MAX];
+    snprintf(what, sizeof what, "%s: header", f->path);
+    json_t *root = vx_json_parse((const char *)f->base + 8, hlen, what, &lim, err);
+    if (!root) return -1;
     int rc = 0;
     if (!json_is_object(root)) {
         rc = mw_errf(err, "%s: header is not a JSON object", f->path);
@@ -258,7 +280,7 @@ int vx_st_open(const char *path, vx_st_file **out, mw_err *err) {
         free(f);
         return mw_errf(err, "%s: out of memory", path);
     }
-    int rc = vx_map_file(path, 0, &f->map, NULL, err);
+    int rc = vx_map_file(path, 0, &f->map, &f->id, err);
     f->base = f->map.p;
     f->size = f->map.len;
     if (!rc) rc = parse_header(f, err);
@@ -275,6 +297,12 @@ const char *vx_st_path(const vx_st_file *f) {
 }
 uint64_t vx_st_file_size(const vx_st_file *f) {
     return f->size;
+}
+const uint8_t *vx_st_base(const vx_st_file *f) {
+    return f->base;
+}
+const vx_file_id *vx_st_file_id(const vx_st_file *f) {
+    return &f->id;
 }
 size_t vx_st_n_tensors(const vx_st_file *f) {
     return f->n;
@@ -306,7 +334,7 @@ const char *vx_st_meta_get(const vx_st_file *f, const char *key) {
 /* ---- checkpoint sets ---------------------------------------------------------------------- */
 
 #define ST_MAX_FILES      65536
-#define ST_MAX_INDEX_SIZE (256u << 20)
+#define ST_MAX_INDEX_SIZE (64u << 20)
 
 typedef struct set_entry {
     const vx_st_tensor *t;
@@ -314,6 +342,7 @@ typedef struct set_entry {
 } set_entry;
 
 struct vx_st_set {
+    vx_confine conf; /* the files the directory may contribute */
     size_t n_files;
     vx_st_file **files;
     char **names;
@@ -330,6 +359,7 @@ void vx_st_set_close(vx_st_set *s) {
     free(s->files);
     free(s->names);
     free(s->ents);
+    vx_confine_free(&s->conf);
     free(s);
 }
 
@@ -386,7 +416,8 @@ static int set_add_file(vx_st_set *s, const char *dir, const char *name, mw_err 
     }
     sprintf(path, "%s/%s", dir, name);
     vx_st_file *f;
-    int rc = vx_st_open(path, &f, err);
+    int rc = vx_confine_check(&s->conf, path, err);
+    if (rc == 0) rc = vx_st_open(path, &f, err);
     free(path);
     if (rc) {
         free(nm);
@@ -451,11 +482,12 @@ static int set_from_index(vx_st_set *s, const char *dir, const char *index_path,
     size_t len;
     char *text = vx_read_file(index_path, ST_MAX_INDEX_SIZE, &len, err);
     if (!text) return -1;
-    json_error_t jerr;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    /* a few objects and arrays, and a tensor name and a file name per entry */
+    static const vx_json_limits lim = {
+        .max_depth = 8, .bytes_per_object = 4096, .bytes_per_array = 4096, .bytes_per_item = 16};
+    json_t *root = vx_json_parse(text, len, index_path, &lim, err);
     free(text);
-    if (!root)
-        return mw_errf(err, "%s: not valid JSON (%s at line %d)", index_path, jerr.text, jerr.line);
+    if (!root) return -1;
     int rc = 0;
     json_t *wm = json_is_object(root) ? json_object_get(root, "weight_map") : NULL;
     const char *key;
@@ -539,7 +571,11 @@ int vx_st_set_open(const char *dir, vx_st_set **out, mw_err *err) {
     }
     sprintf(index, "%s/%s", dir, VX_ST_INDEX_NAME);
     struct stat st;
-    int rc = stat(index, &st) == 0 ? set_from_index(s, dir, index, err) : set_scan_dir(s, dir, err);
+    int rc = vx_confine_init(&s->conf, dir, err);
+    if (rc == 0 && lstat(index, &st) == 0)
+        rc = vx_confine_check(&s->conf, index, err) || set_from_index(s, dir, index, err) ? -1 : 0;
+    else if (rc == 0)
+        rc = set_scan_dir(s, dir, err);
     free(index);
     if (!rc) rc = set_build_entries(s, dir, err);
     if (rc) {

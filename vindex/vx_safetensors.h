@@ -65,6 +65,9 @@ void vx_st_close(vx_st_file *f);
 
 const char *vx_st_path(const vx_st_file *f);
 uint64_t vx_st_file_size(const vx_st_file *f);
+const uint8_t *vx_st_base(const vx_st_file *f); /* the whole mapping */
+struct vx_file_id;
+const struct vx_file_id *vx_st_file_id(const vx_st_file *f); /* the file as mapped */
 /* Tensors sorted by name. */
 size_t vx_st_n_tensors(const vx_st_file *f);
 const vx_st_tensor *vx_st_tensor_at(const vx_st_file *f, size_t i);

@@ -201,6 +201,16 @@ static void test_audit_and_errors_reach_the_program(void **state) {
     assert_int_not_equal(rc, 0);
     if (!msg || !strstr(msg, "linear")) fail_msg("the rope error was not reported: %s", msg);
     free(msg);
+    /* text from the checkpoint reaches the terminal with its control characters escaped */
+    mwt_rmrf(f->ck);
+    o.config_patch = "{\"\\u001b]0;owned\\u0007x\": 1}";
+    assert_int_equal(mwt_hf_write(f->ck, &o), 0);
+    rc = run_vindex(&msg, "extract", f->ck, f->out, NULL);
+    assert_int_equal(rc, 1);
+    if (!msg || !strstr(msg, "'\\x1b]0;owned\\x07x' is not known"))
+        fail_msg("the key was not named, escaped: %s", msg);
+    for (const char *p = msg; *p; p++) assert_true(*p == '\n' || (unsigned char)*p >= 0x20);
+    free(msg);
 }
 
 int main(void) {

@@ -1,18 +1,26 @@
 /* tests/unit/test_vx_hf.c — Hugging Face checkpoints as extract input: config.json → GGUF keys,
  * tensor names, gpt-oss MXFP4 relayout (checked value by value against an independent HF-layout
  * dequantizer), gate/up de-interleave, qwen3moe expert stacking, sharding, the coverage audit,
- * carried files, and config/tensor errors. */
+ * carried files, config/tensor errors, and hostile checkpoint directories (huge or deep JSON,
+ * links out of the directory, FIFOs, odd tensor names, sources changing under extract). */
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_st.h"
 #include "kernels/kn.h"
 #include "vindex/vx_hf.h"
 #include "vindex/vx_hf_internal.h"
 #include "vindex/vx_input.h"
+#include "vindex/vx_manifest.h"
 #include "vindex/vx_safetensors.h"
+#include "vindex/vx_vindex.h"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static vx_input *open_ok(const char *dir) {
     vx_input *in = NULL;
@@ -544,14 +552,19 @@ static void test_qwen3moe(void **state) {
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-static void expect_open_error(mwt_fx *f, mwt_hf_opts *o, const char *const *needles) {
-    write_ckpt(f, o);
+/* Opening f->ck fails with every needle in the message. */
+static void expect_hf_error(const mwt_fx *f, const char *const *needles) {
     vx_input *in = (vx_input *)1;
     mw_err err = {{0}};
     assert_int_equal(vx_input_open_hf(f->ck, &in, &err), -1);
     assert_null(in);
     for (; *needles; needles++)
         if (!strstr(err.msg, *needles)) fail_msg("message lacks '%s': %s", *needles, err.msg);
+}
+
+static void expect_open_error(mwt_fx *f, mwt_hf_opts *o, const char *const *needles) {
+    write_ckpt(f, o);
+    expect_hf_error(f, needles);
 }
 
 #define OPEN_ERROR(o, ...) expect_open_error(f, o, (const char *const[]){__VA_ARGS__, NULL})
@@ -736,6 +749,218 @@ static void test_incomplete_tensor_sets(void **state) {
     expect_error_after_drop(f, &o, "q_norm", "model.layers.0.self_attn.q_norm.weight");
 }
 
+/* ---- hostile checkpoint directories ------------------------------------------------------ */
+
+/* A family's defaults with one layer: these tests only need some valid checkpoint. */
+static mwt_hf_opts one_layer(const char *model_type) {
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, model_type);
+    o.layers = 1;
+    return o;
+}
+
+#define HF_ERROR(...) expect_hf_error(f, (const char *const[]){__VA_ARGS__, NULL})
+
+static void ck_path(const mwt_fx *f, const char *name, char *path, size_t n) {
+    snprintf(path, n, "%s/%s", f->ck, name);
+}
+
+/* config.json with `value` (repeated n times between head and tail) as its rope_scaling. */
+static void write_config_with(const mwt_fx *f, const char *head, const char *unit, size_t n,
+                              const char *tail) {
+    char path[4200];
+    ck_path(f, "config.json", path, sizeof path);
+    size_t len;
+    char *cfg = mwt_read_file(path, &len);
+    assert_non_null(cfg);
+    char *at = strstr(cfg, "\"rope_scaling\"");
+    assert_non_null(at);
+    FILE *out = fopen(path, "wb");
+    assert_non_null(out);
+    fprintf(out, "%.*s\"rope_scaling\": %s", (int)(at - cfg), cfg, head);
+    for (size_t i = 0; i < n; i++) fputs(unit, out);
+    fprintf(out, "%s, \"rope_parameters\": null}", tail);
+    fclose(out);
+    free(cfg);
+}
+
+static void test_hostile_config(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o = one_layer("gpt_oss");
+    write_ckpt(f, &o);
+    write_config_with(f, "", "[", 100000, "");
+    HF_ERROR("config.json", "nested deeper than 16 levels");
+    write_config_with(f, "[", "{},", 300000, "{}]");
+    HF_ERROR("config.json", "too many JSON objects");
+    write_config_with(f, "[", "1,", 400000, "1]");
+    HF_ERROR("config.json", "too many JSON keys and values");
+    write_config_with(f, "\"", "x", 2 << 20, "\"");
+    HF_ERROR("config.json", "exceeds the 1048576-byte limit");
+    /* a FIFO is refused at once, not waited on */
+    char path[4200], target[4200];
+    ck_path(f, "config.json", path, sizeof path);
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    HF_ERROR("config.json: not a regular file");
+    /* a link out of the directory */
+    unlink(path);
+    snprintf(target, sizeof target, "%s/elsewhere.json", f->dir);
+    assert_int_equal(mwt_write_file(target, "{}", 2), 0);
+    assert_int_equal(symlink(target, path), 0);
+    HF_ERROR("config.json: resolves to", "outside the checkpoint directory");
+}
+
+/* Carried files are copied into the vindex: one linking out (a local secret, say) must not be. */
+static void test_carried_files_stay_inside(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o = one_layer("gpt_oss");
+    write_ckpt(f, &o);
+    char path[4200], target[4200];
+    ck_path(f, "tokenizer.json", path, sizeof path);
+    snprintf(target, sizeof target, "%s/secret", f->dir);
+    assert_int_equal(mwt_write_file(target, "key", 3), 0);
+    assert_int_equal(symlink(target, path), 0);
+    HF_ERROR("tokenizer.json: resolves to", "outside the checkpoint directory");
+    unlink(path);
+    assert_int_equal(symlink("/etc/hostname", path), 0);
+    HF_ERROR("tokenizer.json", "outside the checkpoint directory");
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    HF_ERROR("tokenizer.json: not a regular file");
+    unlink(path);
+    /* a link inside the directory is carried with the content it points to */
+    char sub[4200];
+    ck_path(f, "tok", sub, sizeof sub);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    snprintf(target, sizeof target, "%s/t.json", sub);
+    assert_int_equal(mwt_write_file(target, "{\"v\": 1}", 8), 0);
+    assert_int_equal(symlink("tok/t.json", path), 0);
+    vx_input *in = open_ok(f->ck);
+    mw_err err = {{0}};
+    if (vx_extract(in, f->out, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    vx_input_close(in);
+    snprintf(path, sizeof path, "%s/tokenizer.json", f->out);
+    size_t len;
+    char *got = mwt_read_file(path, &len);
+    assert_non_null(got);
+    assert_string_equal(got, "{\"v\": 1}");
+    free(got);
+}
+
+/* A Hugging Face hub cache snapshot is all links into ../../blobs: it extracts. */
+static void test_hub_cache_snapshot(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o = one_layer("qwen3_moe");
+    o.shards = 2;
+    write_ckpt(f, &o);
+    char repo[4200], blobs[4300], snap[4300];
+    snprintf(repo, sizeof repo, "%s/models--org--tiny", f->dir);
+    snprintf(blobs, sizeof blobs, "%s/blobs", repo);
+    snprintf(snap, sizeof snap, "%s/snapshots", repo);
+    assert_int_equal(mkdir(repo, 0755), 0);
+    assert_int_equal(mkdir(blobs, 0755), 0);
+    assert_int_equal(mkdir(snap, 0755), 0);
+    strcat(snap, "/9f3c");
+    assert_int_equal(mkdir(snap, 0755), 0);
+    DIR *d = opendir(f->ck);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char from[4600], to[4600], link[4600];
+        snprintf(from, sizeof from, "%s/%s", f->ck, e->d_name);
+        snprintf(to, sizeof to, "%s/blob%d", blobs, n);
+        snprintf(link, sizeof link, "%s/%s", snap, e->d_name);
+        assert_int_equal(rename(from, to), 0);
+        snprintf(to, sizeof to, "../../blobs/blob%d", n++);
+        assert_int_equal(symlink(to, link), 0);
+    }
+    closedir(d);
+    assert_true(n >= 4);
+    vx_input *in = open_ok(snap);
+    assert_int_equal(in->n_files, 2);
+    mw_err err = {{0}};
+    if (vx_extract(in, f->out, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    vx_input_close(in);
+    if (vx_verify(f->out, NULL, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    /* the provenance names each shard with the SHA-256 of its bytes (libsodium's, here) */
+    vx_manifest m;
+    if (vx_manifest_read(f->out, &m, &err)) fail_msg("%s", err.msg);
+    json_t *srcs = json_object_get(m.provenance, "sources");
+    assert_int_equal(json_array_size(srcs), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *e = json_array_get(srcs, i);
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s", snap, json_string_value(json_object_get(e, "name")));
+        size_t len;
+        uint8_t *bytes = mwt_read_file(path, &len), got[32], want[32];
+        assert_non_null(bytes);
+        crypto_hash_sha256(got, bytes, len);
+        free(bytes);
+        assert_int_equal(vx_unhex(json_string_value(json_object_get(e, "sha256")), want), 0);
+        assert_memory_equal(got, want, 32);
+    }
+    vx_manifest_free(&m);
+}
+
+/* Tensor names never become paths: '/' and ".." are only text; control characters are refused. */
+static void test_odd_tensor_names(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o = one_layer("gpt_oss");
+    o.extra_tensor = "../../outside/model/layers/0/x";
+    vx_input *in = write_open(f, &o);
+    assert_int_equal(in->n_unrecognised, 1);
+    assert_string_equal(in->unrecognised[0], o.extra_tensor);
+    mw_err err = {{0}};
+    if (vx_extract(in, f->out, NULL, NULL, &err)) fail_msg("%s", err.msg);
+    vx_input_close(in);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/outside", f->dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    DIR *d = opendir(f->out);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) assert_null(strchr(e->d_name, '/'));
+    closedir(d);
+    o.extra_tensor = "model.layers.0.\x1b]0;owned\x07";
+    write_ckpt(f, &o);
+    HF_ERROR("model.safetensors", "control character U+001B");
+}
+
+/* Sources are mapped while extract runs: one that changes is refused before a manifest exists. */
+static void test_source_changed_under_extract(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o = one_layer("gpt_oss");
+    char path[4200], tmp[4200];
+    ck_path(f, "model.safetensors", path, sizeof path);
+    for (int how = 0; how < 3; how++) {
+        vx_input *in = write_open(f, &o);
+        if (how == 0) { /* grown */
+            int fd = open(path, O_WRONLY | O_APPEND);
+            assert_true(fd >= 0);
+            assert_int_equal(write(fd, "x", 1), 1);
+            close(fd);
+        } else if (how == 1) { /* rewritten in place, same size */
+            struct timespec t[2] = {{0, UTIME_OMIT}, {12345, 0}};
+            assert_int_equal(utimensat(AT_FDCWD, path, t, 0), 0);
+        } else { /* replaced */
+            snprintf(tmp, sizeof tmp, "%s.new", path);
+            size_t len;
+            void *bytes = mwt_read_file(path, &len);
+            assert_int_equal(mwt_write_file(tmp, bytes, len), 0);
+            free(bytes);
+            assert_int_equal(rename(tmp, path), 0);
+        }
+        mw_err err = {{0}};
+        assert_int_equal(vx_extract(in, f->out, NULL, NULL, &err), -1);
+        vx_input_close(in);
+        static const char *const why[] = {"now", "modified", "replaced"};
+        if (!strstr(err.msg, "model.safetensors: changed while being read") ||
+            !strstr(err.msg, why[how]))
+            fail_msg("case %d: %s", how, err.msg);
+        assert_int_not_equal(access(f->out, F_OK), 0); /* nothing left behind */
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         MWT_FX_TEST(test_gpt_oss_metadata),
@@ -749,6 +974,11 @@ int main(void) {
         cmocka_unit_test(test_qwen3moe_accepts_yarn_and_rope_parameters),
         MWT_FX_TEST(test_tensor_errors),
         MWT_FX_TEST(test_incomplete_tensor_sets),
+        MWT_FX_TEST(test_hostile_config),
+        MWT_FX_TEST(test_carried_files_stay_inside),
+        MWT_FX_TEST(test_hub_cache_snapshot),
+        MWT_FX_TEST(test_odd_tensor_names),
+        MWT_FX_TEST(test_source_changed_under_extract),
     };
     return cmocka_run_group_tests_name("vx_hf", tests, NULL, NULL);
 }

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static void test_reads_dtypes_shapes_and_metadata(void **state) {
     mwt_fx *f = *state;
@@ -205,6 +207,100 @@ static void test_missing_and_non_regular_files(void **state) {
     assert_non_null(strstr(err.msg, "not a regular file"));
 }
 
+/* A header of `len` bytes: {"t": PREFIX UNIT UNIT ... SUFFIX}, a huge or deep structure where a
+ * tensor entry belongs. */
+static char *repeat_header(const char *prefix, const char *unit, const char *suffix, size_t n) {
+    size_t len = 8 + strlen(prefix) + n * strlen(unit) + strlen(suffix);
+    char *h = malloc(len + 1);
+    assert_non_null(h);
+    size_t k = (size_t)sprintf(h, "{\"t\": %s", prefix);
+    for (size_t i = 0; i < n; i++) k += (size_t)sprintf(h + k, "%s", unit);
+    sprintf(h + k, "%s}", suffix);
+    return h;
+}
+
+/* jansson builds a whole document before it can be checked; what it would build is bounded by the
+ * size of the text first, so a hostile header fails fast without a huge allocation. */
+static void test_header_structure_is_bounded(void **state) {
+    mwt_fx *f = *state;
+    static const struct {
+        const char *prefix, *unit, *suffix;
+        size_t n;
+        const char *fault;
+    } cases[] = {
+        {"", "[", "", 100000, "nested deeper than 8 levels"},
+        {"[", "{},", "{}]", 1 << 20, "too many JSON objects"},
+        {"[", "[],", "[]]", 1 << 20, "too many JSON arrays"},
+        {"[", "0,", "0]", 1 << 20, "too many JSON keys and values"},
+        {"{", "\"\":0,", "\"\":1}", 1 << 20, "too many JSON keys and values"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *h = repeat_header(cases[i].prefix, cases[i].unit, cases[i].suffix, cases[i].n);
+        expect_bad(f, strlen(h), h, 0, (const char *const[]){"header", cases[i].fault, NULL});
+        free(h);
+    }
+    /* brackets and commas inside a (long) name are text, not structure */
+    char *name = malloc(100001);
+    assert_non_null(name);
+    for (size_t i = 0; i < 100000; i++) name[i] = "[{,:}]"[i % 6];
+    name[100000] = '\0';
+    /* many small tensors with short names are what real headers look like: they open */
+    mwt_st *w = mwt_st_new();
+    char n[32];
+    float v = 1;
+    for (int i = 0; i < 5000; i++) {
+        snprintf(n, sizeof n, "t%d", i);
+        mwt_st_add(w, n, "F32", 1, (int64_t[]){1}, &v, sizeof v);
+    }
+    mwt_st_add(w, name, "F32", 0, NULL, &v, sizeof v);
+    assert_int_equal(mwt_st_write(w, f->file), 0);
+    mwt_st_free(w);
+    free(name);
+    vx_st_file *st;
+    mw_err err = {{0}};
+    if (vx_st_open(f->file, &st, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(vx_st_n_tensors(st), 5001);
+    vx_st_close(st);
+}
+
+/* Names reach messages, listings and terminals: control characters are refused (and never echoed
+ * raw); any other character, '/' and ".." included, is just part of a name. */
+static void test_tensor_names(void **state) {
+    mwt_fx *f = *state;
+    static const struct {
+        const char *json_name, *fault;
+    } bad[] = {
+        {"a\\u001b[31mb", "U+001B at byte 1"},
+        {"\\u0007", "U+0007 at byte 0"},
+        {"ab\\u007f", "U+007F at byte 2"},
+        {"abc\\u009b", "U+009B at byte 3"},
+        {"x\\n", "U+000A"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char h[256];
+        snprintf(h, sizeof h,
+                 "{\"%s\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}",
+                 bad[i].json_name);
+        expect_bad(f, strlen(h), h, 4,
+                   (const char *const[]){"control character", bad[i].fault, NULL});
+        vx_st_file *st;
+        mw_err err = {{0}};
+        assert_int_equal(vx_st_open(f->file, &st, &err), -1);
+        for (const char *p = err.msg; *p; p++) assert_true((unsigned char)*p >= 0x20 && *p != 0x7f);
+    }
+    static const char *const fine[] = {"model/layers/0/w", "../../etc/passwd", "/abs", "\u03a9"};
+    mwt_st *w = mwt_st_new();
+    float v = 2;
+    for (size_t i = 0; i < 4; i++) mwt_st_add(w, fine[i], "F32", 1, (int64_t[]){1}, &v, sizeof v);
+    assert_int_equal(mwt_st_write(w, f->file), 0);
+    mwt_st_free(w);
+    vx_st_file *st;
+    mw_err err = {{0}};
+    if (vx_st_open(f->file, &st, &err)) fail_msg("%s", err.msg);
+    for (size_t i = 0; i < 4; i++) assert_non_null(vx_st_find(st, fine[i]));
+    vx_st_close(st);
+}
+
 /* ---- sets ----------------------------------------------------------------------------------- */
 
 static void write_part(const char *dir, const char *file, const char *const *names) {
@@ -310,6 +406,72 @@ static void test_directory_without_index(void **state) {
     expect_set_error(f->dir, "c.safetensors: header is not a JSON object");
 }
 
+/* A checkpoint's files must resolve inside its directory — except a hub cache snapshot's links
+ * into the repository's blobs/; a FIFO is refused rather than waited on. */
+static void test_links_and_special_files(void **state) {
+    mwt_fx *f = *state;
+    char ck[4200], path[4200], target[4200];
+    snprintf(ck, sizeof ck, "%s/ck", f->dir);
+    assert_int_equal(mkdir(ck, 0755), 0);
+    write_part(f->dir, "outside.safetensors", (const char *const[]){"a", NULL});
+    /* a shard linking out of the directory, found by the scan or named by the index */
+    snprintf(path, sizeof path, "%s/m.safetensors", ck);
+    snprintf(target, sizeof target, "%s/outside.safetensors", f->dir);
+    assert_int_equal(symlink(target, path), 0);
+    expect_set_error(ck, "outside the checkpoint directory");
+    write_index(ck, "{\"weight_map\": {\"a\": \"m.safetensors\"}}");
+    expect_set_error(ck, "outside the checkpoint directory");
+    /* the same through a relative link, and the index itself linking out */
+    unlink(path);
+    assert_int_equal(symlink("../outside.safetensors", path), 0);
+    expect_set_error(ck, "m.safetensors: resolves to");
+    unlink(path);
+    write_part(ck, "real.safetensors", (const char *const[]){"a", NULL});
+    snprintf(path, sizeof path, "%s/%s", ck, VX_ST_INDEX_NAME);
+    unlink(path);
+    write_index(f->dir, "{\"weight_map\": {\"a\": \"real.safetensors\"}}");
+    snprintf(target, sizeof target, "%s/%s", f->dir, VX_ST_INDEX_NAME);
+    assert_int_equal(symlink(target, path), 0);
+    expect_set_error(ck, "outside the checkpoint directory");
+    /* a dangling index is an error, not a reason to scan the directory instead */
+    unlink(path);
+    assert_int_equal(symlink("nowhere.json", path), 0);
+    expect_set_error(ck, VX_ST_INDEX_NAME);
+    unlink(path);
+    /* links that stay inside are followed */
+    snprintf(path, sizeof path, "%s/link.safetensors", ck);
+    assert_int_equal(symlink("real.safetensors", path), 0);
+    write_index(ck, "{\"weight_map\": {\"a\": \"link.safetensors\"}}");
+    vx_st_set *s;
+    mw_err err = {{0}};
+    if (vx_st_set_open(ck, &s, &err)) fail_msg("%s", err.msg);
+    vx_st_set_close(s);
+    /* a FIFO shard fails at once */
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    expect_set_error(ck, "link.safetensors: not a regular file");
+    vx_st_file *st;
+    assert_int_equal(vx_st_open(path, &st, &err), -1);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    unlink(path);
+    /* a Hugging Face hub cache: snapshots/REV/NAME -> ../../blobs/HASH */
+    char repo[4200], blob[4300];
+    snprintf(repo, sizeof repo, "%s/models--org--tiny", f->dir);
+    snprintf(path, sizeof path, "%s/blobs", repo);
+    assert_int_equal(mkdir(repo, 0755), 0);
+    assert_int_equal(mkdir(path, 0755), 0);
+    write_part(path, "3f2a", (const char *const[]){"a", "b", NULL});
+    snprintf(path, sizeof path, "%s/snapshots", repo);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/snapshots/0123abcd", repo);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(blob, sizeof blob, "%s/model.safetensors", path);
+    assert_int_equal(symlink("../../blobs/3f2a", blob), 0);
+    if (vx_st_set_open(path, &s, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(vx_st_set_n_tensors(s), 2);
+    vx_st_set_close(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         MWT_FX_TEST(test_reads_dtypes_shapes_and_metadata),
@@ -317,8 +479,11 @@ int main(void) {
         MWT_FX_TEST(test_corrupted_headers_fail_cleanly),
         MWT_FX_TEST(test_unsorted_adjacent_and_empty_ranges_are_fine),
         MWT_FX_TEST(test_missing_and_non_regular_files),
+        MWT_FX_TEST(test_header_structure_is_bounded),
+        MWT_FX_TEST(test_tensor_names),
         MWT_FX_TEST(test_sharded_set_through_index),
         MWT_FX_TEST(test_directory_without_index),
+        MWT_FX_TEST(test_links_and_special_files),
     };
     return cmocka_run_group_tests_name("vx_safetensors", tests, NULL, NULL);
 }
