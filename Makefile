@@ -134,7 +134,8 @@ $(ASAN)/tests/%: $(ASAN)/obj/tests/%.o $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_LDFLAGS) -pthread $< $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
-test: $(TEST_BINS) $(ASAN_BIN) $(BIN)
+# The benchmarks are built (not run) by `make test`, so an API change cannot leave them broken.
+test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS)
 	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
 	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin tests/run.sh $(TEST_BINS)
 

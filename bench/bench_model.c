@@ -187,7 +187,7 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, int t
     /* best of two prefills (the first one may also page the weights in) */
     double best = 1e30;
     for (int rep = 0; rep < 2; rep++) {
-        md_seq_truncate(c, 0, 0);
+        if (md_seq_truncate(c, 0, 0, &e)) goto fail;
         uint64_t b0 = bytes_read(c, be);
         double t0 = bu_now();
         if (md_forward(c, rows, o->prompt, logits, &e)) goto fail;
