@@ -237,7 +237,8 @@ static void report(const opts *o, int layers, int threads, const result *r, doub
     ratio(r->decode_tps, rd);
     printf(" %9.2f", r->prefill_tps);
     ratio(r->prefill_tps, rp);
-    printf(" %9.1f %7.1f %6.0f%%\n", r->bytes_per_token / 1e6, bw_gbs, 100 * frac);
+    printf(" %9.1f %7.1f %6.0f%%\n", r->bytes_per_token / 1e6,
+           r->bytes_per_token * r->decode_tps / 1e9, 100 * frac);
     printf("{\"bench\":\"model\",\"arch\":\"gpt-oss\",\"layers\":%d,\"threads\":%d,"
            "\"numerics\":\"%s\",\"prompt\":%d,\"decode_tok_s\":%.3f,\"prefill_tok_s\":%.3f,"
            "\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,\"bandwidth_gb_s\":%.2f,"
@@ -286,8 +287,8 @@ int main(int argc, char **argv) {
     }
     printf("   x llama.cpp: tok/s divided by llama.cpp's on this kind of machine (decode 4 layers "
            "26.7 / 49, 8 layers 14.9 / 26.5 tok/s at 1 / 2 threads; prefill 93 tok/s at 4 layers, "
-           "2 threads); MB/token: weight bytes read per decode step; of bw: MB/token x tok/s / "
-           "the bandwidth above.\n");
+           "2 threads); MB/token: weight bytes read per decode step; GB/s: MB/token x decode tok/s; "
+           "of bw: that / the bandwidth above.\n");
     printf("%6s %7s %9s %7s %9s %7s %9s %7s %7s\n", "layers", "threads", "decode/s", "x l.cpp",
            "prefill/s", "x l.cpp", "MB/token", "GB/s", "of bw");
     if (o.model) return run_model(&o, o.model, bw) ? 1 : 0;
