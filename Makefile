@@ -55,13 +55,14 @@ ASAN_LDFLAGS := -fsanitize=address,undefined
 # Per-file instruction sets: foo_avx2.c gets AVX2/FMA/F16C, foo_neon.c is built on aarch64 only.
 AVX2_FLAGS := -mavx2 -mfma -mf16c
 AVXVNNI_FLAGS := -mavx2 -mfma -mf16c -mavxvnni
+AVX512_FLAGS := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512vbmi
 NEON_FLAGS := -march=armv8.2-a+dotprod+fp16
 LDLIBS = $(PKG_LIBS) -lm -pthread
 
 # ---- sources --------------------------------------------------------------------------------
 LIB_DIRS := util kernels vindex model wire coordinator expert-node
 ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
-ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_x86.c) \
+ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_avx512.c %_x86.c) \
                $(if $(filter aarch64,$(ARCH)),,%_neon.c)
 LIB_C := $(filter-out %/main.c $(ISA_EXCLUDE),$(ALL_C))
 PROTO := $(wildcard proto/*.proto)
@@ -101,7 +102,7 @@ $(LIB_REL_O) $(LIB_ASAN_O) $(SUPPORT_ASAN_O): | $(PROTO_H)
 
 # ---- objects --------------------------------------------------------------------------------
 define isa_flags
-$(if $(filter %_avx2.c %_x86.c,$(1)),$(AVX2_FLAGS))$(if $(filter %_avxvnni.c,$(1)),$(AVXVNNI_FLAGS))$(if $(filter %_neon.c,$(1)),$(NEON_FLAGS))
+$(if $(filter %_avx2.c %_x86.c,$(1)),$(AVX2_FLAGS))$(if $(filter %_avxvnni.c,$(1)),$(AVXVNNI_FLAGS))$(if $(filter %_avx512.c,$(1)),$(AVX512_FLAGS))$(if $(filter %_neon.c,$(1)),$(NEON_FLAGS))
 endef
 
 $(REL)/obj/%.o: %.c

@@ -5,7 +5,9 @@
  * bandwidth measured in this run, rows x tokens per second, the ratio to ggml's reference figures
  * from issue 3 where there is one, and one JSON line.
  *   MW_BENCH_NUMERICS=q8|f32|both (default q8)   MW_BENCH_SECONDS=per-case budget (default 0.5)
- *   MOEWIRE_ISA / MOEWIRE_VNNI select the kernels as everywhere else. */
+ *   MW_BENCH_CASES=substr[,substr...] runs only the cases whose name contains one of them
+ *   MW_BENCH_T=1,64 only these T   MW_BENCH_THREADS=1|2 only this thread count
+ *   MOEWIRE_ISA / MOEWIRE_VNNI / MOEWIRE_AVX512 select the kernels as everywhere else. */
 #include "bench/bench_util.h"
 #include "kernels/kn_internal.h"
 
@@ -50,11 +52,23 @@ static void fill_weights(kn_type t, uint8_t *p, size_t bytes) {
     const int bs = kn_traits(t)->type_size;
     for (size_t b = 0; b + (size_t)bs <= bytes; b += (size_t)bs) {
         if (t == KN_MXFP4) p[b] = (uint8_t)(118 + p[b] % 8);
+        if (t == KN_F32) { /* random bits would be NaN, inf and subnormals (slow paths) */
+            const float f = (float)((double)(next64() >> 11) * 0x1p-53 - 0.5);
+            memcpy(p + b, &f, 4);
+        }
         if (t == KN_Q6_K) {
             const uint16_t d = kn_f32_to_fp16(1e-3f);
             memcpy(p + b + 208, &d, 2);
         }
     }
+}
+
+/* The kernels in use, e.g. "avx2+vnni+avx512". */
+static const char *isa_label(void) {
+    static char label[48];
+    snprintf(label, sizeof label, "%s%s%s", kn_isa_name(kn_isa_active()),
+             kn_isa_vnni(-1) ? "+vnni" : "", kn_isa_avx512(-1) ? "+avx512" : "");
+    return label;
 }
 
 static double env_double(const char *name, double dflt) {
@@ -93,6 +107,27 @@ static void *alloc_weights(kn_type t, size_t bytes) {
     return p;
 }
 
+/* Whether a comma-separated list in environment variable `name` allows `item` (unset: all).
+ * exact: items must equal an entry; otherwise an entry need only be a substring of item. */
+static bool env_allows(const char *name, const char *item, bool exact) {
+    const char *list = getenv(name);
+    if (!list || !*list) return true;
+    for (const char *p = list; *p;) {
+        const size_t n = strcspn(p, ",");
+        if (n > 0 && (exact ? strlen(item) == n && !strncmp(item, p, n)
+                            : memmem(item, strlen(item), p, n) != NULL))
+            return true;
+        p += n + (p[n] == ',');
+    }
+    return false;
+}
+
+static bool env_allows_int(const char *name, long long v) {
+    char buf[32];
+    snprintf(buf, sizeof buf, "%lld", v);
+    return env_allows(name, buf, true);
+}
+
 static void run_case(const bench_case *c, kn_numerics num, const double bw[3], double budget) {
     printf("\n%s: %s %lld x %lld, %.1f MB per call, rotating over %d (%.0f MB; LLC %.0f MB), "
            "numerics %s\n",
@@ -104,9 +139,11 @@ static void run_case(const bench_case *c, kn_numerics num, const double bw[3], d
     for (int64_t i = 0; i < Ts[3] * cols_max; i++)
         X[i] = (float)((double)(next64() >> 11) * 0x1p-53 - 0.5);
     for (int threads = 1; threads <= 2; threads++) {
+        if (!env_allows_int("MW_BENCH_THREADS", threads)) continue;
         kn_pool *pool = kn_pool_create(threads);
         for (int ti = 0; ti < 4; ti++) {
             const int64_t T = Ts[ti];
+            if (!env_allows_int("MW_BENCH_T", T)) continue;
             enum { MAXCALLS = 20000 };
             static double dt[MAXCALLS];
             c->call(c->ctx, 0, X, T, Y, num, pool); /* warm-up: scratch, page tables */
@@ -128,14 +165,13 @@ static void run_case(const bench_case *c, kn_numerics num, const double bw[3], d
             if (ggml > 0) printf("  ggml %.0f us -> %.2fx", ggml, ggml * 1e-6 / best);
             printf("\n");
             printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"type\":\"%s\",\"rows\":%lld,"
-                   "\"cols\":%lld,\"T\":%lld,\"threads\":%d,\"numerics\":\"%s\",\"isa\":\"%s%s\","
+                   "\"cols\":%lld,\"T\":%lld,\"threads\":%d,\"numerics\":\"%s\",\"isa\":\"%s\","
                    "\"instances\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
                    "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
                    "\"rows_tokens_per_s\":%.0f,\"ggml_us\":%.0f,\"vs_ggml\":%.3f}\n",
                    c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
-                   num ? "q8" : "f32", kn_isa_name(kn_isa_active()), kn_isa_vnni(-1) ? "+vnni" : "",
-                   c->n, calls, best * 1e6, med * 1e6, c->bytes, gbps, bw[threads], pct, rt, ggml,
-                   ggml > 0 ? ggml * 1e-6 / best : 0.0);
+                   num ? "q8" : "f32", isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes,
+                   gbps, bw[threads], pct, rt, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
             fflush(stdout);
         }
         kn_pool_destroy(pool);
@@ -260,8 +296,8 @@ int main(void) {
     const char *nums = getenv("MW_BENCH_NUMERICS");
     const bool q8 = !nums || !strcmp(nums, "q8") || !strcmp(nums, "both");
     const bool f32 = nums && (!strcmp(nums, "f32") || !strcmp(nums, "both"));
-    printf("bench_kernels: %s; kernels %s%s; LLC %.0f MB\n", bu_cpu_name(),
-           kn_isa_name(kn_isa_active()), kn_isa_vnni(-1) ? "+vnni" : "", bu_llc_bytes() / 1e6);
+    printf("bench_kernels: %s; kernels %s; LLC %.0f MB\n", bu_cpu_name(), isa_label(),
+           bu_llc_bytes() / 1e6);
 
     /* read bandwidth, same run */
     size_t bw_bytes = 4 * bu_llc_bytes();
@@ -284,9 +320,11 @@ int main(void) {
     kn_pool_destroy(pool);
 
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        if (!env_allows("MW_BENCH_CASES", shapes[i].name, false)) continue;
         if (q8) run_shape(&shapes[i], KN_NUM_Q8, bw, budget);
         if (f32) run_shape(&shapes[i], KN_NUM_F32, bw, budget);
     }
+    if (!env_allows("MW_BENCH_CASES", "expert_mxfp4", false)) return 0;
     if (q8) run_expert(KN_NUM_Q8, bw, budget);
     if (f32) run_expert(KN_NUM_F32, bw, budget);
     return 0;

@@ -37,12 +37,20 @@ size_t bu_llc_bytes(void) {
 }
 
 /* The read loop: 4 independent 64-bit sums over 32-byte strides keep enough loads in flight;
- * with AVX2 where the CPU has it (the kernels read with 256-bit loads too). */
+ * with AVX2 where the CPU has it (the kernels read with 256-bit loads too). `prefetch` > 0 also
+ * prefetches that many bytes ahead in software, as the streaming kernels do: on some machines
+ * (VMs especially) the hardware prefetchers alone leave bandwidth unused, and a kernel must not
+ * be measured against less than the machine can deliver. */
 #if defined(__x86_64__)
 #include <immintrin.h>
-__attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t *p, size_t n) {
+__attribute__((target("avx2"))) static uint64_t read_avx2(const uint8_t *p, size_t n,
+                                                          size_t prefetch) {
     __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
     for (size_t i = 0; i + 128 <= n; i += 128) {
+        if (prefetch) {
+            _mm_prefetch((const char *)p + i + prefetch, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + i + prefetch + 64, _MM_HINT_T0);
+        }
         a = _mm256_add_epi64(a, _mm256_load_si256((const __m256i *)(p + i)));
         b = _mm256_add_epi64(b, _mm256_load_si256((const __m256i *)(p + i + 32)));
         c = _mm256_add_epi64(c, _mm256_load_si256((const __m256i *)(p + i + 64)));
@@ -64,8 +72,8 @@ static uint64_t read_plain(const uint8_t *p, size_t n) {
 }
 
 typedef struct bw_job {
-    const uint8_t *buf;
-    size_t bytes;
+    const uint8_t *buf; /* the slice being read */
+    size_t bytes, prefetch;
     volatile uint64_t sink[64];
 } bw_job;
 
@@ -76,12 +84,18 @@ static void bw_task(void *arg, int ith, int nth) {
     uint64_t s;
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2"))
-        s = read_avx2(p, share);
+        s = read_avx2(p, share, j->prefetch);
     else
 #endif
         s = read_plain(p, share);
     j->sink[ith & 63] = s;
 }
+
+/* Slices timed one by one: about what one matmul call reads, so that the best slice and a
+ * kernel's best call are picked from samples of the same length (on a shared host the bandwidth
+ * drifts within a pass, and a best-of-many over short calls would otherwise beat a best-of-few
+ * over whole passes). */
+#define BU_BW_SLICE ((size_t)8 << 20)
 
 double bu_read_bandwidth(size_t bytes, int threads, int reps) {
     uint8_t *buf = NULL;
@@ -89,16 +103,22 @@ double bu_read_bandwidth(size_t bytes, int threads, int reps) {
     memset(buf, 1, bytes); /* fault every page in before timing */
     kn_pool *pool = kn_pool_create(threads);
     bw_job *j = calloc(1, sizeof *j);
+    const size_t slice = bytes < BU_BW_SLICE ? bytes : BU_BW_SLICE;
     j->buf = buf;
-    j->bytes = bytes;
+    j->bytes = slice;
     kn_pool_run(pool, bw_task, j); /* warm-up */
     double best = 0;
-    for (int r = 0; r < reps; r++) {
-        const double t0 = bu_now();
-        kn_pool_run(pool, bw_task, j);
-        const double dt = bu_now() - t0;
-        const double gbps = (double)((bytes / (size_t)threads) & ~(size_t)127) * threads / dt / 1e9;
-        if (gbps > best) best = gbps;
+    for (int r = 0; r < 2 * reps; r++) { /* alternately without and with software prefetch */
+        j->prefetch = r % 2 ? 4096 : 0;
+        for (size_t off = 0; off + slice <= bytes; off += slice) {
+            j->buf = buf + off;
+            const double t0 = bu_now();
+            kn_pool_run(pool, bw_task, j);
+            const double dt = bu_now() - t0;
+            const double gbps =
+                (double)((slice / (size_t)threads) & ~(size_t)127) * threads / dt / 1e9;
+            if (gbps > best) best = gbps;
+        }
     }
     kn_pool_destroy(pool);
     free(j);

@@ -14,8 +14,10 @@ double bu_min(double *v, int n);
 double bu_median(double *v, int n);
 /* Bytes of the last-level cache (sysconf / sysfs), or 32 MiB when unknown. */
 size_t bu_llc_bytes(void);
-/* Best-of-reps read bandwidth in GB/s (1e9 bytes/s) over a buffer of `bytes`, read by `threads`
- * threads each summing its own contiguous share (what a matmul's row split does). */
+/* Read bandwidth in GB/s (1e9 bytes/s): reps passes over a buffer of `bytes` with only the
+ * hardware prefetchers and reps that also prefetch in software (as the streaming kernels do),
+ * each pass timed in 8 MB slices (about one matmul call), each slice read by `threads` threads
+ * summing their own contiguous shares (what a matmul's row split does); the best slice. */
 double bu_read_bandwidth(size_t bytes, int threads, int reps);
 /* A short description of the CPU (model name, logical CPUs) for report headers. */
 const char *bu_cpu_name(void);

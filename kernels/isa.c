@@ -27,6 +27,13 @@ int kn_isa_vnni(int on) {
     (void)on;
     return 0;
 }
+bool kn_isa_avx512_usable(void) {
+    return false;
+}
+int kn_isa_avx512(int on) {
+    (void)on;
+    return 0;
+}
 #endif
 #if !defined(__aarch64__)
 const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num) {

@@ -218,10 +218,13 @@ const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num);
 /* Whether this CPU and build can run an ISA. */
 bool kn_isa_avx2_usable(void);
 bool kn_isa_avxvnni_usable(void);
-bool kn_isa_neon_usable(void); /* AArch64 with the dot-product extension */
+bool kn_isa_avx512_usable(void); /* AVX-512 F, BW, VL, VNNI and VBMI */
+bool kn_isa_neon_usable(void);   /* AArch64 with the dot-product extension */
 /* Whether AVX2 kernels use their AVX-VNNI variants: on < 0 queries, 0 / 1 sets (1 only takes
  * effect where the CPU has AVX-VNNI). Default: on when available, off with MOEWIRE_VNNI=0. */
 int kn_isa_vnni(int on);
+/* The same for the AVX-512 variants (MOEWIRE_AVX512=0 turns them off). */
+int kn_isa_avx512(int on);
 
 /* ---- pool internals -------------------------------------------------------------------------- */
 

@@ -18,18 +18,22 @@ bool kn_isa_avxvnni_usable(void) {
     return kn_isa_avx2_usable() && __builtin_cpu_supports("avxvnni");
 }
 
+int kn_x86_variant(atomic_int *flag, int on, bool (*usable)(void), const char *env_name) {
+    if (on >= 0) atomic_store(flag, on && usable());
+    if (atomic_load(flag) < 0) {
+        const char *env = getenv(env_name);
+        int expected = -1;
+        atomic_compare_exchange_strong(flag, &expected,
+                                       usable() && !(env && strcmp(env, "0") == 0));
+    }
+    return atomic_load(flag);
+}
+
 /* AVX-VNNI variants are used when the CPU has them, unless MOEWIRE_VNNI=0 or a test says no. */
 static atomic_int vnni_on = -1;
 
 int kn_isa_vnni(int on) {
-    if (on >= 0) atomic_store(&vnni_on, on && kn_isa_avxvnni_usable());
-    if (atomic_load(&vnni_on) < 0) {
-        const char *env = getenv("MOEWIRE_VNNI");
-        int expected = -1;
-        atomic_compare_exchange_strong(&vnni_on, &expected,
-                                       kn_isa_avxvnni_usable() && !(env && strcmp(env, "0") == 0));
-    }
-    return atomic_load(&vnni_on);
+    return kn_x86_variant(&vnni_on, on, kn_isa_avxvnni_usable, "MOEWIRE_VNNI");
 }
 
 /* ---- activation preparation ------------------------------------------------------------------ */
@@ -96,7 +100,7 @@ void kn_x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
     for (int64_t b = 0; b < nb; b++) {
         __m256i q;
         dx[b] = quant_block_q8_0(x + b * KN_QK32, &q);
-        xs[b] = KN_X86_MXFP4_BIAS * sum_i8(q);
+        xs[b] = -KN_X86_MXFP4_BIAS * sum_i8(q);
         /* dword k of block b goes to lane b % 8 of vector k of its group */
         _Alignas(32) uint32_t d[8];
         _mm256_store_si256((__m256i *)d, q);
@@ -155,28 +159,35 @@ size_t kn_x86_mxfp4_row_bytes(int64_t k) {
     return (size_t)kn_x86_groups(k) * (KN_X86_GROUP_QS + 32);
 }
 
-void kn_x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
+/* Full groups decoded in registers and stored; a tail group through a zero-padded copy, its
+ * missing blocks given scale 0. */
+static inline void decode_groups(const uint8_t *row, int64_t k, void *dst, int bytes,
+                                 void (*group)(const uint8_t *, __m256i *),
+                                 __m256 (*scale)(const uint8_t *)) {
     const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k), full = nb / 8;
     __m256i *w = dst;
-    float *h = (float *)((uint8_t *)dst + ng * KN_X86_GROUP_QS);
-    for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES, w += 8) {
+    float *sc = (float *)((uint8_t *)dst + ng * KN_X86_GROUP_QS);
+    for (int64_t g = 0; g < full; g++, row += 8 * bytes, w += 8) {
         __m256i v[8];
-        kn_x86_mxfp4_group(row, v);
+        group(row, v);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) _mm256_store_si256(w + i, v[i]);
-        _mm256_store_ps(h + 8 * g, kn_x86_mxfp4_h(row));
+        _mm256_store_ps(sc + 8 * g, scale(row));
     }
-    if (full < ng) { /* the tail group: missing blocks are code 0 with h = 0 */
-        _Alignas(32) uint8_t pad[8 * KN_MXFP4_BYTES + 16] = {0};
+    if (full < ng) {
+        _Alignas(32) uint8_t pad[8 * KN_Q8_0_BYTES] = {0};
         const int left = (int)(nb - 8 * full);
-        memcpy(pad, row, (size_t)left * KN_MXFP4_BYTES);
+        memcpy(pad, row, (size_t)left * bytes);
         __m256i v[8];
-        kn_x86_mxfp4_group(pad, v);
+        group(pad, v);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) _mm256_store_si256(w + i, v[i]);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) h[8 * full + j] = j < left ? kn_e8m0_half(row[17 * j]) : 0.0f;
+        _mm256_store_ps(sc + 8 * full, _mm256_and_ps(scale(pad), kn_x86_live_lanes(left)));
     }
+}
+
+void kn_x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
+    decode_groups(row, k, dst, KN_MXFP4_BYTES, kn_x86_mxfp4_group, kn_x86_mxfp4_h);
 }
 
 size_t kn_x86_q8_0_row_bytes(int64_t k) {
@@ -185,31 +196,7 @@ size_t kn_x86_q8_0_row_bytes(int64_t k) {
 
 /* Q8_0 rows interleaved: an 8 x 8 transpose of each group's blocks' dwords (signed weights). */
 void kn_x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
-    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k);
-    __m256i *w = dst;
-    float *dw = (float *)((uint8_t *)dst + ng * KN_X86_GROUP_QS);
-    for (int64_t g = 0; g < ng; g++, w += 8) {
-        __m256i blk[8];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-            const int64_t b = 8 * g + j;
-            blk[j] = b < nb ? _mm256_loadu_si256((const __m256i *)(row + 34 * b + 2))
-                            : _mm256_setzero_si256();
-            dw[b] = b < nb ? kn_x86_half(row + 34 * b) : 0.0f;
-        }
-        __m256i lo[4], hi[4], v[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            lo[i] = _mm256_permute2x128_si256(blk[i], blk[i + 4], 0x20);
-            hi[i] = _mm256_permute2x128_si256(blk[i], blk[i + 4], 0x31);
-        }
-        kn_x86_transpose4(lo, v);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) _mm256_store_si256(w + i, v[i]);
-        kn_x86_transpose4(hi, v);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) _mm256_store_si256(w + 4 + i, v[i]);
-    }
+    decode_groups(row, k, dst, KN_Q8_0_BYTES, kn_x86_q8_0_group, kn_x86_q8_0_d);
 }
 
 void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst) {
@@ -466,13 +453,19 @@ static const kn_kernel k_bf16_q8 = {"avx2-bf16-rounded", kn_f32_bytes, kn_prep_r
 static const kn_kernel *const float_q8_kernels[KN_TYPE_COUNT] = {
     [KN_F16] = &k_f16_q8, [KN_BF16] = &k_bf16_q8};
 
+const kn_kernel *kn_kernel_x86_int8(kn_type t) {
+    if ((int)t < 0 || t >= KN_TYPE_COUNT) return NULL;
+    const kn_kernel *v = kn_isa_vnni(-1) ? kn_kernel_avxvnni(t, KN_NUM_Q8) : NULL;
+    return v ? v : int8_kernels_avx2[t];
+}
+
 const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num) {
     const kn_type_traits *tr = kn_traits(t);
     if (!tr || !tr->can_compute) return NULL;
     if (num == KN_NUM_Q8) {
-        const kn_kernel *v = kn_isa_vnni(-1) ? kn_kernel_avxvnni(t, num) : NULL;
+        const kn_kernel *v = kn_isa_avx512(-1) ? kn_kernel_avx512(t, num) : NULL;
+        if (!v) v = kn_kernel_x86_int8(t);
         if (v) return v;
-        if (int8_kernels_avx2[t]) return int8_kernels_avx2[t];
         if (float_q8_kernels[t]) return float_q8_kernels[t];
     }
     return &k_float;

@@ -8,7 +8,7 @@
  * Weights are decoded the same way, so one vpdpbusd per k adds 4 products of every block into
  * that block's own lane: after 8 of them lane j is block 8g+j's exact integer sum, already in
  * the canonical lane b % 8, with no horizontal reduction. Per group follow 8 float scales d_x and
- * 8 int32 sums 12 * sum(q) (MXFP4 codes are stored biased by +12 to make them unsigned). Blocks
+ * 8 int32 sums -12 * sum(q) (MXFP4 codes are stored biased by +12 to make them unsigned). Blocks
  * past the row's end are zero with zero scale, and leave every lane unchanged. */
 #ifndef KN_SIMD_X86_H
 #define KN_SIMD_X86_H
@@ -16,11 +16,13 @@
 #include "kernels/kn_internal.h"
 
 #include <immintrin.h>
+#include <stdatomic.h>
 
 #define KN_X86_GROUP_QS   256 /* bytes of qs per group of 8 blocks */
 #define KN_X86_MXFP4_BIAS 12
 
-/* Prepared Q8_0 row of k values: qs[ng][256], then float dx[ng * 8], then int32 xs12[ng * 8]. */
+/* Prepared Q8_0 row of k values: qs[ng][256], then float dx[ng * 8], then int32 -12 * sum(q)
+ * [ng * 8]. */
 static inline int64_t kn_x86_groups(int64_t k) {
     return (k / KN_QK32 + 7) / 8;
 }
@@ -57,6 +59,18 @@ size_t kn_x86_q8_0_row_bytes(int64_t k);
 void kn_x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst);
 void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst);
 void kn_x86_decode_q4_K(const uint8_t *row, int64_t k, kn_x86_q4k *dst);
+
+/* Software prefetch distance of the streaming (T = 1) kernels, in bytes ahead of the weight being
+ * read. The hardware prefetchers alone leave the decode and the memory latency serialized. */
+#ifndef KN_X86_PREFETCH
+#define KN_X86_PREFETCH 4096
+#endif
+/* Prefetches what a stream reading [p, p + n) now will read KN_X86_PREFETCH bytes later: one
+ * line per 64 bytes, which covers every line when successive calls advance by n. */
+static inline void kn_x86_prefetch(const uint8_t *p, int n) {
+    for (int o = 0; o < n; o += 64)
+        _mm_prefetch((const char *)p + KN_X86_PREFETCH + o, _MM_HINT_T0);
+}
 
 /* Rows of a tile: as many as keep the decoded tile within ~24 KiB of L1 (1..8). */
 static inline int kn_x86_tile_rows(size_t row_bytes) {
@@ -101,6 +115,44 @@ static inline __m256 kn_x86_mxfp4_h(const uint8_t *row) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) hb[j] = kn_e8m0_half_bits[row[17 * j]];
     return _mm256_load_ps((const float *)hb);
+}
+
+/* One full group of 8 stored Q8_0 blocks (272 bytes) to interleaved int8 weights: w[k] and
+ * w[k + 4] hold dword k of elements 0..15 and of elements 16..31 of each block. */
+static inline void kn_x86_q8_0_group(const uint8_t *row, __m256i w[8]) {
+    __m256i lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) { /* [block i | block i + 4], first and second 16 weights */
+        const uint8_t *a = row + KN_Q8_0_BYTES * i + 2, *b = a + 4 * KN_Q8_0_BYTES;
+        lo[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
+                                        _mm_loadu_si128((const __m128i *)b), 1);
+        hi[i] = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(a + 16))),
+            _mm_loadu_si128((const __m128i *)(b + 16)), 1);
+    }
+    kn_x86_transpose4(lo, w);
+    kn_x86_transpose4(hi, w + 4);
+}
+
+/* d_w of the 8 blocks of a Q8_0 group as floats (F16C: exact). */
+static inline __m256 kn_x86_q8_0_d(const uint8_t *row) {
+    const __m128i h = _mm_setr_epi16((short)kn_rd16(row), (short)kn_rd16(row + 34),
+                                     (short)kn_rd16(row + 68), (short)kn_rd16(row + 102),
+                                     (short)kn_rd16(row + 136), (short)kn_rd16(row + 170),
+                                     (short)kn_rd16(row + 204), (short)kn_rd16(row + 238));
+    return _mm256_cvtph_ps(h);
+}
+
+/* The end of W's data: a streaming kernel may read a tail group's bytes in place up to here. */
+static inline const uint8_t *kn_x86_mat_end(const kn_mat *W) {
+    return (const uint8_t *)W->data + (size_t)(W->rows - 1) * W->row_bytes +
+           kn_row_size(W->type, W->cols);
+}
+
+/* Lanes 0 .. n-1 all ones, the others zero (as floats, for masking scales). */
+static inline __m256 kn_x86_live_lanes(int64_t n) {
+    return _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
 /* fp16 -> float with F16C: exact, the same value as kn_half_to_float (tested on all 65536). */
@@ -165,7 +217,16 @@ static inline void kn_x86_fma_lane(float *lane, int32_t isum, float scale) {
     *lane = _mm_cvtss_f32(r);
 }
 
+/* A kernel variant's switch (kn_isa_vnni, kn_isa_avx512): on < 0 queries, 0 / 1 sets (1 only
+ * where usable()); first use reads the environment variable env_name ("0" turns it off). */
+int kn_x86_variant(atomic_int *flag, int on, bool (*usable)(void), const char *env_name);
+
 /* The AVX-VNNI kernel table (simd_avxvnni.c): Q8-mode kernels only, NULL elsewhere. */
 const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num);
+/* The AVX-512 kernel table (simd_avx512.c): Q8-mode streaming kernels, NULL elsewhere. */
+const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num);
+/* The Q8-mode kernel of type t below AVX-512: AVX-VNNI where enabled, else AVX2 (NULL if none);
+ * the AVX-512 kernels hand batches to it. */
+const kn_kernel *kn_kernel_x86_int8(kn_type t);
 
 #endif

@@ -18,10 +18,10 @@ static inline __m256 KN_X86_NAME(group_fma)(__m256i isum, const float *dx, __m25
 }
 
 /* One decoded row's group against the token's group: MXFP4 codes carry the +12 bias, taken back
- * with the token's per-block 12 * sum(q); Q8_0 weights are signed. */
+ * with the token's per-block -12 * sum(q); Q8_0 weights are signed. */
 static inline __m256i KN_X86_NAME(isum_mxfp4)(const __m256i *w, const __m256i *x,
                                               const int32_t *xs) {
-    return _mm256_sub_epi32(KN_X86_NAME(sum8_small)(w, x), _mm256_load_si256((const __m256i *)xs));
+    return _mm256_add_epi32(KN_X86_NAME(sum8_small)(w, x), _mm256_load_si256((const __m256i *)xs));
 }
 static inline __m256i KN_X86_NAME(isum_q8_0)(const __m256i *w, const __m256i *x,
                                              const int32_t *xs) {
@@ -63,29 +63,48 @@ static inline __m256i KN_X86_NAME(isum_q8_0)(const __m256i *w, const __m256i *x,
 KN_X86_DOT_TILE(mxfp4)
 KN_X86_DOT_TILE(q8_0)
 
-/* MXFP4 x Q8_0 straight from the stored row (T = 1: nothing to reuse, so no decode pass). */
-static inline float KN_X86_NAME(dot_mxfp4_row)(const uint8_t *row, const uint8_t *x, int64_t nb) {
-    const int64_t ng = (nb + 7) / 8, full = nb / 8;
-    const float *dx = (const float *)(x + ng * KN_X86_GROUP_QS);
-    const int32_t *xs = (const int32_t *)(dx + ng * 8);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES) {
-        __m256i w[8];
-        kn_x86_mxfp4_group(row, w);
-        const __m256i isum =
-            KN_X86_NAME(isum_mxfp4)(w, (const __m256i *)(x + g * KN_X86_GROUP_QS), xs + 8 * g);
-        acc = KN_X86_NAME(group_fma)(isum, dx + 8 * g, kn_x86_mxfp4_h(row), acc);
+/* MXFP4 / Q8_0 x Q8_0 straight from the stored row (T = 1: nothing to reuse, so no decode pass,
+ * and the weights are prefetched in software). `end` is the end of the matrix's data: a tail
+ * group (K not a multiple of 256) is read in place when its bytes lie before `end` — the blocks
+ * past the row meet zero activations and get a weight scale of zero (Q8_0's fp16 d there could
+ * be inf or NaN; a subnormal MXFP4 h would cost a microcode assist) — else through the
+ * zero-padding decoder. */
+#define KN_X86_DOT_ROW(kind, BYTES, group_call, scale_call, decode_call)                           \
+    static inline float KN_X86_NAME(dot_##kind##_row)(const uint8_t *row, const uint8_t *x,        \
+                                                      int64_t nb, const uint8_t *end) {            \
+        const int64_t ng = (nb + 7) / 8, full = nb / 8;                                            \
+        const float *dx = (const float *)(x + ng * KN_X86_GROUP_QS);                               \
+        const int32_t *xs = (const int32_t *)(dx + ng * 8);                                        \
+        __m256 acc = _mm256_setzero_ps();                                                          \
+        for (int64_t g = 0; g < full; g++, row += 8 * BYTES) {                                     \
+            __m256i w[8];                                                                          \
+            kn_x86_prefetch(row, 8 * BYTES);                                                       \
+            group_call;                                                                            \
+            const __m256i isum = KN_X86_NAME(isum_##kind)(                                         \
+                w, (const __m256i *)(x + g * KN_X86_GROUP_QS), xs + 8 * g);                        \
+            acc = KN_X86_NAME(group_fma)(isum, dx + 8 * g, scale_call, acc);                       \
+        }                                                                                          \
+        if (full == ng) return kn_x86_tree8(acc);                                                  \
+        const __m256i *xt = (const __m256i *)(x + full * KN_X86_GROUP_QS);                         \
+        if (end - row >= 8 * BYTES) {                                                              \
+            __m256i w[8];                                                                          \
+            group_call;                                                                            \
+            const __m256 live = kn_x86_live_lanes(nb - 8 * full);                                  \
+            acc = KN_X86_NAME(group_fma)(KN_X86_NAME(isum_##kind)(w, xt, xs + 8 * full),           \
+                                         dx + 8 * full, _mm256_and_ps(scale_call, live), acc);     \
+        } else {                                                                                   \
+            _Alignas(64) uint8_t dec[KN_X86_GROUP_QS + 32];                                        \
+            decode_call;                                                                           \
+            acc = KN_X86_NAME(group_fma)(                                                          \
+                KN_X86_NAME(isum_##kind)((const __m256i *)dec, xt, xs + 8 * full), dx + 8 * full,  \
+                _mm256_load_ps((const float *)(dec + KN_X86_GROUP_QS)), acc);                      \
+        }                                                                                          \
+        return kn_x86_tree8(acc);                                                                  \
     }
-    if (full < ng) { /* the tail group through the decoder, which zero-pads it */
-        _Alignas(64) uint8_t dec[KN_X86_GROUP_QS + 32];
-        kn_x86_decode_mxfp4(row, (nb - 8 * full) * KN_QK32, dec);
-        const __m256i isum = KN_X86_NAME(isum_mxfp4)(
-            (const __m256i *)dec, (const __m256i *)(x + full * KN_X86_GROUP_QS), xs + 8 * full);
-        acc = KN_X86_NAME(group_fma)(isum, dx + 8 * full,
-                                     _mm256_load_ps((const float *)(dec + KN_X86_GROUP_QS)), acc);
-    }
-    return kn_x86_tree8(acc);
-}
+KN_X86_DOT_ROW(mxfp4, KN_MXFP4_BYTES, kn_x86_mxfp4_group(row, w), kn_x86_mxfp4_h(row),
+               kn_x86_decode_mxfp4(row, (nb - 8 * full) * KN_QK32, dec))
+KN_X86_DOT_ROW(q8_0, KN_Q8_0_BYTES, kn_x86_q8_0_group(row, w), kn_x86_q8_0_d(row),
+               kn_x86_decode_q8_0(row, (nb - 8 * full) * KN_QK32, dec))
 
 /* A K-quant super-block's scaled code sums: per 32-chunk, codes times q8 (vpmaddubsw) times the
  * group scales (vpmaddwd), in four independent chains. */
@@ -122,6 +141,7 @@ static inline float KN_X86_NAME(dot_q6_K_row)(const uint8_t *row, const kn_block
     float lane[KN_QLANES] = {0};
     for (int64_t b = 0; b < nb; b++, row += KN_Q6_K_BYTES, x++) {
         __m256i c[8], s16[8];
+        kn_x86_prefetch(row, KN_Q6_K_BYTES);
         kn_x86_q6k_codes(row, c);
         kn_x86_q6k_scales(row, s16);
         const __m128i sc = _mm_loadu_si128((const __m128i *)(row + 192));
@@ -215,20 +235,29 @@ static void KN_X86_NAME(rows_tile)(const kn_mat *W, const kn_act *x, float *Y, i
     }
 }
 
-static void KN_X86_NAME(rows_mxfp4)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
-                                    int64_t n0, int64_t n1, void *scratch) {
+/* MXFP4 / Q8_0 rows: batches through the decoded tile, T = 1 streamed from the stored rows. */
+static void KN_X86_NAME(rows_32)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
+                                 int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
     if (x->T > 1) {
-        KN_X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, true);
+        KN_X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, mxfp4);
         return;
     }
-    for (int64_t n = n0; n < n1; n++)
-        Y[n] = KN_X86_NAME(dot_mxfp4_row)((const uint8_t *)W->data + (size_t)n * W->row_bytes,
-                                          x->data, W->cols / KN_QK32);
+    const uint8_t *end = kn_x86_mat_end(W);
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = (const uint8_t *)W->data + (size_t)n * W->row_bytes;
+        Y[n] = mxfp4 ? KN_X86_NAME(dot_mxfp4_row)(row, x->data, W->cols / KN_QK32, end)
+                     : KN_X86_NAME(dot_q8_0_row)(row, x->data, W->cols / KN_QK32, end);
+    }
+}
+
+static void KN_X86_NAME(rows_mxfp4)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
+                                    int64_t n0, int64_t n1, void *scratch) {
+    KN_X86_NAME(rows_32)(W, x, Y, ldy, n0, n1, scratch, true);
 }
 
 static void KN_X86_NAME(rows_q8_0)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
                                    int64_t n0, int64_t n1, void *scratch) {
-    KN_X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, false);
+    KN_X86_NAME(rows_32)(W, x, Y, ldy, n0, n1, scratch, false);
 }
 
 KN_X86_ROWS(q6_K_tiled, (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q6k),

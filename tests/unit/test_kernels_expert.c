@@ -205,7 +205,7 @@ static void test_glu_same_bits_on_every_isa(void **state) {
     }
     const kn_glu glus[3] = {
         {KN_GLU_SWIGLU, 0, 0}, {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}, {KN_GLU_SWIGLU_OAI, 60.0f, 7.0f}};
-    kt_variant v[2 * KN_ISA_COUNT];
+    kt_variant v[KT_MAX_VARIANTS];
     const int nv = kt_variants(v);
     const kn_isa prev = kn_isa_active();
     for (int k = 0; k < 3; k++) {

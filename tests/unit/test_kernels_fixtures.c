@@ -97,7 +97,7 @@ static void test_matvec_parity(void **state) {
     json_t *root;
     const int n = load_cases(cases, 64, &root);
     assert_true(n > 0);
-    kt_variant isas[2 * KN_ISA_COUNT];
+    kt_variant isas[KT_MAX_VARIANTS];
     const int nisa = kt_variants(isas);
     const kn_isa prev = kn_isa_active();
     for (int c = 0; c < n; c++) {
