@@ -25,7 +25,7 @@ CFLAGS=(-std=c11 -ffp-contract=off -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unus
 NEON_FLAGS=(-march=armv8.2-a+dotprod+fp16)
 srcs=(util/mw_err.c tests/neon/neon_selftest.c)
 for f in kernels/*.c; do
-  case "$f" in *_avx2.c|*_avxvnni.c|*_x86.c) continue ;; esac
+  case "$f" in *_avx2.c|*_avxvnni.c|*_avx512.c|*_x86.c) continue ;; esac
   srcs+=("$f")
 done
 headers=$(ls kernels/*.h util/*.h tests/unit/kn_test_data.h tests/neon-check.sh)
