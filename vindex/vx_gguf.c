@@ -71,6 +71,21 @@ static int rd_u64(rd *r, uint64_t *v) {
     return 0;
 }
 
+/* Keys and tensor names end up in error messages, manifests and terminals: a control byte there
+ * (NUL, escape, newline) is a malformed file, not a name. Returns a description of the first one
+ * found, or NULL. */
+static const char *bad_name_byte(const char *s, uint64_t n, char buf[32]) {
+    for (uint64_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (c == 0) return "a NUL byte";
+        if (c < 0x20 || c == 0x7f) {
+            snprintf(buf, 32, "control byte 0x%02x", c);
+            return buf;
+        }
+    }
+    return NULL;
+}
+
 /* A GGUF string: returns a pointer into the mapping and its length. */
 static int rd_str(rd *r, const char **s, uint64_t *len) {
     if (rd_u64(r, len)) return -1;
@@ -196,9 +211,11 @@ static int read_header_kv(rd *r, vx_gguf *g, uint64_t n_kv) {
         if (klen == 0 || klen > MAX_KEY_LEN)
             return mw_errf(r->err, "%s: metadata entry #%llu: key length %llu (must be 1..%d)",
                            g->path, (unsigned long long)i, (unsigned long long)klen, MAX_KEY_LEN);
-        if (memchr(key, '\0', klen))
-            return mw_errf(r->err, "%s: metadata entry #%llu: key contains a NUL byte", g->path,
-                           (unsigned long long)i);
+        char cb[32];
+        const char *bad = bad_name_byte(key, klen, cb);
+        if (bad)
+            return mw_errf(r->err, "%s: metadata entry #%llu: key contains %s", g->path,
+                           (unsigned long long)i, bad);
         snprintf(what, sizeof r->what, "metadata key '%.*s'", (int)(klen < 100 ? klen : 100), key);
         if (rd_u32(r, &type)) return -1;
         if (!vx_vtype_valid(type))
@@ -287,8 +304,9 @@ static int read_tensor_infos(rd *r, vx_gguf *g) {
         if (nlen == 0 || nlen > MAX_NAME_LEN)
             return mw_errf(r->err, "%s: tensor #%zu: name length %llu (must be 1..%d)", g->path, i,
                            (unsigned long long)nlen, MAX_NAME_LEN);
-        if (memchr(name, '\0', nlen))
-            return mw_errf(r->err, "%s: tensor #%zu: name contains a NUL byte", g->path, i);
+        char cb[32];
+        const char *bad = bad_name_byte(name, nlen, cb);
+        if (bad) return mw_errf(r->err, "%s: tensor #%zu: name contains %s", g->path, i, bad);
         char *nm = malloc(nlen + 1);
         if (!nm) return mw_errf(r->err, "%s: out of memory", g->path);
         memcpy(nm, name, nlen);

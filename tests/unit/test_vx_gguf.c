@@ -278,6 +278,12 @@ static void kv_nul_key(gb *b, int *n) {
     gb_u32(b, 2);
     (*n)++;
 }
+static void kv_newline_key(gb *b, int *n) {
+    gb_str(b, "general.\nname");
+    gb_u32(b, 4);
+    gb_u32(b, 2);
+    (*n)++;
+}
 static void kv_align3(gb *b, int *n) {
     gb_str(b, "general.alignment");
     gb_u32(b, 4);
@@ -314,6 +320,7 @@ static void test_bad_metadata(void **state) {
         {kv_duplicate, "dupkv", "duplicate metadata key 'gpt-oss.block_count'"},
         {kv_empty_key, "emptykey", "key length 0"},
         {kv_nul_key, "nulkey", "NUL byte"},
+        {kv_newline_key, "nlkey", "key contains control byte 0x0a"},
         {kv_align3, "align3", "general.alignment 3 is not a power of two"},
         {kv_align_str, "alignstr", "general.alignment' has type str"},
     };
@@ -365,6 +372,9 @@ static void test_bad_tensor_directory(void **state) {
     s = valid_spec();
     s.t[1].name = "";
     expect_fault(&s, "emptyname", "name length 0");
+    s = valid_spec();
+    s.t[1].name = "b.\x1b[2Jweight";
+    expect_fault(&s, "escname", "name contains control byte 0x1b");
     s = valid_spec();
     s.data_bytes = 100; /* b.weight (64 bytes at 64) ends at 128 */
     expect_fault(&s, "shortdata", "extends past the end");
