@@ -1,9 +1,9 @@
-/* kernels/simd_avx512.c — AVX-512 (F, BW, VL, VNNI, VBMI) variants of the streaming T = 1 integer
- * kernels, chosen at run time on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0.
- * The weights are decoded with byte permutes straight into the interleaved layout of
- * simd_x86.h, 512 bits at a time, and the integer sums are exact, so every block's isum and every
- * lane's float work is the canonical one: the bits equal the scalar reference's. Batches (T > 1)
- * use the AVX2 / AVX-VNNI tile kernels, whose cost is in the per-token dots, not the decode. */
+/* kernels/simd_avx512.c — AVX-512 (F, BW, VL, VNNI, VBMI) variants of the integer kernels, chosen
+ * at run time on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 at T = 1
+ * (weights decoded with byte permutes straight into the interleaved layout of simd_x86.h) and
+ * Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of vpdpwssd).
+ * The integer sums are exact, so every block's isum and every lane's float work is the canonical
+ * one: the bits equal the scalar reference's. Other cases use the AVX2 / AVX-VNNI kernels. */
 #include "kernels/simd_x86.h"
 
 bool kn_isa_avx512_usable(void) {
@@ -101,6 +101,171 @@ static float dot_mxfp4_row(const uint8_t *row, const uint8_t *x, int64_t nb, con
     return kn_x86_tree8(acc);
 }
 
+/* ---- Q6_K batches ------------------------------------------------------------------------------
+ *
+ * A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
+ * exact (|w| <= 4096), and the activations are kept as int16 too, so one vpdpwssd adds 32
+ * products of a (row, token) pair with its group scales already applied: 8 of them per
+ * super-block and pair, no bsum correction. The sum of the 16 dword lanes is the block's exact
+ * isum (the canonical one), and the float step is the canonical fma into lane b % 8. A micro-tile
+ * is 4 rows x 4 tokens: 16 accumulators, reduced together into one vector whose lane 4t + r holds
+ * pair (r, t), so the 16 fmas of a super-block are one vector fma. */
+
+#define Q6_R 4 /* rows of a micro-tile */
+#define Q6_T 4 /* tokens of a micro-tile */
+
+/* Prepared activation row: the Q8_K blocks as simd_x86.h lays them out (the AVX2 / AVX-VNNI T = 1
+ * kernel reads them), then the same q values as int16. */
+static size_t q6k_act_bytes(int64_t k) {
+    return kn_align64(kn_x86_q8_K_bytes(k)) + (size_t)(k / KN_QK_K) * KN_QK_K * 2;
+}
+
+static const int16_t *q6k_act_q16(const void *x, int64_t k) {
+    return (const int16_t *)((const uint8_t *)x + kn_align64(kn_x86_q8_K_bytes(k)));
+}
+
+static void q6k_act_prep(const float *x, void *dst, int64_t k) {
+    kn_x86_prep_q8_K(x, dst, k);
+    const kn_block_q8_K *blk = dst;
+    int16_t *q = (int16_t *)q6k_act_q16(dst, k);
+    for (int64_t b = 0; b < k / KN_QK_K; b++)
+        for (int c = 0; c < 8; c++)
+            _mm512_storeu_si512(
+                q + KN_QK_K * b + 32 * c,
+                _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c))));
+}
+
+/* Decoded tile of Q6_R rows: per super-block b and 32-value chunk c, the rows' 32 int16 weights
+ * side by side (w[((8b + c) * Q6_R + r) * 32]), then d_w as float [b][Q6_R]. */
+static size_t q6k_tile_bytes(int64_t nb) {
+    return (size_t)nb * (8 * Q6_R * 64 + Q6_R * 4);
+}
+
+/* Super-block blk of a row into the tile: w points at its chunk 0, chunks Q6_R * 32 apart. */
+static inline void q6k_decode16(const uint8_t *blk, int16_t *w) {
+    __m256i c[8];
+    kn_x86_q6k_codes(blk, c);
+    const __m512i sc =
+        _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
+    /* chunk i: scale 2i in lanes 0..15, 2i + 1 in lanes 16..31 */
+    const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+    const __m512i off = _mm512_set1_epi16(32);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        const __m512i s =
+            _mm512_permutexvar_epi16(_mm512_add_epi16(half, _mm512_set1_epi16((short)(2 * i))), sc);
+        const __m512i v = _mm512_sub_epi16(_mm512_cvtepu8_epi16(c[i]), off);
+        _mm512_store_si512(w + Q6_R * 32 * i, _mm512_mullo_epi16(v, s));
+    }
+}
+
+/* The 16 dword lanes of each of a[0..15] summed (exact): lane 4k + m of the result is a[4m + k]. */
+static inline __m512i q6k_reduce16(const __m512i a[16]) {
+    __m512i c[8], e[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) /* 128-bit lanes 0-1: a[2i]'s halves summed, 2-3: a[2i + 1]'s */
+        c[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x44),
+                                _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xEE));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) /* 128-bit lane k: 4 partial sums of a[4j + k] */
+        e[j] = _mm512_add_epi32(_mm512_shuffle_i64x2(c[2 * j], c[2 * j + 1], 0x88),
+                                _mm512_shuffle_i64x2(c[2 * j], c[2 * j + 1], 0xDD));
+    /* lane k: dwords 0-1 partials of a[k] (from e0) / a[8 + k] (e2), 2-3 of a[4 + k] / a[12 + k] */
+    const __m512i g0 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(e[0], e[1]), _mm512_unpackhi_epi64(e[0], e[1]));
+    const __m512i g1 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(e[2], e[3]), _mm512_unpackhi_epi64(e[2], e[3]));
+    const __m512 f0 = _mm512_castsi512_ps(g0), f1 = _mm512_castsi512_ps(g1);
+    return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(f0, f1, 0x88)),
+                            _mm512_castps_si512(_mm512_shuffle_ps(f0, f1, 0xDD)));
+}
+
+/* A micro-tile: Q6_R decoded rows against Q6_T tokens (int16 q and the Q8_K blocks for d_x);
+ * out[4t + r] = dot(row r, token t) in the canonical order. */
+static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const xq[Q6_T],
+                      const kn_block_q8_K *const xb[Q6_T], int64_t nb, float out[16]) {
+    __m512 lane[KN_QLANES];
+    for (int l = 0; l < KN_QLANES; l++) lane[l] = _mm512_setzero_ps();
+    const __m512i tok_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i acc[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int c = 0; c < 8; c++) {
+            const int16_t *w = wt + (8 * b + c) * Q6_R * 32;
+            __m512i wv[Q6_R], xv[Q6_T];
+#pragma GCC unroll 4
+            for (int r = 0; r < Q6_R; r++) wv[r] = _mm512_load_si512(w + 32 * r);
+#pragma GCC unroll 4
+            for (int t = 0; t < Q6_T; t++) xv[t] = _mm512_loadu_si512(xq[t] + KN_QK_K * b + 32 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < Q6_R; r++)
+#pragma GCC unroll 4
+                for (int t = 0; t < Q6_T; t++)
+                    acc[Q6_T * r + t] = _mm512_dpwssd_epi32(acc[Q6_T * r + t], wv[r], xv[t]);
+        }
+        const __m512i isum = q6k_reduce16(acc); /* lane 4t + r: pair (r, t) */
+        const __m512 dwv = _mm512_broadcast_f32x4(_mm_loadu_ps(dw + Q6_R * b));
+        const __m512 dxv = _mm512_permutexvar_ps(
+            tok_idx,
+            _mm512_castps128_ps512(_mm_setr_ps(xb[0][b].d, xb[1][b].d, xb[2][b].d, xb[3][b].d)));
+        __m512 *l = &lane[b % KN_QLANES];
+        *l = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dwv, dxv), *l);
+    }
+    const __m512 s = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(lane[0], lane[4]), _mm512_add_ps(lane[2], lane[6])),
+        _mm512_add_ps(_mm512_add_ps(lane[1], lane[5]), _mm512_add_ps(lane[3], lane[7])));
+    _mm512_storeu_ps(out, s);
+}
+
+static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+                           int64_t n1, void *scratch) {
+    const int64_t nb = W->cols / KN_QK_K;
+    int16_t *wt = scratch;
+    float *dw = (float *)(wt + nb * 8 * Q6_R * 32);
+    for (int64_t r0 = n0; r0 < n1; r0 += Q6_R) {
+        const int rn = n1 - r0 < Q6_R ? (int)(n1 - r0) : Q6_R;
+        for (int r = 0; r < Q6_R; r++) { /* missing rows repeat the last; not stored */
+            const uint8_t *src =
+                (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
+            for (int64_t b = 0; b < nb; b++, src += KN_Q6_K_BYTES) {
+                q6k_decode16(src, wt + 8 * b * Q6_R * 32 + 32 * r);
+                dw[Q6_R * b + r] = kn_x86_half(src + 208);
+            }
+        }
+        for (int64_t t0 = 0; t0 < x->T; t0 += Q6_T) {
+            const int tn = x->T - t0 < Q6_T ? (int)(x->T - t0) : Q6_T;
+            const int16_t *xq[Q6_T];
+            const kn_block_q8_K *xb[Q6_T];
+            for (int t = 0; t < Q6_T; t++) { /* missing tokens repeat the last; not stored */
+                const uint8_t *p =
+                    (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+                xb[t] = (const kn_block_q8_K *)p;
+                xq[t] = q6k_act_q16(p, W->cols);
+            }
+            _Alignas(64) float out[16];
+            q6k_micro(wt, dw, xq, xb, nb, out);
+            for (int t = 0; t < tn; t++)
+                for (int r = 0; r < rn; r++) Y[(t0 + t) * ldy + r0 + r] = out[Q6_T * t + r];
+        }
+    }
+}
+
+static void rows_q6_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+                      int64_t n1, void *scratch) {
+    if (x->T > 1)
+        q6k_rows_tiled(W, x, Y, ldy, n0, n1, scratch);
+    else
+        kn_kernel_x86_int8(KN_Q6_K)->rows(W, x, Y, ldy, n0, n1, scratch);
+}
+
+static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
+    const kn_kernel *k = kn_kernel_x86_int8(KN_Q6_K);
+    if (T > 1) return q6k_tile_bytes(W->cols / KN_QK_K);
+    return k->scratch_bytes ? k->scratch_bytes(W, T) : 0;
+}
+
 /* ---- row loops and the kernel table ---------------------------------------------------------- */
 
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
@@ -123,7 +288,10 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
 static const kn_kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn_x86_q8_0p_bytes, kn_x86_prep_q8_0p,
                                   scratch_mxfp4, rows_mxfp4};
 
-static const kn_kernel *const kernels[KN_TYPE_COUNT] = {[KN_MXFP4] = &k_mxfp4};
+static const kn_kernel k_q6_K = {"avx512-q6_K-q8_K16", q6k_act_bytes, q6k_act_prep, scratch_q6_K,
+                                 rows_q6_K};
+
+static const kn_kernel *const kernels[KN_TYPE_COUNT] = {[KN_MXFP4] = &k_mxfp4, [KN_Q6_K] = &k_q6_K};
 
 const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;
