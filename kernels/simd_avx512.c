@@ -1,7 +1,8 @@
 /* kernels/simd_avx512.c — AVX-512 (F, BW, VL, VNNI, VBMI) variants of the integer kernels, chosen
  * at run time on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 at T = 1
- * (weights decoded with byte permutes straight into the interleaved layout of simd_x86.h) and
- * Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of vpdpwssd).
+ * (weights decoded with byte permutes straight into the interleaved layout of simd_x86.h), MXFP4
+ * batches (two tokens per 512-bit vector) and Q6_K batches (weights decoded to scaled int16 once
+ * per tile, 4 x 4 register tiles of vpdpwssd).
  * The integer sums are exact, so every block's isum and every lane's float work is the canonical
  * one: the bits equal the scalar reference's. Other cases use the AVX2 / AVX-VNNI kernels. */
 #include "kernels/simd_x86.h"
@@ -191,7 +192,7 @@ static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const x
         __m512i acc[16];
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
-#pragma GCC unroll 2
+#pragma GCC unroll 8
         for (int c = 0; c < 8; c++) {
             const int16_t *w = wt + (8 * b + c) * Q6_R * 32;
             __m512i wv[Q6_R], xv[Q6_T];
@@ -266,12 +267,119 @@ static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
     return k->scratch_bytes ? k->scratch_bytes(W, T) : 0;
 }
 
+/* ---- MXFP4 batches ------------------------------------------------------------------------------
+ *
+ * Rows are decoded once per tile into the interleaved layout of simd_x86.h
+ * (kn_x86_decode_mxfp4). A 512-bit vector holds one row's group vector in both halves against two
+ * tokens' group vectors side by side, so lanes 0..7 are the block lanes of (row, token a) and
+ * 8..15 those of (row, token b): vpdpbusd leaves each block's exact sum in its canonical lane, and
+ * the float step is one fma for both pairs. Register tile: 4 rows x 2 token pairs. */
+
+#define MX_R 4 /* rows of a register tile */
+#define MX_T 4 /* tokens of a register tile (two pairs) */
+
+/* 32 bytes at a and 32 at b as one vector. */
+static inline __m512i mx_pair(const void *a, const void *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+/* 32 bytes at a in both halves. */
+static inline __m512i mx_both(const void *a) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a));
+}
+
+/* MX_R decoded rows against MX_T prepared tokens: out[r][t] in the canonical order. */
+static void mx_micro(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
+                     float out[MX_R][MX_T]) {
+    const size_t sc_off = (size_t)ng * KN_X86_GROUP_QS;            /* h(e) of a decoded row */
+    const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -12 * sum(q) of a token */
+    __m512 acc[MX_R][MX_T / 2];
+    for (int r = 0; r < MX_R; r++)
+        for (int p = 0; p < MX_T / 2; p++) acc[r][p] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const size_t qo = (size_t)g * KN_X86_GROUP_QS, so = (size_t)g * 8 * sizeof(float);
+        __m512i s[MX_R][MX_T / 2];
+#pragma GCC unroll 2
+        for (int p = 0; p < MX_T / 2; p++) {
+            const __m512i xs = mx_pair(x[2 * p] + xs_off + so, x[2 * p + 1] + xs_off + so);
+#pragma GCC unroll 4
+            for (int r = 0; r < MX_R; r++) s[r][p] = xs;
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m512i xv[MX_T / 2], wv[MX_R];
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_T / 2; p++)
+                xv[p] = mx_pair(x[2 * p] + qo + 32 * k, x[2 * p + 1] + qo + 32 * k);
+#pragma GCC unroll 4
+            for (int r = 0; r < MX_R; r++) wv[r] = mx_both(w[r] + qo + 32 * k);
+#pragma GCC unroll 4
+            for (int r = 0; r < MX_R; r++)
+#pragma GCC unroll 2
+                for (int p = 0; p < MX_T / 2; p++)
+                    s[r][p] = _mm512_dpbusd_epi32(s[r][p], wv[r], xv[p]);
+        }
+#pragma GCC unroll 2
+        for (int p = 0; p < MX_T / 2; p++) {
+            const __m512 dx =
+                _mm512_castsi512_ps(mx_pair(x[2 * p] + sc_off + so, x[2 * p + 1] + sc_off + so));
+#pragma GCC unroll 4
+            for (int r = 0; r < MX_R; r++)
+                acc[r][p] = _mm512_fmadd_ps(
+                    _mm512_cvtepi32_ps(s[r][p]),
+                    _mm512_mul_ps(dx, _mm512_castsi512_ps(mx_both(w[r] + sc_off + so))), acc[r][p]);
+        }
+    }
+    for (int r = 0; r < MX_R; r++)
+        for (int p = 0; p < MX_T / 2; p++) {
+            out[r][2 * p] = kn_x86_tree8(_mm512_castps512_ps256(acc[r][p]));
+            out[r][2 * p + 1] = kn_x86_tree8(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1)));
+        }
+}
+
+/* Rows of a decoded tile: a multiple of MX_R that keeps it within ~28 KiB of L1. */
+static int mx_tile_rows(size_t row_bytes) {
+    const int r = kn_x86_tile_rows(row_bytes) / MX_R * MX_R;
+    return r > 0 ? r : MX_R;
+}
+
+static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+                          int64_t n1, void *scratch) {
+    const int64_t ng = kn_x86_groups(W->cols);
+    const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
+    const int R = mx_tile_rows(rb);
+    for (int64_t r0 = n0; r0 < n1; r0 += R) {
+        const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
+        for (int r = 0; r < rn; r++)
+            kn_x86_decode_mxfp4((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
+                                (uint8_t *)scratch + (size_t)r * rb);
+        for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
+            const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+            const uint8_t *xt[MX_T];
+            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; not stored */
+                xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+            for (int r = 0; r < rn; r += MX_R) {
+                const uint8_t *w[MX_R];
+                for (int i = 0; i < MX_R; i++) /* missing rows repeat the first; not stored */
+                    w[i] = (const uint8_t *)scratch + (size_t)(r + i < rn ? r + i : r) * rb;
+                float out[MX_R][MX_T];
+                mx_micro(w, xt, ng, out);
+                for (int t = 0; t < tn; t++)
+                    for (int i = 0; i < MX_R && r + i < rn; i++)
+                        Y[(t0 + t) * ldy + r0 + r + i] = out[i][t];
+            }
+        }
+    }
+}
+
 /* ---- row loops and the kernel table ---------------------------------------------------------- */
 
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
     if (x->T > 1) {
-        kn_kernel_x86_int8(KN_MXFP4)->rows(W, x, Y, ldy, n0, n1, scratch);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch);
         return;
     }
     const uint8_t *end = kn_x86_mat_end(W);
@@ -281,8 +389,8 @@ static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, 
 }
 
 static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
-    const kn_kernel *k = kn_kernel_x86_int8(KN_MXFP4);
-    return T > 1 && k->scratch_bytes ? k->scratch_bytes(W, T) : 0;
+    const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
+    return T > 1 ? rb * (size_t)mx_tile_rows(rb) : 0;
 }
 
 static const kn_kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn_x86_q8_0p_bytes, kn_x86_prep_q8_0p,
