@@ -1,8 +1,9 @@
 /* kernels/simd_avx512.c — AVX-512 (F, BW, VL, VNNI, VBMI) variants of the integer kernels, chosen
  * at run time on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 at T = 1
  * (weights decoded with byte permutes straight into the interleaved layout of simd_x86.h), MXFP4
- * batches (two tokens per 512-bit vector) and Q6_K batches (weights decoded to scaled int16 once
- * per tile, 4 x 4 register tiles of vpdpwssd).
+ * batches (two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512 bits
+ * at a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles
+ * of vpdpwssd).
  * The integer sums are exact, so every block's isum and every lane's float work is the canonical
  * one: the bits equal the scalar reference's. Other cases use the AVX2 / AVX-VNNI kernels. */
 #include "kernels/simd_x86.h"
@@ -115,25 +116,128 @@ static float dot_mxfp4_row(const uint8_t *row, const uint8_t *x, int64_t nb, con
 #define Q6_R 4 /* rows of a micro-tile */
 #define Q6_T 4 /* tokens of a micro-tile */
 
-/* Prepared activation row: the Q8_K blocks as simd_x86.h lays them out (the AVX2 / AVX-VNNI T = 1
- * kernel reads them), then the same q values as int16. */
+/* Prepared activation row: the Q8_K blocks as simd_x86.h lays them out, then the same q values
+ * as int16 (the batch kernel), then the blocks' d as floats, zero-padded to a multiple of 8 (the
+ * T = 1 kernel loads 8 at a time). */
+static size_t q6k_q16_off(int64_t k) {
+    return kn_align64(kn_x86_q8_K_bytes(k));
+}
+static size_t q6k_dx_off(int64_t k) {
+    return q6k_q16_off(k) + (size_t)(k / KN_QK_K) * KN_QK_K * 2;
+}
 static size_t q6k_act_bytes(int64_t k) {
-    return kn_align64(kn_x86_q8_K_bytes(k)) + (size_t)(k / KN_QK_K) * KN_QK_K * 2;
+    return q6k_dx_off(k) + (size_t)(k / KN_QK_K + 7) / 8 * 8 * sizeof(float);
 }
 
 static const int16_t *q6k_act_q16(const void *x, int64_t k) {
-    return (const int16_t *)((const uint8_t *)x + kn_align64(kn_x86_q8_K_bytes(k)));
+    return (const int16_t *)((const uint8_t *)x + q6k_q16_off(k));
 }
 
 static void q6k_act_prep(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / KN_QK_K;
     kn_x86_prep_q8_K(x, dst, k);
     const kn_block_q8_K *blk = dst;
     int16_t *q = (int16_t *)q6k_act_q16(dst, k);
-    for (int64_t b = 0; b < k / KN_QK_K; b++)
+    float *dx = (float *)((uint8_t *)dst + q6k_dx_off(k));
+    for (int64_t b = 0; b < nb; b++) {
         for (int c = 0; c < 8; c++)
             _mm512_storeu_si512(
                 q + KN_QK_K * b + 32 * c,
                 _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c))));
+        dx[b] = blk[b].d;
+    }
+    for (int64_t b = nb; b < (nb + 7) / 8 * 8; b++) dx[b] = 0.0f;
+}
+
+/* ---- Q6_K at T = 1: the stored row streamed once, decoded in registers -------------------------
+ *
+ * Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors, vpmaddubsw
+ * against q, vpdpwssd by the group scales, starting from -32 * sum(scale * bsum): 16 dword lanes
+ * whose total is the block's exact isum. Eight blocks' vectors are reduced together into lane
+ * b % 8 of one vector, and one fma adds isum_b * (d_w * d_x) to each block lane. */
+
+/* Lanes j = 0..7 of the result: the sum of the 16 dwords of a[j] (exact). */
+static inline __m256i q6k_reduce8(const __m512i a[8]) {
+    __m512i c[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) /* 128-bit lanes 0-1: a[2i]'s halves summed, 2-3: a[2i + 1]'s */
+        c[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x44),
+                                _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xEE));
+    /* 128-bit lane k of e0: 4 partial sums of a[k]; of e1: of a[4 + k] */
+    const __m512i e0 = _mm512_add_epi32(_mm512_shuffle_i64x2(c[0], c[1], 0x88),
+                                        _mm512_shuffle_i64x2(c[0], c[1], 0xDD));
+    const __m512i e1 = _mm512_add_epi32(_mm512_shuffle_i64x2(c[2], c[3], 0x88),
+                                        _mm512_shuffle_i64x2(c[2], c[3], 0xDD));
+    /* lane k: two partials of a[k], then two of a[4 + k] */
+    const __m512 g = _mm512_castsi512_ps(
+        _mm512_add_epi32(_mm512_unpacklo_epi64(e0, e1), _mm512_unpackhi_epi64(e0, e1)));
+    /* lane k: a[k], a[4 + k], a[k], a[4 + k] */
+    const __m512i h = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(g, g, 0x88)),
+                                       _mm512_castps_si512(_mm512_shuffle_ps(g, g, 0xDD)));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, h));
+}
+
+/* One stored super-block against a token: 16 dword lanes summing to its exact isum. */
+static inline __m512i q6k_block_sum(const uint8_t *blk, const kn_block_q8_K *x) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    kn_x86_prefetch(blk, KN_Q6_K_BYTES);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    const __m512i scz = _mm512_castsi256_si512(sc);
+    __m512i acc =
+        _mm512_castsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+                                                 _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32))));
+    acc = _mm512_inserti64x4(acc, _mm256_setzero_si256(), 1);
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; n++) {
+        /* codes 128n + 0..63: low nibbles of ql[64n ..] with qh bits 0-1 (first 32) and 2-3;
+         * codes 128n + 64..127: high nibbles with qh bits 4-5 and 6-7 */
+        const __m512i l = _mm512_loadu_si512(blk + 64 * n);
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+        const __m512i hz =
+            _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+        const __m512i c0 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                           _mm512_and_si512(_mm512_slli_epi16(hz, 4), m30));
+        const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_and_si512(hz, m30));
+#pragma GCC unroll 2
+        for (int j = 0; j < 2; j++) {
+            const int q = 2 * n + j; /* elements 64q .. 64q + 63: groups 4q .. 4q + 3 */
+            const __m512i p = _mm512_maddubs_epi16(
+                j ? c1 : c0, _mm512_loadu_si512((const __m512i *)(x->qs + 64 * q)));
+            const __m512i idx = _mm512_add_epi16(
+                _mm512_set1_epi16((short)(4 * q)),
+                _mm512_srli_epi16(_mm512_set_epi32(0x001f001e, 0x001d001c, 0x001b001a, 0x00190018,
+                                                   0x00170016, 0x00150014, 0x00130012, 0x00110010,
+                                                   0x000f000e, 0x000d000c, 0x000b000a, 0x00090008,
+                                                   0x00070006, 0x00050004, 0x00030002, 0x00010000),
+                                  3));
+            acc = _mm512_dpwssd_epi32(acc, p, _mm512_permutexvar_epi16(idx, scz));
+        }
+    }
+    return acc;
+}
+
+static float q6k_dot_row(const uint8_t *row, const void *xp, int64_t k) {
+    const int64_t nb = k / KN_QK_K;
+    const kn_block_q8_K *x = xp;
+    const float *dx = (const float *)((const uint8_t *)xp + q6k_dx_off(k));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8, row += 8 * KN_Q6_K_BYTES) {
+        const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        __m512i s[8];
+        _Alignas(16) uint16_t d[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) { /* blocks past the row: isum 0, d_w 0 (and d_x 0) */
+            s[i] =
+                i < n ? q6k_block_sum(row + i * KN_Q6_K_BYTES, x + b0 + i) : _mm512_setzero_si512();
+            d[i] = i < n ? kn_rd16(row + i * KN_Q6_K_BYTES + 208) : 0;
+        }
+        const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128((const __m128i *)d)),
+                                           _mm256_loadu_ps(dx + b0));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6k_reduce8(s)), scale, acc);
+    }
+    return kn_x86_tree8(acc);
 }
 
 /* Decoded tile of Q6_R rows: per super-block b and 32-value chunk c, the rows' 32 int16 weights
@@ -255,16 +359,16 @@ static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t l
 
 static void rows_q6_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
-    if (x->T > 1)
+    if (x->T > 1) {
         q6k_rows_tiled(W, x, Y, ldy, n0, n1, scratch);
-    else
-        kn_kernel_x86_int8(KN_Q6_K)->rows(W, x, Y, ldy, n0, n1, scratch);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n++)
+        Y[n] = q6k_dot_row((const uint8_t *)W->data + (size_t)n * W->row_bytes, x->data, W->cols);
 }
 
 static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
-    const kn_kernel *k = kn_kernel_x86_int8(KN_Q6_K);
-    if (T > 1) return q6k_tile_bytes(W->cols / KN_QK_K);
-    return k->scratch_bytes ? k->scratch_bytes(W, T) : 0;
+    return T > 1 ? q6k_tile_bytes(W->cols / KN_QK_K) : 0;
 }
 
 /* ---- MXFP4 batches ------------------------------------------------------------------------------
