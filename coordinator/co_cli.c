@@ -195,7 +195,7 @@ static const co_option options[] = {
      "start N expert nodes on 127.0.0.1 splitting the experts evenly, stop them at the end "
      "(selects --experts remote)",
      set_loopback},
-    {"--node-threads", "N", "threads per loopback node (default 1)", set_node_threads},
+    {"--node-threads", "N", "threads per loopback node (default: one per CPU)", set_node_threads},
     {"--exact", NULL,
      "exact mode: nodes return one row per (row, expert), reduced here in selection order "
      "(bit-identical to local experts with --wire f32)",
@@ -214,7 +214,7 @@ void co_opts_init(co_opts *o) {
     o->experts = "local";
     o->numerics = KN_NUM_Q8;
     o->top_p = 1.0f;
-    o->node_threads = 1;
+    o->node_threads = 0; /* one per CPU */
     o->wire = (wr_codec){WR_F32, false};
     o->deadline_ms = 10000;
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -116,7 +116,8 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
         int hi = (int)((long)(i + 1) * o->n_experts / lb->n) - 1;
         char spec[64], threads[16], id[32], ready[128];
         snprintf(spec, sizeof spec, "0-%d:%d-%d", o->n_layers - 1, lo, hi);
-        snprintf(threads, sizeof threads, "%d", o->threads > 0 ? o->threads : 1);
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        snprintf(threads, sizeof threads, "%ld", o->threads > 0 ? o->threads : cpus > 0 ? cpus : 1);
         snprintf(id, sizeof id, "loopback-%d", i);
         snprintf(ready, sizeof ready, "%s", ready_path(lb, i));
         char *argv[] = {prog,

@@ -11,8 +11,9 @@ typedef struct co_loopback_opts {
     const char *model; /* vindex directory or GGUF file, as the nodes will open it */
     int n_nodes;
     int n_layers, n_experts;
-    int threads;         /* per node */
-    int timeout_ms;      /* for every node to become ready */
+    int threads;    /* per node; 0 = one per online CPU (the nodes' compute overlaps little with
+                       the coordinator's: each side sleeps while the other works) */
+    int timeout_ms; /* for every node to become ready */
     const char *program; /* expert-node binary; NULL = next to this executable, or
                             $MOEWIRE_EXPERT_NODE */
 } co_loopback_opts;

@@ -4,6 +4,7 @@
 #include "coordinator/co_remote.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,8 @@ typedef struct remote {
     piece *pieces;
     size_t pieces_cap;
     int n_pieces;
+    wr_out *outs; /* [piece]: its packed ExpertBatch */
+    size_t outs_cap, outs_init;
     wr_assign *scratch; /* a piece's assignments with rows relative to its first row */
     size_t scratch_cap;
     const float **yptr; /* exact mode: output row of assignment t·k + j */
@@ -60,6 +63,7 @@ typedef struct remote {
     int64_t *layer_rows;  /* [layer]: rows through the layer */
     uint64_t *layer_wall; /* [layer]: first send to last reply, summed */
     uint64_t *layer_calls;
+    uint64_t t_split, t_encode, t_send, t_wait, t_decode, t_combine; /* ns, all layers */
 } remote;
 
 static uint64_t now_ns(void) {
@@ -276,7 +280,16 @@ static int distribute(remote *r, const md_moe_batch *b, mw_err *err) {
     return 0;
 }
 
-/* Cuts each node's work into pieces of at most its capacity rows and sends them all. */
+/* The packing buffers of piece q (kept across layers). */
+static wr_out *piece_out(remote *r, int q) {
+    if (mw_grow((void **)&r->outs, &r->outs_cap, (size_t)q + 1, sizeof *r->outs)) return NULL;
+    for (; r->outs_init <= (size_t)q; r->outs_init++) wr_out_init(&r->outs[r->outs_init]);
+    return &r->outs[q];
+}
+
+/* Cuts each node's work into pieces of at most its capacity rows, packs them all, then sends them
+ * back to back: the first send wakes the ZeroMQ I/O thread and, through it, the nodes, and on a
+ * shared machine any of them may take this thread's core; nothing is left to encode by then. */
 static int send_all(remote *r, const md_moe_batch *b, mw_err *err) {
     r->n_pieces = 0;
     const wr_mode mode = r->o.exact ? WR_MODE_EXACT : WR_MODE_PARTIAL;
@@ -317,12 +330,13 @@ static int send_all(remote *r, const md_moe_batch *b, mw_err *err) {
                                   .numerics = (wr_numerics)b->numerics,
                                   .x = n->x + r0 * b->width,
                                   .assign = a}};
-            if (wr_pack(&r->out, &m, r->o.codec, err)) return mw_err_wrap(err, "%s", n->name);
-            p->t_send = now_ns();
-            if (wr_send(n->sock, NULL, 0, &r->out, ZMQ_DONTWAIT, err))
-                return mw_errf(err, "%s is not connected (layer %d)", n->name, b->layer);
+            wr_out *o = piece_out(r, r->n_pieces - 1);
+            if (!o) return mw_errf(err, "out of memory");
+            uint64_t t0 = now_ns();
+            if (wr_pack(o, &m, r->o.codec, err)) return mw_err_wrap(err, "%s", n->name);
+            r->t_encode += now_ns() - t0;
             wr_counters *c = wr_stats_at(&r->stats, i, b->layer);
-            c->tx_bytes += r->out.bytes;
+            c->tx_bytes += o->bytes;
             c->tx_msgs++;
             c->rows += (uint64_t)(r1 - r0);
             c->assignments += (uint64_t)(a1 - a0);
@@ -330,6 +344,14 @@ static int send_all(remote *r, const md_moe_batch *b, mw_err *err) {
             r0 = r1;
             a0 = a1;
         }
+    }
+    for (int q = 0; q < r->n_pieces; q++) {
+        piece *p = &r->pieces[q];
+        node *n = &r->nodes[p->node];
+        p->t_send = now_ns();
+        if (wr_send(n->sock, NULL, 0, &r->outs[q], ZMQ_DONTWAIT, err))
+            return mw_errf(err, "%s is not connected (layer %d)", n->name, b->layer);
+        r->t_send += now_ns() - p->t_send;
     }
     return 0;
 }
@@ -363,6 +385,7 @@ static int take_reply(remote *r, int ni, const md_moe_batch *b, const wr_msg *m,
     c->batches++;
     c->weight_bytes += y->weight_bytes;
     c->compute_ns += y->compute_ns;
+    c->queue_ns += y->queue_ns;
     c->rtt_ns += rtt;
     if (rtt > c->rtt_max_ns) c->rtt_max_ns = rtt;
     p->done = true;
@@ -392,7 +415,10 @@ static int wait_all(remote *r, const md_moe_batch *b, uint64_t t0, mw_err *err) 
                                    r->nodes[i].name, b->layer, r->o.deadline_ms);
         }
         long wait = (long)((deadline - t) / 1000000ull) + 1;
-        if (zmq_poll(items, 2 * N, wait) < 0) {
+        int rc = zmq_poll(items, 2 * N, wait);
+        uint64_t t1 = now_ns();
+        r->t_wait += t1 - t;
+        if (rc < 0) {
             if (errno == EINTR) continue;
             return mw_errf(err, "poll: %s", zmq_strerror(errno));
         }
@@ -413,6 +439,7 @@ static int wait_all(remote *r, const md_moe_batch *b, uint64_t t0, mw_err *err) 
             if (n->down && n->pending)
                 return mw_errf(err, "%s disconnected during layer %d", n->name, b->layer);
         }
+        r->t_decode += now_ns() - t1;
     }
 }
 
@@ -449,12 +476,19 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
         return mw_errf(err, "remote experts: bad batch (layer %d, %lld rows × %lld, k %d)",
                        b->layer, (long long)b->T, (long long)b->width, b->k);
     if (b->T == 0) return 0;
+    /* The trunk's pool has nothing to do until the replies are in: its workers sleep instead of
+     * spinning on the cores the nodes are computing on. */
+    kn_pool_park(NULL);
     uint64_t t0 = now_ns();
-    if (distribute(r, b, err) || send_all(r, b, err) || wait_all(r, b, t0, err) ||
-        combine(r, b, out, err))
-        return -1;
+    if (distribute(r, b, err)) return -1;
+    r->t_split += now_ns() - t0;
+    if (send_all(r, b, err) || wait_all(r, b, t0, err)) return -1;
+    uint64_t t1 = now_ns();
+    if (combine(r, b, out, err)) return -1;
+    uint64_t t2 = now_ns();
+    r->t_combine += t2 - t1;
     r->layer_rows[b->layer] += b->T;
-    r->layer_wall[b->layer] += now_ns() - t0;
+    r->layer_wall[b->layer] += t2 - t0;
     r->layer_calls[b->layer]++;
     return 0;
 }
@@ -487,6 +521,8 @@ static void destroy(md_expert_backend *be) {
         free(r->owner);
         free(r->n_owner);
         free(r->pieces);
+        for (size_t q = 0; q < r->outs_init; q++) wr_out_free(&r->outs[q]);
+        free(r->outs);
         free(r->scratch);
         free(r->yptr);
         free(r->layer_rows);
@@ -529,6 +565,10 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     lim.max_width = (uint32_t)o->width;
     wr_in_init(&r->in, &lim);
     r->zctx = zmq_ctx_new();
+    /* The I/O thread (started with the first socket) is SCHED_BATCH: woken to push a batch out,
+     * it takes a free core or waits until this thread blocks in zmq_poll, instead of preempting
+     * it before the batches for the other nodes are queued. */
+    if (r->zctx) zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
     if (!r->nodes || !r->owner || !r->n_owner || !r->layer_rows || !r->layer_wall ||
         !r->layer_calls || !r->zctx || wr_stats_init(&r->stats, o->n_nodes, o->n_layers, err)) {
         destroy(be);
@@ -575,6 +615,7 @@ void co_remote_reset_stats(md_expert_backend *b) {
     wr_stats_reset(&r->stats);
     for (int l = 0; l < r->o.n_layers; l++)
         r->layer_rows[l] = r->layer_wall[l] = r->layer_calls[l] = 0;
+    r->t_split = r->t_encode = r->t_send = r->t_wait = r->t_decode = r->t_combine = 0;
 }
 
 co_remote_summary co_remote_summarize(const md_expert_backend *b) {
@@ -585,9 +626,17 @@ co_remote_summary co_remote_summarize(const md_expert_backend *b) {
         wall += r->layer_wall[l];
         calls += r->layer_calls[l];
     }
-    s.layer_rtt_us = calls ? (double)wall * 1e-3 / (double)calls : 0.0;
+    const double pc = calls ? 1e-3 / (double)calls : 0.0;
+    s.layer_rtt_us = (double)wall * pc;
+    s.split_us = (double)r->t_split * pc;
+    s.encode_us = (double)r->t_encode * pc;
+    s.send_us = (double)r->t_send * pc;
+    s.wait_us = (double)r->t_wait * pc;
+    s.decode_us = (double)r->t_decode * pc;
+    s.combine_us = (double)r->t_combine * pc;
     double nb = s.total.batches ? 1e-3 / (double)s.total.batches : 0.0;
     s.node_compute_us = (double)s.total.compute_ns * nb;
+    s.node_queue_us = (double)s.total.queue_ns * nb;
     s.node_rtt_us = (double)s.total.rtt_ns * nb;
     return s;
 }
@@ -613,12 +662,16 @@ void co_remote_report(const md_expert_backend *b, FILE *f) {
         wr_counters c = wr_stats_sum(&r->stats, i, -1);
         double nb = c.batches ? 1.0 / (double)c.batches : 0.0;
         fprintf(f,
-                "  %s %s, %s, %u thread(s): %" PRIu64 " batches, compute %.1f us/batch, "
-                "round trip %.1f us/batch (worst %.1f), movement ratio %.3g\n",
+                "  %s %s, %s, %u thread(s): %" PRIu64 " batches, queued %.1f + compute %.1f "
+                "us/batch, round trip %.1f us/batch (worst %.1f), movement ratio %.3g\n",
                 n->name, n->node_id, n->backend, n->threads, c.batches,
-                (double)c.compute_ns * 1e-3 * nb, (double)c.rtt_ns * 1e-3 * nb,
-                (double)c.rtt_max_ns * 1e-3, wr_movement_ratio(&c));
+                (double)c.queue_ns * 1e-3 * nb, (double)c.compute_ns * 1e-3 * nb,
+                (double)c.rtt_ns * 1e-3 * nb, (double)c.rtt_max_ns * 1e-3, wr_movement_ratio(&c));
     }
+    fprintf(f,
+            "  per layer (us): split %.1f, encode %.1f, send %.1f, wait %.1f, receive+decode %.1f, "
+            "combine %.1f\n",
+            s.split_us, s.encode_us, s.send_us, s.wait_us, s.decode_us, s.combine_us);
     fprintf(f, "  round trip per layer (us, mean %.1f):", s.layer_rtt_us);
     for (int l = 0; l < o->n_layers; l++)
         fprintf(f, " %d:%.1f", l,

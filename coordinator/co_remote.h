@@ -44,7 +44,12 @@ typedef struct co_remote_summary {
     wr_counters total;      /* every node and layer */
     double layer_rtt_us;    /* per layer call: first send to last reply, mean */
     double node_compute_us; /* node compute per batch, mean */
+    double node_queue_us;   /* node receipt to execution per batch, mean */
     double node_rtt_us;     /* send to reply per batch, mean: compute + wire + wake-ups */
+    /* where a layer call's time goes, mean per call (us): splitting the rows by node, encoding
+     * and sending the batches, blocked in zmq_poll, receiving and decoding the replies,
+     * combining them */
+    double split_us, encode_us, send_us, wait_us, decode_us, combine_us;
 } co_remote_summary;
 
 co_remote_summary co_remote_summarize(const md_expert_backend *b);

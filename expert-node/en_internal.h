@@ -28,6 +28,7 @@ typedef struct en_req {
     wr_codec reply;
     uint64_t weight_bytes; /* its distinct experts' stored bytes */
     uint64_t rx_bytes;
+    uint64_t t_rx; /* when it was received (monotonic ns) */
 } en_req;
 
 /* Requests of one (layer, mode, numerics), concatenated. */
@@ -78,6 +79,10 @@ struct en_node {
     size_t y_cap;
     wr_stats stats; /* 1 node × n_layers: this node's expert traffic */
     uint64_t errors_sent;
+    /* where the serve loop's time goes (ns): receiving, parsing + checking + grouping, executing,
+     * encoding replies, sending them */
+    uint64_t t_recv, t_handle, t_compute, t_encode, t_send;
+    uint64_t rx_at; /* when the message in rx arrived */
 };
 
 /* Looks an owned expert up for md_moe_exec. */

@@ -139,6 +139,7 @@ static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     r->reply = b->reply;
     r->weight_bytes = request_weight_bytes(n, b);
     r->rx_bytes = n->in.bytes;
+    r->t_rx = n->rx_at;
     g->rows += b->rows;
     g->n_assign += b->n_assign;
     n->pending_rows += b->rows;
@@ -217,6 +218,7 @@ static void execute_round(en_node *n) {
             rc = md_moe_exec(&a, n->y, &read, &e);
         }
         uint64_t dt = now_ns() - t0;
+        n->t_compute += dt;
         wr_counters *c = wr_stats_at(&n->stats, 0, g->layer);
         c->weight_bytes += read;
         c->compute_ns += dt;
@@ -244,13 +246,18 @@ static void execute_round(en_node *n) {
                                     .mode = (wr_mode)g->mode,
                                     .compute_ns = dt,
                                     .weight_bytes = r->weight_bytes,
+                                    .queue_ns = t0 > r->t_rx ? t0 - r->t_rx : 0,
                                     .y = n->y + (size_t)off * w}};
             mw_err pe;
+            uint64_t t1 = now_ns();
             if (wr_pack(&n->out, &m, r->reply, &pe) != 0) {
                 reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, pe.msg);
                 continue;
             }
+            uint64_t t2 = now_ns();
             send_to(n, r->id, r->id_len, &n->out);
+            n->t_encode += t2 - t1;
+            n->t_send += now_ns() - t2;
             c->tx_bytes += n->out.bytes;
             c->tx_msgs++;
         }
@@ -279,6 +286,12 @@ static void print_summary(const en_node *n) {
             " B; expert weights read %" PRIu64 " B; compute %.3f s\n",
             n->node_id, t.batches, t.rows, t.assignments, n->errors_sent, t.rx_bytes, t.tx_bytes,
             t.weight_bytes, (double)t.compute_ns * 1e-9);
+    double per = t.batches ? 1e-3 / (double)t.batches : 0.0;
+    fprintf(stderr,
+            "expert-node %s: per batch (us): receive %.1f, parse+check+group %.1f, compute %.1f, "
+            "encode %.1f, send %.1f\n",
+            n->node_id, (double)n->t_recv * per, (double)n->t_handle * per,
+            (double)n->t_compute * per, (double)n->t_encode * per, (double)n->t_send * per);
 }
 
 int en_node_serve(en_node *n, mw_err *err) {
@@ -302,14 +315,21 @@ int en_node_serve(en_node *n, mw_err *err) {
         while (n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
                !atomic_load(&n->stopping)) {
             mw_err e;
+            uint64_t t0 = now_ns();
             if (wr_recv(n->router, &n->rx, true, ZMQ_DONTWAIT, &e) != 0) {
                 if (errno == EAGAIN || errno == EINTR) break;
                 rc = mw_errf(err, "%s", e.msg);
                 goto out;
             }
+            n->rx_at = now_ns();
+            n->t_recv += n->rx_at - t0;
             handle(n);
+            n->t_handle += now_ns() - n->rx_at;
         }
         if (n->n_req) execute_round(n);
+        /* The next batch is a network round trip away at best: the workers sleep meanwhile
+         * instead of spinning on a core the coordinator (or another node) is computing on. */
+        kn_pool_park(n->pool);
     }
 out:
     print_summary(n);

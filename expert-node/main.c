@@ -1,8 +1,10 @@
 /* expert-node/main.c — the expert node program: options, signals, and the serve loop (en_node). */
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "expert-node/en_node.h"
 #include "kernels/kn.h"
@@ -14,7 +16,7 @@ static void usage(FILE *f) {
         "  --vindex PATH      vindex directory or GGUF file\n"
         "  --experts SPEC     owned extents: all | L0-L1:E0-E1[,...] | @shard.json (default all)\n"
         "  --bind ENDPOINT    ZeroMQ endpoint to serve on, e.g. tcp://*:5555\n"
-        "  --threads N        compute threads (default 1)\n"
+        "  --threads N        compute threads (default: one per online CPU)\n"
         "  --numerics NAME    f32 | q8 | any: kernels' numerics served (default any)\n"
         "  --capacity N       most rows per batch (default 4096)\n"
         "  --node-id NAME     name in the handshake and logs (default: the endpoint)\n"
@@ -42,7 +44,8 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
 }
 
 int main(int argc, char **argv) {
-    en_opts o = {.threads = 1, .numerics = -1};
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    en_opts o = {.threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
@@ -95,6 +98,14 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    /* SCHED_BATCH (inherited by the pool's and ZeroMQ's threads): a node's threads never preempt
+     * a running thread when they wake. A node sharing cores with a coordinator (loopback, or a
+     * coordinator host that also serves experts) must not interrupt it between the batches it
+     * sends to the nodes of one layer; on a dedicated host the cores are idle when a batch
+     * arrives, so nothing changes. Switching to SCHED_BATCH needs no privilege. */
+    struct sched_param sp = {.sched_priority = 0};
+    if (sched_setscheduler(0, SCHED_BATCH, &sp) != 0 && !o.quiet)
+        fprintf(stderr, "expert-node: cannot switch to SCHED_BATCH (ignored)\n");
     mw_err err;
     en_node *n;
     if (en_node_open(&o, &n, &err) != 0) {

@@ -97,6 +97,10 @@ int kn_pool_size(const kn_pool *pool); /* 1 for NULL */
  * A pool runs one job at a time: callers sharing it are serialized. Calling into the same pool
  * from inside one of its tasks (kn_pool_run, kn_matmul, kn_expert_run) runs that call inline. */
 void kn_pool_run(kn_pool *pool, kn_task_fn fn, void *arg);
+/* Tells the pool's idle workers to sleep now instead of spinning for the next job: call it before
+ * blocking on something else (a socket), so the spinning does not take a core another process
+ * needs. The next job wakes them as usual. NULL parks every pool of the process. */
+void kn_pool_park(kn_pool *pool);
 
 /* ---- matrices and matmul ------------------------------------------------------------------- */
 

@@ -1,12 +1,18 @@
 /* kernels/pool.c — the persistent thread pool. Workers are created once and park between jobs:
  * they spin on a generation counter for a short while (a decode step runs hundreds of matmuls
  * back to back, so the next job usually arrives within microseconds) and then sleep on a
- * condition variable. Task indices are claimed dynamically, so a worker that is late (the CPU is
- * shared) never delays a job: the caller runs whatever nobody claimed and waits only for tasks
- * already started. */
+ * condition variable. A caller about to block on something else (a socket) calls kn_pool_park:
+ * the workers then sleep at once instead of spinning on cores that other processes (the expert
+ * nodes, the coordinator) need meanwhile. A spinning thread only pauses for its first few
+ * microseconds and then yields the core at every turn: when threads outnumber cores (nodes and a
+ * coordinator sharing a machine), the thread it waits for, or another process, runs instead; on an
+ * idle core a yield returns at once. Task indices are claimed dynamically, so a worker that is late
+ * (the CPU is shared) never delays a job: the caller runs whatever nobody claimed and waits only
+ * for tasks already started. */
 #include "kernels/kn_internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +20,7 @@
 
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
+#define KN_POOL_PAUSES    128  /* spin turns that only pause (a few microseconds) before yielding */
 
 struct kn_pool {
     int n; /* threads, the caller included */
@@ -27,7 +34,8 @@ struct kn_pool {
                               always reads a task index and the task count of the same job */
     atomic_int active;     /* workers inside a job (claiming or running) */
 
-    atomic_uint gen; /* bumped once per job: wakes the workers */
+    atomic_uint gen;  /* bumped once per job: wakes the workers */
+    atomic_uint park; /* bumped by kn_pool_park: spinning workers go to sleep */
     atomic_int sleepers, done_waiter;
     atomic_bool stop;
     pthread_mutex_t mu;
@@ -44,12 +52,23 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Bumped by kn_pool_park(NULL): every pool's workers stop spinning. */
+static atomic_uint park_all;
+
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #elif defined(__aarch64__)
     __asm__ __volatile__("yield");
 #endif
+}
+
+/* Turn i of a spin-wait: pause, or past the first few microseconds give the core away. */
+static inline void spin_turn(unsigned i) {
+    if (i < KN_POOL_PAUSES)
+        cpu_relax();
+    else
+        sched_yield();
 }
 
 /* The pool whose task this thread is running (NULL outside tasks): a task that calls back into
@@ -69,16 +88,23 @@ static void run_tasks(kn_pool *p) {
     inside = outer;
 }
 
+/* The park counters, read when a worker takes a job: a park requested after that (even one that
+ * came before the worker finished its tasks) sends it to sleep without spinning. */
+static inline unsigned park_stamp(const kn_pool *p) {
+    return atomic_load_explicit(&p->park, memory_order_relaxed) +
+           atomic_load_explicit(&park_all, memory_order_relaxed);
+}
+
 static void *worker_main(void *vp) {
     kn_pool *p = vp;
-    unsigned seen = atomic_load(&p->gen);
+    unsigned seen = atomic_load(&p->gen), parked = park_stamp(p);
     for (;;) {
-        /* park: spin for spin_ns, then sleep */
+        /* park: spin for spin_ns (unless parked meanwhile), then sleep */
         const int64_t t0 = now_ns();
         for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
-            cpu_relax();
-            if ((i & 63) == 0 && now_ns() - t0 > p->spin_ns) {
+            spin_turn(i);
+            if (park_stamp(p) != parked || ((i & 63) == 0 && now_ns() - t0 > p->spin_ns)) {
                 pthread_mutex_lock(&p->mu);
                 atomic_fetch_add(&p->sleepers, 1);
                 while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
@@ -89,6 +115,7 @@ static void *worker_main(void *vp) {
         }
         if (atomic_load(&p->stop)) return NULL;
         seen = atomic_load(&p->gen);
+        parked = park_stamp(p);
         atomic_fetch_add(&p->active, 1);
         run_tasks(p);
         if (atomic_fetch_sub(&p->active, 1) == 1 && atomic_load(&p->done_waiter)) {
@@ -140,6 +167,10 @@ void kn_pool_destroy(kn_pool *p) {
     pthread_mutex_destroy(&p->mu);
     pthread_mutex_destroy(&p->call_lock);
     free(p);
+}
+
+void kn_pool_park(kn_pool *p) {
+    atomic_fetch_add_explicit(p ? &p->park : &park_all, 1, memory_order_relaxed);
 }
 
 int kn_pool_size(const kn_pool *p) {
@@ -198,7 +229,7 @@ void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     /* wait for the tasks other threads started */
     const int64_t t0 = now_ns();
     for (unsigned i = 1; atomic_load(&p->active) != 0; i++) {
-        cpu_relax();
+        spin_turn(i);
         if ((i & 63) == 0 && now_ns() - t0 > p->spin_ns) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->done_waiter, 1);

@@ -213,6 +213,7 @@ int wr_pack(wr_out *o, const wr_msg *m, wr_codec codec, mw_err *err) {
         partial.mode = (Moewire__Mode)p->mode;
         partial.compute_ns = p->compute_ns;
         partial.weight_bytes = p->weight_bytes;
+        partial.queue_ns = p->queue_ns;
         if (pack_rows(o, 0, codec, p->y, p->rows, p->width, &fd[0], err) != 0) return -1;
         env.partial_batch = &partial;
         break;
@@ -472,6 +473,7 @@ static int parse_partial(wr_in *in, const Moewire__Envelope *env, const wr_part 
                               .mode = (wr_mode)p->mode,
                               .compute_ns = p->compute_ns,
                               .weight_bytes = p->weight_bytes,
+                              .queue_ns = p->queue_ns,
                               .y = y};
     return 0;
 }

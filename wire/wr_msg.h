@@ -98,7 +98,8 @@ typedef struct wr_partial {
     uint32_t layer, rows, width;
     wr_mode mode;
     uint64_t compute_ns, weight_bytes;
-    const float *y; /* rows × width */
+    uint64_t queue_ns; /* received → execution started (receive, checks, grouping, waiting) */
+    const float *y;    /* rows × width */
 } wr_partial;
 
 typedef struct wr_error_msg {

@@ -49,6 +49,7 @@ void wr_counters_add(wr_counters *d, const wr_counters *c) {
     d->rows += c->rows;
     d->assignments += c->assignments;
     d->compute_ns += c->compute_ns;
+    d->queue_ns += c->queue_ns;
     d->rtt_ns += c->rtt_ns;
     if (c->rtt_max_ns > d->rtt_max_ns) d->rtt_max_ns = c->rtt_max_ns;
 }

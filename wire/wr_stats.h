@@ -18,6 +18,7 @@ typedef struct wr_counters {
     uint64_t batches;            /* request / reply exchanges */
     uint64_t rows, assignments;  /* activation rows and (row, expert) pairs carried */
     uint64_t compute_ns;         /* node time executing the batches */
+    uint64_t queue_ns;           /* node time from receiving a batch to executing it */
     uint64_t rtt_ns, rtt_max_ns; /* sender's send-to-reply time (sum, worst) */
 } wr_counters;
 

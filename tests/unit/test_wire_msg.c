@@ -189,7 +189,7 @@ static void test_other_kinds_round_trip(void **state) {
          .welcome = {"node-1", "abc123", "cpu-avx2", "f32", 4096, 2, 3, 10, 2880, owned}},
         {.kind = WR_MSG_PARTIAL_BATCH,
          .seq = 9,
-         .partial = {5, 2, 11, WR_MODE_PARTIAL, 12345, 67890, y}},
+         .partial = {5, 2, 11, WR_MODE_PARTIAL, 12345, 67890, 4444, y}},
         {.kind = WR_MSG_ERROR,
          .seq = 9,
          .error = {WR_E_NOT_OWNED, "expert 3 of layer 1 is not owned"}},
@@ -227,6 +227,7 @@ static void test_other_kinds_round_trip(void **state) {
             assert_int_equal(r.partial.layer, 5);
             assert_int_equal(r.partial.compute_ns, 12345);
             assert_int_equal(r.partial.weight_bytes, 67890);
+            assert_int_equal(r.partial.queue_ns, 4444);
             assert_memory_equal(r.partial.y, y, sizeof y);
             break;
         case WR_MSG_ERROR:
@@ -558,7 +559,7 @@ static void test_malformed_welcome_and_partial(void **state) {
     /* A partial batch whose frame is short of its declared shape. */
     float y[3 * 4] = {0};
     wr_msg pm = {
-        .kind = WR_MSG_PARTIAL_BATCH, .seq = 5, .partial = {1, 3, 4, WR_MODE_PARTIAL, 0, 0, y}};
+        .kind = WR_MSG_PARTIAL_BATCH, .seq = 5, .partial = {1, 3, 4, WR_MODE_PARTIAL, 0, 0, 0, y}};
     assert_int_equal(wr_pack(&o, &pm, (wr_codec){WR_F16, false}, NULL), 0);
     parts p = copy_parts(&o);
     p.len[1] -= 2;

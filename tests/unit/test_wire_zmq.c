@@ -62,7 +62,7 @@ static void exchange(const char *endpoint) {
     /* Reply on the routing id with the requested codec. */
     wr_msg reply = {.kind = WR_MSG_PARTIAL_BATCH,
                     .seq = r.seq,
-                    .partial = {1, R, W, WR_MODE_PARTIAL, 10, 20, r.batch.x}};
+                    .partial = {1, R, W, WR_MODE_PARTIAL, 10, 20, 0, r.batch.x}};
     wr_out ro;
     wr_out_init(&ro);
     assert_int_equal(wr_pack(&ro, &reply, r.batch.reply, &e), 0);

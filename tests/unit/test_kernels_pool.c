@@ -1,0 +1,98 @@
+/* tests/unit/test_kernels_pool.c — the thread pool: every task of every job runs exactly once,
+ * with parks (kn_pool_park on one pool, and on every pool) between jobs, and parked workers come
+ * back for the next job. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "kernels/kn.h"
+
+#define MAX_TASKS 256
+
+typedef struct job {
+    atomic_int runs[MAX_TASKS];
+    atomic_int seen_nth; /* nth as the tasks saw it; -1 on a mismatch */
+    pthread_t threads[MAX_TASKS];
+    long sleep_ns; /* per task, so a woken worker has time to claim some */
+} job;
+
+static void task(void *arg, int ith, int nth) {
+    job *j = arg;
+    int want = 0;
+    if (!atomic_compare_exchange_strong(&j->seen_nth, &want, nth) && want != nth)
+        atomic_store(&j->seen_nth, -1);
+    atomic_fetch_add(&j->runs[ith], 1);
+    j->threads[ith] = pthread_self();
+    if (j->sleep_ns) {
+        struct timespec ts = {0, j->sleep_ns};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Runs one job on p and checks every task ran once; returns how many threads took part. */
+static int run_job(kn_pool *p, long sleep_ns) {
+    static job j;
+    memset(&j, 0, sizeof j);
+    j.sleep_ns = sleep_ns;
+    kn_pool_run(p, task, &j);
+    int nth = kn_pool_size(p);
+    assert_int_equal(atomic_load(&j.seen_nth), nth);
+    for (int i = 0; i < nth; i++) assert_int_equal(atomic_load(&j.runs[i]), 1);
+    for (int i = nth; i < MAX_TASKS; i++) assert_int_equal(atomic_load(&j.runs[i]), 0);
+    int distinct = 0;
+    for (int i = 0; i < nth; i++) {
+        int k = 0;
+        while (k < i && !pthread_equal(j.threads[k], j.threads[i])) k++;
+        distinct += k == i;
+    }
+    return distinct;
+}
+
+static void test_jobs_with_parks(void **state) {
+    (void)state;
+    static const int sizes[] = {1, 2, 3, 8};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        kn_pool *p = kn_pool_create(sizes[s]), *other = kn_pool_create(2);
+        assert_non_null(p);
+        assert_int_equal(kn_pool_size(p), sizes[s]);
+        for (int k = 0; k < 300; k++) {
+            run_job(p, 0);
+            if (k % 3 == 1) kn_pool_park(p);
+            if (k % 7 == 2) kn_pool_park(NULL);
+            if (k % 11 == 3) kn_pool_park(other); /* another pool's park changes nothing here */
+        }
+        kn_pool_destroy(other);
+        kn_pool_destroy(p);
+    }
+    kn_pool_park(NULL); /* with no pool at all */
+}
+
+/* After a park the workers sleep; the next job must still get them back: with tasks that take a
+ * while, a woken worker claims some of them. */
+static void test_parked_workers_return(void **state) {
+    (void)state;
+    kn_pool *p = kn_pool_create(4);
+    assert_non_null(p);
+    for (int k = 0; k < 3; k++) {
+        kn_pool_park(k == 1 ? NULL : p);
+        struct timespec ts = {0, 5 * 1000 * 1000}; /* let them reach their sleep */
+        nanosleep(&ts, NULL);
+        assert_true(run_job(p, 20 * 1000 * 1000) > 1);
+    }
+    kn_pool_destroy(p);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_jobs_with_parks),
+        cmocka_unit_test(test_parked_workers_return),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
