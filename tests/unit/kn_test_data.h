@@ -100,8 +100,9 @@ static inline int64_t kt_pick_cols(kt_rng *r, kn_type t) {
     return c[kt_range(r, 0, 5)];
 }
 
-/* W in type t: from_float of Gaussian weights, or (MXFP4) raw random bytes so every E8M0 value
- * and every code appears; raw exponents are kept near 127 except for a few edge bytes. */
+/* W in type t: from_float of Gaussian weights, or (MXFP4, Q6_K) raw random bytes so every code
+ * appears: every E8M0 value (raw exponents are kept near 127 except for a few edge bytes), and
+ * every Q6_K group scale, -128 and 127 included (the fp16 d stays the quantizer's). */
 static inline kn_mat kt_weights(kt_rng *r, kn_type t, int64_t rows, int64_t cols, bool raw) {
     kn_mat m = kt_random_mat(r, t, rows, cols, 0.05f);
     if (raw && t == KN_MXFP4) {
@@ -113,6 +114,15 @@ static inline kn_mat kt_weights(kt_rng *r, kn_type t, int64_t rows, int64_t cols
                 for (int j = 1; j < 17; j++) blk[j] = (uint8_t)kt_next(r);
                 const int pick = kt_range(r, 0, 15);
                 blk[0] = pick < 6 ? edges[pick] : (uint8_t)kt_range(r, 110, 134);
+            }
+    }
+    if (raw && t == KN_Q6_K) {
+        uint8_t *d = (uint8_t *)m.data;
+        for (int64_t n = 0; n < rows; n++)
+            for (int64_t b = 0; b < cols / 256; b++) {
+                uint8_t *blk = d + n * m.row_bytes + 210 * b;
+                for (int j = 0; j < 208; j++) blk[j] = (uint8_t)kt_next(r);
+                blk[192 + kt_range(r, 0, 15)] = 0x80; /* scale -128: the widest product */
             }
     }
     return m;

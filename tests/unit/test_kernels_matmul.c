@@ -99,8 +99,12 @@ static void test_invariance_batch_threads_isa(void **state) {
     for (size_t ti = 0; ti < KT_NTYPES; ti++) {
         const kn_type t = kt_compute_types[ti];
         for (int rep = 0; rep < 2; rep++) {
-            const int64_t cols =
-                rep == 0 && kn_traits(t)->blck_size == 32 ? 2880 : kt_pick_cols(&r, t);
+            /* long rows first: K = 2880 (90 blocks) for 32-blocks, 11 super-blocks for K-quants
+             * (a full batch of 8 in the kernels that take them 8 at a time, then a tail) */
+            const int bs = kn_traits(t)->blck_size;
+            const int64_t cols = rep == 0 && bs == 32    ? 2880
+                                 : rep == 0 && bs == 256 ? 256 * 11
+                                                         : kt_pick_cols(&r, t);
             /* enough rows that batches really split across two threads */
             int64_t rows = kt_range(&r, 1, 3) * 13 + (int64_t)(20000 / cols);
             if (rows > 200) rows = 200 + kt_range(&r, 0, 7);
