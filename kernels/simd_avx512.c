@@ -1,11 +1,11 @@
 /* kernels/simd_avx512.c — AVX-512 (F, BW, VL, VNNI, VBMI) variants of the integer kernels, chosen
  * at run time on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 at T = 1
  * (weights decoded with byte permutes straight into the interleaved layout of simd_x86.h), MXFP4
- * batches (two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512 bits
- * at a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles
- * of vpdpwssd).
- * The integer sums are exact, so every block's isum and every lane's float work is the canonical
- * one: the bits equal the scalar reference's. Other cases use the AVX2 / AVX-VNNI kernels. */
+ * and Q8_0 batches (two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512
+ * bits at a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register
+ * tiles of vpdpwssd). The integer sums are exact, so every block's isum and every lane's float work
+ * is the canonical one: the bits equal the scalar reference's. Other cases use the AVX2 / AVX-VNNI
+ * kernels. */
 #include "kernels/simd_x86.h"
 
 bool kn_isa_avx512_usable(void) {
@@ -449,16 +449,19 @@ static int mx_tile_rows(size_t row_bytes) {
     return r > 0 ? r : MX_R;
 }
 
+/* Rows n0 .. n1 of W (T > 1): decode(row, k, dst) writes a row's unsigned codes and weight
+ * scales in the interleaved layout; the tokens' prepared rows carry the matching bias per block. */
 static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
-                          int64_t n1, void *scratch) {
+                          int64_t n1, void *scratch,
+                          void (*decode)(const uint8_t *, int64_t, void *)) {
     const int64_t ng = kn_x86_groups(W->cols);
-    const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
+    const size_t rb = kn_x86_mxfp4_row_bytes(W->cols); /* = kn_x86_q8_0_row_bytes */
     const int R = mx_tile_rows(rb);
     for (int64_t r0 = n0; r0 < n1; r0 += R) {
         const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
         for (int r = 0; r < rn; r++)
-            kn_x86_decode_mxfp4((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
-                                (uint8_t *)scratch + (size_t)r * rb);
+            decode((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
+                   (uint8_t *)scratch + (size_t)r * rb);
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
             const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
             const uint8_t *xt[MX_T];
@@ -483,7 +486,7 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
     if (x->T > 1) {
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, kn_x86_decode_mxfp4);
         return;
     }
     const uint8_t *end = kn_x86_mat_end(W);
@@ -497,13 +500,54 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
     return T > 1 ? rb * (size_t)mx_tile_rows(rb) : 0;
 }
 
+/* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned -------------------------
+ *
+ * vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
+ * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
+ * block's sum is still exact. T = 1 uses the AVX2 / AVX-VNNI streaming kernel, which reads the
+ * same prepared rows and ignores the bias. */
+
+static void q8_0_decode_u8(const uint8_t *row, int64_t k, void *dst) {
+    kn_x86_decode_q8_0(row, k, dst);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    uint8_t *w = dst;
+    for (int64_t i = 0; i < kn_x86_groups(k) * KN_X86_GROUP_QS; i += 64)
+        _mm512_storeu_si512(w + i, _mm512_xor_si512(_mm512_loadu_si512(w + i), flip));
+}
+
+static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
+    kn_x86_prep_q8_0p(x, dst, k);
+    const int64_t ng = kn_x86_groups(k);
+    int32_t *xs = (int32_t *)((uint8_t *)dst + ng * KN_X86_GROUP_QS + ng * 8 * sizeof(float));
+    for (int64_t b = 0; b < ng * 8; b++) /* -12 * sum(q) -> -128 * sum(q), exactly */
+        xs[b] = xs[b] / KN_X86_MXFP4_BIAS * 128;
+}
+
+static void rows_q8_0(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+                      int64_t n1, void *scratch) {
+    if (x->T > 1)
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_decode_u8);
+    else
+        kn_kernel_x86_int8(KN_Q8_0)->rows(W, x, Y, ldy, n0, n1, scratch);
+}
+
+static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
+    const kn_kernel *k = kn_kernel_x86_int8(KN_Q8_0);
+    if (T > 1) return scratch_mxfp4(W, T); /* the decoded layouts have the same size */
+    return k->scratch_bytes ? k->scratch_bytes(W, T) : 0;
+}
+
 static const kn_kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn_x86_q8_0p_bytes, kn_x86_prep_q8_0p,
                                   scratch_mxfp4, rows_mxfp4};
 
 static const kn_kernel k_q6_K = {"avx512-q6_K-q8_K16", q6k_act_bytes, q6k_act_prep, scratch_q6_K,
                                  rows_q6_K};
 
-static const kn_kernel *const kernels[KN_TYPE_COUNT] = {[KN_MXFP4] = &k_mxfp4, [KN_Q6_K] = &k_q6_K};
+static const kn_kernel k_q8_0 = {"avx512-q8_0-q8_0p", kn_x86_q8_0p_bytes, q8_0_act_prep,
+                                 scratch_q8_0, rows_q8_0};
+
+static const kn_kernel *const kernels[KN_TYPE_COUNT] = {
+    [KN_MXFP4] = &k_mxfp4, [KN_Q8_0] = &k_q8_0, [KN_Q6_K] = &k_q6_K};
 
 const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;
