@@ -393,19 +393,21 @@ static inline __m512i mx_both(const void *a) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a));
 }
 
-/* MX_R decoded rows against MX_T prepared tokens: out[r][t] in the canonical order. */
-static void mx_micro(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
-                     float out[MX_R][MX_T]) {
+/* MX_R decoded rows against 2 * np prepared tokens (np = 1 or 2 pairs): out[r][t] in the
+ * canonical order. Inlined into one function per np, so the loops are unrolled to constants. */
+static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w[MX_R],
+                                                          const uint8_t *const x[MX_T], int64_t ng,
+                                                          float out[MX_R][MX_T], const int np) {
     const size_t sc_off = (size_t)ng * KN_X86_GROUP_QS;            /* h(e) of a decoded row */
     const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -12 * sum(q) of a token */
     __m512 acc[MX_R][MX_T / 2];
     for (int r = 0; r < MX_R; r++)
-        for (int p = 0; p < MX_T / 2; p++) acc[r][p] = _mm512_setzero_ps();
+        for (int p = 0; p < np; p++) acc[r][p] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         const size_t qo = (size_t)g * KN_X86_GROUP_QS, so = (size_t)g * 8 * sizeof(float);
         __m512i s[MX_R][MX_T / 2];
 #pragma GCC unroll 2
-        for (int p = 0; p < MX_T / 2; p++) {
+        for (int p = 0; p < np; p++) {
             const __m512i xs = mx_pair(x[2 * p] + xs_off + so, x[2 * p + 1] + xs_off + so);
 #pragma GCC unroll 4
             for (int r = 0; r < MX_R; r++) s[r][p] = xs;
@@ -414,18 +416,17 @@ static void mx_micro(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T],
         for (int k = 0; k < 8; k++) {
             __m512i xv[MX_T / 2], wv[MX_R];
 #pragma GCC unroll 2
-            for (int p = 0; p < MX_T / 2; p++)
+            for (int p = 0; p < np; p++)
                 xv[p] = mx_pair(x[2 * p] + qo + 32 * k, x[2 * p + 1] + qo + 32 * k);
 #pragma GCC unroll 4
             for (int r = 0; r < MX_R; r++) wv[r] = mx_both(w[r] + qo + 32 * k);
 #pragma GCC unroll 4
             for (int r = 0; r < MX_R; r++)
 #pragma GCC unroll 2
-                for (int p = 0; p < MX_T / 2; p++)
-                    s[r][p] = _mm512_dpbusd_epi32(s[r][p], wv[r], xv[p]);
+                for (int p = 0; p < np; p++) s[r][p] = _mm512_dpbusd_epi32(s[r][p], wv[r], xv[p]);
         }
 #pragma GCC unroll 2
-        for (int p = 0; p < MX_T / 2; p++) {
+        for (int p = 0; p < np; p++) {
             const __m512 dx =
                 _mm512_castsi512_ps(mx_pair(x[2 * p] + sc_off + so, x[2 * p + 1] + sc_off + so));
 #pragma GCC unroll 4
@@ -436,11 +437,22 @@ static void mx_micro(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T],
         }
     }
     for (int r = 0; r < MX_R; r++)
-        for (int p = 0; p < MX_T / 2; p++) {
+        for (int p = 0; p < np; p++) {
             out[r][2 * p] = kn_x86_tree8(_mm512_castps512_ps256(acc[r][p]));
             out[r][2 * p + 1] = kn_x86_tree8(
                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1)));
         }
+}
+
+static void mx_micro4(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
+                      float out[MX_R][MX_T]) {
+    mx_tile(w, x, ng, out, 2);
+}
+
+/* One or two tokens left: a tile of one pair does half the work of a padded one. */
+static void mx_micro2(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
+                      float out[MX_R][MX_T]) {
+    mx_tile(w, x, ng, out, 1);
 }
 
 /* Rows of a decoded tile: a multiple of MX_R that keeps it within ~28 KiB of L1. */
@@ -472,7 +484,10 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
                 for (int i = 0; i < MX_R; i++) /* missing rows repeat the first; not stored */
                     w[i] = (const uint8_t *)scratch + (size_t)(r + i < rn ? r + i : r) * rb;
                 float out[MX_R][MX_T];
-                mx_micro(w, xt, ng, out);
+                if (tn > 2)
+                    mx_micro4(w, xt, ng, out);
+                else
+                    mx_micro2(w, xt, ng, out);
                 for (int t = 0; t < tn; t++)
                     for (int i = 0; i < MX_R && r + i < rn; i++)
                         Y[(t0 + t) * ldy + r0 + r + i] = out[i][t];
