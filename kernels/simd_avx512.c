@@ -185,9 +185,8 @@ static inline __m512i q6k_block_sum(const uint8_t *blk, const kn_block_q8_K *x) 
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
     const __m512i scz = _mm512_castsi256_si512(sc);
     __m512i acc =
-        _mm512_castsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+        _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
                                                  _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32))));
-    acc = _mm512_inserti64x4(acc, _mm256_setzero_si256(), 1);
 #pragma GCC unroll 2
     for (int n = 0; n < 2; n++) {
         /* codes 128n + 0..63: low nibbles of ql[64n ..] with qh bits 0-1 (first 32) and 2-3;
