@@ -5,7 +5,9 @@
  *
  * Models come from `vindex synth` (random weights, written to build/bench-models/ when absent).
  *   bench_model [--layers 4,8,24] [--threads 1,2] [--prompt 128] [--decode 32] [--dir DIR]
- *               [--vindex PATH] [--numerics q8|f32] [--model PATH] */
+ *               [--vindex PATH] [--numerics q8|f32] [--model PATH] [--profile]
+ * --profile also times the phases of the decode steps (wall clock between the layer loop's probe
+ * points) and prints where a step's time goes. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +58,7 @@ typedef struct opts {
     int prompt, decode;
     const char *dir, *vindex_bin, *model;
     kn_numerics numerics;
+    bool profile;
 } opts;
 
 static int parse_list(const char *s, int *out, int max) {
@@ -80,6 +83,10 @@ static int parse(int argc, char **argv, opts *o) {
                 .numerics = KN_NUM_Q8};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--profile")) {
+            o->profile = true;
+            continue;
+        }
         if (!v) return fprintf(stderr, "bench_model: %s needs a value\n", a), -1;
         if (!strcmp(a, "--layers"))
             o->n_layers = parse_list(v, o->layers, 8);
@@ -150,12 +157,109 @@ static int synthesize(const opts *o, int layers, const char *path) {
     return 0;
 }
 
+/* ---- phase profile (--profile) -------------------------------------------------------------- */
+
+typedef enum phase {
+    PH_QKV,
+    PH_ATTN,
+    PH_WO,
+    PH_ROUTER,
+    PH_ROUTE,
+    PH_EXPERTS,
+    PH_OTHER,
+    PH_HEAD,
+    PH_SAMPLE,
+    PH_COUNT
+} phase;
+
+static const char *const phase_names[PH_COUNT] = {
+    "q k v matmuls + RoPE",
+    "KV store + attention",
+    "output projection",
+    "router matmul",
+    "routing (top-k, softmax)",
+    "experts (backend)",
+    "embedding, norms, residual adds",
+    "LM head",
+    "sampling (argmax)",
+};
+
+/* The phase that ends at each probe: the time since the previous probe is charged to it. */
+static const phase probe_phase[MD_PROBE_COUNT] = {
+    [MD_PROBE_ATTN_NORM] = PH_OTHER,      [MD_PROBE_Q_NORMED] = PH_QKV,
+    [MD_PROBE_K_NORMED] = PH_QKV,         [MD_PROBE_Q_ROPE] = PH_QKV,
+    [MD_PROBE_K_ROPE] = PH_QKV,           [MD_PROBE_V] = PH_QKV,
+    [MD_PROBE_KQV_OUT] = PH_ATTN,         [MD_PROBE_ATTN_OUT] = PH_WO,
+    [MD_PROBE_FFN_INP] = PH_OTHER,        [MD_PROBE_FFN_NORM] = PH_OTHER,
+    [MD_PROBE_ROUTER_LOGITS] = PH_ROUTER, [MD_PROBE_ROUTER_SCORES] = PH_ROUTE,
+    [MD_PROBE_TOPK] = PH_ROUTE,           [MD_PROBE_WEIGHTS] = PH_ROUTE,
+    [MD_PROBE_MOE_OUT] = PH_EXPERTS,      [MD_PROBE_L_OUT] = PH_OTHER,
+    [MD_PROBE_RESULT_NORM] = PH_OTHER,
+};
+
+typedef struct profile {
+    double last, t[PH_COUNT];
+} profile;
+
+static void mark(profile *p, phase ph) {
+    double now = bu_now();
+    p->t[ph] += now - p->last;
+    p->last = now;
+}
+
+static void on_probe(void *ud, int layer, md_probe pr, const void *data, int64_t rows,
+                     int64_t cols) {
+    (void)layer, (void)data, (void)rows, (void)cols;
+    mark(ud, probe_phase[pr]);
+}
+
+static double mat_bytes(const kn_mat *w) {
+    return (double)w->row_bytes * (double)w->rows;
+}
+
+/* Decodes `steps` more tokens with the observer timing each phase; prints ms per token and the
+ * rate at which each phase reads its weights. */
+static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend *be, int pos,
+                          int32_t tok, int steps, float *logits, int threads, mw_err *e) {
+    profile p = {0};
+    double bytes[PH_COUNT] = {0};
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        const md_layer *w = &m->layers[il];
+        bytes[PH_QKV] += mat_bytes(&w->wq) + mat_bytes(&w->wk) + mat_bytes(&w->wv);
+        bytes[PH_WO] += mat_bytes(&w->wo);
+        bytes[PH_ROUTER] += mat_bytes(&w->router);
+    }
+    bytes[PH_HEAD] = mat_bytes(&m->output);
+    const uint64_t eb0 = md_local_backend_weight_bytes(be);
+    md_ctx_set_observer(c, on_probe, &p);
+    double t0 = bu_now();
+    for (int k = 0; k < steps; k++) {
+        md_row row = {0, pos + k, tok, 1};
+        p.last = bu_now();
+        if (md_forward(c, &row, 1, logits, e)) return -1;
+        mark(&p, PH_HEAD);
+        tok = md_argmax(logits, m->cfg.n_vocab);
+        mark(&p, PH_SAMPLE);
+    }
+    double total = bu_now() - t0;
+    md_ctx_set_observer(c, NULL, NULL);
+    bytes[PH_EXPERTS] = (double)(md_local_backend_weight_bytes(be) - eb0) / steps;
+    printf("   profile, %d layers, %d thread(s), %d decode steps: %.2f ms per token\n",
+           m->cfg.n_layer, threads, steps, 1e3 * total / steps);
+    for (int i = 0; i < PH_COUNT; i++)
+        printf("     %-34s %7.3f ms %5.1f%%  %7.1f MB  %5.1f GB/s\n", phase_names[i],
+               1e3 * p.t[i] / steps, 100 * p.t[i] / total, bytes[i] / 1e6,
+               p.t[i] > 0 ? bytes[i] * steps / p.t[i] / 1e9 : 0);
+    return 0;
+}
+
 /* ---- one measurement ------------------------------------------------------------------------ */
 
 typedef struct result {
     double prefill_tps, decode_tps;
-    double bytes_per_token; /* decode */
-    double prefill_bytes;   /* per prompt */
+    double step_min, step_median; /* seconds per decode step */
+    double bytes_per_token;       /* decode */
+    double prefill_bytes;         /* per prompt */
 } result;
 
 static uint64_t bytes_read(md_ctx *c, const md_expert_backend *b) {
@@ -170,13 +274,14 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, int t
     int rc = -1;
     md_row *rows = malloc((size_t)o->prompt * sizeof *rows);
     float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
-    if (!rows || !logits) goto out;
+    double *steps = malloc((size_t)o->decode * sizeof *steps);
+    if (!rows || !logits || !steps) goto out;
     if (md_local_backend_new(src, &m->cfg, pool, &be, &e)) goto fail;
     md_ctx_params p = {.numerics = o->numerics,
                        .pool = pool,
                        .experts = be,
                        .n_seq = 1,
-                       .n_ctx = o->prompt + o->decode + 1};
+                       .n_ctx = o->prompt + 2 * o->decode + 1};
     if (md_ctx_new(m, &p, &c, &e)) goto fail;
     uint64_t s = 12345;
     for (int i = 0; i < o->prompt; i++) {
@@ -202,12 +307,19 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, int t
     double t0 = bu_now();
     for (int k = 0; k < o->decode; k++) {
         md_row row = {0, o->prompt + k, tok, 1};
+        double s0 = bu_now();
         if (md_forward(c, &row, 1, logits, &e)) goto fail;
         tok = md_argmax(logits, m->cfg.n_vocab);
+        steps[k] = bu_now() - s0;
     }
     double dt = bu_now() - t0;
+    r->step_min = bu_min(steps, o->decode);
+    r->step_median = bu_median(steps, o->decode);
     r->decode_tps = o->decode / dt;
     r->bytes_per_token = (double)(bytes_read(c, be) - b0) / o->decode;
+    if (o->profile &&
+        profile_decode(c, m, be, o->prompt + o->decode, tok, o->decode, logits, threads, &e))
+        goto fail;
     rc = 0;
     goto out;
 fail:
@@ -218,6 +330,7 @@ out:
     kn_pool_destroy(pool);
     free(rows);
     free(logits);
+    free(steps);
     return rc;
 }
 
@@ -242,9 +355,11 @@ static void report(const opts *o, int layers, int threads, const result *r, doub
     printf("{\"bench\":\"model\",\"arch\":\"gpt-oss\",\"layers\":%d,\"threads\":%d,"
            "\"numerics\":\"%s\",\"prompt\":%d,\"decode_tok_s\":%.3f,\"prefill_tok_s\":%.3f,"
            "\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,\"bandwidth_gb_s\":%.2f,"
-           "\"bandwidth_fraction\":%.3f,\"ref_decode_tok_s\":%.1f,\"ref_prefill_tok_s\":%.1f}\n",
+           "\"bandwidth_fraction\":%.3f,\"ref_decode_tok_s\":%.1f,\"ref_prefill_tok_s\":%.1f,"
+           "\"decode_step_ms_min\":%.3f,\"decode_step_ms_median\":%.3f}\n",
            layers, threads, o->numerics == KN_NUM_Q8 ? "q8" : "f32", o->prompt, r->decode_tps,
-           r->prefill_tps, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac, rd, rp);
+           r->prefill_tps, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac, rd, rp,
+           1e3 * r->step_min, 1e3 * r->step_median);
     fflush(stdout);
 }
 
@@ -285,10 +400,11 @@ int main(int argc, char **argv) {
         bw[t] = bu_read_bandwidth((size_t)1 << 30, o.threads[t], 3);
         printf("   read bandwidth, %d thread(s): %.1f GB/s (measured now)\n", o.threads[t], bw[t]);
     }
-    printf("   x llama.cpp: tok/s divided by llama.cpp's on this kind of machine (decode 4 layers "
-           "26.7 / 49, 8 layers 14.9 / 26.5 tok/s at 1 / 2 threads; prefill 93 tok/s at 4 layers, "
-           "2 threads); MB/token: weight bytes read per decode step; GB/s: MB/token x decode tok/s; "
-           "of bw: that / the bandwidth above.\n");
+    printf(
+        "   x llama.cpp: tok/s divided by llama.cpp's on this kind of machine (decode 4 layers "
+        "26.7 / 49, 8 layers 14.9 / 26.5 tok/s at 1 / 2 threads; prefill 93 tok/s at 4 layers, "
+        "2 threads); MB/token: weight bytes read per decode step; GB/s: MB/token x decode tok/s; "
+        "of bw: that / the bandwidth above.\n");
     printf("%6s %7s %9s %7s %9s %7s %9s %7s %7s\n", "layers", "threads", "decode/s", "x l.cpp",
            "prefill/s", "x l.cpp", "MB/token", "GB/s", "of bw");
     if (o.model) return run_model(&o, o.model, bw) ? 1 : 0;

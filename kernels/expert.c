@@ -1,7 +1,9 @@
 /* kernels/expert.c — the fused expert operation: y = down · glu(gate·x + gate_b, up·x + up_b)
- * + down_b for T rows at once. In Q8 mode x is quantized once and shared by gate and up, and the
- * GLU output is quantized before down, as ggml does. Gate and up run as one pool job (their rows
- * split together across threads), then down. */
+ * + down_b for T rows at once, for one expert or several. In Q8 mode x is quantized once and shared
+ * by gate and up (and by every expert given the same rows), and the GLU output is quantized before
+ * down, as ggml does. Gate and up of all the experts run as one pool job (their rows split together
+ * across threads), then the biases, GLU and down's preparation row by row, then down of all of
+ * them: three round trips through the pool per call, whatever the number of experts. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 
@@ -16,7 +18,7 @@ static int check_bias(const kn_mat *b, int64_t n, const char *what, mw_err *err)
     return 0;
 }
 
-static int check_expert(const kn_expert *e, const kn_glu *glu, mw_err *err) {
+int kn_expert_check(const kn_expert *e, const kn_glu *glu, mw_err *err) {
     if (!e || !glu) return mw_errf(err, "expert: missing expert or GLU policy");
     if ((int)glu->kind < 0 || glu->kind >= KN_GLU_COUNT)
         return mw_errf(err, "expert: unknown GLU kind %d", (int)glu->kind);
@@ -40,14 +42,6 @@ static int check_expert(const kn_expert *e, const kn_glu *glu, mw_err *err) {
                : 0;
 }
 
-/* Y[t][i] += b[i] for every row; b is dequantized into tmp first. */
-static void add_bias(const kn_mat *b, float *tmp, float *Y, int64_t T, int64_t n) {
-    if (!b->data) return;
-    kn_mat_row(b, 0, tmp);
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t i = 0; i < n; i++) Y[t * n + i] += tmp[i];
-}
-
 size_t kn_expert_weight_bytes(const kn_expert *e) {
     const kn_mat *m[6] = {&e->gate, &e->up, &e->down, &e->gate_b, &e->up_b, &e->down_b};
     size_t total = 0;
@@ -56,60 +50,201 @@ size_t kn_expert_weight_bytes(const kn_expert *e) {
     return total;
 }
 
-int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t T, float *Y,
-                  kn_numerics num, kn_pool *caller_pool, mw_err *err) {
-    if (check_expert(e, glu, err) != 0) return -1;
-    if (T < 0) return mw_errf(err, "expert: negative row count %lld", (long long)T);
-    if (T == 0) return 0;
-    const int64_t hidden = e->gate.cols, ff = e->gate.rows;
-    const kn_kernel *kg = kn_kernel_for(e->gate.type, num), *ku = kn_kernel_for(e->up.type, num),
-                    *kd = kn_kernel_for(e->down.type, num);
-    /* gate and up share one prepared input when they want the same preparation */
-    const bool shared = kg->act_prep == ku->act_prep;
+/* ---- several experts at once ---------------------------------------------------------------- */
 
-    kn_part gu[2] = {{.W = &e->gate, .kern = kg, .ldy = ff}, {.W = &e->up, .kern = ku, .ldy = ff}};
-    kn_part dn = {.W = &e->down, .kern = kd, .ldy = hidden};
-    gu[0].x.T = gu[1].x.T = dn.x.T = T;
+/* One expert call (with rows) and where its buffers are in the scratch (offsets, then pointers). */
+typedef struct call_state {
+    const kn_expert_call *c;
+    const kn_kernel *kg, *ku, *kd;
+    int64_t hidden, ff;
+    int in_g, in_u;             /* the input preparations gate and up read */
+    size_t off_g, off_u, off_a; /* G and U (T × ff floats), down's prepared input */
+    size_t off_b;               /* gate_b, up_b (ff floats each), down_b (hidden floats) */
+    float *G, *U, *gb, *ub, *db;
+} call_state;
 
+/* What one kn_experts_run call keeps, in one allocation for n calls. An input preparation is
+ * shared by every matrix reading the same rows in the same activation format. */
+typedef struct experts_ws {
+    call_state *cs;
+    kn_prep *in; /* up to 2n distinct input preparations */
+    kn_act *in_x;
+    size_t *in_off;
+    kn_part *gu, *dn; /* 2n gate/up parts, n down parts */
+    int n, n_in;
+} experts_ws;
+
+#define KN_EXPERTS_SMALL 8 /* calls handled without an allocation */
+#define WS_BYTES(n)                                                                                \
+    ((size_t)(n) * (sizeof(call_state) + 2 * (sizeof(kn_prep) + sizeof(kn_act) + sizeof(size_t)) + \
+                    3 * sizeof(kn_part)))
+
+static void ws_carve(experts_ws *w, void *mem, int n) {
+    w->cs = mem;
+    w->in = (kn_prep *)(w->cs + n);
+    w->in_x = (kn_act *)(w->in + 2 * n);
+    w->in_off = (size_t *)(w->in_x + 2 * n);
+    w->gu = (kn_part *)(w->in_off + 2 * n);
+    w->dn = w->gu + 2 * n;
+}
+
+/* The input preparation for (kernel k, the call's rows), found among those listed or added;
+ * *bytes grows by a new one's scratch. */
+static int input_for(experts_ws *w, const kn_kernel *k, const kn_expert_call *c, int64_t hidden,
+                     size_t *bytes) {
+    for (int i = 0; i < w->n_in; i++) {
+        const kn_prep *p = &w->in[i];
+        if (p->k->act_prep == k->act_prep && p->X == c->X && p->T == c->T && p->K == hidden)
+            return i;
+    }
+    const int i = w->n_in++;
+    w->in[i] = (kn_prep){k, c->X, hidden, c->T, NULL, &w->in_x[i]};
+    w->in_off[i] = *bytes;
+    *bytes += kn_align64(kn_act_scratch(k, hidden, c->T));
+    return i;
+}
+
+/* Lays out the calls that have rows and their parts; returns the scratch bytes before the
+ * per-thread part. */
+static size_t plan(experts_ws *w, const kn_expert_call *calls, int n, kn_numerics num) {
+    size_t bytes = 0;
+    w->n = w->n_in = 0;
+    for (int i = 0; i < n; i++) {
+        const kn_expert_call *c = &calls[i];
+        if (c->T == 0) continue;
+        const kn_expert *e = c->e;
+        const int j = w->n++;
+        call_state *s = &w->cs[j];
+        *s = (call_state){.c = c,
+                          .kg = kn_kernel_for(e->gate.type, num),
+                          .ku = kn_kernel_for(e->up.type, num),
+                          .kd = kn_kernel_for(e->down.type, num),
+                          .hidden = e->gate.cols,
+                          .ff = e->gate.rows};
+        s->in_g = input_for(w, s->kg, c, s->hidden, &bytes);
+        s->in_u = input_for(w, s->ku, c, s->hidden, &bytes);
+        const size_t g = kn_align64((size_t)(c->T * s->ff) * sizeof(float));
+        s->off_g = bytes;
+        s->off_u = bytes + g;
+        s->off_a = bytes + 2 * g;
+        s->off_b = s->off_a + kn_align64(kn_act_scratch(s->kd, s->ff, c->T));
+        bytes = s->off_b + kn_align64((size_t)(2 * s->ff + s->hidden) * sizeof(float));
+        w->gu[2 * j] = (kn_part){.W = &e->gate, .kern = s->kg, .ldy = s->ff};
+        w->gu[2 * j + 1] = (kn_part){.W = &e->up, .kern = s->ku, .ldy = s->ff};
+        w->dn[j] = (kn_part){.W = &e->down, .kern = s->kd, .Y = c->Y, .ldy = s->hidden};
+        w->gu[2 * j].x.T = w->gu[2 * j + 1].x.T = w->dn[j].x.T = c->T;
+    }
+    return bytes;
+}
+
+/* The middle step, row by row over every call's rows: biases, GLU, down's preparation. */
+typedef struct mid_job {
+    const experts_ws *w;
+    const kn_glu *glu;
+    int64_t total;
+} mid_job;
+
+static void mid_row(const call_state *s, const kn_act *a, const kn_glu *glu, int64_t t) {
+    float *g = s->G + t * s->ff, *u = s->U + t * s->ff;
+    if (s->gb)
+        for (int64_t i = 0; i < s->ff; i++) g[i] += s->gb[i];
+    if (s->ub)
+        for (int64_t i = 0; i < s->ff; i++) u[i] += s->ub[i];
+    kn_glu_apply(glu, g, u, g, s->ff);
+    if (s->kd->act_prep) s->kd->act_prep(g, (uint8_t *)a->data + (size_t)t * a->stride, s->ff);
+}
+
+static void mid_task(void *arg, int ith, int nth) {
+    const mid_job *j = arg;
+    int i = 0;
+    int64_t base = 0;
+    for (int64_t r = ith; r < j->total; r += nth) {
+        while (r - base >= j->w->cs[i].c->T) base += j->w->cs[i++].c->T;
+        mid_row(&j->w->cs[i], &j->w->dn[i].x, j->glu, r - base);
+    }
+}
+
+static float *dequant_bias(const kn_mat *b, float *dst) {
+    if (!b->data) return NULL;
+    kn_mat_row(b, 0, dst);
+    return dst;
+}
+
+static int experts_run(experts_ws *w, const kn_expert_call *calls, int n, const kn_glu *glu,
+                       kn_numerics num, kn_pool *caller_pool, mw_err *err) {
+    const size_t bytes = plan(w, calls, n, num);
+    if (w->n == 0) return 0;
     kn_pool *pool = kn_pool_acquire(caller_pool);
-    const int nth_gu = kn_parts_threads(gu, 2, pool), nth_dn = kn_parts_threads(&dn, 1, pool);
-    const size_t sz_xg = kn_act_scratch(kg, hidden, T);
-    const size_t sz_xu = shared ? 0 : kn_act_scratch(ku, hidden, T);
-    const size_t sz_g = kn_align64((size_t)(T * ff) * sizeof(float));
-    const size_t sz_a = kn_act_scratch(kd, ff, T);
-    const size_t sz_bias = kn_align64((size_t)(ff > hidden ? ff : hidden) * sizeof(float));
-    size_t sz_thr = kn_parts_scratch(gu, 2, nth_gu), sz_thr_dn = kn_parts_scratch(&dn, 1, nth_dn);
-    if (sz_thr_dn > sz_thr) sz_thr = sz_thr_dn;
+    const size_t thr_gu =
+        kn_parts_scratch(w->gu, 2 * w->n, kn_parts_threads(w->gu, 2 * w->n, pool));
+    const size_t thr_dn = kn_parts_scratch(w->dn, w->n, kn_parts_threads(w->dn, w->n, pool));
     void *tmp;
-    uint8_t *buf = kn_pool_scratch(pool, sz_xg + sz_xu + 2 * sz_g + sz_a + sz_bias + sz_thr, &tmp);
+    uint8_t *buf = kn_pool_scratch(pool, bytes + (thr_gu > thr_dn ? thr_gu : thr_dn), &tmp);
     if (!buf) {
         kn_pool_release(pool);
-        return mw_errf(err, "expert: out of memory for %lld rows (%lld x %lld)", (long long)T,
-                       (long long)ff, (long long)hidden);
+        return mw_errf(err, "experts: out of memory for %d expert calls", w->n);
     }
-    uint8_t *xg = buf, *xu = xg + sz_xg, *a = xu + sz_xu + 2 * sz_g, *thr = a + sz_a + sz_bias;
-    float *G = (float *)(xu + sz_xu), *U = (float *)(xu + sz_xu + sz_g);
-    float *bias = (float *)(a + sz_a);
-
-    kn_act_prepare(kg, X, hidden, T, xg, pool, &gu[0].x);
-    if (shared)
-        gu[1].x = gu[0].x;
-    else
-        kn_act_prepare(ku, X, hidden, T, xu, pool, &gu[1].x);
-    gu[0].Y = G;
-    gu[1].Y = U;
-    kn_run_parts(gu, 2, pool, thr);
-
-    add_bias(&e->gate_b, bias, G, T, ff);
-    add_bias(&e->up_b, bias, U, T, ff);
-    kn_glu_apply(glu, G, U, G, T * ff);
-
-    kn_act_prepare(kd, G, ff, T, a, pool, &dn.x);
-    dn.Y = Y;
-    kn_run_parts(&dn, 1, pool, thr);
-    add_bias(&e->down_b, bias, Y, T, hidden);
-
+    /* gate and up of every call, each distinct input prepared once */
+    for (int i = 0; i < w->n_in; i++) w->in[i].dst = buf + w->in_off[i];
+    kn_act_prepare_many(w->in, w->n_in, pool);
+    mid_job mj = {w, glu, 0};
+    double work = 0;
+    for (int j = 0; j < w->n; j++) {
+        call_state *s = &w->cs[j];
+        s->G = (float *)(buf + s->off_g);
+        s->U = (float *)(buf + s->off_u);
+        w->gu[2 * j].x = w->in_x[s->in_g];
+        w->gu[2 * j + 1].x = w->in_x[s->in_u];
+        w->gu[2 * j].Y = s->G;
+        w->gu[2 * j + 1].Y = s->U;
+        float *b = (float *)(buf + s->off_b);
+        s->gb = dequant_bias(&s->c->e->gate_b, b);
+        s->ub = dequant_bias(&s->c->e->up_b, b + s->ff);
+        s->db = dequant_bias(&s->c->e->down_b, b + 2 * s->ff);
+        kn_act *a = &w->dn[j].x; /* down reads the GLU output, prepared or as floats */
+        a->data = s->kd->act_prep ? (const void *)(buf + s->off_a) : (const void *)s->G;
+        a->stride = s->kd->act_prep ? kn_act_scratch(s->kd, s->ff, 1) : s->ff * sizeof(float);
+        mj.total += s->c->T;
+        work += (double)s->c->T * (double)s->ff;
+    }
+    kn_run_parts(w->gu, 2 * w->n, pool, buf + bytes);
+    const int nth = mj.total >= 8 && work >= 32768 ? kn_pool_size(pool) : 1;
+    kn_pool_run_locked(pool, mid_task, &mj, nth < mj.total ? nth : (int)mj.total);
+    kn_run_parts(w->dn, w->n, pool, buf + bytes);
+    for (int j = 0; j < w->n; j++) {
+        const call_state *s = &w->cs[j];
+        if (s->db)
+            for (int64_t t = 0; t < s->c->T; t++)
+                for (int64_t k = 0; k < s->hidden; k++) s->c->Y[t * s->hidden + k] += s->db[k];
+    }
     kn_pool_release(pool);
     free(tmp);
     return 0;
+}
+
+int kn_experts_run(const kn_expert_call *calls, int n, const kn_glu *glu, kn_numerics num,
+                   kn_pool *pool, mw_err *err) {
+    if (n < 0 || (n > 0 && !calls)) return mw_errf(err, "experts: bad call list (%d calls)", n);
+    for (int i = 0; i < n; i++) {
+        if (kn_expert_check(calls[i].e, glu, err) != 0) return -1;
+        if (calls[i].T < 0)
+            return mw_errf(err, "expert: negative row count %lld", (long long)calls[i].T);
+        if (calls[i].T > 0 && (!calls[i].X || !calls[i].Y))
+            return mw_errf(err, "expert: missing input or output rows");
+    }
+    _Alignas(64) uint8_t small[WS_BYTES(KN_EXPERTS_SMALL)];
+    void *heap = n > KN_EXPERTS_SMALL ? malloc(WS_BYTES(n)) : NULL;
+    if (n > KN_EXPERTS_SMALL && !heap)
+        return mw_errf(err, "experts: out of memory for %d expert calls", n);
+    experts_ws w;
+    ws_carve(&w, heap ? heap : small, n > KN_EXPERTS_SMALL ? n : KN_EXPERTS_SMALL);
+    const int rc = experts_run(&w, calls, n, glu, num, pool, err);
+    free(heap);
+    return rc;
+}
+
+int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t T, float *Y,
+                  kn_numerics num, kn_pool *pool, mw_err *err) {
+    const kn_expert_call c = {e, X, T, Y};
+    return kn_experts_run(&c, 1, glu, num, pool, err);
 }

@@ -121,6 +121,13 @@ typedef struct kn_mat {
 void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
                kn_pool *pool);
 
+/* Y[i] = W[i] · X for n matrices of the same width, as one pool job: X is prepared once per
+ * activation format, and the rows of all n matrices are split across the threads together (one
+ * round trip through the pool instead of n). Results are those of n kn_matmul calls, bit for bit.
+ */
+void kn_matmul_many(const kn_mat *const *W, float *const *Y, int n, const float *X, int64_t T,
+                    kn_numerics num, kn_pool *pool);
+
 /* Dequantizes row r of W into dst (W->cols floats). */
 void kn_mat_row(const kn_mat *W, int64_t r, float *dst);
 
@@ -167,6 +174,21 @@ typedef struct kn_expert {
  * when the shapes are inconsistent. Both the expert node and the in-process backend call this. */
 int kn_expert_run(const kn_expert *e, const kn_glu *glu, const float *X, int64_t T, float *Y,
                   kn_numerics num, kn_pool *pool, struct mw_err *err);
+
+/* Several experts, each over its own rows, as two pool jobs (gate and up of all of them, then
+ * down of all of them) instead of two per expert; the rows of calls sharing an input (same X, T
+ * and width) are prepared once. Results are those of one kn_expert_run per call, bit for bit. */
+typedef struct kn_expert_call {
+    const kn_expert *e;
+    const float *X; /* T × hidden */
+    int64_t T;
+    float *Y; /* T × hidden */
+} kn_expert_call;
+int kn_experts_run(const kn_expert_call *calls, int n, const kn_glu *glu, kn_numerics num,
+                   kn_pool *pool, struct mw_err *err);
+
+/* Checks an expert's shapes and types (what kn_expert_run checks first): 0, or -1 with err. */
+int kn_expert_check(const kn_expert *e, const kn_glu *glu, struct mw_err *err);
 
 /* Bytes of stored weights (gate, up, down and biases, as stored) one execution of e reads. */
 size_t kn_expert_weight_bytes(const kn_expert *e);

@@ -253,11 +253,14 @@ typedef struct kn_part {
     kn_act x;
     float *Y;
     int64_t ldy;
+    int64_t chunk_rows, first_chunk; /* set by kn_run_parts: its split, and the job's chunk index
+                                        of its first chunk */
 } kn_part;
 
 /* Bytes of scratch kn_run_parts needs for these parts with nth threads. */
 size_t kn_parts_scratch(const kn_part *parts, int nparts, int nth);
-/* Computes all parts, splitting rows across the pool. scratch: kn_parts_scratch bytes. */
+/* Computes all parts (any number) as one pool job, splitting rows across the pool. scratch:
+ * kn_parts_scratch bytes. */
 void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch);
 /* How many threads a job of this size deserves (1 for small work). */
 int kn_parts_threads(const kn_part *parts, int nparts, kn_pool *pool);
@@ -266,6 +269,15 @@ size_t kn_act_scratch(const kn_kernel *k, int64_t K, int64_t T);
 /* Prepares T rows of X (K floats each) for kernel k into dst (kn_act_scratch bytes); sets *x. */
 void kn_act_prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, void *dst,
                     kn_pool *pool, kn_act *x);
+/* Several preparations as one pool job (rows of all of them split across the threads). */
+typedef struct kn_prep {
+    const kn_kernel *k;
+    const float *X; /* T rows of K floats */
+    int64_t K, T;
+    void *dst; /* kn_act_scratch(k, K, T) bytes */
+    kn_act *x; /* set */
+} kn_prep;
+void kn_act_prepare_many(const kn_prep *preps, int n, kn_pool *pool);
 /* Deterministic expf (same bits on every ISA and libm): ~1 ulp. Its SIMD versions (in the GLU
  * kernels) use the same constants and the same sequence of correctly rounded operations. */
 float kn_expf(float x);

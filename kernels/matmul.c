@@ -58,8 +58,7 @@ void kn_mat_row(const kn_mat *W, int64_t r, float *dst) {
 typedef struct job {
     kn_part *parts;
     int nparts;
-    int64_t chunk_rows[4];
-    int64_t first_chunk[5]; /* prefix sums of each part's chunk count */
+    int64_t total; /* chunks of all parts */
     atomic_llong next;
     uint8_t *scratch;
     size_t per_thread;
@@ -92,16 +91,14 @@ static void job_task(void *arg, int ith, int nth) {
     job *j = arg;
     (void)nth;
     void *scratch = j->scratch + (size_t)ith * j->per_thread;
-    const int64_t total = j->first_chunk[j->nparts];
+    int p = 0; /* chunks are claimed in increasing order, so the part only moves forward */
     for (;;) {
         const int64_t c = atomic_fetch_add(&j->next, 1);
-        if (c >= total) return;
-        int p = 0;
-        while (c >= j->first_chunk[p + 1]) p++;
+        if (c >= j->total) return;
+        while (p + 1 < j->nparts && c >= j->parts[p + 1].first_chunk) p++;
         const kn_part *pt = &j->parts[p];
-        const int64_t n0 = (c - j->first_chunk[p]) * j->chunk_rows[p];
-        const int64_t n1 =
-            n0 + j->chunk_rows[p] < pt->W->rows ? n0 + j->chunk_rows[p] : pt->W->rows;
+        const int64_t n0 = (c - pt->first_chunk) * pt->chunk_rows;
+        const int64_t n1 = n0 + pt->chunk_rows < pt->W->rows ? n0 + pt->chunk_rows : pt->W->rows;
         pt->kern->rows(pt->W, &pt->x, pt->Y, pt->ldy, n0, n1, scratch);
     }
 }
@@ -110,15 +107,15 @@ void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
     const int nth = kn_parts_threads(parts, nparts, pool);
     job j = {.parts = parts, .nparts = nparts, .scratch = scratch};
     j.per_thread = thread_scratch(parts, nparts);
-    j.first_chunk[0] = 0;
     for (int i = 0; i < nparts; i++) {
         const int64_t rows = parts[i].W->rows;
         int64_t c = nth == 1
                         ? rows
                         : (rows + nth * KN_CHUNKS_PER_THREAD - 1) / (nth * KN_CHUNKS_PER_THREAD);
         c = (c + KN_CHUNK_ALIGN - 1) / KN_CHUNK_ALIGN * KN_CHUNK_ALIGN;
-        j.chunk_rows[i] = c > 0 ? c : KN_CHUNK_ALIGN;
-        j.first_chunk[i + 1] = j.first_chunk[i] + (rows + j.chunk_rows[i] - 1) / j.chunk_rows[i];
+        parts[i].chunk_rows = c > 0 ? c : KN_CHUNK_ALIGN;
+        parts[i].first_chunk = j.total;
+        j.total += (rows + parts[i].chunk_rows - 1) / parts[i].chunk_rows;
     }
     atomic_init(&j.next, 0);
     kn_pool_run_locked(pool, job_task, &j, nth);
@@ -126,70 +123,144 @@ void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
 
 /* ---- activation preparation ------------------------------------------------------------------ */
 
-typedef struct prep_job {
-    const kn_kernel *kern;
-    const float *X;
-    int64_t K, T;
-    uint8_t *dst;
-    size_t stride;
-} prep_job;
-
-static void prep_task(void *arg, int ith, int nth) {
-    prep_job *p = arg;
-    for (int64_t t = ith; t < p->T; t += nth)
-        p->kern->act_prep(p->X + t * p->K, p->dst + (size_t)t * p->stride, p->K);
-}
-
 /* Bytes of one prepared row (0: the kernel reads raw floats). */
 static size_t act_stride(const kn_kernel *k, int64_t K) {
     return k->act_prep ? kn_align64(k->act_bytes(K)) : 0;
-}
-
-/* Prepares T rows of X (row stride K floats) for kernel k into dst; sets *x. */
-static void prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, uint8_t *dst,
-                    kn_pool *pool, kn_act *x) {
-    x->T = T;
-    if (!k->act_prep) {
-        x->data = X;
-        x->stride = (size_t)K * sizeof(float);
-        return;
-    }
-    prep_job p = {k, X, K, T, dst, act_stride(k, K)};
-    const int nth = T >= 8 && (double)T * (double)K >= 32768 ? kn_pool_size(pool) : 1;
-    kn_pool_run_locked(pool, prep_task, &p, nth < T ? nth : (int)T);
-    x->data = dst;
-    x->stride = p.stride;
 }
 
 size_t kn_act_scratch(const kn_kernel *k, int64_t K, int64_t T) {
     return act_stride(k, K) * (size_t)T;
 }
 
+typedef struct prep_job {
+    const kn_prep *preps;
+    int n;
+    int64_t total; /* rows to prepare, of all preparations */
+} prep_job;
+
+/* Rows a preparation contributes to the job (none when its kernel reads raw floats). */
+static int64_t prep_rows(const kn_prep *p) {
+    return p->k->act_prep ? p->T : 0;
+}
+
+/* Job row r is row r - (rows of the preparations before it) of the one it falls in. */
+static void prep_task(void *arg, int ith, int nth) {
+    const prep_job *j = arg;
+    int i = 0;
+    int64_t base = 0;
+    for (int64_t r = ith; r < j->total; r += nth) {
+        while (r - base >= prep_rows(&j->preps[i])) base += prep_rows(&j->preps[i++]);
+        const kn_prep *p = &j->preps[i];
+        const int64_t t = r - base;
+        p->k->act_prep(p->X + t * p->K, (uint8_t *)p->dst + (size_t)t * p->x->stride, p->K);
+    }
+}
+
+void kn_act_prepare_many(const kn_prep *preps, int n, kn_pool *pool) {
+    prep_job j = {preps, n, 0};
+    double work = 0;
+    for (int i = 0; i < n; i++) {
+        const kn_prep *p = &preps[i];
+        const bool raw = !p->k->act_prep;
+        p->x->T = p->T;
+        p->x->data = raw ? (const void *)p->X : p->dst;
+        p->x->stride = raw ? (size_t)p->K * sizeof(float) : act_stride(p->k, p->K);
+        j.total += prep_rows(p);
+        work += (double)prep_rows(p) * (double)p->K;
+    }
+    if (j.total == 0) return;
+    const int nth = j.total >= 8 && work >= 32768 ? kn_pool_size(pool) : 1;
+    kn_pool_run_locked(pool, prep_task, &j, nth < j.total ? nth : (int)j.total);
+}
+
 void kn_act_prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, void *dst,
                     kn_pool *pool, kn_act *x) {
-    prepare(k, X, K, T, dst, pool, x);
+    const kn_prep p = {k, X, K, T, dst, x};
+    kn_act_prepare_many(&p, 1, pool);
 }
 
 /* ---- kn_matmul ------------------------------------------------------------------------------- */
+
+/* The matrices of one kn_matmul_many call: a small call lives on the stack. */
+#define KN_MANY_SMALL 4
+typedef struct many {
+    kn_part *parts;
+    kn_prep *preps; /* one per distinct preparation */
+    kn_act *acts;   /* aligned with preps */
+    int *prep_of;   /* per matrix: index into preps */
+    void *heap;
+} many;
+
+static void many_init(many *m, int n, kn_part *p, kn_prep *q, kn_act *a, int *w) {
+    m->heap = NULL;
+    if (n <= KN_MANY_SMALL) {
+        *m = (many){p, q, a, w, NULL};
+        return;
+    }
+    m->heap = malloc((size_t)n * (sizeof *p + sizeof *q + sizeof *a + sizeof *w));
+    if (!m->heap) {
+        fprintf(stderr, "moewire kernels: out of memory for %d matmuls\n", n);
+        abort();
+    }
+    m->parts = m->heap;
+    m->preps = (kn_prep *)(m->parts + n);
+    m->acts = (kn_act *)(m->preps + n);
+    m->prep_of = (int *)(m->acts + n);
+}
+
+void kn_matmul_many(const kn_mat *const *W, float *const *Y, int n, const float *X, int64_t T,
+                    kn_numerics num, kn_pool *caller_pool) {
+    if (n <= 0 || T <= 0) return;
+    kn_part p_small[KN_MANY_SMALL];
+    kn_prep q_small[KN_MANY_SMALL];
+    kn_act a_small[KN_MANY_SMALL];
+    int w_small[KN_MANY_SMALL];
+    many m;
+    many_init(&m, n, p_small, q_small, a_small, w_small);
+    const int64_t K = W[0]->cols;
+    int np = 0;
+    size_t act = 0;
+    for (int i = 0; i < n; i++) {
+        kn_check_mat(W[i], "kn_matmul");
+        if (W[i]->cols != K) {
+            fprintf(stderr, "moewire kernels: kn_matmul_many: matrices of %lld and %lld columns\n",
+                    (long long)K, (long long)W[i]->cols);
+            abort();
+        }
+        const kn_kernel *k = kn_kernel_for(W[i]->type, num);
+        m.parts[i] = (kn_part){.W = W[i], .kern = k, .Y = Y[i], .ldy = W[i]->rows};
+        m.parts[i].x.T = T;
+        /* matrices whose kernels prepare activations alike share one preparation; dst holds the
+         * offset into the scratch until the scratch exists */
+        int s = 0;
+        while (s < np && m.preps[s].k->act_prep != k->act_prep) s++;
+        if (s == np) {
+            m.preps[np++] = (kn_prep){k, X, K, T, (void *)(uintptr_t)act, &m.acts[s]};
+            act += kn_act_scratch(k, K, T);
+        }
+        m.prep_of[i] = s;
+    }
+    kn_pool *pool = kn_pool_acquire(caller_pool);
+    const int nth = kn_parts_threads(m.parts, n, pool);
+    void *tmp;
+    uint8_t *buf = kn_pool_scratch(pool, act + kn_parts_scratch(m.parts, n, nth), &tmp);
+    if (!buf) {
+        fprintf(stderr, "moewire kernels: out of memory for a %lld x %lld matmul at T=%lld\n",
+                (long long)W[0]->rows, (long long)K, (long long)T);
+        abort();
+    }
+    for (int s = 0; s < np; s++) m.preps[s].dst = buf + (uintptr_t)m.preps[s].dst;
+    kn_act_prepare_many(m.preps, np, pool);
+    for (int i = 0; i < n; i++) m.parts[i].x = m.acts[m.prep_of[i]];
+    kn_run_parts(m.parts, n, pool, buf + act);
+    kn_pool_release(pool);
+    free(tmp);
+    free(m.heap);
+}
 
 void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
                kn_pool *caller_pool) {
     kn_check_mat(W, "kn_matmul");
     if (T <= 0 || W->rows == 0) return;
-    kn_part part = {.W = W, .kern = kn_kernel_for(W->type, num), .Y = Y, .ldy = W->rows};
-    part.x.T = T;
-    kn_pool *pool = kn_pool_acquire(caller_pool);
-    const int nth = kn_parts_threads(&part, 1, pool);
-    const size_t act = kn_act_scratch(part.kern, W->cols, T);
-    void *tmp;
-    uint8_t *buf = kn_pool_scratch(pool, act + kn_parts_scratch(&part, 1, nth), &tmp);
-    if (!buf) {
-        fprintf(stderr, "moewire kernels: out of memory for a %lld x %lld matmul at T=%lld\n",
-                (long long)W->rows, (long long)W->cols, (long long)T);
-        abort();
-    }
-    prepare(part.kern, X, W->cols, T, buf, pool, &part.x);
-    kn_run_parts(&part, 1, pool, buf + act);
-    kn_pool_release(pool);
-    free(tmp);
+    kn_matmul_many(&W, &Y, 1, X, T, num, caller_pool);
 }

@@ -162,13 +162,22 @@ static void observe(md_ctx *c, int il, md_probe p, const void *data, int64_t row
     if (c->obs) c->obs(c->obs_ud, il, p, data, rows, cols);
 }
 
+/* Y[i] = W[i] · X (+ bias[i]) for n matrices reading the same X, as one kernel call (the input
+ * prepared once, one round trip through the pool). */
+static void matmuls(md_ctx *c, int n, const kn_mat *const *W, const float *X, int64_t T,
+                    float *const *Y, const float *const *bias) {
+    kn_matmul_many(W, Y, n, X, T, c->p.numerics, c->p.pool);
+    for (int m = 0; m < n; m++) {
+        c->dense_bytes += (uint64_t)W[m]->row_bytes * (uint64_t)W[m]->rows;
+        if (bias[m])
+            for (int64_t t = 0; t < T; t++)
+                for (int64_t i = 0; i < W[m]->rows; i++) Y[m][t * W[m]->rows + i] += bias[m][i];
+    }
+}
+
 static void matmul(md_ctx *c, const kn_mat *w, const float *X, int64_t T, float *Y,
                    const float *bias) {
-    kn_matmul(w, X, T, Y, c->p.numerics, c->p.pool);
-    c->dense_bytes += (uint64_t)w->row_bytes * (uint64_t)w->rows;
-    if (bias)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t i = 0; i < w->rows; i++) Y[t * w->rows + i] += bias[i];
+    matmuls(c, 1, &w, X, T, &Y, &bias);
 }
 
 static void norm_rows(const float *x, float *y, const float *w, int64_t T, int64_t n, float eps) {
@@ -247,9 +256,9 @@ static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) 
 
     norm_rows(c->x, c->xn, w->attn_norm, T, E, m->norm_eps);
     observe(c, il, MD_PROBE_ATTN_NORM, c->xn, T, E);
-    matmul(c, &w->wq, c->xn, T, c->q, w->bq);
-    matmul(c, &w->wk, c->xn, T, c->k, w->bk);
-    matmul(c, &w->wv, c->xn, T, c->v, w->bv);
+    const kn_mat *qkv[3] = {&w->wq, &w->wk, &w->wv};
+    matmuls(c, 3, qkv, c->xn, T, (float *const[]){c->q, c->k, c->v},
+            (const float *const[]){w->bq, w->bk, w->bv});
     qk_prepare(c, il, rows, T);
     md_attn_args aa = {
         .cfg = m,

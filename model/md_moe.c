@@ -1,6 +1,7 @@
 /* model/md_moe.c — the MoE executor shared by the in-process backend and the expert node, and the
  * one combine rule (md_moe_accumulate). Assignments are grouped by expert so each expert's weights
- * are read once per batch; outputs are reduced per row in the order the assignments were given. */
+ * are read once per batch, all experts run as one kernel call, and outputs are reduced per row in
+ * the order the assignments were given. */
 #include "model/md_moe.h"
 
 #include <math.h>
@@ -27,7 +28,9 @@ typedef struct slot {
 struct md_moe_ws {
     slot *slots;
     size_t slots_cap;
-    float *xg, *yg; /* one expert's gathered rows and outputs */
+    kn_expert_call *calls; /* one per expert named */
+    size_t calls_cap;
+    float *xg, *yg; /* gathered rows and outputs of the experts with several rows */
     size_t xg_cap, yg_cap;
     float *yall; /* PARTIAL: one output per assignment */
     size_t yall_cap;
@@ -40,6 +43,7 @@ md_moe_ws *md_moe_ws_new(void) {
 void md_moe_ws_free(md_moe_ws *ws) {
     if (!ws) return;
     free(ws->slots);
+    free(ws->calls);
     free(ws->xg);
     free(ws->yg);
     free(ws->yall);
@@ -79,38 +83,14 @@ static int check_args(const md_moe_exec_args *a, mw_err *err) {
     return 0;
 }
 
-/* Runs expert slots[0..n) (all the same expert) and writes each assignment's output row. */
-static int run_group(const md_moe_exec_args *a, md_moe_ws *ws, const slot *slots, int64_t n,
-                     float *dst, uint64_t *weight_bytes, mw_err *err) {
-    const int64_t w = a->width;
-    const kn_expert *e = a->lookup(a->lookup_ctx, a->layer, slots[0].expert, err);
-    if (!e) return -1;
-    if (n == 1) {
-        /* decode: no gather, the output goes straight to its row */
-        const md_assignment *s = &a->assign[slots[0].a];
-        if (kn_expert_run(e, a->glu, a->x + (int64_t)s->row * w, 1, dst + (int64_t)slots[0].a * w,
-                          a->numerics, a->pool, err))
-            return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, slots[0].expert);
-    } else {
-        if (mw_grow((void **)&ws->xg, &ws->xg_cap, (size_t)(n * w), sizeof(float)) ||
-            mw_grow((void **)&ws->yg, &ws->yg_cap, (size_t)(n * w), sizeof(float)))
-            return mw_errf(err, "MoE layer %d: out of memory", a->layer);
-        for (int64_t i = 0; i < n; i++)
-            memcpy(ws->xg + i * w, a->x + (int64_t)a->assign[slots[i].a].row * w,
-                   (size_t)w * sizeof(float));
-        if (kn_expert_run(e, a->glu, ws->xg, n, ws->yg, a->numerics, a->pool, err))
-            return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, slots[0].expert);
-        for (int64_t i = 0; i < n; i++)
-            memcpy(dst + (int64_t)slots[i].a * w, ws->yg + i * w, (size_t)w * sizeof(float));
-    }
-    if (weight_bytes) *weight_bytes += kn_expert_weight_bytes(e);
-    return 0;
-}
-
+/* Every expert the assignments name runs once, over all its rows, in one kn_experts_run (two
+ * round trips through the pool per layer, however many experts). An expert with a single row reads
+ * it in place and writes its assignment's output row directly; others gather their rows. */
 static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *weight_bytes,
                 mw_err *err) {
     const int64_t w = a->width, n = a->n_assign;
-    if (mw_grow((void **)&ws->slots, &ws->slots_cap, (size_t)n, sizeof(slot)))
+    if (mw_grow((void **)&ws->slots, &ws->slots_cap, (size_t)n, sizeof(slot)) ||
+        mw_grow((void **)&ws->calls, &ws->calls_cap, (size_t)n, sizeof(kn_expert_call)))
         return mw_errf(err, "MoE layer %d: out of memory", a->layer);
     for (int64_t i = 0; i < n; i++) ws->slots[i] = (slot){a->assign[i].expert, (int32_t)i};
     qsort(ws->slots, (size_t)n, sizeof(slot), cmp_slot);
@@ -121,11 +101,39 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
             return mw_errf(err, "MoE layer %d: out of memory", a->layer);
         dst = ws->yall;
     }
+    /* gathered rows of the experts with several, in slot order (slot i at row i) */
+    if (mw_grow((void **)&ws->xg, &ws->xg_cap, (size_t)(n * w), sizeof(float)) ||
+        mw_grow((void **)&ws->yg, &ws->yg_cap, (size_t)(n * w), sizeof(float)))
+        return mw_errf(err, "MoE layer %d: out of memory", a->layer);
+    int n_calls = 0;
+    uint64_t bytes = 0;
     for (int64_t g = 0; g < n;) {
+        const slot *s = ws->slots + g;
         int64_t end = g + 1;
-        while (end < n && ws->slots[end].expert == ws->slots[g].expert) end++;
-        if (run_group(a, ws, ws->slots + g, end - g, dst, weight_bytes, err)) return -1;
+        while (end < n && ws->slots[end].expert == s->expert) end++;
+        const kn_expert *e = a->lookup(a->lookup_ctx, a->layer, s->expert, err);
+        if (!e || kn_expert_check(e, a->glu, err))
+            return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, s->expert);
+        kn_expert_call *c = &ws->calls[n_calls++];
+        *c = (kn_expert_call){e, ws->xg + g * w, end - g, ws->yg + g * w};
+        if (end - g == 1) {
+            c->X = a->x + (int64_t)a->assign[s->a].row * w;
+            c->Y = dst + (int64_t)s->a * w;
+        } else {
+            for (int64_t i = g; i < end; i++)
+                memcpy(ws->xg + i * w, a->x + (int64_t)a->assign[ws->slots[i].a].row * w,
+                       (size_t)w * sizeof(float));
+        }
+        bytes += kn_expert_weight_bytes(e);
         g = end;
+    }
+    if (kn_experts_run(ws->calls, n_calls, a->glu, a->numerics, a->pool, err))
+        return mw_err_wrap(err, "MoE layer %d", a->layer);
+    if (weight_bytes) *weight_bytes += bytes;
+    for (int64_t i = 0; i < n; i++) { /* outputs of gathered groups back to their assignments */
+        const int32_t e = ws->slots[i].expert;
+        if ((i > 0 && ws->slots[i - 1].expert == e) || (i + 1 < n && ws->slots[i + 1].expert == e))
+            memcpy(dst + (int64_t)ws->slots[i].a * w, ws->yg + i * w, (size_t)w * sizeof(float));
     }
     if (a->mode == MD_MOE_PARTIAL) {
         memset(out, 0, (size_t)(a->rows * w) * sizeof(float));

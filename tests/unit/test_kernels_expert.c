@@ -1,6 +1,7 @@
 /* tests/unit/test_kernels_expert.c — the fused expert operation (against its own composition of
- * kn_matmul calls, bit for bit, and a float64 reference), GLU policies, the deterministic exp,
- * shape validation, and the thread pool. */
+ * kn_matmul calls, bit for bit, and a float64 reference), several experts in one call (against
+ * one call each, bit for bit), GLU policies, the deterministic exp, shape validation, and the
+ * thread pool. */
 #include "tests/unit/kn_test_util.h"
 #include "util/mw_err.h"
 
@@ -156,6 +157,61 @@ static void test_expert_rejects_bad_shapes(void **state) {
                                                        64 * kn_row_size(KN_MXFP4, 32) +
                                                        (32 + 32 + 64) * 4);
     free_expert(&f);
+}
+
+/* kn_experts_run = one kn_expert_run per call, bit for bit: calls sharing an input (decode: one
+ * row, k experts), calls with their own rows, zero-row calls, an expert of another width and type,
+ * experts with and without biases, more calls than fit the small path; 1 and 2 threads, both
+ * numerics modes. */
+static void test_experts_run_equals_single_calls(void **state) {
+    (void)state;
+    kt_rng r = {777};
+    const int64_t hidden = 320;
+    enum { NE = 5, NC = 11 };
+    expert_fx f[NE];
+    for (int i = 0; i < NE; i++)
+        f[i] = make_expert(&r, i == 3 ? KN_Q8_0 : KN_MXFP4, hidden, i == 4 ? 96 : 160, i != 2);
+    const int64_t Ts_[NC] = {1, 1, 1, 1, 3, 0, 9, 2, 1, 5, 1}; /* calls 0-3 share one row */
+    const int ex[NC] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0};
+    int64_t off[NC + 1] = {0};
+    for (int i = 0; i < NC; i++) off[i + 1] = off[i] + Ts_[i];
+    float *X = kt_gauss_vec(&r, off[NC] * hidden, 1.0f);
+    float *Y = malloc(off[NC] * hidden * 4), *S = malloc(off[NC] * hidden * 4);
+    const kn_glu glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    kn_pool *pool = kn_pool_create(2);
+    mw_err err;
+    for (int num = 0; num < 2; num++) {
+        for (int i = 0; i < NC; i++)
+            assert_int_equal(kn_expert_run(&f[ex[i]].e, &glu, X + off[i < 4 ? 0 : i] * hidden,
+                                           Ts_[i], S + off[i] * hidden, (kn_numerics)num, NULL,
+                                           &err),
+                             0);
+        for (int n = 4; n <= NC; n += NC - 4) { /* the decode case alone, then everything */
+            for (int p = 0; p < 2; p++) {
+                kn_expert_call calls[NC];
+                for (int i = 0; i < n; i++)
+                    calls[i] = (kn_expert_call){&f[ex[i]].e, X + off[i < 4 ? 0 : i] * hidden,
+                                                Ts_[i], Y + off[i] * hidden};
+                memset(Y, 0xff, off[NC] * hidden * 4);
+                assert_int_equal(
+                    kn_experts_run(calls, n, &glu, (kn_numerics)num, p ? pool : NULL, &err), 0);
+                char what[80];
+                snprintf(what, sizeof what, "%d experts, %s, %d thread(s)", n, num ? "q8" : "f32",
+                         p + 1);
+                assert_true(kt_same_bits(what, Y, S, off[n] * hidden));
+            }
+        }
+    }
+    /* a bad expert anywhere fails the whole call with its message */
+    kn_expert bad = f[1].e;
+    bad.down.cols = 64;
+    kn_expert_call calls[2] = {{&f[0].e, X, 1, Y}, {&bad, X, 1, Y + hidden}};
+    assert_int_equal(kn_experts_run(calls, 2, &glu, KN_NUM_Q8, pool, &err), -1);
+    assert_non_null(strstr(err.msg, "down"));
+    assert_int_equal(kn_experts_run(calls, 0, &glu, KN_NUM_Q8, pool, &err), 0);
+    kn_pool_destroy(pool);
+    free(X), free(Y), free(S);
+    for (int i = 0; i < NE; i++) free_expert(&f[i]);
 }
 
 static void test_glu_policies(void **state) {
@@ -375,6 +431,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expert_matches_composition_and_reference),
         cmocka_unit_test(test_expert_rejects_bad_shapes),
+        cmocka_unit_test(test_experts_run_equals_single_calls),
         cmocka_unit_test(test_glu_policies),
         cmocka_unit_test(test_glu_same_bits_on_every_isa),
         cmocka_unit_test(test_expf_accuracy_and_specials),

@@ -2,7 +2,8 @@
  * numerics modes, the documented canonical order (emulated independently), and the invariances
  * that make exact mode work, asserted bit for bit: T = 1 vs T rows (batch invariance), 1 vs 2
  * threads, scalar vs every SIMD ISA. Shapes include K = 2880 (90 MXFP4 blocks), K not a multiple
- * of 32 for float weights, T not a multiple of any SIMD width, and MXFP4 E8M0 edge bytes. */
+ * of 32 for float weights, T not a multiple of any SIMD width, and MXFP4 E8M0 edge bytes.
+ * kn_matmul_many (several matrices on one input) = one kn_matmul each, bit for bit. */
 #include "tests/unit/kn_test_util.h"
 
 static const int64_t Ts[] = {1, 2, 3, 5, 7, 17};
@@ -138,6 +139,49 @@ static void test_invariance_batch_threads_isa(void **state) {
     kn_isa_force(prev);
 }
 
+/* kn_matmul_many = one kn_matmul per matrix: matrices of types that share an activation format
+ * (Q8_0, MXFP4) and that do not (F32, F16, Q6_K), more matrices than the small path holds,
+ * T = 1 and a batch, 1 and 2 threads, both numerics modes. */
+static void test_matmul_many_equals_single(void **state) {
+    (void)state;
+    kt_rng r = {4711};
+    enum { N = 6 };
+    const kn_type types[N] = {KN_Q8_0, KN_MXFP4, KN_F32, KN_Q8_0, KN_F16, KN_Q6_K};
+    const int64_t cols = 512;
+    kn_mat W[N];
+    const kn_mat *Wp[N];
+    float *Y[N], *S[N];
+    const int64_t Tmax = 5;
+    for (int i = 0; i < N; i++) {
+        W[i] = kt_weights(&r, types[i], 40 + 24 * i, cols, false);
+        Wp[i] = &W[i];
+        Y[i] = malloc(Tmax * W[i].rows * 4);
+        S[i] = malloc(Tmax * W[i].rows * 4);
+    }
+    float *X = kt_gauss_vec(&r, Tmax * cols, 1.0f);
+    kn_pool *pool = kn_pool_create(2);
+    for (int num = 0; num < 2; num++)
+        for (int64_t T = 1; T <= Tmax; T += Tmax - 1)
+            for (int n = 3; n <= N; n += N - 3)
+                for (int p = 0; p < 2; p++) {
+                    for (int i = 0; i < n; i++) {
+                        kn_matmul(&W[i], X, T, S[i], (kn_numerics)num, NULL);
+                        memset(Y[i], 0xff, T * W[i].rows * 4);
+                    }
+                    kn_matmul_many(Wp, Y, n, X, T, (kn_numerics)num, p ? pool : NULL);
+                    for (int i = 0; i < n; i++) {
+                        char what[96];
+                        snprintf(what, sizeof what, "%s in %d, T=%lld, %s, %d thread(s)",
+                                 kn_type_name(types[i]), n, (long long)T, num ? "q8" : "f32",
+                                 p + 1);
+                        assert_true(kt_same_bits(what, Y[i], S[i], T * W[i].rows));
+                    }
+                }
+    kn_pool_destroy(pool);
+    for (int i = 0; i < N; i++) kt_free_mat(&W[i]), free(Y[i]), free(S[i]);
+    free(X);
+}
+
 /* E8M0 edge exponents inside matmuls: 0x00 / 0x01 are subnormal scales (no flush to zero),
  * 0xFE / 0xFF are huge but finite until a value overflows. */
 static void test_e8m0_edges_in_matmul(void **state) {
@@ -236,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_accuracy_against_float64),
         cmocka_unit_test(test_canonical_order_emulated),
         cmocka_unit_test(test_invariance_batch_threads_isa),
+        cmocka_unit_test(test_matmul_many_equals_single),
         cmocka_unit_test(test_e8m0_edges_in_matmul),
         cmocka_unit_test(test_partial_group_reads_past_row),
     };
