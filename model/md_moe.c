@@ -29,7 +29,8 @@ struct md_moe_ws {
     slot *slots;
     size_t slots_cap;
     kn_expert_call *calls; /* one per expert named */
-    size_t calls_cap;
+    kn_expert *experts;    /* copies of the looked-up views (a lookup may reuse its storage) */
+    size_t calls_cap, experts_cap;
     float *xg, *yg; /* gathered rows and outputs of the experts with several rows */
     size_t xg_cap, yg_cap;
     float *yall; /* PARTIAL: one output per assignment */
@@ -44,6 +45,7 @@ void md_moe_ws_free(md_moe_ws *ws) {
     if (!ws) return;
     free(ws->slots);
     free(ws->calls);
+    free(ws->experts);
     free(ws->xg);
     free(ws->yg);
     free(ws->yall);
@@ -90,7 +92,8 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
                 mw_err *err) {
     const int64_t w = a->width, n = a->n_assign;
     if (mw_grow((void **)&ws->slots, &ws->slots_cap, (size_t)n, sizeof(slot)) ||
-        mw_grow((void **)&ws->calls, &ws->calls_cap, (size_t)n, sizeof(kn_expert_call)))
+        mw_grow((void **)&ws->calls, &ws->calls_cap, (size_t)n, sizeof(kn_expert_call)) ||
+        mw_grow((void **)&ws->experts, &ws->experts_cap, (size_t)n, sizeof(kn_expert)))
         return mw_errf(err, "MoE layer %d: out of memory", a->layer);
     for (int64_t i = 0; i < n; i++) ws->slots[i] = (slot){a->assign[i].expert, (int32_t)i};
     qsort(ws->slots, (size_t)n, sizeof(slot), cmp_slot);
@@ -114,8 +117,9 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
         const kn_expert *e = a->lookup(a->lookup_ctx, a->layer, s->expert, err);
         if (!e || kn_expert_check(e, a->glu, err))
             return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, s->expert);
-        kn_expert_call *c = &ws->calls[n_calls++];
-        *c = (kn_expert_call){e, ws->xg + g * w, end - g, ws->yg + g * w};
+        ws->experts[n_calls] = *e;
+        kn_expert_call *c = &ws->calls[n_calls];
+        *c = (kn_expert_call){&ws->experts[n_calls++], ws->xg + g * w, end - g, ws->yg + g * w};
         if (end - g == 1) {
             c->X = a->x + (int64_t)a->assign[s->a].row * w;
             c->Y = dst + (int64_t)s->a * w;

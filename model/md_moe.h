@@ -40,7 +40,9 @@ struct md_expert_backend {
     void *impl;
 };
 
-/* Looks up expert e of a layer; returns NULL (with err) when it is not available. */
+/* Looks up expert e of a layer; returns NULL (with err) when it is not available. The view is
+ * copied at once (the weights it points to must stay mapped for the call), so a lookup may return
+ * the same storage every time. */
 typedef const kn_expert *(*md_expert_lookup_fn)(void *ctx, int layer, int expert, mw_err *err);
 
 /* One (row, expert, weight) assignment, as an expert node receives them. */

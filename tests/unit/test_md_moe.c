@@ -156,6 +156,37 @@ static void test_partial_sums_in_given_order(void **state) {
     md_moe_ws_free(ws);
 }
 
+/* A lookup that hands out the same storage every time (as a remote-view cache may) and a 2-thread
+ * pool give the same bits: the executor copies each view before looking up the next. */
+static const kn_expert *lookup_reused(void *ctx, int layer, int expert, mw_err *err) {
+    static kn_expert view;
+    const kn_expert *e = lookup(ctx, layer, expert, err);
+    if (!e) return NULL;
+    view = *e;
+    return &view;
+}
+
+static void test_lookup_storage_reused_and_threads(void **state) {
+    (void)state;
+    static bank b;
+    make_bank(&b);
+    float want[N_ASSIGN * W], out[N_ASSIGN * W];
+    md_moe_exec_args a = args(&b, MD_MOE_EXACT, NULL);
+    assert_int_equal(md_moe_exec(&a, want, NULL, NULL), 0);
+    kn_pool *pool = kn_pool_create(2);
+    md_moe_ws *ws = md_moe_ws_new();
+    a.lookup = lookup_reused;
+    a.pool = pool;
+    a.ws = ws;
+    for (int rep = 0; rep < 2; rep++) {
+        memset(out, 0x7f, sizeof out);
+        assert_int_equal(md_moe_exec(&a, out, NULL, NULL), 0);
+        assert_memory_equal(out, want, sizeof out);
+    }
+    md_moe_ws_free(ws);
+    kn_pool_destroy(pool);
+}
+
 static void test_accumulate_is_plain_float(void **state) {
     (void)state;
     float acc[3] = {1.0f, 0.0f, -2.0f};
@@ -200,6 +231,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_rows_equal_single_row_runs),
         cmocka_unit_test(test_partial_sums_in_given_order),
+        cmocka_unit_test(test_lookup_storage_reused_and_threads),
         cmocka_unit_test(test_accumulate_is_plain_float),
         cmocka_unit_test(test_bad_assignments),
     };
