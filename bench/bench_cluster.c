@@ -86,6 +86,29 @@ static double ping_us(const char *endpoint, int n) {
     return med;
 }
 
+/* The in-process backend with a stopwatch: its time per layer call is what a cluster's layer
+ * round trip replaces. */
+typedef struct timed {
+    md_expert_backend *inner;
+    double sec;
+    long calls;
+} timed;
+
+static int timed_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    timed *t = b->impl;
+    double t0 = bu_now();
+    int rc = t->inner->run(t->inner, batch, out, err);
+    t->sec += bu_now() - t0;
+    t->calls++;
+    return rc;
+}
+
+static void timed_reset(md_expert_backend *b) {
+    timed *t = b->impl;
+    t->sec = 0;
+    t->calls = 0;
+}
+
 /* One decode: prefill PROMPT tokens, one warm-up step, then `n` timed steps; returns tokens/s.
  * `reset` (may be NULL) is called after the warm-up so counters cover the timed steps only. */
 static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, int n,
@@ -137,12 +160,13 @@ static void print_config(int layers, int k, const cfg_result *c, double base) {
            "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,\"layer_rtt_us\":%.1f,"
            "\"node_queue_us\":%.1f,\"node_compute_us\":%.1f,\"node_rtt_us\":%.1f,"
            "\"phases_us\":{\"split\":%.1f,\"encode\":%.1f,\"send\":%.1f,\"wait\":%.1f,"
-           "\"decode\":%.1f,\"combine\":%.1f},\"wire_bytes_per_token\":%.0f,"
+           "\"decode\":%.1f,\"combine\":%.1f,\"last_reply_tail\":%.1f},"
+           "\"wire_bytes_per_token\":%.0f,"
            "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
            layers, configs[k].codec, configs[k].exact ? "exact" : "partial", c->best_tok_s,
            c->best_tok_s / base, s->layer_rtt_us, s->node_queue_us, s->node_compute_us,
            s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us, s->decode_us,
-           s->combine_us, (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
+           s->combine_us, s->tail_us, (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
            (double)s->total.weight_bytes * per, wr_movement_ratio(&s->total));
 }
 
@@ -154,6 +178,9 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
     vx_source *src = NULL;
     md_model *m = NULL;
     md_expert_backend *local = NULL;
+    timed tl = {0};
+    md_expert_backend timed_local = {.name = "local", .run = timed_run, .impl = &tl};
+    double local_layer_us = 0;
     co_loopback *lb = NULL;
     cfg_result res[N_CONFIGS] = {{0}};
     kn_pool *pool = kn_pool_create(threads);
@@ -162,6 +189,7 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
     if (vx_source_open(path, NULL, &src, &err) || md_model_load(src, &m, &err) ||
         md_local_backend_new(src, &m->cfg, pool, &local, &err))
         goto done;
+    tl.inner = local;
     co_loopback_opts lo = {.model = path,
                            .n_nodes = 2,
                            .n_layers = vx_source_n_layers(src),
@@ -172,7 +200,7 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f}\n", layers,
            ping_us(co_loopback_endpoints(lb)[0], 200));
     /* Untimed first passes fault the touched experts' pages in (the nodes keep their mappings). */
-    if (decode(m, local, pool, n, NULL, &tok_s, &err)) goto done;
+    if (decode(m, &timed_local, pool, n, NULL, &tok_s, &err)) goto done;
     for (int k = 0; k < N_CONFIGS; k++) {
         co_remote_opts ro = {.endpoints = co_loopback_endpoints(lb),
                              .n_nodes = 2,
@@ -190,8 +218,11 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
             goto done;
     }
     for (int r = 0; r < rounds; r++) {
-        if (decode(m, local, pool, n, NULL, &tok_s, &err)) goto done;
-        if (tok_s > base) base = tok_s;
+        if (decode(m, &timed_local, pool, n, timed_reset, &tok_s, &err)) goto done;
+        if (tok_s > base) {
+            base = tok_s;
+            local_layer_us = tl.calls ? tl.sec * 1e6 / (double)tl.calls : 0;
+        }
         for (int k = 0; k < N_CONFIGS; k++) {
             if (decode(m, res[k].be, pool, n, co_remote_reset_stats, &tok_s, &err)) goto done;
             if (tok_s > res[k].best_tok_s) {
@@ -200,9 +231,10 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
             }
         }
     }
-    printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
-           "\"node_threads\":%d,\"rounds\":%d,\"decode_tok_s\":%.3f}\n",
-           layers, threads, node_threads, rounds, base);
+    printf(
+        "{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
+        "\"node_threads\":%d,\"rounds\":%d,\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f}\n",
+        layers, threads, node_threads, rounds, base, local_layer_us);
     for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base);
     fflush(stdout);
     rc = 0;
@@ -220,7 +252,7 @@ done:
 
 int main(int argc, char **argv) {
     const char *layer_list = "4,8", *dir = "build/bench-models";
-    int n = 8, rounds = 3;
+    int n = 8, rounds = 5;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = cpus > 0 ? (int)cpus : 1, node_threads = 0;
     for (int i = 1; i < argc; i++) {

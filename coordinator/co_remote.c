@@ -64,6 +64,8 @@ typedef struct remote {
     uint64_t *layer_wall; /* [layer]: first send to last reply, summed */
     uint64_t *layer_calls;
     uint64_t t_split, t_encode, t_send, t_wait, t_decode, t_combine; /* ns, all layers */
+    uint64_t t_tail; /* the last reply of each layer: round trip minus node queue and compute */
+    uint64_t last_tail;
 } remote;
 
 static uint64_t now_ns(void) {
@@ -390,6 +392,8 @@ static int take_reply(remote *r, int ni, const md_moe_batch *b, const wr_msg *m,
     if (rtt > c->rtt_max_ns) c->rtt_max_ns = rtt;
     p->done = true;
     n->pending--;
+    uint64_t node_ns = y->queue_ns + y->compute_ns;
+    r->last_tail = rtt > node_ns ? rtt - node_ns : 0;
     return 0;
 }
 
@@ -483,6 +487,7 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
     if (distribute(r, b, err)) return -1;
     r->t_split += now_ns() - t0;
     if (send_all(r, b, err) || wait_all(r, b, t0, err)) return -1;
+    r->t_tail += r->last_tail; /* the reply that completed the layer */
     uint64_t t1 = now_ns();
     if (combine(r, b, out, err)) return -1;
     uint64_t t2 = now_ns();
@@ -616,6 +621,7 @@ void co_remote_reset_stats(md_expert_backend *b) {
     for (int l = 0; l < r->o.n_layers; l++)
         r->layer_rows[l] = r->layer_wall[l] = r->layer_calls[l] = 0;
     r->t_split = r->t_encode = r->t_send = r->t_wait = r->t_decode = r->t_combine = 0;
+    r->t_tail = 0;
 }
 
 co_remote_summary co_remote_summarize(const md_expert_backend *b) {
@@ -634,6 +640,7 @@ co_remote_summary co_remote_summarize(const md_expert_backend *b) {
     s.wait_us = (double)r->t_wait * pc;
     s.decode_us = (double)r->t_decode * pc;
     s.combine_us = (double)r->t_combine * pc;
+    s.tail_us = (double)r->t_tail * pc;
     double nb = s.total.batches ? 1e-3 / (double)s.total.batches : 0.0;
     s.node_compute_us = (double)s.total.compute_ns * nb;
     s.node_queue_us = (double)s.total.queue_ns * nb;
@@ -670,8 +677,8 @@ void co_remote_report(const md_expert_backend *b, FILE *f) {
     }
     fprintf(f,
             "  per layer (us): split %.1f, encode %.1f, send %.1f, wait %.1f, receive+decode %.1f, "
-            "combine %.1f\n",
-            s.split_us, s.encode_us, s.send_us, s.wait_us, s.decode_us, s.combine_us);
+            "combine %.1f; last reply's wire and wake-ups %.1f\n",
+            s.split_us, s.encode_us, s.send_us, s.wait_us, s.decode_us, s.combine_us, s.tail_us);
     fprintf(f, "  round trip per layer (us, mean %.1f):", s.layer_rtt_us);
     for (int l = 0; l < o->n_layers; l++)
         fprintf(f, " %d:%.1f", l,

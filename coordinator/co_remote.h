@@ -50,6 +50,9 @@ typedef struct co_remote_summary {
      * and sending the batches, blocked in zmq_poll, receiving and decoding the replies,
      * combining them */
     double split_us, encode_us, send_us, wait_us, decode_us, combine_us;
+    /* the reply that completed a layer: its round trip minus the node's queue and compute time,
+     * i.e. wire, encode/decode and wake-ups on the critical path (mean per layer call, us) */
+    double tail_us;
 } co_remote_summary;
 
 co_remote_summary co_remote_summarize(const md_expert_backend *b);

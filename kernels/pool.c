@@ -63,12 +63,16 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Turn i of a spin-wait: pause, or past the first few microseconds give the core away. */
-static inline void spin_turn(unsigned i) {
-    if (i < KN_POOL_PAUSES)
+/* Turn i of a spin-wait: pause, or past the first few microseconds give the core away. Returns
+ * whether to look at the clock now: every turn once yielding (a yield may last a whole time
+ * slice of another thread), every 64 pauses before. */
+static inline bool spin_turn(unsigned i) {
+    if (i < KN_POOL_PAUSES) {
         cpu_relax();
-    else
-        sched_yield();
+        return (i & 63) == 0;
+    }
+    sched_yield();
+    return true;
 }
 
 /* The pool whose task this thread is running (NULL outside tasks): a task that calls back into
@@ -103,8 +107,8 @@ static void *worker_main(void *vp) {
         const int64_t t0 = now_ns();
         for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
-            spin_turn(i);
-            if (park_stamp(p) != parked || ((i & 63) == 0 && now_ns() - t0 > p->spin_ns)) {
+            const bool check = spin_turn(i);
+            if (park_stamp(p) != parked || (check && now_ns() - t0 > p->spin_ns)) {
                 pthread_mutex_lock(&p->mu);
                 atomic_fetch_add(&p->sleepers, 1);
                 while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
@@ -229,8 +233,7 @@ void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     /* wait for the tasks other threads started */
     const int64_t t0 = now_ns();
     for (unsigned i = 1; atomic_load(&p->active) != 0; i++) {
-        spin_turn(i);
-        if ((i & 63) == 0 && now_ns() - t0 > p->spin_ns) {
+        if (spin_turn(i) && now_ns() - t0 > p->spin_ns) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->done_waiter, 1);
             while (atomic_load(&p->active) != 0) pthread_cond_wait(&p->done_cv, &p->mu);
