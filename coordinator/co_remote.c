@@ -572,8 +572,10 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     r->zctx = zmq_ctx_new();
     /* The I/O thread (started with the first socket) is SCHED_BATCH: woken to push a batch out,
      * it takes a free core or waits until this thread blocks in zmq_poll, instead of preempting
-     * it before the batches for the other nodes are queued. */
-    if (r->zctx) zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
+     * it before the batches for the other nodes are queued. Only from the default policy: libzmq
+     * aborts if the change fails (a real-time caller's priority is invalid for SCHED_BATCH). */
+    if (r->zctx && sched_getscheduler(0) == SCHED_OTHER)
+        zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
     if (!r->nodes || !r->owner || !r->n_owner || !r->layer_rows || !r->layer_wall ||
         !r->layer_calls || !r->zctx || wr_stats_init(&r->stats, o->n_nodes, o->n_layers, err)) {
         destroy(be);
