@@ -7,7 +7,8 @@
  * bench_model measures), 4 and 8 layers, made with `bin/vindex synth` as vindex directories (what
  * nodes mount in production) in build/bench-models/ on first use; their weights are random. Every
  * configuration decodes the same teacher-forced tokens after the same prompt, so each does the
- * same work; the configurations take turns, round after round, and each reports its best round.
+ * same work; the configurations take turns, round after round (each round starting one further
+ * along), and each reports its best round.
  * Nodes get --node-threads threads each (default: as many as the in-process run, --threads, which
  * defaults to the online CPUs). Per cluster configuration: where a layer's time goes in the
  * coordinator (split, encode, send, wait, decode, combine) and, from the replies, node queueing
@@ -211,19 +212,26 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
                              .n_layers = lo.n_layers,
                              .n_experts = lo.n_experts,
                              .width = m->cfg.n_embd,
-                             .numerics = KN_NUM_Q8};
+                             .numerics = KN_NUM_Q8,
+                             .pool = pool};
         wr_codec_parse(configs[k].codec, &ro.codec, NULL);
         if (co_remote_new(&ro, &res[k].be, &err) ||
             decode(m, res[k].be, pool, n, NULL, &tok_s, &err))
             goto done;
     }
+    /* Round r starts at a different configuration (in-process is -1), so none always follows
+     * the same one. */
     for (int r = 0; r < rounds; r++) {
-        if (decode(m, &timed_local, pool, n, timed_reset, &tok_s, &err)) goto done;
-        if (tok_s > base) {
-            base = tok_s;
-            local_layer_us = tl.calls ? tl.sec * 1e6 / (double)tl.calls : 0;
-        }
-        for (int k = 0; k < N_CONFIGS; k++) {
+        for (int q = 0; q <= N_CONFIGS; q++) {
+            int k = (q + r) % (N_CONFIGS + 1) - 1;
+            if (k < 0) {
+                if (decode(m, &timed_local, pool, n, timed_reset, &tok_s, &err)) goto done;
+                if (tok_s > base) {
+                    base = tok_s;
+                    local_layer_us = tl.calls ? tl.sec * 1e6 / (double)tl.calls : 0;
+                }
+                continue;
+            }
             if (decode(m, res[k].be, pool, n, co_remote_reset_stats, &tok_s, &err)) goto done;
             if (tok_s > res[k].best_tok_s) {
                 res[k].best_tok_s = tok_s;

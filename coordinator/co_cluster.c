@@ -93,7 +93,8 @@ int co_cluster_create(const co_backend_env *env, md_expert_backend **out, mw_err
                          .n_layers = n_layers,
                          .n_experts = n_experts,
                          .width = env->model->cfg.n_embd,
-                         .numerics = o->numerics};
+                         .numerics = o->numerics,
+                         .pool = env->pool};
     rc = co_remote_new(&ro, &c->remote, err);
 done:
     free(ep);

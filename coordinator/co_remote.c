@@ -426,6 +426,12 @@ static int wait_all(remote *r, const md_moe_batch *b, uint64_t t0, mw_err *err) 
             if (errno == EINTR) continue;
             return mw_errf(err, "poll: %s", zmq_strerror(errno));
         }
+        /* Every reply still missing is readable: the trunk resumes after decoding and combining
+         * them, so its workers get up now, in parallel with that. */
+        bool all_in = true;
+        for (int i = 0; i < N && all_in; i++)
+            all_in = !r->nodes[i].pending || (items[2 * i].revents & ZMQ_POLLIN);
+        if (all_in) kn_pool_wake(r->o.pool);
         for (int i = 0; i < N; i++) {
             node *n = &r->nodes[i];
             if (items[2 * i + 1].revents & ZMQ_POLLIN) read_monitor(n);
@@ -482,7 +488,7 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
     if (b->T == 0) return 0;
     /* The trunk's pool has nothing to do until the replies are in: its workers sleep instead of
      * spinning on the cores the nodes are computing on. */
-    kn_pool_park(NULL);
+    kn_pool_park(r->o.pool);
     uint64_t t0 = now_ns();
     if (distribute(r, b, err)) return -1;
     r->t_split += now_ns() - t0;

@@ -34,6 +34,10 @@ typedef struct co_remote_opts {
     int n_layers, n_experts; /* MoE shape of the model */
     int64_t width;           /* hidden size */
     kn_numerics numerics;    /* what the trunk will ask for */
+    /* The trunk's thread pool (may be NULL): parked while a layer's replies are awaited, woken as
+     * the last ones become readable so its workers are up when the trunk resumes. NULL parks
+     * every pool of the process and wakes none. */
+    kn_pool *pool;
 } co_remote_opts;
 
 int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err);

@@ -101,6 +101,10 @@ void kn_pool_run(kn_pool *pool, kn_task_fn fn, void *arg);
  * blocking on something else (a socket), so the spinning does not take a core another process
  * needs. The next job wakes them as usual. NULL parks every pool of the process. */
 void kn_pool_park(kn_pool *pool);
+/* Tells sleeping workers that a job follows shortly: they get up and spin for it (as after a
+ * job), so waking them (tens of microseconds where a core has gone idle) overlaps the caller's
+ * remaining work instead of delaying the job. NULL or a pool of one: nothing to do. */
+void kn_pool_wake(kn_pool *pool);
 
 /* ---- matrices and matmul ------------------------------------------------------------------- */
 

@@ -20,7 +20,7 @@
 
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
-#define KN_POOL_PAUSES    128  /* spin turns that only pause (a few microseconds) before yielding */
+#define KN_POOL_PAUSES    512  /* spin turns that only pause (10-30 us) before yielding */
 
 struct kn_pool {
     int n; /* threads, the caller included */
@@ -36,6 +36,7 @@ struct kn_pool {
 
     atomic_uint gen;  /* bumped once per job: wakes the workers */
     atomic_uint park; /* bumped by kn_pool_park: spinning workers go to sleep */
+    atomic_uint wake; /* bumped by kn_pool_wake: sleeping workers spin again */
     atomic_int sleepers, done_waiter;
     atomic_bool stop;
     pthread_mutex_t mu;
@@ -103,18 +104,24 @@ static void *worker_main(void *vp) {
     kn_pool *p = vp;
     unsigned seen = atomic_load(&p->gen), parked = park_stamp(p);
     for (;;) {
-        /* park: spin for spin_ns (unless parked meanwhile), then sleep */
-        const int64_t t0 = now_ns();
+        /* park: spin for spin_ns (unless parked meanwhile), then sleep until a job or a
+         * kn_pool_wake, which starts the spin over */
+        int64_t t0 = now_ns();
         for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
             const bool check = spin_turn(i);
             if (park_stamp(p) != parked || (check && now_ns() - t0 > p->spin_ns)) {
                 pthread_mutex_lock(&p->mu);
                 atomic_fetch_add(&p->sleepers, 1);
-                while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop))
+                const unsigned woken = atomic_load(&p->wake);
+                while (atomic_load(&p->gen) == seen && !atomic_load(&p->stop) &&
+                       atomic_load(&p->wake) == woken)
                     pthread_cond_wait(&p->wake_cv, &p->mu);
                 atomic_fetch_sub(&p->sleepers, 1);
                 pthread_mutex_unlock(&p->mu);
+                t0 = now_ns();
+                i = 0;
+                parked = park_stamp(p);
             }
         }
         if (atomic_load(&p->stop)) return NULL;
@@ -175,6 +182,14 @@ void kn_pool_destroy(kn_pool *p) {
 
 void kn_pool_park(kn_pool *p) {
     atomic_fetch_add_explicit(p ? &p->park : &park_all, 1, memory_order_relaxed);
+}
+
+void kn_pool_wake(kn_pool *p) {
+    if (!p || p->n == 1 || atomic_load(&p->sleepers) == 0) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add(&p->wake, 1);
+    pthread_cond_broadcast(&p->wake_cv);
+    pthread_mutex_unlock(&p->mu);
 }
 
 int kn_pool_size(const kn_pool *p) {

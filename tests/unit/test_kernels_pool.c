@@ -1,6 +1,6 @@
 /* tests/unit/test_kernels_pool.c — the thread pool: every task of every job runs exactly once,
- * with parks (kn_pool_park on one pool, and on every pool) between jobs, and parked workers come
- * back for the next job. */
+ * with parks (kn_pool_park on one pool, and on every pool) and wakes (kn_pool_wake) between
+ * jobs, and parked workers come back for the next job. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,10 +89,38 @@ static void test_parked_workers_return(void **state) {
     kn_pool_destroy(p);
 }
 
+/* kn_pool_wake gets sleeping workers spinning without a job; jobs before and after stay whole,
+ * and waking a pool of one, NULL or a pool nobody sleeps in is harmless. */
+static void test_wake(void **state) {
+    (void)state;
+    kn_pool_wake(NULL);
+    kn_pool *one = kn_pool_create(1), *p = kn_pool_create(3);
+    assert_non_null(p);
+    kn_pool_wake(one);
+    run_job(one, 0);
+    for (int k = 0; k < 20; k++) {
+        kn_pool_park(p);
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+        kn_pool_wake(p);
+        if (k % 2) kn_pool_wake(p);           /* twice: the second finds them awake */
+        if (k % 4 == 3) nanosleep(&ts, NULL); /* spin times out: asleep again */
+        assert_true(run_job(p, k % 5 == 0 ? 20 * 1000 * 1000 : 0) >= 1);
+    }
+    kn_pool_park(p);
+    struct timespec ts = {0, 5 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kn_pool_wake(p);
+    assert_true(run_job(p, 20 * 1000 * 1000) > 1);
+    kn_pool_destroy(p);
+    kn_pool_destroy(one);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jobs_with_parks),
         cmocka_unit_test(test_parked_workers_return),
+        cmocka_unit_test(test_wake),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
