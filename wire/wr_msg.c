@@ -105,9 +105,17 @@ static void finish_frame(wr_out *o, int i, bool lz4, Moewire__FrameDesc *fd) {
     fd->compression = MOEWIRE__COMPRESSION__COMPRESSION_NONE;
     o->part[1 + i] = raw->p;
     o->part_len[1 + i] = raw->len;
-    if (!lz4 || buf_reserve(&o->lz4[i], wr_lz4_limit(raw->len) + 1) != 0) return;
+    if (!lz4) return;
+    if (o->lz4_skip[i]) {
+        o->lz4_skip[i]--;
+        return;
+    }
+    if (buf_reserve(&o->lz4[i], wr_lz4_limit(raw->len) + 1) != 0) return;
     size_t c = wr_lz4_compress(raw->p, raw->len, o->lz4[i].p, o->lz4[i].cap);
-    if (!c) return;
+    if (!c) {
+        o->lz4_skip[i] = WR_LZ4_BACKOFF;
+        return;
+    }
     o->lz4[i].len = c;
     fd->compression = MOEWIRE__COMPRESSION__COMPRESSION_LZ4;
     o->part[1 + i] = o->lz4[i].p;

@@ -151,7 +151,14 @@ typedef struct wr_out {
     size_t part_len[WR_MAX_PARTS];
     size_t bytes; /* sum of part_len: the message's wire bytes */
     wr_buf env, raw[WR_MAX_FRAMES], lz4[WR_MAX_FRAMES];
+    /* per frame slot: LZ4 attempts still to skip after one that did not pay (activation rows
+     * rarely compress; an attempt costs about as much as encoding the frame) */
+    uint8_t lz4_skip[WR_MAX_FRAMES];
 } wr_out;
+
+/* After an LZ4 attempt on a frame slot that did not pay, the next WR_LZ4_BACKOFF frames of that
+ * slot (of messages packed with the same wr_out) are sent raw without trying. */
+#define WR_LZ4_BACKOFF 7
 
 void wr_out_init(wr_out *o);
 void wr_out_free(wr_out *o);
