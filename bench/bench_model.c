@@ -198,12 +198,14 @@ static const phase probe_phase[MD_PROBE_COUNT] = {
 };
 
 typedef struct profile {
-    double last, t[PH_COUNT];
+    double last;
+    double step[PH_COUNT];               /* this step */
+    double sum[PH_COUNT], min[PH_COUNT]; /* over the steps */
 } profile;
 
 static void mark(profile *p, phase ph) {
     double now = bu_now();
-    p->t[ph] += now - p->last;
+    p->step[ph] += now - p->last;
     p->last = now;
 }
 
@@ -231,25 +233,36 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     }
     bytes[PH_HEAD] = mat_bytes(&m->output);
     const uint64_t eb0 = md_local_backend_weight_bytes(be);
+    for (int i = 0; i < PH_COUNT; i++) p.min[i] = 1e30;
     md_ctx_set_observer(c, on_probe, &p);
     double t0 = bu_now();
     for (int k = 0; k < steps; k++) {
         md_row row = {0, pos + k, tok, 1};
+        memset(p.step, 0, sizeof p.step);
         p.last = bu_now();
         if (md_forward(c, &row, 1, logits, e)) return -1;
         mark(&p, PH_HEAD);
         tok = md_argmax(logits, m->cfg.n_vocab);
         mark(&p, PH_SAMPLE);
+        for (int i = 0; i < PH_COUNT; i++) {
+            p.sum[i] += p.step[i];
+            if (p.step[i] < p.min[i]) p.min[i] = p.step[i];
+        }
     }
-    double total = bu_now() - t0;
+    double total = bu_now() - t0, min_total = 0;
+    for (int i = 0; i < PH_COUNT; i++) min_total += p.min[i];
     md_ctx_set_observer(c, NULL, NULL);
     bytes[PH_EXPERTS] = (double)(md_local_backend_weight_bytes(be) - eb0) / steps;
-    printf("   profile, %d layers, %d thread(s), %d decode steps: %.2f ms per token\n",
-           m->cfg.n_layer, threads, steps, 1e3 * total / steps);
+    printf("   profile, %d layers, %d thread(s), %d decode steps: %.2f ms per token (sum of each "
+           "phase's best step: %.2f ms)\n",
+           m->cfg.n_layer, threads, steps, 1e3 * total / steps, 1e3 * min_total);
+    printf("     %-34s %8s %6s %8s %9s %8s %9s\n", "phase", "mean ms", "share", "MB", "GB/s",
+           "best ms", "GB/s");
     for (int i = 0; i < PH_COUNT; i++)
-        printf("     %-34s %7.3f ms %5.1f%%  %7.1f MB  %5.1f GB/s\n", phase_names[i],
-               1e3 * p.t[i] / steps, 100 * p.t[i] / total, bytes[i] / 1e6,
-               p.t[i] > 0 ? bytes[i] * steps / p.t[i] / 1e9 : 0);
+        printf("     %-34s %8.3f %5.1f%% %8.1f %9.1f %8.3f %9.1f\n", phase_names[i],
+               1e3 * p.sum[i] / steps, 100 * p.sum[i] / total, bytes[i] / 1e6,
+               p.sum[i] > 0 ? bytes[i] * steps / p.sum[i] / 1e9 : 0, 1e3 * p.min[i],
+               p.min[i] > 0 ? bytes[i] / p.min[i] / 1e9 : 0);
     return 0;
 }
 

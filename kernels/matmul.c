@@ -14,6 +14,9 @@
 #define KN_MIN_PARALLEL_MACS (256 * 1024)
 #define KN_CHUNKS_PER_THREAD 8
 #define KN_CHUNK_ALIGN       8 /* rows; SIMD kernels tile rows in groups that divide this */
+/* A chunk reads at most about this many weight bytes, so a tall matrix (an LM head of 100 MB) ends
+ * with the threads finishing within a fraction of a millisecond of each other. */
+#define KN_CHUNK_BYTES (512 * 1024)
 
 int kn_mat_check(const kn_mat *W, const char *what, mw_err *err) {
     const kn_type_traits *tr = W ? kn_traits(W->type) : NULL;
@@ -112,6 +115,8 @@ void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
         int64_t c = nth == 1
                         ? rows
                         : (rows + nth * KN_CHUNKS_PER_THREAD - 1) / (nth * KN_CHUNKS_PER_THREAD);
+        const int64_t cap = (int64_t)(KN_CHUNK_BYTES / (parts[i].W->row_bytes + 1));
+        if (nth > 1 && c > cap) c = cap;
         c = (c + KN_CHUNK_ALIGN - 1) / KN_CHUNK_ALIGN * KN_CHUNK_ALIGN;
         parts[i].chunk_rows = c > 0 ? c : KN_CHUNK_ALIGN;
         parts[i].first_chunk = j.total;

@@ -67,11 +67,22 @@ void md_sampler_free(md_sampler *s) {
     s->cand = NULL;
 }
 
+/* Two passes over the vocabulary: the maximum in 8 independent lanes (NaN never compares greater,
+ * so it never enters; the compiler keeps the lanes in one vector), then the first index holding it.
+ * Equal values (+0 and -0 included) resolve to the lowest index, as a single scan with `>` would.
+ */
 int32_t md_argmax(const float *x, int64_t n) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best] || (isnan(x[best]) && !isnan(x[i]))) best = i;
-    return (int32_t)best;
+    float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                  -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float best = m[0];
+    for (int j = 1; j < 8; j++) best = m[j] > best ? m[j] : best;
+    for (i = 0; i < n; i++)
+        if (x[i] == best) return (int32_t)i;
+    return 0; /* every value NaN */
 }
 
 static int cmp_desc(const void *pa, const void *pb) {

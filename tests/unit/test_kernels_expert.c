@@ -170,8 +170,13 @@ static void test_experts_run_equals_single_calls(void **state) {
     enum { NE = 5, NC = 11 };
     expert_fx f[NE];
     for (int i = 0; i < NE; i++)
-        f[i] = make_expert(&r, i == 3 ? KN_Q8_0 : KN_MXFP4, hidden, i == 4 ? 96 : 160, i != 2);
-    const int64_t Ts_[NC] = {1, 1, 1, 1, 3, 0, 9, 2, 1, 5, 1}; /* calls 0-3 share one row */
+        f[i] = make_expert(&r, i == 3 ? KN_Q8_0 : KN_MXFP4, hidden,
+                           i == 4   ? 96
+                           : i == 1 ? 288
+                                    : 160,
+                           i != 2);
+    /* calls 0-3 share one row; call 6 is large enough that preparation and GLU run in parallel */
+    const int64_t Ts_[NC] = {1, 1, 1, 1, 3, 0, 110, 2, 1, 5, 1};
     const int ex[NC] = {0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0};
     int64_t off[NC + 1] = {0};
     for (int i = 0; i < NC; i++) off[i + 1] = off[i] + Ts_[i];

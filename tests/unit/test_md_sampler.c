@@ -13,6 +13,23 @@ static void test_argmax_ties_to_lowest_and_skips_nan(void **state) {
     assert_int_equal(md_argmax(a, 5), 1);
     const float b[3] = {NAN, -1, -1};
     assert_int_equal(md_argmax(b, 3), 1);
+    const float c[3] = {NAN, NAN, NAN}, d[4] = {NAN, -INFINITY, NAN, -INFINITY};
+    assert_int_equal(md_argmax(c, 3), 0);
+    assert_int_equal(md_argmax(d, 4), 1);
+    /* longer than the 8 lanes, the winner in the tail, in a lane, and tied across lanes */
+    float v[37];
+    for (int i = 0; i < 37; i++) v[i] = sinf((float)i);
+    int want = 0;
+    for (int i = 1; i < 37; i++)
+        if (v[i] > v[want]) want = i;
+    assert_int_equal(md_argmax(v, 37), want);
+    v[36] = 5, v[35] = NAN;
+    assert_int_equal(md_argmax(v, 37), 36);
+    v[9] = 5, v[4] = -0.0f;
+    assert_int_equal(md_argmax(v, 37), 9);
+    float z[10] = {-1, -1, -1, -1, -1, -1, -1, -1, 0.0f, -0.0f};
+    z[3] = -0.0f;
+    assert_int_equal(md_argmax(z, 10), 3);
     md_sampler s;
     assert_int_equal(md_sampler_init(&s, 5, 0.0f, 1.0f, 1, NULL), 0);
     assert_int_equal(md_sample(&s, a), 1);
