@@ -210,8 +210,10 @@ void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst) {
             _mm256_store_si256((__m256i *)(dst->codes + 32 * i), c[i]);
             _mm256_store_si256((__m256i *)dst->sc16[i], s16[i]);
         }
-        _mm256_store_si256((__m256i *)dst->sc,
-                           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + 192))));
+        _mm256_store_si256(
+            (__m256i *)dst->scm32,
+            _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + 192))),
+                               _mm256_set1_epi16(-32)));
         dst->d = kn_x86_half(row + 208);
     }
 }

@@ -40,7 +40,7 @@ void kn_x86_prep_q8_K(const float *x, void *dst, int64_t k);
 typedef struct kn_x86_q6k {
     uint8_t codes[256];
     int16_t sc16[8][16]; /* per 32-chunk: 8 lanes of scale 2c, then 8 of scale 2c+1 */
-    int16_t sc[16];      /* the 16 scales, against the activation's bsums */
+    int16_t scm32[16];   /* the 16 scales times -32, against the activation's bsums */
     float d;
     float pad[7];
 } kn_x86_q6k;

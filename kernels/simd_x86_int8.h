@@ -121,18 +121,129 @@ static inline __m256i KN_X86_NAME(q_k_sum)(const uint8_t *codes, const int16_t (
     return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
 }
 
-/* Q6_K x Q8_K: per super-block, codes 0..63 times q8 (vpmaddubsw), times the group scales
- * (vpmaddwd), minus 32 * sum(scale * bsum); the whole super-block is one exact int32. */
-static inline float KN_X86_NAME(dot_q6_K)(const kn_x86_q6k *w, const kn_block_q8_K *x, int64_t nb) {
-    float lane[KN_QLANES] = {0};
-    for (int64_t b = 0; b < nb; b++, w++, x++) {
-        __m256i acc = KN_X86_NAME(q_k_sum)(w->codes, w->sc16, x->qs);
-        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
-                                               _mm256_load_si256((const __m256i *)w->sc));
-        acc = _mm256_sub_epi32(acc, _mm256_slli_epi32(corr, 5));
-        kn_x86_fma_lane(&lane[b % KN_QLANES], kn_x86_hsum_i32(acc), w->d * x->d);
+/* ---- Q6_K batches: 2 decoded rows x up to 4 tokens per register tile ---------------------------
+ *
+ * Per super-block and pair (row r, token t): codes 0..63 times q8 (vpmaddubsw), times the group
+ * scales (vpmaddwd), starting from sum(-32 * scale * bsum), so the 8 dword lanes total the block's
+ * exact isum. The tile's 8 accumulators live in registers (AVX2 has 16), each row's codes and
+ * scales are loaded once per chunk for all its tokens and each token's q once for both rows; after
+ * the super-block one horizontal reduction turns the 8 accumulators into one vector whose lane
+ * 4r + t is pair (r, t)'s isum, and one vector fma with d_w * d_x adds it to lane b % 8 of all 8
+ * pairs. */
+
+#define KN_Q6_R 2 /* rows of a register tile */
+#define KN_Q6_T 4 /* tokens of a register tile */
+
+/* Lane 4r + t: the sum of the 8 dwords of a[r][t] (exact). */
+static inline __m256i KN_X86_NAME(q6k_reduce)(const __m256i a[KN_Q6_R][KN_Q6_T]) {
+    const __m256i q0 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(a[0][0], a[0][1]), _mm256_hadd_epi32(a[0][2], a[0][3]));
+    const __m256i q1 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(a[1][0], a[1][1]), _mm256_hadd_epi32(a[1][2], a[1][3]));
+    /* q_r: lane t the low-half partial of a[r][t], lane 4 + t the high-half partial */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
+                            _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+/* Rows w[0], w[1] (decoded) against tokens x[0 .. nt - 1]: out[4r + t] in the canonical order.
+ * Inlined into one function per nt, so the loops unroll to constants. */
+static inline __attribute__((always_inline)) void
+KN_X86_NAME(q6k_tile)(const kn_x86_q6k *const w[KN_Q6_R], const kn_block_q8_K *const x[KN_Q6_T],
+                      int64_t nb, float out[KN_Q6_R * KN_Q6_T], const int nt) {
+    __m256 lane[KN_QLANES];
+    for (int l = 0; l < KN_QLANES; l++) lane[l] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const kn_x86_q6k *w0 = w[0] + b, *w1 = w[1] + b;
+        __m256i acc[KN_Q6_R][KN_Q6_T];
+#pragma GCC unroll 4
+        for (int t = 0; t < KN_Q6_T; t++) {
+            if (t < nt) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)x[t][b].bsums);
+                acc[0][t] = _mm256_madd_epi16(bs, _mm256_load_si256((const __m256i *)w0->scm32));
+                acc[1][t] = _mm256_madd_epi16(bs, _mm256_load_si256((const __m256i *)w1->scm32));
+            } else {
+                acc[0][t] = acc[1][t] = _mm256_setzero_si256();
+            }
+        }
+        /* not unrolled: GCC would hoist the products of several chunks and spill them */
+#pragma GCC unroll 1
+        for (int c = 0; c < 8; c++) {
+            const __m256i c0 = _mm256_load_si256((const __m256i *)(w0->codes + 32 * c));
+            const __m256i c1 = _mm256_load_si256((const __m256i *)(w1->codes + 32 * c));
+            const __m256i s0 = _mm256_load_si256((const __m256i *)w0->sc16[c]);
+            const __m256i s1 = _mm256_load_si256((const __m256i *)w1->sc16[c]);
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(x[t][b].qs + 32 * c));
+                acc[0][t] = KN_DPWSSD(acc[0][t], _mm256_maddubs_epi16(c0, q), s0);
+                acc[1][t] = KN_DPWSSD(acc[1][t], _mm256_maddubs_epi16(c1, q), s1);
+            }
+        }
+        const __m256 dw = _mm256_setr_m128(_mm_set1_ps(w0->d), _mm_set1_ps(w1->d));
+        const __m128 dx4 = _mm_setr_ps(x[0][b].d, nt > 1 ? x[1][b].d : 0.0f,
+                                       nt > 2 ? x[2][b].d : 0.0f, nt > 3 ? x[3][b].d : 0.0f);
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_setr_m128(dx4, dx4));
+        __m256 *l = &lane[b % KN_QLANES];
+        *l = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN_X86_NAME(q6k_reduce)(acc)), scale, *l);
     }
-    return kn_tree8(lane);
+    const __m256 s = _mm256_add_ps(
+        _mm256_add_ps(_mm256_add_ps(lane[0], lane[4]), _mm256_add_ps(lane[2], lane[6])),
+        _mm256_add_ps(_mm256_add_ps(lane[1], lane[5]), _mm256_add_ps(lane[3], lane[7])));
+    _mm256_storeu_ps(out, s);
+}
+
+static void KN_X86_NAME(q6k_tile4)(const kn_x86_q6k *const w[KN_Q6_R],
+                                   const kn_block_q8_K *const x[KN_Q6_T], int64_t nb,
+                                   float out[KN_Q6_R * KN_Q6_T]) {
+    KN_X86_NAME(q6k_tile)(w, x, nb, out, 4);
+}
+
+/* One or two tokens left: half the work of a padded tile. */
+static void KN_X86_NAME(q6k_tile2)(const kn_x86_q6k *const w[KN_Q6_R],
+                                   const kn_block_q8_K *const x[KN_Q6_T], int64_t nb,
+                                   float out[KN_Q6_R * KN_Q6_T]) {
+    KN_X86_NAME(q6k_tile)(w, x, nb, out, 2);
+}
+
+/* Rows of a decoded Q6_K tile: an even number that keeps it within ~24 KiB of L1. */
+static inline int KN_X86_NAME(q6k_tile_rows)(size_t row_bytes) {
+    const int r = kn_x86_tile_rows(row_bytes) / KN_Q6_R * KN_Q6_R;
+    return r > 0 ? r : KN_Q6_R;
+}
+
+/* Rows n0 .. n1 of W (T > 1): a tile of rows decoded once, then every token against it. */
+static void KN_X86_NAME(rows_q6_K_tiled)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
+                                         int64_t n0, int64_t n1, void *scratch) {
+    const int64_t nb = W->cols / KN_QK_K;
+    const size_t rb = (size_t)nb * sizeof(kn_x86_q6k);
+    const int R = KN_X86_NAME(q6k_tile_rows)(rb);
+    for (int64_t r0 = n0; r0 < n1; r0 += R) {
+        const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
+        for (int r = 0; r < rn; r++)
+            kn_x86_decode_q6_K((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
+                               (kn_x86_q6k *)((uint8_t *)scratch + (size_t)r * rb));
+        for (int64_t t0 = 0; t0 < x->T; t0 += KN_Q6_T) {
+            const int tn = x->T - t0 < KN_Q6_T ? (int)(x->T - t0) : KN_Q6_T;
+            const kn_block_q8_K *xt[KN_Q6_T];
+            for (int t = 0; t < KN_Q6_T; t++) /* missing tokens repeat the last; not stored */
+                xt[t] = (const kn_block_q8_K *)((const uint8_t *)x->data +
+                                                (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride);
+            for (int r = 0; r < rn; r += KN_Q6_R) {
+                const kn_x86_q6k *w[KN_Q6_R];
+                for (int i = 0; i < KN_Q6_R; i++) /* a missing row repeats the first; not stored */
+                    w[i] = (const kn_x86_q6k *)((const uint8_t *)scratch +
+                                                (size_t)(r + i < rn ? r + i : r) * rb);
+                _Alignas(32) float out[KN_Q6_R * KN_Q6_T];
+                if (tn > 2)
+                    KN_X86_NAME(q6k_tile4)(w, xt, nb, out);
+                else
+                    KN_X86_NAME(q6k_tile2)(w, xt, nb, out);
+                for (int t = 0; t < tn; t++)
+                    for (int i = 0; i < KN_Q6_R && r + i < rn; i++)
+                        Y[(t0 + t) * ldy + r0 + r + i] = out[KN_Q6_T * i + t];
+            }
+        }
+    }
 }
 
 /* Q6_K x Q8_K straight from the stored row (T = 1): the same sums, decoded in registers. */
@@ -260,10 +371,6 @@ static void KN_X86_NAME(rows_q8_0)(const kn_mat *W, const kn_act *x, float *Y, i
     KN_X86_NAME(rows_32)(W, x, Y, ldy, n0, n1, scratch, false);
 }
 
-KN_X86_ROWS(q6_K_tiled, (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q6k),
-            kn_x86_decode_q6_K(src, W->cols, (kn_x86_q6k *)dst),
-            KN_X86_NAME(dot_q6_K)((const kn_x86_q6k *)dec, (const kn_block_q8_K *)xt,
-                                  W->cols / KN_QK_K))
 KN_X86_ROWS(q4_K, (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q4k),
             kn_x86_decode_q4_K(src, W->cols, (kn_x86_q4k *)dst),
             KN_X86_NAME(dot_q4_K)((const kn_x86_q4k *)dec, (const kn_block_q8_K *)xt,
@@ -291,9 +398,8 @@ static size_t KN_X86_NAME(scratch_q8_0)(const kn_mat *W, int64_t T) {
     return rb * (size_t)kn_x86_tile_rows(rb);
 }
 static size_t KN_X86_NAME(scratch_q6_K)(const kn_mat *W, int64_t T) {
-    (void)T;
     const size_t rb = (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q6k);
-    return rb * (size_t)kn_x86_tile_rows(rb);
+    return T > 1 ? rb * (size_t)KN_X86_NAME(q6k_tile_rows)(rb) : 0;
 }
 static size_t KN_X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
     (void)T;
