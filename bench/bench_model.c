@@ -5,7 +5,10 @@
  *
  * Models come from `vindex synth` (random weights, written to build/bench-models/ when absent).
  *   bench_model [--layers 4,8,24] [--threads 1,2] [--prompt 128] [--decode 32] [--dir DIR]
- *               [--vindex PATH] [--numerics q8|f32] [--model PATH] [--profile]
+ *               [--vindex PATH] [--numerics q8|f32] [--model PATH] [--profile] [--pin auto|yes|no]
+ * --pin copies the dense matrices and the experts out of the file mapping onto transparent huge
+ * pages (md_model_pin_dense, md_local_backend_pin; llama.cpp's --no-mmap); auto does so when the
+ * model file is under a third of the memory.
  * --profile also times the phases of the decode steps (wall clock between the layer loop's probe
  * points) and prints where a step's time goes. */
 #include <errno.h>
@@ -59,6 +62,7 @@ typedef struct opts {
     const char *dir, *vindex_bin, *model;
     kn_numerics numerics;
     bool profile;
+    int pin; /* -1 auto, 0 no, 1 yes */
 } opts;
 
 static int parse_list(const char *s, int *out, int max) {
@@ -80,7 +84,8 @@ static int parse(int argc, char **argv, opts *o) {
                 .decode = 32,
                 .dir = "build/bench-models",
                 .vindex_bin = "bin/vindex",
-                .numerics = KN_NUM_Q8};
+                .numerics = KN_NUM_Q8,
+                .pin = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--profile")) {
@@ -104,6 +109,8 @@ static int parse(int argc, char **argv, opts *o) {
             o->model = v, o->n_layers = 1;
         else if (!strcmp(a, "--numerics"))
             o->numerics = strcmp(v, "f32") ? KN_NUM_Q8 : KN_NUM_F32;
+        else if (!strcmp(a, "--pin"))
+            o->pin = !strcmp(v, "yes") ? 1 : !strcmp(v, "no") ? 0 : -1;
         else
             return fprintf(stderr, "bench_model: unknown option %s\n", a), -1;
         i++;
@@ -279,7 +286,8 @@ static uint64_t bytes_read(md_ctx *c, const md_expert_backend *b) {
     return md_ctx_dense_bytes(c) + md_local_backend_weight_bytes(b);
 }
 
-static int measure(const opts *o, const md_model *m, const vx_source *src, int threads, result *r) {
+static int measure(const opts *o, const md_model *m, const vx_source *src, bool pin, int threads,
+                   result *r) {
     mw_err e;
     kn_pool *pool = kn_pool_create(threads);
     md_expert_backend *be = NULL;
@@ -289,7 +297,8 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, int t
     float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
     double *steps = malloc((size_t)o->decode * sizeof *steps);
     if (!rows || !logits || !steps) goto out;
-    if (md_local_backend_new(src, &m->cfg, pool, &be, &e)) goto fail;
+    if (md_local_backend_new(src, &m->cfg, pool, &be, &e) || (pin && md_local_backend_pin(be, &e)))
+        goto fail;
     md_ctx_params p = {.numerics = o->numerics,
                        .pool = pool,
                        .experts = be,
@@ -387,9 +396,21 @@ static int run_model(const opts *o, const char *path, const double *bw) {
         vx_source_close(src);
         return -1;
     }
+    struct stat st;
+    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    const bool pin = o->pin == 1 || (o->pin < 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+                                     (double)st.st_size < mem / 3);
+    if (pin && md_model_pin_dense(m, &e)) {
+        fprintf(stderr, "bench_model: %s\n", e.msg);
+        md_model_free(m);
+        vx_source_close(src);
+        return -1;
+    }
+    printf("   %s: %d layers; weights %s\n", path, m->cfg.n_layer,
+           pin ? "copied onto transparent huge pages (--pin)" : "read from the file mapping");
     for (int t = 0; t < o->n_threads; t++) {
         result r = {0};
-        if (measure(o, m, src, o->threads[t], &r) == 0)
+        if (measure(o, m, src, pin, o->threads[t], &r) == 0)
             report(o, m->cfg.n_layer, o->threads[t], &r, bw[t]);
     }
     md_model_free(m);

@@ -4,6 +4,7 @@
 #include "model/md_local.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct local {
     int n_layer, n_expert;
@@ -14,6 +15,7 @@ typedef struct local {
     md_assignment *assign;
     int64_t assign_cap;
     uint64_t weight_bytes;
+    md_pin pin; /* md_local_backend_pin's copies */
 } local;
 
 static int check_mat(const kn_mat *m, int64_t rows, int64_t cols, bool present, const char *what,
@@ -103,6 +105,7 @@ static void destroy(md_expert_backend *b) {
     if (l) {
         free(l->experts);
         free(l->assign);
+        md_pin_free(&l->pin);
         md_moe_ws_free(l->ws);
         free(l);
     }
@@ -143,6 +146,26 @@ int md_local_backend_new(const vx_source *src, const md_config *cfg, kn_pool *po
         }
     *out = b;
     return 0;
+}
+
+int md_local_backend_pin(md_expert_backend *b, mw_err *err) {
+    local *l = b->impl;
+    if (l->pin.buf) return 0;
+    const size_t n = (size_t)l->n_layer * (size_t)l->n_expert;
+    kn_mat **mats = malloc(6 * n * sizeof *mats);
+    if (!mats) return mw_errf(err, "local experts: out of memory");
+    for (size_t i = 0; i < n; i++) {
+        kn_expert *e = &l->experts[i];
+        kn_mat *six[6] = {&e->gate, &e->up, &e->down, &e->gate_b, &e->up_b, &e->down_b};
+        memcpy(mats + 6 * i, six, sizeof six);
+    }
+    const int rc = md_pin_mats(&l->pin, mats, 6 * n, "local experts", err);
+    free(mats);
+    return rc;
+}
+
+size_t md_local_backend_pinned_bytes(const md_expert_backend *b) {
+    return ((const local *)b->impl)->pin.bytes;
 }
 
 uint64_t md_local_backend_weight_bytes(const md_expert_backend *b) {

@@ -8,6 +8,7 @@
 #include "kernels/kn.h"
 #include "model/md_config.h"
 #include "model/md_moe.h"
+#include "model/md_pin.h"
 #include "util/mw_err.h"
 #include "vindex/vx_source.h"
 
@@ -16,6 +17,12 @@
  * front, so a bad file fails here and not mid-generation. src and pool must outlive it. */
 int md_local_backend_new(const vx_source *src, const md_config *cfg, kn_pool *pool,
                          md_expert_backend **out, mw_err *err);
+
+/* Copies every expert's matrices out of the source's mapping into one buffer on transparent huge
+ * pages (md_pin.h), for a process that streams them from memory (llama.cpp's --no-mmap). Costs
+ * their size in memory (md_local_backend_pinned_bytes); the bits are the same. */
+int md_local_backend_pin(md_expert_backend *b, mw_err *err);
+size_t md_local_backend_pinned_bytes(const md_expert_backend *b);
 
 /* Expert weight bytes (as stored) read so far. */
 uint64_t md_local_backend_weight_bytes(const md_expert_backend *b);

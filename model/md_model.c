@@ -253,8 +253,34 @@ int md_model_load(const vx_source *src, md_model **out, mw_err *err) {
     return 0;
 }
 
+/* ---- owned copies of the streamed matrices ------------------------------------------------- */
+
+int md_model_pin_dense(md_model *m, mw_err *err) {
+    if (m->pin.buf) return 0;
+    /* what a decode step reads whole: attention, router, LM head (of the embedding it reads one
+     * row; a tied LM head gets its own copy and the embedding stays a view) */
+    const size_t n = (size_t)m->cfg.n_layer * 5 + 1;
+    kn_mat **mats = malloc(n * sizeof *mats);
+    if (!mats) return mw_errf(err, "out of memory");
+    size_t k = 0;
+    for (int il = 0; il < m->cfg.n_layer; il++) {
+        md_layer *w = &m->layers[il];
+        mats[k++] = &w->wq, mats[k++] = &w->wk, mats[k++] = &w->wv;
+        mats[k++] = &w->wo, mats[k++] = &w->router;
+    }
+    mats[k++] = &m->output;
+    const int rc = md_pin_mats(&m->pin, mats, k, vx_source_path(m->src), err);
+    free(mats);
+    return rc;
+}
+
+size_t md_model_pinned_bytes(const md_model *m) {
+    return m->pin.bytes;
+}
+
 void md_model_free(md_model *m) {
     if (!m) return;
+    md_pin_free(&m->pin);
     md_config_free(&m->cfg);
     for (size_t i = 0; i < m->n_vecs; i++) free(m->vecs[i]);
     free(m->vecs);

@@ -14,6 +14,7 @@
 #include "kernels/kn.h"
 #include "model/md_config.h"
 #include "model/md_moe.h"
+#include "model/md_pin.h"
 #include "util/mw_err.h"
 #include "vindex/vx_source.h"
 
@@ -40,6 +41,7 @@ typedef struct md_model {
     const vx_source *src;
     float **vecs; /* the f32 vectors above, owned */
     size_t n_vecs, cap_vecs;
+    md_pin pin; /* md_model_pin_dense's copy of the streamed matrices (empty: views of src) */
 } md_model;
 
 /* Reads the config from src's metadata and checks every dense tensor the family expects for
@@ -47,6 +49,13 @@ typedef struct md_model {
  * backend's). src must outlive the model. */
 int md_model_load(const vx_source *src, md_model **out, mw_err *err);
 void md_model_free(md_model *m);
+
+/* Copies the matrices every decode step streams (attention, router, LM head; not the embedding) out
+ * of the source's mapping into a buffer the model owns, on transparent huge pages where the kernel
+ * grants them (md_pin.h), and points the views there. Costs their size in memory
+ * (md_model_pinned_bytes); the bits computed are the same. Call before contexts are created. */
+int md_model_pin_dense(md_model *m, mw_err *err);
+size_t md_model_pinned_bytes(const md_model *m);
 
 /* ---- forward pass --------------------------------------------------------------------------- */
 

@@ -1,7 +1,8 @@
 /* tests/unit/test_md_forward.c — the forward pass against llama.cpp's captured intermediates
  * (every quantity of every layer present in intermediates.bin, so a failure names the first layer
- * and quantity that drifts), prefill against token-by-token decode, several sequences in one batch
- * against separate runs, and batch validation errors. */
+ * and quantity that drifts), prefill against token-by-token decode (also with the weights pinned on
+ * huge pages), several sequences in one batch against separate runs, and batch validation
+ * errors. */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -258,6 +259,20 @@ static void check_prefill_decode(const char *name) {
         free(a);
         free(b);
     }
+    /* the dense matrices and the experts copied onto huge pages compute the same bits */
+    float *a = run_prefill(&f, KN_NUM_Q8, NULL);
+    mw_err e;
+    if (md_model_pin_dense(f.model, &e) || md_local_backend_pin(f.experts, &e))
+        fail_msg("%s", e.msg);
+    const uint8_t *pin = f.model->pin.buf, *q = f.model->layers[0].wq.data;
+    assert_true(q >= pin && q < pin + md_model_pinned_bytes(f.model));
+    assert_true((const uint8_t *)f.model->output.data >= pin);
+    assert_true(f.model->output.data != f.model->tok_embd.data); /* the embedding stays a view */
+    assert_true(md_local_backend_pinned_bytes(f.experts) > 0);
+    float *b = run_decode(&f, KN_NUM_Q8, pool);
+    assert_true(mwt_max_abs_diff(a, b, n) == 0);
+    free(a);
+    free(b);
     kn_pool_destroy(pool);
     close_fixture(&f);
 }

@@ -1,0 +1,48 @@
+/* model/md_pin.c — copying matrices out of a mapping into one buffer on transparent huge pages. */
+#include "model/md_pin.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define PIN_ALIGN ((size_t)2 << 20) /* a transparent huge page */
+
+/* Bytes of a matrix as stored (the last row without its stride's padding), rounded to a line. */
+static size_t span(const kn_mat *w) {
+    if (!w->data || w->rows == 0) return 0;
+    const size_t n = (size_t)(w->rows - 1) * w->row_bytes + kn_row_size(w->type, w->cols);
+    return (n + 63) & ~(size_t)63;
+}
+
+int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += span(mats[i]);
+    bytes = (bytes + PIN_ALIGN - 1) & ~(PIN_ALIGN - 1);
+    *p = (md_pin){0};
+    if (bytes == 0) return 0;
+    void *buf = NULL;
+    if (posix_memalign(&buf, PIN_ALIGN, bytes) != 0)
+        return mw_errf(err, "%s: out of memory copying %zu bytes of weights", what, bytes);
+#ifdef MADV_HUGEPAGE
+    madvise(buf, bytes, MADV_HUGEPAGE); /* advice: without huge pages the copy is still right */
+#endif
+    uint8_t *dst = buf;
+    for (size_t i = 0; i < n; i++) {
+        const size_t s = span(mats[i]);
+        if (!s) continue;
+        memcpy(dst, mats[i]->data,
+               (size_t)(mats[i]->rows - 1) * mats[i]->row_bytes +
+                   kn_row_size(mats[i]->type, mats[i]->cols));
+        mats[i]->data = dst;
+        dst += s;
+    }
+    p->buf = buf;
+    p->bytes = bytes;
+    return 0;
+}
+
+void md_pin_free(md_pin *p) {
+    free(p->buf);
+    *p = (md_pin){0};
+}

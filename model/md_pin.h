@@ -1,0 +1,23 @@
+/* model/md_pin.h — owned copies of weight matrices on transparent huge pages. A decode step streams
+ * every dense matrix and the selected experts once at memory speed; views of a file mapping sit
+ * mostly on 4 KiB pages, and the TLB misses of that stream cost measurably (docs/model.md). A copy
+ * costs the matrices' size in memory and computes the same bits. */
+#ifndef MD_PIN_H
+#define MD_PIN_H
+
+#include <stddef.h>
+
+#include "kernels/kn.h"
+#include "util/mw_err.h"
+
+typedef struct md_pin {
+    void *buf;
+    size_t bytes;
+} md_pin;
+
+/* Copies the n matrices (those without data are skipped) into one buffer advised for huge pages
+ * and points each view at its copy. `what` names the owner in an out-of-memory message. */
+int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err);
+void md_pin_free(md_pin *p);
+
+#endif
