@@ -10,7 +10,8 @@
 #include "model/md_local.h"
 
 static int create_local(const co_backend_env *env, md_expert_backend **out, mw_err *err) {
-    return md_local_backend_new(env->src, &env->model->cfg, env->pool, out, err);
+    if (md_local_backend_new(env->src, &env->model->cfg, env->pool, out, err)) return -1;
+    return env->opts->pin ? md_local_backend_pin(*out, err) : 0;
 }
 
 static const co_backend_kind kinds[] = {

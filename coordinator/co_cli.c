@@ -153,6 +153,12 @@ static int set_node_threads(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_pin(co_opts *o, const char *v, mw_err *err) {
+    (void)v, (void)err;
+    o->pin = true;
+    return 0;
+}
+
 static int set_exact(co_opts *o, const char *v, mw_err *err) {
     (void)v, (void)err;
     o->exact = true;
@@ -189,6 +195,10 @@ static const co_option options[] = {
     {"--seed", "S", "sampling seed (default 0); same seed, same tokens", set_seed},
     {"--threads", "N", "threads (default: one per CPU)", set_threads},
     {"--ctx", "N", "positions to allow (default: prompt + max-tokens)", set_ctx},
+    {"--pin", NULL,
+     "copy the dense matrices (and local experts) out of the file mapping onto huge pages: "
+     "faster decoding for their size in memory",
+     set_pin},
     {"--nodes", "tcp://h:p,...", "expert nodes, in node order (selects --experts remote)",
      set_nodes},
     {"--loopback", "N",

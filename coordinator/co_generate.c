@@ -52,7 +52,8 @@ static int open_all(gen *g, mw_err *err) {
                          .dense = true,
                          .verify_on_mount = true};
     if (vx_source_open(o->model, &so, &g->src, err)) return -1;
-    if (md_model_load(g->src, &g->model, err)) return -1;
+    if (md_model_load(g->src, &g->model, err) || (o->pin && md_model_pin_dense(g->model, err)))
+        return -1;
     const md_config *c = &g->model->cfg;
     for (int64_t i = 0; i < o->n_tokens; i++)
         if (o->tokens[i] >= c->n_vocab)

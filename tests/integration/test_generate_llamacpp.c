@@ -158,6 +158,15 @@ static void check_q8(const char *model) {
     free(pre);
     free(dec);
     free(gen);
+
+    /* weights copied onto huge pages: the same bits */
+    run pinned;
+    const char *pin[] = {"--numerics", "q8", "--pin", NULL};
+    generate(&pinned, model_path(model), toks, true, pin);
+    if (pinned.status) fail_msg("--pin: exit %d: %s", pinned.status, pinned.err);
+    assert_memory_equal(pinned.logits, r.logits,
+                        (size_t)(N_TOK + N_GEN - 1) * VOCAB * sizeof(float));
+    free_run(&pinned);
     free_run(&r);
 
     /* q8 is the default, and the same tokens come without --logits-out */
