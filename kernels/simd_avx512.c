@@ -338,8 +338,10 @@ static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t l
                 dw[Q6_R * b + r] = kn_x86_half(src + 208);
             }
         }
+        const int64_t r2 = n1 - (r0 + rn) < Q6_R ? n1 : r0 + rn + Q6_R; /* the next tile */
         for (int64_t t0 = 0; t0 < x->T; t0 += Q6_T) {
             const int tn = x->T - t0 < Q6_T ? (int)(x->T - t0) : Q6_T;
+            kn_x86_prefetch_rows(W, r0 + rn, r2, t0 / Q6_T, (x->T + Q6_T - 1) / Q6_T);
             const int16_t *xq[Q6_T];
             const kn_block_q8_K *xb[Q6_T];
             for (int t = 0; t < Q6_T; t++) { /* missing tokens repeat the last; not stored */
@@ -473,8 +475,10 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
         for (int r = 0; r < rn; r++)
             decode((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
                    (uint8_t *)scratch + (size_t)r * rb);
+        const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
             const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+            kn_x86_prefetch_rows(W, r0 + rn, r2, t0 / MX_T, (x->T + MX_T - 1) / MX_T);
             const uint8_t *xt[MX_T];
             for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; not stored */
                 xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;

@@ -72,6 +72,20 @@ static inline void kn_x86_prefetch(const uint8_t *p, int n) {
         _mm_prefetch((const char *)p + KN_X86_PREFETCH + o, _MM_HINT_T0);
 }
 
+/* Batches decode a tile of rows, then spend a while on the tokens without touching memory, so the
+ * hardware prefetchers fall idle and the next tile's decode would wait for DRAM. The token loop
+ * therefore prefetches the next tile (rows [r1, r2) of W) into L2, one slice per iteration:
+ * slice `part` of `parts`. */
+static inline void kn_x86_prefetch_rows(const kn_mat *W, int64_t r1, int64_t r2, int64_t part,
+                                        int64_t parts) {
+    if (r1 >= r2 || part >= parts) return;
+    const uint8_t *p = (const uint8_t *)W->data + (size_t)r1 * W->row_bytes;
+    const size_t lines = ((size_t)(r2 - r1) * W->row_bytes + 63) / 64;
+    const size_t a = lines * (size_t)part / (size_t)parts,
+                 b = lines * (size_t)(part + 1) / (size_t)parts;
+    for (size_t l = a; l < b; l++) _mm_prefetch((const char *)p + 64 * l, _MM_HINT_T1);
+}
+
 /* Rows of a tile: as many as keep the decoded tile within ~24 KiB of L1 (1..8). */
 static inline int kn_x86_tile_rows(size_t row_bytes) {
     size_t r = (24 * 1024) / (row_bytes ? row_bytes : 1);

@@ -222,8 +222,10 @@ static void KN_X86_NAME(rows_q6_K_tiled)(const kn_mat *W, const kn_act *x, float
         for (int r = 0; r < rn; r++)
             kn_x86_decode_q6_K((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
                                (kn_x86_q6k *)((uint8_t *)scratch + (size_t)r * rb));
+        const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
         for (int64_t t0 = 0; t0 < x->T; t0 += KN_Q6_T) {
             const int tn = x->T - t0 < KN_Q6_T ? (int)(x->T - t0) : KN_Q6_T;
+            kn_x86_prefetch_rows(W, r0 + rn, r2, t0 / KN_Q6_T, (x->T + KN_Q6_T - 1) / KN_Q6_T);
             const kn_block_q8_K *xt[KN_Q6_T];
             for (int t = 0; t < KN_Q6_T; t++) /* missing tokens repeat the last; not stored */
                 xt[t] = (const kn_block_q8_K *)((const uint8_t *)x->data +
@@ -328,8 +330,10 @@ static void KN_X86_NAME(rows_tile)(const kn_mat *W, const kn_act *x, float *Y, i
             else
                 kn_x86_decode_q8_0(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
         }
+        const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
         for (int64_t t = 0; t < x->T; t++) {
             const uint8_t *xt = (const uint8_t *)x->data + (size_t)t * x->stride;
+            kn_x86_prefetch_rows(W, r0 + rn, r2, t, x->T);
             for (int r = 0; r < rn; r += 4) {
                 const uint8_t *w[4];
 #pragma GCC unroll 4
