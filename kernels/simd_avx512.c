@@ -456,10 +456,9 @@ static void mx_micro2(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T]
     mx_tile(w, x, ng, out, 1);
 }
 
-/* Rows of a decoded tile: a multiple of MX_R that keeps it within ~28 KiB of L1. */
+/* Rows of a decoded tile: a multiple of MX_R that keeps it within ~24 KiB of L1. */
 static int mx_tile_rows(size_t row_bytes) {
-    const int r = kn_x86_tile_rows(row_bytes) / MX_R * MX_R;
-    return r > 0 ? r : MX_R;
+    return kn_x86_tile_rows_by(row_bytes, MX_R);
 }
 
 /* Rows n0 .. n1 of W (T > 1): decode(row, k, dst) writes a row's unsigned codes and weight

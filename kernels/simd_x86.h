@@ -92,6 +92,13 @@ static inline int kn_x86_tile_rows(size_t row_bytes) {
     return r < 1 ? 1 : r > 8 ? 8 : (int)r;
 }
 
+/* The same rounded down to a multiple of m, the rows of a register tile (at least m): a partial
+ * register tile would repeat a row and throw its results away. */
+static inline int kn_x86_tile_rows_by(size_t row_bytes, int m) {
+    const int r = kn_x86_tile_rows(row_bytes) / m * m;
+    return r > 0 ? r : m;
+}
+
 /* The interleaving transpose: r[i] = [block i | block i + 4] as 4 dwords per 128-bit half;
  * returns v[k] = dword k of blocks 0..3 (low half) and 4..7 (high half), k = 0..3. */
 static inline void kn_x86_transpose4(const __m256i r[4], __m256i v[4]) {

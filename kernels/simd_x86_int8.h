@@ -205,18 +205,12 @@ static void KN_X86_NAME(q6k_tile2)(const kn_x86_q6k *const w[KN_Q6_R],
     KN_X86_NAME(q6k_tile)(w, x, nb, out, 2);
 }
 
-/* Rows of a decoded Q6_K tile: an even number that keeps it within ~24 KiB of L1. */
-static inline int KN_X86_NAME(q6k_tile_rows)(size_t row_bytes) {
-    const int r = kn_x86_tile_rows(row_bytes) / KN_Q6_R * KN_Q6_R;
-    return r > 0 ? r : KN_Q6_R;
-}
-
 /* Rows n0 .. n1 of W (T > 1): a tile of rows decoded once, then every token against it. */
 static void KN_X86_NAME(rows_q6_K_tiled)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
                                          int64_t n0, int64_t n1, void *scratch) {
     const int64_t nb = W->cols / KN_QK_K;
     const size_t rb = (size_t)nb * sizeof(kn_x86_q6k);
-    const int R = KN_X86_NAME(q6k_tile_rows)(rb);
+    const int R = kn_x86_tile_rows_by(rb, KN_Q6_R);
     for (int64_t r0 = n0; r0 < n1; r0 += R) {
         const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
         for (int r = 0; r < rn; r++)
@@ -320,7 +314,7 @@ static void KN_X86_NAME(rows_tile)(const kn_mat *W, const kn_act *x, float *Y, i
                                    int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
     const int64_t ng = kn_x86_groups(W->cols);
     const size_t rb = mxfp4 ? kn_x86_mxfp4_row_bytes(W->cols) : kn_x86_q8_0_row_bytes(W->cols);
-    const int R = kn_x86_tile_rows(rb);
+    const int R = kn_x86_tile_rows_by(rb, 4);
     for (int64_t r0 = n0; r0 < n1; r0 += R) {
         const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
         for (int r = 0; r < rn; r++) {
@@ -394,16 +388,16 @@ static void KN_X86_NAME(rows_q6_K)(const kn_mat *W, const kn_act *x, float *Y, i
 static size_t KN_X86_NAME(scratch_mxfp4)(const kn_mat *W, int64_t T) {
     (void)T;
     const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
-    return rb * (size_t)kn_x86_tile_rows(rb);
+    return rb * (size_t)kn_x86_tile_rows_by(rb, 4);
 }
 static size_t KN_X86_NAME(scratch_q8_0)(const kn_mat *W, int64_t T) {
     (void)T;
     const size_t rb = kn_x86_q8_0_row_bytes(W->cols);
-    return rb * (size_t)kn_x86_tile_rows(rb);
+    return rb * (size_t)kn_x86_tile_rows_by(rb, 4);
 }
 static size_t KN_X86_NAME(scratch_q6_K)(const kn_mat *W, int64_t T) {
     const size_t rb = (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q6k);
-    return T > 1 ? rb * (size_t)KN_X86_NAME(q6k_tile_rows)(rb) : 0;
+    return T > 1 ? rb * (size_t)kn_x86_tile_rows_by(rb, KN_Q6_R) : 0;
 }
 static size_t KN_X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
     (void)T;
