@@ -242,9 +242,21 @@ static void test_report(void **state) {
                                         "node 0 (tcp://127.0.0.1:",
                                         "node 1 (tcp://127.0.0.1:",
                                         "round trip per layer",
+                                        "per layer (us): split ",
+                                        "last reply's wire and wake-ups",
+                                        "us/batch, round trip",
                                         "decode:"};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         if (!strstr(err, lines[i])) fail_msg("report lacks '%s':\n%s", lines[i], err);
+    /* Loopback nodes default to one thread per online CPU (the busier node of a token must be
+     * able to use every core). */
+    const char *node0 = strstr(err, "node 0 (tcp://127.0.0.1:");
+    assert_non_null(node0);
+    char want[64];
+    snprintf(want, sizeof want, ", %ld thread(s): ", sysconf(_SC_NPROCESSORS_ONLN));
+    const char *eol = strchr(node0, '\n');
+    const char *at = strstr(node0, want);
+    if (!at || (eol && at > eol)) fail_msg("node 0 does not run %s:\n%s", want, err);
     free(err);
 }
 
