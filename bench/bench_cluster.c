@@ -15,12 +15,18 @@
  * and compute per batch; the nodes print their own per-phase times when they stop. Prints one
  * JSON object per line.
  *
+ * --pin copies the weights onto huge pages on both sides (md_model_pin_dense and
+ * md_local_backend_pin in process, expert-node --pin on the nodes); auto does so when the model
+ * fits twice in a third of memory.
+ *
  *   bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--threads N] [--node-threads N]
- *                 [--dir DIR]                                           (from the repo root)
+ *                 [--pin auto|yes|no] [--dir DIR]                       (from the repo root)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -173,8 +179,25 @@ static void print_config(int layers, int k, const cfg_result *c, double base) {
 
 /* In-process and every cluster configuration decode in turn, `rounds` times, so a burst of load
  * from elsewhere hits all of them alike; each reports its best round (noise only slows a run). */
+/* Bytes of the regular files under a vindex directory (or of a file). */
+static double tree_bytes;
+static int add_file(const char *p, const struct stat *st, int flag, struct FTW *f) {
+    (void)p, (void)f;
+    if (flag == FTW_F && S_ISREG(st->st_mode)) tree_bytes += (double)st->st_size;
+    return 0;
+}
+
+/* --pin auto: the in-process copy and the nodes' copies (the model twice) within a third of
+ * memory. */
+static bool pin_fits(const char *path) {
+    tree_bytes = 0;
+    if (nftw(path, add_file, 16, FTW_PHYS) != 0) return false;
+    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    return 2 * tree_bytes < mem / 3;
+}
+
 static int bench_model(const char *path, int layers, int n, int rounds, int threads,
-                       int node_threads) {
+                       int node_threads, int pin_opt) {
     mw_err err = {{0}};
     vx_source *src = NULL;
     md_model *m = NULL;
@@ -187,8 +210,12 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
     kn_pool *pool = kn_pool_create(threads);
     int rc = -1;
     double tok_s, base = 0;
+    /* --pin: the trunk's dense matrices, the in-process experts and every node's experts are
+     * copied onto huge pages (md_pin.h), each side as fast as it can stream them. */
+    const bool pin = pin_opt > 0 || (pin_opt < 0 && pin_fits(path));
     if (vx_source_open(path, NULL, &src, &err) || md_model_load(src, &m, &err) ||
-        md_local_backend_new(src, &m->cfg, pool, &local, &err))
+        md_local_backend_new(src, &m->cfg, pool, &local, &err) ||
+        (pin && (md_model_pin_dense(m, &err) || md_local_backend_pin(local, &err))))
         goto done;
     tl.inner = local;
     co_loopback_opts lo = {.model = path,
@@ -196,7 +223,8 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
                            .n_layers = vx_source_n_layers(src),
                            .n_experts = vx_source_n_experts(src),
                            .threads = node_threads,
-                           .timeout_ms = 600000};
+                           .timeout_ms = 600000,
+                           .pin = pin};
     if (co_loopback_start(&lo, &lb, &err)) goto done;
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f}\n", layers,
            ping_us(co_loopback_endpoints(lb)[0], 200));
@@ -239,10 +267,10 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
             }
         }
     }
-    printf(
-        "{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
-        "\"node_threads\":%d,\"rounds\":%d,\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f}\n",
-        layers, threads, node_threads, rounds, base, local_layer_us);
+    printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
+           "\"node_threads\":%d,\"rounds\":%d,\"pinned\":%s,\"decode_tok_s\":%.3f,"
+           "\"experts_per_layer_us\":%.1f}\n",
+           layers, threads, node_threads, rounds, pin ? "true" : "false", base, local_layer_us);
     for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base);
     fflush(stdout);
     rc = 0;
@@ -260,7 +288,7 @@ done:
 
 int main(int argc, char **argv) {
     const char *layer_list = "4,8", *dir = "build/bench-models";
-    int n = 8, rounds = 5;
+    int n = 8, rounds = 5, pin = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = cpus > 0 ? (int)cpus : 1, node_threads = 0;
     for (int i = 1; i < argc; i++) {
@@ -270,7 +298,14 @@ int main(int argc, char **argv) {
             n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
+        else if (!strcmp(argv[i], "--pin") && i + 1 < argc) {
+            const char *v = argv[++i];
+            pin = !strcmp(v, "yes") ? 1 : !strcmp(v, "no") ? 0 : !strcmp(v, "auto") ? -1 : -2;
+            if (pin == -2) {
+                fprintf(stderr, "bench_cluster: --pin auto|yes|no\n");
+                return 2;
+            }
+        } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--node-threads") && i + 1 < argc)
             node_threads = atoi(argv[++i]);
@@ -278,7 +313,7 @@ int main(int argc, char **argv) {
             dir = argv[++i];
         else {
             fprintf(stderr, "usage: bench_cluster [--layers 4,8] [--tokens N] [--rounds N] "
-                            "[--threads N] [--node-threads N] [--dir DIR]\n");
+                            "[--threads N] [--node-threads N] [--pin auto|yes|no] [--dir DIR]\n");
             return 2;
         }
     }
@@ -296,7 +331,8 @@ int main(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s/gpt-oss-20bw-%dL.vindex", dir, layers);
         if (layers < 1 || make_model(path, layers) ||
-            bench_model(path, layers, n, rounds, threads, node_threads ? node_threads : threads))
+            bench_model(path, layers, n, rounds, threads, node_threads ? node_threads : threads,
+                        pin))
             rc = 1;
         p += strcspn(p, ",");
         if (*p == ',') p++;

@@ -134,6 +134,7 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
                         "--ready-file",
                         ready,
                         "--quiet",
+                        o->pin ? "--pin" : NULL,
                         NULL};
         lb->pid[i] = spawn(argv);
         if (lb->pid[i] < 0) {

@@ -5,6 +5,8 @@
 #ifndef CO_LOOPBACK_H
 #define CO_LOOPBACK_H
 
+#include <stdbool.h>
+
 #include "util/mw_err.h"
 
 typedef struct co_loopback_opts {
@@ -14,6 +16,7 @@ typedef struct co_loopback_opts {
     int threads;    /* per node; 0 = one per online CPU (the nodes' compute overlaps little with
                        the coordinator's: each side sleeps while the other works) */
     int timeout_ms; /* for every node to become ready */
+    bool pin;       /* nodes copy their experts onto huge pages (expert-node --pin) */
     const char *program; /* expert-node binary; NULL = next to this executable, or
                             $MOEWIRE_EXPERT_NODE */
 } co_loopback_opts;

@@ -24,6 +24,7 @@ typedef struct en_opts {
     int numerics;           /* kn_numerics served, or -1 for both */
     uint32_t capacity;      /* most rows per batch (0 = 4096) */
     bool quiet;             /* no per-error log lines */
+    bool pin; /* copy the owned experts out of the file mapping onto huge pages (md_pin.h) */
 } en_opts;
 
 typedef struct en_node en_node;

@@ -21,6 +21,7 @@ static void usage(FILE *f) {
         "  --capacity N       most rows per batch (default 4096)\n"
         "  --node-id NAME     name in the handshake and logs (default: the endpoint)\n"
         "  --ready-file PATH  write the bound endpoint there once serving\n"
+        "  --pin              copy the owned experts out of the file mapping onto huge pages\n"
         "  --quiet            no per-request log lines\n");
 }
 
@@ -54,6 +55,9 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--quiet")) {
             o.quiet = true;
+            continue;
+        } else if (!strcmp(a, "--pin")) {
+            o.pin = true;
             continue;
         }
         if (!v) {

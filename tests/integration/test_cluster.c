@@ -151,7 +151,9 @@ static void check_exact(const char *model, const char *numerics) {
     float *ref = local_logits(model, numerics, &n_ref);
     static const char *const nodes[] = {"1", "2", "3"};
     for (int k = 0; k < 3; k++) {
-        const char *extra[] = {"--loopback", nodes[k], "--exact", "--wire", "f32", NULL};
+        /* 2 nodes also with --pin: dense matrices and the nodes' experts on huge pages */
+        const char *extra[] = {
+            "--loopback", nodes[k], "--exact", "--wire", "f32", k == 1 ? "--pin" : NULL, NULL};
         float *got = cluster_logits(model, numerics, extra, &n);
         assert_int_equal(n, n_ref);
         if (memcmp(got, ref, n * sizeof(float)))
