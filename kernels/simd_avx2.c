@@ -153,6 +153,27 @@ void kn_x86_prep_q8_K(const float *x, void *dst, int64_t k) {
     }
 }
 
+size_t kn_x86_q8_Ki_bytes(int64_t k) {
+    return kn_x86_q8_Ki_qs(k) + (size_t)(k / KN_QK_K) * KN_QK_K;
+}
+
+/* kn_x86_prep_q8_K, then each block's q group-interleaved (the Q6_K batch kernels' layout). */
+void kn_x86_prep_q8_Ki(const float *x, void *dst, int64_t k) {
+    kn_x86_prep_q8_K(x, dst, k);
+    const kn_block_q8_K *blk = dst;
+    uint8_t *qi = (uint8_t *)dst + kn_x86_q8_Ki_qs(k);
+    for (int64_t b = 0; b < k / KN_QK_K; b++) {
+        __m256i q[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            q[i] = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * i));
+        kn_x86_q6k_interleave(q);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++)
+            _mm256_store_si256((__m256i *)(qi + KN_QK_K * b + 32 * i), q[i]);
+    }
+}
+
 /* ---- weight decoding ------------------------------------------------------------------------- */
 
 size_t kn_x86_mxfp4_row_bytes(int64_t k) {
@@ -203,13 +224,10 @@ void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst) {
     for (int64_t b = 0; b < k / KN_QK_K; b++, row += KN_Q6_K_BYTES, dst++) {
         __m256i c[8];
         kn_x86_q6k_codes(row, c);
-        __m256i s16[8];
-        kn_x86_q6k_scales(row, s16);
+        kn_x86_q6k_interleave(c);
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            _mm256_store_si256((__m256i *)(dst->codes + 32 * i), c[i]);
-            _mm256_store_si256((__m256i *)dst->sc16[i], s16[i]);
-        }
+        for (int i = 0; i < 8; i++) _mm256_store_si256((__m256i *)(dst->codes + 32 * i), c[i]);
+        _mm256_store_si256((__m256i *)dst->sg, kn_x86_q6k_group_scales(row));
         _mm256_store_si256(
             (__m256i *)dst->scm32,
             _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + 192))),

@@ -31,16 +31,23 @@ void kn_x86_prep_q8_0p(const float *x, void *dst, int64_t k);
 /* Q8_K rows in ggml's layout (kn_block_q8_K). */
 size_t kn_x86_q8_K_bytes(int64_t k);
 void kn_x86_prep_q8_K(const float *x, void *dst, int64_t k);
+/* Q8_K rows for the Q6_K kernels: the kn_block_q8_K blocks, then (at kn_x86_q8_Ki_qs) each
+ * block's 256 q group-interleaved like the decoded Q6_K codes. */
+size_t kn_x86_q8_Ki_bytes(int64_t k);
+void kn_x86_prep_q8_Ki(const float *x, void *dst, int64_t k);
+static inline size_t kn_x86_q8_Ki_qs(int64_t k) {
+    return kn_align64((size_t)(k / KN_QK_K) * KN_Q8_K_BYTES);
+}
 
 /* Decoded weight tiles, per row:
  *  MXFP4: u8 codes (kvalue + 12) interleaved [ng][256], then float h(e) [ng * 8].
  *  Q8_0:  int8 weights interleaved [ng][256], then float d_w [ng * 8].
- *  Q6_K:  per super-block a kn_x86_q6k (codes 0..63 in natural order and the scales).
+ *  Q6_K:  per super-block a kn_x86_q6k (codes 0..63 group-interleaved, and the scales).
  *  Q4_K:  per super-block a kn_x86_q4k. */
 typedef struct kn_x86_q6k {
-    uint8_t codes[256];
-    int16_t sc16[8][16]; /* per 32-chunk: 8 lanes of scale 2c, then 8 of scale 2c+1 */
-    int16_t scm32[16];   /* the 16 scales times -32, against the activation's bsums */
+    uint8_t codes[256]; /* codes 0..63, group-interleaved (kn_x86_q6k_interleave) */
+    int16_t sg[16];     /* word p: the scale of the group that word p of every vector holds */
+    int16_t scm32[16];  /* the 16 scales times -32, against the activation's bsums */
     float d;
     float pad[7];
 } kn_x86_q6k;
@@ -215,6 +222,40 @@ static inline void kn_x86_q6k_scales(const uint8_t *blk, __m256i s16[8]) {
             b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1, b, b + 1);
         s16[c] = _mm256_shuffle_epi8(c < 4 ? lo : hi, idx);
     }
+}
+
+/* The Q6_K batch layout: 256 values (codes or q) in natural order as 8 vectors, where 128-bit lane
+ * L of vector j holds group 2j + L as 8 pairs, become 8 vectors whose word (L, j) holds pair k of
+ * group 2j + L in vector k (an 8 x 8 transpose of 16-bit words per 128-bit lane). Each word then
+ * sees one group in every vector, so vpmaddubsw results of two vectors add in int16 (at most
+ * 2 * 2 * 63 * 127 = 32004) before one vpmaddwd by the per-word group scales: 4 scale multiplies
+ * per super-block instead of 8. */
+static inline void kn_x86_q6k_interleave(__m256i v[8]) {
+    __m256i t[8], u[8];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i *r = v + 4 * h;
+        t[4 * h] = _mm256_unpacklo_epi16(r[0], r[1]);
+        t[4 * h + 1] = _mm256_unpackhi_epi16(r[0], r[1]);
+        t[4 * h + 2] = _mm256_unpacklo_epi16(r[2], r[3]);
+        t[4 * h + 3] = _mm256_unpackhi_epi16(r[2], r[3]);
+        u[4 * h] = _mm256_unpacklo_epi32(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi32(t[4 * h], t[4 * h + 2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        v[2 * i] = _mm256_unpacklo_epi64(u[i], u[4 + i]);
+        v[2 * i + 1] = _mm256_unpackhi_epi64(u[i], u[4 + i]);
+    }
+}
+
+/* The per-word group scales of the interleaved layout: word (L, j) gets scale 2j + L. */
+static inline __m256i kn_x86_q6k_group_scales(const uint8_t *blk) {
+    const __m128i sc = _mm_loadu_si128((const __m128i *)(blk + 192));
+    return _mm256_cvtepi8_epi16(
+        _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
 }
 
 /* kn_tree8 on a vector: low half + high half, upper pair onto lower pair, then the last two. */

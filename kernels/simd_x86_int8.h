@@ -145,11 +145,13 @@ static inline __m256i KN_X86_NAME(q6k_reduce)(const __m256i a[KN_Q6_R][KN_Q6_T])
                             _mm256_permute2x128_si256(q0, q1, 0x31));
 }
 
-/* Rows w[0], w[1] (decoded) against tokens x[0 .. nt - 1]: out[4r + t] in the canonical order.
- * Inlined into one function per nt, so the loops unroll to constants. */
+/* Rows w[0], w[1] (decoded) against tokens x[0 .. nt - 1] (prepared by kn_x86_prep_q8_Ki; the
+ * interleaved q at qi[t]): out[4r + t] in the canonical order. Inlined into one function per nt,
+ * so the loops unroll to constants. */
 static inline __attribute__((always_inline)) void
 KN_X86_NAME(q6k_tile)(const kn_x86_q6k *const w[KN_Q6_R], const kn_block_q8_K *const x[KN_Q6_T],
-                      int64_t nb, float out[KN_Q6_R * KN_Q6_T], const int nt) {
+                      const uint8_t *const qi[KN_Q6_T], int64_t nb, float out[KN_Q6_R * KN_Q6_T],
+                      const int nt) {
     __m256 lane[KN_QLANES];
     for (int l = 0; l < KN_QLANES; l++) lane[l] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
@@ -165,18 +167,28 @@ KN_X86_NAME(q6k_tile)(const kn_x86_q6k *const w[KN_Q6_R], const kn_block_q8_K *c
                 acc[0][t] = acc[1][t] = _mm256_setzero_si256();
             }
         }
-        /* not unrolled: GCC would hoist the products of several chunks and spill them */
+        const __m256i g0 = _mm256_load_si256((const __m256i *)w0->sg);
+        const __m256i g1 = _mm256_load_si256((const __m256i *)w1->sg);
+        /* not unrolled: GCC would hoist the products of several steps and spill them */
 #pragma GCC unroll 1
-        for (int c = 0; c < 8; c++) {
-            const __m256i c0 = _mm256_load_si256((const __m256i *)(w0->codes + 32 * c));
-            const __m256i c1 = _mm256_load_si256((const __m256i *)(w1->codes + 32 * c));
-            const __m256i s0 = _mm256_load_si256((const __m256i *)w0->sc16[c]);
-            const __m256i s1 = _mm256_load_si256((const __m256i *)w1->sc16[c]);
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i a0 = _mm256_load_si256((const __m256i *)(w0->codes + 32 * k));
+            const __m256i a1 = _mm256_load_si256((const __m256i *)(w0->codes + 32 * k + 32));
+            const __m256i c0 = _mm256_load_si256((const __m256i *)(w1->codes + 32 * k));
+            const __m256i c1 = _mm256_load_si256((const __m256i *)(w1->codes + 32 * k + 32));
 #pragma GCC unroll 4
             for (int t = 0; t < nt; t++) {
-                const __m256i q = _mm256_loadu_si256((const __m256i *)(x[t][b].qs + 32 * c));
-                acc[0][t] = KN_DPWSSD(acc[0][t], _mm256_maddubs_epi16(c0, q), s0);
-                acc[1][t] = KN_DPWSSD(acc[1][t], _mm256_maddubs_epi16(c1, q), s1);
+                const uint8_t *q = qi[t] + KN_QK_K * b + 32 * k;
+                const __m256i q0 = _mm256_load_si256((const __m256i *)q);
+                const __m256i q1 = _mm256_load_si256((const __m256i *)(q + 32));
+                acc[0][t] = KN_DPWSSD(
+                    acc[0][t],
+                    _mm256_add_epi16(_mm256_maddubs_epi16(a0, q0), _mm256_maddubs_epi16(a1, q1)),
+                    g0);
+                acc[1][t] = KN_DPWSSD(
+                    acc[1][t],
+                    _mm256_add_epi16(_mm256_maddubs_epi16(c0, q0), _mm256_maddubs_epi16(c1, q1)),
+                    g1);
             }
         }
         const __m256 dw = _mm256_setr_m128(_mm_set1_ps(w0->d), _mm_set1_ps(w1->d));
@@ -193,16 +205,18 @@ KN_X86_NAME(q6k_tile)(const kn_x86_q6k *const w[KN_Q6_R], const kn_block_q8_K *c
 }
 
 static void KN_X86_NAME(q6k_tile4)(const kn_x86_q6k *const w[KN_Q6_R],
-                                   const kn_block_q8_K *const x[KN_Q6_T], int64_t nb,
+                                   const kn_block_q8_K *const x[KN_Q6_T],
+                                   const uint8_t *const qi[KN_Q6_T], int64_t nb,
                                    float out[KN_Q6_R * KN_Q6_T]) {
-    KN_X86_NAME(q6k_tile)(w, x, nb, out, 4);
+    KN_X86_NAME(q6k_tile)(w, x, qi, nb, out, 4);
 }
 
 /* One or two tokens left: half the work of a padded tile. */
 static void KN_X86_NAME(q6k_tile2)(const kn_x86_q6k *const w[KN_Q6_R],
-                                   const kn_block_q8_K *const x[KN_Q6_T], int64_t nb,
+                                   const kn_block_q8_K *const x[KN_Q6_T],
+                                   const uint8_t *const qi[KN_Q6_T], int64_t nb,
                                    float out[KN_Q6_R * KN_Q6_T]) {
-    KN_X86_NAME(q6k_tile)(w, x, nb, out, 2);
+    KN_X86_NAME(q6k_tile)(w, x, qi, nb, out, 2);
 }
 
 /* Rows n0 .. n1 of W (T > 1): a tile of rows decoded once, then every token against it. */
@@ -221,9 +235,13 @@ static void KN_X86_NAME(rows_q6_K_tiled)(const kn_mat *W, const kn_act *x, float
             const int tn = x->T - t0 < KN_Q6_T ? (int)(x->T - t0) : KN_Q6_T;
             kn_x86_prefetch_rows(W, r0 + rn, r2, t0 / KN_Q6_T, (x->T + KN_Q6_T - 1) / KN_Q6_T);
             const kn_block_q8_K *xt[KN_Q6_T];
-            for (int t = 0; t < KN_Q6_T; t++) /* missing tokens repeat the last; not stored */
-                xt[t] = (const kn_block_q8_K *)((const uint8_t *)x->data +
-                                                (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride);
+            const uint8_t *qi[KN_Q6_T];
+            for (int t = 0; t < KN_Q6_T; t++) { /* missing tokens repeat the last; not stored */
+                const uint8_t *p =
+                    (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+                xt[t] = (const kn_block_q8_K *)p;
+                qi[t] = p + kn_x86_q8_Ki_qs(W->cols);
+            }
             for (int r = 0; r < rn; r += KN_Q6_R) {
                 const kn_x86_q6k *w[KN_Q6_R];
                 for (int i = 0; i < KN_Q6_R; i++) /* a missing row repeats the first; not stored */
@@ -231,9 +249,9 @@ static void KN_X86_NAME(rows_q6_K_tiled)(const kn_mat *W, const kn_act *x, float
                                                 (size_t)(r + i < rn ? r + i : r) * rb);
                 _Alignas(32) float out[KN_Q6_R * KN_Q6_T];
                 if (tn > 2)
-                    KN_X86_NAME(q6k_tile4)(w, xt, nb, out);
+                    KN_X86_NAME(q6k_tile4)(w, xt, qi, nb, out);
                 else
-                    KN_X86_NAME(q6k_tile2)(w, xt, nb, out);
+                    KN_X86_NAME(q6k_tile2)(w, xt, qi, nb, out);
                 for (int t = 0; t < tn; t++)
                     for (int i = 0; i < KN_Q6_R && r + i < rn; i++)
                         Y[(t0 + t) * ldy + r0 + r + i] = out[KN_Q6_T * i + t];
@@ -414,7 +432,7 @@ static size_t KN_X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
         KN_X86_NAME(scratch_##kind), KN_X86_NAME(rows_##kind)};
 KN_X86_KERNEL(mxfp4, q8_0p)
 KN_X86_KERNEL(q8_0, q8_0p)
-KN_X86_KERNEL(q6_K, q8_K)
+KN_X86_KERNEL(q6_K, q8_Ki)
 KN_X86_KERNEL(q4_K, q8_K)
 
 static const kn_kernel *const KN_X86_NAME(int8_kernels)[KN_TYPE_COUNT] = {
