@@ -311,6 +311,9 @@ int en_node_serve(en_node *n, mw_err *err) {
             break;
         }
         if (items[1].revents & ZMQ_POLLIN) break;
+        /* A request is in: the workers get up now, while it is received and parsed, instead of
+         * when the first kernel starts (a wake-up costs tens of microseconds). */
+        if (items[0].revents & ZMQ_POLLIN) kn_pool_wake(n->pool);
         /* Drain what is queued, up to one round, then execute it. */
         while (n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
                !atomic_load(&n->stopping)) {
