@@ -8,11 +8,15 @@
 
 #define PIN_ALIGN ((size_t)2 << 20) /* a transparent huge page */
 
-/* Bytes of a matrix as stored (the last row without its stride's padding), rounded to a line. */
-static size_t span(const kn_mat *w) {
+/* Bytes of a matrix as stored (the last row without its stride's padding). */
+static size_t stored(const kn_mat *w) {
     if (!w->data || w->rows == 0) return 0;
-    const size_t n = (size_t)(w->rows - 1) * w->row_bytes + kn_row_size(w->type, w->cols);
-    return (n + 63) & ~(size_t)63;
+    return (size_t)(w->rows - 1) * w->row_bytes + kn_row_size(w->type, w->cols);
+}
+
+/* Its room in the buffer: rounded up to a cache line, so each copy starts on one. */
+static size_t span(const kn_mat *w) {
+    return (stored(w) + 63) & ~(size_t)63;
 }
 
 int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
@@ -31,9 +35,7 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_e
     for (size_t i = 0; i < n; i++) {
         const size_t s = span(mats[i]);
         if (!s) continue;
-        memcpy(dst, mats[i]->data,
-               (size_t)(mats[i]->rows - 1) * mats[i]->row_bytes +
-                   kn_row_size(mats[i]->type, mats[i]->cols));
+        memcpy(dst, mats[i]->data, stored(mats[i]));
         mats[i]->data = dst;
         dst += s;
     }
