@@ -19,8 +19,11 @@
  * md_local_backend_pin in process, expert-node --pin on the nodes); auto does so when the model
  * fits twice in a third of memory.
  *
+ * --node-affinity (default on) binds node i's threads to CPUs from i·CPUs/2 on, as `coordinator
+ * --loopback` does (co_loopback.h says why); off leaves placement to the scheduler.
+ *
  *   bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--threads N] [--node-threads N]
- *                 [--pin auto|yes|no] [--dir DIR]                       (from the repo root)
+ *                 [--node-affinity on|off] [--pin auto|yes|no] [--dir DIR]   (from the repo root)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,12 +171,14 @@ static void print_config(int layers, int k, const cfg_result *c, double base) {
            "\"node_queue_us\":%.1f,\"node_compute_us\":%.1f,\"node_rtt_us\":%.1f,"
            "\"phases_us\":{\"split\":%.1f,\"encode\":%.1f,\"send\":%.1f,\"wait\":%.1f,"
            "\"decode\":%.1f,\"combine\":%.1f,\"last_reply_tail\":%.1f},"
+           "\"last_reply_tail_p50_p90_p99_us\":[%.0f,%.0f,%.0f],"
            "\"wire_bytes_per_token\":%.0f,"
            "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
            layers, configs[k].codec, configs[k].exact ? "exact" : "partial", c->best_tok_s,
            c->best_tok_s / base, s->layer_rtt_us, s->node_queue_us, s->node_compute_us,
            s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us, s->decode_us,
-           s->combine_us, s->tail_us, (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
+           s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
+           (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
            (double)s->total.weight_bytes * per, wr_movement_ratio(&s->total));
 }
 
@@ -197,7 +202,7 @@ static bool pin_fits(const char *path) {
 }
 
 static int bench_model(const char *path, int layers, int n, int rounds, int threads,
-                       int node_threads, int pin_opt) {
+                       int node_threads, int pin_opt, bool node_affinity) {
     mw_err err = {{0}};
     vx_source *src = NULL;
     md_model *m = NULL;
@@ -224,7 +229,8 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
                            .n_experts = vx_source_n_experts(src),
                            .threads = node_threads,
                            .timeout_ms = 600000,
-                           .pin = pin};
+                           .pin = pin,
+                           .bind_cpus = node_affinity};
     if (co_loopback_start(&lo, &lb, &err)) goto done;
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f}\n", layers,
            ping_us(co_loopback_endpoints(lb)[0], 200));
@@ -268,9 +274,10 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
         }
     }
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
-           "\"node_threads\":%d,\"rounds\":%d,\"pinned\":%s,\"decode_tok_s\":%.3f,"
-           "\"experts_per_layer_us\":%.1f}\n",
-           layers, threads, node_threads, rounds, pin ? "true" : "false", base, local_layer_us);
+           "\"node_threads\":%d,\"node_affinity\":%s,\"rounds\":%d,\"pinned\":%s,"
+           "\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f}\n",
+           layers, threads, node_threads, node_affinity ? "true" : "false", rounds,
+           pin ? "true" : "false", base, local_layer_us);
     for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base);
     fflush(stdout);
     rc = 0;
@@ -291,6 +298,7 @@ int main(int argc, char **argv) {
     int n = 8, rounds = 5, pin = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = cpus > 0 ? (int)cpus : 1, node_threads = 0;
+    bool node_affinity = true;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc)
             layer_list = argv[++i];
@@ -309,11 +317,15 @@ int main(int argc, char **argv) {
             rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--node-threads") && i + 1 < argc)
             node_threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--node-affinity") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off")))
+            node_affinity = !strcmp(argv[++i], "on");
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
         else {
             fprintf(stderr, "usage: bench_cluster [--layers 4,8] [--tokens N] [--rounds N] "
-                            "[--threads N] [--node-threads N] [--pin auto|yes|no] [--dir DIR]\n");
+                            "[--threads N] [--node-threads N] [--node-affinity on|off] "
+                            "[--pin auto|yes|no] [--dir DIR]\n");
             return 2;
         }
     }
@@ -332,7 +344,7 @@ int main(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/gpt-oss-20bw-%dL.vindex", dir, layers);
         if (layers < 1 || make_model(path, layers) ||
             bench_model(path, layers, n, rounds, threads, node_threads ? node_threads : threads,
-                        pin))
+                        pin, node_affinity))
             rc = 1;
         p += strcspn(p, ",");
         if (*p == ',') p++;

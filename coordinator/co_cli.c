@@ -153,6 +153,13 @@ static int set_node_threads(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_node_affinity(co_opts *o, const char *v, mw_err *err) {
+    if (strcmp(v, "on") && strcmp(v, "off"))
+        return mw_errf(err, "--node-affinity: '%s' is not on or off", v);
+    o->node_affinity = !strcmp(v, "on");
+    return 0;
+}
+
 static int set_pin(co_opts *o, const char *v, mw_err *err) {
     (void)v, (void)err;
     o->pin = true;
@@ -206,6 +213,10 @@ static const co_option options[] = {
      "(selects --experts remote)",
      set_loopback},
     {"--node-threads", "N", "threads per loopback node (default: one per CPU)", set_node_threads},
+    {"--node-affinity", "on|off",
+     "bind loopback node i's threads to CPUs from i*CPUs/N on (default on: the nodes' busy "
+     "threads are spread over the cores instead of stacked by the scheduler)",
+     set_node_affinity},
     {"--exact", NULL,
      "exact mode: nodes return one row per (row, expert), reduced here in selection order "
      "(bit-identical to local experts with --wire f32)",
@@ -225,6 +236,7 @@ void co_opts_init(co_opts *o) {
     o->numerics = KN_NUM_Q8;
     o->top_p = 1.0f;
     o->node_threads = 0; /* one per CPU */
+    o->node_affinity = true;
     o->wire = (wr_codec){WR_F32, false};
     o->deadline_ms = 10000;
     long n = sysconf(_SC_NPROCESSORS_ONLN);

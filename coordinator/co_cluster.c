@@ -74,6 +74,7 @@ int co_cluster_create(const co_backend_env *env, md_expert_backend **out, mw_err
                                .n_experts = n_experts,
                                .threads = o->node_threads,
                                .pin = o->pin,
+                               .bind_cpus = o->node_affinity,
                                .timeout_ms = 120000};
         if (co_loopback_start(&lo, &c->loopback, err)) goto done;
         n = o->loopback;

@@ -2,6 +2,7 @@
  * the node's --ready-file (written once its socket is bound), so no port is guessed and nothing
  * races: each node binds tcp://127.0.0.1:* and reports the port it got. */
 #include "coordinator/co_loopback.h"
+#include "kernels/kn.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -114,7 +115,7 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
     for (int i = 0; i < lb->n; i++) {
         int lo = (int)((long)i * o->n_experts / lb->n);
         int hi = (int)((long)(i + 1) * o->n_experts / lb->n) - 1;
-        char spec[64], threads[16], id[32], ready[128];
+        char spec[64], threads[16], id[32], ready[128], first[16];
         snprintf(spec, sizeof spec, "0-%d:%d-%d", o->n_layers - 1, lo, hi);
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         snprintf(threads, sizeof threads, "%ld", o->threads > 0 ? o->threads : cpus > 0 ? cpus : 1);
@@ -134,8 +135,12 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
                         "--ready-file",
                         ready,
                         "--quiet",
+                        "--affinity",
+                        first,
                         o->pin ? "--pin" : NULL,
                         NULL};
+        snprintf(first, sizeof first, "%ld", (long)i * kn_cpus_allowed() / lb->n);
+        if (!o->bind_cpus) snprintf(first, sizeof first, "off");
         lb->pid[i] = spawn(argv);
         if (lb->pid[i] < 0) {
             lb->pid[i] = 0;

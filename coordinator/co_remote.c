@@ -66,6 +66,8 @@ typedef struct remote {
     uint64_t t_split, t_encode, t_send, t_wait, t_decode, t_combine; /* ns, all layers */
     uint64_t t_tail; /* the last reply of each layer: round trip minus node queue and compute */
     uint64_t last_tail;
+    uint32_t tail_log[CO_TAIL_LOG]; /* the last CO_TAIL_LOG layers' tails (us), for percentiles */
+    uint64_t n_tail;
 } remote;
 
 static uint64_t now_ns(void) {
@@ -494,6 +496,8 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
     r->t_split += now_ns() - t0;
     if (send_all(r, b, err) || wait_all(r, b, t0, err)) return -1;
     r->t_tail += r->last_tail; /* the reply that completed the layer */
+    const uint64_t tail_us = r->last_tail / 1000;
+    r->tail_log[r->n_tail++ % CO_TAIL_LOG] = tail_us > UINT32_MAX ? UINT32_MAX : (uint32_t)tail_us;
     uint64_t t1 = now_ns();
     if (combine(r, b, out, err)) return -1;
     uint64_t t2 = now_ns();
@@ -630,6 +634,12 @@ void co_remote_reset_stats(md_expert_backend *b) {
         r->layer_rows[l] = r->layer_wall[l] = r->layer_calls[l] = 0;
     r->t_split = r->t_encode = r->t_send = r->t_wait = r->t_decode = r->t_combine = 0;
     r->t_tail = 0;
+    r->n_tail = 0;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
 }
 
 co_remote_summary co_remote_summarize(const md_expert_backend *b) {
@@ -649,6 +659,15 @@ co_remote_summary co_remote_summarize(const md_expert_backend *b) {
     s.decode_us = (double)r->t_decode * pc;
     s.combine_us = (double)r->t_combine * pc;
     s.tail_us = (double)r->t_tail * pc;
+    const size_t nt = r->n_tail < CO_TAIL_LOG ? (size_t)r->n_tail : CO_TAIL_LOG;
+    if (nt) {
+        uint32_t sorted[CO_TAIL_LOG];
+        memcpy(sorted, r->tail_log, nt * sizeof *sorted);
+        qsort(sorted, nt, sizeof *sorted, cmp_u32);
+        s.tail_p50_us = sorted[nt / 2];
+        s.tail_p90_us = sorted[nt * 9 / 10];
+        s.tail_p99_us = sorted[nt * 99 / 100];
+    }
     double nb = s.total.batches ? 1e-3 / (double)s.total.batches : 0.0;
     s.node_compute_us = (double)s.total.compute_ns * nb;
     s.node_queue_us = (double)s.total.queue_ns * nb;
@@ -683,10 +702,12 @@ void co_remote_report(const md_expert_backend *b, FILE *f) {
                 (double)c.queue_ns * 1e-3 * nb, (double)c.compute_ns * 1e-3 * nb,
                 (double)c.rtt_ns * 1e-3 * nb, (double)c.rtt_max_ns * 1e-3, wr_movement_ratio(&c));
     }
-    fprintf(f,
-            "  per layer (us): split %.1f, encode %.1f, send %.1f, wait %.1f, receive+decode %.1f, "
-            "combine %.1f; last reply's wire and wake-ups %.1f\n",
-            s.split_us, s.encode_us, s.send_us, s.wait_us, s.decode_us, s.combine_us, s.tail_us);
+    fprintf(
+        f,
+        "  per layer (us): split %.1f, encode %.1f, send %.1f, wait %.1f, receive+decode %.1f, "
+        "combine %.1f; last reply's wire and wake-ups %.1f (median %.0f, 90th %.0f, 99th %.0f)\n",
+        s.split_us, s.encode_us, s.send_us, s.wait_us, s.decode_us, s.combine_us, s.tail_us,
+        s.tail_p50_us, s.tail_p90_us, s.tail_p99_us);
     fprintf(f, "  round trip per layer (us, mean %.1f):", s.layer_rtt_us);
     for (int l = 0; l < o->n_layers; l++)
         fprintf(f, " %d:%.1f", l,

@@ -57,7 +57,10 @@ typedef struct co_remote_summary {
     /* the reply that completed a layer: its round trip minus the node's queue and compute time,
      * i.e. wire, encode/decode and wake-ups on the critical path (mean per layer call, us) */
     double tail_us;
+    double tail_p50_us, tail_p90_us, tail_p99_us; /* its distribution over the last CO_TAIL_LOG */
 } co_remote_summary;
+
+#define CO_TAIL_LOG 4096
 
 co_remote_summary co_remote_summarize(const md_expert_backend *b);
 

@@ -154,6 +154,12 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
         goto fail;
     }
     if (bind_socket(n, err)) goto fail;
+    /* After the socket: ZeroMQ's I/O thread has started and keeps every CPU. */
+    if (opts->bind_cpus) {
+        mw_err e;
+        if (kn_pool_bind_cpus(n->pool, opts->cpu_first, &e) != 0 && !opts->quiet)
+            fprintf(stderr, "expert-node: --affinity %d ignored: %s\n", opts->cpu_first, e.msg);
+    }
     snprintf(n->node_id, sizeof n->node_id, "%s", opts->node_id ? opts->node_id : n->endpoint);
     *out = n;
     return 0;

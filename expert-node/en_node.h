@@ -22,8 +22,10 @@ typedef struct en_opts {
     const char *ready_file; /* written with the bound endpoint once serving; NULL = none */
     int threads;            /* compute threads (>= 1) */
     int numerics;           /* kn_numerics served, or -1 for both */
-    uint32_t capacity;      /* most rows per batch (0 = 4096) */
-    bool quiet;             /* no per-error log lines */
+    bool bind_cpus; /* bind compute thread i to allowed CPU cpu_first + i (kn_pool_bind_cpus) */
+    int cpu_first;
+    uint32_t capacity; /* most rows per batch (0 = 4096) */
+    bool quiet;        /* no per-error log lines */
     bool pin; /* copy the owned experts out of the file mapping onto huge pages (md_pin.h) */
 } en_opts;
 

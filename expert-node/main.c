@@ -22,6 +22,7 @@ static void usage(FILE *f) {
         "  --node-id NAME     name in the handshake and logs (default: the endpoint)\n"
         "  --ready-file PATH  write the bound endpoint there once serving\n"
         "  --pin              copy the owned experts out of the file mapping onto huge pages\n"
+        "  --affinity N|off   bind compute thread i to allowed CPU N+i (wrapping; default off)\n"
         "  --quiet            no per-request log lines\n");
 }
 
@@ -35,7 +36,7 @@ static void on_signal(int sig) {
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
     char *end;
     long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || *end || x < lo || x > hi) {
+    if (!v || end == v || *end || x < lo || x > hi) {
         fprintf(stderr, "expert-node: %s %s: expected an integer in %ld .. %ld\n", opt,
                 v ? v : "(missing)", lo, hi);
         return -1;
@@ -78,6 +79,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--threads")) {
             if (parse_int(a, v, 1, 1024, &x)) return 2;
             o.threads = (int)x;
+        } else if (!strcmp(a, "--affinity")) {
+            o.bind_cpus = strcmp(v, "off") != 0;
+            if (o.bind_cpus && parse_int(a, v, 0, 1 << 20, &x)) return 2;
+            o.cpu_first = o.bind_cpus ? (int)x : 0;
         } else if (!strcmp(a, "--capacity")) {
             if (parse_int(a, v, 1, 1 << 16, &x)) return 2;
             o.capacity = (uint32_t)x;

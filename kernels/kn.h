@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct mw_err; /* util/mw_err.h */
+
 /* ggml type ids: the numbers are GGUF's on-disk type ids. */
 typedef enum kn_type {
     KN_F32 = 0,
@@ -105,6 +107,15 @@ void kn_pool_park(kn_pool *pool);
  * job), so waking them (tens of microseconds where a core has gone idle) overlaps the caller's
  * remaining work instead of delaying the job. NULL or a pool of one: nothing to do. */
 void kn_pool_wake(kn_pool *pool);
+/* Binds each of the pool's threads to one CPU: the calling thread (it must be the one that runs
+ * the pool's jobs) to allowed CPU number `first` (modulo their count), worker i to the next ones.
+ * "Allowed" is the process's CPU set as first seen by any bind (sched_getaffinity), so binding the
+ * caller never narrows what a later bind sees. Threads started afterwards by the calling thread
+ * inherit its one CPU: start them first. Used where processes share a machine and would otherwise
+ * be stacked on one core by the scheduler (a loopback cluster). Linux only: elsewhere -1. */
+int kn_pool_bind_cpus(kn_pool *pool, int first, struct mw_err *err);
+/* CPUs this process may run on (its affinity mask as first seen; online CPUs where unknown). */
+int kn_cpus_allowed(void);
 
 /* ---- matrices and matmul ------------------------------------------------------------------- */
 
@@ -138,7 +149,6 @@ void kn_mat_row(const kn_mat *W, int64_t r, float *dst);
 /* Validates a matrix before use (kn_matmul aborts on a malformed one): type known and computable,
  * cols a multiple of the block size, row_bytes large enough, data present. `what` names it in the
  * message. Returns 0, or -1 with err set. */
-struct mw_err;
 int kn_mat_check(const kn_mat *W, const char *what, struct mw_err *err);
 
 /* ---- experts ------------------------------------------------------------------------------- */

@@ -10,13 +10,16 @@
  * (the CPU is shared) never delays a job: the caller runs whatever nobody claimed and waits only
  * for tasks already started. */
 #include "kernels/kn_internal.h"
+#include "util/mw_err.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
@@ -190,6 +193,56 @@ void kn_pool_wake(kn_pool *p) {
     atomic_fetch_add(&p->wake, 1);
     pthread_cond_broadcast(&p->wake_cv);
     pthread_mutex_unlock(&p->mu);
+}
+
+/* ---- CPU binding --------------------------------------------------------------------------- */
+
+#define KN_MAX_CPUS 1024
+
+static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
+static int cpus_n;
+static short cpus_id[KN_MAX_CPUS];
+
+static void cpus_read(void) {
+#ifdef __linux__
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && c < KN_MAX_CPUS; c++)
+            if (CPU_ISSET(c, &set)) cpus_id[cpus_n++] = (short)c;
+#endif
+    if (cpus_n == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        cpus_n = n < 1 ? 1 : n > KN_MAX_CPUS ? KN_MAX_CPUS : (int)n;
+        for (int c = 0; c < cpus_n; c++) cpus_id[c] = (short)c;
+    }
+}
+
+int kn_cpus_allowed(void) {
+    pthread_once(&cpus_once, cpus_read);
+    return cpus_n;
+}
+
+int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
+    if (first < 0) return mw_errf(err, "CPU binding: first CPU %d is negative", first);
+    const int n = kn_cpus_allowed(), threads = kn_pool_size(p);
+#ifdef __linux__
+    for (int i = 0; i < threads; i++) {
+        const int cpu = cpus_id[(int)(((long)first + i) % n)];
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(cpu, &one);
+        const int rc =
+            pthread_setaffinity_np(i == 0 ? pthread_self() : p->threads[i - 1], sizeof one, &one);
+        if (rc != 0)
+            return mw_errf(err, "cannot bind thread %d to CPU %d: %s", i, cpu, strerror(rc));
+    }
+    return 0;
+#else
+    (void)p;
+    (void)n;
+    (void)threads;
+    return mw_errf(err, "CPU binding is not supported on this system");
+#endif
 }
 
 int kn_pool_size(const kn_pool *p) {

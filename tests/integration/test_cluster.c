@@ -151,9 +151,17 @@ static void check_exact(const char *model, const char *numerics) {
     float *ref = local_logits(model, numerics, &n_ref);
     static const char *const nodes[] = {"1", "2", "3"};
     for (int k = 0; k < 3; k++) {
-        /* 2 nodes also with --pin: dense matrices and the nodes' experts on huge pages */
-        const char *extra[] = {
-            "--loopback", nodes[k], "--exact", "--wire", "f32", k == 1 ? "--pin" : NULL, NULL};
+        /* 2 nodes also with --pin: dense matrices and the nodes' experts on huge pages; 3 nodes
+         * with their threads left unbound (the others are bound to CPUs) */
+        const char *extra[] = {"--loopback",
+                               nodes[k],
+                               "--exact",
+                               "--wire",
+                               "f32",
+                               "--node-affinity",
+                               k == 2 ? "off" : "on",
+                               k == 1 ? "--pin" : NULL,
+                               NULL};
         float *got = cluster_logits(model, numerics, extra, &n);
         assert_int_equal(n, n_ref);
         if (memcmp(got, ref, n * sizeof(float)))
@@ -300,8 +308,10 @@ typedef struct started {
     char endpoint[256];
 } started;
 
-/* Starts a node; `capacity` NULL keeps the default. */
-static started start_node_cap(const char *model, const char *spec, int i, const char *capacity) {
+/* Starts an expert node serving spec of model, with one more option (opt and its value) when opt
+ * is not NULL. */
+static started start_node_opt(const char *model, const char *spec, int i, const char *opt,
+                              const char *val) {
     char ready[4300], log[4300];
     snprintf(ready, sizeof ready, "%s/ready-%d", dir, i);
     snprintf(log, sizeof log, "%s/node-%d.log", dir, i);
@@ -315,8 +325,8 @@ static started start_node_cap(const char *model, const char *spec, int i, const 
                     "tcp://127.0.0.1:*",
                     "--ready-file",
                     ready,
-                    capacity ? "--capacity" : NULL,
-                    (char *)capacity,
+                    (char *)opt,
+                    (char *)val,
                     NULL};
     started s = {.pid = mwt_spawn(argv, log)};
     assert_true(s.pid > 0);
@@ -331,7 +341,27 @@ static started start_node_cap(const char *model, const char *spec, int i, const 
 }
 
 static started start_node(const char *model, const char *spec, int i) {
-    return start_node_cap(model, spec, i, NULL);
+    return start_node_opt(model, spec, i, NULL, NULL);
+}
+
+/* --affinity takes a CPU number or off; anything else stops the node before it serves. */
+static void test_node_rejects_a_bad_affinity(void **state) {
+    (void)state;
+    static const char *bad[] = {"x", "-1", "2x", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[] = {(char *)mwt_bin("expert-node"),
+                        "--vindex",
+                        (char *)synth,
+                        "--bind",
+                        "tcp://127.0.0.1:*",
+                        "--affinity",
+                        (char *)bad[i],
+                        NULL};
+        char *err = NULL;
+        assert_int_equal(mwt_run(argv, NULL, &err, 60000), 2);
+        if (!strstr(err, "--affinity")) fail_msg("unexpected: %s", err);
+        free(err);
+    }
 }
 
 static void stop_node(started *s) {
@@ -344,7 +374,9 @@ static void stop_node(started *s) {
 
 static void test_replicas_share_the_work(void **state) {
     (void)state;
-    started a = start_node(synth, "all", 0), b = start_node(synth, "all", 1);
+    /* bound to CPUs (a first CPU past the machine's wraps) or not: the same numbers */
+    started a = start_node_opt(synth, "all", 0, "--affinity", "7"),
+            b = start_node_opt(synth, "all", 1, "--affinity", "off");
     char nodes[600];
     snprintf(nodes, sizeof nodes, "%s,%s", a.endpoint, b.endpoint);
     size_t n_ref, n;
@@ -370,7 +402,8 @@ static void test_replicas_share_the_work(void **state) {
  * result is still bit-identical. */
 static void test_batches_beyond_capacity_are_split(void **state) {
     (void)state;
-    started a = start_node_cap(synth, "0-2:0-5", 0, "3"), b = start_node(synth, "0-2:6-11", 1);
+    started a = start_node_opt(synth, "0-2:0-5", 0, "--capacity", "3"),
+            b = start_node(synth, "0-2:6-11", 1);
     char nodes[600];
     snprintf(nodes, sizeof nodes, "%s,%s", a.endpoint, b.endpoint);
     size_t n_ref, n;
@@ -492,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_f16_and_bf16_wires_within_tolerance),
         cmocka_unit_test(test_report),
         cmocka_unit_test(test_loopback_nodes_stop_on_errors),
+        cmocka_unit_test(test_node_rejects_a_bad_affinity),
         cmocka_unit_test(test_replicas_share_the_work),
         cmocka_unit_test(test_batches_beyond_capacity_are_split),
         cmocka_unit_test(test_unowned_experts_are_refused),

@@ -256,6 +256,10 @@ static void test_errors(void **state) {
     const char *threads0[] = {
         bin, "generate", "--model", m_copy, "--tokens=1,2", "--max-tokens=2", "--threads=0", NULL};
     expect_failure(threads0, "--threads");
+    const char *affinity[] = {
+        bin, "generate",        "--model",   m_copy, "--tokens", "1", "--max-tokens",
+        "2", "--node-affinity", "sometimes", NULL};
+    expect_failure(affinity, "--node-affinity: 'sometimes' is not on or off");
     const char *top_p[] = {bin, "generate", "--model", m_copy, "--tokens", "1", "--max-tokens",
                            "2", "--top-p",  "1.5",     NULL};
     expect_failure(top_p, "--top-p");

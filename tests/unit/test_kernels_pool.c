@@ -1,6 +1,8 @@
 /* tests/unit/test_kernels_pool.c — the thread pool: every task of every job runs exactly once,
  * with parks (kn_pool_park on one pool, and on every pool) and wakes (kn_pool_wake) between
- * jobs, and parked workers come back for the next job. */
+ * jobs, and parked workers come back for the next job; kn_pool_bind_cpus gives the caller and
+ * each worker one CPU, in order from the first asked for, wrapping. */
+#include <sched.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -116,11 +118,64 @@ static void test_wake(void **state) {
     kn_pool_destroy(one);
 }
 
+/* The CPUs a task's thread may run on: one CPU id, or -1 if it may run on several. */
+static atomic_int bound_cpu[MAX_TASKS];
+static void affinity_task(void *arg, int ith, int nth) {
+    (void)nth;
+    cpu_set_t set;
+    int cpu = -2;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        cpu = CPU_COUNT(&set) == 1 ? -1 : -3;
+        for (int c = 0; c < CPU_SETSIZE && cpu == -1; c++)
+            if (CPU_ISSET(c, &set)) cpu = c;
+    }
+    atomic_store(&bound_cpu[ith], cpu);
+    atomic_store(&((atomic_int *)arg)[ith], 1);
+    struct timespec ts = {0, 20 * 1000 * 1000}; /* so that every thread claims a task */
+    nanosleep(&ts, NULL);
+}
+
+static void test_bind_cpus(void **state) {
+    (void)state;
+    cpu_set_t saved;
+    assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+    int cpus[CPU_SETSIZE], n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &saved)) cpus[n++] = c;
+    assert_int_equal(kn_cpus_allowed(), n);
+
+    kn_pool *p = kn_pool_create(3);
+    assert_int_equal(kn_pool_bind_cpus(p, -1, NULL), -1);
+    assert_int_equal(kn_pool_bind_cpus(p, 1, NULL), 0);
+    /* the caller: allowed CPU 1 (mod n); the two workers: 2 and 3 (mod n), in some order */
+    atomic_int ran[MAX_TASKS] = {0};
+    kn_pool_run(p, affinity_task, ran);
+    assert_int_equal(atomic_load(&bound_cpu[0]), cpus[1 % n]);
+    int want[2] = {cpus[2 % n], cpus[3 % n]}, got[2] = {bound_cpu[1], bound_cpu[2]};
+    assert_true((got[0] == want[0] && got[1] == want[1]) ||
+                (got[0] == want[1] && got[1] == want[0]));
+    for (int i = 0; i < 3; i++) assert_int_equal(atomic_load(&ran[i]), 1);
+    /* Binding again never narrows the set it starts from: the caller now runs on one CPU, yet
+     * first = 0 still means the first CPU the process was allowed. */
+    assert_int_equal(kn_pool_bind_cpus(p, 0, NULL), 0);
+    assert_int_equal(kn_cpus_allowed(), n);
+    kn_pool_run(p, affinity_task, ran);
+    assert_int_equal(atomic_load(&bound_cpu[0]), cpus[0]);
+    /* a first CPU past the count wraps */
+    assert_int_equal(kn_pool_bind_cpus(p, 5 * n + 1, NULL), 0);
+    kn_pool_run(p, affinity_task, ran);
+    assert_int_equal(atomic_load(&bound_cpu[0]), cpus[1 % n]);
+    assert_true(run_job(p, 0) >= 1); /* jobs still whole */
+    kn_pool_destroy(p);
+    assert_int_equal(sched_setaffinity(0, sizeof saved, &saved), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jobs_with_parks),
         cmocka_unit_test(test_parked_workers_return),
         cmocka_unit_test(test_wake),
+        cmocka_unit_test(test_bind_cpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
