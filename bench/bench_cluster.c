@@ -8,7 +8,9 @@
  * nodes mount in production) in build/bench-models/ on first use; their weights are random. Every
  * configuration decodes the same teacher-forced tokens after the same prompt, so each does the
  * same work; the configurations take turns, round after round (each round starting one further
- * along), and each reports its best round.
+ * along), and each reports its best round ("vs_local": best over best) and the median over the
+ * rounds of its speed over the in-process speed of the same round ("vs_local_round_median":
+ * pairs runs a second apart, so this VM's minute-to-minute bandwidth drift cancels out).
  * Nodes get --node-threads threads each (default: as many as the in-process run, --threads, which
  * defaults to the online CPUs). Per cluster configuration: where a layer's time goes in the
  * coordinator (split, encode, send, wait, decode, combine) and, from the replies, node queueing
@@ -157,17 +159,33 @@ static const struct {
 #define N_CONFIGS (int)(sizeof configs / sizeof configs[0])
 
 /* A configuration's accumulated figures over the rounds. */
+#define MAX_ROUNDS 256
+
 typedef struct cfg_result {
     md_expert_backend *be;
     double best_tok_s;
-    co_remote_summary sum; /* of the round with the best speed */
+    double ratio[MAX_ROUNDS]; /* per round: its tok/s over the in-process tok/s of that round */
+    co_remote_summary sum;    /* of the round with the best speed */
 } cfg_result;
 
-static void print_config(int layers, int k, const cfg_result *c, double base) {
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n) {
+    double s[MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
+
+static void print_config(int layers, int k, const cfg_result *c, double base, int rounds) {
     const co_remote_summary *s = &c->sum;
     double per = s->tokens ? 1.0 / (double)s->tokens : 0;
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"loopback-2\",\"codec\":\"%s\","
-           "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,\"layer_rtt_us\":%.1f,"
+           "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,"
+           "\"vs_local_round_median\":%.3f,\"layer_rtt_us\":%.1f,"
            "\"node_queue_us\":%.1f,\"node_compute_us\":%.1f,\"node_rtt_us\":%.1f,"
            "\"phases_us\":{\"split\":%.1f,\"encode\":%.1f,\"send\":%.1f,\"wait\":%.1f,"
            "\"decode\":%.1f,\"combine\":%.1f,\"last_reply_tail\":%.1f},"
@@ -175,9 +193,9 @@ static void print_config(int layers, int k, const cfg_result *c, double base) {
            "\"wire_bytes_per_token\":%.0f,"
            "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
            layers, configs[k].codec, configs[k].exact ? "exact" : "partial", c->best_tok_s,
-           c->best_tok_s / base, s->layer_rtt_us, s->node_queue_us, s->node_compute_us,
-           s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us, s->decode_us,
-           s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
+           c->best_tok_s / base, median(c->ratio, rounds), s->layer_rtt_us, s->node_queue_us,
+           s->node_compute_us, s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us,
+           s->decode_us, s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
            (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
            (double)s->total.weight_bytes * per, wr_movement_ratio(&s->total));
 }
@@ -256,10 +274,12 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
     /* Round r starts at a different configuration (in-process is -1), so none always follows
      * the same one. */
     for (int r = 0; r < rounds; r++) {
+        double round_tok_s[N_CONFIGS], round_local = 0;
         for (int q = 0; q <= N_CONFIGS; q++) {
             int k = (q + r) % (N_CONFIGS + 1) - 1;
             if (k < 0) {
                 if (decode(m, &timed_local, pool, n, timed_reset, &tok_s, &err)) goto done;
+                round_local = tok_s;
                 if (tok_s > base) {
                     base = tok_s;
                     local_layer_us = tl.calls ? tl.sec * 1e6 / (double)tl.calls : 0;
@@ -267,18 +287,20 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
                 continue;
             }
             if (decode(m, res[k].be, pool, n, co_remote_reset_stats, &tok_s, &err)) goto done;
+            round_tok_s[k] = tok_s;
             if (tok_s > res[k].best_tok_s) {
                 res[k].best_tok_s = tok_s;
                 res[k].sum = co_remote_summarize(res[k].be);
             }
         }
+        for (int k = 0; k < N_CONFIGS; k++) res[k].ratio[r] = round_tok_s[k] / round_local;
     }
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
            "\"node_threads\":%d,\"node_affinity\":%s,\"rounds\":%d,\"pinned\":%s,"
            "\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f}\n",
            layers, threads, node_threads, node_affinity ? "true" : "false", rounds,
            pin ? "true" : "false", base, local_layer_us);
-    for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base);
+    for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base, rounds);
     fflush(stdout);
     rc = 0;
 done:
@@ -329,7 +351,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (n < 1 || rounds < 1 || threads < 1 || node_threads < 0) return 2;
+    if (n < 1 || rounds < 1 || rounds > MAX_ROUNDS || threads < 1 || node_threads < 0) {
+        fprintf(stderr, "bench_cluster: --tokens >= 1, --rounds 1..%d, --threads >= 1\n",
+                MAX_ROUNDS);
+        return 2;
+    }
     if (access("bin/vindex", X_OK) || access("bin/expert-node", X_OK)) {
         fprintf(stderr, "bench_cluster: run from the repository root after `make`\n");
         return 2;
