@@ -137,6 +137,8 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
                         "--quiet",
                         "--affinity",
                         first,
+                        "--poll-us",
+                        "0",
                         o->pin ? "--pin" : NULL,
                         NULL};
         snprintf(first, sizeof first, "%ld", (long)i * kn_cpus_allowed() / lb->n);

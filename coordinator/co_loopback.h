@@ -23,6 +23,8 @@ typedef struct co_loopback_opts {
      * (measured: a core idle for ~1 ms of a 2.5 ms layer). Bound, every core holds one thread of
      * each node, so a node that finishes first leaves whole cores to the other. */
     bool bind_cpus;
+    /* (Loopback nodes always run with --poll-us 0: an idle thread of one node polling for its
+     * next job would take time from the other node's threads on the same core.) */
     const char *program; /* expert-node binary; NULL = next to this executable, or
                             $MOEWIRE_EXPERT_NODE */
 } co_loopback_opts;

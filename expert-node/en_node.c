@@ -144,6 +144,7 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
              : opts->numerics == KN_NUM_Q8 ? "q8"
                                            : "f32");
     n->pool = kn_pool_create(opts->threads);
+    if (opts->poll_us >= 0) kn_pool_set_poll(n->pool, opts->poll_us);
     n->ws = md_moe_ws_new();
     if (!n->ws || wr_stats_init(&n->stats, 1, n->n_layers, err)) {
         mw_errf(err, "out of memory");

@@ -22,6 +22,7 @@ typedef struct en_opts {
     const char *ready_file; /* written with the bound endpoint once serving; NULL = none */
     int threads;            /* compute threads (>= 1) */
     int numerics;           /* kn_numerics served, or -1 for both */
+    int poll_us; /* idle compute threads poll this long before sleeping; -1 = the pool's default */
     bool bind_cpus; /* bind compute thread i to allowed CPU cpu_first + i (kn_pool_bind_cpus) */
     int cpu_first;
     uint32_t capacity; /* most rows per batch (0 = 4096) */

@@ -23,6 +23,7 @@ static void usage(FILE *f) {
         "  --ready-file PATH  write the bound endpoint there once serving\n"
         "  --pin              copy the owned experts out of the file mapping onto huge pages\n"
         "  --affinity N|off   bind compute thread i to allowed CPU N+i (wrapping; default off)\n"
+        "  --poll-us N        idle compute threads poll N us before sleeping (default 200)\n"
         "  --quiet            no per-request log lines\n");
 }
 
@@ -47,7 +48,8 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
 
 int main(int argc, char **argv) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    en_opts o = {.threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1};
+    en_opts o = {
+        .threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1, .poll_us = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
@@ -83,6 +85,9 @@ int main(int argc, char **argv) {
             o.bind_cpus = strcmp(v, "off") != 0;
             if (o.bind_cpus && parse_int(a, v, 0, 1 << 20, &x)) return 2;
             o.cpu_first = o.bind_cpus ? (int)x : 0;
+        } else if (!strcmp(a, "--poll-us")) {
+            if (parse_int(a, v, 0, 1000000, &x)) return 2;
+            o.poll_us = (int)x;
         } else if (!strcmp(a, "--capacity")) {
             if (parse_int(a, v, 1, 1 << 16, &x)) return 2;
             o.capacity = (uint32_t)x;

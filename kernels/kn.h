@@ -105,7 +105,8 @@ void kn_pool_run(kn_pool *pool, kn_task_fn fn, void *arg);
 void kn_pool_park(kn_pool *pool);
 /* Tells sleeping workers that a job follows shortly: they get up and spin for it (as after a
  * job), so waking them (tens of microseconds where a core has gone idle) overlaps the caller's
- * remaining work instead of delaying the job. NULL or a pool of one: nothing to do. */
+ * remaining work instead of delaying the job. NULL, a pool of one or one that does not poll
+ * (kn_pool_set_poll 0): nothing to do. */
 void kn_pool_wake(kn_pool *pool);
 /* Binds each of the pool's threads to one CPU: the calling thread (it must be the one that runs
  * the pool's jobs) to allowed CPU number `first` (modulo their count), worker i to the next ones.
@@ -114,6 +115,11 @@ void kn_pool_wake(kn_pool *pool);
  * inherit its one CPU: start them first. Used where processes share a machine and would otherwise
  * be stacked on one core by the scheduler (a loopback cluster). Linux only: elsewhere -1. */
 int kn_pool_bind_cpus(kn_pool *pool, int first, struct mw_err *err);
+/* How long idle threads (workers between jobs, the caller waiting for workers) poll before they
+ * sleep; default 200 us or $MOEWIRE_POOL_SPIN_US. Polling saves a wake-up per job where the cores
+ * are otherwise idle; where they are shared with other busy processes (loopback nodes) it takes
+ * their time, and 0 (sleep at once) is better. */
+void kn_pool_set_poll(kn_pool *pool, int64_t us);
 /* CPUs this process may run on (its affinity mask as first seen; online CPUs where unknown). */
 int kn_cpus_allowed(void);
 

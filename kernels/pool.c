@@ -44,7 +44,7 @@ struct kn_pool {
     atomic_bool stop;
     pthread_mutex_t mu;
     pthread_cond_t wake_cv, done_cv;
-    int64_t spin_ns;
+    _Atomic int64_t spin_ns; /* how long an idle thread polls before sleeping */
 
     void *scratch;
     size_t scratch_cap;
@@ -113,7 +113,9 @@ static void *worker_main(void *vp) {
         for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
             const bool check = spin_turn(i);
-            if (park_stamp(p) != parked || (check && now_ns() - t0 > p->spin_ns)) {
+            if (park_stamp(p) != parked ||
+                (check &&
+                 now_ns() - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed))) {
                 pthread_mutex_lock(&p->mu);
                 atomic_fetch_add(&p->sleepers, 1);
                 const unsigned woken = atomic_load(&p->wake);
@@ -145,7 +147,7 @@ kn_pool *kn_pool_create(int n_threads) {
     if (!p) return NULL;
     p->n = n_threads < 1 ? 1 : n_threads > KN_POOL_MAX ? KN_POOL_MAX : n_threads;
     const char *spin = getenv("MOEWIRE_POOL_SPIN_US");
-    p->spin_ns = (spin ? atoll(spin) : 200) * 1000;
+    atomic_init(&p->spin_ns, (spin ? atoll(spin) : 200) * 1000);
     pthread_mutex_init(&p->call_lock, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake_cv, NULL);
@@ -188,7 +190,10 @@ void kn_pool_park(kn_pool *p) {
 }
 
 void kn_pool_wake(kn_pool *p) {
-    if (!p || p->n == 1 || atomic_load(&p->sleepers) == 0) return;
+    /* with no polling they would only go back to sleep */
+    if (!p || p->n == 1 || atomic_load(&p->sleepers) == 0 ||
+        atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0)
+        return;
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->wake, 1);
     pthread_cond_broadcast(&p->wake_cv);
@@ -243,6 +248,10 @@ int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
     (void)threads;
     return mw_errf(err, "CPU binding is not supported on this system");
 #endif
+}
+
+void kn_pool_set_poll(kn_pool *p, int64_t us) {
+    if (p) atomic_store_explicit(&p->spin_ns, (us < 0 ? 0 : us) * 1000, memory_order_relaxed);
 }
 
 int kn_pool_size(const kn_pool *p) {
@@ -301,7 +310,8 @@ void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     /* wait for the tasks other threads started */
     const int64_t t0 = now_ns();
     for (unsigned i = 1; atomic_load(&p->active) != 0; i++) {
-        if (spin_turn(i) && now_ns() - t0 > p->spin_ns) {
+        if (spin_turn(i) &&
+            now_ns() - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed)) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->done_waiter, 1);
             while (atomic_load(&p->active) != 0) pthread_cond_wait(&p->done_cv, &p->mu);

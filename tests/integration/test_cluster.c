@@ -344,22 +344,25 @@ static started start_node(const char *model, const char *spec, int i) {
     return start_node_opt(model, spec, i, NULL, NULL);
 }
 
-/* --affinity takes a CPU number or off; anything else stops the node before it serves. */
-static void test_node_rejects_a_bad_affinity(void **state) {
+/* --affinity takes a CPU number or off, --poll-us a number of microseconds; anything else stops
+ * the node before it serves. */
+static void test_node_rejects_bad_cpu_options(void **state) {
     (void)state;
-    static const char *bad[] = {"x", "-1", "2x", ""};
+    static const char *bad[][2] = {{"--affinity", "x"},  {"--affinity", "-1"},
+                                   {"--affinity", "2x"}, {"--affinity", ""},
+                                   {"--poll-us", "-5"},  {"--poll-us", "soon"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[] = {(char *)mwt_bin("expert-node"),
                         "--vindex",
                         (char *)synth,
                         "--bind",
                         "tcp://127.0.0.1:*",
-                        "--affinity",
-                        (char *)bad[i],
+                        (char *)bad[i][0],
+                        (char *)bad[i][1],
                         NULL};
         char *err = NULL;
         assert_int_equal(mwt_run(argv, NULL, &err, 60000), 2);
-        if (!strstr(err, "--affinity")) fail_msg("unexpected: %s", err);
+        if (!strstr(err, bad[i][0])) fail_msg("unexpected: %s", err);
         free(err);
     }
 }
@@ -525,7 +528,7 @@ int main(void) {
         cmocka_unit_test(test_f16_and_bf16_wires_within_tolerance),
         cmocka_unit_test(test_report),
         cmocka_unit_test(test_loopback_nodes_stop_on_errors),
-        cmocka_unit_test(test_node_rejects_a_bad_affinity),
+        cmocka_unit_test(test_node_rejects_bad_cpu_options),
         cmocka_unit_test(test_replicas_share_the_work),
         cmocka_unit_test(test_batches_beyond_capacity_are_split),
         cmocka_unit_test(test_unowned_experts_are_refused),

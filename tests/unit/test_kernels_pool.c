@@ -118,6 +118,25 @@ static void test_wake(void **state) {
     kn_pool_destroy(one);
 }
 
+/* A pool that never polls: workers sleep after every job (and a wake leaves them asleep), yet
+ * every job is whole and a job with long tasks still gets them back. */
+static void test_no_poll(void **state) {
+    (void)state;
+    kn_pool *p = kn_pool_create(3);
+    assert_non_null(p);
+    kn_pool_set_poll(p, 0);
+    kn_pool_set_poll(NULL, 0); /* harmless */
+    for (int k = 0; k < 200; k++) {
+        if (k % 3 == 0) kn_pool_wake(p);
+        if (k % 5 == 0) kn_pool_park(p);
+        assert_true(run_job(p, k % 50 == 0 ? 20 * 1000 * 1000 : 0) >= 1);
+    }
+    assert_true(run_job(p, 20 * 1000 * 1000) > 1);
+    kn_pool_set_poll(p, 200); /* and back */
+    assert_true(run_job(p, 20 * 1000 * 1000) > 1);
+    kn_pool_destroy(p);
+}
+
 /* The CPUs a task's thread may run on: one CPU id, or -1 if it may run on several. */
 static atomic_int bound_cpu[MAX_TASKS];
 static void affinity_task(void *arg, int ith, int nth) {
@@ -175,6 +194,7 @@ int main(void) {
         cmocka_unit_test(test_jobs_with_parks),
         cmocka_unit_test(test_parked_workers_return),
         cmocka_unit_test(test_wake),
+        cmocka_unit_test(test_no_poll),
         cmocka_unit_test(test_bind_cpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
