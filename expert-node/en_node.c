@@ -98,6 +98,12 @@ static int pin_experts(en_node *n, mw_err *err) {
 
 static int bind_socket(en_node *n, mw_err *err) {
     n->zctx = zmq_ctx_new();
+    /* With --affinity, ZeroMQ's I/O thread (started with the first socket) shares the serving
+     * thread's CPU: a request or reply passes between them as one thread blocks and the other
+     * runs, without waking another core (on a VM, possibly a halted vCPU). A/B on the loopback
+     * bench: +1.2 % (7 of 10 pairs). */
+    if (n->zctx && n->opts.bind_cpus)
+        zmq_ctx_set(n->zctx, ZMQ_THREAD_AFFINITY_CPU_ADD, kn_cpu_at(n->opts.cpu_first));
     n->router = n->zctx ? zmq_socket(n->zctx, ZMQ_ROUTER) : NULL;
     if (!n->router) return mw_errf(err, "cannot create a ZeroMQ socket: %s", zmq_strerror(errno));
     if (wr_socket_setup(n->router, &n->lim, err)) return -1;
@@ -155,7 +161,7 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
         goto fail;
     }
     if (bind_socket(n, err)) goto fail;
-    /* After the socket: ZeroMQ's I/O thread has started and keeps every CPU. */
+    /* After the socket, so ZeroMQ's threads are not started from a thread bound already. */
     if (opts->bind_cpus) {
         mw_err e;
         if (kn_pool_bind_cpus(n->pool, opts->cpu_first, &e) != 0 && !opts->quiet)

@@ -122,6 +122,9 @@ int kn_pool_bind_cpus(kn_pool *pool, int first, struct mw_err *err);
 void kn_pool_set_poll(kn_pool *pool, int64_t us);
 /* CPUs this process may run on (its affinity mask as first seen; online CPUs where unknown). */
 int kn_cpus_allowed(void);
+/* The id of allowed CPU number `index` (modulo their count; index >= 0): the CPU that
+ * kn_pool_bind_cpus(pool, index) gives the calling thread. */
+int kn_cpu_at(int index);
 
 /* ---- matrices and matmul ------------------------------------------------------------------- */
 

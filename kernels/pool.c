@@ -227,6 +227,11 @@ int kn_cpus_allowed(void) {
     return cpus_n;
 }
 
+int kn_cpu_at(int index) {
+    const int n = kn_cpus_allowed();
+    return cpus_id[(index < 0 ? 0 : index) % n];
+}
+
 int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
     if (first < 0) return mw_errf(err, "CPU binding: first CPU %d is negative", first);
     const int n = kn_cpus_allowed(), threads = kn_pool_size(p);

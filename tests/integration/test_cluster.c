@@ -375,11 +375,49 @@ static void stop_node(started *s) {
     s->pid = 0;
 }
 
+/* The CPUs a thread of process pid may run on ("Cpus_allowed_list" of /proc), for the first
+ * thread whose name starts with comm; "" if none. */
+static void thread_cpus(pid_t pid, const char *comm, char *out, size_t cap) {
+    out[0] = '\0';
+    char path[128];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) && !out[0]) {
+        if (e->d_name[0] == '.') continue;
+        char p[300], name[64] = "", line[256];
+        snprintf(p, sizeof p, "%s/%s/comm", path, e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f) continue;
+        if (!fgets(name, sizeof name, f)) name[0] = '\0';
+        fclose(f);
+        if (strncmp(name, comm, strlen(comm))) continue;
+        snprintf(p, sizeof p, "%s/%s/status", path, e->d_name);
+        if (!(f = fopen(p, "r"))) continue;
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+                snprintf(out, cap, "%s", line + 18 + strspn(line + 18, " \t"));
+                out[strcspn(out, "\n")] = '\0';
+            }
+        fclose(f);
+    }
+    closedir(d);
+}
+
 static void test_replicas_share_the_work(void **state) {
     (void)state;
     /* bound to CPUs (a first CPU past the machine's wraps) or not: the same numbers */
     started a = start_node_opt(synth, "all", 0, "--affinity", "7"),
             b = start_node_opt(synth, "all", 1, "--affinity", "off");
+    /* a's serving thread is bound to one CPU, and its ZeroMQ I/O thread to the same one */
+    char main_cpus[128], io_cpus[128];
+    thread_cpus(a.pid, "expert-node", main_cpus, sizeof main_cpus);
+    thread_cpus(a.pid, "ZMQbg/IO", io_cpus, sizeof io_cpus);
+    if (!main_cpus[0] || strchr(main_cpus, '-') || strchr(main_cpus, ',') ||
+        strcmp(main_cpus, io_cpus))
+        fail_msg("node bound with --affinity 7: serving thread on CPUs '%s', I/O thread on '%s'",
+                 main_cpus, io_cpus);
     char nodes[600];
     snprintf(nodes, sizeof nodes, "%s,%s", a.endpoint, b.endpoint);
     size_t n_ref, n;

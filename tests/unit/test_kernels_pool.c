@@ -162,6 +162,7 @@ static void test_bind_cpus(void **state) {
     for (int c = 0; c < CPU_SETSIZE; c++)
         if (CPU_ISSET(c, &saved)) cpus[n++] = c;
     assert_int_equal(kn_cpus_allowed(), n);
+    for (int i = 0; i < 3 * n + 2; i++) assert_int_equal(kn_cpu_at(i), cpus[i % n]);
 
     kn_pool *p = kn_pool_create(3);
     assert_int_equal(kn_pool_bind_cpus(p, -1, NULL), -1);
