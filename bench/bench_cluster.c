@@ -158,9 +158,9 @@ static const struct {
 } configs[] = {{"f32", false}, {"f32", true}, {"f16", false}, {"bf16", false}, {"bf16+lz4", false}};
 #define N_CONFIGS (int)(sizeof configs / sizeof configs[0])
 
-/* A configuration's accumulated figures over the rounds. */
 #define MAX_ROUNDS 256
 
+/* A configuration's accumulated figures over the rounds. */
 typedef struct cfg_result {
     md_expert_backend *be;
     double best_tok_s;
@@ -168,19 +168,7 @@ typedef struct cfg_result {
     co_remote_summary sum;    /* of the round with the best speed */
 } cfg_result;
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n) {
-    double s[MAX_ROUNDS];
-    memcpy(s, v, (size_t)n * sizeof *s);
-    qsort(s, (size_t)n, sizeof *s, cmp_double);
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-}
-
-static void print_config(int layers, int k, const cfg_result *c, double base, int rounds) {
+static void print_config(int layers, int k, cfg_result *c, double base, int rounds) {
     const co_remote_summary *s = &c->sum;
     double per = s->tokens ? 1.0 / (double)s->tokens : 0;
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"loopback-2\",\"codec\":\"%s\","
@@ -193,7 +181,7 @@ static void print_config(int layers, int k, const cfg_result *c, double base, in
            "\"wire_bytes_per_token\":%.0f,"
            "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
            layers, configs[k].codec, configs[k].exact ? "exact" : "partial", c->best_tok_s,
-           c->best_tok_s / base, median(c->ratio, rounds), s->layer_rtt_us, s->node_queue_us,
+           c->best_tok_s / base, bu_median(c->ratio, rounds), s->layer_rtt_us, s->node_queue_us,
            s->node_compute_us, s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us,
            s->decode_us, s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
            (double)(s->total.tx_bytes + s->total.rx_bytes) * per,

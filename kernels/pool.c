@@ -228,16 +228,15 @@ int kn_cpus_allowed(void) {
 }
 
 int kn_cpu_at(int index) {
-    const int n = kn_cpus_allowed();
-    return cpus_id[(index < 0 ? 0 : index) % n];
+    return cpus_id[(index < 0 ? 0 : index) % kn_cpus_allowed()];
 }
 
 int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
     if (first < 0) return mw_errf(err, "CPU binding: first CPU %d is negative", first);
-    const int n = kn_cpus_allowed(), threads = kn_pool_size(p);
 #ifdef __linux__
-    for (int i = 0; i < threads; i++) {
-        const int cpu = cpus_id[(int)(((long)first + i) % n)];
+    first %= kn_cpus_allowed(); /* so first + i cannot overflow */
+    for (int i = 0; i < kn_pool_size(p); i++) {
+        const int cpu = kn_cpu_at(first + i);
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(cpu, &one);
@@ -249,8 +248,6 @@ int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
     return 0;
 #else
     (void)p;
-    (void)n;
-    (void)threads;
     return mw_errf(err, "CPU binding is not supported on this system");
 #endif
 }
