@@ -376,7 +376,7 @@ static void stop_node(started *s) {
 }
 
 /* The CPUs a thread of process pid may run on ("Cpus_allowed_list" of /proc), for the first
- * thread whose name starts with comm; "" if none. */
+ * thread whose name starts with comm, or the main thread for comm NULL; "" if none. */
 static void thread_cpus(pid_t pid, const char *comm, char *out, size_t cap) {
     out[0] = '\0';
     char path[128];
@@ -385,14 +385,14 @@ static void thread_cpus(pid_t pid, const char *comm, char *out, size_t cap) {
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d)) && !out[0]) {
-        if (e->d_name[0] == '.') continue;
+        if (e->d_name[0] == '.' || (!comm && atol(e->d_name) != (long)pid)) continue;
         char p[300], name[64] = "", line[256];
         snprintf(p, sizeof p, "%s/%s/comm", path, e->d_name);
         FILE *f = fopen(p, "r");
         if (!f) continue;
         if (!fgets(name, sizeof name, f)) name[0] = '\0';
         fclose(f);
-        if (strncmp(name, comm, strlen(comm))) continue;
+        if (comm && strncmp(name, comm, strlen(comm))) continue;
         snprintf(p, sizeof p, "%s/%s/status", path, e->d_name);
         if (!(f = fopen(p, "r"))) continue;
         while (fgets(line, sizeof line, f))
@@ -412,7 +412,7 @@ static void test_replicas_share_the_work(void **state) {
             b = start_node_opt(synth, "all", 1, "--affinity", "off");
     /* a's serving thread is bound to one CPU, and its ZeroMQ I/O thread to the same one */
     char main_cpus[128], io_cpus[128];
-    thread_cpus(a.pid, "expert-node", main_cpus, sizeof main_cpus);
+    thread_cpus(a.pid, NULL, main_cpus, sizeof main_cpus);
     thread_cpus(a.pid, "ZMQbg/IO", io_cpus, sizeof io_cpus);
     if (!main_cpus[0] || strchr(main_cpus, '-') || strchr(main_cpus, ',') ||
         strcmp(main_cpus, io_cpus))
