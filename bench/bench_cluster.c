@@ -10,7 +10,13 @@
  * same work; the configurations take turns, round after round (each round starting one further
  * along), and each reports its best round ("vs_local": best over best) and the median over the
  * rounds of its speed over the in-process speed of the same round ("vs_local_round_median":
- * pairs runs a second apart, so this VM's minute-to-minute bandwidth drift cancels out).
+ * pairs runs a second apart, so this VM's minute-to-minute bandwidth drift cancels out). Then
+ * every backend decodes --steps more steps in its own context, the backends taking turns step by
+ * step ("vs_local_interleaved": the in-process time over its time, steps compared a few tens of
+ * milliseconds apart, so even the host's second-to-second load hits all alike; with the minimum,
+ * median and maximum over blocks of 8 steps). Ping → Pong through a node, back to back and after
+ * a trunk-like sweep of memory on the pool ("ping_after_trunk"): the bare round trip a layer's
+ * exchange cannot go below.
  * Nodes get --node-threads threads each (default: as many as the in-process run, --threads, which
  * defaults to the online CPUs). Per cluster configuration: where a layer's time goes in the
  * coordinator (split, encode, send, wait, decode, combine) and, from the replies, node queueing
@@ -24,8 +30,9 @@
  * --node-affinity (default on) binds node i's threads to CPUs from i·CPUs/2 on, as `coordinator
  * --loopback` does (co_loopback.h says why); off leaves placement to the scheduler.
  *
- *   bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--threads N] [--node-threads N]
- *                 [--node-affinity on|off] [--pin auto|yes|no] [--dir DIR]   (from the repo root)
+ *   bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--steps N] [--threads N]
+ *                 [--node-threads N] [--node-affinity on|off] [--pin auto|yes|no] [--dir DIR]
+ *                 (from the repo root)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,9 +70,27 @@ static int make_model(const char *path, int layers) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* A pool job that reads a buffer much larger than the caches, as a layer's trunk streams its
+ * weights: the caches and the cores are then as a layer's exchange finds them. */
+typedef struct sweep {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum[64];
+} sweep;
+
+static void sweep_task(void *arg, int ith, int nth) {
+    sweep *s = arg;
+    size_t a = s->n * (size_t)ith / (size_t)nth, b = s->n * (size_t)(ith + 1) / (size_t)nth;
+    uint64_t x = 0;
+    for (size_t i = a; i < b; i += 8) x += s->p[i];
+    s->sum[ith % 64] += x;
+}
+
 /* Median Ping → Pong time through a node's serve loop: the bare cost of one round trip between
- * two processes (socket, wake-ups, envelope), the floor under every layer's exchange. */
-static double ping_us(const char *endpoint, int n) {
+ * two processes (socket, wake-ups, envelope), the floor under every layer's exchange. With
+ * `trunk` set, each ping follows a sweep of 24 MiB (a layer's attention weights) on that pool,
+ * which is then parked, as before a layer's batches go out: the round trip a layer pays. */
+static double ping_us(const char *endpoint, int n, kn_pool *trunk) {
     void *ctx = zmq_ctx_new(), *s = zmq_socket(ctx, ZMQ_DEALER);
     wr_socket_setup(s, NULL, NULL);
     zmq_connect(s, endpoint);
@@ -75,11 +100,19 @@ static double ping_us(const char *endpoint, int n) {
     wr_out_init(&o);
     wr_in_init(&in, NULL);
     wr_rx_init(&rx);
+    sweep sw = {.n = trunk ? (24u << 20) / sizeof(uint64_t) : 0};
+    uint64_t *buf = sw.n ? malloc(sw.n * sizeof *buf) : NULL;
+    if (buf) memset(buf, 1, sw.n * sizeof *buf); /* real pages, not the shared zero page */
+    sw.p = buf;
     double *t = calloc((size_t)n, sizeof *t), med = 0;
     int ok = 0;
-    for (int i = 0; i < n + 10; i++) { /* 10 untimed first */
+    for (int i = 0; i < n + 10 && t && (!trunk || buf); i++) { /* 10 untimed first */
         wr_msg m = {.kind = WR_MSG_PING, .seq = (uint64_t)i + 1}, r;
         wr_code code;
+        if (trunk) {
+            kn_pool_run(trunk, sweep_task, &sw);
+            kn_pool_park(trunk);
+        }
         double t0 = bu_now();
         if (wr_pack(&o, &m, (wr_codec){WR_F32, false}, NULL) || wr_send(s, NULL, 0, &o, 0, NULL) ||
             wr_recv(s, &rx, false, 0, NULL) ||
@@ -90,6 +123,7 @@ static double ping_us(const char *endpoint, int n) {
     }
     if (ok) med = bu_median(t, ok);
     free(t);
+    free(buf);
     wr_rx_free(&rx);
     wr_in_free(&in);
     wr_out_free(&o);
@@ -152,6 +186,50 @@ static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, 
     return rc;
 }
 
+/* Every backend decodes the same teacher-forced steps in its own context, taking turns step by
+ * step (the starting one rotating), so each pair of steps compared is a few tens of milliseconds
+ * apart and a change in the machine's speed (other tenants of the host) hits all of them alike.
+ * sec[b] gets backend b's time over all steps, blocks[b * (steps / block + 1) + j] its time
+ * over block j of `block` steps. */
+#define MAX_BACKENDS 16
+static int interleave(const md_model *m, md_expert_backend **be, int n_be, kn_pool *pool, int steps,
+                      int block, double *sec, double *blocks, mw_err *err) {
+    md_ctx *ctx[MAX_BACKENDS] = {0};
+    if (n_be > MAX_BACKENDS) return mw_errf(err, "at most %d backends", MAX_BACKENDS);
+    float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
+    int rc = logits ? 0 : mw_errf(err, "out of memory");
+    md_row rows[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
+        rows[i] = (md_row){.seq = 0, .pos = i, .token = 17 + 31 * i, .logits = i == PROMPT - 1};
+    for (int b = 0; rc == 0 && b < n_be; b++) {
+        md_ctx_params cp = {.numerics = KN_NUM_Q8,
+                            .pool = pool,
+                            .experts = be[b],
+                            .n_seq = 1,
+                            .n_ctx = PROMPT + steps + 2};
+        rc = md_ctx_new(m, &cp, &ctx[b], err);
+        if (rc == 0) rc = md_forward(ctx[b], rows, PROMPT, logits, err);
+        sec[b] = 0;
+        for (int j = 0; j * block < steps; j++) blocks[b * (steps / block + 1) + j] = 0;
+    }
+    for (int k = 0; rc == 0 && k <= steps; k++) { /* step 0: warm-up, untimed */
+        md_row r = {.seq = 0, .pos = PROMPT + k, .token = (101 + 53 * k) % 32000, .logits = 1};
+        for (int q = 0; rc == 0 && q < n_be; q++) {
+            int b = (q + k) % n_be;
+            double t0 = bu_now();
+            rc = md_forward(ctx[b], &r, 1, logits, err);
+            double dt = bu_now() - t0;
+            if (k > 0) {
+                sec[b] += dt;
+                blocks[b * (steps / block + 1) + (k - 1) / block] += dt;
+            }
+        }
+    }
+    for (int b = 0; b < n_be; b++) md_ctx_free(ctx[b]);
+    free(logits);
+    return rc;
+}
+
 static const struct {
     const char *codec;
     bool exact;
@@ -159,6 +237,8 @@ static const struct {
 #define N_CONFIGS (int)(sizeof configs / sizeof configs[0])
 
 #define MAX_ROUNDS 256
+#define MAX_STEPS  4096
+#define BLOCK      8 /* steps per block of the interleaved comparison */
 
 /* A configuration's accumulated figures over the rounds. */
 typedef struct cfg_result {
@@ -166,6 +246,8 @@ typedef struct cfg_result {
     double best_tok_s;
     double ratio[MAX_ROUNDS]; /* per round: its tok/s over the in-process tok/s of that round */
     co_remote_summary sum;    /* of the round with the best speed */
+    double interleaved;       /* in-process time over its time, steps taken in turn */
+    double block_min, block_median, block_max; /* the same over blocks of steps */
 } cfg_result;
 
 static void print_config(int layers, int k, cfg_result *c, double base, int rounds) {
@@ -173,7 +255,8 @@ static void print_config(int layers, int k, cfg_result *c, double base, int roun
     double per = s->tokens ? 1.0 / (double)s->tokens : 0;
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"loopback-2\",\"codec\":\"%s\","
            "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,"
-           "\"vs_local_round_median\":%.3f,\"layer_rtt_us\":%.1f,"
+           "\"vs_local_round_median\":%.3f,\"vs_local_interleaved\":%.3f,"
+           "\"vs_local_interleaved_blocks_min_median_max\":[%.3f,%.3f,%.3f],\"layer_rtt_us\":%.1f,"
            "\"node_queue_us\":%.1f,\"node_compute_us\":%.1f,\"node_rtt_us\":%.1f,"
            "\"phases_us\":{\"split\":%.1f,\"encode\":%.1f,\"send\":%.1f,\"wait\":%.1f,"
            "\"decode\":%.1f,\"combine\":%.1f,\"last_reply_tail\":%.1f},"
@@ -181,9 +264,10 @@ static void print_config(int layers, int k, cfg_result *c, double base, int roun
            "\"wire_bytes_per_token\":%.0f,"
            "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
            layers, configs[k].codec, configs[k].exact ? "exact" : "partial", c->best_tok_s,
-           c->best_tok_s / base, bu_median(c->ratio, rounds), s->layer_rtt_us, s->node_queue_us,
-           s->node_compute_us, s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us,
-           s->decode_us, s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
+           c->best_tok_s / base, bu_median(c->ratio, rounds), c->interleaved, c->block_min,
+           c->block_median, c->block_max, s->layer_rtt_us, s->node_queue_us, s->node_compute_us,
+           s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us, s->decode_us,
+           s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
            (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
            (double)s->total.weight_bytes * per, wr_movement_ratio(&s->total));
 }
@@ -207,8 +291,9 @@ static bool pin_fits(const char *path) {
     return 2 * tree_bytes < mem / 3;
 }
 
-static int bench_model(const char *path, int layers, int n, int rounds, int threads,
+static int bench_model(const char *path, int layers, int n, int rounds, int steps, int threads,
                        int node_threads, int pin_opt, bool node_affinity) {
+    double local_interleaved_tok_s = 0;
     mw_err err = {{0}};
     vx_source *src = NULL;
     md_model *m = NULL;
@@ -238,8 +323,11 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
                            .pin = pin,
                            .bind_cpus = node_affinity};
     if (co_loopback_start(&lo, &lb, &err)) goto done;
-    printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f}\n", layers,
-           ping_us(co_loopback_endpoints(lb)[0], 200));
+    const double ping_hot = ping_us(co_loopback_endpoints(lb)[0], 200, NULL),
+                 ping_trunk = ping_us(co_loopback_endpoints(lb)[0], 200, pool);
+    printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f,"
+           "\"ping_after_trunk_us_median\":%.1f}\n",
+           layers, ping_hot, ping_trunk);
     /* Untimed first passes fault the touched experts' pages in (the nodes keep their mappings). */
     if (decode(m, &timed_local, pool, n, NULL, &tok_s, &err)) goto done;
     for (int k = 0; k < N_CONFIGS; k++) {
@@ -283,11 +371,40 @@ static int bench_model(const char *path, int layers, int n, int rounds, int thre
         }
         for (int k = 0; k < N_CONFIGS; k++) res[k].ratio[r] = round_tok_s[k] / round_local;
     }
+    if (steps > 0) {
+        md_expert_backend *be[N_CONFIGS + 1] = {local};
+        for (int k = 0; k < N_CONFIGS; k++) be[k + 1] = res[k].be;
+        const int nb = steps / BLOCK + 1, full = steps / BLOCK;
+        double sec[N_CONFIGS + 1],
+            *blocks = calloc((size_t)(N_CONFIGS + 1) * (size_t)nb, sizeof *blocks);
+        double *ratios = calloc((size_t)nb, sizeof *ratios);
+        if (!blocks || !ratios ||
+            interleave(m, be, N_CONFIGS + 1, pool, steps, BLOCK, sec, blocks, &err)) {
+            free(blocks);
+            free(ratios);
+            if (!err.msg[0]) mw_errf(&err, "out of memory");
+            goto done;
+        }
+        for (int k = 0; k < N_CONFIGS; k++) {
+            res[k].interleaved = sec[0] / sec[k + 1];
+            for (int j = 0; j < full; j++) ratios[j] = blocks[j] / blocks[(k + 1) * nb + j];
+            res[k].block_median = full ? bu_median(ratios, full) : res[k].interleaved;
+            res[k].block_min = res[k].block_max = res[k].block_median;
+            for (int j = 0; j < full; j++) {
+                if (ratios[j] < res[k].block_min) res[k].block_min = ratios[j];
+                if (ratios[j] > res[k].block_max) res[k].block_max = ratios[j];
+            }
+        }
+        local_interleaved_tok_s = steps / sec[0];
+        free(blocks);
+        free(ratios);
+    }
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
            "\"node_threads\":%d,\"node_affinity\":%s,\"rounds\":%d,\"pinned\":%s,"
-           "\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f}\n",
+           "\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f,\"steps\":%d,"
+           "\"interleaved_tok_s\":%.3f}\n",
            layers, threads, node_threads, node_affinity ? "true" : "false", rounds,
-           pin ? "true" : "false", base, local_layer_us);
+           pin ? "true" : "false", base, local_layer_us, steps, local_interleaved_tok_s);
     for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base, rounds);
     fflush(stdout);
     rc = 0;
@@ -305,7 +422,7 @@ done:
 
 int main(int argc, char **argv) {
     const char *layer_list = "4,8", *dir = "build/bench-models";
-    int n = 8, rounds = 5, pin = -1;
+    int n = 8, rounds = 5, steps = 48, pin = -1;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = cpus > 0 ? (int)cpus : 1, node_threads = 0;
     bool node_affinity = true;
@@ -314,6 +431,8 @@ int main(int argc, char **argv) {
             layer_list = argv[++i];
         else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
             n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
+            steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--pin") && i + 1 < argc) {
@@ -333,15 +452,18 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
         else {
-            fprintf(stderr, "usage: bench_cluster [--layers 4,8] [--tokens N] [--rounds N] "
-                            "[--threads N] [--node-threads N] [--node-affinity on|off] "
-                            "[--pin auto|yes|no] [--dir DIR]\n");
+            fprintf(stderr,
+                    "usage: bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--steps N] "
+                    "[--threads N] [--node-threads N] [--node-affinity on|off] "
+                    "[--pin auto|yes|no] [--dir DIR]\n");
             return 2;
         }
     }
-    if (n < 1 || rounds < 1 || rounds > MAX_ROUNDS || threads < 1 || node_threads < 0) {
-        fprintf(stderr, "bench_cluster: --tokens >= 1, --rounds 1..%d, --threads >= 1\n",
-                MAX_ROUNDS);
+    if (n < 1 || rounds < 1 || rounds > MAX_ROUNDS || steps < 0 || steps > MAX_STEPS ||
+        threads < 1 || node_threads < 0) {
+        fprintf(stderr,
+                "bench_cluster: --tokens >= 1, --rounds 1..%d, --steps 0..%d, --threads >= 1\n",
+                MAX_ROUNDS, MAX_STEPS);
         return 2;
     }
     if (access("bin/vindex", X_OK) || access("bin/expert-node", X_OK)) {
@@ -357,8 +479,8 @@ int main(int argc, char **argv) {
         char path[4096];
         snprintf(path, sizeof path, "%s/gpt-oss-20bw-%dL.vindex", dir, layers);
         if (layers < 1 || make_model(path, layers) ||
-            bench_model(path, layers, n, rounds, threads, node_threads ? node_threads : threads,
-                        pin, node_affinity))
+            bench_model(path, layers, n, rounds, steps, threads,
+                        node_threads ? node_threads : threads, pin, node_affinity))
             rc = 1;
         p += strcspn(p, ",");
         if (*p == ',') p++;
