@@ -11,12 +11,14 @@
  * along), and each reports its best round ("vs_local": best over best) and the median over the
  * rounds of its speed over the in-process speed of the same round ("vs_local_round_median":
  * pairs runs a second apart, so this VM's minute-to-minute bandwidth drift cancels out). Then
- * every backend decodes --steps more steps in its own context, the backends taking turns step by
- * step ("vs_local_interleaved": the in-process time over its time, steps compared a few tens of
- * milliseconds apart, so even the host's second-to-second load hits all alike; with the minimum,
- * median and maximum over blocks of 8 steps). Ping → Pong through a node, back to back and after
- * a trunk-like sweep of memory on the pool ("ping_after_trunk"): the bare round trip a layer's
- * exchange cannot go below.
+ * every backend decodes 2 × --steps more steps in its own context, the backends taking turns in
+ * a fresh random order each turn, two steps a turn of which the second is timed (the first pays
+ * for the switch from another backend, which continuous serving never does):
+ * "vs_local_interleaved", the in-process time over its time, with the minimum, median and maximum
+ * over blocks of 8 timed steps. Compared steps are tens of milliseconds apart, so the host's
+ * second-to-second load hits all alike: the least noisy of the three figures. Ping → Pong through
+ * a node, back to back and after a trunk-like sweep of 24 MiB on the pool ("ping_after_trunk"):
+ * the bare round trip under a layer's conditions.
  * Nodes get --node-threads threads each (default: as many as the in-process run, --threads, which
  * defaults to the online CPUs). Per cluster configuration: where a layer's time goes in the
  * coordinator (split, encode, send, wait, decode, combine) and, from the replies, node queueing
@@ -186,11 +188,14 @@ static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, 
     return rc;
 }
 
-/* Every backend decodes the same teacher-forced steps in its own context, taking turns step by
- * step (the starting one rotating), so each pair of steps compared is a few tens of milliseconds
- * apart and a change in the machine's speed (other tenants of the host) hits all of them alike.
- * sec[b] gets backend b's time over all steps, blocks[b * (steps / block + 1) + j] its time
- * over block j of `block` steps. */
+/* Every backend decodes the same teacher-forced steps in its own context. The backends take
+ * turns, in a fresh random order each turn, and each turn a backend decodes two steps of which
+ * only the second is timed: the first takes what switching from another backend costs (the
+ * nodes idle meanwhile, the caches holding the other backend's weights), which continuous
+ * serving never pays. Compared steps are then tens of milliseconds apart, so a change in the
+ * machine's speed (other tenants of the host) hits all backends alike. sec[b] gets backend b's
+ * time over its `steps` timed steps, blocks[b * (steps / block + 1) + j] its time over block j
+ * of `block` of them. */
 #define MAX_BACKENDS 16
 static int interleave(const md_model *m, md_expert_backend **be, int n_be, kn_pool *pool, int steps,
                       int block, double *sec, double *blocks, mw_err *err) {
@@ -206,23 +211,35 @@ static int interleave(const md_model *m, md_expert_backend **be, int n_be, kn_po
                             .pool = pool,
                             .experts = be[b],
                             .n_seq = 1,
-                            .n_ctx = PROMPT + steps + 2};
+                            .n_ctx = PROMPT + 2 * steps + 2};
         rc = md_ctx_new(m, &cp, &ctx[b], err);
         if (rc == 0) rc = md_forward(ctx[b], rows, PROMPT, logits, err);
         sec[b] = 0;
         for (int j = 0; j * block < steps; j++) blocks[b * (steps / block + 1) + j] = 0;
     }
-    for (int k = 0; rc == 0 && k <= steps; k++) { /* step 0: warm-up, untimed */
-        md_row r = {.seq = 0, .pos = PROMPT + k, .token = (101 + 53 * k) % 32000, .logits = 1};
+    uint32_t rng = 12345;
+    int order[MAX_BACKENDS];
+    for (int b = 0; b < n_be; b++) order[b] = b;
+    for (int k = 0; rc == 0 && k < steps; k++) {
+        for (int q = n_be - 1; q > 0; q--) { /* Fisher-Yates with a fixed-seed LCG */
+            rng = rng * 1664525u + 1013904223u;
+            int j = (int)((rng >> 16) % (uint32_t)(q + 1)), t = order[q];
+            order[q] = order[j];
+            order[j] = t;
+        }
         for (int q = 0; rc == 0 && q < n_be; q++) {
-            int b = (q + k) % n_be;
-            double t0 = bu_now();
-            rc = md_forward(ctx[b], &r, 1, logits, err);
-            double dt = bu_now() - t0;
-            if (k > 0) {
-                sec[b] += dt;
-                blocks[b * (steps / block + 1) + (k - 1) / block] += dt;
+            const int b = order[q];
+            double dt = 0;
+            for (int h = 0; rc == 0 && h < 2; h++) {
+                const int pos = 2 * k + h;
+                md_row r = {
+                    .seq = 0, .pos = PROMPT + pos, .token = (101 + 53 * pos) % 32000, .logits = 1};
+                double t0 = bu_now();
+                rc = md_forward(ctx[b], &r, 1, logits, err);
+                dt = bu_now() - t0;
             }
+            sec[b] += dt;
+            blocks[b * (steps / block + 1) + k / block] += dt;
         }
     }
     for (int b = 0; b < n_be; b++) md_ctx_free(ctx[b]);
