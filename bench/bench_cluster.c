@@ -270,10 +270,14 @@ typedef struct cfg_result {
 static void print_config(int layers, int k, cfg_result *c, double base, int rounds) {
     const co_remote_summary *s = &c->sum;
     double per = s->tokens ? 1.0 / (double)s->tokens : 0;
+    char inter[96] = "null,\"vs_local_interleaved_blocks_min_median_max\":null"; /* --steps 0 */
+    if (c->interleaved > 0)
+        snprintf(inter, sizeof inter,
+                 "%.3f,\"vs_local_interleaved_blocks_min_median_max\":[%.3f,%.3f,%.3f]",
+                 c->interleaved, c->block_min, c->block_median, c->block_max);
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"loopback-2\",\"codec\":\"%s\","
            "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,"
-           "\"vs_local_round_median\":%.3f,\"vs_local_interleaved\":%.3f,"
-           "\"vs_local_interleaved_blocks_min_median_max\":[%.3f,%.3f,%.3f],\"layer_rtt_us\":%.1f,"
+           "\"vs_local_round_median\":%.3f,\"vs_local_interleaved\":%s,\"layer_rtt_us\":%.1f,"
            "\"node_queue_us\":%.1f,\"node_compute_us\":%.1f,\"node_rtt_us\":%.1f,"
            "\"phases_us\":{\"split\":%.1f,\"encode\":%.1f,\"send\":%.1f,\"wait\":%.1f,"
            "\"decode\":%.1f,\"combine\":%.1f,\"last_reply_tail\":%.1f},"
@@ -281,11 +285,10 @@ static void print_config(int layers, int k, cfg_result *c, double base, int roun
            "\"wire_bytes_per_token\":%.0f,"
            "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
            layers, configs[k].codec, configs[k].exact ? "exact" : "partial", c->best_tok_s,
-           c->best_tok_s / base, bu_median(c->ratio, rounds), c->interleaved, c->block_min,
-           c->block_median, c->block_max, s->layer_rtt_us, s->node_queue_us, s->node_compute_us,
-           s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us, s->decode_us,
-           s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
-           (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
+           c->best_tok_s / base, bu_median(c->ratio, rounds), inter, s->layer_rtt_us,
+           s->node_queue_us, s->node_compute_us, s->node_rtt_us, s->split_us, s->encode_us,
+           s->send_us, s->wait_us, s->decode_us, s->combine_us, s->tail_us, s->tail_p50_us,
+           s->tail_p90_us, s->tail_p99_us, (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
            (double)s->total.weight_bytes * per, wr_movement_ratio(&s->total));
 }
 
@@ -416,12 +419,15 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
         free(blocks);
         free(ratios);
     }
+    char local_inter[32] = "null"; /* --steps 0 */
+    if (local_interleaved_tok_s > 0)
+        snprintf(local_inter, sizeof local_inter, "%.3f", local_interleaved_tok_s);
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
            "\"node_threads\":%d,\"node_affinity\":%s,\"rounds\":%d,\"pinned\":%s,"
            "\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f,\"steps\":%d,"
-           "\"interleaved_tok_s\":%.3f}\n",
+           "\"interleaved_tok_s\":%s}\n",
            layers, threads, node_threads, node_affinity ? "true" : "false", rounds,
-           pin ? "true" : "false", base, local_layer_us, steps, local_interleaved_tok_s);
+           pin ? "true" : "false", base, local_layer_us, steps, local_inter);
     for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base, rounds);
     fflush(stdout);
     rc = 0;
