@@ -157,29 +157,38 @@ static void timed_reset(md_expert_backend *b) {
     t->calls = 0;
 }
 
+/* A context decoding through `experts`, the PROMPT tokens already decoded (logits: n_vocab). */
+static int prompted_ctx(const md_model *m, md_expert_backend *experts, kn_pool *pool, int64_t n_ctx,
+                        float *logits, md_ctx **out, mw_err *err) {
+    md_ctx_params cp = {
+        .numerics = KN_NUM_Q8, .pool = pool, .experts = experts, .n_seq = 1, .n_ctx = n_ctx};
+    md_row rows[PROMPT];
+    for (int i = 0; i < PROMPT; i++)
+        rows[i] = (md_row){.seq = 0, .pos = i, .token = 17 + 31 * i, .logits = i == PROMPT - 1};
+    if (md_ctx_new(m, &cp, out, err)) return -1;
+    return md_forward(*out, rows, PROMPT, logits, err);
+}
+
+/* Decode step k after the prompt, teacher-forced: every backend decodes the same tokens. */
+static md_row step_row(int k) {
+    return (md_row){.seq = 0, .pos = PROMPT + k, .token = (101 + 53 * k) % 32000, .logits = 1};
+}
+
 /* One decode: prefill PROMPT tokens, one warm-up step, then `n` timed steps; returns tokens/s.
  * `reset` (may be NULL) is called after the warm-up so counters cover the timed steps only. */
 static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, int n,
                   void (*reset)(md_expert_backend *), double *tok_s, mw_err *err) {
-    md_ctx_params cp = {.numerics = KN_NUM_Q8,
-                        .pool = pool,
-                        .experts = experts,
-                        .n_seq = 1,
-                        .n_ctx = PROMPT + n + 2};
-    md_ctx *ctx;
-    if (md_ctx_new(m, &cp, &ctx, err)) return -1;
+    md_ctx *ctx = NULL;
     float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
-    md_row rows[PROMPT];
-    for (int i = 0; i < PROMPT; i++)
-        rows[i] = (md_row){.seq = 0, .pos = i, .token = 17 + 31 * i, .logits = i == PROMPT - 1};
-    int rc = logits ? md_forward(ctx, rows, PROMPT, logits, err) : mw_errf(err, "out of memory");
+    int rc = logits ? prompted_ctx(m, experts, pool, PROMPT + n + 2, logits, &ctx, err)
+                    : mw_errf(err, "out of memory");
     double t0 = 0;
     for (int k = 0; rc == 0 && k <= n; k++) {
         if (k == 1) { /* step 0 is the warm-up */
             if (reset) reset(experts);
             t0 = bu_now();
         }
-        md_row r = {.seq = 0, .pos = PROMPT + k, .token = (101 + 53 * k) % 32000, .logits = 1};
+        md_row r = step_row(k);
         rc = md_forward(ctx, &r, 1, logits, err);
     }
     *tok_s = rc == 0 ? (double)n / (bu_now() - t0) : 0;
@@ -194,28 +203,19 @@ static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, 
  * nodes idle meanwhile, the caches holding the other backend's weights), which continuous
  * serving never pays. Compared steps are then tens of milliseconds apart, so a change in the
  * machine's speed (other tenants of the host) hits all backends alike. sec[b] gets backend b's
- * time over its `steps` timed steps, blocks[b * (steps / block + 1) + j] its time over block j
- * of `block` of them. */
+ * time over its `steps` timed steps, blocks[b * stride + j] its time over timed steps
+ * [j·block, (j + 1)·block). */
 #define MAX_BACKENDS 16
 static int interleave(const md_model *m, md_expert_backend **be, int n_be, kn_pool *pool, int steps,
-                      int block, double *sec, double *blocks, mw_err *err) {
+                      int block, int stride, double *sec, double *blocks, mw_err *err) {
     md_ctx *ctx[MAX_BACKENDS] = {0};
     if (n_be > MAX_BACKENDS) return mw_errf(err, "at most %d backends", MAX_BACKENDS);
     float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
     int rc = logits ? 0 : mw_errf(err, "out of memory");
-    md_row rows[PROMPT];
-    for (int i = 0; i < PROMPT; i++)
-        rows[i] = (md_row){.seq = 0, .pos = i, .token = 17 + 31 * i, .logits = i == PROMPT - 1};
     for (int b = 0; rc == 0 && b < n_be; b++) {
-        md_ctx_params cp = {.numerics = KN_NUM_Q8,
-                            .pool = pool,
-                            .experts = be[b],
-                            .n_seq = 1,
-                            .n_ctx = PROMPT + 2 * steps + 2};
-        rc = md_ctx_new(m, &cp, &ctx[b], err);
-        if (rc == 0) rc = md_forward(ctx[b], rows, PROMPT, logits, err);
+        rc = prompted_ctx(m, be[b], pool, PROMPT + 2 * steps + 2, logits, &ctx[b], err);
         sec[b] = 0;
-        for (int j = 0; j * block < steps; j++) blocks[b * (steps / block + 1) + j] = 0;
+        for (int j = 0; j < stride; j++) blocks[b * stride + j] = 0;
     }
     uint32_t rng = 12345;
     int order[MAX_BACKENDS];
@@ -231,15 +231,13 @@ static int interleave(const md_model *m, md_expert_backend **be, int n_be, kn_po
             const int b = order[q];
             double dt = 0;
             for (int h = 0; rc == 0 && h < 2; h++) {
-                const int pos = 2 * k + h;
-                md_row r = {
-                    .seq = 0, .pos = PROMPT + pos, .token = (101 + 53 * pos) % 32000, .logits = 1};
+                md_row r = step_row(2 * k + h);
                 double t0 = bu_now();
                 rc = md_forward(ctx[b], &r, 1, logits, err);
                 dt = bu_now() - t0;
             }
             sec[b] += dt;
-            blocks[b * (steps / block + 1) + k / block] += dt;
+            blocks[b * stride + k / block] += dt;
         }
     }
     for (int b = 0; b < n_be; b++) md_ctx_free(ctx[b]);
@@ -399,7 +397,7 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
             *blocks = calloc((size_t)(N_CONFIGS + 1) * (size_t)nb, sizeof *blocks);
         double *ratios = calloc((size_t)nb, sizeof *ratios);
         if (!blocks || !ratios ||
-            interleave(m, be, N_CONFIGS + 1, pool, steps, BLOCK, sec, blocks, &err)) {
+            interleave(m, be, N_CONFIGS + 1, pool, steps, BLOCK, nb, sec, blocks, &err)) {
             free(blocks);
             free(ratios);
             if (!err.msg[0]) mw_errf(&err, "out of memory");
@@ -408,12 +406,10 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
         for (int k = 0; k < N_CONFIGS; k++) {
             res[k].interleaved = sec[0] / sec[k + 1];
             for (int j = 0; j < full; j++) ratios[j] = blocks[j] / blocks[(k + 1) * nb + j];
+            /* whole blocks only; with fewer steps than a block, the whole run is the one block */
             res[k].block_median = full ? bu_median(ratios, full) : res[k].interleaved;
-            res[k].block_min = res[k].block_max = res[k].block_median;
-            for (int j = 0; j < full; j++) {
-                if (ratios[j] < res[k].block_min) res[k].block_min = ratios[j];
-                if (ratios[j] > res[k].block_max) res[k].block_max = ratios[j];
-            }
+            res[k].block_min = full ? bu_min(ratios, full) : res[k].interleaved; /* sorted */
+            res[k].block_max = full ? ratios[full - 1] : res[k].interleaved;
         }
         local_interleaved_tok_s = steps / sec[0];
         free(blocks);
