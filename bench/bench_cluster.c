@@ -11,9 +11,11 @@
  * along), and each reports its best round ("vs_local": best over best) and the median over the
  * rounds of its speed over the in-process speed of the same round ("vs_local_round_median":
  * pairs runs a second apart, so this VM's minute-to-minute bandwidth drift cancels out). Then
- * every backend decodes 2 × --steps more steps in its own context, the backends taking turns in
- * a fresh random order each turn, two steps a turn of which the second is timed (the first pays
- * for the switch from another backend, which continuous serving never does):
+ * every backend decodes 2 × --steps more steps in its own context, each of its own tokens (with
+ * the same tokens, a configuration would find the step's experts still cached from the one that
+ * decoded it just before: the nodes serve all of them), the backends taking turns in a fresh
+ * random order each turn, two steps a turn of which the second is timed (the first pays for the
+ * switch from another backend, which continuous serving never does):
  * "vs_local_interleaved", the in-process time over its time, with the minimum, median and maximum
  * over blocks of 8 timed steps. Compared steps are tens of milliseconds apart, so the host's
  * second-to-second load hits all alike: the least noisy of the three figures. Ping → Pong through
@@ -169,9 +171,15 @@ static int prompted_ctx(const md_model *m, md_expert_backend *experts, kn_pool *
     return md_forward(*out, rows, PROMPT, logits, err);
 }
 
-/* Decode step k after the prompt, teacher-forced: every backend decodes the same tokens. */
-static md_row step_row(int k) {
-    return (md_row){.seq = 0, .pos = PROMPT + k, .token = (101 + 53 * k) % 32000, .logits = 1};
+/* Decode step k after the prompt, teacher-forced, of token stream `stream`: the rounds all decode
+ * stream 0, the same tokens. The interleaved pass gives every backend a stream of its own: the
+ * nodes' expert copies serve all five wire configurations, so with the same tokens a step's
+ * experts would still be in the (300 MiB here) last-level cache from the configuration that
+ * decoded that step just before, a gain the in-process backend, with its own copy, never
+ * gets. */
+static md_row step_row(int k, int stream) {
+    return (md_row){
+        .seq = 0, .pos = PROMPT + k, .token = (101 + 53 * k + 7919 * stream) % 32000, .logits = 1};
 }
 
 /* One decode: prefill PROMPT tokens, one warm-up step, then `n` timed steps; returns tokens/s.
@@ -188,7 +196,7 @@ static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, 
             if (reset) reset(experts);
             t0 = bu_now();
         }
-        md_row r = step_row(k);
+        md_row r = step_row(k, 0);
         rc = md_forward(ctx, &r, 1, logits, err);
     }
     *tok_s = rc == 0 ? (double)n / (bu_now() - t0) : 0;
@@ -197,7 +205,8 @@ static int decode(const md_model *m, md_expert_backend *experts, kn_pool *pool, 
     return rc;
 }
 
-/* Every backend decodes the same teacher-forced steps in its own context. The backends take
+/* Every backend decodes teacher-forced steps in its own context, of its own token stream (so no
+ * backend finds another's experts still cached, step_row says why). The backends take
  * turns, in a fresh random order each turn, and each turn a backend decodes two steps of which
  * only the second is timed: the first takes what switching from another backend costs (the
  * nodes idle meanwhile, the caches holding the other backend's weights), which continuous
@@ -231,7 +240,7 @@ static int interleave(const md_model *m, md_expert_backend **be, int n_be, kn_po
             const int b = order[q];
             double dt = 0;
             for (int h = 0; rc == 0 && h < 2; h++) {
-                md_row r = step_row(2 * k + h);
+                md_row r = step_row(2 * k + h, b);
                 double t0 = bu_now();
                 rc = md_forward(ctx[b], &r, 1, logits, err);
                 dt = bu_now() - t0;
