@@ -48,6 +48,7 @@ struct en_node {
     en_opts opts;
     char *spec; /* canonical text of the owned set */
     vx_source *src;
+    const char *fingerprint; /* the model's, computed at open (the Welcome carries it) */
     md_config cfg;
     bool cfg_ok;
     vx_expert_set owned;

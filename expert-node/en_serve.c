@@ -41,7 +41,7 @@ static void reply_welcome(en_node *n, uint64_t seq) {
     wr_msg m = {.kind = WR_MSG_WELCOME,
                 .seq = seq,
                 .welcome = {.node_id = n->node_id,
-                            .fingerprint = vx_source_fingerprint(n->src),
+                            .fingerprint = n->fingerprint,
                             .backend = n->backend,
                             .numerics = n->numerics,
                             .capacity = n->opts.capacity,
@@ -159,10 +159,10 @@ static void handle(en_node *n) {
     }
     switch (m.kind) {
     case WR_MSG_HELLO:
-        if (m.hello.fingerprint[0] && strcmp(m.hello.fingerprint, vx_source_fingerprint(n->src))) {
+        if (m.hello.fingerprint[0] && strcmp(m.hello.fingerprint, n->fingerprint)) {
             char msg[512];
             snprintf(msg, sizeof msg, "hello: the client's model %.64s is not this node's %.64s",
-                     m.hello.fingerprint, vx_source_fingerprint(n->src));
+                     m.hello.fingerprint, n->fingerprint);
             reply_error(n, id, id_len, m.seq, WR_E_FINGERPRINT, msg);
         } else {
             reply_welcome(n, m.seq);
@@ -295,13 +295,14 @@ static void print_summary(const en_node *n) {
 }
 
 int en_node_serve(en_node *n, mw_err *err) {
-    if (write_ready_file(n, err)) return -1;
+    /* The banner first: whoever waits for the ready file finds it in the log. */
     if (!n->opts.quiet)
         fprintf(stderr,
                 "expert-node %s: serving %zu experts (%s of %d layers × %d) of %s on %s, %s, "
-                "%d thread(s)\n",
+                "%d thread(s); model fingerprint %s\n",
                 n->node_id, vx_expert_set_count(&n->owned), n->spec, n->n_layers, n->n_experts,
-                n->opts.vindex, n->endpoint, n->backend, n->opts.threads);
+                n->opts.vindex, n->endpoint, n->backend, n->opts.threads, n->fingerprint);
+    if (write_ready_file(n, err)) return -1;
     zmq_pollitem_t items[2] = {{n->router, 0, ZMQ_POLLIN, 0}, {NULL, n->wake[0], ZMQ_POLLIN, 0}};
     int rc = 0;
     while (!atomic_load(&n->stopping)) {

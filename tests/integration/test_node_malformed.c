@@ -1,8 +1,9 @@
 /* tests/integration/test_node_malformed.c — a raw ZeroMQ client against a real expert-node process
- * (the gpt-oss fixture GGUF, a subset of experts): the handshake; batches in partial and exact mode
- * checked bit for bit against md_moe_exec in this process; two clients at once; then every kind of
- * malformed or refused request, each answered by an Error with the right code and seq, with a valid
- * request served right after each; an oversized frame that libzmq cuts off; and a clean SIGTERM. */
+ * (the gpt-oss fixture GGUF, a subset of experts): the fingerprint computed before it is ready; the
+ * handshake; batches in partial and exact mode checked bit for bit against md_moe_exec in this
+ * process; two clients at once; then every kind of malformed or refused request, each answered by
+ * an Error with the right code and seq, with a valid request served right after each; an oversized
+ * frame that libzmq cuts off; and a clean SIGTERM. */
 #include "tests/support/mw_test.h"
 
 #include <errno.h>
@@ -200,6 +201,22 @@ static void check_valid(void *s, uint64_t seq, wr_mode mode) {
     free(want);
     wr_in_free(&in);
     wr_out_free(&o);
+}
+
+/* A GGUF source's fingerprint reads the whole file: the node computes it before it is ready (its
+ * log says so and names it), not when the first Hello comes, which with a model of many GB would
+ * outlast the coordinator's handshake deadline. */
+static void test_fingerprint_before_ready(void **state) {
+    (void)state;
+    char log[4200];
+    snprintf(log, sizeof log, "%s/node.log", F.dir);
+    char *l = mwt_read_file(log, NULL);
+    assert_non_null(l);
+    char want[128];
+    snprintf(want, sizeof want, "model fingerprint %s", vx_source_fingerprint(F.src));
+    if (!strstr(l, "expert-node: fingerprinting ") || !strstr(l, want))
+        fail_msg("the ready node's log lacks the fingerprint (%s):\n%s", want, l);
+    free(l);
 }
 
 static void test_handshake_and_valid_batches(void **state) {
@@ -515,6 +532,7 @@ static void test_sigterm_stops_cleanly(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fingerprint_before_ready),
         cmocka_unit_test(test_handshake_and_valid_batches),
         cmocka_unit_test(test_two_clients),
         cmocka_unit_test(test_malformed_requests),
