@@ -6,20 +6,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "coordinator/co_loopback.h"
 #include "coordinator/co_remote.h"
 
 #define MAX_NODES 1024
 
-/* How long loopback nodes may take to become ready: mapping and checking their experts, plus, for
- * a GGUF file, its fingerprint, which reads the whole file (all nodes at once, sharing the cores):
- * 2 minutes, and 5 seconds more per GB of a GGUF file. A vindex carries its fingerprint. */
-static int ready_timeout_ms(const char *model) {
-    struct stat st;
-    double ms = 120000;
-    if (stat(model, &st) == 0 && S_ISREG(st.st_mode)) ms += (double)st.st_size / 1e9 * 5000;
+/* How long loopback nodes may take to become ready: mapping and checking their experts, plus the
+ * fingerprint where it must be computed (a GGUF file: every node reads all of it, sharing the
+ * cores): 2 minutes, and 5 seconds more per GB that reads. */
+static int ready_timeout_ms(uint64_t fp_bytes) {
+    const double ms = 120000 + (double)fp_bytes / 1e9 * 5000;
     return ms < 3600000 ? (int)ms : 3600000;
 }
 
@@ -78,6 +75,7 @@ int co_cluster_create(const co_backend_env *env, md_expert_backend **out, mw_err
     b->destroy = destroy;
     b->impl = c;
     int n_layers = vx_source_n_layers(env->src), n_experts = vx_source_n_experts(env->src);
+    const uint64_t fp_bytes = vx_source_fingerprint_cost(env->src);
     int n = 0, rc = -1;
     if (o->loopback > 0) {
         co_loopback_opts lo = {.model = o->model,
@@ -87,7 +85,7 @@ int co_cluster_create(const co_backend_env *env, md_expert_backend **out, mw_err
                                .threads = o->node_threads,
                                .pin = o->pin,
                                .bind_cpus = o->node_affinity,
-                               .timeout_ms = ready_timeout_ms(o->model)};
+                               .timeout_ms = ready_timeout_ms(fp_bytes)};
         if (co_loopback_start(&lo, &c->loopback, err)) goto done;
         n = o->loopback;
         memcpy(ep, co_loopback_endpoints(c->loopback), (size_t)n * sizeof *ep);
@@ -97,12 +95,11 @@ int co_cluster_create(const co_backend_env *env, md_expert_backend **out, mw_err
     } else if (split_nodes(c, o->nodes, ep, &n, err)) {
         goto done;
     }
-    struct stat st;
-    if (stat(o->model, &st) == 0 && S_ISREG(st.st_mode))
+    if (fp_bytes)
         fprintf(stderr,
-                "coordinator: fingerprinting %s for the handshake (%.2f GB; reads it once, a "
-                "vindex directory has it precomputed)\n",
-                o->model, (double)st.st_size / 1e9);
+                "coordinator: fingerprinting %s for the handshake (%.2f GB to read; a vindex "
+                "directory has it precomputed)\n",
+                o->model, (double)fp_bytes / 1e9);
     co_remote_opts ro = {.endpoints = ep,
                          .n_nodes = n,
                          .codec = o->wire,

@@ -2,7 +2,6 @@
  * the node's --ready-file (written once its socket is bound), so no port is guessed and nothing
  * races: each node binds tcp://127.0.0.1:* and reports the port it got. */
 #include "coordinator/co_loopback.h"
-#include "kernels/kn.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -14,6 +13,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "kernels/kn.h"
 
 struct co_loopback {
     int n;

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "model/md_local.h"
@@ -54,12 +53,12 @@ static int mount(en_node *n, mw_err *err) {
     /* The Welcome carries the fingerprint. A vindex has it in its manifest; for a GGUF file it
      * reads every tensor once (seconds per GB). Done now, before the socket is bound, so the
      * first Hello is not kept waiting past the coordinator's handshake deadline. */
-    struct stat st;
-    if (!n->opts.quiet && stat(n->opts.vindex, &st) == 0 && S_ISREG(st.st_mode))
+    const uint64_t fp_bytes = vx_source_fingerprint_cost(n->src);
+    if (fp_bytes && !n->opts.quiet)
         fprintf(stderr,
-                "expert-node: fingerprinting %s (%.2f GB; reads it once, a vindex directory has "
-                "it precomputed)\n",
-                n->opts.vindex, (double)st.st_size / 1e9);
+                "expert-node: fingerprinting %s (%.2f GB to read; a vindex directory has it "
+                "precomputed)\n",
+                n->opts.vindex, (double)fp_bytes / 1e9);
     if (!(n->fingerprint = vx_source_fingerprint(n->src)))
         return mw_errf(err, "%s: out of memory computing the model fingerprint", n->opts.vindex);
     if (md_config_read(vx_source_meta(n->src), &n->cfg, err))

@@ -150,6 +150,14 @@ const char *vx_source_fingerprint(const vx_source *cs) {
     return s->fp_ok ? s->fp : NULL;
 }
 
+uint64_t vx_source_fingerprint_cost(const vx_source *cs) {
+    vx_source *s = (vx_source *)cs;
+    pthread_mutex_lock(&s->fp_lock);
+    const uint64_t b = s->fp_ok ? 0 : s->fp_bytes;
+    pthread_mutex_unlock(&s->fp_lock);
+    return b;
+}
+
 /* ---- GGUF backing -------------------------------------------------------------------------- */
 
 typedef struct gguf_impl {
@@ -254,6 +262,8 @@ static int open_gguf(const char *path, const vx_source_opts *opts, vx_source **o
         goto fail;
     }
     if (vx_source_read_shape(s, err) || gguf_classify(s, gi, err)) goto fail;
+    for (size_t i = 0; i < vx_gguf_n_tensors(gi->g); i++)
+        s->fp_bytes += vx_gguf_tensor(gi->g, i)->nbytes;
     if (vx_expert_set_init(&s->held, s->n_layers, s->n_experts, false)) {
         mw_errf(err, "%s: out of memory", path);
         goto fail;

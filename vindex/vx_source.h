@@ -60,6 +60,9 @@ const char *vx_source_arch(const vx_source *s);
  * vindex it comes from the manifest; for a GGUF file it is computed on first call (reads all tensor
  * data once). NULL only when out of memory. */
 const char *vx_source_fingerprint(const vx_source *s);
+/* Bytes vx_source_fingerprint still has to read: 0 for a vindex or once computed, every tensor's
+ * bytes for a GGUF file before that. Callers say so (and allow for it) before they wait on it. */
+uint64_t vx_source_fingerprint_cost(const vx_source *s);
 
 /* Dense (non-expert) tensor by its GGUF name; NULL if absent or not mapped. */
 const vx_tensor *vx_source_tensor(const vx_source *s, const char *name);

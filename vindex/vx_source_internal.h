@@ -30,6 +30,7 @@ struct vx_source {
     bool fp_ok;
     char fp[VX_DIGEST_HEX];
     int (*compute_fp)(vx_source *s, mw_err *err);
+    uint64_t fp_bytes; /* what compute_fp reads (0: the fingerprint is stored) */
     void (*close_impl)(vx_source *s);
     void *impl;
 };
