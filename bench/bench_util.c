@@ -1,17 +1,15 @@
 /* bench/bench_util.c — shared benchmark helpers (see bench_util.h). */
 #include "bench/bench_util.h"
 #include "kernels/kn.h"
+#include "util/mw_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 double bu_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return mw_now_s();
 }
 
 static int cmp_double(const void *a, const void *b) {

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Seconds on a monotonic clock. */
+/* Seconds on the project's monotonic clock (util/mw_time.h). */
 double bu_now(void);
 /* Sorts v (n values) and returns its minimum / median. */
 double bu_min(double *v, int n);

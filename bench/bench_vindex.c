@@ -14,18 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "vindex/vx_source.h"
 #include "vindex/vx_synth.h"
 #include "vindex/vx_vindex.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "util/mw_time.h"
 
 static void die(const char *what, const mw_err *e) {
     fprintf(stderr, "bench_vindex: %s: %s\n", what, e->msg);
@@ -37,7 +31,7 @@ static double raw_speed(int kind, uint8_t *buf, uint8_t *dst, size_t n) {
     double best = 0;
     for (int r = 0; r < 3; r++) {
         uint8_t out[64];
-        double t0 = now_s();
+        double t0 = mw_now_s();
         unsigned int len;
         if (kind == 0)
             memcpy(dst, buf, n);
@@ -47,7 +41,7 @@ static double raw_speed(int kind, uint8_t *buf, uint8_t *dst, size_t n) {
             EVP_Digest(buf, n, out, &len, EVP_sha256(), NULL);
         else
             crypto_hash_sha256(out, buf, n);
-        double mbs = (double)n / 1e6 / (now_s() - t0);
+        double mbs = (double)n / 1e6 / (mw_now_s() - t0);
         if (mbs > best) best = mbs;
     }
     return best;
@@ -109,9 +103,9 @@ int main(int argc, char **argv) {
     mw_err e;
     vx_input *in;
     if (vx_synth_input_kv(args, &in, &e)) die("synth", &e);
-    double t0 = now_s();
+    double t0 = mw_now_s();
     if (vx_input_write_gguf(in, gguf, NULL, NULL, &e)) die("synth", &e);
-    double t_synth = now_s() - t0;
+    double t_synth = mw_now_s() - t0;
     vx_input_close(in);
     const char *gn[] = {"model.gguf"};
     double model_mb = (double)dir_bytes(dir, gn, 1) / 1e6;
@@ -121,10 +115,10 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     if (vx_input_open(gguf, &in, &e)) die("open", &e);
-    t0 = now_s();
+    t0 = mw_now_s();
     vx_extract_stats st;
     if (vx_extract(in, vx, NULL, &st, &e)) die("extract", &e);
-    double t_ext = now_s() - t0;
+    double t_ext = mw_now_s() - t0;
     vx_input_close(in);
     double vx_mb = (double)(st.dense_bytes + st.expert_bytes) / 1e6;
     printf("{\"bench\":\"vindex_extract\",\"MB\":%.1f,\"seconds\":%.2f,\"MBps\":%.0f,"
@@ -132,10 +126,10 @@ int main(int argc, char **argv) {
            vx_mb, t_ext, vx_mb / t_ext, vx_mb / t_ext / sha, vx_mb / t_ext / b2);
     fflush(stdout);
 
-    t0 = now_s();
+    t0 = mw_now_s();
     uint64_t checked;
     if (vx_verify(vx, NULL, NULL, &checked, &e)) die("verify", &e);
-    double t_ver = now_s() - t0;
+    double t_ver = mw_now_s() - t0;
     printf("{\"bench\":\"vindex_verify\",\"MB\":%.1f,\"seconds\":%.2f,\"MBps\":%.0f,"
            "\"vs_sha256\":%.2f}\n",
            (double)checked / 1e6, t_ver, (double)checked / 1e6 / t_ver,
@@ -144,16 +138,16 @@ int main(int argc, char **argv) {
 
     /* mount everything (dense + all extents, BLAKE2b checked), then one layer's experts only */
     vx_source *s;
-    t0 = now_s();
+    t0 = mw_now_s();
     if (vx_source_open(vx, NULL, &s, &e)) die("mount", &e);
-    double t_mnt = now_s() - t0;
+    double t_mnt = mw_now_s() - t0;
     vx_source_close(s);
     vx_expert_set set;
     if (vx_expert_set_parse("0:0-31", layers, 32, &set, &e)) die("expert set", &e);
     vx_source_opts so = {.experts = &set, .dense = false, .verify_on_mount = true};
-    t0 = now_s();
+    t0 = mw_now_s();
     if (vx_source_open(vx, &so, &s, &e)) die("mount", &e);
-    double t_one = now_s() - t0;
+    double t_one = mw_now_s() - t0;
     vx_source_close(s);
     vx_expert_set_free(&set);
     double layer_mb = (double)st.expert_bytes / (double)layers / 1e6;

@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "coordinator/co_backend.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "model/md_sampler.h"
 #include "vindex/vx_source.h"
+#include "util/mw_time.h"
 
 typedef struct gen {
     const co_opts *o;
@@ -27,12 +27,6 @@ typedef struct gen {
     md_row *rows;
     int32_t *out;
 } gen;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int write_rows(gen *g, const float *rows, int64_t n, mw_err *err) {
     if (!g->logits_file) return 0;
@@ -96,9 +90,9 @@ static int run(gen *g, mw_err *err) {
     for (int64_t i = 0; i < P; i++)
         g->rows[i] = (md_row){
             .seq = 0, .pos = (int32_t)i, .token = o->tokens[i], .logits = all || i == P - 1};
-    double t0 = now();
+    double t0 = mw_now_s();
     if (md_forward(g->ctx, g->rows, P, g->logits, err)) return mw_err_wrap(err, "prefill");
-    double t1 = now();
+    double t1 = mw_now_s();
     const float *last = all ? g->logits + (P - 1) * V : g->logits;
     if (write_rows(g, g->logits, all ? P : 0, err)) return -1;
     g->out[0] = md_sample(&g->sampler, last);
@@ -109,7 +103,7 @@ static int run(gen *g, mw_err *err) {
         if (write_rows(g, g->logits, 1, err)) return -1;
         g->out[k] = md_sample(&g->sampler, g->logits);
     }
-    double t2 = now();
+    double t2 = mw_now_s();
     if (g->logits_file) {
         if (fclose(g->logits_file)) {
             g->logits_file = NULL;

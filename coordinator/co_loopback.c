@@ -11,10 +11,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kernels/kn.h"
+#include "util/mw_time.h"
 
 struct co_loopback {
     int n;
@@ -22,12 +22,6 @@ struct co_loopback {
     char **endpoint;
     char dir[64];
 };
-
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* The expert-node program: $MOEWIRE_EXPERT_NODE, else next to this executable. */
 static int program_path(const co_loopback_opts *o, char *buf, size_t cap, mw_err *err) {
@@ -67,7 +61,7 @@ static char *ready_path(const co_loopback *lb, int i) {
 }
 
 static int wait_ready(co_loopback *lb, int timeout_ms, mw_err *err) {
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = mw_now_ms() + timeout_ms;
     for (int i = 0; i < lb->n; i++) {
         for (;;) {
             FILE *f = fopen(ready_path(lb, i), "r");
@@ -87,7 +81,7 @@ static int wait_ready(co_loopback *lb, int timeout_ms, mw_err *err) {
                                WIFEXITED(st) ? "status" : "signal",
                                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             }
-            if (now_ms() > deadline)
+            if (mw_now_ms() > deadline)
                 return mw_errf(err, "loopback node %d is not serving after %d ms", i, timeout_ms);
             usleep(5000);
         }
@@ -168,14 +162,14 @@ void co_loopback_stop(co_loopback *lb) {
     if (!lb->pid || !lb->endpoint) lb->n = 0; /* a start that failed allocating */
     for (int i = 0; i < lb->n; i++)
         if (lb->pid[i] > 0) kill(lb->pid[i], SIGTERM);
-    long long deadline = now_ms() + 2000;
+    long long deadline = mw_now_ms() + 2000;
     for (int i = 0; i < lb->n; i++) {
         while (lb->pid[i] > 0) {
             int st;
             pid_t w = waitpid(lb->pid[i], &st, WNOHANG);
             if (w == lb->pid[i] || (w < 0 && errno != EINTR)) {
                 lb->pid[i] = 0;
-            } else if (now_ms() > deadline) {
+            } else if (mw_now_ms() > deadline) {
                 kill(lb->pid[i], SIGKILL);
                 waitpid(lb->pid[i], &st, 0);
                 lb->pid[i] = 0;

@@ -8,10 +8,10 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <zmq.h>
 
 #include "util/mw_grow.h"
+#include "util/mw_time.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_zmq.h"
 
@@ -69,12 +69,6 @@ typedef struct remote {
     uint32_t tail_log[CO_TAIL_LOG]; /* the last CO_TAIL_LOG layers' tails (us), for percentiles */
     uint64_t n_tail;
 } remote;
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- sockets ------------------------------------------------------------------------------- */
 
@@ -174,16 +168,16 @@ static int handshake(remote *r, mw_err *err) {
         r->nodes[i].pending = 1;
         wr_stats_ctrl(&r->stats, i)->tx_bytes += r->out.bytes;
     }
-    uint64_t deadline = now_ns() + (uint64_t)o->connect_ms * 1000000ull;
+    uint64_t deadline = mw_now_ns() + (uint64_t)o->connect_ms * 1000000ull;
     for (int left = o->n_nodes; left > 0;) {
         zmq_pollitem_t items[o->n_nodes];
         for (int i = 0; i < o->n_nodes; i++)
             items[i] = (zmq_pollitem_t){r->nodes[i].sock, 0, ZMQ_POLLIN, 0};
-        uint64_t t = now_ns();
+        uint64_t t = mw_now_ns();
         long wait = t >= deadline ? 0 : (long)((deadline - t) / 1000000ull) + 1;
         int rc = wait ? zmq_poll(items, o->n_nodes, wait) : 0;
         if (rc < 0 && errno != EINTR) return mw_errf(err, "poll: %s", zmq_strerror(errno));
-        if (rc == 0 && now_ns() >= deadline) {
+        if (rc == 0 && mw_now_ns() >= deadline) {
             for (int i = 0; i < o->n_nodes; i++)
                 if (r->nodes[i].pending)
                     return mw_errf(err, "%s: no answer to the handshake within %d ms",
@@ -336,9 +330,9 @@ static int send_all(remote *r, const md_moe_batch *b, mw_err *err) {
                                   .assign = a}};
             wr_out *o = piece_out(r, r->n_pieces - 1);
             if (!o) return mw_errf(err, "out of memory");
-            uint64_t t0 = now_ns();
+            uint64_t t0 = mw_now_ns();
             if (wr_pack(o, &m, r->o.codec, err)) return mw_err_wrap(err, "%s", n->name);
-            r->t_encode += now_ns() - t0;
+            r->t_encode += mw_now_ns() - t0;
             wr_counters *c = wr_stats_at(&r->stats, i, b->layer);
             c->tx_bytes += o->bytes;
             c->tx_msgs++;
@@ -352,10 +346,10 @@ static int send_all(remote *r, const md_moe_batch *b, mw_err *err) {
     for (int q = 0; q < r->n_pieces; q++) {
         piece *p = &r->pieces[q];
         node *n = &r->nodes[p->node];
-        p->t_send = now_ns();
+        p->t_send = mw_now_ns();
         if (wr_send(n->sock, NULL, 0, &r->outs[q], ZMQ_DONTWAIT, err))
             return mw_errf(err, "%s is not connected (layer %d)", n->name, b->layer);
-        r->t_send += now_ns() - p->t_send;
+        r->t_send += mw_now_ns() - p->t_send;
     }
     return 0;
 }
@@ -382,7 +376,7 @@ static int take_reply(remote *r, int ni, const md_moe_batch *b, const wr_msg *m,
                        n->name, b->layer, m->seq, y->rows, y->width, y->layer, (long long)rows,
                        (long long)b->width, b->layer);
     memcpy(n->y + off * b->width, y->y, (size_t)(rows * b->width) * sizeof(float));
-    uint64_t rtt = now_ns() - p->t_send;
+    uint64_t rtt = mw_now_ns() - p->t_send;
     wr_counters *c = wr_stats_at(&r->stats, ni, b->layer);
     c->rx_bytes += r->in.bytes;
     c->rx_msgs++;
@@ -413,7 +407,7 @@ static int wait_all(remote *r, const md_moe_batch *b, uint64_t t0, mw_err *err) 
                 (zmq_pollitem_t){r->nodes[i].sock, 0, r->nodes[i].pending ? ZMQ_POLLIN : 0, 0};
             items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, 0, ZMQ_POLLIN, 0};
         }
-        uint64_t t = now_ns();
+        uint64_t t = mw_now_ns();
         if (t >= deadline) {
             for (int i = 0; i < N; i++)
                 if (r->nodes[i].pending)
@@ -422,7 +416,7 @@ static int wait_all(remote *r, const md_moe_batch *b, uint64_t t0, mw_err *err) 
         }
         long wait = (long)((deadline - t) / 1000000ull) + 1;
         int rc = zmq_poll(items, 2 * N, wait);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = mw_now_ns();
         r->t_wait += t1 - t;
         if (rc < 0) {
             if (errno == EINTR) continue;
@@ -451,7 +445,7 @@ static int wait_all(remote *r, const md_moe_batch *b, uint64_t t0, mw_err *err) 
             if (n->down && n->pending)
                 return mw_errf(err, "%s disconnected during layer %d", n->name, b->layer);
         }
-        r->t_decode += now_ns() - t1;
+        r->t_decode += mw_now_ns() - t1;
     }
 }
 
@@ -491,16 +485,16 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
     /* The trunk's pool has nothing to do until the replies are in: its workers sleep instead of
      * spinning on the cores the nodes are computing on. */
     kn_pool_park(r->o.pool);
-    uint64_t t0 = now_ns();
+    uint64_t t0 = mw_now_ns();
     if (distribute(r, b, err)) return -1;
-    r->t_split += now_ns() - t0;
+    r->t_split += mw_now_ns() - t0;
     if (send_all(r, b, err) || wait_all(r, b, t0, err)) return -1;
     r->t_tail += r->last_tail; /* the reply that completed the layer */
     const uint64_t tail_us = r->last_tail / 1000;
     r->tail_log[r->n_tail++ % CO_TAIL_LOG] = tail_us > UINT32_MAX ? UINT32_MAX : (uint32_t)tail_us;
-    uint64_t t1 = now_ns();
+    uint64_t t1 = mw_now_ns();
     if (combine(r, b, out, err)) return -1;
-    uint64_t t2 = now_ns();
+    uint64_t t2 = mw_now_ns();
     r->t_combine += t2 - t1;
     r->layer_rows[b->layer] += b->T;
     r->layer_wall[b->layer] += t2 - t0;

@@ -10,16 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/mw_grow.h"
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+#include "util/mw_time.h"
 
 static void send_to(en_node *n, const uint8_t *id, size_t id_len, const wr_out *o) {
     mw_err e;
@@ -198,7 +192,7 @@ static void execute_round(en_node *n) {
         int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
         mw_err e;
         int rc = -1;
-        uint64_t read = 0, t0 = now_ns();
+        uint64_t read = 0, t0 = mw_now_ns();
         if (mw_grow((void **)&n->y, &n->y_cap, (size_t)out_rows * w, sizeof(float)) != 0) {
             mw_errf(&e, "out of memory for %lld output rows", (long long)out_rows);
         } else {
@@ -217,7 +211,7 @@ static void execute_round(en_node *n) {
                                   .ws = n->ws};
             rc = md_moe_exec(&a, n->y, &read, &e);
         }
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = mw_now_ns() - t0;
         n->t_compute += dt;
         wr_counters *c = wr_stats_at(&n->stats, 0, g->layer);
         c->weight_bytes += read;
@@ -249,15 +243,15 @@ static void execute_round(en_node *n) {
                                     .queue_ns = t0 > r->t_rx ? t0 - r->t_rx : 0,
                                     .y = n->y + (size_t)off * w}};
             mw_err pe;
-            uint64_t t1 = now_ns();
+            uint64_t t1 = mw_now_ns();
             if (wr_pack(&n->out, &m, r->reply, &pe) != 0) {
                 reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, pe.msg);
                 continue;
             }
-            uint64_t t2 = now_ns();
+            uint64_t t2 = mw_now_ns();
             send_to(n, r->id, r->id_len, &n->out);
             n->t_encode += t2 - t1;
-            n->t_send += now_ns() - t2;
+            n->t_send += mw_now_ns() - t2;
             c->tx_bytes += n->out.bytes;
             c->tx_msgs++;
         }
@@ -319,16 +313,16 @@ int en_node_serve(en_node *n, mw_err *err) {
         while (n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
                !atomic_load(&n->stopping)) {
             mw_err e;
-            uint64_t t0 = now_ns();
+            uint64_t t0 = mw_now_ns();
             if (wr_recv(n->router, &n->rx, true, ZMQ_DONTWAIT, &e) != 0) {
                 if (errno == EAGAIN || errno == EINTR) break;
                 rc = mw_errf(err, "%s", e.msg);
                 goto out;
             }
-            n->rx_at = now_ns();
+            n->rx_at = mw_now_ns();
             n->t_recv += n->rx_at - t0;
             handle(n);
-            n->t_handle += now_ns() - n->rx_at;
+            n->t_handle += mw_now_ns() - n->rx_at;
         }
         if (n->n_req) execute_round(n);
         /* The next batch is a network round trip away at best: the workers sleep meanwhile

@@ -11,6 +11,7 @@
  * for tasks already started. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
+#include "util/mw_time.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -18,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define KN_POOL_MAX       256
@@ -49,12 +49,6 @@ struct kn_pool {
     void *scratch;
     size_t scratch_cap;
 };
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Bumped by kn_pool_park(NULL): every pool's workers stop spinning. */
 static atomic_uint park_all;
@@ -109,13 +103,13 @@ static void *worker_main(void *vp) {
     for (;;) {
         /* park: spin for spin_ns (unless parked meanwhile), then sleep until a job or a
          * kn_pool_wake, which starts the spin over */
-        int64_t t0 = now_ns();
+        int64_t t0 = (int64_t)mw_now_ns();
         for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
             const bool check = spin_turn(i);
             if (park_stamp(p) != parked ||
-                (check &&
-                 now_ns() - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed))) {
+                (check && (int64_t)mw_now_ns() - t0 >
+                              atomic_load_explicit(&p->spin_ns, memory_order_relaxed))) {
                 pthread_mutex_lock(&p->mu);
                 atomic_fetch_add(&p->sleepers, 1);
                 const unsigned woken = atomic_load(&p->wake);
@@ -124,7 +118,7 @@ static void *worker_main(void *vp) {
                     pthread_cond_wait(&p->wake_cv, &p->mu);
                 atomic_fetch_sub(&p->sleepers, 1);
                 pthread_mutex_unlock(&p->mu);
-                t0 = now_ns();
+                t0 = (int64_t)mw_now_ns();
                 i = 0;
                 parked = park_stamp(p);
             }
@@ -310,10 +304,10 @@ void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     inside = outer;
     run_tasks(p);
     /* wait for the tasks other threads started */
-    const int64_t t0 = now_ns();
+    const int64_t t0 = (int64_t)mw_now_ns();
     for (unsigned i = 1; atomic_load(&p->active) != 0; i++) {
         if (spin_turn(i) &&
-            now_ns() - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed)) {
+            (int64_t)mw_now_ns() - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed)) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->done_waiter, 1);
             while (atomic_load(&p->active) != 0) pthread_cond_wait(&p->done_cv, &p->mu);

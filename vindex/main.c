@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "vindex/vx_strmap.h"
 #include "vindex/vx_synth.h"
 #include "vindex/vx_vindex.h"
+#include "util/mw_time.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage:\n"
@@ -27,12 +27,6 @@ static void usage(FILE *f) {
                "               --format gguf|vindex OUT\n");
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* A progress bar on a terminal (stderr), redrawn at most ten times a second. */
 typedef struct bar {
     const char *what;
@@ -43,7 +37,7 @@ typedef struct bar {
 static void bar_draw(void *ctx, uint64_t done, uint64_t total) {
     bar *b = ctx;
     if (!b->on) return;
-    double t = now_s();
+    double t = mw_now_s();
     if (done < total && t - b->last < 0.1) return;
     b->last = t;
     int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
@@ -55,7 +49,7 @@ static void bar_draw(void *ctx, uint64_t done, uint64_t total) {
 }
 
 static bar bar_new(const char *what) {
-    bar b = {what, now_s(), 0, isatty(2) == 1};
+    bar b = {what, mw_now_s(), 0, isatty(2) == 1};
     return b;
 }
 
@@ -145,9 +139,9 @@ static int cmd_extract(int argc, char **argv) {
     opts.progress = bar_draw;
     opts.progress_ctx = &b;
     vx_extract_stats st;
-    double t0 = now_s();
+    double t0 = mw_now_s();
     int rc = vx_extract(in, out, &opts, &st, &err);
-    double dt = now_s() - t0;
+    double dt = mw_now_s() - t0;
     vx_input_close(in);
     if (rc) return fail(&err);
     uint64_t bytes = st.dense_bytes + st.expert_bytes;
@@ -182,9 +176,9 @@ static int cmd_verify(int argc, char **argv) {
     mw_err err;
     bar b = bar_new("verify");
     uint64_t bytes = 0;
-    double t0 = now_s();
+    double t0 = mw_now_s();
     int rc = vx_verify(argv[0], bar_draw, &b, &bytes, &err);
-    double dt = now_s() - t0;
+    double dt = mw_now_s() - t0;
     if (rc) return fail(&err);
     printf("%s: ok (%.1f MB checked in %.2f s, %.0f MB/s)\n", argv[0], (double)bytes / 1e6, dt,
            (double)bytes / 1e6 / (dt > 1e-9 ? dt : 1e-9));
@@ -238,7 +232,7 @@ static int cmd_synth(int argc, char **argv) {
     vx_input *in;
     if (vx_synth_input(&o, &in, &err)) return fprintf(stderr, "vindex synth: %s\n", err.msg), 2;
     bar b = bar_new("synth");
-    double t0 = now_s();
+    double t0 = mw_now_s();
     int rc;
     if (!strcmp(format, "gguf")) {
         rc = vx_input_write_gguf(in, out, bar_draw, &b, &err);
@@ -248,7 +242,7 @@ static int cmd_synth(int argc, char **argv) {
     }
     vx_input_close(in);
     if (rc) return fail(&err);
-    printf("wrote %s (%s) in %.2f s\n", out, format, now_s() - t0);
+    printf("wrote %s (%s) in %.2f s\n", out, format, mw_now_s() - t0);
     return 0;
 }
 

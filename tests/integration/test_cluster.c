@@ -7,6 +7,7 @@
  *  - replicas, an unowned expert, another model's node, a node killed mid-generation and a node
  *    that stops answering all end as documented. */
 #include "tests/support/mw_test.h"
+#include "util/mw_time.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define PROMPT     "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16" /* longer than gpt-oss-tiny's window */
@@ -482,12 +482,6 @@ static void test_another_models_node_is_refused(void **state) {
     stop_node(&a);
 }
 
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Starts a long generation over two nodes; returns the coordinator's pid. */
 static pid_t long_generation(const started *a, const started *b, const char *deadline,
                              const char *log) {
@@ -521,10 +515,10 @@ static void test_killed_node_ends_the_run_within_2s(void **state) {
     char log[4300];
     snprintf(log, sizeof log, "%s/killed.log", dir);
     pid_t co = long_generation(&a, &b, "60000", log);
-    long long t0 = now_ms();
+    long long t0 = mw_now_ms();
     kill(b.pid, SIGKILL);
     int st = mwt_wait(co, 2000);
-    long long dt = now_ms() - t0;
+    long long dt = mw_now_ms() - t0;
     b.pid = 0;
     if (st == -2) {
         kill(co, SIGKILL);

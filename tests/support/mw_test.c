@@ -1,5 +1,6 @@
 /* tests/support/mw_test.c — implementation of the shared test helpers. */
 #include "tests/support/mw_test.h"
+#include "util/mw_time.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +17,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -224,14 +224,8 @@ static char *slurp_fd(int fd) {
     return buf;
 }
 
-static long long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int mwt_wait(pid_t pid, int timeout_ms) {
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = mw_now_ms() + timeout_ms;
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, timeout_ms > 0 ? WNOHANG : 0);
@@ -241,7 +235,7 @@ int mwt_wait(pid_t pid, int timeout_ms) {
             return -1;
         }
         if (r < 0 && errno != EINTR) return -1;
-        if (timeout_ms > 0 && now_ms() > deadline) return -2;
+        if (timeout_ms > 0 && mw_now_ms() > deadline) return -2;
         usleep(2000);
     }
 }
@@ -292,7 +286,7 @@ pid_t mwt_spawn(char *const argv[], const char *log_path) {
 }
 
 char *mwt_wait_ready(const char *path, pid_t pid, int timeout_ms) {
-    long long deadline = now_ms() + timeout_ms;
+    long long deadline = mw_now_ms() + timeout_ms;
     for (;;) {
         char *s = mwt_read_file(path, NULL);
         if (s) {
@@ -300,7 +294,7 @@ char *mwt_wait_ready(const char *path, pid_t pid, int timeout_ms) {
             if (s[0]) return s;
             free(s);
         }
-        if (mwt_wait(pid, 1) != -2 || now_ms() > deadline) return NULL;
+        if (mwt_wait(pid, 1) != -2 || mw_now_ms() > deadline) return NULL;
         usleep(10000);
     }
 }

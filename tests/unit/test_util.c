@@ -1,8 +1,10 @@
-/* tests/unit/test_util.c — mw_err formatting and wrapping. */
+/* tests/unit/test_util.c — mw_err formatting and wrapping; the monotonic clock. */
 #include "tests/support/mw_test.h"
 #include "util/mw_err.h"
+#include "util/mw_time.h"
 
 #include <string.h>
+#include <unistd.h>
 
 static void test_errf_returns_minus_one_and_formats(void **state) {
     (void)state;
@@ -34,11 +36,35 @@ static void test_long_messages_are_truncated_not_overflowed(void **state) {
     assert_int_equal(strlen(e.msg), MW_ERR_MAX - 1);
 }
 
+/* The three units read one clock: it never goes back, and 20 ms of sleep show in each. */
+static void test_clock_is_monotonic_in_every_unit(void **state) {
+    (void)state;
+    uint64_t ns0 = mw_now_ns();
+    int64_t ms0 = mw_now_ms();
+    double s0 = mw_now_s();
+    usleep(20000);
+    uint64_t ns1 = mw_now_ns();
+    int64_t ms1 = mw_now_ms();
+    double s1 = mw_now_s();
+    assert_true(ns1 - ns0 >= 20000000u);
+    assert_true(ms1 - ms0 >= 19); /* truncated to whole milliseconds */
+    assert_true(s1 - s0 >= 0.0199);
+    assert_true(ns1 >= ns0 && ms1 >= ms0 && s1 >= s0);
+    /* the same clock: seconds and milliseconds agree with nanoseconds read around them */
+    uint64_t a = mw_now_ns();
+    double s = mw_now_s();
+    int64_t ms = mw_now_ms();
+    uint64_t b = mw_now_ns();
+    assert_true(s * 1e9 >= (double)a - 1e3 && s * 1e9 <= (double)b + 1e3);
+    assert_true(ms >= (int64_t)(a / 1000000) && ms <= (int64_t)(b / 1000000));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errf_returns_minus_one_and_formats),
         cmocka_unit_test(test_wrap_prefixes),
         cmocka_unit_test(test_long_messages_are_truncated_not_overflowed),
+        cmocka_unit_test(test_clock_is_monotonic_in_every_unit),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
