@@ -132,7 +132,7 @@ static void run_case(const bench_case *c, kn_numerics num, const double bw[3], d
     printf("\n%s: %s %lld x %lld, %.1f MB per call, rotating over %d (%.0f MB; LLC %.0f MB), "
            "numerics %s\n",
            c->name, c->type, (long long)c->rows, (long long)c->cols, c->bytes / 1e6, c->n,
-           c->n * c->bytes / 1e6, bu_llc_bytes() / 1e6, num ? "q8" : "f32");
+           c->n * c->bytes / 1e6, bu_llc_bytes() / 1e6, kn_numerics_name(num));
     const int64_t cols_max = c->cols > c->rows ? c->cols : c->rows;
     float *X = malloc((size_t)(Ts[3] * cols_max) * sizeof(float));
     float *Y = malloc((size_t)(Ts[3] * cols_max) * sizeof(float));
@@ -170,7 +170,7 @@ static void run_case(const bench_case *c, kn_numerics num, const double bw[3], d
                    "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
                    "\"rows_tokens_per_s\":%.0f,\"ggml_us\":%.0f,\"vs_ggml\":%.3f}\n",
                    c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
-                   num ? "q8" : "f32", isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes,
+                   kn_numerics_name(num), isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes,
                    gbps, bw[threads], pct, rt, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
             fflush(stdout);
         }

@@ -89,12 +89,9 @@ static int set_experts(co_opts *o, const char *v, mw_err *err) {
 }
 
 static int set_numerics(co_opts *o, const char *v, mw_err *err) {
-    if (!strcmp(v, "f32"))
-        o->numerics = KN_NUM_F32;
-    else if (!strcmp(v, "q8"))
-        o->numerics = KN_NUM_Q8;
-    else
-        return mw_errf(err, "--numerics: '%s' is not f32 or q8", v);
+    int num = kn_numerics_from_name(v);
+    if (num < 0) return mw_errf(err, "--numerics: '%s' is not f32 or q8", v);
+    o->numerics = (kn_numerics)num;
     return 0;
 }
 

@@ -120,7 +120,7 @@ static int run(gen *g, mw_err *err) {
             "prefill: %lld tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s "
             "(%.1f tok/s)\n",
             o->model, g->model->cfg.arch, g->model->cfg.n_layer, g->experts->name,
-            o->numerics == KN_NUM_Q8 ? "q8" : "f32", kn_pool_size(g->pool), (long long)P, t1 - t0,
+            kn_numerics_name(o->numerics), kn_pool_size(g->pool), (long long)P, t1 - t0,
             (double)P / (t1 - t0), (long long)(N - 1), t2 - t1,
             N > 1 ? (double)(N - 1) / (t2 - t1) : 0.0);
     const co_backend_kind *kind = co_backend_find(o->experts);

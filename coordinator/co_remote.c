@@ -115,10 +115,6 @@ static void read_monitor(node *n) {
 
 /* ---- handshake and ownership ---------------------------------------------------------------- */
 
-static const char *numerics_name(kn_numerics num) {
-    return num == KN_NUM_Q8 ? "q8" : "f32";
-}
-
 /* Whether the comma-separated list `have` contains `want`. */
 static bool list_has(const char *have, const char *want) {
     size_t w = strlen(want);
@@ -141,9 +137,9 @@ static int take_welcome(remote *r, int i, const wr_welcome *w, mw_err *err) {
         return mw_errf(
             err, "%s serves width %u, %u layers × %u experts; the model has %lld, %d × %d", n->name,
             w->width, w->n_layers, w->n_experts, (long long)o->width, o->n_layers, o->n_experts);
-    if (!list_has(w->numerics, numerics_name(o->numerics)))
+    if (!list_has(w->numerics, kn_numerics_name(o->numerics)))
         return mw_errf(err, "%s serves numerics %s, the coordinator runs %s", n->name, w->numerics,
-                       numerics_name(o->numerics));
+                       kn_numerics_name(o->numerics));
     if (w->capacity < 1) return mw_errf(err, "%s announces capacity 0", n->name);
     snprintf(n->node_id, sizeof n->node_id, "%s", w->node_id);
     snprintf(n->backend, sizeof n->backend, "%s", w->backend);

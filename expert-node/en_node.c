@@ -156,10 +156,11 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
     wr_in_init(&n->in, &n->lim);
 
     snprintf(n->backend, sizeof n->backend, "cpu-%s", kn_isa_name(kn_isa_active()));
-    snprintf(n->numerics, sizeof n->numerics, "%s",
-             opts->numerics < 0            ? "f32,q8"
-             : opts->numerics == KN_NUM_Q8 ? "q8"
-                                           : "f32");
+    if (opts->numerics < 0) /* any: every numerics, as a list */
+        snprintf(n->numerics, sizeof n->numerics, "%s,%s", kn_numerics_name(KN_NUM_F32),
+                 kn_numerics_name(KN_NUM_Q8));
+    else
+        snprintf(n->numerics, sizeof n->numerics, "%s", kn_numerics_name(opts->numerics));
     n->pool = kn_pool_create(opts->threads);
     if (opts->poll_us >= 0) kn_pool_set_poll(n->pool, opts->poll_us);
     n->ws = md_moe_ws_new();

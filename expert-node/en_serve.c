@@ -55,7 +55,7 @@ static int check_batch(en_node *n, uint64_t seq, const wr_batch *b, wr_code *cod
     if (n->opts.numerics >= 0 && (int)b->numerics != n->opts.numerics)
         return *code = WR_E_UNEXPECTED,
                mw_errf(err, "%s seq %" PRIu64 ": numerics %s is not served (this node: %s)", k, seq,
-                       b->numerics == WR_NUM_Q8 ? "q8" : "f32", n->numerics);
+                       kn_numerics_name((kn_numerics)b->numerics), n->numerics);
     if ((int64_t)b->width != n->width)
         return *code = WR_E_SHAPE, mw_errf(err, "%s seq %" PRIu64 ": width %u, the model's is %lld",
                                            k, seq, b->width, (long long)n->width);

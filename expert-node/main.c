@@ -92,13 +92,8 @@ int main(int argc, char **argv) {
             if (parse_int(a, v, 1, 1 << 16, &x)) return 2;
             o.capacity = (uint32_t)x;
         } else if (!strcmp(a, "--numerics")) {
-            if (!strcmp(v, "f32"))
-                o.numerics = KN_NUM_F32;
-            else if (!strcmp(v, "q8"))
-                o.numerics = KN_NUM_Q8;
-            else if (!strcmp(v, "any"))
-                o.numerics = -1;
-            else {
+            o.numerics = !strcmp(v, "any") ? -1 : kn_numerics_from_name(v);
+            if (o.numerics < 0 && strcmp(v, "any")) {
                 fprintf(stderr, "expert-node: --numerics %s: expected f32, q8 or any\n", v);
                 return 2;
             }

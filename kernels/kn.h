@@ -129,6 +129,12 @@ int kn_cpu_at(int index);
 /* ---- matrices and matmul ------------------------------------------------------------------- */
 
 typedef enum kn_numerics { KN_NUM_F32 = 0, KN_NUM_Q8 = 1 } kn_numerics;
+#define KN_NUM_COUNT 2
+
+/* "f32" or "q8": the name options, the handshake and the reports use ("unknown" out of range). */
+const char *kn_numerics_name(kn_numerics num);
+/* The numerics called `name`, or -1. */
+int kn_numerics_from_name(const char *name);
 
 /* A row-major matrix of `rows` outputs by `cols` inputs in a block format (a GGUF weight with
  * ne = [cols, rows]). A vector (bias, norm weight) is a matrix with rows == 1. */

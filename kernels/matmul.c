@@ -9,6 +9,19 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+static const char *const numerics_names[KN_NUM_COUNT] = {[KN_NUM_F32] = "f32", [KN_NUM_Q8] = "q8"};
+
+const char *kn_numerics_name(kn_numerics num) {
+    return (unsigned)num < KN_NUM_COUNT ? numerics_names[num] : "unknown";
+}
+
+int kn_numerics_from_name(const char *name) {
+    for (int i = 0; name && i < KN_NUM_COUNT; i++)
+        if (!strcmp(numerics_names[i], name)) return i;
+    return -1;
+}
 
 /* Below this many multiply-adds a job runs on the caller alone: waking a worker costs more. */
 #define KN_MIN_PARALLEL_MACS (256 * 1024)

@@ -71,7 +71,7 @@ static void test_neon_matches_scalar(void) {
                     kn_matmul(&W, X, Ts[k], Y, (kn_numerics)num, k & 1 ? pool : NULL);
                     char what[128];
                     snprintf(what, sizeof what, "neon %s %s %lldx%lld T=%lld", kn_type_name(t),
-                             num ? "q8" : "f32", (long long)rows, (long long)cols,
+                             kn_numerics_name(num), (long long)rows, (long long)cols,
                              (long long)Ts[k]);
                     if (!kt_same_bits(what, Y, single, (size_t)(Ts[k] * rows))) {
                         failures++;

@@ -108,7 +108,7 @@ static void test_expert_matches_composition_and_reference(void **state) {
             const double rel = kt_rel_to_max(Y, R, T * hidden);
             /* Q8: an intermediate on an int8 rounding boundary may move one value a little */
             if (rel > (num ? 2e-3 : 1e-5))
-                fail_msg("%s %s: %.2e from float64", kn_type_name(t), num ? "q8" : "f32", rel);
+                fail_msg("%s %s: %.2e from float64", kn_type_name(t), kn_numerics_name(num), rel);
             /* batch invariance through the fused op: row 3 alone */
             float one[2880];
             assert_int_equal(
@@ -201,8 +201,8 @@ static void test_experts_run_equals_single_calls(void **state) {
                 assert_int_equal(
                     kn_experts_run(calls, n, &glu, (kn_numerics)num, p ? pool : NULL, &err), 0);
                 char what[80];
-                snprintf(what, sizeof what, "%d experts, %s, %d thread(s)", n, num ? "q8" : "f32",
-                         p + 1);
+                snprintf(what, sizeof what, "%d experts, %s, %d thread(s)", n,
+                         kn_numerics_name(num), p + 1);
                 assert_true(kt_same_bits(what, Y, S, off[n] * hidden));
             }
         }

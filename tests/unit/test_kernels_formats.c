@@ -89,6 +89,19 @@ static void test_traits_table(void **state) {
     assert_int_equal(kn_row_size(KN_F32, -1), 0);
 }
 
+/* The numerics names the CLI, the handshake and the reports share. */
+static void test_numerics_names(void **state) {
+    (void)state;
+    assert_string_equal(kn_numerics_name(KN_NUM_F32), "f32");
+    assert_string_equal(kn_numerics_name(KN_NUM_Q8), "q8");
+    assert_string_equal(kn_numerics_name((kn_numerics)7), "unknown");
+    for (int i = 0; i < KN_NUM_COUNT; i++)
+        assert_int_equal(kn_numerics_from_name(kn_numerics_name((kn_numerics)i)), i);
+    assert_int_equal(kn_numerics_from_name("Q8"), -1);
+    assert_int_equal(kn_numerics_from_name("any"), -1);
+    assert_int_equal(kn_numerics_from_name(NULL), -1);
+}
+
 static void test_fp16_all_values_round_trip(void **state) {
     (void)state;
     for (uint32_t h = 0; h < 65536; h++) {
@@ -369,6 +382,7 @@ static void test_activation_prep_all_isas(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_traits_table),
+        cmocka_unit_test(test_numerics_names),
         cmocka_unit_test(test_fp16_all_values_round_trip),
         cmocka_unit_test(test_fp16_rounding_matches_f16c),
         cmocka_unit_test(test_bf16),

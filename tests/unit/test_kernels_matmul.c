@@ -125,7 +125,7 @@ static void test_invariance_batch_threads_isa(void **state) {
                         run(&W, X, T, Y, (kn_numerics)num, k & 1 ? NULL : pool);
                         char what[160];
                         snprintf(what, sizeof what, "%s %s %s %lldx%lld T=%lld (%s)", isas[i].name,
-                                 kn_type_name(t), num ? "q8" : "f32", (long long)rows,
+                                 kn_type_name(t), kn_numerics_name(num), (long long)rows,
                                  (long long)cols, (long long)T, k & 1 ? "1 thread" : "2 threads");
                         assert_true(kt_same_bits(what, Y, single, T * rows));
                     }
@@ -172,7 +172,7 @@ static void test_matmul_many_equals_single(void **state) {
                     for (int i = 0; i < n; i++) {
                         char what[96];
                         snprintf(what, sizeof what, "%s in %d, T=%lld, %s, %d thread(s)",
-                                 kn_type_name(types[i]), n, (long long)T, num ? "q8" : "f32",
+                                 kn_type_name(types[i]), n, (long long)T, kn_numerics_name(num),
                                  p + 1);
                         assert_true(kt_same_bits(what, Y[i], S[i], T * W[i].rows));
                     }

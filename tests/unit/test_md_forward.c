@@ -253,7 +253,7 @@ static void check_prefill_decode(const char *name) {
         float *b = run_decode(&f, (kn_numerics)num, pool);
         double d = mwt_max_abs_diff(a, b, n);
         printf("    %s %s: prefill (1 thread) vs decode (2 threads) max |diff| %.3g\n", name,
-               num == KN_NUM_F32 ? "f32" : "q8", d);
+               kn_numerics_name(num), d);
         /* batch-invariant kernels and per-row attention: the same bits */
         assert_true(d == 0);
         free(a);
