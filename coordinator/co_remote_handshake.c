@@ -1,0 +1,200 @@
+/* coordinator/co_remote_handshake.c — the remote backend meets its nodes: one DEALER per node
+ * with a monitor for disconnects, Hello/Welcome with every node at once, each Welcome checked
+ * against the coordinator's model (fingerprint, shape, numerics, capacity), and the ownership map
+ * built from the owned sets: an expert nobody owns is an error naming it, an expert several nodes
+ * own is a replica, and co__remote_route spreads a layer's experts over the replicas. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "coordinator/co_remote_internal.h"
+#include "kernels/kn.h"
+#include "util/mw_time.h"
+#include "wire/wr_zmq.h"
+
+/* ---- sockets ------------------------------------------------------------------------------- */
+
+int co__remote_connect(co__remote *r, int i, mw_err *err) {
+    co__node *n = &r->nodes[i];
+    n->sock = zmq_socket(r->zctx, ZMQ_DEALER);
+    n->mon = zmq_socket(r->zctx, ZMQ_PAIR);
+    if (!n->sock || !n->mon) return mw_errf(err, "%s: cannot create a socket", n->name);
+    if (wr_socket_setup(n->sock, &r->in.lim, err)) return mw_err_wrap(err, "%s", n->name);
+    /* Disconnects are watched so a dead node fails the layer at once, not at the deadline. */
+    char addr[64];
+    snprintf(addr, sizeof addr, "inproc://co-remote-%p-%d", (void *)r, i);
+    if (zmq_socket_monitor(n->sock, addr, ZMQ_EVENT_DISCONNECTED) != 0 ||
+        zmq_connect(n->mon, addr) != 0)
+        return mw_errf(err, "%s: cannot monitor the socket: %s", n->name, zmq_strerror(errno));
+    int t = r->o.connect_ms;
+    zmq_setsockopt(n->sock, ZMQ_SNDTIMEO, &t, sizeof t);
+    if (zmq_connect(n->sock, n->endpoint) != 0)
+        return mw_errf(err, "%s: cannot connect: %s", n->name, zmq_strerror(errno));
+    return 0;
+}
+
+void co__remote_read_monitor(co__node *n) {
+    for (;;) {
+        zmq_msg_t ev, ep;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, n->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t id = 0;
+        if (zmq_msg_size(&ev) >= 2) memcpy(&id, zmq_msg_data(&ev), 2);
+        bool more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {
+            zmq_msg_init(&ep);
+            zmq_msg_recv(&ep, n->mon, 0);
+            zmq_msg_close(&ep);
+        }
+        if (id == ZMQ_EVENT_DISCONNECTED) n->down = true;
+    }
+}
+
+/* ---- Hello / Welcome ------------------------------------------------------------------------ */
+
+/* Whether the comma-separated list `have` contains `want`. */
+static bool list_has(const char *have, const char *want) {
+    size_t w = strlen(want);
+    for (const char *p = have; *p;) {
+        size_t l = strcspn(p, ",");
+        if (l == w && !strncmp(p, want, w)) return true;
+        p += l + (p[l] == ',');
+    }
+    return false;
+}
+
+/* Checks node i's Welcome against the model, keeps what it announced, and adds its owned
+ * (layer, expert) cells to the ownership map. */
+static int take_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
+    co__node *n = &r->nodes[i];
+    const co_remote_opts *o = &r->o;
+    if (o->fingerprint && o->fingerprint[0] && strcmp(w->fingerprint, o->fingerprint))
+        return mw_errf(err, "%s serves model %.64s, the coordinator's is %.64s", n->name,
+                       w->fingerprint, o->fingerprint);
+    if ((int64_t)w->width != o->width || (int)w->n_layers != o->n_layers ||
+        (int)w->n_experts != o->n_experts)
+        return mw_errf(
+            err, "%s serves width %u, %u layers × %u experts; the model has %lld, %d × %d", n->name,
+            w->width, w->n_layers, w->n_experts, (long long)o->width, o->n_layers, o->n_experts);
+    if (!list_has(w->numerics, kn_numerics_name(o->numerics)))
+        return mw_errf(err, "%s serves numerics %s, the coordinator runs %s", n->name, w->numerics,
+                       kn_numerics_name(o->numerics));
+    if (w->capacity < 1) return mw_errf(err, "%s announces capacity 0", n->name);
+    snprintf(n->node_id, sizeof n->node_id, "%s", w->node_id);
+    snprintf(n->backend, sizeof n->backend, "%s", w->backend);
+    snprintf(n->numerics, sizeof n->numerics, "%s", w->numerics);
+    n->capacity = w->capacity;
+    n->threads = w->threads;
+    size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
+    for (size_t c = 0; c < cells; c++)
+        if ((w->owned[c / 8] >> (c % 8)) & 1)
+            r->owner[c * (size_t)o->n_nodes + r->n_owner[c]++] = i;
+    return 0;
+}
+
+/* Sends Hello to every node before waiting for any answer. */
+static int send_hellos(co__remote *r, mw_err *err) {
+    const co_remote_opts *o = &r->o;
+    wr_msg hello = {.kind = WR_MSG_HELLO, .hello = {"coordinator", o->fingerprint}};
+    for (int i = 0; i < o->n_nodes; i++) {
+        hello.seq = ++r->seq;
+        if (wr_pack(&r->out, &hello, (wr_codec){WR_F32, false}, err)) return -1;
+        if (wr_send(r->nodes[i].sock, NULL, 0, &r->out, 0, err))
+            return mw_errf(err, "%s: cannot connect within %d ms", r->nodes[i].name, o->connect_ms);
+        r->nodes[i].pending = 1;
+        wr_stats_ctrl(&r->acct.wire, i)->tx_bytes += r->out.bytes;
+    }
+    return 0;
+}
+
+/* Reads one answer from node i: 1 when it was the node's Welcome, 0 for a stray message. */
+static int read_welcome(co__remote *r, int i, mw_err *err) {
+    co__node *n = &r->nodes[i];
+    if (wr_recv(n->sock, &r->rx, false, 0, err)) return mw_err_wrap(err, "%s", n->name);
+    wr_msg m;
+    wr_code code;
+    if (wr_parse(&r->in, r->rx.parts, r->rx.n_parts, r->rx.truncated, &m, &code, err))
+        return mw_err_wrap(err, "%s sent a malformed answer", n->name);
+    wr_stats_ctrl(&r->acct.wire, i)->rx_bytes += r->in.bytes;
+    if (m.kind == WR_MSG_ERROR)
+        return mw_errf(err, "%s refused the handshake: %s: %s", n->name, wr_code_name(m.error.code),
+                       m.error.message);
+    if (m.kind != WR_MSG_WELCOME || !n->pending) return 0; /* stray: ignore */
+    if (take_welcome(r, i, &m.welcome, err)) return -1;
+    n->pending = 0;
+    return 1;
+}
+
+/* Waits for every node's Welcome within connect_ms. */
+static int await_welcomes(co__remote *r, mw_err *err) {
+    const co_remote_opts *o = &r->o;
+    uint64_t deadline = mw_now_ns() + (uint64_t)o->connect_ms * 1000000ull;
+    for (int left = o->n_nodes; left > 0;) {
+        zmq_pollitem_t items[o->n_nodes];
+        for (int i = 0; i < o->n_nodes; i++)
+            items[i] = (zmq_pollitem_t){r->nodes[i].sock, 0, ZMQ_POLLIN, 0};
+        uint64_t t = mw_now_ns();
+        long wait = t >= deadline ? 0 : (long)((deadline - t) / 1000000ull) + 1;
+        int rc = wait ? zmq_poll(items, o->n_nodes, wait) : 0;
+        if (rc < 0 && errno != EINTR) return mw_errf(err, "poll: %s", zmq_strerror(errno));
+        if (rc == 0 && mw_now_ns() >= deadline) {
+            for (int i = 0; i < o->n_nodes; i++)
+                if (r->nodes[i].pending)
+                    return mw_errf(err, "%s: no answer to the handshake within %d ms",
+                                   r->nodes[i].name, o->connect_ms);
+        }
+        for (int i = 0; i < o->n_nodes; i++) {
+            if (!(items[i].revents & ZMQ_POLLIN)) continue;
+            int got = read_welcome(r, i, err);
+            if (got < 0) return -1;
+            left -= got;
+        }
+    }
+    return 0;
+}
+
+/* Every (layer, expert) must have an owner; the error lists the missing ones as layer:experts
+ * ranges. */
+static int check_coverage(const co__remote *r, mw_err *err) {
+    const int L = r->o.n_layers, E = r->o.n_experts;
+    char list[MW_ERR_MAX / 2] = "";
+    size_t len = 0;
+    long missing = 0;
+    for (int l = 0; l < L; l++) {
+        for (int e = 0; e < E; e++) {
+            if (r->n_owner[(size_t)l * E + e]) continue;
+            int end = e;
+            while (end + 1 < E && !r->n_owner[(size_t)l * E + end + 1]) end++;
+            missing += end - e + 1;
+            char item[40];
+            if (end > e)
+                snprintf(item, sizeof item, "%s%d:%d-%d", len ? ", " : "", l, e, end);
+            else
+                snprintf(item, sizeof item, "%s%d:%d", len ? ", " : "", l, e);
+            if (len + strlen(item) < sizeof list - 4)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s", item);
+            else if (!strstr(list, "..."))
+                len += (size_t)snprintf(list + len, sizeof list - len, " ...");
+            e = end;
+        }
+    }
+    if (missing)
+        return mw_errf(err, "%ld experts are owned by no node (layer:experts): %s", missing, list);
+    return 0;
+}
+
+int co__remote_handshake(co__remote *r, mw_err *err) {
+    return send_hellos(r, err) || await_welcomes(r, err) || check_coverage(r, err) ? -1 : 0;
+}
+
+/* One of the owners, chosen from the pair so that a layer's experts spread over replicas. */
+int co__remote_route(const co__remote *r, int layer, int expert) {
+    size_t c = (size_t)layer * (size_t)r->o.n_experts + (size_t)expert;
+    int k = r->n_owner[c];
+    return k ? r->owner[c * (size_t)r->o.n_nodes + (size_t)((layer + expert) % k)] : -1;
+}

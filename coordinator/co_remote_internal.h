@@ -1,0 +1,113 @@
+/* coordinator/co_remote_internal.h — what the remote backend's three files share: the node and
+ * backend state, the handshake (co_remote_handshake.c), and the accounting that dispatch and
+ * combine (co_remote.c) feed and the report (co_remote_stats.c) reads. Not for other modules. */
+#ifndef CO_REMOTE_INTERNAL_H
+#define CO_REMOTE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/co_remote.h"
+#include "wire/wr_msg.h"
+#include "wire/wr_stats.h"
+#include "wire/wr_zmq.h"
+
+/* One expert node: its connection, what its Welcome announced, and this layer's work. */
+typedef struct co__node {
+    char name[320]; /* "node 1 (tcp://h:p)" for messages */
+    char endpoint[256];
+    char node_id[128], backend[32], numerics[32];
+    uint32_t capacity, threads;
+    void *sock, *mon; /* DEALER, and the PAIR its disconnect events arrive on */
+    bool down;
+    /* this layer's work, rebuilt every call */
+    int32_t *rows; /* batch row of each local row, ascending */
+    wr_assign *assign;
+    int64_t *src; /* exact mode: index t·k + j of each assignment */
+    float *x, *y;
+    size_t rows_cap, assign_cap, src_cap, x_cap, y_cap;
+    int64_t n_rows, n_assign;
+    int pending; /* pieces in flight */
+} co__node;
+
+/* One ExpertBatch in flight: rows [r0, r1) and assignments [a0, a1) of a node's work. */
+typedef struct co__piece {
+    int node;
+    uint64_t seq, t_send;
+    int64_t r0, r1, a0, a1;
+    bool done;
+} co__piece;
+
+/* Where a layer call's time goes in the coordinator, in the order of the story in co_remote.c. */
+typedef enum co__phase {
+    CO__SPLIT,   /* splitting the rows by node */
+    CO__ENCODE,  /* packing the batches */
+    CO__SEND,    /* handing them to ZeroMQ */
+    CO__WAIT,    /* blocked in zmq_poll */
+    CO__DECODE,  /* receiving and checking the replies */
+    CO__COMBINE, /* the fixed-order sum */
+    CO__PHASES
+} co__phase;
+
+/* The backend's accounting: wire traffic per node × layer, rows and time per layer, time per
+ * phase, and the critical path's tail (the reply that completed each layer call). */
+typedef struct co__acct {
+    wr_stats wire;
+    int64_t *layer_rows;  /* [layer]: rows through the layer */
+    uint64_t *layer_wall; /* [layer]: first send to last reply, summed */
+    uint64_t *layer_calls;
+    uint64_t phase_ns[CO__PHASES];  /* all layers */
+    uint64_t tail_ns;               /* summed over layer calls */
+    uint32_t tail_log[CO_TAIL_LOG]; /* the last CO_TAIL_LOG layer calls' tails (us) */
+    uint64_t n_tail;
+} co__acct;
+
+typedef struct co__remote {
+    co_remote_opts o;
+    co__node *nodes;
+    void *zctx;
+    int32_t *owner;   /* [cell × n_nodes + i]: owners of cell = layer × n_experts + expert */
+    int32_t *n_owner; /* [cell] */
+    uint64_t seq;
+    wr_out out; /* control messages */
+    wr_in in;
+    wr_rx rx;
+    co__piece *pieces;
+    size_t pieces_cap;
+    int n_pieces;
+    wr_out *outs; /* [piece]: its packed ExpertBatch */
+    size_t outs_cap, outs_init;
+    wr_assign *scratch; /* a piece's assignments with rows relative to its first row */
+    size_t scratch_cap;
+    const float **yptr; /* exact mode: output row of assignment t·k + j */
+    size_t yptr_cap;
+    uint64_t last_tail; /* this layer call's last reply: round trip minus node queue and compute */
+    co__acct acct;
+} co__remote;
+
+/* ---- co_remote_handshake.c: greeting the nodes, the ownership map ---- */
+
+/* Creates node i's DEALER and the monitor that reports its disconnects, and connects it. */
+int co__remote_connect(co__remote *r, int i, mw_err *err);
+/* Drains a node's monitor; marks the node down on a disconnect. */
+void co__remote_read_monitor(co__node *n);
+/* Hello to every node, each Welcome checked against the model and folded into the ownership
+ * map; then every (layer, expert) must have an owner. */
+int co__remote_handshake(co__remote *r, mw_err *err);
+/* The node serving (layer, expert), -1 when none owns it. */
+int co__remote_route(const co__remote *r, int layer, int expert);
+
+/* ---- co_remote_stats.c: the accounting ---- */
+
+int co__acct_init(co__acct *a, int n_nodes, int n_layers, mw_err *err);
+void co__acct_free(co__acct *a);
+/* An ExpertBatch of `bytes` carrying `rows` rows and `assign` assignments went to a node. */
+void co__acct_sent(co__acct *a, int node, int layer, uint64_t bytes, int64_t rows, int64_t assign);
+/* Its reply arrived: `bytes` on the wire, `rtt_ns` after the send. */
+void co__acct_reply(co__acct *a, int node, int layer, uint64_t bytes, const wr_partial *y,
+                    uint64_t rtt_ns);
+/* A layer call of `rows` rows finished `wall_ns` after its first send; `tail_ns` is the
+ * critical path's wire and wake-up time (the last reply's round trip minus the node's time). */
+void co__acct_layer(co__acct *a, int layer, int64_t rows, uint64_t wall_ns, uint64_t tail_ns);
+
+#endif
