@@ -48,7 +48,7 @@
 #include <unistd.h>
 
 #include "bench/bench_util.h"
-#include "coordinator/co_loopback.h"
+#include "coordinator/co_cluster.h"
 #include "coordinator/co_remote.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
@@ -157,6 +157,10 @@ static void timed_reset(md_expert_backend *b) {
     timed *t = b->impl;
     t->sec = 0;
     t->calls = 0;
+}
+
+static void cluster_reset(md_expert_backend *b) {
+    co_remote_reset_stats(co_cluster_remote(b));
 }
 
 /* A context decoding through `experts`, the PROMPT tokens already decoded (logits: n_vocab). */
@@ -328,7 +332,6 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
     timed tl = {0};
     md_expert_backend timed_local = {.name = "local", .run = timed_run, .impl = &tl};
     double local_layer_us = 0;
-    co_loopback *lb = NULL;
     cfg_result res[N_CONFIGS] = {{0}};
     kn_pool *pool = kn_pool_create(threads);
     int rc = -1;
@@ -341,39 +344,35 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
         (pin && (md_model_pin_dense(m, &err) || md_local_backend_pin(local, &err))))
         goto done;
     tl.inner = local;
-    co_loopback_opts lo = {.model = path,
-                           .n_nodes = 2,
-                           .n_layers = vx_source_n_layers(src),
-                           .n_experts = vx_source_n_experts(src),
-                           .threads = node_threads,
-                           .timeout_ms = 600000,
-                           .pin = pin,
-                           .bind_cpus = node_affinity};
-    if (co_loopback_start(&lo, &lb, &err)) goto done;
-    const double ping_hot = ping_us(co_loopback_endpoints(lb)[0], 200, NULL),
-                 ping_trunk = ping_us(co_loopback_endpoints(lb)[0], 200, pool);
+    /* The first configuration starts the loopback nodes (and stops them when destroyed, last);
+     * the others connect to the same nodes. */
+    co_cluster_opts co = {.loopback = 2,
+                          .model = path,
+                          .node_threads = node_threads,
+                          .node_pin = pin,
+                          .node_affinity = node_affinity,
+                          .ready_ms = 600000,
+                          .deadline_ms = 600000,
+                          .connect_ms = 60000,
+                          .src = src,
+                          .width = m->cfg.n_embd,
+                          .numerics = KN_NUM_Q8,
+                          .pool = pool};
+    for (int k = 0; k < N_CONFIGS; k++) {
+        co.exact = configs[k].exact;
+        wr_codec_parse(configs[k].codec, &co.codec, NULL);
+        if (co_cluster_create(&co, &res[k].be, &err)) goto done;
+        co.endpoints = co_cluster_endpoints(res[0].be, &co.n_nodes);
+    }
+    const double ping_hot = ping_us(co.endpoints[0], 200, NULL),
+                 ping_trunk = ping_us(co.endpoints[0], 200, pool);
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f,"
            "\"ping_after_trunk_us_median\":%.1f}\n",
            layers, ping_hot, ping_trunk);
     /* Untimed first passes fault the touched experts' pages in (the nodes keep their mappings). */
     if (decode(m, &timed_local, pool, n, NULL, &tok_s, &err)) goto done;
-    for (int k = 0; k < N_CONFIGS; k++) {
-        co_remote_opts ro = {.endpoints = co_loopback_endpoints(lb),
-                             .n_nodes = 2,
-                             .exact = configs[k].exact,
-                             .deadline_ms = 600000,
-                             .connect_ms = 60000,
-                             .fingerprint = vx_source_fingerprint(src),
-                             .n_layers = lo.n_layers,
-                             .n_experts = lo.n_experts,
-                             .width = m->cfg.n_embd,
-                             .numerics = KN_NUM_Q8,
-                             .pool = pool};
-        wr_codec_parse(configs[k].codec, &ro.codec, NULL);
-        if (co_remote_new(&ro, &res[k].be, &err) ||
-            decode(m, res[k].be, pool, n, NULL, &tok_s, &err))
-            goto done;
-    }
+    for (int k = 0; k < N_CONFIGS; k++)
+        if (decode(m, res[k].be, pool, n, NULL, &tok_s, &err)) goto done;
     /* Round r starts at a different configuration (in-process is -1), so none always follows
      * the same one. */
     for (int r = 0; r < rounds; r++) {
@@ -389,11 +388,11 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
                 }
                 continue;
             }
-            if (decode(m, res[k].be, pool, n, co_remote_reset_stats, &tok_s, &err)) goto done;
+            if (decode(m, res[k].be, pool, n, cluster_reset, &tok_s, &err)) goto done;
             round_tok_s[k] = tok_s;
             if (tok_s > res[k].best_tok_s) {
                 res[k].best_tok_s = tok_s;
-                res[k].sum = co_remote_summarize(res[k].be);
+                res[k].sum = co_remote_summarize(co_cluster_remote(res[k].be));
             }
         }
         for (int k = 0; k < N_CONFIGS; k++) res[k].ratio[r] = round_tok_s[k] / round_local;
@@ -438,9 +437,8 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
     rc = 0;
 done:
     if (rc) fprintf(stderr, "bench_cluster: %s\n", err.msg);
-    for (int k = 0; k < N_CONFIGS; k++)
+    for (int k = N_CONFIGS - 1; k >= 0; k--) /* the first one owns the nodes */
         if (res[k].be) res[k].be->destroy(res[k].be);
-    co_loopback_stop(lb);
     if (local) local->destroy(local);
     md_model_free(m);
     vx_source_close(src);

@@ -1,22 +1,78 @@
 /* coordinator/co_backend.c — the backend table. "local" runs the experts in this process through
  * the same executor an expert node runs (model/md_local.h); "remote" sends them to expert nodes
- * (coordinator/co_cluster.h). */
+ * (coordinator/co_cluster.h), its options filled from the command line's. */
 #include "coordinator/co_backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coordinator/co_cluster.h"
 #include "model/md_local.h"
+
+#define MAX_NODES 1024
 
 static int create_local(const co_backend_env *env, md_expert_backend **out, mw_err *err) {
     if (md_local_backend_new(env->src, &env->model->cfg, env->pool, out, err)) return -1;
     return env->opts->pin ? md_local_backend_pin(*out, err) : 0;
 }
 
+/* Splits --nodes "tcp://a:1,tcp://b:2" in place (list is a copy) into ep[0 .. *n). */
+static int split_nodes(char *list, const char *nodes, const char **ep, int *n, mw_err *err) {
+    *n = 0;
+    for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        if (!*tok) continue;
+        if (*n == MAX_NODES) return mw_errf(err, "--nodes: more than %d nodes", MAX_NODES);
+        ep[(*n)++] = tok;
+    }
+    if (!*n) return mw_errf(err, "--nodes '%s': no endpoints", nodes);
+    return 0;
+}
+
+/* The command line's cluster: --nodes or --loopback, --wire, --exact, --deadline-ms and the
+ * loopback nodes' options. */
+static int create_remote(const co_backend_env *env, md_expert_backend **out, mw_err *err) {
+    const co_opts *o = env->opts;
+    *out = NULL;
+    if (o->loopback < 1 && !o->nodes)
+        return mw_errf(err, "--experts remote needs --nodes or --loopback");
+    co_cluster_opts co = {.loopback = o->loopback,
+                          .model = o->model,
+                          .node_threads = o->node_threads,
+                          .node_pin = o->pin,
+                          .node_affinity = o->node_affinity,
+                          .codec = o->wire,
+                          .exact = o->exact,
+                          .deadline_ms = o->deadline_ms,
+                          .src = env->src,
+                          .width = env->model->cfg.n_embd,
+                          .numerics = o->numerics,
+                          .pool = env->pool};
+    char *list = NULL;
+    const char **ep = NULL;
+    int rc = -1;
+    if (o->loopback < 1) {
+        list = strdup(o->nodes);
+        ep = calloc(MAX_NODES, sizeof *ep);
+        if (!list || !ep) {
+            mw_errf(err, "out of memory");
+            goto done;
+        }
+        if (split_nodes(list, o->nodes, ep, &co.n_nodes, err)) goto done;
+        co.endpoints = ep;
+    }
+    rc = co_cluster_create(&co, out, err);
+done:
+    free(list);
+    free(ep);
+    return rc;
+}
+
 static const co_backend_kind kinds[] = {
     {"local", "experts run in this process", true, create_local, NULL},
-    {"remote", "experts run on expert nodes (--nodes or --loopback)", false, co_cluster_create,
+    {"remote", "experts run on expert nodes (--nodes or --loopback)", false, create_remote,
      co_cluster_report},
 };
 

@@ -1,6 +1,6 @@
-/* coordinator/co_cluster.c — wires the options, the model and an optional loopback cluster to the
- * remote expert backend. The backend it returns owns the loopback nodes: destroying it closes the
- * sockets first, then stops the nodes. */
+/* coordinator/co_cluster.c — builds the remote expert backend from the cluster's options, over
+ * the given nodes or a loopback cluster. The backend it returns owns the loopback nodes:
+ * destroying it closes the sockets first, then stops the nodes. */
 #include "coordinator/co_cluster.h"
 
 #include <stdio.h>
@@ -23,7 +23,8 @@ static int ready_timeout_ms(uint64_t fp_bytes) {
 typedef struct cluster {
     md_expert_backend *remote;
     co_loopback *loopback;
-    char *list; /* --nodes, split in place */
+    char **endpoints; /* copies, in node order */
+    int n_nodes;
 } cluster;
 
 static int run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
@@ -37,90 +38,96 @@ static void destroy(md_expert_backend *b) {
     if (c) {
         if (c->remote) c->remote->destroy(c->remote);
         co_loopback_stop(c->loopback);
-        free(c->list);
+        for (int i = 0; c->endpoints && i < c->n_nodes; i++) free(c->endpoints[i]);
+        free(c->endpoints);
         free(c);
     }
     free(b);
 }
 
-/* Splits "tcp://a:1,tcp://b:2" into endpoints (pointers into c->list). */
-static int split_nodes(cluster *c, const char *nodes, const char **ep, int *n, mw_err *err) {
-    if (!(c->list = strdup(nodes))) return mw_errf(err, "out of memory");
-    *n = 0;
-    for (char *save = NULL, *tok = strtok_r(c->list, ",", &save); tok;
-         tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ') tok++;
-        if (!*tok) continue;
-        if (*n == MAX_NODES) return mw_errf(err, "--nodes: more than %d nodes", MAX_NODES);
-        ep[(*n)++] = tok;
+/* The nodes: started here (loopback) or as given; their endpoints are copied into c. */
+static int find_nodes(const co_cluster_opts *o, cluster *c, mw_err *err) {
+    const char *const *ep = o->endpoints;
+    int n = o->n_nodes;
+    if (!ep) {
+        if (o->loopback < 1) return mw_errf(err, "a cluster needs nodes or a loopback count");
+        const uint64_t fp_bytes = vx_source_fingerprint_cost(o->src);
+        co_loopback_opts lo = {.model = o->model,
+                               .n_nodes = o->loopback,
+                               .n_layers = vx_source_n_layers(o->src),
+                               .n_experts = vx_source_n_experts(o->src),
+                               .threads = o->node_threads,
+                               .pin = o->node_pin,
+                               .bind_cpus = o->node_affinity,
+                               .timeout_ms =
+                                   o->ready_ms ? o->ready_ms : ready_timeout_ms(fp_bytes)};
+        if (co_loopback_start(&lo, &c->loopback, err)) return -1;
+        ep = co_loopback_endpoints(c->loopback);
+        n = o->loopback;
     }
-    if (!*n) return mw_errf(err, "--nodes '%s': no endpoints", nodes);
+    if (n < 1 || n > MAX_NODES)
+        return mw_errf(err, "a cluster has 1 to %d nodes, not %d", MAX_NODES, n);
+    if (!(c->endpoints = calloc((size_t)n, sizeof *c->endpoints)))
+        return mw_errf(err, "out of memory");
+    c->n_nodes = n;
+    for (int i = 0; i < n; i++)
+        if (!(c->endpoints[i] = strdup(ep[i]))) return mw_errf(err, "out of memory");
     return 0;
 }
 
-int co_cluster_create(const co_backend_env *env, md_expert_backend **out, mw_err *err) {
+int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err *err) {
     *out = NULL;
-    const co_opts *o = env->opts;
     md_expert_backend *b = calloc(1, sizeof *b);
     cluster *c = calloc(1, sizeof *c);
-    const char **ep = calloc(MAX_NODES, sizeof *ep);
-    if (!b || !c || !ep) {
+    if (!b || !c) {
         free(b);
         free(c);
-        free(ep);
         return mw_errf(err, "out of memory");
     }
     b->name = "remote";
     b->run = run;
     b->destroy = destroy;
     b->impl = c;
-    int n_layers = vx_source_n_layers(env->src), n_experts = vx_source_n_experts(env->src);
-    const uint64_t fp_bytes = vx_source_fingerprint_cost(env->src);
-    int n = 0, rc = -1;
-    if (o->loopback > 0) {
-        co_loopback_opts lo = {.model = o->model,
-                               .n_nodes = o->loopback,
-                               .n_layers = n_layers,
-                               .n_experts = n_experts,
-                               .threads = o->node_threads,
-                               .pin = o->pin,
-                               .bind_cpus = o->node_affinity,
-                               .timeout_ms = ready_timeout_ms(fp_bytes)};
-        if (co_loopback_start(&lo, &c->loopback, err)) goto done;
-        n = o->loopback;
-        memcpy(ep, co_loopback_endpoints(c->loopback), (size_t)n * sizeof *ep);
-    } else if (!o->nodes) {
-        mw_errf(err, "--experts remote needs --nodes or --loopback");
-        goto done;
-    } else if (split_nodes(c, o->nodes, ep, &n, err)) {
-        goto done;
+    if (find_nodes(o, c, err)) {
+        destroy(b);
+        return -1;
     }
+    const uint64_t fp_bytes = vx_source_fingerprint_cost(o->src);
     if (fp_bytes)
         fprintf(stderr,
                 "coordinator: fingerprinting %s for the handshake (%.2f GB to read; a vindex "
                 "directory has it precomputed)\n",
-                o->model, (double)fp_bytes / 1e9);
-    co_remote_opts ro = {.endpoints = ep,
-                         .n_nodes = n,
-                         .codec = o->wire,
+                o->model ? o->model : "the model", (double)fp_bytes / 1e9);
+    co_remote_opts ro = {.endpoints = (const char *const *)c->endpoints,
+                         .n_nodes = c->n_nodes,
+                         .codec = o->codec,
                          .exact = o->exact,
                          .deadline_ms = o->deadline_ms,
-                         .connect_ms = o->deadline_ms > 10000 ? o->deadline_ms : 10000,
-                         .fingerprint = vx_source_fingerprint(env->src),
-                         .n_layers = n_layers,
-                         .n_experts = n_experts,
-                         .width = env->model->cfg.n_embd,
+                         .connect_ms = o->connect_ms            ? o->connect_ms
+                                       : o->deadline_ms > 10000 ? o->deadline_ms
+                                                                : 10000,
+                         .fingerprint = vx_source_fingerprint(o->src),
+                         .n_layers = vx_source_n_layers(o->src),
+                         .n_experts = vx_source_n_experts(o->src),
+                         .width = o->width,
                          .numerics = o->numerics,
-                         .pool = env->pool};
-    rc = co_remote_new(&ro, &c->remote, err);
-done:
-    free(ep);
-    if (rc) {
+                         .pool = o->pool};
+    if (co_remote_new(&ro, &c->remote, err)) {
         destroy(b);
         return -1;
     }
     *out = b;
     return 0;
+}
+
+md_expert_backend *co_cluster_remote(md_expert_backend *b) {
+    return ((cluster *)b->impl)->remote;
+}
+
+const char *const *co_cluster_endpoints(const md_expert_backend *b, int *n_nodes) {
+    const cluster *c = b->impl;
+    *n_nodes = c->n_nodes;
+    return (const char *const *)c->endpoints;
 }
 
 void co_cluster_report(const md_expert_backend *b, FILE *f) {

@@ -1,14 +1,49 @@
-/* coordinator/co_cluster.h — the "remote" row of the backend table: builds the remote expert
- * backend from the coordinator's options, over the nodes of --nodes or over a --loopback cluster
- * it starts (and stops when the backend is destroyed, whatever path that is). */
+/* coordinator/co_cluster.h — a cluster of expert nodes as one expert backend: the remote backend
+ * (co_remote.h) over the nodes it is given or over a loopback cluster it starts (co_loopback.h)
+ * and stops when the backend is destroyed, whatever path that is. Its options are its own, so the
+ * coordinator's command line (co_backend.c) and the benchmarks fill the same struct. */
 #ifndef CO_CLUSTER_H
 #define CO_CLUSTER_H
 
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
-#include "coordinator/co_backend.h"
+#include "kernels/kn.h"
+#include "model/md_moe.h"
+#include "util/mw_err.h"
+#include "vindex/vx_source.h"
+#include "wire/wr_codec.h"
 
-int co_cluster_create(const co_backend_env *env, md_expert_backend **out, mw_err *err);
+typedef struct co_cluster_opts {
+    /* The nodes: n_nodes endpoints in node order, or, with endpoints NULL, `loopback` nodes
+     * started on 127.0.0.1 that open `model` and split the experts evenly. */
+    const char *const *endpoints;
+    int n_nodes;
+    int loopback;
+    const char *model;  /* vindex directory or GGUF file, as loopback nodes open it */
+    int node_threads;   /* per loopback node; 0 = one per CPU */
+    bool node_pin;      /* loopback nodes copy their experts onto huge pages */
+    bool node_affinity; /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
+    int ready_ms;       /* for loopback nodes to become ready; 0 = from the source's size */
+    /* The wire. */
+    wr_codec codec;  /* rows in both directions */
+    bool exact;      /* per-assignment replies reduced here in selection order */
+    int deadline_ms; /* per layer */
+    int connect_ms;  /* for the handshake; 0 = the deadline, at least 10 s */
+    /* The model the nodes must serve, and the trunk that will call the backend. */
+    const vx_source *src; /* fingerprint and MoE shape */
+    int64_t width;        /* hidden size */
+    kn_numerics numerics;
+    kn_pool *pool; /* the trunk's pool, parked while replies are awaited (may be NULL) */
+} co_cluster_opts;
+
+int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err *err);
+/* The remote backend inside (for co_remote_summarize, co_remote_reset_stats, ...). */
+md_expert_backend *co_cluster_remote(md_expert_backend *b);
+/* The nodes' endpoints in node order (n_nodes of them): to build another cluster over the same
+ * nodes (e.g. with another codec) or to reach a node directly. */
+const char *const *co_cluster_endpoints(const md_expert_backend *b, int *n_nodes);
 /* The remote backend's movement report (co_remote_report). */
 void co_cluster_report(const md_expert_backend *b, FILE *f);
 
