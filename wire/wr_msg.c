@@ -151,109 +151,149 @@ static char *str_or_empty(const char *s) {
     return (char *)(s ? s : "");
 }
 
+/* Packs the envelope, whose body and frame descriptors the caller filled, as part 0. */
+static int pack_envelope(wr_out *o, const Moewire__Envelope *env, mw_err *err) {
+    size_t len = moewire__envelope__get_packed_size(env);
+    if (len > WR_MAX_ENVELOPE) return mw_errf(err, "envelope of %zu bytes is too large", len);
+    if (buf_reserve(&o->env, len ? len : 1) != 0) return mw_errf(err, "out of memory packing");
+    o->env.len = moewire__envelope__pack(env, o->env.p);
+    o->part[0] = o->env.p;
+    o->part_len[0] = o->env.len;
+    o->n_parts = 1 + (int)env->n_frames;
+    o->bytes = 0;
+    for (int i = 0; i < o->n_parts; i++) o->bytes += o->part_len[i];
+    return 0;
+}
+
+/* One pack_* per message kind: it fills its body (and frames) into env, then packs env. */
+
+static int pack_hello(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envelope *env,
+                      mw_err *err) {
+    Moewire__Hello hello = MOEWIRE__HELLO__INIT;
+    hello.client = str_or_empty(m->hello.client);
+    hello.fingerprint = str_or_empty(m->hello.fingerprint);
+    env->hello = &hello;
+    return pack_envelope(o, env, err);
+}
+
+static int pack_welcome(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envelope *env,
+                        mw_err *err) {
+    const wr_welcome *w = &m->welcome;
+    Moewire__Welcome welcome = MOEWIRE__WELCOME__INIT;
+    welcome.node_id = str_or_empty(w->node_id);
+    welcome.fingerprint = str_or_empty(w->fingerprint);
+    welcome.backend = str_or_empty(w->backend);
+    welcome.numerics = str_or_empty(w->numerics);
+    welcome.capacity = w->capacity;
+    welcome.threads = w->threads;
+    welcome.n_layers = w->n_layers;
+    welcome.n_experts = w->n_experts;
+    welcome.width = w->width;
+    welcome.owned.len = w->owned ? wr_owned_bytes(w->n_layers, w->n_experts) : 0;
+    welcome.owned.data = (uint8_t *)w->owned;
+    env->welcome = &welcome;
+    return pack_envelope(o, env, err);
+}
+
+/* Frames: the rows in the codec, then the assignments. */
+static int pack_batch(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envelope *env,
+                      mw_err *err) {
+    const wr_batch *b = &m->batch;
+    if (!wr_dtype_valid(b->reply.dtype))
+        return mw_errf(err, "invalid reply dtype %d", b->reply.dtype);
+    Moewire__ExpertBatch batch = MOEWIRE__EXPERT_BATCH__INIT;
+    batch.layer = b->layer;
+    batch.rows = b->rows;
+    batch.width = b->width;
+    batch.dtype = (Moewire__DType)codec.dtype;
+    batch.n_assign = b->n_assign;
+    batch.mode = (Moewire__Mode)b->mode;
+    batch.reply_dtype = (Moewire__DType)b->reply.dtype;
+    batch.reply_lz4 = b->reply.lz4;
+    batch.numerics = (Moewire__Numerics)b->numerics;
+    if (pack_rows(o, 0, codec, b->x, b->rows, b->width, env->frames[0], err) != 0 ||
+        pack_assign(o, 1, codec.lz4, b->assign, b->n_assign, env->frames[1], err) != 0)
+        return -1;
+    env->expert_batch = &batch;
+    return pack_envelope(o, env, err);
+}
+
+/* Frame: the output rows in the codec. */
+static int pack_partial(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envelope *env,
+                        mw_err *err) {
+    const wr_partial *p = &m->partial;
+    Moewire__PartialBatch partial = MOEWIRE__PARTIAL_BATCH__INIT;
+    partial.layer = p->layer;
+    partial.rows = p->rows;
+    partial.width = p->width;
+    partial.dtype = (Moewire__DType)codec.dtype;
+    partial.mode = (Moewire__Mode)p->mode;
+    partial.compute_ns = p->compute_ns;
+    partial.weight_bytes = p->weight_bytes;
+    partial.queue_ns = p->queue_ns;
+    if (pack_rows(o, 0, codec, p->y, p->rows, p->width, env->frames[0], err) != 0) return -1;
+    env->partial_batch = &partial;
+    return pack_envelope(o, env, err);
+}
+
+static int pack_error(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envelope *env,
+                      mw_err *err) {
+    Moewire__Error error = MOEWIRE__ERROR__INIT;
+    error.code = (Moewire__ErrorCode)m->error.code;
+    error.message = str_or_empty(m->error.message);
+    env->error = &error;
+    return pack_envelope(o, env, err);
+}
+
+static int pack_ping(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envelope *env,
+                     mw_err *err) {
+    Moewire__Ping ping = MOEWIRE__PING__INIT;
+    ping.t_ns = m->ping.t_ns;
+    env->ping = &ping;
+    return pack_envelope(o, env, err);
+}
+
+static int pack_pong(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envelope *env,
+                     mw_err *err) {
+    Moewire__Pong pong = MOEWIRE__PONG__INIT;
+    pong.t_ns = m->ping.t_ns;
+    env->pong = &pong;
+    return pack_envelope(o, env, err);
+}
+
 int wr_pack(wr_out *o, const wr_msg *m, wr_codec codec, mw_err *err) {
-    Moewire__Envelope env = MOEWIRE__ENVELOPE__INIT;
+    if (m->kind <= WR_MSG_NONE || m->kind >= WR_MSG_KIND_END)
+        return mw_errf(err, "cannot pack a message of kind %d", m->kind);
     Moewire__FrameDesc fd[WR_MAX_FRAMES];
     Moewire__FrameDesc *fdp[WR_MAX_FRAMES];
     for (int i = 0; i < WR_MAX_FRAMES; i++) {
         moewire__frame_desc__init(&fd[i]);
         fdp[i] = &fd[i];
     }
-    Moewire__Hello hello = MOEWIRE__HELLO__INIT;
-    Moewire__Welcome welcome = MOEWIRE__WELCOME__INIT;
-    Moewire__ExpertBatch batch = MOEWIRE__EXPERT_BATCH__INIT;
-    Moewire__PartialBatch partial = MOEWIRE__PARTIAL_BATCH__INIT;
-    Moewire__Error error = MOEWIRE__ERROR__INIT;
-    Moewire__Ping ping = MOEWIRE__PING__INIT;
-    Moewire__Pong pong = MOEWIRE__PONG__INIT;
-    if (m->kind <= WR_MSG_NONE || m->kind >= WR_MSG_KIND_END)
-        return mw_errf(err, "cannot pack a message of kind %d", m->kind);
+    Moewire__Envelope env = MOEWIRE__ENVELOPE__INIT;
     env.version = WR_VERSION;
     env.seq = m->seq;
     env.body_case = kinds[m->kind].body;
+    env.n_frames = (size_t)kinds[m->kind].frames;
+    env.frames = fdp;
     switch (m->kind) {
     case WR_MSG_HELLO:
-        hello.client = str_or_empty(m->hello.client);
-        hello.fingerprint = str_or_empty(m->hello.fingerprint);
-        env.hello = &hello;
-        break;
-    case WR_MSG_WELCOME: {
-        const wr_welcome *w = &m->welcome;
-        welcome.node_id = str_or_empty(w->node_id);
-        welcome.fingerprint = str_or_empty(w->fingerprint);
-        welcome.backend = str_or_empty(w->backend);
-        welcome.numerics = str_or_empty(w->numerics);
-        welcome.capacity = w->capacity;
-        welcome.threads = w->threads;
-        welcome.n_layers = w->n_layers;
-        welcome.n_experts = w->n_experts;
-        welcome.width = w->width;
-        welcome.owned.len = w->owned ? wr_owned_bytes(w->n_layers, w->n_experts) : 0;
-        welcome.owned.data = (uint8_t *)w->owned;
-        env.welcome = &welcome;
-        break;
-    }
-    case WR_MSG_EXPERT_BATCH: {
-        const wr_batch *b = &m->batch;
-        if (!wr_dtype_valid(b->reply.dtype))
-            return mw_errf(err, "invalid reply dtype %d", b->reply.dtype);
-        batch.layer = b->layer;
-        batch.rows = b->rows;
-        batch.width = b->width;
-        batch.dtype = (Moewire__DType)codec.dtype;
-        batch.n_assign = b->n_assign;
-        batch.mode = (Moewire__Mode)b->mode;
-        batch.reply_dtype = (Moewire__DType)b->reply.dtype;
-        batch.reply_lz4 = b->reply.lz4;
-        batch.numerics = (Moewire__Numerics)b->numerics;
-        if (pack_rows(o, 0, codec, b->x, b->rows, b->width, &fd[0], err) != 0 ||
-            pack_assign(o, 1, codec.lz4, b->assign, b->n_assign, &fd[1], err) != 0)
-            return -1;
-        env.expert_batch = &batch;
-        break;
-    }
-    case WR_MSG_PARTIAL_BATCH: {
-        const wr_partial *p = &m->partial;
-        partial.layer = p->layer;
-        partial.rows = p->rows;
-        partial.width = p->width;
-        partial.dtype = (Moewire__DType)codec.dtype;
-        partial.mode = (Moewire__Mode)p->mode;
-        partial.compute_ns = p->compute_ns;
-        partial.weight_bytes = p->weight_bytes;
-        partial.queue_ns = p->queue_ns;
-        if (pack_rows(o, 0, codec, p->y, p->rows, p->width, &fd[0], err) != 0) return -1;
-        env.partial_batch = &partial;
-        break;
-    }
+        return pack_hello(o, m, codec, &env, err);
+    case WR_MSG_WELCOME:
+        return pack_welcome(o, m, codec, &env, err);
+    case WR_MSG_EXPERT_BATCH:
+        return pack_batch(o, m, codec, &env, err);
+    case WR_MSG_PARTIAL_BATCH:
+        return pack_partial(o, m, codec, &env, err);
     case WR_MSG_ERROR:
-        error.code = (Moewire__ErrorCode)m->error.code;
-        error.message = str_or_empty(m->error.message);
-        env.error = &error;
-        break;
+        return pack_error(o, m, codec, &env, err);
     case WR_MSG_PING:
-        ping.t_ns = m->ping.t_ns;
-        env.ping = &ping;
-        break;
+        return pack_ping(o, m, codec, &env, err);
     case WR_MSG_PONG:
-        pong.t_ns = m->ping.t_ns;
-        env.pong = &pong;
-        break;
+        return pack_pong(o, m, codec, &env, err);
     default:
         return mw_errf(err, "cannot pack a message of kind %d", m->kind);
     }
-    env.n_frames = (size_t)kinds[m->kind].frames;
-    env.frames = fdp;
-    size_t len = moewire__envelope__get_packed_size(&env);
-    if (len > WR_MAX_ENVELOPE) return mw_errf(err, "envelope of %zu bytes is too large", len);
-    if (buf_reserve(&o->env, len ? len : 1) != 0) return mw_errf(err, "out of memory packing");
-    o->env.len = moewire__envelope__pack(&env, o->env.p);
-    o->part[0] = o->env.p;
-    o->part_len[0] = o->env.len;
-    o->n_parts = 1 + kinds[m->kind].frames;
-    o->bytes = 0;
-    for (int i = 0; i < o->n_parts; i++) o->bytes += o->part_len[i];
-    return 0;
 }
 
 int wr_pack_error(wr_out *o, uint64_t seq, wr_code code, const char *message, mw_err *err) {
