@@ -31,6 +31,68 @@ typedef struct synth {
     size_t n, cap;
 } synth;
 
+/* ---- families ------------------------------------------------------------------------------ */
+
+/* One row per family synth can make: the config facts that differ between families, as
+ * llama.cpp's converter writes them, and the layer's tensors. A new family is a new row (and its
+ * layer function); nothing else compares family names. */
+typedef struct synth_arch {
+    const char *name;       /* --arch, general.architecture and the metadata key prefix */
+    int head_dim;           /* default head dimension; 0 = hidden / heads */
+    kn_type expert_type;    /* default expert format */
+    int context;            /* default context_length */
+    int ff_mult;            /* feed_forward_length = ff_mult × expert ff */
+    float rope_base;        /* rope.freq_base */
+    float rms_eps;          /* attention.layer_norm_rms_epsilon */
+    bool yarn;              /* rope.scaling: YaRN ×32 over an original context of 4096 */
+    bool sliding_window;    /* attention.sliding_window (every second layer) */
+    const char *tok_pre;    /* tokenizer.ggml.pre */
+    const char *special[3]; /* the control tokens at the end of the vocabulary */
+    int pad_from_end;       /* padding token id = vocab - pad_from_end */
+    /* Adds layer l's tensors, in the order llama.cpp's converter writes them. */
+    int (*layer)(synth *s, const vx_synth_opts *o, int l);
+    /* Optional: metadata keys of the family's own, added after the common ones. */
+    int (*meta)(vx_meta *m, const vx_synth_opts *o);
+} synth_arch;
+
+static int layer_gpt_oss(synth *s, const vx_synth_opts *o, int l);
+static int layer_qwen3moe(synth *s, const vx_synth_opts *o, int l);
+
+static const synth_arch archs[] = {
+    {.name = "gpt-oss",
+     .head_dim = 64,
+     .expert_type = KN_MXFP4,
+     .context = 131072,
+     .ff_mult = 1,
+     .rope_base = 150000.0f,
+     .rms_eps = 1e-5f,
+     .yarn = true,
+     .sliding_window = true,
+     .tok_pre = "gpt-4o",
+     .special = {"<|startoftext|>", "<|endoftext|>", "<|return|>"},
+     .pad_from_end = 2,
+     .layer = layer_gpt_oss},
+    {.name = "qwen3moe",
+     .head_dim = 0,
+     .expert_type = KN_Q6_K,
+     .context = 40960,
+     .ff_mult = 3,
+     .rope_base = 1000000.0f,
+     .rms_eps = 1e-6f,
+     .tok_pre = "qwen2",
+     .special = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
+     .pad_from_end = 3,
+     .layer = layer_qwen3moe},
+};
+
+#define N_ARCHS (sizeof archs / sizeof archs[0])
+
+static const synth_arch *find_arch(const char *name) {
+    for (size_t i = 0; i < N_ARCHS; i++)
+        if (!strcmp(archs[i].name, name)) return &archs[i];
+    return NULL;
+}
+
 /* ---- options ------------------------------------------------------------------------------- */
 
 void vx_synth_defaults(vx_synth_opts *o) {
@@ -60,6 +122,19 @@ static int parse_type(const char *key, const char *val, const kn_type *allowed, 
     return mw_errf(err, "--%s %s: unsupported format", key, val);
 }
 
+/* "gpt-oss or qwen3moe": the table's names for messages. */
+static const char *arch_names(char *buf, size_t cap) {
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < N_ARCHS && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%s",
+                              !i                 ? ""
+                              : i + 1 == N_ARCHS ? " or "
+                                                 : ", ",
+                              archs[i].name);
+    return buf;
+}
+
 int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err) {
     static const struct {
         const char *key;
@@ -83,8 +158,10 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
             return parse_int(key, val, ints[i].lo, ints[i].hi, (int *)((char *)o + ints[i].off),
                              err);
     if (!strcmp(key, "arch")) {
-        if (strcmp(val, "gpt-oss") && strcmp(val, "qwen3moe"))
-            return mw_errf(err, "--arch %s: expected gpt-oss or qwen3moe", val);
+        if (!find_arch(val)) {
+            char names[128];
+            return mw_errf(err, "--arch %s: expected %s", val, arch_names(names, sizeof names));
+        }
         snprintf(o->arch, sizeof o->arch, "%s", val);
         return 0;
     }
@@ -118,8 +195,9 @@ static int need_multiple(const char *what, int v, kn_type t, mw_err *err) {
 
 /* Fills defaults that depend on the family and checks every constraint. */
 static int complete(vx_synth_opts *o, mw_err *err) {
-    bool oss = !strcmp(o->arch, "gpt-oss");
     if (!o->arch[0]) return mw_errf(err, "--arch is required");
+    const synth_arch *a = find_arch(o->arch);
+    if (!a) return mw_errf(err, "--arch %s: unknown family", o->arch);
     const struct {
         const char *name;
         int v;
@@ -130,11 +208,11 @@ static int complete(vx_synth_opts *o, mw_err *err) {
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
         if (!req[i].v) return mw_errf(err, "--%s is required", req[i].name);
     if (!o->kv_heads) o->kv_heads = o->heads;
-    if (!o->head_dim) o->head_dim = oss ? 64 : o->hidden / o->heads;
-    if (o->expert_type == KN_TYPE_COUNT) o->expert_type = oss ? KN_MXFP4 : KN_Q6_K;
+    if (!o->head_dim) o->head_dim = a->head_dim ? a->head_dim : o->hidden / o->heads;
+    if (o->expert_type == KN_TYPE_COUNT) o->expert_type = a->expert_type;
     if (o->dense_type == KN_TYPE_COUNT) o->dense_type = KN_F32;
     if (!o->sliding_window) o->sliding_window = 128;
-    if (!o->context) o->context = oss ? 131072 : 40960;
+    if (!o->context) o->context = a->context;
     if (o->heads % o->kv_heads)
         return mw_errf(err, "--heads %d must be a multiple of --kv-heads %d", o->heads,
                        o->kv_heads);
@@ -279,50 +357,102 @@ static int add(synth *s, const char *name, kn_type type, int n_dims, int64_t ne0
 #define BIAS_STD    0.02f
 #define NORM_JITTER 0.05f
 
-static int add_tensors(synth *s, const vx_synth_opts *o) {
-    bool oss = !strcmp(o->arch, "gpt-oss");
-    int64_t H = o->hidden, V = o->vocab, E = o->experts, F = o->expert_ff;
-    int64_t Q = (int64_t)o->heads * o->head_dim, KV = (int64_t)o->kv_heads * o->head_dim;
-    float w_h = 1.0f / sqrtf((float)H), resid = 1.0f / sqrtf(2.0f * (float)o->layers);
-    float norm_std = NORM_JITTER / sqrtf(3.0f);
-    kn_type D = o->dense_type, X = o->expert_type;
-    uint64_t seed = o->seed;
-    int rc = add(s, "token_embd.weight", D, 2, H, V, 1, 0, 1.0f, seed);
+/* The sizes and scales a model's tensors are drawn with. */
+typedef struct dims {
+    int64_t H, V, E, F, Q, KV; /* hidden, vocab, experts, expert ff, query and KV widths */
+    float w_h;                 /* weights reading the hidden state: 1/sqrt(hidden) */
+    float resid;               /* output projections: 1/sqrt(2 · layers) more */
+    float norm_std;            /* norm weights: 1 ± NORM_JITTER */
+    kn_type D, X;              /* dense and expert formats */
+} dims;
+
+static dims dims_of(const vx_synth_opts *o) {
+    return (dims){.H = o->hidden,
+                  .V = o->vocab,
+                  .E = o->experts,
+                  .F = o->expert_ff,
+                  .Q = (int64_t)o->heads * o->head_dim,
+                  .KV = (int64_t)o->kv_heads * o->head_dim,
+                  .w_h = 1.0f / sqrtf((float)o->hidden),
+                  .resid = 1.0f / sqrtf(2.0f * (float)o->layers),
+                  .norm_std = NORM_JITTER / sqrtf(3.0f),
+                  .D = o->dense_type,
+                  .X = o->expert_type};
+}
+
+/* Adds layer l's tensor "blk.l.<suffix>". */
+static int add_blk(synth *s, const vx_synth_opts *o, int l, const char *suffix, kn_type type,
+                   int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, float center, float std) {
     char n[96];
-#define T(suffix, ...)                                                                             \
-    (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), rc = rc ? rc : add(s, n, __VA_ARGS__, seed))
-    for (int l = 0; l < o->layers; l++) {
-        T("attn_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std);
-        T("attn_q.weight", D, 2, H, Q, 1, 0, w_h);
-        T("attn_k.weight", D, 2, H, KV, 1, 0, w_h);
-        T("attn_v.weight", D, 2, H, KV, 1, 0, w_h);
-        T("attn_output.weight", D, 2, Q, H, 1, 0, resid / sqrtf((float)Q));
-        if (oss) {
-            T("attn_q.bias", KN_F32, 1, Q, 1, 1, 0, BIAS_STD);
-            T("attn_k.bias", KN_F32, 1, KV, 1, 1, 0, BIAS_STD);
-            T("attn_v.bias", KN_F32, 1, KV, 1, 1, 0, BIAS_STD);
-            T("attn_output.bias", KN_F32, 1, H, 1, 1, 0, BIAS_STD);
-            T("attn_sinks.weight", KN_F32, 1, o->heads, 1, 1, 0, 0.5f);
-            T("post_attention_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std);
-            T("ffn_gate_inp.bias", KN_F32, 1, E, 1, 1, 0, BIAS_STD);
-        } else {
-            T("attn_q_norm.weight", KN_F32, 1, o->head_dim, 1, 1, 1.0f, norm_std);
-            T("attn_k_norm.weight", KN_F32, 1, o->head_dim, 1, 1, 1.0f, norm_std);
-            T("ffn_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std);
-        }
-        T("ffn_gate_inp.weight", KN_F32, 2, H, E, 1, 0, w_h);
-        T("ffn_gate_exps.weight", X, 3, H, F, E, 0, w_h);
-        T("ffn_up_exps.weight", X, 3, H, F, E, 0, w_h);
-        T("ffn_down_exps.weight", X, 3, F, H, E, 0, resid / sqrtf((float)F));
-        if (oss) {
-            T("ffn_gate_exps.bias", KN_F32, 2, F, E, 1, 0, BIAS_STD);
-            T("ffn_up_exps.bias", KN_F32, 2, F, E, 1, 0, BIAS_STD);
-            T("ffn_down_exps.bias", KN_F32, 2, H, E, 1, 0, BIAS_STD);
-        }
-    }
-#undef T
-    if (rc == 0) rc = add(s, "output_norm.weight", KN_F32, 1, H, 1, 1, 1.0f, norm_std, seed);
-    if (rc == 0) rc = add(s, "output.weight", D, 2, H, V, 1, 0, w_h, seed);
+    snprintf(n, sizeof n, "blk.%d.%s", l, suffix);
+    return add(s, n, type, n_dims, ne0, ne1, ne2, center, std, o->seed);
+}
+
+/* The attention norm and the Q, K, V and output projections. */
+static int add_attn(synth *s, const vx_synth_opts *o, int l, const dims *d) {
+    return add_blk(s, o, l, "attn_norm.weight", KN_F32, 1, d->H, 1, 1, 1.0f, d->norm_std) ||
+                   add_blk(s, o, l, "attn_q.weight", d->D, 2, d->H, d->Q, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "attn_k.weight", d->D, 2, d->H, d->KV, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "attn_v.weight", d->D, 2, d->H, d->KV, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "attn_output.weight", d->D, 2, d->Q, d->H, 1, 0,
+                           d->resid / sqrtf((float)d->Q))
+               ? -1
+               : 0;
+}
+
+/* The router and the stacked experts. */
+static int add_moe(synth *s, const vx_synth_opts *o, int l, const dims *d) {
+    return add_blk(s, o, l, "ffn_gate_inp.weight", KN_F32, 2, d->H, d->E, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ffn_gate_exps.weight", d->X, 3, d->H, d->F, d->E, 0, d->w_h) ||
+                   add_blk(s, o, l, "ffn_up_exps.weight", d->X, 3, d->H, d->F, d->E, 0, d->w_h) ||
+                   add_blk(s, o, l, "ffn_down_exps.weight", d->X, 3, d->F, d->H, d->E, 0,
+                           d->resid / sqrtf((float)d->F))
+               ? -1
+               : 0;
+}
+
+/* gpt-oss: biases on the projections, the router and the experts; attention sinks; a norm
+ * after attention. */
+static int layer_gpt_oss(synth *s, const vx_synth_opts *o, int l) {
+    const dims d = dims_of(o);
+    return add_attn(s, o, l, &d) ||
+                   add_blk(s, o, l, "attn_q.bias", KN_F32, 1, d.Q, 1, 1, 0, BIAS_STD) ||
+                   add_blk(s, o, l, "attn_k.bias", KN_F32, 1, d.KV, 1, 1, 0, BIAS_STD) ||
+                   add_blk(s, o, l, "attn_v.bias", KN_F32, 1, d.KV, 1, 1, 0, BIAS_STD) ||
+                   add_blk(s, o, l, "attn_output.bias", KN_F32, 1, d.H, 1, 1, 0, BIAS_STD) ||
+                   add_blk(s, o, l, "attn_sinks.weight", KN_F32, 1, o->heads, 1, 1, 0, 0.5f) ||
+                   add_blk(s, o, l, "post_attention_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f,
+                           d.norm_std) ||
+                   add_blk(s, o, l, "ffn_gate_inp.bias", KN_F32, 1, d.E, 1, 1, 0, BIAS_STD) ||
+                   add_moe(s, o, l, &d) ||
+                   add_blk(s, o, l, "ffn_gate_exps.bias", KN_F32, 2, d.F, d.E, 1, 0, BIAS_STD) ||
+                   add_blk(s, o, l, "ffn_up_exps.bias", KN_F32, 2, d.F, d.E, 1, 0, BIAS_STD) ||
+                   add_blk(s, o, l, "ffn_down_exps.bias", KN_F32, 2, d.H, d.E, 1, 0, BIAS_STD)
+               ? -1
+               : 0;
+}
+
+/* qwen3moe: RMS norms on each head's queries and keys, a norm before the experts. */
+static int layer_qwen3moe(synth *s, const vx_synth_opts *o, int l) {
+    const dims d = dims_of(o);
+    return add_attn(s, o, l, &d) ||
+                   add_blk(s, o, l, "attn_q_norm.weight", KN_F32, 1, o->head_dim, 1, 1, 1.0f,
+                           d.norm_std) ||
+                   add_blk(s, o, l, "attn_k_norm.weight", KN_F32, 1, o->head_dim, 1, 1, 1.0f,
+                           d.norm_std) ||
+                   add_blk(s, o, l, "ffn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std) ||
+                   add_moe(s, o, l, &d)
+               ? -1
+               : 0;
+}
+
+/* The embedding, every layer (the family's row says which tensors), the output norm and head. */
+static int add_tensors(synth *s, const vx_synth_opts *o, const synth_arch *a) {
+    const dims d = dims_of(o);
+    int rc = add(s, "token_embd.weight", d.D, 2, d.H, d.V, 1, 0, 1.0f, o->seed);
+    for (int l = 0; l < o->layers && rc == 0; l++) rc = a->layer(s, o, l);
+    if (rc == 0) rc = add(s, "output_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std, o->seed);
+    if (rc == 0) rc = add(s, "output.weight", d.D, 2, d.H, d.V, 1, 0, d.w_h, o->seed);
     for (size_t i = 0; i < s->n; i++) s->t[i].impl = &s->g[i];
     return rc;
 }
@@ -349,8 +479,7 @@ static void byte_token(int b, char out[4]) {
 /* A byte-level BPE vocabulary: 256 byte tokens, two-byte merges of the most common bytes first
  * (anti-diagonals of a frequency ranking), reserved tokens past 65536 merges, and 3 control
  * tokens at the end. */
-static int add_tokenizer(vx_meta *m, const vx_synth_opts *o) {
-    bool oss = !strcmp(o->arch, "gpt-oss");
+static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *fam) {
     static const char rank_src[] = " etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789"
                                    ".,'\"-!?:;()";
     int rank[256], n_rank = 0;
@@ -391,10 +520,8 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o) {
         tok[i] = strdup(t);
         type[i] = 5; /* unused */
     }
-    static const char *oss_special[3] = {"<|startoftext|>", "<|endoftext|>", "<|return|>"};
-    static const char *qwen_special[3] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
     for (int i = 0; i < 3; i++) {
-        tok[V - 3 + i] = strdup(oss ? oss_special[i] : qwen_special[i]);
+        tok[V - 3 + i] = strdup(fam->special[i]);
         type[V - 3 + i] = 3; /* control */
     }
     for (int i = 0; i < V && rc == 0; i++)
@@ -403,7 +530,7 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o) {
         if (!mer[i]) rc = -1;
     if (rc == 0)
         rc = vx_meta_set_str(m, "tokenizer.ggml.model", "gpt2", 4) ||
-             vx_meta_set_str(m, "tokenizer.ggml.pre", oss ? "gpt-4o" : "qwen2", oss ? 6 : 5) ||
+             vx_meta_set_str(m, "tokenizer.ggml.pre", fam->tok_pre, strlen(fam->tok_pre)) ||
              vx_meta_set_arr_str(m, "tokenizer.ggml.tokens", (const char *const *)tok, NULL,
                                  (uint64_t)V) ||
              vx_meta_set_arr(m, "tokenizer.ggml.token_type", VX_I32, type, (uint64_t)V) ||
@@ -412,7 +539,7 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o) {
              vx_meta_set_u32(m, "tokenizer.ggml.bos_token_id", (uint32_t)(V - 3)) ||
              vx_meta_set_u32(m, "tokenizer.ggml.eos_token_id", (uint32_t)(V - 1)) ||
              vx_meta_set_u32(m, "tokenizer.ggml.padding_token_id",
-                             (uint32_t)(oss ? V - 2 : V - 3)) ||
+                             (uint32_t)(V - fam->pad_from_end)) ||
              vx_meta_set_bool(m, "tokenizer.ggml.add_bos_token", false);
     for (int i = 0; tok && i < V; i++) free(tok[i]);
     for (int i = 0; mer && i < n_merges; i++) free(mer[i]);
@@ -423,39 +550,39 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o) {
 }
 
 /* The family's hyperparameter keys, as llama.cpp's converter writes them. */
-static int add_meta(vx_meta *m, const vx_synth_opts *o) {
-    bool oss = !strcmp(o->arch, "gpt-oss");
+static int add_meta(vx_meta *m, const vx_synth_opts *o, const synth_arch *a) {
     char key[128], name[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", o->arch, suffix), key)
     snprintf(name, sizeof name, "moewire-synth-%s-seed%llu", o->arch, (unsigned long long)o->seed);
-    int rc = vx_meta_set_str(m, "general.architecture", o->arch, strlen(o->arch)) ||
-             vx_meta_set_str(m, "general.name", name, strlen(name)) ||
-             vx_meta_set_u32(m, KEY("block_count"), (uint32_t)o->layers) ||
-             vx_meta_set_u32(m, KEY("context_length"), (uint32_t)o->context) ||
-             vx_meta_set_u32(m, KEY("embedding_length"), (uint32_t)o->hidden) ||
-             vx_meta_set_u32(m, KEY("feed_forward_length"),
-                             (uint32_t)(oss ? o->expert_ff : o->expert_ff * 3)) ||
-             vx_meta_set_u32(m, KEY("attention.head_count"), (uint32_t)o->heads) ||
-             vx_meta_set_u32(m, KEY("attention.head_count_kv"), (uint32_t)o->kv_heads) ||
-             vx_meta_set_f32(m, KEY("rope.freq_base"), oss ? 150000.0f : 1000000.0f);
-    if (oss)
+    int rc =
+        vx_meta_set_str(m, "general.architecture", o->arch, strlen(o->arch)) ||
+        vx_meta_set_str(m, "general.name", name, strlen(name)) ||
+        vx_meta_set_u32(m, KEY("block_count"), (uint32_t)o->layers) ||
+        vx_meta_set_u32(m, KEY("context_length"), (uint32_t)o->context) ||
+        vx_meta_set_u32(m, KEY("embedding_length"), (uint32_t)o->hidden) ||
+        vx_meta_set_u32(m, KEY("feed_forward_length"), (uint32_t)(o->expert_ff * a->ff_mult)) ||
+        vx_meta_set_u32(m, KEY("attention.head_count"), (uint32_t)o->heads) ||
+        vx_meta_set_u32(m, KEY("attention.head_count_kv"), (uint32_t)o->kv_heads) ||
+        vx_meta_set_f32(m, KEY("rope.freq_base"), a->rope_base);
+    if (a->yarn)
         rc = rc || vx_meta_set_str(m, KEY("rope.scaling.type"), "yarn", 4) ||
              vx_meta_set_f32(m, KEY("rope.scaling.factor"), 32.0f) ||
              vx_meta_set_u32(m, KEY("rope.scaling.original_context_length"), 4096) ||
              vx_meta_set_f32(m, KEY("rope.scaling.yarn_beta_fast"), 32.0f) ||
              vx_meta_set_f32(m, KEY("rope.scaling.yarn_beta_slow"), 1.0f);
-    rc = rc || vx_meta_set_f32(m, KEY("attention.layer_norm_rms_epsilon"), oss ? 1e-5f : 1e-6f) ||
+    rc = rc || vx_meta_set_f32(m, KEY("attention.layer_norm_rms_epsilon"), a->rms_eps) ||
          vx_meta_set_u32(m, KEY("expert_count"), (uint32_t)o->experts) ||
          vx_meta_set_u32(m, KEY("expert_used_count"), (uint32_t)o->top_k) ||
          vx_meta_set_u32(m, KEY("attention.key_length"), (uint32_t)o->head_dim) ||
          vx_meta_set_u32(m, KEY("attention.value_length"), (uint32_t)o->head_dim);
-    if (oss)
+    if (a->sliding_window)
         rc = rc ||
              vx_meta_set_u32(m, KEY("attention.sliding_window"), (uint32_t)o->sliding_window) ||
              vx_meta_set_u32(m, KEY("attention.sliding_window_pattern"), 2);
     rc = rc || vx_meta_set_u32(m, KEY("expert_feed_forward_length"), (uint32_t)o->expert_ff);
 #undef KEY
-    rc = rc || add_tokenizer(m, o) || vx_meta_set_u32(m, "general.quantization_version", 2) ||
+    rc = rc || (a->meta && a->meta(m, o)) || add_tokenizer(m, o, a) ||
+         vx_meta_set_u32(m, "general.quantization_version", 2) ||
          vx_meta_set_u32(m, "general.file_type", o->expert_type == KN_MXFP4 ? 38 : 18);
     return rc ? -1 : 0;
 }
@@ -479,7 +606,8 @@ int vx_synth_input(const vx_synth_opts *opts, vx_input **out, mw_err *err) {
     s->in.kind = "synth";
     s->in.impl = s;
     s->in.close = close_synth;
-    if (!(s->in.meta = vx_meta_new()) || add_meta(s->in.meta, &o) || add_tensors(s, &o)) {
+    const synth_arch *a = find_arch(o.arch);
+    if (!(s->in.meta = vx_meta_new()) || add_meta(s->in.meta, &o, a) || add_tensors(s, &o, a)) {
         close_synth(&s->in);
         return mw_errf(err, "synth: out of memory building the model");
     }

@@ -17,7 +17,7 @@
 #include "vindex/vx_vindex.h"
 
 typedef struct vx_synth_opts {
-    char arch[16]; /* "gpt-oss" or "qwen3moe" */
+    char arch[16]; /* a family of vx_synth.c's table: "gpt-oss", "qwen3moe" */
     int layers, hidden, heads, kv_heads, head_dim;
     int experts, top_k, expert_ff, vocab;
     uint64_t seed;
