@@ -24,7 +24,7 @@ endif
 endif
 endif
 
-PKGS := libzmq libprotobuf-c libuv liblz4 libsodium jansson libcrypto
+PKGS := libzmq libprotobuf-c libuv liblz4 libsodium jansson libcrypto libpcre2-8
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 CMOCKA_CFLAGS = $(shell pkg-config --cflags cmocka)
@@ -60,7 +60,7 @@ NEON_FLAGS := -march=armv8.2-a+dotprod+fp16
 LDLIBS = $(PKG_LIBS) -lm -pthread
 
 # ---- sources --------------------------------------------------------------------------------
-LIB_DIRS := util kernels vindex model wire coordinator expert-node
+LIB_DIRS := util kernels vindex model tokenizer wire coordinator expert-node
 ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
 ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_avx512.c %_x86.c) \
                $(if $(filter aarch64,$(ARCH)),,%_neon.c)

@@ -13,6 +13,7 @@ declare -A PC_PKG=(
   [libsodium]=libsodium-dev
   [jansson]=libjansson-dev
   [libcrypto]=libssl-dev
+  [libpcre2-8]=libpcre2-dev
   [cmocka]=libcmocka-dev
 )
 # command -> Debian package

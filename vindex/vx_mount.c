@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "vindex/vx_manifest.h"
+#include "vindex/vx_io.h"
 #include "vindex/vx_map.h"
 #include "vindex/vx_source_internal.h"
 
@@ -44,6 +45,22 @@ static const uint8_t *vindex_part(const vx_source *s, int layer, int expert, vx_
 static int vindex_fingerprint(vx_source *s, mw_err *err) {
     const vindex_impl *vi = s->impl;
     memcpy(s->fp, vi->m.fingerprint, sizeof s->fp);
+    return 0;
+}
+
+static int vindex_carried(const vx_source *s, const char *name, char *path, size_t plen,
+                          mw_err *err) {
+    const vindex_impl *vi = s->impl;
+    for (size_t i = 0; i < vi->m.n_carried; i++) {
+        const vx_mf_file *f = &vi->m.carried[i];
+        if (strcmp(f->name, name)) continue;
+        snprintf(path, plen, "%s/%s", s->path, f->name);
+        uint8_t b2[VX_DIGEST_BYTES], sha[VX_DIGEST_BYTES];
+        if (vx_hash_range(path, 0, f->size, b2, sha, NULL, NULL, err)) return -1;
+        if (memcmp(b2, f->b2, sizeof b2) || memcmp(sha, f->sha, sizeof sha))
+            return mw_errf(err, "%s: checksum mismatch", path);
+        return 1;
+    }
     return 0;
 }
 
@@ -189,6 +206,7 @@ int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source
         vx_source_alloc(dir, sizeof(vindex_impl), vindex_close, vindex_fingerprint, vindex_part);
     if (!s) return mw_errf(err, "%s: out of memory", dir);
     vindex_impl *vi = s->impl;
+    s->carried = vindex_carried;
     bool dense = !opts || opts->dense, verify = !opts || opts->verify_on_mount;
     if (vx_manifest_read(dir, &vi->m, err)) goto fail;
     s->meta = vi->m.meta; /* the source owns the table from here */

@@ -13,6 +13,10 @@
 
 /* ---- shared -------------------------------------------------------------------------------- */
 
+int vx_source_carried(const vx_source *s, const char *name, char *path, size_t plen, mw_err *err) {
+    return s->carried ? s->carried(s, name, path, plen, err) : 0;
+}
+
 vx_source *vx_source_alloc(const char *path, size_t impl_size, void (*close_impl)(vx_source *),
                            int (*compute_fp)(vx_source *, mw_err *),
                            const uint8_t *(*part_ptr)(const vx_source *, int, int, vx_role)) {

@@ -74,6 +74,11 @@ bool vx_source_has_expert(const vx_source *s, int layer, int expert);
 /* Fills a view of expert `expert` of layer `layer`. -1 with err when not held or not mapped. */
 int vx_source_expert(const vx_source *s, int layer, int expert, kn_expert *out, mw_err *err);
 
+/* A file the source carries beside its tensors (a vindex's tokenizer.gguf, tokenizer.json,
+ * tokenizer_config.json): 1 with its path in path[0..plen) once its checksum matches the
+ * manifest's, 0 when the source carries no file of that name, -1 with err when it fails. */
+int vx_source_carried(const vx_source *s, const char *name, char *path, size_t plen, mw_err *err);
+
 /* Every tensor the source holds, dense first, for audits and `vindex inspect`. */
 size_t vx_source_n_tensors(const vx_source *s);
 const vx_tensor *vx_source_tensor_at(const vx_source *s, size_t i);

@@ -32,6 +32,8 @@ struct vx_source {
     int (*compute_fp)(vx_source *s, mw_err *err);
     uint64_t fp_bytes; /* what compute_fp reads (0: the fingerprint is stored) */
     void (*close_impl)(vx_source *s);
+    /* A carried file by name (vx_source_carried); NULL for backings that carry none. */
+    int (*carried)(const vx_source *s, const char *name, char *path, size_t plen, mw_err *err);
     void *impl;
 };
 
