@@ -40,14 +40,15 @@ typedef struct task {
     const md_vec *vec;
 } task;
 
-/* Row t, KV head kvh: the g query heads that read it go over the visible keys together, so each
+/* Row t, KV head kvh, its query heads [j0, j1): they go over the visible keys together, so each
  * key and value row is loaded once for all of them. Head h's scores, softmax and sum are exactly
- * those of a head on its own: dots per key, then out += p · v in position order. */
-static void one_group(const task *tk, int64_t t, int kvh, float *scores) {
+ * those of a head on its own: dots per key, then out += p · v in position order — so how the
+ * heads are grouped does not change a bit. */
+static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float *scores) {
     const md_attn_args *a = tk->a;
     const md_config *c = a->cfg;
     const int dk = c->head_dim_k, dv = c->head_dim_v;
-    const int g = c->n_head / c->n_head_kv, h0 = kvh * g;
+    const int g = j1 - j0, h0 = kvh * (c->n_head / c->n_head_kv) + j0;
     const int64_t pos = a->rows[t].pos;
     int64_t t0 = 0;
     if (c->layer_swa[a->layer] && pos - c->n_swa + 1 > 0) t0 = pos - c->n_swa + 1;
@@ -76,14 +77,23 @@ static void one_group(const task *tk, int64_t t, int kvh, float *scores) {
     }
 }
 
+/* Work items are (row, KV head, chunk of its query heads). A KV head's heads are split in chunks
+ * only when there are fewer (row, KV head) pairs than threads: latent attention has one KV head,
+ * and a decode step one row. */
 static void run(void *arg, int ith, int nth) {
     const task *tk = arg;
     const md_attn_args *a = tk->a;
-    const int hk = a->cfg->n_head_kv;
-    const int64_t items = a->T * hk;
+    const int hk = a->cfg->n_head_kv, g = a->cfg->n_head / hk;
+    int chunks = a->T * hk < nth ? nth : 1;
+    if (chunks > g) chunks = g;
+    const int64_t items = a->T * hk * chunks;
     const int64_t lo = items * ith / nth, hi = items * (ith + 1) / nth;
     float *scores = tk->ws->scores + (int64_t)ith * tk->ws->per_thread;
-    for (int64_t i = lo; i < hi; i++) one_group(tk, i / hk, (int)(i % hk), scores);
+    for (int64_t i = lo; i < hi; i++) {
+        const int64_t pair = i / chunks;
+        const int ch = (int)(i % chunks);
+        one_group(tk, pair / hk, (int)(pair % hk), g * ch / chunks, g * (ch + 1) / chunks, scores);
+    }
 }
 
 int md_attention(const md_attn_args *a, md_attn_ws *ws, kn_pool *pool, mw_err *err) {

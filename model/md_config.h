@@ -42,6 +42,10 @@ typedef struct md_rope {
     bool yarn_fractional; /* YaRN: keep the correction range as computed (Hugging Face with
                              rope_scaling.truncate = false); false = floor/ceil, llama.cpp's rule */
     float attn_factor;    /* extra cos/sin magnitude (rope.scaling.attn_factor), 1 when absent */
+    /* YaRN: mscale_all_dim (deepseek2's rope.scaling.yarn_log_multiplier / 0.1), 0 when absent.
+     * Non-zero, the cos/sin magnitude is mscale(f, mscale) / mscale(f, mscale_all_dim) (exactly 1,
+     * since the rope's mscale equals mscale_all_dim) and the attention scale carries the factor. */
+    float yarn_log_mul;
     float low_freq_factor, high_freq_factor; /* llama3 bands */
     /* derived */
     float theta_scale; /* powf(freq_base, -2/n_rot) */
@@ -67,7 +71,31 @@ typedef struct md_router_policy {
     bool select_bias; /* a selection-only bias (exp_probs_b.bias) decides the top-k (deepseek2) */
     bool norm;        /* weights divided by their sum, the sum clamped below at 6.103515625e-5 */
     float scale;      /* weights multiplied by this unless it is 0 or 1 */
+    /* Group-limited selection (deepseek2): experts form n_group consecutive groups; a group's score
+     * is the sum of its two largest selection scores, and only the n_group_used best groups may
+     * be selected from. n_group <= 1: no grouping. */
+    int n_group, n_group_used;
 } md_router_policy;
+
+/* How a layer attends. */
+typedef enum md_attn_kind {
+    MD_ATTN_GQA = 0, /* q, k, v projections, K and V cached per KV head */
+    MD_ATTN_MLA =
+        1, /* multi-head latent attention (deepseek2): one cached latent row per position */
+} md_attn_kind;
+
+/* Multi-head latent attention's widths (FORMATS.md §7). The layer loop runs it absorbed: per head
+ * the query [K_h q_nope, rope(q_pe)] attends over cached rows [latent c, rope(k_pe)] with the
+ * latent as the value, and V_h maps the attended latent to the head's output. So attention sees
+ * one KV head (n_head_kv = 1) of head_dim_k = kv_lora + rope and head_dim_v = kv_lora. */
+typedef struct md_mla {
+    int q_lora;  /* rank of the query down-projection; 0 = one attn_q projection */
+    int kv_lora; /* width of the compressed KV latent */
+    int nope;    /* per head: qk_nope_head_dim */
+    int rope;    /* per head: qk_rope_head_dim (= rope.dimension_count) */
+    int v;       /* per head: v_head_dim */
+    bool legacy; /* the file stores attn_kv_b (decompression) rather than attn_k_b / attn_v_b */
+} md_mla;
 
 typedef struct md_family md_family;
 
@@ -80,7 +108,9 @@ typedef struct md_config {
     int64_t n_ctx_train;
     float norm_eps;
     /* attention */
-    int n_head, n_head_kv;
+    md_attn_kind attn;
+    md_mla mla;            /* MD_ATTN_MLA only */
+    int n_head, n_head_kv; /* as attention sees them (MLA: 1 KV head, the latent) */
     int head_dim_k, head_dim_v;
     float kq_scale;
     bool qkv_bias, o_bias, qk_norm, sinks;
@@ -88,6 +118,13 @@ typedef struct md_config {
     uint8_t *layer_swa; /* n_layer flags: 1 = sliding-window layer */
     md_rope rope;       /* full-attention layers */
     md_rope rope_swa;   /* sliding-window layers */
+    /* FFN: layers 0 .. n_dense_lead - 1 run a dense FFN of width n_ff on the coordinator; the
+     * others are MoE layers, each with n_shared shared experts (one FFN of width n_ff_shared, on
+     * the coordinator, added to the routed sum unweighted) */
+    int n_dense_lead;
+    int64_t n_ff;
+    int n_shared;
+    int64_t n_ff_shared;
     /* MoE */
     int n_expert, n_expert_used;
     int64_t n_ff_exp;
@@ -95,6 +132,11 @@ typedef struct md_config {
     kn_glu glu;
     bool expert_bias;
 } md_config;
+
+/* Whether layer il routes to experts (false: a leading dense layer). */
+static inline bool md_layer_is_moe(const md_config *c, int il) {
+    return il >= c->n_dense_lead;
+}
 
 /* Reads the config of the model whose metadata is m. Unknown architectures, missing required keys
  * and unknown values are errors naming the key. Free with md_config_free. */

@@ -1,7 +1,9 @@
-/* model/md_family.c — the family table (gpt-oss, qwen3moe) and the metadata reader that turns a
- * row plus a model's keys into an md_config. The rules are those of llama.cpp's loader, written
- * up in tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss) and §5 (qwen3moe). */
+/* model/md_family.c — the family table (gpt-oss, qwen3moe, deepseek2) and the metadata reader that
+ * turns a row plus a model's keys into an md_config. The rules are those of llama.cpp's loader,
+ * written up in tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss), §5 (qwen3moe), §7 (deepseek2). */
 #include "model/md_family.h"
+
+#include "model/md_rope.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -43,6 +45,21 @@ static const md_family families[] = {
         .router = {.gate = MD_GATE_SOFTMAX, .norm = true, .scale = 1.0f},
         .glu = KN_GLU_SWIGLU,
         .expert_bias = false,
+    },
+    {
+        /* DeepSeek-V2/V3, Kimi-K2 and relatives: latent attention, NORM rope pairs, YaRN with
+         * a log multiplier, dense leading layers, shared experts, a router read from the keys */
+        .arch = "deepseek2",
+        .attn = MD_ATTN_MLA,
+        .rope_layout = MD_ROPE_NORM,
+        .yarn_truncate = true,
+        .yarn_log_mul = true,
+        .ffn_norm = "ffn_norm",
+        .output_optional = true,
+        .dense_and_shared = true,
+        .router_from_keys = true,
+        .router = {.gate = MD_GATE_SOFTMAX, .select_bias = true},
+        .glu = KN_GLU_SWIGLU,
     },
 };
 
@@ -192,6 +209,12 @@ static int read_rope(reader *r, md_config *c, mw_err *err) {
             get_float(r, "rope.scaling.yarn_beta_slow", 0, true, &p->beta_slow, err) < 0)
             return -1;
         p->yarn_fractional = !truncate;
+        /* stored as 0.1 · mscale_all_dim (the converter multiplies, llama.cpp divides) */
+        float mul = 0.0f;
+        if (c->family->yarn_log_mul &&
+            get_float(r, "rope.scaling.yarn_log_multiplier", 0, false, &mul, err) < 0)
+            return -1;
+        p->yarn_log_mul = mul / 0.1f;
     }
     if (p->scaling == MD_ROPE_SCALING_LLAMA3) {
         if (req_float(r, "rope.scaling.low_freq_factor", 0, true, &p->low_freq_factor, err) ||
@@ -281,12 +304,155 @@ static int check_router_keys(reader *r, md_config *c, mw_err *err) {
         return mw_errf(err, "model config: %s = %s, but %s %s its routing weights", r->key,
                        b ? "true" : "false", c->arch,
                        p->norm ? "normalizes" : "does not normalize");
+    rc = get_int(r, "expert_group_count", 0, INT32_MAX, &v, err);
+    if (rc < 0) return -1;
+    if (rc && v > 1)
+        return mw_errf(err, "model config: %s = %lld, but %s does not route by expert groups",
+                       r->key, (long long)v, c->arch);
     float s;
     rc = get_float(r, "expert_weights_scale", 0, false, &s, err);
     if (rc < 0) return -1;
     if (rc && s != 0.0f && s != p->scale)
         return mw_errf(err, "model config: %s = %g, but %s scales its routing weights by %g",
                        r->key, s, c->arch, p->scale);
+    return 0;
+}
+
+/* The vocabulary size llama.cpp's deepseek2 loader tests against: {arch}.vocab_size, else the
+ * tokenizer's token count (0 when neither is present). */
+static int64_t meta_vocab(reader *r) {
+    int64_t v = 0;
+    mw_err e;
+    if (vx_meta_get_i64(r->m, k(r, "vocab_size"), &v, &e) == 1 && v > 0) return v;
+    long idx = vx_meta_find(r->m, "tokenizer.ggml.tokens");
+    return idx >= 0 && vx_meta_type(r->m, (size_t)idx) == VX_ARR
+               ? (int64_t)vx_meta_arr_len(r->m, (size_t)idx)
+               : 0;
+}
+
+/* A router read from the keys (deepseek2), with llama.cpp's defaults: gating softmax when the key
+ * is absent or 0 (DeepSeek-V2 files predate it; 47/48-layer models with a 154880-token vocabulary
+ * get sigmoid), no normalization, no scaling, no groups. */
+static int read_router_keys(reader *r, md_config *c, mw_err *err) {
+    md_router_policy *p = &c->router;
+    int64_t v = 0;
+    int rc = get_int(r, "expert_gating_func", 0, 1 << 16, &v, err);
+    if (rc < 0) return -1;
+    if (v == 0) v = (c->n_layer == 47 || c->n_layer == 48) && meta_vocab(r) == 154880 ? 2 : 1;
+    int g = gate_from_llama_id(v);
+    if (g < 0)
+        return mw_errf(err,
+                       "model config: %s = %lld is not a gating function moewire knows (1 "
+                       "softmax, 2 sigmoid, 3 softmax over the selected)",
+                       k(r, "expert_gating_func"), (long long)v);
+    p->gate = (md_gate)g;
+    p->norm = false;
+    if (vx_meta_get_bool(r->m, k(r, "expert_weights_norm"), &p->norm, err) < 0) return -1;
+    p->scale = 0.0f;
+    if (get_float(r, "expert_weights_scale", 0, false, &p->scale, err) < 0) return -1;
+    int64_t groups = 0, used = 0;
+    if (get_int(r, "expert_group_count", 0, c->n_expert, &groups, err) < 0 ||
+        get_int(r, "expert_group_used_count", 0, c->n_expert, &used, err) < 0)
+        return -1;
+    p->n_group = p->n_group_used = 0;
+    if (groups <= 1) return 0;
+    const int64_t per = c->n_expert / groups;
+    if (c->n_expert % groups || per < 2)
+        return mw_errf(err, "model config: %s = %lld must divide %s = %d into groups of at least 2",
+                       k(r, "expert_group_count"), (long long)groups, "expert_count", c->n_expert);
+    if (used < 1 || used >= groups)
+        return mw_errf(err, "model config: %s = %lld must be in [1, %lld] (expert_group_count - 1)",
+                       k(r, "expert_group_used_count"), (long long)used, (long long)groups - 1);
+    if (c->n_expert_used > used * per)
+        return mw_errf(err,
+                       "model config: expert_used_count %d exceeds the %lld experts of the %lld "
+                       "groups %s allows",
+                       c->n_expert_used, (long long)(used * per), (long long)used,
+                       k(r, "expert_group_used_count"));
+    p->n_group = (int)groups;
+    p->n_group_used = (int)used;
+    return 0;
+}
+
+/* Dense leading layers and shared experts (deepseek2): leading_dense_block_count (default 0)
+ * layers of a dense FFN of width feed_forward_length, then MoE layers with expert_shared_count
+ * shared experts (required) of expert_feed_forward_length each. */
+static int read_ffn_layout(reader *r, md_config *c, mw_err *err) {
+    if (!c->family->dense_and_shared) return 0;
+    int64_t v = 0;
+    if (get_int(r, "leading_dense_block_count", 0, c->n_layer, &v, err) < 0) return -1;
+    c->n_dense_lead = (int)v;
+    if (c->n_dense_lead > 0 && req_int(r, "feed_forward_length", 1, 1 << 24, &c->n_ff, err))
+        return -1;
+    if (req_int(r, "expert_shared_count", 0, 1 << 10, &v, err)) return -1;
+    c->n_shared = (int)v;
+    c->n_ff_shared = c->n_ff_exp * v;
+    return 0;
+}
+
+/* Multi-head latent attention's widths, before RoPE is read: the current layout states the
+ * per-head key_length_mla / value_length_mla (and key_length = kv_lora + rope, value_length =
+ * kv_lora, the cached row); the legacy one (attn_kv_b) the per-head key_length / value_length.
+ * The query goes through a q_lora_rank down-projection, except on llama.cpp's "lite" models (26 or
+ * 27 layers, or 48 with a 128256-token vocabulary) and when the rank is 0: one attn_q. */
+static int read_mla(reader *r, md_config *c, mw_err *err) {
+    md_mla *a = &c->mla;
+    int64_t v;
+    if (req_int(r, "attention.kv_lora_rank", 1, 1 << 16, &v, err)) return -1;
+    a->kv_lora = (int)v;
+    const bool lite =
+        c->n_layer == 26 || c->n_layer == 27 || (c->n_layer == 48 && meta_vocab(r) == 128256);
+    a->q_lora = 0;
+    if (!lite) {
+        if (req_int(r, "attention.q_lora_rank", 0, 1 << 20, &v, err)) return -1;
+        a->q_lora = (int)v;
+    }
+    int64_t km = 0, vm = 0;
+    int rk = get_int(r, "attention.key_length_mla", 0, 1 << 16, &km, err);
+    int rv = rk < 0 ? -1 : get_int(r, "attention.value_length_mla", 0, 1 << 16, &vm, err);
+    if (rk < 0 || rv < 0) return -1;
+    if ((km > 0) != (vm > 0))
+        return mw_errf(err, "model config: %s and %s must both be set (MLA layout) or both absent",
+                       k(r, "attention.key_length_mla"), "attention.value_length_mla");
+    a->legacy = km == 0;
+    if (a->legacy) {
+        if (req_int(r, "attention.key_length", 2, 1 << 16, &km, err) ||
+            req_int(r, "attention.value_length", 1, 1 << 16, &vm, err))
+            return -1;
+    }
+    c->head_dim_k = (int)km; /* per head, for RoPE's bounds; the attended widths follow */
+    a->v = (int)vm;
+    return 0;
+}
+
+/* After RoPE: the rotated part is the decoupled key, the rest q_nope; attention runs absorbed
+ * (one latent KV head). kq_scale = mscale² / sqrt(qk_nope + qk_rope) (llama.cpp's deepseek2). */
+static int finish_mla(reader *r, md_config *c, mw_err *err) {
+    md_mla *a = &c->mla;
+    const int dk = c->head_dim_k;
+    a->rope = c->rope.n_rot;
+    a->nope = dk - a->rope;
+    if (a->nope < 1)
+        return mw_errf(err,
+                       "model config: key length %d leaves no non-rotated dimensions (%s = %d)", dk,
+                       k(r, "rope.dimension_count"), a->rope);
+    int64_t v;
+    int rc;
+    if (!a->legacy) {
+        if ((rc = get_int(r, "attention.key_length", 1, 1 << 16, &v, err)) < 0) return -1;
+        if (rc && v != a->kv_lora + a->rope)
+            return mw_errf(err, "model config: %s = %lld, but kv_lora_rank + rope is %d", r->key,
+                           (long long)v, a->kv_lora + a->rope);
+        if ((rc = get_int(r, "attention.value_length", 1, 1 << 16, &v, err)) < 0) return -1;
+        if (rc && v != a->kv_lora)
+            return mw_errf(err, "model config: %s = %lld, but kv_lora_rank is %d", r->key,
+                           (long long)v, a->kv_lora);
+    }
+    const float m = md_rope_attn_mscale(&c->rope);
+    c->kq_scale = 1.0f * m * m / sqrtf((float)dk);
+    c->n_head_kv = 1;
+    c->head_dim_k = a->kv_lora + a->rope;
+    c->head_dim_v = a->kv_lora;
     return 0;
 }
 
@@ -343,10 +509,15 @@ static int read_all(reader *r, md_config *c, mw_err *err) {
         return mw_errf(err, "model config: %s = %d does not divide %s = %d",
                        k(r, "attention.head_count_kv"), c->n_head_kv, "attention.head_count",
                        c->n_head);
-    if (req_int(r, "attention.key_length", 2, 2 * MD_ROPE_MAX_PAIRS, &v, err)) return -1;
-    c->head_dim_k = (int)v;
-    if (req_int(r, "attention.value_length", 1, 2 * MD_ROPE_MAX_PAIRS, &v, err)) return -1;
-    c->head_dim_v = (int)v;
+    c->attn = c->family->attn;
+    if (c->attn == MD_ATTN_MLA) {
+        if (read_mla(r, c, err)) return -1;
+    } else {
+        if (req_int(r, "attention.key_length", 2, 2 * MD_ROPE_MAX_PAIRS, &v, err)) return -1;
+        c->head_dim_k = (int)v;
+        if (req_int(r, "attention.value_length", 1, 2 * MD_ROPE_MAX_PAIRS, &v, err)) return -1;
+        c->head_dim_v = (int)v;
+    }
     c->kq_scale = 1.0f / sqrtf((float)c->head_dim_k);
     c->qkv_bias = c->family->qkv_bias;
     c->o_bias = c->family->o_bias;
@@ -372,8 +543,12 @@ static int read_all(reader *r, md_config *c, mw_err *err) {
     }
     c->router = c->family->router;
     c->expert_bias = c->family->expert_bias;
-    if (check_router_keys(r, c, err) || read_glu(r, c, err)) return -1;
+    if ((c->family->router_from_keys ? read_router_keys(r, c, err)
+                                     : check_router_keys(r, c, err)) ||
+        read_glu(r, c, err) || read_ffn_layout(r, c, err))
+        return -1;
     if (read_swa(r, c, err) || read_rope(r, c, err)) return -1;
+    if (c->attn == MD_ATTN_MLA && finish_mla(r, c, err)) return -1;
     return 0;
 }
 

@@ -12,6 +12,7 @@
 struct md_family {
     const char *arch; /* general.architecture */
     /* attention */
+    md_attn_kind attn;     /* MLA: reads the kv_lora_rank / q_lora_rank / *_length_mla keys */
     bool qkv_bias, o_bias; /* attn_{q,k,v}.bias / attn_output.bias tensors */
     bool qk_norm;          /* per-head RMSNorm of q and k (attn_q_norm / attn_k_norm) */
     bool sinks;            /* attn_sinks: one logit per query head in the softmax denominator */
@@ -19,6 +20,7 @@ struct md_family {
     /* YaRN: whether the correction range is rounded to whole dimensions when the metadata has no
      * rope.scaling.yarn_truncate (llama.cpp always rounds; HF's truncate defaults to true) */
     bool yarn_truncate;
+    bool yarn_log_mul; /* reads rope.scaling.yarn_log_multiplier (deepseek2's mscale_all_dim) */
     /* sliding window: the family reads attention.sliding_window and the layer pattern
      * attention.sliding_window_pattern (a period, or one flag per layer); the declared default
      * period applies when the pattern key is absent. */
@@ -27,8 +29,15 @@ struct md_family {
     /* per-layer tensor names that differ between families */
     const char *ffn_norm; /* norm before the MoE block */
     bool output_optional; /* output.weight may be absent: token_embd is the LM head */
+    /* FFN layout: leading_dense_block_count dense layers (width feed_forward_length) and
+     * expert_shared_count shared experts per MoE layer; false = every layer is MoE, none shared */
+    bool dense_and_shared;
     /* MoE */
     bool ff_exp_from_ff; /* expert_feed_forward_length may be absent: ff / expert_used_count */
+    /* The router: a fixed policy whose restating keys must agree, or (router_from_keys) one read
+     * from expert_gating_func, expert_weights_norm / _scale and expert_group_count / _used_count
+     * with llama.cpp's defaults; router.select_bias then means exp_probs_b.bias may be present. */
+    bool router_from_keys;
     md_router_policy router;
     kn_glu_kind glu;
     float glu_alpha; /* SWIGLU_OAI constants; the limit may be set by {arch}.swiglu_clamp_exp */

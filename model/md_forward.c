@@ -1,11 +1,14 @@
-/* model/md_forward.c — the forward pass: embedding → layers (attention with a KV cache, MoE
- * through the expert backend) → final norm → LM head, for a batch of (sequence, position, token)
- * rows. There is one layer loop; prefill and decode differ only in the batch they pass. */
+/* model/md_forward.c — the forward pass: embedding → layers (attention with a KV cache, then a
+ * dense FFN or the MoE step through the expert backend) → final norm → LM head, for a batch of
+ * (sequence, position, token) rows. There is one layer loop for every family; prefill and decode
+ * differ only in the batch they pass. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model/md_attn.h"
+#include "model/md_heads.h"
 #include "model/md_model.h"
 #include "model/md_ops.h"
 #include "model/md_rope.h"
@@ -14,14 +17,59 @@
 #define MAX_BATCH (1 << 20)
 
 static const char *const probe_names[MD_PROBE_COUNT] = {
-    "attn_norm",    "Qcur_normed",     "Kcur_normed", "Qcur",     "Kcur",           "Vcur",
-    "kqv_out",      "attn_out",        "ffn_inp",     "ffn_norm", "ffn_moe_logits", "ffn_moe_probs",
-    "ffn_moe_topk", "ffn_moe_weights", "ffn_moe_out", "l_out",    "result_norm",
+    [MD_PROBE_ATTN_NORM] = "attn_norm",
+    [MD_PROBE_Q_A] = "q_a",
+    [MD_PROBE_Q_A_NORM] = "q_a_norm",
+    [MD_PROBE_Q] = "q",
+    [MD_PROBE_Q_PE] = "q_pe",
+    [MD_PROBE_Q_ABSORBED] = "q_nope_absorbed",
+    [MD_PROBE_KV_CMPR_PE] = "kv_cmpr_pe",
+    [MD_PROBE_KV_CMPR] = "kv_cmpr",
+    [MD_PROBE_K_PE] = "k_pe",
+    [MD_PROBE_KQV] = "kqv",
+    [MD_PROBE_KQV_MLA] = "kqv_mla",
+    [MD_PROBE_Q_NORMED] = "Qcur_normed",
+    [MD_PROBE_K_NORMED] = "Kcur_normed",
+    [MD_PROBE_Q_ROPE] = "Qcur",
+    [MD_PROBE_K_ROPE] = "Kcur",
+    [MD_PROBE_V] = "Vcur",
+    [MD_PROBE_KQV_OUT] = "kqv_out",
+    [MD_PROBE_ATTN_OUT] = "attn_out",
+    [MD_PROBE_FFN_INP] = "ffn_inp",
+    [MD_PROBE_FFN_NORM] = "ffn_norm",
+    [MD_PROBE_FFN_SWIGLU] = "ffn_swiglu",
+    [MD_PROBE_ROUTER_LOGITS] = "ffn_moe_logits",
+    [MD_PROBE_ROUTER_SCORES] = "ffn_moe_probs",
+    [MD_PROBE_ROUTER_BIASED] = "ffn_moe_probs_biased",
+    [MD_PROBE_GROUP_TOPK] = "ffn_moe_group_topk",
+    [MD_PROBE_ROUTER_MASKED] = "ffn_moe_probs_masked",
+    [MD_PROBE_TOPK] = "ffn_moe_topk",
+    [MD_PROBE_WEIGHTS_SEL] = "ffn_moe_weights",
+    [MD_PROBE_WEIGHTS_NORM] = "ffn_moe_weights_norm",
+    [MD_PROBE_WEIGHTS] = "ffn_moe_weights_scaled",
+    [MD_PROBE_MOE_OUT] = "ffn_moe_out",
+    [MD_PROBE_SHEXP] = "ffn_shexp",
+    [MD_PROBE_FFN_OUT] = "ffn_out",
+    [MD_PROBE_L_OUT] = "l_out",
+    [MD_PROBE_RESULT_NORM] = "result_norm",
 };
 
 const char *md_probe_name(md_probe p) {
-    return (unsigned)p < MD_PROBE_COUNT ? probe_names[p] : "unknown";
+    return (unsigned)p < MD_PROBE_COUNT && probe_names[p] ? probe_names[p] : "unknown";
 }
+
+/* Scratch of a pass, sized for T_cap rows. */
+typedef struct scratch {
+    float *x, *xn, *q, *k, *v, *att, *o, *moe;
+    float *qa, *qraw, *ho; /* MLA: the query latent, q_b's output, the heads' outputs */
+    float *fg, *fu, *fy;   /* coordinator FFN: gate, up, output */
+    float *rlog, *rsel, *rw, *cs, *cs_swa;
+    int32_t *rids;
+    void *rscratch;
+    /* only while an observer watches */
+    float *obs, *rbiased, *rsel_w, *rnorm;
+    int32_t *rgroups;
+} scratch;
 
 struct md_ctx {
     const md_model *m;
@@ -31,14 +79,14 @@ struct md_ctx {
     md_observer_fn obs;
     void *obs_ud;
     int64_t *seq_rows; /* per sequence: rows of it seen so far in the batch being checked */
-    /* scratch for up to T_cap rows */
     int64_t T_cap;
-    float *x, *xn, *q, *k, *v, *att, *o, *moe;
-    float *rlog, *rw, *cs, *cs_swa;
-    int32_t *rids;
+    bool obs_cap; /* the scratch has the observer's buffers */
+    scratch s;
     bool rope_differs; /* sliding-window layers use other RoPE parameters */
     md_attn_ws attn;
+    md_heads_ws heads;
     uint64_t dense_bytes;
+    md_moe_timing timing;
 };
 
 /* ---- context -------------------------------------------------------------------------------- */
@@ -73,14 +121,16 @@ int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *
 }
 
 static void free_scratch(md_ctx *c) {
-    float **bufs[] = {&c->x, &c->xn,  &c->q,    &c->k,  &c->v,  &c->att,
-                      &c->o, &c->moe, &c->rlog, &c->rw, &c->cs, &c->cs_swa};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        free(*bufs[i]);
-        *bufs[i] = NULL;
-    }
-    free(c->rids);
-    c->rids = NULL;
+    scratch *s = &c->s;
+    float **bufs[] = {&s->x,      &s->xn,  &s->q,       &s->k,      &s->v,    &s->att,
+                      &s->o,      &s->moe, &s->qa,      &s->qraw,   &s->ho,   &s->fg,
+                      &s->fu,     &s->fy,  &s->rlog,    &s->rsel,   &s->rw,   &s->cs,
+                      &s->cs_swa, &s->obs, &s->rbiased, &s->rsel_w, &s->rnorm};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(*bufs[i]);
+    free(s->rids);
+    free(s->rgroups);
+    free(s->rscratch);
+    memset(s, 0, sizeof *s);
 }
 
 void md_ctx_free(md_ctx *c) {
@@ -88,6 +138,7 @@ void md_ctx_free(md_ctx *c) {
     free_scratch(c);
     md_kv_free(&c->kv);
     md_attn_ws_free(&c->attn);
+    md_heads_ws_free(&c->heads);
     free(c->seq_rows);
     free(c);
 }
@@ -122,34 +173,56 @@ uint64_t md_ctx_kv_bytes(const md_ctx *c) {
     return md_kv_bytes(&c->kv);
 }
 
+md_moe_timing md_ctx_moe_timing(const md_ctx *c) {
+    return c->timing;
+}
+
+void md_ctx_reset_moe_timing(md_ctx *c) {
+    memset(&c->timing, 0, sizeof c->timing);
+}
+
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+
 static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
-    if (T <= c->T_cap) return 0;
+    const bool want_obs = c->obs != NULL;
+    if (T <= c->T_cap && (!want_obs || c->obs_cap)) return 0;
     const md_config *m = &c->m->cfg;
-    const size_t E = (size_t)m->n_embd;
+    const size_t E = (size_t)m->n_embd, X = (size_t)m->n_expert, K = (size_t)m->n_expert_used;
     const size_t qd = (size_t)m->n_head * m->head_dim_k, kd = (size_t)m->n_head_kv * m->head_dim_k;
     const size_t vd = (size_t)m->n_head_kv * m->head_dim_v, ad = (size_t)m->n_head * m->head_dim_v;
+    const bool mla = m->attn == MD_ATTN_MLA;
+    const size_t qa = mla ? (size_t)m->mla.q_lora : 0;
+    const size_t qraw = mla ? (size_t)m->n_head * (m->mla.nope + m->mla.rope) : 0;
+    const size_t od = mla ? (size_t)m->n_head * m->mla.v : 0;
+    const size_t ff = (size_t)max64(m->n_ff, m->n_ff_shared);
     const size_t rot = (size_t)m->rope.n_rot;
     int64_t cap = c->T_cap ? c->T_cap : 1;
     while (cap < T) cap *= 2;
     free_scratch(c);
+    c->T_cap = 0;
+    c->obs_cap = false;
     const size_t n = (size_t)cap;
-    c->x = malloc(n * E * sizeof(float));
-    c->xn = malloc(n * E * sizeof(float));
-    c->q = malloc(n * qd * sizeof(float));
-    c->k = malloc(n * kd * sizeof(float));
-    c->v = malloc(n * vd * sizeof(float));
-    c->att = malloc(n * ad * sizeof(float));
-    c->o = malloc(n * E * sizeof(float));
-    c->moe = malloc(n * E * sizeof(float));
-    c->rlog = malloc(n * (size_t)m->n_expert * sizeof(float));
-    c->rw = malloc(n * (size_t)m->n_expert_used * sizeof(float));
-    c->rids = malloc(n * (size_t)m->n_expert_used * sizeof(int32_t));
-    c->cs = malloc(n * rot * sizeof(float));
-    c->cs_swa = malloc(n * rot * sizeof(float));
-    if (!c->x || !c->xn || !c->q || !c->k || !c->v || !c->att || !c->o || !c->moe || !c->rlog ||
-        !c->rw || !c->rids || !c->cs || !c->cs_swa) {
+    scratch *s = &c->s;
+#define ALLOC(p, count) (p = malloc((n * (count) > 0 ? n * (count) : 1) * sizeof *(p))) != NULL
+    bool ok = ALLOC(s->x, E) && ALLOC(s->xn, E) && ALLOC(s->q, qd) && ALLOC(s->k, kd) &&
+              ALLOC(s->v, vd) && ALLOC(s->att, ad) && ALLOC(s->o, E) && ALLOC(s->moe, E) &&
+              ALLOC(s->qa, qa) && ALLOC(s->qraw, qraw) && ALLOC(s->ho, od) && ALLOC(s->fg, ff) &&
+              ALLOC(s->fu, ff) && ALLOC(s->fy, E) && ALLOC(s->rlog, X) && ALLOC(s->rsel, X) &&
+              ALLOC(s->rw, K) && ALLOC(s->rids, K) && ALLOC(s->cs, rot) && ALLOC(s->cs_swa, rot);
+    ok = ok && (s->rscratch = malloc(md_route_scratch_bytes(m->n_expert))) != NULL;
+    if (ok && want_obs) {
+        /* the widest quantity an observer is handed in a gathered copy */
+        const size_t wide = (size_t)max64(max64(qd, ad), max64((int64_t)E, (int64_t)X));
+        const size_t g = m->router.n_group_used > 0 ? (size_t)m->router.n_group_used : 1;
+        ok = ALLOC(s->obs, wide) && ALLOC(s->rbiased, X) && ALLOC(s->rsel_w, K) &&
+             ALLOC(s->rnorm, K) && ALLOC(s->rgroups, g);
+        c->obs_cap = ok;
+    }
+#undef ALLOC
+    if (!ok) {
         free_scratch(c);
-        c->T_cap = 0;
         return mw_errf(err, "model context: out of memory for a batch of %lld rows", (long long)T);
     }
     c->T_cap = cap;
@@ -158,8 +231,30 @@ static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
 
 /* ---- the pass ------------------------------------------------------------------------------- */
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void observe(md_ctx *c, int il, md_probe p, const void *data, int64_t rows, int64_t cols) {
     if (c->obs) c->obs(c->obs_ud, il, p, data, rows, cols);
+}
+
+/* Observes n pieces of `width` floats per row, piece i of row t at base + t·row + i·stride, as one
+ * T × n·width array. */
+static void observe_strided(md_ctx *c, int il, md_probe p, const float *base, int64_t T, int n,
+                            int64_t width, int64_t row, int64_t stride) {
+    if (!c->obs) return;
+    for (int64_t t = 0; t < T; t++)
+        for (int i = 0; i < n; i++)
+            memcpy(c->s.obs + (t * n + i) * width, base + t * row + i * stride,
+                   (size_t)width * sizeof(float));
+    c->obs(c->obs_ud, il, p, c->s.obs, T, n * width);
+}
+
+static void count_bytes(md_ctx *c, const kn_mat *w) {
+    c->dense_bytes += (uint64_t)w->row_bytes * (uint64_t)w->rows;
 }
 
 /* Y[i] = W[i] · X (+ bias[i]) for n matrices reading the same X, as one kernel call (the input
@@ -168,7 +263,7 @@ static void matmuls(md_ctx *c, int n, const kn_mat *const *W, const float *X, in
                     float *const *Y, const float *const *bias) {
     kn_matmul_many(W, Y, n, X, T, c->p.numerics, c->p.pool);
     for (int m = 0; m < n; m++) {
-        c->dense_bytes += (uint64_t)W[m]->row_bytes * (uint64_t)W[m]->rows;
+        count_bytes(c, W[m]);
         if (bias[m])
             for (int64_t t = 0; t < T; t++)
                 for (int64_t i = 0; i < W[m]->rows; i++) Y[m][t * W[m]->rows + i] += bias[m][i];
@@ -180,8 +275,17 @@ static void matmul(md_ctx *c, const kn_mat *w, const float *X, int64_t T, float 
     matmuls(c, 1, &w, X, T, &Y, &bias);
 }
 
-static void norm_rows(const float *x, float *y, const float *w, int64_t T, int64_t n, float eps) {
-    for (int64_t t = 0; t < T; t++) md_rmsnorm(y + t * n, x + t * n, w, n, eps);
+static int heads_matmul(md_ctx *c, const md_heads *w, md_strided x, md_strided y, int64_t T,
+                        mw_err *err) {
+    const int H = c->m->cfg.n_head;
+    c->dense_bytes += (uint64_t)w->m.row_bytes * (uint64_t)w->m.rows * (uint64_t)H;
+    return md_heads_matmul(w, H, x, y, T, c->p.numerics, c->p.pool, &c->heads, err);
+}
+
+/* y = (x · (1 / rms)) · w for T rows of n floats at `stride` floats apart (in place allowed). */
+static void norm_rows(const float *x, float *y, const float *w, int64_t T, int64_t n,
+                      int64_t stride, float eps) {
+    for (int64_t t = 0; t < T; t++) md_rmsnorm(y + t * stride, x + t * stride, w, n, eps);
 }
 
 static void add_rows(float *x, const float *y, int64_t n) {
@@ -221,92 +325,240 @@ static int check_rows(md_ctx *c, const md_row *rows, int64_t T, int64_t *n_out, 
     return rc;
 }
 
-/* Q/K per-head norm and RoPE, then the K/V rows into their sequences' caches. */
-static void qk_prepare(md_ctx *c, int il, const md_row *rows, int64_t T) {
+static const float *angles(const md_ctx *c, int il) {
+    return c->m->cfg.layer_swa[il] && c->rope_differs ? c->s.cs_swa : c->s.cs;
+}
+
+/* GQA: q, k, v projections, per-head Q/K norm, RoPE, the K/V rows into the caches. */
+static void gqa_qkv(md_ctx *c, int il, int64_t T) {
     const md_config *m = &c->m->cfg;
     const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
     const int Hq = m->n_head, Hk = m->n_head_kv, dk = m->head_dim_k;
-    const bool swa = m->layer_swa[il];
-    const md_rope *rope = swa ? &m->rope_swa : &m->rope;
-    const float *cs = swa && c->rope_differs ? c->cs_swa : c->cs;
+    const md_rope *rope = m->layer_swa[il] ? &m->rope_swa : &m->rope;
+    const float *cs = angles(c, il);
+    const kn_mat *qkv[3] = {&w->wq, &w->wk, &w->wv};
+    matmuls(c, 3, qkv, s->xn, T, (float *const[]){s->q, s->k, s->v},
+            (const float *const[]){w->bq, w->bk, w->bv});
     if (m->qk_norm) {
-        for (int64_t i = 0; i < T * Hq; i++)
-            md_rmsnorm(c->q + i * dk, c->q + i * dk, w->q_norm, dk, m->norm_eps);
-        for (int64_t i = 0; i < T * Hk; i++)
-            md_rmsnorm(c->k + i * dk, c->k + i * dk, w->k_norm, dk, m->norm_eps);
-        observe(c, il, MD_PROBE_Q_NORMED, c->q, T, (int64_t)Hq * dk);
-        observe(c, il, MD_PROBE_K_NORMED, c->k, T, (int64_t)Hk * dk);
+        norm_rows(s->q, s->q, w->q_norm, T * Hq, dk, dk, m->norm_eps);
+        norm_rows(s->k, s->k, w->k_norm, T * Hk, dk, dk, m->norm_eps);
+        observe(c, il, MD_PROBE_Q_NORMED, s->q, T, (int64_t)Hq * dk);
+        observe(c, il, MD_PROBE_K_NORMED, s->k, T, (int64_t)Hk * dk);
     }
     for (int64_t t = 0; t < T; t++) {
         const float *a = cs + t * rope->n_rot;
-        for (int h = 0; h < Hq; h++) md_rope_apply(rope, a, c->q + (t * Hq + h) * dk);
-        for (int h = 0; h < Hk; h++) md_rope_apply(rope, a, c->k + (t * Hk + h) * dk);
+        for (int h = 0; h < Hq; h++) md_rope_apply(rope, a, s->q + (t * Hq + h) * dk);
+        for (int h = 0; h < Hk; h++) md_rope_apply(rope, a, s->k + (t * Hk + h) * dk);
     }
-    observe(c, il, MD_PROBE_Q_ROPE, c->q, T, (int64_t)Hq * dk);
-    observe(c, il, MD_PROBE_K_ROPE, c->k, T, (int64_t)Hk * dk);
-    observe(c, il, MD_PROBE_V, c->v, T, (int64_t)Hk * m->head_dim_v);
-    md_kv_store(&c->kv, il, c->k, c->v);
+    observe(c, il, MD_PROBE_Q_ROPE, s->q, T, (int64_t)Hq * dk);
+    observe(c, il, MD_PROBE_K_ROPE, s->k, T, (int64_t)Hk * dk);
+    observe(c, il, MD_PROBE_V, s->v, T, (int64_t)Hk * m->head_dim_v);
+    md_kv_store(&c->kv, il, s->k, s->v);
 }
 
-static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
+/* MLA, absorbed (FORMATS.md §7): the query [K_h q_nope_h, rope(q_pe_h)] per head, the cached row
+ * [RMSNorm(latent), rope(k_pe)] per position (its latent is also the value). */
+static int mla_qkv(md_ctx *c, int il, int64_t T, mw_err *err) {
+    const md_config *m = &c->m->cfg;
+    const md_mla *a = &m->mla;
+    const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
+    const int H = m->n_head, dq = a->nope + a->rope, dk = m->head_dim_k;
+    const float *cs = angles(c, il);
+    /* the query's down-projection and the KV latent read the same input: one kernel call */
+    if (a->q_lora) {
+        const kn_mat *down[2] = {&w->wq_a, &w->wkv_a};
+        matmuls(c, 2, down, s->xn, T, (float *const[]){s->qa, s->k},
+                (const float *const[]){NULL, NULL});
+        observe(c, il, MD_PROBE_Q_A, s->qa, T, a->q_lora);
+        norm_rows(s->qa, s->qa, w->q_a_norm, T, a->q_lora, a->q_lora, m->norm_eps);
+        observe(c, il, MD_PROBE_Q_A_NORM, s->qa, T, a->q_lora);
+        matmul(c, &w->wq, s->qa, T, s->qraw, NULL);
+    } else {
+        const kn_mat *both[2] = {&w->wq, &w->wkv_a};
+        matmuls(c, 2, both, s->xn, T, (float *const[]){s->qraw, s->k},
+                (const float *const[]){NULL, NULL});
+    }
+    observe(c, il, MD_PROBE_Q, s->qraw, T, (int64_t)H * dq);
+    observe(c, il, MD_PROBE_KV_CMPR_PE, s->k, T, dk);
+    /* cached row: normalized latent, roped k_pe; query: roped q_pe after the absorbed q_nope */
+    norm_rows(s->k, s->k, w->kv_a_norm, T, a->kv_lora, dk, m->norm_eps);
+    for (int64_t t = 0; t < T; t++) {
+        const float *ang = cs + t * a->rope;
+        md_rope_apply(&m->rope, ang, s->k + t * dk + a->kv_lora);
+        for (int h = 0; h < H; h++) {
+            float *pe = s->q + (t * H + h) * dk + a->kv_lora;
+            memcpy(pe, s->qraw + (t * H + h) * dq + a->nope, (size_t)a->rope * sizeof *pe);
+            md_rope_apply(&m->rope, ang, pe);
+        }
+    }
+    observe_strided(c, il, MD_PROBE_Q_PE, s->q + a->kv_lora, T, H, a->rope, (int64_t)H * dk, dk);
+    observe_strided(c, il, MD_PROBE_KV_CMPR, s->k, T, 1, a->kv_lora, dk, 0);
+    observe_strided(c, il, MD_PROBE_K_PE, s->k + a->kv_lora, T, 1, a->rope, dk, 0);
+    /* q~_h = K_h q_nope_h: the query's no-rope part mapped into the latent space */
+    md_strided qn = {s->qraw, (int64_t)H * dq, dq}, qt = {s->q, (int64_t)H * dk, dk};
+    if (heads_matmul(c, &w->k_b, qn, qt, T, err)) return -1;
+    observe_strided(c, il, MD_PROBE_Q_ABSORBED, s->q, T, H, a->kv_lora, (int64_t)H * dk, dk);
+    observe(c, il, MD_PROBE_Q_ROPE, s->q, T, (int64_t)H * dk);
+    observe(c, il, MD_PROBE_K_ROPE, s->k, T, dk);
+    md_kv_store(&c->kv, il, s->k, s->k);
+    return 0;
+}
+
+static int attention(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
     const md_config *m = &c->m->cfg;
     const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
     const int64_t E = m->n_embd;
-    const int k = m->n_expert_used;
-
-    norm_rows(c->x, c->xn, w->attn_norm, T, E, m->norm_eps);
-    observe(c, il, MD_PROBE_ATTN_NORM, c->xn, T, E);
-    const kn_mat *qkv[3] = {&w->wq, &w->wk, &w->wv};
-    matmuls(c, 3, qkv, c->xn, T, (float *const[]){c->q, c->k, c->v},
-            (const float *const[]){w->bq, w->bk, w->bv});
-    qk_prepare(c, il, rows, T);
+    const bool mla = m->attn == MD_ATTN_MLA;
+    if (mla ? mla_qkv(c, il, T, err) : (gqa_qkv(c, il, T), 0)) return -1;
     md_attn_args aa = {
         .cfg = m,
         .kv = &c->kv,
         .layer = il,
         .rows = rows,
         .T = T,
-        .k = c->k,
-        .v = c->v,
-        .q = c->q,
+        .k = s->k,
+        .v = mla ? s->k : s->v,
+        .q = s->q,
         .sinks = w->sinks,
-        .out = c->att,
+        .out = s->att,
     };
     if (md_attention(&aa, &c->attn, c->p.pool, err)) return -1;
-    observe(c, il, MD_PROBE_KQV_OUT, c->att, T, (int64_t)m->n_head * m->head_dim_v);
-    matmul(c, &w->wo, c->att, T, c->o, w->bo);
-    observe(c, il, MD_PROBE_ATTN_OUT, c->o, T, E);
-    add_rows(c->x, c->o, T * E);
-    observe(c, il, MD_PROBE_FFN_INP, c->x, T, E);
+    const float *heads_out = s->att;
+    int64_t width = (int64_t)m->n_head * m->head_dim_v;
+    if (mla) {
+        /* each head's attended latent through V_h */
+        const md_mla *a = &m->mla;
+        observe(c, il, MD_PROBE_KQV, s->att, T, width);
+        md_strided lat = {s->att, width, a->kv_lora},
+                   out = {s->ho, (int64_t)m->n_head * a->v, a->v};
+        if (heads_matmul(c, &w->v_b, lat, out, T, err)) return -1;
+        heads_out = s->ho;
+        width = (int64_t)m->n_head * a->v;
+        observe(c, il, MD_PROBE_KQV_MLA, heads_out, T, width);
+    }
+    observe(c, il, MD_PROBE_KQV_OUT, heads_out, T, width);
+    matmul(c, &w->wo, heads_out, T, s->o, w->bo);
+    observe(c, il, MD_PROBE_ATTN_OUT, s->o, T, E);
+    add_rows(s->x, s->o, T * E);
+    observe(c, il, MD_PROBE_FFN_INP, s->x, T, E);
+    return 0;
+}
 
-    norm_rows(c->x, c->xn, w->ffn_norm, T, E, m->norm_eps);
-    observe(c, il, MD_PROBE_FFN_NORM, c->xn, T, E);
-    matmul(c, &w->router, c->xn, T, c->rlog, NULL);
-    observe(c, il, MD_PROBE_ROUTER_LOGITS, c->rlog, T, m->n_expert);
+/* The coordinator's SwiGLU FFN (a dense layer's, or the shared experts'): y = down(silu(gate x) ·
+ * up x), gate and up as one kernel call. */
+static void ffn(md_ctx *c, int il, const kn_expert *e, const float *X, int64_t T, float *Y,
+                bool dense) {
+    static const kn_glu swiglu = {.kind = KN_GLU_SWIGLU};
+    scratch *s = &c->s;
+    const kn_mat *gu[2] = {&e->gate, &e->up};
+    matmuls(c, 2, gu, X, T, (float *const[]){s->fg, s->fu}, (const float *const[]){NULL, NULL});
+    kn_glu_apply(&swiglu, s->fg, s->fu, s->fg, T * e->gate.rows);
+    if (dense) observe(c, il, MD_PROBE_FFN_SWIGLU, s->fg, T, e->gate.rows);
+    matmul(c, &e->down, s->fg, T, Y, NULL);
+}
+
+static void route(md_ctx *c, int il, int64_t T) {
+    const md_config *m = &c->m->cfg;
+    const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
+    const int k = m->n_expert_used, X = m->n_expert;
+    matmul(c, &w->router, s->xn, T, s->rlog, NULL);
+    observe(c, il, MD_PROBE_ROUTER_LOGITS, s->rlog, T, X);
     if (w->router_b)
-        for (int64_t t = 0; t < T; t++)
-            add_rows(c->rlog + t * m->n_expert, w->router_b, m->n_expert);
-    md_route(&m->router, c->rlog, NULL, T, m->n_expert, k, c->rlog, c->rids, c->rw);
-    observe(c, il, MD_PROBE_ROUTER_SCORES, c->rlog, T, m->n_expert);
-    observe(c, il, MD_PROBE_TOPK, c->rids, T, k);
-    observe(c, il, MD_PROBE_WEIGHTS, c->rw, T, k);
+        for (int64_t t = 0; t < T; t++) add_rows(s->rlog + t * X, w->router_b, X);
+    const bool o = c->obs != NULL;
+    md_route_out out = {
+        .scores = s->rlog,
+        .select = s->rsel,
+        .ids = s->rids,
+        .weights = s->rw,
+        .biased = o ? s->rbiased : NULL,
+        .groups = o ? s->rgroups : NULL,
+        .selected = o ? s->rsel_w : NULL,
+        .normed = o ? s->rnorm : NULL,
+        .scratch = s->rscratch,
+    };
+    md_route_rows(&m->router, s->rlog, w->select_b, T, X, k, &out);
+    if (!o) return;
+    const md_router_policy *p = &m->router;
+    observe(c, il, MD_PROBE_ROUTER_SCORES, s->rlog, T, X);
+    if (w->select_b) observe(c, il, MD_PROBE_ROUTER_BIASED, s->rbiased, T, X);
+    if (p->n_group > 1) {
+        observe(c, il, MD_PROBE_GROUP_TOPK, s->rgroups, T, p->n_group_used);
+        observe(c, il, MD_PROBE_ROUTER_MASKED, s->rsel, T, X);
+    }
+    observe(c, il, MD_PROBE_TOPK, s->rids, T, k);
+    observe(c, il, MD_PROBE_WEIGHTS_SEL, s->rsel_w, T, k);
+    if (p->norm) observe(c, il, MD_PROBE_WEIGHTS_NORM, s->rnorm, T, k);
+    observe(c, il, MD_PROBE_WEIGHTS, s->rw, T, k);
+}
 
+/* The MoE step: the routed batch goes to the backend, the shared experts run here meanwhile
+ * (their output is added to the routed sum unweighted, llama.cpp's order: routed + shared). */
+static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
+    const md_config *m = &c->m->cfg;
+    const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
+    const int64_t E = m->n_embd;
+    route(c, il, T);
     md_moe_batch b = {
         .layer = il,
         .T = T,
         .width = E,
-        .x = c->xn,
-        .k = k,
-        .experts = c->rids,
-        .weights = c->rw,
+        .x = s->xn,
+        .k = m->n_expert_used,
+        .experts = s->rids,
+        .weights = s->rw,
         .numerics = c->p.numerics,
     };
     md_expert_backend *be = c->p.experts;
-    if (be->run(be, &b, c->moe, err))
+    const uint64_t t0 = now_ns();
+    if (md_expert_submit(be, &b, s->moe, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
-    observe(c, il, MD_PROBE_MOE_OUT, c->moe, T, E);
-    add_rows(c->x, c->moe, T * E);
-    observe(c, il, MD_PROBE_L_OUT, c->x, T, E);
+    const uint64_t t1 = now_ns();
+    const bool shared = w->ffn.gate.data != NULL;
+    if (shared) ffn(c, il, &w->ffn, s->xn, T, s->fy, false);
+    const uint64_t t2 = now_ns();
+    if (md_expert_wait(be, &b, s->moe, err))
+        return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
+    const uint64_t t3 = now_ns();
+    c->timing.layers++;
+    c->timing.submit_ns += t1 - t0;
+    c->timing.shared_ns += t2 - t1;
+    c->timing.wait_ns += t3 - t2;
+    observe(c, il, MD_PROBE_MOE_OUT, s->moe, T, E);
+    if (shared) {
+        observe(c, il, MD_PROBE_SHEXP, s->fy, T, E);
+        add_rows(s->moe, s->fy, T * E);
+        observe(c, il, MD_PROBE_FFN_OUT, s->moe, T, E);
+    }
+    add_rows(s->x, s->moe, T * E);
+    return 0;
+}
+
+static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
+    const md_config *m = &c->m->cfg;
+    const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
+    const int64_t E = m->n_embd;
+
+    norm_rows(s->x, s->xn, w->attn_norm, T, E, E, m->norm_eps);
+    observe(c, il, MD_PROBE_ATTN_NORM, s->xn, T, E);
+    if (attention(c, il, rows, T, err)) return -1;
+
+    norm_rows(s->x, s->xn, w->ffn_norm, T, E, E, m->norm_eps);
+    observe(c, il, MD_PROBE_FFN_NORM, s->xn, T, E);
+    if (md_layer_is_moe(m, il)) {
+        if (moe(c, il, T, err)) return -1;
+    } else {
+        ffn(c, il, &w->ffn, s->xn, T, s->fy, true);
+        observe(c, il, MD_PROBE_FFN_OUT, s->fy, T, E);
+        add_rows(s->x, s->fy, T * E);
+    }
+    observe(c, il, MD_PROBE_L_OUT, s->x, T, E);
     return 0;
 }
 
@@ -320,13 +572,13 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     if (reserve_rows(c, T, err) || md_kv_begin(&c->kv, rows, T, err) ||
         md_attn_ws_reserve(&c->attn, m, rows, T, kn_pool_size(c->p.pool), err))
         return -1;
-
+    scratch *s = &c->s;
     for (int64_t t = 0; t < T; t++) {
-        kn_mat_row(&mod->tok_embd, rows[t].token, c->x + t * E);
+        kn_mat_row(&mod->tok_embd, rows[t].token, s->x + t * E);
         c->dense_bytes += mod->tok_embd.row_bytes;
-        md_rope_angles(&m->rope, rows[t].pos, c->cs + t * m->rope.n_rot);
+        md_rope_angles(&m->rope, rows[t].pos, s->cs + t * m->rope.n_rot);
         if (c->rope_differs)
-            md_rope_angles(&m->rope_swa, rows[t].pos, c->cs_swa + t * m->rope.n_rot);
+            md_rope_angles(&m->rope_swa, rows[t].pos, s->cs_swa + t * m->rope.n_rot);
     }
     for (int il = 0; il < m->n_layer; il++)
         if (layer(c, il, rows, T, err)) return -1;
@@ -337,8 +589,8 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     int64_t j = 0;
     for (int64_t t = 0; t < T; t++)
         if (rows[t].logits)
-            md_rmsnorm(c->xn + j++ * E, c->x + t * E, mod->out_norm, E, m->norm_eps);
-    observe(c, -1, MD_PROBE_RESULT_NORM, c->xn, n_out, E);
-    matmul(c, &mod->output, c->xn, n_out, logits, NULL);
+            md_rmsnorm(s->xn + j++ * E, s->x + t * E, mod->out_norm, E, m->norm_eps);
+    observe(c, -1, MD_PROBE_RESULT_NORM, s->xn, n_out, E);
+    matmul(c, &mod->output, s->xn, n_out, logits, NULL);
     return 0;
 }

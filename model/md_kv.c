@@ -13,7 +13,8 @@ int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool r
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
     kv->kd = (int64_t)cfg->n_head_kv * cfg->head_dim_k;
-    kv->vd = (int64_t)cfg->n_head_kv * cfg->head_dim_v;
+    kv->v_in_k = cfg->attn == MD_ATTN_MLA;
+    kv->vd = kv->v_in_k ? 0 : (int64_t)cfg->n_head_kv * cfg->head_dim_v;
     kv->n_swa = cfg->n_swa;
     kv->layer_ring = calloc((size_t)kv->n_layer, 1);
     kv->stage_k = calloc((size_t)kv->n_layer, sizeof(float *));
@@ -85,7 +86,7 @@ static int grow_seq(md_kv *kv, md_kv_seq *s, int64_t need, mw_err *err) {
         const bool ring = kv->layer_ring[l];
         const int64_t rows = ring ? ring_cap : cap;
         if (rows == (ring ? s->ring_cap : s->cap)) continue;
-        if (grow(&s->k[l], rows, kv->kd) || grow(&s->v[l], rows, kv->vd))
+        if (grow(&s->k[l], rows, kv->kd) || (kv->vd && grow(&s->v[l], rows, kv->vd)))
             return mw_errf(err, "KV cache: out of memory for %lld positions", (long long)rows);
     }
     s->cap = cap;
@@ -108,7 +109,7 @@ static int grow_stage(md_kv *kv, int64_t n, mw_err *err) {
     while (cap < n) cap *= 2;
     for (int l = 0; l < kv->n_layer; l++)
         if (kv->layer_ring[l] &&
-            (grow(&kv->stage_k[l], cap, kv->kd) || grow(&kv->stage_v[l], cap, kv->vd)))
+            (grow(&kv->stage_k[l], cap, kv->kd) || (kv->vd && grow(&kv->stage_v[l], cap, kv->vd))))
             return mw_errf(err, "KV cache: out of memory staging %lld rows", (long long)n);
     kv->keep_cap = cap;
     return 0;
@@ -157,7 +158,7 @@ void md_kv_store(md_kv *kv, int layer, const float *k, const float *v) {
         for (int64_t j = 0; j < kv->n_keep; j++) {
             const int64_t t = kv->keep[j];
             memcpy(kv->stage_k[layer] + j * kv->kd, k + t * kv->kd, kb);
-            memcpy(kv->stage_v[layer] + j * kv->vd, v + t * kv->vd, vb);
+            if (vb) memcpy(kv->stage_v[layer] + j * kv->vd, v + t * kv->vd, vb);
         }
         return;
     }
@@ -166,7 +167,7 @@ void md_kv_store(md_kv *kv, int layer, const float *k, const float *v) {
         const md_kv_seq *s = &kv->seqs[kv->rows[t].seq];
         const int64_t pos = kv->rows[t].pos;
         memcpy(s->k[layer] + pos * kv->kd, k + t * kv->kd, kb);
-        memcpy(s->v[layer] + pos * kv->vd, v + t * kv->vd, vb);
+        if (vb) memcpy(s->v[layer] + pos * kv->vd, v + t * kv->vd, vb);
     }
 }
 
@@ -179,7 +180,7 @@ void md_kv_commit(md_kv *kv) {
             const md_kv_seq *s = &kv->seqs[row->seq];
             const int64_t slot = row->pos % kv->ring;
             memcpy(s->k[l] + slot * kv->kd, kv->stage_k[l] + j * kv->kd, kb);
-            memcpy(s->v[l] + slot * kv->vd, kv->stage_v[l] + j * kv->vd, vb);
+            if (vb) memcpy(s->v[l] + slot * kv->vd, kv->stage_v[l] + j * kv->vd, vb);
         }
     }
     for (int64_t t = 0; t < kv->T; t++) {
@@ -217,15 +218,15 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
     const bool ring = kv->layer_ring[layer];
     md_kv_iter it = {
         .ck = s->k[layer],
-        .cv = s->v[layer],
+        .cv = kv->v_in_k ? s->k[layer] : s->v[layer],
         .slot = ring ? from % kv->ring : from,
         .wrap = ring ? kv->ring : -1,
         .n_cache = base > from ? base - from : 0,
         .bk = k,
-        .bv = v,
+        .bv = kv->v_in_k ? k : v,
         .order = kv->order + kv->row_first[t] + (from > base ? from - base : 0),
         .kd = kv->kd,
-        .vd = kv->vd,
+        .vd = kv->v_in_k ? kv->kd : kv->vd,
     };
     return it;
 }

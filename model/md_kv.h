@@ -1,5 +1,7 @@
 /* model/md_kv.h — the KV cache: per sequence and layer, K rows (n_head_kv·head_dim_k floats) and
- * V rows (n_head_kv·head_dim_v) by position.
+ * V rows (n_head_kv·head_dim_v) by position. Latent attention (MLA) caches one row per position,
+ * [latent c, rope(k_pe)] (kv_lora + rope floats), whose first kv_lora floats are also the value:
+ * no V rows are kept.
  *
  * Full-attention layers keep every position (memory grows by doubling up to the context size).
  * Sliding-window layers keep only the window: a ring of `ring` positions where position p lives in
@@ -30,7 +32,8 @@ typedef struct md_kv_seq {
 typedef struct md_kv {
     int n_layer, n_seq;
     int64_t n_ctx;
-    int64_t kd, vd;      /* floats per position */
+    int64_t kd, vd;      /* floats per position (vd = 0 when the value is the key row's head) */
+    bool v_in_k;         /* MLA: a position's value is the first head_dim_v floats of its key row */
     int64_t n_swa;       /* the window: keys p - t < n_swa are visible on sliding layers */
     int64_t ring;        /* positions a ring layer keeps; 0 = no ring layers */
     uint8_t *layer_ring; /* n_layer flags: 1 = this layer is a ring */

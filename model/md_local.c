@@ -56,7 +56,8 @@ int md_expert_check(const kn_expert *e, const md_config *c, int layer, int exper
 
 static const kn_expert *lookup(void *ctx, int layer, int expert, mw_err *err) {
     local *l = ctx;
-    if (layer < 0 || layer >= l->n_layer || expert >= l->n_expert) {
+    if (layer < 0 || layer >= l->n_layer || expert >= l->n_expert ||
+        !l->experts[(size_t)layer * l->n_expert + expert].gate.data) {
         mw_errf(err, "local experts: no expert (%d, %d) in a %d-layer, %d-expert model", layer,
                 expert, l->n_layer, l->n_expert);
         return NULL;
@@ -137,7 +138,7 @@ int md_local_backend_new(const vx_source *src, const md_config *cfg, kn_pool *po
         return mw_errf(err, "local experts: out of memory");
     }
     for (int il = 0; il < cfg->n_layer; il++)
-        for (int e = 0; e < cfg->n_expert; e++) {
+        for (int e = 0; md_layer_is_moe(cfg, il) && e < cfg->n_expert; e++) {
             kn_expert *x = &l->experts[(size_t)il * cfg->n_expert + e];
             if (vx_source_expert(src, il, e, x, err) || md_expert_check(x, cfg, il, e, err)) {
                 destroy(b);

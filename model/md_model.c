@@ -61,10 +61,10 @@ static const char *describe_ne(const vx_tensor *t, char *buf, size_t n) {
     return buf;
 }
 
-/* Finds tensor `name` and checks it is ne0 × ne1 (ne1 = 0: a vector of ne0). Returns it, NULL
- * when absent and optional, or NULL with err set. */
-static const vx_tensor *find(loader *L, const char *name, int64_t ne0, int64_t ne1, bool required,
-                             int *failed, mw_err *err) {
+/* Finds tensor `name` and checks its shape is ne[0 .. n_dims) (GGUF order). Returns it, NULL when
+ * absent and optional, or NULL with err set. */
+static const vx_tensor *find_nd(loader *L, const char *name, int n_dims, const int64_t *ne,
+                                bool required, int *failed, mw_err *err) {
     const vx_tensor *t = vx_source_tensor(L->src, name);
     if (!t) {
         if (required) {
@@ -74,17 +74,17 @@ static const vx_tensor *find(loader *L, const char *name, int64_t ne0, int64_t n
         }
         return NULL;
     }
-    char got[96];
-    int want_dims = ne1 ? 2 : 1;
-    bool ok = t->n_dims == want_dims && t->ne[0] == ne0 && (!ne1 || t->ne[1] == ne1);
+    bool ok = t->n_dims == n_dims;
+    for (int d = 0; ok && d < n_dims; d++) ok = t->ne[d] == ne[d];
     if (!ok) {
-        if (ne1)
-            mw_errf(err, "%s: tensor '%s' has shape %s, expected [%lld, %lld]",
-                    vx_source_path(L->src), name, describe_ne(t, got, sizeof got), (long long)ne0,
-                    (long long)ne1);
-        else
-            mw_errf(err, "%s: tensor '%s' has shape %s, expected [%lld]", vx_source_path(L->src),
-                    name, describe_ne(t, got, sizeof got), (long long)ne0);
+        char got[96], want[96];
+        size_t o = (size_t)snprintf(want, sizeof want, "[");
+        for (int d = 0; d < n_dims && o < sizeof want; d++)
+            o += (size_t)snprintf(want + o, sizeof want - o, "%s%lld", d ? ", " : "",
+                                  (long long)ne[d]);
+        snprintf(want + o, o < sizeof want ? sizeof want - o : 0, "]");
+        mw_errf(err, "%s: tensor '%s' has shape %s, expected %s", vx_source_path(L->src), name,
+                describe_ne(t, got, sizeof got), want);
         *failed = 1;
         return NULL;
     }
@@ -93,6 +93,13 @@ static const vx_tensor *find(loader *L, const char *name, int64_t ne0, int64_t n
         return NULL;
     }
     return t;
+}
+
+/* The same for a matrix ne0 × ne1 (ne1 = 0: a vector of ne0). */
+static const vx_tensor *find(loader *L, const char *name, int64_t ne0, int64_t ne1, bool required,
+                             int *failed, mw_err *err) {
+    const int64_t ne[2] = {ne0, ne1};
+    return find_nd(L, name, ne1 ? 2 : 1, ne, required, failed, err);
 }
 
 /* t as a kn_mat of `rows` × `cols` in a type the kernels compute, its bytes all inside the source.
@@ -145,6 +152,93 @@ static kn_mat mat(loader *L, const char *name, int64_t rows, int64_t cols, bool 
     return m;
 }
 
+/* Per-head matrices of a 3-D tensor ne = [cols, rows, n_heads]: head h is the h-th rows × cols
+ * matrix. */
+static md_heads heads(loader *L, const char *name, int64_t rows, int64_t cols, int n_heads,
+                      int *failed, mw_err *err) {
+    md_heads h = {0};
+    if (*failed) return h;
+    const int64_t ne[3] = {cols, rows, n_heads};
+    const vx_tensor *t = find_nd(L, name, 3, ne, true, failed, err);
+    if (!t) return h;
+    if (as_mat(L, t, rows * n_heads, cols, &h.m, err)) {
+        *failed = 1;
+        return (md_heads){0};
+    }
+    h.stride = h.m.row_bytes * (size_t)rows;
+    h.m.rows = rows;
+    return h;
+}
+
+/* The legacy layout's attn_kv_b [kv_lora, n_head · (nope + v)]: per head nope key rows then v
+ * value rows. V_h is a view of its value rows; K_h (kv_lora × nope, as attention absorbs it) is
+ * the transpose of its key rows, dequantized once into an f32 matrix the model owns. */
+static void legacy_kv_b(loader *L, const char *name, md_layer *w, int *failed, mw_err *err) {
+    const md_config *c = L->cfg;
+    const md_mla *a = &c->mla;
+    const int H = c->n_head;
+    const int64_t per = a->nope + a->v;
+    kn_mat kv = mat(L, name, per * H, a->kv_lora, true, failed, err);
+    if (*failed) return;
+    w->v_b = (md_heads){kv, kv.row_bytes * (size_t)per};
+    w->v_b.m.rows = a->v;
+    w->v_b.m.data = (const uint8_t *)kv.data + kv.row_bytes * (size_t)a->nope;
+    float *kt = own_floats(L->m, (int64_t)H * a->kv_lora * a->nope, err);
+    float *row = own_floats(L->m, a->kv_lora, err);
+    if (!kt || !row) {
+        *failed = 1;
+        return;
+    }
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < a->nope; i++) {
+            kn_mat_row(&kv, h * per + i, row);
+            for (int r = 0; r < a->kv_lora; r++)
+                kt[((int64_t)h * a->kv_lora + r) * a->nope + i] = row[r];
+        }
+    const size_t rb = (size_t)a->nope * sizeof(float);
+    w->k_b = (md_heads){{KN_F32, a->kv_lora, a->nope, rb, kt}, rb * (size_t)a->kv_lora};
+}
+
+/* Multi-head latent attention's weights (FORMATS.md §7). */
+static void load_mla(loader *L, int il, md_layer *w, int *failed, mw_err *err) {
+    const md_config *c = L->cfg;
+    const md_mla *a = &c->mla;
+    const int64_t E = c->n_embd, H = c->n_head, q = H * (a->nope + a->rope);
+    char n[128];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if (a->q_lora) {
+        w->wq_a = mat(L, NAME("attn_q_a.weight"), a->q_lora, E, true, failed, err);
+        w->q_a_norm = vec(L, NAME("attn_q_a_norm.weight"), a->q_lora, true, failed, err);
+        w->wq = mat(L, NAME("attn_q_b.weight"), q, a->q_lora, true, failed, err);
+    } else {
+        w->wq = mat(L, NAME("attn_q.weight"), q, E, true, failed, err);
+    }
+    w->wkv_a = mat(L, NAME("attn_kv_a_mqa.weight"), a->kv_lora + a->rope, E, true, failed, err);
+    w->kv_a_norm = vec(L, NAME("attn_kv_a_norm.weight"), a->kv_lora, true, failed, err);
+    if (a->legacy) {
+        if (!*failed) legacy_kv_b(L, NAME("attn_kv_b.weight"), w, failed, err);
+    } else {
+        w->k_b = heads(L, NAME("attn_k_b.weight"), a->kv_lora, a->nope, (int)H, failed, err);
+        w->v_b = heads(L, NAME("attn_v_b.weight"), a->v, a->kv_lora, (int)H, failed, err);
+    }
+    w->wo = mat(L, NAME("attn_output.weight"), E, H * a->v, true, failed, err);
+#undef NAME
+}
+
+/* A SwiGLU FFN of width ff on the coordinator (a dense layer's, or the shared experts'). */
+static kn_expert ffn(loader *L, int il, const char *suffix, int64_t ff, int *failed, mw_err *err) {
+    const int64_t E = L->cfg->n_embd;
+    char n[128];
+    kn_expert e = {0};
+    snprintf(n, sizeof n, "blk.%d.ffn_gate%s.weight", il, suffix);
+    e.gate = mat(L, n, ff, E, true, failed, err);
+    snprintf(n, sizeof n, "blk.%d.ffn_up%s.weight", il, suffix);
+    e.up = mat(L, n, ff, E, true, failed, err);
+    snprintf(n, sizeof n, "blk.%d.ffn_down%s.weight", il, suffix);
+    e.down = mat(L, n, E, ff, true, failed, err);
+    return e;
+}
+
 static int load_layer(loader *L, int il, md_layer *w, mw_err *err) {
     const md_config *c = L->cfg;
     const int64_t E = c->n_embd;
@@ -156,10 +250,14 @@ static int load_layer(loader *L, int il, md_layer *w, mw_err *err) {
     int failed = 0;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     w->attn_norm = vec(L, NAME("attn_norm.weight"), E, true, &failed, err);
-    w->wq = mat(L, NAME("attn_q.weight"), q, E, true, &failed, err);
-    w->wk = mat(L, NAME("attn_k.weight"), kdim, E, true, &failed, err);
-    w->wv = mat(L, NAME("attn_v.weight"), vdim, E, true, &failed, err);
-    w->wo = mat(L, NAME("attn_output.weight"), E, o, true, &failed, err);
+    if (c->attn == MD_ATTN_MLA) {
+        load_mla(L, il, w, &failed, err);
+    } else {
+        w->wq = mat(L, NAME("attn_q.weight"), q, E, true, &failed, err);
+        w->wk = mat(L, NAME("attn_k.weight"), kdim, E, true, &failed, err);
+        w->wv = mat(L, NAME("attn_v.weight"), vdim, E, true, &failed, err);
+        w->wo = mat(L, NAME("attn_output.weight"), E, o, true, &failed, err);
+    }
     if (c->qkv_bias) {
         w->bq = vec(L, NAME("attn_q.bias"), q, true, &failed, err);
         w->bk = vec(L, NAME("attn_k.bias"), kdim, true, &failed, err);
@@ -175,9 +273,16 @@ static int load_layer(loader *L, int il, md_layer *w, mw_err *err) {
         snprintf(n, sizeof n, "blk.%d.%s.weight", il, c->family->ffn_norm);
         w->ffn_norm = vec(L, n, E, true, &failed, err);
     }
-    w->router = mat(L, NAME("ffn_gate_inp.weight"), c->n_expert, E, true, &failed, err);
-    if (c->router.logit_bias)
-        w->router_b = vec(L, NAME("ffn_gate_inp.bias"), c->n_expert, true, &failed, err);
+    if (md_layer_is_moe(c, il)) {
+        w->router = mat(L, NAME("ffn_gate_inp.weight"), c->n_expert, E, true, &failed, err);
+        if (c->router.logit_bias)
+            w->router_b = vec(L, NAME("ffn_gate_inp.bias"), c->n_expert, true, &failed, err);
+        if (c->router.select_bias)
+            w->select_b = vec(L, NAME("exp_probs_b.bias"), c->n_expert, false, &failed, err);
+        if (c->n_shared > 0) w->ffn = ffn(L, il, "_shexp", c->n_ff_shared, &failed, err);
+    } else {
+        w->ffn = ffn(L, il, "", c->n_ff, &failed, err);
+    }
 #undef NAME
     return failed ? -1 : 0;
 }
@@ -255,22 +360,50 @@ int md_model_load(const vx_source *src, md_model **out, mw_err *err) {
 
 /* ---- owned copies of the streamed matrices ------------------------------------------------- */
 
+/* A head set stored back to back as one matrix (all heads' rows), for copying; NULL data when its
+ * heads are not contiguous (a legacy attn_kv_b's value rows, which stay a view). */
+static kn_mat all_heads(const md_heads *h, int n_heads) {
+    kn_mat all = h->m;
+    if (!h->m.data || h->stride != h->m.row_bytes * (size_t)h->m.rows) all.data = NULL;
+    all.rows *= n_heads;
+    return all;
+}
+
 int md_model_pin_dense(md_model *m, mw_err *err) {
     if (m->pin.buf) return 0;
-    /* what a decode step reads whole: attention, router, LM head (of the embedding it reads one
-     * row; a tied LM head gets its own copy and the embedding stays a view) */
-    const size_t n = (size_t)m->cfg.n_layer * 5 + 1;
+    /* what a decode step reads whole: attention, router, the coordinator's FFNs, the LM head (of
+     * the embedding it reads one row; a tied LM head gets its own copy and the embedding stays a
+     * view) */
+    enum { PER_LAYER = 12 };
+    const size_t n = (size_t)m->cfg.n_layer * PER_LAYER + 1;
     kn_mat **mats = malloc(n * sizeof *mats);
-    if (!mats) return mw_errf(err, "out of memory");
+    kn_mat *kv = calloc(2 * (size_t)m->cfg.n_layer + 1, sizeof *kv);
+    if (!mats || !kv) {
+        free(mats);
+        free(kv);
+        return mw_errf(err, "out of memory");
+    }
     size_t k = 0;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         md_layer *w = &m->layers[il];
-        mats[k++] = &w->wq, mats[k++] = &w->wk, mats[k++] = &w->wv;
-        mats[k++] = &w->wo, mats[k++] = &w->router;
+        kn_mat *const per[PER_LAYER - 2] = {&w->wq,     &w->wk,      &w->wv,    &w->wo,
+                                            &w->router, &w->wq_a,    &w->wkv_a, &w->ffn.gate,
+                                            &w->ffn.up, &w->ffn.down};
+        for (int i = 0; i < PER_LAYER - 2; i++) mats[k++] = per[i];
+        kv[2 * il] = all_heads(&w->k_b, m->cfg.n_head);
+        kv[2 * il + 1] = all_heads(&w->v_b, m->cfg.n_head);
+        mats[k++] = &kv[2 * il];
+        mats[k++] = &kv[2 * il + 1];
     }
     mats[k++] = &m->output;
     const int rc = md_pin_mats(&m->pin, mats, k, vx_source_path(m->src), err);
+    for (int il = 0; rc == 0 && il < m->cfg.n_layer; il++) {
+        md_layer *w = &m->layers[il];
+        if (kv[2 * il].data) w->k_b.m.data = kv[2 * il].data;
+        if (kv[2 * il + 1].data) w->v_b.m.data = kv[2 * il + 1].data;
+    }
     free(mats);
+    free(kv);
     return rc;
 }
 

@@ -21,15 +21,38 @@
 /* One layer's dense weights. Vectors (norms, biases, sinks) are f32 arrays the model owns,
  * converted at load from whatever type the source stores them in; NULL when the family has none.
  * Matrices are views of the source in their stored type. */
+/* Per-head matrices of one tensor: head h is `m` with its data `stride` bytes further per head
+ * (GGUF's 3-D attn_k_b / attn_v_b, or the rows of a legacy attn_kv_b). */
+typedef struct md_heads {
+    kn_mat m;
+    size_t stride;
+} md_heads;
+
+static inline kn_mat md_head(const md_heads *h, int i) {
+    kn_mat m = h->m;
+    m.data = (const uint8_t *)m.data + (size_t)i * h->stride;
+    return m;
+}
+
 typedef struct md_layer {
     const float *attn_norm;
-    kn_mat wq, wk, wv, wo;
+    kn_mat wq, wk, wv, wo; /* MLA: wq is attn_q_b (or the lite attn_q); wk, wv unused */
     const float *bq, *bk, *bv, *bo;
     const float *q_norm, *k_norm; /* head_dim_k each */
     const float *sinks;           /* n_head */
+    /* MLA (FORMATS.md §7) */
+    kn_mat wq_a, wkv_a;    /* attn_q_a (q_lora × n_embd; absent when q_lora is 0), attn_kv_a_mqa */
+    const float *q_a_norm; /* q_lora */
+    const float *kv_a_norm; /* kv_lora */
+    md_heads k_b;           /* head h: kv_lora × nope (q~ = K_h q_nope) */
+    md_heads v_b;           /* head h: v × kv_lora */
     const float *ffn_norm;
-    kn_mat router; /* n_expert × n_embd */
+    /* the FFN run on the coordinator: a dense layer's FFN, or a MoE layer's shared experts
+     * (gate.data == NULL when there is none) */
+    kn_expert ffn;
+    kn_mat router; /* n_expert × n_embd (MoE layers) */
     const float *router_b;
+    const float *select_b; /* exp_probs_b.bias: selection-only bias, NULL when absent */
 } md_layer;
 
 typedef struct md_model {
@@ -62,6 +85,19 @@ size_t md_model_pinned_bytes(const md_model *m);
 /* Named points of the layer loop an observer can watch (llama.cpp's names in the comments). */
 typedef enum md_probe {
     MD_PROBE_ATTN_NORM = 0, /* attn_norm: T × n_embd */
+    /* MLA */
+    MD_PROBE_Q_A,        /* q (attn_q_a · attn_norm): T × q_lora */
+    MD_PROBE_Q_A_NORM,   /* q (after attn_q_a_norm) */
+    MD_PROBE_Q,          /* q (attn_q_b or attn_q): T × n_head·(nope + rope) */
+    MD_PROBE_Q_PE,       /* q_pe after RoPE: T × n_head·rope */
+    MD_PROBE_Q_ABSORBED, /* q_nope_absorbed (K_h q_nope): T × n_head·kv_lora (llama.cpp: [head][T])
+                          */
+    MD_PROBE_KV_CMPR_PE, /* kv_cmpr_pe (attn_kv_a_mqa · attn_norm): T × (kv_lora + rope) */
+    MD_PROBE_KV_CMPR,    /* kv_cmpr: the latent after attn_kv_a_norm, T × kv_lora */
+    MD_PROBE_K_PE,       /* k_pe after RoPE: T × rope */
+    MD_PROBE_KQV,        /* kqv: attended latent per head, T × n_head·kv_lora ([head][T]) */
+    MD_PROBE_KQV_MLA,    /* kqv_mla: V_h of it, T × n_head·v ([head][T]) */
+    /* attention, any kind */
     MD_PROBE_Q_NORMED,      /* Qcur_normed: T × n_head·dk (QK-norm families, before RoPE) */
     MD_PROBE_K_NORMED,      /* Kcur_normed */
     MD_PROBE_Q_ROPE,        /* Qcur after RoPE: T × n_head·dk */
@@ -70,12 +106,21 @@ typedef enum md_probe {
     MD_PROBE_KQV_OUT,       /* kqv_out: heads concatenated, T × n_head·dv */
     MD_PROBE_ATTN_OUT,      /* attn_out: after the output projection (and bias) */
     MD_PROBE_FFN_INP,       /* ffn_inp: residual after attention */
-    MD_PROBE_FFN_NORM,      /* attn_post_norm / ffn_norm: the MoE input */
+    MD_PROBE_FFN_NORM,      /* attn_post_norm / ffn_norm: the FFN / MoE input */
+    MD_PROBE_FFN_SWIGLU,    /* ffn_swiglu: a dense layer's silu(gate) · up, T × n_ff */
     MD_PROBE_ROUTER_LOGITS, /* ffn_moe_logits: W_r x, T × n_expert (before any bias) */
-    MD_PROBE_ROUTER_SCORES, /* ffn_moe_probs: what top-k is taken on (biased logits / probs) */
+    MD_PROBE_ROUTER_SCORES, /* ffn_moe_probs: the gated scores (softmax / sigmoid / biased logits)
+                             */
+    MD_PROBE_ROUTER_BIASED, /* ffn_moe_probs_biased: scores + exp_probs_b (selection bias only) */
+    MD_PROBE_GROUP_TOPK,    /* ffn_moe_group_topk: int32 T × n_group_used */
+    MD_PROBE_ROUTER_MASKED, /* ffn_moe_probs_masked: selection scores, other groups -inf */
     MD_PROBE_TOPK,          /* ffn_moe_topk: int32 T × k */
-    MD_PROBE_WEIGHTS,       /* ffn_moe_weights_*: T × k */
-    MD_PROBE_MOE_OUT,       /* ffn_moe_out: T × n_embd */
+    MD_PROBE_WEIGHTS_SEL,   /* ffn_moe_weights: the selected unbiased scores, T × k */
+    MD_PROBE_WEIGHTS_NORM,  /* ffn_moe_weights_norm (families that normalize) */
+    MD_PROBE_WEIGHTS,       /* the routing weights (ffn_moe_weights_softmax / _scaled): T × k */
+    MD_PROBE_MOE_OUT,       /* ffn_moe_out: the routed experts' sum, T × n_embd */
+    MD_PROBE_SHEXP,         /* ffn_shexp: the shared experts' output */
+    MD_PROBE_FFN_OUT,       /* ffn_out: dense FFN output, or routed + shared */
     MD_PROBE_L_OUT,         /* l_out: residual after the layer */
     MD_PROBE_RESULT_NORM,   /* result_norm (layer -1): rows that asked for logits */
     MD_PROBE_COUNT
@@ -83,7 +128,8 @@ typedef enum md_probe {
 
 const char *md_probe_name(md_probe p);
 
-/* Called synchronously with row-major data (int32 for MD_PROBE_TOPK, float otherwise). */
+/* Called synchronously with row-major data (int32 for MD_PROBE_TOPK and MD_PROBE_GROUP_TOPK,
+ * float otherwise). */
 typedef void (*md_observer_fn)(void *ud, int layer, md_probe p, const void *data, int64_t rows,
                                int64_t cols);
 
@@ -129,5 +175,17 @@ uint64_t md_ctx_dense_bytes(const md_ctx *c);
 
 /* Bytes the KV cache holds now (caches of every sequence, staging). */
 uint64_t md_ctx_kv_bytes(const md_ctx *c);
+
+/* Where the MoE layers' time went, summed over them since the context was made (or reset): handing
+ * the routed batch to the backend (md_expert_submit; an in-process backend computes it there),
+ * the shared experts meanwhile, then waiting for the routed experts (md_expert_wait). With a
+ * remote backend a layer's MoE step takes about max(shared, exchange), not their sum. */
+typedef struct md_moe_timing {
+    uint64_t layers; /* MoE layer passes */
+    uint64_t submit_ns, shared_ns, wait_ns;
+} md_moe_timing;
+
+md_moe_timing md_ctx_moe_timing(const md_ctx *c);
+void md_ctx_reset_moe_timing(md_ctx *c);
 
 #endif

@@ -20,6 +20,14 @@ void md_moe_accumulate(float *acc, const float *y, float w, int64_t width) {
     for (int64_t i = 0; i < width; i++) acc[i] = acc[i] + w * y[i];
 }
 
+int md_expert_submit(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    return b->submit && b->wait ? b->submit(b, batch, err) : b->run(b, batch, out, err);
+}
+
+int md_expert_wait(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    return b->submit && b->wait ? b->wait(b, batch, out, err) : 0;
+}
+
 typedef struct slot {
     int32_t expert;
     int32_t a; /* assignment index */

@@ -38,7 +38,19 @@ struct md_expert_backend {
     int (*run)(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
     void (*destroy)(md_expert_backend *b);
     void *impl;
+    /* Optional, run in two halves: submit starts the batch and returns once it is on its way (a
+     * remote backend: sent to the nodes), wait completes it into out. Between them the caller
+     * computes what does not depend on it (the shared experts); the batch and the arrays it
+     * points to stay valid and unchanged until wait. One batch in flight at a time. A backend
+     * without them (NULL) runs the whole batch in md_expert_submit. */
+    int (*submit)(md_expert_backend *b, const md_moe_batch *batch, mw_err *err);
+    int (*wait)(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
 };
+
+/* Starts a batch: b->submit, or b->run at once (out written now) when the backend has no halves. */
+int md_expert_submit(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
+/* Completes the batch md_expert_submit started (nothing to do for a backend without halves). */
+int md_expert_wait(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
 
 /* Looks up expert e of a layer; returns NULL (with err) when it is not available. The view is
  * copied at once (the weights it points to must stay mapped for the call), so a lookup may return

@@ -29,9 +29,20 @@ static void yarn_corr_dims(md_rope *r) {
 /* The magnitude llama.cpp ends up with for YaRN: its context divides out ggml's own
  * 1 + 0.1 ln(1/freq_scale) and multiplies in mscale(factor) = 1 + 0.1 ln(factor) (1 for
  * factor <= 1), times the config's attention factor. Evaluated the same way, in float. */
+static float yarn_mscale(float factor, float m) {
+    return factor <= 1.0f ? 1.0f : 0.1f * m * logf(factor) + 1.0f;
+}
+
+/* With a log multiplier (deepseek2's mscale_all_dim) llama.cpp takes mscale(factor, mscale) /
+ * mscale(factor, mscale_all_dim) instead, where the rope's mscale is 1 when mscale_all_dim is 1
+ * and mscale_all_dim otherwise: a ratio of 1, the YaRN factor moving into the attention scale. */
 static float yarn_magnitude(const md_rope *r) {
     float factor = 1.0f / r->freq_scale;
-    float mscale_f = factor <= 1.0f ? 1.0f : 0.1f * logf(factor) + 1.0f;
+    float mscale_f = yarn_mscale(factor, 1.0f);
+    if (r->yarn_log_mul != 0.0f) {
+        const float m = r->yarn_log_mul == 1.0f ? 1.0f : r->yarn_log_mul;
+        mscale_f = yarn_mscale(factor, m) / yarn_mscale(factor, r->yarn_log_mul);
+    }
     float ctx_attn = mscale_f / (1.0f + 0.1f * logf(factor)) * r->attn_factor;
     return ctx_attn * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
 }
@@ -65,6 +76,9 @@ int md_rope_init(md_rope *r, mw_err *err) {
                        2 * MD_ROPE_MAX_PAIRS);
     if (!(r->freq_base > 0.0f) || !isfinite(r->freq_base))
         return mw_errf(err, "frequency base %g must be a positive number", r->freq_base);
+    if (!(r->yarn_log_mul >= 0.0f) || !isfinite(r->yarn_log_mul))
+        return mw_errf(err, "YaRN log multiplier %g must be a non-negative number",
+                       r->yarn_log_mul);
     if (!(r->factor > 0.0f) || !isfinite(r->factor) || !(r->attn_factor > 0.0f))
         return mw_errf(err, "scaling factor %g / attention factor %g must be positive", r->factor,
                        r->attn_factor);
@@ -98,6 +112,15 @@ int md_rope_init(md_rope *r, mw_err *err) {
         return mw_errf(err, "unknown RoPE scaling %d", (int)r->scaling);
     }
     return 0;
+}
+
+float md_rope_attn_mscale(const md_rope *r) {
+    const float ln = logf(1.0f / r->freq_scale);
+    /* llama.cpp's attn_factor before its YaRN adjustment: the rope magnitude for YaRN, otherwise
+     * the attention factor times 1 + 0.1 ln(1 / freq_scale) */
+    const float org =
+        r->scaling == MD_ROPE_SCALING_YARN ? r->mscale : r->mscale * (1.0f + 0.1f * ln);
+    return org * (1.0f + 0.1f * r->yarn_log_mul * ln);
 }
 
 void md_rope_angles(const md_rope *r, int64_t pos, float *cs) {

@@ -11,6 +11,10 @@
  * Computed once per token and shared by every head of that token. */
 void md_rope_angles(const md_rope *r, int64_t pos, float *cs);
 
+/* The factor deepseek2's attention scale carries (kq_scale = m² / sqrt(d_k)): the rope's original
+ * attention factor times 1 + 0.1 · yarn_log_mul · ln(1 / freq_scale) (llama.cpp's mscale). */
+float md_rope_attn_mscale(const md_rope *r);
+
 /* Rotates one head vector x (head_dim floats, the first n_rot of them rotated) in place. */
 void md_rope_apply(const md_rope *r, const float *cs, float *x);
 

@@ -62,7 +62,9 @@ int vx_source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err) {
                        "%s: the expert set is for %d layers × %d experts, the model has %d × %d",
                        s->path, want->n_layers, want->n_experts, s->n_layers, s->n_experts);
     for (int l = 0; l < s->n_layers; l++) {
-        for (int e = 0; e < s->n_experts; e++) {
+        /* a layer the model gives no experts (deepseek2's leading dense layers) has none to
+         * serve, whatever range the set names */
+        for (int e = 0; s->layers[l].present && e < s->n_experts; e++) {
             bool w = vx_expert_set_has(want, l, e);
             if (w && !vx_expert_set_has(&s->held, l, e))
                 return mw_errf(err, "%s: expert (layer %d, expert %d) is not held by this source",

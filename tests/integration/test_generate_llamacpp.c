@@ -194,6 +194,15 @@ static void test_qwen3moe_q8(void **state) {
     check_q8("qwen3moe-tiny");
 }
 
+static void test_deepseek2_f32(void **state) {
+    (void)state;
+    check_f32("deepseek2-tiny");
+}
+static void test_deepseek2_q8(void **state) {
+    (void)state;
+    check_q8("deepseek2-tiny");
+}
+
 static void test_sampling_is_seeded(void **state) {
     (void)state;
     char *toks = prompt("qwen3moe-tiny");
@@ -332,7 +341,7 @@ static void vindex_cmd(const char *const *args) {
     free(err);
 }
 
-/* --model takes a vindex directory as well: the fixture extracted gives the same bits. */
+/* --model takes a vindex directory as well: the fixtures extracted give the same bits. */
 static void test_vindex_directory(void **state) {
     (void)state;
     char *dir = mwt_tmpdir("genvx");
@@ -343,6 +352,14 @@ static void test_vindex_directory(void **state) {
     char *toks = prompt("gpt-oss-tiny");
     same_on_both(model_path("gpt-oss-tiny"), vx, toks, "q8");
     same_on_both(model_path("gpt-oss-tiny"), vx, toks, "f32");
+    free(toks);
+    /* deepseek2: a dense leading layer without experts, 3-D attn_k_b / attn_v_b, shared experts
+     * and the selection bias all live in dense.bin */
+    snprintf(vx, sizeof vx, "%s/deepseek2.vindex", dir);
+    const char *ds[] = {"extract", model_path("deepseek2-tiny"), vx, NULL};
+    vindex_cmd(ds);
+    toks = prompt("deepseek2-tiny");
+    same_on_both(model_path("deepseek2-tiny"), vx, toks, "q8");
     free(toks);
     mwt_rmrf(dir);
     free(dir);
@@ -384,6 +401,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptoss_f32),         cmocka_unit_test(test_gptoss_q8),
         cmocka_unit_test(test_qwen3moe_f32),       cmocka_unit_test(test_qwen3moe_q8),
+        cmocka_unit_test(test_deepseek2_f32),      cmocka_unit_test(test_deepseek2_q8),
         cmocka_unit_test(test_sampling_is_seeded), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_unknown_family),     cmocka_unit_test(test_vindex_directory),
         cmocka_unit_test(test_synthetic_models),

@@ -93,6 +93,153 @@ static void test_qwen3moe_fixture(void **state) {
     vx_meta_free(m);
 }
 
+/* deepseek2-tiny's hparams.json "derived" block, and the defaults llama.cpp applies. */
+static void test_deepseek2_fixture(void **state) {
+    (void)state;
+    vx_meta *m = fixture_meta("deepseek2-tiny", NULL);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(c.arch, "deepseek2");
+    assert_int_equal(c.attn, MD_ATTN_MLA);
+    assert_int_equal(c.mla.q_lora, 96);
+    assert_int_equal(c.mla.kv_lora, 64);
+    assert_int_equal(c.mla.nope, 32);
+    assert_int_equal(c.mla.rope, 16);
+    assert_int_equal(c.mla.v, 32);
+    assert_false(c.mla.legacy);
+    /* attention sees one latent KV head: [c (64), rope(k_pe) (16)], value = c */
+    assert_int_equal(c.n_head, 4);
+    assert_int_equal(c.n_head_kv, 1);
+    assert_int_equal(c.head_dim_k, 80);
+    assert_int_equal(c.head_dim_v, 64);
+    assert_float_equal(c.kq_scale, 0.2704675577217602, 1e-7);
+    assert_int_equal(c.rope.layout, MD_ROPE_NORM);
+    assert_int_equal(c.rope.scaling, MD_ROPE_SCALING_YARN);
+    assert_int_equal(c.rope.n_rot, 16);
+    assert_float_equal(c.rope.freq_scale, 0.025, 1e-9);
+    assert_float_equal(c.rope.corr_dims[0], 2, 0);
+    assert_float_equal(c.rope.corr_dims[1], 6, 0);
+    assert_float_equal(c.rope.yarn_log_mul, 1, 0);
+    assert_float_equal(c.rope.mscale, 1, 1e-6); /* yarn_cos_sin_magnitude */
+    assert_int_equal(c.n_dense_lead, 1);
+    assert_int_equal(c.n_ff, 512);
+    assert_false(md_layer_is_moe(&c, 0));
+    assert_true(md_layer_is_moe(&c, 1) && md_layer_is_moe(&c, 2));
+    assert_int_equal(c.n_shared, 1);
+    assert_int_equal(c.n_ff_shared, 256);
+    assert_int_equal(c.n_ff_exp, 256);
+    assert_int_equal(c.n_expert, 16);
+    assert_int_equal(c.n_expert_used, 4);
+    assert_int_equal(c.router.gate, MD_GATE_SIGMOID);
+    assert_true(c.router.norm && c.router.select_bias && !c.router.logit_bias);
+    assert_float_equal(c.router.scale, 2.5, 0);
+    assert_int_equal(c.router.n_group, 4);
+    assert_int_equal(c.router.n_group_used, 2);
+    assert_int_equal(c.glu.kind, KN_GLU_SWIGLU);
+    assert_float_equal(c.norm_eps, 1e-6, 1e-12);
+    md_config_free(&c);
+
+    /* without the log multiplier: magnitude 1 + 0.1 ln 40 on cos/sin, and the same in the scale */
+    vx_meta_free(m);
+    m = fixture_meta("deepseek2-tiny", "deepseek2.rope.scaling.yarn_log_multiplier");
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    const double m40 = 1 + 0.1 * log(40.0);
+    assert_float_equal(c.rope.mscale, m40, 1e-6);
+    assert_float_equal(c.kq_scale, m40 * m40 / sqrt(48.0), 1e-6);
+    md_config_free(&c);
+    vx_meta_free(m);
+
+    /* llama.cpp's defaults: gating softmax, no normalization, no scale, no groups, no dense
+     * layers; a q_lora_rank of 0 means one attn_q projection */
+    m = fixture_meta("deepseek2-tiny", NULL);
+    const char *drop[] = {
+        "deepseek2.expert_gating_func",      "deepseek2.expert_weights_norm",
+        "deepseek2.expert_weights_scale",    "deepseek2.expert_group_count",
+        "deepseek2.expert_group_used_count", "deepseek2.leading_dense_block_count"};
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) {
+        long idx = vx_meta_find(m, drop[i]);
+        assert_true(idx >= 0);
+        vx_meta *n = vx_meta_new();
+        for (size_t j = 0; j < vx_meta_count(m); j++)
+            if ((long)j != idx) assert_int_equal(vx_meta_copy_entry(n, m, j), 0);
+        vx_meta_free(m);
+        m = n;
+    }
+    vx_meta_set_u32(m, "deepseek2.attention.q_lora_rank", 0);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.router.gate, MD_GATE_SOFTMAX);
+    assert_true(!c.router.norm && c.router.scale == 0 && c.router.n_group == 0);
+    assert_int_equal(c.n_dense_lead, 0);
+    assert_int_equal(c.mla.q_lora, 0);
+    md_config_free(&c);
+    vx_meta_free(m);
+
+    /* the legacy layout (attn_kv_b): per-head key_length / value_length, no *_mla keys */
+    m = fixture_meta("deepseek2-tiny", "deepseek2.attention.key_length_mla");
+    vx_meta_set_u32(m, "deepseek2.attention.value_length_mla", 0);
+    vx_meta_set_u32(m, "deepseek2.attention.key_length", 48);
+    vx_meta_set_u32(m, "deepseek2.attention.value_length", 32);
+    vx_meta_set_u32(m, "deepseek2.attention.head_count_kv", 4);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_true(c.mla.legacy);
+    assert_int_equal(c.mla.nope, 32);
+    assert_int_equal(c.mla.v, 32);
+    assert_int_equal(c.head_dim_k, 80);
+    assert_int_equal(c.n_head_kv, 1);
+    md_config_free(&c);
+    vx_meta_free(m);
+
+    /* 27 layers: llama.cpp's lite rule, one attn_q whatever q_lora_rank says */
+    m = fixture_meta("deepseek2-tiny", "deepseek2.attention.q_lora_rank");
+    vx_meta_set_u32(m, "deepseek2.block_count", 27);
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.mla.q_lora, 0);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+static void test_deepseek2_errors(void **state) {
+    (void)state;
+    const char *required[] = {"deepseek2.attention.kv_lora_rank", "deepseek2.attention.q_lora_rank",
+                              "deepseek2.expert_shared_count",
+                              "deepseek2.expert_feed_forward_length",
+                              "deepseek2.feed_forward_length"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        expect_error(fixture_meta("deepseek2-tiny", required[i]), required[i]);
+    vx_meta *m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_u32(m, "deepseek2.expert_gating_func", 4); /* sqrt(softplus): not ours */
+    expect_error(m, "deepseek2.expert_gating_func = 4 is not a gating function");
+    m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_u32(m, "deepseek2.expert_group_count", 3); /* does not divide 16 */
+    expect_error(m, "deepseek2.expert_group_count = 3 must divide");
+    m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_u32(m, "deepseek2.expert_group_used_count", 4); /* all groups */
+    expect_error(m, "deepseek2.expert_group_used_count = 4");
+    m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_u32(m, "deepseek2.expert_group_used_count", 1); /* 4 experts in 1 group of 4: ok */
+    vx_meta_set_u32(m, "deepseek2.expert_used_count", 5);       /* 5 of 4 */
+    expect_error(m, "expert_used_count 5 exceeds the 4 experts");
+    m = fixture_meta("deepseek2-tiny", "deepseek2.attention.value_length_mla");
+    expect_error(m, "key_length_mla and attention.value_length_mla must both be set");
+    m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_u32(m, "deepseek2.attention.key_length", 96); /* not kv_lora + rope = 80 */
+    expect_error(m, "deepseek2.attention.key_length = 96");
+    m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_u32(m, "deepseek2.rope.dimension_count", 48); /* no q_nope left */
+    expect_error(m, "no non-rotated dimensions");
+    m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_f32(m, "deepseek2.expert_weights_scale", -1.0f);
+    expect_error(m, "deepseek2.expert_weights_scale");
+    m = fixture_meta("deepseek2-tiny", NULL);
+    vx_meta_set_u32(m, "deepseek2.leading_dense_block_count", 4); /* more than the 3 layers */
+    expect_error(m, "deepseek2.leading_dense_block_count");
+    /* a fixed router's family does not group */
+    m = fixture_meta("qwen3moe-tiny", NULL);
+    vx_meta_set_u32(m, "qwen3moe.expert_group_count", 2);
+    expect_error(m, "does not route by expert groups");
+}
+
 static void test_missing_required_keys(void **state) {
     (void)state;
     const char *keys[] = {"gpt-oss.block_count",
@@ -233,6 +380,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptoss_fixture),
         cmocka_unit_test(test_qwen3moe_fixture),
+        cmocka_unit_test(test_deepseek2_fixture),
+        cmocka_unit_test(test_deepseek2_errors),
         cmocka_unit_test(test_missing_required_keys),
         cmocka_unit_test(test_unknown_values),
         cmocka_unit_test(test_sliding_window_patterns),

@@ -75,13 +75,16 @@ static void observer(void *ud, int layer, md_probe p, const void *data, int64_t 
     c->data[l][p] = malloc((size_t)(rows * cols) * sizeof(float));
     /* int32 expert ids are kept as floats: exact for ids < 2^24 */
     for (int64_t i = 0; i < rows * cols; i++)
-        c->data[l][p][i] =
-            p == MD_PROBE_TOPK ? (float)((const int32_t *)data)[i] : ((const float *)data)[i];
+        c->data[l][p][i] = p == MD_PROBE_TOPK || p == MD_PROBE_GROUP_TOPK
+                               ? (float)((const int32_t *)data)[i]
+                               : ((const float *)data)[i];
 }
 
 /* llama.cpp's tensor name (and op) → our probe; -2 for quantities inside the fused expert
- * kernel (checked by the kernels' own fixtures), -1 for an unknown name. */
-static int probe_of(const char *base, const char *op, bool v_bias) {
+ * kernel (checked by the kernels' own fixtures) or views we do not reproduce, -1 for an unknown
+ * name. `q_seen` counts the layer's earlier "q" matmuls: deepseek2's graph names the query latent
+ * and the full query both "q". */
+static int probe_of(const char *base, const char *op, const md_config *cfg, int q_seen) {
     static const struct {
         const char *name;
         md_probe p;
@@ -91,26 +94,51 @@ static int probe_of(const char *base, const char *op, bool v_bias) {
         {"Kcur_normed", MD_PROBE_K_NORMED},
         {"Qcur", MD_PROBE_Q_ROPE},
         {"Kcur", MD_PROBE_K_ROPE},
+        {"q_nope_absorbed", MD_PROBE_Q_ABSORBED},
+        {"kv_cmpr_pe", MD_PROBE_KV_CMPR_PE},
+        {"kqv", MD_PROBE_KQV},
+        {"kqv_mla", MD_PROBE_KQV_MLA},
         {"kqv_out", MD_PROBE_KQV_OUT},
         {"attn_out", MD_PROBE_ATTN_OUT},
         {"ffn_inp", MD_PROBE_FFN_INP},
         {"attn_post_norm", MD_PROBE_FFN_NORM},
         {"ffn_norm", MD_PROBE_FFN_NORM},
+        {"ffn_swiglu", MD_PROBE_FFN_SWIGLU},
         {"ffn_moe_logits", MD_PROBE_ROUTER_LOGITS},
         {"ffn_moe_probs", MD_PROBE_ROUTER_SCORES},
+        {"ffn_moe_probs_biased", MD_PROBE_ROUTER_BIASED},
+        {"ffn_moe_group_topk", MD_PROBE_GROUP_TOPK},
+        {"ffn_moe_probs_masked", MD_PROBE_ROUTER_MASKED},
         {"ffn_moe_topk", MD_PROBE_TOPK},
+        {"ffn_moe_weights", MD_PROBE_WEIGHTS_SEL},
         {"ffn_moe_weights_softmax", MD_PROBE_WEIGHTS},
-        {"ffn_moe_weights_norm", MD_PROBE_WEIGHTS},
+        {"ffn_moe_weights_norm", MD_PROBE_WEIGHTS_NORM},
+        {"ffn_moe_weights_scaled", MD_PROBE_WEIGHTS},
         {"ffn_moe_out", MD_PROBE_MOE_OUT},
+        {"ffn_shexp", MD_PROBE_SHEXP},
+        {"ffn_out", MD_PROBE_FFN_OUT},
         {"l_out", MD_PROBE_L_OUT},
         {"result_norm", MD_PROBE_RESULT_NORM},
     };
     if (!strcmp(base, "Vcur")) /* MUL_MAT is before the bias, ADD after */
-        return !strcmp(op, "ADD") || !v_bias ? MD_PROBE_V : -2;
+        return !strcmp(op, "ADD") || !cfg->qkv_bias ? MD_PROBE_V : -2;
+    if (!strcmp(base, "q")) {
+        if (!strcmp(op, "MUL")) return MD_PROBE_Q_A_NORM;
+        return cfg->mla.q_lora && q_seen == 0 ? MD_PROBE_Q_A : MD_PROBE_Q;
+    }
+    /* after RoPE / the norm; the views before them are not reproduced */
+    if (!strcmp(base, "q_pe") || !strcmp(base, "k_pe"))
+        return strcmp(op, "ROPE") ? -2 : !strcmp(base, "q_pe") ? MD_PROBE_Q_PE : MD_PROBE_K_PE;
+    if (!strcmp(base, "kv_cmpr")) return strcmp(op, "MUL") ? -2 : MD_PROBE_KV_CMPR;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(base, map[i].name)) return map[i].p;
     if (!strncmp(base, "ffn_moe_", 8)) return -2; /* gate, up, biased, swiglu, down */
     return -1;
+}
+
+/* llama.cpp keeps these [head][token][...]; the observer sees [token][head][...]. */
+static bool head_major(md_probe p) {
+    return p == MD_PROBE_Q_ABSORBED || p == MD_PROBE_KQV || p == MD_PROBE_KQV_MLA;
 }
 
 /* Tolerances: the first layers' attention agrees to a few 1e-6; later residuals carry the
@@ -118,12 +146,27 @@ static int probe_of(const char *base, const char *op, bool v_bias) {
 static double tolerance(md_probe p) {
     switch (p) {
     case MD_PROBE_TOPK:
+    case MD_PROBE_GROUP_TOPK:
         return 0;
+    case MD_PROBE_WEIGHTS_SEL:
+    case MD_PROBE_WEIGHTS_NORM:
     case MD_PROBE_WEIGHTS:
         return 1e-5;
     default:
         return 1e-4;
     }
+}
+
+/* max |a - b|, equal values (the -inf of masked scores included) counting 0, NaN infinite. */
+static double max_diff(const float *a, const float *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (a[i] == b[i]) continue;
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(d)) return INFINITY;
+        if (d > m) m = d;
+    }
+    return m;
 }
 
 static void check_intermediates(const char *name) {
@@ -150,7 +193,7 @@ static void check_intermediates(const char *name) {
 
     size_t i;
     json_t *ent;
-    int compared = 0;
+    int compared = 0, q_seen[MAX_LAYERS + 1] = {0};
     json_array_foreach(index, i, ent) {
         const char *tname = json_string_value(json_object_get(ent, "name"));
         const char *op = json_string_value(json_object_get(ent, "op"));
@@ -167,26 +210,34 @@ static void check_intermediates(const char *name) {
         } else {
             snprintf(base, sizeof base, "%s", tname);
         }
-        int p = probe_of(base, op, f.model->cfg.qkv_bias);
-        if (p == -1) fail_msg("%s: intermediate '%s' has no counterpart", name, tname);
-        if (p == -2) continue;
         int l = layer < 0 ? MAX_LAYERS : layer;
         assert_true(l <= MAX_LAYERS);
+        int p = probe_of(base, op, &f.model->cfg, q_seen[l]);
+        if (!strcmp(base, "q") && strcmp(op, "MUL")) q_seen[l]++;
+        if (p == -1) fail_msg("%s: intermediate '%s' has no counterpart", name, tname);
+        if (p == -2) continue;
         const size_t n = nbytes / 4;
         if (!cap.data[l][p] || (size_t)cap.n[l][p] != n)
             fail_msg("%s: '%s' (%s): layer %d was not observed with %zu values", name, tname,
                      md_probe_name(p), layer, n);
         float *ref = malloc(nbytes);
+        /* [head][token][d] → [token][head][d] where llama.cpp is head-major */
+        json_t *shape = json_object_get(ent, "shape_row_major");
+        const bool hm = head_major((md_probe)p) && json_array_size(shape) == 3;
+        const size_t H = hm ? (size_t)json_integer_value(json_array_get(shape, 0)) : 1;
+        const size_t Tn = hm ? (size_t)json_integer_value(json_array_get(shape, 1)) : n;
+        const size_t D = hm ? n / (H * Tn) : 1;
         for (size_t j = 0; j < n; j++) {
+            const size_t dst = hm ? ((j / D) % Tn * H + j / (D * Tn)) * D + j % D : j;
             if (!strcmp(dtype, "i32")) {
                 int32_t v;
                 memcpy(&v, bin + off + 4 * j, 4);
-                ref[j] = (float)v;
+                ref[dst] = (float)v;
             } else {
-                memcpy(&ref[j], bin + off + 4 * j, 4);
+                memcpy(&ref[dst], bin + off + 4 * j, 4);
             }
         }
-        double d = mwt_max_abs_diff(cap.data[l][p], ref, n);
+        double d = max_diff(cap.data[l][p], ref, n);
         printf("    %-8s %-28s layer %2d  max |diff| %.3g\n", name, tname, layer, d);
         if (d > tolerance((md_probe)p))
             fail_msg("%s: first drift at layer %d, quantity %s (%s): max |diff| %.3g > %.3g", name,
@@ -212,6 +263,11 @@ static void test_intermediates_gptoss(void **state) {
 static void test_intermediates_qwen3moe(void **state) {
     (void)state;
     check_intermediates("qwen3moe-tiny");
+}
+
+static void test_intermediates_deepseek2(void **state) {
+    (void)state;
+    check_intermediates("deepseek2-tiny");
 }
 
 /* ---- prefill against decode --------------------------------------------------------------------
@@ -285,6 +341,11 @@ static void test_prefill_equals_decode_gptoss(void **state) {
 static void test_prefill_equals_decode_qwen3moe(void **state) {
     (void)state;
     check_prefill_decode("qwen3moe-tiny");
+}
+
+static void test_prefill_equals_decode_deepseek2(void **state) {
+    (void)state;
+    check_prefill_decode("deepseek2-tiny");
 }
 
 /* Two sequences interleaved in one batch, then continued together, equal separate runs. */
@@ -401,8 +462,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_intermediates_gptoss),
         cmocka_unit_test(test_intermediates_qwen3moe),
+        cmocka_unit_test(test_intermediates_deepseek2),
         cmocka_unit_test(test_prefill_equals_decode_gptoss),
         cmocka_unit_test(test_prefill_equals_decode_qwen3moe),
+        cmocka_unit_test(test_prefill_equals_decode_deepseek2),
         cmocka_unit_test(test_sequences_share_a_batch),
         cmocka_unit_test(test_bad_batches),
     };

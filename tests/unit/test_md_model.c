@@ -1,7 +1,10 @@
 /* tests/unit/test_md_model.c — loading checks on altered copies of the fixture models: a missing
  * tensor, a wrong shape, a tensor the family does not use, a missing
- * expert bias; and qwen3moe's tied LM head when output.weight is absent. */
+ * expert bias; qwen3moe's tied LM head when output.weight is absent; deepseek2's dense and shared
+ * FFNs, latent attention tensors and optional selection bias, and its legacy attn_kv_b layout
+ * computing the same bits as the split attn_k_b / attn_v_b. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_model.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +81,135 @@ static void test_fixtures_load(void **state) {
     (void)state;
     assert_string_equal(load(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf")), "");
     assert_string_equal(load(mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf")), "");
+    assert_string_equal(load(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf")), "");
+}
+
+static void test_deepseek2_tensors(void **state) {
+    (void)state;
+    const char *required[] = {"blk.0.ffn_gate.weight",       "blk.0.attn_q_a_norm.weight",
+                              "blk.1.attn_k_b.weight",       "blk.2.attn_kv_a_mqa.weight",
+                              "blk.1.ffn_down_shexp.weight", "blk.2.attn_kv_a_norm.weight",
+                              "blk.2.ffn_gate_inp.weight",   "blk.0.attn_q_b.weight"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "missing tensor '%s'", required[i]);
+        expect("deepseek2-tiny", &(alter){.drop = required[i]}, want);
+    }
+    expect("deepseek2-tiny",
+           &(alter){.drop = "blk.1.attn_v_b.weight",
+                    .add = "blk.1.attn_v_b.weight",
+                    .add_type = KN_F32,
+                    .add_dims = 3,
+                    .add_ne = {64, 32, 3, 1}},
+           "'blk.1.attn_v_b.weight' has shape [64, 32, 3], expected [64, 32, 4]");
+    /* a dense layer has no router; MoE layers have no dense FFN */
+    expect("deepseek2-tiny",
+           &(alter){.add = "blk.0.ffn_gate_inp.weight",
+                    .add_type = KN_F32,
+                    .add_dims = 2,
+                    .add_ne = {256, 16, 1, 1}},
+           "'blk.0.ffn_gate_inp.weight' is not part of a deepseek2 model");
+    expect("deepseek2-tiny",
+           &(alter){.add = "blk.1.ffn_up.weight",
+                    .add_type = KN_F32,
+                    .add_dims = 2,
+                    .add_ne = {256, 512, 1, 1}},
+           "'blk.1.ffn_up.weight' is not part of a deepseek2 model");
+    /* exp_probs_b is optional: without it the selection is by the scores alone */
+    char *dir = mwt_tmpdir("md_model");
+    const char *path = altered("deepseek2-tiny", &(alter){.drop = "blk.2.exp_probs_b.bias"}, dir);
+    vx_source *src;
+    md_model *m;
+    mw_err e;
+    if (vx_source_open(path, NULL, &src, &e) || md_model_load(src, &m, &e)) fail_msg("%s", e.msg);
+    assert_non_null(m->layers[1].select_b);
+    assert_null(m->layers[2].select_b);
+    assert_non_null(m->layers[0].ffn_norm);
+    assert_non_null(m->layers[0].ffn.gate.data); /* dense FFN */
+    assert_null(m->layers[0].router.data);
+    assert_non_null(m->layers[2].ffn.down.data); /* shared expert */
+    md_model_free(m);
+    vx_source_close(src);
+    mwt_rmrf(dir);
+    free(dir);
+}
+
+/* The fixture rewritten in the legacy layout: attn_kv_b [kv_lora, H·(nope + v)] holding per head
+ * K_h^T (nope rows) then V_h (v rows), no *_mla keys, per-head key_length / value_length. */
+static const char *legacy_copy(const char *dir) {
+    static char out[512];
+    snprintf(out, sizeof out, "%s/legacy.gguf", dir);
+    vx_gguf *g;
+    mw_err e;
+    if (vx_gguf_open(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), &g, &e))
+        fail_msg("%s", e.msg);
+    vx_gguf_writer *w = vx_gguf_writer_new(32);
+    vx_meta *wm = vx_gguf_writer_meta(w);
+    const vx_meta *m = vx_gguf_meta(g);
+    for (size_t i = 0; i < vx_meta_count(m); i++)
+        if (!strstr(vx_meta_key(m, i), "_length_mla"))
+            assert_int_equal(vx_meta_copy_entry(wm, m, i), 0);
+    vx_meta_set_u32(wm, "deepseek2.attention.key_length", 48);
+    vx_meta_set_u32(wm, "deepseek2.attention.value_length", 32);
+    vx_meta_set_u32(wm, "deepseek2.attention.head_count_kv", 4);
+    enum { H = 4, R = 64, N = 32, V = 32 };
+    static float kv[H * (N + V) * R];
+    for (size_t i = 0; i < vx_gguf_n_tensors(g); i++) {
+        const vx_tensor *t = vx_gguf_tensor(g, i);
+        int il;
+        char part[64];
+        if (sscanf(t->name, "blk.%d.%63[a-z_]", &il, part) == 2 && !strcmp(part, "attn_v_b"))
+            continue;
+        if (sscanf(t->name, "blk.%d.%63[a-z_]", &il, part) == 2 && !strcmp(part, "attn_k_b")) {
+            char vn[64];
+            snprintf(vn, sizeof vn, "blk.%d.attn_v_b.weight", il);
+            const float *kb = t->data, *vb = NULL;
+            for (size_t j = 0; j < vx_gguf_n_tensors(g); j++)
+                if (!strcmp(vx_gguf_tensor(g, j)->name, vn)) vb = vx_gguf_tensor(g, j)->data;
+            assert_non_null(vb);
+            assert_int_equal(t->type, KN_F32);
+            for (int h = 0; h < H; h++) {
+                for (int n = 0; n < N; n++)
+                    for (int r = 0; r < R; r++)
+                        kv[((size_t)h * (N + V) + n) * R + r] = kb[((size_t)h * R + r) * N + n];
+                memcpy(kv + ((size_t)h * (N + V) + N) * R, vb + (size_t)h * V * R,
+                       (size_t)V * R * sizeof(float));
+            }
+            char kn[64];
+            snprintf(kn, sizeof kn, "blk.%d.attn_kv_b.weight", il);
+            const int64_t ne[4] = {R, H * (N + V), 1, 1};
+            if (vx_gguf_writer_add(w, kn, KN_F32, 2, ne, kv, &e)) fail_msg("%s", e.msg);
+            continue;
+        }
+        if (vx_gguf_writer_add(w, t->name, t->type, t->n_dims, t->ne, t->data, &e))
+            fail_msg("%s", e.msg);
+    }
+    if (vx_gguf_writer_write(w, out, &e)) fail_msg("%s", e.msg);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return out;
+}
+
+static float *logits_of(const char *path, kn_numerics num) {
+    int32_t tok[24];
+    for (int i = 0; i < 24; i++) tok[i] = (i * 37 + 11) % 512;
+    return mwt_prefill(path, num, tok, 24, 64, NULL);
+}
+
+static void test_deepseek2_legacy_layout(void **state) {
+    (void)state;
+    char *dir = mwt_tmpdir("md_model");
+    const char *legacy = legacy_copy(dir);
+    for (int num = KN_NUM_F32; num <= KN_NUM_Q8; num++) {
+        float *a = logits_of(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), (kn_numerics)num);
+        float *b = logits_of(legacy, (kn_numerics)num);
+        /* K_h transposed back exactly, V_h a view of the same values: the same bits */
+        assert_memory_equal(a, b, (size_t)24 * 512 * sizeof(float));
+        free(a);
+        free(b);
+    }
+    mwt_rmrf(dir);
+    free(dir);
 }
 
 static void test_missing_tensors(void **state) {
@@ -156,6 +288,8 @@ int main(void) {
         cmocka_unit_test(test_wrong_shapes_and_types),
         cmocka_unit_test(test_unused_tensor_is_reported),
         cmocka_unit_test(test_qwen3moe_ties_the_lm_head),
+        cmocka_unit_test(test_deepseek2_tensors),
+        cmocka_unit_test(test_deepseek2_legacy_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

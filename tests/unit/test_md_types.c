@@ -10,6 +10,7 @@
  * The rounding must change the model (else the test would prove nothing), and a vector in a type
  * the kernels cannot dequantize is still an error. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -90,28 +91,11 @@ static void read_tokens(int32_t *tok) {
 /* Prefill of the fixture's prompt (longer than the window of 8) with logits on every row;
  * returns N_TOK × n_vocab floats and the model's vocabulary in *V. */
 static float *run(const char *path, kn_numerics num, int64_t *V) {
-    vx_source *src;
-    md_model *m;
-    md_expert_backend *b;
-    md_ctx *c;
-    mw_err e;
-    if (vx_source_open(path, NULL, &src, &e) || md_model_load(src, &m, &e) ||
-        md_local_backend_new(src, &m->cfg, NULL, &b, &e))
-        fail_msg("%s: %s", path, e.msg);
-    md_ctx_params p = {.numerics = num, .experts = b, .n_ctx = 64};
-    if (md_ctx_new(m, &p, &c, &e)) fail_msg("%s", e.msg);
+    char p[4096]; /* path may be mwt_fixture's buffer, which read_tokens reuses */
+    snprintf(p, sizeof p, "%s", path);
     int32_t tok[N_TOK];
     read_tokens(tok);
-    md_row rows[N_TOK];
-    for (int i = 0; i < N_TOK; i++) rows[i] = (md_row){0, i, tok[i], 1};
-    *V = m->cfg.n_vocab;
-    float *out = malloc((size_t)(N_TOK * *V) * sizeof(float));
-    if (md_forward(c, rows, N_TOK, out, &e)) fail_msg("%s", e.msg);
-    md_ctx_free(c);
-    b->destroy(b);
-    md_model_free(m);
-    vx_source_close(src);
-    return out;
+    return mwt_prefill(p, num, tok, N_TOK, 64, V);
 }
 
 static void check_type(kn_type half) {
