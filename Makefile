@@ -47,7 +47,8 @@ endif
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
 # Floating-point contraction stays off everywhere (clang defaults it on): a row's result must not
 # depend on the compiler's choice of fused operations, or exact mode breaks across nodes.
-BASE_CFLAGS := -std=c11 -ffp-contract=off -D_GNU_SOURCE $(WARN) -I. -Ibuild/gen -MMD -MP -pthread
+BASE_CFLAGS := -std=c11 -ffp-contract=off -D_GNU_SOURCE $(WARN) -I. -Ibuild/gen -MMD -MP -pthread \
+               -isystem /usr/share/include/llhttp
 OPT_CFLAGS := -O2 -g
 ASAN_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                -fno-sanitize-recover=undefined -DMW_ASAN=1
@@ -65,6 +66,11 @@ ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
 ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_avx512.c %_x86.c) \
                $(if $(filter aarch64,$(ARCH)),,%_neon.c)
 LIB_C := $(filter-out %/main.c $(ISA_EXCLUDE),$(ALL_C))
+# llhttp (the HTTP parser) is built from the C sources Debian's node-llhttp installs, into the same
+# library; they are third-party code, compiled without the project's warning flags.
+LLHTTP_DIR := /usr/share/llhttp
+LLHTTP_INC := /usr/share/include/llhttp
+LLHTTP_C := $(addprefix $(LLHTTP_DIR)/,api.c http.c llhttp.c)
 PROTO := $(wildcard proto/*.proto)
 PROTO_C := $(patsubst proto/%.proto,build/gen/proto/%.pb-c.c,$(PROTO))
 PROTO_H := $(PROTO_C:.c=.h)
@@ -79,8 +85,9 @@ REL := build/rel
 ASAN := build/asan
 obj = $(patsubst %.c,$(1)/obj/%.o,$(2))
 
-LIB_REL_O := $(call obj,$(REL),$(LIB_C)) $(call obj,$(REL),$(PROTO_C))
-LIB_ASAN_O := $(call obj,$(ASAN),$(LIB_C)) $(call obj,$(ASAN),$(PROTO_C))
+llhttp_obj = $(patsubst $(LLHTTP_DIR)/%.c,$(1)/obj/llhttp/%.o,$(LLHTTP_C))
+LIB_REL_O := $(call obj,$(REL),$(LIB_C)) $(call obj,$(REL),$(PROTO_C)) $(call llhttp_obj,$(REL))
+LIB_ASAN_O := $(call obj,$(ASAN),$(LIB_C)) $(call obj,$(ASAN),$(PROTO_C)) $(call llhttp_obj,$(ASAN))
 SUPPORT_ASAN_O := $(call obj,$(ASAN),$(TEST_SUPPORT_C))
 TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
@@ -112,6 +119,14 @@ $(REL)/obj/%.o: %.c
 $(ASAN)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) $(CMOCKA_CFLAGS) -c $< -o $@
+
+$(REL)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O2 -g -w -I$(LLHTTP_INC) -c $< -o $@
+
+$(ASAN)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(ASAN_CFLAGS) -w -I$(LLHTTP_INC) -c $< -o $@
 
 build/libmoewire.a: $(LIB_REL_O)
 	@mkdir -p $(@D)

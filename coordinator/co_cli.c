@@ -180,6 +180,71 @@ static int set_deadline(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_listen(co_opts *o, const char *v, mw_err *err) {
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v || !colon[1])
+        return mw_errf(err, "--listen: '%s' is not HOST:PORT", v);
+    int64_t port;
+    if (parse_i64("--listen port", colon + 1, 0, 65535, &port, err)) return -1;
+    o->listen = v;
+    return 0;
+}
+
+static int set_ready_file(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->ready_file = v;
+    return 0;
+}
+
+static int set_served_name(co_opts *o, const char *v, mw_err *err) {
+    if (!*v || strlen(v) > 200) return mw_errf(err, "--served-model-name: 1 to 200 characters");
+    o->served_name = v;
+    return 0;
+}
+
+static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--max-seqs", v, 1, 4096, &n, err)) return -1;
+    o->max_seqs = (int)n;
+    return 0;
+}
+
+static int set_kv_mb(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--kv-mb", v, 1, INT64_C(1) << 30, &o->kv_mb, err);
+}
+
+static int set_chunk(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--chunk", v, 1, 1 << 20, &n, err)) return -1;
+    o->chunk = (int)n;
+    return 0;
+}
+
+static int set_max_queue(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--max-queue", v, 0, 1 << 20, &n, err)) return -1;
+    o->max_queue = (int)n;
+    return 0;
+}
+
+static int set_max_body(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--max-body-bytes", v, 1024, INT64_C(1) << 32, &o->max_body, err);
+}
+
+static int set_request_timeout(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--request-timeout-ms", v, 1, 3600000, &n, err)) return -1;
+    o->request_timeout_ms = (int)n;
+    return 0;
+}
+
+static int set_grace(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--grace-ms", v, 0, 3600000, &n, err)) return -1;
+    o->grace_ms = (int)n;
+    return 0;
+}
+
 static const co_option options[] = {
     {"--model", "PATH", "GGUF file or vindex directory (required)", set_model},
     {"--tokens", "1,2,3", "prompt token ids, comma-separated (required)", set_tokens},
@@ -223,6 +288,27 @@ static const co_option options[] = {
      set_wire},
     {"--deadline-ms", "N", "per-layer deadline for every node's answer (default 10000)",
      set_deadline},
+    {"--listen", "HOST:PORT",
+     "serve: address to listen on (default 127.0.0.1:8080; port 0 picks a free one)", set_listen},
+    {"--ready-file", "PATH", "serve: write the server's URL there once it accepts requests",
+     set_ready_file},
+    {"--served-model-name", "NAME",
+     "serve: the model id clients name (default: the model file's name)", set_served_name},
+    {"--max-seqs", "N",
+     "serve: sequences decoding at once, each with a KV slot of --ctx positions (default 16)",
+     set_max_seqs},
+    {"--kv-mb", "MB", "serve: KV cache budget; as many slots of --ctx positions as it holds",
+     set_kv_mb},
+    {"--chunk", "N",
+     "serve: prompt tokens prefilled per step next to the decoding rows (default 256)", set_chunk},
+    {"--max-queue", "N",
+     "serve: requests waiting for a slot; beyond it the server answers 503 (default 64)",
+     set_max_queue},
+    {"--max-body-bytes", "N", "serve: largest request body (default 8388608)", set_max_body},
+    {"--request-timeout-ms", "N",
+     "serve: a request must arrive in full within this (default 30000)", set_request_timeout},
+    {"--grace-ms", "N", "serve: on SIGTERM, time in-flight requests get to finish (default 30000)",
+     set_grace},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])
@@ -236,6 +322,12 @@ void co_opts_init(co_opts *o) {
     o->node_affinity = true;
     o->wire = (wr_codec){WR_F32, false};
     o->deadline_ms = 10000;
+    o->listen = "127.0.0.1:8080";
+    o->chunk = 256;
+    o->max_queue = 64;
+    o->max_body = 8 << 20;
+    o->request_timeout_ms = 30000;
+    o->grace_ms = 30000;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = n > 0 && n <= 1024 ? (int)n : 1;
 }
@@ -276,27 +368,47 @@ int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err) {
     return 0;
 }
 
+static int check_backend(const co_opts *o, const char *cmd, mw_err *err) {
+    bool remote = !strcmp(o->experts, "remote");
+    if (o->nodes && o->loopback)
+        return mw_errf(err, "%s: --nodes and --loopback exclude each other", cmd);
+    if (remote && !o->nodes && !o->loopback)
+        return mw_errf(err, "%s: --experts remote needs --nodes or --loopback", cmd);
+    if (!remote && (o->nodes || o->loopback))
+        return mw_errf(err, "%s: --nodes and --loopback need --experts remote", cmd);
+    return 0;
+}
+
 int co_cli_check_generate(const co_opts *o, mw_err *err) {
     if (!o->model) return mw_errf(err, "generate: --model is required");
     if (!o->tokens) return mw_errf(err, "generate: --tokens is required");
     if (o->max_tokens < 1) return mw_errf(err, "generate: --max-tokens is required");
-    bool remote = !strcmp(o->experts, "remote");
-    if (o->nodes && o->loopback)
-        return mw_errf(err, "generate: --nodes and --loopback exclude each other");
-    if (remote && !o->nodes && !o->loopback)
-        return mw_errf(err, "generate: --experts remote needs --nodes or --loopback");
-    if (!remote && (o->nodes || o->loopback))
-        return mw_errf(err, "generate: --nodes and --loopback need --experts remote");
-    return 0;
+    return check_backend(o, "generate", err);
+}
+
+int co_cli_check_serve(const co_opts *o, mw_err *err) {
+    if (!o->model) return mw_errf(err, "serve: --model is required");
+    if (o->tokens || o->max_tokens || o->logits_out)
+        return mw_errf(err, "serve: --tokens, --max-tokens and --logits-out are generate's "
+                            "(requests carry their own)");
+    if (o->kv_mb && o->max_seqs)
+        return mw_errf(err, "serve: --kv-mb and --max-seqs exclude each other (either sets the "
+                            "number of slots)");
+    return check_backend(o, "serve", err);
 }
 
 void co_cli_usage(FILE *f) {
-    fprintf(f, "usage: coordinator generate --model PATH --tokens 1,2,3 --max-tokens N [options]\n"
-               "\n"
-               "Runs the prompt through the model in one batch, then generates N tokens one at a\n"
-               "time. Prints the generated ids on stdout as one line 'tokens: 38 364 ...'.\n"
-               "\n"
-               "options:\n");
+    fprintf(f,
+            "usage: coordinator generate --model PATH --tokens 1,2,3 --max-tokens N [options]\n"
+            "       coordinator serve --model PATH [--listen HOST:PORT] [options]\n"
+            "\n"
+            "generate runs the prompt through the model in one batch, then generates N tokens\n"
+            "one at a time. Prints the generated ids on stdout as one line 'tokens: 38 364 ...'.\n"
+            "serve answers the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models)\n"
+            "plus /health and /metrics, batching every request's decoding into shared steps,\n"
+            "until SIGTERM or SIGINT.\n"
+            "\n"
+            "options:\n");
     for (size_t j = 0; j < N_OPTIONS; j++) {
         char head[64];
         snprintf(head, sizeof head, "%s%s%s", options[j].name, options[j].arg ? " " : "",

@@ -34,6 +34,17 @@ typedef struct co_opts {
     bool exact;         /* exact mode: per-assignment replies reduced in selection order */
     wr_codec wire;      /* row codec on the wire */
     int deadline_ms;    /* per layer */
+    /* serve (coordinator/co_serve.h) */
+    const char *listen;     /* "host:port" */
+    const char *ready_file; /* written with the server's URL once it accepts requests */
+    const char *served_name;
+    int max_seqs;           /* KV slots (0: from --kv-mb, else the default) */
+    int64_t kv_mb;          /* KV budget in MiB (0: none) */
+    int chunk;              /* prompt rows per step */
+    int max_queue;          /* requests waiting for a slot */
+    int64_t max_body;       /* request body bytes */
+    int request_timeout_ms; /* a request must arrive within this */
+    int grace_ms;           /* SIGTERM: time for in-flight requests */
 } co_opts;
 
 typedef struct co_option {
@@ -52,6 +63,8 @@ void co_opts_free(co_opts *o);
 int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err);
 /* Checks what `generate` needs (model, tokens, max-tokens). */
 int co_cli_check_generate(const co_opts *o, mw_err *err);
+/* Checks what `serve` needs (model; no prompt options). */
+int co_cli_check_serve(const co_opts *o, mw_err *err);
 void co_cli_usage(FILE *f);
 
 #endif

@@ -149,9 +149,11 @@ static int send_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
 /* Checks a reply against its piece and stores its rows. */
 static int take_reply(co__remote *r, int ni, const md_moe_batch *b, const wr_msg *m, mw_err *err) {
     co__node *n = &r->nodes[ni];
-    if (m->kind == WR_MSG_ERROR)
+    if (m->kind == WR_MSG_ERROR) {
+        co__acct_failed(&r->acct, ni);
         return mw_errf(err, "%s failed layer %d: %s: %s", n->name, b->layer,
                        wr_code_name(m->error.code), m->error.message);
+    }
     if (m->kind != WR_MSG_PARTIAL_BATCH) return 0; /* a stray Pong or Welcome */
     co__piece *p = NULL;
     for (int q = 0; q < r->n_pieces && !p; q++)
@@ -187,8 +189,10 @@ static int read_replies(co__remote *r, int i, const md_moe_batch *b, mw_err *err
         }
         wr_msg m;
         wr_code code;
-        if (wr_parse(&r->in, r->rx.parts, r->rx.n_parts, r->rx.truncated, &m, &code, err))
+        if (wr_parse(&r->in, r->rx.parts, r->rx.n_parts, r->rx.truncated, &m, &code, err)) {
+            co__acct_failed(&r->acct, i);
             return mw_err_wrap(err, "%s sent a bad reply for layer %d", n->name, b->layer);
+        }
         if (take_reply(r, i, b, &m, err)) return -1;
     }
     return 0;
@@ -211,9 +215,11 @@ static int wait_all(co__remote *r, const md_moe_batch *b, uint64_t t0, mw_err *e
         uint64_t t = mw_now_ns();
         if (t >= deadline) {
             for (int i = 0; i < N; i++)
-                if (r->nodes[i].pending)
+                if (r->nodes[i].pending) {
+                    co__acct_failed(&r->acct, i);
                     return mw_errf(err, "%s: no answer for layer %d within the %d ms deadline",
                                    r->nodes[i].name, b->layer, r->o.deadline_ms);
+                }
         }
         long wait = (long)((deadline - t) / 1000000ull) + 1;
         int rc = zmq_poll(items, 2 * N, wait);
@@ -233,8 +239,10 @@ static int wait_all(co__remote *r, const md_moe_batch *b, uint64_t t0, mw_err *e
             co__node *n = &r->nodes[i];
             if (items[2 * i + 1].revents & ZMQ_POLLIN) co__remote_read_monitor(n);
             if ((items[2 * i].revents & ZMQ_POLLIN) && read_replies(r, i, b, err)) return -1;
-            if (n->down && n->pending)
+            if (n->down && n->pending) {
+                co__acct_failed(&r->acct, i);
                 return mw_errf(err, "%s disconnected during layer %d", n->name, b->layer);
+            }
         }
         r->acct.phase_ns[CO__DECODE] += mw_now_ns() - t1;
     }

@@ -71,6 +71,20 @@ int64_t co_remote_tokens(const md_expert_backend *b);
 /* Clears the counters (e.g. after a warm-up). */
 void co_remote_reset_stats(md_expert_backend *b);
 
+/* Per node, for the server's metrics: its endpoint, whether it is up (connected), its failed
+ * exchanges (an Error reply, a bad reply, a missed deadline, a disconnect), and its batch round
+ * trips by powers of two microseconds (bucket i: under 2^i us for i < CO_RTT_LOG2; the last
+ * bucket: the rest). */
+#define CO_RTT_LOG2 24
+typedef struct co_remote_node_info {
+    const char *endpoint;
+    bool up;
+    uint64_t errors;
+    uint64_t rtt_log2[CO_RTT_LOG2 + 1];
+} co_remote_node_info;
+int co_remote_n_nodes(const md_expert_backend *b);
+void co_remote_node(const md_expert_backend *b, int i, co_remote_node_info *out);
+
 /* The end-of-run report: wire bytes/token, expert weight bytes/token, movement ratio, per-node
  * compute and round-trip time, and round trip per layer. */
 void co_remote_report(const md_expert_backend *b, FILE *f);

@@ -60,6 +60,9 @@ typedef struct co__acct {
     uint64_t tail_ns;               /* summed over layer calls */
     uint32_t tail_log[CO_TAIL_LOG]; /* the last CO_TAIL_LOG layer calls' tails (us) */
     uint64_t n_tail;
+    int n_nodes;
+    uint64_t *node_errors; /* [node]: failed exchanges */
+    uint64_t *node_rtt;    /* [node × (CO_RTT_LOG2 + 1)]: round trips by powers of two us */
 } co__acct;
 
 typedef struct co__remote {
@@ -106,6 +109,8 @@ void co__acct_sent(co__acct *a, int node, int layer, uint64_t bytes, int64_t row
 /* Its reply arrived: `bytes` on the wire, `rtt_ns` after the send. */
 void co__acct_reply(co__acct *a, int node, int layer, uint64_t bytes, const wr_partial *y,
                     uint64_t rtt_ns);
+/* An exchange with a node failed (an Error reply, a bad reply, a missed deadline, a disconnect). */
+void co__acct_failed(co__acct *a, int node);
 /* A layer call of `rows` rows finished `wall_ns` after its first send; `tail_ns` is the
  * critical path's wire and wake-up time (the last reply's round trip minus the node's time). */
 void co__acct_layer(co__acct *a, int layer, int64_t rows, uint64_t wall_ns, uint64_t tail_ns);

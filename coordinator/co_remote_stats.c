@@ -13,7 +13,11 @@ int co__acct_init(co__acct *a, int n_nodes, int n_layers, mw_err *err) {
     a->layer_rows = calloc((size_t)n_layers, sizeof *a->layer_rows);
     a->layer_wall = calloc((size_t)n_layers, sizeof *a->layer_wall);
     a->layer_calls = calloc((size_t)n_layers, sizeof *a->layer_calls);
-    if (!a->layer_rows || !a->layer_wall || !a->layer_calls) return mw_errf(err, "out of memory");
+    a->n_nodes = n_nodes;
+    a->node_errors = calloc((size_t)n_nodes, sizeof *a->node_errors);
+    a->node_rtt = calloc((size_t)n_nodes * (CO_RTT_LOG2 + 1), sizeof *a->node_rtt);
+    if (!a->layer_rows || !a->layer_wall || !a->layer_calls || !a->node_errors || !a->node_rtt)
+        return mw_errf(err, "out of memory");
     return wr_stats_init(&a->wire, n_nodes, n_layers, err);
 }
 
@@ -22,6 +26,8 @@ void co__acct_free(co__acct *a) {
     free(a->layer_rows);
     free(a->layer_wall);
     free(a->layer_calls);
+    free(a->node_errors);
+    free(a->node_rtt);
     memset(a, 0, sizeof *a);
 }
 
@@ -44,6 +50,13 @@ void co__acct_reply(co__acct *a, int node, int layer, uint64_t bytes, const wr_p
     c->queue_ns += y->queue_ns;
     c->rtt_ns += rtt_ns;
     if (rtt_ns > c->rtt_max_ns) c->rtt_max_ns = rtt_ns;
+    int bucket = 0;
+    while (bucket < CO_RTT_LOG2 && rtt_ns / 1000 >= (1ull << bucket)) bucket++;
+    a->node_rtt[(size_t)node * (CO_RTT_LOG2 + 1) + (size_t)bucket]++;
+}
+
+void co__acct_failed(co__acct *a, int node) {
+    if (node >= 0 && node < a->n_nodes) a->node_errors[node]++;
 }
 
 void co__acct_layer(co__acct *a, int layer, int64_t rows, uint64_t wall_ns, uint64_t tail_ns) {
@@ -56,6 +69,18 @@ void co__acct_layer(co__acct *a, int layer, int64_t rows, uint64_t wall_ns, uint
 }
 
 /* ---- the public read-outs (co_remote.h) ----------------------------------------------------- */
+
+int co_remote_n_nodes(const md_expert_backend *b) {
+    return ((const co__remote *)b->impl)->o.n_nodes;
+}
+
+void co_remote_node(const md_expert_backend *b, int i, co_remote_node_info *out) {
+    const co__remote *r = b->impl;
+    out->endpoint = r->nodes[i].endpoint;
+    out->up = !r->nodes[i].down;
+    out->errors = r->acct.node_errors[i];
+    memcpy(out->rtt_log2, r->acct.node_rtt + (size_t)i * (CO_RTT_LOG2 + 1), sizeof out->rtt_log2);
+}
 
 const wr_stats *co_remote_stats(const md_expert_backend *b) {
     return &((const co__remote *)b->impl)->acct.wire;

@@ -39,6 +39,14 @@ if command -v pkg-config >/dev/null 2>&1; then
 else
   missing+=("${PC_PKG[@]}")
 fi
+# file -> Debian package (llhttp ships as C sources the Makefile builds into the library)
+declare -A FILE_PKG=(
+  [/usr/share/llhttp/llhttp.c]=node-llhttp
+  [/usr/share/include/llhttp/llhttp.h]=node-llhttp
+)
+for f in "${!FILE_PKG[@]}"; do
+  [ -e "$f" ] || missing+=("${FILE_PKG[$f]}")
+done
 # the aarch64 C library headers for the NEON cross build
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || missing+=(libc6-dev-arm64-cross)
 

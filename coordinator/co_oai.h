@@ -1,0 +1,99 @@
+/* coordinator/co_oai.h — the OpenAI API's JSON: request bodies of /v1/completions and
+ * /v1/chat/completions checked and mapped to generation parameters, and the response, chunk and
+ * error objects built from a job's output.
+ *
+ * Every check names the field it rejects (OpenAI's error shape: message, type, param, code) and
+ * says what was expected; nothing from the body is trusted (types, ranges, lengths, counts). */
+#ifndef CO_OAI_H
+#define CO_OAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/co_buf.h"
+#include "coordinator/co_sched.h"
+#include "coordinator/co_stop.h"
+
+#define CO_OAI_MAX_PROMPT_IDS (1 << 20)
+#define CO_OAI_MAX_STOP_IDS   64
+
+typedef enum co_oai_kind { CO_OAI_COMPLETION = 0, CO_OAI_CHAT = 1 } co_oai_kind;
+
+typedef struct co_oai_error {
+    int status;
+    char message[512];
+    char param[64];   /* "" for none */
+    const char *type; /* "invalid_request_error", "server_error", ... */
+    const char *code; /* NULL or "model_not_found", "context_length_exceeded", ... */
+} co_oai_error;
+
+typedef struct co_oai_req {
+    co_oai_kind kind;
+    json_t *root; /* owned; the strings below point into it */
+    const char *model;
+    /* completions: text or ids; chat: the message list */
+    const char *prompt;
+    int32_t *prompt_ids; /* owned */
+    int64_t n_prompt_ids;
+    json_t *messages;
+    bool stream, include_usage;
+    int64_t max_tokens; /* -1: not given */
+    double temperature, top_p;
+    bool has_seed;
+    uint64_t seed;
+    const char *stop[CO_STOP_MAX];
+    int n_stop;
+    int32_t stop_ids[CO_OAI_MAX_STOP_IDS];
+    int n_stop_ids;
+    int top_logprobs; /* -1: none */
+    bool ignore_eos, return_token_ids;
+} co_oai_req;
+
+/* Parses and checks a body. 0, or -1 with e filled (a 400 naming the field). */
+int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e);
+void co_oai_req_free(co_oai_req *r);
+
+/* Fills an error; returns -1. */
+int co_oai_fail(co_oai_error *e, int status, const char *param, const char *code, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
+/* {"error": {...}} */
+void co_oai_error_json(const co_oai_error *e, co_buf *out);
+
+/* Names a token for logprobs: its text, or "token_id:N" without a tokenizer. */
+typedef void (*co_oai_token_fn)(void *ud, int32_t token, co_buf *out);
+
+/* What a response or a chunk carries. */
+typedef struct co_oai_piece {
+    const char *content; /* text (chat: the final channel) */
+    size_t content_len;
+    const char *reasoning; /* chat: reasoning_content (analysis channel), NULL when none */
+    size_t reasoning_len;
+    const int32_t *tokens;
+    int64_t n_tokens;
+    const co_logprob *logprobs; /* n_tokens entries or NULL */
+    co_finish finish;           /* NONE in a chunk that does not end the choice */
+    bool first;                 /* chat chunk: carries the role */
+} co_oai_piece;
+
+typedef struct co_oai_meta {
+    const char *id; /* "cmpl-..." / "chatcmpl-..." */
+    const char *model;
+    long long created;
+    co_oai_token_fn token_name;
+    void *token_ud;
+    bool return_token_ids;
+} co_oai_meta;
+
+/* A whole response (usage included). */
+void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p,
+                     int64_t prompt_tokens, int64_t completion_tokens, co_buf *out);
+/* One streamed chunk (one choice). */
+void co_oai_chunk(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p, co_buf *out);
+/* The last chunk of stream_options.include_usage: no choices, the usage. */
+void co_oai_usage_chunk(co_oai_kind kind, const co_oai_meta *m, int64_t prompt_tokens,
+                        int64_t completion_tokens, co_buf *out);
+
+const char *co_oai_finish_name(co_finish f);
+
+#endif

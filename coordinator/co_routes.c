@@ -1,0 +1,410 @@
+/* coordinator/co_routes.c — the endpoints (co_routes.h). An exchange (one generation request)
+ * lives from the request to the end of its response or its client's disconnect, whichever comes
+ * first; its job's output arrives through co_sched's callback, already coalesced per wake-up. */
+#include "coordinator/co_routes.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coordinator/co_oai.h"
+#include "coordinator/co_sse.h"
+#include "util/mw_grow.h"
+
+#define JSON_TYPE    "application/json"
+#define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct co_routes {
+    co_routes_params p;
+    uint64_t n_requests;
+    uint64_t seed_base;
+};
+
+typedef struct exch {
+    co_routes *r;
+    co_http_conn *conn;
+    co_job *job;
+    co_oai_kind kind;
+    const char *route;
+    bool stream, include_usage, logprobs, started;
+    char id[64];
+    co_oai_meta meta;
+    /* the whole answer, when not streaming */
+    co_buf text;
+    int32_t *toks;
+    co_logprob *lps;
+    size_t toks_cap, lps_cap;
+    int64_t n_toks;
+    co_buf out, frame;
+} exch;
+
+int co_routes_new(const co_routes_params *p, co_routes **out, mw_err *err) {
+    co_routes *r = calloc(1, sizeof *r);
+    if (!r) return mw_errf(err, "out of memory");
+    r->p = *p;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    r->seed_base = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
+    *out = r;
+    return 0;
+}
+
+void co_routes_free(co_routes *r) {
+    free(r);
+}
+
+/* ---- plain answers -------------------------------------------------------------------------- */
+
+static void answer(co_routes *r, co_http_conn *c, const char *route, int status, const char *ctype,
+                   const char *extra, const char *body, size_t len) {
+    co_metrics_request(r->p.metrics, route, status);
+    co_http_respond(c, status, ctype, extra, body, len);
+}
+
+static void answer_error(co_routes *r, co_http_conn *c, const char *route, const co_oai_error *e,
+                         const char *extra) {
+    co_buf b = {0};
+    co_oai_error_json(e, &b);
+    answer(r, c, route, e->status, JSON_TYPE, extra ? extra : "", b.p ? b.p : "{}", b.len);
+    co_buf_free(&b);
+}
+
+static void answer_json(co_routes *r, co_http_conn *c, const char *route, int status, json_t *o) {
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    answer(r, c, route, status, JSON_TYPE, "", s ? s : "{}", s ? strlen(s) : 2);
+    free(s);
+}
+
+static json_t *model_object(const co_routes *r) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:I}", "id", r->p.model_id, "object", "model", "created",
+                     (json_int_t)r->p.created, "owned_by", "moewire", "max_model_len",
+                     (json_int_t)r->p.n_ctx);
+}
+
+static void route_models(co_routes *r, co_http_req *q) {
+    const char *prefix = "/v1/models/";
+    if (!strncmp(q->path, prefix, strlen(prefix))) {
+        const char *id = q->path + strlen(prefix);
+        if (strcmp(id, r->p.model_id)) {
+            co_oai_error e;
+            co_oai_fail(&e, 404, "model", "model_not_found", "The model '%.200s' does not exist",
+                        id);
+            answer_error(r, q->conn, "/v1/models", &e, NULL);
+            return;
+        }
+        answer_json(r, q->conn, "/v1/models", 200, model_object(r));
+        return;
+    }
+    json_t *data = json_array();
+    json_array_append_new(data, model_object(r));
+    answer_json(r, q->conn, "/v1/models", 200,
+                json_pack("{s:s, s:o}", "object", "list", "data", data));
+}
+
+static void route_health(co_routes *r, co_http_req *q) {
+    bool ready = co_metrics_ready(r->p.metrics);
+    answer_json(r, q->conn, "/health", ready ? 200 : 503,
+                json_pack("{s:s}", "status", ready ? "ok" : "unavailable"));
+}
+
+static void route_metrics(co_routes *r, co_http_req *q) {
+    /* counted before writing, so the page includes this request */
+    co_metrics_request(r->p.metrics, "/metrics", 200);
+    co_buf b = {0};
+    co_metrics_write(r->p.metrics, &b);
+    if (b.failed) {
+        co_buf_free(&b);
+        co_http_respond(q->conn, 500, "text/plain", "", "out of memory\n", 14);
+        return;
+    }
+    co_http_respond(q->conn, 200, METRICS_TYPE, "", b.p ? b.p : "", b.len);
+    co_buf_free(&b);
+}
+
+/* ---- generation ----------------------------------------------------------------------------- */
+
+static void exch_free(exch *x) {
+    co_buf_free(&x->text);
+    co_buf_free(&x->out);
+    co_buf_free(&x->frame);
+    free(x->toks);
+    free(x->lps);
+    free(x);
+}
+
+/* The client went away: the job ends before the next step. */
+static void on_abort(void *ud) {
+    exch *x = ud;
+    co_metrics_request(x->r->p.metrics, x->route, 499);
+    if (x->job) co_job_cancel(x->job);
+    exch_free(x);
+}
+
+static void send_chunk(exch *x, const co_oai_piece *p) {
+    co_buf_clear(&x->frame);
+    co_oai_chunk(x->kind, &x->meta, p, &x->frame);
+    co_sse_event(&x->out, x->frame.p ? x->frame.p : "{}", x->frame.len);
+}
+
+static void finish(exch *x, const co_job_out *o) {
+    co_routes *r = x->r;
+    int status = 200;
+    if (o->finish == CO_FINISH_ERROR) {
+        co_oai_error e;
+        co_oai_fail(&e, 500, NULL, NULL, "generation failed: %s", o->error ? o->error : "");
+        status = 500;
+        if (x->stream) {
+            co_buf_clear(&x->frame);
+            co_oai_error_json(&e, &x->frame);
+            co_sse_event(&x->out, x->frame.p, x->frame.len);
+            co_sse_done(&x->out);
+            co_http_stream_send(x->conn, x->out.p, x->out.len);
+            co_http_stream_end(x->conn);
+        } else {
+            co_buf b = {0};
+            co_oai_error_json(&e, &b);
+            co_http_respond(x->conn, 500, JSON_TYPE, "", b.p ? b.p : "{}", b.len);
+            co_buf_free(&b);
+        }
+    } else if (x->stream) {
+        co_oai_piece end = {.finish = o->finish, .first = !x->started};
+        send_chunk(x, &end);
+        if (x->include_usage) {
+            co_buf_clear(&x->frame);
+            co_oai_usage_chunk(x->kind, &x->meta, o->prompt_tokens, o->completion_tokens,
+                               &x->frame);
+            co_sse_event(&x->out, x->frame.p, x->frame.len);
+        }
+        co_sse_done(&x->out);
+        co_http_stream_send(x->conn, x->out.p, x->out.len);
+        co_http_stream_end(x->conn);
+    } else {
+        co_oai_piece all = {.content = x->text.p,
+                            .content_len = x->text.len,
+                            .tokens = x->toks,
+                            .n_tokens = x->n_toks,
+                            .logprobs = x->logprobs ? x->lps : NULL,
+                            .finish = o->finish};
+        co_buf b = {0};
+        co_oai_response(x->kind, &x->meta, &all, o->prompt_tokens, o->completion_tokens, &b);
+        co_http_respond(x->conn, b.failed ? 500 : 200, JSON_TYPE, "", b.p ? b.p : "{}", b.len);
+        co_buf_free(&b);
+    }
+    co_metrics_request(r->p.metrics, x->route, status);
+    co_job_release(x->job);
+    exch_free(x);
+}
+
+static void on_output(void *ud, co_job *job) {
+    exch *x = ud;
+    co_job_out o;
+    co_job_take(job, &o);
+    if (x->stream) {
+        co_buf_clear(&x->out);
+        if (o.text_len || (o.n_tokens && (x->logprobs || x->meta.return_token_ids))) {
+            co_oai_piece p = {.content = o.text,
+                              .content_len = o.text_len,
+                              .tokens = o.tokens,
+                              .n_tokens = o.n_tokens,
+                              .logprobs = o.logprobs,
+                              .first = !x->started};
+            send_chunk(x, &p);
+            x->started = true;
+        }
+        if (!o.finish) {
+            if (x->out.len) co_http_stream_send(x->conn, x->out.p, x->out.len);
+            return;
+        }
+    } else {
+        co_buf_add(&x->text, o.text, o.text_len);
+        if (o.n_tokens) {
+            size_t need = (size_t)(x->n_toks + o.n_tokens);
+            if (mw_grow((void **)&x->toks, &x->toks_cap, need, sizeof *x->toks) ||
+                (o.logprobs && mw_grow((void **)&x->lps, &x->lps_cap, need, sizeof *x->lps))) {
+                co_job_cancel(job);
+                x->job = NULL;
+                co_oai_error e;
+                co_oai_fail(&e, 500, NULL, NULL, "out of memory");
+                answer_error(x->r, x->conn, x->route, &e, NULL);
+                exch_free(x);
+                return;
+            }
+            memcpy(x->toks + x->n_toks, o.tokens, (size_t)o.n_tokens * sizeof *x->toks);
+            if (o.logprobs)
+                memcpy(x->lps + x->n_toks, o.logprobs, (size_t)o.n_tokens * sizeof *x->lps);
+            x->n_toks += o.n_tokens;
+        }
+        if (!o.finish) return;
+    }
+    finish(x, &o);
+}
+
+static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
+    const char *route = kind == CO_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
+    const double t_arrival = co_now();
+    co_oai_req req;
+    co_oai_error e = {0};
+    int32_t *ids = NULL;
+    int64_t n_ids = 0;
+    mw_err err = {{0}};
+    if (co_oai_parse(q->body, q->body_len, kind, &req, &e)) goto fail;
+    if (strcmp(req.model, r->p.model_id)) {
+        co_oai_fail(&e, 404, "model", "model_not_found",
+                    "The model '%.200s' does not exist (this server serves '%s')", req.model,
+                    r->p.model_id);
+        goto fail;
+    }
+    const char *prompt_param = kind == CO_OAI_CHAT ? "messages" : "prompt";
+    if (req.prompt_ids) {
+        ids = req.prompt_ids;
+        n_ids = req.n_prompt_ids;
+    } else if (!r->p.text) {
+        co_oai_fail(&e, 400, prompt_param, NULL,
+                    "the model has no tokenizer: give 'prompt' as an array of token ids");
+        goto fail;
+    } else if (kind == CO_OAI_CHAT ? co_text_chat(r->p.text, req.messages, &ids, &n_ids, &err)
+                                   : co_text_encode(r->p.text, req.prompt, strlen(req.prompt), &ids,
+                                                    &n_ids, &err)) {
+        co_oai_fail(&e, 400, prompt_param, NULL, "%s", err.msg);
+        goto fail;
+    }
+    if (n_ids >= r->p.n_ctx) {
+        co_oai_fail(&e, 400, prompt_param, "context_length_exceeded",
+                    "the prompt has %lld tokens; this server's context is %lld tokens, prompt "
+                    "and completion together",
+                    (long long)n_ids, (long long)r->p.n_ctx);
+        goto fail;
+    }
+    int64_t max_tokens = req.max_tokens;
+    if (max_tokens < 0) max_tokens = kind == CO_OAI_COMPLETION ? 16 : r->p.n_ctx - n_ids + 1;
+    if (max_tokens > r->p.n_ctx - n_ids + 1) {
+        co_oai_fail(&e, 400, req.max_tokens >= 0 ? "max_tokens" : prompt_param,
+                    "context_length_exceeded",
+                    "%lld prompt tokens and max_tokens %lld do not fit the context of %lld "
+                    "tokens",
+                    (long long)n_ids, (long long)max_tokens, (long long)r->p.n_ctx);
+        goto fail;
+    }
+    exch *x = calloc(1, sizeof *x);
+    if (!x) {
+        co_oai_fail(&e, 500, NULL, NULL, "out of memory");
+        goto fail;
+    }
+    x->r = r;
+    x->conn = q->conn;
+    x->kind = kind;
+    x->route = route;
+    x->stream = req.stream;
+    x->include_usage = req.include_usage;
+    x->logprobs = req.top_logprobs >= 0;
+    uint64_t n = ++r->n_requests;
+    snprintf(x->id, sizeof x->id, "%s-%016llx%08llx", kind == CO_OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)(r->seed_base ^ (n * 0x9E3779B97F4A7C15ull)),
+             (unsigned long long)n);
+    x->meta = (co_oai_meta){.id = x->id,
+                            .model = r->p.model_id,
+                            .created = (long long)time(NULL),
+                            .token_name = r->p.text ? co_text_token_name : NULL,
+                            .token_ud = r->p.text,
+                            .return_token_ids = req.return_token_ids};
+    co_gen_params gp = {.prompt = ids,
+                        .n_prompt = n_ids,
+                        .max_tokens = max_tokens,
+                        .temperature = (float)req.temperature,
+                        .top_p = (float)req.top_p,
+                        .seed = req.has_seed ? req.seed : r->seed_base + n * 0x2545F4914F6CDD1Dull,
+                        .stop = req.stop,
+                        .n_stop = req.n_stop,
+                        .stop_ids = req.stop_ids,
+                        .n_stop_ids = req.n_stop_ids,
+                        .ignore_eos = req.ignore_eos,
+                        .top_logprobs = req.top_logprobs,
+                        .t_arrival = t_arrival};
+    co_submit_rc rc = co_sched_submit(r->p.sched, &gp, on_output, x, &x->job, &err);
+    if (ids != req.prompt_ids) free(ids);
+    ids = NULL;
+    if (rc != CO_SUBMIT_OK) {
+        exch_free(x);
+        char extra[64] = "";
+        if (rc == CO_SUBMIT_INVALID) {
+            co_oai_fail(&e, 400, NULL, NULL, "%s", err.msg);
+        } else {
+            co_oai_fail(&e, 503, NULL, rc == CO_SUBMIT_FULL ? "server_full" : "shutting_down",
+                        "%s; try again later", err.msg);
+            snprintf(extra, sizeof extra, "Retry-After: %d\r\n", r->p.retry_after_s);
+        }
+        co_oai_req_free(&req);
+        answer_error(r, q->conn, route, &e, extra);
+        return;
+    }
+    co_oai_req_free(&req);
+    co_http_on_abort(q->conn, on_abort, x);
+    if (x->stream) co_http_stream_start(q->conn, 200, CO_SSE_CONTENT_TYPE, CO_SSE_HEADERS);
+    return;
+fail:
+    if (ids && ids != req.prompt_ids) free(ids);
+    co_oai_req_free(&req);
+    answer_error(r, q->conn, route, &e, NULL);
+}
+
+/* ---- dispatch ------------------------------------------------------------------------------- */
+
+static void method_not_allowed(co_routes *r, co_http_req *q, const char *route, const char *allow) {
+    co_oai_error e;
+    co_oai_fail(&e, 405, NULL, NULL, "%s takes %s, not %.20s", q->path, allow, q->method);
+    char extra[64];
+    snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+    answer_error(r, q->conn, route, &e, extra);
+}
+
+void co_routes_handle(void *ud, co_http_req *q) {
+    co_routes *r = ud;
+    const bool get = !strcmp(q->method, "GET"), post = !strcmp(q->method, "POST");
+    static const struct {
+        const char *path;
+        bool prefix, post;
+    } table[] = {
+        {"/v1/chat/completions", false, true},
+        {"/v1/completions", false, true},
+        {"/v1/models", false, false},
+        {"/v1/models/", true, false},
+        {"/health", false, false},
+        {"/metrics", false, false},
+    };
+    int hit = -1;
+    for (int i = 0; i < (int)(sizeof table / sizeof table[0]) && hit < 0; i++)
+        if (table[i].prefix ? !strncmp(q->path, table[i].path, strlen(table[i].path))
+                            : !strcmp(q->path, table[i].path))
+            hit = i;
+    if (hit < 0) {
+        co_oai_error e;
+        co_oai_fail(&e, 404, NULL, NULL, "no route for %.200s", q->path);
+        answer_error(r, q->conn, "other", &e, NULL);
+        return;
+    }
+    const char *route = table[hit].prefix ? "/v1/models" : table[hit].path;
+    if (table[hit].post ? !post : !get) {
+        method_not_allowed(r, q, route, table[hit].post ? "POST" : "GET");
+        return;
+    }
+    switch (hit) {
+    case 0:
+        route_generate(r, q, CO_OAI_CHAT);
+        break;
+    case 1:
+        route_generate(r, q, CO_OAI_COMPLETION);
+        break;
+    case 2:
+    case 3:
+        route_models(r, q);
+        break;
+    case 4:
+        route_health(r, q);
+        break;
+    default:
+        route_metrics(r, q);
+        break;
+    }
+}

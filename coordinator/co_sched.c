@@ -1,0 +1,728 @@
+/* coordinator/co_sched.c — the serving scheduler (co_sched.h): admission, the step loop on the
+ * model thread, sampling and stop conditions per job, and the handoff of output to the loop.
+ *
+ * Locking: s->mu guards the submission queue, the flags and every job's pending output and
+ * reference count. The model thread keeps its own list of admitted jobs (no lock needed to read
+ * them) and takes the mutex once per step to publish what the step produced. */
+#include "coordinator/co_sched.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "coordinator/co_stop.h"
+#include "model/md_sampler.h"
+#include "util/mw_grow.h"
+
+#define ERR_MAX 512
+
+struct co_job {
+    co_sched *s;
+    int refs; /* under s->mu: the caller's, the scheduler's, one per pending callback */
+    co_job_cb cb;
+    void *ud;
+    bool cancelled; /* under s->mu */
+    /* parameters (owned copies) */
+    int32_t *prompt;
+    int64_t n_prompt, max_tokens;
+    float temperature, top_p;
+    uint64_t seed;
+    int32_t *stop_ids;
+    int n_stop_ids;
+    bool ignore_eos, keep_logits;
+    int top_logprobs;
+    double t_arrival;
+    co_stop stop;
+    /* model-thread state */
+    int slot;
+    int64_t n_fed;  /* prompt rows through the model */
+    int64_t n_past; /* positions in the slot */
+    int64_t n_gen;
+    int32_t next; /* sampled, to be fed */
+    md_sampler sampler;
+    bool sampler_ok;
+    void *text_state;
+    double t_last;
+    co_buf piece, shown; /* this token's text; after stop strings */
+    bool done;           /* finished on the model thread (removed at the step's end) */
+    co_finish finish;
+    char error[ERR_MAX];
+    float *logits; /* keep_logits */
+    size_t logits_cap;
+    int64_t logits_rows;
+    co_job *next_active, *next_wait;
+    /* pending output (under s->mu) */
+    int32_t *p_tok;
+    co_logprob *p_lp;
+    size_t p_tok_cap, p_lp_cap;
+    int64_t p_n;
+    co_buf p_text;
+    co_finish p_finish;
+    bool p_ready; /* on the ready list */
+    co_job *next_ready;
+    /* taken output (the loop's copy) */
+    int32_t *t_tok;
+    co_logprob *t_lp;
+    size_t t_tok_cap, t_lp_cap;
+    co_buf t_text;
+    char t_error[ERR_MAX];
+    bool finish_taken;
+};
+
+struct co_sched {
+    co_sched_params p;
+    int32_t *eos;
+    uv_async_t async;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop, draining;
+    char fail_all[ERR_MAX]; /* non-empty: end every job with this error */
+    co_job *wait_head, *wait_tail;
+    int n_wait;
+    co_job *ready; /* jobs with output for the loop */
+    /* model thread */
+    co_job *active; /* admission order */
+    int n_active;
+    int *free_slots; /* under mu (submission counts them) */
+    int n_free;
+    md_row *rows;
+    co_job **row_job; /* per logits row: its job */
+    size_t rows_cap, row_job_cap;
+    float *logits;
+    size_t logits_cap;
+    int32_t *unique; /* per layer, this step */
+    uint8_t *seen;   /* n_expert flags */
+};
+
+double co_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- jobs ----------------------------------------------------------------------------------- */
+
+static void job_free(co_job *j) {
+    free(j->prompt);
+    free(j->stop_ids);
+    co_stop_free(&j->stop);
+    if (j->sampler_ok) md_sampler_free(&j->sampler);
+    co_buf_free(&j->piece);
+    co_buf_free(&j->shown);
+    free(j->logits);
+    free(j->p_tok);
+    free(j->p_lp);
+    co_buf_free(&j->p_text);
+    free(j->t_tok);
+    free(j->t_lp);
+    co_buf_free(&j->t_text);
+    free(j);
+}
+
+/* Under s->mu; returns true when the job is to be freed (outside the lock). */
+static bool unref_locked(co_job *j) {
+    return --j->refs == 0;
+}
+
+void co_job_release(co_job *j) {
+    co_sched *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    bool last = unref_locked(j);
+    pthread_mutex_unlock(&s->mu);
+    if (last) job_free(j);
+}
+
+void co_job_cancel(co_job *j) {
+    co_sched *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    j->cancelled = true;
+    bool last = unref_locked(j);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (last) job_free(j);
+}
+
+void co_job_take(co_job *j, co_job_out *o) {
+    co_sched *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    /* swap the pending buffers into the taken ones */
+    int32_t *tt = j->t_tok;
+    size_t ttc = j->t_tok_cap;
+    j->t_tok = j->p_tok;
+    j->t_tok_cap = j->p_tok_cap;
+    j->p_tok = tt;
+    j->p_tok_cap = ttc;
+    co_logprob *tl = j->t_lp;
+    size_t tlc = j->t_lp_cap;
+    j->t_lp = j->p_lp;
+    j->t_lp_cap = j->p_lp_cap;
+    j->p_lp = tl;
+    j->p_lp_cap = tlc;
+    co_buf tx = j->t_text;
+    j->t_text = j->p_text;
+    j->p_text = tx;
+    co_buf_clear(&j->p_text);
+    *o = (co_job_out){.tokens = j->t_tok,
+                      .n_tokens = j->p_n,
+                      .logprobs = j->top_logprobs >= 0 && j->p_n ? j->t_lp : NULL,
+                      .text = j->t_text.p ? j->t_text.p : "",
+                      .text_len = j->t_text.len,
+                      .finish = j->finish_taken ? CO_FINISH_NONE : j->p_finish,
+                      .prompt_tokens = j->n_prompt,
+                      .completion_tokens = j->n_gen};
+    if (o->finish) {
+        j->finish_taken = true;
+        memcpy(j->t_error, j->error, ERR_MAX);
+        o->error = j->finish == CO_FINISH_ERROR ? j->t_error : NULL;
+    }
+    j->p_n = 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+const float *co_job_logits(const co_job *j, int64_t *rows) {
+    *rows = j->logits_rows;
+    return j->logits;
+}
+
+/* ---- the loop side -------------------------------------------------------------------------- */
+
+static void on_async(uv_async_t *a) {
+    co_sched *s = a->data;
+    pthread_mutex_lock(&s->mu);
+    co_job *list = s->ready;
+    s->ready = NULL;
+    for (co_job *j = list; j; j = j->next_ready) j->p_ready = false;
+    pthread_mutex_unlock(&s->mu);
+    while (list) {
+        co_job *j = list;
+        list = j->next_ready;
+        pthread_mutex_lock(&s->mu);
+        bool live = !j->cancelled && !j->finish_taken;
+        pthread_mutex_unlock(&s->mu);
+        if (live) j->cb(j->ud, j);
+        co_job_release(j); /* the ready list's reference */
+    }
+}
+
+/* Under s->mu: puts the job on the ready list (one reference while there). */
+static void mark_ready(co_sched *s, co_job *j) {
+    if (j->p_ready) return;
+    j->p_ready = true;
+    j->refs++;
+    j->next_ready = s->ready;
+    s->ready = j;
+}
+
+/* ---- submission ----------------------------------------------------------------------------- */
+
+co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
+                             co_job **out, mw_err *err) {
+    *out = NULL;
+    if (p->n_prompt < 1) {
+        mw_errf(err, "the prompt is empty");
+        return CO_SUBMIT_INVALID;
+    }
+    if (p->n_prompt >= s->p.n_ctx) {
+        mw_errf(err,
+                "the prompt has %lld tokens; this server's context holds %lld positions per "
+                "sequence, prompt and completion together",
+                (long long)p->n_prompt, (long long)s->p.n_ctx);
+        return CO_SUBMIT_INVALID;
+    }
+    if (p->max_tokens < 1 || p->n_prompt + p->max_tokens - 1 > s->p.n_ctx) {
+        mw_errf(err,
+                "max_tokens %lld with a prompt of %lld tokens needs %lld positions; the context "
+                "holds %lld",
+                (long long)p->max_tokens, (long long)p->n_prompt,
+                (long long)(p->n_prompt + p->max_tokens - 1), (long long)s->p.n_ctx);
+        return CO_SUBMIT_INVALID;
+    }
+    for (int64_t i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->p.n_vocab) {
+            mw_errf(err, "token id %d (prompt position %lld) is not in the vocabulary of %lld",
+                    p->prompt[i], (long long)i, (long long)s->p.n_vocab);
+            return CO_SUBMIT_INVALID;
+        }
+    for (int i = 0; i < p->n_stop_ids; i++)
+        if (p->stop_ids[i] < 0 || p->stop_ids[i] >= s->p.n_vocab) {
+            mw_errf(err, "stop token id %d is not in the vocabulary of %lld", p->stop_ids[i],
+                    (long long)s->p.n_vocab);
+            return CO_SUBMIT_INVALID;
+        }
+    if (p->top_logprobs > CO_TOP_LOGPROBS_MAX) {
+        mw_errf(err, "at most %d top logprobs", CO_TOP_LOGPROBS_MAX);
+        return CO_SUBMIT_INVALID;
+    }
+    co_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        mw_errf(err, "out of memory");
+        return CO_SUBMIT_INVALID;
+    }
+    j->s = s;
+    j->cb = cb;
+    j->ud = ud;
+    j->n_prompt = p->n_prompt;
+    j->max_tokens = p->max_tokens;
+    j->temperature = p->temperature;
+    j->top_p = p->top_p;
+    j->seed = p->seed;
+    j->ignore_eos = p->ignore_eos;
+    j->keep_logits = p->keep_logits;
+    j->top_logprobs = p->top_logprobs;
+    j->t_arrival = p->t_arrival ? p->t_arrival : co_now();
+    j->slot = -1;
+    j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt);
+    j->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *j->stop_ids);
+    if (!j->prompt || !j->stop_ids) {
+        job_free(j);
+        mw_errf(err, "out of memory");
+        return CO_SUBMIT_INVALID;
+    }
+    memcpy(j->prompt, p->prompt, (size_t)p->n_prompt * sizeof *j->prompt);
+    if (p->n_stop_ids) memcpy(j->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof(int32_t));
+    j->n_stop_ids = p->n_stop_ids;
+    if (co_stop_init(&j->stop, p->stop, p->n_stop, err)) {
+        job_free(j);
+        return CO_SUBMIT_INVALID;
+    }
+    if (md_sampler_init(&j->sampler, s->p.n_vocab, p->temperature, p->top_p, p->seed, err)) {
+        job_free(j);
+        return CO_SUBMIT_INVALID;
+    }
+    j->sampler_ok = true;
+    pthread_mutex_lock(&s->mu);
+    co_submit_rc rc = CO_SUBMIT_OK;
+    if (s->draining || s->stop) {
+        rc = CO_SUBMIT_STOPPING;
+        mw_errf(err, "the server is shutting down");
+    } else if (s->n_wait >= s->p.max_queue + s->n_free) {
+        rc = CO_SUBMIT_FULL;
+        mw_errf(err, "the server is at capacity (%d sequences running, %d queued)", s->p.n_slots,
+                s->n_wait);
+    } else {
+        j->refs = 2;
+        if (s->wait_tail)
+            s->wait_tail->next_wait = j;
+        else
+            s->wait_head = j;
+        s->wait_tail = j;
+        s->n_wait++;
+        pthread_cond_signal(&s->cv);
+    }
+    int n_wait = s->n_wait;
+    pthread_mutex_unlock(&s->mu);
+    if (rc) {
+        job_free(j);
+        return rc;
+    }
+    if (s->p.metrics) co_metrics_queue(s->p.metrics, -1, n_wait);
+    *out = j;
+    return CO_SUBMIT_OK;
+}
+
+void co_sched_drain(co_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    s->draining = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int co_sched_jobs(co_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_wait + s->n_active;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void co_sched_fail_all(co_sched *s, const char *why) {
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->fail_all, sizeof s->fail_all, "%s", why);
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* ---- the model thread ----------------------------------------------------------------------- */
+
+static void job_end(co_job *j, co_finish f, const char *error) {
+    if (j->done) return;
+    j->done = true;
+    j->finish = f;
+    if (error) snprintf(j->error, sizeof j->error, "%s", error);
+}
+
+/* Text of a sampled token through the detokenizer and the stop strings; true when a stop string
+ * ended the job. */
+static bool job_text(co_sched *s, co_job *j, int32_t tok, bool last) {
+    const co_text_ops *t = &s->p.text;
+    co_buf_clear(&j->piece);
+    if (t->piece) t->piece(t->ud, j->text_state, tok, &j->piece);
+    if (last && t->flush) t->flush(t->ud, j->text_state, &j->piece);
+    bool hit = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
+    if (!hit && last) co_stop_flush(&j->stop, &j->shown);
+    return hit;
+}
+
+static bool is_stop_id(const co_sched *s, const co_job *j, int32_t tok) {
+    for (int i = 0; i < j->n_stop_ids; i++)
+        if (j->stop_ids[i] == tok) return true;
+    if (!j->ignore_eos)
+        for (int i = 0; i < s->p.n_eos; i++)
+            if (s->eos[i] == tok) return true;
+    return false;
+}
+
+/* log-softmax of the chosen token and the best `n` alternatives. */
+static void fill_logprob(const float *x, int64_t V, int32_t tok, int n, co_logprob *lp) {
+    float mx = -INFINITY;
+    for (int64_t i = 0; i < V; i++)
+        if (x[i] > mx) mx = x[i];
+    double sum = 0;
+    for (int64_t i = 0; i < V; i++) sum += exp((double)x[i] - mx);
+    const double lse = mx + log(sum);
+    lp->token = tok;
+    lp->logprob = (float)(x[tok] - lse);
+    lp->n_top = 0;
+    for (int64_t i = 0; i < V && n > 0; i++) {
+        float v = x[i];
+        if (isnan(v)) continue;
+        int k = lp->n_top;
+        if (k == n && v <= lp->top_lp[k - 1]) continue;
+        if (k < n)
+            lp->n_top++;
+        else
+            k = n - 1;
+        while (k > 0 && lp->top_lp[k - 1] < v) {
+            lp->top_lp[k] = lp->top_lp[k - 1];
+            lp->top_id[k] = lp->top_id[k - 1];
+            k--;
+        }
+        lp->top_lp[k] = v;
+        lp->top_id[k] = (int32_t)i;
+    }
+    for (int k = 0; k < lp->n_top; k++) lp->top_lp[k] = (float)(lp->top_lp[k] - lse);
+}
+
+/* A logits row for job j: sample, account, detokenize, decide whether it ends. Appends the
+ * token to the job's pending output (under s->mu, held by the caller). */
+static void job_token(co_sched *s, co_job *j, const float *logits, double t) {
+    const int64_t V = s->p.n_vocab;
+    int32_t tok = md_sample(&j->sampler, logits);
+    j->n_gen++;
+    if (s->p.metrics) {
+        if (j->n_gen == 1)
+            co_metrics_ttft(s->p.metrics, t - j->t_arrival);
+        else
+            co_metrics_itl(s->p.metrics, t - j->t_last);
+        co_metrics_generated_tokens(s->p.metrics, 1);
+    }
+    j->t_last = t;
+    if (j->keep_logits && !mw_grow((void **)&j->logits, &j->logits_cap,
+                                   (size_t)(j->logits_rows + 1) * (size_t)V, sizeof(float))) {
+        memcpy(j->logits + j->logits_rows * V, logits, (size_t)V * sizeof(float));
+        j->logits_rows++;
+    }
+    co_logprob lp;
+    if (j->top_logprobs >= 0) fill_logprob(logits, V, tok, j->top_logprobs, &lp);
+    co_buf_clear(&j->shown);
+    bool stop_id = is_stop_id(s, j, tok);
+    bool length = j->n_gen >= j->max_tokens;
+    bool stop_str = false;
+    if (stop_id) {
+        /* the stop token shows no text; what was held back is released */
+        co_buf_clear(&j->piece);
+        if (s->p.text.flush) s->p.text.flush(s->p.text.ud, j->text_state, &j->piece);
+        stop_str = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
+        if (!stop_str) co_stop_flush(&j->stop, &j->shown);
+    } else {
+        stop_str = job_text(s, j, tok, length);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (!mw_grow((void **)&j->p_tok, &j->p_tok_cap, (size_t)j->p_n + 1, sizeof *j->p_tok) &&
+        (j->top_logprobs < 0 ||
+         !mw_grow((void **)&j->p_lp, &j->p_lp_cap, (size_t)j->p_n + 1, sizeof *j->p_lp))) {
+        j->p_tok[j->p_n] = tok;
+        if (j->top_logprobs >= 0) j->p_lp[j->p_n] = lp;
+        j->p_n++;
+    }
+    co_buf_add(&j->p_text, j->shown.p ? j->shown.p : "", j->shown.len);
+    mark_ready(s, j);
+    pthread_mutex_unlock(&s->mu);
+    if (stop_id || stop_str)
+        job_end(j, CO_FINISH_STOP, NULL);
+    else if (length)
+        job_end(j, CO_FINISH_LENGTH, NULL);
+    else
+        j->next = tok;
+}
+
+/* Under s->mu. */
+static void release_slot(co_sched *s, co_job *j) {
+    if (j->slot < 0) return;
+    md_seq_truncate(s->p.ctx, j->slot, 0, NULL);
+    s->free_slots[s->n_free++] = j->slot;
+    j->slot = -1;
+}
+
+/* Removes finished jobs from the active list, frees their slots and publishes their end. */
+static void reap(co_sched *s) {
+    co_job **pp = &s->active;
+    while (*pp) {
+        co_job *j = *pp;
+        if (!j->done) {
+            pp = &j->next_active;
+            continue;
+        }
+        *pp = j->next_active;
+        if (s->p.text.end && j->text_state) s->p.text.end(s->p.text.ud, j->text_state);
+        j->text_state = NULL;
+        pthread_mutex_lock(&s->mu);
+        s->n_active--;
+        release_slot(s, j);
+        j->p_finish = j->finish;
+        mark_ready(s, j);
+        bool last = unref_locked(j); /* the scheduler's reference */
+        pthread_mutex_unlock(&s->mu);
+        if (last) job_free(j);
+    }
+}
+
+/* Under s->mu: cancellations, a pending fail-all, admissions into free slots. */
+static void admit_locked(co_sched *s) {
+    for (co_job *j = s->active; j; j = j->next_active)
+        if (j->cancelled)
+            job_end(j, CO_FINISH_CANCELLED, NULL);
+        else if (s->fail_all[0])
+            job_end(j, CO_FINISH_ERROR, s->fail_all);
+    co_job **pp = &s->wait_head;
+    co_job *prev = NULL;
+    while (*pp) {
+        co_job *j = *pp;
+        bool drop = j->cancelled || s->fail_all[0];
+        bool take = !drop && s->n_free > 0;
+        if (!drop && !take) break; /* first come, first served */
+        *pp = j->next_wait;
+        if (s->wait_tail == j) s->wait_tail = prev;
+        s->n_wait--;
+        j->next_wait = NULL;
+        if (drop) {
+            /* never admitted: ends here */
+            if (j->cancelled) {
+                j->p_finish = CO_FINISH_CANCELLED;
+            } else {
+                j->finish = j->p_finish = CO_FINISH_ERROR;
+                snprintf(j->error, sizeof j->error, "%s", s->fail_all);
+            }
+            mark_ready(s, j);
+            if (unref_locked(j)) job_free(j); /* cannot be last: the ready list holds one */
+            continue;
+        }
+        j->slot = s->free_slots[--s->n_free];
+        /* append to the active list, keeping admission order */
+        co_job **tail = &s->active;
+        while (*tail) tail = &(*tail)->next_active;
+        *tail = j;
+        s->n_active++;
+    }
+    if (!s->wait_head) s->wait_tail = NULL;
+    s->fail_all[0] = 0;
+}
+
+static int grow_rows(co_sched *s, size_t n) {
+    return mw_grow((void **)&s->rows, &s->rows_cap, n, sizeof *s->rows) ||
+           mw_grow((void **)&s->row_job, &s->row_job_cap, n, sizeof *s->row_job);
+}
+
+static void observe(void *ud, int layer, md_probe p, const void *data, int64_t rows, int64_t cols) {
+    co_sched *s = ud;
+    if (p != MD_PROBE_TOPK || layer < 0 || layer >= s->p.n_layer) return;
+    const int32_t *ids = data;
+    memset(s->seen, 0, (size_t)s->p.n_expert);
+    int32_t n = 0;
+    for (int64_t i = 0; i < rows * cols; i++)
+        if (ids[i] >= 0 && ids[i] < s->p.n_expert && !s->seen[ids[i]]) {
+            s->seen[ids[i]] = 1;
+            n++;
+        }
+    s->unique[layer] = n;
+}
+
+static uint64_t used_kv(const co_sched *s) {
+    uint64_t b = 0;
+    for (co_job *j = s->active; j; j = j->next_active) {
+        int64_t n = j->n_past;
+        b += (uint64_t)n * s->p.kv_bytes_per_pos_full +
+             (uint64_t)(n < s->p.kv_ring ? n : s->p.kv_ring) * s->p.kv_bytes_per_pos_ring;
+    }
+    return b;
+}
+
+/* One step over the active jobs. */
+static void step(co_sched *s) {
+    const int64_t V = s->p.n_vocab;
+    size_t n_rows = 0, n_logits = 0;
+    int64_t prefill = 0, decode = 0;
+    /* decode rows first, then prompt chunks in admission order */
+    for (co_job *j = s->active; j; j = j->next_active) {
+        if (j->done || j->n_fed < j->n_prompt) continue;
+        if (grow_rows(s, n_rows + 1)) goto oom;
+        s->rows[n_rows++] =
+            (md_row){.seq = j->slot, .pos = (int32_t)j->n_past, .token = j->next, .logits = 1};
+        s->row_job[n_logits++] = j;
+        decode++;
+    }
+    int64_t budget = s->p.chunk;
+    for (co_job *j = s->active; j && budget > 0; j = j->next_active) {
+        if (j->done || j->n_fed >= j->n_prompt) continue;
+        int64_t take = j->n_prompt - j->n_fed;
+        if (take > budget) take = budget;
+        if (grow_rows(s, n_rows + (size_t)take)) goto oom;
+        for (int64_t i = 0; i < take; i++) {
+            int64_t pos = j->n_fed + i;
+            bool last = pos == j->n_prompt - 1;
+            s->rows[n_rows++] = (md_row){
+                .seq = j->slot, .pos = (int32_t)pos, .token = j->prompt[pos], .logits = last};
+            if (last) s->row_job[n_logits++] = j;
+        }
+        if (j->n_fed == 0 && s->p.metrics) co_metrics_prompt_tokens(s->p.metrics, j->n_prompt);
+        budget -= take;
+        prefill += take;
+    }
+    if (n_rows == 0) return;
+    if (mw_grow((void **)&s->logits, &s->logits_cap, n_logits * (size_t)V, sizeof(float))) goto oom;
+    memset(s->unique, 0, (size_t)s->p.n_layer * sizeof *s->unique);
+    double t0 = co_now();
+    mw_err err = {{0}};
+    int rc = md_forward(s->p.ctx, s->rows, (int64_t)n_rows, s->logits, &err);
+    double t1 = co_now();
+    if (rc) {
+        /* The pass changed nothing; every job in it fails, the others go on. */
+        for (size_t r = 0; r < n_rows; r++)
+            for (co_job *j = s->active; j; j = j->next_active)
+                if (j->slot == s->rows[r].seq) job_end(j, CO_FINISH_ERROR, err.msg);
+    } else {
+        for (size_t r = 0; r < n_rows; r++)
+            for (co_job *j = s->active; j; j = j->next_active)
+                if (j->slot == s->rows[r].seq) {
+                    j->n_past++;
+                    if (j->n_fed < j->n_prompt) j->n_fed++;
+                    break;
+                }
+        for (size_t i = 0; i < n_logits; i++) job_token(s, s->row_job[i], s->logits + i * V, t1);
+    }
+    if (s->p.metrics) {
+        co_step_stats st = {.rows = (int64_t)n_rows,
+                            .prefill_rows = prefill,
+                            .decode_rows = decode,
+                            .active = s->n_active,
+                            .queued = -1,
+                            .kv_bytes = md_ctx_kv_bytes(s->p.ctx),
+                            .kv_used_bytes = used_kv(s),
+                            .seconds = t1 - t0,
+                            .unique_experts = rc ? NULL : s->unique,
+                            .n_layers = s->p.n_layer,
+                            .failed = rc != 0};
+        co_metrics_step(s->p.metrics, &st);
+    }
+    return;
+oom:
+    for (co_job *j = s->active; j; j = j->next_active) job_end(j, CO_FINISH_ERROR, "out of memory");
+}
+
+static void *model_thread(void *arg) {
+    co_sched *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->stop && !s->n_active && !s->wait_head && !s->fail_all[0])
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->stop) snprintf(s->fail_all, sizeof s->fail_all, "the server stopped");
+        admit_locked(s);
+        bool stop = s->stop;
+        int queued = s->n_wait;
+        pthread_mutex_unlock(&s->mu);
+        for (co_job *j = s->active; j; j = j->next_active)
+            if (!j->text_state && !j->done && s->p.text.begin)
+                j->text_state = s->p.text.begin(s->p.text.ud);
+        if (s->p.metrics) co_metrics_queue(s->p.metrics, s->n_active, queued);
+        if (!stop) step(s);
+        reap(s);
+        if (s->p.metrics) {
+            pthread_mutex_lock(&s->mu);
+            int active = s->n_active, waiting = s->n_wait;
+            pthread_mutex_unlock(&s->mu);
+            co_metrics_queue(s->p.metrics, active, waiting);
+        }
+        if (s->p.after_step) s->p.after_step(s->p.after_step_ud);
+        uv_async_send(&s->async);
+        if (stop) break;
+    }
+    return NULL;
+}
+
+/* ---- lifetime ------------------------------------------------------------------------------- */
+
+int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_err *err) {
+    *out = NULL;
+    if (p->n_slots < 1 || p->chunk < 1 || p->max_queue < 0 || p->n_ctx < 2 || p->n_vocab < 1)
+        return mw_errf(err, "scheduler: bad parameters");
+    co_sched *s = calloc(1, sizeof *s);
+    if (!s) return mw_errf(err, "out of memory");
+    s->p = *p;
+    s->eos = malloc(((size_t)p->n_eos + 1) * sizeof *s->eos);
+    s->free_slots = malloc((size_t)p->n_slots * sizeof *s->free_slots);
+    s->unique = calloc((size_t)(p->n_layer > 0 ? p->n_layer : 1), sizeof *s->unique);
+    s->seen = calloc((size_t)(p->n_expert > 0 ? p->n_expert : 1), 1);
+    if (!s->eos || !s->free_slots || !s->unique || !s->seen) {
+        free(s->eos);
+        free(s->free_slots);
+        free(s->unique);
+        free(s->seen);
+        free(s);
+        return mw_errf(err, "out of memory");
+    }
+    if (p->n_eos) memcpy(s->eos, p->eos, (size_t)p->n_eos * sizeof *s->eos);
+    s->p.eos = s->eos;
+    for (int i = 0; i < p->n_slots; i++) s->free_slots[i] = p->n_slots - 1 - i;
+    s->n_free = p->n_slots;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    uv_async_init(loop, &s->async, on_async);
+    s->async.data = s;
+    md_ctx_set_observer(p->ctx, observe, s);
+    if (pthread_create(&s->thread, NULL, model_thread, s)) {
+        co_sched_free(s);
+        return mw_errf(err, "cannot start the model thread");
+    }
+    s->thread_started = true;
+    *out = s;
+    return 0;
+}
+
+static void async_closed(uv_handle_t *h) {
+    co_sched *s = h->data;
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    free(s->eos);
+    free(s->free_slots);
+    free(s->unique);
+    free(s->seen);
+    free(s->rows);
+    free(s->row_job);
+    free(s->logits);
+    free(s);
+}
+
+void co_sched_free(co_sched *s) {
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = true;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->thread_started) pthread_join(s->thread, NULL);
+    md_ctx_set_observer(s->p.ctx, NULL, NULL);
+    /* the last outputs (every job's end) go to their owners now */
+    on_async(&s->async);
+    uv_close((uv_handle_t *)&s->async, async_closed);
+}

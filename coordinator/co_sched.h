@@ -1,0 +1,149 @@
+/* coordinator/co_sched.h — the serving scheduler: continuous batching of many generation jobs
+ * through one md_ctx on a model thread of its own.
+ *
+ * Every step is one md_forward batch holding the decode row of every sequence that is generating
+ * plus chunks of the prompts being prefilled (at most `chunk` prompt rows per step, so a long
+ * prompt never stalls the others' decoding for more than a chunk). Jobs join and leave between
+ * steps. Each job owns one KV slot (a sequence of the context) from admission to its end; a
+ * bounded queue holds jobs waiting for a slot and submissions beyond it are refused (the caller
+ * answers 503). Sampling is per job and seeded; stop ids and stop strings end a job, text comes
+ * from an incremental detokenizer the caller supplies (co_text_ops).
+ *
+ * Threads: the model thread never touches the event loop except through uv_async_send, and the
+ * loop never waits for a step: co_sched_submit and co_job_cancel only take a mutex. A job's new
+ * output (tokens, text, logprobs, its end) is handed over with co_job_take in the job's callback,
+ * which runs on the loop thread. */
+#ifndef CO_SCHED_H
+#define CO_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "coordinator/co_buf.h"
+#include "coordinator/co_metrics.h"
+#include "model/md_model.h"
+#include "util/mw_err.h"
+
+#define CO_TOP_LOGPROBS_MAX 20
+
+/* The text side of a job, supplied by whoever holds the tokenizer (NULL ops: no text). Called on
+ * the model thread. */
+typedef struct co_text_ops {
+    void *(*begin)(void *ud);
+    /* Appends the text token adds (bytes of an unfinished character may be held back). */
+    void (*piece)(void *ud, void *state, int32_t token, co_buf *out);
+    /* The stream ended: appends whatever was held back. */
+    void (*flush)(void *ud, void *state, co_buf *out);
+    void (*end)(void *ud, void *state);
+    void *ud;
+} co_text_ops;
+
+typedef struct co_sched_params {
+    md_ctx *ctx; /* n_seq slots of n_ctx positions (not owned; used only by the model thread) */
+    int n_slots;
+    int64_t n_ctx;
+    int64_t n_vocab;
+    int n_expert, n_layer; /* for the unique-experts figure */
+    int chunk;             /* prompt rows per step (>= 1) */
+    int max_queue;         /* jobs waiting for a slot; submissions beyond are refused */
+    const int32_t *eos;    /* the model's end-of-generation ids (copied) */
+    int n_eos;
+    co_text_ops text;
+    co_metrics *metrics; /* may be NULL */
+    /* Called on the model thread after every step (backend figures for the metrics). */
+    void (*after_step)(void *ud);
+    void *after_step_ud;
+    uint64_t kv_bytes_per_pos_full; /* KV bytes a position holds on full-attention layers */
+    uint64_t kv_bytes_per_pos_ring; /* and on ring layers (each holds at most kv_ring positions) */
+    int64_t kv_ring;
+} co_sched_params;
+
+typedef struct co_sched co_sched;
+typedef struct co_job co_job;
+
+/* Starts the model thread; its wake-ups reach `loop` through an async handle. */
+int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_err *err);
+/* Stops the model thread after its current step; every job still running ends with an error.
+ * Closes the async handle (the loop must run on to free it). */
+void co_sched_free(co_sched *s);
+
+typedef struct co_gen_params {
+    const int32_t *prompt; /* copied */
+    int64_t n_prompt;
+    int64_t max_tokens;
+    float temperature, top_p;
+    uint64_t seed;
+    const char *const *stop; /* copied */
+    int n_stop;
+    const int32_t *stop_ids; /* copied; end the job like the model's own */
+    int n_stop_ids;
+    bool ignore_eos;  /* the model's end ids do not end the job */
+    int top_logprobs; /* -1: no logprobs; 0..CO_TOP_LOGPROBS_MAX: the chosen token's and as many
+                         alternatives */
+    bool keep_logits; /* keep every sampled row's logits (co_job_logits: tests) */
+    double t_arrival; /* co_now() when the request arrived (time to first token) */
+} co_gen_params;
+
+typedef enum co_finish {
+    CO_FINISH_NONE = 0,
+    CO_FINISH_STOP,      /* a stop id or stop string */
+    CO_FINISH_LENGTH,    /* max_tokens */
+    CO_FINISH_ERROR,     /* the step failed (a node) or the server stopped */
+    CO_FINISH_CANCELLED, /* co_job_cancel */
+} co_finish;
+
+typedef struct co_logprob {
+    int32_t token;
+    float logprob;
+    int n_top;
+    int32_t top_id[CO_TOP_LOGPROBS_MAX];
+    float top_lp[CO_TOP_LOGPROBS_MAX];
+} co_logprob;
+
+/* Output handed over by co_job_take: what the job produced since the last take. */
+typedef struct co_job_out {
+    const int32_t *tokens;
+    int64_t n_tokens;
+    const co_logprob *logprobs; /* n_tokens entries when asked for, else NULL */
+    const char *text;           /* text of those tokens, stop strings removed */
+    size_t text_len;
+    co_finish finish;          /* set once, with the last output */
+    int64_t prompt_tokens;     /* the prompt's length */
+    int64_t completion_tokens; /* generated so far (a stop id counts) */
+    const char *error;         /* CO_FINISH_ERROR: what failed */
+} co_job_out;
+
+typedef void (*co_job_cb)(void *ud, co_job *job);
+
+typedef enum co_submit_rc {
+    CO_SUBMIT_OK = 0,
+    CO_SUBMIT_FULL = 1,     /* every slot busy and the queue full: 503 */
+    CO_SUBMIT_INVALID = 2,  /* the request cannot run (err says why): 400 */
+    CO_SUBMIT_STOPPING = 3, /* the server is shutting down: 503 */
+} co_submit_rc;
+
+/* Queues a job. cb runs on the loop thread whenever it has new output, until the output with a
+ * finish reason has been taken; then the caller releases the job (co_job_release). */
+co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
+                             co_job **out, mw_err *err);
+/* Takes the pending output; the pointers stay valid until the next take or the release. */
+void co_job_take(co_job *j, co_job_out *o);
+/* The job's client is gone: the job ends before the next step and frees its slot; no more
+ * callbacks. Releases the caller's reference. */
+void co_job_cancel(co_job *j);
+void co_job_release(co_job *j);
+/* Kept logits (keep_logits): rows × n_vocab floats, one row per sampled token. */
+const float *co_job_logits(const co_job *j, int64_t *rows);
+
+/* Refuse further submissions (SIGTERM). */
+void co_sched_drain(co_sched *s);
+/* Jobs running or queued. */
+int co_sched_jobs(co_sched *s);
+/* Ends every job with an error (the grace period is over). */
+void co_sched_fail_all(co_sched *s, const char *why);
+
+/* Seconds on a monotonic clock. */
+double co_now(void);
+
+#endif

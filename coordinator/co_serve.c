@@ -1,0 +1,352 @@
+/* coordinator/co_serve.c — `coordinator serve` (co_serve.h): opens the model, the backend and one
+ * context of N sequence slots, starts the scheduler's model thread, and runs the HTTP listener on
+ * a libuv loop until a signal. SIGTERM / SIGINT: stop accepting, let in-flight requests finish
+ * within the grace period, fail what is left, stop the loopback nodes, exit 0. */
+#include "coordinator/co_serve.h"
+
+#include <libgen.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "coordinator/co_backend.h"
+#include "coordinator/co_cluster.h"
+#include "coordinator/co_http.h"
+#include "coordinator/co_metrics.h"
+#include "coordinator/co_remote.h"
+#include "coordinator/co_routes.h"
+#include "coordinator/co_sched.h"
+#include "coordinator/co_text.h"
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "vindex/vx_source.h"
+
+#define DEFAULT_SLOTS 16
+#define DEFAULT_CTX   4096
+#define MAX_SLOTS     4096
+
+typedef struct serve {
+    const co_opts *o;
+    const co_backend_kind *kind;
+    kn_pool *pool;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+    md_ctx *ctx;
+    co_text *text;
+    co_metrics *metrics;
+    co_sched *sched;
+    co_routes *routes;
+    co_http_server *http;
+    uv_loop_t loop;
+    bool loop_ok;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t drain_timer;
+    bool handles_ok, draining, failed_all, done;
+    double t_drain, t_fail;
+    char model_id[256];
+    char url[300];
+    int n_slots;
+    int64_t n_ctx;
+    uint64_t per_pos_full, per_pos_ring;
+    int64_t ring;
+    int n_nodes;
+    co_node_stats *nodes;
+} serve;
+
+/* ---- the KV budget -------------------------------------------------------------------------- */
+
+static void kv_shape(serve *s) {
+    const md_config *c = &s->model->cfg;
+    const uint64_t per_layer =
+        (uint64_t)c->n_head_kv * (uint64_t)(c->head_dim_k + c->head_dim_v) * sizeof(float);
+    int rings = 0;
+    for (int l = 0; c->n_swa > 0 && l < c->n_layer; l++) rings += c->layer_swa[l] != 0;
+    s->per_pos_full = per_layer * (uint64_t)(c->n_layer - rings);
+    s->per_pos_ring = per_layer * (uint64_t)rings;
+    s->ring = rings ? (c->n_swa < s->n_ctx ? c->n_swa : s->n_ctx) : 0;
+}
+
+static int plan_slots(serve *s, mw_err *err) {
+    const co_opts *o = s->o;
+    const md_config *c = &s->model->cfg;
+    s->n_ctx = o->n_ctx ? o->n_ctx : (c->n_ctx_train < DEFAULT_CTX ? c->n_ctx_train : DEFAULT_CTX);
+    if (s->n_ctx > c->n_ctx_train)
+        return mw_errf(err, "--ctx %lld is more than the model's context_length %lld",
+                       (long long)s->n_ctx, (long long)c->n_ctx_train);
+    if (s->n_ctx < 2) return mw_errf(err, "--ctx must be at least 2");
+    kv_shape(s);
+    const uint64_t slot =
+        s->per_pos_full * (uint64_t)s->n_ctx + s->per_pos_ring * (uint64_t)s->ring;
+    if (o->kv_mb) {
+        const uint64_t budget = (uint64_t)o->kv_mb << 20;
+        uint64_t n = budget / slot;
+        if (n == 0)
+            return mw_errf(err,
+                           "--kv-mb %lld holds no sequence of %lld positions (one needs %.1f MiB)",
+                           (long long)o->kv_mb, (long long)s->n_ctx, (double)slot / (1 << 20));
+        s->n_slots = n > MAX_SLOTS ? MAX_SLOTS : (int)n;
+    } else {
+        s->n_slots = o->max_seqs ? o->max_seqs : DEFAULT_SLOTS;
+    }
+    return 0;
+}
+
+/* ---- backend figures for /metrics (model thread, after every step) -------------------------- */
+
+static void after_step(void *ud) {
+    serve *s = ud;
+    co_backend_stats b = {0};
+    bool ready = true;
+    if (!strcmp(s->kind->name, "local")) {
+        b.weight_bytes = md_local_backend_weight_bytes(s->experts);
+    } else {
+        const md_expert_backend *r = co_cluster_remote(s->experts);
+        const wr_stats *st = co_remote_stats(r);
+        wr_counters all = wr_stats_sum(st, -1, -1);
+        b.tx_bytes = all.tx_bytes;
+        b.rx_bytes = all.rx_bytes;
+        b.weight_bytes = all.weight_bytes;
+        for (int i = 0; i < s->n_nodes; i++) {
+            wr_counters n = wr_stats_sum(st, i, -1);
+            co_node_stats *ns = &s->nodes[i];
+            co_remote_node_info info;
+            co_remote_node(r, i, &info);
+            ns->endpoint = info.endpoint;
+            ns->up = info.up;
+            ns->errors = info.errors;
+            ns->tx_bytes = n.tx_bytes;
+            ns->rx_bytes = n.rx_bytes;
+            ns->weight_bytes = n.weight_bytes;
+            ns->rows = n.rows;
+            ns->batches = n.batches;
+            ns->rtt_sum_s = (double)n.rtt_ns * 1e-9;
+            memcpy(ns->rtt_buckets, info.rtt_log2, sizeof ns->rtt_buckets);
+            ready = ready && info.up;
+        }
+        b.nodes = s->nodes;
+    }
+    co_metrics_backend(s->metrics, &b);
+    co_metrics_set_ready(s->metrics, ready);
+}
+
+/* ---- shutdown ------------------------------------------------------------------------------- */
+
+static void handle_closed(uv_handle_t *h) {
+    (void)h;
+}
+
+static void finish(serve *s) {
+    if (s->done) return;
+    s->done = true;
+    uv_timer_stop(&s->drain_timer);
+    co_sched_free(s->sched); /* every job still there ends; their answers go out */
+    s->sched = NULL;
+    co_http_server_close(s->http);
+    s->http = NULL;
+    uv_close((uv_handle_t *)&s->sigterm, handle_closed);
+    uv_close((uv_handle_t *)&s->sigint, handle_closed);
+    uv_close((uv_handle_t *)&s->drain_timer, handle_closed);
+}
+
+static void on_drain_tick(uv_timer_t *t) {
+    serve *s = t->data;
+    const double now = co_now();
+    const int jobs = co_sched_jobs(s->sched), conns = co_http_server_conns(s->http);
+    if (jobs == 0 && conns == 0) {
+        finish(s);
+        return;
+    }
+    if (!s->failed_all && now - s->t_drain >= s->o->grace_ms * 1e-3) {
+        fprintf(stderr, "coordinator serve: grace period over; failing %d request(s)\n", jobs);
+        co_sched_fail_all(s->sched, "the server is shutting down");
+        s->failed_all = true;
+        s->t_fail = now;
+    }
+    /* answers written, clients slow to close: stop waiting for them */
+    if ((s->failed_all && now - s->t_fail > 3.0) || (jobs == 0 && now - s->t_drain > 5.0))
+        finish(s);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+    serve *s = h->data;
+    if (s->draining) {
+        if (!s->failed_all) {
+            co_sched_fail_all(s->sched, "the server is shutting down");
+            s->failed_all = true;
+            s->t_fail = co_now();
+        }
+        return;
+    }
+    fprintf(stderr,
+            "coordinator serve: %s: no new requests; finishing %d in flight (grace %d ms)\n",
+            signum == SIGTERM ? "SIGTERM" : "SIGINT", co_sched_jobs(s->sched), s->o->grace_ms);
+    s->draining = true;
+    s->t_drain = co_now();
+    co_http_server_drain(s->http);
+    co_sched_drain(s->sched);
+    uv_timer_start(&s->drain_timer, on_drain_tick, 0, 50);
+}
+
+/* ---- start ---------------------------------------------------------------------------------- */
+
+static void model_id(serve *s) {
+    if (s->o->served_name) {
+        snprintf(s->model_id, sizeof s->model_id, "%s", s->o->served_name);
+        return;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s", s->o->model);
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') path[--n] = 0;
+    snprintf(s->model_id, sizeof s->model_id, "%s", basename(path));
+    char *dot = strrchr(s->model_id, '.');
+    if (dot && (!strcmp(dot, ".gguf") || !strcmp(dot, ".vindex"))) *dot = 0;
+}
+
+static int write_ready_file(const serve *s, mw_err *err) {
+    if (!s->o->ready_file) return 0;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", s->o->ready_file);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return mw_errf(err, "cannot write %s", tmp);
+    fprintf(f, "%s\n", s->url);
+    if (fclose(f) || rename(tmp, s->o->ready_file))
+        return mw_errf(err, "cannot write %s", s->o->ready_file);
+    return 0;
+}
+
+static int open_all(serve *s, mw_err *err) {
+    const co_opts *o = s->o;
+    s->kind = co_backend_find(o->experts);
+    if (!s->kind) return mw_errf(err, "unknown expert backend '%s'", o->experts);
+    s->pool = kn_pool_create(o->threads);
+    vx_expert_set none = {0};
+    vx_source_opts so = {.experts = s->kind->needs_local_experts ? NULL : &none,
+                         .dense = true,
+                         .verify_on_mount = true};
+    if (vx_source_open(o->model, &so, &s->src, err)) return -1;
+    if (md_model_load(s->src, &s->model, err) || (o->pin && md_model_pin_dense(s->model, err)))
+        return -1;
+    if (plan_slots(s, err)) return -1;
+    if (co_text_open(s->src, &s->text, err)) return -1;
+    co_backend_env env = {.opts = o, .src = s->src, .model = s->model, .pool = s->pool};
+    if (s->kind->create(&env, &s->experts, err)) return -1;
+    md_ctx_params cp = {.numerics = o->numerics,
+                        .pool = s->pool,
+                        .experts = s->experts,
+                        .n_seq = s->n_slots,
+                        .n_ctx = s->n_ctx};
+    if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
+    const md_config *c = &s->model->cfg;
+    if (strcmp(s->kind->name, "local")) {
+        s->n_nodes = co_remote_n_nodes(co_cluster_remote(s->experts));
+        if (!(s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes)))
+            return mw_errf(err, "out of memory");
+    }
+    if (co_metrics_new(s->n_nodes, c->n_layer, c->n_expert, c->n_expert_used, &s->metrics, err))
+        return -1;
+    after_step(s);
+    if (uv_loop_init(&s->loop)) return mw_errf(err, "cannot start the event loop");
+    s->loop_ok = true;
+    const int32_t *eos = NULL;
+    int n_eos = s->text ? co_text_eos(s->text, &eos) : 0;
+    co_sched_params sp = {.ctx = s->ctx,
+                          .n_slots = s->n_slots,
+                          .n_ctx = s->n_ctx,
+                          .n_vocab = c->n_vocab,
+                          .n_expert = c->n_expert,
+                          .n_layer = c->n_layer,
+                          .chunk = o->chunk,
+                          .max_queue = o->max_queue,
+                          .eos = eos,
+                          .n_eos = n_eos,
+                          .text = s->text ? co_text_stream_ops(s->text) : (co_text_ops){0},
+                          .metrics = s->metrics,
+                          .after_step = after_step,
+                          .after_step_ud = s,
+                          .kv_bytes_per_pos_full = s->per_pos_full,
+                          .kv_bytes_per_pos_ring = s->per_pos_ring,
+                          .kv_ring = s->ring};
+    if (co_sched_new(&s->loop, &sp, &s->sched, err)) return -1;
+    model_id(s);
+    co_routes_params rp = {.sched = s->sched,
+                           .metrics = s->metrics,
+                           .text = s->text,
+                           .model_id = s->model_id,
+                           .created = (long long)time(NULL),
+                           .n_ctx = s->n_ctx,
+                           .retry_after_s = 1};
+    if (co_routes_new(&rp, &s->routes, err)) return -1;
+    char host[256];
+    const char *colon = strrchr(o->listen, ':');
+    snprintf(host, sizeof host, "%.*s", (int)(colon - o->listen), o->listen);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host));
+        host[strlen(host) - 1] = 0;
+    }
+    co_http_limits lim = co_http_default_limits();
+    lim.max_body_bytes = (size_t)o->max_body;
+    lim.request_ms = o->request_timeout_ms;
+    if (co_http_server_new(&s->loop, host, atoi(colon + 1), &lim, co_routes_handle, s->routes,
+                           &s->http, err))
+        return -1;
+    snprintf(s->url, sizeof s->url, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host,
+             co_http_server_port(s->http));
+    uv_signal_init(&s->loop, &s->sigterm);
+    uv_signal_init(&s->loop, &s->sigint);
+    uv_timer_init(&s->loop, &s->drain_timer);
+    s->sigterm.data = s->sigint.data = s->drain_timer.data = s;
+    s->handles_ok = true;
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    signal(SIGPIPE, SIG_IGN);
+    fprintf(stderr,
+            "coordinator serve: %s — model '%s' (%s, %d layers), %d slot(s) x %lld positions, "
+            "prompt chunk %d, queue %d, experts %s, %d thread(s)\n",
+            s->url, s->model_id, c->arch, c->n_layer, s->n_slots, (long long)s->n_ctx, o->chunk,
+            o->max_queue, s->experts->name, kn_pool_size(s->pool));
+    return write_ready_file(s, err);
+}
+
+static void close_all(serve *s) {
+    if (s->handles_ok) {
+        finish(s);
+    } else {
+        co_sched_free(s->sched);
+        co_http_server_close(s->http);
+    }
+    if (s->loop_ok) {
+        uv_run(&s->loop, UV_RUN_DEFAULT); /* until every handle is released */
+        uv_loop_close(&s->loop);
+    }
+    co_routes_free(s->routes);
+    co_metrics_free(s->metrics);
+    free(s->nodes);
+    md_ctx_free(s->ctx);
+    if (s->experts) s->experts->destroy(s->experts); /* stops loopback nodes */
+    co_text_free(s->text);
+    md_model_free(s->model);
+    if (s->src) vx_source_close(s->src);
+    kn_pool_destroy(s->pool);
+    if (s->o->ready_file) unlink(s->o->ready_file);
+}
+
+int co_serve(const co_opts *o) {
+    serve s = {.o = o};
+    mw_err err = {{0}};
+    int rc = 0;
+    if (open_all(&s, &err)) {
+        fprintf(stderr, "coordinator serve: %s\n", err.msg);
+        rc = 1;
+    } else {
+        uv_run(&s.loop, UV_RUN_DEFAULT);
+        fprintf(stderr, "coordinator serve: stopped\n");
+    }
+    close_all(&s);
+    return rc;
+}

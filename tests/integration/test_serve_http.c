@@ -1,0 +1,463 @@
+/* tests/integration/test_serve_http.c — `coordinator serve` over raw sockets on gpt-oss-tiny:
+ * greedy completions equal `coordinator generate`, streaming (chunked SSE ending in [DONE]),
+ * keep-alive and pipelining, malformed HTTP (bad request lines, huge heads, oversized bodies,
+ * slow clients within and past the deadline) and malformed or invalid JSON get 4xx with OpenAI's
+ * error shape while the server keeps serving; a client that disconnects frees its slot; a full
+ * server answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and exits 0. */
+#include "tests/support/mw_test.h"
+
+#include <jansson.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/support/mwt_http.h"
+
+#define MODEL "llamacpp/gpt-oss-tiny/model.gguf"
+
+static mwt_server srv;
+
+static int setup(void **st) {
+    (void)st;
+    static const char *const extra[] = {"--threads",
+                                        "2",
+                                        "--max-seqs",
+                                        "3",
+                                        "--max-queue",
+                                        "1",
+                                        "--ctx",
+                                        "8192",
+                                        "--max-body-bytes",
+                                        "65536",
+                                        "--request-timeout-ms",
+                                        "1500",
+                                        "--grace-ms",
+                                        "20000",
+                                        NULL};
+    return mwt_serve_start(&srv, mwt_fixture(MODEL), extra, 120000);
+}
+
+static int teardown(void **st) {
+    (void)st;
+    return mwt_serve_stop(&srv, 30000) == 0 ? 0 : -1;
+}
+
+static void post(const char *path, const char *body, mwt_resp *r) {
+    assert_int_equal(mwt_http_request(srv.port, "POST", path, body, r), 0);
+}
+
+static void expect_error(const char *body, int status, const char *param, const char *needle) {
+    mwt_resp r;
+    post("/v1/completions", body, &r);
+    if (r.status != status) fail_msg("%s -> %d %s", body, r.status, r.body);
+    json_error_t je;
+    json_t *j = json_loads(r.body, 0, &je);
+    assert_non_null(j);
+    json_t *e = json_object_get(j, "error");
+    assert_true(json_is_string(json_object_get(e, "message")));
+    assert_true(json_is_string(json_object_get(e, "type")));
+    if (param) assert_string_equal(json_string_value(json_object_get(e, "param")), param);
+    if (needle && !strstr(json_string_value(json_object_get(e, "message")), needle))
+        fail_msg("'%s' not in '%s'", needle, json_string_value(json_object_get(e, "message")));
+    json_decref(j);
+    mwt_resp_free(&r);
+}
+
+static void health_ok(void) {
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/health", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    mwt_resp_free(&r);
+}
+
+/* "tokens: 1 2 3" of coordinator generate */
+static int generate_ref(const char *ids, int n, int32_t *out) {
+    char nb[16];
+    snprintf(nb, sizeof nb, "%d", n);
+    char *argv[] = {(char *)mwt_bin("coordinator"),
+                    "generate",
+                    "--model",
+                    (char *)mwt_fixture(MODEL),
+                    "--tokens",
+                    (char *)ids,
+                    "--max-tokens",
+                    nb,
+                    "--threads",
+                    "2",
+                    NULL};
+    char *out_s = NULL;
+    int rc = mwt_run(argv, &out_s, NULL, 120000);
+    assert_int_equal(rc, 0);
+    int k = 0;
+    char *p = strstr(out_s, "tokens:");
+    assert_non_null(p);
+    p += 7;
+    for (char *end; k < n; k++, p = end) {
+        out[k] = (int32_t)strtol(p, &end, 10);
+        if (end == p) break;
+    }
+    free(out_s);
+    return k;
+}
+
+static void test_greedy_equals_generate(void **st) {
+    (void)st;
+    int32_t ref[12];
+    assert_int_equal(generate_ref("5,17,300,2,9,44", 12, ref), 12);
+    mwt_resp r;
+    post("/v1/completions",
+         "{\"model\":\"model\",\"prompt\":[5,17,300,2,9,44],\"max_tokens\":12,\"temperature\":0,"
+         "\"return_token_ids\":true}",
+         &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_t *c = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *ids = json_object_get(c, "token_ids");
+    assert_int_equal(json_array_size(ids), 12);
+    for (int i = 0; i < 12; i++)
+        assert_int_equal(json_integer_value(json_array_get(ids, i)), ref[i]);
+    assert_string_equal(json_string_value(json_object_get(c, "finish_reason")), "length");
+    json_t *u = json_object_get(j, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "prompt_tokens")), 6);
+    assert_int_equal(json_integer_value(json_object_get(u, "completion_tokens")), 12);
+    assert_int_equal(json_integer_value(json_object_get(u, "total_tokens")), 18);
+    json_decref(j);
+    mwt_resp_free(&r);
+    /* the same tokens streamed, split over chunks */
+    post("/v1/completions",
+         "{\"model\":\"model\",\"prompt\":[5,17,300,2,9,44],\"max_tokens\":12,\"temperature\":0,"
+         "\"return_token_ids\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+         &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(mwt_resp_header(&r, "Content-Type"), "text/event-stream"));
+    int got = 0;
+    bool usage = false, done = false;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        assert_true(!strncmp(line, "data: ", 6));
+        if (!strcmp(line + 6, "[DONE]")) {
+            done = true;
+            continue;
+        }
+        json_t *ch = json_loads(line + 6, 0, NULL);
+        assert_non_null(ch);
+        json_t *cs = json_object_get(ch, "choices");
+        if (json_array_size(cs) == 0) {
+            usage = json_integer_value(
+                        json_object_get(json_object_get(ch, "usage"), "completion_tokens")) == 12;
+        } else {
+            json_t *t = json_object_get(json_array_get(cs, 0), "token_ids");
+            for (size_t i = 0; i < json_array_size(t); i++)
+                assert_int_equal(json_integer_value(json_array_get(t, i)), ref[got++]);
+        }
+        json_decref(ch);
+    }
+    assert_int_equal(got, 12);
+    assert_true(usage && done);
+    mwt_resp_free(&r);
+}
+
+static void test_keepalive_pipelining(void **st) {
+    (void)st;
+    int fd = mwt_http_connect(srv.port);
+    assert_true(fd >= 0);
+    const char *body = "{\"model\":\"model\",\"prompt\":[1,2],\"max_tokens\":3,\"temperature\":0}";
+    char req[1024];
+    int n = snprintf(req, sizeof req,
+                     "GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s"
+                     "GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                     strlen(body), body);
+    assert_int_equal(mwt_http_send(fd, req, (size_t)n), 0);
+    mwt_resp r;
+    assert_int_equal(mwt_http_read(fd, &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"object\":\"list\""));
+    assert_false(r.closed);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_http_read(fd, &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "text_completion"));
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_http_read(fd, &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"ok\""));
+    mwt_resp_free(&r);
+    /* the connection stays open for more */
+    const char *again = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(mwt_http_send(fd, again, strlen(again)), 0);
+    assert_int_equal(mwt_http_read(fd, &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    mwt_resp_free(&r);
+    close(fd);
+}
+
+/* Raw bytes → the status of the answer, and the connection closed after it. */
+static void raw_expect(const char *data, size_t len, int status) {
+    int fd = mwt_http_connect(srv.port);
+    assert_true(fd >= 0);
+    mwt_http_send(fd, data, len);
+    mwt_resp r;
+    int rc = mwt_http_read(fd, &r, 10000);
+    if (rc || r.status != status) fail_msg("expected %d, got %d for %.60s", status, r.status, data);
+    assert_true(r.closed || mwt_http_eof(fd, 5000));
+    mwt_resp_free(&r);
+    close(fd);
+}
+
+static void test_malformed_http(void **st) {
+    (void)st;
+    const char *bad[] = {
+        "GARBAGE\r\n\r\n",
+        "GET\r\n\r\n",
+        "GET / HTTP/9.9\r\n\r\n",
+        "GET /health HTTP/1.1\r\nBad Header Line\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nContent-Length: 12\r\nContent-Length: 13\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        "GET /health HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int fd = mwt_http_connect(srv.port);
+        assert_true(fd >= 0);
+        mwt_http_send(fd, bad[i], strlen(bad[i]));
+        mwt_resp r;
+        int rc = mwt_http_read(fd, &r, 10000);
+        if (rc || r.status < 400 || r.status >= 600) fail_msg("case %zu: status %d", i, r.status);
+        assert_true(r.closed || mwt_http_eof(fd, 5000));
+        mwt_resp_free(&r);
+        close(fd);
+    }
+    /* a head larger than the limit */
+    size_t big = 40000;
+    char *h = malloc(big + 100);
+    int n = snprintf(h, 100, "GET /health HTTP/1.1\r\nX-Big: ");
+    memset(h + n, 'a', big);
+    memcpy(h + n + big, "\r\n\r\n", 5);
+    raw_expect(h, strlen(h), 431);
+    /* a request target larger than the limit */
+    n = snprintf(h, 100, "GET /");
+    memset(h + n, 'b', big);
+    memcpy(h + n + big, " HTTP/1.1\r\n\r\n", 14);
+    raw_expect(h, strlen(h), 414);
+    free(h);
+    /* an announced body over --max-body-bytes */
+    const char *huge = "POST /v1/completions HTTP/1.1\r\nContent-Length: 100000\r\n\r\n{";
+    raw_expect(huge, strlen(huge), 413);
+    /* a chunked body growing over it */
+    char *chunked = malloc(120000);
+    n = sprintf(chunked, "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    for (int i = 0; i < 20; i++) {
+        n += sprintf(chunked + n, "1000\r\n");
+        memset(chunked + n, ' ', 4096);
+        n += 4096;
+        n += sprintf(chunked + n, "\r\n");
+    }
+    raw_expect(chunked, (size_t)n, 413);
+    free(chunked);
+    health_ok();
+}
+
+static void sleep_ms(int ms) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+static void test_slow_clients(void **st) {
+    (void)st;
+    /* within the 1.5 s request deadline: byte by byte over ~0.6 s */
+    const char *req = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    int fd = mwt_http_connect(srv.port);
+    for (size_t i = 0; req[i]; i++) {
+        mwt_http_send(fd, req + i, 1);
+        if (i % 4 == 0) sleep_ms(40);
+    }
+    mwt_resp r;
+    assert_int_equal(mwt_http_read(fd, &r, 10000), 0);
+    assert_int_equal(r.status, 200);
+    mwt_resp_free(&r);
+    close(fd);
+    /* past it: a head that never ends gets 408 and the connection closes */
+    fd = mwt_http_connect(srv.port);
+    const char *part = "GET /health HTTP/1.1\r\nX-Slow: ";
+    mwt_http_send(fd, part, strlen(part));
+    for (int i = 0; i < 3; i++) {
+        sleep_ms(400);
+        mwt_http_send(fd, "a", 1);
+    }
+    assert_int_equal(mwt_http_read(fd, &r, 10000), 0);
+    assert_int_equal(r.status, 408);
+    assert_true(r.closed || mwt_http_eof(fd, 5000));
+    mwt_resp_free(&r);
+    close(fd);
+    /* several idle connections hold nothing up */
+    int idle[8];
+    for (int i = 0; i < 8; i++) idle[i] = mwt_http_connect(srv.port);
+    health_ok();
+    for (int i = 0; i < 8; i++) close(idle[i]);
+}
+
+static void test_bad_json(void **st) {
+    (void)st;
+    expect_error("{\"model\":\"model\",\"prompt\":[1,2", 400, NULL, "not valid JSON");
+    expect_error("[1,2,3]", 400, NULL, "JSON object");
+    expect_error("", 400, NULL, "JSON");
+    expect_error("{\"prompt\":[1]}", 400, "model", "required");
+    expect_error("{\"model\":7,\"prompt\":[1]}", 400, "model", "string");
+    expect_error("{\"model\":\"model\"}", 400, "prompt", "required");
+    expect_error("{\"model\":\"model\",\"prompt\":{}}", 400, "prompt", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1,-2]}", 400, "prompt", "token id");
+    expect_error("{\"model\":\"model\",\"prompt\":[1,100000]}", 400, NULL, "vocabulary");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"max_tokens\":\"8\"}", 400, "max_tokens",
+                 "integer");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"max_tokens\":0}", 400, "max_tokens", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"temperature\":3}", 400, "temperature",
+                 NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"top_p\":0}", 400, "top_p", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":2}", 400, "n", "one choice");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"logprobs\":21}", 400, "logprobs", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"stop\":[\"\"]}", 400, "stop", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"stop\":5.5}", 400, "stop", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"stream_options\":{}}", 400,
+                 "stream_options", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"seed\":\"x\"}", 400, "seed", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"model\":\"model\"}", 400, NULL, "JSON");
+    expect_error("{\"model\":\"nope\",\"prompt\":[1]}", 404, "model", "does not exist");
+    expect_error("{\"model\":\"model\",\"prompt\":\"text\"}", 400, "prompt", "tokenizer");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"max_tokens\":8193}", 400, "max_tokens",
+                 "context");
+    /* a prompt longer than the context */
+    char *p = malloc(40000);
+    int n = sprintf(p, "{\"model\":\"model\",\"prompt\":[");
+    for (int i = 0; i < 8200; i++) n += sprintf(p + n, "%s7", i ? "," : "");
+    sprintf(p + n, "]}");
+    expect_error(p, 400, "prompt", "context");
+    free(p);
+    /* routes and methods */
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/v1/completions", NULL, &r), 0);
+    assert_int_equal(r.status, 405);
+    assert_non_null(mwt_resp_header(&r, "Allow"));
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/nowhere", NULL, &r), 0);
+    assert_int_equal(r.status, 404);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/v1/models/model", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    mwt_resp_free(&r);
+    health_ok();
+}
+
+/* Reads the first SSE event of a streamed request started on fd. */
+static int start_stream(int max_tokens) {
+    int fd = mwt_http_connect(srv.port);
+    char body[256], req[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":[3,4,5],\"max_tokens\":%d,\"stream\":true,"
+             "\"ignore_eos\":true,\"return_token_ids\":true}",
+             max_tokens);
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    mwt_http_send(fd, req, (size_t)n);
+    char buf[4096];
+    size_t got = 0;
+    while (got < sizeof buf - 1) {
+        ssize_t k = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (k <= 0) break;
+        got += (size_t)k;
+        buf[got] = 0;
+        if (strstr(buf, "\r\n\r\n") && strstr(buf, "data: ")) break;
+        if (strstr(buf, "HTTP/1.1 5")) break;
+    }
+    buf[got] = 0;
+    return strstr(buf, "HTTP/1.1 200") ? fd : (close(fd), -1);
+}
+
+static double metric(const char *name) {
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/metrics", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    double v = -1;
+    char key[256];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(r.body, key);
+    if (p) v = strtod(p + strlen(key), NULL);
+    mwt_resp_free(&r);
+    return v;
+}
+
+static void test_disconnect_and_full(void **st) {
+    (void)st;
+    /* three slots and one queue place: the fifth request is refused with 503 + Retry-After */
+    int fds[4];
+    for (int i = 0; i < 3; i++) {
+        fds[i] = start_stream(8000);
+        assert_true(fds[i] >= 0);
+    }
+    assert_int_equal(metric("moewire_active_sequences"), 3);
+    /* the fourth waits in the queue (its head comes only once admitted) */
+    fds[3] = mwt_http_connect(srv.port);
+    const char *body = "{\"model\":\"model\",\"prompt\":[3],\"max_tokens\":4}";
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
+                     strlen(body), body);
+    mwt_http_send(fds[3], req, (size_t)n);
+    for (int i = 0; i < 200 && metric("moewire_queue_depth") < 1; i++) sleep_ms(20);
+    assert_int_equal(metric("moewire_queue_depth"), 1);
+    mwt_resp r;
+    post("/v1/completions", body, &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(mwt_resp_header(&r, "Retry-After"));
+    assert_non_null(strstr(r.body, "capacity"));
+    mwt_resp_free(&r);
+    /* clients that go away free their slots: the queued one runs */
+    for (int i = 0; i < 3; i++) close(fds[i]);
+    assert_int_equal(mwt_http_read(fds[3], &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    mwt_resp_free(&r);
+    close(fds[3]);
+    for (int i = 0; i < 500 && metric("moewire_active_sequences") > 0; i++) sleep_ms(20);
+    assert_int_equal(metric("moewire_active_sequences"), 0);
+    health_ok();
+}
+
+static void test_sigterm_finishes_inflight(void **st) {
+    (void)st;
+    int fd = start_stream(60);
+    assert_true(fd >= 0);
+    kill(srv.pid, SIGTERM);
+    /* the stream completes with [DONE] */
+    char buf[65536];
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (k <= 0 || got + (size_t)k >= sizeof buf - 1) break;
+        got += (size_t)k;
+    }
+    buf[got] = 0;
+    close(fd);
+    assert_non_null(strstr(buf, "data: [DONE]"));
+    assert_non_null(strstr(buf, "\"finish_reason\":\"length\""));
+    assert_int_equal(mwt_wait(srv.pid, 30000), 0);
+    /* no longer listening */
+    assert_int_equal(mwt_http_connect(srv.port), -1);
+    srv.pid = 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_equals_generate),
+        cmocka_unit_test(test_keepalive_pipelining),
+        cmocka_unit_test(test_malformed_http),
+        cmocka_unit_test(test_slow_clients),
+        cmocka_unit_test(test_bad_json),
+        cmocka_unit_test(test_disconnect_and_full),
+        cmocka_unit_test(test_sigterm_finishes_inflight),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

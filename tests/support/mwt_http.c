@@ -1,0 +1,272 @@
+/* tests/support/mwt_http.c — the raw-socket HTTP client and server launcher (mwt_http.h). */
+#include "tests/support/mwt_http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/support/mw_test.h"
+
+int mwt_http_connect(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+int mwt_http_send(int fd, const char *data, size_t len) {
+    while (len) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Per connection, bytes read past the last response (a pipelined answer). */
+typedef struct pending {
+    int fd;
+    char *buf;
+    size_t len;
+} pending;
+static pending carry[64];
+
+static pending *carry_of(int fd) {
+    for (int i = 0; i < 64; i++)
+        if (carry[i].fd == fd && carry[i].buf) return &carry[i];
+    for (int i = 0; i < 64; i++)
+        if (!carry[i].buf) {
+            carry[i].fd = fd;
+            return &carry[i];
+        }
+    return &carry[0];
+}
+
+/* Reads more into *buf; 0 on EOF, -1 on timeout or error. */
+static ssize_t read_more(int fd, char **buf, size_t *len, size_t *cap, int timeout_ms) {
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    int rc = poll(&p, 1, timeout_ms);
+    if (rc <= 0) return -1;
+    if (*cap - *len < 65536) {
+        *cap = *cap * 2 + 65536;
+        *buf = realloc(*buf, *cap + 1);
+    }
+    ssize_t n = recv(fd, *buf + *len, *cap - *len, 0);
+    if (n < 0) return errno == ECONNRESET ? 0 : -1;
+    *len += (size_t)n;
+    (*buf)[*len] = 0;
+    return n;
+}
+
+int mwt_http_read(int fd, mwt_resp *r, int timeout_ms) {
+    memset(r, 0, sizeof *r);
+    pending *pc = carry_of(fd);
+    char *buf = pc->buf;
+    size_t len = pc->len, cap = pc->buf ? pc->len : 0;
+    pc->buf = NULL;
+    pc->len = 0;
+    if (!buf) {
+        cap = 65536;
+        buf = malloc(cap + 1);
+        buf[0] = 0;
+    }
+    char *end;
+    bool eof = false;
+    for (;;) {
+        /* skip interim 1xx responses */
+        while ((end = strstr(buf, "\r\n\r\n")) && !strncmp(buf, "HTTP/1.1 1", 10)) {
+            size_t skip = (size_t)(end + 4 - buf);
+            memmove(buf, buf + skip, len - skip + 1);
+            len -= skip;
+        }
+        if ((end = strstr(buf, "\r\n\r\n"))) break;
+        ssize_t n = read_more(fd, &buf, &len, &cap, timeout_ms);
+        if (n <= 0) {
+            free(buf);
+            r->closed = n == 0;
+            return -1;
+        }
+    }
+    size_t head_len = (size_t)(end - buf) + 4;
+    r->head = strndup(buf, head_len);
+    sscanf(buf, "HTTP/1.%*d %d", &r->status);
+    const char *cl = mwt_resp_header(r, "Content-Length");
+    const char *te = mwt_resp_header(r, "Transfer-Encoding");
+    size_t pos = head_len;
+    char *body = malloc(1);
+    size_t blen = 0;
+    if (cl) {
+        size_t want = (size_t)strtoull(cl, NULL, 10);
+        while (len - pos < want && !eof) eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
+        size_t take = len - pos < want ? len - pos : want;
+        body = realloc(body, take + 1);
+        memcpy(body, buf + pos, take);
+        blen = take;
+        pos += take;
+    } else if (te && strstr(te, "chunked")) {
+        for (;;) {
+            char *crlf;
+            while (!(crlf = strstr(buf + pos, "\r\n")) && !eof)
+                eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
+            if (!crlf) break;
+            size_t sz = (size_t)strtoull(buf + pos, NULL, 16);
+            size_t data = (size_t)(crlf + 2 - buf);
+            while (len < data + sz + 2 && !eof)
+                eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
+            if (len < data + sz + 2) break;
+            body = realloc(body, blen + sz + 1);
+            memcpy(body + blen, buf + data, sz);
+            blen += sz;
+            pos = data + sz + 2;
+            if (sz == 0) break;
+        }
+    } else {
+        /* until the close */
+        while (!eof) eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
+        body = realloc(body, len - pos + 1);
+        memcpy(body, buf + pos, len - pos);
+        blen = len - pos;
+        pos = len;
+    }
+    body[blen] = 0;
+    r->body = body;
+    r->body_len = blen;
+    const char *conn = mwt_resp_header(r, "Connection");
+    r->closed = eof || (conn && !strcasecmp(conn, "close"));
+    if (pos < len) {
+        pc = carry_of(fd);
+        pc->buf = malloc(len - pos + 1);
+        memcpy(pc->buf, buf + pos, len - pos);
+        pc->buf[len - pos] = 0;
+        pc->len = len - pos;
+        pc->fd = fd;
+    }
+    free(buf);
+    return 0;
+}
+
+void mwt_resp_free(mwt_resp *r) {
+    free(r->head);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+bool mwt_http_eof(int fd, int timeout_ms) {
+    char b[4096];
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, timeout_ms) <= 0) return false;
+        ssize_t n = recv(fd, b, sizeof b, 0);
+        if (n <= 0) return true;
+    }
+}
+
+int mwt_http_request(int port, const char *method, const char *path, const char *body,
+                     mwt_resp *r) {
+    int fd = mwt_http_connect(port);
+    if (fd < 0) return -1;
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                     method, path, body ? strlen(body) : 0);
+    int rc = mwt_http_send(fd, head, (size_t)n);
+    if (!rc && body) rc = mwt_http_send(fd, body, strlen(body));
+    if (!rc) rc = mwt_http_read(fd, r, 120000);
+    close(fd);
+    return rc;
+}
+
+const char *mwt_resp_header(const mwt_resp *r, const char *name) {
+    static char v[1024];
+    size_t nl = strlen(name);
+    for (const char *p = r->head ? strstr(r->head, "\r\n") : NULL; p && p[2];
+         p = strstr(p + 2, "\r\n")) {
+        const char *line = p + 2;
+        if (!strncasecmp(line, name, nl) && line[nl] == ':') {
+            const char *s = line + nl + 1;
+            while (*s == ' ') s++;
+            size_t l = strcspn(s, "\r");
+            snprintf(v, sizeof v, "%.*s", (int)l, s);
+            return v;
+        }
+    }
+    return NULL;
+}
+
+int mwt_serve_start(mwt_server *s, const char *model, const char *const *extra, int timeout_ms) {
+    memset(s, 0, sizeof *s);
+    s->dir = mwt_tmpdir("serve");
+    if (!s->dir) return -1;
+    char ready[4096], log[4096];
+    snprintf(ready, sizeof ready, "%s/ready", s->dir);
+    snprintf(log, sizeof log, "%s/log", s->dir);
+    s->log = strdup(log);
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)mwt_bin("coordinator");
+    argv[n++] = "serve";
+    argv[n++] = "--model";
+    argv[n++] = (char *)model;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--ready-file";
+    argv[n++] = ready;
+    for (int i = 0; extra && extra[i] && n < 62; i++) argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    s->pid = mwt_spawn(argv, log);
+    if (s->pid < 0) return -1;
+    s->url = mwt_wait_ready(ready, s->pid, timeout_ms);
+    if (!s->url) {
+        char *text = mwt_read_file(log, NULL);
+        fprintf(stderr, "serve did not start:\n%s\n", text ? text : "");
+        free(text);
+        return -1;
+    }
+    const char *colon = strrchr(s->url, ':');
+    s->port = colon ? atoi(colon + 1) : 0;
+    return 0;
+}
+
+int mwt_serve_stop(mwt_server *s, int timeout_ms) {
+    int rc = 0; /* already stopped */
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        rc = mwt_wait(s->pid, timeout_ms);
+        if (rc == -2) {
+            kill(s->pid, SIGKILL);
+            mwt_wait(s->pid, 5000);
+        }
+        if (rc != 0) {
+            char *text = mwt_read_file(s->log, NULL);
+            fprintf(stderr, "serve log:\n%s\n", text ? text : "");
+            free(text);
+        }
+    }
+    if (s->dir) mwt_rmrf(s->dir);
+    free(s->dir);
+    free(s->log);
+    free(s->url);
+    memset(s, 0, sizeof *s);
+    return rc;
+}

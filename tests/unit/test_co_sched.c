@@ -1,0 +1,345 @@
+/* tests/unit/test_co_sched.c — the serving scheduler on gpt-oss-tiny (window 8, so prompts and
+ * generations run past the ring): batch invariance (a prompt alone and among 7 others gives the
+ * same tokens and bit-identical logits, f32 and q8), seeded sampling, stop ids, cancellation
+ * freeing the slot, admission limits; and stop strings over split text (co_stop). */
+#include "tests/support/mw_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "coordinator/co_sched.h"
+#include "coordinator/co_stop.h"
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "model/md_sampler.h"
+
+#define MAX_GEN 64
+
+typedef struct result {
+    int32_t tok[MAX_GEN];
+    int64_t n;
+    co_finish finish;
+    float *logits; /* copied at the end */
+    int64_t rows;
+    co_job *job;
+    bool done;
+} result;
+
+typedef struct env {
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+    kn_pool *pool;
+    md_ctx *ctx;
+    uv_loop_t loop;
+    co_sched *s;
+} env;
+
+static void on_output(void *ud, co_job *job) {
+    result *r = ud;
+    co_job_out o;
+    co_job_take(job, &o);
+    for (int64_t i = 0; i < o.n_tokens && r->n < MAX_GEN; i++) r->tok[r->n++] = o.tokens[i];
+    if (o.finish) {
+        r->finish = o.finish;
+        int64_t rows;
+        const float *l = co_job_logits(job, &rows);
+        if (rows) {
+            size_t bytes = (size_t)rows * 512 * sizeof(float);
+            r->logits = malloc(bytes);
+            memcpy(r->logits, l, bytes);
+            r->rows = rows;
+        }
+        r->done = true;
+        co_job_release(job);
+    }
+}
+
+static void env_open(env *e, kn_numerics num, int slots, int chunk, int queue) {
+    mw_err err = {{0}};
+    memset(e, 0, sizeof *e);
+    e->pool = kn_pool_create(2);
+    if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &e->src, &err) ||
+        md_model_load(e->src, &e->model, &err) ||
+        md_local_backend_new(e->src, &e->model->cfg, e->pool, &e->experts, &err))
+        fail_msg("%s", err.msg);
+    md_ctx_params cp = {
+        .numerics = num, .pool = e->pool, .experts = e->experts, .n_seq = slots, .n_ctx = 200};
+    if (md_ctx_new(e->model, &cp, &e->ctx, &err)) fail_msg("%s", err.msg);
+    uv_loop_init(&e->loop);
+    static const int32_t eos[] = {511};
+    co_sched_params sp = {.ctx = e->ctx,
+                          .n_slots = slots,
+                          .n_ctx = 200,
+                          .n_vocab = e->model->cfg.n_vocab,
+                          .n_expert = e->model->cfg.n_expert,
+                          .n_layer = e->model->cfg.n_layer,
+                          .chunk = chunk,
+                          .max_queue = queue,
+                          .eos = eos,
+                          .n_eos = 1};
+    if (co_sched_new(&e->loop, &sp, &e->s, &err)) fail_msg("%s", err.msg);
+}
+
+static void env_close(env *e) {
+    co_sched_free(e->s);
+    uv_run(&e->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&e->loop);
+    md_ctx_free(e->ctx);
+    e->experts->destroy(e->experts);
+    md_model_free(e->model);
+    vx_source_close(e->src);
+    kn_pool_destroy(e->pool);
+}
+
+static void prompt_of(int32_t *p, int n, int salt) {
+    for (int i = 0; i < n; i++) p[i] = (int32_t)((i * 37 + salt * 101 + 5) % 500);
+}
+
+static void submit(env *e, result *r, const int32_t *prompt, int n, int max_tokens, float temp,
+                   uint64_t seed) {
+    memset(r, 0, sizeof *r);
+    co_gen_params gp = {.prompt = prompt,
+                        .n_prompt = n,
+                        .max_tokens = max_tokens,
+                        .temperature = temp,
+                        .top_p = temp > 0 ? 0.9f : 1.0f,
+                        .seed = seed,
+                        .top_logprobs = -1,
+                        .ignore_eos = true,
+                        .keep_logits = true};
+    mw_err err = {{0}};
+    assert_int_equal(co_sched_submit(e->s, &gp, on_output, r, &r->job, &err), CO_SUBMIT_OK);
+}
+
+static void run_until(env *e, result *rs, int n) {
+    for (;;) {
+        bool all = true;
+        for (int i = 0; i < n; i++) all = all && rs[i].done;
+        if (all) return;
+        uv_run(&e->loop, UV_RUN_ONCE);
+    }
+}
+
+static void invariance(kn_numerics num, float temp) {
+    int32_t pa[30], po[7][40];
+    prompt_of(pa, 30, 0);
+    for (int k = 0; k < 7; k++) prompt_of(po[k], 3 + 5 * k, k + 1);
+    env e;
+    /* alone: the prompt in chunks of 7 rows, then decoding alone */
+    env_open(&e, num, 8, 7, 8);
+    result alone;
+    submit(&e, &alone, pa, 30, 40, temp, 1234);
+    run_until(&e, &alone, 1);
+    env_close(&e);
+    /* among 7 others: three started before it (decoding while it prefills), four with it, of
+     * other lengths and chunks of 5 rows, some ending before it */
+    env_open(&e, num, 8, 5, 8);
+    result r[8];
+    for (int k = 0; k < 3; k++) submit(&e, &r[k + 1], po[k], 3 + 5 * k, 10 + 20 * k, 0.7f, k);
+    while (r[1].n < 2) uv_run(&e.loop, UV_RUN_ONCE);
+    submit(&e, &r[0], pa, 30, 40, temp, 1234);
+    for (int k = 3; k < 7; k++) submit(&e, &r[k + 1], po[k], 3 + 5 * k, 5 + 7 * k, 0.0f, k);
+    run_until(&e, r, 8);
+    env_close(&e);
+    assert_int_equal(alone.n, 40);
+    assert_int_equal(r[0].n, 40);
+    assert_memory_equal(alone.tok, r[0].tok, 40 * sizeof(int32_t));
+    assert_int_equal(alone.rows, 40);
+    assert_int_equal(r[0].rows, 40);
+    /* bit for bit */
+    assert_memory_equal(alone.logits, r[0].logits, 40 * 512 * sizeof(float));
+    for (int k = 0; k < 8; k++) {
+        assert_int_equal(r[k].finish, CO_FINISH_LENGTH);
+        free(r[k].logits);
+    }
+    free(alone.logits);
+}
+
+static void test_invariance_f32_greedy(void **st) {
+    (void)st;
+    invariance(KN_NUM_F32, 0.0f);
+}
+
+static void test_invariance_q8_sampled(void **st) {
+    (void)st;
+    invariance(KN_NUM_Q8, 0.8f);
+}
+
+/* Greedy through the scheduler = one sequence fed token by token (the generate path). */
+static void test_matches_plain_decode(void **st) {
+    (void)st;
+    int32_t p[12];
+    prompt_of(p, 12, 9);
+    env e;
+    env_open(&e, KN_NUM_Q8, 2, 4, 2);
+    result r;
+    submit(&e, &r, p, 12, 20, 0.0f, 0);
+    run_until(&e, &r, 1);
+    env_close(&e);
+    /* reference: a context of its own */
+    mw_err err = {{0}};
+    env x;
+    memset(&x, 0, sizeof x);
+    if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &x.src, &err) ||
+        md_model_load(x.src, &x.model, &err) ||
+        md_local_backend_new(x.src, &x.model->cfg, NULL, &x.experts, &err))
+        fail_msg("%s", err.msg);
+    md_ctx_params cp = {.numerics = KN_NUM_Q8, .experts = x.experts, .n_seq = 1, .n_ctx = 64};
+    if (md_ctx_new(x.model, &cp, &x.ctx, &err)) fail_msg("%s", err.msg);
+    md_row rows[12];
+    for (int i = 0; i < 12; i++) rows[i] = (md_row){0, i, p[i], i == 11};
+    float logits[512];
+    assert_int_equal(md_forward(x.ctx, rows, 12, logits, &err), 0);
+    for (int k = 0; k < 20; k++) {
+        int32_t t = md_argmax(logits, 512);
+        assert_int_equal(t, r.tok[k]);
+        md_row row = {0, 12 + k, t, 1};
+        assert_int_equal(md_forward(x.ctx, &row, 1, logits, &err), 0);
+    }
+    md_ctx_free(x.ctx);
+    x.experts->destroy(x.experts);
+    md_model_free(x.model);
+    vx_source_close(x.src);
+    free(r.logits);
+}
+
+static void test_stop_ids_and_limits(void **st) {
+    (void)st;
+    int32_t p[6];
+    prompt_of(p, 6, 3);
+    env e;
+    env_open(&e, KN_NUM_Q8, 1, 16, 1);
+    /* learn the third greedy token, then stop on it */
+    result a;
+    submit(&e, &a, p, 6, 5, 0.0f, 0);
+    run_until(&e, &a, 1);
+    free(a.logits);
+    result b = {0};
+    co_gen_params gp = {.prompt = p,
+                        .n_prompt = 6,
+                        .max_tokens = 5,
+                        .top_p = 1,
+                        .top_logprobs = 3,
+                        .stop_ids = &a.tok[2],
+                        .n_stop_ids = 1};
+    mw_err err = {{0}};
+    assert_int_equal(co_sched_submit(e.s, &gp, on_output, &b, &b.job, &err), CO_SUBMIT_OK);
+    /* one slot, one queue place: b holds one of them, so at most one more is taken */
+    result extra[3];
+    memset(extra, 0, sizeof extra);
+    gp.stop_ids = NULL;
+    gp.n_stop_ids = 0;
+    int ok = 0;
+    co_submit_rc rc;
+    while ((rc = co_sched_submit(e.s, &gp, on_output, &extra[ok], &extra[ok].job, &err)) ==
+           CO_SUBMIT_OK)
+        ok++;
+    assert_int_equal(rc, CO_SUBMIT_FULL);
+    assert_in_range(ok, 0, 1);
+    assert_non_null(strstr(err.msg, "capacity"));
+    run_until(&e, extra, ok);
+    for (int i = 0; i < ok; i++) free(extra[i].logits);
+    run_until(&e, &b, 1);
+    assert_int_equal(b.finish, CO_FINISH_STOP);
+    assert_int_equal(b.n, 3);
+    result d = {0};
+    /* invalid requests */
+    int32_t big = 512;
+    gp.prompt = &big;
+    gp.n_prompt = 1;
+    assert_int_equal(co_sched_submit(e.s, &gp, on_output, &d, &d.job, &err), CO_SUBMIT_INVALID);
+    assert_non_null(strstr(err.msg, "vocabulary"));
+    gp.prompt = p;
+    gp.n_prompt = 6;
+    gp.max_tokens = 196;
+    assert_int_equal(co_sched_submit(e.s, &gp, on_output, &d, &d.job, &err), CO_SUBMIT_INVALID);
+    assert_non_null(strstr(err.msg, "positions"));
+    co_sched_drain(e.s);
+    gp.max_tokens = 2;
+    assert_int_equal(co_sched_submit(e.s, &gp, on_output, &d, &d.job, &err), CO_SUBMIT_STOPPING);
+    free(b.logits);
+    env_close(&e);
+}
+
+/* A cancelled job ends at the next step and its slot serves the next request. */
+static void test_cancel_frees_slot(void **st) {
+    (void)st;
+    int32_t p[8];
+    prompt_of(p, 8, 4);
+    env e;
+    env_open(&e, KN_NUM_Q8, 1, 16, 4);
+    result a, b;
+    submit(&e, &a, p, 8, 150, 0.0f, 0);
+    submit(&e, &b, p, 8, 4, 0.0f, 0);
+    while (a.n < 3) uv_run(&e.loop, UV_RUN_ONCE);
+    co_job_cancel(a.job);
+    run_until(&e, &b, 1);
+    assert_false(a.done); /* no callback after the cancel */
+    assert_int_equal(b.finish, CO_FINISH_LENGTH);
+    assert_int_equal(b.n, 4);
+    assert_memory_equal(a.tok, b.tok, 3 * sizeof(int32_t));
+    assert_int_equal(co_sched_jobs(e.s), 0);
+    free(b.logits);
+    env_close(&e);
+}
+
+static void feed(co_stop *s, const char *const *pieces, int n, co_buf *out, int *hit_at) {
+    *hit_at = -1;
+    for (int i = 0; i < n; i++)
+        if (co_stop_feed(s, pieces[i], strlen(pieces[i]), out)) {
+            *hit_at = i;
+            return;
+        }
+    co_stop_flush(s, out);
+}
+
+static void test_stop_strings(void **st) {
+    (void)st;
+    const char *stops[] = {"</end>", "STOP"};
+    co_stop s;
+    mw_err err = {{0}};
+    assert_int_equal(co_stop_init(&s, stops, 2, &err), 0);
+    co_buf out = {0};
+    int hit;
+    const char *a[] = {"hello <", "/e", "nd> never"};
+    feed(&s, a, 3, &out, &hit);
+    assert_int_equal(hit, 2);
+    assert_string_equal(out.p, "hello ");
+    co_stop_free(&s);
+    /* a false start is released; text before a possible start is not held */
+    assert_int_equal(co_stop_init(&s, stops, 2, &err), 0);
+    co_buf_clear(&out);
+    const char *b[] = {"ST", "OR", "E </e", "x"};
+    co_buf step = {0};
+    assert_false(co_stop_feed(&s, b[0], 2, &step));
+    assert_int_equal(step.len, 0); /* "ST" may start STOP */
+    assert_false(co_stop_feed(&s, b[1], 2, &step));
+    assert_string_equal(step.p, "STOR");
+    feed(&s, b + 2, 2, &out, &hit);
+    assert_int_equal(hit, -1);
+    assert_string_equal(out.p, "E </ex");
+    co_stop_free(&s);
+    /* the earliest stop string wins, even when another completes in the same piece */
+    assert_int_equal(co_stop_init(&s, stops, 2, &err), 0);
+    co_buf_clear(&out);
+    const char *c[] = {"aSTO", "P</end>"};
+    feed(&s, c, 2, &out, &hit);
+    assert_int_equal(hit, 1);
+    assert_string_equal(out.p, "a");
+    co_stop_free(&s);
+    const char *empty[] = {""};
+    assert_int_equal(co_stop_init(&s, empty, 1, &err), -1);
+    co_buf_free(&out);
+    co_buf_free(&step);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stop_strings),          cmocka_unit_test(test_invariance_f32_greedy),
+        cmocka_unit_test(test_invariance_q8_sampled), cmocka_unit_test(test_matches_plain_decode),
+        cmocka_unit_test(test_stop_ids_and_limits),   cmocka_unit_test(test_cancel_frees_slot),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
