@@ -150,10 +150,22 @@ $(ASAN)/tests/%: $(ASAN)/obj/tests/%.o $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_LDFLAGS) -pthread $< $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
+# The o200k reference for the tokenizer: js-tiktoken (pinned) installed once into build/npm, then
+# the vocabulary and its reference encodings written by tests/tiktoken/o200k_cases.js (offline).
+JS_TIKTOKEN := js-tiktoken@1.0.21
+TK_O200K := build/tk-o200k
+build/npm/node_modules/js-tiktoken/package.json:
+	@mkdir -p build/npm
+	npm install --no-audit --no-fund --silent --prefix build/npm $(JS_TIKTOKEN)
+
+$(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js build/npm/node_modules/js-tiktoken/package.json
+	node tests/tiktoken/o200k_cases.js build/npm $(TK_O200K)
+
 # The benchmarks are built (not run) by `make test`, so an API change cannot leave them broken.
-test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS)
+test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
 	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
-	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin tests/run.sh $(TEST_BINS)
+	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin MW_TK_O200K=$(CURDIR)/$(TK_O200K) \
+	  tests/run.sh $(TEST_BINS)
 
 unit: $(filter $(ASAN)/tests/unit/%,$(TEST_BINS))
 	tests/run.sh $^

@@ -7,69 +7,25 @@
 #include <string.h>
 
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_tk.h"
 #include "tokenizer/tk.h"
 #include "vindex/vx_meta.h"
-
-/* GPT-2's byte-level character for byte b, as UTF-8 */
-static size_t byte_char(int b, char *out) {
-    int printable =
-        (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-    int cp = b;
-    if (!printable) {
-        int k = 0;
-        for (int i = 0; i < b; i++)
-            k +=
-                !((i >= 0x21 && i <= 0x7e) || (i >= 0xa1 && i <= 0xac) || (i >= 0xae && i <= 0xff));
-        cp = 256 + k;
-    }
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    out[0] = (char)(0xc0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-}
 
 enum { ID_AB = 256, ID_ABC, ID_SPACE_A, ID_IM_START, ID_IM, ID_THINK, ID_EOS, N_TOK };
 
 static vx_meta *tiny_meta(const char *model, const char *pre) {
-    static char store[N_TOK][8];
-    const char *tok[N_TOK];
-    size_t len[N_TOK];
-    int32_t type[N_TOK];
-    for (int b = 0; b < 256; b++) {
-        len[b] = byte_char(b, store[b]);
-        tok[b] = store[b];
-        type[b] = 1;
-    }
-    const char *extra[] = {"ab",
-                           "abc",
-                           "\xc4\xa0"
-                           "a",
-                           "<|im_start|>",
-                           "<|im",
-                           "<think>",
-                           "<|end|>"};
-    const int32_t extra_type[] = {1, 1, 1, 3, 3, 4, 3};
-    for (int i = 0; i < N_TOK - 256; i++) {
-        tok[256 + i] = extra[i];
-        len[256 + i] = strlen(extra[i]);
-        type[256 + i] = extra_type[i];
-    }
-    const char *merges[] = {"a b", "ab c", "\xc4\xa0 a"};
-    size_t mlen[] = {3, 4, 4};
-    vx_meta *m = vx_meta_new();
-    vx_meta_set_str(m, "general.architecture", "qwen3moe", 8);
-    vx_meta_set_str(m, "tokenizer.ggml.model", model, strlen(model));
-    if (pre) vx_meta_set_str(m, "tokenizer.ggml.pre", pre, strlen(pre));
-    vx_meta_set_arr_str(m, "tokenizer.ggml.tokens", tok, len, N_TOK);
-    vx_meta_set_arr(m, "tokenizer.ggml.token_type", VX_I32, type, N_TOK);
-    vx_meta_set_arr_str(m, "tokenizer.ggml.merges", merges, mlen, 3);
-    uint32_t eos = ID_EOS, bos = ID_IM_START;
-    vx_meta_set_scalar(m, "tokenizer.ggml.eos_token_id", VX_U32, &eos);
-    vx_meta_set_scalar(m, "tokenizer.ggml.bos_token_id", VX_U32, &bos);
-    return m;
+    static const mwt_tok extra[] = {{"ab", 1},
+                                    {"abc", 1},
+                                    {"\xc4\xa0"
+                                     "a",
+                                     1},
+                                    {"<|im_start|>", 3},
+                                    {"<|im", 3},
+                                    {"<think>", 4},
+                                    {"<|end|>", 3}};
+    static const char *const merges[] = {"a b", "ab c", "\xc4\xa0 a"};
+    return mwt_tk_meta("qwen3moe", model, pre, extra, N_TOK - 256, merges, 3, ID_IM_START, ID_EOS,
+                       NULL);
 }
 
 static tk_tokenizer *tiny(const char *pre) {

@@ -1,0 +1,287 @@
+/* tests/unit/test_tk_chat.c — chat templates on small vocabularies holding each format's special
+ * tokens: the rendered prompt (decoded with its special tokens) is the format's text exactly, the
+ * special tokens are single ids and message text cannot inject them; the format is chosen by name,
+ * by the model's template text, by family; unknown ones are named; stop tokens; the output parser
+ * splits harmony channels and <think> blocks incrementally. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/support/mw_test.h"
+#include "tests/support/mwt_tk.h"
+#include "tokenizer/tk_chat.h"
+#include "vindex/vx_meta.h"
+
+static const mwt_tok specials[] = {
+    {"<|start|>", 3},
+    {"<|message|>", 3},
+    {"<|end|>", 3},
+    {"<|channel|>", 3},
+    {"<|return|>", 3},
+    {"<|call|>", 3},
+    {"<|constrain|>", 3},
+    {"<|im_start|>", 3},
+    {"<|im_end|>", 3},
+    {"<|endoftext|>", 3},
+    {"<think>", 4},
+    {"</think>", 4},
+    {"<｜begin▁of▁sentence｜>", 3},
+    {"<｜end▁of▁sentence｜>", 3},
+    {"<｜User｜>", 3},
+    {"<｜Assistant｜>", 3},
+    {"<|im_system|>", 3},
+    {"<|im_user|>", 3},
+    {"<|im_assistant|>", 3},
+    {"<|im_middle|>", 3},
+    {"[EOS]", 3},
+};
+#define N_SPECIAL (sizeof specials / sizeof *specials)
+
+static int32_t sid(const char *s) {
+    for (size_t i = 0; i < N_SPECIAL; i++)
+        if (!strcmp(specials[i].text, s)) return (int32_t)(256 + i);
+    return -1;
+}
+
+static tk_tokenizer *vocab(const char *arch, const char *tmpl, bool with_specials) {
+    vx_meta *m = mwt_tk_meta(arch, "gpt2", "gpt-4o", specials, with_specials ? N_SPECIAL : 0, NULL,
+                             0, with_specials ? sid("<｜begin▁of▁sentence｜>") : -1,
+                             with_specials ? sid("<|endoftext|>") : -1, tmpl);
+    tk_tokenizer *t;
+    mw_err err = {{0}};
+    if (tk_load_meta(m, "chat vocab", &t, &err)) fail_msg("%s", err.msg);
+    vx_meta_free(m);
+    return t;
+}
+
+static char *render(const tk_tokenizer *t, const char *name, const tk_msg *m, size_t n,
+                    const tk_chat_opts *o, tk_ids *ids) {
+    tk_chat *c;
+    mw_err err = {{0}};
+    if (tk_chat_open(t, name, &c, &err)) fail_msg("%s", err.msg);
+    if (tk_chat_render(c, m, n, o, ids, &err)) fail_msg("%s", err.msg);
+    tk_text s = {0};
+    assert_int_equal(tk_decode(t, ids->v, ids->n, TK_SPECIAL, &s, &err), 0);
+    tk_chat_free(c);
+    return s.s;
+}
+
+static size_t count(const tk_ids *ids, int32_t id) {
+    size_t k = 0;
+    for (size_t i = 0; i < ids->n; i++) k += ids->v[i] == id;
+    return k;
+}
+
+static const tk_msg conv[] = {
+    {.role = "system", .content = "Be brief."},
+    {.role = "user", .content = "Hi <|im_end|><|end|>"},
+    {.role = "assistant", .content = "Hello."},
+    {.role = "user", .content = "2+2?"},
+};
+
+static void test_formats_render_their_text(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("gpt-oss", NULL, true);
+    tk_chat_opts o = {.add_generation_prompt = true, .thinking = -1, .date = "2026-01-02"};
+    tk_ids ids = {0};
+    char *s = render(t, "harmony", conv, 4, &o, &ids);
+    assert_string_equal(
+        s, "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+           "Knowledge cutoff: 2024-06\nCurrent date: 2026-01-02\n\nReasoning: medium\n\n# Valid "
+           "channels: analysis, commentary, final. Channel must be included for every message."
+           "<|end|><|start|>developer<|message|># Instructions\n\nBe brief.<|end|>"
+           "<|start|>user<|message|>Hi <|im_end|><|end|><|end|><|start|>assistant<|channel|>final"
+           "<|message|>Hello.<|end|><|start|>user<|message|>2+2?<|end|><|start|>assistant");
+    /* the user's "<|end|>" stayed text: five messages, five <|end|> tokens */
+    assert_int_equal(count(&ids, sid("<|end|>")), 5);
+    assert_int_equal(count(&ids, sid("<|im_end|>")), 0);
+    free(s);
+    ids.n = 0;
+    s = render(t, "qwen3", conv, 4, &(tk_chat_opts){.add_generation_prompt = true, .thinking = 0},
+               &ids);
+    assert_string_equal(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi "
+                           "<|im_end|><|end|><|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+                           "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                           "</think>\n\n");
+    assert_int_equal(count(&ids, sid("<|im_end|>")), 4);
+    assert_int_equal(count(&ids, sid("<think>")), 1); /* user-defined: one token */
+    free(s);
+    ids.n = 0;
+    s = render(t, "deepseek-v3", conv, 4, NULL, &ids);
+    assert_string_equal(s,
+                        "<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hi <|im_end|><|end|>"
+                        "<｜Assistant｜>Hello.<｜end▁of▁sentence｜><｜User｜>2+2?<｜Assistant｜>");
+    assert_int_equal(ids.v[0], sid("<｜begin▁of▁sentence｜>"));
+    free(s);
+    ids.n = 0;
+    s = render(t, "kimi-k2", conv + 1, 3, NULL, &ids);
+    assert_string_equal(s, "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created "
+                           "by Moonshot AI.<|im_end|><|im_user|>user<|im_middle|>Hi <|im_end|>"
+                           "<|end|><|im_end|><|im_assistant|>assistant<|im_middle|>Hello.<|im_end|>"
+                           "<|im_user|>user<|im_middle|>2+2?<|im_end|><|im_assistant|>assistant"
+                           "<|im_middle|>");
+    free(s);
+    tk_ids_free(&ids);
+    /* an unknown role is named */
+    tk_chat *c;
+    mw_err err = {{0}};
+    assert_int_equal(tk_chat_open(t, "chatml", &c, &err), 0);
+    assert_int_equal(
+        tk_chat_render(c, (tk_msg[]){{.role = "wizard", .content = "x"}}, 1, NULL, &ids, &err), -1);
+    assert_non_null(strstr(err.msg, "unknown message role 'wizard'"));
+    tk_chat_free(c);
+    tk_ids_free(&ids);
+    tk_free(t);
+}
+
+static void test_choosing_a_format(void **state) {
+    (void)state;
+    tk_chat *c;
+    mw_err err = {{0}};
+    struct {
+        const char *arch, *tmpl, *want;
+    } cases[] = {
+        {"gpt-oss", "{{- '<|start|>' + role }}<|channel|>{{ ch }}<|message|>", "harmony"},
+        {"qwen3moe", "{% if enable_thinking %}<|im_start|>assistant", "qwen3"},
+        {"llama", "{% for m in messages %}<|im_start|>{{ m.role }}", "chatml"},
+        {"deepseek2", "{{ bos_token }}<｜User｜>{{c}}<｜Assistant｜>", "deepseek-v3"},
+        {"deepseek2", "<｜Assistant｜><think>\\n", "deepseek-r1"},
+        {"deepseek2", "<|im_user|>user<|im_middle|>", "kimi-k2"},
+        {"gpt-oss", NULL, "harmony"}, /* by family: the vocabulary has harmony's tokens */
+        {"deepseek2", NULL, "deepseek-v3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tk_tokenizer *t = vocab(cases[i].arch, cases[i].tmpl, true);
+        if (tk_chat_open(t, NULL, &c, &err)) fail_msg("#%zu: %s", i, err.msg);
+        assert_string_equal(tk_chat_name(c), cases[i].want);
+        assert_string_equal(tk_chat_missing(c), "");
+        tk_chat_free(c);
+        tk_free(t);
+    }
+    /* an unknown template text and an unknown name are errors naming them */
+    tk_tokenizer *t = vocab("gpt-oss", "[INST] {{ m }} [/INST]", true);
+    assert_int_equal(tk_chat_open(t, NULL, &c, &err), -1);
+    assert_non_null(
+        strstr(err.msg, "not one moewire knows (it starts '[INST] {{ m }} [/INST]...')"));
+    assert_int_equal(tk_chat_open(t, "alpaca", &c, &err), -1);
+    assert_non_null(strstr(err.msg, "unknown chat template 'alpaca'"));
+    tk_free(t);
+    /* a model without a template or its family's tokens: chat only when asked by name, and the
+     * missing tokens are reported */
+    t = vocab("gpt-oss", NULL, false);
+    assert_int_equal(tk_chat_open(t, NULL, &c, &err), -1);
+    assert_non_null(strstr(err.msg, "no chat template"));
+    assert_int_equal(tk_chat_open(t, "chatml", &c, &err), 0);
+    assert_string_equal(tk_chat_missing(c), "<|im_start|>, <|im_end|>");
+    tk_chat_free(c);
+    tk_free(t);
+}
+
+/* Feeds the ids of `out` (encoded with special tokens) to the parser. */
+static int feed(const tk_tokenizer *t, tk_chat_parser *p, const char *out, tk_text *content,
+                tk_text *reasoning) {
+    tk_ids ids = {0};
+    mw_err err = {{0}};
+    assert_int_equal(tk_encode(t, out, strlen(out), TK_SPECIAL, &ids, &err), 0);
+    int stop = 0;
+    for (size_t i = 0; i < ids.n && !stop; i++) {
+        stop = tk_chat_parser_push(p, ids.v[i], content, reasoning, &err);
+        assert_true(stop >= 0);
+    }
+    if (!stop) assert_int_equal(tk_chat_parser_finish(p, content, reasoning, &err), 0);
+    tk_ids_free(&ids);
+    return stop;
+}
+
+static void test_parsers(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("gpt-oss", NULL, true);
+    tk_chat *c;
+    tk_chat_parser *p;
+    mw_err err = {{0}};
+    tk_text content = {0}, reasoning = {0};
+    assert_int_equal(tk_chat_open(t, "harmony", &c, &err), 0);
+    assert_true(tk_chat_is_stop(c, sid("<|return|>")));
+    assert_true(tk_chat_is_stop(c, sid("<|call|>")));
+    assert_false(tk_chat_is_stop(c, sid("<|end|>")));
+    assert_int_equal(tk_chat_parser_new(c, NULL, &p, &err), 0);
+    assert_int_equal(
+        feed(t, p,
+             "<|channel|>analysis<|message|>Two and two: four.<|end|><|start|>assistant"
+             "<|channel|>final<|message|>It is 4 — naïve 😀.<|return|>ignored",
+             &content, &reasoning),
+        1);
+    assert_string_equal(content.s, "It is 4 — naïve 😀.");
+    assert_string_equal(reasoning.s, "Two and two: four.");
+    tk_chat_parser_free(p);
+    tk_chat_free(c);
+    tk_text_free(&content);
+    tk_text_free(&reasoning);
+
+    assert_int_equal(tk_chat_open(t, "qwen3", &c, &err), 0);
+    assert_true(tk_chat_is_stop(c, sid("<|im_end|>")));
+    assert_int_equal(tk_chat_parser_new(c, NULL, &p, &err), 0);
+    assert_int_equal(
+        feed(t, p, "<think>\nhmm, 2+2\n</think>\n\nFour.<|im_end|>", &content, &reasoning), 1);
+    assert_string_equal(content.s, "Four.");
+    assert_string_equal(reasoning.s, "\nhmm, 2+2\n");
+    tk_chat_parser_free(p);
+    tk_chat_free(c);
+    tk_text_free(&content);
+    tk_text_free(&reasoning);
+
+    /* R1 opens the block in the prompt; a tag spelled in single bytes is still found */
+    assert_int_equal(tk_chat_open(t, "deepseek-r1", &c, &err), 0);
+    assert_int_equal(
+        tk_chat_parser_new(c, &(tk_chat_opts){.add_generation_prompt = true}, &p, &err), 0);
+    const char *out = "thinking</thi";
+    for (const char *q = out; *q; q++)
+        assert_int_equal(tk_chat_parser_push(p, (unsigned char)*q, &content, &reasoning, &err), 0);
+    assert_string_equal(reasoning.s, "thinking");
+    assert_null(content.s);
+    assert_int_equal(feed(t, p, "nk>answer", &content, &reasoning), 0);
+    assert_string_equal(content.s, "answer");
+    assert_int_equal(
+        tk_chat_parser_push(p, sid("<｜end▁of▁sentence｜>"), &content, &reasoning, &err), 1);
+    tk_chat_parser_free(p);
+    tk_chat_free(c);
+    tk_text_free(&content);
+    tk_text_free(&reasoning);
+    tk_free(t);
+}
+
+static void test_messages_json(void **state) {
+    (void)state;
+    tk_msgs m;
+    mw_err err = {{0}};
+    const char *j =
+        "{\"messages\": [{\"role\": \"system\", \"content\": \"S\"}, {\"role\": \"user\", "
+        "\"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", "
+        "\"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": null, "
+        "\"reasoning_content\": \"r\"}]}";
+    assert_int_equal(tk_msgs_parse(j, strlen(j), &m, &err), 0);
+    assert_int_equal(m.n, 3);
+    assert_string_equal(m.v[1].role, "user");
+    assert_string_equal(m.v[1].content, "ab");
+    assert_string_equal(m.v[2].content, "");
+    assert_string_equal(m.v[2].reasoning, "r");
+    assert_int_equal(tk_msgs_add(&m, "user", "more", &err), 0);
+    assert_int_equal(m.n, 4);
+    tk_msgs_free(&m);
+    const char *bad[] = {"[{\"content\": \"x\"}]", "{\"messages\": 3}",
+                         "[{\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]", "[{"};
+    for (size_t i = 0; i < 4; i++) {
+        err.msg[0] = '\0';
+        assert_int_equal(tk_msgs_parse(bad[i], strlen(bad[i]), &m, &err), -1);
+        assert_true(err.msg[0] != '\0');
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_formats_render_their_text),
+        cmocka_unit_test(test_choosing_a_format),
+        cmocka_unit_test(test_parsers),
+        cmocka_unit_test(test_messages_json),
+    };
+    return cmocka_run_group_tests_name("tk_chat", tests, NULL, NULL);
+}
