@@ -71,6 +71,48 @@ static int set_tokens(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_prompt(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->prompt = v;
+    return 0;
+}
+
+/* "role: text"; text without a known role prefix is the user's */
+static int set_chat(co_opts *o, const char *v, mw_err *err) {
+    static const char *const roles[] = {"system", "developer", "user", "assistant"};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        size_t n = strlen(roles[i]);
+        if (!strncmp(v, roles[i], n) && v[n] == ':')
+            return tk_msgs_add(&o->chat, roles[i], v + n + 1 + (v[n + 1] == ' '), err);
+    }
+    return tk_msgs_add(&o->chat, "user", v, err);
+}
+
+static int set_messages(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->messages = v;
+    return 0;
+}
+
+static int set_chat_template(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->chat_template = v;
+    return 0;
+}
+
+static int set_think(co_opts *o, const char *v, mw_err *err) {
+    if (strcmp(v, "on") && strcmp(v, "off"))
+        return mw_errf(err, "--think: '%s' is not on or off", v);
+    o->thinking = !strcmp(v, "on");
+    return 0;
+}
+
+static int set_reasoning(co_opts *o, const char *v, mw_err *err) {
+    (void)v, (void)err;
+    o->show_reasoning = true;
+    return 0;
+}
+
 static int set_max_tokens(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--max-tokens", v, 1, MAX_GENERATE, &o->max_tokens, err);
 }
@@ -247,7 +289,23 @@ static int set_grace(co_opts *o, const char *v, mw_err *err) {
 
 static const co_option options[] = {
     {"--model", "PATH", "GGUF file or vindex directory (required)", set_model},
-    {"--tokens", "1,2,3", "prompt token ids, comma-separated (required)", set_tokens},
+    {"--tokens", "1,2,3", "prompt token ids, comma-separated; prints the generated ids",
+     set_tokens},
+    {"--prompt", "TEXT",
+     "prompt text (special-token text is parsed; BOS as the model asks); streams the generated "
+     "text to stdout",
+     set_prompt},
+    {"--chat", "'ROLE: TEXT'",
+     "a chat message (role system, developer, user or assistant; none = user); repeat for more; "
+     "rendered with the model's chat template, the answer streamed to stdout",
+     set_chat},
+    {"--messages", "FILE.json", "chat messages as an OpenAI message list", set_messages},
+    {"--chat-template", "NAME", "chat format instead of the model's own (see below)",
+     set_chat_template},
+    {"--think", "on|off", "qwen3: open the answer with thinking on or off (default: the model's)",
+     set_think},
+    {"--reasoning", NULL, "chat: stream the reasoning (analysis, <think>) to stderr",
+     set_reasoning},
     {"--max-tokens", "N", "tokens to generate (required, >= 1)", set_max_tokens},
     {"--logits-out", "FILE",
      "write float32 logits [P + N - 1][vocab]: the P prompt rows, then one per further step",
@@ -328,6 +386,7 @@ void co_opts_init(co_opts *o) {
     o->max_body = 8 << 20;
     o->request_timeout_ms = 30000;
     o->grace_ms = 30000;
+    o->thinking = -1;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     o->threads = n > 0 && n <= 1024 ? (int)n : 1;
 }
@@ -335,6 +394,7 @@ void co_opts_init(co_opts *o) {
 void co_opts_free(co_opts *o) {
     free(o->tokens);
     o->tokens = NULL;
+    tk_msgs_free(&o->chat);
 }
 
 int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err) {
@@ -381,16 +441,18 @@ static int check_backend(const co_opts *o, const char *cmd, mw_err *err) {
 
 int co_cli_check_generate(const co_opts *o, mw_err *err) {
     if (!o->model) return mw_errf(err, "generate: --model is required");
-    if (!o->tokens) return mw_errf(err, "generate: --tokens is required");
+    int forms = !!o->tokens + !!o->prompt + (o->chat.n > 0) + !!o->messages;
+    if (forms != 1)
+        return mw_errf(err, "generate: give exactly one of --tokens, --prompt, --chat, --messages");
     if (o->max_tokens < 1) return mw_errf(err, "generate: --max-tokens is required");
     return check_backend(o, "generate", err);
 }
 
 int co_cli_check_serve(const co_opts *o, mw_err *err) {
     if (!o->model) return mw_errf(err, "serve: --model is required");
-    if (o->tokens || o->max_tokens || o->logits_out)
-        return mw_errf(err, "serve: --tokens, --max-tokens and --logits-out are generate's "
-                            "(requests carry their own)");
+    if (o->tokens || o->max_tokens || o->logits_out || o->prompt || o->chat.n || o->messages)
+        return mw_errf(err, "serve: --tokens, --prompt, --chat, --messages, --max-tokens and "
+                            "--logits-out are generate's (requests carry their own)");
     if (o->kv_mb && o->max_seqs)
         return mw_errf(err, "serve: --kv-mb and --max-seqs exclude each other (either sets the "
                             "number of slots)");
@@ -398,17 +460,24 @@ int co_cli_check_serve(const co_opts *o, mw_err *err) {
 }
 
 void co_cli_usage(FILE *f) {
-    fprintf(f,
-            "usage: coordinator generate --model PATH --tokens 1,2,3 --max-tokens N [options]\n"
-            "       coordinator serve --model PATH [--listen HOST:PORT] [options]\n"
-            "\n"
-            "generate runs the prompt through the model in one batch, then generates N tokens\n"
-            "one at a time. Prints the generated ids on stdout as one line 'tokens: 38 364 ...'.\n"
-            "serve answers the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models)\n"
-            "plus /health and /metrics, batching every request's decoding into shared steps,\n"
-            "until SIGTERM or SIGINT.\n"
-            "\n"
-            "options:\n");
+    fprintf(
+        f,
+        "usage: coordinator generate --model PATH (--prompt TEXT | --chat 'user: TEXT' |\n"
+        "                              --messages FILE | --tokens 1,2,3) --max-tokens N [options]\n"
+        "       coordinator serve --model PATH [--listen HOST:PORT] [options]\n"
+        "       coordinator tokenize --model PATH [TEXT | --stdin] [--json] [--special] "
+        "[--add-bos]\n"
+        "       coordinator detokenize --model PATH IDS [--special]\n"
+        "\n"
+        "generate runs the prompt through the model in one batch, then generates up to N tokens\n"
+        "one at a time. Text and chat prompts stream the generated text to stdout (flushed per\n"
+        "token) and stop at the model's end-of-generation tokens; --tokens prints the N generated\n"
+        "ids as one line 'tokens: 38 364 ...'. The report goes to stderr.\n"
+        "serve answers the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models)\n"
+        "plus /health and /metrics, batching every request's decoding into shared steps,\n"
+        "until SIGTERM or SIGINT.\n"
+        "\n"
+        "options:\n");
     for (size_t j = 0; j < N_OPTIONS; j++) {
         char head[64];
         snprintf(head, sizeof head, "%s%s%s", options[j].name, options[j].arg ? " " : "",
@@ -432,5 +501,5 @@ void co_cli_usage(FILE *f) {
         }
         fputc('\n', f);
     }
-    fprintf(f, "\nexpert backends: %s\n", co_backend_names());
+    fprintf(f, "\nexpert backends: %s\nchat templates: %s\n", co_backend_names(), tk_chat_known());
 }

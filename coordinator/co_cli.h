@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "kernels/kn.h"
+#include "tokenizer/tk_chat.h"
 #include "util/mw_err.h"
 #include "wire/wr_codec.h"
 
@@ -16,7 +17,14 @@ typedef struct co_opts {
     const char *model; /* GGUF file or vindex directory */
     int32_t *tokens;   /* prompt ids (malloc'ed) */
     int64_t n_tokens;
-    int64_t max_tokens; /* tokens to generate */
+    /* text in, text out (coordinator/co_text.h): exactly one of tokens, prompt, chat, messages */
+    const char *prompt;        /* plain text; special-token text is parsed */
+    tk_msgs chat;              /* --chat "role: text" messages, in order */
+    const char *messages;      /* --messages FILE.json (an OpenAI message list) */
+    const char *chat_template; /* --chat-template NAME */
+    int thinking;              /* --think on|off: 1 / 0, -1 the model's default */
+    bool show_reasoning;       /* --reasoning: stream the reasoning to stderr */
+    int64_t max_tokens;        /* tokens to generate */
     const char *logits_out;
     const char *experts; /* expert backend name (co_backend.h) */
     kn_numerics numerics;
@@ -61,7 +69,7 @@ void co_opts_free(co_opts *o);
 /* Parses argv[0..argc) (after the subcommand) into o. Unknown options, missing or malformed
  * values are errors naming the option. "-h"/"--help" sets *help. */
 int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err);
-/* Checks what `generate` needs (model, tokens, max-tokens). */
+/* Checks what `generate` needs (model, one prompt form, max-tokens). */
 int co_cli_check_generate(const co_opts *o, mw_err *err);
 /* Checks what `serve` needs (model; no prompt options). */
 int co_cli_check_serve(const co_opts *o, mw_err *err);

@@ -1,6 +1,8 @@
 /* coordinator/co_generate.c — `coordinator generate`: the prompt goes through the model as one
  * batch, then each generated token is fed back as a one-row batch through the same forward pass.
- * Generated ids go to stdout as one line; progress and timings to stderr. */
+ * A text or chat prompt (co_textcmd.h) streams the generated text to stdout as each token comes and
+ * stops at the model's end-of-generation tokens; --tokens prints the generated ids as one line.
+ * Progress and timings go to stderr. */
 #include "coordinator/co_generate.h"
 
 #include <stdio.h>
@@ -8,6 +10,7 @@
 #include <string.h>
 
 #include "coordinator/co_backend.h"
+#include "coordinator/co_textcmd.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "model/md_sampler.h"
@@ -26,6 +29,11 @@ typedef struct gen {
     float *logits; /* P rows with --logits-out, else 1 */
     md_row *rows;
     int32_t *out;
+    const int32_t *tokens; /* the prompt: --tokens, or what co_textcmd built */
+    int64_t n_tokens;
+    bool text; /* a text or chat prompt */
+    co_textcmd tx;
+    tk_ids prompt;
 } gen;
 
 static int write_rows(gen *g, const float *rows, int64_t n, mw_err *err) {
@@ -49,19 +57,33 @@ static int open_all(gen *g, mw_err *err) {
     if (md_model_load(g->src, &g->model, err) || (o->pin && md_model_pin_dense(g->model, err)))
         return -1;
     const md_config *c = &g->model->cfg;
-    for (int64_t i = 0; i < o->n_tokens; i++)
-        if (o->tokens[i] >= c->n_vocab)
+    g->text = !o->tokens;
+    g->tokens = o->tokens;
+    g->n_tokens = o->n_tokens;
+    if (g->text) {
+        if (co_textcmd_open(&g->tx, o, g->src, &g->prompt, err)) return -1;
+        if (tk_n_vocab(g->tx.tok) > c->n_vocab)
+            return mw_errf(err, "the tokenizer has %d tokens, the model's output only %lld",
+                           tk_n_vocab(g->tx.tok), (long long)c->n_vocab);
+        g->tokens = g->prompt.v;
+        g->n_tokens = (int64_t)g->prompt.n;
+        if (g->n_tokens > o->n_ctx && o->n_ctx)
+            return mw_errf(err, "the prompt is %lld tokens, more than --ctx %lld",
+                           (long long)g->n_tokens, (long long)o->n_ctx);
+    }
+    for (int64_t i = 0; i < g->n_tokens; i++)
+        if (g->tokens[i] >= c->n_vocab)
             return mw_errf(err,
                            "--tokens: token id %d (position %lld) is out of range: the "
                            "vocabulary has %lld ids",
-                           o->tokens[i], (long long)i, (long long)c->n_vocab);
-    int64_t n_ctx = o->n_ctx ? o->n_ctx : o->n_tokens + o->max_tokens;
-    if (n_ctx < o->n_tokens + o->max_tokens - 1 || n_ctx > c->n_ctx_train)
+                           g->tokens[i], (long long)i, (long long)c->n_vocab);
+    int64_t n_ctx = o->n_ctx ? o->n_ctx : g->n_tokens + o->max_tokens;
+    if (n_ctx < g->n_tokens + o->max_tokens - 1 || n_ctx > c->n_ctx_train)
         return mw_errf(err,
                        "%lld prompt + %lld generated tokens need %lld positions; the context "
                        "allows %lld (model context_length %lld)",
-                       (long long)o->n_tokens, (long long)o->max_tokens,
-                       (long long)(o->n_tokens + o->max_tokens - 1), (long long)n_ctx,
+                       (long long)g->n_tokens, (long long)o->max_tokens,
+                       (long long)(g->n_tokens + o->max_tokens - 1), (long long)n_ctx,
                        (long long)c->n_ctx_train);
     co_backend_env env = {.opts = o, .src = g->src, .model = g->model, .pool = g->pool};
     if (kind->create(&env, &g->experts, err)) return -1;
@@ -72,7 +94,7 @@ static int open_all(gen *g, mw_err *err) {
                         .n_ctx = n_ctx};
     if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
     if (md_sampler_init(&g->sampler, c->n_vocab, o->temperature, o->top_p, o->seed, err)) return -1;
-    int64_t P = o->n_tokens;
+    int64_t P = g->n_tokens;
     g->rows = malloc((size_t)P * sizeof *g->rows);
     /* every prompt row is kept only when they are all written out */
     g->logits = malloc((size_t)((o->logits_out ? P : 1) * c->n_vocab) * sizeof *g->logits);
@@ -83,25 +105,36 @@ static int open_all(gen *g, mw_err *err) {
     return 0;
 }
 
+/* A text prompt prints each token as it comes; 1 when it ends generation. */
+static int emit(gen *g, int64_t k, mw_err *err) {
+    return g->text ? co_textcmd_emit(&g->tx, g->o, g->out[k], stdout, err) : 0;
+}
+
 static int run(gen *g, mw_err *err) {
     const co_opts *o = g->o;
-    const int64_t P = o->n_tokens, N = o->max_tokens, V = g->model->cfg.n_vocab;
+    const int64_t P = g->n_tokens, V = g->model->cfg.n_vocab;
+    int64_t N = o->max_tokens;
     const bool all = g->logits_file != NULL;
     for (int64_t i = 0; i < P; i++)
         g->rows[i] = (md_row){
-            .seq = 0, .pos = (int32_t)i, .token = o->tokens[i], .logits = all || i == P - 1};
+            .seq = 0, .pos = (int32_t)i, .token = g->tokens[i], .logits = all || i == P - 1};
     double t0 = mw_now_s();
     if (md_forward(g->ctx, g->rows, P, g->logits, err)) return mw_err_wrap(err, "prefill");
     double t1 = mw_now_s();
     const float *last = all ? g->logits + (P - 1) * V : g->logits;
     if (write_rows(g, g->logits, all ? P : 0, err)) return -1;
     g->out[0] = md_sample(&g->sampler, last);
+    int st = emit(g, 0, err);
+    if (st < 0) return -1;
+    if (st == 1) N = 1;
     for (int64_t k = 1; k < N; k++) {
         md_row r = {.seq = 0, .pos = (int32_t)(P + k - 1), .token = g->out[k - 1], .logits = 1};
         if (md_forward(g->ctx, &r, 1, g->logits, err))
             return mw_err_wrap(err, "decode step %lld", (long long)k);
         if (write_rows(g, g->logits, 1, err)) return -1;
         g->out[k] = md_sample(&g->sampler, g->logits);
+        if ((st = emit(g, k, err)) < 0) return -1;
+        if (st == 1) N = k + 1;
     }
     double t2 = mw_now_s();
     if (g->logits_file) {
@@ -111,10 +144,18 @@ static int run(gen *g, mw_err *err) {
         }
         g->logits_file = NULL;
     }
-    printf("tokens:");
-    for (int64_t k = 0; k < N; k++) printf(" %d", g->out[k]);
-    printf("\n");
-    fflush(stdout);
+    if (g->text) {
+        if (co_textcmd_finish(&g->tx, o, stdout, err)) return -1;
+        fprintf(stderr, "generate: %s prompt of %lld tokens%s%s; %lld tokens generated%s\n",
+                g->tx.chat ? "chat" : "text", (long long)P, g->tx.chat ? ", template " : "",
+                g->tx.chat ? tk_chat_name(g->tx.chat) : "", (long long)N,
+                g->tx.n_stop ? " (ended by a stop token)" : "");
+    } else {
+        printf("tokens:");
+        for (int64_t k = 0; k < N; k++) printf(" %d", g->out[k]);
+        printf("\n");
+        fflush(stdout);
+    }
     fprintf(stderr,
             "generate: %s (%s, %d layers), experts %s, numerics %s, %d thread(s)\n"
             "prefill: %lld tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s "
@@ -139,6 +180,8 @@ static void close_all(gen *g) {
     free(g->logits);
     free(g->rows);
     free(g->out);
+    co_textcmd_close(&g->tx);
+    tk_ids_free(&g->prompt);
 }
 
 int co_generate(const co_opts *o) {

@@ -7,15 +7,21 @@
 #include "coordinator/co_cli.h"
 #include "coordinator/co_generate.h"
 #include "coordinator/co_serve.h"
+#include "coordinator/co_textcmd.h"
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         co_cli_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "tokenize")) return co_tokenize_main(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "detokenize")) return co_detokenize_main(argc - 2, argv + 2);
     const bool serve = !strcmp(argv[1], "serve");
     if (strcmp(argv[1], "generate") && !serve) {
-        fprintf(stderr, "coordinator: unknown command '%s' (known: generate, serve)\n", argv[1]);
+        fprintf(stderr,
+                "coordinator: unknown command '%s' (known: generate, serve, tokenize, detokenize)
+                ",
+                argv[1]);
         return 2;
     }
     const char *cmd = serve ? "serve" : "generate";

@@ -1,0 +1,242 @@
+/* coordinator/co_textcmd.c — see co_textcmd.h. The tokenizer comes from the model being served (a
+ * GGUF file's metadata, a vindex's carried tokenizer file) or, for tokenize / detokenize, from any
+ * file tk_load_path takes, vocabulary-only GGUFs included. */
+#include "coordinator/co_textcmd.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vindex/vx_source.h"
+
+#define MAX_TEXT (256u << 20)
+
+static int read_all(FILE *f, const char *what, char **out, size_t *len, mw_err *err) {
+    tk_text b = {0};
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (b.n + k > MAX_TEXT) {
+            tk_text_free(&b);
+            return mw_errf(err, "%s: more than %u bytes", what, MAX_TEXT);
+        }
+        if (tk_text_add(&b, buf, k)) {
+            tk_text_free(&b);
+            return mw_errf(err, "out of memory");
+        }
+    }
+    if (ferror(f)) {
+        tk_text_free(&b);
+        return mw_errf(err, "%s: read failed", what);
+    }
+    if (tk_text_add(&b, "", 0)) return mw_errf(err, "out of memory");
+    *out = b.s;
+    *len = b.n;
+    return 0;
+}
+
+int co_textcmd_open(co_textcmd *x, const co_opts *o, const vx_source *src, tk_ids *prompt,
+                    mw_err *err) {
+    *x = (co_textcmd){0};
+    if (tk_load_source(src, &x->tok, err)) return mw_err_wrap(err, "tokenizer");
+    if (o->prompt) {
+        unsigned fl = TK_SPECIAL | (tk_add_bos(x->tok) ? TK_ADD_BOS : 0);
+        if (tk_encode(x->tok, o->prompt, strlen(o->prompt), fl, prompt, err))
+            return mw_err_wrap(err, "--prompt");
+        tk_stream_init(&x->stream, x->tok, 0);
+        return prompt->n ? 0 : mw_errf(err, "--prompt: the text gives no tokens");
+    }
+    tk_msgs file = {0};
+    const tk_msgs *msgs = &o->chat;
+    if (o->messages) {
+        FILE *f = fopen(o->messages, "rb");
+        if (!f) return mw_errf(err, "--messages: cannot open %s: %s", o->messages, strerror(errno));
+        char *json;
+        size_t len;
+        int rc = read_all(f, o->messages, &json, &len, err);
+        fclose(f);
+        if (rc) return -1;
+        rc = tk_msgs_parse(json, len, &file, err);
+        free(json);
+        if (rc) return mw_err_wrap(err, "%s", o->messages);
+        msgs = &file;
+    }
+    int rc = tk_chat_open(x->tok, o->chat_template, &x->chat, err);
+    if (!rc && *tk_chat_missing(x->chat))
+        fprintf(stderr,
+                "coordinator: note: the vocabulary has no %s; the %s template spells them as "
+                "plain text\n",
+                tk_chat_missing(x->chat), tk_chat_name(x->chat));
+    x->copts = (tk_chat_opts){.add_generation_prompt = true, .thinking = o->thinking};
+    if (!rc) rc = tk_chat_render(x->chat, msgs->v, msgs->n, &x->copts, prompt, err);
+    if (!rc) rc = tk_chat_parser_new(x->chat, &x->copts, &x->parser, err);
+    tk_msgs_free(&file);
+    return rc;
+}
+
+static int put(const tk_text *t, FILE *f) {
+    if (t->n && fwrite(t->s, 1, t->n, f) != t->n) return -1;
+    return fflush(f);
+}
+
+int co_textcmd_emit(co_textcmd *x, const co_opts *o, int32_t id, FILE *out, mw_err *err) {
+    x->content.n = x->reasoning.n = 0;
+    int rc;
+    if (x->chat) {
+        rc = tk_chat_parser_push(x->parser, id, &x->content, &x->reasoning, err);
+    } else {
+        rc = tk_is_eog(x->tok, id) ? 1 : tk_stream_push(&x->stream, id, &x->content, err);
+    }
+    if (rc == 1) x->n_stop = 1;
+    if (rc) return rc;
+    if (put(&x->content, out) || (o->show_reasoning && put(&x->reasoning, stderr)))
+        return mw_errf(err, "writing the generated text failed");
+    return 0;
+}
+
+int co_textcmd_finish(co_textcmd *x, const co_opts *o, FILE *out, mw_err *err) {
+    x->content.n = x->reasoning.n = 0;
+    int rc = x->chat ? tk_chat_parser_finish(x->parser, &x->content, &x->reasoning, err)
+                     : tk_stream_finish(&x->stream, &x->content, err);
+    if (rc) return -1;
+    if (put(&x->content, out) || (o->show_reasoning && put(&x->reasoning, stderr)) ||
+        fputc('\n', out) == EOF || fflush(out))
+        return mw_errf(err, "writing the generated text failed");
+    return 0;
+}
+
+void co_textcmd_close(co_textcmd *x) {
+    tk_chat_parser_free(x->parser);
+    tk_chat_free(x->chat);
+    tk_free(x->tok);
+    tk_text_free(&x->content);
+    tk_text_free(&x->reasoning);
+    *x = (co_textcmd){0};
+}
+
+/* ---- tokenize / detokenize ------------------------------------------------------------------ */
+
+static void text_usage(FILE *f) {
+    fprintf(
+        f, "usage: coordinator tokenize --model PATH [TEXT | --stdin] [--json] [--special] "
+           "[--add-bos]\n"
+           "       coordinator detokenize --model PATH IDS [--special]\n"
+           "\n"
+           "PATH is a GGUF file (a full model or a vocabulary-only one), a vindex, a Hugging Face\n"
+           "checkpoint directory or a tokenizer.json. tokenize prints the ids on one line,\n"
+           "separated by spaces (--json: a JSON array); special-token text becomes its token\n"
+           "only with --special, and no BOS is added unless --add-bos. --stdin reads the text\n"
+           "byte for byte. detokenize prints the text of IDS (comma- or space-separated);\n"
+           "control tokens print only with --special.\n");
+}
+
+typedef struct text_args {
+    const char *model, *text, *ids;
+    bool in, json, special, bos, help;
+} text_args;
+
+static int parse_text_args(int argc, char **argv, bool tokenize, text_args *a, mw_err *err) {
+    *a = (text_args){0};
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "-h") || !strcmp(s, "--help"))
+            a->help = true;
+        else if (!strcmp(s, "--model")) {
+            if (i + 1 >= argc) return mw_errf(err, "--model needs a value (PATH)");
+            a->model = argv[++i];
+        } else if (!strncmp(s, "--model=", 8))
+            a->model = s + 8;
+        else if (!strcmp(s, "--special"))
+            a->special = true;
+        else if (tokenize && !strcmp(s, "--stdin"))
+            a->in = true;
+        else if (tokenize && !strcmp(s, "--json"))
+            a->json = true;
+        else if (tokenize && !strcmp(s, "--add-bos"))
+            a->bos = true;
+        else if (!strncmp(s, "--", 2))
+            return mw_errf(err, "unknown option '%s' (see --help)", s);
+        else if (tokenize ? a->text != NULL : a->ids != NULL)
+            return mw_errf(err, "more than one %s given", tokenize ? "TEXT" : "IDS");
+        else if (tokenize)
+            a->text = s;
+        else
+            a->ids = s;
+    }
+    if (a->help) return 0;
+    if (!a->model) return mw_errf(err, "--model is required");
+    if (tokenize && !!a->text == a->in) return mw_errf(err, "give either TEXT or --stdin");
+    if (!tokenize && !a->ids) return mw_errf(err, "IDS are required");
+    return 0;
+}
+
+int co_tokenize_main(int argc, char **argv) {
+    text_args a;
+    mw_err err = {{0}};
+    if (parse_text_args(argc, argv, true, &a, &err)) {
+        fprintf(stderr, "coordinator tokenize: %s\n", err.msg);
+        return 2;
+    }
+    if (a.help) return text_usage(stdout), 0;
+    tk_tokenizer *t = NULL;
+    char *in = NULL;
+    size_t len = a.text ? strlen(a.text) : 0;
+    tk_ids ids = {0};
+    int rc = 1;
+    if (tk_load_path(a.model, &t, &err) || (a.in && read_all(stdin, "stdin", &in, &len, &err)) ||
+        tk_encode(t, a.in ? in : a.text, len,
+                  (a.special ? TK_SPECIAL : 0) | (a.bos ? TK_ADD_BOS : 0), &ids, &err)) {
+        fprintf(stderr, "coordinator tokenize: %s\n", err.msg);
+    } else {
+        if (a.json) putchar('[');
+        for (size_t i = 0; i < ids.n; i++)
+            printf(a.json ? (i ? ", %d" : "%d") : (i ? " %d" : "%d"), ids.v[i]);
+        printf(a.json ? "]\n" : "\n");
+        rc = fflush(stdout) ? 1 : 0;
+    }
+    tk_ids_free(&ids);
+    free(in);
+    tk_free(t);
+    return rc;
+}
+
+int co_detokenize_main(int argc, char **argv) {
+    text_args a;
+    mw_err err = {{0}};
+    if (parse_text_args(argc, argv, false, &a, &err)) {
+        fprintf(stderr, "coordinator detokenize: %s\n", err.msg);
+        return 2;
+    }
+    if (a.help) return text_usage(stdout), 0;
+    tk_ids ids = {0};
+    for (const char *p = a.ids; *p;) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '[' || *p == ']') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && !strchr(", \t\n]", *end))) {
+            fprintf(stderr, "coordinator detokenize: '%.*s' is not a token id\n",
+                    (int)strcspn(p, ", \t\n"), p);
+            tk_ids_free(&ids);
+            return 2;
+        }
+        if (tk_ids_push(&ids, (int32_t)v)) return 1;
+        p = end;
+    }
+    tk_tokenizer *t = NULL;
+    tk_text out = {0};
+    int rc = 1;
+    if (tk_load_path(a.model, &t, &err) ||
+        tk_decode(t, ids.v, ids.n, a.special ? TK_SPECIAL : 0, &out, &err)) {
+        fprintf(stderr, "coordinator detokenize: %s\n", err.msg);
+    } else {
+        if (out.n) fwrite(out.s, 1, out.n, stdout);
+        putchar('\n');
+        rc = fflush(stdout) ? 1 : 0;
+    }
+    tk_text_free(&out);
+    tk_ids_free(&ids);
+    tk_free(t);
+    return rc;
+}
