@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deploy/demo.sh — `make run`: synthesize a small gpt-oss-shaped model with RANDOM weights, start a
-# loopback cluster of 2 expert nodes, generate 32 tokens through it, and print the report.
+# loopback cluster of 2 expert nodes, generate 32 tokens of text from a text prompt through it, and
+# print the text and the report. The weights are random, so the text is too.
 #
 # The shape (hidden = expert ff = 1536, 16 experts top-4, MXFP4 experts, Q8_0 dense, f16 wire) is
 # chosen so that the movement ratio — wire bytes per token over expert weight bytes read per
@@ -9,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=build/demo/gpt-oss-demo-1536.vindex
-if [ ! -f "$model/manifest.json" ]; then
+# (a demo model from before vindexes carried their tokenizer is made again)
+if [ ! -f "$model/manifest.json" ] || [ ! -f "$model/tokenizer.gguf" ]; then
   echo "== making the demo model (random weights: the tokens it generates mean nothing) =="
   mkdir -p build/demo
   rm -rf "$model.tmp"
@@ -19,7 +21,10 @@ if [ ! -f "$model/manifest.json" ]; then
   rm -rf "$model" && mv "$model.tmp" "$model"
 fi
 echo "== loopback cluster: 2 expert nodes on 127.0.0.1, 32 tokens, f16 activations on the wire =="
-bin/coordinator generate --model "$model" --loopback 2 --wire f16 --tokens 1,2,3,4,5,6,7,8 \
+echo "== the weights are RANDOM, so the text below is random bytes-and-pieces, not language =="
+echo "prompt: The quick brown fox"
+printf 'text:   '
+bin/coordinator generate --model "$model" --loopback 2 --wire f16 --prompt "The quick brown fox" \
   --max-tokens 32
 echo "== the movement ratio above is wire bytes per token / expert weight bytes read per token;"
 echo "   moewire's target band is 1e-3 to 1e-4 (see docs/benchmarks.md)"

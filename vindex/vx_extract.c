@@ -409,6 +409,53 @@ static int copy_carried(job *j) {
     return 0;
 }
 
+/* The source's tokenizer as a file of its own (tokenizer.gguf: a vocabulary-only GGUF holding its
+ * tokenizer.* keys and general.architecture), carried and checksummed like any other file, so a
+ * coordinator that mounts the vindex reads its tokenizer from one small file. A Hugging Face
+ * source carries its tokenizer.json instead (copy_carried). */
+static int write_tokenizer(job *j) {
+    const vx_meta *src = j->in->meta;
+    if (vx_meta_find(src, "tokenizer.ggml.model") < 0) return 0;
+    for (size_t i = 0; i < j->in->n_carry; i++) {
+        const char *slash = strrchr(j->in->carry[i], '/');
+        if (!strcmp(slash ? slash + 1 : j->in->carry[i], VX_TOKENIZER_FILE)) return 0;
+    }
+    vx_gguf_writer *w = vx_gguf_writer_new(32);
+    if (!w) return mw_errf(j->err, "out of memory");
+    vx_meta *m = vx_gguf_writer_meta(w);
+    int rc = 0;
+    for (size_t i = 0; i < vx_meta_count(src) && rc == 0; i++) {
+        const char *k = vx_meta_key(src, i);
+        if (!strncmp(k, "tokenizer.", 10) || !strcmp(k, "general.architecture"))
+            rc = vx_meta_copy_entry(m, src, i) ? mw_errf(j->err, "out of memory") : 0;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", j->dir, VX_TOKENIZER_FILE);
+    if (rc == 0) rc = note_created(j, VX_TOKENIZER_FILE);
+    if (rc == 0) rc = vx_gguf_writer_write(w, path, j->err);
+    vx_gguf_writer_free(w);
+    if (rc) return -1;
+    vx_mf_file f = {.name = strdup(VX_TOKENIZER_FILE)};
+    FILE *fp = fopen(path, "rb");
+    if (!f.name || !fp) {
+        free(f.name);
+        if (fp) fclose(fp);
+        return mw_errf(j->err, "%s: cannot read back", path);
+    }
+    fseek(fp, 0, SEEK_END);
+    f.size = (uint64_t)ftell(fp);
+    fclose(fp);
+    vx_mf_file *c = realloc(j->m.carried, (j->m.n_carried + 1) * sizeof *c);
+    if (!c || vx_hash_range(path, 0, f.size, f.b2, f.sha, NULL, NULL, j->err)) {
+        free(f.name);
+        if (c) j->m.carried = c;
+        return c ? -1 : mw_errf(j->err, "out of memory");
+    }
+    j->m.carried = c;
+    j->m.carried[j->m.n_carried++] = f;
+    return 0;
+}
+
 /* ---- provenance ---------------------------------------------------------------------------- */
 
 static json_t *hexj(const uint8_t d[VX_DIGEST_BYTES]) {
@@ -489,7 +536,7 @@ static int run(job *j, vx_extract_stats *st) {
     if (write_dense(j)) return -1;
     for (size_t i = 0; i < j->m.n_moe; i++)
         if (write_layer(j, &j->m.moe[i])) return -1;
-    if (copy_carried(j)) return -1;
+    if (copy_carried(j) || write_tokenizer(j)) return -1;
     pthread_join(j->th, NULL);
     j->th_started = false;
     if (j->ph.rc) {

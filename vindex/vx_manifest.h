@@ -20,6 +20,7 @@
 #define VX_ALIGN              64 /* every tensor, part and extent starts at a multiple of this */
 #define VX_MANIFEST           "manifest.json"
 #define VX_DENSE_FILE         "dense.bin"
+#define VX_TOKENIZER_FILE     "tokenizer.gguf" /* the tokenizer extract writes from a GGUF */
 #define VX_MANIFEST_MAX_BYTES (1ull << 30)
 
 /* A whole file with its checksums (dense.bin, carried tokenizer files). */

@@ -37,18 +37,24 @@ typedef struct synth {
  * llama.cpp's converter writes them, and the layer's tensors. A new family is a new row (and its
  * layer function); nothing else compares family names. */
 typedef struct synth_arch {
-    const char *name;       /* --arch, general.architecture and the metadata key prefix */
-    int head_dim;           /* default head dimension; 0 = hidden / heads */
-    kn_type expert_type;    /* default expert format */
-    int context;            /* default context_length */
-    int ff_mult;            /* feed_forward_length = ff_mult × expert ff */
-    float rope_base;        /* rope.freq_base */
-    float rms_eps;          /* attention.layer_norm_rms_epsilon */
-    bool yarn;              /* rope.scaling: YaRN ×32 over an original context of 4096 */
-    bool sliding_window;    /* attention.sliding_window (every second layer) */
-    const char *tok_pre;    /* tokenizer.ggml.pre */
-    const char *special[3]; /* the control tokens at the end of the vocabulary */
-    int pad_from_end;       /* padding token id = vocab - pad_from_end */
+    const char *name;    /* --arch, general.architecture and the metadata key prefix */
+    int head_dim;        /* default head dimension; 0 = hidden / heads */
+    kn_type expert_type; /* default expert format */
+    int context;         /* default context_length */
+    int ff_mult;         /* feed_forward_length = ff_mult × expert ff */
+    float rope_base;     /* rope.freq_base */
+    float rms_eps;       /* attention.layer_norm_rms_epsilon */
+    bool yarn;           /* rope.scaling: YaRN ×32 over an original context of 4096 */
+    bool sliding_window; /* attention.sliding_window (every second layer) */
+    /* The family's tokenizer (a per-family hook: a new family fills these in): the pre-tokenizer
+     * name, its chat special tokens (NULL-terminated; they end the vocabulary in this order,
+     * "<...|>"-style ones as control tokens, <think> / </think> user-defined), which of them are
+     * BOS, EOS and padding, and a tokenizer.chat_template the tokenizer recognises as the
+     * family's chat format (tokenizer/tk_chat.c). */
+    const char *tok_pre;
+    const char *special[16];
+    int bos, eos, pad; /* indexes into special */
+    const char *chat_template;
     /* Adds layer l's tensors, in the order llama.cpp's converter writes them. */
     int (*layer)(synth *s, const vx_synth_opts *o, int l);
     /* Optional: metadata keys of the family's own, added after the common ones. */
@@ -69,8 +75,15 @@ static const synth_arch archs[] = {
      .yarn = true,
      .sliding_window = true,
      .tok_pre = "gpt-4o",
-     .special = {"<|startoftext|>", "<|endoftext|>", "<|return|>"},
-     .pad_from_end = 2,
+     .special = {"<|startoftext|>", "<|endoftext|>", "<|constrain|>", "<|channel|>", "<|start|>",
+                 "<|end|>", "<|message|>", "<|call|>", "<|return|>"},
+     .bos = 0,
+     .eos = 8,
+     .pad = 1,
+     .chat_template = "{#- harmony (gpt-oss) -#}{%- for m in messages -%}<|start|>{{ m.role }}"
+                      "{%- if m.channel %}<|channel|>{{ m.channel }}{% endif -%}<|message|>"
+                      "{{ m.content }}<|end|>{%- endfor -%}{%- if add_generation_prompt -%}"
+                      "<|start|>assistant{%- endif -%}",
      .layer = layer_gpt_oss},
     {.name = "qwen3moe",
      .head_dim = 0,
@@ -80,8 +93,15 @@ static const synth_arch archs[] = {
      .rope_base = 1000000.0f,
      .rms_eps = 1e-6f,
      .tok_pre = "qwen2",
-     .special = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
-     .pad_from_end = 3,
+     .special = {"<think>", "</think>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"},
+     .bos = 2,
+     .eos = 4,
+     .pad = 2,
+     .chat_template = "{#- ChatML with the Qwen3 thinking switch -#}{%- for m in messages -%}"
+                      "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor -%}"
+                      "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- if "
+                      "enable_thinking is defined and not enable_thinking -%}<think>\n\n</think>"
+                      "\n\n{%- endif -%}{%- endif -%}",
      .layer = layer_qwen3moe},
 };
 
@@ -220,11 +240,13 @@ static int complete(vx_synth_opts *o, mw_err *err) {
         return mw_errf(err, "head dimension %d must be even (RoPE rotates pairs)", o->head_dim);
     if (o->top_k > o->experts)
         return mw_errf(err, "--top-k %d exceeds --experts %d", o->top_k, o->experts);
-    if (o->vocab < 259)
+    int n_sp = 0;
+    while (a && a->special[n_sp]) n_sp++;
+    if (o->vocab < 256 + n_sp)
         return mw_errf(err,
-                       "--vocab %d: the byte-level tokenizer needs at least 259 tokens "
-                       "(256 bytes + 3 control tokens)",
-                       o->vocab);
+                       "--vocab %d: the byte-level tokenizer needs at least %d tokens "
+                       "(256 bytes + %d chat special tokens)",
+                       o->vocab, 256 + n_sp, n_sp);
     return need_multiple("hidden", o->hidden, o->expert_type, err) ||
                    need_multiple("expert-ff", o->expert_ff, o->expert_type, err) ||
                    need_multiple("hidden", o->hidden, o->dense_type, err) ||
@@ -477,8 +499,8 @@ static void byte_token(int b, char out[4]) {
 }
 
 /* A byte-level BPE vocabulary: 256 byte tokens, two-byte merges of the most common bytes first
- * (anti-diagonals of a frequency ranking), reserved tokens past 65536 merges, and 3 control
- * tokens at the end. */
+ * (anti-diagonals of a frequency ranking), reserved tokens past 65536 merges, and the family's
+ * chat special tokens at the end. */
 static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *fam) {
     static const char rank_src[] = " etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789"
                                    ".,'\"-!?:;()";
@@ -490,7 +512,9 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *f
     }
     for (int b = 0; b < 256; b++)
         if (!used[b]) rank[n_rank++] = b;
-    int V = o->vocab, n_merges = V - 259 < 65536 ? V - 259 : 65536;
+    int n_sp = 0;
+    while (fam->special[n_sp]) n_sp++;
+    int V = o->vocab, n_merges = V - 256 - n_sp < 65536 ? V - 256 - n_sp : 65536;
     char **tok = calloc((size_t)V, sizeof *tok), **mer = calloc((size_t)n_merges + 1, sizeof *mer);
     int32_t *type = calloc((size_t)V, sizeof *type);
     int rc = tok && mer && type ? 0 : -1;
@@ -514,33 +538,37 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *f
             mer[k++] = strdup(t);
         }
     }
-    for (int i = 256 + k; i < V - 3; i++) {
+    for (int i = 256 + k; i < V - n_sp; i++) {
         char t[32];
         snprintf(t, sizeof t, "<|reserved_%d|>", i);
         tok[i] = strdup(t);
         type[i] = 5; /* unused */
     }
-    for (int i = 0; i < 3; i++) {
-        tok[V - 3 + i] = strdup(fam->special[i]);
-        type[V - 3 + i] = 3; /* control */
+    for (int i = 0; i < n_sp; i++) {
+        tok[V - n_sp + i] = strdup(fam->special[i]);
+        /* <think> and </think> are text the model writes (user-defined), the rest control */
+        type[V - n_sp + i] = strstr(fam->special[i], "think>") ? 4 : 3;
     }
     for (int i = 0; i < V && rc == 0; i++)
         if (!tok[i]) rc = -1;
     for (int i = 0; i < k && rc == 0; i++)
         if (!mer[i]) rc = -1;
     if (rc == 0)
-        rc = vx_meta_set_str(m, "tokenizer.ggml.model", "gpt2", 4) ||
-             vx_meta_set_str(m, "tokenizer.ggml.pre", fam->tok_pre, strlen(fam->tok_pre)) ||
-             vx_meta_set_arr_str(m, "tokenizer.ggml.tokens", (const char *const *)tok, NULL,
-                                 (uint64_t)V) ||
-             vx_meta_set_arr(m, "tokenizer.ggml.token_type", VX_I32, type, (uint64_t)V) ||
-             vx_meta_set_arr_str(m, "tokenizer.ggml.merges", (const char *const *)mer, NULL,
-                                 (uint64_t)k) ||
-             vx_meta_set_u32(m, "tokenizer.ggml.bos_token_id", (uint32_t)(V - 3)) ||
-             vx_meta_set_u32(m, "tokenizer.ggml.eos_token_id", (uint32_t)(V - 1)) ||
-             vx_meta_set_u32(m, "tokenizer.ggml.padding_token_id",
-                             (uint32_t)(V - fam->pad_from_end)) ||
-             vx_meta_set_bool(m, "tokenizer.ggml.add_bos_token", false);
+        rc =
+            vx_meta_set_str(m, "tokenizer.ggml.model", "gpt2", 4) ||
+            vx_meta_set_str(m, "tokenizer.ggml.pre", fam->tok_pre, strlen(fam->tok_pre)) ||
+            vx_meta_set_arr_str(m, "tokenizer.ggml.tokens", (const char *const *)tok, NULL,
+                                (uint64_t)V) ||
+            vx_meta_set_arr(m, "tokenizer.ggml.token_type", VX_I32, type, (uint64_t)V) ||
+            vx_meta_set_arr_str(m, "tokenizer.ggml.merges", (const char *const *)mer, NULL,
+                                (uint64_t)k) ||
+            vx_meta_set_u32(m, "tokenizer.ggml.bos_token_id", (uint32_t)(V - n_sp + fam->bos)) ||
+            vx_meta_set_u32(m, "tokenizer.ggml.eos_token_id", (uint32_t)(V - n_sp + fam->eos)) ||
+            vx_meta_set_u32(m, "tokenizer.ggml.padding_token_id",
+                            (uint32_t)(V - n_sp + fam->pad)) ||
+            vx_meta_set_bool(m, "tokenizer.ggml.add_bos_token", false) ||
+            (fam->chat_template && vx_meta_set_str(m, "tokenizer.chat_template", fam->chat_template,
+                                                   strlen(fam->chat_template)));
     for (int i = 0; tok && i < V; i++) free(tok[i]);
     for (int i = 0; mer && i < n_merges; i++) free(mer[i]);
     free(tok);
