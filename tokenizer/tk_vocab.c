@@ -162,13 +162,16 @@ static bool is_special_type(int ty) {
     return ty == TK_T_CONTROL || ty == TK_T_USER || ty == TK_T_UNKNOWN;
 }
 
-static const tk_tokenizer *sort_t;
+/* Special tokens sort by text length, longest first, then by id. */
+typedef struct len_id {
+    uint64_t len;
+    int32_t id;
+} len_id;
+
 static int by_len_desc(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint64_t lx = sort_t->text_off[x + 1] - sort_t->text_off[x];
-    uint64_t ly = sort_t->text_off[y + 1] - sort_t->text_off[y];
-    if (lx != ly) return lx > ly ? -1 : 1;
-    return x < y ? -1 : x > y;
+    const len_id *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
 int tk__finish(tk_tokenizer *t, const char *what, mw_err *err) {
@@ -204,12 +207,14 @@ int tk__finish(tk_tokenizer *t, const char *what, mw_err *err) {
         ns += is_special_type(t->type[i]) && t->text_off[i + 1] > t->text_off[i];
     t->special = malloc((ns ? ns : 1) * sizeof *t->special);
     if (!t->special) return mw_errf(err, "out of memory");
+    len_id *order = malloc((ns ? ns : 1) * sizeof *order);
+    if (!order) return mw_errf(err, "out of memory");
     for (int32_t i = 0; i < t->n; i++)
         if (is_special_type(t->type[i]) && t->text_off[i + 1] > t->text_off[i])
-            t->special[t->n_special++] = i;
-    sort_t = t;
-    qsort(t->special, t->n_special, sizeof *t->special, by_len_desc);
-    sort_t = NULL;
+            order[t->n_special++] = (len_id){t->text_off[i + 1] - t->text_off[i], i};
+    qsort(order, t->n_special, sizeof *order, by_len_desc);
+    for (size_t i = 0; i < t->n_special; i++) t->special[i] = order[i].id;
+    free(order);
     return 0;
 }
 

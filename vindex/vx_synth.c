@@ -47,13 +47,15 @@ typedef struct synth_arch {
     bool yarn;           /* rope.scaling: YaRN ×32 over an original context of 4096 */
     bool sliding_window; /* attention.sliding_window (every second layer) */
     /* The family's tokenizer (a per-family hook: a new family fills these in): the pre-tokenizer
-     * name, its chat special tokens (NULL-terminated; they end the vocabulary in this order,
-     * "<...|>"-style ones as control tokens, <think> / </think> user-defined), which of them are
-     * BOS, EOS and padding, and a tokenizer.chat_template the tokenizer recognises as the
-     * family's chat format (tokenizer/tk_chat.c). */
+     * name; 3 control tokens that end the vocabulary (BOS, then the padding token at
+     * vocab - pad_from_end, EOS last); the family's other chat tokens (NULL-terminated), placed
+     * just before them when the vocabulary has room (<think> / </think> user-defined, the rest
+     * control); and a tokenizer.chat_template the tokenizer recognises as the family's chat
+     * format (tokenizer/tk_chat.c). */
     const char *tok_pre;
-    const char *special[16];
-    int bos, eos, pad; /* indexes into special */
+    const char *special[3];
+    int pad_from_end;
+    const char *chat_special[16];
     const char *chat_template;
     /* Adds layer l's tensors, in the order llama.cpp's converter writes them. */
     int (*layer)(synth *s, const vx_synth_opts *o, int l);
@@ -75,11 +77,10 @@ static const synth_arch archs[] = {
      .yarn = true,
      .sliding_window = true,
      .tok_pre = "gpt-4o",
-     .special = {"<|startoftext|>", "<|endoftext|>", "<|constrain|>", "<|channel|>", "<|start|>",
-                 "<|end|>", "<|message|>", "<|call|>", "<|return|>"},
-     .bos = 0,
-     .eos = 8,
-     .pad = 1,
+     .special = {"<|startoftext|>", "<|endoftext|>", "<|return|>"},
+     .pad_from_end = 2,
+     .chat_special = {"<|constrain|>", "<|channel|>", "<|start|>", "<|end|>", "<|message|>",
+                      "<|call|>"},
      .chat_template = "{#- harmony (gpt-oss) -#}{%- for m in messages -%}<|start|>{{ m.role }}"
                       "{%- if m.channel %}<|channel|>{{ m.channel }}{% endif -%}<|message|>"
                       "{{ m.content }}<|end|>{%- endfor -%}{%- if add_generation_prompt -%}"
@@ -93,10 +94,9 @@ static const synth_arch archs[] = {
      .rope_base = 1000000.0f,
      .rms_eps = 1e-6f,
      .tok_pre = "qwen2",
-     .special = {"<think>", "</think>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"},
-     .bos = 2,
-     .eos = 4,
-     .pad = 2,
+     .special = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
+     .pad_from_end = 3,
+     .chat_special = {"<think>", "</think>"},
      .chat_template = "{#- ChatML with the Qwen3 thinking switch -#}{%- for m in messages -%}"
                       "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor -%}"
                       "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- if "
@@ -240,13 +240,11 @@ static int complete(vx_synth_opts *o, mw_err *err) {
         return mw_errf(err, "head dimension %d must be even (RoPE rotates pairs)", o->head_dim);
     if (o->top_k > o->experts)
         return mw_errf(err, "--top-k %d exceeds --experts %d", o->top_k, o->experts);
-    int n_sp = 0;
-    while (a && a->special[n_sp]) n_sp++;
-    if (o->vocab < 256 + n_sp)
+    if (o->vocab < 259)
         return mw_errf(err,
-                       "--vocab %d: the byte-level tokenizer needs at least %d tokens "
-                       "(256 bytes + %d chat special tokens)",
-                       o->vocab, 256 + n_sp, n_sp);
+                       "--vocab %d: the byte-level tokenizer needs at least 259 tokens "
+                       "(256 bytes + 3 control tokens)",
+                       o->vocab);
     return need_multiple("hidden", o->hidden, o->expert_type, err) ||
                    need_multiple("expert-ff", o->expert_ff, o->expert_type, err) ||
                    need_multiple("hidden", o->hidden, o->dense_type, err) ||
@@ -499,8 +497,8 @@ static void byte_token(int b, char out[4]) {
 }
 
 /* A byte-level BPE vocabulary: 256 byte tokens, two-byte merges of the most common bytes first
- * (anti-diagonals of a frequency ranking), reserved tokens past 65536 merges, and the family's
- * chat special tokens at the end. */
+ * (anti-diagonals of a frequency ranking), reserved tokens past 65536 merges, the family's chat
+ * tokens when there is room, and 3 control tokens at the end. */
 static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *fam) {
     static const char rank_src[] = " etaoinshrdlcumwfgypbvkjxqzETAOINSHRDLCUMWFGYPBVKJXQZ0123456789"
                                    ".,'\"-!?:;()";
@@ -512,8 +510,10 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *f
     }
     for (int b = 0; b < 256; b++)
         if (!used[b]) rank[n_rank++] = b;
-    int n_sp = 0;
-    while (fam->special[n_sp]) n_sp++;
+    int n_chat = 0;
+    while (fam->chat_special[n_chat]) n_chat++;
+    if (o->vocab < 259 + n_chat) n_chat = 0; /* too small a vocabulary to chat in */
+    int n_sp = n_chat + 3;
     int V = o->vocab, n_merges = V - 256 - n_sp < 65536 ? V - 256 - n_sp : 65536;
     char **tok = calloc((size_t)V, sizeof *tok), **mer = calloc((size_t)n_merges + 1, sizeof *mer);
     int32_t *type = calloc((size_t)V, sizeof *type);
@@ -545,9 +545,10 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *f
         type[i] = 5; /* unused */
     }
     for (int i = 0; i < n_sp; i++) {
-        tok[V - n_sp + i] = strdup(fam->special[i]);
+        const char *name = i < n_chat ? fam->chat_special[i] : fam->special[i - n_chat];
+        tok[V - n_sp + i] = strdup(name);
         /* <think> and </think> are text the model writes (user-defined), the rest control */
-        type[V - n_sp + i] = strstr(fam->special[i], "think>") ? 4 : 3;
+        type[V - n_sp + i] = strstr(name, "think>") ? 4 : 3;
     }
     for (int i = 0; i < V && rc == 0; i++)
         if (!tok[i]) rc = -1;
@@ -562,10 +563,10 @@ static int add_tokenizer(vx_meta *m, const vx_synth_opts *o, const synth_arch *f
             vx_meta_set_arr(m, "tokenizer.ggml.token_type", VX_I32, type, (uint64_t)V) ||
             vx_meta_set_arr_str(m, "tokenizer.ggml.merges", (const char *const *)mer, NULL,
                                 (uint64_t)k) ||
-            vx_meta_set_u32(m, "tokenizer.ggml.bos_token_id", (uint32_t)(V - n_sp + fam->bos)) ||
-            vx_meta_set_u32(m, "tokenizer.ggml.eos_token_id", (uint32_t)(V - n_sp + fam->eos)) ||
+            vx_meta_set_u32(m, "tokenizer.ggml.bos_token_id", (uint32_t)(V - 3)) ||
+            vx_meta_set_u32(m, "tokenizer.ggml.eos_token_id", (uint32_t)(V - 1)) ||
             vx_meta_set_u32(m, "tokenizer.ggml.padding_token_id",
-                            (uint32_t)(V - n_sp + fam->pad)) ||
+                            (uint32_t)(V - fam->pad_from_end)) ||
             vx_meta_set_bool(m, "tokenizer.ggml.add_bos_token", false) ||
             (fam->chat_template && vx_meta_set_str(m, "tokenizer.chat_template", fam->chat_template,
                                                    strlen(fam->chat_template)));

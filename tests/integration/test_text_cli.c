@@ -204,11 +204,54 @@ static void test_generate_chat(void **state) {
     free(dir);
 }
 
+/* synthetic models carry a byte-level tokenizer, their family's chat tokens and template */
+static void test_synth_models_chat(void **state) {
+    (void)state;
+    char co[512], vx[512]; /* mwt_bin's buffer is reused */
+    snprintf(co, sizeof co, "%s", mwt_bin("coordinator"));
+    snprintf(vx, sizeof vx, "%s", mwt_bin("vindex"));
+    char *dir = mwt_tmpdir("textcli");
+    const char *fam[][2] = {{"gpt-oss", "harmony"}, {"qwen3moe", "qwen3"}};
+    for (int f = 0; f < 2; f++) {
+        char model[600];
+        snprintf(model, sizeof model, "%s/%s.vindex", dir, fam[f][0]);
+        char *out, *err;
+        const char *synth[] = {vx,          "synth", "--arch",  fam[f][0], "--layers",    "2",
+                               "--hidden",  "256",   "--heads", "4",       "--kv-heads",  "2",
+                               "--experts", "4",     "--top-k", "2",       "--expert-ff", "256",
+                               "--vocab",   "1000",  "--seed",  "7",       "--format",    "vindex",
+                               model,       NULL};
+        if (run(synth, &out, &err)) fail_msg("%s", err);
+        free(out), free(err);
+        if (run((const char *[]){co, "generate", "--model", model, "--chat", "user: hello",
+                                 "--max-tokens", "6", "--threads", "2", NULL},
+                &out, &err))
+            fail_msg("%s: %s", fam[f][0], err);
+        char want[64];
+        snprintf(want, sizeof want, "template %s", fam[f][1]);
+        if (!strstr(err, want)) fail_msg("%s: %s", fam[f][0], err);
+        assert_null(strstr(err, "spells them as plain text"));
+        free(out), free(err);
+        /* the chat's special tokens are single ids of the vocabulary */
+        assert_int_equal(run((const char *[]){co, "tokenize", "--model", model, "--special",
+                                              f ? "<|im_start|>" : "<|start|>", NULL},
+                             &out, &err),
+                         0);
+        assert_null(strchr(trim(out), ' '));
+        free(out), free(err);
+        check_prompt_matches_tokens(model, (const char *[]){"--loopback", "2", "--node-threads",
+                                                            "1", "--exact", "--wire", "f32", NULL});
+    }
+    mwt_rmrf(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenize_detokenize),
         cmocka_unit_test(test_generate_prompt),
         cmocka_unit_test(test_generate_chat),
+        cmocka_unit_test(test_synth_models_chat),
     };
     return cmocka_run_group_tests_name("text_cli", tests, NULL, NULL);
 }
