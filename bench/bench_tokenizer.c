@@ -6,7 +6,9 @@
  *   bench_tokenizer [VOCAB.gguf ...]      (default: build/tk-o200k/o200k-harmony.gguf and the
  *                                         llama.cpp vocab fixtures)
  * With MW_TK_TEXT_OUT=FILE the benchmark text is written there too, so the reference tokenizers
- * (js-tiktoken, llama.cpp's llama-tokenize) can be timed on the same bytes. */
+ * can be timed on the same bytes (bench/bench_tokenizer_tiktoken.js for js-tiktoken). With
+ * MW_LLAMA_TOKENIZE=PATH (llama.cpp's llama-tokenize, built outside the repository) each vocabulary
+ * is also tokenized by it, whole process, median of 3; without it that comparison is skipped. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +50,28 @@ static char *make_text(size_t *len) {
     return t;
 }
 
-static void bench(const char *path, const char *text, size_t len) {
+/* llama-tokenize on the same vocabulary and text file: whole-process seconds, and the same on an
+ * empty file (its load), median of 3 each; NULL when not asked for or failing. */
+static const char *llama_tokenize(const char *vocab, const char *text_file, char *buf, size_t n) {
+    const char *bin = getenv("MW_LLAMA_TOKENIZE");
+    if (!bin || !*bin || !text_file) return NULL;
+    double full[3], load[3];
+    char cmd[4096];
+    for (int r = 0; r < 3; r++) {
+        for (int k = 0; k < 2; k++) {
+            snprintf(cmd, sizeof cmd, "'%s' -m '%s' -f '%s' --ids --log-disable > /dev/null 2>&1",
+                     bin, vocab, k ? "/dev/null" : text_file);
+            double a = bu_now();
+            if (system(cmd) != 0) return NULL;
+            (k ? load : full)[r] = bu_now() - a;
+        }
+    }
+    snprintf(buf, n, "{\"total_s\": %.3f, \"load_s\": %.3f, \"encode_s\": %.3f}",
+             bu_median(full, 3), bu_median(load, 3), bu_median(full, 3) - bu_median(load, 3));
+    return buf;
+}
+
+static void bench(const char *path, const char *text, size_t len, const char *text_file) {
     tk_tokenizer *t;
     mw_err err = {{0}};
     double t0 = bu_now();
@@ -87,6 +110,10 @@ static void bench(const char *path, const char *text, size_t len) {
            "%.2f, \"decode_ms\": %.3f, \"decode_MBps\": %.1f}\n",
            path, tk_pre_type(t), tk_n_vocab(t), len, n_ids, load, 1e3 * e_med, mb / e_med,
            1e3 * bu_min(enc, RUNS), 1e3 * d_med, mb / d_med);
+    char lb[256];
+    const char *ll = llama_tokenize(path, text_file, lb, sizeof lb);
+    printf("{\"vocab\": \"%s\", \"llama_tokenize\": %s}\n", path,
+           ll ? ll : "\"skipped (set MW_LLAMA_TOKENIZE and MW_TK_TEXT_OUT)\"");
     fflush(stdout);
     tk_free(t);
 }
@@ -100,12 +127,12 @@ int main(int argc, char **argv) {
         if (!f || fwrite(text, 1, len, f) != len || fclose(f)) return 1;
     }
     if (argc > 1) {
-        for (int i = 1; i < argc; i++) bench(argv[i], text, len);
+        for (int i = 1; i < argc; i++) bench(argv[i], text, len, dump);
     } else {
-        bench("build/tk-o200k/o200k-harmony.gguf", text, len);
-        bench("tests/fixtures/vocab/ggml-vocab-gpt-2.gguf", text, len);
-        bench("tests/fixtures/vocab/ggml-vocab-deepseek-llm.gguf", text, len);
-        bench("tests/fixtures/vocab/ggml-vocab-llama-spm.gguf", text, len);
+        bench("build/tk-o200k/o200k-harmony.gguf", text, len, dump);
+        bench("tests/fixtures/vocab/ggml-vocab-gpt-2.gguf", text, len, dump);
+        bench("tests/fixtures/vocab/ggml-vocab-deepseek-llm.gguf", text, len, dump);
+        bench("tests/fixtures/vocab/ggml-vocab-llama-spm.gguf", text, len, dump);
     }
     free(text);
     return 0;

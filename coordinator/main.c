@@ -19,8 +19,7 @@ int main(int argc, char **argv) {
     const bool serve = !strcmp(argv[1], "serve");
     if (strcmp(argv[1], "generate") && !serve) {
         fprintf(stderr,
-                "coordinator: unknown command '%s' (known: generate, serve, tokenize, detokenize)
-                ",
+                "coordinator: unknown command '%s' (known: generate, serve, tokenize, detokenize)\n",
                 argv[1]);
         return 2;
     }

@@ -36,6 +36,9 @@ typedef struct tk_msgs {
 /* Parses an OpenAI message list ([{"role": ..., "content": "..." | [{"type": "text", "text":
  * ...}], "reasoning_content": ...}, ...] or {"messages": [...]}). */
 int tk_msgs_parse(const char *json, size_t len, tk_msgs *out, mw_err *err);
+/* The same from a list (or {"messages": [...]}) already parsed with jansson (a server request). */
+struct json_t;
+int tk_msgs_from_json(const struct json_t *list, tk_msgs *out, mw_err *err);
 /* Appends one message (strings copied). */
 int tk_msgs_add(tk_msgs *m, const char *role, const char *content, mw_err *err);
 void tk_msgs_free(tk_msgs *m);

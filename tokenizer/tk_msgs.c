@@ -75,6 +75,13 @@ int tk_msgs_parse(const char *text, size_t len, tk_msgs *out, mw_err *err) {
         .max_depth = 16, .bytes_per_object = 16, .bytes_per_array = 16, .bytes_per_item = 4};
     json_t *j = vx_json_parse(text, len, "messages", &lim, err);
     if (!j) return -1;
+    int rc = tk_msgs_from_json(j, out, err);
+    json_decref(j);
+    return rc;
+}
+
+int tk_msgs_from_json(const json_t *j, tk_msgs *out, mw_err *err) {
+    *out = (tk_msgs){0};
     const json_t *list = json_is_object(j) ? json_object_get(j, "messages") : j;
     int rc = 0;
     if (!json_is_array(list))
@@ -104,7 +111,6 @@ int tk_msgs_parse(const char *text, size_t len, tk_msgs *out, mw_err *err) {
         }
         rc = push(out, msg, err);
     }
-    json_decref(j);
     if (rc) tk_msgs_free(out);
     return rc;
 }
