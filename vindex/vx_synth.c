@@ -59,12 +59,18 @@ typedef struct synth_arch {
     const char *chat_template;
     /* Adds layer l's tensors, in the order llama.cpp's converter writes them. */
     int (*layer)(synth *s, const vx_synth_opts *o, int l);
-    /* Optional: metadata keys of the family's own, added after the common ones. */
+    /* Optional: metadata keys of the family's own, added after the common ones (replacing any
+     * of those it restates). */
     int (*meta)(vx_meta *m, const vx_synth_opts *o);
+    /* Optional: the family's own option defaults and constraints, before the common checks. */
+    int (*complete)(vx_synth_opts *o, mw_err *err);
 } synth_arch;
 
 static int layer_gpt_oss(synth *s, const vx_synth_opts *o, int l);
 static int layer_qwen3moe(synth *s, const vx_synth_opts *o, int l);
+static int layer_deepseek2(synth *s, const vx_synth_opts *o, int l);
+static int meta_deepseek2(vx_meta *m, const vx_synth_opts *o);
+static int complete_deepseek2(vx_synth_opts *o, mw_err *err);
 
 static const synth_arch archs[] = {
     {.name = "gpt-oss",
@@ -103,6 +109,19 @@ static const synth_arch archs[] = {
                       "enable_thinking is defined and not enable_thinking -%}<think>\n\n</think>"
                       "\n\n{%- endif -%}{%- endif -%}",
      .layer = layer_qwen3moe},
+    {.name = "deepseek2",
+     .head_dim = 128,
+     .expert_type = KN_Q6_K,
+     .context = 163840,
+     .ff_mult = 9,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-6f,
+     .tok_pre = "deepseek-v3",
+     .special = {"<｜begin▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜end▁of▁sentence｜>"},
+     .pad_from_end = 2,
+     .layer = layer_deepseek2,
+     .meta = meta_deepseek2,
+     .complete = complete_deepseek2},
 };
 
 #define N_ARCHS (sizeof archs / sizeof archs[0])
@@ -119,6 +138,11 @@ void vx_synth_defaults(vx_synth_opts *o) {
     memset(o, 0, sizeof *o);
     o->expert_type = o->dense_type = KN_TYPE_COUNT;
     o->seed = UINT64_MAX; /* unset */
+    int *unset[] = {&o->q_lora,       &o->kv_lora,  &o->rope_dim,       &o->v_dim,
+                    &o->dense_layers, &o->dense_ff, &o->shared_experts, &o->groups,
+                    &o->groups_used,  &o->gating,   &o->weights_norm};
+    for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++) *unset[i] = -1;
+    o->weights_scale = -1.0f;
 }
 
 static int parse_int(const char *key, const char *val, int lo, int hi, int *out, mw_err *err) {
@@ -172,6 +196,17 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
         {"vocab", offsetof(vx_synth_opts, vocab), 1, 1 << 24},
         {"sliding-window", offsetof(vx_synth_opts, sliding_window), 1, 1 << 30},
         {"context", offsetof(vx_synth_opts, context), 1, 1 << 30},
+        {"q-lora", offsetof(vx_synth_opts, q_lora), 0, 1 << 20},
+        {"kv-lora", offsetof(vx_synth_opts, kv_lora), 1, 1 << 16},
+        {"rope-dim", offsetof(vx_synth_opts, rope_dim), 2, 512},
+        {"v-dim", offsetof(vx_synth_opts, v_dim), 1, 1 << 16},
+        {"dense-layers", offsetof(vx_synth_opts, dense_layers), 0, 4096},
+        {"dense-ff", offsetof(vx_synth_opts, dense_ff), 1, 1 << 24},
+        {"shared-experts", offsetof(vx_synth_opts, shared_experts), 0, 1024},
+        {"groups", offsetof(vx_synth_opts, groups), 1, 1 << 16},
+        {"groups-used", offsetof(vx_synth_opts, groups_used), 1, 1 << 16},
+        {"gating", offsetof(vx_synth_opts, gating), 1, 2},
+        {"weights-norm", offsetof(vx_synth_opts, weights_norm), 0, 1},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].key))
@@ -183,6 +218,15 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
             return mw_errf(err, "--arch %s: expected %s", val, arch_names(names, sizeof names));
         }
         snprintf(o->arch, sizeof o->arch, "%s", val);
+        return 0;
+    }
+    if (!strcmp(key, "weights-scale")) {
+        char *end;
+        errno = 0;
+        double v = strtod(val, &end);
+        if (errno || end == val || *end || !(v >= 0) || v > 1e6)
+            return mw_errf(err, "--weights-scale %s: expected a number >= 0", val);
+        o->weights_scale = (float)v;
         return 0;
     }
     if (!strcmp(key, "seed")) {
@@ -233,6 +277,7 @@ static int complete(vx_synth_opts *o, mw_err *err) {
     if (o->dense_type == KN_TYPE_COUNT) o->dense_type = KN_F32;
     if (!o->sliding_window) o->sliding_window = 128;
     if (!o->context) o->context = a->context;
+    if (a->complete && a->complete(o, err)) return -1;
     if (o->heads % o->kv_heads)
         return mw_errf(err, "--heads %d must be a multiple of --kv-heads %d", o->heads,
                        o->kv_heads);
@@ -464,6 +509,123 @@ static int layer_qwen3moe(synth *s, const vx_synth_opts *o, int l) {
                    add_moe(s, o, l, &d)
                ? -1
                : 0;
+}
+
+/* deepseek2: DeepSeek-V3's values where an option is unset, and the widths the formats need. */
+static int complete_deepseek2(vx_synth_opts *o, mw_err *err) {
+    const struct {
+        int *v;
+        int def;
+    } defs[] = {{&o->q_lora, 1536},       {&o->kv_lora, 512},    {&o->rope_dim, 64},
+                {&o->v_dim, o->head_dim}, {&o->dense_layers, 1}, {&o->dense_ff, 9 * o->expert_ff},
+                {&o->shared_experts, 1},  {&o->groups, 1},       {&o->groups_used, 1},
+                {&o->gating, 2},          {&o->weights_norm, 1}};
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        if (*defs[i].v < 0) *defs[i].v = defs[i].def;
+    if (o->weights_scale < 0) o->weights_scale = 2.5f;
+    if (o->dense_layers > o->layers)
+        return mw_errf(err, "--dense-layers %d exceeds --layers %d", o->dense_layers, o->layers);
+    if (o->rope_dim % 2) return mw_errf(err, "--rope-dim %d must be even", o->rope_dim);
+    if (o->groups > 1) {
+        const int per = o->experts / o->groups;
+        if (o->experts % o->groups || per < 2)
+            return mw_errf(err, "--groups %d must divide --experts %d into groups of 2 or more",
+                           o->groups, o->experts);
+        if (o->groups_used >= o->groups || o->top_k > o->groups_used * per)
+            return mw_errf(err,
+                           "--groups-used %d must be below --groups %d and hold --top-k %d "
+                           "experts",
+                           o->groups_used, o->groups, o->top_k);
+    }
+    const kn_type D = o->dense_type == KN_TYPE_COUNT ? KN_F32 : o->dense_type;
+    return (o->q_lora && need_multiple("q-lora", o->q_lora, D, err)) ||
+                   need_multiple("kv-lora", o->kv_lora, D, err) ||
+                   need_multiple("head-dim (qk_nope)", o->head_dim, D, err) ||
+                   need_multiple("heads × v-dim", o->heads * o->v_dim, D, err) ||
+                   (o->dense_layers && need_multiple("dense-ff", o->dense_ff, D, err)) ||
+                   need_multiple("expert-ff × shared-experts",
+                                 o->expert_ff * (o->shared_experts ? o->shared_experts : 1), D, err)
+               ? -1
+               : 0;
+}
+
+/* deepseek2: latent attention (attn_q_a → attn_q_a_norm → attn_q_b, or attn_q; attn_kv_a_mqa,
+ * attn_kv_a_norm, the per-head attn_k_b / attn_v_b), dense FFNs in the leading layers, then the
+ * router with its selection bias, the experts and the shared experts. */
+static int layer_deepseek2(synth *s, const vx_synth_opts *o, int l) {
+    const dims d = dims_of(o);
+    const int64_t H = o->heads, qk = (int64_t)o->head_dim + o->rope_dim, v = o->v_dim;
+    const int64_t R = o->kv_lora, Fs = (int64_t)o->expert_ff * o->shared_experts;
+    int rc = add_blk(s, o, l, "attn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std);
+    if (o->q_lora) {
+        rc = rc || add_blk(s, o, l, "attn_q_a.weight", d.D, 2, d.H, o->q_lora, 1, 0, d.w_h) ||
+             add_blk(s, o, l, "attn_q_a_norm.weight", KN_F32, 1, o->q_lora, 1, 1, 1.0f,
+                     d.norm_std) ||
+             add_blk(s, o, l, "attn_q_b.weight", d.D, 2, o->q_lora, H * qk, 1, 0,
+                     1.0f / sqrtf((float)o->q_lora));
+    } else {
+        rc = rc || add_blk(s, o, l, "attn_q.weight", d.D, 2, d.H, H * qk, 1, 0, d.w_h);
+    }
+    rc = rc ||
+         add_blk(s, o, l, "attn_kv_a_mqa.weight", d.D, 2, d.H, R + o->rope_dim, 1, 0, d.w_h) ||
+         add_blk(s, o, l, "attn_kv_a_norm.weight", KN_F32, 1, R, 1, 1, 1.0f, d.norm_std) ||
+         add_blk(s, o, l, "attn_k_b.weight", d.D, 3, o->head_dim, R, H, 0,
+                 1.0f / sqrtf((float)o->head_dim)) ||
+         add_blk(s, o, l, "attn_v_b.weight", d.D, 3, R, v, H, 0, 1.0f / sqrtf((float)R)) ||
+         add_blk(s, o, l, "attn_output.weight", d.D, 2, H * v, d.H, 1, 0,
+                 d.resid / sqrtf((float)(H * v))) ||
+         add_blk(s, o, l, "ffn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std);
+    if (l < o->dense_layers)
+        return rc || add_blk(s, o, l, "ffn_gate.weight", d.D, 2, d.H, o->dense_ff, 1, 0, d.w_h) ||
+                       add_blk(s, o, l, "ffn_up.weight", d.D, 2, d.H, o->dense_ff, 1, 0, d.w_h) ||
+                       add_blk(s, o, l, "ffn_down.weight", d.D, 2, o->dense_ff, d.H, 1, 0,
+                               d.resid / sqrtf((float)o->dense_ff))
+                   ? -1
+                   : 0;
+    rc = rc || add_moe(s, o, l, &d) ||
+         add_blk(s, o, l, "exp_probs_b.bias", KN_F32, 1, d.E, 1, 1, 0, BIAS_STD);
+    if (o->shared_experts)
+        rc = rc || add_blk(s, o, l, "ffn_gate_shexp.weight", d.D, 2, d.H, Fs, 1, 0, d.w_h) ||
+             add_blk(s, o, l, "ffn_up_shexp.weight", d.D, 2, d.H, Fs, 1, 0, d.w_h) ||
+             add_blk(s, o, l, "ffn_down_shexp.weight", d.D, 2, Fs, d.H, 1, 0,
+                     d.resid / sqrtf((float)Fs));
+    return rc ? -1 : 0;
+}
+
+/* deepseek2's keys as llama.cpp's converter writes them for the MLA layout: one KV head whose key
+ * is the cached row (kv_lora + rope) and value the latent; YaRN ×40 over 4096 positions with
+ * mscale_all_dim 1 (stored × 0.1). */
+static int meta_deepseek2(vx_meta *m, const vx_synth_opts *o) {
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", o->arch, suffix), key)
+    const uint32_t R = (uint32_t)o->kv_lora, r = (uint32_t)o->rope_dim;
+    return vx_meta_set_u32(m, KEY("attention.head_count_kv"), 1) ||
+                   vx_meta_set_u32(m, KEY("attention.key_length"), R + r) ||
+                   vx_meta_set_u32(m, KEY("attention.value_length"), R) ||
+                   vx_meta_set_u32(m, KEY("attention.key_length_mla"), (uint32_t)o->head_dim + r) ||
+                   vx_meta_set_u32(m, KEY("attention.value_length_mla"), (uint32_t)o->v_dim) ||
+                   vx_meta_set_u32(m, KEY("attention.q_lora_rank"), (uint32_t)o->q_lora) ||
+                   vx_meta_set_u32(m, KEY("attention.kv_lora_rank"), R) ||
+                   vx_meta_set_u32(m, KEY("rope.dimension_count"), r) ||
+                   vx_meta_set_str(m, KEY("rope.scaling.type"), "yarn", 4) ||
+                   vx_meta_set_f32(m, KEY("rope.scaling.factor"), 40.0f) ||
+                   vx_meta_set_u32(m, KEY("rope.scaling.original_context_length"), 4096) ||
+                   vx_meta_set_f32(m, KEY("rope.scaling.yarn_beta_fast"), 32.0f) ||
+                   vx_meta_set_f32(m, KEY("rope.scaling.yarn_beta_slow"), 1.0f) ||
+                   vx_meta_set_f32(m, KEY("rope.scaling.yarn_log_multiplier"), 0.1f) ||
+                   vx_meta_set_u32(m, KEY("feed_forward_length"), (uint32_t)o->dense_ff) ||
+                   vx_meta_set_u32(m, KEY("leading_dense_block_count"),
+                                   (uint32_t)o->dense_layers) ||
+                   vx_meta_set_u32(m, KEY("expert_shared_count"), (uint32_t)o->shared_experts) ||
+                   vx_meta_set_u32(m, KEY("expert_group_count"), (uint32_t)o->groups) ||
+                   vx_meta_set_u32(m, KEY("expert_group_used_count"), (uint32_t)o->groups_used) ||
+                   vx_meta_set_u32(m, KEY("expert_gating_func"), (uint32_t)o->gating) ||
+                   vx_meta_set_bool(m, KEY("expert_weights_norm"), o->weights_norm != 0) ||
+                   vx_meta_set_f32(m, KEY("expert_weights_scale"), o->weights_scale) ||
+                   vx_meta_set_u32(m, KEY("vocab_size"), (uint32_t)o->vocab)
+               ? -1
+               : 0;
+#undef KEY
 }
 
 /* The embedding, every layer (the family's row says which tensors), the output norm and head. */

@@ -17,7 +17,7 @@
 #include "vindex/vx_vindex.h"
 
 typedef struct vx_synth_opts {
-    char arch[16]; /* a family of vx_synth.c's table: "gpt-oss", "qwen3moe" */
+    char arch[16]; /* a family of vx_synth.c's table: "gpt-oss", "qwen3moe", "deepseek2" */
     int layers, hidden, heads, kv_heads, head_dim;
     int experts, top_k, expert_ff, vocab;
     uint64_t seed;
@@ -25,6 +25,19 @@ typedef struct vx_synth_opts {
     kn_type dense_type;  /* 2-D weights: f32 (default), f16 or q8_0 */
     int sliding_window;  /* gpt-oss only; default 128 */
     int context;         /* context_length; default 131072 (gpt-oss) / 40960 (qwen3moe) */
+    /* deepseek2 only (head_dim is qk_nope there); -1 = DeepSeek-V3's value (in parentheses) */
+    int q_lora;          /* query down-projection rank (1536); 0 = one attn_q */
+    int kv_lora;         /* KV latent width (512) */
+    int rope_dim;        /* qk_rope_head_dim (64) */
+    int v_dim;           /* v_head_dim (= head_dim) */
+    int dense_layers;    /* leading dense FFN layers (1) */
+    int dense_ff;        /* their width (9 × expert_ff) */
+    int shared_experts;  /* shared experts per MoE layer (1) */
+    int groups;          /* expert groups (1: none) */
+    int groups_used;     /* groups kept per token (1) */
+    int gating;          /* llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid (2) */
+    int weights_norm;    /* expert_weights_norm: 0 / 1 (1) */
+    float weights_scale; /* expert_weights_scale, < 0 = default (2.5) */
 } vx_synth_opts;
 
 /* Zero / unset everything (required options must then be set). */

@@ -1,5 +1,6 @@
-/* tests/integration/test_vindex_synth.c — synthetic models are usable models: a deep gpt-oss and a
- * deep qwen3moe from `vindex synth` load through the model layer from their vindex, and a prompt's
+/* tests/integration/test_vindex_synth.c — synthetic models are usable models: a deep gpt-oss, a
+ * deep qwen3moe and a deep deepseek2 from `vindex synth` load through the model layer from their
+ * vindex, and a prompt's
  * residual stream keeps a sane RMS through every layer (no blow-up, no collapse) with finite,
  * spread-out logits; the GGUF-backed and vindex-backed sources give identical logits. */
 #include "tests/support/mw_test.h"
@@ -115,10 +116,57 @@ static void test_deep_qwen3moe_stays_sane(void **state) {
     check_family(args, "qwen12", 12);
 }
 
+/* latent attention, 2 dense layers, 8 groups of 4 experts, 2 shared experts, Q8_0 dense weights
+ * (the 3-D attn_k_b / attn_v_b included) */
+static void test_deep_deepseek2_stays_sane(void **state) {
+    (void)state;
+    const char *args[] = {"arch",
+                          "deepseek2",
+                          "layers",
+                          "12",
+                          "hidden",
+                          "256",
+                          "heads",
+                          "4",
+                          "head-dim",
+                          "32",
+                          "rope-dim",
+                          "16",
+                          "q-lora",
+                          "64",
+                          "kv-lora",
+                          "64",
+                          "experts",
+                          "32",
+                          "top-k",
+                          "4",
+                          "expert-ff",
+                          "256",
+                          "dense-layers",
+                          "2",
+                          "dense-ff",
+                          "512",
+                          "shared-experts",
+                          "2",
+                          "groups",
+                          "8",
+                          "groups-used",
+                          "3",
+                          "vocab",
+                          "260",
+                          "seed",
+                          "9",
+                          "dense-format",
+                          "q8_0",
+                          NULL};
+    check_family(args, "ds12", 12);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deep_gpt_oss_stays_sane),
         cmocka_unit_test(test_deep_qwen3moe_stays_sane),
+        cmocka_unit_test(test_deep_deepseek2_stays_sane),
     };
     return cmocka_run_group_tests_name("vindex_synth", tests, mwt_tmp_setup, mwt_tmp_teardown);
 }

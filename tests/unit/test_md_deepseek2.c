@@ -1,0 +1,490 @@
+/* tests/unit/test_md_deepseek2.c — deepseek2 models of other shapes than the fixture's, from
+ * `vindex synth`, against an independent float64 evaluation of the rules in FORMATS.md §7 written
+ * here: latent attention in its plain (decompressed, multi-head) form rather than the absorbed one
+ * the model runs, YaRN on adjacent pairs, the attention scale with mscale², the router's gating,
+ * selection bias, group limit, normalisation and scale, dense and shared FFNs. The variants cover
+ * what the fixture does not: no query down-projection (q_lora 0), softmax gating, no groups or
+ * other group counts, no normalisation, other scales, several shared experts, no dense layer, other
+ * head widths. f32 numerics must agree within 1e-4 at every position; prefill, token-by-token
+ * decode and two interleaved sequences give the same bits. */
+#include "tests/support/mw_test.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "vindex/vx_synth.h"
+
+#define T_TOK 24
+
+/* What the reference knows of a variant: the synth options it was made with. */
+typedef struct variant {
+    const char *name;
+    int layers, hidden, heads, nope, rope, v, q_lora, kv_lora;
+    int experts, top_k, ff, dense_layers, dense_ff, shared, groups, groups_used;
+    int gating; /* 1 softmax, 2 sigmoid */
+    int norm;
+    float scale;
+    const char *expert_format;
+    uint64_t seed;
+} variant;
+
+static const variant variants[] = {
+    /* q_lora 0 (one attn_q), softmax gating, no groups, no normalisation, no scale, no dense
+     * layer, no shared expert */
+    {"plain-q-softmax", 3, 128, 4, 32, 16, 32, 0, 64, 8, 2, 64, 0, 0, 0, 1, 1, 1, 0, 0.0f,
+     "mxfp4",           11},
+    /* 8 groups of 8 with 3 kept, sigmoid, top-6, two shared experts, scale 1.5 without norm,
+     * two dense layers, v wider than nope */
+    {"groups-8-of-64", 4, 128, 2, 32, 32, 48, 64, 32, 64, 6, 64, 2, 192, 2, 8, 3, 2, 0, 1.5f,
+     "mxfp4",          23},
+    /* DeepSeek-V3's router with other widths: 4 groups keep 2, normalised, scale 2.5 */
+    {"v3-router", 3, 256, 4, 64, 32, 64, 128, 96,   16,     4,
+     256,         1, 512, 1, 4,  2,  2,  1,   2.5f, "q6_K", 7},
+};
+
+/* ---- the model file ---------------------------------------------------------------------------
+ */
+
+static void synth(const variant *v, const char *path) {
+    const struct {
+        const char *key;
+        int val;
+    } ints[] = {{"layers", v->layers},
+                {"hidden", v->hidden},
+                {"heads", v->heads},
+                {"head-dim", v->nope},
+                {"rope-dim", v->rope},
+                {"v-dim", v->v},
+                {"q-lora", v->q_lora},
+                {"kv-lora", v->kv_lora},
+                {"experts", v->experts},
+                {"top-k", v->top_k},
+                {"expert-ff", v->ff},
+                {"dense-layers", v->dense_layers},
+                {"dense-ff", v->dense_ff},
+                {"shared-experts", v->shared},
+                {"groups", v->groups},
+                {"groups-used", v->groups_used},
+                {"gating", v->gating},
+                {"weights-norm", v->norm},
+                {"vocab", 300}};
+    enum { N = sizeof ints / sizeof ints[0] };
+    char vals[N + 2][24];
+    const char *kv[2 * N + 12];
+    int k = 0;
+    kv[k++] = "arch", kv[k++] = "deepseek2";
+    for (int i = 0; i < N; i++) {
+        if (!strcmp(ints[i].key, "dense-ff") && !v->dense_layers) continue;
+        snprintf(vals[i], sizeof vals[i], "%d", ints[i].val);
+        kv[k++] = ints[i].key, kv[k++] = vals[i];
+    }
+    snprintf(vals[N], sizeof vals[N], "%g", (double)v->scale);
+    snprintf(vals[N + 1], sizeof vals[N + 1], "%llu", (unsigned long long)v->seed);
+    kv[k++] = "weights-scale", kv[k++] = vals[N];
+    kv[k++] = "seed", kv[k++] = vals[N + 1];
+    kv[k++] = "expert-format", kv[k++] = v->expert_format;
+    kv[k] = NULL;
+    vx_input *in;
+    mw_err e;
+    if (vx_synth_input_kv(kv, &in, &e) || vx_input_write_gguf(in, path, NULL, NULL, &e))
+        fail_msg("%s: %s", v->name, e.msg);
+    vx_input_close(in);
+}
+
+/* ---- the float64 reference ----------------------------------------------------------------------
+ */
+
+typedef struct ref {
+    const variant *v;
+    const vx_source *src;
+    float *row; /* one dequantized row */
+} ref;
+
+static kn_mat tensor(const ref *r, const char *fmt, int l) {
+    char name[96];
+    snprintf(name, sizeof name, fmt, l);
+    const vx_tensor *t = vx_source_tensor(r->src, name);
+    if (!t) fail_msg("%s: no tensor %s", r->v->name, name);
+    int64_t rows = 1;
+    for (int d = 1; d < t->n_dims; d++) rows *= t->ne[d];
+    return (kn_mat){t->type, rows, t->ne[0], kn_row_size(t->type, t->ne[0]), t->data};
+}
+
+/* y[i] = sum_k W[row0 + i][k] x[k] for i < n. */
+static void mv(const ref *r, const kn_mat *W, int64_t row0, int64_t n, const double *x, double *y) {
+    for (int64_t i = 0; i < n; i++) {
+        kn_mat_row(W, row0 + i, r->row);
+        double s = 0;
+        for (int64_t k = 0; k < W->cols; k++) s += (double)r->row[k] * x[k];
+        y[i] = s;
+    }
+}
+
+static void vecw(const ref *r, const char *fmt, int l, int64_t n, double *w) {
+    kn_mat m = tensor(r, fmt, l);
+    kn_mat_row(&m, 0, r->row);
+    for (int64_t i = 0; i < n; i++) w[i] = r->row[i];
+}
+
+static void rmsnorm(double *x, int64_t n, const double *w) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    const double s = 1 / sqrt(ss / (double)n + 1e-6);
+    for (int64_t i = 0; i < n; i++) x[i] *= s * w[i];
+}
+
+static double silu(double g) {
+    return g / (1 + exp(-g));
+}
+
+/* y = down(silu(gate x) · up x) */
+static void swiglu(const ref *r, const kn_mat *g, const kn_mat *u, const kn_mat *d, const double *x,
+                   double *y) {
+    const int64_t F = g->rows;
+    double *a = malloc((size_t)F * sizeof *a), *b = malloc((size_t)F * sizeof *b);
+    mv(r, g, 0, F, x, a);
+    mv(r, u, 0, F, x, b);
+    for (int64_t i = 0; i < F; i++) a[i] = silu(a[i]) * b[i];
+    mv(r, d, 0, d->rows, a, y);
+    free(a);
+    free(b);
+}
+
+/* YaRN on pairs (2i, 2i + 1): factor 40 over 4096 positions, base 10000, beta 32 / 1, magnitude 1
+ * (mscale_all_dim 1). */
+static void rope(double *x, int n_rot, int pos) {
+    const double base = 10000, f = 40, orig = 4096;
+    const double lo = fmax(0, floor(n_rot * log(orig / (32 * 2 * M_PI)) / (2 * log(base))));
+    const double hi = fmin(n_rot - 1, ceil(n_rot * log(orig / (1 * 2 * M_PI)) / (2 * log(base))));
+    for (int i = 0; i < n_rot / 2; i++) {
+        const double ex = pos * pow(base, -2.0 * i / n_rot), in = ex / f;
+        const double ramp = 1 - fmin(1, fmax(0, (i - lo) / fmax(0.001, hi - lo)));
+        const double th = in * (1 - ramp) + ex * ramp;
+        const double a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = a * cos(th) - b * sin(th);
+        x[2 * i + 1] = a * sin(th) + b * cos(th);
+    }
+}
+
+/* The experts chosen for one row and their weights (FORMATS.md §7, step 5). */
+static void route(const variant *v, const double *logit, const double *bias, int *ids, double *w) {
+    const int E = v->experts;
+    double s[E], b[E];
+    double mx = -INFINITY, z = 0;
+    for (int e = 0; e < E; e++) mx = fmax(mx, logit[e]);
+    for (int e = 0; e < E; e++) z += exp(logit[e] - mx);
+    for (int e = 0; e < E; e++)
+        s[e] = v->gating == 2 ? 1 / (1 + exp(-logit[e])) : exp(logit[e] - mx) / z;
+    for (int e = 0; e < E; e++) b[e] = s[e] + bias[e];
+    if (v->groups > 1) {
+        const int per = E / v->groups;
+        double gs[v->groups];
+        bool keep[v->groups];
+        for (int g = 0; g < v->groups; g++) {
+            double m1 = -INFINITY, m2 = -INFINITY;
+            for (int e = g * per; e < (g + 1) * per; e++) {
+                if (b[e] > m1)
+                    m2 = m1, m1 = b[e];
+                else if (b[e] > m2)
+                    m2 = b[e];
+            }
+            gs[g] = m1 + m2;
+            keep[g] = false;
+        }
+        for (int j = 0; j < v->groups_used; j++) {
+            int best = -1;
+            for (int g = 0; g < v->groups; g++)
+                if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
+            keep[best] = true;
+        }
+        for (int e = 0; e < E; e++)
+            if (!keep[e / per]) b[e] = -INFINITY;
+    }
+    bool used[E];
+    memset(used, 0, sizeof used);
+    double sum = 0;
+    for (int j = 0; j < v->top_k; j++) {
+        int best = -1;
+        for (int e = 0; e < E; e++)
+            if (!used[e] && (best < 0 || b[e] > b[best])) best = e;
+        used[best] = true;
+        ids[j] = best;
+        w[j] = s[best];
+        sum += w[j];
+    }
+    for (int j = 0; j < v->top_k; j++) {
+        if (v->norm) w[j] /= fmax(sum, 6.103515625e-5);
+        if (v->scale != 0 && v->scale != 1) w[j] *= v->scale;
+    }
+}
+
+/* Logits of T tokens (one sequence from position 0), T × n_vocab. */
+static double *reference(const variant *v, const vx_source *src, const int32_t *tok, int T,
+                         int64_t V) {
+    const int64_t Hd = v->hidden, H = v->heads, dq = v->nope + v->rope, R = v->kv_lora;
+    ref r = {v, src, malloc(sizeof(float) * 65536)};
+    double *x = calloc((size_t)(T * Hd), sizeof *x), *h = malloc(sizeof(double) * (size_t)Hd);
+    double *q = malloc(sizeof(double) * (size_t)(T * H * dq));
+    double *kn = malloc(sizeof(double) * (size_t)(T * H * v->nope));
+    double *kpe = malloc(sizeof(double) * (size_t)(T * v->rope));
+    double *vv = malloc(sizeof(double) * (size_t)(T * H * v->v));
+    double *o = malloc(sizeof(double) * (size_t)(H * v->v)),
+           *y = malloc(sizeof(double) * (size_t)Hd);
+    double *c = malloc(sizeof(double) * (size_t)(R + v->rope)), *w = malloc(sizeof(double) * 65536);
+    double *tmp = malloc(sizeof(double) * 65536), *p = malloc(sizeof(double) * (size_t)T);
+    kn_mat emb = tensor(&r, "token_embd.weight", 0);
+    for (int t = 0; t < T; t++) {
+        kn_mat_row(&emb, tok[t], r.row);
+        for (int64_t i = 0; i < Hd; i++) x[t * Hd + i] = r.row[i];
+    }
+    const double ms = 1 + 0.1 * 1.0 * log(40.0), kq = ms * ms / sqrt((double)dq);
+    for (int l = 0; l < v->layers; l++) {
+        /* attention, the decompressed form: per head k = [K_h^T c, rope(k_pe)], v = V_h c */
+        kn_mat kb = tensor(&r, "blk.%d.attn_k_b.weight", l),
+               vb = tensor(&r, "blk.%d.attn_v_b.weight", l);
+        kn_mat kva = tensor(&r, "blk.%d.attn_kv_a_mqa.weight", l);
+        for (int t = 0; t < T; t++) {
+            memcpy(h, x + t * Hd, sizeof(double) * (size_t)Hd);
+            vecw(&r, "blk.%d.attn_norm.weight", l, Hd, w);
+            rmsnorm(h, Hd, w);
+            if (v->q_lora) {
+                kn_mat qa = tensor(&r, "blk.%d.attn_q_a.weight", l),
+                       qb = tensor(&r, "blk.%d.attn_q_b.weight", l);
+                mv(&r, &qa, 0, v->q_lora, h, tmp);
+                vecw(&r, "blk.%d.attn_q_a_norm.weight", l, v->q_lora, w);
+                rmsnorm(tmp, v->q_lora, w);
+                mv(&r, &qb, 0, H * dq, tmp, q + t * H * dq);
+            } else {
+                kn_mat wq = tensor(&r, "blk.%d.attn_q.weight", l);
+                mv(&r, &wq, 0, H * dq, h, q + t * H * dq);
+            }
+            for (int hh = 0; hh < H; hh++) rope(q + (t * H + hh) * dq + v->nope, v->rope, t);
+            mv(&r, &kva, 0, R + v->rope, h, c);
+            vecw(&r, "blk.%d.attn_kv_a_norm.weight", l, R, w);
+            rmsnorm(c, R, w);
+            rope(c + R, v->rope, t);
+            memcpy(kpe + t * v->rope, c + R, sizeof(double) * (size_t)v->rope);
+            for (int hh = 0; hh < H; hh++) {
+                for (int i = 0; i < v->nope; i++) { /* (K_h^T c)_i = sum over the latent */
+                    double s = 0;
+                    for (int64_t j = 0; j < R; j++) {
+                        kn_mat_row(&kb, hh * R + j, r.row);
+                        s += (double)r.row[i] * c[j];
+                    }
+                    kn[(t * H + hh) * v->nope + i] = s;
+                }
+                mv(&r, &vb, hh * v->v, v->v, c, vv + (t * H + hh) * v->v);
+            }
+        }
+        kn_mat wo = tensor(&r, "blk.%d.attn_output.weight", l);
+        for (int t = 0; t < T; t++) {
+            for (int hh = 0; hh < H; hh++) {
+                const double *qh = q + (t * H + hh) * dq;
+                double mx = -INFINITY, z = 0;
+                for (int u = 0; u <= t; u++) {
+                    double s = 0;
+                    for (int i = 0; i < v->nope; i++) s += qh[i] * kn[(u * H + hh) * v->nope + i];
+                    for (int i = 0; i < v->rope; i++) s += qh[v->nope + i] * kpe[u * v->rope + i];
+                    p[u] = s * kq;
+                    mx = fmax(mx, p[u]);
+                }
+                for (int u = 0; u <= t; u++) z += (p[u] = exp(p[u] - mx));
+                for (int i = 0; i < v->v; i++) {
+                    double s = 0;
+                    for (int u = 0; u <= t; u++) s += p[u] / z * vv[(u * H + hh) * v->v + i];
+                    o[hh * v->v + i] = s;
+                }
+            }
+            mv(&r, &wo, 0, Hd, o, y);
+            for (int64_t i = 0; i < Hd; i++) x[t * Hd + i] += y[i];
+        }
+        /* the FFN: dense, or routed + shared */
+        for (int t = 0; t < T; t++) {
+            memcpy(h, x + t * Hd, sizeof(double) * (size_t)Hd);
+            vecw(&r, "blk.%d.ffn_norm.weight", l, Hd, w);
+            rmsnorm(h, Hd, w);
+            double *acc = calloc((size_t)Hd, sizeof *acc);
+            if (l < v->dense_layers) {
+                kn_mat g = tensor(&r, "blk.%d.ffn_gate.weight", l),
+                       u = tensor(&r, "blk.%d.ffn_up.weight", l),
+                       d = tensor(&r, "blk.%d.ffn_down.weight", l);
+                swiglu(&r, &g, &u, &d, h, acc);
+            } else {
+                kn_mat router = tensor(&r, "blk.%d.ffn_gate_inp.weight", l);
+                double logit[256], bias[256], wt[32];
+                int ids[32];
+                mv(&r, &router, 0, v->experts, h, logit);
+                vecw(&r, "blk.%d.exp_probs_b.bias", l, v->experts, bias);
+                route(v, logit, bias, ids, wt);
+                for (int j = 0; j < v->top_k; j++) {
+                    kn_expert e;
+                    mw_err err;
+                    if (vx_source_expert(src, l, ids[j], &e, &err)) fail_msg("%s", err.msg);
+                    swiglu(&r, &e.gate, &e.up, &e.down, h, y);
+                    for (int64_t i = 0; i < Hd; i++) acc[i] += wt[j] * y[i];
+                }
+                if (v->shared) {
+                    kn_mat g = tensor(&r, "blk.%d.ffn_gate_shexp.weight", l),
+                           u = tensor(&r, "blk.%d.ffn_up_shexp.weight", l),
+                           d = tensor(&r, "blk.%d.ffn_down_shexp.weight", l);
+                    swiglu(&r, &g, &u, &d, h, y);
+                    for (int64_t i = 0; i < Hd; i++) acc[i] += y[i];
+                }
+            }
+            for (int64_t i = 0; i < Hd; i++) x[t * Hd + i] += acc[i];
+            free(acc);
+        }
+    }
+    double *logits = malloc(sizeof(double) * (size_t)(T * V));
+    kn_mat out = tensor(&r, "output.weight", 0);
+    for (int t = 0; t < T; t++) {
+        memcpy(h, x + t * Hd, sizeof(double) * (size_t)Hd);
+        vecw(&r, "output_norm.weight", 0, Hd, w);
+        rmsnorm(h, Hd, w);
+        mv(&r, &out, 0, V, h, logits + t * V);
+    }
+    free(r.row);
+    free(x), free(h), free(q), free(kn), free(kpe), free(vv), free(o), free(y), free(c), free(w);
+    free(tmp), free(p);
+    return logits;
+}
+
+/* ---- the checks -------------------------------------------------------------------------------
+ */
+
+typedef struct loaded {
+    vx_source *src;
+    md_model *m;
+    md_expert_backend *b;
+} loaded;
+
+static void load(loaded *L, const char *path) {
+    mw_err e;
+    if (vx_source_open(path, NULL, &L->src, &e) || md_model_load(L->src, &L->m, &e) ||
+        md_local_backend_new(L->src, &L->m->cfg, NULL, &L->b, &e))
+        fail_msg("%s: %s", path, e.msg);
+}
+
+static void unload(loaded *L) {
+    L->b->destroy(L->b);
+    md_model_free(L->m);
+    vx_source_close(L->src);
+}
+
+static md_ctx *ctx(const loaded *L, int n_seq, kn_pool *pool) {
+    md_ctx_params p = {
+        .numerics = KN_NUM_F32, .pool = pool, .experts = L->b, .n_seq = n_seq, .n_ctx = 64};
+    md_ctx *c;
+    mw_err e;
+    if (md_ctx_new(L->m, &p, &c, &e)) fail_msg("%s", e.msg);
+    return c;
+}
+
+static void check_variant(const variant *v) {
+    char *dir = mwt_tmpdir("ds2");
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, v->name);
+    synth(v, path);
+    loaded L;
+    load(&L, path);
+    const int64_t V = L.m->cfg.n_vocab;
+    int32_t tok[T_TOK];
+    for (int i = 0; i < T_TOK; i++) tok[i] = (int32_t)((i * 97 + v->seed * 13) % 290);
+    /* prefill on one thread */
+    float *pre = malloc(sizeof(float) * (size_t)(T_TOK * V));
+    md_row rows[T_TOK];
+    for (int i = 0; i < T_TOK; i++) rows[i] = (md_row){0, i, tok[i], 1};
+    mw_err e;
+    md_ctx *c = ctx(&L, 1, NULL);
+    if (md_forward(c, rows, T_TOK, pre, &e)) fail_msg("%s", e.msg);
+    md_ctx_free(c);
+    double *want = reference(v, L.src, tok, T_TOK, V);
+    double d = 0;
+    for (int64_t i = 0; i < T_TOK * V; i++) d = fmax(d, fabs(pre[i] - want[i]));
+    printf("    %-16s f32 vs float64 reference: max |diff| %.3g over %d positions\n", v->name, d,
+           T_TOK);
+    if (!(d < 1e-4)) fail_msg("%s: max |diff| %.3g against the reference", v->name, d);
+    /* decode token by token on two threads: the same bits */
+    kn_pool *pool = kn_pool_create(2);
+    c = ctx(&L, 1, pool);
+    float *dec = malloc(sizeof(float) * (size_t)V);
+    for (int i = 0; i < T_TOK; i++) {
+        if (md_forward(c, &rows[i], 1, dec, &e)) fail_msg("%s", e.msg);
+        assert_memory_equal(dec, pre + i * V, sizeof(float) * (size_t)V);
+    }
+    md_ctx_free(c);
+    /* two sequences interleaved in one batch (the second a shorter prompt of other tokens),
+     * then each continued: the same bits as alone */
+    c = ctx(&L, 2, pool);
+    md_row mix[T_TOK + 8];
+    int n = 0, a = 0, b = 0;
+    int32_t tb[8];
+    for (int i = 0; i < 8; i++) tb[i] = tok[T_TOK - 1 - i];
+    while (a < 16 || b < 8) {
+        if (b < 8 && (n % 3 == 1 || a >= 16)) {
+            mix[n++] = (md_row){1, b, tb[b], 1};
+            b++;
+        } else {
+            mix[n++] = (md_row){0, a, tok[a], 1};
+            a++;
+        }
+    }
+    float *out = malloc(sizeof(float) * (size_t)(n * V));
+    if (md_forward(c, mix, n, out, &e)) fail_msg("%s", e.msg);
+    float *alone_b = malloc(sizeof(float) * (size_t)(8 * V));
+    md_ctx *cb = ctx(&L, 1, NULL);
+    md_row rb[8];
+    for (int i = 0; i < 8; i++) rb[i] = (md_row){0, i, tb[i], 1};
+    if (md_forward(cb, rb, 8, alone_b, &e)) fail_msg("%s", e.msg);
+    md_ctx_free(cb);
+    for (int i = 0; i < n; i++) {
+        const float *ref_row = mix[i].seq ? alone_b + mix[i].pos * V : pre + mix[i].pos * V;
+        assert_memory_equal(out + i * V, ref_row, sizeof(float) * (size_t)V);
+    }
+    for (int i = 16; i < T_TOK; i++) {
+        if (md_forward(c, &rows[i], 1, dec, &e)) fail_msg("%s", e.msg);
+        assert_memory_equal(dec, pre + i * V, sizeof(float) * (size_t)V);
+    }
+    /* the latent cache: kv_lora + rope floats per position and layer, nothing else (two
+     * sequences, each allocated for its first 64 positions) */
+    const uint64_t per_pos = (uint64_t)(v->kv_lora + v->rope) * sizeof(float) * (uint64_t)v->layers;
+    assert_int_equal(md_ctx_kv_bytes(c), per_pos * 2 * 64);
+    md_ctx_free(c);
+    kn_pool_destroy(pool);
+    free(out);
+    free(alone_b);
+    free(dec);
+    free(pre);
+    free(want);
+    unload(&L);
+    mwt_rmrf(dir);
+    free(dir);
+}
+
+static void test_plain_query_softmax(void **state) {
+    (void)state;
+    check_variant(&variants[0]);
+}
+
+static void test_eight_groups(void **state) {
+    (void)state;
+    check_variant(&variants[1]);
+}
+
+static void test_v3_router(void **state) {
+    (void)state;
+    check_variant(&variants[2]);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plain_query_softmax),
+        cmocka_unit_test(test_eight_groups),
+        cmocka_unit_test(test_v3_router),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
