@@ -32,6 +32,16 @@ static int run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_e
     return r->run(r, batch, out, err);
 }
 
+static int submit(md_expert_backend *b, const md_moe_batch *batch, mw_err *err) {
+    md_expert_backend *r = ((cluster *)b->impl)->remote;
+    return r->submit(r, batch, err);
+}
+
+static int wait(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    md_expert_backend *r = ((cluster *)b->impl)->remote;
+    return r->wait(r, batch, out, err);
+}
+
 static void destroy(md_expert_backend *b) {
     if (!b) return;
     cluster *c = b->impl;
@@ -86,6 +96,8 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
     }
     b->name = "remote";
     b->run = run;
+    b->submit = submit;
+    b->wait = wait;
     b->destroy = destroy;
     b->impl = c;
     if (find_nodes(o, c, err)) {
@@ -98,6 +110,14 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
                 "coordinator: fingerprinting %s for the handshake (%.2f GB to read; a vindex "
                 "directory has it precomputed)\n",
                 o->model ? o->model : "the model", (double)fp_bytes / 1e9);
+    /* the layers that route to experts: a model's leading dense layers have none to serve */
+    const int n_layers = vx_source_n_layers(o->src);
+    uint8_t *moe = malloc(n_layers > 0 ? (size_t)n_layers : 1);
+    if (!moe) {
+        destroy(b);
+        return mw_errf(err, "out of memory");
+    }
+    for (int l = 0; l < n_layers; l++) moe[l] = vx_source_layer_has_experts(o->src, l);
     co_remote_opts ro = {.endpoints = (const char *const *)c->endpoints,
                          .n_nodes = c->n_nodes,
                          .codec = o->codec,
@@ -109,10 +129,13 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
                          .fingerprint = vx_source_fingerprint(o->src),
                          .n_layers = vx_source_n_layers(o->src),
                          .n_experts = vx_source_n_experts(o->src),
+                         .layer_moe = moe,
                          .width = o->width,
                          .numerics = o->numerics,
                          .pool = o->pool};
-    if (co_remote_new(&ro, &c->remote, err)) {
+    const int rc = co_remote_new(&ro, &c->remote, err);
+    free(moe);
+    if (rc) {
         destroy(b);
         return -1;
     }

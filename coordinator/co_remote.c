@@ -278,26 +278,45 @@ static int combine(co__remote *r, const md_moe_batch *b, float *out, mw_err *err
 
 /* ---- one layer ------------------------------------------------------------------------------ */
 
-static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err *err) {
+/* The first half: split, pack and send; the trunk computes what it can (the shared experts) while
+ * the batches are on the wire and the nodes work. */
+static int submit(md_expert_backend *be, const md_moe_batch *b, mw_err *err) {
     co__remote *r = be->impl;
+    r->in_flight = false;
     if (b->layer < 0 || b->layer >= r->o.n_layers || b->width != r->o.width || b->T < 0 ||
-        b->k < 1 || b->k > r->o.n_experts)
+        b->k < 1 || b->k > r->o.n_experts || !r->layer_moe[b->layer])
         return mw_errf(err, "remote experts: bad batch (layer %d, %lld rows × %lld, k %d)",
                        b->layer, (long long)b->T, (long long)b->width, b->k);
     if (b->T == 0) return 0;
+    r->t_submit = mw_now_ns();
+    if (distribute(r, b, err)) return -1;
+    r->acct.phase_ns[CO__SPLIT] += mw_now_ns() - r->t_submit;
+    if (pack_all(r, b, err) || send_all(r, b, err)) return -1;
+    r->in_flight = true;
+    return 0;
+}
+
+/* The second half: every reply, combined in the fixed order. */
+static int wait(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err *err) {
+    co__remote *r = be->impl;
+    if (!r->in_flight) return 0; /* an empty batch */
+    r->in_flight = false;
     /* The trunk's pool has nothing to do until the replies are in: its workers sleep instead of
      * spinning on the cores the nodes are computing on. */
     kn_pool_park(r->o.pool);
-    const uint64_t t0 = mw_now_ns();
-    if (distribute(r, b, err)) return -1;
-    r->acct.phase_ns[CO__SPLIT] += mw_now_ns() - t0;
-    if (pack_all(r, b, err) || send_all(r, b, err) || wait_all(r, b, t0, err)) return -1;
+    const uint64_t t0 = r->t_submit;
+    if (wait_all(r, b, t0, err)) return -1;
     const uint64_t t1 = mw_now_ns();
     if (combine(r, b, out, err)) return -1;
     const uint64_t t2 = mw_now_ns();
     r->acct.phase_ns[CO__COMBINE] += t2 - t1;
     co__acct_layer(&r->acct, b->layer, b->T, t2 - t0, r->last_tail);
     return 0;
+}
+
+static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err *err) {
+    if (b->T == 0) return 0; /* (out has no rows) */
+    return submit(be, b, err) || wait(be, b, out, err) ? -1 : 0;
 }
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
@@ -333,6 +352,7 @@ static void destroy(md_expert_backend *be) {
         free(r->outs);
         free(r->scratch);
         free(r->yptr);
+        free(r->layer_moe);
         free(r);
     }
     free(be);
@@ -348,6 +368,8 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     r->nodes = calloc((size_t)o->n_nodes, sizeof *r->nodes);
     r->owner = malloc(cells * (size_t)o->n_nodes * sizeof *r->owner);
     r->n_owner = calloc(cells, sizeof *r->n_owner);
+    if ((r->layer_moe = malloc((size_t)o->n_layers)))
+        for (int l = 0; l < o->n_layers; l++) r->layer_moe[l] = o->layer_moe ? o->layer_moe[l] : 1;
     wr_out_init(&r->out);
     wr_rx_init(&r->rx);
     wr_limits lim = wr_limits_default();
@@ -378,9 +400,11 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     if (!be) return mw_errf(err, "out of memory");
     be->name = "remote";
     be->run = run;
+    be->submit = submit;
+    be->wait = wait;
     be->destroy = destroy;
     co__remote *r = be->impl = remote_alloc(o);
-    if (!r || !r->nodes || !r->owner || !r->n_owner || !r->zctx ||
+    if (!r || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
         co__acct_init(&r->acct, o->n_nodes, o->n_layers, err)) {
         destroy(be);
         return mw_errf(err, "out of memory");

@@ -7,7 +7,9 @@
  * chosen deterministically from (layer, expert), which spreads a layer's experts over replicas.
  *
  * Per layer, one ExpertBatch per involved node (more only when a batch exceeds a node's capacity)
- * goes out before any reply is awaited; replies are combined in a fixed order: node order for
+ * goes out before any reply is awaited: the backend's submit half sends them and returns, so the
+ * trunk computes the shared experts while they are on the wire, and its wait half collects the
+ * replies (run is both); replies are combined in a fixed order: node order for
  * partial sums, selection order (md_moe_accumulate) in exact mode, which makes exact mode
  * bit-identical to the in-process backend for any topology. A node that misses the per-layer
  * deadline, disconnects or answers with an Error ends the request with an error naming it. */
@@ -32,8 +34,11 @@ typedef struct co_remote_opts {
     int connect_ms;          /* for the handshake */
     const char *fingerprint; /* the coordinator's model */
     int n_layers, n_experts; /* MoE shape of the model */
-    int64_t width;           /* hidden size */
-    kn_numerics numerics;    /* what the trunk will ask for */
+    /* n_layers flags, 1 where the layer routes to experts (0: a dense layer no node serves, whose
+     * experts the coverage check does not ask for); NULL = every layer. Copied. */
+    const uint8_t *layer_moe;
+    int64_t width;        /* hidden size */
+    kn_numerics numerics; /* what the trunk will ask for */
     /* The trunk's thread pool (may be NULL): parked while a layer's replies are awaited, woken as
      * the last ones become readable so its workers are up when the trunk resumes. NULL parks
      * every pool of the process and wakes none. */

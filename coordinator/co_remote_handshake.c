@@ -166,7 +166,7 @@ static int check_coverage(const co__remote *r, mw_err *err) {
     size_t len = 0;
     long missing = 0;
     for (int l = 0; l < L; l++) {
-        for (int e = 0; e < E; e++) {
+        for (int e = 0; r->layer_moe[l] && e < E; e++) {
             if (r->n_owner[(size_t)l * E + e]) continue;
             int end = e;
             while (end + 1 < E && !r->n_owner[(size_t)l * E + end + 1]) end++;

@@ -85,6 +85,10 @@ typedef struct co__remote {
     const float **yptr; /* exact mode: output row of assignment t·k + j */
     size_t yptr_cap;
     uint64_t last_tail; /* this layer call's last reply: round trip minus node queue and compute */
+    uint8_t *layer_moe; /* [layer]: 1 = routes to experts (a copy of the option; all 1 without) */
+    /* the batch submitted and not yet waited for (submit → wait) */
+    bool in_flight;
+    uint64_t t_submit;
     co__acct acct;
 } co__remote;
 

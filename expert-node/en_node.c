@@ -33,13 +33,19 @@ static int read_owned_set(en_node *n, mw_err *err) {
     if (vx_source_open(n->opts.vindex, &probe, &p, err)) return -1;
     n->n_layers = vx_source_n_layers(p);
     n->n_experts = vx_source_n_experts(p);
-    vx_source_close(p);
-    if (n->n_layers < 1 || n->n_experts < 1)
-        return mw_errf(err, "%s: not a mixture-of-experts model (%d layers × %d experts)",
-                       n->opts.vindex, n->n_layers, n->n_experts);
     const char *spec = n->opts.experts ? n->opts.experts : "all";
-    if (vx_expert_set_parse(spec, n->n_layers, n->n_experts, &n->owned, err))
-        return mw_err_wrap(err, "--experts %s", spec);
+    int rc = n->n_layers < 1 || n->n_experts < 1
+                 ? mw_errf(err, "%s: not a mixture-of-experts model (%d layers × %d experts)",
+                           n->opts.vindex, n->n_layers, n->n_experts)
+             : vx_expert_set_parse(spec, n->n_layers, n->n_experts, &n->owned, err)
+                 ? mw_err_wrap(err, "--experts %s", spec)
+                 : 0;
+    /* a range over a model's leading dense layers names no experts there */
+    for (int l = 0; rc == 0 && l < n->n_layers; l++)
+        for (int e = 0; !vx_source_layer_has_experts(p, l) && e < n->n_experts; e++)
+            vx_expert_set_put(&n->owned, l, e, false);
+    vx_source_close(p);
+    if (rc) return -1;
     if (vx_expert_set_count(&n->owned) == 0)
         return mw_errf(err, "--experts %s: the set is empty", spec);
     n->spec = vx_expert_set_format(&n->owned);

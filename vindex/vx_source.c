@@ -126,6 +126,10 @@ const vx_tensor *vx_source_tensor(const vx_source *s, const char *name) {
     return i < 0 ? NULL : &s->list[i];
 }
 
+bool vx_source_layer_has_experts(const vx_source *s, int layer) {
+    return layer >= 0 && layer < s->n_layers && s->layers[layer].present;
+}
+
 bool vx_source_has_expert(const vx_source *s, int layer, int expert) {
     return vx_expert_set_has(&s->held, layer, expert);
 }

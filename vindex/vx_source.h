@@ -69,6 +69,9 @@ const vx_tensor *vx_source_tensor(const vx_source *s, const char *name);
 /* Number of MoE layers' experts the source describes (from its metadata). */
 int vx_source_n_layers(const vx_source *s);
 int vx_source_n_experts(const vx_source *s);
+/* Whether the model gives layer `layer` routed experts at all (deepseek2's leading dense layers
+ * have none), whatever this opening holds. */
+bool vx_source_layer_has_experts(const vx_source *s, int layer);
 /* Whether (layer, expert) is available in this opening. */
 bool vx_source_has_expert(const vx_source *s, int layer, int expert);
 /* Fills a view of expert `expert` of layer `layer`. -1 with err when not held or not mapped. */

@@ -6,7 +6,8 @@
  * what the fixture does not: no query down-projection (q_lora 0), softmax gating, no groups or
  * other group counts, no normalisation, other scales, several shared experts, no dense layer, other
  * head widths. f32 numerics must agree within 1e-4 at every position; prefill, token-by-token
- * decode and two interleaved sequences give the same bits. */
+ * decode and two interleaved sequences give the same bits. And the MoE step through a backend
+ * with submit / wait halves gives the local backend's bits. */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -465,6 +466,82 @@ static void check_variant(const variant *v) {
     free(dir);
 }
 
+/* ---- the MoE step in two halves ----------------------------------------------------------------
+ */
+
+/* The local backend behind submit / wait: submit only records the batch, wait runs it, as a
+ * remote backend's replies would arrive. */
+typedef struct split {
+    md_expert_backend be;
+    md_expert_backend *inner;
+    const md_moe_batch *pending;
+    int submits, waits;
+} split;
+
+static int split_submit(md_expert_backend *b, const md_moe_batch *batch, mw_err *err) {
+    split *s = b->impl;
+    (void)err;
+    assert_null(s->pending); /* one batch in flight */
+    s->pending = batch;
+    s->submits++;
+    return 0;
+}
+
+static int split_wait(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    split *s = b->impl;
+    assert_ptr_equal(s->pending, batch);
+    s->pending = NULL;
+    s->waits++;
+    return s->inner->run(s->inner, batch, out, err);
+}
+
+static int split_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    (void)b, (void)batch, (void)out;
+    return mw_errf(err, "run called on a backend with halves");
+}
+
+/* The fixture through a backend with halves: the same bits as the local backend run whole, one
+ * submit and one wait per MoE layer, and the time of each half accounted. */
+static void test_submit_then_wait(void **state) {
+    (void)state;
+    loaded L;
+    load(&L, mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"));
+    const int64_t V = L.m->cfg.n_vocab;
+    int32_t tok[T_TOK];
+    for (int i = 0; i < T_TOK; i++) tok[i] = (int32_t)((i * 53 + 5) % 500);
+    md_row rows[T_TOK];
+    for (int i = 0; i < T_TOK; i++) rows[i] = (md_row){0, i, tok[i], 1};
+    float *a = malloc(sizeof(float) * (size_t)(T_TOK * V)), *b = malloc(sizeof(float) * (size_t)V);
+    mw_err e;
+    md_ctx *c = ctx(&L, 1, NULL);
+    if (md_forward(c, rows, T_TOK, a, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(md_ctx_moe_timing(c).layers, 2); /* layers 1 and 2; layer 0 is dense */
+    md_ctx_free(c);
+    split sp = {.be = {.name = "split",
+                       .run = split_run,
+                       .submit = split_submit,
+                       .wait = split_wait,
+                       .impl = &sp},
+                .inner = L.b};
+    md_ctx_params p = {.numerics = KN_NUM_F32, .experts = &sp.be, .n_ctx = 64};
+    if (md_ctx_new(L.m, &p, &c, &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < T_TOK; i++) {
+        if (md_forward(c, &rows[i], 1, b, &e)) fail_msg("%s", e.msg);
+        assert_memory_equal(b, a + i * V, sizeof(float) * (size_t)V);
+    }
+    assert_int_equal(sp.submits, 2 * T_TOK);
+    assert_int_equal(sp.waits, 2 * T_TOK);
+    const md_moe_timing t = md_ctx_moe_timing(c);
+    assert_int_equal(t.layers, 2 * T_TOK);
+    assert_true(t.shared_ns > 0 && t.wait_ns > 0); /* the shared expert ran between the halves */
+    md_ctx_reset_moe_timing(c);
+    assert_int_equal(md_ctx_moe_timing(c).layers, 0);
+    md_ctx_free(c);
+    free(a);
+    free(b);
+    unload(&L);
+}
+
 static void test_plain_query_softmax(void **state) {
     (void)state;
     check_variant(&variants[0]);
@@ -485,6 +562,7 @@ int main(void) {
         cmocka_unit_test(test_plain_query_softmax),
         cmocka_unit_test(test_eight_groups),
         cmocka_unit_test(test_v3_router),
+        cmocka_unit_test(test_submit_then_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
