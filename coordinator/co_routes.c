@@ -31,7 +31,7 @@ typedef struct exch {
     char id[64];
     co_oai_meta meta;
     /* the whole answer, when not streaming */
-    co_buf text;
+    co_buf text, reasoning;
     int32_t *toks;
     co_logprob *lps;
     size_t toks_cap, lps_cap;
@@ -127,6 +127,7 @@ static void route_metrics(co_routes *r, co_http_req *q) {
 
 static void exch_free(exch *x) {
     co_buf_free(&x->text);
+    co_buf_free(&x->reasoning);
     co_buf_free(&x->out);
     co_buf_free(&x->frame);
     free(x->toks);
@@ -183,6 +184,8 @@ static void finish(exch *x, const co_job_out *o) {
     } else {
         co_oai_piece all = {.content = x->text.p,
                             .content_len = x->text.len,
+                            .reasoning = x->reasoning.len ? x->reasoning.p : NULL,
+                            .reasoning_len = x->reasoning.len,
                             .tokens = x->toks,
                             .n_tokens = x->n_toks,
                             .logprobs = x->logprobs ? x->lps : NULL,
@@ -203,9 +206,12 @@ static void on_output(void *ud, co_job *job) {
     co_job_take(job, &o);
     if (x->stream) {
         co_buf_clear(&x->out);
-        if (o.text_len || (o.n_tokens && (x->logprobs || x->meta.return_token_ids))) {
+        if (o.text_len || o.reasoning_len ||
+            (o.n_tokens && (x->logprobs || x->meta.return_token_ids))) {
             co_oai_piece p = {.content = o.text,
                               .content_len = o.text_len,
+                              .reasoning = o.reasoning_len ? o.reasoning : NULL,
+                              .reasoning_len = o.reasoning_len,
                               .tokens = o.tokens,
                               .n_tokens = o.n_tokens,
                               .logprobs = o.logprobs,
@@ -219,6 +225,7 @@ static void on_output(void *ud, co_job *job) {
         }
     } else {
         co_buf_add(&x->text, o.text, o.text_len);
+        co_buf_add(&x->reasoning, o.reasoning, o.reasoning_len);
         if (o.n_tokens) {
             size_t need = (size_t)(x->n_toks + o.n_tokens);
             if (mw_grow((void **)&x->toks, &x->toks_cap, need, sizeof *x->toks) ||
@@ -264,9 +271,9 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
         co_oai_fail(&e, 400, prompt_param, NULL,
                     "the model has no tokenizer: give 'prompt' as an array of token ids");
         goto fail;
-    } else if (kind == CO_OAI_CHAT ? co_text_chat(r->p.text, req.messages, &ids, &n_ids, &err)
-                                   : co_text_encode(r->p.text, req.prompt, strlen(req.prompt), &ids,
-                                                    &n_ids, &err)) {
+    } else if (kind == CO_OAI_CHAT ? co_stext_chat(r->p.text, req.messages, &ids, &n_ids, &err)
+                                   : co_stext_encode(r->p.text, req.prompt, strlen(req.prompt),
+                                                     &ids, &n_ids, &err)) {
         co_oai_fail(&e, 400, prompt_param, NULL, "%s", err.msg);
         goto fail;
     }
@@ -287,8 +294,14 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
                     (long long)n_ids, (long long)max_tokens, (long long)r->p.n_ctx);
         goto fail;
     }
+    void *text_state = NULL;
+    if (r->p.text && !(text_state = co_stext_job(r->p.text, kind == CO_OAI_CHAT, &err))) {
+        co_oai_fail(&e, 500, NULL, NULL, "%s", err.msg);
+        goto fail;
+    }
     exch *x = calloc(1, sizeof *x);
     if (!x) {
+        if (text_state) co_stext_ops.end(text_state);
         co_oai_fail(&e, 500, NULL, NULL, "out of memory");
         goto fail;
     }
@@ -306,7 +319,7 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
     x->meta = (co_oai_meta){.id = x->id,
                             .model = r->p.model_id,
                             .created = (long long)time(NULL),
-                            .token_name = r->p.text ? co_text_token_name : NULL,
+                            .token_name = r->p.text ? co_stext_token_name : NULL,
                             .token_ud = r->p.text,
                             .return_token_ids = req.return_token_ids};
     co_gen_params gp = {.prompt = ids,
@@ -321,7 +334,9 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
                         .n_stop_ids = req.n_stop_ids,
                         .ignore_eos = req.ignore_eos,
                         .top_logprobs = req.top_logprobs,
-                        .t_arrival = t_arrival};
+                        .t_arrival = t_arrival,
+                        .text = text_state ? &co_stext_ops : NULL,
+                        .text_state = text_state};
     co_submit_rc rc = co_sched_submit(r->p.sched, &gp, on_output, x, &x->job, &err);
     if (ids != req.prompt_ids) free(ids);
     ids = NULL;

@@ -8,12 +8,12 @@
 #include "coordinator/co_http.h"
 #include "coordinator/co_metrics.h"
 #include "coordinator/co_sched.h"
-#include "coordinator/co_text.h"
+#include "coordinator/co_serve_text.h"
 
 typedef struct co_routes_params {
     co_sched *sched;
     co_metrics *metrics;
-    co_text *text;        /* NULL: the model has no tokenizer (prompts as token ids only) */
+    co_stext *text;       /* NULL: the model has no tokenizer (prompts as token ids only) */
     const char *model_id; /* what "model" must name */
     long long created;    /* unix time the model was loaded */
     int64_t n_ctx;        /* positions per sequence */

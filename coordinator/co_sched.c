@@ -43,10 +43,11 @@ struct co_job {
     int32_t next; /* sampled, to be fed */
     md_sampler sampler;
     bool sampler_ok;
+    const co_text_ops *text;
     void *text_state;
     double t_last;
-    co_buf piece, shown; /* this token's text; after stop strings */
-    bool done;           /* finished on the model thread (removed at the step's end) */
+    co_buf piece, rpiece, shown; /* this token's text and reasoning; the text after stop strings */
+    bool done;                   /* finished on the model thread (removed at the step's end) */
     co_finish finish;
     char error[ERR_MAX];
     float *logits; /* keep_logits */
@@ -58,7 +59,7 @@ struct co_job {
     co_logprob *p_lp;
     size_t p_tok_cap, p_lp_cap;
     int64_t p_n;
-    co_buf p_text;
+    co_buf p_text, p_reason;
     co_finish p_finish;
     bool p_ready; /* on the ready list */
     co_job *next_ready;
@@ -66,7 +67,7 @@ struct co_job {
     int32_t *t_tok;
     co_logprob *t_lp;
     size_t t_tok_cap, t_lp_cap;
-    co_buf t_text;
+    co_buf t_text, t_reason;
     char t_error[ERR_MAX];
     bool finish_taken;
 };
@@ -106,13 +107,22 @@ double co_now(void) {
 
 /* ---- jobs ----------------------------------------------------------------------------------- */
 
+static void job_end_text(co_job *j) {
+    if (j->text && j->text->end && j->text_state) j->text->end(j->text_state);
+    j->text_state = NULL;
+}
+
 static void job_free(co_job *j) {
+    job_end_text(j);
     free(j->prompt);
     free(j->stop_ids);
     co_stop_free(&j->stop);
     if (j->sampler_ok) md_sampler_free(&j->sampler);
     co_buf_free(&j->piece);
+    co_buf_free(&j->rpiece);
     co_buf_free(&j->shown);
+    co_buf_free(&j->p_reason);
+    co_buf_free(&j->t_reason);
     free(j->logits);
     free(j->p_tok);
     free(j->p_lp);
@@ -166,7 +176,13 @@ void co_job_take(co_job *j, co_job_out *o) {
     j->t_text = j->p_text;
     j->p_text = tx;
     co_buf_clear(&j->p_text);
-    *o = (co_job_out){.tokens = j->t_tok,
+    tx = j->t_reason;
+    j->t_reason = j->p_reason;
+    j->p_reason = tx;
+    co_buf_clear(&j->p_reason);
+    *o = (co_job_out){.reasoning = j->t_reason.p ? j->t_reason.p : "",
+                      .reasoning_len = j->t_reason.len,
+                      .tokens = j->t_tok,
                       .n_tokens = j->p_n,
                       .logprobs = j->top_logprobs >= 0 && j->p_n ? j->t_lp : NULL,
                       .text = j->t_text.p ? j->t_text.p : "",
@@ -219,8 +235,9 @@ static void mark_ready(co_sched *s, co_job *j) {
 
 /* ---- submission ----------------------------------------------------------------------------- */
 
-co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
-                             co_job **out, mw_err *err) {
+/* *taken: the job under construction owns the text state (job_free ends it). */
+static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
+                           co_job **out, bool *taken, mw_err *err) {
     *out = NULL;
     if (p->n_prompt < 1) {
         mw_errf(err, "the prompt is empty");
@@ -275,6 +292,9 @@ co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, 
     j->top_logprobs = p->top_logprobs;
     j->t_arrival = p->t_arrival ? p->t_arrival : co_now();
     j->slot = -1;
+    j->text = p->text;
+    j->text_state = p->text_state;
+    *taken = true;
     j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt);
     j->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *j->stop_ids);
     if (!j->prompt || !j->stop_ids) {
@@ -324,6 +344,16 @@ co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, 
     return CO_SUBMIT_OK;
 }
 
+co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
+                             co_job **out, mw_err *err) {
+    bool taken = false;
+    co_submit_rc rc = submit(s, p, cb, ud, out, &taken, err);
+    /* refused before a job took the text state: end it here */
+    if (rc != CO_SUBMIT_OK && !taken && p->text && p->text->end && p->text_state)
+        p->text->end(p->text_state);
+    return rc;
+}
+
 void co_sched_drain(co_sched *s) {
     pthread_mutex_lock(&s->mu);
     s->draining = true;
@@ -351,18 +381,6 @@ static void job_end(co_job *j, co_finish f, const char *error) {
     j->done = true;
     j->finish = f;
     if (error) snprintf(j->error, sizeof j->error, "%s", error);
-}
-
-/* Text of a sampled token through the detokenizer and the stop strings; true when a stop string
- * ended the job. */
-static bool job_text(co_sched *s, co_job *j, int32_t tok, bool last) {
-    const co_text_ops *t = &s->p.text;
-    co_buf_clear(&j->piece);
-    if (t->piece) t->piece(t->ud, j->text_state, tok, &j->piece);
-    if (last && t->flush) t->flush(t->ud, j->text_state, &j->piece);
-    bool hit = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
-    if (!hit && last) co_stop_flush(&j->stop, &j->shown);
-    return hit;
 }
 
 static bool is_stop_id(const co_sched *s, const co_job *j, int32_t tok) {
@@ -426,19 +444,17 @@ static void job_token(co_sched *s, co_job *j, const float *logits, double t) {
     }
     co_logprob lp;
     if (j->top_logprobs >= 0) fill_logprob(logits, V, tok, j->top_logprobs, &lp);
+    co_buf_clear(&j->piece);
+    co_buf_clear(&j->rpiece);
     co_buf_clear(&j->shown);
-    bool stop_id = is_stop_id(s, j, tok);
+    bool stop_tok = j->text && j->text->piece(j->text_state, tok, &j->piece, &j->rpiece) == 1;
+    bool stop_id = is_stop_id(s, j, tok) || (stop_tok && !j->ignore_eos);
+    if (stop_id) co_buf_clear(&j->piece); /* a stop token shows no text */
     bool length = j->n_gen >= j->max_tokens;
-    bool stop_str = false;
-    if (stop_id) {
-        /* the stop token shows no text; what was held back is released */
-        co_buf_clear(&j->piece);
-        if (s->p.text.flush) s->p.text.flush(s->p.text.ud, j->text_state, &j->piece);
-        stop_str = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
-        if (!stop_str) co_stop_flush(&j->stop, &j->shown);
-    } else {
-        stop_str = job_text(s, j, tok, length);
-    }
+    if ((stop_id || length) && j->text && j->text->flush)
+        j->text->flush(j->text_state, &j->piece, &j->rpiece);
+    bool stop_str = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
+    if (!stop_str && (stop_id || length)) co_stop_flush(&j->stop, &j->shown);
     pthread_mutex_lock(&s->mu);
     if (!mw_grow((void **)&j->p_tok, &j->p_tok_cap, (size_t)j->p_n + 1, sizeof *j->p_tok) &&
         (j->top_logprobs < 0 ||
@@ -448,6 +464,7 @@ static void job_token(co_sched *s, co_job *j, const float *logits, double t) {
         j->p_n++;
     }
     co_buf_add(&j->p_text, j->shown.p ? j->shown.p : "", j->shown.len);
+    if (!stop_str) co_buf_add(&j->p_reason, j->rpiece.p ? j->rpiece.p : "", j->rpiece.len);
     mark_ready(s, j);
     pthread_mutex_unlock(&s->mu);
     if (stop_id || stop_str)
@@ -476,8 +493,7 @@ static void reap(co_sched *s) {
             continue;
         }
         *pp = j->next_active;
-        if (s->p.text.end && j->text_state) s->p.text.end(s->p.text.ud, j->text_state);
-        j->text_state = NULL;
+        job_end_text(j);
         pthread_mutex_lock(&s->mu);
         s->n_active--;
         release_slot(s, j);
@@ -642,9 +658,6 @@ static void *model_thread(void *arg) {
         bool stop = s->stop;
         int queued = s->n_wait;
         pthread_mutex_unlock(&s->mu);
-        for (co_job *j = s->active; j; j = j->next_active)
-            if (!j->text_state && !j->done && s->p.text.begin)
-                j->text_state = s->p.text.begin(s->p.text.ud);
         if (s->p.metrics) co_metrics_queue(s->p.metrics, s->n_active, queued);
         if (!stop) step(s);
         reap(s);

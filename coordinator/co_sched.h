@@ -27,16 +27,16 @@
 
 #define CO_TOP_LOGPROBS_MAX 20
 
-/* The text side of a job, supplied by whoever holds the tokenizer (NULL ops: no text). Called on
- * the model thread. */
+/* The text side of a job, supplied by whoever holds the tokenizer: a per-job state and these
+ * calls, made on the model thread. */
 typedef struct co_text_ops {
-    void *(*begin)(void *ud);
-    /* Appends the text token adds (bytes of an unfinished character may be held back). */
-    void (*piece)(void *ud, void *state, int32_t token, co_buf *out);
-    /* The stream ended: appends whatever was held back. */
-    void (*flush)(void *ud, void *state, co_buf *out);
-    void (*end)(void *ud, void *state);
-    void *ud;
+    /* Appends what token adds to the visible text and to the reasoning (chat formats with a
+     * reasoning channel); bytes of an unfinished character may be held back. Returns 1 when the
+     * token ends the generation (the model's or the chat format's stop token), else 0. */
+    int (*piece)(void *state, int32_t token, co_buf *content, co_buf *reasoning);
+    /* The generation ended: appends whatever was held back. */
+    void (*flush)(void *state, co_buf *content, co_buf *reasoning);
+    void (*end)(void *state); /* frees the state */
 } co_text_ops;
 
 typedef struct co_sched_params {
@@ -47,9 +47,8 @@ typedef struct co_sched_params {
     int n_expert, n_layer; /* for the unique-experts figure */
     int chunk;             /* prompt rows per step (>= 1) */
     int max_queue;         /* jobs waiting for a slot; submissions beyond are refused */
-    const int32_t *eos;    /* the model's end-of-generation ids (copied) */
+    const int32_t *eos;    /* end-of-generation ids of jobs without text ops (copied) */
     int n_eos;
-    co_text_ops text;
     co_metrics *metrics; /* may be NULL */
     /* Called on the model thread after every step (backend figures for the metrics). */
     void (*after_step)(void *ud);
@@ -83,6 +82,10 @@ typedef struct co_gen_params {
                          alternatives */
     bool keep_logits; /* keep every sampled row's logits (co_job_logits: tests) */
     double t_arrival; /* co_now() when the request arrived (time to first token) */
+    /* Text (NULL: ids only, ended by the eos ids of the scheduler). The state passes to the
+     * scheduler, which ends it, also when the submission fails. */
+    const co_text_ops *text;
+    void *text_state;
 } co_gen_params;
 
 typedef enum co_finish {
@@ -108,6 +111,8 @@ typedef struct co_job_out {
     const co_logprob *logprobs; /* n_tokens entries when asked for, else NULL */
     const char *text;           /* text of those tokens, stop strings removed */
     size_t text_len;
+    const char *reasoning; /* their reasoning text (chat formats that have it) */
+    size_t reasoning_len;
     co_finish finish;          /* set once, with the last output */
     int64_t prompt_tokens;     /* the prompt's length */
     int64_t completion_tokens; /* generated so far (a stop id counts) */

@@ -20,7 +20,7 @@
 #include "coordinator/co_remote.h"
 #include "coordinator/co_routes.h"
 #include "coordinator/co_sched.h"
-#include "coordinator/co_text.h"
+#include "coordinator/co_serve_text.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
@@ -37,7 +37,7 @@ typedef struct serve {
     md_model *model;
     md_expert_backend *experts;
     md_ctx *ctx;
-    co_text *text;
+    co_stext *text;
     co_metrics *metrics;
     co_sched *sched;
     co_routes *routes;
@@ -233,7 +233,7 @@ static int open_all(serve *s, mw_err *err) {
     if (md_model_load(s->src, &s->model, err) || (o->pin && md_model_pin_dense(s->model, err)))
         return -1;
     if (plan_slots(s, err)) return -1;
-    if (co_text_open(s->src, &s->text, err)) return -1;
+    if (co_stext_open(s->src, NULL, &s->text, err)) return -1;
     co_backend_env env = {.opts = o, .src = s->src, .model = s->model, .pool = s->pool};
     if (s->kind->create(&env, &s->experts, err)) return -1;
     md_ctx_params cp = {.numerics = o->numerics,
@@ -253,8 +253,6 @@ static int open_all(serve *s, mw_err *err) {
     after_step(s);
     if (uv_loop_init(&s->loop)) return mw_errf(err, "cannot start the event loop");
     s->loop_ok = true;
-    const int32_t *eos = NULL;
-    int n_eos = s->text ? co_text_eos(s->text, &eos) : 0;
     co_sched_params sp = {.ctx = s->ctx,
                           .n_slots = s->n_slots,
                           .n_ctx = s->n_ctx,
@@ -263,9 +261,6 @@ static int open_all(serve *s, mw_err *err) {
                           .n_layer = c->n_layer,
                           .chunk = o->chunk,
                           .max_queue = o->max_queue,
-                          .eos = eos,
-                          .n_eos = n_eos,
-                          .text = s->text ? co_text_stream_ops(s->text) : (co_text_ops){0},
                           .metrics = s->metrics,
                           .after_step = after_step,
                           .after_step_ud = s,
@@ -329,7 +324,7 @@ static void close_all(serve *s) {
     free(s->nodes);
     md_ctx_free(s->ctx);
     if (s->experts) s->experts->destroy(s->experts); /* stops loopback nodes */
-    co_text_free(s->text);
+    co_stext_free(s->text);
     md_model_free(s->model);
     if (s->src) vx_source_close(s->src);
     kn_pool_destroy(s->pool);

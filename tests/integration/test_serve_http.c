@@ -160,6 +160,80 @@ static void test_greedy_equals_generate(void **st) {
     mwt_resp_free(&r);
 }
 
+static json_t *completion(const char *body) {
+    mwt_resp r;
+    post("/v1/completions", body, &r);
+    if (r.status != 200) fail_msg("%s -> %d %s", body, r.status, r.body);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_non_null(j);
+    mwt_resp_free(&r);
+    return j;
+}
+
+static const char *choice_text(json_t *j) {
+    return json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+}
+
+/* Text prompts through the model's tokenizer; streamed text = whole text; a stop string that
+ * spans two tokens ends the text before it. */
+static void test_text_and_stop_strings(void **st) {
+    (void)st;
+    json_t *a = completion("{\"model\":\"model\",\"prompt\":\"Hello world\",\"max_tokens\":16,"
+                           "\"temperature\":0,\"logprobs\":0,\"ignore_eos\":true}");
+    const char *text = choice_text(a);
+    json_t *lp = json_object_get(json_array_get(json_object_get(a, "choices"), 0), "logprobs");
+    json_t *toks = json_object_get(lp, "tokens"), *offs = json_object_get(lp, "text_offset");
+    assert_int_equal(json_array_size(toks), 16);
+    /* the streamed pieces add up to the same text */
+    mwt_resp r;
+    post("/v1/completions",
+         "{\"model\":\"model\",\"prompt\":\"Hello world\",\"max_tokens\":16,\"temperature\":0,"
+         "\"stream\":true,\"ignore_eos\":true}",
+         &r);
+    char joined[4096] = "";
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7)) continue;
+        json_t *ch = json_loads(line + 6, 0, NULL);
+        const char *t = choice_text(ch);
+        if (t) strncat(joined, t, sizeof joined - strlen(joined) - 1);
+        json_decref(ch);
+    }
+    mwt_resp_free(&r);
+    assert_string_equal(joined, text);
+    /* a stop string made of the end of one token and the start of the next */
+    size_t k = 1;
+    while (k < 16 && (strlen(json_string_value(json_array_get(toks, k - 1))) == 0 ||
+                      strlen(json_string_value(json_array_get(toks, k))) == 0))
+        k++;
+    assert_true(k < 16);
+    size_t cut = (size_t)json_integer_value(json_array_get(offs, k));
+    char stop[3] = {text[cut - 1], text[cut], 0};
+    if ((stop[0] & 0x80) || (stop[1] & 0x80)) { /* keep the test to whole ASCII characters */
+        json_decref(a);
+        skip();
+    }
+    json_t *stop_json = json_string(stop);
+    char *stop_s = json_dumps(stop_json, JSON_ENCODE_ANY);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":\"Hello world\",\"max_tokens\":16,\"temperature\":0,"
+             "\"ignore_eos\":true,\"stop\":[%s]}",
+             stop_s);
+    json_t *b = completion(body);
+    const char *first = strstr(text, stop);
+    assert_non_null(first);
+    assert_int_equal(strlen(choice_text(b)), (size_t)(first - text));
+    assert_memory_equal(choice_text(b), text, (size_t)(first - text));
+    assert_string_equal(json_string_value(json_object_get(
+                            json_array_get(json_object_get(b, "choices"), 0), "finish_reason")),
+                        "stop");
+    free(stop_s);
+    json_decref(stop_json);
+    json_decref(a);
+    json_decref(b);
+}
+
 static void test_keepalive_pipelining(void **st) {
     (void)st;
     int fd = mwt_http_connect(srv.port);
@@ -326,7 +400,7 @@ static void test_bad_json(void **st) {
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"seed\":\"x\"}", 400, "seed", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"model\":\"model\"}", 400, NULL, "JSON");
     expect_error("{\"model\":\"nope\",\"prompt\":[1]}", 404, "model", "does not exist");
-    expect_error("{\"model\":\"model\",\"prompt\":\"text\"}", 400, "prompt", "tokenizer");
+    expect_error("{\"model\":\"model\",\"prompt\":\"bad \\udc00 utf-16\"}", 400, NULL, NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"max_tokens\":8193}", 400, "max_tokens",
                  "context");
     /* a prompt longer than the context */
@@ -452,6 +526,7 @@ static void test_sigterm_finishes_inflight(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_equals_generate),
+        cmocka_unit_test(test_text_and_stop_strings),
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_malformed_http),
         cmocka_unit_test(test_slow_clients),

@@ -1,0 +1,41 @@
+/* coordinator/co_serve_text.h — the server's view of the model's text side (tokenizer/tk.h):
+ * prompt text and chat messages to token ids, per-request streaming detokenization for the
+ * scheduler (co_text_ops), token names for logprobs. A model without a tokenizer serves token-id
+ * prompts only. */
+#ifndef CO_SERVE_TEXT_H
+#define CO_SERVE_TEXT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "coordinator/co_buf.h"
+#include "coordinator/co_sched.h"
+#include "util/mw_err.h"
+#include "vindex/vx_source.h"
+
+typedef struct co_stext co_stext;
+
+/* *out = NULL (and 0) when the source carries no tokenizer; a tokenizer that is there but cannot
+ * be loaded is an error. chat_template: a format name, or NULL to recognise the model's. */
+int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err);
+void co_stext_free(co_stext *t);
+
+/* A completion prompt to ids: special-token text is matched (as llama.cpp's server does), BOS
+ * added when the model asks for it. *ids is malloc'ed. */
+int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t *n_ids,
+                    mw_err *err);
+/* An OpenAI message list (already checked by co_oai) through the model's chat template, opened
+ * for the assistant's turn. */
+int co_stext_chat(co_stext *t, json_t *messages, int32_t **ids, int64_t *n_ids, mw_err *err);
+
+/* A job's text state: plain detokenization ended by the model's end-of-generation ids, or (chat)
+ * the chat format's parser, which splits reasoning from the visible text and knows the format's
+ * stop tokens. Owned by the scheduler once submitted (co_gen_params.text_state). */
+void *co_stext_job(co_stext *t, bool chat, mw_err *err);
+extern const co_text_ops co_stext_ops;
+
+/* A token's bytes as the vocabulary stores them (logprobs); ud is the co_stext. */
+void co_stext_token_name(void *ud, int32_t token, co_buf *out);
+
+#endif
