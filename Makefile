@@ -3,7 +3,8 @@
 # (deploy/deps.sh); nothing calls apt when everything is present.
 #
 #   make            library and programs          make test     the whole suite
-#   make run        demo: synth model, loopback   make bench    benchmarks (not tests)
+#   make run        demo: synth model, loopback cluster, generate, then serve on :8080
+#   make demo       the same, generate only       make bench    benchmarks (not tests)
 #   make deps       install Debian packages       make format   clang-format the tree
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
@@ -93,7 +94,7 @@ TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
-.PHONY: all deps test unit integration run bench clean format help check-kernels neon-check fuzz
+.PHONY: all deps test unit integration run demo bench clean format help check-kernels neon-check fuzz
 all: build/libmoewire.a $(BIN)
 
 deps:
@@ -170,8 +171,29 @@ test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
 unit: $(filter $(ASAN)/tests/unit/%,$(TEST_BINS))
 	tests/run.sh $^
 
+# The serving tests' tools: the official openai client (pinned) installed into build/npm, and
+# promtool taken out of Debian's prometheus package (no daemon runs).
+OPENAI_NPM := openai@6.30.1
+PROMTOOL := build/promtool/promtool
+build/npm/node_modules/openai/package.json:
+	@mkdir -p build/npm
+	npm install --no-audit --no-fund --silent --prefix build/npm $(OPENAI_NPM)
+
+$(PROMTOOL):
+	@mkdir -p build/promtool
+	cd build/promtool && (apt-get download prometheus 2>/dev/null || \
+	  (apt-get update -qq && apt-get download prometheus)) && \
+	  dpkg -x prometheus_*.deb pkg && cp pkg/usr/bin/promtool . && rm -rf pkg prometheus_*.deb
+
+test: build/npm/node_modules/openai/package.json $(PROMTOOL)
+test: export MW_NPM = $(CURDIR)/build/npm
+test: export MW_PROMTOOL = $(CURDIR)/$(PROMTOOL)
+
 # ---- demo -----------------------------------------------------------------------------------
 run: all
+	deploy/demo.sh --serve
+
+demo: all
 	deploy/demo.sh
 
 # ---- benchmarks -----------------------------------------------------------------------------
@@ -200,4 +222,4 @@ clean:
 help:
 	@sed -n '1,/^$$/p' Makefile
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find build -name '*.d' -type f 2>/dev/null)

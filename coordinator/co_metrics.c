@@ -323,7 +323,7 @@ void co_metrics_write(co_metrics *m, co_buf *o) {
         (double)m->kv_used);
     hist_one(o, "moewire_step_unique_experts",
              "distinct experts chosen in one layer by one step's rows", &m->unique);
-    one(o, "moewire_step_unique_experts_uniform_sum", "counter",
+    one(o, "moewire_step_unique_experts_uniform_total", "counter",
         "E*(1-(1-k/E)^rows) summed over the same (layer, step) observations: the unique "
         "experts random routing would touch",
         m->unique_uniform_sum);

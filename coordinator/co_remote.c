@@ -137,8 +137,11 @@ static int send_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
         co__piece *p = &r->pieces[q];
         co__node *n = &r->nodes[p->node];
         p->t_send = mw_now_ns();
-        if (wr_send(n->sock, NULL, 0, &r->outs[q], ZMQ_DONTWAIT, err))
+        if (wr_send(n->sock, NULL, 0, &r->outs[q], ZMQ_DONTWAIT, err)) {
+            n->down = true; /* no peer to take it: the node is gone */
+            co__acct_failed(&r->acct, p->node);
             return mw_errf(err, "%s is not connected (layer %d)", n->name, b->layer);
+        }
         r->acct.phase_ns[CO__SEND] += mw_now_ns() - p->t_send;
     }
     return 0;

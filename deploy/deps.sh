@@ -26,6 +26,9 @@ declare -A CMD_PKG=(
   [qemu-aarch64]=qemu-user
   [ip]=iproute2
   [sha256sum]=coreutils
+  [node]=nodejs
+  [npm]=npm
+  [dpkg-deb]=dpkg
 )
 
 missing=()

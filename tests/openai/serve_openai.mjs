@@ -1,0 +1,156 @@
+// tests/openai/serve_openai.mjs — the official `openai` client (pinned, installed into build/npm by
+// `make test`) against a running `coordinator serve`: models, completions and chat (whole and
+// streamed, usage), the client's error classes for bad requests, eight concurrent streams, and
+// greedy output equal to `coordinator generate`. Run by tests/integration/test_serve_openai.c:
+//   node serve_openai.mjs NPM_DIR phase   (env: MW_URL, MW_MODEL, MW_PROMPT_IDS, MW_REF_IDS)
+// phase "main" runs everything above; phase "nodefail" (after the harness killed an expert node)
+// checks that a request then fails with a server error and a stream with an error event.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const require = createRequire(path.join(path.resolve(process.argv[2]), 'node_modules', 'x.js'));
+const OpenAI = require('openai');
+const phase = process.argv[3] || 'main';
+const client = new OpenAI({ baseURL: process.env.MW_URL + '/v1', apiKey: 'none', maxRetries: 0,
+                            timeout: 120000 });
+const model = process.env.MW_MODEL;
+const promptIds = JSON.parse(process.env.MW_PROMPT_IDS || '[]');
+const refIds = JSON.parse(process.env.MW_REF_IDS || '[]');
+const hasChat = process.env.MW_CHAT === '1';
+
+async function collect(stream) {
+  let text = '', reasoning = '', usage = null, finish = null, chunks = 0;
+  for await (const c of stream) {
+    chunks++;
+    if (c.usage) usage = c.usage;
+    for (const ch of c.choices) {
+      text += ch.text ?? ch.delta?.content ?? '';
+      reasoning += ch.delta?.reasoning_content ?? '';
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  }
+  return { text, reasoning, usage, finish, chunks };
+}
+
+if (phase === 'main') {
+  test('models', async () => {
+    const list = await client.models.list();
+    assert.ok(list.data.some((m) => m.id === model));
+    const one = await client.models.retrieve(model);
+    assert.equal(one.id, model);
+    await assert.rejects(client.models.retrieve('no-such-model'), OpenAI.NotFoundError);
+  });
+
+  test('greedy completion equals coordinator generate', async () => {
+    const r = await client.completions.create({ model, prompt: promptIds, max_tokens: refIds.length,
+                                                temperature: 0, return_token_ids: true,
+                                                ignore_eos: true });
+    assert.deepEqual(r.choices[0].token_ids, refIds);
+    assert.equal(r.usage.prompt_tokens, promptIds.length);
+    assert.equal(r.usage.completion_tokens, refIds.length);
+    assert.equal(r.usage.total_tokens, promptIds.length + refIds.length);
+    assert.equal(r.choices[0].finish_reason, 'length');
+  });
+
+  test('completion text, whole and streamed, with usage', async () => {
+    const args = { model, prompt: 'The quick brown fox', max_tokens: 12, temperature: 0,
+                   ignore_eos: true };
+    const whole = await client.completions.create(args);
+    assert.equal(whole.object, 'text_completion');
+    assert.equal(typeof whole.choices[0].text, 'string');
+    assert.equal(whole.usage.completion_tokens, 12);
+    const s = await collect(await client.completions.create(
+        { ...args, stream: true, stream_options: { include_usage: true } }));
+    assert.equal(s.text, whole.choices[0].text);
+    assert.equal(s.finish, 'length');
+    assert.deepEqual(s.usage, whole.usage);
+    // seeded sampling is reproducible
+    const a = await client.completions.create({ ...args, temperature: 0.9, top_p: 0.95, seed: 7 });
+    const b = await client.completions.create({ ...args, temperature: 0.9, top_p: 0.95, seed: 7 });
+    assert.equal(a.choices[0].text, b.choices[0].text);
+  });
+
+  test('logprobs', async () => {
+    const r = await client.completions.create({ model, prompt: 'abc', max_tokens: 4, logprobs: 3,
+                                                temperature: 0, ignore_eos: true });
+    const lp = r.choices[0].logprobs;
+    assert.equal(lp.tokens.length, 4);
+    assert.equal(lp.token_logprobs.length, 4);
+    for (const x of lp.token_logprobs) assert.ok(x <= 0);
+    for (const t of lp.top_logprobs) assert.ok(Object.keys(t).length >= 1);
+  });
+
+  test('chat', { skip: !hasChat }, async () => {
+    const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi!' }];
+    const whole = await client.chat.completions.create({ model, messages, max_tokens: 16,
+                                                         temperature: 0 });
+    assert.equal(whole.object, 'chat.completion');
+    assert.equal(whole.choices[0].message.role, 'assistant');
+    assert.equal(typeof whole.choices[0].message.content, 'string');
+    const s = await collect(await client.chat.completions.create(
+        { model, messages, max_tokens: 16, temperature: 0, stream: true,
+          stream_options: { include_usage: true } }));
+    assert.equal(s.text, whole.choices[0].message.content);
+    assert.equal(s.reasoning, whole.choices[0].message.reasoning_content ?? '');
+    assert.deepEqual(s.usage, whole.usage);
+    const lp = await client.chat.completions.create({ model, messages, max_tokens: 3,
+                                                      logprobs: true, top_logprobs: 2 });
+    assert.ok(lp.choices[0].logprobs.content.length >= 1);
+  });
+
+  test('errors raise the right classes', async () => {
+    await assert.rejects(client.completions.create({ model: 'nope', prompt: 'x' }),
+                         OpenAI.NotFoundError);
+    await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 'ten' }),
+                         (e) => e instanceof OpenAI.BadRequestError && e.param === 'max_tokens');
+    await assert.rejects(client.completions.create({ model, prompt: 'x', n: 2 }),
+                         (e) => e instanceof OpenAI.BadRequestError && e.param === 'n');
+    await assert.rejects(client.completions.create({ model, prompt: 'x', temperature: 5 }),
+                         OpenAI.BadRequestError);
+    await assert.rejects(client.chat.completions.create({ model, messages: [] }),
+                         OpenAI.BadRequestError);
+    await assert.rejects(client.chat.completions.create({ model, messages: [{ role: 'x' }] }),
+                         OpenAI.BadRequestError);
+    const long = Array.from({ length: 5000 }, () => 5);
+    await assert.rejects(client.completions.create({ model, prompt: long, max_tokens: 1 }),
+                         (e) => e instanceof OpenAI.BadRequestError &&
+                                e.code === 'context_length_exceeded');
+  });
+
+  test('eight concurrent streams', async () => {
+    const runs = [];
+    for (let i = 0; i < 8; i++)
+      runs.push(client.completions.create({ model, prompt: promptIds, max_tokens: refIds.length,
+                                            temperature: i % 2 ? 0.8 : 0, seed: i, ignore_eos: true,
+                                            return_token_ids: true, stream: true,
+                                            stream_options: { include_usage: true } }));
+    const streams = await Promise.all(runs);
+    const out = await Promise.all(streams.map(async (st) => {
+      const ids = [];
+      let usage = null;
+      for await (const c of st) {
+        if (c.usage) usage = c.usage;
+        for (const ch of c.choices) ids.push(...(ch.token_ids ?? []));
+      }
+      return { ids, usage };
+    }));
+    for (let i = 0; i < 8; i++) {
+      assert.equal(out[i].usage.completion_tokens, refIds.length);
+      if (i % 2 === 0) assert.deepEqual(out[i].ids, refIds); // greedy: same as alone
+    }
+  });
+}
+
+if (phase === 'nodefail') {
+  test('a lost node fails requests loudly and the server answers', async () => {
+    await assert.rejects(client.completions.create({ model, prompt: promptIds, max_tokens: 4 }),
+                         OpenAI.InternalServerError);
+    const stream = await client.completions.create({ model, prompt: promptIds, max_tokens: 4,
+                                                     stream: true });
+    await assert.rejects(collect(stream), OpenAI.APIError);
+    const list = await client.models.list();
+    assert.ok(list.data.length === 1);
+  });
+}
