@@ -281,6 +281,7 @@ int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     r->temperature = 1.0;
     r->top_p = 1.0;
     r->top_logprobs = -1;
+    r->thinking = -1;
     json_error_t jerr;
     r->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!r->root)
@@ -339,6 +340,25 @@ int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     if (get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
         get_bool(root, "return_token_ids", &r->return_token_ids, e))
         return -1;
+    if (kind == CO_OAI_CHAT) {
+        json_t *re = json_object_get(root, "reasoning_effort");
+        if (re && !json_is_null(re)) {
+            const char *eff = json_is_string(re) ? json_string_value(re) : "";
+            if (strcmp(eff, "low") && strcmp(eff, "medium") && strcmp(eff, "high"))
+                return co_oai_fail(e, 400, "reasoning_effort", NULL,
+                                   "'reasoning_effort' must be \"low\", \"medium\" or \"high\"");
+            r->reasoning_effort = eff;
+        }
+        json_t *kw = json_object_get(root, "chat_template_kwargs");
+        if (kw && !json_is_null(kw)) {
+            json_t *th = json_object_get(kw, "enable_thinking");
+            if (!json_is_object(kw) || (th && !json_is_null(th) && !json_is_boolean(th)))
+                return co_oai_fail(e, 400, "chat_template_kwargs", NULL,
+                                   "'chat_template_kwargs' must be an object; its "
+                                   "'enable_thinking' a boolean");
+            if (json_is_boolean(th)) r->thinking = json_is_true(th);
+        }
+    }
     bool echo = false;
     if (get_bool(root, "echo", &echo, e)) return -1;
     if (echo) return co_oai_fail(e, 400, "echo", NULL, "'echo' is not supported");

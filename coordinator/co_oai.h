@@ -46,7 +46,9 @@ typedef struct co_oai_req {
     int n_stop;
     int32_t stop_ids[CO_OAI_MAX_STOP_IDS];
     int n_stop_ids;
-    int top_logprobs; /* -1: none */
+    int top_logprobs;             /* -1: none */
+    const char *reasoning_effort; /* chat: "low" | "medium" | "high", NULL when absent */
+    int thinking;                 /* chat_template_kwargs.enable_thinking: 1, 0, -1 absent */
     bool ignore_eos, return_token_ids;
 } co_oai_req;
 

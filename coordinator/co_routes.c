@@ -264,6 +264,9 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
         goto fail;
     }
     const char *prompt_param = kind == CO_OAI_CHAT ? "messages" : "prompt";
+    const co_stext_chat_opts chat_opts = {.reasoning_effort = req.reasoning_effort,
+                                          .thinking =
+                                              req.thinking >= 0 ? req.thinking : r->p.thinking};
     if (req.prompt_ids) {
         ids = req.prompt_ids;
         n_ids = req.n_prompt_ids;
@@ -271,9 +274,10 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
         co_oai_fail(&e, 400, prompt_param, NULL,
                     "the model has no tokenizer: give 'prompt' as an array of token ids");
         goto fail;
-    } else if (kind == CO_OAI_CHAT ? co_stext_chat(r->p.text, req.messages, &ids, &n_ids, &err)
-                                   : co_stext_encode(r->p.text, req.prompt, strlen(req.prompt),
-                                                     &ids, &n_ids, &err)) {
+    } else if (kind == CO_OAI_CHAT
+                   ? co_stext_chat(r->p.text, req.messages, &chat_opts, &ids, &n_ids, &err)
+                   : co_stext_encode(r->p.text, req.prompt, strlen(req.prompt), &ids, &n_ids,
+                                     &err)) {
         co_oai_fail(&e, 400, prompt_param, NULL, "%s", err.msg);
         goto fail;
     }
@@ -295,7 +299,8 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
         goto fail;
     }
     void *text_state = NULL;
-    if (r->p.text && !(text_state = co_stext_job(r->p.text, kind == CO_OAI_CHAT, &err))) {
+    if (r->p.text &&
+        !(text_state = co_stext_job(r->p.text, kind == CO_OAI_CHAT ? &chat_opts : NULL, &err))) {
         co_oai_fail(&e, 500, NULL, NULL, "%s", err.msg);
         goto fail;
     }

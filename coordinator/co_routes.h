@@ -18,6 +18,7 @@ typedef struct co_routes_params {
     long long created;    /* unix time the model was loaded */
     int64_t n_ctx;        /* positions per sequence */
     int retry_after_s;    /* Retry-After of a 503 when the server is full */
+    int thinking;         /* chat default for formats with a thinking switch (--think; -1) */
 } co_routes_params;
 
 typedef struct co_routes co_routes;

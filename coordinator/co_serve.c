@@ -233,7 +233,7 @@ static int open_all(serve *s, mw_err *err) {
     if (md_model_load(s->src, &s->model, err) || (o->pin && md_model_pin_dense(s->model, err)))
         return -1;
     if (plan_slots(s, err)) return -1;
-    if (co_stext_open(s->src, NULL, &s->text, err)) return -1;
+    if (co_stext_open(s->src, o->chat_template, &s->text, err)) return -1;
     co_backend_env env = {.opts = o, .src = s->src, .model = s->model, .pool = s->pool};
     if (s->kind->create(&env, &s->experts, err)) return -1;
     md_ctx_params cp = {.numerics = o->numerics,
@@ -275,7 +275,8 @@ static int open_all(serve *s, mw_err *err) {
                            .model_id = s->model_id,
                            .created = (long long)time(NULL),
                            .n_ctx = s->n_ctx,
-                           .retry_after_s = 1};
+                           .retry_after_s = 1,
+                           .thinking = o->thinking};
     if (co_routes_new(&rp, &s->routes, err)) return -1;
     char host[256];
     const char *colon = strrchr(o->listen, ':');
@@ -302,9 +303,12 @@ static int open_all(serve *s, mw_err *err) {
     signal(SIGPIPE, SIG_IGN);
     fprintf(stderr,
             "coordinator serve: %s — model '%s' (%s, %d layers), %d slot(s) x %lld positions, "
-            "prompt chunk %d, queue %d, experts %s, %d thread(s)\n",
+            "prompt chunk %d, queue %d, experts %s, %d thread(s), chat %s\n",
             s->url, s->model_id, c->arch, c->n_layer, s->n_slots, (long long)s->n_ctx, o->chunk,
-            o->max_queue, s->experts->name, kn_pool_size(s->pool));
+            o->max_queue, s->experts->name, kn_pool_size(s->pool),
+            !s->text                      ? "none (no tokenizer: token-id prompts)"
+            : co_stext_chat_name(s->text) ? co_stext_chat_name(s->text)
+                                          : "none (no chat format)");
     return write_ready_file(s, err);
 }
 

@@ -2,23 +2,33 @@
  * tokenizer (tokenizer/tk.h). */
 #include "coordinator/co_serve_text.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tk.h"
+#include "tokenizer/tk_chat.h"
 
 struct co_stext {
     tk_tokenizer *tok;
+    tk_chat *chat;             /* NULL: no chat format */
+    char chat_err[MW_ERR_MAX]; /* why not */
 };
 
 typedef struct job_text {
     co_stext *t;
-    tk_stream stream;
-    tk_text tmp;
+    tk_stream stream;       /* completions */
+    tk_chat_parser *parser; /* chat */
+    tk_text tmp, rtmp;
 } job_text;
 
+static tk_chat_opts chat_opts(const co_stext_chat_opts *o) {
+    return (tk_chat_opts){.add_generation_prompt = true,
+                          .thinking = o ? o->thinking : -1,
+                          .reasoning_effort = o ? o->reasoning_effort : NULL};
+}
+
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err) {
-    (void)chat_template;
     *out = NULL;
     const char *model = NULL;
     char path[4096];
@@ -32,14 +42,28 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         free(t);
         return mw_err_wrap(err, "the model's tokenizer");
     }
+    mw_err cerr = {{0}};
+    if (tk_chat_open(t->tok, chat_template, &t->chat, &cerr)) {
+        if (chat_template) { /* asked for by name: it must work */
+            co_stext_free(t);
+            return mw_errf(err, "--chat-template: %s", cerr.msg);
+        }
+        t->chat = NULL;
+        snprintf(t->chat_err, sizeof t->chat_err, "%s", cerr.msg);
+    }
     *out = t;
     return 0;
 }
 
 void co_stext_free(co_stext *t) {
     if (!t) return;
+    tk_chat_free(t->chat);
     tk_free(t->tok);
     free(t);
+}
+
+const char *co_stext_chat_name(const co_stext *t) {
+    return t->chat ? tk_chat_name(t->chat) : NULL;
 }
 
 static int take_ids(tk_ids *ids, int32_t **out, int64_t *n, mw_err *err) {
@@ -65,14 +89,25 @@ int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t
     return take_ids(&v, ids, n_ids, err);
 }
 
-int co_stext_chat(co_stext *t, json_t *messages, int32_t **ids, int64_t *n_ids, mw_err *err) {
-    (void)t, (void)messages, (void)ids, (void)n_ids;
-    return mw_errf(err, "chat templates are not available on this server yet");
+int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, int32_t **ids,
+                  int64_t *n_ids, mw_err *err) {
+    if (!t->chat) return mw_errf(err, "this model has no chat format: %s", t->chat_err);
+    tk_msgs msgs = {0};
+    tk_ids v = {0};
+    tk_chat_opts co = chat_opts(o);
+    if (tk_msgs_from_json(messages, &msgs, err) ||
+        tk_chat_render(t->chat, msgs.v, msgs.n, &co, &v, err)) {
+        tk_msgs_free(&msgs);
+        tk_ids_free(&v);
+        return -1;
+    }
+    tk_msgs_free(&msgs);
+    return take_ids(&v, ids, n_ids, err);
 }
 
-void *co_stext_job(co_stext *t, bool chat, mw_err *err) {
-    if (chat) {
-        mw_errf(err, "chat templates are not available on this server yet");
+void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
+    if (chat && !t->chat) {
+        mw_errf(err, "this model has no chat format: %s", t->chat_err);
         return NULL;
     }
     job_text *j = calloc(1, sizeof *j);
@@ -81,30 +116,49 @@ void *co_stext_job(co_stext *t, bool chat, mw_err *err) {
         return NULL;
     }
     j->t = t;
+    tk_chat_opts co = chat_opts(chat);
+    if (chat && tk_chat_parser_new(t->chat, &co, &j->parser, err)) {
+        free(j);
+        return NULL;
+    }
     tk_stream_init(&j->stream, t->tok, 0);
     return j;
 }
 
+static void take_text(tk_text *b, co_buf *out) {
+    if (b->n) co_buf_add(out, b->s, b->n);
+    b->n = 0;
+}
+
 static int job_piece(void *state, int32_t token, co_buf *content, co_buf *reasoning) {
-    (void)reasoning;
     job_text *j = state;
-    if (tk_is_eog(j->t->tok, token)) return 1;
-    j->tmp.n = 0;
-    if (tk_stream_push(&j->stream, token, &j->tmp, NULL) == 0)
-        co_buf_add(content, j->tmp.s, j->tmp.n);
-    return 0;
+    int rc = 0;
+    if (j->parser)
+        rc = tk_chat_parser_push(j->parser, token, &j->tmp, &j->rtmp, NULL);
+    else if (tk_is_eog(j->t->tok, token))
+        rc = 1;
+    else
+        tk_stream_push(&j->stream, token, &j->tmp, NULL);
+    take_text(&j->tmp, content);
+    take_text(&j->rtmp, reasoning);
+    return rc == 1;
 }
 
 static void job_flush(void *state, co_buf *content, co_buf *reasoning) {
-    (void)reasoning;
     job_text *j = state;
-    j->tmp.n = 0;
-    if (tk_stream_finish(&j->stream, &j->tmp, NULL) == 0) co_buf_add(content, j->tmp.s, j->tmp.n);
+    if (j->parser)
+        tk_chat_parser_finish(j->parser, &j->tmp, &j->rtmp, NULL);
+    else
+        tk_stream_finish(&j->stream, &j->tmp, NULL);
+    take_text(&j->tmp, content);
+    take_text(&j->rtmp, reasoning);
 }
 
 static void job_end(void *state) {
     job_text *j = state;
+    tk_chat_parser_free(j->parser);
     tk_text_free(&j->tmp);
+    tk_text_free(&j->rtmp);
     free(j);
 }
 

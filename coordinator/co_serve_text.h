@@ -19,20 +19,29 @@ typedef struct co_stext co_stext;
 /* *out = NULL (and 0) when the source carries no tokenizer; a tokenizer that is there but cannot
  * be loaded is an error. chat_template: a format name, or NULL to recognise the model's. */
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err);
+/* The chat format's name, or NULL when the model has none (chat requests are then refused). */
+const char *co_stext_chat_name(const co_stext *t);
 void co_stext_free(co_stext *t);
 
 /* A completion prompt to ids: special-token text is matched (as llama.cpp's server does), BOS
  * added when the model asks for it. *ids is malloc'ed. */
 int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t *n_ids,
                     mw_err *err);
+/* A chat request's rendering options (they also decide how the reply is parsed). */
+typedef struct co_stext_chat_opts {
+    const char *reasoning_effort; /* harmony: "low", "medium", "high"; NULL: the default */
+    int thinking;                 /* formats with a thinking switch: 1 on, 0 off, -1 default */
+} co_stext_chat_opts;
 /* An OpenAI message list (already checked by co_oai) through the model's chat template, opened
  * for the assistant's turn. */
-int co_stext_chat(co_stext *t, json_t *messages, int32_t **ids, int64_t *n_ids, mw_err *err);
+int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, int32_t **ids,
+                  int64_t *n_ids, mw_err *err);
 
-/* A job's text state: plain detokenization ended by the model's end-of-generation ids, or (chat)
- * the chat format's parser, which splits reasoning from the visible text and knows the format's
- * stop tokens. Owned by the scheduler once submitted (co_gen_params.text_state). */
-void *co_stext_job(co_stext *t, bool chat, mw_err *err);
+/* A job's text state: plain detokenization ended by the model's end-of-generation ids, or (chat
+ * non-NULL: the options the prompt was rendered with) the chat format's parser, which splits
+ * reasoning from the visible text and knows the format's stop tokens. Owned by the scheduler once
+ * submitted (co_gen_params.text_state). */
+void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err);
 extern const co_text_ops co_stext_ops;
 
 /* A token's bytes as the vocabulary stores them (logprobs); ud is the co_stext. */

@@ -32,6 +32,7 @@ static void run_node(const char *phase, mwt_server *s, const char *ref_json) {
     setenv("MW_MODEL", "model", 1);
     setenv("MW_PROMPT_IDS", "[" PROMPT "]", 1);
     setenv("MW_REF_IDS", ref_json, 1);
+    setenv("MW_CHAT", "1", 1);
     char *argv[] = {"/usr/bin/env", "node", "--test-reporter=spec", script, (char *)npm_dir(),
                     (char *)phase,  NULL};
     char *out = NULL, *err = NULL;
@@ -97,8 +98,9 @@ static void test_openai_client(void **st) {
     }
     strcat(ref, "]");
     free(out);
-    static const char *const extra[] = {"--loopback", "2", "--threads", "2",
-                                        "--max-seqs", "8", NULL};
+    /* the fixture has no chat template: ChatML by name (its markers encode as plain text) */
+    static const char *const extra[] = {
+        "--loopback", "2", "--threads", "2", "--max-seqs", "8", "--chat-template", "chatml", NULL};
     mwt_server s;
     assert_int_equal(mwt_serve_start(&s, mwt_fixture(MODEL), extra, 300000), 0);
     run_node("main", &s, ref);
