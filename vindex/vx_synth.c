@@ -119,6 +119,15 @@ static const synth_arch archs[] = {
      .tok_pre = "deepseek-v3",
      .special = {"<｜begin▁of▁sentence｜>", "<｜▁pad▁｜>", "<｜end▁of▁sentence｜>"},
      .pad_from_end = 2,
+     .chat_special = {"<｜User｜>", "<｜Assistant｜>"},
+     .chat_template =
+         "{#- DeepSeek-V3 -#}{%- set ns = namespace(system='') -%}{%- for m in "
+         "messages -%}{%- if m.role == 'system' -%}{%- set ns.system = ns.system + "
+         "m.content -%}{%- endif -%}{%- endfor -%}{{ bos_token }}{{ ns.system }}"
+         "{%- for m in messages -%}{%- if m.role == 'user' -%}<｜User｜>{{ m.content }}"
+         "{%- elif m.role == 'assistant' -%}<｜Assistant｜>{{ m.content }}"
+         "<｜end▁of▁sentence｜>{%- endif -%}{%- endfor -%}{%- if "
+         "add_generation_prompt -%}<｜Assistant｜>{%- endif -%}",
      .layer = layer_deepseek2,
      .meta = meta_deepseek2,
      .complete = complete_deepseek2},

@@ -211,8 +211,10 @@ static void test_synth_models_chat(void **state) {
     snprintf(co, sizeof co, "%s", mwt_bin("coordinator"));
     snprintf(vx, sizeof vx, "%s", mwt_bin("vindex"));
     char *dir = mwt_tmpdir("textcli");
-    const char *fam[][2] = {{"gpt-oss", "harmony"}, {"qwen3moe", "qwen3"}};
-    for (int f = 0; f < 2; f++) {
+    const char *fam[][3] = {{"gpt-oss", "harmony", "<|start|>"},
+                            {"qwen3moe", "qwen3", "<|im_start|>"},
+                            {"deepseek2", "deepseek-v3", "<｜User｜>"}};
+    for (int f = 0; f < 3; f++) {
         char model[600];
         snprintf(model, sizeof model, "%s/%s.vindex", dir, fam[f][0]);
         char *out, *err;
@@ -233,10 +235,10 @@ static void test_synth_models_chat(void **state) {
         assert_null(strstr(err, "spells them as plain text"));
         free(out), free(err);
         /* the chat's special tokens are single ids of the vocabulary */
-        assert_int_equal(run((const char *[]){co, "tokenize", "--model", model, "--special",
-                                              f ? "<|im_start|>" : "<|start|>", NULL},
-                             &out, &err),
-                         0);
+        assert_int_equal(
+            run((const char *[]){co, "tokenize", "--model", model, "--special", fam[f][2], NULL},
+                &out, &err),
+            0);
         assert_null(strchr(trim(out), ' '));
         free(out), free(err);
         check_prompt_matches_tokens(model, (const char *[]){"--loopback", "2", "--node-threads",
