@@ -58,7 +58,7 @@ static int bpe_piece(void *vctx, const char *p, size_t n, mw_err *err) {
     piece_ctx *c = vctx;
     const tk_tokenizer *t = c->t;
     if (n == 0) return 0;
-    if (t->tiktoken) {
+    if (t->tiktoken || t->ignore_merges) {
         int32_t whole = tk__map_get(&t->by_bytes, t->bytes, t->bytes_off, p, n);
         if (whole >= 0) return tk_ids_push(c->out, whole) ? mw_errf(err, "out of memory") : 0;
     }

@@ -21,6 +21,14 @@
 static const char *const gpt2_regex =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+/* o200k's pattern as Hugging Face's gpt-oss tokenizer.json spells it: such a file is a tiktoken
+ * encoding, and gets the table's gpt-4o pre-tokenizer (tiktoken's ranks) like its GGUF does. */
+static const char *const o200k_hf =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"
+    "\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}"
+    "\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 static json_t *read_json(const char *path, mw_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return mw_errf(err, "%s: cannot open", path), NULL;
@@ -220,7 +228,11 @@ static int build(const json_t *j, const char *what, tk_tokenizer **out, mw_err *
     if (!rc && (!pre || json_is_null(pre))) rc = mw_errf(err, "%s: no pre_tokenizer", what);
     if (!rc) rc = pre_step(pre, &st, what, err);
     if (!rc && st.n == 0) rc = mw_errf(err, "%s: the pre-tokenizer splits nothing", what);
-    if (!rc) rc = tk__set_pre_regexes(t, "tokenizer.json", st.re, st.n, err);
+    if (!rc && st.n == 1 && !strcmp(st.re[0], o200k_hf))
+        rc = tk__set_pre(t, "gpt-4o", what, err);
+    else if (!rc)
+        rc = tk__set_pre_regexes(t, "tokenizer.json", st.re, st.n, err);
+    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
     for (size_t i = 0; rc == 0 && i < json_array_size(merges); i++) {
         const char *a, *b;
         size_t al, bl;

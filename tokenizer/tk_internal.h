@@ -76,7 +76,8 @@ struct tk_tokenizer {
     tk__map by_bytes; /* normal/byte/user tokens by their bytes (BPE), stored text (SPM) */
     tk__map by_text;  /* every token by its stored text */
     tk__pairs merges;
-    bool tiktoken;
+    bool tiktoken; /* ranks are the ids of the tokens pairs form (and pieces are looked up whole) */
+    bool ignore_merges; /* a piece that is a token is that token (tokenizer.json ignore_merges) */
     int32_t byte_tok[256]; /* the token of each single byte (BPE: its byte-level character; SPM:
                               <0xXX>), -1 when absent */
     int32_t *special;      /* tokens matched before pre-tokenization, longest text first */

@@ -124,6 +124,29 @@ static void test_hf_tokenizer(void **state) {
     tk_free(t);
 }
 
+/* gpt-oss's tokenizer.json spells o200k's pattern: it is read as the tiktoken encoding it is */
+static void test_hf_o200k_is_tiktoken(void **state) {
+    const char *dir = *state;
+    const char *o200k =
+        "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"
+        "\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}"
+        "\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}|"
+        " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    json_t *pre = json_pack("{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}", "type",
+                            "Sequence", "pretokenizers", "type", "Split", "pattern", "Regex", o200k,
+                            "behavior", "Isolated", "invert", 0, "type", "ByteLevel",
+                            "add_prefix_space", 0, "use_regex", 0);
+    json_t *j = tokenizer_json("BPE", pre, NULL);
+    write_dir(dir, j, NULL);
+    json_decref(j);
+    tk_tokenizer *t;
+    mw_err err = {{0}};
+    if (tk_load_path(dir, &t, &err)) fail_msg("%s", err.msg);
+    assert_string_equal(tk_pre_type(t), "gpt-4o");
+    expect(t, "abc Abc", 0, (int32_t[]){257, ' ', 'A', 'b', 'c'}, 5);
+    tk_free(t);
+}
+
 static void expect_error(const char *dir, json_t *j, const char *config, const char *want) {
     write_dir(dir, j, config);
     json_decref(j);
@@ -189,6 +212,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_hf_tokenizer, mwt_tmp_setup, mwt_tmp_teardown),
         cmocka_unit_test_setup_teardown(test_hf_refusals, mwt_tmp_setup, mwt_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_hf_o200k_is_tiktoken, mwt_tmp_setup, mwt_tmp_teardown),
         cmocka_unit_test_setup_teardown(test_vindex_carries_tokenizer, mwt_tmp_setup,
                                         mwt_tmp_teardown),
     };
