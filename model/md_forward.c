@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "model/md_attn.h"
 #include "model/md_heads.h"
@@ -13,6 +12,7 @@
 #include "model/md_ops.h"
 #include "model/md_rope.h"
 #include "model/md_router.h"
+#include "util/mw_time.h"
 
 #define MAX_BATCH (1 << 20)
 
@@ -230,12 +230,6 @@ static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
 }
 
 /* ---- the pass ------------------------------------------------------------------------------- */
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void observe(md_ctx *c, int il, md_probe p, const void *data, int64_t rows, int64_t cols) {
     if (c->obs) c->obs(c->obs_ud, il, p, data, rows, cols);
@@ -515,16 +509,16 @@ static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
         .numerics = c->p.numerics,
     };
     md_expert_backend *be = c->p.experts;
-    const uint64_t t0 = now_ns();
+    const uint64_t t0 = mw_now_ns();
     if (md_expert_submit(be, &b, s->moe, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
-    const uint64_t t1 = now_ns();
+    const uint64_t t1 = mw_now_ns();
     const bool shared = w->ffn.gate.data != NULL;
     if (shared) ffn(c, il, &w->ffn, s->xn, T, s->fy, false);
-    const uint64_t t2 = now_ns();
+    const uint64_t t2 = mw_now_ns();
     if (md_expert_wait(be, &b, s->moe, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
-    const uint64_t t3 = now_ns();
+    const uint64_t t3 = mw_now_ns();
     c->timing.layers++;
     c->timing.submit_ns += t1 - t0;
     c->timing.shared_ns += t2 - t1;

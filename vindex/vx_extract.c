@@ -249,8 +249,12 @@ static int read_rows(job *j, size_t i, uint64_t r0, uint64_t n, uint8_t *dst) {
     uint64_t rs_out = kn_row_size(mt->type, mt->ne[0]);
     const kn_type_traits *from = kn_traits(t->type), *to = kn_traits(mt->type);
     for (uint64_t r = 0; r < n; r++) {
-        if (t->read(j->in, t, (r0 + r) * rs_in, j->row_in, rs_in, j->err)) return -1;
-        from->to_float(j->row_in, j->row_f, t->ne[0]);
+        if (t->read_f32) { /* the exact values the stored type would round */
+            if (t->read_f32(j->in, t, r0 + r, 1, j->row_f, j->err)) return -1;
+        } else {
+            if (t->read(j->in, t, (r0 + r) * rs_in, j->row_in, rs_in, j->err)) return -1;
+            from->to_float(j->row_in, j->row_f, t->ne[0]);
+        }
         to->from_float(j->row_f, dst + r * rs_out, t->ne[0]);
     }
     return 0;

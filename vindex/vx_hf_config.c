@@ -12,7 +12,8 @@
 #include "vindex/vx_hf_internal.h"
 #include "vindex/vx_json.h"
 
-static const vx_hf_family *const families[] = {&vx_hf_gpt_oss, &vx_hf_qwen3moe};
+static const vx_hf_family *const families[] = {&vx_hf_gpt_oss, &vx_hf_qwen3moe, &vx_hf_deepseek_v3,
+                                               &vx_hf_kimi_k2};
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 typedef struct hf_cfg {
@@ -160,13 +161,36 @@ static const char *const rope_dict_keys[] = {"rope_type",
                                              "beta_slow",
                                              "truncate",
                                              "rope_theta",
-                                             "partial_rotary_factor"};
+                                             "partial_rotary_factor",
+                                             "mscale",
+                                             "mscale_all_dim"};
 
 static bool word_in(const char *word, const char *list) {
     size_t n = strlen(word);
     for (const char *p = list; (p = strstr(p, word)); p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
     return false;
+}
+
+/* DeepSeek's YaRN: cos/sin carry mscale(f, mscale) / mscale(f, mscale_all_dim) and the softmax
+ * scale mscale(f, mscale_all_dim)². llama.cpp's deepseek2 reads only mscale_all_dim (as
+ * rope.scaling.yarn_log_multiplier = 0.1 · mscale_all_dim) and takes the ratio as 1, which is HF's
+ * math exactly when mscale equals mscale_all_dim (DeepSeek-V3 and Kimi-K2 ship 1 and 1); other
+ * pairs have no GGUF form and are refused. */
+static int read_mscale(hf_cfg *c, json_t *d, const char *dname, mw_err *err) {
+    json_t *ms = json_object_get(d, "mscale"), *all = json_object_get(d, "mscale_all_dim");
+    double m = 1, a = 0;
+    if ((ms && !json_is_number(ms)) || (all && !json_is_number(all)))
+        return mw_errf(err, "%s: '%s.mscale' and '%s.mscale_all_dim' must be numbers", c->what,
+                       dname, dname);
+    if (ms) m = json_number_value(ms);
+    if (all) a = json_number_value(all);
+    if (!(a > 0 && a <= 100) || m != a)
+        return mw_errf(err,
+                       "%s: %s mscale %g / mscale_all_dim %g: only equal, positive values have "
+                       "llama.cpp's deepseek2 form",
+                       c->what, dname, m, a);
+    return put_f32(c, "rope.scaling.yarn_log_multiplier", 0.1 * a, err);
 }
 
 static int read_rope(hf_cfg *c, mw_err *err) {
@@ -190,6 +214,7 @@ static int read_rope(hf_cfg *c, mw_err *err) {
             bool known = false;
             for (size_t i = 0; i < sizeof rope_dict_keys / sizeof *rope_dict_keys; i++)
                 known |= !strcmp(k, rope_dict_keys[i]);
+            if (known && !c->fam->rope_mscale && !strncmp(k, "mscale", 6)) known = false;
             if (!known)
                 return mw_errf(err, "%s: '%s.%s' is not supported by family %s", c->what, dname, k,
                                c->fam->arch);
@@ -275,6 +300,7 @@ static int read_rope(hf_cfg *c, mw_err *err) {
                              json_is_true(trunc)))
             return oom(c, err);
     }
+    if (c->fam->rope_mscale && (rc = read_mscale(c, d, dname, err))) return rc;
     /* gpt-oss repeats the original context as initial_context_length */
     json_t *icl = json_object_get(c->root, "initial_context_length");
     json_t *orig = json_object_get(d, "original_max_position_embeddings");
@@ -321,6 +347,8 @@ static int read_layer_types(hf_cfg *c, mw_err *err) {
     return rc;
 }
 
+/* quantization_config: the family's quant_method; for fp8 (DeepSeek's e4m3 weights with one f32
+ * weight_scale_inv per block) the block size, read by the tensor rules. */
 static int read_quantization(hf_cfg *c, mw_err *err) {
     json_t *q = json_object_get(c->root, "quantization_config");
     if (!q || json_is_null(q)) return 0;
@@ -332,11 +360,32 @@ static int read_quantization(hf_cfg *c, mw_err *err) {
         return mw_errf(err,
                        "%s: quantization_config.quant_method '%s' is not supported by family %s",
                        c->what, method, c->fam->arch);
+    const bool fp8 = !strcmp(method, "fp8");
     const char *k;
     json_t *v;
     json_object_foreach(q, k, v) {
-        if (strcmp(k, "quant_method") && strcmp(k, "modules_to_not_convert"))
-            return mw_errf(err, "%s: 'quantization_config.%s' is not supported", c->what, k);
+        if (!strcmp(k, "quant_method") || !strcmp(k, "modules_to_not_convert")) continue;
+        /* activations are quantized at run time by DeepSeek's kernels; ours follow --numerics */
+        if (fp8 && !strcmp(k, "activation_scheme") && json_is_string(v) &&
+            !strcmp(json_string_value(v), "dynamic"))
+            continue;
+        if (fp8 && !strcmp(k, "fmt") && json_is_string(v) && !strcmp(json_string_value(v), "e4m3"))
+            continue;
+        if (fp8 && !strcmp(k, "weight_block_size")) continue;
+        return mw_errf(err, "%s: 'quantization_config.%s' (%s) is not supported", c->what, k,
+                       show(v));
+    }
+    if (!fp8) return 0;
+    json_t *bs = json_object_get(q, "weight_block_size");
+    for (int i = 0; i < 2; i++) {
+        json_t *b =
+            json_is_array(bs) && json_array_size(bs) == 2 ? json_array_get(bs, (size_t)i) : NULL;
+        if (!json_is_integer(b) || json_integer_value(b) < 1 || json_integer_value(b) > 1 << 16)
+            return mw_errf(err,
+                           "%s: 'quantization_config.weight_block_size' must be two positive "
+                           "integers",
+                           c->what);
+        c->hp->fp8_block[i] = json_integer_value(b);
     }
     return 0;
 }
@@ -345,11 +394,9 @@ static int read_quantization(hf_cfg *c, mw_err *err) {
 static const struct {
     int slot;
     int64_t max;
-} slot_max[] = {{HP_LAYERS, 1 << 16},
-                {HP_EXPERTS, 1 << 16},
-                {HP_HEADS, 1 << 16},
-                {HP_KV_HEADS, 1 << 16},
-                {HP_HEAD_DIM, 1 << 16}};
+} slot_max[] = {{HP_LAYERS, 1 << 16}, {HP_EXPERTS, 1 << 16},  {HP_KV_LORA, 1 << 16},
+                {HP_NOPE, 1 << 16},   {HP_ROPE_DIM, 512},     {HP_V_DIM, 1 << 16},
+                {HP_HEADS, 1 << 16},  {HP_KV_HEADS, 1 << 16}, {HP_HEAD_DIM, 1 << 16}};
 
 static int check_bounds(const hf_cfg *c, mw_err *err) {
     const vx_hf_hparams *hp = c->hp;
@@ -378,7 +425,7 @@ static int read_rest(hf_cfg *c, mw_err *err) {
         if (rc || (rc = put_u32(c, "attention.value_length", (uint32_t)hp->v[HP_HEAD_DIM], err)))
             return rc;
     }
-    if (hp->v[HP_HEADS] % hp->v[HP_KV_HEADS])
+    if (hp->v[HP_KV_HEADS] && hp->v[HP_HEADS] % hp->v[HP_KV_HEADS])
         return mw_errf(err,
                        "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
                        c->what, (long long)hp->v[HP_HEADS], (long long)hp->v[HP_KV_HEADS]);
@@ -396,11 +443,14 @@ static int find_family(hf_cfg *c, mw_err *err) {
     if (!json_is_string(mt)) return mw_errf(err, "%s: missing or non-string model_type", c->what);
     for (size_t i = 0; i < N_FAMILIES; i++)
         if (!strcmp(families[i]->model_type, json_string_value(mt))) c->fam = families[i];
-    if (!c->fam)
-        return mw_errf(err,
-                       "%s: model_type '%s' is not a supported family (supported: gpt_oss, "
-                       "qwen3_moe)",
-                       c->what, json_string_value(mt));
+    if (!c->fam) {
+        char names[128] = "";
+        for (size_t i = 0, n = 0; i < N_FAMILIES && n < sizeof names; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+                                  families[i]->model_type);
+        return mw_errf(err, "%s: model_type '%s' is not a supported family (supported: %s)",
+                       c->what, json_string_value(mt), names);
+    }
     json_t *archs = json_object_get(c->root, "architectures");
     if (!archs || json_is_null(archs)) return 0;
     bool found = false;
@@ -440,7 +490,8 @@ int vx_hf_config_read(const char *text, size_t len, const char *what, const char
     for (size_t i = 0; i < c.fam->n_keys && !rc; i++) rc = apply_row(&c, &c.fam->keys[i], err);
     if (rc || (rc = check_required(&c, err)) || (rc = check_bounds(&c, err)) ||
         (rc = read_rope(&c, err)) || (rc = read_layer_types(&c, err)) ||
-        (rc = read_quantization(&c, err)) || (rc = read_rest(&c, err)))
+        (rc = read_quantization(&c, err)) || (rc = read_rest(&c, err)) ||
+        (c.fam->derive && (rc = c.fam->derive(c.root, what, c.fam->arch, meta, hp, err))))
         goto out;
     if ((rc = put_str(&c, "general.architecture", c.fam->arch, err))) goto out;
     if (name && (rc = put_str(&c, "general.name", name, err))) goto out;

@@ -1,6 +1,10 @@
 /* vindex/vx_hf_families.c — the Hugging Face families as data: which config.json keys each knows
- * (and the GGUF keys llama.cpp's converter writes for them), and how its tensors map to GGUF names.
+ * (and the GGUF keys llama.cpp's converter writes for them), and how its tensors map to GGUF names;
+ * DeepSeek-V3's router and latent-attention keys, derived from several config values, in code.
  * docs/safetensors.md is the readable form of these tables. */
+#include <stdio.h>
+#include <string.h>
+
 #include "vindex/vx_hf_internal.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -228,3 +232,262 @@ const vx_hf_family vx_hf_qwen3moe = {
     .derive_head_dim = true,
     .quant_method = NULL,
 };
+
+/* ---- deepseek2 (DeepseekV3ForCausalLM: DeepSeek-V3 / R1, Kimi-K2) -------------------------- */
+
+static const hf_key deepseek_keys[] = {
+    {"num_hidden_layers", HK_U32, "block_count", HP_LAYERS, HK_REQUIRED, NULL},
+    {"max_position_embeddings", HK_U32, "context_length", HP_CTX, HK_REQUIRED, NULL},
+    {"hidden_size", HK_U32, "embedding_length", HP_EMBD, HK_REQUIRED, NULL},
+    {"intermediate_size", HK_U32, "feed_forward_length", HP_FF, HK_REQUIRED, NULL},
+    {"moe_intermediate_size", HK_U32, "expert_feed_forward_length", HP_FF_EXP, HK_REQUIRED, NULL},
+    {"num_attention_heads", HK_U32, "attention.head_count", HP_HEADS, HK_REQUIRED, NULL},
+    /* multi-head in the HF form; absorbed, the one latent is the only KV head (derived) */
+    {"num_key_value_heads", HK_U32, NULL, HP_KV_HEADS, 0, NULL},
+    {"rms_norm_eps", HK_F32, "attention.layer_norm_rms_epsilon", HP_NONE, HK_REQUIRED, NULL},
+    {"n_routed_experts", HK_U32, "expert_count", HP_EXPERTS, HK_REQUIRED, NULL},
+    {"num_experts_per_tok", HK_U32, "expert_used_count", HP_EXPERTS_USED, HK_REQUIRED, NULL},
+    {"vocab_size", HK_U32, "vocab_size", HP_VOCAB, HK_REQUIRED, NULL},
+    {"kv_lora_rank", HK_U32, "attention.kv_lora_rank", HP_KV_LORA, HK_REQUIRED, NULL},
+    {"qk_nope_head_dim", HK_U32, NULL, HP_NOPE, HK_REQUIRED, NULL},
+    {"qk_rope_head_dim", HK_U32, "rope.dimension_count", HP_ROPE_DIM, HK_REQUIRED, NULL},
+    {"v_head_dim", HK_U32, "attention.value_length_mla", HP_V_DIM, HK_REQUIRED, NULL},
+    {"routed_scaling_factor", HK_F32, "expert_weights_scale", HP_NONE, 0, "1.0"},
+    /* read by deepseek_derive: they may be null or 0, or map to keys of their own */
+    {"q_lora_rank", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"first_k_dense_replace", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"n_shared_experts", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"n_group", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"topk_group", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"topk_method", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"scoring_func", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"norm_topk_prob", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"num_nextn_predict_layers", HK_CODE, NULL, HP_NONE, 0, NULL},
+    {"moe_layer_freq", HK_EXPECT, NULL, HP_NONE, 0, "1"},
+    {"hidden_act", HK_EXPECT, NULL, HP_NONE, 0, "\"silu\""},
+    {"attention_bias", HK_EXPECT, NULL, HP_NONE, 0, "false"},
+    {"pretraining_tp", HK_EXPECT, NULL, HP_NONE, 0, "1"},
+    /* transformers' own DeepseekV3 class: rope on adjacent pairs (as DeepSeek's code and
+     * llama.cpp's NORM rope), head_dim = qk_rope_head_dim */
+    {"rope_interleave", HK_EXPECT, NULL, HP_NONE, 0, "true"},
+    {"head_dim", HK_IGNORE, NULL, HP_NONE, 0, "transformers' alias of qk_rope_head_dim"},
+    {"ep_size", HK_IGNORE, NULL, HP_NONE, 0, "expert parallelism of the reference code"},
+    {"aux_loss_alpha", HK_IGNORE, NULL, HP_NONE, 0, "training only"},
+    {"seq_aux", HK_IGNORE, NULL, HP_NONE, 0, "training only"},
+    {"auto_map", HK_IGNORE, NULL, HP_NONE, 0, "Python class mapping"},
+    CODE_KEYS,
+    TRAINING_KEYS,
+};
+
+static const hf_rule deepseek_rules[] = {
+    {HR_DIRECT, 0, {"model.embed_tokens.weight"}, {"token_embd.weight"}, {D_EMBD, D_VOCAB}, NULL},
+    {HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {D_EMBD}, NULL},
+    {HR_DIRECT, HR_OPT_TIED, {"lm_head.weight"}, {"output.weight"}, {D_EMBD, D_VOCAB}, NULL},
+    {HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {D_EMBD}, NULL},
+    {HR_DIRECT,
+     HR_IF_Q_LORA,
+     {L_ "self_attn.q_a_proj.weight"},
+     {B_ "attn_q_a.weight"},
+     {D_EMBD, D_Q_LORA},
+     NULL},
+    {HR_DIRECT,
+     HR_IF_Q_LORA,
+     {L_ "self_attn.q_a_layernorm.weight"},
+     {B_ "attn_q_a_norm.weight"},
+     {D_Q_LORA},
+     NULL},
+    {HR_DIRECT,
+     HR_IF_Q_LORA,
+     {L_ "self_attn.q_b_proj.weight"},
+     {B_ "attn_q_b.weight"},
+     {D_Q_LORA, D_QK},
+     NULL},
+    {HR_DIRECT,
+     HR_IF_NO_Q_LORA,
+     {L_ "self_attn.q_proj.weight"},
+     {B_ "attn_q.weight"},
+     {D_EMBD, D_QK},
+     NULL},
+    {HR_DIRECT,
+     0,
+     {L_ "self_attn.kv_a_proj_with_mqa.weight"},
+     {B_ "attn_kv_a_mqa.weight"},
+     {D_EMBD, D_KV_A},
+     NULL},
+    {HR_DIRECT,
+     0,
+     {L_ "self_attn.kv_a_layernorm.weight"},
+     {B_ "attn_kv_a_norm.weight"},
+     {D_KV_LORA},
+     NULL},
+    {HR_KV_B,
+     0,
+     {L_ "self_attn.kv_b_proj.weight"},
+     {B_ "attn_k_b.weight", B_ "attn_v_b.weight"},
+     {D_NOPE, D_KV_LORA, D_HEADS},
+     NULL},
+    {HR_DIRECT, 0, {L_ "self_attn.o_proj.weight"}, {B_ "attn_output.weight"}, {D_O, D_EMBD}, NULL},
+    {HR_DIRECT, 0, {L_ "post_attention_layernorm.weight"}, {B_ "ffn_norm.weight"}, {D_EMBD}, NULL},
+    /* the leading dense layers */
+    {HR_DIRECT,
+     HR_IF_DENSE,
+     {L_ "mlp.gate_proj.weight"},
+     {B_ "ffn_gate.weight"},
+     {D_EMBD, D_FF},
+     NULL},
+    {HR_DIRECT, HR_IF_DENSE, {L_ "mlp.up_proj.weight"}, {B_ "ffn_up.weight"}, {D_EMBD, D_FF}, NULL},
+    {HR_DIRECT,
+     HR_IF_DENSE,
+     {L_ "mlp.down_proj.weight"},
+     {B_ "ffn_down.weight"},
+     {D_FF, D_EMBD},
+     NULL},
+    /* MoE layers: router, its selection bias (noaux_tc), experts, shared experts */
+    {HR_DIRECT,
+     HR_IF_MOE,
+     {L_ "mlp.gate.weight"},
+     {B_ "ffn_gate_inp.weight"},
+     {D_EMBD, D_EXPERTS},
+     NULL},
+    {HR_DIRECT,
+     HR_OPTIONAL | HR_IF_MOE,
+     {L_ "mlp.gate.e_score_correction_bias"},
+     {B_ "exp_probs_b.bias"},
+     {D_EXPERTS},
+     NULL},
+    {HR_STACK,
+     HR_IF_MOE,
+     {L_ "mlp.experts.{E}.gate_proj.weight"},
+     {B_ "ffn_gate_exps.weight"},
+     {D_EMBD, D_FF_EXP, D_EXPERTS},
+     NULL},
+    {HR_STACK,
+     HR_IF_MOE,
+     {L_ "mlp.experts.{E}.up_proj.weight"},
+     {B_ "ffn_up_exps.weight"},
+     {D_EMBD, D_FF_EXP, D_EXPERTS},
+     NULL},
+    {HR_STACK,
+     HR_IF_MOE,
+     {L_ "mlp.experts.{E}.down_proj.weight"},
+     {B_ "ffn_down_exps.weight"},
+     {D_FF_EXP, D_EMBD, D_EXPERTS},
+     NULL},
+    {HR_DIRECT,
+     HR_IF_SHARED,
+     {L_ "mlp.shared_experts.gate_proj.weight"},
+     {B_ "ffn_gate_shexp.weight"},
+     {D_EMBD, D_FF_SH},
+     NULL},
+    {HR_DIRECT,
+     HR_IF_SHARED,
+     {L_ "mlp.shared_experts.up_proj.weight"},
+     {B_ "ffn_up_shexp.weight"},
+     {D_EMBD, D_FF_SH},
+     NULL},
+    {HR_DIRECT,
+     HR_IF_SHARED,
+     {L_ "mlp.shared_experts.down_proj.weight"},
+     {B_ "ffn_down_shexp.weight"},
+     {D_FF_SH, D_EMBD},
+     NULL},
+    INV_FREQ_DROPS,
+};
+
+/* An optional non-negative integer (null = absent); 1 found, 0 absent, -1 error. */
+static int opt_count(json_t *root, const char *key, const char *what, int64_t max, int64_t *out,
+                     mw_err *err) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > max)
+        return mw_errf(err, "%s: '%s' must be an integer in [0, %lld]", what, key, (long long)max);
+    *out = json_integer_value(v);
+    return 1;
+}
+
+static int put_u32(vx_meta *m, const char *arch, const char *suffix, int64_t v, const char *what,
+                   mw_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return vx_meta_set_u32(m, key, (uint32_t)v) ? mw_errf(err, "%s: out of memory", what) : 0;
+}
+
+/* The router (scoring_func, topk_method with n_group / topk_group, norm_topk_prob) as llama.cpp's
+ * keys. noaux_tc scores a group by the sum of its two best biased scores, as llama.cpp does;
+ * greedy has no groups; group_limited_greedy (DeepSeek-V2: a group's best score) is only taken
+ * when its groups limit nothing. */
+static int deepseek_router(json_t *root, const char *what, const char *arch, vx_meta *meta,
+                           mw_err *err) {
+    json_t *sf = json_object_get(root, "scoring_func");
+    const char *scoring = json_is_string(sf) ? json_string_value(sf) : sf ? "" : "sigmoid";
+    int gating = !strcmp(scoring, "sigmoid") ? 2 : !strcmp(scoring, "softmax") ? 1 : 0;
+    if (!gating) return mw_errf(err, "%s: 'scoring_func' must be \"sigmoid\" or \"softmax\"", what);
+    json_t *tm = json_object_get(root, "topk_method");
+    const char *method = json_is_string(tm) ? json_string_value(tm) : tm ? "" : "noaux_tc";
+    int64_t groups = 1, used = 1;
+    if (opt_count(root, "n_group", what, 1 << 16, &groups, err) < 0 ||
+        opt_count(root, "topk_group", what, 1 << 16, &used, err) < 0)
+        return -1;
+    const bool limits = groups > 1 && used < groups;
+    if (!strcmp(method, "greedy") || !limits) {
+        groups = used = 1;
+    } else if (strcmp(method, "noaux_tc")) {
+        return mw_errf(err,
+                       "%s: 'topk_method' %s with %lld of %lld groups: moewire (as llama.cpp) "
+                       "scores groups as noaux_tc does",
+                       what, json_is_string(tm) ? method : "?", (long long)used, (long long)groups);
+    }
+    json_t *norm = json_object_get(root, "norm_topk_prob");
+    if (norm && !json_is_boolean(norm))
+        return mw_errf(err, "%s: 'norm_topk_prob' must be true or false", what);
+    char key[128];
+    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+    if (vx_meta_set_bool(meta, key, norm ? json_is_true(norm) : true))
+        return mw_errf(err, "%s: out of memory", what);
+    return put_u32(meta, arch, "expert_gating_func", gating, what, err) ||
+                   put_u32(meta, arch, "expert_group_count", groups, what, err) ||
+                   put_u32(meta, arch, "expert_group_used_count", used, what, err)
+               ? -1
+               : 0;
+}
+
+/* The keys llama.cpp's converter derives for deepseek2: the MLA layout (one KV head whose key is
+ * the cached row kv_lora + rope and value the latent), q_lora_rank (0 for one q_proj), the dense
+ * leading layers and shared experts, the router. */
+static int deepseek_derive(json_t *root, const char *what, const char *arch, vx_meta *meta,
+                           vx_hf_hparams *hp, mw_err *err) {
+    int64_t q_lora = 0, dense = 0, shared = 0, nextn = 0;
+    if (opt_count(root, "q_lora_rank", what, 1 << 20, &q_lora, err) < 0 ||
+        opt_count(root, "first_k_dense_replace", what, hp->v[HP_LAYERS], &dense, err) < 0 ||
+        opt_count(root, "n_shared_experts", what, 1 << 10, &shared, err) < 0 ||
+        opt_count(root, "num_nextn_predict_layers", what, 1 << 10, &nextn, err) < 0)
+        return -1;
+    hp->v[HP_Q_LORA] = q_lora;
+    hp->v[HP_DENSE_LEAD] = dense;
+    hp->v[HP_SHARED] = shared;
+    hp->v[HP_NEXTN] = nextn;
+    const int64_t R = hp->v[HP_KV_LORA], r = hp->v[HP_ROPE_DIM];
+    return put_u32(meta, arch, "attention.q_lora_rank", q_lora, what, err) ||
+                   put_u32(meta, arch, "attention.head_count_kv", 1, what, err) ||
+                   put_u32(meta, arch, "attention.key_length", R + r, what, err) ||
+                   put_u32(meta, arch, "attention.value_length", R, what, err) ||
+                   put_u32(meta, arch, "attention.key_length_mla", hp->v[HP_NOPE] + r, what, err) ||
+                   put_u32(meta, arch, "leading_dense_block_count", dense, what, err) ||
+                   put_u32(meta, arch, "expert_shared_count", shared, what, err) ||
+                   deepseek_router(root, what, arch, meta, err)
+               ? -1
+               : 0;
+}
+
+/* Kimi-K2 ships DeepSeek-V3's class under a model_type of its own: one family, two names. */
+#define DEEPSEEK_FAMILY(type)                                                                      \
+    {                                                                                              \
+        .model_type = type, .hf_class = "DeepseekV3ForCausalLM", .arch = "deepseek2",              \
+        .keys = deepseek_keys, .n_keys = ARRAY_LEN(deepseek_keys), .rules = deepseek_rules,        \
+        .n_rules = ARRAY_LEN(deepseek_rules), .rope_types = "yarn", .rope_required = false,        \
+        .sliding_layers = false, .derive_head_dim = false, .quant_method = "fp8",                  \
+        .rope_mscale = true, .derive = deepseek_derive,                                            \
+    }
+
+const vx_hf_family vx_hf_deepseek_v3 = DEEPSEEK_FAMILY("deepseek_v3");
+const vx_hf_family vx_hf_kimi_k2 = DEEPSEEK_FAMILY("kimi_k2");

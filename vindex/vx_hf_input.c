@@ -118,6 +118,24 @@ static int64_t sym_value(const vx_hf_hparams *hp, hd_sym s) {
         return hp->v[HP_EXPERTS];
     case D_FF_EXP:
         return hp->v[HP_FF_EXP];
+    case D_Q_LORA:
+        return hp->v[HP_Q_LORA];
+    case D_KV_LORA:
+        return hp->v[HP_KV_LORA];
+    case D_KV_A:
+        return hp->v[HP_KV_LORA] + hp->v[HP_ROPE_DIM];
+    case D_QK:
+        return hp->v[HP_HEADS] * (hp->v[HP_NOPE] + hp->v[HP_ROPE_DIM]);
+    case D_NOPE:
+        return hp->v[HP_NOPE];
+    case D_V:
+        return hp->v[HP_V_DIM];
+    case D_O:
+        return hp->v[HP_HEADS] * hp->v[HP_V_DIM];
+    case D_FF:
+        return hp->v[HP_FF];
+    case D_FF_SH:
+        return hp->v[HP_FF_EXP] * hp->v[HP_SHARED];
     }
     return -1;
 }
@@ -177,6 +195,9 @@ static const char *relayout_name(hr_kind kind, int parity) {
         return NULL;
     case HR_STACK:
         return "stack-experts: per-expert tensors concatenated in expert order";
+    case HR_KV_B:
+        return parity == 0 ? "mla-kv_b: each head's qk_nope key rows of kv_b_proj, transposed"
+                           : "mla-kv_b: each head's v_head_dim value rows of kv_b_proj";
     case HR_MXFP4:
         if (parity < 0)
             return "gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first)";
@@ -190,6 +211,22 @@ static const char *relayout_name(hr_kind kind, int parity) {
         break;
     }
     return NULL;
+}
+
+/* The rule of an FP8 tensor: the dequantization (and the rule's own relayout, if any). */
+static const char *fp8_relayout(hr_kind kind, int parity) {
+    switch (kind) {
+    case HR_STACK:
+        return "fp8-e4m3 x weight_scale_inv blocks -> f32 (exact product) -> bf16 (nearest even); "
+               "per-expert tensors concatenated in expert order";
+    case HR_KV_B:
+        return parity == 0 ? "fp8-e4m3 x weight_scale_inv blocks -> f32 -> bf16; mla-kv_b: each "
+                             "head's qk_nope key rows of kv_b_proj, transposed"
+                           : "fp8-e4m3 x weight_scale_inv blocks -> f32 -> bf16; mla-kv_b: each "
+                             "head's v_head_dim value rows of kv_b_proj";
+    default:
+        return "fp8-e4m3 x weight_scale_inv blocks -> f32 (exact product) -> bf16 (nearest even)";
+    }
 }
 
 static vx_input_tensor *new_tensor(hf_input *h, mw_err *err) {
@@ -209,12 +246,15 @@ static vx_input_tensor *new_tensor(hf_input *h, mw_err *err) {
     return t;
 }
 
-/* Adds a stored tensor made from n sources; geometry and type are filled by the caller after. */
-static vx_input_tensor *add_tensor(hf_input *h, const char *name, hr_kind kind, int parity,
-                                   const vx_st_tensor *const *src, const int *file, int n,
-                                   mw_err *err) {
+/* Adds a stored tensor made from n sources (then n_scale FP8 block scales, src[n ..]); geometry
+ * and type are filled by the caller after. */
+static vx_input_tensor *add_tensor_scaled(hf_input *h, const char *name, hr_kind kind, int parity,
+                                          const vx_st_tensor *const *src, const int *file, int n,
+                                          int n_scale, mw_err *err) {
     vx_input_tensor *t = new_tensor(h, err);
     if (!t) return NULL;
+    const int n_src = n;
+    n += n_scale;
     size_t head = sizeof(hf_tensor_block) + (size_t)n * sizeof(src[0]);
     size_t ranges_off = (head + 15) & ~(size_t)15;
     size_t name_off = ranges_off + (size_t)n * sizeof(vx_input_range);
@@ -231,15 +271,64 @@ static vx_input_tensor *add_tensor(hf_input *h, const char *name, hr_kind kind, 
         ranges[i] = (vx_input_range){file[i], src[i]->name, src[i]->offset, src[i]->nbytes};
         h->consumed[vx_st_set_lookup(h->set, src[i]->name)] = 1;
     }
-    b->impl = (hf_src_impl){.kind = kind, .parity = parity, .n_src = n, .src = b->src};
+    b->impl = (hf_src_impl){.kind = kind, .parity = parity, .n_src = n_src, .src = b->src};
+    if (n_scale) {
+        b->impl.scale = b->src + n_src;
+        b->impl.block[0] = h->hp.fp8_block[0];
+        b->impl.block[1] = h->hp.fp8_block[1];
+        t->read_f32 = vx_hf_read_f32;
+    }
     t->name = nm;
-    t->relayout = relayout_name(kind, parity);
+    t->relayout = n_scale ? fp8_relayout(kind, parity) : relayout_name(kind, parity);
     t->n_ranges = n;
     t->ranges = ranges;
     t->read = vx_hf_read;
     t->impl = b;
     h->in.n_tensors++;
     return t;
+}
+
+static vx_input_tensor *add_tensor(hf_input *h, const char *name, hr_kind kind, int parity,
+                                   const vx_st_tensor *const *src, const int *file, int n,
+                                   mw_err *err) {
+    return add_tensor_scaled(h, name, kind, parity, src, file, n, 0, err);
+}
+
+/* FP8 e4m3 sources: each one's weight_scale_inv (named after it), one f32 or bf16 per block of
+ * the quantization config's weight_block_size, appended to src / file after the n sources.
+ * Returns the number of scales found: n when the sources are FP8, 0 when none is, -1 on error. */
+static int fp8_scales(hf_input *h, const vx_st_tensor **src, int *file, int n, mw_err *err) {
+    int fp8 = 0;
+    for (int i = 0; i < n; i++) fp8 += src[i]->dtype == VX_ST_F8_E4M3;
+    if (!fp8) return 0;
+    if (fp8 != n)
+        return mw_errf(err, "%s: '%s' mixes FP8 and other dtypes across its sources", h->dir,
+                       src[0]->name);
+    if (!h->hp.fp8_block[0])
+        return mw_errf(err, "%s: tensor '%s' is F8_E4M3 but config.json has no fp8 quantization",
+                       h->dir, src[0]->name);
+    for (int i = 0; i < n; i++) {
+        char name[600];
+        snprintf(name, sizeof name, "%s_scale_inv", src[i]->name);
+        const vx_st_tensor *sc = vx_st_set_find(h->set, name, &file[n + i]);
+        if (!sc) return mw_errf(err, "%s: FP8 tensor '%s' has no '%s'", h->dir, src[i]->name, name);
+        if (src[i]->n_dims != 2)
+            return mw_errf(err, "%s: FP8 tensor '%s' has %d dimensions, expected 2", h->dir,
+                           src[i]->name, src[i]->n_dims);
+        const int64_t br = h->hp.fp8_block[0], bc = h->hp.fp8_block[1];
+        const int64_t want0 = (src[i]->shape[0] + br - 1) / br,
+                      want1 = (src[i]->shape[1] + bc - 1) / bc;
+        if ((sc->dtype != VX_ST_F32 && sc->dtype != VX_ST_BF16) || sc->n_dims != 2 ||
+            sc->shape[0] != want0 || sc->shape[1] != want1) {
+            char a[96];
+            fmt_shape(a, sizeof a, sc);
+            return mw_errf(err, "%s: '%s' is %s %s; %s's %lld × %lld blocks need F32 [%lld, %lld]",
+                           h->dir, name, vx_st_dtype_name(sc->dtype), a, src[i]->name,
+                           (long long)br, (long long)bc, (long long)want0, (long long)want1);
+        }
+        src[n + i] = sc;
+    }
+    return n;
 }
 
 static void set_ne(vx_input_tensor *t, int n_dims, int64_t a, int64_t b, int64_t c) {
@@ -272,29 +361,35 @@ static int gather(hf_input *h, const hf_rule *r, long layer, const vx_st_tensor 
     return mw_errf(err, "%s: '%s' is missing while '%s' is present", h->dir, missing, present);
 }
 
-static int build_direct(hf_input *h, const hf_rule *r, const char *out,
-                        const vx_st_tensor *const *src, const int *file, mw_err *err) {
+static int build_direct(hf_input *h, const hf_rule *r, const char *out, const vx_st_tensor **src,
+                        int *file, mw_err *err) {
     const vx_st_tensor *s = src[0];
-    int kn = kn_of(h, s, err);
+    const int n_scale = fp8_scales(h, src, file, 1, err);
+    if (n_scale < 0) return -1;
+    int kn = n_scale ? KN_BF16 : kn_of(h, s, err);
     if (kn < 0) return -1;
     if (s->n_dims < 1 || s->n_dims > 4)
         return mw_errf(err, "%s: tensor '%s' has %d dimensions", h->dir, s->name, s->n_dims);
     int64_t ne[4] = {1, 1, 1, 1};
     for (int i = 0; i < s->n_dims; i++) ne[i] = s->shape[s->n_dims - 1 - i];
     if (check_ne(h, r, out, s->name, s->n_dims, ne, err)) return -1;
-    vx_input_tensor *t = add_tensor(h, out, HR_DIRECT, -1, src, file, 1, err);
+    vx_input_tensor *t = add_tensor_scaled(h, out, HR_DIRECT, -1, src, file, 1, n_scale, err);
     if (!t) return -1;
     t->type = (kn_type)kn;
     t->n_dims = s->n_dims;
     memcpy(t->ne, ne, sizeof ne);
-    t->nbytes = s->nbytes;
+    t->nbytes = n_scale ? (uint64_t)(ne[0] * ne[1]) * 2 : s->nbytes;
+    hf_src_impl *si = t->impl;
+    si->n_mat = 1, si->rows = ne[1], si->cols = ne[0];
     return 0;
 }
 
-static int build_stack(hf_input *h, const hf_rule *r, const char *out,
-                       const vx_st_tensor *const *src, const int *file, int n, mw_err *err) {
+static int build_stack(hf_input *h, const hf_rule *r, const char *out, const vx_st_tensor **src,
+                       int *file, int n, mw_err *err) {
     const vx_st_tensor *s0 = src[0];
-    int kn = kn_of(h, s0, err);
+    const int n_scale = fp8_scales(h, src, file, n, err);
+    if (n_scale < 0) return -1;
+    int kn = n_scale ? KN_BF16 : kn_of(h, s0, err);
     if (kn < 0) return -1;
     char a[96], b[96];
     for (int e = 0; e < n; e++) {
@@ -309,11 +404,13 @@ static int build_stack(hf_input *h, const hf_rule *r, const char *out,
     }
     int64_t ne[3] = {s0->shape[1], s0->shape[0], n};
     if (check_ne(h, r, out, s0->name, 3, ne, err)) return -1;
-    vx_input_tensor *t = add_tensor(h, out, HR_STACK, -1, src, file, n, err);
+    vx_input_tensor *t = add_tensor_scaled(h, out, HR_STACK, -1, src, file, n, n_scale, err);
     if (!t) return -1;
     t->type = (kn_type)kn;
     set_ne(t, 3, ne[0], ne[1], ne[2]);
-    t->nbytes = s0->nbytes * (uint64_t)n;
+    t->nbytes = n_scale ? (uint64_t)(ne[0] * ne[1] * n) * 2 : s0->nbytes * (uint64_t)n;
+    hf_src_impl *si = t->impl;
+    si->n_mat = n, si->rows = ne[1], si->cols = ne[0];
     return 0;
 }
 
@@ -386,6 +483,39 @@ static int build_rows(hf_input *h, const hf_rule *r, const char *const *out,
     return 0;
 }
 
+/* MLA's kv_b_proj [H·(nope + v), kv_lora] → attn_k_b [nope, kv_lora, H] (each head's key rows,
+ * transposed: the matrix the absorbed query multiplies by) and attn_v_b [kv_lora, v, H]. */
+static int build_kv_b(hf_input *h, const hf_rule *r, const char *const *out,
+                      const vx_st_tensor **src, int *file, mw_err *err) {
+    const vx_st_tensor *s = src[0];
+    const int n_scale = fp8_scales(h, src, file, 1, err);
+    if (n_scale < 0) return -1;
+    int kn = n_scale ? KN_BF16 : kn_of(h, s, err);
+    if (kn < 0) return -1;
+    const int64_t H = h->hp.v[HP_HEADS], nope = h->hp.v[HP_NOPE], v = h->hp.v[HP_V_DIM];
+    const int64_t R = h->hp.v[HP_KV_LORA];
+    if (s->n_dims != 2 || s->shape[0] != H * (nope + v) || s->shape[1] != R) {
+        char a[96];
+        fmt_shape(a, sizeof a, s);
+        return mw_errf(err, "%s: '%s' is %s; config.json implies [%lld, %lld]", h->dir, s->name, a,
+                       (long long)(H * (nope + v)), (long long)R);
+    }
+    for (int k = 0; k < 2; k++) {
+        const int64_t ne[3] = {k ? R : nope, k ? v : R, H};
+        if (k == 0 && check_ne(h, r, out[k], s->name, 3, ne, err)) return -1;
+        vx_input_tensor *t = add_tensor_scaled(h, out[k], HR_KV_B, k, src, file, 1, n_scale, err);
+        if (!t) return -1;
+        hf_src_impl *si = t->impl;
+        si->n_mat = H, si->rows = ne[1], si->cols = ne[0];
+        si->nope = nope, si->v = v, si->src_cols = R;
+        si->esz = n_scale ? 2 : (uint64_t)vx_st_dtype_bits(s->dtype) / 8;
+        t->type = (kn_type)kn;
+        set_ne(t, 3, ne[0], ne[1], ne[2]);
+        t->nbytes = (uint64_t)(ne[0] * ne[1] * ne[2]) * (n_scale ? 2 : si->esz);
+    }
+    return 0;
+}
+
 /* Applies the chain of alternative rules starting at rules[i] for one layer; returns the index
  * after the chain, or -1. */
 static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
@@ -393,8 +523,9 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
     size_t end = i;
     while (end + 1 < fam->n_rules && (fam->rules[end].flags & HR_ALT)) end++;
     long n_exp = (long)h->hp.v[HP_EXPERTS];
-    const vx_st_tensor **src = calloc((size_t)(n_exp > 2 ? n_exp : 2), sizeof *src);
-    int *file = calloc((size_t)(n_exp > 2 ? n_exp : 2), sizeof *file);
+    /* room for the sources and, for FP8, as many block scales */
+    const vx_st_tensor **src = calloc(2 * (size_t)(n_exp > 2 ? n_exp : 2), sizeof *src);
+    int *file = calloc(2 * (size_t)(n_exp > 2 ? n_exp : 2), sizeof *file);
     int rc = src && file ? 0 : mw_errf(err, "%s: out of memory", h->dir);
     size_t k = i;
     int present = 0;
@@ -424,10 +555,14 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
         case HR_TRANSPOSE:
             rc = build_rows(h, r, outs, src, file, err);
             break;
+        case HR_KV_B:
+            rc = build_kv_b(h, r, outs, src, file, err);
+            break;
         case HR_DROP:
             break;
         }
-    } else if (!rc && !((fam->rules[end].flags & HR_OPT_TIED) && h->hp.tied)) {
+    } else if (!rc && !((fam->rules[end].flags & HR_OPT_TIED) && h->hp.tied) &&
+               !(fam->rules[end].flags & HR_OPTIONAL)) {
         char want[512], out[256];
         expand(want, sizeof want, fam->rules[i].src[0], layer, 0);
         expand(out, sizeof out, fam->rules[i].out[0], layer, 0);
@@ -440,13 +575,22 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
     return rc ? -1 : (long)end + 1;
 }
 
+/* Whether a rule applies to a layer (-1: the model's global tensors). */
+static bool applies(const hf_input *h, const hf_rule *r, long layer) {
+    const bool dense = layer<h->hp.v[HP_DENSE_LEAD], q_lora = h->hp.v[HP_Q_LORA]> 0;
+    const unsigned f = r->flags;
+    return !((f & HR_IF_DENSE) && !dense) && !((f & (HR_IF_MOE | HR_IF_SHARED)) && dense) &&
+           !((f & HR_IF_SHARED) && !h->hp.v[HP_SHARED]) && !((f & HR_IF_Q_LORA) && !q_lora) &&
+           !((f & HR_IF_NO_Q_LORA) && q_lora);
+}
+
 static int build_tensors(hf_input *h, mw_err *err) {
     const vx_hf_family *fam = h->fam;
     /* global tensors first, then layer by layer */
     for (long layer = -1; layer < (long)h->hp.v[HP_LAYERS]; layer++) {
         for (size_t i = 0; i < fam->n_rules;) {
             const hf_rule *r = &fam->rules[i];
-            if (r->kind == HR_DROP || per_layer(r) != (layer >= 0)) {
+            if (r->kind == HR_DROP || per_layer(r) != (layer >= 0) || !applies(h, r, layer)) {
                 i++;
                 continue;
             }
@@ -470,6 +614,11 @@ static int audit(hf_input *h, mw_err *err) {
         if (h->consumed[i]) continue;
         const char *name = vx_st_set_tensor_at(h->set, i, NULL)->name;
         const char *why = NULL;
+        long layer;
+        int at = 0;
+        if (h->hp.v[HP_NEXTN] && sscanf(name, "model.layers.%ld.%n", &layer, &at) == 1 && at &&
+            layer >= h->hp.v[HP_LAYERS] && layer < h->hp.v[HP_LAYERS] + h->hp.v[HP_NEXTN])
+            why = "multi-token prediction layer (num_nextn_predict_layers): not used to generate";
         for (size_t k = 0; k < h->fam->n_rules && !why; k++) {
             const hf_rule *r = &h->fam->rules[k];
             if (r->kind == HR_DROP && matches(r->src[0], name)) why = r->why;

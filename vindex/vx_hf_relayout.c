@@ -1,9 +1,13 @@
 /* vindex/vx_hf_relayout.c — reading a stored tensor out of its Hugging Face sources: plain copies,
- * stacked per-expert tensors, de-interleaved rows, transposed experts and gpt-oss's MXFP4 blocks.
+ * stacked per-expert tensors, de-interleaved rows, transposed experts, gpt-oss's MXFP4 blocks,
+ * DeepSeek's FP8 weights with their block scales and the split of MLA's kv_b_proj.
  * Any byte range reads without materialising the tensor: whole output rows are composed straight
  * into the caller's buffer, a partial row at either end through a one-row buffer. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kernels/kn.h"
 
 #include "vindex/vx_hf_internal.h"
 
@@ -81,6 +85,95 @@ static void rows_transpose(const hf_src_impl *s, int64_t row0, int64_t n, uint8_
     }
 }
 
+/* ---- FP8 block-scaled weights and the kv_b split ------------------------------------------ */
+
+float vx_fp8_e4m3(uint8_t b) {
+    const int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
+    float v;
+    if (e == 15 && m == 7)
+        v = NAN;
+    else if (e == 0)
+        v = ldexpf((float)m, -9); /* subnormal: m/8 · 2^-6 */
+    else
+        v = ldexpf((float)(8 + m), e - 10); /* (1 + m/8) · 2^(e-7) */
+    return sign ? -v : v;
+}
+
+/* Where element (row i, column c) of the output comes from: source tensor *k, its row and column.
+ */
+static void locate(const hf_src_impl *s, int64_t i, int64_t c, int *k, int64_t *r, int64_t *col) {
+    const int64_t m = i / s->rows, rr = i % s->rows;
+    switch (s->kind) {
+    case HR_STACK:
+        *k = (int)m, *r = rr, *col = c;
+        return;
+    case HR_KV_B: /* per head nope key rows, then v value rows */
+        *k = 0;
+        if (s->parity == 0)
+            *r = m * (s->nope + s->v) + c, *col = rr; /* K_h: the key rows, transposed */
+        else
+            *r = m * (s->nope + s->v) + s->nope + rr, *col = c;
+        return;
+    default:
+        *k = 0, *r = i, *col = c;
+        return;
+    }
+}
+
+/* Element (r, c) of FP8 source k times its block's scale: the exact f32 product, as DeepSeek's
+ * reference dequantization computes it (weight.float() * scale_inv). */
+static float fp8_value(const hf_src_impl *s, int k, int64_t r, int64_t c) {
+    const vx_st_tensor *w = s->src[k], *sc = s->scale[k];
+    const int64_t cols = w->shape[1], sb = sc->shape[1];
+    const int64_t si = (r / s->block[0]) * sb + c / s->block[1];
+    float scale;
+    if (sc->dtype == VX_ST_BF16) {
+        const uint8_t *p = sc->data + 2 * si;
+        scale = kn_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
+    } else {
+        memcpy(&scale, sc->data + 4 * si, 4);
+    }
+    return vx_fp8_e4m3(w->data[r * cols + c]) * scale;
+}
+
+/* Output rows [row0, row0 + n) element by element: FP8 sources as bf16 of the exact product,
+ * others copied as they are (esz bytes). */
+static void rows_mapped(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+    for (int64_t i = row0; i < row0 + n; i++)
+        for (int64_t c = 0; c < s->cols; c++) {
+            int k;
+            int64_t r, col;
+            locate(s, i, c, &k, &r, &col);
+            if (s->scale) {
+                const uint16_t b = kn_f32_to_bf16(fp8_value(s, k, r, col));
+                dst[0] = (uint8_t)b, dst[1] = (uint8_t)(b >> 8);
+                dst += 2;
+            } else {
+                const int64_t src_cols = s->src[k]->shape[s->src[k]->n_dims - 1];
+                copy_elem(dst, s->src[k]->data + (uint64_t)(r * src_cols + col) * s->esz, s->esz);
+                dst += s->esz;
+            }
+        }
+}
+
+int vx_hf_read_f32(const vx_input *in, const vx_input_tensor *t, uint64_t row0, uint64_t n,
+                   float *dst, mw_err *err) {
+    (void)in;
+    const hf_src_impl *s = t->impl;
+    if (!s->scale) return mw_errf(err, "%s: not an FP8 tensor", t->name);
+    if (row0 > (uint64_t)(s->n_mat * s->rows) || n > (uint64_t)(s->n_mat * s->rows) - row0)
+        return mw_errf(err, "%s: rows [%llu, +%llu) are outside the tensor", t->name,
+                       (unsigned long long)row0, (unsigned long long)n);
+    for (uint64_t i = row0; i < row0 + n; i++)
+        for (int64_t c = 0; c < s->cols; c++) {
+            int k;
+            int64_t r, col;
+            locate(s, (int64_t)i, c, &k, &r, &col);
+            *dst++ = fp8_value(s, k, r, col);
+        }
+    return 0;
+}
+
 /* The stored tensor as whole rows: leading and trailing partial rows go through a row buffer. */
 static int read_rows(const vx_input_tensor *t, uint64_t rb, rows_fn fn, uint64_t off, uint8_t *out,
                      uint64_t len, mw_err *err) {
@@ -131,11 +224,16 @@ int vx_hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void 
     const hf_src_impl *s = t->impl;
     switch (s->kind) {
     case HR_DIRECT:
+        if (s->scale) return read_rows(t, (uint64_t)s->cols * 2, rows_mapped, off, dst, len, err);
         memcpy(dst, s->src[0]->data + off, len);
         return 0;
     case HR_STACK:
+        if (s->scale) return read_rows(t, (uint64_t)s->cols * 2, rows_mapped, off, dst, len, err);
         read_stack(t, off, dst, len);
         return 0;
+    case HR_KV_B:
+        return read_rows(t, (uint64_t)s->cols * (s->scale ? 2 : s->esz), rows_mapped, off, dst, len,
+                         err);
     case HR_ROWS:
         return read_rows(t, (uint64_t)s->cols * s->esz, rows_copy, off, dst, len, err);
     case HR_MXFP4:

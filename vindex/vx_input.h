@@ -38,6 +38,11 @@ typedef struct vx_input_tensor {
     /* Reads bytes [off, off + len) of the tensor in its stored layout into dst. */
     int (*read)(const struct vx_input *in, const struct vx_input_tensor *t, uint64_t off, void *dst,
                 uint64_t len, mw_err *err);
+    /* Optional: rows [row0, row0 + n) (of ne[0] elements) as the exact f32 values the stored
+     * type rounds (FP8 checkpoints' dequantized weights, stored as bf16): a transcode to another
+     * format starts from these, so it rounds once. NULL: the stored values are exact. */
+    int (*read_f32)(const struct vx_input *in, const struct vx_input_tensor *t, uint64_t row0,
+                    uint64_t n, float *dst, mw_err *err);
     void *impl; /* reader-private */
 } vx_input_tensor;
 

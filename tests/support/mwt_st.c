@@ -159,6 +159,20 @@ float mwt_bf16(uint16_t v) {
     return f;
 }
 
+uint16_t mwt_bf16_rne(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+float mwt_fp8_e4m3(uint8_t b) {
+    int e = (b >> 3) & 15, m = b & 7;
+    double v = e == 15 && m == 7 ? NAN : e ? (1 + m / 8.0) * pow(2, e - 7) : m / 8.0 * pow(2, -6);
+    return (float)(b & 0x80 ? -v : v);
+}
+
 static uint16_t to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -191,6 +205,27 @@ static void add_bytes(mwt_st *w, uint64_t *rng, const char *name, int n_dims, co
     for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(lo + (int)(next_u64(rng) % (uint64_t)span));
     mwt_st_add(w, name, "U8", n_dims, shape, buf, n);
     free(buf);
+}
+
+/* A matrix [rows, cols] of FP8 e4m3 codes (magnitudes 2^-4 .. 3.75, both signs, subnormals and
+ * zeros among them) and its weight_scale_inv: one F32 per block of the given size. */
+static void add_fp8(mwt_st *w, uint64_t *rng, const char *name, int64_t rows, int64_t cols,
+                    const int *block) {
+    uint8_t *q = malloc((size_t)(rows * cols) + 1);
+    for (int64_t i = 0; i < rows * cols; i++) {
+        uint64_t x = next_u64(rng);
+        int e = (int)(x % 7) + 2; /* 2 .. 8; 2 reads as code 0 or a subnormal below */
+        q[i] = (uint8_t)((x >> 8 & 0x80) | (e == 2 ? 0 : e) << 3 | (x >> 16 & 7));
+    }
+    mwt_st_add(w, name, "F8_E4M3", 2, (int64_t[]){rows, cols}, q, (size_t)(rows * cols));
+    free(q);
+    const int64_t br = (rows + block[0] - 1) / block[0], bc = (cols + block[1] - 1) / block[1];
+    float *s = malloc(sizeof(float) * (size_t)(br * bc));
+    for (int64_t i = 0; i < br * bc; i++) s[i] = 0.004f + 0.012f * (next_f(rng) + 1) / 2;
+    char sn[300];
+    snprintf(sn, sizeof sn, "%s_scale_inv", name);
+    mwt_st_add(w, sn, "F32", 2, (int64_t[]){br, bc}, s, sizeof(float) * (size_t)(br * bc));
+    free(s);
 }
 
 /* ---- reference dequantizers --------------------------------------------------------------- */
@@ -232,6 +267,13 @@ void mwt_hf_defaults(mwt_hf_opts *o, const char *model_type) {
     o->sliding_window = 8;
     o->shards = 1;
     o->seed = 7;
+    if (!strcmp(model_type, "deepseek_v3") || !strcmp(model_type, "kimi_k2")) {
+        /* widths that are not multiples of the FP8 blocks, so edge blocks are partial */
+        o->layers = 3, o->hidden = 96, o->heads = 2, o->head_dim = 16, o->rope_dim = 8;
+        o->v_dim = 24, o->q_lora = 40, o->kv_lora = 32, o->experts = 8, o->top_k = 2, o->ff = 32;
+        o->dense_layers = 1, o->dense_ff = 80, o->shared = 1, o->groups = 4, o->groups_used = 2;
+        o->kv_heads = 2, o->fp8 = true, o->fp8_block[0] = 32, o->fp8_block[1] = 48;
+    }
 }
 
 static json_t *gpt_oss_config(const mwt_hf_opts *o) {
@@ -275,6 +317,67 @@ static json_t *qwen3moe_config(const mwt_hf_opts *o) {
         1000000.0, "router_aux_loss_coef", 0.001, "sliding_window", "tie_word_embeddings", o->tied,
         "torch_dtype", "bfloat16", "use_cache", 1, "use_sliding_window", 0, "vocab_size", o->vocab,
         "head_dim", o->head_dim);
+}
+
+static json_t *deepseek_config(const mwt_hf_opts *o) {
+    json_t *c = json_object();
+    const struct {
+        const char *k;
+        int v;
+    } ints[] = {{"bos_token_id", 0},
+                {"eos_token_id", 1},
+                {"first_k_dense_replace", o->dense_layers},
+                {"hidden_size", o->hidden},
+                {"intermediate_size", o->dense_ff},
+                {"kv_lora_rank", o->kv_lora},
+                {"max_position_embeddings", 8192},
+                {"moe_intermediate_size", o->ff},
+                {"moe_layer_freq", 1},
+                {"n_group", o->groups},
+                {"n_routed_experts", o->experts},
+                {"n_shared_experts", o->shared},
+                {"num_attention_heads", o->heads},
+                {"num_experts_per_tok", o->top_k},
+                {"num_hidden_layers", o->layers},
+                {"num_key_value_heads", o->heads},
+                {"num_nextn_predict_layers", o->mtp_layer ? 1 : 0},
+                {"pretraining_tp", 1},
+                {"qk_nope_head_dim", o->head_dim},
+                {"qk_rope_head_dim", o->rope_dim},
+                {"rope_theta", 10000},
+                {"topk_group", o->groups_used},
+                {"v_head_dim", o->v_dim},
+                {"vocab_size", o->vocab}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        json_object_set_new(c, ints[i].k, json_integer(ints[i].v));
+    json_object_set_new(c, "architectures", json_pack("[s]", "DeepseekV3ForCausalLM"));
+    json_object_set_new(c, "model_type", json_string("deepseek_v3"));
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "scoring_func", json_string("sigmoid"));
+    json_object_set_new(c, "topk_method", json_string("noaux_tc"));
+    json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+    json_object_set_new(c, "transformers_version", json_string("4.33.1"));
+    json_object_set_new(c, "attention_bias", json_false());
+    json_object_set_new(c, "norm_topk_prob", json_true());
+    json_object_set_new(c, "seq_aux", json_true());
+    json_object_set_new(c, "tie_word_embeddings", json_false());
+    json_object_set_new(c, "use_cache", json_true());
+    json_object_set_new(c, "attention_dropout", json_real(0.0));
+    json_object_set_new(c, "aux_loss_alpha", json_real(0.001));
+    json_object_set_new(c, "initializer_range", json_real(0.02));
+    json_object_set_new(c, "rms_norm_eps", json_real(1e-6));
+    json_object_set_new(c, "routed_scaling_factor", json_real(2.5));
+    json_object_set_new(c, "rope_scaling",
+                        json_pack("{s:i, s:i, s:f, s:f, s:f, s:i, s:s}", "beta_fast", 32,
+                                  "beta_slow", 1, "factor", 40.0, "mscale", 1.0, "mscale_all_dim",
+                                  1.0, "original_max_position_embeddings", 4096, "type", "yarn"));
+    json_object_set_new(c, "q_lora_rank", o->q_lora ? json_integer(o->q_lora) : json_null());
+    if (o->fp8)
+        json_object_set_new(c, "quantization_config",
+                            json_pack("{s:s, s:s, s:s, s:[i, i]}", "activation_scheme", "dynamic",
+                                      "fmt", "e4m3", "quant_method", "fp8", "weight_block_size",
+                                      o->fp8_block[0], o->fp8_block[1]));
+    return c;
 }
 
 /* model.layers.<l>.<s> in the buffer n */
@@ -359,6 +462,72 @@ static void add_qwen3moe(mwt_st *w, uint64_t *rng, const mwt_hf_opts *o) {
     if (!o->tied) add_rand(w, rng, "lm_head.weight", "BF16", 2, (int64_t[]){V, H}, 0.1f);
 }
 
+/* A DeepSeek matrix [out, in]: FP8 with its scales, or BF16. */
+static void add_ds_mat(mwt_st *w, uint64_t *rng, const mwt_hf_opts *o, const char *name,
+                       int64_t out, int64_t in) {
+    if (o->fp8)
+        add_fp8(w, rng, name, out, in, o->fp8_block);
+    else
+        add_rand(w, rng, name, "BF16", 2, (int64_t[]){out, in}, 1.0f / sqrtf((float)in));
+}
+
+static void add_ds_layer(mwt_st *w, uint64_t *rng, const mwt_hf_opts *o, int l) {
+    const int64_t H = o->hidden, NH = o->heads, qk = (int64_t)o->head_dim + o->rope_dim;
+    const int64_t R = o->kv_lora, F = o->ff;
+    char n[256];
+    add_rand(w, rng, P("input_layernorm.weight"), "BF16", 1, (int64_t[]){H}, 1);
+    if (o->q_lora) {
+        add_ds_mat(w, rng, o, P("self_attn.q_a_proj.weight"), o->q_lora, H);
+        add_rand(w, rng, P("self_attn.q_a_layernorm.weight"), "BF16", 1, (int64_t[]){o->q_lora}, 1);
+        add_ds_mat(w, rng, o, P("self_attn.q_b_proj.weight"), NH * qk, o->q_lora);
+    } else {
+        add_ds_mat(w, rng, o, P("self_attn.q_proj.weight"), NH * qk, H);
+    }
+    add_ds_mat(w, rng, o, P("self_attn.kv_a_proj_with_mqa.weight"), R + o->rope_dim, H);
+    add_rand(w, rng, P("self_attn.kv_a_layernorm.weight"), "BF16", 1, (int64_t[]){R}, 1);
+    add_ds_mat(w, rng, o, P("self_attn.kv_b_proj.weight"), NH * (o->head_dim + o->v_dim), R);
+    add_ds_mat(w, rng, o, P("self_attn.o_proj.weight"), H, NH * o->v_dim);
+    add_rand(w, rng, P("post_attention_layernorm.weight"), "BF16", 1, (int64_t[]){H}, 1);
+    if (l < o->dense_layers) {
+        add_ds_mat(w, rng, o, P("mlp.gate_proj.weight"), o->dense_ff, H);
+        add_ds_mat(w, rng, o, P("mlp.up_proj.weight"), o->dense_ff, H);
+        add_ds_mat(w, rng, o, P("mlp.down_proj.weight"), H, o->dense_ff);
+        return;
+    }
+    add_rand(w, rng, P("mlp.gate.weight"), "BF16", 2, (int64_t[]){o->experts, H}, 0.3f);
+    add_rand(w, rng, P("mlp.gate.e_score_correction_bias"), "F32", 1, (int64_t[]){o->experts},
+             0.05f);
+    for (int e = 0; e < o->experts; e++) {
+        char s[128];
+        snprintf(s, sizeof s, "mlp.experts.%d.gate_proj.weight", e);
+        add_ds_mat(w, rng, o, P(s), F, H);
+        snprintf(s, sizeof s, "mlp.experts.%d.up_proj.weight", e);
+        add_ds_mat(w, rng, o, P(s), F, H);
+        snprintf(s, sizeof s, "mlp.experts.%d.down_proj.weight", e);
+        add_ds_mat(w, rng, o, P(s), H, F);
+    }
+    if (o->shared) {
+        add_ds_mat(w, rng, o, P("mlp.shared_experts.gate_proj.weight"), F * o->shared, H);
+        add_ds_mat(w, rng, o, P("mlp.shared_experts.up_proj.weight"), F * o->shared, H);
+        add_ds_mat(w, rng, o, P("mlp.shared_experts.down_proj.weight"), H, F * o->shared);
+    }
+}
+
+static void add_deepseek(mwt_st *w, uint64_t *rng, const mwt_hf_opts *o) {
+    const int64_t H = o->hidden, V = o->vocab;
+    add_rand(w, rng, "model.embed_tokens.weight", "BF16", 2, (int64_t[]){V, H}, 1);
+    for (int l = 0; l < o->layers; l++) add_ds_layer(w, rng, o, l);
+    if (o->mtp_layer) { /* DeepSeek-V3's multi-token prediction layer: a few of its tensors */
+        char n[256];
+        const int l = o->layers;
+        add_rand(w, rng, P("enorm.weight"), "BF16", 1, (int64_t[]){H}, 1);
+        add_ds_mat(w, rng, o, P("eh_proj.weight"), H, 2 * H);
+        add_rand(w, rng, P("shared_head.norm.weight"), "BF16", 1, (int64_t[]){H}, 1);
+    }
+    add_rand(w, rng, "model.norm.weight", "BF16", 1, (int64_t[]){H}, 1);
+    add_rand(w, rng, "lm_head.weight", "BF16", 2, (int64_t[]){V, H}, 0.1f);
+}
+
 #undef P
 
 static int write_json(const char *dir, const char *name, json_t *j) {
@@ -409,7 +578,8 @@ static int write_shards(const char *dir, const mwt_st *w, int n) {
 int mwt_hf_write(const char *dir, const mwt_hf_opts *o) {
     mkdir(dir, 0755);
     bool gpt = !strcmp(o->model_type, "gpt_oss");
-    json_t *cfg = gpt ? gpt_oss_config(o) : qwen3moe_config(o);
+    bool ds = !strcmp(o->model_type, "deepseek_v3") || !strcmp(o->model_type, "kimi_k2");
+    json_t *cfg = gpt ? gpt_oss_config(o) : ds ? deepseek_config(o) : qwen3moe_config(o);
     if (strcmp(o->model_type, "gpt_oss") && strcmp(o->model_type, "qwen3_moe"))
         json_object_set_new(cfg, "model_type", json_string(o->model_type));
     if (o->config_patch) {
@@ -435,6 +605,8 @@ int mwt_hf_write(const char *dir, const mwt_hf_opts *o) {
     mwt_st *w = mwt_st_new();
     if (gpt)
         add_gpt_oss(w, &rng, o);
+    else if (ds)
+        add_deepseek(w, &rng, o);
     else
         add_qwen3moe(w, &rng, o);
     if (o->inv_freq) add_rand(w, &rng, "model.rotary_emb.inv_freq", "F32", 1, (int64_t[]){4}, 1);

@@ -1,6 +1,7 @@
 /* tests/support/mwt_st.h — writing safetensors files and small synthetic Hugging Face checkpoints
- * (gpt-oss with native MXFP4 or BF16 experts, qwen3moe with per-expert tensors), single-file or
- * sharded through model.safetensors.index.json, for the reader and extract tests. */
+ * (gpt-oss with native MXFP4 or BF16 experts, qwen3moe with per-expert tensors, DeepSeek-V3 with
+ * FP8 e4m3 block-scaled or BF16 weights), single-file or sharded through
+ * model.safetensors.index.json, for the reader and extract tests. */
 #ifndef MWT_ST_H
 #define MWT_ST_H
 
@@ -40,7 +41,7 @@ int mwt_st_write_raw(const char *path, uint64_t hlen, const char *header, const 
 
 /* A synthetic checkpoint. Values are pseudo-random from seed, distinct per expert and row. */
 typedef struct mwt_hf_opts {
-    const char *model_type; /* "gpt_oss" or "qwen3_moe" */
+    const char *model_type; /* "gpt_oss", "qwen3_moe", "deepseek_v3" (or "kimi_k2") */
     int layers, hidden, heads, kv_heads, head_dim, experts, top_k, ff, vocab;
     int sliding_window;
     int shards;               /* 1: model.safetensors; N > 1: N shards and an index */
@@ -50,6 +51,12 @@ typedef struct mwt_hf_opts {
     const char *extra_tensor; /* name of an extra F32 [4] tensor, or NULL */
     const char *config_patch; /* JSON object merged into config.json (null values delete keys) */
     uint64_t seed;
+    /* deepseek_v3 (head_dim is qk_nope_head_dim) */
+    int q_lora, kv_lora, rope_dim, v_dim; /* q_lora 0: one q_proj */
+    int dense_layers, dense_ff, shared, groups, groups_used;
+    bool fp8;         /* FP8 e4m3 matrices with weight_scale_inv blocks (else BF16) */
+    int fp8_block[2]; /* weight_block_size */
+    bool mtp_layer;   /* one num_nextn_predict_layers layer of tensors after the last */
 } mwt_hf_opts;
 
 /* Fills o with a small valid shape for the family (hidden 96: not a multiple of 256). */
@@ -64,5 +71,9 @@ float mwt_hf_mxfp4_value(const uint8_t *blocks, const uint8_t *scales, int64_t r
 /* The float value of element j of a ggml block_mxfp4 row (FORMATS.md §1). */
 float mwt_ggml_mxfp4_value(const uint8_t *row, int64_t j);
 float mwt_bf16(uint16_t v);
+/* Round to bf16, nearest even (the test's own). */
+uint16_t mwt_bf16_rne(float f);
+/* FP8 e4m3 (no infinities; 0x7F / 0xFF NaN) by the format's definition. */
+float mwt_fp8_e4m3(uint8_t b);
 
 #endif

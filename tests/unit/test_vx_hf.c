@@ -2,7 +2,10 @@
  * tensor names, gpt-oss MXFP4 relayout (checked value by value against an independent HF-layout
  * dequantizer), gate/up de-interleave, qwen3moe expert stacking, sharding, the coverage audit,
  * carried files, config/tensor errors, and hostile checkpoint directories (huge or deep JSON,
- * links out of the directory, FIFOs, odd tensor names, sources changing under extract). */
+ * links out of the directory, FIFOs, odd tensor names, sources changing under extract); DeepSeek-V3
+ * / Kimi-K2: the derived MLA and router keys, FP8 e4m3 decoding and block scales (bf16 stored, the
+ * exact f32 read for a transcode), the kv_b_proj split, dense / MoE / shared layer rules, the
+ * multi-token-prediction layer dropped, and their errors. */
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_st.h"
 #include "kernels/kn.h"
@@ -11,9 +14,11 @@
 #include "vindex/vx_input.h"
 #include "vindex/vx_manifest.h"
 #include "vindex/vx_safetensors.h"
+#include "vindex/vx_source.h"
 #include "vindex/vx_vindex.h"
 
 #include <dirent.h>
+#include <math.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -623,6 +628,203 @@ static void test_config_errors(void **state) {
 #undef PATCH
 }
 
+/* ---- DeepSeek-V3 / Kimi-K2 ---------------------------------------------------------------- */
+
+static void test_fp8_e4m3_decoding(void **state) {
+    (void)state;
+    for (int b = 0; b < 256; b++) {
+        const float got = vx_fp8_e4m3((uint8_t)b), want = mwt_fp8_e4m3((uint8_t)b);
+        if (isnan(want))
+            assert_true(isnan(got));
+        else
+            assert_true(got == want && signbit(got) == signbit(want));
+    }
+    assert_true(vx_fp8_e4m3(0x7E) == 448.0f);  /* the largest */
+    assert_true(vx_fp8_e4m3(0x01) == 0x1p-9f); /* the smallest subnormal */
+    assert_true(vx_fp8_e4m3(0x08) == 0x1p-6f); /* the smallest normal */
+    assert_true(isnan(vx_fp8_e4m3(0xFF)) && isnan(vx_fp8_e4m3(0x7F)));
+}
+
+static void test_deepseek_metadata_and_tensors(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "deepseek_v3");
+    o.mtp_layer = true;
+    vx_input *in = write_open(f, &o);
+    assert_string_equal(meta_s(in, "general.architecture"), "deepseek2");
+    static const struct {
+        const char *key;
+        int64_t v;
+    } want[] = {{"deepseek2.attention.head_count_kv", 1},
+                {"deepseek2.attention.key_length", 32 + 8}, /* kv_lora + rope: the cached row */
+                {"deepseek2.attention.value_length", 32},
+                {"deepseek2.attention.key_length_mla", 16 + 8},
+                {"deepseek2.attention.value_length_mla", 24},
+                {"deepseek2.attention.q_lora_rank", 40},
+                {"deepseek2.attention.kv_lora_rank", 32},
+                {"deepseek2.rope.dimension_count", 8},
+                {"deepseek2.leading_dense_block_count", 1},
+                {"deepseek2.feed_forward_length", 80},
+                {"deepseek2.expert_feed_forward_length", 32},
+                {"deepseek2.expert_shared_count", 1},
+                {"deepseek2.expert_count", 8},
+                {"deepseek2.expert_gating_func", 2},
+                {"deepseek2.expert_group_count", 4},
+                {"deepseek2.expert_group_used_count", 2},
+                {"deepseek2.vocab_size", 40}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (meta_i(in, want[i].key) != want[i].v)
+            fail_msg("%s = %lld, want %lld", want[i].key, (long long)meta_i(in, want[i].key),
+                     (long long)want[i].v);
+    assert_true(meta_f(in, "deepseek2.expert_weights_scale") == 2.5);
+    assert_true(meta_f(in, "deepseek2.rope.scaling.yarn_log_multiplier") == (double)0.1f);
+    assert_true(meta_f(in, "deepseek2.rope.scaling.factor") == 40.0);
+    bool norm = false;
+    mw_err err = {{0}};
+    assert_int_equal(vx_meta_get_bool(in->meta, "deepseek2.expert_weights_norm", &norm, &err), 1);
+    assert_true(norm);
+    /* the dense layer has an FFN, the MoE layers experts, a router bias and a shared expert */
+    assert_non_null(vx_input_find(in, "blk.0.ffn_gate.weight"));
+    assert_null(vx_input_find(in, "blk.0.ffn_gate_inp.weight"));
+    assert_null(vx_input_find(in, "blk.1.ffn_gate.weight"));
+    check_ne(vx_input_find(in, "blk.2.ffn_up_exps.weight"), 3, 96, 32, 8);
+    check_ne(vx_input_find(in, "blk.1.ffn_down_shexp.weight"), 2, 32, 96, 1);
+    check_ne(vx_input_find(in, "blk.1.attn_k_b.weight"), 3, 16, 32, 2);
+    check_ne(vx_input_find(in, "blk.1.attn_v_b.weight"), 3, 32, 24, 2);
+    assert_int_equal(vx_input_find(in, "blk.1.exp_probs_b.bias")->type, KN_F32);
+    /* FP8 matrices are stored as bf16 of the exact products, which read_f32 gives */
+    vx_st_set *set;
+    if (vx_st_set_open(f->ck, &set, &err)) fail_msg("%s", err.msg);
+    const vx_st_tensor *w = vx_st_set_find(set, "model.layers.1.self_attn.q_a_proj.weight", NULL),
+                       *sc = vx_st_set_find(
+                           set, "model.layers.1.self_attn.q_a_proj.weight_scale_inv", NULL);
+    assert_true(w && sc && w->dtype == VX_ST_F8_E4M3 && sc->shape[0] == 2 && sc->shape[1] == 2);
+    const vx_input_tensor *t = vx_input_find(in, "blk.1.attn_q_a.weight");
+    assert_int_equal(t->type, KN_BF16);
+    assert_non_null(t->read_f32);
+    assert_non_null(strstr(t->relayout, "fp8-e4m3"));
+    uint16_t *bf = read_all(in, "blk.1.attn_q_a.weight", NULL);
+    float *exact = malloc(sizeof(float) * 40 * 96);
+    if (t->read_f32(in, t, 0, 40, exact, &err)) fail_msg("%s", err.msg);
+    for (int64_t r = 0; r < 40; r++)
+        for (int64_t c = 0; c < 96; c++) {
+            float scale;
+            memcpy(&scale, sc->data + 4 * ((r / 32) * 2 + c / 48), 4);
+            const float v = mwt_fp8_e4m3(w->data[r * 96 + c]) * scale;
+            assert_true(exact[r * 96 + c] == v);
+            assert_int_equal(bf[r * 96 + c], mwt_bf16_rne(v));
+        }
+    free(exact);
+    free(bf);
+    /* kv_b_proj: attn_k_b's head h, row c, column i = kv_b row h·(nope + v) + i, column c */
+    const vx_st_tensor *kv = vx_st_set_find(set, "model.layers.2.self_attn.kv_b_proj.weight", NULL),
+                       *kvs = vx_st_set_find(
+                           set, "model.layers.2.self_attn.kv_b_proj.weight_scale_inv", NULL);
+    const vx_input_tensor *kb = vx_input_find(in, "blk.2.attn_k_b.weight");
+    float *k_exact = malloc(sizeof(float) * 2 * 32 * 16);
+    if (kb->read_f32(in, kb, 0, 2 * 32, k_exact, &err)) fail_msg("%s", err.msg);
+    for (int h = 0; h < 2; h++)
+        for (int c = 0; c < 32; c++)
+            for (int i = 0; i < 16; i++) {
+                const int64_t r = h * (16 + 24) + i;
+                float scale;
+                memcpy(&scale, kvs->data + 4 * ((r / 32) * kvs->shape[1] + c / 48), 4);
+                assert_true(k_exact[(h * 32 + c) * 16 + i] ==
+                            mwt_fp8_e4m3(kv->data[r * 32 + c]) * scale);
+            }
+    free(k_exact);
+    /* transcoded, a format rounds the exact products once: dense to f32 keeps them, experts to
+     * q8_0 are quantized from them (not from their bf16 rounding) */
+    vx_extract_opts eo = {.strict = true, .transcode = "experts=q8_0,dense=f32"};
+    if (vx_extract(in, f->out, &eo, NULL, &err)) fail_msg("%s", err.msg);
+    vx_source *vs;
+    if (vx_source_open(f->out, NULL, &vs, &err)) fail_msg("%s", err.msg);
+    const vx_tensor *qa = vx_source_tensor(vs, "blk.1.attn_q_a.weight");
+    assert_int_equal(qa->type, KN_F32);
+    float *exact_qa = malloc(sizeof(float) * 40 * 96);
+    if (t->read_f32(in, t, 0, 40, exact_qa, &err)) fail_msg("%s", err.msg);
+    assert_memory_equal(qa->data, exact_qa, sizeof(float) * 40 * 96);
+    free(exact_qa);
+    kn_expert ex;
+    if (vx_source_expert(vs, 2, 5, &ex, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(ex.up.type, KN_Q8_0);
+    const vx_input_tensor *up = vx_input_find(in, "blk.2.ffn_up_exps.weight");
+    float row[96];
+    uint8_t q8[96 / 32 * 34];
+    for (int r = 0; r < 32; r++) {
+        if (up->read_f32(in, up, 5 * 32 + (uint64_t)r, 1, row, &err)) fail_msg("%s", err.msg);
+        kn_traits(KN_Q8_0)->from_float(row, q8, 96);
+        assert_memory_equal((const uint8_t *)ex.up.data + (size_t)r * ex.up.row_bytes, q8,
+                            sizeof q8);
+    }
+    vx_source_close(vs);
+    vx_st_set_close(set);
+    /* every scale is consumed; the multi-token-prediction layer is dropped by name */
+    assert_int_equal(in->n_unrecognised, 0);
+    size_t mtp = 0;
+    for (size_t i = 0; i < in->n_dropped; i++)
+        mtp += strstr(in->dropped[i].src_name, "model.layers.3.") != NULL &&
+               strstr(in->dropped[i].rule, "multi-token prediction") != NULL;
+    assert_int_equal(mtp, 4); /* enorm, eh_proj (+ its scale), shared_head.norm */
+    vx_input_close(in);
+
+    /* Kimi-K2's model_type, BF16 weights, no groups, one q_proj, no shared expert */
+    mwt_hf_defaults(&o, "kimi_k2");
+    o.fp8 = false, o.q_lora = 0, o.shared = 0, o.groups = 1, o.groups_used = 1;
+    in = write_open(f, &o);
+    assert_int_equal(meta_i(in, "deepseek2.attention.q_lora_rank"), 0);
+    assert_int_equal(meta_i(in, "deepseek2.expert_group_count"), 1);
+    assert_int_equal(meta_i(in, "deepseek2.expert_shared_count"), 0);
+    assert_non_null(vx_input_find(in, "blk.0.attn_q.weight"));
+    assert_null(vx_input_find(in, "blk.0.attn_q_a.weight"));
+    assert_null(vx_input_find(in, "blk.1.ffn_up_shexp.weight"));
+    t = vx_input_find(in, "blk.1.attn_v_b.weight");
+    assert_int_equal(t->type, KN_BF16);
+    assert_null(t->read_f32);
+    vx_input_close(in);
+}
+
+static void test_deepseek_errors(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "deepseek_v3");
+#define PATCH(json, ...)                                                                           \
+    do {                                                                                           \
+        o.config_patch = json;                                                                     \
+        OPEN_ERROR(&o, __VA_ARGS__);                                                               \
+    } while (0)
+    PATCH("{\"scoring_func\": \"tanh\"}", "scoring_func");
+    PATCH("{\"topk_method\": \"group_limited_greedy\"}", "topk_method", "noaux_tc");
+    PATCH("{\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 40.0, "
+          "\"original_max_position_embeddings\": 4096, \"mscale\": 0.707, "
+          "\"mscale_all_dim\": 1.0}}",
+          "mscale 0.707");
+    PATCH("{\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 40.0, "
+          "\"original_max_position_embeddings\": 4096}}",
+          "mscale_all_dim");
+    PATCH("{\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e5m2\", "
+          "\"weight_block_size\": [32, 48]}}",
+          "quantization_config.fmt");
+    PATCH("{\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\"}}",
+          "weight_block_size");
+    PATCH("{\"quantization_config\": {\"quant_method\": \"compressed-tensors\"}}",
+          "'compressed-tensors'");
+    PATCH("{\"quantization_config\": null}", "F8_E4M3", "no fp8 quantization");
+    PATCH("{\"kv_lora_rank\": null}", "kv_lora_rank");
+    PATCH("{\"moe_layer_freq\": 2}", "moe_layer_freq");
+    PATCH("{\"rope_interleave\": false}", "rope_interleave");
+    PATCH("{\"first_k_dense_replace\": -1}", "first_k_dense_replace");
+    /* scales of another block size do not fit */
+    PATCH("{\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
+          "\"weight_block_size\": [128, 128]}}",
+          "weight_scale_inv", "blocks need");
+    /* the dense layer count must leave a MoE layer its experts: too many dense layers means a
+     * MoE tensor has no rule */
+    o.config_patch = "{\"first_k_dense_replace\": 2}";
+    OPEN_ERROR(&o, "mlp.gate_proj.weight");
+#undef PATCH
+}
+
 static void test_qwen3moe_accepts_yarn_and_rope_parameters(void **state) {
     (void)state;
     const char *base =
@@ -971,6 +1173,9 @@ int main(void) {
         MWT_FX_TEST(test_gpt_oss_bf16_experts),
         MWT_FX_TEST(test_qwen3moe),
         MWT_FX_TEST(test_config_errors),
+        cmocka_unit_test(test_fp8_e4m3_decoding),
+        MWT_FX_TEST(test_deepseek_metadata_and_tensors),
+        MWT_FX_TEST(test_deepseek_errors),
         cmocka_unit_test(test_qwen3moe_accepts_yarn_and_rope_parameters),
         MWT_FX_TEST(test_tensor_errors),
         MWT_FX_TEST(test_incomplete_tensor_sets),
