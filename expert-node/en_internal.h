@@ -9,7 +9,7 @@
 #include "kernels/kn.h"
 #include "model/md_config.h"
 #include "model/md_moe.h"
-#include "model/md_pin.h"
+#include "model/md_expert_table.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_stats.h"
@@ -54,8 +54,7 @@ struct en_node {
     vx_expert_set owned;
     int n_layers, n_experts;
     int64_t width;
-    kn_expert *experts;     /* n_layers × n_experts views; only owned ones filled */
-    md_pin pin;             /* --pin: the owned experts' copy the views point into */
+    md_expert_table table;  /* the owned experts (pinned with --pin) */
     uint64_t *expert_bytes; /* stored bytes per expert; 0 when not owned */
     uint8_t *owned_bits;    /* the Welcome bitmap */
     uint32_t *stamp;        /* n_experts: distinct-expert marks per request */

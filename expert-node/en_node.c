@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/md_local.h"
+#include "model/md_expert_table.h"
 
 _Static_assert((int)WR_NUM_F32 == (int)KN_NUM_F32 && (int)WR_NUM_Q8 == (int)KN_NUM_Q8,
                "wire numerics are kernel numerics");
@@ -22,7 +22,7 @@ const kn_expert *en_lookup(void *ctx, int layer, int expert, mw_err *err) {
         mw_errf(err, "expert (%d, %d) is not owned by this node", layer, expert);
         return NULL;
     }
-    return &n->experts[(size_t)layer * (size_t)n->n_experts + (size_t)expert];
+    return md_expert_table_at(&n->table, layer, expert);
 }
 
 /* Parses the owned set against the model's shape, which only an opening of the source tells: a
@@ -52,7 +52,9 @@ static int read_owned_set(en_node *n, mw_err *err) {
     return n->spec ? 0 : mw_errf(err, "out of memory");
 }
 
-/* Mounts the owned extents and checks each against the config, so a bad file fails at start. */
+/* Mounts the owned extents and loads them into the expert table, each checked against the config
+ * (and, with --pin, copied onto huge pages as the in-process backend's are), so a bad file fails
+ * at start. */
 static int mount(en_node *n, mw_err *err) {
     vx_source_opts so = {.experts = &n->owned, .dense = false, .verify_on_mount = true};
     if (vx_source_open(n->opts.vindex, &so, &n->src, err)) return -1;
@@ -71,46 +73,22 @@ static int mount(en_node *n, mw_err *err) {
         return mw_err_wrap(err, "%s", n->opts.vindex);
     n->cfg_ok = true;
     n->width = n->cfg.n_embd;
+    if (md_expert_table_load(&n->table, n->src, &n->cfg, &n->owned, n->opts.pin, err))
+        return mw_err_wrap(err, "%s", n->opts.vindex);
     size_t cells = (size_t)n->n_layers * (size_t)n->n_experts;
-    n->experts = calloc(cells, sizeof *n->experts);
     n->expert_bytes = calloc(cells, sizeof *n->expert_bytes);
     n->owned_bits = calloc(wr_owned_bytes((uint32_t)n->n_layers, (uint32_t)n->n_experts), 1);
     n->stamp = calloc((size_t)n->n_experts, sizeof *n->stamp);
-    if (!n->experts || !n->expert_bytes || !n->owned_bits || !n->stamp)
-        return mw_errf(err, "out of memory");
+    if (!n->expert_bytes || !n->owned_bits || !n->stamp) return mw_errf(err, "out of memory");
     for (int l = 0; l < n->n_layers; l++) {
         for (int e = 0; e < n->n_experts; e++) {
             if (!vx_expert_set_has(&n->owned, l, e)) continue;
             size_t i = (size_t)l * (size_t)n->n_experts + (size_t)e;
-            if (vx_source_expert(n->src, l, e, &n->experts[i], err) ||
-                md_expert_check(&n->experts[i], &n->cfg, l, e, err))
-                return mw_err_wrap(err, "%s", n->opts.vindex);
-            n->expert_bytes[i] = kn_expert_weight_bytes(&n->experts[i]);
+            n->expert_bytes[i] = kn_expert_weight_bytes(md_expert_table_at(&n->table, l, e));
             n->owned_bits[i / 8] |= (uint8_t)(1u << (i % 8));
         }
     }
     return 0;
-}
-
-/* --pin: the owned experts move out of the file mapping into one buffer on huge pages, as the
- * in-process backend's (md_local_backend_pin): a node streams them at memory speed and the TLB
- * misses of 4 KiB mapping pages cost measurably. Same bits. */
-static int pin_experts(en_node *n, mw_err *err) {
-    size_t owned = vx_expert_set_count(&n->owned), k = 0;
-    kn_mat **mats = malloc(6 * owned * sizeof *mats);
-    if (!mats) return mw_errf(err, "out of memory");
-    for (int l = 0; l < n->n_layers; l++) {
-        for (int e = 0; e < n->n_experts; e++) {
-            if (!vx_expert_set_has(&n->owned, l, e) || k + 6 > 6 * owned) continue;
-            kn_expert *x = &n->experts[(size_t)l * (size_t)n->n_experts + (size_t)e];
-            kn_mat *six[6] = {&x->gate, &x->up, &x->down, &x->gate_b, &x->up_b, &x->down_b};
-            memcpy(mats + k, six, sizeof six);
-            k += 6;
-        }
-    }
-    int rc = md_pin_mats(&n->pin, mats, k, "expert node", err);
-    free(mats);
-    return rc;
 }
 
 static int bind_socket(en_node *n, mw_err *err) {
@@ -147,7 +125,7 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
     atomic_init(&n->stopping, false);
     wr_rx_init(&n->rx);
     wr_out_init(&n->out);
-    if (read_owned_set(n, err) || mount(n, err) || (opts->pin && pin_experts(n, err))) goto fail;
+    if (read_owned_set(n, err) || mount(n, err)) goto fail;
 
     /* Receive limits: rows up to capacity, exactly our width, at most every expert per row. */
     n->lim = wr_limits_default();
@@ -222,8 +200,7 @@ void en_node_close(en_node *n) {
     wr_stats_free(&n->stats);
     md_moe_ws_free(n->ws);
     kn_pool_destroy(n->pool);
-    md_pin_free(&n->pin);
-    free(n->experts);
+    md_expert_table_free(&n->table);
     free(n->expert_bytes);
     free(n->owned_bits);
     free(n->stamp);
