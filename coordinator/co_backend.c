@@ -9,6 +9,7 @@
 
 #include "coordinator/co_cluster.h"
 #include "model/md_local.h"
+#include "util/mw_names.h"
 
 #define MAX_NODES 1024
 
@@ -76,21 +77,12 @@ static const co_backend_kind kinds[] = {
      co_cluster_report},
 };
 
-#define N_KINDS (sizeof kinds / sizeof kinds[0])
-
 const co_backend_kind *co_backend_find(const char *name) {
-    for (size_t i = 0; name && i < N_KINDS; i++)
-        if (!strcmp(kinds[i].name, name)) return &kinds[i];
-    return NULL;
+    const int i = mw_names_find(name, MW_NAMES(kinds, name));
+    return i < 0 ? NULL : &kinds[i];
 }
 
 const char *co_backend_names(void) {
     static char names[256];
-    if (!names[0]) {
-        size_t n = 0;
-        for (size_t i = 0; i < N_KINDS && n < sizeof names; i++)
-            n +=
-                (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "", kinds[i].name);
-    }
-    return names;
+    return names[0] ? names : mw_names_join(names, sizeof names, MW_NAMES(kinds, name));
 }

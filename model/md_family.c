@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/mw_names.h"
+
 static const md_family families[] = {
     {
         .arch = "gpt-oss",
@@ -63,23 +65,14 @@ static const md_family families[] = {
     },
 };
 
-#define N_FAMILIES (sizeof families / sizeof families[0])
-
 const md_family *md_family_find(const char *arch) {
-    for (size_t i = 0; arch && i < N_FAMILIES; i++)
-        if (!strcmp(families[i].arch, arch)) return &families[i];
-    return NULL;
+    const int i = mw_names_find(arch, MW_NAMES(families, arch));
+    return i < 0 ? NULL : &families[i];
 }
 
 const char *md_family_names(void) {
     static char names[256];
-    if (!names[0]) {
-        size_t n = 0;
-        for (size_t i = 0; i < N_FAMILIES; i++)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
-                                  families[i].arch);
-    }
-    return names;
+    return names[0] ? names : mw_names_join(names, sizeof names, MW_NAMES(families, arch));
 }
 
 static const char *const rope_scaling_names[MD_ROPE_SCALING_COUNT] = {"none", "linear", "yarn",

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "vindex/vx_gguf_internal.h"
+#include "util/mw_names.h"
 #include "vindex/vx_hash.h"
 
 /* How one tensor's values are drawn. */
@@ -133,12 +134,9 @@ static const synth_arch archs[] = {
      .complete = complete_deepseek2},
 };
 
-#define N_ARCHS (sizeof archs / sizeof archs[0])
-
 static const synth_arch *find_arch(const char *name) {
-    for (size_t i = 0; i < N_ARCHS; i++)
-        if (!strcmp(archs[i].name, name)) return &archs[i];
-    return NULL;
+    const int i = mw_names_find(name, MW_NAMES(archs, name));
+    return i < 0 ? NULL : &archs[i];
 }
 
 /* ---- options ------------------------------------------------------------------------------- */
@@ -173,19 +171,6 @@ static int parse_type(const char *key, const char *val, const kn_type *allowed, 
             return 0;
         }
     return mw_errf(err, "--%s %s: unsupported format", key, val);
-}
-
-/* "gpt-oss or qwen3moe": the table's names for messages. */
-static const char *arch_names(char *buf, size_t cap) {
-    size_t n = 0;
-    buf[0] = 0;
-    for (size_t i = 0; i < N_ARCHS && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%s",
-                              !i                 ? ""
-                              : i + 1 == N_ARCHS ? " or "
-                                                 : ", ",
-                              archs[i].name);
-    return buf;
 }
 
 int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err) {
@@ -224,7 +209,8 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
     if (!strcmp(key, "arch")) {
         if (!find_arch(val)) {
             char names[128];
-            return mw_errf(err, "--arch %s: expected %s", val, arch_names(names, sizeof names));
+            return mw_errf(err, "--arch %s: expected one of %s", val,
+                           mw_names_join(names, sizeof names, MW_NAMES(archs, name)));
         }
         snprintf(o->arch, sizeof o->arch, "%s", val);
         return 0;

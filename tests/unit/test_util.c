@@ -1,6 +1,7 @@
-/* tests/unit/test_util.c — mw_err formatting and wrapping; the monotonic clock. */
+/* tests/unit/test_util.c — mw_err formatting and wrapping; the monotonic clock; table names. */
 #include "tests/support/mw_test.h"
 #include "util/mw_err.h"
+#include "util/mw_names.h"
 #include "util/mw_time.h"
 
 #include <string.h>
@@ -59,12 +60,32 @@ static void test_clock_is_monotonic_in_every_unit(void **state) {
     assert_true(ms >= (int64_t)(a / 1000000) && ms <= (int64_t)(b / 1000000));
 }
 
+/* Rows of a table with the name field not first, so the stride matters. */
+static void test_names_find_and_join(void **state) {
+    (void)state;
+    static const struct {
+        int x;
+        const char *name;
+        double y;
+    } rows[] = {{1, "local", 0}, {2, "remote", 0}, {3, "remote-2", 0}};
+    assert_int_equal(mw_names_find("remote", MW_NAMES(rows, name)), 1);
+    assert_int_equal(mw_names_find("remote-2", MW_NAMES(rows, name)), 2);
+    assert_int_equal(mw_names_find("remot", MW_NAMES(rows, name)), -1);
+    assert_int_equal(mw_names_find(NULL, MW_NAMES(rows, name)), -1);
+    char buf[64];
+    assert_string_equal(mw_names_join(buf, sizeof buf, MW_NAMES(rows, name)),
+                        "local, remote, remote-2");
+    char small[9];
+    assert_string_equal(mw_names_join(small, sizeof small, MW_NAMES(rows, name)), "local, r");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errf_returns_minus_one_and_formats),
         cmocka_unit_test(test_wrap_prefixes),
         cmocka_unit_test(test_long_messages_are_truncated_not_overflowed),
         cmocka_unit_test(test_clock_is_monotonic_in_every_unit),
+        cmocka_unit_test(test_names_find_and_join),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
