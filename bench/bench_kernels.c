@@ -7,7 +7,7 @@
  *   MW_BENCH_NUMERICS=q8|f32|both (default q8)   MW_BENCH_SECONDS=per-case budget (default 0.5)
  *   MW_BENCH_CASES=substr[,substr...] runs only the cases whose name contains one of them
  *   MW_BENCH_T=1,64 only these T   MW_BENCH_THREADS=1|2 only this thread count
- *   MOEWIRE_ISA / MOEWIRE_VNNI / MOEWIRE_AVX512 select the kernels as everywhere else. */
+ *   MOEWIRE_ISA (scalar, avx2, avxvnni, avx512, neon) selects the kernels as everywhere else. */
 #include "bench/bench_util.h"
 #include "kernels/kn_internal.h"
 
@@ -63,12 +63,9 @@ static void fill_weights(kn_type t, uint8_t *p, size_t bytes) {
     }
 }
 
-/* The kernels in use, e.g. "avx2+vnni+avx512". */
+/* The kernels in use, e.g. "avx512". */
 static const char *isa_label(void) {
-    static char label[48];
-    snprintf(label, sizeof label, "%s%s%s", kn_isa_name(kn_isa_active()),
-             kn_isa_vnni(-1) ? "+vnni" : "", kn_isa_avx512(-1) ? "+avx512" : "");
-    return label;
+    return kn_isa_name(kn_isa_active());
 }
 
 static double env_double(const char *name, double dflt) {

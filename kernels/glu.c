@@ -70,15 +70,10 @@ void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *
 }
 
 void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
-    switch (kn_isa_active()) {
-    case KN_ISA_AVX2:
+    if (kn_isa_uses(KN_ISA_AVX2))
         kn_glu_apply_avx2(glu, g, u, out, n);
-        break;
-    case KN_ISA_NEON:
+    else if (kn_isa_uses(KN_ISA_NEON))
         kn_glu_apply_neon(glu, g, u, out, n);
-        break;
-    default:
+    else
         kn_glu_apply_ref(glu, g, u, out, n);
-        break;
-    }
 }

@@ -1,14 +1,14 @@
 /* kernels/isa.c — run-time instruction-set selection: the best the CPU and build support, unless
- * MOEWIRE_ISA=scalar|avx2|neon or kn_isa_force says otherwise. Every ISA computes the same bits
- * (the canonical order), so the choice changes speed only. */
+ * MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon, a row's switch or kn_isa_force says otherwise.
+ * Every ISA computes the same bits (the canonical order), so the choice changes speed only. */
 #include "kernels/kn_internal.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* Stubs for the ISAs this build does not compile (the Makefile builds *_avx2.c / *_avxvnni.c
- * on x86-64 and *_neon.c on aarch64 only). */
+/* Stubs for the ISAs this build does not compile (the Makefile builds *_avx2.c, *_avxvnni.c and
+ * *_avx512.c on x86-64 and *_neon.c on aarch64 only). */
 #if !defined(__x86_64__)
 const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num) {
     (void)t, (void)num;
@@ -20,19 +20,19 @@ bool kn_isa_avx2_usable(void) {
 bool kn_isa_avxvnni_usable(void) {
     return false;
 }
-void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
-    kn_glu_apply_ref(glu, g, u, out, n);
-}
-int kn_isa_vnni(int on) {
-    (void)on;
-    return 0;
+const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num) {
+    (void)t, (void)num;
+    return NULL;
 }
 bool kn_isa_avx512_usable(void) {
     return false;
 }
-int kn_isa_avx512(int on) {
-    (void)on;
-    return 0;
+const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
+    (void)t, (void)num;
+    return NULL;
+}
+void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    kn_glu_apply_ref(glu, g, u, out, n);
 }
 #endif
 #if !defined(__aarch64__)
@@ -48,19 +48,33 @@ void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float 
 }
 #endif
 
-/* One row per ISA: its name, whether this CPU and build can run it, its kernel table (NULL for
- * the scalar reference, which every other table falls back to). */
+/* One row per ISA (ggml's type-traits idea applied to instruction sets): its name, whether this
+ * CPU and build can run it, its kernel table, the ISA whose kernels fill in the types and modes
+ * it has none for (the scalar row's NULL table means the reference), and the environment variable
+ * that switches it off ("=0") where there is one. AVX-VNNI and AVX-512 are rows of their own
+ * that build on AVX2, so the name of the active ISA says which kernels run. */
 static const struct {
     const char *name;
     bool (*usable)(void);
     const kn_kernel *(*kernel)(kn_type t, kn_numerics num);
+    kn_isa base;
+    const char *off_env;
 } isas[KN_ISA_COUNT] = {
-    [KN_ISA_SCALAR] = {"scalar", NULL, NULL},
-    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2},
-    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon},
+    [KN_ISA_SCALAR] = {"scalar", NULL, NULL, KN_ISA_SCALAR, NULL},
+    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2, KN_ISA_SCALAR, NULL},
+    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon, KN_ISA_SCALAR, NULL},
+    [KN_ISA_AVXVNNI] = {"avxvnni", kn_isa_avxvnni_usable, kn_kernel_avxvnni, KN_ISA_AVX2,
+                        "MOEWIRE_VNNI"},
+    [KN_ISA_AVX512] = {"avx512", kn_isa_avx512_usable, kn_kernel_avx512, KN_ISA_AVX2,
+                       "MOEWIRE_AVX512"},
 };
 
+/* The default is the first of these that is usable and not switched off. */
+static const kn_isa preference[] = {KN_ISA_AVX512, KN_ISA_AVXVNNI, KN_ISA_AVX2, KN_ISA_NEON,
+                                    KN_ISA_SCALAR};
+
 static atomic_int active_isa = -1;
+static atomic_int enabled[KN_ISA_COUNT] = {-1, -1, -1, -1, -1}; /* -1: not decided yet */
 
 const char *kn_isa_name(kn_isa isa) {
     return (int)isa >= 0 && isa < KN_ISA_COUNT ? isas[isa].name : "unknown";
@@ -71,10 +85,27 @@ static bool usable(kn_isa isa) {
     return !isas[isa].usable || isas[isa].usable();
 }
 
+int kn_isa_enable(kn_isa isa, int on) {
+    if ((int)isa < 0 || isa >= KN_ISA_COUNT) return 0;
+    if (on >= 0) atomic_store(&enabled[isa], on && usable(isa));
+    if (atomic_load(&enabled[isa]) < 0) {
+        const char *env = isas[isa].off_env ? getenv(isas[isa].off_env) : NULL;
+        int expected = -1;
+        atomic_compare_exchange_strong(&enabled[isa], &expected,
+                                       usable(isa) && !(env && strcmp(env, "0") == 0));
+    }
+    return atomic_load(&enabled[isa]);
+}
+
 kn_isa kn_isa_active(void) {
     int isa = atomic_load(&active_isa);
     if (isa >= 0) return (kn_isa)isa;
-    isa = usable(KN_ISA_AVX2) ? KN_ISA_AVX2 : usable(KN_ISA_NEON) ? KN_ISA_NEON : KN_ISA_SCALAR;
+    isa = KN_ISA_SCALAR;
+    for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++)
+        if (kn_isa_enable(preference[i], -1)) {
+            isa = preference[i];
+            break;
+        }
     const char *env = getenv("MOEWIRE_ISA");
     if (env && *env) {
         int want = -1;
@@ -97,8 +128,17 @@ int kn_isa_force(kn_isa isa) {
     return 0;
 }
 
+bool kn_isa_uses(kn_isa isa) {
+    for (kn_isa i = kn_isa_active();; i = isas[i].base) {
+        if (i == isa) return true;
+        if (i == KN_ISA_SCALAR) return false;
+    }
+}
+
 const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num) {
-    const kn_isa isa = kn_isa_active();
-    const kn_kernel *k = isas[isa].kernel ? isas[isa].kernel(t, num) : NULL;
-    return k ? k : kn_kernel_ref(t, num);
+    for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
+        const kn_kernel *k = isas[i].kernel(t, num);
+        if (k) return k;
+    }
+    return kn_kernel_ref(t, num);
 }

@@ -224,12 +224,24 @@ size_t kn_expert_weight_bytes(const kn_expert *e);
 
 /* ---- instruction set selection ------------------------------------------------------------ */
 
-typedef enum kn_isa { KN_ISA_SCALAR = 0, KN_ISA_AVX2 = 1, KN_ISA_NEON = 2, KN_ISA_COUNT } kn_isa;
+/* AVX-VNNI and AVX-512 build on AVX2: they run its kernels for what they have none of. */
+typedef enum kn_isa {
+    KN_ISA_SCALAR = 0,
+    KN_ISA_AVX2 = 1,
+    KN_ISA_NEON = 2,
+    KN_ISA_AVXVNNI = 3,
+    KN_ISA_AVX512 = 4,
+    KN_ISA_COUNT
+} kn_isa;
 
-/* The ISA in use: the best the CPU supports, unless forced (or MOEWIRE_ISA=scalar|avx2|neon). */
+/* The ISA in use: the best the CPU supports (AVX-512 and AVX-VNNI unless MOEWIRE_AVX512=0 /
+ * MOEWIRE_VNNI=0), unless forced (or MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon). */
 kn_isa kn_isa_active(void);
 /* Forces an ISA (for tests and benchmarks); returns -1 if the CPU or build lacks it. */
 int kn_isa_force(kn_isa isa);
 const char *kn_isa_name(kn_isa isa);
+/* Whether the active ISA runs isa's code where it has none of its own (true for AVX2 while
+ * AVX-512 is active): the test for a code path written for isa. */
+bool kn_isa_uses(kn_isa isa);
 
 #endif

@@ -212,19 +212,20 @@ void kn_prep_round_bf16(const float *x, void *dst, int64_t k);
 const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num);
 /* The scalar reference's kernel (the truth every other ISA is tested against). */
 const kn_kernel *kn_kernel_ref(kn_type t, kn_numerics num);
-/* Per-ISA tables: NULL entries fall back to the scalar reference. */
+/* Per-ISA tables (the rows of isa.c): a NULL entry falls back to the ISA the row builds on, and
+ * in the end to the scalar reference. */
 const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num);
+const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num); /* Q8-mode integer kernels */
+const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num);  /* Q8-mode integer kernels */
 const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num);
 /* Whether this CPU and build can run an ISA. */
 bool kn_isa_avx2_usable(void);
 bool kn_isa_avxvnni_usable(void);
 bool kn_isa_avx512_usable(void); /* AVX-512 F, BW, VL, VNNI and VBMI */
 bool kn_isa_neon_usable(void);   /* AArch64 with the dot-product extension */
-/* Whether AVX2 kernels use their AVX-VNNI variants: on < 0 queries, 0 / 1 sets (1 only takes
- * effect where the CPU has AVX-VNNI). Default: on when available, off with MOEWIRE_VNNI=0. */
-int kn_isa_vnni(int on);
-/* The same for the AVX-512 variants (MOEWIRE_AVX512=0 turns them off). */
-int kn_isa_avx512(int on);
+/* Whether an ISA may be the default: on < 0 queries, 0 / 1 sets (1 only where usable). First use
+ * reads the row's switch (MOEWIRE_VNNI=0, MOEWIRE_AVX512=0). kn_isa_force ignores it. */
+int kn_isa_enable(kn_isa isa, int on);
 
 /* ---- pool internals -------------------------------------------------------------------------- */
 

@@ -13,29 +13,6 @@ bool kn_isa_avx2_usable(void) {
            __builtin_cpu_supports("f16c");
 }
 
-bool kn_isa_avxvnni_usable(void) {
-    __builtin_cpu_init();
-    return kn_isa_avx2_usable() && __builtin_cpu_supports("avxvnni");
-}
-
-int kn_x86_variant(atomic_int *flag, int on, bool (*usable)(void), const char *env_name) {
-    if (on >= 0) atomic_store(flag, on && usable());
-    if (atomic_load(flag) < 0) {
-        const char *env = getenv(env_name);
-        int expected = -1;
-        atomic_compare_exchange_strong(flag, &expected,
-                                       usable() && !(env && strcmp(env, "0") == 0));
-    }
-    return atomic_load(flag);
-}
-
-/* AVX-VNNI variants are used when the CPU has them, unless MOEWIRE_VNNI=0 or a test says no. */
-static atomic_int vnni_on = -1;
-
-int kn_isa_vnni(int on) {
-    return kn_x86_variant(&vnni_on, on, kn_isa_avxvnni_usable, "MOEWIRE_VNNI");
-}
-
 /* ---- activation preparation ------------------------------------------------------------------ */
 
 /* Rounds 32 floats v[i] * scale to int8 as kn_round_q8 does: NaN -> 0, saturate to +-127, round
@@ -473,19 +450,11 @@ static const kn_kernel k_bf16_q8 = {"avx2-bf16-rounded", kn_f32_bytes, kn_prep_r
 static const kn_kernel *const float_q8_kernels[KN_TYPE_COUNT] = {
     [KN_F16] = &k_f16_q8, [KN_BF16] = &k_bf16_q8};
 
-const kn_kernel *kn_kernel_x86_int8(kn_type t) {
-    if ((int)t < 0 || t >= KN_TYPE_COUNT) return NULL;
-    const kn_kernel *v = kn_isa_vnni(-1) ? kn_kernel_avxvnni(t, KN_NUM_Q8) : NULL;
-    return v ? v : int8_kernels_avx2[t];
-}
-
 const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num) {
     const kn_type_traits *tr = kn_traits(t);
     if (!tr || !tr->can_compute) return NULL;
     if (num == KN_NUM_Q8) {
-        const kn_kernel *v = kn_isa_avx512(-1) ? kn_kernel_avx512(t, num) : NULL;
-        if (!v) v = kn_kernel_x86_int8(t);
-        if (v) return v;
+        if (int8_kernels_avx2[t]) return int8_kernels_avx2[t];
         if (float_q8_kernels[t]) return float_q8_kernels[t];
     }
     return &k_float;

@@ -1,11 +1,12 @@
-/* kernels/simd_avx512.c — AVX-512 (F, BW, VL, VNNI, VBMI) variants of the integer kernels, chosen
- * at run time on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 at T = 1
- * (weights decoded with byte permutes straight into the interleaved layout of simd_x86.h), MXFP4
- * and Q8_0 batches (two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512
- * bits at a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register
- * tiles of vpdpwssd). The integer sums are exact, so every block's isum and every lane's float work
- * is the canonical one: the bits equal the scalar reference's. Other cases use the AVX2 / AVX-VNNI
- * kernels. */
+/* kernels/simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default
+ * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 at T = 1 (weights
+ * decoded with byte permutes straight into the interleaved layout of simd_x86.h), MXFP4 and Q8_0
+ * batches (two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512 bits at
+ * a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
+ * vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI
+ * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every
+ * block's isum and every lane's float work is the canonical one: the bits equal the scalar
+ * reference's. */
 #include "kernels/simd_x86.h"
 
 bool kn_isa_avx512_usable(void) {
@@ -15,11 +16,13 @@ bool kn_isa_avx512_usable(void) {
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
 }
 
-static atomic_int avx512_on = -1;
+/* ---- the 256-bit integer kernels (simd_x86_int8.h) with AVX-512 VNNI ------------------------- */
 
-int kn_isa_avx512(int on) {
-    return kn_x86_variant(&avx512_on, on, kn_isa_avx512_usable, "MOEWIRE_AVX512");
-}
+#define KN_X86_NAME(id)      id##_v512
+#define KN_X86_LABEL         "avx512vnni"
+#define KN_DPBUSD(acc, a, b) _mm256_dpbusd_epi32((acc), (a), (b))
+#define KN_DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#include "kernels/simd_x86_int8.h"
 
 /* ---- MXFP4 ----------------------------------------------------------------------------------- */
 
@@ -521,8 +524,8 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
  *
  * vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
  * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
- * block's sum is still exact. T = 1 uses the AVX2 / AVX-VNNI streaming kernel, which reads the
- * same prepared rows and ignores the bias. */
+ * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of simd_x86_int8.h, which
+ * reads the same prepared rows and ignores the bias. */
 
 static void q8_0_decode_u8(const uint8_t *row, int64_t k, void *dst) {
     kn_x86_decode_q8_0(row, k, dst);
@@ -545,13 +548,12 @@ static void rows_q8_0(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, i
     if (x->T > 1)
         mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_decode_u8);
     else
-        kn_kernel_x86_int8(KN_Q8_0)->rows(W, x, Y, ldy, n0, n1, scratch);
+        rows_q8_0_v512(W, x, Y, ldy, n0, n1, scratch);
 }
 
 static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
-    const kn_kernel *k = kn_kernel_x86_int8(KN_Q8_0);
     if (T > 1) return scratch_mxfp4(W, T); /* the decoded layouts have the same size */
-    return k->scratch_bytes ? k->scratch_bytes(W, T) : 0;
+    return scratch_q8_0_v512(W, T);
 }
 
 static const kn_kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn_x86_q8_0p_bytes, kn_x86_prep_q8_0p,
@@ -568,5 +570,5 @@ static const kn_kernel *const kernels[KN_TYPE_COUNT] = {
 
 const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;
-    return kernels[t];
+    return kernels[t] ? kernels[t] : int8_kernels_v512[t];
 }

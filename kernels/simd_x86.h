@@ -279,16 +279,4 @@ static inline void kn_x86_fma_lane(float *lane, int32_t isum, float scale) {
     *lane = _mm_cvtss_f32(r);
 }
 
-/* A kernel variant's switch (kn_isa_vnni, kn_isa_avx512): on < 0 queries, 0 / 1 sets (1 only
- * where usable()); first use reads the environment variable env_name ("0" turns it off). */
-int kn_x86_variant(atomic_int *flag, int on, bool (*usable)(void), const char *env_name);
-
-/* The AVX-VNNI kernel table (simd_avxvnni.c): Q8-mode kernels only, NULL elsewhere. */
-const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num);
-/* The AVX-512 kernel table (simd_avx512.c): Q8-mode streaming kernels, NULL elsewhere. */
-const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num);
-/* The Q8-mode kernel of type t below AVX-512: AVX-VNNI where enabled, else AVX2 (NULL if none);
- * the AVX-512 kernels hand batches to it. */
-const kn_kernel *kn_kernel_x86_int8(kn_type t);
-
 #endif

@@ -5,12 +5,38 @@
  * The including file defines, before including:
  *   KN_X86_NAME(id)   a per-variant name for id;  KN_X86_LABEL  the variant's name as a string
  *   KN_DPWSSD(acc, a, b)   acc + vpmaddwd(a, b)
+ * and either KN_DPBUSD(acc, a, b), a fused acc + u8 × s8 multiply-add (vpdpbusd), or
  *   KN_X86_NAME(sum8_small)(w, x)   per-lane sum over k < 8 of w[k] . x[k] (u8 w <= 24, s8 x)
  *   KN_X86_NAME(sum8_signed)(w, x)  the same for signed int8 w
  * and gets rows_* / scratch_* functions and the table KN_X86_NAME(int8_kernels).
  *
  * T = 1 streams each stored row once and decodes it in registers; T > 1 decodes a tile of rows
  * into L1 scratch once and applies it to every token. */
+
+#ifdef KN_DPBUSD
+/* Sum over k of w[k] . x[k] per block lane: two chains of four vpdpbusd. */
+static inline __m256i KN_X86_NAME(sum8_small)(const __m256i *w, const __m256i *x) {
+    __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        a = KN_DPBUSD(a, _mm256_load_si256(w + k), _mm256_load_si256(x + k));
+        b = KN_DPBUSD(b, _mm256_load_si256(w + 4 + k), _mm256_load_si256(x + 4 + k));
+    }
+    return _mm256_add_epi32(a, b);
+}
+
+/* Signed int8 weights: |w| against sign(x, w). */
+static inline __m256i KN_X86_NAME(sum8_signed)(const __m256i *w, const __m256i *x) {
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i wk = _mm256_load_si256(w + k);
+        acc[k % 2] = KN_DPBUSD(acc[k % 2], _mm256_sign_epi8(wk, wk),
+                               _mm256_sign_epi8(_mm256_load_si256(x + k), wk));
+    }
+    return _mm256_add_epi32(acc[0], acc[1]);
+}
+#endif
 
 /* The float step of one group: acc += isum * (d_x * scale_w), lane by lane. */
 static inline __m256 KN_X86_NAME(group_fma)(__m256i isum, const float *dx, __m256 sw, __m256 acc) {

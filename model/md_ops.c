@@ -73,7 +73,7 @@ static const md_vec vec_ref = {dots_ref, wsums_ref};
 
 const md_vec *md_vec_active(void) {
 #if defined(__x86_64__)
-    if (kn_isa_active() == KN_ISA_AVX2) return &md_vec_avx2;
+    if (kn_isa_uses(KN_ISA_AVX2)) return &md_vec_avx2;
 #endif
     return &vec_ref;
 }

@@ -113,7 +113,7 @@ char *wr_codec_format(wr_codec c, char *buf, size_t cap) {
 }
 
 static bool use_avx2(void) {
-    return WR_HAVE_AVX2 && kn_isa_active() == KN_ISA_AVX2;
+    return WR_HAVE_AVX2 && kn_isa_uses(KN_ISA_AVX2);
 }
 
 void wr_encode(wr_dtype d, const float *src, size_t n, void *dst) {

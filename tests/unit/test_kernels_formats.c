@@ -348,7 +348,7 @@ static void test_activation_prep_all_isas(void **state) {
         for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
             if (kn_isa_force((kn_isa)isa) != 0) continue;
             const kn_kernel *kk = kn_kernel_for(KN_Q6_K, KN_NUM_Q8);
-            uint8_t buf[4096];
+            _Alignas(64) uint8_t buf[4096]; /* as the kernels' scratch is */
             kk->act_prep(x, buf, k);
             assert_memory_equal(buf, want_k, sizeof want_k);
             const kn_kernel *k8 = kn_kernel_for(KN_MXFP4, KN_NUM_Q8);
