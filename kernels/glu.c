@@ -68,12 +68,3 @@ void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *
     float (*fn)(float, float, const kn_glu *) = glu_table[glu->kind].fn;
     for (int64_t i = 0; i < n; i++) out[i] = fn(g[i], u[i], glu);
 }
-
-void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
-    if (kn_isa_uses(KN_ISA_AVX2))
-        kn_glu_apply_avx2(glu, g, u, out, n);
-    else if (kn_isa_uses(KN_ISA_NEON))
-        kn_glu_apply_neon(glu, g, u, out, n);
-    else
-        kn_glu_apply_ref(glu, g, u, out, n);
-}

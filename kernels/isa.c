@@ -49,23 +49,27 @@ void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float 
 #endif
 
 /* One row per ISA (ggml's type-traits idea applied to instruction sets): its name, whether this
- * CPU and build can run it, its kernel table, the ISA whose kernels fill in the types and modes
- * it has none for (the scalar row's NULL table means the reference), and the environment variable
- * that switches it off ("=0") where there is one. AVX-VNNI and AVX-512 are rows of their own
- * that build on AVX2, so the name of the active ISA says which kernels run. */
+ * CPU and build can run it, its kernel table and GLU, the ISA whose kernels fill in what it has
+ * none of (the scalar row's NULL table means the reference), and the environment variable that
+ * switches it off ("=0") where there is one. AVX-VNNI and AVX-512 are rows of their own that
+ * build on AVX2, so the name of the active ISA says which kernels run. */
+typedef void (*glu_fn)(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
 static const struct {
     const char *name;
     bool (*usable)(void);
     const kn_kernel *(*kernel)(kn_type t, kn_numerics num);
+    glu_fn glu;
     kn_isa base;
     const char *off_env;
 } isas[KN_ISA_COUNT] = {
-    [KN_ISA_SCALAR] = {"scalar", NULL, NULL, KN_ISA_SCALAR, NULL},
-    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2, KN_ISA_SCALAR, NULL},
-    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon, KN_ISA_SCALAR, NULL},
-    [KN_ISA_AVXVNNI] = {"avxvnni", kn_isa_avxvnni_usable, kn_kernel_avxvnni, KN_ISA_AVX2,
+    [KN_ISA_SCALAR] = {"scalar", NULL, NULL, kn_glu_apply_ref, KN_ISA_SCALAR, NULL},
+    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2, kn_glu_apply_avx2, KN_ISA_SCALAR,
+                     NULL},
+    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon, kn_glu_apply_neon, KN_ISA_SCALAR,
+                     NULL},
+    [KN_ISA_AVXVNNI] = {"avxvnni", kn_isa_avxvnni_usable, kn_kernel_avxvnni, NULL, KN_ISA_AVX2,
                         "MOEWIRE_VNNI"},
-    [KN_ISA_AVX512] = {"avx512", kn_isa_avx512_usable, kn_kernel_avx512, KN_ISA_AVX2,
+    [KN_ISA_AVX512] = {"avx512", kn_isa_avx512_usable, kn_kernel_avx512, NULL, KN_ISA_AVX2,
                        "MOEWIRE_AVX512"},
 };
 
@@ -133,6 +137,12 @@ bool kn_isa_uses(kn_isa isa) {
         if (i == isa) return true;
         if (i == KN_ISA_SCALAR) return false;
     }
+}
+
+void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    kn_isa i = kn_isa_active();
+    while (!isas[i].glu) i = isas[i].base;
+    isas[i].glu(glu, g, u, out, n);
 }
 
 const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num) {
