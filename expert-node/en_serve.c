@@ -184,33 +184,64 @@ static void handle(en_node *n) {
     }
 }
 
-/* Runs every group and answers every queued request. */
+/* Runs group g into n->y: 0, or -1 with e set. *read gets the expert weight bytes read. */
+static int run_group(en_node *n, const en_group *g, uint64_t *read, mw_err *e) {
+    const int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
+    if (mw_grow((void **)&n->y, &n->y_cap, (size_t)out_rows * (size_t)n->width, sizeof(float)))
+        return mw_errf(e, "out of memory for %lld output rows", (long long)out_rows);
+    md_moe_exec_args a = {.layer = g->layer,
+                          .rows = g->rows,
+                          .width = n->width,
+                          .x = g->x,
+                          .assign = g->assign,
+                          .n_assign = g->n_assign,
+                          .mode = g->mode,
+                          .glu = &n->cfg.glu,
+                          .numerics = g->numerics,
+                          .pool = n->pool,
+                          .lookup = en_lookup,
+                          .lookup_ctx = n,
+                          .ws = n->ws};
+    return md_moe_exec(&a, n->y, read, e);
+}
+
+/* Answers request r of group g with its rows of n->y: the group ran from t0 for dt ns. */
+static void reply_partial(en_node *n, const en_group *g, const en_req *r, uint64_t t0, uint64_t dt,
+                          wr_counters *c) {
+    const size_t w = (size_t)n->width;
+    int64_t off = g->mode == MD_MOE_EXACT ? r->assign_off : r->row_off;
+    int64_t rows = g->mode == MD_MOE_EXACT ? r->n_assign : r->rows;
+    wr_msg m = {.kind = WR_MSG_PARTIAL_BATCH,
+                .seq = r->seq,
+                .partial = {.layer = (uint32_t)g->layer,
+                            .rows = (uint32_t)rows,
+                            .width = (uint32_t)w,
+                            .mode = (wr_mode)g->mode,
+                            .compute_ns = dt,
+                            .weight_bytes = r->weight_bytes,
+                            .queue_ns = t0 > r->t_rx ? t0 - r->t_rx : 0,
+                            .y = n->y + (size_t)off * w}};
+    mw_err pe;
+    uint64_t t1 = mw_now_ns();
+    if (wr_pack(&n->out, &m, r->reply, &pe) != 0) {
+        reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, pe.msg);
+        return;
+    }
+    uint64_t t2 = mw_now_ns();
+    send_to(n, r->id, r->id_len, &n->out);
+    n->t_encode += t2 - t1;
+    n->t_send += mw_now_ns() - t2;
+    c->tx_bytes += n->out.bytes;
+    c->tx_msgs++;
+}
+
+/* Runs every group and answers every queued request: its rows, or the group's error. */
 static void execute_round(en_node *n) {
-    size_t w = (size_t)n->width;
     for (int gi = 0; gi < n->n_group; gi++) {
-        en_group *g = &n->group[gi];
-        int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
+        const en_group *g = &n->group[gi];
         mw_err e;
-        int rc = -1;
         uint64_t read = 0, t0 = mw_now_ns();
-        if (mw_grow((void **)&n->y, &n->y_cap, (size_t)out_rows * w, sizeof(float)) != 0) {
-            mw_errf(&e, "out of memory for %lld output rows", (long long)out_rows);
-        } else {
-            md_moe_exec_args a = {.layer = g->layer,
-                                  .rows = g->rows,
-                                  .width = n->width,
-                                  .x = g->x,
-                                  .assign = g->assign,
-                                  .n_assign = g->n_assign,
-                                  .mode = g->mode,
-                                  .glu = &n->cfg.glu,
-                                  .numerics = g->numerics,
-                                  .pool = n->pool,
-                                  .lookup = en_lookup,
-                                  .lookup_ctx = n,
-                                  .ws = n->ws};
-            rc = md_moe_exec(&a, n->y, &read, &e);
-        }
+        const int rc = run_group(n, g, &read, &e);
         uint64_t dt = mw_now_ns() - t0;
         n->t_compute += dt;
         wr_counters *c = wr_stats_at(&n->stats, 0, g->layer);
@@ -224,36 +255,13 @@ static void execute_round(en_node *n) {
             c->rx_bytes += r->rx_bytes;
             c->rx_msgs++;
             c->batches++;
-            if (rc != 0) {
+            if (rc == 0) {
+                reply_partial(n, g, r, t0, dt, c);
+            } else {
                 char msg[WR_MAX_STRING];
                 snprintf(msg, sizeof msg, "expert_batch seq %" PRIu64 ": %s", r->seq, e.msg);
                 reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, msg);
-                continue;
             }
-            int64_t off = g->mode == MD_MOE_EXACT ? r->assign_off : r->row_off;
-            int64_t rows = g->mode == MD_MOE_EXACT ? r->n_assign : r->rows;
-            wr_msg m = {.kind = WR_MSG_PARTIAL_BATCH,
-                        .seq = r->seq,
-                        .partial = {.layer = (uint32_t)g->layer,
-                                    .rows = (uint32_t)rows,
-                                    .width = (uint32_t)w,
-                                    .mode = (wr_mode)g->mode,
-                                    .compute_ns = dt,
-                                    .weight_bytes = r->weight_bytes,
-                                    .queue_ns = t0 > r->t_rx ? t0 - r->t_rx : 0,
-                                    .y = n->y + (size_t)off * w}};
-            mw_err pe;
-            uint64_t t1 = mw_now_ns();
-            if (wr_pack(&n->out, &m, r->reply, &pe) != 0) {
-                reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, pe.msg);
-                continue;
-            }
-            uint64_t t2 = mw_now_ns();
-            send_to(n, r->id, r->id_len, &n->out);
-            n->t_encode += t2 - t1;
-            n->t_send += mw_now_ns() - t2;
-            c->tx_bytes += n->out.bytes;
-            c->tx_msgs++;
         }
     }
     n->n_req = n->n_group = 0;

@@ -46,78 +46,81 @@ static int parse_int(const char *opt, const char *v, long lo, long hi, long *out
     return 0;
 }
 
-int main(int argc, char **argv) {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    en_opts o = {
-        .threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1, .poll_us = -1};
+/* Parses the command line into o: 0 to run, 1 when the help was printed, -1 after an error. */
+static int parse_args(int argc, char **argv, en_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long x;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return 0;
+            return 1;
         } else if (!strcmp(a, "--quiet")) {
-            o.quiet = true;
+            o->quiet = true;
             continue;
         } else if (!strcmp(a, "--pin")) {
-            o.pin = true;
+            o->pin = true;
             continue;
         }
         if (!v) {
             fprintf(stderr, "expert-node: %s needs a value\n", a);
-            return 2;
+            return -1;
         }
         i++;
         if (!strcmp(a, "--vindex"))
-            o.vindex = v;
+            o->vindex = v;
         else if (!strcmp(a, "--experts"))
-            o.experts = v;
+            o->experts = v;
         else if (!strcmp(a, "--bind"))
-            o.bind = v;
+            o->bind = v;
         else if (!strcmp(a, "--node-id"))
-            o.node_id = v;
+            o->node_id = v;
         else if (!strcmp(a, "--ready-file"))
-            o.ready_file = v;
+            o->ready_file = v;
         else if (!strcmp(a, "--threads")) {
-            if (parse_int(a, v, 1, 1024, &x)) return 2;
-            o.threads = (int)x;
+            if (parse_int(a, v, 1, 1024, &x)) return -1;
+            o->threads = (int)x;
         } else if (!strcmp(a, "--affinity")) {
-            o.bind_cpus = strcmp(v, "off") != 0;
-            if (o.bind_cpus && parse_int(a, v, 0, 1 << 20, &x)) return 2;
-            o.cpu_first = o.bind_cpus ? (int)x : 0;
+            o->bind_cpus = strcmp(v, "off") != 0;
+            if (o->bind_cpus && parse_int(a, v, 0, 1 << 20, &x)) return -1;
+            o->cpu_first = o->bind_cpus ? (int)x : 0;
         } else if (!strcmp(a, "--poll-us")) {
-            if (parse_int(a, v, 0, 1000000, &x)) return 2;
-            o.poll_us = (int)x;
+            if (parse_int(a, v, 0, 1000000, &x)) return -1;
+            o->poll_us = (int)x;
         } else if (!strcmp(a, "--capacity")) {
-            if (parse_int(a, v, 1, 1 << 16, &x)) return 2;
-            o.capacity = (uint32_t)x;
+            if (parse_int(a, v, 1, 1 << 16, &x)) return -1;
+            o->capacity = (uint32_t)x;
         } else if (!strcmp(a, "--numerics")) {
-            o.numerics = !strcmp(v, "any") ? -1 : kn_numerics_from_name(v);
-            if (o.numerics < 0 && strcmp(v, "any")) {
+            o->numerics = !strcmp(v, "any") ? -1 : kn_numerics_from_name(v);
+            if (o->numerics < 0 && strcmp(v, "any")) {
                 fprintf(stderr, "expert-node: --numerics %s: expected f32, q8 or any\n", v);
-                return 2;
+                return -1;
             }
         } else {
             fprintf(stderr, "expert-node: unknown option %s\n", a);
             usage(stderr);
-            return 2;
+            return -1;
         }
     }
-    if (!o.vindex || !o.bind) {
+    if (!o->vindex || !o->bind) {
         usage(stderr);
-        return 2;
+        return -1;
     }
+    return 0;
+}
+
+/* Opens the node and serves until SIGTERM / SIGINT; the exit status. */
+static int run(const en_opts *o) {
     /* SCHED_BATCH (inherited by the pool's and ZeroMQ's threads): a node's threads never preempt
      * a running thread when they wake. A node sharing cores with a coordinator (loopback, or a
      * coordinator host that also serves experts) must not interrupt it between the batches it
      * sends to the nodes of one layer; on a dedicated host the cores are idle when a batch
      * arrives, so nothing changes. Switching to SCHED_BATCH needs no privilege. */
     struct sched_param sp = {.sched_priority = 0};
-    if (sched_setscheduler(0, SCHED_BATCH, &sp) != 0 && !o.quiet)
+    if (sched_setscheduler(0, SCHED_BATCH, &sp) != 0 && !o->quiet)
         fprintf(stderr, "expert-node: cannot switch to SCHED_BATCH (ignored)\n");
     mw_err err;
     en_node *n;
-    if (en_node_open(&o, &n, &err) != 0) {
+    if (en_node_open(o, &n, &err) != 0) {
         fprintf(stderr, "expert-node: %s\n", err.msg);
         return 1;
     }
@@ -133,4 +136,12 @@ int main(int argc, char **argv) {
     g_node = NULL;
     en_node_close(n);
     return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    en_opts o = {
+        .threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1, .poll_us = -1};
+    const int parsed = parse_args(argc, argv, &o);
+    return parsed < 0 ? 2 : parsed > 0 ? 0 : run(&o);
 }
