@@ -140,6 +140,70 @@ static int req_float(reader *r, const char *suffix, double lo, bool lo_excl, flo
 
 /* ---- RoPE ----------------------------------------------------------------------------------- */
 
+/* The scaling type and factor. llama.cpp's rule: no type key means linear scaling by
+ * rope.scaling.factor (none if absent). *has_factor says whether the factor was stated. */
+static int read_rope_scaling(reader *r, md_rope *p, int *has_factor, mw_err *err) {
+    const char *type = NULL;
+    int rc = vx_meta_get_str(r->m, k(r, "rope.scaling.type"), &type, err);
+    if (rc < 0) return -1;
+    float factor = 1.0f;
+    *has_factor = get_float(r, "rope.scaling.factor", 0, true, &factor, err);
+    if (*has_factor < 0) return -1;
+    if (!type) {
+        p->scaling = *has_factor ? MD_ROPE_SCALING_LINEAR : MD_ROPE_SCALING_NONE;
+    } else {
+        const int s = mw_names_find(type, rope_scaling_names, MD_ROPE_SCALING_COUNT,
+                                    sizeof rope_scaling_names[0]);
+        if (s < 0) {
+            char names[64];
+            return mw_errf(err, "model config: %s = '%s' is not a known RoPE scaling (%s)",
+                           k(r, "rope.scaling.type"), type,
+                           mw_names_join(names, sizeof names, rope_scaling_names,
+                                         MD_ROPE_SCALING_COUNT, sizeof rope_scaling_names[0]));
+        }
+        p->scaling = (md_rope_scaling)s;
+    }
+    if (p->scaling != MD_ROPE_SCALING_NONE) p->factor = factor;
+    return get_float(r, "rope.scaling.attn_factor", 0, true, &p->attn_factor, err) < 0 ? -1 : 0;
+}
+
+/* YaRN's parameters, and whether its correction range is rounded to whole dimensions. */
+static int read_yarn(reader *r, const md_config *c, md_rope *p, mw_err *err) {
+    /* Hugging Face rounds the YaRN correction range only when rope_scaling.truncate is true (its
+     * default; released gpt-oss configs say false); extract carries it as this key. */
+    bool truncate = c->family->yarn_truncate;
+    int rc = vx_meta_get_bool(r->m, k(r, "rope.scaling.yarn_truncate"), &truncate, err);
+    if (rc < 0) return -1;
+    if (rc && p->scaling != MD_ROPE_SCALING_YARN)
+        return mw_errf(err, "model config: %s is set, but the RoPE scaling is %s, not yarn", r->key,
+                       md_rope_scaling_name(p->scaling));
+    if (p->scaling != MD_ROPE_SCALING_YARN) return 0;
+    /* llama.cpp's defaults (gpt-oss's and DeepSeek-V3's values); a file may state them. */
+    p->beta_fast = 32.0f;
+    p->beta_slow = 1.0f;
+    if (get_float(r, "rope.scaling.yarn_beta_fast", 0, true, &p->beta_fast, err) < 0 ||
+        get_float(r, "rope.scaling.yarn_beta_slow", 0, true, &p->beta_slow, err) < 0)
+        return -1;
+    p->yarn_fractional = !truncate;
+    /* stored as 0.1 · mscale_all_dim (the converter multiplies, llama.cpp divides) */
+    float mul = 0.0f;
+    if (c->family->yarn_log_mul &&
+        get_float(r, "rope.scaling.yarn_log_multiplier", 0, false, &mul, err) < 0)
+        return -1;
+    p->yarn_log_mul = mul / 0.1f;
+    return 0;
+}
+
+static int read_llama3(reader *r, md_rope *p, mw_err *err) {
+    if (req_float(r, "rope.scaling.low_freq_factor", 0, true, &p->low_freq_factor, err) ||
+        req_float(r, "rope.scaling.high_freq_factor", 0, true, &p->high_freq_factor, err))
+        return -1;
+    if (p->high_freq_factor <= p->low_freq_factor)
+        return mw_errf(err, "model config: %s must exceed %s", "rope.scaling.high_freq_factor",
+                       "rope.scaling.low_freq_factor");
+    return 0;
+}
+
 static int read_rope(reader *r, md_config *c, mw_err *err) {
     md_rope *p = &c->rope;
     memset(p, 0, sizeof *p);
@@ -154,31 +218,8 @@ static int read_rope(reader *r, md_config *c, mw_err *err) {
         return mw_errf(err, "model config: %s = %d must be even and at most the key length %d",
                        k(r, "rope.dimension_count"), p->n_rot, c->head_dim_k);
     if (req_float(r, "rope.freq_base", 0, true, &p->freq_base, err)) return -1;
-
-    /* llama.cpp's rule: no type key means linear scaling by rope.scaling.factor (none if absent).
-     */
-    const char *type = NULL;
-    rc = vx_meta_get_str(r->m, k(r, "rope.scaling.type"), &type, err);
-    if (rc < 0) return -1;
-    float factor = 1.0f;
-    int has_factor = get_float(r, "rope.scaling.factor", 0, true, &factor, err);
-    if (has_factor < 0) return -1;
-    if (!type) {
-        p->scaling = has_factor ? MD_ROPE_SCALING_LINEAR : MD_ROPE_SCALING_NONE;
-    } else {
-        int s = -1;
-        for (int i = 0; i < MD_ROPE_SCALING_COUNT; i++)
-            if (!strcmp(type, rope_scaling_names[i])) s = i;
-        if (s < 0)
-            return mw_errf(err,
-                           "model config: %s = '%s' is not a known RoPE scaling (none, linear, "
-                           "yarn, llama3)",
-                           k(r, "rope.scaling.type"), type);
-        p->scaling = (md_rope_scaling)s;
-    }
-    if (p->scaling != MD_ROPE_SCALING_NONE) p->factor = factor;
-    if (get_float(r, "rope.scaling.attn_factor", 0, true, &p->attn_factor, err) < 0) return -1;
-
+    int has_factor;
+    if (read_rope_scaling(r, p, &has_factor, err)) return -1;
     if (p->scaling == MD_ROPE_SCALING_YARN || p->scaling == MD_ROPE_SCALING_LLAMA3) {
         if (!has_factor)
             return mw_errf(err, "model config: missing required key '%s' (%s RoPE scaling)",
@@ -186,37 +227,8 @@ static int read_rope(reader *r, md_config *c, mw_err *err) {
         if (req_int(r, "rope.scaling.original_context_length", 1, INT32_MAX, &v, err)) return -1;
         p->n_ctx_orig = (int)v;
     }
-    /* Hugging Face rounds the YaRN correction range only when rope_scaling.truncate is true (its
-     * default; released gpt-oss configs say false); extract carries it as this key. */
-    bool truncate = c->family->yarn_truncate;
-    rc = vx_meta_get_bool(r->m, k(r, "rope.scaling.yarn_truncate"), &truncate, err);
-    if (rc < 0) return -1;
-    if (rc && p->scaling != MD_ROPE_SCALING_YARN)
-        return mw_errf(err, "model config: %s is set, but the RoPE scaling is %s, not yarn", r->key,
-                       md_rope_scaling_name(p->scaling));
-    if (p->scaling == MD_ROPE_SCALING_YARN) {
-        /* llama.cpp's defaults (gpt-oss's and DeepSeek-V3's values); a file may state them. */
-        p->beta_fast = 32.0f;
-        p->beta_slow = 1.0f;
-        if (get_float(r, "rope.scaling.yarn_beta_fast", 0, true, &p->beta_fast, err) < 0 ||
-            get_float(r, "rope.scaling.yarn_beta_slow", 0, true, &p->beta_slow, err) < 0)
-            return -1;
-        p->yarn_fractional = !truncate;
-        /* stored as 0.1 · mscale_all_dim (the converter multiplies, llama.cpp divides) */
-        float mul = 0.0f;
-        if (c->family->yarn_log_mul &&
-            get_float(r, "rope.scaling.yarn_log_multiplier", 0, false, &mul, err) < 0)
-            return -1;
-        p->yarn_log_mul = mul / 0.1f;
-    }
-    if (p->scaling == MD_ROPE_SCALING_LLAMA3) {
-        if (req_float(r, "rope.scaling.low_freq_factor", 0, true, &p->low_freq_factor, err) ||
-            req_float(r, "rope.scaling.high_freq_factor", 0, true, &p->high_freq_factor, err))
-            return -1;
-        if (p->high_freq_factor <= p->low_freq_factor)
-            return mw_errf(err, "model config: %s must exceed %s", "rope.scaling.high_freq_factor",
-                           "rope.scaling.low_freq_factor");
-    }
+    if (read_yarn(r, c, p, err) || (p->scaling == MD_ROPE_SCALING_LLAMA3 && read_llama3(r, p, err)))
+        return -1;
     c->rope_swa = c->rope;
     if (c->family->swa &&
         get_float(r, "rope.freq_base_swa", 0, true, &c->rope_swa.freq_base, err) < 0)
