@@ -193,34 +193,38 @@ static int read_mscale(hf_cfg *c, json_t *d, const char *dname, mw_err *err) {
     return put_f32(c, "rope.scaling.yarn_log_multiplier", 0.1 * a, err);
 }
 
-static int read_rope(hf_cfg *c, mw_err *err) {
-    json_t *scaling = json_object_get(c->root, "rope_scaling");
+/* The rope dictionary: rope_scaling or (newer configs) rope_parameters, not both; NULL when
+ * neither is set. Every key it holds must be one of rope_dict_keys. */
+static int rope_dict(hf_cfg *c, json_t **out, const char **name, mw_err *err) {
+    json_t *d = json_object_get(c->root, "rope_scaling");
     json_t *params = json_object_get(c->root, "rope_parameters");
-    const char *dname = "rope_scaling";
-    json_t *d = scaling;
+    *name = "rope_scaling";
     if (json_is_null(d)) d = NULL;
     if (params && !json_is_null(params)) {
         if (d) return mw_errf(err, "%s: both rope_scaling and rope_parameters are set", c->what);
         d = params;
-        dname = "rope_parameters";
+        *name = "rope_parameters";
     }
-    if (d && !json_is_object(d))
-        return mw_errf(err, "%s: '%s' is %s; expected an object", c->what, dname, show(d));
-    char where[96];
-    if (d) {
-        const char *k;
-        json_t *v;
-        json_object_foreach(d, k, v) {
-            bool known = false;
-            for (size_t i = 0; i < sizeof rope_dict_keys / sizeof *rope_dict_keys; i++)
-                known |= !strcmp(k, rope_dict_keys[i]);
-            if (known && !c->fam->rope_mscale && !strncmp(k, "mscale", 6)) known = false;
-            if (!known)
-                return mw_errf(err, "%s: '%s.%s' is not supported by family %s", c->what, dname, k,
-                               c->fam->arch);
-        }
+    *out = d;
+    if (!d) return 0;
+    if (!json_is_object(d))
+        return mw_errf(err, "%s: '%s' is %s; expected an object", c->what, *name, show(d));
+    const char *k;
+    json_t *v;
+    json_object_foreach(d, k, v) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof rope_dict_keys / sizeof *rope_dict_keys; i++)
+            known |= !strcmp(k, rope_dict_keys[i]);
+        if (known && !c->fam->rope_mscale && !strncmp(k, "mscale", 6)) known = false;
+        if (!known)
+            return mw_errf(err, "%s: '%s.%s' is not supported by family %s", c->what, *name, k,
+                           c->fam->arch);
     }
-    /* base frequency */
+    return 0;
+}
+
+/* The base frequency: rope_theta at the top level or in the dictionary (the same if both). */
+static int read_rope_theta(hf_cfg *c, json_t *d, const char *dname, mw_err *err) {
     json_t *theta = json_object_get(c->root, "rope_theta");
     json_t *dtheta = d ? json_object_get(d, "rope_theta") : NULL;
     if (theta && dtheta && !json_equal(theta, dtheta))
@@ -230,18 +234,11 @@ static int read_rope(hf_cfg *c, mw_err *err) {
     if (!theta) return mw_errf(err, "%s: missing required key 'rope_theta'", c->what);
     double base;
     int rc = get_f32(c, "rope_theta", theta, &base, err);
-    if (rc || (rc = put_f32(c, "rope.freq_base", base, err))) return rc;
-    if (!d) {
-        if (c->fam->rope_required)
-            return mw_errf(err, "%s: family %s needs a rope_scaling of type %s", c->what,
-                           c->fam->arch, c->fam->rope_types);
-        return 0;
-    }
-    json_t *prf = json_object_get(d, "partial_rotary_factor");
-    if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
-        return mw_errf(err, "%s: '%s.partial_rotary_factor' is %s; family %s rotates whole heads",
-                       c->what, dname, show(prf), c->fam->arch);
-    /* scaling type */
+    return rc ? rc : put_f32(c, "rope.freq_base", base, err);
+}
+
+/* The dictionary's scaling type (rope_type or type, the same if both): "default" when absent. */
+static int rope_type(hf_cfg *c, json_t *d, const char *dname, const char **out, mw_err *err) {
     json_t *t1 = json_object_get(d, "rope_type"), *t2 = json_object_get(d, "type");
     if (t1 && t2 && !json_equal(t1, t2))
         return mw_errf(err, "%s: '%s.rope_type' and '%s.type' disagree", c->what, dname, dname);
@@ -249,21 +246,14 @@ static int read_rope(hf_cfg *c, mw_err *err) {
     if (type && !json_is_string(type))
         return mw_errf(err, "%s: '%s.rope_type' is %s; expected a string", c->what, dname,
                        show(type));
-    const char *ty = type ? json_string_value(type) : "default";
-    if (!strcmp(ty, "default")) {
-        if (json_object_get(d, "factor"))
-            return mw_errf(err, "%s: '%s' has a factor but no scaling type", c->what, dname);
-        if (c->fam->rope_required)
-            return mw_errf(err, "%s: family %s needs a rope scaling of type %s", c->what,
-                           c->fam->arch, c->fam->rope_types);
-        return 0;
-    }
-    if (!word_in(ty, c->fam->rope_types))
-        return mw_errf(err,
-                       "%s: rope scaling type '%s' is not supported by family %s (supported: %s)",
-                       c->what, ty, c->fam->arch, c->fam->rope_types);
-    /* yarn, the only scaling type any family here supports */
-    if ((rc = put_str(c, arch_key(c, "rope.scaling.type"), "yarn", err))) return rc;
+    *out = type ? json_string_value(type) : "default";
+    return 0;
+}
+
+/* YaRN, the only scaling type any family here supports: its parameters as GGUF keys. */
+static int read_yarn(hf_cfg *c, json_t *d, const char *dname, mw_err *err) {
+    int rc = put_str(c, arch_key(c, "rope.scaling.type"), "yarn", err);
+    if (rc) return rc;
     static const struct {
         const char *hf, *gguf;
         bool is_int, required;
@@ -273,6 +263,7 @@ static int read_rope(hf_cfg *c, mw_err *err) {
         {"beta_fast", "rope.scaling.yarn_beta_fast", false, false},
         {"beta_slow", "rope.scaling.yarn_beta_slow", false, false},
     };
+    char where[96];
     for (size_t i = 0; i < sizeof yarn / sizeof *yarn; i++) {
         json_t *v = json_object_get(d, yarn[i].hf);
         snprintf(where, sizeof where, "%s.%s", dname, yarn[i].hf);
@@ -308,6 +299,38 @@ static int read_rope(hf_cfg *c, mw_err *err) {
         return mw_errf(err, "%s: initial_context_length %s disagrees with %s.%s", c->what,
                        show(icl), dname, "original_max_position_embeddings");
     return 0;
+}
+
+static int read_rope(hf_cfg *c, mw_err *err) {
+    json_t *d = NULL;
+    const char *dname = "rope_scaling";
+    int rc = rope_dict(c, &d, &dname, err);
+    if (rc || (rc = read_rope_theta(c, d, dname, err))) return rc;
+    if (!d) {
+        if (c->fam->rope_required)
+            return mw_errf(err, "%s: family %s needs a rope_scaling of type %s", c->what,
+                           c->fam->arch, c->fam->rope_types);
+        return 0;
+    }
+    json_t *prf = json_object_get(d, "partial_rotary_factor");
+    if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
+        return mw_errf(err, "%s: '%s.partial_rotary_factor' is %s; family %s rotates whole heads",
+                       c->what, dname, show(prf), c->fam->arch);
+    const char *ty = "default";
+    if ((rc = rope_type(c, d, dname, &ty, err))) return rc;
+    if (!strcmp(ty, "default")) {
+        if (json_object_get(d, "factor"))
+            return mw_errf(err, "%s: '%s' has a factor but no scaling type", c->what, dname);
+        if (c->fam->rope_required)
+            return mw_errf(err, "%s: family %s needs a rope scaling of type %s", c->what,
+                           c->fam->arch, c->fam->rope_types);
+        return 0;
+    }
+    if (!word_in(ty, c->fam->rope_types))
+        return mw_errf(err,
+                       "%s: rope scaling type '%s' is not supported by family %s (supported: %s)",
+                       c->what, ty, c->fam->arch, c->fam->rope_types);
+    return read_yarn(c, d, dname, err);
 }
 
 /* ---- layer types, quantization, head size ------------------------------------------------- */
