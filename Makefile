@@ -5,6 +5,7 @@
 #   make            library and programs          make test     the whole suite
 #   make run        demo: synth model, loopback cluster, generate, then serve on :8080
 #   make demo       the same, generate only       make bench    benchmarks (not tests)
+#   make bench LLAMA_BENCH=path/to/llama-bench    the same, with llama.cpp on the same GGUF files
 #   make deps       install Debian packages       make format   clang-format the tree
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
@@ -80,7 +81,8 @@ BIN := $(addprefix bin/,$(PROGS))
 TEST_SUPPORT_C := $(wildcard tests/support/*.c)
 UNIT_C := $(wildcard tests/unit/test_*.c)
 INTEG_C := $(wildcard tests/integration/test_*.c)
-BENCH_C := $(filter-out bench/bench_util.c,$(wildcard bench/*.c))
+BENCH_SUPPORT_C := bench/bench_util.c bench/bench_llama.c
+BENCH_C := $(filter-out $(BENCH_SUPPORT_C),$(wildcard bench/*.c))
 
 REL := build/rel
 ASAN := build/asan
@@ -197,7 +199,7 @@ demo: all
 	deploy/demo.sh
 
 # ---- benchmarks -----------------------------------------------------------------------------
-$(REL)/bench/%: $(REL)/obj/bench/%.o $(wildcard bench/bench_util.c) build/libmoewire.a
+$(REL)/bench/%: $(REL)/obj/bench/%.o $(BENCH_SUPPORT_C) build/libmoewire.a
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) $< $(filter %.c,$^) build/libmoewire.a $(LDLIBS) -o $@
 

@@ -1,16 +1,21 @@
 /* bench/bench_model.c — the coordinator's in-process forward pass on gpt-oss-20b-width models:
- * decode and prefill (128-token prompt) tokens/s with 1 and 2 threads, weight bytes read per token,
- * and that as a fraction of the memory bandwidth measured in the same run, next to llama.cpp's
- * figures on this kind of machine (MXFP4 experts, Q8_0 attention and LM head).
+ * decode and prefill (128-token prompt) tokens/s with 1 and 2 threads, weight bytes read per token
+ * and that as a fraction of the memory bandwidth measured in the same run; with --llama-bench,
+ * llama.cpp's llama-bench on the same GGUF file with the same thread counts, the two taking turns
+ * round after round, and the ratio of each round (MXFP4 experts, Q8_0 attention and LM head).
  *
  * Models come from `vindex synth` (random weights, written to build/bench-models/ when absent).
  *   bench_model [--layers 4,8,24] [--threads 1,2] [--prompt 128] [--decode 32] [--dir DIR]
  *               [--vindex PATH] [--numerics q8|f32] [--model PATH] [--profile] [--pin auto|yes|no]
+ *               [--rounds N] [--llama-bench PATH] [--llama-fa on|off|auto]
  * --pin copies the dense matrices and the experts out of the file mapping onto transparent huge
- * pages (md_model_pin_dense, md_local_backend_pin; llama.cpp's --no-mmap); auto does so when the
- * model file is under a third of the memory.
+ * pages (md_model_pin_dense, md_local_backend_pin); auto does so when the model file is under a
+ * third of the memory. llama-bench then reads its weights into memory too (-mmp 0), else maps them.
  * --profile also times the phases of the decode steps (wall clock between the layer loop's probe
- * points) and prints where a step's time goes. */
+ * points) and prints where a step's time goes.
+ * --llama-bench runs, per round, `llama-bench -p PROMPT -n 0` (prefill from an empty context, best
+ * of 2 repetitions, like ours) and `-p 0 -n DECODE -d PROMPT` (decode after the prompt, like ours);
+ * llama.cpp keeps its defaults otherwise (weight repacking on, its thread pool's polling). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +24,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "bench/bench_llama.h"
 #include "bench/bench_util.h"
 #include "kernels/kn.h"
 #include "model/md_local.h"
@@ -37,32 +43,18 @@
 #define WINDOW    128
 #define VOCAB     32000
 
-/* llama.cpp on this kind of machine (issue 4), same weight formats; 0 = no figure */
-typedef struct reference {
-    int layers;
-    double decode[2]; /* 1 and 2 threads */
-    double prefill[2];
-} reference;
-
-static const reference refs[] = {
-    {4, {26.7, 49.0}, {0, 93.0}},
-    {8, {14.9, 26.5}, {0, 0}},
-};
-
-static const reference *ref_for(int layers) {
-    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++)
-        if (refs[i].layers == layers) return &refs[i];
-    return NULL;
-}
+#define MAX_THREADS 4
+#define MAX_ROUNDS  32
 
 typedef struct opts {
     int layers[8], n_layers;
-    int threads[4], n_threads;
-    int prompt, decode;
-    const char *dir, *vindex_bin, *model;
+    int threads[MAX_THREADS], n_threads;
+    int prompt, decode, rounds;
+    const char *dir, *vindex_bin, *model, *llama_bench;
     kn_numerics numerics;
     bool profile;
-    int pin; /* -1 auto, 0 no, 1 yes */
+    int pin;      /* -1 auto, 0 no, 1 yes */
+    int llama_fa; /* llama-bench -fa: 1 on, 0 off, -1 auto */
 } opts;
 
 static int parse_list(const char *s, int *out, int max) {
@@ -75,6 +67,41 @@ static int parse_list(const char *s, int *out, int max) {
     return n;
 }
 
+static int tri_state(const char *v, const char *on, const char *off) {
+    return !strcmp(v, on) ? 1 : !strcmp(v, off) ? 0 : !strcmp(v, "auto") ? -1 : -2;
+}
+
+/* One option with its value; returns 0, or -1 for an unknown option or a bad value. */
+static int parse_one(opts *o, const char *a, const char *v) {
+    if (!strcmp(a, "--layers"))
+        o->n_layers = parse_list(v, o->layers, 8);
+    else if (!strcmp(a, "--threads"))
+        o->n_threads = parse_list(v, o->threads, MAX_THREADS);
+    else if (!strcmp(a, "--prompt"))
+        o->prompt = atoi(v);
+    else if (!strcmp(a, "--decode"))
+        o->decode = atoi(v);
+    else if (!strcmp(a, "--rounds"))
+        o->rounds = atoi(v);
+    else if (!strcmp(a, "--dir"))
+        o->dir = v;
+    else if (!strcmp(a, "--vindex"))
+        o->vindex_bin = v;
+    else if (!strcmp(a, "--model"))
+        o->model = v, o->n_layers = 1;
+    else if (!strcmp(a, "--llama-bench"))
+        o->llama_bench = v;
+    else if (!strcmp(a, "--numerics") && (!strcmp(v, "q8") || !strcmp(v, "f32")))
+        o->numerics = strcmp(v, "f32") ? KN_NUM_Q8 : KN_NUM_F32;
+    else if (!strcmp(a, "--pin") && tri_state(v, "yes", "no") > -2)
+        o->pin = tri_state(v, "yes", "no");
+    else if (!strcmp(a, "--llama-fa") && tri_state(v, "on", "off") > -2)
+        o->llama_fa = tri_state(v, "on", "off");
+    else
+        return fprintf(stderr, "bench_model: unknown option or bad value: %s %s\n", a, v), -1;
+    return 0;
+}
+
 static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.layers = {4, 8, 24},
                 .n_layers = 3,
@@ -82,41 +109,29 @@ static int parse(int argc, char **argv, opts *o) {
                 .n_threads = 2,
                 .prompt = 128,
                 .decode = 32,
+                .rounds = 0,
                 .dir = "build/bench-models",
                 .vindex_bin = "bin/vindex",
                 .numerics = KN_NUM_Q8,
-                .pin = -1};
+                .pin = -1,
+                .llama_fa = 1};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--profile")) {
+        if (!strcmp(argv[i], "--profile")) {
             o->profile = true;
             continue;
         }
-        if (!v) return fprintf(stderr, "bench_model: %s needs a value\n", a), -1;
-        if (!strcmp(a, "--layers"))
-            o->n_layers = parse_list(v, o->layers, 8);
-        else if (!strcmp(a, "--threads"))
-            o->n_threads = parse_list(v, o->threads, 4);
-        else if (!strcmp(a, "--prompt"))
-            o->prompt = atoi(v);
-        else if (!strcmp(a, "--decode"))
-            o->decode = atoi(v);
-        else if (!strcmp(a, "--dir"))
-            o->dir = v;
-        else if (!strcmp(a, "--vindex"))
-            o->vindex_bin = v;
-        else if (!strcmp(a, "--model"))
-            o->model = v, o->n_layers = 1;
-        else if (!strcmp(a, "--numerics"))
-            o->numerics = strcmp(v, "f32") ? KN_NUM_Q8 : KN_NUM_F32;
-        else if (!strcmp(a, "--pin"))
-            o->pin = !strcmp(v, "yes") ? 1 : !strcmp(v, "no") ? 0 : -1;
-        else
-            return fprintf(stderr, "bench_model: unknown option %s\n", a), -1;
+        if (i + 1 >= argc) return fprintf(stderr, "bench_model: %s needs a value\n", argv[i]), -1;
+        if (parse_one(o, argv[i], argv[i + 1])) return -1;
         i++;
     }
-    if (o->n_layers < 1 || o->n_threads < 1 || o->prompt < 1 || o->decode < 2)
+    if (!o->rounds) o->rounds = o->llama_bench ? 3 : 1;
+    if (o->n_layers < 1 || o->n_threads < 1 || o->prompt < 1 || o->decode < 2 || o->rounds < 1 ||
+        o->rounds > MAX_ROUNDS)
         return fprintf(stderr, "bench_model: bad options\n"), -1;
+    if (o->llama_bench && access(o->llama_bench, X_OK))
+        return fprintf(stderr, "bench_model: --llama-bench %s: not an executable file\n",
+                       o->llama_bench),
+               -1;
     return 0;
 }
 
@@ -286,17 +301,65 @@ static uint64_t bytes_read(md_ctx *c, const md_expert_backend *b) {
     return md_ctx_dense_bytes(c) + md_local_backend_weight_bytes(b);
 }
 
+/* The prompt: pseudo-random token ids, logits of the last row only. */
+static void prompt_rows(md_row *rows, int n, int n_vocab) {
+    uint64_t s = 12345;
+    for (int i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        rows[i] = (md_row){0, i, (int32_t)((s >> 33) % (uint64_t)n_vocab), i == n - 1};
+    }
+}
+
+/* Best of two prefills (the first one may also page the weights in), then `decode` greedy steps
+ * continuing the prompt. */
+static int prefill_decode(const opts *o, md_ctx *c, const md_model *m, const md_expert_backend *be,
+                          float *logits, result *r, mw_err *e) {
+    md_row *rows = malloc((size_t)o->prompt * sizeof *rows);
+    double *steps = malloc((size_t)o->decode * sizeof *steps);
+    int rc = -1;
+    if (!rows || !steps) goto out;
+    prompt_rows(rows, o->prompt, m->cfg.n_vocab);
+    double best = 1e30;
+    for (int rep = 0; rep < 2; rep++) {
+        if (md_seq_truncate(c, 0, 0, e)) goto out;
+        uint64_t b0 = bytes_read(c, be);
+        double t0 = bu_now();
+        if (md_forward(c, rows, o->prompt, logits, e)) goto out;
+        double dt = bu_now() - t0;
+        if (dt < best) best = dt;
+        r->prefill_bytes = (double)(bytes_read(c, be) - b0);
+    }
+    r->prefill_tps = o->prompt / best;
+    int32_t tok = md_argmax(logits, m->cfg.n_vocab);
+    uint64_t b0 = bytes_read(c, be);
+    double t0 = bu_now();
+    for (int k = 0; k < o->decode; k++) {
+        md_row row = {0, o->prompt + k, tok, 1};
+        double s0 = bu_now();
+        if (md_forward(c, &row, 1, logits, e)) goto out;
+        tok = md_argmax(logits, m->cfg.n_vocab);
+        steps[k] = bu_now() - s0;
+    }
+    r->decode_tps = o->decode / (bu_now() - t0);
+    r->step_min = bu_min(steps, o->decode);
+    r->step_median = bu_median(steps, o->decode);
+    r->bytes_per_token = (double)(bytes_read(c, be) - b0) / o->decode;
+    rc = 0;
+out:
+    free(rows);
+    free(steps);
+    return rc;
+}
+
 static int measure(const opts *o, const md_model *m, const vx_source *src, bool pin, int threads,
-                   result *r) {
-    mw_err e;
+                   bool with_profile, result *r) {
+    mw_err e = {0};
     kn_pool *pool = kn_pool_create(threads);
     md_expert_backend *be = NULL;
     md_ctx *c = NULL;
     int rc = -1;
-    md_row *rows = malloc((size_t)o->prompt * sizeof *rows);
     float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
-    double *steps = malloc((size_t)o->decode * sizeof *steps);
-    if (!rows || !logits || !steps) goto out;
+    if (!logits) goto out;
     if (md_local_backend_new(src, &m->cfg, pool, &be, &e) || (pin && md_local_backend_pin(be, &e)))
         goto fail;
     md_ctx_params p = {.numerics = o->numerics,
@@ -304,42 +367,9 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
                        .experts = be,
                        .n_seq = 1,
                        .n_ctx = o->prompt + 2 * o->decode + 1};
-    if (md_ctx_new(m, &p, &c, &e)) goto fail;
-    uint64_t s = 12345;
-    for (int i = 0; i < o->prompt; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        rows[i] =
-            (md_row){0, i, (int32_t)((s >> 33) % (uint64_t)m->cfg.n_vocab), i == o->prompt - 1};
-    }
-    /* best of two prefills (the first one may also page the weights in) */
-    double best = 1e30;
-    for (int rep = 0; rep < 2; rep++) {
-        if (md_seq_truncate(c, 0, 0, &e)) goto fail;
-        uint64_t b0 = bytes_read(c, be);
-        double t0 = bu_now();
-        if (md_forward(c, rows, o->prompt, logits, &e)) goto fail;
-        double dt = bu_now() - t0;
-        if (dt < best) best = dt;
-        r->prefill_bytes = (double)(bytes_read(c, be) - b0);
-    }
-    r->prefill_tps = o->prompt / best;
-    /* decode: greedy continuation of the prompt */
+    if (md_ctx_new(m, &p, &c, &e) || prefill_decode(o, c, m, be, logits, r, &e)) goto fail;
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
-    uint64_t b0 = bytes_read(c, be);
-    double t0 = bu_now();
-    for (int k = 0; k < o->decode; k++) {
-        md_row row = {0, o->prompt + k, tok, 1};
-        double s0 = bu_now();
-        if (md_forward(c, &row, 1, logits, &e)) goto fail;
-        tok = md_argmax(logits, m->cfg.n_vocab);
-        steps[k] = bu_now() - s0;
-    }
-    double dt = bu_now() - t0;
-    r->step_min = bu_min(steps, o->decode);
-    r->step_median = bu_median(steps, o->decode);
-    r->decode_tps = o->decode / dt;
-    r->bytes_per_token = (double)(bytes_read(c, be) - b0) / o->decode;
-    if (o->profile &&
+    if (with_profile &&
         profile_decode(c, m, be, o->prompt + o->decode, tok, o->decode, logits, threads, &e))
         goto fail;
     rc = 0;
@@ -350,39 +380,159 @@ out:
     md_ctx_free(c);
     if (be) be->destroy(be);
     kn_pool_destroy(pool);
-    free(rows);
     free(logits);
-    free(steps);
     return rc;
 }
 
-static void ratio(double v, double ref) {
-    if (ref > 0)
-        printf(" %6.2fx", v / ref);
-    else
-        printf(" %7s", "-");
+/* ---- llama.cpp on the same file ------------------------------------------------------------- */
+
+/* Per round and thread count: our figures and llama-bench's (0 where it did not run). */
+typedef struct rounds {
+    result ours[MAX_ROUNDS][MAX_THREADS];
+    double llama_prefill[MAX_ROUNDS][MAX_THREADS], llama_decode[MAX_ROUNDS][MAX_THREADS];
+    bl_info info;
+    bool llama_ok;
+} rounds;
+
+/* llama-bench's result for a thread count, or 0. */
+static double pick(const bl_result *res, int n, int threads, bool best) {
+    for (int i = 0; i < n; i++)
+        if (res[i].threads == threads) return best ? res[i].best_ts : res[i].avg_ts;
+    return 0;
 }
 
-static void report(const opts *o, int layers, int threads, const result *r, double bw_gbs) {
-    const reference *ref = ref_for(layers);
-    int ti = threads == 1 ? 0 : threads == 2 ? 1 : -1;
-    double rd = ref && ti >= 0 ? ref->decode[ti] : 0, rp = ref && ti >= 0 ? ref->prefill[ti] : 0;
-    double frac = bw_gbs > 0 ? r->bytes_per_token * r->decode_tps / (bw_gbs * 1e9) : 0;
-    printf("%6d %7d %9.2f", layers, threads, r->decode_tps);
-    ratio(r->decode_tps, rd);
-    printf(" %9.2f", r->prefill_tps);
-    ratio(r->prefill_tps, rp);
-    printf(" %9.1f %7.1f %6.0f%%\n", r->bytes_per_token / 1e6,
-           r->bytes_per_token * r->decode_tps / 1e9, 100 * frac);
+/* One round of llama-bench: prefill from an empty context (best of 2, as ours), then decode after
+ * the prompt (one run of o->decode tokens, as ours). */
+static int llama_round(const opts *o, const char *path, bool pin, int r, rounds *rs) {
+    bl_params p = {.bin = o->llama_bench,
+                   .model = path,
+                   .threads = o->threads,
+                   .n_threads = o->n_threads,
+                   .n_prompt = o->prompt,
+                   .reps = 2,
+                   .flash_attn = o->llama_fa,
+                   .mmap = !pin};
+    bl_result res[MAX_THREADS];
+    char err[512];
+    int n = bl_run(&p, res, MAX_THREADS, r == 0 ? &rs->info : NULL, err, sizeof err);
+    for (int t = 0; n > 0 && t < o->n_threads; t++)
+        rs->llama_prefill[r][t] = pick(res, n, o->threads[t], true);
+    p.n_prompt = 0, p.n_gen = o->decode, p.n_depth = o->prompt, p.reps = 1;
+    if (n > 0) n = bl_run(&p, res, MAX_THREADS, NULL, err, sizeof err);
+    for (int t = 0; n > 0 && t < o->n_threads; t++)
+        rs->llama_decode[r][t] = pick(res, n, o->threads[t], false);
+    if (n <= 0) fprintf(stderr, "bench_model: llama-bench failed: %s\n", err);
+    return n > 0 ? 0 : -1;
+}
+
+/* Rounds of our measurement and llama-bench's, taking turns (llama-bench first in odd rounds, so
+ * neither always runs right after the other's warm caches or in the same part of a drift). */
+static int run_rounds(const opts *o, const char *path, const md_model *m, const vx_source *src,
+                      bool pin, rounds *rs) {
+    rs->llama_ok = o->llama_bench != NULL;
+    for (int r = 0; r < o->rounds; r++) {
+        if (rs->llama_ok && r % 2 == 1 && llama_round(o, path, pin, r, rs)) rs->llama_ok = false;
+        for (int t = 0; t < o->n_threads; t++)
+            if (measure(o, m, src, pin, o->threads[t], o->profile && r == 0, &rs->ours[r][t]))
+                return -1;
+        if (rs->llama_ok && r % 2 == 0 && llama_round(o, path, pin, r, rs)) rs->llama_ok = false;
+    }
+    return 0;
+}
+
+/* ---- report --------------------------------------------------------------------------------- */
+
+/* Median over the rounds of ours, of llama.cpp's, and of the ratio of each round (min, max). */
+typedef struct summary {
+    double ours, llama, ratio, ratio_min, ratio_max;
+} summary;
+
+static summary summarize(const double *ours, const double *llama, int n) {
+    double o[MAX_ROUNDS], l[MAX_ROUNDS], q[MAX_ROUNDS];
+    int nl = 0;
+    for (int i = 0; i < n; i++) {
+        o[i] = ours[i];
+        if (llama[i] > 0) l[nl] = llama[i], q[nl++] = ours[i] / llama[i];
+    }
+    summary s = {.ours = bu_median(o, n)};
+    if (nl) s.llama = bu_median(l, nl), s.ratio = bu_median(q, nl);
+    if (nl) s.ratio_min = bu_min(q, nl), s.ratio_max = q[nl - 1]; /* bu_min sorted q */
+    return s;
+}
+
+static void print_cell(const summary *s) {
+    printf(" %9.2f", s->ours);
+    if (s->llama > 0)
+        printf(" %9.2f %6.2fx (%4.2f-%4.2f)", s->llama, s->ratio, s->ratio_min, s->ratio_max);
+    else
+        printf(" %9s %19s", "-", "-");
+}
+
+static void print_json(const opts *o, int layers, int threads, const summary *d, const summary *p,
+                       const result *r, double bw_gbs, double frac, const rounds *rs) {
     printf("{\"bench\":\"model\",\"arch\":\"gpt-oss\",\"layers\":%d,\"threads\":%d,"
-           "\"numerics\":\"%s\",\"prompt\":%d,\"decode_tok_s\":%.3f,\"prefill_tok_s\":%.3f,"
-           "\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,\"bandwidth_gb_s\":%.2f,"
-           "\"bandwidth_fraction\":%.3f,\"ref_decode_tok_s\":%.1f,\"ref_prefill_tok_s\":%.1f,"
-           "\"decode_step_ms_min\":%.3f,\"decode_step_ms_median\":%.3f}\n",
-           layers, threads, o->numerics == KN_NUM_Q8 ? "q8" : "f32", o->prompt, r->decode_tps,
-           r->prefill_tps, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac, rd, rp,
+           "\"numerics\":\"%s\",\"prompt\":%d,\"decode\":%d,\"rounds\":%d,\"decode_tok_s\":%.3f,"
+           "\"prefill_tok_s\":%.3f,\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,"
+           "\"bandwidth_gb_s\":%.2f,\"bandwidth_fraction\":%.3f,\"decode_step_ms_min\":%.3f,"
+           "\"decode_step_ms_median\":%.3f",
+           layers, threads, o->numerics == KN_NUM_Q8 ? "q8" : "f32", o->prompt, o->decode,
+           o->rounds, d->ours, p->ours, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac,
            1e3 * r->step_min, 1e3 * r->step_median);
+    if (d->llama > 0 && p->llama > 0)
+        printf(",\"llama_commit\":\"%s\",\"llama_flash_attn\":\"%s\",\"llama_load\":\"%s\","
+               "\"llama_decode_tok_s\":%.3f,\"llama_prefill_tok_s\":%.3f,\"decode_ratio\":%.4f,"
+               "\"decode_ratio_min\":%.4f,\"decode_ratio_max\":%.4f,\"prefill_ratio\":%.4f,"
+               "\"prefill_ratio_min\":%.4f,\"prefill_ratio_max\":%.4f",
+               rs->info.commit, rs->info.flash_attn, rs->info.load, d->llama, p->llama, d->ratio,
+               d->ratio_min, d->ratio_max, p->ratio, p->ratio_min, p->ratio_max);
+    printf("}\n");
+}
+
+static void report(const opts *o, int layers, int t, const rounds *rs, double bw_gbs) {
+    double od[MAX_ROUNDS], op[MAX_ROUNDS], ld[MAX_ROUNDS], lp[MAX_ROUNDS];
+    for (int r = 0; r < o->rounds; r++) {
+        od[r] = rs->ours[r][t].decode_tps, op[r] = rs->ours[r][t].prefill_tps;
+        ld[r] = rs->llama_ok ? rs->llama_decode[r][t] : 0;
+        lp[r] = rs->llama_ok ? rs->llama_prefill[r][t] : 0;
+    }
+    summary d = summarize(od, ld, o->rounds), p = summarize(op, lp, o->rounds);
+    const result *r = &rs->ours[o->rounds - 1][t]; /* bytes and step times of the last round */
+    double frac = bw_gbs > 0 ? r->bytes_per_token * d.ours / (bw_gbs * 1e9) : 0;
+    printf("%6d %7d", layers, o->threads[t]);
+    print_cell(&d);
+    print_cell(&p);
+    printf(" %8.1f %6.1f %5.0f%%\n", r->bytes_per_token / 1e6, r->bytes_per_token * d.ours / 1e9,
+           100 * frac);
+    print_json(o, layers, o->threads[t], &d, &p, r, bw_gbs, frac, rs);
     fflush(stdout);
+}
+
+static void print_table_header(void) {
+    printf("%6s %7s %9s %9s %19s %9s %9s %19s %8s %6s %6s\n", "layers", "threads", "decode/s",
+           "l.cpp", "ratio", "prefill/s", "l.cpp", "ratio", "MB/token", "GB/s", "of bw");
+}
+
+static void print_llama_settings(const opts *o, const rounds *rs, bool pin) {
+    if (!o->llama_bench) {
+        printf("   llama.cpp comparison skipped: no --llama-bench PATH (make bench: "
+               "LLAMA_BENCH=PATH)\n");
+        return;
+    }
+    if (!rs->llama_ok) {
+        printf("   llama.cpp comparison failed (see above): our figures only\n");
+        return;
+    }
+    char threads[64] = "";
+    for (int t = 0; t < o->n_threads; t++)
+        snprintf(threads + strlen(threads), sizeof threads - strlen(threads), t ? ",%d" : "%d",
+                 o->threads[t]);
+    printf("   llama.cpp %s (%s) on the same file: llama-bench -t %s -fa %s (ran %s), -mmp %d "
+           "(%s), weight repacking and thread polling at its defaults; model read as %s\n",
+           rs->info.commit, o->llama_bench, threads,
+           o->llama_fa < 0 ? "auto"
+           : o->llama_fa   ? "on"
+                           : "off",
+           rs->info.flash_attn, !pin, rs->info.load, rs->info.model_type);
 }
 
 static int run_model(const opts *o, const char *path, const double *bw) {
@@ -400,58 +550,66 @@ static int run_model(const opts *o, const char *path, const double *bw) {
     const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     const bool pin = o->pin == 1 || (o->pin < 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
                                      (double)st.st_size < mem / 3);
+    rounds *rs = calloc(1, sizeof *rs);
+    int rc = -1;
+    if (!rs) goto out;
     if (pin && md_model_pin_dense(m, &e)) {
         fprintf(stderr, "bench_model: %s\n", e.msg);
-        md_model_free(m);
-        vx_source_close(src);
-        return -1;
+        goto out;
     }
-    printf("   %s: %d layers; weights %s\n", path, m->cfg.n_layer,
-           pin ? "copied onto transparent huge pages (--pin)" : "read from the file mapping");
-    for (int t = 0; t < o->n_threads; t++) {
-        result r = {0};
-        if (measure(o, m, src, pin, o->threads[t], &r) == 0)
-            report(o, m->cfg.n_layer, o->threads[t], &r, bw[t]);
-    }
+    printf("   %s: %d layers; weights %s; %d round(s)\n", path, m->cfg.n_layer,
+           pin ? "copied onto transparent huge pages (--pin)" : "read from the file mapping",
+           o->rounds);
+    if (run_rounds(o, path, m, src, pin, rs)) goto out;
+    print_llama_settings(o, rs, pin);
+    print_table_header();
+    for (int t = 0; t < o->n_threads; t++) report(o, m->cfg.n_layer, t, rs, bw[t]);
+    rc = rs->llama_ok || !o->llama_bench ? 0 : -1;
+out:
+    free(rs);
     md_model_free(m);
     vx_source_close(src);
-    return 0;
+    return rc;
+}
+
+static void print_header(const opts *o, double *bw) {
+    printf(
+        "== bench_model: coordinator forward pass, in-process experts (%s numerics, ISA %s, %s)\n",
+        o->numerics == KN_NUM_Q8 ? "q8" : "f32", kn_isa_name(kn_isa_active()), bu_cpu_name());
+    if (!o->model)
+        printf(
+            "   gpt-oss-20b widths: hidden %d, %d/%d heads of %d, %d experts top-%d, expert ff %d, "
+            "window %d on alternate layers, YaRN, vocab %d; MXFP4 experts, Q8_0 attention + LM "
+            "head. Prefill: %d-token prompt; decode: %d greedy steps after it.\n",
+            HIDDEN, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, TOP_K, EXPERT_FF, WINDOW, VOCAB, o->prompt,
+            o->decode);
+    for (int t = 0; t < o->n_threads; t++) {
+        bw[t] = bu_read_bandwidth((size_t)1 << 30, o->threads[t], 3);
+        printf("   read bandwidth, %d thread(s): %.1f GB/s (measured now)\n", o->threads[t], bw[t]);
+    }
+    printf("   tok/s: median over the rounds; l.cpp: llama-bench's median on the same file and "
+           "threads; ratio: median over the rounds of ours / llama.cpp's in the same round "
+           "(min-max); MB/token: weight bytes read per decode step; GB/s: MB/token x decode tok/s; "
+           "of bw: that / the bandwidth above.\n");
 }
 
 int main(int argc, char **argv) {
     opts o;
     if (parse(argc, argv, &o)) return 2;
-    printf(
-        "== bench_model: coordinator forward pass, in-process experts (%s numerics, ISA %s, %s)\n",
-        o.numerics == KN_NUM_Q8 ? "q8" : "f32", kn_isa_name(kn_isa_active()), bu_cpu_name());
-    printf("   gpt-oss-20b widths: hidden %d, %d/%d heads of %d, %d experts top-%d, expert ff %d, "
-           "window %d on alternate layers, YaRN, vocab %d; MXFP4 experts, Q8_0 attention + LM "
-           "head. Prefill: %d-token prompt; decode: %d greedy steps after it.\n",
-           HIDDEN, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, TOP_K, EXPERT_FF, WINDOW, VOCAB, o.prompt,
-           o.decode);
-    double bw[4];
-    for (int t = 0; t < o.n_threads; t++) {
-        bw[t] = bu_read_bandwidth((size_t)1 << 30, o.threads[t], 3);
-        printf("   read bandwidth, %d thread(s): %.1f GB/s (measured now)\n", o.threads[t], bw[t]);
-    }
-    printf(
-        "   x llama.cpp: tok/s divided by llama.cpp's on this kind of machine (decode 4 layers "
-        "26.7 / 49, 8 layers 14.9 / 26.5 tok/s at 1 / 2 threads; prefill 93 tok/s at 4 layers, "
-        "2 threads); MB/token: weight bytes read per decode step; GB/s: MB/token x decode tok/s; "
-        "of bw: that / the bandwidth above.\n");
-    printf("%6s %7s %9s %7s %9s %7s %9s %7s %7s\n", "layers", "threads", "decode/s", "x l.cpp",
-           "prefill/s", "x l.cpp", "MB/token", "GB/s", "of bw");
+    double bw[MAX_THREADS];
+    print_header(&o, bw);
     if (o.model) return run_model(&o, o.model, bw) ? 1 : 0;
     mkdir("build", 0755);
     if (mkdir(o.dir, 0755) && errno != EEXIST) {
         fprintf(stderr, "bench_model: cannot create %s\n", o.dir);
         return 1;
     }
+    int rc = 0;
     for (int i = 0; i < o.n_layers; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/gpt-oss-20bw-%dL.gguf", o.dir, o.layers[i]);
         if (access(path, R_OK) && synthesize(&o, o.layers[i], path)) continue;
-        run_model(&o, path, bw);
+        if (run_model(&o, path, bw)) rc = 1;
     }
-    return 0;
+    return rc;
 }

@@ -1,0 +1,190 @@
+/* tests/integration/test_bench_model.c — bench_model's llama.cpp side by side, with a stand-in for
+ * llama-bench (a shell script that logs its arguments and prints llama-bench's JSON with fixed
+ * speeds): the same file and thread counts are passed, prefill and decode are asked for as ours
+ * are measured, once per round; its figures are read back (best sample for prefill, mean for
+ * decode) and the ratios are ours over its; a failing llama-bench is reported with its stderr;
+ * without one the comparison is said to be skipped. */
+#include "tests/support/mw_test.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Prints one result per thread count: prefill 100·t tok/s (samples 100·t and 100·t + 0.5),
+ * decode 10·t. FAKE_FAIL=1 makes it fail as llama-bench does on a bad file. */
+static const char fake_script[] =
+    "#!/bin/sh\n"
+    "echo \"$*\" >> \"$FAKE_LOG\"\n"
+    "if [ -n \"$FAKE_FAIL\" ]; then echo 'llama_model_load: error loading model' >&2; exit 3; "
+    "fi\n"
+    "t= p= n= d=0\n"
+    "while [ $# -gt 0 ]; do\n"
+    "  case \"$1\" in -t) t=$2; shift ;; -p) p=$2; shift ;; -n) n=$2; shift ;; -d) d=$2; shift ;;"
+    " esac\n"
+    "  shift\n"
+    "done\n"
+    "echo 'loading the model' >&2\n"
+    "printf '[\\n'; sep=\n"
+    "for th in $(echo \"$t\" | tr , ' '); do\n"
+    "  if [ \"$n\" -gt 0 ]; then ts=$((10 * th)); else ts=$((100 * th)); fi\n"
+    "  printf '%s{\"build_commit\": \"fake1234\", \"model_type\": \"gpt-oss ?B\", \"n_threads\": "
+    "%d, \"flash_attn\": 1, \"load_mode\": \"none\", \"n_prompt\": %d, \"n_gen\": %d, "
+    "\"n_depth\": %d, \"avg_ts\": %d.0, \"samples_ts\": [ %d.0, %d.5 ]}\\n' \"$sep\" \"$th\" "
+    "\"$p\" \"$n\" \"$d\" \"$ts\" \"$ts\" \"$ts\"\n"
+    "  sep=,\n"
+    "done\n"
+    "printf ']\\n'\n";
+
+static char fake[1024], fake_log[1024];
+
+static const char *bench_bin(void) {
+    static char path[4096];
+    const char *fx = mwt_fixture(""); /* <root>/tests/fixtures/ */
+    snprintf(path, sizeof path, "%.*s/build/rel/bench/bench_model",
+             (int)(strlen(fx) - strlen("/tests/fixtures/")), fx);
+    return path;
+}
+
+static int setup(void **state) {
+    if (mwt_tmp_setup(state)) return -1;
+    snprintf(fake, sizeof fake, "%s/llama-bench", mwt_tmp);
+    snprintf(fake_log, sizeof fake_log, "%s/calls.log", mwt_tmp);
+    if (mwt_write_file(fake, fake_script, strlen(fake_script)) || chmod(fake, 0755)) return -1;
+    setenv("FAKE_LOG", fake_log, 1);
+    return 0;
+}
+
+/* Runs bench_model on the gpt-oss fixture with a short prompt; extra arguments NULL-terminated. */
+static int run_bench(char **out, char **err, const char *threads, ...) {
+    char *argv[32] = {(char *)bench_bin(),
+                      "--model",
+                      (char *)mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"),
+                      "--prompt",
+                      "16",
+                      "--decode",
+                      "4",
+                      "--threads",
+                      (char *)threads};
+    int n = 9;
+    va_list ap;
+    va_start(ap, threads);
+    for (char *a; n < 31 && (a = va_arg(ap, char *));) argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    return mwt_run(argv, out, err, 300000);
+}
+
+/* The JSON line of bench_model's output for a thread count. */
+static json_t *result_line(const char *out, int threads) {
+    for (const char *l = out; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, "{\"bench\":\"model\"", 16)) continue;
+        json_t *j = json_loadb(l, strcspn(l, "\n"), 0, NULL);
+        if (j && json_integer_value(json_object_get(j, "threads")) == threads) return j;
+        json_decref(j);
+    }
+    fail_msg("no JSON line for %d thread(s) in:\n%s", threads, out);
+    return NULL;
+}
+
+static double num(const json_t *j, const char *key) {
+    const json_t *v = json_object_get(j, key);
+    if (!json_is_number(v)) fail_msg("no number %s", key);
+    return json_number_value(v);
+}
+
+static void test_skipped_without_llama_bench(void **state) {
+    (void)state;
+    char *out, *err;
+    int rc = run_bench(&out, &err, "1", NULL);
+    if (rc != 0) fail_msg("bench_model: exit %d: %s", rc, err);
+    assert_non_null(strstr(out, "llama.cpp comparison skipped"));
+    json_t *j = result_line(out, 1);
+    assert_true(num(j, "decode_tok_s") > 0);
+    assert_null(json_object_get(j, "llama_decode_tok_s"));
+    json_decref(j);
+    free(out);
+    free(err);
+}
+
+/* Every round asks for one prefill and one decode run, on the same file and thread counts. */
+static void check_calls(int rounds) {
+    char *log = mwt_read_file(fake_log, NULL);
+    assert_non_null(log);
+    char want_pp[2048], want_tg[2048];
+    const char *model = mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf");
+    snprintf(want_pp, sizeof want_pp, "-m %s -t 1,2 -p 16 -n 0 -d 0 -r 2 -fa 1 -mmp 0 -o json",
+             model);
+    snprintf(want_tg, sizeof want_tg, "-m %s -t 1,2 -p 0 -n 4 -d 16 -r 1 -fa 1 -mmp 0 -o json",
+             model);
+    int lines = 0;
+    for (char *l = strtok(log, "\n"); l; l = strtok(NULL, "\n"), lines++)
+        if (strcmp(l, lines % 2 ? want_tg : want_pp))
+            fail_msg("call %d: '%s', expected '%s'", lines, l, lines % 2 ? want_tg : want_pp);
+    assert_int_equal(lines, 2 * rounds);
+    free(log);
+}
+
+static void test_side_by_side(void **state) {
+    (void)state;
+    remove(fake_log);
+    char *out, *err;
+    int rc = run_bench(&out, &err, "1,2", "--rounds", "3", "--llama-bench", fake, NULL);
+    if (rc != 0) fail_msg("bench_model: exit %d: %s\n%s", rc, err, out);
+    check_calls(3);
+    assert_non_null(strstr(out, "llama.cpp fake1234"));
+    for (int t = 1; t <= 2; t++) {
+        json_t *j = result_line(out, t);
+        assert_int_equal(json_integer_value(json_object_get(j, "rounds")), 3);
+        assert_string_equal(json_string_value(json_object_get(j, "llama_commit")), "fake1234");
+        assert_string_equal(json_string_value(json_object_get(j, "llama_flash_attn")), "on");
+        /* prefill: best of its two samples; decode: its mean */
+        assert_true(num(j, "llama_prefill_tok_s") == 100.0 * t + 0.5);
+        assert_true(num(j, "llama_decode_tok_s") == 10.0 * t);
+        /* its figure is the same every round, so the median ratio is our median over it */
+        const char *modes[2][3] = {{"decode_ratio", "decode_tok_s", "llama_decode_tok_s"},
+                                   {"prefill_ratio", "prefill_tok_s", "llama_prefill_tok_s"}};
+        for (int m = 0; m < 2; m++) {
+            double ratio = num(j, modes[m][0]), want = num(j, modes[m][1]) / num(j, modes[m][2]);
+            char lo[32], hi[32];
+            snprintf(lo, sizeof lo, "%s_min", modes[m][0]);
+            snprintf(hi, sizeof hi, "%s_max", modes[m][0]);
+            if (ratio < want * 0.999 || ratio > want * 1.001)
+                fail_msg("%s %g, ours over llama.cpp's is %g", modes[m][0], ratio, want);
+            assert_true(num(j, lo) <= ratio && ratio <= num(j, hi));
+        }
+        json_decref(j);
+    }
+    free(out);
+    free(err);
+}
+
+static void test_llama_bench_fails(void **state) {
+    (void)state;
+    remove(fake_log);
+    setenv("FAKE_FAIL", "1", 1);
+    char *out, *err;
+    int rc = run_bench(&out, &err, "1", "--rounds", "1", "--llama-bench", fake, NULL);
+    unsetenv("FAKE_FAIL");
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(err, "exit status 3"));
+    assert_non_null(strstr(err, "error loading model"));
+    assert_non_null(strstr(out, "llama.cpp comparison failed"));
+    free(out);
+    free(err);
+    rc = run_bench(&out, &err, "1", "--llama-bench", "/nonexistent/llama-bench", NULL);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, "not an executable file"));
+    free(out);
+    free(err);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_skipped_without_llama_bench),
+        cmocka_unit_test(test_side_by_side),
+        cmocka_unit_test(test_llama_bench_fails),
+    };
+    return cmocka_run_group_tests(tests, setup, mwt_tmp_teardown);
+}
