@@ -6,6 +6,7 @@
 #   make run        demo: synth model, loopback cluster, generate, then serve on :8080
 #   make demo       the same, generate only       make bench    benchmarks (not tests)
 #   make bench LLAMA_BENCH=path/to/llama-bench    the same, with llama.cpp on the same GGUF files
+#   make ggml-mm GGML_INC=DIR GGML_LIB=DIR        ggml's matmul driver; make bench GGML_MM=its path
 #   make deps       install Debian packages       make format   clang-format the tree
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
@@ -96,7 +97,7 @@ TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
-.PHONY: all deps test unit integration run demo bench clean format help check-kernels neon-check fuzz
+.PHONY: all deps test unit integration run demo bench ggml-mm clean format help check-kernels neon-check fuzz
 all: build/libmoewire.a $(BIN)
 
 deps:
@@ -205,6 +206,16 @@ $(REL)/bench/%: $(REL)/obj/bench/%.o $(BENCH_SUPPORT_C) build/libmoewire.a
 
 bench: $(BENCH_BINS) $(BIN)
 	bench/run.sh $(BENCH_BINS)
+
+# ggml's matmul beside ours (bench_kernels --ggml-mm): built only when asked, against a ggml the
+# user names, GGML_INC its headers and GGML_LIB its shared libraries (a ggml or llama.cpp build).
+ggml-mm: $(REL)/bench/ggml_mm
+$(REL)/bench/ggml_mm: bench/ggml/ggml_mm.c bench/bench_util.c build/libmoewire.a
+	@test -n "$(GGML_INC)" -a -n "$(GGML_LIB)" || \
+	  { echo "usage: make ggml-mm GGML_INC=DIR GGML_LIB=DIR (a ggml build's headers and libraries)"; exit 2; }
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) -isystem $(GGML_INC) $(filter %.c,$^) build/libmoewire.a \
+	  -L$(GGML_LIB) -Wl,-rpath,$(GGML_LIB) -lggml -lggml-base -lggml-cpu $(LDLIBS) -o $@
 
 # ---- kernel parity on any fixture directory -------------------------------------------------
 FIXTURES ?= tests/fixtures/llamacpp/kernels

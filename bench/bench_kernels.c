@@ -2,37 +2,41 @@
  * bandwidth (STREAM-style, 1 and 2 threads), then MXFP4 and Q6_K matvec and grouped GEMM
  * (T = 1, 4, 16, 64; 1 and 2 threads) rotating over enough expert-sized matrices that the working
  * set exceeds the last-level cache. Prints, per case, GB/s of stored weight bytes, % of the
- * bandwidth measured in this run, rows x tokens per second, the ratio to ggml's reference figures
- * from issue 3 where there is one, and one JSON line.
+ * bandwidth measured in this run, rows x tokens per second, and one JSON line; with --ggml-mm PATH
+ * (bench/ggml/ggml_mm.c, built against a ggml the user names) ggml's time for the same shape, T and
+ * threads, measured right before each matrix case, and the ratio.
+ *   bench_kernels [--ggml-mm PATH]
  *   MW_BENCH_NUMERICS=q8|f32|both (default q8)   MW_BENCH_SECONDS=per-case budget (default 0.5)
  *   MW_BENCH_CASES=substr[,substr...] runs only the cases whose name contains one of them
  *   MW_BENCH_T=1,64 only these T   MW_BENCH_THREADS=1|2 only this thread count
  *   MOEWIRE_ISA (scalar, avx2, avxvnni, avx512, neon) selects the kernels as everywhere else. */
+#include "bench/bench_llama.h"
 #include "bench/bench_util.h"
 #include "kernels/kn_internal.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct shape {
     const char *name;
     kn_type type;
     int64_t rows, cols;
-    double ggml_us[4]; /* llama.cpp's ggml, 2 threads, at T = 1, 4, 16, 64 (0: no figure) */
 } shape;
 
 /* gpt-oss-20b's expert matrices (gate_up fused: 5760 x 2880, down: 2880 x 2880) and a
- * qwen3-style Q6_K expert 3072 wide. The ggml figures are issue 3's. */
+ * qwen3-style Q6_K expert 3072 wide. */
 static const shape shapes[] = {
-    {"mxfp4_gate_up", KN_MXFP4, 5760, 2880, {540, 0, 4000, 15900}},
-    {"mxfp4_down", KN_MXFP4, 2880, 2880, {0, 0, 0, 0}},
-    {"q6_K_gate_up", KN_Q6_K, 5760, 3072, {784, 0, 0, 28000}},
+    {"mxfp4_gate_up", KN_MXFP4, 5760, 2880},
+    {"mxfp4_down", KN_MXFP4, 2880, 2880},
+    {"q6_K_gate_up", KN_Q6_K, 5760, 3072},
     /* the coordinator's dense weights: attention projections in Q8_0, a router / head in F32 */
-    {"q8_0_dense", KN_Q8_0, 4096, 2880, {0, 0, 0, 0}},
-    {"f32_dense", KN_F32, 2880, 2880, {0, 0, 0, 0}},
+    {"q8_0_dense", KN_Q8_0, 4096, 2880},
+    {"f32_dense", KN_F32, 2880, 2880},
 };
 static const int64_t Ts[4] = {1, 4, 16, 64};
 
@@ -83,7 +87,7 @@ typedef struct bench_case {
     void (*call)(void *ctx, int i, const float *X, int64_t T, float *Y, kn_numerics num,
                  kn_pool *pool);
     void *ctx;
-    const double *ggml_us;
+    double ggml_us[3][4]; /* ggml's best per call by threads and T (0: not measured) */
 } bench_case;
 
 /* Instances so that they exceed 1.5x the LLC (at least 16, at most 3 GB). */
@@ -155,7 +159,7 @@ static void run_case(const bench_case *c, kn_numerics num, const double bw[3], d
             const double gbps = c->bytes / best / 1e9;
             const double pct = 100.0 * gbps / bw[threads];
             const double rt = (double)c->rows * (double)T / best;
-            const double ggml = threads == 2 && c->ggml_us ? c->ggml_us[ti] : 0;
+            const double ggml = c->ggml_us[threads][ti];
             printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
                    "%.1f GB/s  %8.2f M rows*tok/s",
                    (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, bw[threads], rt / 1e6);
@@ -184,6 +188,66 @@ static void call_matmul(void *ctx, int i, const float *X, int64_t T, float *Y, k
     kn_matmul((const kn_mat *)ctx + i, X, T, Y, num, pool);
 }
 
+/* ---- ggml on the same shapes (--ggml-mm) ------------------------------------------------------
+ */
+
+static const char *ggml_mm_bin; /* bench/ggml/ggml_mm, or NULL */
+
+/* "1,4,16,64" from the entries of `all` that the environment variable `name` allows. */
+static void allowed_list(const char *name, const int64_t *all, int n, char *buf, size_t len) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && at < len; i++)
+        if (env_allows_int(name, all[i]))
+            at += (size_t)snprintf(buf + at, len - at, at ? ",%lld" : "%lld", (long long)all[i]);
+}
+
+/* Runs the ggml driver on the shape with as many matrices as ours rotate over; fills
+ * us[threads][T index] with its best time per matmul. */
+static void ggml_reference(const shape *s, int n, double budget, double us[3][4]) {
+    static const int64_t threads[2] = {1, 2};
+    char rows[24], cols[24], mats[16], secs[24], tl[64], thl[16], err[600];
+    snprintf(rows, sizeof rows, "%lld", (long long)s->rows);
+    snprintf(cols, sizeof cols, "%lld", (long long)s->cols);
+    snprintf(mats, sizeof mats, "%d", n);
+    snprintf(secs, sizeof secs, "%g", budget);
+    allowed_list("MW_BENCH_T", Ts, 4, tl, sizeof tl);
+    allowed_list("MW_BENCH_THREADS", threads, 2, thl, sizeof thl);
+    if (!tl[0] || !thl[0]) return;
+    char *const argv[] = {(char *)ggml_mm_bin,
+                          "--type",
+                          (char *)kn_type_name(s->type),
+                          "--rows",
+                          rows,
+                          "--cols",
+                          cols,
+                          "--mats",
+                          mats,
+                          "--seconds",
+                          secs,
+                          "--tokens",
+                          tl,
+                          "--threads",
+                          thl,
+                          NULL};
+    size_t len;
+    char *out = bl_capture(argv, &len, err, sizeof err);
+    if (!out) {
+        fprintf(stderr, "bench_kernels: --ggml-mm: %s\n", err);
+        return;
+    }
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        json_t *j = json_loads(line, 0, NULL);
+        const int th = (int)json_integer_value(json_object_get(j, "threads"));
+        const int64_t T = json_integer_value(json_object_get(j, "T"));
+        for (int ti = 0; ti < 4; ti++)
+            if (Ts[ti] == T && th >= 1 && th <= 2)
+                us[th][ti] = json_number_value(json_object_get(j, "best_us"));
+        json_decref(j);
+    }
+    free(out);
+}
+
 static void run_shape(const shape *s, kn_numerics num, const double bw[3], double budget) {
     const size_t bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
     const int n = instances(bytes);
@@ -191,8 +255,15 @@ static void run_shape(const shape *s, kn_numerics num, const double bw[3], doubl
     for (int i = 0; i < n; i++)
         W[i] = (kn_mat){s->type, s->rows, s->cols, kn_row_size(s->type, s->cols),
                         alloc_weights(s->type, bytes)};
-    const bench_case c = {s->name, kn_type_name(s->type), s->rows, s->cols,   bytes,
-                          n,       call_matmul,           W,       s->ggml_us};
+    bench_case c = {.name = s->name,
+                    .type = kn_type_name(s->type),
+                    .rows = s->rows,
+                    .cols = s->cols,
+                    .bytes = bytes,
+                    .n = n,
+                    .call = call_matmul,
+                    .ctx = W};
+    if (ggml_mm_bin && num == KN_NUM_Q8) ggml_reference(s, n, budget, c.ggml_us);
     run_case(&c, num, bw, budget);
     for (int i = 0; i < n; i++) free((void *)W[i].data);
     free(W);
@@ -232,9 +303,14 @@ static void run_expert(kn_numerics num, const double bw[3], double budget) {
         E[i].up.data = alloc_weights(KN_MXFP4, mb);
         E[i].down.data = alloc_weights(KN_MXFP4, mb);
     }
-    static const double no_ggml[4] = {0, 0, 0, 0};
-    const bench_case c = {"expert_mxfp4", "mxfp4", 2 * ff + hidden, hidden, bytes, n,
-                          call_expert,    E,       no_ggml};
+    const bench_case c = {.name = "expert_mxfp4",
+                          .type = "mxfp4",
+                          .rows = 2 * ff + hidden,
+                          .cols = hidden,
+                          .bytes = bytes,
+                          .n = n,
+                          .call = call_expert,
+                          .ctx = E};
     run_case(&c, num, bw, budget);
     for (int i = 0; i < n; i++) {
         free((void *)E[i].gate.data), free((void *)E[i].up.data), free((void *)E[i].down.data);
@@ -288,13 +364,24 @@ static void bench_wake(kn_pool *pool, double idle_s, const char *label) {
            idle_s * 1e6, med * 1e6, lat[0] * 1e6);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ggml-mm") && i + 1 < argc && !access(argv[i + 1], X_OK)) {
+            ggml_mm_bin = argv[++i];
+            continue;
+        }
+        fprintf(stderr, "usage: bench_kernels [--ggml-mm PATH-TO-AN-EXECUTABLE-ggml_mm]\n");
+        return 2;
+    }
     const double budget = env_double("MW_BENCH_SECONDS", 0.5);
     const char *nums = getenv("MW_BENCH_NUMERICS");
     const bool q8 = !nums || !strcmp(nums, "q8") || !strcmp(nums, "both");
     const bool f32 = nums && (!strcmp(nums, "f32") || !strcmp(nums, "both"));
     printf("bench_kernels: %s; kernels %s; LLC %.0f MB\n", bu_cpu_name(), isa_label(),
            bu_llc_bytes() / 1e6);
+    printf(ggml_mm_bin ? "ggml: %s, run on each matrix case right before ours (q8 numerics)\n"
+                       : "ggml comparison skipped: no --ggml-mm PATH%s\n",
+           ggml_mm_bin ? ggml_mm_bin : " (make ggml-mm builds one)");
 
     /* read bandwidth, same run */
     size_t bw_bytes = 4 * bu_llc_bytes();

@@ -1,6 +1,6 @@
-/* bench/bench_llama.c — runs llama.cpp's llama-bench and reads its JSON report (see
- * bench_llama.h). The child's stdout (the JSON) comes through a pipe; its stderr (model loading
- * chatter) goes to an anonymous temporary file, shown only when the run fails. */
+/* bench/bench_llama.c — runs llama.cpp's llama-bench (or another reference program) and reads its
+ * JSON report (see bench_llama.h). The child's stdout (the JSON) comes through a pipe; its stderr
+ * (model loading chatter) goes to an anonymous temporary file, shown only when the run fails. */
 #include "bench/bench_llama.h"
 
 #include <errno.h>
@@ -85,6 +85,24 @@ static char *spawn_capture(char *const argv[], FILE *errf, size_t *len, int *sta
     return out;
 }
 
+char *bl_capture(char *const argv[], size_t *len, char *err, size_t errlen) {
+    FILE *errf = tmpfile();
+    if (!errf) return snprintf(err, errlen, "tmpfile: %s", strerror(errno)), NULL;
+    int status = 0;
+    char *out = spawn_capture(argv, errf, len, &status, err, errlen);
+    if (out && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+        char tail[400];
+        stderr_tail(errf, tail, sizeof tail);
+        snprintf(err, errlen, "%s: %s %d; its stderr ends: %s", argv[0],
+                 WIFEXITED(status) ? "exit status" : "killed by signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), tail);
+        free(out);
+        out = NULL;
+    }
+    fclose(errf);
+    return out;
+}
+
 int bl_run(const bl_params *p, bl_result *out, int max, bl_info *info, char *err, size_t errlen) {
     char threads[64], np[16], ng[16], nd[16], reps[16];
     join_ints(p->threads, p->n_threads, threads, sizeof threads);
@@ -114,22 +132,10 @@ int bl_run(const bl_params *p, bl_result *out, int max, bl_info *info, char *err
                           "-o",
                           "json",
                           NULL};
-    FILE *errf = tmpfile();
-    if (!errf) return snprintf(err, errlen, "tmpfile: %s", strerror(errno)), -1;
     size_t len = 0;
-    int status = 0, n = -1;
-    char *json = spawn_capture(argv, errf, &len, &status, err, errlen);
-    if (json && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        char tail[400];
-        stderr_tail(errf, tail, sizeof tail);
-        snprintf(err, errlen, "%s %s: %s %d; its stderr ends: %s", p->bin, p->model,
-                 WIFEXITED(status) ? "exit status" : "killed by signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), tail);
-    } else if (json) {
-        n = bl_parse(json, len, out, max, info, err, errlen);
-    }
+    char *json = bl_capture(argv, &len, err, errlen);
+    int n = json ? bl_parse(json, len, out, max, info, err, errlen) : -1;
     free(json);
-    fclose(errf);
     return n;
 }
 

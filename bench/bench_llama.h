@@ -1,7 +1,8 @@
-/* bench/bench_llama.h — llama.cpp's `llama-bench` as a reference measured in the same run: runs
- * the binary the user names on the same GGUF file a benchmark measures, with the same thread
- * counts, and reads its JSON report (`-o json`). Nothing of llama.cpp is built or linked here;
- * the binary is a path given at run time. */
+/* bench/bench_llama.h — llama.cpp as a reference measured in the same run: runs the `llama-bench`
+ * the user names on the same GGUF file a benchmark measures, with the same thread counts, and
+ * reads its JSON report (`-o json`); bl_capture runs any such reference program (bench_kernels'
+ * ggml matmul driver too). Nothing of llama.cpp is built or linked here: the binaries are paths
+ * given at run time. */
 #ifndef BENCH_LLAMA_H
 #define BENCH_LLAMA_H
 
@@ -40,6 +41,10 @@ typedef struct bl_info {
  * and *info (may be NULL); returns the number of results, or -1 with a message in err (the
  * binary's exit status and the tail of its stderr, or what was wrong with its output). */
 int bl_run(const bl_params *p, bl_result *out, int max, bl_info *info, char *err, size_t errlen);
+
+/* Runs argv (argv[0] a path) to its end; returns its stdout (malloc'ed, NUL-terminated, *len
+ * bytes) when it exits 0, else NULL with its exit status and the tail of its stderr in err. */
+char *bl_capture(char *const argv[], size_t *len, char *err, size_t errlen);
 
 /* Parses llama-bench's JSON output (an array of test objects; bl_run's second half). */
 int bl_parse(const char *json, size_t len, bl_result *out, int max, bl_info *info, char *err,

@@ -57,16 +57,6 @@ typedef struct opts {
     int llama_fa; /* llama-bench -fa: 1 on, 0 off, -1 auto */
 } opts;
 
-static int parse_list(const char *s, int *out, int max) {
-    int n = 0;
-    for (char *p = (char *)s, *end; *p && n < max; p = *end ? end + 1 : end) {
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 4096) return -1;
-        out[n++] = (int)v;
-    }
-    return n;
-}
-
 static int tri_state(const char *v, const char *on, const char *off) {
     return !strcmp(v, on) ? 1 : !strcmp(v, off) ? 0 : !strcmp(v, "auto") ? -1 : -2;
 }
@@ -74,9 +64,9 @@ static int tri_state(const char *v, const char *on, const char *off) {
 /* One option with its value; returns 0, or -1 for an unknown option or a bad value. */
 static int parse_one(opts *o, const char *a, const char *v) {
     if (!strcmp(a, "--layers"))
-        o->n_layers = parse_list(v, o->layers, 8);
+        o->n_layers = bu_parse_ints(v, o->layers, 8);
     else if (!strcmp(a, "--threads"))
-        o->n_threads = parse_list(v, o->threads, MAX_THREADS);
+        o->n_threads = bu_parse_ints(v, o->threads, MAX_THREADS);
     else if (!strcmp(a, "--prompt"))
         o->prompt = atoi(v);
     else if (!strcmp(a, "--decode"))

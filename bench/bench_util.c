@@ -27,6 +27,16 @@ double bu_median(double *v, int n) {
     return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
 }
 
+int bu_parse_ints(const char *s, int *out, int max) {
+    int n = 0;
+    for (char *p = (char *)s, *end; *p && n < max; p = *end ? end + 1 : end) {
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 4096 || (*end && *end != ',')) return -1;
+        out[n++] = (int)v;
+    }
+    return n;
+}
+
 size_t bu_llc_bytes(void) {
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (l3 > 0) return (size_t)l3;

@@ -5,6 +5,7 @@
 # Numbers are only trustworthy on a quiet machine.
 #   MW_BENCH_FILTER=substr   run only programs whose path contains substr
 #   LLAMA_BENCH=path         llama.cpp's llama-bench: bench_model compares with it on the same files
+#   GGML_MM=path             ggml's matmul driver (make ggml-mm): bench_kernels compares with it
 set -uo pipefail
 echo "== moewire benchmarks: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "== $(uname -srm); load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
@@ -13,11 +14,16 @@ for bin in "$@"; do
   [ -n "${MW_BENCH_FILTER:-}" ] && [[ "$bin" != *"$MW_BENCH_FILTER"* ]] && continue
   echo "== $(basename "$bin")"
   args=()
-  if [ "$(basename "$bin")" = bench_model ] && [ -n "${LLAMA_BENCH:-}" ]; then
-    if [ -x "$LLAMA_BENCH" ]; then
-      args=(--llama-bench "$LLAMA_BENCH")
+  case "$(basename "$bin")" in
+    bench_model) ref=${LLAMA_BENCH:-} ref_var=LLAMA_BENCH ref_opt=--llama-bench ;;
+    bench_kernels) ref=${GGML_MM:-} ref_var=GGML_MM ref_opt=--ggml-mm ;;
+    *) ref= ;;
+  esac
+  if [ -n "$ref" ]; then
+    if [ -x "$ref" ]; then
+      args=("$ref_opt" "$ref")
     else
-      echo "   LLAMA_BENCH=$LLAMA_BENCH is not an executable file: llama.cpp comparison skipped"
+      echo "   $ref_var=$ref is not an executable file: the comparison is skipped"
     fi
   fi
   "$bin" "${args[@]}" || { echo "!! $(basename "$bin") exited with status $?"; status=1; }
