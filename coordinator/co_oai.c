@@ -274,7 +274,7 @@ static int parse_logprobs(json_t *root, co_oai_req *r, co_oai_error *e) {
     return 0;
 }
 
-int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {
+static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->max_tokens = -1;
@@ -366,6 +366,12 @@ int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     if (tools && !json_is_null(tools) && json_array_size(tools) > 0)
         return co_oai_fail(e, 400, "tools", NULL, "tool calls are not supported");
     return 0;
+}
+
+int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {
+    if (parse(body, len, kind, r, e) == 0) return 0;
+    co_oai_req_free(r);
+    return -1;
 }
 
 void co_oai_req_free(co_oai_req *r) {

@@ -52,7 +52,7 @@ typedef struct co_oai_req {
     bool ignore_eos, return_token_ids;
 } co_oai_req;
 
-/* Parses and checks a body. 0, or -1 with e filled (a 400 naming the field). */
+/* Parses and checks a body. 0, or -1 with e filled (a 400 naming the field) and nothing held. */
 int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e);
 void co_oai_req_free(co_oai_req *r);
 
