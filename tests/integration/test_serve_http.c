@@ -523,6 +523,46 @@ static void test_sigterm_finishes_inflight(void **st) {
     srv.pid = 0;
 }
 
+/* --kv-mb sizes the slots from the KV bytes a sequence of --ctx positions needs (gpt-oss-tiny:
+ * 2 full layers × 2 KV heads × (64 + 64) floats = 2 KiB a position, plus the two ring layers'
+ * window of 8): 8192 positions need 16 MiB and a little, so 40 MiB hold 2 slots, 1 MiB none. */
+static void test_kv_budget(void **st) {
+    (void)st;
+    static const char *const two[] = {"--kv-mb", "40", "--ctx", "8192", "--threads", "1", NULL};
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, mwt_fixture(MODEL), two, 120000), 0);
+    char *log = mwt_read_file(s.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, " 2 slot(s) x 8192 positions"));
+    free(log);
+    assert_int_equal(mwt_serve_stop(&s, 30000), 0);
+    char *argv[] = {(char *)mwt_bin("coordinator"),
+                    "serve",
+                    "--model",
+                    (char *)mwt_fixture(MODEL),
+                    "--kv-mb",
+                    "1",
+                    "--ctx",
+                    "8192",
+                    "--listen",
+                    "127.0.0.1:0",
+                    NULL};
+    char *err = NULL;
+    assert_int_equal(mwt_run(argv, NULL, &err, 120000), 1);
+    assert_non_null(strstr(err, "holds no sequence of 8192 positions"));
+    free(err);
+    char *both[] = {(char *)mwt_bin("coordinator"),
+                    "serve",
+                    "--model",
+                    (char *)mwt_fixture(MODEL),
+                    "--kv-mb",
+                    "40",
+                    "--max-seqs",
+                    "2",
+                    NULL};
+    assert_int_equal(mwt_run(both, NULL, NULL, 120000), 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_equals_generate),
@@ -533,6 +573,7 @@ int main(void) {
         cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_disconnect_and_full),
         cmocka_unit_test(test_sigterm_finishes_inflight),
+        cmocka_unit_test(test_kv_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
