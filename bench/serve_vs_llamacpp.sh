@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/serve_vs_llamacpp.sh — the serving benchmark side by side: starts `coordinator serve` on a
+# GGUF in process and over a 2-node loopback cluster, and (when LLAMA_SERVER names its binary)
+# llama.cpp's llama-server on the same file with the same threads, each on a free port; then, level
+# by level, runs bench/bench_serve.mjs against all of them in turns and (when LLAMA_BATCHED_BENCH
+# names it) llama-batched-bench with the same prompt and generated lengths and sequences, and
+# stops the servers. One JSON line per (level, target).
+#   bench/serve_vs_llamacpp.sh MODEL.gguf [--streams 1,4,16,64] [other bench_serve.mjs options]
+#   env: LLAMA_SERVER, LLAMA_BATCHED_BENCH (paths), MW_THREADS (default 2), MW_SLOTS (default 64),
+#        MW_CTX (positions per sequence, default 256), MW_CONFIGS (default "inproc loopback2"),
+#        MW_PROMPT (default 128), MW_GEN (default 32)
+# llama-server parses every reply with its chat output parser, which rejects the invalid UTF-8 a
+# random-weight model produces ("does not match the expected Content-only format"); on the
+# synthetic bench models use LLAMA_BATCHED_BENCH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=${1:?usage: bench/serve_vs_llamacpp.sh MODEL.gguf [bench_serve options]}
+shift
+threads=${MW_THREADS:-2} slots=${MW_SLOTS:-64} ctx=${MW_CTX:-256}
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+targets=()
+wait_url() { # ready file or URL to poll; pid
+  for _ in $(seq 1 1800); do
+    kill -0 "$2" 2>/dev/null || { echo "server exited; its log:" >&2; cat "$3" >&2; exit 1; }
+    if [ -s "$1" ]; then cat "$1"; return; fi
+    sleep 0.2
+  done
+  echo "server not ready" >&2
+  exit 1
+}
+for cfg in ${MW_CONFIGS:-inproc loopback2}; do
+  extra=()
+  case $cfg in
+  inproc) extra=(--pin) ;;
+  loopback2) extra=(--loopback 2 --wire f16) ;;
+  *) echo "unknown MW_CONFIGS entry $cfg" >&2; exit 2 ;;
+  esac
+  bin/coordinator serve --model "$model" --listen 127.0.0.1:0 --ready-file "$dir/$cfg.ready" \
+    --threads "$threads" --max-seqs "$slots" --ctx "$ctx" --max-queue 1024 "${extra[@]}" \
+    >"$dir/$cfg.log" 2>&1 &
+  pids+=($!)
+  url=$(wait_url "$dir/$cfg.ready" $! "$dir/$cfg.log")
+  targets+=(--target "moewire-$cfg=$url")
+done
+if [ -n "${LLAMA_SERVER:-}" ]; then
+  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -tb "$threads" \
+    -np "$slots" -c $((slots * ctx)) --no-webui --no-jinja --reasoning-format none \
+    >"$dir/llama.log" 2>&1 &
+  pids+=($!)
+  lpid=$!
+  for _ in $(seq 1 1800); do
+    kill -0 "$lpid" 2>/dev/null || { cat "$dir/llama.log" >&2; exit 1; }
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    sleep 0.2
+  done
+  targets+=(--target "llama.cpp=http://127.0.0.1:$port")
+  echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)" >&2
+fi
+streams=1,4,16,64
+args=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = --streams ]; then streams=$2; shift 2; else args+=("$1"); shift; fi
+done
+prompt=${MW_PROMPT:-128} gen=${MW_GEN:-32}
+batched() { # one llama-batched-bench level, as a bench_serve-like JSON line
+  "$LLAMA_BATCHED_BENCH" -m "$model" -npp "$prompt" -ntg "$gen" -npl "$1" -t "$threads" \
+    -c $(((prompt + gen) * $1 + 64)) --output-format jsonl 2>/dev/null |
+    node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const l of s.split("\n")){
+      if(!l.startsWith("{"))continue;const j=JSON.parse(l);console.log(JSON.stringify({
+      target:"llama-batched-bench",streams:j.pl,prompt_tokens:j.pp,max_tokens:j.tg,
+      tok_per_s:+j.speed_tg.toFixed(2),prefill_tok_per_s:+j.speed_pp.toFixed(2),wall_s:j.t}))}})'
+}
+i=0
+for n in ${streams//,/ }; do
+  if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 1 ]; then batched "$n"; fi
+  node bench/bench_serve.mjs "${targets[@]}" --vocab 32000 --prompt-tokens "$prompt" \
+    --max-tokens "$gen" --streams "$n" --warmup $((i == 0)) "${args[@]}"
+  if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 0 ]; then batched "$n"; fi
+  i=$((i + 1))
+done
