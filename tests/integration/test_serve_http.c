@@ -523,6 +523,34 @@ static void test_sigterm_finishes_inflight(void **st) {
     srv.pid = 0;
 }
 
+/* Past --grace-ms a request still running ends with an error event, and the server exits 0. */
+static void test_sigterm_grace_over(void **st) {
+    (void)st;
+    static const char *const extra[] = {"--grace-ms", "300", "--threads", "1", NULL};
+    mwt_server saved = srv, s;
+    assert_int_equal(mwt_serve_start(&s, mwt_fixture(MODEL), extra, 120000), 0);
+    srv = s; /* start_stream talks to srv */
+    int fd = start_stream(4000);
+    srv = saved;
+    assert_true(fd >= 0);
+    kill(s.pid, SIGTERM);
+    char buf[1 << 16];
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (k <= 0 || got + (size_t)k >= sizeof buf - 1) break;
+        got += (size_t)k;
+    }
+    buf[got] = 0;
+    close(fd);
+    assert_non_null(strstr(buf, "data: {\"error\""));
+    assert_non_null(strstr(buf, "shutting down"));
+    assert_non_null(strstr(buf, "data: [DONE]"));
+    assert_int_equal(mwt_wait(s.pid, 30000), 0);
+    s.pid = 0;
+    mwt_serve_stop(&s, 1000);
+}
+
 /* --kv-mb sizes the slots from the KV bytes a sequence of --ctx positions needs (gpt-oss-tiny:
  * 2 full layers × 2 KV heads × (64 + 64) floats = 2 KiB a position, plus the two ring layers'
  * window of 8): 8192 positions need 16 MiB and a little, so 40 MiB hold 2 slots, 1 MiB none. */
@@ -573,6 +601,7 @@ int main(void) {
         cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_disconnect_and_full),
         cmocka_unit_test(test_sigterm_finishes_inflight),
+        cmocka_unit_test(test_sigterm_grace_over),
         cmocka_unit_test(test_kv_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
