@@ -500,6 +500,18 @@ static void test_disconnect_and_full(void **st) {
     health_ok();
 }
 
+/* Everything until the server closes (NUL-terminated, cut at cap), then closes fd. */
+static void read_to_end(int fd, char *buf, size_t cap) {
+    size_t got = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf + got, cap - 1 - got, 0);
+        if (k <= 0 || got + (size_t)k >= cap - 1) break;
+        got += (size_t)k;
+    }
+    buf[got] = 0;
+    close(fd);
+}
+
 static void test_sigterm_finishes_inflight(void **st) {
     (void)st;
     int fd = start_stream(60);
@@ -507,14 +519,7 @@ static void test_sigterm_finishes_inflight(void **st) {
     kill(srv.pid, SIGTERM);
     /* the stream completes with [DONE] */
     char buf[65536];
-    size_t got = 0;
-    for (;;) {
-        ssize_t k = recv(fd, buf + got, sizeof buf - 1 - got, 0);
-        if (k <= 0 || got + (size_t)k >= sizeof buf - 1) break;
-        got += (size_t)k;
-    }
-    buf[got] = 0;
-    close(fd);
+    read_to_end(fd, buf, sizeof buf);
     assert_non_null(strstr(buf, "data: [DONE]"));
     assert_non_null(strstr(buf, "\"finish_reason\":\"length\""));
     assert_int_equal(mwt_wait(srv.pid, 30000), 0);
@@ -535,14 +540,7 @@ static void test_sigterm_grace_over(void **st) {
     assert_true(fd >= 0);
     kill(s.pid, SIGTERM);
     char buf[1 << 16];
-    size_t got = 0;
-    for (;;) {
-        ssize_t k = recv(fd, buf + got, sizeof buf - 1 - got, 0);
-        if (k <= 0 || got + (size_t)k >= sizeof buf - 1) break;
-        got += (size_t)k;
-    }
-    buf[got] = 0;
-    close(fd);
+    read_to_end(fd, buf, sizeof buf);
     assert_non_null(strstr(buf, "data: {\"error\""));
     assert_non_null(strstr(buf, "shutting down"));
     assert_non_null(strstr(buf, "data: [DONE]"));

@@ -56,17 +56,31 @@ static void on_output(void *ud, co_job *job) {
     }
 }
 
-static void env_open(env *e, kn_numerics num, int slots, int chunk, int queue) {
+/* The fixture model, its local experts and a context of `slots` sequences of n_ctx positions. */
+static void model_open(env *e, kn_numerics num, kn_pool *pool, int slots, int64_t n_ctx) {
     mw_err err = {{0}};
     memset(e, 0, sizeof *e);
-    e->pool = kn_pool_create(2);
+    e->pool = pool;
     if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &e->src, &err) ||
         md_model_load(e->src, &e->model, &err) ||
-        md_local_backend_new(e->src, &e->model->cfg, e->pool, &e->experts, &err))
+        md_local_backend_new(e->src, &e->model->cfg, pool, &e->experts, &err))
         fail_msg("%s", err.msg);
     md_ctx_params cp = {
-        .numerics = num, .pool = e->pool, .experts = e->experts, .n_seq = slots, .n_ctx = 200};
+        .numerics = num, .pool = pool, .experts = e->experts, .n_seq = slots, .n_ctx = n_ctx};
     if (md_ctx_new(e->model, &cp, &e->ctx, &err)) fail_msg("%s", err.msg);
+}
+
+static void model_close(env *e) {
+    md_ctx_free(e->ctx);
+    e->experts->destroy(e->experts);
+    md_model_free(e->model);
+    vx_source_close(e->src);
+    kn_pool_destroy(e->pool);
+}
+
+static void env_open(env *e, kn_numerics num, int slots, int chunk, int queue) {
+    mw_err err = {{0}};
+    model_open(e, num, kn_pool_create(2), slots, 200);
     uv_loop_init(&e->loop);
     static const int32_t eos[] = {511};
     co_sched_params sp = {.ctx = e->ctx,
@@ -86,11 +100,7 @@ static void env_close(env *e) {
     co_sched_free(e->s);
     uv_run(&e->loop, UV_RUN_DEFAULT);
     uv_loop_close(&e->loop);
-    md_ctx_free(e->ctx);
-    e->experts->destroy(e->experts);
-    md_model_free(e->model);
-    vx_source_close(e->src);
-    kn_pool_destroy(e->pool);
+    model_close(e);
 }
 
 static void prompt_of(int32_t *p, int n, int salt) {
@@ -181,13 +191,7 @@ static void test_matches_plain_decode(void **st) {
     /* reference: a context of its own */
     mw_err err = {{0}};
     env x;
-    memset(&x, 0, sizeof x);
-    if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &x.src, &err) ||
-        md_model_load(x.src, &x.model, &err) ||
-        md_local_backend_new(x.src, &x.model->cfg, NULL, &x.experts, &err))
-        fail_msg("%s", err.msg);
-    md_ctx_params cp = {.numerics = KN_NUM_Q8, .experts = x.experts, .n_seq = 1, .n_ctx = 64};
-    if (md_ctx_new(x.model, &cp, &x.ctx, &err)) fail_msg("%s", err.msg);
+    model_open(&x, KN_NUM_Q8, NULL, 1, 64);
     md_row rows[12];
     for (int i = 0; i < 12; i++) rows[i] = (md_row){0, i, p[i], i == 11};
     float logits[512];
@@ -198,10 +202,7 @@ static void test_matches_plain_decode(void **st) {
         md_row row = {0, 12 + k, t, 1};
         assert_int_equal(md_forward(x.ctx, &row, 1, logits, &err), 0);
     }
-    md_ctx_free(x.ctx);
-    x.experts->destroy(x.experts);
-    md_model_free(x.model);
-    vx_source_close(x.src);
+    model_close(&x);
     free(r.logits);
 }
 
