@@ -20,6 +20,7 @@
 #define MODEL "llamacpp/gpt-oss-tiny/model.gguf"
 
 static mwt_server srv;
+static mwt_server other; /* a test's own server; the teardown stops it should the test fail */
 
 static int setup(void **st) {
     (void)st;
@@ -43,6 +44,7 @@ static int setup(void **st) {
 
 static int teardown(void **st) {
     (void)st;
+    mwt_serve_stop(&other, 30000);
     return mwt_serve_stop(&srv, 30000) == 0 ? 0 : -1;
 }
 
@@ -532,21 +534,22 @@ static void test_sigterm_finishes_inflight(void **st) {
 static void test_sigterm_grace_over(void **st) {
     (void)st;
     static const char *const extra[] = {"--grace-ms", "300", "--threads", "1", NULL};
-    mwt_server saved = srv, s;
-    assert_int_equal(mwt_serve_start(&s, mwt_fixture(MODEL), extra, 120000), 0);
-    srv = s; /* start_stream talks to srv */
+    mwt_server saved = srv;
+    mwt_server *s = &other;
+    assert_int_equal(mwt_serve_start(s, mwt_fixture(MODEL), extra, 120000), 0);
+    srv = *s; /* start_stream talks to srv */
     int fd = start_stream(4000);
     srv = saved;
     assert_true(fd >= 0);
-    kill(s.pid, SIGTERM);
+    kill(s->pid, SIGTERM);
     char buf[1 << 16];
     read_to_end(fd, buf, sizeof buf);
     assert_non_null(strstr(buf, "data: {\"error\""));
     assert_non_null(strstr(buf, "shutting down"));
     assert_non_null(strstr(buf, "data: [DONE]"));
-    assert_int_equal(mwt_wait(s.pid, 30000), 0);
-    s.pid = 0;
-    mwt_serve_stop(&s, 1000);
+    assert_int_equal(mwt_wait(s->pid, 30000), 0);
+    s->pid = 0;
+    mwt_serve_stop(s, 1000);
 }
 
 /* --kv-mb sizes the slots from the KV bytes a sequence of --ctx positions needs (gpt-oss-tiny:
@@ -555,13 +558,12 @@ static void test_sigterm_grace_over(void **st) {
 static void test_kv_budget(void **st) {
     (void)st;
     static const char *const two[] = {"--kv-mb", "40", "--ctx", "8192", "--threads", "1", NULL};
-    mwt_server s;
-    assert_int_equal(mwt_serve_start(&s, mwt_fixture(MODEL), two, 120000), 0);
-    char *log = mwt_read_file(s.log, NULL);
+    assert_int_equal(mwt_serve_start(&other, mwt_fixture(MODEL), two, 120000), 0);
+    char *log = mwt_read_file(other.log, NULL);
     assert_non_null(log);
     assert_non_null(strstr(log, " 2 slot(s) x 8192 positions"));
     free(log);
-    assert_int_equal(mwt_serve_stop(&s, 30000), 0);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
     char *argv[] = {(char *)mwt_bin("coordinator"),
                     "serve",
                     "--model",

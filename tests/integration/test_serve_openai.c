@@ -19,16 +19,24 @@
 #define PROMPT "7,300,12,45,2,99,150,8"
 #define N_REF  10
 
+static mwt_server s; /* stopped by the teardown too, so a failing test leaves no server behind */
+
+static int stop_server(void **st) {
+    (void)st;
+    mwt_serve_stop(&s, 60000);
+    return 0;
+}
+
 static const char *npm_dir(void) {
     const char *d = getenv("MW_NPM");
     return d && *d ? d : "build/npm";
 }
 
-static void run_node(const char *phase, mwt_server *s, const char *ref_json) {
+static void run_node(const char *phase, const char *ref_json) {
     char script[4096];
     snprintf(script, sizeof script, "%s/tests/openai/serve_openai.mjs",
              getenv("MW_SRC") ? getenv("MW_SRC") : ".");
-    setenv("MW_URL", s->url, 1);
+    setenv("MW_URL", s.url, 1);
     setenv("MW_MODEL", "model", 1);
     setenv("MW_PROMPT_IDS", "[" PROMPT "]", 1);
     setenv("MW_REF_IDS", ref_json, 1);
@@ -101,9 +109,8 @@ static void test_openai_client(void **st) {
     /* the fixture has no chat template: ChatML by name (its markers encode as plain text) */
     static const char *const extra[] = {
         "--loopback", "2", "--threads", "2", "--max-seqs", "8", "--chat-template", "chatml", NULL};
-    mwt_server s;
     assert_int_equal(mwt_serve_start(&s, mwt_fixture(MODEL), extra, 300000), 0);
-    run_node("main", &s, ref);
+    run_node("main", ref);
     /* the page is valid exposition format */
     mwt_resp r;
     assert_int_equal(mwt_http_request(s.port, "GET", "/metrics", NULL, &r), 0);
@@ -130,7 +137,7 @@ static void test_openai_client(void **st) {
     pid_t node = child_node(s.pid);
     assert_true(node > 0);
     kill(node, SIGKILL);
-    run_node("nodefail", &s, ref);
+    run_node("nodefail", ref);
     assert_int_equal(mwt_http_request(s.port, "GET", "/health", NULL, &r), 0);
     assert_int_equal(r.status, 503);
     mwt_resp_free(&r);
@@ -138,6 +145,6 @@ static void test_openai_client(void **st) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_openai_client)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test_teardown(test_openai_client, stop_server)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
