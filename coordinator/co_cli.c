@@ -467,7 +467,7 @@ void co_cli_usage(FILE *f) {
         "       coordinator serve --model PATH [--listen HOST:PORT] [options]\n"
         "       coordinator tokenize --model PATH [TEXT | --stdin] [--json] [--special] "
         "[--add-bos]\n"
-        "       coordinator detokenize --model PATH IDS [--special]\n"
+        "       coordinator detokenize --model PATH [IDS... | --stdin] [--special] [--raw]\n"
         "\n"
         "generate runs the prompt through the model in one batch, then generates up to N tokens\n"
         "one at a time. Text and chat prompts stream the generated text to stdout (flushed per\n"

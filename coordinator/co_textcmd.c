@@ -120,19 +120,24 @@ static void text_usage(FILE *f) {
     fprintf(
         f, "usage: coordinator tokenize --model PATH [TEXT | --stdin] [--json] [--special] "
            "[--add-bos]\n"
-           "       coordinator detokenize --model PATH IDS [--special]\n"
+           "       coordinator detokenize --model PATH [IDS... | --stdin] [--special] [--raw]\n"
            "\n"
            "PATH is a GGUF file (a full model or a vocabulary-only one), a vindex, a Hugging Face\n"
            "checkpoint directory or a tokenizer.json. tokenize prints the ids on one line,\n"
            "separated by spaces (--json: a JSON array); special-token text becomes its token\n"
            "only with --special, and no BOS is added unless --add-bos. --stdin reads the text\n"
-           "byte for byte. detokenize prints the text of IDS (comma- or space-separated);\n"
-           "control tokens print only with --special.\n");
+           "byte for byte. detokenize prints the text of the ids given as arguments or on\n"
+           "stdin (--stdin), separated by spaces, commas or newlines (tokenize's output, plain\n"
+           "or --json), followed by a newline; --raw prints the text's bytes only, so\n"
+           "'tokenize ... | detokenize --stdin --raw' gives the text back byte for byte.\n"
+           "Control tokens print only with --special.\n");
 }
 
 typedef struct text_args {
-    const char *model, *text, *ids;
-    bool in, json, special, bos, help;
+    const char *model, *text;
+    const char **ids; /* detokenize: the IDS arguments (malloc'ed) */
+    int n_ids;
+    bool in, json, special, bos, raw, help;
 } text_args;
 
 static int parse_text_args(int argc, char **argv, bool tokenize, text_args *a, mw_err *err) {
@@ -148,25 +153,29 @@ static int parse_text_args(int argc, char **argv, bool tokenize, text_args *a, m
             a->model = s + 8;
         else if (!strcmp(s, "--special"))
             a->special = true;
-        else if (tokenize && !strcmp(s, "--stdin"))
+        else if (!strcmp(s, "--stdin"))
             a->in = true;
         else if (tokenize && !strcmp(s, "--json"))
             a->json = true;
         else if (tokenize && !strcmp(s, "--add-bos"))
             a->bos = true;
+        else if (!tokenize && !strcmp(s, "--raw"))
+            a->raw = true;
         else if (!strncmp(s, "--", 2))
             return mw_errf(err, "unknown option '%s' (see --help)", s);
-        else if (tokenize ? a->text != NULL : a->ids != NULL)
-            return mw_errf(err, "more than one %s given", tokenize ? "TEXT" : "IDS");
-        else if (tokenize)
-            a->text = s;
+        else if (!tokenize) {
+            if (!a->ids && !(a->ids = malloc((size_t)argc * sizeof *a->ids)))
+                return mw_errf(err, "out of memory");
+            a->ids[a->n_ids++] = s;
+        } else if (a->text)
+            return mw_errf(err, "more than one TEXT given (quote the text)");
         else
-            a->ids = s;
+            a->text = s;
     }
     if (a->help) return 0;
     if (!a->model) return mw_errf(err, "--model is required");
     if (tokenize && !!a->text == a->in) return mw_errf(err, "give either TEXT or --stdin");
-    if (!tokenize && !a->ids) return mw_errf(err, "IDS are required");
+    if (!tokenize && !!a->ids == a->in) return mw_errf(err, "give either IDS or --stdin");
     return 0;
 }
 
@@ -200,41 +209,75 @@ int co_tokenize_main(int argc, char **argv) {
     return rc;
 }
 
+/* Appends the ids written in s (decimal numbers separated by spaces, commas or newlines; a JSON
+ * array's brackets are allowed) to ids. 2 for text that is not an id, 1 for an id outside the
+ * vocabulary, each naming it. */
+static int parse_ids(const char *s, int32_t n_vocab, tk_ids *ids, mw_err *err) {
+    static const char sep[] = ", \t\r\n[]";
+    for (const char *p = s; *p;) {
+        p += strspn(p, sep);
+        if (!*p) break;
+        size_t len = strcspn(p, sep);
+        char *end;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (end != p + len || *p == '-' || *p == '+') {
+            mw_errf(err, "'%.*s' is not a token id", (int)(len > 64 ? 64 : len), p);
+            return 2;
+        }
+        if (errno == ERANGE || v >= n_vocab) {
+            mw_errf(err, "token id %.*s is out of range (the vocabulary has %d tokens)",
+                    (int)(len > 64 ? 64 : len), p, n_vocab);
+            return 1;
+        }
+        if (tk_ids_push(ids, (int32_t)v)) {
+            mw_errf(err, "out of memory");
+            return 1;
+        }
+        p += len;
+    }
+    return 0;
+}
+
 int co_detokenize_main(int argc, char **argv) {
     text_args a;
     mw_err err = {{0}};
     if (parse_text_args(argc, argv, false, &a, &err)) {
         fprintf(stderr, "coordinator detokenize: %s\n", err.msg);
+        free(a.ids);
         return 2;
     }
-    if (a.help) return text_usage(stdout), 0;
-    tk_ids ids = {0};
-    for (const char *p = a.ids; *p;) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '[' || *p == ']') p++;
-        if (!*p) break;
-        char *end;
-        errno = 0;
-        long long v = strtoll(p, &end, 10);
-        if (errno || end == p || v < 0 || v > INT32_MAX || (*end && !strchr(", \t\n]", *end))) {
-            fprintf(stderr, "coordinator detokenize: '%.*s' is not a token id\n",
-                    (int)strcspn(p, ", \t\n"), p);
-            tk_ids_free(&ids);
-            return 2;
-        }
-        if (tk_ids_push(&ids, (int32_t)v)) return 1;
-        p = end;
-    }
+    if (a.help) return free(a.ids), text_usage(stdout), 0;
     tk_tokenizer *t = NULL;
+    tk_ids ids = {0};
     tk_text out = {0};
+    char *in = NULL;
+    size_t len;
     int rc = 1;
-    if (tk_load_path(a.model, &t, &err) ||
-        tk_decode(t, ids.v, ids.n, a.special ? TK_SPECIAL : 0, &out, &err)) {
-        fprintf(stderr, "coordinator detokenize: %s\n", err.msg);
-    } else {
-        if (out.n) fwrite(out.s, 1, out.n, stdout);
-        putchar('\n');
-        rc = fflush(stdout) ? 1 : 0;
+    if (tk_load_path(a.model, &t, &err) || (a.in && read_all(stdin, "stdin", &in, &len, &err)))
+        goto done;
+    rc = 0;
+    if (a.in) {
+        if (memchr(in, '\0', len)) {
+            mw_errf(&err, "stdin: a NUL byte is not a token id");
+            rc = 2;
+            goto done;
+        }
+        rc = parse_ids(in, tk_n_vocab(t), &ids, &err);
     }
+    for (int i = 0; i < a.n_ids && !rc; i++) rc = parse_ids(a.ids[i], tk_n_vocab(t), &ids, &err);
+    if (rc) goto done;
+    rc = 1;
+    if (tk_decode(t, ids.v, ids.n, a.special ? TK_SPECIAL : 0, &out, &err)) goto done;
+    if ((out.n && fwrite(out.s, 1, out.n, stdout) != out.n) || (!a.raw && putchar('\n') == EOF) ||
+        fflush(stdout))
+        mw_errf(&err, "writing the text failed");
+    else
+        rc = 0;
+done:
+    if (rc) fprintf(stderr, "coordinator detokenize: %s\n", err.msg);
+    free(a.ids);
+    free(in);
     tk_text_free(&out);
     tk_ids_free(&ids);
     tk_free(t);

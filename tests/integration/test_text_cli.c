@@ -1,9 +1,11 @@
 /* tests/integration/test_text_cli.c — text in, text out through the programs (ASan builds):
  * `coordinator tokenize` on a vocabulary-only GGUF gives llama.cpp's ids (plain, --json,
- * --stdin byte for byte, --special, --add-bos) and `detokenize` gives the text back; `generate
- * --prompt` prints exactly the text of the ids `generate --tokens` produces for the same prompt,
- * in process and over --loopback 2 (exact mode); `--chat` renders with --chat-template on a model
- * without a template and refuses without one; bad UTF-8 and unknown templates are clear errors. */
+ * --stdin byte for byte, --special, --add-bos) and `detokenize` gives the text back (ids as
+ * arguments or on stdin, tokenize | detokenize --stdin --raw byte for byte, bad ids named);
+ * `generate --prompt` prints exactly the text of the ids `generate --tokens` produces for the
+ * same prompt, in process and over --loopback 2 (exact mode); `--chat` renders with
+ * --chat-template on a model without a template and refuses without one; bad UTF-8 and unknown
+ * templates are clear errors. */
 #include "tests/support/mw_test.h"
 
 #include <stdio.h>
@@ -70,6 +72,53 @@ static void test_tokenize_detokenize(void **state) {
             &err),
         0);
     assert_string_equal(out, "Hello world,\n");
+    free(out), free(err);
+    /* ids as several arguments, as one spaced argument, as tokenize --json prints them */
+    assert_int_equal(run((const char *[]){co, "detokenize", "--model", vocab, "15496", "995",
+                                          "--special", "11", NULL},
+                         &out, &err),
+                     0);
+    assert_string_equal(out, "Hello world,\n");
+    free(out), free(err);
+    assert_int_equal(
+        run((const char *[]){co, "detokenize", "--model", vocab, "[15496, 995]", NULL}, &out, &err),
+        0);
+    assert_string_equal(out, "Hello world\n");
+    free(out), free(err);
+    /* tokenize | detokenize --stdin --raw gives the text back byte for byte */
+    const char text[] = "  Héllo, wörld 😀\n\tcode(x) != 42\n\n";
+    assert_int_equal(mwt_write_file(in, text, sizeof text - 1), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s tokenize --model %s --stdin < %s | %s detokenize --model %s --stdin --raw", co,
+             vocab, in, co, vocab);
+    assert_int_equal(run((const char *[]){"/bin/sh", "-c", cmd, NULL}, &out, &err), 0);
+    assert_string_equal(out, text);
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd,
+             "%s tokenize --model %s --json --stdin < %s | %s detokenize --model %s --stdin", co,
+             vocab, in, co, vocab);
+    assert_int_equal(run((const char *[]){"/bin/sh", "-c", cmd, NULL}, &out, &err), 0);
+    assert_int_equal(strlen(out), sizeof text);
+    assert_memory_equal(out, text, sizeof text - 1);
+    free(out), free(err);
+    /* a bad id is an error naming it: not a number (2), not in the vocabulary (1) */
+    assert_int_equal(
+        run((const char *[]){co, "detokenize", "--model", vocab, "15496", "99x", NULL}, &out, &err),
+        2);
+    assert_non_null(strstr(err, "'99x' is not a token id"));
+    free(out), free(err);
+    assert_int_equal(
+        run((const char *[]){co, "detokenize", "--model", vocab, "15496,-3", NULL}, &out, &err), 2);
+    assert_non_null(strstr(err, "'-3' is not a token id"));
+    free(out), free(err);
+    snprintf(cmd, sizeof cmd, "echo '1 2 50257 3' | %s detokenize --model %s --stdin", co, vocab);
+    assert_int_equal(run((const char *[]){"/bin/sh", "-c", cmd, NULL}, &out, &err), 1);
+    assert_non_null(strstr(err, "token id 50257 is out of range (the vocabulary has 50257"));
+    free(out), free(err);
+    assert_int_equal(
+        run((const char *[]){co, "detokenize", "--model", vocab, "1", "--stdin", NULL}, &out, &err),
+        2);
+    assert_non_null(strstr(err, "either IDS or --stdin"));
     free(out), free(err);
     /* invalid UTF-8 and bad ids are errors */
     assert_int_equal(
