@@ -256,9 +256,7 @@ static void test_generate_chat(void **state) {
 /* synthetic models carry a byte-level tokenizer, their family's chat tokens and template */
 static void test_synth_models_chat(void **state) {
     (void)state;
-    char co[512], vx[512]; /* mwt_bin's buffer is reused */
-    snprintf(co, sizeof co, "%s", mwt_bin("coordinator"));
-    snprintf(vx, sizeof vx, "%s", mwt_bin("vindex"));
+    const char *co = mwt_bin("coordinator"), *vx = mwt_bin("vindex");
     char *dir = mwt_tmpdir("textcli");
     const char *fam[][3] = {{"gpt-oss", "harmony", "<|start|>"},
                             {"qwen3moe", "qwen3", "<|im_start|>"},

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -48,24 +49,42 @@ static const char *repo_root(void) {
     return root;
 }
 
+/* The paths mwt_fixture and mwt_bin hand out, each kept once for the life of the program so that
+ * any number of them may be used together (two in one argv). */
+static struct {
+    char **v;
+    size_t n;
+    pthread_mutex_t mu;
+} paths = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static const char *keep_path(const char *fmt, const char *dir, const char *name) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, fmt, dir, name);
+    const char *found = NULL;
+    pthread_mutex_lock(&paths.mu);
+    for (size_t i = 0; i < paths.n && !found; i++)
+        if (!strcmp(paths.v[i], buf)) found = paths.v[i];
+    char **v = found ? NULL : realloc(paths.v, (paths.n + 1) * sizeof *paths.v);
+    if (v) {
+        paths.v = v;
+        if ((v[paths.n] = strdup(buf))) found = v[paths.n++];
+    }
+    pthread_mutex_unlock(&paths.mu);
+    if (!found) {
+        fprintf(stderr, "mw_test: out of memory\n");
+        abort();
+    }
+    return found;
+}
+
 const char *mwt_fixture(const char *rel) {
-    static char path[4096];
     const char *env = getenv("MW_FIXTURES");
-    if (env)
-        snprintf(path, sizeof path, "%s/%s", env, rel);
-    else
-        snprintf(path, sizeof path, "%s/tests/fixtures/%s", repo_root(), rel);
-    return path;
+    return env ? keep_path("%s/%s", env, rel) : keep_path("%s/tests/fixtures/%s", repo_root(), rel);
 }
 
 const char *mwt_bin(const char *name) {
-    static char path[4096];
     const char *env = getenv("MW_BIN");
-    if (env)
-        snprintf(path, sizeof path, "%s/%s", env, name);
-    else
-        snprintf(path, sizeof path, "%s/bin/%s", repo_root(), name);
-    return path;
+    return env ? keep_path("%s/%s", env, name) : keep_path("%s/bin/%s", repo_root(), name);
 }
 
 void *mwt_read_file(const char *path, size_t *len) {

@@ -11,7 +11,8 @@
 
 #include <cmocka.h>
 
-/* Path of a file under tests/fixtures/ (or $MW_FIXTURES): static buffer, valid until next call. */
+/* Path of a file under tests/fixtures/ (or $MW_FIXTURES). The paths both hand out stay valid for
+ * the life of the program, so several may be used at once (mwt_bin twice in one argv). */
 const char *mwt_fixture(const char *rel);
 /* Path of a program: $MW_BIN/name when set (the ASan builds under `make test`), else bin/name. */
 const char *mwt_bin(const char *name);
