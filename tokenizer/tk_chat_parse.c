@@ -3,9 +3,13 @@
  *
  * Harmony is parsed on token ids: <|start|> opens a header, <|channel|> names the channel,
  * <|message|> starts its text, <|end|> closes it; the final channel is content, analysis and
- * commentary are reasoning, header text is shown to no one. The thinking formats are parsed on the
- * decoded text: what lies between <think> and </think> is reasoning (a tag split across tokens is
- * held until it is complete). Text goes through one UTF-8-safe stream per destination. */
+ * commentary are reasoning, header text is shown to no one. Output that is not in that shape is
+ * shown rather than lost, as openai-harmony's non-strict parser keeps a message whose header never
+ * ends: header text that cannot be the start of a header (a model that answers straight away with
+ * text, a random-weight model) opens a message with no header, which is content, and so does a
+ * header still unfinished when generation ends. The thinking formats are parsed on the decoded
+ * text: what lies between <think> and </think> is reasoning (a tag split across tokens is held
+ * until it is complete). Text goes through one UTF-8-safe stream per destination. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +20,10 @@ int tk__chat_parse_kind(const tk_chat *c);
 const tk_tokenizer *tk__chat_tokenizer(const tk_chat *c);
 
 enum { PLAIN, HARMONY, THINK };
-enum { H_HEADER, H_CHANNEL, H_MESSAGE, H_BETWEEN };
+/* harmony: in a header before <|channel|>, after it, in a message's text */
+enum { H_HEADER, H_CHANNEL, H_MESSAGE };
+/* the longest header text: role, channel, recipient ("to=functions.NAME") and content type */
+#define MAX_HEADER 256
 
 struct tk_chat_parser {
     const tk_chat *c;
@@ -25,8 +32,10 @@ struct tk_chat_parser {
     tk_stream stream;
     /* harmony */
     int state;
-    bool final;     /* the current message's channel is final */
-    tk_text header; /* the channel name being read */
+    bool role_written; /* H_HEADER: the role is written already (the prompt's <|start|>assistant) */
+    bool foreign;      /* the header names a role other than the assistant's */
+    bool final;        /* the current message is shown: final channel, or no header */
+    tk_text head;      /* the header text since <|start|>, <|end|> or <|channel|> */
     int32_t start, channel, message, end, constrain;
     /* think tags */
     bool in_think, skip_nl;
@@ -40,7 +49,9 @@ int tk_chat_parser_new(const tk_chat *c, const tk_chat_opts *o, tk_chat_parser *
     p->t = tk__chat_tokenizer(c);
     p->kind = tk__chat_parse_kind(c);
     tk_stream_init(&p->stream, p->t, 0);
-    p->state = H_HEADER; /* the prompt ends with <|start|>assistant */
+    p->state = H_HEADER;
+    /* the prompt ends with <|start|>assistant (or, without a generation prompt, an <|end|>) */
+    p->role_written = !o || o->add_generation_prompt;
     p->start = tk_find(p->t, "<|start|>", 9);
     p->channel = tk_find(p->t, "<|channel|>", 11);
     p->message = tk_find(p->t, "<|message|>", 11);
@@ -55,7 +66,7 @@ int tk_chat_parser_new(const tk_chat *c, const tk_chat_opts *o, tk_chat_parser *
 
 void tk_chat_parser_free(tk_chat_parser *p) {
     if (!p) return;
-    tk_text_free(&p->header);
+    tk_text_free(&p->head);
     tk_text_free(&p->pending);
     free(p);
 }
@@ -98,49 +109,145 @@ static int think_scan(tk_chat_parser *p, tk_text *content, tk_text *reasoning, b
     }
 }
 
+/* ---- harmony ------------------------------------------------------------------------------ */
+
+static bool printable(char c) {
+    return c > ' ' && c < 0x7f;
+}
+
+/* Bytes of the word at the start of h[0..n): printable ASCII up to a space or '<'. */
+static size_t word_len(const char *h, size_t n) {
+    size_t k = 0;
+    while (k < n && printable(h[k]) && h[k] != '<') k++;
+    return k;
+}
+
+/* Whether the header text read so far could still be the start of a header. Before <|channel|>:
+ * [ROLE] [to=RECIPIENT [TYPE]], the role only when the prompt has not written it; after it:
+ * CHANNEL [to=RECIPIENT] [TYPE]. Words are printable ASCII, one space apart. */
+static bool header_possible(const tk_chat_parser *p) {
+    const char *h = p->head.s;
+    size_t n = p->head.n, i = 0;
+    if (n > MAX_HEADER) return false;
+    if (p->state == H_CHANNEL || !p->role_written) { /* the channel's or the role's name */
+        while (i < n && printable(h[i])) i++;
+        if (i == 0 && n) return false;
+    }
+    for (int words = 1; i < n; words++) {
+        if (h[i] != ' ' || words > 2) return false;
+        size_t w = ++i;
+        while (i < n && printable(h[i])) i++;
+        if (i < n && (i == w || h[i] != ' ')) return false;
+        /* before the channel the first word is a recipient: "to=..." (so far, or whole) */
+        size_t len = i - w;
+        if (p->state == H_HEADER && words == 1 &&
+            (i < n ? len < 3 || memcmp(h + w, "to=", 3) : memcmp(h + w, "to=", len < 3 ? len : 3)))
+            return false;
+    }
+    return true;
+}
+
+/* Whether the header before <|channel|> names a role other than the assistant's. */
+static bool foreign_role(const tk_chat_parser *p) {
+    size_t k = p->role_written ? 0 : word_len(p->head.s, p->head.n);
+    return k && !(k == 9 && !memcmp(p->head.s, "assistant", 9));
+}
+
+static bool final_channel(const tk_chat_parser *p, const char *ch, size_t k) {
+    return !p->foreign && (k == 0 || (k == 5 && !memcmp(ch, "final", 5)));
+}
+
+static tk_text *dest(tk_chat_parser *p, tk_text *content, tk_text *reasoning) {
+    return p->final ? content : reasoning;
+}
+
+static void open_message(tk_chat_parser *p, bool final) {
+    p->final = final;
+    p->state = H_MESSAGE;
+    p->head.n = 0;
+    tk_stream_init(&p->stream, p->t, 0);
+}
+
+/* The header read so far is not one, or generation ended inside it: a message opens on the
+ * channel it names (after <|channel|>) or with no header, and the rest of the header text (past
+ * the channel's name, or an "assistant" role, and one space) is the message's first text. */
+static int header_as_text(tk_chat_parser *p, tk_text *content, tk_text *reasoning, mw_err *err) {
+    tk_text h = p->head;
+    size_t skip = 0;
+    bool final = true;
+    if (p->state == H_CHANNEL) {
+        skip = word_len(h.s, h.n);
+        final = final_channel(p, h.s, skip);
+    } else if (!p->role_written && !foreign_role(p)) {
+        skip = word_len(h.s, h.n);
+    }
+    if (skip < h.n && h.s[skip] == ' ') skip++;
+    open_message(p, final);
+    if (tk__stream_feed(&p->stream, h.s + skip, h.n - skip, dest(p, content, reasoning)))
+        return mw_errf(err, "out of memory");
+    return 0;
+}
+
+/* Ends the message or header under way (held header text is shown, see header_as_text). */
+static int end_message(tk_chat_parser *p, tk_text *content, tk_text *reasoning, mw_err *err) {
+    if (p->state != H_MESSAGE && p->head.n && header_as_text(p, content, reasoning, err)) return -1;
+    return p->state == H_MESSAGE ? tk_stream_finish(&p->stream, dest(p, content, reasoning), err)
+                                 : 0;
+}
+
+static int harmony_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text *reasoning,
+                        mw_err *err) {
+    if (id == p->start || id == p->end) { /* a message ends; a header (with its role) follows */
+        if (end_message(p, content, reasoning, err)) return -1;
+        p->state = H_HEADER;
+        p->role_written = false;
+        p->foreign = false;
+        p->head.n = 0;
+        return 0;
+    }
+    if (id == p->channel) {
+        if (p->state == H_MESSAGE) {
+            if (tk_stream_finish(&p->stream, dest(p, content, reasoning), err)) return -1;
+            p->foreign = false;
+        } else if (p->state == H_HEADER) {
+            p->foreign = foreign_role(p);
+        }
+        p->state = H_CHANNEL;
+        p->head.n = 0;
+        return 0;
+    }
+    if (id == p->message) {
+        bool final = true; /* a message with no header is shown */
+        if (p->state == H_MESSAGE) {
+            if (tk_stream_finish(&p->stream, dest(p, content, reasoning), err)) return -1;
+        } else if (p->state == H_CHANNEL) {
+            /* the channel is the header's first word: "analysis", "commentary to=...", "final" */
+            final = final_channel(p, p->head.s, word_len(p->head.s, p->head.n));
+        } else {
+            final = !foreign_role(p);
+        }
+        open_message(p, final);
+        return 0;
+    }
+    if (id == p->constrain) return 0; /* the content type follows in the header */
+    if (p->state == H_MESSAGE)
+        return tk_stream_push(&p->stream, id, dest(p, content, reasoning), err);
+    const char *b;
+    size_t n;
+    tk_piece(p->t, id, false, &b, &n);
+    if (add(&p->head, b, n, err)) return -1;
+    return header_possible(p) ? 0 : header_as_text(p, content, reasoning, err);
+}
+
+/* ---- every format ---------------------------------------------------------------------------- */
+
 int tk_chat_parser_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text *reasoning,
                         mw_err *err) {
     if (id < 0 || id >= tk_n_vocab(p->t))
         return mw_errf(err, "token id %d is out of range (the vocabulary has %d)", id,
                        tk_n_vocab(p->t));
     if (tk_chat_is_stop(p->c, id)) return 1;
-    if (p->kind == HARMONY) {
-        tk_text *dst = p->final ? content : reasoning;
-        if (id == p->start && id >= 0) {
-            p->state = H_HEADER;
-            return 0;
-        }
-        if (id == p->channel && id >= 0) {
-            p->state = H_CHANNEL;
-            p->header.n = 0;
-            return 0;
-        }
-        if (id == p->constrain && id >= 0) {
-            if (p->state == H_CHANNEL) p->state = H_HEADER;
-            return 0;
-        }
-        if (id == p->message && id >= 0) {
-            /* the channel is the header's first word: "analysis", "commentary to=...", "final" */
-            const char *h = p->header.s ? p->header.s : "";
-            size_t k = strcspn(h, " <");
-            p->final = k == 0 || (k == 5 && !strncmp(h, "final", 5));
-            p->state = H_MESSAGE;
-            tk_stream_init(&p->stream, p->t, 0);
-            return 0;
-        }
-        if (id == p->end && id >= 0) {
-            p->state = H_BETWEEN;
-            return tk_stream_finish(&p->stream, dst, err);
-        }
-        if (p->state == H_MESSAGE) return tk_stream_push(&p->stream, id, dst, err);
-        if (p->state == H_CHANNEL) {
-            const char *b;
-            size_t n;
-            tk_piece(p->t, id, false, &b, &n);
-            return add(&p->header, b, n, err);
-        }
-        return 0; /* header text (the role, "to=...") */
-    }
+    if (p->kind == HARMONY) return harmony_push(p, id, content, reasoning, err);
     if (p->kind == PLAIN) return tk_stream_push(&p->stream, id, content, err);
     tk_text chunk = {0};
     int rc = tk_stream_push(&p->stream, id, &chunk, err);
@@ -151,8 +258,7 @@ int tk_chat_parser_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
 }
 
 int tk_chat_parser_finish(tk_chat_parser *p, tk_text *content, tk_text *reasoning, mw_err *err) {
-    if (p->kind == HARMONY)
-        return tk_stream_finish(&p->stream, p->final ? content : reasoning, err);
+    if (p->kind == HARMONY) return end_message(p, content, reasoning, err);
     if (p->kind == PLAIN) return tk_stream_finish(&p->stream, content, err);
     tk_text chunk = {0};
     int rc = tk_stream_finish(&p->stream, &chunk, err);

@@ -73,6 +73,10 @@ static int feed(tk_stream *s, const unsigned char *p, size_t n, tk_text *out) {
     return 0;
 }
 
+int tk__stream_feed(tk_stream *s, const void *p, size_t n, tk_text *out) {
+    return tk_text_add(out, "", 0) || feed(s, p, n, out) ? -1 : 0;
+}
+
 int tk_stream_push(tk_stream *s, int32_t id, tk_text *out, mw_err *err) {
     const char *b;
     size_t n;
@@ -82,9 +86,7 @@ int tk_stream_push(tk_stream *s, int32_t id, tk_text *out, mw_err *err) {
         !tk_is_control(s->t, id))
         b++, n--;
     if (n || !tk_is_control(s->t, id)) s->started = true;
-    if (tk_text_add(out, "", 0) || feed(s, (const unsigned char *)b, n, out))
-        return mw_errf(err, "out of memory");
-    return 0;
+    return tk__stream_feed(s, b, n, out) ? mw_errf(err, "out of memory") : 0;
 }
 
 int tk_stream_finish(tk_stream *s, tk_text *out, mw_err *err) {

@@ -157,6 +157,11 @@ int tk__char_byte(uint32_t cp);
  * the alphabet. */
 long tk__unbyte(const char *s, size_t len, char *out);
 
+/* ---- decoding (tk_decode.c) ---------------------------------------------------------------- */
+/* Appends n raw bytes to the stream as a token's bytes would be (held across calls until each
+ * character completes); -1 when out of memory. */
+int tk__stream_feed(tk_stream *s, const void *p, size_t n, tk_text *out);
+
 /* ---- the models (tk_bpe.c, tk_spm.c, tk_pre.c) -------------------------------------------- */
 typedef struct tk__scratch tk__scratch;
 tk__scratch *tk__scratch_new(void);

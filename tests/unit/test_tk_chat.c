@@ -2,7 +2,8 @@
  * tokens: the rendered prompt (decoded with its special tokens) is the format's text exactly, the
  * special tokens are single ids and message text cannot inject them; the format is chosen by name,
  * by the model's template text, by family; unknown ones are named; stop tokens; the output parser
- * splits harmony channels and <think> blocks incrementally. */
+ * splits harmony channels and <think> blocks incrementally, and shows harmony output that has no
+ * header. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -249,6 +250,102 @@ static void test_parsers(void **state) {
     tk_free(t);
 }
 
+/* Feeds out to a fresh harmony parser (after the prompt's <|start|>assistant), finishing it after
+ * a stop token too as the callers do; content and reasoning are compared ("" when none). */
+static void harmony_case(const tk_tokenizer *t, const tk_chat *c, const char *out,
+                         const char *want_content, const char *want_reasoning) {
+    tk_chat_parser *p;
+    mw_err err = {{0}};
+    tk_text content = {0}, reasoning = {0};
+    assert_int_equal(
+        tk_chat_parser_new(c, &(tk_chat_opts){.add_generation_prompt = true}, &p, &err), 0);
+    if (feed(t, p, out, &content, &reasoning) == 1)
+        assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+    if (strcmp(content.s ? content.s : "", want_content) ||
+        strcmp(reasoning.s ? reasoning.s : "", want_reasoning))
+        fail_msg("%s: content '%s' reasoning '%s', want '%s' and '%s'", out,
+                 content.s ? content.s : "", reasoning.s ? reasoning.s : "", want_content,
+                 want_reasoning);
+    tk_chat_parser_free(p);
+    tk_text_free(&content);
+    tk_text_free(&reasoning);
+}
+
+/* Output that is not in harmony's shape is shown, not lost: text that cannot start a header opens
+ * a message with no header (content) as soon as that is certain; real headers (a recipient before
+ * or after the channel, a content type, <|constrain|>) are still shown to no one. */
+static void test_harmony_without_header(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("gpt-oss", NULL, true);
+    tk_chat *c;
+    mw_err err = {{0}};
+    assert_int_equal(tk_chat_open(t, "harmony", &c, &err), 0);
+    /* a model that answers straight away; the space that would separate header words goes */
+    harmony_case(t, c, "Hi — naïve 😀\n\nbye<|return|>", "Hi — naïve 😀\n\nbye", "");
+    harmony_case(t, c, " Hello to=you<|return|>", "Hello to=you", "");
+    harmony_case(t, c, " to be or not<|return|>", "to be or not", "");
+    harmony_case(t, c, "\tx", "\tx", "");
+    /* headers: a recipient before the channel with a content type; after it with <|constrain|> */
+    harmony_case(t, c,
+                 " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": "
+                 "\"Paris\"}<|call|>",
+                 "", "{\"city\": \"Paris\"}");
+    harmony_case(t, c,
+                 "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>"
+                 "commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
+                 "", "Call it.{}");
+    harmony_case(t, c, "<|channel|>final<|message|>ok<|return|>", "ok", "");
+    /* text after <|end|> with no <|start|>; a second message whose header is not one */
+    harmony_case(t, c, "<|channel|>analysis<|message|>think<|end|>stray text<|return|>",
+                 "stray text", "think");
+    harmony_case(t, c, "<|start|>assistant Sure.<|end|>", "Sure.", "");
+    /* a channel name followed by text that is no header: that channel's text */
+    harmony_case(t, c, "<|channel|>analysis thinking\nmore<|end|><|channel|>final hi there you",
+                 "hi there you", "thinking\nmore");
+    /* a turn of another role is not the assistant's content */
+    harmony_case(t, c,
+                 "<|channel|>final<|message|>A<|end|><|start|>user<|message|>B<|end|><|start|>"
+                 "assistant<|message|>C",
+                 "AC", "B");
+    /* a header still unfinished when generation ends is shown as openai-harmony's non-strict
+     * parser keeps it; a channel name alone is nothing to show */
+    harmony_case(t, c, " to=functions.f<|return|>", "to=functions.f", "");
+    harmony_case(t, c, "<|channel|>analysis<|return|>", "", "");
+    harmony_case(t, c, "", "", "");
+
+    /* streamed: the text shows as soon as it cannot be a header; a character cut across tokens
+     * waits for its last byte, even while the header is undecided */
+    tk_chat_parser *p;
+    tk_text content = {0}, reasoning = {0};
+    assert_int_equal(
+        tk_chat_parser_new(c, &(tk_chat_opts){.add_generation_prompt = true}, &p, &err), 0);
+    assert_int_equal(tk_chat_parser_push(p, ' ', &content, &reasoning, &err), 0);
+    assert_int_equal(tk_chat_parser_push(p, 't', &content, &reasoning, &err), 0);
+    assert_int_equal(content.n, 0);
+    assert_int_equal(tk_chat_parser_push(p, 'h', &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "th");
+    assert_int_equal(tk_chat_parser_push(p, 0xc3, &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "th");
+    assert_int_equal(tk_chat_parser_push(p, 0xa9, &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "thé");
+    tk_chat_parser_free(p);
+    content.n = 0;
+    assert_int_equal(
+        tk_chat_parser_new(c, &(tk_chat_opts){.add_generation_prompt = true}, &p, &err), 0);
+    assert_int_equal(tk_chat_parser_push(p, 0xc3, &content, &reasoning, &err), 0);
+    assert_int_equal(content.n, 0);
+    assert_int_equal(tk_chat_parser_push(p, 0xa9, &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "é");
+    assert_int_equal(tk_chat_parser_push(p, 0xc3, &content, &reasoning, &err), 0);
+    assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "é\xef\xbf\xbd");
+    assert_null(reasoning.s);
+    tk_chat_parser_free(p);
+    tk_text_free(&content);
+    tk_chat_free(c);
+    tk_free(t);
+}
+
 static void test_messages_json(void **state) {
     (void)state;
     tk_msgs m;
@@ -281,6 +378,7 @@ int main(void) {
         cmocka_unit_test(test_formats_render_their_text),
         cmocka_unit_test(test_choosing_a_format),
         cmocka_unit_test(test_parsers),
+        cmocka_unit_test(test_harmony_without_header),
         cmocka_unit_test(test_messages_json),
     };
     return cmocka_run_group_tests_name("tk_chat", tests, NULL, NULL);
