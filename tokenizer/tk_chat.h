@@ -72,8 +72,9 @@ int tk_chat_render(const tk_chat *c, const tk_msg *msgs, size_t n, const tk_chat
 bool tk_chat_is_stop(const tk_chat *c, int32_t id);
 
 /* Splits generated tokens into what the user sees (content) and the reasoning: harmony's final
- * channel is content and analysis / commentary are reasoning; <think>...</think> is reasoning for
- * the formats that think. Incremental: each push appends complete UTF-8 only. */
+ * channel and commentary preambles (no recipient) are content, analysis and tool calls are
+ * reasoning, text with no header is content; <think>...</think> is reasoning for the formats
+ * that think. Incremental: each push appends complete UTF-8 only. */
 typedef struct tk_chat_parser tk_chat_parser;
 /* o must be what the prompt was rendered with (whether thinking was opened in the prompt). */
 int tk_chat_parser_new(const tk_chat *c, const tk_chat_opts *o, tk_chat_parser **out, mw_err *err);

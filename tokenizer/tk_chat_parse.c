@@ -2,8 +2,9 @@
  * reasoning, split incrementally as tokens arrive.
  *
  * Harmony is parsed on token ids: <|start|> opens a header, <|channel|> names the channel,
- * <|message|> starts its text, <|end|> closes it; the final channel is content, analysis and
- * commentary are reasoning, header text is shown to no one. Output that is not in that shape is
+ * <|message|> starts its text, <|end|> closes it; the final channel is content, and so is a
+ * commentary preamble (no recipient); analysis and tool calls are reasoning; header text is shown
+ * to no one. Output that is not in that shape is
  * shown rather than lost, as openai-harmony's non-strict parser keeps a message whose header never
  * ends: header text that cannot be the start of a header (a model that answers straight away with
  * text, a random-weight model) opens a message with no header, which is content, and so does a
@@ -34,6 +35,7 @@ struct tk_chat_parser {
     int state;
     bool role_written; /* H_HEADER: the role is written already (the prompt's <|start|>assistant) */
     bool foreign;      /* the header names a role other than the assistant's */
+    bool recipient;    /* the header names a recipient (" to=functions.f"): a tool call */
     bool final;        /* the current message is shown: final channel, or no header */
     tk_text head;      /* the header text since <|start|>, <|end|> or <|channel|> */
     int32_t start, channel, message, end, constrain;
@@ -153,8 +155,21 @@ static bool foreign_role(const tk_chat_parser *p) {
     return k && !(k == 9 && !memcmp(p->head.s, "assistant", 9));
 }
 
-static bool final_channel(const tk_chat_parser *p, const char *ch, size_t k) {
-    return !p->foreign && (k == 0 || (k == 5 && !memcmp(ch, "final", 5)));
+/* Whether a word of h[0..n) is a recipient ("to=..."). */
+static bool has_recipient(const char *h, size_t n) {
+    for (size_t i = 0; i + 3 <= n; i++)
+        if ((i == 0 || h[i - 1] == ' ') && !memcmp(h + i, "to=", 3)) return true;
+    return false;
+}
+
+/* Whether the message whose header after <|channel|> is h[0..n) is shown: the final channel (or
+ * none named), and commentary with no recipient (a preamble, which harmony means for the user);
+ * analysis and tool calls are not. */
+static bool shown_channel(const tk_chat_parser *p, const char *h, size_t n) {
+    size_t k = word_len(h, n);
+    if (p->foreign) return false;
+    if (k == 0 || (k == 5 && !memcmp(h, "final", 5))) return true;
+    return k == 10 && !memcmp(h, "commentary", 10) && !p->recipient && !has_recipient(h, n);
 }
 
 static tk_text *dest(tk_chat_parser *p, tk_text *content, tk_text *reasoning) {
@@ -177,7 +192,7 @@ static int header_as_text(tk_chat_parser *p, tk_text *content, tk_text *reasonin
     bool final = true;
     if (p->state == H_CHANNEL) {
         skip = word_len(h.s, h.n);
-        final = final_channel(p, h.s, skip);
+        final = shown_channel(p, h.s, h.n);
     } else if (!p->role_written && !foreign_role(p)) {
         skip = word_len(h.s, h.n);
     }
@@ -201,16 +216,17 @@ static int harmony_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
         if (end_message(p, content, reasoning, err)) return -1;
         p->state = H_HEADER;
         p->role_written = false;
-        p->foreign = false;
+        p->foreign = p->recipient = false;
         p->head.n = 0;
         return 0;
     }
     if (id == p->channel) {
         if (p->state == H_MESSAGE) {
             if (tk_stream_finish(&p->stream, dest(p, content, reasoning), err)) return -1;
-            p->foreign = false;
+            p->foreign = p->recipient = false;
         } else if (p->state == H_HEADER) {
             p->foreign = foreign_role(p);
+            p->recipient = has_recipient(p->head.s, p->head.n);
         }
         p->state = H_CHANNEL;
         p->head.n = 0;
@@ -222,9 +238,9 @@ static int harmony_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
             if (tk_stream_finish(&p->stream, dest(p, content, reasoning), err)) return -1;
         } else if (p->state == H_CHANNEL) {
             /* the channel is the header's first word: "analysis", "commentary to=...", "final" */
-            final = final_channel(p, p->head.s, word_len(p->head.s, p->head.n));
+            final = shown_channel(p, p->head.s, p->head.n);
         } else {
-            final = !foreign_role(p);
+            final = !foreign_role(p) && !has_recipient(p->head.s, p->head.n);
         }
         open_message(p, final);
         return 0;

@@ -295,6 +295,12 @@ static void test_harmony_without_header(void **state) {
                  "commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
                  "", "Call it.{}");
     harmony_case(t, c, "<|channel|>final<|message|>ok<|return|>", "ok", "");
+    /* a commentary preamble (no recipient) is for the user; the tool call after it is not */
+    harmony_case(t, c,
+                 "<|channel|>commentary<|message|>Checking two cities.<|end|><|start|>assistant "
+                 "to=functions.f<|channel|>commentary json<|message|>{}<|call|>",
+                 "Checking two cities.", "{}");
+    harmony_case(t, c, " to=functions.f<|message|>{}<|call|>", "", "{}");
     /* text after <|end|> with no <|start|>; a second message whose header is not one */
     harmony_case(t, c, "<|channel|>analysis<|message|>think<|end|>stray text<|return|>",
                  "stray text", "think");
