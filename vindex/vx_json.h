@@ -1,12 +1,16 @@
 /* vindex/vx_json.h — untrusted JSON text (config.json, model.safetensors.index.json, safetensors
- * headers) parsed with jansson after a scan that bounds what jansson would build.
+ * headers, tokenizer.json, message lists) parsed with jansson after a scan that bounds what
+ * jansson would build.
  *
  * jansson builds the whole document before anything can be checked, and an empty object costs it
  * about 240 bytes of heap for 3 bytes of text ("{},"): a hostile 100 MB header would ask for
  * gigabytes. The scan counts the nesting depth, the objects, the arrays and the items (keys and
  * values) of the text, and refuses a document that needs more than its kind of file plausibly
- * does, so the memory jansson takes stays within about ten times the text size. Private to
- * vindex/. */
+ * does, so the memory jansson takes stays within about ten times the text size.
+ *
+ * Public: vindex's readers use it, and so does the code above vindex that reads JSON from a file
+ * or a user (the tokenizer's tokenizer.json, tokenizer_config.json and OpenAI message lists);
+ * each caller states the limits its kind of document plausibly needs. */
 #ifndef VX_JSON_H
 #define VX_JSON_H
 
