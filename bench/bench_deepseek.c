@@ -1,0 +1,422 @@
+/* bench/bench_deepseek.c — the deepseek2 family at DeepSeek-V3's widths: decode and prefill tok/s
+ * in process and over a 2-node loopback cluster, side by side with llama.cpp's llama-bench on the
+ * same GGUF file; the latent KV cache's bytes per position; the shared expert's overlap with the
+ * routed experts' exchange; wire bytes and the movement ratio.
+ *
+ * The model (`vindex synth --arch deepseek2`, random weights, in build/bench-models/ when absent):
+ * hidden 7168, 128 heads, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128, expert ff 2048, top-8
+ * in 8 groups keeping 4, one shared expert, YaRN ×40 — DeepSeek-V3's — with fewer layers (default
+ * 4: one dense layer of ff 18432, then MoE layers), fewer experts per layer (default 32 of 256) and
+ * a smaller vocabulary (32768 of 129280) so that it fits this machine's memory; MXFP4 (or Q6_K)
+ * routed experts, Q8_0 dense matrices (attn_k_b / attn_v_b included), F32 norms and router.
+ *
+ * Rounds alternate the runs (in process, loopback overlapped, loopback serial, llama-bench), each
+ * starting one further along, and every figure is the best round with the median of the rounds'
+ * ratios beside it (this VM's bandwidth drifts minute to minute). Decode: greedy steps after a
+ * prompt of --prompt tokens, as llama-bench's -n after -d (its prefill: -p from an empty context).
+ * The "serial" cluster runs the routed experts whole before the shared expert (a backend without
+ * the submit / wait halves): its MoE step is exchange + shared; overlapped, the shared expert runs
+ * while the batches are out, so the step approaches max(exchange, shared). On one machine the nodes
+ * and the coordinator share the cores, so the overlap here is smaller than across machines.
+ *
+ *   bench_deepseek [--layers 4] [--experts 32] [--expert-format mxfp4|q6_K] [--threads 2]
+ *                  [--prompt 128] [--decode 32] [--rounds 3] [--llama-bench PATH]
+ *                  [--model PATH] [--dir DIR]          (from the repo root)
+ * LLAMA_BENCH in the environment names llama-bench when --llama-bench is not given. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "bench/bench_llama.h"
+#include "bench/bench_util.h"
+#include "coordinator/co_cluster.h"
+#include "coordinator/co_remote.h"
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "model/md_sampler.h"
+#include "vindex/vx_source.h"
+
+/* DeepSeek-V3's widths */
+#define HIDDEN    7168
+#define HEADS     128
+#define Q_LORA    1536
+#define KV_LORA   512
+#define ROPE      64
+#define NOPE      128
+#define V_DIM     128
+#define EXPERT_FF 2048
+#define DENSE_FF  18432
+#define TOP_K     8
+#define GROUPS    8
+#define GROUPS_K  4
+#define VOCAB     32768
+
+typedef struct opts {
+    int layers, experts, threads, prompt, decode, rounds;
+    const char *format, *llama, *model, *dir;
+} opts;
+
+static int parse(int argc, char **argv, opts *o) {
+    *o = (opts){.layers = 4,
+                .experts = 32,
+                .threads = 2,
+                .prompt = 128,
+                .decode = 32,
+                .rounds = 3,
+                .format = "mxfp4",
+                .llama = getenv("LLAMA_BENCH"),
+                .dir = "build/bench-models"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) return fprintf(stderr, "bench_deepseek: %s needs a value\n", a), -1;
+        int *n = !strcmp(a, "--layers")    ? &o->layers
+                 : !strcmp(a, "--experts") ? &o->experts
+                 : !strcmp(a, "--threads") ? &o->threads
+                 : !strcmp(a, "--prompt")  ? &o->prompt
+                 : !strcmp(a, "--decode")  ? &o->decode
+                 : !strcmp(a, "--rounds")  ? &o->rounds
+                                           : NULL;
+        if (n)
+            *n = atoi(v);
+        else if (!strcmp(a, "--expert-format"))
+            o->format = v;
+        else if (!strcmp(a, "--llama-bench"))
+            o->llama = v;
+        else if (!strcmp(a, "--model"))
+            o->model = v;
+        else if (!strcmp(a, "--dir"))
+            o->dir = v;
+        else
+            return fprintf(stderr, "bench_deepseek: unknown option %s\n", a), -1;
+        i++;
+    }
+    if (o->layers < 2 || o->experts < GROUPS * 2 || o->experts % GROUPS || o->threads < 1 ||
+        o->prompt < 1 || o->decode < 2 || o->rounds < 1 ||
+        (strcmp(o->format, "mxfp4") && strcmp(o->format, "q6_K")))
+        return fprintf(stderr, "bench_deepseek: bad options\n"), -1;
+    return 0;
+}
+
+/* ---- the model ------------------------------------------------------------------------------ */
+
+static double model_bytes(const opts *o) {
+    const double q8 = 34.0 / 32, xf = strcmp(o->format, "mxfp4") ? 210.0 / 256 : 17.0 / 32;
+    const double attn = (double)HIDDEN * Q_LORA + (double)Q_LORA * HEADS * (NOPE + ROPE) +
+                        (double)HIDDEN * (KV_LORA + ROPE) + 2.0 * HEADS * KV_LORA * NOPE +
+                        (double)HEADS * V_DIM * HIDDEN;
+    const double expert = 3.0 * HIDDEN * EXPERT_FF;
+    return o->layers * attn * q8 + 3.0 * HIDDEN * DENSE_FF * q8 +
+           (o->layers - 1) * (o->experts * expert * xf + expert * q8) + 2.0 * VOCAB * HIDDEN * q8;
+}
+
+static int synthesize(const opts *o, const char *path) {
+    const double need = model_bytes(o);
+    struct statvfs fs;
+    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (statvfs(o->dir, &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < 1.2 * need)
+        return fprintf(stderr, "bench_deepseek: %.1f GB of disk needed: skipped\n", need / 1e9), -1;
+    if (mem > 0 && need > 0.4 * mem)
+        return fprintf(stderr, "bench_deepseek: %.1f GB is too much of the memory: skipped\n",
+                       need / 1e9),
+               -1;
+    char cmd[2048];
+    snprintf(
+        cmd, sizeof cmd,
+        "bin/vindex synth --arch deepseek2 --layers %d --hidden %d --heads %d --head-dim %d "
+        "--rope-dim %d --v-dim %d --q-lora %d --kv-lora %d --experts %d --top-k %d --groups %d "
+        "--groups-used %d --expert-ff %d --shared-experts 1 --dense-layers 1 --dense-ff %d "
+        "--vocab %d --expert-format %s --dense-format q8_0 --seed 3 --format gguf %s.tmp >&2 "
+        "&& mv %s.tmp %s",
+        o->layers, HIDDEN, HEADS, NOPE, ROPE, V_DIM, Q_LORA, KV_LORA, o->experts, TOP_K, GROUPS,
+        GROUPS_K, EXPERT_FF, DENSE_FF, VOCAB, o->format, path, path, path);
+    fprintf(stderr, "bench_deepseek: synthesizing %s (%.1f GB, random weights)\n  %s\n", path,
+            need / 1e9, cmd);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* ---- one run -------------------------------------------------------------------------------- */
+
+/* The cluster without its halves: md_expert_submit then runs the whole exchange before the shared
+ * expert (the serial reference). */
+typedef struct whole {
+    md_expert_backend be;
+    md_expert_backend *inner;
+} whole;
+
+static int whole_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    md_expert_backend *in = ((whole *)b->impl)->inner;
+    return in->run(in, batch, out, err);
+}
+
+typedef struct result {
+    double prefill_tps, decode_tps;
+    md_moe_timing t; /* decode steps */
+    uint64_t kv_bytes;
+    co_remote_summary wire; /* decode steps, cluster runs */
+} result;
+
+static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
+                    md_expert_backend *remote, kn_pool *pool, result *r, mw_err *e) {
+    md_ctx_params p = {.numerics = KN_NUM_Q8,
+                       .pool = pool,
+                       .experts = be,
+                       .n_seq = 1,
+                       .n_ctx = o->prompt + o->decode + 1};
+    md_ctx *c;
+    if (md_ctx_new(m, &p, &c, e)) return -1;
+    md_row *rows = malloc((size_t)o->prompt * sizeof *rows);
+    float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
+    uint64_t s = 777;
+    for (int i = 0; i < o->prompt; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        rows[i] =
+            (md_row){0, i, (int32_t)((s >> 33) % (uint64_t)m->cfg.n_vocab), i == o->prompt - 1};
+    }
+    int rc = -1;
+    double t0 = bu_now();
+    if (md_forward(c, rows, o->prompt, logits, e)) goto out;
+    r->prefill_tps = o->prompt / (bu_now() - t0);
+    md_ctx_reset_moe_timing(c);
+    if (remote) co_remote_reset_stats(remote);
+    int32_t tok = md_argmax(logits, m->cfg.n_vocab);
+    t0 = bu_now();
+    for (int k = 0; k < o->decode; k++) {
+        md_row row = {0, o->prompt + k, tok, 1};
+        if (md_forward(c, &row, 1, logits, e)) goto out;
+        tok = md_argmax(logits, m->cfg.n_vocab);
+    }
+    r->decode_tps = o->decode / (bu_now() - t0);
+    r->t = md_ctx_moe_timing(c);
+    r->kv_bytes = md_ctx_kv_bytes(c);
+    if (remote) r->wire = co_remote_summarize(remote);
+    rc = 0;
+out:
+    free(rows);
+    free(logits);
+    md_ctx_free(c);
+    return rc;
+}
+
+/* llama-bench on the same file (bench_llama.h), as ours runs: prefill of the prompt from an empty
+ * context, then decode steps after the prompt (-d); weights read into memory (-mmp 0), as ours are
+ * copied; flash attention on (llama.cpp's auto on CPU). */
+static int llama_once(const opts *o, const char *path, double *pp, double *tg, bl_info *info) {
+    bl_params p = {.bin = o->llama,
+                   .model = path,
+                   .threads = &o->threads,
+                   .n_threads = 1,
+                   .n_prompt = o->prompt,
+                   .reps = 1,
+                   .flash_attn = 1,
+                   .mmap = false};
+    bl_result res;
+    char err[512];
+    if (bl_run(&p, &res, 1, info, err, sizeof err) != 1)
+        return fprintf(stderr, "bench_deepseek: llama-bench: %s\n", err), -1;
+    *pp = res.best_ts;
+    p.n_prompt = 0, p.n_gen = o->decode, p.n_depth = o->prompt;
+    if (bl_run(&p, &res, 1, NULL, err, sizeof err) != 1)
+        return fprintf(stderr, "bench_deepseek: llama-bench: %s\n", err), -1;
+    *tg = res.best_ts;
+    return 0;
+}
+
+/* ---- the report ----------------------------------------------------------------------------- */
+
+enum { R_LOCAL, R_OVERLAP, R_SERIAL, R_LLAMA, R_COUNT };
+static const char *const run_names[R_COUNT] = {"in-process", "loopback-2 overlapped",
+                                               "loopback-2 serial", "llama-bench"};
+
+static double per_layer_us(uint64_t ns, const md_moe_timing *t) {
+    return t->layers ? (double)ns / 1e3 / (double)t->layers : 0;
+}
+
+static void report(const opts *o, const result best[R_COUNT], double ratio_med[R_COUNT][2],
+                   int have_llama) {
+    printf("%-24s %10s %10s %12s %12s\n", "run", "decode/s", "prefill/s", "decode vs lc",
+           "prefill vs lc");
+    for (int k = 0; k < R_COUNT; k++) {
+        if (k == R_LLAMA && !have_llama) continue;
+        printf("%-24s %10.2f %10.2f", run_names[k], best[k].decode_tps, best[k].prefill_tps);
+        if (have_llama && k != R_LLAMA)
+            printf(" %5.2fx (%4.2f) %5.2fx (%4.2f)\n",
+                   best[k].decode_tps / best[R_LLAMA].decode_tps, ratio_med[k][0],
+                   best[k].prefill_tps / best[R_LLAMA].prefill_tps, ratio_med[k][1]);
+        else
+            printf("\n");
+    }
+    if (!have_llama)
+        printf("   llama-bench: not given (--llama-bench PATH or LLAMA_BENCH): skipped\n");
+    const md_moe_timing *ov = &best[R_OVERLAP].t, *se = &best[R_SERIAL].t;
+    const double exch = per_layer_us(se->submit_ns, se), shared = per_layer_us(se->shared_ns, se);
+    const double moe_ov = per_layer_us(ov->submit_ns + ov->shared_ns + ov->wait_ns, ov);
+    const double larger = exch > shared ? exch : shared;
+    printf(
+        "   MoE step per layer (decode, us): serial = exchange %.0f + shared expert %.0f = %.0f; "
+        "overlapped %.0f (submit %.0f, shared %.0f, wait %.0f) = %.2f x max(exchange, shared), "
+        "%.2f x their sum\n",
+        exch, shared, exch + shared, moe_ov, per_layer_us(ov->submit_ns, ov),
+        per_layer_us(ov->shared_ns, ov), per_layer_us(ov->wait_ns, ov), moe_ov / larger,
+        moe_ov / (exch + shared));
+    const co_remote_summary *w = &best[R_OVERLAP].wire;
+    const double per = w->tokens ? 1.0 / (double)w->tokens : 0;
+    const double kv_pos = (double)(KV_LORA + ROPE) * 4 * o->layers;
+    printf("   KV cache: %.0f bytes per position (%d layers × (kv_lora %d + rope %d) f32; "
+           "llama.cpp's F16 cache: %.0f); the context held %.1f MB\n",
+           kv_pos, o->layers, KV_LORA, ROPE, kv_pos / 2, (double)best[R_LOCAL].kv_bytes / 1e6);
+    printf("   wire: %.0f bytes/token, expert weights read %.0f bytes/token, movement ratio %.3g\n",
+           (double)(w->total.tx_bytes + w->total.rx_bytes) * per,
+           (double)w->total.weight_bytes * per, wr_movement_ratio(&w->total));
+    printf("{\"bench\":\"deepseek\",\"layers\":%d,\"experts\":%d,\"expert_format\":\"%s\","
+           "\"threads\":%d,\"prompt\":%d,\"decode\":%d,\"rounds\":%d",
+           o->layers, o->experts, o->format, o->threads, o->prompt, o->decode, o->rounds);
+    static const char *const keys[R_COUNT] = {"local", "loopback2", "loopback2_serial", "llama"};
+    for (int k = 0; k < R_COUNT; k++)
+        if (k != R_LLAMA || have_llama)
+            printf(",\"%s_decode_tok_s\":%.3f,\"%s_prefill_tok_s\":%.3f", keys[k],
+                   best[k].decode_tps, keys[k], best[k].prefill_tps);
+    if (have_llama)
+        printf(",\"local_vs_llama_decode\":%.3f,\"local_vs_llama_decode_round_median\":%.3f,"
+               "\"loopback2_vs_llama_decode\":%.3f",
+               best[R_LOCAL].decode_tps / best[R_LLAMA].decode_tps, ratio_med[R_LOCAL][0],
+               best[R_OVERLAP].decode_tps / best[R_LLAMA].decode_tps);
+    printf(",\"kv_bytes_per_position\":%.0f,\"exchange_us\":%.1f,\"shared_us\":%.1f,"
+           "\"moe_overlapped_us\":%.1f,\"overlap_vs_max\":%.3f,\"wire_bytes_per_token\":%.0f,"
+           "\"movement_ratio\":%.4g}\n",
+           kv_pos, exch, shared, moe_ov, moe_ov / larger,
+           (double)(w->total.tx_bytes + w->total.rx_bytes) * per, wr_movement_ratio(&w->total));
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    opts o;
+    if (parse(argc, argv, &o)) return 2;
+    if (access("bin/vindex", X_OK) || access("bin/expert-node", X_OK)) {
+        fprintf(stderr, "bench_deepseek: run from the repository root after make: skipped\n");
+        return 0;
+    }
+    setenv("MOEWIRE_EXPERT_NODE", "bin/expert-node", 0); /* the loopback nodes */
+    char path[1024];
+    if (o.model) {
+        snprintf(path, sizeof path, "%s", o.model);
+    } else {
+        mkdir("build", 0755);
+        mkdir(o.dir, 0755);
+        snprintf(path, sizeof path, "%s/deepseek2-v3w-%dL-%de-%s.gguf", o.dir, o.layers, o.experts,
+                 o.format);
+        if (access(path, R_OK) && synthesize(&o, path)) return 0;
+    }
+    /* the nodes mount the vindex extracted from it (as in production; its fingerprint is stored,
+     * a GGUF file's every process would read whole) */
+    char vx[1100], cmd[2400], manifest[1200];
+    snprintf(vx, sizeof vx, "%s.vindex", path);
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", vx);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s.tmp' && bin/vindex extract '%s' '%s.tmp' >&2 && mv '%s.tmp' '%s'", vx,
+             path, vx, vx, vx);
+    if (access(manifest, R_OK) && system(cmd) != 0)
+        return fprintf(stderr, "bench_deepseek: vindex extract %s failed\n", path), 1;
+    printf(
+        "== bench_deepseek: deepseek2 at DeepSeek-V3 widths (hidden %d, %d heads, q_lora %d, "
+        "kv_lora %d, rope %d, nope %d, v %d, expert ff %d, top-%d in %d groups keeping %d, one "
+        "shared expert); %d layers (1 dense, ff %d), %d experts per layer, vocab %d; %s experts, "
+        "Q8_0 dense; %d threads; q8 numerics (ISA %s, %s)\n",
+        HIDDEN, HEADS, Q_LORA, KV_LORA, ROPE, NOPE, V_DIM, EXPERT_FF, TOP_K, GROUPS, GROUPS_K,
+        o.layers, DENSE_FF, o.experts, VOCAB, o.format, o.threads, kn_isa_name(kn_isa_active()),
+        bu_cpu_name());
+    printf("   prefill: %d-token prompt; decode: %d greedy steps after it; best of %d alternated "
+           "rounds, (median of the rounds' ratios)\n",
+           o.prompt, o.decode, o.rounds);
+    mw_err e = {{0}};
+    vx_source *src = NULL, *vsrc = NULL;
+    md_model *m = NULL;
+    md_expert_backend *local = NULL, *cluster = NULL;
+    kn_pool *pool = kn_pool_create(o.threads);
+    int rc = 1;
+    vx_source_opts so = {.dense = true};
+    if (vx_source_open(path, &so, &src, &e) || md_model_load(src, &m, &e) ||
+        md_local_backend_new(src, &m->cfg, pool, &local, &e) || md_model_pin_dense(m, &e) ||
+        md_local_backend_pin(local, &e))
+        goto done;
+    vx_expert_set none = {0};
+    vx_source_opts vo = {.experts = &none, .dense = false};
+    if (vx_source_open(vx, &vo, &vsrc, &e)) goto done;
+    co_cluster_opts co = {.loopback = 2,
+                          .model = vx,
+                          .node_threads = o.threads,
+                          .node_pin = true,
+                          .node_affinity = true,
+                          .ready_ms = 1200000,
+                          .deadline_ms = 600000,
+                          .connect_ms = 600000,
+                          .codec = {WR_F16, false},
+                          .src = vsrc,
+                          .width = m->cfg.n_embd,
+                          .numerics = KN_NUM_Q8,
+                          .pool = pool};
+    if (co_cluster_create(&co, &cluster, &e)) goto done;
+    whole serial = {.be = {.name = "remote-serial", .run = whole_run}, .inner = cluster};
+    serial.be.impl = &serial;
+    md_expert_backend *be[R_LLAMA] = {local, cluster, &serial.be};
+    result best[R_COUNT] = {{0}}, warm;
+    double ratios[R_COUNT][2][16] = {{{0}}}, med[R_COUNT][2] = {{0}};
+    int have_llama = o.llama && access(o.llama, X_OK) == 0;
+    bl_info info;
+    memset(&info, 0, sizeof info);
+    /* untimed: fault the pages in on every side */
+    for (int k = 0; k < R_LLAMA; k++)
+        if (run_once(&o, m, be[k], k ? co_cluster_remote(cluster) : NULL, pool, &warm, &e))
+            goto done;
+    const int rounds = o.rounds < 16 ? o.rounds : 16;
+    for (int r = 0; r < rounds; r++) {
+        result cur[R_COUNT] = {{0}};
+        for (int q = 0; q < R_COUNT; q++) {
+            const int k = (q + r) % R_COUNT;
+            if (k == R_LLAMA) {
+                if (have_llama && llama_once(&o, path, &cur[k].prefill_tps, &cur[k].decode_tps,
+                                             r == 0 ? &info : NULL) != 0) {
+                    fprintf(stderr, "bench_deepseek: llama-bench failed on %s: skipped\n", path);
+                    have_llama = 0;
+                }
+            } else if (run_once(&o, m, be[k], k ? co_cluster_remote(cluster) : NULL, pool, &cur[k],
+                                &e)) {
+                goto done;
+            }
+            if (cur[k].decode_tps > best[k].decode_tps) {
+                const double pre = best[k].prefill_tps;
+                best[k] = cur[k];
+                if (pre > best[k].prefill_tps) best[k].prefill_tps = pre;
+            } else if (cur[k].prefill_tps > best[k].prefill_tps) {
+                best[k].prefill_tps = cur[k].prefill_tps;
+            }
+        }
+        for (int k = 0; k < R_LLAMA && have_llama; k++) {
+            ratios[k][0][r] = cur[k].decode_tps / cur[R_LLAMA].decode_tps;
+            ratios[k][1][r] = cur[k].prefill_tps / cur[R_LLAMA].prefill_tps;
+        }
+        printf("   round %d: decode %.2f / %.2f / %.2f / %.2f, prefill %.1f / %.1f / %.1f / %.1f "
+               "tok/s (in-process / overlapped / serial / llama-bench)\n",
+               r + 1, cur[0].decode_tps, cur[1].decode_tps, cur[2].decode_tps, cur[3].decode_tps,
+               cur[0].prefill_tps, cur[1].prefill_tps, cur[2].prefill_tps, cur[3].prefill_tps);
+        fflush(stdout);
+    }
+    for (int k = 0; k < R_LLAMA && have_llama; k++)
+        for (int a = 0; a < 2; a++) med[k][a] = bu_median(ratios[k][a], rounds);
+    if (have_llama)
+        printf("   llama-bench: commit %s, flash attention %s, %s, read the model as %s\n",
+               info.commit, info.flash_attn, info.load, info.model_type);
+    report(&o, best, med, have_llama);
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "bench_deepseek: %s\n", e.msg);
+    if (cluster) cluster->destroy(cluster);
+    if (local) local->destroy(local);
+    md_model_free(m);
+    vx_source_close(src);
+    vx_source_close(vsrc);
+    kn_pool_destroy(pool);
+    return rc;
+}
