@@ -310,6 +310,51 @@ static void test_f16_and_bf16_wires_within_tolerance(void **state) {
     check_codec(qwen(), "f16+lz4", 3e-3);
 }
 
+/* The report's movement figures against the nodes' own byte counts (each prints what it received,
+ * sent and read when it stops): the coordinator's sent bytes are the nodes' received ones, its
+ * received bytes their sent ones, and the ratio is both directions over the weight bytes read. */
+static void check_movement(const char *log) {
+    long long tokens = 0;
+    double per_token = 0, sent = 0, received = 0, weights_per_token = 0, ratio = 0;
+    const char *hdr = strstr(log, "cluster: "), *wire = strstr(log, "wire bytes/token: "),
+               *wb = strstr(log, "expert weight bytes/token: "),
+               *mr = strstr(log, "  movement ratio: ");
+    assert_true(hdr && wire && wb && mr);
+    const char *tok = strstr(hdr, " token(s) through");
+    assert_non_null(tok);
+    while (tok > hdr && tok[-1] >= '0' && tok[-1] <= '9') tok--;
+    assert_int_equal(sscanf(tok, "%lld", &tokens), 1);
+    assert_int_equal(sscanf(wire, "wire bytes/token: %lf (sent %lf, received %lf)", &per_token,
+                            &sent, &received),
+                     3);
+    assert_int_equal(sscanf(wb, "expert weight bytes/token: %lf", &weights_per_token), 1);
+    assert_int_equal(sscanf(mr, "  movement ratio: %lf", &ratio), 1);
+    unsigned long long in = 0, out = 0, read = 0;
+    int nodes = 0;
+    for (const char *p = log; (p = strstr(p, "expert-node loopback-")); p++) {
+        unsigned long long i, o, w;
+        const char *q = strstr(p, "; wire in ");
+        const char *eol = strchr(p, '\n');
+        if (!q || (eol && q > eol)) continue; /* the per-phase line */
+        assert_int_equal(
+            sscanf(q, "; wire in %llu B, out %llu B; expert weights read %llu B", &i, &o, &w), 3);
+        in += i, out += o, read += w, nodes++;
+    }
+    assert_int_equal(nodes, 2);
+    assert_true(tokens > 0 && read > 0);
+    const double t = (double)tokens;
+    /* per-token figures are printed rounded to whole bytes */
+    assert_true(fabs(sent * t - (double)in) <= 0.5 * t);
+    assert_true(fabs(received * t - (double)out) <= 0.5 * t);
+    assert_true(fabs(per_token * t - (double)(in + out)) <= 0.5 * t);
+    assert_true(fabs(weights_per_token * t - (double)read) <= 0.5 * t);
+    /* the ratio is printed with 3 significant digits */
+    const double want = (double)(in + out) / (double)read;
+    if (fabs(ratio - want) > 5e-3 * want)
+        fail_msg("movement ratio %.3g in the report, %.6g from the nodes' byte counts", ratio,
+                 want);
+}
+
 static void test_report(void **state) {
     (void)state;
     const char *extra[] = {"--loopback", "2", "--exact", NULL};
@@ -337,6 +382,7 @@ static void test_report(void **state) {
     const char *eol = strchr(node0, '\n');
     const char *at = strstr(node0, want);
     if (!at || (eol && at > eol)) fail_msg("node 0 does not run %s:\n%s", want, err);
+    check_movement(err);
     free(err);
 }
 
