@@ -6,11 +6,19 @@
  *                   10.231.2.1 ── veth ── 10.231.2.2  node B ns
  *
  * Exact mode must give the logits of --experts local bit for bit. Needs root (ip netns); where
- * namespaces cannot be created the test is skipped with a message saying so. */
+ * namespaces cannot be created the test is skipped with a message saying so.
+ *
+ * Whatever way the test ends — passing, failing an assertion, crashing or killed — the nodes, the
+ * veth pairs and the namespaces go: the test's teardown removes them, and a guardian process
+ * forked at setup removes them when the test process dies before it could. */
 #include "tests/support/mw_test.h"
 
 #include <signal.h>
 #include <stdarg.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +29,9 @@
 
 static char ns[3][32], ip_path[64], *dir;
 static bool made[3];
+static pid_t node_pid[3];      /* [k]: the node in namespace k, 0 when none */
+static pid_t guardian;         /* cleans up if this process dies first */
+static int guardian_pipe = -1; /* its write end: closing it (or dying) wakes the guardian */
 
 /* Runs `ip ARGS...` (a NULL-terminated list); 0 on success. */
 static int ip(const char *first, ...) {
@@ -39,13 +50,74 @@ static int ip(const char *first, ...) {
     return rc;
 }
 
-static void teardown_netns(void) {
-    for (int i = 0; i < 3; i++)
-        if (made[i]) {
-            char *argv[] = {ip_path, "netns", "del", ns[i], NULL};
-            mwt_run(argv, NULL, NULL, 10000);
-            made[i] = false;
+/* Kills every process inside namespace k (`ip netns pids`), deletes the coordinator's veth ends
+ * (each takes its peer with it) and the namespace. Quiet: pieces may be gone already. */
+static void remove_netns(int k) {
+    char *pids = NULL;
+    char *list[] = {ip_path, "netns", "pids", ns[k], NULL};
+    if (mwt_run(list, &pids, NULL, 10000) == 0 && pids)
+        for (char *p = pids, *end; *p; p = end) {
+            long pid = strtol(p, &end, 10);
+            if (end == p) break;
+            if (pid > 1) kill((pid_t)pid, SIGKILL);
         }
+    free(pids);
+    if (k == 0)
+        for (int i = 1; i <= 2; i++) {
+            char co_if[16];
+            snprintf(co_if, sizeof co_if, "%.12sv%d", ns[0], i);
+            char *del[] = {ip_path, "-n", ns[0], "link", "del", co_if, NULL};
+            mwt_run(del, NULL, NULL, 10000);
+        }
+    char *del[] = {ip_path, "netns", "del", ns[k], NULL};
+    mwt_run(del, NULL, NULL, 10000);
+}
+
+static void teardown_netns(void) {
+    for (int k = 0; k < 3; k++)
+        if (node_pid[k] > 0) {
+            kill(node_pid[k], SIGKILL);
+            mwt_wait(node_pid[k], 5000);
+            node_pid[k] = 0;
+        }
+    for (int k = 2; k >= 0; k--)
+        if (made[k]) {
+            remove_netns(k);
+            made[k] = false;
+        }
+    if (guardian > 0) { /* nothing left for it: it exits when the pipe closes */
+        close(guardian_pipe);
+        guardian_pipe = -1;
+        waitpid(guardian, NULL, 0);
+        guardian = 0;
+    }
+}
+
+/* A child that waits for this process to end (its pipe reaches end-of-file, whether this process
+ * closed it, exited or was killed) and then removes whatever namespaces are still there. */
+static int start_guardian(void) {
+    int fd[2];
+    /* close-on-exec: the nodes this process starts must not hold the guardian's pipe open */
+    if (pipe2(fd, O_CLOEXEC) != 0) return -1;
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        close(fd[1]);
+        char c;
+        while (read(fd[0], &c, 1) > 0) {
+        }
+        for (int k = 2; k >= 0; k--) {
+            char path[64];
+            snprintf(path, sizeof path, "/run/netns/%s", ns[k]);
+            struct stat st;
+            if (stat(path, &st) == 0) remove_netns(k);
+        }
+        _exit(0);
+    }
+    close(fd[0]);
+    guardian = pid;
+    guardian_pipe = fd[1];
+    return 0;
 }
 
 /* Creates the namespaces and links; returns 0, or -1 when this machine does not allow it. */
@@ -55,16 +127,17 @@ static int setup_netns(void) {
         if (access(cands[i], X_OK) == 0) snprintf(ip_path, sizeof ip_path, "%s", cands[i]);
     if (!ip_path[0] || geteuid() != 0) return -1;
     static const char *tag[3] = {"c", "a", "b"};
+    for (int i = 0; i < 3; i++) snprintf(ns[i], sizeof ns[i], "mw%d%s", (int)getpid(), tag[i]);
+    if (start_guardian() != 0) return -1;
     for (int i = 0; i < 3; i++) {
-        snprintf(ns[i], sizeof ns[i], "mw%d%s", (int)getpid(), tag[i]);
         if (ip("netns", "add", ns[i], NULL)) return -1;
         made[i] = true;
         if (ip("-n", ns[i], "link", "set", "lo", "up", NULL)) return -1;
     }
     for (int k = 1; k <= 2; k++) {
         char co_if[16], node_if[16], co_addr[32], node_addr[32];
-        snprintf(co_if, sizeof co_if, "mw%d%c", (int)getpid() % 1000000, k == 1 ? 'x' : 'y');
-        snprintf(node_if, sizeof node_if, "mw%d%c", (int)getpid() % 1000000, k == 1 ? 'p' : 'q');
+        snprintf(co_if, sizeof co_if, "%.12sv%d", ns[0], k);
+        snprintf(node_if, sizeof node_if, "%.12sv%d", ns[k], k);
         snprintf(co_addr, sizeof co_addr, "10.231.%d.1/24", k);
         snprintf(node_addr, sizeof node_addr, "10.231.%d.2/24", k);
         /* the pair is made in the coordinator's namespace with its peer end in the node's */
@@ -89,6 +162,7 @@ static pid_t start_node(int k, const char *model, const char *spec, const char *
         (char *)bind, "--ready-file", ready,       NULL};
     pid_t pid = mwt_spawn(argv, log);
     assert_true(pid > 0);
+    node_pid[k] = pid;
     char *ep = mwt_wait_ready(ready, pid, 60000);
     if (ep) {
         free(ep);
@@ -168,14 +242,107 @@ static void test_two_hosts_exact_mode(void **state) {
     kill(b, SIGTERM);
     assert_int_equal(mwt_wait(a, 5000), 0);
     assert_int_equal(mwt_wait(b, 5000), 0);
+    node_pid[1] = node_pid[2] = 0;
+}
+
+/* Whether a live process (not a zombie) runs `sleep ARG`. */
+static bool sleeping(const char *arg) {
+    char want[64];
+    int wn = snprintf(want, sizeof want, "sleep%c%s", 0, arg) + 1;
+    bool found = false;
+    DIR *d = opendir("/proc");
+    for (struct dirent *e; d && !found && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300];
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        size_t len = 0;
+        char *c = mwt_read_file(path, &len);
+        if (c && len == (size_t)wn && !memcmp(c, want, len)) {
+            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+            char *st = mwt_read_file(path, NULL);
+            const char *paren = st ? strrchr(st, ')') : NULL;
+            found = paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+            free(st);
+        }
+        free(c);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* Whether namespace name exists. */
+static bool netns_exists(const char *name) {
+    char path[64];
+    snprintf(path, sizeof path, "/run/netns/%s", name);
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* A test process that dies mid-test (here: abort() with a node running in its namespace) leaves
+ * nothing behind: its guardian kills the node and removes the links and namespaces. */
+static void test_a_crash_leaves_no_namespaces(void **state) {
+    (void)state;
+    int fd[2];
+    assert_int_equal(pipe2(fd, O_CLOEXEC), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) { /* the crashing test */
+        close(fd[0]);
+        signal(SIGABRT, SIG_DFL);
+        if (setup_netns() != 0) _exit(3);
+        char arg[32]; /* a duration no other process sleeps, to find it by */
+        snprintf(arg, sizeof arg, "600.%d", (int)getpid());
+        char *argv[] = {ip_path, "netns", "exec", ns[1], "sleep", arg, NULL};
+        pid_t sleeper = mwt_spawn(argv, "/dev/null");
+        char line[128];
+        int n = snprintf(line, sizeof line, "%s %s %s %s\n", ns[0], ns[1], ns[2], arg);
+        if (sleeper <= 0 || write(fd[1], line, (size_t)n) != n) _exit(4);
+        usleep(200000); /* the sleeper is in its namespace */
+        abort();
+    }
+    close(fd[1]);
+    char line[128] = "";
+    ssize_t got = read(fd[0], line, sizeof line - 1);
+    close(fd[0]);
+    int st;
+    assert_int_equal(waitpid(child, &st, 0), child);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) {
+        fprintf(stderr, "SKIPPED: network namespaces are not available here\n");
+        skip();
+    }
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+    assert_true(got > 0);
+    char names[3][32];
+    char arg[32];
+    line[got] = 0;
+    assert_int_equal(sscanf(line, "%31s %31s %31s %31s", names[0], names[1], names[2], arg), 4);
+    bool gone = false;
+    for (int t = 0; t < 200 && !gone; t++) { /* the guardian works after the crash: up to 10 s */
+        gone = !netns_exists(names[0]) && !netns_exists(names[1]) && !netns_exists(names[2]) &&
+               !sleeping(arg);
+        if (!gone) usleep(50000);
+    }
+    if (!gone)
+        fail_msg("after the crash: namespaces %s %s %s %s, the process in one %s", names[0],
+                 netns_exists(names[0]) ? "remain" : "gone", names[1], names[2],
+                 sleeping(arg) ? "still runs" : "is gone");
+}
+
+static int teardown(void **state) {
+    (void)state;
     teardown_netns();
-    mwt_rmrf(dir);
-    free(dir);
+    if (dir) {
+        mwt_rmrf(dir);
+        free(dir);
+        dir = NULL;
+    }
+    return 0;
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_two_hosts_exact_mode),
+        cmocka_unit_test_teardown(test_two_hosts_exact_mode, teardown),
+        cmocka_unit_test(test_a_crash_leaves_no_namespaces),
     };
     int rc = cmocka_run_group_tests_name("cluster in network namespaces", tests, NULL, NULL);
     teardown_netns();
