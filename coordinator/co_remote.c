@@ -343,7 +343,7 @@ static void destroy(md_expert_backend *be) {
     if (r) {
         for (int i = 0; r->nodes && i < r->o.n_nodes; i++) free_node(&r->nodes[i]);
         wr_rx_free(&r->rx);
-        if (r->zctx) zmq_ctx_term(r->zctx);
+        if (r->zctx && r->own_zctx) zmq_ctx_term(r->zctx);
         wr_in_free(&r->in);
         wr_out_free(&r->out);
         co__acct_free(&r->acct);
@@ -378,12 +378,13 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     wr_limits lim = wr_limits_default();
     lim.max_width = (uint32_t)o->width;
     wr_in_init(&r->in, &lim);
-    r->zctx = zmq_ctx_new();
+    r->own_zctx = !o->zctx;
+    r->zctx = o->zctx ? o->zctx : zmq_ctx_new();
     /* The I/O thread (started with the first socket) is SCHED_BATCH: woken to push a batch out,
      * it takes a free core or waits until this thread blocks in zmq_poll, instead of preempting
      * it before the batches for the other nodes are queued. Only from the default policy: libzmq
      * aborts if the change fails (a real-time caller's priority is invalid for SCHED_BATCH). */
-    if (r->zctx && sched_getscheduler(0) == SCHED_OTHER)
+    if (r->zctx && r->own_zctx && sched_getscheduler(0) == SCHED_OTHER)
         zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
     for (int i = 0; r->nodes && i < o->n_nodes; i++) {
         snprintf(r->nodes[i].endpoint, sizeof r->nodes[i].endpoint, "%s", o->endpoints[i]);

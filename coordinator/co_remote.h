@@ -43,6 +43,10 @@ typedef struct co_remote_opts {
      * the last ones become readable so its workers are up when the trunk resumes. NULL parks
      * every pool of the process and wakes none. */
     kn_pool *pool;
+    /* The ZeroMQ context to connect from; NULL makes one of its own. A caller's context makes its
+     * inproc:// endpoints reachable (an expert node in the same process, the unit tests); it
+     * must outlive the backend. */
+    void *zctx;
 } co_remote_opts;
 
 int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err);

@@ -69,6 +69,7 @@ typedef struct co__remote {
     co_remote_opts o;
     co__node *nodes;
     void *zctx;
+    bool own_zctx;    /* made here (co_remote_opts.zctx was NULL): terminated with the backend */
     int32_t *owner;   /* [cell × n_nodes + i]: owners of cell = layer × n_experts + expert */
     int32_t *n_owner; /* [cell] */
     uint64_t seq;
