@@ -465,7 +465,7 @@ static void print_json(const opts *o, int layers, int threads, const summary *d,
            "\"prefill_tok_s\":%.3f,\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,"
            "\"bandwidth_gb_s\":%.2f,\"bandwidth_fraction\":%.3f,\"decode_step_ms_min\":%.3f,"
            "\"decode_step_ms_median\":%.3f",
-           layers, threads, o->numerics == KN_NUM_Q8 ? "q8" : "f32", o->prompt, o->decode,
+           layers, threads, kn_numerics_name(o->numerics), o->prompt, o->decode,
            o->rounds, d->ours, p->ours, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac,
            1e3 * r->step_min, 1e3 * r->step_median);
     if (d->llama > 0 && p->llama > 0)
@@ -565,7 +565,7 @@ out:
 static void print_header(const opts *o, double *bw) {
     printf(
         "== bench_model: coordinator forward pass, in-process experts (%s numerics, ISA %s, %s)\n",
-        o->numerics == KN_NUM_Q8 ? "q8" : "f32", kn_isa_name(kn_isa_active()), bu_cpu_name());
+        kn_numerics_name(o->numerics), kn_isa_name(kn_isa_active()), bu_cpu_name());
     if (!o->model)
         printf(
             "   gpt-oss-20b widths: hidden %d, %d/%d heads of %d, %d experts top-%d, expert ff %d, "

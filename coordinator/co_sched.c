@@ -10,11 +10,11 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "coordinator/co_stop.h"
 #include "model/md_sampler.h"
 #include "util/mw_grow.h"
+#include "util/mw_time.h"
 
 #define ERR_MAX 512
 
@@ -100,9 +100,7 @@ struct co_sched {
 };
 
 double co_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return mw_now_s();
 }
 
 /* ---- jobs ----------------------------------------------------------------------------------- */

@@ -148,7 +148,7 @@ int co_sched_jobs(co_sched *s);
 /* Ends every job with an error (the grace period is over). */
 void co_sched_fail_all(co_sched *s, const char *why);
 
-/* Seconds on a monotonic clock. */
+/* Seconds on the project's monotonic clock (mw_now_s). */
 double co_now(void);
 
 #endif

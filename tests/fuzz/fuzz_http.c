@@ -20,6 +20,7 @@
 #include "coordinator/co_http.h"
 #include "coordinator/co_oai.h"
 #include "coordinator/co_sse.h"
+#include "util/mw_time.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -83,12 +84,6 @@ static void handler(void *ud, co_http_req *q) {
         co_http_respond(q->conn, 404, "text/plain", "", "no\n", 3);
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void start(void) {
     uv_loop_init(&loop);
     co_http_limits lim = co_http_default_limits();
@@ -110,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t sent = 0;
     bool shut = false;
     char sink[65536];
-    const double t0 = now();
+    const double t0 = mw_now_s();
     for (;;) {
         uv_run(&loop, UV_RUN_NOWAIT);
         if (sent < size) {
@@ -125,7 +120,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         ssize_t r = recv(fd, sink, sizeof sink, 0);
         if (r == 0 || (r < 0 && errno != EAGAIN && errno != ENOTCONN)) break; /* closed */
-        if (now() - t0 > 5) abort(); /* the server must end every connection */
+        if (mw_now_s() - t0 > 5) abort(); /* the server must end every connection */
         struct pollfd p = {.fd = fd, .events = POLLIN};
         poll(&p, 1, 1);
     }
