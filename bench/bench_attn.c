@@ -57,6 +57,62 @@ static int parse_list(const char *s, int *out, int max) {
     return n;
 }
 
+/* One context length: a KV cache of n positions, then the decode row's attention over a full and
+ * a sliding layer, timed at each thread count with the SIMD kernels and the scalar ones. */
+static int bench_context(const md_config *cfg, int64_t n, const int *threads, int n_thr) {
+    const int64_t kd = KV_HEADS * HEAD_DIM;
+    const kn_isa simd = kn_isa_active();
+    md_kv kv;
+    mw_err e;
+    float *k = malloc((size_t)(n * kd) * sizeof(float)), *v = malloc((size_t)(n * kd) * 4);
+    md_row *rows = malloc((size_t)n * sizeof *rows);
+    if (!k || !v || !rows || md_kv_init(&kv, cfg, 1, n + 1, true, &e)) {
+        fprintf(stderr, "bench_attn: out of memory for %lld positions\n", (long long)n);
+        return 1;
+    }
+    uint64_t rng = 7;
+    for (int64_t i = 0; i < n * kd; i++) k[i] = frand(&rng), v[i] = frand(&rng);
+    for (int64_t t = 0; t < n; t++) rows[t] = (md_row){0, (int32_t)t, 0, 0};
+    if (md_kv_begin(&kv, rows, n, &e)) return fprintf(stderr, "bench_attn: %s\n", e.msg), 1;
+    md_kv_store(&kv, 0, k, v);
+    md_kv_store(&kv, 1, k, v);
+    md_kv_commit(&kv);
+    /* the decode row: its own K/V are the batch's */
+    const md_row row = {0, (int32_t)n, 0, 0};
+    float q[HEADS * HEAD_DIM], out[HEADS * HEAD_DIM];
+    for (int i = 0; i < HEADS * HEAD_DIM; i++) q[i] = frand(&rng) * 0.3f;
+    if (md_kv_begin(&kv, &row, 1, &e)) return fprintf(stderr, "bench_attn: %s\n", e.msg), 1;
+    const int reps = n > 8192 ? 5 : 11;
+    for (int ti = 0; ti < n_thr; ti++) {
+        kn_pool *pool = kn_pool_create(threads[ti]);
+        md_attn_ws ws = {0};
+        if (md_attn_ws_reserve(&ws, cfg, &row, 1, kn_pool_size(pool), &e))
+            return fprintf(stderr, "bench_attn: %s\n", e.msg), 1;
+        const kn_isa isas[2] = {simd, KN_ISA_SCALAR};
+        for (int s = 0; s < (simd == KN_ISA_SCALAR ? 1 : 2); s++) {
+            kn_isa_force(isas[s]);
+            double full = time_layer(cfg, &kv, &row, 0, q, k, v, out, &ws, pool, reps);
+            double slide = time_layer(cfg, &kv, &row, 1, q, k, v, out, &ws, pool, reps);
+            double step = LAYERS_EACH * (full + slide);
+            printf("%8lld %7d %7s %12.1f %12.1f %14.2f\n", (long long)n, threads[ti],
+                   kn_isa_name(isas[s]), full * 1e6, slide * 1e6, step * 1e3);
+            printf("{\"bench\":\"attn\",\"context\":%lld,\"threads\":%d,\"isa\":\"%s\","
+                   "\"full_layer_us\":%.2f,\"sliding_layer_us\":%.2f,"
+                   "\"gpt_oss_20b_step_ms\":%.3f}\n",
+                   (long long)n, threads[ti], kn_isa_name(isas[s]), full * 1e6, slide * 1e6,
+                   step * 1e3);
+        }
+        kn_isa_force(simd);
+        md_attn_ws_free(&ws);
+        kn_pool_destroy(pool);
+    }
+    md_kv_free(&kv);
+    free(k);
+    free(v);
+    free(rows);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int contexts[8] = {1024, 4096, 16384}, n_ctx = 3, threads[4] = {1, 2}, n_thr = 2;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -80,63 +136,12 @@ int main(int argc, char **argv) {
                      .kq_scale = 1.0f / sqrtf((float)HEAD_DIM),
                      .n_swa = WINDOW,
                      .layer_swa = swa};
-    const kn_isa simd = kn_isa_active();
     printf("   attention of one decode row, gpt-oss-20b shape (%d/%d heads of %d, window %d); "
            "%s vs scalar, same bits\n",
-           HEADS, KV_HEADS, HEAD_DIM, WINDOW, kn_isa_name(simd));
+           HEADS, KV_HEADS, HEAD_DIM, WINDOW, kn_isa_name(kn_isa_active()));
     printf("%8s %7s %7s %12s %12s %14s\n", "context", "threads", "isa", "full us", "sliding us",
            "24 layers ms");
-    const int64_t kd = KV_HEADS * HEAD_DIM;
-    for (int c = 0; c < n_ctx; c++) {
-        const int64_t n = contexts[c];
-        md_kv kv;
-        mw_err e;
-        float *k = malloc((size_t)(n * kd) * sizeof(float)), *v = malloc((size_t)(n * kd) * 4);
-        md_row *rows = malloc((size_t)n * sizeof *rows);
-        if (!k || !v || !rows || md_kv_init(&kv, &cfg, 1, n + 1, true, &e)) {
-            fprintf(stderr, "bench_attn: out of memory for %lld positions\n", (long long)n);
-            return 1;
-        }
-        uint64_t rng = 7;
-        for (int64_t i = 0; i < n * kd; i++) k[i] = frand(&rng), v[i] = frand(&rng);
-        for (int64_t t = 0; t < n; t++) rows[t] = (md_row){0, (int32_t)t, 0, 0};
-        if (md_kv_begin(&kv, rows, n, &e)) return fprintf(stderr, "bench_attn: %s\n", e.msg), 1;
-        md_kv_store(&kv, 0, k, v);
-        md_kv_store(&kv, 1, k, v);
-        md_kv_commit(&kv);
-        /* the decode row: its own K/V are the batch's */
-        const md_row row = {0, (int32_t)n, 0, 0};
-        float q[HEADS * HEAD_DIM], out[HEADS * HEAD_DIM];
-        for (int i = 0; i < HEADS * HEAD_DIM; i++) q[i] = frand(&rng) * 0.3f;
-        if (md_kv_begin(&kv, &row, 1, &e)) return fprintf(stderr, "bench_attn: %s\n", e.msg), 1;
-        const int reps = n > 8192 ? 5 : 11;
-        for (int ti = 0; ti < n_thr; ti++) {
-            kn_pool *pool = kn_pool_create(threads[ti]);
-            md_attn_ws ws = {0};
-            if (md_attn_ws_reserve(&ws, &cfg, &row, 1, kn_pool_size(pool), &e))
-                return fprintf(stderr, "bench_attn: %s\n", e.msg), 1;
-            const kn_isa isas[2] = {simd, KN_ISA_SCALAR};
-            for (int s = 0; s < (simd == KN_ISA_SCALAR ? 1 : 2); s++) {
-                kn_isa_force(isas[s]);
-                double full = time_layer(&cfg, &kv, &row, 0, q, k, v, out, &ws, pool, reps);
-                double slide = time_layer(&cfg, &kv, &row, 1, q, k, v, out, &ws, pool, reps);
-                double step = LAYERS_EACH * (full + slide);
-                printf("%8lld %7d %7s %12.1f %12.1f %14.2f\n", (long long)n, threads[ti],
-                       kn_isa_name(isas[s]), full * 1e6, slide * 1e6, step * 1e3);
-                printf("{\"bench\":\"attn\",\"context\":%lld,\"threads\":%d,\"isa\":\"%s\","
-                       "\"full_layer_us\":%.2f,\"sliding_layer_us\":%.2f,"
-                       "\"gpt_oss_20b_step_ms\":%.3f}\n",
-                       (long long)n, threads[ti], kn_isa_name(isas[s]), full * 1e6, slide * 1e6,
-                       step * 1e3);
-            }
-            kn_isa_force(simd);
-            md_attn_ws_free(&ws);
-            kn_pool_destroy(pool);
-        }
-        md_kv_free(&kv);
-        free(k);
-        free(v);
-        free(rows);
-    }
+    for (int c = 0; c < n_ctx; c++)
+        if (bench_context(&cfg, contexts[c], threads, n_thr)) return 1;
     return 0;
 }

@@ -303,8 +303,6 @@ static void print_config(int layers, int k, cfg_result *c, double base, int roun
            (double)s->total.weight_bytes * per, wr_movement_ratio(&s->total));
 }
 
-/* In-process and every cluster configuration decode in turn, `rounds` times, so a burst of load
- * from elsewhere hits all of them alike; each reports its best round (noise only slows a run). */
 /* Bytes of the regular files under a vindex directory (or of a file). */
 static double tree_bytes;
 static int add_file(const char *p, const struct stat *st, int flag, struct FTW *f) {
@@ -322,30 +320,25 @@ static bool pin_fits(const char *path) {
     return 2 * tree_bytes < mem / 3;
 }
 
-static int bench_model(const char *path, int layers, int n, int rounds, int steps, int threads,
-                       int node_threads, int pin_opt, bool node_affinity) {
-    double local_interleaved_tok_s = 0;
-    mw_err err = {{0}};
-    vx_source *src = NULL;
-    md_model *m = NULL;
-    md_expert_backend *local = NULL;
-    timed tl = {0};
-    md_expert_backend timed_local = {.name = "local", .run = timed_run, .impl = &tl};
-    double local_layer_us = 0;
-    cfg_result res[N_CONFIGS] = {{0}};
-    kn_pool *pool = kn_pool_create(threads);
-    int rc = -1;
-    double tok_s, base = 0;
-    /* --pin: the trunk's dense matrices, the in-process experts and every node's experts are
-     * copied onto huge pages (md_pin.h), each side as fast as it can stream them. */
-    const bool pin = pin_opt > 0 || (pin_opt < 0 && pin_fits(path));
-    if (vx_source_open(path, NULL, &src, &err) || md_model_load(src, &m, &err) ||
-        md_local_backend_new(src, &m->cfg, pool, &local, &err) ||
-        (pin && (md_model_pin_dense(m, &err) || md_local_backend_pin(local, &err))))
-        goto done;
-    tl.inner = local;
-    /* The first configuration starts the loopback nodes (and stops them when destroyed, last);
-     * the others connect to the same nodes. */
+/* One model's run: the in-process backend (with its stopwatch) and every cluster configuration,
+ * and what they measured. */
+typedef struct bench_run {
+    const md_model *m;
+    kn_pool *pool;
+    int n; /* timed steps per decode */
+    md_expert_backend *local;
+    timed tl;
+    md_expert_backend timed_local;
+    cfg_result res[N_CONFIGS];
+    double base;           /* the in-process backend's best tok/s */
+    double local_layer_us; /* its time per layer call in that round */
+    double local_interleaved_tok_s;
+} bench_run;
+
+/* One cluster per configuration: the first starts the loopback nodes (and stops them when
+ * destroyed, last), the others connect to the same nodes. */
+static int start_clusters(bench_run *b, const char *path, const vx_source *src, bool pin,
+                          int node_threads, bool node_affinity, mw_err *err) {
     co_cluster_opts co = {.loopback = 2,
                           .model = path,
                           .node_threads = node_threads,
@@ -355,94 +348,127 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
                           .deadline_ms = 600000,
                           .connect_ms = 60000,
                           .src = src,
-                          .width = m->cfg.n_embd,
+                          .width = b->m->cfg.n_embd,
                           .numerics = KN_NUM_Q8,
-                          .pool = pool};
+                          .pool = b->pool};
     for (int k = 0; k < N_CONFIGS; k++) {
         co.exact = configs[k].exact;
         wr_codec_parse(configs[k].codec, &co.codec, NULL);
-        if (co_cluster_create(&co, &res[k].be, &err)) goto done;
-        co.endpoints = co_cluster_endpoints(res[0].be, &co.n_nodes);
+        if (co_cluster_create(&co, &b->res[k].be, err)) return -1;
+        co.endpoints = co_cluster_endpoints(b->res[0].be, &co.n_nodes);
     }
-    const double ping_hot = ping_us(co.endpoints[0], 200, NULL),
-                 ping_trunk = ping_us(co.endpoints[0], 200, pool);
-    printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f,"
-           "\"ping_after_trunk_us_median\":%.1f}\n",
-           layers, ping_hot, ping_trunk);
-    /* Untimed first passes fault the touched experts' pages in (the nodes keep their mappings). */
-    if (decode(m, &timed_local, pool, n, NULL, &tok_s, &err)) goto done;
-    for (int k = 0; k < N_CONFIGS; k++)
-        if (decode(m, res[k].be, pool, n, NULL, &tok_s, &err)) goto done;
-    /* Round r starts at a different configuration (in-process is -1), so none always follows
-     * the same one. */
+    return 0;
+}
+
+/* The rounds: in-process and every configuration decode in turn, `rounds` times, so a burst of
+ * load from elsewhere hits all of them alike; each keeps its best round (noise only slows a run).
+ * Round r starts at a different configuration (in-process is -1), so none always follows the
+ * same one. */
+static int run_rounds(bench_run *b, int rounds, mw_err *err) {
+    double tok_s;
     for (int r = 0; r < rounds; r++) {
         double round_tok_s[N_CONFIGS], round_local = 0;
         for (int q = 0; q <= N_CONFIGS; q++) {
             int k = (q + r) % (N_CONFIGS + 1) - 1;
             if (k < 0) {
-                if (decode(m, &timed_local, pool, n, timed_reset, &tok_s, &err)) goto done;
+                if (decode(b->m, &b->timed_local, b->pool, b->n, timed_reset, &tok_s, err))
+                    return -1;
                 round_local = tok_s;
-                if (tok_s > base) {
-                    base = tok_s;
-                    local_layer_us = tl.calls ? tl.sec * 1e6 / (double)tl.calls : 0;
+                if (tok_s > b->base) {
+                    b->base = tok_s;
+                    b->local_layer_us = b->tl.calls ? b->tl.sec * 1e6 / (double)b->tl.calls : 0;
                 }
                 continue;
             }
-            if (decode(m, res[k].be, pool, n, cluster_reset, &tok_s, &err)) goto done;
+            cfg_result *c = &b->res[k];
+            if (decode(b->m, c->be, b->pool, b->n, cluster_reset, &tok_s, err)) return -1;
             round_tok_s[k] = tok_s;
-            if (tok_s > res[k].best_tok_s) {
-                res[k].best_tok_s = tok_s;
-                res[k].sum = co_remote_summarize(co_cluster_remote(res[k].be));
+            if (tok_s > c->best_tok_s) {
+                c->best_tok_s = tok_s;
+                c->sum = co_remote_summarize(co_cluster_remote(c->be));
             }
         }
-        for (int k = 0; k < N_CONFIGS; k++) res[k].ratio[r] = round_tok_s[k] / round_local;
+        for (int k = 0; k < N_CONFIGS; k++) b->res[k].ratio[r] = round_tok_s[k] / round_local;
     }
-    if (steps > 0) {
-        md_expert_backend *be[N_CONFIGS + 1] = {local};
-        for (int k = 0; k < N_CONFIGS; k++) be[k + 1] = res[k].be;
-        const int nb = steps / BLOCK + 1, full = steps / BLOCK;
-        double sec[N_CONFIGS + 1],
-            *blocks = calloc((size_t)(N_CONFIGS + 1) * (size_t)nb, sizeof *blocks);
-        double *ratios = calloc((size_t)nb, sizeof *ratios);
-        if (!blocks || !ratios ||
-            interleave(m, be, N_CONFIGS + 1, pool, steps, BLOCK, nb, sec, blocks, &err)) {
-            free(blocks);
-            free(ratios);
-            if (!err.msg[0]) mw_errf(&err, "out of memory");
-            goto done;
-        }
-        for (int k = 0; k < N_CONFIGS; k++) {
-            res[k].interleaved = sec[0] / sec[k + 1];
-            for (int j = 0; j < full; j++) ratios[j] = blocks[j] / blocks[(k + 1) * nb + j];
-            /* whole blocks only; with fewer steps than a block, the whole run is the one block */
-            res[k].block_median = full ? bu_median(ratios, full) : res[k].interleaved;
-            res[k].block_min = full ? bu_min(ratios, full) : res[k].interleaved; /* sorted */
-            res[k].block_max = full ? ratios[full - 1] : res[k].interleaved;
-        }
-        local_interleaved_tok_s = steps / sec[0];
-        free(blocks);
-        free(ratios);
+    return 0;
+}
+
+/* The interleaved comparison (interleave()), and its ratios per configuration: the whole run and
+ * the minimum, median and maximum over blocks of BLOCK steps. */
+static int run_interleaved(bench_run *b, int steps, mw_err *err) {
+    md_expert_backend *be[N_CONFIGS + 1] = {b->local};
+    for (int k = 0; k < N_CONFIGS; k++) be[k + 1] = b->res[k].be;
+    const int nb = steps / BLOCK + 1, full = steps / BLOCK;
+    double sec[N_CONFIGS + 1],
+        *blocks = calloc((size_t)(N_CONFIGS + 1) * (size_t)nb, sizeof *blocks);
+    double *ratios = calloc((size_t)nb, sizeof *ratios);
+    int rc = blocks && ratios ? 0 : mw_errf(err, "out of memory");
+    if (!rc) rc = interleave(b->m, be, N_CONFIGS + 1, b->pool, steps, BLOCK, nb, sec, blocks, err);
+    for (int k = 0; !rc && k < N_CONFIGS; k++) {
+        cfg_result *c = &b->res[k];
+        c->interleaved = sec[0] / sec[k + 1];
+        for (int j = 0; j < full; j++) ratios[j] = blocks[j] / blocks[(k + 1) * nb + j];
+        /* whole blocks only; with fewer steps than a block, the whole run is the one block */
+        c->block_median = full ? bu_median(ratios, full) : c->interleaved;
+        c->block_min = full ? bu_min(ratios, full) : c->interleaved; /* sorted */
+        c->block_max = full ? ratios[full - 1] : c->interleaved;
     }
+    if (!rc) b->local_interleaved_tok_s = steps / sec[0];
+    free(blocks);
+    free(ratios);
+    return rc;
+}
+
+static int bench_model(const char *path, int layers, int n, int rounds, int steps, int threads,
+                       int node_threads, int pin_opt, bool node_affinity) {
+    mw_err err = {{0}};
+    vx_source *src = NULL;
+    md_model *m = NULL;
+    bench_run b = {.pool = kn_pool_create(threads), .n = n};
+    b.timed_local = (md_expert_backend){.name = "local", .run = timed_run, .impl = &b.tl};
+    int rc = -1;
+    double tok_s;
+    /* --pin: the trunk's dense matrices, the in-process experts and every node's experts are
+     * copied onto huge pages (md_pin.h), each side as fast as it can stream them. */
+    const bool pin = pin_opt > 0 || (pin_opt < 0 && pin_fits(path));
+    if (vx_source_open(path, NULL, &src, &err) || md_model_load(src, &m, &err) ||
+        md_local_backend_new(src, &m->cfg, b.pool, &b.local, &err) ||
+        (pin && (md_model_pin_dense(m, &err) || md_local_backend_pin(b.local, &err))))
+        goto done;
+    b.m = m;
+    b.tl.inner = b.local;
+    if (start_clusters(&b, path, src, pin, node_threads, node_affinity, &err)) goto done;
+    int n_nodes;
+    const char *node0 = co_cluster_endpoints(b.res[0].be, &n_nodes)[0];
+    const double ping_hot = ping_us(node0, 200, NULL), ping_trunk = ping_us(node0, 200, b.pool);
+    printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f,"
+           "\"ping_after_trunk_us_median\":%.1f}\n",
+           layers, ping_hot, ping_trunk);
+    /* Untimed first passes fault the touched experts' pages in (the nodes keep their mappings). */
+    if (decode(m, &b.timed_local, b.pool, n, NULL, &tok_s, &err)) goto done;
+    for (int k = 0; k < N_CONFIGS; k++)
+        if (decode(m, b.res[k].be, b.pool, n, NULL, &tok_s, &err)) goto done;
+    if (run_rounds(&b, rounds, &err) || (steps > 0 && run_interleaved(&b, steps, &err))) goto done;
     char local_inter[32] = "null"; /* --steps 0 */
-    if (local_interleaved_tok_s > 0)
-        snprintf(local_inter, sizeof local_inter, "%.3f", local_interleaved_tok_s);
+    if (b.local_interleaved_tok_s > 0)
+        snprintf(local_inter, sizeof local_inter, "%.3f", b.local_interleaved_tok_s);
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"local\",\"threads\":%d,"
            "\"node_threads\":%d,\"node_affinity\":%s,\"rounds\":%d,\"pinned\":%s,"
            "\"decode_tok_s\":%.3f,\"experts_per_layer_us\":%.1f,\"steps\":%d,"
            "\"interleaved_tok_s\":%s}\n",
            layers, threads, node_threads, node_affinity ? "true" : "false", rounds,
-           pin ? "true" : "false", base, local_layer_us, steps, local_inter);
-    for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &res[k], base, rounds);
+           pin ? "true" : "false", b.base, b.local_layer_us, steps, local_inter);
+    for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &b.res[k], b.base, rounds);
     fflush(stdout);
     rc = 0;
 done:
     if (rc) fprintf(stderr, "bench_cluster: %s\n", err.msg);
     for (int k = N_CONFIGS - 1; k >= 0; k--) /* the first one owns the nodes */
-        if (res[k].be) res[k].be->destroy(res[k].be);
-    if (local) local->destroy(local);
+        if (b.res[k].be) b.res[k].be->destroy(b.res[k].be);
+    if (b.local) b.local->destroy(b.local);
     md_model_free(m);
     vx_source_close(src);
-    kn_pool_destroy(pool);
+    kn_pool_destroy(b.pool);
     return rc;
 }
 

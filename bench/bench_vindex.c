@@ -58,42 +58,31 @@ static uint64_t dir_bytes(const char *dir, const char *const *names, int n) {
     return total;
 }
 
-int main(int argc, char **argv) {
-    int layers = 2;
-    const char *dir = NULL;
-    bool keep = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--layers") && i + 1 < argc)
-            layers = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "--keep"))
-            keep = true;
-        else {
-            fprintf(stderr, "usage: bench_vindex [--layers N] [--dir DIR] [--keep]\n");
-            return 2;
-        }
-    }
-    if (layers < 1 || sodium_init() < 0) return 2;
-    char tmpl[] = "/tmp/bench-vindex-XXXXXX";
-    if (!dir && !(dir = mkdtemp(tmpl))) return 1;
+/* The raw speeds the steps are compared with (MB/s): memcpy, BLAKE2b, SHA-256 (OpenSSL, and
+ * libsodium's for comparison). */
+typedef struct raw {
+    double memcpy, blake2b, sha256, sha256_sodium;
+} raw;
 
+static raw bench_raw(void) {
     size_t n = 64u << 20;
     uint8_t *buf = malloc(n), *dst = malloc(n);
+    if (!buf || !dst) exit(1);
     for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)(i * 2654435761u >> 13);
-    double mc = raw_speed(0, buf, dst, n), b2 = raw_speed(1, buf, dst, n),
-           sha = raw_speed(2, buf, dst, n), sha_sodium = raw_speed(3, buf, dst, n);
+    raw r = {raw_speed(0, buf, dst, n), raw_speed(1, buf, dst, n), raw_speed(2, buf, dst, n),
+             raw_speed(3, buf, dst, n)};
     free(buf);
     free(dst);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     printf("{\"bench\":\"vindex_raw\",\"cpus\":%ld,\"memcpy_MBps\":%.0f,\"blake2b_MBps\":%.0f,"
            "\"sha256_MBps\":%.0f,\"sha256_libsodium_MBps\":%.0f}\n",
-           cpus, mc, b2, sha, sha_sodium);
+           sysconf(_SC_NPROCESSORS_ONLN), r.memcpy, r.blake2b, r.sha256, r.sha256_sodium);
     fflush(stdout);
+    return r;
+}
 
-    char gguf[4200], vx[4200], layers_s[16];
-    snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
-    snprintf(vx, sizeof vx, "%s/model.vindex", dir);
+/* synth → GGUF file at gguf. */
+static void bench_synth(const char *dir, const char *gguf, int layers) {
+    char layers_s[16];
     snprintf(layers_s, sizeof layers_s, "%d", layers);
     const char *args[] = {"arch",     "gpt-oss",   "layers",       layers_s,   "hidden",
                           "2880",     "heads",     "64",           "kv-heads", "8",
@@ -113,9 +102,14 @@ int main(int argc, char **argv) {
            "\"MBps\":%.0f}\n",
            layers, model_mb, t_synth, model_mb / t_synth);
     fflush(stdout);
+}
 
+/* GGUF → vindex directory at vx; returns what extract wrote. */
+static vx_extract_stats bench_extract(const char *gguf, const char *vx, const raw *r) {
+    mw_err e;
+    vx_input *in;
     if (vx_input_open(gguf, &in, &e)) die("open", &e);
-    t0 = mw_now_s();
+    double t0 = mw_now_s();
     vx_extract_stats st;
     if (vx_extract(in, vx, NULL, &st, &e)) die("extract", &e);
     double t_ext = mw_now_s() - t0;
@@ -123,22 +117,29 @@ int main(int argc, char **argv) {
     double vx_mb = (double)(st.dense_bytes + st.expert_bytes) / 1e6;
     printf("{\"bench\":\"vindex_extract\",\"MB\":%.1f,\"seconds\":%.2f,\"MBps\":%.0f,"
            "\"vs_sha256\":%.2f,\"vs_blake2b\":%.2f}\n",
-           vx_mb, t_ext, vx_mb / t_ext, vx_mb / t_ext / sha, vx_mb / t_ext / b2);
+           vx_mb, t_ext, vx_mb / t_ext, vx_mb / t_ext / r->sha256, vx_mb / t_ext / r->blake2b);
     fflush(stdout);
+    return st;
+}
 
-    t0 = mw_now_s();
+static void bench_verify(const char *vx, const raw *r) {
+    mw_err e;
+    double t0 = mw_now_s();
     uint64_t checked;
     if (vx_verify(vx, NULL, NULL, &checked, &e)) die("verify", &e);
     double t_ver = mw_now_s() - t0;
     printf("{\"bench\":\"vindex_verify\",\"MB\":%.1f,\"seconds\":%.2f,\"MBps\":%.0f,"
            "\"vs_sha256\":%.2f}\n",
            (double)checked / 1e6, t_ver, (double)checked / 1e6 / t_ver,
-           (double)checked / 1e6 / t_ver / sha);
+           (double)checked / 1e6 / t_ver / r->sha256);
     fflush(stdout);
+}
 
-    /* mount everything (dense + all extents, BLAKE2b checked), then one layer's experts only */
+/* Mounts everything (dense + all extents, BLAKE2b checked), then one layer's experts only. */
+static void bench_mount(const char *vx, int layers, const vx_extract_stats *st, const raw *r) {
+    mw_err e;
     vx_source *s;
-    t0 = mw_now_s();
+    double t0 = mw_now_s();
     if (vx_source_open(vx, NULL, &s, &e)) die("mount", &e);
     double t_mnt = mw_now_s() - t0;
     vx_source_close(s);
@@ -150,11 +151,42 @@ int main(int argc, char **argv) {
     double t_one = mw_now_s() - t0;
     vx_source_close(s);
     vx_expert_set_free(&set);
-    double layer_mb = (double)st.expert_bytes / (double)layers / 1e6;
+    double vx_mb = (double)(st->dense_bytes + st->expert_bytes) / 1e6;
+    double layer_mb = (double)st->expert_bytes / (double)layers / 1e6;
     printf("{\"bench\":\"vindex_mount\",\"all_MB\":%.1f,\"all_seconds\":%.2f,\"all_MBps\":%.0f,"
            "\"one_layer_MB\":%.1f,\"one_layer_seconds\":%.3f,\"one_layer_MBps\":%.0f,"
            "\"vs_blake2b\":%.2f}\n",
-           vx_mb, t_mnt, vx_mb / t_mnt, layer_mb, t_one, layer_mb / t_one, vx_mb / t_mnt / b2);
+           vx_mb, t_mnt, vx_mb / t_mnt, layer_mb, t_one, layer_mb / t_one,
+           vx_mb / t_mnt / r->blake2b);
+}
+
+int main(int argc, char **argv) {
+    int layers = 2;
+    const char *dir = NULL;
+    bool keep = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--layers") && i + 1 < argc)
+            layers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
+            dir = argv[++i];
+        else if (!strcmp(argv[i], "--keep"))
+            keep = true;
+        else {
+            fprintf(stderr, "usage: bench_vindex [--layers N] [--dir DIR] [--keep]\n");
+            return 2;
+        }
+    }
+    if (layers < 1 || sodium_init() < 0) return 2;
+    char tmpl[] = "/tmp/bench-vindex-XXXXXX";
+    if (!dir && !(dir = mkdtemp(tmpl))) return 1;
+    const raw r = bench_raw();
+    char gguf[4200], vx[4200];
+    snprintf(gguf, sizeof gguf, "%s/model.gguf", dir);
+    snprintf(vx, sizeof vx, "%s/model.vindex", dir);
+    bench_synth(dir, gguf, layers);
+    const vx_extract_stats st = bench_extract(gguf, vx, &r);
+    bench_verify(vx, &r);
+    bench_mount(vx, layers, &st, &r);
     if (!keep) {
         char cmd[4300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s/model.gguf' '%s/model.vindex'", dir, dir);

@@ -98,30 +98,12 @@ static void op_pack_parse(void *p) {
     c->ok = wr_parse(&c->in, parts, c->out.n_parts, 0, &r, &code, NULL) == 0;
 }
 
-int main(int argc, char **argv) {
-    int width = 2880;
-    double seconds = 0.3;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--width") && i + 1 < argc)
-            width = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
-            seconds = atof(argv[++i]);
-        else {
-            fprintf(stderr, "usage: bench_wire [--width N] [--seconds S]\n");
-            return 2;
-        }
-    }
-    if (width < 1 || width > 65536 || !(seconds > 0)) {
-        fprintf(stderr, "bench_wire: bad --width or --seconds\n");
-        return 2;
-    }
-    const int rows = 64; /* a prefill-sized block: per-row work dominates call overhead */
+/* Each row codec over `rows` rows: encode / decode speed, LZ4's ratio, the rounding error. */
+static void bench_codecs(const float *x, int rows, int width, double seconds) {
     size_t n = (size_t)rows * (size_t)width;
-    float *x = activation_rows(rows, width);
     codec_ctx cc = {
         .x = x, .n = n, .enc = malloc(n * 4), .dec = malloc(n * 4), .lz4 = malloc(n * 4)};
     const char *isa = kn_isa_name(kn_isa_active());
-
     for (int d = WR_F32; d < WR_DTYPE_END; d++) {
         cc.d = (wr_dtype)d;
         double te = time_op(op_encode, &cc, seconds);
@@ -148,8 +130,13 @@ int main(int argc, char **argv) {
                plain > 0 ? (double)plain / (double)raw : 1.0, cc.lz4_len ? "true" : "false",
                (double)raw / tz / 1e9, max_abs, sqrt(err2 / sig2));
     }
+    free(cc.enc);
+    free(cc.dec);
+    free(cc.lz4);
+}
 
-    /* Whole messages: T rows with top-4 routing, packed and parsed in one process. */
+/* Whole messages: T rows with top-4 routing, packed and parsed in one process. */
+static void bench_messages(const float *x, int width, double seconds) {
     static const int Ts[] = {1, 8, 64};
     static const char *codecs[] = {"f32", "f16", "bf16", "f16+lz4"};
     for (size_t ti = 0; ti < sizeof Ts / sizeof Ts[0]; ti++) {
@@ -178,9 +165,29 @@ int main(int argc, char **argv) {
         }
         free(a);
     }
+}
+
+int main(int argc, char **argv) {
+    int width = 2880;
+    double seconds = 0.3;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--width") && i + 1 < argc)
+            width = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else {
+            fprintf(stderr, "usage: bench_wire [--width N] [--seconds S]\n");
+            return 2;
+        }
+    }
+    if (width < 1 || width > 65536 || !(seconds > 0)) {
+        fprintf(stderr, "bench_wire: bad --width or --seconds\n");
+        return 2;
+    }
+    const int rows = 64; /* a prefill-sized block: per-row work dominates call overhead */
+    float *x = activation_rows(rows, width);
+    bench_codecs(x, rows, width, seconds);
+    bench_messages(x, width, seconds);
     free(x);
-    free(cc.enc);
-    free(cc.dec);
-    free(cc.lz4);
     return 0;
 }
