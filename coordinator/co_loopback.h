@@ -19,9 +19,9 @@ typedef struct co_loopback_opts {
     bool pin;       /* nodes copy their experts onto huge pages (expert-node --pin) */
     /* Node i binds its threads to CPUs from i·C/N on (expert-node --affinity), C the CPUs this
      * process may use. Nodes sharing a machine each run a full pool; left to itself the scheduler
-     * often queues a node's woken workers behind its own busy thread while another core idles
-     * (measured: a core idle for ~1 ms of a 2.5 ms layer). Bound, every core holds one thread of
-     * each node, so a node that finishes first leaves whole cores to the other. */
+     * often queues a node's woken workers behind its own busy thread while another core idles.
+     * Bound, every core holds one thread of each node, so a node that finishes first leaves whole
+     * cores to the other. */
     bool bind_cpus;
     /* (Loopback nodes always run with --poll-us 0: an idle thread of one node polling for its
      * next job would take time from the other node's threads on the same core.) */

@@ -95,8 +95,7 @@ static int bind_socket(en_node *n, mw_err *err) {
     n->zctx = zmq_ctx_new();
     /* With --affinity, ZeroMQ's I/O thread (started with the first socket) shares the serving
      * thread's CPU: a request or reply passes between them as one thread blocks and the other
-     * runs, without waking another core (on a VM, possibly a halted vCPU). A/B on the loopback
-     * bench: +1.2 % (7 of 10 pairs). */
+     * runs, without waking another core (on a VM, possibly a halted vCPU). */
     if (n->zctx && n->opts.bind_cpus)
         zmq_ctx_set(n->zctx, ZMQ_THREAD_AFFINITY_CPU_ADD, kn_cpu_at(n->opts.cpu_first));
     n->router = n->zctx ? zmq_socket(n->zctx, ZMQ_ROUTER) : NULL;
