@@ -1,9 +1,9 @@
 /* wire/wr_stats.h — movement accounting: wire bytes of expert traffic against expert weight bytes
  * read, per node and per layer.
  *
- * DESIGN.md: movement_ratio = expert wire bytes (both directions, every part as sent: envelope and
- * frames, compressed size when compressed) ÷ expert weight bytes read to serve them (as stored).
- * Handshakes and pings are control traffic, counted apart and outside the ratio. */
+ * movement_ratio (docs/architecture.md) = expert wire bytes (both directions, every part as sent:
+ * envelope and frames, compressed size when compressed) ÷ expert weight bytes read to serve them
+ * (as stored). Handshakes and pings are control traffic, counted apart and outside the ratio. */
 #ifndef WR_STATS_H
 #define WR_STATS_H
 
