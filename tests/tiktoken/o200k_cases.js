@@ -4,9 +4,12 @@
 //
 //   node tests/tiktoken/o200k_cases.js NPM_DIR OUT_DIR
 //
-// OUT_DIR/o200k-harmony.gguf: a vocabulary-only GGUF as gpt-oss's would hold it: o200k_base's
+// OUT_DIR/o200k-harmony.gguf: a vocabulary-only GGUF of gpt-oss's vocabulary: o200k_base's
 // 199998 ranks as byte-level BPE tokens (tokenizer.ggml.pre "gpt-4o", no merges: tiktoken ranks),
 // the harmony special tokens at their ids and reserved control tokens up to 201088.
+// OUT_DIR/o200k-harmony-merges.gguf: the same with tokenizer.ggml.merges, as a converted gpt-oss
+// GGUF holds it (and as llama.cpp needs it): each multi-byte token's two halves, found by running
+// BPE on its bytes with the ranks below its own.
 // OUT_DIR/cases.json: [{text, special, ids}] — a few hundred strings (mixed scripts with combining
 // marks, code, numbers, emoji, whitespace runs, contractions, random mixtures of all of them) and
 // the ids js-tiktoken gives them; `special` strings hold harmony tokens, encoded with them allowed.
@@ -87,11 +90,39 @@ kvU32("tokenizer.ggml.bos_token_id", 199998);
 kvU32("tokenizer.ggml.eos_token_id", 200002);
 kvU32("tokenizer.ggml.padding_token_id", 199999);
 kvBool("tokenizer.ggml.add_bos_token", false);
-parts.push(Buffer.from("GGUF"));
-u32(3); u64(0); u64(kvs.length);
-kvs.forEach((f) => f());
+const writeGguf = (name) => {
+  parts.length = 0;
+  parts.push(Buffer.from("GGUF"));
+  u32(3); u64(0); u64(kvs.length);
+  kvs.forEach((f) => f());
+  fs.writeFileSync(path.join(outDir, name), Buffer.concat(parts));
+};
 fs.mkdirSync(outDir, { recursive: true });
-fs.writeFileSync(path.join(outDir, "o200k-harmony.gguf"), Buffer.concat(parts));
+writeGguf("o200k-harmony.gguf");
+
+// The merge that forms each token: BPE over its bytes, always joining the adjacent pair whose
+// join has the lowest rank, stopping before its own rank, leaves exactly two parts.
+const rankOf = new Map();
+tokens.forEach((b, r) => rankOf.set(b.toString("latin1"), r));
+const merges = [];
+for (let r = 0; r < N_RANKS; r++) {
+  if (tokens[r].length < 2) continue;
+  let p = Array.from(tokens[r].toString("latin1"));
+  for (;;) {
+    let best = -1, bestRank = r;
+    for (let i = 0; i + 1 < p.length; i++) {
+      const k = rankOf.get(p[i] + p[i + 1]);
+      if (k !== undefined && k < bestRank) { best = i; bestRank = k; }
+    }
+    if (best < 0) break;
+    p.splice(best, 2, p[best] + p[best + 1]);
+  }
+  if (p.length !== 2) throw new Error(`o200k rank ${r} does not come from one merge`);
+  const spell = (x) => Array.from(Buffer.from(x, "latin1"), (b) => byteChar[b]).join("");
+  merges.push(`${spell(p[0])} ${spell(p[1])}`);
+}
+kvs.push(() => { str("tokenizer.ggml.merges"); u32(9); u32(8); u64(merges.length); merges.forEach(str); });
+writeGguf("o200k-harmony-merges.gguf");
 
 // ---- the strings -----------------------------------------------------------------------------
 const base = [
@@ -153,4 +184,4 @@ for (let i = 0; i < 40; i++) {
 const enc = new Tiktoken(ranks, HARMONY);
 for (const c of cases) c.ids = c.special ? enc.encode(c.text, "all") : enc.encode(c.text);
 fs.writeFileSync(path.join(outDir, "cases.json"), JSON.stringify(cases));
-console.log(`o200k: ${text.length} tokens, ${cases.length} strings`);
+console.log(`o200k: ${text.length} tokens, ${merges.length} merges, ${cases.length} strings`);

@@ -3,8 +3,9 @@
  * `make test` installs js-tiktoken (pinned) into build/npm and runs tests/tiktoken/o200k_cases.js,
  * which writes the vocabulary (a vocabulary-only GGUF built from o200k_base's ranks, harmony
  * tokens at their ids, padded to 201088 with reserved control tokens) and a few hundred strings
- * with js-tiktoken's ids into $MW_TK_O200K. Every string must encode to exactly those ids
- * (special ones with special-token parsing on) and decode back to itself. */
+ * with js-tiktoken's ids into $MW_TK_O200K, and the same vocabulary with the merges a converted
+ * gpt-oss GGUF carries. From either file every string must encode to exactly those ids (special
+ * ones with special-token parsing on) and decode back to itself. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,9 @@ static const char *dir(void) {
     return d && *d ? d : "build/tk-o200k";
 }
 
-static void test_o200k_matches_tiktoken(void **state) {
-    (void)state;
+static void check_o200k(const char *file) {
     char gguf[1024], cases[1024];
-    snprintf(gguf, sizeof gguf, "%s/o200k-harmony.gguf", dir());
+    snprintf(gguf, sizeof gguf, "%s/%s", dir(), file);
     snprintf(cases, sizeof cases, "%s/cases.json", dir());
     tk_tokenizer *t;
     mw_err err = {{0}};
@@ -73,16 +73,28 @@ static void test_o200k_matches_tiktoken(void **state) {
         tk_text_free(&out);
         tk_ids_free(&ids);
     }
-    print_message("o200k: %zu strings (%zu with harmony tokens) against js-tiktoken, %zu differ\n",
-                  n, n_special, fails);
+    print_message("%s: %zu strings (%zu with harmony tokens) against js-tiktoken, %zu differ\n",
+                  file, n, n_special, fails);
     assert_int_equal(fails, 0);
     json_decref(j);
     tk_free(t);
 }
 
+static void test_o200k_matches_tiktoken(void **state) {
+    (void)state;
+    check_o200k("o200k-harmony.gguf");
+}
+
+/* merges as a converter writes them do not change a tiktoken encoding */
+static void test_o200k_with_merges_matches_tiktoken(void **state) {
+    (void)state;
+    check_o200k("o200k-harmony-merges.gguf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_o200k_matches_tiktoken),
+        cmocka_unit_test(test_o200k_with_merges_matches_tiktoken),
     };
     return cmocka_run_group_tests_name("tk_tiktoken", tests, NULL, NULL);
 }
