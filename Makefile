@@ -7,6 +7,8 @@
 #   make demo       the same, generate only       make bench    benchmarks (not tests)
 #   make bench LLAMA_BENCH=path/to/llama-bench    the same, with llama.cpp on the same GGUF files
 #   make ggml-mm GGML_INC=DIR GGML_LIB=DIR        ggml's matmul driver; make bench GGML_MM=its path
+#   make llama-tok LLAMA_INC=DIR GGML_INC=DIR LLAMA_LIB=DIR
+#                                                 llama.cpp's tokenizer driver; make bench LLAMA_TOK=
 #   make deps       install Debian packages       make format   clang-format the tree
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
@@ -97,7 +99,7 @@ TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
-.PHONY: all deps test unit integration run demo bench ggml-mm clean format help check-kernels neon-check fuzz
+.PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz
 all: build/libmoewire.a $(BIN)
 
 deps:
@@ -216,6 +218,18 @@ $(REL)/bench/ggml_mm: bench/ggml/ggml_mm.c bench/bench_util.c build/libmoewire.a
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) -isystem $(GGML_INC) $(filter %.c,$^) build/libmoewire.a \
 	  -L$(GGML_LIB) -Wl,-rpath,$(GGML_LIB) -lggml -lggml-base -lggml-cpu $(LDLIBS) -o $@
+
+# llama.cpp's tokenizer beside ours (bench_tokenizer --llama-tok): built only when asked, against
+# a llama.cpp build the user names: LLAMA_INC its include/, GGML_INC its ggml/include/, LLAMA_LIB
+# the folder of its shared libraries.
+llama-tok: $(REL)/bench/llama_tok
+$(REL)/bench/llama_tok: bench/llama/llama_tok.c bench/bench_util.c build/libmoewire.a
+	@test -n "$(LLAMA_INC)" -a -n "$(GGML_INC)" -a -n "$(LLAMA_LIB)" || \
+	  { echo "usage: make llama-tok LLAMA_INC=DIR GGML_INC=DIR LLAMA_LIB=DIR (a llama.cpp build's include/, ggml/include/ and libraries)"; exit 2; }
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) -isystem $(LLAMA_INC) -isystem $(GGML_INC) $(filter %.c,$^) \
+	  build/libmoewire.a -L$(LLAMA_LIB) -Wl,-rpath,$(LLAMA_LIB) -lllama -lggml -lggml-base \
+	  $(LDLIBS) -o $@
 
 # ---- kernel parity on any fixture directory -------------------------------------------------
 FIXTURES ?= tests/fixtures/llamacpp/kernels

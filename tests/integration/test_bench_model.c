@@ -40,18 +40,14 @@ static const char fake_script[] =
 static char fake[1024], fake_log[1024];
 
 static const char *bench_bin(void) {
-    static char path[4096];
-    const char *fx = mwt_fixture(""); /* <root>/tests/fixtures/ */
-    snprintf(path, sizeof path, "%.*s/build/rel/bench/bench_model",
-             (int)(strlen(fx) - strlen("/tests/fixtures/")), fx);
-    return path;
+    return mwt_bench_bin("bench_model");
 }
 
 static int setup(void **state) {
     if (mwt_tmp_setup(state)) return -1;
     snprintf(fake, sizeof fake, "%s/llama-bench", mwt_tmp);
     snprintf(fake_log, sizeof fake_log, "%s/calls.log", mwt_tmp);
-    if (mwt_write_file(fake, fake_script, strlen(fake_script)) || chmod(fake, 0755)) return -1;
+    if (mwt_write_script(fake, fake_script)) return -1;
     setenv("FAKE_LOG", fake_log, 1);
     return 0;
 }

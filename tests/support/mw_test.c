@@ -87,6 +87,10 @@ const char *mwt_bin(const char *name) {
     return env ? keep_path("%s/%s", env, name) : keep_path("%s/bin/%s", repo_root(), name);
 }
 
+const char *mwt_bench_bin(const char *name) {
+    return keep_path("%s/build/rel/bench/%s", repo_root(), name);
+}
+
 void *mwt_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -118,6 +122,10 @@ int mwt_write_file(const char *path, const void *data, size_t len) {
     size_t w = fwrite(data, 1, len, f);
     if (fclose(f) != 0 || w != len) return -1;
     return 0;
+}
+
+int mwt_write_script(const char *path, const char *text) {
+    return mwt_write_file(path, text, strlen(text)) || chmod(path, 0755) ? -1 : 0;
 }
 
 char *mwt_tmpdir(const char *tag) {

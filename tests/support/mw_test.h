@@ -16,11 +16,15 @@
 const char *mwt_fixture(const char *rel);
 /* Path of a program: $MW_BIN/name when set (the ASan builds under `make test`), else bin/name. */
 const char *mwt_bin(const char *name);
+/* Path of a benchmark program (the optimised build): build/rel/bench/name. */
+const char *mwt_bench_bin(const char *name);
 
 /* Reads a whole file; returns a malloc'ed buffer (NUL-terminated) or NULL. */
 void *mwt_read_file(const char *path, size_t *len);
 /* Writes len bytes; returns 0 or -1. */
 int mwt_write_file(const char *path, const void *data, size_t len);
+/* Writes a program (a shell script standing in for a reference tool) and makes it executable. */
+int mwt_write_script(const char *path, const char *text);
 
 /* Creates a fresh temporary directory; returns a malloc'ed path. mwt_rmrf removes a tree. */
 char *mwt_tmpdir(const char *tag);
