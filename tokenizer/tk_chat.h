@@ -83,7 +83,8 @@ void tk_chat_parser_free(tk_chat_parser *p);
  * -1 with err (an id out of range). */
 int tk_chat_parser_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text *reasoning,
                         mw_err *err);
-/* Flushes held text at the end of generation. */
+/* Flushes held text at the end of generation, after a stop token too (harmony text still held
+ * as a possible header is shown then). */
 int tk_chat_parser_finish(tk_chat_parser *p, tk_text *content, tk_text *reasoning, mw_err *err);
 
 #endif
