@@ -81,6 +81,7 @@ static int add(tk_text *dst, const char *s, size_t n, mw_err *err) {
  * the start of the tag looked for. */
 static int think_scan(tk_chat_parser *p, tk_text *content, tk_text *reasoning, bool final,
                       mw_err *err) {
+    if (!p->pending.n) return 0; /* nothing yet: a half character held by the decoder, a bare end */
     for (;;) {
         const char *tag = p->in_think ? "</think>" : "<think>";
         size_t tl = strlen(tag), n = p->pending.n;

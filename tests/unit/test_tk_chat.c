@@ -379,11 +379,52 @@ static void test_messages_json(void **state) {
     }
 }
 
+/* A <think> parser that has nothing pending: a first token that is half a character (held by the
+ * decoder), a finish before any token, a stop token first. Nothing is shown and nothing is lost:
+ * the held bytes come out once the character completes. */
+static void test_think_parser_with_nothing_pending(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("qwen3moe", NULL, true);
+    const char *names[] = {"qwen3", "deepseek-r1"};
+    for (size_t i = 0; i < 2; i++) {
+        tk_chat *c;
+        tk_chat_parser *p;
+        mw_err err = {{0}};
+        tk_text content = {0}, reasoning = {0};
+        assert_int_equal(tk_chat_open(t, names[i], &c, &err), 0);
+        assert_int_equal(tk_chat_parser_new(c, NULL, &p, &err), 0);
+        assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+        tk_chat_parser_free(p);
+        assert_int_equal(tk_chat_parser_new(c, NULL, &p, &err), 0);
+        /* "é" in two tokens: the first byte alone gives the scanner nothing */
+        assert_int_equal(tk_chat_parser_push(p, 0xC3, &content, &reasoning, &err), 0);
+        assert_int_equal(content.n + reasoning.n, 0);
+        assert_int_equal(tk_chat_parser_push(p, 0xA9, &content, &reasoning, &err), 0);
+        assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+        tk_text *shown = i == 0 ? &content : &reasoning; /* R1's prompt opens the block */
+        assert_non_null(shown->s);
+        assert_string_equal(shown->s, "\xc3\xa9");
+        tk_chat_parser_free(p);
+        assert_int_equal(tk_chat_parser_new(c, NULL, &p, &err), 0);
+        assert_int_equal(
+            tk_chat_parser_push(p, i == 0 ? sid("<|im_end|>") : sid("<｜end▁of▁sentence｜>"),
+                                &content, &reasoning, &err),
+            1);
+        assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+        tk_chat_parser_free(p);
+        tk_chat_free(c);
+        tk_text_free(&content);
+        tk_text_free(&reasoning);
+    }
+    tk_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats_render_their_text),
         cmocka_unit_test(test_choosing_a_format),
         cmocka_unit_test(test_parsers),
+        cmocka_unit_test(test_think_parser_with_nothing_pending),
         cmocka_unit_test(test_harmony_without_header),
         cmocka_unit_test(test_messages_json),
     };
