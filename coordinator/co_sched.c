@@ -63,6 +63,7 @@ struct co_job {
     co_finish p_finish;
     bool p_ready; /* on the ready list */
     co_job *next_ready;
+    co_job *next_taken; /* the loop's walk of a ready list it took (loop thread only) */
     /* taken output (the loop's copy) */
     int32_t *t_tok;
     co_logprob *t_lp;
@@ -206,14 +207,20 @@ const float *co_job_logits(const co_job *j, int64_t *rows) {
 
 static void on_async(uv_async_t *a) {
     co_sched *s = a->data;
+    /* The walk follows next_taken, which only this thread writes: once p_ready is false the
+     * model thread may put a job on the next ready list (rewriting next_ready) while it is
+     * still on this one. */
     pthread_mutex_lock(&s->mu);
     co_job *list = s->ready;
     s->ready = NULL;
-    for (co_job *j = list; j; j = j->next_ready) j->p_ready = false;
+    for (co_job *j = list; j; j = j->next_ready) {
+        j->p_ready = false;
+        j->next_taken = j->next_ready;
+    }
     pthread_mutex_unlock(&s->mu);
     while (list) {
         co_job *j = list;
-        list = j->next_ready;
+        list = j->next_taken;
         pthread_mutex_lock(&s->mu);
         bool live = !j->cancelled && !j->finish_taken;
         pthread_mutex_unlock(&s->mu);
