@@ -45,7 +45,11 @@ static pid_t spawn(char *const argv[]) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
-        /* Only async-signal-safe calls until exec: the parent may have threads. */
+        /* Only async-signal-safe calls until exec: the parent may have threads. A process group
+         * of its own keeps a terminal's Ctrl-C (SIGINT to the foreground group) from killing the
+         * node under requests the coordinator is still finishing; the coordinator stops it, and
+         * its death stops the node (PDEATHSIG). */
+        setpgid(0, 0);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(127);
         execv(argv[0], argv);

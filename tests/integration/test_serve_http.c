@@ -552,6 +552,32 @@ static void test_sigterm_grace_over(void **st) {
     mwt_serve_stop(s, 1000);
 }
 
+/* Ctrl-C in the terminal running `make run`: SIGINT reaches the whole foreground process group.
+ * The loopback nodes must not be in it, or they die at once and the requests in flight fail
+ * ("node 0 ... is not connected") instead of finishing within the grace period. */
+static void test_sigint_to_group_finishes_inflight(void **st) {
+    (void)st;
+    static const char *const extra[] = {"--loopback", "2", "--node-threads", "1", "--threads",
+                                        "1",          NULL};
+    mwt_server saved = srv;
+    mwt_server *s = &other;
+    assert_int_equal(mwt_serve_start_group(s, mwt_fixture(MODEL), extra, 120000), 0);
+    srv = *s; /* start_stream talks to srv */
+    int fd = start_stream(60);
+    srv = saved;
+    assert_true(fd >= 0);
+    kill(-s->pid, SIGINT);
+    char buf[65536];
+    read_to_end(fd, buf, sizeof buf);
+    if (!strstr(buf, "\"finish_reason\":\"length\"") || strstr(buf, "data: {\"error\""))
+        fail_msg("the stream did not finish: ...%s",
+                 buf + (strlen(buf) > 400 ? strlen(buf) - 400 : 0));
+    assert_non_null(strstr(buf, "data: [DONE]"));
+    assert_int_equal(mwt_wait(s->pid, 30000), 0);
+    s->pid = 0;
+    mwt_serve_stop(s, 1000);
+}
+
 /* --kv-mb sizes the slots from the KV bytes a sequence of --ctx positions needs (gpt-oss-tiny:
  * 2 full layers × 2 KV heads × (64 + 64) floats = 2 KiB a position, plus the two ring layers'
  * window of 8): 8192 positions need 16 MiB and a little, so 40 MiB hold 2 slots, 1 MiB none. */
@@ -602,6 +628,7 @@ int main(void) {
         cmocka_unit_test(test_disconnect_and_full),
         cmocka_unit_test(test_sigterm_finishes_inflight),
         cmocka_unit_test(test_sigterm_grace_over),
+        cmocka_unit_test(test_sigint_to_group_finishes_inflight),
         cmocka_unit_test(test_kv_budget),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,17 +300,32 @@ int mwt_run(char *const argv[], char **out, char **err, int timeout_ms) {
     return st;
 }
 
-pid_t mwt_spawn(char *const argv[], const char *log_path) {
+static pid_t spawn(char *const argv[], const char *log_path, bool own_group) {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (log_path) {
         posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         posix_spawn_file_actions_adddup2(&fa, 1, 2);
     }
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    if (own_group) {
+        posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&at, 0);
+    }
     pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    int rc = posix_spawn(&pid, argv[0], &fa, &at, argv, environ);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     return rc == 0 ? pid : -1;
+}
+
+pid_t mwt_spawn(char *const argv[], const char *log_path) {
+    return spawn(argv, log_path, false);
+}
+
+pid_t mwt_spawn_group(char *const argv[], const char *log_path) {
+    return spawn(argv, log_path, true);
 }
 
 char *mwt_wait_ready(const char *path, pid_t pid, int timeout_ms) {

@@ -59,6 +59,9 @@ int mwt_run(char *const argv[], char **out, char **err, int timeout_ms);
 /* Starts argv in the background (stdout/stderr to log_path, or inherited when NULL); returns pid.
  */
 pid_t mwt_spawn(char *const argv[], const char *log_path);
+/* The same, the child leading a process group of its own (as a shell starts a foreground job), so
+ * kill(-pid, sig) reaches it and whatever it starts, as a terminal's Ctrl-C does. */
+pid_t mwt_spawn_group(char *const argv[], const char *log_path);
 /* Waits up to timeout_ms for pid; returns exit status, 128+signal, or -2 on timeout. */
 int mwt_wait(pid_t pid, int timeout_ms);
 

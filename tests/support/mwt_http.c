@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,7 +215,8 @@ const char *mwt_resp_header(const mwt_resp *r, const char *name) {
     return NULL;
 }
 
-int mwt_serve_start(mwt_server *s, const char *model, const char *const *extra, int timeout_ms) {
+static int serve_start(mwt_server *s, const char *model, const char *const *extra, int timeout_ms,
+                       bool own_group) {
     memset(s, 0, sizeof *s);
     s->dir = mwt_tmpdir("serve");
     if (!s->dir) return -1;
@@ -234,7 +236,7 @@ int mwt_serve_start(mwt_server *s, const char *model, const char *const *extra, 
     argv[n++] = ready;
     for (int i = 0; extra && extra[i] && n < 62; i++) argv[n++] = (char *)extra[i];
     argv[n] = NULL;
-    s->pid = mwt_spawn(argv, log);
+    s->pid = own_group ? mwt_spawn_group(argv, log) : mwt_spawn(argv, log);
     if (s->pid < 0) return -1;
     s->url = mwt_wait_ready(ready, s->pid, timeout_ms);
     if (!s->url) {
@@ -246,6 +248,15 @@ int mwt_serve_start(mwt_server *s, const char *model, const char *const *extra, 
     const char *colon = strrchr(s->url, ':');
     s->port = colon ? atoi(colon + 1) : 0;
     return 0;
+}
+
+int mwt_serve_start(mwt_server *s, const char *model, const char *const *extra, int timeout_ms) {
+    return serve_start(s, model, extra, timeout_ms, false);
+}
+
+int mwt_serve_start_group(mwt_server *s, const char *model, const char *const *extra,
+                          int timeout_ms) {
+    return serve_start(s, model, extra, timeout_ms, true);
 }
 
 int mwt_serve_stop(mwt_server *s, int timeout_ms) {

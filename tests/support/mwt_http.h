@@ -38,6 +38,9 @@ typedef struct mwt_server {
 /* Starts `coordinator serve --model MODEL --listen 127.0.0.1:0 --ready-file ...` plus extra
  * arguments (NULL-terminated); waits until it is ready. */
 int mwt_serve_start(mwt_server *s, const char *model, const char *const *extra, int timeout_ms);
+/* The same, the server leading a process group of its own (mwt_spawn_group). */
+int mwt_serve_start_group(mwt_server *s, const char *model, const char *const *extra,
+                          int timeout_ms);
 /* SIGTERM and wait; returns the exit status. */
 int mwt_serve_stop(mwt_server *s, int timeout_ms);
 
