@@ -187,6 +187,12 @@ void co_metrics_queue(co_metrics *m, int active, int queued) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void co_metrics_kv_used(co_metrics *m, uint64_t bytes) {
+    pthread_mutex_lock(&m->mu);
+    m->kv_used = bytes;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void co_metrics_backend(co_metrics *m, const co_backend_stats *b) {
     pthread_mutex_lock(&m->mu);
     m->backend.tx_bytes = b->tx_bytes;

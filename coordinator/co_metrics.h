@@ -42,6 +42,9 @@ typedef struct co_step_stats {
 void co_metrics_step(co_metrics *m, const co_step_stats *st);
 /* Queue and activity between steps (submission, admission). */
 void co_metrics_queue(co_metrics *m, int active, int queued);
+/* KV bytes holding live positions, set again once finished sequences have left (a step sets it
+ * too, but none runs once the server is idle). */
+void co_metrics_kv_used(co_metrics *m, uint64_t bytes);
 
 /* The expert backend's totals so far (a snapshot, replacing the last). */
 /* Round trips by powers of two microseconds: bucket i holds those under 2^i us (i < 24), the last

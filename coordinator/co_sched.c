@@ -671,6 +671,7 @@ static void *model_thread(void *arg) {
             int active = s->n_active, waiting = s->n_wait;
             pthread_mutex_unlock(&s->mu);
             co_metrics_queue(s->p.metrics, active, waiting);
+            co_metrics_kv_used(s->p.metrics, used_kv(s)); /* without the reaped sequences */
         }
         if (s->p.after_step) s->p.after_step(s->p.after_step_ud);
         uv_async_send(&s->async);

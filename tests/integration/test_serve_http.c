@@ -499,6 +499,7 @@ static void test_disconnect_and_full(void **st) {
     close(fds[3]);
     for (int i = 0; i < 500 && metric("moewire_active_sequences") > 0; i++) sleep_ms(20);
     assert_int_equal(metric("moewire_active_sequences"), 0);
+    assert_int_equal(metric("moewire_kv_cache_used_bytes"), 0); /* no live positions left */
     health_ok();
 }
 
