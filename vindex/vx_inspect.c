@@ -80,7 +80,7 @@ static json_t *summary(const char *dir, const vx_manifest *m) {
         "path", dir, "format", VX_FORMAT_NAME, "version", VX_FORMAT_VERSION, "fingerprint",
         m->fingerprint, "layers", m->n_layers, "experts", m->n_experts, "hidden",
         (json_int_t)m->hidden, "holds", holds ? holds : "", "extents_held", (json_int_t)n_held,
-        "extents_total", (json_int_t)m->n_layers * m->n_experts, "dense", m->has_dense,
+        "extents_total", (json_int_t)m->n_moe * m->n_experts, "dense", m->has_dense,
         "dense_bytes", (json_int_t)(m->has_dense ? m->dense.size : 0), "expert_bytes",
         (json_int_t)expert_bytes, "files", files, "tensors", "count", (json_int_t)m->n_tensors,
         "dense", (json_int_t)m->n_dense, "expert", (json_int_t)(m->n_tensors - m->n_dense),

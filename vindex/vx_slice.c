@@ -107,6 +107,14 @@ static int slice_into(const char *dir, const char *spec, const char *out, bool w
                       vx_manifest *m, uint8_t *buf, size_t buf_len, mw_err *err) {
     vx_expert_set want, held;
     if (vx_expert_set_parse(spec, m->n_layers, m->n_experts, &want, err)) return -1;
+    /* a spec over the model's leading dense layers names no experts there ("all" included) */
+    for (int l = 0; l < m->n_layers; l++)
+        for (int e = 0; !vx_manifest_layer(m, l) && e < m->n_experts; e++)
+            vx_expert_set_put(&want, l, e, false);
+    if (vx_expert_set_count(&want) == 0) {
+        vx_expert_set_free(&want);
+        return mw_errf(err, "--experts %s: names no expert of the model's MoE layers", spec);
+    }
     int rc = vx_manifest_held(m, &held, err);
     for (int l = 0; rc == 0 && l < m->n_layers; l++)
         for (int e = 0; rc == 0 && e < m->n_experts; e++)

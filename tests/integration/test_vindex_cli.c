@@ -121,6 +121,43 @@ static void test_extract_inspect_verify(void **state) {
     free(err);
 }
 
+/* A model whose first layers are dense (deepseek2-tiny: layer 0, then two MoE layers of 16
+ * experts): "all" names the experts the model has, as the expert node reads it, and inspect counts
+ * only the MoE layers' extents. */
+static void test_leading_dense_layers(void **state) {
+    (void)state;
+    char dir[1024], sl[1024];
+    snprintf(dir, sizeof dir, "%s/ds", mwt_tmp);
+    snprintf(sl, sizeof sl, "%s/ds-all", mwt_tmp);
+    char *out, *err;
+    assert_int_equal(vindex(NULL, NULL, "extract",
+                            (char *)mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), dir, NULL),
+                     0);
+    assert_int_equal(vindex(&out, NULL, "inspect", dir, NULL), 0);
+    assert_non_null(strstr(out, "holds        1-2:0-15 (32 of 32 extents"));
+    free(out);
+    int rc = vindex(&out, &err, "slice", dir, "--experts", "all", "--no-dense", sl, NULL);
+    if (rc != 0) fail_msg("slice --experts all: exit %d: %s", rc, err);
+    free(out);
+    free(err);
+    json_t *j = inspect_json(sl);
+    assert_string_equal(json_string_value(json_object_get(j, "holds")), "1-2:0-15");
+    assert_int_equal(json_integer_value(json_object_get(j, "extents_held")), 32);
+    assert_int_equal(json_integer_value(json_object_get(j, "extents_total")), 32);
+    json_decref(j);
+    /* a range over the dense layer names no experts there either */
+    snprintf(sl, sizeof sl, "%s/ds-range", mwt_tmp);
+    assert_int_equal(vindex(NULL, NULL, "slice", dir, "--experts", "0-1:0-3", sl, NULL), 0);
+    j = inspect_json(sl);
+    assert_string_equal(json_string_value(json_object_get(j, "holds")), "1:0-3");
+    json_decref(j);
+    /* but a set with nothing else is an error, not an empty slice */
+    snprintf(sl, sizeof sl, "%s/ds-none", mwt_tmp);
+    assert_int_equal(vindex(NULL, &err, "slice", dir, "--experts", "0:0-3", sl, NULL), 1);
+    assert_non_null(strstr(err, "names no expert"));
+    free(err);
+}
+
 static void test_synth_both_formats(void **state) {
     (void)state;
     char gguf[1024], vx[1024], vx2[1024];
@@ -181,6 +218,7 @@ static void test_usage_and_input_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_extract_inspect_verify),
+        cmocka_unit_test(test_leading_dense_layers),
         cmocka_unit_test(test_synth_both_formats),
         cmocka_unit_test(test_usage_and_input_errors),
     };
