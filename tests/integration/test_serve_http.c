@@ -9,6 +9,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -531,26 +532,39 @@ static void test_sigterm_finishes_inflight(void **st) {
     srv.pid = 0;
 }
 
+/* Starts a test's own server (`other`, in a process group of its own when own_group) with extra
+ * arguments and a stream of max_tokens on it; returns the stream's socket. */
+static int other_stream(const char *const *extra, bool own_group, int max_tokens) {
+    mwt_server saved = srv;
+    assert_int_equal(own_group ? mwt_serve_start_group(&other, mwt_fixture(MODEL), extra, 120000)
+                               : mwt_serve_start(&other, mwt_fixture(MODEL), extra, 120000),
+                     0);
+    srv = other; /* start_stream talks to srv */
+    int fd = start_stream(max_tokens);
+    srv = saved;
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* Waits for `other` to exit 0 and forgets it. */
+static void other_exits_0(void) {
+    assert_int_equal(mwt_wait(other.pid, 30000), 0);
+    other.pid = 0;
+    mwt_serve_stop(&other, 1000);
+}
+
 /* Past --grace-ms a request still running ends with an error event, and the server exits 0. */
 static void test_sigterm_grace_over(void **st) {
     (void)st;
     static const char *const extra[] = {"--grace-ms", "300", "--threads", "1", NULL};
-    mwt_server saved = srv;
-    mwt_server *s = &other;
-    assert_int_equal(mwt_serve_start(s, mwt_fixture(MODEL), extra, 120000), 0);
-    srv = *s; /* start_stream talks to srv */
-    int fd = start_stream(4000);
-    srv = saved;
-    assert_true(fd >= 0);
-    kill(s->pid, SIGTERM);
+    int fd = other_stream(extra, false, 4000);
+    kill(other.pid, SIGTERM);
     char buf[1 << 16];
     read_to_end(fd, buf, sizeof buf);
     assert_non_null(strstr(buf, "data: {\"error\""));
     assert_non_null(strstr(buf, "shutting down"));
     assert_non_null(strstr(buf, "data: [DONE]"));
-    assert_int_equal(mwt_wait(s->pid, 30000), 0);
-    s->pid = 0;
-    mwt_serve_stop(s, 1000);
+    other_exits_0();
 }
 
 /* Ctrl-C in the terminal running `make run`: SIGINT reaches the whole foreground process group.
@@ -560,23 +574,15 @@ static void test_sigint_to_group_finishes_inflight(void **st) {
     (void)st;
     static const char *const extra[] = {"--loopback", "2", "--node-threads", "1", "--threads",
                                         "1",          NULL};
-    mwt_server saved = srv;
-    mwt_server *s = &other;
-    assert_int_equal(mwt_serve_start_group(s, mwt_fixture(MODEL), extra, 120000), 0);
-    srv = *s; /* start_stream talks to srv */
-    int fd = start_stream(60);
-    srv = saved;
-    assert_true(fd >= 0);
-    kill(-s->pid, SIGINT);
+    int fd = other_stream(extra, true, 60);
+    kill(-other.pid, SIGINT);
     char buf[65536];
     read_to_end(fd, buf, sizeof buf);
     if (!strstr(buf, "\"finish_reason\":\"length\"") || strstr(buf, "data: {\"error\""))
         fail_msg("the stream did not finish: ...%s",
                  buf + (strlen(buf) > 400 ? strlen(buf) - 400 : 0));
     assert_non_null(strstr(buf, "data: [DONE]"));
-    assert_int_equal(mwt_wait(s->pid, 30000), 0);
-    s->pid = 0;
-    mwt_serve_stop(s, 1000);
+    other_exits_0();
 }
 
 /* --kv-mb sizes the slots from the KV bytes a sequence of --ctx positions needs (gpt-oss-tiny:
