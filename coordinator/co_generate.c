@@ -34,6 +34,7 @@ typedef struct gen {
     bool text; /* a text or chat prompt */
     co_textcmd tx;
     tk_ids prompt;
+    int64_t n_out; /* tokens generated so far: printed even when the run fails later */
 } gen;
 
 static int write_rows(gen *g, const float *rows, int64_t n, mw_err *err) {
@@ -42,6 +43,14 @@ static int write_rows(gen *g, const float *rows, int64_t n, mw_err *err) {
     if (fwrite(rows, sizeof(float), count, g->logits_file) != count)
         return mw_errf(err, "%s: write failed", g->o->logits_out);
     return 0;
+}
+
+/* The generated ids on stdout, one line; after a failure, those produced before it. */
+static void print_tokens(const gen *g) {
+    printf("tokens:");
+    for (int64_t k = 0; k < g->n_out; k++) printf(" %d", g->out[k]);
+    printf("\n");
+    fflush(stdout);
 }
 
 static int open_all(gen *g, mw_err *err) {
@@ -124,6 +133,7 @@ static int run(gen *g, mw_err *err) {
     const float *last = all ? g->logits + (P - 1) * V : g->logits;
     if (write_rows(g, g->logits, all ? P : 0, err)) return -1;
     g->out[0] = md_sample(&g->sampler, last);
+    g->n_out = 1;
     int st = emit(g, 0, err);
     if (st < 0) return -1;
     if (st == 1) N = 1;
@@ -133,6 +143,7 @@ static int run(gen *g, mw_err *err) {
             return mw_err_wrap(err, "decode step %lld", (long long)k);
         if (write_rows(g, g->logits, 1, err)) return -1;
         g->out[k] = md_sample(&g->sampler, g->logits);
+        g->n_out = k + 1;
         if ((st = emit(g, k, err)) < 0) return -1;
         if (st == 1) N = k + 1;
     }
@@ -151,10 +162,7 @@ static int run(gen *g, mw_err *err) {
                 g->tx.chat ? tk_chat_name(g->tx.chat) : "", (long long)N,
                 g->tx.n_stop ? " (ended by a stop token)" : "");
     } else {
-        printf("tokens:");
-        for (int64_t k = 0; k < N; k++) printf(" %d", g->out[k]);
-        printf("\n");
-        fflush(stdout);
+        print_tokens(g);
     }
     fprintf(stderr,
             "generate: %s (%s, %d layers), experts %s, numerics %s, %d thread(s)\n"
@@ -188,6 +196,13 @@ int co_generate(const co_opts *o) {
     gen g = {.o = o};
     mw_err err = {{0}};
     int rc = open_all(&g, &err) || run(&g, &err) ? 1 : 0;
+    if (rc && g.n_out > 0) {
+        /* What was generated before the failure is kept: the ids on stdout as on success (text
+         * was printed as it came), and the error says how far the run got. */
+        if (!g.text) print_tokens(&g);
+        mw_err_wrap(&err, "after %lld of %lld token(s)", (long long)g.n_out,
+                    (long long)o->max_tokens);
+    }
     if (rc) fprintf(stderr, "coordinator generate: %s\n", err.msg);
     close_all(&g);
     return rc;

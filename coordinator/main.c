@@ -8,6 +8,7 @@
 #include "coordinator/co_generate.h"
 #include "coordinator/co_serve.h"
 #include "coordinator/co_textcmd.h"
+#include "vindex/vx_source.h"
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
                 argv[1]);
         return 2;
     }
+    vx_catch_sigbus("coordinator");
     const char *cmd = serve ? "serve" : "generate";
     co_opts o;
     co_opts_init(&o);

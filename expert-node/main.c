@@ -8,6 +8,7 @@
 
 #include "expert-node/en_node.h"
 #include "kernels/kn.h"
+#include "vindex/vx_source.h"
 
 static void usage(FILE *f) {
     fprintf(
@@ -118,6 +119,7 @@ static int run(const en_opts *o) {
     struct sched_param sp = {.sched_priority = 0};
     if (sched_setscheduler(0, SCHED_BATCH, &sp) != 0 && !o->quiet)
         fprintf(stderr, "expert-node: cannot switch to SCHED_BATCH (ignored)\n");
+    vx_catch_sigbus("expert-node"); /* a served file truncated under the node: named, exit 1 */
     mw_err err;
     en_node *n;
     if (en_node_open(o, &n, &err) != 0) {

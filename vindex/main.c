@@ -1,12 +1,12 @@
 /* vindex/main.c — the vindex program: extract, inspect, verify, slice, synth.
  * A thin command line over vindex/vx_vindex.h and vindex/vx_synth.h; exit 0 on success, 1 on a
  * failure (a bad checksum included), 2 on a usage error. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "vindex/vx_source.h"
 #include "vindex/vx_strmap.h"
 #include "vindex/vx_synth.h"
 #include "vindex/vx_vindex.h"
@@ -76,18 +76,6 @@ static int fail(const mw_err *err) {
     put_escaped(stderr, err->msg);
     fputc('\n', stderr);
     return 1;
-}
-
-/* Inputs and vindex files are mapped: one shrunk by another process under a page being read
- * raises SIGBUS. Say so instead of dying silently (the output of an extract then has no
- * manifest.json and never mounts). */
-static void on_sigbus(int sig) {
-    static const char msg[] = "vindex: a mapped file shrank while being read (SIGBUS); nothing "
-                              "was completed\n";
-    (void)sig;
-    ssize_t rc = write(2, msg, sizeof msg - 1);
-    (void)rc;
-    _exit(1);
 }
 
 /* Source tensors consumed by at least one stored tensor. */
@@ -257,7 +245,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (argc < 2) return usage(stderr), 2;
-    signal(SIGBUS, on_sigbus);
+    /* Inputs and vindex files are mapped: one shrunk by another process under a page being read
+     * raises SIGBUS, reported naming the file (the output of an extract is then never renamed
+     * into place). */
+    vx_catch_sigbus("vindex");
     static const struct {
         const char *name;
         int (*fn)(int, char **);

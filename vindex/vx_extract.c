@@ -4,7 +4,9 @@
  * per (layer, expert) in experts-LLL.bin, and every byte is hashed on the way (tensor digests for
  * the fingerprint, BLAKE2b + SHA-256 per extent and per dense file). The source files are hashed
  * for provenance by a second thread meanwhile, from the same mappings the tensors are read from.
- * The manifest is written last, so an interrupted extract never leaves something that mounts. */
+ * Everything is written into a fresh sibling directory, OUT.partial-XXXXXX, renamed to OUT once
+ * complete: a failed extract removes it, and one killed midway leaves only that directory, never a
+ * partial vindex at OUT. */
 #include "vindex/vx_vindex.h"
 
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "vindex/vx_gguf_internal.h"
@@ -34,7 +37,9 @@ typedef struct prov_hash {
 typedef struct job {
     const vx_input *in;
     const vx_extract_opts *opts;
-    const char *dir;
+    const char *dir; /* where the files are written: the temporary directory */
+    const char *out; /* the vindex's final path */
+    char tmp[4096];
     mw_err *err;
     vx_manifest m;
     const vx_input_tensor **src;  /* per manifest tensor */
@@ -50,7 +55,7 @@ typedef struct job {
     prov_hash ph;
     pthread_t th;
     bool th_started;
-    bool made_dir;
+    bool made_tmp;
 } job;
 
 /* The SHA-256 of a mapped source, from the very bytes the tensors are read from, handing the
@@ -287,8 +292,14 @@ static int write_dense(job *j) {
     for (size_t i = 0; i < m->n_dense && rc == 0; i++) {
         vx_mf_tensor *t = &m->tensors[i];
         uint64_t rs = kn_row_size(t->type, t->ne[0]);
-        uint64_t rows = rs ? t->nbytes / rs : 0, per = rs >= CHUNK ? 1 : CHUNK / rs;
-        if (rs && per * rs > buf_len) {
+        /* a row is at most the tensor, which the reader bounded by its file */
+        if (rs == 0 || rs > t->nbytes) {
+            rc = mw_errf(j->err, "tensor '%s': row of %llu bytes in a tensor of %llu", t->name,
+                         (unsigned long long)rs, (unsigned long long)t->nbytes);
+            break;
+        }
+        uint64_t rows = t->nbytes / rs, per = rs >= CHUNK ? 1 : CHUNK / rs;
+        if (per * rs > buf_len) {
             free(buf);
             buf_len = per * rs;
             if (!(buf = malloc(buf_len))) rc = mw_errf(j->err, "out of memory");
@@ -514,7 +525,7 @@ static void cleanup(job *j, bool failed) {
         free(j->created[i]);
     }
     free(j->created);
-    if (failed && j->made_dir) rmdir(j->dir);
+    if (failed && j->made_tmp) rmdir(j->tmp);
     free(j->ph.sha);
     free(j->src);
     free(j->digest);
@@ -524,13 +535,32 @@ static void cleanup(job *j, bool failed) {
     vx_manifest_free(&j->m);
 }
 
+/* OUT must be absent or an empty directory; the files go to a fresh OUT.partial-XXXXXX beside
+ * it (same file system, so the final rename is atomic). */
+static int make_tmp_dir(job *j) {
+    size_t n = strlen(j->out);
+    while (n > 1 && j->out[n - 1] == '/') n--;
+    if (n + 16 >= sizeof j->tmp) return mw_errf(j->err, "%s: path too long", j->out);
+    if (access(j->out, F_OK) == 0) {
+        if (vx_mkdir_fresh(j->out, j->err)) return -1; /* exists: must be an empty directory */
+    } else if (errno != ENOENT) {
+        return mw_errf(j->err, "%s: %s", j->out, strerror(errno));
+    }
+    snprintf(j->tmp, sizeof j->tmp, "%.*s.partial-XXXXXX", (int)n, j->out);
+    if (!mkdtemp(j->tmp))
+        return mw_errf(j->err, "cannot create a directory beside %s: %s", j->out, strerror(errno));
+    chmod(j->tmp, 0755); /* mkdtemp makes it 0700; a vindex is as readable as any directory */
+    j->made_tmp = true;
+    j->dir = j->tmp;
+    return 0;
+}
+
 static int run(job *j, vx_extract_stats *st) {
     if (plan(j) || alloc_scratch(j) || check_sources(j)) return -1;
     j->pool = vx_pool_new();
     j->batch = 2 * kn_pool_size(j->pool);
     if (j->batch > 16) j->batch = 16;
-    j->made_dir = access(j->dir, F_OK) != 0;
-    if (vx_mkdir_fresh(j->dir, j->err)) return -1;
+    if (make_tmp_dir(j)) return -1;
     j->ph.in = j->in;
     j->ph.sha = calloc(j->in->n_files ? j->in->n_files : 1, VX_DIGEST_BYTES);
     if (!j->ph.sha) return mw_errf(j->err, "out of memory");
@@ -551,6 +581,11 @@ static int run(job *j, vx_extract_stats *st) {
     if (!(j->m.provenance = provenance(j))) return mw_errf(j->err, "out of memory");
     if (vx_manifest_fingerprint(&j->m, j->m.fingerprint, j->err)) return -1;
     if (note_created(j, VX_MANIFEST) || vx_manifest_write(&j->m, j->dir, j->err)) return -1;
+    /* Complete: the temporary directory becomes the vindex (replacing OUT when it is an empty
+     * directory; refused when something was put there meanwhile). */
+    if (rename(j->tmp, j->out) != 0)
+        return mw_errf(j->err, "cannot rename %s to %s: %s", j->tmp, j->out, strerror(errno));
+    j->made_tmp = false;
     if (st) {
         memset(st, 0, sizeof *st);
         st->n_dense = j->m.n_dense;
@@ -570,7 +605,7 @@ static int run(job *j, vx_extract_stats *st) {
 
 int vx_extract(const vx_input *in, const char *out_dir, const vx_extract_opts *opts,
                vx_extract_stats *stats, mw_err *err) {
-    job j = {.in = in, .opts = opts, .dir = out_dir, .err = err};
+    job j = {.in = in, .opts = opts, .dir = out_dir, .out = out_dir, .err = err};
     int rc = run(&j, stats);
     if (rc) mw_err_wrap(err, "extract into %s", out_dir);
     cleanup(&j, rc != 0);

@@ -271,8 +271,14 @@ int vx_tensor_nbytes(kn_type type, int n_dims, const int64_t *ne, uint64_t *nbyt
             snprintf(why, why_len, "has negative dimension ne[%d] = %lld", d, (long long)n);
             return -1;
         }
+        /* An empty tensor holds nothing a model can use, and its row size would be unbounded by
+         * the file (0 rows of any length take 0 bytes): refused. */
+        if (n == 0) {
+            snprintf(why, why_len, "has a zero-sized dimension ne[%d] = 0", d);
+            return -1;
+        }
         if (d > 0) {
-            if (n != 0 && rows > (uint64_t)INT64_MAX / (uint64_t)n) {
+            if (rows > (uint64_t)INT64_MAX / (uint64_t)n) {
                 snprintf(why, why_len, "element count overflows (ne product too large)");
                 return -1;
             }
@@ -285,7 +291,7 @@ int vx_tensor_nbytes(kn_type type, int n_dims, const int64_t *ne, uint64_t *nbyt
         return -1;
     }
     uint64_t row = (uint64_t)(ne[0] / tr->blck_size) * (uint64_t)tr->type_size;
-    if (rows != 0 && row > (uint64_t)INT64_MAX / rows) {
+    if (row > (uint64_t)INT64_MAX / rows) {
         snprintf(why, why_len, "byte size overflows");
         return -1;
     }

@@ -50,6 +50,7 @@ int vx_map_fd(int fd, const char *path, uint64_t off, uint64_t len, int advice, 
                        (unsigned long long)len, (unsigned long long)off, strerror(errno));
     if (advice) madvise(a, n, advice);
     *m = (vx_map){(const uint8_t *)a + (off - start), len, a, n};
+    vx_map_note(a, n, start, path);
     return 0;
 }
 
@@ -65,7 +66,10 @@ int vx_map_file(const char *path, int advice, vx_map *m, vx_file_id *id, mw_err 
 }
 
 void vx_unmap(vx_map *m) {
-    if (m->addr) munmap(m->addr, m->addr_len);
+    if (m->addr) {
+        vx_map_forget(m->addr);
+        munmap(m->addr, m->addr_len);
+    }
     memset(m, 0, sizeof *m);
 }
 

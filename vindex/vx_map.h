@@ -35,6 +35,10 @@ int vx_map_fd(int fd, const char *path, uint64_t off, uint64_t len, int advice, 
 int vx_map_file(const char *path, int advice, vx_map *m, vx_file_id *id, mw_err *err);
 /* Unmaps; a zeroed or already unmapped vx_map is fine. */
 void vx_unmap(vx_map *m);
+/* Notes / forgets a mapping for the SIGBUS handler (vx_sigbus.c): bytes [p, p + len) hold the
+ * file's bytes from offset off. vx_map_fd and vx_unmap call them. */
+void vx_map_note(const void *p, size_t len, uint64_t off, const char *path);
+void vx_map_forget(const void *p);
 /* Hands back the pages wholly inside [p, p + len) of a read-only mapping, for bytes read once:
  * they stay in the page cache, and a later read faults them in again. */
 void vx_map_release(const void *p, uint64_t len);

@@ -86,4 +86,10 @@ int vx_source_carried(const vx_source *s, const char *name, char *path, size_t p
 size_t vx_source_n_tensors(const vx_source *s);
 const vx_tensor *vx_source_tensor_at(const vx_source *s, size_t i);
 
+/* Turns a bus error in a mapped model file (truncated or shrunk under the process: a mapped page
+ * no longer exists) into one line on stderr naming the file and the offset, prefixed by program,
+ * and exit status 1, instead of a death by SIGBUS with no word. A program calls it once at start;
+ * faults elsewhere keep the default action. */
+void vx_catch_sigbus(const char *program);
+
 #endif

@@ -359,6 +359,11 @@ static const uint8_t *frame_bytes(wr_in *in, const Moewire__Envelope *env, const
              i, what, raw, in->lim.max_frame_bytes);
         return NULL;
     }
+    if (p->len > in->lim.max_frame_bytes) {
+        FAIL(f, WR_E_TOO_LARGE, "frame %d (%s) is %zu bytes, the limit is %" PRIu64, i, what,
+             p->len, in->lim.max_frame_bytes);
+        return NULL;
+    }
     if (fd->raw_bytes != raw) {
         FAIL(f, WR_E_FRAME,
              "frame %d (%s): the envelope declares %" PRIu64 " raw bytes, the shape needs %" PRIu64,
@@ -583,7 +588,12 @@ int wr_parse(wr_in *in, const wr_part *parts, int n, int truncated_parts, wr_msg
     m->version = env->version;
     m->kind = kind_of(env->body_case);
     int rc;
-    if (env->version != WR_VERSION)
+    /* An envelope with neither a version nor a body (an empty part, or only unknown fields) is
+     * no moewire message at all: malformed, not a version mismatch. */
+    if (env->version == 0 && m->kind == WR_MSG_NONE)
+        rc = FAIL(&f, WR_E_MALFORMED, "envelope (%zu bytes) has no version and no body",
+                  parts[0].len);
+    else if (env->version != WR_VERSION)
         rc = FAIL(&f, WR_E_VERSION, "protocol version %u is not supported (this peer speaks %d)",
                   env->version, WR_VERSION);
     else if (m->kind == WR_MSG_NONE)

@@ -72,14 +72,20 @@ int wr_send(void *sock, const void *id, size_t id_len, const wr_out *o, int flag
     return 0;
 }
 
+int64_t wr_part_limit(const wr_limits *lim) {
+    /* Twice the larger of one raw tensor frame and the envelope limit: a message a little over
+     * the receiver's limits still reaches wr_parse, which answers it with ERROR_TOO_LARGE naming
+     * the limit; only a part far beyond them is cut off by libzmq (the connection is dropped). */
+    uint64_t m = lim->max_frame_bytes > WR_MAX_ENVELOPE ? lim->max_frame_bytes : WR_MAX_ENVELOPE;
+    return (int64_t)(2 * m);
+}
+
 int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err) {
     int type = 0, zero = 0, one = 1;
     size_t tl = sizeof type;
     if (zmq_getsockopt(sock, ZMQ_TYPE, &type, &tl) != 0) return zmq_fail(err, "socket type");
     wr_limits l = lim ? *lim : wr_limits_default();
-    /* A frame is at most the larger of one raw tensor frame and the envelope limit. */
-    int64_t max =
-        (int64_t)(l.max_frame_bytes > WR_MAX_ENVELOPE ? l.max_frame_bytes : WR_MAX_ENVELOPE);
+    int64_t max = wr_part_limit(&l);
     if (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
         zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &max, sizeof max) != 0)
         return zmq_fail(err, "socket options");

@@ -39,9 +39,13 @@ int wr_recv(void *sock, wr_rx *rx, bool routed, int flags, mw_err *err);
  * flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with errno from libzmq and err set. */
 int wr_send(void *sock, const void *id, size_t id_len, const wr_out *o, int flags, mw_err *err);
 
-/* Sets the options every moewire socket uses: ZMQ_LINGER 0 and ZMQ_MAXMSGSIZE (largest frame a
- * peer may send, from lim). DEALERs also get ZMQ_IMMEDIATE; ROUTERs ZMQ_ROUTER_MANDATORY so a
- * reply to a vanished peer fails instead of blocking. */
+/* The largest part libzmq accepts on a socket set up with lim (ZMQ_MAXMSGSIZE): twice the largest
+ * frame lim allows, so a frame just over the limit is answered (ERROR_TOO_LARGE), not cut off. */
+int64_t wr_part_limit(const wr_limits *lim);
+
+/* Sets the options every moewire socket uses: ZMQ_LINGER 0 and ZMQ_MAXMSGSIZE (wr_part_limit).
+ * DEALERs also get ZMQ_IMMEDIATE; ROUTERs ZMQ_ROUTER_MANDATORY so a reply to a vanished peer fails
+ * instead of blocking. */
 int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err);
 
 #endif

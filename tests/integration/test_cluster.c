@@ -643,6 +643,13 @@ static void test_killed_node_ends_the_run_within_2s(void **state) {
     }
     char *out = mwt_read_file(log, NULL);
     if (st != 1 || !strstr(out, "node 1 (")) fail_msg("exit %d after %lld ms:\n%s", st, dt, out);
+    /* the tokens generated before the failure are printed, and the error says how many */
+    const char *line = strstr(out, "tokens: "), *after = strstr(out, "after ");
+    long said = after ? strtol(after + 6, NULL, 10) : -1;
+    long printed = 0;
+    for (const char *p = line; p && *p && *p != '\n'; p++) printed += *p == ' ';
+    if (!line || said < 1 || printed != said)
+        fail_msg("no partial output (%ld ids printed, %ld said):\n%s", printed, said, out);
     free(out);
     stop_node(&a);
 }

@@ -36,7 +36,8 @@ typedef struct fixture {
 
 static fixture F;
 
-static void start_node(const char *model, const char *spec, const char *numerics) {
+static void start_node(const char *model, const char *spec, const char *numerics,
+                       const char *capacity) {
     char ready[4200], log[4200];
     snprintf(ready, sizeof ready, "%s/ready", F.dir);
     snprintf(log, sizeof log, "%s/node.log", F.dir);
@@ -51,7 +52,7 @@ static void start_node(const char *model, const char *spec, const char *numerics
                     "--numerics",
                     (char *)numerics,
                     "--capacity",
-                    "64",
+                    (char *)capacity,
                     "--ready-file",
                     ready,
                     NULL};
@@ -78,7 +79,7 @@ static int setup(void **state) {
         fail_msg("%s", e.msg);
     F.width = F.cfg.n_embd;
     assert_int_equal(F.width, 256); /* the buffers below are sized for the fixture */
-    start_node(F.model, SPEC, "f32");
+    start_node(F.model, SPEC, "f32", "64");
     return 0;
 }
 
@@ -522,6 +523,50 @@ static void test_oversized_frame_drops_only_that_peer(void **state) {
     zmq_close(other);
 }
 
+/* A batch a little over the node's limits, on a node whose largest frame exceeds the envelope
+ * limit (capacity 2048 × width 256 × f32 = 2 MiB): answered ERROR_TOO_LARGE naming the limit, not
+ * cut off with the connection. */
+static void test_batch_just_over_the_limit_is_answered(void **state) {
+    (void)state;
+    pid_t first = F.pid;
+    char first_ep[256];
+    snprintf(first_ep, sizeof first_ep, "%s", F.endpoint);
+    start_node(F.model, SPEC, "f32", "2048");
+    void *s = dealer();
+    enum { BIG = 2049 };
+    float *x = calloc((size_t)BIG * 256, sizeof *x);
+    wr_assign a[2] = {{0, 1, 0.5f}, {BIG - 1, 2, 0.25f}};
+    wr_msg m = {.kind = WR_MSG_EXPERT_BATCH,
+                .seq = 41,
+                .batch = {.layer = 1,
+                          .rows = BIG,
+                          .width = (uint32_t)F.width,
+                          .n_assign = 2,
+                          .reply = {WR_F32, false},
+                          .x = x,
+                          .assign = a}};
+    wr_codec f32 = {WR_F32, false};
+    parts p = batch_parts(&m, f32);
+    bad b = {"2049 rows", WR_E_TOO_LARGE, "rows 2049 exceeds the limit 2048"};
+    send_bad(s, &p, &b, 41);
+    /* one row declared, a rows frame over the 2 MiB frame limit */
+    m.seq = 42;
+    m.batch.rows = 1;
+    a[1].row = 0;
+    p = batch_parts(&m, f32);
+    p.len[1] = (2u << 20) + 256;
+    p.d[1] = realloc(p.d[1], p.len[1]);
+    memset(p.d[1], 0, p.len[1]);
+    b = (bad){"rows frame over the frame limit", WR_E_TOO_LARGE, "the limit is 2097152"};
+    send_bad(s, &p, &b, 42);
+    free(x);
+    zmq_close(s);
+    kill(F.pid, SIGKILL);
+    mwt_wait(F.pid, 5000);
+    F.pid = first;
+    snprintf(F.endpoint, sizeof F.endpoint, "%s", first_ep);
+}
+
 static void test_sigterm_stops_cleanly(void **state) {
     (void)state;
     assert_int_equal(kill(F.pid, SIGTERM), 0);
@@ -537,6 +582,7 @@ int main(void) {
         cmocka_unit_test(test_two_clients),
         cmocka_unit_test(test_malformed_requests),
         cmocka_unit_test(test_oversized_frame_drops_only_that_peer),
+        cmocka_unit_test(test_batch_just_over_the_limit_is_answered),
         cmocka_unit_test(test_sigterm_stops_cleanly),
     };
     return cmocka_run_group_tests_name("expert node, raw client", tests, setup, teardown);

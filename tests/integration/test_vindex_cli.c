@@ -1,12 +1,15 @@
 /* tests/integration/test_vindex_cli.c — the `vindex` program end to end: extract, inspect
  * (human and JSON), verify (ok, then a flipped byte named by extent and exit 1), slice, synth in
- * both formats, and usage errors (exit 2). */
+ * both formats, usage errors (exit 2), crafted GGUF files (an empty dimension, 0 rows of a huge
+ * length) refused by name, and a failed extract leaving nothing behind. */
 #include "tests/support/mw_test.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Runs `vindex ARGS...` (NULL-terminated); returns the exit status, output in *out / *err. */
 static int vindex(char **out, char **err, ...) {
@@ -215,12 +218,109 @@ static void test_usage_and_input_errors(void **state) {
     free(err);
 }
 
+/* ---- crafted inputs ------------------------------------------------------------------------ */
+
+static void put(FILE *f, const void *p, size_t n) {
+    assert_int_equal(fwrite(p, 1, n, f), n);
+}
+static void put_u32(FILE *f, uint32_t v) {
+    put(f, &v, 4);
+}
+static void put_u64(FILE *f, uint64_t v) {
+    put(f, &v, 8);
+}
+static void put_str(FILE *f, const char *s) {
+    put_u64(f, strlen(s));
+    put(f, s, strlen(s));
+}
+
+/* A GGUF v3 file with general.architecture gpt-oss and one f32 tensor of shape {ne0, ne1}. */
+static void write_crafted(const char *path, uint64_t ne0, uint64_t ne1) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    put(f, "GGUF", 4);
+    put_u32(f, 3);
+    put_u64(f, 1); /* tensors */
+    put_u64(f, 1); /* metadata pairs */
+    put_str(f, "general.architecture");
+    put_u32(f, 8); /* string */
+    put_str(f, "gpt-oss");
+    put_str(f, "blk.0.attn_norm.weight");
+    put_u32(f, 2);
+    put_u64(f, ne0);
+    put_u64(f, ne1);
+    put_u32(f, 0); /* f32 */
+    put_u64(f, 0); /* offset */
+    long at = ftell(f);
+    static const uint8_t zero[128];
+    put(f, zero, (size_t)((32 - at % 32) % 32) + 64);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Entries of dir whose name starts with prefix. */
+static int count_entries(const char *dir, const char *prefix) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *e; (e = readdir(d));) n += !strncmp(e->d_name, prefix, strlen(prefix));
+    closedir(d);
+    return n;
+}
+
+static void test_crafted_gguf_refused(void **state) {
+    (void)state;
+    static const struct {
+        uint64_t ne0, ne1;
+        const char *needle;
+    } cases[] = {{0, 4, "zero-sized dimension ne[0]"},
+                 {4, 0, "zero-sized dimension ne[1]"},
+                 {1ull << 60, 0, "zero-sized dimension ne[1]"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char gguf[1024], outdir[1024];
+        snprintf(gguf, sizeof gguf, "%s/crafted-%zu.gguf", mwt_tmp, i);
+        snprintf(outdir, sizeof outdir, "%s/crafted-%zu.vindex", mwt_tmp, i);
+        write_crafted(gguf, cases[i].ne0, cases[i].ne1);
+        char *err;
+        int rc = vindex(NULL, &err, "extract", gguf, outdir, NULL);
+        if (rc != 1 || !strstr(err, cases[i].needle) || !strstr(err, "blk.0.attn_norm.weight"))
+            fail_msg("case %zu: exit %d: %s", i, rc, err);
+        free(err);
+        assert_int_equal(access(outdir, F_OK), -1);
+    }
+    assert_int_equal(count_entries(mwt_tmp, "crafted-0.vindex"), 0);
+}
+
+/* An extract that fails midway (a file size limit of 1 MiB stops dense.bin, 4 MiB, after its
+ * first MiB) removes what it wrote: no OUT, no OUT.partial-* directory. */
+static void test_failed_extract_leaves_nothing(void **state) {
+    (void)state;
+    char outdir[1024], script[4096];
+    snprintf(outdir, sizeof outdir, "%s/cut.vindex", mwt_tmp);
+    snprintf(script, sizeof script, "trap '' XFSZ; ulimit -f 1024; exec '%s' extract '%s' '%s'",
+             mwt_bin("vindex"), mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), outdir);
+    char *argv[] = {"/bin/bash", "-c", script, NULL};
+    char *err = NULL;
+    int rc = mwt_run(argv, NULL, &err, 120000);
+    if (rc != 1 || !strstr(err, "cut.vindex")) fail_msg("exit %d: %s", rc, err);
+    free(err);
+    assert_int_equal(access(outdir, F_OK), -1);
+    assert_int_equal(count_entries(mwt_tmp, "cut.vindex"), 0);
+    /* the same extract without the limit succeeds into the same path */
+    rc = vindex(NULL, &err, "extract", (char *)mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"),
+                outdir, NULL);
+    if (rc != 0) fail_msg("exit %d: %s", rc, err);
+    free(err);
+    assert_int_equal(count_entries(mwt_tmp, "cut.vindex"), 1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_extract_inspect_verify),
         cmocka_unit_test(test_leading_dense_layers),
         cmocka_unit_test(test_synth_both_formats),
         cmocka_unit_test(test_usage_and_input_errors),
+        cmocka_unit_test(test_crafted_gguf_refused),
+        cmocka_unit_test(test_failed_extract_leaves_nothing),
     };
     return cmocka_run_group_tests_name("vindex_cli", tests, mwt_tmp_setup, mwt_tmp_teardown);
 }

@@ -265,6 +265,10 @@ static void set_version_2(Moewire__Envelope *e) {
 static void set_version_0(Moewire__Envelope *e) {
     e->version = 0;
 }
+static void version_0_no_body(Moewire__Envelope *e) {
+    e->version = 0;
+    e->body_case = MOEWIRE__ENVELOPE__BODY__NOT_SET;
+}
 static void rows_huge(Moewire__Envelope *e) {
     e->expert_batch->rows = 1u << 30;
 }
@@ -320,6 +324,7 @@ static void no_body(Moewire__Envelope *e) {
 typedef enum mutation {
     M_NONE,
     M_EMPTY,            /* zero parts */
+    M_EMPTY_ENVELOPE,   /* part 0 of 0 bytes: no version, no body */
     M_GARBAGE_ENVELOPE, /* not protobuf */
     M_TRUNC_ENVELOPE,   /* envelope cut in the middle */
     M_TRUNC_ROWS,       /* rows frame one byte short */
@@ -349,6 +354,8 @@ typedef struct corpus_case {
 
 static const corpus_case corpus[] = {
     {"empty message", M_EMPTY, NULL, WR_E_MALFORMED, "empty"},
+    {"empty envelope", M_EMPTY_ENVELOPE, NULL, WR_E_MALFORMED, "no version and no body"},
+    {"version 0, no body", M_EDIT, version_0_no_body, WR_E_MALFORMED, "no version and no body"},
     {"garbage envelope", M_GARBAGE_ENVELOPE, NULL, WR_E_MALFORMED, "protobuf"},
     {"truncated envelope", M_TRUNC_ENVELOPE, NULL, WR_E_MALFORMED, "protobuf"},
     {"version 2", M_EDIT, set_version_2, WR_E_VERSION, "version 2"},
@@ -395,6 +402,9 @@ static void apply(parts *p, const corpus_case *c, int *truncated) {
     switch (c->mut) {
     case M_EMPTY:
         p->n = 0;
+        break;
+    case M_EMPTY_ENVELOPE:
+        p->len[0] = 0;
         break;
     case M_GARBAGE_ENVELOPE:
         memset(p->data[0], 0xff, p->len[0]);
