@@ -5,15 +5,24 @@
 
 #include <stdatomic.h>
 
+#include "expert-node/en_client.h"
 #include "expert-node/en_node.h"
 #include "kernels/kn.h"
 #include "model/md_config.h"
 #include "model/md_moe.h"
 #include "model/md_expert_table.h"
 #include "vindex/vx_source.h"
+#include "wire/wr_guard.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_stats.h"
 #include "wire/wr_zmq.h"
+
+/* Parts beyond which a message is not answered but its sender cut off (WR_MAX_PARTS are
+ * accepted; a few more get ERROR_FRAME). */
+#define EN_MAX_MESSAGE_PARTS 64
+
+/* ZMQ_SNDHWM and ZMQ_RCVHWM of the node's socket: messages queued per peer each way. */
+#define EN_PEER_HWM 64
 
 /* Requests executed together in one round, at most. */
 #define EN_MAX_PENDING 64
@@ -68,6 +77,10 @@ struct en_node {
     int wake[2]; /* self-pipe: en_node_stop writes, the loop polls */
     atomic_bool stopping;
     wr_limits lim;
+    wr_guard *guard;      /* bounds what peers make libzmq hold (NULL where unsupported) */
+    uint64_t max_message; /* wire bytes of the largest message the limits allow */
+    en_client **clients;  /* every client seen lately (en_client.h) */
+    int n_clients, clients_cap;
     wr_rx rx;
     wr_in in;
     wr_out out;
@@ -81,6 +94,7 @@ struct en_node {
     size_t y_cap;
     wr_stats stats; /* 1 node × n_layers: this node's expert traffic */
     uint64_t errors_sent;
+    uint64_t replies_dropped, requests_discarded; /* clients that do not read, or flood */
     /* where the serve loop's time goes (ns): receiving, parsing + checking + grouping, executing,
      * encoding replies, sending them */
     uint64_t t_recv, t_handle, t_compute, t_encode, t_send;

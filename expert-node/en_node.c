@@ -101,6 +101,19 @@ static int bind_socket(en_node *n, mw_err *err) {
     n->router = n->zctx ? zmq_socket(n->zctx, ZMQ_ROUTER) : NULL;
     if (!n->router) return mw_errf(err, "cannot create a ZeroMQ socket: %s", zmq_strerror(errno));
     if (wr_socket_setup(n->router, &n->lim, err)) return -1;
+    /* Messages queued per peer, each way (bytes are bounded by the guard and en_client.h): a
+     * coordinator has a few batches in flight, never hundreds. */
+    int hwm = EN_PEER_HWM;
+    zmq_setsockopt(n->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(n->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
+    /* The guard follows every connection from its first byte: started before the bind. */
+    wr_guard_opts go = {.peer_bytes = n->opts.peer_limit,
+                        .total_bytes = n->opts.recv_limit,
+                        .name = "expert-node",
+                        .quiet = false};
+    mw_err ge;
+    if (wr_guard_start(n->zctx, n->router, &go, &n->guard, &ge) != 0)
+        fprintf(stderr, "expert-node: running without receive limits: %s\n", ge.msg);
     if (zmq_bind(n->router, n->opts.bind) != 0)
         return mw_errf(err, "cannot bind %s: %s", n->opts.bind, zmq_strerror(errno));
     size_t len = sizeof n->endpoint;
@@ -137,6 +150,15 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
     uint64_t frame = rows_bytes > assign_bytes ? rows_bytes : assign_bytes;
     if (frame < n->lim.max_frame_bytes) n->lim.max_frame_bytes = frame;
     wr_in_init(&n->in, &n->lim);
+    /* The largest message the limits let through: an envelope, a rows and an assignments frame
+     * (and their framing). A peer may have one being delivered and the next arriving. */
+    n->max_message = WR_MAX_ENVELOPE + rows_bytes + assign_bytes + 4096;
+    if (!n->opts.peer_limit) n->opts.peer_limit = 2 * n->max_message;
+    if (!n->opts.recv_limit) {
+        n->opts.recv_limit = 1ull << 30;
+        if (n->opts.recv_limit < 4 * n->opts.peer_limit)
+            n->opts.recv_limit = 4 * n->opts.peer_limit;
+    }
 
     snprintf(n->backend, sizeof n->backend, "cpu-%s", kn_isa_name(kn_isa_active()));
     if (opts->numerics < 0) /* any: every numerics, as a list */
@@ -163,6 +185,9 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
             fprintf(stderr, "expert-node: --affinity %d ignored: %s\n", opts->cpu_first, e.msg);
     }
     snprintf(n->node_id, sizeof n->node_id, "%s", opts->node_id ? opts->node_id : n->endpoint);
+    char name[300];
+    snprintf(name, sizeof name, "expert-node %s", n->node_id);
+    wr_guard_rename(n->guard, name);
     *out = n;
     return 0;
 fail:
@@ -185,6 +210,8 @@ const char *en_node_endpoint(const en_node *n) {
 void en_node_close(en_node *n) {
     if (!n) return;
     wr_rx_free(&n->rx);
+    en_clients_free(n);
+    wr_guard_stop(n->guard);
     if (n->router) zmq_close(n->router);
     if (n->zctx) zmq_ctx_term(n->zctx);
     if (n->wake[0] >= 0) close(n->wake[0]);

@@ -28,6 +28,10 @@ typedef struct en_opts {
     uint32_t capacity; /* most rows per batch (0 = 4096) */
     bool quiet;        /* no per-error log lines */
     bool pin; /* copy the owned experts out of the file mapping onto huge pages (md_pin.h) */
+    /* receive limits (wire/wr_guard.h), 0 = defaults: bytes one peer may have received beyond
+     * its last whole message (2 × the largest message), and held for all peers (1 GiB, at least
+     * 4 × the peer limit) */
+    uint64_t peer_limit, recv_limit;
 } en_opts;
 
 typedef struct en_node en_node;

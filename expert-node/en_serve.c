@@ -15,18 +15,28 @@
 #include "util/mw_grow.h"
 #include "util/mw_time.h"
 
+/* Hands a reply to libzmq. A client whose queue is full (it does not read) loses it: counted
+ * and logged once per interval, not per reply. */
 static void send_to(en_node *n, const uint8_t *id, size_t id_len, const wr_out *o) {
     mw_err e;
-    if (wr_send(n->router, id, id_len, o, ZMQ_DONTWAIT, &e) != 0 && !n->opts.quiet)
-        fprintf(stderr, "expert-node %s: reply dropped (%s)\n", n->node_id, e.msg);
+    en_client *c = en_client_find(n, id, id_len);
+    if (wr_send(n->router, id, id_len, o, ZMQ_DONTWAIT, &e) != 0) {
+        if (c) en_client_note(n, c, EN_F_DROPPED, NULL);
+        n->replies_dropped++;
+    } else if (c) {
+        c->sent += o->bytes;
+    }
 }
 
 static void reply_error(en_node *n, const uint8_t *id, size_t id_len, uint64_t seq, wr_code code,
                         const char *msg) {
     n->errors_sent++;
-    if (!n->opts.quiet)
-        fprintf(stderr, "expert-node %s: error %s to a client: %s\n", n->node_id,
-                wr_code_name(code), msg);
+    en_client *c = en_client_find(n, id, id_len);
+    if (c) {
+        char line[WR_MAX_STRING + 32];
+        snprintf(line, sizeof line, "%s: %s", wr_code_name(code), msg);
+        en_client_note(n, c, EN_F_ERROR, line);
+    }
     mw_err e;
     if (wr_pack_error(&n->out, seq, code, msg, &e) == 0) send_to(n, id, id_len, &n->out);
 }
@@ -184,6 +194,63 @@ static void handle(en_node *n) {
     }
 }
 
+static bool round_open(const en_node *n) {
+    return n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
+           !atomic_load(&n->stopping);
+}
+
+static void handle_timed(en_node *n, en_client *c) {
+    if (c) c->in_round++;
+    uint64_t t0 = mw_now_ns();
+    handle(n);
+    n->t_handle += mw_now_ns() - t0;
+}
+
+/* The message just received in n->rx: answered or queued for this round, deferred to a later
+ * one when its client used its quota, or dropped (see en_client.h). */
+static void admit(en_node *n) {
+    const int fd = wr_rx_fd(&n->rx);
+    wr_guard_delivered(n->guard, fd);
+    if (n->rx.n_parts + n->rx.truncated > EN_MAX_MESSAGE_PARTS) {
+        /* no client of ours sends that: drained, dropped, and the peer cut off */
+        char why[128];
+        snprintf(why, sizeof why, "sent a message of %d parts (a moewire message has %d)",
+                 n->rx.n_parts + n->rx.truncated, WR_MAX_PARTS);
+        wr_guard_cut(n->guard, fd, why);
+        return;
+    }
+    en_client *c = en_client_of(n, &n->rx, fd); /* NULL: out of memory, served all the same */
+    if (c && en_client_stalled(n, c)) {
+        en_client_note(n, c, EN_F_DISCARDED, NULL);
+        n->requests_discarded++;
+        return;
+    }
+    if (c && c->in_round >= EN_ROUND_QUOTA) {
+        if (!en_client_defer(n, c, &n->rx, n->rx_at)) {
+            en_client_note(n, c, EN_F_OVERFLOW, NULL);
+            n->requests_discarded++;
+        }
+        return;
+    }
+    handle_timed(n, c);
+}
+
+/* Requests deferred from earlier rounds, up to each client's quota, oldest first. */
+static void take_deferred(en_node *n) {
+    for (int i = 0; i < n->n_clients && round_open(n); i++) {
+        en_client *c = n->clients[i];
+        while (c->in_round < EN_ROUND_QUOTA && round_open(n) &&
+               en_client_take(c, &n->rx, &n->rx_at)) {
+            if (en_client_stalled(n, c)) {
+                en_client_note(n, c, EN_F_DISCARDED, NULL);
+                n->requests_discarded++;
+                continue;
+            }
+            handle_timed(n, c);
+        }
+    }
+}
+
 /* Runs group g into n->y: 0, or -1 with e set. *read gets the expert weight bytes read. */
 static int run_group(en_node *n, const en_group *g, uint64_t *read, mw_err *e) {
     const int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
@@ -268,6 +335,19 @@ static void execute_round(en_node *n) {
     n->pending_rows = 0;
 }
 
+/* Bytes of the serve loop's own buffers (they grow to the largest round seen), with as much
+ * again for the executor's scratch: the receive guard counts the rest of the heap as held for
+ * peers. */
+static uint64_t own_bytes(const en_node *n) {
+    uint64_t b = (uint64_t)n->y_cap * sizeof(float);
+    for (int g = 0; g < EN_MAX_PENDING; g++)
+        b += (uint64_t)n->group[g].x_cap * sizeof(float) +
+             (uint64_t)n->group[g].assign_cap * sizeof(md_assignment);
+    b += n->in.rows.cap + n->in.assign.cap + n->in.scratch.cap + n->out.env.cap;
+    for (int i = 0; i < WR_MAX_FRAMES; i++) b += n->out.raw[i].cap + n->out.lz4[i].cap;
+    return 2 * b;
+}
+
 static int write_ready_file(const en_node *n, mw_err *err) {
     if (!n->opts.ready_file) return 0;
     char tmp[4200];
@@ -280,7 +360,7 @@ static int write_ready_file(const en_node *n, mw_err *err) {
     return 0;
 }
 
-static void print_summary(const en_node *n) {
+static void print_summary(en_node *n) {
     wr_counters t = wr_stats_sum(&n->stats, -1, -1);
     fprintf(stderr,
             "expert-node %s: served %" PRIu64 " batches (%" PRIu64 " rows, %" PRIu64
@@ -294,6 +374,13 @@ static void print_summary(const en_node *n) {
             "encode %.1f, send %.1f\n",
             n->node_id, (double)n->t_recv * per, (double)n->t_handle * per,
             (double)n->t_compute * per, (double)n->t_encode * per, (double)n->t_send * per);
+    wr_guard_stats g = wr_guard_get_stats(n->guard);
+    fprintf(stderr,
+            "expert-node %s: peers: %" PRIu64 " connection(s), %" PRIu64 " cut off at a limit "
+            "(peer %" PRIu64 " MiB, all %" PRIu64 " MiB), most held at once %" PRIu64 " B; %" PRIu64
+            " reply(ies) dropped, %" PRIu64 " request(s) discarded\n",
+            n->node_id, g.connections, g.cut, n->opts.peer_limit >> 20, n->opts.recv_limit >> 20,
+            g.peak_held, n->replies_dropped, n->requests_discarded);
 }
 
 int en_node_serve(en_node *n, mw_err *err) {
@@ -308,7 +395,8 @@ int en_node_serve(en_node *n, mw_err *err) {
     zmq_pollitem_t items[2] = {{n->router, 0, ZMQ_POLLIN, 0}, {NULL, n->wake[0], ZMQ_POLLIN, 0}};
     int rc = 0;
     while (!atomic_load(&n->stopping)) {
-        if (zmq_poll(items, 2, -1) < 0) {
+        /* requests deferred to this round: do not sleep */
+        if (zmq_poll(items, 2, en_clients_pending(n) ? 0 : -1) < 0) {
             if (errno == EINTR) continue;
             rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
             break;
@@ -316,10 +404,12 @@ int en_node_serve(en_node *n, mw_err *err) {
         if (items[1].revents & ZMQ_POLLIN) break;
         /* A request is in: the workers get up now, while it is received and parsed, instead of
          * when the first kernel starts (a wake-up costs tens of microseconds). */
-        if (items[0].revents & ZMQ_POLLIN) kn_pool_wake(n->pool);
-        /* Drain what is queued, up to one round, then execute it. */
-        while (n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
-               !atomic_load(&n->stopping)) {
+        if ((items[0].revents & ZMQ_POLLIN) || en_clients_pending(n)) kn_pool_wake(n->pool);
+        /* A round: first what clients left waiting in their queues (a quota each), then what
+         * is queued in the socket, up to one round, then execute it. */
+        en_clients_new_round(n);
+        take_deferred(n);
+        while (round_open(n)) {
             mw_err e;
             uint64_t t0 = mw_now_ns();
             if (wr_recv(n->router, &n->rx, true, ZMQ_DONTWAIT, &e) != 0) {
@@ -329,15 +419,18 @@ int en_node_serve(en_node *n, mw_err *err) {
             }
             n->rx_at = mw_now_ns();
             n->t_recv += n->rx_at - t0;
-            handle(n);
-            n->t_handle += mw_now_ns() - n->rx_at;
+            admit(n);
         }
-        if (n->n_req) execute_round(n);
+        if (n->n_req) {
+            execute_round(n);
+            wr_guard_set_own(n->guard, own_bytes(n));
+        }
         /* The next batch is a network round trip away at best: the workers sleep meanwhile
          * instead of spinning on a core the coordinator (or another node) is computing on. */
         kn_pool_park(n->pool);
     }
 out:
+    en_clients_flush(n);
     print_summary(n);
     if (n->opts.ready_file) unlink(n->opts.ready_file);
     return rc;

@@ -25,6 +25,10 @@ static void usage(FILE *f) {
         "  --pin              copy the owned experts out of the file mapping onto huge pages\n"
         "  --affinity N|off   bind compute thread i to allowed CPU N+i (wrapping; default off)\n"
         "  --poll-us N        idle compute threads poll N us before sleeping (default 200)\n"
+        "  --peer-limit MIB   most one peer may have sent beyond its last whole message\n"
+        "                     (default: twice the largest message the limits allow)\n"
+        "  --recv-limit MIB   most memory held for all peers together (default 1024, at\n"
+        "                     least 4 peer limits); beyond either the peer is cut off\n"
         "  --quiet            no per-request log lines\n");
 }
 
@@ -87,6 +91,9 @@ static int parse_args(int argc, char **argv, en_opts *o) {
         } else if (!strcmp(a, "--poll-us")) {
             if (parse_int(a, v, 0, 1000000, &x)) return -1;
             o->poll_us = (int)x;
+        } else if (!strcmp(a, "--peer-limit") || !strcmp(a, "--recv-limit")) {
+            if (parse_int(a, v, 1, 1 << 20, &x)) return -1;
+            *(a[2] == 'p' ? &o->peer_limit : &o->recv_limit) = (uint64_t)x << 20;
         } else if (!strcmp(a, "--capacity")) {
             if (parse_int(a, v, 1, 1 << 16, &x)) return -1;
             o->capacity = (uint32_t)x;

@@ -14,6 +14,23 @@ void wr_rx_free(wr_rx *rx) {
     rx->id_len = 0;
 }
 
+void wr_rx_move(wr_rx *dst, wr_rx *src) {
+    for (int i = 0; i < src->n_msg; i++) {
+        zmq_msg_init(&dst->msg[i]);
+        zmq_msg_move(&dst->msg[i], &src->msg[i]);
+        zmq_msg_close(&src->msg[i]);
+        /* a small part lives inside the zmq_msg_t itself: its address moved with it */
+        dst->parts[i] = (wr_part){zmq_msg_data(&dst->msg[i]), zmq_msg_size(&dst->msg[i])};
+    }
+    dst->n_msg = src->n_msg;
+    dst->n_parts = src->n_parts;
+    dst->truncated = src->truncated;
+    memcpy(dst->id, src->id, src->id_len);
+    dst->id_len = src->id_len;
+    src->n_msg = src->n_parts = src->truncated = 0;
+    src->id_len = 0;
+}
+
 static int zmq_fail(mw_err *err, const char *what) {
     int e = errno;
     mw_errf(err, "%s: %s", what, zmq_strerror(e));

@@ -29,6 +29,9 @@ typedef struct wr_rx {
 
 void wr_rx_init(wr_rx *rx);
 void wr_rx_free(wr_rx *rx); /* releases the parts; rx can receive again */
+/* Moves the message in src into dst (dst must be empty: initialised or freed); src is left empty.
+ * The parts are not copied. */
+void wr_rx_move(wr_rx *dst, wr_rx *src);
 
 /* Receives one whole multipart message. `routed`: the socket is a ROUTER, so the first part is the
  * sender's routing id. flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with errno from libzmq (EAGAIN,
