@@ -10,6 +10,7 @@
 #   make llama-tok LLAMA_INC=DIR GGML_INC=DIR LLAMA_LIB=DIR
 #                                                 llama.cpp's tokenizer driver; make bench LLAMA_TOK=
 #   make deps       install Debian packages       make format   clang-format the tree
+#   make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/README.md)
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
 
@@ -99,7 +100,8 @@ TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
-.PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz
+.PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
+        fuzz-smoke
 all: build/libmoewire.a $(BIN)
 
 deps:
@@ -168,10 +170,11 @@ $(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js build/npm/node_modules/js-
 	node tests/tiktoken/o200k_cases.js build/npm $(TK_O200K)
 
 # The benchmarks are built (not run) by `make test`, so an API change cannot leave them broken.
-test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
+test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json $(FUZZ_BINS)
 	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
 	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin MW_TK_O200K=$(CURDIR)/$(TK_O200K) \
 	  tests/run.sh $(TEST_BINS)
+	tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
 
 unit: $(filter $(ASAN)/tests/unit/%,$(TEST_BINS))
 	tests/run.sh $^
@@ -200,6 +203,44 @@ run: all
 
 demo: all
 	deploy/demo.sh
+
+# ---- fuzzing: libFuzzer harnesses, clang with ASan+UBSan (tests/fuzz/README.md) -------------
+#   make fuzz                      every harness for FUZZ_SECONDS (default 600) each
+#   make fuzz FUZZ=wire            one harness (a substring of its name)
+#   make fuzz-smoke                every harness for FUZZ_SMOKE_SECONDS (default 20); make test runs it
+FUZZ_CC ?= clang-14
+FUZZ_SECONDS ?= 600
+FUZZ_SMOKE_SECONDS ?= 20
+FZ := build/fuzz
+FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+              -Wno-unknown-warning-option -DMW_ASAN=1 -DMW_FUZZ=1
+FUZZ_C := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_SUPPORT_C := $(filter-out $(FUZZ_C),$(wildcard tests/fuzz/*.c))
+FUZZ_LIB_O := $(call obj,$(FZ),$(LIB_C)) $(call obj,$(FZ),$(PROTO_C))
+FUZZ_SUPPORT_O := $(call obj,$(FZ),$(FUZZ_SUPPORT_C))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FZ)/%,$(FUZZ_C))
+
+$(FUZZ_LIB_O) $(FUZZ_SUPPORT_O): | $(PROTO_H)
+
+# The library is instrumented for coverage (fuzzer-no-link); the harness links libFuzzer's main.
+$(FZ)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(call isa_flags,$<) \
+	    $(PKG_CFLAGS) -c $< -o $@
+
+$(FZ)/libmoewire.a: $(FUZZ_LIB_O)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(FZ)/fuzz_%: $(FZ)/obj/tests/fuzz/fuzz_%.o $(FUZZ_SUPPORT_O) $(FZ)/libmoewire.a
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -pthread $< $(FUZZ_SUPPORT_O) $(FZ)/libmoewire.a \
+	    $(LDLIBS) -o $@
+
+fuzz: $(FUZZ_BINS)
+	MW_FUZZ_FILTER=$(FUZZ) tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+fuzz-smoke: $(FUZZ_BINS)
+	tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
 
 # ---- benchmarks -----------------------------------------------------------------------------
 $(REL)/bench/%: $(REL)/obj/bench/%.o $(BENCH_SUPPORT_C) build/libmoewire.a

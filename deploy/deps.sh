@@ -29,6 +29,7 @@ declare -A CMD_PKG=(
   [node]=nodejs
   [npm]=npm
   [dpkg-deb]=dpkg
+  [clang-14]=clang-14
 )
 
 missing=()
@@ -52,6 +53,9 @@ for f in "${!FILE_PKG[@]}"; do
 done
 # the aarch64 C library headers for the NEON cross build
 [ -e /usr/aarch64-linux-gnu/include/stdio.h ] || missing+=(libc6-dev-arm64-cross)
+# libFuzzer's runtime for clang-14 (make fuzz, and the short fuzzing pass of make test)
+compgen -G "/usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a" >/dev/null ||
+  missing+=(libclang-rt-14-dev)
 
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0

@@ -10,7 +10,7 @@
 bool kn_isa_avx2_usable(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           kn_x86_cpuid_bit(1, 0, 2, 29); /* F16C */
 }
 
 /* ---- activation preparation ------------------------------------------------------------------ */

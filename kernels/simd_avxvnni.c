@@ -6,7 +6,7 @@
 
 bool kn_isa_avxvnni_usable(void) {
     __builtin_cpu_init();
-    return kn_isa_avx2_usable() && __builtin_cpu_supports("avxvnni");
+    return kn_isa_avx2_usable() && kn_x86_cpuid_bit(7, 1, 0, 4); /* AVX-VNNI */
 }
 
 #define KN_X86_NAME(id)      id##_vnni

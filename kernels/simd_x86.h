@@ -15,8 +15,18 @@
 
 #include "kernels/kn_internal.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdatomic.h>
+
+/* Bit `bit` of register `reg` (0 eax, 1 ebx, 2 ecx, 3 edx) of CPUID leaf/subleaf: for features
+ * __builtin_cpu_supports does not name in every compiler (clang 14 knows neither "f16c" nor
+ * "avxvnni"). Only meaningful once the AVX state is known to be enabled (the avx2 check). */
+static inline bool kn_x86_cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
+    unsigned r[4] = {0, 0, 0, 0};
+    if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3])) return false;
+    return (r[reg] >> bit) & 1u;
+}
 
 #define KN_X86_GROUP_QS   256 /* bytes of qs per group of 8 blocks */
 #define KN_X86_MXFP4_BIAS 12

@@ -74,14 +74,38 @@ static int rd_u64(rd *r, uint64_t *v) {
 /* Keys and tensor names end up in error messages, manifests and terminals: a control byte there
  * (NUL, escape, newline) is a malformed file, not a name. Returns a description of the first one
  * found, or NULL. */
+/* Length of the well-formed UTF-8 sequence at s[0 .. n) (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), or 0. */
+static size_t utf8_seq(const unsigned char *s, uint64_t n) {
+    const unsigned c = s[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                          : c >= 0xf0 && c <= 0xf4                  ? 4
+                                                                     : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] > 0x9f) || (c == 0xf0 && s[1] < 0x90) ||
+        (c == 0xf4 && s[1] > 0x8f))
+        return 0;
+    return len;
+}
+
+/* Names (metadata keys, tensor names) are UTF-8 text without control characters: they end up
+ * in JSON (the manifest), messages and terminals. */
 static const char *bad_name_byte(const char *s, uint64_t n, char buf[32]) {
-    for (uint64_t i = 0; i < n; i++) {
+    for (uint64_t i = 0; i < n;) {
         const unsigned char c = (unsigned char)s[i];
         if (c == 0) return "a NUL byte";
         if (c < 0x20 || c == 0x7f) {
             snprintf(buf, 32, "control byte 0x%02x", c);
             return buf;
         }
+        size_t len = utf8_seq((const unsigned char *)s + i, n - i);
+        if (!len) {
+            snprintf(buf, 32, "invalid UTF-8 at byte %llu", (unsigned long long)i);
+            return buf;
+        }
+        i += len;
     }
     return NULL;
 }

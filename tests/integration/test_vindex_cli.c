@@ -1,7 +1,8 @@
 /* tests/integration/test_vindex_cli.c — the `vindex` program end to end: extract, inspect
  * (human and JSON), verify (ok, then a flipped byte named by extent and exit 1), slice, synth in
  * both formats, usage errors (exit 2), crafted GGUF files (an empty dimension, 0 rows of a huge
- * length) refused by name, and a failed extract leaving nothing behind. */
+ * length, a tensor name that is not UTF-8) refused by name, and a failed extract leaving nothing
+ * behind. */
 #include "tests/support/mw_test.h"
 
 #include <dirent.h>
@@ -234,8 +235,9 @@ static void put_str(FILE *f, const char *s) {
     put(f, s, strlen(s));
 }
 
-/* A GGUF v3 file with general.architecture gpt-oss and one f32 tensor of shape {ne0, ne1}. */
-static void write_crafted(const char *path, uint64_t ne0, uint64_t ne1) {
+/* A GGUF v3 file with general.architecture gpt-oss and one f32 tensor `name` of shape
+ * {ne0, ne1}. */
+static void write_crafted(const char *path, const char *name, uint64_t ne0, uint64_t ne1) {
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     put(f, "GGUF", 4);
@@ -245,7 +247,7 @@ static void write_crafted(const char *path, uint64_t ne0, uint64_t ne1) {
     put_str(f, "general.architecture");
     put_u32(f, 8); /* string */
     put_str(f, "gpt-oss");
-    put_str(f, "blk.0.attn_norm.weight");
+    put_str(f, name);
     put_u32(f, 2);
     put_u64(f, ne0);
     put_u64(f, ne1);
@@ -270,19 +272,24 @@ static int count_entries(const char *dir, const char *prefix) {
 static void test_crafted_gguf_refused(void **state) {
     (void)state;
     static const struct {
+        const char *name;
         uint64_t ne0, ne1;
         const char *needle;
-    } cases[] = {{0, 4, "zero-sized dimension ne[0]"},
-                 {4, 0, "zero-sized dimension ne[1]"},
-                 {1ull << 60, 0, "zero-sized dimension ne[1]"}};
+    } cases[] = {{"blk.0.attn_norm.weight", 0, 4, "zero-sized dimension ne[0]"},
+                 {"blk.0.attn_norm.weight", 4, 0, "zero-sized dimension ne[1]"},
+                 {"blk.0.attn_norm.weight", 1ull << 60, 0, "zero-sized dimension ne[1]"},
+                 /* found by fuzz_extract: the manifest's fingerprint no longer matched */
+                 {"\xf4oken_embd.weight", 4, 4, "invalid UTF-8 at byte 0"},
+                 {"blk.0.\xed\xa0\x80", 4, 4, "invalid UTF-8 at byte 6"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char gguf[1024], outdir[1024];
         snprintf(gguf, sizeof gguf, "%s/crafted-%zu.gguf", mwt_tmp, i);
         snprintf(outdir, sizeof outdir, "%s/crafted-%zu.vindex", mwt_tmp, i);
-        write_crafted(gguf, cases[i].ne0, cases[i].ne1);
+        write_crafted(gguf, cases[i].name, cases[i].ne0, cases[i].ne1);
         char *err;
         int rc = vindex(NULL, &err, "extract", gguf, outdir, NULL);
-        if (rc != 1 || !strstr(err, cases[i].needle) || !strstr(err, "blk.0.attn_norm.weight"))
+        if (rc != 1 || !strstr(err, cases[i].needle) ||
+            (i < 3 && !strstr(err, "blk.0.attn_norm.weight")))
             fail_msg("case %zu: exit %d: %s", i, rc, err);
         free(err);
         assert_int_equal(access(outdir, F_OK), -1);
