@@ -47,6 +47,8 @@ static int create_remote(const co_backend_env *env, md_expert_backend **out, mw_
                           .codec = o->wire,
                           .exact = o->exact,
                           .deadline_ms = o->deadline_ms,
+                          .curve_secret = o->curve_secret,
+                          .curve = o->curve,
                           .src = env->src,
                           .width = env->model->cfg.n_embd,
                           .numerics = o->numerics,

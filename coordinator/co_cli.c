@@ -215,6 +215,18 @@ static int set_wire(co_opts *o, const char *v, mw_err *err) {
     return wr_codec_parse(v, &o->wire, err);
 }
 
+static int set_curve_secret(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->curve_secret = v;
+    return 0;
+}
+
+static int set_curve(co_opts *o, const char *v, mw_err *err) {
+    (void)v, (void)err;
+    o->curve = true;
+    return 0;
+}
+
 static int set_deadline(co_opts *o, const char *v, mw_err *err) {
     int64_t n;
     if (parse_i64("--deadline-ms", v, 1, 3600000, &n, err)) return -1;
@@ -346,6 +358,13 @@ static const co_option options[] = {
      set_wire},
     {"--deadline-ms", "N", "per-layer deadline for every node's answer (default 10000)",
      set_deadline},
+    {"--curve-secret", "FILE",
+     "the coordinator's CURVE key pair (coordinator keygen); nodes listed as tcp://h:p#KEY are "
+     "spoken to over CURVE, their public key pinned",
+     set_curve_secret},
+    {"--curve", NULL,
+     "with --loopback: the nodes run CURVE, with key pairs made for the run (measures its cost)",
+     set_curve},
     {"--listen", "HOST:PORT",
      "serve: address to listen on (default 127.0.0.1:8080; port 0 picks a free one)", set_listen},
     {"--ready-file", "PATH", "serve: write the server's URL there once it accepts requests",

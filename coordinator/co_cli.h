@@ -35,13 +35,15 @@ typedef struct co_opts {
     int64_t n_ctx; /* 0 = prompt + max-tokens */
     bool pin;      /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
     /* remote experts (coordinator/co_cluster.h) */
-    const char *nodes;  /* comma-separated node endpoints */
-    int loopback;       /* start this many local expert nodes */
-    int node_threads;   /* threads per loopback node */
-    bool node_affinity; /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
-    bool exact;         /* exact mode: per-assignment replies reduced in selection order */
-    wr_codec wire;      /* row codec on the wire */
-    int deadline_ms;    /* per layer */
+    const char *nodes;        /* comma-separated node endpoints */
+    int loopback;             /* start this many local expert nodes */
+    int node_threads;         /* threads per loopback node */
+    bool node_affinity;       /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
+    bool exact;               /* exact mode: per-assignment replies reduced in selection order */
+    wr_codec wire;            /* row codec on the wire */
+    int deadline_ms;          /* per layer */
+    const char *curve_secret; /* the coordinator's CURVE key pair file */
+    bool curve;               /* loopback nodes on CURVE, with keys made for the run */
     /* serve (coordinator/co_serve.h) */
     const char *listen;     /* "host:port" */
     const char *ready_file; /* written with the server's URL once it accepts requests */

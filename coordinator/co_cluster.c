@@ -9,6 +9,7 @@
 
 #include "coordinator/co_loopback.h"
 #include "coordinator/co_remote.h"
+#include "wire/wr_curve.h"
 
 #define MAX_NODES 1024
 
@@ -25,6 +26,8 @@ typedef struct cluster {
     co_loopback *loopback;
     char **endpoints; /* copies, in node order */
     int n_nodes;
+    wr_keypair key; /* the coordinator's CURVE pair: --curve-secret, or made for a loopback run */
+    bool has_key;
 } cluster;
 
 static int run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
@@ -50,6 +53,7 @@ static void destroy(md_expert_backend *b) {
         co_loopback_stop(c->loopback);
         for (int i = 0; c->endpoints && i < c->n_nodes; i++) free(c->endpoints[i]);
         free(c->endpoints);
+        memset(&c->key, 0, sizeof c->key);
         free(c);
     }
     free(b);
@@ -69,8 +73,8 @@ static int find_nodes(const co_cluster_opts *o, cluster *c, mw_err *err) {
                                .threads = o->node_threads,
                                .pin = o->node_pin,
                                .bind_cpus = o->node_affinity,
-                               .timeout_ms =
-                                   o->ready_ms ? o->ready_ms : ready_timeout_ms(fp_bytes)};
+                               .timeout_ms = o->ready_ms ? o->ready_ms : ready_timeout_ms(fp_bytes),
+                               .curve_client = o->curve && c->has_key ? c->key.pub : NULL};
         if (co_loopback_start(&lo, &c->loopback, err)) return -1;
         ep = co_loopback_endpoints(c->loopback);
         n = o->loopback;
@@ -100,6 +104,24 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
     b->wait = wait;
     b->destroy = destroy;
     b->impl = c;
+    /* The coordinator's key pair: its own, or a fresh one for a loopback cluster on CURVE. */
+    if (o->curve_secret) {
+        if (wr_keypair_read(o->curve_secret, &c->key, err)) {
+            destroy(b);
+            return -1;
+        }
+        c->has_key = true;
+    } else if (o->curve && !o->endpoints) {
+        if (wr_keypair_new(&c->key, err)) {
+            destroy(b);
+            return -1;
+        }
+        c->has_key = true;
+    } else if (o->curve) {
+        destroy(b);
+        return mw_errf(err, "--curve with --nodes needs --curve-secret (the coordinator's key "
+                            "pair) and each node's key (--nodes tcp://h:p#KEY)");
+    }
     if (find_nodes(o, c, err)) {
         destroy(b);
         return -1;
@@ -119,6 +141,7 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
     }
     for (int l = 0; l < n_layers; l++) moe[l] = vx_source_layer_has_experts(o->src, l);
     co_remote_opts ro = {.endpoints = (const char *const *)c->endpoints,
+                         .curve = c->has_key ? &c->key : NULL,
                          .n_nodes = c->n_nodes,
                          .codec = o->codec,
                          .exact = o->exact,

@@ -26,6 +26,10 @@ typedef struct co_cluster_opts {
     bool node_pin;      /* loopback nodes copy their experts onto huge pages */
     bool node_affinity; /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
     int ready_ms;       /* for loopback nodes to become ready; 0 = from the source's size */
+    /* CURVE: the coordinator's key pair file (nodes are pinned by "#KEY" on their endpoints);
+     * `curve` with a loopback cluster runs it on CURVE with keys made for the run. */
+    const char *curve_secret;
+    bool curve;
     /* The wire. */
     wr_codec codec;  /* rows in both directions */
     bool exact;      /* per-assignment replies reduced here in selection order */

@@ -14,12 +14,14 @@
 #include <unistd.h>
 
 #include "kernels/kn.h"
+#include "wire/wr_curve.h"
 #include "util/mw_time.h"
 
 struct co_loopback {
     int n;
     pid_t *pid;
     char **endpoint;
+    char (*keys)[WR_KEY_Z85 + 1]; /* with CURVE: each node's public key */
     char dir[64];
 };
 
@@ -93,6 +95,39 @@ static int wait_ready(co_loopback *lb, int timeout_ms, mw_err *err) {
     return 0;
 }
 
+/* CURVE for the run: a fresh key pair per node in the temporary directory (removed with it),
+ * and the allow-list of the one coordinator key. */
+static int make_keys(co_loopback *lb, const char *client, mw_err *err) {
+    char path[160], text[128];
+    snprintf(path, sizeof path, "%s/allow", lb->dir);
+    snprintf(text, sizeof text, "public-key = \"%s\"\n", client);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0)
+        return mw_errf(err, "loopback: cannot write %s", path);
+    if (!(lb->keys = calloc((size_t)lb->n, sizeof *lb->keys))) return mw_errf(err, "out of memory");
+    for (int i = 0; i < lb->n; i++) {
+        wr_keypair k;
+        snprintf(path, sizeof path, "%s/key-%d", lb->dir, i);
+        if (wr_keypair_new(&k, err) || wr_keypair_write(&k, path, err)) return -1;
+        snprintf(lb->keys[i], sizeof lb->keys[i], "%s", k.pub);
+        memset(&k, 0, sizeof k);
+    }
+    return 0;
+}
+
+/* Each endpoint carries its node's public key: "tcp://127.0.0.1:P#KEY". */
+static int pin_keys(co_loopback *lb, mw_err *err) {
+    for (int i = 0; i < lb->n; i++) {
+        size_t n = strlen(lb->endpoint[i]) + 2 + WR_KEY_Z85;
+        char *e = malloc(n);
+        if (!e) return mw_errf(err, "out of memory");
+        snprintf(e, n, "%s#%s", lb->endpoint[i], lb->keys[i]);
+        free(lb->endpoint[i]);
+        lb->endpoint[i] = e;
+    }
+    return 0;
+}
+
 int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err) {
     *out = NULL;
     if (o->n_nodes < 1 || o->n_nodes > o->n_experts)
@@ -111,6 +146,10 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
         co_loopback_stop(lb);
         return mw_errf(err, "loopback: cannot create a temporary directory");
     }
+    if (o->curve_client && make_keys(lb, o->curve_client, err)) {
+        co_loopback_stop(lb);
+        return -1;
+    }
     for (int i = 0; i < lb->n; i++) {
         int lo = (int)((long)i * o->n_experts / lb->n);
         int hi = (int)((long)(i + 1) * o->n_experts / lb->n) - 1;
@@ -120,28 +159,38 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
         snprintf(threads, sizeof threads, "%ld", o->threads > 0 ? o->threads : cpus > 0 ? cpus : 1);
         snprintf(id, sizeof id, "loopback-%d", i);
         snprintf(ready, sizeof ready, "%s", ready_path(lb, i));
-        char *argv[] = {prog,
-                        "--vindex",
-                        (char *)o->model,
-                        "--experts",
-                        spec,
-                        "--bind",
-                        "tcp://127.0.0.1:*",
-                        "--threads",
-                        threads,
-                        "--node-id",
-                        id,
-                        "--ready-file",
-                        ready,
-                        "--quiet",
-                        "--affinity",
-                        first,
-                        "--poll-us",
-                        "0",
-                        o->pin ? "--pin" : NULL,
-                        NULL};
+        char key[160], allow[160];
+        snprintf(key, sizeof key, "%s/key-%d.key", lb->dir, i);
+        snprintf(allow, sizeof allow, "%s/allow", lb->dir);
         snprintf(first, sizeof first, "%ld", (long)i * kn_cpus_allowed() / lb->n);
         if (!o->bind_cpus) snprintf(first, sizeof first, "off");
+        char *argv[32] = {prog,
+                          "--vindex",
+                          (char *)o->model,
+                          "--experts",
+                          spec,
+                          "--bind",
+                          "tcp://127.0.0.1:*",
+                          "--threads",
+                          threads,
+                          "--node-id",
+                          id,
+                          "--ready-file",
+                          ready,
+                          "--quiet",
+                          "--affinity",
+                          first,
+                          "--poll-us",
+                          "0"};
+        int at = 18;
+        if (o->curve_client) {
+            argv[at++] = "--curve-secret";
+            argv[at++] = key;
+            argv[at++] = "--allow";
+            argv[at++] = allow;
+        }
+        if (o->pin) argv[at++] = "--pin";
+        argv[at] = NULL;
         lb->pid[i] = spawn(argv);
         if (lb->pid[i] < 0) {
             lb->pid[i] = 0;
@@ -149,7 +198,7 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
             return mw_errf(err, "loopback: cannot start %s: %s", prog, strerror(errno));
         }
     }
-    if (wait_ready(lb, o->timeout_ms, err)) {
+    if (wait_ready(lb, o->timeout_ms, err) || (o->curve_client && pin_keys(lb, err))) {
         co_loopback_stop(lb);
         return -1;
     }
@@ -181,10 +230,23 @@ void co_loopback_stop(co_loopback *lb) {
                 usleep(2000);
             }
         }
-        if (lb->dir[0]) unlink(ready_path(lb, i));
+        if (lb->dir[0]) {
+            unlink(ready_path(lb, i));
+            char p[160];
+            snprintf(p, sizeof p, "%s/key-%d.key", lb->dir, i);
+            unlink(p);
+            snprintf(p, sizeof p, "%s/key-%d.pub", lb->dir, i);
+            unlink(p);
+        }
         free(lb->endpoint[i]);
     }
-    if (lb->dir[0]) rmdir(lb->dir);
+    if (lb->dir[0]) {
+        char p[160];
+        snprintf(p, sizeof p, "%s/allow", lb->dir);
+        unlink(p);
+        rmdir(lb->dir);
+    }
+    free(lb->keys);
     free(lb->pid);
     free(lb->endpoint);
     free(lb);

@@ -27,12 +27,16 @@ typedef struct co_loopback_opts {
      * next job would take time from the other node's threads on the same core.) */
     const char *program; /* expert-node binary; NULL = next to this executable, or
                             $MOEWIRE_EXPERT_NODE */
+    /* CURVE: each node gets a fresh key pair and admits only this coordinator public key (Z85);
+     * its endpoint then carries its public key, "tcp://127.0.0.1:P#KEY" (co_remote_opts). NULL:
+     * plain loopback. */
+    const char *curve_client;
 } co_loopback_opts;
 
 typedef struct co_loopback co_loopback;
 
 int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err);
-/* The nodes' bound endpoints, in node order. */
+/* The nodes' bound endpoints, in node order ("#KEY" appended with CURVE). */
 const char *const *co_loopback_endpoints(const co_loopback *lb);
 /* SIGTERM, up to 2 s for a clean exit, then SIGKILL; removes the ready files. NULL is a no-op. */
 void co_loopback_stop(co_loopback *lb);

@@ -387,8 +387,12 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     if (r->zctx && r->own_zctx && sched_getscheduler(0) == SCHED_OTHER)
         zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
     for (int i = 0; r->nodes && i < o->n_nodes; i++) {
-        snprintf(r->nodes[i].endpoint, sizeof r->nodes[i].endpoint, "%s", o->endpoints[i]);
-        snprintf(r->nodes[i].name, sizeof r->nodes[i].name, "node %d (%s)", i, o->endpoints[i]);
+        co__node *n = &r->nodes[i];
+        const char *ep = o->endpoints[i], *hash = strchr(ep, '#');
+        const int len = hash ? (int)(hash - ep) : (int)strlen(ep);
+        snprintf(n->endpoint, sizeof n->endpoint, "%.*s", len, ep);
+        if (hash) snprintf(n->key, sizeof n->key, "%s", hash + 1);
+        snprintf(n->name, sizeof n->name, "node %d (%s)", i, n->endpoint);
     }
     return r;
 }

@@ -25,8 +25,13 @@
 #include "wire/wr_codec.h"
 #include "wire/wr_stats.h"
 
+struct wr_keypair;
+
 typedef struct co_remote_opts {
-    const char *const *endpoints; /* one ZeroMQ endpoint per node, in node order */
+    /* One ZeroMQ endpoint per node, in node order; "tcp://h:p#KEY" pins the node's CURVE public
+     * key (Z85): that node is spoken to over CURVE with `curve`, the coordinator's key pair. */
+    const char *const *endpoints;
+    const struct wr_keypair *curve; /* required when an endpoint names a key; NULL = none */
     int n_nodes;
     wr_codec codec;          /* rows in both directions */
     bool exact;              /* per-assignment replies, reduced here in selection order */

@@ -21,11 +21,23 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
     n->mon = zmq_socket(r->zctx, ZMQ_PAIR);
     if (!n->sock || !n->mon) return mw_errf(err, "%s: cannot create a socket", n->name);
     if (wr_socket_setup(n->sock, &r->in.lim, err)) return mw_err_wrap(err, "%s", n->name);
-    /* Disconnects are watched so a dead node fails the layer at once, not at the deadline. */
+    if (n->key[0]) {
+        if (!r->o.curve)
+            return mw_errf(err,
+                           "%s: the node's CURVE key is pinned, but the coordinator has no "
+                           "key pair (--curve-secret)",
+                           n->name);
+        if (wr_curve_client(n->sock, r->o.curve, n->key, err))
+            return mw_err_wrap(err, "%s", n->name);
+    }
+    /* Disconnects are watched so a dead node fails the layer at once, not at the deadline;
+     * failed CURVE handshakes so a refused key is named at once, not after the handshake's
+     * deadline. */
     char addr[64];
     snprintf(addr, sizeof addr, "inproc://co-remote-%p-%d", (void *)r, i);
-    if (zmq_socket_monitor(n->sock, addr, ZMQ_EVENT_DISCONNECTED) != 0 ||
-        zmq_connect(n->mon, addr) != 0)
+    const int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor(n->sock, addr, events) != 0 || zmq_connect(n->mon, addr) != 0)
         return mw_errf(err, "%s: cannot monitor the socket: %s", n->name, zmq_strerror(errno));
     int t = r->o.connect_ms;
     zmq_setsockopt(n->sock, ZMQ_SNDTIMEO, &t, sizeof t);
@@ -43,7 +55,11 @@ void co__remote_read_monitor(co__node *n) {
             return;
         }
         uint16_t id = 0;
-        if (zmq_msg_size(&ev) >= 2) memcpy(&id, zmq_msg_data(&ev), 2);
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&id, zmq_msg_data(&ev), 2);
+            memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+        }
         bool more = zmq_msg_more(&ev);
         zmq_msg_close(&ev);
         if (more) {
@@ -52,6 +68,19 @@ void co__remote_read_monitor(co__node *n) {
             zmq_msg_close(&ep);
         }
         if (id == ZMQ_EVENT_DISCONNECTED) n->down = true;
+        if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            snprintf(n->refused, sizeof n->refused,
+                     "the node refused this coordinator's CURVE key (status %u: not on its "
+                     "allow-list)",
+                     value);
+        else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                 id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+            snprintf(n->refused, sizeof n->refused,
+                     "the %s handshake failed (%s; protocol error 0x%x)",
+                     n->key[0] ? "CURVE" : "ZeroMQ",
+                     n->key[0] ? "is the pinned key the node's, and does it run CURVE?"
+                               : "does the node require CURVE keys?",
+                     value);
     }
 }
 
@@ -97,6 +126,26 @@ static int take_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) 
     return 0;
 }
 
+/* Hands node i's Hello (in r->out) to libzmq once the connection is up (ZMQ_IMMEDIATE: not
+ * before), within connect_ms; a handshake its monitor reports as failed (a refused CURVE key, a
+ * mechanism mismatch) ends the wait at once, named. */
+static int send_hello(co__remote *r, int i, mw_err *err) {
+    co__node *n = &r->nodes[i];
+    const uint64_t deadline = mw_now_ns() + (uint64_t)r->o.connect_ms * 1000000ull;
+    for (;;) {
+        if (wr_send(n->sock, NULL, 0, &r->out, ZMQ_DONTWAIT, err) == 0) return 0;
+        if (errno != EAGAIN) return mw_err_wrap(err, "%s", n->name);
+        co__remote_read_monitor(n);
+        if (n->refused[0]) return mw_errf(err, "%s: %s", n->name, n->refused);
+        const uint64_t t = mw_now_ns();
+        if (t >= deadline)
+            return mw_errf(err, "%s: cannot connect within %d ms%s", n->name, r->o.connect_ms,
+                           n->key[0] ? " (over CURVE)" : "");
+        zmq_pollitem_t it[2] = {{n->sock, 0, ZMQ_POLLOUT, 0}, {n->mon, 0, ZMQ_POLLIN, 0}};
+        zmq_poll(it, 2, (long)((deadline - t) / 1000000ull) + 1);
+    }
+}
+
 /* Sends Hello to every node before waiting for any answer. */
 static int send_hellos(co__remote *r, mw_err *err) {
     const co_remote_opts *o = &r->o;
@@ -104,8 +153,7 @@ static int send_hellos(co__remote *r, mw_err *err) {
     for (int i = 0; i < o->n_nodes; i++) {
         hello.seq = ++r->seq;
         if (wr_pack(&r->out, &hello, (wr_codec){WR_F32, false}, err)) return -1;
-        if (wr_send(r->nodes[i].sock, NULL, 0, &r->out, 0, err))
-            return mw_errf(err, "%s: cannot connect within %d ms", r->nodes[i].name, o->connect_ms);
+        if (send_hello(r, i, err)) return -1;
         r->nodes[i].pending = 1;
         wr_stats_ctrl(&r->acct.wire, i)->tx_bytes += r->out.bytes;
     }
@@ -134,19 +182,30 @@ static int read_welcome(co__remote *r, int i, mw_err *err) {
 static int await_welcomes(co__remote *r, mw_err *err) {
     const co_remote_opts *o = &r->o;
     uint64_t deadline = mw_now_ns() + (uint64_t)o->connect_ms * 1000000ull;
-    for (int left = o->n_nodes; left > 0;) {
-        zmq_pollitem_t items[o->n_nodes];
-        for (int i = 0; i < o->n_nodes; i++)
+    const int N = o->n_nodes;
+    for (int left = N; left > 0;) {
+        zmq_pollitem_t items[2 * N];
+        for (int i = 0; i < N; i++) {
             items[i] = (zmq_pollitem_t){r->nodes[i].sock, 0, ZMQ_POLLIN, 0};
+            items[N + i] = (zmq_pollitem_t){r->nodes[i].mon, 0, ZMQ_POLLIN, 0};
+        }
         uint64_t t = mw_now_ns();
         long wait = t >= deadline ? 0 : (long)((deadline - t) / 1000000ull) + 1;
-        int rc = wait ? zmq_poll(items, o->n_nodes, wait) : 0;
+        int rc = wait ? zmq_poll(items, 2 * N, wait) : 0;
+        for (int i = 0; i < N; i++) {
+            if (items[N + i].revents & ZMQ_POLLIN) co__remote_read_monitor(&r->nodes[i]);
+            if (r->nodes[i].pending && r->nodes[i].refused[0])
+                return mw_errf(err, "%s: %s", r->nodes[i].name, r->nodes[i].refused);
+        }
         if (rc < 0 && errno != EINTR) return mw_errf(err, "poll: %s", zmq_strerror(errno));
         if (rc == 0 && mw_now_ns() >= deadline) {
             for (int i = 0; i < o->n_nodes; i++)
                 if (r->nodes[i].pending)
-                    return mw_errf(err, "%s: no answer to the handshake within %d ms",
-                                   r->nodes[i].name, o->connect_ms);
+                    return mw_errf(err, "%s: no answer to the handshake within %d ms%s",
+                                   r->nodes[i].name, o->connect_ms,
+                                   r->nodes[i].key[0] ? " (over CURVE: is the pinned key the "
+                                                        "node's?)"
+                                                      : "");
         }
         for (int i = 0; i < o->n_nodes; i++) {
             if (!(items[i].revents & ZMQ_POLLIN)) continue;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "coordinator/co_remote.h"
+#include "wire/wr_curve.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_stats.h"
 #include "wire/wr_zmq.h"
@@ -16,6 +17,8 @@
 typedef struct co__node {
     char name[320]; /* "node 1 (tcp://h:p)" for messages */
     char endpoint[256];
+    char key[48];      /* the node's pinned CURVE public key; "" = plain */
+    char refused[160]; /* why the CURVE handshake failed, from the monitor; "" = it did not */
     char node_id[128], backend[32], numerics[32];
     uint32_t capacity, threads;
     void *sock, *mon; /* DEALER, and the PAIR its disconnect events arrive on */

@@ -9,18 +9,22 @@
 #include "coordinator/co_serve.h"
 #include "coordinator/co_textcmd.h"
 #include "vindex/vx_source.h"
+#include "wire/wr_curve.h"
 
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         co_cli_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "keygen"))
+        return wr_keygen_cli("coordinator", "coordinator", argc - 2, argv + 2);
     if (!strcmp(argv[1], "tokenize")) return co_tokenize_main(argc - 2, argv + 2);
     if (!strcmp(argv[1], "detokenize")) return co_detokenize_main(argc - 2, argv + 2);
     const bool serve = !strcmp(argv[1], "serve");
     if (strcmp(argv[1], "generate") && !serve) {
         fprintf(stderr,
-                "coordinator: unknown command '%s' (known: generate, serve, tokenize, detokenize)\n",
+                "coordinator: unknown command '%s' (known: generate, serve, keygen, tokenize, "
+                "detokenize)\n",
                 argv[1]);
         return 2;
     }

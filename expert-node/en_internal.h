@@ -12,6 +12,7 @@
 #include "model/md_moe.h"
 #include "model/md_expert_table.h"
 #include "vindex/vx_source.h"
+#include "wire/wr_curve.h"
 #include "wire/wr_guard.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_stats.h"
@@ -78,6 +79,9 @@ struct en_node {
     atomic_bool stopping;
     wr_limits lim;
     wr_guard *guard;      /* bounds what peers make libzmq hold (NULL where unsupported) */
+    wr_keypair key;       /* --curve-secret */
+    wr_allow allow;       /* --allow */
+    wr_zap *zap;          /* admits only allowed coordinator keys; NULL without CURVE */
     uint64_t max_message; /* wire bytes of the largest message the limits allow */
     en_client **clients;  /* every client seen lately (en_client.h) */
     int n_clients, clients_cap;

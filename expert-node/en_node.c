@@ -91,6 +91,46 @@ static int mount(en_node *n, mw_err *err) {
     return 0;
 }
 
+/* CURVE, or the reason there is none: with --curve-secret the node is a CURVE server and its
+ * ZAP handler (started before the bind) admits only the keys of --allow; without, it may bind only
+ * to this machine's addresses, or anywhere with --insecure, said loudly. */
+/* What --bind, --curve-secret, --allow and --insecure allow together: checked before anything
+ * is opened. */
+static int check_security(const en_opts *o, mw_err *err) {
+    if (!o->curve_secret) {
+        if (o->allow) return mw_errf(err, "--allow needs --curve-secret (the node's own key pair)");
+        if (!wr_endpoint_is_local(o->bind) && !o->insecure)
+            return mw_errf(err,
+                           "refusing to serve on %s without CURVE keys: anybody who reaches it "
+                           "could send work and read the results. Give --curve-secret NODE.key "
+                           "--allow COORDINATORS.pub (`expert-node keygen` makes a pair), or "
+                           "--insecure",
+                           o->bind);
+        return 0;
+    }
+    if (!o->allow)
+        return mw_errf(err, "--curve-secret needs --allow FILE: the coordinator public keys "
+                            "this node admits");
+    return 0;
+}
+
+static int secure_socket(en_node *n, mw_err *err) {
+    const en_opts *o = &n->opts;
+    if (!o->curve_secret) {
+        if (!wr_endpoint_is_local(o->bind))
+            fprintf(stderr,
+                    "expert-node: WARNING: --insecure: serving on %s without CURVE: any peer "
+                    "that reaches it can send work and read the results\n",
+                    o->bind);
+        return 0;
+    }
+    if (wr_keypair_read(o->curve_secret, &n->key, err) || wr_allow_read(o->allow, &n->allow, err) ||
+        wr_zap_start(n->zctx, &n->allow, "expert-node", &n->zap, err) ||
+        wr_curve_server(n->router, &n->key, err))
+        return -1;
+    return 0;
+}
+
 static int bind_socket(en_node *n, mw_err *err) {
     n->zctx = zmq_ctx_new();
     /* With --affinity, ZeroMQ's I/O thread (started with the first socket) shares the serving
@@ -101,6 +141,7 @@ static int bind_socket(en_node *n, mw_err *err) {
     n->router = n->zctx ? zmq_socket(n->zctx, ZMQ_ROUTER) : NULL;
     if (!n->router) return mw_errf(err, "cannot create a ZeroMQ socket: %s", zmq_strerror(errno));
     if (wr_socket_setup(n->router, &n->lim, err)) return -1;
+    if (secure_socket(n, err)) return -1;
     /* Messages queued per peer, each way (bytes are bounded by the guard and en_client.h): a
      * coordinator has a few batches in flight, never hundreds. */
     int hwm = EN_PEER_HWM;
@@ -125,6 +166,7 @@ static int bind_socket(en_node *n, mw_err *err) {
 int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
     *out = NULL;
     if (!opts->vindex || !opts->bind) return mw_errf(err, "--vindex and --bind are required");
+    if (check_security(opts, err)) return -1;
     if (opts->threads < 1 || opts->threads > 1024)
         return mw_errf(err, "--threads %d: must be 1 .. 1024", opts->threads);
     if (opts->numerics < -1 || opts->numerics > KN_NUM_Q8)
@@ -213,7 +255,10 @@ void en_node_close(en_node *n) {
     en_clients_free(n);
     wr_guard_stop(n->guard);
     if (n->router) zmq_close(n->router);
+    wr_zap_stop(n->zap);
     if (n->zctx) zmq_ctx_term(n->zctx);
+    wr_allow_free(&n->allow);
+    memset(&n->key, 0, sizeof n->key);
     if (n->wake[0] >= 0) close(n->wake[0]);
     if (n->wake[1] >= 0) close(n->wake[1]);
     for (int g = 0; g < EN_MAX_PENDING; g++) {

@@ -32,6 +32,10 @@ typedef struct en_opts {
      * its last whole message (2 × the largest message), and held for all peers (1 GiB, at least
      * 4 × the peer limit) */
     uint64_t peer_limit, recv_limit;
+    /* CURVE (wire/wr_curve.h): this node's key pair file and the coordinator keys it admits.
+     * Without them a node binds only to this machine's addresses, unless insecure. */
+    const char *curve_secret, *allow;
+    bool insecure;
 } en_opts;
 
 typedef struct en_node en_node;

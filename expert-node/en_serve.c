@@ -381,6 +381,12 @@ static void print_summary(en_node *n) {
             " reply(ies) dropped, %" PRIu64 " request(s) discarded\n",
             n->node_id, g.connections, g.cut, n->opts.peer_limit >> 20, n->opts.recv_limit >> 20,
             g.peak_held, n->replies_dropped, n->requests_discarded);
+    if (n->zap) {
+        unsigned long ok, no;
+        wr_zap_counts(n->zap, &ok, &no);
+        fprintf(stderr, "expert-node %s: CURVE: %lu client(s) admitted, %lu refused\n", n->node_id,
+                ok, no);
+    }
 }
 
 int en_node_serve(en_node *n, mw_err *err) {
@@ -388,9 +394,14 @@ int en_node_serve(en_node *n, mw_err *err) {
     if (!n->opts.quiet)
         fprintf(stderr,
                 "expert-node %s: serving %zu experts (%s of %d layers × %d) of %s on %s, %s, "
-                "%d thread(s); model fingerprint %s\n",
+                "%d thread(s), %s%s%s; model fingerprint %s\n",
                 n->node_id, vx_expert_set_count(&n->owned), n->spec, n->n_layers, n->n_experts,
-                n->opts.vindex, n->endpoint, n->backend, n->opts.threads, n->fingerprint);
+                n->opts.vindex, n->endpoint, n->backend, n->opts.threads,
+                n->zap ? "CURVE, admitting the keys of " : "no CURVE", n->zap ? n->allow.path : "",
+                n->zap             ? ""
+                : n->opts.insecure ? " (--insecure)"
+                                   : "",
+                n->fingerprint);
     if (write_ready_file(n, err)) return -1;
     zmq_pollitem_t items[2] = {{n->router, 0, ZMQ_POLLIN, 0}, {NULL, n->wake[0], ZMQ_POLLIN, 0}};
     int rc = 0;

@@ -9,6 +9,7 @@
 #include "expert-node/en_node.h"
 #include "kernels/kn.h"
 #include "vindex/vx_source.h"
+#include "wire/wr_curve.h"
 
 static void usage(FILE *f) {
     fprintf(
@@ -29,7 +30,13 @@ static void usage(FILE *f) {
         "                     (default: twice the largest message the limits allow)\n"
         "  --recv-limit MIB   most memory held for all peers together (default 1024, at\n"
         "                     least 4 peer limits); beyond either the peer is cut off\n"
-        "  --quiet            no per-request log lines\n");
+        "  --curve-secret F   this node's CURVE key pair (expert-node keygen): peers must use\n"
+        "                     CURVE with its public key\n"
+        "  --allow FILE       coordinator public keys admitted (one per line); required with\n"
+        "                     --curve-secret. Without keys a node binds only to loopback\n"
+        "  --insecure         serve a non-loopback address without CURVE (anyone may connect)\n"
+        "  --quiet            no per-request log lines\n"
+        "       expert-node keygen [--out PREFIX]   writes PREFIX.key / PREFIX.pub\n");
 }
 
 static en_node *volatile g_node;
@@ -65,6 +72,9 @@ static int parse_args(int argc, char **argv, en_opts *o) {
         } else if (!strcmp(a, "--pin")) {
             o->pin = true;
             continue;
+        } else if (!strcmp(a, "--insecure")) {
+            o->insecure = true;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "expert-node: %s needs a value\n", a);
@@ -81,6 +91,10 @@ static int parse_args(int argc, char **argv, en_opts *o) {
             o->node_id = v;
         else if (!strcmp(a, "--ready-file"))
             o->ready_file = v;
+        else if (!strcmp(a, "--curve-secret"))
+            o->curve_secret = v;
+        else if (!strcmp(a, "--allow"))
+            o->allow = v;
         else if (!strcmp(a, "--threads")) {
             if (parse_int(a, v, 1, 1024, &x)) return -1;
             o->threads = (int)x;
@@ -148,6 +162,8 @@ static int run(const en_opts *o) {
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "keygen"))
+        return wr_keygen_cli("expert-node", "node", argc - 2, argv + 2);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     en_opts o = {
         .threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1, .poll_us = -1};
