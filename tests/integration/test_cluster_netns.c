@@ -5,7 +5,11 @@
  *   coordinator ns  10.231.1.1 ── veth ── 10.231.1.2  node A ns
  *                   10.231.2.1 ── veth ── 10.231.2.2  node B ns
  *
- * Exact mode must give the logits of --experts local bit for bit. Needs root (ip netns); where
+ * The nodes, on non-loopback addresses, run CURVE (keys made by `keygen`, the coordinator's on
+ * their allow-lists, theirs pinned by the coordinator). Exact mode must give the logits of
+ * --experts local bit for bit. Then, with both nodes owning every expert, node B's link goes down
+ * mid-generation: the heartbeats mark it down, node A takes its work, the logits stay the same.
+ * Needs root (ip netns); where
  * namespaces cannot be created the test is skipped with a message saying so.
  *
  * Whatever way the test ends — passing, failing an assertion, crashing or killed — the nodes, the
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define PROMPT "1,2,3,4,5,6,7,8,9,10,11,12"
@@ -152,14 +157,50 @@ static int setup_netns(void) {
     return 0;
 }
 
+/* `PROG keygen --out dir/NAME`; the public key it prints goes to pub. */
+static void keygen(const char *prog, const char *name, char pub[64]) {
+    char prefix[4300];
+    snprintf(prefix, sizeof prefix, "%s/%s", dir, name);
+    char *argv[] = {(char *)mwt_bin(prog), "keygen", "--out", prefix, NULL};
+    char *out = NULL;
+    assert_int_equal(mwt_run(argv, &out, NULL, 30000), 0);
+    snprintf(pub, 64, "%.*s", (int)strcspn(out, "\n"), out);
+    free(out);
+}
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Node k in its namespace, on a non-loopback address: with its CURVE key pair (dir/nodeK.key),
+ * admitting the coordinator's key (dir/coordinator.pub). */
 static pid_t start_node(int k, const char *model, const char *spec, const char *bind) {
-    char ready[4300], log[4300];
+    char ready[4300], log[4300], key[4300], allow[4300];
     snprintf(ready, sizeof ready, "%s/ready-%d", dir, k);
     snprintf(log, sizeof log, "%s/node-%d.log", dir, k);
-    char *argv[] = {
-        ip_path,      "netns",        "exec",      ns[k],        (char *)mwt_bin("expert-node"),
-        "--vindex",   (char *)model,  "--experts", (char *)spec, "--bind",
-        (char *)bind, "--ready-file", ready,       NULL};
+    snprintf(key, sizeof key, "%s/node%d.key", dir, k);
+    snprintf(allow, sizeof allow, "%s/coordinator.pub", dir);
+    unlink(ready);
+    char *argv[] = {ip_path,
+                    "netns",
+                    "exec",
+                    ns[k],
+                    (char *)mwt_bin("expert-node"),
+                    "--vindex",
+                    (char *)model,
+                    "--experts",
+                    (char *)spec,
+                    "--bind",
+                    (char *)bind,
+                    "--ready-file",
+                    ready,
+                    "--curve-secret",
+                    key,
+                    "--allow",
+                    allow,
+                    NULL};
     pid_t pid = mwt_spawn(argv, log);
     assert_true(pid > 0);
     node_pid[k] = pid;
@@ -185,6 +226,13 @@ static void test_two_hosts_exact_mode(void **state) {
     const char *model = mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf");
     char model_copy[4096];
     snprintf(model_copy, sizeof model_copy, "%s", model);
+    char pub1[64], pub2[64], coord_pub[64];
+    keygen("expert-node", "node1", pub1);
+    keygen("expert-node", "node2", pub2);
+    keygen("coordinator", "coordinator", coord_pub);
+    char coord_key[4300], nodes[512];
+    snprintf(coord_key, sizeof coord_key, "%s/coordinator.key", dir);
+    snprintf(nodes, sizeof nodes, "tcp://10.231.1.2:5555#%s,tcp://10.231.2.2:5555#%s", pub1, pub2);
     pid_t a = start_node(1, model_copy, "0-3:0-3", "tcp://10.231.1.2:5555");
     pid_t b = start_node(2, model_copy, "0-3:4-7", "tcp://10.231.2.2:5555");
 
@@ -205,30 +253,16 @@ static void test_two_hosts_exact_mode(void **state) {
                   local,
                   NULL};
     assert_int_equal(mwt_run(lo, NULL, NULL, 300000), 0);
-    char *co[] = {ip_path,
-                  "netns",
-                  "exec",
-                  ns[0],
-                  (char *)mwt_bin("coordinator"),
-                  "generate",
-                  "--model",
-                  model_copy,
-                  "--tokens",
-                  PROMPT,
-                  "--max-tokens",
-                  "4",
-                  "--threads",
-                  "1",
-                  "--exact",
-                  "--nodes",
-                  "tcp://10.231.1.2:5555,tcp://10.231.2.2:5555",
-                  "--logits-out",
-                  remote,
-                  NULL};
+    char *co[] = {
+        ip_path,        "netns",   "exec",           ns[0],      (char *)mwt_bin("coordinator"),
+        "generate",     "--model", model_copy,       "--tokens", PROMPT,
+        "--max-tokens", "4",       "--threads",      "1",        "--exact",
+        "--nodes",      nodes,     "--curve-secret", coord_key,  "--logits-out",
+        remote,         NULL};
     char *err = NULL;
     int rc = mwt_run(co, NULL, &err, 300000);
     if (rc != 0) fail_msg("coordinator in its namespace exited %d:\n%s", rc, err);
-    if (!strstr(err, "node 0 (tcp://10.231.1.2:5555)") ||
+    if (!strstr(err, "node 0 (tcp://10.231.1.2:5555)") || strstr(err, pub1) ||
         !strstr(err, "node 1 (tcp://10.231.2.2:5555)"))
         fail_msg("report does not name both hosts:\n%s", err);
     free(err);
@@ -243,6 +277,41 @@ static void test_two_hosts_exact_mode(void **state) {
     assert_int_equal(mwt_wait(a, 5000), 0);
     assert_int_equal(mwt_wait(b, 5000), 0);
     node_pid[1] = node_pid[2] = 0;
+
+    /* A network drop: both nodes own every expert; node B's link goes down mid-generation. Its
+     * connection falls silent (no reset, no FIN): the heartbeats mark it down, its unanswered
+     * work goes to node A, and the logits stay bit-identical. */
+    a = start_node(1, model_copy, "all", "tcp://10.231.1.2:5556");
+    b = start_node(2, model_copy, "all", "tcp://10.231.2.2:5556");
+    snprintf(nodes, sizeof nodes, "tcp://10.231.1.2:5556#%s,tcp://10.231.2.2:5556#%s", pub1, pub2);
+    lo[7] = "300";
+    co[11] = "300";
+    assert_int_equal(mwt_run(lo, NULL, NULL, 300000), 0);
+    char log[4300];
+    snprintf(log, sizeof log, "%s/drop.log", dir);
+    pid_t c = mwt_spawn(co, log);
+    usleep(1500000);
+    char co_if[16];
+    snprintf(co_if, sizeof co_if, "%.12sv%d", ns[0], 2);
+    assert_int_equal(ip("-n", ns[0], "link", "set", co_if, "down", NULL), 0);
+    long long t0 = now_ms(), seen = -1;
+    while (seen < 0 && now_ms() - t0 < 10000) {
+        char *l = mwt_read_file(log, NULL);
+        if (l && strstr(l, "node 1 (tcp://10.231.2.2:5556) is down")) seen = now_ms() - t0;
+        free(l);
+        usleep(5000);
+    }
+    int st = mwt_wait(c, 300000);
+    char *out = mwt_read_file(log, NULL);
+    fprintf(stderr, "    node cut off the network marked down after %lld ms\n", seen);
+    if (st != 0 || seen < 0) fail_msg("exit %d:\n%s", st, out);
+    free(out);
+    l1 = mwt_read_file(local, &n1);
+    l2 = mwt_read_file(remote, &n2);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(l1, l2, n1);
+    free(l1);
+    free(l2);
 }
 
 /* Whether a live process (not a zombie) runs `sleep ARG`. */
