@@ -216,7 +216,7 @@ FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-s
               -Wno-unknown-warning-option -DMW_ASAN=1 -DMW_FUZZ=1
 FUZZ_C := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_SUPPORT_C := $(filter-out $(FUZZ_C),$(wildcard tests/fuzz/*.c))
-FUZZ_LIB_O := $(call obj,$(FZ),$(LIB_C)) $(call obj,$(FZ),$(PROTO_C))
+FUZZ_LIB_O := $(call obj,$(FZ),$(LIB_C)) $(call obj,$(FZ),$(PROTO_C)) $(call llhttp_obj,$(FZ))
 FUZZ_SUPPORT_O := $(call obj,$(FZ),$(FUZZ_SUPPORT_C))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FZ)/%,$(FUZZ_C))
 
@@ -227,6 +227,10 @@ $(FZ)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(BASE_CFLAGS) $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link $(call isa_flags,$<) \
 	    $(PKG_CFLAGS) -c $< -o $@
+
+$(FZ)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) -std=c11 $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link -w -I$(LLHTTP_INC) -c $< -o $@
 
 $(FZ)/libmoewire.a: $(FUZZ_LIB_O)
 	@mkdir -p $(@D)
