@@ -227,6 +227,27 @@ static int set_curve(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_down_ms(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--down-ms", v, 10, 600000, &n, err)) return -1;
+    o->down_ms = (int)n;
+    return 0;
+}
+
+static int set_on_missing(co_opts *o, const char *v, mw_err *err) {
+    if (strcmp(v, "fail") && strcmp(v, "skip"))
+        return mw_errf(err, "--on-missing: '%s' is not fail or skip", v);
+    o->on_missing_skip = !strcmp(v, "skip");
+    return 0;
+}
+
+static int set_replicas(co_opts *o, const char *v, mw_err *err) {
+    int64_t n;
+    if (parse_i64("--replicas", v, 1, 1024, &n, err)) return -1;
+    o->replicas = (int)n;
+    return 0;
+}
+
 static int set_deadline(co_opts *o, const char *v, mw_err *err) {
     int64_t n;
     if (parse_i64("--deadline-ms", v, 1, 3600000, &n, err)) return -1;
@@ -362,6 +383,18 @@ static const co_option options[] = {
      "the coordinator's CURVE key pair (coordinator keygen); nodes listed as tcp://h:p#KEY are "
      "spoken to over CURVE, their public key pinned",
      set_curve_secret},
+    {"--down-ms", "N",
+     "a node whose connection stays silent this long (ZMTP heartbeats every N/5 ms, answered "
+     "even while it computes) is down: its work goes to replicas (default 750)",
+     set_down_ms},
+    {"--on-missing", "fail|skip",
+     "experts with no live owner: fail the requests that need them (default), or skip them and "
+     "renormalise the gate weights over the reachable experts (counted and reported)",
+     set_on_missing},
+    {"--replicas", "R",
+     "with --loopback: every expert is owned by R nodes (node i also serves the shares of the "
+     "next R-1 nodes; default 1)",
+     set_replicas},
     {"--curve", NULL,
      "with --loopback: the nodes run CURVE, with key pairs made for the run (measures its cost)",
      set_curve},

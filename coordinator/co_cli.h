@@ -44,6 +44,9 @@ typedef struct co_opts {
     int deadline_ms;          /* per layer */
     const char *curve_secret; /* the coordinator's CURVE key pair file */
     bool curve;               /* loopback nodes on CURVE, with keys made for the run */
+    int down_ms;              /* heartbeats drop a silent node after this (0 = 750) */
+    bool on_missing_skip;     /* --on-missing skip */
+    int replicas;             /* loopback: owners per expert (default 1) */
     /* serve (coordinator/co_serve.h) */
     const char *listen;     /* "host:port" */
     const char *ready_file; /* written with the server's URL once it accepts requests */

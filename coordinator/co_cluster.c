@@ -74,7 +74,8 @@ static int find_nodes(const co_cluster_opts *o, cluster *c, mw_err *err) {
                                .pin = o->node_pin,
                                .bind_cpus = o->node_affinity,
                                .timeout_ms = o->ready_ms ? o->ready_ms : ready_timeout_ms(fp_bytes),
-                               .curve_client = o->curve && c->has_key ? c->key.pub : NULL};
+                               .curve_client = o->curve && c->has_key ? c->key.pub : NULL,
+                               .replicas = o->replicas};
         if (co_loopback_start(&lo, &c->loopback, err)) return -1;
         ep = co_loopback_endpoints(c->loopback);
         n = o->loopback;
@@ -146,6 +147,8 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
                          .codec = o->codec,
                          .exact = o->exact,
                          .deadline_ms = o->deadline_ms,
+                         .down_ms = o->down_ms,
+                         .on_missing_skip = o->on_missing_skip,
                          .connect_ms = o->connect_ms            ? o->connect_ms
                                        : o->deadline_ms > 10000 ? o->deadline_ms
                                                                 : 10000,

@@ -31,10 +31,13 @@ typedef struct co_cluster_opts {
     const char *curve_secret;
     bool curve;
     /* The wire. */
-    wr_codec codec;  /* rows in both directions */
-    bool exact;      /* per-assignment replies reduced here in selection order */
-    int deadline_ms; /* per layer */
-    int connect_ms;  /* for the handshake; 0 = the deadline, at least 10 s */
+    wr_codec codec;       /* rows in both directions */
+    bool exact;           /* per-assignment replies reduced here in selection order */
+    int deadline_ms;      /* per layer */
+    int down_ms;          /* co_remote_opts */
+    bool on_missing_skip; /* co_remote_opts */
+    int replicas;         /* loopback: owners per expert (0 or 1: one) */
+    int connect_ms;       /* for the handshake; 0 = the deadline, at least 10 s */
     /* The model the nodes must serve, and the trunk that will call the backend. */
     const vx_source *src; /* fingerprint and MoE shape */
     int64_t width;        /* hidden size */

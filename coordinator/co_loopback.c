@@ -151,10 +151,16 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
         return -1;
     }
     for (int i = 0; i < lb->n; i++) {
-        int lo = (int)((long)i * o->n_experts / lb->n);
-        int hi = (int)((long)(i + 1) * o->n_experts / lb->n) - 1;
-        char spec[64], threads[16], id[32], ready[128], first[16];
-        snprintf(spec, sizeof spec, "0-%d:%d-%d", o->n_layers - 1, lo, hi);
+        char spec[1024], threads[16], id[32], ready[128], first[16];
+        size_t sl = 0;
+        const int R = o->replicas > 1 ? (o->replicas < lb->n ? o->replicas : lb->n) : 1;
+        for (int k = 0; k < R; k++) { /* the shares of nodes i .. i+R-1 */
+            const int j = (i + k) % lb->n;
+            int lo = (int)((long)j * o->n_experts / lb->n);
+            int hi = (int)((long)(j + 1) * o->n_experts / lb->n) - 1;
+            sl += (size_t)snprintf(spec + sl, sizeof spec - sl, "%s0-%d:%d-%d", k ? "," : "",
+                                   o->n_layers - 1, lo, hi);
+        }
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         snprintf(threads, sizeof threads, "%ld", o->threads > 0 ? o->threads : cpus > 0 ? cpus : 1);
         snprintf(id, sizeof id, "loopback-%d", i);

@@ -31,6 +31,8 @@ typedef struct co_loopback_opts {
      * its endpoint then carries its public key, "tcp://127.0.0.1:P#KEY" (co_remote_opts). NULL:
      * plain loopback. */
     const char *curve_client;
+    /* Owners per expert: node i serves the shares of nodes i .. i+R-1 (mod N); 0 or 1 = one. */
+    int replicas;
 } co_loopback_opts;
 
 typedef struct co_loopback co_loopback;

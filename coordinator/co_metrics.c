@@ -391,3 +391,11 @@ void co_metrics_write(co_metrics *m, co_buf *o) {
     }
     pthread_mutex_unlock(&m->mu);
 }
+
+void co_metrics_nodes_up(co_metrics *m, int *up, int *n_nodes) {
+    pthread_mutex_lock(&m->mu);
+    *n_nodes = m->n_nodes;
+    *up = 0;
+    for (int i = 0; i < m->n_nodes; i++) *up += m->nodes[i].up;
+    pthread_mutex_unlock(&m->mu);
+}

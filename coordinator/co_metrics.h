@@ -67,6 +67,8 @@ void co_metrics_backend(co_metrics *m, const co_backend_stats *b);
 /* Health: whether every expert has a live owner (or experts are in process). */
 void co_metrics_set_ready(co_metrics *m, bool ready);
 bool co_metrics_ready(co_metrics *m);
+/* Expert nodes up, of n_nodes (both 0 with experts in process), from the last backend figures. */
+void co_metrics_nodes_up(co_metrics *m, int *up, int *n_nodes);
 
 /* The whole page. */
 void co_metrics_write(co_metrics *m, co_buf *out);

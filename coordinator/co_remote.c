@@ -19,38 +19,137 @@
 
 /* ---- split ---------------------------------------------------------------------------------- */
 
-/* Adds row t of the batch to node n's rows unless it is already its last one. */
-static int take_row(co__node *n, const md_moe_batch *b, int64_t t) {
-    if (n->n_rows && n->rows[n->n_rows - 1] == (int32_t)t) return 0;
+/* Work w, started empty for `node` when w == n_works (its buffers are kept across layers). */
+static co__work *work_at(co__remote *r, int w, int node) {
+    if (w == r->n_works) {
+        if (w == r->n_works_alloc) {
+            if (mw_grow((void **)&r->works, &r->works_cap, (size_t)w + 1, sizeof *r->works))
+                return NULL;
+            memset(&r->works[w], 0, sizeof r->works[w]);
+            r->n_works_alloc++;
+        }
+        r->works[w].node = node;
+        r->works[w].n_rows = r->works[w].n_assign = 0;
+        r->n_works++;
+    }
+    return &r->works[w];
+}
+
+/* Adds batch row t to work k unless it is already its last row. */
+static int take_row(co__work *k, const md_moe_batch *b, int64_t t) {
+    if (k->n_rows && k->rows[k->n_rows - 1] == (int32_t)t) return 0;
     const int64_t w = b->width;
-    if (mw_grow((void **)&n->rows, &n->rows_cap, (size_t)n->n_rows + 1, sizeof *n->rows) ||
-        mw_grow((void **)&n->x, &n->x_cap, (size_t)(n->n_rows + 1) * (size_t)w, sizeof *n->x))
+    if (mw_grow((void **)&k->rows, &k->rows_cap, (size_t)k->n_rows + 1, sizeof *k->rows) ||
+        mw_grow((void **)&k->x, &k->x_cap, (size_t)(k->n_rows + 1) * (size_t)w, sizeof *k->x))
         return -1;
-    memcpy(n->x + n->n_rows * w, b->x + t * w, (size_t)w * sizeof(float));
-    n->rows[n->n_rows++] = (int32_t)t;
+    memcpy(k->x + k->n_rows * w, b->x + t * w, (size_t)w * sizeof(float));
+    k->rows[k->n_rows++] = (int32_t)t;
     return 0;
 }
 
-/* Splits the batch into each node's rows and assignments (selection order kept). */
-static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
-    for (int i = 0; i < r->o.n_nodes; i++) r->nodes[i].n_rows = r->nodes[i].n_assign = 0;
+/* Appends selection s = t·k + j (expert e, weight) to work k. Rows must come in ascending order. */
+static int take_assignment(co__work *k, const md_moe_batch *b, int64_t t, int64_t s, int32_t e,
+                           float weight) {
+    if (take_row(k, b, t) ||
+        mw_grow((void **)&k->assign, &k->assign_cap, (size_t)k->n_assign + 1, sizeof *k->assign) ||
+        mw_grow((void **)&k->src, &k->src_cap, (size_t)k->n_assign + 1, sizeof *k->src))
+        return -1;
+    k->assign[k->n_assign] = (wr_assign){(int32_t)(k->n_rows - 1), e, weight};
+    k->src[k->n_assign++] = s;
+    return 0;
+}
+
+/* The experts of this batch that no live node owns, as "layer:e0-e1, ..." (for messages). */
+static void lost_experts(const co__remote *r, const md_moe_batch *b, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (int e = 0; e < r->o.n_experts; e++) {
+        if (co__remote_route(r, b->layer, e) >= 0) continue;
+        bool used = false;
+        for (int64_t s = 0; s < b->T * b->k && !used; s++) used = b->experts[s] == e;
+        if (!used) continue;
+        if (len + 16 < cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%d:%d", len ? ", " : "", b->layer, e);
+    }
+}
+
+/* Which down nodes own any of this batch's lost experts, for the message. */
+static void lost_owners(const co__remote *r, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < r->o.n_nodes; i++)
+        if (r->nodes[i].down && len + 64 < cap)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s is down (%s)", len ? "; " : "",
+                                    r->nodes[i].name, r->nodes[i].why);
+}
+
+/* Notes which rows of the batch need an expert no live node owns, for the caller to fail only
+ * the requests they belong to (co_remote_row_lost). */
+static void mark_lost_rows(co__remote *r, const md_moe_batch *b) {
+    if (mw_grow((void **)&r->lost_rows, &r->lost_cap, (size_t)b->T, 1)) return;
     for (int64_t t = 0; t < b->T; t++) {
+        r->lost_rows[t] = 0;
+        for (int j = 0; j < b->k; j++)
+            if (co__remote_route(r, b->layer, b->experts[t * b->k + j]) < 0) r->lost_rows[t] = 1;
+    }
+    r->n_lost_rows = b->T;
+}
+
+/* Splits the batch into the live nodes' works (selection order kept). Experts no live node owns
+ * end the call with an error naming the lost nodes and experts, or with --on-missing skip are left
+ * out and the row's remaining gate weights renormalised. */
+static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
+    const int64_t n_sel = b->T * b->k;
+    r->n_works = 0;
+    for (int i = 0; i < r->o.n_nodes; i++) {
+        if (!work_at(r, i, i)) return mw_errf(err, "out of memory");
+    }
+    if (mw_grow((void **)&r->weights, &r->weights_cap, (size_t)n_sel, sizeof *r->weights))
+        return mw_errf(err, "out of memory");
+    memcpy(r->weights, b->weights, (size_t)n_sel * sizeof *r->weights);
+    for (int64_t t = 0; t < b->T; t++) {
+        float kept = 0, all = 0;
+        int skipped = 0;
         for (int j = 0; j < b->k; j++) {
             int64_t s = t * b->k + j;
             int32_t e = b->experts[s];
             if (e < 0 || e >= r->o.n_experts)
                 return mw_errf(err, "layer %d: row %lld selected expert %d of %d", b->layer,
                                (long long)t, e, r->o.n_experts);
-            int ni = co__remote_route(r, b->layer, e);
-            if (ni < 0) return mw_errf(err, "layer %d: expert %d is owned by no node", b->layer, e);
-            co__node *n = &r->nodes[ni];
-            if (take_row(n, b, t) ||
-                mw_grow((void **)&n->assign, &n->assign_cap, (size_t)n->n_assign + 1,
-                        sizeof *n->assign) ||
-                mw_grow((void **)&n->src, &n->src_cap, (size_t)n->n_assign + 1, sizeof *n->src))
+            all += b->weights[s];
+            if (co__remote_route(r, b->layer, e) >= 0) {
+                kept += b->weights[s];
+                continue;
+            }
+            if (!r->o.on_missing_skip) {
+                mark_lost_rows(r, b);
+                char lost[512], owners[1024];
+                lost_experts(r, b, lost, sizeof lost);
+                lost_owners(r, owners, sizeof owners);
+                return mw_errf(err, "layer %d: experts %s have no live owner%s%s", b->layer, lost,
+                               owners[0] ? ": " : "", owners);
+            }
+            r->weights[s] = 0; /* skipped */
+            skipped++;
+        }
+        if (skipped) {
+            if (!r->skipped)
+                fprintf(stderr,
+                        "coordinator: layer %d: experts with no live owner are skipped and the "
+                        "gate weights renormalised over the reachable ones (--on-missing skip); "
+                        "the count is in the report\n",
+                        b->layer);
+            r->skipped += (uint64_t)skipped;
+            for (int j = 0; j < b->k; j++) /* renormalised over the reachable experts */
+                if (r->weights[t * b->k + j] != 0 && kept > 0)
+                    r->weights[t * b->k + j] = r->weights[t * b->k + j] * (all / kept);
+        }
+        for (int j = 0; j < b->k; j++) {
+            int64_t s = t * b->k + j;
+            int ni = co__remote_route(r, b->layer, b->experts[s]);
+            if (ni < 0) continue;
+            if (take_assignment(&r->works[ni], b, t, s, b->experts[s], r->weights[s]))
                 return mw_errf(err, "out of memory");
-            n->assign[n->n_assign] = (wr_assign){(int32_t)(n->n_rows - 1), e, b->weights[s]};
-            n->src[n->n_assign++] = s;
         }
     }
     return 0;
@@ -65,29 +164,31 @@ static wr_out *piece_out(co__remote *r, int q) {
     return &r->outs[q];
 }
 
-/* The assignments of node n's piece [r0, r1) × [a0, a1), rows counted from the piece's first. */
-static const wr_assign *piece_assign(co__remote *r, const co__node *n, int64_t r0, int64_t a0,
+/* The assignments of work k's piece [r0, r1) × [a0, a1), rows counted from the piece's first. */
+static const wr_assign *piece_assign(co__remote *r, const co__work *k, int64_t r0, int64_t a0,
                                      int64_t a1) {
-    if (!r0) return n->assign + a0;
+    if (!r0) return k->assign + a0;
     if (mw_grow((void **)&r->scratch, &r->scratch_cap, (size_t)(a1 - a0), sizeof *r->scratch))
         return NULL;
     for (int64_t q = a0; q < a1; q++)
         r->scratch[q - a0] =
-            (wr_assign){(int32_t)(n->assign[q].row - r0), n->assign[q].expert, n->assign[q].weight};
+            (wr_assign){(int32_t)(k->assign[q].row - r0), k->assign[q].expert, k->assign[q].weight};
     return r->scratch;
 }
 
-/* Packs node i's rows [r0, r1) with their assignments [a0, a1) as the next piece. */
-static int pack_piece(co__remote *r, const md_moe_batch *b, int i, int64_t r0, int64_t r1,
+/* Packs work wi's rows [r0, r1) with their assignments [a0, a1) as the next piece. */
+static int pack_piece(co__remote *r, const md_moe_batch *b, int wi, int64_t r0, int64_t r1,
                       int64_t a0, int64_t a1, mw_err *err) {
-    co__node *n = &r->nodes[i];
-    const wr_assign *a = piece_assign(r, n, r0, a0, a1);
+    co__work *k = &r->works[wi];
+    co__node *n = &r->nodes[k->node];
+    const wr_assign *a = piece_assign(r, k, r0, a0, a1);
     wr_out *o = piece_out(r, r->n_pieces);
     if (!a || !o ||
         mw_grow((void **)&r->pieces, &r->pieces_cap, (size_t)r->n_pieces + 1, sizeof *r->pieces))
         return mw_errf(err, "out of memory");
     co__piece *p = &r->pieces[r->n_pieces++];
-    *p = (co__piece){.node = i, .seq = ++r->seq, .r0 = r0, .r1 = r1, .a0 = a0, .a1 = a1};
+    *p = (co__piece){
+        .node = k->node, .work = wi, .seq = ++r->seq, .r0 = r0, .r1 = r1, .a0 = a0, .a1 = a1};
     wr_msg m = {.kind = WR_MSG_EXPERT_BATCH,
                 .seq = p->seq,
                 .batch = {.layer = (uint32_t)b->layer,
@@ -97,31 +198,29 @@ static int pack_piece(co__remote *r, const md_moe_batch *b, int i, int64_t r0, i
                           .mode = r->o.exact ? WR_MODE_EXACT : WR_MODE_PARTIAL,
                           .reply = r->o.codec,
                           .numerics = (wr_numerics)b->numerics,
-                          .x = n->x + r0 * b->width,
+                          .x = k->x + r0 * b->width,
                           .assign = a}};
     uint64_t t0 = mw_now_ns();
     if (wr_pack(o, &m, r->o.codec, err)) return mw_err_wrap(err, "%s", n->name);
     r->acct.phase_ns[CO__ENCODE] += mw_now_ns() - t0;
-    co__acct_sent(&r->acct, i, b->layer, o->bytes, r1 - r0, a1 - a0);
+    co__acct_sent(&r->acct, k->node, b->layer, o->bytes, r1 - r0, a1 - a0);
     n->pending++;
     return 0;
 }
 
-/* Cuts each node's work into pieces of at most its capacity rows and packs them all. */
-static int pack_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
-    r->n_pieces = 0;
-    for (int i = 0; i < r->o.n_nodes; i++) {
-        co__node *n = &r->nodes[i];
-        n->pending = 0;
-        if (!n->n_rows) continue;
-        if (n->down) return mw_errf(err, "%s is disconnected", n->name);
-        int64_t out_rows = r->o.exact ? n->n_assign : n->n_rows;
-        if (mw_grow((void **)&n->y, &n->y_cap, (size_t)(out_rows * b->width), sizeof *n->y))
+/* Cuts works [w0, n_works) into pieces of at most their node's capacity rows and packs them. */
+static int pack_works(co__remote *r, const md_moe_batch *b, int w0, mw_err *err) {
+    for (int wi = w0; wi < r->n_works; wi++) {
+        co__work *k = &r->works[wi];
+        if (!k->n_rows) continue;
+        const co__node *n = &r->nodes[k->node];
+        int64_t out_rows = r->o.exact ? k->n_assign : k->n_rows;
+        if (mw_grow((void **)&k->y, &k->y_cap, (size_t)(out_rows * b->width), sizeof *k->y))
             return mw_errf(err, "out of memory");
-        for (int64_t r0 = 0, a0 = 0; r0 < n->n_rows;) {
-            int64_t r1 = r0 + n->capacity < n->n_rows ? r0 + n->capacity : n->n_rows, a1 = a0;
-            while (a1 < n->n_assign && n->assign[a1].row < r1) a1++;
-            if (pack_piece(r, b, i, r0, r1, a0, a1, err)) return -1;
+        for (int64_t r0 = 0, a0 = 0; r0 < k->n_rows;) {
+            int64_t r1 = r0 + n->capacity < k->n_rows ? r0 + n->capacity : k->n_rows, a1 = a0;
+            while (a1 < k->n_assign && k->assign[a1].row < r1) a1++;
+            if (pack_piece(r, b, wi, r0, r1, a0, a1, err)) return -1;
             r0 = r1;
             a0 = a1;
         }
@@ -129,20 +228,72 @@ static int pack_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
     return 0;
 }
 
-/* Sends the packed pieces back to back: the first send wakes the ZeroMQ I/O thread and, through
- * it, the nodes, and on a shared machine any of them may take this thread's core; nothing is
- * left to encode by then. */
-static int send_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
-    for (int q = 0; q < r->n_pieces; q++) {
+/* Sends pieces [q0, n_pieces) back to back: the first send wakes the ZeroMQ I/O thread and,
+ * through it, the nodes, and on a shared machine any of them may take this thread's core;
+ * nothing is left to encode by then. A node that cannot take its piece (no connection) is lost:
+ * 1 is returned for the caller to fail it over. */
+static int send_pieces(co__remote *r, const md_moe_batch *b, int q0, mw_err *err) {
+    int lost = 0;
+    for (int q = q0; q < r->n_pieces; q++) {
         co__piece *p = &r->pieces[q];
         co__node *n = &r->nodes[p->node];
+        if (n->down) continue; /* lost by an earlier piece of this round */
         p->t_send = mw_now_ns();
         if (wr_send(n->sock, NULL, 0, &r->outs[q], ZMQ_DONTWAIT, err)) {
-            n->down = true; /* no peer to take it: the node is gone */
+            char why[128];
+            snprintf(why, sizeof why, "not connected (layer %d)", b->layer);
             co__acct_failed(&r->acct, p->node);
-            return mw_errf(err, "%s is not connected (layer %d)", n->name, b->layer);
+            co__remote_down(r, p->node, why);
+            lost = 1;
+            continue;
         }
         r->acct.phase_ns[CO__SEND] += mw_now_ns() - p->t_send;
+    }
+    return lost;
+}
+
+/* ---- failover ------------------------------------------------------------------------------- */
+
+/* Node i is lost with pieces in flight: the assignments of each unanswered piece go to rescue
+ * works of live replicas (one per replica), which are packed and sent at once. The answered
+ * pieces of node i stay. Batch invariance and the fixed combine order keep the result: bit for
+ * bit in exact mode, within rounding of the partial sums' grouping in partial mode. */
+static int fail_over(co__remote *r, const md_moe_batch *b, int i, mw_err *err) {
+    const int w0 = r->n_works, q0 = r->n_pieces, n_pieces = r->n_pieces;
+    for (int q = 0; q < n_pieces; q++) {
+        co__piece *p = &r->pieces[q];
+        if (p->node != i || p->done || p->lost) continue;
+        p->lost = true;
+        const co__work *k = &r->works[p->work];
+        for (int64_t a = p->a0; a < p->a1; a++) {
+            const int32_t e = k->assign[a].expert;
+            const int64_t t = k->rows[k->assign[a].row];
+            int to = co__remote_route(r, b->layer, e);
+            if (to < 0) {
+                if (r->o.on_missing_skip) continue; /* counted when the next layer splits */
+                mark_lost_rows(r, b);
+                char lost[512], owners[1024];
+                lost_experts(r, b, lost, sizeof lost);
+                lost_owners(r, owners, sizeof owners);
+                return mw_errf(err, "layer %d: experts %s have no live owner: %s", b->layer, lost,
+                               owners);
+            }
+            int wi = w0;
+            while (wi < r->n_works && r->works[wi].node != to) wi++;
+            co__work *rk = work_at(r, wi, to);
+            if (!rk) return mw_errf(err, "out of memory");
+            /* rows of a failed piece come in ascending order, pieces in row order */
+            if (take_assignment(rk, b, t, k->src[a], e, k->assign[a].weight))
+                return mw_errf(err, "out of memory");
+        }
+        r->nodes[i].pending--;
+    }
+    for (int wi = w0; wi < r->n_works; wi++) r->failovers++;
+    if (pack_works(r, b, w0, err)) return -1;
+    if (send_pieces(r, b, q0, err) == 1) {
+        /* a replica was lost too while taking over: over again */
+        for (int j = 0; j < r->o.n_nodes; j++)
+            if (r->nodes[j].down && r->nodes[j].pending && fail_over(r, b, j, err)) return -1;
     }
     return 0;
 }
@@ -152,6 +303,10 @@ static int send_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
 /* Checks a reply against its piece and stores its rows. */
 static int take_reply(co__remote *r, int ni, const md_moe_batch *b, const wr_msg *m, mw_err *err) {
     co__node *n = &r->nodes[ni];
+    if (n->down) { /* a node being re-admitted, or a late answer of a lost one */
+        co__remote_rejoin_msg(r, ni, m);
+        return 0;
+    }
     if (m->kind == WR_MSG_ERROR) {
         co__acct_failed(&r->acct, ni);
         return mw_errf(err, "%s failed layer %d: %s: %s", n->name, b->layer,
@@ -160,9 +315,11 @@ static int take_reply(co__remote *r, int ni, const md_moe_batch *b, const wr_msg
     if (m->kind != WR_MSG_PARTIAL_BATCH) return 0; /* a stray Pong or Welcome */
     co__piece *p = NULL;
     for (int q = 0; q < r->n_pieces && !p; q++)
-        if (r->pieces[q].node == ni && r->pieces[q].seq == m->seq && !r->pieces[q].done)
+        if (r->pieces[q].node == ni && r->pieces[q].seq == m->seq && !r->pieces[q].done &&
+            !r->pieces[q].lost)
             p = &r->pieces[q];
     if (!p) return 0; /* an answer to a request abandoned earlier */
+    co__work *k = &r->works[p->work];
     const wr_partial *y = &m->partial;
     int64_t off = r->o.exact ? p->a0 : p->r0, rows = r->o.exact ? p->a1 - p->a0 : p->r1 - p->r0;
     if ((int)y->layer != b->layer || (int64_t)y->width != b->width || (int64_t)y->rows != rows ||
@@ -172,7 +329,7 @@ static int take_reply(co__remote *r, int ni, const md_moe_batch *b, const wr_msg
                        "expected %lld × %lld of layer %d",
                        n->name, b->layer, m->seq, y->rows, y->width, y->layer, (long long)rows,
                        (long long)b->width, b->layer);
-    memcpy(n->y + off * b->width, y->y, (size_t)(rows * b->width) * sizeof(float));
+    memcpy(k->y + off * b->width, y->y, (size_t)(rows * b->width) * sizeof(float));
     uint64_t rtt = mw_now_ns() - p->t_send;
     co__acct_reply(&r->acct, ni, b->layer, r->in.bytes, y, rtt);
     p->done = true;
@@ -182,10 +339,10 @@ static int take_reply(co__remote *r, int ni, const md_moe_batch *b, const wr_msg
     return 0;
 }
 
-/* Receives and takes every reply node i has ready. */
+/* Receives and takes every message node i has ready. */
 static int read_replies(co__remote *r, int i, const md_moe_batch *b, mw_err *err) {
     co__node *n = &r->nodes[i];
-    while (n->pending) {
+    for (;;) {
         if (wr_recv(n->sock, &r->rx, false, ZMQ_DONTWAIT, err)) {
             if (errno == EAGAIN) return 0;
             return mw_err_wrap(err, "%s", n->name);
@@ -193,36 +350,53 @@ static int read_replies(co__remote *r, int i, const md_moe_batch *b, mw_err *err
         wr_msg m;
         wr_code code;
         if (wr_parse(&r->in, r->rx.parts, r->rx.n_parts, r->rx.truncated, &m, &code, err)) {
+            if (n->down) continue; /* a lost node's garbage changes nothing */
             co__acct_failed(&r->acct, i);
             return mw_err_wrap(err, "%s sent a bad reply for layer %d", n->name, b->layer);
         }
         if (take_reply(r, i, b, &m, err)) return -1;
     }
-    return 0;
 }
 
-/* Waits for every piece, the per-layer deadline and disconnects. */
-static int wait_all(co__remote *r, const md_moe_batch *b, uint64_t t0, mw_err *err) {
+/* The earliest deadline of a piece in flight. */
+static uint64_t next_deadline(const co__remote *r) {
+    uint64_t d = UINT64_MAX;
+    const uint64_t ms = (uint64_t)r->o.deadline_ms * 1000000ull;
+    for (int q = 0; q < r->n_pieces; q++) {
+        const co__piece *p = &r->pieces[q];
+        if (!p->done && !p->lost && p->t_send + ms < d) d = p->t_send + ms;
+    }
+    return d;
+}
+
+/* Waits for every piece. A node that disconnects (its heartbeats unanswered: dead, hung or cut off
+ * the network) or lets a piece miss the deadline is lost, and its unanswered pieces go to
+ * replicas. */
+static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
     const int N = r->o.n_nodes;
-    uint64_t deadline = t0 + (uint64_t)r->o.deadline_ms * 1000000ull;
     zmq_pollitem_t items[2 * N];
     for (;;) {
         int left = 0;
-        for (int i = 0; i < N; i++) left += r->nodes[i].pending;
+        for (int i = 0; i < N; i++) left += r->nodes[i].down ? 0 : r->nodes[i].pending;
         if (!left) return 0;
         for (int i = 0; i < N; i++) {
-            items[2 * i] =
-                (zmq_pollitem_t){r->nodes[i].sock, 0, r->nodes[i].pending ? ZMQ_POLLIN : 0, 0};
+            items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, 0, ZMQ_POLLIN, 0};
             items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, 0, ZMQ_POLLIN, 0};
         }
-        uint64_t t = mw_now_ns();
+        uint64_t t = mw_now_ns(), deadline = next_deadline(r);
         if (t >= deadline) {
-            for (int i = 0; i < N; i++)
-                if (r->nodes[i].pending) {
-                    co__acct_failed(&r->acct, i);
-                    return mw_errf(err, "%s: no answer for layer %d within the %d ms deadline",
-                                   r->nodes[i].name, b->layer, r->o.deadline_ms);
-                }
+            for (int q = 0; q < r->n_pieces; q++) {
+                co__piece *p = &r->pieces[q];
+                if (p->done || p->lost || p->t_send + (uint64_t)r->o.deadline_ms * 1000000ull > t)
+                    continue;
+                char why[160];
+                snprintf(why, sizeof why, "no answer for layer %d within the %d ms deadline",
+                         b->layer, r->o.deadline_ms);
+                co__acct_failed(&r->acct, p->node);
+                co__remote_down(r, p->node, why);
+                if (fail_over(r, b, p->node, err)) return -1;
+            }
+            continue;
         }
         long wait = (long)((deadline - t) / 1000000ull) + 1;
         int rc = zmq_poll(items, 2 * N, wait);
@@ -236,16 +410,16 @@ static int wait_all(co__remote *r, const md_moe_batch *b, uint64_t t0, mw_err *e
          * them, so its workers get up now, in parallel with that. */
         bool all_in = true;
         for (int i = 0; i < N && all_in; i++)
-            all_in = !r->nodes[i].pending || (items[2 * i].revents & ZMQ_POLLIN);
+            all_in =
+                !r->nodes[i].pending || r->nodes[i].down || (items[2 * i].revents & ZMQ_POLLIN);
         if (all_in) kn_pool_wake(r->o.pool);
         for (int i = 0; i < N; i++) {
             co__node *n = &r->nodes[i];
-            if (items[2 * i + 1].revents & ZMQ_POLLIN) co__remote_read_monitor(n);
+            const bool was_down = n->down;
+            if (items[2 * i + 1].revents & ZMQ_POLLIN) co__remote_read_monitor(r, i);
             if ((items[2 * i].revents & ZMQ_POLLIN) && read_replies(r, i, b, err)) return -1;
-            if (n->down && n->pending) {
-                co__acct_failed(&r->acct, i);
-                return mw_errf(err, "%s disconnected during layer %d", n->name, b->layer);
-            }
+            if (n->down && !was_down) co__acct_failed(&r->acct, i);
+            if (n->down && n->pending && fail_over(r, b, i, err)) return -1;
         }
         r->acct.phase_ns[CO__DECODE] += mw_now_ns() - t1;
     }
@@ -253,29 +427,36 @@ static int wait_all(co__remote *r, const md_moe_batch *b, uint64_t t0, mw_err *e
 
 /* ---- combine -------------------------------------------------------------------------------- */
 
-/* out = the batch's expert output, combined in a fixed order. */
+/* out = the batch's expert output, combined in a fixed order: the answered pieces in work order
+ * (the nodes' own works in node order, then rescue works) in partial mode; selection order in
+ * exact mode, exactly as the in-process executor reduces. */
 static int combine(co__remote *r, const md_moe_batch *b, float *out, mw_err *err) {
     const int64_t w = b->width, n_sel = b->T * b->k;
     memset(out, 0, (size_t)(b->T * w) * sizeof(float));
     if (!r->o.exact) {
-        /* node order, each node's partial sum added once per row */
-        for (int i = 0; i < r->o.n_nodes; i++) {
-            const co__node *n = &r->nodes[i];
-            for (int64_t q = 0; q < n->n_rows; q++)
-                md_moe_accumulate(out + (int64_t)n->rows[q] * w, n->y + q * w, 1.0f, w);
-        }
+        for (int wi = 0; wi < r->n_works; wi++)
+            for (int q = 0; q < r->n_pieces; q++) {
+                const co__piece *p = &r->pieces[q];
+                if (p->work != wi || !p->done) continue;
+                const co__work *k = &r->works[wi];
+                for (int64_t x = p->r0; x < p->r1; x++)
+                    md_moe_accumulate(out + (int64_t)k->rows[x] * w, k->y + x * w, 1.0f, w);
+            }
         return 0;
     }
-    /* selection order, exactly as the in-process executor reduces */
     if (mw_grow((void **)&r->yptr, &r->yptr_cap, (size_t)n_sel, sizeof *r->yptr))
         return mw_errf(err, "out of memory");
-    for (int i = 0; i < r->o.n_nodes; i++) {
-        const co__node *n = &r->nodes[i];
-        for (int64_t a = 0; a < n->n_assign; a++) r->yptr[n->src[a]] = n->y + a * w;
+    memset(r->yptr, 0, (size_t)n_sel * sizeof *r->yptr);
+    for (int q = 0; q < r->n_pieces; q++) {
+        const co__piece *p = &r->pieces[q];
+        if (!p->done) continue;
+        const co__work *k = &r->works[p->work];
+        for (int64_t a = p->a0; a < p->a1; a++) r->yptr[k->src[a]] = k->y + a * w;
     }
     for (int64_t t = 0; t < b->T; t++)
         for (int j = 0; j < b->k; j++)
-            md_moe_accumulate(out + t * w, r->yptr[t * b->k + j], b->weights[t * b->k + j], w);
+            if (r->yptr[t * b->k + j]) /* NULL: skipped (--on-missing skip) */
+                md_moe_accumulate(out + t * w, r->yptr[t * b->k + j], r->weights[t * b->k + j], w);
     return 0;
 }
 
@@ -291,10 +472,17 @@ static int submit(md_expert_backend *be, const md_moe_batch *b, mw_err *err) {
         return mw_errf(err, "remote experts: bad batch (layer %d, %lld rows × %lld, k %d)",
                        b->layer, (long long)b->T, (long long)b->width, b->k);
     if (b->T == 0) return 0;
+    co__remote_tend(r);
+    r->n_lost_rows = 0;
     r->t_submit = mw_now_ns();
+    for (int i = 0; i < r->o.n_nodes; i++) r->nodes[i].pending = 0;
     if (distribute(r, b, err)) return -1;
     r->acct.phase_ns[CO__SPLIT] += mw_now_ns() - r->t_submit;
-    if (pack_all(r, b, err) || send_all(r, b, err)) return -1;
+    r->n_pieces = 0;
+    if (pack_works(r, b, 0, err)) return -1;
+    if (send_pieces(r, b, 0, err) == 1)
+        for (int i = 0; i < r->o.n_nodes; i++)
+            if (r->nodes[i].down && r->nodes[i].pending && fail_over(r, b, i, err)) return -1;
     r->in_flight = true;
     return 0;
 }
@@ -308,7 +496,7 @@ static int wait(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err
      * spinning on the cores the nodes are computing on. */
     kn_pool_park(r->o.pool);
     const uint64_t t0 = r->t_submit;
-    if (wait_all(r, b, t0, err)) return -1;
+    if (wait_all(r, b, err)) return -1;
     const uint64_t t1 = mw_now_ns();
     if (combine(r, b, out, err)) return -1;
     const uint64_t t2 = mw_now_ns();
@@ -330,11 +518,15 @@ static void free_node(co__node *n) {
         zmq_close(n->sock);
     }
     if (n->mon) zmq_close(n->mon);
-    free(n->rows);
-    free(n->assign);
-    free(n->src);
-    free(n->x);
-    free(n->y);
+    free(n->owned);
+}
+
+static void free_work(co__work *k) {
+    free(k->rows);
+    free(k->assign);
+    free(k->src);
+    free(k->x);
+    free(k->y);
 }
 
 static void destroy(md_expert_backend *be) {
@@ -355,6 +547,10 @@ static void destroy(md_expert_backend *be) {
         free(r->outs);
         free(r->scratch);
         free(r->yptr);
+        for (int k = 0; k < r->n_works_alloc; k++) free_work(&r->works[k]);
+        free(r->works);
+        free(r->weights);
+        free(r->lost_rows);
         free(r->layer_moe);
         free(r);
     }
@@ -367,6 +563,7 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     if (!r) return NULL;
     r->o = *o;
     r->o.endpoints = NULL; /* not kept: copied into the nodes */
+    if (r->o.down_ms <= 0) r->o.down_ms = 750;
     size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
     r->nodes = calloc((size_t)o->n_nodes, sizeof *r->nodes);
     r->owner = malloc(cells * (size_t)o->n_nodes * sizeof *r->owner);

@@ -35,7 +35,10 @@ typedef struct co_remote_opts {
     int n_nodes;
     wr_codec codec;          /* rows in both directions */
     bool exact;              /* per-assignment replies, reduced here in selection order */
-    int deadline_ms;         /* per layer, from the first send to the last reply */
+    int deadline_ms;         /* per piece: a node that has not answered within it is lost */
+    int down_ms;             /* heartbeats: a silent connection is dropped after it (0 = 750) */
+    bool on_missing_skip;    /* experts with no live owner: skipped, gate weights renormalised over
+                                the reachable ones (counted, reported), instead of an error */
     int connect_ms;          /* for the handshake */
     const char *fingerprint; /* the coordinator's model */
     int n_layers, n_experts; /* MoE shape of the model */
@@ -98,6 +101,22 @@ typedef struct co_remote_node_info {
 } co_remote_node_info;
 int co_remote_n_nodes(const md_expert_backend *b);
 void co_remote_node(const md_expert_backend *b, int i, co_remote_node_info *out);
+
+/* The cluster's state for a server's /health: nodes up, MoE (layer, expert) cells with a live
+ * owner, assignments skipped (--on-missing skip) and pieces re-sent to replicas so far. Reads the
+ * nodes' connection events first (non-blocking), so call it from the thread that runs the
+ * backend. Degraded: n_up < n_nodes; experts unreachable: covered < cells. */
+typedef struct co_remote_health {
+    int n_nodes, n_up;
+    long cells, covered;
+    uint64_t skipped, failovers;
+} co_remote_health;
+co_remote_health co_remote_get_health(md_expert_backend *b);
+
+/* After a call that failed because experts had no live owner: whether batch row `row` needed one
+ * of them (false for every row after any other failure). A server fails the requests of those
+ * rows and runs the others again. */
+bool co_remote_row_lost(const md_expert_backend *b, int64_t row);
 
 /* The end-of-run report: wire bytes/token, expert weight bytes/token, movement ratio, per-node
  * compute and round-trip time, and round trip per layer. */

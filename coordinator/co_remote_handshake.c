@@ -5,6 +5,7 @@
  * own is a replica, and co__remote_route spreads a layer's experts over the replicas. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -35,18 +36,30 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
      * deadline. */
     char addr[64];
     snprintf(addr, sizeof addr, "inproc://co-remote-%p-%d", (void *)r, i);
-    const int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    const int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                       ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
     if (zmq_socket_monitor(n->sock, addr, events) != 0 || zmq_connect(n->mon, addr) != 0)
         return mw_errf(err, "%s: cannot monitor the socket: %s", n->name, zmq_strerror(errno));
     int t = r->o.connect_ms;
     zmq_setsockopt(n->sock, ZMQ_SNDTIMEO, &t, sizeof t);
+    /* ZMTP heartbeats, answered by the node's I/O thread whatever its serve loop is doing: a node
+     * that dies, hangs (SIGSTOP) or drops off the network stops answering, and libzmq drops the
+     * connection after down_ms — the disconnect the monitor reports. The node, told a TTL, drops
+     * a coordinator that vanished the same way. Then libzmq reconnects every reconnect interval
+     * on its own, which is how a node that comes back is found. */
+    int down = r->o.down_ms, ivl = down / 5 > 1 ? down / 5 : 1, ttl = 4 * down, rec = 100;
+    zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
+    zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_TIMEOUT, &down, sizeof down);
+    zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof ttl);
+    zmq_setsockopt(n->sock, ZMQ_RECONNECT_IVL, &rec, sizeof rec);
     if (zmq_connect(n->sock, n->endpoint) != 0)
         return mw_errf(err, "%s: cannot connect: %s", n->name, zmq_strerror(errno));
     return 0;
 }
 
-void co__remote_read_monitor(co__node *n) {
+void co__remote_read_monitor(co__remote *r, int i) {
+    co__node *n = &r->nodes[i];
     for (;;) {
         zmq_msg_t ev, ep;
         zmq_msg_init(&ev);
@@ -67,7 +80,17 @@ void co__remote_read_monitor(co__node *n) {
             zmq_msg_recv(&ep, n->mon, 0);
             zmq_msg_close(&ep);
         }
-        if (id == ZMQ_EVENT_DISCONNECTED) n->down = true;
+        if (id == ZMQ_EVENT_DISCONNECTED) {
+            n->connected = false;
+            if (!n->down && r->serving)
+                co__remote_down(r, i, "disconnected");
+            else if (!r->serving)
+                n->down = true;
+        }
+        if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            n->connected = true;
+            n->refused[0] = '\0';
+        }
         if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             snprintf(n->refused, sizeof n->refused,
                      "the node refused this coordinator's CURVE key (status %u: not on its "
@@ -97,9 +120,7 @@ static bool list_has(const char *have, const char *want) {
     return false;
 }
 
-/* Checks node i's Welcome against the model, keeps what it announced, and adds its owned
- * (layer, expert) cells to the ownership map. */
-static int take_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
+int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
     co__node *n = &r->nodes[i];
     const co_remote_opts *o = &r->o;
     if (o->fingerprint && o->fingerprint[0] && strcmp(w->fingerprint, o->fingerprint))
@@ -114,15 +135,14 @@ static int take_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) 
         return mw_errf(err, "%s serves numerics %s, the coordinator runs %s", n->name, w->numerics,
                        kn_numerics_name(o->numerics));
     if (w->capacity < 1) return mw_errf(err, "%s announces capacity 0", n->name);
+    const size_t bytes = wr_owned_bytes(w->n_layers, w->n_experts);
+    if (!n->owned && !(n->owned = malloc(bytes))) return mw_errf(err, "out of memory");
+    memcpy(n->owned, w->owned, bytes);
     snprintf(n->node_id, sizeof n->node_id, "%s", w->node_id);
     snprintf(n->backend, sizeof n->backend, "%s", w->backend);
     snprintf(n->numerics, sizeof n->numerics, "%s", w->numerics);
     n->capacity = w->capacity;
     n->threads = w->threads;
-    size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
-    for (size_t c = 0; c < cells; c++)
-        if ((w->owned[c / 8] >> (c % 8)) & 1)
-            r->owner[c * (size_t)o->n_nodes + r->n_owner[c]++] = i;
     return 0;
 }
 
@@ -135,7 +155,7 @@ static int send_hello(co__remote *r, int i, mw_err *err) {
     for (;;) {
         if (wr_send(n->sock, NULL, 0, &r->out, ZMQ_DONTWAIT, err) == 0) return 0;
         if (errno != EAGAIN) return mw_err_wrap(err, "%s", n->name);
-        co__remote_read_monitor(n);
+        co__remote_read_monitor(r, i);
         if (n->refused[0]) return mw_errf(err, "%s: %s", n->name, n->refused);
         const uint64_t t = mw_now_ns();
         if (t >= deadline)
@@ -173,7 +193,7 @@ static int read_welcome(co__remote *r, int i, mw_err *err) {
         return mw_errf(err, "%s refused the handshake: %s: %s", n->name, wr_code_name(m.error.code),
                        m.error.message);
     if (m.kind != WR_MSG_WELCOME || !n->pending) return 0; /* stray: ignore */
-    if (take_welcome(r, i, &m.welcome, err)) return -1;
+    if (co__remote_welcome(r, i, &m.welcome, err)) return -1;
     n->pending = 0;
     return 1;
 }
@@ -193,7 +213,7 @@ static int await_welcomes(co__remote *r, mw_err *err) {
         long wait = t >= deadline ? 0 : (long)((deadline - t) / 1000000ull) + 1;
         int rc = wait ? zmq_poll(items, 2 * N, wait) : 0;
         for (int i = 0; i < N; i++) {
-            if (items[N + i].revents & ZMQ_POLLIN) co__remote_read_monitor(&r->nodes[i]);
+            if (items[N + i].revents & ZMQ_POLLIN) co__remote_read_monitor(r, i);
             if (r->nodes[i].pending && r->nodes[i].refused[0])
                 return mw_errf(err, "%s: %s", r->nodes[i].name, r->nodes[i].refused);
         }
@@ -248,7 +268,11 @@ static int check_coverage(const co__remote *r, mw_err *err) {
 }
 
 int co__remote_handshake(co__remote *r, mw_err *err) {
-    return send_hellos(r, err) || await_welcomes(r, err) || check_coverage(r, err) ? -1 : 0;
+    if (send_hellos(r, err) || await_welcomes(r, err)) return -1;
+    for (int i = 0; i < r->o.n_nodes; i++) r->nodes[i].down = false;
+    co__remote_owners(r);
+    r->serving = true;
+    return check_coverage(r, err);
 }
 
 /* One of the owners, chosen from the pair so that a layer's experts spread over replicas. */

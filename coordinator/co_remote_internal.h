@@ -13,7 +13,7 @@
 #include "wire/wr_stats.h"
 #include "wire/wr_zmq.h"
 
-/* One expert node: its connection, what its Welcome announced, and this layer's work. */
+/* One expert node: its connection, what its Welcome announced, and whether it is serving. */
 typedef struct co__node {
     char name[320]; /* "node 1 (tcp://h:p)" for messages */
     char endpoint[256];
@@ -21,24 +21,38 @@ typedef struct co__node {
     char refused[160]; /* why the CURVE handshake failed, from the monitor; "" = it did not */
     char node_id[128], backend[32], numerics[32];
     uint32_t capacity, threads;
-    void *sock, *mon; /* DEALER, and the PAIR its disconnect events arrive on */
+    void *sock, *mon; /* DEALER, and the PAIR its connection events arrive on */
+    uint8_t *owned;   /* its owned (layer, expert) bitmap, from its last Welcome */
+    /* Membership (co_remote_members.c): a node is down from a disconnect, a missed deadline or a
+     * failed send until a fresh handshake succeeds on its reconnected socket. */
     bool down;
-    /* this layer's work, rebuilt every call */
-    int32_t *rows; /* batch row of each local row, ascending */
+    char why[200];      /* why it went down */
+    uint64_t down_ns;   /* when */
+    bool connected;     /* the monitor saw a (re)connection since it went down */
+    uint64_t hello_seq; /* the rejoin Hello in flight; 0 = none */
+    int pending;        /* pieces in flight */
+} co__node;
+
+/* One node's share of the layer being served: its rows (ascending batch rows), their activations,
+ * its assignments (rows counted in its own rows) with their index t·k + j in the batch, and its
+ * reply rows. Work i < n_nodes is node i's own; a node lost mid-layer hands the assignments of
+ * its unanswered pieces to rescue works of the replicas, appended after those. */
+typedef struct co__work {
+    int node;
+    int32_t *rows;
     wr_assign *assign;
-    int64_t *src; /* exact mode: index t·k + j of each assignment */
+    int64_t *src;
     float *x, *y;
     size_t rows_cap, assign_cap, src_cap, x_cap, y_cap;
     int64_t n_rows, n_assign;
-    int pending; /* pieces in flight */
-} co__node;
+} co__work;
 
-/* One ExpertBatch in flight: rows [r0, r1) and assignments [a0, a1) of a node's work. */
+/* One ExpertBatch in flight: rows [r0, r1) and assignments [a0, a1) of a work. */
 typedef struct co__piece {
-    int node;
+    int node, work;
     uint64_t seq, t_send;
     int64_t r0, r1, a0, a1;
-    bool done;
+    bool done, lost; /* answered; or its node was lost before it was */
 } co__piece;
 
 /* Where a layer call's time goes in the coordinator, in the order of the story in co_remote.c. */
@@ -90,8 +104,20 @@ typedef struct co__remote {
     size_t yptr_cap;
     uint64_t last_tail; /* this layer call's last reply: round trip minus node queue and compute */
     uint8_t *layer_moe; /* [layer]: 1 = routes to experts (a copy of the option; all 1 without) */
+    co__work *works;    /* this layer's: [0, n_nodes) the nodes' own, then rescue works */
+    int n_works, n_works_alloc;
+    size_t works_cap;
+    float *weights; /* this layer's router weights, renormalised where experts are skipped */
+    size_t weights_cap;
+    uint64_t skipped;   /* assignments skipped for want of a live owner (--on-missing skip) */
+    uint8_t *lost_rows; /* [row] of the last call that failed for want of a live owner: 1 = it
+                           needed a lost expert */
+    size_t lost_cap;
+    int64_t n_lost_rows; /* rows of that call (0: the last call did not fail so) */
+    uint64_t failovers;  /* pieces re-sent to a replica */
     /* the batch submitted and not yet waited for (submit → wait) */
     bool in_flight;
+    bool serving; /* past the first handshake: membership changes are reported */
     uint64_t t_submit;
     co__acct acct;
 } co__remote;
@@ -100,13 +126,29 @@ typedef struct co__remote {
 
 /* Creates node i's DEALER and the monitor that reports its disconnects, and connects it. */
 int co__remote_connect(co__remote *r, int i, mw_err *err);
-/* Drains a node's monitor; marks the node down on a disconnect. */
-void co__remote_read_monitor(co__node *n);
+/* Drains node i's monitor: a disconnect marks it down (co__remote_down), a handshake notes it
+ * connected again, a failed one why. */
+void co__remote_read_monitor(co__remote *r, int i);
 /* Hello to every node, each Welcome checked against the model and folded into the ownership
  * map; then every (layer, expert) must have an owner. */
 int co__remote_handshake(co__remote *r, mw_err *err);
 /* The node serving (layer, expert), -1 when none owns it. */
 int co__remote_route(const co__remote *r, int layer, int expert);
+
+/* ---- co_remote_members.c: who is serving ---- */
+
+/* Rebuilds the ownership map from the live nodes' owned sets. */
+void co__remote_owners(co__remote *r);
+/* Marks node i down (once) with a reason, says so on stderr, rebuilds the ownership map. */
+void co__remote_down(co__remote *r, int i, const char *why);
+/* Non-blocking housekeeping before a layer: drains every monitor, greets nodes that reconnected
+ * after going down, and takes their Welcomes (re-admitting them, or refusing another model). */
+void co__remote_tend(co__remote *r);
+/* A message from a down node that is rejoining (its Welcome, or an Error to its Hello). */
+void co__remote_rejoin_msg(co__remote *r, int i, const wr_msg *m);
+/* Checks node i's Welcome against the model and keeps what it announced (owned set included);
+ * -1 with err naming the node when it does not fit. */
+int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err);
 
 /* ---- co_remote_stats.c: the accounting ---- */
 

@@ -173,6 +173,16 @@ void co_remote_report(const md_expert_backend *b, FILE *f) {
             "layers\n",
             o->n_nodes, wr_codec_format(o->codec, codec, sizeof codec),
             o->exact ? "exact" : "partial", o->deadline_ms, (long long)s.tokens, o->n_layers);
+    int up = 0;
+    for (int i = 0; i < o->n_nodes; i++) up += !r->nodes[i].down;
+    if (r->failovers || r->skipped || up < o->n_nodes)
+        fprintf(f,
+                "  failover: %d of %d node(s) up at the end; %" PRIu64
+                " rescue batch(es) sent to replicas; %" PRIu64
+                " expert assignment(s) skipped (no live owner, --on-missing skip)\n",
+                up, o->n_nodes, r->failovers, r->skipped);
+    for (int i = 0; i < o->n_nodes; i++)
+        if (r->nodes[i].down) fprintf(f, "  %s is down: %s\n", r->nodes[i].name, r->nodes[i].why);
     fprintf(f, "  wire bytes/token: %.0f (sent %.0f, received %.0f)\n",
             (double)(s.total.tx_bytes + s.total.rx_bytes) * per, (double)s.total.tx_bytes * per,
             (double)s.total.rx_bytes * per);

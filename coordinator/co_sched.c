@@ -618,11 +618,18 @@ static void step(co_sched *s) {
     mw_err err = {{0}};
     int rc = md_forward(s->p.ctx, s->rows, (int64_t)n_rows, s->logits, &err);
     double t1 = co_now();
+    bool some_lost = false;
+    for (size_t r = 0; rc && s->p.row_lost && r < n_rows && !some_lost; r++)
+        some_lost = s->p.row_lost(s->p.after_step_ud, (int64_t)r);
     if (rc) {
-        /* The pass changed nothing; every job in it fails, the others go on. */
-        for (size_t r = 0; r < n_rows; r++)
+        /* The pass changed nothing (a sequence's rows are written again, to the same values, when
+         * it runs again). When the failure names the rows that needed lost experts, only their
+         * jobs fail and the others run again next step; otherwise every job in it fails. */
+        for (size_t r = 0; r < n_rows; r++) {
+            if (some_lost && !s->p.row_lost(s->p.after_step_ud, (int64_t)r)) continue;
             for (co_job *j = s->active; j; j = j->next_active)
                 if (j->slot == s->rows[r].seq) job_end(j, CO_FINISH_ERROR, err.msg);
+        }
     } else {
         for (size_t r = 0; r < n_rows; r++)
             for (co_job *j = s->active; j; j = j->next_active)

@@ -53,6 +53,10 @@ typedef struct co_sched_params {
     /* Called on the model thread after every step (backend figures for the metrics). */
     void (*after_step)(void *ud);
     void *after_step_ud;
+    /* After a step failed: whether its row `row` is to blame (it needed experts no live node
+     * serves). When some rows are, only their jobs fail and the others run again next step; NULL
+     * or none: every job of the step fails. */
+    bool (*row_lost)(void *ud, int64_t row);
     uint64_t kv_bytes_per_pos_full; /* KV bytes a position holds on full-attention layers */
     uint64_t kv_bytes_per_pos_ring; /* and on ring layers (each holds at most kv_ring positions) */
     int64_t kv_ring;

@@ -126,12 +126,22 @@ static void after_step(void *ud) {
             ns->batches = n.batches;
             ns->rtt_sum_s = (double)n.rtt_ns * 1e-9;
             memcpy(ns->rtt_buckets, info.rtt_log2, sizeof ns->rtt_buckets);
-            ready = ready && info.up;
         }
+        /* ready: every expert has a live owner (a node down with replicas is degraded, not
+         * unready) */
+        co_remote_health h = co_remote_get_health(co_cluster_remote(s->experts));
+        ready = h.covered == h.cells;
         b.nodes = s->nodes;
     }
     co_metrics_backend(s->metrics, &b);
     co_metrics_set_ready(s->metrics, ready);
+}
+
+/* Whether row `row` of the step that just failed needed experts no live node serves (model
+ * thread): its job alone fails. */
+static bool row_lost(void *ud, int64_t row) {
+    serve *s = ud;
+    return strcmp(s->kind->name, "local") && co_remote_row_lost(co_cluster_remote(s->experts), row);
 }
 
 /* ---- shutdown ------------------------------------------------------------------------------- */
@@ -264,6 +274,7 @@ static int open_all(serve *s, mw_err *err) {
                           .metrics = s->metrics,
                           .after_step = after_step,
                           .after_step_ud = s,
+                          .row_lost = row_lost,
                           .kv_bytes_per_pos_full = s->per_pos_full,
                           .kv_bytes_per_pos_ring = s->per_pos_ring,
                           .kv_ring = s->ring};

@@ -1,17 +1,12 @@
 /* expert-node/en_client.c — per-client bookkeeping of the serve loop (see en_client.h). */
 #include "expert-node/en_internal.h"
+#include "util/mw_time.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 en_client *en_client_find(en_node *n, const uint8_t *id, size_t id_len) {
     for (int i = 0; i < n->n_clients; i++) {
@@ -59,7 +54,7 @@ static int make_room(en_node *n, uint64_t now) {
 }
 
 en_client *en_client_of(en_node *n, const wr_rx *rx, int fd) {
-    uint64_t now = now_ns();
+    uint64_t now = mw_now_ns();
     en_client *c = en_client_find(n, rx->id, rx->id_len);
     if (!c) {
         if (make_room(n, now) || !(c = calloc(1, sizeof *c))) return NULL;
@@ -135,7 +130,7 @@ static void log_line(en_node *n, en_client *c, uint64_t now) {
 }
 
 void en_client_note(en_node *n, en_client *c, en_fault f, const char *msg) {
-    uint64_t now = now_ns();
+    uint64_t now = mw_now_ns();
     switch ((int)f) {
     case EN_F_ERROR:
         if (n->opts.quiet) return; /* --quiet: refused requests are not logged */

@@ -2,6 +2,7 @@
  * ZAP exchange is RFC 27: libzmq asks on inproc://zeromq.zap.01 (version, request id, domain,
  * address, routing id, mechanism, credentials) and waits for a status (200 admits, 400 refuses). */
 #include "wire/wr_curve.h"
+#include "util/mw_time.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -219,15 +220,9 @@ struct wr_zap {
     refusal recent[64];
 };
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* One line per refused key per 10 s, with how many refusals it stands for. */
 static void log_refusal(wr_zap *z, const char *key, const char *address, const char *why) {
-    uint64_t now = now_ns();
+    uint64_t now = mw_now_ns();
     refusal *r = NULL, *oldest = &z->recent[0];
     for (size_t i = 0; i < sizeof z->recent / sizeof z->recent[0]; i++) {
         if (!strcmp(z->recent[i].key, key)) r = &z->recent[i];

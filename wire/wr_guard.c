@@ -2,6 +2,7 @@
  * socket's TCP connections through its monitor and cuts off those that make libzmq hold too much.
  */
 #include "wire/wr_guard.h"
+#include "util/mw_time.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef __linux__
@@ -28,8 +30,9 @@
 
 typedef struct conn {
     int fd;
-    uint64_t base; /* bytes libzmq had read from it at its last delivered message */
-    uint64_t held; /* at the last check */
+    uint64_t base;    /* bytes libzmq had read from it at its last delivered message */
+    uint64_t held;    /* at the last check */
+    uint64_t base_ns; /* when base was taken */
     char peer[64];
     bool cut;
 } conn;
@@ -157,6 +160,7 @@ static void add(wr_guard *g, int fd) {
     memset(c, 0, sizeof *c);
     c->fd = fd;
     if (read_bytes(fd, &c->base)) c->base = 0;
+    c->base_ns = mw_now_ns();
     peer_of(fd, c->peer, sizeof c->peer);
     g->st.connections++;
 }
@@ -192,6 +196,7 @@ static void cut(wr_guard *g, conn *c, const char *why) {
 }
 
 static void check(wr_guard *g) {
+    const uint64_t now = mw_now_ns();
     pthread_mutex_lock(&g->lock);
     uint64_t total = 0;
     conn *largest = NULL;
@@ -200,7 +205,10 @@ static void check(wr_guard *g) {
         uint64_t r;
         if (c->cut || read_bytes(c->fd, &r)) continue;
         if (r < c->base) c->base = r;
-        c->held = r - c->base;
+        /* what a peer's ZMTP heartbeats and other commands add between whole messages (a few
+         * bytes a second) is no message: 1 KiB a second since the last one is not counted */
+        const uint64_t allowance = (now - c->base_ns) / 1000000ull;
+        c->held = r - c->base > allowance ? r - c->base - allowance : 0;
         if (c->held > g->o.peer_bytes) {
             char why[160];
             snprintf(why, sizeof why,
@@ -350,6 +358,7 @@ void wr_guard_delivered(wr_guard *g, int fd) {
     uint64_t r;
     if (c && read_bytes(fd, &r) == 0) {
         c->base = r;
+        c->base_ns = mw_now_ns();
         c->held = 0;
     }
     pthread_mutex_unlock(&g->lock);

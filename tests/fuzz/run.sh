@@ -19,6 +19,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 run_one() {
   local bin=$1 name log corpus seeds dict=()
+  if [ ! -x "$bin" ]; then echo "fuzz: $bin is not built"; return 1; fi
   name=$(basename "$bin"); name=${name#fuzz_}
   corpus="$root/build/fuzz/corpus/$name"; seeds="$root/tests/fuzz/corpus/$name"
   log="$root/build/fuzz/logs/$name.log"

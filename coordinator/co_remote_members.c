@@ -1,0 +1,156 @@
+/* coordinator/co_remote_members.c — who is serving: the ownership map over the live nodes, a node
+ * going down (a disconnect — its heartbeats unanswered — a missed deadline, a failed send), and a
+ * node coming back: libzmq reconnects its socket on its own; once the monitor reports the new
+ * connection's handshake, the node is greeted again (Hello/Welcome: protocol version, model
+ * fingerprint, shape, numerics, owned set) and, when it still fits, used again from the next
+ * layer on. A node that comes back serving another model is refused by name and stays down. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "coordinator/co_remote_internal.h"
+#include "util/mw_time.h"
+
+void co__remote_owners(co__remote *r) {
+    const co_remote_opts *o = &r->o;
+    const size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
+    memset(r->n_owner, 0, cells * sizeof *r->n_owner);
+    for (int i = 0; i < o->n_nodes; i++) {
+        const co__node *n = &r->nodes[i];
+        if (n->down || !n->owned) continue;
+        for (size_t c = 0; c < cells; c++)
+            if ((n->owned[c / 8] >> (c % 8)) & 1)
+                r->owner[c * (size_t)o->n_nodes + (size_t)r->n_owner[c]++] = i;
+    }
+}
+
+/* The MoE cells node i owned that no live node owns now, as "layer:e0-e1, ..." ranges. */
+static long orphaned(const co__remote *r, int i, char *out, size_t cap) {
+    const int L = r->o.n_layers, E = r->o.n_experts;
+    const co__node *n = &r->nodes[i];
+    size_t len = 0;
+    long count = 0;
+    out[0] = '\0';
+    for (int l = 0; l < L && n->owned; l++) {
+        if (!r->layer_moe[l]) continue;
+        for (int e = 0; e < E; e++) {
+            size_t c = (size_t)l * E + (size_t)e;
+            if (!((n->owned[c / 8] >> (c % 8)) & 1) || r->n_owner[c]) continue;
+            int end = e;
+            while (end + 1 < E && ((n->owned[(c + 1) / 8] >> ((c + 1) % 8)) & 1) &&
+                   !r->n_owner[c + 1]) {
+                end++;
+                c++;
+            }
+            count += end - e + 1;
+            if (len + 32 < cap)
+                len += (size_t)(end > e ? snprintf(out + len, cap - len, "%s%d:%d-%d",
+                                                   len ? ", " : "", l, e, end)
+                                        : snprintf(out + len, cap - len, "%s%d:%d", len ? ", " : "",
+                                                   l, e));
+            else if (!strstr(out, "..."))
+                len += (size_t)snprintf(out + len, cap - len, " ...");
+            e = end;
+        }
+    }
+    return count;
+}
+
+void co__remote_down(co__remote *r, int i, const char *why) {
+    co__node *n = &r->nodes[i];
+    if (n->down) return;
+    n->down = true;
+    n->down_ns = mw_now_ns();
+    n->hello_seq = 0;
+    snprintf(n->why, sizeof n->why, "%s", why);
+    co__remote_owners(r);
+    char lost[512];
+    long k = orphaned(r, i, lost, sizeof lost);
+    if (k)
+        fprintf(stderr,
+                "coordinator: %s is down (%s); %ld of its experts have no other owner (%s): "
+                "requests that need them fail until it is back\n",
+                n->name, why, k, lost);
+    else
+        fprintf(stderr, "coordinator: %s is down (%s); its experts go to their replicas\n", n->name,
+                why);
+}
+
+/* Greets a node whose connection came back. */
+static void send_rejoin_hello(co__remote *r, int i) {
+    co__node *n = &r->nodes[i];
+    wr_msg hello = {.kind = WR_MSG_HELLO,
+                    .seq = ++r->seq,
+                    .hello = {"coordinator", r->o.fingerprint ? r->o.fingerprint : ""}};
+    mw_err e;
+    if (wr_pack(&r->out, &hello, (wr_codec){WR_F32, false}, &e)) return;
+    if (wr_send(n->sock, NULL, 0, &r->out, ZMQ_DONTWAIT, &e) == 0) n->hello_seq = hello.seq;
+}
+
+void co__remote_rejoin_msg(co__remote *r, int i, const wr_msg *m) {
+    co__node *n = &r->nodes[i];
+    if (!n->down || !n->hello_seq || m->seq != n->hello_seq) return; /* late, for a lost round */
+    n->hello_seq = 0;
+    if (m->kind == WR_MSG_ERROR) {
+        snprintf(n->why, sizeof n->why, "it refused the handshake on rejoining: %s: %s",
+                 wr_code_name(m->error.code), m->error.message);
+        fprintf(stderr, "coordinator: %s came back but %s; not used\n", n->name, n->why);
+        n->connected = false; /* no new Hello on this connection */
+        return;
+    }
+    if (m->kind != WR_MSG_WELCOME) return;
+    mw_err e;
+    if (co__remote_welcome(r, i, &m->welcome, &e)) {
+        snprintf(n->why, sizeof n->why, "came back refused: %s", e.msg);
+        fprintf(stderr, "coordinator: %s; not used\n", e.msg);
+        n->connected = false;
+        return;
+    }
+    n->down = false;
+    n->why[0] = '\0';
+    co__remote_owners(r);
+    fprintf(stderr, "coordinator: %s is back (%s, %s) after %.1f s: used again\n", n->name,
+            n->node_id, n->backend, (double)(mw_now_ns() - n->down_ns) * 1e-9);
+}
+
+void co__remote_tend(co__remote *r) {
+    for (int i = 0; i < r->o.n_nodes; i++) {
+        co__node *n = &r->nodes[i];
+        co__remote_read_monitor(r, i);
+        if (!n->down) continue;
+        if (n->connected && !n->hello_seq) send_rejoin_hello(r, i);
+        /* take what it sent: its Welcome, an Error, or late replies of a lost round */
+        while (n->down && wr_recv(n->sock, &r->rx, false, ZMQ_DONTWAIT, NULL) == 0) {
+            wr_msg m;
+            wr_code code;
+            if (wr_parse(&r->in, r->rx.parts, r->rx.n_parts, r->rx.truncated, &m, &code, NULL))
+                continue;
+            co__remote_rejoin_msg(r, i, &m);
+        }
+    }
+}
+
+/* ---- the public read-outs for the server's health ------------------------------------------- */
+
+co_remote_health co_remote_get_health(md_expert_backend *b) {
+    co__remote *r = b->impl;
+    co__remote_tend(r);
+    co_remote_health h = {
+        .n_nodes = r->o.n_nodes, .skipped = r->skipped, .failovers = r->failovers};
+    for (int i = 0; i < r->o.n_nodes; i++) h.n_up += !r->nodes[i].down;
+    for (int l = 0; l < r->o.n_layers; l++) {
+        if (!r->layer_moe[l]) continue;
+        for (int e = 0; e < r->o.n_experts; e++) {
+            h.cells++;
+            h.covered += r->n_owner[(size_t)l * (size_t)r->o.n_experts + (size_t)e] > 0;
+        }
+    }
+    return h;
+}
+
+bool co_remote_row_lost(const md_expert_backend *b, int64_t row) {
+    const co__remote *r = b->impl;
+    return row >= 0 && row < r->n_lost_rows && r->lost_rows[row];
+}

@@ -1,0 +1,342 @@
+/* tests/integration/test_failover.c — a coordinator keeps generating through a lost node, with
+ * three expert nodes where every expert of the gpt-oss fixture has two owners (node 0: experts
+ * 0-5, node 1: 3-7, node 2: 6-7 and 0-2):
+ *  - node 1 killed mid-generation, exact mode, f32 wire: marked down at once, its unanswered
+ *    pieces re-sent to the replicas, logits bit-identical to in-process experts;
+ *  - node 1 stopped (SIGSTOP: connected, silent), partial mode: marked down by heartbeats within
+ *    the stated bound (measured and printed), the same tokens as an undisturbed cluster run;
+ *  - node 1 killed and restarted on its address: greeted again and used again (it serves batches
+ *    after it is back), logits still bit-identical; restarted serving another model instead:
+ * refused by name and never used;
+ *  - without a replica (two nodes, disjoint experts): the run ends with status 1 within 2 s, the
+ *    error naming the node and the experts nobody serves, the tokens produced before printed;
+ *    with --on-missing skip it completes and the report counts the skipped assignments. */
+#include "tests/support/mw_test.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROMPT "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
+#define GEN    "400"
+
+static char *dir;
+static char gguf[4096], qwen[4096];
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+typedef struct node {
+    pid_t pid;
+    int port;
+    char endpoint[256], log[4300];
+} node;
+
+static node start_node_at(const char *model, const char *spec, int port, const char *tag) {
+    node n = {.port = port};
+    char ready[4300], bind[64];
+    snprintf(ready, sizeof ready, "%s/%s.ready", dir, tag);
+    snprintf(n.log, sizeof n.log, "%s/%s.log", dir, tag);
+    snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", port);
+    unlink(ready);
+    char *argv[] = {(char *)mwt_bin("expert-node"),
+                    "--vindex",
+                    (char *)model,
+                    "--experts",
+                    (char *)spec,
+                    "--bind",
+                    bind,
+                    "--ready-file",
+                    ready,
+                    "--threads",
+                    "1",
+                    NULL};
+    n.pid = mwt_spawn(argv, n.log);
+    char *ep = mwt_wait_ready(ready, n.pid, 60000);
+    if (!ep) fail_msg("node %s did not start: %s", tag, mwt_read_file(n.log, NULL));
+    snprintf(n.endpoint, sizeof n.endpoint, "%s", ep);
+    free(ep);
+    return n;
+}
+
+static void stop_node(node *n) {
+    if (n->pid > 0) {
+        kill(n->pid, SIGCONT);
+        kill(n->pid, SIGTERM);
+        if (mwt_wait(n->pid, 5000) == -2) {
+            kill(n->pid, SIGKILL);
+            mwt_wait(n->pid, 5000);
+        }
+    }
+    n->pid = 0;
+}
+
+static const char *const specs[3] = {"0-3:0-5", "0-3:3-7", "0-3:6-7,0-3:0-2"};
+
+static void start_three(node n[3], const char *tag) {
+    for (int i = 0; i < 3; i++) {
+        char t[64];
+        snprintf(t, sizeof t, "%s-%d", tag, i);
+        n[i] = start_node_at(gguf, specs[i], mwt_free_port(), t);
+    }
+}
+
+static void nodes_arg(const node *n, int k, char *out, size_t cap) {
+    size_t len = 0;
+    for (int i = 0; i < k; i++)
+        len += (size_t)snprintf(out + len, cap - len, "%s%s", i ? "," : "", n[i].endpoint);
+}
+
+/* Starts `coordinator generate` in the background; output (stdout and stderr) goes to log. */
+static pid_t generate_bg(const char *const *extra, const char *log) {
+    char *argv[40] = {(char *)mwt_bin("coordinator"),
+                      "generate",
+                      "--model",
+                      gguf,
+                      "--tokens",
+                      PROMPT,
+                      "--max-tokens",
+                      GEN,
+                      "--threads",
+                      "1"};
+    int k = 10;
+    for (int i = 0; extra[i]; i++) argv[k++] = (char *)extra[i];
+    argv[k] = NULL;
+    pid_t pid = mwt_spawn(argv, log);
+    assert_true(pid > 0);
+    return pid;
+}
+
+/* Waits until `needle` appears in the file (or the timeout); the ms it took, -1 on timeout. */
+static long long wait_for(const char *path, const char *needle, int timeout_ms) {
+    long long t0 = now_ms();
+    while (now_ms() - t0 < timeout_ms) {
+        char *l = mwt_read_file(path, NULL);
+        bool found = l && strstr(l, needle);
+        free(l);
+        if (found) return now_ms() - t0;
+        usleep(5000);
+    }
+    return -1;
+}
+
+/* Waits until the coordinator is decoding (its nodes have served some batches): the kill then
+ * falls mid-generation. */
+static void wait_decoding(pid_t co, const char *log) {
+    (void)log;
+    usleep(1500000);
+    assert_int_equal(mwt_wait(co, 1), -2); /* still running */
+}
+
+static char *tokens_line(const char *log) {
+    char *l = mwt_read_file(log, NULL);
+    assert_non_null(l);
+    char *t = strstr(l, "tokens:");
+    if (!t) fail_msg("no tokens in:\n%s", l);
+    char *line = strndup(t, strcspn(t, "\n"));
+    free(l);
+    return line;
+}
+
+static int setup(void **state) {
+    (void)state;
+    dir = mwt_tmpdir("failover");
+    snprintf(gguf, sizeof gguf, "%s", mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"));
+    snprintf(qwen, sizeof qwen, "%s", mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf"));
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    mwt_rmrf(dir);
+    free(dir);
+    return 0;
+}
+
+/* Logits with --experts local (the reference of exact mode), computed once. */
+static const char *local_logits(void) {
+    static char path[4300];
+    if (path[0]) return path;
+    snprintf(path, sizeof path, "%s/local.bin", dir);
+    char log[4300];
+    snprintf(log, sizeof log, "%s/local.log", dir);
+    const char *extra[] = {"--numerics", "f32", "--logits-out", path, NULL};
+    pid_t co = generate_bg(extra, log);
+    assert_int_equal(mwt_wait(co, 600000), 0);
+    return path;
+}
+
+static void same_file(const char *a, const char *b) {
+    size_t na, nb;
+    void *x = mwt_read_file(a, &na), *y = mwt_read_file(b, &nb);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(na, nb);
+    if (memcmp(x, y, na)) fail_msg("%s and %s differ", a, b);
+    free(x);
+    free(y);
+}
+
+static void test_killed_replica_exact_bit_identical(void **state) {
+    (void)state;
+    const char *ref = local_logits();
+    node n[3];
+    start_three(n, "kill");
+    char nodes[1024], logits[4300], log[4300];
+    nodes_arg(n, 3, nodes, sizeof nodes);
+    snprintf(logits, sizeof logits, "%s/kill.bin", dir);
+    snprintf(log, sizeof log, "%s/kill-co.log", dir);
+    const char *extra[] = {"--nodes", nodes,          "--exact", "--numerics",
+                           "f32",     "--logits-out", logits,    NULL};
+    pid_t co = generate_bg(extra, log);
+    wait_decoding(co, log);
+    kill(n[1].pid, SIGKILL);
+    long long dt = wait_for(log, "is down (disconnected)", 10000);
+    n[1].pid = 0;
+    int st = mwt_wait(co, 600000);
+    char *l = mwt_read_file(log, NULL);
+    fprintf(stderr, "    killed node marked down after %lld ms\n", dt);
+    if (st != 0 || dt < 0 || !strstr(l, "its experts go to their replicas") ||
+        !strstr(l, "rescue batch(es) sent to replicas"))
+        fail_msg("exit %d:\n%s", st, l);
+    free(l);
+    same_file(ref, logits);
+    for (int i = 0; i < 3; i++) stop_node(&n[i]);
+}
+
+static void test_stopped_replica_partial_same_tokens(void **state) {
+    (void)state;
+    node n[3];
+    start_three(n, "stop");
+    char nodes[1024], quiet[4300], log[4300];
+    nodes_arg(n, 3, nodes, sizeof nodes);
+    snprintf(quiet, sizeof quiet, "%s/stop-ref.log", dir);
+    snprintf(log, sizeof log, "%s/stop-co.log", dir);
+    const char *extra[] = {"--nodes", nodes, NULL};
+    pid_t co = generate_bg(extra, quiet); /* undisturbed, same topology */
+    assert_int_equal(mwt_wait(co, 600000), 0);
+    co = generate_bg(extra, log);
+    wait_decoding(co, log);
+    kill(n[1].pid, SIGSTOP);
+    long long dt = wait_for(log, "is down (disconnected)", 10000);
+    int st = mwt_wait(co, 600000);
+    fprintf(stderr, "    stopped node marked down after %lld ms (heartbeats, --down-ms 750)\n", dt);
+    if (st != 0 || dt < 0) fail_msg("exit %d:\n%s", st, mwt_read_file(log, NULL));
+    if (dt > 1500) fail_msg("a stopped node took %lld ms to be marked down", dt);
+    char *a = tokens_line(quiet), *b = tokens_line(log);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    for (int i = 0; i < 3; i++) stop_node(&n[i]);
+}
+
+/* Node 1 killed, then started again on its address with `model`; returns the coordinator log. */
+static char *kill_and_restart(node n[3], const char *model, const char *tag, const char *logits) {
+    char nodes[1024], log[4300];
+    nodes_arg(n, 3, nodes, sizeof nodes);
+    snprintf(log, sizeof log, "%s/%s-co.log", dir, tag);
+    const char *extra[] = {"--nodes", nodes,          "--exact", "--numerics",
+                           "f32",     "--logits-out", logits,    NULL};
+    pid_t co = generate_bg(extra, log);
+    wait_decoding(co, log);
+    kill(n[1].pid, SIGKILL);
+    mwt_wait(n[1].pid, 5000);
+    assert_true(wait_for(log, "is down", 10000) >= 0);
+    char t[64];
+    snprintf(t, sizeof t, "%s-again", tag);
+    /* another model's node serves all of its own experts (qwen3moe-tiny has 3 layers) */
+    n[1] = start_node_at(model, model == gguf ? specs[1] : "all", n[1].port, t);
+    int st = mwt_wait(co, 600000);
+    char *l = mwt_read_file(log, NULL);
+    if (st != 0) fail_msg("exit %d:\n%s", st, l);
+    return l;
+}
+
+static void test_restarted_node_rejoins(void **state) {
+    (void)state;
+    const char *ref = local_logits();
+    node n[3];
+    start_three(n, "rejoin");
+    char logits[4300];
+    snprintf(logits, sizeof logits, "%s/rejoin.bin", dir);
+    char *l = kill_and_restart(n, gguf, "rejoin", logits);
+    if (!strstr(l, "node 1 (") || !strstr(l, "is back")) fail_msg("not back:\n%s", l);
+    free(l);
+    same_file(ref, logits);
+    node again = n[1];
+    stop_node(&n[1]);
+    char *nl = mwt_read_file(again.log, NULL);
+    if (strstr(nl, "served 0 batches")) fail_msg("the rejoined node was not used:\n%s", nl);
+    free(nl);
+    stop_node(&n[0]);
+    stop_node(&n[2]);
+}
+
+static void test_rejoin_with_another_model_refused(void **state) {
+    (void)state;
+    node n[3];
+    start_three(n, "other");
+    char logits[4300];
+    snprintf(logits, sizeof logits, "%s/other.bin", dir);
+    char *l = kill_and_restart(n, qwen, "other", logits);
+    if (!strstr(l, "came back") || !strstr(l, "fingerprint") || strstr(l, "is back"))
+        fail_msg("another model's node was not refused by name:\n%s", l);
+    free(l);
+    node again = n[1];
+    stop_node(&n[1]);
+    char *nl = mwt_read_file(again.log, NULL);
+    if (!strstr(nl, "served 0 batches")) fail_msg("another model's node was used:\n%s", nl);
+    free(nl);
+    stop_node(&n[0]);
+    stop_node(&n[2]);
+}
+
+static void test_without_replica(void **state) {
+    (void)state;
+    for (int skip = 0; skip < 2; skip++) {
+        node n[2] = {start_node_at(gguf, "0-3:0-3", mwt_free_port(), "solo-0"),
+                     start_node_at(gguf, "0-3:4-7", mwt_free_port(), "solo-1")};
+        char nodes[1024], log[4300];
+        nodes_arg(n, 2, nodes, sizeof nodes);
+        snprintf(log, sizeof log, "%s/solo-%d.log", dir, skip);
+        const char *extra[] = {"--nodes", nodes, skip ? "--on-missing" : NULL, "skip", NULL};
+        pid_t co = generate_bg(extra, log);
+        wait_decoding(co, log);
+        long long t0 = now_ms();
+        kill(n[1].pid, SIGKILL);
+        n[1].pid = 0;
+        int st = mwt_wait(co, skip ? 600000 : 2000);
+        long long dt = now_ms() - t0;
+        if (st == -2) {
+            kill(co, SIGKILL);
+            mwt_wait(co, 5000);
+        }
+        char *l = mwt_read_file(log, NULL);
+        if (!skip && (st != 1 || !strstr(l, "have no live owner") || !strstr(l, "node 1 (") ||
+                      !strstr(l, "is down (disconnected)") || !strstr(l, "tokens: ")))
+            fail_msg("exit %d after %lld ms:\n%s", st, dt, l);
+        if (skip && (st != 0 || !strstr(l, "--on-missing skip") ||
+                     strstr(l, " 0 expert assignment(s) skipped")))
+            fail_msg("--on-missing skip: exit %d:\n%s", st, l);
+        free(l);
+        stop_node(&n[0]);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_killed_replica_exact_bit_identical),
+        cmocka_unit_test(test_stopped_replica_partial_same_tokens),
+        cmocka_unit_test(test_restarted_node_rejoins),
+        cmocka_unit_test(test_rejoin_with_another_model_refused),
+        cmocka_unit_test(test_without_replica),
+    };
+    return cmocka_run_group_tests_name("failover", tests, setup, teardown);
+}
