@@ -291,6 +291,165 @@ static void report(const opts *o, const result best[R_COUNT], double ratio_med[R
     fflush(stdout);
 }
 
+/* ---- the sides and the rounds ---------------------------------------------------------------- */
+
+/* What the rounds compare: the model, the in-process backend, the loopback cluster and the serial
+ * view of it, and llama-bench when it runs. */
+typedef struct sides {
+    vx_source *src, *vsrc;
+    md_model *m;
+    md_expert_backend *local, *cluster;
+    whole serial;
+    kn_pool *pool;
+    int have_llama;
+    bl_info info;
+} sides;
+
+/* The GGUF file (o->model, or synthesized into o->dir when absent) in path and the vindex the
+ * nodes mount, extracted from it, in vx: 0, 1 on a failed extract, -1 when skipped. */
+static int prepare_model(const opts *o, char *path, size_t path_len, char *vx, size_t vx_len) {
+    if (o->model) {
+        snprintf(path, path_len, "%s", o->model);
+    } else {
+        mkdir("build", 0755);
+        mkdir(o->dir, 0755);
+        snprintf(path, path_len, "%s/deepseek2-v3w-%dL-%de-%s.gguf", o->dir, o->layers, o->experts,
+                 o->format);
+        if (access(path, R_OK) && synthesize(o, path)) return -1;
+    }
+    /* the nodes mount the vindex extracted from it (as in production; its fingerprint is stored,
+     * a GGUF file's every process would read whole) */
+    char cmd[2400], manifest[1200];
+    snprintf(vx, vx_len, "%s.vindex", path);
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", vx);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s.tmp' && bin/vindex extract '%s' '%s.tmp' >&2 && mv '%s.tmp' '%s'", vx,
+             path, vx, vx, vx);
+    if (access(manifest, R_OK) && system(cmd) != 0)
+        return fprintf(stderr, "bench_deepseek: vindex extract %s failed\n", path), 1;
+    return 0;
+}
+
+static void print_header(const opts *o) {
+    printf(
+        "== bench_deepseek: deepseek2 at DeepSeek-V3 widths (hidden %d, %d heads, q_lora %d, "
+        "kv_lora %d, rope %d, nope %d, v %d, expert ff %d, top-%d in %d groups keeping %d, one "
+        "shared expert); %d layers (1 dense, ff %d), %d experts per layer, vocab %d; %s experts, "
+        "Q8_0 dense; %d threads; q8 numerics (ISA %s, %s)\n",
+        HIDDEN, HEADS, Q_LORA, KV_LORA, ROPE, NOPE, V_DIM, EXPERT_FF, TOP_K, GROUPS, GROUPS_K,
+        o->layers, DENSE_FF, o->experts, VOCAB, o->format, o->threads, kn_isa_name(kn_isa_active()),
+        bu_cpu_name());
+    printf("   prefill: %d-token prompt; decode: %d greedy steps after it; best of %d alternated "
+           "rounds, (median of the rounds' ratios)\n",
+           o->prompt, o->decode, o->rounds);
+}
+
+/* The model with its dense weights pinned, the in-process backend on the GGUF file, and a 2-node
+ * loopback cluster on the vindex. */
+static int open_sides(const opts *o, const char *path, const char *vx, sides *sd, mw_err *e) {
+    sd->pool = kn_pool_create(o->threads);
+    vx_source_opts so = {.dense = true};
+    if (vx_source_open(path, &so, &sd->src, e) || md_model_load(sd->src, &sd->m, e) ||
+        md_local_backend_new(sd->src, &sd->m->cfg, sd->pool, &sd->local, e) ||
+        md_model_pin_dense(sd->m, e) || md_local_backend_pin(sd->local, e))
+        return -1;
+    vx_expert_set none = {0};
+    vx_source_opts vo = {.experts = &none, .dense = false};
+    if (vx_source_open(vx, &vo, &sd->vsrc, e)) return -1;
+    co_cluster_opts co = {.loopback = 2,
+                          .model = vx,
+                          .node_threads = o->threads,
+                          .node_pin = true,
+                          .node_affinity = true,
+                          .ready_ms = 1200000,
+                          .deadline_ms = 600000,
+                          .connect_ms = 600000,
+                          .codec = {WR_F16, false},
+                          .src = sd->vsrc,
+                          .width = sd->m->cfg.n_embd,
+                          .numerics = KN_NUM_Q8,
+                          .pool = sd->pool};
+    if (co_cluster_create(&co, &sd->cluster, e)) return -1;
+    sd->serial = (whole){.be = {.name = "remote-serial", .run = whole_run}, .inner = sd->cluster};
+    sd->serial.be.impl = &sd->serial;
+    return 0;
+}
+
+static void close_sides(sides *sd) {
+    if (sd->cluster) sd->cluster->destroy(sd->cluster);
+    if (sd->local) sd->local->destroy(sd->local);
+    md_model_free(sd->m);
+    vx_source_close(sd->src);
+    vx_source_close(sd->vsrc);
+    kn_pool_destroy(sd->pool);
+}
+
+/* One of our runs (in process, overlapped or serial cluster). */
+static int run_side(const opts *o, sides *sd, int k, result *r, mw_err *e) {
+    md_expert_backend *be[R_LLAMA] = {sd->local, sd->cluster, &sd->serial.be};
+    return run_once(o, sd->m, be[k], k ? co_cluster_remote(sd->cluster) : NULL, sd->pool, r, e);
+}
+
+/* A run's best decode keeps its figures; the best prefill of any round is kept beside it. */
+static void keep_best(result *best, const result *cur) {
+    if (cur->decode_tps > best->decode_tps) {
+        const double pre = best->prefill_tps;
+        *best = *cur;
+        if (pre > best->prefill_tps) best->prefill_tps = pre;
+    } else if (cur->prefill_tps > best->prefill_tps) {
+        best->prefill_tps = cur->prefill_tps;
+    }
+}
+
+/* One round, each run in turn starting r further along; ratios[k][0|1][r] against llama-bench. */
+static int run_round(const opts *o, const char *path, sides *sd, int r, result best[R_COUNT],
+                     double ratios[R_COUNT][2][16], mw_err *e) {
+    result cur[R_COUNT] = {{0}};
+    for (int q = 0; q < R_COUNT; q++) {
+        const int k = (q + r) % R_COUNT;
+        if (k == R_LLAMA) {
+            if (sd->have_llama && llama_once(o, path, &cur[k].prefill_tps, &cur[k].decode_tps,
+                                             r == 0 ? &sd->info : NULL) != 0) {
+                fprintf(stderr, "bench_deepseek: llama-bench failed on %s: skipped\n", path);
+                sd->have_llama = 0;
+            }
+        } else if (run_side(o, sd, k, &cur[k], e)) {
+            return -1;
+        }
+        keep_best(&best[k], &cur[k]);
+    }
+    for (int k = 0; k < R_LLAMA && sd->have_llama; k++) {
+        ratios[k][0][r] = cur[k].decode_tps / cur[R_LLAMA].decode_tps;
+        ratios[k][1][r] = cur[k].prefill_tps / cur[R_LLAMA].prefill_tps;
+    }
+    printf("   round %d: decode %.2f / %.2f / %.2f / %.2f, prefill %.1f / %.1f / %.1f / %.1f "
+           "tok/s (in-process / overlapped / serial / llama-bench)\n",
+           r + 1, cur[0].decode_tps, cur[1].decode_tps, cur[2].decode_tps, cur[3].decode_tps,
+           cur[0].prefill_tps, cur[1].prefill_tps, cur[2].prefill_tps, cur[3].prefill_tps);
+    fflush(stdout);
+    return 0;
+}
+
+/* A warm-up of our runs (untimed: it faults the pages in on every side), the rounds, the report. */
+static int run_rounds(const opts *o, const char *path, sides *sd, mw_err *e) {
+    result best[R_COUNT] = {{0}}, warm;
+    double ratios[R_COUNT][2][16] = {{{0}}}, med[R_COUNT][2] = {{0}};
+    sd->have_llama = o->llama && access(o->llama, X_OK) == 0;
+    memset(&sd->info, 0, sizeof sd->info);
+    for (int k = 0; k < R_LLAMA; k++)
+        if (run_side(o, sd, k, &warm, e)) return -1;
+    const int rounds = o->rounds < 16 ? o->rounds : 16;
+    for (int r = 0; r < rounds; r++)
+        if (run_round(o, path, sd, r, best, ratios, e)) return -1;
+    for (int k = 0; k < R_LLAMA && sd->have_llama; k++)
+        for (int a = 0; a < 2; a++) med[k][a] = bu_median(ratios[k][a], rounds);
+    if (sd->have_llama)
+        printf("   llama-bench: commit %s, flash attention %s, %s, read the model as %s\n",
+               sd->info.commit, sd->info.flash_attn, sd->info.load, sd->info.model_type);
+    report(o, best, med, sd->have_llama);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     opts o;
     if (parse(argc, argv, &o)) return 2;
@@ -299,124 +458,14 @@ int main(int argc, char **argv) {
         return 0;
     }
     setenv("MOEWIRE_EXPERT_NODE", "bin/expert-node", 0); /* the loopback nodes */
-    char path[1024];
-    if (o.model) {
-        snprintf(path, sizeof path, "%s", o.model);
-    } else {
-        mkdir("build", 0755);
-        mkdir(o.dir, 0755);
-        snprintf(path, sizeof path, "%s/deepseek2-v3w-%dL-%de-%s.gguf", o.dir, o.layers, o.experts,
-                 o.format);
-        if (access(path, R_OK) && synthesize(&o, path)) return 0;
-    }
-    /* the nodes mount the vindex extracted from it (as in production; its fingerprint is stored,
-     * a GGUF file's every process would read whole) */
-    char vx[1100], cmd[2400], manifest[1200];
-    snprintf(vx, sizeof vx, "%s.vindex", path);
-    snprintf(manifest, sizeof manifest, "%s/manifest.json", vx);
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s.tmp' && bin/vindex extract '%s' '%s.tmp' >&2 && mv '%s.tmp' '%s'", vx,
-             path, vx, vx, vx);
-    if (access(manifest, R_OK) && system(cmd) != 0)
-        return fprintf(stderr, "bench_deepseek: vindex extract %s failed\n", path), 1;
-    printf(
-        "== bench_deepseek: deepseek2 at DeepSeek-V3 widths (hidden %d, %d heads, q_lora %d, "
-        "kv_lora %d, rope %d, nope %d, v %d, expert ff %d, top-%d in %d groups keeping %d, one "
-        "shared expert); %d layers (1 dense, ff %d), %d experts per layer, vocab %d; %s experts, "
-        "Q8_0 dense; %d threads; q8 numerics (ISA %s, %s)\n",
-        HIDDEN, HEADS, Q_LORA, KV_LORA, ROPE, NOPE, V_DIM, EXPERT_FF, TOP_K, GROUPS, GROUPS_K,
-        o.layers, DENSE_FF, o.experts, VOCAB, o.format, o.threads, kn_isa_name(kn_isa_active()),
-        bu_cpu_name());
-    printf("   prefill: %d-token prompt; decode: %d greedy steps after it; best of %d alternated "
-           "rounds, (median of the rounds' ratios)\n",
-           o.prompt, o.decode, o.rounds);
+    char path[1024], vx[1100];
+    const int prep = prepare_model(&o, path, sizeof path, vx, sizeof vx);
+    if (prep) return prep < 0 ? 0 : prep;
+    print_header(&o);
     mw_err e = {{0}};
-    vx_source *src = NULL, *vsrc = NULL;
-    md_model *m = NULL;
-    md_expert_backend *local = NULL, *cluster = NULL;
-    kn_pool *pool = kn_pool_create(o.threads);
-    int rc = 1;
-    vx_source_opts so = {.dense = true};
-    if (vx_source_open(path, &so, &src, &e) || md_model_load(src, &m, &e) ||
-        md_local_backend_new(src, &m->cfg, pool, &local, &e) || md_model_pin_dense(m, &e) ||
-        md_local_backend_pin(local, &e))
-        goto done;
-    vx_expert_set none = {0};
-    vx_source_opts vo = {.experts = &none, .dense = false};
-    if (vx_source_open(vx, &vo, &vsrc, &e)) goto done;
-    co_cluster_opts co = {.loopback = 2,
-                          .model = vx,
-                          .node_threads = o.threads,
-                          .node_pin = true,
-                          .node_affinity = true,
-                          .ready_ms = 1200000,
-                          .deadline_ms = 600000,
-                          .connect_ms = 600000,
-                          .codec = {WR_F16, false},
-                          .src = vsrc,
-                          .width = m->cfg.n_embd,
-                          .numerics = KN_NUM_Q8,
-                          .pool = pool};
-    if (co_cluster_create(&co, &cluster, &e)) goto done;
-    whole serial = {.be = {.name = "remote-serial", .run = whole_run}, .inner = cluster};
-    serial.be.impl = &serial;
-    md_expert_backend *be[R_LLAMA] = {local, cluster, &serial.be};
-    result best[R_COUNT] = {{0}}, warm;
-    double ratios[R_COUNT][2][16] = {{{0}}}, med[R_COUNT][2] = {{0}};
-    int have_llama = o.llama && access(o.llama, X_OK) == 0;
-    bl_info info;
-    memset(&info, 0, sizeof info);
-    /* untimed: fault the pages in on every side */
-    for (int k = 0; k < R_LLAMA; k++)
-        if (run_once(&o, m, be[k], k ? co_cluster_remote(cluster) : NULL, pool, &warm, &e))
-            goto done;
-    const int rounds = o.rounds < 16 ? o.rounds : 16;
-    for (int r = 0; r < rounds; r++) {
-        result cur[R_COUNT] = {{0}};
-        for (int q = 0; q < R_COUNT; q++) {
-            const int k = (q + r) % R_COUNT;
-            if (k == R_LLAMA) {
-                if (have_llama && llama_once(&o, path, &cur[k].prefill_tps, &cur[k].decode_tps,
-                                             r == 0 ? &info : NULL) != 0) {
-                    fprintf(stderr, "bench_deepseek: llama-bench failed on %s: skipped\n", path);
-                    have_llama = 0;
-                }
-            } else if (run_once(&o, m, be[k], k ? co_cluster_remote(cluster) : NULL, pool, &cur[k],
-                                &e)) {
-                goto done;
-            }
-            if (cur[k].decode_tps > best[k].decode_tps) {
-                const double pre = best[k].prefill_tps;
-                best[k] = cur[k];
-                if (pre > best[k].prefill_tps) best[k].prefill_tps = pre;
-            } else if (cur[k].prefill_tps > best[k].prefill_tps) {
-                best[k].prefill_tps = cur[k].prefill_tps;
-            }
-        }
-        for (int k = 0; k < R_LLAMA && have_llama; k++) {
-            ratios[k][0][r] = cur[k].decode_tps / cur[R_LLAMA].decode_tps;
-            ratios[k][1][r] = cur[k].prefill_tps / cur[R_LLAMA].prefill_tps;
-        }
-        printf("   round %d: decode %.2f / %.2f / %.2f / %.2f, prefill %.1f / %.1f / %.1f / %.1f "
-               "tok/s (in-process / overlapped / serial / llama-bench)\n",
-               r + 1, cur[0].decode_tps, cur[1].decode_tps, cur[2].decode_tps, cur[3].decode_tps,
-               cur[0].prefill_tps, cur[1].prefill_tps, cur[2].prefill_tps, cur[3].prefill_tps);
-        fflush(stdout);
-    }
-    for (int k = 0; k < R_LLAMA && have_llama; k++)
-        for (int a = 0; a < 2; a++) med[k][a] = bu_median(ratios[k][a], rounds);
-    if (have_llama)
-        printf("   llama-bench: commit %s, flash attention %s, %s, read the model as %s\n",
-               info.commit, info.flash_attn, info.load, info.model_type);
-    report(&o, best, med, have_llama);
-    rc = 0;
-done:
+    sides sd = {0};
+    const int rc = open_sides(&o, path, vx, &sd, &e) || run_rounds(&o, path, &sd, &e) ? 1 : 0;
     if (rc) fprintf(stderr, "bench_deepseek: %s\n", e.msg);
-    if (cluster) cluster->destroy(cluster);
-    if (local) local->destroy(local);
-    md_model_free(m);
-    vx_source_close(src);
-    vx_source_close(vsrc);
-    kn_pool_destroy(pool);
+    close_sides(&sd);
     return rc;
 }

@@ -162,7 +162,9 @@ static int apply_config(tk_tokenizer *t, const char *cfg_path, mw_err *err) {
     return rc;
 }
 
-static int build(const json_t *j, const char *what, tk_tokenizer **out, mw_err *err) {
+/* The model section's shape: BPE without byte fallback, a normalizer that keeps the text, a vocab
+ * object and a merges array. */
+static int check_model(const json_t *j, const char *what, mw_err *err) {
     const json_t *model = json_object_get(j, "model");
     const char *mtype = json_string_value(json_object_get(model, "type"));
     if (!mtype || strcmp(mtype, "BPE"))
@@ -174,44 +176,50 @@ static int build(const json_t *j, const char *what, tk_tokenizer **out, mw_err *
                        "tokenizer.json; use the GGUF",
                        what);
     if (check_normalizer(json_object_get(j, "normalizer"), what, err)) return -1;
-    const json_t *vocab = json_object_get(model, "vocab"),
-                 *merges = json_object_get(model, "merges");
-    const json_t *added = json_object_get(j, "added_tokens");
-    if (!json_is_object(vocab) || !json_is_array(merges))
+    if (!json_is_object(json_object_get(model, "vocab")) ||
+        !json_is_array(json_object_get(model, "merges")))
         return mw_errf(err, "%s: model.vocab must be an object and model.merges an array", what);
-    /* the vocabulary's size: one past the largest id */
+    return 0;
+}
+
+/* The vocabulary's size: one past the largest id of the vocab and the added tokens; -1 with err
+ * set for an id out of range or an empty vocabulary. */
+static json_int_t vocab_size(const json_t *vocab, const json_t *added, const char *what,
+                             mw_err *err) {
     json_int_t max_id = -1;
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)vocab, key, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 ||
             json_integer_value(v) >= TK_MAX_VOCAB)
-            return mw_errf(err, "%s: vocab entry '%.40s' has no valid id", what, key);
+            return mw_errf(err, "%s: vocab entry '%.40s' has no valid id", what, key), -1;
         if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
     }
     for (size_t i = 0; json_is_array(added) && i < json_array_size(added); i++) {
         json_int_t id = json_integer_value(json_object_get(json_array_get(added, i), "id"));
         if (id < 0 || id >= TK_MAX_VOCAB)
-            return mw_errf(err, "%s: added token %zu has no valid id", what, i);
+            return mw_errf(err, "%s: added token %zu has no valid id", what, i), -1;
         if (id > max_id) max_id = id;
     }
-    if (max_id < 0) return mw_errf(err, "%s: empty vocabulary", what);
-    tk_tokenizer *t = tk__new(TK_BPE, (int32_t)max_id + 1);
-    if (!t) return mw_errf(err, "out of memory");
+    if (max_id < 0) return mw_errf(err, "%s: empty vocabulary", what), -1;
+    return max_id + 1;
+}
+
+/* Added tokens first: they override a vocab entry of the same id. */
+static int set_tokens(tk_tokenizer *t, const json_t *vocab, const json_t *added, const char *what,
+                      mw_err *err) {
     int rc = 0;
-    /* added tokens first: they override a vocab entry of the same id */
     for (size_t i = 0; rc == 0 && json_is_array(added) && i < json_array_size(added); i++) {
         const json_t *a = json_array_get(added, i);
         const json_t *c = json_object_get(a, "content");
-        if (!json_is_string(c)) {
-            rc = mw_errf(err, "%s: added token %zu has no content", what, i);
-            break;
-        }
+        if (!json_is_string(c)) return mw_errf(err, "%s: added token %zu has no content", what, i);
         rc = tk__set_token(t, (int32_t)json_integer_value(json_object_get(a, "id")),
                            json_string_value(c), json_string_length(c),
                            json_is_true(json_object_get(a, "special")) ? TK_T_CONTROL : TK_T_USER,
                            0, err);
     }
+    const char *key;
+    const json_t *v;
     json_object_foreach((json_t *)vocab, key, v) {
         if (rc) break;
         int32_t id = (int32_t)json_integer_value(v);
@@ -222,25 +230,46 @@ static int build(const json_t *j, const char *what, tk_tokenizer **out, mw_err *
             if (!strstr(e2.msg, "given twice")) rc = mw_errf(err, "%s", e2.msg);
         }
     }
-    if (!rc) rc = tk__finish(t, what, err);
+    return rc;
+}
+
+/* The pre-tokenizer's regexes; o200k's own pattern alone is the table's gpt-4o pre-tokenizer. */
+static int set_pretokenizer(tk_tokenizer *t, const json_t *pre, const char *what, mw_err *err) {
     steps st = {.n = 0};
-    const json_t *pre = json_object_get(j, "pre_tokenizer");
-    if (!rc && (!pre || json_is_null(pre))) rc = mw_errf(err, "%s: no pre_tokenizer", what);
-    if (!rc) rc = pre_step(pre, &st, what, err);
-    if (!rc && st.n == 0) rc = mw_errf(err, "%s: the pre-tokenizer splits nothing", what);
-    if (!rc && st.n == 1 && !strcmp(st.re[0], o200k_hf))
-        rc = tk__set_pre(t, "gpt-4o", what, err);
-    else if (!rc)
-        rc = tk__set_pre_regexes(t, "tokenizer.json", st.re, st.n, err);
-    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
-    for (size_t i = 0; rc == 0 && i < json_array_size(merges); i++) {
+    if (!pre || json_is_null(pre)) return mw_errf(err, "%s: no pre_tokenizer", what);
+    if (pre_step(pre, &st, what, err)) return -1;
+    if (st.n == 0) return mw_errf(err, "%s: the pre-tokenizer splits nothing", what);
+    if (st.n == 1 && !strcmp(st.re[0], o200k_hf)) return tk__set_pre(t, "gpt-4o", what, err);
+    return tk__set_pre_regexes(t, "tokenizer.json", st.re, st.n, err);
+}
+
+/* Merges in rank order. */
+static int add_merges(tk_tokenizer *t, const json_t *merges, const char *what, mw_err *err) {
+    for (size_t i = 0; i < json_array_size(merges); i++) {
         const char *a, *b;
         size_t al, bl;
         if (merge_parts(json_array_get(merges, i), &a, &al, &b, &bl))
-            rc = mw_errf(err, "%s: merge %zu is malformed", what, i);
-        else
-            rc = tk__add_merge(t, a, al, b, bl, (uint32_t)i, err);
+            return mw_errf(err, "%s: merge %zu is malformed", what, i);
+        if (tk__add_merge(t, a, al, b, bl, (uint32_t)i, err)) return -1;
     }
+    return 0;
+}
+
+static int build(const json_t *j, const char *what, tk_tokenizer **out, mw_err *err) {
+    if (check_model(j, what, err)) return -1;
+    const json_t *model = json_object_get(j, "model");
+    const json_t *vocab = json_object_get(model, "vocab"),
+                 *merges = json_object_get(model, "merges");
+    const json_t *added = json_object_get(j, "added_tokens");
+    json_int_t n_vocab = vocab_size(vocab, added, what, err);
+    if (n_vocab < 0) return -1;
+    tk_tokenizer *t = tk__new(TK_BPE, (int32_t)n_vocab);
+    if (!t) return mw_errf(err, "out of memory");
+    int rc = set_tokens(t, vocab, added, what, err);
+    if (!rc) rc = tk__finish(t, what, err);
+    if (!rc) rc = set_pretokenizer(t, json_object_get(j, "pre_tokenizer"), what, err);
+    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    if (!rc) rc = add_merges(t, merges, what, err);
     if (rc) {
         tk_free(t);
         return -1;
