@@ -12,10 +12,6 @@
 #include "vindex/vx_hf_internal.h"
 #include "vindex/vx_json.h"
 
-static const vx_hf_family *const families[] = {&vx_hf_gpt_oss, &vx_hf_qwen3moe, &vx_hf_deepseek_v3,
-                                               &vx_hf_kimi_k2};
-#define N_FAMILIES (sizeof families / sizeof families[0])
-
 typedef struct hf_cfg {
     const vx_hf_family *fam;
     const char *what; /* the config's path, for messages */
@@ -464,16 +460,10 @@ static int read_rest(hf_cfg *c, mw_err *err) {
 static int find_family(hf_cfg *c, mw_err *err) {
     json_t *mt = json_object_get(c->root, "model_type");
     if (!json_is_string(mt)) return mw_errf(err, "%s: missing or non-string model_type", c->what);
-    for (size_t i = 0; i < N_FAMILIES; i++)
-        if (!strcmp(families[i]->model_type, json_string_value(mt))) c->fam = families[i];
-    if (!c->fam) {
-        char names[128] = "";
-        for (size_t i = 0, n = 0; i < N_FAMILIES && n < sizeof names; i++)
-            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
-                                  families[i]->model_type);
+    c->fam = vx_hf_family_find(json_string_value(mt));
+    if (!c->fam)
         return mw_errf(err, "%s: model_type '%s' is not a supported family (supported: %s)",
-                       c->what, json_string_value(mt), names);
-    }
+                       c->what, json_string_value(mt), vx_hf_family_names());
     json_t *archs = json_object_get(c->root, "architectures");
     if (!archs || json_is_null(archs)) return 0;
     bool found = false;

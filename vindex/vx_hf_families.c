@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/mw_names.h"
 #include "vindex/vx_hf_internal.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -140,20 +141,14 @@ static const hf_rule gpt_oss_rules[] = {
     INV_FREQ_DROPS,
 };
 
-const vx_hf_family vx_hf_gpt_oss = {
-    .model_type = "gpt_oss",
-    .hf_class = "GptOssForCausalLM",
-    .arch = "gpt-oss",
-    .keys = gpt_oss_keys,
-    .n_keys = ARRAY_LEN(gpt_oss_keys),
-    .rules = gpt_oss_rules,
-    .n_rules = ARRAY_LEN(gpt_oss_rules),
-    .rope_types = "yarn",
-    .rope_required = true,
-    .sliding_layers = true,
-    .derive_head_dim = false,
-    .quant_method = "mxfp4",
-};
+/* A row of the family table (at the end). */
+#define GPT_OSS_FAMILY                                                                             \
+    {                                                                                              \
+        .model_type = "gpt_oss", .hf_class = "GptOssForCausalLM", .arch = "gpt-oss",               \
+        .keys = gpt_oss_keys, .n_keys = ARRAY_LEN(gpt_oss_keys), .rules = gpt_oss_rules,           \
+        .n_rules = ARRAY_LEN(gpt_oss_rules), .rope_types = "yarn", .rope_required = true,          \
+        .sliding_layers = true, .derive_head_dim = false, .quant_method = "mxfp4",                 \
+    }
 
 /* ---- qwen3moe (Qwen3MoeForCausalLM) ------------------------------------------------------- */
 
@@ -218,20 +213,14 @@ static const hf_rule qwen3moe_rules[] = {
     INV_FREQ_DROPS,
 };
 
-const vx_hf_family vx_hf_qwen3moe = {
-    .model_type = "qwen3_moe",
-    .hf_class = "Qwen3MoeForCausalLM",
-    .arch = "qwen3moe",
-    .keys = qwen3moe_keys,
-    .n_keys = ARRAY_LEN(qwen3moe_keys),
-    .rules = qwen3moe_rules,
-    .n_rules = ARRAY_LEN(qwen3moe_rules),
-    .rope_types = "yarn",
-    .rope_required = false,
-    .sliding_layers = false,
-    .derive_head_dim = true,
-    .quant_method = NULL,
-};
+/* A row of the family table (at the end). */
+#define QWEN3MOE_FAMILY                                                                            \
+    {                                                                                              \
+        .model_type = "qwen3_moe", .hf_class = "Qwen3MoeForCausalLM", .arch = "qwen3moe",          \
+        .keys = qwen3moe_keys, .n_keys = ARRAY_LEN(qwen3moe_keys), .rules = qwen3moe_rules,        \
+        .n_rules = ARRAY_LEN(qwen3moe_rules), .rope_types = "yarn", .rope_required = false,        \
+        .sliding_layers = false, .derive_head_dim = true, .quant_method = NULL,                    \
+    }
 
 /* ---- deepseek2 (DeepseekV3ForCausalLM: DeepSeek-V3 / R1, Kimi-K2) -------------------------- */
 
@@ -489,5 +478,17 @@ static int deepseek_derive(json_t *root, const char *what, const char *arch, vx_
         .rope_mscale = true, .derive = deepseek_derive,                                            \
     }
 
-const vx_hf_family vx_hf_deepseek_v3 = DEEPSEEK_FAMILY("deepseek_v3");
-const vx_hf_family vx_hf_kimi_k2 = DEEPSEEK_FAMILY("kimi_k2");
+/* ---- the table ---------------------------------------------------------------------------- */
+
+static const vx_hf_family families[] = {GPT_OSS_FAMILY, QWEN3MOE_FAMILY,
+                                        DEEPSEEK_FAMILY("deepseek_v3"), DEEPSEEK_FAMILY("kimi_k2")};
+
+const vx_hf_family *vx_hf_family_find(const char *model_type) {
+    const int i = mw_names_find(model_type, MW_NAMES(families, model_type));
+    return i < 0 ? NULL : &families[i];
+}
+
+const char *vx_hf_family_names(void) {
+    static char names[256];
+    return names[0] ? names : mw_names_join(names, sizeof names, MW_NAMES(families, model_type));
+}

@@ -144,7 +144,10 @@ typedef struct vx_hf_family {
                   vx_hf_hparams *hp, mw_err *err);
 } vx_hf_family;
 
-extern const vx_hf_family vx_hf_gpt_oss, vx_hf_qwen3moe, vx_hf_deepseek_v3, vx_hf_kimi_k2;
+/* The family whose model_type is `model_type` (vx_hf_families.c's table), or NULL. */
+const vx_hf_family *vx_hf_family_find(const char *model_type);
+/* Every family's model_type, joined by ", " (for messages). */
+const char *vx_hf_family_names(void);
 
 /* Reads config.json text: meta gets the GGUF-style keys, *fam the family, *hp the slots. */
 int vx_hf_config_read(const char *text, size_t len, const char *what, const char *name,
