@@ -1,5 +1,5 @@
 /* vindex/vx_source_internal.h — the vx_source object shared by its two backings: a GGUF file
- * (vx_source.c) and a mounted vindex directory (vx_mount.c). Private to vindex/. */
+ * (vx_source_gguf.c) and a mounted vindex directory (vx_mount.c). Private to vindex/. */
 #ifndef VX_SOURCE_INTERNAL_H
 #define VX_SOURCE_INTERNAL_H
 
@@ -37,9 +37,11 @@ struct vx_source {
     void *impl;
 };
 
-/* Opens a vindex directory (vx_mount.c). */
+/* The backings' openers, which vx_source_open (vx_source_open.c) picks between: a vindex
+ * directory (vx_mount.c) and a GGUF file (vx_source_gguf.c). */
 int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source **out,
                           mw_err *err);
+int vx_source_open_gguf(const char *path, const vx_source_opts *opts, vx_source **out, mw_err *err);
 
 /* Shared steps of both backings (vx_source.c). */
 /* A source for path with a zeroed impl of impl_size bytes and the backing's callbacks (close_impl
