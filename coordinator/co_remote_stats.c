@@ -168,11 +168,13 @@ void co_remote_report(const md_expert_backend *b, FILE *f) {
     co_remote_summary s = co_remote_summarize(b);
     double per = s.tokens ? 1.0 / (double)s.tokens : 0.0;
     char codec[16];
+    int n_moe = 0;
+    for (int l = 0; l < o->n_layers; l++) n_moe += r->layer_moe[l] != 0;
     fprintf(f,
             "cluster: %d node(s), wire %s, %s mode, deadline %d ms; %lld token(s) through %d MoE "
             "layers\n",
             o->n_nodes, wr_codec_format(o->codec, codec, sizeof codec),
-            o->exact ? "exact" : "partial", o->deadline_ms, (long long)s.tokens, o->n_layers);
+            o->exact ? "exact" : "partial", o->deadline_ms, (long long)s.tokens, n_moe);
     int up = 0;
     for (int i = 0; i < o->n_nodes; i++) up += !r->nodes[i].down;
     if (r->failovers || r->skipped || up < o->n_nodes)
@@ -195,11 +197,15 @@ void co_remote_report(const md_expert_backend *b, FILE *f) {
         "combine %.1f; last reply's wire and wake-ups %.1f (median %.0f, 90th %.0f, 99th %.0f)\n",
         s.split_us, s.encode_us, s.send_us, s.wait_us, s.decode_us, s.combine_us, s.tail_us,
         s.tail_p50_us, s.tail_p90_us, s.tail_p99_us);
+    /* a dense layer (deepseek2's leading ones) has no exchange: it says so rather than 0.0 */
     fprintf(f, "  round trip per layer (us, mean %.1f):", s.layer_rtt_us);
     const co__acct *a = &r->acct;
     for (int l = 0; l < o->n_layers; l++)
-        fprintf(f, " %d:%.1f", l,
-                a->layer_calls[l] ? (double)a->layer_wall[l] * 1e-3 / (double)a->layer_calls[l]
-                                  : 0.0);
+        if (!r->layer_moe[l])
+            fprintf(f, " %d:dense", l);
+        else
+            fprintf(f, " %d:%.1f", l,
+                    a->layer_calls[l] ? (double)a->layer_wall[l] * 1e-3 / (double)a->layer_calls[l]
+                                      : 0.0);
     fprintf(f, "\n");
 }

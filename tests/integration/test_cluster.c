@@ -386,6 +386,35 @@ static void test_report(void **state) {
     free(err);
 }
 
+/* deepseek2's leading dense layers have no exchange: the report counts the MoE layers only and
+ * its per-layer round trips say 'dense' for them (not a 0.0 that reads like a measured time),
+ * with a measured time for every MoE layer. deepseek2-tiny: 3 layers, the first dense. */
+static void test_report_marks_dense_layers(void **state) {
+    (void)state;
+    const char *extra[] = {"--loopback", "1", NULL};
+    char *err = NULL;
+    assert_int_equal(
+        generate(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), NULL, "f32", extra, &err), 0);
+    if (!strstr(err, " token(s) through 2 MoE layers\n"))
+        fail_msg("the report does not count 2 MoE layers:\n%s", err);
+    const char *line = strstr(err, "round trip per layer (us, mean ");
+    assert_non_null(line);
+    const char *list = strstr(line, "):");
+    assert_non_null(list);
+    int l0 = -1, l1 = -1, l2 = -1, used = 0;
+    double t1 = 0, t2 = 0;
+    char dense[8] = "";
+    if (sscanf(list, "): %d:%7[a-z] %d:%lf %d:%lf%n", &l0, dense, &l1, &t1, &l2, &t2, &used) != 6)
+        fail_msg("unexpected per-layer round trips:\n%s", line);
+    assert_int_equal(l0, 0);
+    assert_string_equal(dense, "dense");
+    assert_int_equal(l1, 1);
+    assert_int_equal(l2, 2);
+    assert_true(t1 > 0 && t2 > 0);
+    assert_true(list[used] == '\n');
+    free(err);
+}
+
 /* Processes whose command line holds both strings (loopback nodes of this test's model). */
 static int count_processes(const char *a, const char *b) {
     int n = 0;
@@ -684,6 +713,7 @@ int main(void) {
         cmocka_unit_test(test_partial_mode_within_1e5),
         cmocka_unit_test(test_f16_and_bf16_wires_within_tolerance),
         cmocka_unit_test(test_report),
+        cmocka_unit_test(test_report_marks_dense_layers),
         cmocka_unit_test(test_loopback_nodes_stop_on_errors),
         cmocka_unit_test(test_node_rejects_bad_cpu_options),
         cmocka_unit_test(test_replicas_share_the_work),
