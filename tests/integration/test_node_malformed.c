@@ -392,6 +392,112 @@ static void send_bad(void *s, parts *p, const bad *b, uint64_t seq) {
     memset(p, 0, sizeof *p);
 }
 
+/* Cases past the edits of a valid batch: other messages, and a batch of the wrong width, in p
+ * (the valid batch's parts freed); false past the last case. */
+static bool other_message(int c, wr_msg *m, parts *p, bad *b) {
+    const wr_codec f32 = {WR_F32, false};
+    for (int i = 0; i < 6; i++) free(p->d[i]);
+    switch (c) {
+    case 15: {
+        *b = (bad){"partial batch to a node", WR_E_UNEXPECTED, "does not accept"};
+        wr_msg pm = {.kind = WR_MSG_PARTIAL_BATCH,
+                     .seq = 7,
+                     .partial = {.layer = 0, .rows = 1, .width = 4, .y = X}};
+        *p = batch_parts(&pm, f32);
+        break;
+    }
+    case 16: {
+        *b = (bad){"hello from another model", WR_E_FINGERPRINT, "not this node's"};
+        wr_msg h = {.kind = WR_MSG_HELLO, .seq = 7, .hello = {"x", "0123456789abcdef"}};
+        *p = batch_parts(&h, f32);
+        break;
+    }
+    case 17: {
+        *b = (bad){"width smaller than the model", WR_E_SHAPE, "width 255"};
+        m->batch.width = (uint32_t)F.width - 1;
+        *p = batch_parts(m, f32);
+        break;
+    }
+    default:
+        return false;
+    }
+    return true;
+}
+
+/* Case c of the malformed requests: p (the parts of a valid batch m) made bad as b says, and
+ * the seq the node's Error must carry; false past the last case (p freed). */
+static bool corrupt(int c, wr_msg *m, parts *p, bad *b, uint64_t *seq) {
+    float nan = NAN;
+    switch (c) {
+    case 0:
+        *b = (bad){"garbage envelope", WR_E_MALFORMED, "protobuf"};
+        memset(p->d[0], 0xfe, p->len[0]);
+        *seq = 0;
+        break;
+    case 1:
+        *b = (bad){"version 2", WR_E_VERSION, "version 2"}, edit(p, v2);
+        break;
+    case 2:
+        *b = (bad){"rows frame short", WR_E_FRAME, "frame 1"}, p->len[1] -= 4;
+        break;
+    case 3:
+        *b = (bad){"extra frame", WR_E_FRAME, "frames"};
+        p->d[3] = malloc(8);
+        p->len[3] = 8;
+        memset(p->d[3], 1, 8);
+        p->n = 4;
+        break;
+    case 4:
+        *b = (bad){"missing frame", WR_E_FRAME, "frames"}, p->n = 2;
+        break;
+    case 5:
+        *b = (bad){"rows beyond capacity", WR_E_TOO_LARGE, "rows"}, edit(p, rows_huge);
+        break;
+    case 6:
+        *b = (bad){"width beyond the model", WR_E_TOO_LARGE, "width"}, edit(p, width_plus);
+        break;
+    case 7:
+        *b = (bad){"layer 99", WR_E_LAYER, "layer 99"}, edit(p, layer_99);
+        break;
+    case 8: {
+        *b = (bad){"expert 99", WR_E_EXPERT, "expert 99"};
+        wr_assign a = {1, 99, 0.5f};
+        memcpy(p->d[2] + 12 * 3, &a, 12);
+        break;
+    }
+    case 9: {
+        *b = (bad){"expert not owned", WR_E_NOT_OWNED, "expert 6 of layer 2"};
+        wr_assign a = {1, 6, 0.5f};
+        memcpy(p->d[2] + 12 * 3, &a, 12);
+        break;
+    }
+    case 10: {
+        *b = (bad){"row out of range", WR_E_ROW, "row 5"};
+        wr_assign a = {ROWS, 1, 0.5f};
+        memcpy(p->d[2], &a, 12);
+        break;
+    }
+    case 11:
+        *b = (bad){"NaN row", WR_E_NON_FINITE, "NaN"};
+        memcpy(p->d[1] + 4 * (3 * F.width + 17), &nan, 4);
+        break;
+    case 12:
+        *b = (bad){"numerics q8", WR_E_UNEXPECTED, "numerics"}, edit(p, q8);
+        break;
+    case 13:
+        *b = (bad){"LZ4 garbage", WR_E_FRAME, "LZ4"};
+        edit(p, lz4_flag);
+        p->len[1] /= 2;
+        break;
+    case 14:
+        *b = (bad){"no body", WR_E_MALFORMED, "body"}, edit(p, no_body);
+        break;
+    default:
+        return other_message(c, m, p, b);
+    }
+    return true;
+}
+
 static void test_malformed_requests(void **state) {
     (void)state;
     void *s = dealer();
@@ -402,102 +508,11 @@ static void test_malformed_requests(void **state) {
         parts p = batch_parts(&m, f32);
         bad b;
         uint64_t seq = 7;
-        float nan = NAN;
-        switch (c) {
-        case 0:
-            b = (bad){"garbage envelope", WR_E_MALFORMED, "protobuf"};
-            memset(p.d[0], 0xfe, p.len[0]);
-            seq = 0;
-            break;
-        case 1:
-            b = (bad){"version 2", WR_E_VERSION, "version 2"}, edit(&p, v2);
-            break;
-        case 2:
-            b = (bad){"rows frame short", WR_E_FRAME, "frame 1"}, p.len[1] -= 4;
-            break;
-        case 3:
-            b = (bad){"extra frame", WR_E_FRAME, "frames"};
-            p.d[3] = malloc(8);
-            p.len[3] = 8;
-            memset(p.d[3], 1, 8);
-            p.n = 4;
-            break;
-        case 4:
-            b = (bad){"missing frame", WR_E_FRAME, "frames"}, p.n = 2;
-            break;
-        case 5:
-            b = (bad){"rows beyond capacity", WR_E_TOO_LARGE, "rows"}, edit(&p, rows_huge);
-            break;
-        case 6:
-            b = (bad){"width beyond the model", WR_E_TOO_LARGE, "width"}, edit(&p, width_plus);
-            break;
-        case 7:
-            b = (bad){"layer 99", WR_E_LAYER, "layer 99"}, edit(&p, layer_99);
-            break;
-        case 8: {
-            b = (bad){"expert 99", WR_E_EXPERT, "expert 99"};
-            wr_assign a = {1, 99, 0.5f};
-            memcpy(p.d[2] + 12 * 3, &a, 12);
-            break;
-        }
-        case 9: {
-            b = (bad){"expert not owned", WR_E_NOT_OWNED, "expert 6 of layer 2"};
-            wr_assign a = {1, 6, 0.5f};
-            memcpy(p.d[2] + 12 * 3, &a, 12);
-            break;
-        }
-        case 10: {
-            b = (bad){"row out of range", WR_E_ROW, "row 5"};
-            wr_assign a = {ROWS, 1, 0.5f};
-            memcpy(p.d[2], &a, 12);
-            break;
-        }
-        case 11:
-            b = (bad){"NaN row", WR_E_NON_FINITE, "NaN"};
-            memcpy(p.d[1] + 4 * (3 * F.width + 17), &nan, 4);
-            break;
-        case 12:
-            b = (bad){"numerics q8", WR_E_UNEXPECTED, "numerics"}, edit(&p, q8);
-            break;
-        case 13:
-            b = (bad){"LZ4 garbage", WR_E_FRAME, "LZ4"};
-            edit(&p, lz4_flag);
-            p.len[1] /= 2;
-            break;
-        case 14:
-            b = (bad){"no body", WR_E_MALFORMED, "body"}, edit(&p, no_body);
-            break;
-        case 15: {
-            b = (bad){"partial batch to a node", WR_E_UNEXPECTED, "does not accept"};
-            for (int i = 0; i < 6; i++) free(p.d[i]);
-            wr_msg pm = {.kind = WR_MSG_PARTIAL_BATCH,
-                         .seq = 7,
-                         .partial = {.layer = 0, .rows = 1, .width = 4, .y = X}};
-            p = batch_parts(&pm, f32);
-            break;
-        }
-        case 16: {
-            b = (bad){"hello from another model", WR_E_FINGERPRINT, "not this node's"};
-            for (int i = 0; i < 6; i++) free(p.d[i]);
-            wr_msg h = {.kind = WR_MSG_HELLO, .seq = 7, .hello = {"x", "0123456789abcdef"}};
-            p = batch_parts(&h, f32);
-            break;
-        }
-        case 17: {
-            b = (bad){"width smaller than the model", WR_E_SHAPE, "width 255"};
-            for (int i = 0; i < 6; i++) free(p.d[i]);
-            m.batch.width = (uint32_t)F.width - 1;
-            p = batch_parts(&m, f32);
-            break;
-        }
-        default:
-            for (int i = 0; i < 6; i++) free(p.d[i]);
-            zmq_close(s);
-            return;
-        }
+        if (!corrupt(c, &m, &p, &b, &seq)) break;
         send_bad(s, &p, &b, seq);
         check_valid(s, next_valid++, c % 2 ? WR_MODE_EXACT : WR_MODE_PARTIAL);
     }
+    zmq_close(s);
 }
 
 /* A frame beyond the node's largest message: libzmq drops that connection before buffering it;

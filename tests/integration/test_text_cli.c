@@ -22,11 +22,8 @@ static char *trim(char *s) {
     return s;
 }
 
-static void test_tokenize_detokenize(void **state) {
-    (void)state;
-    const char *co = mwt_bin("coordinator");
-    char vocab[512];
-    snprintf(vocab, sizeof vocab, "%s", mwt_fixture("vocab/ggml-vocab-gpt-2.gguf"));
+/* tokenize: plain, --json, --special, --add-bos, --stdin byte for byte (in: a scratch file) */
+static void check_tokenize(const char *co, const char *vocab, const char *in) {
     char *out, *err;
     /* the fixture's " Hello World!" line: 18435 2159 0 */
     assert_int_equal(
@@ -59,14 +56,17 @@ static void test_tokenize_detokenize(void **state) {
     assert_string_equal(trim(out), "50256 64");
     free(out), free(err);
     /* --stdin reads bytes exactly, trailing newlines included */
-    char *dir = mwt_tmpdir("textcli");
-    char in[600], cmd[2048];
-    snprintf(in, sizeof in, "%s/in.txt", dir);
+    char cmd[2048];
     assert_int_equal(mwt_write_file(in, "Hello\n\n", 7), 0);
     snprintf(cmd, sizeof cmd, "exec %s tokenize --model %s --stdin < %s", co, vocab, in);
     assert_int_equal(run((const char *[]){"/bin/sh", "-c", cmd, NULL}, &out, &err), 0);
     assert_string_equal(trim(out), "15496 628");
     free(out), free(err);
+}
+
+/* detokenize: ids separated by commas and spaces, as several arguments, as a JSON list */
+static void check_detokenize(const char *co, const char *vocab) {
+    char *out, *err;
     assert_int_equal(
         run((const char *[]){co, "detokenize", "--model", vocab, "15496,995, 11", NULL}, &out,
             &err),
@@ -85,6 +85,10 @@ static void test_tokenize_detokenize(void **state) {
         0);
     assert_string_equal(out, "Hello world\n");
     free(out), free(err);
+}
+
+static void check_round_trip(const char *co, const char *vocab, const char *in) {
+    char *out, *err, cmd[2048];
     /* tokenize | detokenize --stdin --raw gives the text back byte for byte */
     const char text[] = "  Héllo, wörld 😀\n\tcode(x) != 42\n\n";
     assert_int_equal(mwt_write_file(in, text, sizeof text - 1), 0);
@@ -101,6 +105,10 @@ static void test_tokenize_detokenize(void **state) {
     assert_int_equal(strlen(out), sizeof text);
     assert_memory_equal(out, text, sizeof text - 1);
     free(out), free(err);
+}
+
+static void check_bad_input(const char *co, const char *vocab) {
+    char *out, *err, cmd[2048];
     /* a bad id is an error naming it: not a number (2), not in the vocabulary (1) */
     assert_int_equal(
         run((const char *[]){co, "detokenize", "--model", vocab, "15496", "99x", NULL}, &out, &err),
@@ -129,6 +137,20 @@ static void test_tokenize_detokenize(void **state) {
         run((const char *[]){co, "detokenize", "--model", vocab, "99999999", NULL}, &out, &err), 1);
     assert_non_null(strstr(err, "out of range"));
     free(out), free(err);
+}
+
+static void test_tokenize_detokenize(void **state) {
+    (void)state;
+    const char *co = mwt_bin("coordinator");
+    char vocab[512];
+    snprintf(vocab, sizeof vocab, "%s", mwt_fixture("vocab/ggml-vocab-gpt-2.gguf"));
+    char *dir = mwt_tmpdir("textcli");
+    char in[600];
+    snprintf(in, sizeof in, "%s/in.txt", dir);
+    check_tokenize(co, vocab, in);
+    check_detokenize(co, vocab);
+    check_round_trip(co, vocab, in);
+    check_bad_input(co, vocab);
     mwt_rmrf(dir);
     free(dir);
 }

@@ -79,90 +79,120 @@ static ssize_t read_more(int fd, char **buf, size_t *len, size_t *cap, int timeo
     return n;
 }
 
-int mwt_http_read(int fd, mwt_resp *r, int timeout_ms) {
-    memset(r, 0, sizeof *r);
-    pending *pc = carry_of(fd);
-    char *buf = pc->buf;
-    size_t len = pc->len, cap = pc->buf ? pc->len : 0;
-    pc->buf = NULL;
-    pc->len = 0;
-    if (!buf) {
-        cap = 65536;
-        buf = malloc(cap + 1);
-        buf[0] = 0;
-    }
+/* One response being read: what was received so far (buf[0..len), NUL-terminated) and how far
+ * the response has been taken (pos). */
+typedef struct reader {
+    int fd, timeout_ms;
+    char *buf;
+    size_t len, cap, pos;
+    bool eof;
+} reader;
+
+static void more(reader *rd) {
+    rd->eof = read_more(rd->fd, &rd->buf, &rd->len, &rd->cap, rd->timeout_ms) <= 0;
+}
+
+/* Up to the end of the head, interim 1xx responses skipped; 0, or -1 with r->closed. */
+static int read_head(reader *rd, mwt_resp *r) {
     char *end;
-    bool eof = false;
     for (;;) {
-        /* skip interim 1xx responses */
-        while ((end = strstr(buf, "\r\n\r\n")) && !strncmp(buf, "HTTP/1.1 1", 10)) {
-            size_t skip = (size_t)(end + 4 - buf);
-            memmove(buf, buf + skip, len - skip + 1);
-            len -= skip;
+        while ((end = strstr(rd->buf, "\r\n\r\n")) && !strncmp(rd->buf, "HTTP/1.1 1", 10)) {
+            size_t skip = (size_t)(end + 4 - rd->buf);
+            memmove(rd->buf, rd->buf + skip, rd->len - skip + 1);
+            rd->len -= skip;
         }
-        if ((end = strstr(buf, "\r\n\r\n"))) break;
-        ssize_t n = read_more(fd, &buf, &len, &cap, timeout_ms);
+        if ((end = strstr(rd->buf, "\r\n\r\n"))) break;
+        ssize_t n = read_more(rd->fd, &rd->buf, &rd->len, &rd->cap, rd->timeout_ms);
         if (n <= 0) {
-            free(buf);
             r->closed = n == 0;
             return -1;
         }
     }
-    size_t head_len = (size_t)(end - buf) + 4;
-    r->head = strndup(buf, head_len);
-    sscanf(buf, "HTTP/1.%*d %d", &r->status);
+    size_t head_len = (size_t)(end - rd->buf) + 4;
+    r->head = strndup(rd->buf, head_len);
+    sscanf(rd->buf, "HTTP/1.%*d %d", &r->status);
+    rd->pos = head_len;
+    return 0;
+}
+
+/* A body of `want` bytes (Content-Length), or what came before the connection closed. */
+static void read_sized(reader *rd, size_t want, mwt_resp *r) {
+    while (rd->len - rd->pos < want && !rd->eof) more(rd);
+    size_t take = rd->len - rd->pos < want ? rd->len - rd->pos : want;
+    r->body = realloc(r->body, take + 1);
+    memcpy(r->body, rd->buf + rd->pos, take);
+    r->body_len = take;
+    rd->pos += take;
+}
+
+/* A chunked body, up to its last chunk (or as far as the connection gave it). */
+static void read_chunked(reader *rd, mwt_resp *r) {
+    for (;;) {
+        char *crlf;
+        while (!(crlf = strstr(rd->buf + rd->pos, "\r\n")) && !rd->eof) more(rd);
+        if (!crlf) break;
+        size_t sz = (size_t)strtoull(rd->buf + rd->pos, NULL, 16);
+        size_t data = (size_t)(crlf + 2 - rd->buf);
+        while (rd->len < data + sz + 2 && !rd->eof) more(rd);
+        if (rd->len < data + sz + 2) break;
+        r->body = realloc(r->body, r->body_len + sz + 1);
+        memcpy(r->body + r->body_len, rd->buf + data, sz);
+        r->body_len += sz;
+        rd->pos = data + sz + 2;
+        if (sz == 0) break;
+    }
+}
+
+/* A body that runs until the connection closes. */
+static void read_to_close(reader *rd, mwt_resp *r) {
+    while (!rd->eof) more(rd);
+    r->body = realloc(r->body, rd->len - rd->pos + 1);
+    memcpy(r->body, rd->buf + rd->pos, rd->len - rd->pos);
+    r->body_len = rd->len - rd->pos;
+    rd->pos = rd->len;
+}
+
+/* What was received beyond this response waits for the next read on the same fd. */
+static void keep_rest(const reader *rd) {
+    if (rd->pos >= rd->len) return;
+    pending *pc = carry_of(rd->fd);
+    pc->buf = malloc(rd->len - rd->pos + 1);
+    memcpy(pc->buf, rd->buf + rd->pos, rd->len - rd->pos);
+    pc->buf[rd->len - rd->pos] = 0;
+    pc->len = rd->len - rd->pos;
+    pc->fd = rd->fd;
+}
+
+int mwt_http_read(int fd, mwt_resp *r, int timeout_ms) {
+    memset(r, 0, sizeof *r);
+    pending *pc = carry_of(fd);
+    reader rd = {.fd = fd, .timeout_ms = timeout_ms, .buf = pc->buf, .len = pc->len};
+    rd.cap = pc->buf ? pc->len : 0;
+    pc->buf = NULL;
+    pc->len = 0;
+    if (!rd.buf) {
+        rd.cap = 65536;
+        rd.buf = malloc(rd.cap + 1);
+        rd.buf[0] = 0;
+    }
+    if (read_head(&rd, r)) {
+        free(rd.buf);
+        return -1;
+    }
     const char *cl = mwt_resp_header(r, "Content-Length");
     const char *te = mwt_resp_header(r, "Transfer-Encoding");
-    size_t pos = head_len;
-    char *body = malloc(1);
-    size_t blen = 0;
-    if (cl) {
-        size_t want = (size_t)strtoull(cl, NULL, 10);
-        while (len - pos < want && !eof) eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
-        size_t take = len - pos < want ? len - pos : want;
-        body = realloc(body, take + 1);
-        memcpy(body, buf + pos, take);
-        blen = take;
-        pos += take;
-    } else if (te && strstr(te, "chunked")) {
-        for (;;) {
-            char *crlf;
-            while (!(crlf = strstr(buf + pos, "\r\n")) && !eof)
-                eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
-            if (!crlf) break;
-            size_t sz = (size_t)strtoull(buf + pos, NULL, 16);
-            size_t data = (size_t)(crlf + 2 - buf);
-            while (len < data + sz + 2 && !eof)
-                eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
-            if (len < data + sz + 2) break;
-            body = realloc(body, blen + sz + 1);
-            memcpy(body + blen, buf + data, sz);
-            blen += sz;
-            pos = data + sz + 2;
-            if (sz == 0) break;
-        }
-    } else {
-        /* until the close */
-        while (!eof) eof = read_more(fd, &buf, &len, &cap, timeout_ms) <= 0;
-        body = realloc(body, len - pos + 1);
-        memcpy(body, buf + pos, len - pos);
-        blen = len - pos;
-        pos = len;
-    }
-    body[blen] = 0;
-    r->body = body;
-    r->body_len = blen;
+    r->body = malloc(1);
+    if (cl)
+        read_sized(&rd, (size_t)strtoull(cl, NULL, 10), r);
+    else if (te && strstr(te, "chunked"))
+        read_chunked(&rd, r);
+    else
+        read_to_close(&rd, r);
+    r->body[r->body_len] = 0;
     const char *conn = mwt_resp_header(r, "Connection");
-    r->closed = eof || (conn && !strcasecmp(conn, "close"));
-    if (pos < len) {
-        pc = carry_of(fd);
-        pc->buf = malloc(len - pos + 1);
-        memcpy(pc->buf, buf + pos, len - pos);
-        pc->buf[len - pos] = 0;
-        pc->len = len - pos;
-        pc->fd = fd;
-    }
-    free(buf);
+    r->closed = rd.eof || (conn && !strcasecmp(conn, "close"));
+    keep_rest(&rd);
+    free(rd.buf);
     return 0;
 }
 

@@ -223,134 +223,167 @@ static void route(const variant *v, const double *logit, const double *bias, int
     }
 }
 
+/* The reference's activations for T tokens: the residual stream x (T × hidden) and, per layer,
+ * the decompressed attention inputs (q, k's latent part kn, the shared roped key kpe, v). */
+typedef struct acts {
+    int T;
+    double *x, *h, *q, *kn, *kpe, *vv, *o, *y, *c, *w, *tmp, *p;
+} acts;
+
+/* Token t's query, roped key and per-head key / value of layer l (the decompressed form: per head
+ * k = [K_h^T c, rope(k_pe)], v = V_h c). */
+static void attn_inputs(const ref *r, acts *a, int l, int t) {
+    const variant *v = r->v;
+    const int64_t Hd = v->hidden, H = v->heads, dq = v->nope + v->rope, R = v->kv_lora;
+    kn_mat kb = tensor(r, "blk.%d.attn_k_b.weight", l), vb = tensor(r, "blk.%d.attn_v_b.weight", l);
+    kn_mat kva = tensor(r, "blk.%d.attn_kv_a_mqa.weight", l);
+    memcpy(a->h, a->x + t * Hd, sizeof(double) * (size_t)Hd);
+    vecw(r, "blk.%d.attn_norm.weight", l, Hd, a->w);
+    rmsnorm(a->h, Hd, a->w);
+    if (v->q_lora) {
+        kn_mat qa = tensor(r, "blk.%d.attn_q_a.weight", l),
+               qb = tensor(r, "blk.%d.attn_q_b.weight", l);
+        mv(r, &qa, 0, v->q_lora, a->h, a->tmp);
+        vecw(r, "blk.%d.attn_q_a_norm.weight", l, v->q_lora, a->w);
+        rmsnorm(a->tmp, v->q_lora, a->w);
+        mv(r, &qb, 0, H * dq, a->tmp, a->q + t * H * dq);
+    } else {
+        kn_mat wq = tensor(r, "blk.%d.attn_q.weight", l);
+        mv(r, &wq, 0, H * dq, a->h, a->q + t * H * dq);
+    }
+    for (int hh = 0; hh < H; hh++) rope(a->q + (t * H + hh) * dq + v->nope, v->rope, t);
+    mv(r, &kva, 0, R + v->rope, a->h, a->c);
+    vecw(r, "blk.%d.attn_kv_a_norm.weight", l, R, a->w);
+    rmsnorm(a->c, R, a->w);
+    rope(a->c + R, v->rope, t);
+    memcpy(a->kpe + t * v->rope, a->c + R, sizeof(double) * (size_t)v->rope);
+    for (int hh = 0; hh < H; hh++) {
+        for (int i = 0; i < v->nope; i++) { /* (K_h^T c)_i = sum over the latent */
+            double s = 0;
+            for (int64_t j = 0; j < R; j++) {
+                kn_mat_row(&kb, hh * R + j, r->row);
+                s += (double)r->row[i] * a->c[j];
+            }
+            a->kn[(t * H + hh) * v->nope + i] = s;
+        }
+        mv(r, &vb, hh * v->v, v->v, a->c, a->vv + (t * H + hh) * v->v);
+    }
+}
+
+/* Token t's causal attention over tokens 0..t, through attn_output, added to its residual. */
+static void attend(const ref *r, acts *a, int l, int t) {
+    const variant *v = r->v;
+    const int64_t Hd = v->hidden, H = v->heads, dq = v->nope + v->rope;
+    const double ms = 1 + 0.1 * 1.0 * log(40.0), kq = ms * ms / sqrt((double)dq);
+    kn_mat wo = tensor(r, "blk.%d.attn_output.weight", l);
+    for (int hh = 0; hh < H; hh++) {
+        const double *qh = a->q + (t * H + hh) * dq;
+        double mx = -INFINITY, z = 0;
+        for (int u = 0; u <= t; u++) {
+            double s = 0;
+            for (int i = 0; i < v->nope; i++) s += qh[i] * a->kn[(u * H + hh) * v->nope + i];
+            for (int i = 0; i < v->rope; i++) s += qh[v->nope + i] * a->kpe[u * v->rope + i];
+            a->p[u] = s * kq;
+            mx = fmax(mx, a->p[u]);
+        }
+        for (int u = 0; u <= t; u++) z += (a->p[u] = exp(a->p[u] - mx));
+        for (int i = 0; i < v->v; i++) {
+            double s = 0;
+            for (int u = 0; u <= t; u++) s += a->p[u] / z * a->vv[(u * H + hh) * v->v + i];
+            a->o[hh * v->v + i] = s;
+        }
+    }
+    mv(r, &wo, 0, Hd, a->o, a->y);
+    for (int64_t i = 0; i < Hd; i++) a->x[t * Hd + i] += a->y[i];
+}
+
+/* Token t's FFN of layer l, dense or routed + shared, added to its residual. */
+static void ffn(const ref *r, acts *a, int l, int t) {
+    const variant *v = r->v;
+    const int64_t Hd = v->hidden;
+    double *h = a->h, *y = a->y;
+    memcpy(h, a->x + t * Hd, sizeof(double) * (size_t)Hd);
+    vecw(r, "blk.%d.ffn_norm.weight", l, Hd, a->w);
+    rmsnorm(h, Hd, a->w);
+    double *acc = calloc((size_t)Hd, sizeof *acc);
+    if (l < v->dense_layers) {
+        kn_mat g = tensor(r, "blk.%d.ffn_gate.weight", l), u = tensor(r, "blk.%d.ffn_up.weight", l),
+               d = tensor(r, "blk.%d.ffn_down.weight", l);
+        swiglu(r, &g, &u, &d, h, acc);
+    } else {
+        kn_mat router = tensor(r, "blk.%d.ffn_gate_inp.weight", l);
+        double logit[256], bias[256], wt[32];
+        int ids[32];
+        mv(r, &router, 0, v->experts, h, logit);
+        vecw(r, "blk.%d.exp_probs_b.bias", l, v->experts, bias);
+        route(v, logit, bias, ids, wt);
+        for (int j = 0; j < v->top_k; j++) {
+            kn_expert e;
+            mw_err err;
+            if (vx_source_expert(r->src, l, ids[j], &e, &err)) fail_msg("%s", err.msg);
+            swiglu(r, &e.gate, &e.up, &e.down, h, y);
+            for (int64_t i = 0; i < Hd; i++) acc[i] += wt[j] * y[i];
+        }
+        if (v->shared) {
+            kn_mat g = tensor(r, "blk.%d.ffn_gate_shexp.weight", l),
+                   u = tensor(r, "blk.%d.ffn_up_shexp.weight", l),
+                   d = tensor(r, "blk.%d.ffn_down_shexp.weight", l);
+            swiglu(r, &g, &u, &d, h, y);
+            for (int64_t i = 0; i < Hd; i++) acc[i] += y[i];
+        }
+    }
+    for (int64_t i = 0; i < Hd; i++) a->x[t * Hd + i] += acc[i];
+    free(acc);
+}
+
+static acts acts_new(const variant *v, int T) {
+    const int64_t Hd = v->hidden, H = v->heads, dq = v->nope + v->rope, R = v->kv_lora;
+    return (acts){.T = T,
+                  .x = calloc((size_t)(T * Hd), sizeof(double)),
+                  .h = malloc(sizeof(double) * (size_t)Hd),
+                  .q = malloc(sizeof(double) * (size_t)(T * H * dq)),
+                  .kn = malloc(sizeof(double) * (size_t)(T * H * v->nope)),
+                  .kpe = malloc(sizeof(double) * (size_t)(T * v->rope)),
+                  .vv = malloc(sizeof(double) * (size_t)(T * H * v->v)),
+                  .o = malloc(sizeof(double) * (size_t)(H * v->v)),
+                  .y = malloc(sizeof(double) * (size_t)Hd),
+                  .c = malloc(sizeof(double) * (size_t)(R + v->rope)),
+                  .w = malloc(sizeof(double) * 65536),
+                  .tmp = malloc(sizeof(double) * 65536),
+                  .p = malloc(sizeof(double) * (size_t)T)};
+}
+
+static void acts_free(acts *a) {
+    free(a->x), free(a->h), free(a->q), free(a->kn), free(a->kpe), free(a->vv), free(a->o);
+    free(a->y), free(a->c), free(a->w), free(a->tmp), free(a->p);
+}
+
 /* Logits of T tokens (one sequence from position 0), T × n_vocab. */
 static double *reference(const variant *v, const vx_source *src, const int32_t *tok, int T,
                          int64_t V) {
-    const int64_t Hd = v->hidden, H = v->heads, dq = v->nope + v->rope, R = v->kv_lora;
+    const int64_t Hd = v->hidden;
     ref r = {v, src, malloc(sizeof(float) * 65536)};
-    double *x = calloc((size_t)(T * Hd), sizeof *x), *h = malloc(sizeof(double) * (size_t)Hd);
-    double *q = malloc(sizeof(double) * (size_t)(T * H * dq));
-    double *kn = malloc(sizeof(double) * (size_t)(T * H * v->nope));
-    double *kpe = malloc(sizeof(double) * (size_t)(T * v->rope));
-    double *vv = malloc(sizeof(double) * (size_t)(T * H * v->v));
-    double *o = malloc(sizeof(double) * (size_t)(H * v->v)),
-           *y = malloc(sizeof(double) * (size_t)Hd);
-    double *c = malloc(sizeof(double) * (size_t)(R + v->rope)), *w = malloc(sizeof(double) * 65536);
-    double *tmp = malloc(sizeof(double) * 65536), *p = malloc(sizeof(double) * (size_t)T);
+    acts a = acts_new(v, T);
     kn_mat emb = tensor(&r, "token_embd.weight", 0);
     for (int t = 0; t < T; t++) {
         kn_mat_row(&emb, tok[t], r.row);
-        for (int64_t i = 0; i < Hd; i++) x[t * Hd + i] = r.row[i];
+        for (int64_t i = 0; i < Hd; i++) a.x[t * Hd + i] = r.row[i];
     }
-    const double ms = 1 + 0.1 * 1.0 * log(40.0), kq = ms * ms / sqrt((double)dq);
     for (int l = 0; l < v->layers; l++) {
-        /* attention, the decompressed form: per head k = [K_h^T c, rope(k_pe)], v = V_h c */
-        kn_mat kb = tensor(&r, "blk.%d.attn_k_b.weight", l),
-               vb = tensor(&r, "blk.%d.attn_v_b.weight", l);
-        kn_mat kva = tensor(&r, "blk.%d.attn_kv_a_mqa.weight", l);
-        for (int t = 0; t < T; t++) {
-            memcpy(h, x + t * Hd, sizeof(double) * (size_t)Hd);
-            vecw(&r, "blk.%d.attn_norm.weight", l, Hd, w);
-            rmsnorm(h, Hd, w);
-            if (v->q_lora) {
-                kn_mat qa = tensor(&r, "blk.%d.attn_q_a.weight", l),
-                       qb = tensor(&r, "blk.%d.attn_q_b.weight", l);
-                mv(&r, &qa, 0, v->q_lora, h, tmp);
-                vecw(&r, "blk.%d.attn_q_a_norm.weight", l, v->q_lora, w);
-                rmsnorm(tmp, v->q_lora, w);
-                mv(&r, &qb, 0, H * dq, tmp, q + t * H * dq);
-            } else {
-                kn_mat wq = tensor(&r, "blk.%d.attn_q.weight", l);
-                mv(&r, &wq, 0, H * dq, h, q + t * H * dq);
-            }
-            for (int hh = 0; hh < H; hh++) rope(q + (t * H + hh) * dq + v->nope, v->rope, t);
-            mv(&r, &kva, 0, R + v->rope, h, c);
-            vecw(&r, "blk.%d.attn_kv_a_norm.weight", l, R, w);
-            rmsnorm(c, R, w);
-            rope(c + R, v->rope, t);
-            memcpy(kpe + t * v->rope, c + R, sizeof(double) * (size_t)v->rope);
-            for (int hh = 0; hh < H; hh++) {
-                for (int i = 0; i < v->nope; i++) { /* (K_h^T c)_i = sum over the latent */
-                    double s = 0;
-                    for (int64_t j = 0; j < R; j++) {
-                        kn_mat_row(&kb, hh * R + j, r.row);
-                        s += (double)r.row[i] * c[j];
-                    }
-                    kn[(t * H + hh) * v->nope + i] = s;
-                }
-                mv(&r, &vb, hh * v->v, v->v, c, vv + (t * H + hh) * v->v);
-            }
-        }
-        kn_mat wo = tensor(&r, "blk.%d.attn_output.weight", l);
-        for (int t = 0; t < T; t++) {
-            for (int hh = 0; hh < H; hh++) {
-                const double *qh = q + (t * H + hh) * dq;
-                double mx = -INFINITY, z = 0;
-                for (int u = 0; u <= t; u++) {
-                    double s = 0;
-                    for (int i = 0; i < v->nope; i++) s += qh[i] * kn[(u * H + hh) * v->nope + i];
-                    for (int i = 0; i < v->rope; i++) s += qh[v->nope + i] * kpe[u * v->rope + i];
-                    p[u] = s * kq;
-                    mx = fmax(mx, p[u]);
-                }
-                for (int u = 0; u <= t; u++) z += (p[u] = exp(p[u] - mx));
-                for (int i = 0; i < v->v; i++) {
-                    double s = 0;
-                    for (int u = 0; u <= t; u++) s += p[u] / z * vv[(u * H + hh) * v->v + i];
-                    o[hh * v->v + i] = s;
-                }
-            }
-            mv(&r, &wo, 0, Hd, o, y);
-            for (int64_t i = 0; i < Hd; i++) x[t * Hd + i] += y[i];
-        }
-        /* the FFN: dense, or routed + shared */
-        for (int t = 0; t < T; t++) {
-            memcpy(h, x + t * Hd, sizeof(double) * (size_t)Hd);
-            vecw(&r, "blk.%d.ffn_norm.weight", l, Hd, w);
-            rmsnorm(h, Hd, w);
-            double *acc = calloc((size_t)Hd, sizeof *acc);
-            if (l < v->dense_layers) {
-                kn_mat g = tensor(&r, "blk.%d.ffn_gate.weight", l),
-                       u = tensor(&r, "blk.%d.ffn_up.weight", l),
-                       d = tensor(&r, "blk.%d.ffn_down.weight", l);
-                swiglu(&r, &g, &u, &d, h, acc);
-            } else {
-                kn_mat router = tensor(&r, "blk.%d.ffn_gate_inp.weight", l);
-                double logit[256], bias[256], wt[32];
-                int ids[32];
-                mv(&r, &router, 0, v->experts, h, logit);
-                vecw(&r, "blk.%d.exp_probs_b.bias", l, v->experts, bias);
-                route(v, logit, bias, ids, wt);
-                for (int j = 0; j < v->top_k; j++) {
-                    kn_expert e;
-                    mw_err err;
-                    if (vx_source_expert(src, l, ids[j], &e, &err)) fail_msg("%s", err.msg);
-                    swiglu(&r, &e.gate, &e.up, &e.down, h, y);
-                    for (int64_t i = 0; i < Hd; i++) acc[i] += wt[j] * y[i];
-                }
-                if (v->shared) {
-                    kn_mat g = tensor(&r, "blk.%d.ffn_gate_shexp.weight", l),
-                           u = tensor(&r, "blk.%d.ffn_up_shexp.weight", l),
-                           d = tensor(&r, "blk.%d.ffn_down_shexp.weight", l);
-                    swiglu(&r, &g, &u, &d, h, y);
-                    for (int64_t i = 0; i < Hd; i++) acc[i] += y[i];
-                }
-            }
-            for (int64_t i = 0; i < Hd; i++) x[t * Hd + i] += acc[i];
-            free(acc);
-        }
+        for (int t = 0; t < T; t++) attn_inputs(&r, &a, l, t);
+        for (int t = 0; t < T; t++) attend(&r, &a, l, t);
+        for (int t = 0; t < T; t++) ffn(&r, &a, l, t);
     }
     double *logits = malloc(sizeof(double) * (size_t)(T * V));
     kn_mat out = tensor(&r, "output.weight", 0);
     for (int t = 0; t < T; t++) {
-        memcpy(h, x + t * Hd, sizeof(double) * (size_t)Hd);
-        vecw(&r, "output_norm.weight", 0, Hd, w);
-        rmsnorm(h, Hd, w);
-        mv(&r, &out, 0, V, h, logits + t * V);
+        memcpy(a.h, a.x + t * Hd, sizeof(double) * (size_t)Hd);
+        vecw(&r, "output_norm.weight", 0, Hd, a.w);
+        rmsnorm(a.h, Hd, a.w);
+        mv(&r, &out, 0, V, a.h, logits + t * V);
     }
     free(r.row);
-    free(x), free(h), free(q), free(kn), free(kpe), free(vv), free(o), free(y), free(c), free(w);
-    free(tmp), free(p);
+    acts_free(&a);
     return logits;
 }
 

@@ -139,20 +139,30 @@ static void test_deepseek2_fixture(void **state) {
     assert_int_equal(c.glu.kind, KN_GLU_SWIGLU);
     assert_float_equal(c.norm_eps, 1e-6, 1e-12);
     md_config_free(&c);
-
-    /* without the log multiplier: magnitude 1 + 0.1 ln 40 on cos/sin, and the same in the scale */
     vx_meta_free(m);
-    m = fixture_meta("deepseek2-tiny", "deepseek2.rope.scaling.yarn_log_multiplier");
+}
+
+/* Without the log multiplier: magnitude 1 + 0.1 ln 40 on cos/sin, and the same in the scale. */
+static void test_deepseek2_without_log_multiplier(void **state) {
+    (void)state;
+    md_config c;
+    mw_err e;
+    vx_meta *m = fixture_meta("deepseek2-tiny", "deepseek2.rope.scaling.yarn_log_multiplier");
     if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
     const double m40 = 1 + 0.1 * log(40.0);
     assert_float_equal(c.rope.mscale, m40, 1e-6);
     assert_float_equal(c.kq_scale, m40 * m40 / sqrt(48.0), 1e-6);
     md_config_free(&c);
     vx_meta_free(m);
+}
 
-    /* llama.cpp's defaults: gating softmax, no normalization, no scale, no groups, no dense
-     * layers; a q_lora_rank of 0 means one attn_q projection */
-    m = fixture_meta("deepseek2-tiny", NULL);
+/* llama.cpp's defaults: gating softmax, no normalization, no scale, no groups, no dense layers;
+ * a q_lora_rank of 0 means one attn_q projection. */
+static void test_deepseek2_defaults(void **state) {
+    (void)state;
+    md_config c;
+    mw_err e;
+    vx_meta *m = fixture_meta("deepseek2-tiny", NULL);
     const char *drop[] = {
         "deepseek2.expert_gating_func",      "deepseek2.expert_weights_norm",
         "deepseek2.expert_weights_scale",    "deepseek2.expert_group_count",
@@ -174,9 +184,14 @@ static void test_deepseek2_fixture(void **state) {
     assert_int_equal(c.mla.q_lora, 0);
     md_config_free(&c);
     vx_meta_free(m);
+}
 
-    /* the legacy layout (attn_kv_b): per-head key_length / value_length, no *_mla keys */
-    m = fixture_meta("deepseek2-tiny", "deepseek2.attention.key_length_mla");
+/* The legacy layout (attn_kv_b): per-head key_length / value_length, no *_mla keys. */
+static void test_deepseek2_legacy_layout(void **state) {
+    (void)state;
+    md_config c;
+    mw_err e;
+    vx_meta *m = fixture_meta("deepseek2-tiny", "deepseek2.attention.key_length_mla");
     vx_meta_set_u32(m, "deepseek2.attention.value_length_mla", 0);
     vx_meta_set_u32(m, "deepseek2.attention.key_length", 48);
     vx_meta_set_u32(m, "deepseek2.attention.value_length", 32);
@@ -189,9 +204,14 @@ static void test_deepseek2_fixture(void **state) {
     assert_int_equal(c.n_head_kv, 1);
     md_config_free(&c);
     vx_meta_free(m);
+}
 
-    /* 27 layers: llama.cpp's lite rule, one attn_q whatever q_lora_rank says */
-    m = fixture_meta("deepseek2-tiny", "deepseek2.attention.q_lora_rank");
+/* 27 layers: llama.cpp's lite rule, one attn_q whatever q_lora_rank says. */
+static void test_deepseek2_lite_rule(void **state) {
+    (void)state;
+    md_config c;
+    mw_err e;
+    vx_meta *m = fixture_meta("deepseek2-tiny", "deepseek2.attention.q_lora_rank");
     vx_meta_set_u32(m, "deepseek2.block_count", 27);
     if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
     assert_int_equal(c.mla.q_lora, 0);
@@ -381,6 +401,10 @@ int main(void) {
         cmocka_unit_test(test_gptoss_fixture),
         cmocka_unit_test(test_qwen3moe_fixture),
         cmocka_unit_test(test_deepseek2_fixture),
+        cmocka_unit_test(test_deepseek2_without_log_multiplier),
+        cmocka_unit_test(test_deepseek2_defaults),
+        cmocka_unit_test(test_deepseek2_legacy_layout),
+        cmocka_unit_test(test_deepseek2_lite_rule),
         cmocka_unit_test(test_deepseek2_errors),
         cmocka_unit_test(test_missing_required_keys),
         cmocka_unit_test(test_unknown_values),

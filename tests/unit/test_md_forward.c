@@ -169,6 +169,40 @@ static double max_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
+/* "name-L" → base "name" and layer L; a name without a layer gives -1. */
+static int split_name(const char *tname, char *base, size_t cap) {
+    const char *dash = strrchr(tname, '-');
+    if (!dash) {
+        snprintf(base, cap, "%s", tname);
+        return -1;
+    }
+    snprintf(base, cap, "%.*s", (int)(dash - tname), tname);
+    return atoi(dash + 1);
+}
+
+/* The n values of one intermediate (at data) as f32 in our layout: i32 values converted, and
+ * [head][token][d] → [token][head][d] where llama.cpp is head-major. */
+static float *reference_values(const json_t *ent, const unsigned char *data, md_probe p, size_t n) {
+    const char *dtype = json_string_value(json_object_get(ent, "dtype"));
+    float *ref = malloc(n * sizeof *ref);
+    json_t *shape = json_object_get(ent, "shape_row_major");
+    const bool hm = head_major(p) && json_array_size(shape) == 3;
+    const size_t H = hm ? (size_t)json_integer_value(json_array_get(shape, 0)) : 1;
+    const size_t Tn = hm ? (size_t)json_integer_value(json_array_get(shape, 1)) : n;
+    const size_t D = hm ? n / (H * Tn) : 1;
+    for (size_t j = 0; j < n; j++) {
+        const size_t dst = hm ? ((j / D) % Tn * H + j / (D * Tn)) * D + j % D : j;
+        if (!strcmp(dtype, "i32")) {
+            int32_t v;
+            memcpy(&v, data + 4 * j, 4);
+            ref[dst] = (float)v;
+        } else {
+            memcpy(&ref[dst], data + 4 * j, 4);
+        }
+    }
+    return ref;
+}
+
 static void check_intermediates(const char *name) {
     fixture f;
     open_fixture(&f, name);
@@ -197,19 +231,11 @@ static void check_intermediates(const char *name) {
     json_array_foreach(index, i, ent) {
         const char *tname = json_string_value(json_object_get(ent, "name"));
         const char *op = json_string_value(json_object_get(ent, "op"));
-        const char *dtype = json_string_value(json_object_get(ent, "dtype"));
         size_t off = (size_t)json_integer_value(json_object_get(ent, "offset"));
         size_t nbytes = (size_t)json_integer_value(json_object_get(ent, "nbytes"));
         assert_true(off + nbytes <= bin_len);
         char base[64];
-        int layer = -1;
-        const char *dash = strrchr(tname, '-');
-        if (dash) {
-            snprintf(base, sizeof base, "%.*s", (int)(dash - tname), tname);
-            layer = atoi(dash + 1);
-        } else {
-            snprintf(base, sizeof base, "%s", tname);
-        }
+        const int layer = split_name(tname, base, sizeof base);
         int l = layer < 0 ? MAX_LAYERS : layer;
         assert_true(l <= MAX_LAYERS);
         int p = probe_of(base, op, &f.model->cfg, q_seen[l]);
@@ -220,23 +246,7 @@ static void check_intermediates(const char *name) {
         if (!cap.data[l][p] || (size_t)cap.n[l][p] != n)
             fail_msg("%s: '%s' (%s): layer %d was not observed with %zu values", name, tname,
                      md_probe_name(p), layer, n);
-        float *ref = malloc(nbytes);
-        /* [head][token][d] → [token][head][d] where llama.cpp is head-major */
-        json_t *shape = json_object_get(ent, "shape_row_major");
-        const bool hm = head_major((md_probe)p) && json_array_size(shape) == 3;
-        const size_t H = hm ? (size_t)json_integer_value(json_array_get(shape, 0)) : 1;
-        const size_t Tn = hm ? (size_t)json_integer_value(json_array_get(shape, 1)) : n;
-        const size_t D = hm ? n / (H * Tn) : 1;
-        for (size_t j = 0; j < n; j++) {
-            const size_t dst = hm ? ((j / D) % Tn * H + j / (D * Tn)) * D + j % D : j;
-            if (!strcmp(dtype, "i32")) {
-                int32_t v;
-                memcpy(&v, bin + off + 4 * j, 4);
-                ref[dst] = (float)v;
-            } else {
-                memcpy(&ref[dst], bin + off + 4 * j, 4);
-            }
-        }
+        float *ref = reference_values(ent, bin + off, (md_probe)p, n);
         double d = max_diff(cap.data[l][p], ref, n);
         printf("    %-8s %-28s layer %2d  max |diff| %.3g\n", name, tname, layer, d);
         if (d > tolerance((md_probe)p))

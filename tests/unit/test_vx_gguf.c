@@ -613,80 +613,95 @@ static int fill_fails(void *ctx, void *dst, uint64_t nbytes, mw_err *err) {
     return mw_errf(err, "synthetic failure");
 }
 
+/* Every metadata kind, an F32 tensor from memory (data: 64 floats) and a Q8_0 one streamed by a
+ * callback, written to path; a duplicate name and a row not a multiple of the block refused. */
+static void write_sample(int alignment, const float *data, const char *path) {
+    vx_gguf_writer *w = vx_gguf_writer_new((uint32_t)alignment);
+    vx_meta *m = vx_gguf_writer_meta(w);
+    assert_int_equal(vx_meta_set_str(m, "general.architecture", "qwen3moe", 8), 0);
+    assert_int_equal(vx_meta_set_u32(m, "qwen3moe.block_count", 3), 0);
+    assert_int_equal(vx_meta_set_i32(m, "x.i32", -5), 0);
+    assert_int_equal(vx_meta_set_u64(m, "x.u64", UINT64_MAX), 0);
+    assert_int_equal(vx_meta_set_f32(m, "x.f32", 1e-6f), 0);
+    assert_int_equal(vx_meta_set_f64(m, "x.f64", -2.5), 0);
+    assert_int_equal(vx_meta_set_bool(m, "x.bool", true), 0);
+    int16_t i16 = -300;
+    assert_int_equal(vx_meta_set_scalar(m, "x.i16", VX_I16, &i16), 0);
+    const char *strs[] = {"a", "", "ccc"};
+    assert_int_equal(vx_meta_set_arr_str(m, "x.strs", strs, NULL, 3), 0);
+    const int32_t ints[] = {1, -2, 3};
+    assert_int_equal(vx_meta_set_arr(m, "x.ints", VX_I32, ints, 3), 0);
+    mw_err err;
+    int64_t ne_a[2] = {16, 4};
+    assert_int_equal(vx_gguf_writer_add(w, "a.weight", KN_F32, 2, ne_a, data, &err), 0);
+    /* 3 rows of 32 q8_0 weights -> 3 × 34 bytes, streamed */
+    fill_ctx fc = {0};
+    int64_t ne_b[3] = {32, 3, 1};
+    assert_int_equal(
+        vx_gguf_writer_add_fill(w, "b.weight", KN_Q8_0, 3, ne_b, fill_pattern, &fc, &err), 0);
+    assert_int_equal(vx_gguf_writer_add(w, "a.weight", KN_F32, 2, ne_a, data, &err), -1);
+    assert_non_null(strstr(err.msg, "duplicate"));
+    int64_t bad[1] = {33};
+    assert_int_equal(vx_gguf_writer_add(w, "c.weight", KN_Q8_0, 1, bad, data, &err), -1);
+    if (vx_gguf_writer_write(w, path, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(fc.pos, 102);
+    vx_gguf_writer_free(w);
+}
+
+/* The file written by write_sample reads back: alignment, every value, both tensors. */
+static void check_sample(int alignment, const float *data, const char *path) {
+    mw_err err;
+    vx_gguf *g;
+    if (vx_gguf_open(path, &g, &err)) fail_msg("%s", err.msg);
+    assert_int_equal(vx_gguf_alignment(g), alignment);
+    const vx_meta *r = vx_gguf_meta(g);
+    int64_t x;
+    double d;
+    bool bo;
+    assert_int_equal(vx_meta_get_i64(r, "qwen3moe.block_count", &x, &err), 1);
+    assert_int_equal(x, 3);
+    assert_int_equal(vx_meta_get_i64(r, "x.i32", &x, &err), 1);
+    assert_int_equal(x, -5);
+    assert_int_equal(vx_meta_get_i64(r, "x.u64", &x, &err), -1); /* does not fit */
+    assert_int_equal(vx_meta_get_f64(r, "x.u64", &d, &err), 1);
+    assert_int_equal(vx_meta_get_f64(r, "x.f32", &d, &err), 1);
+    assert_true(d == (double)1e-6f);
+    assert_int_equal(vx_meta_get_bool(r, "x.bool", &bo, &err), 1);
+    assert_true(bo);
+    assert_int_equal(vx_meta_get_i64(r, "x.i16", &x, &err), 1);
+    assert_int_equal(x, -300);
+    assert_int_equal(vx_meta_arr_i64(r, "x.ints", 1, &x, &err), 1);
+    assert_int_equal(x, -2);
+    assert_int_equal(vx_meta_arr_i64(r, "x.ints", 3, &x, &err), -1);
+    const char *s;
+    size_t len;
+    assert_int_equal(vx_meta_arr_str(r, "x.strs", 2, &s, &len, &err), 1);
+    assert_string_equal(s, "ccc");
+    const vx_tensor *a = vx_gguf_find(g, "a.weight"), *b = vx_gguf_find(g, "b.weight");
+    assert_memory_equal(a->data, data, sizeof(float) * 64);
+    assert_int_equal(b->nbytes, 102);
+    assert_int_equal(b->n_dims, 3);
+    for (int i = 0; i < 102; i++)
+        assert_int_equal(((const uint8_t *)b->data)[i], (uint8_t)(i * 31 + 5));
+    assert_int_equal(b->offset % (uint64_t)alignment, 0);
+    vx_gguf_close(g);
+}
+
 static void test_writer_round_trip(void **state) {
     (void)state;
+    float data[64];
+    for (int i = 0; i < 64; i++) data[i] = (float)i * 0.5f;
     for (int alignment = 32; alignment <= 64; alignment += 32) {
-        vx_gguf_writer *w = vx_gguf_writer_new((uint32_t)alignment);
-        vx_meta *m = vx_gguf_writer_meta(w);
-        assert_int_equal(vx_meta_set_str(m, "general.architecture", "qwen3moe", 8), 0);
-        assert_int_equal(vx_meta_set_u32(m, "qwen3moe.block_count", 3), 0);
-        assert_int_equal(vx_meta_set_i32(m, "x.i32", -5), 0);
-        assert_int_equal(vx_meta_set_u64(m, "x.u64", UINT64_MAX), 0);
-        assert_int_equal(vx_meta_set_f32(m, "x.f32", 1e-6f), 0);
-        assert_int_equal(vx_meta_set_f64(m, "x.f64", -2.5), 0);
-        assert_int_equal(vx_meta_set_bool(m, "x.bool", true), 0);
-        int16_t i16 = -300;
-        assert_int_equal(vx_meta_set_scalar(m, "x.i16", VX_I16, &i16), 0);
-        const char *strs[] = {"a", "", "ccc"};
-        assert_int_equal(vx_meta_set_arr_str(m, "x.strs", strs, NULL, 3), 0);
-        const int32_t ints[] = {1, -2, 3};
-        assert_int_equal(vx_meta_set_arr(m, "x.ints", VX_I32, ints, 3), 0);
-        float data[64];
-        for (int i = 0; i < 64; i++) data[i] = (float)i * 0.5f;
-        mw_err err;
-        int64_t ne_a[2] = {16, 4};
-        assert_int_equal(vx_gguf_writer_add(w, "a.weight", KN_F32, 2, ne_a, data, &err), 0);
-        /* 3 rows of 32 q8_0 weights -> 3 × 34 bytes, streamed */
-        fill_ctx fc = {0};
-        int64_t ne_b[3] = {32, 3, 1};
-        assert_int_equal(
-            vx_gguf_writer_add_fill(w, "b.weight", KN_Q8_0, 3, ne_b, fill_pattern, &fc, &err), 0);
-        assert_int_equal(vx_gguf_writer_add(w, "a.weight", KN_F32, 2, ne_a, data, &err), -1);
-        assert_non_null(strstr(err.msg, "duplicate"));
-        int64_t bad[1] = {33};
-        assert_int_equal(vx_gguf_writer_add(w, "c.weight", KN_Q8_0, 1, bad, data, &err), -1);
         char path[512];
         snprintf(path, sizeof path, "%s/written-%d.gguf", mwt_tmp, alignment);
-        if (vx_gguf_writer_write(w, path, &err)) fail_msg("%s", err.msg);
-        assert_int_equal(fc.pos, 102);
-        vx_gguf_writer_free(w);
-
-        vx_gguf *g;
-        if (vx_gguf_open(path, &g, &err)) fail_msg("%s", err.msg);
-        assert_int_equal(vx_gguf_alignment(g), alignment);
-        const vx_meta *r = vx_gguf_meta(g);
-        int64_t x;
-        double d;
-        bool bo;
-        assert_int_equal(vx_meta_get_i64(r, "qwen3moe.block_count", &x, &err), 1);
-        assert_int_equal(x, 3);
-        assert_int_equal(vx_meta_get_i64(r, "x.i32", &x, &err), 1);
-        assert_int_equal(x, -5);
-        assert_int_equal(vx_meta_get_i64(r, "x.u64", &x, &err), -1); /* does not fit */
-        assert_int_equal(vx_meta_get_f64(r, "x.u64", &d, &err), 1);
-        assert_int_equal(vx_meta_get_f64(r, "x.f32", &d, &err), 1);
-        assert_true(d == (double)1e-6f);
-        assert_int_equal(vx_meta_get_bool(r, "x.bool", &bo, &err), 1);
-        assert_true(bo);
-        assert_int_equal(vx_meta_get_i64(r, "x.i16", &x, &err), 1);
-        assert_int_equal(x, -300);
-        assert_int_equal(vx_meta_arr_i64(r, "x.ints", 1, &x, &err), 1);
-        assert_int_equal(x, -2);
-        assert_int_equal(vx_meta_arr_i64(r, "x.ints", 3, &x, &err), -1);
-        const char *s;
-        size_t len;
-        assert_int_equal(vx_meta_arr_str(r, "x.strs", 2, &s, &len, &err), 1);
-        assert_string_equal(s, "ccc");
-        const vx_tensor *a = vx_gguf_find(g, "a.weight"), *b = vx_gguf_find(g, "b.weight");
-        assert_memory_equal(a->data, data, sizeof data);
-        assert_int_equal(b->nbytes, 102);
-        assert_int_equal(b->n_dims, 3);
-        for (int i = 0; i < 102; i++)
-            assert_int_equal(((const uint8_t *)b->data)[i], (uint8_t)(i * 31 + 5));
-        assert_int_equal(b->offset % (uint64_t)alignment, 0);
-        vx_gguf_close(g);
+        write_sample(alignment, data, path);
+        check_sample(alignment, data, path);
     }
-    /* a failing fill callback fails the write and leaves no file */
+}
+
+/* A failing fill callback fails the write and leaves no file. */
+static void test_writer_fill_failure(void **state) {
+    (void)state;
     vx_gguf_writer *w = vx_gguf_writer_new(32);
     mw_err err;
     int64_t ne[1] = {8};
@@ -742,6 +757,7 @@ int main(void) {
         cmocka_unit_test(test_fixture_gpt_oss),
         cmocka_unit_test(test_fixture_qwen3moe),
         cmocka_unit_test(test_writer_round_trip),
+        cmocka_unit_test(test_writer_fill_failure),
         cmocka_unit_test(test_writer_copies_fixture_metadata),
     };
     return cmocka_run_group_tests_name("vx_gguf", tests, mwt_tmp_setup, mwt_tmp_teardown);

@@ -645,12 +645,9 @@ static void test_fp8_e4m3_decoding(void **state) {
     assert_true(isnan(vx_fp8_e4m3(0xFF)) && isnan(vx_fp8_e4m3(0x7F)));
 }
 
-static void test_deepseek_metadata_and_tensors(void **state) {
-    mwt_fx *f = *state;
-    mwt_hf_opts o;
-    mwt_hf_defaults(&o, "deepseek_v3");
-    o.mtp_layer = true;
-    vx_input *in = write_open(f, &o);
+/* deepseek_v3's config read as llama.cpp's converter writes deepseek2 (the MLA layout, the
+ * router), and the tensors each kind of layer has. */
+static void check_deepseek_metadata(vx_input *in) {
     assert_string_equal(meta_s(in, "general.architecture"), "deepseek2");
     static const struct {
         const char *key;
@@ -692,9 +689,11 @@ static void test_deepseek_metadata_and_tensors(void **state) {
     check_ne(vx_input_find(in, "blk.1.attn_k_b.weight"), 3, 16, 32, 2);
     check_ne(vx_input_find(in, "blk.1.attn_v_b.weight"), 3, 32, 24, 2);
     assert_int_equal(vx_input_find(in, "blk.1.exp_probs_b.bias")->type, KN_F32);
-    /* FP8 matrices are stored as bf16 of the exact products, which read_f32 gives */
-    vx_st_set *set;
-    if (vx_st_set_open(f->ck, &set, &err)) fail_msg("%s", err.msg);
+}
+
+/* FP8 matrices are stored as bf16 of the exact products, which read_f32 gives. */
+static void check_fp8_products(vx_input *in, vx_st_set *set) {
+    mw_err err = {{0}};
     const vx_st_tensor *w = vx_st_set_find(set, "model.layers.1.self_attn.q_a_proj.weight", NULL),
                        *sc = vx_st_set_find(
                            set, "model.layers.1.self_attn.q_a_proj.weight_scale_inv", NULL);
@@ -716,7 +715,11 @@ static void test_deepseek_metadata_and_tensors(void **state) {
         }
     free(exact);
     free(bf);
-    /* kv_b_proj: attn_k_b's head h, row c, column i = kv_b row h·(nope + v) + i, column c */
+}
+
+/* kv_b_proj split: attn_k_b's head h, row c, column i = kv_b row h·(nope + v) + i, column c. */
+static void check_kv_b_split(vx_input *in, vx_st_set *set) {
+    mw_err err = {{0}};
     const vx_st_tensor *kv = vx_st_set_find(set, "model.layers.2.self_attn.kv_b_proj.weight", NULL),
                        *kvs = vx_st_set_find(
                            set, "model.layers.2.self_attn.kv_b_proj.weight_scale_inv", NULL);
@@ -733,8 +736,12 @@ static void test_deepseek_metadata_and_tensors(void **state) {
                             mwt_fp8_e4m3(kv->data[r * 32 + c]) * scale);
             }
     free(k_exact);
-    /* transcoded, a format rounds the exact products once: dense to f32 keeps them, experts to
-     * q8_0 are quantized from them (not from their bf16 rounding) */
+}
+
+/* Transcoded, a format rounds the exact products once: dense to f32 keeps them, experts to q8_0
+ * are quantized from them (not from their bf16 rounding). */
+static void check_transcode(mwt_fx *f, vx_input *in) {
+    mw_err err = {{0}};
     vx_extract_opts eo = {.strict = true, .transcode = "experts=q8_0,dense=f32"};
     if (vx_extract(in, f->out, &eo, NULL, &err)) fail_msg("%s", err.msg);
     vx_source *vs;
@@ -742,6 +749,7 @@ static void test_deepseek_metadata_and_tensors(void **state) {
     const vx_tensor *qa = vx_source_tensor(vs, "blk.1.attn_q_a.weight");
     assert_int_equal(qa->type, KN_F32);
     float *exact_qa = malloc(sizeof(float) * 40 * 96);
+    const vx_input_tensor *t = vx_input_find(in, "blk.1.attn_q_a.weight");
     if (t->read_f32(in, t, 0, 40, exact_qa, &err)) fail_msg("%s", err.msg);
     assert_memory_equal(qa->data, exact_qa, sizeof(float) * 40 * 96);
     free(exact_qa);
@@ -758,30 +766,53 @@ static void test_deepseek_metadata_and_tensors(void **state) {
                             sizeof q8);
     }
     vx_source_close(vs);
-    vx_st_set_close(set);
-    /* every scale is consumed; the multi-token-prediction layer is dropped by name */
+}
+
+/* Every scale is consumed; the multi-token-prediction layer is dropped by name. */
+static void check_mtp_dropped(const vx_input *in) {
     assert_int_equal(in->n_unrecognised, 0);
     size_t mtp = 0;
     for (size_t i = 0; i < in->n_dropped; i++)
         mtp += strstr(in->dropped[i].src_name, "model.layers.3.") != NULL &&
                strstr(in->dropped[i].rule, "multi-token prediction") != NULL;
     assert_int_equal(mtp, 4); /* enorm, eh_proj (+ its scale), shared_head.norm */
-    vx_input_close(in);
+}
 
-    /* Kimi-K2's model_type, BF16 weights, no groups, one q_proj, no shared expert */
+/* Kimi-K2's model_type, BF16 weights, no groups, one q_proj, no shared expert. */
+static void check_kimi_k2(mwt_fx *f) {
+    mwt_hf_opts o;
     mwt_hf_defaults(&o, "kimi_k2");
     o.fp8 = false, o.q_lora = 0, o.shared = 0, o.groups = 1, o.groups_used = 1;
-    in = write_open(f, &o);
+    vx_input *in = write_open(f, &o);
     assert_int_equal(meta_i(in, "deepseek2.attention.q_lora_rank"), 0);
     assert_int_equal(meta_i(in, "deepseek2.expert_group_count"), 1);
     assert_int_equal(meta_i(in, "deepseek2.expert_shared_count"), 0);
     assert_non_null(vx_input_find(in, "blk.0.attn_q.weight"));
     assert_null(vx_input_find(in, "blk.0.attn_q_a.weight"));
     assert_null(vx_input_find(in, "blk.1.ffn_up_shexp.weight"));
-    t = vx_input_find(in, "blk.1.attn_v_b.weight");
+    const vx_input_tensor *t = vx_input_find(in, "blk.1.attn_v_b.weight");
     assert_int_equal(t->type, KN_BF16);
     assert_null(t->read_f32);
     vx_input_close(in);
+}
+
+static void test_deepseek_metadata_and_tensors(void **state) {
+    mwt_fx *f = *state;
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "deepseek_v3");
+    o.mtp_layer = true;
+    vx_input *in = write_open(f, &o);
+    check_deepseek_metadata(in);
+    vx_st_set *set;
+    mw_err err = {{0}};
+    if (vx_st_set_open(f->ck, &set, &err)) fail_msg("%s", err.msg);
+    check_fp8_products(in, set);
+    check_kv_b_split(in, set);
+    check_transcode(f, in);
+    vx_st_set_close(set);
+    check_mtp_dropped(in);
+    vx_input_close(in);
+    check_kimi_k2(f);
 }
 
 static void test_deepseek_errors(void **state) {

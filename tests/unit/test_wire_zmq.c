@@ -9,25 +9,41 @@
 
 #include "wire/wr_zmq.h"
 
-static void exchange(const char *endpoint) {
-    void *ctx = zmq_ctx_new();
-    void *router = zmq_socket(ctx, ZMQ_ROUTER), *dealer = zmq_socket(ctx, ZMQ_DEALER);
+/* A ROUTER bound to an endpoint and a DEALER connected to it, with 5 s timeouts. */
+typedef struct pair {
+    void *ctx, *router, *dealer;
+} pair;
+
+static pair pair_open(const char *endpoint) {
+    pair p = {.ctx = zmq_ctx_new()};
+    p.router = zmq_socket(p.ctx, ZMQ_ROUTER), p.dealer = zmq_socket(p.ctx, ZMQ_DEALER);
     mw_err e;
-    assert_int_equal(wr_socket_setup(router, NULL, &e), 0);
-    assert_int_equal(wr_socket_setup(dealer, NULL, &e), 0);
+    assert_int_equal(wr_socket_setup(p.router, NULL, &e), 0);
+    assert_int_equal(wr_socket_setup(p.dealer, NULL, &e), 0);
     int timeout = 5000;
-    zmq_setsockopt(router, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
-    zmq_setsockopt(dealer, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
-    zmq_setsockopt(dealer, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
-    assert_int_equal(zmq_bind(router, endpoint), 0);
+    zmq_setsockopt(p.router, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    zmq_setsockopt(p.dealer, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    zmq_setsockopt(p.dealer, ZMQ_SNDTIMEO, &timeout, sizeof timeout);
+    assert_int_equal(zmq_bind(p.router, endpoint), 0);
     char ep[256];
     size_t el = sizeof ep;
-    zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, ep, &el);
-    assert_int_equal(zmq_connect(dealer, ep), 0);
+    zmq_getsockopt(p.router, ZMQ_LAST_ENDPOINT, ep, &el);
+    assert_int_equal(zmq_connect(p.dealer, ep), 0);
+    return p;
+}
 
-    enum { R = 3, W = 2881, NA = 6 };
-    static float x[R * W];
-    for (int i = 0; i < R * W; i++) x[i] = (float)(i % 13) - 6.0f;
+static void pair_close(pair *p) {
+    zmq_close(p->router);
+    zmq_close(p->dealer);
+    zmq_ctx_term(p->ctx);
+}
+
+enum { R = 3, W = 2881, NA = 6 };
+
+/* The DEALER sends an ExpertBatch (bf16 + LZ4); the ROUTER receives it with the routing id and
+ * parses the same rows. */
+static void send_batch(pair *p, const float *x, wr_in *in, wr_rx *rx, wr_msg *r) {
+    mw_err e;
     wr_assign a[NA];
     for (int j = 0; j < NA; j++) a[j] = (wr_assign){j % R, j, 0.5f};
     wr_msg m = {.kind = WR_MSG_EXPERT_BATCH,
@@ -42,69 +58,84 @@ static void exchange(const char *endpoint) {
     wr_out o;
     wr_out_init(&o);
     assert_int_equal(wr_pack(&o, &m, (wr_codec){WR_BF16, true}, &e), 0);
-    assert_int_equal(wr_send(dealer, NULL, 0, &o, 0, &e), 0);
-
-    wr_rx rx;
-    wr_rx_init(&rx);
-    assert_int_equal(wr_recv(router, &rx, true, 0, &e), 0);
-    assert_true(rx.id_len > 0);
-    assert_int_equal(rx.n_parts, 3);
-    wr_in in;
-    wr_in_init(&in, NULL);
-    wr_msg r;
+    assert_int_equal(wr_send(p->dealer, NULL, 0, &o, 0, &e), 0);
+    assert_int_equal(wr_recv(p->router, rx, true, 0, &e), 0);
+    assert_true(rx->id_len > 0);
+    assert_int_equal(rx->n_parts, 3);
     wr_code code;
-    if (wr_parse(&in, rx.parts, rx.n_parts, rx.truncated, &r, &code, &e) != 0)
+    if (wr_parse(in, rx->parts, rx->n_parts, rx->truncated, r, &code, &e) != 0)
         fail_msg("%s", e.msg);
-    assert_int_equal(r.seq, 77);
-    assert_memory_equal(r.batch.x, x, sizeof x); /* small integers survive bf16 */
-    assert_int_equal(in.bytes, o.bytes);
+    assert_int_equal(r->seq, 77);
+    assert_memory_equal(r->batch.x, x, sizeof(float) * R * W); /* small integers survive bf16 */
+    assert_int_equal(in->bytes, o.bytes);
+    wr_out_free(&o);
+}
 
-    /* Reply on the routing id with the requested codec. */
-    wr_msg reply = {.kind = WR_MSG_PARTIAL_BATCH,
-                    .seq = r.seq,
-                    .partial = {1, R, W, WR_MODE_PARTIAL, 10, 20, 0, r.batch.x}};
-    wr_out ro;
-    wr_out_init(&ro);
-    assert_int_equal(wr_pack(&ro, &reply, r.batch.reply, &e), 0);
-    assert_int_equal(wr_send(router, rx.id, rx.id_len, &ro, ZMQ_DONTWAIT, &e), 0);
+/* The ROUTER replies on the routing id with the codec the batch asked for; ro keeps the reply. */
+static void reply(pair *p, const float *x, wr_in *in, const wr_rx *rx, wr_msg *r, wr_out *ro) {
+    mw_err e;
+    wr_msg rep = {.kind = WR_MSG_PARTIAL_BATCH,
+                  .seq = r->seq,
+                  .partial = {1, R, W, WR_MODE_PARTIAL, 10, 20, 0, r->batch.x}};
+    assert_int_equal(wr_pack(ro, &rep, r->batch.reply, &e), 0);
+    assert_int_equal(wr_send(p->router, rx->id, rx->id_len, ro, ZMQ_DONTWAIT, &e), 0);
     wr_rx drx;
     wr_rx_init(&drx);
-    assert_int_equal(wr_recv(dealer, &drx, false, 0, &e), 0);
+    assert_int_equal(wr_recv(p->dealer, &drx, false, 0, &e), 0);
     assert_int_equal(drx.id_len, 0);
-    if (wr_parse(&in, drx.parts, drx.n_parts, drx.truncated, &r, &code, &e) != 0)
+    wr_code code;
+    if (wr_parse(in, drx.parts, drx.n_parts, drx.truncated, r, &code, &e) != 0)
         fail_msg("%s", e.msg);
-    assert_int_equal(r.kind, WR_MSG_PARTIAL_BATCH);
-    assert_int_equal(r.partial.weight_bytes, 20);
-    assert_memory_equal(r.partial.y, x, sizeof x);
+    assert_int_equal(r->kind, WR_MSG_PARTIAL_BATCH);
+    assert_int_equal(r->partial.weight_bytes, 20);
+    assert_memory_equal(r->partial.y, x, sizeof(float) * R * W);
+    wr_rx_free(&drx);
+}
 
+/* Too many parts, an unknown peer, nothing queued, and the linger the setup sets. */
+static void edges(pair *p, wr_in *in, wr_rx *rx, const wr_out *ro) {
+    mw_err e;
+    wr_msg r;
+    wr_code code;
     /* A message of 9 parts: the receiver keeps WR_MAX_PARTS, counts the rest, parse refuses. */
-    for (int i = 0; i < 9; i++) zmq_send(dealer, "abc", 3, i < 8 ? ZMQ_SNDMORE : 0);
-    assert_int_equal(wr_recv(router, &rx, true, 0, &e), 0);
-    assert_int_equal(rx.n_parts, WR_MAX_PARTS);
-    assert_int_equal(rx.truncated, 9 - WR_MAX_PARTS);
-    assert_int_equal(wr_parse(&in, rx.parts, rx.n_parts, rx.truncated, &r, &code, &e), -1);
+    for (int i = 0; i < 9; i++) zmq_send(p->dealer, "abc", 3, i < 8 ? ZMQ_SNDMORE : 0);
+    assert_int_equal(wr_recv(p->router, rx, true, 0, &e), 0);
+    assert_int_equal(rx->n_parts, WR_MAX_PARTS);
+    assert_int_equal(rx->truncated, 9 - WR_MAX_PARTS);
+    assert_int_equal(wr_parse(in, rx->parts, rx->n_parts, rx->truncated, &r, &code, &e), -1);
 
     /* Replying to a peer that does not exist fails at once (ROUTER_MANDATORY), never blocks. */
-    assert_int_equal(wr_send(router, "nobody", 6, &ro, ZMQ_DONTWAIT, &e), -1);
+    assert_int_equal(wr_send(p->router, "nobody", 6, ro, ZMQ_DONTWAIT, &e), -1);
     assert_int_equal(errno, EHOSTUNREACH);
 
     /* Nothing queued: a non-blocking receive says EAGAIN. */
-    assert_int_equal(wr_recv(router, &rx, true, ZMQ_DONTWAIT, &e), -1);
+    assert_int_equal(wr_recv(p->router, rx, true, ZMQ_DONTWAIT, &e), -1);
     assert_int_equal(errno, EAGAIN);
 
     int linger = -1;
     size_t ll = sizeof linger;
-    zmq_getsockopt(dealer, ZMQ_LINGER, &linger, &ll);
+    zmq_getsockopt(p->dealer, ZMQ_LINGER, &linger, &ll);
     assert_int_equal(linger, 0);
+}
 
+static void exchange(const char *endpoint) {
+    pair p = pair_open(endpoint);
+    static float x[R * W];
+    for (int i = 0; i < R * W; i++) x[i] = (float)(i % 13) - 6.0f;
+    wr_rx rx;
+    wr_rx_init(&rx);
+    wr_in in;
+    wr_in_init(&in, NULL);
+    wr_out ro;
+    wr_out_init(&ro);
+    wr_msg r;
+    send_batch(&p, x, &in, &rx, &r);
+    reply(&p, x, &in, &rx, &r, &ro);
+    edges(&p, &in, &rx, &ro);
     wr_rx_free(&rx);
-    wr_rx_free(&drx);
     wr_in_free(&in);
-    wr_out_free(&o);
     wr_out_free(&ro);
-    zmq_close(router);
-    zmq_close(dealer);
-    zmq_ctx_term(ctx);
+    pair_close(&p);
 }
 
 static void test_inproc_exchange(void **state) {
