@@ -26,15 +26,11 @@ static char *dir;
 static char synth[4200];
 
 static const char *gpt_oss(void) {
-    static char p[4096];
-    snprintf(p, sizeof p, "%s", mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"));
-    return p;
+    return mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf");
 }
 
 static const char *qwen(void) {
-    static char p[4096];
-    snprintf(p, sizeof p, "%s", mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf"));
-    return p;
+    return mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf");
 }
 
 static int setup(void **state) {
@@ -190,9 +186,7 @@ static void test_exact_is_bit_identical_synth_vindex(void **state) {
 
 static void test_exact_is_bit_identical_deepseek2(void **state) {
     (void)state;
-    static char p[4096];
-    snprintf(p, sizeof p, "%s", mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"));
-    check_exact(p, "f32");
+    check_exact(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), "f32");
 }
 
 /* A Kimi-K3-shaped expert bank — 896 experts per layer, top-16, one shared expert — with the

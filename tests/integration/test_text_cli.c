@@ -142,8 +142,7 @@ static void check_bad_input(const char *co, const char *vocab) {
 static void test_tokenize_detokenize(void **state) {
     (void)state;
     const char *co = mwt_bin("coordinator");
-    char vocab[512];
-    snprintf(vocab, sizeof vocab, "%s", mwt_fixture("vocab/ggml-vocab-gpt-2.gguf"));
+    const char *vocab = mwt_fixture("vocab/ggml-vocab-gpt-2.gguf");
     char *dir = mwt_tmpdir("textcli");
     char in[600];
     snprintf(in, sizeof in, "%s/in.txt", dir);
@@ -192,21 +191,18 @@ static void check_prompt_matches_tokens(const char *model, const char *const *ex
 
 static void test_generate_prompt(void **state) {
     (void)state;
-    char model[512];
-    snprintf(model, sizeof model, "%s", mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf"));
+    const char *model = mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf");
     check_prompt_matches_tokens(model, NULL);
     check_prompt_matches_tokens(model, (const char *[]){"--loopback", "2", "--exact", "--wire",
                                                         "f32", "--node-threads", "1", NULL});
-    snprintf(model, sizeof model, "%s", mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"));
-    check_prompt_matches_tokens(model, NULL);
+    check_prompt_matches_tokens(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL);
 }
 
 static void test_generate_chat(void **state) {
     (void)state;
     const char *co = mwt_bin("coordinator");
-    char model[512], gptoss[512];
-    snprintf(model, sizeof model, "%s", mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf"));
-    snprintf(gptoss, sizeof gptoss, "%s", mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"));
+    const char *model = mwt_fixture("llamacpp/qwen3moe-tiny/model.gguf");
+    const char *gptoss = mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf");
     char *out, *err;
     /* gpt-oss-tiny has no template nor harmony's tokens: chat is an error unless one is chosen */
     assert_int_equal(run((const char *[]){co, "generate", "--model", gptoss, "--chat", "user: hi",

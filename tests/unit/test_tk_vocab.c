@@ -33,8 +33,8 @@ static size_t split_inp(char *buf, size_t len, char **str, size_t *slen, size_t 
 }
 
 static void check_fixture(const char *name) {
-    char path[512], inp[512], outp[512];
-    snprintf(path, sizeof path, "%s", mwt_fixture(name));
+    const char *path = mwt_fixture(name);
+    char inp[512], outp[512];
     snprintf(inp, sizeof inp, "%s.inp", path);
     snprintf(outp, sizeof outp, "%s.out", path);
     tk_tokenizer *t;
