@@ -128,6 +128,69 @@ static int pin_keys(co_loopback *lb, mw_err *err) {
     return 0;
 }
 
+/* Node i's --experts: every layer, its share of the experts and, with replicas, the shares of
+ * the next R - 1 nodes. */
+static void owned_spec(const co_loopback_opts *o, int n, int i, char *spec, size_t cap) {
+    size_t sl = 0;
+    const int R = o->replicas > 1 ? (o->replicas < n ? o->replicas : n) : 1;
+    for (int k = 0; k < R; k++) { /* the shares of nodes i .. i+R-1 */
+        const int j = (i + k) % n;
+        int lo = (int)((long)j * o->n_experts / n);
+        int hi = (int)((long)(j + 1) * o->n_experts / n) - 1;
+        sl += (size_t)snprintf(spec + sl, cap - sl, "%s0-%d:%d-%d", k ? "," : "", o->n_layers - 1,
+                               lo, hi);
+    }
+}
+
+/* Starts node i (prog) on 127.0.0.1, its threads from CPU i × cpus / n unless unbound. */
+static int start_node(const co_loopback_opts *o, co_loopback *lb, const char *prog, int i,
+                      mw_err *err) {
+    char spec[1024], threads[16], id[32], ready[128], first[16];
+    owned_spec(o, lb->n, i, spec, sizeof spec);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(threads, sizeof threads, "%ld", o->threads > 0 ? o->threads : cpus > 0 ? cpus : 1);
+    snprintf(id, sizeof id, "loopback-%d", i);
+    snprintf(ready, sizeof ready, "%s", ready_path(lb, i));
+    char key[160], allow[160];
+    snprintf(key, sizeof key, "%s/key-%d.key", lb->dir, i);
+    snprintf(allow, sizeof allow, "%s/allow", lb->dir);
+    snprintf(first, sizeof first, "%ld", (long)i * kn_cpus_allowed() / lb->n);
+    if (!o->bind_cpus) snprintf(first, sizeof first, "off");
+    char *argv[32] = {(char *)prog,
+                      "--vindex",
+                      (char *)o->model,
+                      "--experts",
+                      spec,
+                      "--bind",
+                      "tcp://127.0.0.1:*",
+                      "--threads",
+                      threads,
+                      "--node-id",
+                      id,
+                      "--ready-file",
+                      ready,
+                      "--quiet",
+                      "--affinity",
+                      first,
+                      "--poll-us",
+                      "0"};
+    int at = 18;
+    if (o->curve_client) {
+        argv[at++] = "--curve-secret";
+        argv[at++] = key;
+        argv[at++] = "--allow";
+        argv[at++] = allow;
+    }
+    if (o->pin) argv[at++] = "--pin";
+    argv[at] = NULL;
+    lb->pid[i] = spawn(argv);
+    if (lb->pid[i] < 0) {
+        lb->pid[i] = 0;
+        return mw_errf(err, "loopback: cannot start %s: %s", prog, strerror(errno));
+    }
+    return 0;
+}
+
 int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err) {
     *out = NULL;
     if (o->n_nodes < 1 || o->n_nodes > o->n_experts)
@@ -146,65 +209,9 @@ int co_loopback_start(const co_loopback_opts *o, co_loopback **out, mw_err *err)
         co_loopback_stop(lb);
         return mw_errf(err, "loopback: cannot create a temporary directory");
     }
-    if (o->curve_client && make_keys(lb, o->curve_client, err)) {
-        co_loopback_stop(lb);
-        return -1;
-    }
-    for (int i = 0; i < lb->n; i++) {
-        char spec[1024], threads[16], id[32], ready[128], first[16];
-        size_t sl = 0;
-        const int R = o->replicas > 1 ? (o->replicas < lb->n ? o->replicas : lb->n) : 1;
-        for (int k = 0; k < R; k++) { /* the shares of nodes i .. i+R-1 */
-            const int j = (i + k) % lb->n;
-            int lo = (int)((long)j * o->n_experts / lb->n);
-            int hi = (int)((long)(j + 1) * o->n_experts / lb->n) - 1;
-            sl += (size_t)snprintf(spec + sl, sizeof spec - sl, "%s0-%d:%d-%d", k ? "," : "",
-                                   o->n_layers - 1, lo, hi);
-        }
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        snprintf(threads, sizeof threads, "%ld", o->threads > 0 ? o->threads : cpus > 0 ? cpus : 1);
-        snprintf(id, sizeof id, "loopback-%d", i);
-        snprintf(ready, sizeof ready, "%s", ready_path(lb, i));
-        char key[160], allow[160];
-        snprintf(key, sizeof key, "%s/key-%d.key", lb->dir, i);
-        snprintf(allow, sizeof allow, "%s/allow", lb->dir);
-        snprintf(first, sizeof first, "%ld", (long)i * kn_cpus_allowed() / lb->n);
-        if (!o->bind_cpus) snprintf(first, sizeof first, "off");
-        char *argv[32] = {prog,
-                          "--vindex",
-                          (char *)o->model,
-                          "--experts",
-                          spec,
-                          "--bind",
-                          "tcp://127.0.0.1:*",
-                          "--threads",
-                          threads,
-                          "--node-id",
-                          id,
-                          "--ready-file",
-                          ready,
-                          "--quiet",
-                          "--affinity",
-                          first,
-                          "--poll-us",
-                          "0"};
-        int at = 18;
-        if (o->curve_client) {
-            argv[at++] = "--curve-secret";
-            argv[at++] = key;
-            argv[at++] = "--allow";
-            argv[at++] = allow;
-        }
-        if (o->pin) argv[at++] = "--pin";
-        argv[at] = NULL;
-        lb->pid[i] = spawn(argv);
-        if (lb->pid[i] < 0) {
-            lb->pid[i] = 0;
-            co_loopback_stop(lb);
-            return mw_errf(err, "loopback: cannot start %s: %s", prog, strerror(errno));
-        }
-    }
-    if (wait_ready(lb, o->timeout_ms, err) || (o->curve_client && pin_keys(lb, err))) {
+    int rc = o->curve_client ? make_keys(lb, o->curve_client, err) : 0;
+    for (int i = 0; i < lb->n && !rc; i++) rc = start_node(o, lb, prog, i, err);
+    if (rc || wait_ready(lb, o->timeout_ms, err) || (o->curve_client && pin_keys(lb, err))) {
         co_loopback_stop(lb);
         return -1;
     }

@@ -214,76 +214,24 @@ static pid_t start_node(int k, const char *model, const char *spec, const char *
     return -1;
 }
 
-static void test_two_hosts_exact_mode(void **state) {
-    (void)state;
-    if (setup_netns() != 0) {
-        teardown_netns();
-        fprintf(stderr, "SKIPPED: network namespaces are not available here (needs root and "
-                        "'ip netns'); the multi-host test did not run\n");
-        skip();
-    }
-    dir = mwt_tmpdir("netns");
-    const char *model = mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf");
-    char model_copy[4096];
-    snprintf(model_copy, sizeof model_copy, "%s", model);
-    char pub1[64], pub2[64], coord_pub[64];
-    keygen("expert-node", "node1", pub1);
-    keygen("expert-node", "node2", pub2);
-    keygen("coordinator", "coordinator", coord_pub);
-    char coord_key[4300], nodes[512];
-    snprintf(coord_key, sizeof coord_key, "%s/coordinator.key", dir);
-    snprintf(nodes, sizeof nodes, "tcp://10.231.1.2:5555#%s,tcp://10.231.2.2:5555#%s", pub1, pub2);
-    pid_t a = start_node(1, model_copy, "0-3:0-3", "tcp://10.231.1.2:5555");
-    pid_t b = start_node(2, model_copy, "0-3:4-7", "tcp://10.231.2.2:5555");
-
-    char local[4300], remote[4300];
-    snprintf(local, sizeof local, "%s/local.bin", dir);
-    snprintf(remote, sizeof remote, "%s/remote.bin", dir);
-    char *lo[] = {(char *)mwt_bin("coordinator"),
-                  "generate",
-                  "--model",
-                  model_copy,
-                  "--tokens",
-                  PROMPT,
-                  "--max-tokens",
-                  "4",
-                  "--threads",
-                  "1",
-                  "--logits-out",
-                  local,
-                  NULL};
-    assert_int_equal(mwt_run(lo, NULL, NULL, 300000), 0);
-    char *co[] = {
-        ip_path,        "netns",   "exec",           ns[0],      (char *)mwt_bin("coordinator"),
-        "generate",     "--model", model_copy,       "--tokens", PROMPT,
-        "--max-tokens", "4",       "--threads",      "1",        "--exact",
-        "--nodes",      nodes,     "--curve-secret", coord_key,  "--logits-out",
-        remote,         NULL};
-    char *err = NULL;
-    int rc = mwt_run(co, NULL, &err, 300000);
-    if (rc != 0) fail_msg("coordinator in its namespace exited %d:\n%s", rc, err);
-    if (!strstr(err, "node 0 (tcp://10.231.1.2:5555)") || strstr(err, pub1) ||
-        !strstr(err, "node 1 (tcp://10.231.2.2:5555)"))
-        fail_msg("report does not name both hosts:\n%s", err);
-    free(err);
+/* The two logits files hold the same bits. */
+static void same_logits(const char *local, const char *remote) {
     size_t n1, n2;
     float *l1 = mwt_read_file(local, &n1), *l2 = mwt_read_file(remote, &n2);
     assert_int_equal(n1, n2);
     assert_memory_equal(l1, l2, n1);
     free(l1);
     free(l2);
-    kill(a, SIGTERM);
-    kill(b, SIGTERM);
-    assert_int_equal(mwt_wait(a, 5000), 0);
-    assert_int_equal(mwt_wait(b, 5000), 0);
-    node_pid[1] = node_pid[2] = 0;
+}
 
-    /* A network drop: both nodes own every expert; node B's link goes down mid-generation. Its
-     * connection falls silent (no reset, no FIN): the heartbeats mark it down, its unanswered
-     * work goes to node A, and the logits stay bit-identical. */
-    a = start_node(1, model_copy, "all", "tcp://10.231.1.2:5556");
-    b = start_node(2, model_copy, "all", "tcp://10.231.2.2:5556");
-    snprintf(nodes, sizeof nodes, "tcp://10.231.1.2:5556#%s,tcp://10.231.2.2:5556#%s", pub1, pub2);
+/* A network drop: both nodes own every expert; node B's link goes down mid-generation. Its
+ * connection falls silent (no reset, no FIN): the heartbeats mark it down, its unanswered
+ * work goes to node A, and the logits stay bit-identical. */
+static void network_drop(const char *model, char **lo, char **co, char *nodes, size_t nodes_cap,
+                         const char *pub1, const char *pub2) {
+    start_node(1, model, "all", "tcp://10.231.1.2:5556");
+    start_node(2, model, "all", "tcp://10.231.2.2:5556");
+    snprintf(nodes, nodes_cap, "tcp://10.231.1.2:5556#%s,tcp://10.231.2.2:5556#%s", pub1, pub2);
     lo[7] = "300";
     co[11] = "300";
     assert_int_equal(mwt_run(lo, NULL, NULL, 300000), 0);
@@ -306,12 +254,67 @@ static void test_two_hosts_exact_mode(void **state) {
     fprintf(stderr, "    node cut off the network marked down after %lld ms\n", seen);
     if (st != 0 || seen < 0) fail_msg("exit %d:\n%s", st, out);
     free(out);
-    l1 = mwt_read_file(local, &n1);
-    l2 = mwt_read_file(remote, &n2);
-    assert_int_equal(n1, n2);
-    assert_memory_equal(l1, l2, n1);
-    free(l1);
-    free(l2);
+}
+
+static void test_two_hosts_exact_mode(void **state) {
+    (void)state;
+    if (setup_netns() != 0) {
+        teardown_netns();
+        fprintf(stderr, "SKIPPED: network namespaces are not available here (needs root and "
+                        "'ip netns'); the multi-host test did not run\n");
+        skip();
+    }
+    dir = mwt_tmpdir("netns");
+    const char *model = mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf");
+    char pub1[64], pub2[64], coord_pub[64];
+    keygen("expert-node", "node1", pub1);
+    keygen("expert-node", "node2", pub2);
+    keygen("coordinator", "coordinator", coord_pub);
+    char coord_key[4300], nodes[512];
+    snprintf(coord_key, sizeof coord_key, "%s/coordinator.key", dir);
+    snprintf(nodes, sizeof nodes, "tcp://10.231.1.2:5555#%s,tcp://10.231.2.2:5555#%s", pub1, pub2);
+    pid_t a = start_node(1, model, "0-3:0-3", "tcp://10.231.1.2:5555");
+    pid_t b = start_node(2, model, "0-3:4-7", "tcp://10.231.2.2:5555");
+
+    char local[4300], remote[4300];
+    snprintf(local, sizeof local, "%s/local.bin", dir);
+    snprintf(remote, sizeof remote, "%s/remote.bin", dir);
+    char *lo[] = {(char *)mwt_bin("coordinator"),
+                  "generate",
+                  "--model",
+                  (char *)model,
+                  "--tokens",
+                  PROMPT,
+                  "--max-tokens",
+                  "4",
+                  "--threads",
+                  "1",
+                  "--logits-out",
+                  local,
+                  NULL};
+    assert_int_equal(mwt_run(lo, NULL, NULL, 300000), 0);
+    char *co[] = {
+        ip_path,        "netns",   "exec",           ns[0],      (char *)mwt_bin("coordinator"),
+        "generate",     "--model", (char *)model,    "--tokens", PROMPT,
+        "--max-tokens", "4",       "--threads",      "1",        "--exact",
+        "--nodes",      nodes,     "--curve-secret", coord_key,  "--logits-out",
+        remote,         NULL};
+    char *err = NULL;
+    int rc = mwt_run(co, NULL, &err, 300000);
+    if (rc != 0) fail_msg("coordinator in its namespace exited %d:\n%s", rc, err);
+    if (!strstr(err, "node 0 (tcp://10.231.1.2:5555)") || strstr(err, pub1) ||
+        !strstr(err, "node 1 (tcp://10.231.2.2:5555)"))
+        fail_msg("report does not name both hosts:\n%s", err);
+    free(err);
+    same_logits(local, remote);
+    kill(a, SIGTERM);
+    kill(b, SIGTERM);
+    assert_int_equal(mwt_wait(a, 5000), 0);
+    assert_int_equal(mwt_wait(b, 5000), 0);
+    node_pid[1] = node_pid[2] = 0;
+
+    network_drop(model, lo, co, nodes, sizeof nodes, pub1, pub2);
+    same_logits(local, remote);
 }
 
 /* Whether a live process (not a zombie) runs `sleep ARG`. */
