@@ -274,6 +274,54 @@ static int parse_logprobs(json_t *root, co_oai_req *r, co_oai_error *e) {
     return 0;
 }
 
+static int cmp_bias(const void *pa, const void *pb) {
+    const co_logit_bias *a = pa, *b = pb;
+    return (a->token > b->token) - (a->token < b->token);
+}
+
+/* logit_bias: {"token id": bias, ...}, ids in decimal without leading zeros (so no id appears
+ * twice: the parser refuses duplicate keys), biases in [-100, 100]. Whether the ids are in the
+ * vocabulary is the caller's check. */
+static int parse_logit_bias(json_t *root, co_oai_req *r, co_oai_error *e) {
+    json_t *lb = json_object_get(root, "logit_bias");
+    if (!lb || json_is_null(lb)) return 0;
+    if (!json_is_object(lb))
+        return co_oai_fail(e, 400, "logit_bias", NULL,
+                           "'logit_bias' must be an object mapping token ids to biases, not %s",
+                           type_name(lb));
+    const size_t n = json_object_size(lb);
+    if (n == 0) return 0;
+    if (n > CO_OAI_MAX_LOGIT_BIAS)
+        return co_oai_fail(e, 400, "logit_bias", NULL, "'logit_bias' has more than %d entries",
+                           CO_OAI_MAX_LOGIT_BIAS);
+    r->logit_bias = malloc(n * sizeof *r->logit_bias);
+    if (!r->logit_bias) return co_oai_fail(e, 500, "logit_bias", NULL, "out of memory");
+    const char *key;
+    json_t *v;
+    json_object_foreach(lb, key, v) {
+        const size_t kl = strlen(key);
+        bool digits = kl > 0 && kl <= 10 && (key[0] != '0' || kl == 1);
+        for (size_t i = 0; digits && i < kl; i++) digits = key[i] >= '0' && key[i] <= '9';
+        const long long id = digits ? strtoll(key, NULL, 10) : -1;
+        if (!digits || id > INT32_MAX)
+            return co_oai_fail(e, 400, "logit_bias", NULL,
+                               "'logit_bias' key '%.40s' is not a token id (a decimal integer "
+                               ">= 0)",
+                               key);
+        if (!json_is_number(v))
+            return co_oai_fail(e, 400, "logit_bias", NULL,
+                               "'logit_bias'['%s'] must be a number, not %s", key, type_name(v));
+        const double b = json_number_value(v);
+        if (!isfinite(b) || b < -CO_OAI_LOGIT_BIAS_MAX || b > CO_OAI_LOGIT_BIAS_MAX)
+            return co_oai_fail(e, 400, "logit_bias", NULL,
+                               "'logit_bias'['%s'] is %g; a bias must be in [%g, %g]", key, b,
+                               -CO_OAI_LOGIT_BIAS_MAX, CO_OAI_LOGIT_BIAS_MAX);
+        r->logit_bias[r->n_logit_bias++] = (co_logit_bias){(int32_t)id, (float)b};
+    }
+    qsort(r->logit_bias, (size_t)r->n_logit_bias, sizeof *r->logit_bias, cmp_bias);
+    return 0;
+}
+
 static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -336,7 +384,8 @@ static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     if ((got = get_int(root, "n", 1, INT32_MAX, &v, e)) < 0) return -1;
     if (got && v != 1)
         return co_oai_fail(e, 400, "n", NULL, "'n' is %lld; this server generates one choice", v);
-    if (parse_stop(root, r, e) || parse_logprobs(root, r, e)) return -1;
+    if (parse_stop(root, r, e) || parse_logprobs(root, r, e) || parse_logit_bias(root, r, e))
+        return -1;
     if (get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
         get_bool(root, "return_token_ids", &r->return_token_ids, e))
         return -1;
@@ -377,6 +426,7 @@ int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
 void co_oai_req_free(co_oai_req *r) {
     json_decref(r->root);
     free(r->prompt_ids);
+    free(r->logit_bias);
     memset(r, 0, sizeof *r);
 }
 

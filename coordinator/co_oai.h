@@ -17,6 +17,8 @@
 
 #define CO_OAI_MAX_PROMPT_IDS (1 << 20)
 #define CO_OAI_MAX_STOP_IDS   64
+#define CO_OAI_MAX_LOGIT_BIAS (1 << 20) /* entries of logit_bias (a vocabulary's worth) */
+#define CO_OAI_LOGIT_BIAS_MAX 100.0     /* |bias| */
 
 typedef enum co_oai_kind { CO_OAI_COMPLETION = 0, CO_OAI_CHAT = 1 } co_oai_kind;
 
@@ -46,7 +48,9 @@ typedef struct co_oai_req {
     int n_stop;
     int32_t stop_ids[CO_OAI_MAX_STOP_IDS];
     int n_stop_ids;
-    int top_logprobs;             /* -1: none */
+    int top_logprobs;          /* -1: none */
+    co_logit_bias *logit_bias; /* owned; sorted by token, each token once */
+    int n_logit_bias;
     const char *reasoning_effort; /* chat: "low" | "medium" | "high", NULL when absent */
     int thinking;                 /* chat_template_kwargs.enable_thinking: 1, 0, -1 absent */
     bool ignore_eos, return_token_ids;

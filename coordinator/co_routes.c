@@ -299,6 +299,13 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
                     (long long)n_ids, (long long)r->p.n_ctx);
         goto fail;
     }
+    for (int i = 0; i < req.n_logit_bias; i++)
+        if (req.logit_bias[i].token >= r->p.n_vocab) {
+            co_oai_fail(&e, 400, "logit_bias", NULL,
+                        "'logit_bias' names token %d; the vocabulary has %lld tokens",
+                        req.logit_bias[i].token, (long long)r->p.n_vocab);
+            goto fail;
+        }
     int64_t max_tokens = req.max_tokens;
     if (max_tokens < 0) max_tokens = kind == CO_OAI_COMPLETION ? 16 : r->p.n_ctx - n_ids + 1;
     if (max_tokens > r->p.n_ctx - n_ids + 1) {
@@ -348,6 +355,8 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
                         .n_stop = req.n_stop,
                         .stop_ids = req.stop_ids,
                         .n_stop_ids = req.n_stop_ids,
+                        .logit_bias = req.logit_bias,
+                        .n_logit_bias = req.n_logit_bias,
                         .ignore_eos = req.ignore_eos,
                         .top_logprobs = req.top_logprobs,
                         .t_arrival = t_arrival,

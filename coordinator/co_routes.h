@@ -17,6 +17,7 @@ typedef struct co_routes_params {
     const char *model_id; /* what "model" must name */
     long long created;    /* unix time the model was loaded */
     int64_t n_ctx;        /* positions per sequence */
+    int64_t n_vocab;      /* token ids are below this */
     int retry_after_s;    /* Retry-After of a 503 when the server is full */
     int thinking;         /* chat default for formats with a thinking switch (--think; -1) */
 } co_routes_params;

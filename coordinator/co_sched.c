@@ -33,6 +33,9 @@ struct co_job {
     int n_stop_ids;
     bool ignore_eos, keep_logits;
     int top_logprobs;
+    co_logit_bias *bias; /* sorted by token */
+    float *bias_saved;   /* the biased tokens' own logits during a sample */
+    int n_bias;
     double t_arrival;
     co_stop stop;
     /* model-thread state */
@@ -115,6 +118,8 @@ static void job_free(co_job *j) {
     job_end_text(j);
     free(j->prompt);
     free(j->stop_ids);
+    free(j->bias);
+    free(j->bias_saved);
     co_stop_free(&j->stop);
     if (j->sampler_ok) md_sampler_free(&j->sampler);
     co_buf_free(&j->piece);
@@ -275,6 +280,20 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
                     (long long)s->p.n_vocab);
             return CO_SUBMIT_INVALID;
         }
+    if (p->n_logit_bias < 0 || p->n_logit_bias > s->p.n_vocab) {
+        mw_errf(err, "%d logit biases for a vocabulary of %lld", p->n_logit_bias,
+                (long long)s->p.n_vocab);
+        return CO_SUBMIT_INVALID;
+    }
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= s->p.n_vocab ||
+            !isfinite(p->logit_bias[i].bias)) {
+            mw_errf(err,
+                    "logit bias %g for token %d: not a finite bias of a token in the "
+                    "vocabulary of %lld",
+                    (double)p->logit_bias[i].bias, p->logit_bias[i].token, (long long)s->p.n_vocab);
+            return CO_SUBMIT_INVALID;
+        }
     if (p->top_logprobs > CO_TOP_LOGPROBS_MAX) {
         mw_errf(err, "at most %d top logprobs", CO_TOP_LOGPROBS_MAX);
         return CO_SUBMIT_INVALID;
@@ -306,6 +325,17 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
         job_free(j);
         mw_errf(err, "out of memory");
         return CO_SUBMIT_INVALID;
+    }
+    if (p->n_logit_bias) {
+        j->bias = malloc((size_t)p->n_logit_bias * sizeof *j->bias);
+        j->bias_saved = malloc((size_t)p->n_logit_bias * sizeof *j->bias_saved);
+        if (!j->bias || !j->bias_saved) {
+            job_free(j);
+            mw_errf(err, "out of memory");
+            return CO_SUBMIT_INVALID;
+        }
+        memcpy(j->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *j->bias);
+        j->n_bias = p->n_logit_bias;
     }
     memcpy(j->prompt, p->prompt, (size_t)p->n_prompt * sizeof *j->prompt);
     if (p->n_stop_ids) memcpy(j->stop_ids, p->stop_ids, (size_t)p->n_stop_ids * sizeof(int32_t));
@@ -428,11 +458,23 @@ static void fill_logprob(const float *x, int64_t V, int32_t tok, int n, co_logpr
     for (int k = 0; k < lp->n_top; k++) lp->top_lp[k] = (float)(lp->top_lp[k] - lse);
 }
 
+/* Samples from the row with the job's logit biases added; the row is the model's own again after
+ * (the same bits: the saved entries are put back in reverse, not the biases subtracted). */
+static int32_t sample(co_job *j, float *logits) {
+    for (int i = 0; i < j->n_bias; i++) {
+        j->bias_saved[i] = logits[j->bias[i].token];
+        logits[j->bias[i].token] += j->bias[i].bias;
+    }
+    const int32_t tok = md_sample(&j->sampler, logits);
+    for (int i = j->n_bias - 1; i >= 0; i--) logits[j->bias[i].token] = j->bias_saved[i];
+    return tok;
+}
+
 /* A logits row for job j: sample, account, detokenize, decide whether it ends. Appends the
  * token to the job's pending output (under s->mu, held by the caller). */
-static void job_token(co_sched *s, co_job *j, const float *logits, double t) {
+static void job_token(co_sched *s, co_job *j, float *logits, double t) {
     const int64_t V = s->p.n_vocab;
-    int32_t tok = md_sample(&j->sampler, logits);
+    int32_t tok = sample(j, logits);
     j->n_gen++;
     if (s->p.metrics) {
         if (j->n_gen == 1)

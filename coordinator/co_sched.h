@@ -39,6 +39,12 @@ typedef struct co_text_ops {
     void (*end)(void *state); /* frees the state */
 } co_text_ops;
 
+/* A bias added to one token's logit before sampling (OpenAI's logit_bias). */
+typedef struct co_logit_bias {
+    int32_t token;
+    float bias;
+} co_logit_bias;
+
 typedef struct co_sched_params {
     md_ctx *ctx; /* n_seq slots of n_ctx positions (not owned; used only by the model thread) */
     int n_slots;
@@ -81,6 +87,9 @@ typedef struct co_gen_params {
     int n_stop;
     const int32_t *stop_ids; /* copied; end the job like the model's own */
     int n_stop_ids;
+    const co_logit_bias *logit_bias; /* copied; added to the logits the job samples from (the
+                                        logprobs and kept logits are the model's own) */
+    int n_logit_bias;
     bool ignore_eos;  /* the model's end ids do not end the job */
     int top_logprobs; /* -1: no logprobs; 0..CO_TOP_LOGPROBS_MAX: the chosen token's and as many
                          alternatives */

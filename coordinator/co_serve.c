@@ -286,6 +286,7 @@ static int open_all(serve *s, mw_err *err) {
                            .model_id = s->model_id,
                            .created = (long long)time(NULL),
                            .n_ctx = s->n_ctx,
+                           .n_vocab = c->n_vocab,
                            .retry_after_s = 1,
                            .thinking = o->thinking};
     if (co_routes_new(&rp, &s->routes, err)) return -1;

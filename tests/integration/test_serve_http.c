@@ -178,6 +178,39 @@ static const char *choice_text(json_t *j) {
         json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
 }
 
+static int64_t token_id(json_t *j, size_t i) {
+    return json_integer_value(json_array_get(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "token_ids"), i));
+}
+
+/* logit_bias at temperature 0: -100 on the greedy token makes another win, +100 forces a token
+ * at every step; biases of 0 change nothing. */
+static void test_logit_bias(void **st) {
+    (void)st;
+    static const char fmt[] = "{\"model\":\"model\",\"prompt\":[5,17,300,2,9,44],\"max_tokens\":6,"
+                              "\"temperature\":0,\"return_token_ids\":true,\"ignore_eos\":true,"
+                              "\"logit_bias\":{%s}}";
+    char body[512], bias[64];
+    snprintf(body, sizeof body, fmt, "");
+    json_t *plain = completion(body);
+    const int64_t first = token_id(plain, 0);
+    snprintf(bias, sizeof bias, "\"%lld\":-100", (long long)first);
+    snprintf(body, sizeof body, fmt, bias);
+    json_t *banned = completion(body);
+    assert_true(token_id(banned, 0) != first);
+    snprintf(body, sizeof body, fmt, "\"77\":100");
+    json_t *forced = completion(body);
+    for (size_t i = 0; i < 6; i++) assert_int_equal(token_id(forced, i), 77);
+    snprintf(bias, sizeof bias, "\"%lld\":0,\"77\":0", (long long)first);
+    snprintf(body, sizeof body, fmt, bias);
+    json_t *zero = completion(body);
+    for (size_t i = 0; i < 6; i++) assert_int_equal(token_id(zero, i), token_id(plain, i));
+    json_decref(plain);
+    json_decref(banned);
+    json_decref(forced);
+    json_decref(zero);
+}
+
 /* Text prompts through the model's tokenizer; streamed text = whole text; a stop string that
  * spans two tokens ends the text before it. */
 static void test_text_and_stop_strings(void **st) {
@@ -406,6 +439,23 @@ static void test_bad_json(void **st) {
     expect_error("{\"model\":\"model\",\"prompt\":\"bad \\udc00 utf-16\"}", 400, NULL, NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"max_tokens\":8193}", 400, "max_tokens",
                  "context");
+    /* logit_bias: an object of decimal token ids to biases in [-100, 100], ids in the vocabulary */
+    static const char *const bad_bias[][2] = {{"[1]", "object"},
+                                              {"{\"x\":1}", "token id"},
+                                              {"{\"01\":1}", "token id"},
+                                              {"{\"-1\":1}", "token id"},
+                                              {"{\"1.5\":1}", "token id"},
+                                              {"{\"99999999999\":1}", "token id"},
+                                              {"{\"5\":\"1\"}", "number"},
+                                              {"{\"5\":100.5}", "[-100, 100]"},
+                                              {"{\"5\":-101}", "[-100, 100]"},
+                                              {"{\"100000\":1}", "vocabulary"}};
+    for (size_t i = 0; i < sizeof bad_bias / sizeof bad_bias[0]; i++) {
+        char b[256];
+        snprintf(b, sizeof b, "{\"model\":\"model\",\"prompt\":[1],\"logit_bias\":%s}",
+                 bad_bias[i][0]);
+        expect_error(b, 400, "logit_bias", bad_bias[i][1]);
+    }
     /* a prompt longer than the context */
     char *p = malloc(40000);
     int n = sprintf(p, "{\"model\":\"model\",\"prompt\":[");
@@ -628,6 +678,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_equals_generate),
         cmocka_unit_test(test_text_and_stop_strings),
+        cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_malformed_http),
         cmocka_unit_test(test_slow_clients),

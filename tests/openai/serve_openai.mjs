@@ -82,6 +82,19 @@ if (phase === 'main') {
     for (const t of lp.top_logprobs) assert.ok(Object.keys(t).length >= 1);
   });
 
+  test('logit_bias', async () => {
+    const args = { model, prompt: promptIds, max_tokens: 4, temperature: 0, ignore_eos: true,
+                   return_token_ids: true };
+    const plain = await client.completions.create(args);
+    const first = plain.choices[0].token_ids[0];
+    const banned = await client.completions.create({ ...args, logit_bias: { [first]: -100 } });
+    assert.notEqual(banned.choices[0].token_ids[0], first);
+    const forced = await client.completions.create({ ...args, logit_bias: { 77: 100 } });
+    assert.deepEqual(forced.choices[0].token_ids, [77, 77, 77, 77]);
+    await assert.rejects(client.completions.create({ ...args, logit_bias: { 77: 101 } }),
+                         (e) => e instanceof OpenAI.BadRequestError && e.param === 'logit_bias');
+  });
+
   test('chat', { skip: !hasChat }, async () => {
     const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi!' }];
     const whole = await client.chat.completions.create({ model, messages, max_tokens: 16,

@@ -4,6 +4,7 @@
  * freeing the slot, admission limits; and stop strings over split text (co_stop). */
 #include "tests/support/mw_test.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,8 +116,8 @@ static void prompt_of(int32_t *p, int n, int salt) {
     for (int i = 0; i < n; i++) p[i] = (int32_t)((i * 37 + salt * 101 + 5) % 500);
 }
 
-static void submit(env *e, result *r, const int32_t *prompt, int n, int max_tokens, float temp,
-                   uint64_t seed) {
+static void submit_biased(env *e, result *r, const int32_t *prompt, int n, int max_tokens,
+                          float temp, uint64_t seed, const co_logit_bias *bias, int n_bias) {
     memset(r, 0, sizeof *r);
     co_gen_params gp = {.prompt = prompt,
                         .n_prompt = n,
@@ -125,10 +126,17 @@ static void submit(env *e, result *r, const int32_t *prompt, int n, int max_toke
                         .top_p = temp > 0 ? 0.9f : 1.0f,
                         .seed = seed,
                         .top_logprobs = -1,
+                        .logit_bias = bias,
+                        .n_logit_bias = n_bias,
                         .ignore_eos = true,
                         .keep_logits = true};
     mw_err err = {{0}};
     assert_int_equal(co_sched_submit(e->s, &gp, on_output, r, &r->job, &err), CO_SUBMIT_OK);
+}
+
+static void submit(env *e, result *r, const int32_t *prompt, int n, int max_tokens, float temp,
+                   uint64_t seed) {
+    submit_biased(e, r, prompt, n, max_tokens, temp, seed, NULL, 0);
 }
 
 static void run_until(env *e, result *rs, int n) {
@@ -294,6 +302,57 @@ static void test_cancel_frees_slot(void **st) {
     env_close(&e);
 }
 
+/* logit_bias: -100 on the greedy token makes another one win; +100 forces a token at every step;
+ * a bias on a token that never wins changes nothing, and the kept logits (the model's own) are
+ * the unbiased run's bit for bit, so the row is restored after sampling. Ids outside the
+ * vocabulary and non-finite biases are refused. */
+static void test_logit_bias(void **st) {
+    (void)st;
+    enum { N = 10 };
+    int32_t p[9];
+    prompt_of(p, 9, 6);
+    env e;
+    env_open(&e, KN_NUM_F32, 4, 16, 4);
+    result plain, banned, forced, idle;
+    submit(&e, &plain, p, 9, N, 0.0f, 0);
+    run_until(&e, &plain, 1);
+    const co_logit_bias ban = {plain.tok[0], -100.0f}, force = {77, 100.0f};
+    /* a token no step chose, lowered: it cannot win */
+    int32_t unused = 0;
+    for (int i = 0; i < N; i++)
+        if (plain.tok[i] == unused) unused++, i = -1;
+    const co_logit_bias low = {unused, -100.0f};
+    submit_biased(&e, &banned, p, 9, N, 0.0f, 0, &ban, 1);
+    submit_biased(&e, &forced, p, 9, N, 0.0f, 0, &force, 1);
+    submit_biased(&e, &idle, p, 9, N, 0.0f, 0, &low, 1);
+    result *all[] = {&banned, &forced, &idle};
+    for (int k = 0; k < 3; k++) run_until(&e, all[k], 1);
+    assert_int_equal(banned.n, N);
+    assert_true(banned.tok[0] != plain.tok[0]);
+    assert_memory_equal(banned.logits, plain.logits, 512 * sizeof(float)); /* the first row */
+    for (int i = 0; i < N; i++) assert_int_equal(forced.tok[i], 77);
+    assert_memory_equal(idle.tok, plain.tok, N * sizeof(int32_t));
+    assert_memory_equal(idle.logits, plain.logits, (size_t)N * 512 * sizeof(float));
+    /* refused */
+    result d = {0};
+    mw_err err = {{0}};
+    co_logit_bias bad = {512, 1.0f};
+    co_gen_params gp = {.prompt = p,
+                        .n_prompt = 9,
+                        .max_tokens = 2,
+                        .top_p = 1,
+                        .top_logprobs = -1,
+                        .logit_bias = &bad,
+                        .n_logit_bias = 1};
+    assert_int_equal(co_sched_submit(e.s, &gp, on_output, &d, &d.job, &err), CO_SUBMIT_INVALID);
+    assert_non_null(strstr(err.msg, "vocabulary"));
+    bad = (co_logit_bias){3, NAN};
+    assert_int_equal(co_sched_submit(e.s, &gp, on_output, &d, &d.job, &err), CO_SUBMIT_INVALID);
+    result *frees[] = {&plain, &banned, &forced, &idle};
+    for (int k = 0; k < 4; k++) free(frees[k]->logits);
+    env_close(&e);
+}
+
 static void feed(co_stop *s, const char *const *pieces, int n, co_buf *out, int *hit_at) {
     *hit_at = -1;
     for (int i = 0; i < n; i++)
@@ -410,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_stop_ids_and_limits),
         cmocka_unit_test(test_cancel_frees_slot),
         cmocka_unit_test(test_slow_loop_takes_every_output),
+        cmocka_unit_test(test_logit_bias),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
