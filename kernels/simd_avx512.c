@@ -50,32 +50,74 @@ static const int8_t mxfp4_lut64[64] = {
 #undef LUT
 };
 
-/* One full group of 8 blocks: the exact per-block sums minus the bias (lane j = block j), and
- * the scales d_x * h(e). vscalef computes d_x * 2^(e - 128) with one rounding, which is the
- * correctly rounded product d_x * h(e) (h is exact for every e, subnormals included). */
-static inline void mxfp4_group(const uint8_t *row, const __m512i *x, const float *dx,
-                               const int32_t *xs, __m256i *isum, __m256 *scale) {
+/* One full group of 8 blocks decoded in registers: the biased codes in the interleaved layout of
+ * simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
+ * the high nibbles alike: the 256 bytes of kn_x86_decode_mxfp4's group, in order) and the
+ * exponents e - 128 as floats (lane j = block j). */
+static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
+                                                              __m256 *ef) {
     const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx), lut = _mm512_loadu_si512(mxfp4_lut64);
     const __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
     const __m512i za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
     const __m512i zb = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), qidx,
                                                 _mm512_loadu_si512(row + 72)); /* dwords 2, 3 */
-    const __m512i lo_a = _mm512_permutexvar_epi8(za, lut), lo_b = _mm512_permutexvar_epi8(zb, lut);
-    const __m512i hi_a = _mm512_permutexvar_epi8(_mm512_srli_epi16(za, 4), lut);
-    const __m512i hi_b = _mm512_permutexvar_epi8(_mm512_srli_epi16(zb, 4), lut);
-    /* two chains (latency); the first starts from the bias, -12 * sum(q) per block */
-    __m512i s0 = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)xs));
-    s0 = _mm512_dpbusd_epi32(s0, lo_a, _mm512_load_si512(x));
-    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo_b, _mm512_load_si512(x + 1));
-    s0 = _mm512_dpbusd_epi32(s0, hi_a, _mm512_load_si512(x + 2));
-    s1 = _mm512_dpbusd_epi32(s1, hi_b, _mm512_load_si512(x + 3));
-    const __m512i s = _mm512_add_epi32(s0, s1); /* lanes j and 8 + j: block j */
-    *isum = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    w[0] = _mm512_permutexvar_epi8(za, lut);
+    w[1] = _mm512_permutexvar_epi8(zb, lut);
+    w[2] = _mm512_permutexvar_epi8(_mm512_srli_epi16(za, 4), lut);
+    w[3] = _mm512_permutexvar_epi8(_mm512_srli_epi16(zb, 4), lut);
     const __m512i e = _mm512_maskz_permutex2var_epi8(KN_MASK_BYTE0_OF_8_DWORDS, w0,
                                                      _mm512_loadu_si512(mxfp4_e_idx), w1);
-    const __m256 ef =
-        _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
+    *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
+}
+
+/* One full group of 8 blocks: the exact per-block sums minus the bias (lane j = block j), and
+ * the scales d_x * h(e). vscalef computes d_x * 2^(e - 128) with one rounding, which is the
+ * correctly rounded product d_x * h(e) (h is exact for every e, subnormals included). */
+static inline void mxfp4_group(const uint8_t *row, const __m512i *x, const float *dx,
+                               const int32_t *xs, __m256i *isum, __m256 *scale) {
+    __m512i w[4];
+    __m256 ef;
+    mxfp4_codes(row, w, &ef);
+    /* two chains (latency); the first starts from the bias, -12 * sum(q) per block */
+    __m512i s0 = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)xs));
+    s0 = _mm512_dpbusd_epi32(s0, w[0], _mm512_load_si512(x));
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_load_si512(x + 1));
+    s0 = _mm512_dpbusd_epi32(s0, w[2], _mm512_load_si512(x + 2));
+    s1 = _mm512_dpbusd_epi32(s1, w[3], _mm512_load_si512(x + 3));
+    const __m512i s = _mm512_add_epi32(s0, s1); /* lanes j and 8 + j: block j */
+    *isum = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
     *scale = _mm256_scalef_ps(_mm256_load_ps(dx), ef);
+}
+
+/* kn_x86_decode_mxfp4 with the byte permutes above: codes, then h(e) = 2^(e - 128) per block
+ * (exact: vscalef of 1). The tail group is read in place when its window lies before `end`, as the
+ * streaming kernel reads it: its blocks past the row meet zero activations and d_x = 0, so their
+ * codes add 0 to the block sums and their scales give d_x * h(e) = 0, as the zero-padded copy
+ * (used at the matrix's end) gives. */
+static void decode_mxfp4_v512(const uint8_t *row, int64_t k, const uint8_t *end, void *dst) {
+    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k), full = nb / 8;
+    uint8_t *q = dst;
+    float *sc = (float *)(q + ng * KN_X86_GROUP_QS);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m512i w[4];
+    __m256 ef;
+    for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES, q += KN_X86_GROUP_QS) {
+        kn_x86_prefetch(row, 8 * KN_MXFP4_BYTES);
+        mxfp4_codes(row, w, &ef);
+        for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, w[i]);
+        _mm256_store_ps(sc + 8 * g, _mm256_scalef_ps(one, ef));
+    }
+    if (full == ng) return;
+    _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56];
+    if (end - row >= 8 * KN_MXFP4_BYTES) {
+        mxfp4_codes(row, w, &ef);
+    } else {
+        memset(pad, 0, sizeof pad);
+        memcpy(pad, row, (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
+        mxfp4_codes(pad, w, &ef);
+    }
+    for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, w[i]);
+    _mm256_store_ps(sc + 8 * full, _mm256_scalef_ps(one, ef));
 }
 
 static float dot_mxfp4_row(const uint8_t *row, const uint8_t *x, int64_t nb, const uint8_t *end) {
@@ -468,14 +510,15 @@ static int mx_tile_rows(size_t row_bytes) {
  * scales in the interleaved layout; the tokens' prepared rows carry the matching bias per block. */
 static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                           int64_t n1, void *scratch,
-                          void (*decode)(const uint8_t *, int64_t, void *)) {
+                          void (*decode)(const uint8_t *, int64_t, const uint8_t *, void *)) {
     const int64_t ng = kn_x86_groups(W->cols);
     const size_t rb = kn_x86_mxfp4_row_bytes(W->cols); /* = kn_x86_q8_0_row_bytes */
     const int R = mx_tile_rows(rb);
+    const uint8_t *end = kn_x86_mat_end(W);
     for (int64_t r0 = n0; r0 < n1; r0 += R) {
         const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
         for (int r = 0; r < rn; r++)
-            decode((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
+            decode((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols, end,
                    (uint8_t *)scratch + (size_t)r * rb);
         const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
@@ -506,7 +549,7 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
     if (x->T > 1) {
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, kn_x86_decode_mxfp4);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, decode_mxfp4_v512);
         return;
     }
     const uint8_t *end = kn_x86_mat_end(W);
@@ -527,12 +570,54 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
  * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of simd_x86_int8.h, which
  * reads the same prepared rows and ignores the bias. */
 
-static void q8_0_decode_u8(const uint8_t *row, int64_t k, void *dst) {
-    kn_x86_decode_q8_0(row, k, dst);
+/* One full group of 8 stored Q8_0 blocks (272 bytes) to the interleaved layout, weights made
+ * unsigned: the 8 x 8 transpose of the blocks' dwords, 4 blocks' halves per 128-bit lane. */
+static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
+    __m512i a[4], t[4], v[4];
+    for (int j = 0; j < 4; j++) { /* lanes: block j bytes 0..15, 16..31, block j + 4 alike */
+        const uint8_t *b = row + KN_Q8_0_BYTES * j + 2;
+        a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)),
+                                  _mm256_loadu_si256((const __m256i *)(b + 4 * KN_Q8_0_BYTES)), 1);
+    }
+    t[0] = _mm512_unpacklo_epi32(a[0], a[1]);
+    t[1] = _mm512_unpackhi_epi32(a[0], a[1]);
+    t[2] = _mm512_unpacklo_epi32(a[2], a[3]);
+    t[3] = _mm512_unpackhi_epi32(a[2], a[3]);
+    v[0] = _mm512_unpacklo_epi64(t[0], t[2]); /* lane L: dword k of the 4 blocks of lane L */
+    v[1] = _mm512_unpackhi_epi64(t[0], t[2]);
+    v[2] = _mm512_unpacklo_epi64(t[1], t[3]);
+    v[3] = _mm512_unpackhi_epi64(t[1], t[3]);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    uint8_t *w = dst;
-    for (int64_t i = 0; i < kn_x86_groups(k) * KN_X86_GROUP_QS; i += 64)
-        _mm512_storeu_si512(w + i, _mm512_xor_si512(_mm512_loadu_si512(w + i), flip));
+    /* w[k] = lanes 0 and 2 of v[k], w[k + 4] = lanes 1 and 3: stored as [w0 w1] [w2 w3] ... */
+    const __m512i o[4] = {_mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)),
+                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(3, 1, 3, 1))};
+    for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, _mm512_xor_si512(o[i], flip));
+}
+
+/* kn_x86_decode_q8_0 with weights made unsigned: the same layout. The tail group is read in place
+ * when it lies before `end`: its blocks past the row meet zero activations (block sums 0) and get
+ * scale 0, as in the zero-padded copy used at the matrix's end. */
+static void q8_0_decode_u8(const uint8_t *row, int64_t k, const uint8_t *end, void *dst) {
+    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k), full = nb / 8;
+    uint8_t *q = dst;
+    float *sc = (float *)(q + ng * KN_X86_GROUP_QS);
+    for (int64_t g = 0; g < full; g++, row += 8 * KN_Q8_0_BYTES, q += KN_X86_GROUP_QS) {
+        kn_x86_prefetch(row, 8 * KN_Q8_0_BYTES);
+        q8_0_group_u8(row, q);
+        _mm256_store_ps(sc + 8 * g, kn_x86_q8_0_d(row));
+    }
+    if (full == ng) return;
+    const int left = (int)(nb - 8 * full);
+    _Alignas(64) uint8_t pad[8 * KN_Q8_0_BYTES];
+    if (end - row < 8 * KN_Q8_0_BYTES) {
+        memset(pad, 0, sizeof pad);
+        memcpy(pad, row, (size_t)left * KN_Q8_0_BYTES);
+        row = pad;
+    }
+    q8_0_group_u8(row, q);
+    _mm256_store_ps(sc + 8 * full, _mm256_and_ps(kn_x86_q8_0_d(row), kn_x86_live_lanes(left)));
 }
 
 static void q8_0_act_prep(const float *x, void *dst, int64_t k) {

@@ -227,11 +227,12 @@ static void test_e8m0_edges_in_matmul(void **state) {
 }
 
 /* Rows whose block count is not a multiple of 8 end in a partial group, which the streaming
- * (T = 1) kernels may read in place past the row: the bytes there belong to the next row and
- * must not leak into the result, even when they hold inf / NaN Q8_0 scales or subnormal MXFP4
- * exponents. Odd rows start with such poisoned blocks; every even row (whose tail reads them)
- * must equal the scalar reference bit for bit, for every tail length 1..7 and every ISA. The last
- * row (no next row to read) is even and checked too. */
+ * (T = 1) kernels and the batch kernels' tile decode may read in place past the row: the bytes
+ * there belong to the next row and must not leak into the result, even when they hold inf / NaN
+ * Q8_0 scales or subnormal MXFP4 exponents. Odd rows start with such poisoned blocks; every even
+ * row (whose tail reads them) must equal the scalar reference bit for bit, for every tail length
+ * 1..7, every ISA and T = 1, 2 and 5 tokens. The last row (no next row to read) is even and
+ * checked too. */
 static void test_partial_group_reads_past_row(void **state) {
     (void)state;
     kt_rng r = {4242};
@@ -255,17 +256,24 @@ static void test_partial_group_reads_past_row(void **state) {
                     else
                         blk[0] = (uint8_t)(b % 2); /* subnormal h */
                 }
-            float *x = kt_gauss_vec(&r, cols, 1.0f), y[ROWS], want[ROWS];
-            kn_isa_force(KN_ISA_SCALAR);
-            run(&W, x, 1, want, KN_NUM_Q8, NULL);
-            for (int i = 0; i < nisa; i++) {
-                kt_use(&isas[i]);
-                run(&W, x, 1, y, KN_NUM_Q8, NULL);
-                for (int n = 0; n < ROWS; n += 2) {
-                    char what[96];
-                    snprintf(what, sizeof what, "%s %s K=%lld row %d", isas[i].name,
-                             kn_type_name(t), (long long)cols, n);
-                    assert_true(kt_same_bits(what, &y[n], &want[n], 1));
+            enum { TMAX = 5 };
+            float *x = kt_gauss_vec(&r, TMAX * cols, 1.0f), y[TMAX * ROWS], want[TMAX * ROWS];
+            for (int k = 0; k < 3; k++) {
+                const int64_t T = (int64_t[]){1, 2, TMAX}[k];
+                kn_isa_force(KN_ISA_SCALAR);
+                run(&W, x, T, want, KN_NUM_Q8, NULL);
+                for (int i = 0; i < nisa; i++) {
+                    kt_use(&isas[i]);
+                    run(&W, x, T, y, KN_NUM_Q8, NULL);
+                    for (int64_t tt = 0; tt < T; tt++)
+                        for (int n = 0; n < ROWS; n += 2) {
+                            char what[112];
+                            snprintf(what, sizeof what, "%s %s K=%lld T=%lld token %lld row %d",
+                                     isas[i].name, kn_type_name(t), (long long)cols, (long long)T,
+                                     (long long)tt, n);
+                            assert_true(
+                                kt_same_bits(what, &y[tt * ROWS + n], &want[tt * ROWS + n], 1));
+                        }
                 }
             }
             kt_free_mat(&W);
