@@ -11,8 +11,20 @@
 //
 //   node bench/bench_serve.mjs --target NAME=URL[,MODEL] ... [--streams 1,4,16,64]
 //        [--prompt-tokens 128] [--max-tokens 32] [--rounds 2] [--vocab 8000] [--warmup 1]
+//        [--text-only MODEL.gguf] [--reverse: the first level in reverse target order]
+//   node bench/bench_serve.mjs --table FILE [--base NAME]
 //
-// MODEL defaults to the first id of URL/v1/models.
+// MODEL defaults to the first id of URL/v1/models. --text-only reads the GGUF's vocabulary and
+// sends every request a logit_bias that leaves only the normal tokens whose text is valid UTF-8 on
+// its own (-100 on the others, or +100 on these when they are the fewer: the same distribution),
+// so a random-weight model writes valid text, which servers that parse their output (llama-server)
+// need. Every request must generate max_tokens tokens (usage.completion_tokens), else the run stops:
+// a server that ended early would look faster. --table reads such JSON lines (several passes of
+// the same levels allowed) and prints per level and target the median aggregate tok/s (with the
+// range over passes), TTFT and ITL p50 / p99, the aggregate over the same target's one-stream
+// figure, and each target's aggregate over the --base target's (default: llama.cpp when present)
+// in the same pass.
+import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
 function parseArgs(argv) {
@@ -31,11 +43,121 @@ function parseArgs(argv) {
     else if (a === '--rounds') o.rounds = +v;
     else if (a === '--vocab') o.vocab = +v;
     else if (a === '--warmup') o.warmup = +v;
+    else if (a === '--text-only') o.textOnly = v;
+    else if (a === '--reverse') { o.reverse = true; continue; }
     else throw new Error(`unknown option ${a} (see the comment at the top)`);
     i++;
   }
   if (!o.targets.length) throw new Error('at least one --target NAME=URL');
   return o;
+}
+
+// The GGUF metadata's tokenizer.ggml.{model,tokens,token_type}: read through a small buffered
+// reader, stopping at the tensor infos.
+function ggufVocab(file) {
+  const fd = openSync(file, 'r');
+  let buf = Buffer.alloc(0), at = 0, pos = 0;
+  const need = (n) => {
+    if (buf.length - at >= n) return;
+    const more = Buffer.alloc(Math.max(n, 1 << 22));
+    const got = readSync(fd, more, 0, more.length, pos);
+    pos += got;
+    buf = Buffer.concat([buf.subarray(at), more.subarray(0, got)]);
+    at = 0;
+    if (buf.length < n) throw new Error(`${file}: truncated GGUF metadata`);
+  };
+  const u32 = () => (need(4), (at += 4), buf.readUInt32LE(at - 4));
+  const u64 = () => (need(8), (at += 8), Number(buf.readBigUInt64LE(at - 8)));
+  const str = () => {
+    const n = u64();
+    need(n);
+    at += n;
+    return buf.subarray(at - n, at).toString('latin1'); // bytes; decoded by the caller
+  };
+  const sizes = { 0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8 };
+  const value = (type, keep) => {
+    if (type === 8) return str();
+    if (type === 9) {
+      const et = u32(), n = u64(), out = keep ? [] : null;
+      for (let i = 0; i < n; i++) {
+        const x = value(et, keep);
+        if (keep) out.push(x);
+      }
+      return out;
+    }
+    if (!(type in sizes)) throw new Error(`${file}: GGUF value type ${type}`);
+    need(sizes[type]);
+    at += sizes[type];
+    return type === 4 || type === 5 ? buf.readInt32LE(at - 4) : null;
+  };
+  try {
+    need(24);
+    if (buf.toString('latin1', 0, 4) !== 'GGUF') throw new Error(`${file}: not a GGUF file`);
+    at = 8;
+    u64();
+    const nkv = u64(), kv = {};
+    const want = ['tokenizer.ggml.model', 'tokenizer.ggml.tokens', 'tokenizer.ggml.token_type'];
+    for (let i = 0; i < nkv; i++) {
+      const key = str(), type = u32();
+      kv[key] = value(type, want.includes(key));
+    }
+    if (!kv['tokenizer.ggml.tokens']) throw new Error(`${file}: no tokenizer.ggml.tokens`);
+    return { model: kv['tokenizer.ggml.model'], tokens: kv['tokenizer.ggml.tokens'],
+             types: kv['tokenizer.ggml.token_type'] || [] };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+// The bytes a token stands for: GPT-2's byte-level alphabet (tokenizer model "gpt2") or
+// SentencePiece's ▁ and <0xXX> byte tokens ("llama").
+function tokenBytes(model, text, type) {
+  const utf8 = Buffer.from(text, 'latin1'); // GGUF strings are UTF-8
+  if (model === 'llama') {
+    const m = type === 6 && /^<0x([0-9A-Fa-f]{2})>$/.exec(utf8.toString());
+    return m ? Buffer.from([parseInt(m[1], 16)]) : Buffer.from(utf8.toString().replaceAll('\u2581', ' '));
+  }
+  if (model !== 'gpt2') throw new Error(`--text-only: tokenizer model '${model}' not supported`);
+  if (!tokenBytes.inv) {
+    const direct = [];
+    for (let b = 33; b <= 126; b++) direct.push(b);
+    for (let b = 161; b <= 172; b++) direct.push(b);
+    for (let b = 174; b <= 255; b++) direct.push(b);
+    tokenBytes.inv = new Map(direct.map((b) => [b, b]));
+    let n = 0;
+    for (let b = 0; b < 256; b++) if (!direct.includes(b)) tokenBytes.inv.set(256 + n++, b);
+  }
+  const out = [];
+  for (const ch of utf8.toString()) {
+    const b = tokenBytes.inv.get(ch.codePointAt(0));
+    if (b === undefined) return null;
+    out.push(b);
+  }
+  return Buffer.from(out);
+}
+
+// logit_bias leaving only normal tokens whose text is non-empty, valid UTF-8 on its own.
+function textOnlyBias(file) {
+  const v = ggufVocab(file), strict = new TextDecoder('utf-8', { fatal: true });
+  const good = [], bad = [];
+  v.tokens.forEach((t, id) => {
+    const type = v.types[id] ?? 1;
+    let ok = type === 1 || (type === 6 && v.model === 'llama');
+    if (ok) {
+      const b = tokenBytes(v.model, t, type);
+      try {
+        ok = b !== null && b.length > 0 && strict.decode(b).length > 0;
+      } catch {
+        ok = false;
+      }
+    }
+    (ok ? good : bad).push(id);
+  });
+  if (!good.length) throw new Error(`${file}: no token is valid text on its own`);
+  const bias = {};
+  if (bad.length <= good.length) for (const id of bad) bias[id] = -100;
+  else for (const id of good) bias[id] = 100;
+  return { bias, good: good.length, bad: bad.length };
 }
 
 // A request's prompt: fixed ids, different per request so no server can reuse a cached prefix.
@@ -54,6 +176,7 @@ async function one(t, o, salt) {
   const body = { model: t.model, prompt: promptIds(o.prompt, o.vocab, salt), max_tokens: o.max,
                  temperature: 0, stream: true, ignore_eos: true, return_token_ids: true,
                  stream_options: { include_usage: true } };
+  if (o.bias) body.logit_bias = o.bias;
   const t0 = performance.now();
   const res = await fetch(t.url + '/v1/completions', {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
@@ -86,8 +209,10 @@ async function one(t, o, salt) {
       }
     }
   }
-  return { ttft: first - t0, gaps, times, first, last,
-           tokens: usage ? usage.completion_tokens : tokens };
+  const got = usage ? usage.completion_tokens : tokens;
+  if (got !== o.max)
+    throw new Error(`${t.name}: a request generated ${got} tokens, not max_tokens = ${o.max}`);
+  return { ttft: first - t0, gaps, times, first, last, tokens: got };
 }
 
 function pct(a, p) {
@@ -153,7 +278,70 @@ async function level(t, o, streams, saltBase) {
   return line;
 }
 
+function median(a) {
+  const s = [...a].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+function fmtRange(a, digits) {
+  const m = median(a).toFixed(digits);
+  return a.length > 1 ? `${m} (${Math.min(...a).toFixed(digits)}–${Math.max(...a).toFixed(digits)})`
+                      : m;
+}
+
+// The table of --table FILE: lines of one (pass, level, target) each; a pass starts again when a
+// (level, target) repeats.
+function table(file, base) {
+  const rows = readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l)).filter((j) => j.target && j.streams && j.tok_per_s !== undefined);
+  const seen = new Map(); // `${target} ${streams}` -> passes so far
+  for (const r of rows) {
+    const k = `${r.target} ${r.streams}`;
+    r.pass = seen.get(k) ?? 0;
+    seen.set(k, r.pass + 1);
+  }
+  const targets = [...new Set(rows.map((r) => r.target))];
+  const levels = [...new Set(rows.map((r) => r.streams))].sort((a, b) => a - b);
+  if (!base) base = targets.find((t) => t.startsWith('llama')) ?? null;
+  const at = (t, n, pass) => rows.find((r) => r.target === t && r.streams === n && r.pass === pass);
+  const cols = ['streams', 'target', 'agg tok/s', 'TTFT p50 / p99 ms', 'ITL p50 / p99 ms',
+                '× 1 stream'];
+  if (base) cols.push(`× ${base}`);
+  const out = [`| ${cols.join(' | ')} |`, `|${cols.map(() => ' --- ').join('|')}|`];
+  for (const n of levels)
+    for (const t of targets) {
+      const rs = rows.filter((r) => r.target === t && r.streams === n);
+      if (!rs.length) continue;
+      const m = (f) => median(rs.map((r) => r[f]).filter((x) => x !== null && x !== undefined));
+      const scale = rs.map((r) => at(t, levels[0], r.pass)).map((one, i) =>
+        one ? rs[i].tok_per_s / one.tok_per_s : null).filter((x) => x !== null);
+      const cells = [n, t, fmtRange(rs.map((r) => r.tok_per_s), 1),
+                     rs[0].ttft_ms_p50 === undefined ? '—' : `${m('ttft_ms_p50').toFixed(0)} / ${m('ttft_ms_p99').toFixed(0)}`,
+                     rs[0].itl_ms_p50 == null ? '—' : `${m('itl_ms_p50').toFixed(1)} / ${m('itl_ms_p99').toFixed(1)}`,
+                     levels[0] === 1 && scale.length ? fmtRange(scale, 2) : '—'];
+      if (base) {
+        const vs = rs.map((r) => at(base, n, r.pass)).map((b, i) =>
+          b ? rs[i].tok_per_s / b.tok_per_s : null).filter((x) => x !== null);
+        cells.push(t === base || !vs.length ? '—' : fmtRange(vs, 2));
+      }
+      out.push(`| ${cells.join(' | ')} |`);
+    }
+  console.log(out.join('\n'));
+}
+
+const tableAt = process.argv.indexOf('--table');
+if (tableAt > 0) {
+  const b = process.argv.indexOf('--base');
+  table(process.argv[tableAt + 1], b > 0 ? process.argv[b + 1] : null);
+  process.exit(0);
+}
 const o = parseArgs(process.argv);
+let vocabNote = null;
+if (o.textOnly) {
+  const b = textOnlyBias(o.textOnly);
+  o.bias = b.bias;
+  vocabNote = { text_tokens: b.good, other_tokens: b.bad, bias_entries: Object.keys(b.bias).length };
+}
 for (const t of o.targets) {
   if (!t.model) {
     const r = await (await fetch(t.url + '/v1/models')).json();
@@ -165,10 +353,10 @@ console.log(JSON.stringify({ bench: 'serve', date: new Date().toISOString(),
                              targets: o.targets.map((t) => ({ name: t.name, url: t.url,
                                                               model: t.model })),
                              streams: o.streams, prompt_tokens: o.prompt, max_tokens: o.max,
-                             rounds: o.rounds }));
+                             rounds: o.rounds, ...(vocabNote && { text_only: vocabNote }) }));
 let salt = 0;
 for (let li = 0; li < o.streams.length; li++) {
   // each level in turns: the order alternates from level to level
-  const order = li % 2 ? [...o.targets].reverse() : o.targets;
+  const order = (li + (o.reverse ? 1 : 0)) % 2 ? [...o.targets].reverse() : o.targets;
   for (const t of order) console.log(JSON.stringify(await level(t, o, o.streams[li], ++salt * 100000)));
 }

@@ -1,23 +1,30 @@
 #!/usr/bin/env bash
 # bench/serve_vs_llamacpp.sh — the serving benchmark side by side: starts `coordinator serve` on a
 # GGUF in process and over a 2-node loopback cluster, and (when LLAMA_SERVER names its binary)
-# llama.cpp's llama-server on the same file with the same threads, each on a free port; then, level
-# by level, runs bench/bench_serve.mjs against all of them in turns and (when LLAMA_BATCHED_BENCH
-# names it) llama-batched-bench with the same prompt and generated lengths and sequences, and
-# stops the servers. One JSON line per (level, target).
+# llama.cpp's llama-server on the same file with the same threads and slots (`-np`), each on a free
+# port; then, level by level, runs bench/bench_serve.mjs against all of them in turns (the order
+# alternating from level to level, the whole sweep MW_PASSES times) and (when LLAMA_BATCHED_BENCH
+# names it) llama-batched-bench with the same prompt and generated lengths and sequences, stops
+# the servers and prints the table: per level and target the aggregate tok/s (median and range
+# over the passes), TTFT and ITL p50 / p99, the aggregate over one stream's, and over
+# llama-server's in the same pass. The JSON lines go to stdout as they come; the table follows.
 #   bench/serve_vs_llamacpp.sh MODEL.gguf [--streams 1,4,16,64] [other bench_serve.mjs options]
 #   env: LLAMA_SERVER, LLAMA_BATCHED_BENCH (paths), MW_THREADS (default 2), MW_SLOTS (default 64),
 #        MW_CTX (positions per sequence, default 256), MW_CONFIGS (default "inproc loopback2"),
-#        MW_PROMPT (default 128), MW_GEN (default 32)
-# llama-server parses every reply with its chat output parser, which rejects the invalid UTF-8 a
-# random-weight model produces ("does not match the expected Content-only format"); on the
-# synthetic bench models use LLAMA_BATCHED_BENCH.
+#        MW_PROMPT (default 128), MW_GEN (default 32), MW_PASSES (default 1), MW_OUT (keep the
+#        JSON lines in this file)
+# Every request carries the logit_bias of bench_serve.mjs --text-only: on a random-weight model
+# only tokens that are valid UTF-8 text on their own are generated, on every server alike
+# (llama-server parses its replies and answers 500 to invalid UTF-8); every request must generate
+# all MW_GEN tokens (EOS ignored), else the run stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: bench/serve_vs_llamacpp.sh MODEL.gguf [bench_serve options]}
 shift
-threads=${MW_THREADS:-2} slots=${MW_SLOTS:-64} ctx=${MW_CTX:-256}
+threads=${MW_THREADS:-2} slots=${MW_SLOTS:-64} ctx=${MW_CTX:-256} passes=${MW_PASSES:-1}
 dir=$(mktemp -d)
+out=${MW_OUT:-$dir/lines.jsonl}
+: >"$out"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -51,6 +58,7 @@ for cfg in ${MW_CONFIGS:-inproc loopback2}; do
 done
 if [ -n "${LLAMA_SERVER:-}" ]; then
   port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  # -c is shared by the -np slots: ctx positions each, as moewire's --max-seqs / --ctx
   "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -tb "$threads" \
     -np "$slots" -c $((slots * ctx)) --no-webui --no-jinja --reasoning-format none \
     >"$dir/llama.log" 2>&1 &
@@ -79,10 +87,15 @@ batched() { # one llama-batched-bench level, as a bench_serve-like JSON line
       tok_per_s:+j.speed_tg.toFixed(2),prefill_tok_per_s:+j.speed_pp.toFixed(2),wall_s:j.t}))}})'
 }
 i=0
-for n in ${streams//,/ }; do
-  if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 1 ]; then batched "$n"; fi
-  node bench/bench_serve.mjs "${targets[@]}" --vocab 32000 --prompt-tokens "$prompt" \
-    --max-tokens "$gen" --streams "$n" --warmup $((i == 0)) "${args[@]}"
-  if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 0 ]; then batched "$n"; fi
-  i=$((i + 1))
+for _ in $(seq 1 "$passes"); do
+  for n in ${streams//,/ }; do
+    if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 1 ]; then batched "$n" | tee -a "$out"; fi
+    node bench/bench_serve.mjs "${targets[@]}" --vocab 32000 --prompt-tokens "$prompt" \
+      --max-tokens "$gen" --streams "$n" --warmup $((i == 0)) --text-only "$model" $([ $((i % 2)) -eq 1 ] && echo --reverse) \
+      ${args[@]+"${args[@]}"} | tee -a "$out"
+    if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 0 ]; then batched "$n" | tee -a "$out"; fi
+    i=$((i + 1))
+  done
 done
+echo
+node bench/bench_serve.mjs --table "$out"
