@@ -6,13 +6,16 @@
  *
  * Models come from `vindex synth` (random weights, written to build/bench-models/ when absent).
  *   bench_model [--layers 4,8,24] [--threads 1,2] [--prompt 128] [--decode 32] [--dir DIR]
- *               [--vindex PATH] [--numerics q8|f32] [--model PATH] [--profile] [--pin auto|yes|no]
+ *               [--vindex PATH] [--numerics q8|f32] [--model PATH] [--profile] [--profile-seqs
+ * 1,16] [--pin auto|yes|no]
  *               [--rounds N] [--llama-bench PATH] [--llama-fa on|off|auto]
  * --pin copies the dense matrices and the experts out of the file mapping onto transparent huge
  * pages (md_model_pin_dense, md_local_backend_pin); auto does so when the model file is under a
  * third of the memory. llama-bench then reads its weights into memory too (-mmp 0), else maps them.
  * --profile also times the phases of the decode steps (wall clock between the layer loop's probe
- * points) and prints where a step's time goes.
+ * points) and prints where a step's time goes; --profile-seqs 1,16 does so for each number of
+ * sequences decoding together (one row each per step, each after a prompt of its own), which shows
+ * what a batched step spends its time on against a one-row step.
  * --llama-bench runs, per round, `llama-bench -p PROMPT -n 0` (prefill from an empty context, best
  * of 2 repetitions, like ours) and `-p 0 -n DECODE -d PROMPT` (decode after the prompt, like ours);
  * llama.cpp keeps its defaults otherwise (weight repacking on, its thread pool's polling). */
@@ -53,8 +56,9 @@ typedef struct opts {
     const char *dir, *vindex_bin, *model, *llama_bench;
     kn_numerics numerics;
     bool profile;
-    int pin;      /* -1 auto, 0 no, 1 yes */
-    int llama_fa; /* llama-bench -fa: 1 on, 0 off, -1 auto */
+    int seqs[8], n_seqs; /* --profile-seqs: batches of sequences decoding together */
+    int pin;             /* -1 auto, 0 no, 1 yes */
+    int llama_fa;        /* llama-bench -fa: 1 on, 0 off, -1 auto */
 } opts;
 
 static int tri_state(const char *v, const char *on, const char *off) {
@@ -79,6 +83,8 @@ static int parse_one(opts *o, const char *a, const char *v) {
         o->vindex_bin = v;
     else if (!strcmp(a, "--model"))
         o->model = v, o->n_layers = 1;
+    else if (!strcmp(a, "--profile-seqs"))
+        o->n_seqs = bu_parse_ints(v, o->seqs, 8), o->profile = true;
     else if (!strcmp(a, "--llama-bench"))
         o->llama_bench = v;
     else if (!strcmp(a, "--numerics") && (!strcmp(v, "q8") || !strcmp(v, "f32")))
@@ -231,10 +237,12 @@ static double mat_bytes(const kn_mat *w) {
     return (double)w->row_bytes * (double)w->rows;
 }
 
-/* Decodes `steps` more tokens with the observer timing each phase; prints ms per token and the
+/* Decodes `steps` more tokens in each of sequences 0..B-1 (one row each per step: tok[s] at
+ * position pos[s]) with the observer timing each phase; prints ms per step and per token and the
  * rate at which each phase reads its weights. */
-static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend *be, int pos,
-                          int32_t tok, int steps, float *logits, int threads, mw_err *e) {
+static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend *be, int B,
+                          const int *pos, int32_t *tok, int steps, float *logits, int threads,
+                          mw_err *e) {
     profile p = {0};
     double bytes[PH_COUNT] = {0};
     for (int il = 0; il < m->cfg.n_layer; il++) {
@@ -244,17 +252,20 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
         bytes[PH_ROUTER] += mat_bytes(&w->router);
     }
     bytes[PH_HEAD] = mat_bytes(&m->output);
+    const int64_t V = m->cfg.n_vocab;
+    md_row *rows = malloc((size_t)B * sizeof *rows);
+    if (!rows) return mw_errf(e, "out of memory"), -1;
     const uint64_t eb0 = md_local_backend_weight_bytes(be);
     for (int i = 0; i < PH_COUNT; i++) p.min[i] = 1e30;
     md_ctx_set_observer(c, on_probe, &p);
     double t0 = bu_now();
     for (int k = 0; k < steps; k++) {
-        md_row row = {0, pos + k, tok, 1};
+        for (int s = 0; s < B; s++) rows[s] = (md_row){s, pos[s] + k, tok[s], 1};
         memset(p.step, 0, sizeof p.step);
         p.last = bu_now();
-        if (md_forward(c, &row, 1, logits, e)) return -1;
+        if (md_forward(c, rows, B, logits, e)) return free(rows), -1;
         mark(&p, PH_HEAD);
-        tok = md_argmax(logits, m->cfg.n_vocab);
+        for (int s = 0; s < B; s++) tok[s] = md_argmax(logits + (size_t)s * (size_t)V, V);
         mark(&p, PH_SAMPLE);
         for (int i = 0; i < PH_COUNT; i++) {
             p.sum[i] += p.step[i];
@@ -264,10 +275,13 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     double total = bu_now() - t0, min_total = 0;
     for (int i = 0; i < PH_COUNT; i++) min_total += p.min[i];
     md_ctx_set_observer(c, NULL, NULL);
+    free(rows);
     bytes[PH_EXPERTS] = (double)(md_local_backend_weight_bytes(be) - eb0) / steps;
-    printf("   profile, %d layers, %d thread(s), %d decode steps: %.2f ms per token (sum of each "
-           "phase's best step: %.2f ms)\n",
-           m->cfg.n_layer, threads, steps, 1e3 * total / steps, 1e3 * min_total);
+    printf(
+        "   profile, %d layers, %d thread(s), %d sequence(s), %d decode steps: %.2f ms per step, "
+        "%.2f ms per token (sum of each phase's best step: %.2f ms)\n",
+        m->cfg.n_layer, threads, B, steps, 1e3 * total / steps, 1e3 * total / steps / B,
+        1e3 * min_total);
     printf("     %-34s %8s %6s %8s %9s %8s %9s\n", "phase", "mean ms", "share", "MB", "GB/s",
            "best ms", "GB/s");
     for (int i = 0; i < PH_COUNT; i++)
@@ -298,6 +312,48 @@ static void prompt_rows(md_row *rows, int n, int n_vocab) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         rows[i] = (md_row){0, i, (int32_t)((s >> 33) % (uint64_t)n_vocab), i == n - 1};
     }
+}
+
+/* The profile of B sequences decoding together (--profile-seqs): a context of B sequences, each
+ * prefilled with its own prompt in one batch, then profile_decode. */
+static int profile_seqs(const opts *o, const md_model *m, md_expert_backend *be, kn_pool *pool,
+                        int threads, int B, mw_err *e) {
+    md_ctx_params p = {.numerics = o->numerics,
+                       .pool = pool,
+                       .experts = be,
+                       .n_seq = B,
+                       .n_ctx = o->prompt + o->decode + 1};
+    md_ctx *c = NULL;
+    const int64_t V = m->cfg.n_vocab;
+    md_row *rows = malloc((size_t)B * (size_t)o->prompt * sizeof *rows);
+    float *logits = malloc((size_t)B * (size_t)V * sizeof *logits);
+    int *pos = malloc((size_t)B * sizeof *pos);
+    int32_t *tok = malloc((size_t)B * sizeof *tok);
+    int rc = -1;
+    if (!rows || !logits || !pos || !tok) {
+        mw_errf(e, "out of memory");
+        goto out;
+    }
+    if (md_ctx_new(m, &p, &c, e)) goto out;
+    for (int s = 0; s < B; s++) {
+        prompt_rows(rows + (size_t)s * o->prompt, o->prompt, (int)V);
+        for (int i = 0; i < o->prompt; i++) {
+            md_row *r = &rows[(size_t)s * o->prompt + i];
+            r->seq = s;
+            r->token = (int32_t)((r->token + 7919 * s) % V); /* a prompt of its own */
+        }
+        pos[s] = o->prompt;
+    }
+    if (md_forward(c, rows, B * o->prompt, logits, e)) goto out;
+    for (int s = 0; s < B; s++) tok[s] = md_argmax(logits + (size_t)s * (size_t)V, V);
+    rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, e);
+out:
+    md_ctx_free(c);
+    free(rows);
+    free(logits);
+    free(pos);
+    free(tok);
+    return rc;
 }
 
 /* Best of two prefills (the first one may also page the weights in), then `decode` greedy steps
@@ -359,9 +415,12 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
                        .n_ctx = o->prompt + 2 * o->decode + 1};
     if (md_ctx_new(m, &p, &c, &e) || prefill_decode(o, c, m, be, logits, r, &e)) goto fail;
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
-    if (with_profile &&
-        profile_decode(c, m, be, o->prompt + o->decode, tok, o->decode, logits, threads, &e))
+    const int pos = o->prompt + o->decode;
+    if (with_profile && !o->n_seqs &&
+        profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, &e))
         goto fail;
+    for (int i = 0; with_profile && i < o->n_seqs; i++)
+        if (profile_seqs(o, m, be, pool, threads, o->seqs[i], &e)) goto fail;
     rc = 0;
     goto out;
 fail:
@@ -465,9 +524,9 @@ static void print_json(const opts *o, int layers, int threads, const summary *d,
            "\"prefill_tok_s\":%.3f,\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,"
            "\"bandwidth_gb_s\":%.2f,\"bandwidth_fraction\":%.3f,\"decode_step_ms_min\":%.3f,"
            "\"decode_step_ms_median\":%.3f",
-           layers, threads, kn_numerics_name(o->numerics), o->prompt, o->decode,
-           o->rounds, d->ours, p->ours, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac,
-           1e3 * r->step_min, 1e3 * r->step_median);
+           layers, threads, kn_numerics_name(o->numerics), o->prompt, o->decode, o->rounds, d->ours,
+           p->ours, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac, 1e3 * r->step_min,
+           1e3 * r->step_median);
     if (d->llama > 0 && p->llama > 0)
         printf(",\"llama_commit\":\"%s\",\"llama_flash_attn\":\"%s\",\"llama_load\":\"%s\","
                "\"llama_decode_tok_s\":%.3f,\"llama_prefill_tok_s\":%.3f,\"decode_ratio\":%.4f,"
