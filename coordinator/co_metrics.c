@@ -297,8 +297,8 @@ static void node_labels(char *l, size_t cap, const co_metrics *m, int i) {
     co_buf_free(&b);
 }
 
-void co_metrics_write(co_metrics *m, co_buf *o) {
-    pthread_mutex_lock(&m->mu);
+/* The request side: requests by route and status, tokens, latencies. */
+static void write_requests(const co_metrics *m, co_buf *o) {
     family(o, "moewire_http_requests_total", "counter",
            "HTTP requests answered, by route and status");
     for (int r = 0; r < m->n_routes; r++)
@@ -315,6 +315,10 @@ void co_metrics_write(co_metrics *m, co_buf *o) {
              "from a request's arrival to its first generated token", &m->ttft);
     hist_one(o, "moewire_inter_token_latency_seconds",
              "between consecutive generated tokens of a request", &m->itl);
+}
+
+/* The scheduler's steps: queue, sequences, rows, durations, KV memory, experts per step. */
+static void write_steps(const co_metrics *m, co_buf *o) {
     one(o, "moewire_queue_depth", "gauge", "requests waiting for a sequence slot",
         (double)m->queued);
     one(o, "moewire_active_sequences", "gauge", "sequences holding a KV slot", (double)m->active);
@@ -333,6 +337,10 @@ void co_metrics_write(co_metrics *m, co_buf *o) {
         "E*(1-(1-k/E)^rows) summed over the same (layer, step) observations: the unique "
         "experts random routing would touch",
         m->unique_uniform_sum);
+}
+
+/* The backend's traffic and weight reads, the movement ratio, readiness. */
+static void write_wire(const co_metrics *m, co_buf *o) {
     one(o, "moewire_wire_sent_bytes_total", "counter",
         "expert traffic sent to the nodes (envelopes and frames as sent)",
         (double)m->backend.tx_bytes);
@@ -346,49 +354,59 @@ void co_metrics_write(co_metrics *m, co_buf *o) {
         "wire bytes (both directions) over expert weight bytes read, so far",
         wb > 0 ? (double)(m->backend.tx_bytes + m->backend.rx_bytes) / wb : 0);
     one(o, "moewire_ready", "gauge", "1 when every expert has a live owner", m->ready ? 1 : 0);
-    if (m->n_nodes > 0) {
-        char l[512];
-        family(o, "moewire_node_up", "gauge", "1 while the node answers");
+}
+
+/* Per node: up, counters, the round-trip histogram. */
+static void write_nodes(const co_metrics *m, co_buf *o) {
+    char l[512];
+    family(o, "moewire_node_up", "gauge", "1 while the node answers");
+    for (int i = 0; i < m->n_nodes; i++) {
+        node_labels(l, sizeof l, m, i);
+        sample(o, "moewire_node_up", l, m->nodes[i].up ? 1 : 0);
+    }
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } counters[] = {
+        {"moewire_node_rows_total", "activation rows sent to the node",
+         offsetof(co_node_stats, rows)},
+        {"moewire_node_batches_total", "expert batches exchanged with the node",
+         offsetof(co_node_stats, batches)},
+        {"moewire_node_errors_total", "failed exchanges with the node (deadline, Error)",
+         offsetof(co_node_stats, errors)},
+        {"moewire_node_sent_bytes_total", "expert traffic sent to the node",
+         offsetof(co_node_stats, tx_bytes)},
+        {"moewire_node_received_bytes_total", "expert traffic received from the node",
+         offsetof(co_node_stats, rx_bytes)},
+        {"moewire_node_expert_weight_read_bytes_total", "expert weight bytes the node read",
+         offsetof(co_node_stats, weight_bytes)},
+    };
+    for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
+        family(o, counters[c].name, "counter", counters[c].help);
         for (int i = 0; i < m->n_nodes; i++) {
             node_labels(l, sizeof l, m, i);
-            sample(o, "moewire_node_up", l, m->nodes[i].up ? 1 : 0);
-        }
-        static const struct {
-            const char *name, *help;
-            size_t off;
-        } counters[] = {
-            {"moewire_node_rows_total", "activation rows sent to the node",
-             offsetof(co_node_stats, rows)},
-            {"moewire_node_batches_total", "expert batches exchanged with the node",
-             offsetof(co_node_stats, batches)},
-            {"moewire_node_errors_total", "failed exchanges with the node (deadline, Error)",
-             offsetof(co_node_stats, errors)},
-            {"moewire_node_sent_bytes_total", "expert traffic sent to the node",
-             offsetof(co_node_stats, tx_bytes)},
-            {"moewire_node_received_bytes_total", "expert traffic received from the node",
-             offsetof(co_node_stats, rx_bytes)},
-            {"moewire_node_expert_weight_read_bytes_total", "expert weight bytes the node read",
-             offsetof(co_node_stats, weight_bytes)},
-        };
-        for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
-            family(o, counters[c].name, "counter", counters[c].help);
-            for (int i = 0; i < m->n_nodes; i++) {
-                node_labels(l, sizeof l, m, i);
-                uint64_t v;
-                memcpy(&v, (const char *)&m->nodes[i] + counters[c].off, sizeof v);
-                sample(o, counters[c].name, l, (double)v);
-            }
-        }
-        family(o, "moewire_node_rtt_seconds", "histogram",
-               "send to reply of one expert batch, per node");
-        for (int i = 0; i < m->n_nodes; i++) {
-            node_labels(l, sizeof l, m, i);
-            uint64_t count = 0;
-            for (int b = 0; b <= CO_RTT_BUCKETS; b++) count += m->nodes[i].rtt_buckets[b];
-            hist_series(o, "moewire_node_rtt_seconds", l, m->nodes[i].rtt_buckets, m->rtt_bounds,
-                        CO_RTT_BUCKETS, m->nodes[i].rtt_sum_s, count);
+            uint64_t v;
+            memcpy(&v, (const char *)&m->nodes[i] + counters[c].off, sizeof v);
+            sample(o, counters[c].name, l, (double)v);
         }
     }
+    family(o, "moewire_node_rtt_seconds", "histogram",
+           "send to reply of one expert batch, per node");
+    for (int i = 0; i < m->n_nodes; i++) {
+        node_labels(l, sizeof l, m, i);
+        uint64_t count = 0;
+        for (int b = 0; b <= CO_RTT_BUCKETS; b++) count += m->nodes[i].rtt_buckets[b];
+        hist_series(o, "moewire_node_rtt_seconds", l, m->nodes[i].rtt_buckets, m->rtt_bounds,
+                    CO_RTT_BUCKETS, m->nodes[i].rtt_sum_s, count);
+    }
+}
+
+void co_metrics_write(co_metrics *m, co_buf *o) {
+    pthread_mutex_lock(&m->mu);
+    write_requests(m, o);
+    write_steps(m, o);
+    write_wire(m, o);
+    if (m->n_nodes > 0) write_nodes(m, o);
     pthread_mutex_unlock(&m->mu);
 }
 

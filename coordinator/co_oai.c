@@ -322,6 +322,84 @@ static int parse_logit_bias(json_t *root, co_oai_req *r, co_oai_error *e) {
     return 0;
 }
 
+/* stream and stream_options. */
+static int parse_stream(json_t *root, co_oai_req *r, co_oai_error *e) {
+    if (get_bool(root, "stream", &r->stream, e)) return -1;
+    json_t *so = json_object_get(root, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so))
+            return co_oai_fail(e, 400, "stream_options", NULL,
+                               "'stream_options' must be an object, not %s", type_name(so));
+        if (!r->stream)
+            return co_oai_fail(e, 400, "stream_options", NULL,
+                               "'stream_options' is only allowed with 'stream': true");
+        json_t *iu = json_object_get(so, "include_usage");
+        if (iu && !json_is_null(iu) && !json_is_boolean(iu))
+            return co_oai_fail(e, 400, "stream_options.include_usage", NULL,
+                               "'stream_options.include_usage' must be a boolean");
+        r->include_usage = json_is_true(iu);
+    }
+    return 0;
+}
+
+/* max_tokens / max_completion_tokens, temperature, top_p, seed, n. */
+static int parse_sampling(json_t *root, co_oai_req *r, co_oai_error *e) {
+    long long v;
+    int got = get_int(root, "max_tokens", 1, INT32_MAX, &v, e);
+    if (got < 0) return -1;
+    if (got) r->max_tokens = v;
+    if ((got = get_int(root, "max_completion_tokens", 1, INT32_MAX, &v, e)) < 0) return -1;
+    if (got) r->max_tokens = v;
+    if (get_number(root, "temperature", 0, 2, &r->temperature, e)) return -1;
+    if (get_number(root, "top_p", 0, 1, &r->top_p, e)) return -1;
+    if (r->top_p <= 0) return co_oai_fail(e, 400, "top_p", NULL, "'top_p' must be greater than 0");
+    json_t *seed = json_object_get(root, "seed");
+    if (seed && !json_is_null(seed)) {
+        if (!json_is_integer(seed))
+            return co_oai_fail(e, 400, "seed", NULL, "'seed' must be an integer, not %s",
+                               type_name(seed));
+        r->has_seed = true;
+        r->seed = (uint64_t)json_integer_value(seed);
+    }
+    if ((got = get_int(root, "n", 1, INT32_MAX, &v, e)) < 0) return -1;
+    if (got && v != 1)
+        return co_oai_fail(e, 400, "n", NULL, "'n' is %lld; this server generates one choice", v);
+    return 0;
+}
+
+/* Chat's reasoning_effort and chat_template_kwargs.enable_thinking. */
+static int parse_chat_options(json_t *root, co_oai_req *r, co_oai_error *e) {
+    json_t *re = json_object_get(root, "reasoning_effort");
+    if (re && !json_is_null(re)) {
+        const char *eff = json_is_string(re) ? json_string_value(re) : "";
+        if (strcmp(eff, "low") && strcmp(eff, "medium") && strcmp(eff, "high"))
+            return co_oai_fail(e, 400, "reasoning_effort", NULL,
+                               "'reasoning_effort' must be \"low\", \"medium\" or \"high\"");
+        r->reasoning_effort = eff;
+    }
+    json_t *kw = json_object_get(root, "chat_template_kwargs");
+    if (kw && !json_is_null(kw)) {
+        json_t *th = json_object_get(kw, "enable_thinking");
+        if (!json_is_object(kw) || (th && !json_is_null(th) && !json_is_boolean(th)))
+            return co_oai_fail(e, 400, "chat_template_kwargs", NULL,
+                               "'chat_template_kwargs' must be an object; its "
+                               "'enable_thinking' a boolean");
+        if (json_is_boolean(th)) r->thinking = json_is_true(th);
+    }
+    return 0;
+}
+
+/* What this server refuses rather than ignores: echo, tools. */
+static int parse_unsupported(json_t *root, co_oai_error *e) {
+    bool echo = false;
+    if (get_bool(root, "echo", &echo, e)) return -1;
+    if (echo) return co_oai_fail(e, 400, "echo", NULL, "'echo' is not supported");
+    json_t *tools = json_object_get(root, "tools");
+    if (tools && !json_is_null(tools) && json_array_size(tools) > 0)
+        return co_oai_fail(e, 400, "tools", NULL, "tool calls are not supported");
+    return 0;
+}
+
 static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -349,72 +427,14 @@ static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     r->model = json_string_value(model);
     if ((kind == CO_OAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)))
         return -1;
-    if (get_bool(root, "stream", &r->stream, e)) return -1;
-    json_t *so = json_object_get(root, "stream_options");
-    if (so && !json_is_null(so)) {
-        if (!json_is_object(so))
-            return co_oai_fail(e, 400, "stream_options", NULL,
-                               "'stream_options' must be an object, not %s", type_name(so));
-        if (!r->stream)
-            return co_oai_fail(e, 400, "stream_options", NULL,
-                               "'stream_options' is only allowed with 'stream': true");
-        json_t *iu = json_object_get(so, "include_usage");
-        if (iu && !json_is_null(iu) && !json_is_boolean(iu))
-            return co_oai_fail(e, 400, "stream_options.include_usage", NULL,
-                               "'stream_options.include_usage' must be a boolean");
-        r->include_usage = json_is_true(iu);
-    }
-    long long v;
-    int got = get_int(root, "max_tokens", 1, INT32_MAX, &v, e);
-    if (got < 0) return -1;
-    if (got) r->max_tokens = v;
-    if ((got = get_int(root, "max_completion_tokens", 1, INT32_MAX, &v, e)) < 0) return -1;
-    if (got) r->max_tokens = v;
-    if (get_number(root, "temperature", 0, 2, &r->temperature, e)) return -1;
-    if (get_number(root, "top_p", 0, 1, &r->top_p, e)) return -1;
-    if (r->top_p <= 0) return co_oai_fail(e, 400, "top_p", NULL, "'top_p' must be greater than 0");
-    json_t *seed = json_object_get(root, "seed");
-    if (seed && !json_is_null(seed)) {
-        if (!json_is_integer(seed))
-            return co_oai_fail(e, 400, "seed", NULL, "'seed' must be an integer, not %s",
-                               type_name(seed));
-        r->has_seed = true;
-        r->seed = (uint64_t)json_integer_value(seed);
-    }
-    if ((got = get_int(root, "n", 1, INT32_MAX, &v, e)) < 0) return -1;
-    if (got && v != 1)
-        return co_oai_fail(e, 400, "n", NULL, "'n' is %lld; this server generates one choice", v);
+    if (parse_stream(root, r, e) || parse_sampling(root, r, e)) return -1;
     if (parse_stop(root, r, e) || parse_logprobs(root, r, e) || parse_logit_bias(root, r, e))
         return -1;
     if (get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
         get_bool(root, "return_token_ids", &r->return_token_ids, e))
         return -1;
-    if (kind == CO_OAI_CHAT) {
-        json_t *re = json_object_get(root, "reasoning_effort");
-        if (re && !json_is_null(re)) {
-            const char *eff = json_is_string(re) ? json_string_value(re) : "";
-            if (strcmp(eff, "low") && strcmp(eff, "medium") && strcmp(eff, "high"))
-                return co_oai_fail(e, 400, "reasoning_effort", NULL,
-                                   "'reasoning_effort' must be \"low\", \"medium\" or \"high\"");
-            r->reasoning_effort = eff;
-        }
-        json_t *kw = json_object_get(root, "chat_template_kwargs");
-        if (kw && !json_is_null(kw)) {
-            json_t *th = json_object_get(kw, "enable_thinking");
-            if (!json_is_object(kw) || (th && !json_is_null(th) && !json_is_boolean(th)))
-                return co_oai_fail(e, 400, "chat_template_kwargs", NULL,
-                                   "'chat_template_kwargs' must be an object; its "
-                                   "'enable_thinking' a boolean");
-            if (json_is_boolean(th)) r->thinking = json_is_true(th);
-        }
-    }
-    bool echo = false;
-    if (get_bool(root, "echo", &echo, e)) return -1;
-    if (echo) return co_oai_fail(e, 400, "echo", NULL, "'echo' is not supported");
-    json_t *tools = json_object_get(root, "tools");
-    if (tools && !json_is_null(tools) && json_array_size(tools) > 0)
-        return co_oai_fail(e, 400, "tools", NULL, "tool calls are not supported");
-    return 0;
+    if (kind == CO_OAI_CHAT && parse_chat_options(root, r, e)) return -1;
+    return parse_unsupported(root, e);
 }
 
 int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {

@@ -259,6 +259,120 @@ static void on_output(void *ud, co_job *job) {
     finish(x, &o);
 }
 
+/* The request's prompt as token ids (its own array, or the text encoded: then *ids is new) and
+ * the completion's length, checked against the model, the vocabulary and the context; -1 with e
+ * set when the request is refused. */
+static int64_t gen_prompt(co_routes *r, const co_oai_req *req, co_oai_kind kind,
+                          const co_stext_chat_opts *chat_opts, int32_t **ids, int64_t *n_ids,
+                          co_oai_error *e) {
+    mw_err err = {{0}};
+    if (strcmp(req->model, r->p.model_id))
+        return co_oai_fail(e, 404, "model", "model_not_found",
+                           "The model '%.200s' does not exist (this server serves '%s')",
+                           req->model, r->p.model_id),
+               -1;
+    const char *prompt_param = kind == CO_OAI_CHAT ? "messages" : "prompt";
+    if (req->prompt_ids) {
+        *ids = req->prompt_ids;
+        *n_ids = req->n_prompt_ids;
+    } else if (!r->p.text) {
+        return co_oai_fail(e, 400, prompt_param, NULL,
+                           "the model has no tokenizer: give 'prompt' as an array of token ids"),
+               -1;
+    } else if (kind == CO_OAI_CHAT
+                   ? co_stext_chat(r->p.text, req->messages, chat_opts, ids, n_ids, &err)
+                   : co_stext_encode(r->p.text, req->prompt, strlen(req->prompt), ids, n_ids,
+                                     &err)) {
+        return co_oai_fail(e, 400, prompt_param, NULL, "%s", err.msg), -1;
+    }
+    if (*n_ids >= r->p.n_ctx)
+        return co_oai_fail(e, 400, prompt_param, "context_length_exceeded",
+                           "the prompt has %lld tokens; this server's context is %lld tokens, "
+                           "prompt and completion together",
+                           (long long)*n_ids, (long long)r->p.n_ctx),
+               -1;
+    for (int i = 0; i < req->n_logit_bias; i++)
+        if (req->logit_bias[i].token >= r->p.n_vocab)
+            return co_oai_fail(e, 400, "logit_bias", NULL,
+                               "'logit_bias' names token %d; the vocabulary has %lld tokens",
+                               req->logit_bias[i].token, (long long)r->p.n_vocab),
+                   -1;
+    int64_t max_tokens = req->max_tokens;
+    if (max_tokens < 0) max_tokens = kind == CO_OAI_COMPLETION ? 16 : r->p.n_ctx - *n_ids + 1;
+    if (max_tokens > r->p.n_ctx - *n_ids + 1)
+        return co_oai_fail(e, 400, req->max_tokens >= 0 ? "max_tokens" : prompt_param,
+                           "context_length_exceeded",
+                           "%lld prompt tokens and max_tokens %lld do not fit the context of "
+                           "%lld tokens",
+                           (long long)*n_ids, (long long)max_tokens, (long long)r->p.n_ctx),
+               -1;
+    return max_tokens;
+}
+
+/* The exchange of an accepted request: its id, the response's metadata; NULL: out of memory. */
+static exch *exch_new(co_routes *r, co_http_req *q, co_oai_kind kind, const char *route,
+                      const co_oai_req *req, uint64_t n) {
+    exch *x = calloc(1, sizeof *x);
+    if (!x) return NULL;
+    x->r = r;
+    x->conn = q->conn;
+    x->kind = kind;
+    x->route = route;
+    x->stream = req->stream;
+    x->include_usage = req->include_usage;
+    x->logprobs = req->top_logprobs >= 0;
+    snprintf(x->id, sizeof x->id, "%s-%016llx%08llx", kind == CO_OAI_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)(r->seed_base ^ (n * 0x9E3779B97F4A7C15ull)),
+             (unsigned long long)n);
+    x->meta = (co_oai_meta){.id = x->id,
+                            .model = r->p.model_id,
+                            .created = (long long)time(NULL),
+                            .token_name = r->p.text ? co_stext_token_name : NULL,
+                            .token_ud = r->p.text,
+                            .return_token_ids = req->return_token_ids};
+    return x;
+}
+
+/* The scheduler's parameters of a checked request (pointers into req and ids). */
+static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const int32_t *ids,
+                                int64_t n_ids, int64_t max_tokens, uint64_t n, double t_arrival,
+                                void *text_state) {
+    return (co_gen_params){.prompt = ids,
+                           .n_prompt = n_ids,
+                           .max_tokens = max_tokens,
+                           .temperature = (float)req->temperature,
+                           .top_p = (float)req->top_p,
+                           .seed =
+                               req->has_seed ? req->seed : r->seed_base + n * 0x2545F4914F6CDD1Dull,
+                           .stop = req->stop,
+                           .n_stop = req->n_stop,
+                           .stop_ids = req->stop_ids,
+                           .n_stop_ids = req->n_stop_ids,
+                           .logit_bias = req->logit_bias,
+                           .n_logit_bias = req->n_logit_bias,
+                           .ignore_eos = req->ignore_eos,
+                           .top_logprobs = req->top_logprobs,
+                           .t_arrival = t_arrival,
+                           .text = text_state ? &co_stext_ops : NULL,
+                           .text_state = text_state};
+}
+
+/* A refused submission: 400 for a request the scheduler finds invalid, else 503 with
+ * Retry-After. */
+static void answer_refused(co_routes *r, co_http_req *q, const char *route, co_submit_rc rc,
+                           const mw_err *err) {
+    co_oai_error e;
+    char extra[64] = "";
+    if (rc == CO_SUBMIT_INVALID) {
+        co_oai_fail(&e, 400, NULL, NULL, "%s", err->msg);
+    } else {
+        co_oai_fail(&e, 503, NULL, rc == CO_SUBMIT_FULL ? "server_full" : "shutting_down",
+                    "%s; try again later", err->msg);
+        snprintf(extra, sizeof extra, "Retry-After: %d\r\n", r->p.retry_after_s);
+    }
+    answer_error(r, q->conn, route, &e, extra);
+}
+
 static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
     const char *route = kind == CO_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
     const double t_arrival = co_now();
@@ -268,118 +382,33 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
     int64_t n_ids = 0;
     mw_err err = {{0}};
     if (co_oai_parse(q->body, q->body_len, kind, &req, &e)) goto fail;
-    if (strcmp(req.model, r->p.model_id)) {
-        co_oai_fail(&e, 404, "model", "model_not_found",
-                    "The model '%.200s' does not exist (this server serves '%s')", req.model,
-                    r->p.model_id);
-        goto fail;
-    }
-    const char *prompt_param = kind == CO_OAI_CHAT ? "messages" : "prompt";
     const co_stext_chat_opts chat_opts = {.reasoning_effort = req.reasoning_effort,
                                           .thinking =
                                               req.thinking >= 0 ? req.thinking : r->p.thinking};
-    if (req.prompt_ids) {
-        ids = req.prompt_ids;
-        n_ids = req.n_prompt_ids;
-    } else if (!r->p.text) {
-        co_oai_fail(&e, 400, prompt_param, NULL,
-                    "the model has no tokenizer: give 'prompt' as an array of token ids");
-        goto fail;
-    } else if (kind == CO_OAI_CHAT
-                   ? co_stext_chat(r->p.text, req.messages, &chat_opts, &ids, &n_ids, &err)
-                   : co_stext_encode(r->p.text, req.prompt, strlen(req.prompt), &ids, &n_ids,
-                                     &err)) {
-        co_oai_fail(&e, 400, prompt_param, NULL, "%s", err.msg);
-        goto fail;
-    }
-    if (n_ids >= r->p.n_ctx) {
-        co_oai_fail(&e, 400, prompt_param, "context_length_exceeded",
-                    "the prompt has %lld tokens; this server's context is %lld tokens, prompt "
-                    "and completion together",
-                    (long long)n_ids, (long long)r->p.n_ctx);
-        goto fail;
-    }
-    for (int i = 0; i < req.n_logit_bias; i++)
-        if (req.logit_bias[i].token >= r->p.n_vocab) {
-            co_oai_fail(&e, 400, "logit_bias", NULL,
-                        "'logit_bias' names token %d; the vocabulary has %lld tokens",
-                        req.logit_bias[i].token, (long long)r->p.n_vocab);
-            goto fail;
-        }
-    int64_t max_tokens = req.max_tokens;
-    if (max_tokens < 0) max_tokens = kind == CO_OAI_COMPLETION ? 16 : r->p.n_ctx - n_ids + 1;
-    if (max_tokens > r->p.n_ctx - n_ids + 1) {
-        co_oai_fail(&e, 400, req.max_tokens >= 0 ? "max_tokens" : prompt_param,
-                    "context_length_exceeded",
-                    "%lld prompt tokens and max_tokens %lld do not fit the context of %lld "
-                    "tokens",
-                    (long long)n_ids, (long long)max_tokens, (long long)r->p.n_ctx);
-        goto fail;
-    }
+    const int64_t max_tokens = gen_prompt(r, &req, kind, &chat_opts, &ids, &n_ids, &e);
+    if (max_tokens < 0) goto fail;
     void *text_state = NULL;
     if (r->p.text &&
         !(text_state = co_stext_job(r->p.text, kind == CO_OAI_CHAT ? &chat_opts : NULL, &err))) {
         co_oai_fail(&e, 500, NULL, NULL, "%s", err.msg);
         goto fail;
     }
-    exch *x = calloc(1, sizeof *x);
+    const uint64_t n = ++r->n_requests;
+    exch *x = exch_new(r, q, kind, route, &req, n);
     if (!x) {
         if (text_state) co_stext_ops.end(text_state);
         co_oai_fail(&e, 500, NULL, NULL, "out of memory");
         goto fail;
     }
-    x->r = r;
-    x->conn = q->conn;
-    x->kind = kind;
-    x->route = route;
-    x->stream = req.stream;
-    x->include_usage = req.include_usage;
-    x->logprobs = req.top_logprobs >= 0;
-    uint64_t n = ++r->n_requests;
-    snprintf(x->id, sizeof x->id, "%s-%016llx%08llx", kind == CO_OAI_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)(r->seed_base ^ (n * 0x9E3779B97F4A7C15ull)),
-             (unsigned long long)n);
-    x->meta = (co_oai_meta){.id = x->id,
-                            .model = r->p.model_id,
-                            .created = (long long)time(NULL),
-                            .token_name = r->p.text ? co_stext_token_name : NULL,
-                            .token_ud = r->p.text,
-                            .return_token_ids = req.return_token_ids};
-    co_gen_params gp = {.prompt = ids,
-                        .n_prompt = n_ids,
-                        .max_tokens = max_tokens,
-                        .temperature = (float)req.temperature,
-                        .top_p = (float)req.top_p,
-                        .seed = req.has_seed ? req.seed : r->seed_base + n * 0x2545F4914F6CDD1Dull,
-                        .stop = req.stop,
-                        .n_stop = req.n_stop,
-                        .stop_ids = req.stop_ids,
-                        .n_stop_ids = req.n_stop_ids,
-                        .logit_bias = req.logit_bias,
-                        .n_logit_bias = req.n_logit_bias,
-                        .ignore_eos = req.ignore_eos,
-                        .top_logprobs = req.top_logprobs,
-                        .t_arrival = t_arrival,
-                        .text = text_state ? &co_stext_ops : NULL,
-                        .text_state = text_state};
+    const co_gen_params gp = gen_params(r, &req, ids, n_ids, max_tokens, n, t_arrival, text_state);
     co_submit_rc rc = co_sched_submit(r->p.sched, &gp, on_output, x, &x->job, &err);
     if (ids != req.prompt_ids) free(ids);
-    ids = NULL;
+    co_oai_req_free(&req);
     if (rc != CO_SUBMIT_OK) {
         exch_free(x);
-        char extra[64] = "";
-        if (rc == CO_SUBMIT_INVALID) {
-            co_oai_fail(&e, 400, NULL, NULL, "%s", err.msg);
-        } else {
-            co_oai_fail(&e, 503, NULL, rc == CO_SUBMIT_FULL ? "server_full" : "shutting_down",
-                        "%s; try again later", err.msg);
-            snprintf(extra, sizeof extra, "Retry-After: %d\r\n", r->p.retry_after_s);
-        }
-        co_oai_req_free(&req);
-        answer_error(r, q->conn, route, &e, extra);
+        answer_refused(r, q, route, rc, &err);
         return;
     }
-    co_oai_req_free(&req);
     co_http_on_abort(q->conn, on_abort, x);
     if (x->stream) co_http_stream_start(q->conn, 200, CO_SSE_CONTENT_TYPE, CO_SSE_HEADERS);
     return;

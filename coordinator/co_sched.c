@@ -246,19 +246,18 @@ static void mark_ready(co_sched *s, co_job *j) {
 /* ---- submission ----------------------------------------------------------------------------- */
 
 /* *taken: the job under construction owns the text state (job_free ends it). */
-static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
-                           co_job **out, bool *taken, mw_err *err) {
-    *out = NULL;
+/* The request's own checks: lengths against the context, ids against the vocabulary. */
+static bool params_ok(const co_sched *s, const co_gen_params *p, mw_err *err) {
     if (p->n_prompt < 1) {
         mw_errf(err, "the prompt is empty");
-        return CO_SUBMIT_INVALID;
+        return false;
     }
     if (p->n_prompt >= s->p.n_ctx) {
         mw_errf(err,
                 "the prompt has %lld tokens; this server's context holds %lld positions per "
                 "sequence, prompt and completion together",
                 (long long)p->n_prompt, (long long)s->p.n_ctx);
-        return CO_SUBMIT_INVALID;
+        return false;
     }
     if (p->max_tokens < 1 || p->n_prompt + p->max_tokens - 1 > s->p.n_ctx) {
         mw_errf(err,
@@ -266,24 +265,24 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
                 "holds %lld",
                 (long long)p->max_tokens, (long long)p->n_prompt,
                 (long long)(p->n_prompt + p->max_tokens - 1), (long long)s->p.n_ctx);
-        return CO_SUBMIT_INVALID;
+        return false;
     }
     for (int64_t i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= s->p.n_vocab) {
             mw_errf(err, "token id %d (prompt position %lld) is not in the vocabulary of %lld",
                     p->prompt[i], (long long)i, (long long)s->p.n_vocab);
-            return CO_SUBMIT_INVALID;
+            return false;
         }
     for (int i = 0; i < p->n_stop_ids; i++)
         if (p->stop_ids[i] < 0 || p->stop_ids[i] >= s->p.n_vocab) {
             mw_errf(err, "stop token id %d is not in the vocabulary of %lld", p->stop_ids[i],
                     (long long)s->p.n_vocab);
-            return CO_SUBMIT_INVALID;
+            return false;
         }
     if (p->n_logit_bias < 0 || p->n_logit_bias > s->p.n_vocab) {
         mw_errf(err, "%d logit biases for a vocabulary of %lld", p->n_logit_bias,
                 (long long)s->p.n_vocab);
-        return CO_SUBMIT_INVALID;
+        return false;
     }
     for (int i = 0; i < p->n_logit_bias; i++)
         if (p->logit_bias[i].token < 0 || p->logit_bias[i].token >= s->p.n_vocab ||
@@ -292,16 +291,22 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
                     "logit bias %g for token %d: not a finite bias of a token in the "
                     "vocabulary of %lld",
                     (double)p->logit_bias[i].bias, p->logit_bias[i].token, (long long)s->p.n_vocab);
-            return CO_SUBMIT_INVALID;
+            return false;
         }
     if (p->top_logprobs > CO_TOP_LOGPROBS_MAX) {
         mw_errf(err, "at most %d top logprobs", CO_TOP_LOGPROBS_MAX);
-        return CO_SUBMIT_INVALID;
+        return false;
     }
+    return true;
+}
+
+/* A job holding copies of the request (and, from *taken on, its text state), or NULL. */
+static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud, bool *taken,
+                       mw_err *err) {
     co_job *j = calloc(1, sizeof *j);
     if (!j) {
         mw_errf(err, "out of memory");
-        return CO_SUBMIT_INVALID;
+        return NULL;
     }
     j->s = s;
     j->cb = cb;
@@ -324,7 +329,7 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
     if (!j->prompt || !j->stop_ids) {
         job_free(j);
         mw_errf(err, "out of memory");
-        return CO_SUBMIT_INVALID;
+        return NULL;
     }
     if (p->n_logit_bias) {
         j->bias = malloc((size_t)p->n_logit_bias * sizeof *j->bias);
@@ -332,7 +337,7 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
         if (!j->bias || !j->bias_saved) {
             job_free(j);
             mw_errf(err, "out of memory");
-            return CO_SUBMIT_INVALID;
+            return NULL;
         }
         memcpy(j->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof *j->bias);
         j->n_bias = p->n_logit_bias;
@@ -342,13 +347,18 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
     j->n_stop_ids = p->n_stop_ids;
     if (co_stop_init(&j->stop, p->stop, p->n_stop, err)) {
         job_free(j);
-        return CO_SUBMIT_INVALID;
+        return NULL;
     }
     if (md_sampler_init(&j->sampler, s->p.n_vocab, p->temperature, p->top_p, p->seed, err)) {
         job_free(j);
-        return CO_SUBMIT_INVALID;
+        return NULL;
     }
     j->sampler_ok = true;
+    return j;
+}
+
+/* Queues j for a slot, or refuses it (shutting down, or the queue full) and frees it. */
+static co_submit_rc enqueue(co_sched *s, co_job *j, co_job **out, mw_err *err) {
     pthread_mutex_lock(&s->mu);
     co_submit_rc rc = CO_SUBMIT_OK;
     if (s->draining || s->stop) {
@@ -377,6 +387,15 @@ static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, vo
     if (s->p.metrics) co_metrics_queue(s->p.metrics, -1, n_wait);
     *out = j;
     return CO_SUBMIT_OK;
+}
+
+static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
+                           co_job **out, bool *taken, mw_err *err) {
+    *out = NULL;
+    if (!params_ok(s, p, err)) return CO_SUBMIT_INVALID;
+    co_job *j = job_new(s, p, cb, ud, taken, err);
+    if (!j) return CO_SUBMIT_INVALID;
+    return enqueue(s, j, out, err);
 }
 
 co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,

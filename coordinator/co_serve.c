@@ -230,7 +230,8 @@ static int write_ready_file(const serve *s, mw_err *err) {
     return 0;
 }
 
-static int open_all(serve *s, mw_err *err) {
+/* The model, its KV slots, the tokenizer, the expert backend and the context. */
+static int open_model(serve *s, mw_err *err) {
     const co_opts *o = s->o;
     s->kind = co_backend_find(o->experts);
     if (!s->kind) return mw_errf(err, "unknown expert backend '%s'", o->experts);
@@ -252,6 +253,12 @@ static int open_all(serve *s, mw_err *err) {
                         .n_seq = s->n_slots,
                         .n_ctx = s->n_ctx};
     if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
+    return 0;
+}
+
+/* The per-node stats, the metrics, the event loop and the scheduler. */
+static int open_scheduler(serve *s, mw_err *err) {
+    const co_opts *o = s->o;
     const md_config *c = &s->model->cfg;
     if (strcmp(s->kind->name, "local")) {
         s->n_nodes = co_remote_n_nodes(co_cluster_remote(s->experts));
@@ -279,6 +286,13 @@ static int open_all(serve *s, mw_err *err) {
                           .kv_bytes_per_pos_ring = s->per_pos_ring,
                           .kv_ring = s->ring};
     if (co_sched_new(&s->loop, &sp, &s->sched, err)) return -1;
+    return 0;
+}
+
+/* The routes, the listening socket (its URL) and the signal handlers. */
+static int open_http(serve *s, mw_err *err) {
+    const co_opts *o = s->o;
+    const md_config *c = &s->model->cfg;
     model_id(s);
     co_routes_params rp = {.sched = s->sched,
                            .metrics = s->metrics,
@@ -313,6 +327,12 @@ static int open_all(serve *s, mw_err *err) {
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     signal(SIGPIPE, SIG_IGN);
+    return 0;
+}
+
+static void print_banner(const serve *s) {
+    const co_opts *o = s->o;
+    const md_config *c = &s->model->cfg;
     fprintf(stderr,
             "coordinator serve: %s — model '%s' (%s, %d layers), %d slot(s) x %lld positions, "
             "prompt chunk %d, queue %d, experts %s, %d thread(s), chat %s\n",
@@ -321,6 +341,11 @@ static int open_all(serve *s, mw_err *err) {
             !s->text                      ? "none (no tokenizer: token-id prompts)"
             : co_stext_chat_name(s->text) ? co_stext_chat_name(s->text)
                                           : "none (no chat format)");
+}
+
+static int open_all(serve *s, mw_err *err) {
+    if (open_model(s, err) || open_scheduler(s, err) || open_http(s, err)) return -1;
+    print_banner(s);
     return write_ready_file(s, err);
 }
 
