@@ -6,10 +6,12 @@
  * them) and takes the mutex once per step to publish what the step produced. */
 #include "coordinator/co_sched.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coordinator/co_stop.h"
 #include "model/md_sampler.h"
@@ -720,12 +722,36 @@ oom:
     for (co_job *j = s->active; j; j = j->next_active) job_end(j, CO_FINISH_ERROR, "out of memory");
 }
 
+/* Under s->mu. */
+static bool has_work(const co_sched *s) {
+    return s->stop || s->n_active || s->wait_head || s->fail_all[0];
+}
+
+/* Under s->mu: waits for work; true when idle_ms passed first (time for an idle tick). */
+static bool wait_work(co_sched *s) {
+    if (s->p.idle_ms <= 0 || !s->p.after_step) {
+        pthread_cond_wait(&s->cv, &s->mu);
+        return false;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns = (long long)ts.tv_nsec + (long long)s->p.idle_ms * 1000000LL;
+    ts.tv_sec += (time_t)(ns / 1000000000LL);
+    ts.tv_nsec = (long)(ns % 1000000000LL);
+    return pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT;
+}
+
 static void *model_thread(void *arg) {
     co_sched *s = arg;
     for (;;) {
         pthread_mutex_lock(&s->mu);
-        while (!s->stop && !s->n_active && !s->wait_head && !s->fail_all[0])
-            pthread_cond_wait(&s->cv, &s->mu);
+        bool tick = false;
+        while (!has_work(s) && !tick) tick = wait_work(s);
+        if (!has_work(s)) { /* idle: only the backend read-out */
+            pthread_mutex_unlock(&s->mu);
+            s->p.after_step(s->p.after_step_ud);
+            continue;
+        }
         if (s->stop) snprintf(s->fail_all, sizeof s->fail_all, "the server stopped");
         admit_locked(s);
         bool stop = s->stop;

@@ -59,6 +59,10 @@ typedef struct co_sched_params {
     /* Called on the model thread after every step (backend figures for the metrics). */
     void (*after_step)(void *ud);
     void *after_step_ud;
+    /* With nothing to run, the model thread still calls after_step every idle_ms (0: never), so
+     * what it reads out of the backend stays current on an idle server: a node lost or back
+     * shows on /health without a request to notice it. */
+    int idle_ms;
     /* After a step failed: whether its row `row` is to blame (it needed experts no live node
      * serves). When some rows are, only their jobs fail and the others run again next step; NULL
      * or none: every job of the step fails. */

@@ -281,6 +281,7 @@ static int open_scheduler(serve *s, mw_err *err) {
                           .metrics = s->metrics,
                           .after_step = after_step,
                           .after_step_ud = s,
+                          .idle_ms = 100, /* a lost or returning node shows on /health */
                           .row_lost = row_lost,
                           .kv_bytes_per_pos_full = s->per_pos_full,
                           .kv_bytes_per_pos_ring = s->per_pos_ring,

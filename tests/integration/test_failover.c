@@ -10,8 +10,11 @@
  * refused by name and never used;
  *  - without a replica (two nodes, disjoint experts): the run ends with status 1 within 2 s, the
  *    error naming the node and the experts nobody serves, the tokens produced before printed;
- *    with --on-missing skip it completes and the report counts the skipped assignments. */
+ *    with --on-missing skip it completes and the report counts the skipped assignments;
+ *  - an idle server (no request to notice it) says degraded on /health within 1.5 s of a kill
+ *    and ok again once the restarted node is back. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_http.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -330,8 +333,56 @@ static void test_without_replica(void **state) {
     }
 }
 
+/* Polls /health until its body holds `needle`; the ms it took, -1 after timeout_ms. */
+static long long health_becomes(int port, const char *needle, int timeout_ms, char *last,
+                                size_t cap) {
+    long long t0 = now_ms();
+    while (now_ms() - t0 < timeout_ms) {
+        mwt_resp r;
+        if (mwt_http_request(port, "GET", "/health", NULL, &r) == 0) {
+            snprintf(last, cap, "%d %s", r.status, r.body ? r.body : "");
+            bool found = r.body && strstr(r.body, needle);
+            mwt_resp_free(&r);
+            if (found) return now_ms() - t0;
+        }
+        usleep(20000);
+    }
+    return -1;
+}
+
+static void test_idle_server_health(void **state) {
+    (void)state;
+    node n[3];
+    start_three(n, "idle");
+    char nodes[1024], last[1024];
+    nodes_arg(n, 3, nodes, sizeof nodes);
+    const char *extra[] = {"--nodes", nodes, "--threads", "1", NULL};
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, gguf, extra, 300000), 0);
+    if (health_becomes(s.port, "\"ok\"", 5000, last, sizeof last) < 0) fail_msg("%s", last);
+    long long t0 = now_ms();
+    kill(n[1].pid, SIGKILL);
+    mwt_wait(n[1].pid, 5000);
+    if (health_becomes(s.port, "\"degraded\"", 3000, last, sizeof last) < 0)
+        fail_msg("/health of an idle server after a kill: %s", last);
+    print_message("idle server: degraded on /health %lld ms after the kill\n", now_ms() - t0);
+    assert_true(now_ms() - t0 <= 1500);
+    /* two owners per expert: every expert still has a live one */
+    if (!strstr(last, "\"experts_reachable\":true") || !strstr(last, "\"nodes_up\":2"))
+        fail_msg("%s", last);
+    n[1] = start_node_at(gguf, specs[1], n[1].port, "idle-1-again");
+    if (health_becomes(s.port, "\"ok\"", 5000, last, sizeof last) < 0)
+        fail_msg("/health of an idle server once the node is back: %s", last);
+    char *l = mwt_read_file(s.log, NULL);
+    if (!strstr(l, "node 1 (") || !strstr(l, "is back")) fail_msg("not back:\n%s", l);
+    free(l);
+    assert_int_equal(mwt_serve_stop(&s, 60000), 0);
+    for (int i = 0; i < 3; i++) stop_node(&n[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_idle_server_health),
         cmocka_unit_test(test_killed_replica_exact_bit_identical),
         cmocka_unit_test(test_stopped_replica_partial_same_tokens),
         cmocka_unit_test(test_restarted_node_rejoins),

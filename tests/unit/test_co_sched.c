@@ -460,6 +460,38 @@ static void test_slow_loop_takes_every_output(void **st) {
     env_close(&e);
 }
 
+/* An idle scheduler still calls after_step every idle_ms (the server's /health reads the
+ * backend there), and none without idle_ms. */
+static void test_idle_ticks(void **st) {
+    (void)st;
+    for (int idle_ms = 0; idle_ms <= 20; idle_ms += 20) {
+        env e;
+        mw_err err = {{0}};
+        model_open(&e, KN_NUM_Q8, kn_pool_create(1), 1, 200);
+        uv_loop_init(&e.loop);
+        co_sched_params sp = {.ctx = e.ctx,
+                              .n_slots = 1,
+                              .n_ctx = 200,
+                              .n_vocab = e.model->cfg.n_vocab,
+                              .n_expert = e.model->cfg.n_expert,
+                              .n_layer = e.model->cfg.n_layer,
+                              .chunk = 16,
+                              .max_queue = 1,
+                              .after_step = count_step,
+                              .idle_ms = idle_ms};
+        atomic_store(&steps_done, 0);
+        if (co_sched_new(&e.loop, &sp, &e.s, &err)) fail_msg("%s", err.msg);
+        usleep(300000);
+        const int ticks = atomic_load(&steps_done);
+        if (idle_ms) {
+            if (ticks < 5 || ticks > 16) fail_msg("%d idle ticks in 300 ms of 20", ticks);
+        } else {
+            assert_int_equal(ticks, 0);
+        }
+        env_close(&e);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_strings),
@@ -470,6 +502,7 @@ int main(void) {
         cmocka_unit_test(test_cancel_frees_slot),
         cmocka_unit_test(test_slow_loop_takes_every_output),
         cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_idle_ticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
