@@ -11,6 +11,7 @@
 #                                                 llama.cpp's tokenizer driver; make bench LLAMA_TOK=
 #   make deps       install Debian packages       make format   clang-format the tree
 #   make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/README.md)
+#   make soak       serve through node kills for SOAK_MINUTES (tests/soak/soak.c)
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
 
@@ -101,7 +102,7 @@ ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
 .PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
-        fuzz-smoke
+        fuzz-smoke soak
 all: build/libmoewire.a $(BIN)
 
 deps:
@@ -248,6 +249,15 @@ fuzz: $(FUZZ_BINS)
 
 fuzz-smoke: $(FUZZ_BINS)
 	tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
+
+# ---- soak: serve under node kills (tests/soak/soak.c), not part of make test -----------------
+#   make soak        SOAK_MINUTES (default 10) on the release programs, then SOAK_LSAN_MINUTES
+#                    (default 2) on the ASan ones, which must stop LSan-clean
+SOAK_MINUTES ?= 10
+SOAK_LSAN_MINUTES ?= 2
+soak: $(ASAN)/tests/soak/soak $(BIN) $(ASAN_BIN)
+	$(ASAN)/tests/soak/soak --minutes $(SOAK_MINUTES) --bin $(CURDIR)/bin
+	$(ASAN)/tests/soak/soak --minutes $(SOAK_LSAN_MINUTES) --bin $(CURDIR)/$(ASAN)/bin
 
 # ---- benchmarks -----------------------------------------------------------------------------
 $(REL)/bench/%: $(REL)/obj/bench/%.o $(BENCH_SUPPORT_C) build/libmoewire.a
