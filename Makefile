@@ -216,7 +216,7 @@ FZ := build/fuzz
 FUZZ_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
               -Wno-unknown-warning-option -DMW_ASAN=1 -DMW_FUZZ=1
 FUZZ_C := $(wildcard tests/fuzz/fuzz_*.c)
-FUZZ_SUPPORT_C := $(filter-out $(FUZZ_C),$(wildcard tests/fuzz/*.c))
+FUZZ_SUPPORT_C := $(filter-out $(FUZZ_C),$(wildcard tests/fuzz/*.c)) tests/support/mwt_tk.c
 FUZZ_LIB_O := $(call obj,$(FZ),$(LIB_C)) $(call obj,$(FZ),$(PROTO_C)) $(call llhttp_obj,$(FZ))
 FUZZ_SUPPORT_O := $(call obj,$(FZ),$(FUZZ_SUPPORT_C))
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(FZ)/%,$(FUZZ_C))
