@@ -36,6 +36,11 @@
  *
  *   bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--steps N] [--threads N]
  *                 [--node-threads N] [--node-affinity on|off] [--pin auto|yes|no] [--dir DIR]
+ *                 [--curve]
+ *
+ * --curve adds the f32 partial configuration on CURVE (two more loopback nodes, keys made for
+ * the run) and prints CURVE over plain ZMTP in the same run: decode tok/s (interleaved steps and
+ * per-round ratios: median and spread) and the per-layer round trip.
  *                 (from the repo root)
  */
 #include <stdio.h>
@@ -258,11 +263,16 @@ static int interleave(const md_model *m, md_expert_backend **be, int n_be, kn_po
     return rc;
 }
 
+/* The last row, CURVE between coordinator and nodes (a loopback cluster of its own with keys made
+ * for the run), is measured with --curve only; it is compared with the first row, the same
+ * codec and mode in plain ZMTP. */
 static const struct {
     const char *codec;
-    bool exact;
-} configs[] = {{"f32", false}, {"f32", true}, {"f16", false}, {"bf16", false}, {"bf16+lz4", false}};
-#define N_CONFIGS (int)(sizeof configs / sizeof configs[0])
+    bool exact, curve;
+} configs[] = {{"f32", false, false},  {"f32", true, false},       {"f16", false, false},
+               {"bf16", false, false}, {"bf16+lz4", false, false}, {"f32", false, true}};
+#define MAX_CONFIGS (int)(sizeof configs / sizeof configs[0])
+static int N_CONFIGS = MAX_CONFIGS - 1; /* MAX_CONFIGS with --curve */
 
 #define MAX_ROUNDS 256
 #define MAX_STEPS  4096
@@ -287,7 +297,7 @@ static void print_config(int layers, int k, cfg_result *c, double base, int roun
                  "%.3f,\"vs_local_interleaved_blocks_min_median_max\":[%.3f,%.3f,%.3f]",
                  c->interleaved, c->block_min, c->block_median, c->block_max);
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"backend\":\"loopback-2\",\"codec\":\"%s\","
-           "\"mode\":\"%s\",\"decode_tok_s\":%.3f,\"vs_local\":%.3f,"
+           "\"mode\":\"%s\",\"curve\":%s,\"decode_tok_s\":%.3f,\"vs_local\":%.3f,"
            "\"vs_local_round_median\":%.3f,\"vs_local_interleaved\":%s,\"layer_rtt_us\":%.1f,"
            "\"node_queue_us\":%.1f,\"node_compute_us\":%.1f,\"node_rtt_us\":%.1f,"
            "\"phases_us\":{\"split\":%.1f,\"encode\":%.1f,\"send\":%.1f,\"wait\":%.1f,"
@@ -295,12 +305,36 @@ static void print_config(int layers, int k, cfg_result *c, double base, int roun
            "\"last_reply_tail_p50_p90_p99_us\":[%.0f,%.0f,%.0f],"
            "\"wire_bytes_per_token\":%.0f,"
            "\"weight_bytes_per_token\":%.0f,\"movement_ratio\":%.3g}\n",
-           layers, configs[k].codec, configs[k].exact ? "exact" : "partial", c->best_tok_s,
-           c->best_tok_s / base, bu_median(c->ratio, rounds), inter, s->layer_rtt_us,
-           s->node_queue_us, s->node_compute_us, s->node_rtt_us, s->split_us, s->encode_us,
-           s->send_us, s->wait_us, s->decode_us, s->combine_us, s->tail_us, s->tail_p50_us,
-           s->tail_p90_us, s->tail_p99_us, (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
+           layers, configs[k].codec, configs[k].exact ? "exact" : "partial",
+           configs[k].curve ? "true" : "false", c->best_tok_s, c->best_tok_s / base,
+           bu_median(c->ratio, rounds), inter, s->layer_rtt_us, s->node_queue_us,
+           s->node_compute_us, s->node_rtt_us, s->split_us, s->encode_us, s->send_us, s->wait_us,
+           s->decode_us, s->combine_us, s->tail_us, s->tail_p50_us, s->tail_p90_us, s->tail_p99_us,
+           (double)(s->total.tx_bytes + s->total.rx_bytes) * per,
            (double)s->total.weight_bytes * per, wr_movement_ratio(&s->total));
+}
+
+/* CURVE's cost: the CURVE cluster over the plain one with the same codec and mode, in the same
+ * run: decode speed (interleaved steps, the least noisy; and the median over rounds of the
+ * per-round ratio) and the per-layer round trip. */
+static void print_curve(int layers, const cfg_result *plain, const cfg_result *curve, int rounds) {
+    double r[MAX_ROUNDS];
+    for (int i = 0; i < rounds; i++) r[i] = curve->ratio[i] / plain->ratio[i];
+    char inter[160] = "null";
+    if (plain->interleaved > 0)
+        snprintf(inter, sizeof inter, "%.3f,\"curve_vs_plain_interleaved_blocks_median\":%.3f",
+                 curve->interleaved / plain->interleaved,
+                 curve->block_median / plain->block_median);
+    const double rmin = bu_min(r, rounds), rmed = bu_median(r, rounds); /* sorts r */
+    printf(
+        "{\"bench\":\"cluster\",\"layers\":%d,\"curve\":{\"codec\":\"%s\",\"mode\":\"%s\","
+        "\"plain_layer_rtt_us\":%.1f,\"curve_layer_rtt_us\":%.1f,\"curve_vs_plain_layer_rtt\":%.3f,"
+        "\"curve_vs_plain_tok_s_interleaved\":%s,"
+        "\"curve_vs_plain_tok_s_rounds_min_median_max\":[%.3f,%.3f,%.3f]}}\n",
+        layers, configs[0].codec, configs[0].exact ? "exact" : "partial", plain->sum.layer_rtt_us,
+        curve->sum.layer_rtt_us,
+        plain->sum.layer_rtt_us > 0 ? curve->sum.layer_rtt_us / plain->sum.layer_rtt_us : 0, inter,
+        rmin, rmed, r[rounds - 1]);
 }
 
 /* Bytes of the regular files under a vindex directory (or of a file). */
@@ -329,7 +363,7 @@ typedef struct bench_run {
     md_expert_backend *local;
     timed tl;
     md_expert_backend timed_local;
-    cfg_result res[N_CONFIGS];
+    cfg_result res[MAX_CONFIGS];
     double base;           /* the in-process backend's best tok/s */
     double local_layer_us; /* its time per layer call in that round */
     double local_interleaved_tok_s;
@@ -346,6 +380,7 @@ static int start_clusters(bench_run *b, const char *path, const vx_source *src, 
                           .node_affinity = node_affinity,
                           .ready_ms = 600000,
                           .deadline_ms = 600000,
+                          .down_ms = 60000, /* a loaded host may starve the heartbeats */
                           .connect_ms = 60000,
                           .src = src,
                           .width = b->m->cfg.n_embd,
@@ -353,9 +388,14 @@ static int start_clusters(bench_run *b, const char *path, const vx_source *src, 
                           .pool = b->pool};
     for (int k = 0; k < N_CONFIGS; k++) {
         co.exact = configs[k].exact;
+        co.curve = configs[k].curve;
+        if (co.curve) { /* nodes of its own, on CURVE */
+            co.endpoints = NULL;
+            co.n_nodes = 0;
+        }
         wr_codec_parse(configs[k].codec, &co.codec, NULL);
         if (co_cluster_create(&co, &b->res[k].be, err)) return -1;
-        co.endpoints = co_cluster_endpoints(b->res[0].be, &co.n_nodes);
+        if (!co.curve) co.endpoints = co_cluster_endpoints(b->res[0].be, &co.n_nodes);
     }
     return 0;
 }
@@ -367,7 +407,7 @@ static int start_clusters(bench_run *b, const char *path, const vx_source *src, 
 static int run_rounds(bench_run *b, int rounds, mw_err *err) {
     double tok_s;
     for (int r = 0; r < rounds; r++) {
-        double round_tok_s[N_CONFIGS], round_local = 0;
+        double round_tok_s[MAX_CONFIGS], round_local = 0;
         for (int q = 0; q <= N_CONFIGS; q++) {
             int k = (q + r) % (N_CONFIGS + 1) - 1;
             if (k < 0) {
@@ -396,10 +436,10 @@ static int run_rounds(bench_run *b, int rounds, mw_err *err) {
 /* The interleaved comparison (interleave()), and its ratios per configuration: the whole run and
  * the minimum, median and maximum over blocks of BLOCK steps. */
 static int run_interleaved(bench_run *b, int steps, mw_err *err) {
-    md_expert_backend *be[N_CONFIGS + 1] = {b->local};
+    md_expert_backend *be[MAX_CONFIGS + 1] = {b->local};
     for (int k = 0; k < N_CONFIGS; k++) be[k + 1] = b->res[k].be;
     const int nb = steps / BLOCK + 1, full = steps / BLOCK;
-    double sec[N_CONFIGS + 1],
+    double sec[MAX_CONFIGS + 1],
         *blocks = calloc((size_t)(N_CONFIGS + 1) * (size_t)nb, sizeof *blocks);
     double *ratios = calloc((size_t)nb, sizeof *ratios);
     int rc = blocks && ratios ? 0 : mw_errf(err, "out of memory");
@@ -459,6 +499,7 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
            layers, threads, node_threads, node_affinity ? "true" : "false", rounds,
            pin ? "true" : "false", b.base, b.local_layer_us, steps, local_inter);
     for (int k = 0; k < N_CONFIGS; k++) print_config(layers, k, &b.res[k], b.base, rounds);
+    if (N_CONFIGS == MAX_CONFIGS) print_curve(layers, &b.res[0], &b.res[MAX_CONFIGS - 1], rounds);
     fflush(stdout);
     rc = 0;
 done:
@@ -503,11 +544,13 @@ int main(int argc, char **argv) {
             node_affinity = !strcmp(argv[++i], "on");
         else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
             dir = argv[++i];
+        else if (!strcmp(argv[i], "--curve"))
+            N_CONFIGS = MAX_CONFIGS;
         else {
             fprintf(stderr,
                     "usage: bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--steps N] "
                     "[--threads N] [--node-threads N] [--node-affinity on|off] "
-                    "[--pin auto|yes|no] [--dir DIR]\n");
+                    "[--pin auto|yes|no] [--dir DIR] [--curve]\n");
             return 2;
         }
     }
