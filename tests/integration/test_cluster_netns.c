@@ -232,8 +232,10 @@ static void network_drop(const char *model, char **lo, char **co, char *nodes, s
     start_node(1, model, "all", "tcp://10.231.1.2:5556");
     start_node(2, model, "all", "tcp://10.231.2.2:5556");
     snprintf(nodes, nodes_cap, "tcp://10.231.1.2:5556#%s,tcp://10.231.2.2:5556#%s", pub1, pub2);
-    lo[7] = "300";
-    co[11] = "300";
+    /* long enough to be still decoding when the link goes down 1.5 s in, on a loaded machine
+     * too (300 tokens could finish first) */
+    lo[7] = "1500";
+    co[11] = "1500";
     assert_int_equal(mwt_run(lo, NULL, NULL, 300000), 0);
     char log[4300];
     snprintf(log, sizeof log, "%s/drop.log", dir);
