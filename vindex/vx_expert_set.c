@@ -170,7 +170,11 @@ static int parse_json_experts(json_t *map, vx_expert_set *s, const char *path, m
             put_block(s, l0, l1, e0, e1);
         }
     }
-    return 0;
+    /* as the SPEC text, an empty set is an error (its canonical text, "", would not parse) */
+    const size_t nb = ((size_t)s->n_layers * (size_t)s->n_experts + 7) / 8;
+    for (size_t i = 0; i < nb; i++)
+        if (s->bits[i]) return 0;
+    return mw_errf(err, "%s: the shard file names no experts", path);
 }
 
 static int parse_file(const char *path, vx_expert_set *s, mw_err *err) {

@@ -106,6 +106,9 @@ static void test_json_shard_files(void **state) {
         {"arr.json", "[1, 2]", "expected"},
         {"both.json", "{\"spec\": \"all\", \"experts\": {}}", "expected"},
         {"dup.json", "{\"experts\": {\"0\": [1], \"0\": [2]}}", "bad JSON"},
+        /* found by fuzz_shard: an empty set, whose canonical text "" does not parse */
+        {"none.json", "{\"experts\": {}}", "names no experts"},
+        {"empty.json", "{\"experts\": {\"0-3\": []}}", "names no experts"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_json(bad[i].name, bad[i].text, path, sizeof path);
