@@ -34,36 +34,10 @@ static const char *const formats[] = {"harmony", "qwen3",   "deepseek-r1",
 #define N_FORMATS (sizeof formats / sizeof *formats)
 static tk_chat *chats[N_FORMATS];
 
-/* The special tokens of every chat format (type 3: control, 4: user-defined). */
-static const mwt_tok specials[] = {
-    {"<|start|>", 3},
-    {"<|message|>", 3},
-    {"<|end|>", 3},
-    {"<|channel|>", 3},
-    {"<|return|>", 3},
-    {"<|call|>", 3},
-    {"<|constrain|>", 3},
-    {"<|im_start|>", 3},
-    {"<|im_end|>", 3},
-    {"<|endoftext|>", 3},
-    {"<think>", 4},
-    {"</think>", 4},
-    {"<｜begin▁of▁sentence｜>", 3},
-    {"<｜end▁of▁sentence｜>", 3},
-    {"<｜User｜>", 3},
-    {"<｜Assistant｜>", 3},
-    {"<|im_system|>", 3},
-    {"<|im_user|>", 3},
-    {"<|im_assistant|>", 3},
-    {"<|im_middle|>", 3},
-    {"[EOS]", 3},
-};
-#define N_SPECIAL (sizeof specials / sizeof *specials)
-
 /* The 256 byte tokens and the specials; EOS <|endoftext|>, BOS <｜begin▁of▁sentence｜>. */
 static tk_tokenizer *chat_vocab(void) {
-    vx_meta *m =
-        mwt_tk_meta(NULL, "gpt2", "gpt-4o", specials, N_SPECIAL, NULL, 0, 256 + 12, 256 + 9, NULL);
+    vx_meta *m = mwt_tk_meta(NULL, "gpt2", "gpt-4o", mwt_chat_specials, MWT_N_CHAT_SPECIALS, NULL,
+                             0, 256 + 12, 256 + 9, NULL);
     tk_tokenizer *t = NULL;
     mw_err err;
     if (tk_load_meta(m, "fuzz chat vocabulary", &t, &err)) {

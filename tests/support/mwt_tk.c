@@ -6,6 +6,30 @@
 
 #include "vindex/vx_meta.h"
 
+const mwt_tok mwt_chat_specials[MWT_N_CHAT_SPECIALS] = {
+    {"<|start|>", 3},
+    {"<|message|>", 3},
+    {"<|end|>", 3},
+    {"<|channel|>", 3},
+    {"<|return|>", 3},
+    {"<|call|>", 3},
+    {"<|constrain|>", 3},
+    {"<|im_start|>", 3},
+    {"<|im_end|>", 3},
+    {"<|endoftext|>", 3},
+    {"<think>", 4},
+    {"</think>", 4},
+    {"<｜begin▁of▁sentence｜>", 3},
+    {"<｜end▁of▁sentence｜>", 3},
+    {"<｜User｜>", 3},
+    {"<｜Assistant｜>", 3},
+    {"<|im_system|>", 3},
+    {"<|im_user|>", 3},
+    {"<|im_assistant|>", 3},
+    {"<|im_middle|>", 3},
+    {"[EOS]", 3},
+};
+
 static int printable(int b) {
     return (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
 }

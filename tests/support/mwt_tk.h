@@ -14,6 +14,12 @@ typedef struct mwt_tok {
     int32_t type; /* 1 normal, 3 control, 4 user-defined */
 } mwt_tok;
 
+/* The special tokens of every chat format we render (harmony, ChatML / Qwen3, DeepSeek-V3 / R1,
+ * Kimi-K2) and [EOS], with their types (3 control, 4 user-defined): a vocabulary holding all of
+ * them serves every chat test. */
+#define MWT_N_CHAT_SPECIALS 21
+extern const mwt_tok mwt_chat_specials[MWT_N_CHAT_SPECIALS];
+
 /* The GPT-2 byte-level spelling of byte b (UTF-8, 1 or 2 bytes); returns its length. */
 size_t mwt_byte_char(int b, char *out);
 /* A metadata table holding such a vocabulary; eos/bos are ids (-1: none). */

@@ -12,40 +12,16 @@
 #include "tokenizer/tk_chat.h"
 #include "vindex/vx_meta.h"
 
-static const mwt_tok specials[] = {
-    {"<|start|>", 3},
-    {"<|message|>", 3},
-    {"<|end|>", 3},
-    {"<|channel|>", 3},
-    {"<|return|>", 3},
-    {"<|call|>", 3},
-    {"<|constrain|>", 3},
-    {"<|im_start|>", 3},
-    {"<|im_end|>", 3},
-    {"<|endoftext|>", 3},
-    {"<think>", 4},
-    {"</think>", 4},
-    {"<｜begin▁of▁sentence｜>", 3},
-    {"<｜end▁of▁sentence｜>", 3},
-    {"<｜User｜>", 3},
-    {"<｜Assistant｜>", 3},
-    {"<|im_system|>", 3},
-    {"<|im_user|>", 3},
-    {"<|im_assistant|>", 3},
-    {"<|im_middle|>", 3},
-    {"[EOS]", 3},
-};
-#define N_SPECIAL (sizeof specials / sizeof *specials)
-
 static int32_t sid(const char *s) {
-    for (size_t i = 0; i < N_SPECIAL; i++)
-        if (!strcmp(specials[i].text, s)) return (int32_t)(256 + i);
+    for (size_t i = 0; i < MWT_N_CHAT_SPECIALS; i++)
+        if (!strcmp(mwt_chat_specials[i].text, s)) return (int32_t)(256 + i);
     return -1;
 }
 
 static tk_tokenizer *vocab(const char *arch, const char *tmpl, bool with_specials) {
-    vx_meta *m = mwt_tk_meta(arch, "gpt2", "gpt-4o", specials, with_specials ? N_SPECIAL : 0, NULL,
-                             0, with_specials ? sid("<｜begin▁of▁sentence｜>") : -1,
+    vx_meta *m = mwt_tk_meta(arch, "gpt2", "gpt-4o", mwt_chat_specials,
+                             with_specials ? MWT_N_CHAT_SPECIALS : 0, NULL, 0,
+                             with_specials ? sid("<｜begin▁of▁sentence｜>") : -1,
                              with_specials ? sid("<|endoftext|>") : -1, tmpl);
     tk_tokenizer *t;
     mw_err err = {{0}};
