@@ -28,6 +28,14 @@
  * for another reason (the owner's own work) must not cost an idle peer its connection. */
 #define MIN_ATTRIBUTABLE (64u << 10)
 
+/* The kernel's receive buffer of each accepted connection (ZMQ_RCVBUF; Linux doubles it for its
+ * bookkeeping). The guard sees only what libzmq has read, and left alone the kernel grows the
+ * buffer to tcp_rmem's maximum (32 MiB here): a flooding peer fills it while the node's threads
+ * wait for a CPU, and libzmq then reads it all in one go, past the limit before the next check.
+ * With the buffer fixed, a peer delivers at most this much beyond what the guard has seen; 1 MiB
+ * still covers the bandwidth-delay product of a 10 Gbit/s link at 0.8 ms. */
+#define KERNEL_RCVBUF (1 << 20)
+
 typedef struct conn {
     int fd;
     uint64_t base;    /* bytes libzmq had read from it at its last delivered message */
@@ -186,12 +194,18 @@ static void cut(wr_guard *g, conn *c, const char *why) {
     if (!g->o.quiet)
         fprintf(stderr, "%s: cut off peer %s: %s\n", g->name, c->peer[0] ? c->peer : "?", why);
 #ifdef __linux__
-    /* A reset, not a FIN: with its window closed a flooding peer would otherwise wait in send()
-     * until the kernel gives up the half-closed connection (a minute), and libzmq's close() sends
-     * the reset once it has seen the end of the stream. */
-    struct linger lg = {1, 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-    shutdown(c->fd, SHUT_RD);
+    /* A reset at once, and what the kernel still holds of the stream discarded: connect() to
+     * AF_UNSPEC disconnects a TCP socket (the descriptor stays libzmq's, its next read fails with
+     * ECONNRESET and it drops the connection). A shutdown(SHUT_RD) would let libzmq go on reading
+     * what keeps arriving until it once finds the queue empty. */
+    struct sockaddr sa = {.sa_family = AF_UNSPEC};
+    if (connect(c->fd, &sa, sizeof sa) != 0) {
+        /* a reset, not a FIN, once libzmq closes it: with its window closed a flooding peer would
+         * otherwise wait in send() until the kernel gives up the half-closed connection */
+        struct linger lg = {1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        shutdown(c->fd, SHUT_RD);
+    }
 #endif
 }
 
@@ -300,6 +314,14 @@ int wr_guard_start(void *ctx, void *sock, const wr_guard_opts *o, wr_guard **out
 #else
     if (!o->peer_bytes || !o->total_bytes)
         return mw_errf(err, "receive guard: limits must be positive");
+    /* the kernel's share of what a peer can deliver, fixed (see KERNEL_RCVBUF); a smaller buffer
+     * the owner chose stays */
+    int rcvbuf = -1, want = KERNEL_RCVBUF;
+    size_t rl = sizeof rcvbuf;
+    if ((zmq_getsockopt(sock, ZMQ_RCVBUF, &rcvbuf, &rl) != 0 || rcvbuf <= 0 || rcvbuf > want) &&
+        zmq_setsockopt(sock, ZMQ_RCVBUF, &want, sizeof want) != 0) {
+        return mw_errf(err, "receive guard: cannot set ZMQ_RCVBUF: %s", zmq_strerror(errno));
+    }
     wr_guard *g = calloc(1, sizeof *g);
     if (!g) return mw_errf(err, "out of memory");
     g->o = *o;

@@ -13,9 +13,12 @@
  * or the process heap passes its owner's own use by `total_bytes` (malloc statistics), is cut
  * off: shutdown() of its receiving side (and a zero linger, so closing it resets the connection),
  * after which libzmq sees the end of the stream, drops the connection and frees the unfinished
- * message. One line on stderr names the peer and the limit.
+ * message. One line on stderr names the peer and the limit. The kernel's receive buffer of every
+ * accepted connection is fixed (ZMQ_RCVBUF, 1 MiB) so that what the kernel queued unseen cannot
+ * reach libzmq in one burst bigger than that, and a cut discards it with the connection.
  *
- * Memory held for peers then stays under total_bytes plus what arrives in one check interval.
+ * Memory held for peers then stays under total_bytes plus what arrives in one check interval
+ * (the kernel buffer bounds what a starved node's libzmq reads at once when it gets a CPU back).
  * Linux only (TCP_INFO, mallinfo2); elsewhere wr_guard_start fails and the owner runs without it.
  */
 #ifndef WR_GUARD_H
@@ -39,8 +42,9 @@ typedef struct wr_guard_opts {
 
 typedef struct wr_guard wr_guard;
 
-/* Watches the connections accepted by `sock` (a bound socket of ctx). Call from the thread that
- * owns sock, before it accepts connections; the guard's thread owns only the monitor socket. */
+/* Watches the connections accepted by `sock` (a bound socket of ctx) and fixes their kernel
+ * receive buffer (ZMQ_RCVBUF, unless sock has a smaller one). Call from the thread that owns sock,
+ * before it binds; the guard's thread owns only the monitor socket. */
 int wr_guard_start(void *ctx, void *sock, const wr_guard_opts *o, wr_guard **out, mw_err *err);
 /* Stops the thread and frees the guard (NULL is fine). */
 void wr_guard_stop(wr_guard *g);
