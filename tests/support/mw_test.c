@@ -252,12 +252,71 @@ static char *slurp_fd(int fd) {
     return buf;
 }
 
+/* The children mwt_spawn, mwt_spawn_group and mwt_run started and mwt_wait has not reaped: killed
+ * when the program ends, however it ends (a failed assertion's longjmp leaves its test's nodes
+ * running; a sanitizer's report ends the program without unwinding), so a failing run leaves no
+ * process behind. */
+enum { MAX_KIDS = 256 };
+static struct {
+    pid_t pid[MAX_KIDS];
+    bool group[MAX_KIDS];
+    int n;
+    pthread_mutex_t mu;
+    pthread_once_t once;
+} kids = {.mu = PTHREAD_MUTEX_INITIALIZER, .once = PTHREAD_ONCE_INIT};
+
+void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+
+static void kill_kids(void) {
+    /* no lock: this may run from a sanitizer's death callback while another thread holds it */
+    for (int i = 0; i < kids.n; i++) {
+        /* still a child of ours (running or a zombie), not a number reused by someone else */
+        pid_t p = kids.pid[i];
+        pid_t r = waitpid(p, NULL, WNOHANG);
+        if (r < 0) continue;
+        if (kids.group[i]) kill(-p, SIGKILL);
+        if (r == 0) {
+            kill(p, SIGCONT);
+            kill(p, SIGKILL);
+            waitpid(p, NULL, 0);
+        }
+    }
+    kids.n = 0;
+}
+
+static void kids_init(void) {
+    atexit(kill_kids);
+    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(kill_kids);
+}
+
+static void kid_add(pid_t pid, bool group) {
+    pthread_once(&kids.once, kids_init);
+    pthread_mutex_lock(&kids.mu);
+    if (kids.n < MAX_KIDS) {
+        kids.pid[kids.n] = pid;
+        kids.group[kids.n++] = group;
+    }
+    pthread_mutex_unlock(&kids.mu);
+}
+
+static void kid_reaped(pid_t pid) {
+    pthread_mutex_lock(&kids.mu);
+    for (int i = 0; i < kids.n; i++)
+        if (kids.pid[i] == pid) {
+            kids.pid[i] = kids.pid[--kids.n];
+            kids.group[i] = kids.group[kids.n];
+            break;
+        }
+    pthread_mutex_unlock(&kids.mu);
+}
+
 int mwt_wait(pid_t pid, int timeout_ms) {
     long long deadline = mw_now_ms() + timeout_ms;
     for (;;) {
         int status;
         pid_t r = waitpid(pid, &status, timeout_ms > 0 ? WNOHANG : 0);
         if (r == pid) {
+            kid_reaped(pid);
             if (WIFEXITED(status)) return WEXITSTATUS(status);
             if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
             return -1;
@@ -286,6 +345,7 @@ int mwt_run(char *const argv[], char **out, char **err, int timeout_ms) {
         close(fe);
         return -1;
     }
+    kid_add(pid, false);
     int st = mwt_wait(pid, timeout_ms);
     if (st == -2) {
         kill(pid, SIGKILL);
@@ -317,7 +377,9 @@ static pid_t spawn(char *const argv[], const char *log_path, bool own_group) {
     int rc = posix_spawn(&pid, argv[0], &fa, &at, argv, environ);
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
-    return rc == 0 ? pid : -1;
+    if (rc != 0) return -1;
+    kid_add(pid, own_group);
+    return pid;
 }
 
 pid_t mwt_spawn(char *const argv[], const char *log_path) {

@@ -57,7 +57,8 @@ double mwt_max_abs_diff(const float *a, const float *b, size_t n);
  * timeout_ms <= 0 means none; on timeout the child is killed and -2 is returned. */
 int mwt_run(char *const argv[], char **out, char **err, int timeout_ms);
 /* Starts argv in the background (stdout/stderr to log_path, or inherited when NULL); returns pid.
- */
+ * A child mwt_wait has not reaped when the program ends (a failed test's, or after a sanitizer
+ * report) is killed then, with its process group when it leads one; mwt_run's child too. */
 pid_t mwt_spawn(char *const argv[], const char *log_path);
 /* The same, the child leading a process group of its own (as a shell starts a foreground job), so
  * kill(-pid, sig) reaches it and whatever it starts, as a terminal's Ctrl-C does. */
