@@ -60,26 +60,9 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
 
 void co__remote_read_monitor(co__remote *r, int i) {
     co__node *n = &r->nodes[i];
-    for (;;) {
-        zmq_msg_t ev, ep;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, n->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t id = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&id, zmq_msg_data(&ev), 2);
-            memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
-        }
-        bool more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        if (more) {
-            zmq_msg_init(&ep);
-            zmq_msg_recv(&ep, n->mon, 0);
-            zmq_msg_close(&ep);
-        }
+    uint16_t id;
+    uint32_t value;
+    while (wr_monitor_event(n->mon, &id, &value)) {
         if (id == ZMQ_EVENT_DISCONNECTED) {
             n->connected = false;
             if (!n->down && r->serving)

@@ -259,30 +259,9 @@ static void check(wr_guard *g) {
 
 /* Drains the monitor: connections accepted and gone. */
 static void read_events(wr_guard *g) {
-    for (;;) {
-        zmq_msg_t ev;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, g->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t id = 0;
-        uint32_t value = 0;
-        if (zmq_msg_size(&ev) >= 6) {
-            memcpy(&id, zmq_msg_data(&ev), 2);
-            memcpy(&value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
-        }
-        bool more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        while (more) { /* the endpoint */
-            zmq_msg_t ep;
-            zmq_msg_init(&ep);
-            if (zmq_msg_recv(&ep, g->mon, 0) < 0)
-                more = false;
-            else
-                more = zmq_msg_more(&ep);
-            zmq_msg_close(&ep);
-        }
+    uint16_t id;
+    uint32_t value;
+    while (wr_monitor_event(g->mon, &id, &value)) {
         pthread_mutex_lock(&g->lock);
         if (id == ZMQ_EVENT_ACCEPTED)
             add(g, (int)value);

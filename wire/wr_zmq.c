@@ -112,3 +112,30 @@ int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err) {
         return zmq_fail(err, "ZMQ_ROUTER_MANDATORY");
     return 0;
 }
+
+bool wr_monitor_event(void *mon, uint16_t *id, uint32_t *value) {
+    zmq_msg_t ev;
+    zmq_msg_init(&ev);
+    if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&ev);
+        return false;
+    }
+    *id = 0;
+    *value = 0;
+    if (zmq_msg_size(&ev) >= 6) {
+        memcpy(id, zmq_msg_data(&ev), 2);
+        memcpy(value, (const uint8_t *)zmq_msg_data(&ev) + 2, 4);
+    }
+    bool more = zmq_msg_more(&ev);
+    zmq_msg_close(&ev);
+    while (more) { /* the endpoint */
+        zmq_msg_t ep;
+        zmq_msg_init(&ep);
+        if (zmq_msg_recv(&ep, mon, 0) < 0)
+            more = false;
+        else
+            more = zmq_msg_more(&ep);
+        zmq_msg_close(&ep);
+    }
+    return true;
+}

@@ -51,4 +51,9 @@ int64_t wr_part_limit(const wr_limits *lim);
  * instead of blocking. */
 int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err);
 
+/* Takes the next event off a socket monitor (the PAIR connected to zmq_socket_monitor's
+ * endpoint) without waiting: its id (ZMQ_EVENT_*) and value (a descriptor, an error or status
+ * code), the endpoint part read and dropped. Returns false when none is queued. */
+bool wr_monitor_event(void *mon, uint16_t *id, uint32_t *value);
+
 #endif
