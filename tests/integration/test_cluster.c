@@ -7,6 +7,7 @@
  *  - replicas, an unowned expert, another model's node, a node killed mid-generation and a node
  *    that stops answering all end as documented. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_node.h"
 #include "util/mw_time.h"
 
 #include <dirent.h>
@@ -442,41 +443,16 @@ static void test_loopback_nodes_stop_on_errors(void **state) {
 
 /* ---- nodes started by the test ------------------------------------------------------------ */
 
-typedef struct started {
-    pid_t pid;
-    char endpoint[256];
-} started;
+typedef mwt_node started;
 
 /* Starts an expert node serving spec of model, with one more option (opt and its value) when opt
  * is not NULL. */
 static started start_node_opt(const char *model, const char *spec, int i, const char *opt,
                               const char *val) {
-    char ready[4300], log[4300];
-    snprintf(ready, sizeof ready, "%s/ready-%d", dir, i);
-    snprintf(log, sizeof log, "%s/node-%d.log", dir, i);
-    unlink(ready);
-    char *argv[] = {(char *)mwt_bin("expert-node"),
-                    "--vindex",
-                    (char *)model,
-                    "--experts",
-                    (char *)spec,
-                    "--bind",
-                    "tcp://127.0.0.1:*",
-                    "--ready-file",
-                    ready,
-                    (char *)opt,
-                    (char *)val,
-                    NULL};
-    started s = {.pid = mwt_spawn(argv, log)};
-    assert_true(s.pid > 0);
-    char *ep = mwt_wait_ready(ready, s.pid, 60000);
-    if (ep) {
-        snprintf(s.endpoint, sizeof s.endpoint, "%s", ep);
-        free(ep);
-        return s;
-    }
-    fail_msg("expert-node %d did not start", i);
-    return s;
+    char tag[32];
+    snprintf(tag, sizeof tag, "node-%d", i);
+    const char *args[] = {"--experts", spec, opt, val, NULL};
+    return mwt_node_up(model, dir, tag, args, 60000);
 }
 
 static started start_node(const char *model, const char *spec, int i) {
@@ -507,11 +483,7 @@ static void test_node_rejects_bad_cpu_options(void **state) {
 }
 
 static void stop_node(started *s) {
-    if (s->pid > 0) {
-        kill(s->pid, SIGKILL);
-        mwt_wait(s->pid, 5000);
-    }
-    s->pid = 0;
+    mwt_node_kill(s);
 }
 
 /* The CPUs a thread of process pid may run on ("Cpus_allowed_list" of /proc), for the first

@@ -6,6 +6,7 @@
  * DEALER with an unlisted key) get no byte back and queue no work (the node served 0 batches);
  * and a node bound beyond loopback without keys refuses to start. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_node.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -102,44 +103,18 @@ static int teardown(void **state) {
     return 0;
 }
 
-typedef struct node {
-    pid_t pid;
-    char endpoint[256], log[4300];
-} node;
+typedef mwt_node node;
 
 static node start_node(const char *tag) {
-    node n = {0};
-    char ready[4300], key[4300];
-    snprintf(ready, sizeof ready, "%s/%s.ready", dir, tag);
-    snprintf(n.log, sizeof n.log, "%s/%s.log", dir, tag);
+    char key[4300];
     snprintf(key, sizeof key, "%s/node.key", dir);
-    char *argv[] = {(char *)mwt_bin("expert-node"),
-                    "--vindex",
-                    model,
-                    "--bind",
-                    "tcp://127.0.0.1:*",
-                    "--ready-file",
-                    ready,
-                    "--threads",
-                    "1",
-                    "--curve-secret",
-                    key,
-                    "--allow",
-                    allow,
-                    NULL};
-    n.pid = mwt_spawn(argv, n.log);
-    char *ep = mwt_wait_ready(ready, n.pid, 30000);
-    if (!ep) fail_msg("node did not start: %s", mwt_read_file(n.log, NULL));
-    snprintf(n.endpoint, sizeof n.endpoint, "%s", ep);
-    free(ep);
-    return n;
+    const char *args[] = {"--threads", "1", "--curve-secret", key, "--allow", allow, NULL};
+    return mwt_node_up(model, dir, tag, args, 30000);
 }
 
 /* Stops the node (SIGTERM: it prints its summary) and returns its log. */
 static char *stop_node(node *n) {
-    kill(n->pid, SIGTERM);
-    assert_int_equal(mwt_wait(n->pid, 10000), 0);
-    n->pid = 0;
+    assert_int_equal(mwt_node_stop(n, 10000), 0);
     return mwt_read_file(n->log, NULL);
 }
 

@@ -14,6 +14,7 @@
  *  - an idle server (no request to notice it) says degraded on /health within 1.5 s of a kill
  *    and ok again once the restarted node is back. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_node.h"
 #include "tests/support/mwt_http.h"
 
 #include <signal.h>
@@ -36,49 +37,23 @@ static long long now_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-typedef struct node {
-    pid_t pid;
-    int port;
-    char endpoint[256], log[4300];
-} node;
+typedef mwt_node node;
+
+/* The port node n listens on (kept when it is stopped, for a restart there). */
+static int port_of(const node *n) {
+    const char *c = strrchr(n->endpoint, ':');
+    return c ? atoi(c + 1) : 0;
+}
 
 static node start_node_at(const char *model, const char *spec, int port, const char *tag) {
-    node n = {.port = port};
-    char ready[4300], bind[64];
-    snprintf(ready, sizeof ready, "%s/%s.ready", dir, tag);
-    snprintf(n.log, sizeof n.log, "%s/%s.log", dir, tag);
+    char bind[64];
     snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", port);
-    unlink(ready);
-    char *argv[] = {(char *)mwt_bin("expert-node"),
-                    "--vindex",
-                    (char *)model,
-                    "--experts",
-                    (char *)spec,
-                    "--bind",
-                    bind,
-                    "--ready-file",
-                    ready,
-                    "--threads",
-                    "1",
-                    NULL};
-    n.pid = mwt_spawn(argv, n.log);
-    char *ep = mwt_wait_ready(ready, n.pid, 60000);
-    if (!ep) fail_msg("node %s did not start: %s", tag, mwt_read_file(n.log, NULL));
-    snprintf(n.endpoint, sizeof n.endpoint, "%s", ep);
-    free(ep);
-    return n;
+    const char *args[] = {"--experts", spec, "--bind", bind, "--threads", "1", NULL};
+    return mwt_node_up(model, dir, tag, args, 60000);
 }
 
 static void stop_node(node *n) {
-    if (n->pid > 0) {
-        kill(n->pid, SIGCONT);
-        kill(n->pid, SIGTERM);
-        if (mwt_wait(n->pid, 5000) == -2) {
-            kill(n->pid, SIGKILL);
-            mwt_wait(n->pid, 5000);
-        }
-    }
-    n->pid = 0;
+    mwt_node_stop(n, 5000);
 }
 
 static const char *const specs[3] = {"0-3:0-5", "0-3:3-7", "0-3:6-7,0-3:0-2"};
@@ -255,7 +230,7 @@ static char *kill_and_restart(node n[3], const char *model, const char *tag, con
     char t[64];
     snprintf(t, sizeof t, "%s-again", tag);
     /* another model's node serves all of its own experts (qwen3moe-tiny has 3 layers) */
-    n[1] = start_node_at(model, model == gguf ? specs[1] : "all", n[1].port, t);
+    n[1] = start_node_at(model, model == gguf ? specs[1] : "all", port_of(&n[1]), t);
     int st = mwt_wait(co, 600000);
     char *l = mwt_read_file(log, NULL);
     if (st != 0) fail_msg("exit %d:\n%s", st, l);
@@ -370,7 +345,7 @@ static void test_idle_server_health(void **state) {
     /* two owners per expert: every expert still has a live one */
     if (!strstr(last, "\"experts_reachable\":true") || !strstr(last, "\"nodes_up\":2"))
         fail_msg("%s", last);
-    n[1] = start_node_at(gguf, specs[1], n[1].port, "idle-1-again");
+    n[1] = start_node_at(gguf, specs[1], port_of(&n[1]), "idle-1-again");
     if (health_becomes(s.port, "\"ok\"", 5000, last, sizeof last) < 0)
         fail_msg("/health of an idle server once the node is back: %s", last);
     char *l = mwt_read_file(s.log, NULL);

@@ -19,14 +19,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/support/mwt_node.h"
 #include "tests/support/mwt_zmtp.h"
 #include "wire/wr_zmq.h"
 
-typedef struct node {
-    pid_t pid;
-    char endpoint[256];
-    char log[4200];
-} node;
+typedef mwt_node node;
 
 static char *dir;
 static void *ctx;
@@ -48,40 +45,15 @@ static int teardown(void **state) {
 
 /* Starts an expert node on model (all experts) with the extra options (NULL-terminated). */
 static node start_node(const char *model, const char *tag, const char *const *extra) {
-    node n = {0};
-    char ready[4200];
-    snprintf(ready, sizeof ready, "%s/%s.ready", dir, tag);
-    snprintf(n.log, sizeof n.log, "%s/%s.log", dir, tag);
-    char *argv[32] = {(char *)mwt_bin("expert-node"),
-                      "--vindex",
-                      (char *)model,
-                      "--bind",
-                      "tcp://127.0.0.1:*",
-                      "--ready-file",
-                      ready,
-                      "--threads",
-                      "1"};
-    int k = 9;
-    for (int i = 0; extra && extra[i] && k < 31; i++) argv[k++] = (char *)extra[i];
-    argv[k] = NULL;
-    n.pid = mwt_spawn(argv, n.log);
-    assert_true(n.pid > 0);
-    char *ep = mwt_wait_ready(ready, n.pid, 30000);
-    if (!ep) {
-        char *l = mwt_read_file(n.log, NULL);
-        fail_msg("expert-node %s did not become ready:\n%s", tag, l ? l : "");
-    }
-    snprintf(n.endpoint, sizeof n.endpoint, "%s", ep);
-    free(ep);
-    return n;
+    const char *args[32] = {"--threads", "1"};
+    int k = 2;
+    for (int i = 0; extra && extra[i] && k < 31; i++) args[k++] = extra[i];
+    args[k] = NULL;
+    return mwt_node_up(model, dir, tag, args, 30000);
 }
 
 static void stop_node(node *n) {
-    if (n->pid > 0) {
-        kill(n->pid, SIGKILL);
-        mwt_wait(n->pid, 5000);
-    }
-    n->pid = 0;
+    mwt_node_kill(n);
 }
 
 static void *dealer(const node *n, int timeout_ms) {

@@ -5,6 +5,7 @@
  * an Error with the right code and seq, with a valid request served right after each; an oversized
  * frame that libzmq cuts off; and a clean SIGTERM. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_node.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,34 +39,10 @@ static fixture F;
 
 static void start_node(const char *model, const char *spec, const char *numerics,
                        const char *capacity) {
-    char ready[4200], log[4200];
-    snprintf(ready, sizeof ready, "%s/ready", F.dir);
-    snprintf(log, sizeof log, "%s/node.log", F.dir);
-    unlink(ready);
-    char *argv[] = {(char *)mwt_bin("expert-node"),
-                    "--vindex",
-                    (char *)model,
-                    "--experts",
-                    (char *)spec,
-                    "--bind",
-                    "tcp://127.0.0.1:*",
-                    "--numerics",
-                    (char *)numerics,
-                    "--capacity",
-                    (char *)capacity,
-                    "--ready-file",
-                    ready,
-                    NULL};
-    F.pid = mwt_spawn(argv, log);
-    assert_true(F.pid > 0);
-    char *ep = mwt_wait_ready(ready, F.pid, 30000); /* ASan builds start slowly */
-    if (ep) {
-        snprintf(F.endpoint, sizeof F.endpoint, "%s", ep);
-        free(ep);
-        return;
-    }
-    char *l = mwt_read_file(log, NULL);
-    fail_msg("expert-node did not become ready; its log:\n%s", l ? l : "(none)");
+    const char *args[] = {"--experts", spec, "--numerics", numerics, "--capacity", capacity, NULL};
+    mwt_node n = mwt_node_up(model, F.dir, "node", args, 30000); /* ASan builds start slowly */
+    F.pid = n.pid;
+    snprintf(F.endpoint, sizeof F.endpoint, "%s", n.endpoint);
 }
 
 static int setup(void **state) {
@@ -85,10 +62,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    if (F.pid > 0) {
-        kill(F.pid, SIGKILL);
-        mwt_wait(F.pid, 5000);
-    }
+    mwt_node_kill(&(mwt_node){.pid = F.pid});
     zmq_ctx_term(F.ctx);
     md_config_free(&F.cfg);
     vx_source_close(F.src);

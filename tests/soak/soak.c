@@ -25,6 +25,7 @@
  * fitted) beyond 1 MiB + 2 % of the median. ASan's quarantine grows by design, so under ASan the
  * figures are printed, not judged (LSan judges leaks there). */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_node.h"
 #include "tests/support/mwt_http.h"
 #include "vindex/vx_gguf.h"
 #include "vindex/vx_meta.h"
@@ -140,44 +141,24 @@ static const char *bin(const char *name) {
 /* Starts node i on its port (retried while the port is briefly unavailable); 0 or -1. */
 static int start_node(int i) {
     node *n = &nodes[i];
-    char ready[4300], spec[600], bind[64];
-    snprintf(ready, sizeof ready, "%s/node-%d.ready", dir, i);
+    char spec[600], bind[64];
     snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", n->port);
     snprintf(spec, sizeof spec, "%s,%s", shares[i], shares[(i + 1) % N_NODES]);
+    const char *args[] = {"--experts", spec, "--bind", bind, "--threads", "1", "--quiet", NULL};
     for (int attempt = 0; attempt < 20; attempt++) {
-        unlink(ready);
-        char log[4200];
-        snprintf(log, sizeof log, "%s/node-%d-life-%d.log", dir, i, n->lives + 1);
-        char *argv[] = {(char *)bin("expert-node"),
-                        "--vindex",
-                        (char *)O.model,
-                        "--experts",
-                        spec,
-                        "--bind",
-                        bind,
-                        "--ready-file",
-                        ready,
-                        "--threads",
-                        "1",
-                        "--quiet",
-                        NULL};
-        pid_t pid = mwt_spawn(argv, log);
-        char *ep = pid > 0 ? mwt_wait_ready(ready, pid, 120000) : NULL;
-        if (ep) {
-            free(ep);
+        char tag[64];
+        snprintf(tag, sizeof tag, "node-%d-life-%d", i, n->lives + 1);
+        mwt_node m;
+        if (mwt_node_start(&m, bin("expert-node"), O.model, dir, tag, args, 120000) == 0) {
             pthread_mutex_lock(&lock);
-            n->pid = pid;
+            n->pid = m.pid;
             n->lives++;
             n->born = now_s();
-            snprintf(n->log, sizeof n->log, "%s", log);
+            snprintf(n->log, sizeof n->log, "%s", m.log);
             pthread_mutex_unlock(&lock);
             return 0;
         }
-        if (pid > 0) {
-            kill(pid, SIGKILL);
-            mwt_wait(pid, 10000);
-        }
-        char *text = mwt_read_file(log, NULL);
+        char *text = mwt_read_file(m.log, NULL);
         fprintf(stderr, "soak: node %d did not start (attempt %d): %s\n", i, attempt + 1,
                 text ? text : "");
         free(text);
