@@ -416,7 +416,8 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
         for (int i = 0; i < N; i++) {
             co__node *n = &r->nodes[i];
             const bool was_down = n->down;
-            if (items[2 * i + 1].revents & ZMQ_POLLIN) co__remote_read_monitor(r, i);
+            if ((items[2 * i + 1].revents & ZMQ_POLLIN) && co__remote_read_monitor(r, i))
+                co__remote_down(r, i, "disconnected");
             if ((items[2 * i].revents & ZMQ_POLLIN) && read_replies(r, i, b, err)) return -1;
             if (n->down && !was_down) co__acct_failed(&r->acct, i);
             if (n->down && n->pending && fail_over(r, b, i, err)) return -1;

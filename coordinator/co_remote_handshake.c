@@ -58,16 +58,17 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
     return 0;
 }
 
-void co__remote_read_monitor(co__remote *r, int i) {
+bool co__remote_read_monitor(co__remote *r, int i) {
     co__node *n = &r->nodes[i];
+    bool lost = false;
     uint16_t id;
     uint32_t value;
     while (wr_monitor_event(n->mon, &id, &value)) {
         if (id == ZMQ_EVENT_DISCONNECTED) {
             n->connected = false;
-            if (!n->down && r->serving)
-                co__remote_down(r, i, "disconnected");
-            else if (!r->serving)
+            if (r->serving)
+                lost = lost || !n->down;
+            else
                 n->down = true;
         }
         if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
@@ -88,6 +89,7 @@ void co__remote_read_monitor(co__remote *r, int i) {
                                : "does the node require CURVE keys?",
                      value);
     }
+    return lost;
 }
 
 /* ---- Hello / Welcome ------------------------------------------------------------------------ */
@@ -248,6 +250,19 @@ static int check_coverage(const co__remote *r, mw_err *err) {
     if (missing)
         return mw_errf(err, "%ld experts are owned by no node (layer:experts): %s", missing, list);
     return 0;
+}
+
+void co__remote_owners(co__remote *r) {
+    const co_remote_opts *o = &r->o;
+    const size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
+    memset(r->n_owner, 0, cells * sizeof *r->n_owner);
+    for (int i = 0; i < o->n_nodes; i++) {
+        const co__node *n = &r->nodes[i];
+        if (n->down || !n->owned) continue;
+        for (size_t c = 0; c < cells; c++)
+            if ((n->owned[c / 8] >> (c % 8)) & 1)
+                r->owner[c * (size_t)o->n_nodes + (size_t)r->n_owner[c]++] = i;
+    }
 }
 
 int co__remote_handshake(co__remote *r, mw_err *err) {

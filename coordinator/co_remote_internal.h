@@ -126,19 +126,20 @@ typedef struct co__remote {
 
 /* Creates node i's DEALER and the monitor that reports its disconnects, and connects it. */
 int co__remote_connect(co__remote *r, int i, mw_err *err);
-/* Drains node i's monitor: a disconnect marks it down (co__remote_down), a handshake notes it
- * connected again, a failed one why. */
-void co__remote_read_monitor(co__remote *r, int i);
+/* Drains node i's monitor: a handshake notes it connected again, a failed one why; a disconnect
+ * notes it unconnected and, before serving, down. Returns whether a node that was up while
+ * serving disconnected: the caller marks it down (co__remote_down). */
+bool co__remote_read_monitor(co__remote *r, int i);
 /* Hello to every node, each Welcome checked against the model and folded into the ownership
  * map; then every (layer, expert) must have an owner. */
 int co__remote_handshake(co__remote *r, mw_err *err);
 /* The node serving (layer, expert), -1 when none owns it. */
 int co__remote_route(const co__remote *r, int layer, int expert);
+/* Rebuilds the ownership map from the live nodes' owned sets. */
+void co__remote_owners(co__remote *r);
 
 /* ---- co_remote_members.c: who is serving ---- */
 
-/* Rebuilds the ownership map from the live nodes' owned sets. */
-void co__remote_owners(co__remote *r);
 /* Marks node i down (once) with a reason, says so on stderr, rebuilds the ownership map. */
 void co__remote_down(co__remote *r, int i, const char *why);
 /* Non-blocking housekeeping before a layer: drains every monitor, greets nodes that reconnected

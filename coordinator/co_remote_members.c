@@ -1,9 +1,10 @@
-/* coordinator/co_remote_members.c — who is serving: the ownership map over the live nodes, a node
- * going down (a disconnect — its heartbeats unanswered — a missed deadline, a failed send), and a
- * node coming back: libzmq reconnects its socket on its own; once the monitor reports the new
- * connection's handshake, the node is greeted again (Hello/Welcome: protocol version, model
- * fingerprint, shape, numerics, owned set) and, when it still fits, used again from the next
- * layer on. A node that comes back serving another model is refused by name and stays down. */
+/* coordinator/co_remote_members.c — who is serving: a node going down (a disconnect — its
+ * heartbeats unanswered — a missed deadline, a failed send), and a node coming back: libzmq
+ * reconnects its socket on its own; once the monitor reports the new connection's handshake, the
+ * node is greeted again (Hello/Welcome: protocol version, model fingerprint, shape, numerics,
+ * owned set) and, when it still fits, used again from the next layer on. A node that comes back
+ * serving another model is refused by name and stays down. Each change rebuilds the ownership
+ * map over the live nodes (co__remote_owners, co_remote_handshake.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,19 +13,6 @@
 
 #include "coordinator/co_remote_internal.h"
 #include "util/mw_time.h"
-
-void co__remote_owners(co__remote *r) {
-    const co_remote_opts *o = &r->o;
-    const size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
-    memset(r->n_owner, 0, cells * sizeof *r->n_owner);
-    for (int i = 0; i < o->n_nodes; i++) {
-        const co__node *n = &r->nodes[i];
-        if (n->down || !n->owned) continue;
-        for (size_t c = 0; c < cells; c++)
-            if ((n->owned[c / 8] >> (c % 8)) & 1)
-                r->owner[c * (size_t)o->n_nodes + (size_t)r->n_owner[c]++] = i;
-    }
-}
 
 /* The MoE cells node i owned that no live node owns now, as "layer:e0-e1, ..." ranges. */
 static long orphaned(const co__remote *r, int i, char *out, size_t cap) {
@@ -118,7 +106,7 @@ void co__remote_rejoin_msg(co__remote *r, int i, const wr_msg *m) {
 void co__remote_tend(co__remote *r) {
     for (int i = 0; i < r->o.n_nodes; i++) {
         co__node *n = &r->nodes[i];
-        co__remote_read_monitor(r, i);
+        if (co__remote_read_monitor(r, i)) co__remote_down(r, i, "disconnected");
         if (!n->down) continue;
         if (n->connected && !n->hello_seq) send_rejoin_hello(r, i);
         /* take what it sent: its Welcome, an Error, or late replies of a lost round */
