@@ -385,7 +385,8 @@ static const co_option options[] = {
      set_curve_secret},
     {"--down-ms", "N",
      "a node whose connection stays silent this long (ZMTP heartbeats every N/5 ms, answered "
-     "even while it computes) is down: its work goes to replicas (default 750)",
+     "even while it computes) is down: its work goes to replicas (default 750; 5000 with "
+     "--loopback, whose nodes share the coordinator's cores)",
      set_down_ms},
     {"--on-missing", "fail|skip",
      "experts with no live owner: fail the requests that need them (default), or skip them and "

@@ -44,7 +44,7 @@ typedef struct co_opts {
     int deadline_ms;          /* per layer */
     const char *curve_secret; /* the coordinator's CURVE key pair file */
     bool curve;               /* loopback nodes on CURVE, with keys made for the run */
-    int down_ms;              /* heartbeats drop a silent node after this (0 = 750) */
+    int down_ms;              /* heartbeats drop a silent node after this (0: 750, loopback 5000) */
     bool on_missing_skip;     /* --on-missing skip */
     int replicas;             /* loopback: owners per expert (default 1) */
     /* serve (coordinator/co_serve.h) */

@@ -13,6 +13,13 @@
 
 #define MAX_NODES 1024
 
+/* --down-ms on a loopback cluster unless given. Its nodes compute on the coordinator's own cores,
+ * several threads to a core: a starved node's I/O thread, or the coordinator's, can leave a PING
+ * unanswered past 750 ms on a loaded machine (a node went down mid-run in the serving benchmark
+ * at the default). A dead loopback node is still seen at once (its connection resets); only a
+ * hung one waits this long. Remote clusters keep co_remote's 750. */
+#define LOOPBACK_DOWN_MS 5000
+
 /* How long loopback nodes may take to become ready: mapping and checking their experts, plus the
  * fingerprint where it must be computed (a GGUF file: every node reads all of it, sharing the
  * cores): 2 minutes, and 5 seconds more per GB that reads. */
@@ -147,7 +154,9 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
                          .codec = o->codec,
                          .exact = o->exact,
                          .deadline_ms = o->deadline_ms,
-                         .down_ms = o->down_ms,
+                         .down_ms = o->down_ms        ? o->down_ms
+                                    : o->loopback > 0 ? LOOPBACK_DOWN_MS
+                                                      : 0,
                          .on_missing_skip = o->on_missing_skip,
                          .connect_ms = o->connect_ms            ? o->connect_ms
                                        : o->deadline_ms > 10000 ? o->deadline_ms
