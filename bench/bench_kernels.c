@@ -38,7 +38,8 @@ static const shape shapes[] = {
     {"q8_0_dense", KN_Q8_0, 4096, 2880},
     {"f32_dense", KN_F32, 2880, 2880},
 };
-static const int64_t Ts[4] = {1, 4, 16, 64};
+static const int64_t Ts[] = {1, 2, 3, 4, 8, 16, 64};
+#define N_TS ((int)(sizeof Ts / sizeof Ts[0]))
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t next64(void) {
@@ -135,14 +136,14 @@ static void run_case(const bench_case *c, kn_numerics num, const double bw[3], d
            c->name, c->type, (long long)c->rows, (long long)c->cols, c->bytes / 1e6, c->n,
            c->n * c->bytes / 1e6, bu_llc_bytes() / 1e6, kn_numerics_name(num));
     const int64_t cols_max = c->cols > c->rows ? c->cols : c->rows;
-    float *X = malloc((size_t)(Ts[3] * cols_max) * sizeof(float));
-    float *Y = malloc((size_t)(Ts[3] * cols_max) * sizeof(float));
-    for (int64_t i = 0; i < Ts[3] * cols_max; i++)
+    float *X = malloc((size_t)(Ts[N_TS - 1] * cols_max) * sizeof(float));
+    float *Y = malloc((size_t)(Ts[N_TS - 1] * cols_max) * sizeof(float));
+    for (int64_t i = 0; i < Ts[N_TS - 1] * cols_max; i++)
         X[i] = (float)((double)(next64() >> 11) * 0x1p-53 - 0.5);
     for (int threads = 1; threads <= 2; threads++) {
         if (!env_allows_int("MW_BENCH_THREADS", threads)) continue;
         kn_pool *pool = kn_pool_create(threads);
-        for (int ti = 0; ti < 4; ti++) {
+        for (int ti = 0; ti < N_TS; ti++) {
             const int64_t T = Ts[ti];
             if (!env_allows_int("MW_BENCH_T", T)) continue;
             enum { MAXCALLS = 20000 };
@@ -240,7 +241,7 @@ static void ggml_reference(const shape *s, int n, double budget, double us[3][4]
         json_t *j = json_loads(line, 0, NULL);
         const int th = (int)json_integer_value(json_object_get(j, "threads"));
         const int64_t T = json_integer_value(json_object_get(j, "T"));
-        for (int ti = 0; ti < 4; ti++)
+        for (int ti = 0; ti < N_TS; ti++)
             if (Ts[ti] == T && th >= 1 && th <= 2)
                 us[th][ti] = json_number_value(json_object_get(j, "best_us"));
         json_decref(j);

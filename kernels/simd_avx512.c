@@ -1,10 +1,12 @@
 /* kernels/simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default
- * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 at T = 1 (weights
- * decoded with byte permutes straight into the interleaved layout of simd_x86.h), MXFP4 and Q8_0
- * batches (two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512 bits at
- * a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
- * vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI
- * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every
+ * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 8 tokens
+ * streamed (each stored row read once, its weights decoded with byte permutes straight into the
+ * interleaved layout of simd_x86.h and applied to every token in registers: an expert's few rows
+ * of a decode batch cost little more than one), MXFP4 and Q8_0 batches beyond that (a tile of rows
+ * decoded once, two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512 bits
+ * at a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles
+ * of vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512
+ * VNNI instructions; float kernels come from the AVX2 row. The integer sums are exact, so every
  * block's isum and every lane's float work is the canonical one: the bits equal the scalar
  * reference's. */
 #include "kernels/simd_x86.h"
@@ -70,14 +72,13 @@ static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row
     *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
 }
 
-/* One full group of 8 blocks: the exact per-block sums minus the bias (lane j = block j), and
- * the scales d_x * h(e). vscalef computes d_x * 2^(e - 128) with one rounding, which is the
+/* A decoded group against one token: the exact per-block sums minus the bias (lane j = block j)
+ * and the scales d_x * h(e). vscalef computes d_x * 2^(e - 128) with one rounding, which is the
  * correctly rounded product d_x * h(e) (h is exact for every e, subnormals included). */
-static inline void mxfp4_group(const uint8_t *row, const __m512i *x, const float *dx,
-                               const int32_t *xs, __m256i *isum, __m256 *scale) {
-    __m512i w[4];
-    __m256 ef;
-    mxfp4_codes(row, w, &ef);
+static inline __attribute__((always_inline)) void mxfp4_apply(const __m512i w[4], __m256 ef,
+                                                              const __m512i *x, const float *dx,
+                                                              const int32_t *xs, __m256i *isum,
+                                                              __m256 *scale) {
     /* two chains (latency); the first starts from the bias, -12 * sum(q) per block */
     __m512i s0 = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)xs));
     s0 = _mm512_dpbusd_epi32(s0, w[0], _mm512_load_si512(x));
@@ -104,6 +105,7 @@ static void decode_mxfp4_v512(const uint8_t *row, int64_t k, const uint8_t *end,
     for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES, q += KN_X86_GROUP_QS) {
         kn_x86_prefetch(row, 8 * KN_MXFP4_BYTES);
         mxfp4_codes(row, w, &ef);
+#pragma GCC unroll 4
         for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, w[i]);
         _mm256_store_ps(sc + 8 * g, _mm256_scalef_ps(one, ef));
     }
@@ -120,32 +122,96 @@ static void decode_mxfp4_v512(const uint8_t *row, int64_t k, const uint8_t *end,
     _mm256_store_ps(sc + 8 * full, _mm256_scalef_ps(one, ef));
 }
 
-static float dot_mxfp4_row(const uint8_t *row, const uint8_t *x, int64_t nb, const uint8_t *end) {
+/* ---- MXFP4 rows against a few tokens: the stored row streamed once ---------------------------
+ *
+ * Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
+ * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
+ * expert's share of a decode batch) cost little more than one. acc[t] holds token t's block lanes;
+ * every block's sum and fma are the canonical ones. */
+
+#define MX_FEW 8 /* tokens the streaming kernel takes at once */
+
+/* One group (decoded from `row`) against nt tokens: g indexes the group in the prepared rows. */
+static inline __attribute__((always_inline)) void mx_few_group(const uint8_t *row,
+                                                               const uint8_t *const *x, int64_t ng,
+                                                               int64_t g, __m256 *acc,
+                                                               const int nt) {
+    __m512i w[4];
+    __m256 ef;
+    mxfp4_codes(row, w, &ef);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const float *dx = (const float *)(x[t] + ng * KN_X86_GROUP_QS);
+        const int32_t *xs = (const int32_t *)(dx + ng * 8);
+        __m256i isum;
+        __m256 scale;
+        mxfp4_apply(w, ef, (const __m512i *)(x[t] + g * KN_X86_GROUP_QS), dx + 8 * g, xs + 8 * g,
+                    &isum, &scale);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[t]);
+    }
+}
+
+/* out[t] = row . token t for t < nt (inlined per nt, so the token loops unroll to constants). */
+static inline __attribute__((always_inline)) void mx_few_row(const uint8_t *row,
+                                                             const uint8_t *const *x, int64_t nb,
+                                                             const uint8_t *end, float *out,
+                                                             const int nt) {
     const int64_t ng = (nb + 7) / 8, full = nb / 8;
-    const float *dx = (const float *)(x + ng * KN_X86_GROUP_QS);
-    const int32_t *xs = (const int32_t *)(dx + ng * 8);
-    __m256 acc = _mm256_setzero_ps();
-    __m256i isum;
-    __m256 scale;
+    __m256 acc[MX_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES) {
         kn_x86_prefetch(row, 8 * KN_MXFP4_BYTES);
-        mxfp4_group(row, (const __m512i *)(x + g * KN_X86_GROUP_QS), dx + 8 * g, xs + 8 * g, &isum,
-                    &scale);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc);
+        mx_few_group(row, x, ng, g, acc, nt);
     }
-    if (full == ng) return kn_x86_tree8(acc);
-    /* The tail group reads its window in place when it lies before `end`: blocks past the row
-     * meet zero activations (isum 0) and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
-    const uint8_t *xt = x + full * KN_X86_GROUP_QS;
-    if (end - row >= 8 * KN_MXFP4_BYTES) {
-        mxfp4_group(row, (const __m512i *)xt, dx + 8 * full, xs + 8 * full, &isum, &scale);
-    } else {
-        _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
-        memcpy(pad, row, (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
-        mxfp4_group(pad, (const __m512i *)xt, dx + 8 * full, xs + 8 * full, &isum, &scale);
+    if (full < ng) {
+        /* The tail group reads its window in place when it lies before `end`: blocks past the row
+         * meet zero activations (isum 0) and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
+        if (end - row >= 8 * KN_MXFP4_BYTES) {
+            mx_few_group(row, x, ng, full, acc, nt);
+        } else {
+            _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
+            memcpy(pad, row, (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
+            mx_few_group(pad, x, ng, full, acc, nt);
+        }
     }
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc);
-    return kn_x86_tree8(acc);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) out[t] = kn_x86_tree8(acc[t]);
+}
+
+#define MX_FEW_ROWS(n)                                                                             \
+    static void mx_few_rows##n(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,    \
+                               int64_t n0, int64_t n1) {                                           \
+        const uint8_t *end = kn_x86_mat_end(W);                                                    \
+        for (int64_t r = n0; r < n1; r++) {                                                        \
+            float out[MX_FEW];                                                                     \
+            mx_few_row((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols / KN_QK32,  \
+                       end, out, n);                                                               \
+            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
+        }                                                                                          \
+    }
+MX_FEW_ROWS(1)
+MX_FEW_ROWS(2)
+MX_FEW_ROWS(3)
+MX_FEW_ROWS(4)
+MX_FEW_ROWS(5)
+MX_FEW_ROWS(6)
+MX_FEW_ROWS(7)
+MX_FEW_ROWS(8)
+#undef MX_FEW_ROWS
+
+typedef void (*mx_few_fn)(const kn_mat *, const uint8_t *const *, float *, int64_t, int64_t,
+                          int64_t);
+static const mx_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
+                                             mx_few_rows3, mx_few_rows4, mx_few_rows5,
+                                             mx_few_rows6, mx_few_rows7, mx_few_rows8};
+
+/* Rows n0 .. n1 of W against tokens t0 .. t0 + nt (nt <= MX_FEW). */
+static void mx_rows_few(const kn_mat *W, const kn_act *x, int64_t t0, int nt, float *Y, int64_t ldy,
+                        int64_t n0, int64_t n1) {
+    const uint8_t *xt[MX_FEW];
+    for (int t = 0; t < nt; t++) xt[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->stride;
+    mx_few[nt](W, xt, Y + t0 * ldy, ldy, n0, n1);
 }
 
 /* ---- Q6_K batches ------------------------------------------------------------------------------
@@ -332,11 +398,13 @@ static inline __m512i q6k_reduce16(const __m512i a[16]) {
 /* A micro-tile: Q6_R decoded rows against Q6_T tokens (int16 q and the Q8_K blocks for d_x);
  * out[4t + r] = dot(row r, token t) in the canonical order. */
 static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const xq[Q6_T],
-                      const kn_block_q8_K *const xb[Q6_T], int64_t nb, float out[16]) {
+                      const kn_block_q8_K *const xb[Q6_T], int64_t nb, float out[16],
+                      kn_x86_pf *pf) {
     __m512 lane[KN_QLANES];
     for (int l = 0; l < KN_QLANES; l++) lane[l] = _mm512_setzero_ps();
     const __m512i tok_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t b = 0; b < nb; b++) {
+        kn_x86_pf_step(pf);
         __m512i acc[16];
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
@@ -384,9 +452,9 @@ static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t l
             }
         }
         const int64_t r2 = n1 - (r0 + rn) < Q6_R ? n1 : r0 + rn + Q6_R; /* the next tile */
+        kn_x86_pf pf = kn_x86_pf_rows(W, r0 + rn, r2, (x->T + Q6_T - 1) / Q6_T * nb);
         for (int64_t t0 = 0; t0 < x->T; t0 += Q6_T) {
             const int tn = x->T - t0 < Q6_T ? (int)(x->T - t0) : Q6_T;
-            kn_x86_prefetch_rows(W, r0 + rn, r2, t0 / Q6_T, (x->T + Q6_T - 1) / Q6_T);
             const int16_t *xq[Q6_T];
             const kn_block_q8_K *xb[Q6_T];
             for (int t = 0; t < Q6_T; t++) { /* missing tokens repeat the last; not stored */
@@ -396,7 +464,7 @@ static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t l
                 xq[t] = q6k_act_q16(p, W->cols);
             }
             _Alignas(64) float out[16];
-            q6k_micro(wt, dw, xq, xb, nb, out);
+            q6k_micro(wt, dw, xq, xb, nb, out, &pf);
             for (int t = 0; t < tn; t++)
                 for (int r = 0; r < rn; r++) Y[(t0 + t) * ldy + r0 + r] = out[Q6_T * t + r];
         }
@@ -443,7 +511,8 @@ static inline __m512i mx_both(const void *a) {
  * canonical order. Inlined into one function per np, so the loops are unrolled to constants. */
 static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w[MX_R],
                                                           const uint8_t *const x[MX_T], int64_t ng,
-                                                          float out[MX_R][MX_T], const int np) {
+                                                          float out[MX_R][MX_T], kn_x86_pf *pf,
+                                                          const int np) {
     const size_t sc_off = (size_t)ng * KN_X86_GROUP_QS;            /* h(e) of a decoded row */
     const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -12 * sum(q) of a token */
     __m512 acc[MX_R][MX_T / 2];
@@ -451,6 +520,7 @@ static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w
         for (int p = 0; p < np; p++) acc[r][p] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
         const size_t qo = (size_t)g * KN_X86_GROUP_QS, so = (size_t)g * 8 * sizeof(float);
+        kn_x86_pf_step(pf);
         __m512i s[MX_R][MX_T / 2];
 #pragma GCC unroll 2
         for (int p = 0; p < np; p++) {
@@ -491,14 +561,14 @@ static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w
 }
 
 static void mx_micro4(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
-                      float out[MX_R][MX_T]) {
-    mx_tile(w, x, ng, out, 2);
+                      float out[MX_R][MX_T], kn_x86_pf *pf) {
+    mx_tile(w, x, ng, out, pf, 2);
 }
 
 /* One or two tokens left: a tile of one pair does half the work of a padded one. */
 static void mx_micro2(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
-                      float out[MX_R][MX_T]) {
-    mx_tile(w, x, ng, out, 1);
+                      float out[MX_R][MX_T], kn_x86_pf *pf) {
+    mx_tile(w, x, ng, out, pf, 1);
 }
 
 /* Rows of a decoded tile: a multiple of MX_R that keeps it within ~24 KiB of L1. */
@@ -521,9 +591,11 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
             decode((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols, end,
                    (uint8_t *)scratch + (size_t)r * rb);
         const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
+        /* the next tile, a few lines per group of the register tiles in between */
+        kn_x86_pf pf = kn_x86_pf_rows(W, r0 + rn, r2,
+                                      (x->T + MX_T - 1) / MX_T * ((rn + MX_R - 1) / MX_R) * ng);
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
             const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
-            kn_x86_prefetch_rows(W, r0 + rn, r2, t0 / MX_T, (x->T + MX_T - 1) / MX_T);
             const uint8_t *xt[MX_T];
             for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; not stored */
                 xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
@@ -533,9 +605,9 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
                     w[i] = (const uint8_t *)scratch + (size_t)(r + i < rn ? r + i : r) * rb;
                 float out[MX_R][MX_T];
                 if (tn > 2)
-                    mx_micro4(w, xt, ng, out);
+                    mx_micro4(w, xt, ng, out, &pf);
                 else
-                    mx_micro2(w, xt, ng, out);
+                    mx_micro2(w, xt, ng, out, &pf);
                 for (int t = 0; t < tn; t++)
                     for (int i = 0; i < MX_R && r + i < rn; i++)
                         Y[(t0 + t) * ldy + r0 + r + i] = out[i][t];
@@ -548,19 +620,16 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
 
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
-    if (x->T > 1) {
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, decode_mxfp4_v512);
+    if (x->T <= MX_FEW) {
+        mx_rows_few(W, x, 0, (int)x->T, Y, ldy, n0, n1);
         return;
     }
-    const uint8_t *end = kn_x86_mat_end(W);
-    for (int64_t n = n0; n < n1; n++)
-        Y[n] = dot_mxfp4_row((const uint8_t *)W->data + (size_t)n * W->row_bytes, x->data,
-                             W->cols / KN_QK32, end);
+    mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, decode_mxfp4_v512);
 }
 
 static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
     const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
-    return T > 1 ? rb * (size_t)mx_tile_rows(rb) : 0;
+    return T > 1 ? rb * (size_t)mx_tile_rows(rb) : 0; /* the Q8_0 tile path uses it at T > 1 */
 }
 
 /* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned -------------------------
@@ -574,6 +643,7 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
  * unsigned: the 8 x 8 transpose of the blocks' dwords, 4 blocks' halves per 128-bit lane. */
 static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
     __m512i a[4], t[4], v[4];
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) { /* lanes: block j bytes 0..15, 16..31, block j + 4 alike */
         const uint8_t *b = row + KN_Q8_0_BYTES * j + 2;
         a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)),
@@ -593,6 +663,7 @@ static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
                           _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(2, 0, 2, 0)),
                           _mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)),
                           _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(3, 1, 3, 1))};
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, _mm512_xor_si512(o[i], flip));
 }
 

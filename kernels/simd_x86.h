@@ -77,16 +77,20 @@ void kn_x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst);
 void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst);
 void kn_x86_decode_q4_K(const uint8_t *row, int64_t k, kn_x86_q4k *dst);
 
-/* Software prefetch distance of the streaming (T = 1) kernels, in bytes ahead of the weight being
- * read. The hardware prefetchers alone leave the decode and the memory latency serialized. */
-#ifndef KN_X86_PREFETCH
-#define KN_X86_PREFETCH 4096
-#endif
-/* Prefetches what a stream reading [p, p + n) now will read KN_X86_PREFETCH bytes later: one
- * line per 64 bytes, which covers every line when successive calls advance by n. */
-static inline void kn_x86_prefetch(const uint8_t *p, int n) {
-    for (int o = 0; o < n; o += 64)
-        _mm_prefetch((const char *)p + KN_X86_PREFETCH + o, _MM_HINT_T0);
+/* Software prefetch distances of the streaming kernels, in bytes ahead of the weight being read:
+ * far ahead into L2 (the memory latency, with room for a loaded machine's longer one), and a
+ * little ahead into L1 (the L2 latency). The hardware prefetchers alone leave the decode and the
+ * memory latency serialized. */
+#define KN_X86_PREFETCH_L2 16384
+#define KN_X86_PREFETCH_L1 512
+/* Prefetches what a stream reading [p, p + n) now will read later: one line per 64 bytes at each
+ * distance, which covers every line when successive calls advance by n. The loop has constant
+ * bounds and offsets, so it unrolls before vectorization (GCC's vectorizer drops prefetches). */
+static inline __attribute__((always_inline)) void kn_x86_prefetch(const uint8_t *p, int n) {
+    for (int o = 0; o < n; o += 64) {
+        _mm_prefetch((const char *)p + KN_X86_PREFETCH_L2 + o, _MM_HINT_T1);
+        _mm_prefetch((const char *)p + KN_X86_PREFETCH_L1 + o, _MM_HINT_T0);
+    }
 }
 
 /* Batches decode a tile of rows, then spend a while on the tokens without touching memory, so the
@@ -101,6 +105,28 @@ static inline void kn_x86_prefetch_rows(const kn_mat *W, int64_t r1, int64_t r2,
     const size_t a = lines * (size_t)part / (size_t)parts,
                  b = lines * (size_t)(part + 1) / (size_t)parts;
     for (size_t l = a; l < b; l++) _mm_prefetch((const char *)p + 64 * l, _MM_HINT_T1);
+}
+
+/* The same, spread out: a cursor over the lines of rows [r1, r2) of W that hands out `per` lines
+ * at each of `slots` steps, so a tile's compute prefetches the next tile a little at a time and
+ * the prefetches never crowd out the compute's own loads (line fill buffers are few). */
+typedef struct kn_x86_pf {
+    const char *p;
+    int64_t left; /* lines */
+    int64_t per;  /* lines per step */
+} kn_x86_pf;
+
+static inline kn_x86_pf kn_x86_pf_rows(const kn_mat *W, int64_t r1, int64_t r2, int64_t slots) {
+    kn_x86_pf pf = {(const char *)W->data + (size_t)r1 * W->row_bytes, 0, 0};
+    if (r1 >= r2 || slots <= 0) return pf;
+    pf.left = ((r2 - r1) * (int64_t)W->row_bytes + 63) / 64;
+    pf.per = (pf.left + slots - 1) / slots;
+    return pf;
+}
+
+static inline __attribute__((always_inline)) void kn_x86_pf_step(kn_x86_pf *pf) {
+    for (int64_t i = 0; i < pf->per && pf->left > 0; i++, pf->left--, pf->p += 64)
+        _mm_prefetch(pf->p, _MM_HINT_T1);
 }
 
 /* Rows of a tile: as many as keep the decoded tile within ~24 KiB of L1 (1..8). */

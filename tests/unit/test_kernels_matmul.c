@@ -6,7 +6,7 @@
  * kn_matmul_many (several matrices on one input) = one kn_matmul each, bit for bit. */
 #include "tests/unit/kn_test_util.h"
 
-static const int64_t Ts[] = {1, 2, 3, 5, 7, 17};
+static const int64_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 17}; /* both sides of each path's bound */
 #define NTS (sizeof Ts / sizeof Ts[0])
 
 static void run(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
@@ -231,8 +231,8 @@ static void test_e8m0_edges_in_matmul(void **state) {
  * there belong to the next row and must not leak into the result, even when they hold inf / NaN
  * Q8_0 scales or subnormal MXFP4 exponents. Odd rows start with such poisoned blocks; every even
  * row (whose tail reads them) must equal the scalar reference bit for bit, for every tail length
- * 1..7, every ISA and T = 1 to 5 tokens. The last row (no next row to read) is even and
- * checked too. */
+ * 1..7, every ISA and T from 1 to 9 tokens (the streaming few-token kernels, both widths of the
+ * batch tiles). The last row (no next row to read) is even and checked too. */
 static void test_partial_group_reads_past_row(void **state) {
     (void)state;
     kt_rng r = {4242};
@@ -256,10 +256,10 @@ static void test_partial_group_reads_past_row(void **state) {
                     else
                         blk[0] = (uint8_t)(b % 2); /* subnormal h */
                 }
-            enum { TMAX = 5 };
+            enum { TMAX = 9 };
             float *x = kt_gauss_vec(&r, TMAX * cols, 1.0f), y[TMAX * ROWS], want[TMAX * ROWS];
-            for (int k = 0; k < 5; k++) {
-                const int64_t T = (int64_t[]){1, 2, 3, 4, TMAX}[k];
+            for (int k = 0; k < 7; k++) {
+                const int64_t T = (int64_t[]){1, 2, 3, 4, 5, 8, TMAX}[k];
                 kn_isa_force(KN_ISA_SCALAR);
                 run(&W, x, T, want, KN_NUM_Q8, NULL);
                 for (int i = 0; i < nisa; i++) {
