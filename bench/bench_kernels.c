@@ -1,7 +1,7 @@
 /* bench/bench_kernels.c — the kernel benchmark of issue 3 (not a test): first this machine's read
  * bandwidth (STREAM-style, 1 and 2 threads), then MXFP4 and Q6_K matvec and grouped GEMM
- * (T = 1, 4, 16, 64; 1 and 2 threads) rotating over enough expert-sized matrices that the working
- * set exceeds the last-level cache. Prints, per case, GB/s of stored weight bytes, % of the
+ * (T = 1, 2, 3, 4, 8, 16, 64; 1 and 2 threads) rotating over enough expert-sized matrices that the
+ * working set exceeds the last-level cache. Prints, per case, GB/s of stored weight bytes, % of the
  * bandwidth measured in this run, rows x tokens per second, and one JSON line; with --ggml-mm PATH
  * (bench/ggml/ggml_mm.c, built against a ggml the user names) ggml's time for the same shape, T and
  * threads, measured right before each matrix case, and the ratio.
@@ -88,7 +88,7 @@ typedef struct bench_case {
     void (*call)(void *ctx, int i, const float *X, int64_t T, float *Y, kn_numerics num,
                  kn_pool *pool);
     void *ctx;
-    double ggml_us[3][4]; /* ggml's best per call by threads and T (0: not measured) */
+    double ggml_us[3][N_TS]; /* ggml's best per call by threads and T (0: not measured) */
 } bench_case;
 
 /* Instances so that they exceed 1.5x the LLC (at least 16, at most 3 GB). */
@@ -205,14 +205,14 @@ static void allowed_list(const char *name, const int64_t *all, int n, char *buf,
 
 /* Runs the ggml driver on the shape with as many matrices as ours rotate over; fills
  * us[threads][T index] with its best time per matmul. */
-static void ggml_reference(const shape *s, int n, double budget, double us[3][4]) {
+static void ggml_reference(const shape *s, int n, double budget, double us[3][N_TS]) {
     static const int64_t threads[2] = {1, 2};
     char rows[24], cols[24], mats[16], secs[24], tl[64], thl[16], err[600];
     snprintf(rows, sizeof rows, "%lld", (long long)s->rows);
     snprintf(cols, sizeof cols, "%lld", (long long)s->cols);
     snprintf(mats, sizeof mats, "%d", n);
     snprintf(secs, sizeof secs, "%g", budget);
-    allowed_list("MW_BENCH_T", Ts, 4, tl, sizeof tl);
+    allowed_list("MW_BENCH_T", Ts, N_TS, tl, sizeof tl);
     allowed_list("MW_BENCH_THREADS", threads, 2, thl, sizeof thl);
     if (!tl[0] || !thl[0]) return;
     char *const argv[] = {(char *)ggml_mm_bin,

@@ -12,6 +12,7 @@
 //   node bench/bench_serve.mjs --target NAME=URL[,MODEL] ... [--streams 1,4,16,64]
 //        [--prompt-tokens 128] [--max-tokens 32] [--rounds 2] [--vocab 8000] [--warmup 1]
 //        [--text-only MODEL.gguf] [--reverse: the first level in reverse target order]
+//        [--salt K: prompts of another sweep; a caller running several gives each its own K]
 //   node bench/bench_serve.mjs --table FILE [--base NAME]
 //
 // MODEL defaults to the first id of URL/v1/models. --text-only reads the GGUF's vocabulary and
@@ -29,7 +30,7 @@ import { performance } from 'node:perf_hooks';
 
 function parseArgs(argv) {
   const o = { targets: [], streams: [1, 4, 16, 64], prompt: 128, max: 32, rounds: 2, vocab: 8000,
-              warmup: 1 };
+              warmup: 1, salt: 0 };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = argv[i + 1];
     if (a === '--target') {
@@ -43,6 +44,7 @@ function parseArgs(argv) {
     else if (a === '--rounds') o.rounds = +v;
     else if (a === '--vocab') o.vocab = +v;
     else if (a === '--warmup') o.warmup = +v;
+    else if (a === '--salt') o.salt = +v;
     else if (a === '--text-only') o.textOnly = v;
     else if (a === '--reverse') { o.reverse = true; continue; }
     else throw new Error(`unknown option ${a} (see the comment at the top)`);
@@ -160,10 +162,11 @@ function textOnlyBias(file) {
   return { bias, good: good.length, bad: bad.length };
 }
 
-// A request's prompt: fixed ids, different per request so no server can reuse a cached prefix.
+// A request's prompt: fixed ids, different per request (and per --salt) so no server can reuse a
+// cached prefix (llama-server keeps each slot's last prompt and picks the slot that matches best).
 function promptIds(n, vocab, salt) {
   const ids = [];
-  let x = (salt * 2654435761) >>> 0;
+  let x = (Math.imul(salt | 0, 2654435761 | 0) ^ Math.imul((salt / 2 ** 32) | 0, 40503)) >>> 0;
   for (let i = 0; i < n; i++) {
     x = (x * 1103515245 + 12345) >>> 0;
     ids.push(1 + (x % (vocab - 2)));
@@ -354,7 +357,9 @@ console.log(JSON.stringify({ bench: 'serve', date: new Date().toISOString(),
                                                               model: t.model })),
                              streams: o.streams, prompt_tokens: o.prompt, max_tokens: o.max,
                              rounds: o.rounds, ...(vocabNote && { text_only: vocabNote }) }));
-let salt = 0;
+// salts: (--salt, level, target) * 100000 + stream * rounds + round: unique within a sweep, and
+// across sweeps given distinct --salt values
+let salt = o.salt * (o.streams.length * o.targets.length + 1);
 for (let li = 0; li < o.streams.length; li++) {
   // each level in turns: the order alternates from level to level
   const order = (li + (o.reverse ? 1 : 0)) % 2 ? [...o.targets].reverse() : o.targets;

@@ -8,6 +8,8 @@
 # the servers and prints the table: per level and target the aggregate tok/s (median and range
 # over the passes), TTFT and ITL p50 / p99, the aggregate over one stream's, and over
 # llama-server's in the same pass. The JSON lines go to stdout as they come; the table follows.
+# Every request of the sweep has a prompt of its own (--salt per level and pass), so no server can
+# answer one from a prompt it cached for an earlier pass or level.
 #   bench/serve_vs_llamacpp.sh MODEL.gguf [--streams 1,4,16,64] [other bench_serve.mjs options]
 #   env: LLAMA_SERVER, LLAMA_BATCHED_BENCH (paths), MW_THREADS (default 2), MW_SLOTS (default 64),
 #        MW_CTX (positions per sequence, default 256), MW_CONFIGS (default "inproc loopback2"),
@@ -93,7 +95,7 @@ for _ in $(seq 1 "$passes"); do
   for n in ${streams//,/ }; do
     if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 1 ]; then batched "$n" | tee -a "$out"; fi
     node bench/bench_serve.mjs "${targets[@]}" --vocab 32000 --prompt-tokens "$prompt" \
-      --max-tokens "$gen" --streams "$n" --warmup $((i == 0)) --text-only "$model" $([ $((i % 2)) -eq 1 ] && echo --reverse) \
+      --max-tokens "$gen" --streams "$n" --warmup $((i == 0)) --salt "$((i + 1))" --text-only "$model" $([ $((i % 2)) -eq 1 ] && echo --reverse) \
       ${args[@]+"${args[@]}"} | tee -a "$out"
     if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 0 ]; then batched "$n" | tee -a "$out"; fi
     i=$((i + 1))
