@@ -206,12 +206,12 @@ static const mx_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_
                                              mx_few_rows3, mx_few_rows4, mx_few_rows5,
                                              mx_few_rows6, mx_few_rows7, mx_few_rows8};
 
-/* Rows n0 .. n1 of W against tokens t0 .. t0 + nt (nt <= MX_FEW). */
-static void mx_rows_few(const kn_mat *W, const kn_act *x, int64_t t0, int nt, float *Y, int64_t ldy,
-                        int64_t n0, int64_t n1) {
+/* Rows n0 .. n1 of W against all of x's tokens (x->T <= MX_FEW). */
+static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+                        int64_t n1) {
     const uint8_t *xt[MX_FEW];
-    for (int t = 0; t < nt; t++) xt[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->stride;
-    mx_few[nt](W, xt, Y + t0 * ldy, ldy, n0, n1);
+    for (int64_t t = 0; t < x->T; t++) xt[t] = (const uint8_t *)x->data + (size_t)t * x->stride;
+    mx_few[x->T](W, xt, Y, ldy, n0, n1);
 }
 
 /* ---- Q6_K batches ------------------------------------------------------------------------------
@@ -621,15 +621,20 @@ static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ld
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
     if (x->T <= MX_FEW) {
-        mx_rows_few(W, x, 0, (int)x->T, Y, ldy, n0, n1);
+        mx_rows_few(W, x, Y, ldy, n0, n1);
         return;
     }
     mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, decode_mxfp4_v512);
 }
 
-static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
+/* A decoded tile's bytes (MXFP4 and Q8_0 decode to layouts of the same size). */
+static size_t mx_tile_scratch(const kn_mat *W) {
     const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
-    return T > 1 ? rb * (size_t)mx_tile_rows(rb) : 0; /* the Q8_0 tile path uses it at T > 1 */
+    return rb * (size_t)mx_tile_rows(rb);
+}
+
+static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
+    return T > MX_FEW ? mx_tile_scratch(W) : 0; /* the few-token path keeps nothing */
 }
 
 /* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned -------------------------
@@ -708,7 +713,7 @@ static void rows_q8_0(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, i
 }
 
 static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
-    if (T > 1) return scratch_mxfp4(W, T); /* the decoded layouts have the same size */
+    if (T > 1) return mx_tile_scratch(W);
     return scratch_q8_0_v512(W, T);
 }
 

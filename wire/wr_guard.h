@@ -11,11 +11,12 @@
  * delivery, ZMQ_SRCFD naming the connection). A connection that holds more than `peer_bytes`
  * beyond its last delivered message, or the largest holder when all together pass `total_bytes`
  * or the process heap passes its owner's own use by `total_bytes` (malloc statistics), is cut
- * off: shutdown() of its receiving side (and a zero linger, so closing it resets the connection),
- * after which libzmq sees the end of the stream, drops the connection and frees the unfinished
- * message. One line on stderr names the peer and the limit. The kernel's receive buffer of every
- * accepted connection is fixed (ZMQ_RCVBUF, 1 MiB) so that what the kernel queued unseen cannot
- * reach libzmq in one burst bigger than that, and a cut discards it with the connection.
+ * off: the TCP connection is reset at once and what the kernel holds of it discarded (connect()
+ * to AF_UNSPEC; where that fails, shutdown() of its receiving side and a zero linger), after which
+ * libzmq sees the connection fail, drops it and frees the unfinished message. One line on stderr
+ * names the peer and the limit. The kernel's receive buffer of every accepted connection is fixed
+ * (ZMQ_RCVBUF, 1 MiB) so that what the kernel queued unseen cannot reach libzmq in one burst bigger
+ * than that, and a cut discards it with the connection.
  *
  * Memory held for peers then stays under total_bytes plus what arrives in one check interval
  * (the kernel buffer bounds what a starved node's libzmq reads at once when it gets a CPU back).
