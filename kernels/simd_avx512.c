@@ -3,12 +3,12 @@
  * streamed (each stored row read once, its weights decoded with byte permutes straight into the
  * interleaved layout of simd_x86.h and applied to every token in registers: an expert's few rows
  * of a decode batch cost little more than one), MXFP4 and Q8_0 batches beyond that (a tile of rows
- * decoded once, two tokens per 512-bit vector), Q6_K at T = 1 (codes decoded in registers, 512 bits
- * at a time) and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles
- * of vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512
- * VNNI instructions; float kernels come from the AVX2 row. The integer sums are exact, so every
- * block's isum and every lane's float work is the canonical one: the bits equal the scalar
- * reference's. */
+ * decoded once, two rows per 512-bit vector, the next tile decoded while this one is used), Q6_K at
+ * T = 1 (codes decoded in registers, 512 bits at a time) and Q6_K batches (weights decoded to
+ * scaled int16 once per tile, 4 x 4 register tiles of vpdpwssd). The other Q8-mode integer kernels
+ * are simd_x86_int8.h with the 256-bit AVX-512 VNNI instructions; float kernels come from the AVX2
+ * row. The integer sums are exact, so every block's isum and every lane's float work is the
+ * canonical one: the bits equal the scalar reference's. */
 #include "kernels/simd_x86.h"
 
 bool kn_isa_avx512_usable(void) {
@@ -90,36 +90,64 @@ static inline __attribute__((always_inline)) void mxfp4_apply(const __m512i w[4]
     *scale = _mm256_scalef_ps(_mm256_load_ps(dx), ef);
 }
 
-/* kn_x86_decode_mxfp4 with the byte permutes above: codes, then h(e) = 2^(e - 128) per block
- * (exact: vscalef of 1). The tail group is read in place when its window lies before `end`, as the
- * streaming kernel reads it: its blocks past the row meet zero activations and d_x = 0, so their
- * codes add 0 to the block sums and their scales give d_x * h(e) = 0, as the zero-padded copy
- * (used at the matrix's end) gives. */
-static void decode_mxfp4_v512(const uint8_t *row, int64_t k, const uint8_t *end, void *dst) {
-    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k), full = nb / 8;
-    uint8_t *q = dst;
-    float *sc = (float *)(q + ng * KN_X86_GROUP_QS);
-    const __m256 one = _mm256_set1_ps(1.0f);
+/* A pair's decoded bytes: per group the 8 vectors of both rows ([a | b], 64 bytes each), then per
+ * group the 8 scales of a and of b. A row's decoder writes at the pair's start + 32 * (row % 2):
+ * vector k of group g at + 512 g + 64 k, its scales at + 512 ng + 64 g. */
+static inline size_t mx_pair_bytes(int64_t k) {
+    return 2 * kn_x86_mxfp4_row_bytes(k); /* = 2 * kn_x86_q8_0_row_bytes */
+}
+
+/* One row's decoded group (w[i] = its vectors 2i and 2i + 1) into its half of the pair's group. */
+static inline void mx_store_pair(uint8_t *q, const __m512i w[4]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_si256((__m256i *)(q + 128 * i), _mm512_castsi512_si256(w[i]));
+        _mm256_storeu_si256((__m256i *)(q + 128 * i + 64), _mm512_extracti64x4_epi64(w[i], 1));
+    }
+}
+
+/* Group g of a stored MXFP4 row decoded as kn_x86_decode_mxfp4 decodes it, with the byte permutes
+ * above, into the row's half of a pair (dst: the row's start in the pair): codes, then
+ * h(e) = 2^(e - 128) per block (exact: vscalef of 1). The tail group is read in place when its
+ * window lies before `end`, as the streaming kernel reads it: its blocks past the row meet zero
+ * activations and d_x = 0, so their codes add 0 to the block sums and their scales give
+ * d_x * h(e) = 0, as the zero-padded copy (used at the matrix's end) gives. */
+static void mxfp4_tail_codes(const uint8_t *src, int64_t blocks, __m512i w[4], __m256 *ef) {
+    _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
+    memcpy(pad, src, (size_t)blocks * KN_MXFP4_BYTES);
+    mxfp4_codes(pad, w, ef);
+}
+
+/* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
+static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
+                                                                 uint8_t *dst, int64_t g) {
+    const uint8_t *src = row + g * 8 * KN_MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
-    for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES, q += KN_X86_GROUP_QS) {
-        kn_x86_prefetch(row, 8 * KN_MXFP4_BYTES);
-        mxfp4_codes(row, w, &ef);
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, w[i]);
-        _mm256_store_ps(sc + 8 * g, _mm256_scalef_ps(one, ef));
+    kn_x86_prefetch(src, 8 * KN_MXFP4_BYTES);
+    mxfp4_codes(src, w, &ef);
+    mx_store_pair(dst + g * 2 * KN_X86_GROUP_QS, w);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g,
+                     _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
+}
+
+static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                            int64_t g) {
+    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k);
+    if (g < nb / 8) {
+        mxfp4_dec_full(row, ng, dst, g);
+        return;
     }
-    if (full == ng) return;
-    _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56];
-    if (end - row >= 8 * KN_MXFP4_BYTES) {
-        mxfp4_codes(row, w, &ef);
-    } else {
-        memset(pad, 0, sizeof pad);
-        memcpy(pad, row, (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
-        mxfp4_codes(pad, w, &ef);
-    }
-    for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, w[i]);
-    _mm256_store_ps(sc + 8 * full, _mm256_scalef_ps(one, ef));
+    const uint8_t *src = row + g * 8 * KN_MXFP4_BYTES;
+    __m512i w[4];
+    __m256 ef;
+    if (end - src >= 8 * KN_MXFP4_BYTES)
+        mxfp4_codes(src, w, &ef);
+    else
+        mxfp4_tail_codes(src, nb - 8 * g, w, &ef);
+    mx_store_pair(dst + g * 2 * KN_X86_GROUP_QS, w);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g,
+                     _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
 
 /* ---- MXFP4 rows against a few tokens: the stored row streamed once ---------------------------
@@ -487,136 +515,193 @@ static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
 
 /* ---- MXFP4 batches ------------------------------------------------------------------------------
  *
- * Rows are decoded once per tile into the interleaved layout of simd_x86.h
- * (kn_x86_decode_mxfp4). A 512-bit vector holds one row's group vector in both halves against two
- * tokens' group vectors side by side, so lanes 0..7 are the block lanes of (row, token a) and
- * 8..15 those of (row, token b): vpdpbusd leaves each block's exact sum in its canonical lane, and
- * the float step is one fma for both pairs. Register tile: 4 rows x 2 token pairs. */
+ * Rows are decoded once per tile into the interleaved layout of simd_x86.h, two rows side by side
+ * (mx_store_pair): a 512-bit vector holds vector k of one group of rows a and b, so lanes 0..7 are
+ * the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
+ * vector broadcast to both halves. vpdpbusd leaves each block's exact sum in its canonical lane
+ * and the float step is one fma for both rows; a token needs no partner, and no load needs an
+ * insert (a broadcast from memory is a load). Register tile: 2 row pairs x 4 tokens.
+ *
+ * The next tile is decoded while this one is used, a group at a time between the register tile's
+ * groups (mx_dec): the decode's shuffles then overlap the vpdpbusd instead of stalling them, and
+ * its reads stream from memory at the compute's pace (the decoders prefetch ahead in the rows). */
 
-#define MX_R 4 /* rows of a register tile */
-#define MX_T 4 /* tokens of a register tile (two pairs) */
-
-/* 32 bytes at a and 32 at b as one vector. */
-static inline __m512i mx_pair(const void *a, const void *b) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
-                              _mm256_loadu_si256((const __m256i *)b), 1);
-}
+#define MX_P 2 /* row pairs of a register tile */
+#define MX_T 4 /* tokens of a register tile */
 
 /* 32 bytes at a in both halves. */
 static inline __m512i mx_both(const void *a) {
     return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a));
 }
 
-/* MX_R decoded rows against 2 * np prepared tokens (np = 1 or 2 pairs): out[r][t] in the
- * canonical order. Inlined into one function per np, so the loops are unrolled to constants. */
-static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w[MX_R],
+/* Group g of a stored row (k values) into its half of a pair: any group (mxfp4_dec_group,
+ * q8_0_dec_group), or a full one (mxfp4_dec_full, q8_0_dec_full; ng groups per row). */
+typedef void (*mx_dec_fn)(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                          int64_t g);
+typedef void (*mx_dec_full_fn)(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g);
+
+/* A tile's rows to decode: the steps between register-tile groups hand out the full groups,
+ * `per` (row, group) units at a time; mx_dec_rest decodes what they left and the tail groups.
+ * The steps call nothing that is not inlined, so the accumulators stay in registers. */
+typedef struct mx_dec {
+    const uint8_t *src[8]; /* stored rows */
+    uint8_t *dst[8];       /* their halves of the pairs */
+    int n, r;              /* rows; the next unit's row */
+    int64_t g, full, ng;   /* the next unit's group; full groups and groups per row */
+    int64_t per;           /* units per step */
+} mx_dec;
+
+static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_full_fn dec) {
+    for (int64_t i = 0; i < d->per && d->r < d->n; i++) {
+        dec(d->src[d->r], d->ng, d->dst[d->r], d->g);
+        if (++d->g == d->full) d->g = 0, d->r++;
+    }
+}
+
+static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
+    const uint8_t *end = kn_x86_mat_end(W);
+    for (; d->r < d->n; d->g = 0, d->r++)
+        for (; d->g < d->full; d->g++) dec(d->src[d->r], W->cols, end, d->dst[d->r], d->g);
+    for (int r = 0; r < d->n; r++)
+        for (int64_t g = d->full; g < d->ng; g++) dec(d->src[r], W->cols, end, d->dst[r], g);
+}
+
+/* MX_P decoded row pairs against nt prepared tokens (1 .. MX_T): out[2p + h][t] is row h of pair
+ * p against token t, in the canonical order; a step of `dc` after each group. Inlined into one
+ * function per decoder and nt, so the loops are unrolled to constants. */
+static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w[MX_P],
                                                           const uint8_t *const x[MX_T], int64_t ng,
-                                                          float out[MX_R][MX_T], kn_x86_pf *pf,
-                                                          const int np) {
-    const size_t sc_off = (size_t)ng * KN_X86_GROUP_QS;            /* h(e) of a decoded row */
-    const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -12 * sum(q) of a token */
-    __m512 acc[MX_R][MX_T / 2];
-    for (int r = 0; r < MX_R; r++)
-        for (int p = 0; p < np; p++) acc[r][p] = _mm512_setzero_ps();
+                                                          float out[2 * MX_P][MX_T], mx_dec *dc,
+                                                          mx_dec_full_fn dec, const int nt) {
+    const size_t wsc_off = (size_t)ng * 2 * KN_X86_GROUP_QS;       /* h(e) / d_w of a pair */
+    const size_t sc_off = (size_t)ng * KN_X86_GROUP_QS;            /* d_x of a token */
+    const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -bias * sum(q) of a token */
+    __m512 acc[MX_P][MX_T];
+    for (int p = 0; p < MX_P; p++)
+        for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const size_t qo = (size_t)g * KN_X86_GROUP_QS, so = (size_t)g * 8 * sizeof(float);
-        kn_x86_pf_step(pf);
-        __m512i s[MX_R][MX_T / 2];
-#pragma GCC unroll 2
-        for (int p = 0; p < np; p++) {
-            const __m512i xs = mx_pair(x[2 * p] + xs_off + so, x[2 * p + 1] + xs_off + so);
+        const size_t xo = (size_t)g * KN_X86_GROUP_QS, wo = 2 * xo, so = (size_t)g * 32;
+        __m512i s[MX_P][MX_T];
 #pragma GCC unroll 4
-            for (int r = 0; r < MX_R; r++) s[r][p] = xs;
+        for (int t = 0; t < nt; t++) {
+            const __m512i xs = mx_both(x[t] + xs_off + so);
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_P; p++) s[p][t] = xs;
         }
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
-            __m512i xv[MX_T / 2], wv[MX_R];
-#pragma GCC unroll 2
-            for (int p = 0; p < np; p++)
-                xv[p] = mx_pair(x[2 * p] + qo + 32 * k, x[2 * p + 1] + qo + 32 * k);
+            __m512i xv[MX_T], wv[MX_P];
 #pragma GCC unroll 4
-            for (int r = 0; r < MX_R; r++) wv[r] = mx_both(w[r] + qo + 32 * k);
-#pragma GCC unroll 4
-            for (int r = 0; r < MX_R; r++)
+            for (int t = 0; t < nt; t++) xv[t] = mx_both(x[t] + xo + 32 * k);
 #pragma GCC unroll 2
-                for (int p = 0; p < np; p++) s[r][p] = _mm512_dpbusd_epi32(s[r][p], wv[r], xv[p]);
+            for (int p = 0; p < MX_P; p++) wv[p] = _mm512_loadu_si512(w[p] + wo + 64 * k);
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_P; p++)
+#pragma GCC unroll 4
+                for (int t = 0; t < nt; t++) s[p][t] = _mm512_dpbusd_epi32(s[p][t], wv[p], xv[t]);
         }
+        __m512 ws[MX_P];
 #pragma GCC unroll 2
-        for (int p = 0; p < np; p++) {
-            const __m512 dx =
-                _mm512_castsi512_ps(mx_pair(x[2 * p] + sc_off + so, x[2 * p + 1] + sc_off + so));
+        for (int p = 0; p < MX_P; p++) ws[p] = _mm512_loadu_ps(w[p] + wsc_off + 2 * so);
 #pragma GCC unroll 4
-            for (int r = 0; r < MX_R; r++)
-                acc[r][p] = _mm512_fmadd_ps(
-                    _mm512_cvtepi32_ps(s[r][p]),
-                    _mm512_mul_ps(dx, _mm512_castsi512_ps(mx_both(w[r] + sc_off + so))), acc[r][p]);
+        for (int t = 0; t < nt; t++) {
+            const __m512 dx = _mm512_castsi512_ps(mx_both(x[t] + sc_off + so));
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_P; p++)
+                acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dx, ws[p]),
+                                            acc[p][t]);
         }
+        mx_dec_step(dc, dec);
     }
-    for (int r = 0; r < MX_R; r++)
-        for (int p = 0; p < np; p++) {
-            out[r][2 * p] = kn_x86_tree8(_mm512_castps512_ps256(acc[r][p]));
-            out[r][2 * p + 1] = kn_x86_tree8(
-                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[r][p]), 1)));
+    for (int p = 0; p < MX_P; p++)
+        for (int t = 0; t < nt; t++) {
+            out[2 * p][t] = kn_x86_tree8(_mm512_castps512_ps256(acc[p][t]));
+            out[2 * p + 1][t] = kn_x86_tree8(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][t]), 1)));
         }
 }
 
-static void mx_micro4(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
-                      float out[MX_R][MX_T], kn_x86_pf *pf) {
-    mx_tile(w, x, ng, out, pf, 2);
-}
+typedef void (*mx_micro_fn)(const uint8_t *const[MX_P], const uint8_t *const[MX_T], int64_t,
+                            float[2 * MX_P][MX_T], mx_dec *);
 
-/* One or two tokens left: a tile of one pair does half the work of a padded one. */
-static void mx_micro2(const uint8_t *const w[MX_R], const uint8_t *const x[MX_T], int64_t ng,
-                      float out[MX_R][MX_T], kn_x86_pf *pf) {
-    mx_tile(w, x, ng, out, pf, 1);
-}
+/* The register tiles of one decoder, by tokens: mx_micro_<name>[nt]. */
+#define MX_MICRO(name, dec, n)                                                                     \
+    static void mx_micro_##name##n(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T],     \
+                                   int64_t ng, float out[2 * MX_P][MX_T], mx_dec *dc) {            \
+        mx_tile(w, x, ng, out, dc, dec, n);                                                        \
+    }
+#define MX_MICROS(name, dec)                                                                       \
+    MX_MICRO(name, dec, 1)                                                                         \
+    MX_MICRO(name, dec, 2)                                                                         \
+    MX_MICRO(name, dec, 3)                                                                         \
+    MX_MICRO(name, dec, 4)                                                                         \
+    static const mx_micro_fn mx_micro_##name[MX_T + 1] = {                                         \
+        NULL, mx_micro_##name##1, mx_micro_##name##2, mx_micro_##name##3, mx_micro_##name##4}
 
-/* Rows of a decoded tile: a multiple of MX_R that keeps it within ~24 KiB of L1. */
+/* Rows of a decoded tile: a multiple of a register tile's rows that keeps two tiles (the one in
+ * use and the next) within ~24 KiB of L1. */
 static int mx_tile_rows(size_t row_bytes) {
-    return kn_x86_tile_rows_by(row_bytes, MX_R);
+    return kn_x86_tile_rows_by(2 * row_bytes, 2 * MX_P);
 }
 
-/* Rows n0 .. n1 of W (T > 1): decode(row, k, dst) writes a row's unsigned codes and weight
- * scales in the interleaved layout; the tokens' prepared rows carry the matching bias per block. */
-static void mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
-                          int64_t n1, void *scratch,
-                          void (*decode)(const uint8_t *, int64_t, const uint8_t *, void *)) {
+/* The rows [r0, r0 + rn) of W to decode into the pairs at `tile` (an odd last row also into its
+ * pair's second half: a register tile's missing row repeats its pair's first; not stored). */
+static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
+    mx_dec d = {.ng = kn_x86_groups(W->cols), .full = W->cols / KN_QK32 / 8};
+    const size_t pb = mx_pair_bytes(W->cols);
+    for (int r = 0; r < rn + rn % 2; r++) {
+        d.src[r] = (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
+        d.dst[r] = tile + (size_t)(r / 2) * pb + 32 * (r % 2);
+    }
+    d.n = rn + rn % 2;
+    return d;
+}
+
+/* Rows n0 .. n1 of W (T > 1): dec writes a row's unsigned codes and weight scales group by group;
+ * the tokens' prepared rows carry the matching bias per block. The scratch holds two tiles. */
+static inline __attribute__((always_inline)) void
+mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
+              void *scratch, mx_dec_fn dec, const mx_micro_fn *micro) {
     const int64_t ng = kn_x86_groups(W->cols);
-    const size_t rb = kn_x86_mxfp4_row_bytes(W->cols); /* = kn_x86_q8_0_row_bytes */
-    const int R = mx_tile_rows(rb);
-    const uint8_t *end = kn_x86_mat_end(W);
-    for (int64_t r0 = n0; r0 < n1; r0 += R) {
-        const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
-        for (int r = 0; r < rn; r++)
-            decode((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols, end,
-                   (uint8_t *)scratch + (size_t)r * rb);
-        const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
-        /* the next tile, a few lines per group of the register tiles in between */
-        kn_x86_pf pf = kn_x86_pf_rows(W, r0 + rn, r2,
-                                      (x->T + MX_T - 1) / MX_T * ((rn + MX_R - 1) / MX_R) * ng);
+    const size_t pb = mx_pair_bytes(W->cols);
+    const int R = mx_tile_rows(pb / 2);
+    uint8_t *buf[2] = {scratch, (uint8_t *)scratch + pb * (size_t)(R / 2)};
+    const int64_t tblocks = (x->T + MX_T - 1) / MX_T;
+    int rn = n1 - n0 < R ? (int)(n1 - n0) : R;
+    mx_dec d = mx_dec_rows(W, n0, rn, buf[0]);
+    mx_dec_rest(&d, W, dec); /* the first tile at once */
+    for (int64_t r0 = n0, cur = 0; r0 < n1; r0 += rn, cur ^= 1) {
+        rn = n1 - r0 < R ? (int)(n1 - r0) : R;
+        const int np = (rn + 1) / 2;
+        const int64_t r1 = r0 + rn;
+        const int rn1 = n1 - r1 < R ? (int)(n1 - r1) : R;
+        /* the next tile, spread over this one's register-tile groups */
+        d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1]);
+        const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
+        d.per = ((int64_t)d.n * d.full + steps - 1) / steps;
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
             const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
             const uint8_t *xt[MX_T];
-            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; not stored */
+            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
                 xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
-            for (int r = 0; r < rn; r += MX_R) {
-                const uint8_t *w[MX_R];
-                for (int i = 0; i < MX_R; i++) /* missing rows repeat the first; not stored */
-                    w[i] = (const uint8_t *)scratch + (size_t)(r + i < rn ? r + i : r) * rb;
-                float out[MX_R][MX_T];
-                if (tn > 2)
-                    mx_micro4(w, xt, ng, out, &pf);
-                else
-                    mx_micro2(w, xt, ng, out, &pf);
+            for (int p0 = 0; p0 < np; p0 += MX_P) {
+                const uint8_t *w[MX_P];
+                for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
+                    w[i] = buf[cur] + (size_t)(p0 + i < np ? p0 + i : p0) * pb;
+                float out[2 * MX_P][MX_T];
+                micro[tn](w, xt, ng, out, &d);
                 for (int t = 0; t < tn; t++)
-                    for (int i = 0; i < MX_R && r + i < rn; i++)
-                        Y[(t0 + t) * ldy + r0 + r + i] = out[i][t];
+                    for (int i = 0; i < 2 * MX_P && 2 * p0 + i < rn; i++)
+                        Y[(t0 + t) * ldy + r0 + 2 * p0 + i] = out[i][t];
             }
         }
+        mx_dec_rest(&d, W, dec); /* what the steps left, and the tail groups */
     }
 }
 
 /* ---- row loops and the kernel table ---------------------------------------------------------- */
+
+MX_MICROS(mxfp4, mxfp4_dec_full);
 
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
@@ -624,13 +709,13 @@ static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, 
         mx_rows_few(W, x, Y, ldy, n0, n1);
         return;
     }
-    mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, decode_mxfp4_v512);
+    mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4);
 }
 
 /* A decoded tile's bytes (MXFP4 and Q8_0 decode to layouts of the same size). */
 static size_t mx_tile_scratch(const kn_mat *W) {
-    const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
-    return rb * (size_t)mx_tile_rows(rb);
+    const size_t pb = mx_pair_bytes(W->cols);
+    return 2 * (pb / 2) * (size_t)mx_tile_rows(pb / 2); /* two tiles */
 }
 
 static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
@@ -668,32 +753,48 @@ static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
                           _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(2, 0, 2, 0)),
                           _mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)),
                           _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(3, 1, 3, 1))};
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) _mm512_storeu_si512(q + 64 * i, _mm512_xor_si512(o[i], flip));
+    const __m512i u[4] = {_mm512_xor_si512(o[0], flip), _mm512_xor_si512(o[1], flip),
+                          _mm512_xor_si512(o[2], flip), _mm512_xor_si512(o[3], flip)};
+    mx_store_pair(q, u);
 }
 
-/* kn_x86_decode_q8_0 with weights made unsigned: the same layout. The tail group is read in place
- * when it lies before `end`: its blocks past the row meet zero activations (block sums 0) and get
- * scale 0, as in the zero-padded copy used at the matrix's end. */
-static void q8_0_decode_u8(const uint8_t *row, int64_t k, const uint8_t *end, void *dst) {
-    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k), full = nb / 8;
-    uint8_t *q = dst;
-    float *sc = (float *)(q + ng * KN_X86_GROUP_QS);
-    for (int64_t g = 0; g < full; g++, row += 8 * KN_Q8_0_BYTES, q += KN_X86_GROUP_QS) {
-        kn_x86_prefetch(row, 8 * KN_Q8_0_BYTES);
-        q8_0_group_u8(row, q);
-        _mm256_store_ps(sc + 8 * g, kn_x86_q8_0_d(row));
+/* Group g of a stored Q8_0 row as kn_x86_decode_q8_0 decodes it, weights made unsigned, into the
+ * row's half of a pair. The tail group is read in place when it lies before `end`: its blocks past
+ * the row meet zero activations (block sums 0) and get scale 0, as in the zero-padded copy used at
+ * the matrix's end. */
+static void q8_0_tail_group(const uint8_t *src, int left, uint8_t *q, float *sc) {
+    _Alignas(64) uint8_t pad[8 * KN_Q8_0_BYTES] = {0};
+    memcpy(pad, src, (size_t)left * KN_Q8_0_BYTES);
+    q8_0_group_u8(pad, q);
+    _mm256_storeu_ps(sc, _mm256_and_ps(kn_x86_q8_0_d(pad), kn_x86_live_lanes(left)));
+}
+
+/* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
+static inline __attribute__((always_inline)) void q8_0_dec_full(const uint8_t *row, int64_t ng,
+                                                                uint8_t *dst, int64_t g) {
+    const uint8_t *src = row + g * 8 * KN_Q8_0_BYTES;
+    kn_x86_prefetch(src, 8 * KN_Q8_0_BYTES);
+    q8_0_group_u8(src, dst + g * 2 * KN_X86_GROUP_QS);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g, kn_x86_q8_0_d(src));
+}
+
+static void q8_0_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                           int64_t g) {
+    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k);
+    const int left = (int)(nb - 8 * g);
+    if (left >= 8) {
+        q8_0_dec_full(row, ng, dst, g);
+        return;
     }
-    if (full == ng) return;
-    const int left = (int)(nb - 8 * full);
-    _Alignas(64) uint8_t pad[8 * KN_Q8_0_BYTES];
-    if (end - row < 8 * KN_Q8_0_BYTES) {
-        memset(pad, 0, sizeof pad);
-        memcpy(pad, row, (size_t)left * KN_Q8_0_BYTES);
-        row = pad;
+    const uint8_t *src = row + g * 8 * KN_Q8_0_BYTES;
+    uint8_t *q = dst + g * 2 * KN_X86_GROUP_QS;
+    float *sc = (float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g;
+    if (end - src >= 8 * KN_Q8_0_BYTES) {
+        q8_0_group_u8(src, q);
+        _mm256_storeu_ps(sc, _mm256_and_ps(kn_x86_q8_0_d(src), kn_x86_live_lanes(left)));
+    } else {
+        q8_0_tail_group(src, left, q, sc);
     }
-    q8_0_group_u8(row, q);
-    _mm256_store_ps(sc + 8 * full, _mm256_and_ps(kn_x86_q8_0_d(row), kn_x86_live_lanes(left)));
 }
 
 static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
@@ -704,10 +805,12 @@ static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
         xs[b] = xs[b] / KN_X86_MXFP4_BIAS * 128;
 }
 
+MX_MICROS(q8_0, q8_0_dec_full);
+
 static void rows_q8_0(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     if (x->T > 1)
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_decode_u8);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0);
     else
         rows_q8_0_v512(W, x, Y, ldy, n0, n1, scratch);
 }
