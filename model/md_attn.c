@@ -32,7 +32,7 @@ void md_attn_ws_free(md_attn_ws *ws) {
     memset(ws, 0, sizeof *ws);
 }
 
-#define VALUE_BLOCK 32
+#define KEY_BLOCK 64
 
 typedef struct task {
     const md_attn_args *a;
@@ -40,10 +40,10 @@ typedef struct task {
     const md_vec *vec;
 } task;
 
-/* Row t, KV head kvh, its query heads [j0, j1): they go over the visible keys together, so each
- * key and value row is loaded once for all of them. Head h's scores, softmax and sum are exactly
- * those of a head on its own: dots per key, then out += p · v in position order — so how the
- * heads are grouped does not change a bit. */
+/* Row t, KV head kvh, its query heads [j0, j1): they go over the visible keys together, in blocks
+ * of rows, so each key and value row is loaded once for all of them. Head h's scores, softmax and
+ * sum are exactly those of a head on its own: md_dot per key, then out += p · v in position order
+ * — so how the heads and keys are grouped does not change a bit. */
 static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float *scores) {
     const md_attn_args *a = tk->a;
     const md_config *c = a->cfg;
@@ -55,25 +55,28 @@ static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float 
     const int64_t n = pos - t0 + 1;
     const float *q = a->q + (t * c->n_head + h0) * dk;
     const md_kv_iter from = md_kv_iter_at(a->kv, a->layer, t, t0, a->k, a->v);
-    const float *k, *v;
+    const float *k, *v, *rb[KEY_BLOCK];
     md_kv_iter it = from;
-    for (int64_t i = 0; i < n; i++) {
-        md_kv_iter_next(&it, &k, &v);
-        tk->vec->dots(q, g, k + (int64_t)kvh * dk, dk, c->kq_scale, scores + i, n);
-    }
-    for (int j = 0; j < g; j++) md_softmax(scores + j * n, n, a->sinks ? &a->sinks[h0 + j] : NULL);
-    float *out = a->out + (t * c->n_head + h0) * dv;
-    memset(out, 0, (size_t)g * dv * sizeof *out);
-    /* values in blocks of rows, so each output stays in registers across a block */
-    const float *vb[VALUE_BLOCK];
-    it = from;
-    for (int64_t i = 0; i < n; i += VALUE_BLOCK) {
-        const int64_t nb = n - i < VALUE_BLOCK ? n - i : VALUE_BLOCK;
+    for (int64_t i = 0; i < n; i += KEY_BLOCK) {
+        const int64_t nb = n - i < KEY_BLOCK ? n - i : KEY_BLOCK;
         for (int64_t r = 0; r < nb; r++) {
             md_kv_iter_next(&it, &k, &v);
-            vb[r] = v + (int64_t)kvh * dv;
+            rb[r] = k + (int64_t)kvh * dk;
         }
-        tk->vec->wsums(out, g, vb, nb, dv, scores + i, n);
+        tk->vec->dots(q, g, rb, nb, dk, c->kq_scale, scores + i, n);
+    }
+    for (int j = 0; j < g; j++)
+        tk->vec->softmax(scores + j * n, n, a->sinks ? &a->sinks[h0 + j] : NULL);
+    float *out = a->out + (t * c->n_head + h0) * dv;
+    memset(out, 0, (size_t)g * dv * sizeof *out);
+    it = from;
+    for (int64_t i = 0; i < n; i += KEY_BLOCK) {
+        const int64_t nb = n - i < KEY_BLOCK ? n - i : KEY_BLOCK;
+        for (int64_t r = 0; r < nb; r++) {
+            md_kv_iter_next(&it, &k, &v);
+            rb[r] = v + (int64_t)kvh * dv;
+        }
+        tk->vec->wsums(out, g, rb, nb, dv, scores + i, n);
     }
 }
 

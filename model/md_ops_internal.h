@@ -6,6 +6,7 @@
 
 #if defined(__x86_64__)
 extern const md_vec md_vec_avx2;
+extern const md_vec md_vec_avx512;
 #endif
 
 #endif

@@ -1,7 +1,10 @@
 /* tests/unit/test_md_attn.c — batch attention against a double-precision reference: GQA head
  * mapping, causal mask, sliding window (p - t < n_swa), sinks in the denominator only, several
  * sequences in one batch (keys from the cache and from the batch), ring or full caches on the
- * sliding layer, and the same result whatever the thread count. */
+ * sliding layer, and the same result whatever the thread count. At gpt-oss's head shape (eight
+ * query heads of 64 per KV head, sinks) with sequences longer than the window and key counts
+ * that are not multiples of 8 or 16: each row's output is the same bits alone or in any batch,
+ * with any thread count and with every instruction set. */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -180,10 +183,161 @@ static void test_kv_grows_and_keeps_rows(void **state) {
     md_kv_free(&f.kv);
 }
 
+/* ---- gpt-oss's head shape, bit for bit ------------------------------------------------------ */
+
+enum { GH = 16, GK = 2, GD = 64, GSWA = 20, GMAX = 8 };
+
+static float gval(int seq, int layer, int64_t pos, int i, int which) {
+    return sinf(0.11f * (float)(seq * 5000 + layer * 700 + pos * 13 + i) + 0.7f * (float)which);
+}
+
+static void g_batch_kv(const md_row *rows, int64_t T, int layer, float *k, float *v) {
+    for (int64_t t = 0; t < T; t++)
+        for (int i = 0; i < GK * GD; i++) {
+            k[t * GK * GD + i] = gval(rows[t].seq, layer, rows[t].pos, i, 0);
+            v[t * GK * GD + i] = gval(rows[t].seq, layer, rows[t].pos, i, 1);
+        }
+}
+
+/* The batch's attention on both layers (no commit): out is T × 2 layers × GH·GD. */
+static void g_run(md_kv *kv, const md_config *cfg, const md_row *rows, int64_t T, kn_pool *pool,
+                  const float *sinks, float *out) {
+    float k[GMAX * GK * GD], v[GMAX * GK * GD], q[GMAX * GH * GD], o[GMAX * GH * GD];
+    for (int64_t t = 0; t < T; t++)
+        for (int i = 0; i < GH * GD; i++)
+            q[t * GH * GD + i] = 0.6f * gval(rows[t].seq, 9, rows[t].pos, i, 2);
+    md_attn_ws ws = {0};
+    assert_int_equal(md_kv_begin(kv, rows, T, NULL), 0);
+    assert_int_equal(md_attn_ws_reserve(&ws, cfg, rows, T, kn_pool_size(pool), NULL), 0);
+    for (int layer = 0; layer < 2; layer++) {
+        g_batch_kv(rows, T, layer, k, v);
+        md_kv_store(kv, layer, k, v);
+        md_attn_args a = {.cfg = cfg,
+                          .kv = kv,
+                          .layer = layer,
+                          .rows = rows,
+                          .T = T,
+                          .k = k,
+                          .v = v,
+                          .q = q,
+                          .sinks = sinks,
+                          .out = o};
+        assert_int_equal(md_attention(&a, &ws, pool, NULL), 0);
+        for (int64_t t = 0; t < T; t++)
+            memcpy(out + (t * 2 + layer) * GH * GD, o + t * GH * GD, GH * GD * sizeof(float));
+    }
+    md_attn_ws_free(&ws);
+}
+
+/* Row `row` of rows (at index t) against a double reference on both layers. */
+static void g_reference_check(const md_row *row, const float *sinks, const float *out) {
+    for (int layer = 0; layer < 2; layer++)
+        for (int h = 0; h < GH; h++) {
+            const int kvh = h / (GH / GK);
+            int64_t t0 = layer == 0 ? row->pos - GSWA + 1 : 0;
+            if (t0 < 0) t0 = 0;
+            double s[64], m = sinks[h], z = 0;
+            for (int64_t p = t0; p <= row->pos; p++) {
+                double d = 0;
+                for (int i = 0; i < GD; i++)
+                    d += (double)(0.6f * gval(row->seq, 9, row->pos, h * GD + i, 2)) *
+                         gval(row->seq, layer, p, kvh * GD + i, 0);
+                s[p - t0] = d / 8.0;
+                m = fmax(m, s[p - t0]);
+            }
+            for (int64_t p = t0; p <= row->pos; p++) z += exp(s[p - t0] - m);
+            z += exp(sinks[h] - m);
+            for (int i = 0; i < GD; i++) {
+                double acc = 0;
+                for (int64_t p = t0; p <= row->pos; p++)
+                    acc += exp(s[p - t0] - m) / z * gval(row->seq, layer, p, kvh * GD + i, 1);
+                assert_float_equal(out[layer * GH * GD + h * GD + i], acc, 2e-6);
+            }
+        }
+}
+
+static void test_gpt_oss_shape_bits(void **state) {
+    (void)state;
+    md_config cfg = {.n_layer = 2,
+                     .n_head = GH,
+                     .n_head_kv = GK,
+                     .head_dim_k = GD,
+                     .head_dim_v = GD,
+                     .kq_scale = 0.125f,
+                     .n_swa = GSWA};
+    uint8_t swa[2] = {1, 0}; /* layer 0 slides */
+    cfg.layer_swa = swa;
+    float sinks[GH];
+    for (int h = 0; h < GH; h++) sinks[h] = 0.3f * (float)(h % 5) - 0.5f;
+    md_kv kv;
+    assert_int_equal(md_kv_init(&kv, &cfg, 3, 64, true, NULL), 0);
+    /* sequences of 45, 23 and 3 positions, committed */
+    static const int lens[3] = {45, 23, 3};
+    for (int sq = 0; sq < 3; sq++) {
+        md_row rows[45];
+        float k[45 * GK * GD], v[45 * GK * GD];
+        for (int p = 0; p < lens[sq]; p++) rows[p] = (md_row){.seq = sq, .pos = p};
+        assert_int_equal(md_kv_begin(&kv, rows, lens[sq], NULL), 0);
+        for (int layer = 0; layer < 2; layer++) {
+            g_batch_kv(rows, lens[sq], layer, k, v);
+            md_kv_store(&kv, layer, k, v);
+        }
+        md_kv_commit(&kv);
+    }
+    /* a batch of five rows: each sequence continues, two of them by two rows */
+    const md_row all[5] = {
+        {0, 45, 0, 0}, {1, 23, 0, 0}, {2, 3, 0, 0}, {0, 46, 0, 0}, {1, 24, 0, 0}};
+    enum { W = 2 * GH * GD };
+    static float ref[5 * W], got[5 * W];
+    g_run(&kv, &cfg, all, 5, NULL, sinks, ref);
+    for (int t = 0; t < 5; t++) g_reference_check(&all[t], sinks, ref + t * W);
+    /* the thread split */
+    for (int nt = 2; nt <= 3; nt++) {
+        kn_pool *pool = kn_pool_create(nt);
+        g_run(&kv, &cfg, all, 5, pool, sinks, got);
+        kn_pool_destroy(pool);
+        if (memcmp(ref, got, sizeof ref)) fail_msg("%d threads change the bits", nt);
+    }
+    /* each sequence's rows on their own, and the batch in another order */
+    const md_row s0[2] = {all[0], all[3]}, s1[2] = {all[1], all[4]}, s2[1] = {all[2]};
+    const int at0[2] = {0, 3}, at1[2] = {1, 4}, at2[1] = {2};
+    const struct {
+        const md_row *rows;
+        const int *at;
+        int T;
+    } alone[3] = {{s0, at0, 2}, {s1, at1, 2}, {s2, at2, 1}};
+    for (int a = 0; a < 3; a++) {
+        g_run(&kv, &cfg, alone[a].rows, alone[a].T, NULL, sinks, got);
+        for (int t = 0; t < alone[a].T; t++)
+            if (memcmp(ref + alone[a].at[t] * W, got + t * W, W * sizeof(float)))
+                fail_msg("row %d alone differs from the batch", alone[a].at[t]);
+    }
+    const md_row shuffled[5] = {all[2], all[1], all[0], all[4], all[3]};
+    const int from[5] = {2, 1, 0, 4, 3};
+    g_run(&kv, &cfg, shuffled, 5, NULL, sinks, got);
+    for (int t = 0; t < 5; t++)
+        if (memcmp(ref + from[t] * W, got + t * W, W * sizeof(float)))
+            fail_msg("row %d moves in the batch and changes", from[t]);
+    /* every instruction set gives the scalar definition's bits */
+    const kn_isa best = kn_isa_active();
+    assert_int_equal(kn_isa_force(KN_ISA_SCALAR), 0);
+    static float scalar[5 * W];
+    g_run(&kv, &cfg, all, 5, NULL, sinks, scalar);
+    for (int isa = KN_ISA_SCALAR + 1; isa < KN_ISA_COUNT; isa++) {
+        if (kn_isa_force((kn_isa)isa)) continue;
+        g_run(&kv, &cfg, all, 5, NULL, sinks, got);
+        if (memcmp(scalar, got, sizeof got))
+            fail_msg("%s differs from scalar", kn_isa_name((kn_isa)isa));
+    }
+    kn_isa_force(best);
+    md_kv_free(&kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_sinks_gqa_two_sequences),
         cmocka_unit_test(test_kv_grows_and_keeps_rows),
+        cmocka_unit_test(test_gpt_oss_shape_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
