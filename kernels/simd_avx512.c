@@ -39,10 +39,17 @@ static const uint8_t mxfp4_qs_idx[64] = {
 #undef Q32
 #undef Q4
 };
-/* Byte 4j picks e of block j (at 17j); the other bytes of each dword are zeroed by the mask. */
-static const uint8_t mxfp4_e_idx[64] = {0, 0,  0, 0, 17, 0,  0, 0, 34, 0,   0, 0, 51, 0,  0,
-                                        0, 68, 0, 0, 0,  85, 0, 0, 0,  102, 0, 0, 0,  119};
-#define KN_MASK_BYTE0_OF_8_DWORDS 0x11111111ull
+/* Bytes 4j and 32 + 4j pick e of block j (at 17j); the other bytes of each dword are zeroed by
+ * the mask. */
+static const uint8_t mxfp4_e_idx[64] = {
+#define E8                                                                                         \
+    0, 0, 0, 0, 17, 0, 0, 0, 34, 0, 0, 0, 51, 0, 0, 0, 68, 0, 0, 0, 85, 0, 0, 0, 102, 0, 0, 0,     \
+        119, 0, 0, 0
+    E8, E8
+#undef E8
+};
+#define KN_MASK_BYTE0_OF_8_DWORDS  0x11111111ull
+#define KN_MASK_BYTE0_OF_16_DWORDS 0x1111111111111111ull
 
 /* The biased codes (kvalue + 12) repeated 4 times: vpermb reads 6 index bits, so the nibble's
  * neighbours in bits 4-5 select the same value and no mask is needed. */
@@ -54,10 +61,10 @@ static const int8_t mxfp4_lut64[64] = {
 
 /* One full group of 8 blocks decoded in registers: the biased codes in the interleaved layout of
  * simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
- * the high nibbles alike: the 256 bytes of kn_x86_decode_mxfp4's group, in order) and the
- * exponents e - 128 as floats (lane j = block j). */
-static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
-                                                              __m256 *ef) {
+ * the high nibbles alike: the 256 bytes of kn_x86_decode_mxfp4's group, in order); returns the
+ * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). */
+static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t *row, __m512i w[4],
+                                                                   __mmask64 keep) {
     const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx), lut = _mm512_loadu_si512(mxfp4_lut64);
     const __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
     const __m512i za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
@@ -67,9 +74,22 @@ static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row
     w[1] = _mm512_permutexvar_epi8(zb, lut);
     w[2] = _mm512_permutexvar_epi8(_mm512_srli_epi16(za, 4), lut);
     w[3] = _mm512_permutexvar_epi8(_mm512_srli_epi16(zb, 4), lut);
-    const __m512i e = _mm512_maskz_permutex2var_epi8(KN_MASK_BYTE0_OF_8_DWORDS, w0,
-                                                     _mm512_loadu_si512(mxfp4_e_idx), w1);
+    return _mm512_maskz_permutex2var_epi8(keep, w0, _mm512_loadu_si512(mxfp4_e_idx), w1);
+}
+
+/* The codes and the exponents e - 128 as floats (lane j = block j). */
+static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
+                                                              __m256 *ef) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS);
     *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
+}
+
+/* The same with the exponents in both halves (lanes j and 8 + j = block j), for kernels that
+ * apply a group to two tokens at once. */
+static inline __attribute__((always_inline)) void mxfp4_codes2(const uint8_t *row, __m512i w[4],
+                                                               __m512 *ef) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS);
+    *ef = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
 }
 
 /* A decoded group against one token: the exact per-block sums minus the bias (lane j = block j)
@@ -154,28 +174,68 @@ static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, u
  *
  * Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
  * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
- * expert's share of a decode batch) cost little more than one. acc[t] holds token t's block lanes;
- * every block's sum and fma are the canonical ones. */
+ * expert's share of a decode batch) cost little more than one. acc2[p] holds the block lanes of
+ * tokens 2p and 2p + 1 side by side, acc1 those of an odd last token; every block's sum and fma
+ * are the canonical ones. */
 
 #define MX_FEW 8 /* tokens the streaming kernel takes at once */
 
-/* One group (decoded from `row`) against nt tokens: g indexes the group in the prepared rows. */
+/* [a | b] (AVX-512F has no 32-bit-lane insert; the 64-bit one moves the same bits). */
+static inline __m512 mx_join(__m256 a, __m256 b) {
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
+}
+
+/* A decoded group against one token's group x (xs: its bias per block) as one vpdpbusd chain:
+ * lanes j and 8 + j hold the two halves of block j's exact sum. */
+static inline __attribute__((always_inline)) __m512i
+mx_few_chain(const __m512i w[4], const uint8_t *x, const int32_t *xs) {
+    const __m512i *xv = (const __m512i *)x;
+    __m512i s = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)xs));
+    s = _mm512_dpbusd_epi32(s, w[0], _mm512_load_si512(xv));
+    s = _mm512_dpbusd_epi32(s, w[1], _mm512_load_si512(xv + 1));
+    s = _mm512_dpbusd_epi32(s, w[2], _mm512_load_si512(xv + 2));
+    return _mm512_dpbusd_epi32(s, w[3], _mm512_load_si512(xv + 3));
+}
+
+/* One group (decoded from `row`) against nt tokens: g indexes the group in the prepared rows.
+ * Tokens go in pairs (a, b): a blend and a lane swap put a's two halves and b's two halves side
+ * by side, so one add leaves the exact block sums of both in one vector (a in lanes 0-7, b in
+ * 8-15) and the convert, the scales and the fma run once for the pair, each lane's the canonical
+ * one of its (token, block): a third fewer instructions per token than one token at a time. An
+ * odd last token runs alone on 256 bits. */
 static inline __attribute__((always_inline)) void mx_few_group(const uint8_t *row,
                                                                const uint8_t *const *x, int64_t ng,
-                                                               int64_t g, __m256 *acc,
-                                                               const int nt) {
+                                                               int64_t g, __m512 *acc2,
+                                                               __m256 *acc1, const int nt) {
     __m512i w[4];
-    __m256 ef;
-    mxfp4_codes(row, w, &ef);
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        const float *dx = (const float *)(x[t] + ng * KN_X86_GROUP_QS);
+    __m512 ef2;
+    mxfp4_codes2(row, w, &ef2);
+    const __m256 ef = _mm512_castps512_ps256(ef2);
+#pragma GCC unroll 4
+    for (int p = 0; p < nt / 2; p++) {
+        const uint8_t *xa = x[2 * p], *xb = x[2 * p + 1];
+        const float *dxa = (const float *)(xa + ng * KN_X86_GROUP_QS) + 8 * g;
+        const float *dxb = (const float *)(xb + ng * KN_X86_GROUP_QS) + 8 * g;
+        const __m512i sa =
+            mx_few_chain(w, xa + g * KN_X86_GROUP_QS, (const int32_t *)(dxa + ng * 8));
+        const __m512i sb =
+            mx_few_chain(w, xb + g * KN_X86_GROUP_QS, (const int32_t *)(dxb + ng * 8));
+        /* [a.lo | b.hi] + [a.hi | b.lo]: lanes 0-7 token a's block sums, 8-15 token b's */
+        const __m512i isum = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, sa, sb),
+                                              _mm512_shuffle_i64x2(sa, sb, 0x4E));
+        const __m512 dx2 = mx_join(_mm256_load_ps(dxa), _mm256_load_ps(dxb));
+        acc2[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_scalef_ps(dx2, ef2), acc2[p]);
+    }
+    if (nt & 1) {
+        const uint8_t *xt = x[nt - 1];
+        const float *dx = (const float *)(xt + ng * KN_X86_GROUP_QS);
         const int32_t *xs = (const int32_t *)(dx + ng * 8);
         __m256i isum;
         __m256 scale;
-        mxfp4_apply(w, ef, (const __m512i *)(x[t] + g * KN_X86_GROUP_QS), dx + 8 * g, xs + 8 * g,
+        mxfp4_apply(w, ef, (const __m512i *)(xt + g * KN_X86_GROUP_QS), dx + 8 * g, xs + 8 * g,
                     &isum, &scale);
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc[t]);
+        *acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, *acc1);
     }
 }
 
@@ -185,26 +245,32 @@ static inline __attribute__((always_inline)) void mx_few_row(const uint8_t *row,
                                                              const uint8_t *end, float *out,
                                                              const int nt) {
     const int64_t ng = (nb + 7) / 8, full = nb / 8;
-    __m256 acc[MX_FEW];
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+    __m512 acc2[MX_FEW / 2];
+    __m256 acc1 = _mm256_setzero_ps();
+#pragma GCC unroll 4
+    for (int p = 0; p < nt / 2; p++) acc2[p] = _mm512_setzero_ps();
     for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES) {
         kn_x86_prefetch(row, 8 * KN_MXFP4_BYTES);
-        mx_few_group(row, x, ng, g, acc, nt);
+        mx_few_group(row, x, ng, g, acc2, &acc1, nt);
     }
     if (full < ng) {
         /* The tail group reads its window in place when it lies before `end`: blocks past the row
          * meet zero activations (isum 0) and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
         if (end - row >= 8 * KN_MXFP4_BYTES) {
-            mx_few_group(row, x, ng, full, acc, nt);
+            mx_few_group(row, x, ng, full, acc2, &acc1, nt);
         } else {
             _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
             memcpy(pad, row, (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
-            mx_few_group(pad, x, ng, full, acc, nt);
+            mx_few_group(pad, x, ng, full, acc2, &acc1, nt);
         }
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) out[t] = kn_x86_tree8(acc[t]);
+#pragma GCC unroll 4
+    for (int p = 0; p < nt / 2; p++) {
+        out[2 * p] = kn_x86_tree8(_mm512_castps512_ps256(acc2[p]));
+        out[2 * p + 1] =
+            kn_x86_tree8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[p]), 1)));
+    }
+    if (nt & 1) out[nt - 1] = kn_x86_tree8(acc1);
 }
 
 #define MX_FEW_ROWS(n)                                                                             \
