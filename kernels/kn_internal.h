@@ -254,8 +254,9 @@ typedef struct kn_part {
     kn_act x;
     float *Y;
     int64_t ldy;
-    int64_t chunk_rows, first_chunk; /* set by kn_run_parts: its split, and the job's chunk index
-                                        of its first chunk */
+    /* set by kn_run_parts: rows [0, split) go in n_big chunks of big_rows, the rest in chunks of
+     * chunk_rows; first_chunk is the job's index of the part's first chunk */
+    int64_t chunk_rows, big_rows, split, n_big, first_chunk;
 } kn_part;
 
 /* Bytes of scratch kn_run_parts needs for these parts with nth threads. */

@@ -6,6 +6,7 @@
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,12 @@ int kn_numerics_from_name(const char *name) {
 /* A chunk reads at most about this many weight bytes, so a tall matrix (an LM head of 100 MB) ends
  * with the threads finishing within a fraction of a millisecond of each other. */
 #define KN_CHUNK_BYTES (512 * 1024)
+/* Chunks before a job's tail are bigger: a chunk's start waits for its stream's prefetches to get
+ * ahead, and the prefetches past its last row fetch lines that another thread's chunk has already
+ * read. The tail (as many bytes as this many big chunks per thread) is cut small, so the threads
+ * still finish together. */
+#define KN_BIG_CHUNK_BYTES (1024 * 1024)
+#define KN_TAIL_BIG_CHUNKS 2
 
 int kn_mat_check(const kn_mat *W, const char *what, mw_err *err) {
     const kn_type_traits *tr = W ? kn_traits(W->type) : NULL;
@@ -103,6 +110,10 @@ int kn_parts_threads(const kn_part *parts, int nparts, kn_pool *pool) {
     return n;
 }
 
+static int64_t align_rows(int64_t n) {
+    return (n + KN_CHUNK_ALIGN - 1) / KN_CHUNK_ALIGN * KN_CHUNK_ALIGN;
+}
+
 static void job_task(void *arg, int ith, int nth) {
     job *j = arg;
     (void)nth;
@@ -113,8 +124,15 @@ static void job_task(void *arg, int ith, int nth) {
         if (c >= j->total) return;
         while (p + 1 < j->nparts && c >= j->parts[p + 1].first_chunk) p++;
         const kn_part *pt = &j->parts[p];
-        const int64_t n0 = (c - pt->first_chunk) * pt->chunk_rows;
-        const int64_t n1 = n0 + pt->chunk_rows < pt->W->rows ? n0 + pt->chunk_rows : pt->W->rows;
+        const int64_t i = c - pt->first_chunk;
+        int64_t n0, n1;
+        if (i < pt->n_big) {
+            n0 = i * pt->big_rows;
+            n1 = n0 + pt->big_rows < pt->split ? n0 + pt->big_rows : pt->split;
+        } else {
+            n0 = pt->split + (i - pt->n_big) * pt->chunk_rows;
+            n1 = n0 + pt->chunk_rows < pt->W->rows ? n0 + pt->chunk_rows : pt->W->rows;
+        }
         pt->kern->rows(pt->W, &pt->x, pt->Y, pt->ldy, n0, n1, scratch);
     }
 }
@@ -123,17 +141,34 @@ void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
     const int nth = kn_parts_threads(parts, nparts, pool);
     job j = {.parts = parts, .nparts = nparts, .scratch = scratch};
     j.per_thread = thread_scratch(parts, nparts);
-    for (int i = 0; i < nparts; i++) {
-        const int64_t rows = parts[i].W->rows;
+    /* the job's last bytes (its tail) go in small chunks, those before in big ones */
+    double tail = nth > 1 ? (double)KN_TAIL_BIG_CHUNKS * nth * KN_BIG_CHUNK_BYTES : INFINITY;
+    for (int i = nparts - 1; i >= 0; i--) {
+        kn_part *pt = &parts[i];
+        const int64_t rows = pt->W->rows;
+        const double rb = (double)pt->W->row_bytes;
         int64_t c = nth == 1
                         ? rows
                         : (rows + nth * KN_CHUNKS_PER_THREAD - 1) / (nth * KN_CHUNKS_PER_THREAD);
-        const int64_t cap = (int64_t)(KN_CHUNK_BYTES / (parts[i].W->row_bytes + 1));
+        const int64_t cap = (int64_t)(KN_CHUNK_BYTES / (rb + 1));
         if (nth > 1 && c > cap) c = cap;
-        c = (c + KN_CHUNK_ALIGN - 1) / KN_CHUNK_ALIGN * KN_CHUNK_ALIGN;
-        parts[i].chunk_rows = c > 0 ? c : KN_CHUNK_ALIGN;
-        parts[i].first_chunk = j.total;
-        j.total += (rows + parts[i].chunk_rows - 1) / parts[i].chunk_rows;
+        pt->chunk_rows = c > 0 ? align_rows(c) : KN_CHUNK_ALIGN;
+        /* rows [split, rows) are in the tail: whole small chunks, split aligned */
+        int64_t split = 0;
+        if (tail < rows * rb) {
+            split = rows - (int64_t)(tail / rb) - 1;
+            split = split > 0 ? split / KN_CHUNK_ALIGN * KN_CHUNK_ALIGN : 0;
+        }
+        tail = tail > (rows - split) * rb ? tail - (rows - split) * rb : 0;
+        pt->split = split;
+        pt->big_rows = align_rows((int64_t)(KN_BIG_CHUNK_BYTES / (rb + 1)));
+        if (pt->big_rows < pt->chunk_rows) pt->big_rows = pt->chunk_rows;
+        pt->n_big = (split + pt->big_rows - 1) / pt->big_rows;
+    }
+    for (int i = 0; i < nparts; i++) {
+        kn_part *pt = &parts[i];
+        pt->first_chunk = j.total;
+        j.total += pt->n_big + (pt->W->rows - pt->split + pt->chunk_rows - 1) / pt->chunk_rows;
     }
     atomic_init(&j.next, 0);
     kn_pool_run_locked(pool, job_task, &j, nth);

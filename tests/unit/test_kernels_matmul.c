@@ -182,6 +182,60 @@ static void test_matmul_many_equals_single(void **state) {
     free(X);
 }
 
+/* A job of many megabytes is cut into big chunks and a tail of small ones (kn_run_parts): every
+ * row is still computed once, whole, by one thread. Parts of row counts that are not multiples of
+ * the chunk alignment, a tail that starts inside a part, one tall matrix alone; 2 threads against
+ * the caller alone, T = 1 and 3, outputs first filled with NaN. */
+static kn_mat big_weights(kt_rng *r, kn_type t, int64_t rows, int64_t cols) {
+    const size_t rb = kn_row_size(t, cols), bb = t == KN_MXFP4 ? 17 : 34;
+    uint8_t *d = malloc(rb * (size_t)rows);
+    for (size_t i = 0; i < rb * (size_t)rows; i++) d[i] = (uint8_t)kt_next(r);
+    const uint16_t scale = kn_f32_to_fp16(0.01f);
+    for (size_t b = 0; b < rb * (size_t)rows; b += bb) { /* sane scales: exponent or fp16 d */
+        if (t == KN_MXFP4)
+            d[b] = (uint8_t)kt_range(r, 118, 127);
+        else
+            memcpy(d + b, &scale, 2);
+    }
+    return (kn_mat){t, rows, cols, rb, d};
+}
+
+static void test_big_jobs_split_rows(void **state) {
+    (void)state;
+    kt_rng r = {90210};
+    enum { N = 7 };
+    const int64_t rows[N] = {701, 597, 901, 603, 599, 1001, 3301}, cols = 2880, Tmax = 3;
+    kn_mat W[N];
+    const kn_mat *Wp[N];
+    float *Y[N], *S[N];
+    for (int i = 0; i < N; i++) {
+        W[i] = big_weights(&r, i % 3 == 2 ? KN_Q8_0 : KN_MXFP4, rows[i], cols);
+        Wp[i] = &W[i];
+        Y[i] = malloc(Tmax * rows[i] * 4);
+        S[i] = malloc(Tmax * rows[i] * 4);
+    }
+    float *X = kt_gauss_vec(&r, Tmax * cols, 1.0f);
+    kn_pool *pool = kn_pool_create(2);
+    for (int64_t T = 1; T <= Tmax; T += Tmax - 1)
+        for (int alone = 0; alone < 2; alone++) { /* the first N - 1 together, then the last */
+            const int first = alone ? N - 1 : 0, n = alone ? 1 : N - 1;
+            for (int i = first; i < first + n; i++) {
+                kn_matmul(&W[i], X, T, S[i], KN_NUM_Q8, NULL);
+                memset(Y[i], 0xff, T * rows[i] * 4);
+            }
+            kn_matmul_many(Wp + first, Y + first, n, X, T, KN_NUM_Q8, pool);
+            for (int i = first; i < first + n; i++) {
+                char what[96];
+                snprintf(what, sizeof what, "%lld rows (%s) of a %d-matrix job, T=%lld",
+                         (long long)rows[i], kn_type_name(W[i].type), n, (long long)T);
+                assert_true(kt_same_bits(what, Y[i], S[i], T * rows[i]));
+            }
+        }
+    kn_pool_destroy(pool);
+    for (int i = 0; i < N; i++) kt_free_mat(&W[i]), free(Y[i]), free(S[i]);
+    free(X);
+}
+
 /* E8M0 edge exponents inside matmuls: 0x00 / 0x01 are subnormal scales (no flush to zero),
  * 0xFE / 0xFF are huge but finite until a value overflows. */
 static void test_e8m0_edges_in_matmul(void **state) {
@@ -289,6 +343,7 @@ int main(void) {
         cmocka_unit_test(test_canonical_order_emulated),
         cmocka_unit_test(test_invariance_batch_threads_isa),
         cmocka_unit_test(test_matmul_many_equals_single),
+        cmocka_unit_test(test_big_jobs_split_rows),
         cmocka_unit_test(test_e8m0_edges_in_matmul),
         cmocka_unit_test(test_partial_group_reads_past_row),
     };
