@@ -259,8 +259,7 @@ static void matmuls(md_ctx *c, int n, const kn_mat *const *W, const float *X, in
     for (int m = 0; m < n; m++) {
         count_bytes(c, W[m]);
         if (bias[m])
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t i = 0; i < W[m]->rows; i++) Y[m][t * W[m]->rows + i] += bias[m][i];
+            for (int64_t t = 0; t < T; t++) md_add(Y[m] + t * W[m]->rows, bias[m], W[m]->rows);
     }
 }
 
@@ -280,10 +279,6 @@ static int heads_matmul(md_ctx *c, const md_heads *w, md_strided x, md_strided y
 static void norm_rows(const float *x, float *y, const float *w, int64_t T, int64_t n,
                       int64_t stride, float eps) {
     for (int64_t t = 0; t < T; t++) md_rmsnorm(y + t * stride, x + t * stride, w, n, eps);
-}
-
-static void add_rows(float *x, const float *y, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] += y[i];
 }
 
 static int check_row(md_ctx *c, const md_row *row, int64_t r, int64_t *n_out, mw_err *err) {
@@ -436,7 +431,7 @@ static int attention(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *e
     observe(c, il, MD_PROBE_KQV_OUT, heads_out, T, width);
     matmul(c, &w->wo, heads_out, T, s->o, w->bo);
     observe(c, il, MD_PROBE_ATTN_OUT, s->o, T, E);
-    add_rows(s->x, s->o, T * E);
+    md_add(s->x, s->o, T * E);
     observe(c, il, MD_PROBE_FFN_INP, s->x, T, E);
     return 0;
 }
@@ -462,7 +457,7 @@ static void route(md_ctx *c, int il, int64_t T) {
     matmul(c, &w->router, s->xn, T, s->rlog, NULL);
     observe(c, il, MD_PROBE_ROUTER_LOGITS, s->rlog, T, X);
     if (w->router_b)
-        for (int64_t t = 0; t < T; t++) add_rows(s->rlog + t * X, w->router_b, X);
+        for (int64_t t = 0; t < T; t++) md_add(s->rlog + t * X, w->router_b, X);
     const bool o = c->obs != NULL;
     md_route_out out = {
         .scores = s->rlog,
@@ -526,10 +521,10 @@ static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
     observe(c, il, MD_PROBE_MOE_OUT, s->moe, T, E);
     if (shared) {
         observe(c, il, MD_PROBE_SHEXP, s->fy, T, E);
-        add_rows(s->moe, s->fy, T * E);
+        md_add(s->moe, s->fy, T * E);
         observe(c, il, MD_PROBE_FFN_OUT, s->moe, T, E);
     }
-    add_rows(s->x, s->moe, T * E);
+    md_add(s->x, s->moe, T * E);
     return 0;
 }
 
@@ -550,7 +545,7 @@ static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) 
     } else {
         ffn(c, il, &w->ffn, s->xn, T, s->fy, true);
         observe(c, il, MD_PROBE_FFN_OUT, s->fy, T, E);
-        add_rows(s->x, s->fy, T * E);
+        md_add(s->x, s->fy, T * E);
     }
     observe(c, il, MD_PROBE_L_OUT, s->x, T, E);
     return 0;

@@ -87,7 +87,11 @@ static void wsums_ref(float *y, int g, const float *const *x, int64_t n, int64_t
     }
 }
 
-static const md_vec vec_ref = {dots_ref, wsums_ref, softmax_ref, rmsnorm_ref};
+static void add_ref(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = x[i] + y[i];
+}
+
+static const md_vec vec_ref = {dots_ref, wsums_ref, softmax_ref, rmsnorm_ref, add_ref};
 
 const md_vec *md_vec_active(void) {
 #if defined(__x86_64__)
@@ -99,6 +103,10 @@ const md_vec *md_vec_active(void) {
 
 void md_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps) {
     md_vec_active()->rmsnorm(y, x, w, n, eps);
+}
+
+void md_add(float *x, const float *y, int64_t n) {
+    md_vec_active()->add(x, y, n);
 }
 
 void md_softmax(float *x, int64_t n, const float *sink) {

@@ -19,6 +19,9 @@ void md_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
  * (attention sinks). */
 void md_softmax(float *x, int64_t n, const float *sink);
 
+/* x[i] = x[i] + y[i] for i < n (the residual adds and biases). */
+void md_add(float *x, const float *y, int64_t n);
+
 /* Eight interleaved partial sums (lane j takes elements j, j + 8, ... in order, s = fmaf(a, b, s)),
  * combined as ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)). */
 float md_dot(const float *a, const float *b, int64_t n);
@@ -36,6 +39,7 @@ typedef struct md_vec {
                   int64_t stride);
     void (*softmax)(float *x, int64_t n, const float *sink);
     void (*rmsnorm)(float *y, const float *x, const float *w, int64_t n, float eps);
+    void (*add)(float *x, const float *y, int64_t n);
 } md_vec;
 
 /* The versions for the kernels' active instruction set (kn_isa_active). */

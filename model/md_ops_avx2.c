@@ -81,7 +81,7 @@ static void softmax(float *x, int64_t n, const float *sink) {
         add_lanes(&lo, &hi, e); /* +0 in the lanes past n */
     }
     double sum = md__combine8d(lo, hi);
-    if (sink) sum += (double)kn_expf(*sink - max);
+    if (sink) sum += (double)md__exp1(*sink - max);
     const float inv = (float)(1.0 / sum);
     const __m256 iv = _mm256_set1_ps(inv);
     for (i = 0; i + 8 <= n; i += 8)
@@ -111,4 +111,11 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
     for (; i < n; i++) y[i] = w ? (x[i] * scale) * w[i] : x[i] * scale;
 }
 
-const md_vec md_vec_avx2 = {dots, wsums, softmax, rmsnorm};
+static void add(float *x, const float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) x[i] = x[i] + y[i];
+}
+
+const md_vec md_vec_avx2 = {dots, wsums, softmax, rmsnorm, add};

@@ -209,7 +209,7 @@ static void softmax(float *x, int64_t n, const float *sink) {
         s = add_lanes(s, e); /* +0 in the lanes past n */
     }
     double sum = combine(s);
-    if (sink) sum += (double)kn_expf(*sink - max);
+    if (sink) sum += (double)md__exp1(*sink - max);
     const __m512 iv = _mm512_set1_ps((float)(1.0 / sum));
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 t = tail16(n - i);
@@ -233,4 +233,13 @@ static void rmsnorm(float *y, const float *x, const float *w, int64_t n, float e
     }
 }
 
-const md_vec md_vec_avx512 = {dots, wsums, softmax, rmsnorm};
+static void add(float *x, const float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i += 16) {
+        const __mmask16 t = tail16(n - i);
+        _mm512_mask_storeu_ps(
+            x + i, t,
+            _mm512_add_ps(_mm512_maskz_loadu_ps(t, x + i), _mm512_maskz_loadu_ps(t, y + i)));
+    }
+}
+
+const md_vec md_vec_avx512 = {dots, wsums, softmax, rmsnorm, add};

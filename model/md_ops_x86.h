@@ -56,6 +56,11 @@ static inline __m256 md__exp8(__m256 x) {
     return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+/* kn_expf(x) in a register (libm's nearbyintf and fmaf calls cost more than the lanes) */
+static inline float md__exp1(float x) {
+    return _mm256_cvtss_f32(md__exp8(_mm256_set1_ps(x)));
+}
+
 /* ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)) of lanes 0-3 in lo, 4-7 in hi */
 static inline double md__combine8d(__m256d lo, __m256d hi) {
     const __m256d v = _mm256_add_pd(lo, hi);

@@ -2,8 +2,8 @@
  * references, including a row whose sink dominates; attention's inner loops (md_vec) against md_dot
  * and plain sums; and every instruction set's md_vec against the scalar one bit for bit: dots and
  * sums (widths that are and are not multiples of 8, 16 and 64, head groups odd and even, key
- * counts not multiples of 8), softmax and RMSNorm at lengths 1 to 40 and long odd ones, scores
- * spanning exp's whole range down to subnormal and zero results. */
+ * counts not multiples of 8), softmax, RMSNorm and adds at lengths 1 to 40 and long odd ones,
+ * scores spanning exp's whole range down to subnormal and zero results. */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -149,6 +149,7 @@ static void norms_isas_agree(int64_t n) {
         assert_int_equal(kn_isa_force(KN_ISA_SCALAR), 0);
         md_softmax(x0, n, sp);
         md_rmsnorm(y0, x0, variant % 2 ? w : NULL, n, 1e-5f);
+        md_add(y0, w, n);
         for (int isa = KN_ISA_SCALAR + 1; isa < KN_ISA_COUNT; isa++) {
             if (kn_isa_force((kn_isa)isa)) continue;
             fill_scores(x1, n, variant);
@@ -158,8 +159,9 @@ static void norms_isas_agree(int64_t n) {
                          kn_isa_name((kn_isa)isa), (long long)n, variant);
             memcpy(y1, x1, (size_t)n * 4);
             md_rmsnorm(y1, y1, variant % 2 ? w : NULL, n, 1e-5f); /* in place */
+            md_add(y1, w, n);
             if (memcmp(y0, y1, (size_t)n * 4))
-                fail_msg("%s rmsnorm differs from scalar at n %lld, variant %d",
+                fail_msg("%s rmsnorm or add differs from scalar at n %lld, variant %d",
                          kn_isa_name((kn_isa)isa), (long long)n, variant);
         }
     }
