@@ -1,5 +1,6 @@
 /* model/md_attn.c — the attention of one layer for a batch. Each (row, KV head) is independent, so
- * the pool splits them into contiguous ranges; a row's result does not depend on the split. */
+ * the pool splits them into contiguous ranges of equal cost; a row's result does not depend on the
+ * split. */
 #include "model/md_attn.h"
 
 #include <stdlib.h>
@@ -40,6 +41,12 @@ typedef struct task {
     const md_vec *vec;
 } task;
 
+/* The first position row t sees on this layer (sliding-window layers see the last n_swa). */
+static int64_t first_visible(const md_attn_args *a, int64_t t) {
+    const int64_t pos = a->rows[t].pos;
+    return a->cfg->layer_swa[a->layer] && pos - a->cfg->n_swa + 1 > 0 ? pos - a->cfg->n_swa + 1 : 0;
+}
+
 /* Row t, KV head kvh, its query heads [j0, j1): they go over the visible keys together, in blocks
  * of rows, so each key and value row is loaded once for all of them. Head h's scores, softmax and
  * sum are exactly those of a head on its own: md_dot per key, then out += p · v in position order
@@ -49,10 +56,7 @@ static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float 
     const md_config *c = a->cfg;
     const int dk = c->head_dim_k, dv = c->head_dim_v;
     const int g = j1 - j0, h0 = kvh * (c->n_head / c->n_head_kv) + j0;
-    const int64_t pos = a->rows[t].pos;
-    int64_t t0 = 0;
-    if (c->layer_swa[a->layer] && pos - c->n_swa + 1 > 0) t0 = pos - c->n_swa + 1;
-    const int64_t n = pos - t0 + 1;
+    const int64_t t0 = first_visible(a, t), n = a->rows[t].pos - t0 + 1;
     const float *q = a->q + (t * c->n_head + h0) * dk;
     const md_kv_iter from = md_kv_iter_at(a->kv, a->layer, t, t0, a->k, a->v);
     const float *k, *v, *rb[KEY_BLOCK];
@@ -80,17 +84,38 @@ static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float 
     }
 }
 
+/* A work item's cost: its keys, plus a little for what a group does whatever its length. */
+static int64_t row_cost(const md_attn_args *a, int64_t t) {
+    return a->rows[t].pos - first_visible(a, t) + 1 + 16;
+}
+
+/* The first of the per_row · T items whose cost so far reaches `target`. */
+static int64_t item_at(const md_attn_args *a, int64_t per_row, int64_t target) {
+    int64_t sum = 0;
+    for (int64_t t = 0; t < a->T; t++) {
+        const int64_t c = row_cost(a, t);
+        if (sum + per_row * c > target) return t * per_row + (target - sum + c - 1) / c;
+        sum += per_row * c;
+    }
+    return a->T * per_row;
+}
+
 /* Work items are (row, KV head, chunk of its query heads). A KV head's heads are split in chunks
  * only when there are fewer (row, KV head) pairs than threads: latent attention has one KV head,
- * and a decode step one row. */
+ * and a decode step one row. Threads take contiguous ranges of equal cost (a prompt's rows see
+ * 1 to n keys; the rows of a serving step have any lengths). */
 static void run(void *arg, int ith, int nth) {
     const task *tk = arg;
     const md_attn_args *a = tk->a;
     const int hk = a->cfg->n_head_kv, g = a->cfg->n_head / hk;
     int chunks = a->T * hk < nth ? nth : 1;
     if (chunks > g) chunks = g;
-    const int64_t items = a->T * hk * chunks;
-    const int64_t lo = items * ith / nth, hi = items * (ith + 1) / nth;
+    const int64_t per_row = (int64_t)hk * chunks;
+    int64_t total = 0;
+    for (int64_t t = 0; t < a->T; t++) total += per_row * row_cost(a, t);
+    const int64_t lo = ith ? item_at(a, per_row, total * ith / nth) : 0;
+    const int64_t hi =
+        ith + 1 < nth ? item_at(a, per_row, total * (ith + 1) / nth) : a->T * per_row;
     float *scores = tk->ws->scores + (int64_t)ith * tk->ws->per_thread;
     for (int64_t i = lo; i < hi; i++) {
         const int64_t pair = i / chunks;
