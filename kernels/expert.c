@@ -2,8 +2,9 @@
  * + down_b for T rows at once, for one expert or several. In Q8 mode x is quantized once and shared
  * by gate and up (and by every expert given the same rows), and the GLU output is quantized before
  * down, as ggml does. Gate and up of all the experts run as one pool job (their rows split together
- * across threads), then the biases, GLU and down's preparation row by row, then down of all of
- * them: three round trips through the pool per call, whatever the number of experts. */
+ * across threads, each chunk adding its biases while its outputs are in cache), then the GLU and
+ * down's preparation row by row, then down of all of them (with its bias): three round trips
+ * through the pool per call, whatever the number of experts. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 
@@ -60,7 +61,7 @@ typedef struct call_state {
     int in_g, in_u;             /* the input preparations gate and up read */
     size_t off_g, off_u, off_a; /* G and U (T × ff floats), down's prepared input */
     size_t off_b;               /* gate_b, up_b (ff floats each), down_b (hidden floats) */
-    float *G, *U, *gb, *ub, *db;
+    float *G, *U;
 } call_state;
 
 /* What one kn_experts_run call keeps, in one allocation for n calls. An input preparation is
@@ -137,7 +138,7 @@ static size_t plan(experts_ws *w, const kn_expert_call *calls, int n, kn_numeric
     return bytes;
 }
 
-/* The middle step, row by row over every call's rows: biases, GLU, down's preparation. */
+/* The middle step, row by row over every call's rows: GLU, down's preparation. */
 typedef struct mid_job {
     const experts_ws *w;
     const kn_glu *glu;
@@ -145,11 +146,7 @@ typedef struct mid_job {
 } mid_job;
 
 static void mid_row(const call_state *s, const kn_act *a, const kn_glu *glu, int64_t t) {
-    float *g = s->G + t * s->ff, *u = s->U + t * s->ff;
-    if (s->gb)
-        for (int64_t i = 0; i < s->ff; i++) g[i] += s->gb[i];
-    if (s->ub)
-        for (int64_t i = 0; i < s->ff; i++) u[i] += s->ub[i];
+    float *g = s->G + t * s->ff, *u = s->U + t * s->ff; /* biases added by the gate/up job */
     kn_glu_apply(glu, g, u, g, s->ff);
     if (s->kd->act_prep) s->kd->act_prep(g, (uint8_t *)a->data + (size_t)t * a->stride, s->ff);
 }
@@ -164,8 +161,10 @@ static void mid_task(void *arg, int ith, int nth) {
     }
 }
 
-static float *dequant_bias(const kn_mat *b, float *dst) {
+/* A bias as floats: F32 read in place, other types converted into dst. */
+static const float *bias_floats(const kn_mat *b, float *dst) {
     if (!b->data) return NULL;
+    if (b->type == KN_F32) return (const float *)b->data;
     kn_mat_row(b, 0, dst);
     return dst;
 }
@@ -198,9 +197,9 @@ static int experts_run(experts_ws *w, const kn_expert_call *calls, int n, const 
         w->gu[2 * j].Y = s->G;
         w->gu[2 * j + 1].Y = s->U;
         float *b = (float *)(buf + s->off_b);
-        s->gb = dequant_bias(&s->c->e->gate_b, b);
-        s->ub = dequant_bias(&s->c->e->up_b, b + s->ff);
-        s->db = dequant_bias(&s->c->e->down_b, b + 2 * s->ff);
+        w->gu[2 * j].bias = bias_floats(&s->c->e->gate_b, b);
+        w->gu[2 * j + 1].bias = bias_floats(&s->c->e->up_b, b + s->ff);
+        w->dn[j].bias = bias_floats(&s->c->e->down_b, b + 2 * s->ff);
         kn_act *a = &w->dn[j].x; /* down reads the GLU output, prepared or as floats */
         a->data = s->kd->act_prep ? (const void *)(buf + s->off_a) : (const void *)s->G;
         a->stride = s->kd->act_prep ? kn_act_scratch(s->kd, s->ff, 1) : s->ff * sizeof(float);
@@ -211,12 +210,6 @@ static int experts_run(experts_ws *w, const kn_expert_call *calls, int n, const 
     const int nth = mj.total >= 8 && work >= 32768 ? kn_pool_size(pool) : 1;
     kn_pool_run_locked(pool, mid_task, &mj, nth < mj.total ? nth : (int)mj.total);
     kn_run_parts(w->dn, w->n, pool, buf + bytes);
-    for (int j = 0; j < w->n; j++) {
-        const call_state *s = &w->cs[j];
-        if (s->db)
-            for (int64_t t = 0; t < s->c->T; t++)
-                for (int64_t k = 0; k < s->hidden; k++) s->c->Y[t * s->hidden + k] += s->db[k];
-    }
     kn_pool_release(pool);
     free(tmp);
     return 0;

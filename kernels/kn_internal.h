@@ -254,6 +254,7 @@ typedef struct kn_part {
     kn_act x;
     float *Y;
     int64_t ldy;
+    const float *bias; /* NULL, or W->rows floats added to every output row */
     /* set by kn_run_parts: rows [0, split) go in n_big chunks of big_rows, the rest in chunks of
      * chunk_rows; first_chunk is the job's index of the part's first chunk */
     int64_t chunk_rows, big_rows, split, n_big, first_chunk;

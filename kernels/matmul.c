@@ -134,6 +134,9 @@ static void job_task(void *arg, int ith, int nth) {
             n1 = n0 + pt->chunk_rows < pt->W->rows ? n0 + pt->chunk_rows : pt->W->rows;
         }
         pt->kern->rows(pt->W, &pt->x, pt->Y, pt->ldy, n0, n1, scratch);
+        if (pt->bias) /* while the chunk's outputs are in cache, on every thread */
+            for (int64_t t = 0; t < pt->x.T; t++)
+                for (int64_t n = n0; n < n1; n++) pt->Y[t * pt->ldy + n] += pt->bias[n];
     }
 }
 
