@@ -39,10 +39,11 @@ struct md_moe_ws {
     kn_expert_call *calls; /* one per expert named */
     kn_expert *experts;    /* copies of the looked-up views (a lookup may reuse its storage) */
     size_t calls_cap, experts_cap;
-    float *xg, *yg; /* gathered rows and outputs of the experts with several rows */
+    float *xg; /* gathered rows of the experts with several rows, slot i at row i */
+    float *yg; /* outputs by slot: every slot's in PARTIAL mode, gathered groups' in EXACT */
     size_t xg_cap, yg_cap;
-    float *yall; /* PARTIAL: one output per assignment */
-    size_t yall_cap;
+    int32_t *slot_of; /* PARTIAL: assignment -> its slot */
+    size_t slot_of_cap;
 };
 
 md_moe_ws *md_moe_ws_new(void) {
@@ -56,7 +57,7 @@ void md_moe_ws_free(md_moe_ws *ws) {
     free(ws->experts);
     free(ws->xg);
     free(ws->yg);
-    free(ws->yall);
+    free(ws->slot_of);
     free(ws);
 }
 
@@ -95,7 +96,9 @@ static int check_args(const md_moe_exec_args *a, mw_err *err) {
 
 /* Every expert the assignments name runs once, over all its rows, in one kn_experts_run (two
  * round trips through the pool per layer, however many experts). An expert with a single row reads
- * it in place and writes its assignment's output row directly; others gather their rows. */
+ * it in place; others gather their rows. In PARTIAL mode every output stays in its slot's row of
+ * yg (an expert's rows side by side) and the sums read it there; in EXACT mode a single row's
+ * output goes straight to its assignment's row and gathered groups are copied back. */
 static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *weight_bytes,
                 mw_err *err) {
     const int64_t w = a->width, n = a->n_assign;
@@ -106,15 +109,10 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
     for (int64_t i = 0; i < n; i++) ws->slots[i] = (slot){a->assign[i].expert, (int32_t)i};
     qsort(ws->slots, (size_t)n, sizeof(slot), cmp_slot);
 
-    float *dst = out;
-    if (a->mode == MD_MOE_PARTIAL) {
-        if (mw_grow((void **)&ws->yall, &ws->yall_cap, (size_t)(n * w), sizeof(float)))
-            return mw_errf(err, "MoE layer %d: out of memory", a->layer);
-        dst = ws->yall;
-    }
-    /* gathered rows of the experts with several, in slot order (slot i at row i) */
+    const bool partial = a->mode == MD_MOE_PARTIAL;
     if (mw_grow((void **)&ws->xg, &ws->xg_cap, (size_t)(n * w), sizeof(float)) ||
-        mw_grow((void **)&ws->yg, &ws->yg_cap, (size_t)(n * w), sizeof(float)))
+        mw_grow((void **)&ws->yg, &ws->yg_cap, (size_t)(n * w), sizeof(float)) ||
+        (partial && mw_grow((void **)&ws->slot_of, &ws->slot_of_cap, (size_t)n, sizeof(int32_t))))
         return mw_errf(err, "MoE layer %d: out of memory", a->layer);
     int n_calls = 0;
     uint64_t bytes = 0;
@@ -130,7 +128,7 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
         *c = (kn_expert_call){&ws->experts[n_calls++], ws->xg + g * w, end - g, ws->yg + g * w};
         if (end - g == 1) {
             c->X = a->x + (int64_t)a->assign[s->a].row * w;
-            c->Y = dst + (int64_t)s->a * w;
+            if (!partial) c->Y = out + (int64_t)s->a * w;
         } else {
             for (int64_t i = g; i < end; i++)
                 memcpy(ws->xg + i * w, a->x + (int64_t)a->assign[ws->slots[i].a].row * w,
@@ -142,16 +140,18 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
     if (kn_experts_run(ws->calls, n_calls, a->glu, a->numerics, a->pool, err))
         return mw_err_wrap(err, "MoE layer %d", a->layer);
     if (weight_bytes) *weight_bytes += bytes;
+    if (partial) {
+        for (int64_t i = 0; i < n; i++) ws->slot_of[ws->slots[i].a] = (int32_t)i;
+        memset(out, 0, (size_t)(a->rows * w) * sizeof(float));
+        for (int64_t i = 0; i < n; i++) /* in assignment order */
+            md_moe_accumulate(out + (int64_t)a->assign[i].row * w,
+                              ws->yg + (int64_t)ws->slot_of[i] * w, a->assign[i].weight, w);
+        return 0;
+    }
     for (int64_t i = 0; i < n; i++) { /* outputs of gathered groups back to their assignments */
         const int32_t e = ws->slots[i].expert;
         if ((i > 0 && ws->slots[i - 1].expert == e) || (i + 1 < n && ws->slots[i + 1].expert == e))
-            memcpy(dst + (int64_t)ws->slots[i].a * w, ws->yg + i * w, (size_t)w * sizeof(float));
-    }
-    if (a->mode == MD_MOE_PARTIAL) {
-        memset(out, 0, (size_t)(a->rows * w) * sizeof(float));
-        for (int64_t i = 0; i < n; i++)
-            md_moe_accumulate(out + (int64_t)a->assign[i].row * w, ws->yall + i * w,
-                              a->assign[i].weight, w);
+            memcpy(out + (int64_t)ws->slots[i].a * w, ws->yg + i * w, (size_t)w * sizeof(float));
     }
     return 0;
 }
