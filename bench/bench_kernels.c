@@ -254,8 +254,9 @@ static void run_shape(const shape *s, kn_numerics num, const double bw[3], doubl
     const int n = instances(bytes);
     kn_mat *W = calloc((size_t)n, sizeof *W);
     for (int i = 0; i < n; i++)
-        W[i] = (kn_mat){s->type, s->rows, s->cols, kn_row_size(s->type, s->cols),
-                        alloc_weights(s->type, bytes)};
+        W[i] = (kn_mat){
+            s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), alloc_weights(s->type, bytes),
+            NULL};
     bench_case c = {.name = s->name,
                     .type = kn_type_name(s->type),
                     .rows = s->rows,
@@ -286,13 +287,13 @@ static void call_expert(void *ctx, int i, const float *X, int64_t T, float *Y, k
 static void run_expert(kn_numerics num, const double bw[3], double budget) {
     const int64_t hidden = 2880, ff = 2880;
     const size_t mb = kn_row_size(KN_MXFP4, hidden) * (size_t)ff;
-    kn_expert proto = {.gate = {KN_MXFP4, ff, hidden, kn_row_size(KN_MXFP4, hidden), NULL}};
+    kn_expert proto = {.gate = {KN_MXFP4, ff, hidden, kn_row_size(KN_MXFP4, hidden), NULL, NULL}};
     proto.up = proto.gate;
-    proto.down = (kn_mat){KN_MXFP4, hidden, ff, kn_row_size(KN_MXFP4, ff), NULL};
+    proto.down = (kn_mat){KN_MXFP4, hidden, ff, kn_row_size(KN_MXFP4, ff), NULL, NULL};
     float *bias = calloc((size_t)(ff > hidden ? ff : hidden), sizeof(float));
-    proto.gate_b = (kn_mat){KN_F32, 1, ff, (size_t)ff * 4, bias};
+    proto.gate_b = (kn_mat){KN_F32, 1, ff, (size_t)ff * 4, bias, NULL};
     proto.up_b = proto.gate_b;
-    proto.down_b = (kn_mat){KN_F32, 1, hidden, (size_t)hidden * 4, bias};
+    proto.down_b = (kn_mat){KN_F32, 1, hidden, (size_t)hidden * 4, bias, NULL};
     kn_expert sized = proto; /* kn_expert_weight_bytes counts the matrices that have data */
     sized.gate.data = sized.up.data = sized.down.data = bias;
     const size_t bytes = kn_expert_weight_bytes(&sized);

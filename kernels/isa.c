@@ -31,6 +31,10 @@ const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
     (void)t, (void)num;
     return NULL;
 }
+const kn_packer *kn_packer_avx512(kn_type t) {
+    (void)t;
+    return NULL;
+}
 void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     kn_glu_apply_ref(glu, g, u, out, n);
 }
@@ -58,19 +62,20 @@ static const struct {
     const char *name;
     bool (*usable)(void);
     const kn_kernel *(*kernel)(kn_type t, kn_numerics num);
+    const kn_packer *(*packer)(kn_type t); /* NULL: the ISA packs nothing */
     glu_fn glu;
     kn_isa base;
     const char *off_env;
 } isas[KN_ISA_COUNT] = {
-    [KN_ISA_SCALAR] = {"scalar", NULL, NULL, kn_glu_apply_ref, KN_ISA_SCALAR, NULL},
-    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2, kn_glu_apply_avx2, KN_ISA_SCALAR,
-                     NULL},
-    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon, kn_glu_apply_neon, KN_ISA_SCALAR,
-                     NULL},
-    [KN_ISA_AVXVNNI] = {"avxvnni", kn_isa_avxvnni_usable, kn_kernel_avxvnni, NULL, KN_ISA_AVX2,
-                        "MOEWIRE_VNNI"},
-    [KN_ISA_AVX512] = {"avx512", kn_isa_avx512_usable, kn_kernel_avx512, NULL, KN_ISA_AVX2,
-                       "MOEWIRE_AVX512"},
+    [KN_ISA_SCALAR] = {"scalar", NULL, NULL, NULL, kn_glu_apply_ref, KN_ISA_SCALAR, NULL},
+    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2, NULL, kn_glu_apply_avx2,
+                     KN_ISA_SCALAR, NULL},
+    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon, NULL, kn_glu_apply_neon,
+                     KN_ISA_SCALAR, NULL},
+    [KN_ISA_AVXVNNI] = {"avxvnni", kn_isa_avxvnni_usable, kn_kernel_avxvnni, NULL, NULL,
+                        KN_ISA_AVX2, "MOEWIRE_VNNI"},
+    [KN_ISA_AVX512] = {"avx512", kn_isa_avx512_usable, kn_kernel_avx512, kn_packer_avx512, NULL,
+                       KN_ISA_AVX2, "MOEWIRE_AVX512"},
 };
 
 /* The default is the first of these that is usable and not switched off. */
@@ -143,6 +148,15 @@ void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out,
     kn_isa i = kn_isa_active();
     while (!isas[i].glu) i = isas[i].base;
     isas[i].glu(glu, g, u, out, n);
+}
+
+/* The packer of the ISA whose Q8-mode kernel kn_kernel_for picks for t, if it has one. */
+const kn_packer *kn_packer_for(kn_type t) {
+    for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
+        if (!isas[i].kernel(t, KN_NUM_Q8)) continue;
+        return isas[i].packer ? isas[i].packer(t) : NULL;
+    }
+    return NULL;
 }
 
 const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num) {

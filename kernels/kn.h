@@ -144,7 +144,18 @@ typedef struct kn_mat {
     int64_t cols;
     size_t row_bytes; /* stride between rows, >= kn_row_size(type, cols) */
     const void *data;
+    const void *packed; /* kn_pack's copy of this matrix for batches, or NULL */
 } kn_mat;
+
+/* Bytes of a packed copy of W that the active kernels would read for batches (T > 1) in Q8
+ * numerics instead of decoding W's stored rows at every call, or 0 when they have no such layout
+ * (today: Q8_0 with AVX-512, the batch tile's layout of every row). The packed copy is extra
+ * memory beside W's stored bytes, which T = 1 keeps reading. */
+size_t kn_pack_bytes(const kn_mat *W);
+/* Writes W's packed copy to dst (64-byte aligned, kn_pack_bytes(W) bytes) and points W->packed at
+ * it. Results are the same bits with or without it. A view of W with other data, rows or columns
+ * (a copy of the struct changed afterwards) does not use it. */
+void kn_pack(kn_mat *W, void *dst);
 
 /* Y[t][n] = sum_k W[n][k] * X[t][k] for t < T, n < W->rows. X is T rows of W->cols floats,
  * Y is T rows of W->rows floats. Rows are split across the pool's threads. */

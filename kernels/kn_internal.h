@@ -182,6 +182,15 @@ typedef struct kn_kernel {
                  void *scratch);
 } kn_kernel;
 
+/* An ISA's packed copies of a weight type for its Q8-mode batch kernels (kn_pack): the bytes for
+ * W, and writing them. The kernel of that ISA and type reads them when W->packed is set. */
+typedef struct kn_packer {
+    size_t (*bytes)(const kn_mat *W);
+    void (*pack)(const kn_mat *W, void *dst);
+} kn_packer;
+const kn_packer *kn_packer_for(kn_type t); /* the active ISA's (NULL: none) */
+const kn_packer *kn_packer_avx512(kn_type t);
+
 /* A kernel table's lookup: the Q8-mode kernel of type t where there is one, the float-lane
  * kernel otherwise (F32 and Q8_K weights take float activations in both modes). */
 static inline const kn_kernel *kn_kernel_pick(const kn_kernel *const q8[KN_TYPE_COUNT],

@@ -320,3 +320,15 @@ void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics
     if (T <= 0 || W->rows == 0) return;
     kn_matmul_many(&W, &Y, 1, X, T, num, caller_pool);
 }
+
+size_t kn_pack_bytes(const kn_mat *W) {
+    const kn_packer *p = kn_packer_for(W->type);
+    return p && W->rows > 0 && W->data ? p->bytes(W) : 0;
+}
+
+void kn_pack(kn_mat *W, void *dst) {
+    const kn_packer *p = kn_packer_for(W->type);
+    if (!p || !dst || kn_pack_bytes(W) == 0) return;
+    p->pack(W, dst);
+    W->packed = dst;
+}

@@ -615,6 +615,8 @@ typedef struct mx_dec {
     int n, r;              /* rows; the next unit's row */
     int64_t g, full, ng;   /* the next unit's group; full groups and groups per row */
     int64_t per;           /* units per step */
+    const char *pf;        /* lines to prefetch into L2 instead (a packed matrix's next pairs) */
+    int64_t pf_left, pf_per;
 } mx_dec;
 
 static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_full_fn dec) {
@@ -622,6 +624,8 @@ static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_
         dec(d->src[d->r], d->ng, d->dst[d->r], d->g);
         if (++d->g == d->full) d->g = 0, d->r++;
     }
+    for (int64_t i = 0; i < d->pf_per && d->pf_left > 0; i++, d->pf_left--, d->pf += 64)
+        _mm_prefetch(d->pf, _MM_HINT_T1);
 }
 
 static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
@@ -873,9 +877,90 @@ static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
 
 MX_MICROS(q8_0, q8_0_dec_full);
 
+/* ---- Q8_0 packed: every row decoded once into the batch tile's layout -------------------------
+ *
+ * A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
+ * at every call is work done again and again: at 16 tokens the decode costs about as much as the
+ * vpdpbusd. kn_pack keeps the decoded pairs of all rows (after a header naming the matrix they
+ * belong to) and batches read them in place; T = 1 streams the stored rows as before. */
+
+#define MX_PACK_MAGIC 0x32584b5030513858ull /* "X8Q0PKX2" */
+
+typedef struct mx_pack_hdr {
+    uint64_t magic;
+    const void *data; /* the stored matrix it was made from */
+    int64_t rows, cols;
+    uint8_t pad[32];
+} mx_pack_hdr; /* 64 bytes: the pairs after it stay aligned */
+
+static size_t q8_0_pack_bytes(const kn_mat *W) {
+    return sizeof(mx_pack_hdr) + (size_t)((W->rows + 1) / 2) * mx_pair_bytes(W->cols);
+}
+
+static void q8_0_pack(const kn_mat *W, void *dst) {
+    mx_pack_hdr *h = dst;
+    *h = (mx_pack_hdr){.magic = MX_PACK_MAGIC, .data = W->data, .rows = W->rows, .cols = W->cols};
+    uint8_t *pairs = (uint8_t *)dst + sizeof *h;
+    const size_t pb = mx_pair_bytes(W->cols);
+    const int64_t ng = kn_x86_groups(W->cols);
+    const uint8_t *end = kn_x86_mat_end(W);
+    for (int64_t r = 0; r < W->rows + W->rows % 2; r++) { /* an odd last row fills its pair */
+        const uint8_t *row =
+            (const uint8_t *)W->data + (size_t)(r < W->rows ? r : W->rows - 1) * W->row_bytes;
+        for (int64_t g = 0; g < ng; g++)
+            q8_0_dec_group(row, W->cols, end, pairs + (size_t)(r / 2) * pb + 32 * (r % 2), g);
+    }
+}
+
+/* W's packed pairs, when W->packed was made from this very matrix (not from the one a view was
+ * copied from). */
+static const uint8_t *q8_0_packed(const kn_mat *W) {
+    const mx_pack_hdr *h = W->packed;
+    if (!h || h->magic != MX_PACK_MAGIC || h->data != W->data || h->rows != W->rows ||
+        h->cols != W->cols)
+        return NULL;
+    return (const uint8_t *)(h + 1);
+}
+
+/* Rows n0 .. n1 from packed pairs: pair q holds rows 2q and 2q + 1; the pairs the range touches are
+ * computed whole and only its rows are stored. While a block of MX_P pairs meets the tokens, the
+ * next block is prefetched into L2 a few lines per group. */
+static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn_act *x, float *Y,
+                           int64_t ldy, int64_t n0, int64_t n1) {
+    const int64_t ng = kn_x86_groups(W->cols), q1 = (n1 + 1) / 2;
+    const size_t pb = mx_pair_bytes(W->cols);
+    const int64_t steps = (x->T + MX_T - 1) / MX_T * ng;
+    for (int64_t b0 = n0 / 2; b0 < q1; b0 += MX_P) {
+        const int np = q1 - b0 < MX_P ? (int)(q1 - b0) : MX_P;
+        const int64_t nb = q1 - (b0 + np) < MX_P ? q1 - (b0 + np) : MX_P; /* next block's pairs */
+        mx_dec d = {.pf = (const char *)pairs + (size_t)(b0 + np) * pb,
+                    .pf_left = (int64_t)((size_t)nb * pb / 64)};
+        d.pf_per = (d.pf_left + steps - 1) / steps;
+        for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
+            const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+            const uint8_t *xt[MX_T];
+            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
+                xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+            const uint8_t *w[MX_P];
+            for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
+                w[i] = pairs + (size_t)(b0 + (i < np ? i : 0)) * pb;
+            float out[2 * MX_P][MX_T];
+            mx_micro_q8_0[tn](w, xt, ng, out, &d);
+            for (int i = 0; i < 2 * np; i++) {
+                const int64_t r = 2 * b0 + i;
+                if (r < n0 || r >= n1) continue;
+                for (int t = 0; t < tn; t++) Y[(t0 + t) * ldy + r] = out[i][t];
+            }
+        }
+    }
+}
+
 static void rows_q8_0(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
-    if (x->T > 1)
+    const uint8_t *pairs = x->T > 1 ? q8_0_packed(W) : NULL;
+    if (pairs)
+        mx_rows_packed(W, pairs, x, Y, ldy, n0, n1);
+    else if (x->T > 1)
         mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0);
     else
         rows_q8_0_v512(W, x, Y, ldy, n0, n1, scratch);
@@ -901,4 +986,10 @@ static const kn_kernel *const kernels[KN_TYPE_COUNT] = {
 const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;
     return kernels[t] ? kernels[t] : int8_kernels_v512[t];
+}
+
+static const kn_packer p_q8_0 = {q8_0_pack_bytes, q8_0_pack};
+
+const kn_packer *kn_packer_avx512(kn_type t) {
+    return t == KN_Q8_0 ? &p_q8_0 : NULL;
 }

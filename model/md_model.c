@@ -196,7 +196,7 @@ static void legacy_kv_b(loader *L, const char *name, md_layer *w, int *failed, m
                 kt[((int64_t)h * a->kv_lora + r) * a->nope + i] = row[r];
         }
     const size_t rb = (size_t)a->nope * sizeof(float);
-    w->k_b = (md_heads){{KN_F32, a->kv_lora, a->nope, rb, kt}, rb * (size_t)a->kv_lora};
+    w->k_b = (md_heads){{KN_F32, a->kv_lora, a->nope, rb, kt, NULL}, rb * (size_t)a->kv_lora};
 }
 
 /* Multi-head latent attention's weights (FORMATS.md §7). */
@@ -396,7 +396,14 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
         mats[k++] = &kv[2 * il + 1];
     }
     mats[k++] = &m->output;
-    const int rc = md_pin_mats(&m->pin, mats, k, vx_source_path(m->src), err);
+    int rc = md_pin_mats(&m->pin, mats, k, vx_source_path(m->src), err);
+    const char *pack = getenv("MOEWIRE_PACK");
+    if (rc == 0 && !(pack && strcmp(pack, "0") == 0)) {
+        size_t np = 0; /* the matrices themselves, not the copies of the head views */
+        for (size_t i = 0; i < k; i++)
+            if (i == k - 1 || i % PER_LAYER < PER_LAYER - 2) mats[np++] = mats[i];
+        rc = md_pin_pack(&m->packed, mats, np, vx_source_path(m->src), err);
+    }
     for (int il = 0; rc == 0 && il < m->cfg.n_layer; il++) {
         md_layer *w = &m->layers[il];
         if (kv[2 * il].data) w->k_b.m.data = kv[2 * il].data;
@@ -408,12 +415,13 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
 }
 
 size_t md_model_pinned_bytes(const md_model *m) {
-    return m->pin.bytes;
+    return m->pin.bytes + m->packed.bytes;
 }
 
 void md_model_free(md_model *m) {
     if (!m) return;
     md_pin_free(&m->pin);
+    md_pin_free(&m->packed);
     md_config_free(&m->cfg);
     for (size_t i = 0; i < m->n_vecs; i++) free(m->vecs[i]);
     free(m->vecs);

@@ -64,7 +64,8 @@ typedef struct md_model {
     const vx_source *src;
     float **vecs; /* the f32 vectors above, owned */
     size_t n_vecs, cap_vecs;
-    md_pin pin; /* md_model_pin_dense's copy of the streamed matrices (empty: views of src) */
+    md_pin pin;    /* md_model_pin_dense's copy of the streamed matrices (empty: views of src) */
+    md_pin packed; /* and the kernels' packed copies of them for batches (md_pin_pack) */
 } md_model;
 
 /* Reads the config from src's metadata and checks every dense tensor the family expects for
@@ -75,8 +76,10 @@ void md_model_free(md_model *m);
 
 /* Copies the matrices every decode step streams (attention, router, LM head; not the embedding) out
  * of the source's mapping into a buffer the model owns, on transparent huge pages where the kernel
- * grants them (md_pin.h), and points the views there. Costs their size in memory
- * (md_model_pinned_bytes); the bits computed are the same. Call before contexts are created. */
+ * grants them (md_pin.h), and points the views there; with kernels that have a packed layout for
+ * batches (kn_pack: Q8_0 on AVX-512) also a packed copy of those matrices, unless MOEWIRE_PACK=0.
+ * Costs their size in memory, about twice for packed ones (md_model_pinned_bytes); the bits
+ * computed are the same. Call before contexts are created. */
 int md_model_pin_dense(md_model *m, mw_err *err);
 size_t md_model_pinned_bytes(const md_model *m);
 

@@ -1,4 +1,5 @@
-/* model/md_pin.c — copying matrices out of a mapping into one buffer on transparent huge pages. */
+/* model/md_pin.c — copying matrices out of a mapping into one buffer on transparent huge pages, and
+ * the kernels' packed copies of them (kn_pack) into another. */
 #include "model/md_pin.h"
 
 #include <stdint.h>
@@ -19,19 +20,27 @@ static size_t span(const kn_mat *w) {
     return (stored(w) + 63) & ~(size_t)63;
 }
 
-int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
-    size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += span(mats[i]);
+/* p's buffer of `bytes` (rounded up to huge pages), advised for huge pages; none for 0 bytes. */
+static int pin_alloc(md_pin *p, size_t bytes, const char *what, mw_err *err) {
     bytes = (bytes + PIN_ALIGN - 1) & ~(PIN_ALIGN - 1);
     *p = (md_pin){0};
     if (bytes == 0) return 0;
-    void *buf = NULL;
-    if (posix_memalign(&buf, PIN_ALIGN, bytes) != 0)
-        return mw_errf(err, "%s: out of memory copying %zu bytes of weights", what, bytes);
+    if (posix_memalign(&p->buf, PIN_ALIGN, bytes) != 0) {
+        p->buf = NULL;
+        return mw_errf(err, "%s: out of memory for %zu bytes of weights", what, bytes);
+    }
 #ifdef MADV_HUGEPAGE
-    madvise(buf, bytes, MADV_HUGEPAGE); /* advice: without huge pages the copy is still right */
+    madvise(p->buf, bytes, MADV_HUGEPAGE); /* advice: without huge pages the copy is still right */
 #endif
-    uint8_t *dst = buf;
+    p->bytes = bytes;
+    return 0;
+}
+
+int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += span(mats[i]);
+    if (pin_alloc(p, bytes, what, err)) return -1;
+    uint8_t *dst = p->buf;
     for (size_t i = 0; i < n; i++) {
         const size_t s = span(mats[i]);
         if (!s) continue;
@@ -39,8 +48,20 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_e
         mats[i]->data = dst;
         dst += s;
     }
-    p->buf = buf;
-    p->bytes = bytes;
+    return 0;
+}
+
+int md_pin_pack(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += (kn_pack_bytes(mats[i]) + 63) & ~(size_t)63;
+    if (pin_alloc(p, bytes, what, err)) return -1;
+    uint8_t *dst = p->buf;
+    for (size_t i = 0; i < n; i++) {
+        const size_t s = (kn_pack_bytes(mats[i]) + 63) & ~(size_t)63;
+        if (!s) continue;
+        kn_pack(mats[i], dst);
+        dst += s;
+    }
     return 0;
 }
 

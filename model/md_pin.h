@@ -18,6 +18,10 @@ typedef struct md_pin {
 /* Copies the n matrices (those without data are skipped) into one buffer advised for huge pages
  * and points each view at its copy. `what` names the owner in an out-of-memory message. */
 int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err);
+/* The kernels' packed copies of the n matrices (kn_pack; those the active kernels have no layout
+ * for take no room) in one buffer advised for huge pages, each view's `packed` pointed at its own:
+ * batches then skip decoding them (the bits are the same). */
+int md_pin_pack(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err);
 void md_pin_free(md_pin *p);
 
 #endif

@@ -98,7 +98,7 @@ static void test_expert_matches_scalar(void) {
         e.up = kt_random_mat(&r, types[i], ff, hidden, 0.05f);
         e.down = kt_random_mat(&r, types[i], hidden, ff, 0.05f);
         float *b = kt_gauss_vec(&r, hidden, 0.5f);
-        e.down_b = (kn_mat){KN_F32, 1, hidden, hidden * 4, b};
+        e.down_b = (kn_mat){KN_F32, 1, hidden, hidden * 4, b, NULL};
         float *X = kt_gauss_vec(&r, T * hidden, 1.0f);
         float *Ys = malloc(T * hidden * 4), *Yn = malloc(T * hidden * 4);
         for (int num = 0; num < 2; num++) {
@@ -188,7 +188,7 @@ static void test_fixture_matvec(void) {
         uint8_t *myq = malloc(ql);
         kn_traits(act)->from_float(x, myq, cols);
         CHECK(memcmp(myq, xq, ql) == 0);
-        kn_mat M = {(kn_type)t, rows, cols, kn_row_size((kn_type)t, cols), W};
+        kn_mat M = {(kn_type)t, rows, cols, kn_row_size((kn_type)t, cols), W, NULL};
         float *y = malloc((size_t)rows * 4);
         kn_matmul(&M, x, 1, y, KN_NUM_F32, NULL);
         const double ef = kt_rel_to_max(y, yref, (size_t)rows);

@@ -21,9 +21,9 @@ static expert_fx make_expert(kt_rng *r, kn_type t, int64_t hidden, int64_t ff, b
         f.gb = kt_gauss_vec(r, ff, 0.5f);
         f.ub = kt_gauss_vec(r, ff, 0.5f);
         f.db = kt_gauss_vec(r, hidden, 0.5f);
-        f.e.gate_b = (kn_mat){KN_F32, 1, ff, ff * 4, f.gb};
-        f.e.up_b = (kn_mat){KN_F32, 1, ff, ff * 4, f.ub};
-        f.e.down_b = (kn_mat){KN_F32, 1, hidden, hidden * 4, f.db};
+        f.e.gate_b = (kn_mat){KN_F32, 1, ff, ff * 4, f.gb, NULL};
+        f.e.up_b = (kn_mat){KN_F32, 1, ff, ff * 4, f.ub, NULL};
+        f.e.down_b = (kn_mat){KN_F32, 1, hidden, hidden * 4, f.db, NULL};
     }
     return f;
 }
@@ -420,15 +420,15 @@ static void test_mat_check(void **state) {
     (void)state;
     uint8_t buf[64];
     mw_err err;
-    kn_mat m = {KN_MXFP4, 1, 30, 17, buf};
+    kn_mat m = {KN_MXFP4, 1, 30, 17, buf, NULL};
     assert_int_equal(kn_mat_check(&m, "w", &err), -1);
     assert_non_null(strstr(err.msg, "multiple of"));
-    m = (kn_mat){(kn_type)99, 1, 32, 17, buf};
+    m = (kn_mat){(kn_type)99, 1, 32, 17, buf, NULL};
     assert_int_equal(kn_mat_check(&m, "w", &err), -1);
     assert_non_null(strstr(err.msg, "unknown"));
-    m = (kn_mat){KN_MXFP4, 2, 32, 17, NULL};
+    m = (kn_mat){KN_MXFP4, 2, 32, 17, NULL, NULL};
     assert_int_equal(kn_mat_check(&m, "w", &err), -1);
-    m = (kn_mat){KN_MXFP4, 2, 32, 17, buf};
+    m = (kn_mat){KN_MXFP4, 2, 32, 17, buf, NULL};
     assert_int_equal(kn_mat_check(&m, "w", &err), 0);
 }
 

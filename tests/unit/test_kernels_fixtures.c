@@ -41,7 +41,7 @@ static void test_dequant_bit_exact(void **state) {
         tr->to_float(blocks, got, (int64_t)(nblk * (size_t)tr->blck_size));
         assert_true(kt_same_bits(tr->name, got, want, nf_bytes / sizeof(float)));
         /* the same through kn_mat_row, one block per row */
-        kn_mat m = {t, (int64_t)nblk, tr->blck_size, (size_t)tr->type_size, blocks};
+        kn_mat m = {t, (int64_t)nblk, tr->blck_size, (size_t)tr->type_size, blocks, NULL};
         for (size_t r = 0; r < nblk; r++) {
             kn_mat_row(&m, (int64_t)r, got);
             assert_true(kt_same_bits(tr->name, got, want + r * (size_t)tr->blck_size,
@@ -130,7 +130,7 @@ static void test_matvec_parity(void **state) {
         kn_traits(m->act)->from_float(x, myq, m->cols);
         assert_memory_equal(myq, xq, xqlen);
 
-        kn_mat Wm = {m->type, m->rows, m->cols, rs, W};
+        kn_mat Wm = {m->type, m->rows, m->cols, rs, W, NULL};
         float *y = malloc(rlen);
         for (int i = 0; i < nisa; i++) {
             kt_use(&isas[i]);

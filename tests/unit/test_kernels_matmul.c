@@ -197,7 +197,7 @@ static kn_mat big_weights(kt_rng *r, kn_type t, int64_t rows, int64_t cols) {
         else
             memcpy(d + b, &scale, 2);
     }
-    return (kn_mat){t, rows, cols, rb, d};
+    return (kn_mat){t, rows, cols, rb, d, NULL};
 }
 
 static void test_big_jobs_split_rows(void **state) {
@@ -242,7 +242,7 @@ static void test_e8m0_edges_in_matmul(void **state) {
     (void)state;
     enum { ROWS = 5, COLS = 2880 };
     const uint8_t e[ROWS] = {0x00, 0x01, 0xFE, 0xFF, 0xFF};
-    kn_mat W = {KN_MXFP4, ROWS, COLS, kn_row_size(KN_MXFP4, COLS), NULL};
+    kn_mat W = {KN_MXFP4, ROWS, COLS, kn_row_size(KN_MXFP4, COLS), NULL, NULL};
     uint8_t *d = calloc(ROWS, W.row_bytes);
     for (int n = 0; n < ROWS; n++)
         for (int b = 0; b < COLS / 32; b++) {
@@ -337,6 +337,74 @@ static void test_partial_group_reads_past_row(void **state) {
     kn_isa_force(prev);
 }
 
+/* A packed copy (kn_pack: Q8_0 on AVX-512) gives the bits of the stored rows: odd and even row
+ * counts, widths with and without a tail group, every batch size around the register tile's 4
+ * tokens, 1 and 2 threads (so slices start and end inside a row pair), kn_matmul_many; and a view
+ * changed after packing (fewer rows, data moved on a row) ignores the packed copy. Where the
+ * active kernels have no packed layout, kn_pack_bytes is 0 and kn_pack leaves W alone. */
+static void test_packed_equals_stored(void **state) {
+    (void)state;
+    kt_rng r = {4242};
+    kn_pool *pool = kn_pool_create(2);
+    static const int64_t Tp[] = {1, 2, 3, 4, 5, 8, 9, 16, 17};
+    for (int rep = 0; rep < 6; rep++) {
+        const int64_t cols = rep < 2 ? 2880 : rep < 4 ? 4096 : kt_pick_cols(&r, KN_Q8_0);
+        const int64_t rows = kt_range(&r, 1, 9) * 2 + (rep % 2) + (rep == 5 ? 300 : 0);
+        kn_mat W = kt_weights(&r, KN_Q8_0, rows, cols, true);
+        const size_t pb = kn_pack_bytes(&W);
+        if (kn_isa_active() == KN_ISA_AVX512) assert_true(pb > 0);
+        void *buf = NULL;
+        if (pb) assert_int_equal(posix_memalign(&buf, 64, pb), 0);
+        kn_mat P = W;
+        kn_pack(&P, buf);
+        assert_true(pb ? P.packed == buf : P.packed == NULL);
+        const int64_t Tmax = Tp[sizeof Tp / sizeof Tp[0] - 1];
+        float *X = kt_gauss_vec(&r, Tmax * cols, 1.0f);
+        float *want = malloc(Tmax * rows * 4), *got = malloc(Tmax * rows * 4);
+        for (size_t k = 0; k < sizeof Tp / sizeof Tp[0]; k++) {
+            const int64_t T = Tp[k];
+            for (int th = 0; th < 2; th++) {
+                run(&W, X, T, want, KN_NUM_Q8, th ? pool : NULL);
+                memset(got, 0xff, T * rows * 4);
+                run(&P, X, T, got, KN_NUM_Q8, th ? pool : NULL);
+                char what[128];
+                snprintf(what, sizeof what, "packed q8_0 %lldx%lld T=%lld %d thread(s)",
+                         (long long)rows, (long long)cols, (long long)T, th + 1);
+                assert_true(kt_same_bits(what, got, want, T * rows));
+            }
+        }
+        /* kn_matmul_many with a packed and a stored matrix */
+        const kn_mat *two[2] = {&P, &W};
+        float *Y2 = malloc(Tmax * rows * 4);
+        float *const outs[2] = {got, Y2};
+        kn_matmul_many(two, outs, 2, X, 9, KN_NUM_Q8, pool);
+        run(&W, X, 9, want, KN_NUM_Q8, pool);
+        assert_true(kt_same_bits("packed in kn_matmul_many", got, want, 9 * rows));
+        assert_true(kt_same_bits("stored in kn_matmul_many", Y2, want, 9 * rows));
+        /* views changed after packing: the packed copy describes another matrix */
+        if (rows > 2) {
+            kn_mat V = P;
+            V.rows = rows - 1;
+            run(&V, X, 5, got, KN_NUM_Q8, pool);
+            kn_mat Vw = W;
+            Vw.rows = rows - 1;
+            run(&Vw, X, 5, want, KN_NUM_Q8, pool);
+            assert_true(kt_same_bits("view with fewer rows", got, want, 5 * (rows - 1)));
+            V = P;
+            V.rows = rows - 1;
+            V.data = (const uint8_t *)V.data + V.row_bytes;
+            Vw = V;
+            Vw.packed = NULL;
+            run(&V, X, 5, got, KN_NUM_Q8, pool);
+            run(&Vw, X, 5, want, KN_NUM_Q8, pool);
+            assert_true(kt_same_bits("view moved a row on", got, want, 5 * (rows - 1)));
+        }
+        free(buf), free(X), free(want), free(got), free(Y2);
+        kt_free_mat(&W);
+    }
+    kn_pool_destroy(pool);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accuracy_against_float64),
@@ -346,6 +414,7 @@ int main(void) {
         cmocka_unit_test(test_big_jobs_split_rows),
         cmocka_unit_test(test_e8m0_edges_in_matmul),
         cmocka_unit_test(test_partial_group_reads_past_row),
+        cmocka_unit_test(test_packed_equals_stored),
     };
     return cmocka_run_group_tests_name("kernels_matmul", tests, NULL, NULL);
 }

@@ -112,7 +112,7 @@ static kn_mat tensor(const ref *r, const char *fmt, int l) {
     if (!t) fail_msg("%s: no tensor %s", r->v->name, name);
     int64_t rows = 1;
     for (int d = 1; d < t->n_dims; d++) rows *= t->ne[d];
-    return (kn_mat){t->type, rows, t->ne[0], kn_row_size(t->type, t->ne[0]), t->data};
+    return (kn_mat){t->type, rows, t->ne[0], kn_row_size(t->type, t->ne[0]), t->data, NULL};
 }
 
 /* y[i] = sum_k W[row0 + i][k] x[k] for i < n. */
