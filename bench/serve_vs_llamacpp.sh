@@ -50,7 +50,7 @@ for cfg in ${MW_CONFIGS:-inproc loopback2}; do
   inproc) extra=(--pin) ;;
   # the nodes compute on the same 2 cores as the coordinator: a loaded step can starve their
   # heartbeat answers past the default --down-ms, which a benchmark must not read as a failure
-  loopback2) extra=(--loopback 2 --wire f16 --down-ms 10000) ;;
+  loopback2) extra=(--loopback 2 --wire f16 --down-ms 10000 --pin) ;;
   *) echo "unknown MW_CONFIGS entry $cfg" >&2; exit 2 ;;
   esac
   bin/coordinator serve --model "$model" --listen 127.0.0.1:0 --ready-file "$dir/$cfg.ready" \
