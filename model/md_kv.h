@@ -3,7 +3,8 @@
  * [latent c, rope(k_pe)] (kv_lora + rope floats), whose first kv_lora floats are also the value:
  * no V rows are kept.
  *
- * Full-attention layers keep every position (memory grows by doubling up to the context size).
+ * Full-attention layers keep every position (memory grows by doubling up to the context size;
+ * on Linux a large buffer grows in place of its pages, with no copy).
  * Sliding-window layers keep only the window: a ring of `ring` positions where position p lives in
  * slot p % ring, so at long contexts they cost a fixed amount whatever the length.
  *
@@ -27,6 +28,7 @@ typedef struct md_kv_seq {
     int64_t cap;      /* positions allocated on full-attention layers */
     int64_t ring_cap; /* positions allocated on ring layers (<= ring) */
     float **k, **v;   /* per layer */
+    int64_t *rows;    /* per layer: positions allocated in k (2l) and v (2l + 1) */
 } md_kv_seq;
 
 typedef struct md_kv {

@@ -4,7 +4,8 @@
  * sliding layer, and the same result whatever the thread count. At gpt-oss's head shape (eight
  * query heads of 64 per KV head, sinks) with sequences longer than the window and key counts
  * that are not multiples of 8 or 16: each row's output is the same bits alone or in any batch,
- * with any thread count and with every instruction set. */
+ * with any thread count and with every instruction set. Wide caches grow past the size at which a
+ * buffer is a mapping of its own and keep every row. */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -183,6 +184,65 @@ static void test_kv_grows_and_keeps_rows(void **state) {
     md_kv_free(&f.kv);
 }
 
+/* Wide rows (8 KV heads of 64 or 48: 2 or 1.5 KB a position) grow a full layer's cache from 64 to
+ * 1024 positions, past the size at which a buffer becomes a mapping of its own (mremap on Linux),
+ * in passes of odd sizes; every stored row is still there after each growth, the ring stays the
+ * window, and the cache frees cleanly. */
+static void wide_caches_grow(int head_dim) {
+    const int WK = 8 * head_dim;
+    enum { WN = 1000 };
+    md_config cfg = {.n_layer = 2,
+                     .n_head = 8,
+                     .n_head_kv = 8,
+                     .head_dim_k = head_dim,
+                     .head_dim_v = head_dim,
+                     .n_swa = 100};
+    uint8_t swa[2] = {1, 0};
+    cfg.layer_swa = swa;
+    md_kv kv;
+    assert_int_equal(md_kv_init(&kv, &cfg, 2, 1024, true, NULL), 0);
+    float *k = malloc(37 * (size_t)WK * sizeof(float)),
+          *v = malloc(37 * (size_t)WK * sizeof(float));
+    md_row rows[37];
+    for (int64_t from = 0; from < WN;) {
+        const int64_t T = from + 37 <= WN ? 37 : WN - from;
+        for (int sq = 0; sq < 2; sq++) {
+            for (int64_t t = 0; t < T; t++) {
+                rows[t] = (md_row){.seq = sq, .pos = (int32_t)(from + t)};
+                for (int i = 0; i < WK; i++) {
+                    k[t * WK + i] = (float)(sq * 100000 + (from + t) * 7 + i);
+                    v[t * WK + i] = -(float)(sq * 100000 + (from + t) * 7 + i);
+                }
+            }
+            assert_int_equal(md_kv_begin(&kv, rows, T, NULL), 0);
+            md_kv_store(&kv, 0, k, v);
+            md_kv_store(&kv, 1, k, v);
+            md_kv_commit(&kv);
+            const float *ck = kv.seqs[sq].k[1], *cv = kv.seqs[sq].v[1];
+            for (int64_t p = 0; p < from + T; p += 13)
+                for (int i = 0; i < WK; i += 101) {
+                    assert_true(ck[p * WK + i] == (float)(sq * 100000 + p * 7 + i));
+                    assert_true(cv[p * WK + i] == -(float)(sq * 100000 + p * 7 + i));
+                }
+            const int64_t last = from + T - 1;
+            assert_true(kv.seqs[sq].k[0][(last % 100) * WK + 3] ==
+                        (float)(sq * 100000 + last * 7 + 3));
+        }
+        from += T;
+    }
+    assert_int_equal(kv.seqs[0].cap, 1024);
+    assert_int_equal(kv.seqs[1].ring_cap, 100);
+    md_kv_free(&kv);
+    free(k);
+    free(v);
+}
+
+static void test_wide_caches_grow(void **state) {
+    (void)state;
+    wide_caches_grow(64); /* 64 positions are 128 KB: a mapping from the start */
+    wide_caches_grow(48); /* 96 KB: realloc first, then moved into a mapping */
+}
+
 /* ---- gpt-oss's head shape, bit for bit ------------------------------------------------------ */
 
 enum { GH = 16, GK = 2, GD = 64, GSWA = 20, GMAX = 8 };
@@ -337,6 +397,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_sinks_gqa_two_sequences),
         cmocka_unit_test(test_kv_grows_and_keeps_rows),
+        cmocka_unit_test(test_wide_caches_grow),
         cmocka_unit_test(test_gpt_oss_shape_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
