@@ -185,9 +185,34 @@ static int64_t max64(int64_t a, int64_t b) {
     return a > b ? a : b;
 }
 
+#define ALLOC(p, count) (p = malloc((n * (count) > 0 ? n * (count) : 1) * sizeof *(p))) != NULL
+
+/* The observer's buffers for n rows: the widest quantity it is handed in a gathered copy, the
+ * router's intermediates. */
+static bool reserve_obs(md_ctx *c, size_t n) {
+    const md_config *m = &c->m->cfg;
+    scratch *s = &c->s;
+    const size_t X = (size_t)m->n_expert, K = (size_t)m->n_expert_used;
+    const size_t qd = (size_t)m->n_head * m->head_dim_k, ad = (size_t)m->n_head * m->head_dim_v;
+    const size_t wide =
+        (size_t)max64(max64((int64_t)qd, (int64_t)ad), max64(m->n_embd, (int64_t)X));
+    const size_t g = m->router.n_group_used > 0 ? (size_t)m->router.n_group_used : 1;
+    c->obs_cap = ALLOC(s->obs, wide) && ALLOC(s->rbiased, X) && ALLOC(s->rsel_w, K) &&
+                 ALLOC(s->rnorm, K) && ALLOC(s->rgroups, g);
+    return c->obs_cap;
+}
+
 static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
     const bool want_obs = c->obs != NULL;
     if (T <= c->T_cap && (!want_obs || c->obs_cap)) return 0;
+    /* an observer attached to a context that has the rows: its buffers only (a profiler attached
+     * after a long prompt must not free and refault the prompt's scratch) */
+    if (T <= c->T_cap) {
+        if (reserve_obs(c, (size_t)c->T_cap)) return 0;
+        free_scratch(c);
+        c->T_cap = 0;
+        return mw_errf(err, "model context: out of memory for a batch of %lld rows", (long long)T);
+    }
     const md_config *m = &c->m->cfg;
     const size_t E = (size_t)m->n_embd, X = (size_t)m->n_expert, K = (size_t)m->n_expert_used;
     const size_t qd = (size_t)m->n_head * m->head_dim_k, kd = (size_t)m->n_head_kv * m->head_dim_k;
@@ -205,22 +230,13 @@ static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
     c->obs_cap = false;
     const size_t n = (size_t)cap;
     scratch *s = &c->s;
-#define ALLOC(p, count) (p = malloc((n * (count) > 0 ? n * (count) : 1) * sizeof *(p))) != NULL
     bool ok = ALLOC(s->x, E) && ALLOC(s->xn, E) && ALLOC(s->q, qd) && ALLOC(s->k, kd) &&
               ALLOC(s->v, vd) && ALLOC(s->att, ad) && ALLOC(s->o, E) && ALLOC(s->moe, E) &&
               ALLOC(s->qa, qa) && ALLOC(s->qraw, qraw) && ALLOC(s->ho, od) && ALLOC(s->fg, ff) &&
               ALLOC(s->fu, ff) && ALLOC(s->fy, E) && ALLOC(s->rlog, X) && ALLOC(s->rsel, X) &&
               ALLOC(s->rw, K) && ALLOC(s->rids, K) && ALLOC(s->cs, rot) && ALLOC(s->cs_swa, rot);
     ok = ok && (s->rscratch = malloc(md_route_scratch_bytes(m->n_expert))) != NULL;
-    if (ok && want_obs) {
-        /* the widest quantity an observer is handed in a gathered copy */
-        const size_t wide = (size_t)max64(max64(qd, ad), max64((int64_t)E, (int64_t)X));
-        const size_t g = m->router.n_group_used > 0 ? (size_t)m->router.n_group_used : 1;
-        ok = ALLOC(s->obs, wide) && ALLOC(s->rbiased, X) && ALLOC(s->rsel_w, K) &&
-             ALLOC(s->rnorm, K) && ALLOC(s->rgroups, g);
-        c->obs_cap = ok;
-    }
-#undef ALLOC
+    if (ok && want_obs) ok = reserve_obs(c, n);
     if (!ok) {
         free_scratch(c);
         return mw_errf(err, "model context: out of memory for a batch of %lld rows", (long long)T);
@@ -228,6 +244,7 @@ static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
     c->T_cap = cap;
     return 0;
 }
+#undef ALLOC
 
 /* ---- the pass ------------------------------------------------------------------------------- */
 

@@ -218,11 +218,17 @@ static void check_intermediates(const char *name) {
 
     capture cap = {0};
     md_ctx *c = new_ctx(&f, KN_NUM_Q8, 1, NULL);
+    mw_err e;
+    /* a longer batch first, unobserved and forgotten: the observer then attaches to a context
+     * that has the rows already and gets its buffers on their own */
+    md_row warm[2 * N_TOK];
+    for (int i = 0; i < 2 * N_TOK; i++) warm[i] = (md_row){0, i, f.tokens[i % N_TOK], 0};
+    if (md_forward(c, warm, 2 * N_TOK, NULL, &e) || md_seq_truncate(c, 0, 0, &e))
+        fail_msg("%s", e.msg);
     md_ctx_set_observer(c, observer, &cap);
     md_row rows[N_TOK];
     for (int i = 0; i < N_TOK; i++) rows[i] = (md_row){0, i, f.tokens[i], 1};
     float *logits = malloc((size_t)N_TOK * f.model->cfg.n_vocab * sizeof(float));
-    mw_err e;
     if (md_forward(c, rows, N_TOK, logits, &e)) fail_msg("%s", e.msg);
 
     size_t i;
