@@ -2,6 +2,7 @@
  * weight decoding, the float-lane kernels and the AVX2 instantiation of the Q8-mode kernels
  * (simd_x86_int8.h). Every function follows the canonical order of kn_internal.h, so its bits
  * equal the scalar reference's; tests/unit/test_kernels_matmul.c checks that with memcmp. */
+#include "kernels/kn_exp_x86.h"
 #include "kernels/simd_x86.h"
 
 #include <stdatomic.h>
@@ -383,40 +384,6 @@ static void prep_round_f16(const float *x, void *dst, int64_t k) {
 /* ---- GLU: kn_expf and the policies of glu.c, 8 values at a time, the same operations ----------
  */
 
-static inline __m256 expf_avx2(__m256 x) {
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KN_EXP_LOG2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KN_EXP_LN2_HI), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KN_EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(KN_EXP_C7);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C5));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* 2^e in at most two exact steps, as the scalar code (a step of x 1.0 changes nothing) */
-    __m256i e = _mm256_cvtps_epi32(n);
-    const __m256i big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(127));
-    const __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), e);
-    __m256 first = _mm256_blendv_ps(
-        _mm256_set1_ps(1.0f),
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(253)), 23)),
-        _mm256_castsi256_ps(tiny));
-    first = _mm256_blendv_ps(first, _mm256_set1_ps(0x1p127f), _mm256_castsi256_ps(big));
-    e = _mm256_blendv_epi8(e, _mm256_sub_epi32(e, _mm256_set1_epi32(127)), big);
-    e = _mm256_blendv_epi8(e, _mm256_set1_epi32(-126), tiny);
-    __m256 y = _mm256_mul_ps(
-        _mm256_mul_ps(p, first),
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23)));
-    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(KN_EXP_MAX), _CMP_GT_OQ));
-    y = _mm256_blendv_ps(y, _mm256_setzero_ps(),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(KN_EXP_MIN), _CMP_LT_OQ));
-    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); /* NaN in, the same NaN out */
-}
-
 void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     const int64_t n8 = n / 8 * 8;
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
@@ -426,13 +393,13 @@ void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float 
         __m256 gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i), y;
         if (glu->kind == KN_GLU_SWIGLU) {
             y = _mm256_mul_ps(
-                _mm256_div_ps(gv, _mm256_add_ps(one, expf_avx2(_mm256_xor_ps(gv, sign)))), uv);
+                _mm256_div_ps(gv, _mm256_add_ps(one, kn_x86_exp8(_mm256_xor_ps(gv, sign)))), uv);
         } else { /* compare-and-select keeps NaN a NaN, as the scalar ternaries */
             gv = _mm256_blendv_ps(gv, lim, _mm256_cmp_ps(gv, lim, _CMP_GT_OQ));
             const __m256 below = _mm256_cmp_ps(uv, nlim, _CMP_LT_OQ);
             uv = _mm256_blendv_ps(uv, lim, _mm256_cmp_ps(uv, lim, _CMP_GT_OQ));
             uv = _mm256_blendv_ps(uv, nlim, below); /* the lower clamp wins, as in glu.c */
-            const __m256 ex = expf_avx2(_mm256_xor_ps(_mm256_mul_ps(alpha, gv), sign));
+            const __m256 ex = kn_x86_exp8(_mm256_xor_ps(_mm256_mul_ps(alpha, gv), sign));
             y = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, ex)), _mm256_add_ps(uv, one));
         }
         _mm256_storeu_ps(out + i, y);

@@ -69,14 +69,15 @@ static void softmax(float *x, int64_t n, const float *sink) {
     const __m256 m = _mm256_set1_ps(max);
     __m256d lo = _mm256_setzero_pd(), hi = lo;
     for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 e = md__exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+        const __m256 e = kn_x86_exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
         _mm256_storeu_ps(x + i, e);
         add_lanes(&lo, &hi, e);
     }
     if (i < n) {
         const __m256i mask = md__mask8(n - i);
-        const __m256 e = _mm256_and_ps(md__exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), m)),
-                                       _mm256_castsi256_ps(mask));
+        const __m256 e =
+            _mm256_and_ps(kn_x86_exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, mask), m)),
+                          _mm256_castsi256_ps(mask));
         _mm256_maskstore_ps(x + i, mask, e);
         add_lanes(&lo, &hi, e); /* +0 in the lanes past n */
     }

@@ -146,7 +146,7 @@ static void wsums(float *y, int g, const float *const *x, int64_t n, int64_t d, 
             wsums_stretch(0, y + j * d, d, x, n, p + j * stride, stride, i);
 }
 
-/* kn_expf of each lane (md__exp8's steps on sixteen lanes) */
+/* kn_expf of each lane (kn_x86_exp8's steps on sixteen lanes) */
 static inline __m512 exp16(__m512 x) {
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(KN_EXP_LOG2E)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);

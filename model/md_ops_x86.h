@@ -1,17 +1,16 @@
 /* model/md_ops_x86.h — AVX2 pieces of the trunk's loops shared by md_ops_avx2.c and
- * md_ops_avx512.c (included only by files built with AVX2): kn_expf on eight lanes, md_dot of one
+ * md_ops_avx512.c (included only by files built with AVX2): md_dot of one
  * query head with eight keys (their eight-lane partial sums reduced together), the eight-lane
  * double sums' combining order, masks for short tails. Each is the scalar definition's arithmetic
  * lane for lane, in the same order: fused multiply-adds for dots and sums, kn_expf's fma steps
- * for exp. kernels/simd_avx2.c has the same eight-lane exp for the GLU; it is not
- * exported from the kernels, hence this copy. */
+ * for exp (kernels/kn_exp_x86.h, the one the kernels' GLU uses). */
 #ifndef MD_OPS_X86_H
 #define MD_OPS_X86_H
 
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/kn_internal.h" /* kn_expf's constants */
+#include "kernels/kn_exp_x86.h"
 #include "model/md_ops_internal.h"
 
 /* The first r lanes (0 <= r <= 8). */
@@ -20,45 +19,9 @@ static inline __m256i md__mask8(int64_t r) {
     return _mm256_loadu_si256((const __m256i *)(m + 8 - r));
 }
 
-/* kn_expf of each lane: its correctly rounded steps (fma, as fmaf) in its order, 2^n in at most
- * two exact steps, then its special cases (inf above, 0 below, NaN kept). */
-static inline __m256 md__exp8(__m256 x) {
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KN_EXP_LOG2E)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KN_EXP_LN2_HI), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(-KN_EXP_LN2_LO), r);
-    __m256 p = _mm256_set1_ps(KN_EXP_C7);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C5));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C4));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C3));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(KN_EXP_C2));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    /* e > 127: x 2^127 first, e - 127 after; e < -126: x 2^(e + 126) first, -126 after */
-    __m256i e = _mm256_cvtps_epi32(n);
-    const __m256i big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(127));
-    const __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), e);
-    __m256 first = _mm256_blendv_ps(
-        _mm256_set1_ps(1.0f),
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(253)), 23)),
-        _mm256_castsi256_ps(tiny));
-    first = _mm256_blendv_ps(first, _mm256_set1_ps(0x1p127f), _mm256_castsi256_ps(big));
-    e = _mm256_blendv_epi8(e, _mm256_sub_epi32(e, _mm256_set1_epi32(127)), big);
-    e = _mm256_blendv_epi8(e, _mm256_set1_epi32(-126), tiny);
-    __m256 y = _mm256_mul_ps(
-        _mm256_mul_ps(p, first),
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23)));
-    y = _mm256_blendv_ps(y, _mm256_set1_ps(INFINITY),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(KN_EXP_MAX), _CMP_GT_OQ));
-    y = _mm256_blendv_ps(y, _mm256_setzero_ps(),
-                         _mm256_cmp_ps(x, _mm256_set1_ps(KN_EXP_MIN), _CMP_LT_OQ));
-    return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
-
 /* kn_expf(x) in a register (libm's nearbyintf and fmaf calls cost more than the lanes) */
 static inline float md__exp1(float x) {
-    return _mm256_cvtss_f32(md__exp8(_mm256_set1_ps(x)));
+    return _mm256_cvtss_f32(kn_x86_exp8(_mm256_set1_ps(x)));
 }
 
 /* ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)) of lanes 0-3 in lo, 4-7 in hi */
