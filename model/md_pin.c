@@ -51,13 +51,18 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_e
     return 0;
 }
 
+/* A packed copy's room in its buffer: rounded up to a cache line, as span(). */
+static size_t pack_span(const kn_mat *w) {
+    return (kn_pack_bytes(w) + 63) & ~(size_t)63;
+}
+
 int md_pin_pack(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
     size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += (kn_pack_bytes(mats[i]) + 63) & ~(size_t)63;
+    for (size_t i = 0; i < n; i++) bytes += pack_span(mats[i]);
     if (pin_alloc(p, bytes, what, err)) return -1;
     uint8_t *dst = p->buf;
     for (size_t i = 0; i < n; i++) {
-        const size_t s = (kn_pack_bytes(mats[i]) + 63) & ~(size_t)63;
+        const size_t s = pack_span(mats[i]);
         if (!s) continue;
         kn_pack(mats[i], dst);
         dst += s;
