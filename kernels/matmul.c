@@ -27,7 +27,7 @@ int kn_numerics_from_name(const char *name) {
 /* Below this many multiply-adds a job runs on the caller alone: waking a worker costs more. */
 #define KN_MIN_PARALLEL_MACS (256 * 1024)
 #define KN_CHUNKS_PER_THREAD 8
-#define KN_CHUNK_ALIGN       8 /* rows; SIMD kernels tile rows in groups that divide this */
+#define KN_CHUNK_ALIGN       24 /* rows; SIMD kernels tile rows in groups that divide this (4, 6, 8) */
 /* A chunk reads at most about this many weight bytes, so a tall matrix (an LM head of 100 MB) ends
  * with the threads finishing within a fraction of a millisecond of each other. */
 #define KN_CHUNK_BYTES (512 * 1024)

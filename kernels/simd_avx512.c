@@ -586,13 +586,14 @@ static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
  * the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
  * vector broadcast to both halves. vpdpbusd leaves each block's exact sum in its canonical lane
  * and the float step is one fma for both rows; a token needs no partner, and no load needs an
- * insert (a broadcast from memory is a load). Register tile: 2 row pairs x 4 tokens.
+ * insert (a broadcast from memory is a load). Register tile: 3 row pairs x 4 tokens, enough
+ * independent vpdpbusd chains to cover its latency (2 x 4 waited on it).
  *
  * The next tile is decoded while this one is used, a group at a time between the register tile's
  * groups (mx_dec): the decode's shuffles then overlap the vpdpbusd instead of stalling them, and
  * its reads stream from memory at the compute's pace (the decoders prefetch ahead in the rows). */
 
-#define MX_P 2 /* row pairs of a register tile */
+#define MX_P 3 /* row pairs of a register tile: 3 x 4 tokens = 12 vpdpbusd chains (latency 5) */
 #define MX_T 4 /* tokens of a register tile */
 
 /* 32 bytes at a in both halves. */
