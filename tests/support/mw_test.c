@@ -92,6 +92,10 @@ const char *mwt_bench_bin(const char *name) {
     return keep_path("%s/build/rel/bench/%s", repo_root(), name);
 }
 
+const char *mwt_repo_path(const char *rel) {
+    return keep_path("%s/%s", repo_root(), rel);
+}
+
 void *mwt_read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;

@@ -18,6 +18,8 @@ const char *mwt_fixture(const char *rel);
 const char *mwt_bin(const char *name);
 /* Path of a benchmark program (the optimised build): build/rel/bench/name. */
 const char *mwt_bench_bin(const char *name);
+/* Path of a file of the repository (a script: "tests/run.sh"). */
+const char *mwt_repo_path(const char *rel);
 
 /* Reads a whole file; returns a malloc'ed buffer (NUL-terminated) or NULL. */
 void *mwt_read_file(const char *path, size_t *len);
