@@ -70,10 +70,11 @@ static void run(char *bin, int want_rc, const char *want_out) {
     free(out);
 }
 
-static void test_timeout_kills_what_the_binary_started(void **state) {
-    (void)state;
-    char *bin = fake("hangs", "sleep 60");
-    run(bin, 1, "left 1 process(es) running: killed");
+/* A fake `name` (its sleep, then `rest`) under run.sh: run.sh exits want_rc, reports the sleep
+ * left behind, and the sleep is gone. */
+static void check_reaped(const char *name, const char *rest, int want_rc) {
+    char *bin = fake(name, rest);
+    run(bin, want_rc, "left 1 process(es) running: killed");
     const pid_t kid = kid_of(bin);
     const bool ok = gone(kid);
     if (!ok) kill(kid, SIGKILL);
@@ -81,15 +82,14 @@ static void test_timeout_kills_what_the_binary_started(void **state) {
     free(bin);
 }
 
+static void test_timeout_kills_what_the_binary_started(void **state) {
+    (void)state;
+    check_reaped("hangs", "sleep 60", 1);
+}
+
 static void test_leftover_of_a_passing_binary_is_killed(void **state) {
     (void)state;
-    char *bin = fake("leaks", "echo '[  PASSED  ] 1 test(s).'");
-    run(bin, 0, "left 1 process(es) running: killed");
-    const pid_t kid = kid_of(bin);
-    const bool ok = gone(kid);
-    if (!ok) kill(kid, SIGKILL);
-    assert_true(ok);
-    free(bin);
+    check_reaped("leaks", "echo '[  PASSED  ] 1 test(s).'", 0);
 }
 
 static void test_clean_binary_has_no_report(void **state) {
