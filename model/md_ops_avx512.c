@@ -146,39 +146,6 @@ static void wsums(float *y, int g, const float *const *x, int64_t n, int64_t d, 
             wsums_stretch(0, y + j * d, d, x, n, p + j * stride, stride, i);
 }
 
-/* kn_expf of each lane (kn_x86_exp8's steps on sixteen lanes) */
-static inline __m512 exp16(__m512 x) {
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(KN_EXP_LOG2E)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KN_EXP_LN2_HI), x);
-    r = _mm512_fmadd_ps(n, _mm512_set1_ps(-KN_EXP_LN2_LO), r);
-    __m512 p = _mm512_set1_ps(KN_EXP_C7);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KN_EXP_C6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KN_EXP_C5));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KN_EXP_C4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KN_EXP_C3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(KN_EXP_C2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512i e = _mm512_cvtps_epi32(n);
-    const __mmask16 big = _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(127));
-    const __mmask16 tiny = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(-126), e);
-    __m512 first = _mm512_mask_mov_ps(
-        _mm512_set1_ps(1.0f), tiny,
-        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(253)), 23)));
-    first = _mm512_mask_mov_ps(first, big, _mm512_set1_ps(0x1p127f));
-    e = _mm512_mask_sub_epi32(e, big, e, _mm512_set1_epi32(127));
-    e = _mm512_mask_mov_epi32(e, tiny, _mm512_set1_epi32(-126));
-    __m512 y = _mm512_mul_ps(
-        _mm512_mul_ps(p, first),
-        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23)));
-    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(KN_EXP_MAX), _CMP_GT_OQ),
-                           _mm512_set1_ps(INFINITY));
-    y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, _mm512_set1_ps(KN_EXP_MIN), _CMP_LT_OQ),
-                           _mm512_setzero_ps());
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-}
-
 /* the eight double lanes += the sixteen floats of v (elements i..i+7, then i+8..i+15) */
 static inline __m512d add_lanes(__m512d s, __m512 v) {
     s = _mm512_add_pd(s, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
@@ -204,7 +171,7 @@ static void softmax(float *x, int64_t n, const float *sink) {
     for (int64_t i = 0; i < n; i += 16) {
         const __mmask16 t = tail16(n - i);
         const __m512 e =
-            _mm512_maskz_mov_ps(t, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + i), m)));
+            _mm512_maskz_mov_ps(t, kn_x86_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, x + i), m)));
         _mm512_mask_storeu_ps(x + i, t, e);
         s = add_lanes(s, e); /* +0 in the lanes past n */
     }
