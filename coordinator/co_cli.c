@@ -138,14 +138,50 @@ static int set_numerics(co_opts *o, const char *v, mw_err *err) {
 }
 
 static int set_temperature(co_opts *o, const char *v, mw_err *err) {
-    if (parse_float("--temperature", v, &o->temperature, err)) return -1;
-    if (o->temperature < 0) return mw_errf(err, "--temperature: %s must be >= 0", v);
+    if (parse_float("--temperature", v, &o->sampling.temperature, err)) return -1;
+    if (o->sampling.temperature < 0) return mw_errf(err, "--temperature: %s must be >= 0", v);
     return 0;
 }
 
 static int set_top_p(co_opts *o, const char *v, mw_err *err) {
-    if (parse_float("--top-p", v, &o->top_p, err)) return -1;
-    if (!(o->top_p > 0 && o->top_p <= 1)) return mw_errf(err, "--top-p: %s is not in (0, 1]", v);
+    float *p = &o->sampling.top_p;
+    if (parse_float("--top-p", v, p, err)) return -1;
+    if (!(*p > 0 && *p <= 1)) return mw_errf(err, "--top-p: %s is not in (0, 1]", v);
+    return 0;
+}
+
+static int set_top_k(co_opts *o, const char *v, mw_err *err) {
+    int64_t k;
+    if (parse_i64("--top-k", v, 0, INT32_MAX, &k, err)) return -1;
+    o->sampling.top_k = (int32_t)k;
+    return 0;
+}
+
+static int set_min_p(co_opts *o, const char *v, mw_err *err) {
+    float *p = &o->sampling.min_p;
+    if (parse_float("--min-p", v, p, err)) return -1;
+    if (!(*p >= 0 && *p <= 1)) return mw_errf(err, "--min-p: %s is not in [0, 1]", v);
+    return 0;
+}
+
+static int parse_penalty(const char *name, const char *v, float *out, mw_err *err) {
+    if (parse_float(name, v, out, err)) return -1;
+    if (!(fabsf(*out) <= 2)) return mw_errf(err, "%s: %s is not in [-2, 2]", name, v);
+    return 0;
+}
+
+static int set_presence_penalty(co_opts *o, const char *v, mw_err *err) {
+    return parse_penalty("--presence-penalty", v, &o->sampling.presence_penalty, err);
+}
+
+static int set_frequency_penalty(co_opts *o, const char *v, mw_err *err) {
+    return parse_penalty("--frequency-penalty", v, &o->sampling.frequency_penalty, err);
+}
+
+static int set_repeat_penalty(co_opts *o, const char *v, mw_err *err) {
+    float *p = &o->sampling.repetition_penalty;
+    if (parse_float("--repeat-penalty", v, p, err)) return -1;
+    if (!(*p > 0)) return mw_errf(err, "--repeat-penalty: %s must be > 0", v);
     return 0;
 }
 
@@ -155,7 +191,7 @@ static int set_seed(co_opts *o, const char *v, mw_err *err) {
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-')
         return mw_errf(err, "--seed: '%s' is not an unsigned integer", v);
-    o->seed = x;
+    o->sampling.seed = x;
     return 0;
 }
 
@@ -352,6 +388,21 @@ static const co_option options[] = {
     {"--temperature", "T", "sampling temperature (default 0: greedy, ties to the lowest id)",
      set_temperature},
     {"--top-p", "P", "nucleus sampling mass in (0, 1] (default 1)", set_top_p},
+    {"--top-k", "K", "sample among the K most likely tokens only (default 0: all)", set_top_k},
+    {"--min-p", "P",
+     "drop tokens less likely than P times the most likely one, P in [0, 1] (default 0)",
+     set_min_p},
+    {"--presence-penalty", "X",
+     "subtract X in [-2, 2] from the logit of every token generated so far (default 0)",
+     set_presence_penalty},
+    {"--frequency-penalty", "X",
+     "subtract X in [-2, 2] times its count from the logit of every token generated so far "
+     "(default 0)",
+     set_frequency_penalty},
+    {"--repeat-penalty", "X",
+     "divide the positive logits (multiply the others) of the prompt's and generated tokens by "
+     "X > 0 (default 1: none)",
+     set_repeat_penalty},
     {"--seed", "S", "sampling seed (default 0); same seed, same tokens", set_seed},
     {"--threads", "N", "threads (default: one per CPU)", set_threads},
     {"--ctx", "N", "positions to allow (default: prompt + max-tokens)", set_ctx},
@@ -428,7 +479,7 @@ void co_opts_init(co_opts *o) {
     memset(o, 0, sizeof *o);
     o->experts = "local";
     o->numerics = KN_NUM_Q8;
-    o->top_p = 1.0f;
+    o->sampling = md_sampler_defaults();
     o->node_threads = 0; /* one per CPU */
     o->node_affinity = true;
     o->wire = (wr_codec){WR_F32, false};

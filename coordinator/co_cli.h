@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "kernels/kn.h"
+#include "model/md_sampler.h"
 #include "tokenizer/tk_chat.h"
 #include "util/mw_err.h"
 #include "wire/wr_codec.h"
@@ -28,9 +29,8 @@ typedef struct co_opts {
     const char *logits_out;
     const char *experts; /* expert backend name (co_backend.h) */
     kn_numerics numerics;
-    float temperature; /* 0 = greedy */
-    float top_p;
-    uint64_t seed;
+    md_sampler_opts sampling; /* --temperature (0 = greedy), --top-p, --top-k, --min-p, the
+                                 penalties, --seed */
     int threads;
     int64_t n_ctx; /* 0 = prompt + max-tokens */
     bool pin;      /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */

@@ -102,7 +102,8 @@ static int open_all(gen *g, mw_err *err) {
                         .n_seq = 1,
                         .n_ctx = n_ctx};
     if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
-    if (md_sampler_init(&g->sampler, c->n_vocab, o->temperature, o->top_p, o->seed, err)) return -1;
+    if (md_sampler_init(&g->sampler, c->n_vocab, &o->sampling, err)) return -1;
+    md_sampler_feed(&g->sampler, g->tokens, g->n_tokens, false);
     int64_t P = g->n_tokens;
     g->rows = malloc((size_t)P * sizeof *g->rows);
     /* every prompt row is kept only when they are all written out */
@@ -130,9 +131,10 @@ static int run(gen *g, mw_err *err) {
     double t0 = mw_now_s();
     if (md_forward(g->ctx, g->rows, P, g->logits, err)) return mw_err_wrap(err, "prefill");
     double t1 = mw_now_s();
-    const float *last = all ? g->logits + (P - 1) * V : g->logits;
+    float *last = all ? g->logits + (P - 1) * V : g->logits;
     if (write_rows(g, g->logits, all ? P : 0, err)) return -1;
     g->out[0] = md_sample(&g->sampler, last);
+    md_sampler_feed(&g->sampler, g->out, 1, true);
     g->n_out = 1;
     int st = emit(g, 0, err);
     if (st < 0) return -1;
@@ -143,6 +145,7 @@ static int run(gen *g, mw_err *err) {
             return mw_err_wrap(err, "decode step %lld", (long long)k);
         if (write_rows(g, g->logits, 1, err)) return -1;
         g->out[k] = md_sample(&g->sampler, g->logits);
+        md_sampler_feed(&g->sampler, &g->out[k], 1, true);
         g->n_out = k + 1;
         if ((st = emit(g, k, err)) < 0) return -1;
         if (st == 1) N = k + 1;

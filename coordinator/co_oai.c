@@ -342,7 +342,8 @@ static int parse_stream(json_t *root, co_oai_req *r, co_oai_error *e) {
     return 0;
 }
 
-/* max_tokens / max_completion_tokens, temperature, top_p, seed, n. */
+/* max_tokens / max_completion_tokens, temperature, top_p, seed, n; OpenAI's presence and frequency
+ * penalties, and vLLM's and llama.cpp's top_k, min_p and repetition_penalty. */
 static int parse_sampling(json_t *root, co_oai_req *r, co_oai_error *e) {
     long long v;
     int got = get_int(root, "max_tokens", 1, INT32_MAX, &v, e);
@@ -353,6 +354,15 @@ static int parse_sampling(json_t *root, co_oai_req *r, co_oai_error *e) {
     if (get_number(root, "temperature", 0, 2, &r->temperature, e)) return -1;
     if (get_number(root, "top_p", 0, 1, &r->top_p, e)) return -1;
     if (r->top_p <= 0) return co_oai_fail(e, 400, "top_p", NULL, "'top_p' must be greater than 0");
+    if (get_int(root, "top_k", -1, INT32_MAX, &r->top_k, e) < 0) return -1;
+    if (get_number(root, "min_p", 0, 1, &r->min_p, e) ||
+        get_number(root, "presence_penalty", -2, 2, &r->presence_penalty, e) ||
+        get_number(root, "frequency_penalty", -2, 2, &r->frequency_penalty, e) ||
+        get_number(root, "repetition_penalty", 0, 1e9, &r->repetition_penalty, e))
+        return -1;
+    if (r->repetition_penalty <= 0)
+        return co_oai_fail(e, 400, "repetition_penalty", NULL,
+                           "'repetition_penalty' must be greater than 0");
     json_t *seed = json_object_get(root, "seed");
     if (seed && !json_is_null(seed)) {
         if (!json_is_integer(seed))
@@ -406,6 +416,7 @@ static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     r->max_tokens = -1;
     r->temperature = 1.0;
     r->top_p = 1.0;
+    r->repetition_penalty = 1.0;
     r->top_logprobs = -1;
     r->thinking = -1;
     json_error_t jerr;

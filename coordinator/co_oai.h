@@ -42,6 +42,8 @@ typedef struct co_oai_req {
     bool stream, include_usage;
     int64_t max_tokens; /* -1: not given */
     double temperature, top_p;
+    long long top_k; /* <= 0: off */
+    double min_p, presence_penalty, frequency_penalty, repetition_penalty;
     bool has_seed;
     uint64_t seed;
     const char *stop[CO_STOP_MAX];

@@ -337,24 +337,29 @@ static exch *exch_new(co_routes *r, co_http_req *q, co_oai_kind kind, const char
 static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const int32_t *ids,
                                 int64_t n_ids, int64_t max_tokens, uint64_t n, double t_arrival,
                                 void *text_state) {
-    return (co_gen_params){.prompt = ids,
-                           .n_prompt = n_ids,
-                           .max_tokens = max_tokens,
-                           .temperature = (float)req->temperature,
-                           .top_p = (float)req->top_p,
-                           .seed =
-                               req->has_seed ? req->seed : r->seed_base + n * 0x2545F4914F6CDD1Dull,
-                           .stop = req->stop,
-                           .n_stop = req->n_stop,
-                           .stop_ids = req->stop_ids,
-                           .n_stop_ids = req->n_stop_ids,
-                           .logit_bias = req->logit_bias,
-                           .n_logit_bias = req->n_logit_bias,
-                           .ignore_eos = req->ignore_eos,
-                           .top_logprobs = req->top_logprobs,
-                           .t_arrival = t_arrival,
-                           .text = text_state ? &co_stext_ops : NULL,
-                           .text_state = text_state};
+    return (co_gen_params){
+        .prompt = ids,
+        .n_prompt = n_ids,
+        .max_tokens = max_tokens,
+        .sampling = {.temperature = (float)req->temperature,
+                     .top_p = (float)req->top_p,
+                     .top_k = req->top_k > 0 ? (int32_t)req->top_k : 0,
+                     .min_p = (float)req->min_p,
+                     .presence_penalty = (float)req->presence_penalty,
+                     .frequency_penalty = (float)req->frequency_penalty,
+                     .repetition_penalty = (float)req->repetition_penalty,
+                     .seed = req->has_seed ? req->seed : r->seed_base + n * 0x2545F4914F6CDD1Dull},
+        .stop = req->stop,
+        .n_stop = req->n_stop,
+        .stop_ids = req->stop_ids,
+        .n_stop_ids = req->n_stop_ids,
+        .logit_bias = req->logit_bias,
+        .n_logit_bias = req->n_logit_bias,
+        .ignore_eos = req->ignore_eos,
+        .top_logprobs = req->top_logprobs,
+        .t_arrival = t_arrival,
+        .text = text_state ? &co_stext_ops : NULL,
+        .text_state = text_state};
 }
 
 /* A refused submission: 400 for a request the scheduler finds invalid, else 503 with

@@ -29,8 +29,6 @@ struct co_job {
     /* parameters (owned copies) */
     int32_t *prompt;
     int64_t n_prompt, max_tokens;
-    float temperature, top_p;
-    uint64_t seed;
     int32_t *stop_ids;
     int n_stop_ids;
     bool ignore_eos, keep_logits;
@@ -315,9 +313,6 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
     j->ud = ud;
     j->n_prompt = p->n_prompt;
     j->max_tokens = p->max_tokens;
-    j->temperature = p->temperature;
-    j->top_p = p->top_p;
-    j->seed = p->seed;
     j->ignore_eos = p->ignore_eos;
     j->keep_logits = p->keep_logits;
     j->top_logprobs = p->top_logprobs;
@@ -351,11 +346,12 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
         job_free(j);
         return NULL;
     }
-    if (md_sampler_init(&j->sampler, s->p.n_vocab, p->temperature, p->top_p, p->seed, err)) {
+    if (md_sampler_init(&j->sampler, s->p.n_vocab, &p->sampling, err)) {
         job_free(j);
         return NULL;
     }
     j->sampler_ok = true;
+    md_sampler_feed(&j->sampler, j->prompt, p->n_prompt, false);
     return j;
 }
 
@@ -479,8 +475,9 @@ static void fill_logprob(const float *x, int64_t V, int32_t tok, int n, co_logpr
     for (int k = 0; k < lp->n_top; k++) lp->top_lp[k] = (float)(lp->top_lp[k] - lse);
 }
 
-/* Samples from the row with the job's logit biases added; the row is the model's own again after
- * (the same bits: the saved entries are put back in reverse, not the biases subtracted). */
+/* Samples from the row with the job's logit biases added (then the sampler's penalties); the row is
+ * the model's own again after (the same bits: the saved entries are put back in reverse, not the
+ * biases subtracted). */
 static int32_t sample(co_job *j, float *logits) {
     for (int i = 0; i < j->n_bias; i++) {
         j->bias_saved[i] = logits[j->bias[i].token];
@@ -488,6 +485,7 @@ static int32_t sample(co_job *j, float *logits) {
     }
     const int32_t tok = md_sample(&j->sampler, logits);
     for (int i = j->n_bias - 1; i >= 0; i--) logits[j->bias[i].token] = j->bias_saved[i];
+    md_sampler_feed(&j->sampler, &tok, 1, true);
     return tok;
 }
 

@@ -23,6 +23,7 @@
 #include "coordinator/co_buf.h"
 #include "coordinator/co_metrics.h"
 #include "model/md_model.h"
+#include "model/md_sampler.h"
 #include "util/mw_err.h"
 
 #define CO_TOP_LOGPROBS_MAX 20
@@ -85,9 +86,9 @@ typedef struct co_gen_params {
     const int32_t *prompt; /* copied */
     int64_t n_prompt;
     int64_t max_tokens;
-    float temperature, top_p;
-    uint64_t seed;
-    const char *const *stop; /* copied */
+    md_sampler_opts sampling; /* temperature, top-p/k, min-p, penalties (the prompt counts for
+                                 the repetition penalty), seed */
+    const char *const *stop;  /* copied */
     int n_stop;
     const int32_t *stop_ids; /* copied; end the job like the model's own */
     int n_stop_ids;

@@ -1,10 +1,13 @@
-/* model/md_sampler.c — greedy and nucleus sampling. The generator is xoshiro256** seeded through
+/* model/md_sampler.c — greedy and sampled choice of the next token: penalties for what was seen,
+ * temperature, top-k, nucleus (top-p) and min-p. The generator is xoshiro256** seeded through
  * splitmix64, so a run is reproducible from its seed on every platform. */
 #include "model/md_sampler.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/mw_grow.h"
 
 struct md_cand {
     float p;
@@ -37,34 +40,101 @@ double md_sampler_uniform(md_sampler *s) {
     return (double)(next(s->s) >> 11) * 0x1.0p-53;
 }
 
-int md_sampler_init(md_sampler *s, int64_t n_vocab, float temperature, float top_p, uint64_t seed,
-                    mw_err *err) {
+md_sampler_opts md_sampler_defaults(void) {
+    return (md_sampler_opts){.temperature = 0, .top_p = 1, .repetition_penalty = 1};
+}
+
+static bool penalized(const md_sampler_opts *o) {
+    return o->presence_penalty != 0 || o->frequency_penalty != 0 || o->repetition_penalty != 1;
+}
+
+int md_sampler_init(md_sampler *s, int64_t n_vocab, const md_sampler_opts *o, mw_err *err) {
     memset(s, 0, sizeof *s);
     if (n_vocab < 1 || n_vocab > INT32_MAX) return mw_errf(err, "sampler: bad vocabulary size");
-    if (!isfinite(temperature) || temperature < 0)
-        return mw_errf(err, "sampler: temperature %g must be a finite number >= 0", temperature);
-    if (!(top_p > 0 && top_p <= 1))
-        return mw_errf(err, "sampler: top-p %g must be in (0, 1]", top_p);
+    if (!isfinite(o->temperature) || o->temperature < 0)
+        return mw_errf(err, "sampler: temperature %g must be a finite number >= 0", o->temperature);
+    if (!(o->top_p > 0 && o->top_p <= 1))
+        return mw_errf(err, "sampler: top-p %g must be in (0, 1]", o->top_p);
+    if (!(o->min_p >= 0 && o->min_p <= 1))
+        return mw_errf(err, "sampler: min-p %g must be in [0, 1]", o->min_p);
+    if (!(fabsf(o->presence_penalty) <= 2) || !(fabsf(o->frequency_penalty) <= 2))
+        return mw_errf(err,
+                       "sampler: presence penalty %g and frequency penalty %g must be in [-2, 2]",
+                       o->presence_penalty, o->frequency_penalty);
+    if (!(isfinite(o->repetition_penalty) && o->repetition_penalty > 0))
+        return mw_errf(err, "sampler: repetition penalty %g must be a finite number > 0",
+                       o->repetition_penalty);
     s->n_vocab = n_vocab;
-    s->temperature = temperature;
-    s->top_p = top_p;
+    s->o = *o;
+    uint64_t seed = o->seed;
     for (int i = 0; i < 4; i++) s->s[i] = splitmix64(&seed);
-    if (temperature > 0) {
+    if (o->temperature > 0) {
         s->probs = malloc((size_t)n_vocab * sizeof *s->probs);
         s->cand = malloc((size_t)n_vocab * sizeof *s->cand);
-        if (!s->probs || !s->cand) {
-            md_sampler_free(s);
-            return mw_errf(err, "sampler: out of memory");
-        }
+        if (!s->probs || !s->cand) goto oom;
     }
+    if (penalized(o) && !(s->seen = calloc((size_t)n_vocab, sizeof *s->seen))) goto oom;
     return 0;
+oom:
+    md_sampler_free(s);
+    return mw_errf(err, "sampler: out of memory");
 }
 
 void md_sampler_free(md_sampler *s) {
     free(s->probs);
     free(s->cand);
+    free(s->seen);
+    free(s->touched);
+    free(s->saved);
     s->probs = NULL;
     s->cand = NULL;
+    s->seen = NULL;
+    s->touched = NULL;
+    s->saved = NULL;
+    s->n_touched = 0;
+    s->cap_touched = 0;
+}
+
+#define SEEN_IN_PROMPT 0x80000000u
+#define SEEN_COUNT     0x7FFFFFFFu
+
+void md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled) {
+    if (!s->seen) return;
+    for (int64_t i = 0; i < n; i++) {
+        const int32_t id = ids[i];
+        if (id < 0 || id >= s->n_vocab) continue;
+        uint32_t *c = &s->seen[id];
+        if (*c == 0) { /* each id enters the list once: it never holds more than n_vocab */
+            const size_t need = (size_t)s->n_touched + 1;
+            size_t cap_t = s->cap_touched, cap_s = s->cap_touched;
+            if (mw_grow((void **)&s->touched, &cap_t, need, sizeof *s->touched) ||
+                mw_grow((void **)&s->saved, &cap_s, need, sizeof *s->saved))
+                continue; /* out of memory: this token goes unpenalized */
+            s->cap_touched = cap_t < cap_s ? cap_t : cap_s;
+            s->touched[s->n_touched++] = id;
+        }
+        if (!sampled)
+            *c |= SEEN_IN_PROMPT;
+        else if ((*c & SEEN_COUNT) != SEEN_COUNT)
+            (*c)++;
+    }
+}
+
+/* The penalties on the row's seen tokens, their logits saved; undone by unpenalize. */
+static void penalize(md_sampler *s, float *logits) {
+    const float rep = s->o.repetition_penalty;
+    for (int64_t i = 0; i < s->n_touched; i++) {
+        const int32_t id = s->touched[i];
+        const uint32_t c = s->seen[id], count = c & SEEN_COUNT;
+        float l = s->saved[i] = logits[id];
+        if (rep != 1) l = l > 0 ? l / rep : l * rep;
+        if (count) l -= (float)count * s->o.frequency_penalty + s->o.presence_penalty;
+        logits[id] = l;
+    }
+}
+
+static void unpenalize(const md_sampler *s, float *logits) {
+    for (int64_t i = 0; i < s->n_touched; i++) logits[s->touched[i]] = s->saved[i];
 }
 
 /* Two passes over the vocabulary: the maximum in 8 independent lanes (NaN never compares greater,
@@ -91,33 +161,72 @@ static int cmp_desc(const void *pa, const void *pb) {
     return (a->id > b->id) - (a->id < b->id);
 }
 
-int32_t md_sample(md_sampler *s, const float *logits) {
+/* Moves the k first candidates in cmp_desc's order (the k most likely) to the front, in any order:
+ * a quickselect with a median-of-three pivot. */
+static void select_first(struct md_cand *a, int64_t m, int64_t k) {
+    int64_t lo = 0, hi = m - 1;
+    while (lo < hi) {
+        struct md_cand x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi], piv;
+        if (cmp_desc(&x, &y) > 0) piv = x, x = y, y = piv;
+        piv = cmp_desc(&y, &z) <= 0 ? y : cmp_desc(&x, &z) <= 0 ? z : x;
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (cmp_desc(&a[i], &piv) < 0) i++;
+            while (cmp_desc(&a[j], &piv) > 0) j--;
+            if (i <= j) {
+                const struct md_cand t = a[i];
+                a[i++] = a[j];
+                a[j--] = t;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
+/* A token drawn from softmax(logits / T) restricted to the top k, the nucleus and min-p. */
+static int32_t draw(md_sampler *s, const float *logits) {
     const int64_t n = s->n_vocab;
-    if (s->temperature <= 0) return md_argmax(logits, n);
     /* softmax of logits / T in double for the sum */
     float max = logits[md_argmax(logits, n)];
     double sum = 0;
     for (int64_t i = 0; i < n; i++) {
-        float p = expf((logits[i] - max) / s->temperature);
+        float p = expf((logits[i] - max) / s->o.temperature);
         if (!(p >= 0)) p = 0; /* NaN logits never get sampled */
         s->probs[i] = p;
         sum += p;
     }
     for (int64_t i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
-    /* Only tokens with p >= (1 - top_p) / (n - 1) can be in the nucleus: sort just those. */
+    /* Without top-k only tokens with p >= (1 - top_p) / (n - 1) can be in the nucleus: sort just
+     * those. With it the nucleus is taken of the top k's mass, so any token may be a candidate. */
+    const bool top_k = s->o.top_k > 0 && s->o.top_k < n;
     int64_t m = 0;
-    const double cutoff = n > 1 ? (1.0 - s->top_p) / (double)(n - 1) : 0;
+    const double cutoff = !top_k && n > 1 ? (1.0 - s->o.top_p) / (double)(n - 1) : 0;
     for (int64_t i = 0; i < n; i++)
         if (s->probs[i] >= cutoff && s->probs[i] > 0)
             s->cand[m++] = (struct md_cand){s->probs[i], (int32_t)i};
     if (m == 0) return md_argmax(logits, n);
+    if (top_k && m > s->o.top_k) {
+        select_first(s->cand, m, s->o.top_k);
+        m = s->o.top_k;
+    }
     qsort(s->cand, (size_t)m, sizeof *s->cand, cmp_desc);
-    /* the nucleus: the shortest prefix whose mass reaches top_p */
+    double target = s->o.top_p;
+    if (top_k) {
+        double z = 0;
+        for (int64_t i = 0; i < m; i++) z += s->cand[i].p;
+        target *= z;
+    }
+    /* the nucleus: the shortest prefix whose mass reaches top_p (of the top k's mass) */
     double mass = 0;
     int64_t keep = m;
     for (int64_t i = 0; i < m; i++) {
         mass += s->cand[i].p;
-        if (mass >= s->top_p) {
+        if (mass >= target) {
             keep = i + 1;
             break;
         }
@@ -126,10 +235,27 @@ int32_t md_sample(md_sampler *s, const float *logits) {
         mass = 0;
         for (int64_t i = 0; i < m; i++) mass += s->cand[i].p;
     }
+    if (s->o.min_p > 0) { /* p / p_max >= min_p: the same whatever the renormalization */
+        const float floor_p = s->o.min_p * s->cand[0].p;
+        int64_t k = keep;
+        while (k > 1 && s->cand[k - 1].p < floor_p) k--;
+        if (k < keep) {
+            keep = k;
+            mass = 0;
+            for (int64_t i = 0; i < keep; i++) mass += s->cand[i].p;
+        }
+    }
     double r = md_sampler_uniform(s) * mass, acc = 0;
     for (int64_t i = 0; i < keep; i++) {
         acc += s->cand[i].p;
         if (r < acc) return s->cand[i].id;
     }
     return s->cand[keep - 1].id;
+}
+
+int32_t md_sample(md_sampler *s, float *logits) {
+    if (s->n_touched) penalize(s, logits);
+    const int32_t tok = s->o.temperature > 0 ? draw(s, logits) : md_argmax(logits, s->n_vocab);
+    if (s->n_touched) unpenalize(s, logits);
+    return tok;
 }

@@ -211,6 +211,43 @@ static void test_logit_bias(void **st) {
     json_decref(zero);
 }
 
+/* The sampling extensions reach the sampler: top_k 1 and min_p 1 sample greedily at any
+ * temperature; penalties change a greedy reply (a random model's greedy reply repeats itself). */
+static void test_sampling_options(void **st) {
+    (void)st;
+    static const char fmt[] = "{\"model\":\"model\",\"prompt\":[5,17,300,2,9,44],\"max_tokens\":24,"
+                              "\"return_token_ids\":true,\"ignore_eos\":true,%s}";
+    char body[512];
+    snprintf(body, sizeof body, fmt, "\"temperature\":0");
+    json_t *plain = completion(body);
+    snprintf(body, sizeof body, fmt, "\"temperature\":1.5,\"seed\":3,\"top_k\":1");
+    json_t *k1 = completion(body);
+    snprintf(body, sizeof body, fmt, "\"temperature\":2,\"seed\":4,\"min_p\":1");
+    json_t *p1 = completion(body);
+    snprintf(body, sizeof body, fmt, "\"temperature\":1.5,\"seed\":3");
+    json_t *free_run = completion(body);
+    snprintf(body, sizeof body, fmt,
+             "\"temperature\":0,\"frequency_penalty\":1.5,\"presence_penalty\":1,"
+             "\"repetition_penalty\":1.3");
+    json_t *pen = completion(body);
+    int same_k1 = 0, same_p1 = 0, same_free = 0, same_pen = 0;
+    for (size_t i = 0; i < 24; i++) {
+        same_k1 += token_id(k1, i) == token_id(plain, i);
+        same_p1 += token_id(p1, i) == token_id(plain, i);
+        same_free += token_id(free_run, i) == token_id(plain, i);
+        same_pen += token_id(pen, i) == token_id(plain, i);
+    }
+    assert_int_equal(same_k1, 24);
+    assert_int_equal(same_p1, 24);
+    assert_true(same_free < 24); /* without them that temperature leaves the greedy path */
+    assert_true(same_pen < 24);
+    json_decref(plain);
+    json_decref(k1);
+    json_decref(p1);
+    json_decref(free_run);
+    json_decref(pen);
+}
+
 /* Text prompts through the model's tokenizer; streamed text = whole text; a stop string that
  * spans two tokens ends the text before it. */
 static void test_text_and_stop_strings(void **st) {
@@ -427,6 +464,15 @@ static void test_bad_json(void **st) {
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"temperature\":3}", 400, "temperature",
                  NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"top_p\":0}", 400, "top_p", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"top_k\":\"5\"}", 400, "top_k", "integer");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"top_k\":-2}", 400, "top_k", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"min_p\":1.5}", 400, "min_p", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"presence_penalty\":2.5}", 400,
+                 "presence_penalty", "[-2, 2]");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"frequency_penalty\":true}", 400,
+                 "frequency_penalty", "number");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"repetition_penalty\":0}", 400,
+                 "repetition_penalty", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":2}", 400, "n", "one choice");
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"logprobs\":21}", 400, "logprobs", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"stop\":[\"\"]}", 400, "stop", NULL);
@@ -679,6 +725,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_equals_generate),
         cmocka_unit_test(test_text_and_stop_strings),
         cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_sampling_options),
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_malformed_http),
         cmocka_unit_test(test_slow_clients),

@@ -116,15 +116,21 @@ static void prompt_of(int32_t *p, int n, int salt) {
     for (int i = 0; i < n; i++) p[i] = (int32_t)((i * 37 + salt * 101 + 5) % 500);
 }
 
+/* Top-k, min-p and the penalties of the requests submit_biased makes (none unless a test sets
+ * them). */
+static md_sampler_opts sampling_extra = {.repetition_penalty = 1};
+
 static void submit_biased(env *e, result *r, const int32_t *prompt, int n, int max_tokens,
                           float temp, uint64_t seed, const co_logit_bias *bias, int n_bias) {
     memset(r, 0, sizeof *r);
+    md_sampler_opts so = sampling_extra;
+    so.temperature = temp;
+    so.top_p = temp > 0 ? 0.9f : 1.0f;
+    so.seed = seed;
     co_gen_params gp = {.prompt = prompt,
                         .n_prompt = n,
                         .max_tokens = max_tokens,
-                        .temperature = temp,
-                        .top_p = temp > 0 ? 0.9f : 1.0f,
-                        .seed = seed,
+                        .sampling = so,
                         .top_logprobs = -1,
                         .logit_bias = bias,
                         .n_logit_bias = n_bias,
@@ -191,6 +197,63 @@ static void test_invariance_f32_greedy(void **st) {
 static void test_invariance_q8_sampled(void **st) {
     (void)st;
     invariance(KN_NUM_Q8, 0.8f);
+    /* with top-k, min-p and every penalty on (each request's own history) */
+    sampling_extra = (md_sampler_opts){.top_k = 40,
+                                       .min_p = 0.02f,
+                                       .presence_penalty = 0.4f,
+                                       .frequency_penalty = 0.3f,
+                                       .repetition_penalty = 1.2f};
+    invariance(KN_NUM_Q8, 0.8f);
+    sampling_extra = (md_sampler_opts){.repetition_penalty = 1};
+}
+
+/* Greedy with penalties: every token is the argmax of the model's row (kept as the model's own)
+ * after the penalties of the prompt and of the tokens before it; and they change the reply. The
+ * penalized prompt ends with the first tokens of the plain reply, which a random model's greedy
+ * loop would say again: the prompt's penalty then matters as well. */
+static void test_penalties(void **st) {
+    (void)st;
+    enum { P0 = 10, G = 8, P = P0 + G, N = 40, V = 512 };
+    int32_t p[P];
+    prompt_of(p, P0, 4);
+    env e;
+    env_open(&e, KN_NUM_Q8, 2, 16, 2);
+    result r[2];
+    submit(&e, &r[0], p, P0, N, 0.0f, 0);
+    run_until(&e, r, 1);
+    memcpy(p + P0, r[0].tok, G * sizeof(int32_t));
+    const float rep = 1.5f, freq = 0.6f, pres = 0.4f;
+    sampling_extra = (md_sampler_opts){
+        .presence_penalty = pres, .frequency_penalty = freq, .repetition_penalty = rep};
+    submit(&e, &r[1], p, P, N, 0.0f, 0);
+    sampling_extra = (md_sampler_opts){.repetition_penalty = 1};
+    run_until(&e, r, 2);
+    env_close(&e);
+    const result plain = r[0], pen = r[1];
+    assert_int_equal(pen.n, N);
+    assert_int_equal(pen.rows, N);
+    int count[V] = {0}, differs = 0, prompt_counts = 0;
+    bool in_prompt[V] = {0};
+    for (int i = 0; i < P; i++) in_prompt[p[i]] = true;
+    for (int k = 0; k < N; k++) {
+        float row[V], unprompted[V];
+        memcpy(row, pen.logits + (size_t)k * V, sizeof row);
+        differs += md_argmax(row, V) != pen.tok[k];
+        for (int t = 0; t < V; t++) {
+            const float l = row[t], rl = l > 0 ? l / rep : l * rep;
+            const float sampled = count[t] ? (float)count[t] * freq + pres : 0;
+            row[t] = (in_prompt[t] || count[t] ? rl : l) - sampled;
+            unprompted[t] = (count[t] ? rl : l) - sampled;
+        }
+        assert_int_equal(md_argmax(row, V), pen.tok[k]);
+        prompt_counts += md_argmax(unprompted, V) != pen.tok[k];
+        count[pen.tok[k]]++;
+    }
+    assert_true(differs > 0);
+    assert_true(prompt_counts > 0); /* the prompt's tokens were penalized too */
+    assert_memory_not_equal(plain.tok + G, pen.tok, (N - G) * sizeof(int32_t));
+    free(plain.logits);
+    free(pen.logits);
 }
 
 /* Greedy through the scheduler = one sequence fed token by token (the generate path). */
@@ -237,7 +300,7 @@ static void test_stop_ids_and_limits(void **st) {
     co_gen_params gp = {.prompt = p,
                         .n_prompt = 6,
                         .max_tokens = 5,
-                        .top_p = 1,
+                        .sampling = {.top_p = 1, .repetition_penalty = 1},
                         .top_logprobs = 3,
                         .stop_ids = &a.tok[2],
                         .n_stop_ids = 1};
@@ -340,7 +403,7 @@ static void test_logit_bias(void **st) {
     co_gen_params gp = {.prompt = p,
                         .n_prompt = 9,
                         .max_tokens = 2,
-                        .top_p = 1,
+                        .sampling = {.top_p = 1, .repetition_penalty = 1},
                         .top_logprobs = -1,
                         .logit_bias = &bad,
                         .n_logit_bias = 1};
@@ -436,7 +499,7 @@ static void test_slow_loop_takes_every_output(void **st) {
         co_gen_params gp = {.prompt = p[k],
                             .n_prompt = 6,
                             .max_tokens = 6 + 3 * k, /* ending at different steps */
-                            .top_p = 1,
+                            .sampling = {.top_p = 1, .repetition_penalty = 1},
                             .top_logprobs = -1,
                             .ignore_eos = true};
         mw_err err = {{0}};
@@ -497,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_invariance_f32_greedy),
         cmocka_unit_test(test_invariance_q8_sampled),
+        cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_matches_plain_decode),
         cmocka_unit_test(test_stop_ids_and_limits),
         cmocka_unit_test(test_cancel_frees_slot),
