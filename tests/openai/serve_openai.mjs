@@ -95,6 +95,23 @@ if (phase === 'main') {
                          (e) => e instanceof OpenAI.BadRequestError && e.param === 'logit_bias');
   });
 
+  test('penalties and top_k', async () => {
+    const args = { model, prompt: promptIds, max_tokens: 24, temperature: 0, ignore_eos: true,
+                   return_token_ids: true };
+    const plain = (await client.completions.create(args)).choices[0].token_ids;
+    // a random model's greedy reply repeats itself; OpenAI's penalties change it
+    const pen = (await client.completions.create({ ...args, frequency_penalty: 1.5,
+                                                   presence_penalty: 1 })).choices[0].token_ids;
+    assert.equal(pen.length, 24);
+    assert.notDeepEqual(pen, plain);
+    // top_k 1 is greedy at any temperature (an extension the client passes through)
+    const k1 = await client.completions.create({ ...args, temperature: 1.5, seed: 5, top_k: 1 });
+    assert.deepEqual(k1.choices[0].token_ids, plain);
+    await assert.rejects(client.completions.create({ ...args, presence_penalty: 2.5 }),
+                         (e) => e instanceof OpenAI.BadRequestError &&
+                                e.param === 'presence_penalty');
+  });
+
   test('chat', { skip: !hasChat }, async () => {
     const messages = [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Hi!' }];
     const whole = await client.chat.completions.create({ model, messages, max_tokens: 16,
