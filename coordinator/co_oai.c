@@ -399,14 +399,40 @@ static int parse_chat_options(json_t *root, co_oai_req *r, co_oai_error *e) {
     return 0;
 }
 
-/* What this server refuses rather than ignores: echo, tools. */
+/* What this server refuses rather than ignores: echo, tools (and the older functions), a
+ * response_format other than text (no constrained decoding), completions' suffix and best_of > 1.
+ */
 static int parse_unsupported(json_t *root, co_oai_error *e) {
     bool echo = false;
     if (get_bool(root, "echo", &echo, e)) return -1;
     if (echo) return co_oai_fail(e, 400, "echo", NULL, "'echo' is not supported");
-    json_t *tools = json_object_get(root, "tools");
-    if (tools && !json_is_null(tools) && json_array_size(tools) > 0)
-        return co_oai_fail(e, 400, "tools", NULL, "tool calls are not supported");
+    static const char *const calls[] = {"tools", "functions"};
+    for (int i = 0; i < 2; i++) {
+        json_t *t = json_object_get(root, calls[i]);
+        if (t && !json_is_null(t) && json_array_size(t) > 0)
+            return co_oai_fail(e, 400, calls[i], NULL, "tool calls are not supported");
+    }
+    json_t *rf = json_object_get(root, "response_format");
+    if (rf && !json_is_null(rf)) {
+        json_t *type = json_object_get(rf, "type");
+        if (!json_is_object(rf) || !json_is_string(type))
+            return co_oai_fail(e, 400, "response_format", NULL,
+                               "'response_format' must be an object with a string 'type'");
+        if (strcmp(json_string_value(type), "text"))
+            return co_oai_fail(e, 400, "response_format", NULL,
+                               "'response_format' type '%s' is not supported (only 'text': this "
+                               "server does not constrain its output)",
+                               json_string_value(type));
+    }
+    json_t *suffix = json_object_get(root, "suffix");
+    if (suffix && !json_is_null(suffix) &&
+        (!json_is_string(suffix) || json_string_length(suffix) > 0))
+        return co_oai_fail(e, 400, "suffix", NULL, "'suffix' is not supported");
+    long long best_of = 1;
+    if (get_int(root, "best_of", 1, INT32_MAX, &best_of, e) < 0) return -1;
+    if (best_of != 1)
+        return co_oai_fail(e, 400, "best_of", NULL,
+                           "'best_of' is %lld; this server generates one choice", best_of);
     return 0;
 }
 

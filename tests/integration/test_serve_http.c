@@ -230,6 +230,13 @@ static void test_sampling_options(void **st) {
              "\"temperature\":0,\"frequency_penalty\":1.5,\"presence_penalty\":1,"
              "\"repetition_penalty\":1.3");
     json_t *pen = completion(body);
+    /* the accepted forms of what is otherwise refused, and fields a server may ignore */
+    snprintf(body, sizeof body, fmt,
+             "\"temperature\":0,\"response_format\":{\"type\":\"text\"},\"best_of\":1,"
+             "\"suffix\":\"\",\"tools\":[],\"user\":\"u-1\",\"metadata\":{\"k\":\"v\"}");
+    json_t *same = completion(body);
+    for (size_t i = 0; i < 24; i++) assert_int_equal(token_id(same, i), token_id(plain, i));
+    json_decref(same);
     int same_k1 = 0, same_p1 = 0, same_free = 0, same_pen = 0;
     for (size_t i = 0; i < 24; i++) {
         same_k1 += token_id(k1, i) == token_id(plain, i);
@@ -474,6 +481,15 @@ static void test_bad_json(void **st) {
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"repetition_penalty\":0}", 400,
                  "repetition_penalty", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":2}", 400, "n", "one choice");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"best_of\":3}", 400, "best_of", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"suffix\":\"end\"}", 400, "suffix", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],"
+                 "\"response_format\":{\"type\":\"json_object\"}}",
+                 400, "response_format", "not supported");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"response_format\":\"json\"}", 400,
+                 "response_format", NULL);
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"functions\":[{\"name\":\"f\"}]}", 400,
+                 "functions", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"logprobs\":21}", 400, "logprobs", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"stop\":[\"\"]}", 400, "stop", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"stop\":5.5}", 400, "stop", NULL);
