@@ -21,10 +21,10 @@
 // so a random-weight model writes valid text, which servers that parse their output (llama-server)
 // need. Every request must generate max_tokens tokens (usage.completion_tokens), else the run stops:
 // a server that ended early would look faster. --table reads such JSON lines (several passes of
-// the same levels allowed) and prints per level and target the median aggregate tok/s (with the
-// range over passes), TTFT and ITL p50 / p99, the aggregate over the same target's one-stream
-// figure, and each target's aggregate over the --base target's (default: llama.cpp when present)
-// in the same pass.
+// the same levels allowed) and prints per level and target the median aggregate and decode tok/s
+// (with the range over passes), TTFT and ITL p50 / p99, both rates over the same target's
+// one-stream figures, and over the --base target's (default: llama.cpp when present), each ratio
+// taken pass by pass.
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
@@ -307,25 +307,32 @@ function table(file, base) {
   const levels = [...new Set(rows.map((r) => r.streams))].sort((a, b) => a - b);
   if (!base) base = targets.find((t) => t.startsWith('llama')) ?? null;
   const at = (t, n, pass) => rows.find((r) => r.target === t && r.streams === n && r.pass === pass);
-  const cols = ['streams', 'target', 'agg tok/s', 'TTFT p50 / p99 ms', 'ITL p50 / p99 ms',
-                '× 1 stream'];
-  if (base) cols.push(`× ${base}`);
+  const cols = ['streams', 'target', 'agg tok/s', 'decode tok/s', 'TTFT p50 / p99 ms',
+                'ITL p50 / p99 ms', 'agg × 1 stream', 'decode × 1 stream'];
+  if (base) cols.push(`agg × ${base}`, `decode × ${base}`);
+  // per pass: this row's field over the same pass's row of another level or target (null: none)
+  const ratios = (rs, f, other) => rs.map((r, i) => {
+    const o = other(r);
+    return o && rs[i][f] && o[f] ? rs[i][f] / o[f] : null;
+  }).filter((x) => x !== null);
+  const cell = (a, digits) => (a.length ? fmtRange(a, digits) : '—');
   const out = [`| ${cols.join(' | ')} |`, `|${cols.map(() => ' --- ').join('|')}|`];
   for (const n of levels)
     for (const t of targets) {
       const rs = rows.filter((r) => r.target === t && r.streams === n);
       if (!rs.length) continue;
       const m = (f) => median(rs.map((r) => r[f]).filter((x) => x !== null && x !== undefined));
-      const scale = rs.map((r) => at(t, levels[0], r.pass)).map((one, i) =>
-        one ? rs[i].tok_per_s / one.tok_per_s : null).filter((x) => x !== null);
+      const one = (r) => (levels[0] === 1 ? at(t, 1, r.pass) : null);
       const cells = [n, t, fmtRange(rs.map((r) => r.tok_per_s), 1),
+                     cell(rs.map((r) => r.decode_tok_per_s).filter((x) => x != null), 1),
                      rs[0].ttft_ms_p50 === undefined ? '—' : `${m('ttft_ms_p50').toFixed(0)} / ${m('ttft_ms_p99').toFixed(0)}`,
                      rs[0].itl_ms_p50 == null ? '—' : `${m('itl_ms_p50').toFixed(1)} / ${m('itl_ms_p99').toFixed(1)}`,
-                     levels[0] === 1 && scale.length ? fmtRange(scale, 2) : '—'];
+                     cell(ratios(rs, 'tok_per_s', one), 2),
+                     cell(ratios(rs, 'decode_tok_per_s', one), 2)];
       if (base) {
-        const vs = rs.map((r) => at(base, n, r.pass)).map((b, i) =>
-          b ? rs[i].tok_per_s / b.tok_per_s : null).filter((x) => x !== null);
-        cells.push(t === base || !vs.length ? '—' : fmtRange(vs, 2));
+        const other = (r) => (t === base ? null : at(base, n, r.pass));
+        cells.push(cell(ratios(rs, 'tok_per_s', other), 2),
+                   cell(ratios(rs, 'decode_tok_per_s', other), 2));
       }
       out.push(`| ${cells.join(' | ')} |`);
     }
