@@ -43,7 +43,9 @@ struct co_job {
     int64_t n_fed;  /* prompt rows through the model */
     int64_t n_past; /* positions in the slot */
     int64_t n_gen;
-    int32_t next; /* sampled, to be fed */
+    int32_t next;             /* sampled, to be fed */
+    md_sampler_opts sampling; /* checked at submission; the sampler is made at admission, so a
+                                 queued request holds none of its memory */
     md_sampler sampler;
     bool sampler_ok;
     const co_text_ops *text;
@@ -346,12 +348,11 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
         job_free(j);
         return NULL;
     }
-    if (md_sampler_init(&j->sampler, s->p.n_vocab, &p->sampling, err)) {
+    if (md_sampler_check(s->p.n_vocab, &p->sampling, err)) {
         job_free(j);
         return NULL;
     }
-    j->sampler_ok = true;
-    md_sampler_feed(&j->sampler, j->prompt, p->n_prompt, false);
+    j->sampling = p->sampling;
     return j;
 }
 
@@ -607,6 +608,13 @@ static void admit_locked(co_sched *s) {
         while (*tail) tail = &(*tail)->next_active;
         *tail = j;
         s->n_active++;
+        mw_err err;
+        if (md_sampler_init(&j->sampler, s->p.n_vocab, &j->sampling, &err)) {
+            job_end(j, CO_FINISH_ERROR, err.msg); /* leaves at the step's end, as any other */
+            continue;
+        }
+        j->sampler_ok = true;
+        md_sampler_feed(&j->sampler, j->prompt, j->n_prompt, false);
     }
     if (!s->wait_head) s->wait_tail = NULL;
     s->fail_all[0] = 0;

@@ -48,8 +48,7 @@ static bool penalized(const md_sampler_opts *o) {
     return o->presence_penalty != 0 || o->frequency_penalty != 0 || o->repetition_penalty != 1;
 }
 
-int md_sampler_init(md_sampler *s, int64_t n_vocab, const md_sampler_opts *o, mw_err *err) {
-    memset(s, 0, sizeof *s);
+int md_sampler_check(int64_t n_vocab, const md_sampler_opts *o, mw_err *err) {
     if (n_vocab < 1 || n_vocab > INT32_MAX) return mw_errf(err, "sampler: bad vocabulary size");
     if (!isfinite(o->temperature) || o->temperature < 0)
         return mw_errf(err, "sampler: temperature %g must be a finite number >= 0", o->temperature);
@@ -64,6 +63,12 @@ int md_sampler_init(md_sampler *s, int64_t n_vocab, const md_sampler_opts *o, mw
     if (!(isfinite(o->repetition_penalty) && o->repetition_penalty > 0))
         return mw_errf(err, "sampler: repetition penalty %g must be a finite number > 0",
                        o->repetition_penalty);
+    return 0;
+}
+
+int md_sampler_init(md_sampler *s, int64_t n_vocab, const md_sampler_opts *o, mw_err *err) {
+    memset(s, 0, sizeof *s);
+    if (md_sampler_check(n_vocab, o, err)) return -1;
     s->n_vocab = n_vocab;
     s->o = *o;
     uint64_t seed = o->seed;

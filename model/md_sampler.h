@@ -43,7 +43,11 @@ typedef struct md_sampler {
 } md_sampler;
 
 /* Checks o (temperature finite and >= 0, top_p in (0, 1], min_p in [0, 1], the frequency and
- * presence penalties finite in [-2, 2], the repetition penalty finite and > 0). */
+ * presence penalties finite in [-2, 2], the repetition penalty finite and > 0) for a vocabulary of
+ * n_vocab: what md_sampler_init refuses, without allocating anything. */
+int md_sampler_check(int64_t n_vocab, const md_sampler_opts *o, mw_err *err);
+/* md_sampler_check, then the sampler's memory: about 12 bytes per vocabulary entry when sampling
+ * (temperature > 0) and 4 more with a penalty on. */
 int md_sampler_init(md_sampler *s, int64_t n_vocab, const md_sampler_opts *o, mw_err *err);
 void md_sampler_free(md_sampler *s);
 
