@@ -24,11 +24,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#define PROMPT "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
-#define GEN    "400"
+#define PROMPT     "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"
+#define PROMPT_LEN 16
+#define GEN        "400"
+#define TINY_VOCAB 512 /* gpt-oss-tiny's: a logits row is 2 KiB */
 
 static char *dir;
 static char gguf[4096], qwen[4096];
@@ -75,6 +78,10 @@ static void nodes_arg(const node *n, int k, char *out, size_t cap) {
 }
 
 /* Starts `coordinator generate` in the background; output (stdout and stderr) goes to log. */
+/* The logits file of generate_bg's latest coordinator (its own --logits-out, or one beside its
+ * log): a row per step, so the file's size says how far it has decoded. */
+static char bg_logits[4400];
+
 static pid_t generate_bg(const char *const *extra, const char *log) {
     char *argv[40] = {(char *)mwt_bin("coordinator"),
                       "generate",
@@ -87,7 +94,19 @@ static pid_t generate_bg(const char *const *extra, const char *log) {
                       "--threads",
                       "1"};
     int k = 10;
-    for (int i = 0; extra[i]; i++) argv[k++] = (char *)extra[i];
+    snprintf(bg_logits, sizeof bg_logits, "%s.logits", log);
+    bool own = false;
+    for (int i = 0; extra[i]; i++) {
+        if (!strcmp(extra[i], "--logits-out") && extra[i + 1]) {
+            snprintf(bg_logits, sizeof bg_logits, "%s", extra[i + 1]);
+            own = true;
+        }
+        argv[k++] = (char *)extra[i];
+    }
+    if (!own) {
+        argv[k++] = "--logits-out";
+        argv[k++] = bg_logits;
+    }
     argv[k] = NULL;
     pid_t pid = mwt_spawn(argv, log);
     assert_true(pid > 0);
@@ -107,12 +126,20 @@ static long long wait_for(const char *path, const char *needle, int timeout_ms) 
     return -1;
 }
 
-/* Waits until the coordinator is decoding (its nodes have served some batches): the kill then
- * falls mid-generation. */
-static void wait_decoding(pid_t co, const char *log) {
-    (void)log;
-    usleep(1500000);
-    assert_int_equal(mwt_wait(co, 1), -2); /* still running */
+/* Waits until the coordinator has decoded 20 of its 400 tokens (its logits file holds the prompt's
+ * rows and 20 more), so a fault falls mid-generation on a machine of any speed: a fixed 1.5 s let a
+ * fast one finish first. */
+static void wait_decoding(pid_t co) {
+    const char *path = bg_logits;
+    const long long want = (long long)(PROMPT_LEN + 20) * TINY_VOCAB * (long long)sizeof(float);
+    const long long t0 = now_ms();
+    for (;;) {
+        struct stat st;
+        if (stat(path, &st) == 0 && st.st_size >= want) return;
+        if (mwt_wait(co, 1) != -2) fail_msg("the coordinator ended before decoding 20 tokens");
+        if (now_ms() - t0 > 120000) fail_msg("the coordinator decoded no 20 tokens in 120 s");
+        usleep(2000);
+    }
 }
 
 static char *tokens_line(const char *log) {
@@ -176,7 +203,7 @@ static void test_killed_replica_exact_bit_identical(void **state) {
     const char *extra[] = {"--nodes", nodes,          "--exact", "--numerics",
                            "f32",     "--logits-out", logits,    NULL};
     pid_t co = generate_bg(extra, log);
-    wait_decoding(co, log);
+    wait_decoding(co);
     kill(n[1].pid, SIGKILL);
     long long dt = wait_for(log, "is down (disconnected)", 10000);
     n[1].pid = 0;
@@ -203,7 +230,7 @@ static void test_stopped_replica_partial_same_tokens(void **state) {
     pid_t co = generate_bg(extra, quiet); /* undisturbed, same topology */
     assert_int_equal(mwt_wait(co, 600000), 0);
     co = generate_bg(extra, log);
-    wait_decoding(co, log);
+    wait_decoding(co);
     kill(n[1].pid, SIGSTOP);
     long long dt = wait_for(log, "is down (disconnected)", 10000);
     int st = mwt_wait(co, 600000);
@@ -225,7 +252,7 @@ static char *kill_and_restart(node n[3], const char *model, const char *tag, con
     const char *extra[] = {"--nodes", nodes,          "--exact", "--numerics",
                            "f32",     "--logits-out", logits,    NULL};
     pid_t co = generate_bg(extra, log);
-    wait_decoding(co, log);
+    wait_decoding(co);
     kill(n[1].pid, SIGKILL);
     mwt_wait(n[1].pid, 5000);
     assert_true(wait_for(log, "is down", 10000) >= 0);
@@ -288,7 +315,7 @@ static void test_without_replica(void **state) {
         snprintf(log, sizeof log, "%s/solo-%d.log", dir, skip);
         const char *extra[] = {"--nodes", nodes, skip ? "--on-missing" : NULL, "skip", NULL};
         pid_t co = generate_bg(extra, log);
-        wait_decoding(co, log);
+        wait_decoding(co);
         long long t0 = now_ms();
         kill(n[1].pid, SIGKILL);
         n[1].pid = 0;
@@ -397,7 +424,7 @@ static void test_loopback_node_starved_stays_up(void **state) {
     snprintf(log, sizeof log, "%s/starved-co.log", dir);
     const char *extra[] = {"--loopback", "2", NULL};
     pid_t co = generate_bg(extra, log);
-    wait_decoding(co, log);
+    wait_decoding(co);
     pid_t lb0 = child_with(co, "loopback-0");
     assert_true(lb0 > 0);
     assert_int_equal(kill(lb0, SIGSTOP), 0);
