@@ -9,6 +9,11 @@
 
 #include "util/mw_grow.h"
 
+struct md_touched {
+    int32_t id;
+    float saved; /* its logit, while penalized */
+};
+
 struct md_cand {
     float p;
     int32_t id;
@@ -90,12 +95,10 @@ void md_sampler_free(md_sampler *s) {
     free(s->cand);
     free(s->seen);
     free(s->touched);
-    free(s->saved);
     s->probs = NULL;
     s->cand = NULL;
     s->seen = NULL;
     s->touched = NULL;
-    s->saved = NULL;
     s->n_touched = 0;
     s->cap_touched = 0;
 }
@@ -110,13 +113,10 @@ void md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled)
         if (id < 0 || id >= s->n_vocab) continue;
         uint32_t *c = &s->seen[id];
         if (*c == 0) { /* each id enters the list once: it never holds more than n_vocab */
-            const size_t need = (size_t)s->n_touched + 1;
-            size_t cap_t = s->cap_touched, cap_s = s->cap_touched;
-            if (mw_grow((void **)&s->touched, &cap_t, need, sizeof *s->touched) ||
-                mw_grow((void **)&s->saved, &cap_s, need, sizeof *s->saved))
+            if (mw_grow((void **)&s->touched, &s->cap_touched, (size_t)s->n_touched + 1,
+                        sizeof *s->touched))
                 continue; /* out of memory: this token goes unpenalized */
-            s->cap_touched = cap_t < cap_s ? cap_t : cap_s;
-            s->touched[s->n_touched++] = id;
+            s->touched[s->n_touched++].id = id;
         }
         if (!sampled)
             *c |= SEEN_IN_PROMPT;
@@ -129,9 +129,9 @@ void md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled)
 static void penalize(md_sampler *s, float *logits) {
     const float rep = s->o.repetition_penalty;
     for (int64_t i = 0; i < s->n_touched; i++) {
-        const int32_t id = s->touched[i];
+        const int32_t id = s->touched[i].id;
         const uint32_t c = s->seen[id], count = c & SEEN_COUNT;
-        float l = s->saved[i] = logits[id];
+        float l = s->touched[i].saved = logits[id];
         if (rep != 1) l = l > 0 ? l / rep : l * rep;
         if (count) l -= (float)count * s->o.frequency_penalty + s->o.presence_penalty;
         logits[id] = l;
@@ -139,7 +139,7 @@ static void penalize(md_sampler *s, float *logits) {
 }
 
 static void unpenalize(const md_sampler *s, float *logits) {
-    for (int64_t i = 0; i < s->n_touched; i++) logits[s->touched[i]] = s->saved[i];
+    for (int64_t i = 0; i < s->n_touched; i++) logits[s->touched[i].id] = s->touched[i].saved;
 }
 
 /* Two passes over the vocabulary: the maximum in 8 independent lanes (NaN never compares greater,

@@ -33,11 +33,10 @@ typedef struct md_sampler {
     float *probs;         /* n_vocab scratch */
     struct md_cand *cand; /* n_vocab scratch */
     /* penalties: per token, the times it was sampled (low 31 bits) and whether the prompt holds
-     * it (the top bit); the tokens with either, in first-seen order; their logits while a sample
-     * runs. Allocated only when a penalty is on. */
+     * it (the top bit); the tokens with either, in first-seen order, each with its logit saved
+     * while a sample runs. Allocated only when a penalty is on. */
     uint32_t *seen;
-    int32_t *touched;
-    float *saved;
+    struct md_touched *touched;
     int64_t n_touched;
     size_t cap_touched;
 } md_sampler;
