@@ -103,7 +103,7 @@ static int open_all(gen *g, mw_err *err) {
                         .n_ctx = n_ctx};
     if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
     if (md_sampler_init(&g->sampler, c->n_vocab, &o->sampling, err)) return -1;
-    md_sampler_feed(&g->sampler, g->tokens, g->n_tokens, false);
+    if (md_sampler_feed(&g->sampler, g->tokens, g->n_tokens, false, err)) return -1;
     int64_t P = g->n_tokens;
     g->rows = malloc((size_t)P * sizeof *g->rows);
     /* every prompt row is kept only when they are all written out */
@@ -134,7 +134,7 @@ static int run(gen *g, mw_err *err) {
     float *last = all ? g->logits + (P - 1) * V : g->logits;
     if (write_rows(g, g->logits, all ? P : 0, err)) return -1;
     g->out[0] = md_sample(&g->sampler, last);
-    md_sampler_feed(&g->sampler, g->out, 1, true);
+    if (md_sampler_feed(&g->sampler, g->out, 1, true, err)) return -1;
     g->n_out = 1;
     int st = emit(g, 0, err);
     if (st < 0) return -1;
@@ -145,7 +145,7 @@ static int run(gen *g, mw_err *err) {
             return mw_err_wrap(err, "decode step %lld", (long long)k);
         if (write_rows(g, g->logits, 1, err)) return -1;
         g->out[k] = md_sample(&g->sampler, g->logits);
-        md_sampler_feed(&g->sampler, &g->out[k], 1, true);
+        if (md_sampler_feed(&g->sampler, &g->out[k], 1, true, err)) return -1;
         g->n_out = k + 1;
         if ((st = emit(g, k, err)) < 0) return -1;
         if (st == 1) N = k + 1;

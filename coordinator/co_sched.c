@@ -478,23 +478,27 @@ static void fill_logprob(const float *x, int64_t V, int32_t tok, int n, co_logpr
 
 /* Samples from the row with the job's logit biases added (then the sampler's penalties); the row is
  * the model's own again after (the same bits: the saved entries are put back in reverse, not the
- * biases subtracted). */
-static int32_t sample(co_job *j, float *logits) {
+ * biases subtracted). -1 with err set when the sampler cannot record the token. */
+static int32_t sample(co_job *j, float *logits, mw_err *err) {
     for (int i = 0; i < j->n_bias; i++) {
         j->bias_saved[i] = logits[j->bias[i].token];
         logits[j->bias[i].token] += j->bias[i].bias;
     }
     const int32_t tok = md_sample(&j->sampler, logits);
     for (int i = j->n_bias - 1; i >= 0; i--) logits[j->bias[i].token] = j->bias_saved[i];
-    md_sampler_feed(&j->sampler, &tok, 1, true);
-    return tok;
+    return md_sampler_feed(&j->sampler, &tok, 1, true, err) ? -1 : tok;
 }
 
 /* A logits row for job j: sample, account, detokenize, decide whether it ends. Appends the
  * token to the job's pending output (under s->mu, held by the caller). */
 static void job_token(co_sched *s, co_job *j, float *logits, double t) {
     const int64_t V = s->p.n_vocab;
-    int32_t tok = sample(j, logits);
+    mw_err err;
+    int32_t tok = sample(j, logits, &err);
+    if (tok < 0) {
+        job_end(j, CO_FINISH_ERROR, err.msg); /* leaves at the step's end, as any other */
+        return;
+    }
     j->n_gen++;
     if (s->p.metrics) {
         if (j->n_gen == 1)
@@ -614,7 +618,8 @@ static void admit_locked(co_sched *s) {
             continue;
         }
         j->sampler_ok = true;
-        md_sampler_feed(&j->sampler, j->prompt, j->n_prompt, false);
+        if (md_sampler_feed(&j->sampler, j->prompt, j->n_prompt, false, &err))
+            job_end(j, CO_FINISH_ERROR, err.msg);
     }
     if (!s->wait_head) s->wait_tail = NULL;
     s->fail_all[0] = 0;

@@ -106,8 +106,8 @@ void md_sampler_free(md_sampler *s) {
 #define SEEN_IN_PROMPT 0x80000000u
 #define SEEN_COUNT     0x7FFFFFFFu
 
-void md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled) {
-    if (!s->seen) return;
+int md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled, mw_err *err) {
+    if (!s->seen) return 0;
     for (int64_t i = 0; i < n; i++) {
         const int32_t id = ids[i];
         if (id < 0 || id >= s->n_vocab) continue;
@@ -115,7 +115,7 @@ void md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled)
         if (*c == 0) { /* each id enters the list once: it never holds more than n_vocab */
             if (mw_grow((void **)&s->touched, &s->cap_touched, (size_t)s->n_touched + 1,
                         sizeof *s->touched))
-                continue; /* out of memory: this token goes unpenalized */
+                return mw_errf(err, "sampler: out of memory for the penalties' seen tokens");
             s->touched[s->n_touched++].id = id;
         }
         if (!sampled)
@@ -123,6 +123,7 @@ void md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled)
         else if ((*c & SEEN_COUNT) != SEEN_COUNT)
             (*c)++;
     }
+    return 0;
 }
 
 /* The penalties on the row's seen tokens, their logits saved; undone by unpenalize. */

@@ -52,8 +52,9 @@ void md_sampler_free(md_sampler *s);
 
 /* Records tokens for the penalties: the prompt's (sampled = false: the repetition penalty only)
  * or sampled ones (all penalties). Ids outside the vocabulary are ignored; without a penalty on
- * this does nothing. */
-void md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled);
+ * this does nothing. Returns 0, or -1 with err set when the list of seen tokens cannot grow (the
+ * penalties would then miss a token: the caller ends the run). */
+int md_sampler_feed(md_sampler *s, const int32_t *ids, int64_t n, bool sampled, mw_err *err);
 
 /* The next token from a row of logits. The penalties are applied to the row in place and undone
  * before this returns: the row holds the same bits again. */

@@ -159,34 +159,35 @@ static void test_penalties(void **state) {
     o.frequency_penalty = 0.5f;
     assert_int_equal(md_sampler_init(&s, 4, &o, NULL), 0);
     const int32_t t0 = 0, p3 = 3;
-    md_sampler_feed(&s, &t0, 1, false); /* the prompt does not count for these */
+    assert_int_equal(md_sampler_feed(&s, &t0, 1, false, NULL),
+                     0); /* the prompt does not count for these */
     assert_int_equal(md_sample(&s, logits), 0);
-    md_sampler_feed(&s, &t0, 1, true); /* 2.0 - 0.5 = 1.5 < 1.9 */
+    assert_int_equal(md_sampler_feed(&s, &t0, 1, true, NULL), 0); /* 2.0 - 0.5 = 1.5 < 1.9 */
     assert_int_equal(md_sample(&s, logits), 1);
     assert_memory_equal(logits, orig, sizeof logits); /* the row is the model's own again */
     float two[4] = {2.0f, 1.2f, -5, -5};              /* once: 1.5 > 1.2; twice: 1.0 < 1.2 */
     assert_int_equal(md_sample(&s, two), 0);
-    md_sampler_feed(&s, &t0, 1, true);
+    assert_int_equal(md_sampler_feed(&s, &t0, 1, true, NULL), 0);
     assert_int_equal(md_sample(&s, two), 1);
     md_sampler_free(&s);
     o = md_sampler_defaults();
     o.presence_penalty = 0.05f; /* 1.95 > 1.9, whatever the count */
     assert_int_equal(md_sampler_init(&s, 4, &o, NULL), 0);
-    for (int i = 0; i < 5; i++) md_sampler_feed(&s, &t0, 1, true);
+    for (int i = 0; i < 5; i++) assert_int_equal(md_sampler_feed(&s, &t0, 1, true, NULL), 0);
     assert_int_equal(md_sample(&s, logits), 0);
     md_sampler_free(&s);
     o.presence_penalty = -2; /* a negative penalty favours what was said */
     const int32_t t2 = 2;
     assert_int_equal(md_sampler_init(&s, 4, &o, NULL), 0);
-    md_sampler_feed(&s, &t2, 1, true);
+    assert_int_equal(md_sampler_feed(&s, &t2, 1, true, NULL), 0);
     assert_int_equal(md_sample(&s, logits), 2);
     md_sampler_free(&s);
     /* repetition: prompt tokens count; positive logits divided, negative ones multiplied */
     o = md_sampler_defaults();
     o.repetition_penalty = 2;
     assert_int_equal(md_sampler_init(&s, 4, &o, NULL), 0);
-    md_sampler_feed(&s, &t0, 1, false);
-    md_sampler_feed(&s, &p3, 1, false);
+    assert_int_equal(md_sampler_feed(&s, &t0, 1, false, NULL), 0);
+    assert_int_equal(md_sampler_feed(&s, &p3, 1, false, NULL), 0);
     assert_int_equal(md_sample(&s, logits), 1);
     float one[4] = {-1.0f, -1.5f, -30, -30}; /* -1 x 2 = -2 < -1.5 */
     assert_int_equal(md_sample(&s, one), 1);
@@ -202,10 +203,11 @@ static void test_penalties(void **state) {
     for (int run = 0; run < 2; run++) {
         int32_t *out = run ? b : a;
         assert_int_equal(md_sampler_init(&s, 64, &o, NULL), 0);
-        md_sampler_feed(&s, (const int32_t[]){3, 9, 3, 70, -1}, 5, false); /* 70, -1: ignored */
+        assert_int_equal(md_sampler_feed(&s, (const int32_t[]){3, 9, 3, 70, -1}, 5, false, NULL),
+                         0); /* 70, -1: ignored */
         for (int i = 0; i < 40; i++) {
             out[i] = md_sample(&s, v);
-            md_sampler_feed(&s, &out[i], 1, true);
+            assert_int_equal(md_sampler_feed(&s, &out[i], 1, true, NULL), 0);
         }
         md_sampler_free(&s);
     }
