@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -233,6 +234,12 @@ static void on_probe(void *ud, int layer, md_probe pr, const void *data, int64_t
     mark(ud, probe_phase[pr]);
 }
 
+/* Page faults the process has taken (a VM can charge tens of microseconds for each). */
+static long minor_faults(void) {
+    struct rusage ru;
+    return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_minflt + ru.ru_majflt : 0;
+}
+
 static double mat_bytes(const kn_mat *w) {
     return (double)w->row_bytes * (double)w->rows;
 }
@@ -258,6 +265,7 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     const uint64_t eb0 = md_local_backend_weight_bytes(be);
     for (int i = 0; i < PH_COUNT; i++) p.min[i] = 1e30;
     md_ctx_set_observer(c, on_probe, &p);
+    const long faults0 = minor_faults();
     double t0 = bu_now();
     for (int k = 0; k < steps; k++) {
         for (int s = 0; s < B; s++) rows[s] = (md_row){s, pos[s] + k, tok[s], 1};
@@ -273,15 +281,16 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
         }
     }
     double total = bu_now() - t0, min_total = 0;
+    const double faults = (double)(minor_faults() - faults0) / steps;
     for (int i = 0; i < PH_COUNT; i++) min_total += p.min[i];
     md_ctx_set_observer(c, NULL, NULL);
     free(rows);
     bytes[PH_EXPERTS] = (double)(md_local_backend_weight_bytes(be) - eb0) / steps;
     printf(
         "   profile, %d layers, %d thread(s), %d sequence(s), %d decode steps: %.2f ms per step, "
-        "%.2f ms per token (sum of each phase's best step: %.2f ms)\n",
+        "%.2f ms per token (sum of each phase's best step: %.2f ms); %.1f page faults per step\n",
         m->cfg.n_layer, threads, B, steps, 1e3 * total / steps, 1e3 * total / steps / B,
-        1e3 * min_total);
+        1e3 * min_total, faults);
     printf("     %-34s %8s %6s %8s %9s %8s %9s\n", "phase", "mean ms", "share", "MB", "GB/s",
            "best ms", "GB/s");
     for (int i = 0; i < PH_COUNT; i++)
