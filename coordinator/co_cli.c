@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "coordinator/co_backend.h"
+#include "coordinator/co_cors.h"
 
 #define MAX_PROMPT   (1 << 20)
 #define MAX_GENERATE (1 << 24)
@@ -313,6 +314,14 @@ static int set_served_name(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_cors(co_opts *o, const char *v, mw_err *err) {
+    co_cors *c;
+    if (co_cors_new(v, &c, err)) return -1; /* checked now, made again by serve */
+    co_cors_free(c);
+    o->cors = v;
+    return 0;
+}
+
 static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
     int64_t n;
     if (parse_i64("--max-seqs", v, 1, 4096, &n, err)) return -1;
@@ -471,6 +480,10 @@ static const co_option options[] = {
      "serve: a request must arrive in full within this (default 30000)", set_request_timeout},
     {"--grace-ms", "N", "serve: on SIGTERM, time in-flight requests get to finish (default 30000)",
      set_grace},
+    {"--cors-origins", "LIST",
+     "serve: web pages (browser origins) that may call the API: * (default), localhost, none, or "
+     "a comma-separated list like https://chat.example.com,http://127.0.0.1:3000",
+     set_cors},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])

@@ -58,6 +58,7 @@ typedef struct co_opts {
     int64_t max_body;       /* request body bytes */
     int request_timeout_ms; /* a request must arrive within this */
     int grace_ms;           /* SIGTERM: time for in-flight requests */
+    const char *cors;       /* --cors-origins policy (co_cors.h; NULL: "*") */
 } co_opts;
 
 typedef struct co_option {

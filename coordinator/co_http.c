@@ -15,12 +15,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include "coordinator/co_cors.h"
 #include "util/mw_grow.h"
 
 #define READ_CHUNK 65536
 #define LINGER_MS  2000
 #define FIELD_MAX  64
 #define VALUE_MAX  256
+#define ACRH_MAX   512  /* an Access-Control-Request-Headers list echoed to a preflight */
+#define HEAD_MAX   2048 /* a response head: the status line and every header line */
 
 typedef enum conn_state {
     CONN_IDLE,    /* waiting for a request */
@@ -50,6 +53,10 @@ struct co_http_conn {
     char field[FIELD_MAX + 1], value[VALUE_MAX + 1];
     size_t field_len, value_len;
     char content_type[VALUE_MAX + 1];
+    char origin[VALUE_MAX + 1];     /* Origin ("" when absent) */
+    char acr_headers[ACRH_MAX + 1]; /* Access-Control-Request-Headers */
+    size_t acr_len;
+    bool acr_method; /* Access-Control-Request-Method present: a CORS preflight */
     bool expect_continue;
     size_t head_bytes, raw_head;
     int n_headers;
@@ -60,6 +67,7 @@ struct co_http_conn {
     const char *fail_msg;
     /* the exchange */
     bool keep_alive, chunked, streaming;
+    bool head_only; /* a HEAD request: answers carry the head of the GET answer, no body */
     co_http_req req;
     void (*abort_fn)(void *);
     void *abort_ud;
@@ -76,6 +84,7 @@ struct co_http_server {
     int n_conns;
     co_http_conn *conns;
     llhttp_settings_t settings;
+    co_cors *cors; /* NULL: no CORS headers */
 };
 
 co_http_limits co_http_default_limits(void) {
@@ -93,8 +102,12 @@ const char *co_http_reason(int status) {
         return "Continue";
     case 200:
         return "OK";
+    case 204:
+        return "No Content";
     case 400:
         return "Bad Request";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
@@ -193,10 +206,14 @@ static size_t format_head(char *h, size_t cap, co_http_conn *c, int status, cons
                                 co_http_reason(status));
     if (ctype && *ctype && n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Content-Type: %s\r\n", ctype);
-    if (content_length >= 0 && n < cap)
+    /* 1xx and 204 answers carry no Content-Length (RFC 9110, 8.6) */
+    if (status == 204 || status < 200)
+        ;
+    else if (content_length >= 0 && n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Content-Length: %lld\r\n", content_length);
     else if (c->chunked && n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Transfer-Encoding: chunked\r\n");
+    if (n < cap) n += co_cors_headers(c->srv->cors, c->origin, h + n, cap - n);
     if (n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Connection: %s\r\n%s\r\n",
                               c->keep_alive ? "keep-alive" : "close", extra ? extra : "");
@@ -210,6 +227,9 @@ static void reset_request(co_http_conn *c) {
     c->url_len = 0;
     c->field_len = c->value_len = 0;
     c->content_type[0] = 0;
+    c->origin[0] = c->acr_headers[0] = 0;
+    c->acr_len = 0;
+    c->acr_method = false;
     c->expect_continue = false;
     c->head_bytes = c->raw_head = 0;
     c->n_headers = 0;
@@ -287,6 +307,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n) {
 static int on_header_value(llhttp_t *p, const char *at, size_t n) {
     co_http_conn *c = conn_of(p);
     append_capped(c->value, &c->value_len, VALUE_MAX, at, n);
+    if (!strcasecmp(c->field, "access-control-request-headers")) /* may be longer than a value */
+        append_capped(c->acr_headers, &c->acr_len, ACRH_MAX, at, n);
     return count_head(c, n);
 }
 
@@ -296,6 +318,10 @@ static int on_header_value_complete(llhttp_t *p) {
         return fail(c, 431, "the request has more header lines than the server accepts");
     if (!strcasecmp(c->field, "content-type"))
         memcpy(c->content_type, c->value, c->value_len + 1);
+    else if (!strcasecmp(c->field, "origin"))
+        memcpy(c->origin, c->value, c->value_len + 1);
+    else if (!strcasecmp(c->field, "access-control-request-method"))
+        c->acr_method = true;
     else if (!strcasecmp(c->field, "expect")) {
         if (strcasecmp(c->value, "100-continue")) return fail(c, 417, "unsupported Expect header");
         c->expect_continue = true;
@@ -346,7 +372,7 @@ static void error_reply(co_http_conn *c, int status, const char *msg) {
                      msg);
     c->keep_alive = false;
     c->chunked = false;
-    char head[512];
+    char head[HEAD_MAX];
     size_t hn = format_head(head, sizeof head, c, status, "application/json", "", n);
     const char *parts[] = {head, body};
     size_t lens[] = {hn, (size_t)n};
@@ -371,10 +397,12 @@ static void dispatch(co_http_conn *c) {
     c->url[c->url_len] = 0;
     char *q = strchr(c->url, '?');
     if (q) *q++ = 0;
+    c->head_only = !strcmp(c->method, "HEAD");
     c->req = (co_http_req){.method = c->method,
                            .path = c->url,
                            .query = q ? q : "",
                            .content_type = c->content_type,
+                           .origin = c->origin,
                            .body = c->body,
                            .body_len = c->body_len,
                            .conn = c};
@@ -404,13 +432,31 @@ static void finish_exchange(co_http_conn *c) {
 void co_http_respond(co_http_conn *c, int status, const char *content_type,
                      const char *extra_headers, const char *body, size_t len) {
     if (c->state != CONN_BUSY) return;
-    char head[1024];
+    char head[HEAD_MAX];
     size_t hn =
         format_head(head, sizeof head, c, status, content_type, extra_headers, (long long)len);
     const char *parts[] = {head, body};
-    size_t lens[] = {hn, len};
+    size_t lens[] = {hn, c->head_only || status == 204 ? 0 : len};
     conn_write(c, parts, lens, 2);
     finish_exchange(c);
+}
+
+int co_http_respond_options(co_http_conn *c, const char *allow) {
+    if (c->state != CONN_BUSY) return 0;
+    const bool preflight = c->origin[0] && c->acr_method;
+    if (preflight && !co_cors_allowed(c->srv->cors, c->origin)) {
+        static const char msg[] = "{\"error\":{\"message\":\"this server does not answer pages "
+                                  "from that origin (see serve --cors-origins)\",\"type\":"
+                                  "\"invalid_request_error\",\"param\":null,\"code\":null}}";
+        co_http_respond(c, 403, "application/json", "", msg, sizeof msg - 1);
+        return 403;
+    }
+    char extra[HEAD_MAX / 2];
+    size_t n = (size_t)snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
+    if (preflight && n < sizeof extra)
+        co_cors_preflight_headers(allow, c->acr_headers, extra + n, sizeof extra - n);
+    co_http_respond(c, 204, NULL, extra, "", 0);
+    return 204;
 }
 
 void co_http_stream_start(co_http_conn *c, int status, const char *content_type,
@@ -418,7 +464,7 @@ void co_http_stream_start(co_http_conn *c, int status, const char *content_type,
     if (c->state != CONN_BUSY || c->streaming) return;
     c->streaming = true;
     if (!c->chunked) c->keep_alive = false; /* HTTP/1.0: the end of the body is the close */
-    char head[1024];
+    char head[HEAD_MAX];
     size_t hn = format_head(head, sizeof head, c, status, content_type, extra_headers, -1);
     const char *parts[] = {head};
     size_t lens[] = {hn};
@@ -572,7 +618,10 @@ static void on_timer(uv_timer_t *t) {
 /* ---- connection lifetime -------------------------------------------------------------------- */
 
 static void maybe_free_server(co_http_server *s) {
-    if (s->closing && !s->listener_open && s->n_conns == 0) free(s);
+    if (s->closing && !s->listener_open && s->n_conns == 0) {
+        co_cors_free(s->cors);
+        free(s);
+    }
 }
 
 static void conn_handle_closed(uv_handle_t *h) {
@@ -729,6 +778,11 @@ int co_http_server_new(uv_loop_t *loop, const char *host, int port, const co_htt
                                           : ntohs(((struct sockaddr_in *)&bound)->sin_port);
     *out = s;
     return 0;
+}
+
+void co_http_server_set_cors(co_http_server *s, co_cors *cors) {
+    co_cors_free(s->cors);
+    s->cors = cors;
 }
 
 int co_http_server_port(const co_http_server *s) {

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "coordinator/co_cors.h"
 #include "util/mw_err.h"
 
 typedef struct co_http_limits {
@@ -37,6 +38,7 @@ typedef struct co_http_req {
     const char *path;         /* the URL up to '?' */
     const char *query;        /* after '?', "" when none */
     const char *content_type; /* "" when absent */
+    const char *origin;       /* Origin (a browser page's), "" when absent */
     const char *body;         /* NUL-terminated (the terminator is not counted) */
     size_t body_len;
     co_http_conn *conn;
@@ -49,6 +51,8 @@ typedef void (*co_http_handler)(void *ud, co_http_req *req);
 int co_http_server_new(uv_loop_t *loop, const char *host, int port, const co_http_limits *lim,
                        co_http_handler handler, void *ud, co_http_server **out, mw_err *err);
 int co_http_server_port(const co_http_server *s);
+/* The CORS policy answers carry (the server owns it from here on; NULL: none). */
+void co_http_server_set_cors(co_http_server *s, co_cors *cors);
 /* Connections open now. */
 int co_http_server_conns(const co_http_server *s);
 /* Stops accepting; connections stay until their exchange ends, then close (no keep-alive). */
@@ -60,6 +64,11 @@ void co_http_server_close(co_http_server *s);
 /* A whole response. extra_headers: "" or lines each ending in "\r\n". Ends the exchange. */
 void co_http_respond(co_http_conn *c, int status, const char *content_type,
                      const char *extra_headers, const char *body, size_t len);
+/* The answer to OPTIONS on a route taking `allow` (e.g. "POST, OPTIONS"): 204 with Allow and, for
+ * a CORS preflight from an allowed origin, the preflight's headers; a preflight from an origin the
+ * policy refuses gets 403. Returns the status sent. A HEAD request's answers (co_http_respond)
+ * carry the head only. */
+int co_http_respond_options(co_http_conn *c, const char *allow);
 /* A streamed response: the head now, then any number of pieces, then the end. */
 void co_http_stream_start(co_http_conn *c, int status, const char *content_type,
                           const char *extra_headers);

@@ -435,7 +435,9 @@ static void method_not_allowed(co_routes *r, co_http_req *q, const char *route, 
 
 void co_routes_handle(void *ud, co_http_req *q) {
     co_routes *r = ud;
-    const bool get = !strcmp(q->method, "GET"), post = !strcmp(q->method, "POST");
+    /* HEAD answers as GET does, without the body (co_http drops it) */
+    const bool get = !strcmp(q->method, "GET") || !strcmp(q->method, "HEAD"),
+               post = !strcmp(q->method, "POST"), options = !strcmp(q->method, "OPTIONS");
     static const struct {
         const char *path;
         bool prefix, post;
@@ -459,8 +461,13 @@ void co_routes_handle(void *ud, co_http_req *q) {
         return;
     }
     const char *route = table[hit].prefix ? "/v1/models" : table[hit].path;
+    const char *allow = table[hit].post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    if (options) { /* a browser's CORS preflight, or a client asking what the route takes */
+        co_metrics_request(r->p.metrics, route, co_http_respond_options(q->conn, allow));
+        return;
+    }
     if (table[hit].post ? !post : !get) {
-        method_not_allowed(r, q, route, table[hit].post ? "POST" : "GET");
+        method_not_allowed(r, q, route, allow);
         return;
     }
     switch (hit) {

@@ -315,9 +315,14 @@ static int open_http(serve *s, mw_err *err) {
     co_http_limits lim = co_http_default_limits();
     lim.max_body_bytes = (size_t)o->max_body;
     lim.request_ms = o->request_timeout_ms;
+    co_cors *cors;
+    if (co_cors_new(o->cors, &cors, err)) return -1;
     if (co_http_server_new(&s->loop, host, atoi(colon + 1), &lim, co_routes_handle, s->routes,
-                           &s->http, err))
+                           &s->http, err)) {
+        co_cors_free(cors);
         return -1;
+    }
+    co_http_server_set_cors(s->http, cors);
     snprintf(s->url, sizeof s->url, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host,
              co_http_server_port(s->http));
     uv_signal_init(&s->loop, &s->sigterm);

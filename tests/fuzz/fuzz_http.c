@@ -2,7 +2,8 @@
  * client sends on one connection (any number of pipelined requests, malformed or not). It goes
  * over a real socket into the HTTP server (co_http: llhttp, limits, keep-alive, pipelining), and
  * every request to a completion route has its body checked and mapped by co_oai and answered with
- * the response, chunk, usage or error JSON the routes build (co_sse framing when streamed). The
+ * the response, chunk, usage or error JSON the routes build (co_sse framing when streamed), with a
+ * CORS policy answering Origin headers and OPTIONS preflights (HEAD answers without a body). The
  * connection must end (the server answers and closes, or the client's end is reached) and nothing
  * may leak or crash. The model is left out: what a request asks of it is co_sched's (tested in
  * test_co_sched). */
@@ -76,7 +77,9 @@ static void answer(co_http_req *q, co_oai_kind kind) {
 
 static void handler(void *ud, co_http_req *q) {
     (void)ud;
-    if (!strcmp(q->path, "/v1/completions"))
+    if (!strcmp(q->method, "OPTIONS")) /* CORS preflights against the server's policy */
+        co_http_respond_options(q->conn, "POST, OPTIONS");
+    else if (!strcmp(q->path, "/v1/completions"))
         answer(q, CO_OAI_COMPLETION);
     else if (!strcmp(q->path, "/v1/chat/completions"))
         answer(q, CO_OAI_CHAT);
@@ -93,6 +96,9 @@ static void start(void) {
     lim.idle_ms = 500;
     mw_err err;
     if (co_http_server_new(&loop, "127.0.0.1", 0, &lim, handler, NULL, &srv, &err)) abort();
+    co_cors *cors; /* a list: the origin matching and the echoes run on what the input sends */
+    if (co_cors_new("https://a.example,http://localhost:3000", &cors, &err)) abort();
+    co_http_server_set_cors(srv, cors);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -2,7 +2,8 @@
  * greedy completions equal `coordinator generate`, streaming (chunked SSE ending in [DONE]),
  * keep-alive and pipelining, malformed HTTP (bad request lines, huge heads, oversized bodies,
  * slow clients within and past the deadline) and malformed or invalid JSON get 4xx with OpenAI's
- * error shape while the server keeps serving; a client that disconnects frees its slot; a full
+ * error shape while the server keeps serving; HEAD, OPTIONS and CORS for browser pages (the
+ * default policy and a list); a client that disconnects frees its slot; a full
  * server answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and exits 0. */
 #include "tests/support/mw_test.h"
 
@@ -415,6 +416,152 @@ static void test_malformed_http(void **st) {
     health_ok();
 }
 
+/* One request on an open connection (extra: header lines, each ending in "\r\n") and its answer
+ * (the head only for HEAD). */
+static void ask(int fd, const char *method, const char *path, const char *extra, const char *body,
+                mwt_resp *r) {
+    char req[2048];
+    int n =
+        snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: x\r\n%sContent-Length: %zu\r\n\r\n%s",
+                 method, path, extra, body ? strlen(body) : 0, body ? body : "");
+    assert_int_equal(mwt_http_send(fd, req, (size_t)n), 0);
+    assert_int_equal(
+        strcmp(method, "HEAD") ? mwt_http_read(fd, r, 60000) : mwt_http_read_head(fd, r, 60000), 0);
+}
+
+static void expect_header(const mwt_resp *r, const char *name, const char *value) {
+    const char *v = mwt_resp_header(r, name);
+    if (!value) {
+        if (v) fail_msg("unexpected %s: %s in\n%s", name, v, r->head);
+        return;
+    }
+    if (!v || strcmp(v, value))
+        fail_msg("%s: expected '%s', got '%s' in\n%s", name, value, v, r->head);
+}
+
+/* HEAD answers as GET without the body; OPTIONS says what a route takes (204, Allow); with the
+ * default --cors-origins (*) every answer to a browser page (Origin) allows it, and a preflight
+ * gets the methods, the asked-for headers (echoed when they are header names) and a max age. The
+ * connection carries on after each of them. */
+static void test_head_options_cors(void **st) {
+    (void)st;
+    int fd = mwt_http_connect(srv.port);
+    assert_true(fd >= 0);
+    mwt_resp g, h, r;
+    ask(fd, "GET", "/v1/models", "", NULL, &g);
+    ask(fd, "HEAD", "/v1/models", "", NULL, &h);
+    assert_int_equal(h.status, 200);
+    assert_int_equal(h.body_len, 0);
+    char len[32];
+    snprintf(len, sizeof len, "%zu", g.body_len);
+    expect_header(&h, "Content-Length", len);
+    expect_header(&h, "Access-Control-Allow-Origin", NULL);
+    mwt_resp_free(&g);
+    mwt_resp_free(&h);
+    ask(fd, "HEAD", "/metrics", "", NULL, &h);
+    assert_int_equal(h.status, 200);
+    mwt_resp_free(&h);
+    ask(fd, "HEAD", "/v1/completions", "", NULL, &h); /* a POST route */
+    assert_int_equal(h.status, 405);
+    expect_header(&h, "Allow", "POST, OPTIONS");
+    mwt_resp_free(&h);
+    /* OPTIONS without Origin: what the route takes, nothing about CORS */
+    ask(fd, "OPTIONS", "/v1/models", "", NULL, &r);
+    assert_int_equal(r.status, 204);
+    expect_header(&r, "Allow", "GET, HEAD, OPTIONS");
+    expect_header(&r, "Content-Length", NULL);
+    expect_header(&r, "Access-Control-Allow-Origin", NULL);
+    mwt_resp_free(&r);
+    /* a browser's preflight */
+    ask(fd, "OPTIONS", "/v1/chat/completions",
+        "Origin: http://page.example:8000\r\nAccess-Control-Request-Method: POST\r\n"
+        "Access-Control-Request-Headers: authorization, content-type, x-stainless-os\r\n",
+        NULL, &r);
+    assert_int_equal(r.status, 204);
+    expect_header(&r, "Access-Control-Allow-Origin", "*");
+    expect_header(&r, "Access-Control-Allow-Methods", "POST, OPTIONS");
+    expect_header(&r, "Access-Control-Allow-Headers",
+                  "authorization, content-type, x-stainless-os");
+    expect_header(&r, "Access-Control-Max-Age", "600");
+    mwt_resp_free(&r);
+    /* asked-for headers that are not header names are not echoed */
+    ask(fd, "OPTIONS", "/v1/completions",
+        "Origin: http://page.example\r\nAccess-Control-Request-Method: POST\r\n"
+        "Access-Control-Request-Headers: x-a; <b>\r\n",
+        NULL, &r);
+    assert_int_equal(r.status, 204);
+    assert_non_null(strstr(mwt_resp_header(&r, "Access-Control-Allow-Headers"), "Authorization"));
+    mwt_resp_free(&r);
+    /* answers to a page: whole, streamed, errors */
+    const char *body = "{\"model\":\"model\",\"prompt\":[1,2],\"max_tokens\":2}";
+    ask(fd, "POST", "/v1/completions", "Origin: http://page.example\r\n", body, &r);
+    assert_int_equal(r.status, 200);
+    expect_header(&r, "Access-Control-Allow-Origin", "*");
+    mwt_resp_free(&r);
+    const char *sbody = "{\"model\":\"model\",\"prompt\":[1,2],\"max_tokens\":2,\"stream\":true}";
+    ask(fd, "POST", "/v1/completions", "Origin: http://page.example\r\n", sbody, &r);
+    assert_int_equal(r.status, 200);
+    expect_header(&r, "Access-Control-Allow-Origin", "*");
+    assert_non_null(strstr(r.body, "data: [DONE]"));
+    mwt_resp_free(&r);
+    ask(fd, "POST", "/v1/completions", "Origin: http://page.example\r\n", "{", &r);
+    assert_int_equal(r.status, 400);
+    expect_header(&r, "Access-Control-Allow-Origin", "*");
+    assert_false(r.closed);
+    mwt_resp_free(&r);
+    ask(fd, "GET", "/health", "", NULL, &r); /* still in step */
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"ok\""));
+    mwt_resp_free(&r);
+    close(fd);
+}
+
+/* --cors-origins with a list: a listed page gets its origin back (and Vary: Origin), another gets
+ * no grant and its preflight 403; a malformed list stops serve before it loads anything. */
+static void test_cors_origin_list(void **st) {
+    (void)st;
+    static const char *const extra[] = {"--threads", "1", "--cors-origins",
+                                        "https://chat.example.com/, http://localhost:3000", NULL};
+    assert_int_equal(mwt_serve_start(&other, mwt_fixture(MODEL), extra, 120000), 0);
+    int fd = mwt_http_connect(other.port);
+    assert_true(fd >= 0);
+    mwt_resp r;
+    ask(fd, "GET", "/v1/models", "Origin: https://chat.example.com\r\n", NULL, &r);
+    expect_header(&r, "Access-Control-Allow-Origin", "https://chat.example.com");
+    expect_header(&r, "Vary", "Origin");
+    mwt_resp_free(&r);
+    ask(fd, "OPTIONS", "/v1/completions",
+        "Origin: http://localhost:3000\r\nAccess-Control-Request-Method: POST\r\n", NULL, &r);
+    assert_int_equal(r.status, 204);
+    expect_header(&r, "Access-Control-Allow-Origin", "http://localhost:3000");
+    mwt_resp_free(&r);
+    ask(fd, "GET", "/v1/models", "Origin: http://localhost:3001\r\n", NULL, &r);
+    assert_int_equal(r.status, 200);
+    expect_header(&r, "Access-Control-Allow-Origin", NULL);
+    expect_header(&r, "Vary", "Origin");
+    mwt_resp_free(&r);
+    ask(fd, "OPTIONS", "/v1/completions",
+        "Origin: https://evil.example\r\nAccess-Control-Request-Method: POST\r\n", NULL, &r);
+    assert_int_equal(r.status, 403);
+    expect_header(&r, "Access-Control-Allow-Origin", NULL);
+    assert_non_null(strstr(r.body, "--cors-origins"));
+    mwt_resp_free(&r);
+    close(fd);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
+    char *const argv[] = {(char *)mwt_bin("coordinator"),
+                          "serve",
+                          "--model",
+                          (char *)mwt_fixture(MODEL),
+                          "--cors-origins",
+                          "ftp://x",
+                          NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_not_equal(mwt_run(argv, &out, &err, 60000), 0);
+    assert_non_null(strstr(err, "--cors-origins: 'ftp://x'"));
+    free(out);
+    free(err);
+}
+
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
@@ -753,6 +900,8 @@ int main(void) {
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_sampling_options),
         cmocka_unit_test(test_keepalive_pipelining),
+        cmocka_unit_test(test_head_options_cors),
+        cmocka_unit_test(test_cors_origin_list),
         cmocka_unit_test(test_malformed_http),
         cmocka_unit_test(test_slow_clients),
         cmocka_unit_test(test_bad_json),

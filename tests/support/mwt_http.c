@@ -163,7 +163,8 @@ static void keep_rest(const reader *rd) {
     pc->fd = rd->fd;
 }
 
-int mwt_http_read(int fd, mwt_resp *r, int timeout_ms) {
+/* bodiless: the answer to a HEAD request; 1xx, 204 and 304 answers never have a body. */
+static int read_response(int fd, mwt_resp *r, int timeout_ms, bool bodiless) {
     memset(r, 0, sizeof *r);
     pending *pc = carry_of(fd);
     reader rd = {.fd = fd, .timeout_ms = timeout_ms, .buf = pc->buf, .len = pc->len};
@@ -182,7 +183,9 @@ int mwt_http_read(int fd, mwt_resp *r, int timeout_ms) {
     const char *cl = mwt_resp_header(r, "Content-Length");
     const char *te = mwt_resp_header(r, "Transfer-Encoding");
     r->body = malloc(1);
-    if (cl)
+    if (bodiless || r->status < 200 || r->status == 204 || r->status == 304)
+        ;
+    else if (cl)
         read_sized(&rd, (size_t)strtoull(cl, NULL, 10), r);
     else if (te && strstr(te, "chunked"))
         read_chunked(&rd, r);
@@ -194,6 +197,14 @@ int mwt_http_read(int fd, mwt_resp *r, int timeout_ms) {
     keep_rest(&rd);
     free(rd.buf);
     return 0;
+}
+
+int mwt_http_read(int fd, mwt_resp *r, int timeout_ms) {
+    return read_response(fd, r, timeout_ms, false);
+}
+
+int mwt_http_read_head(int fd, mwt_resp *r, int timeout_ms) {
+    return read_response(fd, r, timeout_ms, true);
 }
 
 void mwt_resp_free(mwt_resp *r) {

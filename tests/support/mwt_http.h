@@ -21,6 +21,8 @@ int mwt_http_connect(int port);
 int mwt_http_send(int fd, const char *data, size_t len);
 /* Reads one response (timeout per read in ms). */
 int mwt_http_read(int fd, mwt_resp *r, int timeout_ms);
+/* Reads the answer to a HEAD request: its head only (the Content-Length is the GET answer's). */
+int mwt_http_read_head(int fd, mwt_resp *r, int timeout_ms);
 void mwt_resp_free(mwt_resp *r);
 /* Whether the peer has closed (reads EOF within timeout_ms). */
 bool mwt_http_eof(int fd, int timeout_ms);
