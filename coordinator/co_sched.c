@@ -508,10 +508,17 @@ static void job_token(co_sched *s, co_job *j, float *logits, double t) {
         co_metrics_generated_tokens(s->p.metrics, 1);
     }
     j->t_last = t;
-    if (j->keep_logits && !mw_grow((void **)&j->logits, &j->logits_cap,
-                                   (size_t)(j->logits_rows + 1) * (size_t)V, sizeof(float))) {
-        memcpy(j->logits + j->logits_rows * V, logits, (size_t)V * sizeof(float));
-        j->logits_rows++;
+    /* an allocation that fails ends the request with an error: a token, logprob, logits row or
+     * piece of text is never dropped silently */
+    bool oom = false;
+    if (j->keep_logits) {
+        if (mw_grow((void **)&j->logits, &j->logits_cap, (size_t)(j->logits_rows + 1) * (size_t)V,
+                    sizeof(float))) {
+            oom = true;
+        } else {
+            memcpy(j->logits + j->logits_rows * V, logits, (size_t)V * sizeof(float));
+            j->logits_rows++;
+        }
     }
     co_logprob lp;
     if (j->top_logprobs >= 0) fill_logprob(logits, V, tok, j->top_logprobs, &lp);
@@ -526,19 +533,25 @@ static void job_token(co_sched *s, co_job *j, float *logits, double t) {
         j->text->flush(j->text_state, &j->piece, &j->rpiece);
     bool stop_str = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
     if (!stop_str && (stop_id || length)) co_stop_flush(&j->stop, &j->shown);
+    oom = oom || j->piece.failed || j->rpiece.failed || j->shown.failed;
     pthread_mutex_lock(&s->mu);
-    if (!mw_grow((void **)&j->p_tok, &j->p_tok_cap, (size_t)j->p_n + 1, sizeof *j->p_tok) &&
+    if (!oom && !mw_grow((void **)&j->p_tok, &j->p_tok_cap, (size_t)j->p_n + 1, sizeof *j->p_tok) &&
         (j->top_logprobs < 0 ||
          !mw_grow((void **)&j->p_lp, &j->p_lp_cap, (size_t)j->p_n + 1, sizeof *j->p_lp))) {
         j->p_tok[j->p_n] = tok;
         if (j->top_logprobs >= 0) j->p_lp[j->p_n] = lp;
         j->p_n++;
+        co_buf_add(&j->p_text, j->shown.p ? j->shown.p : "", j->shown.len);
+        if (!stop_str) co_buf_add(&j->p_reason, j->rpiece.p ? j->rpiece.p : "", j->rpiece.len);
+        oom = j->p_text.failed || j->p_reason.failed;
+    } else {
+        oom = true;
     }
-    co_buf_add(&j->p_text, j->shown.p ? j->shown.p : "", j->shown.len);
-    if (!stop_str) co_buf_add(&j->p_reason, j->rpiece.p ? j->rpiece.p : "", j->rpiece.len);
     mark_ready(s, j);
     pthread_mutex_unlock(&s->mu);
-    if (stop_id || stop_str)
+    if (oom)
+        job_end(j, CO_FINISH_ERROR, "out of memory keeping the generated output");
+    else if (stop_id || stop_str)
         job_end(j, CO_FINISH_STOP, NULL);
     else if (length)
         job_end(j, CO_FINISH_LENGTH, NULL);
