@@ -334,7 +334,12 @@ static int on_header_value_complete(llhttp_t *p) {
 static int on_headers_complete(llhttp_t *p) {
     co_http_conn *c = conn_of(p);
     c->head_done = true;
-    if (p->upgrade) return fail(c, 400, "protocol upgrades are not supported");
+    if (p->upgrade) {
+        if (p->method == HTTP_CONNECT) return fail(c, 400, "CONNECT is not supported");
+        /* HTTP/1.1 it stays: a server may ignore Upgrade (RFC 9110, 7.8), so `curl --http2`'s h2c
+         * offer or a WebSocket handshake gets a plain answer instead of an error */
+        p->upgrade = 0;
+    }
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->srv->lim.max_body_bytes)
         return fail(c, 413, "the request body is larger than the server accepts");
     if (c->expect_continue) {

@@ -341,6 +341,24 @@ static void test_keepalive_pipelining(void **st) {
     assert_int_equal(r.status, 200);
     assert_non_null(strstr(r.body, "\"ok\""));
     mwt_resp_free(&r);
+    /* an offer to upgrade (curl --http2's h2c, a WebSocket handshake) is answered in HTTP/1.1 */
+    const char *h2c = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                      "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n";
+    assert_int_equal(mwt_http_send(fd, h2c, strlen(h2c)), 0);
+    assert_int_equal(mwt_http_read(fd, &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "\"ok\""));
+    mwt_resp_free(&r);
+    char ws[512];
+    n = snprintf(ws, sizeof ws,
+                 "POST /v1/completions HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\n"
+                 "Upgrade: websocket\r\nContent-Length: %zu\r\n\r\n%s",
+                 strlen(body), body);
+    assert_int_equal(mwt_http_send(fd, ws, (size_t)n), 0);
+    assert_int_equal(mwt_http_read(fd, &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "text_completion"));
+    mwt_resp_free(&r);
     /* the connection stays open for more */
     const char *again = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(mwt_http_send(fd, again, strlen(again)), 0);
@@ -373,7 +391,7 @@ static void test_malformed_http(void **st) {
         "POST /v1/completions HTTP/1.1\r\nContent-Length: 12\r\nContent-Length: 13\r\n\r\n",
         "POST /v1/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
         "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-        "GET /health HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n",
+        "CONNECT 127.0.0.1:80 HTTP/1.1\r\nHost: 127.0.0.1:80\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int fd = mwt_http_connect(srv.port);
