@@ -322,6 +322,8 @@ static int on_header_value_complete(llhttp_t *p) {
         memcpy(c->origin, c->value, c->value_len + 1);
     else if (!strcasecmp(c->field, "access-control-request-method"))
         c->acr_method = true;
+    else if (!strcasecmp(c->field, "content-encoding") && strcasecmp(c->value, "identity"))
+        return fail(c, 415, "compressed request bodies (Content-Encoding) are not supported");
     else if (!strcasecmp(c->field, "expect")) {
         if (strcasecmp(c->value, "100-continue")) return fail(c, 417, "unsupported Expect header");
         c->expect_continue = true;

@@ -392,6 +392,7 @@ static void test_malformed_http(void **st) {
         "POST /v1/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
         "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         "CONNECT 127.0.0.1:80 HTTP/1.1\r\nHost: 127.0.0.1:80\r\n\r\n",
+        "POST /v1/completions HTTP/1.1\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int fd = mwt_http_connect(srv.port);
