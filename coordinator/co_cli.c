@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "coordinator/co_backend.h"
+#include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
 
 #define MAX_PROMPT   (1 << 20)
@@ -322,6 +323,18 @@ static int set_cors(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_api_key(co_opts *o, const char *v, mw_err *err) {
+    if (co_auth_key_check(v, "--api-key", err)) return -1;
+    o->api_key = v;
+    return 0;
+}
+
+static int set_api_key_file(co_opts *o, const char *v, mw_err *err) {
+    (void)err; /* read (and checked) when serve starts */
+    o->api_key_file = v;
+    return 0;
+}
+
 static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
     int64_t n;
     if (parse_i64("--max-seqs", v, 1, 4096, &n, err)) return -1;
@@ -484,6 +497,13 @@ static const co_option options[] = {
      "serve: web pages (browser origins) that may call the API: * (default), localhost, none, or "
      "a comma-separated list like https://chat.example.com,http://127.0.0.1:3000",
      set_cors},
+    {"--api-key", "KEY",
+     "serve: /v1/ requests must send 'Authorization: Bearer KEY' (else 401); visible to other "
+     "users in the process list: prefer --api-key-file or $MOEWIRE_API_KEY",
+     set_api_key},
+    {"--api-key-file", "PATH",
+     "serve: accepted keys, one per line ('#' comments); with --api-key, either is accepted",
+     set_api_key_file},
 };
 
 #define N_OPTIONS (sizeof options / sizeof options[0])

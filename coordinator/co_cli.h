@@ -51,14 +51,16 @@ typedef struct co_opts {
     const char *listen;     /* "host:port" */
     const char *ready_file; /* written with the server's URL once it accepts requests */
     const char *served_name;
-    int max_seqs;           /* KV slots (0: from --kv-mb, else the default) */
-    int64_t kv_mb;          /* KV budget in MiB (0: none) */
-    int chunk;              /* prompt rows per step */
-    int max_queue;          /* requests waiting for a slot */
-    int64_t max_body;       /* request body bytes */
-    int request_timeout_ms; /* a request must arrive within this */
-    int grace_ms;           /* SIGTERM: time for in-flight requests */
-    const char *cors;       /* --cors-origins policy (co_cors.h; NULL: "*") */
+    int max_seqs;             /* KV slots (0: from --kv-mb, else the default) */
+    int64_t kv_mb;            /* KV budget in MiB (0: none) */
+    int chunk;                /* prompt rows per step */
+    int max_queue;            /* requests waiting for a slot */
+    int64_t max_body;         /* request body bytes */
+    int request_timeout_ms;   /* a request must arrive within this */
+    int grace_ms;             /* SIGTERM: time for in-flight requests */
+    const char *cors;         /* --cors-origins policy (co_cors.h; NULL: "*") */
+    const char *api_key;      /* --api-key (NULL: none) */
+    const char *api_key_file; /* --api-key-file (NULL: none) */
 } co_opts;
 
 typedef struct co_option {

@@ -24,6 +24,7 @@
 #define VALUE_MAX  256
 #define ACRH_MAX   512  /* an Access-Control-Request-Headers list echoed to a preflight */
 #define HEAD_MAX   2048 /* a response head: the status line and every header line */
+#define AUTH_MAX   512  /* an Authorization value (a bearer token is at most 256) */
 
 typedef enum conn_state {
     CONN_IDLE,    /* waiting for a request */
@@ -56,6 +57,8 @@ struct co_http_conn {
     char origin[VALUE_MAX + 1];     /* Origin ("" when absent) */
     char acr_headers[ACRH_MAX + 1]; /* Access-Control-Request-Headers */
     size_t acr_len;
+    char authorization[AUTH_MAX + 1]; /* Authorization ("" when absent) */
+    size_t auth_len;
     bool acr_method; /* Access-Control-Request-Method present: a CORS preflight */
     bool expect_continue;
     size_t head_bytes, raw_head;
@@ -106,6 +109,8 @@ const char *co_http_reason(int status) {
         return "No Content";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
     case 403:
         return "Forbidden";
     case 404:
@@ -229,6 +234,8 @@ static void reset_request(co_http_conn *c) {
     c->content_type[0] = 0;
     c->origin[0] = c->acr_headers[0] = 0;
     c->acr_len = 0;
+    c->authorization[0] = 0;
+    c->auth_len = 0;
     c->acr_method = false;
     c->expect_continue = false;
     c->head_bytes = c->raw_head = 0;
@@ -309,6 +316,8 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n) {
     append_capped(c->value, &c->value_len, VALUE_MAX, at, n);
     if (!strcasecmp(c->field, "access-control-request-headers")) /* may be longer than a value */
         append_capped(c->acr_headers, &c->acr_len, ACRH_MAX, at, n);
+    else if (!strcasecmp(c->field, "authorization"))
+        append_capped(c->authorization, &c->auth_len, AUTH_MAX, at, n);
     return count_head(c, n);
 }
 
@@ -410,6 +419,7 @@ static void dispatch(co_http_conn *c) {
                            .query = q ? q : "",
                            .content_type = c->content_type,
                            .origin = c->origin,
+                           .authorization = c->authorization,
                            .body = c->body,
                            .body_len = c->body_len,
                            .conn = c};

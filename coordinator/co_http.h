@@ -34,12 +34,13 @@ typedef struct co_http_conn co_http_conn;
 
 /* A request as the handler sees it; valid until its response is complete (or aborted). */
 typedef struct co_http_req {
-    const char *method;       /* "GET", "POST", ... */
-    const char *path;         /* the URL up to '?' */
-    const char *query;        /* after '?', "" when none */
-    const char *content_type; /* "" when absent */
-    const char *origin;       /* Origin (a browser page's), "" when absent */
-    const char *body;         /* NUL-terminated (the terminator is not counted) */
+    const char *method;        /* "GET", "POST", ... */
+    const char *path;          /* the URL up to '?' */
+    const char *query;         /* after '?', "" when none */
+    const char *content_type;  /* "" when absent */
+    const char *origin;        /* Origin (a browser page's), "" when absent */
+    const char *authorization; /* Authorization, "" when absent */
+    const char *body;          /* NUL-terminated (the terminator is not counted) */
     size_t body_len;
     co_http_conn *conn;
 } co_http_req;

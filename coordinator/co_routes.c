@@ -466,6 +466,15 @@ void co_routes_handle(void *ud, co_http_req *q) {
         co_metrics_request(r->p.metrics, route, co_http_respond_options(q->conn, allow));
         return;
     }
+    if (!strncmp(q->path, "/v1/", 4) && !co_auth_ok(r->p.auth, q->authorization)) {
+        co_oai_error e;
+        co_oai_fail(&e, 401, NULL, "invalid_api_key", "%s",
+                    q->authorization[0] ? "Incorrect API key provided"
+                                        : "Missing API key: send the header 'Authorization: "
+                                          "Bearer YOUR_KEY'");
+        answer_error(r, q->conn, route, &e, "WWW-Authenticate: Bearer\r\n");
+        return;
+    }
     if (table[hit].post ? !post : !get) {
         method_not_allowed(r, q, route, allow);
         return;

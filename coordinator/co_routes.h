@@ -5,6 +5,7 @@
 #ifndef CO_ROUTES_H
 #define CO_ROUTES_H
 
+#include "coordinator/co_auth.h"
 #include "coordinator/co_http.h"
 #include "coordinator/co_metrics.h"
 #include "coordinator/co_sched.h"
@@ -20,6 +21,7 @@ typedef struct co_routes_params {
     int64_t n_vocab;      /* token ids are below this */
     int retry_after_s;    /* Retry-After of a 503 when the server is full */
     int thinking;         /* chat default for formats with a thinking switch (--think; -1) */
+    const co_auth *auth;  /* API keys the /v1/ routes need (NULL: open) */
 } co_routes_params;
 
 typedef struct co_routes co_routes;

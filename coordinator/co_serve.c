@@ -41,6 +41,7 @@ typedef struct serve {
     co_metrics *metrics;
     co_sched *sched;
     co_routes *routes;
+    co_auth *auth; /* API keys (NULL: the API is open) */
     co_http_server *http;
     uv_loop_t loop;
     bool loop_ok;
@@ -303,7 +304,8 @@ static int open_http(serve *s, mw_err *err) {
                            .n_ctx = s->n_ctx,
                            .n_vocab = c->n_vocab,
                            .retry_after_s = 1,
-                           .thinking = o->thinking};
+                           .thinking = o->thinking,
+                           .auth = s->auth};
     if (co_routes_new(&rp, &s->routes, err)) return -1;
     char host[256];
     const char *colon = strrchr(o->listen, ':');
@@ -341,16 +343,20 @@ static void print_banner(const serve *s) {
     const md_config *c = &s->model->cfg;
     fprintf(stderr,
             "coordinator serve: %s — model '%s' (%s, %d layers), %d slot(s) x %lld positions, "
-            "prompt chunk %d, queue %d, experts %s, %d thread(s), chat %s\n",
+            "prompt chunk %d, queue %d, experts %s, %d thread(s), chat %s, %d API key(s)%s\n",
             s->url, s->model_id, c->arch, c->n_layer, s->n_slots, (long long)s->n_ctx, o->chunk,
             o->max_queue, s->experts->name, kn_pool_size(s->pool),
             !s->text                      ? "none (no tokenizer: token-id prompts)"
             : co_stext_chat_name(s->text) ? co_stext_chat_name(s->text)
-                                          : "none (no chat format)");
+                                          : "none (no chat format)",
+            co_auth_count(s->auth), s->auth ? "" : " (the API is open)");
 }
 
 static int open_all(serve *s, mw_err *err) {
-    if (open_model(s, err) || open_scheduler(s, err) || open_http(s, err)) return -1;
+    /* the keys first: a bad key file stops serve before the model loads */
+    if (co_auth_new(s->o->api_key, s->o->api_key_file, getenv("MOEWIRE_API_KEY"), &s->auth, err) ||
+        open_model(s, err) || open_scheduler(s, err) || open_http(s, err))
+        return -1;
     print_banner(s);
     return write_ready_file(s, err);
 }
@@ -367,6 +373,7 @@ static void close_all(serve *s) {
         uv_loop_close(&s->loop);
     }
     co_routes_free(s->routes);
+    co_auth_free(s->auth);
     co_metrics_free(s->metrics);
     free(s->nodes);
     md_ctx_free(s->ctx);

@@ -3,7 +3,7 @@
  * keep-alive and pipelining, malformed HTTP (bad request lines, huge heads, oversized bodies,
  * slow clients within and past the deadline) and malformed or invalid JSON get 4xx with OpenAI's
  * error shape while the server keeps serving; HEAD, OPTIONS and CORS for browser pages (the
- * default policy and a list); a client that disconnects frees its slot; a full
+ * default policy and a list); API keys; a client that disconnects frees its slot; a full
  * server answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and exits 0. */
 #include "tests/support/mw_test.h"
 
@@ -581,6 +581,93 @@ static void test_cors_origin_list(void **st) {
     free(err);
 }
 
+/* One GET on a fresh connection with an Authorization header (NULL: none). */
+static int get_auth(int port, const char *path, const char *auth, mwt_resp *r) {
+    int fd = mwt_http_connect(port);
+    assert_true(fd >= 0);
+    char extra[1024] = "";
+    if (auth) snprintf(extra, sizeof extra, "Authorization: %s\r\n", auth);
+    ask(fd, "GET", path, extra, NULL, r);
+    close(fd);
+    return r->status;
+}
+
+static void expect_401(int port, const char *auth, const char *needle) {
+    mwt_resp r;
+    assert_int_equal(get_auth(port, "/v1/models", auth, &r), 401);
+    expect_header(&r, "WWW-Authenticate", "Bearer");
+    assert_non_null(strstr(r.body, "\"code\":\"invalid_api_key\""));
+    if (!strstr(r.body, needle)) fail_msg("'%s' not in %s", needle, r.body);
+    mwt_resp_free(&r);
+}
+
+/* API keys: $MOEWIRE_API_KEY alone, or --api-key / --api-key-file (the environment then unused);
+ * /v1/ needs "Authorization: Bearer KEY", /health, /metrics and preflights do not; a bad key file
+ * stops serve. */
+static void test_api_keys(void **st) {
+    (void)st;
+    static const char *const none[] = {"--threads", "1", NULL};
+    setenv("MOEWIRE_API_KEY", "sk-from-env", 1);
+    int rc = mwt_serve_start(&other, mwt_fixture(MODEL), none, 120000);
+    unsetenv("MOEWIRE_API_KEY");
+    assert_int_equal(rc, 0);
+    mwt_resp r;
+    expect_401(other.port, NULL, "Missing API key");
+    expect_401(other.port, "Bearer sk-wrong", "Incorrect API key");
+    expect_401(other.port, "Basic c2stZnJvbS1lbnY6", "Incorrect API key");
+    expect_401(other.port, "Bearer sk-from-env-and-more", "Incorrect API key");
+    char huge[900] = "Bearer ";
+    memset(huge + 7, 'k', sizeof huge - 8);
+    expect_401(other.port, huge, "Incorrect API key");
+    assert_int_equal(get_auth(other.port, "/v1/models", "Bearer sk-from-env", &r), 200);
+    mwt_resp_free(&r);
+    assert_int_equal(get_auth(other.port, "/v1/models", "bearer   sk-from-env", &r), 200);
+    mwt_resp_free(&r);
+    assert_int_equal(get_auth(other.port, "/health", NULL, &r), 200);
+    mwt_resp_free(&r);
+    assert_int_equal(get_auth(other.port, "/metrics", NULL, &r), 200);
+    assert_non_null(strstr(r.body, "status=\"401\""));
+    mwt_resp_free(&r);
+    int fd = mwt_http_connect(other.port);
+    ask(fd, "OPTIONS", "/v1/completions",
+        "Origin: http://page.example\r\nAccess-Control-Request-Method: POST\r\n"
+        "Access-Control-Request-Headers: authorization, content-type\r\n",
+        NULL, &r);
+    assert_int_equal(r.status, 204);
+    mwt_resp_free(&r);
+    close(fd);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
+
+    static const char *const opt[] = {"--threads", "1", "--api-key", "sk-from-option", NULL};
+    setenv("MOEWIRE_API_KEY", "sk-from-env", 1);
+    rc = mwt_serve_start(&other, mwt_fixture(MODEL), opt, 120000);
+    unsetenv("MOEWIRE_API_KEY");
+    assert_int_equal(rc, 0);
+    expect_401(other.port, "Bearer sk-from-env", "Incorrect API key");
+    assert_int_equal(get_auth(other.port, "/v1/models", "Bearer sk-from-option", &r), 200);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
+
+    char *dir = mwt_tmpdir("keys");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/keys", dir);
+    assert_int_equal(mwt_write_file(path, "# no key here\n\n", 15), 0);
+    char *const argv[] = {(char *)mwt_bin("coordinator"),
+                          "serve",
+                          "--model",
+                          (char *)mwt_fixture(MODEL),
+                          "--api-key-file",
+                          path,
+                          NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_not_equal(mwt_run(argv, &out, &err, 60000), 0);
+    assert_non_null(strstr(err, "no key in it"));
+    free(out);
+    free(err);
+    mwt_rmrf(dir);
+    free(dir);
+}
+
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
@@ -921,6 +1008,7 @@ int main(void) {
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_head_options_cors),
         cmocka_unit_test(test_cors_origin_list),
+        cmocka_unit_test(test_api_keys),
         cmocka_unit_test(test_malformed_http),
         cmocka_unit_test(test_slow_clients),
         cmocka_unit_test(test_bad_json),

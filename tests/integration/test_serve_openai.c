@@ -1,6 +1,8 @@
 /* tests/integration/test_serve_openai.c — the official openai npm client (tests/openai/
  * serve_openai.mjs, Node's test runner) against `coordinator serve --loopback 2` on gpt-oss-tiny;
- * greedy output is compared with `coordinator generate --loopback 2` on the same prompt. Then one
+ * greedy output is compared with `coordinator generate --loopback 2` on the same prompt; the server
+ * takes an API key file, the client sends the key, and a client with a wrong key gets
+ * AuthenticationError. Then one
  * expert node is killed: requests fail with a server error (a stream with an error event), the
  * server keeps answering, and SIGTERM still exits 0. /metrics passes `promtool check metrics`
  * (promtool extracted from Debian's prometheus package by `make test`, no daemon). */
@@ -107,9 +109,19 @@ static void test_openai_client(void **st) {
     strcat(ref, "]");
     free(out);
     /* the fixture has no chat template: ChatML by name (its markers encode as plain text) */
-    static const char *const extra[] = {
-        "--loopback", "2", "--threads", "2", "--max-seqs", "8", "--chat-template", "chatml", NULL};
+    /* with an API key: every request the client sends carries it, and a wrong one is refused */
+    char *kdir = mwt_tmpdir("keys");
+    char keys[4096];
+    snprintf(keys, sizeof keys, "%s/api-keys", kdir);
+    const char *key_lines = "# test keys\nsk-moewire-other\nsk-moewire-test\n";
+    assert_int_equal(mwt_write_file(keys, key_lines, strlen(key_lines)), 0);
+    setenv("MW_API_KEY", "sk-moewire-test", 1);
+    const char *const extra[] = {
+        "--loopback",      "2",      "--threads",      "2",  "--max-seqs", "8",
+        "--chat-template", "chatml", "--api-key-file", keys, NULL};
     assert_int_equal(mwt_serve_start(&s, mwt_fixture(MODEL), extra, 300000), 0);
+    mwt_rmrf(kdir); /* read once, at startup */
+    free(kdir);
     run_node("main", ref);
     /* the page is valid exposition format */
     mwt_resp r;

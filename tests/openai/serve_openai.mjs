@@ -1,8 +1,10 @@
 // tests/openai/serve_openai.mjs — the official `openai` client (pinned, installed into build/npm by
 // `make test`) against a running `coordinator serve`: models, completions and chat (whole and
-// streamed, usage), the client's error classes for bad requests, eight concurrent streams, and
-// greedy output equal to `coordinator generate`. Run by tests/integration/test_serve_openai.c:
-//   node serve_openai.mjs NPM_DIR phase   (env: MW_URL, MW_MODEL, MW_PROMPT_IDS, MW_REF_IDS)
+// streamed, usage), the client's error classes for bad requests and a wrong API key, eight
+// concurrent streams, and greedy output equal to `coordinator generate`. Run by
+// tests/integration/test_serve_openai.c:
+//   node serve_openai.mjs NPM_DIR phase   (env: MW_URL, MW_MODEL, MW_PROMPT_IDS, MW_REF_IDS,
+//                                          MW_API_KEY)
 // phase "main" runs everything above; phase "nodefail" (after the harness killed an expert node)
 // checks that a request then fails with a server error and a stream with an error event.
 import test from 'node:test';
@@ -13,7 +15,9 @@ import path from 'node:path';
 const require = createRequire(path.join(path.resolve(process.argv[2]), 'node_modules', 'x.js'));
 const OpenAI = require('openai');
 const phase = process.argv[3] || 'main';
-const client = new OpenAI({ baseURL: process.env.MW_URL + '/v1', apiKey: 'none', maxRetries: 0,
+// MW_API_KEY: the key the server was started with (every request of the tests sends it)
+const client = new OpenAI({ baseURL: process.env.MW_URL + '/v1',
+                            apiKey: process.env.MW_API_KEY || 'none', maxRetries: 0,
                             timeout: 120000 });
 const model = process.env.MW_MODEL;
 const promptIds = JSON.parse(process.env.MW_PROMPT_IDS || '[]');
@@ -143,6 +147,15 @@ if (phase === 'main') {
                          OpenAI.BadRequestError);
     await assert.rejects(client.chat.completions.create({ model, messages: [{ role: 'x' }] }),
                          OpenAI.BadRequestError);
+    if (process.env.MW_API_KEY) {
+      const stranger = new OpenAI({ baseURL: process.env.MW_URL + '/v1', apiKey: 'sk-wrong',
+                                    maxRetries: 0 });
+      await assert.rejects(stranger.models.list(),
+                           (e) => e instanceof OpenAI.AuthenticationError &&
+                                  e.code === 'invalid_api_key');
+      await assert.rejects(stranger.completions.create({ model, prompt: 'x', max_tokens: 1 }),
+                           OpenAI.AuthenticationError);
+    }
     const long = Array.from({ length: 5000 }, () => 5);
     await assert.rejects(client.completions.create({ model, prompt: long, max_tokens: 1 }),
                          (e) => e instanceof OpenAI.BadRequestError &&
