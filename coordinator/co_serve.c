@@ -340,16 +340,19 @@ static int open_http(serve *s, mw_err *err) {
 
 static void print_banner(const serve *s) {
     const co_opts *o = s->o;
+    char keys[64];
+    snprintf(keys, sizeof keys, s->auth ? "%d API key(s)" : "no API key (open to any client)",
+             co_auth_count(s->auth));
     const md_config *c = &s->model->cfg;
     fprintf(stderr,
             "coordinator serve: %s — model '%s' (%s, %d layers), %d slot(s) x %lld positions, "
-            "prompt chunk %d, queue %d, experts %s, %d thread(s), chat %s, %d API key(s)%s\n",
+            "prompt chunk %d, queue %d, experts %s, %d thread(s), chat %s, %s\n",
             s->url, s->model_id, c->arch, c->n_layer, s->n_slots, (long long)s->n_ctx, o->chunk,
             o->max_queue, s->experts->name, kn_pool_size(s->pool),
             !s->text                      ? "none (no tokenizer: token-id prompts)"
             : co_stext_chat_name(s->text) ? co_stext_chat_name(s->text)
                                           : "none (no chat format)",
-            co_auth_count(s->auth), s->auth ? "" : " (the API is open)");
+            keys);
 }
 
 static int open_all(serve *s, mw_err *err) {
