@@ -147,9 +147,11 @@ bool co_cors_allowed(const co_cors *c, const char *origin) {
     }
 }
 
-static size_t put(char *buf, size_t cap, size_t n, const char *fmt, const char *a) {
+/* Appends the line "name: value" at buf + n; returns the new length, or cap when it does not fit.
+ */
+static size_t put(char *buf, size_t cap, size_t n, const char *name, const char *value) {
     if (n >= cap) return n;
-    int k = snprintf(buf + n, cap - n, fmt, a);
+    int k = snprintf(buf + n, cap - n, "%s: %s\r\n", name, value);
     if (k < 0 || (size_t)k >= cap - n) { /* never a partial line */
         buf[n] = 0;
         return cap;
@@ -163,11 +165,10 @@ size_t co_cors_headers(const co_cors *c, const char *origin, char *buf, size_t c
     if (!c || c->mode == CORS_NONE) return 0;
     size_t n = 0;
     if (c->mode == CORS_ANY) {
-        if (origin && *origin) n = put(buf, cap, n, "Access-Control-Allow-Origin: %s\r\n", "*");
+        if (origin && *origin) n = put(buf, cap, n, "Access-Control-Allow-Origin", "*");
     } else { /* the answer depends on the Origin: caches must keep them apart */
-        if (co_cors_allowed(c, origin))
-            n = put(buf, cap, n, "Access-Control-Allow-Origin: %s\r\n", origin);
-        n = put(buf, cap, n, "%sVary: Origin\r\n", "");
+        if (co_cors_allowed(c, origin)) n = put(buf, cap, n, "Access-Control-Allow-Origin", origin);
+        n = put(buf, cap, n, "Vary", "Origin");
     }
     return n < cap ? n : strlen(buf);
 }
@@ -188,13 +189,13 @@ size_t co_cors_preflight_headers(const char *methods, const char *req_headers, c
                                  size_t cap) {
     if (!cap) return 0;
     buf[0] = 0;
-    size_t n = put(buf, cap, 0, "Access-Control-Allow-Methods: %s\r\n", methods);
-    n = put(buf, cap, n, "Access-Control-Allow-Headers: %s\r\n",
+    size_t n = put(buf, cap, 0, "Access-Control-Allow-Methods", methods);
+    n = put(buf, cap, n, "Access-Control-Allow-Headers",
             header_list_ok(req_headers)
                 ? req_headers
                 : "Authorization, Content-Type, OpenAI-Organization, OpenAI-Project");
     char age[16];
     snprintf(age, sizeof age, "%d", MAX_AGE_S);
-    n = put(buf, cap, n, "Access-Control-Max-Age: %s\r\n", age);
+    n = put(buf, cap, n, "Access-Control-Max-Age", age);
     return n < cap ? n : strlen(buf);
 }

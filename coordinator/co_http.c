@@ -211,12 +211,10 @@ static size_t format_head(char *h, size_t cap, co_http_conn *c, int status, cons
                                 co_http_reason(status));
     if (ctype && *ctype && n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Content-Type: %s\r\n", ctype);
-    /* 1xx and 204 answers carry no Content-Length (RFC 9110, 8.6) */
-    if (status == 204 || status < 200)
-        ;
-    else if (content_length >= 0 && n < cap)
+    const bool bodiless = status == 204 || status < 200; /* no length (RFC 9110, 8.6) */
+    if (!bodiless && content_length >= 0 && n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Content-Length: %lld\r\n", content_length);
-    else if (c->chunked && n < cap)
+    else if (!bodiless && c->chunked && n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Transfer-Encoding: chunked\r\n");
     if (n < cap) n += co_cors_headers(c->srv->cors, c->origin, h + n, cap - n);
     if (n < cap)
@@ -380,12 +378,17 @@ static int on_message_complete(llhttp_t *p) {
 
 /* ---- the exchange --------------------------------------------------------------------------- */
 
+/* OpenAI's error shape around one of this file's own messages (plain text, no quotes). */
+static int error_body(char *body, size_t cap, const char *msg) {
+    return snprintf(body, cap,
+                    "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
+                    "\"param\":null,\"code\":null}}",
+                    msg);
+}
+
 static void error_reply(co_http_conn *c, int status, const char *msg) {
     char body[512];
-    int n = snprintf(body, sizeof body,
-                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
-                     "\"param\":null,\"code\":null}}",
-                     msg);
+    int n = error_body(body, sizeof body, msg);
     c->keep_alive = false;
     c->chunked = false;
     char head[HEAD_MAX];
@@ -462,10 +465,11 @@ int co_http_respond_options(co_http_conn *c, const char *allow) {
     if (c->state != CONN_BUSY) return 0;
     const bool preflight = c->origin[0] && c->acr_method;
     if (preflight && !co_cors_allowed(c->srv->cors, c->origin)) {
-        static const char msg[] = "{\"error\":{\"message\":\"this server does not answer pages "
-                                  "from that origin (see serve --cors-origins)\",\"type\":"
-                                  "\"invalid_request_error\",\"param\":null,\"code\":null}}";
-        co_http_respond(c, 403, "application/json", "", msg, sizeof msg - 1);
+        char body[512];
+        int n = error_body(body, sizeof body,
+                           "this server does not answer pages from that origin (see serve "
+                           "--cors-origins)");
+        co_http_respond(c, 403, "application/json", "", body, (size_t)n);
         return 403;
     }
     char extra[HEAD_MAX / 2];
