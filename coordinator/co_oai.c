@@ -116,31 +116,44 @@ static int get_ids(json_t *a, const char *k, int32_t **ids, int64_t *n, co_oai_e
     return 0;
 }
 
+/* One prompt of a list: a string or an array of token ids. */
+static int prompt_item(json_t *v, const char *param, co_oai_prompt *out, co_oai_error *e) {
+    if (json_is_string(v)) {
+        out->text = json_string_value(v);
+        return 0;
+    }
+    if (json_is_array(v)) return get_ids(v, param, &out->ids, &out->n_ids, e);
+    return co_oai_fail(e, 400, param, NULL,
+                       "'%s' must be a string or an array of token ids, not %s", param,
+                       type_name(v));
+}
+
+/* A string, an array of token ids, or an array of those (several prompts, a choice each). */
 static int parse_prompt(json_t *root, co_oai_req *r, co_oai_error *e) {
     json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p)) return co_oai_fail(e, 400, "prompt", NULL, "'prompt' is required");
-    if (json_is_string(p)) {
-        r->prompt = json_string_value(p);
-        return 0;
-    }
-    if (!json_is_array(p))
+    if (!json_is_string(p) && !json_is_array(p))
         return co_oai_fail(e, 400, "prompt", NULL,
-                           "'prompt' must be a string, an array of token ids, or an array of one "
-                           "of those, not %s",
+                           "'prompt' must be a string, an array of token ids, or an array of "
+                           "those, not %s",
                            type_name(p));
     json_t *first = json_array_get(p, 0);
-    if (json_is_string(first) || json_is_array(first)) {
-        if (json_array_size(p) != 1)
-            return co_oai_fail(e, 400, "prompt", NULL,
-                               "'prompt' holds %zu prompts; this server takes one per request",
-                               json_array_size(p));
-        if (json_is_string(first)) {
-            r->prompt = json_string_value(first);
-            return 0;
-        }
-        return get_ids(first, "prompt", &r->prompt_ids, &r->n_prompt_ids, e);
+    const bool list = json_is_array(p) && (json_is_string(first) || json_is_array(first));
+    const size_t n = list ? json_array_size(p) : 1;
+    if (n > CO_OAI_MAX_PROMPTS)
+        return co_oai_fail(e, 400, "prompt", NULL,
+                           "'prompt' holds %zu prompts; a request takes at most %d", n,
+                           CO_OAI_MAX_PROMPTS);
+    r->prompts = calloc(n, sizeof *r->prompts);
+    if (!r->prompts) return co_oai_fail(e, 500, "prompt", NULL, "out of memory");
+    r->n_prompts = (int)n;
+    if (!list) return prompt_item(p, "prompt", &r->prompts[0], e);
+    for (size_t i = 0; i < n; i++) {
+        char param[32];
+        snprintf(param, sizeof param, "prompt[%zu]", i);
+        if (prompt_item(json_array_get(p, i), param, &r->prompts[i], e)) return -1;
     }
-    return get_ids(p, "prompt", &r->prompt_ids, &r->n_prompt_ids, e);
+    return 0;
 }
 
 static int parse_messages(json_t *root, co_oai_req *r, co_oai_error *e) {
@@ -482,7 +495,8 @@ int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
 
 void co_oai_req_free(co_oai_req *r) {
     json_decref(r->root);
-    free(r->prompt_ids);
+    for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i].ids);
+    free(r->prompts);
     free(r->logit_bias);
     memset(r, 0, sizeof *r);
 }
@@ -609,7 +623,7 @@ static json_t *finish_json(co_finish f) {
 
 static json_t *choice(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p, bool chunk) {
     json_t *c = json_object();
-    json_object_set_new(c, "index", json_integer(0));
+    json_object_set_new(c, "index", json_integer(p->index));
     if (kind == CO_OAI_COMPLETION) {
         json_object_set_new(c, "text", utf8_string(p->content ? p->content : "", p->content_len));
         json_object_set_new(c, "logprobs", completion_logprobs(m, p));
@@ -653,11 +667,11 @@ static void dump(json_t *o, co_buf *out) {
     json_decref(o);
 }
 
-void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p,
+void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p, int n,
                      int64_t prompt_tokens, int64_t completion_tokens, co_buf *out) {
     json_t *o = envelope(kind, m, false);
     json_t *choices = json_array();
-    json_array_append_new(choices, choice(kind, m, p, false));
+    for (int i = 0; i < n; i++) json_array_append_new(choices, choice(kind, m, &p[i], false));
     json_object_set_new(o, "choices", choices);
     json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens));
     dump(o, out);

@@ -16,6 +16,7 @@
 #include "coordinator/co_stop.h"
 
 #define CO_OAI_MAX_PROMPT_IDS (1 << 20)
+#define CO_OAI_MAX_PROMPTS    256 /* prompts of one /v1/completions request */
 #define CO_OAI_MAX_STOP_IDS   64
 #define CO_OAI_MAX_LOGIT_BIAS (1 << 20) /* entries of logit_bias (a vocabulary's worth) */
 #define CO_OAI_LOGIT_BIAS_MAX 100.0     /* |bias| */
@@ -30,14 +31,21 @@ typedef struct co_oai_error {
     const char *code; /* NULL or "model_not_found", "context_length_exceeded", ... */
 } co_oai_error;
 
+/* One completion prompt: text (pointing into the request's JSON) or token ids (owned). */
+typedef struct co_oai_prompt {
+    const char *text;
+    int32_t *ids;
+    int64_t n_ids;
+} co_oai_prompt;
+
 typedef struct co_oai_req {
     co_oai_kind kind;
     json_t *root; /* owned; the strings below point into it */
     const char *model;
-    /* completions: text or ids; chat: the message list */
-    const char *prompt;
-    int32_t *prompt_ids; /* owned */
-    int64_t n_prompt_ids;
+    /* completions: one prompt or several (a choice each, as OpenAI's and vLLM's servers answer
+     * a list of prompts); chat: the message list */
+    co_oai_prompt *prompts; /* owned */
+    int n_prompts;
     json_t *messages;
     bool stream, include_usage;
     int64_t max_tokens; /* -1: not given */
@@ -82,6 +90,7 @@ typedef struct co_oai_piece {
     const co_logprob *logprobs; /* n_tokens entries or NULL */
     co_finish finish;           /* NONE in a chunk that does not end the choice */
     bool first;                 /* chat chunk: carries the role */
+    int index;                  /* the choice's index (a completion's prompt) */
 } co_oai_piece;
 
 typedef struct co_oai_meta {
@@ -93,8 +102,8 @@ typedef struct co_oai_meta {
     bool return_token_ids;
 } co_oai_meta;
 
-/* A whole response (usage included). */
-void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p,
+/* A whole response of n choices (usage included: the choices' sums). */
+void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p, int n,
                      int64_t prompt_tokens, int64_t completion_tokens, co_buf *out);
 /* One streamed chunk (one choice). */
 void co_oai_chunk(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece *p, co_buf *out);

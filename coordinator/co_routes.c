@@ -21,21 +21,32 @@ struct co_routes {
     uint64_t seed_base;
 };
 
-typedef struct exch {
-    co_routes *r;
-    co_http_conn *conn;
-    co_job *job;
-    co_oai_kind kind;
-    const char *route;
-    bool stream, include_usage, logprobs, started;
-    char id[64];
-    co_oai_meta meta;
-    /* the whole answer, when not streaming */
+/* One choice of an exchange: a job, and (when not streaming) its whole answer so far. */
+typedef struct choice {
+    struct exch *x;
+    co_job *job; /* NULL once released */
+    int index;
+    bool started; /* streamed: a chunk of it has gone out */
     co_buf text, reasoning;
     int32_t *toks;
     co_logprob *lps;
     size_t toks_cap, lps_cap;
     int64_t n_toks;
+    co_finish finish;
+} choice;
+
+/* One generation request: a choice per prompt (chat: one), answered together. */
+typedef struct exch {
+    co_routes *r;
+    co_http_conn *conn;
+    co_oai_kind kind;
+    const char *route;
+    bool stream, include_usage, logprobs;
+    char id[64];
+    co_oai_meta meta;
+    int n, n_done;
+    int64_t prompt_tokens, completion_tokens; /* of the choices done */
+    choice *ch;
     co_buf out, frame;
 } exch;
 
@@ -137,21 +148,31 @@ static void route_metrics(co_routes *r, co_http_req *q) {
 /* ---- generation ----------------------------------------------------------------------------- */
 
 static void exch_free(exch *x) {
-    co_buf_free(&x->text);
-    co_buf_free(&x->reasoning);
+    for (int i = 0; i < x->n; i++) {
+        choice *c = &x->ch[i];
+        co_buf_free(&c->text);
+        co_buf_free(&c->reasoning);
+        free(c->toks);
+        free(c->lps);
+    }
+    free(x->ch);
     co_buf_free(&x->out);
     co_buf_free(&x->frame);
-    free(x->toks);
-    free(x->lps);
     free(x);
 }
 
-/* The client went away: the job ends before the next step. */
+/* Ends the jobs still running (no more callbacks from them) and frees the exchange. */
+static void exch_drop(exch *x) {
+    for (int i = 0; i < x->n; i++)
+        if (x->ch[i].job) co_job_cancel(x->ch[i].job);
+    exch_free(x);
+}
+
+/* The client went away: the jobs end before the next step. */
 static void on_abort(void *ud) {
     exch *x = ud;
     co_metrics_request(x->r->p.metrics, x->route, 499);
-    if (x->job) co_job_cancel(x->job);
-    exch_free(x);
+    exch_drop(x);
 }
 
 static void send_chunk(exch *x, const co_oai_piece *p) {
@@ -160,61 +181,95 @@ static void send_chunk(exch *x, const co_oai_piece *p) {
     co_sse_event(&x->out, x->frame.p ? x->frame.p : "{}", x->frame.len);
 }
 
-static void finish(exch *x, const co_job_out *o) {
-    co_routes *r = x->r;
-    int status = 200;
-    if (o->finish == CO_FINISH_ERROR) {
-        co_oai_error e;
-        co_oai_fail(&e, 500, NULL, NULL, "generation failed: %s", o->error ? o->error : "");
-        status = 500;
-        if (x->stream) {
-            co_buf_clear(&x->frame);
-            co_oai_error_json(&e, &x->frame);
-            co_sse_event(&x->out, x->frame.p, x->frame.len);
-            co_sse_done(&x->out);
-            co_http_stream_send(x->conn, x->out.p, x->out.len);
-            co_http_stream_end(x->conn);
-        } else {
-            co_buf b = {0};
-            co_oai_error_json(&e, &b);
-            co_http_respond(x->conn, 500, JSON_TYPE, "", b.p ? b.p : "{}", b.len);
-            co_buf_free(&b);
-        }
-    } else if (x->stream) {
-        co_oai_piece end = {.finish = o->finish, .first = !x->started};
-        send_chunk(x, &end);
+/* A choice failed (a node, the server stopping, memory): the request ends with the error (an
+ * error event and [DONE] when streaming, else a 500) and the other choices are cancelled. */
+static void fail_exchange(exch *x, const char *why) {
+    co_oai_error e;
+    co_oai_fail(&e, 500, NULL, NULL, "generation failed: %s", why ? why : "");
+    if (x->stream) {
+        co_buf_clear(&x->out);
+        co_buf_clear(&x->frame);
+        co_oai_error_json(&e, &x->frame);
+        co_sse_event(&x->out, x->frame.p, x->frame.len);
+        co_sse_done(&x->out);
+        co_http_stream_send(x->conn, x->out.p, x->out.len);
+        co_http_stream_end(x->conn);
+        co_metrics_request(x->r->p.metrics, x->route, 500);
+    } else {
+        answer_error(x->r, x->conn, x->route, &e, NULL);
+    }
+    exch_drop(x);
+}
+
+/* Every choice has ended: the usage and [DONE], or the whole response. */
+static void finish(exch *x) {
+    if (x->stream) {
         if (x->include_usage) {
             co_buf_clear(&x->frame);
-            co_oai_usage_chunk(x->kind, &x->meta, o->prompt_tokens, o->completion_tokens,
+            co_oai_usage_chunk(x->kind, &x->meta, x->prompt_tokens, x->completion_tokens,
                                &x->frame);
             co_sse_event(&x->out, x->frame.p, x->frame.len);
         }
         co_sse_done(&x->out);
         co_http_stream_send(x->conn, x->out.p, x->out.len);
         co_http_stream_end(x->conn);
-    } else {
-        co_oai_piece all = {.content = x->text.p,
-                            .content_len = x->text.len,
-                            .reasoning = x->reasoning.len ? x->reasoning.p : NULL,
-                            .reasoning_len = x->reasoning.len,
-                            .tokens = x->toks,
-                            .n_tokens = x->n_toks,
-                            .logprobs = x->logprobs ? x->lps : NULL,
-                            .finish = o->finish};
-        co_buf b = {0};
-        co_oai_response(x->kind, &x->meta, &all, o->prompt_tokens, o->completion_tokens, &b);
-        co_http_respond(x->conn, b.failed ? 500 : 200, JSON_TYPE, "", b.p ? b.p : "{}", b.len);
-        co_buf_free(&b);
+        co_metrics_request(x->r->p.metrics, x->route, 200);
+        exch_free(x);
+        return;
     }
-    co_metrics_request(r->p.metrics, x->route, status);
-    co_job_release(x->job);
+    co_oai_piece *all = calloc((size_t)x->n, sizeof *all);
+    co_buf b = {0};
+    if (all) {
+        for (int i = 0; i < x->n; i++) {
+            const choice *c = &x->ch[i];
+            all[i] = (co_oai_piece){.content = c->text.p,
+                                    .content_len = c->text.len,
+                                    .reasoning = c->reasoning.len ? c->reasoning.p : NULL,
+                                    .reasoning_len = c->reasoning.len,
+                                    .tokens = c->toks,
+                                    .n_tokens = c->n_toks,
+                                    .logprobs = x->logprobs ? c->lps : NULL,
+                                    .finish = c->finish,
+                                    .index = c->index};
+        }
+        co_oai_response(x->kind, &x->meta, all, x->n, x->prompt_tokens, x->completion_tokens, &b);
+    }
+    const int status = all && !b.failed ? 200 : 500;
+    co_metrics_request(x->r->p.metrics, x->route, status);
+    co_http_respond(x->conn, status, JSON_TYPE, "", status == 200 && b.p ? b.p : "{}",
+                    status == 200 ? b.len : 2);
+    co_buf_free(&b);
+    free(all);
     exch_free(x);
 }
 
+/* A non-streamed choice keeps what arrived; -1: out of memory. */
+static int keep_output(choice *c, const co_job_out *o) {
+    co_buf_add(&c->text, o->text, o->text_len);
+    co_buf_add(&c->reasoning, o->reasoning, o->reasoning_len);
+    if (c->text.failed || c->reasoning.failed) return -1;
+    if (!o->n_tokens) return 0;
+    const size_t need = (size_t)(c->n_toks + o->n_tokens);
+    if (mw_grow((void **)&c->toks, &c->toks_cap, need, sizeof *c->toks) ||
+        (o->logprobs && mw_grow((void **)&c->lps, &c->lps_cap, need, sizeof *c->lps)))
+        return -1;
+    memcpy(c->toks + c->n_toks, o->tokens, (size_t)o->n_tokens * sizeof *c->toks);
+    if (o->logprobs) memcpy(c->lps + c->n_toks, o->logprobs, (size_t)o->n_tokens * sizeof *c->lps);
+    c->n_toks += o->n_tokens;
+    return 0;
+}
+
 static void on_output(void *ud, co_job *job) {
-    exch *x = ud;
+    choice *c = ud;
+    exch *x = c->x;
     co_job_out o;
     co_job_take(job, &o);
+    if (o.finish == CO_FINISH_ERROR) {
+        co_job_release(job);
+        c->job = NULL;
+        fail_exchange(x, o.error);
+        return;
+    }
     if (x->stream) {
         co_buf_clear(&x->out);
         if (o.text_len || o.reasoning_len ||
@@ -226,94 +281,89 @@ static void on_output(void *ud, co_job *job) {
                               .tokens = o.tokens,
                               .n_tokens = o.n_tokens,
                               .logprobs = o.logprobs,
-                              .first = !x->started};
+                              .first = !c->started,
+                              .index = c->index};
             send_chunk(x, &p);
-            x->started = true;
+            c->started = true;
         }
-        if (!o.finish) {
-            if (x->out.len) co_http_stream_send(x->conn, x->out.p, x->out.len);
-            return;
+        if (o.finish) {
+            co_oai_piece end = {.finish = o.finish, .first = !c->started, .index = c->index};
+            send_chunk(x, &end);
         }
-    } else {
-        co_buf_add(&x->text, o.text, o.text_len);
-        co_buf_add(&x->reasoning, o.reasoning, o.reasoning_len);
-        if (o.n_tokens) {
-            size_t need = (size_t)(x->n_toks + o.n_tokens);
-            if (mw_grow((void **)&x->toks, &x->toks_cap, need, sizeof *x->toks) ||
-                (o.logprobs && mw_grow((void **)&x->lps, &x->lps_cap, need, sizeof *x->lps))) {
-                co_job_cancel(job);
-                x->job = NULL;
-                co_oai_error e;
-                co_oai_fail(&e, 500, NULL, NULL, "out of memory");
-                answer_error(x->r, x->conn, x->route, &e, NULL);
-                exch_free(x);
-                return;
-            }
-            memcpy(x->toks + x->n_toks, o.tokens, (size_t)o.n_tokens * sizeof *x->toks);
-            if (o.logprobs)
-                memcpy(x->lps + x->n_toks, o.logprobs, (size_t)o.n_tokens * sizeof *x->lps);
-            x->n_toks += o.n_tokens;
-        }
-        if (!o.finish) return;
+    } else if (keep_output(c, &o)) {
+        fail_exchange(x, "out of memory");
+        return;
     }
-    finish(x, &o);
+    if (!o.finish) {
+        if (x->stream && x->out.len) co_http_stream_send(x->conn, x->out.p, x->out.len);
+        return;
+    }
+    c->finish = o.finish;
+    x->prompt_tokens += o.prompt_tokens;
+    x->completion_tokens += o.completion_tokens;
+    co_job_release(job);
+    c->job = NULL;
+    if (++x->n_done < x->n) {
+        if (x->stream && x->out.len) co_http_stream_send(x->conn, x->out.p, x->out.len);
+        return;
+    }
+    finish(x);
 }
 
-/* The request's prompt as token ids (its own array, or the text encoded: then *ids is new) and
- * the completion's length, checked against the model, the vocabulary and the context; -1 with e
- * set when the request is refused. */
-static int64_t gen_prompt(co_routes *r, const co_oai_req *req, co_oai_kind kind,
+/* Prompt pi of the request as token ids (its own array, or the text encoded: then *ids is new)
+ * and the completion's length, checked against the vocabulary and the context; -1 with e set
+ * when the request is refused. */
+static int64_t gen_prompt(co_routes *r, const co_oai_req *req, int pi,
                           const co_stext_chat_opts *chat_opts, int32_t **ids, int64_t *n_ids,
                           co_oai_error *e) {
     mw_err err = {{0}};
-    if (strcmp(req->model, r->p.model_id))
-        return co_oai_fail(e, 404, "model", "model_not_found",
-                           "The model '%.200s' does not exist (this server serves '%s')",
-                           req->model, r->p.model_id),
-               -1;
-    const char *prompt_param = kind == CO_OAI_CHAT ? "messages" : "prompt";
-    if (req->prompt_ids) {
-        *ids = req->prompt_ids;
-        *n_ids = req->n_prompt_ids;
+    const bool chat = req->kind == CO_OAI_CHAT;
+    const co_oai_prompt *p = chat ? NULL : &req->prompts[pi];
+    char param[32];
+    if (chat || req->n_prompts == 1)
+        snprintf(param, sizeof param, "%s", chat ? "messages" : "prompt");
+    else
+        snprintf(param, sizeof param, "prompt[%d]", pi);
+    if (p && p->ids) {
+        *ids = p->ids;
+        *n_ids = p->n_ids;
     } else if (!r->p.text) {
-        return co_oai_fail(e, 400, prompt_param, NULL,
+        return co_oai_fail(e, 400, param, NULL,
                            "the model has no tokenizer: give 'prompt' as an array of token ids"),
                -1;
-    } else if (kind == CO_OAI_CHAT
-                   ? co_stext_chat(r->p.text, req->messages, chat_opts, ids, n_ids, &err)
-                   : co_stext_encode(r->p.text, req->prompt, strlen(req->prompt), ids, n_ids,
-                                     &err)) {
-        return co_oai_fail(e, 400, prompt_param, NULL, "%s", err.msg), -1;
+    } else if (chat ? co_stext_chat(r->p.text, req->messages, chat_opts, ids, n_ids, &err)
+                    : co_stext_encode(r->p.text, p->text, strlen(p->text), ids, n_ids, &err)) {
+        return co_oai_fail(e, 400, param, NULL, "%s: %s", param, err.msg), -1;
     }
     if (*n_ids >= r->p.n_ctx)
-        return co_oai_fail(e, 400, prompt_param, "context_length_exceeded",
-                           "the prompt has %lld tokens; this server's context is %lld tokens, "
+        return co_oai_fail(e, 400, param, "context_length_exceeded",
+                           "%s has %lld tokens; this server's context is %lld tokens, "
                            "prompt and completion together",
-                           (long long)*n_ids, (long long)r->p.n_ctx),
+                           param, (long long)*n_ids, (long long)r->p.n_ctx),
                -1;
-    for (int i = 0; i < req->n_logit_bias; i++)
-        if (req->logit_bias[i].token >= r->p.n_vocab)
-            return co_oai_fail(e, 400, "logit_bias", NULL,
-                               "'logit_bias' names token %d; the vocabulary has %lld tokens",
-                               req->logit_bias[i].token, (long long)r->p.n_vocab),
-                   -1;
     int64_t max_tokens = req->max_tokens;
-    if (max_tokens < 0) max_tokens = kind == CO_OAI_COMPLETION ? 16 : r->p.n_ctx - *n_ids + 1;
+    if (max_tokens < 0) max_tokens = chat ? r->p.n_ctx - *n_ids + 1 : 16;
     if (max_tokens > r->p.n_ctx - *n_ids + 1)
-        return co_oai_fail(e, 400, req->max_tokens >= 0 ? "max_tokens" : prompt_param,
+        return co_oai_fail(e, 400, req->max_tokens >= 0 ? "max_tokens" : param,
                            "context_length_exceeded",
-                           "%lld prompt tokens and max_tokens %lld do not fit the context of "
+                           "%lld tokens of %s and max_tokens %lld do not fit the context of "
                            "%lld tokens",
-                           (long long)*n_ids, (long long)max_tokens, (long long)r->p.n_ctx),
+                           (long long)*n_ids, param, (long long)max_tokens, (long long)r->p.n_ctx),
                -1;
     return max_tokens;
 }
 
-/* The exchange of an accepted request: its id, the response's metadata; NULL: out of memory. */
+/* The exchange of an accepted request with k choices: its id, the response's metadata; NULL:
+ * out of memory. */
 static exch *exch_new(co_routes *r, co_http_req *q, co_oai_kind kind, const char *route,
-                      const co_oai_req *req, uint64_t n) {
+                      const co_oai_req *req, uint64_t n, int k) {
     exch *x = calloc(1, sizeof *x);
-    if (!x) return NULL;
+    choice *ch = calloc((size_t)k, sizeof *ch);
+    if (!x || !ch) {
+        free(x);
+        free(ch);
+        return NULL;
+    }
     x->r = r;
     x->conn = q->conn;
     x->kind = kind;
@@ -321,6 +371,9 @@ static exch *exch_new(co_routes *r, co_http_req *q, co_oai_kind kind, const char
     x->stream = req->stream;
     x->include_usage = req->include_usage;
     x->logprobs = req->top_logprobs >= 0;
+    x->n = k;
+    x->ch = ch;
+    for (int i = 0; i < k; i++) ch[i] = (choice){.x = x, .index = i};
     snprintf(x->id, sizeof x->id, "%s-%016llx%08llx", kind == CO_OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)(r->seed_base ^ (n * 0x9E3779B97F4A7C15ull)),
              (unsigned long long)n);
@@ -378,47 +431,105 @@ static void answer_refused(co_routes *r, co_http_req *q, const char *route, co_s
     answer_error(r, q->conn, route, &e, extra);
 }
 
+/* The prompts' token ids: those gen_prompt made (not the request's own arrays) are freed. */
+static void free_ids(int32_t **ids, int k, const co_oai_req *req) {
+    if (!ids) return;
+    for (int i = 0; i < k; i++)
+        if (!(req->prompts && i < req->n_prompts && ids[i] == req->prompts[i].ids)) free(ids[i]);
+    free(ids);
+}
+
+/* A request becomes one job per prompt (chat: one), submitted together: when one is refused the
+ * others are cancelled and the request is refused as a whole. */
 static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
     const char *route = kind == CO_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
     const double t_arrival = co_now();
     co_oai_req req;
     co_oai_error e = {0};
-    int32_t *ids = NULL;
-    int64_t n_ids = 0;
     mw_err err = {{0}};
+    int32_t **ids = NULL;
+    int64_t *n_ids = NULL, *max_tokens = NULL;
+    exch *x = NULL;
+    int k = 0;
     if (co_oai_parse(q->body, q->body_len, kind, &req, &e)) goto fail;
-    const co_stext_chat_opts chat_opts = {.reasoning_effort = req.reasoning_effort,
-                                          .thinking =
-                                              req.thinking >= 0 ? req.thinking : r->p.thinking};
-    const int64_t max_tokens = gen_prompt(r, &req, kind, &chat_opts, &ids, &n_ids, &e);
-    if (max_tokens < 0) goto fail;
-    void *text_state = NULL;
-    if (r->p.text &&
-        !(text_state = co_stext_job(r->p.text, kind == CO_OAI_CHAT ? &chat_opts : NULL, &err))) {
-        co_oai_fail(&e, 500, NULL, NULL, "%s", err.msg);
+    if (strcmp(req.model, r->p.model_id)) {
+        co_oai_fail(&e, 404, "model", "model_not_found",
+                    "The model '%.200s' does not exist (this server serves '%s')", req.model,
+                    r->p.model_id);
         goto fail;
     }
-    const uint64_t n = ++r->n_requests;
-    exch *x = exch_new(r, q, kind, route, &req, n);
-    if (!x) {
-        if (text_state) co_stext_ops.end(text_state);
+    for (int i = 0; i < req.n_logit_bias; i++)
+        if (req.logit_bias[i].token >= r->p.n_vocab) {
+            co_oai_fail(&e, 400, "logit_bias", NULL,
+                        "'logit_bias' names token %d; the vocabulary has %lld tokens",
+                        req.logit_bias[i].token, (long long)r->p.n_vocab);
+            goto fail;
+        }
+    k = kind == CO_OAI_CHAT ? 1 : req.n_prompts;
+    if (k > co_sched_capacity(r->p.sched)) {
+        co_oai_fail(&e, 400, "prompt", NULL,
+                    "'prompt' holds %d prompts; this server takes at most %d at once (running "
+                    "and queued)",
+                    k, co_sched_capacity(r->p.sched));
+        goto fail;
+    }
+    ids = calloc((size_t)k, sizeof *ids);
+    n_ids = calloc((size_t)k, sizeof *n_ids);
+    max_tokens = calloc((size_t)k, sizeof *max_tokens);
+    if (!ids || !n_ids || !max_tokens) {
         co_oai_fail(&e, 500, NULL, NULL, "out of memory");
         goto fail;
     }
-    const co_gen_params gp = gen_params(r, &req, ids, n_ids, max_tokens, n, t_arrival, text_state);
-    co_submit_rc rc = co_sched_submit(r->p.sched, &gp, on_output, x, &x->job, &err);
-    if (ids != req.prompt_ids) free(ids);
-    co_oai_req_free(&req);
-    if (rc != CO_SUBMIT_OK) {
-        exch_free(x);
-        answer_refused(r, q, route, rc, &err);
-        return;
+    const co_stext_chat_opts chat_opts = {.reasoning_effort = req.reasoning_effort,
+                                          .thinking =
+                                              req.thinking >= 0 ? req.thinking : r->p.thinking};
+    for (int i = 0; i < k; i++)
+        if ((max_tokens[i] = gen_prompt(r, &req, i, &chat_opts, &ids[i], &n_ids[i], &e)) < 0)
+            goto fail;
+    const uint64_t n0 = r->n_requests + 1;
+    r->n_requests += (uint64_t)k;
+    if (!(x = exch_new(r, q, kind, route, &req, n0, k))) {
+        co_oai_fail(&e, 500, NULL, NULL, "out of memory");
+        goto fail;
     }
+    for (int i = 0; i < k; i++) {
+        void *text_state = NULL;
+        if (r->p.text && !(text_state = co_stext_job(
+                               r->p.text, kind == CO_OAI_CHAT ? &chat_opts : NULL, &err))) {
+            co_oai_fail(&e, 500, NULL, NULL, "%s", err.msg);
+            goto fail;
+        }
+        const co_gen_params gp =
+            gen_params(r, &req, ids[i], n_ids[i], max_tokens[i], n0 + i, t_arrival, text_state);
+        const co_submit_rc rc =
+            co_sched_submit(r->p.sched, &gp, on_output, &x->ch[i], &x->ch[i].job, &err);
+        if (rc != CO_SUBMIT_OK) {
+            exch_drop(x);
+            if (k > 1 && rc == CO_SUBMIT_INVALID) {
+                char msg[sizeof err.msg];
+                snprintf(msg, sizeof msg, "prompt[%d]: %s", i, err.msg);
+                snprintf(err.msg, sizeof err.msg, "%s", msg);
+            }
+            free_ids(ids, k, &req);
+            free(n_ids);
+            free(max_tokens);
+            co_oai_req_free(&req);
+            answer_refused(r, q, route, rc, &err);
+            return;
+        }
+    }
+    free_ids(ids, k, &req);
+    free(n_ids);
+    free(max_tokens);
+    co_oai_req_free(&req);
     co_http_on_abort(q->conn, on_abort, x);
     if (x->stream) co_http_stream_start(q->conn, 200, CO_SSE_CONTENT_TYPE, CO_SSE_HEADERS);
     return;
 fail:
-    if (ids && ids != req.prompt_ids) free(ids);
+    if (x) exch_drop(x);
+    free_ids(ids, k, &req);
+    free(n_ids);
+    free(max_tokens);
     co_oai_req_free(&req);
     answer_error(r, q->conn, route, &e, NULL);
 }

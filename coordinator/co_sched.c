@@ -420,6 +420,10 @@ int co_sched_jobs(co_sched *s) {
     return n;
 }
 
+int co_sched_capacity(const co_sched *s) {
+    return s->p.n_slots + s->p.max_queue;
+}
+
 void co_sched_fail_all(co_sched *s, const char *why) {
     pthread_mutex_lock(&s->mu);
     snprintf(s->fail_all, sizeof s->fail_all, "%s", why);

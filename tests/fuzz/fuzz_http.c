@@ -39,6 +39,10 @@ static void answer(co_http_req *q, co_oai_kind kind) {
         /* what the routes would send for this request, with its own ids and stop strings as
          * the generated tokens and text */
         co_logprob lp[4] = {{.token = 1, .logprob = -0.5f, .n_top = 1, .top_id = {2}}};
+        /* the last prompt's ids, when it has some (a list's choices all answer alike here) */
+        const co_oai_prompt *last = r.n_prompts ? &r.prompts[r.n_prompts - 1] : NULL;
+        const int32_t *ids = last ? last->ids : NULL;
+        const int64_t n_ids = last ? last->n_ids : 0;
         co_oai_meta m = {.id = "cmpl-fuzz",
                          .model = r.model,
                          .created = 1,
@@ -47,9 +51,9 @@ static void answer(co_http_req *q, co_oai_kind kind) {
                           .content_len = strlen(r.n_stop ? r.stop[0] : "text"),
                           .reasoning = kind == CO_OAI_CHAT ? "why" : NULL,
                           .reasoning_len = 3,
-                          .tokens = r.prompt_ids ? r.prompt_ids : r.stop_ids,
-                          .n_tokens = r.prompt_ids ? (r.n_prompt_ids < 4 ? r.n_prompt_ids : 4)
-                                                   : (r.n_stop_ids < 4 ? r.n_stop_ids : 4),
+                          .tokens = ids ? ids : r.stop_ids,
+                          .n_tokens =
+                              ids ? (n_ids < 4 ? n_ids : 4) : (r.n_stop_ids < 4 ? r.n_stop_ids : 4),
                           .logprobs = r.top_logprobs >= 0 ? lp : NULL,
                           .first = true};
         if (r.stream) {
@@ -66,7 +70,7 @@ static void answer(co_http_req *q, co_oai_kind kind) {
             co_http_stream_end(q->conn);
         } else {
             p.finish = CO_FINISH_LENGTH;
-            co_oai_response(kind, &m, &p, 3, 4, &b);
+            co_oai_response(kind, &m, &p, 1, 3, 4, &b);
             co_http_respond(q->conn, 200, "application/json", "", b.p ? b.p : "", b.len);
         }
         co_oai_req_free(&r);

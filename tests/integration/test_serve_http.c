@@ -3,8 +3,9 @@
  * keep-alive and pipelining, malformed HTTP (bad request lines, huge heads, oversized bodies,
  * slow clients within and past the deadline) and malformed or invalid JSON get 4xx with OpenAI's
  * error shape while the server keeps serving; HEAD, OPTIONS and CORS for browser pages (the
- * default policy and a list); API keys; a client that disconnects frees its slot; a full
- * server answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and exits 0. */
+ * default policy and a list); API keys; a list of prompts answered as a choice each; a client
+ * that disconnects frees its slot; a full server answers 503 with Retry-After; SIGTERM lets an
+ * in-flight stream finish and exits 0. */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -707,6 +708,18 @@ static void test_slow_clients(void **st) {
     for (int i = 0; i < 8; i++) close(idle[i]);
 }
 
+/* A request body whose prompt is an array of n copies of item (malloc'ed). */
+static char *prompt_of(int n, const char *item) {
+    const size_t cap = 64 + (size_t)n * (strlen(item) + 1);
+    char *b = malloc(cap);
+    assert_non_null(b);
+    size_t len = (size_t)snprintf(b, cap, "{\"model\":\"model\",\"prompt\":[");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(b + len, cap - len, "%s%s", i ? "," : "", item);
+    snprintf(b + len, cap - len, "]}");
+    return b;
+}
+
 static void test_bad_json(void **st) {
     (void)st;
     expect_error("{\"model\":\"model\",\"prompt\":[1,2", 400, NULL, "not valid JSON");
@@ -772,10 +785,7 @@ static void test_bad_json(void **st) {
         expect_error(b, 400, "logit_bias", bad_bias[i][1]);
     }
     /* a prompt longer than the context */
-    char *p = malloc(40000);
-    int n = sprintf(p, "{\"model\":\"model\",\"prompt\":[");
-    for (int i = 0; i < 8200; i++) n += sprintf(p + n, "%s7", i ? "," : "");
-    sprintf(p + n, "]}");
+    char *p = prompt_of(8200, "7");
     expect_error(p, 400, "prompt", "context");
     free(p);
     /* routes and methods */
@@ -866,6 +876,138 @@ static void test_disconnect_and_full(void **st) {
     for (int i = 0; i < 500 && metric("moewire_active_sequences") > 0; i++) sleep_ms(20);
     assert_int_equal(metric("moewire_active_sequences"), 0);
     assert_int_equal(metric("moewire_kv_cache_used_bytes"), 0); /* no live positions left */
+    health_ok();
+}
+
+/* choices[i].token_ids of a response as a string "a,b,c" (for comparing). */
+static void ids_of(json_t *choice, char *out, size_t cap) {
+    json_t *ids = json_object_get(choice, "token_ids");
+    size_t n = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < json_array_size(ids) && n + 16 < cap; i++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", i ? "," : "",
+                              (long long)json_integer_value(json_array_get(ids, i)));
+}
+
+/* A list of prompts: a choice each (index = the prompt's place), each the same as the prompt
+ * alone (greedy: batch-invariant), usage the sums; streamed, every chunk names its choice and each
+ * choice ends once. The list is refused whole when one prompt is bad or it cannot all be taken. */
+static void test_several_prompts(void **st) {
+    (void)st;
+    static const char *const prompts[] = {"[5,17,300,2,9,44]", "[3,4,5]", "\"Hello there\""};
+    enum { K = 3, MAXT = 6 };
+    char alone[K][256], body[1024];
+    int64_t prompt_tokens = 0;
+    for (int i = 0; i < K; i++) {
+        snprintf(body, sizeof body,
+                 "{\"model\":\"model\",\"prompt\":%s,\"max_tokens\":%d,\"temperature\":0,"
+                 "\"ignore_eos\":true,\"return_token_ids\":true}",
+                 prompts[i], MAXT);
+        json_t *j = completion(body);
+        ids_of(json_array_get(json_object_get(j, "choices"), 0), alone[i], sizeof alone[i]);
+        prompt_tokens +=
+            json_integer_value(json_object_get(json_object_get(j, "usage"), "prompt_tokens"));
+        json_decref(j);
+    }
+    const char *fmt = "{\"model\":\"model\",\"prompt\":[%s,%s,%s],\"max_tokens\":%d,"
+                      "\"temperature\":0,\"ignore_eos\":true,\"return_token_ids\":true%s}";
+    snprintf(body, sizeof body, fmt, prompts[0], prompts[1], prompts[2], MAXT, "");
+    json_t *j = completion(body);
+    json_t *cs = json_object_get(j, "choices");
+    assert_int_equal(json_array_size(cs), K);
+    for (int i = 0; i < K; i++) {
+        char got[256];
+        json_t *c = json_array_get(cs, (size_t)i);
+        assert_int_equal(json_integer_value(json_object_get(c, "index")), i);
+        ids_of(c, got, sizeof got);
+        assert_string_equal(got, alone[i]);
+        assert_string_equal(json_string_value(json_object_get(c, "finish_reason")), "length");
+    }
+    json_t *u = json_object_get(j, "usage");
+    assert_int_equal(json_integer_value(json_object_get(u, "prompt_tokens")), prompt_tokens);
+    assert_int_equal(json_integer_value(json_object_get(u, "completion_tokens")), K * MAXT);
+    json_decref(j);
+    /* streamed */
+    snprintf(body, sizeof body, fmt, prompts[0], prompts[1], prompts[2], MAXT,
+             ",\"stream\":true,\"stream_options\":{\"include_usage\":true}");
+    mwt_resp r;
+    post("/v1/completions", body, &r);
+    assert_int_equal(r.status, 200);
+    char got[K][256] = {{0}};
+    int finishes[K] = {0};
+    bool usage = false, done = false;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        assert_true(!strncmp(line, "data: ", 6));
+        assert_false(done); /* [DONE] comes last */
+        if (!strcmp(line + 6, "[DONE]")) {
+            done = true;
+            continue;
+        }
+        json_t *ch = json_loads(line + 6, 0, NULL);
+        assert_non_null(ch);
+        json_t *c = json_array_get(json_object_get(ch, "choices"), 0);
+        if (!c) {
+            for (int i = 0; i < K; i++) assert_int_equal(finishes[i], 1); /* usage after all */
+            usage = json_integer_value(json_object_get(json_object_get(ch, "usage"),
+                                                       "completion_tokens")) == K * MAXT;
+        } else {
+            const int i = (int)json_integer_value(json_object_get(c, "index"));
+            assert_true(i >= 0 && i < K);
+            assert_int_equal(finishes[i], 0); /* nothing after a choice's end */
+            char part[256];
+            ids_of(c, part, sizeof part);
+            if (part[0])
+                snprintf(got[i] + strlen(got[i]), sizeof got[i] - strlen(got[i]), "%s%s",
+                         got[i][0] ? "," : "", part);
+            if (json_is_string(json_object_get(c, "finish_reason"))) finishes[i]++;
+        }
+        json_decref(ch);
+    }
+    for (int i = 0; i < K; i++) assert_string_equal(got[i], alone[i]);
+    assert_true(usage && done);
+    mwt_resp_free(&r);
+    /* refused whole: a bad prompt (named), more than the server holds at once (3 slots and 1
+     * queue place here), more than a request may hold */
+    expect_error("{\"model\":\"model\",\"prompt\":[[1],5]}", 400, "prompt[1]", "token ids");
+    expect_error("{\"model\":\"model\",\"prompt\":[[1],[]]}", 400, "prompt[1]", "empty");
+    expect_error("{\"model\":\"model\",\"prompt\":[\"a\",\"\"]}", 400, NULL, "prompt[1]");
+    expect_error("{\"model\":\"model\",\"prompt\":[[1],[100000]]}", 400, NULL, "prompt[1]");
+    expect_error("{\"model\":\"model\",\"prompt\":[[1],[2],[3],[4],[5]]}", 400, "prompt",
+                 "at most 4");
+    char *big = prompt_of(257, "[1]");
+    expect_error(big, 400, "prompt", "at most 256");
+    free(big);
+    /* two slots busy: three prompts find one slot and one queue place, so the third is refused
+     * (503) and the two taken are given back */
+    int fds[2];
+    for (int i = 0; i < 2; i++) {
+        fds[i] = start_stream(8000);
+        assert_true(fds[i] >= 0);
+    }
+    post("/v1/completions", "{\"model\":\"model\",\"prompt\":[[1],[2],[3]],\"max_tokens\":4}", &r);
+    assert_int_equal(r.status, 503);
+    assert_non_null(mwt_resp_header(&r, "Retry-After"));
+    mwt_resp_free(&r);
+    for (int i = 0; i < 200 && metric("moewire_active_sequences") > 2; i++) sleep_ms(20);
+    assert_int_equal(metric("moewire_active_sequences"), 2);
+    assert_int_equal(metric("moewire_queue_depth"), 0);
+    for (int i = 0; i < 2; i++) close(fds[i]);
+    for (int i = 0; i < 500 && metric("moewire_active_sequences") > 0; i++) sleep_ms(20);
+    /* a client that goes away ends every choice of its request */
+    int fd = mwt_http_connect(srv.port);
+    const char *sb = "{\"model\":\"model\",\"prompt\":[[3,4],[5],[6,7]],\"max_tokens\":8000,"
+                     "\"stream\":true,\"ignore_eos\":true}";
+    char req[512];
+    const int n = snprintf(req, sizeof req,
+                           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                           "%zu\r\n\r\n%s",
+                           strlen(sb), sb);
+    mwt_http_send(fd, req, (size_t)n);
+    for (int i = 0; i < 500 && metric("moewire_active_sequences") < 3; i++) sleep_ms(20);
+    assert_int_equal(metric("moewire_active_sequences"), 3);
+    close(fd);
+    for (int i = 0; i < 500 && metric("moewire_active_sequences") > 0; i++) sleep_ms(20);
+    assert_int_equal(metric("moewire_active_sequences"), 0);
     health_ok();
 }
 
@@ -1013,6 +1155,7 @@ int main(void) {
         cmocka_unit_test(test_slow_clients),
         cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_disconnect_and_full),
+        cmocka_unit_test(test_several_prompts),
         cmocka_unit_test(test_sigterm_finishes_inflight),
         cmocka_unit_test(test_sigterm_grace_over),
         cmocka_unit_test(test_sigint_to_group_finishes_inflight),

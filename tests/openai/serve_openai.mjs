@@ -1,6 +1,6 @@
 // tests/openai/serve_openai.mjs — the official `openai` client (pinned, installed into build/npm by
-// `make test`) against a running `coordinator serve`: models, completions and chat (whole and
-// streamed, usage), the client's error classes for bad requests and a wrong API key, eight
+// `make test`) against a running `coordinator serve`: models, completions (one prompt and a list
+// of them) and chat (whole and streamed, usage), the client's error classes for bad requests and a wrong API key, eight
 // concurrent streams, and greedy output equal to `coordinator generate`. Run by
 // tests/integration/test_serve_openai.c:
 //   node serve_openai.mjs NPM_DIR phase   (env: MW_URL, MW_MODEL, MW_PROMPT_IDS, MW_REF_IDS,
@@ -160,6 +160,43 @@ if (phase === 'main') {
     await assert.rejects(client.completions.create({ model, prompt: long, max_tokens: 1 }),
                          (e) => e instanceof OpenAI.BadRequestError &&
                                 e.code === 'context_length_exceeded');
+  });
+
+  test('several prompts: a choice each, as each alone', async () => {
+    const prompts = ['The quick brown fox', 'abc', 'Once upon a time there was'];
+    const args = { model, max_tokens: 8, temperature: 0, ignore_eos: true, return_token_ids: true };
+    const alone = [];
+    for (const prompt of prompts)
+      alone.push((await client.completions.create({ ...args, prompt })).choices[0]);
+    const all = await client.completions.create({ ...args, prompt: prompts });
+    assert.equal(all.choices.length, prompts.length);
+    all.choices.forEach((c, i) => {
+      assert.equal(c.index, i);
+      assert.deepEqual(c.token_ids, alone[i].token_ids);
+      assert.equal(c.text, alone[i].text);
+    });
+    assert.equal(all.usage.completion_tokens, 8 * prompts.length);
+    // streamed: each choice's chunks carry its index and end with its own finish_reason
+    const stream = await client.completions.create({ ...args, prompt: prompts, stream: true,
+                                                     stream_options: { include_usage: true } });
+    const text = prompts.map(() => ''), finish = prompts.map(() => null);
+    let usage = null;
+    for await (const c of stream) {
+      if (c.usage) usage = c.usage;
+      for (const ch of c.choices) {
+        assert.equal(finish[ch.index], null);
+        text[ch.index] += ch.text;
+        finish[ch.index] = ch.finish_reason;
+      }
+    }
+    assert.deepEqual(text, alone.map((c) => c.text));
+    assert.deepEqual(finish, prompts.map(() => 'length'));
+    assert.deepEqual(usage, all.usage);
+    // token-id prompts too; one bad prompt refuses the request
+    const ids = await client.completions.create({ ...args, prompt: [promptIds, [7, 8]] });
+    assert.deepEqual(ids.choices[0].token_ids, refIds.slice(0, 8));
+    await assert.rejects(client.completions.create({ ...args, prompt: ['abc', ''] }),
+                         OpenAI.BadRequestError);
   });
 
   test('eight concurrent streams', async () => {
