@@ -988,7 +988,11 @@ static void test_several_prompts(void **st) {
     assert_int_equal(r.status, 503);
     assert_non_null(mwt_resp_header(&r, "Retry-After"));
     mwt_resp_free(&r);
-    for (int i = 0; i < 200 && metric("moewire_active_sequences") > 2; i++) sleep_ms(20);
+    /* the withdrawn jobs leave the queue at the model thread's next step */
+    for (int i = 0;
+         i < 500 && (metric("moewire_active_sequences") != 2 || metric("moewire_queue_depth") != 0);
+         i++)
+        sleep_ms(20);
     assert_int_equal(metric("moewire_active_sequences"), 2);
     assert_int_equal(metric("moewire_queue_depth"), 0);
     for (int i = 0; i < 2; i++) close(fds[i]);
