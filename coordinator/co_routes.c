@@ -415,28 +415,35 @@ static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const
         .text_state = text_state};
 }
 
-/* A refused submission: 400 for a request the scheduler finds invalid, else 503 with
- * Retry-After. */
-static void answer_refused(co_routes *r, co_http_req *q, const char *route, co_submit_rc rc,
-                           const mw_err *err) {
-    co_oai_error e;
-    char extra[64] = "";
+/* A refused submission (prompt pi of k): 400 for a request the scheduler finds invalid, else
+ * 503 with Retry-After (written into extra). */
+static void refused(const co_routes *r, co_submit_rc rc, const mw_err *err, int pi, int k,
+                    co_oai_error *e, char *extra, size_t cap) {
     if (rc == CO_SUBMIT_INVALID) {
-        co_oai_fail(&e, 400, NULL, NULL, "%s", err->msg);
-    } else {
-        co_oai_fail(&e, 503, NULL, rc == CO_SUBMIT_FULL ? "server_full" : "shutting_down",
-                    "%s; try again later", err->msg);
-        snprintf(extra, sizeof extra, "Retry-After: %d\r\n", r->p.retry_after_s);
+        if (k > 1)
+            co_oai_fail(e, 400, NULL, NULL, "prompt[%d]: %s", pi, err->msg);
+        else
+            co_oai_fail(e, 400, NULL, NULL, "%s", err->msg);
+        return;
     }
-    answer_error(r, q->conn, route, &e, extra);
+    co_oai_fail(e, 503, NULL, rc == CO_SUBMIT_FULL ? "server_full" : "shutting_down",
+                "%s; try again later", err->msg);
+    snprintf(extra, cap, "Retry-After: %d\r\n", r->p.retry_after_s);
 }
 
+/* One prompt of a request, ready to submit. */
+typedef struct gen_prompt_ids {
+    int32_t *ids; /* the request's own array, or one gen_prompt made */
+    int64_t n_ids, max_tokens;
+} gen_prompt_ids;
+
 /* The prompts' token ids: those gen_prompt made (not the request's own arrays) are freed. */
-static void free_ids(int32_t **ids, int k, const co_oai_req *req) {
-    if (!ids) return;
+static void free_prompts(gen_prompt_ids *gp, int k, const co_oai_req *req) {
+    if (!gp) return;
     for (int i = 0; i < k; i++)
-        if (!(req->prompts && i < req->n_prompts && ids[i] == req->prompts[i].ids)) free(ids[i]);
-    free(ids);
+        if (!(req->prompts && i < req->n_prompts && gp[i].ids == req->prompts[i].ids))
+            free(gp[i].ids);
+    free(gp);
 }
 
 /* A request becomes one job per prompt (chat: one), submitted together: when one is refused the
@@ -445,25 +452,25 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
     const char *route = kind == CO_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
     const double t_arrival = co_now();
     co_oai_req req;
-    co_oai_error e = {0};
+    co_oai_error e = {0}; /* status 0: accepted */
+    char extra[64] = "";
     mw_err err = {{0}};
-    int32_t **ids = NULL;
-    int64_t *n_ids = NULL, *max_tokens = NULL;
+    gen_prompt_ids *pr = NULL;
     exch *x = NULL;
     int k = 0;
-    if (co_oai_parse(q->body, q->body_len, kind, &req, &e)) goto fail;
+    if (co_oai_parse(q->body, q->body_len, kind, &req, &e)) goto out;
     if (strcmp(req.model, r->p.model_id)) {
         co_oai_fail(&e, 404, "model", "model_not_found",
                     "The model '%.200s' does not exist (this server serves '%s')", req.model,
                     r->p.model_id);
-        goto fail;
+        goto out;
     }
     for (int i = 0; i < req.n_logit_bias; i++)
         if (req.logit_bias[i].token >= r->p.n_vocab) {
             co_oai_fail(&e, 400, "logit_bias", NULL,
                         "'logit_bias' names token %d; the vocabulary has %lld tokens",
                         req.logit_bias[i].token, (long long)r->p.n_vocab);
-            goto fail;
+            goto out;
         }
     k = kind == CO_OAI_CHAT ? 1 : req.n_prompts;
     if (k > co_sched_capacity(r->p.sched)) {
@@ -471,67 +478,49 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
                     "'prompt' holds %d prompts; this server takes at most %d at once (running "
                     "and queued)",
                     k, co_sched_capacity(r->p.sched));
-        goto fail;
+        goto out;
     }
-    ids = calloc((size_t)k, sizeof *ids);
-    n_ids = calloc((size_t)k, sizeof *n_ids);
-    max_tokens = calloc((size_t)k, sizeof *max_tokens);
-    if (!ids || !n_ids || !max_tokens) {
+    if (!(pr = calloc((size_t)k, sizeof *pr))) {
         co_oai_fail(&e, 500, NULL, NULL, "out of memory");
-        goto fail;
+        goto out;
     }
     const co_stext_chat_opts chat_opts = {.reasoning_effort = req.reasoning_effort,
                                           .thinking =
                                               req.thinking >= 0 ? req.thinking : r->p.thinking};
     for (int i = 0; i < k; i++)
-        if ((max_tokens[i] = gen_prompt(r, &req, i, &chat_opts, &ids[i], &n_ids[i], &e)) < 0)
-            goto fail;
+        if ((pr[i].max_tokens = gen_prompt(r, &req, i, &chat_opts, &pr[i].ids, &pr[i].n_ids, &e)) <
+            0)
+            goto out;
     const uint64_t n0 = r->n_requests + 1;
     r->n_requests += (uint64_t)k;
     if (!(x = exch_new(r, q, kind, route, &req, n0, k))) {
         co_oai_fail(&e, 500, NULL, NULL, "out of memory");
-        goto fail;
+        goto out;
     }
     for (int i = 0; i < k; i++) {
         void *text_state = NULL;
         if (r->p.text && !(text_state = co_stext_job(
                                r->p.text, kind == CO_OAI_CHAT ? &chat_opts : NULL, &err))) {
             co_oai_fail(&e, 500, NULL, NULL, "%s", err.msg);
-            goto fail;
+            goto out;
         }
-        const co_gen_params gp =
-            gen_params(r, &req, ids[i], n_ids[i], max_tokens[i], n0 + i, t_arrival, text_state);
+        const co_gen_params gp = gen_params(r, &req, pr[i].ids, pr[i].n_ids, pr[i].max_tokens,
+                                            n0 + i, t_arrival, text_state);
         const co_submit_rc rc =
             co_sched_submit(r->p.sched, &gp, on_output, &x->ch[i], &x->ch[i].job, &err);
         if (rc != CO_SUBMIT_OK) {
-            exch_drop(x);
-            if (k > 1 && rc == CO_SUBMIT_INVALID) {
-                char msg[sizeof err.msg];
-                snprintf(msg, sizeof msg, "prompt[%d]: %s", i, err.msg);
-                snprintf(err.msg, sizeof err.msg, "%s", msg);
-            }
-            free_ids(ids, k, &req);
-            free(n_ids);
-            free(max_tokens);
-            co_oai_req_free(&req);
-            answer_refused(r, q, route, rc, &err);
-            return;
+            refused(r, rc, &err, i, k, &e, extra, sizeof extra);
+            goto out;
         }
     }
-    free_ids(ids, k, &req);
-    free(n_ids);
-    free(max_tokens);
-    co_oai_req_free(&req);
     co_http_on_abort(q->conn, on_abort, x);
     if (x->stream) co_http_stream_start(q->conn, 200, CO_SSE_CONTENT_TYPE, CO_SSE_HEADERS);
-    return;
-fail:
-    if (x) exch_drop(x);
-    free_ids(ids, k, &req);
-    free(n_ids);
-    free(max_tokens);
+    x = NULL; /* the connection's and the jobs' now */
+out:
+    if (x) exch_drop(x); /* the jobs already submitted are withdrawn */
+    free_prompts(pr, k, &req);
     co_oai_req_free(&req);
-    answer_error(r, q->conn, route, &e, NULL);
+    if (e.status) answer_error(r, q->conn, route, &e, extra);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
