@@ -13,9 +13,11 @@
  * pages (md_model_pin_dense, md_local_backend_pin); auto does so when the model file is under a
  * third of the memory. llama-bench then reads its weights into memory too (-mmp 0), else maps them.
  * --profile also times the phases of the decode steps (wall clock between the layer loop's probe
- * points) and prints where a step's time goes; --profile-seqs 1,16 does so for each number of
- * sequences decoding together (one row each per step, each after a prompt of its own), which shows
- * what a batched step spends its time on against a one-row step.
+ * points) and prints where a step's time goes, each phase's weight bytes and multiply-adds, and
+ * the rates: GB/s (against the read bandwidth: memory-bound) and the fraction of the int8
+ * dot-product peak measured just before (compute-bound); --profile-seqs 1,16 does so for each
+ * number of sequences decoding together (one row each per step, each after a prompt of its own),
+ * which shows what a batched step spends its time on against a one-row step.
  * --llama-bench runs, per round, `llama-bench -p PROMPT -n 0` (prefill from an empty context, best
  * of 2 repetitions, like ours) and `-p 0 -n DECODE -d PROMPT` (decode after the prompt, like ours);
  * llama.cpp keeps its defaults otherwise (weight repacking on, its thread pool's polling). */
@@ -244,12 +246,36 @@ static double mat_bytes(const kn_mat *w) {
     return (double)w->row_bytes * (double)w->rows;
 }
 
+/* Multiply-adds of one row against w (0 for a matrix the model does not have). */
+static double mat_macs(const kn_mat *w) {
+    return w->data ? (double)w->rows * (double)w->cols : 0;
+}
+
+/* The multiply-adds a decode step of B rows does per phase: every row meets every dense matrix
+ * and each of its n_expert_used experts per MoE layer (gate, up and down); the coordinator's FFN
+ * (a dense layer's, or a MoE layer's shared experts) is counted with the experts. */
+static void step_macs(const md_model *m, int B, double macs[PH_COUNT]) {
+    const md_config *c = &m->cfg;
+    for (int il = 0; il < c->n_layer; il++) {
+        const md_layer *w = &m->layers[il];
+        macs[PH_QKV] += B * (mat_macs(&w->wq) + mat_macs(&w->wk) + mat_macs(&w->wv));
+        macs[PH_WO] += B * mat_macs(&w->wo);
+        macs[PH_ROUTER] += B * mat_macs(&w->router);
+        macs[PH_EXPERTS] +=
+            B * (mat_macs(&w->ffn.gate) + mat_macs(&w->ffn.up) + mat_macs(&w->ffn.down));
+        if (md_layer_is_moe(c, il))
+            macs[PH_EXPERTS] +=
+                (double)B * c->n_expert_used * 3.0 * (double)c->n_embd * (double)c->n_ff_exp;
+    }
+    macs[PH_HEAD] = B * mat_macs(&m->output);
+}
+
 /* Decodes `steps` more tokens in each of sequences 0..B-1 (one row each per step: tok[s] at
  * position pos[s]) with the observer timing each phase; prints ms per step and per token and the
  * rate at which each phase reads its weights. */
 static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend *be, int B,
                           const int *pos, int32_t *tok, int steps, float *logits, int threads,
-                          mw_err *e) {
+                          kn_numerics numerics, mw_err *e) {
     profile p = {0};
     double bytes[PH_COUNT] = {0};
     for (int il = 0; il < m->cfg.n_layer; il++) {
@@ -263,6 +289,11 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     md_row *rows = malloc((size_t)B * sizeof *rows);
     if (!rows) return mw_errf(e, "out of memory"), -1;
     const uint64_t eb0 = md_local_backend_weight_bytes(be);
+    double macs[PH_COUNT] = {0};
+    step_macs(m, B, macs);
+    /* the ceiling of the compute-bound phases, measured just before them (int8: Q8 numerics) */
+    const char *dot = "none";
+    const double peak = numerics == KN_NUM_Q8 ? bu_int8_dot_peak(threads, &dot) : 0;
     for (int i = 0; i < PH_COUNT; i++) p.min[i] = 1e30;
     md_ctx_set_observer(c, on_probe, &p);
     const long faults0 = minor_faults();
@@ -291,13 +322,22 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
         "%.2f ms per token (sum of each phase's best step: %.2f ms); %.1f page faults per step\n",
         m->cfg.n_layer, threads, B, steps, 1e3 * total / steps, 1e3 * total / steps / B,
         1e3 * min_total, faults);
-    printf("     %-34s %8s %6s %8s %9s %8s %9s\n", "phase", "mean ms", "share", "MB", "GB/s",
-           "best ms", "GB/s");
-    for (int i = 0; i < PH_COUNT; i++)
-        printf("     %-34s %8.3f %5.1f%% %8.1f %9.1f %8.3f %9.1f\n", phase_names[i],
-               1e3 * p.sum[i] / steps, 100 * p.sum[i] / total, bytes[i] / 1e6,
+    if (peak > 0)
+        printf("     int8 dot peak, %d thread(s): %.0f GMAC/s (%s, measured now); GMAC: the "
+               "phase's multiply-adds per step; of peak: GMAC / mean ms against it\n",
+               threads, peak / 1e9, dot);
+    printf("     %-34s %8s %6s %8s %9s %8s %9s %8s %8s\n", "phase", "mean ms", "share", "MB",
+           "GB/s", "best ms", "GB/s", "GMAC", "of peak");
+    for (int i = 0; i < PH_COUNT; i++) {
+        const double mean = p.sum[i] / steps;
+        char of_peak[16] = "-";
+        if (peak > 0 && macs[i] > 0 && mean > 0)
+            snprintf(of_peak, sizeof of_peak, "%.0f%%", 100 * macs[i] / mean / peak);
+        printf("     %-34s %8.3f %5.1f%% %8.1f %9.1f %8.3f %9.1f %8.4g %8s\n", phase_names[i],
+               1e3 * mean, 100 * p.sum[i] / total, bytes[i] / 1e6,
                p.sum[i] > 0 ? bytes[i] * steps / p.sum[i] / 1e9 : 0, 1e3 * p.min[i],
-               p.min[i] > 0 ? bytes[i] / p.min[i] / 1e9 : 0);
+               p.min[i] > 0 ? bytes[i] / p.min[i] / 1e9 : 0, macs[i] / 1e9, of_peak);
+    }
     return 0;
 }
 
@@ -355,7 +395,7 @@ static int profile_seqs(const opts *o, const md_model *m, md_expert_backend *be,
     }
     if (md_forward(c, rows, B * o->prompt, logits, e)) goto out;
     for (int s = 0; s < B; s++) tok[s] = md_argmax(logits + (size_t)s * (size_t)V, V);
-    rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, e);
+    rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, o->numerics, e);
 out:
     md_ctx_free(c);
     free(rows);
@@ -426,7 +466,7 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
     const int pos = o->prompt + o->decode;
     if (with_profile && !o->n_seqs &&
-        profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, &e))
+        profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, o->numerics, &e))
         goto fail;
     for (int i = 0; with_profile && i < o->n_seqs; i++)
         if (profile_seqs(o, m, be, pool, threads, o->seqs[i], &e)) goto fail;

@@ -134,6 +134,81 @@ double bu_read_bandwidth(size_t bytes, int threads, int reps) {
     return best;
 }
 
+/* ---- int8 dot-product peak ------------------------------------------------------------------- */
+
+#define BU_DOT_CHAINS 12 /* independent accumulators: enough to cover the instruction's latency */
+#define BU_DOT_ITERS  (1 << 20)
+
+#if defined(__x86_64__)
+/* The operands go through an empty asm each iteration so the compiler cannot fold the loop. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) static uint64_t dot_zmm(long iters) {
+    __m512i a[BU_DOT_CHAINS], w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(5);
+    for (int i = 0; i < BU_DOT_CHAINS; i++) a[i] = _mm512_set1_epi32(i);
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < BU_DOT_CHAINS; j++) a[j] = _mm512_dpbusd_epi32(a[j], w, x);
+        __asm__ volatile("" : "+v"(w), "+v"(x));
+    }
+    uint64_t s = 0;
+    for (int i = 0; i < BU_DOT_CHAINS; i++) s += (uint32_t)_mm512_reduce_add_epi32(a[i]);
+    return s;
+}
+
+__attribute__((target("avx2,avxvnni"))) static uint64_t dot_ymm(long iters) {
+    __m256i a[BU_DOT_CHAINS], w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(5);
+    for (int i = 0; i < BU_DOT_CHAINS; i++) a[i] = _mm256_set1_epi32(i);
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int j = 0; j < BU_DOT_CHAINS; j++) a[j] = _mm256_dpbusd_avx_epi32(a[j], w, x);
+        __asm__ volatile("" : "+x"(w), "+x"(x));
+    }
+    uint64_t s = 0;
+    for (int i = 0; i < BU_DOT_CHAINS; i++) s += (uint32_t)_mm256_extract_epi32(a[i], 0);
+    return s;
+}
+#endif
+
+typedef struct dot_job {
+    kn_isa isa;
+    volatile uint64_t sink[64];
+} dot_job;
+
+static void dot_task(void *arg, int ith, int nth) {
+    dot_job *j = arg;
+    (void)nth;
+    uint64_t s = 0;
+#if defined(__x86_64__)
+    if (j->isa == KN_ISA_AVX512)
+        s = dot_zmm(BU_DOT_ITERS);
+    else if (j->isa == KN_ISA_AVXVNNI)
+        s = dot_ymm(BU_DOT_ITERS);
+#endif
+    j->sink[ith & 63] = s;
+}
+
+double bu_int8_dot_peak(int threads, const char **what) {
+    dot_job j = {.isa = kn_isa_active()};
+    double macs_per_op;
+    if (j.isa == KN_ISA_AVX512)
+        *what = "vpdpbusd zmm", macs_per_op = 64;
+    else if (j.isa == KN_ISA_AVXVNNI)
+        *what = "vpdpbusd ymm", macs_per_op = 32;
+    else
+        return *what = "none", 0;
+    kn_pool *pool = kn_pool_create(threads);
+    double best = 0;
+    for (int r = 0; r < 6; r++) { /* the first warms the clocks up */
+        const double t0 = bu_now();
+        kn_pool_run(pool, dot_task, &j);
+        const double dt = bu_now() - t0;
+        const double rate =
+            (double)BU_DOT_ITERS * BU_DOT_CHAINS * macs_per_op * kn_pool_size(pool) / dt;
+        if (r > 0 && rate > best) best = rate;
+    }
+    kn_pool_destroy(pool);
+    return best;
+}
+
 const char *bu_cpu_name(void) {
     static char name[256];
     if (name[0]) return name;

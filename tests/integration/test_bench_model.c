@@ -7,6 +7,8 @@
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +106,63 @@ static void test_skipped_without_llama_bench(void **state) {
     free(err);
 }
 
+/* The GMAC column (per step) of phase `name` in the profile of B sequences; *of_peak gets the last
+ * column ("-" or a percentage). */
+static double profile_gmac(const char *out, int B, const char *name, char *of_peak, size_t n) {
+    char head[64];
+    snprintf(head, sizeof head, " %d sequence(s),", B);
+    const char *block = strstr(out, head);
+    if (!block) fail_msg("no profile of %d sequence(s) in:\n%s", B, out);
+    const char *line = strstr(block, name);
+    if (!line) fail_msg("no phase '%s' in the profile of %d sequence(s)", name, B);
+    /* mean ms, share, MB, GB/s, best ms, GB/s, GMAC, of peak */
+    double v[7];
+    char pct[16];
+    const char *p = line + strlen(name);
+    if (sscanf(p, "%lf %lf%% %lf %lf %lf %lf %lf %15s", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+               &v[6], pct) != 8)
+        fail_msg("cannot read the phase line: %.*s", (int)strcspn(line, "\n"), line);
+    snprintf(of_peak, n, "%s", pct);
+    return v[6];
+}
+
+/* --profile counts each phase's multiply-adds from the model's shapes (the fixture: hidden 256,
+ * 4 layers, q 4 x 64 and k, v 2 x 64 wide, 2 of 8 experts of ff 256, vocabulary 512), B times
+ * for B rows, and sets them against the int8 peak it measures when the ISA has a dot product. */
+static void test_profile_macs(void **state) {
+    (void)state;
+    char *out, *err;
+    int rc = run_bench(&out, &err, "1", "--profile-seqs", "1,3", NULL);
+    if (rc != 0) fail_msg("bench_model: exit %d: %s\n%s", rc, err, out);
+    const bool peak = strstr(out, "int8 dot peak, 1 thread(s): ") != NULL;
+    struct {
+        const char *name;
+        double macs; /* per row */
+    } want[] = {
+        {"q k v matmuls + RoPE", 4.0 * 256 * (256 + 128 + 128)},
+        {"output projection", 4.0 * 256 * 256},
+        {"router matmul", 4.0 * 8 * 256},
+        {"experts (backend)", 4.0 * 2 * 3 * 256 * 256},
+        {"LM head", 512.0 * 256},
+    };
+    for (int B = 1; B <= 3; B += 2)
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+            char of_peak[16];
+            const double g = profile_gmac(out, B, want[i].name, of_peak, sizeof of_peak);
+            const double expect = B * want[i].macs / 1e9;
+            if (fabs(g - expect) > 1e-3 * expect)
+                fail_msg("%s, %d row(s): %g GMAC, expected %g", want[i].name, B, g, expect);
+            if (peak ? of_peak[strlen(of_peak) - 1] != '%' : strcmp(of_peak, "-"))
+                fail_msg("%s, %d row(s): of peak '%s'", want[i].name, B, of_peak);
+        }
+    /* no multiply-adds: no ratio */
+    char of_peak[16];
+    assert_true(profile_gmac(out, 3, "KV store + attention", of_peak, sizeof of_peak) == 0);
+    assert_string_equal(of_peak, "-");
+    free(out);
+    free(err);
+}
+
 /* Every round asks for one prefill and one decode run, on the same file and thread counts. */
 static void check_calls(int rounds) {
     char *log = mwt_read_file(fake_log, NULL);
@@ -181,6 +240,7 @@ int main(void) {
         cmocka_unit_test(test_skipped_without_llama_bench),
         cmocka_unit_test(test_side_by_side),
         cmocka_unit_test(test_llama_bench_fails),
+        cmocka_unit_test(test_profile_macs),
     };
     return cmocka_run_group_tests(tests, setup, mwt_tmp_teardown);
 }
