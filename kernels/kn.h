@@ -147,11 +147,15 @@ typedef struct kn_mat {
     const void *packed; /* kn_pack's copy of this matrix for batches, or NULL */
 } kn_mat;
 
-/* Bytes of a packed copy of W that the active kernels would read for batches (T > 1) in Q8
- * numerics instead of decoding W's stored rows at every call, or 0 when they have no such layout
- * (today: Q8_0 with AVX-512, the batch tile's layout of every row). The packed copy is extra
- * memory beside W's stored bytes, which T = 1 keeps reading. */
+/* Bytes of a packed copy of W that the active kernels would read in Q8 numerics instead of W's
+ * stored rows, or 0 when they have no such layout. Today, with AVX-512: Q8_0 (the batch tile's
+ * layout of every row, read for batches, T > 1: extra memory beside W's stored bytes, which T = 1
+ * keeps reading) and MXFP4 (each full group's bytes in decode order, as large as W and read at
+ * every T: kn_pack_replaces). */
 size_t kn_pack_bytes(const kn_mat *W);
+/* Whether the active kernels read W's packed copy at every batch size, so that W's stored bytes
+ * are not read at all in Q8 numerics once it is made (other numerics and ISAs still read them). */
+bool kn_pack_replaces(const kn_mat *W);
 /* Writes W's packed copy to dst (64-byte aligned, kn_pack_bytes(W) bytes) and points W->packed at
  * it. Results are the same bits with or without it. A view of W with other data, rows or columns
  * (a copy of the struct changed afterwards) does not use it. */

@@ -182,11 +182,13 @@ typedef struct kn_kernel {
                  void *scratch);
 } kn_kernel;
 
-/* An ISA's packed copies of a weight type for its Q8-mode batch kernels (kn_pack): the bytes for
- * W, and writing them. The kernel of that ISA and type reads them when W->packed is set. */
+/* An ISA's packed copies of a weight type for its Q8-mode kernels (kn_pack): the bytes for W, and
+ * writing them. The kernel of that ISA and type reads them when W->packed is set: for batches
+ * only, or at every T (`every_t`: the stored rows are then not read at all). */
 typedef struct kn_packer {
     size_t (*bytes)(const kn_mat *W);
     void (*pack)(const kn_mat *W, void *dst);
+    bool every_t;
 } kn_packer;
 const kn_packer *kn_packer_for(kn_type t); /* the active ISA's (NULL: none) */
 const kn_packer *kn_packer_avx512(kn_type t);

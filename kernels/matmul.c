@@ -340,6 +340,11 @@ size_t kn_pack_bytes(const kn_mat *W) {
     return p && W->rows > 0 && W->data ? p->bytes(W) : 0;
 }
 
+bool kn_pack_replaces(const kn_mat *W) {
+    const kn_packer *p = kn_packer_for(W->type);
+    return p && p->every_t && kn_pack_bytes(W) > 0;
+}
+
 void kn_pack(kn_mat *W, void *dst) {
     const kn_packer *p = kn_packer_for(W->type);
     if (!p || !dst || kn_pack_bytes(W) == 0) return;

@@ -2,13 +2,14 @@
  * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 8 tokens
  * streamed (each stored row read once, its weights decoded with byte permutes straight into the
  * interleaved layout of simd_x86.h and applied to every token in registers: an expert's few rows
- * of a decode batch cost little more than one), MXFP4 and Q8_0 batches beyond that (a tile of rows
- * decoded once, two rows per 512-bit vector, the next tile decoded while this one is used), Q6_K at
- * T = 1 (codes decoded in registers, 512 bits at a time) and Q6_K batches (weights decoded to
- * scaled int16 once per tile, 4 x 4 register tiles of vpdpwssd). The other Q8-mode integer kernels
- * are simd_x86_int8.h with the 256-bit AVX-512 VNNI instructions; float kernels come from the AVX2
- * row. The integer sums are exact, so every block's isum and every lane's float work is the
- * canonical one: the bits equal the scalar reference's. */
+ * of a decode batch cost little more than one; a pinned matrix is read from its packed copy, whose
+ * groups are stored in decode order so the gathers are skipped), MXFP4 and Q8_0 batches beyond that
+ * (a tile of rows decoded once, two rows per 512-bit vector, the next tile decoded while this one
+ * is used), Q6_K at T = 1 (codes decoded in registers, 512 bits at a time) and Q6_K batches
+ * (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of vpdpwssd). The other
+ * Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI instructions; float
+ * kernels come from the AVX2 row. The integer sums are exact, so every block's isum and every
+ * lane's float work is the canonical one: the bits equal the scalar reference's. */
 #include "kernels/simd_x86.h"
 
 bool kn_isa_avx512_usable(void) {
@@ -59,36 +60,53 @@ static const int8_t mxfp4_lut64[64] = {
 #undef LUT
 };
 
+/* A packed copy (kn_pack) keeps each full group of 8 blocks in the order these gathers leave it:
+ * the 64 bytes of za, the 64 of zb, then the 8 exponents (136 bytes, as stored); the tail group
+ * as stored. Decoding it needs no gathers. */
+#define MX_GROUP_E 128 /* the exponents' offset in a packed group */
+
 /* One full group of 8 blocks decoded in registers: the biased codes in the interleaved layout of
  * simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
  * the high nibbles alike: the 256 bytes of kn_x86_decode_mxfp4's group, in order); returns the
- * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). */
-static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t *row, __m512i w[4],
-                                                                   __mmask64 keep) {
-    const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx), lut = _mm512_loadu_si512(mxfp4_lut64);
-    const __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
-    const __m512i za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
-    const __m512i zb = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), qidx,
-                                                _mm512_loadu_si512(row + 72)); /* dwords 2, 3 */
+ * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). `packed`: the
+ * group is a packed copy's (a constant once inlined). */
+static inline __attribute__((always_inline)) __m512i
+mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packed) {
+    const __m512i lut = _mm512_loadu_si512(mxfp4_lut64);
+    __m512i za, zb, e;
+    if (packed) {
+        za = _mm512_loadu_si512(row);
+        zb = _mm512_loadu_si512(row + 64);
+        uint64_t e8;
+        memcpy(&e8, row + MX_GROUP_E, sizeof e8);
+        e = _mm512_cvtepu8_epi32(_mm_set1_epi64x((long long)e8)); /* dwords j and 8 + j */
+    } else {
+        const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
+        const __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
+        za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
+        zb = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), qidx,
+                                      _mm512_loadu_si512(row + 72)); /* dwords 2, 3 */
+        e = _mm512_maskz_permutex2var_epi8(keep, w0, _mm512_loadu_si512(mxfp4_e_idx), w1);
+    }
     w[0] = _mm512_permutexvar_epi8(za, lut);
     w[1] = _mm512_permutexvar_epi8(zb, lut);
     w[2] = _mm512_permutexvar_epi8(_mm512_srli_epi16(za, 4), lut);
     w[3] = _mm512_permutexvar_epi8(_mm512_srli_epi16(zb, 4), lut);
-    return _mm512_maskz_permutex2var_epi8(keep, w0, _mm512_loadu_si512(mxfp4_e_idx), w1);
+    return e;
 }
 
 /* The codes and the exponents e - 128 as floats (lane j = block j). */
 static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
-                                                              __m256 *ef) {
-    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS);
+                                                              __m256 *ef, const bool packed) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS, packed);
     *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
 }
 
 /* The same with the exponents in both halves (lanes j and 8 + j = block j), for kernels that
  * apply a group to two tokens at once. */
 static inline __attribute__((always_inline)) void mxfp4_codes2(const uint8_t *row, __m512i w[4],
-                                                               __m512 *ef) {
-    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS);
+                                                               __m512 *ef, const bool packed) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS, packed);
     *ef = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
 }
 
@@ -135,39 +153,58 @@ static inline void mx_store_pair(uint8_t *q, const __m512i w[4]) {
 static void mxfp4_tail_codes(const uint8_t *src, int64_t blocks, __m512i w[4], __m256 *ef) {
     _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
     memcpy(pad, src, (size_t)blocks * KN_MXFP4_BYTES);
-    mxfp4_codes(pad, w, ef);
+    mxfp4_codes(pad, w, ef, false);
 }
 
 /* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
-static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
-                                                                 uint8_t *dst, int64_t g) {
+static inline __attribute__((always_inline)) void
+mxfp4_dec_full_as(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g, const bool packed) {
     const uint8_t *src = row + g * 8 * KN_MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
     kn_x86_prefetch(src, 8 * KN_MXFP4_BYTES);
-    mxfp4_codes(src, w, &ef);
+    mxfp4_codes(src, w, &ef, packed);
     mx_store_pair(dst + g * 2 * KN_X86_GROUP_QS, w);
     _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g,
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
+static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
+                                                                 uint8_t *dst, int64_t g) {
+    mxfp4_dec_full_as(row, ng, dst, g, false);
+}
+static inline __attribute__((always_inline)) void mxfp4p_dec_full(const uint8_t *row, int64_t ng,
+                                                                  uint8_t *dst, int64_t g) {
+    mxfp4_dec_full_as(row, ng, dst, g, true);
+}
 
-static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
-                            int64_t g) {
+/* Any group; a packed row's tail group is as stored. */
+static inline __attribute__((always_inline)) void mxfp4_dec_group_as(const uint8_t *row, int64_t k,
+                                                                     const uint8_t *end,
+                                                                     uint8_t *dst, int64_t g,
+                                                                     const bool packed) {
     const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k);
     if (g < nb / 8) {
-        mxfp4_dec_full(row, ng, dst, g);
+        mxfp4_dec_full_as(row, ng, dst, g, packed);
         return;
     }
     const uint8_t *src = row + g * 8 * KN_MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
     if (end - src >= 8 * KN_MXFP4_BYTES)
-        mxfp4_codes(src, w, &ef);
+        mxfp4_codes(src, w, &ef, false);
     else
         mxfp4_tail_codes(src, nb - 8 * g, w, &ef);
     mx_store_pair(dst + g * 2 * KN_X86_GROUP_QS, w);
     _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g,
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
+}
+static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                            int64_t g) {
+    mxfp4_dec_group_as(row, k, end, dst, g, false);
+}
+static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                             int64_t g) {
+    mxfp4_dec_group_as(row, k, end, dst, g, true);
 }
 
 /* ---- MXFP4 rows against a few tokens: the stored row streamed once ---------------------------
@@ -204,13 +241,12 @@ mx_few_chain(const __m512i w[4], const uint8_t *x, const int32_t *xs) {
  * 8-15) and the convert, the scales and the fma run once for the pair, each lane's the canonical
  * one of its (token, block): a third fewer instructions per token than one token at a time. An
  * odd last token runs alone on 256 bits. */
-static inline __attribute__((always_inline)) void mx_few_group(const uint8_t *row,
-                                                               const uint8_t *const *x, int64_t ng,
-                                                               int64_t g, __m512 *acc2,
-                                                               __m256 *acc1, const int nt) {
+static inline __attribute__((always_inline)) void
+mx_few_group(const uint8_t *row, const uint8_t *const *x, int64_t ng, int64_t g, __m512 *acc2,
+             __m256 *acc1, const int nt, const bool packed) {
     __m512i w[4];
     __m512 ef2;
-    mxfp4_codes2(row, w, &ef2);
+    mxfp4_codes2(row, w, &ef2, packed);
     const __m256 ef = _mm512_castps512_ps256(ef2);
 #pragma GCC unroll 4
     for (int p = 0; p < nt / 2; p++) {
@@ -239,11 +275,12 @@ static inline __attribute__((always_inline)) void mx_few_group(const uint8_t *ro
     }
 }
 
-/* out[t] = row . token t for t < nt (inlined per nt, so the token loops unroll to constants). */
+/* out[t] = row . token t for t < nt (inlined per nt and layout, so the token loops unroll to
+ * constants). A packed row's tail group is as stored. */
 static inline __attribute__((always_inline)) void mx_few_row(const uint8_t *row,
                                                              const uint8_t *const *x, int64_t nb,
                                                              const uint8_t *end, float *out,
-                                                             const int nt) {
+                                                             const int nt, const bool packed) {
     const int64_t ng = (nb + 7) / 8, full = nb / 8;
     __m512 acc2[MX_FEW / 2];
     __m256 acc1 = _mm256_setzero_ps();
@@ -251,17 +288,17 @@ static inline __attribute__((always_inline)) void mx_few_row(const uint8_t *row,
     for (int p = 0; p < nt / 2; p++) acc2[p] = _mm512_setzero_ps();
     for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES) {
         kn_x86_prefetch(row, 8 * KN_MXFP4_BYTES);
-        mx_few_group(row, x, ng, g, acc2, &acc1, nt);
+        mx_few_group(row, x, ng, g, acc2, &acc1, nt, packed);
     }
     if (full < ng) {
         /* The tail group reads its window in place when it lies before `end`: blocks past the row
          * meet zero activations (isum 0) and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
         if (end - row >= 8 * KN_MXFP4_BYTES) {
-            mx_few_group(row, x, ng, full, acc2, &acc1, nt);
+            mx_few_group(row, x, ng, full, acc2, &acc1, nt, false);
         } else {
             _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
             memcpy(pad, row, (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
-            mx_few_group(pad, x, ng, full, acc2, &acc1, nt);
+            mx_few_group(pad, x, ng, full, acc2, &acc1, nt, false);
         }
     }
 #pragma GCC unroll 4
@@ -273,17 +310,21 @@ static inline __attribute__((always_inline)) void mx_few_row(const uint8_t *row,
     if (nt & 1) out[nt - 1] = kn_x86_tree8(acc1);
 }
 
-#define MX_FEW_ROWS(n)                                                                             \
-    static void mx_few_rows##n(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,    \
-                               int64_t n0, int64_t n1) {                                           \
+/* mx_few_rows<n> (stored rows) and mx_few_rowsp<n> (a packed copy's: W is its view). */
+#define MX_FEW_ROWS_AS(name, n, packed)                                                            \
+    static void name(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,  \
+                     int64_t n1) {                                                                 \
         const uint8_t *end = kn_x86_mat_end(W);                                                    \
         for (int64_t r = n0; r < n1; r++) {                                                        \
             float out[MX_FEW];                                                                     \
             mx_few_row((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols / KN_QK32,  \
-                       end, out, n);                                                               \
+                       end, out, n, packed);                                                       \
             for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
         }                                                                                          \
     }
+#define MX_FEW_ROWS(n)                                                                             \
+    MX_FEW_ROWS_AS(mx_few_rows##n, n, false)                                                       \
+    MX_FEW_ROWS_AS(mx_few_rowsp##n, n, true)
 MX_FEW_ROWS(1)
 MX_FEW_ROWS(2)
 MX_FEW_ROWS(3)
@@ -293,19 +334,23 @@ MX_FEW_ROWS(6)
 MX_FEW_ROWS(7)
 MX_FEW_ROWS(8)
 #undef MX_FEW_ROWS
+#undef MX_FEW_ROWS_AS
 
 typedef void (*mx_few_fn)(const kn_mat *, const uint8_t *const *, float *, int64_t, int64_t,
                           int64_t);
 static const mx_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
                                              mx_few_rows3, mx_few_rows4, mx_few_rows5,
                                              mx_few_rows6, mx_few_rows7, mx_few_rows8};
+static const mx_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
+                                              mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
+                                              mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
 
-/* Rows n0 .. n1 of W against all of x's tokens (x->T <= MX_FEW). */
+/* Rows n0 .. n1 of W against all of x's tokens (x->T <= MX_FEW), with fns[T]. */
 static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
-                        int64_t n1) {
+                        int64_t n1, const mx_few_fn *fns) {
     const uint8_t *xt[MX_FEW];
     for (int64_t t = 0; t < x->T; t++) xt[t] = (const uint8_t *)x->data + (size_t)t * x->stride;
-    mx_few[x->T](W, xt, Y, ldy, n0, n1);
+    fns[x->T](W, xt, Y, ldy, n0, n1);
 }
 
 /* ---- Q6_K batches ------------------------------------------------------------------------------
@@ -773,14 +818,27 @@ mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n
 /* ---- row loops and the kernel table ---------------------------------------------------------- */
 
 MX_MICROS(mxfp4, mxfp4_dec_full);
+MX_MICROS(mxfp4p, mxfp4p_dec_full);
+
+static const uint8_t *mxfp4_packed(const kn_mat *W);
 
 static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
-    if (x->T <= MX_FEW) {
-        mx_rows_few(W, x, Y, ldy, n0, n1);
+    const uint8_t *pk = mxfp4_packed(W);
+    if (pk) { /* the same rows at the same offsets in the packed copy: a view of it */
+        kn_mat P = *W;
+        P.data = pk;
+        P.packed = NULL;
+        if (x->T <= MX_FEW)
+            mx_rows_few(&P, x, Y, ldy, n0, n1, mx_fewp);
+        else
+            mx_rows_tiled(&P, x, Y, ldy, n0, n1, scratch, mxfp4p_dec_group, mx_micro_mxfp4p);
         return;
     }
-    mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4);
+    if (x->T <= MX_FEW)
+        mx_rows_few(W, x, Y, ldy, n0, n1, mx_few);
+    else
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4);
 }
 
 /* A decoded tile's bytes (MXFP4 and Q8_0 decode to layouts of the same size). */
@@ -891,17 +949,36 @@ typedef struct mx_pack_hdr {
     uint64_t magic;
     const void *data; /* the stored matrix it was made from */
     int64_t rows, cols;
-    uint8_t pad[32];
-} mx_pack_hdr; /* 64 bytes: the pairs after it stay aligned */
+    size_t row_bytes;
+    uint8_t pad[24];
+} mx_pack_hdr; /* 64 bytes: the data after it stays aligned */
+
+/* Writes the header naming W at dst; returns where the packed data goes. */
+static uint8_t *mx_pack_start(const kn_mat *W, void *dst, uint64_t magic) {
+    *(mx_pack_hdr *)dst = (mx_pack_hdr){.magic = magic,
+                                        .data = W->data,
+                                        .rows = W->rows,
+                                        .cols = W->cols,
+                                        .row_bytes = W->row_bytes};
+    return (uint8_t *)dst + sizeof(mx_pack_hdr);
+}
+
+/* The data after W->packed's header when it was made by this kind of packing (magic) from this
+ * very matrix (not from the one a view was copied from), else NULL. */
+static const uint8_t *mx_packed_data(const kn_mat *W, uint64_t magic) {
+    const mx_pack_hdr *h = W->packed;
+    if (!h || h->magic != magic || h->data != W->data || h->rows != W->rows || h->cols != W->cols ||
+        h->row_bytes != W->row_bytes)
+        return NULL;
+    return (const uint8_t *)(h + 1);
+}
 
 static size_t q8_0_pack_bytes(const kn_mat *W) {
     return sizeof(mx_pack_hdr) + (size_t)((W->rows + 1) / 2) * mx_pair_bytes(W->cols);
 }
 
 static void q8_0_pack(const kn_mat *W, void *dst) {
-    mx_pack_hdr *h = dst;
-    *h = (mx_pack_hdr){.magic = MX_PACK_MAGIC, .data = W->data, .rows = W->rows, .cols = W->cols};
-    uint8_t *pairs = (uint8_t *)dst + sizeof *h;
+    uint8_t *pairs = mx_pack_start(W, dst, MX_PACK_MAGIC);
     const size_t pb = mx_pair_bytes(W->cols);
     const int64_t ng = kn_x86_groups(W->cols);
     const uint8_t *end = kn_x86_mat_end(W);
@@ -913,14 +990,50 @@ static void q8_0_pack(const kn_mat *W, void *dst) {
     }
 }
 
-/* W's packed pairs, when W->packed was made from this very matrix (not from the one a view was
- * copied from). */
+/* W's packed pairs, when W->packed was made from this very matrix. */
 static const uint8_t *q8_0_packed(const kn_mat *W) {
-    const mx_pack_hdr *h = W->packed;
-    if (!h || h->magic != MX_PACK_MAGIC || h->data != W->data || h->rows != W->rows ||
-        h->cols != W->cols)
-        return NULL;
-    return (const uint8_t *)(h + 1);
+    return mx_packed_data(W, MX_PACK_MAGIC);
+}
+
+/* ---- MXFP4 packed: the stored rows with every full group in decode order ----------------------
+ *
+ * The byte gathers of mxfp4_codes_e are a third of a group's decode, paid again at every call.
+ * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents:
+ * 136 bytes, as stored) and the tail group as stored: the same size, row stride and offsets as the
+ * matrix, so the kernels read it at every T in place of the stored rows (kn_pack_replaces), and
+ * the reads past a row's end meet the same kind of bytes. */
+
+#define MX4_PACK_MAGIC 0x3134504b34584d58ull /* "XMX4KP41" */
+
+static size_t mxfp4_pack_bytes(const kn_mat *W) {
+    return sizeof(mx_pack_hdr) + (size_t)W->rows * W->row_bytes;
+}
+
+static void mxfp4_pack(const kn_mat *W, void *dst) {
+    uint8_t *rows = mx_pack_start(W, dst, MX4_PACK_MAGIC);
+    const size_t stored = kn_row_size(W->type, W->cols);
+    const int64_t full = W->cols / KN_QK32 / 8;
+    for (int64_t r = 0; r < W->rows; r++) {
+        uint8_t *q = rows + (size_t)r * W->row_bytes;
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        memcpy(q, src, stored);
+        memset(q + stored, 0, W->row_bytes - stored);
+        for (int64_t g = 0; g < full; g++) {
+            const uint8_t *in = src + g * 8 * KN_MXFP4_BYTES;
+            uint8_t *out = q + g * 8 * KN_MXFP4_BYTES;
+            /* the gathers' index tables applied once: za picks from the group's start, zb from 8
+             * bytes on (mxfp4_qs_idx); the exponents follow */
+            for (int i = 0; i < 64; i++) {
+                out[i] = in[mxfp4_qs_idx[i]];
+                out[64 + i] = in[8 + mxfp4_qs_idx[i]];
+            }
+            for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = in[j * KN_MXFP4_BYTES];
+        }
+    }
+}
+
+static const uint8_t *mxfp4_packed(const kn_mat *W) {
+    return mx_packed_data(W, MX4_PACK_MAGIC);
 }
 
 /* Rows n0 .. n1 from packed pairs: pair q holds rows 2q and 2q + 1; the pairs the range touches are
@@ -989,8 +1102,9 @@ const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
     return kernels[t] ? kernels[t] : int8_kernels_v512[t];
 }
 
-static const kn_packer p_q8_0 = {q8_0_pack_bytes, q8_0_pack};
+static const kn_packer p_q8_0 = {q8_0_pack_bytes, q8_0_pack, false};
+static const kn_packer p_mxfp4 = {mxfp4_pack_bytes, mxfp4_pack, true};
 
 const kn_packer *kn_packer_avx512(kn_type t) {
-    return t == KN_Q8_0 ? &p_q8_0 : NULL;
+    return t == KN_Q8_0 ? &p_q8_0 : t == KN_MXFP4 ? &p_mxfp4 : NULL;
 }

@@ -396,9 +396,9 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
         mats[k++] = &kv[2 * il + 1];
     }
     mats[k++] = &m->output;
-    int rc = md_pin_mats(&m->pin, mats, k, vx_source_path(m->src), err);
-    const char *pack = getenv("MOEWIRE_PACK");
-    if (rc == 0 && !(pack && strcmp(pack, "0") == 0)) {
+    const bool pack = md_pin_packing();
+    int rc = md_pin_mats(&m->pin, mats, k, pack, vx_source_path(m->src), err);
+    if (rc == 0 && pack) {
         size_t np = 0; /* the matrices themselves, not the copies of the head views */
         for (size_t i = 0; i < k; i++)
             if (i == k - 1 || i % PER_LAYER < PER_LAYER - 2) mats[np++] = mats[i];

@@ -36,12 +36,34 @@ static int pin_alloc(md_pin *p, size_t bytes, const char *what, mw_err *err) {
     return 0;
 }
 
-int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
+bool md_pin_packing(void) {
+    const char *v = getenv("MOEWIRE_PACK");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+/* A packed copy's room in its buffer: rounded up to a cache line, as span(). */
+static size_t pack_span(const kn_mat *w) {
+    return w->data ? (kn_pack_bytes(w) + 63) & ~(size_t)63 : 0;
+}
+
+/* Whether md_pin_mats gives w its packed copy instead of a plain one. */
+static bool packs_instead(const kn_mat *w, bool pack) {
+    return pack && w->data && kn_pack_replaces(w);
+}
+
+int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char *what,
+                mw_err *err) {
     size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += span(mats[i]);
+    for (size_t i = 0; i < n; i++)
+        bytes += packs_instead(mats[i], pack) ? pack_span(mats[i]) : span(mats[i]);
     if (pin_alloc(p, bytes, what, err)) return -1;
     uint8_t *dst = p->buf;
     for (size_t i = 0; i < n; i++) {
+        if (packs_instead(mats[i], pack)) {
+            kn_pack(mats[i], dst);
+            dst += pack_span(mats[i]);
+            continue;
+        }
         const size_t s = span(mats[i]);
         if (!s) continue;
         memcpy(dst, mats[i]->data, stored(mats[i]));
@@ -51,18 +73,18 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_e
     return 0;
 }
 
-/* A packed copy's room in its buffer: rounded up to a cache line, as span(). */
-static size_t pack_span(const kn_mat *w) {
-    return (kn_pack_bytes(w) + 63) & ~(size_t)63;
+/* Room for a batch-only packed copy (none where md_pin_mats packed instead). */
+static size_t batch_pack_span(const kn_mat *w) {
+    return kn_pack_replaces(w) ? 0 : pack_span(w);
 }
 
 int md_pin_pack(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err) {
     size_t bytes = 0;
-    for (size_t i = 0; i < n; i++) bytes += pack_span(mats[i]);
+    for (size_t i = 0; i < n; i++) bytes += batch_pack_span(mats[i]);
     if (pin_alloc(p, bytes, what, err)) return -1;
     uint8_t *dst = p->buf;
     for (size_t i = 0; i < n; i++) {
-        const size_t s = pack_span(mats[i]);
+        const size_t s = batch_pack_span(mats[i]);
         if (!s) continue;
         kn_pack(mats[i], dst);
         dst += s;

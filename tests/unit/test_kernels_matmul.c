@@ -337,22 +337,33 @@ static void test_partial_group_reads_past_row(void **state) {
     kn_isa_force(prev);
 }
 
-/* A packed copy (kn_pack: Q8_0 on AVX-512) gives the bits of the stored rows: odd and even row
- * counts, widths with and without a tail group, every batch size around the register tile's 4
- * tokens, 1 and 2 threads (so slices start and end inside a row pair), kn_matmul_many; and a view
- * changed after packing (fewer rows, data moved on a row) ignores the packed copy. Where the
- * active kernels have no packed layout, kn_pack_bytes is 0 and kn_pack leaves W alone. */
+/* A packed copy (kn_pack on AVX-512: Q8_0's batch tiles, MXFP4's groups in decode order) gives
+ * the bits of the stored rows: odd and even row counts, widths with and without a tail group (and
+ * MXFP4 rows with no full group), every batch size of the few-token kernel and around the
+ * register tile's 4 tokens, 1 and 2 threads (so slices start and end inside a row pair),
+ * kn_matmul_many; and a view changed after packing (fewer rows, data moved on a row) ignores the
+ * packed copy. MXFP4's copy is read at every T and is as large as the rows (kn_pack_replaces);
+ * Q8_0's only for batches. Where the active kernels have no packed layout, kn_pack_bytes is 0 and
+ * kn_pack leaves W alone. */
 static void test_packed_equals_stored(void **state) {
     (void)state;
     kt_rng r = {4242};
     kn_pool *pool = kn_pool_create(2);
-    static const int64_t Tp[] = {1, 2, 3, 4, 5, 8, 9, 16, 17};
-    for (int rep = 0; rep < 6; rep++) {
-        const int64_t cols = rep < 2 ? 2880 : rep < 4 ? 4096 : kt_pick_cols(&r, KN_Q8_0);
-        const int64_t rows = kt_range(&r, 1, 9) * 2 + (rep % 2) + (rep == 5 ? 300 : 0);
-        kn_mat W = kt_weights(&r, KN_Q8_0, rows, cols, true);
+    static const int64_t Tp[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17};
+    static const kn_type types[] = {KN_Q8_0, KN_MXFP4};
+    for (int rep = 0; rep < 14; rep++) {
+        const kn_type type = types[rep / 7];
+        const int c = rep % 7;
+        const int64_t cols = c < 2 ? 2880 : c < 4 ? 4096 : c == 6 ? 64 : kt_pick_cols(&r, type);
+        const int64_t rows = kt_range(&r, 1, 9) * 2 + (c % 2) + (c == 5 ? 300 : 0);
+        /* raw MXFP4 bytes put an edge exponent in a third of the blocks, so a wide row's result
+         * is inf or NaN whatever its codes: the wide ones are quantized Gaussian weights */
+        kn_mat W = kt_weights(&r, type, rows, cols, type != KN_MXFP4 || c >= 4);
         const size_t pb = kn_pack_bytes(&W);
-        if (kn_isa_active() == KN_ISA_AVX512) assert_true(pb > 0);
+        if (kn_isa_active() == KN_ISA_AVX512) {
+            assert_true(pb > 0);
+            assert_int_equal(kn_pack_replaces(&W), type == KN_MXFP4);
+        }
         void *buf = NULL;
         if (pb) assert_int_equal(posix_memalign(&buf, 64, pb), 0);
         kn_mat P = W;
@@ -368,8 +379,9 @@ static void test_packed_equals_stored(void **state) {
                 memset(got, 0xff, T * rows * 4);
                 run(&P, X, T, got, KN_NUM_Q8, th ? pool : NULL);
                 char what[128];
-                snprintf(what, sizeof what, "packed q8_0 %lldx%lld T=%lld %d thread(s)",
-                         (long long)rows, (long long)cols, (long long)T, th + 1);
+                snprintf(what, sizeof what, "packed %s %lldx%lld T=%lld %d thread(s)",
+                         kn_type_name(type), (long long)rows, (long long)cols, (long long)T,
+                         th + 1);
                 assert_true(kt_same_bits(what, got, want, T * rows));
             }
         }
