@@ -1,8 +1,9 @@
 /* kernels/matmul.c — kn_matmul and the machinery it shares with kn_expert_run: activation
  * preparation, scratch memory, and splitting rows (never the K reduction) across the pool. Rows
  * are handed out in chunks from an atomic counter, so a slow or late thread only takes fewer
- * chunks; since every row is computed whole by one thread in the canonical order, the result is
- * the same whichever thread takes which chunk. */
+ * chunks (a job whose parts have different row counts is handed out from both ends); since every
+ * row is computed whole by one thread in the canonical order, the result is the same whichever
+ * thread takes which chunk. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 
@@ -82,7 +83,9 @@ typedef struct job {
     kn_part *parts;
     int nparts;
     int64_t total; /* chunks of all parts */
-    atomic_llong next;
+    /* chunks claimed from the front (low 32 bits) and, when two_ended, from the back (high) */
+    atomic_ullong claimed;
+    bool two_ended;
     uint8_t *scratch;
     size_t per_thread;
 } job;
@@ -128,16 +131,44 @@ static void add_bias(float *restrict y, const float *restrict b, int64_t n) {
     for (; i < n; i++) y[i] += b[i];
 }
 
+/* The next chunk for a thread taking from the front or the back; -1 when none is left. */
+static int64_t claim(job *j, bool back) {
+    if (!j->two_ended) {
+        const uint64_t v = atomic_fetch_add(&j->claimed, 1);
+        return (int64_t)v < j->total ? (int64_t)v : -1;
+    }
+    uint64_t v = atomic_load(&j->claimed), nv;
+    int64_t c;
+    do {
+        const int64_t f = (int64_t)(v & 0xffffffffu), b = (int64_t)(v >> 32);
+        if (f + b >= j->total) return -1;
+        c = back ? j->total - 1 - b : f;
+        nv = back ? v + ((uint64_t)1 << 32) : v + 1;
+    } while (!atomic_compare_exchange_weak(&j->claimed, &v, nv));
+    return c;
+}
+
+/* The part holding chunk c (parts in chunk order). */
+static int part_of(const job *j, int64_t c) {
+    int lo = 0, hi = j->nparts - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (j->parts[mid].first_chunk <= c)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
 static void job_task(void *arg, int ith, int nth) {
     job *j = arg;
     (void)nth;
     void *scratch = j->scratch + (size_t)ith * j->per_thread;
-    int p = 0; /* chunks are claimed in increasing order, so the part only moves forward */
     for (;;) {
-        const int64_t c = atomic_fetch_add(&j->next, 1);
-        if (c >= j->total) return;
-        while (p + 1 < j->nparts && c >= j->parts[p + 1].first_chunk) p++;
-        const kn_part *pt = &j->parts[p];
+        const int64_t c = claim(j, ith % 2 == 1);
+        if (c < 0) return;
+        const kn_part *pt = &j->parts[part_of(j, c)];
         const int64_t i = c - pt->first_chunk;
         int64_t n0, n1;
         if (i < pt->n_big) {
@@ -154,9 +185,31 @@ static void job_task(void *arg, int ith, int nth) {
     }
 }
 
+#define KN_SORTED_PARTS 64 /* parts sorted on the stack; more are sorted in a heap copy */
+
+static int by_rows(const void *a, const void *b) {
+    const int64_t x = ((const kn_part *)a)->x.T, y = ((const kn_part *)b)->x.T;
+    return x < y ? -1 : x > y;
+}
+
 void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
     const int nth = kn_parts_threads(parts, nparts, pool);
     job j = {.parts = parts, .nparts = nparts, .scratch = scratch};
+    /* Parts with different row counts (the experts of a batch): sorted by rows, the odd threads
+     * take chunks from the end. A few rows' chunks stream memory while many rows' compute, so one
+     * thread streaming and another computing use both at once, where two threads on the same
+     * part would wait for the same one. */
+    kn_part small[KN_SORTED_PARTS], *sorted = NULL;
+    bool mixed = false;
+    for (int i = 1; i < nparts; i++) mixed |= parts[i].x.T != parts[0].x.T;
+    if (mixed && nth > 1)
+        sorted = nparts <= KN_SORTED_PARTS ? small : malloc((size_t)nparts * sizeof *parts);
+    if (sorted) { /* without memory for the copy, the chunks go in order from the front */
+        memcpy(sorted, parts, (size_t)nparts * sizeof *parts);
+        qsort(sorted, (size_t)nparts, sizeof *sorted, by_rows);
+        j.parts = parts = sorted;
+        j.two_ended = true;
+    }
     j.per_thread = thread_scratch(parts, nparts);
     /* the job's last bytes (its tail) go in small chunks, those before in big ones */
     double tail = nth > 1 ? (double)KN_TAIL_BIG_CHUNKS * nth * KN_BIG_CHUNK_BYTES : INFINITY;
@@ -187,8 +240,9 @@ void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
         pt->first_chunk = j.total;
         j.total += pt->n_big + (pt->W->rows - pt->split + pt->chunk_rows - 1) / pt->chunk_rows;
     }
-    atomic_init(&j.next, 0);
+    atomic_init(&j.claimed, 0);
     kn_pool_run_locked(pool, job_task, &j, nth);
+    if (sorted != small) free(sorted);
 }
 
 /* ---- activation preparation ------------------------------------------------------------------ */

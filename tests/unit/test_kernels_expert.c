@@ -219,6 +219,47 @@ static void test_experts_run_equals_single_calls(void **state) {
     for (int i = 0; i < NE; i++) free_expert(&f[i]);
 }
 
+/* A batch's experts, each with its own few rows (1 to 6, as a decode step routes them), handed to
+ * the threads from both ends of the job sorted by rows: still one kn_expert_run per call, bit for
+ * bit, with the parts sorted on the stack (8 calls) and in a heap copy (40 calls: 80 parts of
+ * gate and up). */
+static void test_experts_of_a_batch_from_both_ends(void **state) {
+    (void)state;
+    kt_rng r = {4711};
+    const int64_t hidden = 2880, ff = 288;
+    enum { NE = 6, NC = 40 };
+    expert_fx f[NE];
+    for (int i = 0; i < NE; i++) f[i] = make_expert(&r, KN_MXFP4, hidden, ff, true);
+    int64_t Ts_[NC], off[NC + 1] = {0};
+    for (int i = 0; i < NC; i++) {
+        Ts_[i] = 1 + (i * 7 + i / 6) % 6;
+        off[i + 1] = off[i] + Ts_[i];
+    }
+    float *X = kt_gauss_vec(&r, off[NC] * hidden, 1.0f);
+    float *Y = malloc(off[NC] * hidden * 4), *S = malloc(off[NC] * hidden * 4);
+    const kn_glu glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    kn_pool *pool = kn_pool_create(2);
+    mw_err err;
+    for (int i = 0; i < NC; i++)
+        assert_int_equal(kn_expert_run(&f[i % NE].e, &glu, X + off[i] * hidden, Ts_[i],
+                                       S + off[i] * hidden, KN_NUM_Q8, NULL, &err),
+                         0);
+    for (int n = 8; n <= NC; n += NC - 8) {
+        kn_expert_call calls[NC];
+        for (int i = 0; i < n; i++)
+            calls[i] =
+                (kn_expert_call){&f[i % NE].e, X + off[i] * hidden, Ts_[i], Y + off[i] * hidden};
+        memset(Y, 0xff, off[NC] * hidden * 4);
+        assert_int_equal(kn_experts_run(calls, n, &glu, KN_NUM_Q8, pool, &err), 0);
+        char what[64];
+        snprintf(what, sizeof what, "%d experts of a batch, 2 threads", n);
+        assert_true(kt_same_bits(what, Y, S, off[n] * hidden));
+    }
+    kn_pool_destroy(pool);
+    free(X), free(Y), free(S);
+    for (int i = 0; i < NE; i++) free_expert(&f[i]);
+}
+
 static void test_glu_policies(void **state) {
     (void)state;
     const kn_glu sw = {KN_GLU_SWIGLU, 0, 0}, oai = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
@@ -437,6 +478,7 @@ int main(void) {
         cmocka_unit_test(test_expert_matches_composition_and_reference),
         cmocka_unit_test(test_expert_rejects_bad_shapes),
         cmocka_unit_test(test_experts_run_equals_single_calls),
+        cmocka_unit_test(test_experts_of_a_batch_from_both_ends),
         cmocka_unit_test(test_glu_policies),
         cmocka_unit_test(test_glu_same_bits_on_every_isa),
         cmocka_unit_test(test_expf_accuracy_and_specials),
