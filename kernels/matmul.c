@@ -84,7 +84,7 @@ typedef struct job {
     int nparts;
     int64_t total; /* chunks of all parts */
     /* chunks claimed from the front (low 32 bits) and, when two_ended, from the back (high) */
-    atomic_ullong claimed;
+    _Atomic uint64_t claimed;
     bool two_ended;
     uint8_t *scratch;
     size_t per_thread;
