@@ -1013,22 +1013,24 @@ static void mxfp4_pack(const kn_mat *W, void *dst) {
     uint8_t *rows = mx_pack_start(W, dst, MX4_PACK_MAGIC);
     const size_t stored = kn_row_size(W->type, W->cols);
     const int64_t full = W->cols / KN_QK32 / 8;
+    const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
+    const size_t fb = (size_t)full * 8 * KN_MXFP4_BYTES; /* the full groups' bytes */
     for (int64_t r = 0; r < W->rows; r++) {
         uint8_t *q = rows + (size_t)r * W->row_bytes;
         const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-        memcpy(q, src, stored);
-        memset(q + stored, 0, W->row_bytes - stored);
         for (int64_t g = 0; g < full; g++) {
             const uint8_t *in = src + g * 8 * KN_MXFP4_BYTES;
             uint8_t *out = q + g * 8 * KN_MXFP4_BYTES;
-            /* the gathers' index tables applied once: za picks from the group's start, zb from 8
-             * bytes on (mxfp4_qs_idx); the exponents follow */
-            for (int i = 0; i < 64; i++) {
-                out[i] = in[mxfp4_qs_idx[i]];
-                out[64 + i] = in[8 + mxfp4_qs_idx[i]];
-            }
+            /* the decode's gathers, done once: za from the group's start, zb from 8 bytes on
+             * (every load stays within the group's 136 bytes); the exponents follow */
+            _mm512_storeu_si512(out, _mm512_permutex2var_epi8(_mm512_loadu_si512(in), qidx,
+                                                              _mm512_loadu_si512(in + 64)));
+            _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi8(_mm512_loadu_si512(in + 8), qidx,
+                                                                   _mm512_loadu_si512(in + 72)));
             for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = in[j * KN_MXFP4_BYTES];
         }
+        memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
+        memset(q + stored, 0, W->row_bytes - stored);
     }
 }
 
