@@ -139,62 +139,67 @@ double bu_read_bandwidth(size_t bytes, int threads, int reps) {
 #define BU_DOT_CHAINS 12 /* independent accumulators: enough to cover the instruction's latency */
 #define BU_DOT_ITERS  (1 << 20)
 
-#if defined(__x86_64__)
-/* The operands go through an empty asm each iteration so the compiler cannot fold the loop. */
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) static uint64_t dot_zmm(long iters) {
-    __m512i a[BU_DOT_CHAINS], w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(5);
-    for (int i = 0; i < BU_DOT_CHAINS; i++) a[i] = _mm512_set1_epi32(i);
-    for (long i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < BU_DOT_CHAINS; j++) a[j] = _mm512_dpbusd_epi32(a[j], w, x);
-        __asm__ volatile("" : "+v"(w), "+v"(x));
+/* One thread's run of BU_DOT_CHAINS independent dot-product chains, per instruction form; the
+ * operands go through an empty asm each iteration so the compiler cannot fold the loop. */
+#define BU_DOT_LOOP(name, features, vec, set1_8, set1_32, dot, cons, lane0)                        \
+    __attribute__((target(features))) static uint64_t name(long iters) {                           \
+        vec a[BU_DOT_CHAINS], w = set1_8(3), x = set1_8(5);                                        \
+        for (int i = 0; i < BU_DOT_CHAINS; i++) a[i] = set1_32(i);                                 \
+        for (long i = 0; i < iters; i++) {                                                         \
+            _Pragma("GCC unroll 12") for (int j = 0; j < BU_DOT_CHAINS; j++) a[j] =                \
+                dot(a[j], w, x);                                                                   \
+            __asm__ volatile("" : cons(w), cons(x));                                               \
+        }                                                                                          \
+        uint64_t s = 0;                                                                            \
+        for (int i = 0; i < BU_DOT_CHAINS; i++) s += (uint32_t)lane0(a[i]);                        \
+        return s;                                                                                  \
     }
-    uint64_t s = 0;
-    for (int i = 0; i < BU_DOT_CHAINS; i++) s += (uint32_t)_mm512_reduce_add_epi32(a[i]);
-    return s;
-}
 
-__attribute__((target("avx2,avxvnni"))) static uint64_t dot_ymm(long iters) {
-    __m256i a[BU_DOT_CHAINS], w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(5);
-    for (int i = 0; i < BU_DOT_CHAINS; i++) a[i] = _mm256_set1_epi32(i);
-    for (long i = 0; i < iters; i++) {
-#pragma GCC unroll 12
-        for (int j = 0; j < BU_DOT_CHAINS; j++) a[j] = _mm256_dpbusd_avx_epi32(a[j], w, x);
-        __asm__ volatile("" : "+x"(w), "+x"(x));
-    }
-    uint64_t s = 0;
-    for (int i = 0; i < BU_DOT_CHAINS; i++) s += (uint32_t)_mm256_extract_epi32(a[i], 0);
-    return s;
-}
+#if defined(__x86_64__)
+#define BU_ZMM(v)       "+v"(v)
+#define BU_YMM(v)       "+x"(v)
+#define BU_LANE0_ZMM(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
+#define BU_LANE0_YMM(v) _mm_cvtsi128_si32(_mm256_castsi256_si128(v))
+BU_DOT_LOOP(dot_zmm, "avx512f,avx512bw,avx512vnni", __m512i, _mm512_set1_epi8, _mm512_set1_epi32,
+            _mm512_dpbusd_epi32, BU_ZMM, BU_LANE0_ZMM)
+BU_DOT_LOOP(dot_ymm, "avx2,avxvnni", __m256i, _mm256_set1_epi8, _mm256_set1_epi32,
+            _mm256_dpbusd_avx_epi32, BU_YMM, BU_LANE0_YMM)
 #endif
 
-typedef struct dot_job {
+/* The dot-product instruction of each ISA's integer kernels: one row per ISA that has one. */
+typedef struct dot_form {
     kn_isa isa;
+    const char *name;
+    double macs; /* int8 multiply-adds per instruction */
+    uint64_t (*run)(long iters);
+} dot_form;
+
+static const dot_form dot_forms[] = {
+#if defined(__x86_64__)
+    {KN_ISA_AVX512, "vpdpbusd zmm", 64, dot_zmm},
+    {KN_ISA_AVXVNNI, "vpdpbusd ymm", 32, dot_ymm},
+#endif
+    {KN_ISA_SCALAR, "none", 0, NULL},
+};
+
+typedef struct dot_job {
+    const dot_form *form;
     volatile uint64_t sink[64];
 } dot_job;
 
 static void dot_task(void *arg, int ith, int nth) {
     dot_job *j = arg;
     (void)nth;
-    uint64_t s = 0;
-#if defined(__x86_64__)
-    if (j->isa == KN_ISA_AVX512)
-        s = dot_zmm(BU_DOT_ITERS);
-    else if (j->isa == KN_ISA_AVXVNNI)
-        s = dot_ymm(BU_DOT_ITERS);
-#endif
-    j->sink[ith & 63] = s;
+    j->sink[ith & 63] = j->form->run(BU_DOT_ITERS);
 }
 
 double bu_int8_dot_peak(int threads, const char **what) {
-    dot_job j = {.isa = kn_isa_active()};
-    double macs_per_op;
-    if (j.isa == KN_ISA_AVX512)
-        *what = "vpdpbusd zmm", macs_per_op = 64;
-    else if (j.isa == KN_ISA_AVXVNNI)
-        *what = "vpdpbusd ymm", macs_per_op = 32;
-    else
-        return *what = "none", 0;
+    const kn_isa isa = kn_isa_active();
+    const dot_form *f = dot_forms;
+    while (f->run && f->isa != isa) f++;
+    *what = f->name;
+    if (!f->run) return 0;
+    dot_job j = {.form = f};
     kn_pool *pool = kn_pool_create(threads);
     double best = 0;
     for (int r = 0; r < 6; r++) { /* the first warms the clocks up */
@@ -202,7 +207,7 @@ double bu_int8_dot_peak(int threads, const char **what) {
         kn_pool_run(pool, dot_task, &j);
         const double dt = bu_now() - t0;
         const double rate =
-            (double)BU_DOT_ITERS * BU_DOT_CHAINS * macs_per_op * kn_pool_size(pool) / dt;
+            (double)BU_DOT_ITERS * BU_DOT_CHAINS * f->macs * kn_pool_size(pool) / dt;
         if (r > 0 && rate > best) best = rate;
     }
     kn_pool_destroy(pool);
