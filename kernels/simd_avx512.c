@@ -110,24 +110,6 @@ static inline __attribute__((always_inline)) void mxfp4_codes2(const uint8_t *ro
     *ef = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
 }
 
-/* A decoded group against one token: the exact per-block sums minus the bias (lane j = block j)
- * and the scales d_x * h(e). vscalef computes d_x * 2^(e - 128) with one rounding, which is the
- * correctly rounded product d_x * h(e) (h is exact for every e, subnormals included). */
-static inline __attribute__((always_inline)) void mxfp4_apply(const __m512i w[4], __m256 ef,
-                                                              const __m512i *x, const float *dx,
-                                                              const int32_t *xs, __m256i *isum,
-                                                              __m256 *scale) {
-    /* two chains (latency); the first starts from the bias, -12 * sum(q) per block */
-    __m512i s0 = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)xs));
-    s0 = _mm512_dpbusd_epi32(s0, w[0], _mm512_load_si512(x));
-    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[1], _mm512_load_si512(x + 1));
-    s0 = _mm512_dpbusd_epi32(s0, w[2], _mm512_load_si512(x + 2));
-    s1 = _mm512_dpbusd_epi32(s1, w[3], _mm512_load_si512(x + 3));
-    const __m512i s = _mm512_add_epi32(s0, s1); /* lanes j and 8 + j: block j */
-    *isum = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-    *scale = _mm256_scalef_ps(_mm256_load_ps(dx), ef);
-}
-
 /* A pair's decoded bytes: per group the 8 vectors of both rows ([a | b], 64 bytes each), then per
  * group the 8 scales of a and of b. A row's decoder writes at the pair's start + 32 * (row % 2):
  * vector k of group g at + 512 g + 64 k, its scales at + 512 ng + 64 g. */
@@ -211,9 +193,12 @@ static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, 
  *
  * Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
  * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
- * expert's share of a decode batch) cost little more than one. acc2[p] holds the block lanes of
- * tokens 2p and 2p + 1 side by side, acc1 those of an odd last token; every block's sum and fma
- * are the canonical ones. */
+ * expert's share of a decode batch) cost little more than one. From two tokens on, two rows go
+ * together and each token's group is loaded once for both: one row at a time, the tokens' loads
+ * (four 512-bit vectors per token and group, as many as its vpdpbusd; a 512-bit load takes both
+ * of a Zen 4 core's load paths) bound the kernel. acc2[r][p] holds row r's block lanes of tokens 2p
+ * and 2p + 1 side by side, acc1[r] those of an odd last token; every block's sum and fma are the
+ * canonical ones, so a row gets the same bits alone or beside another. */
 
 #define MX_FEW 8 /* tokens the streaming kernel takes at once */
 
@@ -223,91 +208,135 @@ static inline __m512 mx_join(__m256 a, __m256 b) {
         _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
 }
 
-/* A decoded group against one token's group x (xs: its bias per block) as one vpdpbusd chain:
- * lanes j and 8 + j hold the two halves of block j's exact sum. */
-static inline __attribute__((always_inline)) __m512i
-mx_few_chain(const __m512i w[4], const uint8_t *x, const int32_t *xs) {
-    const __m512i *xv = (const __m512i *)x;
-    __m512i s = _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)xs));
-    s = _mm512_dpbusd_epi32(s, w[0], _mm512_load_si512(xv));
-    s = _mm512_dpbusd_epi32(s, w[1], _mm512_load_si512(xv + 1));
-    s = _mm512_dpbusd_epi32(s, w[2], _mm512_load_si512(xv + 2));
-    return _mm512_dpbusd_epi32(s, w[3], _mm512_load_si512(xv + 3));
+#define MX_FEW_R 2 /* rows the streaming kernel takes at once (from two tokens on) */
+
+/* x's group g: its 4 vectors, loaded once for every row of a pass (the compiler would otherwise
+ * fold a load into each row's vpdpbusd: the tokens' loads, not the vpdpbusd, then bound the
+ * kernel from two tokens on). */
+static inline __attribute__((always_inline)) void mx_few_x(const uint8_t *x, int64_t g,
+                                                           __m512i v[4], const int nr) {
+    const __m512i *xv = (const __m512i *)(x + g * KN_X86_GROUP_QS);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm512_load_si512(xv + k);
+        if (nr > 1) __asm__("" : "+v"(v[k]));
+    }
 }
 
-/* One group (decoded from `row`) against nt tokens: g indexes the group in the prepared rows.
- * Tokens go in pairs (a, b): a blend and a lane swap put a's two halves and b's two halves side
- * by side, so one add leaves the exact block sums of both in one vector (a in lanes 0-7, b in
- * 8-15) and the convert, the scales and the fma run once for the pair, each lane's the canonical
- * one of its (token, block): a third fewer instructions per token than one token at a time. An
- * odd last token runs alone on 256 bits. */
+/* One group g (decoded from each of the nr rows) against nt tokens, each token's group loaded once
+ * for all the rows. Tokens go in pairs (a, b): per row, a's and b's vpdpbusd chains (from their
+ * biases per block) leave block j's two halves in lanes j and 8 + j; a blend and a lane swap put
+ * a's halves and b's halves side by side, so one add leaves the exact block sums of both in one
+ * vector (a in lanes 0-7, b in 8-15) and the convert, the scales and the fma run once for the
+ * pair, each lane's the canonical one of its (token, block): a third fewer instructions per token
+ * than one token at a time. An odd last token runs alone on 256 bits. vscalef computes
+ * d_x * 2^(e - 128) with one rounding, the correctly rounded product d_x * h(e) (h is exact for
+ * every e, subnormals included). */
 static inline __attribute__((always_inline)) void
-mx_few_group(const uint8_t *row, const uint8_t *const *x, int64_t ng, int64_t g, __m512 *acc2,
-             __m256 *acc1, const int nt, const bool packed) {
-    __m512i w[4];
-    __m512 ef2;
-    mxfp4_codes2(row, w, &ef2, packed);
-    const __m256 ef = _mm512_castps512_ps256(ef2);
+mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int64_t g,
+             __m512 (*acc2)[MX_FEW / 2], __m256 *acc1, const int nt, const int nr,
+             const bool packed) {
+    __m512i w[MX_FEW_R][4];
+    __m512 ef2[MX_FEW_R];
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) mxfp4_codes2(row[r], w[r], &ef2[r], packed);
 #pragma GCC unroll 4
     for (int p = 0; p < nt / 2; p++) {
         const uint8_t *xa = x[2 * p], *xb = x[2 * p + 1];
         const float *dxa = (const float *)(xa + ng * KN_X86_GROUP_QS) + 8 * g;
         const float *dxb = (const float *)(xb + ng * KN_X86_GROUP_QS) + 8 * g;
-        const __m512i sa =
-            mx_few_chain(w, xa + g * KN_X86_GROUP_QS, (const int32_t *)(dxa + ng * 8));
-        const __m512i sb =
-            mx_few_chain(w, xb + g * KN_X86_GROUP_QS, (const int32_t *)(dxb + ng * 8));
-        /* [a.lo | b.hi] + [a.hi | b.lo]: lanes 0-7 token a's block sums, 8-15 token b's */
-        const __m512i isum = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, sa, sb),
-                                              _mm512_shuffle_i64x2(sa, sb, 0x4E));
+        const __m512i ba =
+            _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dxa + ng * 8)));
+        const __m512i bb =
+            _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dxb + ng * 8)));
+        __m512i va[4], vb[4], sa[MX_FEW_R], sb[MX_FEW_R];
+        mx_few_x(xa, g, va, nr);
+        mx_few_x(xb, g, vb, nr);
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            sa[r] = ba, sb[r] = bb;
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                sa[r] = _mm512_dpbusd_epi32(sa[r], w[r][k], va[k]);
+                sb[r] = _mm512_dpbusd_epi32(sb[r], w[r][k], vb[k]);
+            }
+        }
         const __m512 dx2 = mx_join(_mm256_load_ps(dxa), _mm256_load_ps(dxb));
-        acc2[p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_scalef_ps(dx2, ef2), acc2[p]);
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            /* [a.lo | b.hi] + [a.hi | b.lo]: lanes 0-7 token a's block sums, 8-15 token b's */
+            const __m512i isum = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, sa[r], sb[r]),
+                                                  _mm512_shuffle_i64x2(sa[r], sb[r], 0x4E));
+            acc2[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_scalef_ps(dx2, ef2[r]),
+                                         acc2[r][p]);
+        }
     }
     if (nt & 1) {
         const uint8_t *xt = x[nt - 1];
-        const float *dx = (const float *)(xt + ng * KN_X86_GROUP_QS);
-        const int32_t *xs = (const int32_t *)(dx + ng * 8);
-        __m256i isum;
-        __m256 scale;
-        mxfp4_apply(w, ef, (const __m512i *)(xt + g * KN_X86_GROUP_QS), dx + 8 * g, xs + 8 * g,
-                    &isum, &scale);
-        *acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, *acc1);
+        const float *dx = (const float *)(xt + ng * KN_X86_GROUP_QS) + 8 * g;
+        const __m512i bt =
+            _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dx + ng * 8)));
+        __m512i v[4];
+        mx_few_x(xt, g, v, nr);
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            __m512i st = bt;
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) st = _mm512_dpbusd_epi32(st, w[r][k], v[k]);
+            const __m256i isum =
+                _mm256_add_epi32(_mm512_castsi512_si256(st), _mm512_extracti64x4_epi64(st, 1));
+            const __m256 scale =
+                _mm256_scalef_ps(_mm256_load_ps(dx), _mm512_castps512_ps256(ef2[r]));
+            acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc1[r]);
+        }
     }
 }
 
-/* out[t] = row . token t for t < nt (inlined per nt and layout, so the token loops unroll to
- * constants). A packed row's tail group is as stored. */
-static inline __attribute__((always_inline)) void mx_few_row(const uint8_t *row,
-                                                             const uint8_t *const *x, int64_t nb,
-                                                             const uint8_t *end, float *out,
-                                                             const int nt, const bool packed) {
+/* out[r][t] = row r . token t for r < nr, t < nt (inlined per nr, nt and layout, so the loops
+ * unroll to constants). A packed row's tail group is as stored; it reads its window in place when
+ * that lies before `end`: blocks past the row meet zero activations (isum 0) and d_x = 0 (scale 0,
+ * or a subnormal-free 0 * 2^k). */
+static inline __attribute__((always_inline)) void
+mx_few_rows(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, const uint8_t *end,
+            float (*out)[MX_FEW], const int nt, const int nr, const bool packed) {
     const int64_t ng = (nb + 7) / 8, full = nb / 8;
-    __m512 acc2[MX_FEW / 2];
-    __m256 acc1 = _mm256_setzero_ps();
+    __m512 acc2[MX_FEW_R][MX_FEW / 2];
+    __m256 acc1[MX_FEW_R];
+    const uint8_t *row[MX_FEW_R];
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) {
+        row[r] = rows[r];
+        acc1[r] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-    for (int p = 0; p < nt / 2; p++) acc2[p] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < full; g++, row += 8 * KN_MXFP4_BYTES) {
-        kn_x86_prefetch(row, 8 * KN_MXFP4_BYTES);
-        mx_few_group(row, x, ng, g, acc2, &acc1, nt, packed);
+        for (int p = 0; p < nt / 2; p++) acc2[r][p] = _mm512_setzero_ps();
     }
-    if (full < ng) {
-        /* The tail group reads its window in place when it lies before `end`: blocks past the row
-         * meet zero activations (isum 0) and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
-        if (end - row >= 8 * KN_MXFP4_BYTES) {
-            mx_few_group(row, x, ng, full, acc2, &acc1, nt, false);
+    for (int64_t g = 0; g < full; g++) {
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) kn_x86_prefetch(row[r], 8 * KN_MXFP4_BYTES);
+        mx_few_group(row, x, ng, g, acc2, acc1, nt, nr, packed);
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) row[r] += 8 * KN_MXFP4_BYTES;
+    }
+    for (int r = 0; r < nr && full < ng; r++) {
+        if (end - row[r] >= 8 * KN_MXFP4_BYTES) {
+            mx_few_group(&row[r], x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
         } else {
             _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
-            memcpy(pad, row, (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
-            mx_few_group(pad, x, ng, full, acc2, &acc1, nt, false);
+            const uint8_t *p = pad;
+            memcpy(pad, row[r], (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
+            mx_few_group(&p, x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
         }
     }
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) {
 #pragma GCC unroll 4
-    for (int p = 0; p < nt / 2; p++) {
-        out[2 * p] = kn_x86_tree8(_mm512_castps512_ps256(acc2[p]));
-        out[2 * p + 1] =
-            kn_x86_tree8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[p]), 1)));
+        for (int p = 0; p < nt / 2; p++) {
+            out[r][2 * p] = kn_x86_tree8(_mm512_castps512_ps256(acc2[r][p]));
+            out[r][2 * p + 1] = kn_x86_tree8(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[r][p]), 1)));
+        }
+        if (nt & 1) out[r][nt - 1] = kn_x86_tree8(acc1[r]);
     }
-    if (nt & 1) out[nt - 1] = kn_x86_tree8(acc1);
 }
 
 /* mx_few_rows<n> (stored rows) and mx_few_rowsp<n> (a packed copy's: W is its view). */
@@ -315,11 +344,23 @@ static inline __attribute__((always_inline)) void mx_few_row(const uint8_t *row,
     static void name(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,  \
                      int64_t n1) {                                                                 \
         const uint8_t *end = kn_x86_mat_end(W);                                                    \
-        for (int64_t r = n0; r < n1; r++) {                                                        \
-            float out[MX_FEW];                                                                     \
-            mx_few_row((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols / KN_QK32,  \
-                       end, out, n, packed);                                                       \
-            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
+        const int64_t nb = W->cols / KN_QK32;                                                      \
+        const uint8_t *data = W->data;                                                             \
+        int64_t r = n0;                                                                            \
+        /* one token reads the rows one at a time (the stream bounds it, not the loads) */         \
+        for (; n > 1 && r + MX_FEW_R <= n1; r += MX_FEW_R) {                                       \
+            const uint8_t *rows[MX_FEW_R];                                                         \
+            float out[MX_FEW_R][MX_FEW];                                                           \
+            for (int i = 0; i < MX_FEW_R; i++) rows[i] = data + (size_t)(r + i) * W->row_bytes;    \
+            mx_few_rows(rows, x, nb, end, out, n, MX_FEW_R, packed);                               \
+            for (int i = 0; i < MX_FEW_R; i++)                                                     \
+                for (int t = 0; t < n; t++) Y[t * ldy + r + i] = out[i][t];                        \
+        }                                                                                          \
+        for (; r < n1; r++) {                                                                      \
+            const uint8_t *row = data + (size_t)r * W->row_bytes;                                  \
+            float out[1][MX_FEW];                                                                  \
+            mx_few_rows(&row, x, nb, end, out, n, 1, packed);                                      \
+            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[0][t];                                \
         }                                                                                          \
     }
 #define MX_FEW_ROWS(n)                                                                             \
