@@ -17,7 +17,8 @@
  * the rates: GB/s (against the read bandwidth: memory-bound) and the fraction of the int8
  * dot-product peak measured just before (compute-bound); --profile-seqs 1,16 does so for each
  * number of sequences decoding together (one row each per step, each after a prompt of its own),
- * which shows what a batched step spends its time on against a one-row step.
+ * which shows what a batched step spends its time on against a one-row step; with 1 first in the
+ * list, each larger batch's tokens/s over one sequence's (issue 14's "16 streams >= 3.5x one").
  * --llama-bench runs, per round, `llama-bench -p PROMPT -n 0` (prefill from an empty context, best
  * of 2 repetitions, like ours) and `-p 0 -n DECODE -d PROMPT` (decode after the prompt, like ours);
  * llama.cpp keeps its defaults otherwise (weight repacking on, its thread pool's polling). */
@@ -272,10 +273,10 @@ static void step_macs(const md_model *m, int B, double macs[PH_COUNT]) {
 
 /* Decodes `steps` more tokens in each of sequences 0..B-1 (one row each per step: tok[s] at
  * position pos[s]) with the observer timing each phase; prints ms per step and per token and the
- * rate at which each phase reads its weights. */
+ * rate at which each phase reads its weights; *step_s: the mean step. */
 static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend *be, int B,
                           const int *pos, int32_t *tok, int steps, float *logits, int threads,
-                          kn_numerics numerics, mw_err *e) {
+                          kn_numerics numerics, double *step_s, mw_err *e) {
     profile p = {0};
     double bytes[PH_COUNT] = {0};
     for (int il = 0; il < m->cfg.n_layer; il++) {
@@ -317,6 +318,7 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     md_ctx_set_observer(c, NULL, NULL);
     free(rows);
     bytes[PH_EXPERTS] = (double)(md_local_backend_weight_bytes(be) - eb0) / steps;
+    *step_s = total / steps;
     printf(
         "   profile, %d layers, %d thread(s), %d sequence(s), %d decode steps: %.2f ms per step, "
         "%.2f ms per token (sum of each phase's best step: %.2f ms); %.1f page faults per step\n",
@@ -366,7 +368,7 @@ static void prompt_rows(md_row *rows, int n, int n_vocab) {
 /* The profile of B sequences decoding together (--profile-seqs): a context of B sequences, each
  * prefilled with its own prompt in one batch, then profile_decode. */
 static int profile_seqs(const opts *o, const md_model *m, md_expert_backend *be, kn_pool *pool,
-                        int threads, int B, mw_err *e) {
+                        int threads, int B, double *step_s, mw_err *e) {
     md_ctx_params p = {.numerics = o->numerics,
                        .pool = pool,
                        .experts = be,
@@ -395,7 +397,7 @@ static int profile_seqs(const opts *o, const md_model *m, md_expert_backend *be,
     }
     if (md_forward(c, rows, B * o->prompt, logits, e)) goto out;
     for (int s = 0; s < B; s++) tok[s] = md_argmax(logits + (size_t)s * (size_t)V, V);
-    rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, o->numerics, e);
+    rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, o->numerics, step_s, e);
 out:
     md_ctx_free(c);
     free(rows);
@@ -465,11 +467,21 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
     if (md_ctx_new(m, &p, &c, &e) || prefill_decode(o, c, m, be, logits, r, &e)) goto fail;
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
     const int pos = o->prompt + o->decode;
+    double step_s = 0, one_s = 0; /* one sequence's mean step, when profiled first */
     if (with_profile && !o->n_seqs &&
-        profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, o->numerics, &e))
+        profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, o->numerics, &step_s,
+                       &e))
         goto fail;
-    for (int i = 0; with_profile && i < o->n_seqs; i++)
-        if (profile_seqs(o, m, be, pool, threads, o->seqs[i], &e)) goto fail;
+    for (int i = 0; with_profile && i < o->n_seqs; i++) {
+        const int B = o->seqs[i];
+        if (profile_seqs(o, m, be, pool, threads, B, &step_s, &e)) goto fail;
+        if (B == 1 && i == 0) one_s = step_s;
+        /* issue 14's batching figure: B sequences' tokens/s over one sequence's, same run */
+        if (B > 1 && one_s > 0 && step_s > 0)
+            printf("   batch gain, %d sequences: %.2fx one sequence's tokens/s (%d x %.2f ms / "
+                   "%.2f ms per step)\n",
+                   B, B * one_s / step_s, B, 1e3 * one_s, 1e3 * step_s);
+    }
     rc = 0;
     goto out;
 fail:

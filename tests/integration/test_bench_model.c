@@ -159,6 +159,27 @@ static void test_profile_macs(void **state) {
     char of_peak[16];
     assert_true(profile_gmac(out, 3, "KV store + attention", of_peak, sizeof of_peak) == 0);
     assert_string_equal(of_peak, "-");
+    /* the batch gain: 3 x one sequence's mean step over 3 sequences', both as their profiles
+     * printed them */
+    double step[4] = {0};
+    for (int B = 1; B <= 3; B += 2) {
+        char head[128];
+        snprintf(head, sizeof head, "%d sequence(s), ", B);
+        const char *h = strstr(out, head);
+        assert_non_null(h);
+        assert_int_equal(sscanf(strchr(h, ':') + 1, "%lf", &step[B]), 1);
+    }
+    const char *g = strstr(out, "batch gain, 3 sequences: ");
+    if (!g) fail_msg("no batch gain line:\n%s", out);
+    double gain, one, three;
+    int n;
+    assert_int_equal(sscanf(g + strlen("batch gain, 3 sequences: "),
+                            "%lfx one sequence's tokens/s (%d x %lf ms / %lf ms per step)", &gain,
+                            &n, &one, &three),
+                     4);
+    assert_int_equal(n, 3);
+    assert_true(fabs(one - step[1]) < 0.006 && fabs(three - step[3]) < 0.006);
+    assert_true(fabs(gain - 3 * step[1] / step[3]) < 0.01 + 1e-3 * gain);
     free(out);
     free(err);
 }
