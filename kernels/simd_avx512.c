@@ -292,12 +292,12 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
     }
 }
 
-/* out[r][t] = row r . token t for r < nr, t < nt (inlined per nr, nt and layout, so the loops
- * unroll to constants). A packed row's tail group is as stored; it reads its window in place when
- * that lies before `end`: blocks past the row meet zero activations (isum 0) and d_x = 0 (scale 0,
- * or a subnormal-free 0 * 2^k). */
+/* One pass over nr rows: out[r][t] = row r . token t for r < nr, t < nt (inlined per nr, nt and
+ * layout, so the loops unroll to constants). A packed row's tail group is as stored; it reads its
+ * window in place when that lies before `end`: blocks past the row meet zero activations (isum 0)
+ * and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
 static inline __attribute__((always_inline)) void
-mx_few_rows(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, const uint8_t *end,
+mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, const uint8_t *end,
             float (*out)[MX_FEW], const int nt, const int nr, const bool packed) {
     const int64_t ng = (nb + 7) / 8, full = nb / 8;
     __m512 acc2[MX_FEW_R][MX_FEW / 2];
@@ -352,14 +352,14 @@ mx_few_rows(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
             const uint8_t *rows[MX_FEW_R];                                                         \
             float out[MX_FEW_R][MX_FEW];                                                           \
             for (int i = 0; i < MX_FEW_R; i++) rows[i] = data + (size_t)(r + i) * W->row_bytes;    \
-            mx_few_rows(rows, x, nb, end, out, n, MX_FEW_R, packed);                               \
+            mx_few_pass(rows, x, nb, end, out, n, MX_FEW_R, packed);                               \
             for (int i = 0; i < MX_FEW_R; i++)                                                     \
                 for (int t = 0; t < n; t++) Y[t * ldy + r + i] = out[i][t];                        \
         }                                                                                          \
         for (; r < n1; r++) {                                                                      \
             const uint8_t *row = data + (size_t)r * W->row_bytes;                                  \
             float out[1][MX_FEW];                                                                  \
-            mx_few_rows(&row, x, nb, end, out, n, 1, packed);                                      \
+            mx_few_pass(&row, x, nb, end, out, n, 1, packed);                                      \
             for (int t = 0; t < n; t++) Y[t * ldy + r] = out[0][t];                                \
         }                                                                                          \
     }
