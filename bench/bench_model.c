@@ -478,8 +478,8 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
         if (B == 1 && i == 0) one_s = step_s;
         /* issue 14's batching figure: B sequences' tokens/s over one sequence's, same run */
         if (B > 1 && one_s > 0 && step_s > 0)
-            printf("   batch gain, %d sequences: %.2fx one sequence's tokens/s (%d x %.2f ms / "
-                   "%.2f ms per step)\n",
+            printf("   batch gain, %d sequences: %.2fx one sequence's tokens/s (%d x %.3g ms / "
+                   "%.3g ms per step)\n",
                    B, B * one_s / step_s, B, 1e3 * one_s, 1e3 * step_s);
     }
     rc = 0;
