@@ -411,6 +411,9 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
     }
     free(mats);
     free(kv);
+    /* the embedding stays a view (a step reads one row of it per token): its pages mapped in now,
+     * so a token's first use does not fault them in mid-step */
+    if (rc == 0) md_pin_map_in(&m->tok_embd);
     return rc;
 }
 

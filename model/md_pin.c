@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define PIN_ALIGN ((size_t)2 << 20) /* a transparent huge page */
 
@@ -34,6 +35,22 @@ static int pin_alloc(md_pin *p, size_t bytes, const char *what, mw_err *err) {
 #endif
     p->bytes = bytes;
     return 0;
+}
+
+void md_pin_map_in(const kn_mat *w) {
+    const size_t n = stored(w);
+    if (n == 0) return;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)w->data & ~(uintptr_t)(page - 1);
+    const size_t len = (uintptr_t)w->data + n - a;
+#ifdef MADV_POPULATE_READ
+    if (madvise((void *)a, len, MADV_POPULATE_READ) == 0) return;
+#endif
+    /* an older kernel: fault the pages in by reading one byte of each */
+    volatile const uint8_t *p = (const uint8_t *)a;
+    uint8_t sink = 0;
+    for (size_t o = 0; o < len; o += page) sink ^= p[o];
+    (void)sink;
 }
 
 bool md_pin_packing(void) {

@@ -30,6 +30,11 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char 
  * for huge pages, each view's `packed` pointed at its own: batches then skip decoding them (the
  * bits are the same). */
 int md_pin_pack(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err);
+/* Maps every page of a view of a mapping into the process (MADV_POPULATE_READ, or one read per
+ * page where the kernel lacks it), so reading its rows later never faults: for a matrix read a few
+ * rows at a time, which a copy would not speed up (the token embedding). Costs no memory beyond
+ * the page cache's. */
+void md_pin_map_in(const kn_mat *w);
 void md_pin_free(md_pin *p);
 
 #endif

@@ -5,6 +5,9 @@
  * errors. */
 #include "tests/support/mw_test.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +27,22 @@ typedef struct fixture {
     md_expert_backend *experts;
     int32_t tokens[N_TOK];
 } fixture;
+
+/* Pages of [a, a + n pages) mapped in this process (/proc/self/pagemap's present bit). */
+static size_t pages_present(uintptr_t a, size_t n) {
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const int fd = open("/proc/self/pagemap", O_RDONLY);
+    assert_true(fd >= 0);
+    size_t present = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ent = 0;
+        const off_t at = (off_t)((a / page + i) * sizeof ent);
+        assert_int_equal(pread(fd, &ent, sizeof ent, at), (ssize_t)sizeof ent);
+        present += ent >> 63;
+    }
+    close(fd);
+    return present;
+}
 
 static void open_fixture(fixture *f, const char *name) {
     memset(f, 0, sizeof *f);
@@ -334,8 +353,18 @@ static void check_prefill_decode(const char *name) {
     /* the dense matrices and the experts copied onto huge pages compute the same bits */
     float *a = run_prefill(&f, KN_NUM_Q8, NULL);
     mw_err e;
+    /* the embedding's pages unmapped (its rows are read from the file again on a fault) ... */
+    const kn_mat *emb = &f.model->tok_embd;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t e0 = (uintptr_t)emb->data & ~(uintptr_t)(page - 1);
+    const size_t elen = (uintptr_t)emb->data + (size_t)emb->rows * emb->row_bytes - e0,
+                 epages = (elen + page - 1) / page;
+    assert_int_equal(madvise((void *)e0, elen, MADV_DONTNEED), 0);
+    assert_true(pages_present(e0, epages) < epages);
     if (md_model_pin_dense(f.model, &e) || md_local_backend_pin(f.experts, &e))
         fail_msg("%s", e.msg);
+    /* ... mapped in by pinning: a token's first use will not fault mid-step */
+    assert_int_equal(pages_present(e0, epages), epages);
     const uint8_t *pin = f.model->pin.buf, *q = f.model->layers[0].wq.data;
     assert_true(q >= pin && q < pin + md_model_pinned_bytes(f.model));
     assert_true((const uint8_t *)f.model->output.data >= pin);
