@@ -28,6 +28,7 @@ typedef struct fixture {
     int32_t tokens[N_TOK];
 } fixture;
 
+#ifdef __linux__
 /* Pages of [a, a + n pages) mapped in this process (/proc/self/pagemap's present bit). */
 static size_t pages_present(uintptr_t a, size_t n) {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -43,6 +44,7 @@ static size_t pages_present(uintptr_t a, size_t n) {
     close(fd);
     return present;
 }
+#endif
 
 static void open_fixture(fixture *f, const char *name) {
     memset(f, 0, sizeof *f);
@@ -353,6 +355,7 @@ static void check_prefill_decode(const char *name) {
     /* the dense matrices and the experts copied onto huge pages compute the same bits */
     float *a = run_prefill(&f, KN_NUM_Q8, NULL);
     mw_err e;
+#ifdef __linux__
     /* the embedding's pages unmapped (its rows are read from the file again on a fault) ... */
     const kn_mat *emb = &f.model->tok_embd;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -361,10 +364,13 @@ static void check_prefill_decode(const char *name) {
                  epages = (elen + page - 1) / page;
     assert_int_equal(madvise((void *)e0, elen, MADV_DONTNEED), 0);
     assert_true(pages_present(e0, epages) < epages);
+#endif
     if (md_model_pin_dense(f.model, &e) || md_local_backend_pin(f.experts, &e))
         fail_msg("%s", e.msg);
+#ifdef __linux__
     /* ... mapped in by pinning: a token's first use will not fault mid-step */
     assert_int_equal(pages_present(e0, epages), epages);
+#endif
     const uint8_t *pin = f.model->pin.buf, *q = f.model->layers[0].wq.data;
     assert_true(q >= pin && q < pin + md_model_pinned_bytes(f.model));
     assert_true((const uint8_t *)f.model->output.data >= pin);
