@@ -1,15 +1,15 @@
-/* kernels/simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default
- * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 8 tokens
- * streamed (each stored row read once, its weights decoded with byte permutes straight into the
- * interleaved layout of simd_x86.h and applied to every token in registers: an expert's few rows
- * of a decode batch cost little more than one; a pinned matrix is read from its packed copy, whose
- * groups are stored in decode order so the gathers are skipped), MXFP4 and Q8_0 batches beyond that
- * (a tile of rows decoded once, two rows per 512-bit vector, the next tile decoded while this one
- * is used), Q6_K at T = 1 (codes decoded in registers, 512 bits at a time) and Q6_K batches
- * (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of vpdpwssd). The other
- * Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI instructions; float
- * kernels come from the AVX2 row. The integer sums are exact, so every block's isum and every
- * lane's float work is the canonical one: the bits equal the scalar reference's. */
+/* kernels/simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default on
+ * CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 16 tokens streamed
+ * (each stored row read once per pass of up to 8 tokens, its weights decoded with byte permutes
+ * straight into the interleaved layout of simd_x86.h and applied to every token in registers: an
+ * expert's few rows of a decode batch cost little more than one; a pinned matrix is read from its
+ * packed copy, whose groups are stored in decode order so the gathers are skipped), MXFP4 and Q8_0
+ * batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the next tile
+ * decoded while this one is used), Q6_K at T = 1 (codes decoded in registers, 512 bits at a time)
+ * and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
+ * vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI
+ * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
+ * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
 #include "kernels/simd_x86.h"
 
 bool kn_isa_avx512_usable(void) {
@@ -201,6 +201,10 @@ static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, 
  * canonical ones, so a row gets the same bits alone or beside another. */
 
 #define MX_FEW 8 /* tokens the streaming kernel takes at once */
+/* Up to two passes of it rather than the batch tile: on a Zen 5 VM two passes at T = 9-16 run
+ * 2.1-2.4x faster than the tile (four at T = 32 1.6x); on the Intel VM of docs/benchmarks.md the
+ * two were even at T = 16 and the tile won beyond (docs/kernels.md). */
+#define MX_FEW_PASSES 2
 
 /* [a | b] (AVX-512F has no 32-bit-lane insert; the 64-bit one moves the same bits). */
 static inline __m512 mx_join(__m256 a, __m256 b) {
@@ -401,12 +405,19 @@ static const mx_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_f
                                               mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
                                               mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
 
-/* Rows n0 .. n1 of W against all of x's tokens (x->T <= MX_FEW), with fns[T]. */
+/* Rows n0 .. n1 of W against all of x's tokens (x->T <= MX_FEW_PASSES * MX_FEW), with fns[T],
+ * in passes of at most MX_FEW tokens as even as can be (each pass streams the rows again). */
 static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                         int64_t n1, const mx_few_fn *fns) {
-    const uint8_t *xt[MX_FEW];
-    for (int64_t t = 0; t < x->T; t++) xt[t] = (const uint8_t *)x->data + (size_t)t * x->stride;
-    fns[x->T](W, xt, Y, ldy, n0, n1);
+    const int64_t passes = (x->T + MX_FEW - 1) / MX_FEW;
+    for (int64_t p = 0, t0 = 0; p < passes; p++) {
+        const int64_t tn = (x->T - t0) / (passes - p);
+        const uint8_t *xt[MX_FEW];
+        for (int64_t t = 0; t < tn; t++)
+            xt[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->stride;
+        fns[tn](W, xt, Y + t0 * ldy, ldy, n0, n1);
+        t0 += tn;
+    }
 }
 
 /* ---- Q6_K batches ------------------------------------------------------------------------------
@@ -885,13 +896,13 @@ static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, 
         kn_mat P = *W;
         P.data = pk;
         P.packed = NULL;
-        if (x->T <= MX_FEW)
+        if (x->T <= MX_FEW_PASSES * MX_FEW)
             mx_rows_few(&P, x, Y, ldy, n0, n1, mx_fewp);
         else
             mx_rows_tiled(&P, x, Y, ldy, n0, n1, scratch, mxfp4p_dec_group, mx_micro_mxfp4p);
         return;
     }
-    if (x->T <= MX_FEW)
+    if (x->T <= MX_FEW_PASSES * MX_FEW)
         mx_rows_few(W, x, Y, ldy, n0, n1, mx_few);
     else
         mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4);
@@ -904,7 +915,8 @@ static size_t mx_tile_scratch(const kn_mat *W) {
 }
 
 static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
-    return T > MX_FEW ? mx_tile_scratch(W) : 0; /* the few-token path keeps nothing */
+    return T > MX_FEW_PASSES * MX_FEW ? mx_tile_scratch(W)
+                                      : 0; /* the few-token path keeps nothing */
 }
 
 /* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned -------------------------
