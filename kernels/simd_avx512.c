@@ -915,8 +915,8 @@ static size_t mx_tile_scratch(const kn_mat *W) {
 }
 
 static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
-    return T > MX_FEW_PASSES * MX_FEW ? mx_tile_scratch(W)
-                                      : 0; /* the few-token path keeps nothing */
+    /* the few-token path keeps nothing */
+    return T > MX_FEW_PASSES * MX_FEW ? mx_tile_scratch(W) : 0;
 }
 
 /* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned -------------------------
