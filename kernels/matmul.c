@@ -90,6 +90,7 @@ typedef struct job {
     size_t per_thread;
 } job;
 
+/* The scratch bytes one thread of the job needs. */
 static size_t thread_scratch(const kn_part *parts, int nparts) {
     size_t m = 0;
     for (int i = 0; i < nparts; i++) {
@@ -101,7 +102,7 @@ static size_t thread_scratch(const kn_part *parts, int nparts) {
 }
 
 size_t kn_parts_scratch(const kn_part *parts, int nparts, int nth) {
-    return thread_scratch(parts, nparts) * (size_t)nth;
+    return kn_slots_bytes(thread_scratch(parts, nparts), nth);
 }
 
 int kn_parts_threads(const kn_part *parts, int nparts, kn_pool *pool) {
@@ -164,7 +165,7 @@ static int part_of(const job *j, int64_t c) {
 static void job_task(void *arg, int ith, int nth) {
     job *j = arg;
     (void)nth;
-    void *scratch = j->scratch + (size_t)ith * j->per_thread;
+    void *scratch = kn_slot(j->scratch, j->per_thread, ith);
     for (;;) {
         const int64_t c = claim(j, ith % 2 == 1);
         if (c < 0) return;

@@ -20,7 +20,8 @@ int md_attn_ws_reserve(md_attn_ws *ws, const md_config *cfg, const md_row *rows,
     int64_t per = ws->per_thread > need ? ws->per_thread : need;
     if (per < 2 * ws->per_thread) per = 2 * ws->per_thread; /* amortize growth while decoding */
     int nt = n_threads > ws->n_threads ? n_threads : ws->n_threads;
-    float *s = realloc(ws->scores, (size_t)(per * nt) * sizeof(float));
+    /* slots apart: each thread rewrites its scores for every group (kn_slots_bytes) */
+    float *s = realloc(ws->scores, kn_slots_bytes((size_t)per * sizeof(float), nt));
     if (!s) return mw_errf(err, "attention: out of memory for %lld scores", (long long)per);
     ws->scores = s;
     ws->per_thread = per;
@@ -116,7 +117,7 @@ static void run(void *arg, int ith, int nth) {
     const int64_t lo = ith ? item_at(a, per_row, total * ith / nth) : 0;
     const int64_t hi =
         ith + 1 < nth ? item_at(a, per_row, total * (ith + 1) / nth) : a->T * per_row;
-    float *scores = tk->ws->scores + (int64_t)ith * tk->ws->per_thread;
+    float *scores = kn_slot(tk->ws->scores, (size_t)tk->ws->per_thread * sizeof(float), ith);
     for (int64_t i = lo; i < hi; i++) {
         const int64_t pair = i / chunks;
         const int ch = (int)(i % chunks);

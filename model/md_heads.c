@@ -22,7 +22,8 @@ typedef struct job {
 static void run(void *arg, int ith, int nth) {
     const job *j = arg;
     const int64_t cols = j->w->m.cols, rows = j->w->m.rows;
-    float *xs = j->ws->buf + (size_t)ith * j->ws->per_thread, *ys = xs + j->T * cols;
+    float *xs = kn_slot(j->ws->buf, j->ws->per_thread * sizeof(float), ith);
+    float *ys = xs + j->T * cols;
     const int h0 = (int)((int64_t)j->n_heads * ith / nth);
     const int h1 = (int)((int64_t)j->n_heads * (ith + 1) / nth);
     for (int h = h0; h < h1; h++) {
@@ -44,7 +45,7 @@ int md_heads_matmul(const md_heads *w, int n_heads, md_strided x, md_strided y, 
     if (per > ws->per_thread || nth > ws->n_threads) {
         size_t p = per > ws->per_thread ? per : ws->per_thread;
         int n = nth > ws->n_threads ? nth : ws->n_threads;
-        float *b = realloc(ws->buf, p * (size_t)n * sizeof *b);
+        float *b = realloc(ws->buf, kn_slots_bytes(p * sizeof *b, n)); /* slots apart */
         if (!b)
             return mw_errf(err, "attention: out of memory for per-head rows of %lld", (long long)T);
         ws->buf = b;

@@ -1,7 +1,8 @@
 /* tests/unit/test_kernels_pool.c — the thread pool: every task of every job runs exactly once,
  * with parks (kn_pool_park on one pool, and on every pool) and wakes (kn_pool_wake) between
  * jobs, and parked workers come back for the next job; kn_pool_bind_cpus gives the caller and
- * each worker one CPU, in order from the first asked for, wrapping. */
+ * each worker one CPU, in order from the first asked for, wrapping; per-thread scratch slots hold
+ * their bytes inside the buffer, aligned, and at least 64 KiB from each other and its ends. */
 #include <dirent.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -226,6 +227,25 @@ static void test_bind_cpus(void **state) {
     assert_int_equal(sched_setaffinity(0, sizeof saved, &saved), 0);
 }
 
+static void test_slots_apart(void **state) {
+    (void)state;
+    assert_int_equal(kn_slots_bytes(0, 4), 0);
+    const size_t ns[] = {1, 64, 4095, 4096, 24768, 1 << 20};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+        for (int nth = 1; nth <= 5; nth++) {
+            const size_t n = ns[k], total = kn_slots_bytes(n, nth);
+            uint8_t *base = (uint8_t *)(uintptr_t)0x100000; /* addresses only, never touched */
+            size_t prev_end = 0;
+            for (int i = 0; i < nth; i++) {
+                const size_t off = (size_t)((uint8_t *)kn_slot(base, n, i) - base);
+                assert_int_equal(off % 64, 0);
+                assert_true(off >= prev_end + 64 * 1024); /* from the start, or the slot before */
+                prev_end = off + n;
+            }
+            assert_true(total >= prev_end + 64 * 1024);
+        }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jobs_with_parks),
@@ -233,6 +253,7 @@ int main(void) {
         cmocka_unit_test(test_wake),
         cmocka_unit_test(test_no_poll),
         cmocka_unit_test(test_bind_cpus),
+        cmocka_unit_test(test_slots_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
