@@ -5,8 +5,9 @@
  * expert's few rows of a decode batch cost little more than one; a pinned matrix is read from its
  * packed copy, whose groups are stored in decode order so the gathers are skipped), MXFP4 and Q8_0
  * batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the next tile
- * decoded while this one is used), Q6_K at T = 1 (codes decoded in registers, 512 bits at a time)
- * and Q6_K batches (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
+ * decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes decoded in
+ * registers once per super-block and applied to every token of a pass of up to 8) and Q6_K
+ * batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
  * vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI
  * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
  * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
@@ -405,7 +406,7 @@ static const mx_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_f
                                               mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
                                               mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
 
-/* Rows n0 .. n1 of W against all of x's tokens (x->T <= MX_FEW_PASSES * MX_FEW), with fns[T],
+/* Rows n0 .. n1 of W against all of x's tokens with fns[T] (MXFP4's or Q6_K's streaming kernel),
  * in passes of at most MX_FEW tokens as even as can be (each pass streams the rows again). */
 static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                         int64_t n1, const mx_few_fn *fns) {
@@ -420,22 +421,11 @@ static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
     }
 }
 
-/* ---- Q6_K batches ------------------------------------------------------------------------------
- *
- * A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
- * exact (|w| <= 4096), and the activations are kept as int16 too, so one vpdpwssd adds 32
- * products of a (row, token) pair with its group scales already applied: 8 of them per
- * super-block and pair, no bsum correction. The sum of the 16 dword lanes is the block's exact
- * isum (the canonical one), and the float step is the canonical fma into lane b % 8. A micro-tile
- * is 4 rows x 4 tokens: 16 accumulators, reduced together into one vector whose lane 4t + r holds
- * pair (r, t), so the 16 fmas of a super-block are one vector fma. */
-
-#define Q6_R 4 /* rows of a micro-tile */
-#define Q6_T 4 /* tokens of a micro-tile */
+/* ---- Q6_K: the activation rows ------------------------------------------------------------- */
 
 /* Prepared activation row: the Q8_K blocks as simd_x86.h lays them out, then the same q values
- * as int16 (the batch kernel), then the blocks' d as floats, zero-padded to a multiple of 8 (the
- * T = 1 kernel loads 8 at a time). */
+ * as int16 (the batch tile), then the blocks' d as floats, zero-padded to a multiple of 8 (the
+ * streaming kernel loads 8 at a time). */
 static size_t q6k_q16_off(int64_t k) {
     return kn_align64(kn_x86_q8_K_bytes(k));
 }
@@ -466,12 +456,24 @@ static void q6k_act_prep(const float *x, void *dst, int64_t k) {
     for (int64_t b = nb; b < (nb + 7) / 8 * 8; b++) dx[b] = 0.0f;
 }
 
-/* ---- Q6_K at T = 1: the stored row streamed once, decoded in registers -------------------------
+/* ---- Q6_K against a few tokens: the stored row streamed once, decoded in registers -------------
  *
- * Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors, vpmaddubsw
- * against q, vpdpwssd by the group scales, starting from -32 * sum(scale * bsum): 16 dword lanes
- * whose total is the block's exact isum. Eight blocks' vectors are reduced together into lane
- * b % 8 of one vector, and one fma adds isum_b * (d_w * d_x) to each block lane. */
+ * Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors and the group
+ * scales spread to match, decoded once and applied to every token (nt = 1 .. 8): vpmaddubsw
+ * against the token's q, vpdpwssd by the scales, starting from -32 * sum(scale * bsum): 16 dword
+ * lanes whose total is the block's exact isum. Eight blocks' vectors of a token are reduced
+ * together into lane b % 8 of one vector, and one fma adds isum_b * (d_w * d_x) to each block
+ * lane: the canonical order, so a row gets the same bits at any nt. The weights are read from
+ * memory once whatever nt, so an expert's few rows of a decode batch cost little more than one
+ * (the batch tile below pays its int16 decode per tile of 4 rows and computes whole blocks of 4
+ * tokens: at T = 2-4 it took 1.4-1.6x as long). */
+
+#define Q6_FEW 8 /* tokens the streaming kernel takes at once */
+/* Tokens up to which it runs (in two passes beyond Q6_FEW) rather than the batch tile: on the Zen
+ * 5 VM it was 1.3-1.9x faster at T = 2-7, even at 8, 1.15-1.35x faster at 9 and 12 on two
+ * threads, and the tile 5-15 % faster at 16 (docs/kernels.md). */
+#define Q6_FEW_MAX 12
+_Static_assert(Q6_FEW == MX_FEW, "mx_rows_few splits the tokens in passes of MX_FEW");
 
 /* Lanes j = 0..7 of the result: the sum of the 16 dwords of a[j] (exact). */
 static inline __m256i q6k_reduce8(const __m512i a[8]) {
@@ -495,15 +497,18 @@ static inline __m256i q6k_reduce8(const __m512i a[8]) {
     return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, h));
 }
 
-/* One stored super-block against a token: 16 dword lanes summing to its exact isum. */
-static inline __m512i q6k_block_sum(const uint8_t *blk, const kn_block_q8_K *x) {
+/* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
+ * exact isum of token t. */
+static inline __attribute__((always_inline)) void q6k_block_sums(const uint8_t *blk,
+                                                                 const kn_block_q8_K *const *x,
+                                                                 int64_t b, __m512i *s,
+                                                                 const int nt) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     kn_x86_prefetch(blk, KN_Q6_K_BYTES);
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    const __m256i scm = _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32));
     const __m512i scz = _mm512_castsi256_si512(sc);
-    __m512i acc =
-        _mm512_zextsi256_si512(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
-                                                 _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32))));
+    __m512i c[4], sv[4];
 #pragma GCC unroll 2
     for (int n = 0; n < 2; n++) {
         /* codes 128n + 0..63: low nibbles of ql[64n ..] with qh bits 0-1 (first 32) and 2-3;
@@ -512,49 +517,114 @@ static inline __m512i q6k_block_sum(const uint8_t *blk, const kn_block_q8_K *x) 
         const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
         const __m512i hz =
             _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
-        const __m512i c0 = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                           _mm512_and_si512(_mm512_slli_epi16(hz, 4), m30));
-        const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                           _mm512_and_si512(hz, m30));
-#pragma GCC unroll 2
-        for (int j = 0; j < 2; j++) {
-            const int q = 2 * n + j; /* elements 64q .. 64q + 63: groups 4q .. 4q + 3 */
-            const __m512i p = _mm512_maddubs_epi16(
-                j ? c1 : c0, _mm512_loadu_si512((const __m512i *)(x->qs + 64 * q)));
-            const __m512i idx = _mm512_add_epi16(
-                _mm512_set1_epi16((short)(4 * q)),
-                _mm512_srli_epi16(_mm512_set_epi32(0x001f001e, 0x001d001c, 0x001b001a, 0x00190018,
-                                                   0x00170016, 0x00150014, 0x00130012, 0x00110010,
-                                                   0x000f000e, 0x000d000c, 0x000b000a, 0x00090008,
-                                                   0x00070006, 0x00050004, 0x00030002, 0x00010000),
-                                  3));
-            acc = _mm512_dpwssd_epi32(acc, p, _mm512_permutexvar_epi16(idx, scz));
-        }
+        c[2 * n] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                   _mm512_and_si512(_mm512_slli_epi16(hz, 4), m30));
+        c[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                       _mm512_and_si512(hz, m30));
     }
-    return acc;
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) { /* elements 64q .. 64q + 63: groups 4q .. 4q + 3 */
+        const __m512i idx = _mm512_add_epi16(
+            _mm512_set1_epi16((short)(4 * q)),
+            _mm512_srli_epi16(_mm512_set_epi32(0x001f001e, 0x001d001c, 0x001b001a, 0x00190018,
+                                               0x00170016, 0x00150014, 0x00130012, 0x00110010,
+                                               0x000f000e, 0x000d000c, 0x000b000a, 0x00090008,
+                                               0x00070006, 0x00050004, 0x00030002, 0x00010000),
+                              3));
+        sv[q] = _mm512_permutexvar_epi16(idx, scz);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const kn_block_q8_K *xb = x[t] + b;
+        __m512i acc = _mm512_zextsi256_si512(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), scm));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++)
+            acc = _mm512_dpwssd_epi32(
+                acc,
+                _mm512_maddubs_epi16(c[q], _mm512_loadu_si512((const __m512i *)(xb->qs + 64 * q))),
+                sv[q]);
+        s[t] = acc;
+    }
 }
 
-static float q6k_dot_row(const uint8_t *row, const void *xp, int64_t k) {
+/* A stored row against nt prepared tokens: out[t] = row . token t. */
+static inline __attribute__((always_inline)) void
+q6k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out, const int nt) {
     const int64_t nb = k / KN_QK_K;
-    const kn_block_q8_K *x = xp;
-    const float *dx = (const float *)((const uint8_t *)xp + q6k_dx_off(k));
-    __m256 acc = _mm256_setzero_ps();
+    const kn_block_q8_K *x[Q6_FEW];
+    const float *dx[Q6_FEW];
+    __m256 acc[Q6_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        x[t] = (const kn_block_q8_K *)xp[t];
+        dx[t] = (const float *)(xp[t] + q6k_dx_off(k));
+        acc[t] = _mm256_setzero_ps();
+    }
     for (int64_t b0 = 0; b0 < nb; b0 += 8, row += 8 * KN_Q6_K_BYTES) {
         const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        __m512i s[8];
+        __m512i s[8][Q6_FEW];
         _Alignas(16) uint16_t d[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) { /* blocks past the row: isum 0, d_w 0 (and d_x 0) */
-            s[i] =
-                i < n ? q6k_block_sum(row + i * KN_Q6_K_BYTES, x + b0 + i) : _mm512_setzero_si512();
-            d[i] = i < n ? kn_rd16(row + i * KN_Q6_K_BYTES + 208) : 0;
+            if (i < n) {
+                q6k_block_sums(row + i * KN_Q6_K_BYTES, x, b0 + i, s[i], nt);
+                d[i] = kn_rd16(row + i * KN_Q6_K_BYTES + 208);
+            } else {
+                for (int t = 0; t < nt; t++) s[i][t] = _mm512_setzero_si512();
+                d[i] = 0;
+            }
         }
-        const __m256 scale = _mm256_mul_ps(_mm256_cvtph_ps(_mm_load_si128((const __m128i *)d)),
-                                           _mm256_loadu_ps(dx + b0));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6k_reduce8(s)), scale, acc);
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)d));
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            __m512i st[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) st[i] = s[i][t];
+            const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6k_reduce8(st)), scale, acc[t]);
+        }
     }
-    return kn_x86_tree8(acc);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) out[t] = kn_x86_tree8(acc[t]);
 }
+
+/* q6k_few_rows<n>: rows n0 .. n1 of W against n tokens. */
+#define Q6_FEW_ROWS(n)                                                                             \
+    static void q6k_few_rows##n(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,   \
+                                int64_t n0, int64_t n1) {                                          \
+        for (int64_t r = n0; r < n1; r++) {                                                        \
+            float out[Q6_FEW];                                                                     \
+            q6k_few_row((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols, out, n);  \
+            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
+        }                                                                                          \
+    }
+Q6_FEW_ROWS(1)
+Q6_FEW_ROWS(2)
+Q6_FEW_ROWS(3)
+Q6_FEW_ROWS(4)
+Q6_FEW_ROWS(5)
+Q6_FEW_ROWS(6)
+Q6_FEW_ROWS(7)
+Q6_FEW_ROWS(8)
+#undef Q6_FEW_ROWS
+
+static const mx_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_few_rows2,
+                                              q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
+                                              q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
+
+/* ---- Q6_K batches beyond 16 tokens -------------------------------------------------------------
+ *
+ * A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
+ * exact (|w| <= 4096), and the activations are kept as int16 too, so one vpdpwssd adds 32
+ * products of a (row, token) pair with its group scales already applied: 8 of them per
+ * super-block and pair, no bsum correction. The sum of the 16 dword lanes is the block's exact
+ * isum (the canonical one), and the float step is the canonical fma into lane b % 8. A micro-tile
+ * is 4 rows x 4 tokens: 16 accumulators, reduced together into one vector whose lane 4t + r holds
+ * pair (r, t), so the 16 fmas of a super-block are one vector fma. */
+
+#define Q6_R 4 /* rows of a micro-tile */
+#define Q6_T 4 /* tokens of a micro-tile */
 
 /* Decoded tile of Q6_R rows: per super-block b and 32-value chunk c, the rows' 32 int16 weights
  * side by side (w[((8b + c) * Q6_R + r) * 32]), then d_w as float [b][Q6_R]. */
@@ -679,16 +749,14 @@ static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t l
 
 static void rows_q6_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
-    if (x->T > 1) {
+    if (x->T <= Q6_FEW_MAX)
+        mx_rows_few(W, x, Y, ldy, n0, n1, q6k_few);
+    else
         q6k_rows_tiled(W, x, Y, ldy, n0, n1, scratch);
-        return;
-    }
-    for (int64_t n = n0; n < n1; n++)
-        Y[n] = q6k_dot_row((const uint8_t *)W->data + (size_t)n * W->row_bytes, x->data, W->cols);
 }
 
 static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
-    return T > 1 ? q6k_tile_bytes(W->cols / KN_QK_K) : 0;
+    return T > Q6_FEW_MAX ? q6k_tile_bytes(W->cols / KN_QK_K) : 0;
 }
 
 /* ---- MXFP4 batches ------------------------------------------------------------------------------

@@ -6,7 +6,7 @@
  * kn_matmul_many (several matrices on one input) = one kn_matmul each, bit for bit. */
 #include "tests/unit/kn_test_util.h"
 
-static const int64_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 15, 16, 17}; /* both sides of each path's bound */
+static const int64_t Ts[] = {1, 2, 3, 5, 7, 8, 9, 12, 13, 15, 16, 17}; /* each path's bounds */
 #define NTS (sizeof Ts / sizeof Ts[0])
 
 static void run(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
