@@ -245,8 +245,9 @@ int kn_isa_enable(kn_isa isa, int on);
  * inline, malloc'ed scratch) when p is NULL or this thread is already running one of p's tasks. */
 kn_pool *kn_pool_acquire(kn_pool *p);
 void kn_pool_release(kn_pool *p); /* what kn_pool_acquire returned */
-/* A 64-byte aligned buffer of at least `bytes`, owned by the pool (reused across calls) or, for
- * a NULL pool, by *tmp (free it with free()). Returns NULL when out of memory. */
+/* A 64-byte aligned buffer of at least `bytes`, owned by the pool (reused across calls, with
+ * 64 KiB of nothing on either side) or, for a NULL pool, by *tmp (free it with free()).
+ * Returns NULL when out of memory. */
 void *kn_pool_scratch(kn_pool *pool, size_t bytes, void **tmp);
 void kn_pool_run_locked(kn_pool *pool, kn_task_fn fn, void *arg, int nth);
 

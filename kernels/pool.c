@@ -24,6 +24,9 @@
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
 #define KN_POOL_PAUSES    512  /* spin turns that only pause (10-30 us) before yielding */
+/* Between per-thread slots, and around the pool's scratch: 40 KiB still slowed the threads (2.6-2.7
+ * ms where 64 KiB and more gave 2.4 in that measurement). */
+#define KN_SLOT_GAP (64 * 1024)
 
 struct kn_pool {
     int n; /* threads, the caller included */
@@ -274,13 +277,17 @@ void *kn_pool_scratch(kn_pool *p, size_t bytes, void **tmp) {
     }
     *tmp = NULL;
     if (bytes > p->scratch_cap) {
+        /* with a gap on either side: what the threads read here (a job's prepared activations)
+         * must not share a neighbourhood with what they write elsewhere (kn_slots_bytes) */
         void *m = NULL;
-        if (posix_memalign(&m, 64, bytes) != 0) return NULL;
+        if (bytes > SIZE_MAX - 2 * KN_SLOT_GAP ||
+            posix_memalign(&m, 4096, bytes + 2 * KN_SLOT_GAP) != 0)
+            return NULL;
         free(p->scratch);
         p->scratch = m;
         p->scratch_cap = bytes;
     }
-    return p->scratch;
+    return (uint8_t *)p->scratch + KN_SLOT_GAP;
 }
 
 void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
@@ -326,10 +333,6 @@ void kn_pool_run(kn_pool *p, kn_task_fn fn, void *arg) {
         for (int i = 0; i < nth; i++) fn(arg, i, nth);
     kn_pool_release(q);
 }
-
-/* Between per-thread slots: 40 KiB still slowed the threads (2.6-2.7 ms where 64 KiB and more
- * gave 2.4 in that measurement). */
-#define KN_SLOT_GAP (64 * 1024)
 
 static size_t slot_stride(size_t n) {
     return (n + 4095) / 4096 * 4096 + KN_SLOT_GAP;
