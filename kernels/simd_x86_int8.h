@@ -10,8 +10,9 @@
  *   KN_X86_NAME(sum8_signed)(w, x)  the same for signed int8 w
  * and gets rows_* / scratch_* functions and the table KN_X86_NAME(int8_kernels).
  *
- * T = 1 streams each stored row once and decodes it in registers; T > 1 decodes a tile of rows
- * into L1 scratch once and applies it to every token. */
+ * MXFP4 and Q8_0 up to 8 tokens, and Q6_K at T = 1, stream each stored row once and decode it in
+ * registers; beyond that a tile of rows is decoded into L1 scratch once and applied to every
+ * token. */
 
 #ifdef KN_DPBUSD
 /* Sum over k of w[k] . x[k] per block lane: two chains of four vpdpbusd. */
@@ -89,48 +90,97 @@ static inline __m256i KN_X86_NAME(isum_q8_0)(const __m256i *w, const __m256i *x,
 KN_X86_DOT_TILE(mxfp4)
 KN_X86_DOT_TILE(q8_0)
 
-/* MXFP4 / Q8_0 x Q8_0 straight from the stored row (T = 1: nothing to reuse, so no decode pass,
- * and the weights are prefetched in software). `end` is the end of the matrix's data: a tail
- * group (K not a multiple of 256) is read in place when its bytes lie before `end` — the blocks
- * past the row meet zero activations and get a weight scale of zero (Q8_0's fp16 d there could
- * be inf or NaN; a subnormal MXFP4 h would cost a microcode assist) — else through the
- * zero-padding decoder. */
-#define KN_X86_DOT_ROW(kind, BYTES, group_call, scale_call, decode_call)                           \
-    static inline float KN_X86_NAME(dot_##kind##_row)(const uint8_t *row, const uint8_t *x,        \
-                                                      int64_t nb, const uint8_t *end) {            \
+/* MXFP4 / Q8_0 x Q8_0 straight from the stored row against nt <= KN_X86_FEW tokens: each group
+ * is decoded once in registers and applied to every token, so the row is read from memory once
+ * whatever nt and an expert's few rows of a decode batch cost little more than one (nothing to
+ * reuse at T = 1, so no decode pass; the weights are prefetched in software). `end` is the end of
+ * the matrix's data: a tail group (K not a multiple of 256) is read in place when its bytes lie
+ * before `end` — the blocks past the row meet zero activations and get a weight scale of zero
+ * (Q8_0's fp16 d there could be inf or NaN; a subnormal MXFP4 h would cost a microcode assist) —
+ * else through the zero-padding decoder. Each token's lanes get the canonical float step. */
+#define KN_X86_FEW 8
+#define KN_X86_DOT_FEW(kind, BYTES, group_call, scale_call, decode_call)                           \
+    /* decoded group g (w, weight scales sw) against the tokens' group g */                        \
+    static inline __attribute__((always_inline)) void KN_X86_NAME(few_group_##kind)(               \
+        const __m256i *w, __m256 sw, const uint8_t *const *x, int64_t ng, int64_t g, __m256 *acc,  \
+        const int nt) {                                                                            \
+        for (int t = 0; t < nt; t++) {                                                             \
+            const float *dx = (const float *)(x[t] + ng * KN_X86_GROUP_QS);                        \
+            const int32_t *xs = (const int32_t *)(dx + ng * 8);                                    \
+            const __m256i isum = KN_X86_NAME(isum_##kind)(                                         \
+                w, (const __m256i *)(x[t] + g * KN_X86_GROUP_QS), xs + 8 * g);                     \
+            acc[t] = KN_X86_NAME(group_fma)(isum, dx + 8 * g, sw, acc[t]);                         \
+        }                                                                                          \
+    }                                                                                              \
+    static inline __attribute__((always_inline)) void KN_X86_NAME(dot_##kind##_few)(               \
+        const uint8_t *row, const uint8_t *const *x, int64_t nb, const uint8_t *end, float *out,   \
+        const int nt) {                                                                            \
         const int64_t ng = (nb + 7) / 8, full = nb / 8;                                            \
-        const float *dx = (const float *)(x + ng * KN_X86_GROUP_QS);                               \
-        const int32_t *xs = (const int32_t *)(dx + ng * 8);                                        \
-        __m256 acc = _mm256_setzero_ps();                                                          \
+        __m256 acc[KN_X86_FEW];                                                                    \
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();                                 \
         for (int64_t g = 0; g < full; g++, row += 8 * BYTES) {                                     \
             __m256i w[8];                                                                          \
             kn_x86_prefetch(row, 8 * BYTES);                                                       \
             group_call;                                                                            \
-            const __m256i isum = KN_X86_NAME(isum_##kind)(                                         \
-                w, (const __m256i *)(x + g * KN_X86_GROUP_QS), xs + 8 * g);                        \
-            acc = KN_X86_NAME(group_fma)(isum, dx + 8 * g, scale_call, acc);                       \
+            KN_X86_NAME(few_group_##kind)(w, scale_call, x, ng, g, acc, nt);                       \
         }                                                                                          \
-        if (full == ng) return kn_x86_tree8(acc);                                                  \
-        const __m256i *xt = (const __m256i *)(x + full * KN_X86_GROUP_QS);                         \
-        if (end - row >= 8 * BYTES) {                                                              \
-            __m256i w[8];                                                                          \
-            group_call;                                                                            \
-            const __m256 live = kn_x86_live_lanes(nb - 8 * full);                                  \
-            acc = KN_X86_NAME(group_fma)(KN_X86_NAME(isum_##kind)(w, xt, xs + 8 * full),           \
-                                         dx + 8 * full, _mm256_and_ps(scale_call, live), acc);     \
-        } else {                                                                                   \
+        if (full < ng) {                                                                           \
             _Alignas(64) uint8_t dec[KN_X86_GROUP_QS + 32];                                        \
-            decode_call;                                                                           \
-            acc = KN_X86_NAME(group_fma)(                                                          \
-                KN_X86_NAME(isum_##kind)((const __m256i *)dec, xt, xs + 8 * full), dx + 8 * full,  \
-                _mm256_load_ps((const float *)(dec + KN_X86_GROUP_QS)), acc);                      \
+            __m256i w[8];                                                                          \
+            __m256 sw;                                                                             \
+            if (end - row >= 8 * BYTES) {                                                          \
+                group_call;                                                                        \
+                sw = _mm256_and_ps(scale_call, kn_x86_live_lanes(nb - 8 * full));                  \
+            } else {                                                                               \
+                decode_call;                                                                       \
+                for (int k = 0; k < 8; k++) w[k] = _mm256_load_si256((const __m256i *)dec + k);    \
+                sw = _mm256_load_ps((const float *)(dec + KN_X86_GROUP_QS));                       \
+            }                                                                                      \
+            KN_X86_NAME(few_group_##kind)(w, sw, x, ng, full, acc, nt);                            \
         }                                                                                          \
-        return kn_x86_tree8(acc);                                                                  \
+        for (int t = 0; t < nt; t++) out[t] = kn_x86_tree8(acc[t]);                                \
     }
-KN_X86_DOT_ROW(mxfp4, KN_MXFP4_BYTES, kn_x86_mxfp4_group(row, w), kn_x86_mxfp4_h(row),
+KN_X86_DOT_FEW(mxfp4, KN_MXFP4_BYTES, kn_x86_mxfp4_group(row, w), kn_x86_mxfp4_h(row),
                kn_x86_decode_mxfp4(row, (nb - 8 * full) * KN_QK32, dec))
-KN_X86_DOT_ROW(q8_0, KN_Q8_0_BYTES, kn_x86_q8_0_group(row, w), kn_x86_q8_0_d(row),
+KN_X86_DOT_FEW(q8_0, KN_Q8_0_BYTES, kn_x86_q8_0_group(row, w), kn_x86_q8_0_d(row),
                kn_x86_decode_q8_0(row, (nb - 8 * full) * KN_QK32, dec))
+
+/* Rows n0 .. n1 against the nt tokens at x (one function per kind and nt, so the token loops
+ * unroll to constants). */
+#define KN_X86_FEW_ROWS(kind, n)                                                                   \
+    static void KN_X86_NAME(few_##kind##n)(const kn_mat *W, const uint8_t *const *x, float *Y,     \
+                                           int64_t ldy, int64_t n0, int64_t n1) {                  \
+        const uint8_t *end = kn_x86_mat_end(W);                                                    \
+        for (int64_t r = n0; r < n1; r++) {                                                        \
+            float out[KN_X86_FEW];                                                                 \
+            KN_X86_NAME(dot_##kind##_few)                                                          \
+            ((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols / KN_QK32, end, out,  \
+             n);                                                                                   \
+            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
+        }                                                                                          \
+    }
+#define KN_X86_FEW_KIND(kind)                                                                      \
+    KN_X86_FEW_ROWS(kind, 1)                                                                       \
+    KN_X86_FEW_ROWS(kind, 2)                                                                       \
+    KN_X86_FEW_ROWS(kind, 3)                                                                       \
+    KN_X86_FEW_ROWS(kind, 4)                                                                       \
+    KN_X86_FEW_ROWS(kind, 5)                                                                       \
+    KN_X86_FEW_ROWS(kind, 6)                                                                       \
+    KN_X86_FEW_ROWS(kind, 7)                                                                       \
+    KN_X86_FEW_ROWS(kind, 8)                                                                       \
+    static void (*const KN_X86_NAME(few_##kind)[KN_X86_FEW + 1])(                                  \
+        const kn_mat *, const uint8_t *const *, float *, int64_t, int64_t,                         \
+        int64_t) = {NULL,                                                                          \
+                    KN_X86_NAME(few_##kind##1),                                                    \
+                    KN_X86_NAME(few_##kind##2),                                                    \
+                    KN_X86_NAME(few_##kind##3),                                                    \
+                    KN_X86_NAME(few_##kind##4),                                                    \
+                    KN_X86_NAME(few_##kind##5),                                                    \
+                    KN_X86_NAME(few_##kind##6),                                                    \
+                    KN_X86_NAME(few_##kind##7),                                                    \
+                    KN_X86_NAME(few_##kind##8)};
+KN_X86_FEW_KIND(mxfp4)
+KN_X86_FEW_KIND(q8_0)
 
 /* A K-quant super-block's scaled code sums: per 32-chunk, codes times q8 (vpmaddubsw) times the
  * group scales (vpmaddwd), in four independent chains. */
@@ -388,19 +438,17 @@ static void KN_X86_NAME(rows_tile)(const kn_mat *W, const kn_act *x, float *Y, i
     }
 }
 
-/* MXFP4 / Q8_0 rows: batches through the decoded tile, T = 1 streamed from the stored rows. */
+/* MXFP4 / Q8_0 rows: up to KN_X86_FEW tokens streamed from the stored rows, batches beyond that
+ * through the decoded tile. */
 static void KN_X86_NAME(rows_32)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
                                  int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
-    if (x->T > 1) {
+    if (x->T > KN_X86_FEW) {
         KN_X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, mxfp4);
         return;
     }
-    const uint8_t *end = kn_x86_mat_end(W);
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *row = (const uint8_t *)W->data + (size_t)n * W->row_bytes;
-        Y[n] = mxfp4 ? KN_X86_NAME(dot_mxfp4_row)(row, x->data, W->cols / KN_QK32, end)
-                     : KN_X86_NAME(dot_q8_0_row)(row, x->data, W->cols / KN_QK32, end);
-    }
+    const uint8_t *xt[KN_X86_FEW];
+    for (int64_t t = 0; t < x->T; t++) xt[t] = (const uint8_t *)x->data + (size_t)t * x->stride;
+    (mxfp4 ? KN_X86_NAME(few_mxfp4) : KN_X86_NAME(few_q8_0))[x->T](W, xt, Y, ldy, n0, n1);
 }
 
 static void KN_X86_NAME(rows_mxfp4)(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
@@ -430,14 +478,12 @@ static void KN_X86_NAME(rows_q6_K)(const kn_mat *W, const kn_act *x, float *Y, i
 }
 
 static size_t KN_X86_NAME(scratch_mxfp4)(const kn_mat *W, int64_t T) {
-    (void)T;
     const size_t rb = kn_x86_mxfp4_row_bytes(W->cols);
-    return rb * (size_t)kn_x86_tile_rows_by(rb, 4);
+    return T > KN_X86_FEW ? rb * (size_t)kn_x86_tile_rows_by(rb, 4) : 0;
 }
 static size_t KN_X86_NAME(scratch_q8_0)(const kn_mat *W, int64_t T) {
-    (void)T;
     const size_t rb = kn_x86_q8_0_row_bytes(W->cols);
-    return rb * (size_t)kn_x86_tile_rows_by(rb, 4);
+    return T > KN_X86_FEW ? rb * (size_t)kn_x86_tile_rows_by(rb, 4) : 0;
 }
 static size_t KN_X86_NAME(scratch_q6_K)(const kn_mat *W, int64_t T) {
     const size_t rb = (size_t)(W->cols / KN_QK_K) * sizeof(kn_x86_q6k);
