@@ -613,7 +613,7 @@ static const mx_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_
                                               q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
                                               q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
 
-/* ---- Q6_K batches beyond 16 tokens -------------------------------------------------------------
+/* ---- Q6_K batches beyond 12 tokens -------------------------------------------------------------
  *
  * A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
  * exact (|w| <= 4096), and the activations are kept as int16 too, so one vpdpwssd adds 32
