@@ -17,6 +17,7 @@
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "model/md_sampler.h"
+#include "vindex/vx_gguf.h"
 
 #define N_TOK 80
 #define N_GEN 16
@@ -644,6 +645,108 @@ static void test_failed_pass_changes_nothing(void **state) {
     close_fixture(&f);
 }
 
+/* ---- the file's forms --------------------------------------------------------------------------
+ */
+
+/* How a copy of a fixture differs: tensors whose name contains `match` are dropped (dims 0) or
+ * stored with other dimensions (the same bytes). */
+typedef struct reshape {
+    const char *match;
+    int n_dims;
+    int64_t ne[4];
+} reshape;
+
+static const char *rewritten(const char *model, const reshape *rs, int n, const char *dir) {
+    static char out[512];
+    char rel[128];
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", model);
+    snprintf(out, sizeof out, "%s/rewritten.gguf", dir);
+    vx_gguf *g;
+    mw_err e;
+    if (vx_gguf_open(mwt_fixture(rel), &g, &e)) fail_msg("%s", e.msg);
+    vx_gguf_writer *w = vx_gguf_writer_new(32);
+    const vx_meta *m = vx_gguf_meta(g);
+    for (size_t i = 0; i < vx_meta_count(m); i++)
+        assert_int_equal(vx_meta_copy_entry(vx_gguf_writer_meta(w), m, i), 0);
+    for (size_t i = 0; i < vx_gguf_n_tensors(g); i++) {
+        const vx_tensor *t = vx_gguf_tensor(g, i);
+        int dims = t->n_dims;
+        const int64_t *ne = t->ne;
+        for (int j = 0; j < n; j++)
+            if (strstr(t->name, rs[j].match)) dims = rs[j].n_dims, ne = rs[j].ne;
+        if (dims && vx_gguf_writer_add(w, t->name, t->type, dims, ne, t->data, &e))
+            fail_msg("%s", e.msg);
+    }
+    if (vx_gguf_writer_write(w, out, &e)) fail_msg("%s", e.msg);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return out;
+}
+
+/* Prefill logits of the fixture's prompt from a model file (NULL with *msg on a load error). */
+static float *prefill_of(const char *path, const int32_t *tok, const char **msg) {
+    static mw_err e;
+    fixture f = {.name = path};
+    *msg = NULL;
+    if (vx_source_open(path, NULL, &f.src, &e)) return *msg = e.msg, NULL;
+    if (md_model_load(f.src, &f.model, &e) ||
+        md_local_backend_new(f.src, &f.model->cfg, NULL, &f.experts, &e)) {
+        md_model_free(f.model);
+        vx_source_close(f.src);
+        return *msg = e.msg, NULL;
+    }
+    f.V = f.model->cfg.n_vocab;
+    float *out = malloc((size_t)N_TOK * f.V * sizeof(float));
+    md_ctx *c = new_ctx(&f, KN_NUM_F32, 1, NULL, NULL);
+    feed(c, 0, tok, 0, N_TOK, NULL, out, f.V);
+    md_ctx_free(c);
+    close_fixture(&f);
+    return out;
+}
+
+/* The forms converters and llama-quantize write (4-D convolution taps, ssm_a padded or plain), and
+ * optional shared experts, load and compute the same bits; a wrong shape or a missing tensor is an
+ * error naming it. */
+static void test_file_forms(void **state) {
+    (void)state;
+    fixture f;
+    open_fixture(&f, "kimi-linear-tiny");
+    const int64_t K = f.model->cfg.kda.conv, H = f.model->cfg.kda.n_head;
+    const int64_t D = H * f.model->cfg.kda.head_dim;
+    const char *msg;
+    char *dir = mwt_tmpdir("kimi");
+    float *ref = prefill_of(mwt_fixture("llamacpp/kimi-linear-tiny/model.gguf"), f.tokens, &msg);
+    const reshape padded[] = {{"ssm_conv1d", 4, {K, 1, D, 1}}, {"ssm_a", 4, {1, H, 1, 1}}};
+    const reshape plain[] = {{"ssm_a", 1, {H}}};
+    const reshape *same[] = {padded, plain};
+    const int n_same[] = {2, 1};
+    for (int i = 0; i < 2; i++) {
+        float *got = prefill_of(rewritten(f.name, same[i], n_same[i], dir), f.tokens, &msg);
+        if (!got) fail_msg("%s", msg);
+        assert_memory_equal(got, ref, (size_t)N_TOK * f.V * sizeof(float));
+        free(got);
+    }
+    const reshape wrong[] = {{"blk.1.ssm_conv1d_k", 3, {K + 1, 1, D}}};
+    assert_null(prefill_of(rewritten(f.name, wrong, 1, dir), f.tokens, &msg));
+    printf("    %s\n", msg);
+    assert_non_null(strstr(msg, "'blk.1.ssm_conv1d_k.weight' has shape [5, 1, 256]"));
+    const reshape missing[] = {{"blk.2.exp_probs_b", 0, {0}}};
+    assert_null(prefill_of(rewritten(f.name, missing, 1, dir), f.tokens, &msg));
+    assert_non_null(strstr(msg, "missing tensor 'blk.2.exp_probs_b.bias'"));
+    const reshape part[] = {{"blk.3.ffn_up_shexp", 0, {0}}};
+    assert_null(prefill_of(rewritten(f.name, part, 1, dir), f.tokens, &msg));
+    assert_non_null(strstr(msg, "missing tensor 'blk.3.ffn_up_shexp.weight'"));
+    /* no shared expert at all: optional for these families */
+    const reshape none[] = {{"_shexp", 0, {0}}};
+    float *got = prefill_of(rewritten(f.name, none, 1, dir), f.tokens, &msg);
+    if (!got) fail_msg("%s", msg);
+    free(got);
+    free(ref);
+    mwt_rmrf(dir);
+    free(dir);
+    close_fixture(&f);
+}
+
 static void test_kimi_linear_f32(void **state) {
     (void)state;
     check_fixture_f32("kimi-linear-tiny");
@@ -663,6 +766,7 @@ int main(void) {
         cmocka_unit_test(test_passes_give_the_same_bits),
         cmocka_unit_test(test_state_truncate_and_bytes),
         cmocka_unit_test(test_failed_pass_changes_nothing),
+        cmocka_unit_test(test_file_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
