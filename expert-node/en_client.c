@@ -1,5 +1,7 @@
 /* expert-node/en_client.c — per-client bookkeeping of the serve loop (see en_client.h). */
+#include "expert-node/en_client.h"
 #include "expert-node/en_internal.h"
+#include "expert-node/en_node.h"
 #include "util/mw_time.h"
 
 #include <inttypes.h>

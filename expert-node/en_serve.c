@@ -3,6 +3,8 @@
  * appended to the group of their (layer, mode, numerics). Then each group runs through md_moe_exec
  * once and every request gets its PartialBatch. The loop sleeps in zmq_poll on the socket and the
  * wake pipe, so a stop never waits for traffic. */
+#include "expert-node/en_node.h"
+#include "expert-node/en_client.h"
 #include "expert-node/en_internal.h"
 
 #include <errno.h>
@@ -92,7 +94,7 @@ static int find_group(en_node *n, int layer, md_moe_output mode, kn_numerics num
     for (int g = 0; g < n->n_group; g++)
         if (n->group[g].layer == layer && n->group[g].mode == mode && n->group[g].numerics == num)
             return g;
-    en_group *g = &n->group[n->n_group];
+    en__group *g = &n->group[n->n_group];
     g->layer = layer;
     g->mode = mode;
     g->numerics = num;
@@ -121,7 +123,7 @@ static uint64_t request_weight_bytes(en_node *n, const wr_batch *b) {
 /* Appends an accepted batch to its group. */
 static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     int gi = find_group(n, (int)b->layer, (md_moe_output)b->mode, (kn_numerics)b->numerics);
-    en_group *g = &n->group[gi];
+    en__group *g = &n->group[gi];
     size_t w = (size_t)n->width;
     if (mw_grow((void **)&g->x, &g->x_cap, (size_t)(g->rows + b->rows) * w, sizeof(float)) ||
         mw_grow((void **)&g->assign, &g->assign_cap, (size_t)(g->n_assign + b->n_assign),
@@ -131,7 +133,7 @@ static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     for (uint32_t j = 0; j < b->n_assign; j++)
         g->assign[g->n_assign + j] = (md_assignment){(int32_t)(g->rows + b->assign[j].row),
                                                      b->assign[j].expert, b->assign[j].weight};
-    en_req *r = &n->req[n->n_req++];
+    en__req *r = &n->req[n->n_req++];
     memcpy(r->id, n->rx.id, n->rx.id_len);
     r->id_len = n->rx.id_len;
     r->seq = seq;
@@ -195,7 +197,7 @@ static void handle(en_node *n) {
 }
 
 static bool round_open(const en_node *n) {
-    return n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
+    return n->n_req < EN__MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
            !atomic_load(&n->stopping);
 }
 
@@ -211,7 +213,7 @@ static void handle_timed(en_node *n, en_client *c) {
 static void admit(en_node *n) {
     const int fd = wr_rx_fd(&n->rx);
     wr_guard_delivered(n->guard, fd);
-    if (n->rx.n_parts + n->rx.truncated > EN_MAX_MESSAGE_PARTS) {
+    if (n->rx.n_parts + n->rx.truncated > EN__MAX_MESSAGE_PARTS) {
         /* no client of ours sends that: drained, dropped, and the peer cut off */
         char why[128];
         snprintf(why, sizeof why, "sent a message of %d parts (a moewire message has %d)",
@@ -252,7 +254,7 @@ static void take_deferred(en_node *n) {
 }
 
 /* Runs group g into n->y: 0, or -1 with e set. *read gets the expert weight bytes read. */
-static int run_group(en_node *n, const en_group *g, uint64_t *read, mw_err *e) {
+static int run_group(en_node *n, const en__group *g, uint64_t *read, mw_err *e) {
     const int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
     if (mw_grow((void **)&n->y, &n->y_cap, (size_t)out_rows * (size_t)n->width, sizeof(float)))
         return mw_errf(e, "out of memory for %lld output rows", (long long)out_rows);
@@ -266,15 +268,15 @@ static int run_group(en_node *n, const en_group *g, uint64_t *read, mw_err *e) {
                           .glu = &n->cfg.glu,
                           .numerics = g->numerics,
                           .pool = n->pool,
-                          .lookup = en_lookup,
+                          .lookup = en__lookup,
                           .lookup_ctx = n,
                           .ws = n->ws};
     return md_moe_exec(&a, n->y, read, e);
 }
 
 /* Answers request r of group g with its rows of n->y: the group ran from t0 for dt ns. */
-static void reply_partial(en_node *n, const en_group *g, const en_req *r, uint64_t t0, uint64_t dt,
-                          wr_counters *c) {
+static void reply_partial(en_node *n, const en__group *g, const en__req *r, uint64_t t0,
+                          uint64_t dt, wr_counters *c) {
     const size_t w = (size_t)n->width;
     int64_t off = g->mode == MD_MOE_EXACT ? r->assign_off : r->row_off;
     int64_t rows = g->mode == MD_MOE_EXACT ? r->n_assign : r->rows;
@@ -305,7 +307,7 @@ static void reply_partial(en_node *n, const en_group *g, const en_req *r, uint64
 /* Runs every group and answers every queued request: its rows, or the group's error. */
 static void execute_round(en_node *n) {
     for (int gi = 0; gi < n->n_group; gi++) {
-        const en_group *g = &n->group[gi];
+        const en__group *g = &n->group[gi];
         mw_err e;
         uint64_t read = 0, t0 = mw_now_ns();
         const int rc = run_group(n, g, &read, &e);
@@ -317,7 +319,7 @@ static void execute_round(en_node *n) {
         c->rows += (uint64_t)g->rows;
         c->assignments += (uint64_t)g->n_assign;
         for (int ri = 0; ri < n->n_req; ri++) {
-            en_req *r = &n->req[ri];
+            en__req *r = &n->req[ri];
             if (r->group != gi) continue;
             c->rx_bytes += r->rx_bytes;
             c->rx_msgs++;
@@ -340,7 +342,7 @@ static void execute_round(en_node *n) {
  * peers. */
 static uint64_t own_bytes(const en_node *n) {
     uint64_t b = (uint64_t)n->y_cap * sizeof(float);
-    for (int g = 0; g < EN_MAX_PENDING; g++)
+    for (int g = 0; g < EN__MAX_PENDING; g++)
         b += (uint64_t)n->group[g].x_cap * sizeof(float) +
              (uint64_t)n->group[g].assign_cap * sizeof(md_assignment);
     b += n->in.rows.cap + n->in.assign.cap + n->in.scratch.cap + n->out.env.cap;
