@@ -79,12 +79,12 @@ struct en_node {
     int wake[2]; /* self-pipe: en_node_stop writes, the loop polls */
     atomic_bool stopping;
     wr_limits lim;
-    wr_guard *guard;            /* bounds what peers make libzmq hold (NULL where unsupported) */
-    wr_keypair key;             /* --curve-secret */
-    wr_allow allow;             /* --allow */
-    wr_zap *zap;                /* admits only allowed coordinator keys; NULL without CURVE */
-    uint64_t max_message;       /* wire bytes of the largest message the limits allow */
-    struct en_client **clients; /* every client seen lately (en_client.h) */
+    wr_guard *guard;             /* bounds what peers make libzmq hold (NULL where unsupported) */
+    wr_keypair key;              /* --curve-secret */
+    wr_allow allow;              /* --allow */
+    wr_zap *zap;                 /* admits only allowed coordinator keys; NULL without CURVE */
+    uint64_t max_message;        /* wire bytes of the largest message the limits allow */
+    struct en__client **clients; /* every client seen lately (en_client.h) */
     int n_clients, clients_cap;
     wr_rx rx;
     wr_in in;

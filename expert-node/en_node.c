@@ -254,7 +254,7 @@ const char *en_node_endpoint(const en_node *n) {
 void en_node_close(en_node *n) {
     if (!n) return;
     wr_rx_free(&n->rx);
-    en_clients_free(n);
+    en__clients_free(n);
     wr_guard_stop(n->guard);
     if (n->router) zmq_close(n->router);
     wr_zap_stop(n->zap);

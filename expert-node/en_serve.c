@@ -21,9 +21,9 @@
  * and logged once per interval, not per reply. */
 static void send_to(en_node *n, const uint8_t *id, size_t id_len, const wr_out *o) {
     mw_err e;
-    en_client *c = en_client_find(n, id, id_len);
+    en__client *c = en__client_find(n, id, id_len);
     if (wr_send(n->router, id, id_len, o, ZMQ_DONTWAIT, &e) != 0) {
-        if (c) en_client_note(n, c, EN_F_DROPPED, NULL);
+        if (c) en__client_note(n, c, EN__F_DROPPED, NULL);
         n->replies_dropped++;
     } else if (c) {
         c->sent += o->bytes;
@@ -33,11 +33,11 @@ static void send_to(en_node *n, const uint8_t *id, size_t id_len, const wr_out *
 static void reply_error(en_node *n, const uint8_t *id, size_t id_len, uint64_t seq, wr_code code,
                         const char *msg) {
     n->errors_sent++;
-    en_client *c = en_client_find(n, id, id_len);
+    en__client *c = en__client_find(n, id, id_len);
     if (c) {
         char line[WR_MAX_STRING + 32];
         snprintf(line, sizeof line, "%s: %s", wr_code_name(code), msg);
-        en_client_note(n, c, EN_F_ERROR, line);
+        en__client_note(n, c, EN__F_ERROR, line);
     }
     mw_err e;
     if (wr_pack_error(&n->out, seq, code, msg, &e) == 0) send_to(n, id, id_len, &n->out);
@@ -201,7 +201,7 @@ static bool round_open(const en_node *n) {
            !atomic_load(&n->stopping);
 }
 
-static void handle_timed(en_node *n, en_client *c) {
+static void handle_timed(en_node *n, en__client *c) {
     if (c) c->in_round++;
     uint64_t t0 = mw_now_ns();
     handle(n);
@@ -221,15 +221,15 @@ static void admit(en_node *n) {
         wr_guard_cut(n->guard, fd, why);
         return;
     }
-    en_client *c = en_client_of(n, &n->rx, fd); /* NULL: out of memory, served all the same */
-    if (c && en_client_stalled(n, c)) {
-        en_client_note(n, c, EN_F_DISCARDED, NULL);
+    en__client *c = en__client_of(n, &n->rx, fd); /* NULL: out of memory, served all the same */
+    if (c && en__client_stalled(n, c)) {
+        en__client_note(n, c, EN__F_DISCARDED, NULL);
         n->requests_discarded++;
         return;
     }
-    if (c && c->in_round >= EN_ROUND_QUOTA) {
-        if (!en_client_defer(n, c, &n->rx, n->rx_at)) {
-            en_client_note(n, c, EN_F_OVERFLOW, NULL);
+    if (c && c->in_round >= EN__ROUND_QUOTA) {
+        if (!en__client_defer(n, c, &n->rx, n->rx_at)) {
+            en__client_note(n, c, EN__F_OVERFLOW, NULL);
             n->requests_discarded++;
         }
         return;
@@ -240,11 +240,11 @@ static void admit(en_node *n) {
 /* Requests deferred from earlier rounds, up to each client's quota, oldest first. */
 static void take_deferred(en_node *n) {
     for (int i = 0; i < n->n_clients && round_open(n); i++) {
-        en_client *c = n->clients[i];
-        while (c->in_round < EN_ROUND_QUOTA && round_open(n) &&
-               en_client_take(c, &n->rx, &n->rx_at)) {
-            if (en_client_stalled(n, c)) {
-                en_client_note(n, c, EN_F_DISCARDED, NULL);
+        en__client *c = n->clients[i];
+        while (c->in_round < EN__ROUND_QUOTA && round_open(n) &&
+               en__client_take(c, &n->rx, &n->rx_at)) {
+            if (en__client_stalled(n, c)) {
+                en__client_note(n, c, EN__F_DISCARDED, NULL);
                 n->requests_discarded++;
                 continue;
             }
@@ -409,7 +409,7 @@ int en_node_serve(en_node *n, mw_err *err) {
     int rc = 0;
     while (!atomic_load(&n->stopping)) {
         /* requests deferred to this round: do not sleep */
-        if (zmq_poll(items, 2, en_clients_pending(n) ? 0 : -1) < 0) {
+        if (zmq_poll(items, 2, en__clients_pending(n) ? 0 : -1) < 0) {
             if (errno == EINTR) continue;
             rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
             break;
@@ -417,10 +417,10 @@ int en_node_serve(en_node *n, mw_err *err) {
         if (items[1].revents & ZMQ_POLLIN) break;
         /* A request is in: the workers get up now, while it is received and parsed, instead of
          * when the first kernel starts (a wake-up costs tens of microseconds). */
-        if ((items[0].revents & ZMQ_POLLIN) || en_clients_pending(n)) kn_pool_wake(n->pool);
+        if ((items[0].revents & ZMQ_POLLIN) || en__clients_pending(n)) kn_pool_wake(n->pool);
         /* A round: first what clients left waiting in their queues (a quota each), then what
          * is queued in the socket, up to one round, then execute it. */
-        en_clients_new_round(n);
+        en__clients_new_round(n);
         take_deferred(n);
         while (round_open(n)) {
             mw_err e;
@@ -443,7 +443,7 @@ int en_node_serve(en_node *n, mw_err *err) {
         kn_pool_park(n->pool);
     }
 out:
-    en_clients_flush(n);
+    en__clients_flush(n);
     print_summary(n);
     if (n->opts.ready_file) unlink(n->opts.ready_file);
     return rc;
