@@ -138,6 +138,9 @@ typedef struct md_config {
     uint8_t *layer_kda;
     int n_kda; /* layers flagged in layer_kda */
     md_kda kda;
+    /* attention residuals (kimi-k3, md_attnres.h): attn_res.block_size; 0 = a plain residual
+     * stream */
+    int attn_res_block;
     /* FFN: layers 0 .. n_dense_lead - 1 run a dense FFN of width n_ff on the coordinator; the
      * others are MoE layers, each with n_shared shared experts (one FFN of width n_ff_shared, on
      * the coordinator, added to the routed sum unweighted) */
@@ -151,6 +154,10 @@ typedef struct md_config {
     md_router_policy router;
     kn_glu glu;
     bool expert_bias;
+    /* A latent MoE's expert width (kimi-k3's expert_latent_length): the routed experts take and
+     * return rows of this many values, the trunk projecting down to it and back up. 0 = no
+     * latent: they run at n_embd. Read md_expert_width, never this field. */
+    int64_t n_expert_latent;
 } md_config;
 
 /* Whether layer il is a KDA (recurrent) layer rather than an attention layer. */
@@ -161,6 +168,13 @@ static inline bool md_layer_is_kda(const md_config *c, int il) {
 /* Whether layer il routes to experts (false: a leading dense layer). */
 static inline bool md_layer_is_moe(const md_config *c, int il) {
     return il >= c->n_dense_lead;
+}
+
+/* The width of the routed experts' rows, in and out (the expert bank's width): the latent width
+ * of a latent MoE, else the model's. The expert table, the backends, the wire and the nodes all
+ * size rows by it. */
+static inline int64_t md_expert_width(const md_config *c) {
+    return c->n_expert_latent > 0 ? c->n_expert_latent : c->n_embd;
 }
 
 /* Reads the config of the model whose metadata is m. Unknown architectures, missing required keys

@@ -455,6 +455,10 @@ static int read_mla(reader *r, md_config *c, mw_err *err) {
         if (rc && v != 0)
             return mw_errf(err, "model config: %s = %lld, but %s queries have no down-projection",
                            r->key, (long long)v, c->arch);
+    } else if (c->family->q_lora == MD_Q_LORA_OPTIONAL) {
+        v = 0;
+        if (get_int(r, "attention.q_lora_rank", 0, 1 << 20, &v, err) < 0) return -1;
+        a->q_lora = (int)v;
     } else if (!lite) {
         if (req_int(r, "attention.q_lora_rank", 0, 1 << 20, &v, err)) return -1;
         a->q_lora = (int)v;
@@ -581,11 +585,34 @@ static int read_kda(reader *r, md_config *c, mw_err *err) {
     d->head_dim = (int)v;
     if (req_int(r, "ssm.conv_kernel", 1, 64, &v, err)) return -1;
     d->conv = (int)v;
-    d->gate_full = false;
+    d->gate_full = c->family->kda_gate_full;
     d->lower_bound = false;
-    if (vx_meta_find(r->m, k(r, "kda.gate_lower_bound")) >= 0)
-        return mw_errf(err, "model config: %s is set, but %s's decay has no lower bound", r->key,
+    const char *lb = k(r, "kda.gate_lower_bound");
+    if (vx_meta_find(r->m, lb) < 0) return 0;
+    if (!c->family->kda_lower_bound)
+        return mw_errf(err, "model config: %s is set, but %s's decay has no lower bound", lb,
                        c->arch);
+    /* the bound scales a sigmoid: the decay exp(g) stays in (exp(lb), 1) only for lb < 0 */
+    double v_lb;
+    if (vx_meta_get_f64(r->m, lb, &v_lb, err) != 1) return mw_err_wrap(err, "model config");
+    if (!(v_lb < 0) || !isfinite(v_lb))
+        return mw_errf(err, "model config: %s = %g must be a negative number", lb, v_lb);
+    d->lower_bound = true;
+    d->gate_lb = (float)v_lb;
+    return 0;
+}
+
+/* Kimi K3's attention residuals and latent MoE. */
+static int read_k3_parts(reader *r, md_config *c, mw_err *err) {
+    int64_t v = 0;
+    if (c->family->attn_res) {
+        if (req_int(r, "attn_res.block_size", 0, c->n_layer, &v, err)) return -1;
+        c->attn_res_block = (int)v;
+    }
+    v = 0;
+    if (c->family->latent_moe && get_int(r, "expert_latent_length", 0, 1 << 20, &v, err) < 0)
+        return -1;
+    c->n_expert_latent = v;
     return 0;
 }
 
@@ -650,7 +677,7 @@ static int read_all(reader *r, md_config *c, mw_err *err) {
     c->expert_bias = c->family->expert_bias;
     if ((c->family->router_from_keys ? read_router_keys(r, c, err)
                                      : check_router_keys(r, c, err)) ||
-        read_glu(r, c, err) || read_ffn_layout(r, c, err))
+        read_glu(r, c, err) || read_ffn_layout(r, c, err) || read_k3_parts(r, c, err))
         return -1;
     if (read_swa(r, c, err) || read_rope(r, c, err)) return -1;
     if (c->attn == MD_ATTN_MLA && finish_mla(r, c, err)) return -1;

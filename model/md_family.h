@@ -13,6 +13,7 @@
 typedef enum md_q_lora_rule {
     MD_Q_LORA_REQUIRED = 0, /* attention.q_lora_rank required, except llama.cpp's "lite" models */
     MD_Q_LORA_NONE = 1,     /* one attn_q; the key is not read (must be absent or 0) */
+    MD_Q_LORA_OPTIONAL = 2, /* the key may be absent (0: one attn_q) */
 } md_q_lora_rule;
 
 struct md_family {
@@ -23,6 +24,13 @@ struct md_family {
     /* hybrid stack: attention.head_count_kv per layer, 0 marking a KDA layer (kda.head_dim and
      * ssm.conv_kernel then required) */
     bool kda;
+    bool kda_gate_full;    /* the KDA output gate is one full-rank ssm_g */
+    bool kda_lower_bound;  /* kda.gate_lower_bound may be present (the bounded decay then) */
+    bool attn_gate;        /* latent attention layers may carry attn_gate, a sigmoid gate on the
+                              heads' output before attn_output */
+    bool attn_res;         /* attn_res.block_size (required): attention residuals (md_attnres.h) */
+    bool latent_moe;       /* expert_latent_length (optional): routed experts at a latent width,
+                              ffn_routed_down / ffn_routed_norm / ffn_routed_up around them */
     bool qkv_bias, o_bias; /* attn_{q,k,v}.bias / attn_output.bias tensors */
     bool qk_norm;          /* per-head RMSNorm of q and k (attn_q_norm / attn_k_norm) */
     bool sinks;            /* attn_sinks: one logit per query head in the softmax denominator */

@@ -221,7 +221,27 @@ static void load_mla(loader *L, int il, md_layer *w, int *failed, mw_err *err) {
         w->k_b = heads(L, NAME("attn_k_b.weight"), a->kv_lora, a->nope, (int)H, failed, err);
         w->v_b = heads(L, NAME("attn_v_b.weight"), a->v, a->kv_lora, (int)H, failed, err);
     }
+    if (c->family->attn_gate)
+        w->wgate = mat(L, NAME("attn_gate.weight"), H * a->v, E, false, failed, err);
     w->wo = mat(L, NAME("attn_output.weight"), E, H * a->v, true, failed, err);
+#undef NAME
+}
+
+/* Kimi K3's per-layer parts: the residual mixes' score vectors, the latent MoE's projections. */
+static void load_k3_parts(loader *L, int il, md_layer *w, int *failed, mw_err *err) {
+    const md_config *c = L->cfg;
+    const int64_t E = c->n_embd, Lw = md_expert_width(c);
+    char n[128];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if (c->attn_res_block > 0) {
+        w->res_attn = vec(L, NAME("attn_res_score.weight"), E, true, failed, err);
+        w->res_ffn = vec(L, NAME("ffn_res_score.weight"), E, true, failed, err);
+    }
+    if (c->n_expert_latent > 0 && md_layer_is_moe(c, il)) {
+        w->routed_down = mat(L, NAME("ffn_routed_down.weight"), Lw, E, true, failed, err);
+        w->routed_norm = vec(L, NAME("ffn_routed_norm.weight"), Lw, false, failed, err);
+        w->routed_up = mat(L, NAME("ffn_routed_up.weight"), E, Lw, true, failed, err);
+    }
 #undef NAME
 }
 
@@ -373,6 +393,7 @@ static int load_layer(loader *L, int il, md_layer *w, mw_err *err) {
     } else {
         w->ffn = ffn(L, il, "", c->n_ff, &failed, err);
     }
+    load_k3_parts(L, il, w, &failed, err);
 #undef NAME
     return failed ? -1 : 0;
 }
@@ -418,6 +439,8 @@ static int load(loader *L, md_model *m, mw_err *err) {
     m->out_norm = vec(L, "output_norm.weight", c->n_embd, true, &failed, err);
     m->output =
         mat(L, "output.weight", c->n_vocab, c->n_embd, !c->family->output_optional, &failed, err);
+    if (c->attn_res_block > 0)
+        m->res_out = vec(L, "output_res_score.weight", c->n_embd, true, &failed, err);
     if (failed) return -1;
     if (!m->output.data) m->output = m->tok_embd;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
@@ -464,7 +487,7 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
     /* what a decode step reads whole: attention, router, the coordinator's FFNs, the LM head (of
      * the embedding it reads one row; a tied LM head gets its own copy and the embedding stays a
      * view) */
-    enum { PER_LAYER = 17 };
+    enum { PER_LAYER = 20 };
     const size_t n = (size_t)m->cfg.n_layer * PER_LAYER + 1;
     kn_mat **mats = malloc(n * sizeof *mats);
     kn_mat *kv = calloc(2 * (size_t)m->cfg.n_layer + 1, sizeof *kv);
@@ -476,10 +499,10 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
     size_t k = 0;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         md_layer *w = &m->layers[il];
-        kn_mat *const per[PER_LAYER - 2] = {&w->wq,     &w->wk,       &w->wv,    &w->wo,
-                                            &w->router, &w->wq_a,     &w->wkv_a, &w->ffn.gate,
-                                            &w->ffn.up, &w->ffn.down, &w->f_a,   &w->f_b,
-                                            &w->beta,   &w->g_a,      &w->g_b};
+        kn_mat *const per[PER_LAYER - 2] = {
+            &w->wq,    &w->wk,       &w->wv,     &w->wo,       &w->router,      &w->wq_a,
+            &w->wkv_a, &w->ffn.gate, &w->ffn.up, &w->ffn.down, &w->f_a,         &w->f_b,
+            &w->beta,  &w->g_a,      &w->g_b,    &w->wgate,    &w->routed_down, &w->routed_up};
         for (int i = 0; i < PER_LAYER - 2; i++) mats[k++] = per[i];
         kv[2 * il] = all_heads(&w->k_b, m->cfg.n_head);
         kv[2 * il + 1] = all_heads(&w->v_b, m->cfg.n_head);

@@ -56,6 +56,10 @@ typedef struct md_layer {
     kn_mat g_a, g_b; /* output gate ssm_g_b · ssm_g_a (head_dim × E, D × head_dim); a full-rank
                         ssm_g (D × E) is g_b with g_a absent */
     const float *o_norm; /* ssm_norm: head_dim */
+    kn_mat wgate; /* attn_gate (n_head·v × E): a latent attention layer's sigmoid output gate */
+    const float *res_attn, *res_ffn; /* attention residuals' score vectors (E), or NULL */
+    kn_mat routed_down, routed_up;   /* latent MoE: ffn_routed_down (L × E), _up (E × L) */
+    const float *routed_norm;        /* ffn_routed_norm (L), or NULL */
     const float *ffn_norm;
     /* the FFN run on the coordinator: a dense layer's FFN, or a MoE layer's shared experts
      * (gate.data == NULL when there is none) */
@@ -69,7 +73,8 @@ typedef struct md_model {
     md_config cfg;
     kn_mat tok_embd; /* n_vocab × n_embd */
     const float *out_norm;
-    kn_mat output; /* n_vocab × n_embd (token_embd when the family ties them) */
+    kn_mat output;        /* n_vocab × n_embd (token_embd when the family ties them) */
+    const float *res_out; /* output_res_score: the final mix's score vector, or NULL */
     md_layer *layers;
     const vx_source *src;
     float **vecs; /* the f32 vectors above, owned */
@@ -149,6 +154,11 @@ typedef enum md_probe {
     MD_PROBE_KDA_SCAN,     /* the delta rule's read-out, divided by sqrt(head_dim) */
     MD_PROBE_KDA_G2,       /* the output gate before its sigmoid */
     MD_PROBE_KDA_NORMED,   /* kda_normed: the read-out's per-head RMSNorm · ssm_norm */
+    /* Kimi K3 */
+    MD_PROBE_RES_PROBS_ATTN, /* res_probs: the attention-input mix's weights, T × (banked + 1) */
+    MD_PROBE_RES_PROBS_FFN,  /* res_probs: the FFN-input mix's (layer -1: the final mix's) */
+    MD_PROBE_MLA_GATED,      /* mla_gated: kqv_out · sigmoid(attn_gate · attn_norm) */
+    MD_PROBE_ROUTED_RMS,     /* norm: the routed sum's RMS normalization, before its weight */
     MD_PROBE_COUNT
 } md_probe;
 
