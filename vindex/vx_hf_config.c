@@ -13,12 +13,12 @@
 #include "vindex/vx_json.h"
 
 typedef struct hf_cfg {
-    const vx_hf_family *fam;
+    const vx__hf_family *fam;
     const char *what; /* the config's path, for messages */
     json_t *root;
     vx_meta *meta;
-    vx_hf_hparams *hp;
-    const char *slot_key[HP_COUNT]; /* which config key filled each slot */
+    vx__hf_hparams *hp;
+    const char *slot_key[VX__HP_COUNT]; /* which config key filled each slot */
 } hf_cfg;
 
 /* A short JSON rendering of v for messages (static buffer). */
@@ -74,7 +74,7 @@ static int get_f32(const hf_cfg *c, const char *where, const json_t *v, double *
 }
 
 static int fill_slot(hf_cfg *c, int slot, const char *key, int64_t v, mw_err *err) {
-    if (slot == HP_NONE) return 0;
+    if (slot == VX__HP_NONE) return 0;
     if (c->hp->v[slot] && c->hp->v[slot] != v)
         return mw_errf(err, "%s: '%s' (%lld) disagrees with '%s' (%lld)", c->what, key,
                        (long long)v, c->slot_key[slot], (long long)c->hp->v[slot]);
@@ -85,35 +85,35 @@ static int fill_slot(hf_cfg *c, int slot, const char *key, int64_t v, mw_err *er
 
 /* ---- the family's rows -------------------------------------------------------------------- */
 
-static const hf_key *find_row(const vx_hf_family *fam, const char *key) {
+static const vx__hf_key *find_row(const vx__hf_family *fam, const char *key) {
     for (size_t i = 0; i < fam->n_keys; i++)
         if (!strcmp(fam->keys[i].hf, key)) return &fam->keys[i];
     return NULL;
 }
 
-static int apply_row(hf_cfg *c, const hf_key *row, mw_err *err) {
+static int apply_row(hf_cfg *c, const vx__hf_key *row, mw_err *err) {
     json_t *v = json_object_get(c->root, row->hf);
     json_t *dflt = NULL;
     int rc = 0;
     if (json_is_null(v)) v = NULL;
-    if (!v && row->arg && (row->kind == HK_U32 || row->kind == HK_F32))
+    if (!v && row->arg && (row->kind == VX__HK_U32 || row->kind == VX__HK_F32))
         v = dflt = json_loads(row->arg, JSON_DECODE_ANY, NULL); /* the HF class default */
     if (!v) return 0;
     switch (row->kind) {
-    case HK_U32: {
+    case VX__HK_U32: {
         uint32_t x;
         if (!(rc = get_u32(c, row->hf, v, &x, err)) &&
             !(rc = fill_slot(c, row->slot, row->hf, x, err)) && row->gguf)
             rc = put_u32(c, row->gguf, x, err);
         break;
     }
-    case HK_F32: {
+    case VX__HK_F32: {
         double x;
         if (!(rc = get_f32(c, row->hf, v, &x, err)) && row->gguf)
             rc = put_f32(c, row->gguf, x, err);
         break;
     }
-    case HK_EXPECT: {
+    case VX__HK_EXPECT: {
         json_t *want = json_loads(row->arg, JSON_DECODE_ANY, NULL);
         if (!want) return oom(c, err);
         if (!json_equal(v, want))
@@ -122,8 +122,8 @@ static int apply_row(hf_cfg *c, const hf_key *row, mw_err *err) {
         json_decref(want);
         break;
     }
-    case HK_IGNORE:
-    case HK_CODE:
+    case VX__HK_IGNORE:
+    case VX__HK_CODE:
         break;
     }
     json_decref(dflt);
@@ -133,11 +133,11 @@ static int apply_row(hf_cfg *c, const hf_key *row, mw_err *err) {
 /* After all rows: a required key must be present (a slot may be filled by another row). */
 static int check_required(const hf_cfg *c, mw_err *err) {
     for (size_t i = 0; i < c->fam->n_keys; i++) {
-        const hf_key *row = &c->fam->keys[i];
-        if (!(row->flags & HK_REQUIRED)) continue;
-        bool have = row->slot != HP_NONE ? c->hp->v[row->slot] != 0
-                                         : !json_is_null(json_object_get(c->root, row->hf)) &&
-                                               json_object_get(c->root, row->hf);
+        const vx__hf_key *row = &c->fam->keys[i];
+        if (!(row->flags & VX__HK_REQUIRED)) continue;
+        bool have = row->slot != VX__HP_NONE ? c->hp->v[row->slot] != 0
+                                             : !json_is_null(json_object_get(c->root, row->hf)) &&
+                                                   json_object_get(c->root, row->hf);
         if (!have)
             return mw_errf(err, "%s: missing required key '%s' (family %s)", c->what, row->hf,
                            c->fam->arch);
@@ -333,7 +333,7 @@ static int read_rope(hf_cfg *c, mw_err *err) {
 
 static int read_layer_types(hf_cfg *c, mw_err *err) {
     json_t *lt = json_object_get(c->root, "layer_types");
-    int64_t n = c->hp->v[HP_LAYERS];
+    int64_t n = c->hp->v[VX__HP_LAYERS];
     if (json_is_null(lt)) lt = NULL;
     if (lt && (!json_is_array(lt) || (int64_t)json_array_size(lt) != n))
         return mw_errf(err,
@@ -413,12 +413,12 @@ static int read_quantization(hf_cfg *c, mw_err *err) {
 static const struct {
     int slot;
     int64_t max;
-} slot_max[] = {{HP_LAYERS, 1 << 16}, {HP_EXPERTS, 1 << 16},  {HP_KV_LORA, 1 << 16},
-                {HP_NOPE, 1 << 16},   {HP_ROPE_DIM, 512},     {HP_V_DIM, 1 << 16},
-                {HP_HEADS, 1 << 16},  {HP_KV_HEADS, 1 << 16}, {HP_HEAD_DIM, 1 << 16}};
+} slot_max[] = {{VX__HP_LAYERS, 1 << 16}, {VX__HP_EXPERTS, 1 << 16},  {VX__HP_KV_LORA, 1 << 16},
+                {VX__HP_NOPE, 1 << 16},   {VX__HP_ROPE_DIM, 512},     {VX__HP_V_DIM, 1 << 16},
+                {VX__HP_HEADS, 1 << 16},  {VX__HP_KV_HEADS, 1 << 16}, {VX__HP_HEAD_DIM, 1 << 16}};
 
 static int check_bounds(const hf_cfg *c, mw_err *err) {
-    const vx_hf_hparams *hp = c->hp;
+    const vx__hf_hparams *hp = c->hp;
     for (size_t i = 0; i < sizeof slot_max / sizeof *slot_max; i++)
         if (hp->v[slot_max[i].slot] > slot_max[i].max)
             return mw_errf(err, "%s: '%s' is %lld, more than the %lld supported", c->what,
@@ -428,30 +428,31 @@ static int check_bounds(const hf_cfg *c, mw_err *err) {
 }
 
 static int read_rest(hf_cfg *c, mw_err *err) {
-    vx_hf_hparams *hp = c->hp;
+    vx__hf_hparams *hp = c->hp;
     json_t *tie = json_object_get(c->root, "tie_word_embeddings");
     if (tie && !json_is_boolean(tie))
         return mw_errf(err, "%s: 'tie_word_embeddings' is %s; expected true or false", c->what,
                        show(tie));
     hp->tied = json_is_true(tie); /* both families' HF classes default to false */
-    if (!hp->v[HP_HEAD_DIM] && c->fam->derive_head_dim) {
-        if (hp->v[HP_EMBD] % hp->v[HP_HEADS])
+    if (!hp->v[VX__HP_HEAD_DIM] && c->fam->derive_head_dim) {
+        if (hp->v[VX__HP_EMBD] % hp->v[VX__HP_HEADS])
             return mw_errf(err,
                            "%s: no head_dim and hidden_size %lld is not a multiple of %lld heads",
-                           c->what, (long long)hp->v[HP_EMBD], (long long)hp->v[HP_HEADS]);
-        hp->v[HP_HEAD_DIM] = hp->v[HP_EMBD] / hp->v[HP_HEADS];
-        int rc = put_u32(c, "attention.key_length", (uint32_t)hp->v[HP_HEAD_DIM], err);
-        if (rc || (rc = put_u32(c, "attention.value_length", (uint32_t)hp->v[HP_HEAD_DIM], err)))
+                           c->what, (long long)hp->v[VX__HP_EMBD], (long long)hp->v[VX__HP_HEADS]);
+        hp->v[VX__HP_HEAD_DIM] = hp->v[VX__HP_EMBD] / hp->v[VX__HP_HEADS];
+        int rc = put_u32(c, "attention.key_length", (uint32_t)hp->v[VX__HP_HEAD_DIM], err);
+        if (rc ||
+            (rc = put_u32(c, "attention.value_length", (uint32_t)hp->v[VX__HP_HEAD_DIM], err)))
             return rc;
     }
-    if (hp->v[HP_KV_HEADS] && hp->v[HP_HEADS] % hp->v[HP_KV_HEADS])
+    if (hp->v[VX__HP_KV_HEADS] && hp->v[VX__HP_HEADS] % hp->v[VX__HP_KV_HEADS])
         return mw_errf(err,
                        "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
-                       c->what, (long long)hp->v[HP_HEADS], (long long)hp->v[HP_KV_HEADS]);
-    if (hp->v[HP_EXPERTS_USED] > hp->v[HP_EXPERTS])
+                       c->what, (long long)hp->v[VX__HP_HEADS], (long long)hp->v[VX__HP_KV_HEADS]);
+    if (hp->v[VX__HP_EXPERTS_USED] > hp->v[VX__HP_EXPERTS])
         return mw_errf(err, "%s: %s (%lld) exceeds the expert count (%lld)", c->what,
-                       c->slot_key[HP_EXPERTS_USED], (long long)hp->v[HP_EXPERTS_USED],
-                       (long long)hp->v[HP_EXPERTS]);
+                       c->slot_key[VX__HP_EXPERTS_USED], (long long)hp->v[VX__HP_EXPERTS_USED],
+                       (long long)hp->v[VX__HP_EXPERTS]);
     return 0;
 }
 
@@ -460,10 +461,10 @@ static int read_rest(hf_cfg *c, mw_err *err) {
 static int find_family(hf_cfg *c, mw_err *err) {
     json_t *mt = json_object_get(c->root, "model_type");
     if (!json_is_string(mt)) return mw_errf(err, "%s: missing or non-string model_type", c->what);
-    c->fam = vx_hf_family_find(json_string_value(mt));
+    c->fam = vx__hf_family_find(json_string_value(mt));
     if (!c->fam)
         return mw_errf(err, "%s: model_type '%s' is not a supported family (supported: %s)",
-                       c->what, json_string_value(mt), vx_hf_family_names());
+                       c->what, json_string_value(mt), vx__hf_family_names());
     json_t *archs = json_object_get(c->root, "architectures");
     if (!archs || json_is_null(archs)) return 0;
     bool found = false;
@@ -477,8 +478,8 @@ static int find_family(hf_cfg *c, mw_err *err) {
     return 0;
 }
 
-int vx_hf_config_read(const char *text, size_t len, const char *what, const char *name,
-                      vx_meta *meta, const vx_hf_family **fam, vx_hf_hparams *hp, mw_err *err) {
+int vx__hf_config_read(const char *text, size_t len, const char *what, const char *name,
+                       vx_meta *meta, const vx__hf_family **fam, vx__hf_hparams *hp, mw_err *err) {
     memset(hp, 0, sizeof *hp);
     static const vx_json_limits lim = {
         .max_depth = 16, .bytes_per_object = 16, .bytes_per_array = 16, .bytes_per_item = 4};
@@ -516,7 +517,7 @@ out:
 
 int vx_hf_config_parse(const char *text, size_t len, const char *what, const char *name,
                        vx_meta *meta, mw_err *err) {
-    const vx_hf_family *fam;
-    vx_hf_hparams hp;
-    return vx_hf_config_read(text, len, what, name, meta, &fam, &hp, err);
+    const vx__hf_family *fam;
+    vx__hf_hparams hp;
+    return vx__hf_config_read(text, len, what, name, meta, &fam, &hp, err);
 }

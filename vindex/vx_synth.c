@@ -402,7 +402,7 @@ static int add(synth *s, const char *name, kn_type type, int n_dims, int64_t ne0
     int64_t ne[4] = {ne0, ne1, ne2, 1};
     memcpy(t->ne, ne, sizeof ne);
     char why[120];
-    if (vx_tensor_nbytes(type, n_dims, t->ne, &t->nbytes, why, sizeof why)) {
+    if (vx__tensor_nbytes(type, n_dims, t->ne, &t->nbytes, why, sizeof why)) {
         free(nm);
         return -1;
     }
