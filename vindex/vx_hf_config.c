@@ -14,7 +14,8 @@
 
 typedef struct hf_cfg {
     const vx__hf_family *fam;
-    const char *what; /* the config's path, for messages */
+    const vx_family *family; /* fam's */
+    const char *what;        /* the config's path, for messages */
     json_t *root;
     vx_meta *meta;
     vx__hf_hparams *hp;
@@ -35,7 +36,7 @@ static const char *show(const json_t *v) {
 
 static const char *arch_key(const hf_cfg *c, const char *suffix) {
     static char key[256];
-    snprintf(key, sizeof key, "%s.%s", c->fam->arch, suffix);
+    snprintf(key, sizeof key, "%s.%s", c->family->arch, suffix);
     return key;
 }
 
@@ -85,12 +86,6 @@ static int fill_slot(hf_cfg *c, int slot, const char *key, int64_t v, mw_err *er
 
 /* ---- the family's rows -------------------------------------------------------------------- */
 
-static const vx__hf_key *find_row(const vx__hf_family *fam, const char *key) {
-    for (size_t i = 0; i < fam->n_keys; i++)
-        if (!strcmp(fam->keys[i].hf, key)) return &fam->keys[i];
-    return NULL;
-}
-
 static int apply_row(hf_cfg *c, const vx__hf_key *row, mw_err *err) {
     json_t *v = json_object_get(c->root, row->hf);
     json_t *dflt = NULL;
@@ -118,7 +113,7 @@ static int apply_row(hf_cfg *c, const vx__hf_key *row, mw_err *err) {
         if (!want) return oom(c, err);
         if (!json_equal(v, want))
             rc = mw_errf(err, "%s: '%s' is %s; family %s supports only %s", c->what, row->hf,
-                         show(v), c->fam->arch, row->arg);
+                         show(v), c->family->arch, row->arg);
         json_decref(want);
         break;
     }
@@ -140,7 +135,7 @@ static int check_required(const hf_cfg *c, mw_err *err) {
                                                    json_object_get(c->root, row->hf);
         if (!have)
             return mw_errf(err, "%s: missing required key '%s' (family %s)", c->what, row->hf,
-                           c->fam->arch);
+                           c->family->arch);
     }
     return 0;
 }
@@ -211,10 +206,10 @@ static int rope_dict(hf_cfg *c, json_t **out, const char **name, mw_err *err) {
         bool known = false;
         for (size_t i = 0; i < sizeof rope_dict_keys / sizeof *rope_dict_keys; i++)
             known |= !strcmp(k, rope_dict_keys[i]);
-        if (known && !c->fam->rope_mscale && !strncmp(k, "mscale", 6)) known = false;
+        if (known && !c->family->yarn_log_mul && !strncmp(k, "mscale", 6)) known = false;
         if (!known)
             return mw_errf(err, "%s: '%s.%s' is not supported by family %s", c->what, *name, k,
-                           c->fam->arch);
+                           c->family->arch);
     }
     return 0;
 }
@@ -287,7 +282,7 @@ static int read_yarn(hf_cfg *c, json_t *d, const char *dname, mw_err *err) {
                              json_is_true(trunc)))
             return oom(c, err);
     }
-    if (c->fam->rope_mscale && (rc = read_mscale(c, d, dname, err))) return rc;
+    if (c->family->yarn_log_mul && (rc = read_mscale(c, d, dname, err))) return rc;
     /* gpt-oss repeats the original context as initial_context_length */
     json_t *icl = json_object_get(c->root, "initial_context_length");
     json_t *orig = json_object_get(d, "original_max_position_embeddings");
@@ -305,13 +300,13 @@ static int read_rope(hf_cfg *c, mw_err *err) {
     if (!d) {
         if (c->fam->rope_required)
             return mw_errf(err, "%s: family %s needs a rope_scaling of type %s", c->what,
-                           c->fam->arch, c->fam->rope_types);
+                           c->family->arch, c->fam->rope_types);
         return 0;
     }
     json_t *prf = json_object_get(d, "partial_rotary_factor");
     if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
         return mw_errf(err, "%s: '%s.partial_rotary_factor' is %s; family %s rotates whole heads",
-                       c->what, dname, show(prf), c->fam->arch);
+                       c->what, dname, show(prf), c->family->arch);
     const char *ty = "default";
     if ((rc = rope_type(c, d, dname, &ty, err))) return rc;
     if (!strcmp(ty, "default")) {
@@ -319,13 +314,13 @@ static int read_rope(hf_cfg *c, mw_err *err) {
             return mw_errf(err, "%s: '%s' has a factor but no scaling type", c->what, dname);
         if (c->fam->rope_required)
             return mw_errf(err, "%s: family %s needs a rope scaling of type %s", c->what,
-                           c->fam->arch, c->fam->rope_types);
+                           c->family->arch, c->fam->rope_types);
         return 0;
     }
     if (!word_in(ty, c->fam->rope_types))
         return mw_errf(err,
                        "%s: rope scaling type '%s' is not supported by family %s (supported: %s)",
-                       c->what, ty, c->fam->arch, c->fam->rope_types);
+                       c->what, ty, c->family->arch, c->fam->rope_types);
     return read_yarn(c, d, dname, err);
 }
 
@@ -339,26 +334,28 @@ static int read_layer_types(hf_cfg *c, mw_err *err) {
         return mw_errf(err,
                        "%s: 'layer_types' must be an array of %lld entries (num_hidden_layers)",
                        c->what, (long long)n);
-    if (!lt && !c->fam->sliding_layers) return 0;
+    if (!lt && !c->family->swa) return 0;
     uint8_t *pattern = calloc((size_t)n, 1);
     if (!pattern) return oom(c, err);
     int rc = 0;
     for (int64_t i = 0; i < n && !rc; i++) {
         if (!lt) {
-            pattern[i] = i % 2 == 0; /* GptOssConfig's default: even layers slide */
+            /* the family's pattern (GptOssConfig's default layer_types alike) */
+            const int64_t p = c->family->swa_period;
+            pattern[i] = p == 0 || i % p < p - 1;
             continue;
         }
         json_t *v = json_array_get(lt, (size_t)i);
         const char *s = json_is_string(v) ? json_string_value(v) : "";
-        if (!strcmp(s, "sliding_attention") && c->fam->sliding_layers)
+        if (!strcmp(s, "sliding_attention") && c->family->swa)
             pattern[i] = 1;
         else if (strcmp(s, "full_attention"))
             rc = mw_errf(err, "%s: layer_types[%lld] is %s; family %s supports %s", c->what,
-                         (long long)i, show(v), c->fam->arch,
-                         c->fam->sliding_layers ? "\"sliding_attention\" and \"full_attention\""
-                                                : "only \"full_attention\"");
+                         (long long)i, show(v), c->family->arch,
+                         c->family->swa ? "\"sliding_attention\" and \"full_attention\""
+                                        : "only \"full_attention\"");
     }
-    if (!rc && c->fam->sliding_layers &&
+    if (!rc && c->family->swa &&
         vx_meta_set_arr(c->meta, arch_key(c, "attention.sliding_window_pattern"), VX_BOOL, pattern,
                         (uint64_t)n))
         rc = oom(c, err);
@@ -378,7 +375,7 @@ static int read_quantization(hf_cfg *c, mw_err *err) {
     if (!c->fam->quant_method || strcmp(method, c->fam->quant_method))
         return mw_errf(err,
                        "%s: quantization_config.quant_method '%s' is not supported by family %s",
-                       c->what, method, c->fam->arch);
+                       c->what, method, c->family->arch);
     const bool fp8 = !strcmp(method, "fp8");
     const char *k;
     json_t *v;
@@ -465,6 +462,7 @@ static int find_family(hf_cfg *c, mw_err *err) {
     if (!c->fam)
         return mw_errf(err, "%s: model_type '%s' is not a supported family (supported: %s)",
                        c->what, json_string_value(mt), vx__hf_family_names());
+    c->family = c->fam->family;
     json_t *archs = json_object_get(c->root, "architectures");
     if (!archs || json_is_null(archs)) return 0;
     bool found = false;
@@ -474,7 +472,7 @@ static int find_family(hf_cfg *c, mw_err *err) {
     }
     if (!found)
         return mw_errf(err, "%s: architectures %s does not name %s (model_type %s)", c->what,
-                       show(archs), c->fam->hf_class, c->fam->model_type);
+                       show(archs), c->fam->hf_class, json_string_value(mt));
     return 0;
 }
 
@@ -495,9 +493,9 @@ int vx__hf_config_read(const char *text, size_t len, const char *what, const cha
     const char *k;
     json_t *v;
     json_object_foreach(c.root, k, v) {
-        if (!find_row(c.fam, k)) {
+        if (!vx__hf_key_find(c.fam, k)) {
             rc = mw_errf(err, "%s: key '%s' is not known to family %s (it may change the math)",
-                         what, k, c.fam->arch);
+                         what, k, c.family->arch);
             goto out;
         }
     }
@@ -505,9 +503,9 @@ int vx__hf_config_read(const char *text, size_t len, const char *what, const cha
     if (rc || (rc = check_required(&c, err)) || (rc = check_bounds(&c, err)) ||
         (rc = read_rope(&c, err)) || (rc = read_layer_types(&c, err)) ||
         (rc = read_quantization(&c, err)) || (rc = read_rest(&c, err)) ||
-        (c.fam->derive && (rc = c.fam->derive(c.root, what, c.fam->arch, meta, hp, err))))
+        (c.fam->derive && (rc = c.fam->derive(c.root, what, c.family->arch, meta, hp, err))))
         goto out;
-    if ((rc = put_str(&c, "general.architecture", c.fam->arch, err))) goto out;
+    if ((rc = put_str(&c, "general.architecture", c.family->arch, err))) goto out;
     if (name && (rc = put_str(&c, "general.name", name, err))) goto out;
     *fam = c.fam;
 out:

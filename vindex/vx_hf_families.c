@@ -1,59 +1,56 @@
 /* vindex/vx_hf_families.c — the Hugging Face families as data: which config.json keys each knows
  * (and the GGUF keys llama.cpp's converter writes for them), and how its tensors map to GGUF names;
  * DeepSeek-V3's router and latent-attention keys, derived from several config values, in code.
- * docs/safetensors.md is the readable form of these tables. */
+ * Each row points at its family's row of vindex/vx_family.c, which holds the GGUF architecture
+ * and the facts the model layer reads too. docs/safetensors.md is the readable form of these
+ * tables. */
 #include <stdio.h>
 #include <string.h>
 
-#include "util/mw_names.h"
 #include "vindex/vx_hf_internal.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Keys every family reads in code (vx_hf_config.c) rather than through a row's kind. */
-#define CODE_KEYS                                                                                  \
-    {"model_type", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},                                       \
-        {"architectures", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},                                \
-        {"rope_theta", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},                                   \
-        {"rope_scaling", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},                                 \
-        {"rope_parameters", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},                              \
-        {"layer_types", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},                                  \
-        {"quantization_config", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL}, {                        \
-        "tie_word_embeddings", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL                             \
-    }
-
-/* Keys that only matter for training or for the Python runtime. */
-#define TRAINING_KEYS                                                                              \
-    {"attention_dropout", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},                   \
-        {"initializer_range", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},               \
-        {"router_aux_loss_coef", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},            \
-        {"output_router_logits", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},            \
-        {"use_cache", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "Python runtime setting"},              \
-        {"torch_dtype", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "each tensor carries its own dtype"}, \
-        {"dtype", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "each tensor carries its own dtype"},       \
-        {"transformers_version", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "provenance only"},          \
-        {"_name_or_path", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "provenance only"},                 \
-        {"bos_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"},      \
-        {"eos_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"}, {    \
-        "pad_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"         \
-    }
-
-/* The rotary table some checkpoints save: recomputed from rope.freq_base and the rope scaling. */
-#define INV_FREQ_DROPS                                                                             \
-    {                                                                                              \
-        VX__HR_DROP,                                                                               \
-        0,                                                                                         \
-        {"model.layers.{L}.self_attn.rotary_emb.inv_freq"},                                        \
-        {NULL},                                                                                    \
-        {0},                                                                                       \
-        "rotary inv_freq is recomputed from config (rope.freq_base, rope scaling)"},               \
-    {                                                                                              \
-        VX__HR_DROP, 0, {"model.rotary_emb.inv_freq"}, {NULL}, {0},                                \
-            "rotary inv_freq is recomputed from config (rope.freq_base, rope scaling)"             \
-    }
-
 #define L_ "model.layers.{L}."
 #define B_ "blk.{L}."
+
+/* ---- what every family shares ------------------------------------------------------------- */
+
+/* Config keys every family knows, found by vx__hf_key_find after the family's own. Only CODE and
+ * IGNORE rows belong here: the rows that write keys or are required are a family's. */
+static const vx__hf_key common_keys[] = {
+    /* read in code (vx_hf_config.c) rather than through a row's kind */
+    {"model_type", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"architectures", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"rope_theta", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"rope_scaling", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"rope_parameters", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"layer_types", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"quantization_config", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"tie_word_embeddings", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    /* only for training or the Python runtime */
+    {"attention_dropout", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"initializer_range", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"router_aux_loss_coef", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"output_router_logits", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"use_cache", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "Python runtime setting"},
+    {"torch_dtype", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "each tensor carries its own dtype"},
+    {"dtype", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "each tensor carries its own dtype"},
+    {"transformers_version", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "provenance only"},
+    {"_name_or_path", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "provenance only"},
+    {"bos_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"},
+    {"eos_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"},
+    {"pad_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"},
+};
+
+/* The rotary table some checkpoints save: recomputed from rope.freq_base and the rope scaling. */
+#define INV_FREQ_WHY "rotary inv_freq is recomputed from config (rope.freq_base, rope scaling)"
+
+const vx__hf_drop vx__hf_drops[] = {
+    {L_ "self_attn.rotary_emb.inv_freq", INV_FREQ_WHY},
+    {"model.rotary_emb.inv_freq", INV_FREQ_WHY},
+    {NULL, NULL},
+};
 
 /* ---- gpt-oss (GptOssForCausalLM) ---------------------------------------------------------- */
 
@@ -86,8 +83,6 @@ static const vx__hf_key gpt_oss_keys[] = {
     {"hidden_act", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "\"silu\""},
     {"attention_bias", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "true"},
     {"initial_context_length", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
-    CODE_KEYS,
-    TRAINING_KEYS,
 };
 
 static const vx__hf_rule gpt_oss_rules[] = {
@@ -95,101 +90,74 @@ static const vx__hf_rule gpt_oss_rules[] = {
      0,
      {"model.embed_tokens.weight"},
      {"token_embd.weight"},
-     {VX__D_EMBD, VX__D_VOCAB},
-     NULL},
-    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}, NULL},
-    {VX__HR_DIRECT, 0, {"lm_head.weight"}, {"output.weight"}, {VX__D_EMBD, VX__D_VOCAB}, NULL},
-    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}, NULL},
-    {VX__HR_DIRECT,
-     0,
-     {L_ "self_attn.q_proj.weight"},
-     {B_ "attn_q.weight"},
-     {VX__D_EMBD, VX__D_Q},
-     NULL},
-    {VX__HR_DIRECT, 0, {L_ "self_attn.q_proj.bias"}, {B_ "attn_q.bias"}, {VX__D_Q}, NULL},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {"lm_head.weight"}, {"output.weight"}, {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_proj.weight"}, {B_ "attn_q.weight"}, {VX__D_EMBD, VX__D_Q}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_proj.bias"}, {B_ "attn_q.bias"}, {VX__D_Q}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.k_proj.weight"},
      {B_ "attn_k.weight"},
-     {VX__D_EMBD, VX__D_KV},
-     NULL},
-    {VX__HR_DIRECT, 0, {L_ "self_attn.k_proj.bias"}, {B_ "attn_k.bias"}, {VX__D_KV}, NULL},
+     {VX__D_EMBD, VX__D_KV}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.k_proj.bias"}, {B_ "attn_k.bias"}, {VX__D_KV}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.v_proj.weight"},
      {B_ "attn_v.weight"},
-     {VX__D_EMBD, VX__D_KV},
-     NULL},
-    {VX__HR_DIRECT, 0, {L_ "self_attn.v_proj.bias"}, {B_ "attn_v.bias"}, {VX__D_KV}, NULL},
+     {VX__D_EMBD, VX__D_KV}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.v_proj.bias"}, {B_ "attn_v.bias"}, {VX__D_KV}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.o_proj.weight"},
      {B_ "attn_output.weight"},
-     {VX__D_Q, VX__D_EMBD},
-     NULL},
-    {VX__HR_DIRECT, 0, {L_ "self_attn.o_proj.bias"}, {B_ "attn_output.bias"}, {VX__D_EMBD}, NULL},
-    {VX__HR_DIRECT, 0, {L_ "self_attn.sinks"}, {B_ "attn_sinks.weight"}, {VX__D_HEADS}, NULL},
+     {VX__D_Q, VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.o_proj.bias"}, {B_ "attn_output.bias"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.sinks"}, {B_ "attn_sinks.weight"}, {VX__D_HEADS}},
     {VX__HR_DIRECT,
      0,
      {L_ "post_attention_layernorm.weight"},
      {B_ "post_attention_norm.weight"},
-     {VX__D_EMBD},
-     NULL},
+     {VX__D_EMBD}},
     {VX__HR_DIRECT,
      0,
      {L_ "mlp.router.weight"},
      {B_ "ffn_gate_inp.weight"},
-     {VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
-    {VX__HR_DIRECT, 0, {L_ "mlp.router.bias"}, {B_ "ffn_gate_inp.bias"}, {VX__D_EXPERTS}, NULL},
+     {VX__D_EMBD, VX__D_EXPERTS}},
+    {VX__HR_DIRECT, 0, {L_ "mlp.router.bias"}, {B_ "ffn_gate_inp.bias"}, {VX__D_EXPERTS}},
     /* experts: native MXFP4, else unquantized [E, in, out] */
     {VX__HR_MXFP4,
      VX__HR_SPLIT | VX__HR_ALT,
      {L_ "mlp.experts.gate_up_proj_blocks", L_ "mlp.experts.gate_up_proj_scales"},
      {B_ "ffn_gate_exps.weight", B_ "ffn_up_exps.weight"},
-     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
     {VX__HR_TRANSPOSE,
      VX__HR_SPLIT,
      {L_ "mlp.experts.gate_up_proj"},
      {B_ "ffn_gate_exps.weight", B_ "ffn_up_exps.weight"},
-     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
     {VX__HR_ROWS,
      VX__HR_SPLIT,
      {L_ "mlp.experts.gate_up_proj_bias"},
      {B_ "ffn_gate_exps.bias", B_ "ffn_up_exps.bias"},
-     {VX__D_FF_EXP, VX__D_EXPERTS},
-     NULL},
+     {VX__D_FF_EXP, VX__D_EXPERTS}},
     {VX__HR_MXFP4,
      VX__HR_ALT,
      {L_ "mlp.experts.down_proj_blocks", L_ "mlp.experts.down_proj_scales"},
      {B_ "ffn_down_exps.weight"},
-     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
     {VX__HR_TRANSPOSE,
      0,
      {L_ "mlp.experts.down_proj"},
      {B_ "ffn_down_exps.weight"},
-     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
     {VX__HR_DIRECT,
      0,
      {L_ "mlp.experts.down_proj_bias"},
      {B_ "ffn_down_exps.bias"},
-     {VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
-    INV_FREQ_DROPS,
+     {VX__D_EMBD, VX__D_EXPERTS}},
 };
-
-/* A row of the family table (at the end). */
-#define GPT_OSS_FAMILY                                                                             \
-    {                                                                                              \
-        .model_type = "gpt_oss", .hf_class = "GptOssForCausalLM", .arch = "gpt-oss",               \
-        .keys = gpt_oss_keys, .n_keys = ARRAY_LEN(gpt_oss_keys), .rules = gpt_oss_rules,           \
-        .n_rules = ARRAY_LEN(gpt_oss_rules), .rope_types = "yarn", .rope_required = true,          \
-        .sliding_layers = true, .derive_head_dim = false, .quant_method = "mxfp4",                 \
-    }
 
 /* ---- qwen3moe (Qwen3MoeForCausalLM) ------------------------------------------------------- */
 
@@ -221,8 +189,6 @@ static const vx__hf_key qwen3moe_keys[] = {
     {"use_sliding_window", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "false"},
     {"sliding_window", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "used only with use_sliding_window"},
     {"max_window_layers", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "used only with use_sliding_window"},
-    CODE_KEYS,
-    TRAINING_KEYS,
 };
 
 static const vx__hf_rule qwen3moe_rules[] = {
@@ -230,95 +196,60 @@ static const vx__hf_rule qwen3moe_rules[] = {
      0,
      {"model.embed_tokens.weight"},
      {"token_embd.weight"},
-     {VX__D_EMBD, VX__D_VOCAB},
-     NULL},
-    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}, NULL},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}},
     {VX__HR_DIRECT,
      VX__HR_OPT_TIED,
      {"lm_head.weight"},
      {"output.weight"},
-     {VX__D_EMBD, VX__D_VOCAB},
-     NULL},
-    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}, NULL},
-    {VX__HR_DIRECT,
-     0,
-     {L_ "self_attn.q_proj.weight"},
-     {B_ "attn_q.weight"},
-     {VX__D_EMBD, VX__D_Q},
-     NULL},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_proj.weight"}, {B_ "attn_q.weight"}, {VX__D_EMBD, VX__D_Q}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.k_proj.weight"},
      {B_ "attn_k.weight"},
-     {VX__D_EMBD, VX__D_KV},
-     NULL},
+     {VX__D_EMBD, VX__D_KV}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.v_proj.weight"},
      {B_ "attn_v.weight"},
-     {VX__D_EMBD, VX__D_KV},
-     NULL},
+     {VX__D_EMBD, VX__D_KV}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.o_proj.weight"},
      {B_ "attn_output.weight"},
-     {VX__D_Q, VX__D_EMBD},
-     NULL},
-    {VX__HR_DIRECT,
-     0,
-     {L_ "self_attn.q_norm.weight"},
-     {B_ "attn_q_norm.weight"},
-     {VX__D_HEAD_DIM},
-     NULL},
-    {VX__HR_DIRECT,
-     0,
-     {L_ "self_attn.k_norm.weight"},
-     {B_ "attn_k_norm.weight"},
-     {VX__D_HEAD_DIM},
-     NULL},
+     {VX__D_Q, VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_norm.weight"}, {B_ "attn_q_norm.weight"}, {VX__D_HEAD_DIM}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.k_norm.weight"}, {B_ "attn_k_norm.weight"}, {VX__D_HEAD_DIM}},
     {VX__HR_DIRECT,
      0,
      {L_ "post_attention_layernorm.weight"},
      {B_ "ffn_norm.weight"},
-     {VX__D_EMBD},
-     NULL},
+     {VX__D_EMBD}},
     {VX__HR_DIRECT,
      0,
      {L_ "mlp.gate.weight"},
      {B_ "ffn_gate_inp.weight"},
-     {VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_EXPERTS}},
     {VX__HR_STACK,
      0,
      {L_ "mlp.experts.{E}.gate_proj.weight"},
      {B_ "ffn_gate_exps.weight"},
-     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
     {VX__HR_STACK,
      0,
      {L_ "mlp.experts.{E}.up_proj.weight"},
      {B_ "ffn_up_exps.weight"},
-     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
     {VX__HR_STACK,
      0,
      {L_ "mlp.experts.{E}.down_proj.weight"},
      {B_ "ffn_down_exps.weight"},
-     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
-    INV_FREQ_DROPS,
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
 };
 
-/* A row of the family table (at the end). */
-#define QWEN3MOE_FAMILY                                                                            \
-    {                                                                                              \
-        .model_type = "qwen3_moe", .hf_class = "Qwen3MoeForCausalLM", .arch = "qwen3moe",          \
-        .keys = qwen3moe_keys, .n_keys = ARRAY_LEN(qwen3moe_keys), .rules = qwen3moe_rules,        \
-        .n_rules = ARRAY_LEN(qwen3moe_rules), .rope_types = "yarn", .rope_required = false,        \
-        .sliding_layers = false, .derive_head_dim = true, .quant_method = NULL,                    \
-    }
-
-/* ---- deepseek2 (DeepseekV3ForCausalLM: DeepSeek-V3 / R1, Kimi-K2) -------------------------- */
+/* ---- deepseek2 (DeepseekV3ForCausalLM: DeepSeek-V3 / R1, Kimi-K2) ------------------------- */
 
 static const vx__hf_key deepseek_keys[] = {
     {"num_hidden_layers", VX__HK_U32, "block_count", VX__HP_LAYERS, VX__HK_REQUIRED, NULL},
@@ -365,8 +296,6 @@ static const vx__hf_key deepseek_keys[] = {
     {"aux_loss_alpha", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
     {"seq_aux", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
     {"auto_map", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "Python class mapping"},
-    CODE_KEYS,
-    TRAINING_KEYS,
 };
 
 static const vx__hf_rule deepseek_rules[] = {
@@ -374,139 +303,116 @@ static const vx__hf_rule deepseek_rules[] = {
      0,
      {"model.embed_tokens.weight"},
      {"token_embd.weight"},
-     {VX__D_EMBD, VX__D_VOCAB},
-     NULL},
-    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}, NULL},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}},
     {VX__HR_DIRECT,
      VX__HR_OPT_TIED,
      {"lm_head.weight"},
      {"output.weight"},
-     {VX__D_EMBD, VX__D_VOCAB},
-     NULL},
-    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}, NULL},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}},
     {VX__HR_DIRECT,
      VX__HR_IF_Q_LORA,
      {L_ "self_attn.q_a_proj.weight"},
      {B_ "attn_q_a.weight"},
-     {VX__D_EMBD, VX__D_Q_LORA},
-     NULL},
+     {VX__D_EMBD, VX__D_Q_LORA}},
     {VX__HR_DIRECT,
      VX__HR_IF_Q_LORA,
      {L_ "self_attn.q_a_layernorm.weight"},
      {B_ "attn_q_a_norm.weight"},
-     {VX__D_Q_LORA},
-     NULL},
+     {VX__D_Q_LORA}},
     {VX__HR_DIRECT,
      VX__HR_IF_Q_LORA,
      {L_ "self_attn.q_b_proj.weight"},
      {B_ "attn_q_b.weight"},
-     {VX__D_Q_LORA, VX__D_QK},
-     NULL},
+     {VX__D_Q_LORA, VX__D_QK}},
     {VX__HR_DIRECT,
      VX__HR_IF_NO_Q_LORA,
      {L_ "self_attn.q_proj.weight"},
      {B_ "attn_q.weight"},
-     {VX__D_EMBD, VX__D_QK},
-     NULL},
+     {VX__D_EMBD, VX__D_QK}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.kv_a_proj_with_mqa.weight"},
      {B_ "attn_kv_a_mqa.weight"},
-     {VX__D_EMBD, VX__D_KV_A},
-     NULL},
+     {VX__D_EMBD, VX__D_KV_A}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.kv_a_layernorm.weight"},
      {B_ "attn_kv_a_norm.weight"},
-     {VX__D_KV_LORA},
-     NULL},
+     {VX__D_KV_LORA}},
     {VX__HR_KV_B,
      0,
      {L_ "self_attn.kv_b_proj.weight"},
      {B_ "attn_k_b.weight", B_ "attn_v_b.weight"},
-     {VX__D_NOPE, VX__D_KV_LORA, VX__D_HEADS},
-     NULL},
+     {VX__D_NOPE, VX__D_KV_LORA, VX__D_HEADS}},
     {VX__HR_DIRECT,
      0,
      {L_ "self_attn.o_proj.weight"},
      {B_ "attn_output.weight"},
-     {VX__D_O, VX__D_EMBD},
-     NULL},
+     {VX__D_O, VX__D_EMBD}},
     {VX__HR_DIRECT,
      0,
      {L_ "post_attention_layernorm.weight"},
      {B_ "ffn_norm.weight"},
-     {VX__D_EMBD},
-     NULL},
+     {VX__D_EMBD}},
     /* the leading dense layers */
     {VX__HR_DIRECT,
      VX__HR_IF_DENSE,
      {L_ "mlp.gate_proj.weight"},
      {B_ "ffn_gate.weight"},
-     {VX__D_EMBD, VX__D_FF},
-     NULL},
+     {VX__D_EMBD, VX__D_FF}},
     {VX__HR_DIRECT,
      VX__HR_IF_DENSE,
      {L_ "mlp.up_proj.weight"},
      {B_ "ffn_up.weight"},
-     {VX__D_EMBD, VX__D_FF},
-     NULL},
+     {VX__D_EMBD, VX__D_FF}},
     {VX__HR_DIRECT,
      VX__HR_IF_DENSE,
      {L_ "mlp.down_proj.weight"},
      {B_ "ffn_down.weight"},
-     {VX__D_FF, VX__D_EMBD},
-     NULL},
+     {VX__D_FF, VX__D_EMBD}},
     /* MoE layers: router, its selection bias (noaux_tc), experts, shared experts */
     {VX__HR_DIRECT,
      VX__HR_IF_MOE,
      {L_ "mlp.gate.weight"},
      {B_ "ffn_gate_inp.weight"},
-     {VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_EXPERTS}},
     {VX__HR_DIRECT,
      VX__HR_OPTIONAL | VX__HR_IF_MOE,
      {L_ "mlp.gate.e_score_correction_bias"},
      {B_ "exp_probs_b.bias"},
-     {VX__D_EXPERTS},
-     NULL},
+     {VX__D_EXPERTS}},
     {VX__HR_STACK,
      VX__HR_IF_MOE,
      {L_ "mlp.experts.{E}.gate_proj.weight"},
      {B_ "ffn_gate_exps.weight"},
-     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
     {VX__HR_STACK,
      VX__HR_IF_MOE,
      {L_ "mlp.experts.{E}.up_proj.weight"},
      {B_ "ffn_up_exps.weight"},
-     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
     {VX__HR_STACK,
      VX__HR_IF_MOE,
      {L_ "mlp.experts.{E}.down_proj.weight"},
      {B_ "ffn_down_exps.weight"},
-     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS},
-     NULL},
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
     {VX__HR_DIRECT,
      VX__HR_IF_SHARED,
      {L_ "mlp.shared_experts.gate_proj.weight"},
      {B_ "ffn_gate_shexp.weight"},
-     {VX__D_EMBD, VX__D_FF_SH},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_SH}},
     {VX__HR_DIRECT,
      VX__HR_IF_SHARED,
      {L_ "mlp.shared_experts.up_proj.weight"},
      {B_ "ffn_up_shexp.weight"},
-     {VX__D_EMBD, VX__D_FF_SH},
-     NULL},
+     {VX__D_EMBD, VX__D_FF_SH}},
     {VX__HR_DIRECT,
      VX__HR_IF_SHARED,
      {L_ "mlp.shared_experts.down_proj.weight"},
      {B_ "ffn_down_shexp.weight"},
-     {VX__D_FF_SH, VX__D_EMBD},
-     NULL},
-    INV_FREQ_DROPS,
+     {VX__D_FF_SH, VX__D_EMBD}},
 };
 
 /* An optional non-negative integer (null = absent); 1 found, 0 absent, -1 error. */
@@ -581,13 +487,12 @@ static int deepseek_derive(json_t *root, const char *what, const char *arch, vx_
     hp->v[VX__HP_DENSE_LEAD] = dense;
     hp->v[VX__HP_SHARED] = shared;
     hp->v[VX__HP_NEXTN] = nextn;
-    const int64_t R = hp->v[VX__HP_KV_LORA], r = hp->v[VX__HP_ROPE_DIM];
+    const int64_t R = hp->v[VX__HP_KV_LORA], r = hp->v[VX__HP_ROPE_DIM], nope = hp->v[VX__HP_NOPE];
     return put_u32(meta, arch, "attention.q_lora_rank", q_lora, what, err) ||
                    put_u32(meta, arch, "attention.head_count_kv", 1, what, err) ||
                    put_u32(meta, arch, "attention.key_length", R + r, what, err) ||
                    put_u32(meta, arch, "attention.value_length", R, what, err) ||
-                   put_u32(meta, arch, "attention.key_length_mla", hp->v[VX__HP_NOPE] + r, what,
-                           err) ||
+                   put_u32(meta, arch, "attention.key_length_mla", nope + r, what, err) ||
                    put_u32(meta, arch, "leading_dense_block_count", dense, what, err) ||
                    put_u32(meta, arch, "expert_shared_count", shared, what, err) ||
                    deepseek_router(root, what, arch, meta, err)
@@ -595,27 +500,80 @@ static int deepseek_derive(json_t *root, const char *what, const char *arch, vx_
                : 0;
 }
 
-/* Kimi-K2 ships DeepSeek-V3's class under a model_type of its own: one family, two names. */
-#define DEEPSEEK_FAMILY(type)                                                                      \
-    {                                                                                              \
-        .model_type = type, .hf_class = "DeepseekV3ForCausalLM", .arch = "deepseek2",              \
-        .keys = deepseek_keys, .n_keys = ARRAY_LEN(deepseek_keys), .rules = deepseek_rules,        \
-        .n_rules = ARRAY_LEN(deepseek_rules), .rope_types = "yarn", .rope_required = false,        \
-        .sliding_layers = false, .derive_head_dim = false, .quant_method = "fp8",                  \
-        .rope_mscale = true, .derive = deepseek_derive,                                            \
-    }
-
 /* ---- the table ---------------------------------------------------------------------------- */
 
 static const vx__hf_family families[] = {
-    GPT_OSS_FAMILY, QWEN3MOE_FAMILY, DEEPSEEK_FAMILY("deepseek_v3"), DEEPSEEK_FAMILY("kimi_k2")};
+    {
+        .family = &vx_families[VX_FAMILY_GPT_OSS],
+        .model_types = {"gpt_oss"},
+        .hf_class = "GptOssForCausalLM",
+        .keys = gpt_oss_keys,
+        .n_keys = ARRAY_LEN(gpt_oss_keys),
+        .rules = gpt_oss_rules,
+        .n_rules = ARRAY_LEN(gpt_oss_rules),
+        .rope_types = "yarn",
+        .rope_required = true,
+        .derive_head_dim = false,
+        .quant_method = "mxfp4",
+    },
+    {
+        .family = &vx_families[VX_FAMILY_QWEN3MOE],
+        .model_types = {"qwen3_moe"},
+        .hf_class = "Qwen3MoeForCausalLM",
+        .keys = qwen3moe_keys,
+        .n_keys = ARRAY_LEN(qwen3moe_keys),
+        .rules = qwen3moe_rules,
+        .n_rules = ARRAY_LEN(qwen3moe_rules),
+        .rope_types = "yarn",
+        .rope_required = false,
+        .derive_head_dim = true,
+        .quant_method = NULL,
+    },
+    {
+        .family = &vx_families[VX_FAMILY_DEEPSEEK2],
+        /* Kimi-K2 ships DeepSeek-V3's class under a model_type of its own */
+        .model_types = {"deepseek_v3", "kimi_k2"},
+        .hf_class = "DeepseekV3ForCausalLM",
+        .keys = deepseek_keys,
+        .n_keys = ARRAY_LEN(deepseek_keys),
+        .rules = deepseek_rules,
+        .n_rules = ARRAY_LEN(deepseek_rules),
+        .rope_types = "yarn",
+        .rope_required = false,
+        .derive_head_dim = false,
+        .quant_method = "fp8",
+        .derive = deepseek_derive,
+    },
+};
 
 const vx__hf_family *vx__hf_family_find(const char *model_type) {
-    const int i = mw_names_find(model_type, MW_NAMES(families, model_type));
-    return i < 0 ? NULL : &families[i];
+    for (size_t i = 0; model_type && i < ARRAY_LEN(families); i++)
+        for (int j = 0; j < VX__HF_TYPES && families[i].model_types[j]; j++)
+            if (!strcmp(families[i].model_types[j], model_type)) return &families[i];
+    return NULL;
+}
+
+const vx__hf_family *vx__hf_family_of(const vx_family *f) {
+    for (size_t i = 0; f && i < ARRAY_LEN(families); i++)
+        if (families[i].family == f) return &families[i];
+    return NULL;
 }
 
 const char *vx__hf_family_names(void) {
     static char names[256];
-    return names[0] ? names : mw_names_join(names, sizeof names, MW_NAMES(families, model_type));
+    if (names[0]) return names;
+    size_t len = 0;
+    for (size_t i = 0; i < ARRAY_LEN(families); i++)
+        for (int j = 0; j < VX__HF_TYPES && families[i].model_types[j] && len < sizeof names; j++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
+                                    families[i].model_types[j]);
+    return names;
+}
+
+const vx__hf_key *vx__hf_key_find(const vx__hf_family *fam, const char *key) {
+    for (size_t i = 0; i < fam->n_keys; i++)
+        if (!strcmp(fam->keys[i].hf, key)) return &fam->keys[i];
+    for (size_t i = 0; i < ARRAY_LEN(common_keys); i++)
+        if (!strcmp(common_keys[i].hf, key)) return &common_keys[i];
+    return NULL;
 }

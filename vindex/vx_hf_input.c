@@ -208,8 +208,6 @@ static const char *relayout_name(vx__hr_kind kind, int parity) {
     case VX__HR_TRANSPOSE:
         if (parity < 0) return "gpt-oss experts [E, in, out] transposed to [E, out, in]";
         return split[kind][parity];
-    case VX__HR_DROP:
-        break;
     }
     return NULL;
 }
@@ -562,17 +560,15 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
         case VX__HR_KV_B:
             rc = build_kv_b(h, r, outs, src, file, err);
             break;
-        case VX__HR_DROP:
-            break;
         }
     } else if (!rc && !((fam->rules[end].flags & VX__HR_OPT_TIED) && h->hp.tied) &&
                !(fam->rules[end].flags & VX__HR_OPTIONAL)) {
         char want[512], out[256];
         expand(want, sizeof want, fam->rules[i].src[0], layer, 0);
         expand(out, sizeof out, fam->rules[i].out[0], layer, 0);
-        rc =
-            mw_errf(err, "%s: family %s needs '%s'%s for %s, and the checkpoint has no such tensor",
-                    h->dir, fam->arch, want, end > i ? " (or an alternative layout)" : "", out);
+        rc = mw_errf(
+            err, "%s: family %s needs '%s'%s for %s, and the checkpoint has no such tensor", h->dir,
+            fam->family->arch, want, end > i ? " (or an alternative layout)" : "", out);
     }
     free(src);
     free(file);
@@ -596,7 +592,7 @@ static int build_tensors(hf_input *h, mw_err *err) {
     for (long layer = -1; layer < (long)h->hp.v[VX__HP_LAYERS]; layer++) {
         for (size_t i = 0; i < fam->n_rules;) {
             const vx__hf_rule *r = &fam->rules[i];
-            if (r->kind == VX__HR_DROP || per_layer(r) != (layer >= 0) || !applies(h, r, layer)) {
+            if (per_layer(r) != (layer >= 0) || !applies(h, r, layer)) {
                 i++;
                 continue;
             }
@@ -626,10 +622,8 @@ static int audit(hf_input *h, mw_err *err) {
             layer >= h->hp.v[VX__HP_LAYERS] &&
             layer < h->hp.v[VX__HP_LAYERS] + h->hp.v[VX__HP_NEXTN])
             why = "multi-token prediction layer (num_nextn_predict_layers): not used to generate";
-        for (size_t k = 0; k < h->fam->n_rules && !why; k++) {
-            const vx__hf_rule *r = &h->fam->rules[k];
-            if (r->kind == VX__HR_DROP && matches(r->src[0], name)) why = r->why;
-        }
+        for (const vx__hf_drop *d = vx__hf_drops; d->src && !why; d++)
+            if (matches(d->src, name)) why = d->why;
         if (why)
             in->dropped[in->n_dropped++] = (vx_input_drop){name, why};
         else

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "util/mw_err.h"
+#include "vindex/vx_family.h"
 #include "vindex/vx_input.h"
 #include "vindex/vx_meta.h"
 #include "vindex/vx_safetensors.h"
@@ -57,14 +58,14 @@ typedef enum vx__hk_kind {
     VX__HK_CODE,   /* read by the shared config code (rope, layer types, quantization, ...) */
 } vx__hk_kind;
 
-#define VX__HK_REQUIRED 1u /* missing is an error (for a slot: unless another row fills the slot)  \
-                            */
+/* Missing is an error (for a slot: unless another row fills the slot). */
+#define VX__HK_REQUIRED 1u
 
 typedef struct vx__hf_key {
     const char *hf; /* config.json key */
     vx__hk_kind kind;
     const char *gguf; /* U32/F32: key after "<arch>."; NULL when only read */
-    int slot;         /* HP_* filled by a U32 row, or VX__HP_NONE */
+    int slot;         /* VX__HP_* filled by a U32 row, or VX__HP_NONE */
     unsigned flags;
     const char *arg; /* EXPECT: the value as JSON; U32/F32: the HF class default (JSON) or NULL;
                         IGNORE: the reason */
@@ -100,9 +101,9 @@ typedef enum vx__hr_kind {
     VX__HR_MXFP4,     /* gpt-oss *_blocks + *_scales → ggml block_mxfp4 */
     VX__HR_ROWS,      /* rows copied (with an optional interleave split): gpt-oss expert biases */
     VX__HR_TRANSPOSE, /* gpt-oss unquantized experts [E, in, out] → ggml [in, out, E] */
-    VX__HR_KV_B,      /* MLA kv_b_proj [H·(nope + v), kv_lora] → attn_k_b (each head's key rows
-                     transposed: [nope, kv_lora, H]) and attn_v_b (its value rows: [kv_lora, v, H]) */
-    VX__HR_DROP,      /* not stored; `why` names the rule */
+    /* MLA kv_b_proj [H·(nope + v), kv_lora] → attn_k_b (each head's key rows transposed:
+     * [nope, kv_lora, H]) and attn_v_b (its value rows: [kv_lora, v, H]) */
+    VX__HR_KV_B,
 } vx__hr_kind;
 
 #define VX__HR_SPLIT    1u /* source rows interleave two outputs: out[0] = even rows, out[1] = odd */
@@ -122,33 +123,51 @@ typedef struct vx__hf_rule {
     const char *src[2]; /* source name patterns ({L} layer, {E} expert); src[1]: MXFP4 scales */
     const char *out[2]; /* GGUF name patterns ({L}); out[1] only with VX__HR_SPLIT / VX__HR_KV_B */
     vx__hd_sym ne[3];   /* expected ggml ne of each output (VX__HR_KV_B: of attn_k_b) */
-    const char *why;    /* VX__HR_DROP: the rule's reason */
 } vx__hf_rule;
 
+/* A checkpoint tensor no rule reads, left out on purpose: its name pattern ({L} a layer) and why
+ * (the coverage audit reports it as dropped). */
+typedef struct vx__hf_drop {
+    const char *src;
+    const char *why;
+} vx__hf_drop;
+
+/* Every family's drops, ended by a row whose src is NULL. */
+extern const vx__hf_drop vx__hf_drops[];
+
+/* ---- the family table --------------------------------------------------------------------- */
+
+#define VX__HF_TYPES 4 /* model_type names one row may answer to (the list ends at a NULL) */
+
+/* One row per Hugging Face form of a family; what the family is (its GGUF architecture, sliding
+ * window, YaRN log multiplier) is its vx_family row's. */
 typedef struct vx__hf_family {
-    const char *model_type; /* config.json model_type */
-    const char *hf_class;   /* an entry of config.json architectures */
-    const char *arch;       /* GGUF general.architecture */
-    const vx__hf_key *keys;
+    const vx_family *family;
+    const char *model_types[VX__HF_TYPES]; /* config.json model_type */
+    const char *hf_class;                  /* an entry of config.json architectures */
+    const vx__hf_key *keys; /* the family's own config keys; vx__hf_key_find adds the shared ones */
     size_t n_keys;
     const vx__hf_rule *rules;
     size_t n_rules;
     const char *rope_types;   /* rope scaling types supported, space separated */
     bool rope_required;       /* a rope scaling (of a supported type) must be present */
-    bool sliding_layers;      /* layer_types may mix sliding and full attention */
     bool derive_head_dim;     /* head_dim defaults to hidden / heads (the HF class does so) */
     const char *quant_method; /* the quantization_config.quant_method accepted, or NULL */
-    bool rope_mscale;         /* the yarn dict may carry mscale / mscale_all_dim (DeepSeek) */
     /* Optional: keys derived from several config values (after every row and the rope); `root`
      * is config.json. */
     int (*derive)(json_t *root, const char *what, const char *arch, vx_meta *meta,
                   vx__hf_hparams *hp, mw_err *err);
 } vx__hf_family;
 
-/* The family whose model_type is `model_type` (vx_hf_families.c's table), or NULL. */
+/* The row one of whose model_types is `model_type`, or NULL. */
 const vx__hf_family *vx__hf_family_find(const char *model_type);
-/* Every family's model_type, joined by ", " (for messages). */
+/* The (first) row of a family, or NULL (tests/unit/test_vx_family.c: unless the family says why
+ * it has none, it has one). */
+const vx__hf_family *vx__hf_family_of(const vx_family *f);
+/* Every model_type, joined by ", " (for messages). */
 const char *vx__hf_family_names(void);
+/* The row of config key `key`: the family's own, else one every family shares; NULL if unknown. */
+const vx__hf_key *vx__hf_key_find(const vx__hf_family *fam, const char *key);
 
 /* Reads config.json text: meta gets the GGUF-style keys, *fam the family, *hp the slots. */
 int vx__hf_config_read(const char *text, size_t len, const char *what, const char *name,

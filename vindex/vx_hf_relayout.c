@@ -240,8 +240,6 @@ int vx__hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void
         return read_rows(t, (uint64_t)s->cols / 32 * 17, rows_mxfp4, off, dst, len, err);
     case VX__HR_TRANSPOSE:
         return read_rows(t, (uint64_t)s->cols * s->esz, rows_transpose, off, dst, len, err);
-    case VX__HR_DROP:
-        break;
     }
     return mw_errf(err, "%s: no reader for this tensor", t->name);
 }
