@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/co_backend.h"
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
 
@@ -639,4 +638,22 @@ void co_cli_usage(FILE *f) {
         fputc('\n', f);
     }
     fprintf(f, "\nexpert backends: %s\nchat templates: %s\n", co_backend_names(), tk_chat_known());
+}
+
+co_backend_opts co_cli_backend_opts(const co_opts *o) {
+    return (co_backend_opts){.model = o->model,
+                             .numerics = o->numerics,
+                             .pin = o->pin,
+                             .nodes = o->nodes,
+                             .loopback = o->loopback,
+                             .node_threads = o->node_threads,
+                             .node_affinity = o->node_affinity,
+                             .replicas = o->replicas,
+                             .wire = o->wire,
+                             .exact = o->exact,
+                             .deadline_ms = o->deadline_ms,
+                             .down_ms = o->down_ms,
+                             .on_missing_skip = o->on_missing_skip,
+                             .curve_secret = o->curve_secret,
+                             .curve = o->curve};
 }

@@ -671,6 +671,12 @@ static uint64_t used_kv(const co_sched *s) {
     return b;
 }
 
+/* Whether row r of the step that just failed needed experts no live node serves. */
+static bool row_lost(const co_sched *s, size_t r) {
+    const md_expert_backend *e = s->p.experts;
+    return e && e->row_lost && e->row_lost(e, (int64_t)r);
+}
+
 /* One step over the active jobs. */
 static void step(co_sched *s) {
     const int64_t V = s->p.n_vocab;
@@ -710,14 +716,13 @@ static void step(co_sched *s) {
     int rc = md_forward(s->p.ctx, s->rows, (int64_t)n_rows, s->logits, &err);
     double t1 = co_now();
     bool some_lost = false;
-    for (size_t r = 0; rc && s->p.row_lost && r < n_rows && !some_lost; r++)
-        some_lost = s->p.row_lost(s->p.after_step_ud, (int64_t)r);
+    for (size_t r = 0; rc && r < n_rows && !some_lost; r++) some_lost = row_lost(s, r);
     if (rc) {
         /* The pass changed nothing (a sequence's rows are written again, to the same values, when
          * it runs again). When the failure names the rows that needed lost experts, only their
          * jobs fail and the others run again next step; otherwise every job in it fails. */
         for (size_t r = 0; r < n_rows; r++) {
-            if (some_lost && !s->p.row_lost(s->p.after_step_ud, (int64_t)r)) continue;
+            if (some_lost && !row_lost(s, r)) continue;
             for (co_job *j = s->active; j; j = j->next_active)
                 if (j->slot == s->rows[r].seq) job_end(j, CO_FINISH_ERROR, err.msg);
         }
