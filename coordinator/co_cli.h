@@ -82,6 +82,7 @@ int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err);
 int co_cli_check_generate(const co_opts *o, mw_err *err);
 /* Checks what `serve` needs (model; no prompt options). */
 int co_cli_check_serve(const co_opts *o, mw_err *err);
+/* What generate and serve do, and the options they take (the program prints the commands). */
 void co_cli_usage(FILE *f);
 /* The expert backend's options out of the command line's. */
 co_backend_opts co_cli_backend_opts(const co_opts *o);
