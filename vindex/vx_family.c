@@ -26,7 +26,6 @@ const vx_family vx_families[VX_FAMILY_COUNT] = {
         {
             .arch = "kimi-linear",
             .no_hf = "its checkpoints (KimiLinearForCausalLM) are read through their GGUF so far",
-            .no_synth = "synth has no KDA layers yet",
         },
 };
 
