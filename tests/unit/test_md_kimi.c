@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/mwt_capture.h"
+#include "tests/support/mwt_model.h"
+
 #include "model/md_kda.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
@@ -191,31 +194,7 @@ static void check_fixture_q8(const char *name) {
 /* ---- llama.cpp's intermediates --------------------------------------------------------------
  */
 
-#define MAX_LAYERS 8
-#define P_STATE    (-3) /* gdn_state: read from the context after the pass */
-
-typedef struct capture {
-    float *data[MAX_LAYERS + 1][MD_PROBE_COUNT]; /* [MAX_LAYERS] holds layer -1 */
-    int64_t n[MAX_LAYERS + 1][MD_PROBE_COUNT];
-} capture;
-
-static void observer(void *ud, int layer, md_probe p, const void *data, int64_t rows,
-                     int64_t cols) {
-    capture *c = ud;
-    const int l = layer < 0 ? MAX_LAYERS : layer;
-    assert_true(l <= MAX_LAYERS);
-    free(c->data[l][p]);
-    c->n[l][p] = rows * cols;
-    c->data[l][p] = malloc((size_t)(rows * cols) * sizeof(float));
-    for (int64_t i = 0; i < rows * cols; i++)
-        c->data[l][p][i] =
-            p == MD_PROBE_TOPK ? (float)((const int32_t *)data)[i] : ((const float *)data)[i];
-}
-
-static void capture_free(capture *c) {
-    for (int l = 0; l <= MAX_LAYERS; l++)
-        for (int p = 0; p < MD_PROBE_COUNT; p++) free(c->data[l][p]);
-}
+#define P_STATE (-3) /* gdn_state: read from the context after the pass */
 
 /* llama.cpp's name (and op) → our probe; -2 for views we do not reproduce and quantities inside
  * the fused expert kernel, P_STATE for the recurrent state, -1 unknown. */
@@ -264,6 +243,9 @@ static int probe_of(const char *base, const char *op) {
         {"ffn_out", MD_PROBE_FFN_OUT},
         {"l_out", MD_PROBE_L_OUT},
         {"result_norm", MD_PROBE_RESULT_NORM},
+        {"prefix_sum_attn", MD_PROBE_FFN_INP},
+        {"mla_gated", MD_PROBE_MLA_GATED},
+        {"norm", MD_PROBE_ROUTED_RMS},
     };
     /* kimi-linear names beta before its sigmoid, K3 after */
     if (!strcmp(base, "kda_beta"))
@@ -276,52 +258,20 @@ static int probe_of(const char *base, const char *op) {
     return -1;
 }
 
-/* "name-L" → base "name" and layer L; no layer gives -1. */
-static int split_name(const char *tname, char *base, size_t cap) {
-    const char *dash = strrchr(tname, '-');
-    if (!dash || !dash[1] || strspn(dash + 1, "0123456789") != strlen(dash + 1)) {
-        snprintf(base, cap, "%s", tname);
-        return -1;
-    }
-    snprintf(base, cap, "%.*s", (int)(dash - tname), tname);
-    return atoi(dash + 1);
-}
-
-/* One intermediate in our layout: i32 as floats, llama.cpp's [head][token][x] as [token][head][x],
- * and its state [head][value j][key i] as ours [head][key i][value j]. */
-static float *reference_values(const json_t *ent, const unsigned char *data, int p, size_t n) {
-    const bool i32 = !strcmp(json_string_value(json_object_get(ent, "dtype")), "i32");
-    json_t *shape = json_object_get(ent, "shape_row_major");
-    const bool hm = p == MD_PROBE_Q_ABSORBED || p == MD_PROBE_KQV || p == MD_PROBE_KQV_MLA;
-    const size_t A = (size_t)json_integer_value(json_array_get(shape, 0));
-    const size_t B = (size_t)json_integer_value(json_array_get(shape, 1));
-    const size_t X = json_array_size(shape) == 3 ? n / (A * B) : 1;
-    float *ref = malloc(n * sizeof *ref);
-    for (size_t j = 0; j < n; j++) {
-        size_t dst = j;
-        if (hm) dst = ((j / X) % B * A + j / (X * B)) * X + j % X; /* [a][b][x] → [b][a][x] */
-        if (p == P_STATE)
-            dst = j / (B * X) * B * X + j % X * B + j / X % B; /* [h][j][i] → [h][i][j] */
-        if (i32) {
-            int32_t v;
-            memcpy(&v, data + 4 * j, 4);
-            ref[dst] = (float)v;
-        } else {
-            memcpy(&ref[dst], data + 4 * j, 4);
-        }
-    }
-    return ref;
-}
-
 /* Our value of one intermediate (NULL when not observed with n values). */
-static const float *ours(md_ctx *c, capture *cap, int layer, int p, size_t n, float *state) {
-    if (p == P_STATE) {
-        mw_err e;
-        if (md_ctx_kda_state(c, 0, layer, state, &e)) fail_msg("%s", e.msg);
-        return state;
-    }
-    const int l = layer < 0 ? MAX_LAYERS : layer;
-    return cap->data[l][p] && (size_t)cap->n[l][p] == n ? cap->data[l][p] : NULL;
+static const float *ours(md_ctx *c, const mwt_capture *cap, int layer, int p, size_t n,
+                         float *state) {
+    if (p != P_STATE) return mwt_captured(cap, layer, (md_probe)p, n);
+    mw_err e;
+    if (md_ctx_kda_state(c, 0, layer, state, &e)) fail_msg("%s", e.msg);
+    return state;
+}
+
+/* How llama.cpp lays an intermediate out against the observer. */
+static mwt_layout layout_of(int p) {
+    if (p == P_STATE) return MWT_STATE;
+    const bool hm = p == MD_PROBE_Q_ABSORBED || p == MD_PROBE_KQV || p == MD_PROBE_KQV_MLA;
+    return hm ? MWT_HEAD_MAJOR : MWT_ROWS;
 }
 
 /* The first row at which a quantity differs by more than tol (n values of `rows` rows). */
@@ -340,69 +290,99 @@ static int first_row_over(const float *a, const float *b, size_t n, int rows, do
 #define TIGHT 2e-4
 #define LOOSE 0.1
 
+/* One intermediates file against a q8 run of its fixture. */
+typedef struct icheck {
+    const char *name;
+    md_ctx *c;
+    mwt_capture cap;
+    float *state;
+    const unsigned char *bin;
+    size_t bin_len;
+    int n_dense; /* the model's leading dense layers */
+    int clean;   /* rows before the first rounding event */
+    int res_seen[MWT_MAX_LAYERS + 1];
+    int compared;
+} icheck;
+
+/* Our probe for an entry: a layer's res_probs are its attention-input mix's and then its FFN-input
+ * mix's (layer 0 has only the FFN's: nothing is banked before its attention; the final mix is
+ * observed as layer -1's FFN-input mix). */
+static int entry_probe(icheck *ic, const char *base, const char *op, int layer) {
+    if (strcmp(base, "res_probs")) return probe_of(base, op);
+    const int l = layer < 0 ? MWT_MAX_LAYERS : layer;
+    const int first = ic->res_seen[l]++ == 0 && layer > 0;
+    return first ? MD_PROBE_RES_PROBS_ATTN : MD_PROBE_RES_PROBS_FFN;
+}
+
+/* Pass 0 finds the first rounding event (the first row any MoE output differs at), pass 1 checks
+ * every quantity. */
+static void check_entry(icheck *ic, json_t *ent, int pass) {
+    const char *tname = json_string_value(json_object_get(ent, "name"));
+    const char *op = json_string_value(json_object_get(ent, "op"));
+    const size_t off = (size_t)json_integer_value(json_object_get(ent, "offset"));
+    const size_t n = (size_t)json_integer_value(json_object_get(ent, "nbytes")) / 4;
+    assert_true(off + 4 * n <= ic->bin_len);
+    char base[64];
+    const int layer = mwt_split_name(tname, base, sizeof base),
+              p = entry_probe(ic, base, op, layer);
+    if (p == -1) fail_msg("%s: intermediate '%s' has no counterpart", ic->name, tname);
+    if (p == -2 || (pass == 0 && p != MD_PROBE_MOE_OUT)) return;
+    const float *got = ours(ic->c, &ic->cap, layer, p, n, ic->state);
+    if (!got) fail_msg("%s: '%s' was not observed with %zu values", ic->name, tname, n);
+    float *ref = mwt_intermediate(ent, ic->bin + off, n, layout_of(p));
+    if (pass == 0) {
+        const int r = first_row_over(got, ref, n, N_TOK, TIGHT);
+        ic->clean = r < ic->clean ? r : ic->clean;
+        free(ref);
+        return;
+    }
+    /* the states of the layers before the first MoE output see no expert at all */
+    const bool st = p == P_STATE;
+    const int rows = st ? 1 : N_TOK;
+    const int ok = st ? layer <= ic->n_dense : ic->clean;
+    const int bad = first_row_over(got, ref, n, rows, p == MD_PROBE_TOPK ? 0 : TIGHT);
+    const double d = mwt_max_abs_diff(got, ref, n);
+    printf("    %-16s %-22s layer %2d  max |diff| %.3g, first row over %g: %d\n", ic->name, base,
+           layer, d, TIGHT, bad);
+    if (bad < ok || (p != MD_PROBE_TOPK && d > LOOSE))
+        fail_msg("%s: layer %d, %s drifts at row %d (clean rows: %d)", ic->name, layer, base, bad,
+                 ok);
+    free(ref);
+    ic->compared++;
+}
+
 static void check_intermediates(const char *name) {
     fixture f;
     open_fixture(&f, name);
+    icheck ic = {.name = name, .n_dense = f.model->cfg.n_dense_lead, .clean = N_TOK};
     char rel[128];
     snprintf(rel, sizeof rel, "llamacpp/%s/intermediates.bin", name);
-    size_t bin_len;
-    unsigned char *bin = mwt_read_file(mwt_fixture(rel), &bin_len);
+    unsigned char *bin = mwt_read_file(mwt_fixture(rel), &ic.bin_len);
     snprintf(rel, sizeof rel, "llamacpp/%s/intermediates.json", name);
     json_error_t je;
     json_t *index = json_load_file(mwt_fixture(rel), 0, &je);
     if (!bin || !index) fail_msg("%s: %s", rel, je.text);
-    capture cap = {0};
-    md_ctx *c = new_ctx(&f, KN_NUM_Q8, 1, NULL, NULL);
-    md_ctx_set_observer(c, observer, &cap);
+    ic.bin = bin;
+    ic.c = new_ctx(&f, KN_NUM_Q8, 1, NULL, NULL);
+    md_ctx_set_observer(ic.c, mwt_capture_observer, &ic.cap);
     float *logits = malloc((size_t)N_TOK * f.V * sizeof(float));
-    feed(c, 0, f.tokens, 0, N_TOK, NULL, logits, f.V);
-    float *state = malloc(f.model->cfg.kda.n_head * f.model->cfg.kda.head_dim *
-                          (size_t)f.model->cfg.kda.head_dim * sizeof(float));
+    feed(ic.c, 0, f.tokens, 0, N_TOK, NULL, logits, f.V);
+    const md_kda *k = &f.model->cfg.kda;
+    ic.state = malloc((size_t)k->n_head * k->head_dim * (size_t)k->head_dim * sizeof(float));
     size_t i;
     json_t *ent;
-    int compared = 0, clean = N_TOK;
-    /* pass 0 finds the first rounding event, pass 1 checks every quantity */
-    for (int pass = 0; pass < 2; pass++) json_array_foreach(index, i, ent) {
-            const char *tname = json_string_value(json_object_get(ent, "name"));
-            const char *op = json_string_value(json_object_get(ent, "op"));
-            const size_t off = (size_t)json_integer_value(json_object_get(ent, "offset"));
-            const size_t n = (size_t)json_integer_value(json_object_get(ent, "nbytes")) / 4;
-            assert_true(off + 4 * n <= bin_len);
-            char base[64];
-            const int layer = split_name(tname, base, sizeof base), p = probe_of(base, op);
-            if (p == -1) fail_msg("%s: intermediate '%s' has no counterpart", name, tname);
-            if (p == -2 || (pass == 0 && p != MD_PROBE_MOE_OUT)) continue;
-            const float *got = ours(c, &cap, layer, p, n, state);
-            if (!got) fail_msg("%s: '%s' was not observed with %zu values", name, tname, n);
-            float *ref = reference_values(ent, bin + off, p, n);
-            if (pass == 0) {
-                const int r = first_row_over(got, ref, n, N_TOK, TIGHT);
-                clean = r < clean ? r : clean;
-                free(ref);
-                continue;
-            }
-            /* the states of the layers before the first MoE output see no expert at all */
-            const bool st = p == P_STATE;
-            const int rows = st ? 1 : N_TOK;
-            const int ok = st ? layer <= f.model->cfg.n_dense_lead : clean;
-            const int bad = first_row_over(got, ref, n, rows, p == MD_PROBE_TOPK ? 0 : TIGHT);
-            const double d = mwt_max_abs_diff(got, ref, n);
-            printf("    %-16s %-22s layer %2d  max |diff| %.3g, first row over %g: %d\n", name,
-                   base, layer, d, TIGHT, bad);
-            if (bad < ok || (p != MD_PROBE_TOPK && d > LOOSE))
-                fail_msg("%s: layer %d, %s drifts at row %d (clean rows: %d)", name, layer, base,
-                         bad, ok);
-            free(ref);
-            compared++;
-        }
+    for (int pass = 0; pass < 2; pass++) {
+        memset(ic.res_seen, 0, sizeof ic.res_seen);
+        json_array_foreach(index, i, ent) check_entry(&ic, ent, pass);
+    }
     printf("    %s: rows 0..%d agree to %g before the first activation rounding event\n", name,
-           clean - 1, TIGHT);
-    assert_true(clean >= 8);
-    assert_true(compared >= 40);
-    capture_free(&cap);
-    free(state), free(logits), free(bin);
+           ic.clean - 1, TIGHT);
+    assert_true(ic.clean >= 8);
+    assert_true(ic.compared >= 40);
+    mwt_capture_free(&ic.cap);
+    free(ic.state), free(logits), free(bin);
     json_decref(index);
-    md_ctx_free(c);
+    md_ctx_free(ic.c);
     close_fixture(&f);
 }
 
@@ -423,7 +403,7 @@ static void long_prompt(const fixture *f, int32_t *tok, int salt) {
 /* The recurrence as FORMATS.md §8 states it, token by token in float64, from the delta rule's
  * captured inputs (q, k after the L2 norm, v, log decay g, beta): o (T × D, divided by sqrt(d))
  * and the final state S[h][i][j]. */
-static void recurrence(const capture *cap, int l, int T, int H, int d, double *o, double *S) {
+static void recurrence(const mwt_capture *cap, int l, int T, int H, int d, double *o, double *S) {
     const float *q = cap->data[l][MD_PROBE_KDA_Q], *k = cap->data[l][MD_PROBE_KDA_K];
     const float *v = cap->data[l][MD_PROBE_KDA_V_CONV], *g = cap->data[l][MD_PROBE_KDA_G];
     const float *beta = cap->data[l][MD_PROBE_KDA_BETA];
@@ -468,9 +448,9 @@ static void test_chunks_match_recurrence(void **state) {
     const size_t D = (size_t)H * d;
     int32_t tok[LONG];
     long_prompt(&f, tok, 0);
-    capture cap = {0};
+    mwt_capture cap = {0};
     md_ctx *c = new_ctx(&f, KN_NUM_F32, 1, NULL, NULL);
-    md_ctx_set_observer(c, observer, &cap);
+    md_ctx_set_observer(c, mwt_capture_observer, &cap);
     float *logits = malloc((size_t)LONG * f.V * sizeof(float));
     feed(c, 0, tok, 0, LONG, NULL, logits, f.V);
     double *o = malloc(LONG * D * sizeof *o), *S = malloc(D * d * sizeof *S);
@@ -487,7 +467,7 @@ static void test_chunks_match_recurrence(void **state) {
                l, LONG, MD_KDA_CHUNK, dout, dst);
         assert_true(dout < 1e-5 && dst < 1e-5);
     }
-    capture_free(&cap);
+    mwt_capture_free(&cap);
     free(o), free(S), free(ours_S), free(logits);
     md_ctx_free(c);
     close_fixture(&f);
@@ -496,10 +476,9 @@ static void test_chunks_match_recurrence(void **state) {
 /* The same LONG-token prompt as one pass, in pieces that start and end anywhere in a chunk, and
  * token by token on two threads; and interleaved with another sequence in mixed batches: the
  * same logits and the same state, bit for bit. */
-static void test_passes_give_the_same_bits(void **state) {
-    (void)state;
+static void check_passes(const char *name) {
     fixture f;
-    open_fixture(&f, "kimi-linear-tiny");
+    open_fixture(&f, name);
     int32_t a[LONG], b[LONG];
     long_prompt(&f, a, 0);
     long_prompt(&f, b, 1);
@@ -597,28 +576,11 @@ static void test_state_truncate_and_bytes(void **state) {
     close_fixture(&f);
 }
 
-/* An expert backend that fails once at a chosen layer, then passes calls through. */
-typedef struct flaky {
-    md_expert_backend b;
-    md_expert_backend *inner;
-    int fail_layer;
-} flaky;
-
-static int flaky_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
-    flaky *fl = b->impl;
-    if (batch->layer == fl->fail_layer) {
-        fl->fail_layer = -1;
-        return mw_errf(err, "node lost");
-    }
-    return fl->inner->run(fl->inner, batch, out, err);
-}
-
 /* A pass that fails after every KDA layer advanced its states (inside and across chunks) leaves
  * the sequence as it was: the retry gives an undisturbed run's bits. */
-static void test_failed_pass_changes_nothing(void **state) {
-    (void)state;
+static void check_failed_pass(const char *name) {
     fixture f;
-    open_fixture(&f, "kimi-linear-tiny");
+    open_fixture(&f, name);
     int32_t a[LONG];
     long_prompt(&f, a, 0);
     const size_t n = (size_t)LONG * f.V;
@@ -626,8 +588,8 @@ static void test_failed_pass_changes_nothing(void **state) {
     md_ctx *c = new_ctx(&f, KN_NUM_F32, 1, NULL, NULL);
     feed(c, 0, a, 0, LONG, NULL, ref, f.V);
     md_ctx_free(c);
-    flaky fl = {.b = {.name = "flaky", .run = flaky_run}, .inner = f.experts, .fail_layer = -1};
-    fl.b.impl = &fl;
+    mwt_flaky fl;
+    mwt_flaky_init(&fl, f.experts);
     c = new_ctx(&f, KN_NUM_F32, 1, NULL, &fl.b);
     static const int pieces[] = {20, 9, 1, 1, 30, 8, 6, 16, 59};
     md_row rows[LONG];
@@ -745,6 +707,16 @@ static void test_file_forms(void **state) {
     mwt_rmrf(dir);
     free(dir);
     close_fixture(&f);
+}
+
+static void test_passes_give_the_same_bits(void **state) {
+    (void)state;
+    check_passes("kimi-linear-tiny");
+}
+
+static void test_failed_pass_changes_nothing(void **state) {
+    (void)state;
+    check_failed_pass("kimi-linear-tiny");
 }
 
 static void test_kimi_linear_f32(void **state) {

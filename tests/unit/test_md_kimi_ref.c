@@ -28,16 +28,24 @@ typedef struct variant {
     float scale;
     const char *expert_format;
     uint64_t seed;
+    /* kimi-k3 (k3 set): query rank, experts' latent width, residual block, SiTU's betas, the
+     * decay's bound, weight normalisation */
+    bool k3;
+    int q_lora, latent, res_block;
+    float beta, lbeta, lb;
+    int norm;
 } variant;
 
 static const variant variants[] = {
     /* narrow KDA heads, a 3-tap convolution, latent attention every third layer */
-    {"kda32-conv3", 5, 128, 2, 32, 3, 3, 32, 16, 32, 64, 8, 2, 64, 1, 1, 2, 1.5f, "mxfp4", 31},
+    {"kda32-conv3", 5,       128, 2,     32, 3, 3, 32, 16, 32, 64, 8, 2, 64, 1, 1, 2,
+     1.5f,          "mxfp4", 31,  false, 0,  0, 0, 0,  0,  0,  0},
     /* two taps, every other layer latent, no dense layer, softmax gating, two shared experts */
-    {"conv2-alternate", 4, 256, 4, 64, 2, 2, 64, 32, 48, 96, 16, 6, 128, 0, 2, 1, 0.0f,
-     "mxfp4",           47},
+    {"conv2-alternate", 4,  256,   4, 64, 2, 2, 64, 32, 48, 96, 16, 6, 128, 0, 2, 1, 0.0f,
+     "mxfp4",           47, false, 0, 0,  0, 0, 0,  0,  0},
     /* KDA only (no latent attention layer at all), narrow heads, Q6_K experts */
-    {"kda-only-q6k", 3, 256, 8, 16, 4, 100, 32, 16, 32, 64, 8, 3, 256, 1, 1, 2, 2.446f, "q6_K", 59},
+    {"kda-only-q6k", 3,      256, 8,     16, 4, 100, 32, 16, 32, 64, 8, 3, 256, 1, 1, 2,
+     2.446f,         "q6_K", 59,  false, 0,  0, 0,   0,  0,  0,  0},
 };
 
 /* ---- the model file ----------------------------------------------------------------------------
@@ -66,9 +74,9 @@ static void synth(const variant *v, const char *path) {
                 {"vocab", 300}};
     enum { N = sizeof ints / sizeof ints[0] };
     char vals[N + 2][24];
-    const char *kv[2 * N + 12];
+    const char *kv[2 * N + 26];
     int k = 0;
-    kv[k++] = "arch", kv[k++] = "kimi-linear";
+    kv[k++] = "arch", kv[k++] = v->k3 ? "kimi-k3" : "kimi-linear";
     for (int i = 0; i < N; i++) {
         snprintf(vals[i], sizeof vals[i], "%d", ints[i].val);
         kv[k++] = ints[i].key, kv[k++] = vals[i];
@@ -78,6 +86,20 @@ static void synth(const variant *v, const char *path) {
     kv[k++] = "weights-scale", kv[k++] = vals[N];
     kv[k++] = "seed", kv[k++] = vals[N + 1];
     kv[k++] = "expert-format", kv[k++] = v->expert_format;
+    char k3v[7][24];
+    if (v->k3) {
+        static const char *const keys[7] = {"q-lora",      "expert-latent",    "attn-res-block",
+                                            "situ-beta",   "situ-linear-beta", "gate-lower-bound",
+                                            "weights-norm"};
+        snprintf(k3v[0], 24, "%d", v->q_lora);
+        snprintf(k3v[1], 24, "%d", v->latent);
+        snprintf(k3v[2], 24, "%d", v->res_block);
+        snprintf(k3v[3], 24, "%g", (double)v->beta);
+        snprintf(k3v[4], 24, "%g", (double)v->lbeta);
+        snprintf(k3v[5], 24, "%g", (double)v->lb);
+        snprintf(k3v[6], 24, "%d", v->norm);
+        for (int i = 0; i < 7; i++) kv[k++] = keys[i], kv[k++] = k3v[i];
+    }
     kv[k] = NULL;
     vx_input *in;
     mw_err e;
@@ -99,10 +121,6 @@ typedef struct ref {
     double *h;   /* T × hidden: a layer's normed input */
     double *buf; /* scratch */
 } ref;
-
-static bool is_kda(const variant *v, int l) {
-    return (l + 1) % v->every != 0;
-}
 
 /* One projection of every token's normed input: out (T × rows). */
 static void project(const ref *r, const char *fmt, int l, double *out, int64_t rows) {
@@ -195,14 +213,22 @@ static void kda_block(ref *r, int l, double *out) {
     mwt_ref_vec(&r->m, "blk.%d.ssm_a", l, H, a);
     for (int t = 0; t < T; t++) {
         mwt_ref_mv(&r->m, &fb, 0, D, low + (size_t)t * d, g + (size_t)t * D);
-        for (int64_t c = 0; c < D; c++) g[t * D + c] = a[c / d] * log1p(exp(g[t * D + c] + dt[c]));
+        for (int64_t c = 0; c < D; c++) {
+            const double z = g[t * D + c] + dt[c]; /* K3: bounded, exp(A_log) = -a */
+            g[t * D + c] =
+                v->k3 ? v->lb * mwt_ref_sigmoid(-a[c / d] * z) : a[c / d] * log1p(exp(z));
+        }
     }
     project(r, "blk.%d.ssm_beta.weight", l, beta, H);
     for (int i = 0; i < T * H; i++) beta[i] = mwt_ref_sigmoid(beta[i]);
-    project(r, "blk.%d.ssm_g_a.weight", l, low, d);
-    kn_mat gb = mwt_ref_tensor(&r->m, "blk.%d.ssm_g_b.weight", l);
-    for (int t = 0; t < T; t++)
-        mwt_ref_mv(&r->m, &gb, 0, D, low + (size_t)t * d, g2 + (size_t)t * D);
+    if (v->k3) {
+        project(r, "blk.%d.ssm_g.weight", l, g2, D);
+    } else {
+        project(r, "blk.%d.ssm_g_a.weight", l, low, d);
+        kn_mat gb = mwt_ref_tensor(&r->m, "blk.%d.ssm_g_b.weight", l);
+        for (int t = 0; t < T; t++)
+            mwt_ref_mv(&r->m, &gb, 0, D, low + (size_t)t * d, g2 + (size_t)t * D);
+    }
     recurrence(r, q, k, vv, g, beta, o);
     mwt_ref_vec(&r->m, "blk.%d.ssm_norm.weight", l, d, norm);
     for (int64_t i = 0; i < (int64_t)T * H; i++) {
@@ -226,7 +252,25 @@ static void mla_block(ref *r, int l, double *out) {
     double *kn = malloc(sizeof(double) * (size_t)T * H * v->nope),
            *vv = malloc(sizeof(double) * (size_t)T * H * v->v);
     double norm[R], p[T], o[H * v->v];
-    project(r, "blk.%d.attn_q.weight", l, q, (int64_t)H * dq);
+    if (v->k3 && v->q_lora) { /* q = attn_q_b RMSNorm(attn_q_a h) · attn_q_a_norm */
+        double *qa = malloc(sizeof(double) * (size_t)T * v->q_lora), qn[v->q_lora];
+        project(r, "blk.%d.attn_q_a.weight", l, qa, v->q_lora);
+        mwt_ref_vec(&r->m, "blk.%d.attn_q_a_norm.weight", l, v->q_lora, qn);
+        kn_mat qb = mwt_ref_tensor(&r->m, "blk.%d.attn_q_b.weight", l);
+        for (int t = 0; t < T; t++) {
+            mwt_ref_rmsnorm(qa + (size_t)t * v->q_lora, v->q_lora, qn, EPS);
+            mwt_ref_mv(&r->m, &qb, 0, (int64_t)H * dq, qa + (size_t)t * v->q_lora,
+                       q + (size_t)t * H * dq);
+        }
+        free(qa);
+    } else {
+        project(r, "blk.%d.attn_q.weight", l, q, (int64_t)H * dq);
+    }
+    double *gate = NULL; /* K3: sigmoid(attn_gate h) on the heads' output */
+    if (v->k3) {
+        gate = malloc(sizeof(double) * (size_t)T * H * v->v);
+        project(r, "blk.%d.attn_gate.weight", l, gate, (int64_t)H * v->v);
+    }
     project(r, "blk.%d.attn_kv_a_mqa.weight", l, c, R + v->rope);
     mwt_ref_vec(&r->m, "blk.%d.attn_kv_a_norm.weight", l, R, norm);
     kn_mat kb = mwt_ref_tensor(&r->m, "blk.%d.attn_k_b.weight", l);
@@ -267,18 +311,53 @@ static void mla_block(ref *r, int l, double *out) {
                 o[h * v->v + i] = s;
             }
         }
+        for (int i = 0; gate && i < H * v->v; i++)
+            o[i] *= mwt_ref_sigmoid(gate[(size_t)t * H * v->v + i]);
         mwt_ref_mv(&r->m, &wo, 0, E, o, out + (size_t)t * E);
     }
-    free(q), free(c), free(kn), free(vv);
+    free(q), free(c), free(kn), free(vv), free(gate);
 }
 
-/* Token t's FFN: dense, or routed + shared, added to its residual. */
-static void ffn(ref *r, int l, int t) {
-    static const mwt_glu swiglu = {0};
+/* A latent MoE's routed part (K3): z = ffn_routed_down h, the experts at z's width, their
+ * weighted sum RMS-normed and up-projected; without a latent the experts read h. */
+static void routed(ref *r, int l, const double *h, const int *ids, const double *wt,
+                   const mwt_glu *glu, double *acc) {
     const variant *v = r->v;
+    const int64_t E = v->hidden, L = v->latent ? v->latent : E;
+    double z[L], y[E > L ? E : L], m[L], w[L];
+    if (v->latent) {
+        kn_mat down = mwt_ref_tensor(&r->m, "blk.%d.ffn_routed_down.weight", l);
+        mwt_ref_mv(&r->m, &down, 0, L, h, z);
+    } else {
+        memcpy(z, h, sizeof z);
+    }
+    memset(m, 0, sizeof m);
+    for (int j = 0; j < v->top_k; j++) {
+        kn_expert e;
+        mw_err err;
+        if (vx_source_expert(r->m.src, l, ids[j], &e, &err)) fail_msg("%s", err.msg);
+        mwt_ref_ffn(&r->m, glu, &e.gate, &e.up, &e.down, z, y);
+        for (int64_t i = 0; i < L; i++) m[i] += wt[j] * y[i];
+    }
+    if (!v->latent) {
+        for (int64_t i = 0; i < E; i++) acc[i] += m[i];
+        return;
+    }
+    mwt_ref_vec(&r->m, "blk.%d.ffn_routed_norm.weight", l, L, w);
+    mwt_ref_rmsnorm(m, L, w, EPS);
+    kn_mat up = mwt_ref_tensor(&r->m, "blk.%d.ffn_routed_up.weight", l);
+    mwt_ref_mv(&r->m, &up, 0, E, m, y);
+    for (int64_t i = 0; i < E; i++) acc[i] += y[i];
+}
+
+/* Token t's FFN on its input row `in` (the residual, or K3's mix): dense, or routed + shared
+ * (SwiGLU, or K3's SiTU everywhere), added to its residual. */
+static void ffn(ref *r, int l, int t, const double *in) {
+    const variant *v = r->v;
+    const mwt_glu glu = {v->k3 ? v->beta : 0, v->lbeta};
     const int64_t E = v->hidden;
     double h[E], acc[E], y[E], w[E];
-    memcpy(h, r->x + (size_t)t * E, sizeof h);
+    memcpy(h, in, sizeof h);
     mwt_ref_vec(&r->m, "blk.%d.ffn_norm.weight", l, E, w);
     mwt_ref_rmsnorm(h, E, w, EPS);
     memset(acc, 0, sizeof acc);
@@ -286,29 +365,81 @@ static void ffn(ref *r, int l, int t) {
         kn_mat g = mwt_ref_tensor(&r->m, "blk.%d.ffn_gate.weight", l),
                u = mwt_ref_tensor(&r->m, "blk.%d.ffn_up.weight", l),
                d = mwt_ref_tensor(&r->m, "blk.%d.ffn_down.weight", l);
-        mwt_ref_ffn(&r->m, &swiglu, &g, &u, &d, h, acc);
+        mwt_ref_ffn(&r->m, &glu, &g, &u, &d, h, acc);
     } else {
-        const mwt_route p = {v->experts, v->top_k, v->gating, true, v->scale, 1, 1};
+        const mwt_route p = {v->experts, v->top_k, v->gating, !v->k3 || v->norm, v->scale, 1, 1};
         kn_mat router = mwt_ref_tensor(&r->m, "blk.%d.ffn_gate_inp.weight", l);
         double logit[256], bias[256], wt[32];
         int ids[32];
         mwt_ref_mv(&r->m, &router, 0, v->experts, h, logit);
         mwt_ref_vec(&r->m, "blk.%d.exp_probs_b.bias", l, v->experts, bias);
         mwt_ref_route(&p, logit, bias, ids, wt);
-        for (int j = 0; j < v->top_k; j++) {
-            kn_expert e;
-            mw_err err;
-            if (vx_source_expert(r->m.src, l, ids[j], &e, &err)) fail_msg("%s", err.msg);
-            mwt_ref_ffn(&r->m, &swiglu, &e.gate, &e.up, &e.down, h, y);
-            for (int64_t i = 0; i < E; i++) acc[i] += wt[j] * y[i];
-        }
+        routed(r, l, h, ids, wt, &glu, acc);
         kn_mat g = mwt_ref_tensor(&r->m, "blk.%d.ffn_gate_shexp.weight", l),
                u = mwt_ref_tensor(&r->m, "blk.%d.ffn_up_shexp.weight", l),
                d = mwt_ref_tensor(&r->m, "blk.%d.ffn_down_shexp.weight", l);
-        mwt_ref_ffn(&r->m, &swiglu, &g, &u, &d, h, y);
+        mwt_ref_ffn(&r->m, &glu, &g, &u, &d, h, y);
         for (int64_t i = 0; i < E; i++) acc[i] += y[i];
     }
     for (int64_t i = 0; i < E; i++) r->x[(size_t)t * E + i] += acc[i];
+}
+
+/* K3's attention residuals (FORMATS.md §9, step 5): per token a stack of banked vectors. */
+typedef struct stack {
+    int n, cap;
+    double *B; /* T × cap × hidden */
+} stack;
+
+/* out = the mix of token t's stack and cur with the score vector `fmt` (cur when nothing is
+ * banked): a softmax over sum_i w_i v_i / sqrt(mean(v²) + eps), applied to the raw vectors. */
+static void mix(ref *r, const stack *st, const char *fmt, int l, int t, const double *cur,
+                double *out) {
+    const int64_t E = r->v->hidden;
+    if (st->n == 0) {
+        memcpy(out, cur, sizeof(double) * (size_t)E);
+        return;
+    }
+    double w[E], p[st->n + 1], mx = -INFINITY, z = 0;
+    mwt_ref_vec(&r->m, fmt, l, E, w);
+    for (int k = 0; k <= st->n; k++) {
+        const double *vk = k < st->n ? st->B + ((size_t)t * st->cap + k) * E : cur;
+        double ss = 0, dot = 0;
+        for (int64_t i = 0; i < E; i++) ss += vk[i] * vk[i], dot += w[i] * vk[i];
+        p[k] = dot / sqrt(ss / (double)E + EPS);
+        mx = fmax(mx, p[k]);
+    }
+    for (int k = 0; k <= st->n; k++) z += (p[k] = exp(p[k] - mx));
+    for (int64_t i = 0; i < E; i++) {
+        double s = p[st->n] / z * cur[i];
+        for (int k = 0; k < st->n; k++) s += p[k] / z * st->B[((size_t)t * st->cap + k) * E + i];
+        out[i] = s;
+    }
+}
+
+/* One layer: the attention block on the normed input (mixed with the banked checkpoints in K3,
+ * a checkpoint layer banking its raw input and restarting the running sum), then the FFN. */
+static void layer(ref *r, stack *st, int l, double *blk) {
+    const variant *v = r->v;
+    const int T = r->T;
+    const int64_t E = v->hidden;
+    double w[E];
+    for (int t = 0; t < T; t++)
+        mix(r, st, "blk.%d.attn_res_score.weight", l, t, r->x + t * E, r->h + t * E);
+    const bool banked = v->k3 && v->res_block && l % v->res_block == 0;
+    for (int t = 0; banked && t < T; t++)
+        memcpy(st->B + ((size_t)t * st->cap + st->n) * E, r->x + t * E, sizeof w);
+    st->n += banked;
+    mwt_ref_vec(&r->m, "blk.%d.attn_norm.weight", l, E, w);
+    for (int t = 0; t < T; t++) mwt_ref_rmsnorm(r->h + t * E, E, w, EPS);
+    if ((l + 1) % v->every != 0)
+        kda_block(r, l, blk);
+    else
+        mla_block(r, l, blk);
+    for (int64_t i = 0; i < T * E; i++) r->x[i] = banked ? blk[i] : r->x[i] + blk[i];
+    for (int t = 0; t < T; t++) {
+        mix(r, st, "blk.%d.ffn_res_score.weight", l, t, r->x + t * E, w);
+        ffn(r, l, t, w);
+    }
 }
 
 /* Logits of T tokens (one sequence from position 0), T × n_vocab. */
@@ -321,32 +452,24 @@ static double *reference(const variant *v, const vx_source *src, const int32_t *
              calloc((size_t)T * E, sizeof(double)),
              malloc(sizeof(double) * (size_t)T * E),
              NULL};
-    double *blk = malloc(sizeof(double) * (size_t)T * E), w[E];
+    stack st = {0, v->layers, malloc(sizeof(double) * (size_t)(T * v->layers * E))};
+    double *blk = malloc(sizeof(double) * (size_t)T * E), w[E], h[E];
     kn_mat emb = mwt_ref_tensor(&r.m, "token_embd.weight", 0);
     for (int t = 0; t < T; t++) {
         kn_mat_row(&emb, tok[t], r.m.row);
         for (int64_t i = 0; i < E; i++) r.x[t * E + i] = r.m.row[i];
     }
-    for (int l = 0; l < v->layers; l++) {
-        mwt_ref_vec(&r.m, "blk.%d.attn_norm.weight", l, E, w);
-        memcpy(r.h, r.x, sizeof(double) * (size_t)T * E);
-        for (int t = 0; t < T; t++) mwt_ref_rmsnorm(r.h + t * E, E, w, EPS);
-        if (is_kda(v, l))
-            kda_block(&r, l, blk);
-        else
-            mla_block(&r, l, blk);
-        for (int64_t i = 0; i < T * E; i++) r.x[i] += blk[i];
-        for (int t = 0; t < T; t++) ffn(&r, l, t);
-    }
+    for (int l = 0; l < v->layers; l++) layer(&r, &st, l, blk);
     double *logits = malloc(sizeof(double) * (size_t)(T * V));
     kn_mat out = mwt_ref_tensor(&r.m, "output.weight", 0);
     mwt_ref_vec(&r.m, "output_norm.weight", 0, E, w);
     for (int t = 0; t < T; t++) {
-        mwt_ref_rmsnorm(r.x + t * E, E, w, EPS);
-        mwt_ref_mv(&r.m, &out, 0, V, r.x + t * E, logits + t * V);
+        mix(&r, &st, "output_res_score.weight", 0, t, r.x + t * E, h);
+        mwt_ref_rmsnorm(h, E, w, EPS);
+        mwt_ref_mv(&r.m, &out, 0, V, h, logits + t * V);
     }
     mwt_ref_close(&r.m);
-    free(r.x), free(r.h), free(blk);
+    free(r.x), free(r.h), free(blk), free(st.B);
     return logits;
 }
 
