@@ -191,7 +191,7 @@ int kn_mat_check(const kn_mat *W, const char *what, struct mw_err *err);
 
 /* ---- experts ------------------------------------------------------------------------------- */
 
-/* GLU policies as data: one row per kind in kernels/glu.c. */
+/* GLU policies as data: one row per kind in kernels/kn_glu.c. */
 typedef enum kn_glu_kind {
     KN_GLU_SWIGLU = 0,     /* silu(g) * u */
     KN_GLU_SWIGLU_OAI = 1, /* gpt-oss: g = min(g, limit), u = clamp(u, -limit, limit),

@@ -223,7 +223,7 @@ void kn_prep_round_bf16(const float *x, void *dst, int64_t k);
 const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num);
 /* The scalar reference's kernel (the truth every other ISA is tested against). */
 const kn_kernel *kn_kernel_ref(kn_type t, kn_numerics num);
-/* Per-ISA tables (the rows of isa.c): a NULL entry falls back to the ISA the row builds on, and
+/* Per-ISA tables (the rows of kn_isa.c): a NULL entry falls back to the ISA the row builds on, and
  * in the end to the scalar reference. */
 const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num);
 const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num); /* Q8-mode integer kernels */
@@ -308,7 +308,7 @@ float kn_expf(float x);
 #define KN_EXP_C3     (1.0f / 6.0f)
 #define KN_EXP_C2     0.5f
 
-/* GLU kernels: the scalar one (glu.c) and each ISA's, all giving the same bits. */
+/* GLU kernels: the scalar one (kn_glu.c) and each ISA's, all giving the same bits. */
 void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
 void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
 void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);

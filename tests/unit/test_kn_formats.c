@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_formats.c — the block-format table, fp16/bf16 conversions (against the
+/* tests/unit/test_kn_formats.c — the block-format table, fp16/bf16 conversions (against the
  * F16C instructions where the CPU has them), E8M0 decoding, and every quantizer: ggml's rules for
  * MXFP4 and the Q8 activation formats, accuracy bounds for the weight quantizers. */
 #include "tests/unit/kn_test_util.h"

@@ -1,4 +1,4 @@
-/* kernels/pool.c — the persistent thread pool. Workers are created once and park between jobs:
+/* kernels/kn_pool.c — the persistent thread pool. Workers are created once and park between jobs:
  * they spin on a generation counter for a short while (a decode step runs hundreds of matmuls
  * back to back, so the next job usually arrives within microseconds) and then sleep on a
  * condition variable. A caller about to block on something else (a socket) calls kn_pool_park:

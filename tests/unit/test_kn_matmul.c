@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_matmul.c — kn_matmul: accuracy against a float64 reference in both
+/* tests/unit/test_kn_matmul.c — kn_matmul: accuracy against a float64 reference in both
  * numerics modes, the documented canonical order (emulated independently), and the invariances
  * that make exact mode work, asserted bit for bit: T = 1 vs T rows (batch invariance), 1 vs 2
  * threads, scalar vs every SIMD ISA. Shapes include K = 2880 (90 MXFP4 blocks), K not a multiple

@@ -1,4 +1,4 @@
-/* kernels/q4_K.c — Q4_K super-blocks (ggml type 12): 256 4-bit codes in 8 groups of 32, each
+/* kernels/kn_q4_K.c — Q4_K super-blocks (ggml type 12): 256 4-bit codes in 8 groups of 32, each
  * group with a 6-bit scale and a 6-bit min under fp16 d and dmin: w = d*sc*q - dmin*m.
  * Dequantization is ggml's; the quantizer is our own least-squares fit. */
 #include "kernels/kn_internal.h"

@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_expert.c — the fused expert operation (against its own composition of
+/* tests/unit/test_kn_expert.c — the fused expert operation (against its own composition of
  * kn_matmul calls, bit for bit, and a float64 reference), several experts in one call (against
  * one call each, bit for bit), GLU policies, the deterministic exp, shape validation, and the
  * thread pool. */

@@ -1,4 +1,4 @@
-/* kernels/q6_K.c — Q6_K super-blocks (ggml type 14): 256 6-bit codes in 16 groups of 16 with
+/* kernels/kn_q6_K.c — Q6_K super-blocks (ggml type 14): 256 6-bit codes in 16 groups of 16 with
  * int8 group scales under one fp16 scale. Dequantization is ggml's (FORMATS.md §1); the quantizer
  * is our own weighted least-squares search (vindex synth uses it), not bit-identical to ggml's. */
 #include "kernels/kn_internal.h"

@@ -1,8 +1,8 @@
-/* kernels/simd_avxvnni.c — the AVX-VNNI row of the ISA table: the Q8-mode integer kernels
- * (simd_x86_int8.h) with vpdpbusd / vpdpwssd fusing the multiply-adds that AVX2 does in two
+/* kernels/kn_simd_avxvnni.c — the AVX-VNNI row of the ISA table: the Q8-mode integer kernels
+ * (kn_simd_x86_int8.h) with vpdpbusd / vpdpwssd fusing the multiply-adds that AVX2 does in two
  * steps; everything else comes from the AVX2 row. The integer sums are exact, so the bits equal
- * the AVX2 and scalar kernels'. Preparation and decoding are shared with simd_avx2.c. */
-#include "kernels/simd_x86.h"
+ * the AVX2 and scalar kernels'. Preparation and decoding are shared with kn_simd_avx2.c. */
+#include "kernels/kn_simd_x86.h"
 
 bool kn_isa_avxvnni_usable(void) {
     __builtin_cpu_init();
@@ -13,7 +13,7 @@ bool kn_isa_avxvnni_usable(void) {
 #define KN_X86_LABEL         "avxvnni"
 #define KN_DPBUSD(acc, a, b) _mm256_dpbusd_avx_epi32((acc), (a), (b))
 #define KN_DPWSSD(acc, a, b) _mm256_dpwssd_avx_epi32((acc), (a), (b))
-#include "kernels/simd_x86_int8.h"
+#include "kernels/kn_simd_x86_int8.h"
 
 const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;

@@ -1,9 +1,9 @@
-/* kernels/simd_avx2.c — AVX2+FMA kernels (x86-64), chosen at run time: activation preparation,
+/* kernels/kn_simd_avx2.c — AVX2+FMA kernels (x86-64), chosen at run time: activation preparation,
  * weight decoding, the float-lane kernels and the AVX2 instantiation of the Q8-mode kernels
- * (simd_x86_int8.h). Every function follows the canonical order of kn_internal.h, so its bits
- * equal the scalar reference's; tests/unit/test_kernels_matmul.c checks that with memcmp. */
+ * (kn_simd_x86_int8.h). Every function follows the canonical order of kn_internal.h, so its bits
+ * equal the scalar reference's; tests/unit/test_kn_matmul.c checks that with memcmp. */
 #include "kernels/kn_exp_x86.h"
-#include "kernels/simd_x86.h"
+#include "kernels/kn_simd_x86.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -273,7 +273,7 @@ static inline __m256i sum8_signed_avx2(const __m256i *w, const __m256i *x) {
     }
     return _mm256_add_epi32(acc[0], acc[1]);
 }
-#include "kernels/simd_x86_int8.h"
+#include "kernels/kn_simd_x86_int8.h"
 
 /* ---- float lanes ----------------------------------------------------------------------------- */
 
@@ -381,8 +381,7 @@ static void prep_round_f16(const float *x, void *dst, int64_t k) {
     for (; i < k; i++) y[i] = kn_half_to_float(kn_f32_to_fp16(x[i]));
 }
 
-/* ---- GLU: kn_expf and the policies of glu.c, 8 values at a time, the same operations ----------
- */
+/* ---- GLU: kn_expf and the policies of kn_glu.c, 8 values at a time, the same operations ------ */
 
 void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     const int64_t n8 = n / 8 * 8;
@@ -398,7 +397,7 @@ void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float 
             gv = _mm256_blendv_ps(gv, lim, _mm256_cmp_ps(gv, lim, _CMP_GT_OQ));
             const __m256 below = _mm256_cmp_ps(uv, nlim, _CMP_LT_OQ);
             uv = _mm256_blendv_ps(uv, lim, _mm256_cmp_ps(uv, lim, _CMP_GT_OQ));
-            uv = _mm256_blendv_ps(uv, nlim, below); /* the lower clamp wins, as in glu.c */
+            uv = _mm256_blendv_ps(uv, nlim, below); /* the lower clamp wins, as in kn_glu.c */
             const __m256 ex = kn_x86_exp8(_mm256_xor_ps(_mm256_mul_ps(alpha, gv), sign));
             y = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, ex)), _mm256_add_ps(uv, one));
         }

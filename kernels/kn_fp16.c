@@ -1,4 +1,4 @@
-/* kernels/fp16.c — exact IEEE binary16 and bfloat16 conversions (subnormals, infinities and NaN
+/* kernels/kn_fp16.c — exact IEEE binary16 and bfloat16 conversions (subnormals, infinities and NaN
  * included), written with integer arithmetic so every ISA and compiler gives the same bits. */
 #include "kernels/kn_internal.h"
 

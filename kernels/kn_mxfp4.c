@@ -1,4 +1,4 @@
-/* kernels/mxfp4.c — MXFP4 blocks (ggml type 39): 32 e2m1 codes sharing one E8M0 exponent.
+/* kernels/kn_mxfp4.c — MXFP4 blocks (ggml type 39): 32 e2m1 codes sharing one E8M0 exponent.
  * Dequantization and quantization follow ggml exactly (FORMATS.md §1). */
 #include "kernels/kn_internal.h"
 

@@ -1,4 +1,4 @@
-/* kernels/glu.c — GLU policies as data: one row per kind. A family declares its kind, alpha and
+/* kernels/kn_glu.c — GLU policies as data: one row per kind. A family declares its kind, alpha and
  * limit from the model config; nothing here guesses. exp is our own (kn_expf), so an expert's
  * output is the same on every ISA and libm (exact mode across heterogeneous nodes). */
 #include "kernels/kn_internal.h"

@@ -1,4 +1,4 @@
-/* kernels/matmul.c — kn_matmul and the machinery it shares with kn_expert_run: activation
+/* kernels/kn_matmul.c — kn_matmul and the machinery it shares with kn_expert_run: activation
  * preparation, scratch memory, and splitting rows (never the K reduction) across the pool. Rows
  * are handed out in chunks from an atomic counter, so a slow or late thread only takes fewer
  * chunks (a job whose parts have different row counts is handed out from both ends); since every

@@ -1,4 +1,4 @@
-/* kernels/isa.c — run-time instruction-set selection: the best the CPU and build support, unless
+/* kernels/kn_isa.c — run-time instruction-set selection: the best the CPU and build support, unless
  * MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon, a row's switch or kn_isa_force says otherwise.
  * Every ISA computes the same bits (the canonical order), so the choice changes speed only. */
 #include "kernels/kn_internal.h"

@@ -1,4 +1,4 @@
-/* kernels/ref.c — the portable scalar reference: every dot product written out in the canonical
+/* kernels/kn_ref.c — the portable scalar reference: every dot product written out in the canonical
  * order (kn_internal.h), plainly enough to be read as the definition. The SIMD paths are tested
  * bit for bit against these functions. */
 #include "kernels/kn_internal.h"

@@ -1,4 +1,4 @@
-/* kernels/simd_neon.c — NEON kernels for arm64 (Mac and Linux nodes), with the dot-product
+/* kernels/kn_simd_neon.c — NEON kernels for arm64 (Mac and Linux nodes), with the dot-product
  * extension (sdot), chosen at run time. Every kernel follows the canonical order of
  * kn_internal.h, so a NEON node returns the same bits as an AVX2 node or the scalar reference:
  *  - float lanes: eight q-registers hold lanes 0..31 (register j = lanes 4j..4j+3); the fold to 8
@@ -312,8 +312,7 @@ static void rows_q4_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, i
     rows_kquant(W, x, Y, ldy, n0, n1, dot_q4_K);
 }
 
-/* ---- GLU: kn_expf and the policies of glu.c, 4 values at a time, the same operations ----------
- */
+/* ---- GLU: kn_expf and the policies of kn_glu.c, 4 values at a time, the same operations ------ */
 
 static inline float32x4_t blend(uint32x4_t m, float32x4_t yes, float32x4_t no) {
     return vbslq_f32(m, yes, no);

@@ -1,5 +1,5 @@
-/* kernels/simd_x86_int8.h — the Q8-mode row kernels for x86, written once and compiled twice:
- * by simd_avx2.c (integer multiply-adds as vpmaddubsw + vpmaddwd) and by simd_avxvnni.c
+/* kernels/kn_simd_x86_int8.h — the Q8-mode row kernels for x86, written once and compiled twice:
+ * by kn_simd_avx2.c (integer multiply-adds as vpmaddubsw + vpmaddwd) and by kn_simd_avxvnni.c
  * (vpdpbusd / vpdpwssd). Integer sums are exact either way, so both give the canonical bits.
  *
  * The including file defines, before including:

@@ -1,4 +1,4 @@
-/* kernels/q8.c — 8-bit blocks: Q8_0 (type 8; a weight format and the activation format of MXFP4
+/* kernels/kn_q8.c — 8-bit blocks: Q8_0 (type 8; a weight format and the activation format of MXFP4
  * and Q8_0 weights) and Q8_K (type 15; the activation format of the K-quants). Quantization is
  * ggml's activation rounding in its AVX2 build (FORMATS.md §2). */
 #include "kernels/kn_internal.h"

@@ -1,4 +1,4 @@
-/* kernels/expert.c — the fused expert operation: y = down · glu(gate·x + gate_b, up·x + up_b)
+/* kernels/kn_expert.c — the fused expert operation: y = down · glu(gate·x + gate_b, up·x + up_b)
  * + down_b for T rows at once, for one expert or several. In Q8 mode x is quantized once and shared
  * by gate and up (and by every expert given the same rows), and the GLU output is quantized before
  * down, as ggml does. Gate and up of all the experts run as one pool job (their rows split together

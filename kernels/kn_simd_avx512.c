@@ -1,17 +1,17 @@
-/* kernels/simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default on
- * CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 16 tokens streamed
- * (each stored row read once per pass of up to 8 tokens, its weights decoded with byte permutes
- * straight into the interleaved layout of simd_x86.h and applied to every token in registers: an
- * expert's few rows of a decode batch cost little more than one; a pinned matrix is read from its
- * packed copy, whose groups are stored in decode order so the gathers are skipped), MXFP4 and Q8_0
- * batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the next tile
- * decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes decoded in
- * registers once per super-block and applied to every token of a pass of up to 8) and Q6_K
- * batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
- * vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI
+/* kernels/kn_simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default
+ * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 16 tokens
+ * streamed (each stored row read once per pass of up to 8 tokens, its weights decoded with byte
+ * permutes straight into the interleaved layout of kn_simd_x86.h and applied to every token in
+ * registers: an expert's few rows of a decode batch cost little more than one; a pinned matrix is
+ * read from its packed copy, whose groups are stored in decode order so the gathers are skipped),
+ * MXFP4 and Q8_0 batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the
+ * next tile decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes
+ * decoded in registers once per super-block and applied to every token of a pass of up to 8) and
+ * Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
+ * vpdpwssd). The other Q8-mode integer kernels are kn_simd_x86_int8.h with the 256-bit AVX-512 VNNI
  * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
  * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
-#include "kernels/simd_x86.h"
+#include "kernels/kn_simd_x86.h"
 
 bool kn_isa_avx512_usable(void) {
     __builtin_cpu_init();
@@ -20,13 +20,13 @@ bool kn_isa_avx512_usable(void) {
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
 }
 
-/* ---- the 256-bit integer kernels (simd_x86_int8.h) with AVX-512 VNNI ------------------------- */
+/* ---- the 256-bit integer kernels (kn_simd_x86_int8.h) with AVX-512 VNNI ---------------------- */
 
 #define KN_X86_NAME(id)      id##_v512
 #define KN_X86_LABEL         "avx512vnni"
 #define KN_DPBUSD(acc, a, b) _mm256_dpbusd_epi32((acc), (a), (b))
 #define KN_DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
-#include "kernels/simd_x86_int8.h"
+#include "kernels/kn_simd_x86_int8.h"
 
 /* ---- MXFP4 ----------------------------------------------------------------------------------- */
 
@@ -67,7 +67,7 @@ static const int8_t mxfp4_lut64[64] = {
 #define MX_GROUP_E 128 /* the exponents' offset in a packed group */
 
 /* One full group of 8 blocks decoded in registers: the biased codes in the interleaved layout of
- * simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
+ * kn_simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
  * the high nibbles alike: the 256 bytes of kn_x86_decode_mxfp4's group, in order); returns the
  * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). `packed`: the
  * group is a packed copy's (a constant once inlined). */
@@ -423,7 +423,7 @@ static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
 
 /* ---- Q6_K: the activation rows ------------------------------------------------------------- */
 
-/* Prepared activation row: the Q8_K blocks as simd_x86.h lays them out, then the same q values
+/* Prepared activation row: the Q8_K blocks as kn_simd_x86.h lays them out, then the same q values
  * as int16 (the batch tile), then the blocks' d as floats, zero-padded to a multiple of 8 (the
  * streaming kernel loads 8 at a time). */
 static size_t q6k_q16_off(int64_t k) {
@@ -761,9 +761,9 @@ static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
 
 /* ---- MXFP4 batches ------------------------------------------------------------------------------
  *
- * Rows are decoded once per tile into the interleaved layout of simd_x86.h, two rows side by side
- * (mx_store_pair): a 512-bit vector holds vector k of one group of rows a and b, so lanes 0..7 are
- * the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
+ * Rows are decoded once per tile into the interleaved layout of kn_simd_x86.h, two rows side by
+ * side (mx_store_pair): a 512-bit vector holds vector k of one group of rows a and b, so lanes 0..7
+ * are the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
  * vector broadcast to both halves. vpdpbusd leaves each block's exact sum in its canonical lane
  * and the float step is one fma for both rows; a token needs no partner, and no load needs an
  * insert (a broadcast from memory is a load). Register tile: 3 row pairs x 4 tokens, enough
@@ -991,7 +991,7 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
  *
  * vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
  * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
- * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of simd_x86_int8.h, which
+ * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of kn_simd_x86_int8.h, which
  * reads the same prepared rows and ignores the bias. */
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to the interleaved layout, weights made

@@ -1,4 +1,4 @@
-/* kernels/types.c — the block-format table: one row per ggml type id (ggml's type-traits idea).
+/* kernels/kn_types.c — the block-format table: one row per ggml type id (ggml's type-traits idea).
  * Formats we only recognise carry their exact block geometry, so files holding them can be named
  * and sized, but no functions. */
 #include "kernels/kn_internal.h"

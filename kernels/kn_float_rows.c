@@ -1,4 +1,4 @@
-/* kernels/float_rows.c — rows of F32, F16 and BF16: conversions to and from float32. */
+/* kernels/kn_float_rows.c — rows of F32, F16 and BF16: conversions to and from float32. */
 #include "kernels/kn_internal.h"
 
 void kn_dequant_f32(const void *src, float *dst, int64_t k) {
