@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/kn_internal.h" /* kn_expf's constants */
+#include "kernels/kn_exp.h"
 
 static inline __m256 kn_x86_exp8(__m256 x) {
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KN_EXP_LOG2E)),

@@ -26,10 +26,10 @@ float kn_expf(float x) {
         p *= 0x1p127f;
         e -= 127;
     } else if (e < -126) {
-        p *= kn_bits_f32((uint32_t)(e + 126 + 127) << 23);
+        p *= kn__bits_f32((uint32_t)(e + 126 + 127) << 23);
         e = -126;
     }
-    return p * kn_bits_f32((uint32_t)(e + 127) << 23);
+    return p * kn__bits_f32((uint32_t)(e + 127) << 23);
 }
 
 static float silu_mul(float g, float u, const kn_glu *glu) {
@@ -64,7 +64,7 @@ int kn_glu_from_name(const char *name) {
     return -1;
 }
 
-void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+void kn__glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     float (*fn)(float, float, const kn_glu *) = glu_table[glu->kind].fn;
     for (int64_t i = 0; i < n; i++) out[i] = fn(g[i], u[i], glu);
 }
