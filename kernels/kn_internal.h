@@ -220,6 +220,20 @@ size_t kn__f32_bytes(int64_t k);
 void kn__prep_round_f16(const float *x, void *dst, int64_t k);
 void kn__prep_round_bf16(const float *x, void *dst, int64_t k);
 
+/* An ISA's float-lane kernels, written once for every ISA: its row loop `rows` (with `scratch`
+ * bytes per thread) offered for float activations, <isa>_float (KN_NUM_F32, and F32 / Q8_K
+ * weights in either mode), and for F16 / BF16 weights in Q8 mode, whose activations are first
+ * rounded through the weight's own format: <isa>_f16_rounded (prep_f16: kn__prep_round_f16 or the
+ * ISA's own, with the same bits) and <isa>_bf16_rounded. KN__ROUNDED_ROWS(isa) are the rounded
+ * kernels' rows of a Q8-mode kernel table. */
+#define KN__FLOAT_KERNELS(isa, scratch, rows, prep_f16)                                            \
+    static const kn__kernel isa##_float = {#isa "-float", NULL, NULL, scratch, rows};              \
+    static const kn__kernel isa##_f16_rounded = {#isa "-f16-rounded", kn__f32_bytes, prep_f16,     \
+                                                 scratch, rows};                                   \
+    static const kn__kernel isa##_bf16_rounded = {#isa "-bf16-rounded", kn__f32_bytes,             \
+                                                  kn__prep_round_bf16, scratch, rows}
+#define KN__ROUNDED_ROWS(isa) [KN_F16] = &isa##_f16_rounded, [KN_BF16] = &isa##_bf16_rounded
+
 /* The kernel the active ISA uses for (W's type, mode); never NULL for a computable type. */
 const kn__kernel *kn__kernel_for(kn_type t, kn_numerics num);
 /* The scalar reference's kernel (the truth every other ISA is tested against). */

@@ -155,11 +155,7 @@ static void rows_float(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
 
 /* ---- the scalar kernel table ----------------------------------------------------------------- */
 
-static const kn__kernel k_float = {"ref-float", NULL, NULL, float_row_scratch, rows_float};
-static const kn__kernel k_f16_q8 = {"ref-f16-rounded", kn__f32_bytes, kn__prep_round_f16,
-                                    float_row_scratch, rows_float};
-static const kn__kernel k_bf16_q8 = {"ref-bf16-rounded", kn__f32_bytes, kn__prep_round_bf16,
-                                     float_row_scratch, rows_float};
+KN__FLOAT_KERNELS(ref, float_row_scratch, rows_float, kn__prep_round_f16);
 static const kn__kernel k_mxfp4_q8 = {"ref-mxfp4-q8_0", q8_0_bytes, kn__quant_q8_0, NULL,
                                       rows_mxfp4_q8};
 static const kn__kernel k_q8_0_q8 = {"ref-q8_0-q8_0", q8_0_bytes, kn__quant_q8_0, NULL,
@@ -172,12 +168,13 @@ static const kn__kernel k_q4_K_q8 = {"ref-q4_K-q8_K", q8_K_bytes, kn__quant_q8_K
 /* Q8-mode kernels by weight type; other computable types use float lanes in both modes (F32 and
  * Q8_K weights take float activations). */
 static const kn__kernel *const q8_kernels[KN_TYPE_COUNT] = {
-    [KN_MXFP4] = &k_mxfp4_q8, [KN_Q8_0] = &k_q8_0_q8, [KN_Q6_K] = &k_q6_K_q8,
-    [KN_Q4_K] = &k_q4_K_q8,   [KN_F16] = &k_f16_q8,   [KN_BF16] = &k_bf16_q8,
+    KN__ROUNDED_ROWS(ref), /* F16, BF16 */
+    [KN_MXFP4] = &k_mxfp4_q8, [KN_Q8_0] = &k_q8_0_q8,
+    [KN_Q6_K] = &k_q6_K_q8,   [KN_Q4_K] = &k_q4_K_q8,
 };
 
 const kn__kernel *kn__kernel_ref(kn_type t, kn_numerics num) {
-    return kn__kernel_pick(q8_kernels, &k_float, t, num);
+    return kn__kernel_pick(q8_kernels, &ref_float, t, num);
 }
 
 #define KN_FLOAT_ROWS  4    /* rows per tile */

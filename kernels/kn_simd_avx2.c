@@ -408,20 +408,15 @@ void kn__glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float
 
 /* ---- the AVX2 kernel table ------------------------------------------------------------------- */
 
-static const kn__kernel k_float = {"avx2-float", NULL, NULL, kn__scratch_float, rows_float_avx2};
-static const kn__kernel k_f16_q8 = {"avx2-f16-rounded", kn__f32_bytes, prep_round_f16,
-                                    kn__scratch_float, rows_float_avx2};
-static const kn__kernel k_bf16_q8 = {"avx2-bf16-rounded", kn__f32_bytes, kn__prep_round_bf16,
-                                     kn__scratch_float, rows_float_avx2};
-static const kn__kernel *const float_q8_kernels[KN_TYPE_COUNT] = {
-    [KN_F16] = &k_f16_q8, [KN_BF16] = &k_bf16_q8};
+KN__FLOAT_KERNELS(avx2, kn__scratch_float, rows_float_avx2, prep_round_f16);
+static const kn__kernel *const rounded_kernels[KN_TYPE_COUNT] = {KN__ROUNDED_ROWS(avx2)};
 
 const kn__kernel *kn__kernel_avx2(kn_type t, kn_numerics num) {
     const kn_type_traits *tr = kn_traits(t);
     if (!tr || !tr->can_compute) return NULL;
     if (num == KN_NUM_Q8) {
         if (int8_kernels_avx2[t]) return int8_kernels_avx2[t];
-        if (float_q8_kernels[t]) return float_q8_kernels[t];
+        if (rounded_kernels[t]) return rounded_kernels[t];
     }
-    return &k_float;
+    return &avx2_float;
 }

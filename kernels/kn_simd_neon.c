@@ -369,11 +369,7 @@ void kn__glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float
 
 /* ---- the NEON kernel table ------------------------------------------------------------------- */
 
-static const kn__kernel k_float = {"neon-float", NULL, NULL, kn__scratch_float, rows_float};
-static const kn__kernel k_f16_q8 = {"neon-f16-rounded", kn__f32_bytes, kn__prep_round_f16,
-                                    kn__scratch_float, rows_float};
-static const kn__kernel k_bf16_q8 = {"neon-bf16-rounded", kn__f32_bytes, kn__prep_round_bf16,
-                                     kn__scratch_float, rows_float};
+KN__FLOAT_KERNELS(neon, kn__scratch_float, rows_float, kn__prep_round_f16);
 static const kn__kernel k_mxfp4 = {"neon-mxfp4-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
                                    rows_dec32};
 static const kn__kernel k_q8_0 = {"neon-q8_0-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
@@ -382,10 +378,10 @@ static const kn__kernel k_q6_K = {"neon-q6_K-q8_K", q8_K_bytes, kn__quant_q8_K, 
 static const kn__kernel k_q4_K = {"neon-q4_K-q8_K", q8_K_bytes, kn__quant_q8_K, NULL, rows_q4_K};
 
 static const kn__kernel *const q8_kernels[KN_TYPE_COUNT] = {
-    [KN_MXFP4] = &k_mxfp4, [KN_Q8_0] = &k_q8_0,  [KN_Q6_K] = &k_q6_K,
-    [KN_Q4_K] = &k_q4_K,   [KN_F16] = &k_f16_q8, [KN_BF16] = &k_bf16_q8,
+    KN__ROUNDED_ROWS(neon), /* F16, BF16 */
+    [KN_MXFP4] = &k_mxfp4,  [KN_Q8_0] = &k_q8_0, [KN_Q6_K] = &k_q6_K, [KN_Q4_K] = &k_q4_K,
 };
 
 const kn__kernel *kn__kernel_neon(kn_type t, kn_numerics num) {
-    return kn__kernel_pick(q8_kernels, &k_float, t, num);
+    return kn__kernel_pick(q8_kernels, &neon_float, t, num);
 }
