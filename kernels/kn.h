@@ -86,7 +86,7 @@ uint16_t kn_f32_to_fp16(float f); /* round to nearest even */
 float kn_bf16_to_f32(uint16_t b);
 uint16_t kn_f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 
-/* ---- thread pool -------------------------------------------------------------------------- */
+/* ---- thread pool ----------------------------------------------------------------------------- */
 
 /* A persistent pool: threads are created once and parked between calls. NULL = run inline. */
 typedef struct kn_pool kn_pool;
@@ -134,7 +134,7 @@ int kn_cpus_allowed(void);
  * kn_pool_bind_cpus(pool, index) gives the calling thread. */
 int kn_cpu_at(int index);
 
-/* ---- matrices and matmul ------------------------------------------------------------------- */
+/* ---- matrices and matmul --------------------------------------------------------------------- */
 
 typedef enum kn_numerics { KN_NUM_F32 = 0, KN_NUM_Q8 = 1 } kn_numerics;
 #define KN_NUM_COUNT 2
@@ -189,7 +189,7 @@ void kn_mat_row(const kn_mat *W, int64_t r, float *dst);
  * message. Returns 0, or -1 with err set. */
 int kn_mat_check(const kn_mat *W, const char *what, struct mw_err *err);
 
-/* ---- experts ------------------------------------------------------------------------------- */
+/* ---- experts --------------------------------------------------------------------------------- */
 
 /* GLU policies as data: one row per kind in kernels/kn_glu.c. */
 typedef enum kn_glu_kind {
@@ -245,7 +245,7 @@ int kn_expert_check(const kn_expert *e, const kn_glu *glu, struct mw_err *err);
 /* Bytes of stored weights (gate, up, down and biases, as stored) one execution of e reads. */
 size_t kn_expert_weight_bytes(const kn_expert *e);
 
-/* ---- instruction set selection ------------------------------------------------------------ */
+/* ---- instruction set selection --------------------------------------------------------------- */
 
 /* AVX-VNNI and AVX-512 build on AVX2: they run its kernels for what they have none of. */
 typedef enum kn_isa {

@@ -51,7 +51,7 @@ size_t kn_expert_weight_bytes(const kn_expert *e) {
     return total;
 }
 
-/* ---- several experts at once ---------------------------------------------------------------- */
+/* ---- several experts at once ----------------------------------------------------------------- */
 
 /* One expert call (with rows) and where its buffers are in the scratch (offsets, then pointers). */
 typedef struct call_state {
@@ -76,10 +76,9 @@ typedef struct experts_ws {
 } experts_ws;
 
 #define KN_EXPERTS_SMALL 8 /* calls handled without an allocation */
-#define WS_BYTES(n)                                                                                \
-    ((size_t)(n) *                                                                                 \
-     (sizeof(call_state) + 2 * (sizeof(kn__prep) + sizeof(kn__act) + sizeof(size_t)) +             \
-      3 * sizeof(kn__part)))
+/* Per call: its state, two input preparations (with their activations and offsets), 3 parts. */
+#define WS_INPUT_BYTES (sizeof(kn__prep) + sizeof(kn__act) + sizeof(size_t))
+#define WS_BYTES(n)    ((size_t)(n) * (sizeof(call_state) + 2 * WS_INPUT_BYTES + 3 * sizeof(kn__part)))
 
 static void ws_carve(experts_ws *w, void *mem, int n) {
     w->cs = mem;

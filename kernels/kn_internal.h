@@ -18,8 +18,10 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- block layouts (byte offsets; weights are read with memcpy, never through casts, because
- *      mmap'ed tensors promise no alignment) ------------------------------------------------- */
+/* ---- block layouts --------------------------------------------------------------------------- */
+
+/* Byte offsets and sizes. Weights are read with memcpy, never through casts, because mmap'ed
+ * tensors promise no alignment. */
 
 #define KN__QK32   32  /* elements of an MXFP4 / Q8_0 block */
 #define KN__QK_K   256 /* elements of a K-quant super-block */
@@ -271,8 +273,7 @@ static inline size_t kn__align64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
-/* ---- matmul internals (shared by kn_matmul and kn_expert_run) ---------------------------------
- */
+/* ---- matmul internals (shared by kn_matmul and kn_expert_run) -------------------------------- */
 
 /* One matrix of a multi-matrix job: its kernel, prepared activations and output. */
 typedef struct kn__part {

@@ -5,7 +5,7 @@
 const int8_t kn__mxfp4_kvalues[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* h(e) = 2^(e-128): bit pattern (e-1) << 23 for e >= 2, the subnormals 2^-127 and 2^-128 below. */
-#define H1(e)  ((e) >= 2 ? (uint32_t)((e)-1) << 23 : 0x00200000u << ((e)&1))
+#define H1(e)  ((e) >= 2 ? ((uint32_t)(e) << 23) - (1u << 23) : 0x00200000u << ((e) % 2))
 #define H4(e)  H1(e), H1((e) + 1), H1((e) + 2), H1((e) + 3)
 #define H16(e) H4(e), H4((e) + 4), H4((e) + 8), H4((e) + 12)
 const uint32_t kn__e8m0_half_bits[256] = {

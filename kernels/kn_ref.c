@@ -11,7 +11,7 @@ float kn__dot_f32_ref(const float *w, const float *x, int64_t n) {
     return kn__tree32(acc);
 }
 
-/* ---- Q8-mode block dots: exact integer sum per block, then one fma into lane b % 8 ---------- */
+/* ---- Q8-mode block dots: exact integer sum per block, then one fma into lane b % 8 ----------- */
 
 static float dot_mxfp4_q8_0(const uint8_t *w, const void *xv, int64_t nb) {
     const kn__block_q8_0 *x = xv;

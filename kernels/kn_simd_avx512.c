@@ -44,11 +44,11 @@ static const uint8_t mxfp4_qs_idx[64] = {
 /* Bytes 4j and 32 + 4j pick e of block j (at 17j); the other bytes of each dword are zeroed by
  * the mask. */
 static const uint8_t mxfp4_e_idx[64] = {
-#define E8                                                                                         \
-    0, 0, 0, 0, 17, 0, 0, 0, 34, 0, 0, 0, 51, 0, 0, 0, 68, 0, 0, 0, 85, 0, 0, 0, 102, 0, 0, 0,     \
-        119, 0, 0, 0
-    E8, E8
-#undef E8
+#define E4(j) 17 * j, 0, 0, 0
+#define E32   E4(0), E4(1), E4(2), E4(3), E4(4), E4(5), E4(6), E4(7)
+    E32, E32
+#undef E32
+#undef E4
 };
 #define KN_MASK_BYTE0_OF_8_DWORDS  0x11111111ull
 #define KN_MASK_BYTE0_OF_16_DWORDS 0x1111111111111111ull
@@ -190,9 +190,9 @@ static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, 
     mxfp4_dec_group_as(row, k, end, dst, g, true);
 }
 
-/* ---- MXFP4 rows against a few tokens: the stored row streamed once ---------------------------
- *
- * Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
+/* ---- MXFP4 rows against a few tokens: the stored row streamed once --------------------------- */
+
+/* Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
  * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
  * expert's share of a decode batch) cost little more than one. From two tokens on, two rows go
  * together and each token's group is loaded once for both: one row at a time, the tokens' loads
@@ -397,19 +397,17 @@ MX_FEW_ROWS(8)
 #undef MX_FEW_ROWS
 #undef MX_FEW_ROWS_AS
 
-typedef void (*mx_few_fn)(const kn_mat *, const uint8_t *const *, float *, int64_t, int64_t,
-                          int64_t);
-static const mx_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
-                                             mx_few_rows3, mx_few_rows4, mx_few_rows5,
-                                             mx_few_rows6, mx_few_rows7, mx_few_rows8};
-static const mx_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
-                                              mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
-                                              mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
+static const kn__x86_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
+                                                  mx_few_rows3, mx_few_rows4, mx_few_rows5,
+                                                  mx_few_rows6, mx_few_rows7, mx_few_rows8};
+static const kn__x86_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
+                                                   mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
+                                                   mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
 
 /* Rows n0 .. n1 of W against all of x's tokens with fns[T] (MXFP4's or Q6_K's streaming kernel),
  * in passes of at most MX_FEW tokens as even as can be (each pass streams the rows again). */
 static void mx_rows_few(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
-                        int64_t n1, const mx_few_fn *fns) {
+                        int64_t n1, const kn__x86_few_fn *fns) {
     const int64_t passes = (x->T + MX_FEW - 1) / MX_FEW;
     for (int64_t p = 0, t0 = 0; p < passes; p++) {
         const int64_t tn = (x->T - t0) / (passes - p);
@@ -421,7 +419,7 @@ static void mx_rows_few(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy
     }
 }
 
-/* ---- Q6_K: the activation rows ------------------------------------------------------------- */
+/* ---- Q6_K: the activation rows --------------------------------------------------------------- */
 
 /* Prepared activation row: the Q8_K blocks as kn_simd_x86.h lays them out, then the same q values
  * as int16 (the batch tile), then the blocks' d as floats, zero-padded to a multiple of 8 (the
@@ -456,9 +454,9 @@ static void q6k_act_prep(const float *x, void *dst, int64_t k) {
     for (int64_t b = nb; b < (nb + 7) / 8 * 8; b++) dx[b] = 0.0f;
 }
 
-/* ---- Q6_K against a few tokens: the stored row streamed once, decoded in registers -------------
- *
- * Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors and the group
+/* ---- Q6_K against a few tokens: the stored row streamed once, decoded in registers ----------- */
+
+/* Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors and the group
  * scales spread to match, decoded once and applied to every token (nt = 1 .. 8): vpmaddubsw
  * against the token's q, vpdpwssd by the scales, starting from -32 * sum(scale * bsum): 16 dword
  * lanes whose total is the block's exact isum. Eight blocks' vectors of a token are reduced
@@ -609,13 +607,13 @@ Q6_FEW_ROWS(7)
 Q6_FEW_ROWS(8)
 #undef Q6_FEW_ROWS
 
-static const mx_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_few_rows2,
-                                              q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
-                                              q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
+static const kn__x86_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_few_rows2,
+                                                   q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
+                                                   q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
 
-/* ---- Q6_K batches beyond 12 tokens -------------------------------------------------------------
- *
- * A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
+/* ---- Q6_K batches beyond 12 tokens ----------------------------------------------------------- */
+
+/* A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
  * exact (|w| <= 4096), and the activations are kept as int16 too, so one vpdpwssd adds 32
  * products of a (row, token) pair with its group scales already applied: 8 of them per
  * super-block and pair, no bsum correction. The sum of the 16 dword lanes is the block's exact
@@ -760,9 +758,9 @@ static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
     return T > Q6_FEW_MAX ? q6k_tile_bytes(W->cols / KN__QK_K) : 0;
 }
 
-/* ---- MXFP4 batches ------------------------------------------------------------------------------
- *
- * Rows are decoded once per tile into the interleaved layout of kn_simd_x86.h, two rows side by
+/* ---- MXFP4 batches --------------------------------------------------------------------------- */
+
+/* Rows are decoded once per tile into the interleaved layout of kn_simd_x86.h, two rows side by
  * side (mx_store_pair): a 512-bit vector holds vector k of one group of rows a and b, so lanes 0..7
  * are the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
  * vector broadcast to both halves. vpdpbusd leaves each block's exact sum in its canonical lane
@@ -988,9 +986,9 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
     return T > MX_FEW_PASSES * MX_FEW ? mx_tile_scratch(W) : 0;
 }
 
-/* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned -------------------------
- *
- * vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
+/* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned ------------------------ */
+
+/* vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
  * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
  * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of kn_simd_x86_int8.h, which
  * reads the same prepared rows and ignores the bias. */
@@ -1073,9 +1071,9 @@ static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
 
 MX_MICROS(q8_0, q8_0_dec_full);
 
-/* ---- Q8_0 packed: every row decoded once into the batch tile's layout -------------------------
- *
- * A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
+/* ---- Q8_0 packed: every row decoded once into the batch tile's layout ------------------------ */
+
+/* A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
  * at every call is work done again and again: at 16 tokens the decode costs about as much as the
  * vpdpbusd. kn_pack keeps the decoded pairs of all rows (after a header naming the matrix they
  * belong to) and batches read them in place; T = 1 streams the stored rows as before. */
@@ -1132,9 +1130,9 @@ static const uint8_t *q8_0_packed(const kn_mat *W) {
     return mx_packed_data(W, MX_PACK_MAGIC);
 }
 
-/* ---- MXFP4 packed: the stored rows with every full group in decode order ----------------------
- *
- * The byte gathers of mxfp4_codes_e are a third of a group's decode, paid again at every call.
+/* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
+
+/* The byte gathers of mxfp4_codes_e are a third of a group's decode, paid again at every call.
  * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents:
  * 136 bytes, as stored) and the tail group as stored: the same size, row stride and offsets as the
  * matrix, so the kernels read it at every T in place of the stored rows (kn_pack_replaces), and

@@ -108,13 +108,13 @@ static void rows_float(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
     kn__rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, lanes2_neon);
 }
 
-/* ---- Q8_0 activations: qs[nb][32] in natural order, then float d_x[8 * groups] (zero padded) --
- */
+/* ---- Q8_0 activations ------------------------------------------------------------------------ */
 
 static int64_t groups8(int64_t nb) {
     return (nb + 7) / 8;
 }
 
+/* A prepared row: qs[nb][32] in natural order, then float d_x[8 * groups] (zero padded). */
 static size_t q8_0n_bytes(int64_t k) {
     const int64_t nb = k / KN__QK32;
     return (size_t)nb * KN__QK32 + (size_t)groups8(nb) * 8 * sizeof(float);
@@ -137,7 +137,7 @@ static size_t q8_K_bytes(int64_t k) {
     return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
 }
 
-/* ---- MXFP4 and Q8_0 weights --------------------------------------------------------------- */
+/* ---- MXFP4 and Q8_0 weights ------------------------------------------------------------------ */
 
 /* Decoded rows: int8 weights (MXFP4 kvalues, or Q8_0 weights) [8 * groups][32], then float
  * per-block weight scales (h(e), or d_w) [8 * groups], padding zero. */
@@ -224,7 +224,7 @@ static size_t scratch_dec32(const kn_mat *W, int64_t T) {
     return dec32_bytes(W->cols);
 }
 
-/* ---- K-quants ---------------------------------------------------------------------------- */
+/* ---- K-quants -------------------------------------------------------------------------------- */
 
 /* Q6_K x Q8_K: each 16-code group's sdot partials times its scale, accumulated exactly. */
 static float dot_q6_K(const uint8_t *w, const kn__block_q8_K *x, int64_t nb) {

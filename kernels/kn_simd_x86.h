@@ -207,6 +207,11 @@ static inline __m256 kn__x86_q8_0_d(const uint8_t *row) {
     return _mm256_cvtph_ps(h);
 }
 
+/* A streaming kernel for a fixed number nt of tokens: rows n0 .. n1 of W against the prepared
+ * tokens x[0 .. nt), into Y[t * ldy + row]. */
+typedef void (*kn__x86_few_fn)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,
+                               int64_t n0, int64_t n1);
+
 /* The end of W's data: a streaming kernel may read a tail group's bytes in place up to here. */
 static inline const uint8_t *kn__x86_mat_end(const kn_mat *W) {
     return (const uint8_t *)W->data + (size_t)(W->rows - 1) * W->row_bytes +

@@ -146,16 +146,15 @@ KN__X86_DOT_FEW(q8_0, KN__Q8_0_BYTES, kn__x86_q8_0_group(row, w), kn__x86_q8_0_d
                 kn__x86_decode_q8_0(row, (nb - 8 * full) * KN__QK32, dec))
 
 /* Rows n0 .. n1 against the nt tokens at x (one function per kind and nt, so the token loops
- * unroll to constants). */
+ * unroll to constants), and the table of them by nt. */
 #define KN__X86_FEW_ROWS(kind, n)                                                                  \
     static void KN__X86_NAME(few_##kind##n)(const kn_mat *W, const uint8_t *const *x, float *Y,    \
                                             int64_t ldy, int64_t n0, int64_t n1) {                 \
         const uint8_t *end = kn__x86_mat_end(W);                                                   \
         for (int64_t r = n0; r < n1; r++) {                                                        \
+            const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;              \
             float out[KN__X86_FEW];                                                                \
-            KN__X86_NAME(dot_##kind##_few)                                                         \
-            ((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols / KN__QK32, end, out, \
-             n);                                                                                   \
+            KN__X86_NAME(dot_##kind##_few)(row, x, W->cols / KN__QK32, end, out, n);               \
             for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
         }                                                                                          \
     }
@@ -168,17 +167,16 @@ KN__X86_DOT_FEW(q8_0, KN__Q8_0_BYTES, kn__x86_q8_0_group(row, w), kn__x86_q8_0_d
     KN__X86_FEW_ROWS(kind, 6)                                                                      \
     KN__X86_FEW_ROWS(kind, 7)                                                                      \
     KN__X86_FEW_ROWS(kind, 8)                                                                      \
-    static void (*const KN__X86_NAME(few_##kind)[KN__X86_FEW + 1])(                                \
-        const kn_mat *, const uint8_t *const *, float *, int64_t, int64_t,                         \
-        int64_t) = {NULL,                                                                          \
-                    KN__X86_NAME(few_##kind##1),                                                   \
-                    KN__X86_NAME(few_##kind##2),                                                   \
-                    KN__X86_NAME(few_##kind##3),                                                   \
-                    KN__X86_NAME(few_##kind##4),                                                   \
-                    KN__X86_NAME(few_##kind##5),                                                   \
-                    KN__X86_NAME(few_##kind##6),                                                   \
-                    KN__X86_NAME(few_##kind##7),                                                   \
-                    KN__X86_NAME(few_##kind##8)};
+    static const kn__x86_few_fn KN__X86_NAME(few_##kind)[KN__X86_FEW + 1] = {                      \
+        NULL,                                                                                      \
+        KN__X86_NAME(few_##kind##1),                                                               \
+        KN__X86_NAME(few_##kind##2),                                                               \
+        KN__X86_NAME(few_##kind##3),                                                               \
+        KN__X86_NAME(few_##kind##4),                                                               \
+        KN__X86_NAME(few_##kind##5),                                                               \
+        KN__X86_NAME(few_##kind##6),                                                               \
+        KN__X86_NAME(few_##kind##7),                                                               \
+        KN__X86_NAME(few_##kind##8)};
 KN__X86_FEW_KIND(mxfp4)
 KN__X86_FEW_KIND(q8_0)
 
@@ -197,9 +195,9 @@ static inline __m256i KN__X86_NAME(q_k_sum)(const uint8_t *codes, const int16_t 
     return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
 }
 
-/* ---- Q6_K batches: 2 decoded rows x up to 4 tokens per register tile ---------------------------
- *
- * Per super-block and pair (row r, token t): codes 0..63 times q8 (vpmaddubsw), times the group
+/* ---- Q6_K batches: 2 decoded rows x up to 4 tokens per register tile ------------------------- */
+
+/* Per super-block and pair (row r, token t): codes 0..63 times q8 (vpmaddubsw), times the group
  * scales (vpmaddwd), starting from sum(-32 * scale * bsum), so the 8 dword lanes total the block's
  * exact isum. The tile's 8 accumulators live in registers (AVX2 has 16), each row's codes and
  * scales are loaded once per chunk for all its tokens and each token's q once for both rows; after
@@ -381,7 +379,7 @@ static inline float KN__X86_NAME(dot_q4_K)(const kn__x86_q4k *w, const kn__block
     return kn__tree8(lane);
 }
 
-/* ---- row loops: decode a tile of rows, then every token against every row of the tile ------ */
+/* ---- row loops: decode a tile of rows, then every token against every row of the tile -------- */
 
 #define KN__X86_ROWS(kind, row_bytes_fn, decode_call, dot_call)                                    \
     static void KN__X86_NAME(rows_##kind)(const kn_mat *W, const kn__act *x, float *Y,             \
@@ -497,8 +495,7 @@ static size_t KN__X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
     return rb * (size_t)kn__x86_tile_rows(rb);
 }
 
-/* ---- this variant's Q8-mode kernel table ------------------------------------------------------
- */
+/* ---- this variant's Q8-mode kernel table ----------------------------------------------------- */
 
 #define KN__X86_KERNEL(kind, act)                                                                  \
     static const kn__kernel KN__X86_NAME(k_##kind) = {                                             \
