@@ -122,10 +122,10 @@ int kn_pool_bind_cpus(kn_pool *pool, int first, struct mw_err *err);
 void kn_pool_set_poll(kn_pool *pool, int64_t us);
 /* Per-thread scratch in one buffer, where each of a job's nth threads writes n bytes of its own:
  * kn_slots_bytes(n, nth) bytes in all, thread i's at kn_slot(base, n, i), with a gap before,
- * between and after the slots. Side by side with each other or with data the other threads read,
- * threads rewriting their slots (a batch tile decoded again every few rows) ran no faster on two
- * cores than on one on a Zen 5 VM: a Q6_K matmul at T = 17 took 4.4 ms on two threads with
- * 24 KiB slots adjacent, 3.5 ms on one, 1.9 ms with the gaps. */
+ * between and after the slots. Threads rewriting their slots (a batch tile decoded again every
+ * few rows) side by side with each other, or with data the other threads read, slow each other
+ * down until two cores do no better than one; the gaps keep each thread's writes away from what
+ * the others touch. */
 size_t kn_slots_bytes(size_t n, int nth);
 void *kn_slot(void *base, size_t n, int i);
 /* CPUs this process may run on (its affinity mask as first seen; online CPUs where unknown). */

@@ -23,9 +23,9 @@
 
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
-#define KN_POOL_PAUSES    512  /* spin turns that only pause (10-30 us) before yielding */
-/* Between per-thread slots, and around the pool's scratch: 40 KiB still slowed the threads (2.6-2.7
- * ms where 64 KiB and more gave 2.4 in that measurement). */
+#define KN_POOL_PAUSES    512  /* spin turns that only pause (a few microseconds) before yielding */
+/* Between per-thread slots, and around the pool's scratch (kn_slots_bytes): narrower gaps still
+ * let the threads slow each other down. */
 #define KN_SLOT_GAP (64 * 1024)
 
 struct kn_pool {

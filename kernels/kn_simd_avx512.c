@@ -196,15 +196,15 @@ static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, 
  * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
  * expert's share of a decode batch) cost little more than one. From two tokens on, two rows go
  * together and each token's group is loaded once for both: one row at a time, the tokens' loads
- * (four 512-bit vectors per token and group, as many as its vpdpbusd; a 512-bit load takes both
- * of a Zen 4 core's load paths) bound the kernel. acc2[r][p] holds row r's block lanes of tokens 2p
+ * (four 512-bit vectors per token and group, as many as its vpdpbusd; on some cores a 512-bit
+ * load takes both load paths) bound the kernel. acc2[r][p] holds row r's block lanes of tokens 2p
  * and 2p + 1 side by side, acc1[r] those of an odd last token; every block's sum and fma are the
  * canonical ones, so a row gets the same bits alone or beside another. */
 
 #define MX_FEW 8 /* tokens the streaming kernel takes at once */
-/* Up to two passes of it rather than the batch tile: on a Zen 5 VM two passes at T = 9-16 run
- * 2.1-2.4x faster than the tile (four at T = 32 1.6x); on the Intel VM of docs/benchmarks.md the
- * two were even at T = 16 and the tile won beyond (docs/kernels.md). */
+/* Up to two passes of it rather than the batch tile: a pass stores nothing and decodes in
+ * registers, so reading the rows twice still beats decoding a tile of them; past two passes the
+ * tile's reuse wins on some CPUs, so larger batches take the tile everywhere. */
 #define MX_FEW_PASSES 2
 
 /* [a | b] (AVX-512F has no 32-bit-lane insert; the 64-bit one moves the same bits). */
@@ -329,8 +329,8 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
         for (int p = 0; p < nt / 2; p++) acc2[r][p] = _mm512_setzero_ps();
     }
     /* Two rows (two tokens or more): two groups per iteration, so the second group's loads and
-     * decode are under way while the first one's dot products run (10-15 % from memory at
-     * T = 2-4 on Zen 5; one row at a time gains nothing from memory). */
+     * decode are under way while the first one's dot products run. One row at a time is bound
+     * by the stream itself, which the overlap does not shorten. */
     if (nr > 1) {
 #pragma GCC unroll 2
         for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, packed);
@@ -464,12 +464,12 @@ static void q6k_act_prep(const float *x, void *dst, int64_t k) {
  * lane: the canonical order, so a row gets the same bits at any nt. The weights are read from
  * memory once whatever nt, so an expert's few rows of a decode batch cost little more than one
  * (the batch tile below pays its int16 decode per tile of 4 rows and computes whole blocks of 4
- * tokens: at T = 2-4 it took 1.4-1.6x as long). */
+ * tokens, which a few tokens do not repay). */
 
 #define Q6_FEW 8 /* tokens the streaming kernel takes at once */
-/* Tokens up to which it runs (in two passes beyond Q6_FEW) rather than the batch tile: on the Zen
- * 5 VM it was 1.3-1.9x faster at T = 2-7, even at 8, 1.15-1.35x faster at 9 and 12 on two
- * threads, and the tile 5-15 % faster at 16 (docs/kernels.md). */
+/* Tokens up to which it runs (in two passes beyond Q6_FEW) rather than the batch tile: up to
+ * here the rows read once per pass cost less than the tile's decode and padded token blocks; by
+ * 16 tokens the tile's reuse pays for them. */
 #define Q6_FEW_MAX 12
 _Static_assert(Q6_FEW == MX_FEW, "mx_rows_few splits the tokens in passes of MX_FEW");
 
@@ -766,7 +766,7 @@ static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
  * vector broadcast to both halves. vpdpbusd leaves each block's exact sum in its canonical lane
  * and the float step is one fma for both rows; a token needs no partner, and no load needs an
  * insert (a broadcast from memory is a load). Register tile: 3 row pairs x 4 tokens, enough
- * independent vpdpbusd chains to cover its latency (2 x 4 waited on it).
+ * independent vpdpbusd chains to cover its latency (2 x 4 would leave it waiting).
  *
  * The next tile is decoded while this one is used, a group at a time between the register tile's
  * groups (mx_dec): the decode's shuffles then overlap the vpdpbusd instead of stalling them, and
@@ -1074,9 +1074,10 @@ MX_MICROS(q8_0, q8_0_dec_full);
 /* ---- Q8_0 packed: every row decoded once into the batch tile's layout ------------------------ */
 
 /* A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
- * at every call is work done again and again: at 16 tokens the decode costs about as much as the
- * vpdpbusd. kn_pack keeps the decoded pairs of all rows (after a header naming the matrix they
- * belong to) and batches read them in place; T = 1 streams the stored rows as before. */
+ * at every call is work done again and again, and at a decode batch's size the decode is as
+ * much work as the vpdpbusd themselves. kn_pack keeps the decoded pairs of all rows (after a header
+ * naming the matrix they belong to) and batches read them in place; T = 1 streams the stored rows
+ * as before. */
 
 #define MX_PACK_MAGIC 0x32584b5030513858ull /* "X8Q0PKX2" */
 
@@ -1132,7 +1133,7 @@ static const uint8_t *q8_0_packed(const kn_mat *W) {
 
 /* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
 
-/* The byte gathers of mxfp4_codes_e are a third of a group's decode, paid again at every call.
+/* The byte gathers of mxfp4_codes_e are a large part of a group's decode, paid at every call.
  * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents:
  * 136 bytes, as stored) and the tail group as stored: the same size, row stride and offsets as the
  * matrix, so the kernels read it at every T in place of the stored rows (kn_pack_replaces), and

@@ -1,7 +1,7 @@
-/* kernels/kn_simd_x86.h — what the x86 kernel files (kn_simd_avx2.c, kn_simd_avxvnni.c) share: the
- * layouts of prepared activations and decoded weight tiles, the decoders and preparers (defined
- * once, in kn_simd_avx2.c), and inline helpers for the canonical reductions. Include only from
- * files compiled with AVX2 (*_avx2.c, *_avxvnni.c).
+/* kernels/kn_simd_x86.h — internal: what the x86 kernel files (kn_simd_avx2.c, kn_simd_avxvnni.c,
+ * kn_simd_avx512.c) share: the layouts of prepared activations and decoded weight tiles, the
+ * decoders and preparers (defined once, in kn_simd_avx2.c), and inline helpers for the canonical
+ * reductions. Include only from files compiled with AVX2 (*_avx2.c, *_avxvnni.c, *_avx512.c).
  *
  * Q8_0 activations in "interleaved" layout: the 8 blocks b = 8g .. 8g+7 of group g occupy 256
  * bytes as 8 vectors X_k (k = 0..7) whose 32-bit lane j holds elements 4k .. 4k+3 of block 8g+j.

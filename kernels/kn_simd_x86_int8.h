@@ -1,6 +1,7 @@
-/* kernels/kn_simd_x86_int8.h — the Q8-mode row kernels for x86, written once and compiled twice:
- * by kn_simd_avx2.c (integer multiply-adds as vpmaddubsw + vpmaddwd) and by kn_simd_avxvnni.c
- * (vpdpbusd / vpdpwssd). Integer sums are exact either way, so both give the canonical bits.
+/* kernels/kn_simd_x86_int8.h — internal: the Q8-mode row kernels for x86, written once and
+ * compiled by each x86 row of the ISA table: kn_simd_avx2.c (integer multiply-adds as vpmaddubsw +
+ * vpmaddwd), kn_simd_avxvnni.c and kn_simd_avx512.c (vpdpbusd / vpdpwssd, 256 bits wide). Integer
+ * sums are exact either way, so all of them give the canonical bits.
  *
  * The including file defines, before including:
  *   KN__X86_NAME(id)   a per-variant name for id;  KN__X86_LABEL  the variant's name as a string
