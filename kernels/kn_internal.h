@@ -211,11 +211,17 @@ static inline const kn__kernel *kn__kernel_pick(const kn__kernel *const q8[KN_TY
  * scratch between chunks, and each dot ends with kn__tree32. The ISA supplies lanes2: for nt <= 2
  * tokens, elements [k0, k1) (k0 a multiple of 32) in order,
  * acc[t][k % 32] = fmaf(w[k], x[t][k], acc[t][k % 32]); elements at or past n count as zero. */
-typedef void (*kn__row_f32_fn)(const kn_mat *W, int64_t r, float *dst);
+typedef void (*kn__row_f32_fn)(const uint8_t *row, kn_type type, int64_t n, float *dst);
 typedef void (*kn__lanes2_fn)(const float *w, const float *const *x, int nt, int64_t k0, int64_t k1,
                               int64_t n, float *const *acc);
 void kn__rows_float(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                     int64_t n1, void *scratch, kn__row_f32_fn to_f32, kn__lanes2_fn lanes2);
+/* Defines `fn`, an ISA's kn__kernel rows: kn__rows_float with its to_f32 and lanes2. */
+#define KN__ROWS_FLOAT(fn, to_f32, lanes2)                                                         \
+    static void fn(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,           \
+                   int64_t n1, void *scratch) {                                                    \
+        kn__rows_float(W, x, Y, ldy, n0, n1, scratch, to_f32, lanes2);                             \
+    }
 size_t kn__scratch_float(const kn_mat *W, int64_t T);
 /* Float activations rounded through fp16 / bf16 (F16 / BF16 weights in Q8 mode, as ggml does). */
 size_t kn__f32_bytes(int64_t k);

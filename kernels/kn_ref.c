@@ -192,10 +192,11 @@ void kn__rows_float(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, in
         const int rn = n1 - r0 < KN_FLOAT_ROWS ? (int)(n1 - r0) : KN_FLOAT_ROWS;
         const float *w[KN_FLOAT_ROWS];
         for (int r = 0; r < rn; r++) {
+            const uint8_t *row = (const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes;
             if (W->type == KN_F32) { /* read in place: SIMD loads need no alignment */
-                w[r] = (const float *)((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes);
+                w[r] = (const float *)row;
             } else {
-                to_f32(W, r0 + r, conv + r * K);
+                to_f32(row, W->type, K, conv + r * K);
                 w[r] = conv + r * K;
             }
         }

@@ -323,12 +323,11 @@ static void lanes2_avx2(const float *w, const float *const *x, int nt, int64_t k
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(acc[t] + 8 * i, a[t][i]);
 }
 
-/* Converts row r of W into floats (exact: the type's dequantization). */
-static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
-    const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-    const int64_t n = W->cols;
+/* kn__row_f32_fn: a stored row of n values of `type` as floats (exact: the type's dequantization).
+ */
+static void row_to_f32(const uint8_t *src, kn_type type, int64_t n, float *dst) {
     int64_t k = 0;
-    switch (W->type) {
+    switch (type) {
     case KN_F16:
         for (; k + 8 <= n; k += 8)
             _mm256_storeu_ps(dst + k,
@@ -361,17 +360,14 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
         break;
     }
     default:
-        kn_traits(W->type)->to_float(src, dst, n);
+        kn_traits(type)->to_float(src, dst, n);
         break;
     }
 }
 
 /* Float lanes: each row (as floats: directly for F32, converted into scratch otherwise) against
  * the tokens two at a time. */
-static void rows_float_avx2(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
-                            int64_t n1, void *scratch) {
-    kn__rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, lanes2_avx2);
-}
+KN__ROWS_FLOAT(rows_float_avx2, row_to_f32, lanes2_avx2)
 
 static void prep_round_f16(const float *x, void *dst, int64_t k) {
     float *y = dst;

@@ -75,12 +75,11 @@ static void lanes2_neon(const float *w, const float *const *x, int nt, int64_t k
         for (int j = 0; j < 8; j++) vst1q_f32(acc[t] + 4 * j, a[t][j]);
 }
 
-/* Row r of W as floats (exactly the type's dequantization). */
-static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
-    const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-    const int64_t n = W->cols;
+/* kn__row_f32_fn: a stored row of n values of `type` as floats (exact: the type's dequantization).
+ */
+static void row_to_f32(const uint8_t *src, kn_type type, int64_t n, float *dst) {
     int64_t k = 0;
-    switch (W->type) {
+    switch (type) {
     case KN_F16:
         for (; k + 4 <= n; k += 4) {
             uint16_t h[4];
@@ -98,15 +97,12 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
         for (; k < n; k++) dst[k] = kn_bf16_to_f32(kn__rd16(src + 2 * k));
         break;
     default:
-        kn_traits(W->type)->to_float(src, dst, n);
+        kn_traits(type)->to_float(src, dst, n);
         break;
     }
 }
 
-static void rows_float(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
-                       int64_t n1, void *scratch) {
-    kn__rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, lanes2_neon);
-}
+KN__ROWS_FLOAT(rows_float, row_to_f32, lanes2_neon)
 
 /* ---- Q8_0 activations ------------------------------------------------------------------------ */
 
