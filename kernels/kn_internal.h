@@ -308,6 +308,20 @@ float kn_expf(float x);
 #define KN_EXP_C3     (1.0f / 6.0f)
 #define KN_EXP_C2     0.5f
 
+/* Deterministic tanhf, built on kn_expf the same way on every ISA: for a = |x| below
+ * KN_TANH_SMALL an odd polynomial a + a^3 P(a^2) (Taylor's coefficients, evaluated with fmaf,
+ * highest first: near 0, 1 - 2 / (e^2a + 1) would cancel), above 1 - 2 / (e^2a + 1); then x's
+ * sign (copysignf). */
+float kn_tanhf(float x);
+#define KN_TANH_SMALL 0.5f
+#define KN_TANH_C15   ((float)(-929569.0 / 638512875.0))
+#define KN_TANH_C13   ((float)(21844.0 / 6081075.0))
+#define KN_TANH_C11   ((float)(-1382.0 / 155925.0))
+#define KN_TANH_C9    ((float)(62.0 / 2835.0))
+#define KN_TANH_C7    ((float)(-17.0 / 315.0))
+#define KN_TANH_C5    ((float)(2.0 / 15.0))
+#define KN_TANH_C3    ((float)(-1.0 / 3.0))
+
 /* GLU kernels: the scalar one (glu.c) and each ISA's, all giving the same bits. */
 void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
 void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
