@@ -166,6 +166,7 @@ int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err 
                          .n_experts = vx_source_n_experts(o->src),
                          .layer_moe = moe,
                          .width = o->width,
+                         .glu = o->glu,
                          .numerics = o->numerics,
                          .pool = o->pool};
     const int rc = co_remote_new(&ro, &c->remote, err);

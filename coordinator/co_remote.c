@@ -564,6 +564,8 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     if (!r) return NULL;
     r->o = *o;
     r->o.endpoints = NULL; /* not kept: copied into the nodes */
+    r->glu = *o->glu;
+    r->o.glu = &r->glu;
     if (r->o.down_ms <= 0) r->o.down_ms = 750;
     size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
     r->nodes = calloc((size_t)o->n_nodes, sizeof *r->nodes);
@@ -602,6 +604,8 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     if (o->n_layers < 1 || o->n_experts < 1 || o->width < 1 || o->deadline_ms < 1 ||
         o->connect_ms < 1 || !wr_dtype_valid(o->codec.dtype))
         return mw_errf(err, "remote experts: bad options");
+    if (!o->glu) return mw_errf(err, "remote experts: the experts' GLU policy is required");
+    if (kn_glu_check(o->glu, err)) return mw_err_wrap(err, "remote experts");
     md_expert_backend *be = calloc(1, sizeof *be);
     if (!be) return mw_errf(err, "out of memory");
     be->name = "remote";

@@ -1,8 +1,9 @@
 /* coordinator/co_remote.h — the remote expert backend: the MoE step of every layer goes to expert
  * nodes over ZeroMQ (one DEALER per node).
  *
- * At creation every node is greeted (Hello/Welcome): protocol version, model fingerprint, width,
- * numerics and the owned (layer, expert) sets are checked, and the ownership map is built: an
+ * At creation every node is greeted (Hello/Welcome): protocol version, model fingerprint, the
+ * experts' width and GLU policy, numerics and the owned (layer, expert) sets are checked, and the
+ * ownership map is built: an
  * expert nobody owns is an error naming it; an expert several nodes own is served by one of them
  * chosen deterministically from (layer, expert), which spreads a layer's experts over replicas.
  *
@@ -45,7 +46,8 @@ typedef struct co_remote_opts {
     /* n_layers flags, 1 where the layer routes to experts (0: a dense layer no node serves, whose
      * experts the coverage check does not ask for); NULL = every layer. Copied. */
     const uint8_t *layer_moe;
-    int64_t width;        /* hidden size */
+    int64_t width;        /* of the experts' rows (md_expert_width): hidden size, or latent */
+    const kn_glu *glu;    /* the model's experts' GLU policy (required): a node must run it */
     kn_numerics numerics; /* what the trunk will ask for */
     /* The trunk's thread pool (may be NULL): parked while a layer's replies are awaited, woken as
      * the last ones become readable so its workers are up when the trunk resumes. NULL parks

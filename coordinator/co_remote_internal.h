@@ -84,6 +84,7 @@ typedef struct co__acct {
 
 typedef struct co__remote {
     co_remote_opts o;
+    kn_glu glu; /* a copy of *o.glu: every node's experts must run it */
     co__node *nodes;
     void *zctx;
     bool own_zctx;    /* made here (co_remote_opts.zctx was NULL): terminated with the backend */
