@@ -67,8 +67,7 @@ static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float 
     md_kv_iter it = from;
     for (int64_t i = 0; i < n; i += KEY_BLOCK) {
         const int64_t nb = n - i < KEY_BLOCK ? n - i : KEY_BLOCK;
-        for (int64_t r = 0; r < nb; r++)
-            rb[r] = md_kv_iter_key(&it, (int64_t)kvh * dk, dk, conv ? conv + r * dk : NULL);
+        md_kv_iter_keys(&it, (int64_t)kvh * dk, dk, nb, rb, conv);
         tk->vec->dots(q, g, rb, nb, dk, c->kq_scale, scores + i, n);
     }
     for (int j = 0; j < g; j++)
@@ -78,8 +77,7 @@ static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float 
     it = from;
     for (int64_t i = 0; i < n; i += KEY_BLOCK) {
         const int64_t nb = n - i < KEY_BLOCK ? n - i : KEY_BLOCK;
-        for (int64_t r = 0; r < nb; r++)
-            rb[r] = md_kv_iter_value(&it, (int64_t)kvh * dv, dv, conv ? conv + r * dv : NULL);
+        md_kv_iter_values(&it, (int64_t)kvh * dv, dv, nb, rb, conv);
         tk->vec->wsums(out, g, rb, nb, dv, scores + i, n);
     }
 }

@@ -110,28 +110,38 @@ typedef struct md_kv_iter {
 md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, const float *k,
                          const float *v);
 
-/* Values [off, off + n) of the next row of a cache (c, rows of cb bytes) or batch (b, rows of bd
- * values): where they are, or converted into buf (n floats) from a cache of another type. */
-static inline const float *md__kv_next(md_kv_iter *it, const uint8_t *c, size_t cb, const float *b,
-                                       int64_t bd, int64_t off, int64_t n, float *buf) {
-    if (it->n_cache > 0) {
-        const uint8_t *row = c + (size_t)it->slot * cb;
-        if (++it->slot == it->wrap) it->slot = 0;
-        it->n_cache--;
-        if (!it->to_float) return (const float *)(const void *)row + off;
-        it->to_float(row + (size_t)off * it->esz, buf, n);
-        return buf;
+/* Values [off, off + n) of the next nb rows of a cache (c, rows of cb bytes) or batch (b, rows of
+ * bd values) into rows[0 .. nb): where they are, or converted into conv (nb × n floats) from a
+ * cache of another type. */
+static inline void md__kv_rows(md_kv_iter *it, const uint8_t *c, size_t cb, const float *b,
+                               int64_t bd, int64_t off, int64_t n, int64_t nb, const float **rows,
+                               float *conv) {
+    int64_t r = 0;
+    if (!it->to_float) { /* two loops: the f32 one (the default) keeps its old cost per row */
+        for (; r < nb && it->n_cache > 0; r++, it->n_cache--) {
+            rows[r] = (const float *)(const void *)(c + (size_t)it->slot * cb) + off;
+            if (++it->slot == it->wrap) it->slot = 0;
+        }
+    } else {
+        for (; r < nb && it->n_cache > 0; r++, it->n_cache--) {
+            it->to_float(c + (size_t)it->slot * cb + (size_t)off * it->esz, conv + r * n, n);
+            rows[r] = conv + r * n;
+            if (++it->slot == it->wrap) it->slot = 0;
+        }
     }
-    return b + (int64_t)*it->order++ * bd + off;
+    for (; r < nb; r++) rows[r] = b + (int64_t)*it->order++ * bd + off;
 }
 
-/* The next key's values [off, off + n) (a KV head's part of its row); buf takes n floats when the
- * cache keeps another type than f32. Walk keys and values with separate iterators (or restart). */
-static inline const float *md_kv_iter_key(md_kv_iter *it, int64_t off, int64_t n, float *buf) {
-    return md__kv_next(it, it->ck, it->kb, it->bk, it->kd, off, n, buf);
+/* The next nb keys' values [off, off + n) (a KV head's part of their rows) into rows; conv takes
+ * nb × n floats when the cache keeps another type than f32 (NULL otherwise). Walk keys and values
+ * with separate iterators (or restart). */
+static inline void md_kv_iter_keys(md_kv_iter *it, int64_t off, int64_t n, int64_t nb,
+                                   const float **rows, float *conv) {
+    md__kv_rows(it, it->ck, it->kb, it->bk, it->kd, off, n, nb, rows, conv);
 }
-static inline const float *md_kv_iter_value(md_kv_iter *it, int64_t off, int64_t n, float *buf) {
-    return md__kv_next(it, it->cv, it->vb, it->bv, it->vd, off, n, buf);
+static inline void md_kv_iter_values(md_kv_iter *it, int64_t off, int64_t n, int64_t nb,
+                                     const float **rows, float *conv) {
+    md__kv_rows(it, it->cv, it->vb, it->bv, it->vd, off, n, nb, rows, conv);
 }
 
 #endif
