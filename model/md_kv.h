@@ -1,6 +1,6 @@
-/* model/md_kv.h — the KV cache: per sequence and layer, K rows (n_head_kv·head_dim_k floats) and
+/* model/md_kv.h — the KV cache: per sequence and layer, K rows (n_head_kv·head_dim_k values) and
  * V rows (n_head_kv·head_dim_v) by position. Latent attention (MLA) caches one row per position,
- * [latent c, rope(k_pe)] (kv_lora + rope floats), whose first kv_lora floats are also the value:
+ * [latent c, rope(k_pe)] (kv_lora + rope values), whose first kv_lora values are also the value:
  * no V rows are kept.
  *
  * Rows are kept as f32 (the default), f16 or bf16 (llama.cpp keeps f16 by default: half the bytes
@@ -117,7 +117,7 @@ static inline void md__kv_rows(md_kv_iter *it, const uint8_t *c, size_t cb, cons
                                int64_t bd, int64_t off, int64_t n, int64_t nb, const float **rows,
                                float *conv) {
     int64_t r = 0;
-    if (!it->to_float) { /* two loops: the f32 one (the default) keeps its old cost per row */
+    if (!it->to_float) { /* f32, the default, in a loop of its own that only takes pointers */
         for (; r < nb && it->n_cache > 0; r++, it->n_cache--) {
             rows[r] = (const float *)(const void *)(c + (size_t)it->slot * cb) + off;
             if (++it->slot == it->wrap) it->slot = 0;
