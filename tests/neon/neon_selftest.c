@@ -42,10 +42,10 @@ static void *read_file(const char *name, size_t *len) {
 }
 
 static void test_neon_is_active(void) {
-    CHECK(kn_isa_neon_usable());
+    CHECK(kn__isa_neon_usable());
     CHECK(kn_isa_active() == KN_ISA_NEON);
-    CHECK(strncmp(kn_kernel_for(KN_MXFP4, KN_NUM_Q8)->name, "neon", 4) == 0);
-    CHECK(strncmp(kn_kernel_for(KN_Q6_K, KN_NUM_F32)->name, "neon", 4) == 0);
+    CHECK(strncmp(kn__kernel_for(KN_MXFP4, KN_NUM_Q8)->name, "neon", 4) == 0);
+    CHECK(strncmp(kn__kernel_for(KN_Q6_K, KN_NUM_F32)->name, "neon", 4) == 0);
 }
 
 /* NEON batches (T = 1, 3, 7, 17; every other with a 2-thread pool) equal scalar T = 1 rows. */
@@ -129,7 +129,7 @@ static void test_glu_matches_scalar(void) {
                            {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 2.5f},
                            {.kind = KN_GLU_SITU, .beta = 0.3f, .lbeta = 0.0f}};
     for (size_t k = 0; k < sizeof glus / sizeof glus[0]; k++) {
-        kn_glu_apply_ref(&glus[k], g, u, want, N);
+        kn__glu_apply_ref(&glus[k], g, u, want, N);
         for (int len = N - 3; len <= N; len++) {
             kn_glu_apply(&glus[k], g, u, got, len);
             CHECK(kt_same_bits("glu", got, want, (size_t)len));

@@ -1,7 +1,7 @@
-/* kernels/glu.c — GLU policies as data: one row per kind, with the parameters it takes. A family
- * declares its kind and reads the parameters from the model config; nothing here guesses. exp and
- * tanh are our own (kn_expf, kn_tanhf), so an expert's output is the same on every ISA and libm
- * (exact mode across heterogeneous nodes). */
+/* kernels/kn_glu.c — GLU policies as data: one row per kind, with the parameters it takes. A
+ * family declares its kind and reads the parameters from the model config; nothing here guesses.
+ * exp and tanh are our own (kn_expf, kn_tanhf), so an expert's output is the same on every ISA and
+ * libm (exact mode across heterogeneous nodes). */
 #include "kernels/kn_internal.h"
 
 #include <stddef.h>
@@ -32,10 +32,10 @@ float kn_expf(float x) {
         p *= 0x1p127f;
         e -= 127;
     } else if (e < -126) {
-        p *= kn_bits_f32((uint32_t)(e + 126 + 127) << 23);
+        p *= kn__bits_f32((uint32_t)(e + 126 + 127) << 23);
         e = -126;
     }
-    return p * kn_bits_f32((uint32_t)(e + 127) << 23);
+    return p * kn__bits_f32((uint32_t)(e + 127) << 23);
 }
 
 float kn_tanhf(float x) {
@@ -176,7 +176,7 @@ const char *kn_glu_format(const kn_glu *glu, char *buf, size_t cap) {
     return buf;
 }
 
-void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+void kn__glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     float (*fn)(float, float, const kn_glu *) = glu_table[glu->kind].fn;
     for (int64_t i = 0; i < n; i++) out[i] = fn(g[i], u[i], glu);
 }
