@@ -238,6 +238,30 @@ static int parse_type(const char *key, const char *val, const kn_type *allowed, 
     return mw_errf(err, "--%s %s: unsupported format", key, val);
 }
 
+/* The options that take a number in a range (the Kimi K3 ones): 1 when key is one (set, or -1 with
+ * err), 0 when it is not. */
+static int set_float(vx_synth_opts *o, const char *key, const char *val, mw_err *err) {
+    static const struct {
+        const char *key;
+        size_t off;
+        double lo, hi;
+    } floats[] = {{"situ-beta", offsetof(vx_synth_opts, situ_beta), 1e-3, 1e3},
+                  {"situ-linear-beta", offsetof(vx_synth_opts, situ_lbeta), -1e3, 1e3},
+                  {"gate-lower-bound", offsetof(vx_synth_opts, gate_lb), -1e3, -1e-3}};
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
+        if (strcmp(key, floats[i].key)) continue;
+        char *end;
+        errno = 0;
+        double v = strtod(val, &end);
+        if (errno || end == val || *end || !(v >= floats[i].lo) || !(v <= floats[i].hi))
+            return mw_errf(err, "--%s %s: expected a number in [%g, %g]", key, val, floats[i].lo,
+                           floats[i].hi);
+        *(float *)((char *)o + floats[i].off) = (float)v;
+        return 1;
+    }
+    return 0;
+}
+
 int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err) {
     static const struct {
         const char *key;
@@ -296,24 +320,8 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
         o->weights_scale = (float)v;
         return 0;
     }
-    static const struct {
-        const char *key;
-        size_t off;
-        double lo, hi;
-    } floats[] = {{"situ-beta", offsetof(vx_synth_opts, situ_beta), 1e-3, 1e3},
-                  {"situ-linear-beta", offsetof(vx_synth_opts, situ_lbeta), -1e3, 1e3},
-                  {"gate-lower-bound", offsetof(vx_synth_opts, gate_lb), -1e3, -1e-3}};
-    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
-        if (!strcmp(key, floats[i].key)) {
-            char *end;
-            errno = 0;
-            double v = strtod(val, &end);
-            if (errno || end == val || *end || !(v >= floats[i].lo) || !(v <= floats[i].hi))
-                return mw_errf(err, "--%s %s: expected a number in [%g, %g]", key, val,
-                               floats[i].lo, floats[i].hi);
-            *(float *)((char *)o + floats[i].off) = (float)v;
-            return 0;
-        }
+    const int fl = set_float(o, key, val, err);
+    if (fl) return fl < 0 ? -1 : 0;
     if (!strcmp(key, "seed")) {
         char *end;
         errno = 0;
