@@ -3,8 +3,7 @@
  * of 1k, 4k and 16k positions: microseconds per full-attention layer and per sliding-window layer,
  * and the attention share of a 24-layer decode step (12 of each), with the active instruction set
  * and with the scalar code, 1 and 2 threads. The scalar/SIMD ratio is measured in the same run;
- * both give the same bits.
- *   bench_attn [--contexts 1024,4096,16384] [--threads 1,2] [--rows 1] */
+ * both give the same bits. `bench_attn --help` lists the options. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,16 +45,6 @@ static double time_layer(const md_config *cfg, md_kv *kv, const md_row *row, int
         t[r] = bu_now() - t0;
     }
     return bu_median(t, reps);
-}
-
-static int parse_list(const char *s, int *out, int max) {
-    int n = 0;
-    for (char *end; *s && n < max; s = *end ? end + 1 : end) {
-        long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 1 << 20) return -1;
-        out[n++] = (int)v;
-    }
-    return n;
 }
 
 /* One context length: R sequences of n positions (the same keys and values), then the decode
@@ -126,23 +115,22 @@ static int bench_context(const md_config *cfg, int64_t n, int R, const int *thre
 
 int main(int argc, char **argv) {
     int contexts[8] = {1024, 4096, 16384}, n_ctx = 3, threads[4] = {1, 2}, n_thr = 2, R = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--contexts"))
-            n_ctx = parse_list(argv[i + 1], contexts, 8);
-        else if (!strcmp(argv[i], "--threads"))
-            n_thr = parse_list(argv[i + 1], threads, 4);
-        else if (!strcmp(argv[i], "--rows"))
-            R = atoi(argv[i + 1]);
-        else
-            n_ctx = -1;
-    }
-    if (n_ctx < 1 || n_thr < 1 || R < 1 || R > MAX_ROWS) {
-        fprintf(stderr,
-                "usage: bench_attn [--contexts 1024,4096,16384] [--threads 1,2] "
-                "[--rows 1..%d]\n",
-                MAX_ROWS);
-        return 2;
-    }
+    const bu_opt opt[] = {
+        BU_OPT_INTS("--contexts", contexts, &n_ctx, 8, "1024,4096,16384", "cached positions", 1,
+                    1 << 20),
+        BU_OPT_INTS("--threads", threads, &n_thr, 4, "1,2", "thread counts", 1, 4096),
+        BU_OPT_IN("--rows", BU_INT, &R, "1", "decode rows (sequences, one row each)", 1, MAX_ROWS),
+    };
+    const bu_cli cli = {"bench_attn",
+                        "The trunk's attention for a decode step of gpt-oss-20b's shape: time per "
+                        "full-attention and\nsliding-window layer at each context, SIMD against "
+                        "scalar (the same bits), per thread count.",
+                        NULL,
+                        NULL,
+                        opt,
+                        (int)(sizeof opt / sizeof opt[0])};
+    const int status = bu_args(argc, argv, &cli, NULL);
+    if (status != BU_RUN) return status;
     uint8_t swa[2] = {0, 1}; /* layer 0 sees everything, layer 1 slides */
     md_config cfg = {.n_layer = 2,
                      .n_head = HEADS,

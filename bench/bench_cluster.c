@@ -10,10 +10,10 @@
  * same work; the configurations take turns, round after round (each round starting one further
  * along), and each reports its best round ("vs_local": best over best) and the median over the
  * rounds of its speed over the in-process speed of the same round ("vs_local_round_median":
- * pairs runs a second apart, so this VM's minute-to-minute bandwidth drift cancels out). Then
- * every backend decodes 2 × --steps more steps in its own context, each of its own tokens (with
- * the same tokens, a configuration would find the step's experts still cached from the one that
- * decoded it just before: the nodes serve all of them), the backends taking turns in a fresh
+ * pairs runs a second apart, so a shared machine's minute-to-minute bandwidth drift cancels out).
+ * Then every backend decodes 2 × --steps more steps in its own context, each of its own tokens
+ * (with the same tokens, a configuration would find the step's experts still cached from the one
+ * that decoded it just before: the nodes serve all of them), the backends taking turns in a fresh
  * random order each turn, two steps a turn of which the second is timed (the first pays for the
  * switch from another backend, which continuous serving never does):
  * "vs_local_interleaved", the in-process time over its time, with the minimum, median and maximum
@@ -34,14 +34,11 @@
  * --node-affinity (default on) binds node i's threads to CPUs from i·CPUs/2 on, as `coordinator
  * --loopback` does (co_loopback.h says why); off leaves placement to the scheduler.
  *
- *   bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--steps N] [--threads N]
- *                 [--node-threads N] [--node-affinity on|off] [--pin auto|yes|no] [--dir DIR]
- *                 [--curve]
- *
  * --curve adds the f32 partial configuration on CURVE (two more loopback nodes, keys made for
  * the run) and prints CURVE over plain ZMTP in the same run: decode tok/s (interleaved steps and
  * per-round ratios: median and spread) and the per-layer round trip.
- *                 (from the repo root)
+ *
+ * `bench_cluster --help` lists the options (the table in main); run it from the repository root.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,7 +180,7 @@ static int prompted_ctx(const md_model *m, md_expert_backend *experts, kn_pool *
 /* Decode step k after the prompt, teacher-forced, of token stream `stream`: the rounds all decode
  * stream 0, the same tokens. The interleaved pass gives every backend a stream of its own: the
  * nodes' expert copies serve all five wire configurations, so with the same tokens a step's
- * experts would still be in the (300 MiB here) last-level cache from the configuration that
+ * experts would still be in the last-level cache from the configuration that
  * decoded that step just before, a gain the in-process backend, with its own copy, never
  * gets. */
 static md_row step_row(int k, int stream) {
@@ -513,54 +510,40 @@ done:
     return rc;
 }
 
+static const char ABOUT[] =
+    "Decode speed of a 2-node loopback cluster against the in-process backend, same run, same "
+    "model,\nfor every wire codec: the interleaved and per-round ratios, the layer round trip, "
+    "wire bytes per\ntoken and the movement ratio. Run from the repository root after make.";
+
 int main(int argc, char **argv) {
-    const char *layer_list = "4,8", *dir = "build/bench-models";
-    int n = 8, rounds = 5, steps = 48, pin = -1;
+    const char *dir = "build/bench-models";
+    int layers[8] = {4, 8}, n_layers = 2, n = 8, rounds = 5, steps = 48, pin = 0, affinity = 0;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int threads = cpus > 0 ? (int)cpus : 1, node_threads = 0;
-    bool node_affinity = true;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--layers") && i + 1 < argc)
-            layer_list = argv[++i];
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc)
-            n = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-            steps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--pin") && i + 1 < argc) {
-            const char *v = argv[++i];
-            pin = !strcmp(v, "yes") ? 1 : !strcmp(v, "no") ? 0 : !strcmp(v, "auto") ? -1 : -2;
-            if (pin == -2) {
-                fprintf(stderr, "bench_cluster: --pin auto|yes|no\n");
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-            rounds = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--node-threads") && i + 1 < argc)
-            node_threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--node-affinity") && i + 1 < argc &&
-                 (!strcmp(argv[i + 1], "on") || !strcmp(argv[i + 1], "off")))
-            node_affinity = !strcmp(argv[++i], "on");
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "--curve"))
-            N_CONFIGS = MAX_CONFIGS;
-        else {
-            fprintf(stderr,
-                    "usage: bench_cluster [--layers 4,8] [--tokens N] [--rounds N] [--steps N] "
-                    "[--threads N] [--node-threads N] [--node-affinity on|off] "
-                    "[--pin auto|yes|no] [--dir DIR] [--curve]\n");
-            return 2;
-        }
-    }
-    if (n < 1 || rounds < 1 || rounds > MAX_ROUNDS || steps < 0 || steps > MAX_STEPS ||
-        threads < 1 || node_threads < 0) {
-        fprintf(stderr,
-                "bench_cluster: --tokens >= 1, --rounds 1..%d, --steps 0..%d, --threads >= 1\n",
-                MAX_ROUNDS, MAX_STEPS);
-        return 2;
-    }
+    bool curve = false;
+    const bu_opt opt[] = {
+        BU_OPT_INTS("--layers", layers, &n_layers, 8, "4,8", "layer counts of the models", 1, 4096),
+        BU_OPT_IN("--tokens", BU_INT, &n, "8", "timed decode steps per round", 1, 1 << 20),
+        BU_OPT_IN("--rounds", BU_INT, &rounds, "5", "rounds of the configurations in turn", 1,
+                  MAX_ROUNDS),
+        BU_OPT_IN("--steps", BU_INT, &steps, "48", "timed steps of the interleaved comparison", 0,
+                  MAX_STEPS),
+        BU_OPT_IN("--threads", BU_INT, &threads, "N", "in-process threads (default: the CPUs)", 1,
+                  4096),
+        BU_OPT_IN("--node-threads", BU_INT, &node_threads, "N",
+                  "threads per node (default: --threads)", 1, 4096),
+        BU_OPT("--node-affinity", BU_CHOICE, &affinity, "on|off",
+               "bind node i's threads from CPU i*CPUs/2 on (on)"),
+        BU_OPT("--pin", BU_CHOICE, &pin, "auto|yes|no",
+               "weights onto huge pages on both sides (auto: when they fit)"),
+        BU_OPT("--dir", BU_STR, &dir, "DIR", "where the models are kept (build/bench-models)"),
+        BU_OPT("--curve", BU_FLAG, &curve, "", "add the f32 partial configuration on CURVE"),
+    };
+    const bu_cli cli = {"bench_cluster", ABOUT, NULL, NULL, opt, (int)(sizeof opt / sizeof opt[0])};
+    const int status = bu_args(argc, argv, &cli, NULL);
+    if (status != BU_RUN) return status;
+    if (curve) N_CONFIGS = MAX_CONFIGS;
+    pin = (const int[]){-1, 1, 0}[pin];
     if (access("bin/vindex", X_OK) || access("bin/expert-node", X_OK)) {
         fprintf(stderr, "bench_cluster: run from the repository root after `make`\n");
         return 2;
@@ -569,16 +552,13 @@ int main(int argc, char **argv) {
     mkdir("build", 0755);
     mkdir(dir, 0755);
     int rc = 0;
-    for (const char *p = layer_list; *p;) {
-        int layers = atoi(p);
+    for (int l = 0; l < n_layers; l++) {
         char path[4096];
-        snprintf(path, sizeof path, "%s/gpt-oss-20bw-%dL.vindex", dir, layers);
-        if (layers < 1 || make_model(path, layers) ||
-            bench_model(path, layers, n, rounds, steps, threads,
-                        node_threads ? node_threads : threads, pin, node_affinity))
+        snprintf(path, sizeof path, "%s/gpt-oss-20bw-%dL.vindex", dir, layers[l]);
+        if (make_model(path, layers[l]) ||
+            bench_model(path, layers[l], n, rounds, steps, threads,
+                        node_threads ? node_threads : threads, pin, affinity == 0))
             rc = 1;
-        p += strcspn(p, ",");
-        if (*p == ',') p++;
     }
     return rc;
 }

@@ -12,17 +12,16 @@
  *
  * Rounds alternate the runs (in process, loopback overlapped, loopback serial, llama-bench), each
  * starting one further along, and every figure is the best round with the median of the rounds'
- * ratios beside it (this VM's bandwidth drifts minute to minute). Decode: greedy steps after a
- * prompt of --prompt tokens, as llama-bench's -n after -d (its prefill: -p from an empty context).
- * The "serial" cluster runs the routed experts whole before the shared expert (a backend without
- * the submit / wait halves): its MoE step is exchange + shared; overlapped, the shared expert runs
- * while the batches are out, so the step approaches max(exchange, shared). On one machine the nodes
- * and the coordinator share the cores, so the overlap here is smaller than across machines.
+ * ratios beside it (a shared machine's bandwidth drifts from minute to minute). Decode: greedy
+ * steps after a prompt of --prompt tokens, as llama-bench's -n after -d (its prefill: -p from an
+ * empty context). The "serial" cluster runs the routed experts whole before the shared expert (a
+ * backend without the submit / wait halves): its MoE step is exchange + shared; overlapped, the
+ * shared expert runs while the batches are out, so the step approaches max(exchange, shared). On
+ * one machine the nodes and the coordinator share the cores, so the overlap here is smaller than
+ * across machines.
  *
- *   bench_deepseek [--layers 4] [--experts 32] [--expert-format mxfp4|q6_K] [--threads 2]
- *                  [--prompt 128] [--decode 32] [--rounds 3] [--llama-bench PATH]
- *                  [--model PATH] [--dir DIR]          (from the repo root)
- * LLAMA_BENCH in the environment names llama-bench when --llama-bench is not given. */
+ * `bench_deepseek --help` lists the options (the table in parse()); run it from the repository
+ * root. LLAMA_BENCH in the environment names llama-bench when --llama-bench is not given. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +53,14 @@
 #define GROUPS_K  4
 #define VOCAB     32768
 
+#define MAX_ROUNDS 16
+
 typedef struct opts {
     int layers, experts, threads, prompt, decode, rounds;
     const char *format, *llama, *model, *dir;
 } opts;
+
+static const char *const FORMATS[] = {"mxfp4", "q6_K"};
 
 static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.layers = 4,
@@ -66,38 +69,37 @@ static int parse(int argc, char **argv, opts *o) {
                 .prompt = 128,
                 .decode = 32,
                 .rounds = 3,
-                .format = "mxfp4",
                 .llama = getenv("LLAMA_BENCH"),
                 .dir = "build/bench-models"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) return fprintf(stderr, "bench_deepseek: %s needs a value\n", a), -1;
-        int *n = !strcmp(a, "--layers")    ? &o->layers
-                 : !strcmp(a, "--experts") ? &o->experts
-                 : !strcmp(a, "--threads") ? &o->threads
-                 : !strcmp(a, "--prompt")  ? &o->prompt
-                 : !strcmp(a, "--decode")  ? &o->decode
-                 : !strcmp(a, "--rounds")  ? &o->rounds
-                                           : NULL;
-        if (n)
-            *n = atoi(v);
-        else if (!strcmp(a, "--expert-format"))
-            o->format = v;
-        else if (!strcmp(a, "--llama-bench"))
-            o->llama = v;
-        else if (!strcmp(a, "--model"))
-            o->model = v;
-        else if (!strcmp(a, "--dir"))
-            o->dir = v;
-        else
-            return fprintf(stderr, "bench_deepseek: unknown option %s\n", a), -1;
-        i++;
-    }
-    if (o->layers < 2 || o->experts < GROUPS * 2 || o->experts % GROUPS || o->threads < 1 ||
-        o->prompt < 1 || o->decode < 2 || o->rounds < 1 ||
-        (strcmp(o->format, "mxfp4") && strcmp(o->format, "q6_K")))
-        return fprintf(stderr, "bench_deepseek: bad options\n"), -1;
-    return 0;
+    int format = 0;
+    const bu_opt opt[] = {
+        BU_OPT_IN("--layers", BU_INT, &o->layers, "4", "layers: one dense, then MoE layers", 2, 61),
+        BU_OPT_IN("--experts", BU_INT, &o->experts, "32", "routed experts per layer (8 groups)",
+                  GROUPS * 2, 256),
+        BU_OPT("--expert-format", BU_CHOICE, &format, "mxfp4|q6_K", "the routed experts' format"),
+        BU_OPT_IN("--threads", BU_INT, &o->threads, "2", "threads of each side", 1, 4096),
+        BU_OPT_IN("--prompt", BU_INT, &o->prompt, "128", "prompt tokens", 1, 1 << 20),
+        BU_OPT_IN("--decode", BU_INT, &o->decode, "32", "greedy decode steps after it", 2, 1 << 20),
+        BU_OPT_IN("--rounds", BU_INT, &o->rounds, "3", "rounds of the runs in turn", 1, MAX_ROUNDS),
+        BU_OPT("--llama-bench", BU_STR, &o->llama, "PATH",
+               "llama.cpp's llama-bench (default: $LLAMA_BENCH)"),
+        BU_OPT("--model", BU_STR, &o->model, "PATH", "this GGUF file instead of the synthetic one"),
+        BU_OPT("--dir", BU_STR, &o->dir, "DIR", "where the synthetic model is kept"),
+    };
+    const bu_cli cli = {"bench_deepseek",
+                        "The deepseek2 family at DeepSeek-V3's widths (fewer layers and experts): "
+                        "decode and prefill tok/s\nin process and over a 2-node loopback cluster, "
+                        "beside llama-bench on the same file. Run from the\nrepository root.",
+                        NULL,
+                        NULL,
+                        opt,
+                        (int)(sizeof opt / sizeof opt[0])};
+    const int rc = bu_args(argc, argv, &cli, NULL);
+    if (rc != BU_RUN) return rc;
+    o->format = FORMATS[format];
+    if (o->experts % GROUPS)
+        return fprintf(stderr, "bench_deepseek: --experts must be a multiple of %d\n", GROUPS), 2;
+    return BU_RUN;
 }
 
 /* ---- the model ------------------------------------------------------------------------------ */
@@ -403,7 +405,7 @@ static void keep_best(result *best, const result *cur) {
 
 /* One round, each run in turn starting r further along; ratios[k][0|1][r] against llama-bench. */
 static int run_round(const opts *o, const char *path, sides *sd, int r, result best[R_COUNT],
-                     double ratios[R_COUNT][2][16], mw_err *e) {
+                     double ratios[R_COUNT][2][MAX_ROUNDS], mw_err *e) {
     result cur[R_COUNT] = {{0}};
     for (int q = 0; q < R_COUNT; q++) {
         const int k = (q + r) % R_COUNT;
@@ -433,12 +435,12 @@ static int run_round(const opts *o, const char *path, sides *sd, int r, result b
 /* A warm-up of our runs (untimed: it faults the pages in on every side), the rounds, the report. */
 static int run_rounds(const opts *o, const char *path, sides *sd, mw_err *e) {
     result best[R_COUNT] = {{0}}, warm;
-    double ratios[R_COUNT][2][16] = {{{0}}}, med[R_COUNT][2] = {{0}};
+    double ratios[R_COUNT][2][MAX_ROUNDS] = {{{0}}}, med[R_COUNT][2] = {{0}};
     sd->have_llama = o->llama && access(o->llama, X_OK) == 0;
     memset(&sd->info, 0, sizeof sd->info);
     for (int k = 0; k < R_LLAMA; k++)
         if (run_side(o, sd, k, &warm, e)) return -1;
-    const int rounds = o->rounds < 16 ? o->rounds : 16;
+    const int rounds = o->rounds;
     for (int r = 0; r < rounds; r++)
         if (run_round(o, path, sd, r, best, ratios, e)) return -1;
     for (int k = 0; k < R_LLAMA && sd->have_llama; k++)
@@ -452,7 +454,8 @@ static int run_rounds(const opts *o, const char *path, sides *sd, mw_err *e) {
 
 int main(int argc, char **argv) {
     opts o;
-    if (parse(argc, argv, &o)) return 2;
+    const int status = parse(argc, argv, &o);
+    if (status != BU_RUN) return status;
     if (access("bin/vindex", X_OK) || access("bin/expert-node", X_OK)) {
         fprintf(stderr, "bench_deepseek: run from the repository root after make: skipped\n");
         return 0;

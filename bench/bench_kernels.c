@@ -1,15 +1,12 @@
-/* bench/bench_kernels.c — the kernel benchmark of issue 3 (not a test): first this machine's read
- * bandwidth (STREAM-style, 1 and 2 threads), then MXFP4 and Q6_K matvec and grouped GEMM
- * (T = 1, 2, 3, 4, 8, 16, 64; 1 and 2 threads) rotating over enough expert-sized matrices that the
- * working set exceeds the last-level cache. Prints, per case, GB/s of stored weight bytes, % of the
- * bandwidth measured in this run, rows x tokens per second, and one JSON line; with --ggml-mm PATH
- * (bench/ggml/ggml_mm.c, built against a ggml the user names) ggml's time for the same shape, T and
- * threads, measured right before each matrix case, and the ratio.
- *   bench_kernels [--ggml-mm PATH]
- *   MW_BENCH_NUMERICS=q8|f32|both (default q8)   MW_BENCH_SECONDS=per-case budget (default 0.5)
- *   MW_BENCH_CASES=substr[,substr...] runs only the cases whose name contains one of them
- *   MW_BENCH_T=1,64 only these T   MW_BENCH_THREADS=1|2 only this thread count
- *   MOEWIRE_ISA (scalar, avx2, avxvnni, avx512, neon) selects the kernels as everywhere else. */
+/* bench/bench_kernels.c — the kernel benchmark (not a test): first this machine's read
+ * bandwidth (STREAM-style, 1 and 2 threads) and the pool's wake-up, then kn_matmul on MXFP4, Q6_K,
+ * Q8_0 and F32 matrices and the fused expert (T = 1, 2, 3, 4, 8, 16, 64; 1 and 2 threads),
+ * rotating over enough matrices that the working set exceeds the last-level cache. Prints, per
+ * case, GB/s of stored weight bytes, % of the bandwidth measured in this run, rows x tokens per
+ * second, and one JSON line; with --ggml-mm PATH (bench/ggml/ggml_mm.c, built against a ggml the
+ * user names) ggml's time for the same shape, T and threads, measured right before each matrix
+ * case, and the ratio. `bench_kernels --help` lists the option and the environment variables that
+ * select cases (ENV_NOTES). */
 #include "bench/bench_llama.h"
 #include "bench/bench_util.h"
 #include "kernels/kn_internal.h"
@@ -367,13 +364,32 @@ static void bench_wake(kn_pool *pool, double idle_s, const char *label) {
            idle_s * 1e6, med * 1e6, lat[0] * 1e6);
 }
 
+static const char ENV_NOTES[] =
+    "environment:\n"
+    "  MW_BENCH_NUMERICS=q8|f32|both  numerics of the cases (q8)\n"
+    "  MW_BENCH_SECONDS=S             time budget per case (0.5)\n"
+    "  MW_BENCH_CASES=substr,...      only the cases whose name contains one of them\n"
+    "  MW_BENCH_T=1,64                only these token counts\n"
+    "  MW_BENCH_THREADS=1|2           only this thread count\n"
+    "  MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon  the kernels, as everywhere";
+
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ggml-mm") && i + 1 < argc && !access(argv[i + 1], X_OK)) {
-            ggml_mm_bin = argv[++i];
-            continue;
-        }
-        fprintf(stderr, "usage: bench_kernels [--ggml-mm PATH-TO-AN-EXECUTABLE-ggml_mm]\n");
+    const bu_opt opt[] = {
+        BU_OPT("--ggml-mm", BU_STR, &ggml_mm_bin, "PATH",
+               "ggml's matmul driver (make ggml-mm), timed beside each case"),
+    };
+    const bu_cli cli = {"bench_kernels",
+                        "The read bandwidth, the pool's wake-up, then kn_matmul and the fused "
+                        "expert on gpt-oss-20b's\nshapes, T = 1 to 64 tokens, 1 and 2 threads, "
+                        "rotating over more weights than the last-level cache.",
+                        NULL,
+                        ENV_NOTES,
+                        opt,
+                        (int)(sizeof opt / sizeof opt[0])};
+    const int status = bu_args(argc, argv, &cli, NULL);
+    if (status != BU_RUN) return status;
+    if (ggml_mm_bin && access(ggml_mm_bin, X_OK)) {
+        fprintf(stderr, "bench_kernels: --ggml-mm %s: not an executable file\n", ggml_mm_bin);
         return 2;
     }
     const double budget = env_double("MW_BENCH_SECONDS", 0.5);

@@ -3,12 +3,9 @@
  * and that as a fraction of the memory bandwidth measured in the same run; with --llama-bench,
  * llama.cpp's llama-bench on the same GGUF file with the same thread counts, the two taking turns
  * round after round, and the ratio of each round (MXFP4 experts, Q8_0 attention and LM head).
+ * `bench_model --help` lists the options (the table in parse()).
  *
  * Models come from `vindex synth` (random weights, written to build/bench-models/ when absent).
- *   bench_model [--layers 4,8,24] [--threads 1,2] [--prompt 128] [--decode 32] [--dir DIR]
- *               [--vindex PATH] [--numerics q8|f32] [--model PATH] [--profile] [--profile-seqs
- * 1,16] [--pin auto|yes|no]
- *               [--rounds N] [--llama-bench PATH] [--llama-fa on|off|auto]
  * --pin copies the dense matrices and the experts out of the file mapping onto transparent huge
  * pages (md_model_pin_dense, md_local_backend_pin); auto does so when the model file is under a
  * third of the memory. llama-bench then reads its weights into memory too (-mmp 0), else maps them.
@@ -18,7 +15,7 @@
  * dot-product peak measured just before (compute-bound); --profile-seqs 1,16 does so for each
  * number of sequences decoding together (one row each per step, each after a prompt of its own),
  * which shows what a batched step spends its time on against a one-row step; with 1 first in the
- * list, each larger batch's tokens/s over one sequence's (issue 14's "16 streams >= 3.5x one").
+ * list, each larger batch's tokens/s over one sequence's (the batching gain a serving step gets).
  * --llama-bench runs, per round, `llama-bench -p PROMPT -n 0` (prefill from an empty context, best
  * of 2 repetitions, like ours) and `-p 0 -n DECODE -d PROMPT` (decode after the prompt, like ours);
  * llama.cpp keeps its defaults otherwise (weight repacking on, its thread pool's polling). */
@@ -65,42 +62,14 @@ typedef struct opts {
     int llama_fa;        /* llama-bench -fa: 1 on, 0 off, -1 auto */
 } opts;
 
-static int tri_state(const char *v, const char *on, const char *off) {
-    return !strcmp(v, on) ? 1 : !strcmp(v, off) ? 0 : !strcmp(v, "auto") ? -1 : -2;
-}
+/* --pin and --llama-fa: the word's index in the option table, as -1 auto, 1 yes / on, 0 no / off */
+static const int TRI[3] = {-1, 1, 0};
 
-/* One option with its value; returns 0, or -1 for an unknown option or a bad value. */
-static int parse_one(opts *o, const char *a, const char *v) {
-    if (!strcmp(a, "--layers"))
-        o->n_layers = bu_parse_ints(v, o->layers, 8);
-    else if (!strcmp(a, "--threads"))
-        o->n_threads = bu_parse_ints(v, o->threads, MAX_THREADS);
-    else if (!strcmp(a, "--prompt"))
-        o->prompt = atoi(v);
-    else if (!strcmp(a, "--decode"))
-        o->decode = atoi(v);
-    else if (!strcmp(a, "--rounds"))
-        o->rounds = atoi(v);
-    else if (!strcmp(a, "--dir"))
-        o->dir = v;
-    else if (!strcmp(a, "--vindex"))
-        o->vindex_bin = v;
-    else if (!strcmp(a, "--model"))
-        o->model = v, o->n_layers = 1;
-    else if (!strcmp(a, "--profile-seqs"))
-        o->n_seqs = bu_parse_ints(v, o->seqs, 8), o->profile = true;
-    else if (!strcmp(a, "--llama-bench"))
-        o->llama_bench = v;
-    else if (!strcmp(a, "--numerics") && (!strcmp(v, "q8") || !strcmp(v, "f32")))
-        o->numerics = strcmp(v, "f32") ? KN_NUM_Q8 : KN_NUM_F32;
-    else if (!strcmp(a, "--pin") && tri_state(v, "yes", "no") > -2)
-        o->pin = tri_state(v, "yes", "no");
-    else if (!strcmp(a, "--llama-fa") && tri_state(v, "on", "off") > -2)
-        o->llama_fa = tri_state(v, "on", "off");
-    else
-        return fprintf(stderr, "bench_model: unknown option or bad value: %s %s\n", a, v), -1;
-    return 0;
-}
+static const char ABOUT[] =
+    "The in-process forward pass on gpt-oss-20b-width models (vindex synth, random weights):\n"
+    "decode and prefill tok/s, weight bytes read per token and their share of the read "
+    "bandwidth\nmeasured in the same run; llama-bench on the same file, taking turns, with "
+    "--llama-bench.";
 
 static int parse(int argc, char **argv, opts *o) {
     *o = (opts){.layers = {4, 8, 24},
@@ -111,28 +80,45 @@ static int parse(int argc, char **argv, opts *o) {
                 .decode = 32,
                 .rounds = 0,
                 .dir = "build/bench-models",
-                .vindex_bin = "bin/vindex",
-                .numerics = KN_NUM_Q8,
-                .pin = -1,
-                .llama_fa = 1};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--profile")) {
-            o->profile = true;
-            continue;
-        }
-        if (i + 1 >= argc) return fprintf(stderr, "bench_model: %s needs a value\n", argv[i]), -1;
-        if (parse_one(o, argv[i], argv[i + 1])) return -1;
-        i++;
-    }
+                .vindex_bin = "bin/vindex"};
+    int numerics = 0, pin = 0, fa = 1;
+    const bu_opt opt[] = {
+        BU_OPT_INTS("--layers", o->layers, &o->n_layers, 8, "4,8,24",
+                    "layer counts of the synthetic models", 1, 4096),
+        BU_OPT_INTS("--threads", o->threads, &o->n_threads, MAX_THREADS, "1,2", "thread counts", 1,
+                    4096),
+        BU_OPT_IN("--prompt", BU_INT, &o->prompt, "128", "prompt tokens, prefilled in one batch", 1,
+                  1 << 20),
+        BU_OPT_IN("--decode", BU_INT, &o->decode, "32", "greedy decode steps after the prompt", 2,
+                  1 << 20),
+        BU_OPT_IN("--rounds", BU_INT, &o->rounds, "N",
+                  "rounds (default 3 with --llama-bench, else 1)", 1, MAX_ROUNDS),
+        BU_OPT("--dir", BU_STR, &o->dir, "DIR", "where the synthetic models are kept"),
+        BU_OPT("--vindex", BU_STR, &o->vindex_bin, "PATH", "the vindex program (bin/vindex)"),
+        BU_OPT("--model", BU_STR, &o->model, "PATH", "measure this GGUF file or vindex instead"),
+        BU_OPT("--numerics", BU_CHOICE, &numerics, "q8|f32", "activation numerics (q8)"),
+        BU_OPT("--pin", BU_CHOICE, &pin, "auto|yes|no",
+               "weights onto huge pages (auto: when under a third of memory)"),
+        BU_OPT("--profile", BU_FLAG, &o->profile, "", "time the phases of the decode steps"),
+        BU_OPT_INTS("--profile-seqs", o->seqs, &o->n_seqs, 8, "1,16",
+                    "profile these numbers of sequences decoding together", 1, 4096),
+        BU_OPT("--llama-bench", BU_STR, &o->llama_bench, "PATH",
+               "llama.cpp's llama-bench, run on the same file"),
+        BU_OPT("--llama-fa", BU_CHOICE, &fa, "auto|on|off", "llama-bench's flash attention (on)"),
+    };
+    const bu_cli cli = {"bench_model", ABOUT, NULL, NULL, opt, (int)(sizeof opt / sizeof opt[0])};
+    const int rc = bu_args(argc, argv, &cli, NULL);
+    if (rc != BU_RUN) return rc;
+    o->numerics = numerics ? KN_NUM_F32 : KN_NUM_Q8;
+    o->pin = TRI[pin];
+    o->llama_fa = TRI[fa];
+    if (o->n_seqs) o->profile = true;
     if (!o->rounds) o->rounds = o->llama_bench ? 3 : 1;
-    if (o->n_layers < 1 || o->n_threads < 1 || o->prompt < 1 || o->decode < 2 || o->rounds < 1 ||
-        o->rounds > MAX_ROUNDS)
-        return fprintf(stderr, "bench_model: bad options\n"), -1;
     if (o->llama_bench && access(o->llama_bench, X_OK))
         return fprintf(stderr, "bench_model: --llama-bench %s: not an executable file\n",
                        o->llama_bench),
-               -1;
-    return 0;
+               2;
+    return BU_RUN;
 }
 
 /* ---- models --------------------------------------------------------------------------------- */
@@ -476,7 +462,7 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
         const int B = o->seqs[i];
         if (profile_seqs(o, m, be, pool, threads, B, &step_s, &e)) goto fail;
         if (B == 1 && i == 0) one_s = step_s;
-        /* issue 14's batching figure: B sequences' tokens/s over one sequence's, same run */
+        /* the batching gain: B sequences' tokens/s over one sequence's, same run */
         if (B > 1 && one_s > 0 && step_s > 0)
             printf("   batch gain, %d sequences: %.2fx one sequence's tokens/s (%d x %.3g ms / "
                    "%.3g ms per step)\n",
@@ -705,7 +691,8 @@ static void print_header(const opts *o, double *bw) {
 
 int main(int argc, char **argv) {
     opts o;
-    if (parse(argc, argv, &o)) return 2;
+    const int status = parse(argc, argv, &o);
+    if (status != BU_RUN) return status;
     double bw[MAX_THREADS];
     print_header(&o, bw);
     if (o.model) return run_model(&o, o.model, bw) ? 1 : 0;

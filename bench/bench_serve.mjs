@@ -4,10 +4,11 @@
 // streams each send `rounds` streamed requests back to back (a fixed token-id prompt, a fixed
 // number of generated tokens, EOS ignored) and the run reports aggregate generated tokens/s (the
 // whole level, prefill included), the decode rate while every stream decodes (comparable with
-// llama-batched-bench's S_TG), time to first token and inter-token latency (p50 / p99). Several targets are measured level by
-// level in turns, so the host's load moves all of them alike; for a moewire target the /metrics
-// page also gives the distinct experts per layer and step against random routing's
-// E·(1−(1−k/E)^B). Needs Node 18+ (fetch); no packages. One JSON line per (level, target).
+// llama-batched-bench's S_TG), time to first token and inter-token latency (p50 / p99). Several
+// targets are measured level by level in turns, so the host's load moves all of them alike; for a
+// moewire target the /metrics page also gives the distinct experts per layer and step against
+// random routing's E·(1−(1−k/E)^B). Needs Node 18+ (fetch); no packages. One JSON line per
+// (level, target).
 //
 //   node bench/bench_serve.mjs --target NAME=URL[,MODEL] ... [--streams 1,4,16,64]
 //        [--prompt-tokens 128] [--max-tokens 32] [--rounds 2] [--vocab 8000] [--warmup 1]
@@ -28,29 +29,44 @@
 import { closeSync, openSync, readFileSync, readSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 
+// --help: the comment at the top of this file, which is the usage.
+function usage() {
+  const out = [];
+  for (const l of readFileSync(new URL(import.meta.url), 'utf8').split('\n').slice(1)) {
+    if (!l.startsWith('//')) break;
+    out.push(l.replace(/^\/\/ ?/, ''));
+  }
+  console.log(out.join('\n'));
+}
+
 function parseArgs(argv) {
   const o = { targets: [], streams: [1, 4, 16, 64], prompt: 128, max: 32, rounds: 2, vocab: 8000,
               warmup: 1, salt: 0 };
+  const ints = { '--prompt-tokens': 'prompt', '--max-tokens': 'max', '--rounds': 'rounds',
+                 '--vocab': 'vocab', '--warmup': 'warmup', '--salt': 'salt' };
+  const int = (a, v) => {
+    if (!/^[0-9]+$/.test(v)) throw new Error(`${a} takes a non-negative integer, not '${v}'`);
+    return +v;
+  };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = argv[i + 1];
+    if (a === '--reverse') { o.reverse = true; continue; }
+    if (!['--target', '--streams', '--text-only'].includes(a) && !(a in ints))
+      throw new Error(`unknown option ${a} (--help lists them)`);
+    if (v === undefined) throw new Error(`${a} needs a value`);
     if (a === '--target') {
       const [name, rest] = [v.slice(0, v.indexOf('=')), v.slice(v.indexOf('=') + 1)];
       const [url, model] = rest.split(',');
       if (!name || !url) throw new Error(`--target ${v}: expected NAME=URL[,MODEL]`);
       o.targets.push({ name, url: url.replace(/\/$/, ''), model });
-    } else if (a === '--streams') o.streams = v.split(',').map(Number);
-    else if (a === '--prompt-tokens') o.prompt = +v;
-    else if (a === '--max-tokens') o.max = +v;
-    else if (a === '--rounds') o.rounds = +v;
-    else if (a === '--vocab') o.vocab = +v;
-    else if (a === '--warmup') o.warmup = +v;
-    else if (a === '--salt') o.salt = +v;
-    else if (a === '--text-only') o.textOnly = v;
-    else if (a === '--reverse') { o.reverse = true; continue; }
-    else throw new Error(`unknown option ${a} (see the comment at the top)`);
+    } else if (a === '--streams') {
+      o.streams = v.split(',').map((x) => int(a, x));
+      if (o.streams.includes(0)) throw new Error('--streams: levels of at least one stream');
+    } else if (a === '--text-only') o.textOnly = v;
+    else o[ints[a]] = int(a, v);
     i++;
   }
-  if (!o.targets.length) throw new Error('at least one --target NAME=URL');
+  if (!o.targets.length) throw new Error('at least one --target NAME=URL (--help says more)');
   return o;
 }
 
@@ -339,13 +355,27 @@ function table(file, base) {
   console.log(out.join('\n'));
 }
 
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  usage();
+  process.exit(0);
+}
 const tableAt = process.argv.indexOf('--table');
 if (tableAt > 0) {
+  if (!process.argv[tableAt + 1]) {
+    console.error('bench_serve.mjs: --table needs a file of JSON lines');
+    process.exit(2);
+  }
   const b = process.argv.indexOf('--base');
   table(process.argv[tableAt + 1], b > 0 ? process.argv[b + 1] : null);
   process.exit(0);
 }
-const o = parseArgs(process.argv);
+let o;
+try {
+  o = parseArgs(process.argv);
+} catch (e) {
+  console.error(`bench_serve.mjs: ${e.message}`);
+  process.exit(2);
+}
 let vocabNote = null;
 if (o.textOnly) {
   const b = textOnlyBias(o.textOnly);

@@ -5,8 +5,22 @@
 "use strict";
 const fs = require("fs");
 const path = require("path");
-const [npmDir, file, runsArg] = process.argv.slice(2);
+const args = process.argv.slice(2);
+if (args.includes("--help") || args.includes("-h") || args.length < 2 || args.length > 3) {
+  // the usage is the comment at the top of this file
+  const lines = fs.readFileSync(__filename, "utf8").split("\n");
+  const top = lines.slice(0, lines.findIndex((l) => !l.startsWith("//")));
+  const text = top.map((l) => l.replace(/^\/\/ ?/, "")).join("\n");
+  const help = args.includes("--help") || args.includes("-h");
+  (help ? console.log : console.error)(text);
+  process.exit(help ? 0 : 2);
+}
+const [npmDir, file, runsArg] = args;
 const runs = Number(runsArg || 7);
+if (!Number.isInteger(runs) || runs < 1) {
+  console.error(`bench_tokenizer_tiktoken.js: RUNS is a positive integer, not '${runsArg}'`);
+  process.exit(2);
+}
 const pkg = path.resolve(npmDir, "node_modules", "js-tiktoken");
 const { Tiktoken } = require(path.join(pkg, "dist", "lite.cjs"));
 const enc = new Tiktoken(require(path.join(pkg, "dist", "ranks", "o200k_base.cjs")));

@@ -3,6 +3,8 @@
 #include "kernels/kn.h"
 #include "util/mw_time.h"
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +29,140 @@ double bu_median(double *v, int n) {
     return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : 0;
 }
 
-int bu_parse_ints(const char *s, int *out, int max) {
+/* ---- the command line ------------------------------------------------------------------------ */
+
+static void usage_line(const bu_cli *cli, FILE *f) {
+    fprintf(f, "usage: %s%s%s%s\n", cli->prog, cli->n_opts ? " [OPTIONS]" : "",
+            cli->operands ? " " : "", cli->operands ? cli->operands : "");
+}
+
+static void usage(const bu_cli *cli, FILE *f) {
+    usage_line(cli, f);
+    if (cli->about) fprintf(f, "%s\n", cli->about);
+    fprintf(f, "\noptions:\n");
+    for (int i = 0; i < cli->n_opts; i++) {
+        const bu_opt *o = &cli->opts[i];
+        char left[128];
+        snprintf(left, sizeof left, "%s%s%s", o->name, o->kind == BU_FLAG ? "" : " ",
+                 o->kind == BU_FLAG ? "" : o->arg);
+        if (strlen(left) > 26)
+            fprintf(f, "  %s\n  %-26s %s\n", left, "", o->help);
+        else
+            fprintf(f, "  %-26s %s\n", left, o->help);
+    }
+    fprintf(f, "  %-26s %s\n", "--help", "this text");
+    if (cli->notes) fprintf(f, "\n%s\n", cli->notes);
+}
+
+/* The index of `word` among the '|'-separated `words`, or -1. */
+static int choice(const char *words, const char *word) {
+    const size_t n = strlen(word);
+    int i = 0;
+    for (const char *p = words; *p; i++) {
+        const size_t len = strcspn(p, "|");
+        if (len == n && !strncmp(p, word, n)) return i;
+        p += len + (p[len] == '|');
+    }
+    return -1;
+}
+
+/* A whole string as a number in [lo, hi] (an integer when `integer`). */
+static bool number_in(const char *s, double lo, double hi, bool integer, double *v) {
+    char *end;
+    errno = 0;
+    *v = integer ? (double)strtoll(s, &end, 10) : strtod(s, &end);
+    return end != s && !*end && !errno && *v >= lo && *v <= hi;
+}
+
+/* Comma-separated integers in [lo, hi] into out[max]: how many, or -1. */
+static int ints_in(const char *s, int *out, int max, double lo, double hi) {
     int n = 0;
-    for (char *p = (char *)s, *end; *p && n < max; p = *end ? end + 1 : end) {
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 4096 || (*end && *end != ',')) return -1;
-        out[n++] = (int)v;
+    char item[32];
+    for (const char *p = s; n == 0 || *p; n++) {
+        const size_t len = strcspn(p, ",");
+        double v;
+        if (n == max || len >= sizeof item) return -1;
+        memcpy(item, p, len), item[len] = '\0';
+        if (!number_in(item, lo, hi, true, &v)) return -1;
+        out[n] = (int)v;
+        p += len;
+        if (*p == ',' && !*++p) return -1; /* a trailing comma */
     }
     return n;
+}
+
+/* Stores option o's value v; false (with the reason on stderr) when v is not one it takes. */
+static bool set_value(const bu_cli *cli, const bu_opt *o, const char *v) {
+    double x;
+    int n = -1;
+    switch (o->kind) {
+    case BU_INT:
+    case BU_NUM:
+        if (!number_in(v, o->lo, o->hi, o->kind == BU_INT, &x)) break;
+        if (o->kind == BU_INT)
+            *(int *)o->out = (int)x;
+        else
+            *(double *)o->out = x;
+        return true;
+    case BU_STR:
+        *(const char **)o->out = v;
+        return true;
+    case BU_INTS:
+        if ((n = ints_in(v, o->out, o->max, o->lo, o->hi)) < 0) break;
+        *o->count = n;
+        return true;
+    case BU_CHOICE:
+        if ((n = choice(o->arg, v)) < 0) break;
+        *(int *)o->out = n;
+        return true;
+    case BU_FLAG:
+        break;
+    }
+    fprintf(stderr, "%s: %s takes ", cli->prog, o->name);
+    if (o->kind == BU_CHOICE)
+        fprintf(stderr, "one of %s", o->arg);
+    else if (o->kind == BU_INTS)
+        fprintf(stderr, "up to %d comma-separated integers in %.15g..%.15g", o->max, o->lo, o->hi);
+    else
+        fprintf(stderr, "%s in %.15g..%.15g", o->kind == BU_INT ? "an integer" : "a number", o->lo,
+                o->hi);
+    fprintf(stderr, ", not '%s'\n", v);
+    return false;
+}
+
+int bu_args(int argc, char **argv, const bu_cli *cli, int *first) {
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return usage(cli, stdout), 0;
+        const bu_opt *o = NULL;
+        for (int k = 0; k < cli->n_opts && !o; k++)
+            if (!strcmp(a, cli->opts[k].name)) o = &cli->opts[k];
+        if (!o) {
+            fprintf(stderr, "%s: unknown option %s (--help lists them)\n", cli->prog, a);
+            return 2;
+        }
+        if (o->kind == BU_FLAG) {
+            *(bool *)o->out = true;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "%s: %s needs a value: %s %s\n", cli->prog, a, a, o->arg);
+            return 2;
+        }
+        if (!set_value(cli, o, argv[++i])) return 2;
+    }
+    if (i < argc && !cli->operands) {
+        fprintf(stderr, "%s: unexpected argument %s\n", cli->prog, argv[i]);
+        usage_line(cli, stderr);
+        return 2;
+    }
+    if (first) *first = i;
+    return BU_RUN;
 }
 
 size_t bu_llc_bytes(void) {

@@ -1,7 +1,8 @@
 /* bench/bench_util.h — helpers every benchmark links (bench/bench_util.c): a monotonic clock,
- * order statistics, integer lists for options, the machine's last-level cache size, and the two
- * ceilings measured in the same run as the figures compared with them: a STREAM-style read
- * bandwidth and the int8 dot-product rate of the kernels' instruction. */
+ * order statistics, the command line (one option table per program, with --help), the machine's
+ * last-level cache size, and the two ceilings measured in the same run as the figures compared
+ * with them: a STREAM-style read bandwidth and the int8 dot-product rate of the kernels'
+ * instruction. */
 #ifndef BENCH_UTIL_H
 #define BENCH_UTIL_H
 
@@ -26,9 +27,55 @@ double bu_read_bandwidth(size_t bytes, int threads, int reps);
  * of a few short runs. The ceiling a compute-bound phase is measured against; 0 where the active
  * ISA has no such instruction (the phase ratios are then not printed). *what names it. */
 double bu_int8_dot_peak(int threads, const char **what);
-/* Parses a comma-separated list of integers in [1, 4096] into out (at most max); returns how
- * many, or -1 when an entry is not such an integer. */
-int bu_parse_ints(const char *s, int *out, int max);
+/* ---- the command line ----------------------------------------------------------------------
+ * Each program declares its options as a table; bu_args parses argv against it and prints the
+ * usage from it, so every benchmark answers --help the same way and rejects what it does not
+ * know. */
+typedef enum bu_opt_kind {
+    BU_FLAG,   /* no value: *(bool *)out = true */
+    BU_INT,    /* an integer in [lo, hi]: *(int *)out */
+    BU_NUM,    /* a number in [lo, hi]: *(double *)out */
+    BU_STR,    /* any text: *(const char **)out */
+    BU_INTS,   /* integers in [lo, hi], comma-separated: out is int[max], *count how many */
+    BU_CHOICE, /* one of arg's '|'-separated words: *(int *)out = its index */
+} bu_opt_kind;
+
+typedef struct bu_opt {
+    const char *name; /* "--layers" */
+    bu_opt_kind kind;
+    void *out;
+    const char *arg;  /* the value as the usage shows it ("4,8,24", "PATH"); BU_CHOICE: the words */
+    const char *help; /* one line */
+    double lo, hi;    /* BU_INT, BU_NUM, BU_INTS: the accepted range */
+    int *count;       /* BU_INTS */
+    int max;          /* BU_INTS: room in out */
+} bu_opt;
+
+/* Table rows: an option without a range, one with a range, a list of integers. */
+#define BU_OPT(name, kind, out, arg, help)                                                         \
+    { name, kind, out, arg, help, 0, 0, NULL, 0 }
+#define BU_OPT_IN(name, kind, out, arg, help, lo, hi)                                              \
+    { name, kind, out, arg, help, lo, hi, NULL, 0 }
+#define BU_OPT_INTS(name, out, n, max, arg, help, lo, hi)                                          \
+    { name, BU_INTS, out, arg, help, lo, hi, n, max }
+
+typedef struct bu_cli {
+    const char *prog;     /* "bench_model" */
+    const char *about;    /* what the program measures, for --help */
+    const char *operands; /* what follows the options ("[VOCAB.gguf ...]"), NULL: nothing */
+    const char *notes;    /* printed after the options (environment variables ...), or NULL */
+    const bu_opt *opts;
+    int n_opts;
+} bu_cli;
+
+/* bu_args' answer when the program should go on running. */
+#define BU_RUN (-1)
+/* Parses argv[1..] against cli's table: options first (a later one overrides an earlier one),
+ * then the operands (*first: the index of the first, argc when none; "--" ends the options).
+ * Returns BU_RUN, or the status main should return: 0 after --help / -h printed the usage on
+ * stdout, 2 after a usage error, said on stderr. */
+int bu_args(int argc, char **argv, const bu_cli *cli, int *first);
+
 /* A short description of the CPU (model name, logical CPUs) for report headers. */
 const char *bu_cpu_name(void);
 

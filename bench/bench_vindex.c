@@ -6,8 +6,7 @@
  * The model is a gpt-oss-shaped synthetic one (hidden 2880, 32 experts of width 2880, MXFP4
  * experts, F16 dense) with --layers layers and a small vocabulary, written under --dir (a fresh
  * temporary directory by default, removed at the end). Prints one JSON object per line.
- *
- *   bench_vindex [--layers N] [--dir DIR] [--keep]   */
+ * `bench_vindex --help` lists the options. */
 #include <openssl/evp.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
 #include "vindex/vx_source.h"
 #include "vindex/vx_synth.h"
 #include "vindex/vx_vindex.h"
@@ -164,19 +164,22 @@ int main(int argc, char **argv) {
     int layers = 2;
     const char *dir = NULL;
     bool keep = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--layers") && i + 1 < argc)
-            layers = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--dir") && i + 1 < argc)
-            dir = argv[++i];
-        else if (!strcmp(argv[i], "--keep"))
-            keep = true;
-        else {
-            fprintf(stderr, "usage: bench_vindex [--layers N] [--dir DIR] [--keep]\n");
-            return 2;
-        }
-    }
-    if (layers < 1 || sodium_init() < 0) return 2;
+    const bu_opt opt[] = {
+        BU_OPT_IN("--layers", BU_INT, &layers, "2", "layers of the synthetic model", 1, 64),
+        BU_OPT("--dir", BU_STR, &dir, "DIR", "work here (default: a fresh temporary directory)"),
+        BU_OPT("--keep", BU_FLAG, &keep, "", "keep the GGUF file and the vindex"),
+    };
+    const bu_cli cli = {
+        "bench_vindex",
+        "vindex throughput: synth to GGUF, extract, verify and mount in MB/s, beside "
+        "memcpy, BLAKE2b and\nSHA-256 measured in the same run.",
+        NULL,
+        NULL,
+        opt,
+        (int)(sizeof opt / sizeof opt[0])};
+    const int status = bu_args(argc, argv, &cli, NULL);
+    if (status != BU_RUN) return status;
+    if (sodium_init() < 0) return 1;
     char tmpl[] = "/tmp/bench-vindex-XXXXXX";
     if (!dir && !(dir = mkdtemp(tmpl))) return 1;
     const raw r = bench_raw();

@@ -4,9 +4,7 @@
  *
  * Rows are synthetic: gaussian values times per-channel scales drawn log-normally, plus a few
  * outlier channels ~50× larger, which is the shape of transformer residual streams and normed MoE
- * inputs. Prints one JSON object per line.
- *
- *   bench_wire [--width N] [--seconds S]   */
+ * inputs. Prints one JSON object per line. `bench_wire --help` lists the options. */
 #include <lz4.h>
 #include <math.h>
 #include <stdio.h>
@@ -170,20 +168,20 @@ static void bench_messages(const float *x, int width, double seconds) {
 int main(int argc, char **argv) {
     int width = 2880;
     double seconds = 0.3;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--width") && i + 1 < argc)
-            width = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
-            seconds = atof(argv[++i]);
-        else {
-            fprintf(stderr, "usage: bench_wire [--width N] [--seconds S]\n");
-            return 2;
-        }
-    }
-    if (width < 1 || width > 65536 || !(seconds > 0)) {
-        fprintf(stderr, "bench_wire: bad --width or --seconds\n");
-        return 2;
-    }
+    const bu_opt opt[] = {
+        BU_OPT_IN("--width", BU_INT, &width, "2880", "row width", 1, 65536),
+        BU_OPT_IN("--seconds", BU_NUM, &seconds, "0.3", "time budget per measurement", 0.001, 3600),
+    };
+    const bu_cli cli = {"bench_wire",
+                        "Wire codec throughput and size on activation-like rows: encode / decode "
+                        "GB/s per codec, the LZ4\nratio, the codec's error, and pack + parse of "
+                        "decode-sized ExpertBatch messages.",
+                        NULL,
+                        NULL,
+                        opt,
+                        (int)(sizeof opt / sizeof opt[0])};
+    const int status = bu_args(argc, argv, &cli, NULL);
+    if (status != BU_RUN) return status;
     const int rows = 64; /* a prefill-sized block: per-row work dominates call overhead */
     float *x = activation_rows(rows, width);
     bench_codecs(x, rows, width, seconds);

@@ -8,6 +8,9 @@
 #   GGML_MM=path             ggml's matmul driver (make ggml-mm): bench_kernels compares with it
 #   LLAMA_TOK=path           llama.cpp's tokenizer driver (make llama-tok): bench_tokenizer compares
 #                            with it; js-tiktoken too when build/npm holds it (make test installs it)
+case "${1:-}" in # --help: the comment above, which is the usage
+--help | -h) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+esac
 set -uo pipefail
 echo "== moewire benchmarks: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 echo "== $(uname -srm); load average: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"

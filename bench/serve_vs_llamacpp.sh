@@ -19,9 +19,13 @@
 # only tokens that are valid UTF-8 text on their own are generated, on every server alike
 # (llama-server parses its replies and answers 500 to invalid UTF-8); every request must generate
 # all MW_GEN tokens (EOS ignored), else the run stops.
+case "${1:-}" in # --help: the comment above, which is the usage
+--help | -h) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${1:?usage: bench/serve_vs_llamacpp.sh MODEL.gguf [bench_serve options]}
+[ $# -ge 1 ] || { echo "usage: bench/serve_vs_llamacpp.sh MODEL.gguf [bench_serve.mjs options] (--help)" >&2; exit 2; }
+model=$1
 shift
 threads=${MW_THREADS:-2} slots=${MW_SLOTS:-64} ctx=${MW_CTX:-256} passes=${MW_PASSES:-1}
 dir=$(mktemp -d)

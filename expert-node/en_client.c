@@ -1,5 +1,7 @@
 /* expert-node/en_client.c — per-client bookkeeping of the serve loop (see en_client.h). */
+#include "expert-node/en_client.h"
 #include "expert-node/en_internal.h"
+#include "expert-node/en_node.h"
 #include "util/mw_time.h"
 
 #include <inttypes.h>
@@ -8,44 +10,44 @@
 #include <string.h>
 #include <time.h>
 
-en_client *en_client_find(en_node *n, const uint8_t *id, size_t id_len) {
+en__client *en__client_find(en_node *n, const uint8_t *id, size_t id_len) {
     for (int i = 0; i < n->n_clients; i++) {
-        en_client *c = n->clients[i];
+        en__client *c = n->clients[i];
         if (c->id_len == id_len && !memcmp(c->id, id, id_len)) return c;
     }
     return NULL;
 }
 
-static void release(en_client *c) {
+static void release(en__client *c) {
     while (c->q_n) {
         wr_rx_free(&c->q[c->q_head].rx);
-        c->q_head = (c->q_head + 1) % EN_CLIENT_QUEUE;
+        c->q_head = (c->q_head + 1) % EN__CLIENT_QUEUE;
         c->q_n--;
     }
 }
 
 /* Room for one more client: forgets the one silent longest, if it has been silent a while and
- * holds nothing; else the table grows up to EN_MAX_CLIENTS. */
+ * holds nothing; else the table grows up to EN__MAX_CLIENTS. */
 static int make_room(en_node *n, uint64_t now) {
     int old = -1;
     for (int i = 0; i < n->n_clients; i++) {
-        const en_client *c = n->clients[i];
-        if (c->q_n || now - c->last_ns < (uint64_t)EN_CLIENT_IDLE_S * 1000000000ull) continue;
+        const en__client *c = n->clients[i];
+        if (c->q_n || now - c->last_ns < (uint64_t)EN__CLIENT_IDLE_S * 1000000000ull) continue;
         if (old < 0 || c->last_ns < n->clients[old]->last_ns) old = i;
     }
     if (old >= 0 && n->n_clients >= 64) {
-        en_client *c = n->clients[old];
+        en__client *c = n->clients[old];
         if (c->n_errors + c->n_dropped + c->n_discarded + c->n_overflow)
-            en_client_note(n, c, -1, NULL);
+            en__client_note(n, c, -1, NULL);
         release(c);
         free(c);
         n->clients[old] = n->clients[--n->n_clients];
         return 0;
     }
-    if (n->n_clients >= EN_MAX_CLIENTS) return -1;
+    if (n->n_clients >= EN__MAX_CLIENTS) return -1;
     if (n->n_clients == n->clients_cap) {
         int cap = n->clients_cap ? 2 * n->clients_cap : 16;
-        en_client **p = realloc(n->clients, (size_t)cap * sizeof *p);
+        en__client **p = realloc(n->clients, (size_t)cap * sizeof *p);
         if (!p) return -1;
         n->clients = p;
         n->clients_cap = cap;
@@ -53,9 +55,9 @@ static int make_room(en_node *n, uint64_t now) {
     return 0;
 }
 
-en_client *en_client_of(en_node *n, const wr_rx *rx, int fd) {
+en__client *en__client_of(en_node *n, const wr_rx *rx, int fd) {
     uint64_t now = mw_now_ns();
-    en_client *c = en_client_find(n, rx->id, rx->id_len);
+    en__client *c = en__client_find(n, rx->id, rx->id_len);
     if (!c) {
         if (make_room(n, now) || !(c = calloc(1, sizeof *c))) return NULL;
         memcpy(c->id, rx->id, rx->id_len);
@@ -71,18 +73,18 @@ en_client *en_client_of(en_node *n, const wr_rx *rx, int fd) {
     return c;
 }
 
-bool en_client_stalled(en_node *n, en_client *c) {
+bool en__client_stalled(en_node *n, en__client *c) {
     uint64_t acked;
     if (c->fd < 0 || wr_tcp_acked(c->fd, &acked) != 0) return false;
     /* c->sent counts payload only, so this is a lower bound of what waits for the client */
     return c->sent > acked && c->sent - acked > n->opts.peer_limit;
 }
 
-bool en_client_defer(en_node *n, en_client *c, wr_rx *rx, uint64_t t_rx) {
+bool en__client_defer(en_node *n, en__client *c, wr_rx *rx, uint64_t t_rx) {
     uint64_t bytes = 0;
     for (int i = 0; i < rx->n_parts; i++) bytes += rx->parts[i].len;
-    if (c->q_n == EN_CLIENT_QUEUE || c->q_bytes + bytes > n->opts.peer_limit) return false;
-    en_held *h = &c->q[(c->q_head + c->q_n) % EN_CLIENT_QUEUE];
+    if (c->q_n == EN__CLIENT_QUEUE || c->q_bytes + bytes > n->opts.peer_limit) return false;
+    en__held *h = &c->q[(c->q_head + c->q_n) % EN__CLIENT_QUEUE];
     wr_rx_move(&h->rx, rx);
     h->t_rx = t_rx;
     h->bytes = bytes;
@@ -91,20 +93,20 @@ bool en_client_defer(en_node *n, en_client *c, wr_rx *rx, uint64_t t_rx) {
     return true;
 }
 
-bool en_client_take(en_client *c, wr_rx *rx, uint64_t *t_rx) {
+bool en__client_take(en__client *c, wr_rx *rx, uint64_t *t_rx) {
     if (!c->q_n) return false;
-    en_held *h = &c->q[c->q_head];
+    en__held *h = &c->q[c->q_head];
     wr_rx_free(rx);
     wr_rx_move(rx, &h->rx);
     *t_rx = h->t_rx;
     c->q_bytes -= h->bytes;
-    c->q_head = (c->q_head + 1) % EN_CLIENT_QUEUE;
+    c->q_head = (c->q_head + 1) % EN__CLIENT_QUEUE;
     c->q_n--;
     return true;
 }
 
 /* The client's counted faults as one line, then the counters restart. */
-static void log_line(en_node *n, en_client *c, uint64_t now) {
+static void log_line(en_node *n, en__client *c, uint64_t now) {
     char what[512] = "";
     size_t len = 0;
 #define ADD(cnt, text)                                                                             \
@@ -129,45 +131,45 @@ static void log_line(en_node *n, en_client *c, uint64_t now) {
     c->log_ns = now;
 }
 
-void en_client_note(en_node *n, en_client *c, en_fault f, const char *msg) {
+void en__client_note(en_node *n, en__client *c, en__fault f, const char *msg) {
     uint64_t now = mw_now_ns();
     switch ((int)f) {
-    case EN_F_ERROR:
+    case EN__F_ERROR:
         if (n->opts.quiet) return; /* --quiet: refused requests are not logged */
         c->n_errors++;
         if (!c->first_error[0] && msg) snprintf(c->first_error, sizeof c->first_error, "%s", msg);
         break;
-    case EN_F_DROPPED:
+    case EN__F_DROPPED:
         c->n_dropped++;
         break;
-    case EN_F_DISCARDED:
+    case EN__F_DISCARDED:
         c->n_discarded++;
         break;
-    case EN_F_OVERFLOW:
+    case EN__F_OVERFLOW:
         c->n_overflow++;
         break;
     default:
         break; /* a flush */
     }
-    if ((int)f < 0 || !c->log_ns || now - c->log_ns >= (uint64_t)EN_LOG_INTERVAL_S * 1000000000ull)
+    if ((int)f < 0 || !c->log_ns || now - c->log_ns >= (uint64_t)EN__LOG_INTERVAL_S * 1000000000ull)
         log_line(n, c, now);
 }
 
-void en_clients_flush(en_node *n) {
-    for (int i = 0; i < n->n_clients; i++) en_client_note(n, n->clients[i], -1, NULL);
+void en__clients_flush(en_node *n) {
+    for (int i = 0; i < n->n_clients; i++) en__client_note(n, n->clients[i], -1, NULL);
 }
 
-void en_clients_new_round(en_node *n) {
+void en__clients_new_round(en_node *n) {
     for (int i = 0; i < n->n_clients; i++) n->clients[i]->in_round = 0;
 }
 
-bool en_clients_pending(const en_node *n) {
+bool en__clients_pending(const en_node *n) {
     for (int i = 0; i < n->n_clients; i++)
         if (n->clients[i]->q_n) return true;
     return false;
 }
 
-void en_clients_free(en_node *n) {
+void en__clients_free(en_node *n) {
     for (int i = 0; i < n->n_clients; i++) {
         release(n->clients[i]);
         free(n->clients[i]);

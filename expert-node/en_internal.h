@@ -1,12 +1,13 @@
-/* expert-node/en_internal.h — the node's state, shared by en_node.c (mount, handshake data) and
- * en_serve.c (the serve loop and the batched executor). */
+/* expert-node/en_internal.h — the node's state, shared by en_node.c (mount, handshake data),
+ * en_serve.c (the serve loop and the batched executor) and en_client.c (per-client bookkeeping).
+ * Not for other modules. It defines the struct en_node that en_node.h leaves opaque, and includes
+ * none of those files' headers (they include it), so the dependency runs one way. */
 #ifndef EN_INTERNAL_H
 #define EN_INTERNAL_H
 
 #include <stdatomic.h>
 
-#include "expert-node/en_client.h"
-#include "expert-node/en_node.h"
+#include "expert-node/en_opts.h"
 #include "kernels/kn.h"
 #include "model/md_config.h"
 #include "model/md_moe.h"
@@ -20,16 +21,16 @@
 
 /* Parts beyond which a message is not answered but its sender cut off (WR_MAX_PARTS are
  * accepted; a few more get ERROR_FRAME). */
-#define EN_MAX_MESSAGE_PARTS 64
+#define EN__MAX_MESSAGE_PARTS 64
 
 /* ZMQ_SNDHWM and ZMQ_RCVHWM of the node's socket: messages queued per peer each way. */
-#define EN_PEER_HWM 64
+#define EN__PEER_HWM 64
 
 /* Requests executed together in one round, at most. */
-#define EN_MAX_PENDING 64
+#define EN__MAX_PENDING 64
 
 /* One accepted ExpertBatch waiting for the round's execution. */
-typedef struct en_req {
+typedef struct en__req {
     uint8_t id[WR_MAX_ROUTING_ID];
     size_t id_len;
     uint64_t seq;
@@ -40,10 +41,10 @@ typedef struct en_req {
     uint64_t weight_bytes; /* its distinct experts' stored bytes */
     uint64_t rx_bytes;
     uint64_t t_rx; /* when it was received (monotonic ns) */
-} en_req;
+} en__req;
 
 /* Requests of one (layer, mode, numerics), concatenated. */
-typedef struct en_group {
+typedef struct en__group {
     int layer;
     md_moe_output mode;
     kn_numerics numerics;
@@ -52,7 +53,7 @@ typedef struct en_group {
     size_t x_cap; /* floats */
     md_assignment *assign;
     size_t assign_cap;
-} en_group;
+} en__group;
 
 struct en_node {
     en_opts opts;
@@ -78,20 +79,20 @@ struct en_node {
     int wake[2]; /* self-pipe: en_node_stop writes, the loop polls */
     atomic_bool stopping;
     wr_limits lim;
-    wr_guard *guard;      /* bounds what peers make libzmq hold (NULL where unsupported) */
-    wr_keypair key;       /* --curve-secret */
-    wr_allow allow;       /* --allow */
-    wr_zap *zap;          /* admits only allowed coordinator keys; NULL without CURVE */
-    uint64_t max_message; /* wire bytes of the largest message the limits allow */
-    en_client **clients;  /* every client seen lately (en_client.h) */
+    wr_guard *guard;             /* bounds what peers make libzmq hold (NULL where unsupported) */
+    wr_keypair key;              /* --curve-secret */
+    wr_allow allow;              /* --allow */
+    wr_zap *zap;                 /* admits only allowed coordinator keys; NULL without CURVE */
+    uint64_t max_message;        /* wire bytes of the largest message the limits allow */
+    struct en__client **clients; /* every client seen lately (en_client.h) */
     int n_clients, clients_cap;
     wr_rx rx;
     wr_in in;
     wr_out out;
     /* the round being gathered */
-    en_req req[EN_MAX_PENDING];
+    en__req req[EN__MAX_PENDING];
     int n_req;
-    en_group group[EN_MAX_PENDING];
+    en__group group[EN__MAX_PENDING];
     int n_group;
     int64_t pending_rows;
     float *y;
@@ -106,6 +107,6 @@ struct en_node {
 };
 
 /* Looks an owned expert up for md_moe_exec. */
-const kn_expert *en_lookup(void *ctx, int layer, int expert, mw_err *err);
+const kn_expert *en__lookup(void *ctx, int layer, int expert, mw_err *err);
 
 #endif

@@ -1,5 +1,7 @@
 /* expert-node/en_node.c — opening an expert node: the owned set, the mount, per-expert checks, the
  * handshake data (fingerprint, owned bitmap, backend), the receive limits and the bound socket. */
+#include "expert-node/en_node.h"
+#include "expert-node/en_client.h"
 #include "expert-node/en_internal.h"
 
 #include <fcntl.h>
@@ -15,7 +17,7 @@ _Static_assert((int)WR_NUM_F32 == (int)KN_NUM_F32 && (int)WR_NUM_Q8 == (int)KN_N
 
 #define EN_DEFAULT_CAPACITY 4096
 
-const kn_expert *en_lookup(void *ctx, int layer, int expert, mw_err *err) {
+const kn_expert *en__lookup(void *ctx, int layer, int expert, mw_err *err) {
     en_node *n = ctx;
     if (layer < 0 || layer >= n->n_layers || expert < 0 || expert >= n->n_experts ||
         !vx_expert_set_has(&n->owned, layer, expert)) {
@@ -91,9 +93,6 @@ static int mount(en_node *n, mw_err *err) {
     return 0;
 }
 
-/* CURVE, or the reason there is none: with --curve-secret the node is a CURVE server and its
- * ZAP handler (started before the bind) admits only the keys of --allow; without, it may bind only
- * to this machine's addresses, or anywhere with --insecure, said loudly. */
 /* What --bind, --curve-secret, --allow and --insecure allow together: checked before anything
  * is opened. */
 static int check_security(const en_opts *o, mw_err *err) {
@@ -114,6 +113,9 @@ static int check_security(const en_opts *o, mw_err *err) {
     return 0;
 }
 
+/* CURVE, or the reason there is none: with --curve-secret the node is a CURVE server and its
+ * ZAP handler (started before the bind) admits only the keys of --allow; without, it may bind only
+ * to this machine's addresses, or anywhere with --insecure, said loudly. */
 static int secure_socket(en_node *n, mw_err *err) {
     const en_opts *o = &n->opts;
     if (!o->curve_secret) {
@@ -144,7 +146,7 @@ static int bind_socket(en_node *n, mw_err *err) {
     if (secure_socket(n, err)) return -1;
     /* Messages queued per peer, each way (bytes are bounded by the guard and en_client.h): a
      * coordinator has a few batches in flight, never hundreds. */
-    int hwm = EN_PEER_HWM;
+    int hwm = EN__PEER_HWM;
     zmq_setsockopt(n->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(n->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     /* The guard follows every connection from its first byte: started before the bind. */
@@ -252,7 +254,7 @@ const char *en_node_endpoint(const en_node *n) {
 void en_node_close(en_node *n) {
     if (!n) return;
     wr_rx_free(&n->rx);
-    en_clients_free(n);
+    en__clients_free(n);
     wr_guard_stop(n->guard);
     if (n->router) zmq_close(n->router);
     wr_zap_stop(n->zap);
@@ -261,7 +263,7 @@ void en_node_close(en_node *n) {
     memset(&n->key, 0, sizeof n->key);
     if (n->wake[0] >= 0) close(n->wake[0]);
     if (n->wake[1] >= 0) close(n->wake[1]);
-    for (int g = 0; g < EN_MAX_PENDING; g++) {
+    for (int g = 0; g < EN__MAX_PENDING; g++) {
         free(n->group[g].x);
         free(n->group[g].assign);
     }

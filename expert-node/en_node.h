@@ -9,34 +9,8 @@
 #ifndef EN_NODE_H
 #define EN_NODE_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
+#include "expert-node/en_opts.h"
 #include "util/mw_err.h"
-
-typedef struct en_opts {
-    const char *vindex;     /* vindex directory or GGUF file */
-    const char *experts;    /* owned set (vx_expert_set_parse syntax); NULL = "all" */
-    const char *bind;       /* ZeroMQ endpoint (a wildcard port is resolved) */
-    const char *node_id;    /* name in Welcome and logs; NULL = the bound endpoint */
-    const char *ready_file; /* written with the bound endpoint once serving; NULL = none */
-    int threads;            /* compute threads (>= 1) */
-    int numerics;           /* kn_numerics served, or -1 for both */
-    int poll_us; /* idle compute threads poll this long before sleeping; -1 = the pool's default */
-    bool bind_cpus; /* bind compute thread i to allowed CPU cpu_first + i (kn_pool_bind_cpus) */
-    int cpu_first;
-    uint32_t capacity; /* most rows per batch (0 = 4096) */
-    bool quiet;        /* no per-error log lines */
-    bool pin; /* copy the owned experts out of the file mapping onto huge pages (md_pin.h) */
-    /* receive limits (wire/wr_guard.h), 0 = defaults: bytes one peer may have received beyond
-     * its last whole message (2 × the largest message), and held for all peers (1 GiB, at least
-     * 4 × the peer limit) */
-    uint64_t peer_limit, recv_limit;
-    /* CURVE (wire/wr_curve.h): this node's key pair file and the coordinator keys it admits.
-     * Without them a node binds only to this machine's addresses, unless insecure. */
-    const char *curve_secret, *allow;
-    bool insecure;
-} en_opts;
 
 typedef struct en_node en_node;
 

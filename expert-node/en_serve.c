@@ -3,6 +3,8 @@
  * appended to the group of their (layer, mode, numerics). Then each group runs through md_moe_exec
  * once and every request gets its PartialBatch. The loop sleeps in zmq_poll on the socket and the
  * wake pipe, so a stop never waits for traffic. */
+#include "expert-node/en_node.h"
+#include "expert-node/en_client.h"
 #include "expert-node/en_internal.h"
 
 #include <errno.h>
@@ -19,9 +21,9 @@
  * and logged once per interval, not per reply. */
 static void send_to(en_node *n, const uint8_t *id, size_t id_len, const wr_out *o) {
     mw_err e;
-    en_client *c = en_client_find(n, id, id_len);
+    en__client *c = en__client_find(n, id, id_len);
     if (wr_send(n->router, id, id_len, o, ZMQ_DONTWAIT, &e) != 0) {
-        if (c) en_client_note(n, c, EN_F_DROPPED, NULL);
+        if (c) en__client_note(n, c, EN__F_DROPPED, NULL);
         n->replies_dropped++;
     } else if (c) {
         c->sent += o->bytes;
@@ -31,11 +33,11 @@ static void send_to(en_node *n, const uint8_t *id, size_t id_len, const wr_out *
 static void reply_error(en_node *n, const uint8_t *id, size_t id_len, uint64_t seq, wr_code code,
                         const char *msg) {
     n->errors_sent++;
-    en_client *c = en_client_find(n, id, id_len);
+    en__client *c = en__client_find(n, id, id_len);
     if (c) {
         char line[WR_MAX_STRING + 32];
         snprintf(line, sizeof line, "%s: %s", wr_code_name(code), msg);
-        en_client_note(n, c, EN_F_ERROR, line);
+        en__client_note(n, c, EN__F_ERROR, line);
     }
     mw_err e;
     if (wr_pack_error(&n->out, seq, code, msg, &e) == 0) send_to(n, id, id_len, &n->out);
@@ -92,7 +94,7 @@ static int find_group(en_node *n, int layer, md_moe_output mode, kn_numerics num
     for (int g = 0; g < n->n_group; g++)
         if (n->group[g].layer == layer && n->group[g].mode == mode && n->group[g].numerics == num)
             return g;
-    en_group *g = &n->group[n->n_group];
+    en__group *g = &n->group[n->n_group];
     g->layer = layer;
     g->mode = mode;
     g->numerics = num;
@@ -121,7 +123,7 @@ static uint64_t request_weight_bytes(en_node *n, const wr_batch *b) {
 /* Appends an accepted batch to its group. */
 static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     int gi = find_group(n, (int)b->layer, (md_moe_output)b->mode, (kn_numerics)b->numerics);
-    en_group *g = &n->group[gi];
+    en__group *g = &n->group[gi];
     size_t w = (size_t)n->width;
     if (mw_grow((void **)&g->x, &g->x_cap, (size_t)(g->rows + b->rows) * w, sizeof(float)) ||
         mw_grow((void **)&g->assign, &g->assign_cap, (size_t)(g->n_assign + b->n_assign),
@@ -131,7 +133,7 @@ static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     for (uint32_t j = 0; j < b->n_assign; j++)
         g->assign[g->n_assign + j] = (md_assignment){(int32_t)(g->rows + b->assign[j].row),
                                                      b->assign[j].expert, b->assign[j].weight};
-    en_req *r = &n->req[n->n_req++];
+    en__req *r = &n->req[n->n_req++];
     memcpy(r->id, n->rx.id, n->rx.id_len);
     r->id_len = n->rx.id_len;
     r->seq = seq;
@@ -195,11 +197,11 @@ static void handle(en_node *n) {
 }
 
 static bool round_open(const en_node *n) {
-    return n->n_req < EN_MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
+    return n->n_req < EN__MAX_PENDING && n->pending_rows < (int64_t)n->opts.capacity &&
            !atomic_load(&n->stopping);
 }
 
-static void handle_timed(en_node *n, en_client *c) {
+static void handle_timed(en_node *n, en__client *c) {
     if (c) c->in_round++;
     uint64_t t0 = mw_now_ns();
     handle(n);
@@ -211,7 +213,7 @@ static void handle_timed(en_node *n, en_client *c) {
 static void admit(en_node *n) {
     const int fd = wr_rx_fd(&n->rx);
     wr_guard_delivered(n->guard, fd);
-    if (n->rx.n_parts + n->rx.truncated > EN_MAX_MESSAGE_PARTS) {
+    if (n->rx.n_parts + n->rx.truncated > EN__MAX_MESSAGE_PARTS) {
         /* no client of ours sends that: drained, dropped, and the peer cut off */
         char why[128];
         snprintf(why, sizeof why, "sent a message of %d parts (a moewire message has %d)",
@@ -219,15 +221,15 @@ static void admit(en_node *n) {
         wr_guard_cut(n->guard, fd, why);
         return;
     }
-    en_client *c = en_client_of(n, &n->rx, fd); /* NULL: out of memory, served all the same */
-    if (c && en_client_stalled(n, c)) {
-        en_client_note(n, c, EN_F_DISCARDED, NULL);
+    en__client *c = en__client_of(n, &n->rx, fd); /* NULL: out of memory, served all the same */
+    if (c && en__client_stalled(n, c)) {
+        en__client_note(n, c, EN__F_DISCARDED, NULL);
         n->requests_discarded++;
         return;
     }
-    if (c && c->in_round >= EN_ROUND_QUOTA) {
-        if (!en_client_defer(n, c, &n->rx, n->rx_at)) {
-            en_client_note(n, c, EN_F_OVERFLOW, NULL);
+    if (c && c->in_round >= EN__ROUND_QUOTA) {
+        if (!en__client_defer(n, c, &n->rx, n->rx_at)) {
+            en__client_note(n, c, EN__F_OVERFLOW, NULL);
             n->requests_discarded++;
         }
         return;
@@ -238,11 +240,11 @@ static void admit(en_node *n) {
 /* Requests deferred from earlier rounds, up to each client's quota, oldest first. */
 static void take_deferred(en_node *n) {
     for (int i = 0; i < n->n_clients && round_open(n); i++) {
-        en_client *c = n->clients[i];
-        while (c->in_round < EN_ROUND_QUOTA && round_open(n) &&
-               en_client_take(c, &n->rx, &n->rx_at)) {
-            if (en_client_stalled(n, c)) {
-                en_client_note(n, c, EN_F_DISCARDED, NULL);
+        en__client *c = n->clients[i];
+        while (c->in_round < EN__ROUND_QUOTA && round_open(n) &&
+               en__client_take(c, &n->rx, &n->rx_at)) {
+            if (en__client_stalled(n, c)) {
+                en__client_note(n, c, EN__F_DISCARDED, NULL);
                 n->requests_discarded++;
                 continue;
             }
@@ -252,7 +254,7 @@ static void take_deferred(en_node *n) {
 }
 
 /* Runs group g into n->y: 0, or -1 with e set. *read gets the expert weight bytes read. */
-static int run_group(en_node *n, const en_group *g, uint64_t *read, mw_err *e) {
+static int run_group(en_node *n, const en__group *g, uint64_t *read, mw_err *e) {
     const int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
     if (mw_grow((void **)&n->y, &n->y_cap, (size_t)out_rows * (size_t)n->width, sizeof(float)))
         return mw_errf(e, "out of memory for %lld output rows", (long long)out_rows);
@@ -266,15 +268,15 @@ static int run_group(en_node *n, const en_group *g, uint64_t *read, mw_err *e) {
                           .glu = &n->cfg.glu,
                           .numerics = g->numerics,
                           .pool = n->pool,
-                          .lookup = en_lookup,
+                          .lookup = en__lookup,
                           .lookup_ctx = n,
                           .ws = n->ws};
     return md_moe_exec(&a, n->y, read, e);
 }
 
 /* Answers request r of group g with its rows of n->y: the group ran from t0 for dt ns. */
-static void reply_partial(en_node *n, const en_group *g, const en_req *r, uint64_t t0, uint64_t dt,
-                          wr_counters *c) {
+static void reply_partial(en_node *n, const en__group *g, const en__req *r, uint64_t t0,
+                          uint64_t dt, wr_counters *c) {
     const size_t w = (size_t)n->width;
     int64_t off = g->mode == MD_MOE_EXACT ? r->assign_off : r->row_off;
     int64_t rows = g->mode == MD_MOE_EXACT ? r->n_assign : r->rows;
@@ -305,7 +307,7 @@ static void reply_partial(en_node *n, const en_group *g, const en_req *r, uint64
 /* Runs every group and answers every queued request: its rows, or the group's error. */
 static void execute_round(en_node *n) {
     for (int gi = 0; gi < n->n_group; gi++) {
-        const en_group *g = &n->group[gi];
+        const en__group *g = &n->group[gi];
         mw_err e;
         uint64_t read = 0, t0 = mw_now_ns();
         const int rc = run_group(n, g, &read, &e);
@@ -317,7 +319,7 @@ static void execute_round(en_node *n) {
         c->rows += (uint64_t)g->rows;
         c->assignments += (uint64_t)g->n_assign;
         for (int ri = 0; ri < n->n_req; ri++) {
-            en_req *r = &n->req[ri];
+            en__req *r = &n->req[ri];
             if (r->group != gi) continue;
             c->rx_bytes += r->rx_bytes;
             c->rx_msgs++;
@@ -340,7 +342,7 @@ static void execute_round(en_node *n) {
  * peers. */
 static uint64_t own_bytes(const en_node *n) {
     uint64_t b = (uint64_t)n->y_cap * sizeof(float);
-    for (int g = 0; g < EN_MAX_PENDING; g++)
+    for (int g = 0; g < EN__MAX_PENDING; g++)
         b += (uint64_t)n->group[g].x_cap * sizeof(float) +
              (uint64_t)n->group[g].assign_cap * sizeof(md_assignment);
     b += n->in.rows.cap + n->in.assign.cap + n->in.scratch.cap + n->out.env.cap;
@@ -407,7 +409,7 @@ int en_node_serve(en_node *n, mw_err *err) {
     int rc = 0;
     while (!atomic_load(&n->stopping)) {
         /* requests deferred to this round: do not sleep */
-        if (zmq_poll(items, 2, en_clients_pending(n) ? 0 : -1) < 0) {
+        if (zmq_poll(items, 2, en__clients_pending(n) ? 0 : -1) < 0) {
             if (errno == EINTR) continue;
             rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
             break;
@@ -415,10 +417,10 @@ int en_node_serve(en_node *n, mw_err *err) {
         if (items[1].revents & ZMQ_POLLIN) break;
         /* A request is in: the workers get up now, while it is received and parsed, instead of
          * when the first kernel starts (a wake-up costs tens of microseconds). */
-        if ((items[0].revents & ZMQ_POLLIN) || en_clients_pending(n)) kn_pool_wake(n->pool);
+        if ((items[0].revents & ZMQ_POLLIN) || en__clients_pending(n)) kn_pool_wake(n->pool);
         /* A round: first what clients left waiting in their queues (a quota each), then what
          * is queued in the socket, up to one round, then execute it. */
-        en_clients_new_round(n);
+        en__clients_new_round(n);
         take_deferred(n);
         while (round_open(n)) {
             mw_err e;
@@ -441,7 +443,7 @@ int en_node_serve(en_node *n, mw_err *err) {
         kn_pool_park(n->pool);
     }
 out:
-    en_clients_flush(n);
+    en__clients_flush(n);
     print_summary(n);
     if (n->opts.ready_file) unlink(n->opts.ready_file);
     return rc;

@@ -133,15 +133,24 @@ int tk__pairs_put(tk__pairs *p, uint32_t a, uint32_t b, uint32_t rank, uint32_t 
 bool tk__pairs_get(const tk__pairs *p, uint32_t a, uint32_t b, uint32_t *rank, uint32_t *merged);
 void tk__pairs_free(tk__pairs *p);
 
-/* ---- merge candidates (tk_map.c): a binary min-heap on (prio, left) -------------------- */
-typedef struct tk__cand {
-    double prio;        /* lower merges first: BPE rank, minus a SentencePiece score */
-    uint32_t left;      /* symbol index; ties go to the leftmost */
-    int32_t a, b, into; /* BPE: the pair's ids when queued and the merged id */
-    uint32_t size;      /* SentencePiece: bytes of the merged symbol when queued */
-} tk__cand;
-void tk__heap_push(tk__cand *h, size_t *n, tk__cand c);
-tk__cand tk__heap_pop(tk__cand *h, size_t *n);
+/* ---- the merge loop (tk_merge.c) ----------------------------------------------------------- */
+/* A symbol of a piece: bytes [start, start + len) of it, the token they are (-1 none), its
+ * neighbours (-1 none). A symbol merged into its left neighbour has length 0. */
+typedef struct tk__sym {
+    int32_t id;
+    uint32_t start, len;
+    int32_t prev, next;
+} tk__sym;
+/* Whether symbols l and r (bytes in p) may merge; if so, into which token and with which
+ * priority (lower merges first: a BPE rank, minus a SentencePiece score). */
+typedef bool (*tk__rank_fn)(const tk_tokenizer *t, const char *p, const tk__sym *l,
+                            const tk__sym *r, double *prio, int32_t *into);
+/* Bytes of work area tk__merge needs for n symbols. */
+size_t tk__merge_work(size_t n);
+/* Merges the n linked symbols s (the first is s[0]) while any pair ranks, best first, ties to
+ * the leftmost. */
+void tk__merge(const tk_tokenizer *t, const char *p, tk__sym *s, size_t n, tk__rank_fn rank,
+               void *work);
 
 /* ---- UTF-8 and the byte-level alphabet (tk_utf8.c) ---------------------------------------- */
 /* Length of the valid UTF-8 prefix of s (== n when all valid). */

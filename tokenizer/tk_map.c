@@ -1,5 +1,4 @@
-/* tokenizer/tk_map.c — the tokenizer's hash maps (token bytes → id, (id, id) → merge) and the
- * heap of merge candidates BPE and SentencePiece share.
+/* tokenizer/tk_map.c — the tokenizer's hash maps (token bytes → id, (id, id) → merge).
  *
  * Open addressing with linear probing at most half full; keys are never removed. The bytes map
  * stores ids only and compares against the tokenizer's own blob, so it costs 4 bytes a slot. */
@@ -127,35 +126,4 @@ void tk__pairs_free(tk__pairs *p) {
     free(p->rank);
     free(p->merged);
     *p = (tk__pairs){0};
-}
-
-static bool before(const tk__cand *x, const tk__cand *y) {
-    return x->prio < y->prio || (x->prio == y->prio && x->left < y->left);
-}
-
-void tk__heap_push(tk__cand *h, size_t *n, tk__cand c) {
-    size_t i = (*n)++;
-    while (i > 0) {
-        size_t p = (i - 1) / 2;
-        if (!before(&c, &h[p])) break;
-        h[i] = h[p];
-        i = p;
-    }
-    h[i] = c;
-}
-
-tk__cand tk__heap_pop(tk__cand *h, size_t *n) {
-    tk__cand top = h[0], last = h[--(*n)];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        const tk__cand *best = &last;
-        if (l < *n && before(&h[l], best)) m = l, best = &h[l];
-        if (r < *n && before(&h[r], best)) m = r;
-        if (m == i) break;
-        h[i] = h[m];
-        i = m;
-    }
-    if (*n) h[i] = last;
-    return top;
 }

@@ -56,10 +56,10 @@ static void dec_bf16(const uint8_t *s, size_t n, float *d) {
 }
 
 #if !WR_HAVE_AVX2
-#define wr_f32_to_f16_avx2  NULL
-#define wr_f16_to_f32_avx2  NULL
-#define wr_f32_to_bf16_avx2 NULL
-#define wr_bf16_to_f32_avx2 NULL
+#define wr__f32_to_f16_avx2  NULL
+#define wr__f16_to_f32_avx2  NULL
+#define wr__f32_to_bf16_avx2 NULL
+#define wr__bf16_to_f32_avx2 NULL
 #endif
 
 typedef struct wr_dtype_traits {
@@ -71,8 +71,8 @@ typedef struct wr_dtype_traits {
 
 static const wr_dtype_traits traits[WR_DTYPE_END] = {
     [WR_F32] = {"f32", 4, enc_f32, NULL, dec_f32, NULL},
-    [WR_F16] = {"f16", 2, enc_f16, wr_f32_to_f16_avx2, dec_f16, wr_f16_to_f32_avx2},
-    [WR_BF16] = {"bf16", 2, enc_bf16, wr_f32_to_bf16_avx2, dec_bf16, wr_bf16_to_f32_avx2},
+    [WR_F16] = {"f16", 2, enc_f16, wr__f32_to_f16_avx2, dec_f16, wr__f16_to_f32_avx2},
+    [WR_BF16] = {"bf16", 2, enc_bf16, wr__f32_to_bf16_avx2, dec_bf16, wr__bf16_to_f32_avx2},
 };
 
 bool wr_dtype_valid(int d) {

@@ -26,7 +26,7 @@ static void dec_tail(const uint8_t *src, size_t i, size_t n, float *dst, float (
     }
 }
 
-void wr_f32_to_f16_avx2(const float *src, size_t n, uint8_t *dst) {
+void wr__f32_to_f16_avx2(const float *src, size_t n, uint8_t *dst) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
@@ -35,7 +35,7 @@ void wr_f32_to_f16_avx2(const float *src, size_t n, uint8_t *dst) {
     enc_tail(src, i, n, dst, kn_f32_to_fp16);
 }
 
-void wr_f16_to_f32_avx2(const uint8_t *src, size_t n, float *dst) {
+void wr__f16_to_f32_avx2(const uint8_t *src, size_t n, float *dst) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m128i h = _mm_loadu_si128((const __m128i *)(src + 2 * i));
@@ -58,7 +58,7 @@ static inline __m256i bf16_round8(__m256i x) {
     return _mm256_blendv_epi8(rounded, quieted, nan);
 }
 
-void wr_f32_to_bf16_avx2(const float *src, size_t n, uint8_t *dst) {
+void wr__f32_to_bf16_avx2(const float *src, size_t n, uint8_t *dst) {
     size_t i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256i a = bf16_round8(_mm256_loadu_si256((const __m256i *)(src + i)));
@@ -70,7 +70,7 @@ void wr_f32_to_bf16_avx2(const float *src, size_t n, uint8_t *dst) {
     enc_tail(src, i, n, dst, kn_f32_to_bf16);
 }
 
-void wr_bf16_to_f32_avx2(const uint8_t *src, size_t n, float *dst) {
+void wr__bf16_to_f32_avx2(const uint8_t *src, size_t n, float *dst) {
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * i)));

@@ -1,4 +1,5 @@
-/* wire/wr_codec_internal.h — the per-ISA bulk converters behind wr_encode / wr_decode. */
+/* wire/wr_codec_internal.h — the per-ISA bulk converters behind wr_encode / wr_decode. Not for
+ * other modules. */
 #ifndef WR_CODEC_INTERNAL_H
 #define WR_CODEC_INTERNAL_H
 
@@ -7,9 +8,9 @@
 
 /* AVX2 + F16C versions (wire/wr_codec_avx2.c); only called when kn_isa_active() is AVX2. Each
  * produces exactly the bits of the scalar kernels' conversions (NaN payloads aside). */
-void wr_f32_to_f16_avx2(const float *src, size_t n, uint8_t *dst);
-void wr_f16_to_f32_avx2(const uint8_t *src, size_t n, float *dst);
-void wr_f32_to_bf16_avx2(const float *src, size_t n, uint8_t *dst);
-void wr_bf16_to_f32_avx2(const uint8_t *src, size_t n, float *dst);
+void wr__f32_to_f16_avx2(const float *src, size_t n, uint8_t *dst);
+void wr__f16_to_f32_avx2(const uint8_t *src, size_t n, float *dst);
+void wr__f32_to_bf16_avx2(const float *src, size_t n, uint8_t *dst);
+void wr__bf16_to_f32_avx2(const uint8_t *src, size_t n, float *dst);
 
 #endif

@@ -63,15 +63,23 @@ struct wr_guard {
 
 #ifdef __linux__
 
+/* The end of TCP_INFO's field f: a kernel that fills less of the struct predates it. */
+#define TCP_INFO_END(f) (offsetof(struct tcp_info, f) + sizeof(((struct tcp_info *)0)->f))
+
+/* The connection's TCP_INFO, of which the caller reads the fields before byte `need`. -1 when
+ * the descriptor is not a TCP socket (any more) or the kernel does not report them. */
+static int read_tcp_info(int fd, struct tcp_info *ti, size_t need) {
+    socklen_t len = sizeof *ti;
+    memset(ti, 0, sizeof *ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) != 0 || len < need) return -1;
+    return 0;
+}
+
 /* Bytes libzmq has read from a TCP connection: received by the kernel minus still queued there.
  * -1 when the descriptor is not a TCP socket (any more). */
 static int read_bytes(int fd, uint64_t *out) {
     struct tcp_info ti;
-    socklen_t len = sizeof ti;
-    memset(&ti, 0, sizeof ti);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-        len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof ti.tcpi_bytes_received)
-        return -1;
+    if (read_tcp_info(fd, &ti, TCP_INFO_END(tcpi_bytes_received))) return -1;
     int queued = 0;
     if (ioctl(fd, SIOCINQ, &queued) != 0 || queued < 0) queued = 0;
     *out =
@@ -81,11 +89,7 @@ static int read_bytes(int fd, uint64_t *out) {
 
 int wr_tcp_acked(int fd, uint64_t *acked) {
     struct tcp_info ti;
-    socklen_t len = sizeof ti;
-    memset(&ti, 0, sizeof ti);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
-        len < offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)
-        return -1;
+    if (read_tcp_info(fd, &ti, TCP_INFO_END(tcpi_bytes_acked))) return -1;
     *acked = ti.tcpi_bytes_acked;
     return 0;
 }

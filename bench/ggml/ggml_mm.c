@@ -20,6 +20,7 @@
 #include <ggml-cpu.h>
 #include <ggml.h>
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +31,7 @@ typedef struct opts {
     int64_t rows, cols;
     int tokens[8], n_tokens, threads[4], n_threads, mats;
     double seconds;
-    int plain;
+    bool plain;
 } opts;
 
 static int parse(int argc, char **argv, opts *o) {
@@ -40,37 +41,35 @@ static int parse(int argc, char **argv, opts *o) {
                 .threads = {1, 2},
                 .n_threads = 2,
                 .seconds = 0.5};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
-        if (!strcmp(a, "--plain")) {
-            o->plain = 1;
-            continue;
-        }
-        if (!strcmp(a, "--type")) {
-            for (int t = 0; t < GGML_TYPE_COUNT; t++)
-                if (ggml_type_name((enum ggml_type)t) && !strcmp(ggml_type_name(t), v))
-                    o->type = (enum ggml_type)t;
-        } else if (!strcmp(a, "--rows"))
-            o->rows = atoll(v);
-        else if (!strcmp(a, "--cols"))
-            o->cols = atoll(v);
-        else if (!strcmp(a, "--tokens"))
-            o->n_tokens = bu_parse_ints(v, o->tokens, 8);
-        else if (!strcmp(a, "--threads"))
-            o->n_threads = bu_parse_ints(v, o->threads, 4);
-        else if (!strcmp(a, "--mats"))
-            o->mats = atoi(v);
-        else if (!strcmp(a, "--seconds"))
-            o->seconds = atof(v);
-        else
-            return fprintf(stderr, "ggml_mm: unknown option %s\n", a), -1;
-        i++;
-    }
-    if (o->type == GGML_TYPE_COUNT || o->rows < 1 || o->cols < 1 ||
-        o->cols % ggml_blck_size(o->type) || o->n_tokens < 1 || o->n_threads < 1 || o->mats < 1 ||
-        o->mats > 4096 || o->seconds <= 0)
-        return fprintf(stderr, "ggml_mm: bad or missing --type/--rows/--cols/--mats\n"), -1;
-    return 0;
+    const char *type = NULL;
+    int rows = 0, cols = 0;
+    const bu_opt opt[] = {
+        BU_OPT("--type", BU_STR, &type, "mxfp4|q6_K|q8_0", "the weights' ggml type (required)"),
+        BU_OPT_IN("--rows", BU_INT, &rows, "R", "rows of the matrix (required)", 1, 1 << 24),
+        BU_OPT_IN("--cols", BU_INT, &cols, "C", "columns, a multiple of the block (required)", 1,
+                  1 << 24),
+        BU_OPT_INTS("--tokens", o->tokens, &o->n_tokens, 8, "1,4,16,64", "token counts", 1, 4096),
+        BU_OPT_INTS("--threads", o->threads, &o->n_threads, 4, "1,2", "thread counts", 1, 4096),
+        BU_OPT_IN("--mats", BU_INT, &o->mats, "N", "matrices rotated over (required)", 1, 4096),
+        BU_OPT_IN("--seconds", BU_NUM, &o->seconds, "0.5", "time budget per case", 0.001, 3600),
+        BU_OPT("--plain", BU_FLAG, &o->plain, "", "a plain CPU buffer instead of CPU_REPACK"),
+    };
+    const bu_cli cli = {"ggml_mm",
+                        "ggml's matmul on one shape, timed as bench_kernels times ours: one JSON "
+                        "line per (T, threads).",
+                        NULL,
+                        NULL,
+                        opt,
+                        (int)(sizeof opt / sizeof opt[0])};
+    const int rc = bu_args(argc, argv, &cli, NULL);
+    if (rc != BU_RUN) return rc;
+    for (int t = 0; type && t < GGML_TYPE_COUNT; t++)
+        if (ggml_type_name((enum ggml_type)t) && !strcmp(ggml_type_name(t), type))
+            o->type = (enum ggml_type)t;
+    o->rows = rows, o->cols = cols;
+    if (o->type == GGML_TYPE_COUNT || !rows || !cols || cols % ggml_blck_size(o->type) || !o->mats)
+        return fprintf(stderr, "ggml_mm: bad or missing --type/--rows/--cols/--mats\n"), 2;
+    return BU_RUN;
 }
 
 /* The CPU device's CPU_REPACK buffer type when it takes this matmul (as llama.cpp's loader asks:
@@ -170,7 +169,8 @@ static void time_tokens(const opts *o, ggml_backend_t be, struct ggml_tensor **W
 
 int main(int argc, char **argv) {
     opts o;
-    if (parse(argc, argv, &o)) return 2;
+    const int status = parse(argc, argv, &o);
+    if (status != BU_RUN) return status;
     ggml_backend_t be = ggml_backend_cpu_init();
     struct ggml_tensor **W = calloc((size_t)o.mats, sizeof *W);
     struct ggml_context *wctx = NULL;

@@ -11,7 +11,7 @@
  * (bench_tokenizer hashes its own ids the same way to say whether the two agree), and whether the
  * decoded text is the input.
  *
- *   llama_tok VOCAB.gguf TEXT_FILE [RUNS] */
+ *   llama_tok VOCAB.gguf TEXT_FILE [RUNS]   (--help says so too) */
 #include "bench/bench_util.h"
 
 #include <llama.h>
@@ -42,26 +42,38 @@ static char *read_text(const char *path, size_t *len) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || argc > 4) {
+    const bu_cli cli = {"llama_tok",
+                        "llama.cpp's tokenizer on bench_tokenizer's text: encode and decode RUNS "
+                        "times (7), one JSON line.",
+                        "VOCAB.gguf TEXT_FILE [RUNS]",
+                        NULL,
+                        NULL,
+                        0};
+    int first = argc;
+    const int status = bu_args(argc, argv, &cli, &first);
+    if (status != BU_RUN) return status;
+    char **arg = argv + first;
+    const int n_arg = argc - first;
+    if (n_arg < 2 || n_arg > 3) {
         fprintf(stderr, "usage: llama_tok VOCAB.gguf TEXT_FILE [RUNS]\n");
         return 2;
     }
-    int runs = argc == 4 ? atoi(argv[3]) : 7;
+    int runs = n_arg == 3 ? atoi(arg[2]) : 7;
     if (runs < 1 || runs > MAX_RUNS)
         return fprintf(stderr, "llama_tok: RUNS is 1..%d\n", MAX_RUNS), 2;
     size_t len;
-    char *text = read_text(argv[2], &len);
+    char *text = read_text(arg[1], &len);
     if (!text || len > INT32_MAX / 2)
-        return fprintf(stderr, "llama_tok: cannot read %s\n", argv[2]), 1;
+        return fprintf(stderr, "llama_tok: cannot read %s\n", arg[1]), 1;
 
     llama_log_set(quiet, NULL);
     llama_backend_init();
     struct llama_model_params mp = llama_model_default_params();
     mp.vocab_only = true;
     double t0 = bu_now();
-    struct llama_model *model = llama_model_load_from_file(argv[1], mp);
+    struct llama_model *model = llama_model_load_from_file(arg[0], mp);
     double load = bu_now() - t0;
-    if (!model) return fprintf(stderr, "llama_tok: llama.cpp cannot load %s\n", argv[1]), 1;
+    if (!model) return fprintf(stderr, "llama_tok: llama.cpp cannot load %s\n", arg[0]), 1;
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
 
     int32_t cap = (int32_t)len + 16, n_ids = 0;
@@ -89,7 +101,7 @@ int main(int argc, char **argv) {
     printf("{\"vocab\": \"%s\", \"text_bytes\": %zu, \"tokens\": %d, \"ids_fnv\": \"%016llx\", "
            "\"load_s\": %.3f, \"encode_ms\": %.2f, \"encode_ms_min\": %.2f, \"encode_MBps\": %.2f, "
            "\"decode_ms\": %.3f, \"decode_MBps\": %.1f, \"decodes_to_text\": %s}\n",
-           argv[1], len, n_ids, (unsigned long long)h, load, 1e3 * e, 1e3 * bu_min(enc, runs),
+           arg[0], len, n_ids, (unsigned long long)h, load, 1e3 * e, 1e3 * bu_min(enc, runs),
            mb / e, 1e3 * d, mb / d,
            (size_t)n_out == len && !memcmp(out, text, len) ? "true" : "false");
     free(out);

@@ -1,4 +1,4 @@
-/* tests/unit/test_wire_codec.c — row codecs (f32, f16, bf16) on every ISA path, the `--wire` names,
+/* tests/unit/test_wr_codec.c — row codecs (f32, f16, bf16) on every ISA path, the `--wire` names,
  * the non-finite scan and the LZ4 10 % rule. */
 #include "tests/support/mw_test.h"
 

@@ -1,4 +1,4 @@
-/* tests/unit/test_wire_curve.c — CURVE keys and allow-lists (wire/wr_curve.h): a key pair written
+/* tests/unit/test_wr_curve.c — CURVE keys and allow-lists (wire/wr_curve.h): a key pair written
  * and read back (secret file 0600, never overwritten), public halves derived and checked, allow
  * lists of bare keys and concatenated .pub files with comments (and '#' inside a key), malformed
  * keys refused by line; the ZAP handler admitting a listed key and refusing others; which

@@ -1,4 +1,4 @@
-/* tests/unit/test_wire_msg.c — packing and parsing of every message kind with every codec, the
+/* tests/unit/test_wr_msg.c — packing and parsing of every message kind with every codec, the
  * malformed-message corpus (each fault → its error code, naming the frame), a mutation fuzz pass
  * (no crash, always a code), and movement accounting. */
 #include "tests/support/mw_test.h"

@@ -1,4 +1,4 @@
-/* tests/unit/test_wire_zmq.c — messages over real ZeroMQ sockets (inproc and tcp): a DEALER sends
+/* tests/unit/test_wr_zmq.c — messages over real ZeroMQ sockets (inproc and tcp): a DEALER sends
  * an ExpertBatch, the ROUTER sees the routing id and replies; oversized multipart messages are cut
  * and reported; socket options are set. */
 #include "tests/support/mw_test.h"
