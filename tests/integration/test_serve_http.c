@@ -424,7 +424,8 @@ static void test_malformed_http(void **st) {
     raw_expect(huge, strlen(huge), 413);
     /* a chunked body growing over it */
     char *chunked = malloc(120000);
-    n = sprintf(chunked, "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    n = sprintf(chunked,
+                "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
     for (int i = 0; i < 20; i++) {
         n += sprintf(chunked + n, "1000\r\n");
         memset(chunked + n, ' ', 4096);
