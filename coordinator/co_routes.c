@@ -458,7 +458,7 @@ static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
     gen_prompt_ids *pr = NULL;
     exch *x = NULL;
     int k = 0;
-    if (co_oai_parse(q->body, q->body_len, kind, &req, &e)) goto out;
+    if (co_oai_parse(q->body, q->body_len, kind, NULL, &req, &e)) goto out;
     if (strcmp(req.model, r->p.model_id)) {
         co_oai_fail(&e, 404, "model", "model_not_found",
                     "The model '%.200s' does not exist (this server serves '%s')", req.model,

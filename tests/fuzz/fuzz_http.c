@@ -32,7 +32,7 @@ static void answer(co_http_req *q, co_oai_kind kind) {
     co_oai_req r;
     co_oai_error e = {0};
     co_buf b = {0}, frame = {0};
-    if (co_oai_parse(q->body, q->body_len, kind, &r, &e)) {
+    if (co_oai_parse(q->body, q->body_len, kind, NULL, &r, &e)) {
         co_oai_error_json(&e, &b);
         co_http_respond(q->conn, e.status, "application/json", "", b.p ? b.p : "", b.len);
     } else {
