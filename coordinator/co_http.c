@@ -86,7 +86,7 @@ co_http_limits co_http_default_limits(void) {
                             .request_ms = 30000,
                             .idle_ms = 60000,
                             .max_conns = 1024,
-                            .max_unsent_bytes = 256 * 1024,
+                            .max_unsent_bytes = 64 * 1024,
                             .stall_ms = 10000,
                             .retry_after_s = 1};
 }

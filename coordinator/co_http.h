@@ -50,7 +50,7 @@ typedef struct co_http_limits {
 #define CO_HTTP_SMALL_REQUEST 16384
 
 /* Defaults: head 32 KiB, body 8 MiB, 64 MiB held, 100 headers, 30 s per request, 60 s idle, 1024
- * connections, 256 KiB unsent per stream, 10 s stalled, Retry-After 1 s. */
+ * connections, 64 KiB unsent per stream, 10 s stalled, Retry-After 1 s. */
 co_http_limits co_http_default_limits(void);
 
 typedef struct co_http_server co_http_server;
