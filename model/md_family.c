@@ -1,6 +1,7 @@
-/* model/md_family.c — the family table (gpt-oss, qwen3moe, deepseek2) and the metadata reader that
- * turns a row plus a model's keys into an md_config. The rules are those of llama.cpp's loader,
- * written up in tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss), §5 (qwen3moe), §7 (deepseek2). */
+/* model/md_family.c — the model's family table (gpt-oss, qwen3moe, deepseek2: one row per row of
+ * vindex/vx_family.c) and the metadata reader that turns a row plus a model's keys into an
+ * md_config. The rules are those of llama.cpp's loader, written up in
+ * tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss), §5 (qwen3moe), §7 (deepseek2). */
 #include "model/md_family.h"
 
 #include "model/md_rope.h"
@@ -14,15 +15,13 @@
 
 static const md_family families[] = {
     {
-        .arch = "gpt-oss",
+        .family = &vx_families[VX_FAMILY_GPT_OSS],
         .qkv_bias = true,
         .o_bias = true,
         .qk_norm = false,
         .sinks = true,
         .rope_layout = MD_ROPE_NEOX,
         .yarn_truncate = true,
-        .swa = true,
-        .swa_default_period = 2, /* layers 0, 2, 4, ... slide; 1, 3, 5, ... see everything */
         .ffn_norm = "post_attention_norm",
         .output_optional = false,
         .ff_exp_from_ff = false,
@@ -33,14 +32,13 @@ static const md_family families[] = {
         .expert_bias = true,
     },
     {
-        .arch = "qwen3moe",
+        .family = &vx_families[VX_FAMILY_QWEN3MOE],
         .qkv_bias = false,
         .o_bias = false,
         .qk_norm = true,
         .sinks = false,
         .rope_layout = MD_ROPE_NEOX,
         .yarn_truncate = true,
-        .swa = false,
         .ffn_norm = "ffn_norm",
         .output_optional = true,
         .ff_exp_from_ff = true,
@@ -51,11 +49,10 @@ static const md_family families[] = {
     {
         /* DeepSeek-V2/V3, Kimi-K2 and relatives: latent attention, NORM rope pairs, YaRN with
          * a log multiplier, dense leading layers, shared experts, a router read from the keys */
-        .arch = "deepseek2",
+        .family = &vx_families[VX_FAMILY_DEEPSEEK2],
         .attn = MD_ATTN_MLA,
         .rope_layout = MD_ROPE_NORM,
         .yarn_truncate = true,
-        .yarn_log_mul = true,
         .ffn_norm = "ffn_norm",
         .output_optional = true,
         .dense_and_shared = true,
@@ -65,14 +62,14 @@ static const md_family families[] = {
     },
 };
 
-const md_family *md_family_find(const char *arch) {
-    const int i = mw_names_find(arch, MW_NAMES(families, arch));
-    return i < 0 ? NULL : &families[i];
+const md_family *md_family_of(const vx_family *f) {
+    for (size_t i = 0; f && i < sizeof families / sizeof families[0]; i++)
+        if (families[i].family == f) return &families[i];
+    return NULL;
 }
 
-const char *md_family_names(void) {
-    static char names[256];
-    return names[0] ? names : mw_names_join(names, sizeof names, MW_NAMES(families, arch));
+const md_family *md_family_find(const char *arch) {
+    return md_family_of(vx_family_find(arch));
 }
 
 static const char *const rope_scaling_names[MD_ROPE_SCALING_COUNT] = {"none", "linear", "yarn",
@@ -91,12 +88,12 @@ const char *md_gate_name(md_gate g) {
 
 typedef struct reader {
     const vx_meta *m;
-    const char *arch;
+    const vx_family *fam;
     char key[160];
 } reader;
 
 static const char *k(reader *r, const char *suffix) {
-    snprintf(r->key, sizeof r->key, "%s.%s", r->arch, suffix);
+    snprintf(r->key, sizeof r->key, "%s.%s", r->fam->arch, suffix);
     return r->key;
 }
 
@@ -187,7 +184,7 @@ static int read_yarn(reader *r, const md_config *c, md_rope *p, mw_err *err) {
     p->yarn_fractional = !truncate;
     /* stored as 0.1 · mscale_all_dim (the converter multiplies, llama.cpp divides) */
     float mul = 0.0f;
-    if (c->family->yarn_log_mul &&
+    if (r->fam->yarn_log_mul &&
         get_float(r, "rope.scaling.yarn_log_multiplier", 0, false, &mul, err) < 0)
         return -1;
     p->yarn_log_mul = mul / 0.1f;
@@ -230,8 +227,7 @@ static int read_rope(reader *r, md_config *c, mw_err *err) {
     if (read_yarn(r, c, p, err) || (p->scaling == MD_ROPE_SCALING_LLAMA3 && read_llama3(r, p, err)))
         return -1;
     c->rope_swa = c->rope;
-    if (c->family->swa &&
-        get_float(r, "rope.freq_base_swa", 0, true, &c->rope_swa.freq_base, err) < 0)
+    if (r->fam->swa && get_float(r, "rope.freq_base_swa", 0, true, &c->rope_swa.freq_base, err) < 0)
         return -1;
     if (md_rope_init(&c->rope, err) || md_rope_init(&c->rope_swa, err))
         return mw_err_wrap(err, "model config (%s RoPE)", c->arch);
@@ -244,7 +240,7 @@ static int read_swa(reader *r, md_config *c, mw_err *err) {
     c->layer_swa = calloc((size_t)c->n_layer, 1);
     if (!c->layer_swa) return mw_errf(err, "model config: out of memory");
     int64_t v;
-    if (!c->family->swa) {
+    if (!r->fam->swa) {
         int rc = get_int(r, "attention.sliding_window", 0, INT64_MAX, &v, err);
         if (rc < 0) return -1;
         if (rc && v != 0)
@@ -268,7 +264,7 @@ static int read_swa(reader *r, md_config *c, mw_err *err) {
         }
         return 0;
     }
-    int64_t period = c->family->swa_default_period;
+    int64_t period = r->fam->swa_period;
     if (get_int(r, "attention.sliding_window_pattern", 0, INT32_MAX, &period, err) < 0) return -1;
     /* llama.cpp's pattern rule: within each period the last layer is full attention; period 0
      * means every layer slides. */
@@ -568,9 +564,9 @@ int md_config_read(const vx_meta *m, md_config *cfg, mw_err *err) {
         return mw_errf(err,
                        "model config: unknown model family '%s' (general.architecture); "
                        "known: %s",
-                       arch, md_family_names());
+                       arch, vx_family_names());
     snprintf(cfg->arch, sizeof cfg->arch, "%s", arch);
-    reader r = {.m = m, .arch = cfg->family->arch};
+    reader r = {.m = m, .fam = cfg->family->family};
     if (read_all(&r, cfg, err)) {
         md_config_free(cfg);
         return -1;

@@ -1,16 +1,18 @@
-/* model/md_family.h — the family table: one row per supported architecture, declaring its
- * policies as data (in the style of ggml's type traits). md_config_read starts from the row and
- * reads the hyperparameters from the metadata. Adding an architecture is adding a row (plus any
- * policy the row needs that no other family has yet). */
+/* model/md_family.h — the model's family table: one row per family of vindex/vx_family.h (whose
+ * row holds the family's name and the facts the vindex reads too), declaring the policies the
+ * model layer runs it with as data (in the style of ggml's type traits). md_config_read starts
+ * from the row and reads the hyperparameters from the metadata. Adding an architecture is adding
+ * a row here and in vx_family.c (plus any policy the row needs that no other family has yet). */
 #ifndef MD_FAMILY_H
 #define MD_FAMILY_H
 
 #include <stdbool.h>
 
 #include "model/md_config.h"
+#include "vindex/vx_family.h"
 
 struct md_family {
-    const char *arch; /* general.architecture */
+    const vx_family *family; /* the name, sliding window and YaRN log multiplier */
     /* attention */
     md_attn_kind attn;     /* MLA: reads the kv_lora_rank / q_lora_rank / *_length_mla keys */
     bool qkv_bias, o_bias; /* attn_{q,k,v}.bias / attn_output.bias tensors */
@@ -20,12 +22,6 @@ struct md_family {
     /* YaRN: whether the correction range is rounded to whole dimensions when the metadata has no
      * rope.scaling.yarn_truncate (llama.cpp always rounds; HF's truncate defaults to true) */
     bool yarn_truncate;
-    bool yarn_log_mul; /* reads rope.scaling.yarn_log_multiplier (deepseek2's mscale_all_dim) */
-    /* sliding window: the family reads attention.sliding_window and the layer pattern
-     * attention.sliding_window_pattern (a period, or one flag per layer); the declared default
-     * period applies when the pattern key is absent. */
-    bool swa;
-    int swa_default_period;
     /* per-layer tensor names that differ between families */
     const char *ffn_norm; /* norm before the MoE block */
     bool output_optional; /* output.weight may be absent: token_embd is the LM head */
@@ -47,7 +43,8 @@ struct md_family {
 
 /* The row for arch, or NULL. */
 const md_family *md_family_find(const char *arch);
-/* Known architectures, ", "-separated, for messages. */
-const char *md_family_names(void);
+/* The row of a family, or NULL (tests/unit/test_vx_family.c holds every family to have one, so
+ * vx_family_names() lists the architectures known here). */
+const md_family *md_family_of(const vx_family *f);
 
 #endif

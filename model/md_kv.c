@@ -19,9 +19,9 @@ static int grow(float **p, int64_t rows, int64_t width) {
 
 /* A sequence's cache of a layer doubles as it grows. On Linux one of at least MAP_BYTES is a
  * mapping of its own, which mremap grows without copying; its new pages come in as positions are
- * written, a few per step. realloc would copy it and touch every page at once: 16 sequences
- * growing past 128 positions together stalled a decode step 25 ms (gpt-oss 20b width, 4 layers),
- * and the stall doubles with every doubling. Smaller buffers, and other systems, use realloc. */
+ * written, a few per step. realloc would copy it and touch every page at once, so the decode step
+ * in which many sequences cross a doubling together would stall on the copies, and longer with
+ * every doubling. Smaller buffers, and other systems, use realloc. */
 #define MAP_BYTES ((size_t)1 << 17)
 
 static bool mapped(size_t bytes) {

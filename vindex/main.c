@@ -13,23 +13,27 @@
 #include "util/mw_time.h"
 
 static void usage(FILE *f) {
-    fprintf(f, "usage:\n"
-               "  vindex extract SRC OUT [--strict] [--transcode experts=TYPE[,dense=TYPE]]\n"
-               "      SRC is a .gguf file or a Hugging Face safetensors directory\n"
-               "  vindex inspect DIR [--json]\n"
-               "  vindex verify DIR\n"
-               "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
-               "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
-               "  vindex synth --arch gpt-oss|qwen3moe|deepseek2 --layers L --hidden H --heads NH\n"
-               "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
-               "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
-               "               [--dense-format f32|f16|q8_0] [--sliding-window W] [--context N]\n"
-               "               deepseek2 (--head-dim is qk_nope; defaults are DeepSeek-V3's):\n"
-               "               [--q-lora R] [--kv-lora R] [--rope-dim D] [--v-dim D]\n"
-               "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
-               "               [--groups G] [--groups-used U] [--gating 1|2]\n"
-               "               [--weights-norm 0|1] [--weights-scale S]\n"
-               "               --format gguf|vindex OUT\n");
+    char archs[128];
+    vx_synth_family_names(archs, sizeof archs, "|");
+    fprintf(f,
+            "usage:\n"
+            "  vindex extract SRC OUT [--strict] [--transcode experts=TYPE[,dense=TYPE]]\n"
+            "      SRC is a .gguf file or a Hugging Face safetensors directory\n"
+            "  vindex inspect DIR [--json]\n"
+            "  vindex verify DIR\n"
+            "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
+            "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
+            "  vindex synth --arch %s --layers L --hidden H --heads NH\n"
+            "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
+            "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
+            "               [--dense-format f32|f16|q8_0] [--sliding-window W] [--context N]\n"
+            "               deepseek2 (--head-dim is qk_nope; defaults are DeepSeek-V3's):\n"
+            "               [--q-lora R] [--kv-lora R] [--rope-dim D] [--v-dim D]\n"
+            "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
+            "               [--groups G] [--groups-used U] [--gating 1|2]\n"
+            "               [--weights-norm 0|1] [--weights-scale S]\n"
+            "               --format gguf|vindex OUT\n",
+            archs);
 }
 
 /* A progress bar on a terminal (stderr), redrawn at most ten times a second. */

@@ -152,7 +152,7 @@ static int add_tensor(job *j, const vx_input_tensor *t, int layer, int role) {
     j->src[j->m.n_tensors] = t;
     char why[120];
     uint64_t want;
-    if (vx_tensor_nbytes(t->type, t->n_dims, t->ne, &want, why, sizeof why))
+    if (vx__tensor_nbytes(t->type, t->n_dims, t->ne, &want, why, sizeof why))
         return mw_errf(j->err, "input tensor '%s' %s", t->name, why);
     if (want != t->nbytes)
         return mw_errf(j->err, "input tensor '%s': %llu bytes, its type and shape make %llu",
@@ -170,7 +170,7 @@ static int add_tensor(job *j, const vx_input_tensor *t, int layer, int role) {
             return mw_errf(j->err, "--transcode: cannot read '%s' (%s has no dequantizer)", t->name,
                            kn_type_name(t->type));
     }
-    if (vx_tensor_nbytes(mt->type, mt->n_dims, mt->ne, &mt->nbytes, why, sizeof why))
+    if (vx__tensor_nbytes(mt->type, mt->n_dims, mt->ne, &mt->nbytes, why, sizeof why))
         return mw_errf(j->err, "tensor '%s' as %s: %s", t->name, kn_type_name(mt->type), why);
     j->total += mt->nbytes;
     return 0;

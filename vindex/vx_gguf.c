@@ -78,9 +78,11 @@ static int rd_u64(rd *r, uint64_t *v) {
  * surrogates, nothing past U+10FFFF), or 0. */
 static size_t utf8_seq(const unsigned char *s, uint64_t n) {
     const unsigned c = s[0];
-    size_t len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                          : c >= 0xf0 && c <= 0xf4                  ? 4
-                                                                     : 0;
+    size_t len = c < 0x80                 ? 1
+                 : c >= 0xc2 && c <= 0xdf ? 2
+                 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xf0 && c <= 0xf4 ? 4
+                                          : 0;
     if (!len || len > n) return 0;
     for (size_t i = 1; i < len; i++)
         if ((s[i] & 0xc0) != 0x80) return 0;
@@ -124,9 +126,9 @@ static int rd_str(rd *r, const char **s, uint64_t *len) {
     return 0;
 }
 
-static int read_val(rd *r, vx_vtype type, vx_val *out, int depth);
+static int read_val(rd *r, vx_vtype type, vx__val *out, int depth);
 
-static int read_str_array(rd *r, vx_val *out, uint64_t n) {
+static int read_str_array(rd *r, vx__val *out, uint64_t n) {
     if (n > left(r) / 8)
         return mw_errf(r->err, "%s: %s: array of %llu strings cannot fit in the %llu bytes left",
                        r->path, r->what, (unsigned long long)n, (unsigned long long)left(r));
@@ -157,11 +159,11 @@ static int read_str_array(rd *r, vx_val *out, uint64_t n) {
     return 0;
 }
 
-static int read_array(rd *r, vx_val *out, int depth) {
+static int read_array(rd *r, vx__val *out, int depth) {
     uint32_t elem;
     uint64_t n;
     if (rd_u32(r, &elem) || rd_u64(r, &n)) return -1;
-    if (!vx_vtype_valid(elem))
+    if (!vx__vtype_valid(elem))
         return mw_errf(r->err, "%s: %s: unknown array element type %u", r->path, r->what, elem);
     out->u.arr.elem = (vx_vtype)elem;
     if (elem == VX_STR) {
@@ -169,13 +171,13 @@ static int read_array(rd *r, vx_val *out, int depth) {
         return read_str_array(r, out, n);
     }
     if (elem == VX_ARR) {
-        if (depth + 1 >= VX_META_MAX_DEPTH)
+        if (depth + 1 >= VX__META_MAX_DEPTH)
             return mw_errf(r->err, "%s: %s: arrays nested deeper than %d levels", r->path, r->what,
-                           VX_META_MAX_DEPTH);
+                           VX__META_MAX_DEPTH);
         if (n > left(r) / 12)
             return mw_errf(r->err, "%s: %s: array of %llu arrays cannot fit in the %llu bytes left",
                            r->path, r->what, (unsigned long long)n, (unsigned long long)left(r));
-        vx_val *items = calloc(n ? n : 1, sizeof *items);
+        vx__val *items = calloc(n ? n : 1, sizeof *items);
         if (!items) return mw_errf(r->err, "%s: %s: out of memory", r->path, r->what);
         out->u.arr.data = items;
         for (uint64_t i = 0; i < n; i++) {
@@ -185,7 +187,7 @@ static int read_array(rd *r, vx_val *out, int depth) {
         out->u.arr.n = n;
         return 0;
     }
-    size_t sz = vx_vtype_size((vx_vtype)elem);
+    size_t sz = vx__vtype_size((vx_vtype)elem);
     if (n > left(r) / sz)
         return mw_errf(r->err, "%s: %s: array of %llu %s values cannot fit in the %llu bytes left",
                        r->path, r->what, (unsigned long long)n, vx_vtype_name((vx_vtype)elem),
@@ -201,7 +203,7 @@ static int read_array(rd *r, vx_val *out, int depth) {
     return 0;
 }
 
-static int read_val(rd *r, vx_vtype type, vx_val *out, int depth) {
+static int read_val(rd *r, vx_vtype type, vx__val *out, int depth) {
     memset(out, 0, sizeof *out);
     out->type = type;
     if (type == VX_ARR) return read_array(r, out, depth);
@@ -216,7 +218,7 @@ static int read_val(rd *r, vx_vtype type, vx_val *out, int depth) {
         out->u.str.len = len;
         return 0;
     }
-    size_t sz = vx_vtype_size(type);
+    size_t sz = vx__vtype_size(type);
     if (need(r, sz)) return -1;
     memcpy(out->u.raw, r->p + r->pos, sz);
     if (type == VX_BOOL) out->u.raw[0] = out->u.raw[0] != 0;
@@ -242,14 +244,14 @@ static int read_header_kv(rd *r, vx_gguf *g, uint64_t n_kv) {
                            (unsigned long long)i, bad);
         snprintf(what, sizeof r->what, "metadata key '%.*s'", (int)(klen < 100 ? klen : 100), key);
         if (rd_u32(r, &type)) return -1;
-        if (!vx_vtype_valid(type))
+        if (!vx__vtype_valid(type))
             return mw_errf(r->err, "%s: %s: unknown value type %u", g->path, what, type);
-        vx_val v;
+        vx__val v;
         if (read_val(r, (vx_vtype)type, &v, 0)) {
-            vx_val_free(&v);
+            vx__val_free(&v);
             return -1;
         }
-        int rc = vx_meta_put(g->meta, key, klen, &v, false);
+        int rc = vx__meta_put(g->meta, key, klen, &v, false);
         if (rc < 0) return mw_errf(r->err, "%s: out of memory reading metadata", g->path);
         if (rc > 0) return mw_errf(r->err, "%s: duplicate %s", g->path, what);
     }
@@ -277,8 +279,8 @@ static uint64_t natural_alignment(const kn_type_traits *tr) {
     return a;
 }
 
-int vx_tensor_nbytes(kn_type type, int n_dims, const int64_t *ne, uint64_t *nbytes, char *why,
-                     size_t why_len) {
+int vx__tensor_nbytes(kn_type type, int n_dims, const int64_t *ne, uint64_t *nbytes, char *why,
+                      size_t why_len) {
     const kn_type_traits *tr = kn_traits(type);
     if (!tr || tr->blck_size <= 0 || tr->type_size <= 0) {
         snprintf(why, why_len, "unknown ggml type id %d", (int)type);
@@ -364,7 +366,7 @@ static int read_tensor_infos(rd *r, vx_gguf *g) {
         if (rd_u32(r, &type) || rd_u64(r, &t->offset)) return -1;
         t->type = (kn_type)type;
         char why[120];
-        if (vx_tensor_nbytes(t->type, t->n_dims, t->ne, &t->nbytes, why, sizeof why))
+        if (vx__tensor_nbytes(t->type, t->n_dims, t->ne, &t->nbytes, why, sizeof why))
             return mw_errf(r->err, "%s: tensor '%s': %s", g->path, nm, why);
     }
     return 0;

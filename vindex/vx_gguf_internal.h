@@ -13,22 +13,22 @@
 
 /* Bytes of a tensor of `type` with n_dims dimensions ne (ggml order). On a bad type, shape or an
  * overflow returns -1 and writes the reason ("has 5 dimensions (must be 1..4)") into why. */
-int vx_tensor_nbytes(kn_type type, int n_dims, const int64_t *ne, uint64_t *nbytes, char *why,
-                     size_t why_len);
+int vx__tensor_nbytes(kn_type type, int n_dims, const int64_t *ne, uint64_t *nbytes, char *why,
+                      size_t why_len);
 
-typedef struct vx_buf {
+typedef struct vx__buf {
     uint8_t *p;
     size_t n, cap;
     bool oom; /* set once an append failed; later appends are ignored */
-} vx_buf;
+} vx__buf;
 
-void vx_buf_put(vx_buf *b, const void *d, size_t n);
-void vx_buf_u32(vx_buf *b, uint32_t v);
-void vx_buf_u64(vx_buf *b, uint64_t v);
-void vx_buf_str(vx_buf *b, const char *s, uint64_t len); /* GGUF string: u64 length + bytes */
-void vx_buf_free(vx_buf *b);
+void vx__buf_put(vx__buf *b, const void *d, size_t n);
+void vx__buf_u32(vx__buf *b, uint32_t v);
+void vx__buf_u64(vx__buf *b, uint64_t v);
+void vx__buf_str(vx__buf *b, const char *s, uint64_t len); /* GGUF string: u64 length + bytes */
+void vx__buf_free(vx__buf *b);
 
 /* Appends one GGUF metadata entry: key, u32 type, value. */
-void vx_gguf_put_kv(vx_buf *b, const char *key, const vx_val *v);
+void vx__gguf_put_kv(vx__buf *b, const char *key, const vx__val *v);
 
 #endif

@@ -22,7 +22,7 @@
 
 /* ---- encoding ------------------------------------------------------------------------------ */
 
-void vx_buf_put(vx_buf *b, const void *d, size_t n) {
+void vx__buf_put(vx__buf *b, const void *d, size_t n) {
     if (b->oom || n == 0) return;
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
@@ -39,52 +39,52 @@ void vx_buf_put(vx_buf *b, const void *d, size_t n) {
     b->n += n;
 }
 
-void vx_buf_u32(vx_buf *b, uint32_t v) {
-    vx_buf_put(b, &v, 4);
+void vx__buf_u32(vx__buf *b, uint32_t v) {
+    vx__buf_put(b, &v, 4);
 }
-void vx_buf_u64(vx_buf *b, uint64_t v) {
-    vx_buf_put(b, &v, 8);
-}
-
-void vx_buf_str(vx_buf *b, const char *s, uint64_t len) {
-    vx_buf_u64(b, len);
-    vx_buf_put(b, s, len);
+void vx__buf_u64(vx__buf *b, uint64_t v) {
+    vx__buf_put(b, &v, 8);
 }
 
-void vx_buf_free(vx_buf *b) {
+void vx__buf_str(vx__buf *b, const char *s, uint64_t len) {
+    vx__buf_u64(b, len);
+    vx__buf_put(b, s, len);
+}
+
+void vx__buf_free(vx__buf *b) {
     free(b->p);
     memset(b, 0, sizeof *b);
 }
 
 /* The value without its type tag (arrays carry their element type inline). */
-static void put_val(vx_buf *b, const vx_val *v) {
+static void put_val(vx__buf *b, const vx__val *v) {
     if (v->type == VX_STR) {
-        vx_buf_str(b, v->u.str.s, v->u.str.len);
+        vx__buf_str(b, v->u.str.s, v->u.str.len);
         return;
     }
     if (v->type != VX_ARR) {
-        vx_buf_put(b, v->u.raw, vx_vtype_size(v->type));
+        vx__buf_put(b, v->u.raw, vx__vtype_size(v->type));
         return;
     }
-    vx_buf_u32(b, v->u.arr.elem);
-    vx_buf_u64(b, v->u.arr.n);
+    vx__buf_u32(b, v->u.arr.elem);
+    vx__buf_u64(b, v->u.arr.n);
     if (v->u.arr.elem == VX_STR) {
         for (uint64_t i = 0; i < v->u.arr.n; i++) {
             uint64_t len;
-            const char *s = vx_val_arr_str(v, i, &len);
-            vx_buf_str(b, s, len);
+            const char *s = vx__val_arr_str(v, i, &len);
+            vx__buf_str(b, s, len);
         }
     } else if (v->u.arr.elem == VX_ARR) {
-        const vx_val *items = v->u.arr.data;
+        const vx__val *items = v->u.arr.data;
         for (uint64_t i = 0; i < v->u.arr.n; i++) put_val(b, &items[i]);
     } else {
-        vx_buf_put(b, v->u.arr.data, v->u.arr.n * vx_vtype_size(v->u.arr.elem));
+        vx__buf_put(b, v->u.arr.data, v->u.arr.n * vx__vtype_size(v->u.arr.elem));
     }
 }
 
-void vx_gguf_put_kv(vx_buf *b, const char *key, const vx_val *v) {
-    vx_buf_str(b, key, strlen(key));
-    vx_buf_u32(b, v->type);
+void vx__gguf_put_kv(vx__buf *b, const char *key, const vx__val *v) {
+    vx__buf_str(b, key, strlen(key));
+    vx__buf_u32(b, v->type);
     put_val(b, v);
 }
 
@@ -148,7 +148,7 @@ static wtensor *add_tensor(vx_gguf_writer *w, const char *name, kn_type type, in
     for (int d = 0; d < n_dims && d < VX_GGUF_MAX_DIMS; d++) full[d] = ne[d];
     char why[120];
     uint64_t nbytes;
-    if (vx_tensor_nbytes(type, n_dims, full, &nbytes, why, sizeof why)) {
+    if (vx__tensor_nbytes(type, n_dims, full, &nbytes, why, sizeof why)) {
         mw_errf(err, "GGUF writer: tensor '%s' %s", name, why);
         return NULL;
     }
@@ -218,7 +218,7 @@ static uint64_t pad_to(uint64_t x, uint64_t a) {
 
 /* The header: magic, version, counts, metadata (general.alignment added when not the default) and
  * the tensor directory, padded to the alignment. */
-static int build_header(vx_gguf_writer *w, vx_buf *h, mw_err *err) {
+static int build_header(vx_gguf_writer *w, vx__buf *h, mw_err *err) {
     int64_t a;
     int rc = vx_meta_get_i64(w->meta, "general.alignment", &a, err);
     if (rc < 0) return -1;
@@ -228,27 +228,27 @@ static int build_header(vx_gguf_writer *w, vx_buf *h, mw_err *err) {
     if (rc == 0 && w->alignment != 32 &&
         vx_meta_set_u32(w->meta, "general.alignment", w->alignment))
         return mw_errf(err, "GGUF writer: out of memory");
-    vx_buf_put(h, "GGUF", 4);
-    vx_buf_u32(h, 3);
-    vx_buf_u64(h, w->n);
-    vx_buf_u64(h, vx_meta_count(w->meta));
+    vx__buf_put(h, "GGUF", 4);
+    vx__buf_u32(h, 3);
+    vx__buf_u64(h, w->n);
+    vx__buf_u64(h, vx_meta_count(w->meta));
     for (size_t i = 0; i < vx_meta_count(w->meta); i++)
-        vx_gguf_put_kv(h, vx_meta_key(w->meta, i), vx_meta_val(w->meta, i));
+        vx__gguf_put_kv(h, vx_meta_key(w->meta, i), vx__meta_val(w->meta, i));
     uint64_t off = 0;
     for (size_t i = 0; i < w->n; i++) {
         const wtensor *t = &w->t[i];
-        vx_buf_str(h, t->name, strlen(t->name));
-        vx_buf_u32(h, (uint32_t)t->n_dims);
-        for (int d = 0; d < t->n_dims; d++) vx_buf_u64(h, (uint64_t)t->ne[d]);
-        vx_buf_u32(h, (uint32_t)t->type);
-        vx_buf_u64(h, off);
+        vx__buf_str(h, t->name, strlen(t->name));
+        vx__buf_u32(h, (uint32_t)t->n_dims);
+        for (int d = 0; d < t->n_dims; d++) vx__buf_u64(h, (uint64_t)t->ne[d]);
+        vx__buf_u32(h, (uint32_t)t->type);
+        vx__buf_u64(h, off);
         off = pad_to(off + t->nbytes, w->alignment);
     }
     static const uint8_t zeros[64];
     size_t pad = pad_to(h->n, w->alignment) - h->n;
     while (pad > 0) {
         size_t k = pad < sizeof zeros ? pad : sizeof zeros;
-        vx_buf_put(h, zeros, k);
+        vx__buf_put(h, zeros, k);
         pad -= k;
     }
     if (h->oom) return mw_errf(err, "GGUF writer: out of memory building the header");
@@ -271,14 +271,14 @@ static int write_filled(int fd, const wtensor *t, uint8_t *buf, size_t buf_len, 
 }
 
 int vx_gguf_writer_write(vx_gguf_writer *w, const char *path, mw_err *err) {
-    vx_buf h = {0};
+    vx__buf h = {0};
     if (build_header(w, &h, err) != 0) {
-        vx_buf_free(&h);
+        vx__buf_free(&h);
         return -1;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        vx_buf_free(&h);
+        vx__buf_free(&h);
         return mw_errf(err, "%s: cannot create: %s", path, strerror(errno));
     }
     uint64_t max_row = 0;
@@ -302,7 +302,7 @@ int vx_gguf_writer_write(vx_gguf_writer *w, const char *path, mw_err *err) {
         }
     }
     free(buf);
-    vx_buf_free(&h);
+    vx__buf_free(&h);
     if (close(fd) != 0 && rc == 0) rc = mw_errf(err, "%s: close failed: %s", path, strerror(errno));
     if (rc != 0) unlink(path);
     return rc;

@@ -13,12 +13,13 @@
 #include "vindex/vx_json.h"
 
 typedef struct hf_cfg {
-    const vx_hf_family *fam;
-    const char *what; /* the config's path, for messages */
+    const vx__hf_family *fam;
+    const vx_family *family; /* fam's */
+    const char *what;        /* the config's path, for messages */
     json_t *root;
     vx_meta *meta;
-    vx_hf_hparams *hp;
-    const char *slot_key[HP_COUNT]; /* which config key filled each slot */
+    vx__hf_hparams *hp;
+    const char *slot_key[VX__HP_COUNT]; /* which config key filled each slot */
 } hf_cfg;
 
 /* A short JSON rendering of v for messages (static buffer). */
@@ -35,7 +36,7 @@ static const char *show(const json_t *v) {
 
 static const char *arch_key(const hf_cfg *c, const char *suffix) {
     static char key[256];
-    snprintf(key, sizeof key, "%s.%s", c->fam->arch, suffix);
+    snprintf(key, sizeof key, "%s.%s", c->family->arch, suffix);
     return key;
 }
 
@@ -74,7 +75,7 @@ static int get_f32(const hf_cfg *c, const char *where, const json_t *v, double *
 }
 
 static int fill_slot(hf_cfg *c, int slot, const char *key, int64_t v, mw_err *err) {
-    if (slot == HP_NONE) return 0;
+    if (slot == VX__HP_NONE) return 0;
     if (c->hp->v[slot] && c->hp->v[slot] != v)
         return mw_errf(err, "%s: '%s' (%lld) disagrees with '%s' (%lld)", c->what, key,
                        (long long)v, c->slot_key[slot], (long long)c->hp->v[slot]);
@@ -85,45 +86,39 @@ static int fill_slot(hf_cfg *c, int slot, const char *key, int64_t v, mw_err *er
 
 /* ---- the family's rows -------------------------------------------------------------------- */
 
-static const hf_key *find_row(const vx_hf_family *fam, const char *key) {
-    for (size_t i = 0; i < fam->n_keys; i++)
-        if (!strcmp(fam->keys[i].hf, key)) return &fam->keys[i];
-    return NULL;
-}
-
-static int apply_row(hf_cfg *c, const hf_key *row, mw_err *err) {
+static int apply_row(hf_cfg *c, const vx__hf_key *row, mw_err *err) {
     json_t *v = json_object_get(c->root, row->hf);
     json_t *dflt = NULL;
     int rc = 0;
     if (json_is_null(v)) v = NULL;
-    if (!v && row->arg && (row->kind == HK_U32 || row->kind == HK_F32))
+    if (!v && row->arg && (row->kind == VX__HK_U32 || row->kind == VX__HK_F32))
         v = dflt = json_loads(row->arg, JSON_DECODE_ANY, NULL); /* the HF class default */
     if (!v) return 0;
     switch (row->kind) {
-    case HK_U32: {
+    case VX__HK_U32: {
         uint32_t x;
         if (!(rc = get_u32(c, row->hf, v, &x, err)) &&
             !(rc = fill_slot(c, row->slot, row->hf, x, err)) && row->gguf)
             rc = put_u32(c, row->gguf, x, err);
         break;
     }
-    case HK_F32: {
+    case VX__HK_F32: {
         double x;
         if (!(rc = get_f32(c, row->hf, v, &x, err)) && row->gguf)
             rc = put_f32(c, row->gguf, x, err);
         break;
     }
-    case HK_EXPECT: {
+    case VX__HK_EXPECT: {
         json_t *want = json_loads(row->arg, JSON_DECODE_ANY, NULL);
         if (!want) return oom(c, err);
         if (!json_equal(v, want))
             rc = mw_errf(err, "%s: '%s' is %s; family %s supports only %s", c->what, row->hf,
-                         show(v), c->fam->arch, row->arg);
+                         show(v), c->family->arch, row->arg);
         json_decref(want);
         break;
     }
-    case HK_IGNORE:
-    case HK_CODE:
+    case VX__HK_IGNORE:
+    case VX__HK_CODE:
         break;
     }
     json_decref(dflt);
@@ -133,14 +128,14 @@ static int apply_row(hf_cfg *c, const hf_key *row, mw_err *err) {
 /* After all rows: a required key must be present (a slot may be filled by another row). */
 static int check_required(const hf_cfg *c, mw_err *err) {
     for (size_t i = 0; i < c->fam->n_keys; i++) {
-        const hf_key *row = &c->fam->keys[i];
-        if (!(row->flags & HK_REQUIRED)) continue;
-        bool have = row->slot != HP_NONE ? c->hp->v[row->slot] != 0
-                                         : !json_is_null(json_object_get(c->root, row->hf)) &&
-                                               json_object_get(c->root, row->hf);
+        const vx__hf_key *row = &c->fam->keys[i];
+        if (!(row->flags & VX__HK_REQUIRED)) continue;
+        bool have = row->slot != VX__HP_NONE ? c->hp->v[row->slot] != 0
+                                             : !json_is_null(json_object_get(c->root, row->hf)) &&
+                                                   json_object_get(c->root, row->hf);
         if (!have)
             return mw_errf(err, "%s: missing required key '%s' (family %s)", c->what, row->hf,
-                           c->fam->arch);
+                           c->family->arch);
     }
     return 0;
 }
@@ -211,10 +206,10 @@ static int rope_dict(hf_cfg *c, json_t **out, const char **name, mw_err *err) {
         bool known = false;
         for (size_t i = 0; i < sizeof rope_dict_keys / sizeof *rope_dict_keys; i++)
             known |= !strcmp(k, rope_dict_keys[i]);
-        if (known && !c->fam->rope_mscale && !strncmp(k, "mscale", 6)) known = false;
+        if (known && !c->family->yarn_log_mul && !strncmp(k, "mscale", 6)) known = false;
         if (!known)
             return mw_errf(err, "%s: '%s.%s' is not supported by family %s", c->what, *name, k,
-                           c->fam->arch);
+                           c->family->arch);
     }
     return 0;
 }
@@ -287,7 +282,7 @@ static int read_yarn(hf_cfg *c, json_t *d, const char *dname, mw_err *err) {
                              json_is_true(trunc)))
             return oom(c, err);
     }
-    if (c->fam->rope_mscale && (rc = read_mscale(c, d, dname, err))) return rc;
+    if (c->family->yarn_log_mul && (rc = read_mscale(c, d, dname, err))) return rc;
     /* gpt-oss repeats the original context as initial_context_length */
     json_t *icl = json_object_get(c->root, "initial_context_length");
     json_t *orig = json_object_get(d, "original_max_position_embeddings");
@@ -305,13 +300,13 @@ static int read_rope(hf_cfg *c, mw_err *err) {
     if (!d) {
         if (c->fam->rope_required)
             return mw_errf(err, "%s: family %s needs a rope_scaling of type %s", c->what,
-                           c->fam->arch, c->fam->rope_types);
+                           c->family->arch, c->fam->rope_types);
         return 0;
     }
     json_t *prf = json_object_get(d, "partial_rotary_factor");
     if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
         return mw_errf(err, "%s: '%s.partial_rotary_factor' is %s; family %s rotates whole heads",
-                       c->what, dname, show(prf), c->fam->arch);
+                       c->what, dname, show(prf), c->family->arch);
     const char *ty = "default";
     if ((rc = rope_type(c, d, dname, &ty, err))) return rc;
     if (!strcmp(ty, "default")) {
@@ -319,13 +314,13 @@ static int read_rope(hf_cfg *c, mw_err *err) {
             return mw_errf(err, "%s: '%s' has a factor but no scaling type", c->what, dname);
         if (c->fam->rope_required)
             return mw_errf(err, "%s: family %s needs a rope scaling of type %s", c->what,
-                           c->fam->arch, c->fam->rope_types);
+                           c->family->arch, c->fam->rope_types);
         return 0;
     }
     if (!word_in(ty, c->fam->rope_types))
         return mw_errf(err,
                        "%s: rope scaling type '%s' is not supported by family %s (supported: %s)",
-                       c->what, ty, c->fam->arch, c->fam->rope_types);
+                       c->what, ty, c->family->arch, c->fam->rope_types);
     return read_yarn(c, d, dname, err);
 }
 
@@ -333,32 +328,34 @@ static int read_rope(hf_cfg *c, mw_err *err) {
 
 static int read_layer_types(hf_cfg *c, mw_err *err) {
     json_t *lt = json_object_get(c->root, "layer_types");
-    int64_t n = c->hp->v[HP_LAYERS];
+    int64_t n = c->hp->v[VX__HP_LAYERS];
     if (json_is_null(lt)) lt = NULL;
     if (lt && (!json_is_array(lt) || (int64_t)json_array_size(lt) != n))
         return mw_errf(err,
                        "%s: 'layer_types' must be an array of %lld entries (num_hidden_layers)",
                        c->what, (long long)n);
-    if (!lt && !c->fam->sliding_layers) return 0;
+    if (!lt && !c->family->swa) return 0;
     uint8_t *pattern = calloc((size_t)n, 1);
     if (!pattern) return oom(c, err);
     int rc = 0;
     for (int64_t i = 0; i < n && !rc; i++) {
         if (!lt) {
-            pattern[i] = i % 2 == 0; /* GptOssConfig's default: even layers slide */
+            /* the family's pattern (GptOssConfig's default layer_types alike) */
+            const int64_t p = c->family->swa_period;
+            pattern[i] = p == 0 || i % p < p - 1;
             continue;
         }
         json_t *v = json_array_get(lt, (size_t)i);
         const char *s = json_is_string(v) ? json_string_value(v) : "";
-        if (!strcmp(s, "sliding_attention") && c->fam->sliding_layers)
+        if (!strcmp(s, "sliding_attention") && c->family->swa)
             pattern[i] = 1;
         else if (strcmp(s, "full_attention"))
             rc = mw_errf(err, "%s: layer_types[%lld] is %s; family %s supports %s", c->what,
-                         (long long)i, show(v), c->fam->arch,
-                         c->fam->sliding_layers ? "\"sliding_attention\" and \"full_attention\""
-                                                : "only \"full_attention\"");
+                         (long long)i, show(v), c->family->arch,
+                         c->family->swa ? "\"sliding_attention\" and \"full_attention\""
+                                        : "only \"full_attention\"");
     }
-    if (!rc && c->fam->sliding_layers &&
+    if (!rc && c->family->swa &&
         vx_meta_set_arr(c->meta, arch_key(c, "attention.sliding_window_pattern"), VX_BOOL, pattern,
                         (uint64_t)n))
         rc = oom(c, err);
@@ -378,7 +375,7 @@ static int read_quantization(hf_cfg *c, mw_err *err) {
     if (!c->fam->quant_method || strcmp(method, c->fam->quant_method))
         return mw_errf(err,
                        "%s: quantization_config.quant_method '%s' is not supported by family %s",
-                       c->what, method, c->fam->arch);
+                       c->what, method, c->family->arch);
     const bool fp8 = !strcmp(method, "fp8");
     const char *k;
     json_t *v;
@@ -413,12 +410,12 @@ static int read_quantization(hf_cfg *c, mw_err *err) {
 static const struct {
     int slot;
     int64_t max;
-} slot_max[] = {{HP_LAYERS, 1 << 16}, {HP_EXPERTS, 1 << 16},  {HP_KV_LORA, 1 << 16},
-                {HP_NOPE, 1 << 16},   {HP_ROPE_DIM, 512},     {HP_V_DIM, 1 << 16},
-                {HP_HEADS, 1 << 16},  {HP_KV_HEADS, 1 << 16}, {HP_HEAD_DIM, 1 << 16}};
+} slot_max[] = {{VX__HP_LAYERS, 1 << 16}, {VX__HP_EXPERTS, 1 << 16},  {VX__HP_KV_LORA, 1 << 16},
+                {VX__HP_NOPE, 1 << 16},   {VX__HP_ROPE_DIM, 512},     {VX__HP_V_DIM, 1 << 16},
+                {VX__HP_HEADS, 1 << 16},  {VX__HP_KV_HEADS, 1 << 16}, {VX__HP_HEAD_DIM, 1 << 16}};
 
 static int check_bounds(const hf_cfg *c, mw_err *err) {
-    const vx_hf_hparams *hp = c->hp;
+    const vx__hf_hparams *hp = c->hp;
     for (size_t i = 0; i < sizeof slot_max / sizeof *slot_max; i++)
         if (hp->v[slot_max[i].slot] > slot_max[i].max)
             return mw_errf(err, "%s: '%s' is %lld, more than the %lld supported", c->what,
@@ -428,30 +425,31 @@ static int check_bounds(const hf_cfg *c, mw_err *err) {
 }
 
 static int read_rest(hf_cfg *c, mw_err *err) {
-    vx_hf_hparams *hp = c->hp;
+    vx__hf_hparams *hp = c->hp;
     json_t *tie = json_object_get(c->root, "tie_word_embeddings");
     if (tie && !json_is_boolean(tie))
         return mw_errf(err, "%s: 'tie_word_embeddings' is %s; expected true or false", c->what,
                        show(tie));
     hp->tied = json_is_true(tie); /* both families' HF classes default to false */
-    if (!hp->v[HP_HEAD_DIM] && c->fam->derive_head_dim) {
-        if (hp->v[HP_EMBD] % hp->v[HP_HEADS])
+    if (!hp->v[VX__HP_HEAD_DIM] && c->fam->derive_head_dim) {
+        if (hp->v[VX__HP_EMBD] % hp->v[VX__HP_HEADS])
             return mw_errf(err,
                            "%s: no head_dim and hidden_size %lld is not a multiple of %lld heads",
-                           c->what, (long long)hp->v[HP_EMBD], (long long)hp->v[HP_HEADS]);
-        hp->v[HP_HEAD_DIM] = hp->v[HP_EMBD] / hp->v[HP_HEADS];
-        int rc = put_u32(c, "attention.key_length", (uint32_t)hp->v[HP_HEAD_DIM], err);
-        if (rc || (rc = put_u32(c, "attention.value_length", (uint32_t)hp->v[HP_HEAD_DIM], err)))
+                           c->what, (long long)hp->v[VX__HP_EMBD], (long long)hp->v[VX__HP_HEADS]);
+        hp->v[VX__HP_HEAD_DIM] = hp->v[VX__HP_EMBD] / hp->v[VX__HP_HEADS];
+        int rc = put_u32(c, "attention.key_length", (uint32_t)hp->v[VX__HP_HEAD_DIM], err);
+        if (rc ||
+            (rc = put_u32(c, "attention.value_length", (uint32_t)hp->v[VX__HP_HEAD_DIM], err)))
             return rc;
     }
-    if (hp->v[HP_KV_HEADS] && hp->v[HP_HEADS] % hp->v[HP_KV_HEADS])
+    if (hp->v[VX__HP_KV_HEADS] && hp->v[VX__HP_HEADS] % hp->v[VX__HP_KV_HEADS])
         return mw_errf(err,
                        "%s: num_attention_heads %lld is not a multiple of num_key_value_heads %lld",
-                       c->what, (long long)hp->v[HP_HEADS], (long long)hp->v[HP_KV_HEADS]);
-    if (hp->v[HP_EXPERTS_USED] > hp->v[HP_EXPERTS])
+                       c->what, (long long)hp->v[VX__HP_HEADS], (long long)hp->v[VX__HP_KV_HEADS]);
+    if (hp->v[VX__HP_EXPERTS_USED] > hp->v[VX__HP_EXPERTS])
         return mw_errf(err, "%s: %s (%lld) exceeds the expert count (%lld)", c->what,
-                       c->slot_key[HP_EXPERTS_USED], (long long)hp->v[HP_EXPERTS_USED],
-                       (long long)hp->v[HP_EXPERTS]);
+                       c->slot_key[VX__HP_EXPERTS_USED], (long long)hp->v[VX__HP_EXPERTS_USED],
+                       (long long)hp->v[VX__HP_EXPERTS]);
     return 0;
 }
 
@@ -460,10 +458,11 @@ static int read_rest(hf_cfg *c, mw_err *err) {
 static int find_family(hf_cfg *c, mw_err *err) {
     json_t *mt = json_object_get(c->root, "model_type");
     if (!json_is_string(mt)) return mw_errf(err, "%s: missing or non-string model_type", c->what);
-    c->fam = vx_hf_family_find(json_string_value(mt));
+    c->fam = vx__hf_family_find(json_string_value(mt));
     if (!c->fam)
         return mw_errf(err, "%s: model_type '%s' is not a supported family (supported: %s)",
-                       c->what, json_string_value(mt), vx_hf_family_names());
+                       c->what, json_string_value(mt), vx__hf_family_names());
+    c->family = c->fam->family;
     json_t *archs = json_object_get(c->root, "architectures");
     if (!archs || json_is_null(archs)) return 0;
     bool found = false;
@@ -473,12 +472,12 @@ static int find_family(hf_cfg *c, mw_err *err) {
     }
     if (!found)
         return mw_errf(err, "%s: architectures %s does not name %s (model_type %s)", c->what,
-                       show(archs), c->fam->hf_class, c->fam->model_type);
+                       show(archs), c->fam->hf_class, json_string_value(mt));
     return 0;
 }
 
-int vx_hf_config_read(const char *text, size_t len, const char *what, const char *name,
-                      vx_meta *meta, const vx_hf_family **fam, vx_hf_hparams *hp, mw_err *err) {
+int vx__hf_config_read(const char *text, size_t len, const char *what, const char *name,
+                       vx_meta *meta, const vx__hf_family **fam, vx__hf_hparams *hp, mw_err *err) {
     memset(hp, 0, sizeof *hp);
     static const vx_json_limits lim = {
         .max_depth = 16, .bytes_per_object = 16, .bytes_per_array = 16, .bytes_per_item = 4};
@@ -494,9 +493,9 @@ int vx_hf_config_read(const char *text, size_t len, const char *what, const char
     const char *k;
     json_t *v;
     json_object_foreach(c.root, k, v) {
-        if (!find_row(c.fam, k)) {
+        if (!vx__hf_key_find(c.fam, k)) {
             rc = mw_errf(err, "%s: key '%s' is not known to family %s (it may change the math)",
-                         what, k, c.fam->arch);
+                         what, k, c.family->arch);
             goto out;
         }
     }
@@ -504,9 +503,9 @@ int vx_hf_config_read(const char *text, size_t len, const char *what, const char
     if (rc || (rc = check_required(&c, err)) || (rc = check_bounds(&c, err)) ||
         (rc = read_rope(&c, err)) || (rc = read_layer_types(&c, err)) ||
         (rc = read_quantization(&c, err)) || (rc = read_rest(&c, err)) ||
-        (c.fam->derive && (rc = c.fam->derive(c.root, what, c.fam->arch, meta, hp, err))))
+        (c.fam->derive && (rc = c.fam->derive(c.root, what, c.family->arch, meta, hp, err))))
         goto out;
-    if ((rc = put_str(&c, "general.architecture", c.fam->arch, err))) goto out;
+    if ((rc = put_str(&c, "general.architecture", c.family->arch, err))) goto out;
     if (name && (rc = put_str(&c, "general.name", name, err))) goto out;
     *fam = c.fam;
 out:
@@ -516,7 +515,7 @@ out:
 
 int vx_hf_config_parse(const char *text, size_t len, const char *what, const char *name,
                        vx_meta *meta, mw_err *err) {
-    const vx_hf_family *fam;
-    vx_hf_hparams hp;
-    return vx_hf_config_read(text, len, what, name, meta, &fam, &hp, err);
+    const vx__hf_family *fam;
+    vx__hf_hparams hp;
+    return vx__hf_config_read(text, len, what, name, meta, &fam, &hp, err);
 }

@@ -1,386 +1,418 @@
 /* vindex/vx_hf_families.c — the Hugging Face families as data: which config.json keys each knows
  * (and the GGUF keys llama.cpp's converter writes for them), and how its tensors map to GGUF names;
  * DeepSeek-V3's router and latent-attention keys, derived from several config values, in code.
- * docs/safetensors.md is the readable form of these tables. */
+ * Each row points at its family's row of vindex/vx_family.c, which holds the GGUF architecture
+ * and the facts the model layer reads too. docs/safetensors.md is the readable form of these
+ * tables. */
 #include <stdio.h>
 #include <string.h>
 
-#include "util/mw_names.h"
 #include "vindex/vx_hf_internal.h"
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-/* Keys every family reads in code (vx_hf_config.c) rather than through a row's kind. */
-#define CODE_KEYS                                                                                  \
-    {"model_type", HK_CODE, NULL, HP_NONE, 0, NULL},                                               \
-        {"architectures", HK_CODE, NULL, HP_NONE, 0, NULL},                                        \
-        {"rope_theta", HK_CODE, NULL, HP_NONE, 0, NULL},                                           \
-        {"rope_scaling", HK_CODE, NULL, HP_NONE, 0, NULL},                                         \
-        {"rope_parameters", HK_CODE, NULL, HP_NONE, 0, NULL},                                      \
-        {"layer_types", HK_CODE, NULL, HP_NONE, 0, NULL},                                          \
-        {"quantization_config", HK_CODE, NULL, HP_NONE, 0, NULL}, {                                \
-        "tie_word_embeddings", HK_CODE, NULL, HP_NONE, 0, NULL                                     \
-    }
-
-/* Keys that only matter for training or for the Python runtime. */
-#define TRAINING_KEYS                                                                              \
-    {"attention_dropout", HK_IGNORE, NULL, HP_NONE, 0, "training only"},                           \
-        {"initializer_range", HK_IGNORE, NULL, HP_NONE, 0, "training only"},                       \
-        {"router_aux_loss_coef", HK_IGNORE, NULL, HP_NONE, 0, "training only"},                    \
-        {"output_router_logits", HK_IGNORE, NULL, HP_NONE, 0, "training only"},                    \
-        {"use_cache", HK_IGNORE, NULL, HP_NONE, 0, "Python runtime setting"},                      \
-        {"torch_dtype", HK_IGNORE, NULL, HP_NONE, 0, "each tensor carries its own dtype"},         \
-        {"dtype", HK_IGNORE, NULL, HP_NONE, 0, "each tensor carries its own dtype"},               \
-        {"transformers_version", HK_IGNORE, NULL, HP_NONE, 0, "provenance only"},                  \
-        {"_name_or_path", HK_IGNORE, NULL, HP_NONE, 0, "provenance only"},                         \
-        {"bos_token_id", HK_IGNORE, NULL, HP_NONE, 0, "tokenizer files are carried"},              \
-        {"eos_token_id", HK_IGNORE, NULL, HP_NONE, 0, "tokenizer files are carried"}, {            \
-        "pad_token_id", HK_IGNORE, NULL, HP_NONE, 0, "tokenizer files are carried"                 \
-    }
-
-/* The rotary table some checkpoints save: recomputed from rope.freq_base and the rope scaling. */
-#define INV_FREQ_DROPS                                                                             \
-    {HR_DROP, 0,   {"model.layers.{L}.self_attn.rotary_emb.inv_freq"},                             \
-     {NULL},  {0}, "rotary inv_freq is recomputed from config (rope.freq_base, rope scaling)"},    \
-    {                                                                                              \
-        HR_DROP, 0, {"model.rotary_emb.inv_freq"}, {NULL}, {0},                                    \
-            "rotary inv_freq is recomputed from config (rope.freq_base, rope scaling)"             \
-    }
-
 #define L_ "model.layers.{L}."
 #define B_ "blk.{L}."
 
+/* ---- what every family shares ------------------------------------------------------------- */
+
+/* Config keys every family knows, found by vx__hf_key_find after the family's own. Only CODE and
+ * IGNORE rows belong here: the rows that write keys or are required are a family's. */
+static const vx__hf_key common_keys[] = {
+    /* read in code (vx_hf_config.c) rather than through a row's kind */
+    {"model_type", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"architectures", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"rope_theta", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"rope_scaling", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"rope_parameters", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"layer_types", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"quantization_config", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"tie_word_embeddings", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    /* only for training or the Python runtime */
+    {"attention_dropout", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"initializer_range", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"router_aux_loss_coef", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"output_router_logits", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"use_cache", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "Python runtime setting"},
+    {"torch_dtype", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "each tensor carries its own dtype"},
+    {"dtype", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "each tensor carries its own dtype"},
+    {"transformers_version", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "provenance only"},
+    {"_name_or_path", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "provenance only"},
+    {"bos_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"},
+    {"eos_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"},
+    {"pad_token_id", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "tokenizer files are carried"},
+};
+
+/* The rotary table some checkpoints save: recomputed from rope.freq_base and the rope scaling. */
+#define INV_FREQ_WHY "rotary inv_freq is recomputed from config (rope.freq_base, rope scaling)"
+
+const vx__hf_drop vx__hf_drops[] = {
+    {L_ "self_attn.rotary_emb.inv_freq", INV_FREQ_WHY},
+    {"model.rotary_emb.inv_freq", INV_FREQ_WHY},
+    {NULL, NULL},
+};
+
 /* ---- gpt-oss (GptOssForCausalLM) ---------------------------------------------------------- */
 
-static const hf_key gpt_oss_keys[] = {
-    {"num_hidden_layers", HK_U32, "block_count", HP_LAYERS, HK_REQUIRED, NULL},
-    {"max_position_embeddings", HK_U32, "context_length", HP_CTX, HK_REQUIRED, NULL},
-    {"hidden_size", HK_U32, "embedding_length", HP_EMBD, HK_REQUIRED, NULL},
-    {"intermediate_size", HK_U32, "feed_forward_length", HP_NONE, HK_REQUIRED, NULL},
-    {"intermediate_size", HK_U32, "expert_feed_forward_length", HP_FF_EXP, HK_REQUIRED, NULL},
-    {"num_attention_heads", HK_U32, "attention.head_count", HP_HEADS, HK_REQUIRED, NULL},
-    {"num_key_value_heads", HK_U32, "attention.head_count_kv", HP_KV_HEADS, HK_REQUIRED, NULL},
-    {"head_dim", HK_U32, "attention.key_length", HP_HEAD_DIM, HK_REQUIRED, NULL},
-    {"head_dim", HK_U32, "attention.value_length", HP_NONE, HK_REQUIRED, NULL},
-    {"rms_norm_eps", HK_F32, "attention.layer_norm_rms_epsilon", HP_NONE, HK_REQUIRED, NULL},
-    {"num_local_experts", HK_U32, "expert_count", HP_EXPERTS, HK_REQUIRED, NULL},
-    {"num_experts_per_tok", HK_U32, "expert_used_count", HP_EXPERTS_USED, HK_REQUIRED, NULL},
-    {"experts_per_token", HK_U32, "expert_used_count", HP_EXPERTS_USED, HK_REQUIRED, NULL},
-    {"sliding_window", HK_U32, "attention.sliding_window", HP_SWA, HK_REQUIRED, NULL},
+static const vx__hf_key gpt_oss_keys[] = {
+    {"num_hidden_layers", VX__HK_U32, "block_count", VX__HP_LAYERS, VX__HK_REQUIRED, NULL},
+    {"max_position_embeddings", VX__HK_U32, "context_length", VX__HP_CTX, VX__HK_REQUIRED, NULL},
+    {"hidden_size", VX__HK_U32, "embedding_length", VX__HP_EMBD, VX__HK_REQUIRED, NULL},
+    {"intermediate_size", VX__HK_U32, "feed_forward_length", VX__HP_NONE, VX__HK_REQUIRED, NULL},
+    {"intermediate_size", VX__HK_U32, "expert_feed_forward_length", VX__HP_FF_EXP, VX__HK_REQUIRED,
+     NULL},
+    {"num_attention_heads", VX__HK_U32, "attention.head_count", VX__HP_HEADS, VX__HK_REQUIRED,
+     NULL},
+    {"num_key_value_heads", VX__HK_U32, "attention.head_count_kv", VX__HP_KV_HEADS, VX__HK_REQUIRED,
+     NULL},
+    {"head_dim", VX__HK_U32, "attention.key_length", VX__HP_HEAD_DIM, VX__HK_REQUIRED, NULL},
+    {"head_dim", VX__HK_U32, "attention.value_length", VX__HP_NONE, VX__HK_REQUIRED, NULL},
+    {"rms_norm_eps", VX__HK_F32, "attention.layer_norm_rms_epsilon", VX__HP_NONE, VX__HK_REQUIRED,
+     NULL},
+    {"num_local_experts", VX__HK_U32, "expert_count", VX__HP_EXPERTS, VX__HK_REQUIRED, NULL},
+    {"num_experts_per_tok", VX__HK_U32, "expert_used_count", VX__HP_EXPERTS_USED, VX__HK_REQUIRED,
+     NULL},
+    {"experts_per_token", VX__HK_U32, "expert_used_count", VX__HP_EXPERTS_USED, VX__HK_REQUIRED,
+     NULL},
+    {"sliding_window", VX__HK_U32, "attention.sliding_window", VX__HP_SWA, VX__HK_REQUIRED, NULL},
     /* The clamp of the gpt-oss GLU (gate <= limit, -limit <= up <= limit). llama.cpp hard-codes 7
      * (and alpha 1.702, which HF's config does not carry either); the model layer reads the limit
      * from {arch}.swiglu_clamp_exp, the key llama.cpp uses for clamped SwiGLU experts. */
-    {"swiglu_limit", HK_F32, "swiglu_clamp_exp", HP_NONE, 0, "7.0"},
-    {"vocab_size", HK_U32, NULL, HP_VOCAB, HK_REQUIRED, NULL},
-    {"hidden_act", HK_EXPECT, NULL, HP_NONE, 0, "\"silu\""},
-    {"attention_bias", HK_EXPECT, NULL, HP_NONE, 0, "true"},
-    {"initial_context_length", HK_CODE, NULL, HP_NONE, 0, NULL},
-    CODE_KEYS,
-    TRAINING_KEYS,
+    {"swiglu_limit", VX__HK_F32, "swiglu_clamp_exp", VX__HP_NONE, 0, "7.0"},
+    {"vocab_size", VX__HK_U32, NULL, VX__HP_VOCAB, VX__HK_REQUIRED, NULL},
+    {"hidden_act", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "\"silu\""},
+    {"attention_bias", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "true"},
+    {"initial_context_length", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
 };
 
-static const hf_rule gpt_oss_rules[] = {
-    {HR_DIRECT, 0, {"model.embed_tokens.weight"}, {"token_embd.weight"}, {D_EMBD, D_VOCAB}, NULL},
-    {HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {D_EMBD}, NULL},
-    {HR_DIRECT, 0, {"lm_head.weight"}, {"output.weight"}, {D_EMBD, D_VOCAB}, NULL},
-    {HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {D_EMBD}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.q_proj.weight"}, {B_ "attn_q.weight"}, {D_EMBD, D_Q}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.q_proj.bias"}, {B_ "attn_q.bias"}, {D_Q}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.k_proj.weight"}, {B_ "attn_k.weight"}, {D_EMBD, D_KV}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.k_proj.bias"}, {B_ "attn_k.bias"}, {D_KV}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.v_proj.weight"}, {B_ "attn_v.weight"}, {D_EMBD, D_KV}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.v_proj.bias"}, {B_ "attn_v.bias"}, {D_KV}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.o_proj.weight"}, {B_ "attn_output.weight"}, {D_Q, D_EMBD}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.o_proj.bias"}, {B_ "attn_output.bias"}, {D_EMBD}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.sinks"}, {B_ "attn_sinks.weight"}, {D_HEADS}, NULL},
-    {HR_DIRECT,
+static const vx__hf_rule gpt_oss_rules[] = {
+    {VX__HR_DIRECT,
+     0,
+     {"model.embed_tokens.weight"},
+     {"token_embd.weight"},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {"lm_head.weight"}, {"output.weight"}, {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_proj.weight"}, {B_ "attn_q.weight"}, {VX__D_EMBD, VX__D_Q}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_proj.bias"}, {B_ "attn_q.bias"}, {VX__D_Q}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "self_attn.k_proj.weight"},
+     {B_ "attn_k.weight"},
+     {VX__D_EMBD, VX__D_KV}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.k_proj.bias"}, {B_ "attn_k.bias"}, {VX__D_KV}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "self_attn.v_proj.weight"},
+     {B_ "attn_v.weight"},
+     {VX__D_EMBD, VX__D_KV}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.v_proj.bias"}, {B_ "attn_v.bias"}, {VX__D_KV}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "self_attn.o_proj.weight"},
+     {B_ "attn_output.weight"},
+     {VX__D_Q, VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.o_proj.bias"}, {B_ "attn_output.bias"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.sinks"}, {B_ "attn_sinks.weight"}, {VX__D_HEADS}},
+    {VX__HR_DIRECT,
      0,
      {L_ "post_attention_layernorm.weight"},
      {B_ "post_attention_norm.weight"},
-     {D_EMBD},
-     NULL},
-    {HR_DIRECT, 0, {L_ "mlp.router.weight"}, {B_ "ffn_gate_inp.weight"}, {D_EMBD, D_EXPERTS}, NULL},
-    {HR_DIRECT, 0, {L_ "mlp.router.bias"}, {B_ "ffn_gate_inp.bias"}, {D_EXPERTS}, NULL},
+     {VX__D_EMBD}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "mlp.router.weight"},
+     {B_ "ffn_gate_inp.weight"},
+     {VX__D_EMBD, VX__D_EXPERTS}},
+    {VX__HR_DIRECT, 0, {L_ "mlp.router.bias"}, {B_ "ffn_gate_inp.bias"}, {VX__D_EXPERTS}},
     /* experts: native MXFP4, else unquantized [E, in, out] */
-    {HR_MXFP4,
-     HR_SPLIT | HR_ALT,
+    {VX__HR_MXFP4,
+     VX__HR_SPLIT | VX__HR_ALT,
      {L_ "mlp.experts.gate_up_proj_blocks", L_ "mlp.experts.gate_up_proj_scales"},
      {B_ "ffn_gate_exps.weight", B_ "ffn_up_exps.weight"},
-     {D_EMBD, D_FF_EXP, D_EXPERTS},
-     NULL},
-    {HR_TRANSPOSE,
-     HR_SPLIT,
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
+    {VX__HR_TRANSPOSE,
+     VX__HR_SPLIT,
      {L_ "mlp.experts.gate_up_proj"},
      {B_ "ffn_gate_exps.weight", B_ "ffn_up_exps.weight"},
-     {D_EMBD, D_FF_EXP, D_EXPERTS},
-     NULL},
-    {HR_ROWS,
-     HR_SPLIT,
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
+    {VX__HR_ROWS,
+     VX__HR_SPLIT,
      {L_ "mlp.experts.gate_up_proj_bias"},
      {B_ "ffn_gate_exps.bias", B_ "ffn_up_exps.bias"},
-     {D_FF_EXP, D_EXPERTS},
-     NULL},
-    {HR_MXFP4,
-     HR_ALT,
+     {VX__D_FF_EXP, VX__D_EXPERTS}},
+    {VX__HR_MXFP4,
+     VX__HR_ALT,
      {L_ "mlp.experts.down_proj_blocks", L_ "mlp.experts.down_proj_scales"},
      {B_ "ffn_down_exps.weight"},
-     {D_FF_EXP, D_EMBD, D_EXPERTS},
-     NULL},
-    {HR_TRANSPOSE,
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
+    {VX__HR_TRANSPOSE,
      0,
      {L_ "mlp.experts.down_proj"},
      {B_ "ffn_down_exps.weight"},
-     {D_FF_EXP, D_EMBD, D_EXPERTS},
-     NULL},
-    {HR_DIRECT,
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
+    {VX__HR_DIRECT,
      0,
      {L_ "mlp.experts.down_proj_bias"},
      {B_ "ffn_down_exps.bias"},
-     {D_EMBD, D_EXPERTS},
-     NULL},
-    INV_FREQ_DROPS,
+     {VX__D_EMBD, VX__D_EXPERTS}},
 };
-
-/* A row of the family table (at the end). */
-#define GPT_OSS_FAMILY                                                                             \
-    {                                                                                              \
-        .model_type = "gpt_oss", .hf_class = "GptOssForCausalLM", .arch = "gpt-oss",               \
-        .keys = gpt_oss_keys, .n_keys = ARRAY_LEN(gpt_oss_keys), .rules = gpt_oss_rules,           \
-        .n_rules = ARRAY_LEN(gpt_oss_rules), .rope_types = "yarn", .rope_required = true,          \
-        .sliding_layers = true, .derive_head_dim = false, .quant_method = "mxfp4",                 \
-    }
 
 /* ---- qwen3moe (Qwen3MoeForCausalLM) ------------------------------------------------------- */
 
-static const hf_key qwen3moe_keys[] = {
-    {"num_hidden_layers", HK_U32, "block_count", HP_LAYERS, HK_REQUIRED, NULL},
-    {"max_position_embeddings", HK_U32, "context_length", HP_CTX, HK_REQUIRED, NULL},
-    {"hidden_size", HK_U32, "embedding_length", HP_EMBD, HK_REQUIRED, NULL},
-    {"intermediate_size", HK_U32, "feed_forward_length", HP_NONE, 0, NULL},
-    {"moe_intermediate_size", HK_U32, "expert_feed_forward_length", HP_FF_EXP, HK_REQUIRED, NULL},
-    {"num_attention_heads", HK_U32, "attention.head_count", HP_HEADS, HK_REQUIRED, NULL},
-    {"num_key_value_heads", HK_U32, "attention.head_count_kv", HP_KV_HEADS, HK_REQUIRED, NULL},
-    {"head_dim", HK_U32, "attention.key_length", HP_HEAD_DIM, 0, NULL},
-    {"head_dim", HK_U32, "attention.value_length", HP_NONE, 0, NULL},
-    {"rms_norm_eps", HK_F32, "attention.layer_norm_rms_epsilon", HP_NONE, HK_REQUIRED, NULL},
-    {"num_experts", HK_U32, "expert_count", HP_EXPERTS, HK_REQUIRED, NULL},
-    {"num_experts_per_tok", HK_U32, "expert_used_count", HP_EXPERTS_USED, HK_REQUIRED, NULL},
-    {"vocab_size", HK_U32, NULL, HP_VOCAB, HK_REQUIRED, NULL},
-    {"hidden_act", HK_EXPECT, NULL, HP_NONE, 0, "\"silu\""},
-    {"attention_bias", HK_EXPECT, NULL, HP_NONE, 0, "false"},
-    {"decoder_sparse_step", HK_EXPECT, NULL, HP_NONE, 0, "1"},
-    {"mlp_only_layers", HK_EXPECT, NULL, HP_NONE, 0, "[]"},
+static const vx__hf_key qwen3moe_keys[] = {
+    {"num_hidden_layers", VX__HK_U32, "block_count", VX__HP_LAYERS, VX__HK_REQUIRED, NULL},
+    {"max_position_embeddings", VX__HK_U32, "context_length", VX__HP_CTX, VX__HK_REQUIRED, NULL},
+    {"hidden_size", VX__HK_U32, "embedding_length", VX__HP_EMBD, VX__HK_REQUIRED, NULL},
+    {"intermediate_size", VX__HK_U32, "feed_forward_length", VX__HP_NONE, 0, NULL},
+    {"moe_intermediate_size", VX__HK_U32, "expert_feed_forward_length", VX__HP_FF_EXP,
+     VX__HK_REQUIRED, NULL},
+    {"num_attention_heads", VX__HK_U32, "attention.head_count", VX__HP_HEADS, VX__HK_REQUIRED,
+     NULL},
+    {"num_key_value_heads", VX__HK_U32, "attention.head_count_kv", VX__HP_KV_HEADS, VX__HK_REQUIRED,
+     NULL},
+    {"head_dim", VX__HK_U32, "attention.key_length", VX__HP_HEAD_DIM, 0, NULL},
+    {"head_dim", VX__HK_U32, "attention.value_length", VX__HP_NONE, 0, NULL},
+    {"rms_norm_eps", VX__HK_F32, "attention.layer_norm_rms_epsilon", VX__HP_NONE, VX__HK_REQUIRED,
+     NULL},
+    {"num_experts", VX__HK_U32, "expert_count", VX__HP_EXPERTS, VX__HK_REQUIRED, NULL},
+    {"num_experts_per_tok", VX__HK_U32, "expert_used_count", VX__HP_EXPERTS_USED, VX__HK_REQUIRED,
+     NULL},
+    {"vocab_size", VX__HK_U32, NULL, VX__HP_VOCAB, VX__HK_REQUIRED, NULL},
+    {"hidden_act", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "\"silu\""},
+    {"attention_bias", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "false"},
+    {"decoder_sparse_step", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "1"},
+    {"mlp_only_layers", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "[]"},
     /* llama.cpp always renormalizes the selected weights for qwen3moe; HF's default is false */
-    {"norm_topk_prob", HK_EXPECT, NULL, HP_NONE, HK_REQUIRED, "true"},
-    {"use_sliding_window", HK_EXPECT, NULL, HP_NONE, 0, "false"},
-    {"sliding_window", HK_IGNORE, NULL, HP_NONE, 0, "used only with use_sliding_window"},
-    {"max_window_layers", HK_IGNORE, NULL, HP_NONE, 0, "used only with use_sliding_window"},
-    CODE_KEYS,
-    TRAINING_KEYS,
+    {"norm_topk_prob", VX__HK_EXPECT, NULL, VX__HP_NONE, VX__HK_REQUIRED, "true"},
+    {"use_sliding_window", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "false"},
+    {"sliding_window", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "used only with use_sliding_window"},
+    {"max_window_layers", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "used only with use_sliding_window"},
 };
 
-static const hf_rule qwen3moe_rules[] = {
-    {HR_DIRECT, 0, {"model.embed_tokens.weight"}, {"token_embd.weight"}, {D_EMBD, D_VOCAB}, NULL},
-    {HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {D_EMBD}, NULL},
-    {HR_DIRECT, HR_OPT_TIED, {"lm_head.weight"}, {"output.weight"}, {D_EMBD, D_VOCAB}, NULL},
-    {HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {D_EMBD}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.q_proj.weight"}, {B_ "attn_q.weight"}, {D_EMBD, D_Q}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.k_proj.weight"}, {B_ "attn_k.weight"}, {D_EMBD, D_KV}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.v_proj.weight"}, {B_ "attn_v.weight"}, {D_EMBD, D_KV}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.o_proj.weight"}, {B_ "attn_output.weight"}, {D_Q, D_EMBD}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.q_norm.weight"}, {B_ "attn_q_norm.weight"}, {D_HEAD_DIM}, NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.k_norm.weight"}, {B_ "attn_k_norm.weight"}, {D_HEAD_DIM}, NULL},
-    {HR_DIRECT, 0, {L_ "post_attention_layernorm.weight"}, {B_ "ffn_norm.weight"}, {D_EMBD}, NULL},
-    {HR_DIRECT, 0, {L_ "mlp.gate.weight"}, {B_ "ffn_gate_inp.weight"}, {D_EMBD, D_EXPERTS}, NULL},
-    {HR_STACK,
+static const vx__hf_rule qwen3moe_rules[] = {
+    {VX__HR_DIRECT,
+     0,
+     {"model.embed_tokens.weight"},
+     {"token_embd.weight"},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT,
+     VX__HR_OPT_TIED,
+     {"lm_head.weight"},
+     {"output.weight"},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_proj.weight"}, {B_ "attn_q.weight"}, {VX__D_EMBD, VX__D_Q}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "self_attn.k_proj.weight"},
+     {B_ "attn_k.weight"},
+     {VX__D_EMBD, VX__D_KV}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "self_attn.v_proj.weight"},
+     {B_ "attn_v.weight"},
+     {VX__D_EMBD, VX__D_KV}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "self_attn.o_proj.weight"},
+     {B_ "attn_output.weight"},
+     {VX__D_Q, VX__D_EMBD}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.q_norm.weight"}, {B_ "attn_q_norm.weight"}, {VX__D_HEAD_DIM}},
+    {VX__HR_DIRECT, 0, {L_ "self_attn.k_norm.weight"}, {B_ "attn_k_norm.weight"}, {VX__D_HEAD_DIM}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "post_attention_layernorm.weight"},
+     {B_ "ffn_norm.weight"},
+     {VX__D_EMBD}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "mlp.gate.weight"},
+     {B_ "ffn_gate_inp.weight"},
+     {VX__D_EMBD, VX__D_EXPERTS}},
+    {VX__HR_STACK,
      0,
      {L_ "mlp.experts.{E}.gate_proj.weight"},
      {B_ "ffn_gate_exps.weight"},
-     {D_EMBD, D_FF_EXP, D_EXPERTS},
-     NULL},
-    {HR_STACK,
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
+    {VX__HR_STACK,
      0,
      {L_ "mlp.experts.{E}.up_proj.weight"},
      {B_ "ffn_up_exps.weight"},
-     {D_EMBD, D_FF_EXP, D_EXPERTS},
-     NULL},
-    {HR_STACK,
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
+    {VX__HR_STACK,
      0,
      {L_ "mlp.experts.{E}.down_proj.weight"},
      {B_ "ffn_down_exps.weight"},
-     {D_FF_EXP, D_EMBD, D_EXPERTS},
-     NULL},
-    INV_FREQ_DROPS,
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
 };
 
-/* A row of the family table (at the end). */
-#define QWEN3MOE_FAMILY                                                                            \
-    {                                                                                              \
-        .model_type = "qwen3_moe", .hf_class = "Qwen3MoeForCausalLM", .arch = "qwen3moe",          \
-        .keys = qwen3moe_keys, .n_keys = ARRAY_LEN(qwen3moe_keys), .rules = qwen3moe_rules,        \
-        .n_rules = ARRAY_LEN(qwen3moe_rules), .rope_types = "yarn", .rope_required = false,        \
-        .sliding_layers = false, .derive_head_dim = true, .quant_method = NULL,                    \
-    }
+/* ---- deepseek2 (DeepseekV3ForCausalLM: DeepSeek-V3 / R1, Kimi-K2) ------------------------- */
 
-/* ---- deepseek2 (DeepseekV3ForCausalLM: DeepSeek-V3 / R1, Kimi-K2) -------------------------- */
-
-static const hf_key deepseek_keys[] = {
-    {"num_hidden_layers", HK_U32, "block_count", HP_LAYERS, HK_REQUIRED, NULL},
-    {"max_position_embeddings", HK_U32, "context_length", HP_CTX, HK_REQUIRED, NULL},
-    {"hidden_size", HK_U32, "embedding_length", HP_EMBD, HK_REQUIRED, NULL},
-    {"intermediate_size", HK_U32, "feed_forward_length", HP_FF, HK_REQUIRED, NULL},
-    {"moe_intermediate_size", HK_U32, "expert_feed_forward_length", HP_FF_EXP, HK_REQUIRED, NULL},
-    {"num_attention_heads", HK_U32, "attention.head_count", HP_HEADS, HK_REQUIRED, NULL},
+static const vx__hf_key deepseek_keys[] = {
+    {"num_hidden_layers", VX__HK_U32, "block_count", VX__HP_LAYERS, VX__HK_REQUIRED, NULL},
+    {"max_position_embeddings", VX__HK_U32, "context_length", VX__HP_CTX, VX__HK_REQUIRED, NULL},
+    {"hidden_size", VX__HK_U32, "embedding_length", VX__HP_EMBD, VX__HK_REQUIRED, NULL},
+    {"intermediate_size", VX__HK_U32, "feed_forward_length", VX__HP_FF, VX__HK_REQUIRED, NULL},
+    {"moe_intermediate_size", VX__HK_U32, "expert_feed_forward_length", VX__HP_FF_EXP,
+     VX__HK_REQUIRED, NULL},
+    {"num_attention_heads", VX__HK_U32, "attention.head_count", VX__HP_HEADS, VX__HK_REQUIRED,
+     NULL},
     /* multi-head in the HF form; absorbed, the one latent is the only KV head (derived) */
-    {"num_key_value_heads", HK_U32, NULL, HP_KV_HEADS, 0, NULL},
-    {"rms_norm_eps", HK_F32, "attention.layer_norm_rms_epsilon", HP_NONE, HK_REQUIRED, NULL},
-    {"n_routed_experts", HK_U32, "expert_count", HP_EXPERTS, HK_REQUIRED, NULL},
-    {"num_experts_per_tok", HK_U32, "expert_used_count", HP_EXPERTS_USED, HK_REQUIRED, NULL},
-    {"vocab_size", HK_U32, "vocab_size", HP_VOCAB, HK_REQUIRED, NULL},
-    {"kv_lora_rank", HK_U32, "attention.kv_lora_rank", HP_KV_LORA, HK_REQUIRED, NULL},
-    {"qk_nope_head_dim", HK_U32, NULL, HP_NOPE, HK_REQUIRED, NULL},
-    {"qk_rope_head_dim", HK_U32, "rope.dimension_count", HP_ROPE_DIM, HK_REQUIRED, NULL},
-    {"v_head_dim", HK_U32, "attention.value_length_mla", HP_V_DIM, HK_REQUIRED, NULL},
-    {"routed_scaling_factor", HK_F32, "expert_weights_scale", HP_NONE, 0, "1.0"},
+    {"num_key_value_heads", VX__HK_U32, NULL, VX__HP_KV_HEADS, 0, NULL},
+    {"rms_norm_eps", VX__HK_F32, "attention.layer_norm_rms_epsilon", VX__HP_NONE, VX__HK_REQUIRED,
+     NULL},
+    {"n_routed_experts", VX__HK_U32, "expert_count", VX__HP_EXPERTS, VX__HK_REQUIRED, NULL},
+    {"num_experts_per_tok", VX__HK_U32, "expert_used_count", VX__HP_EXPERTS_USED, VX__HK_REQUIRED,
+     NULL},
+    {"vocab_size", VX__HK_U32, "vocab_size", VX__HP_VOCAB, VX__HK_REQUIRED, NULL},
+    {"kv_lora_rank", VX__HK_U32, "attention.kv_lora_rank", VX__HP_KV_LORA, VX__HK_REQUIRED, NULL},
+    {"qk_nope_head_dim", VX__HK_U32, NULL, VX__HP_NOPE, VX__HK_REQUIRED, NULL},
+    {"qk_rope_head_dim", VX__HK_U32, "rope.dimension_count", VX__HP_ROPE_DIM, VX__HK_REQUIRED,
+     NULL},
+    {"v_head_dim", VX__HK_U32, "attention.value_length_mla", VX__HP_V_DIM, VX__HK_REQUIRED, NULL},
+    {"routed_scaling_factor", VX__HK_F32, "expert_weights_scale", VX__HP_NONE, 0, "1.0"},
     /* read by deepseek_derive: they may be null or 0, or map to keys of their own */
-    {"q_lora_rank", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"first_k_dense_replace", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"n_shared_experts", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"n_group", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"topk_group", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"topk_method", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"scoring_func", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"norm_topk_prob", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"num_nextn_predict_layers", HK_CODE, NULL, HP_NONE, 0, NULL},
-    {"moe_layer_freq", HK_EXPECT, NULL, HP_NONE, 0, "1"},
-    {"hidden_act", HK_EXPECT, NULL, HP_NONE, 0, "\"silu\""},
-    {"attention_bias", HK_EXPECT, NULL, HP_NONE, 0, "false"},
-    {"pretraining_tp", HK_EXPECT, NULL, HP_NONE, 0, "1"},
+    {"q_lora_rank", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"first_k_dense_replace", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"n_shared_experts", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"n_group", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"topk_group", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"topk_method", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"scoring_func", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"norm_topk_prob", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"num_nextn_predict_layers", VX__HK_CODE, NULL, VX__HP_NONE, 0, NULL},
+    {"moe_layer_freq", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "1"},
+    {"hidden_act", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "\"silu\""},
+    {"attention_bias", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "false"},
+    {"pretraining_tp", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "1"},
     /* transformers' own DeepseekV3 class: rope on adjacent pairs (as DeepSeek's code and
      * llama.cpp's NORM rope), head_dim = qk_rope_head_dim */
-    {"rope_interleave", HK_EXPECT, NULL, HP_NONE, 0, "true"},
-    {"head_dim", HK_IGNORE, NULL, HP_NONE, 0, "transformers' alias of qk_rope_head_dim"},
-    {"ep_size", HK_IGNORE, NULL, HP_NONE, 0, "expert parallelism of the reference code"},
-    {"aux_loss_alpha", HK_IGNORE, NULL, HP_NONE, 0, "training only"},
-    {"seq_aux", HK_IGNORE, NULL, HP_NONE, 0, "training only"},
-    {"auto_map", HK_IGNORE, NULL, HP_NONE, 0, "Python class mapping"},
-    CODE_KEYS,
-    TRAINING_KEYS,
+    {"rope_interleave", VX__HK_EXPECT, NULL, VX__HP_NONE, 0, "true"},
+    {"head_dim", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "transformers' alias of qk_rope_head_dim"},
+    {"ep_size", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "expert parallelism of the reference code"},
+    {"aux_loss_alpha", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"seq_aux", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "training only"},
+    {"auto_map", VX__HK_IGNORE, NULL, VX__HP_NONE, 0, "Python class mapping"},
 };
 
-static const hf_rule deepseek_rules[] = {
-    {HR_DIRECT, 0, {"model.embed_tokens.weight"}, {"token_embd.weight"}, {D_EMBD, D_VOCAB}, NULL},
-    {HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {D_EMBD}, NULL},
-    {HR_DIRECT, HR_OPT_TIED, {"lm_head.weight"}, {"output.weight"}, {D_EMBD, D_VOCAB}, NULL},
-    {HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {D_EMBD}, NULL},
-    {HR_DIRECT,
-     HR_IF_Q_LORA,
+static const vx__hf_rule deepseek_rules[] = {
+    {VX__HR_DIRECT,
+     0,
+     {"model.embed_tokens.weight"},
+     {"token_embd.weight"},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {"model.norm.weight"}, {"output_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT,
+     VX__HR_OPT_TIED,
+     {"lm_head.weight"},
+     {"output.weight"},
+     {VX__D_EMBD, VX__D_VOCAB}},
+    {VX__HR_DIRECT, 0, {L_ "input_layernorm.weight"}, {B_ "attn_norm.weight"}, {VX__D_EMBD}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_Q_LORA,
      {L_ "self_attn.q_a_proj.weight"},
      {B_ "attn_q_a.weight"},
-     {D_EMBD, D_Q_LORA},
-     NULL},
-    {HR_DIRECT,
-     HR_IF_Q_LORA,
+     {VX__D_EMBD, VX__D_Q_LORA}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_Q_LORA,
      {L_ "self_attn.q_a_layernorm.weight"},
      {B_ "attn_q_a_norm.weight"},
-     {D_Q_LORA},
-     NULL},
-    {HR_DIRECT,
-     HR_IF_Q_LORA,
+     {VX__D_Q_LORA}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_Q_LORA,
      {L_ "self_attn.q_b_proj.weight"},
      {B_ "attn_q_b.weight"},
-     {D_Q_LORA, D_QK},
-     NULL},
-    {HR_DIRECT,
-     HR_IF_NO_Q_LORA,
+     {VX__D_Q_LORA, VX__D_QK}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_NO_Q_LORA,
      {L_ "self_attn.q_proj.weight"},
      {B_ "attn_q.weight"},
-     {D_EMBD, D_QK},
-     NULL},
-    {HR_DIRECT,
+     {VX__D_EMBD, VX__D_QK}},
+    {VX__HR_DIRECT,
      0,
      {L_ "self_attn.kv_a_proj_with_mqa.weight"},
      {B_ "attn_kv_a_mqa.weight"},
-     {D_EMBD, D_KV_A},
-     NULL},
-    {HR_DIRECT,
+     {VX__D_EMBD, VX__D_KV_A}},
+    {VX__HR_DIRECT,
      0,
      {L_ "self_attn.kv_a_layernorm.weight"},
      {B_ "attn_kv_a_norm.weight"},
-     {D_KV_LORA},
-     NULL},
-    {HR_KV_B,
+     {VX__D_KV_LORA}},
+    {VX__HR_KV_B,
      0,
      {L_ "self_attn.kv_b_proj.weight"},
      {B_ "attn_k_b.weight", B_ "attn_v_b.weight"},
-     {D_NOPE, D_KV_LORA, D_HEADS},
-     NULL},
-    {HR_DIRECT, 0, {L_ "self_attn.o_proj.weight"}, {B_ "attn_output.weight"}, {D_O, D_EMBD}, NULL},
-    {HR_DIRECT, 0, {L_ "post_attention_layernorm.weight"}, {B_ "ffn_norm.weight"}, {D_EMBD}, NULL},
+     {VX__D_NOPE, VX__D_KV_LORA, VX__D_HEADS}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "self_attn.o_proj.weight"},
+     {B_ "attn_output.weight"},
+     {VX__D_O, VX__D_EMBD}},
+    {VX__HR_DIRECT,
+     0,
+     {L_ "post_attention_layernorm.weight"},
+     {B_ "ffn_norm.weight"},
+     {VX__D_EMBD}},
     /* the leading dense layers */
-    {HR_DIRECT,
-     HR_IF_DENSE,
+    {VX__HR_DIRECT,
+     VX__HR_IF_DENSE,
      {L_ "mlp.gate_proj.weight"},
      {B_ "ffn_gate.weight"},
-     {D_EMBD, D_FF},
-     NULL},
-    {HR_DIRECT, HR_IF_DENSE, {L_ "mlp.up_proj.weight"}, {B_ "ffn_up.weight"}, {D_EMBD, D_FF}, NULL},
-    {HR_DIRECT,
-     HR_IF_DENSE,
+     {VX__D_EMBD, VX__D_FF}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_DENSE,
+     {L_ "mlp.up_proj.weight"},
+     {B_ "ffn_up.weight"},
+     {VX__D_EMBD, VX__D_FF}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_DENSE,
      {L_ "mlp.down_proj.weight"},
      {B_ "ffn_down.weight"},
-     {D_FF, D_EMBD},
-     NULL},
+     {VX__D_FF, VX__D_EMBD}},
     /* MoE layers: router, its selection bias (noaux_tc), experts, shared experts */
-    {HR_DIRECT,
-     HR_IF_MOE,
+    {VX__HR_DIRECT,
+     VX__HR_IF_MOE,
      {L_ "mlp.gate.weight"},
      {B_ "ffn_gate_inp.weight"},
-     {D_EMBD, D_EXPERTS},
-     NULL},
-    {HR_DIRECT,
-     HR_OPTIONAL | HR_IF_MOE,
+     {VX__D_EMBD, VX__D_EXPERTS}},
+    {VX__HR_DIRECT,
+     VX__HR_OPTIONAL | VX__HR_IF_MOE,
      {L_ "mlp.gate.e_score_correction_bias"},
      {B_ "exp_probs_b.bias"},
-     {D_EXPERTS},
-     NULL},
-    {HR_STACK,
-     HR_IF_MOE,
+     {VX__D_EXPERTS}},
+    {VX__HR_STACK,
+     VX__HR_IF_MOE,
      {L_ "mlp.experts.{E}.gate_proj.weight"},
      {B_ "ffn_gate_exps.weight"},
-     {D_EMBD, D_FF_EXP, D_EXPERTS},
-     NULL},
-    {HR_STACK,
-     HR_IF_MOE,
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
+    {VX__HR_STACK,
+     VX__HR_IF_MOE,
      {L_ "mlp.experts.{E}.up_proj.weight"},
      {B_ "ffn_up_exps.weight"},
-     {D_EMBD, D_FF_EXP, D_EXPERTS},
-     NULL},
-    {HR_STACK,
-     HR_IF_MOE,
+     {VX__D_EMBD, VX__D_FF_EXP, VX__D_EXPERTS}},
+    {VX__HR_STACK,
+     VX__HR_IF_MOE,
      {L_ "mlp.experts.{E}.down_proj.weight"},
      {B_ "ffn_down_exps.weight"},
-     {D_FF_EXP, D_EMBD, D_EXPERTS},
-     NULL},
-    {HR_DIRECT,
-     HR_IF_SHARED,
+     {VX__D_FF_EXP, VX__D_EMBD, VX__D_EXPERTS}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_SHARED,
      {L_ "mlp.shared_experts.gate_proj.weight"},
      {B_ "ffn_gate_shexp.weight"},
-     {D_EMBD, D_FF_SH},
-     NULL},
-    {HR_DIRECT,
-     HR_IF_SHARED,
+     {VX__D_EMBD, VX__D_FF_SH}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_SHARED,
      {L_ "mlp.shared_experts.up_proj.weight"},
      {B_ "ffn_up_shexp.weight"},
-     {D_EMBD, D_FF_SH},
-     NULL},
-    {HR_DIRECT,
-     HR_IF_SHARED,
+     {VX__D_EMBD, VX__D_FF_SH}},
+    {VX__HR_DIRECT,
+     VX__HR_IF_SHARED,
      {L_ "mlp.shared_experts.down_proj.weight"},
      {B_ "ffn_down_shexp.weight"},
-     {D_FF_SH, D_EMBD},
-     NULL},
-    INV_FREQ_DROPS,
+     {VX__D_FF_SH, VX__D_EMBD}},
 };
 
 /* An optional non-negative integer (null = absent); 1 found, 0 absent, -1 error. */
@@ -444,23 +476,23 @@ static int deepseek_router(json_t *root, const char *what, const char *arch, vx_
  * the cached row kv_lora + rope and value the latent), q_lora_rank (0 for one q_proj), the dense
  * leading layers and shared experts, the router. */
 static int deepseek_derive(json_t *root, const char *what, const char *arch, vx_meta *meta,
-                           vx_hf_hparams *hp, mw_err *err) {
+                           vx__hf_hparams *hp, mw_err *err) {
     int64_t q_lora = 0, dense = 0, shared = 0, nextn = 0;
     if (opt_count(root, "q_lora_rank", what, 1 << 20, &q_lora, err) < 0 ||
-        opt_count(root, "first_k_dense_replace", what, hp->v[HP_LAYERS], &dense, err) < 0 ||
+        opt_count(root, "first_k_dense_replace", what, hp->v[VX__HP_LAYERS], &dense, err) < 0 ||
         opt_count(root, "n_shared_experts", what, 1 << 10, &shared, err) < 0 ||
         opt_count(root, "num_nextn_predict_layers", what, 1 << 10, &nextn, err) < 0)
         return -1;
-    hp->v[HP_Q_LORA] = q_lora;
-    hp->v[HP_DENSE_LEAD] = dense;
-    hp->v[HP_SHARED] = shared;
-    hp->v[HP_NEXTN] = nextn;
-    const int64_t R = hp->v[HP_KV_LORA], r = hp->v[HP_ROPE_DIM];
+    hp->v[VX__HP_Q_LORA] = q_lora;
+    hp->v[VX__HP_DENSE_LEAD] = dense;
+    hp->v[VX__HP_SHARED] = shared;
+    hp->v[VX__HP_NEXTN] = nextn;
+    const int64_t R = hp->v[VX__HP_KV_LORA], r = hp->v[VX__HP_ROPE_DIM], nope = hp->v[VX__HP_NOPE];
     return put_u32(meta, arch, "attention.q_lora_rank", q_lora, what, err) ||
                    put_u32(meta, arch, "attention.head_count_kv", 1, what, err) ||
                    put_u32(meta, arch, "attention.key_length", R + r, what, err) ||
                    put_u32(meta, arch, "attention.value_length", R, what, err) ||
-                   put_u32(meta, arch, "attention.key_length_mla", hp->v[HP_NOPE] + r, what, err) ||
+                   put_u32(meta, arch, "attention.key_length_mla", nope + r, what, err) ||
                    put_u32(meta, arch, "leading_dense_block_count", dense, what, err) ||
                    put_u32(meta, arch, "expert_shared_count", shared, what, err) ||
                    deepseek_router(root, what, arch, meta, err)
@@ -468,27 +500,80 @@ static int deepseek_derive(json_t *root, const char *what, const char *arch, vx_
                : 0;
 }
 
-/* Kimi-K2 ships DeepSeek-V3's class under a model_type of its own: one family, two names. */
-#define DEEPSEEK_FAMILY(type)                                                                      \
-    {                                                                                              \
-        .model_type = type, .hf_class = "DeepseekV3ForCausalLM", .arch = "deepseek2",              \
-        .keys = deepseek_keys, .n_keys = ARRAY_LEN(deepseek_keys), .rules = deepseek_rules,        \
-        .n_rules = ARRAY_LEN(deepseek_rules), .rope_types = "yarn", .rope_required = false,        \
-        .sliding_layers = false, .derive_head_dim = false, .quant_method = "fp8",                  \
-        .rope_mscale = true, .derive = deepseek_derive,                                            \
-    }
-
 /* ---- the table ---------------------------------------------------------------------------- */
 
-static const vx_hf_family families[] = {GPT_OSS_FAMILY, QWEN3MOE_FAMILY,
-                                        DEEPSEEK_FAMILY("deepseek_v3"), DEEPSEEK_FAMILY("kimi_k2")};
+static const vx__hf_family families[] = {
+    {
+        .family = &vx_families[VX_FAMILY_GPT_OSS],
+        .model_types = {"gpt_oss"},
+        .hf_class = "GptOssForCausalLM",
+        .keys = gpt_oss_keys,
+        .n_keys = ARRAY_LEN(gpt_oss_keys),
+        .rules = gpt_oss_rules,
+        .n_rules = ARRAY_LEN(gpt_oss_rules),
+        .rope_types = "yarn",
+        .rope_required = true,
+        .derive_head_dim = false,
+        .quant_method = "mxfp4",
+    },
+    {
+        .family = &vx_families[VX_FAMILY_QWEN3MOE],
+        .model_types = {"qwen3_moe"},
+        .hf_class = "Qwen3MoeForCausalLM",
+        .keys = qwen3moe_keys,
+        .n_keys = ARRAY_LEN(qwen3moe_keys),
+        .rules = qwen3moe_rules,
+        .n_rules = ARRAY_LEN(qwen3moe_rules),
+        .rope_types = "yarn",
+        .rope_required = false,
+        .derive_head_dim = true,
+        .quant_method = NULL,
+    },
+    {
+        .family = &vx_families[VX_FAMILY_DEEPSEEK2],
+        /* Kimi-K2 ships DeepSeek-V3's class under a model_type of its own */
+        .model_types = {"deepseek_v3", "kimi_k2"},
+        .hf_class = "DeepseekV3ForCausalLM",
+        .keys = deepseek_keys,
+        .n_keys = ARRAY_LEN(deepseek_keys),
+        .rules = deepseek_rules,
+        .n_rules = ARRAY_LEN(deepseek_rules),
+        .rope_types = "yarn",
+        .rope_required = false,
+        .derive_head_dim = false,
+        .quant_method = "fp8",
+        .derive = deepseek_derive,
+    },
+};
 
-const vx_hf_family *vx_hf_family_find(const char *model_type) {
-    const int i = mw_names_find(model_type, MW_NAMES(families, model_type));
-    return i < 0 ? NULL : &families[i];
+const vx__hf_family *vx__hf_family_find(const char *model_type) {
+    for (size_t i = 0; model_type && i < ARRAY_LEN(families); i++)
+        for (int j = 0; j < VX__HF_TYPES && families[i].model_types[j]; j++)
+            if (!strcmp(families[i].model_types[j], model_type)) return &families[i];
+    return NULL;
 }
 
-const char *vx_hf_family_names(void) {
+const vx__hf_family *vx__hf_family_of(const vx_family *f) {
+    for (size_t i = 0; f && i < ARRAY_LEN(families); i++)
+        if (families[i].family == f) return &families[i];
+    return NULL;
+}
+
+const char *vx__hf_family_names(void) {
     static char names[256];
-    return names[0] ? names : mw_names_join(names, sizeof names, MW_NAMES(families, model_type));
+    if (names[0]) return names;
+    size_t len = 0;
+    for (size_t i = 0; i < ARRAY_LEN(families); i++)
+        for (int j = 0; j < VX__HF_TYPES && families[i].model_types[j] && len < sizeof names; j++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "",
+                                    families[i].model_types[j]);
+    return names;
+}
+
+const vx__hf_key *vx__hf_key_find(const vx__hf_family *fam, const char *key) {
+    for (size_t i = 0; i < fam->n_keys; i++)
+        if (!strcmp(fam->keys[i].hf, key)) return &fam->keys[i];
+    for (size_t i = 0; i < ARRAY_LEN(common_keys); i++)
+        if (!strcmp(common_keys[i].hf, key)) return &common_keys[i];
+    return NULL;
 }

@@ -34,15 +34,15 @@ typedef struct hf_input {
     vx_st_set *set;
     char *dir;
     vx_confine conf; /* config.json and the carried files must resolve inside the directory */
-    const vx_hf_family *fam;
-    vx_hf_hparams hp;
+    const vx__hf_family *fam;
+    vx__hf_hparams hp;
     uint8_t *consumed; /* per set tensor */
     size_t cap_tensors;
 } hf_input;
 
 /* One stored tensor's private block: its impl, source list, provenance ranges and name. */
 typedef struct hf_tensor_block {
-    hf_src_impl impl;
+    vx__hf_src impl;
     const vx_st_tensor *src[]; /* then vx_input_range[n_src], then the name */
 } hf_tensor_block;
 
@@ -92,50 +92,50 @@ static bool matches(const char *pat, const char *name) {
     return *name == '\0';
 }
 
-static bool per_layer(const hf_rule *r) {
+static bool per_layer(const vx__hf_rule *r) {
     return strstr(r->src[0], "{L}") != NULL;
 }
 
 /* ---- shapes ------------------------------------------------------------------------------- */
 
-static int64_t sym_value(const vx_hf_hparams *hp, hd_sym s) {
+static int64_t sym_value(const vx__hf_hparams *hp, vx__hd_sym s) {
     switch (s) {
-    case D_NONE:
+    case VX__D_NONE:
         return 1;
-    case D_EMBD:
-        return hp->v[HP_EMBD];
-    case D_VOCAB:
-        return hp->v[HP_VOCAB];
-    case D_Q:
-        return hp->v[HP_HEADS] * hp->v[HP_HEAD_DIM];
-    case D_KV:
-        return hp->v[HP_KV_HEADS] * hp->v[HP_HEAD_DIM];
-    case D_HEADS:
-        return hp->v[HP_HEADS];
-    case D_HEAD_DIM:
-        return hp->v[HP_HEAD_DIM];
-    case D_EXPERTS:
-        return hp->v[HP_EXPERTS];
-    case D_FF_EXP:
-        return hp->v[HP_FF_EXP];
-    case D_Q_LORA:
-        return hp->v[HP_Q_LORA];
-    case D_KV_LORA:
-        return hp->v[HP_KV_LORA];
-    case D_KV_A:
-        return hp->v[HP_KV_LORA] + hp->v[HP_ROPE_DIM];
-    case D_QK:
-        return hp->v[HP_HEADS] * (hp->v[HP_NOPE] + hp->v[HP_ROPE_DIM]);
-    case D_NOPE:
-        return hp->v[HP_NOPE];
-    case D_V:
-        return hp->v[HP_V_DIM];
-    case D_O:
-        return hp->v[HP_HEADS] * hp->v[HP_V_DIM];
-    case D_FF:
-        return hp->v[HP_FF];
-    case D_FF_SH:
-        return hp->v[HP_FF_EXP] * hp->v[HP_SHARED];
+    case VX__D_EMBD:
+        return hp->v[VX__HP_EMBD];
+    case VX__D_VOCAB:
+        return hp->v[VX__HP_VOCAB];
+    case VX__D_Q:
+        return hp->v[VX__HP_HEADS] * hp->v[VX__HP_HEAD_DIM];
+    case VX__D_KV:
+        return hp->v[VX__HP_KV_HEADS] * hp->v[VX__HP_HEAD_DIM];
+    case VX__D_HEADS:
+        return hp->v[VX__HP_HEADS];
+    case VX__D_HEAD_DIM:
+        return hp->v[VX__HP_HEAD_DIM];
+    case VX__D_EXPERTS:
+        return hp->v[VX__HP_EXPERTS];
+    case VX__D_FF_EXP:
+        return hp->v[VX__HP_FF_EXP];
+    case VX__D_Q_LORA:
+        return hp->v[VX__HP_Q_LORA];
+    case VX__D_KV_LORA:
+        return hp->v[VX__HP_KV_LORA];
+    case VX__D_KV_A:
+        return hp->v[VX__HP_KV_LORA] + hp->v[VX__HP_ROPE_DIM];
+    case VX__D_QK:
+        return hp->v[VX__HP_HEADS] * (hp->v[VX__HP_NOPE] + hp->v[VX__HP_ROPE_DIM]);
+    case VX__D_NOPE:
+        return hp->v[VX__HP_NOPE];
+    case VX__D_V:
+        return hp->v[VX__HP_V_DIM];
+    case VX__D_O:
+        return hp->v[VX__HP_HEADS] * hp->v[VX__HP_V_DIM];
+    case VX__D_FF:
+        return hp->v[VX__HP_FF];
+    case VX__D_FF_SH:
+        return hp->v[VX__HP_FF_EXP] * hp->v[VX__HP_SHARED];
     }
     return -1;
 }
@@ -152,11 +152,12 @@ static void fmt_shape(char *buf, size_t cap, const vx_st_tensor *t) {
 }
 
 /* The output's ne must be what the config implies. */
-static int check_ne(const hf_input *h, const hf_rule *r, const char *out, const char *src,
+static int check_ne(const hf_input *h, const vx__hf_rule *r, const char *out, const char *src,
                     int n_dims, const int64_t *ne, mw_err *err) {
     int want_n = 0;
     int64_t want[3];
-    for (int i = 0; i < 3 && r->ne[i] != D_NONE; i++) want[want_n++] = sym_value(&h->hp, r->ne[i]);
+    for (int i = 0; i < 3 && r->ne[i] != VX__D_NONE; i++)
+        want[want_n++] = sym_value(&h->hp, r->ne[i]);
     bool ok = want_n == n_dims;
     for (int i = 0; ok && i < n_dims; i++) ok = ne[i] == want[i];
     if (ok) return 0;
@@ -177,49 +178,47 @@ static int kn_of(const hf_input *h, const vx_st_tensor *t, mw_err *err) {
 
 /* ---- building one stored tensor ----------------------------------------------------------- */
 
-static const char *relayout_name(hr_kind kind, int parity) {
+static const char *relayout_name(vx__hr_kind kind, int parity) {
     static const char *const split[][2] = {
-        [HR_MXFP4] = {"gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first); "
-                      "gate_up rows de-interleaved, gate = even rows",
-                      "gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first); "
-                      "gate_up rows de-interleaved, up = odd rows"},
-        [HR_ROWS] = {"gpt-oss gate_up bias de-interleaved, gate = even rows",
-                     "gpt-oss gate_up bias de-interleaved, up = odd rows"},
-        [HR_TRANSPOSE] = {"gpt-oss experts [E, in, 2*out] transposed to [E, out, in]; gate_up "
-                          "de-interleaved, gate = even rows",
-                          "gpt-oss experts [E, in, 2*out] transposed to [E, out, in]; gate_up "
-                          "de-interleaved, up = odd rows"},
+        [VX__HR_MXFP4] = {"gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first); "
+                          "gate_up rows de-interleaved, gate = even rows",
+                          "gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first); "
+                          "gate_up rows de-interleaved, up = odd rows"},
+        [VX__HR_ROWS] = {"gpt-oss gate_up bias de-interleaved, gate = even rows",
+                         "gpt-oss gate_up bias de-interleaved, up = odd rows"},
+        [VX__HR_TRANSPOSE] = {"gpt-oss experts [E, in, 2*out] transposed to [E, out, in]; gate_up "
+                              "de-interleaved, gate = even rows",
+                              "gpt-oss experts [E, in, 2*out] transposed to [E, out, in]; gate_up "
+                              "de-interleaved, up = odd rows"},
     };
     switch (kind) {
-    case HR_DIRECT:
+    case VX__HR_DIRECT:
         return NULL;
-    case HR_STACK:
+    case VX__HR_STACK:
         return "stack-experts: per-expert tensors concatenated in expert order";
-    case HR_KV_B:
+    case VX__HR_KV_B:
         return parity == 0 ? "mla-kv_b: each head's qk_nope key rows of kv_b_proj, transposed"
                            : "mla-kv_b: each head's v_head_dim value rows of kv_b_proj";
-    case HR_MXFP4:
+    case VX__HR_MXFP4:
         if (parity < 0)
             return "gpt-oss-mxfp4: hf nibble order -> block_mxfp4 (E8M0 scale byte first)";
         return split[kind][parity];
-    case HR_ROWS:
+    case VX__HR_ROWS:
         return parity < 0 ? "rows copied" : split[kind][parity];
-    case HR_TRANSPOSE:
+    case VX__HR_TRANSPOSE:
         if (parity < 0) return "gpt-oss experts [E, in, out] transposed to [E, out, in]";
         return split[kind][parity];
-    case HR_DROP:
-        break;
     }
     return NULL;
 }
 
 /* The rule of an FP8 tensor: the dequantization (and the rule's own relayout, if any). */
-static const char *fp8_relayout(hr_kind kind, int parity) {
+static const char *fp8_relayout(vx__hr_kind kind, int parity) {
     switch (kind) {
-    case HR_STACK:
+    case VX__HR_STACK:
         return "fp8-e4m3 x weight_scale_inv blocks -> f32 (exact product) -> bf16 (nearest even); "
                "per-expert tensors concatenated in expert order";
-    case HR_KV_B:
+    case VX__HR_KV_B:
         return parity == 0 ? "fp8-e4m3 x weight_scale_inv blocks -> f32 -> bf16; mla-kv_b: each "
                              "head's qk_nope key rows of kv_b_proj, transposed"
                            : "fp8-e4m3 x weight_scale_inv blocks -> f32 -> bf16; mla-kv_b: each "
@@ -248,9 +247,9 @@ static vx_input_tensor *new_tensor(hf_input *h, mw_err *err) {
 
 /* Adds a stored tensor made from n sources (then n_scale FP8 block scales, src[n ..]); geometry
  * and type are filled by the caller after. */
-static vx_input_tensor *add_tensor_scaled(hf_input *h, const char *name, hr_kind kind, int parity,
-                                          const vx_st_tensor *const *src, const int *file, int n,
-                                          int n_scale, mw_err *err) {
+static vx_input_tensor *add_tensor_scaled(hf_input *h, const char *name, vx__hr_kind kind,
+                                          int parity, const vx_st_tensor *const *src,
+                                          const int *file, int n, int n_scale, mw_err *err) {
     vx_input_tensor *t = new_tensor(h, err);
     if (!t) return NULL;
     const int n_src = n;
@@ -271,24 +270,24 @@ static vx_input_tensor *add_tensor_scaled(hf_input *h, const char *name, hr_kind
         ranges[i] = (vx_input_range){file[i], src[i]->name, src[i]->offset, src[i]->nbytes};
         h->consumed[vx_st_set_lookup(h->set, src[i]->name)] = 1;
     }
-    b->impl = (hf_src_impl){.kind = kind, .parity = parity, .n_src = n_src, .src = b->src};
+    b->impl = (vx__hf_src){.kind = kind, .parity = parity, .n_src = n_src, .src = b->src};
     if (n_scale) {
         b->impl.scale = b->src + n_src;
         b->impl.block[0] = h->hp.fp8_block[0];
         b->impl.block[1] = h->hp.fp8_block[1];
-        t->read_f32 = vx_hf_read_f32;
+        t->read_f32 = vx__hf_read_f32;
     }
     t->name = nm;
     t->relayout = n_scale ? fp8_relayout(kind, parity) : relayout_name(kind, parity);
     t->n_ranges = n;
     t->ranges = ranges;
-    t->read = vx_hf_read;
+    t->read = vx__hf_read;
     t->impl = b;
     h->in.n_tensors++;
     return t;
 }
 
-static vx_input_tensor *add_tensor(hf_input *h, const char *name, hr_kind kind, int parity,
+static vx_input_tensor *add_tensor(hf_input *h, const char *name, vx__hr_kind kind, int parity,
                                    const vx_st_tensor *const *src, const int *file, int n,
                                    mw_err *err) {
     return add_tensor_scaled(h, name, kind, parity, src, file, n, 0, err);
@@ -338,15 +337,17 @@ static void set_ne(vx_input_tensor *t, int n_dims, int64_t a, int64_t b, int64_t
 
 /* Looks the rule's sources up for one layer. Returns 1 when all are present, 0 when none is,
  * -1 (with err) when only some are. */
-static int gather(hf_input *h, const hf_rule *r, long layer, const vx_st_tensor **src, int *file,
-                  int *n, mw_err *err) {
+static int gather(hf_input *h, const vx__hf_rule *r, long layer, const vx_st_tensor **src,
+                  int *file, int *n, mw_err *err) {
     char name[512];
-    int want = r->kind == HR_STACK ? (int)h->hp.v[HP_EXPERTS] : r->kind == HR_MXFP4 ? 2 : 1;
+    int want = r->kind == VX__HR_STACK   ? (int)h->hp.v[VX__HP_EXPERTS]
+               : r->kind == VX__HR_MXFP4 ? 2
+                                         : 1;
     int found = 0;
     char missing[512] = "";
     const char *present = NULL;
     for (int i = 0; i < want; i++) {
-        const char *pat = r->kind == HR_STACK ? r->src[0] : r->src[i];
+        const char *pat = r->kind == VX__HR_STACK ? r->src[0] : r->src[i];
         expand(name, sizeof name, pat, layer, i);
         src[i] = vx_st_set_find(h->set, name, &file[i]);
         if (src[i]) {
@@ -361,8 +362,8 @@ static int gather(hf_input *h, const hf_rule *r, long layer, const vx_st_tensor 
     return mw_errf(err, "%s: '%s' is missing while '%s' is present", h->dir, missing, present);
 }
 
-static int build_direct(hf_input *h, const hf_rule *r, const char *out, const vx_st_tensor **src,
-                        int *file, mw_err *err) {
+static int build_direct(hf_input *h, const vx__hf_rule *r, const char *out,
+                        const vx_st_tensor **src, int *file, mw_err *err) {
     const vx_st_tensor *s = src[0];
     const int n_scale = fp8_scales(h, src, file, 1, err);
     if (n_scale < 0) return -1;
@@ -373,18 +374,18 @@ static int build_direct(hf_input *h, const hf_rule *r, const char *out, const vx
     int64_t ne[4] = {1, 1, 1, 1};
     for (int i = 0; i < s->n_dims; i++) ne[i] = s->shape[s->n_dims - 1 - i];
     if (check_ne(h, r, out, s->name, s->n_dims, ne, err)) return -1;
-    vx_input_tensor *t = add_tensor_scaled(h, out, HR_DIRECT, -1, src, file, 1, n_scale, err);
+    vx_input_tensor *t = add_tensor_scaled(h, out, VX__HR_DIRECT, -1, src, file, 1, n_scale, err);
     if (!t) return -1;
     t->type = (kn_type)kn;
     t->n_dims = s->n_dims;
     memcpy(t->ne, ne, sizeof ne);
     t->nbytes = n_scale ? (uint64_t)(ne[0] * ne[1]) * 2 : s->nbytes;
-    hf_src_impl *si = t->impl;
+    vx__hf_src *si = t->impl;
     si->n_mat = 1, si->rows = ne[1], si->cols = ne[0];
     return 0;
 }
 
-static int build_stack(hf_input *h, const hf_rule *r, const char *out, const vx_st_tensor **src,
+static int build_stack(hf_input *h, const vx__hf_rule *r, const char *out, const vx_st_tensor **src,
                        int *file, int n, mw_err *err) {
     const vx_st_tensor *s0 = src[0];
     const int n_scale = fp8_scales(h, src, file, n, err);
@@ -404,12 +405,12 @@ static int build_stack(hf_input *h, const hf_rule *r, const char *out, const vx_
     }
     int64_t ne[3] = {s0->shape[1], s0->shape[0], n};
     if (check_ne(h, r, out, s0->name, 3, ne, err)) return -1;
-    vx_input_tensor *t = add_tensor_scaled(h, out, HR_STACK, -1, src, file, n, n_scale, err);
+    vx_input_tensor *t = add_tensor_scaled(h, out, VX__HR_STACK, -1, src, file, n, n_scale, err);
     if (!t) return -1;
     t->type = (kn_type)kn;
     set_ne(t, 3, ne[0], ne[1], ne[2]);
     t->nbytes = n_scale ? (uint64_t)(ne[0] * ne[1] * n) * 2 : s0->nbytes * (uint64_t)n;
-    hf_src_impl *si = t->impl;
+    vx__hf_src *si = t->impl;
     si->n_mat = n, si->rows = ne[1], si->cols = ne[0];
     return 0;
 }
@@ -424,10 +425,10 @@ static int split_rows(const hf_input *h, const vx_st_tensor *s, bool split, int6
     return 0;
 }
 
-static int build_mxfp4(hf_input *h, const hf_rule *r, const char *const *out,
+static int build_mxfp4(hf_input *h, const vx__hf_rule *r, const char *const *out,
                        const vx_st_tensor *const *src, const int *file, mw_err *err) {
     const vx_st_tensor *bl = src[0], *sc = src[1];
-    bool split = r->flags & HR_SPLIT;
+    bool split = r->flags & VX__HR_SPLIT;
     char a[96], b[96];
     fmt_shape(a, sizeof a, bl), fmt_shape(b, sizeof b, sc);
     if (bl->dtype != VX_ST_U8 || sc->dtype != VX_ST_U8 || bl->n_dims != 4 || sc->n_dims != 3 ||
@@ -443,9 +444,9 @@ static int build_mxfp4(hf_input *h, const hf_rule *r, const char *const *out,
     int64_t ne[3] = {groups * 32, rows, n_mat};
     for (int k = 0; k < (split ? 2 : 1); k++) {
         if (check_ne(h, r, out[k], bl->name, 3, ne, err)) return -1;
-        vx_input_tensor *t = add_tensor(h, out[k], HR_MXFP4, split ? k : -1, src, file, 2, err);
+        vx_input_tensor *t = add_tensor(h, out[k], VX__HR_MXFP4, split ? k : -1, src, file, 2, err);
         if (!t) return -1;
-        hf_src_impl *s = t->impl;
+        vx__hf_src *s = t->impl;
         s->n_mat = n_mat, s->rows = rows, s->cols = ne[0];
         t->type = KN_MXFP4;
         set_ne(t, 3, ne[0], ne[1], ne[2]);
@@ -454,11 +455,11 @@ static int build_mxfp4(hf_input *h, const hf_rule *r, const char *const *out,
     return 0;
 }
 
-/* HR_ROWS ([M, rows] or [M, rows, C]) and HR_TRANSPOSE ([M, C, rows]). */
-static int build_rows(hf_input *h, const hf_rule *r, const char *const *out,
+/* VX__HR_ROWS ([M, rows] or [M, rows, C]) and VX__HR_TRANSPOSE ([M, C, rows]). */
+static int build_rows(hf_input *h, const vx__hf_rule *r, const char *const *out,
                       const vx_st_tensor *const *src, const int *file, mw_err *err) {
     const vx_st_tensor *s = src[0];
-    bool split = r->flags & HR_SPLIT, tr = r->kind == HR_TRANSPOSE;
+    bool split = r->flags & VX__HR_SPLIT, tr = r->kind == VX__HR_TRANSPOSE;
     int kn = kn_of(h, s, err);
     if (kn < 0) return -1;
     if (s->n_dims != 3 && !(s->n_dims == 2 && !tr))
@@ -473,7 +474,7 @@ static int build_rows(hf_input *h, const hf_rule *r, const char *const *out,
         if (check_ne(h, r, out[k], s->name, n_dims, ne, err)) return -1;
         vx_input_tensor *t = add_tensor(h, out[k], r->kind, split ? k : -1, src, file, 1, err);
         if (!t) return -1;
-        hf_src_impl *si = t->impl;
+        vx__hf_src *si = t->impl;
         si->n_mat = n_mat, si->rows = rows, si->cols = cols;
         si->esz = (uint64_t)vx_st_dtype_bits(s->dtype) / 8;
         t->type = (kn_type)kn;
@@ -485,15 +486,15 @@ static int build_rows(hf_input *h, const hf_rule *r, const char *const *out,
 
 /* MLA's kv_b_proj [H·(nope + v), kv_lora] → attn_k_b [nope, kv_lora, H] (each head's key rows,
  * transposed: the matrix the absorbed query multiplies by) and attn_v_b [kv_lora, v, H]. */
-static int build_kv_b(hf_input *h, const hf_rule *r, const char *const *out,
+static int build_kv_b(hf_input *h, const vx__hf_rule *r, const char *const *out,
                       const vx_st_tensor **src, int *file, mw_err *err) {
     const vx_st_tensor *s = src[0];
     const int n_scale = fp8_scales(h, src, file, 1, err);
     if (n_scale < 0) return -1;
     int kn = n_scale ? KN_BF16 : kn_of(h, s, err);
     if (kn < 0) return -1;
-    const int64_t H = h->hp.v[HP_HEADS], nope = h->hp.v[HP_NOPE], v = h->hp.v[HP_V_DIM];
-    const int64_t R = h->hp.v[HP_KV_LORA];
+    const int64_t H = h->hp.v[VX__HP_HEADS], nope = h->hp.v[VX__HP_NOPE], v = h->hp.v[VX__HP_V_DIM];
+    const int64_t R = h->hp.v[VX__HP_KV_LORA];
     if (s->n_dims != 2 || s->shape[0] != H * (nope + v) || s->shape[1] != R) {
         char a[96];
         fmt_shape(a, sizeof a, s);
@@ -503,9 +504,10 @@ static int build_kv_b(hf_input *h, const hf_rule *r, const char *const *out,
     for (int k = 0; k < 2; k++) {
         const int64_t ne[3] = {k ? R : nope, k ? v : R, H};
         if (k == 0 && check_ne(h, r, out[k], s->name, 3, ne, err)) return -1;
-        vx_input_tensor *t = add_tensor_scaled(h, out[k], HR_KV_B, k, src, file, 1, n_scale, err);
+        vx_input_tensor *t =
+            add_tensor_scaled(h, out[k], VX__HR_KV_B, k, src, file, 1, n_scale, err);
         if (!t) return -1;
-        hf_src_impl *si = t->impl;
+        vx__hf_src *si = t->impl;
         si->n_mat = H, si->rows = ne[1], si->cols = ne[0];
         si->nope = nope, si->v = v, si->src_cols = R;
         si->esz = n_scale ? 2 : (uint64_t)vx_st_dtype_bits(s->dtype) / 8;
@@ -519,10 +521,10 @@ static int build_kv_b(hf_input *h, const hf_rule *r, const char *const *out,
 /* Applies the chain of alternative rules starting at rules[i] for one layer; returns the index
  * after the chain, or -1. */
 static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
-    const vx_hf_family *fam = h->fam;
+    const vx__hf_family *fam = h->fam;
     size_t end = i;
-    while (end + 1 < fam->n_rules && (fam->rules[end].flags & HR_ALT)) end++;
-    long n_exp = (long)h->hp.v[HP_EXPERTS];
+    while (end + 1 < fam->n_rules && (fam->rules[end].flags & VX__HR_ALT)) end++;
+    long n_exp = (long)h->hp.v[VX__HP_EXPERTS];
     /* room for the sources and, for FP8, as many block scales */
     const vx_st_tensor **src = calloc(2 * (size_t)(n_exp > 2 ? n_exp : 2), sizeof *src);
     int *file = calloc(2 * (size_t)(n_exp > 2 ? n_exp : 2), sizeof *file);
@@ -536,39 +538,37 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
         if (present) break;
     }
     if (!rc && present) {
-        const hf_rule *r = &fam->rules[k];
+        const vx__hf_rule *r = &fam->rules[k];
         char out[2][256];
         const char *outs[2] = {out[0], out[1]};
         for (int o = 0; o < 2; o++)
             if (r->out[o]) expand(out[o], sizeof out[o], r->out[o], layer, 0);
         switch (r->kind) {
-        case HR_DIRECT:
+        case VX__HR_DIRECT:
             rc = build_direct(h, r, out[0], src, file, err);
             break;
-        case HR_STACK:
+        case VX__HR_STACK:
             rc = build_stack(h, r, out[0], src, file, (int)n_exp, err);
             break;
-        case HR_MXFP4:
+        case VX__HR_MXFP4:
             rc = build_mxfp4(h, r, outs, src, file, err);
             break;
-        case HR_ROWS:
-        case HR_TRANSPOSE:
+        case VX__HR_ROWS:
+        case VX__HR_TRANSPOSE:
             rc = build_rows(h, r, outs, src, file, err);
             break;
-        case HR_KV_B:
+        case VX__HR_KV_B:
             rc = build_kv_b(h, r, outs, src, file, err);
             break;
-        case HR_DROP:
-            break;
         }
-    } else if (!rc && !((fam->rules[end].flags & HR_OPT_TIED) && h->hp.tied) &&
-               !(fam->rules[end].flags & HR_OPTIONAL)) {
+    } else if (!rc && !((fam->rules[end].flags & VX__HR_OPT_TIED) && h->hp.tied) &&
+               !(fam->rules[end].flags & VX__HR_OPTIONAL)) {
         char want[512], out[256];
         expand(want, sizeof want, fam->rules[i].src[0], layer, 0);
         expand(out, sizeof out, fam->rules[i].out[0], layer, 0);
-        rc =
-            mw_errf(err, "%s: family %s needs '%s'%s for %s, and the checkpoint has no such tensor",
-                    h->dir, fam->arch, want, end > i ? " (or an alternative layout)" : "", out);
+        rc = mw_errf(
+            err, "%s: family %s needs '%s'%s for %s, and the checkpoint has no such tensor", h->dir,
+            fam->family->arch, want, end > i ? " (or an alternative layout)" : "", out);
     }
     free(src);
     free(file);
@@ -576,21 +576,23 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
 }
 
 /* Whether a rule applies to a layer (-1: the model's global tensors). */
-static bool applies(const hf_input *h, const hf_rule *r, long layer) {
-    const bool dense = layer<h->hp.v[HP_DENSE_LEAD], q_lora = h->hp.v[HP_Q_LORA]> 0;
+static bool applies(const hf_input *h, const vx__hf_rule *r, long layer) {
+    const bool dense = layer < h->hp.v[VX__HP_DENSE_LEAD];
+    const bool q_lora = h->hp.v[VX__HP_Q_LORA] > 0;
     const unsigned f = r->flags;
-    return !((f & HR_IF_DENSE) && !dense) && !((f & (HR_IF_MOE | HR_IF_SHARED)) && dense) &&
-           !((f & HR_IF_SHARED) && !h->hp.v[HP_SHARED]) && !((f & HR_IF_Q_LORA) && !q_lora) &&
-           !((f & HR_IF_NO_Q_LORA) && q_lora);
+    return !((f & VX__HR_IF_DENSE) && !dense) &&
+           !((f & (VX__HR_IF_MOE | VX__HR_IF_SHARED)) && dense) &&
+           !((f & VX__HR_IF_SHARED) && !h->hp.v[VX__HP_SHARED]) &&
+           !((f & VX__HR_IF_Q_LORA) && !q_lora) && !((f & VX__HR_IF_NO_Q_LORA) && q_lora);
 }
 
 static int build_tensors(hf_input *h, mw_err *err) {
-    const vx_hf_family *fam = h->fam;
+    const vx__hf_family *fam = h->fam;
     /* global tensors first, then layer by layer */
-    for (long layer = -1; layer < (long)h->hp.v[HP_LAYERS]; layer++) {
+    for (long layer = -1; layer < (long)h->hp.v[VX__HP_LAYERS]; layer++) {
         for (size_t i = 0; i < fam->n_rules;) {
-            const hf_rule *r = &fam->rules[i];
-            if (r->kind == HR_DROP || per_layer(r) != (layer >= 0) || !applies(h, r, layer)) {
+            const vx__hf_rule *r = &fam->rules[i];
+            if (per_layer(r) != (layer >= 0) || !applies(h, r, layer)) {
                 i++;
                 continue;
             }
@@ -616,13 +618,12 @@ static int audit(hf_input *h, mw_err *err) {
         const char *why = NULL;
         long layer;
         int at = 0;
-        if (h->hp.v[HP_NEXTN] && sscanf(name, "model.layers.%ld.%n", &layer, &at) == 1 && at &&
-            layer >= h->hp.v[HP_LAYERS] && layer < h->hp.v[HP_LAYERS] + h->hp.v[HP_NEXTN])
+        if (h->hp.v[VX__HP_NEXTN] && sscanf(name, "model.layers.%ld.%n", &layer, &at) == 1 && at &&
+            layer >= h->hp.v[VX__HP_LAYERS] &&
+            layer < h->hp.v[VX__HP_LAYERS] + h->hp.v[VX__HP_NEXTN])
             why = "multi-token prediction layer (num_nextn_predict_layers): not used to generate";
-        for (size_t k = 0; k < h->fam->n_rules && !why; k++) {
-            const hf_rule *r = &h->fam->rules[k];
-            if (r->kind == HR_DROP && matches(r->src[0], name)) why = r->why;
-        }
+        for (const vx__hf_drop *d = vx__hf_drops; d->src && !why; d++)
+            if (matches(d->src, name)) why = d->why;
         if (why)
             in->dropped[in->n_dropped++] = (vx_input_drop){name, why};
         else
@@ -699,7 +700,7 @@ int vx_input_open_hf(const char *dir, vx_input **out, mw_err *err) {
              vx_confine_check(&h->conf, cfg_path, err) == 0)
         text = vx_read_file(cfg_path, HF_MAX_CONFIG, &len, err);
     int rc =
-        text ? vx_hf_config_read(text, len, cfg_path, name, h->in.meta, &h->fam, &h->hp, err) : -1;
+        text ? vx__hf_config_read(text, len, cfg_path, name, h->in.meta, &h->fam, &h->hp, err) : -1;
     free(text);
     free(cfg_path);
     free(name);

@@ -14,7 +14,7 @@
 /* HF packs two e2m1 codes per byte in element order: byte k holds element 2k (low nibble) and
  * 2k+1 (high nibble). ggml's block_mxfp4 holds element j in the low nibble of qs[j] and element
  * j+16 in its high nibble. The E8M0 scale byte means 2^(e-127) in both. */
-void vx_hf_mxfp4_block(uint8_t scale, const uint8_t hf[16], uint8_t out[17]) {
+void vx__hf_mxfp4_block(uint8_t scale, const uint8_t hf[16], uint8_t out[17]) {
     out[0] = scale;
     for (int k = 0; k < 8; k++) {
         uint8_t a = hf[k], b = hf[8 + k]; /* elements 2k, 2k+1 and 2k+16, 2k+17 */
@@ -24,18 +24,18 @@ void vx_hf_mxfp4_block(uint8_t scale, const uint8_t hf[16], uint8_t out[17]) {
 }
 
 /* Source row of output row r of a matrix: the same row, or one of an interleaved pair. */
-static int64_t src_row(const hf_src_impl *s, int64_t r) {
+static int64_t src_row(const vx__hf_src *s, int64_t r) {
     return s->parity < 0 ? r : 2 * r + s->parity;
 }
-static int64_t src_rows(const hf_src_impl *s) {
+static int64_t src_rows(const vx__hf_src *s) {
     return s->parity < 0 ? s->rows : 2 * s->rows;
 }
 
 /* Output rows [row0, row0 + n) (global over the n_mat matrices) composed into dst. */
-typedef void (*rows_fn)(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst);
+typedef void (*rows_fn)(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst);
 
 /* [n_mat, rows (or 2 rows interleaved), cols] → [n_mat, rows, cols] */
-static void rows_copy(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+static void rows_copy(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
     uint64_t rb = (uint64_t)s->cols * s->esz;
     for (int64_t i = row0; i < row0 + n; i++, dst += rb) {
         int64_t m = i / s->rows, r = i % s->rows;
@@ -44,13 +44,13 @@ static void rows_copy(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *ds
 }
 
 /* blocks [n_mat, rows', cols/32, 16] and scales [n_mat, rows', cols/32] → block_mxfp4 rows */
-static void rows_mxfp4(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+static void rows_mxfp4(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
     int64_t groups = s->cols / 32;
     for (int64_t i = row0; i < row0 + n; i++) {
         int64_t m = i / s->rows, r = i % s->rows;
         uint64_t blk = (uint64_t)((m * src_rows(s) + src_row(s, r)) * groups);
         const uint8_t *q = s->src[0]->data + blk * 16, *e = s->src[1]->data + blk;
-        for (int64_t g = 0; g < groups; g++, dst += 17) vx_hf_mxfp4_block(e[g], q + 16 * g, dst);
+        for (int64_t g = 0; g < groups; g++, dst += 17) vx__hf_mxfp4_block(e[g], q + 16 * g, dst);
     }
 }
 
@@ -67,7 +67,7 @@ static inline void copy_elem(uint8_t *d, const uint8_t *s, uint64_t esz) {
 /* [n_mat, cols, rows (or 2 rows interleaved)] → [n_mat, rows, cols], in tiles of TILE output rows
  * so that both sides stay in cache. */
 #define TILE 64
-static void rows_transpose(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+static void rows_transpose(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
     uint64_t esz = s->esz, rb = (uint64_t)s->cols * esz, sr_n = (uint64_t)src_rows(s);
     for (int64_t i = row0; i < row0 + n;) {
         int64_t m = i / s->rows, r = i % s->rows;
@@ -87,7 +87,7 @@ static void rows_transpose(const hf_src_impl *s, int64_t row0, int64_t n, uint8_
 
 /* ---- FP8 block-scaled weights and the kv_b split ------------------------------------------ */
 
-float vx_fp8_e4m3(uint8_t b) {
+float vx__fp8_e4m3(uint8_t b) {
     const int sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
     float v;
     if (e == 15 && m == 7)
@@ -101,13 +101,13 @@ float vx_fp8_e4m3(uint8_t b) {
 
 /* Where element (row i, column c) of the output comes from: source tensor *k, its row and column.
  */
-static void locate(const hf_src_impl *s, int64_t i, int64_t c, int *k, int64_t *r, int64_t *col) {
+static void locate(const vx__hf_src *s, int64_t i, int64_t c, int *k, int64_t *r, int64_t *col) {
     const int64_t m = i / s->rows, rr = i % s->rows;
     switch (s->kind) {
-    case HR_STACK:
+    case VX__HR_STACK:
         *k = (int)m, *r = rr, *col = c;
         return;
-    case HR_KV_B: /* per head nope key rows, then v value rows */
+    case VX__HR_KV_B: /* per head nope key rows, then v value rows */
         *k = 0;
         if (s->parity == 0)
             *r = m * (s->nope + s->v) + c, *col = rr; /* K_h: the key rows, transposed */
@@ -122,7 +122,7 @@ static void locate(const hf_src_impl *s, int64_t i, int64_t c, int *k, int64_t *
 
 /* Element (r, c) of FP8 source k times its block's scale: the exact f32 product, as DeepSeek's
  * reference dequantization computes it (weight.float() * scale_inv). */
-static float fp8_value(const hf_src_impl *s, int k, int64_t r, int64_t c) {
+static float fp8_value(const vx__hf_src *s, int k, int64_t r, int64_t c) {
     const vx_st_tensor *w = s->src[k], *sc = s->scale[k];
     const int64_t cols = w->shape[1], sb = sc->shape[1];
     const int64_t si = (r / s->block[0]) * sb + c / s->block[1];
@@ -133,12 +133,12 @@ static float fp8_value(const hf_src_impl *s, int k, int64_t r, int64_t c) {
     } else {
         memcpy(&scale, sc->data + 4 * si, 4);
     }
-    return vx_fp8_e4m3(w->data[r * cols + c]) * scale;
+    return vx__fp8_e4m3(w->data[r * cols + c]) * scale;
 }
 
 /* Output rows [row0, row0 + n) element by element: FP8 sources as bf16 of the exact product,
  * others copied as they are (esz bytes). */
-static void rows_mapped(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *dst) {
+static void rows_mapped(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
     for (int64_t i = row0; i < row0 + n; i++)
         for (int64_t c = 0; c < s->cols; c++) {
             int k;
@@ -156,10 +156,10 @@ static void rows_mapped(const hf_src_impl *s, int64_t row0, int64_t n, uint8_t *
         }
 }
 
-int vx_hf_read_f32(const vx_input *in, const vx_input_tensor *t, uint64_t row0, uint64_t n,
-                   float *dst, mw_err *err) {
+int vx__hf_read_f32(const vx_input *in, const vx_input_tensor *t, uint64_t row0, uint64_t n,
+                    float *dst, mw_err *err) {
     (void)in;
-    const hf_src_impl *s = t->impl;
+    const vx__hf_src *s = t->impl;
     if (!s->scale) return mw_errf(err, "%s: not an FP8 tensor", t->name);
     if (row0 > (uint64_t)(s->n_mat * s->rows) || n > (uint64_t)(s->n_mat * s->rows) - row0)
         return mw_errf(err, "%s: rows [%llu, +%llu) are outside the tensor", t->name,
@@ -177,7 +177,7 @@ int vx_hf_read_f32(const vx_input *in, const vx_input_tensor *t, uint64_t row0, 
 /* The stored tensor as whole rows: leading and trailing partial rows go through a row buffer. */
 static int read_rows(const vx_input_tensor *t, uint64_t rb, rows_fn fn, uint64_t off, uint8_t *out,
                      uint64_t len, mw_err *err) {
-    const hf_src_impl *s = t->impl;
+    const vx__hf_src *s = t->impl;
     uint8_t *row = NULL;
     if (off % rb || len % rb) {
         row = malloc(rb);
@@ -203,7 +203,7 @@ static int read_rows(const vx_input_tensor *t, uint64_t rb, rows_fn fn, uint64_t
 
 /* Per-expert tensors of equal size, one after the other. */
 static void read_stack(const vx_input_tensor *t, uint64_t off, uint8_t *out, uint64_t len) {
-    const hf_src_impl *s = t->impl;
+    const vx__hf_src *s = t->impl;
     uint64_t slice = t->nbytes / (uint64_t)s->n_src;
     while (len) {
         uint64_t e = off / slice, within = off % slice;
@@ -213,35 +213,33 @@ static void read_stack(const vx_input_tensor *t, uint64_t off, uint8_t *out, uin
     }
 }
 
-int vx_hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void *dst, uint64_t len,
-               mw_err *err) {
+int vx__hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void *dst, uint64_t len,
+                mw_err *err) {
     (void)in;
     if (off > t->nbytes || len > t->nbytes - off)
         return mw_errf(err, "%s: read of %llu bytes at %llu runs past its %llu bytes", t->name,
                        (unsigned long long)len, (unsigned long long)off,
                        (unsigned long long)t->nbytes);
     if (!len) return 0;
-    const hf_src_impl *s = t->impl;
+    const vx__hf_src *s = t->impl;
     switch (s->kind) {
-    case HR_DIRECT:
+    case VX__HR_DIRECT:
         if (s->scale) return read_rows(t, (uint64_t)s->cols * 2, rows_mapped, off, dst, len, err);
         memcpy(dst, s->src[0]->data + off, len);
         return 0;
-    case HR_STACK:
+    case VX__HR_STACK:
         if (s->scale) return read_rows(t, (uint64_t)s->cols * 2, rows_mapped, off, dst, len, err);
         read_stack(t, off, dst, len);
         return 0;
-    case HR_KV_B:
+    case VX__HR_KV_B:
         return read_rows(t, (uint64_t)s->cols * (s->scale ? 2 : s->esz), rows_mapped, off, dst, len,
                          err);
-    case HR_ROWS:
+    case VX__HR_ROWS:
         return read_rows(t, (uint64_t)s->cols * s->esz, rows_copy, off, dst, len, err);
-    case HR_MXFP4:
+    case VX__HR_MXFP4:
         return read_rows(t, (uint64_t)s->cols / 32 * 17, rows_mxfp4, off, dst, len, err);
-    case HR_TRANSPOSE:
+    case VX__HR_TRANSPOSE:
         return read_rows(t, (uint64_t)s->cols * s->esz, rows_transpose, off, dst, len, err);
-    case HR_DROP:
-        break;
     }
     return mw_errf(err, "%s: no reader for this tensor", t->name);
 }

@@ -10,7 +10,7 @@
 #define SHOW_ARRAY_MAX 16 /* arrays up to this long are shown in full */
 
 static json_t *value_summary(const vx_meta *meta, size_t i) {
-    const vx_val *v = vx_meta_val(meta, i);
+    const vx__val *v = vx__meta_val(meta, i);
     if (v->type != VX_ARR || v->u.arr.n <= SHOW_ARRAY_MAX) {
         vx_meta *one = vx_meta_new();
         json_t *j = NULL;
@@ -80,11 +80,11 @@ static json_t *summary(const char *dir, const vx_manifest *m) {
         "path", dir, "format", VX_FORMAT_NAME, "version", VX_FORMAT_VERSION, "fingerprint",
         m->fingerprint, "layers", m->n_layers, "experts", m->n_experts, "hidden",
         (json_int_t)m->hidden, "holds", holds ? holds : "", "extents_held", (json_int_t)n_held,
-        "extents_total", (json_int_t)m->n_moe * m->n_experts, "dense", m->has_dense,
-        "dense_bytes", (json_int_t)(m->has_dense ? m->dense.size : 0), "expert_bytes",
-        (json_int_t)expert_bytes, "files", files, "tensors", "count", (json_int_t)m->n_tensors,
-        "dense", (json_int_t)m->n_dense, "expert", (json_int_t)(m->n_tensors - m->n_dense),
-        "by_type", types, "moe_layers", layers, "metadata", meta, "provenance", "input",
+        "extents_total", (json_int_t)m->n_moe * m->n_experts, "dense", m->has_dense, "dense_bytes",
+        (json_int_t)(m->has_dense ? m->dense.size : 0), "expert_bytes", (json_int_t)expert_bytes,
+        "files", files, "tensors", "count", (json_int_t)m->n_tensors, "dense",
+        (json_int_t)m->n_dense, "expert", (json_int_t)(m->n_tensors - m->n_dense), "by_type", types,
+        "moe_layers", layers, "metadata", meta, "provenance", "input",
         json_object_get(prov, "input"), "sources", json_object_get(prov, "sources"), "dropped",
         (json_int_t)json_array_size(json_object_get(prov, "dropped")), "unrecognised",
         (json_int_t)json_array_size(json_object_get(prov, "unrecognised")), "transcoded",

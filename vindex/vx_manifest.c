@@ -352,7 +352,7 @@ static int read_tensor(rd *r, const json_t *o, size_t i, vx_mf_tensor *t, const 
     }
     char why[120];
     uint64_t want;
-    if (vx_tensor_nbytes(t->type, t->n_dims, t->ne, &want, why, sizeof why))
+    if (vx__tensor_nbytes(t->type, t->n_dims, t->ne, &want, why, sizeof why))
         return fault(r, "%s: %s", what, why);
     if (get_u64(r, o, "nbytes", what, &t->nbytes) || get_digest(r, o, "digest", what, t->digest))
         return -1;

@@ -16,7 +16,7 @@
 
 typedef struct vx_entry {
     char *key;
-    vx_val v;
+    vx__val v;
 } vx_entry;
 
 struct vx_meta {
@@ -36,16 +36,16 @@ static const struct {
     [VX_F64] = {"f64", 8},
 };
 
-bool vx_vtype_valid(uint32_t t) {
+bool vx__vtype_valid(uint32_t t) {
     return t < VX_VTYPE_COUNT;
 }
 
-size_t vx_vtype_size(vx_vtype t) {
-    return vx_vtype_valid(t) ? vtypes[t].size : 0;
+size_t vx__vtype_size(vx_vtype t) {
+    return vx__vtype_valid(t) ? vtypes[t].size : 0;
 }
 
 const char *vx_vtype_name(vx_vtype t) {
-    return vx_vtype_valid(t) ? vtypes[t].name : "unknown";
+    return vx__vtype_valid(t) ? vtypes[t].name : "unknown";
 }
 
 static bool is_int(vx_vtype t) {
@@ -55,13 +55,13 @@ static bool is_int(vx_vtype t) {
 
 /* ---- values -------------------------------------------------------------------------------- */
 
-void vx_val_free(vx_val *v) {
+void vx__val_free(vx__val *v) {
     if (v->type == VX_STR) {
         free(v->u.str.s);
     } else if (v->type == VX_ARR) {
         if (v->u.arr.elem == VX_ARR) {
-            vx_val *items = v->u.arr.data;
-            for (uint64_t i = 0; items && i < v->u.arr.n; i++) vx_val_free(&items[i]);
+            vx__val *items = v->u.arr.data;
+            for (uint64_t i = 0; items && i < v->u.arr.n; i++) vx__val_free(&items[i]);
         }
         free(v->u.arr.data);
         free(v->u.arr.offs);
@@ -69,7 +69,7 @@ void vx_val_free(vx_val *v) {
     memset(v, 0, sizeof *v);
 }
 
-int vx_val_copy(vx_val *dst, const vx_val *src) {
+int vx__val_copy(vx__val *dst, const vx__val *src) {
     *dst = *src;
     if (src->type == VX_STR) {
         dst->u.str.s = malloc(src->u.str.len + 1);
@@ -82,28 +82,28 @@ int vx_val_copy(vx_val *dst, const vx_val *src) {
     dst->u.arr.offs = NULL;
     uint64_t n = src->u.arr.n;
     if (src->u.arr.elem == VX_ARR) {
-        vx_val *items = calloc(n ? n : 1, sizeof *items);
+        vx__val *items = calloc(n ? n : 1, sizeof *items);
         if (!items) return -1;
         dst->u.arr.data = items;
-        const vx_val *from = src->u.arr.data;
+        const vx__val *from = src->u.arr.data;
         for (uint64_t i = 0; i < n; i++) {
-            if (vx_val_copy(&items[i], &from[i]) != 0) {
+            if (vx__val_copy(&items[i], &from[i]) != 0) {
                 dst->u.arr.n = i;
-                vx_val_free(dst);
+                vx__val_free(dst);
                 return -1;
             }
         }
         return 0;
     }
     size_t bytes =
-        src->u.arr.elem == VX_STR ? src->u.arr.offs[n] : n * vx_vtype_size(src->u.arr.elem);
+        src->u.arr.elem == VX_STR ? src->u.arr.offs[n] : n * vx__vtype_size(src->u.arr.elem);
     dst->u.arr.data = malloc(bytes ? bytes : 1);
     if (!dst->u.arr.data) return -1;
     memcpy(dst->u.arr.data, src->u.arr.data, bytes);
     if (src->u.arr.elem == VX_STR) {
         dst->u.arr.offs = malloc((n + 1) * sizeof *dst->u.arr.offs);
         if (!dst->u.arr.offs) {
-            vx_val_free(dst);
+            vx__val_free(dst);
             return -1;
         }
         memcpy(dst->u.arr.offs, src->u.arr.offs, (n + 1) * sizeof *dst->u.arr.offs);
@@ -179,7 +179,7 @@ void vx_meta_free(vx_meta *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n; i++) {
         free(m->e[i].key);
-        vx_val_free(&m->e[i].v);
+        vx__val_free(&m->e[i].v);
     }
     free(m->e);
     vx_strmap_free(&m->index);
@@ -216,14 +216,14 @@ long vx_meta_find(const vx_meta *m, const char *key) {
     return vx_strmap_get(&m->index, key);
 }
 
-const vx_val *vx_meta_val(const vx_meta *m, size_t i) {
+const vx__val *vx__meta_val(const vx_meta *m, size_t i) {
     return i < m->n ? &m->e[i].v : NULL;
 }
 
-int vx_meta_put(vx_meta *m, const char *key, size_t key_len, vx_val *v, bool replace) {
+int vx__meta_put(vx_meta *m, const char *key, size_t key_len, vx__val *v, bool replace) {
     char *k = malloc(key_len + 1);
     if (!k) {
-        vx_val_free(v);
+        vx__val_free(v);
         return -1;
     }
     memcpy(k, key, key_len);
@@ -232,10 +232,10 @@ int vx_meta_put(vx_meta *m, const char *key, size_t key_len, vx_val *v, bool rep
     if (at >= 0) {
         free(k);
         if (!replace) {
-            vx_val_free(v);
+            vx__val_free(v);
             return 1;
         }
-        vx_val_free(&m->e[at].v);
+        vx__val_free(&m->e[at].v);
         m->e[at].v = *v;
         return 0;
     }
@@ -253,15 +253,15 @@ int vx_meta_put(vx_meta *m, const char *key, size_t key_len, vx_val *v, bool rep
     return 0;
 oom:
     free(k);
-    vx_val_free(v);
+    vx__val_free(v);
     return -1;
 }
 
 int vx_meta_copy_entry(vx_meta *dst, const vx_meta *src, size_t i) {
     if (i >= src->n) return -1;
-    vx_val v;
-    if (vx_val_copy(&v, &src->e[i].v) != 0) return -1;
-    return vx_meta_put(dst, src->e[i].key, strlen(src->e[i].key), &v, true) < 0 ? -1 : 0;
+    vx__val v;
+    if (vx__val_copy(&v, &src->e[i].v) != 0) return -1;
+    return vx__meta_put(dst, src->e[i].key, strlen(src->e[i].key), &v, true) < 0 ? -1 : 0;
 }
 
 vx_meta *vx_meta_clone(const vx_meta *src) {
@@ -283,13 +283,13 @@ static int type_error(mw_err *err, const char *key, vx_vtype have, const char *w
 }
 
 /* Finds key; returns its value, or NULL (absent). */
-static const vx_val *lookup(const vx_meta *m, const char *key) {
+static const vx__val *lookup(const vx_meta *m, const char *key) {
     long i = vx_meta_find(m, key);
     return i < 0 ? NULL : &m->e[i].v;
 }
 
 int vx_meta_get_i64(const vx_meta *m, const char *key, int64_t *out, mw_err *err) {
-    const vx_val *v = lookup(m, key);
+    const vx__val *v = lookup(m, key);
     if (!v) return 0;
     if (!is_int(v->type)) return type_error(err, key, v->type, "an integer");
     bool ok;
@@ -300,7 +300,7 @@ int vx_meta_get_i64(const vx_meta *m, const char *key, int64_t *out, mw_err *err
 }
 
 int vx_meta_get_f64(const vx_meta *m, const char *key, double *out, mw_err *err) {
-    const vx_val *v = lookup(m, key);
+    const vx__val *v = lookup(m, key);
     if (!v) return 0;
     if (!is_int(v->type) && v->type != VX_F32 && v->type != VX_F64)
         return type_error(err, key, v->type, "a number");
@@ -309,7 +309,7 @@ int vx_meta_get_f64(const vx_meta *m, const char *key, double *out, mw_err *err)
 }
 
 int vx_meta_get_bool(const vx_meta *m, const char *key, bool *out, mw_err *err) {
-    const vx_val *v = lookup(m, key);
+    const vx__val *v = lookup(m, key);
     if (!v) return 0;
     if (v->type != VX_BOOL) return type_error(err, key, v->type, "bool");
     *out = v->u.raw[0] != 0;
@@ -317,7 +317,7 @@ int vx_meta_get_bool(const vx_meta *m, const char *key, bool *out, mw_err *err) 
 }
 
 int vx_meta_get_str(const vx_meta *m, const char *key, const char **out, mw_err *err) {
-    const vx_val *v = lookup(m, key);
+    const vx__val *v = lookup(m, key);
     if (!v) return 0;
     if (v->type != VX_STR) return type_error(err, key, v->type, "str");
     *out = v->u.str.s;
@@ -325,10 +325,10 @@ int vx_meta_get_str(const vx_meta *m, const char *key, const char **out, mw_err 
 }
 
 /* Finds an array key and checks idx; returns the value, NULL when absent, or sets *bad. */
-static const vx_val *lookup_elem(const vx_meta *m, const char *key, uint64_t idx, bool *bad,
-                                 mw_err *err) {
+static const vx__val *lookup_elem(const vx_meta *m, const char *key, uint64_t idx, bool *bad,
+                                  mw_err *err) {
     *bad = false;
-    const vx_val *v = lookup(m, key);
+    const vx__val *v = lookup(m, key);
     if (!v) return NULL;
     if (v->type != VX_ARR) {
         *bad = true;
@@ -351,12 +351,12 @@ static int elem_type_error(mw_err *err, const char *key, vx_vtype have, const ch
 
 int vx_meta_arr_i64(const vx_meta *m, const char *key, uint64_t idx, int64_t *out, mw_err *err) {
     bool bad;
-    const vx_val *v = lookup_elem(m, key, idx, &bad, err);
+    const vx__val *v = lookup_elem(m, key, idx, &bad, err);
     if (!v) return bad ? -1 : 0;
     vx_vtype el = v->u.arr.elem;
     if (!is_int(el) && el != VX_BOOL) return elem_type_error(err, key, el, "integers");
     bool ok;
-    int64_t x = raw_i64(el, (const uint8_t *)v->u.arr.data + idx * vx_vtype_size(el), &ok);
+    int64_t x = raw_i64(el, (const uint8_t *)v->u.arr.data + idx * vx__vtype_size(el), &ok);
     if (!ok)
         return mw_errf(err, "metadata key '%s'[%llu]: value does not fit in int64", key,
                        (unsigned long long)idx);
@@ -366,23 +366,23 @@ int vx_meta_arr_i64(const vx_meta *m, const char *key, uint64_t idx, int64_t *ou
 
 int vx_meta_arr_f64(const vx_meta *m, const char *key, uint64_t idx, double *out, mw_err *err) {
     bool bad;
-    const vx_val *v = lookup_elem(m, key, idx, &bad, err);
+    const vx__val *v = lookup_elem(m, key, idx, &bad, err);
     if (!v) return bad ? -1 : 0;
     vx_vtype el = v->u.arr.elem;
     if (!is_int(el) && el != VX_BOOL && el != VX_F32 && el != VX_F64)
         return elem_type_error(err, key, el, "numbers");
-    *out = raw_f64(el, (const uint8_t *)v->u.arr.data + idx * vx_vtype_size(el));
+    *out = raw_f64(el, (const uint8_t *)v->u.arr.data + idx * vx__vtype_size(el));
     return 1;
 }
 
 int vx_meta_arr_str(const vx_meta *m, const char *key, uint64_t idx, const char **out, size_t *len,
                     mw_err *err) {
     bool bad;
-    const vx_val *v = lookup_elem(m, key, idx, &bad, err);
+    const vx__val *v = lookup_elem(m, key, idx, &bad, err);
     if (!v) return bad ? -1 : 0;
     if (v->u.arr.elem != VX_STR) return elem_type_error(err, key, v->u.arr.elem, "strings");
     uint64_t l;
-    *out = vx_val_arr_str(v, idx, &l);
+    *out = vx__val_arr_str(v, idx, &l);
     if (len) *len = (size_t)l;
     return 1;
 }
@@ -390,11 +390,11 @@ int vx_meta_arr_str(const vx_meta *m, const char *key, uint64_t idx, const char 
 /* ---- setters ------------------------------------------------------------------------------- */
 
 int vx_meta_set_scalar(vx_meta *m, const char *key, vx_vtype type, const void *raw) {
-    size_t sz = vx_vtype_size(type);
+    size_t sz = vx__vtype_size(type);
     if (sz == 0) return -1;
-    vx_val v = {.type = type};
+    vx__val v = {.type = type};
     memcpy(v.u.raw, raw, sz);
-    return vx_meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
+    return vx__meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
 }
 
 int vx_meta_set_u32(vx_meta *m, const char *key, uint32_t v) {
@@ -418,31 +418,31 @@ int vx_meta_set_bool(vx_meta *m, const char *key, bool v) {
 }
 
 int vx_meta_set_str(vx_meta *m, const char *key, const char *s, size_t len) {
-    vx_val v = {.type = VX_STR};
+    vx__val v = {.type = VX_STR};
     v.u.str.s = malloc(len + 1);
     if (!v.u.str.s) return -1;
     memcpy(v.u.str.s, s, len);
     v.u.str.s[len] = '\0';
     v.u.str.len = len;
-    return vx_meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
+    return vx__meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
 }
 
 int vx_meta_set_arr(vx_meta *m, const char *key, vx_vtype elem, const void *data, uint64_t n) {
-    size_t sz = vx_vtype_size(elem);
+    size_t sz = vx__vtype_size(elem);
     if (sz == 0 || n > SIZE_MAX / sz) return -1;
-    vx_val v = {.type = VX_ARR};
+    vx__val v = {.type = VX_ARR};
     v.u.arr.elem = elem;
     v.u.arr.n = n;
     v.u.arr.data = malloc(n > 0 ? n * sz : 1);
     if (!v.u.arr.data) return -1;
     if (n) memcpy(v.u.arr.data, data, n * sz);
-    return vx_meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
+    return vx__meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
 }
 
 int vx_meta_set_arr_str(vx_meta *m, const char *key, const char *const *strs, const size_t *lens,
                         uint64_t n) {
     if (n >= SIZE_MAX / sizeof(uint64_t)) return -1;
-    vx_val v = {.type = VX_ARR};
+    vx__val v = {.type = VX_ARR};
     v.u.arr.elem = VX_STR;
     v.u.arr.n = n;
     v.u.arr.offs = malloc((n + 1) * sizeof(uint64_t));
@@ -455,7 +455,7 @@ int vx_meta_set_arr_str(vx_meta *m, const char *key, const char *const *strs, co
     v.u.arr.offs[n] = total;
     v.u.arr.data = malloc(total ? total : 1);
     if (!v.u.arr.data) {
-        vx_val_free(&v);
+        vx__val_free(&v);
         return -1;
     }
     for (uint64_t i = 0; i < n; i++) {
@@ -463,5 +463,5 @@ int vx_meta_set_arr_str(vx_meta *m, const char *key, const char *const *strs, co
         memcpy((char *)v.u.arr.data + v.u.arr.offs[i], strs[i], l);
         ((char *)v.u.arr.data)[v.u.arr.offs[i] + l] = '\0';
     }
-    return vx_meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
+    return vx__meta_put(m, key, strlen(key), &v, true) < 0 ? -1 : 0;
 }

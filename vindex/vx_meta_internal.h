@@ -11,9 +11,9 @@
 
 /* Deepest array-of-array nesting accepted from a file (GGUF allows nesting; nothing real uses more
  * than one level, and an unbounded depth would let a file overflow the reader's stack). */
-#define VX_META_MAX_DEPTH 8
+#define VX__META_MAX_DEPTH 8
 
-typedef struct vx_val {
+typedef struct vx__val {
     vx_vtype type;
     union {
         uint8_t raw[8]; /* scalars: little-endian bytes as in GGUF, zero padded */
@@ -24,31 +24,31 @@ typedef struct vx_val {
         struct {
             vx_vtype elem;
             uint64_t n;
-            /* numeric/bool: n * vx_vtype_size(elem) raw bytes;
+            /* numeric/bool: n * vx__vtype_size(elem) raw bytes;
              * VX_STR: a blob holding the n strings, each followed by a NUL;
-             * VX_ARR: n vx_val (each an array). */
+             * VX_ARR: n vx__val (each an array). */
             void *data;
             uint64_t *offs; /* VX_STR only: n + 1 offsets into the blob (string i spans
                                [offs[i], offs[i+1] - 1), the NUL excluded) */
         } arr;
     } u;
-} vx_val;
+} vx__val;
 
 /* Bytes of one scalar of type t; 0 for VX_STR, VX_ARR and unknown ids. */
-size_t vx_vtype_size(vx_vtype t);
-bool vx_vtype_valid(uint32_t t);
-void vx_val_free(vx_val *v);
-int vx_val_copy(vx_val *dst, const vx_val *src);
+size_t vx__vtype_size(vx_vtype t);
+bool vx__vtype_valid(uint32_t t);
+void vx__val_free(vx__val *v);
+int vx__val_copy(vx__val *dst, const vx__val *src);
 /* String i of a VX_STR array. */
-static inline const char *vx_val_arr_str(const vx_val *v, uint64_t i, uint64_t *len) {
+static inline const char *vx__val_arr_str(const vx__val *v, uint64_t i, uint64_t *len) {
     if (len) *len = v->u.arr.offs[i + 1] - v->u.arr.offs[i] - 1;
     return (const char *)v->u.arr.data + v->u.arr.offs[i];
 }
 
-const vx_val *vx_meta_val(const vx_meta *m, size_t i);
+const vx__val *vx__meta_val(const vx_meta *m, size_t i);
 /* Stores v under key[0..key_len) (key must hold no NUL). The table takes v's contents whatever
  * happens. Returns 0 when stored, 1 when the key exists and replace is false (nothing changed),
  * -1 when out of memory. */
-int vx_meta_put(vx_meta *m, const char *key, size_t key_len, vx_val *v, bool replace);
+int vx__meta_put(vx_meta *m, const char *key, size_t key_len, vx__val *v, bool replace);
 
 #endif

@@ -52,7 +52,7 @@ static json_t *scalar_json(vx_vtype t, const uint8_t *p) {
         break;
     }
     uint64_t u = 0;
-    memcpy(&u, p, vx_vtype_size(t));
+    memcpy(&u, p, vx__vtype_size(t));
     switch (t) {
     case VX_U16:
         return json_integer((uint16_t)u);
@@ -86,21 +86,21 @@ static json_t *scalar_json(vx_vtype t, const uint8_t *p) {
 }
 
 /* The JSON array of an array value's elements. */
-static json_t *array_json(const vx_val *v) {
+static json_t *array_json(const vx__val *v) {
     json_t *a = json_array();
     if (!a) return NULL;
     for (uint64_t i = 0; i < v->u.arr.n; i++) {
         json_t *e;
         if (v->u.arr.elem == VX_STR) {
             uint64_t len;
-            const char *s = vx_val_arr_str(v, i, &len);
+            const char *s = vx__val_arr_str(v, i, &len);
             e = str_json(s, len);
         } else if (v->u.arr.elem == VX_ARR) {
-            const vx_val *inner = &((const vx_val *)v->u.arr.data)[i];
+            const vx__val *inner = &((const vx__val *)v->u.arr.data)[i];
             e = json_pack("{s:s,s:o}", "elem", vx_vtype_name(inner->u.arr.elem), "value",
                           array_json(inner));
         } else {
-            size_t sz = vx_vtype_size(v->u.arr.elem);
+            size_t sz = vx__vtype_size(v->u.arr.elem);
             e = scalar_json(v->u.arr.elem, (const uint8_t *)v->u.arr.data + i * sz);
         }
         if (!e || json_array_append_new(a, e) != 0) {
@@ -114,7 +114,7 @@ static json_t *array_json(const vx_val *v) {
 json_t *vx_meta_to_json(const vx_meta *m) {
     json_t *out = json_array();
     for (size_t i = 0; out && i < vx_meta_count(m); i++) {
-        const vx_val *v = vx_meta_val(m, i);
+        const vx__val *v = vx__meta_val(m, i);
         json_t *e;
         if (v->type == VX_ARR)
             e = json_pack("{s:s,s:s,s:s,s:o}", "key", vx_meta_key(m, i), "type", "arr", "elem",
@@ -197,7 +197,7 @@ static int scalar_from_json(const ctx *c, vx_vtype t, const json_t *j, uint8_t r
             return 0;
         }
         if (float_bits(j, t == VX_F32 ? 8 : 16, &bits)) return bad(c, "expected a number");
-        memcpy(raw, &bits, vx_vtype_size(t));
+        memcpy(raw, &bits, vx__vtype_size(t));
         return 0;
     }
     if (t == VX_U64 && json_is_string(j)) {
@@ -217,7 +217,7 @@ static int scalar_from_json(const ctx *c, vx_vtype t, const json_t *j, uint8_t r
         snprintf(msg, sizeof msg, "value %lld out of range for %s", (long long)v, vx_vtype_name(t));
         return bad(c, msg);
     }
-    memcpy(raw, &v, vx_vtype_size(t)); /* little-endian: the low bytes */
+    memcpy(raw, &v, vx__vtype_size(t)); /* little-endian: the low bytes */
     return 0;
 }
 
@@ -244,7 +244,7 @@ static int string_from_json(const ctx *c, const json_t *j, char **s, uint64_t *l
     return 0;
 }
 
-static int array_from_json(const ctx *c, const char *elem_name, const json_t *items, vx_val *v,
+static int array_from_json(const ctx *c, const char *elem_name, const json_t *items, vx__val *v,
                            int depth);
 
 static int elem_type(const ctx *c, const char *name, int *t) {
@@ -252,14 +252,14 @@ static int elem_type(const ctx *c, const char *name, int *t) {
     return *t < 0 ? bad(c, "unknown array element type") : 0;
 }
 
-static int array_from_json(const ctx *c, const char *elem_name, const json_t *items, vx_val *v,
+static int array_from_json(const ctx *c, const char *elem_name, const json_t *items, vx__val *v,
                            int depth) {
     memset(v, 0, sizeof *v);
     v->type = VX_ARR;
     int et;
     if (elem_type(c, elem_name, &et)) return -1;
     if (!json_is_array(items)) return bad(c, "array value must be a JSON array");
-    if (depth >= VX_META_MAX_DEPTH) return bad(c, "arrays nested too deeply");
+    if (depth >= VX__META_MAX_DEPTH) return bad(c, "arrays nested too deeply");
     size_t n = json_array_size(items);
     v->u.arr.elem = (vx_vtype)et;
     if (et == VX_STR) {
@@ -289,7 +289,7 @@ static int array_from_json(const ctx *c, const char *elem_name, const json_t *it
         return rc;
     }
     if (et == VX_ARR) {
-        vx_val *inner = calloc(n ? n : 1, sizeof *inner);
+        vx__val *inner = calloc(n ? n : 1, sizeof *inner);
         if (!inner) return bad(c, "out of memory");
         v->u.arr.data = inner;
         for (size_t i = 0; i < n; i++) {
@@ -302,7 +302,7 @@ static int array_from_json(const ctx *c, const char *elem_name, const json_t *it
         v->u.arr.n = n;
         return 0;
     }
-    size_t sz = vx_vtype_size((vx_vtype)et);
+    size_t sz = vx__vtype_size((vx_vtype)et);
     v->u.arr.data = malloc(n ? n * sz : 1);
     if (!v->u.arr.data) return bad(c, "out of memory");
     for (size_t i = 0; i < n; i++) {
@@ -331,7 +331,7 @@ int vx_meta_from_json(const json_t *arr, vx_meta *m, mw_err *err) {
         if (t < 0) return bad(&c, "unknown value type");
         const json_t *jv = json_object_get(e, "value");
         if (!jv) return bad(&c, "value missing");
-        vx_val v = {.type = (vx_vtype)t};
+        vx__val v = {.type = (vx_vtype)t};
         int rc;
         if (t == VX_ARR)
             rc = array_from_json(&c, json_string_value(json_object_get(e, "elem")), jv, &v, 0);
@@ -340,10 +340,10 @@ int vx_meta_from_json(const json_t *arr, vx_meta *m, mw_err *err) {
         else
             rc = scalar_from_json(&c, (vx_vtype)t, jv, v.u.raw);
         if (rc) {
-            vx_val_free(&v);
+            vx__val_free(&v);
             return -1;
         }
-        rc = vx_meta_put(m, key, strlen(key), &v, false);
+        rc = vx__meta_put(m, key, strlen(key), &v, false);
         if (rc < 0) return bad(&c, "out of memory");
         if (rc > 0) return bad(&c, "duplicate key");
     }

@@ -199,11 +199,11 @@ static int build_list(vx_source *s) {
     return 0;
 }
 
-int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source **out,
-                          mw_err *err) {
+int vx__source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source **out,
+                           mw_err *err) {
     *out = NULL;
     vx_source *s =
-        vx_source_alloc(dir, sizeof(vindex_impl), vindex_close, vindex_fingerprint, vindex_part);
+        vx__source_alloc(dir, sizeof(vindex_impl), vindex_close, vindex_fingerprint, vindex_part);
     if (!s) return mw_errf(err, "%s: out of memory", dir);
     vindex_impl *vi = s->impl;
     s->carried = vindex_carried;
@@ -211,9 +211,9 @@ int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source
     if (vx_manifest_read(dir, &vi->m, err)) goto fail;
     s->meta = vi->m.meta; /* the source owns the table from here */
     vi->m.meta = NULL;
-    if (vx_source_read_shape(s, err)) goto fail;
+    if (vx__source_read_shape(s, err)) goto fail;
     for (size_t i = 0; i < vi->m.n_moe; i++) s->layers[vi->m.moe[i].layer] = vi->m.moe[i].shape;
-    if (vx_manifest_held(&vi->m, &s->held, err) || vx_source_restrict(s, opts, err)) goto fail;
+    if (vx_manifest_held(&vi->m, &s->held, err) || vx__source_restrict(s, opts, err)) goto fail;
     vi->ext = calloc((size_t)s->n_layers * (size_t)s->n_experts + 1, sizeof *vi->ext);
     vi->by_layer = calloc((size_t)s->n_layers + 1, sizeof *vi->by_layer);
     if (!vi->ext || !vi->by_layer || build_list(s)) {
@@ -228,7 +228,7 @@ int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source
     kn_pool_destroy(vi->pool);
     vi->pool = NULL;
     s->dense_mapped = dense;
-    if (vx_source_index_dense(s, err)) goto fail;
+    if (vx__source_index_dense(s, err)) goto fail;
     *out = s;
     return 0;
 fail:

@@ -13,9 +13,9 @@ int vx_source_carried(const vx_source *s, const char *name, char *path, size_t p
     return s->carried ? s->carried(s, name, path, plen, err) : 0;
 }
 
-vx_source *vx_source_alloc(const char *path, size_t impl_size, void (*close_impl)(vx_source *),
-                           int (*compute_fp)(vx_source *, mw_err *),
-                           const uint8_t *(*part_ptr)(const vx_source *, int, int, vx_role)) {
+vx_source *vx__source_alloc(const char *path, size_t impl_size, void (*close_impl)(vx_source *),
+                            int (*compute_fp)(vx_source *, mw_err *),
+                            const uint8_t *(*part_ptr)(const vx_source *, int, int, vx_role)) {
     vx_source *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->path = strdup(path);
@@ -33,7 +33,7 @@ vx_source *vx_source_alloc(const char *path, size_t impl_size, void (*close_impl
     return s;
 }
 
-int vx_source_read_shape(vx_source *s, mw_err *err) {
+int vx__source_read_shape(vx_source *s, mw_err *err) {
     vx_model_shape sh;
     if (vx_model_shape_read(s->meta, s->path, &sh, err)) return -1;
     s->arch = sh.arch;
@@ -45,7 +45,7 @@ int vx_source_read_shape(vx_source *s, mw_err *err) {
     return 0;
 }
 
-int vx_source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err) {
+int vx__source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err) {
     const vx_expert_set *want = opts ? opts->experts : NULL;
     if (!want) return 0;
     if (want->n_layers == 0 && !want->bits) { /* the empty set: no experts at all */
@@ -71,7 +71,7 @@ int vx_source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err) {
     return 0;
 }
 
-int vx_source_index_dense(vx_source *s, mw_err *err) {
+int vx__source_index_dense(vx_source *s, mw_err *err) {
     for (size_t i = 0; i < s->n_dense; i++) {
         int rc = vx_strmap_put(&s->dense_index, s->list[i].name, i);
         if (rc < 0) return mw_errf(err, "%s: out of memory", s->path);

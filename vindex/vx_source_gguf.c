@@ -99,10 +99,10 @@ static int gguf_classify(vx_source *s, gguf_impl *gi, mw_err *err) {
     return 0;
 }
 
-int vx_source_open_gguf(const char *path, const vx_source_opts *opts, vx_source **out,
-                        mw_err *err) {
+int vx__source_open_gguf(const char *path, const vx_source_opts *opts, vx_source **out,
+                         mw_err *err) {
     vx_source *s =
-        vx_source_alloc(path, sizeof(gguf_impl), gguf_close, gguf_fingerprint, gguf_part);
+        vx__source_alloc(path, sizeof(gguf_impl), gguf_close, gguf_fingerprint, gguf_part);
     if (!s) return mw_errf(err, "%s: out of memory", path);
     gguf_impl *gi = s->impl;
     if (vx_gguf_open(path, &gi->g, err)) goto fail;
@@ -110,7 +110,7 @@ int vx_source_open_gguf(const char *path, const vx_source_opts *opts, vx_source 
         mw_errf(err, "%s: out of memory", path);
         goto fail;
     }
-    if (vx_source_read_shape(s, err) || gguf_classify(s, gi, err)) goto fail;
+    if (vx__source_read_shape(s, err) || gguf_classify(s, gi, err)) goto fail;
     for (size_t i = 0; i < vx_gguf_n_tensors(gi->g); i++)
         s->fp_bytes += vx_gguf_tensor(gi->g, i)->nbytes;
     if (vx_expert_set_init(&s->held, s->n_layers, s->n_experts, false)) {
@@ -120,9 +120,9 @@ int vx_source_open_gguf(const char *path, const vx_source_opts *opts, vx_source 
     for (int l = 0; l < s->n_layers; l++)
         for (int e = 0; s->layers[l].present && e < s->n_experts; e++)
             vx_expert_set_put(&s->held, l, e, true);
-    if (vx_source_restrict(s, opts, err)) goto fail;
+    if (vx__source_restrict(s, opts, err)) goto fail;
     s->dense_mapped = !opts || opts->dense;
-    if (vx_source_index_dense(s, err)) goto fail;
+    if (vx__source_index_dense(s, err)) goto fail;
     *out = s;
     return 0;
 fail:

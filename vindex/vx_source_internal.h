@@ -39,22 +39,23 @@ struct vx_source {
 
 /* The backings' openers, which vx_source_open (vx_source_open.c) picks between: a vindex
  * directory (vx_mount.c) and a GGUF file (vx_source_gguf.c). */
-int vx_source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source **out,
-                          mw_err *err);
-int vx_source_open_gguf(const char *path, const vx_source_opts *opts, vx_source **out, mw_err *err);
+int vx__source_open_vindex(const char *dir, const vx_source_opts *opts, vx_source **out,
+                           mw_err *err);
+int vx__source_open_gguf(const char *path, const vx_source_opts *opts, vx_source **out,
+                         mw_err *err);
 
 /* Shared steps of both backings (vx_source.c). */
 /* A source for path with a zeroed impl of impl_size bytes and the backing's callbacks (close_impl
  * frees the impl); NULL when out of memory. */
-vx_source *vx_source_alloc(const char *path, size_t impl_size, void (*close_impl)(vx_source *),
-                           int (*compute_fp)(vx_source *, mw_err *),
-                           const uint8_t *(*part_ptr)(const vx_source *, int, int, vx_role));
+vx_source *vx__source_alloc(const char *path, size_t impl_size, void (*close_impl)(vx_source *),
+                            int (*compute_fp)(vx_source *, mw_err *),
+                            const uint8_t *(*part_ptr)(const vx_source *, int, int, vx_role));
 /* Reads arch, block_count, expert_count and embedding_length from s->meta. */
-int vx_source_read_shape(vx_source *s, mw_err *err);
+int vx__source_read_shape(vx_source *s, mw_err *err);
 /* Restricts s->held (already the pairs the backing holds) to opts->experts, refusing pairs the
  * backing does not hold. */
-int vx_source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err);
+int vx__source_restrict(vx_source *s, const vx_source_opts *opts, mw_err *err);
 /* Builds the name index of the first n_dense entries of s->list. */
-int vx_source_index_dense(vx_source *s, mw_err *err);
+int vx__source_index_dense(vx_source *s, mw_err *err);
 
 #endif

@@ -9,6 +9,6 @@ int vx_source_open(const char *path, const vx_source_opts *opts, vx_source **out
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0) return mw_errf(err, "%s: no such file or directory", path);
-    if (S_ISDIR(st.st_mode)) return vx_source_open_vindex(path, opts, out, err);
-    return vx_source_open_gguf(path, opts, out, err);
+    if (S_ISDIR(st.st_mode)) return vx__source_open_vindex(path, opts, out, err);
+    return vx__source_open_gguf(path, opts, out, err);
 }

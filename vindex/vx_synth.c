@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "vindex/vx_gguf_internal.h"
-#include "util/mw_names.h"
 #include "vindex/vx_hash.h"
 
 /* How one tensor's values are drawn. */
@@ -34,11 +33,13 @@ typedef struct synth {
 
 /* ---- families ------------------------------------------------------------------------------ */
 
-/* One row per family synth can make: the config facts that differ between families, as
- * llama.cpp's converter writes them, and the layer's tensors. A new family is a new row (and its
- * layer function); nothing else compares family names. */
+/* One row per family synth can make, pointing at the family's row of vindex/vx_family.c (its name,
+ * which is --arch, general.architecture and the metadata key prefix, and its sliding window): the
+ * published model's values synth starts from, as llama.cpp's converter writes them, and the
+ * layer's tensors. A new family is a new row (and its layer function); nothing else compares
+ * family names. */
 typedef struct synth_arch {
-    const char *name;    /* --arch, general.architecture and the metadata key prefix */
+    const vx_family *family;
     int head_dim;        /* default head dimension; 0 = hidden / heads */
     kn_type expert_type; /* default expert format */
     int context;         /* default context_length */
@@ -46,7 +47,6 @@ typedef struct synth_arch {
     float rope_base;     /* rope.freq_base */
     float rms_eps;       /* attention.layer_norm_rms_epsilon */
     bool yarn;           /* rope.scaling: YaRN ×32 over an original context of 4096 */
-    bool sliding_window; /* attention.sliding_window (every second layer) */
     /* The family's tokenizer (a per-family hook: a new family fills these in): the pre-tokenizer
      * name; 3 control tokens that end the vocabulary (BOS, then the padding token at
      * vocab - pad_from_end, EOS last); the family's other chat tokens (NULL-terminated), placed
@@ -74,7 +74,7 @@ static int meta_deepseek2(vx_meta *m, const vx_synth_opts *o);
 static int complete_deepseek2(vx_synth_opts *o, mw_err *err);
 
 static const synth_arch archs[] = {
-    {.name = "gpt-oss",
+    {.family = &vx_families[VX_FAMILY_GPT_OSS],
      .head_dim = 64,
      .expert_type = KN_MXFP4,
      .context = 131072,
@@ -82,7 +82,6 @@ static const synth_arch archs[] = {
      .rope_base = 150000.0f,
      .rms_eps = 1e-5f,
      .yarn = true,
-     .sliding_window = true,
      .tok_pre = "gpt-4o",
      .special = {"<|startoftext|>", "<|endoftext|>", "<|return|>"},
      .pad_from_end = 2,
@@ -93,7 +92,7 @@ static const synth_arch archs[] = {
                       "{{ m.content }}<|end|>{%- endfor -%}{%- if add_generation_prompt -%}"
                       "<|start|>assistant{%- endif -%}",
      .layer = layer_gpt_oss},
-    {.name = "qwen3moe",
+    {.family = &vx_families[VX_FAMILY_QWEN3MOE],
      .head_dim = 0,
      .expert_type = KN_Q6_K,
      .context = 40960,
@@ -110,7 +109,7 @@ static const synth_arch archs[] = {
                       "enable_thinking is defined and not enable_thinking -%}<think>\n\n</think>"
                       "\n\n{%- endif -%}{%- endif -%}",
      .layer = layer_qwen3moe},
-    {.name = "deepseek2",
+    {.family = &vx_families[VX_FAMILY_DEEPSEEK2],
      .head_dim = 128,
      .expert_type = KN_Q6_K,
      .context = 163840,
@@ -134,9 +133,28 @@ static const synth_arch archs[] = {
      .complete = complete_deepseek2},
 };
 
+#define N_ARCHS (sizeof archs / sizeof archs[0])
+
+static const synth_arch *arch_of(const vx_family *f) {
+    for (size_t i = 0; f && i < N_ARCHS; i++)
+        if (archs[i].family == f) return &archs[i];
+    return NULL;
+}
+
 static const synth_arch *find_arch(const char *name) {
-    const int i = mw_names_find(name, MW_NAMES(archs, name));
-    return i < 0 ? NULL : &archs[i];
+    return arch_of(vx_family_find(name));
+}
+
+bool vx_synth_has_family(const vx_family *f) {
+    return arch_of(f) != NULL;
+}
+
+const char *vx_synth_family_names(char *buf, size_t cap, const char *sep) {
+    size_t len = 0;
+    if (cap) buf[0] = 0;
+    for (size_t i = 0; i < N_ARCHS && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? sep : "", archs[i].family->arch);
+    return buf;
 }
 
 /* ---- options ------------------------------------------------------------------------------- */
@@ -207,10 +225,12 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
             return parse_int(key, val, ints[i].lo, ints[i].hi, (int *)((char *)o + ints[i].off),
                              err);
     if (!strcmp(key, "arch")) {
-        if (!find_arch(val)) {
+        const vx_family *f = vx_family_find(val);
+        if (f && f->no_synth) return mw_errf(err, "--arch %s: %s", val, f->no_synth);
+        if (!arch_of(f)) {
             char names[128];
             return mw_errf(err, "--arch %s: expected one of %s", val,
-                           mw_names_join(names, sizeof names, MW_NAMES(archs, name)));
+                           vx_synth_family_names(names, sizeof names, ", "));
         }
         snprintf(o->arch, sizeof o->arch, "%s", val);
         return 0;
@@ -402,7 +422,7 @@ static int add(synth *s, const char *name, kn_type type, int n_dims, int64_t ne0
     int64_t ne[4] = {ne0, ne1, ne2, 1};
     memcpy(t->ne, ne, sizeof ne);
     char why[120];
-    if (vx_tensor_nbytes(type, n_dims, t->ne, &t->nbytes, why, sizeof why)) {
+    if (vx__tensor_nbytes(type, n_dims, t->ne, &t->nbytes, why, sizeof why)) {
         free(nm);
         return -1;
     }
@@ -761,10 +781,11 @@ static int add_meta(vx_meta *m, const vx_synth_opts *o, const synth_arch *a) {
          vx_meta_set_u32(m, KEY("expert_used_count"), (uint32_t)o->top_k) ||
          vx_meta_set_u32(m, KEY("attention.key_length"), (uint32_t)o->head_dim) ||
          vx_meta_set_u32(m, KEY("attention.value_length"), (uint32_t)o->head_dim);
-    if (a->sliding_window)
+    if (a->family->swa)
         rc = rc ||
              vx_meta_set_u32(m, KEY("attention.sliding_window"), (uint32_t)o->sliding_window) ||
-             vx_meta_set_u32(m, KEY("attention.sliding_window_pattern"), 2);
+             vx_meta_set_u32(m, KEY("attention.sliding_window_pattern"),
+                             (uint32_t)a->family->swa_period);
     rc = rc || vx_meta_set_u32(m, KEY("expert_feed_forward_length"), (uint32_t)o->expert_ff);
 #undef KEY
     rc = rc || (a->meta && a->meta(m, o)) || add_tokenizer(m, o, a) ||

@@ -9,15 +9,18 @@
 #ifndef VX_SYNTH_H
 #define VX_SYNTH_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/kn.h"
 #include "util/mw_err.h"
+#include "vindex/vx_family.h"
 #include "vindex/vx_input.h"
 #include "vindex/vx_vindex.h"
 
 typedef struct vx_synth_opts {
-    char arch[16]; /* a family of vx_synth.c's table: "gpt-oss", "qwen3moe", "deepseek2" */
+    char arch[16]; /* a family synth makes (vx_synth_family_names): "gpt-oss", "deepseek2", ... */
     int layers, hidden, heads, kv_heads, head_dim;
     int experts, top_k, expert_ff, vocab;
     uint64_t seed;
@@ -39,6 +42,11 @@ typedef struct vx_synth_opts {
     int weights_norm;    /* expert_weights_norm: 0 / 1 (1) */
     float weights_scale; /* expert_weights_scale, < 0 = default (2.5) */
 } vx_synth_opts;
+
+/* Whether synth makes models of family f (if not, f->no_synth says why). */
+bool vx_synth_has_family(const vx_family *f);
+/* The families synth makes, their names joined by sep into buf (cut at cap); returns buf. */
+const char *vx_synth_family_names(char *buf, size_t cap, const char *sep);
 
 /* Zero / unset everything (required options must then be set). */
 void vx_synth_defaults(vx_synth_opts *o);

@@ -439,7 +439,7 @@ static void test_gpt_oss_bf16_experts(void **state) {
 }
 
 /* The tests' ggml-block dequantizer agrees bit for bit with ggml's (the llama.cpp fixture), and
- * vx_hf_mxfp4_block inverts the HF packing of real ggml blocks. */
+ * vx__hf_mxfp4_block inverts the HF packing of real ggml blocks. */
 static void test_mxfp4_against_ggml_fixture(void **state) {
     (void)state;
     size_t nb, nd;
@@ -462,7 +462,7 @@ static void test_mxfp4_against_ggml_fixture(void **state) {
             int code = j < 16 ? g[1 + j] & 15 : g[1 + j - 16] >> 4;
             hf[j / 2] |= (uint8_t)(code << (j % 2 * 4));
         }
-        vx_hf_mxfp4_block(g[0], hf, back);
+        vx__hf_mxfp4_block(g[0], hf, back);
         assert_memory_equal(back, g, 17);
         for (int j = 0; j < 32; j++) {
             float v = mwt_hf_mxfp4_value(hf, g, 1, 32, 0, 0, j);
@@ -633,16 +633,16 @@ static void test_config_errors(void **state) {
 static void test_fp8_e4m3_decoding(void **state) {
     (void)state;
     for (int b = 0; b < 256; b++) {
-        const float got = vx_fp8_e4m3((uint8_t)b), want = mwt_fp8_e4m3((uint8_t)b);
+        const float got = vx__fp8_e4m3((uint8_t)b), want = mwt_fp8_e4m3((uint8_t)b);
         if (isnan(want))
             assert_true(isnan(got));
         else
             assert_true(got == want && signbit(got) == signbit(want));
     }
-    assert_true(vx_fp8_e4m3(0x7E) == 448.0f);  /* the largest */
-    assert_true(vx_fp8_e4m3(0x01) == 0x1p-9f); /* the smallest subnormal */
-    assert_true(vx_fp8_e4m3(0x08) == 0x1p-6f); /* the smallest normal */
-    assert_true(isnan(vx_fp8_e4m3(0xFF)) && isnan(vx_fp8_e4m3(0x7F)));
+    assert_true(vx__fp8_e4m3(0x7E) == 448.0f);  /* the largest */
+    assert_true(vx__fp8_e4m3(0x01) == 0x1p-9f); /* the smallest subnormal */
+    assert_true(vx__fp8_e4m3(0x08) == 0x1p-6f); /* the smallest normal */
+    assert_true(isnan(vx__fp8_e4m3(0xFF)) && isnan(vx__fp8_e4m3(0x7F)));
 }
 
 /* deepseek_v3's config read as llama.cpp's converter writes deepseek2 (the MLA layout, the

@@ -307,10 +307,10 @@ static void test_random_manifest_corruption(void **state) {
 
 /* ---- metadata JSON ------------------------------------------------------------------------- */
 
-static void encode(const vx_meta *m, vx_buf *b) {
+static void encode(const vx_meta *m, vx__buf *b) {
     memset(b, 0, sizeof *b);
     for (size_t i = 0; i < vx_meta_count(m); i++)
-        vx_gguf_put_kv(b, vx_meta_key(m, i), vx_meta_val(m, i));
+        vx__gguf_put_kv(b, vx_meta_key(m, i), vx__meta_val(m, i));
 }
 
 static void test_metadata_json_round_trip(void **state) {
@@ -346,16 +346,16 @@ static void test_metadata_json_round_trip(void **state) {
     /* a nested array of string arrays, built as GGUF would give it */
     vx_meta *tmpm = vx_meta_new();
     vx_meta_set_arr_str(tmpm, "x", strs, NULL, 2);
-    vx_val inner0, inner1;
-    vx_val_copy(&inner0, vx_meta_val(tmpm, 0));
-    vx_val_copy(&inner1, vx_meta_val(tmpm, 0));
-    vx_val nested = {.type = VX_ARR};
+    vx__val inner0, inner1;
+    vx__val_copy(&inner0, vx__meta_val(tmpm, 0));
+    vx__val_copy(&inner1, vx__meta_val(tmpm, 0));
+    vx__val nested = {.type = VX_ARR};
     nested.u.arr.elem = VX_ARR;
     nested.u.arr.n = 2;
-    nested.u.arr.data = malloc(2 * sizeof(vx_val));
-    ((vx_val *)nested.u.arr.data)[0] = inner0;
-    ((vx_val *)nested.u.arr.data)[1] = inner1;
-    assert_int_equal(vx_meta_put(m, "a.nested", 8, &nested, true), 0);
+    nested.u.arr.data = malloc(2 * sizeof(vx__val));
+    ((vx__val *)nested.u.arr.data)[0] = inner0;
+    ((vx__val *)nested.u.arr.data)[1] = inner1;
+    assert_int_equal(vx__meta_put(m, "a.nested", 8, &nested, true), 0);
     vx_meta_free(tmpm);
 
     json_t *j = vx_meta_to_json(m);
@@ -370,13 +370,13 @@ static void test_metadata_json_round_trip(void **state) {
     mw_err err;
     if (vx_meta_from_json(j, back, &err)) fail_msg("%s", err.msg);
     json_decref(j);
-    vx_buf a, b;
+    vx__buf a, b;
     encode(m, &a);
     encode(back, &b);
     assert_int_equal(a.n, b.n);
     assert_memory_equal(a.p, b.p, a.n);
-    vx_buf_free(&a);
-    vx_buf_free(&b);
+    vx__buf_free(&a);
+    vx__buf_free(&b);
     vx_meta_free(m);
     vx_meta_free(back);
 }
