@@ -6,6 +6,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#define PREP_NICE 5 /* the workers' nice value */
+/* Bytes above glibc's threshold for shrinking a heap when freed (64 KiB) and below serve's mmap
+ * threshold: served from the arena's top. */
+#define TOP_NUDGE (128 * 1024)
 
 /* ---- one request ---------------------------------------------------------------------------- */
 
@@ -196,9 +210,37 @@ void co_prep_queue_free(co_prep_queue *q) {
     free(q);
 }
 
+#ifdef __GLIBC__
+/* A large body's JSON was millions of small blocks in this worker's malloc arena, now free, and
+ * glibc keeps free pages unless asked: the server would stay at its peak after every large
+ * request. malloc_trim gives back the free pages inside every arena but not the free top of a
+ * thread's own arena, which glibc shrinks only when a block freed there joins it: a block taken
+ * from the top and freed makes it do so, in this thread, under its arena's lock alone (the loop
+ * allocates in another, and never waits for this). */
+static void give_back(void) {
+    void *volatile top = malloc(TOP_NUDGE); /* (volatile: the pair is not optimised away) */
+    free(top);
+    malloc_trim(0);
+}
+#endif
+
+/* The workers yield to the loop and the model thread: preparing a request is never more urgent
+ * than answering /health or the next step (on Linux a thread's nice value is its own). */
+static void yield_to_loop(void) {
+#ifdef __linux__
+    static _Thread_local bool niced;
+    if (!niced) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PREP_NICE);
+    niced = true;
+#endif
+}
+
 static void on_work(uv_work_t *w) {
     co_prep_job *j = w->data;
+    yield_to_loop();
     co_prep_run(&j->q->p, j->body, j->len, j->kind, &j->res);
+#ifdef __GLIBC__
+    if (j->large) give_back();
+#endif
 }
 
 static void start(co_prep_job *j);

@@ -5,6 +5,9 @@
 #include "coordinator/co_serve.h"
 
 #include <libgen.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,10 +26,11 @@
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
 
-#define DEFAULT_SLOTS 16
-#define DEFAULT_CTX   4096
-#define MAX_SLOTS     4096
-#define FD_RESERVE    128 /* files besides the connections: the model, sockets to nodes, logs */
+#define DEFAULT_SLOTS  16
+#define DEFAULT_CTX    4096
+#define MAX_SLOTS      4096
+#define FD_RESERVE     128 /* files besides the connections: the model, sockets to nodes, logs */
+#define MMAP_THRESHOLD (256 * 1024)
 
 typedef struct serve {
     const co_opts *o;
@@ -390,6 +394,13 @@ int co_serve(const co_opts *o) {
     serve s = {.o = o};
     mw_err err = {{0}};
     int rc = 0;
+#ifdef __GLIBC__
+    /* Request bodies of megabytes come and go, and the server must shrink back after them.
+     * glibc raises its mmap threshold to the size of each large block freed, so the next ones
+     * come from the heap and their pages stay: a fixed threshold keeps large blocks mapped,
+     * given back when freed (the JSON they hold is co_prep's to give back). */
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+#endif
     if (open_all(&s, &err)) {
         fprintf(stderr, "coordinator serve: %s\n", err.msg);
         rc = 1;
