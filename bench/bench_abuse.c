@@ -35,6 +35,8 @@
 #include "coordinator/co_buf.h"
 
 #define MAX_SAMPLES 8192
+#define WARM_SLOTS  16   /* serve's default --max-seqs */
+#define WARM_PROMPT 4000 /* positions, of serve's default --ctx of 4096 */
 
 typedef struct opts {
     int port, pid, conns, bodies, streams, max_tokens;
@@ -402,18 +404,24 @@ static double q(double *v, int n, double p) {
     return v[(int)(p * (n - 1) + 0.5)];
 }
 
-/* Every slot used once (a normal request in each, at once), so that what the model's KV cache and
- * buffers first touch is not counted against an attack. */
+/* Every slot's KV cache touched in full (a prompt of nearly the context in each, at once: a
+ * prefill, quick), so that the memory long generations touch once in any server is not counted
+ * against an attack. */
 static void *warm_one(void *arg) {
     const opts *o = arg;
-    request(o->port, "POST", "/v1/completions", normal_body, 120000);
+    co_buf b = {0};
+    co_buf_puts(&b, "{\"model\":\"model\",\"max_tokens\":1,\"prompt\":[");
+    for (int i = 0; i < WARM_PROMPT; i++) co_buf_printf(&b, "%s%d", i ? "," : "", 1 + i % 300);
+    co_buf_puts(&b, "]}");
+    request(o->port, "POST", "/v1/completions", b.p, 300000);
+    co_buf_free(&b);
     return NULL;
 }
 
 static void warm_up(const opts *o) {
-    pthread_t th[32];
-    for (int i = 0; i < 32; i++) pthread_create(&th[i], NULL, warm_one, (void *)o);
-    for (int i = 0; i < 32; i++) pthread_join(th[i], NULL);
+    pthread_t th[WARM_SLOTS];
+    for (int i = 0; i < WARM_SLOTS; i++) pthread_create(&th[i], NULL, warm_one, (void *)o);
+    for (int i = 0; i < WARM_SLOTS; i++) pthread_join(th[i], NULL);
 }
 
 static row run_attack(const opts *o, const char *name, void (*fn)(const opts *, char *, size_t)) {
