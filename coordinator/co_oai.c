@@ -506,8 +506,25 @@ static int parse_unsupported(json_t *root, co_oai_error *e) {
     return 0;
 }
 
+/* The body fed to jansson piece by piece, so that a parse whose result nobody wants any more
+ * stops at the next piece. */
+typedef struct body_reader {
+    const char *p;
+    size_t len, off;
+    const atomic_bool *stop;
+} body_reader;
+
+static size_t read_body(void *buf, size_t cap, void *ud) {
+    body_reader *b = ud;
+    if (b->stop && atomic_load_explicit(b->stop, memory_order_relaxed)) return (size_t)-1;
+    const size_t n = b->len - b->off < cap ? b->len - b->off : cap;
+    memcpy(buf, b->p + b->off, n);
+    b->off += n;
+    return n;
+}
+
 static int parse(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
-                 co_oai_req *r, co_oai_error *e) {
+                 const atomic_bool *stop, co_oai_req *r, co_oai_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->max_tokens = -1;
@@ -517,7 +534,10 @@ static int parse(const char *body, size_t len, co_oai_kind kind, const co_oai_li
     r->top_logprobs = -1;
     r->thinking = -1;
     json_error_t jerr;
-    r->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    body_reader rd = {.p = body, .len = len, .stop = stop};
+    r->root = json_load_callback(read_body, &rd, JSON_REJECT_DUPLICATES, &jerr);
+    if (!r->root && stop && atomic_load(stop))
+        return co_oai_fail(e, 499, NULL, NULL, "the request was withdrawn");
     if (!r->root)
         return co_oai_fail(e, 400, NULL, NULL,
                            "the body is not valid JSON (line %d, column %d: %s)", jerr.line,
@@ -546,12 +566,17 @@ static int parse(const char *body, size_t len, co_oai_kind kind, const co_oai_li
     return parse_unsupported(root, e);
 }
 
-int co_oai_parse(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
-                 co_oai_req *r, co_oai_error *e) {
+int co_oai_parse_stoppable(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                           const atomic_bool *stop, co_oai_req *r, co_oai_error *e) {
     const co_oai_limits def = co_oai_default_limits();
-    if (parse(body, len, kind, lim ? lim : &def, r, e) == 0) return 0;
+    if (parse(body, len, kind, lim ? lim : &def, stop, r, e) == 0) return 0;
     co_oai_req_free(r);
     return -1;
+}
+
+int co_oai_parse(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                 co_oai_req *r, co_oai_error *e) {
+    return co_oai_parse_stoppable(body, len, kind, lim, NULL, r, e);
 }
 
 /* The reasoning effort as one of this file's own strings (the request's goes with its JSON). */

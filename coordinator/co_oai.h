@@ -8,6 +8,7 @@
 #define CO_OAI_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -82,6 +83,10 @@ typedef struct co_oai_req {
  * the field or the limit) and nothing held. */
 int co_oai_parse(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
                  co_oai_req *r, co_oai_error *e);
+/* The same, giving up (status 499) as soon as *stop is true, also in the middle of the JSON: a
+ * worker's parse of a large body whose client has gone. */
+int co_oai_parse_stoppable(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                           const atomic_bool *stop, co_oai_req *r, co_oai_error *e);
 /* Frees the JSON once the prompts and messages have been used (tokenized): the stop strings are
  * copied, and model, messages and text prompts read NULL after. -1 (e set) when memory runs out.
  * A request's JSON may be large; this lets whoever parsed it free it on the same thread. */

@@ -148,10 +148,10 @@ static int gen_prompts(const co_prep_params *p, co_prep_result *res) {
 }
 
 int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_kind kind,
-                co_prep_result *res) {
+                const atomic_bool *stop, co_prep_result *res) {
     memset(res, 0, sizeof *res);
     co_oai_req *req = &res->req;
-    if (co_oai_parse(body, len, kind, &p->limits, req, &res->e)) return -1;
+    if (co_oai_parse_stoppable(body, len, kind, &p->limits, stop, req, &res->e)) return -1;
     res->k = kind == CO_OAI_CHAT ? 1 : req->n_prompts;
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
@@ -185,7 +185,8 @@ struct co_prep_job {
     co_oai_kind kind;
     co_prep_done done;
     void *ud;
-    bool large, started, cancelled;
+    bool large, started;
+    atomic_bool cancelled; /* the worker's parse stops at it */
     co_prep_result res;
     co_prep_job *next; /* waiting its turn */
 };
@@ -237,7 +238,7 @@ static void yield_to_loop(void) {
 static void on_work(uv_work_t *w) {
     co_prep_job *j = w->data;
     yield_to_loop();
-    co_prep_run(&j->q->p, j->body, j->len, j->kind, &j->res);
+    co_prep_run(&j->q->p, j->body, j->len, j->kind, &j->cancelled, &j->res);
 #ifdef __GLIBC__
     if (j->large) give_back();
 #endif
@@ -257,7 +258,7 @@ static void on_done(uv_work_t *w, int status) {
             start(next);
         }
     }
-    j->done(j->ud, j->cancelled || status ? NULL : &j->res);
+    j->done(j->ud, atomic_load(&j->cancelled) || status ? NULL : &j->res);
     co_prep_result_free(&j->res);
     free(j);
 }
@@ -272,13 +273,14 @@ co_prep_job *co_prep_submit(co_prep_queue *q, const char *body, size_t len, co_o
                             co_prep_done done, void *ud) {
     co_prep_job *j = calloc(1, sizeof *j);
     if (!j) return NULL;
-    *j = (co_prep_job){.q = q,
-                       .body = body,
-                       .len = len,
-                       .kind = kind,
-                       .done = done,
-                       .ud = ud,
-                       .large = len > CO_PREP_LARGE_BODY};
+    j->q = q;
+    j->body = body;
+    j->len = len;
+    j->kind = kind;
+    j->done = done;
+    j->ud = ud;
+    j->large = len > CO_PREP_LARGE_BODY;
+    atomic_init(&j->cancelled, false);
     j->work.data = j;
     if (j->large && q->large_running >= CO_PREP_LARGE_LANES) {
         if (q->wait_tail)
@@ -294,7 +296,7 @@ co_prep_job *co_prep_submit(co_prep_queue *q, const char *body, size_t len, co_o
 
 void co_prep_cancel(co_prep_job *j) {
     if (j->started) {
-        j->cancelled = true;
+        atomic_store(&j->cancelled, true);
         return;
     }
     co_prep_queue *q = j->q;

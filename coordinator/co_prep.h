@@ -11,6 +11,7 @@
 #ifndef CO_PREP_H
 #define CO_PREP_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -50,9 +51,9 @@ typedef struct co_prep_result {
 } co_prep_result;
 
 /* The whole preparation on the calling thread (what the workers run): 0, or -1 with res->e set
- * and nothing else held. */
+ * and nothing else held. stop (NULL: none) withdraws it, also in the middle of the JSON. */
 int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_kind kind,
-                co_prep_result *res);
+                const atomic_bool *stop, co_prep_result *res);
 void co_prep_result_free(co_prep_result *res);
 
 typedef struct co_prep_queue co_prep_queue;
@@ -70,7 +71,7 @@ void co_prep_queue_free(co_prep_queue *q);
 co_prep_job *co_prep_submit(co_prep_queue *q, const char *body, size_t len, co_oai_kind kind,
                             co_prep_done done, void *ud);
 /* Its result is no longer wanted: done is called with NULL (at once for a job still waiting its
- * turn, else when its worker has finished with the body). */
+ * turn, else when its worker has stopped: its JSON parse stops early). */
 void co_prep_cancel(co_prep_job *j);
 
 #endif

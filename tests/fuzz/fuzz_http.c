@@ -74,7 +74,7 @@ static void stream(co_http_req *q, co_oai_kind kind, const co_oai_meta *m, const
 static void answer(co_http_req *q, co_oai_kind kind) {
     co_prep_result res;
     co_buf b = {0};
-    if (co_prep_run(&prep, q->body, q->body_len, kind, &res)) {
+    if (co_prep_run(&prep, q->body, q->body_len, kind, NULL, &res)) {
         co_http_drop_body(q->conn);
         co_oai_error_json(&res.e, &b);
         co_http_respond(q->conn, res.e.status, "application/json", "", b.p ? b.p : "", b.len);

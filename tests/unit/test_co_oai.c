@@ -559,6 +559,30 @@ static void test_limits(void **st) {
     assert_int_equal(d.max_prompt_tokens, 65536);
 }
 
+/* A parse whose result nobody wants stops (499) instead of reading the rest of the JSON. */
+static void test_stoppable(void **st) {
+    (void)st;
+    co_buf b = {0};
+    co_buf_puts(&b, "{\"model\":\"m\",\"prompt\":[");
+    for (int i = 0; i < 100000; i++) co_buf_puts(&b, i ? ",1" : "1");
+    co_buf_puts(&b, "]}");
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    co_oai_req r;
+    co_oai_error e = {0};
+    const co_oai_limits lim = {
+        .max_messages = 1, .max_logit_bias = 1, .max_prompt_tokens = 1 << 20};
+    assert_int_equal(co_oai_parse_stoppable(b.p, b.len, CO_OAI_COMPLETION, &lim, &stop, &r, &e), 0);
+    assert_int_equal(r.prompts[0].n_ids, 100000);
+    co_oai_req_free(&r);
+    atomic_store(&stop, true);
+    assert_int_equal(co_oai_parse_stoppable(b.p, b.len, CO_OAI_COMPLETION, &lim, &stop, &r, &e),
+                     -1);
+    assert_int_equal(e.status, 499);
+    assert_null(r.root);
+    co_buf_free(&b);
+}
+
 /* Detached, a request keeps what submitting it needs (stop strings, ids, options) without its
  * JSON. */
 static void test_detach(void **st) {
@@ -619,6 +643,7 @@ int main(void) {
         cmocka_unit_test(test_completion_defaults),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_detach),
+        cmocka_unit_test(test_stoppable),
         cmocka_unit_test(test_error_utf8),
         cmocka_unit_test(test_prompt_forms),
         cmocka_unit_test(test_body_and_model),
