@@ -563,10 +563,11 @@ static const co_option options[] = {
      set_max_conns},
     {"--max-unsent-bytes", "N",
      "serve: a stream's bytes its client has not taken (past a kernel buffer of the same size) "
-     "before its sequence is paused, leaving the batch and keeping its slot (default 65536)",
+     "before its sequence is paused, leaving the batch and keeping its slot (default 16384)",
      set_max_unsent},
     {"--stall-timeout-ms", "N",
-     "serve: a stream paused this long is cancelled, its slot freed (default 10000)",
+     "serve: a stream paused this long is cancelled, its slot freed; 1000 at most while requests "
+     "wait for a slot (default 10000)",
      set_stall_timeout},
     {"--max-messages", "N", "serve: messages of a chat request (default 2048; 400 beyond)",
      set_max_messages},
@@ -611,7 +612,7 @@ void co_opts_init(co_opts *o) {
     o->max_held = 64 << 20;
     o->max_conns = 1024;
     o->idle_timeout_ms = 60000;
-    o->max_unsent = 64 << 10;
+    o->max_unsent = 16 << 10;
     o->stall_timeout_ms = 10000;
     o->max_messages = 2048;
     o->max_logit_bias = 1024;

@@ -86,7 +86,7 @@ co_http_limits co_http_default_limits(void) {
                             .request_ms = 30000,
                             .idle_ms = 60000,
                             .max_conns = 1024,
-                            .max_unsent_bytes = 64 * 1024,
+                            .max_unsent_bytes = 16 * 1024,
                             .stall_ms = 10000,
                             .retry_after_s = 1};
 }
@@ -433,6 +433,12 @@ void co_http_on_flow(co_http_conn *c, void (*fn)(void *ud, co_http_flow ev, size
                      void *ud) {
     c->flow_fn = fn;
     c->flow_ud = ud;
+}
+
+void co_http_stall_within(co_http_conn *c, int ms) {
+    if (c->state != CONN_BUSY || !c->paused) return;
+    if (uv_timer_get_due_in(&c->timer) > (uint64_t)ms)
+        uv_timer_start(&c->timer, on_timer, (uint64_t)ms, 0);
 }
 
 void co_http_drop_body(co_http_conn *c) {

@@ -50,7 +50,7 @@ typedef struct co_http_limits {
 #define CO_HTTP_SMALL_REQUEST 16384
 
 /* Defaults: head 32 KiB, body 8 MiB, 64 MiB held, 100 headers, 30 s per request, 60 s idle, 1024
- * connections, 64 KiB unsent per stream, 10 s stalled, Retry-After 1 s. */
+ * connections, 16 KiB unsent per stream, 10 s stalled, Retry-After 1 s. */
 co_http_limits co_http_default_limits(void);
 
 typedef struct co_http_server co_http_server;
@@ -121,6 +121,9 @@ typedef enum co_http_flow {
 } co_http_flow;
 void co_http_on_flow(co_http_conn *c, void (*fn)(void *ud, co_http_flow ev, size_t unsent),
                      void *ud);
+/* A paused stream is to be closed within ms from now, if its stall deadline is later (others
+ * need what it holds); nothing when it is not paused. */
+void co_http_stall_within(co_http_conn *c, int ms);
 
 /* The handler works on the request off the loop: the request (its strings, its body) stays valid
  * until co_http_release even if the connection closes meanwhile (co_http_on_abort still says

@@ -20,6 +20,7 @@ struct co_routes {
     co_routes_params p;
     co_prep_queue *prep;
     co_http_server *http; /* for the /metrics gauges (NULL until set) */
+    struct exch *paused;  /* streams whose jobs are paused: their clients are behind */
     uint64_t n_requests;
     uint64_t seed_base;
 };
@@ -51,6 +52,9 @@ typedef struct exch {
     int64_t prompt_tokens, completion_tokens; /* of the choices done */
     choice *ch;
     co_buf out, frame;
+    bool paused; /* on r->paused since paused_at (co_now) */
+    double paused_at;
+    struct exch *prev_paused, *next_paused;
 } exch;
 
 int co_routes_new(const co_routes_params *p, co_routes **out, mw_err *err) {
@@ -165,7 +169,19 @@ static void route_metrics(co_routes *r, co_http_req *q) {
 
 /* ---- generation ----------------------------------------------------------------------------- */
 
+static void paused_remove(exch *x) {
+    if (!x->paused) return;
+    if (x->prev_paused)
+        x->prev_paused->next_paused = x->next_paused;
+    else
+        x->r->paused = x->next_paused;
+    if (x->next_paused) x->next_paused->prev_paused = x->prev_paused;
+    x->paused = false;
+    x->prev_paused = x->next_paused = NULL;
+}
+
 static void exch_free(exch *x) {
+    paused_remove(x);
     for (int i = 0; i < x->n; i++) {
         choice *c = &x->ch[i];
         co_buf_free(&c->text);
@@ -406,23 +422,46 @@ static void refused(const co_routes *r, co_submit_rc rc, const mw_err *err, int 
     snprintf(extra, cap, "Retry-After: %d\r\n", r->p.retry_after_s);
 }
 
+/* While requests wait for a slot, a paused stream keeps its slots this long at most. */
+#define STALL_CONTENDED_MS 1000
+
+/* Requests wait for slots: the paused streams, which hold theirs doing nothing, get at most the
+ * short deadline. */
+static void press_paused(co_routes *r) {
+    if (!r->paused || co_sched_waiting(r->p.sched) == 0) return;
+    for (exch *x = r->paused; x; x = x->next_paused)
+        co_http_stall_within(x->conn, STALL_CONTENDED_MS);
+}
+
 /* The client fell behind its stream (co_http's flow): its jobs leave the batch, keeping their
- * slots, until it catches up; one that stays behind is cancelled (the connection closes and the
- * abort ends the jobs, freeing their slots). */
+ * slots, until it catches up; one that stays behind (--stall-timeout-ms, less while others wait
+ * for a slot) is cancelled: the connection closes and the abort ends the jobs, freeing their
+ * slots. */
 static void on_flow(void *ud, co_http_flow ev, size_t unsent) {
     exch *x = ud;
-    const co_routes_params *p = &x->r->p;
+    co_routes *r = x->r;
     if (ev == CO_HTTP_FLOW_STALL) {
         fprintf(stderr,
-                "coordinator serve: %s %s cancelled: its client read nothing for %d ms, %zu "
+                "coordinator serve: %s %s cancelled: its client read nothing for %.0f ms, %zu "
                 "bytes unsent\n",
-                x->route, x->id, p->stall_ms, unsent);
-        co_metrics_stream_stalled(p->metrics);
+                x->route, x->id, (co_now() - x->paused_at) * 1e3, unsent);
+        co_metrics_stream_stalled(r->p.metrics);
         return;
     }
-    if (ev == CO_HTTP_FLOW_PAUSE) co_metrics_stream_paused(p->metrics);
+    const bool pause = ev == CO_HTTP_FLOW_PAUSE;
     for (int i = 0; i < x->n; i++)
-        if (x->ch[i].job) co_job_pause(x->ch[i].job, ev == CO_HTTP_FLOW_PAUSE);
+        if (x->ch[i].job) co_job_pause(x->ch[i].job, pause);
+    if (!pause) {
+        paused_remove(x);
+        return;
+    }
+    co_metrics_stream_paused(r->p.metrics);
+    x->paused = true;
+    x->paused_at = co_now();
+    x->next_paused = r->paused;
+    if (r->paused) r->paused->prev_paused = x;
+    r->paused = x;
+    press_paused(r);
 }
 
 /* A request being prepared off the loop (co_prep): its connection is held until the worker is
@@ -490,6 +529,7 @@ static void submit_prepared(pending *pd, co_prep_result *res, co_oai_error *e, c
         co_http_on_flow(pd->conn, on_flow, x);
         co_http_stream_start(pd->conn, 200, CO_SSE_CONTENT_TYPE, CO_SSE_HEADERS);
     }
+    press_paused(r); /* this request may be waiting for a slot */
 }
 
 /* The preparation is over (res NULL: the client went away meanwhile). */

@@ -27,7 +27,6 @@ typedef struct co_routes_params {
     int thinking;         /* chat default for formats with a thinking switch (--think; -1) */
     const co_auth *auth;  /* API keys the /v1/ routes need (NULL: open) */
     co_oai_limits limits; /* what one request may ask */
-    int stall_ms;         /* (co_http's) a stream paused this long is cancelled: for the log */
 } co_routes_params;
 
 typedef struct co_routes co_routes;

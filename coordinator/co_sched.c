@@ -431,6 +431,13 @@ int co_sched_jobs(co_sched *s) {
     return n;
 }
 
+int co_sched_waiting(co_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    const int n = s->n_wait;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 int co_sched_capacity(const co_sched *s) {
     return s->p.n_slots + s->p.max_queue;
 }

@@ -168,6 +168,8 @@ const float *co_job_logits(const co_job *j, int64_t *rows);
 void co_sched_drain(co_sched *s);
 /* Jobs running or queued. */
 int co_sched_jobs(co_sched *s);
+/* Jobs queued, waiting for a slot. */
+int co_sched_waiting(co_sched *s);
 /* Jobs it can hold at once, running and queued (slots + queue). */
 int co_sched_capacity(const co_sched *s);
 /* Ends every job with an error (the grace period is over). */

@@ -7,13 +7,13 @@
  *  - requests of the largest accepted size (ten thousands of messages, a logit_bias as large as
  *    the body allows, megabytes of prompt text, a million prompt ids) at once: each refused with
  *    a 400 naming its limit, while /health answers quickly (median over many probes) and a normal
- *    request is served;
+ *    request is served; clients that leave while theirs is being prepared hurt nothing;
  *  - bodies that never complete, more than --max-held-bytes of them: the ones beyond get 503 with
  *    Retry-After at once, the bytes held stay within the budget, and every body's bytes are freed
  *    at its 408 though its client keeps the connection;
- *  - streams whose clients never read: paused past --max-unsent-bytes (their tokens stop), then
- *    cancelled after --stall-timeout-ms with a logged reason, counted, their slots serving the
- *    request that waited. */
+ *  - streams whose clients never read: paused past --max-unsent-bytes (their tokens stop), then,
+ *    a request waiting for their slots, cancelled within a second (not --stall-timeout-ms) with a
+ *    logged reason, counted, their slots serving the request that waited. */
 #include "tests/support/mw_test.h"
 
 #include <arpa/inet.h>
@@ -58,7 +58,13 @@ static void sleep_ms(int ms) {
 /* A value of /metrics (a name with its labels), -1 when absent. */
 static double metric(const char *name) {
     mwt_resp r;
-    assert_int_equal(mwt_http_request(srv.port, "GET", "/metrics", NULL, &r), 0);
+    /* (a 503 while the connections the test just closed still count: asked again) */
+    for (int tries = 0;; tries++) {
+        assert_int_equal(mwt_http_request(srv.port, "GET", "/metrics", NULL, &r), 0);
+        if (r.status != 503 || tries == 100) break;
+        mwt_resp_free(&r);
+        sleep_ms(50);
+    }
     assert_int_equal(r.status, 200);
     double v = -1;
     char key[256];
@@ -272,6 +278,15 @@ static void test_largest_requests(void **st) {
         sleep_ms(10);
     }
     for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    /* clients gone while their requests are prepared: the server drops the results */
+    for (int k = 0; k < 3; k++) {
+        const int fd = mwt_http_connect(srv.port);
+        send_head(fd, b[1].body.len, "");
+        assert_int_equal(mwt_http_send(fd, b[1].body.p, b[1].body.len), 0);
+        close(fd);
+    }
+    sleep_ms(2000);
+    assert_true(health_ms() >= 0);
     static const char *const needles[] = {"--max-messages", "--max-logit-bias", "at least",
                                           "--max-prompt-tokens"};
     for (int i = 0; i < 4; i++) {
@@ -405,12 +420,12 @@ static void test_unread_streams(void **st) {
     printf("# two unread streams paused after %.0f tokens; a request waited %.0f ms for a slot\n",
            tokens, waited);
     assert_true(tokens_later <= tokens + 2); /* a step under way at the pause may end */
-    assert_true(waited < 30000);
+    assert_true(waited < 20000); /* not the 60 s: paused streams yield to waiting requests */
     assert_int_equal(metric("moewire_streams_stalled_total"), 2);
     assert_true(tokens < 4000); /* far from the 2 x 4000 they asked for */
     char *log = mwt_read_file(srv.log, NULL);
     assert_non_null(log);
-    assert_non_null(strstr(log, "cancelled: its client read nothing for 2000 ms"));
+    assert_non_null(strstr(log, "cancelled: its client read nothing for "));
     free(log);
     for (int i = 0; i < 100 && metric("moewire_active_sequences") > 0; i++) sleep_ms(50);
     assert_int_equal(metric("moewire_active_sequences"), 0);

@@ -396,11 +396,14 @@ static void on_abort_count(void *ud) {
     __atomic_add_fetch(&n_aborts, 1, __ATOMIC_SEQ_CST);
 }
 
+static bool press; /* /flood?press: a paused stream gets 100 ms (co_http_stall_within) */
+
 /* /flood's flow: a stream that caught up again ends. */
 static void on_flow_event(void *ud, co_http_flow ev, size_t unsent) {
     (void)unsent;
     __atomic_add_fetch(&n_flow[ev], 1, __ATOMIC_SEQ_CST);
     if (ev == CO_HTTP_FLOW_RESUME) co_http_stream_end(ud);
+    if (ev == CO_HTTP_FLOW_PAUSE && press) co_http_stall_within(ud, 100);
 }
 
 /* /flood: 2 MiB at once into a stream, which the client may or may not read. */
@@ -435,6 +438,7 @@ static void handle(void *ud, co_http_req *q) {
             snprintf(body, sizeof body, "%zu %zu", co_http_server_held(cur_http), q->body_len);
         co_http_respond(q->conn, 200, "text/plain", "", body, (size_t)n);
     } else if (!strcmp(q->path, "/flood")) {
+        press = !strcmp(q->query, "press");
         flood(q);
     } else if (strcmp(q->path, "/hang")) {
         co_http_respond(q->conn, 404, "text/plain", "", "no\n", 3);
@@ -771,7 +775,7 @@ static void test_server_held_budget(void **st) {
 
 /* A client that stops reading a stream: the handler is told to pause once more than
  * max_unsent_bytes wait, to resume when the client has caught up, and the connection is closed
- * (STALL, then the abort) when it stays behind for stall_ms. */
+ * (STALL, then the abort) when it stays behind for stall_ms, or sooner when pressed. */
 static void test_server_stream_flow(void **st) {
     (void)st;
     co_http_limits lim = co_http_default_limits();
@@ -797,6 +801,14 @@ static void test_server_stream_flow(void **st) {
     wait_count(&n_flow[CO_HTTP_FLOW_STALL], 1, 10000);
     wait_count(&n_aborts, 1, 5000); /* the first stream ended normally */
     assert_int_equal(counted(&n_flow[CO_HTTP_FLOW_PAUSE]), 2);
+    close(fd);
+    /* a paused stream pressed to end sooner (others need its slots) */
+    fd = connect_to(&s);
+    const double t0 = now_s();
+    send_str(fd, "GET /flood?press HTTP/1.1\r\nHost: x\r\n\r\n");
+    wait_count(&n_flow[CO_HTTP_FLOW_STALL], 2, 10000);
+    if (now_s() - t0 > 1.8)
+        fail_msg("stalled after %.2f s, not at the 0.1 s pressed", now_s() - t0);
     close(fd);
     server_stop(&s);
 }
