@@ -9,7 +9,8 @@
  *            700 000 logit biases, 7 MiB of prompt text, 2 million prompt ids
  *   bodies   N connections each sending a body of 8 MiB - 1 of an announced 8 MiB, never the last
  *            byte (the server's default --max-body-bytes is 8 MiB)
- *   streams  N streamed completions whose clients never read
+ *   streams  N streamed completions whose clients never read (with small receive windows, as a
+ *            slow-read attack sets them: what they do not take waits in the server)
  *
  * Against a server already running (--port, --pid for its memory), or one it starts itself
  * (--coordinator, --model, --serve-args; by default bin/coordinator on the gpt-oss-tiny fixture).
@@ -39,7 +40,7 @@
 #define WARM_PROMPT 4000 /* positions, of serve's default --ctx of 4096 */
 
 typedef struct opts {
-    int port, pid, conns, bodies, streams, max_tokens;
+    int port, pid, conns, bodies, streams, max_tokens, rcvbuf;
     double hold_s, wait_s;
     const char *attack, *coordinator, *model, *serve_args;
 } opts;
@@ -376,15 +377,16 @@ static void attack_streams(const opts *o, char *note, size_t cap) {
     int *fd = malloc((size_t)o->streams * sizeof *fd);
     int opened = 0;
     for (int i = 0; i < o->streams; i++) {
-        fd[i] = connect_to(o->port, 0);
+        fd[i] = connect_to(o->port, o->rcvbuf);
         if (fd[i] >= 0 && !send_all(fd[i], h, (size_t)hn) && !send_all(fd[i], body, strlen(body)))
             opened++;
     }
     sleep_ms(o->hold_s * 1e3);
     for (int i = 0; i < o->streams; i++)
         if (fd[i] >= 0) close(fd[i]);
-    snprintf(note, cap, "%d streams of %d tokens never read, held %.0f s", opened, o->max_tokens,
-             o->hold_s);
+    snprintf(note, cap,
+             "%d streams of %d tokens never read (receive buffers of %d bytes), held %.0f s",
+             opened, o->max_tokens, o->rcvbuf, o->hold_s);
     free(fd);
 }
 
@@ -520,6 +522,7 @@ int main(int argc, char **argv) {
               .bodies = 100,
               .streams = 200,
               .max_tokens = 4000,
+              .rcvbuf = 4096,
               .hold_s = 15,
               .wait_s = 45,
               .attack = "all",
@@ -541,6 +544,8 @@ int main(int argc, char **argv) {
         BU_OPT_IN("--streams", BU_INT, &o.streams, "200", "streams: connections", 1, 10000),
         BU_OPT_IN("--max-tokens", BU_INT, &o.max_tokens, "4000", "streams: tokens each asks for", 1,
                   1 << 20),
+        BU_OPT_IN("--rcvbuf", BU_INT, &o.rcvbuf, "4096",
+                  "streams: the clients' receive buffer (SO_RCVBUF; 0: the system's)", 0, 1 << 26),
         BU_OPT_IN("--hold-s", BU_NUM, &o.hold_s, "15", "seconds idle, parse and streams last", 1,
                   3600),
         BU_OPT_IN("--wait-s", BU_NUM, &o.wait_s, "45", "bodies: seconds to wait for each answer", 1,
