@@ -23,6 +23,7 @@
 #include "coordinator/co_routes.h"
 #include "coordinator/co_sched.h"
 #include "coordinator/co_serve_text.h"
+#include "model/md_kv.h"
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
 
@@ -64,10 +65,11 @@ typedef struct serve {
 
 /* ---- the KV budget -------------------------------------------------------------------------- */
 
+/* Bytes per position, counted in the cache's own type (md_kv_row_bytes: an MLA row holds the
+ * key and the value at once). */
 static void kv_shape(serve *s) {
     const md_config *c = &s->model->cfg;
-    const uint64_t per_layer =
-        (uint64_t)c->n_head_kv * (uint64_t)(c->head_dim_k + c->head_dim_v) * sizeof(float);
+    const uint64_t per_layer = md_kv_row_bytes(c, s->o->kv_type);
     int rings = 0;
     for (int l = 0; c->n_swa > 0 && l < c->n_layer; l++) rings += c->layer_swa[l] != 0;
     s->per_pos_full = per_layer * (uint64_t)(c->n_layer - rings);
@@ -218,7 +220,8 @@ static int open_model(serve *s, mw_err *err) {
                         .pool = s->pool,
                         .experts = s->experts,
                         .n_seq = s->n_slots,
-                        .n_ctx = s->n_ctx};
+                        .n_ctx = s->n_ctx,
+                        .kv_type = o->kv_type};
     if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
     return 0;
 }
