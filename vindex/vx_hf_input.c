@@ -27,6 +27,9 @@ static const char *const carry_names[] = {
     "vocab.json",
     "merges.txt",
     "tokenizer.model",
+    /* Kimi's tiktoken tokenizer: the ranks, and the class whose pattern the tokenizer checks */
+    "tiktoken.model",
+    "tokenization_kimi.py",
 };
 
 typedef struct hf_input {
