@@ -8,17 +8,21 @@
  * Two vocabularies: a byte-level BPE trained here on a multilingual text (vocab_size below the
  * 258 special ids, as Kimi's 163840 is), and, when `make test` has built it ($MW_TK_O200K),
  * o200k's 199998 ranks dressed as a Kimi tokenizer (vocab_size beyond them: [PAD] tokens). Also:
- * what each file error says, and a vindex that carries the files. */
+ * what each file error says, and a vindex that carries the files (checked by their checksums). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_tiktoken.h"
+#include "tests/support/mwt_st.h"
 #include "tokenizer/tk.h"
 #include "vindex/vx_gguf.h"
+#include "vindex/vx_input.h"
 #include "vindex/vx_meta.h"
+#include "vindex/vx_vindex.h"
 
 static const char *const train_text =
     "The quick brown fox jumps over the lazy dog. It's what they'll say, isn't it? "
@@ -308,11 +312,58 @@ static void test_refusals(void **state) {
     mwt_ranks_free(&r);
 }
 
+/* A checkpoint whose tokenizer is tiktoken.model: extract carries the files, the vindex's
+ * tokenizer is the checkpoint's, and a changed byte is refused by its checksum. */
+static void test_vindex_carries_tiktoken(void **state) {
+    const char *dir = *state;
+    char ck[1024], out[1024], p[1100];
+    snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    snprintf(out, sizeof out, "%s/out.vindex", dir);
+    mwt_hf_opts o;
+    mwt_hf_defaults(&o, "qwen3_moe");
+    o.vocab = 600; /* 256 bytes, some merges, the first specials */
+    assert_int_equal(mwt_hf_write(ck, &o), 0);
+    snprintf(p, sizeof p, "%s/tokenizer.json", ck);
+    unlink(p);
+    mwt_ranks r = {0};
+    mwt_ranks_train(&r, train_text, 200);
+    assert_int_equal(mwt_kimi_write_hf(ck, &r, NULL), 0);
+    vx_input *in;
+    mw_err err = {{0}};
+    if (vx_input_open(ck, &in, &err) || vx_extract(in, out, NULL, NULL, &err))
+        fail_msg("%s", err.msg);
+    vx_input_close(in);
+    tk_tokenizer *a = load(ck), *b = load(out);
+    assert_int_equal(tk_n_vocab(b), 600);
+    assert_string_equal(tk_arch(b), "qwen3moe");
+    for (size_t i = 0; i < N_CASES; i++) {
+        tk_ids x = {0}, y = {0};
+        assert_int_equal(tk_encode(a, cases[i], strlen(cases[i]), TK_SPECIAL, &x, &err), 0);
+        assert_int_equal(tk_encode(b, cases[i], strlen(cases[i]), TK_SPECIAL, &y, &err), 0);
+        assert_int_equal(x.n, y.n);
+        if (x.n) assert_memory_equal(x.v, y.v, x.n * sizeof *x.v);
+        tk_ids_free(&x), tk_ids_free(&y);
+    }
+    tk_free(a);
+    tk_free(b);
+    snprintf(p, sizeof p, "%s/tiktoken.model", out);
+    size_t len;
+    unsigned char *bytes = mwt_read_file(p, &len);
+    bytes[0] ^= 1;
+    assert_int_equal(mwt_write_file(p, bytes, len), 0);
+    free(bytes);
+    assert_int_equal(tk_load_path(out, &a, &err), -1);
+    assert_non_null(strstr(err.msg, "tiktoken.model: checksum mismatch"));
+    mwt_ranks_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_trained_vocabulary, mwt_tmp_setup, mwt_tmp_teardown),
         cmocka_unit_test_setup_teardown(test_o200k_as_kimi, mwt_tmp_setup, mwt_tmp_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, mwt_tmp_setup, mwt_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_vindex_carries_tiktoken, mwt_tmp_setup,
+                                        mwt_tmp_teardown),
     };
     return cmocka_run_group_tests_name("tk_kimi", tests, NULL, NULL);
 }
