@@ -1,7 +1,8 @@
 /* tests/integration/test_cluster.c — `coordinator generate` over real expert-node processes:
  *  - exact mode with the f32 wire gives logits bit-identical to --experts local with 1, 2 and 3
- *    nodes, on the three llama.cpp fixture models (GGUF) and on a synthetic top-4 vindex whose
- *    width is not a multiple of 256; a K3-shaped bank (896 experts, top-16) on 3 nodes;
+ *    nodes, on the llama.cpp fixture models (GGUF; kimi-linear with its recurrent state) and on a
+ * synthetic top-4 vindex whose width is not a multiple of 256; a K3-shaped bank (896 experts,
+ * top-16) on 3 nodes;
  *  - default (partial-sum) mode stays within 1e-5 where its summation order differs (top-4);
  *  - f16 / bf16 wires stay within the tolerances measured for them (docs/benchmarks.md);
  *  - replicas, an unowned expert, another model's node, a node killed mid-generation and a node
@@ -188,6 +189,14 @@ static void test_exact_is_bit_identical_synth_vindex(void **state) {
 static void test_exact_is_bit_identical_deepseek2(void **state) {
     (void)state;
     check_exact(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), "f32");
+}
+
+/* KDA layers keep their recurrent state on the coordinator; the prompt fills a chunk and the
+ * decode steps open the next. */
+static void test_exact_is_bit_identical_kimi_linear(void **state) {
+    (void)state;
+    check_exact(mwt_fixture("llamacpp/kimi-linear-tiny/model.gguf"), "f32");
+    check_exact(mwt_fixture("llamacpp/kimi-linear-tiny/model.gguf"), "q8");
 }
 
 /* A Kimi-K3-shaped expert bank — 896 experts per layer, top-16, one shared expert — with the
@@ -675,6 +684,7 @@ int main(void) {
         cmocka_unit_test(test_exact_is_bit_identical_qwen3moe),
         cmocka_unit_test(test_exact_is_bit_identical_synth_vindex),
         cmocka_unit_test(test_exact_is_bit_identical_deepseek2),
+        cmocka_unit_test(test_exact_is_bit_identical_kimi_linear),
         cmocka_unit_test(test_k3_shaped_bank_over_three_nodes),
         cmocka_unit_test(test_partial_mode_within_1e5),
         cmocka_unit_test(test_f16_and_bf16_wires_within_tolerance),

@@ -1,0 +1,1248 @@
+/* kernels/kn_simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default
+ * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 16 tokens
+ * streamed (each stored row read once per pass of up to 8 tokens, its weights decoded with byte
+ * permutes straight into the interleaved layout of kn_simd_x86.h and applied to every token in
+ * registers: an expert's few rows of a decode batch cost little more than one; a pinned matrix is
+ * read from its packed copy, whose groups are stored in decode order so the gathers are skipped),
+ * MXFP4 and Q8_0 batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the
+ * next tile decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes
+ * decoded in registers once per super-block and applied to every token of a pass of up to 8) and
+ * Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
+ * vpdpwssd). The other Q8-mode integer kernels are kn_simd_x86_int8.h with the 256-bit AVX-512 VNNI
+ * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
+ * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
+#include "kernels/kn_simd_x86.h"
+
+bool kn__isa_avx512_usable(void) {
+    __builtin_cpu_init();
+    return kn__isa_avx2_usable() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
+}
+
+/* ---- the 256-bit integer kernels (kn_simd_x86_int8.h) with AVX-512 VNNI ---------------------- */
+
+#define KN__X86_NAME(id)      id##_v512
+#define KN__X86_LABEL         "avx512vnni"
+#define KN__DPBUSD(acc, a, b) _mm256_dpbusd_epi32((acc), (a), (b))
+#define KN__DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#include "kernels/kn_simd_x86_int8.h"
+
+/* ---- MXFP4 ----------------------------------------------------------------------------------- */
+
+/* Byte p = 32h + 4j + i of a permute picks byte i of dword h of block j's qs (at 17j + 1 + 4h + i
+ * in the window): dwords 0 and 1 of the 8 blocks from a window at the group's start, dwords 2
+ * and 3 with the same indices from a window 8 bytes later (both windows stay inside the group's
+ * 136 bytes: the last byte is 135). */
+static const uint8_t mxfp4_qs_idx[64] = {
+#define Q4(j, h) 17 * j + 1 + 4 * h, 17 * j + 2 + 4 * h, 17 * j + 3 + 4 * h, 17 * j + 4 + 4 * h
+#define Q32(h)   Q4(0, h), Q4(1, h), Q4(2, h), Q4(3, h), Q4(4, h), Q4(5, h), Q4(6, h), Q4(7, h)
+    Q32(0), Q32(1)
+#undef Q32
+#undef Q4
+};
+/* Bytes 4j and 32 + 4j pick e of block j (at 17j); the other bytes of each dword are zeroed by
+ * the mask. */
+static const uint8_t mxfp4_e_idx[64] = {
+#define E4(j) 17 * j, 0, 0, 0
+#define E32   E4(0), E4(1), E4(2), E4(3), E4(4), E4(5), E4(6), E4(7)
+    E32, E32
+#undef E32
+#undef E4
+};
+#define KN_MASK_BYTE0_OF_8_DWORDS  0x11111111ull
+#define KN_MASK_BYTE0_OF_16_DWORDS 0x1111111111111111ull
+
+/* The biased codes (kvalue + 12) repeated 4 times: vpermb reads 6 index bits, so the nibble's
+ * neighbours in bits 4-5 select the same value and no mask is needed. */
+static const int8_t mxfp4_lut64[64] = {
+#define LUT 12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
+    LUT, LUT, LUT, LUT
+#undef LUT
+};
+
+/* A packed copy (kn_pack) keeps each full group of 8 blocks in the order these gathers leave it:
+ * the 64 bytes of za, the 64 of zb, then the 8 exponents (136 bytes, as stored); the tail group
+ * as stored. Decoding it needs no gathers. */
+#define MX_GROUP_E 128 /* the exponents' offset in a packed group */
+
+/* One full group of 8 blocks decoded in registers: the biased codes in the interleaved layout of
+ * kn_simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
+ * the high nibbles alike: the 256 bytes of kn__x86_decode_mxfp4's group, in order); returns the
+ * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). `packed`: the
+ * group is a packed copy's (a constant once inlined). */
+static inline __attribute__((always_inline)) __m512i
+mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packed) {
+    const __m512i lut = _mm512_loadu_si512(mxfp4_lut64);
+    __m512i za, zb, e;
+    if (packed) {
+        za = _mm512_loadu_si512(row);
+        zb = _mm512_loadu_si512(row + 64);
+        uint64_t e8;
+        memcpy(&e8, row + MX_GROUP_E, sizeof e8);
+        e = _mm512_cvtepu8_epi32(_mm_set1_epi64x((long long)e8)); /* dwords j and 8 + j */
+    } else {
+        const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
+        const __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
+        za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
+        zb = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), qidx,
+                                      _mm512_loadu_si512(row + 72)); /* dwords 2, 3 */
+        e = _mm512_maskz_permutex2var_epi8(keep, w0, _mm512_loadu_si512(mxfp4_e_idx), w1);
+    }
+    w[0] = _mm512_permutexvar_epi8(za, lut);
+    w[1] = _mm512_permutexvar_epi8(zb, lut);
+    w[2] = _mm512_permutexvar_epi8(_mm512_srli_epi16(za, 4), lut);
+    w[3] = _mm512_permutexvar_epi8(_mm512_srli_epi16(zb, 4), lut);
+    return e;
+}
+
+/* The codes and the exponents e - 128 as floats (lane j = block j). */
+static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
+                                                              __m256 *ef, const bool packed) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS, packed);
+    *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
+}
+
+/* The same with the exponents in both halves (lanes j and 8 + j = block j), for kernels that
+ * apply a group to two tokens at once. */
+static inline __attribute__((always_inline)) void mxfp4_codes2(const uint8_t *row, __m512i w[4],
+                                                               __m512 *ef, const bool packed) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS, packed);
+    *ef = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
+}
+
+/* A pair's decoded bytes: per group the 8 vectors of both rows ([a | b], 64 bytes each), then per
+ * group the 8 scales of a and of b. A row's decoder writes at the pair's start + 32 * (row % 2):
+ * vector k of group g at + 512 g + 64 k, its scales at + 512 ng + 64 g. */
+static inline size_t mx_pair_bytes(int64_t k) {
+    return 2 * kn__x86_mxfp4_row_bytes(k); /* = 2 * kn__x86_q8_0_row_bytes */
+}
+
+/* One row's decoded group (w[i] = its vectors 2i and 2i + 1) into its half of the pair's group. */
+static inline void mx_store_pair(uint8_t *q, const __m512i w[4]) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_si256((__m256i *)(q + 128 * i), _mm512_castsi512_si256(w[i]));
+        _mm256_storeu_si256((__m256i *)(q + 128 * i + 64), _mm512_extracti64x4_epi64(w[i], 1));
+    }
+}
+
+/* Group g of a stored MXFP4 row decoded as kn__x86_decode_mxfp4 decodes it, with the byte permutes
+ * above, into the row's half of a pair (dst: the row's start in the pair): codes, then
+ * h(e) = 2^(e - 128) per block (exact: vscalef of 1). The tail group is read in place when its
+ * window lies before `end`, as the streaming kernel reads it: its blocks past the row meet zero
+ * activations and d_x = 0, so their codes add 0 to the block sums and their scales give
+ * d_x * h(e) = 0, as the zero-padded copy (used at the matrix's end) gives. */
+static void mxfp4_tail_codes(const uint8_t *src, int64_t blocks, __m512i w[4], __m256 *ef) {
+    _Alignas(64) uint8_t pad[8 * KN__MXFP4_BYTES + 56] = {0};
+    memcpy(pad, src, (size_t)blocks * KN__MXFP4_BYTES);
+    mxfp4_codes(pad, w, ef, false);
+}
+
+/* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
+static inline __attribute__((always_inline)) void
+mxfp4_dec_full_as(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g, const bool packed) {
+    const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
+    __m512i w[4];
+    __m256 ef;
+    kn__x86_prefetch(src, 8 * KN__MXFP4_BYTES);
+    mxfp4_codes(src, w, &ef, packed);
+    mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
+                     _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
+}
+static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
+                                                                 uint8_t *dst, int64_t g) {
+    mxfp4_dec_full_as(row, ng, dst, g, false);
+}
+static inline __attribute__((always_inline)) void mxfp4p_dec_full(const uint8_t *row, int64_t ng,
+                                                                  uint8_t *dst, int64_t g) {
+    mxfp4_dec_full_as(row, ng, dst, g, true);
+}
+
+/* Any group; a packed row's tail group is as stored. */
+static inline __attribute__((always_inline)) void mxfp4_dec_group_as(const uint8_t *row, int64_t k,
+                                                                     const uint8_t *end,
+                                                                     uint8_t *dst, int64_t g,
+                                                                     const bool packed) {
+    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
+    if (g < nb / 8) {
+        mxfp4_dec_full_as(row, ng, dst, g, packed);
+        return;
+    }
+    const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
+    __m512i w[4];
+    __m256 ef;
+    if (end - src >= 8 * KN__MXFP4_BYTES)
+        mxfp4_codes(src, w, &ef, false);
+    else
+        mxfp4_tail_codes(src, nb - 8 * g, w, &ef);
+    mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
+                     _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
+}
+static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                            int64_t g) {
+    mxfp4_dec_group_as(row, k, end, dst, g, false);
+}
+static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                             int64_t g) {
+    mxfp4_dec_group_as(row, k, end, dst, g, true);
+}
+
+/* ---- MXFP4 rows against a few tokens: the stored row streamed once --------------------------- */
+
+/* Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
+ * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
+ * expert's share of a decode batch) cost little more than one. From two tokens on, two rows go
+ * together and each token's group is loaded once for both: one row at a time, the tokens' loads
+ * (four 512-bit vectors per token and group, as many as its vpdpbusd; on some cores a 512-bit
+ * load takes both load paths) bound the kernel. acc2[r][p] holds row r's block lanes of tokens 2p
+ * and 2p + 1 side by side, acc1[r] those of an odd last token; every block's sum and fma are the
+ * canonical ones, so a row gets the same bits alone or beside another. */
+
+#define MX_FEW 8 /* tokens the streaming kernel takes at once */
+/* Up to two passes of it rather than the batch tile: a pass stores nothing and decodes in
+ * registers, so reading the rows twice still beats decoding a tile of them; past two passes the
+ * tile's reuse wins on some CPUs, so larger batches take the tile everywhere. */
+#define MX_FEW_PASSES 2
+
+/* [a | b] (AVX-512F has no 32-bit-lane insert; the 64-bit one moves the same bits). */
+static inline __m512 mx_join(__m256 a, __m256 b) {
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
+}
+
+#define MX_FEW_R 2 /* rows the streaming kernel takes at once (from two tokens on) */
+
+/* x's group g: its 4 vectors, loaded once for every row of a pass (the compiler would otherwise
+ * fold a load into each row's vpdpbusd: the tokens' loads, not the vpdpbusd, then bound the
+ * kernel from two tokens on). */
+static inline __attribute__((always_inline)) void mx_few_x(const uint8_t *x, int64_t g,
+                                                           __m512i v[4], const int nr) {
+    const __m512i *xv = (const __m512i *)(x + g * KN__X86_GROUP_QS);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm512_load_si512(xv + k);
+        if (nr > 1) __asm__("" : "+v"(v[k]));
+    }
+}
+
+/* One group g (decoded from each of the nr rows) against nt tokens, each token's group loaded once
+ * for all the rows. Tokens go in pairs (a, b): per row, a's and b's vpdpbusd chains (from their
+ * biases per block) leave block j's two halves in lanes j and 8 + j; a blend and a lane swap put
+ * a's halves and b's halves side by side, so one add leaves the exact block sums of both in one
+ * vector (a in lanes 0-7, b in 8-15) and the convert, the scales and the fma run once for the
+ * pair, each lane's the canonical one of its (token, block): a third fewer instructions per token
+ * than one token at a time. An odd last token runs alone on 256 bits. vscalef computes
+ * d_x * 2^(e - 128) with one rounding, the correctly rounded product d_x * h(e) (h is exact for
+ * every e, subnormals included). */
+static inline __attribute__((always_inline)) void
+mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int64_t g,
+             __m512 (*acc2)[MX_FEW / 2], __m256 *acc1, const int nt, const int nr,
+             const bool packed) {
+    __m512i w[MX_FEW_R][4];
+    __m512 ef2[MX_FEW_R];
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) mxfp4_codes2(row[r], w[r], &ef2[r], packed);
+#pragma GCC unroll 4
+    for (int p = 0; p < nt / 2; p++) {
+        const uint8_t *xa = x[2 * p], *xb = x[2 * p + 1];
+        const float *dxa = (const float *)(xa + ng * KN__X86_GROUP_QS) + 8 * g;
+        const float *dxb = (const float *)(xb + ng * KN__X86_GROUP_QS) + 8 * g;
+        const __m512i ba =
+            _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dxa + ng * 8)));
+        const __m512i bb =
+            _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dxb + ng * 8)));
+        __m512i va[4], vb[4], sa[MX_FEW_R], sb[MX_FEW_R];
+        mx_few_x(xa, g, va, nr);
+        mx_few_x(xb, g, vb, nr);
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            sa[r] = ba, sb[r] = bb;
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                sa[r] = _mm512_dpbusd_epi32(sa[r], w[r][k], va[k]);
+                sb[r] = _mm512_dpbusd_epi32(sb[r], w[r][k], vb[k]);
+            }
+        }
+        const __m512 dx2 = mx_join(_mm256_load_ps(dxa), _mm256_load_ps(dxb));
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            /* [a.lo | b.hi] + [a.hi | b.lo]: lanes 0-7 token a's block sums, 8-15 token b's */
+            const __m512i isum = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, sa[r], sb[r]),
+                                                  _mm512_shuffle_i64x2(sa[r], sb[r], 0x4E));
+            acc2[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_scalef_ps(dx2, ef2[r]),
+                                         acc2[r][p]);
+        }
+    }
+    if (nt & 1) {
+        const uint8_t *xt = x[nt - 1];
+        const float *dx = (const float *)(xt + ng * KN__X86_GROUP_QS) + 8 * g;
+        const __m512i bt =
+            _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dx + ng * 8)));
+        __m512i v[4];
+        mx_few_x(xt, g, v, nr);
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            __m512i st = bt;
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) st = _mm512_dpbusd_epi32(st, w[r][k], v[k]);
+            const __m256i isum =
+                _mm256_add_epi32(_mm512_castsi512_si256(st), _mm512_extracti64x4_epi64(st, 1));
+            const __m256 scale =
+                _mm256_scalef_ps(_mm256_load_ps(dx), _mm512_castps512_ps256(ef2[r]));
+            acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc1[r]);
+        }
+    }
+}
+
+/* Group g of the nr rows (prefetched ahead) against the tokens; the rows advance one group. */
+static inline __attribute__((always_inline)) void mx_few_step(const uint8_t **row,
+                                                              const uint8_t *const *x, int64_t ng,
+                                                              int64_t g, __m512 (*acc2)[MX_FEW / 2],
+                                                              __m256 *acc1, const int nt,
+                                                              const int nr, const bool packed) {
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) kn__x86_prefetch(row[r], 8 * KN__MXFP4_BYTES);
+    mx_few_group(row, x, ng, g, acc2, acc1, nt, nr, packed);
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) row[r] += 8 * KN__MXFP4_BYTES;
+}
+
+/* One pass over nr rows: out[r][t] = row r . token t for r < nr, t < nt (inlined per nr, nt and
+ * layout, so the loops unroll to constants). A packed row's tail group is as stored; it reads its
+ * window in place when that lies before `end`: blocks past the row meet zero activations (isum 0)
+ * and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
+static inline __attribute__((always_inline)) void
+mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, const uint8_t *end,
+            float (*out)[MX_FEW], const int nt, const int nr, const bool packed) {
+    const int64_t ng = (nb + 7) / 8, full = nb / 8;
+    __m512 acc2[MX_FEW_R][MX_FEW / 2];
+    __m256 acc1[MX_FEW_R];
+    const uint8_t *row[MX_FEW_R];
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) {
+        row[r] = rows[r];
+        acc1[r] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int p = 0; p < nt / 2; p++) acc2[r][p] = _mm512_setzero_ps();
+    }
+    /* Two rows (two tokens or more): two groups per iteration, so the second group's loads and
+     * decode are under way while the first one's dot products run. One row at a time is bound
+     * by the stream itself, which the overlap does not shorten. */
+    if (nr > 1) {
+#pragma GCC unroll 2
+        for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, packed);
+    } else {
+        for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, packed);
+    }
+    for (int r = 0; r < nr && full < ng; r++) {
+        if (end - row[r] >= 8 * KN__MXFP4_BYTES) {
+            mx_few_group(&row[r], x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
+        } else {
+            _Alignas(64) uint8_t pad[8 * KN__MXFP4_BYTES + 56] = {0};
+            const uint8_t *p = pad;
+            memcpy(pad, row[r], (size_t)(nb - 8 * full) * KN__MXFP4_BYTES);
+            mx_few_group(&p, x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
+        }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < nr; r++) {
+#pragma GCC unroll 4
+        for (int p = 0; p < nt / 2; p++) {
+            out[r][2 * p] = kn__x86_tree8(_mm512_castps512_ps256(acc2[r][p]));
+            out[r][2 * p + 1] = kn__x86_tree8(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[r][p]), 1)));
+        }
+        if (nt & 1) out[r][nt - 1] = kn__x86_tree8(acc1[r]);
+    }
+}
+
+/* mx_few_rows<n> (stored rows) and mx_few_rowsp<n> (a packed copy's: W is its view). */
+#define MX_FEW_ROWS_AS(name, n, packed)                                                            \
+    static void name(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,  \
+                     int64_t n1) {                                                                 \
+        const uint8_t *end = kn__x86_mat_end(W);                                                   \
+        const int64_t nb = W->cols / KN__QK32;                                                     \
+        const uint8_t *data = W->data;                                                             \
+        int64_t r = n0;                                                                            \
+        /* one token reads the rows one at a time (the stream bounds it, not the loads) */         \
+        for (; n > 1 && r + MX_FEW_R <= n1; r += MX_FEW_R) {                                       \
+            const uint8_t *rows[MX_FEW_R];                                                         \
+            float out[MX_FEW_R][MX_FEW];                                                           \
+            for (int i = 0; i < MX_FEW_R; i++) rows[i] = data + (size_t)(r + i) * W->row_bytes;    \
+            mx_few_pass(rows, x, nb, end, out, n, MX_FEW_R, packed);                               \
+            for (int i = 0; i < MX_FEW_R; i++)                                                     \
+                for (int t = 0; t < n; t++) Y[t * ldy + r + i] = out[i][t];                        \
+        }                                                                                          \
+        for (; r < n1; r++) {                                                                      \
+            const uint8_t *row = data + (size_t)r * W->row_bytes;                                  \
+            float out[1][MX_FEW];                                                                  \
+            mx_few_pass(&row, x, nb, end, out, n, 1, packed);                                      \
+            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[0][t];                                \
+        }                                                                                          \
+    }
+#define MX_FEW_ROWS(n)                                                                             \
+    MX_FEW_ROWS_AS(mx_few_rows##n, n, false)                                                       \
+    MX_FEW_ROWS_AS(mx_few_rowsp##n, n, true)
+MX_FEW_ROWS(1)
+MX_FEW_ROWS(2)
+MX_FEW_ROWS(3)
+MX_FEW_ROWS(4)
+MX_FEW_ROWS(5)
+MX_FEW_ROWS(6)
+MX_FEW_ROWS(7)
+MX_FEW_ROWS(8)
+#undef MX_FEW_ROWS
+#undef MX_FEW_ROWS_AS
+
+static const kn__x86_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
+                                                  mx_few_rows3, mx_few_rows4, mx_few_rows5,
+                                                  mx_few_rows6, mx_few_rows7, mx_few_rows8};
+static const kn__x86_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
+                                                   mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
+                                                   mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
+
+/* Rows n0 .. n1 of W against all of x's tokens with fns[T] (MXFP4's or Q6_K's streaming kernel),
+ * in passes of at most MX_FEW tokens as even as can be (each pass streams the rows again). */
+static void mx_rows_few(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                        int64_t n1, const kn__x86_few_fn *fns) {
+    const int64_t passes = (x->T + MX_FEW - 1) / MX_FEW;
+    for (int64_t p = 0, t0 = 0; p < passes; p++) {
+        const int64_t tn = (x->T - t0) / (passes - p);
+        const uint8_t *xt[MX_FEW];
+        for (int64_t t = 0; t < tn; t++)
+            xt[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->stride;
+        fns[tn](W, xt, Y + t0 * ldy, ldy, n0, n1);
+        t0 += tn;
+    }
+}
+
+/* ---- Q6_K: the activation rows --------------------------------------------------------------- */
+
+/* Prepared activation row: the Q8_K blocks as kn_simd_x86.h lays them out, then the same q values
+ * as int16 (the batch tile), then the blocks' d as floats, zero-padded to a multiple of 8 (the
+ * streaming kernel loads 8 at a time). */
+static size_t q6k_q16_off(int64_t k) {
+    return kn__align64(kn__x86_q8_K_bytes(k));
+}
+static size_t q6k_dx_off(int64_t k) {
+    return q6k_q16_off(k) + (size_t)(k / KN__QK_K) * KN__QK_K * 2;
+}
+static size_t q6k_act_bytes(int64_t k) {
+    return q6k_dx_off(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
+}
+
+static const int16_t *q6k_act_q16(const void *x, int64_t k) {
+    return (const int16_t *)((const uint8_t *)x + q6k_q16_off(k));
+}
+
+static void q6k_act_prep(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / KN__QK_K;
+    kn__x86_prep_q8_K(x, dst, k);
+    const kn__block_q8_K *blk = dst;
+    int16_t *q = (int16_t *)q6k_act_q16(dst, k);
+    float *dx = (float *)((uint8_t *)dst + q6k_dx_off(k));
+    for (int64_t b = 0; b < nb; b++) {
+        for (int c = 0; c < 8; c++)
+            _mm512_storeu_si512(
+                q + KN__QK_K * b + 32 * c,
+                _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c))));
+        dx[b] = blk[b].d;
+    }
+    for (int64_t b = nb; b < (nb + 7) / 8 * 8; b++) dx[b] = 0.0f;
+}
+
+/* ---- Q6_K against a few tokens: the stored row streamed once, decoded in registers ----------- */
+
+/* Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors and the group
+ * scales spread to match, decoded once and applied to every token (nt = 1 .. 8): vpmaddubsw
+ * against the token's q, vpdpwssd by the scales, starting from -32 * sum(scale * bsum): 16 dword
+ * lanes whose total is the block's exact isum. Eight blocks' vectors of a token are reduced
+ * together into lane b % 8 of one vector, and one fma adds isum_b * (d_w * d_x) to each block
+ * lane: the canonical order, so a row gets the same bits at any nt. The weights are read from
+ * memory once whatever nt, so an expert's few rows of a decode batch cost little more than one
+ * (the batch tile below pays its int16 decode per tile of 4 rows and computes whole blocks of 4
+ * tokens, which a few tokens do not repay). */
+
+#define Q6_FEW 8 /* tokens the streaming kernel takes at once */
+/* Tokens up to which it runs (in two passes beyond Q6_FEW) rather than the batch tile: up to
+ * here the rows read once per pass cost less than the tile's decode and padded token blocks; by
+ * 16 tokens the tile's reuse pays for them. */
+#define Q6_FEW_MAX 12
+_Static_assert(Q6_FEW == MX_FEW, "mx_rows_few splits the tokens in passes of MX_FEW");
+
+/* Lanes j = 0..7 of the result: the sum of the 16 dwords of a[j] (exact). */
+static inline __m256i q6k_reduce8(const __m512i a[8]) {
+    __m512i c[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) /* 128-bit lanes 0-1: a[2i]'s halves summed, 2-3: a[2i + 1]'s */
+        c[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x44),
+                                _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xEE));
+    /* 128-bit lane k of e0: 4 partial sums of a[k]; of e1: of a[4 + k] */
+    const __m512i e0 = _mm512_add_epi32(_mm512_shuffle_i64x2(c[0], c[1], 0x88),
+                                        _mm512_shuffle_i64x2(c[0], c[1], 0xDD));
+    const __m512i e1 = _mm512_add_epi32(_mm512_shuffle_i64x2(c[2], c[3], 0x88),
+                                        _mm512_shuffle_i64x2(c[2], c[3], 0xDD));
+    /* lane k: two partials of a[k], then two of a[4 + k] */
+    const __m512 g = _mm512_castsi512_ps(
+        _mm512_add_epi32(_mm512_unpacklo_epi64(e0, e1), _mm512_unpackhi_epi64(e0, e1)));
+    /* lane k: a[k], a[4 + k], a[k], a[4 + k] */
+    const __m512i h = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(g, g, 0x88)),
+                                       _mm512_castps_si512(_mm512_shuffle_ps(g, g, 0xDD)));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, h));
+}
+
+/* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
+ * exact isum of token t. */
+static inline __attribute__((always_inline)) void q6k_block_sums(const uint8_t *blk,
+                                                                 const kn__block_q8_K *const *x,
+                                                                 int64_t b, __m512i *s,
+                                                                 const int nt) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    kn__x86_prefetch(blk, KN__Q6_K_BYTES);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
+    const __m256i scm = _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32));
+    const __m512i scz = _mm512_castsi256_si512(sc);
+    __m512i c[4], sv[4];
+#pragma GCC unroll 2
+    for (int n = 0; n < 2; n++) {
+        /* codes 128n + 0..63: low nibbles of ql[64n ..] with qh bits 0-1 (first 32) and 2-3;
+         * codes 128n + 64..127: high nibbles with qh bits 4-5 and 6-7 */
+        const __m512i l = _mm512_loadu_si512(blk + 64 * n);
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * n));
+        const __m512i hz =
+            _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 2), 1);
+        c[2 * n] = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                   _mm512_and_si512(_mm512_slli_epi16(hz, 4), m30));
+        c[2 * n + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                       _mm512_and_si512(hz, m30));
+    }
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++) { /* elements 64q .. 64q + 63: groups 4q .. 4q + 3 */
+        const __m512i idx = _mm512_add_epi16(
+            _mm512_set1_epi16((short)(4 * q)),
+            _mm512_srli_epi16(_mm512_set_epi32(0x001f001e, 0x001d001c, 0x001b001a, 0x00190018,
+                                               0x00170016, 0x00150014, 0x00130012, 0x00110010,
+                                               0x000f000e, 0x000d000c, 0x000b000a, 0x00090008,
+                                               0x00070006, 0x00050004, 0x00030002, 0x00010000),
+                              3));
+        sv[q] = _mm512_permutexvar_epi16(idx, scz);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const kn__block_q8_K *xb = x[t] + b;
+        __m512i acc = _mm512_zextsi256_si512(
+            _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), scm));
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++)
+            acc = _mm512_dpwssd_epi32(
+                acc,
+                _mm512_maddubs_epi16(c[q], _mm512_loadu_si512((const __m512i *)(xb->qs + 64 * q))),
+                sv[q]);
+        s[t] = acc;
+    }
+}
+
+/* A stored row against nt prepared tokens: out[t] = row . token t. */
+static inline __attribute__((always_inline)) void
+q6k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out, const int nt) {
+    const int64_t nb = k / KN__QK_K;
+    const kn__block_q8_K *x[Q6_FEW];
+    const float *dx[Q6_FEW];
+    __m256 acc[Q6_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        x[t] = (const kn__block_q8_K *)xp[t];
+        dx[t] = (const float *)(xp[t] + q6k_dx_off(k));
+        acc[t] = _mm256_setzero_ps();
+    }
+    for (int64_t b0 = 0; b0 < nb; b0 += 8, row += 8 * KN__Q6_K_BYTES) {
+        const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
+        __m512i s[8][Q6_FEW];
+        _Alignas(16) uint16_t d[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) { /* blocks past the row: isum 0, d_w 0 (and d_x 0) */
+            if (i < n) {
+                q6k_block_sums(row + i * KN__Q6_K_BYTES, x, b0 + i, s[i], nt);
+                d[i] = kn__rd16(row + i * KN__Q6_K_BYTES + 208);
+            } else {
+                for (int t = 0; t < nt; t++) s[i][t] = _mm512_setzero_si512();
+                d[i] = 0;
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)d));
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            __m512i st[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < 8; i++) st[i] = s[i][t];
+            const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6k_reduce8(st)), scale, acc[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) out[t] = kn__x86_tree8(acc[t]);
+}
+
+/* q6k_few_rows<n>: rows n0 .. n1 of W against n tokens. */
+#define Q6_FEW_ROWS(n)                                                                             \
+    static void q6k_few_rows##n(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,   \
+                                int64_t n0, int64_t n1) {                                          \
+        for (int64_t r = n0; r < n1; r++) {                                                        \
+            float out[Q6_FEW];                                                                     \
+            q6k_few_row((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols, out, n);  \
+            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
+        }                                                                                          \
+    }
+Q6_FEW_ROWS(1)
+Q6_FEW_ROWS(2)
+Q6_FEW_ROWS(3)
+Q6_FEW_ROWS(4)
+Q6_FEW_ROWS(5)
+Q6_FEW_ROWS(6)
+Q6_FEW_ROWS(7)
+Q6_FEW_ROWS(8)
+#undef Q6_FEW_ROWS
+
+static const kn__x86_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_few_rows2,
+                                                   q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
+                                                   q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
+
+/* ---- Q6_K batches beyond 12 tokens ----------------------------------------------------------- */
+
+/* A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
+ * exact (|w| <= 4096), and the activations are kept as int16 too, so one vpdpwssd adds 32
+ * products of a (row, token) pair with its group scales already applied: 8 of them per
+ * super-block and pair, no bsum correction. The sum of the 16 dword lanes is the block's exact
+ * isum (the canonical one), and the float step is the canonical fma into lane b % 8. A micro-tile
+ * is 4 rows x 4 tokens: 16 accumulators, reduced together into one vector whose lane 4t + r holds
+ * pair (r, t), so the 16 fmas of a super-block are one vector fma. */
+
+#define Q6_R 4 /* rows of a micro-tile */
+#define Q6_T 4 /* tokens of a micro-tile */
+
+/* Decoded tile of Q6_R rows: per super-block b and 32-value chunk c, the rows' 32 int16 weights
+ * side by side (w[((8b + c) * Q6_R + r) * 32]), then d_w as float [b][Q6_R]. */
+static size_t q6k_tile_bytes(int64_t nb) {
+    return (size_t)nb * (8 * Q6_R * 64 + Q6_R * 4);
+}
+
+/* Super-block blk of a row into the tile: w points at its chunk 0, chunks Q6_R * 32 apart. */
+static inline void q6k_decode16(const uint8_t *blk, int16_t *w) {
+    __m256i c[8];
+    kn__x86_q6k_codes(blk, c);
+    const __m512i sc =
+        _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
+    /* chunk i: scale 2i in lanes 0..15, 2i + 1 in lanes 16..31 */
+    const __m512i half = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);
+    const __m512i off = _mm512_set1_epi16(32);
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        const __m512i s =
+            _mm512_permutexvar_epi16(_mm512_add_epi16(half, _mm512_set1_epi16((short)(2 * i))), sc);
+        const __m512i v = _mm512_sub_epi16(_mm512_cvtepu8_epi16(c[i]), off);
+        _mm512_store_si512(w + Q6_R * 32 * i, _mm512_mullo_epi16(v, s));
+    }
+}
+
+/* The 16 dword lanes of each of a[0..15] summed (exact): lane 4k + m of the result is a[4m + k]. */
+static inline __m512i q6k_reduce16(const __m512i a[16]) {
+    __m512i c[8], e[4];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) /* 128-bit lanes 0-1: a[2i]'s halves summed, 2-3: a[2i + 1]'s */
+        c[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x44),
+                                _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xEE));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) /* 128-bit lane k: 4 partial sums of a[4j + k] */
+        e[j] = _mm512_add_epi32(_mm512_shuffle_i64x2(c[2 * j], c[2 * j + 1], 0x88),
+                                _mm512_shuffle_i64x2(c[2 * j], c[2 * j + 1], 0xDD));
+    /* lane k: dwords 0-1 partials of a[k] (from e0) / a[8 + k] (e2), 2-3 of a[4 + k] / a[12 + k] */
+    const __m512i g0 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(e[0], e[1]), _mm512_unpackhi_epi64(e[0], e[1]));
+    const __m512i g1 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(e[2], e[3]), _mm512_unpackhi_epi64(e[2], e[3]));
+    const __m512 f0 = _mm512_castsi512_ps(g0), f1 = _mm512_castsi512_ps(g1);
+    return _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(f0, f1, 0x88)),
+                            _mm512_castps_si512(_mm512_shuffle_ps(f0, f1, 0xDD)));
+}
+
+/* A micro-tile: Q6_R decoded rows against Q6_T tokens (int16 q and the Q8_K blocks for d_x);
+ * out[4t + r] = dot(row r, token t) in the canonical order. */
+static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const xq[Q6_T],
+                      const kn__block_q8_K *const xb[Q6_T], int64_t nb, float out[16],
+                      kn__x86_pf *pf) {
+    __m512 lane[KN__QLANES];
+    for (int l = 0; l < KN__QLANES; l++) lane[l] = _mm512_setzero_ps();
+    const __m512i tok_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    for (int64_t b = 0; b < nb; b++) {
+        kn__x86_pf_step(pf);
+        __m512i acc[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int c = 0; c < 8; c++) {
+            const int16_t *w = wt + (8 * b + c) * Q6_R * 32;
+            __m512i wv[Q6_R], xv[Q6_T];
+#pragma GCC unroll 4
+            for (int r = 0; r < Q6_R; r++) wv[r] = _mm512_load_si512(w + 32 * r);
+#pragma GCC unroll 4
+            for (int t = 0; t < Q6_T; t++)
+                xv[t] = _mm512_loadu_si512(xq[t] + KN__QK_K * b + 32 * c);
+#pragma GCC unroll 4
+            for (int r = 0; r < Q6_R; r++)
+#pragma GCC unroll 4
+                for (int t = 0; t < Q6_T; t++)
+                    acc[Q6_T * r + t] = _mm512_dpwssd_epi32(acc[Q6_T * r + t], wv[r], xv[t]);
+        }
+        const __m512i isum = q6k_reduce16(acc); /* lane 4t + r: pair (r, t) */
+        const __m512 dwv = _mm512_broadcast_f32x4(_mm_loadu_ps(dw + Q6_R * b));
+        const __m512 dxv = _mm512_permutexvar_ps(
+            tok_idx,
+            _mm512_castps128_ps512(_mm_setr_ps(xb[0][b].d, xb[1][b].d, xb[2][b].d, xb[3][b].d)));
+        __m512 *l = &lane[b % KN__QLANES];
+        *l = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dwv, dxv), *l);
+    }
+    const __m512 s = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(lane[0], lane[4]), _mm512_add_ps(lane[2], lane[6])),
+        _mm512_add_ps(_mm512_add_ps(lane[1], lane[5]), _mm512_add_ps(lane[3], lane[7])));
+    _mm512_storeu_ps(out, s);
+}
+
+static void q6k_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                           int64_t n1, void *scratch) {
+    const int64_t nb = W->cols / KN__QK_K;
+    int16_t *wt = scratch;
+    float *dw = (float *)(wt + nb * 8 * Q6_R * 32);
+    for (int64_t r0 = n0; r0 < n1; r0 += Q6_R) {
+        const int rn = n1 - r0 < Q6_R ? (int)(n1 - r0) : Q6_R;
+        for (int r = 0; r < Q6_R; r++) { /* missing rows repeat the last; not stored */
+            const uint8_t *src =
+                (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
+            for (int64_t b = 0; b < nb; b++, src += KN__Q6_K_BYTES) {
+                q6k_decode16(src, wt + 8 * b * Q6_R * 32 + 32 * r);
+                dw[Q6_R * b + r] = kn__x86_half(src + 208);
+            }
+        }
+        const int64_t r2 = n1 - (r0 + rn) < Q6_R ? n1 : r0 + rn + Q6_R; /* the next tile */
+        kn__x86_pf pf = kn__x86_pf_rows(W, r0 + rn, r2, (x->T + Q6_T - 1) / Q6_T * nb);
+        for (int64_t t0 = 0; t0 < x->T; t0 += Q6_T) {
+            const int tn = x->T - t0 < Q6_T ? (int)(x->T - t0) : Q6_T;
+            const int16_t *xq[Q6_T];
+            const kn__block_q8_K *xb[Q6_T];
+            for (int t = 0; t < Q6_T; t++) { /* missing tokens repeat the last; not stored */
+                const uint8_t *p =
+                    (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+                xb[t] = (const kn__block_q8_K *)p;
+                xq[t] = q6k_act_q16(p, W->cols);
+            }
+            _Alignas(64) float out[16];
+            q6k_micro(wt, dw, xq, xb, nb, out, &pf);
+            for (int t = 0; t < tn; t++)
+                for (int r = 0; r < rn; r++) Y[(t0 + t) * ldy + r0 + r] = out[Q6_T * t + r];
+        }
+    }
+}
+
+static void rows_q6_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                      int64_t n1, void *scratch) {
+    if (x->T <= Q6_FEW_MAX)
+        mx_rows_few(W, x, Y, ldy, n0, n1, q6k_few);
+    else
+        q6k_rows_tiled(W, x, Y, ldy, n0, n1, scratch);
+}
+
+static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
+    return T > Q6_FEW_MAX ? q6k_tile_bytes(W->cols / KN__QK_K) : 0;
+}
+
+/* ---- MXFP4 batches --------------------------------------------------------------------------- */
+
+/* Rows are decoded once per tile into the interleaved layout of kn_simd_x86.h, two rows side by
+ * side (mx_store_pair): a 512-bit vector holds vector k of one group of rows a and b, so lanes 0..7
+ * are the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
+ * vector broadcast to both halves. vpdpbusd leaves each block's exact sum in its canonical lane
+ * and the float step is one fma for both rows; a token needs no partner, and no load needs an
+ * insert (a broadcast from memory is a load). Register tile: 3 row pairs x 4 tokens, enough
+ * independent vpdpbusd chains to cover its latency (2 x 4 would leave it waiting).
+ *
+ * The next tile is decoded while this one is used, a group at a time between the register tile's
+ * groups (mx_dec): the decode's shuffles then overlap the vpdpbusd instead of stalling them, and
+ * its reads stream from memory at the compute's pace (the decoders prefetch ahead in the rows). */
+
+#define MX_P 3 /* row pairs of a register tile: 3 x 4 tokens = 12 vpdpbusd chains (latency 5) */
+#define MX_T 4 /* tokens of a register tile */
+
+/* 32 bytes at a in both halves. */
+static inline __m512i mx_both(const void *a) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a));
+}
+
+/* Group g of a stored row (k values) into its half of a pair: any group (mxfp4_dec_group,
+ * q8_0_dec_group), or a full one (mxfp4_dec_full, q8_0_dec_full; ng groups per row). */
+typedef void (*mx_dec_fn)(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                          int64_t g);
+typedef void (*mx_dec_full_fn)(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g);
+
+/* A tile's rows to decode: the steps between register-tile groups hand out the full groups,
+ * `per` (row, group) units at a time; mx_dec_rest decodes what they left and the tail groups.
+ * The steps call nothing that is not inlined, so the accumulators stay in registers. */
+typedef struct mx_dec {
+    const uint8_t *src[8]; /* stored rows */
+    uint8_t *dst[8];       /* their halves of the pairs */
+    int n, r;              /* rows; the next unit's row */
+    int64_t g, full, ng;   /* the next unit's group; full groups and groups per row */
+    int64_t per;           /* units per step */
+    const char *pf;        /* lines to prefetch into L2 instead (a packed matrix's next pairs) */
+    int64_t pf_left, pf_per;
+} mx_dec;
+
+static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_full_fn dec) {
+    for (int64_t i = 0; i < d->per && d->r < d->n; i++) {
+        dec(d->src[d->r], d->ng, d->dst[d->r], d->g);
+        if (++d->g == d->full) d->g = 0, d->r++;
+    }
+    for (int64_t i = 0; i < d->pf_per && d->pf_left > 0; i++, d->pf_left--, d->pf += 64)
+        _mm_prefetch(d->pf, _MM_HINT_T1);
+}
+
+static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
+    const uint8_t *end = kn__x86_mat_end(W);
+    for (; d->r < d->n; d->g = 0, d->r++)
+        for (; d->g < d->full; d->g++) dec(d->src[d->r], W->cols, end, d->dst[d->r], d->g);
+    for (int r = 0; r < d->n; r++)
+        for (int64_t g = d->full; g < d->ng; g++) dec(d->src[r], W->cols, end, d->dst[r], g);
+}
+
+/* MX_P decoded row pairs against nt prepared tokens (1 .. MX_T): out[2p + h][t] is row h of pair
+ * p against token t, in the canonical order; a step of `dc` after each group. Inlined into one
+ * function per decoder and nt, so the loops are unrolled to constants. */
+static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w[MX_P],
+                                                          const uint8_t *const x[MX_T], int64_t ng,
+                                                          float out[2 * MX_P][MX_T], mx_dec *dc,
+                                                          mx_dec_full_fn dec, const int nt) {
+    const size_t wsc_off = (size_t)ng * 2 * KN__X86_GROUP_QS;      /* h(e) / d_w of a pair */
+    const size_t sc_off = (size_t)ng * KN__X86_GROUP_QS;           /* d_x of a token */
+    const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -bias * sum(q) of a token */
+    __m512 acc[MX_P][MX_T];
+    for (int p = 0; p < MX_P; p++)
+        for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
+        const size_t xo = (size_t)g * KN__X86_GROUP_QS, wo = 2 * xo, so = (size_t)g * 32;
+        __m512i s[MX_P][MX_T];
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            const __m512i xs = mx_both(x[t] + xs_off + so);
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_P; p++) s[p][t] = xs;
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __m512i xv[MX_T], wv[MX_P];
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) xv[t] = mx_both(x[t] + xo + 32 * k);
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_P; p++) wv[p] = _mm512_loadu_si512(w[p] + wo + 64 * k);
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_P; p++)
+#pragma GCC unroll 4
+                for (int t = 0; t < nt; t++) s[p][t] = _mm512_dpbusd_epi32(s[p][t], wv[p], xv[t]);
+        }
+        __m512 ws[MX_P];
+#pragma GCC unroll 2
+        for (int p = 0; p < MX_P; p++) ws[p] = _mm512_loadu_ps(w[p] + wsc_off + 2 * so);
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) {
+            const __m512 dx = _mm512_castsi512_ps(mx_both(x[t] + sc_off + so));
+#pragma GCC unroll 2
+            for (int p = 0; p < MX_P; p++)
+                acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dx, ws[p]),
+                                            acc[p][t]);
+        }
+        mx_dec_step(dc, dec);
+    }
+    for (int p = 0; p < MX_P; p++)
+        for (int t = 0; t < nt; t++) {
+            out[2 * p][t] = kn__x86_tree8(_mm512_castps512_ps256(acc[p][t]));
+            out[2 * p + 1][t] = kn__x86_tree8(
+                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][t]), 1)));
+        }
+}
+
+typedef void (*mx_micro_fn)(const uint8_t *const[MX_P], const uint8_t *const[MX_T], int64_t,
+                            float[2 * MX_P][MX_T], mx_dec *);
+
+/* The register tiles of one decoder, by tokens: mx_micro_<name>[nt]. */
+#define MX_MICRO(name, dec, n)                                                                     \
+    static void mx_micro_##name##n(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T],     \
+                                   int64_t ng, float out[2 * MX_P][MX_T], mx_dec *dc) {            \
+        mx_tile(w, x, ng, out, dc, dec, n);                                                        \
+    }
+#define MX_MICROS(name, dec)                                                                       \
+    MX_MICRO(name, dec, 1)                                                                         \
+    MX_MICRO(name, dec, 2)                                                                         \
+    MX_MICRO(name, dec, 3)                                                                         \
+    MX_MICRO(name, dec, 4)                                                                         \
+    static const mx_micro_fn mx_micro_##name[MX_T + 1] = {                                         \
+        NULL, mx_micro_##name##1, mx_micro_##name##2, mx_micro_##name##3, mx_micro_##name##4}
+
+/* Rows of a decoded tile: a multiple of a register tile's rows that keeps two tiles (the one in
+ * use and the next) within ~24 KiB of L1. */
+static int mx_tile_rows(size_t row_bytes) {
+    return kn__x86_tile_rows_by(2 * row_bytes, 2 * MX_P);
+}
+
+/* The rows [r0, r0 + rn) of W to decode into the pairs at `tile` (an odd last row also into its
+ * pair's second half: a register tile's missing row repeats its pair's first; not stored). */
+static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
+    mx_dec d = {.ng = kn__x86_groups(W->cols), .full = W->cols / KN__QK32 / 8};
+    const size_t pb = mx_pair_bytes(W->cols);
+    for (int r = 0; r < rn + rn % 2; r++) {
+        d.src[r] = (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
+        d.dst[r] = tile + (size_t)(r / 2) * pb + 32 * (r % 2);
+    }
+    d.n = rn + rn % 2;
+    return d;
+}
+
+/* Rows n0 .. n1 of W (T > 1): dec writes a row's unsigned codes and weight scales group by group;
+ * the tokens' prepared rows carry the matching bias per block. The scratch holds two tiles. */
+static inline __attribute__((always_inline)) void
+mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
+              void *scratch, mx_dec_fn dec, const mx_micro_fn *micro) {
+    const int64_t ng = kn__x86_groups(W->cols);
+    const size_t pb = mx_pair_bytes(W->cols);
+    const int R = mx_tile_rows(pb / 2);
+    uint8_t *buf[2] = {scratch, (uint8_t *)scratch + pb * (size_t)(R / 2)};
+    const int64_t tblocks = (x->T + MX_T - 1) / MX_T;
+    int rn = n1 - n0 < R ? (int)(n1 - n0) : R;
+    mx_dec d = mx_dec_rows(W, n0, rn, buf[0]);
+    mx_dec_rest(&d, W, dec); /* the first tile at once */
+    for (int64_t r0 = n0, cur = 0; r0 < n1; r0 += rn, cur ^= 1) {
+        rn = n1 - r0 < R ? (int)(n1 - r0) : R;
+        const int np = (rn + 1) / 2;
+        const int64_t r1 = r0 + rn;
+        const int rn1 = n1 - r1 < R ? (int)(n1 - r1) : R;
+        /* the next tile, spread over this one's register-tile groups */
+        d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1]);
+        const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
+        d.per = ((int64_t)d.n * d.full + steps - 1) / steps;
+        for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
+            const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+            const uint8_t *xt[MX_T];
+            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
+                xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+            for (int p0 = 0; p0 < np; p0 += MX_P) {
+                const uint8_t *w[MX_P];
+                for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
+                    w[i] = buf[cur] + (size_t)(p0 + i < np ? p0 + i : p0) * pb;
+                float out[2 * MX_P][MX_T];
+                micro[tn](w, xt, ng, out, &d);
+                for (int t = 0; t < tn; t++)
+                    for (int i = 0; i < 2 * MX_P && 2 * p0 + i < rn; i++)
+                        Y[(t0 + t) * ldy + r0 + 2 * p0 + i] = out[i][t];
+            }
+        }
+        mx_dec_rest(&d, W, dec); /* what the steps left, and the tail groups */
+    }
+}
+
+/* ---- row loops and the kernel table ---------------------------------------------------------- */
+
+MX_MICROS(mxfp4, mxfp4_dec_full);
+MX_MICROS(mxfp4p, mxfp4p_dec_full);
+
+static const uint8_t *mxfp4_packed(const kn_mat *W);
+
+static void rows_mxfp4(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                       int64_t n1, void *scratch) {
+    const uint8_t *pk = mxfp4_packed(W);
+    if (pk) { /* the same rows at the same offsets in the packed copy: a view of it */
+        kn_mat P = *W;
+        P.data = pk;
+        P.packed = NULL;
+        if (x->T <= MX_FEW_PASSES * MX_FEW)
+            mx_rows_few(&P, x, Y, ldy, n0, n1, mx_fewp);
+        else
+            mx_rows_tiled(&P, x, Y, ldy, n0, n1, scratch, mxfp4p_dec_group, mx_micro_mxfp4p);
+        return;
+    }
+    if (x->T <= MX_FEW_PASSES * MX_FEW)
+        mx_rows_few(W, x, Y, ldy, n0, n1, mx_few);
+    else
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4);
+}
+
+/* A decoded tile's bytes (MXFP4 and Q8_0 decode to layouts of the same size). */
+static size_t mx_tile_scratch(const kn_mat *W) {
+    const size_t pb = mx_pair_bytes(W->cols);
+    return 2 * (pb / 2) * (size_t)mx_tile_rows(pb / 2); /* two tiles */
+}
+
+static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
+    /* the few-token path keeps nothing */
+    return T > MX_FEW_PASSES * MX_FEW ? mx_tile_scratch(W) : 0;
+}
+
+/* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned ------------------------ */
+
+/* vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
+ * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
+ * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of kn_simd_x86_int8.h, which
+ * reads the same prepared rows and ignores the bias. */
+
+/* One full group of 8 stored Q8_0 blocks (272 bytes) to the interleaved layout, weights made
+ * unsigned: the 8 x 8 transpose of the blocks' dwords, 4 blocks' halves per 128-bit lane. */
+static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
+    __m512i a[4], t[4], v[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) { /* lanes: block j bytes 0..15, 16..31, block j + 4 alike */
+        const uint8_t *b = row + KN__Q8_0_BYTES * j + 2;
+        a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)),
+                                  _mm256_loadu_si256((const __m256i *)(b + 4 * KN__Q8_0_BYTES)), 1);
+    }
+    t[0] = _mm512_unpacklo_epi32(a[0], a[1]);
+    t[1] = _mm512_unpackhi_epi32(a[0], a[1]);
+    t[2] = _mm512_unpacklo_epi32(a[2], a[3]);
+    t[3] = _mm512_unpackhi_epi32(a[2], a[3]);
+    v[0] = _mm512_unpacklo_epi64(t[0], t[2]); /* lane L: dword k of the 4 blocks of lane L */
+    v[1] = _mm512_unpackhi_epi64(t[0], t[2]);
+    v[2] = _mm512_unpacklo_epi64(t[1], t[3]);
+    v[3] = _mm512_unpackhi_epi64(t[1], t[3]);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    /* w[k] = lanes 0 and 2 of v[k], w[k + 4] = lanes 1 and 3: stored as [w0 w1] [w2 w3] ... */
+    const __m512i o[4] = {_mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)),
+                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(3, 1, 3, 1))};
+    const __m512i u[4] = {_mm512_xor_si512(o[0], flip), _mm512_xor_si512(o[1], flip),
+                          _mm512_xor_si512(o[2], flip), _mm512_xor_si512(o[3], flip)};
+    mx_store_pair(q, u);
+}
+
+/* Group g of a stored Q8_0 row as kn__x86_decode_q8_0 decodes it, weights made unsigned, into the
+ * row's half of a pair. The tail group is read in place when it lies before `end`: its blocks past
+ * the row meet zero activations (block sums 0) and get scale 0, as in the zero-padded copy used at
+ * the matrix's end. */
+static void q8_0_tail_group(const uint8_t *src, int left, uint8_t *q, float *sc) {
+    _Alignas(64) uint8_t pad[8 * KN__Q8_0_BYTES] = {0};
+    memcpy(pad, src, (size_t)left * KN__Q8_0_BYTES);
+    q8_0_group_u8(pad, q);
+    _mm256_storeu_ps(sc, _mm256_and_ps(kn__x86_q8_0_d(pad), kn__x86_live_lanes(left)));
+}
+
+/* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
+static inline __attribute__((always_inline)) void q8_0_dec_full(const uint8_t *row, int64_t ng,
+                                                                uint8_t *dst, int64_t g) {
+    const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
+    kn__x86_prefetch(src, 8 * KN__Q8_0_BYTES);
+    q8_0_group_u8(src, dst + g * 2 * KN__X86_GROUP_QS);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g, kn__x86_q8_0_d(src));
+}
+
+static void q8_0_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                           int64_t g) {
+    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
+    const int left = (int)(nb - 8 * g);
+    if (left >= 8) {
+        q8_0_dec_full(row, ng, dst, g);
+        return;
+    }
+    const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
+    uint8_t *q = dst + g * 2 * KN__X86_GROUP_QS;
+    float *sc = (float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g;
+    if (end - src >= 8 * KN__Q8_0_BYTES) {
+        q8_0_group_u8(src, q);
+        _mm256_storeu_ps(sc, _mm256_and_ps(kn__x86_q8_0_d(src), kn__x86_live_lanes(left)));
+    } else {
+        q8_0_tail_group(src, left, q, sc);
+    }
+}
+
+static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
+    kn__x86_prep_q8_0p(x, dst, k);
+    const int64_t ng = kn__x86_groups(k);
+    int32_t *xs = (int32_t *)((uint8_t *)dst + ng * KN__X86_GROUP_QS + ng * 8 * sizeof(float));
+    for (int64_t b = 0; b < ng * 8; b++) /* -12 * sum(q) -> -128 * sum(q), exactly */
+        xs[b] = xs[b] / KN__X86_MXFP4_BIAS * 128;
+}
+
+MX_MICROS(q8_0, q8_0_dec_full);
+
+/* ---- Q8_0 packed: every row decoded once into the batch tile's layout ------------------------ */
+
+/* A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
+ * at every call is work done again and again, and at a decode batch's size the decode is as
+ * much work as the vpdpbusd themselves. kn_pack keeps the decoded pairs of all rows (after a header
+ * naming the matrix they belong to) and batches read them in place; T = 1 streams the stored rows
+ * as before. */
+
+#define MX_PACK_MAGIC 0x32584b5030513858ull /* "X8Q0PKX2" */
+
+typedef struct mx_pack_hdr {
+    uint64_t magic;
+    const void *data; /* the stored matrix it was made from */
+    int64_t rows, cols;
+    size_t row_bytes;
+    uint8_t pad[24];
+} mx_pack_hdr; /* 64 bytes: the data after it stays aligned */
+
+/* Writes the header naming W at dst; returns where the packed data goes. */
+static uint8_t *mx_pack_start(const kn_mat *W, void *dst, uint64_t magic) {
+    *(mx_pack_hdr *)dst = (mx_pack_hdr){.magic = magic,
+                                        .data = W->data,
+                                        .rows = W->rows,
+                                        .cols = W->cols,
+                                        .row_bytes = W->row_bytes};
+    return (uint8_t *)dst + sizeof(mx_pack_hdr);
+}
+
+/* The data after W->packed's header when it was made by this kind of packing (magic) from this
+ * very matrix (not from the one a view was copied from), else NULL. */
+static const uint8_t *mx_packed_data(const kn_mat *W, uint64_t magic) {
+    const mx_pack_hdr *h = W->packed;
+    if (!h || h->magic != magic || h->data != W->data || h->rows != W->rows || h->cols != W->cols ||
+        h->row_bytes != W->row_bytes)
+        return NULL;
+    return (const uint8_t *)(h + 1);
+}
+
+static size_t q8_0_pack_bytes(const kn_mat *W) {
+    return sizeof(mx_pack_hdr) + (size_t)((W->rows + 1) / 2) * mx_pair_bytes(W->cols);
+}
+
+static void q8_0_pack(const kn_mat *W, void *dst) {
+    uint8_t *pairs = mx_pack_start(W, dst, MX_PACK_MAGIC);
+    const size_t pb = mx_pair_bytes(W->cols);
+    const int64_t ng = kn__x86_groups(W->cols);
+    const uint8_t *end = kn__x86_mat_end(W);
+    for (int64_t r = 0; r < W->rows + W->rows % 2; r++) { /* an odd last row fills its pair */
+        const uint8_t *row =
+            (const uint8_t *)W->data + (size_t)(r < W->rows ? r : W->rows - 1) * W->row_bytes;
+        for (int64_t g = 0; g < ng; g++)
+            q8_0_dec_group(row, W->cols, end, pairs + (size_t)(r / 2) * pb + 32 * (r % 2), g);
+    }
+}
+
+/* W's packed pairs, when W->packed was made from this very matrix. */
+static const uint8_t *q8_0_packed(const kn_mat *W) {
+    return mx_packed_data(W, MX_PACK_MAGIC);
+}
+
+/* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
+
+/* The byte gathers of mxfp4_codes_e are a large part of a group's decode, paid at every call.
+ * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents:
+ * 136 bytes, as stored) and the tail group as stored: the same size, row stride and offsets as the
+ * matrix, so the kernels read it at every T in place of the stored rows (kn_pack_replaces), and
+ * the reads past a row's end meet the same kind of bytes. */
+
+#define MX4_PACK_MAGIC 0x3134504b34584d58ull /* "XMX4KP41" */
+
+static size_t mxfp4_pack_bytes(const kn_mat *W) {
+    return sizeof(mx_pack_hdr) + (size_t)W->rows * W->row_bytes;
+}
+
+static void mxfp4_pack(const kn_mat *W, void *dst) {
+    uint8_t *rows = mx_pack_start(W, dst, MX4_PACK_MAGIC);
+    const size_t stored = kn_row_size(W->type, W->cols);
+    const int64_t full = W->cols / KN__QK32 / 8;
+    const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
+    const size_t fb = (size_t)full * 8 * KN__MXFP4_BYTES; /* the full groups' bytes */
+    for (int64_t r = 0; r < W->rows; r++) {
+        uint8_t *q = rows + (size_t)r * W->row_bytes;
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        for (int64_t g = 0; g < full; g++) {
+            const uint8_t *in = src + g * 8 * KN__MXFP4_BYTES;
+            uint8_t *out = q + g * 8 * KN__MXFP4_BYTES;
+            /* the decode's gathers, done once: za from the group's start, zb from 8 bytes on
+             * (every load stays within the group's 136 bytes); the exponents follow */
+            _mm512_storeu_si512(out, _mm512_permutex2var_epi8(_mm512_loadu_si512(in), qidx,
+                                                              _mm512_loadu_si512(in + 64)));
+            _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi8(_mm512_loadu_si512(in + 8), qidx,
+                                                                   _mm512_loadu_si512(in + 72)));
+            for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = in[j * KN__MXFP4_BYTES];
+        }
+        memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
+        memset(q + stored, 0, W->row_bytes - stored);
+    }
+}
+
+static const uint8_t *mxfp4_packed(const kn_mat *W) {
+    return mx_packed_data(W, MX4_PACK_MAGIC);
+}
+
+/* Rows n0 .. n1 from packed pairs: pair q holds rows 2q and 2q + 1; the pairs the range touches are
+ * computed whole and only its rows are stored. While a block of MX_P pairs meets the tokens, the
+ * next block is prefetched into L2 a few lines per group. */
+static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act *x, float *Y,
+                           int64_t ldy, int64_t n0, int64_t n1) {
+    const int64_t ng = kn__x86_groups(W->cols), q1 = (n1 + 1) / 2;
+    const size_t pb = mx_pair_bytes(W->cols);
+    const int64_t steps = (x->T + MX_T - 1) / MX_T * ng;
+    for (int64_t b0 = n0 / 2; b0 < q1; b0 += MX_P) {
+        const int np = q1 - b0 < MX_P ? (int)(q1 - b0) : MX_P;
+        const int64_t nb = q1 - (b0 + np) < MX_P ? q1 - (b0 + np) : MX_P; /* next block's pairs */
+        mx_dec d = {.pf = (const char *)pairs + (size_t)(b0 + np) * pb,
+                    .pf_left = (int64_t)((size_t)nb * pb / 64)};
+        d.pf_per = (d.pf_left + steps - 1) / steps;
+        for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
+            const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+            const uint8_t *xt[MX_T];
+            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
+                xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+            const uint8_t *w[MX_P];
+            for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
+                w[i] = pairs + (size_t)(b0 + (i < np ? i : 0)) * pb;
+            float out[2 * MX_P][MX_T];
+            mx_micro_q8_0[tn](w, xt, ng, out, &d);
+            for (int i = 0; i < 2 * np; i++) {
+                const int64_t r = 2 * b0 + i;
+                if (r < n0 || r >= n1) continue;
+                for (int t = 0; t < tn; t++) Y[(t0 + t) * ldy + r] = out[i][t];
+            }
+        }
+    }
+}
+
+static void rows_q8_0(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                      int64_t n1, void *scratch) {
+    const uint8_t *pairs = x->T > 1 ? q8_0_packed(W) : NULL;
+    if (pairs)
+        mx_rows_packed(W, pairs, x, Y, ldy, n0, n1);
+    else if (x->T > 1)
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0);
+    else
+        rows_q8_0_v512(W, x, Y, ldy, n0, n1, scratch);
+}
+
+static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
+    if (T > 1) return mx_tile_scratch(W);
+    return scratch_q8_0_v512(W, T);
+}
+
+static const kn__kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p,
+                                   scratch_mxfp4, rows_mxfp4};
+
+static const kn__kernel k_q6_K = {"avx512-q6_K-q8_K16", q6k_act_bytes, q6k_act_prep, scratch_q6_K,
+                                  rows_q6_K};
+
+static const kn__kernel k_q8_0 = {"avx512-q8_0-q8_0p", kn__x86_q8_0p_bytes, q8_0_act_prep,
+                                  scratch_q8_0, rows_q8_0};
+
+static const kn__kernel *const kernels[KN_TYPE_COUNT] = {
+    [KN_MXFP4] = &k_mxfp4, [KN_Q8_0] = &k_q8_0, [KN_Q6_K] = &k_q6_K};
+
+const kn__kernel *kn__kernel_avx512(kn_type t, kn_numerics num) {
+    if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;
+    return kernels[t] ? kernels[t] : int8_kernels_v512[t];
+}
+
+static const kn__packer p_q8_0 = {q8_0_pack_bytes, q8_0_pack, false};
+static const kn__packer p_mxfp4 = {mxfp4_pack_bytes, mxfp4_pack, true};
+
+const kn__packer *kn__packer_avx512(kn_type t) {
+    return t == KN_Q8_0 ? &p_q8_0 : t == KN_MXFP4 ? &p_mxfp4 : NULL;
+}
