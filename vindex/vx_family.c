@@ -25,7 +25,6 @@ const vx_family vx_families[VX_FAMILY_COUNT] = {
     [VX_FAMILY_KIMI_LINEAR] =
         {
             .arch = "kimi-linear",
-            .no_hf = "its checkpoints (KimiLinearForCausalLM) are read through their GGUF so far",
         },
 };
 
