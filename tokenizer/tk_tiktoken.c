@@ -360,6 +360,9 @@ static int build(const ranks *r, const json_t *cfg, const char *dir, json_int_t 
     int rc = set_all(t, r, c, dec, what, err);
     if (!rc) rc = tk__finish(t, what, err);
     if (!rc) rc = check_unique(t, r, what, err);
+    for (int b = 0; !rc && b < 256; b++) /* tiktoken cannot encode a byte that is no token */
+        if (t->byte_tok[b] < 0)
+            rc = mw_errf(err, "%s: no rank holds the single byte 0x%02x", what, b);
     if (!rc) rc = tk__set_pre(t, c->pre, what, err);
     if (rc) {
         tk_free(t);

@@ -306,8 +306,16 @@ static void test_refusals(void **state) {
         expect_error(dir, bad[i].want);
     }
     write_text(dir, "tiktoken.model", "YQ== 0\r\nYg== 1\r\n");
+    expect_error(dir, "no rank holds the single byte 0x00");
+    char model[8192] = "";
+    for (int b = 0; b < 256; b++) { /* every byte, CRLF line ends */
+        static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        size_t n = strlen(model);
+        snprintf(model + n, sizeof model - n, "%c%c== %d\r\n", a[b >> 2], a[(b & 3) << 4], b);
+    }
+    write_text(dir, "tiktoken.model", model);
     tk_tokenizer *t = load(dir);
-    assert_int_equal(tk_n_vocab(t), 2 + 258);
+    assert_int_equal(tk_n_vocab(t), 256 + 258);
     tk_free(t);
     mwt_ranks_free(&r);
 }
