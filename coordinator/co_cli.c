@@ -10,6 +10,7 @@
 
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
+#include "model/md_kv.h"
 
 #define MAX_PROMPT   (1 << 20)
 #define MAX_GENERATE (1 << 24)
@@ -341,6 +342,13 @@ static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_kv_type(co_opts *o, const char *v, mw_err *err) {
+    const int t = md_kv_type_from_name(v);
+    if (t < 0) return mw_errf(err, "--kv-type %s: expected f32, f16 or bf16", v);
+    o->kv_type = (kn_type)t;
+    return 0;
+}
+
 static int set_kv_mb(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--kv-mb", v, 1, INT64_C(1) << 30, &o->kv_mb, err);
 }
@@ -480,8 +488,14 @@ static const co_option options[] = {
     {"--max-seqs", "N",
      "serve: sequences decoding at once, each with a KV slot of --ctx positions (default 16)",
      set_max_seqs},
-    {"--kv-mb", "MB", "serve: KV cache budget; as many slots of --ctx positions as it holds",
+    {"--kv-mb", "MB",
+     "serve: KV cache budget; as many slots of --ctx positions as it holds (counted in "
+     "--kv-type's bytes)",
      set_kv_mb},
+    {"--kv-type", "f32|f16|bf16",
+     "the KV cache's element type: f16 and bf16 take half of f32's bytes per position and round "
+     "the cached keys and values (llama.cpp's default is f16; default f32)",
+     set_kv_type},
     {"--chunk", "N",
      "serve: prompt tokens prefilled per step next to the decoding rows (default 256)", set_chunk},
     {"--max-queue", "N",

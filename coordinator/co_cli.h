@@ -33,8 +33,9 @@ typedef struct co_opts {
     md_sampler_opts sampling; /* --temperature (0 = greedy), --top-p, --top-k, --min-p, the
                                  penalties, --seed */
     int threads;
-    int64_t n_ctx; /* 0 = prompt + max-tokens */
-    bool pin;      /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
+    int64_t n_ctx;   /* 0 = prompt + max-tokens */
+    kn_type kv_type; /* the KV cache's rows: f32 (default), f16 or bf16 */
+    bool pin;        /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
     /* remote experts (coordinator/co_backend.h) */
     const char *nodes;        /* comma-separated node endpoints */
     int loopback;             /* start this many local expert nodes */

@@ -101,7 +101,8 @@ static int open_all(gen *g, mw_err *err) {
                         .pool = g->pool,
                         .experts = g->experts,
                         .n_seq = 1,
-                        .n_ctx = n_ctx};
+                        .n_ctx = n_ctx,
+                        .kv_type = o->kv_type};
     if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
     if (md_sampler_init(&g->sampler, c->n_vocab, &o->sampling, err)) return -1;
     if (md_sampler_feed(&g->sampler, g->tokens, g->n_tokens, false, err)) return -1;

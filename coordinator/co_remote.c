@@ -596,6 +596,8 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     r->o.curve = o->curve ? &r->key : NULL;
     r->endpoints = copy_strings(o->endpoints, o->n_nodes);
     r->o.endpoints = (const char *const *)r->endpoints;
+    r->glu = *o->glu;
+    r->o.glu = &r->glu;
     if (r->o.down_ms <= 0) r->o.down_ms = 750;
     size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
     r->nodes = calloc((size_t)o->n_nodes, sizeof *r->nodes);
@@ -634,6 +636,10 @@ static bool bad_opts(const co_remote_opts *o, mw_err *err) {
     else if (o->n_layers < 1 || o->n_experts < 1 || o->width < 1 || o->deadline_ms < 1 ||
              o->connect_ms < 1 || !wr_dtype_valid(o->codec.dtype))
         mw_errf(err, "remote experts: bad options");
+    else if (!o->glu)
+        mw_errf(err, "remote experts: the experts' GLU policy is required");
+    else if (kn_glu_check(o->glu, err))
+        mw_err_wrap(err, "remote experts");
     else
         return false;
     co_loopback_stop(o->loopback);

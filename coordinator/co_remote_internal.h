@@ -89,6 +89,7 @@ typedef struct co__remote {
     char **endpoints;      /* the endpoints as given ("#KEY" included), in node order */
     wr_keypair key;        /* the coordinator's CURVE pair, when it has one */
     co_loopback *loopback; /* nodes started for this backend, stopped after its sockets close */
+    kn_glu glu;            /* a copy of *o.glu: every node's experts must run it */
     co__node *nodes;
     void *zctx;
     bool own_zctx;    /* made here (co_remote_opts.zctx was NULL): terminated with the backend */

@@ -19,6 +19,7 @@
 #include "coordinator/co_routes.h"
 #include "coordinator/co_sched.h"
 #include "coordinator/co_serve_text.h"
+#include "model/md_kv.h"
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
 
@@ -65,7 +66,7 @@ static int plan_slots(serve *s, mw_err *err) {
         return mw_errf(err, "--ctx %lld is more than the model's context_length %lld",
                        (long long)s->n_ctx, (long long)c->n_ctx_train);
     if (s->n_ctx < 2) return mw_errf(err, "--ctx must be at least 2");
-    s->cost = md_seq_cost_of(c, s->n_ctx);
+    s->cost = md_seq_cost_of(c, s->n_ctx, o->kv_type); /* per position in the cache's type */
     const uint64_t slot = s->cost.per_pos_full * (uint64_t)s->n_ctx +
                           s->cost.per_pos_ring * (uint64_t)s->cost.ring + s->cost.fixed;
     if (o->kv_mb) {
@@ -200,7 +201,8 @@ static int open_model(serve *s, mw_err *err) {
                         .pool = s->pool,
                         .experts = s->experts,
                         .n_seq = s->n_slots,
-                        .n_ctx = s->n_ctx};
+                        .n_ctx = s->n_ctx,
+                        .kv_type = o->kv_type};
     if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
     return 0;
 }

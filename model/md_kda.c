@@ -17,7 +17,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/kn_internal.h" /* kn_expf */
+#include "kernels/kn_exp.h"
 #include "model/md_kda_internal.h"
 #include "model/md_ops.h"
 

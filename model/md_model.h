@@ -179,6 +179,7 @@ typedef struct md_ctx_params {
     int64_t n_ctx;              /* positions per sequence (0 = the model's context_length) */
     bool swa_full; /* sliding-window layers keep every position, as full layers do; by default they
                       keep a ring of the window (results are the same bits either way) */
+    kn_type kv_type; /* the KV cache's rows: KN_F32 (0, the default), KN_F16 or KN_BF16 */
 } md_ctx_params;
 
 int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *err);
@@ -214,15 +215,16 @@ uint64_t md_ctx_dense_bytes(const md_ctx *c);
  */
 uint64_t md_ctx_kv_bytes(const md_ctx *c);
 
-/* What one sequence of n_ctx positions costs in cache: bytes per position on full-attention layers
- * and on sliding-window layers (which keep at most the window), and a fixed part (the KDA layers'
- * recurrent state, whatever the length). */
+/* What one sequence of n_ctx positions costs in a cache of `type` (md_kv_type_from_name): bytes per
+ * position on full-attention layers and on sliding-window layers (which keep at most the window),
+ * and a fixed part (the KDA layers' recurrent state, f32 whatever the cache's type, whatever the
+ * length). */
 typedef struct md_seq_cost {
     uint64_t per_pos_full, per_pos_ring, fixed;
     int64_t ring; /* positions a sliding-window layer keeps (0: none) */
 } md_seq_cost;
 
-md_seq_cost md_seq_cost_of(const md_config *c, int64_t n_ctx);
+md_seq_cost md_seq_cost_of(const md_config *c, int64_t n_ctx, kn_type type);
 
 /* A KDA layer's delta-rule state of a sequence now, as the token-by-token recurrence would hold it:
  * S[h][i][j] (key index i, value index j), n_head × head_dim × head_dim floats. */

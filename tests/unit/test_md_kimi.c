@@ -560,7 +560,7 @@ static void test_state_truncate_and_bytes(void **state) {
     assert_memory_equal(out, ref, n * sizeof(float));
     /* the latent cache: kv_lora + rope floats per position on the one attention layer, LONG
      * positions rounded up to the doubling (256); the recurrent state: a fixed size */
-    const md_seq_cost cost = md_seq_cost_of(cfg, 512);
+    const md_seq_cost cost = md_seq_cost_of(cfg, 512, KN_F32);
     const uint64_t state_bytes = md_kda_seq_bytes(cfg);
     assert_int_equal(cost.per_pos_full, (cfg->mla.kv_lora + cfg->mla.rope) * sizeof(float));
     assert_int_equal(cost.fixed, state_bytes);
