@@ -1,8 +1,8 @@
-/* model/md_family.c — the model's family table (gpt-oss, qwen3moe, deepseek2, kimi-linear: one
- * row per row of vindex/vx_family.c) and the metadata reader that turns a row plus a model's keys
- * into an md_config. The rules are those of llama.cpp's loader, written up in
+/* model/md_family.c — the model's family table (gpt-oss, qwen3moe, deepseek2, kimi-linear,
+ * kimi-k3: one row per row of vindex/vx_family.c) and the metadata reader that turns a row plus a
+ * model's keys into an md_config. The rules are those of llama.cpp's loader, written up in
  * tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss), §5 (qwen3moe), §7 (deepseek2), §8
- * (kimi-linear). */
+ * (kimi-linear), §9 (kimi-k3). */
 #include "model/md_family.h"
 
 #include "model/md_rope.h"
@@ -79,6 +79,30 @@ static const md_family families[] = {
         .select_bias_required = true,
         .router = {.gate = MD_GATE_SIGMOID, .select_bias = true, .norm = true},
         .glu = KN_GLU_SWIGLU,
+    },
+    {
+        /* Kimi K3: kimi-linear plus attention residuals, a latent MoE, SiTU in every FFN, gated
+         * latent attention with an optional query down-projection, a full-rank KDA output gate
+         * and a bounded decay (FORMATS.md §9) */
+        .family = &vx_families[VX_FAMILY_KIMI_K3],
+        .attn = MD_ATTN_MLA,
+        .q_lora = MD_Q_LORA_OPTIONAL,
+        .kda = true,
+        .kda_gate_full = true,
+        .kda_lower_bound = true,
+        .attn_gate = true,
+        .attn_res = true,
+        .latent_moe = true,
+        .rope_layout = MD_ROPE_NONE,
+        .ffn_norm = "ffn_norm",
+        .output_optional = false,
+        .dense_and_shared = true,
+        .shared_optional = true,
+        .router_from_keys = true,
+        .gating_required = true,
+        .select_bias_required = true,
+        .router = {.gate = MD_GATE_SIGMOID, .select_bias = true},
+        .glu = KN_GLU_SITU,
     },
 };
 
@@ -508,11 +532,26 @@ static int finish_mla(reader *r, md_config *c, mw_err *err) {
     return 0;
 }
 
+/* SiTU's two betas (K3): activation.situ_beta > 0, activation.situ_linear_beta any finite value
+ * (<= 0 leaves the up branch linear). */
+static int read_situ(reader *r, md_config *c, mw_err *err) {
+    if (req_float(r, "activation.situ_beta", 0, true, &c->glu.beta, err)) return -1;
+    double lb;
+    const char *key = k(r, "activation.situ_linear_beta");
+    int rc = vx_meta_get_f64(r->m, key, &lb, err);
+    if (rc < 0) return -1;
+    if (rc == 0) return mw_errf(err, "model config: missing required key '%s'", key);
+    if (!isfinite(lb)) return mw_errf(err, "model config: %s = %g must be finite", key, lb);
+    c->glu.lbeta = (float)lb;
+    return 0;
+}
+
 static int read_glu(reader *r, md_config *c, mw_err *err) {
     const md_family *f = c->family;
     c->glu.kind = f->glu;
     c->glu.alpha = f->glu_alpha;
     c->glu.limit = f->glu_limit;
+    if (f->glu == KN_GLU_SITU && read_situ(r, c, err)) return -1;
     const char *key = k(r, "swiglu_clamp_exp");
     long idx = vx_meta_find(r->m, key);
     if (idx < 0) return 0;

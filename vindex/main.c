@@ -35,6 +35,9 @@ static void usage(FILE *f) {
             "               kimi-linear (the deepseek2 options but --q-lora, --groups and\n"
             "               --weights-norm; defaults are Kimi Linear 48B-A3B's):\n"
             "               [--kda-head-dim D] [--conv-kernel K] [--full-attn-every N]\n"
+            "               kimi-k3 (kimi-linear's options and --q-lora, --weights-norm):\n"
+            "               [--expert-latent L] [--attn-res-block B] [--situ-beta B]\n"
+            "               [--situ-linear-beta B] [--gate-lower-bound LB]\n"
             "               --format gguf|vindex OUT\n",
             archs);
 }

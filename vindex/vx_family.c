@@ -1,5 +1,5 @@
 /* vindex/vx_family.c — the family table (see vx_family.h): gpt-oss, qwen3moe, deepseek2,
- * kimi-linear. */
+ * kimi-linear, kimi-k3. */
 #include "vindex/vx_family.h"
 
 #include "util/mw_names.h"
@@ -25,6 +25,13 @@ const vx_family vx_families[VX_FAMILY_COUNT] = {
     [VX_FAMILY_KIMI_LINEAR] =
         {
             .arch = "kimi-linear",
+        },
+    /* Kimi K3: Kimi Linear's stack with attention residuals and a latent MoE */
+    [VX_FAMILY_KIMI_K3] =
+        {
+            .arch = "kimi-k3",
+            .no_hf = "its checkpoints (KimiK3ForConditionalGeneration) are read through their "
+                     "GGUF so far",
         },
 };
 

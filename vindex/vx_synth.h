@@ -46,6 +46,12 @@ typedef struct vx_synth_opts {
     int kda_head_dim;    /* KDA head width (128) */
     int conv_kernel;     /* the short convolution's taps (4) */
     int full_attn_every; /* layer l is latent attention when (l + 1) % this == 0, else KDA (4) */
+    /* kimi-k3 only (-1 / NaN = the default in parentheses) */
+    int expert_latent;  /* the routed experts' width (0: none, they run at hidden) */
+    int attn_res_block; /* attention residuals' block size (8; 0 = a plain residual stream) */
+    float situ_beta;    /* SiTU's gate beta (2) */
+    float situ_lbeta;   /* its up branch's (2.5; <= 0 leaves it linear) */
+    float gate_lb;      /* KDA's decay lower bound (-5) */
 } vx_synth_opts;
 
 /* Whether synth makes models of family f (if not, f->no_synth says why). */

@@ -4,7 +4,8 @@
  * freeing the slot, admission limits, a failed step failing only the jobs of the rows its backend
  * names; and stop strings over split text (co_stop). Invariance and cancellation also on
  * kimi-linear-tiny, whose KDA layers keep a recurrent state per slot: prompt chunks end anywhere
- * in the delta rule's chunks, and a cancelled job's slot starts the next one afresh. */
+ * in the delta rule's chunks, and a cancelled job's slot starts the next one afresh; invariance
+ * on kimi-k3-tiny too (attention residuals, latent MoE). */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -221,13 +222,19 @@ static int on_kimi_linear(void **st) {
     return 0;
 }
 
+static int on_kimi_k3(void **st) {
+    (void)st;
+    fixture_model = "llamacpp/kimi-k3-tiny/model.gguf";
+    return 0;
+}
+
 static int on_gpt_oss(void **st) {
     (void)st;
     fixture_model = "llamacpp/gpt-oss-tiny/model.gguf";
     return 0;
 }
 
-static void test_invariance_kimi_linear(void **st) {
+static void test_invariance_kimi(void **st) {
     (void)st;
     invariance(KN_NUM_F32, 0.0f);
     invariance(KN_NUM_Q8, 0.8f);
@@ -686,7 +693,8 @@ int main(void) {
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_invariance_f32_greedy),
         cmocka_unit_test(test_invariance_q8_sampled),
-        cmocka_unit_test_setup_teardown(test_invariance_kimi_linear, on_kimi_linear, on_gpt_oss),
+        cmocka_unit_test_setup_teardown(test_invariance_kimi, on_kimi_linear, on_gpt_oss),
+        cmocka_unit_test_setup_teardown(test_invariance_kimi, on_kimi_k3, on_gpt_oss),
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_matches_plain_decode),
         cmocka_unit_test(test_stop_ids_and_limits),

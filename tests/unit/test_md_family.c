@@ -470,6 +470,62 @@ static void test_kimi_linear_errors(void **state) {
     vx_meta_free(m);
 }
 
+/* kimi-k3 (FORMATS.md §9): kimi-linear's stack plus a query rank, the bounded decay, the full-rank
+ * KDA gate, attention residuals, a latent MoE, SiTU, and expert_weights_norm read (default off). */
+static void test_kimi_k3_fixture(void **state) {
+    (void)state;
+    vx_meta *m = fixture_meta("kimi-k3-tiny", NULL);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(c.arch, "kimi-k3");
+    const uint8_t kda[4] = {1, 1, 1, 0};
+    assert_memory_equal(c.layer_kda, kda, 4);
+    assert_true(c.kda.gate_full && c.kda.lower_bound);
+    assert_float_equal(c.kda.gate_lb, -5.0, 0);
+    assert_int_equal(c.mla.q_lora, 96);
+    assert_int_equal(c.mla.kv_lora, 64);
+    assert_int_equal(c.rope.layout, MD_ROPE_NONE);
+    assert_float_equal(c.kq_scale, 0.14433756729740646, 1e-7);
+    assert_int_equal(c.attn_res_block, 2);
+    assert_int_equal(c.n_expert_latent, 128);
+    assert_int_equal(md_expert_width(&c), 128);
+    assert_int_equal(c.glu.kind, KN_GLU_SITU);
+    assert_float_equal(c.glu.beta, 2.0, 0);
+    assert_float_equal(c.glu.lbeta, 2.5, 0);
+    assert_int_equal(c.router.gate, MD_GATE_SIGMOID);
+    assert_true(c.router.norm && c.router.select_bias);
+    assert_float_equal(c.router.scale, 2.446, 1e-6);
+    md_config_free(&c);
+    vx_meta_free(m);
+    /* expert_weights_norm absent: K3 does not normalize */
+    m = fixture_meta("kimi-k3-tiny", "kimi-k3.expert_weights_norm");
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_false(c.router.norm);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+static void test_kimi_k3_errors(void **state) {
+    (void)state;
+    const char *required[] = {"kimi-k3.attn_res.block_size", "kimi-k3.activation.situ_beta",
+                              "kimi-k3.activation.situ_linear_beta"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        expect_error(fixture_meta("kimi-k3-tiny", required[i]), required[i]);
+    vx_meta *m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_f32(m, "kimi-k3.kda.gate_lower_bound", 1.0f);
+    expect_error(m, "kimi-k3.kda.gate_lower_bound = 1 must be a negative number");
+    m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_f32(m, "kimi-k3.activation.situ_beta", 0.0f);
+    expect_error(m, "kimi-k3.activation.situ_beta");
+    m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-k3.attn_res.block_size", 5); /* more than the 4 layers */
+    expect_error(m, "kimi-k3.attn_res.block_size = 5");
+    m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-k3.expert_latent_length", 1 << 21);
+    expect_error(m, "kimi-k3.expert_latent_length");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptoss_fixture),
@@ -487,6 +543,8 @@ int main(void) {
         cmocka_unit_test(test_yarn_truncate),
         cmocka_unit_test(test_kimi_linear_fixture),
         cmocka_unit_test(test_kimi_linear_errors),
+        cmocka_unit_test(test_kimi_k3_fixture),
+        cmocka_unit_test(test_kimi_k3_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -729,6 +729,29 @@ static void test_kimi_linear_q8(void **state) {
     check_fixture_q8("kimi-linear-tiny");
 }
 
+/* Kimi K3: the attention residuals' mixes, the latent MoE, SiTU, the gated latent attention with
+ * a query down-projection, the full-rank KDA gate and the bounded decay. */
+static void test_kimi_k3_f32(void **state) {
+    (void)state;
+    check_fixture_f32("kimi-k3-tiny");
+}
+
+static void test_kimi_k3_q8(void **state) {
+    (void)state;
+    check_fixture_q8("kimi-k3-tiny");
+}
+
+static void test_kimi_k3_intermediates(void **state) {
+    (void)state;
+    check_intermediates("kimi-k3-tiny");
+}
+
+static void test_kimi_k3_passes(void **state) {
+    (void)state;
+    check_passes("kimi-k3-tiny");
+    check_failed_pass("kimi-k3-tiny");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kimi_linear_f32),
@@ -739,6 +762,10 @@ int main(void) {
         cmocka_unit_test(test_state_truncate_and_bytes),
         cmocka_unit_test(test_failed_pass_changes_nothing),
         cmocka_unit_test(test_file_forms),
+        cmocka_unit_test(test_kimi_k3_f32),
+        cmocka_unit_test(test_kimi_k3_q8),
+        cmocka_unit_test(test_kimi_k3_intermediates),
+        cmocka_unit_test(test_kimi_k3_passes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -46,6 +46,15 @@ static const variant variants[] = {
     /* KDA only (no latent attention layer at all), narrow heads, Q6_K experts */
     {"kda-only-q6k", 3,      256, 8,     16, 4, 100, 32, 16, 32, 64, 8, 3, 256, 1, 1, 2,
      2.446f,         "q6_K", 59,  false, 0,  0, 0,   0,  0,  0,  0},
+    /* K3: latent 96, residual blocks of 2 over 5 layers (a final partial block), q_lora 64 */
+    {"k3-latent96", 5,       256, 4,    64, 4,  4, 32,   16,   32,    64, 16, 4, 128, 1, 1, 2,
+     2.446f,        "mxfp4", 71,  true, 64, 96, 2, 2.0f, 2.5f, -5.0f, 1},
+    /* K3 without a latent or a query rank, blocks of 3, a linear up branch, no normalisation */
+    {"k3-plain", 4, 128, 2,    32,      3,  2,    32, 16, 32, 64,   8,    2,     64,
+     0,          2, 2,   1.0f, "mxfp4", 83, true, 0,  0,  3,  1.5f, 0.0f, -3.0f, 0},
+    /* K3 with the residuals off (block 0), SiTU's up branch capped tightly, softmax gating */
+    {"k3-nores", 3, 128, 2,    32,      4,  3,    32, 16, 32, 64,   8,    3,     64,
+     1,          1, 1,   2.0f, "mxfp4", 97, true, 32, 64, 0,  3.0f, 0.5f, -8.0f, 1},
 };
 
 /* ---- the model file ----------------------------------------------------------------------------
