@@ -30,8 +30,6 @@ const vx_family vx_families[VX_FAMILY_COUNT] = {
     [VX_FAMILY_KIMI_K3] =
         {
             .arch = "kimi-k3",
-            .no_hf = "its checkpoints (KimiK3ForConditionalGeneration) are read through their "
-                     "GGUF so far",
         },
 };
 

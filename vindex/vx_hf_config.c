@@ -602,6 +602,38 @@ static int find_family(hf_cfg *c, mw_err *err) {
     return 0;
 }
 
+/* A multimodal config (K3): every key beside text_config must be one of the family's outer keys;
+ * the text model's config is text_config, given the outer quantization_config when it has none. */
+static int enter_text_config(hf_cfg *c, mw_err *err) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(c->root, k, v) {
+        const vx__hf_key *row = NULL;
+        for (size_t i = 0; i < c->fam->n_outer_keys && !row; i++)
+            if (!strcmp(c->fam->outer_keys[i].hf, k)) row = &c->fam->outer_keys[i];
+        if (!row)
+            return mw_errf(err, "%s: key '%s' is not known to family %s (it may change the math)",
+                           c->what, k, c->family->arch);
+        if (row->kind == VX__HK_EXPECT && apply_row(c, row, err)) return -1;
+    }
+    json_t *tc = json_object_get(c->root, "text_config"), *q;
+    if (!json_is_object(tc))
+        return mw_errf(err, "%s: family %s reads its text model from a 'text_config' object",
+                       c->what, c->family->arch);
+    json_t *inner = json_deep_copy(tc);
+    if (!inner) return oom(c, err);
+    q = json_object_get(c->root, "quantization_config");
+    if (q && !json_is_null(q) && json_object_get(inner, "quantization_config")) {
+        json_decref(inner);
+        return mw_errf(err, "%s: quantization_config is given twice (top level and text_config)",
+                       c->what);
+    }
+    if (q && !json_is_null(q)) json_object_set(inner, "quantization_config", q);
+    json_decref(c->root);
+    c->root = inner;
+    return 0;
+}
+
 int vx__hf_config_read(const char *text, size_t len, const char *what, const char *name,
                        vx_meta *meta, const vx__hf_family **fam, vx__hf_hparams *hp, mw_err *err) {
     memset(hp, 0, sizeof *hp);
@@ -616,6 +648,7 @@ int vx__hf_config_read(const char *text, size_t len, const char *what, const cha
         goto out;
     }
     if ((rc = find_family(&c, err))) goto out;
+    if (c.fam->outer_keys && (rc = enter_text_config(&c, err))) goto out;
     const char *k;
     json_t *v;
     json_object_foreach(c.root, k, v) {

@@ -83,13 +83,25 @@ static void expand(char *out, size_t cap, const char *pat, long layer, long expe
     out[n < cap ? n : cap - 1] = '\0';
 }
 
-/* Whether NAME matches a pattern whose {L} and {E} stand for decimal numbers. */
+/* A source name: the family's prefix (K3's "language_model."), then the pattern expanded. */
+static void src_name(const hf_input *h, char *out, size_t cap, const char *pat, long layer,
+                     long expert) {
+    const char *pre = h->fam->prefix ? h->fam->prefix : "";
+    size_t n = strlen(pre) < cap ? strlen(pre) : cap - 1;
+    memcpy(out, pre, n);
+    expand(out + n, cap - n, pat, layer, expert);
+}
+
+/* Whether NAME matches a pattern whose {L} and {E} stand for decimal numbers (a trailing '*'
+ * matches any rest). */
 static bool matches(const char *pat, const char *name) {
     while (*pat) {
         if (pat[0] == '{' && (pat[1] == 'L' || pat[1] == 'E') && pat[2] == '}') {
             if (*name < '0' || *name > '9') return false;
             while (*name >= '0' && *name <= '9') name++;
             pat += 3;
+        } else if (pat[0] == '*' && pat[1] == '\0') {
+            return true;
         } else if (*pat++ != *name++)
             return false;
     }
@@ -148,6 +160,8 @@ static int64_t sym_value(const vx__hf_hparams *hp, vx__hd_sym s) {
         return hp->v[VX__HP_KDA_HEAD];
     case VX__D_CONV:
         return hp->v[VX__HP_CONV];
+    case VX__D_LAT:
+        return hp->v[VX__HP_LATENT] ? hp->v[VX__HP_LATENT] : hp->v[VX__HP_EMBD];
     }
     return -1;
 }
@@ -217,6 +231,8 @@ static const char *relayout_name(vx__hr_kind kind, int parity) {
         return "kda-conv: [channels, 1, taps] taken as ggml [taps, 1, channels], the same bytes";
     case VX__HR_NEG_EXP:
         return "kda-a_log: -exp(A_log) in f32, the decay rate llama.cpp's converter stores";
+    case VX__HR_RES_PRODUCT:
+        return "attn-res: *_res_norm.weight times *_res_proj.weight, element by element, in f32";
     case VX__HR_KV_B:
         return parity == 0 ? "mla-kv_b: each head's qk_nope key rows of kv_b_proj, transposed"
                            : "mla-kv_b: each head's v_head_dim value rows of kv_b_proj";
@@ -362,10 +378,10 @@ static int gather(hf_input *h, const vx__hf_rule *r, long layer, const vx_st_ten
                   int *file, int *n, mw_err *err) {
     char name[512];
     const int n_exp = (int)h->hp.v[VX__HP_EXPERTS];
-    int want = r->kind == VX__HR_STACK      ? n_exp
-               : r->kind == VX__HR_CT_MXFP4 ? 2 * n_exp
-               : r->kind == VX__HR_MXFP4    ? 2
-                                            : 1;
+    int want = r->kind == VX__HR_STACK                                    ? n_exp
+               : r->kind == VX__HR_CT_MXFP4                               ? 2 * n_exp
+               : r->kind == VX__HR_MXFP4 || r->kind == VX__HR_RES_PRODUCT ? 2
+                                                                          : 1;
     int found = 0;
     char missing[512] = "";
     const char *present = NULL;
@@ -373,7 +389,7 @@ static int gather(hf_input *h, const vx__hf_rule *r, long layer, const vx_st_ten
         const char *pat = r->kind == VX__HR_STACK      ? r->src[0]
                           : r->kind == VX__HR_CT_MXFP4 ? r->src[i >= n_exp]
                                                        : r->src[i];
-        expand(name, sizeof name, pat, layer, r->kind == VX__HR_CT_MXFP4 ? i % n_exp : i);
+        src_name(h, name, sizeof name, pat, layer, r->kind == VX__HR_CT_MXFP4 ? i % n_exp : i);
         src[i] = vx_st_set_find(h->set, name, &file[i]);
         if (src[i]) {
             found++;
@@ -568,6 +584,33 @@ static int build_neg_exp(hf_input *h, const vx__hf_rule *r, const char *out,
     return 0;
 }
 
+/* K3's residual scores: a norm weight [E] and a projection [1, E] (or [E]) → F32 [E]. */
+static int build_res_product(hf_input *h, const vx__hf_rule *r, const char *out,
+                             const vx_st_tensor **src, int *file, mw_err *err) {
+    int64_t n[2] = {1, 1};
+    for (int k = 0; k < 2; k++) {
+        const vx_st_tensor *s = src[k];
+        for (int i = 0; i < s->n_dims; i++) n[k] *= s->shape[i];
+        if ((s->dtype != VX_ST_F32 && s->dtype != VX_ST_BF16 && s->dtype != VX_ST_F16) ||
+            (s->n_dims == 2 && s->shape[0] != 1) || s->n_dims > 2)
+            return mw_errf(err, "%s: '%s' is not an F32, BF16 or F16 vector of one row", h->dir,
+                           s->name);
+    }
+    if (n[0] != n[1])
+        return mw_errf(err, "%s: '%s' has %lld values and '%s' %lld", h->dir, src[0]->name,
+                       (long long)n[0], src[1]->name, (long long)n[1]);
+    const int64_t ne[1] = {n[0]};
+    if (check_ne(h, r, out, src[0]->name, 1, ne, err)) return -1;
+    vx_input_tensor *t = add_tensor(h, out, VX__HR_RES_PRODUCT, -1, src, file, 2, err);
+    if (!t) return -1;
+    vx__hf_src *si = t->impl;
+    si->n_mat = 1, si->rows = 1, si->cols = n[0];
+    t->type = KN_F32;
+    set_ne(t, 1, n[0], 1, 1);
+    t->nbytes = (uint64_t)n[0] * 4;
+    return 0;
+}
+
 /* VX__HR_ROWS ([M, rows] or [M, rows, C]) and VX__HR_TRANSPOSE ([M, C, rows]). */
 static int build_rows(hf_input *h, const vx__hf_rule *r, const char *const *out,
                       const vx_st_tensor *const *src, const int *file, mw_err *err) {
@@ -682,11 +725,14 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
         case VX__HR_NEG_EXP:
             rc = build_neg_exp(h, r, out[0], src, file, err);
             break;
+        case VX__HR_RES_PRODUCT:
+            rc = build_res_product(h, r, out[0], src, file, err);
+            break;
         }
     } else if (!rc && !((fam->rules[end].flags & VX__HR_OPT_TIED) && h->hp.tied) &&
                !(fam->rules[end].flags & VX__HR_OPTIONAL)) {
         char want[512], out[256];
-        expand(want, sizeof want, fam->rules[i].src[0], layer, 0);
+        src_name(h, want, sizeof want, fam->rules[i].src[0], layer, 0);
         expand(out, sizeof out, fam->rules[i].out[0], layer, 0);
         rc = mw_errf(
             err, "%s: family %s needs '%s'%s for %s, and the checkpoint has no such tensor", h->dir,
@@ -738,28 +784,32 @@ static int audit(hf_input *h, mw_err *err) {
     if (!in->dropped || !in->unrecognised) return mw_errf(err, "%s: out of memory", h->dir);
     for (size_t i = 0; i < n; i++) {
         if (h->consumed[i]) continue;
-        const char *name = vx_st_set_tensor_at(h->set, i, NULL)->name;
+        const char *full = vx_st_set_tensor_at(h->set, i, NULL)->name, *name = full;
         const char *why = NULL;
-        size_t nl = strlen(name);
+        const size_t pl = h->fam->prefix ? strlen(h->fam->prefix) : 0, nl = strlen(full);
+        if (pl && !strncmp(name, h->fam->prefix, pl)) name += pl; /* the text model's own name */
+        for (const vx__hf_drop *d = h->fam->drops; d && d->src && !why; d++)
+            if (matches(d->src, full)) why = d->why;
         /* packed weights no rule reads have no other path in: dropping them would lose a layer */
-        if ((nl > 14 && !strcmp(name + nl - 14, ".weight_packed")) ||
-            (nl > 13 && !strcmp(name + nl - 13, ".weight_scale")))
+        if (!why && ((nl > 14 && !strcmp(full + nl - 14, ".weight_packed")) ||
+                     (nl > 13 && !strcmp(full + nl - 13, ".weight_scale"))))
             return mw_errf(err,
                            "%s: '%s' is an MXFP4-packed tensor outside the ones family %s reads "
                            "packed (the routed experts)",
-                           h->dir, name, h->fam->family->arch);
+                           h->dir, full, h->fam->family->arch);
         long layer;
         int at = 0;
-        if (h->hp.v[VX__HP_NEXTN] && sscanf(name, "model.layers.%ld.%n", &layer, &at) == 1 && at &&
+        if (!why && h->hp.v[VX__HP_NEXTN] &&
+            sscanf(name, "model.layers.%ld.%n", &layer, &at) == 1 && at &&
             layer >= h->hp.v[VX__HP_LAYERS] &&
             layer < h->hp.v[VX__HP_LAYERS] + h->hp.v[VX__HP_NEXTN])
             why = "multi-token prediction layer (num_nextn_predict_layers): not used to generate";
         for (const vx__hf_drop *d = vx__hf_drops; d->src && !why; d++)
             if (matches(d->src, name)) why = d->why;
         if (why)
-            in->dropped[in->n_dropped++] = (vx_input_drop){name, why};
+            in->dropped[in->n_dropped++] = (vx_input_drop){full, why};
         else
-            in->unrecognised[in->n_unrecognised++] = name;
+            in->unrecognised[in->n_unrecognised++] = full;
     }
     return 0;
 }

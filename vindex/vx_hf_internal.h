@@ -41,6 +41,7 @@ enum {
     /* the Kimi line's KDA layers */
     VX__HP_KDA_HEAD, /* linear_attn_config.head_dim */
     VX__HP_CONV,     /* linear_attn_config.short_conv_kernel_size */
+    VX__HP_LATENT,   /* routed_expert_hidden_size: the width routed experts run at (0: hidden) */
     VX__HP_COUNT,
     VX__HP_NONE = -1
 };
@@ -106,6 +107,7 @@ typedef enum vx__hd_sym {
     VX__D_KDA,   /* KDA heads × head_dim: the inner width */
     VX__D_KDA_HEAD,
     VX__D_CONV, /* the short convolution's taps */
+    VX__D_LAT,  /* the routed experts' width: the latent width, else the hidden size */
 } vx__hd_sym;
 
 typedef enum vx__hr_kind {
@@ -124,6 +126,9 @@ typedef enum vx__hr_kind {
     VX__HR_CONV,
     /* KDA A_log (H values, any float dtype) → F32 −exp(A_log), the decay rate llama.cpp stores */
     VX__HR_NEG_EXP,
+    /* K3's attention residual scores: src[0] *_res_norm.weight [E] times src[1] *_res_proj.weight
+     * [1, E] element by element, in F32 (the model only ever uses their product) */
+    VX__HR_RES_PRODUCT,
 } vx__hr_kind;
 
 #define VX__HR_SPLIT    1u /* source rows interleave two outputs: out[0] = even rows, out[1] = odd */
@@ -176,6 +181,16 @@ typedef struct vx__hf_family {
     bool rope_required;       /* a rope scaling (of a supported type) must be present */
     bool derive_head_dim;     /* head_dim defaults to hidden / heads (the HF class does so) */
     const char *quant_method; /* the quantization_config.quant_method accepted, or NULL */
+    /* A multimodal checkpoint (K3): the text model's config is config.json's text_config, its
+     * tensor names carry this prefix ("language_model."), and the keys config.json holds beside
+     * text_config are outer_keys (the vision tower's among them: it is not read). NULL: a text
+     * model's config and names. */
+    const char *prefix;
+    const vx__hf_key *outer_keys;
+    size_t n_outer_keys;
+    /* Tensors of the checkpoint this family leaves out on purpose (name patterns; a trailing '*'
+     * matches any rest), reported as dropped; ended by a NULL src. NULL: none. */
+    const vx__hf_drop *drops;
     /* Optional: keys derived from several config values (after every row and the rope); `root`
      * is config.json. */
     int (*derive)(json_t *root, const char *what, const char *arch, vx_meta *meta,

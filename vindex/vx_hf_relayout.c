@@ -68,19 +68,32 @@ static void rows_ct_mxfp4(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t 
     }
 }
 
+/* An F32, BF16 or F16 element as float. */
+static float elem_f32(const vx_st_tensor *t, int64_t i) {
+    const uint8_t *p = t->data;
+    float x;
+    if (t->dtype == VX_ST_F32) {
+        memcpy(&x, p + 4 * i, 4);
+        return x;
+    }
+    const uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+    return t->dtype == VX_ST_BF16 ? kn_bf16_to_f32(h) : kn_fp16_to_f32(h);
+}
+
 /* KDA's A_log as the decay rate −exp(A_log) llama.cpp's converter folds it into (one row). */
 static void row_neg_exp(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
     (void)row0, (void)n;
-    const uint8_t *p = s->src[0]->data;
     for (int64_t i = 0; i < s->cols; i++) {
-        float x;
-        if (s->src[0]->dtype == VX_ST_F32)
-            memcpy(&x, p + 4 * i, 4);
-        else if (s->src[0]->dtype == VX_ST_BF16)
-            x = kn_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-        else
-            x = kn_fp16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
-        const float v = -expf(x);
+        const float v = -expf(elem_f32(s->src[0], i));
+        memcpy(dst + 4 * i, &v, 4);
+    }
+}
+
+/* K3's residual score: the norm and projection weights multiplied (one row). */
+static void row_res_product(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
+    (void)row0, (void)n;
+    for (int64_t i = 0; i < s->cols; i++) {
+        const float v = elem_f32(s->src[0], i) * elem_f32(s->src[1], i);
         memcpy(dst + 4 * i, &v, 4);
     }
 }
@@ -278,6 +291,8 @@ int vx__hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void
         return 0;
     case VX__HR_NEG_EXP:
         return read_rows(t, (uint64_t)s->cols * 4, row_neg_exp, off, dst, len, err);
+    case VX__HR_RES_PRODUCT:
+        return read_rows(t, (uint64_t)s->cols * 4, row_res_product, off, dst, len, err);
     }
     return mw_errf(err, "%s: no reader for this tensor", t->name);
 }

@@ -20,14 +20,32 @@
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_kimi_hf.h"
 
-#define FIXTURE "llamacpp/kimi-linear-tiny/"
-#define VOCAB   512
-#define N_GEN   4
+#define VOCAB 512
+#define N_GEN 4
+
+/* The fixture and the sizes of its layer-1 gate experts' packed and scale tensors. */
+typedef struct family {
+    const char *dir; /* "llamacpp/kimi-linear-tiny/" */
+    const char *prefix;
+    int64_t packed_bytes, scale_bytes;
+} family;
+
+static const family linear = {"llamacpp/kimi-linear-tiny/", "", 128 * 128, 128 * 8};
+/* K3's experts run at the latent width (128) with FF 192 */
+static const family k3 = {"llamacpp/kimi-k3-tiny/", "language_model.", 192 * 64, 192 * 4};
+
+static const char *fx(const family *f, const char *file) {
+    static char rel[2][256];
+    static int k;
+    k ^= 1;
+    snprintf(rel[k], sizeof rel[k], "%s%s", f->dir, file);
+    return mwt_fixture(rel[k]);
+}
 
 static int n_tok;
 
-static char *prompt(void) {
-    char *t = mwt_read_file(mwt_fixture(FIXTURE "tokens.txt"), NULL);
+static char *prompt(const family *f) {
+    char *t = mwt_read_file(fx(f, "tokens.txt"), NULL);
     assert_non_null(t);
     n_tok = 0;
     for (char *p = t; *p; p++)
@@ -110,9 +128,9 @@ static void same_file(const char *a, const char *b) {
 }
 
 /* The manifest's provenance of layer 1's gate experts: expert e's packed and scale tensors with
- * their shard and byte ranges. */
-static void check_provenance(const char *vx) {
-    char p[600];
+ * their shard and byte ranges; K3's vision tower reported as dropped. */
+static void check_provenance(const family *fam, const char *vx) {
+    char p[600], want[200];
     snprintf(p, sizeof p, "%s/manifest.json", vx);
     json_error_t je;
     json_t *m = json_load_file(p, 0, &je);
@@ -128,28 +146,36 @@ static void check_provenance(const char *vx) {
     const json_t *ranges = json_object_get(t, "ranges");
     assert_int_equal(json_array_size(ranges), 32); /* 16 packed, 16 scales */
     const json_t *r3 = json_array_get(ranges, 3), *s3 = json_array_get(ranges, 16 + 3);
-    assert_string_equal(json_string_value(json_object_get(r3, "tensor")),
-                        "model.layers.1.block_sparse_moe.experts.3.w1.weight_packed");
-    assert_string_equal(json_string_value(json_object_get(s3, "tensor")),
-                        "model.layers.1.block_sparse_moe.experts.3.w1.weight_scale");
-    assert_int_equal(json_integer_value(json_object_get(r3, "nbytes")), 128 * 128);
-    assert_int_equal(json_integer_value(json_object_get(s3, "nbytes")), 128 * 8);
+    snprintf(want, sizeof want, "%smodel.layers.1.block_sparse_moe.experts.3.w1.weight_packed",
+             fam->prefix);
+    assert_string_equal(json_string_value(json_object_get(r3, "tensor")), want);
+    snprintf(want, sizeof want, "%smodel.layers.1.block_sparse_moe.experts.3.w1.weight_scale",
+             fam->prefix);
+    assert_string_equal(json_string_value(json_object_get(s3, "tensor")), want);
+    assert_int_equal(json_integer_value(json_object_get(r3, "nbytes")), fam->packed_bytes);
+    assert_int_equal(json_integer_value(json_object_get(s3, "nbytes")), fam->scale_bytes);
     const json_t *src = json_array_get(json_object_get(prov, "sources"),
                                        (size_t)json_integer_value(json_object_get(r3, "file")));
     assert_string_equal(json_string_value(json_object_get(src, "name")),
                         "model-00001-of-00002.safetensors");
+    const json_t *dropped = json_object_get(prov, "dropped");
+    size_t vision = 0;
+    for (size_t i = 0; i < json_array_size(dropped); i++)
+        vision += strstr(json_string_value(json_object_get(json_array_get(dropped, i), "rule")),
+                         "the text model is served") != NULL;
+    assert_int_equal(vision, *fam->prefix ? 2 : 0);
+    assert_int_equal(json_array_size(json_object_get(prov, "unrecognised")), 0);
     json_decref(m);
 }
 
-static void test_packed_experts(void **state) {
-    (void)state;
+static void check_packed(const family *fam) {
     char *dir = mwt_tmpdir("hfkimi"), ck[600], vx[600], gv[600], sl[600], a[700], b[700];
-    snprintf(ck, sizeof ck, "%s/Kimi-Linear-tiny", dir);
+    snprintf(ck, sizeof ck, "%s/Kimi-tiny", dir);
     snprintf(vx, sizeof vx, "%s/hf.vindex", dir);
     snprintf(gv, sizeof gv, "%s/gguf.vindex", dir);
     snprintf(sl, sizeof sl, "%s/slice.vindex", dir);
-    const char *gguf = mwt_fixture(FIXTURE "model.gguf");
-    assert_int_equal(mwt_kimi_linear_hf(gguf, ck, true, NULL), 0);
+    const char *gguf = fx(fam, "model.gguf");
+    assert_int_equal(mwt_kimi_hf(gguf, ck, true, NULL), 0);
     vindex((const char *[]){"extract", ck, vx, "--strict", NULL});
     vindex((const char *[]){"verify", vx, NULL});
     vindex((const char *[]){"extract", gguf, gv, NULL});
@@ -159,12 +185,12 @@ static void test_packed_experts(void **state) {
         snprintf(b, sizeof b, "%s/experts-%03d.bin", gv, l);
         same_file(a, b);
     }
-    check_provenance(vx);
-    /* the tokenizer is the checkpoint's tiktoken one, the same ids as the GGUF's */
+    check_provenance(fam, vx);
+    /* the tokenizer is the checkpoint's tiktoken one */
     snprintf(a, sizeof a, "%s/tiktoken.model", vx);
     assert_int_equal(access(a, F_OK), 0);
     /* served as the GGUF is: A_log's round trip through exp and log leaves the last bit */
-    char *toks = prompt();
+    char *toks = prompt(fam);
     const size_t n = (size_t)(n_tok + N_GEN - 1) * VOCAB;
     float *ref = generate(gguf, toks, NULL);
     float *got = generate(vx, toks, NULL);
@@ -181,23 +207,42 @@ static void test_packed_experts(void **state) {
     free(dir);
 }
 
-/* F32 experts (dequantized): the fixture's F32-expert logits, f32 numerics, 1e-4 */
-static void test_f32_experts(void **state) {
+static void test_linear_packed(void **state) {
     (void)state;
+    check_packed(&linear);
+}
+
+static void test_k3_packed(void **state) {
+    (void)state;
+    check_packed(&k3);
+}
+
+/* F32 experts (dequantized): the fixture's F32-expert logits, f32 numerics, 1e-4 */
+static void check_f32(const family *fam) {
     char *dir = mwt_tmpdir("hfkimi"), ck[600], vx[600];
     snprintf(ck, sizeof ck, "%s/ckpt", dir);
     snprintf(vx, sizeof vx, "%s/hf.vindex", dir);
-    assert_int_equal(mwt_kimi_linear_hf(mwt_fixture(FIXTURE "model.gguf"), ck, false, NULL), 0);
+    assert_int_equal(mwt_kimi_hf(fx(fam, "model.gguf"), ck, false, NULL), 0);
     vindex((const char *[]){"extract", ck, vx, "--strict", NULL});
-    char *toks = prompt();
+    char *toks = prompt(fam);
     float *got = generate(vx, toks, NULL);
     size_t len;
-    float *ref = mwt_read_file(mwt_fixture(FIXTURE "logits_prefill_f32experts.bin"), &len);
+    float *ref = mwt_read_file(fx(fam, "logits_prefill_f32experts.bin"), &len);
     assert_int_equal(len, (size_t)n_tok * VOCAB * sizeof(float));
     assert_true(mwt_close("prefill", got, ref, (size_t)n_tok * VOCAB, 1e-4, 0) < 0);
     free(ref), free(got), free(toks);
     mwt_rmrf(dir);
     free(dir);
+}
+
+static void test_linear_f32(void **state) {
+    (void)state;
+    check_f32(&linear);
+}
+
+static void test_k3_f32(void **state) {
+    (void)state;
+    check_f32(&k3);
 }
 
 static void expect_extract_error(const char *ck, const char *out, const char *want) {
@@ -229,8 +274,8 @@ static void test_errors(void **state) {
     char *dir = mwt_tmpdir("hfkimi"), ck[600], out[600];
     snprintf(ck, sizeof ck, "%s/ckpt", dir);
     snprintf(out, sizeof out, "%s/out.vindex", dir);
-    const char *gguf = mwt_fixture(FIXTURE "model.gguf");
-    assert_int_equal(mwt_kimi_linear_hf(gguf, ck, true, NULL), 0);
+    const char *gguf = fx(&linear, "model.gguf");
+    assert_int_equal(mwt_kimi_hf(gguf, ck, true, NULL), 0);
     edit(ck, "config.json", "\"mxfp4-pack-quantized\"", "\"nvfp4-pack-quantized\"");
     expect_extract_error(ck, out, "'quantization_config.format' is \"nvfp4-pack-quantized\"");
     static const struct {
@@ -245,18 +290,36 @@ static void test_errors(void **state) {
     };
     for (size_t i = 0; i < sizeof missing / sizeof *missing; i++) {
         mwt_rmrf(ck);
-        assert_int_equal(mwt_kimi_linear_hf(gguf, ck, true, missing[i].skip), 0);
+        assert_int_equal(mwt_kimi_hf(gguf, ck, true, missing[i].skip), 0);
         expect_extract_error(ck, out, missing[i].want);
     }
     mwt_rmrf(dir);
     free(dir);
 }
 
+/* K3's own errors: a residual score's projection without its norm, a text_config missing */
+static void test_k3_errors(void **state) {
+    (void)state;
+    char *dir = mwt_tmpdir("hfkimi"), ck[600], out[600];
+    snprintf(ck, sizeof ck, "%s/ckpt", dir);
+    snprintf(out, sizeof out, "%s/out.vindex", dir);
+    const char *gguf = fx(&k3, "model.gguf");
+    assert_int_equal(
+        mwt_kimi_hf(gguf, ck, true, "language_model.model.layers.2.mlp_res_norm.weight"), 0);
+    expect_extract_error(ck, out, "'language_model.model.layers.2.mlp_res_norm.weight' is missing");
+    mwt_rmrf(ck);
+    assert_int_equal(mwt_kimi_hf(gguf, ck, true, NULL), 0);
+    edit(ck, "config.json", "\"text_config\"", "\"txt_config\"");
+    expect_extract_error(ck, out, "key 'txt_config' is not known to family kimi-k3");
+    mwt_rmrf(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_packed_experts),
-        cmocka_unit_test(test_f32_experts),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_linear_packed), cmocka_unit_test(test_linear_f32),
+        cmocka_unit_test(test_k3_packed),     cmocka_unit_test(test_k3_f32),
+        cmocka_unit_test(test_errors),        cmocka_unit_test(test_k3_errors),
     };
     return cmocka_run_group_tests_name("hf_kimi", tests, NULL, NULL);
 }

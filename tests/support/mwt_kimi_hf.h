@@ -11,8 +11,11 @@
 
 #include <stdbool.h>
 
-/* Returns 0, or -1 with a message printed. The HF tensor named `skip` (or none) is left out. */
-int mwt_kimi_linear_hf(const char *gguf, const char *dir, bool packed_experts, const char *skip);
+/* Kimi Linear's layout from a kimi-linear GGUF; Kimi K3's from a kimi-k3 one (the text model under
+ * `language_model.` and text_config, the residual scores as a norm / projection pair, g_proj for
+ * both gates, the latent MoE's projections, a vision tower's tensors beside them). Returns 0, or
+ * -1 with a message printed. The HF tensor named `skip` (or none) is left out. */
+int mwt_kimi_hf(const char *gguf, const char *dir, bool packed_experts, const char *skip);
 
 /* The compressed-tensors MXFP4 of one ggml block_mxfp4 (17 bytes): 16 packed bytes (element 2k in
  * the low nibble of byte k, 2k+1 in its high one) and the E8M0 scale. */

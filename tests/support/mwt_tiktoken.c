@@ -138,7 +138,9 @@ static const char *const kimi_py =
     "            r\"\"\"\\s+(?!\\S)\"\"\",\n"
     "            r\"\"\"\\s+\"\"\",\n        ]\n    )\n";
 
-int mwt_kimi_write_hf(const char *dir, const mwt_ranks *r, const char *config_json) {
+/* tiktoken.model, tokenizer_config.json (specials[i] at id base + k[i]) and the class's file */
+static int write_files(const char *dir, const mwt_ranks *r, const char *const *text, const int *k,
+                       int n) {
     char p[4200];
     snprintf(p, sizeof p, "%s/tiktoken.model", dir);
     FILE *f = fopen(p, "wb");
@@ -153,16 +155,31 @@ int mwt_kimi_write_hf(const char *dir, const mwt_ranks *r, const char *config_js
     fprintf(f, "{\"auto_map\": {\"AutoTokenizer\": [\"tokenization_kimi.TikTokenTokenizer\", "
                "null]},\n \"tokenizer_class\": \"TikTokenTokenizer\",\n \"bos_token\": \"[BOS]\", "
                "\"eos_token\": \"[EOS]\",\n \"added_tokens_decoder\": {");
-    for (int i = 0; i < MWT_KIMI_N_SPECIALS; i++)
-        fprintf(f, "%s\"%d\": {\"content\": \"%s\", \"special\": true}", i ? ", " : "",
-                r->n + mwt_kimi_specials[i].k, mwt_kimi_specials[i].text);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\"%d\": {\"content\": \"%s\", \"special\": true}", i ? ", " : "", r->n + k[i],
+                text[i]);
     fprintf(f, "}}\n");
     fclose(f);
     snprintf(p, sizeof p, "%s/tokenization_kimi.py", dir);
-    if (mwt_write_file(p, kimi_py, strlen(kimi_py))) return -1;
+    return mwt_write_file(p, kimi_py, strlen(kimi_py));
+}
+
+int mwt_kimi_write_hf(const char *dir, const mwt_ranks *r, const char *config_json) {
+    const char *text[MWT_KIMI_N_SPECIALS];
+    int k[MWT_KIMI_N_SPECIALS];
+    for (int i = 0; i < MWT_KIMI_N_SPECIALS; i++)
+        text[i] = mwt_kimi_specials[i].text, k[i] = mwt_kimi_specials[i].k;
+    if (write_files(dir, r, text, k, MWT_KIMI_N_SPECIALS)) return -1;
     if (!config_json) return 0;
+    char p[4200];
     snprintf(p, sizeof p, "%s/config.json", dir);
     return mwt_write_file(p, config_json, strlen(config_json));
+}
+
+int mwt_tiktoken_write(const char *dir, const mwt_ranks *r, const char *const *specials, int n) {
+    int k[64];
+    for (int i = 0; i < n && i < 64; i++) k[i] = i;
+    return write_files(dir, r, specials, k, n < 64 ? n : 64);
 }
 
 /* ---- the GGUF keys ----------------------------------------------------------------------------

@@ -39,6 +39,9 @@ extern const mwt_kimi_special mwt_kimi_specials[MWT_KIMI_N_SPECIALS];
  * tokenization_kimi.py holding the pattern into dir; config.json too when config_json is
  * non-NULL (its text). Returns 0 or -1. */
 int mwt_kimi_write_hf(const char *dir, const mwt_ranks *r, const char *config_json);
+/* The same with the named specials given: specials[k] is the text of id ranks + k (k < n; the
+ * rest reserved); no config.json. */
+int mwt_tiktoken_write(const char *dir, const mwt_ranks *r, const char *const *specials, int n);
 /* The same vocabulary as llama.cpp's converter writes it into a GGUF, vocab_size tokens; eos is
  * the id written as tokenizer.ggml.eos_token_id. */
 struct vx_meta *mwt_kimi_gguf_meta(const mwt_ranks *r, int64_t vocab_size, int32_t eos,
