@@ -712,7 +712,8 @@ static uint64_t used_kv(const co_sched *s) {
     for (co_job *j = s->active; j; j = j->next_active) {
         int64_t n = j->n_past;
         b += (uint64_t)n * s->p.kv_bytes_per_pos_full +
-             (uint64_t)(n < s->p.kv_ring ? n : s->p.kv_ring) * s->p.kv_bytes_per_pos_ring;
+             (uint64_t)(n < s->p.kv_ring ? n : s->p.kv_ring) * s->p.kv_bytes_per_pos_ring +
+             s->p.kv_bytes_per_seq;
     }
     return b;
 }

@@ -72,6 +72,7 @@ typedef struct co_sched_params {
     uint64_t kv_bytes_per_pos_full; /* KV bytes a position holds on full-attention layers */
     uint64_t kv_bytes_per_pos_ring; /* and on ring layers (each holds at most kv_ring positions) */
     int64_t kv_ring;
+    uint64_t kv_bytes_per_seq; /* and a sequence whatever its length (KDA layers' state) */
 } co_sched_params;
 
 typedef struct co_sched co_sched;

@@ -57,25 +57,12 @@ typedef struct serve {
     char url[300];
     int n_slots;
     int64_t n_ctx;
-    uint64_t per_pos_full, per_pos_ring;
-    int64_t ring;
+    md_seq_cost cost; /* one sequence's cache: per position, and fixed (recurrent state) */
     int n_nodes;
     co_node_stats *nodes;
 } serve;
 
 /* ---- the KV budget -------------------------------------------------------------------------- */
-
-/* Bytes per position, counted in the cache's own type (md_kv_row_bytes: an MLA row holds the
- * key and the value at once). */
-static void kv_shape(serve *s) {
-    const md_config *c = &s->model->cfg;
-    const uint64_t per_layer = md_kv_row_bytes(c, s->o->kv_type);
-    int rings = 0;
-    for (int l = 0; c->n_swa > 0 && l < c->n_layer; l++) rings += c->layer_swa[l] != 0;
-    s->per_pos_full = per_layer * (uint64_t)(c->n_layer - rings);
-    s->per_pos_ring = per_layer * (uint64_t)rings;
-    s->ring = rings ? (c->n_swa < s->n_ctx ? c->n_swa : s->n_ctx) : 0;
-}
 
 static int plan_slots(serve *s, mw_err *err) {
     const co_opts *o = s->o;
@@ -85,9 +72,9 @@ static int plan_slots(serve *s, mw_err *err) {
         return mw_errf(err, "--ctx %lld is more than the model's context_length %lld",
                        (long long)s->n_ctx, (long long)c->n_ctx_train);
     if (s->n_ctx < 2) return mw_errf(err, "--ctx must be at least 2");
-    kv_shape(s);
-    const uint64_t slot =
-        s->per_pos_full * (uint64_t)s->n_ctx + s->per_pos_ring * (uint64_t)s->ring;
+    s->cost = md_seq_cost_of(c, s->n_ctx, o->kv_type); /* per position in the cache's type */
+    const uint64_t slot = s->cost.per_pos_full * (uint64_t)s->n_ctx +
+                          s->cost.per_pos_ring * (uint64_t)s->cost.ring + s->cost.fixed;
     if (o->kv_mb) {
         const uint64_t budget = (uint64_t)o->kv_mb << 20;
         uint64_t n = budget / slot;
@@ -251,9 +238,10 @@ static int open_scheduler(serve *s, mw_err *err) {
                           .after_step_ud = s,
                           .idle_ms = 100, /* a lost or returning node shows on /health */
                           .experts = s->experts,
-                          .kv_bytes_per_pos_full = s->per_pos_full,
-                          .kv_bytes_per_pos_ring = s->per_pos_ring,
-                          .kv_ring = s->ring};
+                          .kv_bytes_per_pos_full = s->cost.per_pos_full,
+                          .kv_bytes_per_pos_ring = s->cost.per_pos_ring,
+                          .kv_ring = s->cost.ring,
+                          .kv_bytes_per_seq = s->cost.fixed};
     if (co_sched_new(&s->loop, &sp, &s->sched, err)) return -1;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #endif
 
+#include "model/md_kda.h"
 #include "util/mw_grow.h"
 
 static int grow(void **p, int64_t rows, size_t row_bytes) {
@@ -105,15 +106,17 @@ int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool r
     kv->vd = kv->v_in_k ? 0 : (int64_t)cfg->n_head_kv * cfg->head_dim_v;
     kv->n_swa = cfg->n_swa;
     kv->layer_ring = calloc((size_t)kv->n_layer, 1);
+    kv->layer_none = calloc((size_t)kv->n_layer, 1);
     kv->stage_k = calloc((size_t)kv->n_layer, sizeof(void *));
     kv->stage_v = calloc((size_t)kv->n_layer, sizeof(void *));
     kv->tmp = malloc((size_t)(kv->kd > kv->vd ? kv->kd : kv->vd) * kv->esz);
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
     kv->seq_count = calloc((size_t)n_seq, sizeof *kv->seq_count);
     kv->seq_first = malloc((size_t)n_seq * sizeof *kv->seq_first);
-    if (!kv->layer_ring || !kv->stage_k || !kv->stage_v || !kv->seqs || !kv->seq_count ||
-        !kv->seq_first || !kv->tmp)
+    if (!kv->layer_ring || !kv->layer_none || !kv->stage_k || !kv->stage_v || !kv->seqs ||
+        !kv->seq_count || !kv->seq_first || !kv->tmp)
         goto oom;
+    for (int l = 0; l < kv->n_layer; l++) kv->layer_none[l] = md_layer_is_kda(cfg, l);
     for (int s = 0; s < n_seq; s++) kv->seq_first[s] = -1;
     if (rings && cfg->n_swa > 0) {
         kv->ring = cfg->n_swa < n_ctx ? cfg->n_swa : n_ctx;
@@ -152,6 +155,7 @@ void md_kv_free(md_kv *kv) {
     free(kv->stage_v);
     free(kv->seqs);
     free(kv->layer_ring);
+    free(kv->layer_none);
     free(kv->seq_count);
     free(kv->seq_first);
     free(kv->order);
@@ -170,7 +174,7 @@ static int grow_seq(md_kv *kv, md_kv_seq *s, int64_t need, mw_err *err) {
     const int64_t ring_cap = kv->ring && cap > kv->ring ? kv->ring : cap;
     for (int l = 0; l < kv->n_layer; l++) {
         const bool ring = kv->layer_ring[l];
-        const int64_t rows = ring ? ring_cap : cap;
+        const int64_t rows = kv->layer_none[l] ? 0 : ring ? ring_cap : cap;
         int64_t *hk = &s->rows[2 * l], *hv = &s->rows[2 * l + 1];
         if (*hk != rows) {
             if (cache_grow(&s->k[l], *hk, rows, (size_t)kv->kd * kv->esz)) goto oom;
@@ -320,7 +324,9 @@ uint64_t md_kv_bytes(const md_kv *kv) {
     uint64_t total = 0;
     for (int s = 0; s < kv->n_seq; s++)
         for (int l = 0; l < kv->n_layer; l++)
-            total += (uint64_t)(kv->layer_ring[l] ? kv->seqs[s].ring_cap : kv->seqs[s].cap) * row;
+            if (!kv->layer_none[l])
+                total +=
+                    (uint64_t)(kv->layer_ring[l] ? kv->seqs[s].ring_cap : kv->seqs[s].cap) * row;
     for (int l = 0; l < kv->n_layer; l++)
         if (kv->layer_ring[l]) total += (uint64_t)kv->keep_cap * row;
     return total;
@@ -350,4 +356,21 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
         .vd = kv->v_in_k ? kv->kd : kv->vd,
     };
     return it;
+}
+
+md_seq_cost md_seq_cost_of(const md_config *c, int64_t n_ctx, kn_type type) {
+    const uint64_t row = md_kv_row_bytes(c, type);
+    md_seq_cost cost = {.fixed = md_kda_seq_bytes(c)};
+    int rings = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (md_layer_is_kda(c, l)) continue;
+        const bool ring = c->n_swa > 0 && c->layer_swa[l];
+        rings += ring;
+        if (ring)
+            cost.per_pos_ring += row;
+        else
+            cost.per_pos_full += row;
+    }
+    cost.ring = rings ? (c->n_swa < n_ctx ? c->n_swa : n_ctx) : 0;
+    return cost;
 }

@@ -13,6 +13,8 @@
  * Sliding-window layers keep only the window: a ring of `ring` positions where position p lives in
  * slot p % ring, so at long contexts they cost a fixed amount whatever the length.
  *
+ * KDA layers (md_layer_is_kda) have no cache here: their state is md_kda.h's.
+ *
  * A pass is a transaction: md_kv_begin .. md_kv_commit. During the pass, attention reads the
  * positions a sequence already held from the cache and the batch's own positions from the batch's
  * K/V buffers (md_kv_iter), so a row sees its keys in position order whatever the batch layout.
@@ -46,6 +48,7 @@ typedef struct md_kv {
     int64_t n_swa;       /* the window: keys p - t < n_swa are visible on sliding layers */
     int64_t ring;        /* positions a ring layer keeps; 0 = no ring layers */
     uint8_t *layer_ring; /* n_layer flags: 1 = this layer is a ring */
+    uint8_t *layer_none; /* n_layer flags: 1 = no cache (a KDA layer keeps recurrent state) */
     md_kv_seq *seqs;
     /* the pass in flight (md_kv_begin .. md_kv_commit) */
     const md_row *rows;

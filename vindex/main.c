@@ -32,6 +32,12 @@ static void usage(FILE *f) {
             "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
             "               [--groups G] [--groups-used U] [--gating 1|2]\n"
             "               [--weights-norm 0|1] [--weights-scale S]\n"
+            "               kimi-linear (the deepseek2 options but --q-lora, --groups and\n"
+            "               --weights-norm; defaults are Kimi Linear 48B-A3B's):\n"
+            "               [--kda-head-dim D] [--conv-kernel K] [--full-attn-every N]\n"
+            "               kimi-k3 (kimi-linear's options and --q-lora, --weights-norm):\n"
+            "               [--expert-latent L] [--attn-res-block B] [--situ-beta B]\n"
+            "               [--situ-linear-beta B] [--gate-lower-bound LB]\n"
             "               --format gguf|vindex OUT\n",
             archs);
 }

@@ -1215,6 +1215,18 @@ static void test_kv_budget(void **st) {
                     "2",
                     NULL};
     assert_int_equal(mwt_run(both, NULL, NULL, 120000), 2);
+    /* kimi-linear-tiny: 320 bytes a position on its one latent attention layer (64 + 16 floats)
+     * and 726 KiB of recurrent state per sequence on its three KDA layers, whatever the length:
+     * 1024 positions need 1.02 MiB, so 2 MiB hold one slot (six without the state) and 1 none */
+    static const char *const kimi[] = {"--kv-mb", "2", "--ctx", "1024", "--threads", "1", NULL};
+    assert_int_equal(
+        mwt_serve_start(&other, mwt_fixture("llamacpp/kimi-linear-tiny/model.gguf"), kimi, 120000),
+        0);
+    log = mwt_read_file(other.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, " 1 slot(s) x 1024 positions"));
+    free(log);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
 }
 
 int main(void) {

@@ -8,6 +8,7 @@
  * = decode bit for bit, halve the bytes per position and move the logits a little from f32's,
  * toward llama.cpp's defaults run (which keeps an f16 cache). */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_model.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -171,22 +172,6 @@ static void test_two_sequences_interleaved(void **state) {
     free(ref[1]);
 }
 
-/* An expert backend that fails once at a chosen layer, then passes calls through. */
-typedef struct flaky {
-    md_expert_backend b;
-    md_expert_backend *inner;
-    int fail_layer;
-} flaky;
-
-static int flaky_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
-    flaky *f = b->impl;
-    if (batch->layer == f->fail_layer) {
-        f->fail_layer = -1;
-        return mw_errf(err, "node lost");
-    }
-    return f->inner->run(f->inner, batch, out, err);
-}
-
 /* A pass that fails after the rings' layers ran leaves the sequence as it was: the retry gives
  * the same bits as an undisturbed run. */
 static void test_failed_pass_changes_nothing(void **state) {
@@ -196,8 +181,8 @@ static void test_failed_pass_changes_nothing(void **state) {
     pass(c, 0, 0, 0, N, ref);
     md_ctx_free(c);
 
-    flaky f = {.b = {.name = "flaky", .run = flaky_run}, .inner = experts, .fail_layer = -1};
-    f.b.impl = &f;
+    mwt_flaky f;
+    mwt_flaky_init(&f, experts);
     c = ctx(false, 1, NULL, &f.b);
     float *out = malloc((size_t)(N * V) * sizeof(float));
     mw_err e;
