@@ -14,6 +14,7 @@
 #   make soak       serve through node kills for SOAK_MINUTES (tests/soak/soak.c)
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
+#   make metal-check                              the Metal kernels under the emulator (metal/emu/)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -68,7 +69,7 @@ NEON_FLAGS := -march=armv8.2-a+dotprod+fp16
 LDLIBS = $(PKG_LIBS) -lm -pthread
 
 # ---- sources --------------------------------------------------------------------------------
-LIB_DIRS := util kernels vindex model tokenizer wire coordinator expert-node
+LIB_DIRS := util kernels vindex model tokenizer wire metal coordinator expert-node
 ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
 ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_avx512.c %_x86.c) \
                $(if $(filter aarch64,$(ARCH)),,%_neon.c)
@@ -98,10 +99,13 @@ LIB_REL_O := $(call obj,$(REL),$(LIB_C)) $(call obj,$(REL),$(PROTO_C)) $(call ll
 LIB_ASAN_O := $(call obj,$(ASAN),$(LIB_C)) $(call obj,$(ASAN),$(PROTO_C)) $(call llhttp_obj,$(ASAN))
 SUPPORT_ASAN_O := $(call obj,$(ASAN),$(TEST_SUPPORT_C))
 TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
+# The Metal kernels under the emulator: a C++ build of metal/mt_kernels.metal (metal/emu/).
+METAL_TEST := $(ASAN)/tests/metal/test_mt_emu
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
 .PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
+        metal-check \
         fuzz-smoke soak
 all: build/libmoewire.a $(BIN)
 
@@ -171,10 +175,10 @@ $(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js build/npm/node_modules/js-
 	node tests/tiktoken/o200k_cases.js build/npm $(TK_O200K)
 
 # The benchmarks are built (not run) by `make test`, so an API change cannot leave them broken.
-test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
+test: $(TEST_BINS) $(METAL_TEST) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
 	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
 	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin MW_TK_O200K=$(CURDIR)/$(TK_O200K) \
-	  tests/run.sh $(TEST_BINS)
+	  tests/run.sh $(TEST_BINS) $(METAL_TEST)
 	tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
 
 unit: $(filter $(ASAN)/tests/unit/%,$(TEST_BINS))
@@ -288,6 +292,29 @@ $(REL)/bench/llama_tok: bench/llama/llama_tok.c bench/bench_util.c build/libmoew
 	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) -isystem $(LLAMA_INC) -isystem $(GGML_INC) $(filter %.c,$^) \
 	  build/libmoewire.a -L$(LLAMA_LIB) -Wl,-rpath,$(LLAMA_LIB) -lllama -lggml -lggml-base \
 	  $(LDLIBS) -o $@
+
+# ---- Metal kernels under the emulator (metal/emu/, docs/kernels.md#metal) --------------------
+# The .metal source compiled as C++ through the shim (metal/emu/include/metal_stdlib), linked with
+# the emulator's scheduler and the test; `make test` runs it too.
+EMU_CXX ?= g++
+EMU_CXXFLAGS := -std=c++17 -ffp-contract=off -fsigned-char -Wall -Wextra -Werror \
+                -Wno-unused-parameter -Wno-attributes -I. -Imetal/emu/include -MMD -MP
+EMU_O := $(ASAN)/obj/metal/emu/mt_emu.o $(ASAN)/obj/metal/emu/mt_emu_kernels.o
+# Without -mfma every fma of the emulated kernels is a call into libm: the same bits, several
+# times slower. Used where this CPU has FMA.
+EMU_CXXFLAGS += $(if $(and $(filter x86_64,$(ARCH)),$(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo y)),-mfma)
+
+$(ASAN)/obj/metal/emu/%.o: metal/emu/%.cc
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(ASAN_CFLAGS) -O2 -c $< -o $@
+
+$(METAL_TEST): $(ASAN)/obj/tests/metal/test_mt_emu.o $(EMU_O) $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(ASAN_LDFLAGS) -pthread $< $(EMU_O) $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a \
+	  $(LDLIBS) $(CMOCKA_LIBS) -o $@
+
+metal-check: $(METAL_TEST)
+	tests/run.sh $(METAL_TEST)
 
 # ---- kernel parity on any fixture directory -------------------------------------------------
 FIXTURES ?= tests/fixtures/llamacpp/kernels
