@@ -98,6 +98,18 @@ llhttp_obj = $(patsubst $(LLHTTP_DIR)/%.c,$(1)/obj/llhttp/%.o,$(LLHTTP_C))
 LIB_REL_O := $(call obj,$(REL),$(LIB_C)) $(call obj,$(REL),$(PROTO_C)) $(call llhttp_obj,$(REL))
 LIB_ASAN_O := $(call obj,$(ASAN),$(LIB_C)) $(call obj,$(ASAN),$(PROTO_C)) $(call llhttp_obj,$(ASAN))
 SUPPORT_ASAN_O := $(call obj,$(ASAN),$(TEST_SUPPORT_C))
+
+# Darwin: the Metal backend (metal/mt_metal.m, Objective-C with ARC) and the kernel source it
+# compiles at start, embedded as one string (metal/mt_args.h, then metal/mt_kernels.metal).
+ifeq ($(shell uname -s),Darwin)
+METAL_SRC_C := build/gen/metal/mt_source.c
+METAL_O = $(1)/obj/metal/mt_metal.o $(1)/obj/$(METAL_SRC_C:.c=.o)
+LIB_REL_O += $(call METAL_O,$(REL))
+LIB_ASAN_O += $(call METAL_O,$(ASAN))
+LDLIBS += -framework Metal -framework Foundation
+OBJC_FLAGS := -fobjc-arc -Wno-deprecated-declarations
+endif
+
 TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
 # The Metal kernels under the emulator: a C++ build of metal/mt_kernels.metal (metal/emu/).
 METAL_TEST := $(ASAN)/tests/metal/test_mt_emu
@@ -132,6 +144,21 @@ $(REL)/obj/%.o: %.c
 $(ASAN)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) $(CMOCKA_CFLAGS) -c $< -o $@
+
+$(REL)/obj/%.o: %.m
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) $(OBJC_FLAGS) -c $< -o $@
+
+$(ASAN)/obj/%.o: %.m
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(OBJC_FLAGS) -c $< -o $@
+
+build/gen/metal/mt_source.c: metal/mt_args.h metal/mt_kernels.metal
+	@mkdir -p $(@D)
+	{ printf '/* generated from metal/mt_args.h and metal/mt_kernels.metal */\n'; \
+	  printf 'const char mt_source[] =\n'; \
+	  cat $^ | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'; \
+	  printf ';\n'; } > $@
 
 $(REL)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
 	@mkdir -p $(@D)
@@ -294,17 +321,23 @@ $(REL)/bench/llama_tok: bench/llama/llama_tok.c bench/bench_util.c build/libmoew
 	  $(LDLIBS) -o $@
 
 # ---- Metal kernels under the emulator (metal/emu/, docs/kernels.md#metal) --------------------
-# The .metal source compiled as C++ through the shim (metal/emu/include/metal_stdlib), linked with
-# the emulator's scheduler and the test; `make test` runs it too.
+# The .metal source compiled as C++ through the shim: its `#include <metal_stdlib>` finds a file
+# made here that includes metal/emu/mt_emu.h. Linked with the emulator's scheduler and the test;
+# `make test` runs it too.
 EMU_CXX ?= g++
+EMU_INC := build/emu/include
 EMU_CXXFLAGS := -std=c++17 -ffp-contract=off -fsigned-char -Wall -Wextra -Werror \
-                -Wno-unused-parameter -Wno-attributes -I. -Imetal/emu/include -MMD -MP
+                -Wno-unused-parameter -Wno-attributes -I. -I$(EMU_INC) -MMD -MP
 EMU_O := $(ASAN)/obj/metal/emu/mt_emu.o $(ASAN)/obj/metal/emu/mt_emu_kernels.o
 # Without -mfma every fma of the emulated kernels is a call into libm: the same bits, several
 # times slower. Used where this CPU has FMA.
 EMU_CXXFLAGS += $(if $(and $(filter x86_64,$(ARCH)),$(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo y)),-mfma)
 
-$(ASAN)/obj/metal/emu/%.o: metal/emu/%.cc
+$(EMU_INC)/metal_stdlib:
+	@mkdir -p $(@D)
+	printf '#define MT_EMU_KERNELS\n#include "metal/emu/mt_emu.h"\n' > $@
+
+$(ASAN)/obj/metal/emu/%.o: metal/emu/%.cc | $(EMU_INC)/metal_stdlib
 	@mkdir -p $(@D)
 	$(EMU_CXX) $(EMU_CXXFLAGS) $(ASAN_CFLAGS) -O2 -c $< -o $@
 

@@ -59,6 +59,10 @@ typedef struct mt_backend {
     void (*close)(void *impl);
 } mt_backend;
 
+/* Which kernel a Q8-mode matmul runs: matvec at T = 1 and tiled beyond (AUTO), or one of them at
+ * every T (the tests and the self-test run both). */
+typedef enum mt_variant { MT_AUTO = 0, MT_MATVEC, MT_TILED } mt_variant;
+
 /* The GPU of this build: Metal on Darwin, NULL elsewhere. */
 const mt_backend *mt_backend_gpu(void);
 

@@ -7,12 +7,12 @@
 #include <unistd.h>
 
 const mt_bank_layer mt_bank_layers[] = {
-    {"mxfp4", KN_MXFP4, KN_MXFP4, 352, 608, 6, KN_F32},
-    {"q8_0", KN_Q8_0, KN_Q8_0, 288, 320, 5, KN_F16},
-    {"q4_K", KN_Q4_K, KN_Q4_K, 2304, 256, 4, -1},
-    {"q6_K", KN_Q6_K, KN_Q6_K, 256, 2304, 4, -1},
-    {"q4_K+q6_K", KN_Q4_K, KN_Q6_K, 512, 512, 4, -1},
-    {"mxfp4+q8_0", KN_MXFP4, KN_Q8_0, 224, 288, 4, KN_F32},
+    {"mxfp4", KN_MXFP4, KN_MXFP4, 352, 608, 6, KN_F32, false},
+    {"q8_0", KN_Q8_0, KN_Q8_0, 288, 320, 5, KN_F16, false},
+    {"q4_K", KN_Q4_K, KN_Q4_K, 2304, 256, 4, -1, false},
+    {"q6_K", KN_Q6_K, KN_Q6_K, 256, 2304, 4, -1, false},
+    {"q4_K+q6_K", KN_Q4_K, KN_Q6_K, 512, 512, 4, -1, false},
+    {"mxfp4+q8_0", KN_MXFP4, KN_Q8_0, 224, 288, 4, KN_F32, false},
 };
 const int mt_bank_n_layers = (int)(sizeof mt_bank_layers / sizeof mt_bank_layers[0]);
 
@@ -39,9 +39,18 @@ static size_t align64(size_t n) {
     return (n + 63) & ~(size_t)63;
 }
 
-/* Quantizes random values into m (its data set), scaled so sums stay moderate. */
-static void fill_mat(kn_mat *m, uint8_t *at, uint64_t *s, float *tmp) {
+/* Quantizes random values into m (its data set), scaled so sums stay moderate; or, for noise,
+ * random bytes. */
+static void fill_mat(kn_mat *m, uint8_t *at, uint64_t *s, float *tmp, bool noise) {
     m->data = at;
+    if (noise) { /* eight bytes of the stream at a time */
+        const size_t n = (size_t)m->rows * m->row_bytes;
+        for (size_t i = 0; i < n; i += 8) {
+            mt_bank_rand(s);
+            memcpy(at + i, s, n - i < 8 ? n - i : 8);
+        }
+        return;
+    }
     const float scale = 1.0f / (float)(m->cols < 64 ? 8 : m->cols / 8);
     for (int64_t r = 0; r < m->rows; r++) {
         for (int64_t k = 0; k < m->cols; k++) tmp[k] = mt_bank_rand(s) * scale * 4.0f;
@@ -91,7 +100,7 @@ int mt_bank_make(mt_bank *b, const mt_bank_layer *layers, int n_layers, uint64_t
             shapes(&layers[l], m);
             for (int i = 0; i < 6; i++) {
                 if (!m[i].rows) continue;
-                fill_mat(&m[i], b->blob + at, &s, tmp);
+                fill_mat(&m[i], b->blob + at, &s, tmp, layers[l].noise);
                 at += align64((size_t)m[i].rows * m[i].row_bytes);
             }
             *md_expert_table_at(&b->table, l, e) = (kn_expert){m[0], m[1], m[2], m[3], m[4], m[5]};
@@ -104,6 +113,28 @@ void mt_bank_free(mt_bank *b) {
     free(b->table.experts);
     free(b->blob);
     memset(b, 0, sizeof *b);
+}
+
+void mt_bank_rows(float *x, int64_t T, int64_t w, uint64_t *s) {
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t k = 0; k < w; k++)
+            x[t * w + k] = mt_bank_rand(s) * (t % 5 == 4 ? 300.0f : 2.0f);
+}
+
+int64_t mt_bank_route(md_assignment *as, int64_t T, int k, int n, uint64_t *s) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < T; t++) {
+        if (t % 7 == 6) continue;
+        uint32_t used = 0;
+        for (int j = 0; j < k; j++) {
+            int e;
+            do e = (int)((mt_bank_rand(s) + 1.0f) * 0.5f * (float)n) % n;
+            while (used & (1u << e));
+            used |= 1u << e;
+            as[count++] = (md_assignment){(int32_t)t, e, 0.5f + 0.5f * mt_bank_rand(s)};
+        }
+    }
+    return count;
 }
 
 const kn_expert *mt_bank_lookup(void *ctx, int layer, int expert, mw_err *err) {

@@ -6,11 +6,13 @@
 #ifndef MT_BANK_H
 #define MT_BANK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/kn.h"
 #include "model/md_expert_table.h"
+#include "model/md_moe.h"
 #include "util/mw_err.h"
 
 typedef struct mt_bank_layer {
@@ -18,7 +20,8 @@ typedef struct mt_bank_layer {
     kn_type gate_up, down;
     int64_t hidden, ff;
     int n_experts;
-    int bias; /* the biases' type, or -1: none */
+    int bias;   /* the biases' type, or -1: none */
+    bool noise; /* random bytes instead of quantized values: for timing, never for comparing */
 } mt_bank_layer;
 
 /* The layers every check runs: each format alone, at widths that are not multiples of 256 where
@@ -39,6 +42,13 @@ void mt_bank_free(mt_bank *b);
 
 /* Deterministic test values: the next of a xorshift stream, uniform in [-1, 1). */
 float mt_bank_rand(uint64_t *state);
+
+/* T rows of width w for a layer's batch: random, every fifth row large enough to take exp's edge
+ * paths in the GLU. */
+void mt_bank_rows(float *x, int64_t T, int64_t w, uint64_t *state);
+/* Routes T rows to k distinct experts of n (k <= n, n <= 32) with random weights, every seventh
+ * row to none, into as (room for T * k); returns the number of assignments. */
+int64_t mt_bank_route(md_assignment *as, int64_t T, int k, int n, uint64_t *state);
 
 /* The bank's lookup for md_moe_exec_args (ctx: the bank). */
 const kn_expert *mt_bank_lookup(void *ctx, int layer, int expert, mw_err *err);

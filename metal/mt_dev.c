@@ -2,6 +2,7 @@
  * activation formats, GLU policies), the owned experts' matrices located in wrapped regions (no
  * copy; biases stored in another type converted once), the dispatches one matmul or quantization
  * needs, single-matrix runs for the tests and the self-test, and the bandwidth measurement. */
+#include "metal/mt_dev.h"
 #include "metal/mt_internal.h"
 #include "metal/mt_regions.h"
 
@@ -55,6 +56,27 @@ const char *mt__quant_kernel(kn_type act) {
 
 const char *mt__glu_kernel(kn_glu_kind k) {
     return (int)k >= 0 && k < KN_GLU_COUNT ? glu_kernels[k] : NULL;
+}
+
+int mt_kernel_names(const char **names, int cap) {
+    int n = 0;
+#define NAME(s)                                                                                    \
+    do {                                                                                           \
+        if (n < cap) names[n] = (s);                                                               \
+        n++;                                                                                       \
+    } while (0)
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        NAME(formats[i].mv);
+        NAME(formats[i].mm);
+        NAME(formats[i].f32);
+    }
+    for (size_t i = 0; i < sizeof quants / sizeof quants[0]; i++) NAME(quants[i].kernel);
+    for (int k = 0; k < KN_GLU_COUNT; k++)
+        if (glu_kernels[k]) NAME(glu_kernels[k]);
+    NAME("mt_combine");
+    NAME("mt_read_bw");
+#undef NAME
+    return n;
 }
 
 int mt_glu_check(const kn_glu *glu, mw_err *err) {

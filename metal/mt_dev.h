@@ -45,9 +45,12 @@ int mt_moe_exec(mt_dev *d, const md_moe_exec_args *a, float *out, uint64_t *weig
 /* One matrix of a loaded expert (0 gate, 1 up, 2 down) against T rows of X, without bias: Y is
  * T rows of its outputs, as kn_matmul gives them. The tests and the self-test run each kernel
  * variant with it. *ns: the device's time (may be NULL). */
-typedef enum mt_variant { MT_AUTO = 0, MT_MATVEC, MT_TILED } mt_variant;
 int mt_matmul(mt_dev *d, int layer, int expert, int which, const float *X, int64_t T, float *Y,
               kn_numerics num, mt_variant v, uint64_t *ns, mw_err *err);
+
+/* The names of every kernel the host dispatches (up to cap of them); the number there are. A
+ * backend compiles them all at open, and the emulator test checks each is in the source. */
+int mt_kernel_names(const char **names, int cap);
 
 /* Reads `bytes` on the device (best of three passes): GB/s (1e9 bytes/s) in *gbps. */
 int mt_dev_measure(mt_dev *d, size_t bytes, double *gbps, mw_err *err);

@@ -10,6 +10,7 @@
  * index lists (slot → row, slot → assignment, each row's assignments as CSR starts and entries);
  * the CSR weights; gate outputs then up outputs of every slot; down's prepared inputs per expert
  * (Q8 mode); down's outputs per slot (partial mode); the result. */
+#include "metal/mt_dev.h"
 #include "metal/mt_internal.h"
 
 #include <limits.h>

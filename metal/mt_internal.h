@@ -3,7 +3,11 @@
 #ifndef MT_INTERNAL_H
 #define MT_INTERNAL_H
 
-#include "metal/mt_dev.h"
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/kn.h"
+#include "metal/mt_backend.h"
 
 /* A matrix as the kernels reach it: its buffer and offset there. */
 typedef struct mt__mat {
@@ -54,7 +58,7 @@ struct mt_dev {
     mt__ws ws;
 };
 
-static inline mt__expert *mt__at(const mt_dev *d, int layer, int expert) {
+static inline mt__expert *mt__at(const struct mt_dev *d, int layer, int expert) {
     return &d->experts[(size_t)layer * (size_t)d->n_experts + (size_t)expert];
 }
 

@@ -191,6 +191,7 @@ static int pack_welcome(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Env
     welcome.width = w->width;
     welcome.owned.len = w->owned ? wr_owned_bytes(w->n_layers, w->n_experts) : 0;
     welcome.owned.data = (uint8_t *)w->owned;
+    welcome.read_gbps = w->read_gbps;
     env->welcome = &welcome;
     return pack_envelope(o, env, err);
 }
@@ -448,6 +449,8 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
         return FAIL(f, WR_E_MALFORMED, "owned bitmap is %zu bytes, %u × %u experts need %zu",
                     w->owned.len, w->n_layers, w->n_experts,
                     wr_owned_bytes(w->n_layers, w->n_experts));
+    if (!(w->read_gbps >= 0.0f && w->read_gbps <= 1e6f))
+        return FAIL(f, WR_E_MALFORMED, "read bandwidth %g GB/s", (double)w->read_gbps);
     m->welcome = (wr_welcome){.node_id = str(w->node_id),
                               .fingerprint = str(w->fingerprint),
                               .backend = str(w->backend),
@@ -457,7 +460,8 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
                               .n_layers = w->n_layers,
                               .n_experts = w->n_experts,
                               .width = w->width,
-                              .owned = w->owned.data};
+                              .owned = w->owned.data,
+                              .read_gbps = w->read_gbps};
     return 0;
 }
 

@@ -80,6 +80,7 @@ typedef struct wr_welcome {
     uint32_t capacity, threads;
     uint32_t n_layers, n_experts, width;
     const uint8_t *owned; /* ceil(n_layers * n_experts / 8) bytes, see wr_owned_get */
+    float read_gbps;      /* the backend's measured read bandwidth, GB/s; 0 = not measured */
 } wr_welcome;
 
 /* The wire's Numerics numbers; the same values as kn_numerics. */

@@ -82,7 +82,7 @@ mt_emu::reg::reg(const char *name, kernel_fn fn) {
     registry[n_registered++] = {name, fn};
 }
 
-mt_emu::kernel_fn mt_emu::find(const char *name) {
+mt_emu::kernel_fn mt_emu::find_kernel(const char *name) {
     for (int i = 0; i < n_registered; i++)
         if (!std::strcmp(registry[i].name, name)) return registry[i].fn;
     return nullptr;
@@ -152,6 +152,10 @@ void ctx_switch(ctx *from, ctx *to) {
 
 } // namespace
 
+extern "C" int mt_emu_has_kernel(const char *name) {
+    return mt_emu::find_kernel(name) != nullptr;
+}
+
 // ---- the scheduler -----------------------------------------------------------------------------
 
 namespace {
@@ -188,7 +192,7 @@ struct group {
 
 group *g_run;
 
-[[noreturn]] void fail(const group *g, const char *what) {
+[[noreturn]] void emu_fail(const group *g, const char *what) {
     std::fprintf(stderr, "mt_emu: %s: threadgroup (%u, %u): %s\n", g->kernel, g->tgp.x, g->tgp.y,
                  what);
     std::abort();
@@ -230,7 +234,7 @@ bool resolve_simd(group *g, int s) {
                       "SIMD-group %d: a SIMD-group operation reached by %d of its 32 lanes "
                       "(undefined in Metal)",
                       s, n_op + n_bar);
-        fail(g, msg);
+        emu_fail(g, msg);
     }
     if (n_op == MT_SIMD) {
         const void *in[MT_SIMD];
@@ -238,7 +242,7 @@ bool resolve_simd(group *g, int s) {
         int param[MT_SIMD];
         for (int i = 0; i < MT_SIMD; i++) {
             if (l[i].fn != l[0].fn || l[i].ops != l[0].ops)
-                fail(g, "lanes of one SIMD-group are in different SIMD-group operations");
+                emu_fail(g, "lanes of one SIMD-group are in different SIMD-group operations");
             in[i] = l[i].in;
             out[i] = l[i].out;
             param[i] = l[i].param;
@@ -272,8 +276,8 @@ void run_group(group *g) {
             n_done += g->lanes[i].st == DONE;
         }
         if (n_done == MT_TG_THREADS) return;
-        if (n_bar + n_done != MT_TG_THREADS) fail(g, "deadlock");
-        if (n_done) fail(g, "a threadgroup barrier that some threads returned before");
+        if (n_bar + n_done != MT_TG_THREADS) emu_fail(g, "deadlock");
+        if (n_done) emu_fail(g, "a threadgroup barrier that some threads returned before");
         for (int i = 0; i < MT_TG_THREADS; i++) g->lanes[i].st = RUNNABLE;
     }
 }
@@ -382,7 +386,7 @@ int emu_run(void *impl, const mt_dispatch *d, int n, uint64_t *ns, mw_err *err) 
     for (int k = 0; k < n; k++) {
         bool ok = true;
         g->kernel = d[k].kernel;
-        g->fn = mt_emu::find(d[k].kernel);
+        g->fn = mt_emu::find_kernel(d[k].kernel);
         g->args = &d[k].args;
         g->w = resolve(e, &d[k], MT_B_W, &ok);
         g->x = resolve(e, &d[k], MT_B_X, &ok);

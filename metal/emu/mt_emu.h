@@ -1,14 +1,14 @@
 /* metal/emu/mt_emu.h — Metal's execution model in C++, so mt_kernels.metal compiles with g++ and
- * runs on the CPU (metal/emu/include/metal_stdlib is this file).
+ * runs on the CPU (the `metal_stdlib` the Makefile makes for the emulator includes this file).
  *
  * What it emulates: threadgroups of SIMD-groups of 32 lanes, each lane a coroutine on its own
- * stack (ucontext) that runs the kernel function; threadgroup memory (a buffer per threadgroup,
- * filled with garbage first, so a read before the writes shows); threadgroup_barrier (a lane
- * yields until every lane of its threadgroup is there); simd_shuffle, simd_shuffle_xor, _up,
- * _down, simd_broadcast, simd_max, simd_min and integer simd_sum (a lane yields until all 32 lanes
- * of its SIMD-group have called the same operation, then each gets its result). It is strict where
- * Metal is undefined: a SIMD-group operation that not all 32 lanes reach, or a barrier some lanes
- * skip, stops the run with a message. Address spaces are macros (device, threadgroup, thread:
+ * stack that runs the kernel function (mt_emu.cc switches them); threadgroup memory (a buffer per
+ * threadgroup, filled with garbage first, so a read before the writes shows); threadgroup_barrier
+ * (a lane yields until every lane of its threadgroup is there); simd_shuffle, simd_shuffle_xor,
+ * _up, _down, simd_broadcast, simd_max, simd_min and integer simd_sum (a lane yields until all 32
+ * lanes of its SIMD-group have called the same operation, then each gets its result). It is strict
+ * where Metal is undefined: a SIMD-group operation that not all 32 lanes reach, or a barrier some
+ * lanes skip, stops the run with a message. Address spaces are macros (device, threadgroup, thread:
  * nothing; constant: const), and the vector types, half and the math builtins the kernels use
  * are here. simd_sum of floats is refused at compile time: Metal does not define its order, and
  * the kernels must reduce floats in the canonical order.
@@ -195,7 +195,7 @@ typedef void (*kernel_fn)(const mt_args &p, const uchar *w, const uchar *x, ucha
 struct reg {
     reg(const char *name, kernel_fn fn);
 };
-kernel_fn find(const char *name);
+kernel_fn find_kernel(const char *name);
 } // namespace mt_emu
 
 /* The kernels' translation unit (include/metal_stdlib) alone sees Metal's keywords as macros. */

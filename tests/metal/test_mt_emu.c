@@ -21,6 +21,7 @@
 #include "tests/support/mw_test.h"
 
 extern const mt_backend mt_backend_emu;
+int mt_emu_has_kernel(const char *name);
 
 #define ROWS 19 /* not a multiple of the tiles' rows (16 and 8) */
 #define TMAX 64
@@ -105,24 +106,6 @@ static void test_kernels_every_t(void **state) {
     kn_isa_force(prev);
 }
 
-/* Routes T rows to k of the layer's experts each (distinct, random weights); every seventh row
- * to none. Returns the number of assignments. */
-static int64_t route(md_assignment *as, int64_t T, int k, int n_experts, uint64_t *s) {
-    int64_t n = 0;
-    for (int64_t t = 0; t < T; t++) {
-        if (t % 7 == 6) continue;
-        int used = 0;
-        for (int j = 0; j < k; j++) {
-            int e;
-            do e = (int)((mt_bank_rand(s) + 1.0f) * 0.5f * (float)n_experts) % n_experts;
-            while (used & (1 << e));
-            used |= 1 << e;
-            as[n++] = (md_assignment){(int32_t)t, e, 0.5f + 0.5f * mt_bank_rand(s)};
-        }
-    }
-    return n;
-}
-
 typedef struct exec_case {
     int layer;
     kn_numerics num;
@@ -136,11 +119,9 @@ static void check_exec(mt_dev *d, mt_bank *b, const exec_case *c, uint64_t seed)
     const int64_t w = L->hidden;
     uint64_t s = seed | 1;
     float *x = malloc((size_t)(c->T * w) * sizeof(float));
-    for (int64_t t = 0; t < c->T; t++) /* some rows large enough to take exp's edge paths */
-        for (int64_t k = 0; k < w; k++)
-            x[t * w + k] = mt_bank_rand(&s) * (t % 5 == 4 ? 300.0f : 2.0f);
+    mt_bank_rows(x, c->T, w, &s);
     md_assignment *as = malloc((size_t)(c->T * 3) * sizeof *as);
-    const int64_t n = route(as, c->T, 3, L->n_experts, &s);
+    const int64_t n = mt_bank_route(as, c->T, 3, L->n_experts, &s);
     const size_t out_floats = (size_t)((c->mode == MD_MOE_PARTIAL ? c->T : n) * w);
     float *ref = malloc(out_floats * sizeof(float) + 4),
           *got = malloc(out_floats * sizeof(float) + 4);
@@ -247,6 +228,17 @@ static void test_exec_refusals(void **state) {
     assert_int_equal(mt_glu_check(&bad, &err), -1);
 }
 
+/* Every kernel the host's tables name is in the source (the Darwin backend compiles them all). */
+static void test_every_kernel_exists(void **state) {
+    (void)state;
+    const char *names[64];
+    const int n = mt_kernel_names(names, 64);
+    assert_true(n > 10 && n <= 64);
+    for (int i = 0; i < n; i++)
+        if (!mt_emu_has_kernel(names[i])) fail_msg("no kernel %s in mt_kernels.metal", names[i]);
+    assert_false(mt_emu_has_kernel("mt_no_such_kernel"));
+}
+
 static void test_bandwidth_kernel(void **state) {
     (void)state;
     md_expert_table t = {.n_layers = 1, .n_experts = 1};
@@ -262,9 +254,8 @@ static void test_bandwidth_kernel(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kernels_every_t),
-        cmocka_unit_test(test_exec_every_layer),
-        cmocka_unit_test(test_exec_refusals),
+        cmocka_unit_test(test_kernels_every_t),  cmocka_unit_test(test_exec_every_layer),
+        cmocka_unit_test(test_exec_refusals),    cmocka_unit_test(test_every_kernel_exists),
         cmocka_unit_test(test_bandwidth_kernel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,8 +43,9 @@ typedef struct fake {
     const char *fingerprint;
     uint32_t width, capacity;
     bool owns[NL][NE];
-    bool refuse; /* Hello gets an Error */
-    bool silent; /* ExpertBatches get no answer */
+    const char *backend; /* NULL: "fake" */
+    bool refuse;         /* Hello gets an Error */
+    bool silent;         /* ExpertBatches get no answer */
     /* what it saw */
     atomic_int seen[NL][NE]; /* assignments received per (layer, expert) */
     atomic_int batches;
@@ -65,7 +66,7 @@ static void send_welcome(fake *f, wr_out *out, const wr_rx *rx, uint64_t seq) {
                 .seq = seq,
                 .welcome = {.node_id = f->endpoint,
                             .fingerprint = f->fingerprint,
-                            .backend = "fake",
+                            .backend = f->backend ? f->backend : "fake",
                             .numerics = "f32,q8",
                             .capacity = f->capacity,
                             .threads = 1,
@@ -405,6 +406,37 @@ static void test_handshake_refusals(void **state) {
     assert_null(be);
 }
 
+/* Exact mode keeps Metal and CPU owners of one expert apart; partial mode, two Metal owners, or
+ * a Metal and a CPU node owning different experts are served. */
+static void test_exact_mode_keeps_metal_and_cpu_apart(void **state) {
+    (void)state;
+    for (int i = 0; i < 2; i++) init_fake(i, 1), start_fake(i);
+    fakes[0].backend = "cpu-avx2";
+    fakes[1].backend = "metal-apple-m2-ultra";
+    co_remote_opts o = opts(2, true);
+    mw_err err;
+    assert_int_equal(co_remote_new(&o, &be, &err), -1);
+    if (!strstr(err.msg, "exact mode: expert 0:0 is owned by node ") ||
+        !strstr(err.msg, "(cpu-avx2)") || !strstr(err.msg, "(metal-apple-m2-ultra)"))
+        fail_msg("%s", err.msg);
+    assert_null(be);
+    o.exact = false;
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    be->destroy(be);
+    be = NULL;
+    o.exact = true;
+    fakes[0].backend = "metal-apple-m4-max";
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    be->destroy(be);
+    be = NULL;
+    fakes[0].backend = "cpu-neon";
+    for (int i = 0; i < 2; i++) /* even experts on 0, odd on 1 */
+        for (int l = 0; l < NL; l++)
+            for (int e = 0; e < NE; e++) fakes[i].owns[l][e] = e % 2 == i;
+    fakes[1].backend = "metal-apple-m2-ultra";
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+}
+
 /* A node that never answers: at the deadline it is lost, and without a replica the layer fails,
  * naming the node, the layer and the experts nobody serves. */
 static void test_silent_node_misses_the_deadline(void **state) {
@@ -438,6 +470,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_capacity_splits_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unowned_experts_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exact_mode_keeps_metal_and_cpu_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_node_misses_the_deadline, setup, teardown),
     };
     return cmocka_run_group_tests_name("co_remote", tests, NULL, NULL);
