@@ -368,7 +368,8 @@ static int open_sides(const opts *o, const char *path, const char *vx, sides *sd
                           .connect_ms = 600000,
                           .codec = {WR_F16, false},
                           .src = sd->vsrc,
-                          .width = sd->m->cfg.n_embd,
+                          .width = md_expert_width(&sd->m->cfg),
+                          .glu = &sd->m->cfg.glu,
                           .numerics = KN_NUM_Q8,
                           .pool = sd->pool};
     if (co_cluster_create(&co, &sd->cluster, e)) return -1;
@@ -389,7 +390,7 @@ static void close_sides(sides *sd) {
 /* One of our runs (in process, overlapped or serial cluster). */
 static int run_side(const opts *o, sides *sd, int k, result *r, mw_err *e) {
     md_expert_backend *be[R_LLAMA] = {sd->local, sd->cluster, &sd->serial.be};
-    return run_once(o, sd->m, be[k], k ? co_cluster_remote(sd->cluster) : NULL, sd->pool, r, e);
+    return run_once(o, sd->m, be[k], k ? sd->cluster : NULL, sd->pool, r, e);
 }
 
 /* A run's best decode keeps its figures; the best prefill of any round is kept beside it. */

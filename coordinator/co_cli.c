@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/co_backend.h"
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
+#include "model/md_kv.h"
 
 #define MAX_PROMPT   (1 << 20)
 #define MAX_GENERATE (1 << 24)
@@ -342,6 +342,13 @@ static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_kv_type(co_opts *o, const char *v, mw_err *err) {
+    const int t = md_kv_type_from_name(v);
+    if (t < 0) return mw_errf(err, "--kv-type %s: expected f32, f16 or bf16", v);
+    o->kv_type = (kn_type)t;
+    return 0;
+}
+
 static int set_kv_mb(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--kv-mb", v, 1, INT64_C(1) << 30, &o->kv_mb, err);
 }
@@ -481,8 +488,14 @@ static const co_option options[] = {
     {"--max-seqs", "N",
      "serve: sequences decoding at once, each with a KV slot of --ctx positions (default 16)",
      set_max_seqs},
-    {"--kv-mb", "MB", "serve: KV cache budget; as many slots of --ctx positions as it holds",
+    {"--kv-mb", "MB",
+     "serve: KV cache budget; as many slots of --ctx positions as it holds (counted in "
+     "--kv-type's bytes)",
      set_kv_mb},
+    {"--kv-type", "f32|f16|bf16",
+     "the KV cache's element type: f16 and bf16 take half of f32's bytes per position and round "
+     "the cached keys and values (llama.cpp's default is f16; default f32)",
+     set_kv_type},
     {"--chunk", "N",
      "serve: prompt tokens prefilled per step next to the decoding rows (default 256)", set_chunk},
     {"--max-queue", "N",
@@ -599,13 +612,6 @@ int co_cli_check_serve(const co_opts *o, mw_err *err) {
 void co_cli_usage(FILE *f) {
     fprintf(
         f,
-        "usage: coordinator generate --model PATH (--prompt TEXT | --chat 'user: TEXT' |\n"
-        "                              --messages FILE | --tokens 1,2,3) --max-tokens N [options]\n"
-        "       coordinator serve --model PATH [--listen HOST:PORT] [options]\n"
-        "       coordinator tokenize --model PATH [TEXT | --stdin] [--json] [--special] "
-        "[--add-bos]\n"
-        "       coordinator detokenize --model PATH [IDS... | --stdin] [--special] [--raw]\n"
-        "\n"
         "generate runs the prompt through the model in one batch, then generates up to N tokens\n"
         "one at a time. Text and chat prompts stream the generated text to stdout (flushed per\n"
         "token) and stop at the model's end-of-generation tokens; --tokens prints the N generated\n"
@@ -613,8 +619,10 @@ void co_cli_usage(FILE *f) {
         "serve answers the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models)\n"
         "plus /health and /metrics, batching every request's decoding into shared steps,\n"
         "until SIGTERM or SIGINT.\n"
+        "keygen writes the coordinator's CURVE key pair (see coordinator keygen --help);\n"
+        "tokenize and detokenize: see coordinator tokenize --help.\n"
         "\n"
-        "options:\n");
+        "options of generate and serve:\n");
     for (size_t j = 0; j < N_OPTIONS; j++) {
         char head[64];
         snprintf(head, sizeof head, "%s%s%s", options[j].name, options[j].arg ? " " : "",
@@ -639,4 +647,22 @@ void co_cli_usage(FILE *f) {
         fputc('\n', f);
     }
     fprintf(f, "\nexpert backends: %s\nchat templates: %s\n", co_backend_names(), tk_chat_known());
+}
+
+co_backend_opts co_cli_backend_opts(const co_opts *o) {
+    return (co_backend_opts){.model = o->model,
+                             .numerics = o->numerics,
+                             .pin = o->pin,
+                             .nodes = o->nodes,
+                             .loopback = o->loopback,
+                             .node_threads = o->node_threads,
+                             .node_affinity = o->node_affinity,
+                             .replicas = o->replicas,
+                             .wire = o->wire,
+                             .exact = o->exact,
+                             .deadline_ms = o->deadline_ms,
+                             .down_ms = o->down_ms,
+                             .on_missing_skip = o->on_missing_skip,
+                             .curve_secret = o->curve_secret,
+                             .curve = o->curve};
 }

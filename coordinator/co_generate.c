@@ -94,13 +94,15 @@ static int open_all(gen *g, mw_err *err) {
                        (long long)g->n_tokens, (long long)o->max_tokens,
                        (long long)(g->n_tokens + o->max_tokens - 1), (long long)n_ctx,
                        (long long)c->n_ctx_train);
-    co_backend_env env = {.opts = o, .src = g->src, .model = g->model, .pool = g->pool};
+    const co_backend_opts bo = co_cli_backend_opts(o);
+    co_backend_env env = {.opts = &bo, .src = g->src, .model = g->model, .pool = g->pool};
     if (kind->create(&env, &g->experts, err)) return -1;
     md_ctx_params cp = {.numerics = o->numerics,
                         .pool = g->pool,
                         .experts = g->experts,
                         .n_seq = 1,
-                        .n_ctx = n_ctx};
+                        .n_ctx = n_ctx,
+                        .kv_type = o->kv_type};
     if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
     if (md_sampler_init(&g->sampler, c->n_vocab, &o->sampling, err)) return -1;
     if (md_sampler_feed(&g->sampler, g->tokens, g->n_tokens, false, err)) return -1;

@@ -1,8 +1,9 @@
 /* coordinator/co_remote_handshake.c — the remote backend meets its nodes: one DEALER per node
  * with a monitor for disconnects, Hello/Welcome with every node at once, each Welcome checked
- * against the coordinator's model (fingerprint, shape, numerics, capacity), and the ownership map
- * built from the owned sets: an expert nobody owns is an error naming it, an expert several nodes
- * own is a replica, and co__remote_route spreads a layer's experts over the replicas. */
+ * against the coordinator's model (fingerprint, shape, GLU policy, numerics, capacity), and the
+ * ownership map built from the owned sets: an expert nobody owns is an error naming it, an expert
+ * several nodes own is a replica, and co__remote_route spreads a layer's experts over the
+ * replicas. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,29 @@ static int check_exact_owners(const co__remote *r, int i, const wr_welcome *w, m
     return 0;
 }
 
+/* The node's experts must run the model's GLU policy: the same kind, the same parameter bits. A
+ * node that announces none (an older build) is refused rather than assumed to agree. */
+static int check_glu(const co__remote *r, const co__node *n, const wr_welcome *w, mw_err *err) {
+    char want[128], got[128];
+    kn_glu_format(&r->glu, want, sizeof want);
+    if (!w->glu[0])
+        return mw_errf(err, "%s announces no GLU policy; the model's experts run %s", n->name,
+                       want);
+    const int kind = kn_glu_from_name(w->glu);
+    if (kind < 0)
+        return mw_errf(err,
+                       "%s runs experts with GLU '%.64s', which this coordinator does not "
+                       "know; the model's is %s",
+                       n->name, w->glu, want);
+    kn_glu g;
+    if (kn_glu_make(kind, w->glu_params, (int)w->n_glu_params, &g, err))
+        return mw_err_wrap(err, "%s announces a GLU policy that cannot run", n->name);
+    if (!kn_glu_same(&g, &r->glu))
+        return mw_errf(err, "%s runs experts with GLU %s; the model's is %s", n->name,
+                       kn_glu_format(&g, got, sizeof got), want);
+    return 0;
+}
+
 int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
     co__node *n = &r->nodes[i];
     const co_remote_opts *o = &r->o;
@@ -141,6 +165,7 @@ int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
         return mw_errf(
             err, "%s serves width %u, %u layers × %u experts; the model has %lld, %d × %d", n->name,
             w->width, w->n_layers, w->n_experts, (long long)o->width, o->n_layers, o->n_experts);
+    if (check_glu(r, n, w, err)) return -1;
     if (!list_has(w->numerics, kn_numerics_name(o->numerics)))
         return mw_errf(err, "%s serves numerics %s, the coordinator runs %s", n->name, w->numerics,
                        kn_numerics_name(o->numerics));

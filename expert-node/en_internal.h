@@ -64,7 +64,7 @@ struct en_node {
     bool cfg_ok;
     vx_expert_set owned;
     int n_layers, n_experts;
-    int64_t width;
+    int64_t width;          /* of the experts' rows (md_expert_width) */
     md_expert_table table;  /* the owned experts (pinned with --pin) */
     uint64_t *expert_bytes; /* stored bytes per expert; 0 when not owned */
     uint8_t *owned_bits;    /* the Welcome bitmap */

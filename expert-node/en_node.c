@@ -75,7 +75,7 @@ static int mount(en_node *n, mw_err *err) {
     if (md_config_read(vx_source_meta(n->src), &n->cfg, err))
         return mw_err_wrap(err, "%s", n->opts.vindex);
     n->cfg_ok = true;
-    n->width = n->cfg.n_embd;
+    n->width = md_expert_width(&n->cfg); /* the experts' rows: hidden size, or a latent's */
     if (md_expert_table_load(&n->table, n->src, &n->cfg, &n->owned, n->opts.pin, err))
         return mw_err_wrap(err, "%s", n->opts.vindex);
     size_t cells = (size_t)n->n_layers * (size_t)n->n_experts;

@@ -59,7 +59,10 @@ static int run_case(st_dev *dv, mt_bank *b, int l, kn_numerics num, int64_t T, F
         goto done;
     }
     mt_bank_rows(x, T, L->hidden, &s);
-    const kn_glu glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    static const kn_glu glus[] = {{.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f},
+                                  {.kind = KN_GLU_SWIGLU},
+                                  {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 2.5f}};
+    const kn_glu glu = glus[l % 3]; /* every policy, on different layers */
     md_moe_exec_args a = {.layer = l,
                           .rows = T,
                           .width = L->hidden,

@@ -86,7 +86,7 @@ uint16_t kn_f32_to_fp16(float f); /* round to nearest even */
 float kn_bf16_to_f32(uint16_t b);
 uint16_t kn_f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 
-/* ---- thread pool -------------------------------------------------------------------------- */
+/* ---- thread pool ----------------------------------------------------------------------------- */
 
 /* A persistent pool: threads are created once and parked between calls. NULL = run inline. */
 typedef struct kn_pool kn_pool;
@@ -122,10 +122,10 @@ int kn_pool_bind_cpus(kn_pool *pool, int first, struct mw_err *err);
 void kn_pool_set_poll(kn_pool *pool, int64_t us);
 /* Per-thread scratch in one buffer, where each of a job's nth threads writes n bytes of its own:
  * kn_slots_bytes(n, nth) bytes in all, thread i's at kn_slot(base, n, i), with a gap before,
- * between and after the slots. Side by side with each other or with data the other threads read,
- * threads rewriting their slots (a batch tile decoded again every few rows) ran no faster on two
- * cores than on one on a Zen 5 VM: a Q6_K matmul at T = 17 took 4.4 ms on two threads with
- * 24 KiB slots adjacent, 3.5 ms on one, 1.9 ms with the gaps. */
+ * between and after the slots. Threads rewriting their slots (a batch tile decoded again every
+ * few rows) side by side with each other, or with data the other threads read, slow each other
+ * down until two cores do no better than one; the gaps keep each thread's writes away from what
+ * the others touch. */
 size_t kn_slots_bytes(size_t n, int nth);
 void *kn_slot(void *base, size_t n, int i);
 /* CPUs this process may run on (its affinity mask as first seen; online CPUs where unknown). */
@@ -134,7 +134,7 @@ int kn_cpus_allowed(void);
  * kn_pool_bind_cpus(pool, index) gives the calling thread. */
 int kn_cpu_at(int index);
 
-/* ---- matrices and matmul ------------------------------------------------------------------- */
+/* ---- matrices and matmul --------------------------------------------------------------------- */
 
 typedef enum kn_numerics { KN_NUM_F32 = 0, KN_NUM_Q8 = 1 } kn_numerics;
 #define KN_NUM_COUNT 2
@@ -189,25 +189,44 @@ void kn_mat_row(const kn_mat *W, int64_t r, float *dst);
  * message. Returns 0, or -1 with err set. */
 int kn_mat_check(const kn_mat *W, const char *what, struct mw_err *err);
 
-/* ---- experts ------------------------------------------------------------------------------- */
+/* ---- experts --------------------------------------------------------------------------------- */
 
-/* GLU policies as data: one row per kind in kernels/glu.c. */
+/* GLU policies as data: one row per kind in kernels/kn_glu.c, each naming the parameters it
+ * takes. */
 typedef enum kn_glu_kind {
     KN_GLU_SWIGLU = 0,     /* silu(g) * u */
     KN_GLU_SWIGLU_OAI = 1, /* gpt-oss: g = min(g, limit), u = clamp(u, -limit, limit),
                               out = g * sigmoid(alpha * g) * (u + 1) */
+    KN_GLU_SITU = 2,       /* Kimi K3: beta * tanh(g / beta) * sigmoid(g) * U(u), where
+                              U(u) = lbeta * tanh(u / lbeta) when lbeta > 0, else u */
     KN_GLU_COUNT
 } kn_glu_kind;
 
 typedef struct kn_glu {
     kn_glu_kind kind;
     float alpha; /* SWIGLU_OAI only */
-    float limit; /* SWIGLU_OAI only */
+    float limit; /* SWIGLU_OAI only (> 0) */
+    float beta;  /* SITU only (> 0) */
+    float lbeta; /* SITU only: the up branch's beta; <= 0 leaves the up branch linear */
 } kn_glu;
 
-/* Names as in configs and messages ("swiglu", "swiglu_oai"); -1 / "unknown" when none. */
+/* Names as in configs and messages ("swiglu", "swiglu_oai", "situ"); -1 / "unknown" when none. */
 const char *kn_glu_name(kn_glu_kind kind);
 int kn_glu_from_name(const char *name);
+
+/* A kind's parameters in its row's order (swiglu: none; swiglu_oai: alpha, limit; situ: beta,
+ * linear_beta), as a handshake carries them: their count, the values into p. */
+#define KN_GLU_MAX_PARAMS 2
+int kn_glu_params(const kn_glu *glu, float p[KN_GLU_MAX_PARAMS]);
+/* The policy of kind with the n parameters p in kn_glu_params' order: 0, or -1 with err when the
+ * kind is unknown, n is not its count or a value is out of its range. */
+int kn_glu_make(int kind, const float *p, int n, kn_glu *out, struct mw_err *err);
+/* Whether a policy can run: a known kind, its parameters finite and in range. */
+int kn_glu_check(const kn_glu *glu, struct mw_err *err);
+/* The same policy: the same kind and the same bits in every parameter it takes. */
+bool kn_glu_same(const kn_glu *a, const kn_glu *b);
+/* "situ(beta=4, linear_beta=0)" into buf (for messages); returns buf. */
+const char *kn_glu_format(const kn_glu *glu, char *buf, size_t cap);
 
 /* out[i] = glu(g[i], u[i]) for i < n (out may alias g or u). */
 void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);
@@ -245,7 +264,7 @@ int kn_expert_check(const kn_expert *e, const kn_glu *glu, struct mw_err *err);
 /* Bytes of stored weights (gate, up, down and biases, as stored) one execution of e reads. */
 size_t kn_expert_weight_bytes(const kn_expert *e);
 
-/* ---- instruction set selection ------------------------------------------------------------ */
+/* ---- instruction set selection --------------------------------------------------------------- */
 
 /* AVX-VNNI and AVX-512 build on AVX2: they run its kernels for what they have none of. */
 typedef enum kn_isa {

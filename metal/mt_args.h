@@ -42,8 +42,10 @@ typedef struct mt_args {
     int y_index;  /* the same for output rows (or, for mt_combine, the CSR entries) */
     int has_bias; /* add bias[n] to output n */
     int count;    /* elements of an element-wise kernel */
-    float alpha;  /* GLU parameters (swiglu_oai) */
+    float alpha;  /* GLU parameters: swiglu_oai's */
     float limit;
+    float beta; /* situ's */
+    float lbeta;
 } mt_args;
 
 #endif

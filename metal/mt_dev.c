@@ -36,6 +36,7 @@ static const struct {
 static const char *const glu_kernels[KN_GLU_COUNT] = {
     [KN_GLU_SWIGLU] = "mt_glu_swiglu",
     [KN_GLU_SWIGLU_OAI] = "mt_glu_swiglu_oai",
+    [KN_GLU_SITU] = "mt_glu_situ",
 };
 
 const mt__format *mt__format_of(kn_type t) {

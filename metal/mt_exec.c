@@ -217,6 +217,8 @@ static int plan_glu(mt_dev *d, const md_moe_exec_args *a, const layout *L, int64
         k->args.count = (int)c;
         k->args.alpha = a->glu->alpha;
         k->args.limit = a->glu->limit;
+        k->args.beta = a->glu->beta;
+        k->args.lbeta = a->glu->lbeta;
         k->bind[MT_B_Y] = mt__scratch_at(L->g + (size_t)c0 * 4);
         k->bind[MT_B_X] = mt__scratch_at(L->u + (size_t)c0 * 4);
     }

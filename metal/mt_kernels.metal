@@ -151,6 +151,27 @@ static inline float mt_expf(float v) {
     return q * mt_bits(uint(e + 127) << 23);
 }
 
+/* tanh (kn_tanhf): an odd polynomial below |x| = 0.5, 1 - 2 / (exp(2|x|) + 1) above; the sign of
+ * x put back at the end. */
+static inline float mt_tanhf(float v) {
+    const float a = fabs(v);
+    float r;
+    if (a < 0.5f) {
+        const float a2 = a * a;
+        float q = mt_bits(0xBABED1B2u); /* Taylor's coefficients, x^15 down to x^3 */
+        q = fma(q, a2, mt_bits(0x3B6B69E8u));
+        q = fma(q, a2, mt_bits(0xBC11371Bu));
+        q = fma(q, a2, mt_bits(0x3CB327A4u));
+        q = fma(q, a2, mt_bits(0xBD5D0DD1u));
+        q = fma(q, a2, mt_bits(0x3E088889u));
+        q = fma(q, a2, mt_bits(0xBEAAAAABu));
+        r = fma(a2 * a, q, a);
+    } else {
+        r = 1.0f - 2.0f / (mt_expf(a + a) + 1.0f);
+    }
+    return copysign(r, v);
+}
+
 static inline float mt_swiglu(float g, float u) {
     return g / (1.0f + mt_expf(-g)) * u;
 }
@@ -160,6 +181,13 @@ static inline float mt_swiglu_oai(float g, float u, float alpha, float limit) {
     const float gc = g > limit ? limit : g;
     const float uc = u < -limit ? -limit : u > limit ? limit : u;
     return gc / (1.0f + mt_expf(-(alpha * gc))) * (uc + 1.0f);
+}
+
+/* Kimi K3: the gate soft-capped by beta times sigmoid(g) (as a division), times the up branch,
+ * soft-capped itself when lbeta > 0. */
+static inline float mt_situ(float g, float u, float beta, float lbeta) {
+    const float gate = beta * mt_tanhf(g / beta) / (1.0f + mt_expf(-g));
+    return gate * (lbeta > 0.0f ? lbeta * mt_tanhf(u / lbeta) : u);
 }
 
 /* ---- one block of a Q8-mode dot: the exact integer sum, then its fma into the block lane ---- */
@@ -441,6 +469,13 @@ MT_KERNEL(mt_glu_swiglu_oai)(MT_PARAMS) {
     if (i >= p.count) return;
     device float *g = (device float *)y;
     g[i] = mt_swiglu_oai(g[i], ((device const float *)x)[i], p.alpha, p.limit);
+}
+
+MT_KERNEL(mt_glu_situ)(MT_PARAMS) {
+    const int i = int(tgp.x) * MT_TG_THREADS + sg * MT_SIMD + ln;
+    if (i >= p.count) return;
+    device float *g = (device float *)y;
+    g[i] = mt_situ(g[i], ((device const float *)x)[i], p.beta, p.lbeta);
 }
 
 /* ---- the weighted partial sum (md_moe_accumulate), grid (ceil(cols / 128), rows) ---------------

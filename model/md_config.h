@@ -131,11 +131,22 @@ typedef struct md_config {
     md_router_policy router;
     kn_glu glu;
     bool expert_bias;
+    /* A latent MoE's expert width (kimi-k3's expert_latent_length): the routed experts take and
+     * return rows of this many values, the trunk projecting down to it and back up. 0 = no
+     * latent: they run at n_embd. Read md_expert_width, never this field. */
+    int64_t n_expert_latent;
 } md_config;
 
 /* Whether layer il routes to experts (false: a leading dense layer). */
 static inline bool md_layer_is_moe(const md_config *c, int il) {
     return il >= c->n_dense_lead;
+}
+
+/* The width of the routed experts' rows, in and out (the expert bank's width): the latent width
+ * of a latent MoE, else the model's. The expert table, the backends, the wire and the nodes all
+ * size rows by it. */
+static inline int64_t md_expert_width(const md_config *c) {
+    return c->n_expert_latent > 0 ? c->n_expert_latent : c->n_embd;
 }
 
 /* Reads the config of the model whose metadata is m. Unknown architectures, missing required keys

@@ -112,9 +112,13 @@ int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *
     x->n_ctx = n_ctx;
     x->rope_differs = memcmp(&c->rope, &c->rope_swa, sizeof c->rope) != 0;
     x->seq_rows = calloc((size_t)n_seq, sizeof *x->seq_rows);
-    if (!x->seq_rows || md_kv_init(&x->kv, c, n_seq, n_ctx, !p->swa_full, err)) {
+    if (!x->seq_rows) {
         md_ctx_free(x);
         return mw_errf(err, "model context: out of memory");
+    }
+    if (md_kv_init(&x->kv, c, n_seq, n_ctx, !p->swa_full, p->kv_type, err)) {
+        md_ctx_free(x);
+        return mw_err_wrap(err, "model context");
     }
     *out = x;
     return 0;

@@ -146,6 +146,7 @@ typedef struct md_ctx_params {
     int64_t n_ctx;              /* positions per sequence (0 = the model's context_length) */
     bool swa_full; /* sliding-window layers keep every position, as full layers do; by default they
                       keep a ring of the window (results are the same bits either way) */
+    kn_type kv_type; /* the KV cache's rows: KN_F32 (0, the default), KN_F16 or KN_BF16 */
 } md_ctx_params;
 
 int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *err);

@@ -123,6 +123,9 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
         const kn_expert *e = a->lookup(a->lookup_ctx, a->layer, s->expert, err);
         if (!e || kn_expert_check(e, a->glu, err))
             return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, s->expert);
+        if (e->gate.cols != w)
+            return mw_errf(err, "MoE layer %d expert %d takes rows of %lld, the batch's are %lld",
+                           a->layer, s->expert, (long long)e->gate.cols, (long long)w);
         ws->experts[n_calls] = *e;
         kn_expert_call *c = &ws->calls[n_calls];
         *c = (kn_expert_call){&ws->experts[n_calls++], ws->xg + g * w, end - g, ws->yg + g * w};

@@ -7,6 +7,7 @@
 #ifndef MD_MOE_H
 #define MD_MOE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/kn.h"
@@ -16,8 +17,8 @@
 typedef struct md_moe_batch {
     int layer;
     int64_t T;              /* rows (tokens) */
-    int64_t width;          /* hidden size */
-    const float *x;         /* T × width: the normalized MoE input */
+    int64_t width;          /* the experts' width (md_expert_width): hidden size, or latent */
+    const float *x;         /* T × width: the normalized MoE input (projected, for a latent) */
     int k;                  /* experts per row (top-k) */
     const int32_t *experts; /* T × k expert ids, selection order (best first) */
     const float *weights;   /* T × k routing weights, aligned with experts */
@@ -45,6 +46,11 @@ struct md_expert_backend {
      * without them (NULL) runs the whole batch in md_expert_submit. */
     int (*submit)(md_expert_backend *b, const md_moe_batch *batch, mw_err *err);
     int (*wait)(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
+    /* Optional: after a run or wait that failed because experts had no live owner, whether batch
+     * row `row` needed one of them (false for every row after any other failure), so a caller
+     * batching many requests fails only the rows' own and runs the others again. NULL: the
+     * backend never fails some rows alone (in-process experts). */
+    bool (*row_lost)(const md_expert_backend *b, int64_t row);
 };
 
 /* Starts a batch: b->submit, or b->run at once (out written now) when the backend has no halves. */
@@ -93,7 +99,8 @@ typedef struct md_moe_exec_args {
 
 /* The executor: groups assignments by expert, gathers each expert's rows, runs kn_expert_run once
  * per expert over all its rows, and writes `out` per mode. Expert weight bytes read (as stored) are
- * added to *weight_bytes when non-NULL. Row/expert indices are validated (bad ones → -1 + err). */
+ * added to *weight_bytes when non-NULL. Row/expert indices are validated, and every expert must
+ * take rows of `width` (bad ones → -1 + err). */
 int md_moe_exec(const md_moe_exec_args *a, float *out, uint64_t *weight_bytes, mw_err *err);
 
 /* The checks md_moe_exec makes of its arguments first (shapes within bounds, rows and weights of

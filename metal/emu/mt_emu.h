@@ -93,6 +93,9 @@ inline float rint(float v) {
 inline float fabs(float v) {
     return std::fabs(v);
 }
+inline float copysign(float v, float s) {
+    return std::copysign(v, s);
+}
 template <typename T> inline T min(T a, T b) {
     return b < a ? b : a;
 }

@@ -1108,7 +1108,8 @@ static void test_sigint_to_group_finishes_inflight(void **st) {
 
 /* --kv-mb sizes the slots from the KV bytes a sequence of --ctx positions needs (gpt-oss-tiny:
  * 2 full layers × 2 KV heads × (64 + 64) floats = 2 KiB a position, plus the two ring layers'
- * window of 8): 8192 positions need 16 MiB and a little, so 40 MiB hold 2 slots, 1 MiB none. */
+ * window of 8): 8192 positions need 16 MiB and a little, so 40 MiB hold 2 slots, 1 MiB none; with
+ * an f16 cache (--kv-type) half as much, so 4 slots. */
 static void test_kv_budget(void **st) {
     (void)st;
     static const char *const two[] = {"--kv-mb", "40", "--ctx", "8192", "--threads", "1", NULL};
@@ -1116,6 +1117,14 @@ static void test_kv_budget(void **st) {
     char *log = mwt_read_file(other.log, NULL);
     assert_non_null(log);
     assert_non_null(strstr(log, " 2 slot(s) x 8192 positions"));
+    free(log);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
+    static const char *const f16[] = {"--kv-mb", "40",        "--ctx", "8192", "--kv-type",
+                                      "f16",     "--threads", "1",     NULL};
+    assert_int_equal(mwt_serve_start(&other, mwt_fixture(MODEL), f16, 120000), 0);
+    log = mwt_read_file(other.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, " 4 slot(s) x 8192 positions"));
     free(log);
     assert_int_equal(mwt_serve_stop(&other, 30000), 0);
     char *argv[] = {(char *)mwt_bin("coordinator"),

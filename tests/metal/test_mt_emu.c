@@ -7,7 +7,7 @@
  *    subnormals, NaN);
  *  - the whole Metal executor (mt_moe_exec) against md_moe_exec on every layer of the standard
  *    bank: several experts, rows routed to different experts (and some to none), partial and
- *    exact mode, both GLU policies, biases in place and converted;
+ *    exact mode, every GLU policy, biases in place and converted;
  *  - the bandwidth kernel, the region planner's use by the device, refusals (an unsupported type,
  *    an expert the device does not hold). */
 #include <math.h>
@@ -161,7 +161,10 @@ static void test_exec_every_layer(void **state) {
     assert_int_equal(mt_bank_make(&b, mt_bank_layers, mt_bank_n_layers, 42, &err), 0);
     mt_dev *d;
     if (mt_dev_open(&mt_backend_emu, &b.table, 0, &d, &err)) fail_msg("%s", err.msg);
-    const kn_glu oai = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}, silu = {KN_GLU_SWIGLU, 0, 0};
+    const kn_glu oai = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
+    const kn_glu silu = {.kind = KN_GLU_SWIGLU};
+    const kn_glu situ = {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 2.5f};
+    const kn_glu situ_linear = {.kind = KN_GLU_SITU, .beta = 3.0f, .lbeta = 0.0f};
     const int64_t Ts[] = {1, 5, 40};
     uint64_t seed = 1;
     for (int l = 0; l < mt_bank_n_layers; l++)
@@ -180,6 +183,10 @@ static void test_exec_every_layer(void **state) {
             c.mode = MD_MOE_PARTIAL;
             c.glu = silu;
             check_exec(d, &b, &c, seed++);
+            c.glu = situ;
+            check_exec(d, &b, &c, seed++);
+            c.glu = situ_linear;
+            check_exec(d, &b, &c, seed++);
         }
     mt_dev_close(d);
     mt_bank_free(&b);
@@ -196,7 +203,7 @@ static void test_exec_refusals(void **state) {
     assert_int_equal(mt_dev_open(&mt_backend_emu, &b.table, 0, &d, &err), 0);
     float x[352] = {0}, out[352];
     md_assignment as = {0, 9, 1.0f};
-    const kn_glu glu = {KN_GLU_SWIGLU, 0, 0};
+    const kn_glu glu = {.kind = KN_GLU_SWIGLU};
     md_moe_exec_args a = {.layer = 0,
                           .rows = 1,
                           .width = 352,
@@ -224,7 +231,7 @@ static void test_exec_refusals(void **state) {
     assert_non_null(strstr(err.msg, "f16"));
     mt_bank_free(&b);
     /* a GLU policy without a kernel is named */
-    const kn_glu bad = {KN_GLU_COUNT, 0, 0};
+    const kn_glu bad = {.kind = KN_GLU_COUNT};
     assert_int_equal(mt_glu_check(&bad, &err), -1);
 }
 
