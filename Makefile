@@ -1,6 +1,6 @@
 # Makefile — builds build/libmoewire.a, bin/{coordinator,expert-node,vindex}, the test suite
-# (ASan+UBSan, cmocka) and the benchmarks. Missing Debian packages are installed first
-# (deploy/deps.sh); nothing calls apt when everything is present.
+# (ASan+UBSan, cmocka) and the benchmarks. Missing packages are installed first (deploy/deps.sh:
+# Debian's through apt-get, Homebrew's on macOS); nothing installs when everything is present.
 #
 #   make            library and programs          make test     the whole suite
 #   make run        demo: synth model, loopback cluster, generate, then serve on :8080
@@ -9,12 +9,13 @@
 #   make ggml-mm GGML_INC=DIR GGML_LIB=DIR        ggml's matmul driver; make bench GGML_MM=its path
 #   make llama-tok LLAMA_INC=DIR GGML_INC=DIR LLAMA_LIB=DIR
 #                                                 llama.cpp's tokenizer driver; make bench LLAMA_TOK=
-#   make deps       install Debian packages       make format   clang-format the tree
+#   make deps       install the packages (apt-get; Homebrew on macOS)    make format   clang-format
 #   make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/README.md)
 #   make soak       serve through node kills for SOAK_MINUTES (tests/soak/soak.c)
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
 #   make metal-check                              the Metal kernels under the emulator (metal/emu/)
+#   make posix-check                              the tree compiled as POSIX + BSD (macOS's view)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -25,7 +26,7 @@ SHELL := /bin/bash
 NODEPS_GOALS := clean deps format help
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifneq ($(shell deploy/deps.sh --check >/dev/null 2>&1 && echo ok),ok)
-$(info moewire: some Debian packages are missing; running deploy/deps.sh)
+$(info moewire: some packages are missing; running deploy/deps.sh)
 ifneq ($(shell deploy/deps.sh >&2 && echo ok),ok)
 $(error deploy/deps.sh failed: run 'make deps' as root and read its output)
 endif
@@ -53,6 +54,14 @@ ARCH := other
 endif
 
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
+UNAME := $(shell uname -s)
+ifeq ($(UNAME),Darwin)
+# macOS with Homebrew: clang (a GCC-only warning option is no error), openssl keg-only (found
+# through its prefix), llhttp a library of its own in place of Debian's sources.
+WARN += -Wno-unknown-warning-option
+export PKG_CONFIG_PATH := $(shell brew --prefix openssl@3 2>/dev/null)/lib/pkgconfig:$(PKG_CONFIG_PATH)
+PKGS += libllhttp
+endif
 # Floating-point contraction stays off everywhere (clang defaults it on): a row's result must not
 # depend on the compiler's choice of fused operations, or exact mode breaks across nodes.
 BASE_CFLAGS := -std=c11 -ffp-contract=off -D_GNU_SOURCE $(WARN) -I. -Ibuild/gen -MMD -MP -pthread \
@@ -78,7 +87,7 @@ LIB_C := $(filter-out %/main.c $(ISA_EXCLUDE),$(ALL_C))
 # library; they are third-party code, compiled without the project's warning flags.
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
-LLHTTP_C := $(addprefix $(LLHTTP_DIR)/,api.c http.c llhttp.c)
+LLHTTP_C := $(if $(filter Darwin,$(UNAME)),,$(addprefix $(LLHTTP_DIR)/,api.c http.c llhttp.c))
 PROTO := $(wildcard proto/*.proto)
 PROTO_C := $(patsubst proto/%.proto,build/gen/proto/%.pb-c.c,$(PROTO))
 PROTO_H := $(PROTO_C:.c=.h)
@@ -101,7 +110,7 @@ SUPPORT_ASAN_O := $(call obj,$(ASAN),$(TEST_SUPPORT_C))
 
 # Darwin: the Metal backend (metal/mt_metal.m, Objective-C with ARC) and the kernel source it
 # compiles at start, embedded as one string (metal/mt_args.h, then metal/mt_kernels.metal).
-ifeq ($(shell uname -s),Darwin)
+ifeq ($(UNAME),Darwin)
 METAL_SRC_C := build/gen/metal/mt_source.c
 METAL_O = $(1)/obj/metal/mt_metal.o $(1)/obj/$(METAL_SRC_C:.c=.o)
 LIB_REL_O += $(call METAL_O,$(REL))
@@ -117,7 +126,7 @@ ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
 .PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
-        metal-check \
+        metal-check posix-check \
         fuzz-smoke soak
 all: build/libmoewire.a $(BIN)
 
@@ -204,6 +213,7 @@ $(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js build/npm/node_modules/js-
 # The benchmarks are built (not run) by `make test`, so an API change cannot leave them broken.
 test: $(TEST_BINS) $(METAL_TEST) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
 	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
+	tests/posix-check.sh
 	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin MW_TK_O200K=$(CURDIR)/$(TK_O200K) \
 	  tests/run.sh $(TEST_BINS) $(METAL_TEST)
 	tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
@@ -348,6 +358,10 @@ $(METAL_TEST): $(ASAN)/obj/tests/metal/test_mt_emu.o $(EMU_O) $(SUPPORT_ASAN_O) 
 
 metal-check: $(METAL_TEST)
 	tests/run.sh $(METAL_TEST)
+
+# ---- the portable build's check: the tree as a non-Linux POSIX system sees it ---------------
+posix-check: $(PROTO_H)
+	tests/posix-check.sh
 
 # ---- kernel parity on any fixture directory -------------------------------------------------
 FIXTURES ?= tests/fixtures/llamacpp/kernels

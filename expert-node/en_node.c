@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "model/md_expert_table.h"
+#include "util/mw_platform.h"
 
 _Static_assert((int)WR_NUM_F32 == (int)KN_NUM_F32 && (int)WR_NUM_Q8 == (int)KN_NUM_Q8,
                "wire numerics are kernel numerics");
@@ -218,7 +219,7 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
         mw_errf(err, "out of memory");
         goto fail;
     }
-    if (pipe2(n->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+    if (mw_pipe_nonblock(n->wake) != 0) {
         mw_errf(err, "cannot create the wake pipe");
         goto fail;
     }

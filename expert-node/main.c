@@ -13,6 +13,7 @@
 #include "expert-node/en_node.h"
 #include "expert-node/en_tools.h"
 #include "kernels/kn.h"
+#include "util/mw_platform.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_curve.h"
 
@@ -243,7 +244,7 @@ static int run(const en_opts *o) {
      * sends to the nodes of one layer; on a dedicated host the cores are idle when a batch
      * arrives, so nothing changes. Switching to SCHED_BATCH needs no privilege. */
     struct sched_param sp = {.sched_priority = 0};
-    if (sched_setscheduler(0, SCHED_BATCH, &sp) != 0 && !o->quiet)
+    if (mw_batch_policy() >= 0 && sched_setscheduler(0, mw_batch_policy(), &sp) != 0 && !o->quiet)
         fprintf(stderr, "expert-node: cannot switch to SCHED_BATCH (ignored)\n");
     vx_catch_sigbus("expert-node"); /* a served file truncated under the node: named, exit 1 */
     mw_err err;

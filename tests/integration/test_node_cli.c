@@ -198,12 +198,38 @@ static void test_self_test_and_probe(void **state) {
 #endif
 }
 
+/* The launchd plist of a Mac node (deploy/launchd) runs the node with options it has: each
+ * `--name` among its ProgramArguments is in the usage. */
+static void test_launchd_plist_options_exist(void **state) {
+    (void)state;
+    char *plist =
+        mwt_read_file(mwt_repo_path("deploy/launchd/org.moewire.expert-node.plist"), NULL);
+    assert_non_null(plist);
+    char *help = help_text("--help");
+    const char *p = strstr(plist, "<key>ProgramArguments</key>");
+    const char *end = p ? strstr(p, "</array>") : NULL;
+    assert_true(p && end);
+    int n = 0;
+    while ((p = strstr(p, "<string>")) && p < end) {
+        p += 8;
+        const size_t len = strcspn(p, "<");
+        char line[80];
+        snprintf(line, sizeof line, "\n  %.*s ", (int)len, p);
+        if (len > 2 && !strncmp(p, "--", 2) && (n++, !strstr(help, line)))
+            fail_msg("the plist passes %.*s, which the node does not have", (int)len, p);
+    }
+    assert_true(n >= 5);
+    free(help);
+    free(plist);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_help_examples_serve),
         cmocka_unit_test(test_bad_command_lines_named),
         cmocka_unit_test(test_self_test_and_probe),
+        cmocka_unit_test(test_launchd_plist_options_exist),
     };
     return cmocka_run_group_tests_name("expert-node command line", tests, mwt_tmp_setup,
                                        mwt_tmp_teardown);
