@@ -5,10 +5,14 @@
 #include "coordinator/co_serve.h"
 
 #include <libgen.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -23,9 +27,11 @@
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
 
-#define DEFAULT_SLOTS 16
-#define DEFAULT_CTX   4096
-#define MAX_SLOTS     4096
+#define DEFAULT_SLOTS  16
+#define DEFAULT_CTX    4096
+#define MAX_SLOTS      4096
+#define FD_RESERVE     128 /* files besides the connections: the model, sockets to nodes, logs */
+#define MMAP_THRESHOLD (256 * 1024)
 
 typedef struct serve {
     const co_opts *o;
@@ -252,12 +258,46 @@ static int open_scheduler(serve *s, mw_err *err) {
     return 0;
 }
 
+/* Connections need a file descriptor each: the open-file limit is raised as far as it goes, and
+ * --max-conns lowered (with a warning) to what it allows beside the server's own files. */
+static int conn_limit(int want) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return want;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const rlim_t room = rl.rlim_cur > FD_RESERVE ? rl.rlim_cur - FD_RESERVE : 1;
+    if (rl.rlim_cur == RLIM_INFINITY || (rlim_t)want <= room) return want;
+    fprintf(stderr,
+            "coordinator serve: --max-conns %d lowered to %llu: the open-file limit is %llu\n",
+            want, (unsigned long long)room, (unsigned long long)rl.rlim_cur);
+    return (int)room;
+}
+
+static co_http_limits http_limits(const co_opts *o) {
+    co_http_limits lim = co_http_default_limits();
+    lim.max_body_bytes = (size_t)o->max_body;
+    lim.max_head_bytes = (size_t)o->max_head;
+    lim.max_headers = o->max_headers;
+    lim.max_held_bytes = (size_t)o->max_held;
+    lim.request_ms = o->request_timeout_ms;
+    lim.idle_ms = o->idle_timeout_ms;
+    lim.max_conns = conn_limit(o->max_conns);
+    lim.max_unsent_bytes = (size_t)o->max_unsent;
+    lim.stall_ms = o->stall_timeout_ms;
+    lim.retry_after_s = 1;
+    return lim;
+}
+
 /* The routes, the listening socket (its URL) and the signal handlers. */
 static int open_http(serve *s, mw_err *err) {
     const co_opts *o = s->o;
     const md_config *c = &s->model->cfg;
     model_id(s);
-    co_routes_params rp = {.sched = s->sched,
+    co_routes_params rp = {.loop = &s->loop,
+                           .sched = s->sched,
                            .metrics = s->metrics,
                            .text = s->text,
                            .model_id = s->model_id,
@@ -266,7 +306,10 @@ static int open_http(serve *s, mw_err *err) {
                            .n_vocab = c->n_vocab,
                            .retry_after_s = 1,
                            .thinking = o->thinking,
-                           .auth = s->auth};
+                           .auth = s->auth,
+                           .limits = {.max_messages = o->max_messages,
+                                      .max_logit_bias = o->max_logit_bias,
+                                      .max_prompt_tokens = o->max_prompt_tokens}};
     if (co_routes_new(&rp, &s->routes, err)) return -1;
     char host[256];
     const char *colon = strrchr(o->listen, ':');
@@ -275,9 +318,7 @@ static int open_http(serve *s, mw_err *err) {
         memmove(host, host + 1, strlen(host));
         host[strlen(host) - 1] = 0;
     }
-    co_http_limits lim = co_http_default_limits();
-    lim.max_body_bytes = (size_t)o->max_body;
-    lim.request_ms = o->request_timeout_ms;
+    const co_http_limits lim = http_limits(o);
     co_cors *cors;
     if (co_cors_new(o->cors, &cors, err)) return -1;
     if (co_http_server_new(&s->loop, host, atoi(colon + 1), &lim, co_routes_handle, s->routes,
@@ -286,6 +327,8 @@ static int open_http(serve *s, mw_err *err) {
         return -1;
     }
     co_http_server_set_cors(s->http, cors);
+    co_http_server_on_refuse(s->http, co_routes_refused, s->routes);
+    co_routes_set_http(s->routes, s->http);
     snprintf(s->url, sizeof s->url, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host,
              co_http_server_port(s->http));
     uv_signal_init(&s->loop, &s->sigterm);
@@ -353,6 +396,13 @@ int co_serve(const co_opts *o) {
     serve s = {.o = o};
     mw_err err = {{0}};
     int rc = 0;
+#ifdef __GLIBC__
+    /* Request bodies of megabytes come and go, and the server must shrink back after them.
+     * glibc raises its mmap threshold to the size of each large block freed, so the next ones
+     * come from the heap and their pages stay: a fixed threshold keeps large blocks mapped,
+     * given back when freed (the JSON they hold is co_prep's to give back). */
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+#endif
     if (open_all(&s, &err)) {
         fprintf(stderr, "coordinator serve: %s\n", err.msg);
         rc = 1;

@@ -1,8 +1,9 @@
 /* tests/unit/test_co_sched.c — the serving scheduler on gpt-oss-tiny (window 8, so prompts and
  * generations run past the ring): batch invariance (a prompt alone and among 7 others gives the
  * same tokens and bit-identical logits, f32 and q8), seeded sampling, stop ids, cancellation
- * freeing the slot, admission limits, a failed step failing only the jobs of the rows its backend
- * names; and stop strings over split text (co_stop). */
+ * freeing the slot, a paused job keeping its slot out of the batch, admission limits, a failed step
+ * failing only the jobs of the rows its backend names; and stop strings over split text (co_stop).
+ */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -556,6 +557,64 @@ static void test_idle_ticks(void **st) {
     }
 }
 
+/* Runs the loop for about ms milliseconds (outputs arrive meanwhile). */
+static void run_for(env *e, int ms) {
+    for (int i = 0; i < ms / 5; i++) {
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+        usleep(5000);
+    }
+}
+
+/* A paused job (its client fell behind) leaves the batch but keeps its slot: no tokens, no steps
+ * spent on it, the job queued behind it still waiting; resumed, it goes on to the same tokens a
+ * job never paused gives. Cancelled while paused, its slot serves the next job. */
+static void test_pause_keeps_slot(void **st) {
+    (void)st;
+    int32_t p[8];
+    prompt_of(p, 8, 6);
+    env e;
+    env_open_with(&e, KN_NUM_Q8, 1, 16, 4, count_step);
+    result ref, a, b;
+    submit(&e, &ref, p, 8, 40, 0.0f, 0);
+    run_until(&e, &ref, 1);
+    submit(&e, &a, p, 8, 40, 0.0f, 0);
+    submit(&e, &b, p, 8, 4, 0.0f, 0);
+    while (a.n < 3) uv_run(&e.loop, UV_RUN_ONCE);
+    co_job_pause(a.job, true);
+    run_for(&e, 100); /* a step under way when it paused may still give a token */
+    const int64_t n_paused = a.n;
+    const int steps = atomic_load(&steps_done);
+    run_for(&e, 300);
+    assert_int_equal(a.n, n_paused);
+    assert_int_equal(b.n, 0);                           /* the slot stays a's */
+    assert_true(atomic_load(&steps_done) - steps <= 1); /* the model thread is not spinning */
+    assert_int_equal(co_sched_jobs(e.s), 2);
+    co_job_pause(a.job, false);
+    run_until(&e, &a, 1);
+    run_until(&e, &b, 1);
+    assert_int_equal(a.finish, CO_FINISH_LENGTH);
+    assert_int_equal(a.n, 40);
+    assert_memory_equal(a.tok, ref.tok, 40 * sizeof(int32_t));
+    assert_int_equal(b.n, 4);
+    /* cancelled while paused */
+    result c, d;
+    submit(&e, &c, p, 8, 40, 0.0f, 0);
+    submit(&e, &d, p, 8, 4, 0.0f, 0);
+    while (c.n < 2) uv_run(&e.loop, UV_RUN_ONCE);
+    co_job_pause(c.job, true);
+    run_for(&e, 100);
+    assert_int_equal(d.n, 0);
+    co_job_cancel(c.job);
+    run_until(&e, &d, 1);
+    assert_int_equal(d.finish, CO_FINISH_LENGTH);
+    assert_int_equal(co_sched_jobs(e.s), 0);
+    free(ref.logits);
+    free(a.logits);
+    free(b.logits);
+    free(d.logits);
+    env_close(&e);
+}
+
 /* An expert backend that runs the local one, except that once armed it fails the first batch of
  * two rows or more the way a remote backend fails when experts have no live owner, naming the
  * batch's last row as the one that needed them (row_lost). */
@@ -656,6 +715,7 @@ int main(void) {
         cmocka_unit_test(test_slow_loop_takes_every_output),
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_idle_ticks),
+        cmocka_unit_test(test_pause_keeps_slot),
         cmocka_unit_test(test_lost_rows_fail_their_jobs_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
