@@ -199,15 +199,19 @@ $(ASAN)/tests/%: $(ASAN)/obj/tests/%.o $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_LDFLAGS) -pthread $< $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
-# The o200k reference for the tokenizer: js-tiktoken (pinned) installed once into build/npm, then
-# the vocabulary and its reference encodings written by tests/tiktoken/o200k_cases.js (offline).
-JS_TIKTOKEN := js-tiktoken@1.0.21
-TK_O200K := build/tk-o200k
-build/npm/node_modules/js-tiktoken/package.json:
+# The test-only npm packages (pinned), installed into build/npm by one npm call: two installs into
+# one prefix at once (make -j) would remove each other's packages. js-tiktoken writes the o200k
+# reference (the vocabulary and its encodings, by tests/tiktoken/o200k_cases.js, offline); the
+# official openai client drives the serving tests.
+NPM_PKGS := js-tiktoken@1.0.21 openai@6.30.1
+NPM_STAMP := build/npm/.installed-$(shell echo $(NPM_PKGS) | cksum | cut -d' ' -f1)
+$(NPM_STAMP):
 	@mkdir -p build/npm
-	npm install --no-audit --no-fund --silent --prefix build/npm $(JS_TIKTOKEN)
+	npm install --no-audit --no-fund --silent --prefix build/npm $(NPM_PKGS)
+	touch $@
 
-$(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js build/npm/node_modules/js-tiktoken/package.json
+TK_O200K := build/tk-o200k
+$(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js $(NPM_STAMP)
 	node tests/tiktoken/o200k_cases.js build/npm $(TK_O200K)
 
 # The benchmarks are built (not run) by `make test`, so an API change cannot leave them broken.
@@ -221,21 +225,15 @@ test: $(TEST_BINS) $(METAL_TEST) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/ca
 unit: $(filter $(ASAN)/tests/unit/%,$(TEST_BINS))
 	tests/run.sh $^
 
-# The serving tests' tools: the official openai client (pinned) installed into build/npm, and
-# promtool taken out of Debian's prometheus package (no daemon runs).
-OPENAI_NPM := openai@6.30.1
+# The serving tests' promtool, taken out of Debian's prometheus package (no daemon runs).
 PROMTOOL := build/promtool/promtool
-build/npm/node_modules/openai/package.json:
-	@mkdir -p build/npm
-	npm install --no-audit --no-fund --silent --prefix build/npm $(OPENAI_NPM)
-
 $(PROMTOOL):
 	@mkdir -p build/promtool
 	cd build/promtool && (apt-get download prometheus 2>/dev/null || \
 	  (apt-get update -qq && apt-get download prometheus)) && \
 	  dpkg -x prometheus_*.deb pkg && cp pkg/usr/bin/promtool . && rm -rf pkg prometheus_*.deb
 
-test: build/npm/node_modules/openai/package.json $(PROMTOOL)
+test: $(NPM_STAMP) $(PROMTOOL)
 test: export MW_NPM = $(CURDIR)/build/npm
 test: export MW_PROMTOOL = $(CURDIR)/$(PROMTOOL)
 
