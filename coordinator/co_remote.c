@@ -15,6 +15,7 @@
 #include "coordinator/co_loopback.h"
 #include "coordinator/co_remote_internal.h"
 #include "util/mw_grow.h"
+#include "util/mw_platform.h"
 #include "util/mw_time.h"
 #include "wire/wr_zmq.h"
 
@@ -616,8 +617,8 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
      * it takes a free core or waits until this thread blocks in zmq_poll, instead of preempting
      * it before the batches for the other nodes are queued. Only from the default policy: libzmq
      * aborts if the change fails (a real-time caller's priority is invalid for SCHED_BATCH). */
-    if (r->zctx && r->own_zctx && sched_getscheduler(0) == SCHED_OTHER)
-        zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
+    if (r->zctx && r->own_zctx && sched_getscheduler(0) == SCHED_OTHER && mw_batch_policy() >= 0)
+        zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, mw_batch_policy());
     for (int i = 0; r->nodes && i < o->n_nodes; i++) {
         co__node *n = &r->nodes[i];
         const char *ep = o->endpoints[i], *hash = strchr(ep, '#');

@@ -23,6 +23,7 @@ typedef struct co__node {
     char refused[160]; /* why the CURVE handshake failed, from the monitor; "" = it did not */
     char node_id[128], backend[32], numerics[32];
     uint32_t capacity, threads;
+    float read_gbps;  /* its backend's measured read bandwidth (0: not announced) */
     void *sock, *mon; /* DEALER, and the PAIR its connection events arrive on */
     uint8_t *owned;   /* its owned (layer, expert) bitmap, from its last Welcome */
     /* Membership (co_remote_members.c): a node is down from a disconnect, a missed deadline or a

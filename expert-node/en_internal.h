@@ -71,6 +71,9 @@ struct en_node {
     uint32_t *stamp;        /* n_experts: distinct-expert marks per request */
     uint32_t stamp_now;
     char node_id[256], backend[32], numerics[16];
+    const struct en__device *dev; /* where the experts run (en_device.h) */
+    struct mt_dev *mt;            /* the GPU's state when dev is Metal */
+    double read_gbps;             /* the device's measured read bandwidth (0: not measured) */
     kn_pool *pool;
     md_moe_ws *ws;
     /* sockets */

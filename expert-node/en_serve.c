@@ -5,6 +5,7 @@
  * wake pipe, so a stop never waits for traffic. */
 #include "expert-node/en_node.h"
 #include "expert-node/en_client.h"
+#include "expert-node/en_device.h"
 #include "expert-node/en_internal.h"
 
 #include <errno.h>
@@ -62,7 +63,9 @@ static void reply_welcome(en_node *n, uint64_t seq) {
                             .owned = n->owned_bits,
                             .glu = kn_glu_name(n->cfg.glu.kind),
                             .n_glu_params = (uint32_t)n_glu,
-                            .glu_params = glu}};
+                            .glu_params = glu,
+
+                            .read_gbps = (float)n->read_gbps}};
     mw_err e;
     if (wr_pack(&n->out, &m, (wr_codec){WR_F32, false}, &e) == 0)
         send_to(n, n->rx.id, n->rx.id_len, &n->out);
@@ -279,7 +282,7 @@ static int run_group(en_node *n, const en__group *g, uint64_t *read, mw_err *e) 
                           .lookup = en__lookup,
                           .lookup_ctx = n,
                           .ws = n->ws};
-    return md_moe_exec(&a, n->y, read, e);
+    return n->dev->exec(n, &a, n->y, read, e);
 }
 
 /* Answers request r of group g with its rows of n->y: the group ran from t0 for dt ns. */

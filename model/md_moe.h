@@ -103,4 +103,8 @@ typedef struct md_moe_exec_args {
  * take rows of `width` (bad ones → -1 + err). */
 int md_moe_exec(const md_moe_exec_args *a, float *out, uint64_t *weight_bytes, mw_err *err);
 
+/* The checks md_moe_exec makes of its arguments first (shapes within bounds, rows and weights of
+ * every assignment), for another executor of the same contract (metal/mt_exec.c). */
+int md_moe_check_args(const md_moe_exec_args *a, mw_err *err);
+
 #endif

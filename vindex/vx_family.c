@@ -25,14 +25,11 @@ const vx_family vx_families[VX_FAMILY_COUNT] = {
     [VX_FAMILY_KIMI_LINEAR] =
         {
             .arch = "kimi-linear",
-            .no_hf = "its checkpoints (KimiLinearForCausalLM) are read through their GGUF so far",
         },
     /* Kimi K3: Kimi Linear's stack with attention residuals and a latent MoE */
     [VX_FAMILY_KIMI_K3] =
         {
             .arch = "kimi-k3",
-            .no_hf = "its checkpoints (KimiK3ForConditionalGeneration) are read through their "
-                     "GGUF so far",
         },
 };
 

@@ -194,6 +194,7 @@ static int pack_welcome(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Env
     welcome.glu = str_or_empty(w->glu);
     welcome.n_glu_params = w->glu_params ? w->n_glu_params : 0;
     welcome.glu_params = (float *)w->glu_params;
+    welcome.read_gbps = w->read_gbps;
     env->welcome = &welcome;
     return pack_envelope(o, env, err);
 }
@@ -455,6 +456,8 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
         return FAIL(f, WR_E_MALFORMED, "owned bitmap is %zu bytes, %u × %u experts need %zu",
                     w->owned.len, w->n_layers, w->n_experts,
                     wr_owned_bytes(w->n_layers, w->n_experts));
+    if (!(w->read_gbps >= 0.0f && w->read_gbps <= 1e6f))
+        return FAIL(f, WR_E_MALFORMED, "read bandwidth %g GB/s", (double)w->read_gbps);
     m->welcome = (wr_welcome){.node_id = str(w->node_id),
                               .fingerprint = str(w->fingerprint),
                               .backend = str(w->backend),
@@ -467,7 +470,9 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
                               .owned = w->owned.data,
                               .glu = str(w->glu),
                               .n_glu_params = (uint32_t)w->n_glu_params,
-                              .glu_params = w->glu_params};
+                              .glu_params = w->glu_params,
+
+                              .read_gbps = w->read_gbps};
     return 0;
 }
 

@@ -85,6 +85,7 @@ typedef struct wr_welcome {
     const char *glu;      /* the experts' GLU kind ("" = not announced) */
     uint32_t n_glu_params;
     const float *glu_params; /* its parameters, in the kind's order (kernels/glu.c) */
+    float read_gbps;         /* the backend's measured read bandwidth, GB/s; 0 = not measured */
 } wr_welcome;
 
 /* The wire's Numerics numbers; the same values as kn_numerics. */

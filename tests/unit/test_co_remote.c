@@ -46,6 +46,7 @@ typedef struct fake {
     const char *fingerprint;
     uint32_t width, capacity;
     bool owns[NL][NE];
+    const char *backend;  /* NULL: "fake" */
     const char *glu_name; /* the GLU it announces (NULL: model_glu's) */
     int n_glu;            /* with these parameters (glu_name set) */
     float glu_params[WR_MAX_GLU_PARAMS];
@@ -73,7 +74,7 @@ static void send_welcome(fake *f, wr_out *out, const wr_rx *rx, uint64_t seq) {
                 .seq = seq,
                 .welcome = {.node_id = f->endpoint,
                             .fingerprint = f->fingerprint,
-                            .backend = "fake",
+                            .backend = f->backend ? f->backend : "fake",
                             .numerics = "f32,q8",
                             .capacity = f->capacity,
                             .threads = 1,
@@ -417,6 +418,37 @@ static void test_handshake_refusals(void **state) {
     assert_null(be);
 }
 
+/* Exact mode keeps Metal and CPU owners of one expert apart; partial mode, two Metal owners, or
+ * a Metal and a CPU node owning different experts are served. */
+static void test_exact_mode_keeps_metal_and_cpu_apart(void **state) {
+    (void)state;
+    for (int i = 0; i < 2; i++) init_fake(i, 1), start_fake(i);
+    fakes[0].backend = "cpu-avx2";
+    fakes[1].backend = "metal-apple-m2-ultra";
+    co_remote_opts o = opts(2, true);
+    mw_err err;
+    assert_int_equal(co_remote_new(&o, &be, &err), -1);
+    if (!strstr(err.msg, "exact mode: expert 0:0 is owned by node ") ||
+        !strstr(err.msg, "(cpu-avx2)") || !strstr(err.msg, "(metal-apple-m2-ultra)"))
+        fail_msg("%s", err.msg);
+    assert_null(be);
+    o.exact = false;
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    be->destroy(be);
+    be = NULL;
+    o.exact = true;
+    fakes[0].backend = "metal-apple-m4-max";
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    be->destroy(be);
+    be = NULL;
+    fakes[0].backend = "cpu-neon";
+    for (int i = 0; i < 2; i++) /* even experts on 0, odd on 1 */
+        for (int l = 0; l < NL; l++)
+            for (int e = 0; e < NE; e++) fakes[i].owns[l][e] = e % 2 == i;
+    fakes[1].backend = "metal-apple-m2-ultra";
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+}
+
 /* The node's experts must run the model's GLU policy, parameters bit for bit: another kind,
  * another parameter, none announced, an unknown kind and a malformed one are each refused at the
  * handshake, naming the node and both policies. */
@@ -501,6 +533,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_unowned_experts_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_refusals, setup, teardown),
         cmocka_unit_test_setup_teardown(test_glu_mismatch_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exact_mode_keeps_metal_and_cpu_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_node_misses_the_deadline, setup, teardown),
     };
     return cmocka_run_group_tests_name("co_remote", tests, NULL, NULL);

@@ -3,9 +3,9 @@
  * same tokens and bit-identical logits, f32 and q8), seeded sampling, stop ids, cancellation
  * freeing the slot, a paused job keeping its slot out of the batch, admission limits, a failed step
  * failing only the jobs of the rows its backend names; and stop strings over split text (co_stop).
- * Invariance and cancellation also on kimi-linear-tiny, whose KDA layers keep a recurrent state
- * per slot: prompt chunks end anywhere in the delta rule's chunks, and a cancelled job's slot
- * starts the next one afresh; invariance on kimi-k3-tiny too (attention residuals, latent MoE). */
+ * Invariance and cancellation also on kimi-linear-tiny, whose KDA layers keep a recurrent state per
+ * slot: prompt chunks end anywhere in the delta rule's chunks, and a cancelled job's slot starts
+ * the next one afresh; invariance on kimi-k3-tiny too (attention residuals, latent MoE). */
 #include "tests/support/mw_test.h"
 
 #include <math.h>

@@ -203,7 +203,7 @@ static void test_other_kinds_round_trip(void **state) {
         {.kind = WR_MSG_WELCOME,
          .seq = 1,
          .welcome = {"node-1", "abc123", "cpu-avx2", "f32", 4096, 2, 3, 10, 2880, owned, "situ", 2,
-                     glu}},
+                     glu, 612.5f}},
         {.kind = WR_MSG_PARTIAL_BATCH,
          .seq = 9,
          .partial = {5, 2, 11, WR_MODE_PARTIAL, 12345, 67890, 4444, y}},
@@ -235,6 +235,7 @@ static void test_other_kinds_round_trip(void **state) {
             assert_string_equal(r.welcome.numerics, "f32");
             assert_int_equal(r.welcome.capacity, 4096);
             assert_int_equal(r.welcome.width, 2880);
+            assert_true(r.welcome.read_gbps == 612.5f);
             assert_true(wr_owned_get(r.welcome.owned, 10, 0, 0));
             assert_true(wr_owned_get(r.welcome.owned, 10, 0, 7));
             assert_true(wr_owned_get(r.welcome.owned, 10, 2, 4));
@@ -568,19 +569,28 @@ static void welcome_many_glu_params(Moewire__Envelope *e) { /* it had none */
     e->welcome->glu_params = calloc(WR_MAX_GLU_PARAMS + 1, sizeof(float));
 }
 
+static void welcome_nan_bandwidth(Moewire__Envelope *e) {
+    e->welcome->read_gbps = NAN;
+}
+static void welcome_negative_bandwidth(Moewire__Envelope *e) {
+    e->welcome->read_gbps = -1.0f;
+}
+
 static void test_malformed_welcome_and_partial(void **state) {
     (void)state;
     uint8_t owned[5] = {0}; /* ceil(4 × 9 / 8) */
     wr_msg w = {.kind = WR_MSG_WELCOME,
                 .welcome = {"n", "f", "b", "f32", 1, 1, 4, 9, 64, owned, "swiglu", 0, NULL}};
-    static const env_edit edits[] = {bad_owned_len, welcome_zero_layers, welcome_huge,
-                                     welcome_many_glu_params};
-    static const wr_code codes[] = {WR_E_MALFORMED, WR_E_MALFORMED, WR_E_TOO_LARGE, WR_E_TOO_LARGE};
+    static const env_edit edits[] = {bad_owned_len,         welcome_zero_layers,
+                                     welcome_huge,          welcome_many_glu_params,
+                                     welcome_nan_bandwidth, welcome_negative_bandwidth};
+    static const wr_code codes[] = {WR_E_MALFORMED, WR_E_MALFORMED, WR_E_TOO_LARGE,
+                                    WR_E_TOO_LARGE, WR_E_MALFORMED, WR_E_MALFORMED};
     wr_out o;
     wr_out_init(&o);
     wr_in in;
     wr_in_init(&in, NULL);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 6; i++) {
         assert_int_equal(wr_pack(&o, &w, (wr_codec){WR_F32, false}, NULL), 0);
         parts p = copy_parts(&o);
         edit_envelope(&p, edits[i]);
