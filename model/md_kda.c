@@ -15,10 +15,10 @@
 #include "model/md_kda.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kn_exp.h"
-#include "model/md_kda_internal.h"
 #include "model/md_ops.h"
 
 #define C MD_KDA_CHUNK
@@ -131,10 +131,6 @@ typedef struct ws {
     float *kc, *gm, *av, *bv, *dots, *col;
 } ws;
 
-size_t md__kda_scratch_floats(int d) {
-    return 2 * ((size_t)d + 2 * C) + 6 * (size_t)C * (size_t)d + 2 * C + 16;
-}
-
 static ws ws_at(float *base, int d) {
     ws w;
     const float **p = (const float **)(void *)base;
@@ -196,8 +192,7 @@ static void fold(const ws *w, int d, const float *S0, int n, float *out) {
     }
 }
 
-void md__kda_materialize(int d, const float *S0, const float *E, int n, float *out,
-                         float *scratch) {
+static void materialize(int d, const float *S0, const float *E, int n, float *out, float *scratch) {
     if (n == 0) {
         memcpy(out, S0, (size_t)d * d * sizeof(float));
         return;
@@ -332,4 +327,28 @@ void md_kda_scan(md_kda_state *st, int layer, const float *q, const float *k, co
                  const float *g, const float *beta, float *out, kn_pool *pool) {
     scan_task tk = {st, layer, q, k, v, g, beta, out};
     kn_pool_run(pool, scan_run, &tk);
+}
+
+/* ---- reading a sequence's state ----------------------------------------------------------- */
+
+int md_kda_state_read(const md_kda_state *st, int seq, int64_t held, int layer, float *S,
+                      mw_err *err) {
+    if (seq < 0 || seq >= st->n_seq || layer < 0 || layer >= st->n_layer || st->slot[layer] < 0)
+        return mw_errf(err, "KDA state: no sequence %d / KDA layer %d", seq, layer);
+    const md_kda_seq *q = &st->seqs[seq];
+    if (!q->mem || held == 0) {
+        memset(S, 0, st->s_len * sizeof(float));
+        return 0;
+    }
+    const float *s0 = md__kda_s(st, seq, layer, q->bank);
+    const float *e = md__kda_e(st, seq, layer, q->bank);
+    const int n = (int)(held % MD_KDA_CHUNK);
+    const size_t per_head = (size_t)st->d * (size_t)st->d;
+    float *scratch = malloc(md__kda_scratch_floats(st->d) * sizeof(float));
+    if (!scratch) return mw_errf(err, "KDA state: out of memory");
+    for (int h = 0; h < st->H; h++)
+        materialize(st->d, s0 + h * per_head, e + (size_t)h * MD_KDA_CHUNK * md__kda_entry(st->d),
+                    n, S + h * per_head, scratch);
+    free(scratch);
+    return 0;
 }

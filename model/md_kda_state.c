@@ -1,12 +1,12 @@
 /* model/md_kda_state.c — the recurrent state of the KDA layers: per sequence and layer two banks
  * of the chunk start state S (H × d × d) and of the open chunk's entries, and two banks of the
  * convolution's last inputs; the pass transaction that flips them, and reading S back. */
-#include "model/md_kda.h"
+#include "model/md_kda_state.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/md_kda_internal.h"
+#include "kernels/kn.h"
 #include "util/mw_grow.h"
 
 int md_kda_state_init(md_kda_state *st, const md_config *cfg, int n_seq, mw_err *err) {
@@ -132,27 +132,4 @@ void md_kda_commit(md_kda_state *st) {
         if ((gr->base + gr->n) / MD_KDA_CHUNK > gr->base / MD_KDA_CHUNK) q->bank ^= 1;
     }
     st->n_groups = 0;
-}
-
-int md_kda_state_read(const md_kda_state *st, int seq, int64_t held, int layer, float *S,
-                      mw_err *err) {
-    if (seq < 0 || seq >= st->n_seq || layer < 0 || layer >= st->n_layer || st->slot[layer] < 0)
-        return mw_errf(err, "KDA state: no sequence %d / KDA layer %d", seq, layer);
-    const md_kda_seq *q = &st->seqs[seq];
-    if (!q->mem || held == 0) {
-        memset(S, 0, st->s_len * sizeof(float));
-        return 0;
-    }
-    const float *s0 = md__kda_s(st, seq, layer, q->bank);
-    const float *e = md__kda_e(st, seq, layer, q->bank);
-    const int n = (int)(held % MD_KDA_CHUNK);
-    const size_t per_head = (size_t)st->d * (size_t)st->d;
-    float *scratch = malloc(md__kda_scratch_floats(st->d) * sizeof(float));
-    if (!scratch) return mw_errf(err, "KDA state: out of memory");
-    for (int h = 0; h < st->H; h++)
-        md__kda_materialize(st->d, s0 + h * per_head,
-                            e + (size_t)h * MD_KDA_CHUNK * md__kda_entry(st->d), n,
-                            S + h * per_head, scratch);
-    free(scratch);
-    return 0;
 }

@@ -8,7 +8,6 @@
 #include <sys/mman.h>
 #endif
 
-#include "model/md_kda.h"
 #include "util/mw_grow.h"
 
 static int grow(void **p, int64_t rows, size_t row_bytes) {
@@ -356,21 +355,4 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
         .vd = kv->v_in_k ? kv->kd : kv->vd,
     };
     return it;
-}
-
-md_seq_cost md_seq_cost_of(const md_config *c, int64_t n_ctx, kn_type type) {
-    const uint64_t row = md_kv_row_bytes(c, type);
-    md_seq_cost cost = {.fixed = md_kda_seq_bytes(c)};
-    int rings = 0;
-    for (int l = 0; l < c->n_layer; l++) {
-        if (md_layer_is_kda(c, l)) continue;
-        const bool ring = c->n_swa > 0 && c->layer_swa[l];
-        rings += ring;
-        if (ring)
-            cost.per_pos_ring += row;
-        else
-            cost.per_pos_full += row;
-    }
-    cost.ring = rings ? (c->n_swa < n_ctx ? c->n_swa : n_ctx) : 0;
-    return cost;
 }

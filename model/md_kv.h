@@ -13,7 +13,7 @@
  * Sliding-window layers keep only the window: a ring of `ring` positions where position p lives in
  * slot p % ring, so at long contexts they cost a fixed amount whatever the length.
  *
- * KDA layers (md_layer_is_kda) have no cache here: their state is md_kda.h's.
+ * KDA layers (md_layer_is_kda) have no cache here: their state is md_kda_state.h's.
  *
  * A pass is a transaction: md_kv_begin .. md_kv_commit. During the pass, attention reads the
  * positions a sequence already held from the cache and the batch's own positions from the batch's

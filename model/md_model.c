@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "model/md_family.h"
+#include "model/md_kda_state.h"
+#include "model/md_kv.h"
 
 typedef struct loader {
     const vx_source *src;
@@ -544,4 +546,22 @@ void md_model_free(md_model *m) {
     free(m->vecs);
     free(m->layers);
     free(m);
+}
+
+/* A sequence's cost: its cache rows per position (full and ring layers) and its recurrent state. */
+md_seq_cost md_seq_cost_of(const md_config *c, int64_t n_ctx, kn_type type) {
+    const uint64_t row = md_kv_row_bytes(c, type);
+    md_seq_cost cost = {.fixed = md_kda_seq_bytes(c)};
+    int rings = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (md_layer_is_kda(c, l)) continue;
+        const bool ring = c->n_swa > 0 && c->layer_swa[l];
+        rings += ring;
+        if (ring)
+            cost.per_pos_ring += row;
+        else
+            cost.per_pos_full += row;
+    }
+    cost.ring = rings ? (c->n_swa < n_ctx ? c->n_swa : n_ctx) : 0;
+    return cost;
 }
