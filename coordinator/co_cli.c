@@ -237,6 +237,12 @@ static int set_node_affinity(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_trace_routing(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->trace_routing = v;
+    return 0;
+}
+
 static int set_pin(co_opts *o, const char *v, mw_err *err) {
     (void)v, (void)err;
     o->pin = true;
@@ -432,6 +438,10 @@ static const co_option options[] = {
      "copy the dense matrices (and local experts) out of the file mapping onto huge pages: "
      "faster decoding for their size in memory",
      set_pin},
+    {"--trace-routing", "FILE",
+     "write every routing decision (layer, row, experts, gate weights) to FILE for `vindex "
+     "routing-stats` and `vindex plan`",
+     set_trace_routing},
     {"--nodes", "tcp://h:p,...", "expert nodes, in node order (selects --experts remote)",
      set_nodes},
     {"--loopback", "N",

@@ -34,6 +34,7 @@ typedef struct co_opts {
     int threads;
     int64_t n_ctx; /* 0 = prompt + max-tokens */
     bool pin;      /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
+    const char *trace_routing; /* routing trace file (coordinator/co_trace.h), NULL: none */
     /* remote experts (coordinator/co_cluster.h) */
     const char *nodes;        /* comma-separated node endpoints */
     int loopback;             /* start this many local expert nodes */

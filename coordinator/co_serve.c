@@ -21,6 +21,7 @@
 #include "coordinator/co_routes.h"
 #include "coordinator/co_sched.h"
 #include "coordinator/co_serve_text.h"
+#include "coordinator/co_trace.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
@@ -37,6 +38,7 @@ typedef struct serve {
     md_model *model;
     md_expert_backend *experts;
     md_ctx *ctx;
+    co_trace *trace; /* --trace-routing */
     co_stext *text;
     co_metrics *metrics;
     co_sched *sched;
@@ -254,6 +256,9 @@ static int open_model(serve *s, mw_err *err) {
                         .n_seq = s->n_slots,
                         .n_ctx = s->n_ctx};
     if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
+    if (o->trace_routing && co_trace_open(o->trace_routing, s->src, s->model, &s->trace, err))
+        return -1;
+    co_trace_attach(s->trace, s->ctx);
     return 0;
 }
 
@@ -379,6 +384,9 @@ static void close_all(serve *s) {
     co_auth_free(s->auth);
     co_metrics_free(s->metrics);
     free(s->nodes);
+    mw_err terr;
+    if (co_trace_close(s->trace, stderr, &terr))
+        fprintf(stderr, "coordinator serve: %s\n", terr.msg);
     md_ctx_free(s->ctx);
     if (s->experts) s->experts->destroy(s->experts); /* stops loopback nodes */
     co_stext_free(s->text);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "vindex/vx_rstats.h"
 #include "vindex/vx_source.h"
 #include "vindex/vx_strmap.h"
 #include "vindex/vx_synth.h"
@@ -22,6 +23,8 @@ static void usage(FILE *f) {
             "  vindex inspect DIR [--json]\n"
             "  vindex verify DIR\n"
             "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
+            "  vindex routing-stats TRACE... [--json] [--pairs N]\n"
+            "      per layer and expert: load, pairs chosen together, distinct experts per batch\n"
             "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
             "  vindex synth --arch %s --layers L --hidden H --heads NH\n"
             "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
@@ -206,6 +209,35 @@ static int cmd_slice(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_routing_stats(int argc, char **argv) {
+    bool json = false;
+    long pairs = 32;
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) {
+            char *end;
+            pairs = strtol(argv[++i], &end, 10);
+            if (*end || pairs < 0 || pairs > VX_RSTATS_MAX_PAIRS) return usage(stderr), 2;
+        } else if (argv[i][0] == '-') {
+            return usage(stderr), 2;
+        } else {
+            argv[n++] = argv[i];
+        }
+    }
+    if (n == 0) return usage(stderr), 2;
+    vx_rstats st = {0};
+    mw_err err;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = vx_rstats_add_trace(&st, argv[i], &err);
+    if (!rc) rc = vx_rstats_top_pairs(&st, (size_t)pairs, &err);
+    if (!rc && json) rc = vx_rstats_write_json(&st, stdout, &err);
+    if (!rc && !json) vx_rstats_print(&st, stdout);
+    vx_rstats_free(&st);
+    return rc ? fail(&err) : 0;
+}
+
 static int cmd_synth(int argc, char **argv) {
     vx_synth_opts o;
     vx_synth_defaults(&o);
@@ -260,6 +292,7 @@ int main(int argc, char **argv) {
                 {"inspect", cmd_inspect},
                 {"verify", cmd_verify},
                 {"slice", cmd_slice},
+                {"routing-stats", cmd_routing_stats},
                 {"synth", cmd_synth}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 2, argv + 2);
