@@ -162,7 +162,7 @@ static void timed_reset(md_expert_backend *b) {
 }
 
 static void cluster_reset(md_expert_backend *b) {
-    co_remote_reset_stats(co_cluster_remote(b));
+    co_remote_reset_stats(b);
 }
 
 /* A context decoding through `experts`, the PROMPT tokens already decoded (logits: n_vocab). */
@@ -392,7 +392,7 @@ static int start_clusters(bench_run *b, const char *path, const vx_source *src, 
         }
         wr_codec_parse(configs[k].codec, &co.codec, NULL);
         if (co_cluster_create(&co, &b->res[k].be, err)) return -1;
-        if (!co.curve) co.endpoints = co_cluster_endpoints(b->res[0].be, &co.n_nodes);
+        if (!co.curve) co.endpoints = co_remote_endpoints(b->res[0].be, &co.n_nodes);
     }
     return 0;
 }
@@ -422,7 +422,7 @@ static int run_rounds(bench_run *b, int rounds, mw_err *err) {
             round_tok_s[k] = tok_s;
             if (tok_s > c->best_tok_s) {
                 c->best_tok_s = tok_s;
-                c->sum = co_remote_summarize(co_cluster_remote(c->be));
+                c->sum = co_remote_summarize(c->be);
             }
         }
         for (int k = 0; k < N_CONFIGS; k++) b->res[k].ratio[r] = round_tok_s[k] / round_local;
@@ -476,7 +476,7 @@ static int bench_model(const char *path, int layers, int n, int rounds, int step
     b.tl.inner = b.local;
     if (start_clusters(&b, path, src, pin, node_threads, node_affinity, &err)) goto done;
     int n_nodes;
-    const char *node0 = co_cluster_endpoints(b.res[0].be, &n_nodes)[0];
+    const char *node0 = co_remote_endpoints(b.res[0].be, &n_nodes)[0];
     const double ping_hot = ping_us(node0, 200, NULL), ping_trunk = ping_us(node0, 200, b.pool);
     printf("{\"bench\":\"cluster\",\"layers\":%d,\"ping_rtt_us_median\":%.1f,"
            "\"ping_after_trunk_us_median\":%.1f}\n",

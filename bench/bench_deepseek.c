@@ -389,7 +389,7 @@ static void close_sides(sides *sd) {
 /* One of our runs (in process, overlapped or serial cluster). */
 static int run_side(const opts *o, sides *sd, int k, result *r, mw_err *e) {
     md_expert_backend *be[R_LLAMA] = {sd->local, sd->cluster, &sd->serial.be};
-    return run_once(o, sd->m, be[k], k ? co_cluster_remote(sd->cluster) : NULL, sd->pool, r, e);
+    return run_once(o, sd->m, be[k], k ? sd->cluster : NULL, sd->pool, r, e);
 }
 
 /* A run's best decode keeps its figures; the best prefill of any round is kept beside it. */

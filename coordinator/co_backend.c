@@ -1,6 +1,6 @@
 /* coordinator/co_backend.c — the backend table. "local" runs the experts in this process through
  * the same executor an expert node runs (model/md_local.h); "remote" sends them to expert nodes
- * (coordinator/co_cluster.h), its options filled from the command line's. */
+ * (coordinator/co_remote.h), built through co_cluster.h from the options it was given. */
 #include "coordinator/co_backend.h"
 
 #include <stdio.h>
@@ -8,15 +8,29 @@
 #include <string.h>
 
 #include "coordinator/co_cluster.h"
+#include "coordinator/co_remote.h"
 #include "model/md_local.h"
 #include "util/mw_names.h"
 
 #define MAX_NODES 1024
 
+/* A node's round trips go to /metrics bucket for bucket. */
+_Static_assert(CO_RTT_BUCKETS == CO_RTT_LOG2, "co_node_stats and co_remote_node_info buckets");
+
+/* ---- local ---------------------------------------------------------------------------------- */
+
 static int create_local(const co_backend_env *env, md_expert_backend **out, mw_err *err) {
     if (md_local_backend_new(env->src, &env->model->cfg, env->pool, out, err)) return -1;
     return env->opts->pin ? md_local_backend_pin(*out, err) : 0;
 }
+
+static bool local_metrics(md_expert_backend *b, co_backend_stats *st, co_node_stats *nodes) {
+    (void)nodes;
+    *st = (co_backend_stats){.weight_bytes = md_local_backend_weight_bytes(b)};
+    return true;
+}
+
+/* ---- remote --------------------------------------------------------------------------------- */
 
 /* Splits --nodes "tcp://a:1,tcp://b:2" in place (list is a copy) into ep[0 .. *n). */
 static int split_nodes(char *list, const char *nodes, const char **ep, int *n, mw_err *err) {
@@ -35,7 +49,7 @@ static int split_nodes(char *list, const char *nodes, const char **ep, int *n, m
 /* The command line's cluster: --nodes or --loopback, --wire, --exact, --deadline-ms and the
  * loopback nodes' options. */
 static int create_remote(const co_backend_env *env, md_expert_backend **out, mw_err *err) {
-    const co_opts *o = env->opts;
+    const co_backend_opts *o = env->opts;
     *out = NULL;
     if (o->loopback < 1 && !o->nodes)
         return mw_errf(err, "--experts remote needs --nodes or --loopback");
@@ -76,10 +90,41 @@ done:
     return rc;
 }
 
+/* The wire totals, every node's figures, and whether every expert has a live owner (a node down
+ * with replicas is degraded, not unready). */
+static bool remote_metrics(md_expert_backend *b, co_backend_stats *st, co_node_stats *nodes) {
+    const wr_stats *ws = co_remote_stats(b);
+    const wr_counters all = wr_stats_sum(ws, -1, -1);
+    *st = (co_backend_stats){.tx_bytes = all.tx_bytes,
+                             .rx_bytes = all.rx_bytes,
+                             .weight_bytes = all.weight_bytes,
+                             .nodes = nodes};
+    for (int i = 0, n = co_remote_n_nodes(b); i < n; i++) {
+        const wr_counters c = wr_stats_sum(ws, i, -1);
+        co_remote_node_info info;
+        co_remote_node(b, i, &info);
+        co_node_stats *ns = &nodes[i];
+        *ns = (co_node_stats){.endpoint = info.endpoint,
+                              .up = info.up,
+                              .errors = info.errors,
+                              .tx_bytes = c.tx_bytes,
+                              .rx_bytes = c.rx_bytes,
+                              .weight_bytes = c.weight_bytes,
+                              .rows = c.rows,
+                              .batches = c.batches,
+                              .rtt_sum_s = (double)c.rtt_ns * 1e-9};
+        memcpy(ns->rtt_buckets, info.rtt_log2, sizeof ns->rtt_buckets);
+    }
+    const co_remote_health h = co_remote_get_health(b);
+    return h.covered == h.cells;
+}
+
+/* ---- the table ------------------------------------------------------------------------------ */
+
 static const co_backend_kind kinds[] = {
-    {"local", "experts run in this process", true, create_local, NULL},
+    {"local", "experts run in this process", true, create_local, NULL, NULL, local_metrics},
     {"remote", "experts run on expert nodes (--nodes or --loopback)", false, create_remote,
-     co_cluster_report},
+     co_remote_report, co_remote_n_nodes, remote_metrics},
 };
 
 const co_backend_kind *co_backend_find(const char *name) {

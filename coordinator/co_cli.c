@@ -8,7 +8,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "coordinator/co_backend.h"
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
 
@@ -609,13 +608,6 @@ int co_cli_check_serve(const co_opts *o, mw_err *err) {
 void co_cli_usage(FILE *f) {
     fprintf(
         f,
-        "usage: coordinator generate --model PATH (--prompt TEXT | --chat 'user: TEXT' |\n"
-        "                              --messages FILE | --tokens 1,2,3) --max-tokens N [options]\n"
-        "       coordinator serve --model PATH [--listen HOST:PORT] [options]\n"
-        "       coordinator tokenize --model PATH [TEXT | --stdin] [--json] [--special] "
-        "[--add-bos]\n"
-        "       coordinator detokenize --model PATH [IDS... | --stdin] [--special] [--raw]\n"
-        "\n"
         "generate runs the prompt through the model in one batch, then generates up to N tokens\n"
         "one at a time. Text and chat prompts stream the generated text to stdout (flushed per\n"
         "token) and stop at the model's end-of-generation tokens; --tokens prints the N generated\n"
@@ -623,8 +615,10 @@ void co_cli_usage(FILE *f) {
         "serve answers the OpenAI API (/v1/completions, /v1/chat/completions, /v1/models)\n"
         "plus /health and /metrics, batching every request's decoding into shared steps,\n"
         "until SIGTERM or SIGINT.\n"
+        "keygen writes the coordinator's CURVE key pair (see coordinator keygen --help);\n"
+        "tokenize and detokenize: see coordinator tokenize --help.\n"
         "\n"
-        "options:\n");
+        "options of generate and serve:\n");
     for (size_t j = 0; j < N_OPTIONS; j++) {
         char head[64];
         snprintf(head, sizeof head, "%s%s%s", options[j].name, options[j].arg ? " " : "",
@@ -649,4 +643,22 @@ void co_cli_usage(FILE *f) {
         fputc('\n', f);
     }
     fprintf(f, "\nexpert backends: %s\nchat templates: %s\n", co_backend_names(), tk_chat_known());
+}
+
+co_backend_opts co_cli_backend_opts(const co_opts *o) {
+    return (co_backend_opts){.model = o->model,
+                             .numerics = o->numerics,
+                             .pin = o->pin,
+                             .nodes = o->nodes,
+                             .loopback = o->loopback,
+                             .node_threads = o->node_threads,
+                             .node_affinity = o->node_affinity,
+                             .replicas = o->replicas,
+                             .wire = o->wire,
+                             .exact = o->exact,
+                             .deadline_ms = o->deadline_ms,
+                             .down_ms = o->down_ms,
+                             .on_missing_skip = o->on_missing_skip,
+                             .curve_secret = o->curve_secret,
+                             .curve = o->curve};
 }

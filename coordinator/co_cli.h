@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "coordinator/co_backend.h"
 #include "kernels/kn.h"
 #include "model/md_sampler.h"
 #include "tokenizer/tk_chat.h"
@@ -35,7 +36,7 @@ typedef struct co_opts {
     int64_t n_ctx; /* 0 = prompt + max-tokens */
     bool pin;      /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
     const char *trace_routing; /* routing trace file (coordinator/co_trace.h), NULL: none */
-    /* remote experts (coordinator/co_cluster.h) */
+    /* remote experts (coordinator/co_backend.h) */
     const char *nodes;        /* comma-separated node endpoints */
     int loopback;             /* start this many local expert nodes */
     int node_threads;         /* threads per loopback node */
@@ -82,6 +83,9 @@ int co_cli_parse(int argc, char **argv, co_opts *o, int *help, mw_err *err);
 int co_cli_check_generate(const co_opts *o, mw_err *err);
 /* Checks what `serve` needs (model; no prompt options). */
 int co_cli_check_serve(const co_opts *o, mw_err *err);
+/* What generate and serve do, and the options they take (the program prints the commands). */
 void co_cli_usage(FILE *f);
+/* The expert backend's options out of the command line's. */
+co_backend_opts co_cli_backend_opts(const co_opts *o);
 
 #endif

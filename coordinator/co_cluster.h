@@ -1,13 +1,14 @@
-/* coordinator/co_cluster.h — a cluster of expert nodes as one expert backend: the remote backend
- * (co_remote.h) over the nodes it is given or over a loopback cluster it starts (co_loopback.h)
- * and stops when the backend is destroyed, whatever path that is. Its options are its own, so the
- * coordinator's command line (co_backend.c) and the benchmarks fill the same struct. */
+/* coordinator/co_cluster.h — the remote expert backend (co_remote.h) built from a cluster's
+ * options: over the nodes it is given, or over a loopback cluster it starts (co_loopback.h) and
+ * hands to the backend, which stops it when it is destroyed, whatever path that is. The options
+ * are the cluster's own, so the coordinator's command line (co_backend.c) and the benchmarks fill
+ * the same struct; what comes back is the remote backend itself (co_remote_summarize,
+ * co_remote_endpoints, co_remote_report take it as it is). */
 #ifndef CO_CLUSTER_H
 #define CO_CLUSTER_H
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
 
 #include "kernels/kn.h"
 #include "model/md_moe.h"
@@ -45,13 +46,7 @@ typedef struct co_cluster_opts {
     kn_pool *pool; /* the trunk's pool, parked while replies are awaited (may be NULL) */
 } co_cluster_opts;
 
+/* The remote backend over the cluster (co_remote_new), its loopback nodes its own. */
 int co_cluster_create(const co_cluster_opts *o, md_expert_backend **out, mw_err *err);
-/* The remote backend inside (for co_remote_summarize, co_remote_reset_stats, ...). */
-md_expert_backend *co_cluster_remote(md_expert_backend *b);
-/* The nodes' endpoints in node order (n_nodes of them): to build another cluster over the same
- * nodes (e.g. with another codec) or to reach a node directly. */
-const char *const *co_cluster_endpoints(const md_expert_backend *b, int *n_nodes);
-/* The remote backend's movement report (co_remote_report). */
-void co_cluster_report(const md_expert_backend *b, FILE *f);
 
 #endif

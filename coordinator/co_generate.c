@@ -96,7 +96,8 @@ static int open_all(gen *g, mw_err *err) {
                        (long long)g->n_tokens, (long long)o->max_tokens,
                        (long long)(g->n_tokens + o->max_tokens - 1), (long long)n_ctx,
                        (long long)c->n_ctx_train);
-    co_backend_env env = {.opts = o, .src = g->src, .model = g->model, .pool = g->pool};
+    const co_backend_opts bo = co_cli_backend_opts(o);
+    co_backend_env env = {.opts = &bo, .src = g->src, .model = g->model, .pool = g->pool};
     if (kind->create(&env, &g->experts, err)) return -1;
     md_ctx_params cp = {.numerics = o->numerics,
                         .pool = g->pool,

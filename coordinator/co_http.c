@@ -1,30 +1,25 @@
-/* coordinator/co_http.c — the HTTP/1.1 server (see co_http.h): libuv TCP handles, llhttp parsing,
- * one exchange at a time per connection, limits and deadlines, graceful closing.
+/* coordinator/co_http.c — the HTTP/1.1 server (see co_http.h): libuv TCP handles, one exchange at
+ * a time per connection, deadlines, graceful closing; requests are parsed by co_http_parse.h.
  *
  * A connection buffers what it reads; the parser runs over the buffer until a request is complete
- * (on_message_complete pauses it), the handler gets the request, and parsing resumes only when the
- * response has been handed to libuv — so pipelined requests are answered in order. Closing after
- * an error response shuts the write side down first and drains what the client still sends for a
- * moment: closing at once with unread data would reset the connection and could discard the
- * answer before the client reads it. */
+ * (it stops there), the handler gets the request, and parsing resumes only when the response has
+ * been handed to libuv — so pipelined requests are answered in order. Closing after an error
+ * response shuts the write side down first and drains what the client still sends for a moment:
+ * closing at once with unread data would reset the connection and could discard the answer
+ * before the client reads it. */
 #include "coordinator/co_http.h"
 
-#include <llhttp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "coordinator/co_cors.h"
+#include "coordinator/co_http_parse.h"
 #include "util/mw_grow.h"
 
 #define READ_CHUNK 65536
 #define LINGER_MS  2000
-#define FIELD_MAX  64
-#define VALUE_MAX  256
-#define ACRH_MAX   512  /* an Access-Control-Request-Headers list echoed to a preflight */
 #define HEAD_MAX   2048 /* a response head: the status line and every header line */
-#define AUTH_MAX   512  /* an Authorization value (a bearer token is at most 256) */
 
 typedef enum conn_state {
     CONN_IDLE,    /* waiting for a request */
@@ -40,34 +35,13 @@ struct co_http_conn {
     co_http_server *srv;
     co_http_conn *prev, *next;
     conn_state state;
-    llhttp_t parser;
+    co_http_parser *parser;
     char *rbuf; /* [roff, rlen) read, not parsed yet */
     size_t rlen, rcap, roff;
     bool read_paused, eof, in_process;
     int handles; /* open libuv handles (tcp, timer) */
     int pending_writes;
     bool close_after_write;
-    /* the request being parsed */
-    char method[24];
-    char *url;
-    size_t url_len, url_cap;
-    char field[FIELD_MAX + 1], value[VALUE_MAX + 1];
-    size_t field_len, value_len;
-    char content_type[VALUE_MAX + 1];
-    char origin[VALUE_MAX + 1];     /* Origin ("" when absent) */
-    char acr_headers[ACRH_MAX + 1]; /* Access-Control-Request-Headers */
-    size_t acr_len;
-    char authorization[AUTH_MAX + 1]; /* Authorization ("" when absent) */
-    size_t auth_len;
-    bool acr_method; /* Access-Control-Request-Method present: a CORS preflight */
-    bool expect_continue;
-    size_t head_bytes, raw_head;
-    int n_headers;
-    bool head_done;
-    char *body;
-    size_t body_len, body_cap;
-    int fail_status;
-    const char *fail_msg;
     /* the exchange */
     bool keep_alive, chunked, streaming;
     bool head_only; /* a HEAD request: answers carry the head of the GET answer, no body */
@@ -86,7 +60,6 @@ struct co_http_server {
     int port;
     int n_conns;
     co_http_conn *conns;
-    llhttp_settings_t settings;
     co_cors *cors; /* NULL: no CORS headers */
 };
 
@@ -99,55 +72,38 @@ co_http_limits co_http_default_limits(void) {
                             .max_conns = 1024};
 }
 
+static const struct {
+    int status;
+    const char *reason;
+} reasons[] = {
+    {100, "Continue"},
+    {200, "OK"},
+    {204, "No Content"},
+    {400, "Bad Request"},
+    {401, "Unauthorized"},
+    {403, "Forbidden"},
+    {404, "Not Found"},
+    {405, "Method Not Allowed"},
+    {408, "Request Timeout"},
+    {411, "Length Required"},
+    {413, "Payload Too Large"},
+    {414, "URI Too Long"},
+    {415, "Unsupported Media Type"},
+    {417, "Expectation Failed"},
+    {422, "Unprocessable Entity"},
+    {429, "Too Many Requests"},
+    {431, "Request Header Fields Too Large"},
+    {500, "Internal Server Error"},
+    {501, "Not Implemented"},
+    {502, "Bad Gateway"},
+    {503, "Service Unavailable"},
+    {505, "HTTP Version Not Supported"},
+};
+
 const char *co_http_reason(int status) {
-    switch (status) {
-    case 100:
-        return "Continue";
-    case 200:
-        return "OK";
-    case 204:
-        return "No Content";
-    case 400:
-        return "Bad Request";
-    case 401:
-        return "Unauthorized";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 411:
-        return "Length Required";
-    case 413:
-        return "Payload Too Large";
-    case 414:
-        return "URI Too Long";
-    case 415:
-        return "Unsupported Media Type";
-    case 417:
-        return "Expectation Failed";
-    case 422:
-        return "Unprocessable Entity";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
-    }
+    for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+        if (reasons[i].status == status) return reasons[i].reason;
+    return status < 400 ? "OK" : status < 500 ? "Bad Request" : "Internal Server Error";
 }
 
 static void conn_process(co_http_conn *c);
@@ -216,165 +172,24 @@ static size_t format_head(char *h, size_t cap, co_http_conn *c, int status, cons
         n += (size_t)snprintf(h + n, cap - n, "Content-Length: %lld\r\n", content_length);
     else if (!bodiless && c->chunked && n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Transfer-Encoding: chunked\r\n");
-    if (n < cap) n += co_cors_headers(c->srv->cors, c->origin, h + n, cap - n);
+    if (n < cap)
+        n +=
+            co_cors_headers(c->srv->cors, co_http_parser_request(c->parser).origin, h + n, cap - n);
     if (n < cap)
         n += (size_t)snprintf(h + n, cap - n, "Connection: %s\r\n%s\r\n",
                               c->keep_alive ? "keep-alive" : "close", extra ? extra : "");
     return n < cap ? n : cap - 1;
 }
 
-/* ---- request state -------------------------------------------------------------------------- */
+/* ---- exchange state ------------------------------------------------------------------------ */
 
-static void reset_request(co_http_conn *c) {
-    c->method[0] = 0;
-    c->url_len = 0;
-    c->field_len = c->value_len = 0;
-    c->content_type[0] = 0;
-    c->origin[0] = c->acr_headers[0] = 0;
-    c->acr_len = 0;
-    c->authorization[0] = 0;
-    c->auth_len = 0;
-    c->acr_method = false;
-    c->expect_continue = false;
-    c->head_bytes = c->raw_head = 0;
-    c->n_headers = 0;
-    c->head_done = false;
-    c->body_len = 0;
-    c->fail_status = 0;
-    c->fail_msg = NULL;
+static void reset_exchange(co_http_conn *c) {
     c->streaming = c->chunked = false;
     c->abort_fn = NULL;
     c->abort_ud = NULL;
 }
 
-static co_http_conn *conn_of(llhttp_t *p) {
-    return p->data;
-}
-
-static int fail(co_http_conn *c, int status, const char *msg) {
-    c->fail_status = status;
-    c->fail_msg = msg;
-    return HPE_USER;
-}
-
-static int count_head(co_http_conn *c, size_t n) {
-    c->head_bytes += n;
-    if (c->head_bytes > c->srv->lim.max_head_bytes)
-        return fail(c, 431, "the request head is larger than the server accepts");
-    return 0;
-}
-
 static void on_timer(uv_timer_t *t);
-
-static int on_message_begin(llhttp_t *p) {
-    co_http_conn *c = conn_of(p);
-    reset_request(c);
-    c->state = CONN_READING;
-    uv_timer_start(&c->timer, on_timer, (uint64_t)c->srv->lim.request_ms, 0);
-    return 0;
-}
-
-static int on_method(llhttp_t *p, const char *at, size_t n) {
-    co_http_conn *c = conn_of(p);
-    size_t have = strlen(c->method);
-    if (have + n >= sizeof c->method) return fail(c, 501, "unknown method");
-    memcpy(c->method + have, at, n);
-    c->method[have + n] = 0;
-    return count_head(c, n);
-}
-
-static int on_url(llhttp_t *p, const char *at, size_t n) {
-    co_http_conn *c = conn_of(p);
-    if (c->url_len + n > c->srv->lim.max_head_bytes)
-        return fail(c, 414, "the request target is longer than the server accepts");
-    if (mw_grow((void **)&c->url, &c->url_cap, c->url_len + n + 1, 1))
-        return fail(c, 500, "out of memory");
-    memcpy(c->url + c->url_len, at, n);
-    c->url_len += n;
-    c->url[c->url_len] = 0;
-    return count_head(c, n);
-}
-
-/* Header names and values are kept up to a fixed size (longer ones match nothing we read). */
-static void append_capped(char *dst, size_t *len, size_t cap, const char *at, size_t n) {
-    size_t take = *len + n > cap ? cap - *len : n;
-    memcpy(dst + *len, at, take);
-    *len += take;
-    dst[*len] = 0;
-}
-
-static int on_header_field(llhttp_t *p, const char *at, size_t n) {
-    co_http_conn *c = conn_of(p);
-    append_capped(c->field, &c->field_len, FIELD_MAX, at, n);
-    return count_head(c, n);
-}
-
-static int on_header_value(llhttp_t *p, const char *at, size_t n) {
-    co_http_conn *c = conn_of(p);
-    append_capped(c->value, &c->value_len, VALUE_MAX, at, n);
-    if (!strcasecmp(c->field, "access-control-request-headers")) /* may be longer than a value */
-        append_capped(c->acr_headers, &c->acr_len, ACRH_MAX, at, n);
-    else if (!strcasecmp(c->field, "authorization"))
-        append_capped(c->authorization, &c->auth_len, AUTH_MAX, at, n);
-    return count_head(c, n);
-}
-
-static int on_header_value_complete(llhttp_t *p) {
-    co_http_conn *c = conn_of(p);
-    if (++c->n_headers > c->srv->lim.max_headers)
-        return fail(c, 431, "the request has more header lines than the server accepts");
-    if (!strcasecmp(c->field, "content-type"))
-        memcpy(c->content_type, c->value, c->value_len + 1);
-    else if (!strcasecmp(c->field, "origin"))
-        memcpy(c->origin, c->value, c->value_len + 1);
-    else if (!strcasecmp(c->field, "access-control-request-method"))
-        c->acr_method = true;
-    else if (!strcasecmp(c->field, "content-encoding") && strcasecmp(c->value, "identity"))
-        return fail(c, 415, "compressed request bodies (Content-Encoding) are not supported");
-    else if (!strcasecmp(c->field, "expect")) {
-        if (strcasecmp(c->value, "100-continue")) return fail(c, 417, "unsupported Expect header");
-        c->expect_continue = true;
-    }
-    c->field_len = c->value_len = 0;
-    c->field[0] = c->value[0] = 0;
-    return 0;
-}
-
-static int on_headers_complete(llhttp_t *p) {
-    co_http_conn *c = conn_of(p);
-    c->head_done = true;
-    if (p->upgrade) {
-        if (p->method == HTTP_CONNECT) return fail(c, 400, "CONNECT is not supported");
-        /* HTTP/1.1 it stays: a server may ignore Upgrade (RFC 9110, 7.8), so `curl --http2`'s h2c
-         * offer or a WebSocket handshake gets a plain answer instead of an error */
-        p->upgrade = 0;
-    }
-    if ((p->flags & F_CONTENT_LENGTH) && p->content_length > c->srv->lim.max_body_bytes)
-        return fail(c, 413, "the request body is larger than the server accepts");
-    if (c->expect_continue) {
-        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        const char *parts[] = {cont};
-        size_t lens[] = {sizeof cont - 1};
-        conn_write(c, parts, lens, 1);
-    }
-    return 0;
-}
-
-static int on_body(llhttp_t *p, const char *at, size_t n) {
-    co_http_conn *c = conn_of(p);
-    if (c->body_len + n > c->srv->lim.max_body_bytes)
-        return fail(c, 413, "the request body is larger than the server accepts");
-    if (mw_grow((void **)&c->body, &c->body_cap, c->body_len + n + 1, 1))
-        return fail(c, 500, "out of memory");
-    memcpy(c->body + c->body_len, at, n);
-    c->body_len += n;
-    return 0;
-}
-
-static int on_message_complete(llhttp_t *p) {
-    (void)p;
-    return HPE_PAUSED;
-}
 
 /* ---- the exchange --------------------------------------------------------------------------- */
 
@@ -403,28 +218,20 @@ static void error_reply(co_http_conn *c, int status, const char *msg) {
 
 static void dispatch(co_http_conn *c) {
     co_http_server *s = c->srv;
+    const co_http_parsed q = co_http_parser_request(c->parser);
     uv_timer_stop(&c->timer);
     c->state = CONN_BUSY;
-    c->keep_alive = llhttp_should_keep_alive(&c->parser) && !s->draining && !s->closing;
-    c->chunked = c->parser.http_major == 1 && c->parser.http_minor >= 1;
-    if (mw_grow((void **)&c->body, &c->body_cap, c->body_len + 1, 1) ||
-        mw_grow((void **)&c->url, &c->url_cap, c->url_len + 1, 1)) {
-        error_reply(c, 500, "out of memory");
-        return;
-    }
-    c->body[c->body_len] = 0;
-    c->url[c->url_len] = 0;
-    char *q = strchr(c->url, '?');
-    if (q) *q++ = 0;
-    c->head_only = !strcmp(c->method, "HEAD");
-    c->req = (co_http_req){.method = c->method,
-                           .path = c->url,
-                           .query = q ? q : "",
-                           .content_type = c->content_type,
-                           .origin = c->origin,
-                           .authorization = c->authorization,
-                           .body = c->body,
-                           .body_len = c->body_len,
+    c->keep_alive = q.keep_alive && !s->draining && !s->closing;
+    c->chunked = q.http11;
+    c->head_only = !strcmp(q.method, "HEAD");
+    c->req = (co_http_req){.method = q.method,
+                           .path = q.path,
+                           .query = q.query,
+                           .content_type = q.content_type,
+                           .origin = q.origin,
+                           .authorization = q.authorization,
+                           .body = q.body,
+                           .body_len = q.body_len,
                            .conn = c};
     s->handler(s->ud, &c->req);
 }
@@ -441,7 +248,7 @@ static void finish_exchange(co_http_conn *c) {
         return;
     }
     c->state = CONN_IDLE;
-    reset_request(c);
+    reset_exchange(c);
     if (c->read_paused && !c->eof) {
         c->read_paused = false;
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -463,8 +270,9 @@ void co_http_respond(co_http_conn *c, int status, const char *content_type,
 
 int co_http_respond_options(co_http_conn *c, const char *allow) {
     if (c->state != CONN_BUSY) return 0;
-    const bool preflight = c->origin[0] && c->acr_method;
-    if (preflight && !co_cors_allowed(c->srv->cors, c->origin)) {
+    const co_http_parsed q = co_http_parser_request(c->parser);
+    const bool preflight = q.origin[0] && q.acr_method;
+    if (preflight && !co_cors_allowed(c->srv->cors, q.origin)) {
         char body[512];
         int n = error_body(body, sizeof body,
                            "this server does not answer pages from that origin (see serve "
@@ -475,7 +283,7 @@ int co_http_respond_options(co_http_conn *c, const char *allow) {
     char extra[HEAD_MAX / 2];
     size_t n = (size_t)snprintf(extra, sizeof extra, "Allow: %s\r\n", allow);
     if (preflight && n < sizeof extra)
-        co_cors_preflight_headers(allow, c->acr_headers, extra + n, sizeof extra - n);
+        co_cors_preflight_headers(allow, q.acr_headers, extra + n, sizeof extra - n);
     co_http_respond(c, 204, NULL, extra, "", 0);
     return 204;
 }
@@ -524,42 +332,32 @@ void co_http_on_abort(co_http_conn *c, void (*fn)(void *ud), void *ud) {
 /* ---- reading and parsing -------------------------------------------------------------------- */
 
 /* Parses buffered bytes until a request is dispatched (and not answered yet), the buffer is used
- * up, or the request is bad. */
+ * up, or the request is refused. */
 static void conn_process(co_http_conn *c) {
     c->in_process = true;
-    while (c->state == CONN_IDLE || c->state == CONN_READING) {
-        if (c->roff >= c->rlen) break;
-        const char *p = c->rbuf + c->roff;
-        size_t n = c->rlen - c->roff;
-        llhttp_errno_t e = llhttp_execute(&c->parser, p, n);
-        if (e == HPE_OK) {
-            if (c->state == CONN_READING && !c->head_done) {
-                c->raw_head += n;
-                if (c->raw_head > c->srv->lim.max_head_bytes + 4096) {
-                    error_reply(c, 431, "the request head is larger than the server accepts");
-                    break;
-                }
-            }
-            c->roff = c->rlen;
-            break;
+    while ((c->state == CONN_IDLE || c->state == CONN_READING) && c->roff < c->rlen) {
+        size_t used;
+        const co_http_parse_rc rc =
+            co_http_parser_feed(c->parser, c->rbuf + c->roff, c->rlen - c->roff, &used);
+        c->roff += used;
+        if (c->state == CONN_IDLE && co_http_parser_reading(c->parser)) {
+            c->state = CONN_READING; /* a request began: it must arrive within request_ms */
+            uv_timer_start(&c->timer, on_timer, (uint64_t)c->srv->lim.request_ms, 0);
         }
-        if (e == HPE_PAUSED) {
-            const char *pos = llhttp_get_error_pos(&c->parser);
-            c->roff += pos && pos >= p && pos <= p + n ? (size_t)(pos - p) : n;
-            llhttp_resume(&c->parser);
+        if (co_http_parser_take_continue(c->parser)) {
+            static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            const char *parts[] = {cont};
+            size_t lens[] = {sizeof cont - 1};
+            conn_write(c, parts, lens, 1);
+        }
+        if (rc == CO_HTTP_PARSE_REQUEST) {
             dispatch(c);
-            continue;
+        } else if (rc == CO_HTTP_PARSE_REFUSED) {
+            const char *why;
+            const int status = co_http_parser_refusal(c->parser, &why);
+            c->roff = c->rlen;
+            error_reply(c, status, why);
         }
-        int status = c->fail_status ? c->fail_status : 400;
-        char msg[200];
-        if (c->fail_msg)
-            snprintf(msg, sizeof msg, "%s", c->fail_msg);
-        else
-            snprintf(msg, sizeof msg, "malformed HTTP request (%s)", llhttp_errno_name(e));
-        if (e == HPE_INVALID_VERSION) status = 505;
-        c->roff = c->rlen;
-        error_reply(c, status, msg);
-        break;
     }
     c->in_process = false;
     if (c->roff == c->rlen) c->roff = c->rlen = 0;
@@ -656,8 +454,7 @@ static void conn_handle_closed(uv_handle_t *h) {
     if (c->next) c->next->prev = c->prev;
     s->n_conns--;
     free(c->rbuf);
-    free(c->url);
-    free(c->body);
+    co_http_parser_free(c->parser);
     free(c);
     maybe_free_server(s);
 }
@@ -735,9 +532,12 @@ static void on_connection(uv_stream_t *ls, int status) {
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    llhttp_init(&c->parser, HTTP_REQUEST, &s->settings);
-    c->parser.data = c;
-    reset_request(c);
+    c->parser =
+        co_http_parser_new(s->lim.max_head_bytes, s->lim.max_body_bytes, s->lim.max_headers);
+    if (!c->parser) {
+        conn_close(c);
+        return;
+    }
     if (s->n_conns > s->lim.max_conns) {
         c->state = CONN_BUSY;
         error_reply(c, 503, "too many connections");
@@ -764,16 +564,6 @@ int co_http_server_new(uv_loop_t *loop, const char *host, int port, const co_htt
     s->lim = lim ? *lim : co_http_default_limits();
     s->handler = handler;
     s->ud = ud;
-    llhttp_settings_init(&s->settings);
-    s->settings.on_message_begin = on_message_begin;
-    s->settings.on_method = on_method;
-    s->settings.on_url = on_url;
-    s->settings.on_header_field = on_header_field;
-    s->settings.on_header_value = on_header_value;
-    s->settings.on_header_value_complete = on_header_value_complete;
-    s->settings.on_headers_complete = on_headers_complete;
-    s->settings.on_body = on_body;
-    s->settings.on_message_complete = on_message_complete;
     struct sockaddr_storage addr;
     int rc = uv_ip4_addr(host, port, (struct sockaddr_in *)&addr);
     if (rc) rc = uv_ip6_addr(host, port, (struct sockaddr_in6 *)&addr);

@@ -1,5 +1,5 @@
 /* coordinator/co_http.h — an HTTP/1.1 server on a libuv loop: connections, keep-alive, pipelining
- * and the request limits; requests are parsed by llhttp.
+ * and the request limits; requests are parsed by co_http_parse.h.
  *
  * One request of a connection is handled at a time: bytes that follow it (a pipelined request)
  * stay buffered until its response is complete. Every response is either whole (co_http_respond)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "coordinator/co_loopback.h"
 #include "coordinator/co_remote_internal.h"
 #include "util/mw_grow.h"
 #include "util/mw_time.h"
@@ -84,7 +85,7 @@ static void lost_owners(const co__remote *r, char *out, size_t cap) {
 }
 
 /* Notes which rows of the batch need an expert no live node owns, for the caller to fail only
- * the requests they belong to (co_remote_row_lost). */
+ * the requests they belong to (row_lost). */
 static void mark_lost_rows(co__remote *r, const md_moe_batch *b) {
     if (mw_grow((void **)&r->lost_rows, &r->lost_cap, (size_t)b->T, 1)) return;
     for (int64_t t = 0; t < b->T; t++) {
@@ -93,6 +94,12 @@ static void mark_lost_rows(co__remote *r, const md_moe_batch *b) {
             if (co__remote_route(r, b->layer, b->experts[t * b->k + j]) < 0) r->lost_rows[t] = 1;
     }
     r->n_lost_rows = b->T;
+}
+
+/* md_expert_backend.row_lost: what mark_lost_rows noted for the last call. */
+static bool row_lost(const md_expert_backend *be, int64_t row) {
+    const co__remote *r = be->impl;
+    return row >= 0 && row < r->n_lost_rows && r->lost_rows[row];
 }
 
 /* Splits the batch into the live nodes' works (selection order kept). Experts no live node owns
@@ -553,17 +560,42 @@ static void destroy(md_expert_backend *be) {
         free(r->weights);
         free(r->lost_rows);
         free(r->layer_moe);
+        co_loopback_stop(r->loopback); /* its nodes, once no socket is connected to them */
+        for (int i = 0; r->endpoints && i < r->o.n_nodes; i++) free(r->endpoints[i]);
+        free(r->endpoints);
+        memset(&r->key, 0, sizeof r->key);
         free(r);
     }
     free(be);
 }
 
-/* Allocates the backend's state for o's shape; the nodes are not contacted yet. */
+/* n strings copied into an array of their own; NULL when memory runs out. */
+static char **copy_strings(const char *const *v, int n) {
+    char **c = calloc((size_t)n, sizeof *c);
+    for (int i = 0; c && i < n; i++)
+        if (!(c[i] = strdup(v[i]))) {
+            while (i-- > 0) free(c[i]);
+            free(c);
+            c = NULL;
+        }
+    return c;
+}
+
+/* Allocates the backend's state for o's shape, taking the loopback nodes over (also when it
+ * returns NULL); the nodes are not contacted yet. */
 static co__remote *remote_alloc(const co_remote_opts *o) {
     co__remote *r = calloc(1, sizeof *r);
-    if (!r) return NULL;
+    if (!r) {
+        co_loopback_stop(o->loopback);
+        return NULL;
+    }
     r->o = *o;
-    r->o.endpoints = NULL; /* not kept: copied into the nodes */
+    r->loopback = o->loopback;
+    r->o.loopback = NULL;
+    if (o->curve) r->key = *o->curve;
+    r->o.curve = o->curve ? &r->key : NULL;
+    r->endpoints = copy_strings(o->endpoints, o->n_nodes);
+    r->o.endpoints = (const char *const *)r->endpoints;
     if (r->o.down_ms <= 0) r->o.down_ms = 750;
     size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
     r->nodes = calloc((size_t)o->n_nodes, sizeof *r->nodes);
@@ -595,22 +627,35 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     return r;
 }
 
+/* Whether a bad options struct: its loopback nodes stopped, err set. */
+static bool bad_opts(const co_remote_opts *o, mw_err *err) {
+    if (o->n_nodes < 1 || o->n_nodes > 1024)
+        mw_errf(err, "remote experts: %d nodes (1 .. 1024)", o->n_nodes);
+    else if (o->n_layers < 1 || o->n_experts < 1 || o->width < 1 || o->deadline_ms < 1 ||
+             o->connect_ms < 1 || !wr_dtype_valid(o->codec.dtype))
+        mw_errf(err, "remote experts: bad options");
+    else
+        return false;
+    co_loopback_stop(o->loopback);
+    return true;
+}
+
 int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err) {
     *out = NULL;
-    if (o->n_nodes < 1 || o->n_nodes > 1024)
-        return mw_errf(err, "remote experts: %d nodes (1 .. 1024)", o->n_nodes);
-    if (o->n_layers < 1 || o->n_experts < 1 || o->width < 1 || o->deadline_ms < 1 ||
-        o->connect_ms < 1 || !wr_dtype_valid(o->codec.dtype))
-        return mw_errf(err, "remote experts: bad options");
+    if (bad_opts(o, err)) return -1;
     md_expert_backend *be = calloc(1, sizeof *be);
-    if (!be) return mw_errf(err, "out of memory");
+    if (!be) {
+        co_loopback_stop(o->loopback);
+        return mw_errf(err, "out of memory");
+    }
     be->name = "remote";
     be->run = run;
     be->submit = submit;
     be->wait = wait;
+    be->row_lost = row_lost;
     be->destroy = destroy;
     co__remote *r = be->impl = remote_alloc(o);
-    if (!r || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
+    if (!r || !r->endpoints || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
         co__acct_init(&r->acct, o->n_nodes, o->n_layers, err)) {
         destroy(be);
         return mw_errf(err, "out of memory");
@@ -630,4 +675,10 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     }
     *out = be;
     return 0;
+}
+
+const char *const *co_remote_endpoints(const md_expert_backend *b, int *n_nodes) {
+    const co__remote *r = b->impl;
+    *n_nodes = r->o.n_nodes;
+    return r->o.endpoints;
 }

@@ -20,42 +20,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "coordinator/co_remote_opts.h"
 #include "model/md_moe.h"
 #include "util/mw_err.h"
-#include "wire/wr_codec.h"
 #include "wire/wr_stats.h"
-
-struct wr_keypair;
-
-typedef struct co_remote_opts {
-    /* One ZeroMQ endpoint per node, in node order; "tcp://h:p#KEY" pins the node's CURVE public
-     * key (Z85): that node is spoken to over CURVE with `curve`, the coordinator's key pair. */
-    const char *const *endpoints;
-    const struct wr_keypair *curve; /* required when an endpoint names a key; NULL = none */
-    int n_nodes;
-    wr_codec codec;          /* rows in both directions */
-    bool exact;              /* per-assignment replies, reduced here in selection order */
-    int deadline_ms;         /* per piece: a node that has not answered within it is lost */
-    int down_ms;             /* heartbeats: a silent connection is dropped after it (0 = 750) */
-    bool on_missing_skip;    /* experts with no live owner: skipped, gate weights renormalised over
-                                the reachable ones (counted, reported), instead of an error */
-    int connect_ms;          /* for the handshake */
-    const char *fingerprint; /* the coordinator's model */
-    int n_layers, n_experts; /* MoE shape of the model */
-    /* n_layers flags, 1 where the layer routes to experts (0: a dense layer no node serves, whose
-     * experts the coverage check does not ask for); NULL = every layer. Copied. */
-    const uint8_t *layer_moe;
-    int64_t width;        /* hidden size */
-    kn_numerics numerics; /* what the trunk will ask for */
-    /* The trunk's thread pool (may be NULL): parked while a layer's replies are awaited, woken as
-     * the last ones become readable so its workers are up when the trunk resumes. NULL parks
-     * every pool of the process and wakes none. */
-    kn_pool *pool;
-    /* The ZeroMQ context to connect from; NULL makes one of its own. A caller's context makes its
-     * inproc:// endpoints reachable (an expert node in the same process, the unit tests); it
-     * must outlive the backend. */
-    void *zctx;
-} co_remote_opts;
 
 int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err);
 
@@ -77,8 +45,6 @@ typedef struct co_remote_summary {
     double tail_p50_us, tail_p90_us, tail_p99_us; /* its distribution over the last CO_TAIL_LOG */
 } co_remote_summary;
 
-#define CO_TAIL_LOG 4096
-
 co_remote_summary co_remote_summarize(const md_expert_backend *b);
 
 /* Movement accounting so far: n_nodes × n_layers cells (see wire/wr_stats.h). */
@@ -92,7 +58,6 @@ void co_remote_reset_stats(md_expert_backend *b);
  * exchanges (an Error reply, a bad reply, a missed deadline, a disconnect), and its batch round
  * trips by powers of two microseconds (bucket i: under 2^i us for i < CO_RTT_LOG2; the last
  * bucket: the rest). */
-#define CO_RTT_LOG2 24
 typedef struct co_remote_node_info {
     const char *endpoint;
     bool up;
@@ -113,10 +78,10 @@ typedef struct co_remote_health {
 } co_remote_health;
 co_remote_health co_remote_get_health(md_expert_backend *b);
 
-/* After a call that failed because experts had no live owner: whether batch row `row` needed one
- * of them (false for every row after any other failure). A server fails the requests of those
- * rows and runs the others again. */
-bool co_remote_row_lost(const md_expert_backend *b, int64_t row);
+/* The endpoints the backend was given, in node order ("#KEY" included; n_nodes of them): to
+ * build another backend over the same nodes (e.g. with another codec) or to reach a node
+ * directly. */
+const char *const *co_remote_endpoints(const md_expert_backend *b, int *n_nodes);
 
 /* The end-of-run report: wire bytes/token, expert weight bytes/token, movement ratio, per-node
  * compute and round-trip time, and round trip per layer. */

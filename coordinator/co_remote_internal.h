@@ -7,7 +7,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "coordinator/co_remote.h"
+#include "coordinator/co_loopback.h"
+#include "coordinator/co_remote_opts.h"
+#include "model/md_moe.h"
 #include "wire/wr_curve.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_stats.h"
@@ -83,7 +85,10 @@ typedef struct co__acct {
 } co__acct;
 
 typedef struct co__remote {
-    co_remote_opts o;
+    co_remote_opts o;      /* endpoints, curve and loopback point into what follows */
+    char **endpoints;      /* the endpoints as given ("#KEY" included), in node order */
+    wr_keypair key;        /* the coordinator's CURVE pair, when it has one */
+    co_loopback *loopback; /* nodes started for this backend, stopped after its sockets close */
     co__node *nodes;
     void *zctx;
     bool own_zctx;    /* made here (co_remote_opts.zctx was NULL): terminated with the backend */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zmq.h>
 
+#include "coordinator/co_remote.h"
 #include "coordinator/co_remote_internal.h"
 #include "util/mw_time.h"
 
@@ -136,9 +137,4 @@ co_remote_health co_remote_get_health(md_expert_backend *b) {
         }
     }
     return h;
-}
-
-bool co_remote_row_lost(const md_expert_backend *b, int64_t row) {
-    const co__remote *r = b->impl;
-    return row >= 0 && row < r->n_lost_rows && r->lost_rows[row];
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/co_remote.h"
 #include "coordinator/co_remote_internal.h"
 
 int co__acct_init(co__acct *a, int n_nodes, int n_layers, mw_err *err) {

@@ -533,37 +533,52 @@ static void method_not_allowed(co_routes *r, co_http_req *q, const char *route, 
     answer_error(r, q->conn, route, &e, extra);
 }
 
+static void route_chat(co_routes *r, co_http_req *q) {
+    route_generate(r, q, CO_OAI_CHAT);
+}
+
+static void route_completions(co_routes *r, co_http_req *q) {
+    route_generate(r, q, CO_OAI_COMPLETION);
+}
+
+/* The routes: a path (or a path prefix), the name requests are counted under, whether it takes
+ * POST (else GET and HEAD), and its handler. */
+static const struct route {
+    const char *path;
+    bool prefix;
+    const char *name;
+    bool post;
+    void (*handle)(co_routes *r, co_http_req *q);
+} routes[] = {
+    {"/v1/chat/completions", false, "/v1/chat/completions", true, route_chat},
+    {"/v1/completions", false, "/v1/completions", true, route_completions},
+    {"/v1/models", false, "/v1/models", false, route_models},
+    {"/v1/models/", true, "/v1/models", false, route_models},
+    {"/health", false, "/health", false, route_health},
+    {"/metrics", false, "/metrics", false, route_metrics},
+};
+
+static const struct route *find_route(const char *path) {
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (routes[i].prefix ? !strncmp(path, routes[i].path, strlen(routes[i].path))
+                             : !strcmp(path, routes[i].path))
+            return &routes[i];
+    return NULL;
+}
+
 void co_routes_handle(void *ud, co_http_req *q) {
     co_routes *r = ud;
-    /* HEAD answers as GET does, without the body (co_http drops it) */
-    const bool get = !strcmp(q->method, "GET") || !strcmp(q->method, "HEAD"),
-               post = !strcmp(q->method, "POST"), options = !strcmp(q->method, "OPTIONS");
-    static const struct {
-        const char *path;
-        bool prefix, post;
-    } table[] = {
-        {"/v1/chat/completions", false, true},
-        {"/v1/completions", false, true},
-        {"/v1/models", false, false},
-        {"/v1/models/", true, false},
-        {"/health", false, false},
-        {"/metrics", false, false},
-    };
-    int hit = -1;
-    for (int i = 0; i < (int)(sizeof table / sizeof table[0]) && hit < 0; i++)
-        if (table[i].prefix ? !strncmp(q->path, table[i].path, strlen(table[i].path))
-                            : !strcmp(q->path, table[i].path))
-            hit = i;
-    if (hit < 0) {
+    const struct route *rt = find_route(q->path);
+    if (!rt) {
         co_oai_error e;
         co_oai_fail(&e, 404, NULL, NULL, "no route for %.200s", q->path);
         answer_error(r, q->conn, "other", &e, NULL);
         return;
     }
-    const char *route = table[hit].prefix ? "/v1/models" : table[hit].path;
-    const char *allow = table[hit].post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
-    if (options) { /* a browser's CORS preflight, or a client asking what the route takes */
-        co_metrics_request(r->p.metrics, route, co_http_respond_options(q->conn, allow));
+    const char *allow = rt->post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    /* OPTIONS: a browser's CORS preflight, or a client asking what the route takes */
+    if (!strcmp(q->method, "OPTIONS")) {
+        co_metrics_request(r->p.metrics, rt->name, co_http_respond_options(q->conn, allow));
         return;
     }
     if (!strncmp(q->path, "/v1/", 4) && !co_auth_ok(r->p.auth, q->authorization)) {
@@ -572,29 +587,15 @@ void co_routes_handle(void *ud, co_http_req *q) {
                     q->authorization[0] ? "Incorrect API key provided"
                                         : "Missing API key: send the header 'Authorization: "
                                           "Bearer YOUR_KEY'");
-        answer_error(r, q->conn, route, &e, "WWW-Authenticate: Bearer\r\n");
+        answer_error(r, q->conn, rt->name, &e, "WWW-Authenticate: Bearer\r\n");
         return;
     }
-    if (table[hit].post ? !post : !get) {
-        method_not_allowed(r, q, route, allow);
+    /* HEAD answers as GET does, without the body (co_http drops it) */
+    const bool ok = rt->post ? !strcmp(q->method, "POST")
+                             : !strcmp(q->method, "GET") || !strcmp(q->method, "HEAD");
+    if (!ok) {
+        method_not_allowed(r, q, rt->name, allow);
         return;
     }
-    switch (hit) {
-    case 0:
-        route_generate(r, q, CO_OAI_CHAT);
-        break;
-    case 1:
-        route_generate(r, q, CO_OAI_COMPLETION);
-        break;
-    case 2:
-    case 3:
-        route_models(r, q);
-        break;
-    case 4:
-        route_health(r, q);
-        break;
-    default:
-        route_metrics(r, q);
-        break;
-    }
+    rt->handle(r, q);
 }

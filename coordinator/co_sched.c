@@ -96,6 +96,7 @@ struct co_sched {
     int n_active;
     int *free_slots; /* under mu (submission counts them) */
     int n_free;
+    co_job **slot_job; /* [slot]: the admitted job holding it, NULL while free */
     md_row *rows;
     co_job **row_job; /* per logits row: its job */
     size_t rows_cap, row_job_cap;
@@ -247,7 +248,6 @@ static void mark_ready(co_sched *s, co_job *j) {
 
 /* ---- submission ----------------------------------------------------------------------------- */
 
-/* *taken: the job under construction owns the text state (job_free ends it). */
 /* The request's own checks: lengths against the context, ids against the vocabulary. */
 static bool params_ok(const co_sched *s, const co_gen_params *p, mw_err *err) {
     if (p->n_prompt < 1) {
@@ -302,7 +302,8 @@ static bool params_ok(const co_sched *s, const co_gen_params *p, mw_err *err) {
     return true;
 }
 
-/* A job holding copies of the request (and, from *taken on, its text state), or NULL. */
+/* A job holding copies of the request (and, from *taken on, its text state: job_free ends it),
+ * or NULL. */
 static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud, bool *taken,
                        mw_err *err) {
     co_job *j = calloc(1, sizeof *j);
@@ -493,16 +494,10 @@ static int32_t sample(co_job *j, float *logits, mw_err *err) {
     return md_sampler_feed(&j->sampler, &tok, 1, true, err) ? -1 : tok;
 }
 
-/* A logits row for job j: sample, account, detokenize, decide whether it ends. Appends the
- * token to the job's pending output (under s->mu, held by the caller). */
-static void job_token(co_sched *s, co_job *j, float *logits, double t) {
+/* The sampled token counted: the job's length, its latencies, the logits row it came from
+ * (keep_logits); false when that row could not be kept. */
+static bool count_token(co_sched *s, co_job *j, const float *logits, double t) {
     const int64_t V = s->p.n_vocab;
-    mw_err err;
-    int32_t tok = sample(j, logits, &err);
-    if (tok < 0) {
-        job_end(j, CO_FINISH_ERROR, err.msg); /* leaves at the step's end, as any other */
-        return;
-    }
     j->n_gen++;
     if (s->p.metrics) {
         if (j->n_gen == 1)
@@ -512,52 +507,82 @@ static void job_token(co_sched *s, co_job *j, float *logits, double t) {
         co_metrics_generated_tokens(s->p.metrics, 1);
     }
     j->t_last = t;
-    /* an allocation that fails ends the request with an error: a token, logprob, logits row or
-     * piece of text is never dropped silently */
-    bool oom = false;
-    if (j->keep_logits) {
-        if (mw_grow((void **)&j->logits, &j->logits_cap, (size_t)(j->logits_rows + 1) * (size_t)V,
-                    sizeof(float))) {
-            oom = true;
-        } else {
-            memcpy(j->logits + j->logits_rows * V, logits, (size_t)V * sizeof(float));
-            j->logits_rows++;
-        }
-    }
-    co_logprob lp;
-    if (j->top_logprobs >= 0) fill_logprob(logits, V, tok, j->top_logprobs, &lp);
+    if (!j->keep_logits) return true;
+    if (mw_grow((void **)&j->logits, &j->logits_cap, (size_t)(j->logits_rows + 1) * (size_t)V,
+                sizeof(float)))
+        return false;
+    memcpy(j->logits + j->logits_rows * V, logits, (size_t)V * sizeof(float));
+    j->logits_rows++;
+    return true;
+}
+
+/* How a token ends its job (none of them: it goes on). */
+typedef struct tok_end {
+    bool stop_id;  /* a stop id, or the text's own end (unless ignore_eos) */
+    bool stop_str; /* a stop string completed */
+    bool length;   /* max_tokens reached */
+} tok_end;
+
+/* The token's text: its piece and reasoning from the detokenizer (all that was held back when
+ * the job ends), then the stop strings, leaving in j->shown what the client sees of it. */
+static tok_end token_text(const co_sched *s, co_job *j, int32_t tok) {
+    tok_end e = {0};
     co_buf_clear(&j->piece);
     co_buf_clear(&j->rpiece);
     co_buf_clear(&j->shown);
-    bool stop_tok = j->text && j->text->piece(j->text_state, tok, &j->piece, &j->rpiece) == 1;
-    bool stop_id = is_stop_id(s, j, tok) || (stop_tok && !j->ignore_eos);
-    if (stop_id) co_buf_clear(&j->piece); /* a stop token shows no text */
-    bool length = j->n_gen >= j->max_tokens;
-    if ((stop_id || length) && j->text && j->text->flush)
+    const bool stop_tok = j->text && j->text->piece(j->text_state, tok, &j->piece, &j->rpiece) == 1;
+    e.stop_id = is_stop_id(s, j, tok) || (stop_tok && !j->ignore_eos);
+    if (e.stop_id) co_buf_clear(&j->piece); /* a stop token shows no text */
+    e.length = j->n_gen >= j->max_tokens;
+    if ((e.stop_id || e.length) && j->text && j->text->flush)
         j->text->flush(j->text_state, &j->piece, &j->rpiece);
-    bool stop_str = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
-    if (!stop_str && (stop_id || length)) co_stop_flush(&j->stop, &j->shown);
-    oom = oom || j->piece.failed || j->rpiece.failed || j->shown.failed;
+    e.stop_str = co_stop_feed(&j->stop, j->piece.p ? j->piece.p : "", j->piece.len, &j->shown);
+    if (!e.stop_str && (e.stop_id || e.length)) co_stop_flush(&j->stop, &j->shown);
+    return e;
+}
+
+/* Hands the token, its logprob (lp: NULL when not asked for) and its text to the loop: appended to
+ * the job's pending output, the job marked ready. False when memory ran out (the job is marked
+ * ready all the same: its error follows). */
+static bool publish(co_sched *s, co_job *j, int32_t tok, const co_logprob *lp, bool stop_str) {
+    bool ok = false;
     pthread_mutex_lock(&s->mu);
-    if (!oom && !mw_grow((void **)&j->p_tok, &j->p_tok_cap, (size_t)j->p_n + 1, sizeof *j->p_tok) &&
-        (j->top_logprobs < 0 ||
-         !mw_grow((void **)&j->p_lp, &j->p_lp_cap, (size_t)j->p_n + 1, sizeof *j->p_lp))) {
+    if (!mw_grow((void **)&j->p_tok, &j->p_tok_cap, (size_t)j->p_n + 1, sizeof *j->p_tok) &&
+        (!lp || !mw_grow((void **)&j->p_lp, &j->p_lp_cap, (size_t)j->p_n + 1, sizeof *j->p_lp))) {
         j->p_tok[j->p_n] = tok;
-        if (j->top_logprobs >= 0) j->p_lp[j->p_n] = lp;
+        if (lp) j->p_lp[j->p_n] = *lp;
         j->p_n++;
         co_buf_add(&j->p_text, j->shown.p ? j->shown.p : "", j->shown.len);
         if (!stop_str) co_buf_add(&j->p_reason, j->rpiece.p ? j->rpiece.p : "", j->rpiece.len);
-        oom = j->p_text.failed || j->p_reason.failed;
-    } else {
-        oom = true;
+        ok = !j->p_text.failed && !j->p_reason.failed;
     }
     mark_ready(s, j);
     pthread_mutex_unlock(&s->mu);
-    if (oom)
+    return ok;
+}
+
+/* A logits row for job j: sample and count the token, its text, hand it to the loop, and decide
+ * whether the job ends. An allocation that fails ends the request with an error: a token,
+ * logprob, logits row or piece of text is never dropped silently. */
+static void job_token(co_sched *s, co_job *j, float *logits, double t) {
+    mw_err err;
+    const int32_t tok = sample(j, logits, &err);
+    if (tok < 0) {
+        job_end(j, CO_FINISH_ERROR, err.msg); /* leaves at the step's end, as any other */
+        return;
+    }
+    bool ok = count_token(s, j, logits, t);
+    co_logprob lp;
+    if (j->top_logprobs >= 0) fill_logprob(logits, s->p.n_vocab, tok, j->top_logprobs, &lp);
+    const tok_end e = token_text(s, j, tok);
+    ok = ok && !j->piece.failed && !j->rpiece.failed && !j->shown.failed;
+    /* (a job that fails here publishes nothing of this token: its end follows at the reap) */
+    ok = ok && publish(s, j, tok, j->top_logprobs >= 0 ? &lp : NULL, e.stop_str);
+    if (!ok)
         job_end(j, CO_FINISH_ERROR, "out of memory keeping the generated output");
-    else if (stop_id || stop_str)
+    else if (e.stop_id || e.stop_str)
         job_end(j, CO_FINISH_STOP, NULL);
-    else if (length)
+    else if (e.length)
         job_end(j, CO_FINISH_LENGTH, NULL);
     else
         j->next = tok;
@@ -567,6 +592,7 @@ static void job_token(co_sched *s, co_job *j, float *logits, double t) {
 static void release_slot(co_sched *s, co_job *j) {
     if (j->slot < 0) return;
     md_seq_truncate(s->p.ctx, j->slot, 0, NULL);
+    s->slot_job[j->slot] = NULL;
     s->free_slots[s->n_free++] = j->slot;
     j->slot = -1;
 }
@@ -624,6 +650,7 @@ static void admit_locked(co_sched *s) {
             continue;
         }
         j->slot = s->free_slots[--s->n_free];
+        s->slot_job[j->slot] = j;
         /* append to the active list, keeping admission order */
         co_job **tail = &s->active;
         while (*tail) tail = &(*tail)->next_active;
@@ -671,83 +698,109 @@ static uint64_t used_kv(const co_sched *s) {
     return b;
 }
 
-/* One step over the active jobs. */
-static void step(co_sched *s) {
-    const int64_t V = s->p.n_vocab;
-    size_t n_rows = 0, n_logits = 0;
-    int64_t prefill = 0, decode = 0;
-    /* decode rows first, then prompt chunks in admission order */
+/* One step's batch: s->rows, the job of each logits row (s->row_job), and how the rows split. */
+typedef struct step_rows {
+    size_t n_rows, n_logits;
+    int64_t prefill, decode;
+} step_rows;
+
+/* The step's rows: every decoding job's next row first, then prompt chunks in admission order
+ * within the chunk budget. -1: out of memory. */
+static int gather(co_sched *s, step_rows *b) {
+    *b = (step_rows){0};
     for (co_job *j = s->active; j; j = j->next_active) {
         if (j->done || j->n_fed < j->n_prompt) continue;
-        if (grow_rows(s, n_rows + 1)) goto oom;
-        s->rows[n_rows++] =
+        if (grow_rows(s, b->n_rows + 1)) return -1;
+        s->rows[b->n_rows++] =
             (md_row){.seq = j->slot, .pos = (int32_t)j->n_past, .token = j->next, .logits = 1};
-        s->row_job[n_logits++] = j;
-        decode++;
+        s->row_job[b->n_logits++] = j;
+        b->decode++;
     }
     int64_t budget = s->p.chunk;
     for (co_job *j = s->active; j && budget > 0; j = j->next_active) {
         if (j->done || j->n_fed >= j->n_prompt) continue;
         int64_t take = j->n_prompt - j->n_fed;
         if (take > budget) take = budget;
-        if (grow_rows(s, n_rows + (size_t)take)) goto oom;
+        if (grow_rows(s, b->n_rows + (size_t)take)) return -1;
         for (int64_t i = 0; i < take; i++) {
-            int64_t pos = j->n_fed + i;
-            bool last = pos == j->n_prompt - 1;
-            s->rows[n_rows++] = (md_row){
+            const int64_t pos = j->n_fed + i;
+            const bool last = pos == j->n_prompt - 1;
+            s->rows[b->n_rows++] = (md_row){
                 .seq = j->slot, .pos = (int32_t)pos, .token = j->prompt[pos], .logits = last};
-            if (last) s->row_job[n_logits++] = j;
+            if (last) s->row_job[b->n_logits++] = j;
         }
         if (j->n_fed == 0 && s->p.metrics) co_metrics_prompt_tokens(s->p.metrics, j->n_prompt);
         budget -= take;
-        prefill += take;
+        b->prefill += take;
     }
-    if (n_rows == 0) return;
-    if (mw_grow((void **)&s->logits, &s->logits_cap, n_logits * (size_t)V, sizeof(float))) goto oom;
-    memset(s->unique, 0, (size_t)s->p.n_layer * sizeof *s->unique);
-    double t0 = co_now();
-    mw_err err = {{0}};
-    int rc = md_forward(s->p.ctx, s->rows, (int64_t)n_rows, s->logits, &err);
-    double t1 = co_now();
+    return 0;
+}
+
+/* Whether row r of the step that just failed needed experts no live node serves. */
+static bool row_lost(const co_sched *s, size_t r) {
+    const md_expert_backend *e = s->p.experts;
+    return e && e->row_lost && e->row_lost(e, (int64_t)r);
+}
+
+/* A failed step changed nothing (a sequence's rows are written again, to the same values, when it
+ * runs again). When the backend names the rows that needed lost experts, only their jobs fail and
+ * the others run again next step; otherwise every job in it fails. */
+static void fail_rows(co_sched *s, const step_rows *b, const char *why) {
     bool some_lost = false;
-    for (size_t r = 0; rc && s->p.row_lost && r < n_rows && !some_lost; r++)
-        some_lost = s->p.row_lost(s->p.after_step_ud, (int64_t)r);
-    if (rc) {
-        /* The pass changed nothing (a sequence's rows are written again, to the same values, when
-         * it runs again). When the failure names the rows that needed lost experts, only their
-         * jobs fail and the others run again next step; otherwise every job in it fails. */
-        for (size_t r = 0; r < n_rows; r++) {
-            if (some_lost && !s->p.row_lost(s->p.after_step_ud, (int64_t)r)) continue;
-            for (co_job *j = s->active; j; j = j->next_active)
-                if (j->slot == s->rows[r].seq) job_end(j, CO_FINISH_ERROR, err.msg);
-        }
-    } else {
-        for (size_t r = 0; r < n_rows; r++)
-            for (co_job *j = s->active; j; j = j->next_active)
-                if (j->slot == s->rows[r].seq) {
-                    j->n_past++;
-                    if (j->n_fed < j->n_prompt) j->n_fed++;
-                    break;
-                }
-        for (size_t i = 0; i < n_logits; i++) job_token(s, s->row_job[i], s->logits + i * V, t1);
+    for (size_t r = 0; r < b->n_rows && !some_lost; r++) some_lost = row_lost(s, r);
+    for (size_t r = 0; r < b->n_rows; r++)
+        if (!some_lost || row_lost(s, r))
+            job_end(s->slot_job[s->rows[r].seq], CO_FINISH_ERROR, why);
+}
+
+/* A step that ran: each row moves its job one position on, each logits row gives its job a
+ * token. */
+static void advance(co_sched *s, const step_rows *b, double t) {
+    for (size_t r = 0; r < b->n_rows; r++) {
+        co_job *j = s->slot_job[s->rows[r].seq];
+        j->n_past++;
+        if (j->n_fed < j->n_prompt) j->n_fed++;
     }
-    if (s->p.metrics) {
-        co_step_stats st = {.rows = (int64_t)n_rows,
-                            .prefill_rows = prefill,
-                            .decode_rows = decode,
-                            .active = s->n_active,
-                            .queued = -1,
-                            .kv_bytes = md_ctx_kv_bytes(s->p.ctx),
-                            .kv_used_bytes = used_kv(s),
-                            .seconds = t1 - t0,
-                            .unique_experts = rc ? NULL : s->unique,
-                            .n_layers = s->p.n_layer,
-                            .failed = rc != 0};
-        co_metrics_step(s->p.metrics, &st);
+    for (size_t i = 0; i < b->n_logits; i++)
+        job_token(s, s->row_job[i], s->logits + i * (size_t)s->p.n_vocab, t);
+}
+
+static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool failed) {
+    co_step_stats st = {.rows = (int64_t)b->n_rows,
+                        .prefill_rows = b->prefill,
+                        .decode_rows = b->decode,
+                        .active = s->n_active,
+                        .queued = -1,
+                        .kv_bytes = md_ctx_kv_bytes(s->p.ctx),
+                        .kv_used_bytes = used_kv(s),
+                        .seconds = seconds,
+                        .unique_experts = failed ? NULL : s->unique,
+                        .n_layers = s->p.n_layer,
+                        .failed = failed};
+    co_metrics_step(s->p.metrics, &st);
+}
+
+/* One step over the active jobs: gather their rows, run them as one batch, advance the jobs. */
+static void step(co_sched *s) {
+    step_rows b;
+    const int oom = gather(s, &b);
+    if (!oom && b.n_rows == 0) return;
+    if (oom || mw_grow((void **)&s->logits, &s->logits_cap, b.n_logits * (size_t)s->p.n_vocab,
+                       sizeof(float))) {
+        for (co_job *j = s->active; j; j = j->next_active)
+            job_end(j, CO_FINISH_ERROR, "out of memory");
+        return;
     }
-    return;
-oom:
-    for (co_job *j = s->active; j; j = j->next_active) job_end(j, CO_FINISH_ERROR, "out of memory");
+    memset(s->unique, 0, (size_t)s->p.n_layer * sizeof *s->unique);
+    const double t0 = co_now();
+    mw_err err = {{0}};
+    const int rc = md_forward(s->p.ctx, s->rows, (int64_t)b.n_rows, s->logits, &err);
+    const double t1 = co_now();
+    if (rc)
+        fail_rows(s, &b, err.msg);
+    else
+        advance(s, &b, t1);
+    if (s->p.metrics) step_metrics(s, &b, t1 - t0, rc != 0);
 }
 
 /* Under s->mu. */
@@ -813,11 +866,13 @@ int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_e
     s->p = *p;
     s->eos = malloc(((size_t)p->n_eos + 1) * sizeof *s->eos);
     s->free_slots = malloc((size_t)p->n_slots * sizeof *s->free_slots);
+    s->slot_job = calloc((size_t)p->n_slots, sizeof *s->slot_job);
     s->unique = calloc((size_t)(p->n_layer > 0 ? p->n_layer : 1), sizeof *s->unique);
     s->seen = calloc((size_t)(p->n_expert > 0 ? p->n_expert : 1), 1);
-    if (!s->eos || !s->free_slots || !s->unique || !s->seen) {
+    if (!s->eos || !s->free_slots || !s->slot_job || !s->unique || !s->seen) {
         free(s->eos);
         free(s->free_slots);
+        free(s->slot_job);
         free(s->unique);
         free(s->seen);
         free(s);
@@ -847,6 +902,7 @@ static void async_closed(uv_handle_t *h) {
     pthread_cond_destroy(&s->cv);
     free(s->eos);
     free(s->free_slots);
+    free(s->slot_job);
     free(s->unique);
     free(s->seen);
     free(s->rows);

@@ -64,10 +64,11 @@ typedef struct co_sched_params {
      * what it reads out of the backend stays current on an idle server: a node lost or back
      * shows on /health without a request to notice it. */
     int idle_ms;
-    /* After a step failed: whether its row `row` is to blame (it needed experts no live node
-     * serves). When some rows are, only their jobs fail and the others run again next step; NULL
-     * or none: every job of the step fails. */
-    bool (*row_lost)(void *ud, int64_t row);
+    /* The ctx's expert backend (may be NULL): after a step failed, its row_lost names the rows
+     * to blame (they needed experts no live node serves). When some rows are, only their jobs
+     * fail and the others run again next step; without it, or none: every job of the step
+     * fails. */
+    const md_expert_backend *experts;
     uint64_t kv_bytes_per_pos_full; /* KV bytes a position holds on full-attention layers */
     uint64_t kv_bytes_per_pos_ring; /* and on ring layers (each holds at most kv_ring positions) */
     int64_t kv_ring;

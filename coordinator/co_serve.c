@@ -14,15 +14,12 @@
 #include <uv.h>
 
 #include "coordinator/co_backend.h"
-#include "coordinator/co_cluster.h"
 #include "coordinator/co_http.h"
 #include "coordinator/co_metrics.h"
-#include "coordinator/co_remote.h"
 #include "coordinator/co_routes.h"
 #include "coordinator/co_sched.h"
 #include "coordinator/co_serve_text.h"
 #include "coordinator/co_trace.h"
-#include "model/md_local.h"
 #include "model/md_model.h"
 #include "vindex/vx_source.h"
 
@@ -103,48 +100,10 @@ static int plan_slots(serve *s, mw_err *err) {
 
 static void after_step(void *ud) {
     serve *s = ud;
-    co_backend_stats b = {0};
-    bool ready = true;
-    if (!strcmp(s->kind->name, "local")) {
-        b.weight_bytes = md_local_backend_weight_bytes(s->experts);
-    } else {
-        const md_expert_backend *r = co_cluster_remote(s->experts);
-        const wr_stats *st = co_remote_stats(r);
-        wr_counters all = wr_stats_sum(st, -1, -1);
-        b.tx_bytes = all.tx_bytes;
-        b.rx_bytes = all.rx_bytes;
-        b.weight_bytes = all.weight_bytes;
-        for (int i = 0; i < s->n_nodes; i++) {
-            wr_counters n = wr_stats_sum(st, i, -1);
-            co_node_stats *ns = &s->nodes[i];
-            co_remote_node_info info;
-            co_remote_node(r, i, &info);
-            ns->endpoint = info.endpoint;
-            ns->up = info.up;
-            ns->errors = info.errors;
-            ns->tx_bytes = n.tx_bytes;
-            ns->rx_bytes = n.rx_bytes;
-            ns->weight_bytes = n.weight_bytes;
-            ns->rows = n.rows;
-            ns->batches = n.batches;
-            ns->rtt_sum_s = (double)n.rtt_ns * 1e-9;
-            memcpy(ns->rtt_buckets, info.rtt_log2, sizeof ns->rtt_buckets);
-        }
-        /* ready: every expert has a live owner (a node down with replicas is degraded, not
-         * unready) */
-        co_remote_health h = co_remote_get_health(co_cluster_remote(s->experts));
-        ready = h.covered == h.cells;
-        b.nodes = s->nodes;
-    }
+    co_backend_stats b;
+    const bool ready = s->kind->metrics(s->experts, &b, s->nodes);
     co_metrics_backend(s->metrics, &b);
     co_metrics_set_ready(s->metrics, ready);
-}
-
-/* Whether row `row` of the step that just failed needed experts no live node serves (model
- * thread): its job alone fails. */
-static bool row_lost(void *ud, int64_t row) {
-    serve *s = ud;
-    return strcmp(s->kind->name, "local") && co_remote_row_lost(co_cluster_remote(s->experts), row);
 }
 
 /* ---- shutdown ------------------------------------------------------------------------------- */
@@ -248,7 +207,8 @@ static int open_model(serve *s, mw_err *err) {
         return -1;
     if (plan_slots(s, err)) return -1;
     if (co_stext_open(s->src, o->chat_template, &s->text, err)) return -1;
-    co_backend_env env = {.opts = o, .src = s->src, .model = s->model, .pool = s->pool};
+    const co_backend_opts bo = co_cli_backend_opts(o);
+    co_backend_env env = {.opts = &bo, .src = s->src, .model = s->model, .pool = s->pool};
     if (s->kind->create(&env, &s->experts, err)) return -1;
     md_ctx_params cp = {.numerics = o->numerics,
                         .pool = s->pool,
@@ -266,11 +226,9 @@ static int open_model(serve *s, mw_err *err) {
 static int open_scheduler(serve *s, mw_err *err) {
     const co_opts *o = s->o;
     const md_config *c = &s->model->cfg;
-    if (strcmp(s->kind->name, "local")) {
-        s->n_nodes = co_remote_n_nodes(co_cluster_remote(s->experts));
-        if (!(s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes)))
-            return mw_errf(err, "out of memory");
-    }
+    s->n_nodes = s->kind->n_nodes ? s->kind->n_nodes(s->experts) : 0;
+    if (s->n_nodes && !(s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes)))
+        return mw_errf(err, "out of memory");
     if (co_metrics_new(s->n_nodes, c->n_layer, c->n_expert, c->n_expert_used, &s->metrics, err))
         return -1;
     after_step(s);
@@ -288,7 +246,7 @@ static int open_scheduler(serve *s, mw_err *err) {
                           .after_step = after_step,
                           .after_step_ud = s,
                           .idle_ms = 100, /* a lost or returning node shows on /health */
-                          .row_lost = row_lost,
+                          .experts = s->experts,
                           .kv_bytes_per_pos_full = s->per_pos_full,
                           .kv_bytes_per_pos_ring = s->per_pos_ring,
                           .kv_ring = s->ring};

@@ -88,6 +88,7 @@ int md_local_backend_new(const vx_source *src, const md_config *cfg, kn_pool *po
     b->name = "local";
     b->run = run;
     b->destroy = destroy;
+    b->row_lost = NULL; /* every expert is in this process: no row fails alone */
     b->impl = l;
     l->n_layer = cfg->n_layer;
     l->n_expert = cfg->n_expert;

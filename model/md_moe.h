@@ -7,6 +7,7 @@
 #ifndef MD_MOE_H
 #define MD_MOE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kernels/kn.h"
@@ -45,6 +46,11 @@ struct md_expert_backend {
      * without them (NULL) runs the whole batch in md_expert_submit. */
     int (*submit)(md_expert_backend *b, const md_moe_batch *batch, mw_err *err);
     int (*wait)(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
+    /* Optional: after a run or wait that failed because experts had no live owner, whether batch
+     * row `row` needed one of them (false for every row after any other failure), so a caller
+     * batching many requests fails only the rows' own and runs the others again. NULL: the
+     * backend never fails some rows alone (in-process experts). */
+    bool (*row_lost)(const md_expert_backend *b, int64_t row);
 };
 
 /* Starts a batch: b->submit, or b->run at once (out written now) when the backend has no halves. */

@@ -5,7 +5,7 @@
  * `generate --prompt` prints exactly the text of the ids `generate --tokens` produces for the
  * same prompt, in process and over --loopback 2 (exact mode); `--chat` renders with
  * --chat-template on a model without a template and refuses without one; bad UTF-8 and unknown
- * templates are clear errors. */
+ * templates are clear errors; `coordinator --help` names every subcommand. */
 #include "tests/support/mw_test.h"
 
 #include <stdio.h>
@@ -136,6 +136,31 @@ static void check_bad_input(const char *co, const char *vocab) {
     assert_int_equal(
         run((const char *[]){co, "detokenize", "--model", vocab, "99999999", NULL}, &out, &err), 1);
     assert_non_null(strstr(err, "out of range"));
+    free(out), free(err);
+}
+
+/* `coordinator --help` answers on stdout with exit 0 and names every subcommand; no command or an
+ * unknown one is a usage error (exit 2) that names them too. */
+static void test_usage(void **state) {
+    (void)state;
+    const char *co = mwt_bin("coordinator");
+    static const char *const cmds[] = {"generate", "serve", "keygen", "tokenize", "detokenize"};
+    char *out, *err;
+    assert_int_equal(run((const char *[]){co, "--help", NULL}, &out, &err), 0);
+    assert_non_null(strstr(out, "usage: coordinator "));
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "coordinator %s ", cmds[i]);
+        if (!strstr(out, line)) fail_msg("--help does not show '%s'", line);
+    }
+    assert_non_null(strstr(out, "--loopback N"));
+    free(out), free(err);
+    assert_int_equal(run((const char *[]){co, NULL}, &out, &err), 2);
+    assert_non_null(strstr(err, "coordinator keygen "));
+    free(out), free(err);
+    assert_int_equal(run((const char *[]){co, "frobnicate", NULL}, &out, &err), 2);
+    assert_non_null(strstr(err, "unknown command 'frobnicate'"));
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) assert_non_null(strstr(err, cmds[i]));
     free(out), free(err);
 }
 
@@ -317,6 +342,7 @@ static void test_synth_models_chat(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage),
         cmocka_unit_test(test_tokenize_detokenize),
         cmocka_unit_test(test_generate_prompt),
         cmocka_unit_test(test_generate_chat),

@@ -1,7 +1,8 @@
 /* tests/unit/test_co_sched.c — the serving scheduler on gpt-oss-tiny (window 8, so prompts and
  * generations run past the ring): batch invariance (a prompt alone and among 7 others gives the
  * same tokens and bit-identical logits, f32 and q8), seeded sampling, stop ids, cancellation
- * freeing the slot, admission limits; and stop strings over split text (co_stop). */
+ * freeing the slot, admission limits, a failed step failing only the jobs of the rows its backend
+ * names; and stop strings over split text (co_stop). */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -555,6 +556,94 @@ static void test_idle_ticks(void **st) {
     }
 }
 
+/* An expert backend that runs the local one, except that once armed it fails the first batch of
+ * two rows or more the way a remote backend fails when experts have no live owner, naming the
+ * batch's last row as the one that needed them (row_lost). */
+typedef struct losing {
+    md_expert_backend be;
+    md_expert_backend *inner;
+    bool armed;  /* set before the jobs are submitted (the submission's mutex orders it) */
+    bool failed; /* the last batch failed (model thread) */
+    int64_t lost;
+} losing;
+
+static int losing_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    losing *l = b->impl;
+    l->failed = l->armed && batch->T >= 2;
+    if (!l->failed) return l->inner->run(l->inner, batch, out, err);
+    l->armed = false;
+    l->lost = batch->T - 1;
+    return mw_errf(err, "layer %d: experts have no live owner", batch->layer);
+}
+
+static bool losing_row_lost(const md_expert_backend *b, int64_t row) {
+    const losing *l = b->impl;
+    return l->failed && row == l->lost;
+}
+
+/* Job a (a one-token prompt, 30 tokens) and job b (a 5-token prompt) through the losing backend:
+ * whether b is admitted with a or once a decodes, the first step of two rows or more holds b's
+ * prompt last. */
+static void lost_rows_run(bool armed, bool names_rows, result *a, result *b) {
+    env e;
+    mw_err err = {{0}};
+    model_open(&e, KN_NUM_Q8, kn_pool_create(2), 2, 200);
+    losing l = {.be = {.name = "losing",
+                       .run = losing_run,
+                       .row_lost = names_rows ? losing_row_lost : NULL,
+                       .impl = &l},
+                .inner = e.experts,
+                .armed = armed};
+    md_ctx_free(e.ctx);
+    md_ctx_params cp = {
+        .numerics = KN_NUM_Q8, .pool = e.pool, .experts = &l.be, .n_seq = 2, .n_ctx = 200};
+    if (md_ctx_new(e.model, &cp, &e.ctx, &err)) fail_msg("%s", err.msg);
+    uv_loop_init(&e.loop);
+    co_sched_params sp = {.ctx = e.ctx,
+                          .n_slots = 2,
+                          .n_ctx = 200,
+                          .n_vocab = e.model->cfg.n_vocab,
+                          .n_expert = e.model->cfg.n_expert,
+                          .n_layer = e.model->cfg.n_layer,
+                          .chunk = 16,
+                          .max_queue = 2,
+                          .experts = &l.be};
+    if (co_sched_new(&e.loop, &sp, &e.s, &err)) fail_msg("%s", err.msg);
+    int32_t pa[1], pb[5];
+    prompt_of(pa, 1, 3);
+    prompt_of(pb, 5, 4);
+    submit(&e, a, pa, 1, 30, 0.0f, 1);
+    submit(&e, b, pb, 5, 10, 0.0f, 2);
+    while (!a->done || !b->done) uv_run(&e.loop, UV_RUN_ONCE);
+    env_close(&e);
+}
+
+/* A step that fails because some rows needed lost experts fails only their jobs: the backend's
+ * row_lost names them; the other jobs run the step again and end as if nothing happened. A
+ * backend that names no rows fails every job of the step. */
+static void test_lost_rows_fail_their_jobs_only(void **st) {
+    (void)st;
+    result ref_a, ref_b, a, b;
+    lost_rows_run(false, true, &ref_a, &ref_b);
+    assert_int_equal(ref_a.finish, CO_FINISH_LENGTH);
+    assert_int_equal(ref_b.finish, CO_FINISH_LENGTH);
+    lost_rows_run(true, true, &a, &b);
+    assert_int_equal(b.finish, CO_FINISH_ERROR);
+    assert_int_equal(a.finish, CO_FINISH_LENGTH);
+    assert_int_equal(a.n, 30);
+    assert_memory_equal(a.tok, ref_a.tok, 30 * sizeof(int32_t));
+    assert_memory_equal(a.logits, ref_a.logits, 30 * 512 * sizeof(float));
+    free(a.logits);
+    free(b.logits);
+    lost_rows_run(true, false, &a, &b);
+    assert_int_equal(a.finish, CO_FINISH_ERROR);
+    assert_int_equal(b.finish, CO_FINISH_ERROR);
+    free(a.logits);
+    free(b.logits);
+    free(ref_a.logits);
+    free(ref_b.logits);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stop_strings),
@@ -567,6 +656,7 @@ int main(void) {
         cmocka_unit_test(test_slow_loop_takes_every_output),
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_idle_ticks),
+        cmocka_unit_test(test_lost_rows_fail_their_jobs_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
