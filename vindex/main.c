@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "vindex/vx_plan.h"
 #include "vindex/vx_rstats.h"
 #include "vindex/vx_source.h"
 #include "vindex/vx_strmap.h"
@@ -16,27 +17,30 @@
 static void usage(FILE *f) {
     char archs[128];
     vx_synth_family_names(archs, sizeof archs, "|");
-    fprintf(f,
-            "usage:\n"
-            "  vindex extract SRC OUT [--strict] [--transcode experts=TYPE[,dense=TYPE]]\n"
-            "      SRC is a .gguf file or a Hugging Face safetensors directory\n"
-            "  vindex inspect DIR [--json]\n"
-            "  vindex verify DIR\n"
-            "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
-            "  vindex routing-stats TRACE... [--json] [--pairs N]\n"
-            "      per layer and expert: load, pairs chosen together, distinct experts per batch\n"
-            "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
-            "  vindex synth --arch %s --layers L --hidden H --heads NH\n"
-            "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
-            "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
-            "               [--dense-format f32|f16|q8_0] [--sliding-window W] [--context N]\n"
-            "               deepseek2 (--head-dim is qk_nope; defaults are DeepSeek-V3's):\n"
-            "               [--q-lora R] [--kv-lora R] [--rope-dim D] [--v-dim D]\n"
-            "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
-            "               [--groups G] [--groups-used U] [--gating 1|2]\n"
-            "               [--weights-norm 0|1] [--weights-scale S]\n"
-            "               --format gguf|vindex OUT\n",
-            archs);
+    fprintf(
+        f,
+        "usage:\n"
+        "  vindex extract SRC OUT [--strict] [--transcode experts=TYPE[,dense=TYPE]]\n"
+        "      SRC is a .gguf file or a Hugging Face safetensors directory\n"
+        "  vindex inspect DIR [--json]\n"
+        "  vindex verify DIR\n"
+        "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
+        "  vindex routing-stats TRACE... [--json] [--pairs N]\n"
+        "  vindex plan --topology T --model M [--routing-stats TRACE|STATS.json] --out DIR\n"
+        "      places every (layer, expert) extent on the topology's hosts; one shard per host\n"
+        "      per layer and expert: load, pairs chosen together, distinct experts per batch\n"
+        "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
+        "  vindex synth --arch %s --layers L --hidden H --heads NH\n"
+        "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
+        "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
+        "               [--dense-format f32|f16|q8_0] [--sliding-window W] [--context N]\n"
+        "               deepseek2 (--head-dim is qk_nope; defaults are DeepSeek-V3's):\n"
+        "               [--q-lora R] [--kv-lora R] [--rope-dim D] [--v-dim D]\n"
+        "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
+        "               [--groups G] [--groups-used U] [--gating 1|2]\n"
+        "               [--weights-norm 0|1] [--weights-scale S]\n"
+        "               --format gguf|vindex OUT\n",
+        archs);
 }
 
 /* A progress bar on a terminal (stderr), redrawn at most ten times a second. */
@@ -238,6 +242,29 @@ static int cmd_routing_stats(int argc, char **argv) {
     return rc ? fail(&err) : 0;
 }
 
+static int cmd_plan(int argc, char **argv) {
+    vx_fleet_opts o = {0};
+    for (int i = 0; i < argc; i++) {
+        const char **slot = !strcmp(argv[i], "--topology")        ? &o.topology
+                            : !strcmp(argv[i], "--model")         ? &o.model
+                            : !strcmp(argv[i], "--routing-stats") ? &o.stats
+                            : !strcmp(argv[i], "--out")           ? &o.out
+                                                                  : NULL;
+        if (!slot || i + 1 >= argc) return usage(stderr), 2;
+        *slot = argv[++i];
+    }
+    if (!o.topology || !o.model || !o.out) return usage(stderr), 2;
+    bar b = bar_new("plan");
+    o.progress = bar_draw;
+    o.progress_ctx = &b;
+    mw_err err;
+    if (vx_fleet_plan(&o, stdout, &err)) return fail(&err);
+    printf("wrote %s: plan.json, report.txt, a shard file per host, nodes.tsv, "
+           "coordinator.nodes\n",
+           o.out);
+    return 0;
+}
+
 static int cmd_synth(int argc, char **argv) {
     vx_synth_opts o;
     vx_synth_defaults(&o);
@@ -293,6 +320,7 @@ int main(int argc, char **argv) {
                 {"verify", cmd_verify},
                 {"slice", cmd_slice},
                 {"routing-stats", cmd_routing_stats},
+                {"plan", cmd_plan},
                 {"synth", cmd_synth}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 2, argv + 2);
