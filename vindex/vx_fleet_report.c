@@ -9,14 +9,25 @@
 
 #define GIB 1073741824.0
 
+/* Bytes in GiB, or MiB below one GiB. */
+static const char *size_text(double b, char buf[32]) {
+    if (b >= GIB)
+        snprintf(buf, 32, "%.2f GiB", b / GIB);
+    else
+        snprintf(buf, 32, "%.2f MiB", b / (1 << 20));
+    return buf;
+}
+
 static void inputs(const vx__fleet *f, FILE *r) {
     uint64_t bytes = 0;
     int moe = 0;
     for (int l = 0; l < f->in.n_layer; l++) bytes += f->ext[l] * f->in.n_expert, moe += !!f->ext[l];
     fprintf(r, "plan: topology %s (%s, sha256 %.16s…), %d host(s), %d coordinator(s)\n",
             f->topo.path, f->topo.name, f->topo.sha256, f->topo.n_hosts, f->topo.n_coords);
-    fprintf(r, "model: %s, %s %.16s…, %d MoE layers × %d experts, top-%d, %.2f GiB of experts\n",
-            f->o->model, f->family, f->fingerprint, moe, f->in.n_expert, f->in.k, bytes / GIB);
+    char b[32];
+    fprintf(r, "model: %s, %s %.16s…, %d MoE layers × %d experts, top-%d, %s of experts\n",
+            f->o->model, f->family, f->fingerprint, moe, f->in.n_expert, f->in.k,
+            size_text((double)bytes, b));
     if (!f->have_stats) fprintf(r, "statistics: none (each expert expected at k/E of the rows)\n");
     for (size_t i = 0; f->have_stats && i < f->stats.n_src; i++)
         fprintf(r, "statistics: %s, trace sha256 %s\n", f->o->stats, f->stats.src[i].sha256);
@@ -34,16 +45,17 @@ static void hosts(const vx__fleet *f, FILE *r) {
         const vx_topo_host *th = &f->topo.hosts[h];
         double share = 0;
         long extents = 0;
+        char b1[32], b2[32];
         for (int l = 0; l < p->n_layer; l++) {
             share += p->load_share[(size_t)l * p->n_host + h];
             for (int e = 0; e < p->n_expert; e++)
                 extents += (p->owners[(size_t)l * p->n_expert + e] >> h) & 1;
         }
         fprintf(r,
-                "  %-12s %-24s %-13s %7.1f GB/s  %6ld extents, %8.2f of %8.2f GiB (%3.0f%%)  "
+                "  %-12s %-24s %-13s %7.1f GB/s  %6ld extents, %s of %s (%3.0f%%)  "
                 "load %5.1f%% (speed %5.1f%%)%s\n",
                 th->name, th->endpoint, th->platform->name, th->read_gbs, extents,
-                p->host_bytes[h] / GIB, th->memory_bytes / GIB,
+                size_text((double)p->host_bytes[h], b1), size_text(th->memory_bytes, b2),
                 th->memory_bytes > 0 ? 100 * p->host_bytes[h] / th->memory_bytes : 0,
                 total > 0 ? 100 * share / total : 0, 100 * th->read_gbs / speed,
                 p->host_bytes[h] ? "" : "  (holds nothing: no node runs there)");

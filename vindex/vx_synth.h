@@ -41,6 +41,10 @@ typedef struct vx_synth_opts {
     int gating;          /* llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid (2) */
     int weights_norm;    /* expert_weights_norm: 0 / 1 (1) */
     float weights_scale; /* expert_weights_scale, < 0 = default (2.5) */
+    /* a skewed router (families with a router bias): experts 0 .. N-1 get hot_bias added to
+     * it, so they are chosen more often (the planner's tests) */
+    int hot_experts;
+    float hot_bias; /* default 2 */
 } vx_synth_opts;
 
 /* Whether synth makes models of family f (if not, f->no_synth says why). */

@@ -1,8 +1,12 @@
 /* tests/integration/test_fleet.c — the fleet from the command line: routing traces written by
  * `coordinator generate` and `serve` (the in-process and the remote expert backends write the
- * same bytes), `vindex routing-stats` on them, and refusing a corrupt trace. */
+ * same bytes), `vindex routing-stats` on them, refusing a corrupt trace; `vindex plan` on the
+ * trace of a synth whose router favours a few experts (balance against even ranges, a fleet too
+ * small refused with the numbers), and the four planned loopback nodes serving bit for bit what
+ * the in-process backend computes. */
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_http.h"
+#include "tests/support/mwt_node.h"
 
 #include <jansson.h>
 #include <signal.h>
@@ -12,7 +16,7 @@
 #include <unistd.h>
 
 static char *dir;
-static char synth[4200];
+static char synth[4200], skewed[4200];
 
 static char *path_in(const char *name) {
     static char buf[8][4300];
@@ -66,7 +70,18 @@ static int setup(void **state) {
                     "vindex",
                     synth,
                     NULL};
-    return run(argv, NULL, NULL) ? -1 : 0;
+    if (run(argv, NULL, NULL)) return -1;
+    /* the same shape, experts 0 .. 2 chosen far more often than the rest */
+    snprintf(skewed, sizeof skewed, "%s/skewed.vindex", dir);
+    argv[23] = "6";
+    argv[26] = skewed;
+    char *more[] = {"--hot-experts", "3", "--hot-bias", "2", NULL};
+    char *av[40];
+    int n = 0;
+    for (int i = 0; argv[i]; i++) av[n++] = argv[i];
+    for (int i = 0; more[i]; i++) av[n++] = more[i];
+    av[n] = NULL;
+    return run(av, NULL, NULL) ? -1 : 0;
 }
 
 static int teardown(void **state) {
@@ -76,17 +91,21 @@ static int teardown(void **state) {
     return 0;
 }
 
-static int generate(const char *trace, const char *const *extra) {
+static int generate_model(const char *model, const char *trace, const char *const *extra) {
     char *argv[40];
     int n = 0;
     const char *head[] = {
-        mwt_bin("coordinator"), "generate",     "--model", synth,       "--tokens",
+        mwt_bin("coordinator"), "generate",     "--model", model,       "--tokens",
         "1,5,9,13,17,21,25,29", "--max-tokens", "24",      "--threads", "1",
         "--trace-routing",      trace,          NULL};
     for (int i = 0; head[i]; i++) argv[n++] = (char *)head[i];
     for (int i = 0; extra && extra[i]; i++) argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     return run(argv, NULL, NULL);
+}
+
+static int generate(const char *trace, const char *const *extra) {
+    return generate_model(synth, trace, extra);
 }
 
 static json_t *stats_json(const char *trace) {
@@ -156,9 +175,10 @@ static void test_serve_traces(void **state) {
     assert_int_equal(mwt_serve_start(&s, synth, extra, 120000), 0);
     mwt_resp r;
     for (int i = 0; i < 2; i++) {
-        assert_int_equal(mwt_http_request(s.port, "POST", "/v1/completions",
-                                          "{\"model\":\"synth\",\"prompt\":[3,4,5,6],\"max_tokens\":5}", &r),
-                         0);
+        assert_int_equal(
+            mwt_http_request(s.port, "POST", "/v1/completions",
+                             "{\"model\":\"synth\",\"prompt\":[3,4,5,6],\"max_tokens\":5}", &r),
+            0);
         if (r.status != 200) fail_msg("status %d: %s", r.status, r.body);
         mwt_resp_free(&r);
     }
@@ -170,11 +190,140 @@ static void test_serve_traces(void **state) {
     json_decref(j);
 }
 
+/* ---- planning -------------------------------------------------------------------------------- */
+
+/* A topology of 4 hosts on this machine (free ports), each with memory_gib, speed 10 GB/s. */
+static const char *topology(const char *name, const char *memory_gib, int ports[4]) {
+    char *path = path_in(name);
+    char hosts[2048] = "";
+    for (int h = 0; h < 4; h++) {
+        ports[h] = mwt_free_port();
+        char one[400];
+        snprintf(one, sizeof one,
+                 "%s{\"name\":\"n%d\",\"endpoint\":\"tcp://127.0.0.1:%d\",\"memory_gib\":%s,"
+                 "\"read_gbs\":10,\"cores\":1,\"platform\":\"linux-x86_64\"}",
+                 h ? "," : "", h, ports[h], memory_gib);
+        strcat(hosts, one);
+    }
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"format\":\"moewire-topology\",\"version\":1,\"name\":\"four\","
+             "\"model\":{\"path\":\"%s\",\"wire\":\"f32\"},\"hosts\":[%s],"
+             "\"coordinators\":[{\"name\":\"c\",\"address\":\"127.0.0.1\","
+             "\"listen\":\"127.0.0.1:0\"}],"
+             "\"links\":[{\"from\":\"*\",\"to\":\"*\",\"rtt_us\":30,\"gbit\":40}]}",
+             skewed, hosts);
+    assert_int_equal(mwt_write_file(path, text, strlen(text)), 0);
+    return path;
+}
+
+static int plan(const char *topo, const char *stats, const char *out, char **err) {
+    char *argv[] = {
+        (char *)mwt_bin("vindex"), "plan",        "--topology", (char *)topo, "--model", skewed,
+        "--routing-stats",         (char *)stats, "--out",      (char *)out,  NULL};
+    return run(argv, NULL, err);
+}
+
+/* The trace of the skewed synth, once. */
+static const char *skewed_trace(void) {
+    const char *t = path_in("skewed.trace");
+    if (access(t, R_OK)) assert_int_equal(generate_model(skewed, t, NULL), 0);
+    return t;
+}
+
+static void test_plan_balances_skewed_load(void **state) {
+    (void)state;
+    int ports[4];
+    /* room for 8 of the 16 extents (53 KiB each) of each of the 3 layers per host */
+    const char *topo = topology("four.json", "0.00125", ports), *out = path_in("plan");
+    const char *trace = skewed_trace();
+    assert_int_equal(plan(topo, trace, out, NULL), 0);
+    char pj[4400];
+    snprintf(pj, sizeof pj, "%s/plan.json", out);
+    json_error_t je;
+    json_t *j = json_load_file(pj, 0, &je);
+    if (!j) fail_msg("plan.json: %s", je.text);
+    json_t *layers = json_object_get(j, "layers");
+    assert_int_equal(json_array_size(layers), 3);
+    for (size_t l = 0; l < 3; l++) {
+        json_t *o = json_array_get(layers, l);
+        double bal = json_real_value(json_object_get(o, "balance")),
+               range = json_real_value(json_object_get(o, "range_balance"));
+        print_message("layer %zu: planned balance %.3f, even ranges %.3f\n", l, bal, range);
+        assert_true(bal >= 0.9);
+        assert_true(range < 0.75); /* ranges leave experts 0 .. 2 on one host */
+    }
+    /* the trace it came from is named by its sha256 */
+    char *argv[] = {(char *)mwt_bin("vindex"), "routing-stats", (char *)trace, "--json", NULL};
+    char *stats = NULL;
+    assert_int_equal(run(argv, &stats, NULL), 0);
+    json_t *sj = json_loads(stats, 0, &je);
+    const char *sha = json_string_value(
+        json_object_get(json_array_get(json_object_get(sj, "traces"), 0), "sha256"));
+    const char *rec = json_string_value(
+        json_array_get(json_object_get(json_object_get(j, "routing_stats"), "trace_sha256"), 0));
+    assert_non_null(sha);
+    assert_non_null(rec);
+    assert_string_equal(sha, rec);
+    json_decref(sj);
+    json_decref(j);
+    free(stats);
+}
+
+static void test_plan_refuses_a_small_fleet(void **state) {
+    (void)state;
+    int ports[4];
+    const char *topo = topology("small.json", "0.0002", ports);
+    char *err = NULL;
+    assert_int_equal(plan(topo, skewed_trace(), path_in("small-plan"), &err), 1);
+    assert_non_null(strstr(err, "cannot hold the model"));
+    assert_non_null(strstr(err, "GiB short"));
+    free(err);
+}
+
+/* The planned shards on four loopback nodes: exact mode gives the in-process logits bit for bit. */
+static void test_planned_fleet_serves(void **state) {
+    (void)state;
+    int ports[4];
+    const char *topo = topology("serve.json", "0.00125", ports), *out = path_in("serve-plan");
+    assert_int_equal(plan(topo, skewed_trace(), out, NULL), 0);
+    mwt_node nodes[4];
+    for (int h = 0; h < 4; h++) {
+        char bind[64], shard[4400], tag[16];
+        snprintf(bind, sizeof bind, "tcp://127.0.0.1:%d", ports[h]);
+        snprintf(shard, sizeof shard, "@%s/shard-n%d.json", out, h);
+        snprintf(tag, sizeof tag, "n%d", h);
+        const char *args[] = {"--bind", bind, "--experts", shard, "--threads", "1", NULL};
+        nodes[h] = mwt_node_up(skewed, dir, tag, args, 60000);
+    }
+    char nf[4400];
+    snprintf(nf, sizeof nf, "%s/coordinator.nodes", out);
+    char *list = mwt_read_file(nf, NULL);
+    list[strcspn(list, "\n")] = 0;
+    const char *a = path_in("local.logits"), *b = path_in("fleet.logits");
+    const char *local[] = {"--numerics", "f32", "--logits-out", a, NULL};
+    const char *fleet[] = {"--numerics", "f32",     "--logits-out", b,     "--nodes",
+                           list,         "--exact", "--wire",       "f32", NULL};
+    assert_int_equal(generate_model(skewed, path_in("l.trace"), local), 0);
+    assert_int_equal(generate_model(skewed, path_in("f.trace"), fleet), 0);
+    size_t na, nb;
+    char *x = mwt_read_file(a, &na), *y = mwt_read_file(b, &nb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(x, y, na);
+    free(x);
+    free(y);
+    free(list);
+    for (int h = 0; h < 4; h++) assert_int_equal(mwt_node_stop(&nodes[h], 30000), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_local_and_remote_agree),
         cmocka_unit_test(test_corrupt_trace_is_refused),
         cmocka_unit_test(test_serve_traces),
+        cmocka_unit_test(test_plan_balances_skewed_load),
+        cmocka_unit_test(test_plan_refuses_a_small_fleet),
+        cmocka_unit_test(test_planned_fleet_serves),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
