@@ -21,6 +21,7 @@
 #include "coordinator/co_serve_text.h"
 #include "coordinator/co_trace.h"
 #include "model/md_model.h"
+#include "util/mw_notify.h"
 #include "vindex/vx_source.h"
 
 #define DEFAULT_SLOTS 16
@@ -46,6 +47,7 @@ typedef struct serve {
     bool loop_ok;
     uv_signal_t sigterm, sigint;
     uv_timer_t drain_timer;
+    uv_timer_t wd_timer; /* the service manager's watchdog (mw_notify.h), when it asks */
     bool handles_ok, draining, failed_all, done;
     double t_drain, t_fail;
     char model_id[256];
@@ -123,6 +125,13 @@ static void finish(serve *s) {
     uv_close((uv_handle_t *)&s->sigterm, handle_closed);
     uv_close((uv_handle_t *)&s->sigint, handle_closed);
     uv_close((uv_handle_t *)&s->drain_timer, handle_closed);
+    uv_timer_stop(&s->wd_timer);
+    uv_close((uv_handle_t *)&s->wd_timer, handle_closed);
+}
+
+static void on_watchdog(uv_timer_t *t) {
+    (void)t;
+    mw_notify("WATCHDOG=1");
 }
 
 static void on_drain_tick(uv_timer_t *t) {
@@ -154,6 +163,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         }
         return;
     }
+    mw_notify("STOPPING=1");
     fprintf(stderr,
             "coordinator serve: %s: no new requests; finishing %d in flight (grace %d ms)\n",
             signum == SIGTERM ? "SIGTERM" : "SIGINT", co_sched_jobs(s->sched), s->o->grace_ms);
@@ -293,8 +303,11 @@ static int open_http(serve *s, mw_err *err) {
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     uv_timer_init(&s->loop, &s->drain_timer);
-    s->sigterm.data = s->sigint.data = s->drain_timer.data = s;
+    uv_timer_init(&s->loop, &s->wd_timer);
+    s->sigterm.data = s->sigint.data = s->drain_timer.data = s->wd_timer.data = s;
     s->handles_ok = true;
+    const uint64_t wd_ms = mw_notify_watchdog_usec() / 2000;
+    if (wd_ms) uv_timer_start(&s->wd_timer, on_watchdog, wd_ms, wd_ms);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     signal(SIGPIPE, SIG_IGN);
@@ -320,11 +333,15 @@ static void print_banner(const serve *s) {
 
 static int open_all(serve *s, mw_err *err) {
     /* the keys first: a bad key file stops serve before the model loads */
+    mw_notify_status("loading %s", s->o->model);
     if (co_auth_new(s->o->api_key, s->o->api_key_file, getenv("MOEWIRE_API_KEY"), &s->auth, err) ||
         open_model(s, err) || open_scheduler(s, err) || open_http(s, err))
         return -1;
     print_banner(s);
-    return write_ready_file(s, err);
+    if (write_ready_file(s, err)) return -1;
+    mw_notify_status("serving %s on %s", s->model_id, s->url);
+    mw_notify("READY=1");
+    return 0;
 }
 
 static void close_all(serve *s) {

@@ -12,6 +12,7 @@
 #include "vindex/vx_strmap.h"
 #include "vindex/vx_synth.h"
 #include "vindex/vx_vindex.h"
+#include "util/mw_progress.h"
 #include "util/mw_time.h"
 
 static void usage(FILE *f) {
@@ -26,7 +27,7 @@ static void usage(FILE *f) {
         "  vindex verify DIR\n"
         "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
         "  vindex routing-stats TRACE... [--json] [--pairs N]\n"
-        "  vindex plan --topology T --model M [--routing-stats TRACE|STATS.json] --out DIR\n"
+        "  vindex plan --topology T [--model M] [--routing-stats TRACE|STATS.json] --out DIR\n"
         "      places every (layer, expert) extent on the topology's hosts; one shard per host\n"
         "      per layer and expert: load, pairs chosen together, distinct experts per batch\n"
         "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
@@ -43,30 +44,11 @@ static void usage(FILE *f) {
         archs);
 }
 
-/* A progress bar on a terminal (stderr), redrawn at most ten times a second. */
-typedef struct bar {
-    const char *what;
-    double start, last;
-    bool on;
-} bar;
-
-static void bar_draw(void *ctx, uint64_t done, uint64_t total) {
-    bar *b = ctx;
-    if (!b->on) return;
-    double t = mw_now_s();
-    if (done < total && t - b->last < 0.1) return;
-    b->last = t;
-    int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
-    double rate = (double)done / 1e6 / (t - b->start > 1e-9 ? t - b->start : 1e-9);
-    fprintf(stderr, "\r%s [%.*s%*s] %3d%% %8.1f MB %7.0f MB/s", b->what, fill,
-            "##############################", width - fill, "",
-            total ? (int)(100.0 * (double)done / (double)total) : 100, (double)done / 1e6, rate);
-    if (done >= total) fputc('\n', stderr);
-}
-
-static bar bar_new(const char *what) {
-    bar b = {what, mw_now_s(), 0, isatty(2) == 1};
-    return b;
+/* Progress on stderr (util/mw_progress.h): a bar on a terminal, lines in a log. */
+static mw_progress progress(const char *what, bool bytes) {
+    mw_progress p;
+    mw_progress_init(&p, stderr, what, bytes);
+    return p;
 }
 
 /* Writes s with control characters (C0, DEL, UTF-8 C1) escaped: messages and tensor names come
@@ -139,8 +121,8 @@ static int cmd_extract(int argc, char **argv) {
     vx_input *in;
     if (vx_input_open(src, &in, &err)) return fail(&err);
     print_audit(in);
-    bar b = bar_new("extract");
-    opts.progress = bar_draw;
+    mw_progress b = progress("vindex extract", true);
+    opts.progress = mw_progress_cb;
     opts.progress_ctx = &b;
     vx_extract_stats st;
     double t0 = mw_now_s();
@@ -178,10 +160,10 @@ static int cmd_inspect(int argc, char **argv) {
 static int cmd_verify(int argc, char **argv) {
     if (argc != 1 || argv[0][0] == '-') return usage(stderr), 2;
     mw_err err;
-    bar b = bar_new("verify");
+    mw_progress b = progress("vindex verify", true);
     uint64_t bytes = 0;
     double t0 = mw_now_s();
-    int rc = vx_verify(argv[0], bar_draw, &b, &bytes, &err);
+    int rc = vx_verify(argv[0], mw_progress_cb, &b, &bytes, &err);
     double dt = mw_now_s() - t0;
     if (rc) return fail(&err);
     printf("%s: ok (%.1f MB checked in %.2f s, %.0f MB/s)\n", argv[0], (double)bytes / 1e6, dt,
@@ -253,14 +235,14 @@ static int cmd_plan(int argc, char **argv) {
         if (!slot || i + 1 >= argc) return usage(stderr), 2;
         *slot = argv[++i];
     }
-    if (!o.topology || !o.model || !o.out) return usage(stderr), 2;
-    bar b = bar_new("plan");
-    o.progress = bar_draw;
+    if (!o.topology || !o.out) return usage(stderr), 2;
+    mw_progress b = progress("vindex plan: layers placed", false);
+    o.progress = mw_progress_cb;
     o.progress_ctx = &b;
     mw_err err;
     if (vx_fleet_plan(&o, stdout, &err)) return fail(&err);
     printf("wrote %s: plan.json, report.txt, a shard file per host, nodes.tsv, "
-           "coordinator.nodes\n",
+           "coordinator.tsv, coordinator.nodes\n",
            o.out);
     return 0;
 }
@@ -287,13 +269,13 @@ static int cmd_synth(int argc, char **argv) {
         return usage(stderr), 2;
     vx_input *in;
     if (vx_synth_input(&o, &in, &err)) return fprintf(stderr, "vindex synth: %s\n", err.msg), 2;
-    bar b = bar_new("synth");
+    mw_progress b = progress("vindex synth", true);
     double t0 = mw_now_s();
     int rc;
     if (!strcmp(format, "gguf")) {
-        rc = vx_input_write_gguf(in, out, bar_draw, &b, &err);
+        rc = vx_input_write_gguf(in, out, mw_progress_cb, &b, &err);
     } else {
-        vx_extract_opts eo = {.progress = bar_draw, .progress_ctx = &b};
+        vx_extract_opts eo = {.progress = mw_progress_cb, .progress_ctx = &b};
         rc = vx_extract(in, out, &eo, NULL, &err);
     }
     vx_input_close(in);

@@ -43,6 +43,10 @@ typedef struct vx_source_opts {
                                      experts) */
     bool dense;                   /* map the dense tensors too (false for an expert node) */
     bool verify_on_mount;         /* check each mapped extent's fast checksum (vindex only) */
+    /* Called as long work advances (may be NULL): "mount" (extent bytes checked) while a vindex
+     * opens, "fingerprint" (tensor bytes read) when a GGUF file's fingerprint is computed. */
+    void (*progress)(void *ctx, const char *what, uint64_t done, uint64_t total);
+    void *progress_ctx;
 } vx_source_opts;
 
 /* Opens PATH: a regular file is read as GGUF, a directory as a vindex. opts may be NULL (all
