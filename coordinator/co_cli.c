@@ -11,8 +11,9 @@
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
 
-#define MAX_PROMPT   (1 << 20)
-#define MAX_GENERATE (1 << 24)
+#define MAX_PROMPT     (1 << 20)
+#define MAX_GENERATE   (1 << 24)
+#define MAX_NODES_FILE (1 << 20)
 
 static int parse_i64(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out,
                      mw_err *err) {
@@ -207,10 +208,29 @@ static int set_ctx(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--ctx", v, 1, INT32_MAX, &o->n_ctx, err);
 }
 
+/* The list, or @FILE holding it (`vindex plan` writes coordinator.nodes): one line, at most
+ * MAX_NODES_FILE bytes, surrounding white space dropped. */
 static int set_nodes(co_opts *o, const char *v, mw_err *err) {
-    (void)err;
-    o->nodes = v;
     o->experts = "remote";
+    if (v[0] != '@') {
+        o->nodes = v;
+        return 0;
+    }
+    FILE *f = fopen(v + 1, "r");
+    if (!f) return mw_errf(err, "--nodes %s: cannot open: %s", v, strerror(errno));
+    free(o->nodes_buf);
+    o->nodes_buf = calloc(MAX_NODES_FILE + 1, 1);
+    size_t n = o->nodes_buf ? fread(o->nodes_buf, 1, MAX_NODES_FILE + 1, f) : 0;
+    fclose(f);
+    if (!o->nodes_buf) return mw_errf(err, "out of memory");
+    if (n > MAX_NODES_FILE)
+        return mw_errf(err, "--nodes %s: more than %d bytes", v, MAX_NODES_FILE);
+    o->nodes_buf[n] = 0;
+    char *b = o->nodes_buf + strspn(o->nodes_buf, " \t\r\n");
+    for (size_t e = strlen(b); e && strchr(" \t\r\n", b[e - 1]); e--) b[e - 1] = 0;
+    if (!*b || strpbrk(b, "\n\r"))
+        return mw_errf(err, "--nodes %s: expected one line of endpoints", v);
+    o->nodes = b;
     return 0;
 }
 
@@ -441,7 +461,9 @@ static const co_option options[] = {
      "write every routing decision (layer, row, experts, gate weights) to FILE for `vindex "
      "routing-stats` and `vindex plan`",
      set_trace_routing},
-    {"--nodes", "tcp://h:p,...", "expert nodes, in node order (selects --experts remote)",
+    {"--nodes", "tcp://h:p,...",
+     "expert nodes, in node order, or @FILE holding the list (`vindex "
+     "plan` writes coordinator.nodes); selects --experts remote",
      set_nodes},
     {"--loopback", "N",
      "start N expert nodes on 127.0.0.1 splitting the experts evenly, stop them at the end "
@@ -540,6 +562,8 @@ void co_opts_init(co_opts *o) {
 void co_opts_free(co_opts *o) {
     free(o->tokens);
     o->tokens = NULL;
+    free(o->nodes_buf);
+    o->nodes_buf = NULL;
     tk_msgs_free(&o->chat);
 }
 

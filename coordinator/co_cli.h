@@ -38,6 +38,7 @@ typedef struct co_opts {
     const char *trace_routing; /* routing trace file (coordinator/co_trace.h), NULL: none */
     /* remote experts (coordinator/co_backend.h) */
     const char *nodes;        /* comma-separated node endpoints */
+    char *nodes_buf;          /* --nodes @FILE: the file's text, which nodes points into */
     int loopback;             /* start this many local expert nodes */
     int node_threads;         /* threads per loopback node */
     bool node_affinity;       /* loopback nodes bind their threads to CPUs (co_loopback_opts) */

@@ -30,6 +30,7 @@ declare -A CMD_PKG=(
   [npm]=npm
   [dpkg-deb]=dpkg
   [clang-14]=clang-14
+  [systemd-analyze]=systemd
 )
 
 missing=()

@@ -12,6 +12,7 @@
 
 typedef struct vx__fleet {
     const vx_fleet_opts *o;
+    const char *model; /* o->model, or the topology's model.path */
     vx_topology topo;
     vx_source *src;
     const char *fingerprint, *family;

@@ -26,17 +26,18 @@ static int wire_bytes(const char *wire, mw_err *err) {
 static int open_model(vx__fleet *f, mw_err *err) {
     vx_expert_set none = {0};
     const vx_source_opts so = {.experts = &none, .dense = false, .verify_on_mount = false};
-    if (vx_source_open(f->o->model, &so, &f->src, err)) return -1;
+    if (!f->model) f->model = f->topo.model_path;
+    if (vx_source_open(f->model, &so, &f->src, err)) return -1;
     const uint64_t cost = vx_source_fingerprint_cost(f->src);
     if (cost)
-        fprintf(stderr, "vindex plan: fingerprinting %s (%.2f GB to read)\n", f->o->model,
+        fprintf(stderr, "vindex plan: fingerprinting %s (%.2f GB to read)\n", f->model,
                 (double)cost / 1e9);
     f->fingerprint = vx_source_fingerprint(f->src);
     f->family = vx_source_arch(f->src);
-    if (!f->fingerprint) return mw_errf(err, "%s: no fingerprint (out of memory)", f->o->model);
+    if (!f->fingerprint) return mw_errf(err, "%s: no fingerprint (out of memory)", f->model);
     if (f->topo.fingerprint[0] && strcmp(f->topo.fingerprint, f->fingerprint))
         return mw_errf(err, "%s: the topology pins model %.16s…, %s is %.16s…", f->topo.path,
-                       f->topo.fingerprint, f->o->model, f->fingerprint);
+                       f->topo.fingerprint, f->model, f->fingerprint);
     return 0;
 }
 
@@ -70,7 +71,7 @@ static int build_in(vx__fleet *f, mw_err *err) {
     const int L = vx_source_n_layers(s), E = vx_source_n_experts(s), k = vx_source_experts_used(s);
     if (L < 1 || E < 1 || k < 1)
         return mw_errf(err, "%s: not a mixture of experts (%d layers, %d experts, top-%d)",
-                       f->o->model, L, E, k);
+                       f->model, L, E, k);
     const int wb = wire_bytes(f->topo.wire, err);
     if (wb < 0 || open_stats(f, L, E, k, err)) return -1;
     f->ext = calloc((size_t)L, sizeof *f->ext);
@@ -104,7 +105,7 @@ static int build_in(vx__fleet *f, mw_err *err) {
 }
 
 int vx_fleet_plan(const vx_fleet_opts *o, FILE *report, mw_err *err) {
-    vx__fleet f = {.o = o};
+    vx__fleet f = {.o = o, .model = o->model};
     int rc = vx_topology_load(o->topology, &f.topo, err) || open_model(&f, err) || build_in(&f, err)
                  ? -1
                  : 0;

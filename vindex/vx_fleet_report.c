@@ -26,7 +26,7 @@ static void inputs(const vx__fleet *f, FILE *r) {
             f->topo.path, f->topo.name, f->topo.sha256, f->topo.n_hosts, f->topo.n_coords);
     char b[32];
     fprintf(r, "model: %s, %s %.16s…, %d MoE layers × %d experts, top-%d, %s of experts\n",
-            f->o->model, f->family, f->fingerprint, moe, f->in.n_expert, f->in.k,
+            f->model, f->family, f->fingerprint, moe, f->in.n_expert, f->in.k,
             size_text((double)bytes, b));
     if (!f->have_stats) fprintf(r, "statistics: none (each expert expected at k/E of the rows)\n");
     for (size_t i = 0; f->have_stats && i < f->stats.n_src; i++)

@@ -137,9 +137,9 @@ static json_t *layers_json(const vx__fleet *f) {
 
 static int write_plan(const vx__fleet *f, mw_err *err) {
     const vx_plan *p = &f->plan;
-    json_t *model = json_pack("{ss ss ss si si si}", "path", f->o->model, "fingerprint",
-                              f->fingerprint, "family", f->family, "n_layer", f->in.n_layer,
-                              "n_expert", f->in.n_expert, "k", f->in.k);
+    json_t *model =
+        json_pack("{ss ss ss si si si}", "path", f->model, "fingerprint", f->fingerprint, "family",
+                  f->family, "n_layer", f->in.n_layer, "n_expert", f->in.n_expert, "k", f->in.k);
     json_t *pred =
         json_pack("{sf sf sf sf sf sf}", "tok_s", p->tok_s, "wire_bytes_per_token",
                   p->wire_per_token, "expert_bytes_per_token", p->read_per_token, "movement_ratio",
@@ -154,6 +154,25 @@ static int write_plan(const vx__fleet *f, mw_err *err) {
 }
 
 /* ---- deploy/moewire's lines ----------------------------------------------------------------- */
+
+/* One line per coordinator: name, address, listen, model, wire, whether it is this machine. */
+static int write_coords(const vx__fleet *f, mw_err *err) {
+    char *text = NULL;
+    size_t n = 0;
+    FILE *a = open_memstream(&text, &n);
+    if (!a) return mw_errf(err, "out of memory");
+    for (int c = 0; c < f->topo.n_coords; c++) {
+        const vx_topo_coord *tc = &f->topo.coords[c];
+        const bool local = !strncmp(tc->address, "127.", 4) || !strcmp(tc->address, "localhost") ||
+                           !strcmp(tc->address, "::1");
+        fprintf(a, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", tc->name, tc->address, tc->listen,
+                f->topo.model_path, f->topo.wire, tc->key[0] ? tc->key : "-", local);
+    }
+    fclose(a);
+    int rc = put_file(f->o->out, "coordinator.tsv", text, err);
+    free(text);
+    return rc;
+}
 
 static int write_nodes(const vx__fleet *f, mw_err *err) {
     char *tsv = NULL, *nodes = NULL;
@@ -171,9 +190,12 @@ static int write_nodes(const vx__fleet *f, mw_err *err) {
     for (int h = 0, first = 1; h < f->topo.n_hosts; h++) {
         const vx_topo_host *th = &f->topo.hosts[h];
         if (!f->plan.host_bytes[h]) continue;
-        fprintf(a, "%s\t%s\t%s\t%s\t%s\t%s/shard-%s.json\t%d\t%s\t%d\n", th->name, th->endpoint,
-                th->platform->name, th->platform->service, th->vindex, dir, th->name, th->cores,
-                th->key[0] ? th->key : "-", vx_topo_is_local(th));
+        long extents = 0;
+        for (int i = 0; i < f->plan.n_layer * f->plan.n_expert; i++)
+            extents += (f->plan.owners[i] >> h) & 1;
+        fprintf(a, "%s\t%s\t%s\t%s\t%s\t%s/shard-%s.json\t%d\t%s\t%d\t%ld\n", th->name,
+                th->endpoint, th->platform->name, th->platform->service, th->vindex, dir, th->name,
+                th->cores, th->key[0] ? th->key : "-", vx_topo_is_local(th), extents);
         fprintf(b, "%s%s%s%s", first ? "" : ",", th->endpoint, th->key[0] ? "#" : "", th->key);
         first = 0;
     }
@@ -181,7 +203,7 @@ static int write_nodes(const vx__fleet *f, mw_err *err) {
     fclose(a);
     fclose(b);
     int rc = put_file(f->o->out, "nodes.tsv", tsv, err) ||
-                     put_file(f->o->out, "coordinator.nodes", nodes, err)
+                     put_file(f->o->out, "coordinator.nodes", nodes, err) || write_coords(f, err)
                  ? -1
                  : 0;
     free(tsv);

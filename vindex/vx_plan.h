@@ -78,7 +78,7 @@ void vx_plan_free(vx_plan *p);
 
 typedef struct vx_fleet_opts {
     const char *topology; /* the topology file (vindex/vx_topology.h) */
-    const char *model;    /* the vindex or GGUF file the hosts serve */
+    const char *model;    /* the model (vindex or GGUF) to plan for; NULL: the topology's */
     const char *stats;    /* a routing trace or `routing-stats --json` output; NULL: uniform */
     const char *out;      /* the directory written */
     void (*progress)(void *ctx, uint64_t done, uint64_t total); /* layers planned; may be NULL */
@@ -87,7 +87,8 @@ typedef struct vx_fleet_opts {
 
 /* Plans the fleet and writes into out (created when missing; the plan's own files replaced): one
  * shard file per host (`expert-node --experts @shard-NAME.json`), plan.json, report.txt (also
- * printed on `report`), nodes.tsv and coordinator.nodes (the lines deploy/moewire reads). */
+ * printed on `report`), nodes.tsv, coordinator.tsv and coordinator.nodes (what deploy/moewire
+ * and `coordinator serve --nodes @FILE` read). */
 int vx_fleet_plan(const vx_fleet_opts *o, FILE *report, mw_err *err);
 
 #endif
