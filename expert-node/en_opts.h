@@ -28,6 +28,7 @@ typedef struct en_opts {
      * Without them a node binds only to this machine's addresses, unless insecure. */
     const char *curve_secret, *allow;
     bool insecure;
+    bool probe; /* measure the machine and print a topology host entry instead (en_probe.h) */
 } en_opts;
 
 #endif

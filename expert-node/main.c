@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "expert-node/en_node.h"
+#include "expert-node/en_probe.h"
 #include "kernels/kn.h"
 #include "util/mw_notify.h"
 #include "vindex/vx_source.h"
@@ -135,6 +136,10 @@ static const option options[] = {
     {"--insecure", NULL, "serve a non-loopback address without CURVE (anyone may connect)",
      .set = set_flag, .field = F(insecure)},
     {"--quiet", NULL, "no per-request log lines", .set = set_flag, .field = F(quiet)},
+    {"--probe", NULL,
+     "measure this machine (read bandwidth with --threads, cores, memory)\n"
+     "and print it as a topology file's host entry, then exit",
+     .set = set_flag, .field = F(probe)},
     {"--help", NULL, "this text (also -h)", .set = show_help},
 };
 #undef F
@@ -145,6 +150,7 @@ enum { HEAD_WIDTH = 18 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: expert-node --vindex PATH --bind ENDPOINT [options]\n"
+               "       expert-node --probe [--threads N]   this machine as a topology host\n"
                "       expert-node keygen [--out PREFIX]   writes PREFIX.key / PREFIX.pub\n"
                "\n"
                "Serves the experts it owns to every coordinator that connects, until SIGTERM or "
@@ -198,7 +204,7 @@ static int parse_args(int argc, char **argv, en_opts *o) {
         if (rc > 0) usage(stdout);
         if (rc) return rc;
     }
-    if (!o->vindex || !o->bind) {
+    if (!o->probe && (!o->vindex || !o->bind)) {
         fprintf(stderr, "expert-node: --vindex and --bind are required\n");
         usage(stderr);
         return -1;
@@ -252,5 +258,6 @@ int main(int argc, char **argv) {
     en_opts o = {
         .threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1, .poll_us = -1};
     const int parsed = parse_args(argc, argv, &o);
+    if (parsed == 0 && o.probe) return en_probe(o.threads, stdout) ? 1 : 0;
     return parsed < 0 ? 2 : parsed > 0 ? 0 : run(&o);
 }

@@ -316,6 +316,38 @@ static void test_planned_fleet_serves(void **state) {
     for (int h = 0; h < 4; h++) assert_int_equal(mwt_node_stop(&nodes[h], 30000), 0);
 }
 
+/* expert-node --probe prints a host entry: with an endpoint added, a topology plans with it. */
+static void test_probe_makes_a_host(void **state) {
+    (void)state;
+    char *const argv[] = {(char *)mwt_bin("expert-node"), "--probe", "--threads", "1", NULL};
+    char *out = NULL;
+    assert_int_equal(run(argv, &out, NULL), 0);
+    json_error_t je;
+    json_t *h = json_loads(out, 0, &je);
+    if (!h) fail_msg("--probe printed '%s': %s", out, je.text);
+    assert_true(json_real_value(json_object_get(h, "read_gbs")) > 0);
+    assert_true(json_real_value(json_object_get(h, "memory_gib")) > 0);
+    assert_int_equal(json_integer_value(json_object_get(h, "cores")), 1);
+    json_object_set_new(h, "endpoint", json_string("tcp://127.0.0.1:5999"));
+    char *host = json_dumps(h, JSON_COMPACT);
+    char text[2048];
+    snprintf(text, sizeof text,
+             "{\"format\":\"moewire-topology\",\"version\":1,\"name\":\"p\","
+             "\"model\":{\"path\":\"%s\"},\"hosts\":[%s],\"coordinators\":[{\"name\":\"c\","
+             "\"address\":\"127.0.0.1\",\"listen\":\"127.0.0.1:0\"}],"
+             "\"links\":[{\"from\":\"*\",\"to\":\"*\",\"rtt_us\":30,\"gbit\":40}]}",
+             synth, host);
+    const char *topo = path_in("probe.json");
+    assert_int_equal(mwt_write_file(topo, text, strlen(text)), 0);
+    char *const plan_argv[] = {
+        (char *)mwt_bin("vindex"),     "plan", "--topology", (char *)topo, "--out",
+        (char *)path_in("probe-plan"), NULL};
+    assert_int_equal(run(plan_argv, NULL, NULL), 0);
+    free(host);
+    json_decref(h);
+    free(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trace_local_and_remote_agree),
@@ -324,6 +356,7 @@ int main(void) {
         cmocka_unit_test(test_plan_balances_skewed_load),
         cmocka_unit_test(test_plan_refuses_a_small_fleet),
         cmocka_unit_test(test_planned_fleet_serves),
+        cmocka_unit_test(test_probe_makes_a_host),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
