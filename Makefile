@@ -291,8 +291,8 @@ $(REL)/bench/llama_tok: bench/llama/llama_tok.c bench/bench_util.c build/libmoew
 
 # ---- kernel parity on any fixture directory -------------------------------------------------
 FIXTURES ?= tests/fixtures/llamacpp/kernels
-check-kernels: $(ASAN)/tests/unit/test_kernels_fixtures
-	MW_KERNEL_FIXTURES=$(abspath $(FIXTURES)) $(ASAN)/tests/unit/test_kernels_fixtures
+check-kernels: $(ASAN)/tests/unit/test_kn_fixtures
+	MW_KERNEL_FIXTURES=$(abspath $(FIXTURES)) $(ASAN)/tests/unit/test_kn_fixtures
 
 # ---- aarch64 cross build: NEON kernels built with Debian's cross compiler, run under qemu ----
 neon-check:

@@ -9,7 +9,7 @@
  * select cases (ENV_NOTES). */
 #include "bench/bench_llama.h"
 #include "bench/bench_util.h"
-#include "kernels/kn_internal.h"
+#include "kernels/kn.h"
 
 #include <jansson.h>
 #include <math.h>

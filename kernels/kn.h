@@ -86,7 +86,7 @@ uint16_t kn_f32_to_fp16(float f); /* round to nearest even */
 float kn_bf16_to_f32(uint16_t b);
 uint16_t kn_f32_to_bf16(float f); /* round to nearest even, NaN kept quiet */
 
-/* ---- thread pool -------------------------------------------------------------------------- */
+/* ---- thread pool ----------------------------------------------------------------------------- */
 
 /* A persistent pool: threads are created once and parked between calls. NULL = run inline. */
 typedef struct kn_pool kn_pool;
@@ -122,10 +122,10 @@ int kn_pool_bind_cpus(kn_pool *pool, int first, struct mw_err *err);
 void kn_pool_set_poll(kn_pool *pool, int64_t us);
 /* Per-thread scratch in one buffer, where each of a job's nth threads writes n bytes of its own:
  * kn_slots_bytes(n, nth) bytes in all, thread i's at kn_slot(base, n, i), with a gap before,
- * between and after the slots. Side by side with each other or with data the other threads read,
- * threads rewriting their slots (a batch tile decoded again every few rows) ran no faster on two
- * cores than on one on a Zen 5 VM: a Q6_K matmul at T = 17 took 4.4 ms on two threads with
- * 24 KiB slots adjacent, 3.5 ms on one, 1.9 ms with the gaps. */
+ * between and after the slots. Threads rewriting their slots (a batch tile decoded again every
+ * few rows) side by side with each other, or with data the other threads read, slow each other
+ * down until two cores do no better than one; the gaps keep each thread's writes away from what
+ * the others touch. */
 size_t kn_slots_bytes(size_t n, int nth);
 void *kn_slot(void *base, size_t n, int i);
 /* CPUs this process may run on (its affinity mask as first seen; online CPUs where unknown). */
@@ -134,7 +134,7 @@ int kn_cpus_allowed(void);
  * kn_pool_bind_cpus(pool, index) gives the calling thread. */
 int kn_cpu_at(int index);
 
-/* ---- matrices and matmul ------------------------------------------------------------------- */
+/* ---- matrices and matmul --------------------------------------------------------------------- */
 
 typedef enum kn_numerics { KN_NUM_F32 = 0, KN_NUM_Q8 = 1 } kn_numerics;
 #define KN_NUM_COUNT 2
@@ -189,9 +189,9 @@ void kn_mat_row(const kn_mat *W, int64_t r, float *dst);
  * message. Returns 0, or -1 with err set. */
 int kn_mat_check(const kn_mat *W, const char *what, struct mw_err *err);
 
-/* ---- experts ------------------------------------------------------------------------------- */
+/* ---- experts --------------------------------------------------------------------------------- */
 
-/* GLU policies as data: one row per kind in kernels/glu.c. */
+/* GLU policies as data: one row per kind in kernels/kn_glu.c. */
 typedef enum kn_glu_kind {
     KN_GLU_SWIGLU = 0,     /* silu(g) * u */
     KN_GLU_SWIGLU_OAI = 1, /* gpt-oss: g = min(g, limit), u = clamp(u, -limit, limit),
@@ -245,7 +245,7 @@ int kn_expert_check(const kn_expert *e, const kn_glu *glu, struct mw_err *err);
 /* Bytes of stored weights (gate, up, down and biases, as stored) one execution of e reads. */
 size_t kn_expert_weight_bytes(const kn_expert *e);
 
-/* ---- instruction set selection ------------------------------------------------------------ */
+/* ---- instruction set selection --------------------------------------------------------------- */
 
 /* AVX-VNNI and AVX-512 build on AVX2: they run its kernels for what they have none of. */
 typedef enum kn_isa {

@@ -1,6 +1,6 @@
 /* kernels/kn_exp_x86.h — kn_expf on eight AVX2 lanes: its correctly rounded steps (fma, as fmaf)
  * in its order, 2^n in at most two exact steps, then its special cases (inf above, 0 below, NaN
- * kept), so every lane equals kn_expf. One definition for the kernels' GLU (simd_avx2.c) and the
+ * kept), so every lane equals kn_expf. One definition for the kernels' GLU (kn_simd_avx2.c) and the
  * model's softmax (model/md_ops_x86.h, and its sixteen-lane form for md_ops_avx512.c); include
  * only from files built with AVX2 and FMA. */
 #ifndef KN_EXP_X86_H
@@ -9,7 +9,7 @@
 #include <immintrin.h>
 #include <math.h>
 
-#include "kernels/kn_internal.h" /* kn_expf's constants */
+#include "kernels/kn_exp.h"
 
 static inline __m256 kn_x86_exp8(__m256 x) {
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(KN_EXP_LOG2E)),

@@ -15,7 +15,7 @@
 #include <math.h>
 
 #include "kernels/kn.h"
-#include "kernels/kn_internal.h" /* kn_expf */
+#include "kernels/kn_exp.h"
 #include "model/md_ops_internal.h"
 
 /* md_dot's combining order, for eight double lanes */

@@ -42,10 +42,10 @@ static void *read_file(const char *name, size_t *len) {
 }
 
 static void test_neon_is_active(void) {
-    CHECK(kn_isa_neon_usable());
+    CHECK(kn__isa_neon_usable());
     CHECK(kn_isa_active() == KN_ISA_NEON);
-    CHECK(strncmp(kn_kernel_for(KN_MXFP4, KN_NUM_Q8)->name, "neon", 4) == 0);
-    CHECK(strncmp(kn_kernel_for(KN_Q6_K, KN_NUM_F32)->name, "neon", 4) == 0);
+    CHECK(strncmp(kn__kernel_for(KN_MXFP4, KN_NUM_Q8)->name, "neon", 4) == 0);
+    CHECK(strncmp(kn__kernel_for(KN_Q6_K, KN_NUM_F32)->name, "neon", 4) == 0);
 }
 
 /* NEON batches (T = 1, 3, 7, 17; every other with a 2-thread pool) equal scalar T = 1 rows. */
@@ -125,7 +125,7 @@ static void test_glu_matches_scalar(void) {
         g[7 * i] = special[i], u[7 * i + 3] = special[i];
     const kn_glu glus[2] = {{KN_GLU_SWIGLU, 0, 0}, {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}};
     for (int k = 0; k < 2; k++) {
-        kn_glu_apply_ref(&glus[k], g, u, want, N);
+        kn__glu_apply_ref(&glus[k], g, u, want, N);
         for (int len = N - 3; len <= N; len++) {
             kn_glu_apply(&glus[k], g, u, got, len);
             CHECK(kt_same_bits("glu", got, want, (size_t)len));

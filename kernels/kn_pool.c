@@ -1,4 +1,4 @@
-/* kernels/pool.c — the persistent thread pool. Workers are created once and park between jobs:
+/* kernels/kn_pool.c — the persistent thread pool. Workers are created once and park between jobs:
  * they spin on a generation counter for a short while (a decode step runs hundreds of matmuls
  * back to back, so the next job usually arrives within microseconds) and then sleep on a
  * condition variable. A caller about to block on something else (a socket) calls kn_pool_park:
@@ -23,9 +23,9 @@
 
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
-#define KN_POOL_PAUSES    512  /* spin turns that only pause (10-30 us) before yielding */
-/* Between per-thread slots, and around the pool's scratch: 40 KiB still slowed the threads (2.6-2.7
- * ms where 64 KiB and more gave 2.4 in that measurement). */
+#define KN_POOL_PAUSES    512  /* spin turns that only pause (a few microseconds) before yielding */
+/* Between per-thread slots, and around the pool's scratch (kn_slots_bytes): narrower gaps still
+ * let the threads slow each other down. */
 #define KN_SLOT_GAP (64 * 1024)
 
 struct kn_pool {
@@ -197,7 +197,7 @@ void kn_pool_wake(kn_pool *p) {
     pthread_mutex_unlock(&p->mu);
 }
 
-/* ---- CPU binding --------------------------------------------------------------------------- */
+/* ---- CPU binding ----------------------------------------------------------------------------- */
 
 #define KN_MAX_CPUS 1024
 
@@ -257,18 +257,18 @@ int kn_pool_size(const kn_pool *p) {
     return p ? p->n : 1;
 }
 
-kn_pool *kn_pool_acquire(kn_pool *p) {
+kn_pool *kn__pool_acquire(kn_pool *p) {
     if (!p || p == inside) return NULL;
     pthread_mutex_lock(&p->call_lock);
     return p;
 }
 
-void kn_pool_release(kn_pool *p) {
+void kn__pool_release(kn_pool *p) {
     if (p) pthread_mutex_unlock(&p->call_lock);
 }
 
-void *kn_pool_scratch(kn_pool *p, size_t bytes, void **tmp) {
-    bytes = kn_align64(bytes ? bytes : 64);
+void *kn__pool_scratch(kn_pool *p, size_t bytes, void **tmp) {
+    bytes = kn__align64(bytes ? bytes : 64);
     if (!p) {
         void *m = NULL;
         if (posix_memalign(&m, 64, bytes) != 0) m = NULL;
@@ -290,7 +290,7 @@ void *kn_pool_scratch(kn_pool *p, size_t bytes, void **tmp) {
     return (uint8_t *)p->scratch + KN_SLOT_GAP;
 }
 
-void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
+void kn__pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     if (nth < 1) return;
     if (!p || p->n == 1 || nth == 1 || nth > KN_POOL_MAX_TASKS) {
         for (int i = 0; i < nth; i++) fn(arg, i, nth);
@@ -326,12 +326,12 @@ void kn_pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
 
 void kn_pool_run(kn_pool *p, kn_task_fn fn, void *arg) {
     const int nth = kn_pool_size(p); /* nested in one of p's own tasks: nth tasks, run inline */
-    kn_pool *q = kn_pool_acquire(p);
+    kn_pool *q = kn__pool_acquire(p);
     if (q)
-        kn_pool_run_locked(q, fn, arg, nth);
+        kn__pool_run_locked(q, fn, arg, nth);
     else
         for (int i = 0; i < nth; i++) fn(arg, i, nth);
-    kn_pool_release(q);
+    kn__pool_release(q);
 }
 
 static size_t slot_stride(size_t n) {

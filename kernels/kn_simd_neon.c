@@ -1,4 +1,4 @@
-/* kernels/simd_neon.c — NEON kernels for arm64 (Mac and Linux nodes), with the dot-product
+/* kernels/kn_simd_neon.c — NEON kernels for arm64 (Mac and Linux nodes), with the dot-product
  * extension (sdot), chosen at run time. Every kernel follows the canonical order of
  * kn_internal.h, so a NEON node returns the same bits as an AVX2 node or the scalar reference:
  *  - float lanes: eight q-registers hold lanes 0..31 (register j = lanes 4j..4j+3); the fold to 8
@@ -19,7 +19,7 @@
 #include <sys/sysctl.h>
 #endif
 
-bool kn_isa_neon_usable(void) {
+bool kn__isa_neon_usable(void) {
 #if defined(__linux__)
     return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
 #elif defined(__APPLE__)
@@ -33,7 +33,7 @@ bool kn_isa_neon_usable(void) {
 
 /* ---- canonical reductions -------------------------------------------------------------------- */
 
-/* kn_tree8 of lanes lo = 0..3, hi = 4..7. */
+/* kn__tree8 of lanes lo = 0..3, hi = 4..7. */
 static inline float tree8(float32x4_t lo, float32x4_t hi) {
     const float32x4_t s = vaddq_f32(lo, hi);
     const float32x2_t s2 = vadd_f32(vget_low_f32(s), vget_high_f32(s));
@@ -47,7 +47,7 @@ static inline int32x4_t sums4(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_
 
 /* ---- float lanes ----------------------------------------------------------------------------- */
 
-/* kn_lanes2_fn: elements [k0, k1) of w against nt <= 2 tokens into their 32-lane arrays; eight
+/* kn__lanes2_fn: elements [k0, k1) of w against nt <= 2 tokens into their 32-lane arrays; eight
  * q-registers per token hold lanes 4j .. 4j+3. */
 static void lanes2_neon(const float *w, const float *const *x, int nt, int64_t k0, int64_t k1,
                         int64_t n, float *const *acc) {
@@ -75,19 +75,18 @@ static void lanes2_neon(const float *w, const float *const *x, int nt, int64_t k
         for (int j = 0; j < 8; j++) vst1q_f32(acc[t] + 4 * j, a[t][j]);
 }
 
-/* Row r of W as floats (exactly the type's dequantization). */
-static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
-    const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-    const int64_t n = W->cols;
+/* kn__row_f32_fn: a stored row of n values of `type` as floats (exact: the type's dequantization).
+ */
+static void row_to_f32(const uint8_t *src, kn_type type, int64_t n, float *dst) {
     int64_t k = 0;
-    switch (W->type) {
+    switch (type) {
     case KN_F16:
         for (; k + 4 <= n; k += 4) {
             uint16_t h[4];
             memcpy(h, src + 2 * k, 8);
             vst1q_f32(dst + k, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h))));
         }
-        for (; k < n; k++) dst[k] = kn_half_to_float(kn_rd16(src + 2 * k));
+        for (; k < n; k++) dst[k] = kn__half_to_float(kn__rd16(src + 2 * k));
         break;
     case KN_BF16:
         for (; k + 4 <= n; k += 4) {
@@ -95,82 +94,79 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
             memcpy(h, src + 2 * k, 8);
             vst1q_f32(dst + k, vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(h), 16)));
         }
-        for (; k < n; k++) dst[k] = kn_bf16_to_f32(kn_rd16(src + 2 * k));
+        for (; k < n; k++) dst[k] = kn_bf16_to_f32(kn__rd16(src + 2 * k));
         break;
     default:
-        kn_traits(W->type)->to_float(src, dst, n);
+        kn_traits(type)->to_float(src, dst, n);
         break;
     }
 }
 
-static void rows_float(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
-                       int64_t n1, void *scratch) {
-    kn_rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, lanes2_neon);
-}
+KN__ROWS_FLOAT(rows_float, row_to_f32, lanes2_neon)
 
-/* ---- Q8_0 activations: qs[nb][32] in natural order, then float d_x[8 * groups] (zero padded) --
- */
+/* ---- Q8_0 activations ------------------------------------------------------------------------ */
 
 static int64_t groups8(int64_t nb) {
     return (nb + 7) / 8;
 }
 
+/* A prepared row: qs[nb][32] in natural order, then float d_x[8 * groups] (zero padded). */
 static size_t q8_0n_bytes(int64_t k) {
-    const int64_t nb = k / KN_QK32;
-    return (size_t)nb * KN_QK32 + (size_t)groups8(nb) * 8 * sizeof(float);
+    const int64_t nb = k / KN__QK32;
+    return (size_t)nb * KN__QK32 + (size_t)groups8(nb) * 8 * sizeof(float);
 }
 
 static void prep_q8_0n(const float *x, void *dst, int64_t k) {
-    const int64_t nb = k / KN_QK32;
+    const int64_t nb = k / KN__QK32;
     int8_t *qs = dst;
-    float *dx = (float *)(qs + nb * KN_QK32);
+    float *dx = (float *)(qs + nb * KN__QK32);
     for (int64_t b = 0; b < nb; b++) {
-        kn_block_q8_0 blk;
-        kn_quant_q8_0_block(x + b * KN_QK32, &blk);
-        memcpy(qs + b * KN_QK32, blk.qs, KN_QK32);
-        dx[b] = kn_half_to_float(blk.d);
+        kn__block_q8_0 blk;
+        kn__quant_q8_0_block(x + b * KN__QK32, &blk);
+        memcpy(qs + b * KN__QK32, blk.qs, KN__QK32);
+        dx[b] = kn__half_to_float(blk.d);
     }
     for (int64_t b = nb; b < groups8(nb) * 8; b++) dx[b] = 0.0f;
 }
 
 static size_t q8_K_bytes(int64_t k) {
-    return (size_t)(k / KN_QK_K) * KN_Q8_K_BYTES;
+    return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
 }
 
-/* ---- MXFP4 and Q8_0 weights --------------------------------------------------------------- */
+/* ---- MXFP4 and Q8_0 weights ------------------------------------------------------------------ */
 
 /* Decoded rows: int8 weights (MXFP4 kvalues, or Q8_0 weights) [8 * groups][32], then float
  * per-block weight scales (h(e), or d_w) [8 * groups], padding zero. */
 static size_t dec32_bytes(int64_t k) {
-    const int64_t ng = groups8(k / KN_QK32);
-    return (size_t)ng * 8 * (KN_QK32 + sizeof(float));
+    const int64_t ng = groups8(k / KN__QK32);
+    return (size_t)ng * 8 * (KN__QK32 + sizeof(float));
 }
 
 static void decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
-    const int64_t nb = k / KN_QK32, ng = groups8(nb);
+    const int64_t nb = k / KN__QK32, ng = groups8(nb);
     int8_t *w = dst;
-    float *sw = (float *)(w + ng * 8 * KN_QK32);
-    const int8x16_t kv = vld1q_s8(kn_mxfp4_kvalues);
+    float *sw = (float *)(w + ng * 8 * KN__QK32);
+    const int8x16_t kv = vld1q_s8(kn__mxfp4_kvalues);
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    memset(w, 0, (size_t)ng * 8 * KN_QK32);
+    memset(w, 0, (size_t)ng * 8 * KN__QK32);
     for (int64_t b = 0; b < ng * 8; b++) sw[b] = 0.0f;
-    for (int64_t b = 0; b < nb; b++, row += KN_MXFP4_BYTES) {
+    for (int64_t b = 0; b < nb; b++, row += KN__MXFP4_BYTES) {
         const uint8x16_t q = vld1q_u8(row + 1);
-        vst1q_s8(w + KN_QK32 * b, vqtbl1q_s8(kv, vandq_u8(q, m4)));
-        vst1q_s8(w + KN_QK32 * b + 16, vqtbl1q_s8(kv, vshrq_n_u8(q, 4)));
-        sw[b] = kn_e8m0_half(row[0]);
+        vst1q_s8(w + KN__QK32 * b, vqtbl1q_s8(kv, vandq_u8(q, m4)));
+        vst1q_s8(w + KN__QK32 * b + 16, vqtbl1q_s8(kv, vshrq_n_u8(q, 4)));
+        sw[b] = kn__e8m0_half(row[0]);
     }
 }
 
 static void decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
-    const int64_t nb = k / KN_QK32, ng = groups8(nb);
+    const int64_t nb = k / KN__QK32, ng = groups8(nb);
     int8_t *w = dst;
-    float *sw = (float *)(w + ng * 8 * KN_QK32);
-    memset(w, 0, (size_t)ng * 8 * KN_QK32);
+    float *sw = (float *)(w + ng * 8 * KN__QK32);
+    memset(w, 0, (size_t)ng * 8 * KN__QK32);
     for (int64_t b = 0; b < ng * 8; b++) sw[b] = 0.0f;
-    for (int64_t b = 0; b < nb; b++, row += KN_Q8_0_BYTES) {
-        memcpy(w + KN_QK32 * b, row + 2, KN_QK32);
-        sw[b] = kn_half_to_float(kn_rd16(row));
+    for (int64_t b = 0; b < nb; b++, row += KN__Q8_0_BYTES) {
+        memcpy(w + KN__QK32 * b, row + 2, KN__QK32);
+        sw[b] = kn__half_to_float(kn__rd16(row));
     }
 }
 
@@ -184,15 +180,15 @@ static inline int32x4_t block_dot(const int8_t *w, const int8_t *x) {
 static float dot_dec32(const int8_t *w, const uint8_t *xp, int64_t nb) {
     const int64_t ng = groups8(nb);
     const int8_t *xq = (const int8_t *)xp;
-    const float *dx = (const float *)(xq + nb * KN_QK32);
-    const float *sw = (const float *)(w + ng * 8 * KN_QK32);
-    static const int8_t zero[KN_QK32] = {0};
+    const float *dx = (const float *)(xq + nb * KN__QK32);
+    const float *sw = (const float *)(w + ng * 8 * KN__QK32);
+    static const int8_t zero[KN__QK32] = {0};
     float32x4_t lo = vdupq_n_f32(0.0f), hi = lo;
     for (int64_t g = 0; g < ng; g++) {
         int32x4_t p[8];
         for (int j = 0; j < 8; j++) {
             const int64_t b = 8 * g + j;
-            p[j] = block_dot(w + KN_QK32 * b, b < nb ? xq + KN_QK32 * b : zero);
+            p[j] = block_dot(w + KN__QK32 * b, b < nb ? xq + KN__QK32 * b : zero);
         }
         const int32x4_t s_lo = sums4(p[0], p[1], p[2], p[3]), s_hi = sums4(p[4], p[5], p[6], p[7]);
         const float32x4_t sc_lo = vmulq_f32(vld1q_f32(dx + 8 * g), vld1q_f32(sw + 8 * g));
@@ -204,9 +200,9 @@ static float dot_dec32(const int8_t *w, const uint8_t *xp, int64_t nb) {
 }
 
 /* Each row decoded once into scratch, then against every token. */
-static void rows_dec32(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void rows_dec32(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
-    const int64_t nb = W->cols / KN_QK32;
+    const int64_t nb = W->cols / KN__QK32;
     for (int64_t n = n0; n < n1; n++) {
         const uint8_t *src = (const uint8_t *)W->data + (size_t)n * W->row_bytes;
         if (W->type == KN_MXFP4)
@@ -224,14 +220,14 @@ static size_t scratch_dec32(const kn_mat *W, int64_t T) {
     return dec32_bytes(W->cols);
 }
 
-/* ---- K-quants ---------------------------------------------------------------------------- */
+/* ---- K-quants -------------------------------------------------------------------------------- */
 
 /* Q6_K x Q8_K: each 16-code group's sdot partials times its scale, accumulated exactly. */
-static float dot_q6_K(const uint8_t *w, const kn_block_q8_K *x, int64_t nb) {
-    float lane[KN_QLANES] = {0};
+static float dot_q6_K(const uint8_t *w, const kn__block_q8_K *x, int64_t nb) {
+    float lane[KN__QLANES] = {0};
     const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
     const int8x16_t m32 = vdupq_n_s8(32);
-    for (int64_t b = 0; b < nb; b++, w += KN_Q6_K_BYTES, x++) {
+    for (int64_t b = 0; b < nb; b++, w += KN__Q6_K_BYTES, x++) {
         const int8_t *sc = (const int8_t *)(w + 192);
         int32x4_t acc = vdupq_n_s32(0);
         for (int n = 0; n < 2; n++)
@@ -250,23 +246,23 @@ static float dot_q6_K(const uint8_t *w, const kn_block_q8_K *x, int64_t nb) {
                     acc = vmlaq_n_s32(acc, p, sc[e / 16]);
                 }
             }
-        const float scale = kn_half_to_float(kn_rd16(w + 208)) * x->d;
-        lane[b % KN_QLANES] = fmaf((float)vaddvq_s32(acc), scale, lane[b % KN_QLANES]);
+        const float scale = kn__half_to_float(kn__rd16(w + 208)) * x->d;
+        lane[b % KN__QLANES] = fmaf((float)vaddvq_s32(acc), scale, lane[b % KN__QLANES]);
     }
-    return kn_tree8(lane);
+    return kn__tree8(lane);
 }
 
 /* Q4_K x Q8_K: scaled code sums and mins as two exact sums, two fmas into the block's lane. */
-static float dot_q4_K(const uint8_t *w, const kn_block_q8_K *x, int64_t nb) {
-    float lane[KN_QLANES] = {0};
+static float dot_q4_K(const uint8_t *w, const kn__block_q8_K *x, int64_t nb) {
+    float lane[KN__QLANES] = {0};
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    for (int64_t b = 0; b < nb; b++, w += KN_Q4_K_BYTES, x++) {
+    for (int64_t b = 0; b < nb; b++, w += KN__Q4_K_BYTES, x++) {
         int32x4_t acc = vdupq_n_s32(0);
         int32_t msum = 0;
         for (int j = 0; j < 4; j++) {
             uint8_t sc_lo, m_lo, sc_hi, m_hi;
-            kn_q4k_scale_min(2 * j, w + 4, &sc_lo, &m_lo);
-            kn_q4k_scale_min(2 * j + 1, w + 4, &sc_hi, &m_hi);
+            kn__q4k_scale_min(2 * j, w + 4, &sc_lo, &m_lo);
+            kn__q4k_scale_min(2 * j + 1, w + 4, &sc_hi, &m_hi);
             for (int h = 0; h < 32; h += 16) {
                 const uint8x16_t q = vld1q_u8(w + 16 + 32 * j + h);
                 const int32x4_t pl = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(q, m4)),
@@ -279,41 +275,40 @@ static float dot_q4_K(const uint8_t *w, const kn_block_q8_K *x, int64_t nb) {
             msum += m_lo * (x->bsums[4 * j] + x->bsums[4 * j + 1]) +
                     m_hi * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]);
         }
-        const float dd = kn_half_to_float(kn_rd16(w)) * x->d;
-        const float dm = kn_half_to_float(kn_rd16(w + 2)) * x->d;
-        float *l = &lane[b % KN_QLANES];
+        const float dd = kn__half_to_float(kn__rd16(w)) * x->d;
+        const float dm = kn__half_to_float(kn__rd16(w + 2)) * x->d;
+        float *l = &lane[b % KN__QLANES];
         *l = fmaf((float)vaddvq_s32(acc), dd, *l);
         *l = fmaf((float)msum, -dm, *l);
     }
-    return kn_tree8(lane);
+    return kn__tree8(lane);
 }
 
-typedef float (*kquant_dot)(const uint8_t *w, const kn_block_q8_K *x, int64_t nb);
+typedef float (*kquant_dot)(const uint8_t *w, const kn__block_q8_K *x, int64_t nb);
 
-static void rows_kquant(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void rows_kquant(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                         int64_t n1, kquant_dot dot) {
     for (int64_t n = n0; n < n1; n++)
         for (int64_t t = 0; t < x->T; t++)
             Y[t * ldy + n] =
                 dot((const uint8_t *)W->data + (size_t)n * W->row_bytes,
-                    (const kn_block_q8_K *)((const uint8_t *)x->data + (size_t)t * x->stride),
-                    W->cols / KN_QK_K);
+                    (const kn__block_q8_K *)((const uint8_t *)x->data + (size_t)t * x->stride),
+                    W->cols / KN__QK_K);
 }
 
-static void rows_q6_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void rows_q6_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     (void)scratch;
     rows_kquant(W, x, Y, ldy, n0, n1, dot_q6_K);
 }
 
-static void rows_q4_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void rows_q4_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     (void)scratch;
     rows_kquant(W, x, Y, ldy, n0, n1, dot_q4_K);
 }
 
-/* ---- GLU: kn_expf and the policies of glu.c, 4 values at a time, the same operations ----------
- */
+/* ---- GLU: kn_expf and the policies of kn_glu.c, 4 values at a time, the same operations ------ */
 
 static inline float32x4_t blend(uint32x4_t m, float32x4_t yes, float32x4_t no) {
     return vbslq_f32(m, yes, no);
@@ -347,7 +342,7 @@ static inline float32x4_t expf_neon(float32x4_t x) {
     return blend(vceqq_f32(x, x), y, x); /* NaN in, the same NaN out */
 }
 
-void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+void kn__glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     const int64_t n4 = n / 4 * 4;
     const float32x4_t one = vdupq_n_f32(1.0f), lim = vdupq_n_f32(glu->limit),
                       nlim = vdupq_n_f32(-glu->limit), alpha = vdupq_n_f32(glu->alpha);
@@ -365,28 +360,24 @@ void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float 
         }
         vst1q_f32(out + i, y);
     }
-    kn_glu_apply_ref(glu, g + n4, u + n4, out + n4, n - n4);
+    kn__glu_apply_ref(glu, g + n4, u + n4, out + n4, n - n4);
 }
 
 /* ---- the NEON kernel table ------------------------------------------------------------------- */
 
-static const kn_kernel k_float = {"neon-float", NULL, NULL, kn_scratch_float, rows_float};
-static const kn_kernel k_f16_q8 = {"neon-f16-rounded", kn_f32_bytes, kn_prep_round_f16,
-                                   kn_scratch_float, rows_float};
-static const kn_kernel k_bf16_q8 = {"neon-bf16-rounded", kn_f32_bytes, kn_prep_round_bf16,
-                                    kn_scratch_float, rows_float};
-static const kn_kernel k_mxfp4 = {"neon-mxfp4-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
+KN__FLOAT_KERNELS(neon, kn__scratch_float, rows_float, kn__prep_round_f16);
+static const kn__kernel k_mxfp4 = {"neon-mxfp4-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
+                                   rows_dec32};
+static const kn__kernel k_q8_0 = {"neon-q8_0-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
                                   rows_dec32};
-static const kn_kernel k_q8_0 = {"neon-q8_0-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
-                                 rows_dec32};
-static const kn_kernel k_q6_K = {"neon-q6_K-q8_K", q8_K_bytes, kn_quant_q8_K, NULL, rows_q6_K};
-static const kn_kernel k_q4_K = {"neon-q4_K-q8_K", q8_K_bytes, kn_quant_q8_K, NULL, rows_q4_K};
+static const kn__kernel k_q6_K = {"neon-q6_K-q8_K", q8_K_bytes, kn__quant_q8_K, NULL, rows_q6_K};
+static const kn__kernel k_q4_K = {"neon-q4_K-q8_K", q8_K_bytes, kn__quant_q8_K, NULL, rows_q4_K};
 
-static const kn_kernel *const q8_kernels[KN_TYPE_COUNT] = {
-    [KN_MXFP4] = &k_mxfp4, [KN_Q8_0] = &k_q8_0,  [KN_Q6_K] = &k_q6_K,
-    [KN_Q4_K] = &k_q4_K,   [KN_F16] = &k_f16_q8, [KN_BF16] = &k_bf16_q8,
+static const kn__kernel *const q8_kernels[KN_TYPE_COUNT] = {
+    KN__ROUNDED_ROWS(neon), /* F16, BF16 */
+    [KN_MXFP4] = &k_mxfp4,  [KN_Q8_0] = &k_q8_0, [KN_Q6_K] = &k_q6_K, [KN_Q4_K] = &k_q4_K,
 };
 
-const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num) {
-    return kn_kernel_pick(q8_kernels, &k_float, t, num);
+const kn__kernel *kn__kernel_neon(kn_type t, kn_numerics num) {
+    return kn__kernel_pick(q8_kernels, &neon_float, t, num);
 }

@@ -1,4 +1,4 @@
-/* kernels/glu.c — GLU policies as data: one row per kind. A family declares its kind, alpha and
+/* kernels/kn_glu.c — GLU policies as data: one row per kind. A family declares its kind, alpha and
  * limit from the model config; nothing here guesses. exp is our own (kn_expf), so an expert's
  * output is the same on every ISA and libm (exact mode across heterogeneous nodes). */
 #include "kernels/kn_internal.h"
@@ -26,10 +26,10 @@ float kn_expf(float x) {
         p *= 0x1p127f;
         e -= 127;
     } else if (e < -126) {
-        p *= kn_bits_f32((uint32_t)(e + 126 + 127) << 23);
+        p *= kn__bits_f32((uint32_t)(e + 126 + 127) << 23);
         e = -126;
     }
-    return p * kn_bits_f32((uint32_t)(e + 127) << 23);
+    return p * kn__bits_f32((uint32_t)(e + 127) << 23);
 }
 
 static float silu_mul(float g, float u, const kn_glu *glu) {
@@ -64,7 +64,7 @@ int kn_glu_from_name(const char *name) {
     return -1;
 }
 
-void kn_glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+void kn__glu_apply_ref(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     float (*fn)(float, float, const kn_glu *) = glu_table[glu->kind].fn;
     for (int64_t i = 0; i < n; i++) out[i] = fn(g[i], u[i], glu);
 }

@@ -1,7 +1,7 @@
-/* kernels/simd_x86.h — what the x86 kernel files (simd_avx2.c, simd_avxvnni.c) share: the
- * layouts of prepared activations and decoded weight tiles, the decoders and preparers (defined
- * once, in simd_avx2.c), and inline helpers for the canonical reductions. Include only from files
- * compiled with AVX2 (*_avx2.c, *_avxvnni.c).
+/* kernels/kn_simd_x86.h — internal: what the x86 kernel files (kn_simd_avx2.c, kn_simd_avxvnni.c,
+ * kn_simd_avx512.c) share: the layouts of prepared activations and decoded weight tiles, the
+ * decoders and preparers (defined once, in kn_simd_avx2.c), and inline helpers for the canonical
+ * reductions. Include only from files compiled with AVX2 (*_avx2.c, *_avxvnni.c, *_avx512.c).
  *
  * Q8_0 activations in "interleaved" layout: the 8 blocks b = 8g .. 8g+7 of group g occupy 256
  * bytes as 8 vectors X_k (k = 0..7) whose 32-bit lane j holds elements 4k .. 4k+3 of block 8g+j.
@@ -22,74 +22,74 @@
 /* Bit `bit` of register `reg` (0 eax, 1 ebx, 2 ecx, 3 edx) of CPUID leaf/subleaf: for features
  * __builtin_cpu_supports does not name in every compiler (clang 14 knows neither "f16c" nor
  * "avxvnni"). Only meaningful once the AVX state is known to be enabled (the avx2 check). */
-static inline bool kn_x86_cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
+static inline bool kn__x86_cpuid_bit(unsigned leaf, unsigned sub, int reg, int bit) {
     unsigned r[4] = {0, 0, 0, 0};
     if (!__get_cpuid_count(leaf, sub, &r[0], &r[1], &r[2], &r[3])) return false;
     return (r[reg] >> bit) & 1u;
 }
 
-#define KN_X86_GROUP_QS   256 /* bytes of qs per group of 8 blocks */
-#define KN_X86_MXFP4_BIAS 12
+#define KN__X86_GROUP_QS   256 /* bytes of qs per group of 8 blocks */
+#define KN__X86_MXFP4_BIAS 12
 
 /* Prepared Q8_0 row of k values: qs[ng][256], then float dx[ng * 8], then int32 -12 * sum(q)
  * [ng * 8]. */
-static inline int64_t kn_x86_groups(int64_t k) {
-    return (k / KN_QK32 + 7) / 8;
+static inline int64_t kn__x86_groups(int64_t k) {
+    return (k / KN__QK32 + 7) / 8;
 }
-size_t kn_x86_q8_0p_bytes(int64_t k);
-void kn_x86_prep_q8_0p(const float *x, void *dst, int64_t k);
-/* Q8_K rows in ggml's layout (kn_block_q8_K). */
-size_t kn_x86_q8_K_bytes(int64_t k);
-void kn_x86_prep_q8_K(const float *x, void *dst, int64_t k);
-/* Q8_K rows for the Q6_K kernels: the kn_block_q8_K blocks, then (at kn_x86_q8_Ki_qs) each
+size_t kn__x86_q8_0p_bytes(int64_t k);
+void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k);
+/* Q8_K rows in ggml's layout (kn__block_q8_K). */
+size_t kn__x86_q8_K_bytes(int64_t k);
+void kn__x86_prep_q8_K(const float *x, void *dst, int64_t k);
+/* Q8_K rows for the Q6_K kernels: the kn__block_q8_K blocks, then (at kn__x86_q8_Ki_qs) each
  * block's 256 q group-interleaved like the decoded Q6_K codes. */
-size_t kn_x86_q8_Ki_bytes(int64_t k);
-void kn_x86_prep_q8_Ki(const float *x, void *dst, int64_t k);
-static inline size_t kn_x86_q8_Ki_qs(int64_t k) {
-    return kn_align64((size_t)(k / KN_QK_K) * KN_Q8_K_BYTES);
+size_t kn__x86_q8_Ki_bytes(int64_t k);
+void kn__x86_prep_q8_Ki(const float *x, void *dst, int64_t k);
+static inline size_t kn__x86_q8_Ki_qs(int64_t k) {
+    return kn__align64((size_t)(k / KN__QK_K) * KN__Q8_K_BYTES);
 }
 
 /* Decoded weight tiles, per row:
  *  MXFP4: u8 codes (kvalue + 12) interleaved [ng][256], then float h(e) [ng * 8].
  *  Q8_0:  int8 weights interleaved [ng][256], then float d_w [ng * 8].
- *  Q6_K:  per super-block a kn_x86_q6k (codes 0..63 group-interleaved, and the scales).
- *  Q4_K:  per super-block a kn_x86_q4k. */
-typedef struct kn_x86_q6k {
-    uint8_t codes[256]; /* codes 0..63, group-interleaved (kn_x86_q6k_interleave) */
+ *  Q6_K:  per super-block a kn__x86_q6k (codes 0..63 group-interleaved, and the scales).
+ *  Q4_K:  per super-block a kn__x86_q4k. */
+typedef struct kn__x86_q6k {
+    uint8_t codes[256]; /* codes 0..63, group-interleaved (kn__x86_q6k_interleave) */
     int16_t sg[16];     /* word p: the scale of the group that word p of every vector holds */
     int16_t scm32[16];  /* the 16 scales times -32, against the activation's bsums */
     float d;
     float pad[7];
-} kn_x86_q6k;
+} kn__x86_q6k;
 
-typedef struct kn_x86_q4k {
+typedef struct kn__x86_q4k {
     uint8_t codes[256];  /* 0..15, natural order */
     int16_t sc16[8][16]; /* per 32-chunk (one group): its scale in every lane */
     int16_t m16[16];     /* lane i: the min of group i / 2 (bsums cover 16 values) */
     float d, dmin;
     float pad[6];
-} kn_x86_q4k;
+} kn__x86_q4k;
 
-size_t kn_x86_mxfp4_row_bytes(int64_t k);
-void kn_x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst);
-size_t kn_x86_q8_0_row_bytes(int64_t k);
-void kn_x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst);
-void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst);
-void kn_x86_decode_q4_K(const uint8_t *row, int64_t k, kn_x86_q4k *dst);
+size_t kn__x86_mxfp4_row_bytes(int64_t k);
+void kn__x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst);
+size_t kn__x86_q8_0_row_bytes(int64_t k);
+void kn__x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst);
+void kn__x86_decode_q6_K(const uint8_t *row, int64_t k, kn__x86_q6k *dst);
+void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst);
 
 /* Software prefetch distances of the streaming kernels, in bytes ahead of the weight being read:
  * far ahead into L2 (the memory latency, with room for a loaded machine's longer one), and a
  * little ahead into L1 (the L2 latency). The hardware prefetchers alone leave the decode and the
  * memory latency serialized. */
-#define KN_X86_PREFETCH_L2 16384
-#define KN_X86_PREFETCH_L1 512
+#define KN__X86_PREFETCH_L2 16384
+#define KN__X86_PREFETCH_L1 512
 /* Prefetches what a stream reading [p, p + n) now will read later: one line per 64 bytes at each
  * distance, which covers every line when successive calls advance by n. The loop has constant
  * bounds and offsets, so it unrolls before vectorization (GCC's vectorizer drops prefetches). */
-static inline __attribute__((always_inline)) void kn_x86_prefetch(const uint8_t *p, int n) {
+static inline __attribute__((always_inline)) void kn__x86_prefetch(const uint8_t *p, int n) {
     for (int o = 0; o < n; o += 64) {
-        _mm_prefetch((const char *)p + KN_X86_PREFETCH_L2 + o, _MM_HINT_T1);
-        _mm_prefetch((const char *)p + KN_X86_PREFETCH_L1 + o, _MM_HINT_T0);
+        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L2 + o, _MM_HINT_T1);
+        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L1 + o, _MM_HINT_T0);
     }
 }
 
@@ -97,8 +97,8 @@ static inline __attribute__((always_inline)) void kn_x86_prefetch(const uint8_t 
  * hardware prefetchers fall idle and the next tile's decode would wait for DRAM. The token loop
  * therefore prefetches the next tile (rows [r1, r2) of W) into L2, one slice per iteration:
  * slice `part` of `parts`. */
-static inline void kn_x86_prefetch_rows(const kn_mat *W, int64_t r1, int64_t r2, int64_t part,
-                                        int64_t parts) {
+static inline void kn__x86_prefetch_rows(const kn_mat *W, int64_t r1, int64_t r2, int64_t part,
+                                         int64_t parts) {
     if (r1 >= r2 || part >= parts) return;
     const uint8_t *p = (const uint8_t *)W->data + (size_t)r1 * W->row_bytes;
     const size_t lines = ((size_t)(r2 - r1) * W->row_bytes + 63) / 64;
@@ -110,41 +110,41 @@ static inline void kn_x86_prefetch_rows(const kn_mat *W, int64_t r1, int64_t r2,
 /* The same, spread out: a cursor over the lines of rows [r1, r2) of W that hands out `per` lines
  * at each of `slots` steps, so a tile's compute prefetches the next tile a little at a time and
  * the prefetches never crowd out the compute's own loads (line fill buffers are few). */
-typedef struct kn_x86_pf {
+typedef struct kn__x86_pf {
     const char *p;
     int64_t left; /* lines */
     int64_t per;  /* lines per step */
-} kn_x86_pf;
+} kn__x86_pf;
 
-static inline kn_x86_pf kn_x86_pf_rows(const kn_mat *W, int64_t r1, int64_t r2, int64_t slots) {
-    kn_x86_pf pf = {(const char *)W->data + (size_t)r1 * W->row_bytes, 0, 0};
+static inline kn__x86_pf kn__x86_pf_rows(const kn_mat *W, int64_t r1, int64_t r2, int64_t slots) {
+    kn__x86_pf pf = {(const char *)W->data + (size_t)r1 * W->row_bytes, 0, 0};
     if (r1 >= r2 || slots <= 0) return pf;
     pf.left = ((r2 - r1) * (int64_t)W->row_bytes + 63) / 64;
     pf.per = (pf.left + slots - 1) / slots;
     return pf;
 }
 
-static inline __attribute__((always_inline)) void kn_x86_pf_step(kn_x86_pf *pf) {
+static inline __attribute__((always_inline)) void kn__x86_pf_step(kn__x86_pf *pf) {
     for (int64_t i = 0; i < pf->per && pf->left > 0; i++, pf->left--, pf->p += 64)
         _mm_prefetch(pf->p, _MM_HINT_T1);
 }
 
 /* Rows of a tile: as many as keep the decoded tile within ~24 KiB of L1 (1..8). */
-static inline int kn_x86_tile_rows(size_t row_bytes) {
+static inline int kn__x86_tile_rows(size_t row_bytes) {
     size_t r = (24 * 1024) / (row_bytes ? row_bytes : 1);
     return r < 1 ? 1 : r > 8 ? 8 : (int)r;
 }
 
 /* The same rounded down to a multiple of m, the rows of a register tile (at least m): a partial
  * register tile would repeat a row and throw its results away. */
-static inline int kn_x86_tile_rows_by(size_t row_bytes, int m) {
-    const int r = kn_x86_tile_rows(row_bytes) / m * m;
+static inline int kn__x86_tile_rows_by(size_t row_bytes, int m) {
+    const int r = kn__x86_tile_rows(row_bytes) / m * m;
     return r > 0 ? r : m;
 }
 
 /* The interleaving transpose: r[i] = [block i | block i + 4] as 4 dwords per 128-bit half;
  * returns v[k] = dword k of blocks 0..3 (low half) and 4..7 (high half), k = 0..3. */
-static inline void kn_x86_transpose4(const __m256i r[4], __m256i v[4]) {
+static inline void kn__x86_transpose4(const __m256i r[4], __m256i v[4]) {
     const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
     const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
     v[0] = _mm256_unpacklo_epi64(t0, t2);
@@ -155,7 +155,7 @@ static inline void kn_x86_transpose4(const __m256i r[4], __m256i v[4]) {
 
 /* One full group of 8 stored MXFP4 blocks (136 bytes) to interleaved biased codes: w[k] and
  * w[k + 4] hold the low and high nibbles of dword k of each block (elements 4k.. and 16+4k..). */
-static inline void kn_x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
+static inline void kn__x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
     const __m256i tbl = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
                                          12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
@@ -165,7 +165,7 @@ static inline void kn_x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
         r[i] = _mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(row + 17 * i + 1))),
             _mm_loadu_si128((const __m128i *)(row + 17 * (i + 4) + 1)), 1);
-    kn_x86_transpose4(r, v);
+    kn__x86_transpose4(r, v);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         w[k] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(v[k], m4));
@@ -174,58 +174,63 @@ static inline void kn_x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
 }
 
 /* h(e) of the 8 blocks of a group, as a vector (table lookups; the compiler assembles them). */
-static inline __m256 kn_x86_mxfp4_h(const uint8_t *row) {
+static inline __m256 kn__x86_mxfp4_h(const uint8_t *row) {
     _Alignas(32) uint32_t hb[8];
 #pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) hb[j] = kn_e8m0_half_bits[row[17 * j]];
+    for (int j = 0; j < 8; j++) hb[j] = kn__e8m0_half_bits[row[17 * j]];
     return _mm256_load_ps((const float *)hb);
 }
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to interleaved int8 weights: w[k] and
  * w[k + 4] hold dword k of elements 0..15 and of elements 16..31 of each block. */
-static inline void kn_x86_q8_0_group(const uint8_t *row, __m256i w[8]) {
+static inline void kn__x86_q8_0_group(const uint8_t *row, __m256i w[8]) {
     __m256i lo[4], hi[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) { /* [block i | block i + 4], first and second 16 weights */
-        const uint8_t *a = row + KN_Q8_0_BYTES * i + 2, *b = a + 4 * KN_Q8_0_BYTES;
+        const uint8_t *a = row + KN__Q8_0_BYTES * i + 2, *b = a + 4 * KN__Q8_0_BYTES;
         lo[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)a)),
                                         _mm_loadu_si128((const __m128i *)b), 1);
         hi[i] = _mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(a + 16))),
             _mm_loadu_si128((const __m128i *)(b + 16)), 1);
     }
-    kn_x86_transpose4(lo, w);
-    kn_x86_transpose4(hi, w + 4);
+    kn__x86_transpose4(lo, w);
+    kn__x86_transpose4(hi, w + 4);
 }
 
 /* d_w of the 8 blocks of a Q8_0 group as floats (F16C: exact). */
-static inline __m256 kn_x86_q8_0_d(const uint8_t *row) {
-    const __m128i h = _mm_setr_epi16((short)kn_rd16(row), (short)kn_rd16(row + 34),
-                                     (short)kn_rd16(row + 68), (short)kn_rd16(row + 102),
-                                     (short)kn_rd16(row + 136), (short)kn_rd16(row + 170),
-                                     (short)kn_rd16(row + 204), (short)kn_rd16(row + 238));
+static inline __m256 kn__x86_q8_0_d(const uint8_t *row) {
+    const __m128i h = _mm_setr_epi16((short)kn__rd16(row), (short)kn__rd16(row + 34),
+                                     (short)kn__rd16(row + 68), (short)kn__rd16(row + 102),
+                                     (short)kn__rd16(row + 136), (short)kn__rd16(row + 170),
+                                     (short)kn__rd16(row + 204), (short)kn__rd16(row + 238));
     return _mm256_cvtph_ps(h);
 }
 
+/* A streaming kernel for a fixed number nt of tokens: rows n0 .. n1 of W against the prepared
+ * tokens x[0 .. nt), into Y[t * ldy + row]. */
+typedef void (*kn__x86_few_fn)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,
+                               int64_t n0, int64_t n1);
+
 /* The end of W's data: a streaming kernel may read a tail group's bytes in place up to here. */
-static inline const uint8_t *kn_x86_mat_end(const kn_mat *W) {
+static inline const uint8_t *kn__x86_mat_end(const kn_mat *W) {
     return (const uint8_t *)W->data + (size_t)(W->rows - 1) * W->row_bytes +
            kn_row_size(W->type, W->cols);
 }
 
 /* Lanes 0 .. n-1 all ones, the others zero (as floats, for masking scales). */
-static inline __m256 kn_x86_live_lanes(int64_t n) {
+static inline __m256 kn__x86_live_lanes(int64_t n) {
     return _mm256_castsi256_ps(
         _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
 }
 
-/* fp16 -> float with F16C: exact, the same value as kn_half_to_float (tested on all 65536). */
-static inline float kn_x86_half(const uint8_t *p) {
-    return _cvtsh_ss(kn_rd16(p));
+/* fp16 -> float with F16C: exact, the same value as kn__half_to_float (tested on all 65536). */
+static inline float kn__x86_half(const uint8_t *p) {
+    return _cvtsh_ss(kn__rd16(p));
 }
 
 /* A Q6_K super-block's 256 codes (0..63) in natural order, 32 per vector. */
-static inline void kn_x86_q6k_codes(const uint8_t *blk, __m256i c[8]) {
+static inline void kn__x86_q6k_codes(const uint8_t *blk, __m256i c[8]) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x03),
                   m30 = _mm256_set1_epi8(0x30);
 #pragma GCC unroll 2
@@ -246,7 +251,7 @@ static inline void kn_x86_q6k_codes(const uint8_t *blk, __m256i c[8]) {
 
 /* The int16 scale vectors of a Q6_K super-block's 32-chunks: chunk c gets scale 2c in lanes
  * 0..7 and 2c+1 in lanes 8..15 (one vpmaddwd then scales each group's pair sums). */
-static inline void kn_x86_q6k_scales(const uint8_t *blk, __m256i s16[8]) {
+static inline void kn__x86_q6k_scales(const uint8_t *blk, __m256i s16[8]) {
     const __m256i all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
     const __m256i lo = _mm256_permute2x128_si256(all, all, 0x00); /* s0..s7 in both halves */
     const __m256i hi = _mm256_permute2x128_si256(all, all, 0x11); /* s8..s15 */
@@ -266,7 +271,7 @@ static inline void kn_x86_q6k_scales(const uint8_t *blk, __m256i s16[8]) {
  * sees one group in every vector, so vpmaddubsw results of two vectors add in int16 (at most
  * 2 * 2 * 63 * 127 = 32004) before one vpmaddwd by the per-word group scales: 4 scale multiplies
  * per super-block instead of 8. */
-static inline void kn_x86_q6k_interleave(__m256i v[8]) {
+static inline void kn__x86_q6k_interleave(__m256i v[8]) {
     __m256i t[8], u[8];
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
@@ -288,21 +293,21 @@ static inline void kn_x86_q6k_interleave(__m256i v[8]) {
 }
 
 /* The per-word group scales of the interleaved layout: word (L, j) gets scale 2j + L. */
-static inline __m256i kn_x86_q6k_group_scales(const uint8_t *blk) {
+static inline __m256i kn__x86_q6k_group_scales(const uint8_t *blk) {
     const __m128i sc = _mm_loadu_si128((const __m128i *)(blk + 192));
     return _mm256_cvtepi8_epi16(
         _mm_shuffle_epi8(sc, _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15)));
 }
 
-/* kn_tree8 on a vector: low half + high half, upper pair onto lower pair, then the last two. */
-static inline float kn_x86_tree8(__m256 v) {
+/* kn__tree8 on a vector: low half + high half, upper pair onto lower pair, then the last two. */
+static inline float kn__x86_tree8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
 
 /* Exact horizontal sum of 8 int32 (integer addition: any order gives the same value). */
-static inline int32_t kn_x86_hsum_i32(__m256i v) {
+static inline int32_t kn__x86_hsum_i32(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
@@ -310,7 +315,7 @@ static inline int32_t kn_x86_hsum_i32(__m256i v) {
 }
 
 /* acc = fmaf((float)isum, scale, acc) for one lane of a canonical lane array. */
-static inline void kn_x86_fma_lane(float *lane, int32_t isum, float scale) {
+static inline void kn__x86_fma_lane(float *lane, int32_t isum, float scale) {
     __m128 r = _mm_fmadd_ss(_mm_set_ss((float)isum), _mm_set_ss(scale), _mm_set_ss(*lane));
     *lane = _mm_cvtss_f32(r);
 }

@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_pool.c — the thread pool: every task of every job runs exactly once,
+/* tests/unit/test_kn_pool.c — the thread pool: every task of every job runs exactly once,
  * with parks (kn_pool_park on one pool, and on every pool) and wakes (kn_pool_wake) between
  * jobs, and parked workers come back for the next job; kn_pool_bind_cpus gives the caller and
  * each worker one CPU, in order from the first asked for, wrapping; per-thread scratch slots hold

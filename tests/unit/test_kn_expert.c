@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_expert.c — the fused expert operation (against its own composition of
+/* tests/unit/test_kn_expert.c — the fused expert operation (against its own composition of
  * kn_matmul calls, bit for bit, and a float64 reference), several experts in one call (against
  * one call each, bit for bit), GLU policies, the deterministic exp, shape validation, and the
  * thread pool. */
@@ -311,7 +311,7 @@ static void test_glu_same_bits_on_every_isa(void **state) {
     const int nv = kt_variants(v);
     const kn_isa prev = kn_isa_active();
     for (int k = 0; k < 3; k++) {
-        kn_glu_apply_ref(&glus[k], g, u, want, N);
+        kn__glu_apply_ref(&glus[k], g, u, want, N);
         for (int i = 0; i < nv; i++) {
             kt_use(&v[i]);
             for (int len = N - 3; len <= N; len++) {

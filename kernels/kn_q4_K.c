@@ -1,19 +1,19 @@
-/* kernels/q4_K.c — Q4_K super-blocks (ggml type 12): 256 4-bit codes in 8 groups of 32, each
+/* kernels/kn_q4_K.c — Q4_K super-blocks (ggml type 12): 256 4-bit codes in 8 groups of 32, each
  * group with a 6-bit scale and a 6-bit min under fp16 d and dmin: w = d*sc*q - dmin*m.
  * Dequantization is ggml's; the quantizer is our own least-squares fit. */
 #include "kernels/kn_internal.h"
 
-void kn_dequant_q4_K(const void *src, float *dst, int64_t k) {
+void kn__dequant_q4_K(const void *src, float *dst, int64_t k) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < k / KN_QK_K; i++, b += KN_Q4_K_BYTES) {
-        const float d = kn_half_to_float(kn_rd16(b));
-        const float dmin = kn_half_to_float(kn_rd16(b + 2));
+    for (int64_t i = 0; i < k / KN__QK_K; i++, b += KN__Q4_K_BYTES) {
+        const float d = kn__half_to_float(kn__rd16(b));
+        const float dmin = kn__half_to_float(kn__rd16(b + 2));
         const uint8_t *scales = b + 4, *q = b + 16;
         for (int j = 0; j < 4; j++, q += 32) {
             uint8_t sc, m;
-            kn_q4k_scale_min(2 * j, scales, &sc, &m);
+            kn__q4k_scale_min(2 * j, scales, &sc, &m);
             const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            kn_q4k_scale_min(2 * j + 1, scales, &sc, &m);
+            kn__q4k_scale_min(2 * j + 1, scales, &sc, &m);
             const float d2 = d * (float)sc, m2 = dmin * (float)m;
             for (int l = 0; l < 32; l++) *dst++ = d1 * (float)(q[l] & 0xF) - m1;
             for (int l = 0; l < 32; l++) *dst++ = d2 * (float)(q[l] >> 4) - m2;
@@ -73,9 +73,9 @@ static uint8_t quant6(float v, float inv) {
     return (uint8_t)r;
 }
 
-void kn_quant_q4_K(const float *src, void *dst, int64_t k) {
+void kn__quant_q4_K(const float *src, void *dst, int64_t k) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < k / KN_QK_K; i++, b += KN_Q4_K_BYTES, src += KN_QK_K) {
+    for (int64_t i = 0; i < k / KN__QK_K; i++, b += KN__Q4_K_BYTES, src += KN__QK_K) {
         float s[8], m[8], smax = 0.0f, mmax = 0.0f;
         for (int g = 0; g < 8; g++) {
             fit_group(src + 32 * g, &s[g], &m[g]);
@@ -83,14 +83,14 @@ void kn_quant_q4_K(const float *src, void *dst, int64_t k) {
             mmax = fmaxf(mmax, m[g]);
         }
         const uint16_t dh = kn_f32_to_fp16(smax / 63.0f), mh = kn_f32_to_fp16(mmax / 63.0f);
-        const float d = kn_half_to_float(dh), dmin = kn_half_to_float(mh);
+        const float d = kn__half_to_float(dh), dmin = kn__half_to_float(mh);
         uint8_t sc[8], mn[8];
         for (int g = 0; g < 8; g++) {
             sc[g] = d > 0.0f ? quant6(s[g], 1.0f / d) : 0;
             mn[g] = dmin > 0.0f ? quant6(m[g], 1.0f / dmin) : 0;
         }
-        kn_wr16(b, dh);
-        kn_wr16(b + 2, mh);
+        kn__wr16(b, dh);
+        kn__wr16(b + 2, mh);
         uint8_t *scales = b + 4, *qs = b + 16;
         memset(scales, 0, 12);
         for (int j = 0; j < 8; j++) {

@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_matmul.c — kn_matmul: accuracy against a float64 reference in both
+/* tests/unit/test_kn_matmul.c — kn_matmul: accuracy against a float64 reference in both
  * numerics modes, the documented canonical order (emulated independently), and the invariances
  * that make exact mode work, asserted bit for bit: T = 1 vs T rows (batch invariance), 1 vs 2
  * threads, scalar vs every SIMD ISA. Shapes include K = 2880 (90 MXFP4 blocks), K not a multiple
@@ -52,8 +52,8 @@ static void test_canonical_order_emulated(void **state) {
     kn_mat Wf = kt_weights(&r, KN_F32, rows, cols, false);
     kn_mat Wm = kt_weights(&r, KN_MXFP4, rows, cols, true);
     float *x = kt_gauss_vec(&r, cols, 1.0f), y[5], want_f[5], want_m[5];
-    kn_block_q8_0 *xq = malloc(cols / 32 * sizeof *xq);
-    kn_quant_q8_0(x, xq, cols);
+    kn__block_q8_0 *xq = malloc(cols / 32 * sizeof *xq);
+    kn__quant_q8_0(x, xq, cols);
     for (int64_t n = 0; n < rows; n++) {
         const float *w = (const float *)((const uint8_t *)Wf.data + n * Wf.row_bytes);
         float l[32] = {0}, v[8];
@@ -66,7 +66,7 @@ static void test_canonical_order_emulated(void **state) {
             int32_t isum = 0;
             for (int j = 0; j < 32; j++) {
                 const int code = (wb[17 * b + 1 + j % 16] >> (j < 16 ? 0 : 4)) & 0xF;
-                isum += kn_mxfp4_kvalues[code] * xq[b].qs[j];
+                isum += kn__mxfp4_kvalues[code] * xq[b].qs[j];
             }
             const float scale = kn_fp16_to_f32(xq[b].d) * ldexpf(1.0f, wb[17 * b] - 128);
             a[b % 8] = fmaf((float)isum, scale, a[b % 8]);
@@ -182,7 +182,7 @@ static void test_matmul_many_equals_single(void **state) {
     free(X);
 }
 
-/* A job of many megabytes is cut into big chunks and a tail of small ones (kn_run_parts): every
+/* A job of many megabytes is cut into big chunks and a tail of small ones (kn__run_parts): every
  * row is still computed once, whole, by one thread. Parts of row counts that are not multiples of
  * the chunk alignment, a tail that starts inside a part, one tall matrix alone; 2 threads against
  * the caller alone, T = 1 and 3, outputs first filled with NaN. */
@@ -306,7 +306,7 @@ static void test_partial_group_reads_past_row(void **state) {
                 for (int b = 0; b < 8; b++) {
                     uint8_t *blk = d + (size_t)n * W.row_bytes + (size_t)b * bs;
                     if (t == KN_Q8_0)
-                        kn_wr16(blk, b % 2 ? 0x7C00 : 0x7E01); /* +inf, NaN */
+                        kn__wr16(blk, b % 2 ? 0x7C00 : 0x7E01); /* +inf, NaN */
                     else
                         blk[0] = (uint8_t)(b % 2); /* subnormal h */
                 }

@@ -1,4 +1,4 @@
-/* kernels/expert.c — the fused expert operation: y = down · glu(gate·x + gate_b, up·x + up_b)
+/* kernels/kn_expert.c — the fused expert operation: y = down · glu(gate·x + gate_b, up·x + up_b)
  * + down_b for T rows at once, for one expert or several. In Q8 mode x is quantized once and shared
  * by gate and up (and by every expert given the same rows), and the GLU output is quantized before
  * down, as ggml does. Gate and up of all the experts run as one pool job (their rows split together
@@ -51,12 +51,12 @@ size_t kn_expert_weight_bytes(const kn_expert *e) {
     return total;
 }
 
-/* ---- several experts at once ---------------------------------------------------------------- */
+/* ---- several experts at once ----------------------------------------------------------------- */
 
 /* One expert call (with rows) and where its buffers are in the scratch (offsets, then pointers). */
 typedef struct call_state {
     const kn_expert_call *c;
-    const kn_kernel *kg, *ku, *kd;
+    const kn__kernel *kg, *ku, *kd;
     int64_t hidden, ff;
     int in_g, in_u;             /* the input preparations gate and up read */
     size_t off_g, off_u, off_a; /* G and U (T × ff floats), down's prepared input */
@@ -68,40 +68,40 @@ typedef struct call_state {
  * shared by every matrix reading the same rows in the same activation format. */
 typedef struct experts_ws {
     call_state *cs;
-    kn_prep *in; /* up to 2n distinct input preparations */
-    kn_act *in_x;
+    kn__prep *in; /* up to 2n distinct input preparations */
+    kn__act *in_x;
     size_t *in_off;
-    kn_part *gu, *dn; /* 2n gate/up parts, n down parts */
+    kn__part *gu, *dn; /* 2n gate/up parts, n down parts */
     int n, n_in;
 } experts_ws;
 
 #define KN_EXPERTS_SMALL 8 /* calls handled without an allocation */
-#define WS_BYTES(n)                                                                                \
-    ((size_t)(n) * (sizeof(call_state) + 2 * (sizeof(kn_prep) + sizeof(kn_act) + sizeof(size_t)) + \
-                    3 * sizeof(kn_part)))
+/* Per call: its state, two input preparations (with their activations and offsets), 3 parts. */
+#define WS_INPUT_BYTES (sizeof(kn__prep) + sizeof(kn__act) + sizeof(size_t))
+#define WS_BYTES(n)    ((size_t)(n) * (sizeof(call_state) + 2 * WS_INPUT_BYTES + 3 * sizeof(kn__part)))
 
 static void ws_carve(experts_ws *w, void *mem, int n) {
     w->cs = mem;
-    w->in = (kn_prep *)(w->cs + n);
-    w->in_x = (kn_act *)(w->in + 2 * n);
+    w->in = (kn__prep *)(w->cs + n);
+    w->in_x = (kn__act *)(w->in + 2 * n);
     w->in_off = (size_t *)(w->in_x + 2 * n);
-    w->gu = (kn_part *)(w->in_off + 2 * n);
+    w->gu = (kn__part *)(w->in_off + 2 * n);
     w->dn = w->gu + 2 * n;
 }
 
 /* The input preparation for (kernel k, the call's rows), found among those listed or added;
  * *bytes grows by a new one's scratch. */
-static int input_for(experts_ws *w, const kn_kernel *k, const kn_expert_call *c, int64_t hidden,
+static int input_for(experts_ws *w, const kn__kernel *k, const kn_expert_call *c, int64_t hidden,
                      size_t *bytes) {
     for (int i = 0; i < w->n_in; i++) {
-        const kn_prep *p = &w->in[i];
+        const kn__prep *p = &w->in[i];
         if (p->k->act_prep == k->act_prep && p->X == c->X && p->T == c->T && p->K == hidden)
             return i;
     }
     const int i = w->n_in++;
-    w->in[i] = (kn_prep){k, c->X, hidden, c->T, NULL, &w->in_x[i]};
+    w->in[i] = (kn__prep){k, c->X, hidden, c->T, NULL, &w->in_x[i]};
     w->in_off[i] = *bytes;
-    *bytes += kn_align64(kn_act_scratch(k, hidden, c->T));
+    *bytes += kn__align64(kn__act_scratch(k, hidden, c->T));
     return i;
 }
 
@@ -117,22 +117,22 @@ static size_t plan(experts_ws *w, const kn_expert_call *calls, int n, kn_numeric
         const int j = w->n++;
         call_state *s = &w->cs[j];
         *s = (call_state){.c = c,
-                          .kg = kn_kernel_for(e->gate.type, num),
-                          .ku = kn_kernel_for(e->up.type, num),
-                          .kd = kn_kernel_for(e->down.type, num),
+                          .kg = kn__kernel_for(e->gate.type, num),
+                          .ku = kn__kernel_for(e->up.type, num),
+                          .kd = kn__kernel_for(e->down.type, num),
                           .hidden = e->gate.cols,
                           .ff = e->gate.rows};
         s->in_g = input_for(w, s->kg, c, s->hidden, &bytes);
         s->in_u = input_for(w, s->ku, c, s->hidden, &bytes);
-        const size_t g = kn_align64((size_t)(c->T * s->ff) * sizeof(float));
+        const size_t g = kn__align64((size_t)(c->T * s->ff) * sizeof(float));
         s->off_g = bytes;
         s->off_u = bytes + g;
         s->off_a = bytes + 2 * g;
-        s->off_b = s->off_a + kn_align64(kn_act_scratch(s->kd, s->ff, c->T));
-        bytes = s->off_b + kn_align64((size_t)(2 * s->ff + s->hidden) * sizeof(float));
-        w->gu[2 * j] = (kn_part){.W = &e->gate, .kern = s->kg, .ldy = s->ff};
-        w->gu[2 * j + 1] = (kn_part){.W = &e->up, .kern = s->ku, .ldy = s->ff};
-        w->dn[j] = (kn_part){.W = &e->down, .kern = s->kd, .Y = c->Y, .ldy = s->hidden};
+        s->off_b = s->off_a + kn__align64(kn__act_scratch(s->kd, s->ff, c->T));
+        bytes = s->off_b + kn__align64((size_t)(2 * s->ff + s->hidden) * sizeof(float));
+        w->gu[2 * j] = (kn__part){.W = &e->gate, .kern = s->kg, .ldy = s->ff};
+        w->gu[2 * j + 1] = (kn__part){.W = &e->up, .kern = s->ku, .ldy = s->ff};
+        w->dn[j] = (kn__part){.W = &e->down, .kern = s->kd, .Y = c->Y, .ldy = s->hidden};
         w->gu[2 * j].x.T = w->gu[2 * j + 1].x.T = w->dn[j].x.T = c->T;
     }
     return bytes;
@@ -145,7 +145,7 @@ typedef struct mid_job {
     int64_t total;
 } mid_job;
 
-static void mid_row(const call_state *s, const kn_act *a, const kn_glu *glu, int64_t t) {
+static void mid_row(const call_state *s, const kn__act *a, const kn_glu *glu, int64_t t) {
     float *g = s->G + t * s->ff, *u = s->U + t * s->ff; /* biases added by the gate/up job */
     kn_glu_apply(glu, g, u, g, s->ff);
     if (s->kd->act_prep) s->kd->act_prep(g, (uint8_t *)a->data + (size_t)t * a->stride, s->ff);
@@ -173,19 +173,19 @@ static int experts_run(experts_ws *w, const kn_expert_call *calls, int n, const 
                        kn_numerics num, kn_pool *caller_pool, mw_err *err) {
     const size_t bytes = plan(w, calls, n, num);
     if (w->n == 0) return 0;
-    kn_pool *pool = kn_pool_acquire(caller_pool);
+    kn_pool *pool = kn__pool_acquire(caller_pool);
     const size_t thr_gu =
-        kn_parts_scratch(w->gu, 2 * w->n, kn_parts_threads(w->gu, 2 * w->n, pool));
-    const size_t thr_dn = kn_parts_scratch(w->dn, w->n, kn_parts_threads(w->dn, w->n, pool));
+        kn__parts_scratch(w->gu, 2 * w->n, kn__parts_threads(w->gu, 2 * w->n, pool));
+    const size_t thr_dn = kn__parts_scratch(w->dn, w->n, kn__parts_threads(w->dn, w->n, pool));
     void *tmp;
-    uint8_t *buf = kn_pool_scratch(pool, bytes + (thr_gu > thr_dn ? thr_gu : thr_dn), &tmp);
+    uint8_t *buf = kn__pool_scratch(pool, bytes + (thr_gu > thr_dn ? thr_gu : thr_dn), &tmp);
     if (!buf) {
-        kn_pool_release(pool);
+        kn__pool_release(pool);
         return mw_errf(err, "experts: out of memory for %d expert calls", w->n);
     }
     /* gate and up of every call, each distinct input prepared once */
     for (int i = 0; i < w->n_in; i++) w->in[i].dst = buf + w->in_off[i];
-    kn_act_prepare_many(w->in, w->n_in, pool);
+    kn__act_prepare_many(w->in, w->n_in, pool);
     mid_job mj = {w, glu, 0};
     double work = 0;
     for (int j = 0; j < w->n; j++) {
@@ -200,17 +200,17 @@ static int experts_run(experts_ws *w, const kn_expert_call *calls, int n, const 
         w->gu[2 * j].bias = bias_floats(&s->c->e->gate_b, b);
         w->gu[2 * j + 1].bias = bias_floats(&s->c->e->up_b, b + s->ff);
         w->dn[j].bias = bias_floats(&s->c->e->down_b, b + 2 * s->ff);
-        kn_act *a = &w->dn[j].x; /* down reads the GLU output, prepared or as floats */
+        kn__act *a = &w->dn[j].x; /* down reads the GLU output, prepared or as floats */
         a->data = s->kd->act_prep ? (const void *)(buf + s->off_a) : (const void *)s->G;
-        a->stride = s->kd->act_prep ? kn_act_scratch(s->kd, s->ff, 1) : s->ff * sizeof(float);
+        a->stride = s->kd->act_prep ? kn__act_scratch(s->kd, s->ff, 1) : s->ff * sizeof(float);
         mj.total += s->c->T;
         work += (double)s->c->T * (double)s->ff;
     }
-    kn_run_parts(w->gu, 2 * w->n, pool, buf + bytes);
+    kn__run_parts(w->gu, 2 * w->n, pool, buf + bytes);
     const int nth = mj.total >= 8 && work >= 32768 ? kn_pool_size(pool) : 1;
-    kn_pool_run_locked(pool, mid_task, &mj, nth < mj.total ? nth : (int)mj.total);
-    kn_run_parts(w->dn, w->n, pool, buf + bytes);
-    kn_pool_release(pool);
+    kn__pool_run_locked(pool, mid_task, &mj, nth < mj.total ? nth : (int)mj.total);
+    kn__run_parts(w->dn, w->n, pool, buf + bytes);
+    kn__pool_release(pool);
     free(tmp);
     return 0;
 }

@@ -1,15 +1,15 @@
-/* kernels/q6_K.c — Q6_K super-blocks (ggml type 14): 256 6-bit codes in 16 groups of 16 with
+/* kernels/kn_q6_K.c — Q6_K super-blocks (ggml type 14): 256 6-bit codes in 16 groups of 16 with
  * int8 group scales under one fp16 scale. Dequantization is ggml's (FORMATS.md §1); the quantizer
  * is our own weighted least-squares search (vindex synth uses it), not bit-identical to ggml's. */
 #include "kernels/kn_internal.h"
 
-void kn_dequant_q6_K(const void *src, float *dst, int64_t k) {
+void kn__dequant_q6_K(const void *src, float *dst, int64_t k) {
     const uint8_t *b = src;
-    for (int64_t i = 0; i < k / KN_QK_K; i++, b += KN_Q6_K_BYTES, dst += KN_QK_K) {
-        const float d = kn_half_to_float(kn_rd16(b + 208));
+    for (int64_t i = 0; i < k / KN__QK_K; i++, b += KN__Q6_K_BYTES, dst += KN__QK_K) {
+        const float d = kn__half_to_float(kn__rd16(b + 208));
         const int8_t *sc = (const int8_t *)(b + 192);
-        for (int j = 0; j < KN_QK_K; j++)
-            dst[j] = d * (float)sc[j / 16] * (float)(kn_q6k_code(b, j) - 32);
+        for (int j = 0; j < KN__QK_K; j++)
+            dst[j] = d * (float)sc[j / 16] * (float)(kn__q6k_code(b, j) - 32);
     }
 }
 
@@ -32,7 +32,7 @@ static float fit_symmetric(const float *x, int n, int lo, int hi, int8_t *q) {
         /* map max to lo (the wider end), scaled slightly around it */
         const float iscale = ((float)lo + 0.1f * (float)step) / max;
         float sxq = 0.0f, sqq = 0.0f;
-        int8_t t[KN_QK_K];
+        int8_t t[KN__QK_K];
         for (int i = 0; i < n; i++) {
             float r = nearbyintf(iscale * x[i]);
             r = fminf(fmaxf(r, (float)lo), (float)hi);
@@ -57,11 +57,11 @@ static float fit_symmetric(const float *x, int n, int lo, int hi, int8_t *q) {
     return best_s;
 }
 
-void kn_quant_q6_K(const float *src, void *dst, int64_t k) {
+void kn__quant_q6_K(const float *src, void *dst, int64_t k) {
     uint8_t *b = dst;
-    for (int64_t i = 0; i < k / KN_QK_K; i++, b += KN_Q6_K_BYTES, src += KN_QK_K) {
+    for (int64_t i = 0; i < k / KN__QK_K; i++, b += KN__Q6_K_BYTES, src += KN__QK_K) {
         float gs[16], smax = 0.0f;
-        int8_t q[KN_QK_K];
+        int8_t q[KN__QK_K];
         for (int g = 0; g < 16; g++) {
             gs[g] = fit_symmetric(src + 16 * g, 16, -32, 31, q + 16 * g);
             if (fabsf(gs[g]) > fabsf(smax)) smax = gs[g];
@@ -71,15 +71,15 @@ void kn_quant_q6_K(const float *src, void *dst, int64_t k) {
         if (smax != 0.0f) {
             const float iscale = -128.0f / smax;
             dh = kn_f32_to_fp16(1.0f / iscale);
-            for (int g = 0; g < 16; g++) sc[g] = kn_round_q8(iscale * gs[g]);
+            for (int g = 0; g < 16; g++) sc[g] = kn__round_q8(iscale * gs[g]);
         } else {
             memset(sc, 0, 16);
         }
-        kn_wr16(b + 208, dh);
+        kn__wr16(b + 208, dh);
         /* requantize every weight against the scales as stored */
-        const float d = kn_half_to_float(dh);
-        int code[KN_QK_K];
-        for (int j = 0; j < KN_QK_K; j++) {
+        const float d = kn__half_to_float(dh);
+        int code[KN__QK_K];
+        for (int j = 0; j < KN__QK_K; j++) {
             const float gd = d * (float)sc[j / 16];
             float r = gd != 0.0f ? nearbyintf(src[j] / gd) : 0.0f;
             r = fminf(fmaxf(r, -32.0f), 31.0f);

@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_formats.c — the block-format table, fp16/bf16 conversions (against the
+/* tests/unit/test_kn_formats.c — the block-format table, fp16/bf16 conversions (against the
  * F16C instructions where the CPU has them), E8M0 decoding, and every quantizer: ggml's rules for
  * MXFP4 and the Q8 activation formats, accuracy bounds for the weight quantizers. */
 #include "tests/unit/kn_test_util.h"
@@ -141,7 +141,7 @@ static void test_fp16_rounding_matches_f16c(void **state) {
     for (int i = 0; i < 2000000; i++) {
         uint32_t bits = (uint32_t)kt_next(&r);
         if (i & 1) bits = (bits & 0x80000000u) | (0x30000000u + (bits & 0x1FFFFFFFu) % 0x10000000u);
-        const float f = kn_bits_f32(bits);
+        const float f = kn__bits_f32(bits);
         if (f != f) continue;
         const uint16_t sw = kn_f32_to_fp16(f), hw = hw_f32_to_fp16(f);
         if (sw != hw) fail_msg("fp16(%a): 0x%04x, F16C says 0x%04x", (double)f, sw, hw);
@@ -152,11 +152,11 @@ static void test_fp16_rounding_matches_f16c(void **state) {
 static void test_bf16(void **state) {
     (void)state;
     assert_int_equal(kn_f32_to_bf16(1.0f), 0x3F80);
-    assert_int_equal(kn_f32_to_bf16(kn_bits_f32(0x3F808000u)), 0x3F80); /* tie to even (down) */
-    assert_int_equal(kn_f32_to_bf16(kn_bits_f32(0x3F818000u)), 0x3F82); /* tie to even (up) */
-    assert_int_equal(kn_f32_to_bf16(kn_bits_f32(0x3F808001u)), 0x3F81);
-    assert_int_equal(kn_f32_to_bf16(kn_bits_f32(0x7F800001u)), 0x7FC0); /* NaN stays NaN */
-    assert_int_equal(kn_f32_to_bf16(kn_bits_f32(0x00000001u)), 0x0000); /* subnormal rounds */
+    assert_int_equal(kn_f32_to_bf16(kn__bits_f32(0x3F808000u)), 0x3F80); /* tie to even (down) */
+    assert_int_equal(kn_f32_to_bf16(kn__bits_f32(0x3F818000u)), 0x3F82); /* tie to even (up) */
+    assert_int_equal(kn_f32_to_bf16(kn__bits_f32(0x3F808001u)), 0x3F81);
+    assert_int_equal(kn_f32_to_bf16(kn__bits_f32(0x7F800001u)), 0x7FC0); /* NaN stays NaN */
+    assert_int_equal(kn_f32_to_bf16(kn__bits_f32(0x00000001u)), 0x0000); /* subnormal rounds */
     for (uint32_t b = 0; b < 65536; b++) {
         const float f = kn_bf16_to_f32((uint16_t)b);
         if (f == f) assert_int_equal(kn_f32_to_bf16(f), b);
@@ -166,12 +166,12 @@ static void test_bf16(void **state) {
 static void test_e8m0_half(void **state) {
     (void)state;
     for (int e = 0; e < 256; e++) {
-        const float h = kn_e8m0_half((uint8_t)e);
+        const float h = kn__e8m0_half((uint8_t)e);
         assert_true(h == ldexpf(1.0f, e - 128)); /* no flush to zero, no NaN for 0xFF */
     }
-    assert_int_equal(kn_f32_bits(kn_e8m0_half(0)), 0x00200000u);
-    assert_int_equal(kn_f32_bits(kn_e8m0_half(1)), 0x00400000u);
-    assert_true(kn_e8m0_half(0xFF) == 0x1p127f);
+    assert_int_equal(kn__f32_bits(kn__e8m0_half(0)), 0x00200000u);
+    assert_int_equal(kn__f32_bits(kn__e8m0_half(1)), 0x00400000u);
+    assert_true(kn__e8m0_half(0xFF) == 0x1p127f);
 }
 
 /* ggml's MXFP4 rule, checked block by block: the exponent from amax, each code nearest. */
@@ -183,30 +183,30 @@ static void test_mxfp4_quantizer_rule(void **state) {
     for (int i = 0; i < 64 * 32; i++) x[i] = kt_gauss(&r, i < 32 * 32 ? 0.05f : 300.0f);
     for (int j = 0; j < 32; j++) x[5 * 32 + j] = 0.0f; /* an all-zero block */
     x[6 * 32 + 3] = 4.0f;                              /* amax exactly a power of two */
-    kn_quant_mxfp4(x, q, 64 * 32);
-    kn_dequant_mxfp4(q, back, 64 * 32);
+    kn__quant_mxfp4(x, q, 64 * 32);
+    kn__dequant_mxfp4(q, back, 64 * 32);
     for (int b = 0; b < 64; b++) {
         float amax = 0;
         for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
         const int e = amax > 0 ? (int)(floorf(log2f(amax)) - 2 + 127) : 0;
         assert_int_equal(q[17 * b], e);
-        const float h = kn_e8m0_half((uint8_t)e);
+        const float h = kn__e8m0_half((uint8_t)e);
         for (int j = 0; j < 32; j++) {
             const float v = x[32 * b + j];
             const uint8_t byte = q[17 * b + 1 + (j % 16)];
             const int code = j < 16 ? byte & 0xF : byte >> 4;
             int best = 0; /* exhaustive search, first minimum wins */
             for (int c = 1; c < 16; c++)
-                if (fabsf(kn_mxfp4_kvalues[c] * h - v) < fabsf(kn_mxfp4_kvalues[best] * h - v))
+                if (fabsf(kn__mxfp4_kvalues[c] * h - v) < fabsf(kn__mxfp4_kvalues[best] * h - v))
                     best = c;
             assert_int_equal(code, best);
-            assert_true(back[32 * b + j] == kn_mxfp4_kvalues[code] * h);
+            assert_true(back[32 * b + j] == kn__mxfp4_kvalues[code] * h);
         }
     }
     for (int j = 0; j < 17; j++) assert_int_equal(q[5 * 17 + j], 0); /* zero block: all zero */
     /* non-finite input does not overflow the exponent byte */
     float bad[32] = {INFINITY};
-    kn_quant_mxfp4(bad, q, 32);
+    kn__quant_mxfp4(bad, q, 32);
     assert_int_equal(q[0], 255);
 }
 
@@ -221,14 +221,14 @@ static void test_q8_0_activation_rounding(void **state) {
     x[4] = -0.5f;
     x[5] = 1.5f;
     x[6] = 126.5f;
-    kn_block_q8_0 y;
-    kn_quant_q8_0(x, &y, 32);
+    kn__block_q8_0 y;
+    kn__quant_q8_0(x, &y, 32);
     assert_int_equal(y.d, kn_f32_to_fp16(1.0f));
     const int8_t want[] = {127, 2, 4, -2, 0, 2, 126};
     for (int i = 0; i < 7; i++) assert_int_equal(y.qs[i], want[i]);
     /* an all-zero block */
     memset(x, 0, sizeof x);
-    kn_quant_q8_0(x, &y, 32);
+    kn__quant_q8_0(x, &y, 32);
     assert_int_equal(y.d, 0);
     for (int i = 0; i < 32; i++) assert_int_equal(y.qs[i], 0);
     /* q uses 127/amax, not 1/fp16(d) (the portable reference's rule) */
@@ -236,7 +236,7 @@ static void test_q8_0_activation_rounding(void **state) {
     int differs = 0;
     for (int trial = 0; trial < 2000; trial++) {
         for (int i = 0; i < 32; i++) x[i] = kt_gauss(&r, 1.0f);
-        kn_quant_q8_0(x, &y, 32);
+        kn__quant_q8_0(x, &y, 32);
         float amax = 0;
         for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[i]));
         const float id = 127.0f / amax, idd = 1.0f / kn_fp16_to_f32(y.d);
@@ -256,8 +256,8 @@ static void test_q8_K_activation_rounding(void **state) {
     x[17] = 10.0f;  /* block 0: positive max */
     x[300] = -9.0f; /* block 1: negative max */
     x[301] = 9.0f;  /* same magnitude later: the first one wins */
-    kn_block_q8_K y[2];
-    kn_quant_q8_K(x, y, 512);
+    kn__block_q8_K y[2];
+    kn__quant_q8_K(x, y, 512);
     assert_true(y[0].d == 1.0f / (-127.0f / 10.0f));
     assert_true(y[0].d < 0);
     assert_int_equal(y[0].qs[17], -127);
@@ -277,7 +277,7 @@ static void test_q8_K_activation_rounding(void **state) {
         }
     }
     memset(x, 0, sizeof x);
-    kn_quant_q8_K(x, y, 256);
+    kn__quant_q8_K(x, y, 256);
     assert_true(y[0].d == 0.0f);
 }
 
@@ -330,8 +330,8 @@ static void test_activation_prep_all_isas(void **state) {
     const int64_t k = 256 * 3 + 0; /* 24 Q8_0 blocks: 3 groups; and 3 Q8_K blocks */
     const int64_t k0 = 32 * 13;    /* 13 Q8_0 blocks: a partial last group */
     float x[768];
-    kn_block_q8_K want_k[3];
-    kn_block_q8_0 want_0[24];
+    kn__block_q8_K want_k[3];
+    kn__block_q8_0 want_0[24];
     const kn_isa prev = kn_isa_active();
     for (int trial = 0; trial < 400; trial++) {
         for (int i = 0; i < k; i++) x[i] = kt_gauss(&r, trial % 3 ? 1.0f : 1e-3f);
@@ -343,21 +343,21 @@ static void test_activation_prep_all_isas(void **state) {
             for (int i = 0; i < 256; i++) x[256 + i] = (float)(i % 5) - 2.0f; /* ties and zeros */
         if (trial % 13 == 4) x[300] = -3.0f, x[301] = 3.0f; /* equal magnitudes: the first wins */
         if (trial % 17 == 5) memset(x + 512, 0, 256 * sizeof(float));
-        kn_quant_q8_K(x, want_k, k);
-        kn_quant_q8_0(x, want_0, k);
+        kn__quant_q8_K(x, want_k, k);
+        kn__quant_q8_0(x, want_0, k);
         for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
             if (kn_isa_force((kn_isa)isa) != 0) continue;
-            const kn_kernel *kk = kn_kernel_for(KN_Q6_K, KN_NUM_Q8);
+            const kn__kernel *kk = kn__kernel_for(KN_Q6_K, KN_NUM_Q8);
             _Alignas(64) uint8_t buf[4096]; /* as the kernels' scratch is */
             kk->act_prep(x, buf, k);
             assert_memory_equal(buf, want_k, sizeof want_k);
-            const kn_kernel *k8 = kn_kernel_for(KN_MXFP4, KN_NUM_Q8);
+            const kn__kernel *k8 = kn__kernel_for(KN_MXFP4, KN_NUM_Q8);
             for (int pass = 0; pass < 2; pass++) {
                 const int64_t n = pass ? k0 : k, nb = n / 32, ng = (nb + 7) / 8;
                 memset(buf, 0xAB, sizeof buf);
                 k8->act_prep(x, buf, n);
                 if (isa == KN_ISA_SCALAR) {
-                    assert_memory_equal(buf, want_0, nb * sizeof(kn_block_q8_0));
+                    assert_memory_equal(buf, want_0, nb * sizeof(kn__block_q8_0));
                     continue;
                 }
                 const float *dx = (const float *)(buf + 256 * ng);

@@ -1,22 +1,22 @@
-/* kernels/simd_avx2.c — AVX2+FMA kernels (x86-64), chosen at run time: activation preparation,
+/* kernels/kn_simd_avx2.c — AVX2+FMA kernels (x86-64), chosen at run time: activation preparation,
  * weight decoding, the float-lane kernels and the AVX2 instantiation of the Q8-mode kernels
- * (simd_x86_int8.h). Every function follows the canonical order of kn_internal.h, so its bits
- * equal the scalar reference's; tests/unit/test_kernels_matmul.c checks that with memcmp. */
+ * (kn_simd_x86_int8.h). Every function follows the canonical order of kn_internal.h, so its bits
+ * equal the scalar reference's; tests/unit/test_kn_matmul.c checks that with memcmp. */
 #include "kernels/kn_exp_x86.h"
-#include "kernels/simd_x86.h"
+#include "kernels/kn_simd_x86.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 
-bool kn_isa_avx2_usable(void) {
+bool kn__isa_avx2_usable(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           kn_x86_cpuid_bit(1, 0, 2, 29); /* F16C */
+           kn__x86_cpuid_bit(1, 0, 2, 29); /* F16C */
 }
 
 /* ---- activation preparation ------------------------------------------------------------------ */
 
-/* Rounds 32 floats v[i] * scale to int8 as kn_round_q8 does: NaN -> 0, saturate to +-127, round
+/* Rounds 32 floats v[i] * scale to int8 as kn__round_q8 does: NaN -> 0, saturate to +-127, round
  * half to even (the default MXCSR mode); natural order. */
 static inline __m256i round_q8_32(const __m256 v[4], __m256 scale) {
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
@@ -45,7 +45,7 @@ static inline float amax_ps(const __m256 *v, int n) {
     return _mm_cvtss_f32(m4);
 }
 
-/* ggml's AVX2 Q8_0 rounding for one block (kn_quant_q8_0_block): d = amax/127 through fp16,
+/* ggml's AVX2 Q8_0 rounding for one block (kn__quant_q8_0_block): d = amax/127 through fp16,
  * q = round-half-even(x * 127/amax). Returns fp16(d) as a float. */
 static float quant_block_q8_0(const float *x, __m256i *q) {
     __m256 v[4];
@@ -59,44 +59,44 @@ static float quant_block_q8_0(const float *x, __m256i *q) {
 
 static int32_t sum_i8(__m256i q) {
     const __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
-    return kn_x86_hsum_i32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+    return kn__x86_hsum_i32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
 }
 
-size_t kn_x86_q8_0p_bytes(int64_t k) {
-    return (size_t)kn_x86_groups(k) * (KN_X86_GROUP_QS + 64);
+size_t kn__x86_q8_0p_bytes(int64_t k) {
+    return (size_t)kn__x86_groups(k) * (KN__X86_GROUP_QS + 64);
 }
 
-void kn_x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
-    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k);
+void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
     uint8_t *qs = dst;
-    float *dx = (float *)(qs + ng * KN_X86_GROUP_QS);
+    float *dx = (float *)(qs + ng * KN__X86_GROUP_QS);
     int32_t *xs = (int32_t *)(dx + ng * 8);
     if (nb % 8) { /* zero the tail group's padding blocks */
-        memset(qs + (ng - 1) * KN_X86_GROUP_QS, 0, KN_X86_GROUP_QS);
+        memset(qs + (ng - 1) * KN__X86_GROUP_QS, 0, KN__X86_GROUP_QS);
         for (int64_t b = nb; b < ng * 8; b++) dx[b] = 0.0f, xs[b] = 0;
     }
     for (int64_t b = 0; b < nb; b++) {
         __m256i q;
-        dx[b] = quant_block_q8_0(x + b * KN_QK32, &q);
-        xs[b] = -KN_X86_MXFP4_BIAS * sum_i8(q);
+        dx[b] = quant_block_q8_0(x + b * KN__QK32, &q);
+        xs[b] = -KN__X86_MXFP4_BIAS * sum_i8(q);
         /* dword k of block b goes to lane b % 8 of vector k of its group */
         _Alignas(32) uint32_t d[8];
         _mm256_store_si256((__m256i *)d, q);
-        uint8_t *grp = qs + (b / 8) * KN_X86_GROUP_QS + 4 * (b % 8);
+        uint8_t *grp = qs + (b / 8) * KN__X86_GROUP_QS + 4 * (b % 8);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) memcpy(grp + 32 * i, &d[i], 4);
     }
 }
 
-size_t kn_x86_q8_K_bytes(int64_t k) {
-    return (size_t)(k / KN_QK_K) * KN_Q8_K_BYTES;
+size_t kn__x86_q8_K_bytes(int64_t k) {
+    return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
 }
 
-/* ggml's Q8_K rounding (kn_quant_q8_K): the first element of largest magnitude sets
+/* ggml's Q8_K rounding (kn__quant_q8_K): the first element of largest magnitude sets
  * iscale = -127 / max; d = 1 / iscale; bsums per 16 values. */
-void kn_x86_prep_q8_K(const float *x, void *dst, int64_t k) {
-    kn_block_q8_K *y = dst;
-    for (int64_t b = 0; b < k / KN_QK_K; b++, x += KN_QK_K, y++) {
+void kn__x86_prep_q8_K(const float *x, void *dst, int64_t k) {
+    kn__block_q8_K *y = dst;
+    for (int64_t b = 0; b < k / KN__QK_K; b++, x += KN__QK_K, y++) {
         __m256 v[32];
         for (int i = 0; i < 32; i++) v[i] = _mm256_loadu_ps(x + 8 * i);
         const float amax = amax_ps(v, 32);
@@ -131,31 +131,31 @@ void kn_x86_prep_q8_K(const float *x, void *dst, int64_t k) {
     }
 }
 
-size_t kn_x86_q8_Ki_bytes(int64_t k) {
-    return kn_x86_q8_Ki_qs(k) + (size_t)(k / KN_QK_K) * KN_QK_K;
+size_t kn__x86_q8_Ki_bytes(int64_t k) {
+    return kn__x86_q8_Ki_qs(k) + (size_t)(k / KN__QK_K) * KN__QK_K;
 }
 
-/* kn_x86_prep_q8_K, then each block's q group-interleaved (the Q6_K batch kernels' layout). */
-void kn_x86_prep_q8_Ki(const float *x, void *dst, int64_t k) {
-    kn_x86_prep_q8_K(x, dst, k);
-    const kn_block_q8_K *blk = dst;
-    uint8_t *qi = (uint8_t *)dst + kn_x86_q8_Ki_qs(k);
-    for (int64_t b = 0; b < k / KN_QK_K; b++) {
+/* kn__x86_prep_q8_K, then each block's q group-interleaved (the Q6_K batch kernels' layout). */
+void kn__x86_prep_q8_Ki(const float *x, void *dst, int64_t k) {
+    kn__x86_prep_q8_K(x, dst, k);
+    const kn__block_q8_K *blk = dst;
+    uint8_t *qi = (uint8_t *)dst + kn__x86_q8_Ki_qs(k);
+    for (int64_t b = 0; b < k / KN__QK_K; b++) {
         __m256i q[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
             q[i] = _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * i));
-        kn_x86_q6k_interleave(q);
+        kn__x86_q6k_interleave(q);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++)
-            _mm256_store_si256((__m256i *)(qi + KN_QK_K * b + 32 * i), q[i]);
+            _mm256_store_si256((__m256i *)(qi + KN__QK_K * b + 32 * i), q[i]);
     }
 }
 
 /* ---- weight decoding ------------------------------------------------------------------------- */
 
-size_t kn_x86_mxfp4_row_bytes(int64_t k) {
-    return (size_t)kn_x86_groups(k) * (KN_X86_GROUP_QS + 32);
+size_t kn__x86_mxfp4_row_bytes(int64_t k) {
+    return (size_t)kn__x86_groups(k) * (KN__X86_GROUP_QS + 32);
 }
 
 /* Full groups decoded in registers and stored; a tail group through a zero-padded copy, its
@@ -163,9 +163,9 @@ size_t kn_x86_mxfp4_row_bytes(int64_t k) {
 static inline void decode_groups(const uint8_t *row, int64_t k, void *dst, int bytes,
                                  void (*group)(const uint8_t *, __m256i *),
                                  __m256 (*scale)(const uint8_t *)) {
-    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k), full = nb / 8;
+    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k), full = nb / 8;
     __m256i *w = dst;
-    float *sc = (float *)((uint8_t *)dst + ng * KN_X86_GROUP_QS);
+    float *sc = (float *)((uint8_t *)dst + ng * KN__X86_GROUP_QS);
     for (int64_t g = 0; g < full; g++, row += 8 * bytes, w += 8) {
         __m256i v[8];
         group(row, v);
@@ -174,49 +174,49 @@ static inline void decode_groups(const uint8_t *row, int64_t k, void *dst, int b
         _mm256_store_ps(sc + 8 * g, scale(row));
     }
     if (full < ng) {
-        _Alignas(32) uint8_t pad[8 * KN_Q8_0_BYTES] = {0};
+        _Alignas(32) uint8_t pad[8 * KN__Q8_0_BYTES] = {0};
         const int left = (int)(nb - 8 * full);
         memcpy(pad, row, (size_t)left * bytes);
         __m256i v[8];
         group(pad, v);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) _mm256_store_si256(w + i, v[i]);
-        _mm256_store_ps(sc + 8 * full, _mm256_and_ps(scale(pad), kn_x86_live_lanes(left)));
+        _mm256_store_ps(sc + 8 * full, _mm256_and_ps(scale(pad), kn__x86_live_lanes(left)));
     }
 }
 
-void kn_x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
-    decode_groups(row, k, dst, KN_MXFP4_BYTES, kn_x86_mxfp4_group, kn_x86_mxfp4_h);
+void kn__x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
+    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4_group, kn__x86_mxfp4_h);
 }
 
-size_t kn_x86_q8_0_row_bytes(int64_t k) {
-    return (size_t)kn_x86_groups(k) * (KN_X86_GROUP_QS + 32);
+size_t kn__x86_q8_0_row_bytes(int64_t k) {
+    return (size_t)kn__x86_groups(k) * (KN__X86_GROUP_QS + 32);
 }
 
 /* Q8_0 rows interleaved: an 8 x 8 transpose of each group's blocks' dwords (signed weights). */
-void kn_x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
-    decode_groups(row, k, dst, KN_Q8_0_BYTES, kn_x86_q8_0_group, kn_x86_q8_0_d);
+void kn__x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
+    decode_groups(row, k, dst, KN__Q8_0_BYTES, kn__x86_q8_0_group, kn__x86_q8_0_d);
 }
 
-void kn_x86_decode_q6_K(const uint8_t *row, int64_t k, kn_x86_q6k *dst) {
-    for (int64_t b = 0; b < k / KN_QK_K; b++, row += KN_Q6_K_BYTES, dst++) {
+void kn__x86_decode_q6_K(const uint8_t *row, int64_t k, kn__x86_q6k *dst) {
+    for (int64_t b = 0; b < k / KN__QK_K; b++, row += KN__Q6_K_BYTES, dst++) {
         __m256i c[8];
-        kn_x86_q6k_codes(row, c);
-        kn_x86_q6k_interleave(c);
+        kn__x86_q6k_codes(row, c);
+        kn__x86_q6k_interleave(c);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) _mm256_store_si256((__m256i *)(dst->codes + 32 * i), c[i]);
-        _mm256_store_si256((__m256i *)dst->sg, kn_x86_q6k_group_scales(row));
+        _mm256_store_si256((__m256i *)dst->sg, kn__x86_q6k_group_scales(row));
         _mm256_store_si256(
             (__m256i *)dst->scm32,
             _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(row + 192))),
                                _mm256_set1_epi16(-32)));
-        dst->d = kn_x86_half(row + 208);
+        dst->d = kn__x86_half(row + 208);
     }
 }
 
-void kn_x86_decode_q4_K(const uint8_t *row, int64_t k, kn_x86_q4k *dst) {
+void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < k / KN_QK_K; b++, row += KN_Q4_K_BYTES, dst++) {
+    for (int64_t b = 0; b < k / KN__QK_K; b++, row += KN__Q4_K_BYTES, dst++) {
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             const __m256i q = _mm256_loadu_si256((const __m256i *)(row + 16 + 32 * j));
@@ -227,21 +227,21 @@ void kn_x86_decode_q4_K(const uint8_t *row, int64_t k, kn_x86_q4k *dst) {
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             uint8_t sc, m;
-            kn_q4k_scale_min(g, row + 4, &sc, &m);
+            kn__q4k_scale_min(g, row + 4, &sc, &m);
 #pragma GCC unroll 16
             for (int l = 0; l < 16; l++) dst->sc16[g][l] = sc;
             dst->m16[2 * g] = dst->m16[2 * g + 1] = m;
         }
-        dst->d = kn_x86_half(row);
-        dst->dmin = kn_x86_half(row + 2);
+        dst->d = kn__x86_half(row);
+        dst->dmin = kn__x86_half(row + 2);
     }
 }
 
 /* ---- the AVX2 instantiation of the Q8-mode kernels ------------------------------------------- */
 
-#define KN_X86_NAME(id)      id##_avx2
-#define KN_X86_LABEL         "avx2"
-#define KN_DPWSSD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+#define KN__X86_NAME(id)      id##_avx2
+#define KN__X86_LABEL         "avx2"
+#define KN__DPWSSD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 
 /* Sum over k of w[k] . x[k] per block lane for MXFP4 codes (u8 <= 24): each vpmaddubsw lane is at
  * most 2 * 24 * 127 = 6096, so four of them add in int16 before one vpmaddwd. */
@@ -273,7 +273,7 @@ static inline __m256i sum8_signed_avx2(const __m256i *w, const __m256i *x) {
     }
     return _mm256_add_epi32(acc[0], acc[1]);
 }
-#include "kernels/simd_x86_int8.h"
+#include "kernels/kn_simd_x86_int8.h"
 
 /* ---- float lanes ----------------------------------------------------------------------------- */
 
@@ -287,7 +287,7 @@ static inline __m256 load_tail(const float *p, int64_t k, int64_t n) {
     return _mm256_maskload_ps(p + k, mask);
 }
 
-/* kn_lanes2_fn: elements [k0, k1) of w against nt <= 2 tokens into their 32-lane arrays; four
+/* kn__lanes2_fn: elements [k0, k1) of w against nt <= 2 tokens into their 32-lane arrays; four
  * accumulators per token hold lanes 0..7, 8..15, 16..23, 24..31. */
 static void lanes2_avx2(const float *w, const float *const *x, int nt, int64_t k0, int64_t k1,
                         int64_t n, float *const *acc) {
@@ -323,17 +323,16 @@ static void lanes2_avx2(const float *w, const float *const *x, int nt, int64_t k
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(acc[t] + 8 * i, a[t][i]);
 }
 
-/* Converts row r of W into floats (exact: the type's dequantization). */
-static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
-    const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-    const int64_t n = W->cols;
+/* kn__row_f32_fn: a stored row of n values of `type` as floats (exact: the type's dequantization).
+ */
+static void row_to_f32(const uint8_t *src, kn_type type, int64_t n, float *dst) {
     int64_t k = 0;
-    switch (W->type) {
+    switch (type) {
     case KN_F16:
         for (; k + 8 <= n; k += 8)
             _mm256_storeu_ps(dst + k,
                              _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * k))));
-        for (; k < n; k++) dst[k] = kn_half_to_float(kn_rd16(src + 2 * k));
+        for (; k < n; k++) dst[k] = kn__half_to_float(kn__rd16(src + 2 * k));
         break;
     case KN_BF16:
         for (; k + 8 <= n; k += 8) {
@@ -341,16 +340,16 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
                 _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * k)));
             _mm256_storeu_ps(dst + k, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
         }
-        for (; k < n; k++) dst[k] = kn_bf16_to_f32(kn_rd16(src + 2 * k));
+        for (; k < n; k++) dst[k] = kn_bf16_to_f32(kn__rd16(src + 2 * k));
         break;
     case KN_MXFP4: {
-        const __m128i tbl = _mm_loadu_si128((const __m128i *)kn_mxfp4_kvalues);
+        const __m128i tbl = _mm_loadu_si128((const __m128i *)kn__mxfp4_kvalues);
         const __m128i m4 = _mm_set1_epi8(0x0F);
-        for (int64_t b = 0; b < n / KN_QK32; b++, src += KN_MXFP4_BYTES) {
+        for (int64_t b = 0; b < n / KN__QK32; b++, src += KN__MXFP4_BYTES) {
             const __m128i q = _mm_loadu_si128((const __m128i *)(src + 1));
             const __m128i v[2] = {_mm_shuffle_epi8(tbl, _mm_and_si128(q, m4)),
                                   _mm_shuffle_epi8(tbl, _mm_and_si128(_mm_srli_epi16(q, 4), m4))};
-            const __m256 h = _mm256_set1_ps(kn_e8m0_half(src[0]));
+            const __m256 h = _mm256_set1_ps(kn__e8m0_half(src[0]));
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
                 const __m128i part = i & 1 ? _mm_srli_si128(v[i / 2], 8) : v[i / 2];
@@ -361,30 +360,26 @@ static void row_to_f32(const kn_mat *W, int64_t r, float *dst) {
         break;
     }
     default:
-        kn_traits(W->type)->to_float(src, dst, n);
+        kn_traits(type)->to_float(src, dst, n);
         break;
     }
 }
 
 /* Float lanes: each row (as floats: directly for F32, converted into scratch otherwise) against
  * the tokens two at a time. */
-static void rows_float_avx2(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
-                            int64_t n1, void *scratch) {
-    kn_rows_float(W, x, Y, ldy, n0, n1, scratch, row_to_f32, lanes2_avx2);
-}
+KN__ROWS_FLOAT(rows_float_avx2, row_to_f32, lanes2_avx2)
 
 static void prep_round_f16(const float *x, void *dst, int64_t k) {
     float *y = dst;
     int64_t i = 0;
     for (; i + 8 <= k; i += 8)
         _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_loadu_ps(x + i), 0)));
-    for (; i < k; i++) y[i] = kn_half_to_float(kn_f32_to_fp16(x[i]));
+    for (; i < k; i++) y[i] = kn__half_to_float(kn_f32_to_fp16(x[i]));
 }
 
-/* ---- GLU: kn_expf and the policies of glu.c, 8 values at a time, the same operations ----------
- */
+/* ---- GLU: kn_expf and the policies of kn_glu.c, 8 values at a time, the same operations ------ */
 
-void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+void kn__glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     const int64_t n8 = n / 8 * 8;
     const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
     const __m256 lim = _mm256_set1_ps(glu->limit), nlim = _mm256_set1_ps(-glu->limit);
@@ -398,31 +393,26 @@ void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float 
             gv = _mm256_blendv_ps(gv, lim, _mm256_cmp_ps(gv, lim, _CMP_GT_OQ));
             const __m256 below = _mm256_cmp_ps(uv, nlim, _CMP_LT_OQ);
             uv = _mm256_blendv_ps(uv, lim, _mm256_cmp_ps(uv, lim, _CMP_GT_OQ));
-            uv = _mm256_blendv_ps(uv, nlim, below); /* the lower clamp wins, as in glu.c */
+            uv = _mm256_blendv_ps(uv, nlim, below); /* the lower clamp wins, as in kn_glu.c */
             const __m256 ex = kn_x86_exp8(_mm256_xor_ps(_mm256_mul_ps(alpha, gv), sign));
             y = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, ex)), _mm256_add_ps(uv, one));
         }
         _mm256_storeu_ps(out + i, y);
     }
-    kn_glu_apply_ref(glu, g + n8, u + n8, out + n8, n - n8);
+    kn__glu_apply_ref(glu, g + n8, u + n8, out + n8, n - n8);
 }
 
 /* ---- the AVX2 kernel table ------------------------------------------------------------------- */
 
-static const kn_kernel k_float = {"avx2-float", NULL, NULL, kn_scratch_float, rows_float_avx2};
-static const kn_kernel k_f16_q8 = {"avx2-f16-rounded", kn_f32_bytes, prep_round_f16,
-                                   kn_scratch_float, rows_float_avx2};
-static const kn_kernel k_bf16_q8 = {"avx2-bf16-rounded", kn_f32_bytes, kn_prep_round_bf16,
-                                    kn_scratch_float, rows_float_avx2};
-static const kn_kernel *const float_q8_kernels[KN_TYPE_COUNT] = {
-    [KN_F16] = &k_f16_q8, [KN_BF16] = &k_bf16_q8};
+KN__FLOAT_KERNELS(avx2, kn__scratch_float, rows_float_avx2, prep_round_f16);
+static const kn__kernel *const rounded_kernels[KN_TYPE_COUNT] = {KN__ROUNDED_ROWS(avx2)};
 
-const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num) {
+const kn__kernel *kn__kernel_avx2(kn_type t, kn_numerics num) {
     const kn_type_traits *tr = kn_traits(t);
     if (!tr || !tr->can_compute) return NULL;
     if (num == KN_NUM_Q8) {
         if (int8_kernels_avx2[t]) return int8_kernels_avx2[t];
-        if (float_q8_kernels[t]) return float_q8_kernels[t];
+        if (rounded_kernels[t]) return rounded_kernels[t];
     }
-    return &k_float;
+    return &avx2_float;
 }

@@ -1,4 +1,4 @@
-/* tests/unit/test_kernels_fixtures.c — parity with llama.cpp's ggml on a kernel fixture directory
+/* tests/unit/test_kn_fixtures.c — parity with llama.cpp's ggml on a kernel fixture directory
  * (tests/fixtures/llamacpp/kernels, or $MW_KERNEL_FIXTURES: `make check-kernels FIXTURES=DIR`),
  * on every ISA this machine runs:
  *  - dequantization of <type>_blocks.bin equals <type>_dequant.bin bit for bit;

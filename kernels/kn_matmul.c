@@ -1,4 +1,4 @@
-/* kernels/matmul.c — kn_matmul and the machinery it shares with kn_expert_run: activation
+/* kernels/kn_matmul.c — kn_matmul and the machinery it shares with kn_expert_run: activation
  * preparation, scratch memory, and splitting rows (never the K reduction) across the pool. Rows
  * are handed out in chunks from an atomic counter, so a slow or late thread only takes fewer
  * chunks (a job whose parts have different row counts is handed out from both ends); since every
@@ -59,7 +59,7 @@ int kn_mat_check(const kn_mat *W, const char *what, mw_err *err) {
     return 0;
 }
 
-void kn_check_mat(const kn_mat *W, const char *what) {
+void kn__check_mat(const kn_mat *W, const char *what) {
     mw_err err;
     if (kn_mat_check(W, what, &err) != 0) {
         fprintf(stderr, "moewire kernels: %s\n", err.msg);
@@ -68,7 +68,7 @@ void kn_check_mat(const kn_mat *W, const char *what) {
 }
 
 void kn_mat_row(const kn_mat *W, int64_t r, float *dst) {
-    kn_check_mat(W, "kn_mat_row");
+    kn__check_mat(W, "kn_mat_row");
     if (r < 0 || r >= W->rows) {
         fprintf(stderr, "moewire kernels: kn_mat_row: row %lld of %lld\n", (long long)r,
                 (long long)W->rows);
@@ -80,7 +80,7 @@ void kn_mat_row(const kn_mat *W, int64_t r, float *dst) {
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
 typedef struct job {
-    kn_part *parts;
+    kn__part *parts;
     int nparts;
     int64_t total; /* chunks of all parts */
     /* chunks claimed from the front (low 32 bits) and, when two_ended, from the back (high) */
@@ -91,21 +91,21 @@ typedef struct job {
 } job;
 
 /* The scratch bytes one thread of the job needs. */
-static size_t thread_scratch(const kn_part *parts, int nparts) {
+static size_t thread_scratch(const kn__part *parts, int nparts) {
     size_t m = 0;
     for (int i = 0; i < nparts; i++) {
-        const kn_kernel *k = parts[i].kern;
+        const kn__kernel *k = parts[i].kern;
         size_t s = k->scratch_bytes ? k->scratch_bytes(parts[i].W, parts[i].x.T) : 0;
         if (s > m) m = s;
     }
-    return kn_align64(m);
+    return kn__align64(m);
 }
 
-size_t kn_parts_scratch(const kn_part *parts, int nparts, int nth) {
+size_t kn__parts_scratch(const kn__part *parts, int nparts, int nth) {
     return kn_slots_bytes(thread_scratch(parts, nparts), nth);
 }
 
-int kn_parts_threads(const kn_part *parts, int nparts, kn_pool *pool) {
+int kn__parts_threads(const kn__part *parts, int nparts, kn_pool *pool) {
     double macs = 0;
     for (int i = 0; i < nparts; i++)
         macs += (double)parts[i].W->rows * (double)parts[i].W->cols * (double)parts[i].x.T;
@@ -120,9 +120,8 @@ static int64_t align_rows(int64_t n) {
 
 /* y[i] += b[i] for i < n. Eight independent adds per step, which the compiler turns into vector
  * adds on any x86-64 (each element's sum is the same bits at any width). The experts' biases
- * pass here for every row of a batch: one element at a time this loop held 2.5 % of a 16-stream
- * serving step's samples, 1.8 % this way (what is left mostly waits for the outputs the kernel
- * has just stored one float at a time). */
+ * pass here for every row of a batch, so one element at a time would be a visible share of a
+ * serving step. */
 static void add_bias(float *restrict y, const float *restrict b, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -169,7 +168,7 @@ static void job_task(void *arg, int ith, int nth) {
     for (;;) {
         const int64_t c = claim(j, ith % 2 == 1);
         if (c < 0) return;
-        const kn_part *pt = &j->parts[part_of(j, c)];
+        const kn__part *pt = &j->parts[part_of(j, c)];
         const int64_t i = c - pt->first_chunk;
         int64_t n0, n1;
         if (i < pt->n_big) {
@@ -189,18 +188,18 @@ static void job_task(void *arg, int ith, int nth) {
 #define KN_SORTED_PARTS 64 /* parts sorted on the stack; more are sorted in a heap copy */
 
 static int by_rows(const void *a, const void *b) {
-    const int64_t x = ((const kn_part *)a)->x.T, y = ((const kn_part *)b)->x.T;
+    const int64_t x = ((const kn__part *)a)->x.T, y = ((const kn__part *)b)->x.T;
     return x < y ? -1 : x > y;
 }
 
-void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
-    const int nth = kn_parts_threads(parts, nparts, pool);
+void kn__run_parts(kn__part *parts, int nparts, kn_pool *pool, void *scratch) {
+    const int nth = kn__parts_threads(parts, nparts, pool);
     job j = {.parts = parts, .nparts = nparts, .scratch = scratch};
     /* Parts with different row counts (the experts of a batch): sorted by rows, the odd threads
      * take chunks from the end. A few rows' chunks stream memory while many rows' compute, so one
      * thread streaming and another computing use both at once, where two threads on the same
      * part would wait for the same one. */
-    kn_part small[KN_SORTED_PARTS], *sorted = NULL;
+    kn__part small[KN_SORTED_PARTS], *sorted = NULL;
     bool mixed = false;
     for (int i = 1; i < nparts; i++) mixed |= parts[i].x.T != parts[0].x.T;
     if (mixed && nth > 1)
@@ -215,7 +214,7 @@ void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
     /* the job's last bytes (its tail) go in small chunks, those before in big ones */
     double tail = nth > 1 ? (double)KN_TAIL_BIG_CHUNKS * nth * KN_BIG_CHUNK_BYTES : INFINITY;
     for (int i = nparts - 1; i >= 0; i--) {
-        kn_part *pt = &parts[i];
+        kn__part *pt = &parts[i];
         const int64_t rows = pt->W->rows;
         const double rb = (double)pt->W->row_bytes;
         int64_t c = nth == 1
@@ -237,34 +236,34 @@ void kn_run_parts(kn_part *parts, int nparts, kn_pool *pool, void *scratch) {
         pt->n_big = (split + pt->big_rows - 1) / pt->big_rows;
     }
     for (int i = 0; i < nparts; i++) {
-        kn_part *pt = &parts[i];
+        kn__part *pt = &parts[i];
         pt->first_chunk = j.total;
         j.total += pt->n_big + (pt->W->rows - pt->split + pt->chunk_rows - 1) / pt->chunk_rows;
     }
     atomic_init(&j.claimed, 0);
-    kn_pool_run_locked(pool, job_task, &j, nth);
+    kn__pool_run_locked(pool, job_task, &j, nth);
     if (sorted != small) free(sorted);
 }
 
 /* ---- activation preparation ------------------------------------------------------------------ */
 
 /* Bytes of one prepared row (0: the kernel reads raw floats). */
-static size_t act_stride(const kn_kernel *k, int64_t K) {
-    return k->act_prep ? kn_align64(k->act_bytes(K)) : 0;
+static size_t act_stride(const kn__kernel *k, int64_t K) {
+    return k->act_prep ? kn__align64(k->act_bytes(K)) : 0;
 }
 
-size_t kn_act_scratch(const kn_kernel *k, int64_t K, int64_t T) {
+size_t kn__act_scratch(const kn__kernel *k, int64_t K, int64_t T) {
     return act_stride(k, K) * (size_t)T;
 }
 
 typedef struct prep_job {
-    const kn_prep *preps;
+    const kn__prep *preps;
     int n;
     int64_t total; /* rows to prepare, of all preparations */
 } prep_job;
 
 /* Rows a preparation contributes to the job (none when its kernel reads raw floats). */
-static int64_t prep_rows(const kn_prep *p) {
+static int64_t prep_rows(const kn__prep *p) {
     return p->k->act_prep ? p->T : 0;
 }
 
@@ -275,17 +274,17 @@ static void prep_task(void *arg, int ith, int nth) {
     int64_t base = 0;
     for (int64_t r = ith; r < j->total; r += nth) {
         while (r - base >= prep_rows(&j->preps[i])) base += prep_rows(&j->preps[i++]);
-        const kn_prep *p = &j->preps[i];
+        const kn__prep *p = &j->preps[i];
         const int64_t t = r - base;
         p->k->act_prep(p->X + t * p->K, (uint8_t *)p->dst + (size_t)t * p->x->stride, p->K);
     }
 }
 
-void kn_act_prepare_many(const kn_prep *preps, int n, kn_pool *pool) {
+void kn__act_prepare_many(const kn__prep *preps, int n, kn_pool *pool) {
     prep_job j = {preps, n, 0};
     double work = 0;
     for (int i = 0; i < n; i++) {
-        const kn_prep *p = &preps[i];
+        const kn__prep *p = &preps[i];
         const bool raw = !p->k->act_prep;
         p->x->T = p->T;
         p->x->data = raw ? (const void *)p->X : p->dst;
@@ -295,13 +294,13 @@ void kn_act_prepare_many(const kn_prep *preps, int n, kn_pool *pool) {
     }
     if (j.total == 0) return;
     const int nth = j.total >= 8 && work >= 32768 ? kn_pool_size(pool) : 1;
-    kn_pool_run_locked(pool, prep_task, &j, nth < j.total ? nth : (int)j.total);
+    kn__pool_run_locked(pool, prep_task, &j, nth < j.total ? nth : (int)j.total);
 }
 
-void kn_act_prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, void *dst,
-                    kn_pool *pool, kn_act *x) {
-    const kn_prep p = {k, X, K, T, dst, x};
-    kn_act_prepare_many(&p, 1, pool);
+void kn__act_prepare(const kn__kernel *k, const float *X, int64_t K, int64_t T, void *dst,
+                     kn_pool *pool, kn__act *x) {
+    const kn__prep p = {k, X, K, T, dst, x};
+    kn__act_prepare_many(&p, 1, pool);
 }
 
 /* ---- kn_matmul ------------------------------------------------------------------------------- */
@@ -309,14 +308,14 @@ void kn_act_prepare(const kn_kernel *k, const float *X, int64_t K, int64_t T, vo
 /* The matrices of one kn_matmul_many call: a small call lives on the stack. */
 #define KN_MANY_SMALL 4
 typedef struct many {
-    kn_part *parts;
-    kn_prep *preps; /* one per distinct preparation */
-    kn_act *acts;   /* aligned with preps */
-    int *prep_of;   /* per matrix: index into preps */
+    kn__part *parts;
+    kn__prep *preps; /* one per distinct preparation */
+    kn__act *acts;   /* aligned with preps */
+    int *prep_of;    /* per matrix: index into preps */
     void *heap;
 } many;
 
-static void many_init(many *m, int n, kn_part *p, kn_prep *q, kn_act *a, int *w) {
+static void many_init(many *m, int n, kn__part *p, kn__prep *q, kn__act *a, int *w) {
     m->heap = NULL;
     if (n <= KN_MANY_SMALL) {
         *m = (many){p, q, a, w, NULL};
@@ -328,17 +327,17 @@ static void many_init(many *m, int n, kn_part *p, kn_prep *q, kn_act *a, int *w)
         abort();
     }
     m->parts = m->heap;
-    m->preps = (kn_prep *)(m->parts + n);
-    m->acts = (kn_act *)(m->preps + n);
+    m->preps = (kn__prep *)(m->parts + n);
+    m->acts = (kn__act *)(m->preps + n);
     m->prep_of = (int *)(m->acts + n);
 }
 
 void kn_matmul_many(const kn_mat *const *W, float *const *Y, int n, const float *X, int64_t T,
                     kn_numerics num, kn_pool *caller_pool) {
     if (n <= 0 || T <= 0) return;
-    kn_part p_small[KN_MANY_SMALL];
-    kn_prep q_small[KN_MANY_SMALL];
-    kn_act a_small[KN_MANY_SMALL];
+    kn__part p_small[KN_MANY_SMALL];
+    kn__prep q_small[KN_MANY_SMALL];
+    kn__act a_small[KN_MANY_SMALL];
     int w_small[KN_MANY_SMALL];
     many m;
     many_init(&m, n, p_small, q_small, a_small, w_small);
@@ -346,62 +345,62 @@ void kn_matmul_many(const kn_mat *const *W, float *const *Y, int n, const float 
     int np = 0;
     size_t act = 0;
     for (int i = 0; i < n; i++) {
-        kn_check_mat(W[i], "kn_matmul");
+        kn__check_mat(W[i], "kn_matmul");
         if (W[i]->cols != K) {
             fprintf(stderr, "moewire kernels: kn_matmul_many: matrices of %lld and %lld columns\n",
                     (long long)K, (long long)W[i]->cols);
             abort();
         }
-        const kn_kernel *k = kn_kernel_for(W[i]->type, num);
-        m.parts[i] = (kn_part){.W = W[i], .kern = k, .Y = Y[i], .ldy = W[i]->rows};
+        const kn__kernel *k = kn__kernel_for(W[i]->type, num);
+        m.parts[i] = (kn__part){.W = W[i], .kern = k, .Y = Y[i], .ldy = W[i]->rows};
         m.parts[i].x.T = T;
         /* matrices whose kernels prepare activations alike share one preparation; dst holds the
          * offset into the scratch until the scratch exists */
         int s = 0;
         while (s < np && m.preps[s].k->act_prep != k->act_prep) s++;
         if (s == np) {
-            m.preps[np++] = (kn_prep){k, X, K, T, (void *)(uintptr_t)act, &m.acts[s]};
-            act += kn_act_scratch(k, K, T);
+            m.preps[np++] = (kn__prep){k, X, K, T, (void *)(uintptr_t)act, &m.acts[s]};
+            act += kn__act_scratch(k, K, T);
         }
         m.prep_of[i] = s;
     }
-    kn_pool *pool = kn_pool_acquire(caller_pool);
-    const int nth = kn_parts_threads(m.parts, n, pool);
+    kn_pool *pool = kn__pool_acquire(caller_pool);
+    const int nth = kn__parts_threads(m.parts, n, pool);
     void *tmp;
-    uint8_t *buf = kn_pool_scratch(pool, act + kn_parts_scratch(m.parts, n, nth), &tmp);
+    uint8_t *buf = kn__pool_scratch(pool, act + kn__parts_scratch(m.parts, n, nth), &tmp);
     if (!buf) {
         fprintf(stderr, "moewire kernels: out of memory for a %lld x %lld matmul at T=%lld\n",
                 (long long)W[0]->rows, (long long)K, (long long)T);
         abort();
     }
     for (int s = 0; s < np; s++) m.preps[s].dst = buf + (uintptr_t)m.preps[s].dst;
-    kn_act_prepare_many(m.preps, np, pool);
+    kn__act_prepare_many(m.preps, np, pool);
     for (int i = 0; i < n; i++) m.parts[i].x = m.acts[m.prep_of[i]];
-    kn_run_parts(m.parts, n, pool, buf + act);
-    kn_pool_release(pool);
+    kn__run_parts(m.parts, n, pool, buf + act);
+    kn__pool_release(pool);
     free(tmp);
     free(m.heap);
 }
 
 void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics num,
                kn_pool *caller_pool) {
-    kn_check_mat(W, "kn_matmul");
+    kn__check_mat(W, "kn_matmul");
     if (T <= 0 || W->rows == 0) return;
     kn_matmul_many(&W, &Y, 1, X, T, num, caller_pool);
 }
 
 size_t kn_pack_bytes(const kn_mat *W) {
-    const kn_packer *p = kn_packer_for(W->type);
+    const kn__packer *p = kn__packer_for(W->type);
     return p && W->rows > 0 && W->data ? p->bytes(W) : 0;
 }
 
 bool kn_pack_replaces(const kn_mat *W) {
-    const kn_packer *p = kn_packer_for(W->type);
+    const kn__packer *p = kn__packer_for(W->type);
     return p && p->every_t && kn_pack_bytes(W) > 0;
 }
 
 void kn_pack(kn_mat *W, void *dst) {
-    const kn_packer *p = kn_packer_for(W->type);
+    const kn__packer *p = kn__packer_for(W->type);
     if (!p || !dst || kn_pack_bytes(W) == 0) return;
     p->pack(W, dst);
     W->packed = dst;

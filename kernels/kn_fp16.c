@@ -1,13 +1,13 @@
-/* kernels/fp16.c — exact IEEE binary16 and bfloat16 conversions (subnormals, infinities and NaN
+/* kernels/kn_fp16.c — exact IEEE binary16 and bfloat16 conversions (subnormals, infinities and NaN
  * included), written with integer arithmetic so every ISA and compiler gives the same bits. */
 #include "kernels/kn_internal.h"
 
 float kn_fp16_to_f32(uint16_t h) {
-    return kn_half_to_float(h);
+    return kn__half_to_float(h);
 }
 
 uint16_t kn_f32_to_fp16(float f) {
-    uint32_t x = kn_f32_bits(f);
+    uint32_t x = kn__f32_bits(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     uint32_t exp = (x >> 23) & 0xFFu;
     uint32_t man = x & 0x7FFFFFu;
@@ -33,11 +33,11 @@ uint16_t kn_f32_to_fp16(float f) {
 }
 
 float kn_bf16_to_f32(uint16_t b) {
-    return kn_bits_f32((uint32_t)b << 16);
+    return kn__bits_f32((uint32_t)b << 16);
 }
 
 uint16_t kn_f32_to_bf16(float f) {
-    uint32_t x = kn_f32_bits(f);
+    uint32_t x = kn__f32_bits(f);
     if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
     x += 0x7FFFu + ((x >> 16) & 1u);
     return (uint16_t)(x >> 16);

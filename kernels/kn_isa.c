@@ -1,4 +1,4 @@
-/* kernels/isa.c — run-time instruction-set selection: the best the CPU and build support, unless
+/* kernels/kn_isa.c — run-time instruction-set selection: the best the CPU and build support, unless
  * MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon, a row's switch or kn_isa_force says otherwise.
  * Every ISA computes the same bits (the canonical order), so the choice changes speed only. */
 #include "kernels/kn_internal.h"
@@ -10,45 +10,45 @@
 /* Stubs for the ISAs this build does not compile (the Makefile builds *_avx2.c, *_avxvnni.c and
  * *_avx512.c on x86-64 and *_neon.c on aarch64 only). */
 #if !defined(__x86_64__)
-const kn_kernel *kn_kernel_avx2(kn_type t, kn_numerics num) {
+const kn__kernel *kn__kernel_avx2(kn_type t, kn_numerics num) {
     (void)t, (void)num;
     return NULL;
 }
-bool kn_isa_avx2_usable(void) {
+bool kn__isa_avx2_usable(void) {
     return false;
 }
-bool kn_isa_avxvnni_usable(void) {
+bool kn__isa_avxvnni_usable(void) {
     return false;
 }
-const kn_kernel *kn_kernel_avxvnni(kn_type t, kn_numerics num) {
+const kn__kernel *kn__kernel_avxvnni(kn_type t, kn_numerics num) {
     (void)t, (void)num;
     return NULL;
 }
-bool kn_isa_avx512_usable(void) {
+bool kn__isa_avx512_usable(void) {
     return false;
 }
-const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
+const kn__kernel *kn__kernel_avx512(kn_type t, kn_numerics num) {
     (void)t, (void)num;
     return NULL;
 }
-const kn_packer *kn_packer_avx512(kn_type t) {
+const kn__packer *kn__packer_avx512(kn_type t) {
     (void)t;
     return NULL;
 }
-void kn_glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
-    kn_glu_apply_ref(glu, g, u, out, n);
+void kn__glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    kn__glu_apply_ref(glu, g, u, out, n);
 }
 #endif
 #if !defined(__aarch64__)
-const kn_kernel *kn_kernel_neon(kn_type t, kn_numerics num) {
+const kn__kernel *kn__kernel_neon(kn_type t, kn_numerics num) {
     (void)t, (void)num;
     return NULL;
 }
-bool kn_isa_neon_usable(void) {
+bool kn__isa_neon_usable(void) {
     return false;
 }
-void kn_glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
-    kn_glu_apply_ref(glu, g, u, out, n);
+void kn__glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    kn__glu_apply_ref(glu, g, u, out, n);
 }
 #endif
 
@@ -61,20 +61,20 @@ typedef void (*glu_fn)(const kn_glu *glu, const float *g, const float *u, float 
 static const struct {
     const char *name;
     bool (*usable)(void);
-    const kn_kernel *(*kernel)(kn_type t, kn_numerics num);
-    const kn_packer *(*packer)(kn_type t); /* NULL: the ISA packs nothing */
+    const kn__kernel *(*kernel)(kn_type t, kn_numerics num);
+    const kn__packer *(*packer)(kn_type t); /* NULL: the ISA packs nothing */
     glu_fn glu;
     kn_isa base;
     const char *off_env;
 } isas[KN_ISA_COUNT] = {
-    [KN_ISA_SCALAR] = {"scalar", NULL, NULL, NULL, kn_glu_apply_ref, KN_ISA_SCALAR, NULL},
-    [KN_ISA_AVX2] = {"avx2", kn_isa_avx2_usable, kn_kernel_avx2, NULL, kn_glu_apply_avx2,
+    [KN_ISA_SCALAR] = {"scalar", NULL, NULL, NULL, kn__glu_apply_ref, KN_ISA_SCALAR, NULL},
+    [KN_ISA_AVX2] = {"avx2", kn__isa_avx2_usable, kn__kernel_avx2, NULL, kn__glu_apply_avx2,
                      KN_ISA_SCALAR, NULL},
-    [KN_ISA_NEON] = {"neon", kn_isa_neon_usable, kn_kernel_neon, NULL, kn_glu_apply_neon,
+    [KN_ISA_NEON] = {"neon", kn__isa_neon_usable, kn__kernel_neon, NULL, kn__glu_apply_neon,
                      KN_ISA_SCALAR, NULL},
-    [KN_ISA_AVXVNNI] = {"avxvnni", kn_isa_avxvnni_usable, kn_kernel_avxvnni, NULL, NULL,
+    [KN_ISA_AVXVNNI] = {"avxvnni", kn__isa_avxvnni_usable, kn__kernel_avxvnni, NULL, NULL,
                         KN_ISA_AVX2, "MOEWIRE_VNNI"},
-    [KN_ISA_AVX512] = {"avx512", kn_isa_avx512_usable, kn_kernel_avx512, kn_packer_avx512, NULL,
+    [KN_ISA_AVX512] = {"avx512", kn__isa_avx512_usable, kn__kernel_avx512, kn__packer_avx512, NULL,
                        KN_ISA_AVX2, "MOEWIRE_AVX512"},
 };
 
@@ -94,7 +94,7 @@ static bool usable(kn_isa isa) {
     return !isas[isa].usable || isas[isa].usable();
 }
 
-int kn_isa_enable(kn_isa isa, int on) {
+int kn__isa_enable(kn_isa isa, int on) {
     if ((int)isa < 0 || isa >= KN_ISA_COUNT) return 0;
     if (on >= 0) atomic_store(&enabled[isa], on && usable(isa));
     if (atomic_load(&enabled[isa]) < 0) {
@@ -111,7 +111,7 @@ kn_isa kn_isa_active(void) {
     if (isa >= 0) return (kn_isa)isa;
     isa = KN_ISA_SCALAR;
     for (size_t i = 0; i < sizeof preference / sizeof preference[0]; i++)
-        if (kn_isa_enable(preference[i], -1)) {
+        if (kn__isa_enable(preference[i], -1)) {
             isa = preference[i];
             break;
         }
@@ -150,8 +150,8 @@ void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out,
     isas[i].glu(glu, g, u, out, n);
 }
 
-/* The packer of the ISA whose Q8-mode kernel kn_kernel_for picks for t, if it has one. */
-const kn_packer *kn_packer_for(kn_type t) {
+/* The packer of the ISA whose Q8-mode kernel kn__kernel_for picks for t, if it has one. */
+const kn__packer *kn__packer_for(kn_type t) {
     for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
         if (!isas[i].kernel(t, KN_NUM_Q8)) continue;
         return isas[i].packer ? isas[i].packer(t) : NULL;
@@ -159,10 +159,10 @@ const kn_packer *kn_packer_for(kn_type t) {
     return NULL;
 }
 
-const kn_kernel *kn_kernel_for(kn_type t, kn_numerics num) {
+const kn__kernel *kn__kernel_for(kn_type t, kn_numerics num) {
     for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
-        const kn_kernel *k = isas[i].kernel(t, num);
+        const kn__kernel *k = isas[i].kernel(t, num);
         if (k) return k;
     }
-    return kn_kernel_ref(t, num);
+    return kn__kernel_ref(t, num);
 }

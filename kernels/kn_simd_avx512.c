@@ -1,32 +1,32 @@
-/* kernels/simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default on
- * CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 16 tokens streamed
- * (each stored row read once per pass of up to 8 tokens, its weights decoded with byte permutes
- * straight into the interleaved layout of simd_x86.h and applied to every token in registers: an
- * expert's few rows of a decode batch cost little more than one; a pinned matrix is read from its
- * packed copy, whose groups are stored in decode order so the gathers are skipped), MXFP4 and Q8_0
- * batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the next tile
- * decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes decoded in
- * registers once per super-block and applied to every token of a pass of up to 8) and Q6_K
- * batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
- * vpdpwssd). The other Q8-mode integer kernels are simd_x86_int8.h with the 256-bit AVX-512 VNNI
+/* kernels/kn_simd_avx512.c — the AVX-512 (F, BW, VL, VNNI, VBMI) row of the ISA table, the default
+ * on CPUs that have them (Ice Lake and later) unless MOEWIRE_AVX512=0: MXFP4 up to 16 tokens
+ * streamed (each stored row read once per pass of up to 8 tokens, its weights decoded with byte
+ * permutes straight into the interleaved layout of kn_simd_x86.h and applied to every token in
+ * registers: an expert's few rows of a decode batch cost little more than one; a pinned matrix is
+ * read from its packed copy, whose groups are stored in decode order so the gathers are skipped),
+ * MXFP4 and Q8_0 batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the
+ * next tile decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes
+ * decoded in registers once per super-block and applied to every token of a pass of up to 8) and
+ * Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
+ * vpdpwssd). The other Q8-mode integer kernels are kn_simd_x86_int8.h with the 256-bit AVX-512 VNNI
  * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
  * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
-#include "kernels/simd_x86.h"
+#include "kernels/kn_simd_x86.h"
 
-bool kn_isa_avx512_usable(void) {
+bool kn__isa_avx512_usable(void) {
     __builtin_cpu_init();
-    return kn_isa_avx2_usable() && __builtin_cpu_supports("avx512f") &&
+    return kn__isa_avx2_usable() && __builtin_cpu_supports("avx512f") &&
            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi");
 }
 
-/* ---- the 256-bit integer kernels (simd_x86_int8.h) with AVX-512 VNNI ------------------------- */
+/* ---- the 256-bit integer kernels (kn_simd_x86_int8.h) with AVX-512 VNNI ---------------------- */
 
-#define KN_X86_NAME(id)      id##_v512
-#define KN_X86_LABEL         "avx512vnni"
-#define KN_DPBUSD(acc, a, b) _mm256_dpbusd_epi32((acc), (a), (b))
-#define KN_DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
-#include "kernels/simd_x86_int8.h"
+#define KN__X86_NAME(id)      id##_v512
+#define KN__X86_LABEL         "avx512vnni"
+#define KN__DPBUSD(acc, a, b) _mm256_dpbusd_epi32((acc), (a), (b))
+#define KN__DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#include "kernels/kn_simd_x86_int8.h"
 
 /* ---- MXFP4 ----------------------------------------------------------------------------------- */
 
@@ -44,11 +44,11 @@ static const uint8_t mxfp4_qs_idx[64] = {
 /* Bytes 4j and 32 + 4j pick e of block j (at 17j); the other bytes of each dword are zeroed by
  * the mask. */
 static const uint8_t mxfp4_e_idx[64] = {
-#define E8                                                                                         \
-    0, 0, 0, 0, 17, 0, 0, 0, 34, 0, 0, 0, 51, 0, 0, 0, 68, 0, 0, 0, 85, 0, 0, 0, 102, 0, 0, 0,     \
-        119, 0, 0, 0
-    E8, E8
-#undef E8
+#define E4(j) 17 * j, 0, 0, 0
+#define E32   E4(0), E4(1), E4(2), E4(3), E4(4), E4(5), E4(6), E4(7)
+    E32, E32
+#undef E32
+#undef E4
 };
 #define KN_MASK_BYTE0_OF_8_DWORDS  0x11111111ull
 #define KN_MASK_BYTE0_OF_16_DWORDS 0x1111111111111111ull
@@ -67,8 +67,8 @@ static const int8_t mxfp4_lut64[64] = {
 #define MX_GROUP_E 128 /* the exponents' offset in a packed group */
 
 /* One full group of 8 blocks decoded in registers: the biased codes in the interleaved layout of
- * simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
- * the high nibbles alike: the 256 bytes of kn_x86_decode_mxfp4's group, in order); returns the
+ * kn_simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
+ * the high nibbles alike: the 256 bytes of kn__x86_decode_mxfp4's group, in order); returns the
  * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). `packed`: the
  * group is a packed copy's (a constant once inlined). */
 static inline __attribute__((always_inline)) __m512i
@@ -115,7 +115,7 @@ static inline __attribute__((always_inline)) void mxfp4_codes2(const uint8_t *ro
  * group the 8 scales of a and of b. A row's decoder writes at the pair's start + 32 * (row % 2):
  * vector k of group g at + 512 g + 64 k, its scales at + 512 ng + 64 g. */
 static inline size_t mx_pair_bytes(int64_t k) {
-    return 2 * kn_x86_mxfp4_row_bytes(k); /* = 2 * kn_x86_q8_0_row_bytes */
+    return 2 * kn__x86_mxfp4_row_bytes(k); /* = 2 * kn__x86_q8_0_row_bytes */
 }
 
 /* One row's decoded group (w[i] = its vectors 2i and 2i + 1) into its half of the pair's group. */
@@ -127,28 +127,28 @@ static inline void mx_store_pair(uint8_t *q, const __m512i w[4]) {
     }
 }
 
-/* Group g of a stored MXFP4 row decoded as kn_x86_decode_mxfp4 decodes it, with the byte permutes
+/* Group g of a stored MXFP4 row decoded as kn__x86_decode_mxfp4 decodes it, with the byte permutes
  * above, into the row's half of a pair (dst: the row's start in the pair): codes, then
  * h(e) = 2^(e - 128) per block (exact: vscalef of 1). The tail group is read in place when its
  * window lies before `end`, as the streaming kernel reads it: its blocks past the row meet zero
  * activations and d_x = 0, so their codes add 0 to the block sums and their scales give
  * d_x * h(e) = 0, as the zero-padded copy (used at the matrix's end) gives. */
 static void mxfp4_tail_codes(const uint8_t *src, int64_t blocks, __m512i w[4], __m256 *ef) {
-    _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
-    memcpy(pad, src, (size_t)blocks * KN_MXFP4_BYTES);
+    _Alignas(64) uint8_t pad[8 * KN__MXFP4_BYTES + 56] = {0};
+    memcpy(pad, src, (size_t)blocks * KN__MXFP4_BYTES);
     mxfp4_codes(pad, w, ef, false);
 }
 
 /* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
 static inline __attribute__((always_inline)) void
 mxfp4_dec_full_as(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g, const bool packed) {
-    const uint8_t *src = row + g * 8 * KN_MXFP4_BYTES;
+    const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
-    kn_x86_prefetch(src, 8 * KN_MXFP4_BYTES);
+    kn__x86_prefetch(src, 8 * KN__MXFP4_BYTES);
     mxfp4_codes(src, w, &ef, packed);
-    mx_store_pair(dst + g * 2 * KN_X86_GROUP_QS, w);
-    _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g,
+    mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
 static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
@@ -165,20 +165,20 @@ static inline __attribute__((always_inline)) void mxfp4_dec_group_as(const uint8
                                                                      const uint8_t *end,
                                                                      uint8_t *dst, int64_t g,
                                                                      const bool packed) {
-    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k);
+    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
     if (g < nb / 8) {
         mxfp4_dec_full_as(row, ng, dst, g, packed);
         return;
     }
-    const uint8_t *src = row + g * 8 * KN_MXFP4_BYTES;
+    const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
-    if (end - src >= 8 * KN_MXFP4_BYTES)
+    if (end - src >= 8 * KN__MXFP4_BYTES)
         mxfp4_codes(src, w, &ef, false);
     else
         mxfp4_tail_codes(src, nb - 8 * g, w, &ef);
-    mx_store_pair(dst + g * 2 * KN_X86_GROUP_QS, w);
-    _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g,
+    mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
 static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
@@ -190,21 +190,21 @@ static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, 
     mxfp4_dec_group_as(row, k, end, dst, g, true);
 }
 
-/* ---- MXFP4 rows against a few tokens: the stored row streamed once ---------------------------
- *
- * Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
+/* ---- MXFP4 rows against a few tokens: the stored row streamed once --------------------------- */
+
+/* Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
  * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
  * expert's share of a decode batch) cost little more than one. From two tokens on, two rows go
  * together and each token's group is loaded once for both: one row at a time, the tokens' loads
- * (four 512-bit vectors per token and group, as many as its vpdpbusd; a 512-bit load takes both
- * of a Zen 4 core's load paths) bound the kernel. acc2[r][p] holds row r's block lanes of tokens 2p
+ * (four 512-bit vectors per token and group, as many as its vpdpbusd; on some cores a 512-bit
+ * load takes both load paths) bound the kernel. acc2[r][p] holds row r's block lanes of tokens 2p
  * and 2p + 1 side by side, acc1[r] those of an odd last token; every block's sum and fma are the
  * canonical ones, so a row gets the same bits alone or beside another. */
 
 #define MX_FEW 8 /* tokens the streaming kernel takes at once */
-/* Up to two passes of it rather than the batch tile: on a Zen 5 VM two passes at T = 9-16 run
- * 2.1-2.4x faster than the tile (four at T = 32 1.6x); on the Intel VM of docs/benchmarks.md the
- * two were even at T = 16 and the tile won beyond (docs/kernels.md). */
+/* Up to two passes of it rather than the batch tile: a pass stores nothing and decodes in
+ * registers, so reading the rows twice still beats decoding a tile of them; past two passes the
+ * tile's reuse wins on some CPUs, so larger batches take the tile everywhere. */
 #define MX_FEW_PASSES 2
 
 /* [a | b] (AVX-512F has no 32-bit-lane insert; the 64-bit one moves the same bits). */
@@ -220,7 +220,7 @@ static inline __m512 mx_join(__m256 a, __m256 b) {
  * kernel from two tokens on). */
 static inline __attribute__((always_inline)) void mx_few_x(const uint8_t *x, int64_t g,
                                                            __m512i v[4], const int nr) {
-    const __m512i *xv = (const __m512i *)(x + g * KN_X86_GROUP_QS);
+    const __m512i *xv = (const __m512i *)(x + g * KN__X86_GROUP_QS);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         v[k] = _mm512_load_si512(xv + k);
@@ -248,8 +248,8 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
 #pragma GCC unroll 4
     for (int p = 0; p < nt / 2; p++) {
         const uint8_t *xa = x[2 * p], *xb = x[2 * p + 1];
-        const float *dxa = (const float *)(xa + ng * KN_X86_GROUP_QS) + 8 * g;
-        const float *dxb = (const float *)(xb + ng * KN_X86_GROUP_QS) + 8 * g;
+        const float *dxa = (const float *)(xa + ng * KN__X86_GROUP_QS) + 8 * g;
+        const float *dxb = (const float *)(xb + ng * KN__X86_GROUP_QS) + 8 * g;
         const __m512i ba =
             _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dxa + ng * 8)));
         const __m512i bb =
@@ -278,7 +278,7 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
     }
     if (nt & 1) {
         const uint8_t *xt = x[nt - 1];
-        const float *dx = (const float *)(xt + ng * KN_X86_GROUP_QS) + 8 * g;
+        const float *dx = (const float *)(xt + ng * KN__X86_GROUP_QS) + 8 * g;
         const __m512i bt =
             _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dx + ng * 8)));
         __m512i v[4];
@@ -304,10 +304,10 @@ static inline __attribute__((always_inline)) void mx_few_step(const uint8_t **ro
                                                               __m256 *acc1, const int nt,
                                                               const int nr, const bool packed) {
 #pragma GCC unroll 2
-    for (int r = 0; r < nr; r++) kn_x86_prefetch(row[r], 8 * KN_MXFP4_BYTES);
+    for (int r = 0; r < nr; r++) kn__x86_prefetch(row[r], 8 * KN__MXFP4_BYTES);
     mx_few_group(row, x, ng, g, acc2, acc1, nt, nr, packed);
 #pragma GCC unroll 2
-    for (int r = 0; r < nr; r++) row[r] += 8 * KN_MXFP4_BYTES;
+    for (int r = 0; r < nr; r++) row[r] += 8 * KN__MXFP4_BYTES;
 }
 
 /* One pass over nr rows: out[r][t] = row r . token t for r < nr, t < nt (inlined per nr, nt and
@@ -329,8 +329,8 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
         for (int p = 0; p < nt / 2; p++) acc2[r][p] = _mm512_setzero_ps();
     }
     /* Two rows (two tokens or more): two groups per iteration, so the second group's loads and
-     * decode are under way while the first one's dot products run (10-15 % from memory at
-     * T = 2-4 on Zen 5; one row at a time gains nothing from memory). */
+     * decode are under way while the first one's dot products run. One row at a time is bound
+     * by the stream itself, which the overlap does not shorten. */
     if (nr > 1) {
 #pragma GCC unroll 2
         for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, packed);
@@ -338,12 +338,12 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
         for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, packed);
     }
     for (int r = 0; r < nr && full < ng; r++) {
-        if (end - row[r] >= 8 * KN_MXFP4_BYTES) {
+        if (end - row[r] >= 8 * KN__MXFP4_BYTES) {
             mx_few_group(&row[r], x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
         } else {
-            _Alignas(64) uint8_t pad[8 * KN_MXFP4_BYTES + 56] = {0};
+            _Alignas(64) uint8_t pad[8 * KN__MXFP4_BYTES + 56] = {0};
             const uint8_t *p = pad;
-            memcpy(pad, row[r], (size_t)(nb - 8 * full) * KN_MXFP4_BYTES);
+            memcpy(pad, row[r], (size_t)(nb - 8 * full) * KN__MXFP4_BYTES);
             mx_few_group(&p, x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
         }
     }
@@ -351,11 +351,11 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
     for (int r = 0; r < nr; r++) {
 #pragma GCC unroll 4
         for (int p = 0; p < nt / 2; p++) {
-            out[r][2 * p] = kn_x86_tree8(_mm512_castps512_ps256(acc2[r][p]));
-            out[r][2 * p + 1] = kn_x86_tree8(
+            out[r][2 * p] = kn__x86_tree8(_mm512_castps512_ps256(acc2[r][p]));
+            out[r][2 * p + 1] = kn__x86_tree8(
                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[r][p]), 1)));
         }
-        if (nt & 1) out[r][nt - 1] = kn_x86_tree8(acc1[r]);
+        if (nt & 1) out[r][nt - 1] = kn__x86_tree8(acc1[r]);
     }
 }
 
@@ -363,8 +363,8 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
 #define MX_FEW_ROWS_AS(name, n, packed)                                                            \
     static void name(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,  \
                      int64_t n1) {                                                                 \
-        const uint8_t *end = kn_x86_mat_end(W);                                                    \
-        const int64_t nb = W->cols / KN_QK32;                                                      \
+        const uint8_t *end = kn__x86_mat_end(W);                                                   \
+        const int64_t nb = W->cols / KN__QK32;                                                     \
         const uint8_t *data = W->data;                                                             \
         int64_t r = n0;                                                                            \
         /* one token reads the rows one at a time (the stream bounds it, not the loads) */         \
@@ -397,19 +397,17 @@ MX_FEW_ROWS(8)
 #undef MX_FEW_ROWS
 #undef MX_FEW_ROWS_AS
 
-typedef void (*mx_few_fn)(const kn_mat *, const uint8_t *const *, float *, int64_t, int64_t,
-                          int64_t);
-static const mx_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
-                                             mx_few_rows3, mx_few_rows4, mx_few_rows5,
-                                             mx_few_rows6, mx_few_rows7, mx_few_rows8};
-static const mx_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
-                                              mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
-                                              mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
+static const kn__x86_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
+                                                  mx_few_rows3, mx_few_rows4, mx_few_rows5,
+                                                  mx_few_rows6, mx_few_rows7, mx_few_rows8};
+static const kn__x86_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
+                                                   mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
+                                                   mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
 
 /* Rows n0 .. n1 of W against all of x's tokens with fns[T] (MXFP4's or Q6_K's streaming kernel),
  * in passes of at most MX_FEW tokens as even as can be (each pass streams the rows again). */
-static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
-                        int64_t n1, const mx_few_fn *fns) {
+static void mx_rows_few(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                        int64_t n1, const kn__x86_few_fn *fns) {
     const int64_t passes = (x->T + MX_FEW - 1) / MX_FEW;
     for (int64_t p = 0, t0 = 0; p < passes; p++) {
         const int64_t tn = (x->T - t0) / (passes - p);
@@ -421,19 +419,19 @@ static void mx_rows_few(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy,
     }
 }
 
-/* ---- Q6_K: the activation rows ------------------------------------------------------------- */
+/* ---- Q6_K: the activation rows --------------------------------------------------------------- */
 
-/* Prepared activation row: the Q8_K blocks as simd_x86.h lays them out, then the same q values
+/* Prepared activation row: the Q8_K blocks as kn_simd_x86.h lays them out, then the same q values
  * as int16 (the batch tile), then the blocks' d as floats, zero-padded to a multiple of 8 (the
  * streaming kernel loads 8 at a time). */
 static size_t q6k_q16_off(int64_t k) {
-    return kn_align64(kn_x86_q8_K_bytes(k));
+    return kn__align64(kn__x86_q8_K_bytes(k));
 }
 static size_t q6k_dx_off(int64_t k) {
-    return q6k_q16_off(k) + (size_t)(k / KN_QK_K) * KN_QK_K * 2;
+    return q6k_q16_off(k) + (size_t)(k / KN__QK_K) * KN__QK_K * 2;
 }
 static size_t q6k_act_bytes(int64_t k) {
-    return q6k_dx_off(k) + (size_t)(k / KN_QK_K + 7) / 8 * 8 * sizeof(float);
+    return q6k_dx_off(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
 }
 
 static const int16_t *q6k_act_q16(const void *x, int64_t k) {
@@ -441,24 +439,24 @@ static const int16_t *q6k_act_q16(const void *x, int64_t k) {
 }
 
 static void q6k_act_prep(const float *x, void *dst, int64_t k) {
-    const int64_t nb = k / KN_QK_K;
-    kn_x86_prep_q8_K(x, dst, k);
-    const kn_block_q8_K *blk = dst;
+    const int64_t nb = k / KN__QK_K;
+    kn__x86_prep_q8_K(x, dst, k);
+    const kn__block_q8_K *blk = dst;
     int16_t *q = (int16_t *)q6k_act_q16(dst, k);
     float *dx = (float *)((uint8_t *)dst + q6k_dx_off(k));
     for (int64_t b = 0; b < nb; b++) {
         for (int c = 0; c < 8; c++)
             _mm512_storeu_si512(
-                q + KN_QK_K * b + 32 * c,
+                q + KN__QK_K * b + 32 * c,
                 _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * c))));
         dx[b] = blk[b].d;
     }
     for (int64_t b = nb; b < (nb + 7) / 8 * 8; b++) dx[b] = 0.0f;
 }
 
-/* ---- Q6_K against a few tokens: the stored row streamed once, decoded in registers -------------
- *
- * Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors and the group
+/* ---- Q6_K against a few tokens: the stored row streamed once, decoded in registers ----------- */
+
+/* Per super-block: the 256 codes (0..63) in natural order as four 512-bit vectors and the group
  * scales spread to match, decoded once and applied to every token (nt = 1 .. 8): vpmaddubsw
  * against the token's q, vpdpwssd by the scales, starting from -32 * sum(scale * bsum): 16 dword
  * lanes whose total is the block's exact isum. Eight blocks' vectors of a token are reduced
@@ -466,12 +464,12 @@ static void q6k_act_prep(const float *x, void *dst, int64_t k) {
  * lane: the canonical order, so a row gets the same bits at any nt. The weights are read from
  * memory once whatever nt, so an expert's few rows of a decode batch cost little more than one
  * (the batch tile below pays its int16 decode per tile of 4 rows and computes whole blocks of 4
- * tokens: at T = 2-4 it took 1.4-1.6x as long). */
+ * tokens, which a few tokens do not repay). */
 
 #define Q6_FEW 8 /* tokens the streaming kernel takes at once */
-/* Tokens up to which it runs (in two passes beyond Q6_FEW) rather than the batch tile: on the Zen
- * 5 VM it was 1.3-1.9x faster at T = 2-7, even at 8, 1.15-1.35x faster at 9 and 12 on two
- * threads, and the tile 5-15 % faster at 16 (docs/kernels.md). */
+/* Tokens up to which it runs (in two passes beyond Q6_FEW) rather than the batch tile: up to
+ * here the rows read once per pass cost less than the tile's decode and padded token blocks; by
+ * 16 tokens the tile's reuse pays for them. */
 #define Q6_FEW_MAX 12
 _Static_assert(Q6_FEW == MX_FEW, "mx_rows_few splits the tokens in passes of MX_FEW");
 
@@ -500,11 +498,11 @@ static inline __m256i q6k_reduce8(const __m512i a[8]) {
 /* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
  * exact isum of token t. */
 static inline __attribute__((always_inline)) void q6k_block_sums(const uint8_t *blk,
-                                                                 const kn_block_q8_K *const *x,
+                                                                 const kn__block_q8_K *const *x,
                                                                  int64_t b, __m512i *s,
                                                                  const int nt) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    kn_x86_prefetch(blk, KN_Q6_K_BYTES);
+    kn__x86_prefetch(blk, KN__Q6_K_BYTES);
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192)));
     const __m256i scm = _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32));
     const __m512i scz = _mm512_castsi256_si512(sc);
@@ -535,7 +533,7 @@ static inline __attribute__((always_inline)) void q6k_block_sums(const uint8_t *
     }
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
-        const kn_block_q8_K *xb = x[t] + b;
+        const kn__block_q8_K *xb = x[t] + b;
         __m512i acc = _mm512_zextsi256_si512(
             _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb->bsums), scm));
 #pragma GCC unroll 4
@@ -551,25 +549,25 @@ static inline __attribute__((always_inline)) void q6k_block_sums(const uint8_t *
 /* A stored row against nt prepared tokens: out[t] = row . token t. */
 static inline __attribute__((always_inline)) void
 q6k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out, const int nt) {
-    const int64_t nb = k / KN_QK_K;
-    const kn_block_q8_K *x[Q6_FEW];
+    const int64_t nb = k / KN__QK_K;
+    const kn__block_q8_K *x[Q6_FEW];
     const float *dx[Q6_FEW];
     __m256 acc[Q6_FEW];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
-        x[t] = (const kn_block_q8_K *)xp[t];
+        x[t] = (const kn__block_q8_K *)xp[t];
         dx[t] = (const float *)(xp[t] + q6k_dx_off(k));
         acc[t] = _mm256_setzero_ps();
     }
-    for (int64_t b0 = 0; b0 < nb; b0 += 8, row += 8 * KN_Q6_K_BYTES) {
+    for (int64_t b0 = 0; b0 < nb; b0 += 8, row += 8 * KN__Q6_K_BYTES) {
         const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
         __m512i s[8][Q6_FEW];
         _Alignas(16) uint16_t d[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) { /* blocks past the row: isum 0, d_w 0 (and d_x 0) */
             if (i < n) {
-                q6k_block_sums(row + i * KN_Q6_K_BYTES, x, b0 + i, s[i], nt);
-                d[i] = kn_rd16(row + i * KN_Q6_K_BYTES + 208);
+                q6k_block_sums(row + i * KN__Q6_K_BYTES, x, b0 + i, s[i], nt);
+                d[i] = kn__rd16(row + i * KN__Q6_K_BYTES + 208);
             } else {
                 for (int t = 0; t < nt; t++) s[i][t] = _mm512_setzero_si512();
                 d[i] = 0;
@@ -586,7 +584,7 @@ q6k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out,
         }
     }
 #pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) out[t] = kn_x86_tree8(acc[t]);
+    for (int t = 0; t < nt; t++) out[t] = kn__x86_tree8(acc[t]);
 }
 
 /* q6k_few_rows<n>: rows n0 .. n1 of W against n tokens. */
@@ -609,13 +607,13 @@ Q6_FEW_ROWS(7)
 Q6_FEW_ROWS(8)
 #undef Q6_FEW_ROWS
 
-static const mx_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_few_rows2,
-                                              q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
-                                              q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
+static const kn__x86_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_few_rows2,
+                                                   q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
+                                                   q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
 
-/* ---- Q6_K batches beyond 12 tokens -------------------------------------------------------------
- *
- * A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
+/* ---- Q6_K batches beyond 12 tokens ----------------------------------------------------------- */
+
+/* A super-block's weights are decoded once per tile into int16 (code - 32) * scale_g, which is
  * exact (|w| <= 4096), and the activations are kept as int16 too, so one vpdpwssd adds 32
  * products of a (row, token) pair with its group scales already applied: 8 of them per
  * super-block and pair, no bsum correction. The sum of the 16 dword lanes is the block's exact
@@ -635,7 +633,7 @@ static size_t q6k_tile_bytes(int64_t nb) {
 /* Super-block blk of a row into the tile: w points at its chunk 0, chunks Q6_R * 32 apart. */
 static inline void q6k_decode16(const uint8_t *blk, int16_t *w) {
     __m256i c[8];
-    kn_x86_q6k_codes(blk, c);
+    kn__x86_q6k_codes(blk, c);
     const __m512i sc =
         _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))));
     /* chunk i: scale 2i in lanes 0..15, 2i + 1 in lanes 16..31 */
@@ -674,13 +672,13 @@ static inline __m512i q6k_reduce16(const __m512i a[16]) {
 /* A micro-tile: Q6_R decoded rows against Q6_T tokens (int16 q and the Q8_K blocks for d_x);
  * out[4t + r] = dot(row r, token t) in the canonical order. */
 static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const xq[Q6_T],
-                      const kn_block_q8_K *const xb[Q6_T], int64_t nb, float out[16],
-                      kn_x86_pf *pf) {
-    __m512 lane[KN_QLANES];
-    for (int l = 0; l < KN_QLANES; l++) lane[l] = _mm512_setzero_ps();
+                      const kn__block_q8_K *const xb[Q6_T], int64_t nb, float out[16],
+                      kn__x86_pf *pf) {
+    __m512 lane[KN__QLANES];
+    for (int l = 0; l < KN__QLANES; l++) lane[l] = _mm512_setzero_ps();
     const __m512i tok_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     for (int64_t b = 0; b < nb; b++) {
-        kn_x86_pf_step(pf);
+        kn__x86_pf_step(pf);
         __m512i acc[16];
 #pragma GCC unroll 16
         for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_si512();
@@ -691,7 +689,8 @@ static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const x
 #pragma GCC unroll 4
             for (int r = 0; r < Q6_R; r++) wv[r] = _mm512_load_si512(w + 32 * r);
 #pragma GCC unroll 4
-            for (int t = 0; t < Q6_T; t++) xv[t] = _mm512_loadu_si512(xq[t] + KN_QK_K * b + 32 * c);
+            for (int t = 0; t < Q6_T; t++)
+                xv[t] = _mm512_loadu_si512(xq[t] + KN__QK_K * b + 32 * c);
 #pragma GCC unroll 4
             for (int r = 0; r < Q6_R; r++)
 #pragma GCC unroll 4
@@ -703,7 +702,7 @@ static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const x
         const __m512 dxv = _mm512_permutexvar_ps(
             tok_idx,
             _mm512_castps128_ps512(_mm_setr_ps(xb[0][b].d, xb[1][b].d, xb[2][b].d, xb[3][b].d)));
-        __m512 *l = &lane[b % KN_QLANES];
+        __m512 *l = &lane[b % KN__QLANES];
         *l = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dwv, dxv), *l);
     }
     const __m512 s = _mm512_add_ps(
@@ -712,9 +711,9 @@ static void q6k_micro(const int16_t *wt, const float *dw, const int16_t *const x
     _mm512_storeu_ps(out, s);
 }
 
-static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void q6k_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                            int64_t n1, void *scratch) {
-    const int64_t nb = W->cols / KN_QK_K;
+    const int64_t nb = W->cols / KN__QK_K;
     int16_t *wt = scratch;
     float *dw = (float *)(wt + nb * 8 * Q6_R * 32);
     for (int64_t r0 = n0; r0 < n1; r0 += Q6_R) {
@@ -722,21 +721,21 @@ static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t l
         for (int r = 0; r < Q6_R; r++) { /* missing rows repeat the last; not stored */
             const uint8_t *src =
                 (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
-            for (int64_t b = 0; b < nb; b++, src += KN_Q6_K_BYTES) {
+            for (int64_t b = 0; b < nb; b++, src += KN__Q6_K_BYTES) {
                 q6k_decode16(src, wt + 8 * b * Q6_R * 32 + 32 * r);
-                dw[Q6_R * b + r] = kn_x86_half(src + 208);
+                dw[Q6_R * b + r] = kn__x86_half(src + 208);
             }
         }
         const int64_t r2 = n1 - (r0 + rn) < Q6_R ? n1 : r0 + rn + Q6_R; /* the next tile */
-        kn_x86_pf pf = kn_x86_pf_rows(W, r0 + rn, r2, (x->T + Q6_T - 1) / Q6_T * nb);
+        kn__x86_pf pf = kn__x86_pf_rows(W, r0 + rn, r2, (x->T + Q6_T - 1) / Q6_T * nb);
         for (int64_t t0 = 0; t0 < x->T; t0 += Q6_T) {
             const int tn = x->T - t0 < Q6_T ? (int)(x->T - t0) : Q6_T;
             const int16_t *xq[Q6_T];
-            const kn_block_q8_K *xb[Q6_T];
+            const kn__block_q8_K *xb[Q6_T];
             for (int t = 0; t < Q6_T; t++) { /* missing tokens repeat the last; not stored */
                 const uint8_t *p =
                     (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
-                xb[t] = (const kn_block_q8_K *)p;
+                xb[t] = (const kn__block_q8_K *)p;
                 xq[t] = q6k_act_q16(p, W->cols);
             }
             _Alignas(64) float out[16];
@@ -747,7 +746,7 @@ static void q6k_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t l
     }
 }
 
-static void rows_q6_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void rows_q6_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     if (x->T <= Q6_FEW_MAX)
         mx_rows_few(W, x, Y, ldy, n0, n1, q6k_few);
@@ -756,18 +755,18 @@ static void rows_q6_K(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, i
 }
 
 static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
-    return T > Q6_FEW_MAX ? q6k_tile_bytes(W->cols / KN_QK_K) : 0;
+    return T > Q6_FEW_MAX ? q6k_tile_bytes(W->cols / KN__QK_K) : 0;
 }
 
-/* ---- MXFP4 batches ------------------------------------------------------------------------------
- *
- * Rows are decoded once per tile into the interleaved layout of simd_x86.h, two rows side by side
- * (mx_store_pair): a 512-bit vector holds vector k of one group of rows a and b, so lanes 0..7 are
- * the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
+/* ---- MXFP4 batches --------------------------------------------------------------------------- */
+
+/* Rows are decoded once per tile into the interleaved layout of kn_simd_x86.h, two rows side by
+ * side (mx_store_pair): a 512-bit vector holds vector k of one group of rows a and b, so lanes 0..7
+ * are the block lanes of (row a, token) and 8..15 those of (row b, token), against a token's group
  * vector broadcast to both halves. vpdpbusd leaves each block's exact sum in its canonical lane
  * and the float step is one fma for both rows; a token needs no partner, and no load needs an
  * insert (a broadcast from memory is a load). Register tile: 3 row pairs x 4 tokens, enough
- * independent vpdpbusd chains to cover its latency (2 x 4 waited on it).
+ * independent vpdpbusd chains to cover its latency (2 x 4 would leave it waiting).
  *
  * The next tile is decoded while this one is used, a group at a time between the register tile's
  * groups (mx_dec): the decode's shuffles then overlap the vpdpbusd instead of stalling them, and
@@ -810,7 +809,7 @@ static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_
 }
 
 static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
-    const uint8_t *end = kn_x86_mat_end(W);
+    const uint8_t *end = kn__x86_mat_end(W);
     for (; d->r < d->n; d->g = 0, d->r++)
         for (; d->g < d->full; d->g++) dec(d->src[d->r], W->cols, end, d->dst[d->r], d->g);
     for (int r = 0; r < d->n; r++)
@@ -824,14 +823,14 @@ static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w
                                                           const uint8_t *const x[MX_T], int64_t ng,
                                                           float out[2 * MX_P][MX_T], mx_dec *dc,
                                                           mx_dec_full_fn dec, const int nt) {
-    const size_t wsc_off = (size_t)ng * 2 * KN_X86_GROUP_QS;       /* h(e) / d_w of a pair */
-    const size_t sc_off = (size_t)ng * KN_X86_GROUP_QS;            /* d_x of a token */
+    const size_t wsc_off = (size_t)ng * 2 * KN__X86_GROUP_QS;      /* h(e) / d_w of a pair */
+    const size_t sc_off = (size_t)ng * KN__X86_GROUP_QS;           /* d_x of a token */
     const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -bias * sum(q) of a token */
     __m512 acc[MX_P][MX_T];
     for (int p = 0; p < MX_P; p++)
         for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const size_t xo = (size_t)g * KN_X86_GROUP_QS, wo = 2 * xo, so = (size_t)g * 32;
+        const size_t xo = (size_t)g * KN__X86_GROUP_QS, wo = 2 * xo, so = (size_t)g * 32;
         __m512i s[MX_P][MX_T];
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
@@ -866,8 +865,8 @@ static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w
     }
     for (int p = 0; p < MX_P; p++)
         for (int t = 0; t < nt; t++) {
-            out[2 * p][t] = kn_x86_tree8(_mm512_castps512_ps256(acc[p][t]));
-            out[2 * p + 1][t] = kn_x86_tree8(
+            out[2 * p][t] = kn__x86_tree8(_mm512_castps512_ps256(acc[p][t]));
+            out[2 * p + 1][t] = kn__x86_tree8(
                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][t]), 1)));
         }
 }
@@ -892,13 +891,13 @@ typedef void (*mx_micro_fn)(const uint8_t *const[MX_P], const uint8_t *const[MX_
 /* Rows of a decoded tile: a multiple of a register tile's rows that keeps two tiles (the one in
  * use and the next) within ~24 KiB of L1. */
 static int mx_tile_rows(size_t row_bytes) {
-    return kn_x86_tile_rows_by(2 * row_bytes, 2 * MX_P);
+    return kn__x86_tile_rows_by(2 * row_bytes, 2 * MX_P);
 }
 
 /* The rows [r0, r0 + rn) of W to decode into the pairs at `tile` (an odd last row also into its
  * pair's second half: a register tile's missing row repeats its pair's first; not stored). */
 static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
-    mx_dec d = {.ng = kn_x86_groups(W->cols), .full = W->cols / KN_QK32 / 8};
+    mx_dec d = {.ng = kn__x86_groups(W->cols), .full = W->cols / KN__QK32 / 8};
     const size_t pb = mx_pair_bytes(W->cols);
     for (int r = 0; r < rn + rn % 2; r++) {
         d.src[r] = (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
@@ -911,9 +910,9 @@ static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
 /* Rows n0 .. n1 of W (T > 1): dec writes a row's unsigned codes and weight scales group by group;
  * the tokens' prepared rows carry the matching bias per block. The scratch holds two tiles. */
 static inline __attribute__((always_inline)) void
-mx_rows_tiled(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
+mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
               void *scratch, mx_dec_fn dec, const mx_micro_fn *micro) {
-    const int64_t ng = kn_x86_groups(W->cols);
+    const int64_t ng = kn__x86_groups(W->cols);
     const size_t pb = mx_pair_bytes(W->cols);
     const int R = mx_tile_rows(pb / 2);
     uint8_t *buf[2] = {scratch, (uint8_t *)scratch + pb * (size_t)(R / 2)};
@@ -957,7 +956,7 @@ MX_MICROS(mxfp4p, mxfp4p_dec_full);
 
 static const uint8_t *mxfp4_packed(const kn_mat *W);
 
-static void rows_mxfp4(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void rows_mxfp4(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                        int64_t n1, void *scratch) {
     const uint8_t *pk = mxfp4_packed(W);
     if (pk) { /* the same rows at the same offsets in the packed copy: a view of it */
@@ -987,11 +986,11 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
     return T > MX_FEW_PASSES * MX_FEW ? mx_tile_scratch(W) : 0;
 }
 
-/* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned -------------------------
- *
- * vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
+/* ---- Q8_0 batches: the MXFP4 register tile with weights made unsigned ------------------------ */
+
+/* vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
  * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
- * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of simd_x86_int8.h, which
+ * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of kn_simd_x86_int8.h, which
  * reads the same prepared rows and ignores the bias. */
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to the interleaved layout, weights made
@@ -1000,9 +999,9 @@ static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
     __m512i a[4], t[4], v[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) { /* lanes: block j bytes 0..15, 16..31, block j + 4 alike */
-        const uint8_t *b = row + KN_Q8_0_BYTES * j + 2;
+        const uint8_t *b = row + KN__Q8_0_BYTES * j + 2;
         a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)),
-                                  _mm256_loadu_si256((const __m256i *)(b + 4 * KN_Q8_0_BYTES)), 1);
+                                  _mm256_loadu_si256((const __m256i *)(b + 4 * KN__Q8_0_BYTES)), 1);
     }
     t[0] = _mm512_unpacklo_epi32(a[0], a[1]);
     t[1] = _mm512_unpackhi_epi32(a[0], a[1]);
@@ -1023,61 +1022,62 @@ static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
     mx_store_pair(q, u);
 }
 
-/* Group g of a stored Q8_0 row as kn_x86_decode_q8_0 decodes it, weights made unsigned, into the
+/* Group g of a stored Q8_0 row as kn__x86_decode_q8_0 decodes it, weights made unsigned, into the
  * row's half of a pair. The tail group is read in place when it lies before `end`: its blocks past
  * the row meet zero activations (block sums 0) and get scale 0, as in the zero-padded copy used at
  * the matrix's end. */
 static void q8_0_tail_group(const uint8_t *src, int left, uint8_t *q, float *sc) {
-    _Alignas(64) uint8_t pad[8 * KN_Q8_0_BYTES] = {0};
-    memcpy(pad, src, (size_t)left * KN_Q8_0_BYTES);
+    _Alignas(64) uint8_t pad[8 * KN__Q8_0_BYTES] = {0};
+    memcpy(pad, src, (size_t)left * KN__Q8_0_BYTES);
     q8_0_group_u8(pad, q);
-    _mm256_storeu_ps(sc, _mm256_and_ps(kn_x86_q8_0_d(pad), kn_x86_live_lanes(left)));
+    _mm256_storeu_ps(sc, _mm256_and_ps(kn__x86_q8_0_d(pad), kn__x86_live_lanes(left)));
 }
 
 /* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
 static inline __attribute__((always_inline)) void q8_0_dec_full(const uint8_t *row, int64_t ng,
                                                                 uint8_t *dst, int64_t g) {
-    const uint8_t *src = row + g * 8 * KN_Q8_0_BYTES;
-    kn_x86_prefetch(src, 8 * KN_Q8_0_BYTES);
-    q8_0_group_u8(src, dst + g * 2 * KN_X86_GROUP_QS);
-    _mm256_storeu_ps((float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g, kn_x86_q8_0_d(src));
+    const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
+    kn__x86_prefetch(src, 8 * KN__Q8_0_BYTES);
+    q8_0_group_u8(src, dst + g * 2 * KN__X86_GROUP_QS);
+    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g, kn__x86_q8_0_d(src));
 }
 
 static void q8_0_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
                            int64_t g) {
-    const int64_t nb = k / KN_QK32, ng = kn_x86_groups(k);
+    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
     const int left = (int)(nb - 8 * g);
     if (left >= 8) {
         q8_0_dec_full(row, ng, dst, g);
         return;
     }
-    const uint8_t *src = row + g * 8 * KN_Q8_0_BYTES;
-    uint8_t *q = dst + g * 2 * KN_X86_GROUP_QS;
-    float *sc = (float *)(dst + ng * 2 * KN_X86_GROUP_QS) + 16 * g;
-    if (end - src >= 8 * KN_Q8_0_BYTES) {
+    const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
+    uint8_t *q = dst + g * 2 * KN__X86_GROUP_QS;
+    float *sc = (float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g;
+    if (end - src >= 8 * KN__Q8_0_BYTES) {
         q8_0_group_u8(src, q);
-        _mm256_storeu_ps(sc, _mm256_and_ps(kn_x86_q8_0_d(src), kn_x86_live_lanes(left)));
+        _mm256_storeu_ps(sc, _mm256_and_ps(kn__x86_q8_0_d(src), kn__x86_live_lanes(left)));
     } else {
         q8_0_tail_group(src, left, q, sc);
     }
 }
 
 static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
-    kn_x86_prep_q8_0p(x, dst, k);
-    const int64_t ng = kn_x86_groups(k);
-    int32_t *xs = (int32_t *)((uint8_t *)dst + ng * KN_X86_GROUP_QS + ng * 8 * sizeof(float));
+    kn__x86_prep_q8_0p(x, dst, k);
+    const int64_t ng = kn__x86_groups(k);
+    int32_t *xs = (int32_t *)((uint8_t *)dst + ng * KN__X86_GROUP_QS + ng * 8 * sizeof(float));
     for (int64_t b = 0; b < ng * 8; b++) /* -12 * sum(q) -> -128 * sum(q), exactly */
-        xs[b] = xs[b] / KN_X86_MXFP4_BIAS * 128;
+        xs[b] = xs[b] / KN__X86_MXFP4_BIAS * 128;
 }
 
 MX_MICROS(q8_0, q8_0_dec_full);
 
-/* ---- Q8_0 packed: every row decoded once into the batch tile's layout -------------------------
- *
- * A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
- * at every call is work done again and again: at 16 tokens the decode costs about as much as the
- * vpdpbusd. kn_pack keeps the decoded pairs of all rows (after a header naming the matrix they
- * belong to) and batches read them in place; T = 1 streams the stored rows as before. */
+/* ---- Q8_0 packed: every row decoded once into the batch tile's layout ------------------------ */
+
+/* A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
+ * at every call is work done again and again, and at a decode batch's size the decode is as
+ * much work as the vpdpbusd themselves. kn_pack keeps the decoded pairs of all rows (after a header
+ * naming the matrix they belong to) and batches read them in place; T = 1 streams the stored rows
+ * as before. */
 
 #define MX_PACK_MAGIC 0x32584b5030513858ull /* "X8Q0PKX2" */
 
@@ -1116,8 +1116,8 @@ static size_t q8_0_pack_bytes(const kn_mat *W) {
 static void q8_0_pack(const kn_mat *W, void *dst) {
     uint8_t *pairs = mx_pack_start(W, dst, MX_PACK_MAGIC);
     const size_t pb = mx_pair_bytes(W->cols);
-    const int64_t ng = kn_x86_groups(W->cols);
-    const uint8_t *end = kn_x86_mat_end(W);
+    const int64_t ng = kn__x86_groups(W->cols);
+    const uint8_t *end = kn__x86_mat_end(W);
     for (int64_t r = 0; r < W->rows + W->rows % 2; r++) { /* an odd last row fills its pair */
         const uint8_t *row =
             (const uint8_t *)W->data + (size_t)(r < W->rows ? r : W->rows - 1) * W->row_bytes;
@@ -1131,9 +1131,9 @@ static const uint8_t *q8_0_packed(const kn_mat *W) {
     return mx_packed_data(W, MX_PACK_MAGIC);
 }
 
-/* ---- MXFP4 packed: the stored rows with every full group in decode order ----------------------
- *
- * The byte gathers of mxfp4_codes_e are a third of a group's decode, paid again at every call.
+/* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
+
+/* The byte gathers of mxfp4_codes_e are a large part of a group's decode, paid at every call.
  * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents:
  * 136 bytes, as stored) and the tail group as stored: the same size, row stride and offsets as the
  * matrix, so the kernels read it at every T in place of the stored rows (kn_pack_replaces), and
@@ -1148,22 +1148,22 @@ static size_t mxfp4_pack_bytes(const kn_mat *W) {
 static void mxfp4_pack(const kn_mat *W, void *dst) {
     uint8_t *rows = mx_pack_start(W, dst, MX4_PACK_MAGIC);
     const size_t stored = kn_row_size(W->type, W->cols);
-    const int64_t full = W->cols / KN_QK32 / 8;
+    const int64_t full = W->cols / KN__QK32 / 8;
     const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
-    const size_t fb = (size_t)full * 8 * KN_MXFP4_BYTES; /* the full groups' bytes */
+    const size_t fb = (size_t)full * 8 * KN__MXFP4_BYTES; /* the full groups' bytes */
     for (int64_t r = 0; r < W->rows; r++) {
         uint8_t *q = rows + (size_t)r * W->row_bytes;
         const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
         for (int64_t g = 0; g < full; g++) {
-            const uint8_t *in = src + g * 8 * KN_MXFP4_BYTES;
-            uint8_t *out = q + g * 8 * KN_MXFP4_BYTES;
+            const uint8_t *in = src + g * 8 * KN__MXFP4_BYTES;
+            uint8_t *out = q + g * 8 * KN__MXFP4_BYTES;
             /* the decode's gathers, done once: za from the group's start, zb from 8 bytes on
              * (every load stays within the group's 136 bytes); the exponents follow */
             _mm512_storeu_si512(out, _mm512_permutex2var_epi8(_mm512_loadu_si512(in), qidx,
                                                               _mm512_loadu_si512(in + 64)));
             _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi8(_mm512_loadu_si512(in + 8), qidx,
                                                                    _mm512_loadu_si512(in + 72)));
-            for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = in[j * KN_MXFP4_BYTES];
+            for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = in[j * KN__MXFP4_BYTES];
         }
         memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
         memset(q + stored, 0, W->row_bytes - stored);
@@ -1177,9 +1177,9 @@ static const uint8_t *mxfp4_packed(const kn_mat *W) {
 /* Rows n0 .. n1 from packed pairs: pair q holds rows 2q and 2q + 1; the pairs the range touches are
  * computed whole and only its rows are stored. While a block of MX_P pairs meets the tokens, the
  * next block is prefetched into L2 a few lines per group. */
-static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn_act *x, float *Y,
+static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act *x, float *Y,
                            int64_t ldy, int64_t n0, int64_t n1) {
-    const int64_t ng = kn_x86_groups(W->cols), q1 = (n1 + 1) / 2;
+    const int64_t ng = kn__x86_groups(W->cols), q1 = (n1 + 1) / 2;
     const size_t pb = mx_pair_bytes(W->cols);
     const int64_t steps = (x->T + MX_T - 1) / MX_T * ng;
     for (int64_t b0 = n0 / 2; b0 < q1; b0 += MX_P) {
@@ -1207,7 +1207,7 @@ static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn_act *
     }
 }
 
-static void rows_q8_0(const kn_mat *W, const kn_act *x, float *Y, int64_t ldy, int64_t n0,
+static void rows_q8_0(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     const uint8_t *pairs = x->T > 1 ? q8_0_packed(W) : NULL;
     if (pairs)
@@ -1223,26 +1223,26 @@ static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
     return scratch_q8_0_v512(W, T);
 }
 
-static const kn_kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn_x86_q8_0p_bytes, kn_x86_prep_q8_0p,
-                                  scratch_mxfp4, rows_mxfp4};
+static const kn__kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p,
+                                   scratch_mxfp4, rows_mxfp4};
 
-static const kn_kernel k_q6_K = {"avx512-q6_K-q8_K16", q6k_act_bytes, q6k_act_prep, scratch_q6_K,
-                                 rows_q6_K};
+static const kn__kernel k_q6_K = {"avx512-q6_K-q8_K16", q6k_act_bytes, q6k_act_prep, scratch_q6_K,
+                                  rows_q6_K};
 
-static const kn_kernel k_q8_0 = {"avx512-q8_0-q8_0p", kn_x86_q8_0p_bytes, q8_0_act_prep,
-                                 scratch_q8_0, rows_q8_0};
+static const kn__kernel k_q8_0 = {"avx512-q8_0-q8_0p", kn__x86_q8_0p_bytes, q8_0_act_prep,
+                                  scratch_q8_0, rows_q8_0};
 
-static const kn_kernel *const kernels[KN_TYPE_COUNT] = {
+static const kn__kernel *const kernels[KN_TYPE_COUNT] = {
     [KN_MXFP4] = &k_mxfp4, [KN_Q8_0] = &k_q8_0, [KN_Q6_K] = &k_q6_K};
 
-const kn_kernel *kn_kernel_avx512(kn_type t, kn_numerics num) {
+const kn__kernel *kn__kernel_avx512(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;
     return kernels[t] ? kernels[t] : int8_kernels_v512[t];
 }
 
-static const kn_packer p_q8_0 = {q8_0_pack_bytes, q8_0_pack, false};
-static const kn_packer p_mxfp4 = {mxfp4_pack_bytes, mxfp4_pack, true};
+static const kn__packer p_q8_0 = {q8_0_pack_bytes, q8_0_pack, false};
+static const kn__packer p_mxfp4 = {mxfp4_pack_bytes, mxfp4_pack, true};
 
-const kn_packer *kn_packer_avx512(kn_type t) {
+const kn__packer *kn__packer_avx512(kn_type t) {
     return t == KN_Q8_0 ? &p_q8_0 : t == KN_MXFP4 ? &p_mxfp4 : NULL;
 }

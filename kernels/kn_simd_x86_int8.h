@@ -1,0 +1,515 @@
+/* kernels/kn_simd_x86_int8.h — internal: the Q8-mode row kernels for x86, written once and
+ * compiled by each x86 row of the ISA table: kn_simd_avx2.c (integer multiply-adds as vpmaddubsw +
+ * vpmaddwd), kn_simd_avxvnni.c and kn_simd_avx512.c (vpdpbusd / vpdpwssd, 256 bits wide). Integer
+ * sums are exact either way, so all of them give the canonical bits.
+ *
+ * The including file defines, before including:
+ *   KN__X86_NAME(id)   a per-variant name for id;  KN__X86_LABEL  the variant's name as a string
+ *   KN__DPWSSD(acc, a, b)   acc + vpmaddwd(a, b)
+ * and either KN__DPBUSD(acc, a, b), a fused acc + u8 × s8 multiply-add (vpdpbusd), or
+ *   KN__X86_NAME(sum8_small)(w, x)   per-lane sum over k < 8 of w[k] . x[k] (u8 w <= 24, s8 x)
+ *   KN__X86_NAME(sum8_signed)(w, x)  the same for signed int8 w
+ * and gets rows_* / scratch_* functions and the table KN__X86_NAME(int8_kernels).
+ *
+ * MXFP4 and Q8_0 up to 8 tokens, and Q6_K at T = 1, stream each stored row once and decode it in
+ * registers; beyond that a tile of rows is decoded into L1 scratch once and applied to every
+ * token. */
+
+#ifdef KN__DPBUSD
+/* Sum over k of w[k] . x[k] per block lane: two chains of four vpdpbusd. */
+static inline __m256i KN__X86_NAME(sum8_small)(const __m256i *w, const __m256i *x) {
+    __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        a = KN__DPBUSD(a, _mm256_load_si256(w + k), _mm256_load_si256(x + k));
+        b = KN__DPBUSD(b, _mm256_load_si256(w + 4 + k), _mm256_load_si256(x + 4 + k));
+    }
+    return _mm256_add_epi32(a, b);
+}
+
+/* Signed int8 weights: |w| against sign(x, w). */
+static inline __m256i KN__X86_NAME(sum8_signed)(const __m256i *w, const __m256i *x) {
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i wk = _mm256_load_si256(w + k);
+        acc[k % 2] = KN__DPBUSD(acc[k % 2], _mm256_sign_epi8(wk, wk),
+                                _mm256_sign_epi8(_mm256_load_si256(x + k), wk));
+    }
+    return _mm256_add_epi32(acc[0], acc[1]);
+}
+#endif
+
+/* The float step of one group: acc += isum * (d_x * scale_w), lane by lane. */
+static inline __m256 KN__X86_NAME(group_fma)(__m256i isum, const float *dx, __m256 sw, __m256 acc) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(_mm256_load_ps(dx), sw), acc);
+}
+
+/* One decoded row's group against the token's group: MXFP4 codes carry the +12 bias, taken back
+ * with the token's per-block -12 * sum(q); Q8_0 weights are signed. */
+static inline __m256i KN__X86_NAME(isum_mxfp4)(const __m256i *w, const __m256i *x,
+                                               const int32_t *xs) {
+    return _mm256_add_epi32(KN__X86_NAME(sum8_small)(w, x), _mm256_load_si256((const __m256i *)xs));
+}
+static inline __m256i KN__X86_NAME(isum_q8_0)(const __m256i *w, const __m256i *x,
+                                              const int32_t *xs) {
+    (void)xs;
+    return KN__X86_NAME(sum8_signed)(w, x);
+}
+
+/* Four decoded rows (w[r]: codes, then per-block weight scales) against one prepared token, with
+ * four independent accumulators so the rows' fma chains overlap. */
+#define KN__X86_DOT_TILE(kind)                                                                     \
+    static inline void KN__X86_NAME(dot_tile_##kind)(const uint8_t *const w[4], const uint8_t *x,  \
+                                                     int64_t ng, float out[4]) {                   \
+        const float *dx = (const float *)(x + ng * KN__X86_GROUP_QS);                              \
+        const int32_t *xs = (const int32_t *)(dx + ng * 8);                                        \
+        const float *s0 = (const float *)(w[0] + ng * KN__X86_GROUP_QS);                           \
+        const float *s1 = (const float *)(w[1] + ng * KN__X86_GROUP_QS);                           \
+        const float *s2 = (const float *)(w[2] + ng * KN__X86_GROUP_QS);                           \
+        const float *s3 = (const float *)(w[3] + ng * KN__X86_GROUP_QS);                           \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                \
+        for (int64_t g = 0; g < ng; g++) {                                                         \
+            const __m256i *xv = (const __m256i *)(x + g * KN__X86_GROUP_QS);                       \
+            const int64_t o = g * KN__X86_GROUP_QS / 32;                                           \
+            a0 = KN__X86_NAME(group_fma)(                                                          \
+                KN__X86_NAME(isum_##kind)((const __m256i *)w[0] + o, xv, xs + 8 * g), dx + 8 * g,  \
+                _mm256_load_ps(s0 + 8 * g), a0);                                                   \
+            a1 = KN__X86_NAME(group_fma)(                                                          \
+                KN__X86_NAME(isum_##kind)((const __m256i *)w[1] + o, xv, xs + 8 * g), dx + 8 * g,  \
+                _mm256_load_ps(s1 + 8 * g), a1);                                                   \
+            a2 = KN__X86_NAME(group_fma)(                                                          \
+                KN__X86_NAME(isum_##kind)((const __m256i *)w[2] + o, xv, xs + 8 * g), dx + 8 * g,  \
+                _mm256_load_ps(s2 + 8 * g), a2);                                                   \
+            a3 = KN__X86_NAME(group_fma)(                                                          \
+                KN__X86_NAME(isum_##kind)((const __m256i *)w[3] + o, xv, xs + 8 * g), dx + 8 * g,  \
+                _mm256_load_ps(s3 + 8 * g), a3);                                                   \
+        }                                                                                          \
+        out[0] = kn__x86_tree8(a0), out[1] = kn__x86_tree8(a1);                                    \
+        out[2] = kn__x86_tree8(a2), out[3] = kn__x86_tree8(a3);                                    \
+    }
+KN__X86_DOT_TILE(mxfp4)
+KN__X86_DOT_TILE(q8_0)
+
+/* MXFP4 / Q8_0 x Q8_0 straight from the stored row against nt <= KN__X86_FEW tokens: each group
+ * is decoded once in registers and applied to every token, so the row is read from memory once
+ * whatever nt and an expert's few rows of a decode batch cost little more than one (nothing to
+ * reuse at T = 1, so no decode pass; the weights are prefetched in software). `end` is the end of
+ * the matrix's data: a tail group (K not a multiple of 256) is read in place when its bytes lie
+ * before `end` — the blocks past the row meet zero activations and get a weight scale of zero
+ * (Q8_0's fp16 d there could be inf or NaN; a subnormal MXFP4 h would cost a microcode assist) —
+ * else through the zero-padding decoder. Each token's lanes get the canonical float step. */
+#define KN__X86_FEW 8
+#define KN__X86_DOT_FEW(kind, BYTES, group_call, scale_call, decode_call)                          \
+    /* decoded group g (w, weight scales sw) against the tokens' group g */                        \
+    static inline __attribute__((always_inline)) void KN__X86_NAME(few_group_##kind)(              \
+        const __m256i *w, __m256 sw, const uint8_t *const *x, int64_t ng, int64_t g, __m256 *acc,  \
+        const int nt) {                                                                            \
+        for (int t = 0; t < nt; t++) {                                                             \
+            const float *dx = (const float *)(x[t] + ng * KN__X86_GROUP_QS);                       \
+            const int32_t *xs = (const int32_t *)(dx + ng * 8);                                    \
+            const __m256i isum = KN__X86_NAME(isum_##kind)(                                        \
+                w, (const __m256i *)(x[t] + g * KN__X86_GROUP_QS), xs + 8 * g);                    \
+            acc[t] = KN__X86_NAME(group_fma)(isum, dx + 8 * g, sw, acc[t]);                        \
+        }                                                                                          \
+    }                                                                                              \
+    static inline __attribute__((always_inline)) void KN__X86_NAME(dot_##kind##_few)(              \
+        const uint8_t *row, const uint8_t *const *x, int64_t nb, const uint8_t *end, float *out,   \
+        const int nt) {                                                                            \
+        const int64_t ng = (nb + 7) / 8, full = nb / 8;                                            \
+        __m256 acc[KN__X86_FEW];                                                                   \
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();                                 \
+        for (int64_t g = 0; g < full; g++, row += 8 * BYTES) {                                     \
+            __m256i w[8];                                                                          \
+            kn__x86_prefetch(row, 8 * BYTES);                                                      \
+            group_call;                                                                            \
+            KN__X86_NAME(few_group_##kind)(w, scale_call, x, ng, g, acc, nt);                      \
+        }                                                                                          \
+        if (full < ng) {                                                                           \
+            _Alignas(64) uint8_t dec[KN__X86_GROUP_QS + 32];                                       \
+            __m256i w[8];                                                                          \
+            __m256 sw;                                                                             \
+            if (end - row >= 8 * BYTES) {                                                          \
+                group_call;                                                                        \
+                sw = _mm256_and_ps(scale_call, kn__x86_live_lanes(nb - 8 * full));                 \
+            } else {                                                                               \
+                decode_call;                                                                       \
+                for (int k = 0; k < 8; k++) w[k] = _mm256_load_si256((const __m256i *)dec + k);    \
+                sw = _mm256_load_ps((const float *)(dec + KN__X86_GROUP_QS));                      \
+            }                                                                                      \
+            KN__X86_NAME(few_group_##kind)(w, sw, x, ng, full, acc, nt);                           \
+        }                                                                                          \
+        for (int t = 0; t < nt; t++) out[t] = kn__x86_tree8(acc[t]);                               \
+    }
+KN__X86_DOT_FEW(mxfp4, KN__MXFP4_BYTES, kn__x86_mxfp4_group(row, w), kn__x86_mxfp4_h(row),
+                kn__x86_decode_mxfp4(row, (nb - 8 * full) * KN__QK32, dec))
+KN__X86_DOT_FEW(q8_0, KN__Q8_0_BYTES, kn__x86_q8_0_group(row, w), kn__x86_q8_0_d(row),
+                kn__x86_decode_q8_0(row, (nb - 8 * full) * KN__QK32, dec))
+
+/* Rows n0 .. n1 against the nt tokens at x (one function per kind and nt, so the token loops
+ * unroll to constants), and the table of them by nt. */
+#define KN__X86_FEW_ROWS(kind, n)                                                                  \
+    static void KN__X86_NAME(few_##kind##n)(const kn_mat *W, const uint8_t *const *x, float *Y,    \
+                                            int64_t ldy, int64_t n0, int64_t n1) {                 \
+        const uint8_t *end = kn__x86_mat_end(W);                                                   \
+        for (int64_t r = n0; r < n1; r++) {                                                        \
+            const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;              \
+            float out[KN__X86_FEW];                                                                \
+            KN__X86_NAME(dot_##kind##_few)(row, x, W->cols / KN__QK32, end, out, n);               \
+            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
+        }                                                                                          \
+    }
+#define KN__X86_FEW_KIND(kind)                                                                     \
+    KN__X86_FEW_ROWS(kind, 1)                                                                      \
+    KN__X86_FEW_ROWS(kind, 2)                                                                      \
+    KN__X86_FEW_ROWS(kind, 3)                                                                      \
+    KN__X86_FEW_ROWS(kind, 4)                                                                      \
+    KN__X86_FEW_ROWS(kind, 5)                                                                      \
+    KN__X86_FEW_ROWS(kind, 6)                                                                      \
+    KN__X86_FEW_ROWS(kind, 7)                                                                      \
+    KN__X86_FEW_ROWS(kind, 8)                                                                      \
+    static const kn__x86_few_fn KN__X86_NAME(few_##kind)[KN__X86_FEW + 1] = {                      \
+        NULL,                                                                                      \
+        KN__X86_NAME(few_##kind##1),                                                               \
+        KN__X86_NAME(few_##kind##2),                                                               \
+        KN__X86_NAME(few_##kind##3),                                                               \
+        KN__X86_NAME(few_##kind##4),                                                               \
+        KN__X86_NAME(few_##kind##5),                                                               \
+        KN__X86_NAME(few_##kind##6),                                                               \
+        KN__X86_NAME(few_##kind##7),                                                               \
+        KN__X86_NAME(few_##kind##8)};
+KN__X86_FEW_KIND(mxfp4)
+KN__X86_FEW_KIND(q8_0)
+
+/* A K-quant super-block's scaled code sums: per 32-chunk, codes times q8 (vpmaddubsw) times the
+ * group scales (vpmaddwd), in four independent chains. */
+static inline __m256i KN__X86_NAME(q_k_sum)(const uint8_t *codes, const int16_t (*sc16)[16],
+                                            const int8_t *qs) {
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; c++) {
+        const __m256i p = _mm256_maddubs_epi16(_mm256_load_si256((const __m256i *)(codes + 32 * c)),
+                                               _mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
+        acc[c % 4] = KN__DPWSSD(acc[c % 4], p, _mm256_load_si256((const __m256i *)sc16[c]));
+    }
+    return _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+}
+
+/* ---- Q6_K batches: 2 decoded rows x up to 4 tokens per register tile ------------------------- */
+
+/* Per super-block and pair (row r, token t): codes 0..63 times q8 (vpmaddubsw), times the group
+ * scales (vpmaddwd), starting from sum(-32 * scale * bsum), so the 8 dword lanes total the block's
+ * exact isum. The tile's 8 accumulators live in registers (AVX2 has 16), each row's codes and
+ * scales are loaded once per chunk for all its tokens and each token's q once for both rows; after
+ * the super-block one horizontal reduction turns the 8 accumulators into one vector whose lane
+ * 4r + t is pair (r, t)'s isum, and one vector fma with d_w * d_x adds it to lane b % 8 of all 8
+ * pairs. */
+
+#define KN__Q6_R 2 /* rows of a register tile */
+#define KN__Q6_T 4 /* tokens of a register tile */
+
+/* Lane 4r + t: the sum of the 8 dwords of a[r][t] (exact). */
+static inline __m256i KN__X86_NAME(q6k_reduce)(const __m256i a[KN__Q6_R][KN__Q6_T]) {
+    const __m256i q0 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(a[0][0], a[0][1]), _mm256_hadd_epi32(a[0][2], a[0][3]));
+    const __m256i q1 =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(a[1][0], a[1][1]), _mm256_hadd_epi32(a[1][2], a[1][3]));
+    /* q_r: lane t the low-half partial of a[r][t], lane 4 + t the high-half partial */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20),
+                            _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+/* Rows w[0], w[1] (decoded) against tokens x[0 .. nt - 1] (prepared by kn__x86_prep_q8_Ki; the
+ * interleaved q at qi[t]): out[4r + t] in the canonical order. Inlined into one function per nt,
+ * so the loops unroll to constants. */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(q6k_tile)(const kn__x86_q6k *const w[KN__Q6_R],
+                       const kn__block_q8_K *const x[KN__Q6_T], const uint8_t *const qi[KN__Q6_T],
+                       int64_t nb, float out[KN__Q6_R * KN__Q6_T], const int nt) {
+    __m256 lane[KN__QLANES];
+    for (int l = 0; l < KN__QLANES; l++) lane[l] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const kn__x86_q6k *w0 = w[0] + b, *w1 = w[1] + b;
+        __m256i acc[KN__Q6_R][KN__Q6_T];
+#pragma GCC unroll 4
+        for (int t = 0; t < KN__Q6_T; t++) {
+            if (t < nt) {
+                const __m256i bs = _mm256_loadu_si256((const __m256i *)x[t][b].bsums);
+                acc[0][t] = _mm256_madd_epi16(bs, _mm256_load_si256((const __m256i *)w0->scm32));
+                acc[1][t] = _mm256_madd_epi16(bs, _mm256_load_si256((const __m256i *)w1->scm32));
+            } else {
+                acc[0][t] = acc[1][t] = _mm256_setzero_si256();
+            }
+        }
+        const __m256i g0 = _mm256_load_si256((const __m256i *)w0->sg);
+        const __m256i g1 = _mm256_load_si256((const __m256i *)w1->sg);
+        /* not unrolled: GCC would hoist the products of several steps and spill them */
+#pragma GCC unroll 1
+        for (int k = 0; k < 8; k += 2) {
+            const __m256i a0 = _mm256_load_si256((const __m256i *)(w0->codes + 32 * k));
+            const __m256i a1 = _mm256_load_si256((const __m256i *)(w0->codes + 32 * k + 32));
+            const __m256i c0 = _mm256_load_si256((const __m256i *)(w1->codes + 32 * k));
+            const __m256i c1 = _mm256_load_si256((const __m256i *)(w1->codes + 32 * k + 32));
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *q = qi[t] + KN__QK_K * b + 32 * k;
+                const __m256i q0 = _mm256_load_si256((const __m256i *)q);
+                const __m256i q1 = _mm256_load_si256((const __m256i *)(q + 32));
+                acc[0][t] = KN__DPWSSD(
+                    acc[0][t],
+                    _mm256_add_epi16(_mm256_maddubs_epi16(a0, q0), _mm256_maddubs_epi16(a1, q1)),
+                    g0);
+                acc[1][t] = KN__DPWSSD(
+                    acc[1][t],
+                    _mm256_add_epi16(_mm256_maddubs_epi16(c0, q0), _mm256_maddubs_epi16(c1, q1)),
+                    g1);
+            }
+        }
+        const __m256 dw = _mm256_setr_m128(_mm_set1_ps(w0->d), _mm_set1_ps(w1->d));
+        const __m128 dx4 = _mm_setr_ps(x[0][b].d, nt > 1 ? x[1][b].d : 0.0f,
+                                       nt > 2 ? x[2][b].d : 0.0f, nt > 3 ? x[3][b].d : 0.0f);
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_setr_m128(dx4, dx4));
+        __m256 *l = &lane[b % KN__QLANES];
+        *l = _mm256_fmadd_ps(_mm256_cvtepi32_ps(KN__X86_NAME(q6k_reduce)(acc)), scale, *l);
+    }
+    const __m256 s = _mm256_add_ps(
+        _mm256_add_ps(_mm256_add_ps(lane[0], lane[4]), _mm256_add_ps(lane[2], lane[6])),
+        _mm256_add_ps(_mm256_add_ps(lane[1], lane[5]), _mm256_add_ps(lane[3], lane[7])));
+    _mm256_storeu_ps(out, s);
+}
+
+static void KN__X86_NAME(q6k_tile4)(const kn__x86_q6k *const w[KN__Q6_R],
+                                    const kn__block_q8_K *const x[KN__Q6_T],
+                                    const uint8_t *const qi[KN__Q6_T], int64_t nb,
+                                    float out[KN__Q6_R * KN__Q6_T]) {
+    KN__X86_NAME(q6k_tile)(w, x, qi, nb, out, 4);
+}
+
+/* One or two tokens left: half the work of a padded tile. */
+static void KN__X86_NAME(q6k_tile2)(const kn__x86_q6k *const w[KN__Q6_R],
+                                    const kn__block_q8_K *const x[KN__Q6_T],
+                                    const uint8_t *const qi[KN__Q6_T], int64_t nb,
+                                    float out[KN__Q6_R * KN__Q6_T]) {
+    KN__X86_NAME(q6k_tile)(w, x, qi, nb, out, 2);
+}
+
+/* Rows n0 .. n1 of W (T > 1): a tile of rows decoded once, then every token against it. */
+static void KN__X86_NAME(rows_q6_K_tiled)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                          int64_t n0, int64_t n1, void *scratch) {
+    const int64_t nb = W->cols / KN__QK_K;
+    const size_t rb = (size_t)nb * sizeof(kn__x86_q6k);
+    const int R = kn__x86_tile_rows_by(rb, KN__Q6_R);
+    for (int64_t r0 = n0; r0 < n1; r0 += R) {
+        const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
+        for (int r = 0; r < rn; r++)
+            kn__x86_decode_q6_K((const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes, W->cols,
+                                (kn__x86_q6k *)((uint8_t *)scratch + (size_t)r * rb));
+        const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
+        for (int64_t t0 = 0; t0 < x->T; t0 += KN__Q6_T) {
+            const int tn = x->T - t0 < KN__Q6_T ? (int)(x->T - t0) : KN__Q6_T;
+            kn__x86_prefetch_rows(W, r0 + rn, r2, t0 / KN__Q6_T, (x->T + KN__Q6_T - 1) / KN__Q6_T);
+            const kn__block_q8_K *xt[KN__Q6_T];
+            const uint8_t *qi[KN__Q6_T];
+            for (int t = 0; t < KN__Q6_T; t++) { /* missing tokens repeat the last; not stored */
+                const uint8_t *p =
+                    (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+                xt[t] = (const kn__block_q8_K *)p;
+                qi[t] = p + kn__x86_q8_Ki_qs(W->cols);
+            }
+            for (int r = 0; r < rn; r += KN__Q6_R) {
+                const kn__x86_q6k *w[KN__Q6_R];
+                for (int i = 0; i < KN__Q6_R; i++) /* a missing row repeats the first; not stored */
+                    w[i] = (const kn__x86_q6k *)((const uint8_t *)scratch +
+                                                 (size_t)(r + i < rn ? r + i : r) * rb);
+                _Alignas(32) float out[KN__Q6_R * KN__Q6_T];
+                if (tn > 2)
+                    KN__X86_NAME(q6k_tile4)(w, xt, qi, nb, out);
+                else
+                    KN__X86_NAME(q6k_tile2)(w, xt, qi, nb, out);
+                for (int t = 0; t < tn; t++)
+                    for (int i = 0; i < KN__Q6_R && r + i < rn; i++)
+                        Y[(t0 + t) * ldy + r0 + r + i] = out[KN__Q6_T * i + t];
+            }
+        }
+    }
+}
+
+/* Q6_K x Q8_K straight from the stored row (T = 1): the same sums, decoded in registers. */
+static inline float KN__X86_NAME(dot_q6_K_row)(const uint8_t *row, const kn__block_q8_K *x,
+                                               int64_t nb) {
+    float lane[KN__QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, row += KN__Q6_K_BYTES, x++) {
+        __m256i c[8], s16[8];
+        kn__x86_prefetch(row, KN__Q6_K_BYTES);
+        kn__x86_q6k_codes(row, c);
+        kn__x86_q6k_scales(row, s16);
+        const __m128i sc = _mm_loadu_si128((const __m128i *)(row + 192));
+        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256()};
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            const __m256i p =
+                _mm256_maddubs_epi16(c[i], _mm256_loadu_si256((const __m256i *)(x->qs + 32 * i)));
+            acc[i % 4] = KN__DPWSSD(acc[i % 4], p, s16[i]);
+        }
+        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+                                               _mm256_cvtepi8_epi16(sc));
+        const __m256i sum = _mm256_sub_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])),
+            _mm256_slli_epi32(corr, 5));
+        kn__x86_fma_lane(&lane[b % KN__QLANES], kn__x86_hsum_i32(sum),
+                         kn__x86_half(row + 208) * x->d);
+    }
+    return kn__tree8(lane);
+}
+
+/* Q4_K x Q8_K: scaled codes and mins as two exact sums, two fmas into the block's lane. */
+static inline float KN__X86_NAME(dot_q4_K)(const kn__x86_q4k *w, const kn__block_q8_K *x,
+                                           int64_t nb) {
+    float lane[KN__QLANES] = {0};
+    for (int64_t b = 0; b < nb; b++, w++, x++) {
+        const __m256i acc = KN__X86_NAME(q_k_sum)(w->codes, w->sc16, x->qs);
+        const int32_t msum =
+            kn__x86_hsum_i32(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
+                                               _mm256_load_si256((const __m256i *)w->m16)));
+        float *l = &lane[b % KN__QLANES];
+        kn__x86_fma_lane(l, kn__x86_hsum_i32(acc), w->d * x->d);
+        kn__x86_fma_lane(l, msum, -(w->dmin * x->d));
+    }
+    return kn__tree8(lane);
+}
+
+/* ---- row loops: decode a tile of rows, then every token against every row of the tile -------- */
+
+#define KN__X86_ROWS(kind, row_bytes_fn, decode_call, dot_call)                                    \
+    static void KN__X86_NAME(rows_##kind)(const kn_mat *W, const kn__act *x, float *Y,             \
+                                          int64_t ldy, int64_t n0, int64_t n1, void *scratch) {    \
+        const size_t rb = row_bytes_fn;                                                            \
+        const int R = kn__x86_tile_rows(rb);                                                       \
+        for (int64_t r0 = n0; r0 < n1; r0 += R) {                                                  \
+            const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;                                       \
+            for (int r = 0; r < rn; r++) {                                                         \
+                const uint8_t *src = (const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes;   \
+                uint8_t *dst = (uint8_t *)scratch + (size_t)r * rb;                                \
+                decode_call;                                                                       \
+            }                                                                                      \
+            for (int64_t t = 0; t < x->T; t++) {                                                   \
+                const uint8_t *xt = (const uint8_t *)x->data + (size_t)t * x->stride;              \
+                for (int r = 0; r < rn; r++) {                                                     \
+                    const uint8_t *dec = (const uint8_t *)scratch + (size_t)r * rb;                \
+                    Y[t * ldy + r0 + r] = dot_call;                                                \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* MXFP4 / Q8_0: decode a tile of rows, then every token against the tile four rows at a time. */
+static void KN__X86_NAME(rows_tile)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                    int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
+    const int64_t ng = kn__x86_groups(W->cols);
+    const size_t rb = mxfp4 ? kn__x86_mxfp4_row_bytes(W->cols) : kn__x86_q8_0_row_bytes(W->cols);
+    const int R = kn__x86_tile_rows_by(rb, 4);
+    for (int64_t r0 = n0; r0 < n1; r0 += R) {
+        const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
+        for (int r = 0; r < rn; r++) {
+            const uint8_t *src = (const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes;
+            if (mxfp4)
+                kn__x86_decode_mxfp4(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
+            else
+                kn__x86_decode_q8_0(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
+        }
+        const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
+        for (int64_t t = 0; t < x->T; t++) {
+            const uint8_t *xt = (const uint8_t *)x->data + (size_t)t * x->stride;
+            kn__x86_prefetch_rows(W, r0 + rn, r2, t, x->T);
+            for (int r = 0; r < rn; r += 4) {
+                const uint8_t *w[4];
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) /* missing rows repeat the first; not stored */
+                    w[i] = (const uint8_t *)scratch + (size_t)(r + i < rn ? r + i : r) * rb;
+                float out[4];
+                if (mxfp4)
+                    KN__X86_NAME(dot_tile_mxfp4)(w, xt, ng, out);
+                else
+                    KN__X86_NAME(dot_tile_q8_0)(w, xt, ng, out);
+                for (int i = 0; i < 4 && r + i < rn; i++) Y[t * ldy + r0 + r + i] = out[i];
+            }
+        }
+    }
+}
+
+/* MXFP4 / Q8_0 rows: up to KN__X86_FEW tokens streamed from the stored rows, batches beyond that
+ * through the decoded tile. */
+static void KN__X86_NAME(rows_32)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                  int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
+    if (x->T > KN__X86_FEW) {
+        KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, mxfp4);
+        return;
+    }
+    const uint8_t *xt[KN__X86_FEW];
+    for (int64_t t = 0; t < x->T; t++) xt[t] = (const uint8_t *)x->data + (size_t)t * x->stride;
+    (mxfp4 ? KN__X86_NAME(few_mxfp4) : KN__X86_NAME(few_q8_0))[x->T](W, xt, Y, ldy, n0, n1);
+}
+
+static void KN__X86_NAME(rows_mxfp4)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                     int64_t n0, int64_t n1, void *scratch) {
+    KN__X86_NAME(rows_32)(W, x, Y, ldy, n0, n1, scratch, true);
+}
+
+static void KN__X86_NAME(rows_q8_0)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                    int64_t n0, int64_t n1, void *scratch) {
+    KN__X86_NAME(rows_32)(W, x, Y, ldy, n0, n1, scratch, false);
+}
+
+KN__X86_ROWS(q4_K, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),
+             kn__x86_decode_q4_K(src, W->cols, (kn__x86_q4k *)dst),
+             KN__X86_NAME(dot_q4_K)((const kn__x86_q4k *)dec, (const kn__block_q8_K *)xt,
+                                    W->cols / KN__QK_K))
+
+static void KN__X86_NAME(rows_q6_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                    int64_t n0, int64_t n1, void *scratch) {
+    if (x->T > 1) {
+        KN__X86_NAME(rows_q6_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
+        return;
+    }
+    for (int64_t n = n0; n < n1; n++)
+        Y[n] = KN__X86_NAME(dot_q6_K_row)((const uint8_t *)W->data + (size_t)n * W->row_bytes,
+                                          x->data, W->cols / KN__QK_K);
+}
+
+static size_t KN__X86_NAME(scratch_mxfp4)(const kn_mat *W, int64_t T) {
+    const size_t rb = kn__x86_mxfp4_row_bytes(W->cols);
+    return T > KN__X86_FEW ? rb * (size_t)kn__x86_tile_rows_by(rb, 4) : 0;
+}
+static size_t KN__X86_NAME(scratch_q8_0)(const kn_mat *W, int64_t T) {
+    const size_t rb = kn__x86_q8_0_row_bytes(W->cols);
+    return T > KN__X86_FEW ? rb * (size_t)kn__x86_tile_rows_by(rb, 4) : 0;
+}
+static size_t KN__X86_NAME(scratch_q6_K)(const kn_mat *W, int64_t T) {
+    const size_t rb = (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q6k);
+    return T > 1 ? rb * (size_t)kn__x86_tile_rows_by(rb, KN__Q6_R) : 0;
+}
+static size_t KN__X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
+    (void)T;
+    const size_t rb = (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k);
+    return rb * (size_t)kn__x86_tile_rows(rb);
+}
+
+/* ---- this variant's Q8-mode kernel table ----------------------------------------------------- */
+
+#define KN__X86_KERNEL(kind, act)                                                                  \
+    static const kn__kernel KN__X86_NAME(k_##kind) = {                                             \
+        KN__X86_LABEL "-" #kind "-" #act, kn__x86_##act##_bytes, kn__x86_prep_##act,               \
+        KN__X86_NAME(scratch_##kind), KN__X86_NAME(rows_##kind)};
+KN__X86_KERNEL(mxfp4, q8_0p)
+KN__X86_KERNEL(q8_0, q8_0p)
+KN__X86_KERNEL(q6_K, q8_Ki)
+KN__X86_KERNEL(q4_K, q8_K)
+
+static const kn__kernel *const KN__X86_NAME(int8_kernels)[KN_TYPE_COUNT] = {
+    [KN_MXFP4] = &KN__X86_NAME(k_mxfp4),
+    [KN_Q8_0] = &KN__X86_NAME(k_q8_0),
+    [KN_Q6_K] = &KN__X86_NAME(k_q6_K),
+    [KN_Q4_K] = &KN__X86_NAME(k_q4_K),
+};
