@@ -1,8 +1,8 @@
 /* coordinator/co_remote.c — the remote expert backend (see co_remote.h): its lifetime and one
  * layer's story, run(): split the rows by owning node, pack every node's batches, send them all,
  * wait for every reply (deadline, disconnects), combine in a fixed order. The handshake and the
- * ownership map are in co_remote_handshake.c, the accounting and the report in
- * co_remote_stats.c. */
+ * ownership map are in co_remote_handshake.c, which replica serves an assignment in
+ * co_remote_share.c, the accounting and the report in co_remote_stats.c. */
 #include "coordinator/co_remote.h"
 
 #include <errno.h>
@@ -111,8 +111,10 @@ static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
     for (int i = 0; i < r->o.n_nodes; i++) {
         if (!work_at(r, i, i)) return mw_errf(err, "out of memory");
     }
-    if (mw_grow((void **)&r->weights, &r->weights_cap, (size_t)n_sel, sizeof *r->weights))
+    if (mw_grow((void **)&r->weights, &r->weights_cap, (size_t)n_sel, sizeof *r->weights) ||
+        mw_grow((void **)&r->chosen, &r->chosen_cap, (size_t)b->k, sizeof *r->chosen))
         return mw_errf(err, "out of memory");
+    co__share_begin(r);
     memcpy(r->weights, b->weights, (size_t)n_sel * sizeof *r->weights);
     for (int64_t t = 0; t < b->T; t++) {
         float kept = 0, all = 0;
@@ -153,12 +155,14 @@ static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
         }
         for (int j = 0; j < b->k; j++) {
             int64_t s = t * b->k + j;
-            int ni = co__remote_route(r, b->layer, b->experts[s]);
+            int ni = r->chosen[j] = co__share_pick(r, b, t, j, r->chosen);
             if (ni < 0) continue;
+            co__share_took(r, ni);
             if (take_assignment(&r->works[ni], b, t, s, b->experts[s], r->weights[s]))
                 return mw_errf(err, "out of memory");
         }
     }
+    co__share_end(r, b->layer);
     return 0;
 }
 
@@ -558,6 +562,8 @@ static void destroy(md_expert_backend *be) {
         for (int k = 0; k < r->n_works_alloc; k++) free_work(&r->works[k]);
         free(r->works);
         free(r->weights);
+        free(r->chosen);
+        co__share_free(r);
         free(r->lost_rows);
         free(r->layer_moe);
         co_loopback_stop(r->loopback); /* its nodes, once no socket is connected to them */
@@ -656,7 +662,7 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     be->destroy = destroy;
     co__remote *r = be->impl = remote_alloc(o);
     if (!r || !r->endpoints || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
-        co__acct_init(&r->acct, o->n_nodes, o->n_layers, err)) {
+        co__share_init(r) || co__acct_init(&r->acct, o->n_nodes, o->n_layers, err)) {
         destroy(be);
         return mw_errf(err, "out of memory");
     }

@@ -3,8 +3,9 @@
  *
  * At creation every node is greeted (Hello/Welcome): protocol version, model fingerprint, width,
  * numerics and the owned (layer, expert) sets are checked, and the ownership map is built: an
- * expert nobody owns is an error naming it; an expert several nodes own is served by one of them
- * chosen deterministically from (layer, expert), which spreads a layer's experts over replicas.
+ * expert nobody owns is an error naming it; an expert several nodes own is served by its replicas
+ * in turn (co_remote_share.c: the least loaded in exact mode, by the row's own selection in partial
+ * mode), deterministically.
  *
  * Per layer, one ExpertBatch per involved node (more only when a batch exceeds a node's capacity)
  * goes out before any reply is awaited: the backend's submit half sends them and returns, so the

@@ -120,6 +120,11 @@ typedef struct co__remote {
     size_t lost_cap;
     int64_t n_lost_rows; /* rows of that call (0: the last call did not fail so) */
     uint64_t failovers;  /* pieces re-sent to a replica */
+    /* replicas' load (co_remote_share.c) */
+    uint64_t *share_recent; /* [layer × n_nodes]: decaying sum of assignments served */
+    uint64_t *share_now;    /* [n_nodes]: assignments given in this layer call */
+    int32_t *chosen;        /* the nodes the current row's earlier selections went to */
+    size_t chosen_cap;
     /* the batch submitted and not yet waited for (submit → wait) */
     bool in_flight;
     bool serving; /* past the first handshake: membership changes are reported */
@@ -142,6 +147,17 @@ int co__remote_handshake(co__remote *r, mw_err *err);
 int co__remote_route(const co__remote *r, int layer, int expert);
 /* Rebuilds the ownership map from the live nodes' owned sets. */
 void co__remote_owners(co__remote *r);
+
+/* ---- co_remote_share.c: which live owner serves an assignment ---- */
+
+int co__share_init(co__remote *r);
+void co__share_free(co__remote *r);
+/* A layer call starts, its assignments are picked (chosen: where the row's selections 0 .. j-1
+ * went) and each pick is taken, then the call's load is folded into the layer's recent load. */
+void co__share_begin(co__remote *r);
+int co__share_pick(co__remote *r, const md_moe_batch *b, int64_t t, int j, const int32_t *chosen);
+void co__share_took(co__remote *r, int node);
+void co__share_end(co__remote *r, int layer);
 
 /* ---- co_remote_members.c: who is serving ---- */
 

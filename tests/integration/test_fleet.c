@@ -316,6 +316,67 @@ static void test_planned_fleet_serves(void **state) {
     for (int h = 0; h < 4; h++) assert_int_equal(mwt_node_stop(&nodes[h], 30000), 0);
 }
 
+/* /health until its body holds needle (or 60 s): the last answer's status. */
+static int health_until(int port, const char *needle, char *body, size_t cap) {
+    int status = 0;
+    for (int i = 0; i < 600; i++) {
+        mwt_resp r;
+        if (mwt_http_request(port, "GET", "/health", NULL, &r) == 0) {
+            status = r.status;
+            snprintf(body, cap, "%s", r.body ? r.body : "");
+            mwt_resp_free(&r);
+            if (strstr(body, needle)) return status;
+        }
+        usleep(100000);
+    }
+    return status;
+}
+
+static void complete(int port) {
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(port, "POST", "/v1/completions",
+                                      "{\"model\":\"synth\",\"prompt\":[5,6,7],\"max_tokens\":4}", &r),
+                     0);
+    if (r.status != 200) fail_msg("status %d: %s", r.status, r.body);
+    mwt_resp_free(&r);
+}
+
+/* Two nodes owning every expert: serve starts with one of them, the other joins when it comes up
+ * (more rows go to it), /health says degraded while one is down and 503 once none is. */
+static void test_serve_with_a_node_missing(void **state) {
+    (void)state;
+    int port[2] = {mwt_free_port(), mwt_free_port()};
+    char nodes[256], bind[2][64];
+    for (int i = 0; i < 2; i++) snprintf(bind[i], sizeof bind[i], "tcp://127.0.0.1:%d", port[i]);
+    snprintf(nodes, sizeof nodes, "%s,%s", bind[0], bind[1]);
+    const char *a0[] = {"--bind", bind[0], "--threads", "1", NULL};
+    const char *a1[] = {"--bind", bind[1], "--threads", "1", NULL};
+    mwt_node n0 = mwt_node_up(synth, dir, "m0", a0, 60000);
+    const char *extra[] = {"--nodes", nodes, "--threads", "1", NULL};
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, synth, extra, 120000), 0);
+    char body[512];
+    assert_int_equal(health_until(s.port, "\"degraded\"", body, sizeof body), 200);
+    assert_non_null(strstr(body, "\"experts_reachable\":true"));
+    complete(s.port);
+    mwt_node n1 = mwt_node_up(synth, dir, "m1", a1, 60000);
+    if (health_until(s.port, "\"ok\"", body, sizeof body) != 200)
+        fail_msg("the late node did not join: %s", body);
+    complete(s.port);
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(s.port, "GET", "/metrics", NULL, &r), 0);
+    char want[128];
+    snprintf(want, sizeof want, "moewire_node_rows_total{node=\"1\",endpoint=\"%s\"} ", bind[1]);
+    const char *at = strstr(r.body, want);
+    if (!at || atof(at + strlen(want)) <= 0) fail_msg("node 1 served no rows:\n%s", r.body);
+    mwt_resp_free(&r);
+    mwt_node_kill(&n1);
+    assert_int_equal(health_until(s.port, "\"degraded\"", body, sizeof body), 200);
+    mwt_node_kill(&n0);
+    assert_int_equal(health_until(s.port, "\"unavailable\"", body, sizeof body), 503);
+    assert_int_equal(mwt_serve_stop(&s, 60000), 0);
+}
+
 /* expert-node --probe prints a host entry: with an endpoint added, a topology plans with it. */
 static void test_probe_makes_a_host(void **state) {
     (void)state;
@@ -357,6 +418,7 @@ int main(void) {
         cmocka_unit_test(test_plan_refuses_a_small_fleet),
         cmocka_unit_test(test_planned_fleet_serves),
         cmocka_unit_test(test_probe_makes_a_host),
+        cmocka_unit_test(test_serve_with_a_node_missing),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
