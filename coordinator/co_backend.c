@@ -95,10 +95,21 @@ done:
 static bool remote_metrics(md_expert_backend *b, co_backend_stats *st, co_node_stats *nodes) {
     const wr_stats *ws = co_remote_stats(b);
     const wr_counters all = wr_stats_sum(ws, -1, -1);
+    co_cell_stats *cells = st->cells;
+    const co_remote_health h = co_remote_get_health(b);
     *st = (co_backend_stats){.tx_bytes = all.tx_bytes,
                              .rx_bytes = all.rx_bytes,
                              .weight_bytes = all.weight_bytes,
-                             .nodes = nodes};
+                             .nodes = nodes,
+                             .cells = cells,
+                             .failovers = h.failovers,
+                             .skipped = h.skipped};
+    for (int i = 0; cells && i < ws->n_nodes; i++)
+        for (int y = 0; y < ws->n_layers; y++) {
+            const wr_counters *c = &ws->cell[i * ws->n_layers + y];
+            cells[i * ws->n_layers + y] =
+                (co_cell_stats){c->rows, c->assignments, c->tx_bytes, c->rx_bytes, c->weight_bytes};
+        }
     for (int i = 0, n = co_remote_n_nodes(b); i < n; i++) {
         const wr_counters c = wr_stats_sum(ws, i, -1);
         co_remote_node_info info;
@@ -115,7 +126,6 @@ static bool remote_metrics(md_expert_backend *b, co_backend_stats *st, co_node_s
                               .rtt_sum_s = (double)c.rtt_ns * 1e-9};
         memcpy(ns->rtt_buckets, info.rtt_log2, sizeof ns->rtt_buckets);
     }
-    const co_remote_health h = co_remote_get_health(b);
     return h.covered == h.cells;
 }
 

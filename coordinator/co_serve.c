@@ -58,6 +58,7 @@ typedef struct serve {
     int64_t ring;
     int n_nodes;
     co_node_stats *nodes;
+    co_cell_stats *cells; /* per node and layer, for /metrics */
 } serve;
 
 /* ---- the KV budget -------------------------------------------------------------------------- */
@@ -102,7 +103,7 @@ static int plan_slots(serve *s, mw_err *err) {
 
 static void after_step(void *ud) {
     serve *s = ud;
-    co_backend_stats b;
+    co_backend_stats b = {.cells = s->cells};
     const bool ready = s->kind->metrics(s->experts, &b, s->nodes);
     co_metrics_backend(s->metrics, &b);
     co_metrics_set_ready(s->metrics, ready);
@@ -237,7 +238,9 @@ static int open_scheduler(serve *s, mw_err *err) {
     const co_opts *o = s->o;
     const md_config *c = &s->model->cfg;
     s->n_nodes = s->kind->n_nodes ? s->kind->n_nodes(s->experts) : 0;
-    if (s->n_nodes && !(s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes)))
+    if (s->n_nodes &&
+        (!(s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes)) ||
+         !(s->cells = calloc((size_t)s->n_nodes * (size_t)c->n_layer, sizeof *s->cells))))
         return mw_errf(err, "out of memory");
     if (co_metrics_new(s->n_nodes, c->n_layer, c->n_expert, c->n_expert_used, &s->metrics, err))
         return -1;
@@ -359,6 +362,7 @@ static void close_all(serve *s) {
     co_auth_free(s->auth);
     co_metrics_free(s->metrics);
     free(s->nodes);
+    free(s->cells);
     mw_err terr;
     if (co_trace_close(s->trace, stderr, &terr))
         fprintf(stderr, "coordinator serve: %s\n", terr.msg);

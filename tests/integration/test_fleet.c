@@ -281,7 +281,61 @@ static void test_plan_refuses_a_small_fleet(void **state) {
     free(err);
 }
 
-/* The planned shards on four loopback nodes: exact mode gives the in-process logits bit for bit. */
+/* The value of a /metrics sample line that starts with `series ` (-1 when absent). */
+static double metric(const char *page, const char *series) {
+    char want[256];
+    snprintf(want, sizeof want, "\n%s ", series);
+    const char *at = strstr(page, want);
+    return at ? atof(at + strlen(want)) : -1;
+}
+
+/* promtool check metrics on a page, when make test provides promtool. */
+static void promtool_check(const char *page) {
+    const char *promtool = getenv("MW_PROMTOOL");
+    if (!promtool || access(promtool, X_OK))
+        fail_msg("MW_PROMTOOL is not set: run under make test");
+    const char *mpath = path_in("metrics.txt");
+    assert_int_equal(mwt_write_file(mpath, page, strlen(page)), 0);
+    char cmd[8600];
+    snprintf(cmd, sizeof cmd, "%s check metrics < %s", promtool, mpath);
+    char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL, *err = NULL;
+    if (mwt_run(sh, &out, &err, 60000))
+        fail_msg("promtool check metrics: %s%s", out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+}
+
+/* Serves the skewed synth with `extra`, runs the same requests, and returns each layer's measured
+ * balance (/metrics moewire_layer_balance). */
+static void serve_balance(const char *const *extra, double bal[3]) {
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, skewed, extra, 120000), 0);
+    for (int i = 0; i < 6; i++) {
+        char body[160];
+        snprintf(body, sizeof body,
+                 "{\"model\":\"skewed\",\"prompt\":[%d,%d,%d,%d],\"max_tokens\":12}", 3 + i,
+                 40 + 7 * i, 90 + i, 200 - i);
+        mwt_resp r;
+        assert_int_equal(mwt_http_request(s.port, "POST", "/v1/completions", body, &r), 0);
+        if (r.status != 200) fail_msg("status %d: %s", r.status, r.body);
+        mwt_resp_free(&r);
+    }
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(s.port, "GET", "/metrics", NULL, &r), 0);
+    promtool_check(r.body);
+    for (int l = 0; l < 3; l++) {
+        char series[64];
+        snprintf(series, sizeof series, "moewire_layer_balance{layer=\"%d\"}", l);
+        bal[l] = metric(r.body, series);
+        assert_true(bal[l] > 0);
+    }
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_serve_stop(&s, 60000), 0);
+}
+
+/* The planned shards on four loopback nodes: exact mode gives the in-process logits bit for bit,
+ * and serving spreads each layer's work evenly where even expert ranges (--loopback 4) cannot. */
 static void test_planned_fleet_serves(void **state) {
     (void)state;
     int ports[4];
@@ -296,10 +350,8 @@ static void test_planned_fleet_serves(void **state) {
         const char *args[] = {"--bind", bind, "--experts", shard, "--threads", "1", NULL};
         nodes[h] = mwt_node_up(skewed, dir, tag, args, 60000);
     }
-    char nf[4400];
-    snprintf(nf, sizeof nf, "%s/coordinator.nodes", out);
-    char *list = mwt_read_file(nf, NULL);
-    list[strcspn(list, "\n")] = 0;
+    char list[4400];
+    snprintf(list, sizeof list, "@%s/coordinator.nodes", out);
     const char *a = path_in("local.logits"), *b = path_in("fleet.logits");
     const char *local[] = {"--numerics", "f32", "--logits-out", a, NULL};
     const char *fleet[] = {"--numerics", "f32",     "--logits-out", b,     "--nodes",
@@ -312,8 +364,18 @@ static void test_planned_fleet_serves(void **state) {
     assert_memory_equal(x, y, na);
     free(x);
     free(y);
-    free(list);
+    double planned[3], ranges[3];
+    const char *planned_args[] = {"--nodes", list, "--exact", "--threads", "1", NULL};
+    serve_balance(planned_args, planned);
     for (int h = 0; h < 4; h++) assert_int_equal(mwt_node_stop(&nodes[h], 30000), 0);
+    const char *range_args[] = {"--loopback", "4", "--exact", "--threads", "1", NULL};
+    serve_balance(range_args, ranges);
+    for (int l = 0; l < 3; l++) {
+        print_message("layer %d: measured balance %.3f planned, %.3f with even ranges\n", l,
+                      planned[l], ranges[l]);
+        assert_true(planned[l] >= 0.9);
+        assert_true(ranges[l] < planned[l]);
+    }
 }
 
 /* /health until its body holds needle (or 60 s): the last answer's status. */
@@ -335,7 +397,8 @@ static int health_until(int port, const char *needle, char *body, size_t cap) {
 static void complete(int port) {
     mwt_resp r;
     assert_int_equal(mwt_http_request(port, "POST", "/v1/completions",
-                                      "{\"model\":\"synth\",\"prompt\":[5,6,7],\"max_tokens\":4}", &r),
+                                      "{\"model\":\"synth\",\"prompt\":[5,6,7],\"max_tokens\":4}",
+                                      &r),
                      0);
     if (r.status != 200) fail_msg("status %d: %s", r.status, r.body);
     mwt_resp_free(&r);
