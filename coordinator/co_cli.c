@@ -208,30 +208,35 @@ static int set_ctx(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--ctx", v, 1, INT32_MAX, &o->n_ctx, err);
 }
 
-/* The list, or @FILE holding it (`vindex plan` writes coordinator.nodes): one line, at most
- * MAX_NODES_FILE bytes, surrounding white space dropped. */
+int co_cli_read_nodes(const char *path, char **buf, const char **list, mw_err *err) {
+    FILE *f = fopen(path, "r");
+    if (!f) return mw_errf(err, "--nodes @%s: cannot open: %s", path, strerror(errno));
+    free(*buf);
+    *buf = calloc(MAX_NODES_FILE + 1, 1);
+    size_t n = *buf ? fread(*buf, 1, MAX_NODES_FILE + 1, f) : 0;
+    fclose(f);
+    if (!*buf) return mw_errf(err, "out of memory");
+    if (n > MAX_NODES_FILE)
+        return mw_errf(err, "--nodes @%s: more than %d bytes", path, MAX_NODES_FILE);
+    (*buf)[n] = 0;
+    char *b = *buf + strspn(*buf, " \t\r\n");
+    for (size_t e = strlen(b); e && strchr(" \t\r\n", b[e - 1]); e--) b[e - 1] = 0;
+    if (!*b || strpbrk(b, "\n\r"))
+        return mw_errf(err, "--nodes @%s: expected one line of endpoints", path);
+    *list = b;
+    return 0;
+}
+
+/* The list, or @FILE holding it (`vindex plan` writes coordinator.nodes; serve reads it again on
+ * SIGHUP). */
 static int set_nodes(co_opts *o, const char *v, mw_err *err) {
     o->experts = "remote";
+    o->nodes_file = v[0] == '@' ? v + 1 : NULL;
     if (v[0] != '@') {
         o->nodes = v;
         return 0;
     }
-    FILE *f = fopen(v + 1, "r");
-    if (!f) return mw_errf(err, "--nodes %s: cannot open: %s", v, strerror(errno));
-    free(o->nodes_buf);
-    o->nodes_buf = calloc(MAX_NODES_FILE + 1, 1);
-    size_t n = o->nodes_buf ? fread(o->nodes_buf, 1, MAX_NODES_FILE + 1, f) : 0;
-    fclose(f);
-    if (!o->nodes_buf) return mw_errf(err, "out of memory");
-    if (n > MAX_NODES_FILE)
-        return mw_errf(err, "--nodes %s: more than %d bytes", v, MAX_NODES_FILE);
-    o->nodes_buf[n] = 0;
-    char *b = o->nodes_buf + strspn(o->nodes_buf, " \t\r\n");
-    for (size_t e = strlen(b); e && strchr(" \t\r\n", b[e - 1]); e--) b[e - 1] = 0;
-    if (!*b || strpbrk(b, "\n\r"))
-        return mw_errf(err, "--nodes %s: expected one line of endpoints", v);
-    o->nodes = b;
-    return 0;
+    return co_cli_read_nodes(v + 1, &o->nodes_buf, &o->nodes, err);
 }
 
 static int set_loopback(co_opts *o, const char *v, mw_err *err) {

@@ -39,6 +39,7 @@ typedef struct co_opts {
     /* remote experts (coordinator/co_backend.h) */
     const char *nodes;        /* comma-separated node endpoints */
     char *nodes_buf;          /* --nodes @FILE: the file's text, which nodes points into */
+    const char *nodes_file;   /* that FILE (serve reads it again on SIGHUP), or NULL */
     int loopback;             /* start this many local expert nodes */
     int node_threads;         /* threads per loopback node */
     bool node_affinity;       /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
@@ -88,5 +89,8 @@ int co_cli_check_serve(const co_opts *o, mw_err *err);
 void co_cli_usage(FILE *f);
 /* The expert backend's options out of the command line's. */
 co_backend_opts co_cli_backend_opts(const co_opts *o);
+/* Reads a --nodes file (one line of at most 1 MiB): *list points into *buf (replaced), white
+ * space around it dropped. */
+int co_cli_read_nodes(const char *path, char **buf, const char **list, mw_err *err);
 
 #endif

@@ -369,6 +369,7 @@ static void write_nodes(const co_metrics *m, co_buf *o) {
     char l[512];
     family(o, "moewire_node_up", "gauge", "1 while the node answers");
     for (int i = 0; i < m->n_nodes; i++) {
+        if (!m->nodes[i].endpoint) continue;
         node_labels(l, sizeof l, m, i);
         sample(o, "moewire_node_up", l, m->nodes[i].up ? 1 : 0);
     }
@@ -392,6 +393,7 @@ static void write_nodes(const co_metrics *m, co_buf *o) {
     for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
         family(o, counters[c].name, "counter", counters[c].help);
         for (int i = 0; i < m->n_nodes; i++) {
+            if (!m->nodes[i].endpoint) continue;
             node_labels(l, sizeof l, m, i);
             uint64_t v;
             memcpy(&v, (const char *)&m->nodes[i] + counters[c].off, sizeof v);
@@ -401,6 +403,7 @@ static void write_nodes(const co_metrics *m, co_buf *o) {
     family(o, "moewire_node_rtt_seconds", "histogram",
            "send to reply of one expert batch, per node");
     for (int i = 0; i < m->n_nodes; i++) {
+        if (!m->nodes[i].endpoint) continue;
         node_labels(l, sizeof l, m, i);
         uint64_t count = 0;
         for (int b = 0; b <= CO_RTT_BUCKETS; b++) count += m->nodes[i].rtt_buckets[b];
@@ -433,6 +436,7 @@ static void write_layers(const co_metrics *m, co_buf *o) {
     for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
         family(o, counters[c].name, "counter", counters[c].help);
         for (int i = 0; i < m->n_nodes; i++) {
+            if (!m->nodes[i].endpoint) continue;
             node_labels(nl, sizeof nl, m, i);
             for (int y = 0; y < m->n_layers; y++) {
                 uint64_t v;
@@ -448,16 +452,19 @@ static void write_layers(const co_metrics *m, co_buf *o) {
            "the layer's wire bytes (both directions) over its expert weight bytes read");
     for (int y = 0; y < m->n_layers; y++) {
         uint64_t sum = 0, mx = 0, wire = 0, wb = 0;
+        int members = 0;
         for (int i = 0; i < m->n_nodes; i++) {
             const co_cell_stats *c = &m->cells[i * m->n_layers + y];
-            sum += c->assignments;
-            mx = c->assignments > mx ? c->assignments : mx;
             wire += c->tx_bytes + c->rx_bytes;
             wb += c->weight_bytes;
+            if (!m->nodes[i].member) continue; /* the balance is over the fleet as it is */
+            members++;
+            sum += c->assignments;
+            mx = c->assignments > mx ? c->assignments : mx;
         }
         if (!mx) continue; /* a dense layer, or none served yet */
         snprintf(l, sizeof l, "layer=\"%d\"", y);
-        sample(o, "moewire_layer_balance", l, (double)sum / m->n_nodes / (double)mx);
+        sample(o, "moewire_layer_balance", l, (double)sum / members / (double)mx);
         sample(o, "moewire_layer_movement_ratio", l, wb ? (double)wire / (double)wb : 0);
     }
     one(o, "moewire_failover_batches_total", "counter",
@@ -479,8 +486,10 @@ void co_metrics_write(co_metrics *m, co_buf *o) {
 
 void co_metrics_nodes_up(co_metrics *m, int *up, int *n_nodes) {
     pthread_mutex_lock(&m->mu);
-    *n_nodes = m->n_nodes;
-    *up = 0;
-    for (int i = 0; i < m->n_nodes; i++) *up += m->nodes[i].up;
+    *n_nodes = *up = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        *n_nodes += m->nodes[i].member;
+        *up += m->nodes[i].member && m->nodes[i].up;
+    }
     pthread_mutex_unlock(&m->mu);
 }

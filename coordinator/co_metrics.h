@@ -51,7 +51,8 @@ void co_metrics_kv_used(co_metrics *m, uint64_t bytes);
  * the rest. */
 #define CO_RTT_BUCKETS 24
 typedef struct co_node_stats {
-    const char *endpoint;
+    const char *endpoint; /* NULL: a slot no node has taken (nothing is written for it) */
+    bool member;          /* in the fleet (a drained node is not: /health does not count it) */
     bool up;
     uint64_t tx_bytes, rx_bytes, weight_bytes, rows, batches, errors;
     uint64_t rtt_buckets[CO_RTT_BUCKETS + 1]; /* per-bucket counts (not cumulative), last +Inf */

@@ -391,8 +391,9 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
         for (int i = 0; i < N; i++) left += r->nodes[i].down ? 0 : r->nodes[i].pending;
         if (!left) return 0;
         for (int i = 0; i < N; i++) {
-            items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, 0, ZMQ_POLLIN, 0};
-            items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, 0, ZMQ_POLLIN, 0};
+            const bool gone = r->nodes[i].drained; /* no sockets: nothing to poll */
+            items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, gone ? -1 : 0, ZMQ_POLLIN, 0};
+            items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, gone ? -1 : 0, ZMQ_POLLIN, 0};
         }
         uint64_t t = mw_now_ns(), deadline = next_deadline(r);
         if (t >= deadline) {
@@ -524,12 +525,17 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
-static void free_node(co__node *n) {
+void co__remote_close_node(co__node *n) {
     if (n->sock) {
         zmq_socket_monitor(n->sock, NULL, 0);
         zmq_close(n->sock);
     }
     if (n->mon) zmq_close(n->mon);
+    n->sock = n->mon = NULL;
+}
+
+static void free_node(co__node *n) {
+    co__remote_close_node(n);
     free(n->owned);
 }
 
@@ -575,9 +581,9 @@ static void destroy(md_expert_backend *be) {
     free(be);
 }
 
-/* n strings copied into an array of their own; NULL when memory runs out. */
-static char **copy_strings(const char *const *v, int n) {
-    char **c = calloc((size_t)n, sizeof *c);
+/* n strings copied into an array of cap (>= n) of their own; NULL when memory runs out. */
+static char **copy_strings(const char *const *v, int n, int cap) {
+    char **c = calloc((size_t)cap, sizeof *c);
     for (int i = 0; c && i < n; i++)
         if (!(c[i] = strdup(v[i]))) {
             while (i-- > 0) free(c[i]);
@@ -600,12 +606,14 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     r->o.loopback = NULL;
     if (o->curve) r->key = *o->curve;
     r->o.curve = o->curve ? &r->key : NULL;
-    r->endpoints = copy_strings(o->endpoints, o->n_nodes);
+    /* room for nodes that join while serving (co_remote_set_nodes) */
+    r->cap_nodes = o->n_nodes + CO_JOIN_ROOM < 1024 ? o->n_nodes + CO_JOIN_ROOM : 1024;
+    r->endpoints = copy_strings(o->endpoints, o->n_nodes, r->cap_nodes);
     r->o.endpoints = (const char *const *)r->endpoints;
     if (r->o.down_ms <= 0) r->o.down_ms = 750;
     size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
-    r->nodes = calloc((size_t)o->n_nodes, sizeof *r->nodes);
-    r->owner = malloc(cells * (size_t)o->n_nodes * sizeof *r->owner);
+    r->nodes = calloc((size_t)r->cap_nodes, sizeof *r->nodes);
+    r->owner = malloc(cells * (size_t)r->cap_nodes * sizeof *r->owner);
     r->n_owner = calloc(cells, sizeof *r->n_owner);
     if ((r->layer_moe = malloc((size_t)o->n_layers)))
         for (int l = 0; l < o->n_layers; l++) r->layer_moe[l] = o->layer_moe ? o->layer_moe[l] : 1;
@@ -662,7 +670,7 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     be->destroy = destroy;
     co__remote *r = be->impl = remote_alloc(o);
     if (!r || !r->endpoints || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
-        co__share_init(r) || co__acct_init(&r->acct, o->n_nodes, o->n_layers, err)) {
+        co__share_init(r) || co__acct_init(&r->acct, r->cap_nodes, o->n_layers, err)) {
         destroy(be);
         return mw_errf(err, "out of memory");
     }

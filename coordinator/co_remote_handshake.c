@@ -35,7 +35,9 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
      * failed CURVE handshakes so a refused key is named at once, not after the handshake's
      * deadline. */
     char addr[64];
-    snprintf(addr, sizeof addr, "inproc://co-remote-%p-%d", (void *)r, i);
+    /* unique per connection: a node that joins again gets a new monitor */
+    snprintf(addr, sizeof addr, "inproc://co-remote-%p-%d-%llu", (void *)r, i,
+             (unsigned long long)++r->seq);
     const int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
@@ -243,7 +245,7 @@ void co__remote_owners(co__remote *r) {
         if (n->down || !n->owned) continue;
         for (size_t c = 0; c < cells; c++)
             if ((n->owned[c / 8] >> (c % 8)) & 1)
-                r->owner[c * (size_t)o->n_nodes + (size_t)r->n_owner[c]++] = i;
+                r->owner[c * (size_t)r->cap_nodes + (size_t)r->n_owner[c]++] = i;
     }
 }
 
@@ -300,5 +302,5 @@ int co__remote_handshake(co__remote *r, mw_err *err) {
 int co__remote_route(const co__remote *r, int layer, int expert) {
     size_t c = (size_t)layer * (size_t)r->o.n_experts + (size_t)expert;
     int k = r->n_owner[c];
-    return k ? r->owner[c * (size_t)r->o.n_nodes + (size_t)((layer + expert) % k)] : -1;
+    return k ? r->owner[c * (size_t)r->cap_nodes + (size_t)((layer + expert) % k)] : -1;
 }

@@ -22,9 +22,9 @@
 #define DECAY 16 /* a layer's recent load: R = R − R/DECAY + this call's assignments */
 
 int co__share_init(co__remote *r) {
-    const size_t n = (size_t)r->o.n_layers * (size_t)r->o.n_nodes;
+    const size_t n = (size_t)r->o.n_layers * (size_t)r->cap_nodes;
     r->share_recent = calloc(n ? n : 1, sizeof *r->share_recent);
-    r->share_now = calloc((size_t)r->o.n_nodes, sizeof *r->share_now);
+    r->share_now = calloc((size_t)r->cap_nodes, sizeof *r->share_now);
     return r->share_recent && r->share_now ? 0 : -1;
 }
 
@@ -38,7 +38,7 @@ void co__share_begin(co__remote *r) {
 }
 
 void co__share_end(co__remote *r, int layer) {
-    uint64_t *R = r->share_recent + (size_t)layer * (size_t)r->o.n_nodes;
+    uint64_t *R = r->share_recent + (size_t)layer * (size_t)r->cap_nodes;
     for (int i = 0; i < r->o.n_nodes; i++) R[i] = R[i] - R[i] / DECAY + r->share_now[i] * DECAY;
 }
 
@@ -59,14 +59,14 @@ int co__share_pick(co__remote *r, const md_moe_batch *b, int64_t t, int j, const
     const int e = b->experts[t * b->k + j];
     const size_t c = (size_t)b->layer * (size_t)r->o.n_experts + (size_t)e;
     const int n = r->n_owner[c];
-    if (n <= 1) return n ? r->owner[c * (size_t)r->o.n_nodes] : -1;
-    const int32_t *own = r->owner + c * (size_t)r->o.n_nodes;
+    if (n <= 1) return n ? r->owner[c * (size_t)r->cap_nodes] : -1;
+    const int32_t *own = r->owner + c * (size_t)r->cap_nodes;
     if (!r->o.exact) {
         for (int x = 0; x < n; x++)
             if (row_goes_to(chosen, j, own[x])) return own[x];
         return own[(row_hash(b->experts + t * b->k, b->k) + (uint32_t)e) % (uint32_t)n];
     }
-    const uint64_t *R = r->share_recent + (size_t)b->layer * (size_t)r->o.n_nodes;
+    const uint64_t *R = r->share_recent + (size_t)b->layer * (size_t)r->cap_nodes;
     const int start = (int)(((uint64_t)b->layer + (uint64_t)e + (uint64_t)t) % (uint64_t)n);
     int best = -1;
     uint64_t best_load = 0;

@@ -6,6 +6,7 @@
 
 #include <libgen.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,9 @@ typedef struct serve {
     co_http_server *http;
     uv_loop_t loop;
     bool loop_ok;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
+    atomic_bool reload; /* SIGHUP: read the --nodes file again at the next step (model thread) */
+    char *reload_buf;   /* the file's text, read on the model thread */
     uv_timer_t drain_timer;
     uv_timer_t wd_timer; /* the service manager's watchdog (mw_notify.h), when it asks */
     bool handles_ok, draining, failed_all, done;
@@ -101,8 +104,26 @@ static int plan_slots(serve *s, mw_err *err) {
 
 /* ---- backend figures for /metrics (model thread, after every step) -------------------------- */
 
+/* Model thread: the --nodes file again, the backend's nodes made its list (joins, drains). */
+static void reload_nodes(serve *s) {
+    const co_opts *o = s->o;
+    mw_err err;
+    const char *list = NULL;
+    if (!o->nodes_file || !s->kind->set_nodes) {
+        fprintf(stderr, "coordinator serve: SIGHUP: nothing to reload (serve runs without --nodes "
+                        "@FILE)\n");
+        return;
+    }
+    if (co_cli_read_nodes(o->nodes_file, &s->reload_buf, &list, &err) ||
+        s->kind->set_nodes(s->experts, list, stderr, &err))
+        fprintf(stderr, "coordinator serve: SIGHUP: %s: the nodes stay as they were\n", err.msg);
+    else
+        fprintf(stderr, "coordinator serve: SIGHUP: the nodes are those of %s\n", o->nodes_file);
+}
+
 static void after_step(void *ud) {
     serve *s = ud;
+    if (atomic_exchange(&s->reload, false)) reload_nodes(s);
     co_backend_stats b = {.cells = s->cells};
     const bool ready = s->kind->metrics(s->experts, &b, s->nodes);
     co_metrics_backend(s->metrics, &b);
@@ -125,9 +146,18 @@ static void finish(serve *s) {
     s->http = NULL;
     uv_close((uv_handle_t *)&s->sigterm, handle_closed);
     uv_close((uv_handle_t *)&s->sigint, handle_closed);
+    uv_close((uv_handle_t *)&s->sighup, handle_closed);
     uv_close((uv_handle_t *)&s->drain_timer, handle_closed);
     uv_timer_stop(&s->wd_timer);
     uv_close((uv_handle_t *)&s->wd_timer, handle_closed);
+}
+
+/* The loop notes it; the model thread acts on it between steps (the backend is its alone). An idle
+ * server's scheduler ticks every 100 ms, so the change follows within that. */
+static void on_sighup(uv_signal_t *h, int signum) {
+    (void)signum;
+    serve *s = h->data;
+    atomic_store(&s->reload, true);
 }
 
 static void on_watchdog(uv_timer_t *t) {
@@ -305,14 +335,16 @@ static int open_http(serve *s, mw_err *err) {
              co_http_server_port(s->http));
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
+    uv_signal_init(&s->loop, &s->sighup);
     uv_timer_init(&s->loop, &s->drain_timer);
     uv_timer_init(&s->loop, &s->wd_timer);
-    s->sigterm.data = s->sigint.data = s->drain_timer.data = s->wd_timer.data = s;
+    s->sigterm.data = s->sigint.data = s->sighup.data = s->drain_timer.data = s->wd_timer.data = s;
     s->handles_ok = true;
     const uint64_t wd_ms = mw_notify_watchdog_usec() / 2000;
     if (wd_ms) uv_timer_start(&s->wd_timer, on_watchdog, wd_ms, wd_ms);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
@@ -363,6 +395,7 @@ static void close_all(serve *s) {
     co_metrics_free(s->metrics);
     free(s->nodes);
     free(s->cells);
+    free(s->reload_buf);
     mw_err terr;
     if (co_trace_close(s->trace, stderr, &terr))
         fprintf(stderr, "coordinator serve: %s\n", terr.msg);

@@ -1,8 +1,8 @@
 /* tests/integration/test_deploy.c — deploy/: the systemd units pass `systemd-analyze verify`
  * (skipped, saying so, where systemd-analyze is missing), the launchd plist is a valid property
  * list once filled in, `deploy/moewire up` starts a planned loopback fleet that serves, `status`
- * shows it, `down` stops every process it started, and `units` prints each real host's unit or
- * plist. */
+ * shows it, `drain` takes a host out while the others serve its experts, `down` stops every
+ * process it started, and `units` prints each real host's unit or plist. */
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_http.h"
 
@@ -205,9 +205,34 @@ static void test_up_status_down(void **state) {
     }
     assert_non_null(strstr(out, "\"status\":\"ok\""));
     free(out);
+    /* every expert has two owners: n3 can leave, the fleet stays whole */
+    char bindir[4200];
+    snprintf(bindir, sizeof bindir, "%s", mwt_bin("coordinator"));
+    *strrchr(bindir, '/') = 0;
+    char *const drain[] = {(char *)mwt_repo_path("deploy/moewire"),
+                           "drain",
+                           (char *)topo,
+                           "n3",
+                           "--plan",
+                           plan,
+                           "--bin",
+                           bindir,
+                           NULL};
+    assert_int_equal(run(drain, &out, NULL), 0);
+    assert_non_null(strstr(out, "n3: drained"));
+    free(out);
+    assert_int_equal(mwt_http_request(ports[4], "POST", "/v1/completions",
+                                      "{\"model\":\"m\",\"prompt\":[4,5],\"max_tokens\":4}", &r),
+                     0);
+    assert_int_equal(r.status, 200);
+    mwt_resp_free(&r);
+    assert_int_equal(moewire("status", topo, plan, &out), 0);
+    if (!strstr(out, "\"status\":\"ok\"") || !strstr(out, "\"nodes\":3"))
+        fail_msg("status after the drain:\n%s", out);
+    free(out);
     assert_int_equal(moewire("down", topo, plan, &out), 0);
     assert_non_null(strstr(out, "c: stopped"));
-    assert_non_null(strstr(out, "n3: stopped"));
+    assert_non_null(strstr(out, "n2: stopped"));
     free(out);
     assert_int_equal(moewire("status", topo, plan, &out), 0);
     if (strstr(out, " running  ")) fail_msg("after down:\n%s", out); /* the state column */

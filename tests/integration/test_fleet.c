@@ -440,6 +440,91 @@ static void test_serve_with_a_node_missing(void **state) {
     assert_int_equal(mwt_serve_stop(&s, 60000), 0);
 }
 
+/* node_rows_total of an endpoint on a /metrics page (-1: no such node). */
+static double node_rows(int port, const char *endpoint) {
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(port, "GET", "/metrics", NULL, &r), 0);
+    const char *at = strstr(r.body, "moewire_node_rows_total{");
+    double v = -1;
+    char want[160];
+    snprintf(want, sizeof want, "endpoint=\"%s\"} ", endpoint);
+    for (; at; at = strstr(at + 1, "moewire_node_rows_total{")) {
+        const char *end = strchr(at, '\n');
+        const char *hit = strstr(at, want);
+        if (hit && (!end || hit < end)) {
+            v = atof(hit + strlen(want));
+            break;
+        }
+    }
+    mwt_resp_free(&r);
+    return v;
+}
+
+/* The serve log, once the coordinator has written `needle` (or 20 s). */
+static bool log_says(const mwt_server *s, const char *needle) {
+    for (int i = 0; i < 200; i++) {
+        char *log = mwt_read_file(s->log, NULL);
+        bool hit = log && strstr(log, needle);
+        free(log);
+        if (hit) return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+/* serve --nodes @FILE: a node at a new address joins on SIGHUP and takes work; a node left out of
+ * the file is drained (no more work), unless it holds the only copy of some expert. */
+static void test_join_and_drain(void **state) {
+    (void)state;
+    char bind[3][64];
+    const char *args[3][5];
+    mwt_node n[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(bind[i], sizeof bind[i], "tcp://127.0.0.1:%d", mwt_free_port());
+        const char *a[] = {"--bind", bind[i], "--threads", "1", NULL};
+        memcpy(args[i], a, sizeof a);
+    }
+    n[0] = mwt_node_up(synth, dir, "j0", args[0], 60000);
+    const char *file = path_in("live.nodes");
+    char list[256];
+    assert_int_equal(mwt_write_file(file, bind[0], strlen(bind[0])), 0);
+    char at[4400];
+    snprintf(at, sizeof at, "@%s", file);
+    const char *extra[] = {"--nodes", at, "--threads", "1", NULL};
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, synth, extra, 120000), 0);
+    complete(s.port);
+    /* a new node, at an address the coordinator has never seen */
+    n[1] = mwt_node_up(synth, dir, "j1", args[1], 60000);
+    snprintf(list, sizeof list, "%s,%s", bind[0], bind[1]);
+    assert_int_equal(mwt_write_file(file, list, strlen(list)), 0);
+    kill(s.pid, SIGHUP);
+    if (!log_says(&s, "node 1 (tcp://127.0.0.1:")) fail_msg("no join in %s", s.log);
+    char body[512];
+    assert_int_equal(health_until(s.port, "\"nodes_up\":2", body, sizeof body), 200);
+    complete(s.port);
+    complete(s.port);
+    assert_true(node_rows(s.port, bind[1]) > 0);
+    /* drain node 0: no more work for it */
+    assert_int_equal(mwt_write_file(file, bind[1], strlen(bind[1])), 0);
+    kill(s.pid, SIGHUP);
+    if (!log_says(&s, "is drained")) fail_msg("no drain in %s", s.log);
+    assert_int_equal(health_until(s.port, "\"nodes\":1", body, sizeof body), 200);
+    const double before = node_rows(s.port, bind[0]);
+    complete(s.port);
+    assert_true(node_rows(s.port, bind[0]) == before);
+    mwt_node_kill(&n[0]); /* a drained node leaving costs nothing */
+    complete(s.port);
+    assert_int_equal(health_until(s.port, "\"ok\"", body, sizeof body), 200);
+    /* draining the last owner is refused: the nodes stay */
+    assert_int_equal(mwt_write_file(file, bind[2], strlen(bind[2])), 0);
+    kill(s.pid, SIGHUP);
+    if (!log_says(&s, "stay as they were")) fail_msg("the drain was not refused: %s", s.log);
+    complete(s.port);
+    assert_int_equal(mwt_serve_stop(&s, 60000), 0);
+    mwt_node_kill(&n[1]);
+}
+
 /* expert-node --probe prints a host entry: with an endpoint added, a topology plans with it. */
 static void test_probe_makes_a_host(void **state) {
     (void)state;
@@ -482,6 +567,7 @@ int main(void) {
         cmocka_unit_test(test_planned_fleet_serves),
         cmocka_unit_test(test_probe_makes_a_host),
         cmocka_unit_test(test_serve_with_a_node_missing),
+        cmocka_unit_test(test_join_and_drain),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
