@@ -525,15 +525,6 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
-void co__remote_close_node(co__node *n) {
-    if (n->sock) {
-        zmq_socket_monitor(n->sock, NULL, 0);
-        zmq_close(n->sock);
-    }
-    if (n->mon) zmq_close(n->mon);
-    n->sock = n->mon = NULL;
-}
-
 static void free_node(co__node *n) {
     co__remote_close_node(n);
     free(n->owned);

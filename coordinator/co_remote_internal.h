@@ -166,7 +166,7 @@ void co__share_end(co__remote *r, int layer);
 
 /* Marks node i down (once) with a reason, says so on stderr, rebuilds the ownership map. */
 void co__remote_down(co__remote *r, int i, const char *why);
-/* Frees node i's sockets (its slot stays). */
+/* Closes a node's sockets (its slot stays): when it is drained, and at the end. */
 void co__remote_close_node(co__node *n);
 
 /* Non-blocking housekeeping before a layer: drains every monitor, greets nodes that reconnected

@@ -129,6 +129,15 @@ void co__remote_tend(co__remote *r) {
 
 /* ---- joining and draining ------------------------------------------------------------------- */
 
+void co__remote_close_node(co__node *n) {
+    if (n->sock) {
+        zmq_socket_monitor(n->sock, NULL, 0);
+        zmq_close(n->sock);
+    }
+    if (n->mon) zmq_close(n->mon);
+    n->sock = n->mon = NULL;
+}
+
 /* The node whose endpoint (with its "#KEY", as given) is ep, or -1. */
 static int node_of(const co__remote *r, const char *ep) {
     for (int i = 0; i < r->o.n_nodes; i++)

@@ -1,5 +1,6 @@
-/* vindex/vx_plan_internal.h — the planner's per-layer working state, shared by its placement
- * (vx_plan.c) and its prediction (vx_plan_predict.c). Private to vindex/. */
+/* vindex/vx_plan_internal.h — the planner's per-layer working state, shared by its steps
+ * (vx_plan.c), its search (vx_plan_search.c), its prediction (vx_plan_predict.c) and the driver
+ * that runs them (vx_plan_run.c). Private to vindex/. */
 #ifndef VX_PLAN_INTERNAL_H
 #define VX_PLAN_INTERNAL_H
 
@@ -44,6 +45,14 @@ static inline void vx__take(vx__layer *y, int i) {
     y->own[it->expert] &= ~(1ull << it->host);
     it->host = -1;
 }
+
+/* The first steps (vx_plan.c): extent slots per layer × host from the memory budgets (-1 with the
+ * numbers when the fleet cannot hold min_owners copies), the copies per expert with R hot
+ * replicas, the order copies are packed in (largest share first), and the packing. */
+int vx__allocate_slots(const vx_plan_in *in, int *slots, mw_err *err);
+int vx__replicate(const vx_plan_in *in, const double *w, int R, int *r);
+int vx__by_share(const void *x, const void *z);
+int vx__pack(const vx_plan_in *in, vx__layer *y, mw_err *err);
 
 /* Moves or swaps copies off the worst host while that lowers it (vx_plan_search.c). Copies are
  * sorted by share, largest first. */

@@ -13,6 +13,12 @@
 
 #include "vindex/vx_plan_internal.h"
 
+double vx__worst(const vx_plan_in *in, const double *L) {
+    double w = 0;
+    for (int h = 0; h < in->n_host; h++) w = fmax(w, L[h] / vx__speed(in, h));
+    return w;
+}
+
 double vx__balance(const vx_plan_in *in, const double *L) {
     double sum = 0, v = 0;
     for (int h = 0; h < in->n_host; h++) sum += L[h], v += vx__speed(in, h);

@@ -12,12 +12,6 @@
 #define MAX_COLOCATE 256 /* pairs considered per layer */
 #define WINDOW       64  /* copies looked at per swap candidate */
 
-double vx__worst(const vx_plan_in *in, const double *L) {
-    double w = 0;
-    for (int h = 0; h < in->n_host; h++) w = fmax(w, L[h] / vx__speed(in, h));
-    return w;
-}
-
 static int worst_host(const vx_plan_in *in, const double *L) {
     int m = 0;
     for (int h = 1; h < in->n_host; h++)
