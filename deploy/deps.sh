@@ -31,6 +31,7 @@ declare -A CMD_PKG=(
   [dpkg-deb]=dpkg
   [clang-14]=clang-14
   [systemd-analyze]=systemd
+  [curl]=curl
 )
 
 missing=()

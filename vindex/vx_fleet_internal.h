@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 
+#include "util/mw_progress.h"
 #include "vindex/vx_plan.h"
 #include "vindex/vx_rstats.h"
 #include "vindex/vx_source.h"
@@ -23,7 +24,9 @@ typedef struct vx__fleet {
     double *load;
     vx_plan_in in;
     vx_plan plan;
-    double seconds; /* the planner's time */
+    double seconds;       /* the planner's time */
+    mw_progress progress; /* a GGUF model's fingerprint */
+    bool progress_on;
 } vx__fleet;
 
 /* Writes every file of the plan into f->o->out and the report on `report` (may be NULL). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/mw_progress.h"
 #include "util/mw_time.h"
 #include "vindex/vx_fleet_internal.h"
 
@@ -23,9 +24,25 @@ static int wire_bytes(const char *wire, mw_err *err) {
     return mw_errf(err, "model.wire '%s' is not f32, f16 or bf16 (optionally +lz4)", wire), -1;
 }
 
+/* A GGUF model's fingerprint reads the whole file: its progress on stderr. */
+static void on_progress(void *ctx, const char *what, uint64_t done, uint64_t total) {
+    vx__fleet *f = ctx;
+    if (!f->progress_on) {
+        char name[64];
+        snprintf(name, sizeof name, "vindex plan: %s", what);
+        mw_progress_init(&f->progress, stderr, name, true);
+        f->progress_on = true;
+    }
+    mw_progress_update(&f->progress, done, total);
+}
+
 static int open_model(vx__fleet *f, mw_err *err) {
     vx_expert_set none = {0};
-    const vx_source_opts so = {.experts = &none, .dense = false, .verify_on_mount = false};
+    const vx_source_opts so = {.experts = &none,
+                               .dense = false,
+                               .verify_on_mount = false,
+                               .progress = on_progress,
+                               .progress_ctx = f};
     if (!f->model) f->model = f->topo.model_path;
     if (vx_source_open(f->model, &so, &f->src, err)) return -1;
     const uint64_t cost = vx_source_fingerprint_cost(f->src);

@@ -20,10 +20,13 @@ static void print_extremes(const vx_rstats *s, const vx_rstats_layer *L, FILE *o
             order[j - 1] = t;
         }
     const double rows = (double)L->rows;
+    double mass = 0;
+    for (int e = 0; e < E; e++) mass += L->mass[e];
     fputs("  hottest:", out);
     for (int i = 0; i < SHOW && i < E; i++)
-        fprintf(out, " %d (%.1f%% of rows, mass %.3g)", order[i],
-                100.0 * (double)L->count[order[i]] / rows, L->mass[order[i]] / rows);
+        fprintf(out, " %d (%.1f%% of rows, %.1f%% of gate mass)", order[i],
+                100.0 * (double)L->count[order[i]] / rows,
+                mass > 0 ? 100.0 * L->mass[order[i]] / mass : 0.0);
     fputs("\n  coldest:", out);
     for (int i = E - 1; i >= E - SHOW && i >= 0; i--)
         fprintf(out, " %d (%.1f%%)", order[i], 100.0 * (double)L->count[order[i]] / rows);
