@@ -306,16 +306,18 @@ static void promtool_check(const char *page) {
     free(err);
 }
 
-/* Serves the skewed synth with `extra`, runs the same requests, and returns each layer's measured
- * balance (/metrics moewire_layer_balance). */
+/* Serves the skewed synth with `extra`, runs the same requests (greedy: the same tokens, so the
+ * same routing, every run), and returns each layer's measured balance (/metrics
+ * moewire_layer_balance). */
 static void serve_balance(const char *const *extra, double bal[3]) {
     mwt_server s;
     assert_int_equal(mwt_serve_start(&s, skewed, extra, 120000), 0);
     for (int i = 0; i < 6; i++) {
         char body[160];
         snprintf(body, sizeof body,
-                 "{\"model\":\"skewed\",\"prompt\":[%d,%d,%d,%d],\"max_tokens\":12}", 3 + i,
-                 40 + 7 * i, 90 + i, 200 - i);
+                 "{\"model\":\"skewed\",\"prompt\":[%d,%d,%d,%d],\"max_tokens\":12,"
+                 "\"temperature\":0}",
+                 3 + i, 40 + 7 * i, 90 + i, 200 - i);
         mwt_resp r;
         assert_int_equal(mwt_http_request(s.port, "POST", "/v1/completions", body, &r), 0);
         if (r.status != 200) fail_msg("status %d: %s", r.status, r.body);
