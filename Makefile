@@ -1,6 +1,6 @@
 # Makefile — builds build/libmoewire.a, bin/{coordinator,expert-node,vindex}, the test suite
-# (ASan+UBSan, cmocka) and the benchmarks. Missing Debian packages are installed first
-# (deploy/deps.sh); nothing calls apt when everything is present.
+# (ASan+UBSan, cmocka) and the benchmarks. Missing packages are installed first (deploy/deps.sh:
+# Debian's through apt-get, Homebrew's on macOS); nothing installs when everything is present.
 #
 #   make            library and programs          make test     the whole suite
 #   make run        demo: synth model, loopback cluster, generate, then serve on :8080
@@ -9,11 +9,13 @@
 #   make ggml-mm GGML_INC=DIR GGML_LIB=DIR        ggml's matmul driver; make bench GGML_MM=its path
 #   make llama-tok LLAMA_INC=DIR GGML_INC=DIR LLAMA_LIB=DIR
 #                                                 llama.cpp's tokenizer driver; make bench LLAMA_TOK=
-#   make deps       install Debian packages       make format   clang-format the tree
+#   make deps       install the packages (apt-get; Homebrew on macOS)    make format   clang-format
 #   make fuzz       libFuzzer harnesses, FUZZ_SECONDS each (tests/fuzz/README.md)
 #   make soak       serve through node kills for SOAK_MINUTES (tests/soak/soak.c)
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
+#   make metal-check                              the Metal kernels under the emulator (metal/emu/)
+#   make posix-check                              the tree compiled as POSIX + BSD (macOS's view)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := all
@@ -24,7 +26,7 @@ SHELL := /bin/bash
 NODEPS_GOALS := clean deps format help
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifneq ($(shell deploy/deps.sh --check >/dev/null 2>&1 && echo ok),ok)
-$(info moewire: some Debian packages are missing; running deploy/deps.sh)
+$(info moewire: some packages are missing; running deploy/deps.sh)
 ifneq ($(shell deploy/deps.sh >&2 && echo ok),ok)
 $(error deploy/deps.sh failed: run 'make deps' as root and read its output)
 endif
@@ -52,6 +54,14 @@ ARCH := other
 endif
 
 WARN := -Wall -Wextra -Werror -Wno-unused-parameter -Wno-format-truncation -Wshadow -Wstrict-prototypes
+UNAME := $(shell uname -s)
+ifeq ($(UNAME),Darwin)
+# macOS with Homebrew: clang (a GCC-only warning option is no error), openssl keg-only (found
+# through its prefix), llhttp a library of its own in place of Debian's sources.
+WARN += -Wno-unknown-warning-option
+export PKG_CONFIG_PATH := $(shell brew --prefix openssl@3 2>/dev/null)/lib/pkgconfig:$(PKG_CONFIG_PATH)
+PKGS += libllhttp
+endif
 # Floating-point contraction stays off everywhere (clang defaults it on): a row's result must not
 # depend on the compiler's choice of fused operations, or exact mode breaks across nodes.
 BASE_CFLAGS := -std=c11 -ffp-contract=off -D_GNU_SOURCE $(WARN) -I. -Ibuild/gen -MMD -MP -pthread \
@@ -68,7 +78,7 @@ NEON_FLAGS := -march=armv8.2-a+dotprod+fp16
 LDLIBS = $(PKG_LIBS) -lm -pthread
 
 # ---- sources --------------------------------------------------------------------------------
-LIB_DIRS := util kernels vindex model tokenizer wire coordinator expert-node
+LIB_DIRS := util kernels vindex model tokenizer wire metal coordinator expert-node
 ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
 ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_avx512.c %_x86.c) \
                $(if $(filter aarch64,$(ARCH)),,%_neon.c)
@@ -77,7 +87,7 @@ LIB_C := $(filter-out %/main.c $(ISA_EXCLUDE),$(ALL_C))
 # library; they are third-party code, compiled without the project's warning flags.
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
-LLHTTP_C := $(addprefix $(LLHTTP_DIR)/,api.c http.c llhttp.c)
+LLHTTP_C := $(if $(filter Darwin,$(UNAME)),,$(addprefix $(LLHTTP_DIR)/,api.c http.c llhttp.c))
 PROTO := $(wildcard proto/*.proto)
 PROTO_C := $(patsubst proto/%.proto,build/gen/proto/%.pb-c.c,$(PROTO))
 PROTO_H := $(PROTO_C:.c=.h)
@@ -97,11 +107,26 @@ llhttp_obj = $(patsubst $(LLHTTP_DIR)/%.c,$(1)/obj/llhttp/%.o,$(LLHTTP_C))
 LIB_REL_O := $(call obj,$(REL),$(LIB_C)) $(call obj,$(REL),$(PROTO_C)) $(call llhttp_obj,$(REL))
 LIB_ASAN_O := $(call obj,$(ASAN),$(LIB_C)) $(call obj,$(ASAN),$(PROTO_C)) $(call llhttp_obj,$(ASAN))
 SUPPORT_ASAN_O := $(call obj,$(ASAN),$(TEST_SUPPORT_C))
+
+# Darwin: the Metal backend (metal/mt_metal.m, Objective-C with ARC) and the kernel source it
+# compiles at start, embedded as one string (metal/mt_args.h, then metal/mt_kernels.metal).
+ifeq ($(UNAME),Darwin)
+METAL_SRC_C := build/gen/metal/mt_source.c
+METAL_O = $(1)/obj/metal/mt_metal.o $(1)/obj/$(METAL_SRC_C:.c=.o)
+LIB_REL_O += $(call METAL_O,$(REL))
+LIB_ASAN_O += $(call METAL_O,$(ASAN))
+LDLIBS += -framework Metal -framework Foundation
+OBJC_FLAGS := -fobjc-arc -Wno-deprecated-declarations
+endif
+
 TEST_BINS := $(patsubst tests/%.c,$(ASAN)/tests/%,$(UNIT_C) $(INTEG_C))
+# The Metal kernels under the emulator: a C++ build of metal/mt_kernels.metal (metal/emu/).
+METAL_TEST := $(ASAN)/tests/metal/test_mt_emu
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
 .PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
+        metal-check posix-check \
         fuzz-smoke soak
 all: build/libmoewire.a $(BIN)
 
@@ -128,6 +153,21 @@ $(REL)/obj/%.o: %.c
 $(ASAN)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(call isa_flags,$<) $(PKG_CFLAGS) $(CMOCKA_CFLAGS) -c $< -o $@
+
+$(REL)/obj/%.o: %.m
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) $(OBJC_FLAGS) -c $< -o $@
+
+$(ASAN)/obj/%.o: %.m
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(OBJC_FLAGS) -c $< -o $@
+
+build/gen/metal/mt_source.c: metal/mt_args.h metal/mt_kernels.metal
+	@mkdir -p $(@D)
+	{ printf '/* generated from metal/mt_args.h and metal/mt_kernels.metal */\n'; \
+	  printf 'const char mt_source[] =\n'; \
+	  cat $^ | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/'; \
+	  printf ';\n'; } > $@
 
 $(REL)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
 	@mkdir -p $(@D)
@@ -171,10 +211,11 @@ $(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js build/npm/node_modules/js-
 	node tests/tiktoken/o200k_cases.js build/npm $(TK_O200K)
 
 # The benchmarks are built (not run) by `make test`, so an API change cannot leave them broken.
-test: $(TEST_BINS) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
+test: $(TEST_BINS) $(METAL_TEST) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
 	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
+	tests/posix-check.sh
 	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin MW_TK_O200K=$(CURDIR)/$(TK_O200K) \
-	  tests/run.sh $(TEST_BINS)
+	  tests/run.sh $(TEST_BINS) $(METAL_TEST)
 	tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
 
 unit: $(filter $(ASAN)/tests/unit/%,$(TEST_BINS))
@@ -288,6 +329,39 @@ $(REL)/bench/llama_tok: bench/llama/llama_tok.c bench/bench_util.c build/libmoew
 	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) -isystem $(LLAMA_INC) -isystem $(GGML_INC) $(filter %.c,$^) \
 	  build/libmoewire.a -L$(LLAMA_LIB) -Wl,-rpath,$(LLAMA_LIB) -lllama -lggml -lggml-base \
 	  $(LDLIBS) -o $@
+
+# ---- Metal kernels under the emulator (metal/emu/, docs/kernels.md#metal) --------------------
+# The .metal source compiled as C++ through the shim: its `#include <metal_stdlib>` finds a file
+# made here that includes metal/emu/mt_emu.h. Linked with the emulator's scheduler and the test;
+# `make test` runs it too.
+EMU_CXX ?= g++
+EMU_INC := build/emu/include
+EMU_CXXFLAGS := -std=c++17 -ffp-contract=off -fsigned-char -Wall -Wextra -Werror \
+                -Wno-unused-parameter -Wno-attributes -I. -I$(EMU_INC) -MMD -MP
+EMU_O := $(ASAN)/obj/metal/emu/mt_emu.o $(ASAN)/obj/metal/emu/mt_emu_kernels.o
+# Without -mfma every fma of the emulated kernels is a call into libm: the same bits, several
+# times slower. Used where this CPU has FMA.
+EMU_CXXFLAGS += $(if $(and $(filter x86_64,$(ARCH)),$(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo y)),-mfma)
+
+$(EMU_INC)/metal_stdlib:
+	@mkdir -p $(@D)
+	printf '#define MT_EMU_KERNELS\n#include "metal/emu/mt_emu.h"\n' > $@
+
+$(ASAN)/obj/metal/emu/%.o: metal/emu/%.cc | $(EMU_INC)/metal_stdlib
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(EMU_CXXFLAGS) $(ASAN_CFLAGS) -O2 -c $< -o $@
+
+$(METAL_TEST): $(ASAN)/obj/tests/metal/test_mt_emu.o $(EMU_O) $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
+	@mkdir -p $(@D)
+	$(EMU_CXX) $(ASAN_LDFLAGS) -pthread $< $(EMU_O) $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a \
+	  $(LDLIBS) $(CMOCKA_LIBS) -o $@
+
+metal-check: $(METAL_TEST)
+	tests/run.sh $(METAL_TEST)
+
+# ---- the portable build's check: the tree as a non-Linux POSIX system sees it ---------------
+posix-check: $(PROTO_H)
+	tests/posix-check.sh
 
 # ---- kernel parity on any fixture directory -------------------------------------------------
 FIXTURES ?= tests/fixtures/llamacpp/kernels

@@ -59,7 +59,7 @@ static int bench_context(const md_config *cfg, int64_t n, int R, const int *thre
     const int64_t nk = n > R ? n : R;
     float *k = malloc((size_t)(nk * kd) * sizeof(float)), *v = malloc((size_t)(nk * kd) * 4);
     md_row *rows = malloc((size_t)n * sizeof *rows);
-    if (!k || !v || !rows || md_kv_init(&kv, cfg, R, n + 1, true, &e)) {
+    if (!k || !v || !rows || md_kv_init(&kv, cfg, R, n + 1, true, KN_F32, &e)) {
         fprintf(stderr, "bench_attn: out of memory for %lld positions\n", (long long)n);
         return 1;
     }

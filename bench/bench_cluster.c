@@ -380,7 +380,8 @@ static int start_clusters(bench_run *b, const char *path, const vx_source *src, 
                           .down_ms = 60000, /* a loaded host may starve the heartbeats */
                           .connect_ms = 60000,
                           .src = src,
-                          .width = b->m->cfg.n_embd,
+                          .width = md_expert_width(&b->m->cfg),
+                          .glu = &b->m->cfg.glu,
                           .numerics = KN_NUM_Q8,
                           .pool = b->pool};
     for (int k = 0; k < N_CONFIGS; k++) {

@@ -368,7 +368,8 @@ static int open_sides(const opts *o, const char *path, const char *vx, sides *sd
                           .connect_ms = 600000,
                           .codec = {WR_F16, false},
                           .src = sd->vsrc,
-                          .width = sd->m->cfg.n_embd,
+                          .width = md_expert_width(&sd->m->cfg),
+                          .glu = &sd->m->cfg.glu,
                           .numerics = KN_NUM_Q8,
                           .pool = sd->pool};
     if (co_cluster_create(&co, &sd->cluster, e)) return -1;

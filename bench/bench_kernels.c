@@ -272,7 +272,7 @@ static void run_shape(const shape *s, kn_numerics num, const double bw[3], doubl
 /* ---- the fused expert op: gpt-oss-20b's expert (MXFP4 gate, up, down 2880 x 2880, f32 biases,
  *      clamped GLU), as an expert node runs it ------------------------------------------------- */
 
-static const kn_glu oai_glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+static const kn_glu oai_glu = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
 
 static void call_expert(void *ctx, int i, const float *X, int64_t T, float *Y, kn_numerics num,
                         kn_pool *pool) {

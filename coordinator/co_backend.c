@@ -67,7 +67,8 @@ static int create_remote(const co_backend_env *env, md_expert_backend **out, mw_
                           .on_missing_skip = o->on_missing_skip,
                           .replicas = o->replicas,
                           .src = env->src,
-                          .width = env->model->cfg.n_embd,
+                          .width = md_expert_width(&env->model->cfg),
+                          .glu = &env->model->cfg.glu,
                           .numerics = o->numerics,
                           .pool = env->pool};
     char *list = NULL;

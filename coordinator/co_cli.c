@@ -10,6 +10,7 @@
 
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
+#include "model/md_kv.h"
 
 #define MAX_PROMPT     (1 << 20)
 #define MAX_GENERATE   (1 << 24)
@@ -372,6 +373,13 @@ static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_kv_type(co_opts *o, const char *v, mw_err *err) {
+    const int t = md_kv_type_from_name(v);
+    if (t < 0) return mw_errf(err, "--kv-type %s: expected f32, f16 or bf16", v);
+    o->kv_type = (kn_type)t;
+    return 0;
+}
+
 static int set_kv_mb(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--kv-mb", v, 1, INT64_C(1) << 30, &o->kv_mb, err);
 }
@@ -392,6 +400,53 @@ static int set_max_queue(co_opts *o, const char *v, mw_err *err) {
 
 static int set_max_body(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--max-body-bytes", v, 1024, INT64_C(1) << 32, &o->max_body, err);
+}
+
+static int set_max_head(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--max-head-bytes", v, 1024, INT64_C(1) << 24, &o->max_head, err);
+}
+
+static int set_int(const char *name, const char *v, int64_t lo, int64_t hi, int *out, mw_err *err) {
+    int64_t n;
+    if (parse_i64(name, v, lo, hi, &n, err)) return -1;
+    *out = (int)n;
+    return 0;
+}
+
+static int set_max_headers(co_opts *o, const char *v, mw_err *err) {
+    return set_int("--max-headers", v, 1, 10000, &o->max_headers, err);
+}
+
+static int set_max_held(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--max-held-bytes", v, 65536, INT64_C(1) << 40, &o->max_held, err);
+}
+
+static int set_max_conns(co_opts *o, const char *v, mw_err *err) {
+    return set_int("--max-conns", v, 1, 1 << 20, &o->max_conns, err);
+}
+
+static int set_idle_timeout(co_opts *o, const char *v, mw_err *err) {
+    return set_int("--idle-timeout-ms", v, 1, 3600000, &o->idle_timeout_ms, err);
+}
+
+static int set_max_unsent(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--max-unsent-bytes", v, 4096, INT64_C(1) << 30, &o->max_unsent, err);
+}
+
+static int set_stall_timeout(co_opts *o, const char *v, mw_err *err) {
+    return set_int("--stall-timeout-ms", v, 1, 3600000, &o->stall_timeout_ms, err);
+}
+
+static int set_max_messages(co_opts *o, const char *v, mw_err *err) {
+    return set_int("--max-messages", v, 1, 1 << 20, &o->max_messages, err);
+}
+
+static int set_max_logit_bias(co_opts *o, const char *v, mw_err *err) {
+    return set_int("--max-logit-bias", v, 0, 1 << 20, &o->max_logit_bias, err);
+}
+
+static int set_max_prompt_tokens(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--max-prompt-tokens", v, 1, INT64_C(1) << 31, &o->max_prompt_tokens, err);
 }
 
 static int set_request_timeout(co_opts *o, const char *v, mw_err *err) {
@@ -517,16 +572,62 @@ static const co_option options[] = {
     {"--max-seqs", "N",
      "serve: sequences decoding at once, each with a KV slot of --ctx positions (default 16)",
      set_max_seqs},
-    {"--kv-mb", "MB", "serve: KV cache budget; as many slots of --ctx positions as it holds",
+    {"--kv-mb", "MB",
+     "serve: KV cache budget; as many slots of --ctx positions as it holds (counted in "
+     "--kv-type's bytes)",
      set_kv_mb},
+    {"--kv-type", "f32|f16|bf16",
+     "the KV cache's element type: f16 and bf16 take half of f32's bytes per position and round "
+     "the cached keys and values (llama.cpp's default is f16; default f32)",
+     set_kv_type},
     {"--chunk", "N",
      "serve: prompt tokens prefilled per step next to the decoding rows (default 256)", set_chunk},
     {"--max-queue", "N",
      "serve: requests waiting for a slot; beyond it the server answers 503 (default 64)",
      set_max_queue},
-    {"--max-body-bytes", "N", "serve: largest request body (default 8388608)", set_max_body},
+    {"--max-body-bytes", "N", "serve: largest request body (default 8388608; 413 beyond)",
+     set_max_body},
+    {"--max-head-bytes", "N",
+     "serve: largest request line and headers (default 32768; 431, or 414 for the target, "
+     "beyond)",
+     set_max_head},
+    {"--max-headers", "N", "serve: header lines of a request (default 100; 431 beyond)",
+     set_max_headers},
+    {"--max-held-bytes", "N",
+     "serve: request bytes (bodies being read, unparsed input) every connection together may "
+     "hold; a request that would take more gets 503 + Retry-After, small ones (16 KiB) always "
+     "pass (default 67108864)",
+     set_max_held},
     {"--request-timeout-ms", "N",
-     "serve: a request must arrive in full within this (default 30000)", set_request_timeout},
+     "serve: a request must arrive in full within this, from its first byte or, on a new "
+     "connection, from its opening: 408, or a connection that sent nothing is closed (default "
+     "30000)",
+     set_request_timeout},
+    {"--idle-timeout-ms", "N",
+     "serve: a kept-alive connection that starts no next request within this is closed (default "
+     "60000)",
+     set_idle_timeout},
+    {"--max-conns", "N",
+     "serve: connections at once; a new one beyond takes the place of the connection idle the "
+     "longest, 503 only when every one waits for its answer (default 1024, lowered to what "
+     "the open-file limit allows)",
+     set_max_conns},
+    {"--max-unsent-bytes", "N",
+     "serve: a stream's bytes its client has not taken (past a kernel buffer of the same size) "
+     "before its sequence is paused, leaving the batch and keeping its slot (default 16384)",
+     set_max_unsent},
+    {"--stall-timeout-ms", "N",
+     "serve: a stream paused this long is cancelled, its slot freed; 1000 at most while requests "
+     "wait for a slot (default 10000)",
+     set_stall_timeout},
+    {"--max-messages", "N", "serve: messages of a chat request (default 2048; 400 beyond)",
+     set_max_messages},
+    {"--max-logit-bias", "N", "serve: logit_bias entries of a request (default 1024; 400 beyond)",
+     set_max_logit_bias},
+    {"--max-prompt-tokens", "N",
+     "serve: prompt tokens of a request, every prompt of a list together; a text prompt is "
+     "refused before it is tokenized when its bytes alone mean more (default 65536; 400 beyond)",
+     set_max_prompt_tokens},
     {"--grace-ms", "N", "serve: on SIGTERM, time in-flight requests get to finish (default 30000)",
      set_grace},
     {"--cors-origins", "LIST",
@@ -557,6 +658,16 @@ void co_opts_init(co_opts *o) {
     o->chunk = 256;
     o->max_queue = 64;
     o->max_body = 8 << 20;
+    o->max_head = 32 << 10;
+    o->max_headers = 100;
+    o->max_held = 64 << 20;
+    o->max_conns = 1024;
+    o->idle_timeout_ms = 60000;
+    o->max_unsent = 16 << 10;
+    o->stall_timeout_ms = 10000;
+    o->max_messages = 2048;
+    o->max_logit_bias = 1024;
+    o->max_prompt_tokens = 65536;
     o->request_timeout_ms = 30000;
     o->grace_ms = 30000;
     o->thinking = -1;
@@ -631,6 +742,11 @@ int co_cli_check_serve(const co_opts *o, mw_err *err) {
     if (o->kv_mb && o->max_seqs)
         return mw_errf(err, "serve: --kv-mb and --max-seqs exclude each other (either sets the "
                             "number of slots)");
+    if (o->max_held < o->max_body)
+        return mw_errf(err,
+                       "serve: --max-held-bytes %lld is less than --max-body-bytes %lld (a "
+                       "body of the largest size could never be read)",
+                       (long long)o->max_held, (long long)o->max_body);
     return check_backend(o, "serve", err);
 }
 

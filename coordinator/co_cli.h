@@ -33,8 +33,9 @@ typedef struct co_opts {
     md_sampler_opts sampling; /* --temperature (0 = greedy), --top-p, --top-k, --min-p, the
                                  penalties, --seed */
     int threads;
-    int64_t n_ctx; /* 0 = prompt + max-tokens */
-    bool pin;      /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
+    int64_t n_ctx;   /* 0 = prompt + max-tokens */
+    kn_type kv_type; /* the KV cache's rows: f32 (default), f16 or bf16 */
+    bool pin;        /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
     const char *trace_routing; /* routing trace file (coordinator/co_trace.h), NULL: none */
     /* remote experts (coordinator/co_backend.h) */
     const char *nodes;        /* comma-separated node endpoints */
@@ -55,16 +56,26 @@ typedef struct co_opts {
     const char *listen;     /* "host:port" */
     const char *ready_file; /* written with the server's URL once it accepts requests */
     const char *served_name;
-    int max_seqs;             /* KV slots (0: from --kv-mb, else the default) */
-    int64_t kv_mb;            /* KV budget in MiB (0: none) */
-    int chunk;                /* prompt rows per step */
-    int max_queue;            /* requests waiting for a slot */
-    int64_t max_body;         /* request body bytes */
-    int request_timeout_ms;   /* a request must arrive within this */
-    int grace_ms;             /* SIGTERM: time for in-flight requests */
-    const char *cors;         /* --cors-origins policy (co_cors.h; NULL: "*") */
-    const char *api_key;      /* --api-key (NULL: none) */
-    const char *api_key_file; /* --api-key-file (NULL: none) */
+    int max_seqs;              /* KV slots (0: from --kv-mb, else the default) */
+    int64_t kv_mb;             /* KV budget in MiB (0: none) */
+    int chunk;                 /* prompt rows per step */
+    int max_queue;             /* requests waiting for a slot */
+    int64_t max_body;          /* request body bytes */
+    int64_t max_head;          /* request line and headers */
+    int max_headers;           /* header lines */
+    int64_t max_held;          /* request bytes every connection together holds */
+    int max_conns;             /* connections at once */
+    int idle_timeout_ms;       /* a kept-alive connection with no next request */
+    int64_t max_unsent;        /* a stream's bytes its client has not taken */
+    int stall_timeout_ms;      /* a stream held back this long is cancelled */
+    int max_messages;          /* chat messages of a request */
+    int max_logit_bias;        /* logit_bias entries of a request */
+    int64_t max_prompt_tokens; /* prompt tokens of a request, every prompt together */
+    int request_timeout_ms;    /* a request must arrive within this */
+    int grace_ms;              /* SIGTERM: time for in-flight requests */
+    const char *cors;          /* --cors-origins policy (co_cors.h; NULL: "*") */
+    const char *api_key;       /* --api-key (NULL: none) */
+    const char *api_key_file;  /* --api-key-file (NULL: none) */
 } co_opts;
 
 typedef struct co_option {

@@ -80,6 +80,7 @@ static co_remote_opts remote_opts(const co_cluster_opts *o, const uint8_t *moe) 
                             .n_experts = vx_source_n_experts(o->src),
                             .layer_moe = moe,
                             .width = o->width,
+                            .glu = o->glu,
                             .numerics = o->numerics,
                             .pool = o->pool};
 }

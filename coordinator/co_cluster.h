@@ -41,7 +41,8 @@ typedef struct co_cluster_opts {
     int connect_ms;       /* for the handshake; 0 = the deadline, at least 10 s */
     /* The model the nodes must serve, and the trunk that will call the backend. */
     const vx_source *src; /* fingerprint and MoE shape */
-    int64_t width;        /* hidden size */
+    int64_t width;        /* of the experts' rows (md_expert_width) */
+    const kn_glu *glu;    /* the experts' GLU policy: every node must run it */
     kn_numerics numerics;
     kn_pool *pool; /* the trunk's pool, parked while replies are awaited (may be NULL) */
 } co_cluster_opts;

@@ -103,7 +103,8 @@ static int open_all(gen *g, mw_err *err) {
                         .pool = g->pool,
                         .experts = g->experts,
                         .n_seq = 1,
-                        .n_ctx = n_ctx};
+                        .n_ctx = n_ctx,
+                        .kv_type = o->kv_type};
     if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
     if (o->trace_routing && co_trace_open(o->trace_routing, g->src, g->model, &g->trace, err))
         return -1;

@@ -1,12 +1,15 @@
 /* coordinator/co_http.c — the HTTP/1.1 server (see co_http.h): libuv TCP handles, one exchange at
- * a time per connection, deadlines, graceful closing; requests are parsed by co_http_parse.h.
+ * a time per connection, deadlines, graceful closing, the limits across connections; requests are
+ * parsed by co_http_parse.h.
  *
- * A connection buffers what it reads; the parser runs over the buffer until a request is complete
- * (it stops there), the handler gets the request, and parsing resumes only when the response has
- * been handed to libuv — so pipelined requests are answered in order. Closing after an error
- * response shuts the write side down first and drains what the client still sends for a moment:
- * closing at once with unread data would reset the connection and could discard the answer
- * before the client reads it. */
+ * Every read lands in one buffer the server shares (libuv reads a stream and hands the bytes over
+ * before it reads the next), and the parser runs over it directly until a request is complete
+ * (it stops there); only bytes left behind that request (pipelined) are copied into a buffer of
+ * the connection's own, so an idle connection holds no read buffer. The handler gets the request,
+ * and parsing resumes only when the response has been handed to libuv — so pipelined requests are
+ * answered in order. Closing after an error response shuts the write side down first and drains
+ * what the client still sends for a moment: closing at once with unread data would reset the
+ * connection and could discard the answer before the client reads it. */
 #include "coordinator/co_http.h"
 
 #include <stdio.h>
@@ -36,18 +39,25 @@ struct co_http_conn {
     co_http_conn *prev, *next;
     conn_state state;
     co_http_parser *parser;
-    char *rbuf; /* [roff, rlen) read, not parsed yet */
+    char *rbuf; /* [roff, rlen) read, not parsed yet (bytes behind a request being answered) */
     size_t rlen, rcap, roff;
+    size_t held; /* what this connection counts in srv->held */
     bool read_paused, eof, in_process;
-    int handles; /* open libuv handles (tcp, timer) */
+    bool fresh;     /* no request yet: the request deadline runs from the opening */
+    uint64_t since; /* uv_now when it last became idle (or opened): the oldest idle goes first */
+    int handles;    /* open libuv handles (tcp, timer) */
+    int holds;      /* co_http_hold: the struct outlives the handles until released */
     int pending_writes;
     bool close_after_write;
     /* the exchange */
     bool keep_alive, chunked, streaming;
     bool head_only; /* a HEAD request: answers carry the head of the GET answer, no body */
+    bool paused;    /* the stream's client is behind: the handler was told to pause */
     co_http_req req;
     void (*abort_fn)(void *);
     void *abort_ud;
+    void (*flow_fn)(void *, co_http_flow, size_t);
+    void *flow_ud;
 };
 
 struct co_http_server {
@@ -57,19 +67,28 @@ struct co_http_server {
     co_http_limits lim;
     co_http_handler handler;
     void *ud;
+    void (*refuse_fn)(void *, const char *, int);
+    void *refuse_ud;
     int port;
-    int n_conns;
+    int n_conns; /* in the list (closing ones and held ones included) */
+    int n_live;  /* not closing */
+    size_t held; /* request bytes, every connection together */
     co_http_conn *conns;
-    co_cors *cors; /* NULL: no CORS headers */
+    co_cors *cors;         /* NULL: no CORS headers */
+    char rbuf[READ_CHUNK]; /* every read lands here first */
 };
 
 co_http_limits co_http_default_limits(void) {
     return (co_http_limits){.max_head_bytes = 32 * 1024,
                             .max_body_bytes = 8 * 1024 * 1024,
+                            .max_held_bytes = 64 * 1024 * 1024,
                             .max_headers = 100,
                             .request_ms = 30000,
-                            .idle_ms = 120000,
-                            .max_conns = 1024};
+                            .idle_ms = 60000,
+                            .max_conns = 1024,
+                            .max_unsent_bytes = 16 * 1024,
+                            .stall_ms = 10000,
+                            .retry_after_s = 1};
 }
 
 static const struct {
@@ -109,8 +128,47 @@ const char *co_http_reason(int status) {
 static void conn_process(co_http_conn *c);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+static void on_timer(uv_timer_t *t);
 static void conn_close(co_http_conn *c);
 static void conn_linger(co_http_conn *c);
+
+/* ---- memory held ---------------------------------------------------------------------------- */
+
+/* What the connection holds now (its unparsed bytes, the request's buffers), in the server's
+ * total. */
+static void conn_account(co_http_conn *c) {
+    const size_t now = c->rcap + (c->parser ? co_http_parser_held(c->parser) : 0);
+    c->srv->held = c->srv->held - c->held + now;
+    c->held = now;
+}
+
+/* Whether the connection's request may not grow: the server is over its budget and this request
+ * is not a small one. */
+static bool over_budget(const co_http_conn *c) {
+    return c->srv->held > c->srv->lim.max_held_bytes && c->held > CO_HTTP_SMALL_REQUEST;
+}
+
+/* The bytes behind a request being answered are kept (a pipelined request). */
+static int keep_unparsed(co_http_conn *c, const char *data, size_t n) {
+    if (!n) return 0;
+    if (c->roff > 0) {
+        memmove(c->rbuf, c->rbuf + c->roff, c->rlen - c->roff);
+        c->rlen -= c->roff;
+        c->roff = 0;
+    }
+    if (mw_grow((void **)&c->rbuf, &c->rcap, c->rlen + n, 1)) return -1;
+    memcpy(c->rbuf + c->rlen, data, n);
+    c->rlen += n;
+    conn_account(c);
+    return 0;
+}
+
+static void free_unparsed(co_http_conn *c) {
+    free(c->rbuf);
+    c->rbuf = NULL;
+    c->rlen = c->rcap = c->roff = 0;
+    conn_account(c);
+}
 
 /* ---- writing -------------------------------------------------------------------------------- */
 
@@ -120,6 +178,14 @@ typedef struct wreq {
     size_t len;
     char data[];
 } wreq;
+
+static size_t unsent(co_http_conn *c) {
+    return uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp);
+}
+
+static void flow(co_http_conn *c, co_http_flow ev) {
+    if (c->flow_fn) c->flow_fn(c->flow_ud, ev, unsent(c));
+}
 
 static void write_done(uv_write_t *req, int status) {
     wreq *w = (wreq *)req;
@@ -131,7 +197,25 @@ static void write_done(uv_write_t *req, int status) {
         conn_close(c);
         return;
     }
+    /* a stream held back resumes once its client has taken half of what waited */
+    if (c->paused && unsent(c) <= c->srv->lim.max_unsent_bytes / 2) {
+        c->paused = false;
+        if (c->state == CONN_BUSY) {
+            uv_timer_stop(&c->timer);
+            flow(c, CO_HTTP_FLOW_RESUME);
+        }
+    }
     if (c->pending_writes == 0 && c->close_after_write) conn_linger(c);
+}
+
+/* A stream's client is behind by more than the server keeps for it: the handler pauses, and the
+ * stream has stall_ms to catch up. */
+static void check_unsent(co_http_conn *c) {
+    if (!c->streaming || c->paused || c->state != CONN_BUSY) return;
+    if (unsent(c) <= c->srv->lim.max_unsent_bytes) return;
+    c->paused = true;
+    uv_timer_start(&c->timer, on_timer, (uint64_t)c->srv->lim.stall_ms, 0);
+    flow(c, CO_HTTP_FLOW_PAUSE);
 }
 
 /* Queues the concatenation of n pieces as one write. */
@@ -159,6 +243,7 @@ static void conn_write(co_http_conn *c, const char *const *parts, const size_t *
         return;
     }
     c->pending_writes++;
+    check_unsent(c);
 }
 
 static size_t format_head(char *h, size_t cap, co_http_conn *c, int status, const char *ctype,
@@ -181,17 +266,15 @@ static size_t format_head(char *h, size_t cap, co_http_conn *c, int status, cons
     return n < cap ? n : cap - 1;
 }
 
-/* ---- exchange state ------------------------------------------------------------------------ */
+/* ---- the exchange --------------------------------------------------------------------------- */
 
 static void reset_exchange(co_http_conn *c) {
-    c->streaming = c->chunked = false;
+    c->streaming = c->chunked = c->paused = false;
     c->abort_fn = NULL;
     c->abort_ud = NULL;
+    c->flow_fn = NULL;
+    c->flow_ud = NULL;
 }
-
-static void on_timer(uv_timer_t *t);
-
-/* ---- the exchange --------------------------------------------------------------------------- */
 
 /* OpenAI's error shape around one of this file's own messages (plain text, no quotes). */
 static int error_body(char *body, size_t cap, const char *msg) {
@@ -201,17 +284,24 @@ static int error_body(char *body, size_t cap, const char *msg) {
                     msg);
 }
 
+/* The server's own answer to a request it refuses (counted through the refuse hook): the request
+ * is over, its buffers freed, and the connection closes after the answer. */
 static void error_reply(co_http_conn *c, int status, const char *msg) {
-    char body[512];
+    co_http_server *s = c->srv;
+    if (s->refuse_fn) s->refuse_fn(s->refuse_ud, co_http_parser_request(c->parser).path, status);
+    char body[512], extra[64] = "";
     int n = error_body(body, sizeof body, msg);
+    if (status == 503) snprintf(extra, sizeof extra, "Retry-After: %d\r\n", s->lim.retry_after_s);
     c->keep_alive = false;
     c->chunked = false;
     char head[HEAD_MAX];
-    size_t hn = format_head(head, sizeof head, c, status, "application/json", "", n);
+    size_t hn = format_head(head, sizeof head, c, status, "application/json", extra, n);
     const char *parts[] = {head, body};
     size_t lens[] = {hn, (size_t)n};
     conn_write(c, parts, lens, 2);
     uv_timer_stop(&c->timer);
+    co_http_parser_trim(c->parser);
+    free_unparsed(c);
     c->close_after_write = true;
     if (c->pending_writes == 0) conn_linger(c);
 }
@@ -221,6 +311,7 @@ static void dispatch(co_http_conn *c) {
     const co_http_parsed q = co_http_parser_request(c->parser);
     uv_timer_stop(&c->timer);
     c->state = CONN_BUSY;
+    c->fresh = false;
     c->keep_alive = q.keep_alive && !s->draining && !s->closing;
     c->chunked = q.http11;
     c->head_only = !strcmp(q.method, "HEAD");
@@ -236,19 +327,22 @@ static void dispatch(co_http_conn *c) {
     s->handler(s->ud, &c->req);
 }
 
-/* The handler is done with the exchange: keep the connection for the next request or close it. */
+/* The handler is done with the exchange: the request's buffers go, and the connection is kept for
+ * the next request or closed. */
 static void finish_exchange(co_http_conn *c) {
-    c->abort_fn = NULL;
-    c->abort_ud = NULL;
     if (c->state != CONN_BUSY) return;
+    const bool paused = c->paused;
+    reset_exchange(c);
+    co_http_parser_trim(c->parser);
+    conn_account(c);
+    c->state = CONN_IDLE;
+    c->since = uv_now(c->srv->loop);
+    if (paused) uv_timer_stop(&c->timer); /* the stall deadline was the stream's */
     if (!c->keep_alive) {
-        c->state = CONN_IDLE;
         c->close_after_write = true;
         if (c->pending_writes == 0) conn_linger(c);
         return;
     }
-    c->state = CONN_IDLE;
-    reset_exchange(c);
     if (c->read_paused && !c->eof) {
         c->read_paused = false;
         uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -293,6 +387,12 @@ void co_http_stream_start(co_http_conn *c, int status, const char *content_type,
     if (c->state != CONN_BUSY || c->streaming) return;
     c->streaming = true;
     if (!c->chunked) c->keep_alive = false; /* HTTP/1.0: the end of the body is the close */
+    /* The kernel's send buffer bounded too (it grows to megabytes on its own): what a client
+     * that stops reading leaves unread is then at most twice max_unsent_bytes, and it is noticed
+     * within that many bytes on any machine. */
+    int sndbuf =
+        c->srv->lim.max_unsent_bytes < (1u << 30) ? (int)c->srv->lim.max_unsent_bytes : 1 << 30;
+    uv_send_buffer_size((uv_handle_t *)&c->tcp, &sndbuf);
     char head[HEAD_MAX];
     size_t hn = format_head(head, sizeof head, c, status, content_type, extra_headers, -1);
     const char *parts[] = {head};
@@ -329,20 +429,47 @@ void co_http_on_abort(co_http_conn *c, void (*fn)(void *ud), void *ud) {
     c->abort_ud = ud;
 }
 
+void co_http_on_flow(co_http_conn *c, void (*fn)(void *ud, co_http_flow ev, size_t unsent),
+                     void *ud) {
+    c->flow_fn = fn;
+    c->flow_ud = ud;
+}
+
+void co_http_stall_within(co_http_conn *c, int ms) {
+    if (c->state != CONN_BUSY || !c->paused) return;
+    if (uv_timer_get_due_in(&c->timer) > (uint64_t)ms)
+        uv_timer_start(&c->timer, on_timer, (uint64_t)ms, 0);
+}
+
+void co_http_drop_body(co_http_conn *c) {
+    if (c->state != CONN_BUSY && c->state != CONN_CLOSING) return;
+    co_http_parser_drop_body(c->parser);
+    c->req.body = "";
+    c->req.body_len = 0;
+    conn_account(c);
+}
+
 /* ---- reading and parsing -------------------------------------------------------------------- */
 
-/* Parses buffered bytes until a request is dispatched (and not answered yet), the buffer is used
- * up, or the request is refused. */
-static void conn_process(co_http_conn *c) {
-    c->in_process = true;
-    while ((c->state == CONN_IDLE || c->state == CONN_READING) && c->roff < c->rlen) {
+/* The next request of the connection is refused: it would hold more than the server's budget. */
+static void refuse_over_budget(co_http_conn *c) {
+    error_reply(c, 503,
+                "the server holds as many request bytes as it takes (--max-held-bytes); try "
+                "again later");
+}
+
+/* Parses data[0..n) until a request is dispatched (and not answered yet), the bytes are used up,
+ * or the request is refused; returns how many bytes it took. */
+static size_t feed(co_http_conn *c, const char *data, size_t n) {
+    size_t off = 0;
+    while ((c->state == CONN_IDLE || c->state == CONN_READING) && off < n) {
         size_t used;
-        const co_http_parse_rc rc =
-            co_http_parser_feed(c->parser, c->rbuf + c->roff, c->rlen - c->roff, &used);
-        c->roff += used;
+        const co_http_parse_rc rc = co_http_parser_feed(c->parser, data + off, n - off, &used);
+        off += used;
+        conn_account(c);
         if (c->state == CONN_IDLE && co_http_parser_reading(c->parser)) {
             c->state = CONN_READING; /* a request began: it must arrive within request_ms */
-            uv_timer_start(&c->timer, on_timer, (uint64_t)c->srv->lim.request_ms, 0);
+            if (!c->fresh) uv_timer_start(&c->timer, on_timer, (uint64_t)c->srv->lim.request_ms, 0);
         }
         if (co_http_parser_take_continue(c->parser)) {
             static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -355,39 +482,63 @@ static void conn_process(co_http_conn *c) {
         } else if (rc == CO_HTTP_PARSE_REFUSED) {
             const char *why;
             const int status = co_http_parser_refusal(c->parser, &why);
-            c->roff = c->rlen;
             error_reply(c, status, why);
+            return n;
+        } else if (over_budget(c)) {
+            refuse_over_budget(c);
+            return n;
         }
     }
+    return off;
+}
+
+/* After a feed: a connection left idle closes at the client's end, or waits for its next request
+ * (a new one still within its first deadline). */
+static void after_feed(co_http_conn *c) {
+    if (c->state != CONN_IDLE || c->rlen > c->roff) return;
+    if (c->eof) {
+        conn_close(c);
+        return;
+    }
+    if (!c->fresh) uv_timer_start(&c->timer, on_timer, (uint64_t)c->srv->lim.idle_ms, 0);
+}
+
+/* Parses the connection's own buffered bytes (those behind the request just answered). */
+static void conn_process(co_http_conn *c) {
+    c->in_process = true;
+    const size_t used = feed(c, c->rbuf + c->roff, c->rlen - c->roff);
     c->in_process = false;
-    if (c->roff == c->rlen) c->roff = c->rlen = 0;
-    if (c->state == CONN_IDLE && c->rlen == 0) {
-        if (c->eof) {
-            conn_close(c);
-            return;
-        }
-        uv_timer_start(&c->timer, on_timer, (uint64_t)c->srv->lim.idle_ms, 0);
+    if (c->state == CONN_LINGER || c->state == CONN_CLOSING) {
+        free_unparsed(c); /* nothing more is read from this connection */
+        return;
     }
+    c->roff += used;
+    if (c->roff == c->rlen && c->rbuf) free_unparsed(c);
+    after_feed(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
     co_http_conn *c = h->data;
-    if (c->roff > 0 && c->roff == c->rlen) c->roff = c->rlen = 0;
-    if (c->roff > 0 && c->rcap - c->rlen < READ_CHUNK) {
-        memmove(c->rbuf, c->rbuf + c->roff, c->rlen - c->roff);
-        c->rlen -= c->roff;
-        c->roff = 0;
-    }
-    if (mw_grow((void **)&c->rbuf, &c->rcap, c->rlen + READ_CHUNK, 1)) {
-        *buf = uv_buf_init(NULL, 0);
+    *buf = uv_buf_init(c->srv->rbuf, sizeof c->srv->rbuf);
+}
+
+/* Bytes read while the handler owns the response (a pipelined request) are kept for later;
+ * reading stops when they pile up or the server is over its budget. */
+static void keep_for_later(co_http_conn *c, const char *data, size_t n) {
+    if (keep_unparsed(c, data, n)) {
+        conn_close(c);
         return;
     }
-    *buf = uv_buf_init(c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
+    const co_http_limits *l = &c->srv->lim;
+    if (c->rlen - c->roff > l->max_head_bytes + l->max_body_bytes + READ_CHUNK ||
+        c->srv->held > l->max_held_bytes) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->read_paused = true;
+    }
 }
 
 static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-    (void)buf;
     co_http_conn *c = st->data;
     if (n == 0) return;
     if (n < 0) {
@@ -401,22 +552,20 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
             conn_close(c);
         return;
     }
-    if (c->state == CONN_LINGER || c->state == CONN_CLOSING) {
-        c->rlen = c->roff = 0; /* drained and dropped */
+    if (c->state == CONN_LINGER || c->state == CONN_CLOSING) return; /* drained and dropped */
+    if (c->state == CONN_BUSY || c->rlen > c->roff) {
+        keep_for_later(c, buf->base, (size_t)n);
         return;
     }
-    c->rlen += (size_t)n;
-    if (c->state == CONN_BUSY) {
-        /* pipelined bytes wait for the response; stop reading when they pile up */
-        const co_http_limits *l = &c->srv->lim;
-        if (c->rlen - c->roff > l->max_head_bytes + l->max_body_bytes + READ_CHUNK) {
-            uv_read_stop(st);
-            c->read_paused = true;
-        }
+    if (c->state == CONN_IDLE && !c->fresh) uv_timer_stop(&c->timer);
+    c->in_process = true;
+    const size_t used = feed(c, buf->base, (size_t)n); /* straight from the shared buffer */
+    c->in_process = false;
+    if (c->state == CONN_BUSY && used < (size_t)n) {
+        keep_for_later(c, buf->base + used, (size_t)n - used);
         return;
     }
-    if (c->state == CONN_IDLE) uv_timer_stop(&c->timer);
-    conn_process(c);
+    after_feed(c);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -428,6 +577,12 @@ static void on_timer(uv_timer_t *t) {
     case CONN_IDLE:
     case CONN_LINGER:
         conn_close(c);
+        break;
+    case CONN_BUSY: /* a stream whose client stopped reading */
+        if (c->paused) {
+            flow(c, CO_HTTP_FLOW_STALL);
+            conn_close(c);
+        }
         break;
     default:
         break;
@@ -443,9 +598,7 @@ static void maybe_free_server(co_http_server *s) {
     }
 }
 
-static void conn_handle_closed(uv_handle_t *h) {
-    co_http_conn *c = h->data;
-    if (--c->handles > 0) return;
+static void conn_free(co_http_conn *c) {
     co_http_server *s = c->srv;
     if (c->prev)
         c->prev->next = c->next;
@@ -454,20 +607,42 @@ static void conn_handle_closed(uv_handle_t *h) {
     if (c->next) c->next->prev = c->prev;
     s->n_conns--;
     free(c->rbuf);
+    c->rcap = 0;
     co_http_parser_free(c->parser);
+    c->parser = NULL;
+    conn_account(c);
     free(c);
     maybe_free_server(s);
+}
+
+static void conn_handle_closed(uv_handle_t *h) {
+    co_http_conn *c = h->data;
+    if (--c->handles > 0 || c->holds > 0) return;
+    conn_free(c);
+}
+
+void co_http_hold(co_http_conn *c) {
+    c->holds++;
+}
+
+void co_http_release(co_http_conn *c) {
+    if (--c->holds > 0 || c->handles > 0) return;
+    conn_free(c);
 }
 
 static void conn_close(co_http_conn *c) {
     if (c->state == CONN_CLOSING) return;
     bool busy = c->state == CONN_BUSY;
     c->state = CONN_CLOSING;
+    c->srv->n_live--;
     if (busy && c->abort_fn) {
         void (*fn)(void *) = c->abort_fn;
         c->abort_fn = NULL;
         fn(c->abort_ud);
     }
+    c->flow_fn = NULL;
+    if (!c->holds) co_http_parser_trim(c->parser); /* a holder still reads the request */
+    free_unparsed(c);
     uv_read_stop((uv_stream_t *)&c->tcp);
     uv_timer_stop(&c->timer);
     uv_close((uv_handle_t *)&c->timer, conn_handle_closed);
@@ -494,6 +669,7 @@ static void conn_linger(co_http_conn *c) {
         fn(c->abort_ud);
     }
     c->state = CONN_LINGER;
+    c->since = uv_now(c->srv->loop);
     uv_timer_stop(&c->timer);
     uv_shutdown_t *req = malloc(sizeof *req);
     if (!req) {
@@ -512,9 +688,25 @@ static void conn_linger(co_http_conn *c) {
     }
 }
 
+/* The connection to close for a new one when the server is full: one already closing its
+ * exchange, else the one idle the longest, else the one that has been sending its request the
+ * longest; NULL when every connection waits for its answer. */
+static co_http_conn *eviction_victim(co_http_server *s) {
+    static const conn_state order[] = {CONN_LINGER, CONN_IDLE, CONN_READING};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        co_http_conn *best = NULL;
+        for (co_http_conn *c = s->conns; c; c = c->next)
+            if (c->state == order[k] && (!best || c->since < best->since)) best = c;
+        if (best) return best;
+    }
+    return NULL;
+}
+
 static void on_connection(uv_stream_t *ls, int status) {
     co_http_server *s = ls->data;
     if (status < 0 || s->closing) return;
+    co_http_conn *victim = s->n_live >= s->lim.max_conns ? eviction_victim(s) : NULL;
+    if (victim) conn_close(victim);
     co_http_conn *c = calloc(1, sizeof *c);
     if (!c) return;
     c->srv = s;
@@ -526,7 +718,10 @@ static void on_connection(uv_stream_t *ls, int status) {
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->n_conns++;
+    s->n_live++;
     c->state = CONN_IDLE;
+    c->fresh = true;
+    c->since = uv_now(s->loop);
     if (uv_accept(ls, (uv_stream_t *)&c->tcp)) {
         conn_close(c);
         return;
@@ -538,13 +733,13 @@ static void on_connection(uv_stream_t *ls, int status) {
         conn_close(c);
         return;
     }
-    if (s->n_conns > s->lim.max_conns) {
+    if (s->n_live > s->lim.max_conns) {
         c->state = CONN_BUSY;
-        error_reply(c, 503, "too many connections");
+        error_reply(c, 503, "too many connections, every one waiting for its answer");
         return;
     }
     uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    uv_timer_start(&c->timer, on_timer, (uint64_t)s->lim.idle_ms, 0);
+    uv_timer_start(&c->timer, on_timer, (uint64_t)s->lim.request_ms, 0);
 }
 
 /* ---- the server ----------------------------------------------------------------------------- */
@@ -596,11 +791,20 @@ void co_http_server_set_cors(co_http_server *s, co_cors *cors) {
     s->cors = cors;
 }
 
+void co_http_server_on_refuse(co_http_server *s, void (*fn)(void *ud, const char *path, int status),
+                              void *ud) {
+    s->refuse_fn = fn;
+    s->refuse_ud = ud;
+}
+
 int co_http_server_port(const co_http_server *s) {
     return s->port;
 }
 int co_http_server_conns(const co_http_server *s) {
     return s->n_conns;
+}
+size_t co_http_server_held(const co_http_server *s) {
+    return s->held;
 }
 
 static void stop_listening(co_http_server *s) {

@@ -2,7 +2,9 @@
  * bytes in, out a request (method, target, the headers the server reads, the body) or a refusal
  * with the status to answer it with. Everything it is fed is untrusted: the head, the header lines
  * and the body are bounded as they arrive, a header value is kept only up to a fixed size, and a
- * request the server cannot take is refused before its body is read where the head says so.
+ * request the server cannot take is refused before its body is read where the head says so. It
+ * takes HTTP/1.1 and HTTP/1.0 (an HTTP/1.1 request with exactly one Host header), a target in
+ * origin form ("/path?query") or absolute form ("http://host/path"), in visible ASCII.
  * co_http.c feeds it what a connection reads; nothing here touches the loop, so it can be fed
  * from any thread that owns it. */
 #ifndef CO_HTTP_PARSE_H
@@ -15,7 +17,7 @@
  * and stay valid until it is fed again. */
 typedef struct co_http_parsed {
     const char *method;        /* "GET", "POST", ... */
-    const char *path;          /* the target up to '?' */
+    const char *path;          /* the target up to '?' (an absolute URL's path: "/v1/models") */
     const char *query;         /* after '?' */
     const char *content_type;  /* Content-Type */
     const char *origin;        /* Origin (a browser page's) */
@@ -55,5 +57,12 @@ bool co_http_parser_take_continue(co_http_parser *p);
 co_http_parsed co_http_parser_request(const co_http_parser *p);
 /* After CO_HTTP_PARSE_REFUSED: the status to answer with and why (plain text). */
 int co_http_parser_refusal(const co_http_parser *p, const char **why);
+
+/* Bytes the parser holds for the request (its target and body buffers), for the server's budget. */
+size_t co_http_parser_held(const co_http_parser *p);
+/* The body is no longer needed: its buffer is freed now (the request's body reads "" after). */
+void co_http_parser_drop_body(co_http_parser *p);
+/* The request is over: its body is freed, and its target's buffer unless it is small. */
+void co_http_parser_trim(co_http_parser *p);
 
 #endif

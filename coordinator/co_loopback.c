@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernels/kn.h"
 #include "wire/wr_curve.h"
+#include "util/mw_platform.h"
 #include "util/mw_time.h"
 
 struct co_loopback {
@@ -32,9 +32,9 @@ static int program_path(const co_loopback_opts *o, char *buf, size_t cap, mw_err
         snprintf(buf, cap, "%s", o->program ? o->program : env);
     } else {
         char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (n <= 0) return mw_errf(err, "loopback: cannot find this executable's directory");
-        self[n] = '\0';
+        if (mw_self_exe(self, sizeof self) != 0)
+            return mw_errf(err, "loopback: cannot find this executable's directory (name the "
+                                "node program with $MOEWIRE_EXPERT_NODE)");
         char *slash = strrchr(self, '/');
         *slash = '\0';
         snprintf(buf, cap, "%s/expert-node", self);
@@ -50,9 +50,9 @@ static pid_t spawn(char *const argv[]) {
         /* Only async-signal-safe calls until exec: the parent may have threads. A process group
          * of its own keeps a terminal's Ctrl-C (SIGINT to the foreground group) from killing the
          * node under requests the coordinator is still finishing; the coordinator stops it, and
-         * its death stops the node (PDEATHSIG). */
+         * its death stops the node (where the system can: mw_die_with_parent). */
         setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        mw_die_with_parent(SIGTERM);
         if (getppid() != parent) _exit(127);
         execv(argv[0], argv);
         _exit(127);

@@ -42,6 +42,8 @@ struct co_metrics {
     int n_nodes, n_layers;
     route_count routes[MAX_ROUTES];
     int n_routes;
+    int http_conns;
+    uint64_t http_held, streams_paused, streams_stalled;
     uint64_t prompt_tokens, gen_tokens;
     hist ttft, itl, rows, step_s, unique;
     double *unique_bounds;
@@ -138,6 +140,25 @@ void co_metrics_request(co_metrics *m, const char *route, int status) {
         if (i == r->n && r->n < MAX_STATUSES) r->status[r->n++] = status;
         if (i < r->n) r->count[i]++;
     }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void co_metrics_http(co_metrics *m, int conns, uint64_t held_bytes) {
+    pthread_mutex_lock(&m->mu);
+    m->http_conns = conns;
+    m->http_held = held_bytes;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void co_metrics_stream_paused(co_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->streams_paused++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void co_metrics_stream_stalled(co_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->streams_stalled++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -316,6 +337,16 @@ static void write_requests(const co_metrics *m, co_buf *o) {
             co_buf_printf(o, "\",status=\"%d\"} %llu\n", m->routes[r].status[i],
                           (unsigned long long)m->routes[r].count[i]);
         }
+    one(o, "moewire_http_connections", "gauge", "HTTP connections open", (double)m->http_conns);
+    one(o, "moewire_http_held_bytes", "gauge",
+        "request bytes the HTTP connections hold (bodies, targets, unparsed input)",
+        (double)m->http_held);
+    one(o, "moewire_streams_paused_total", "counter",
+        "times a stream's sequence left the batch because its client fell behind",
+        (double)m->streams_paused);
+    one(o, "moewire_streams_stalled_total", "counter",
+        "streams cancelled because their client stayed behind (the slot freed)",
+        (double)m->streams_stalled);
     one(o, "moewire_prompt_tokens_total", "counter", "prompt tokens prefilled",
         (double)m->prompt_tokens);
     one(o, "moewire_generation_tokens_total", "counter", "tokens generated", (double)m->gen_tokens);

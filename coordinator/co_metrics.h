@@ -21,6 +21,11 @@ void co_metrics_free(co_metrics *m);
 
 /* A finished HTTP exchange: the route ("/v1/completions", or "other") and its status. */
 void co_metrics_request(co_metrics *m, const char *route, int status);
+/* The HTTP front now: connections open and request bytes held (co_http's budget). */
+void co_metrics_http(co_metrics *m, int conns, uint64_t held_bytes);
+/* A stream whose client fell behind: its sequence paused, or cancelled for staying behind. */
+void co_metrics_stream_paused(co_metrics *m);
+void co_metrics_stream_stalled(co_metrics *m);
 
 /* Per job: the prompt when it is admitted, each generated token, its first-token latency and each
  * gap between tokens (seconds). */

@@ -7,6 +7,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+co_oai_limits co_oai_default_limits(void) {
+    return (co_oai_limits){
+        .max_messages = 2048, .max_logit_bias = 1024, .max_prompt_tokens = 65536};
+}
+
+/* The length of the UTF-8 sequence at s (at most n bytes), 0 when it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n) {
+    const size_t len = s[0] < 0x80                             ? 1
+                       : (s[0] & 0xe0) == 0xc0 && s[0] >= 0xc2 ? 2
+                       : (s[0] & 0xf0) == 0xe0                 ? 3
+                       : (s[0] & 0xf8) == 0xf0 && s[0] <= 0xf4 ? 4
+                                                               : 0;
+    if (!len || len > n) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    /* overlong forms, surrogates, beyond U+10FFFF */
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
+        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+/* Bytes that are not UTF-8 become '?': a message quotes the request (cut to a length, maybe in
+ * the middle of a character), and JSON can only carry UTF-8. */
+static void utf8_clean(char *s) {
+    const size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        const size_t k = utf8_seq((const unsigned char *)s + i, n - i);
+        if (k) {
+            i += k;
+        } else {
+            s[i++] = '?';
+        }
+    }
+}
+
 int co_oai_fail(co_oai_error *e, int status, const char *param, const char *code, const char *fmt,
                 ...) {
     e->status = status;
@@ -17,6 +53,8 @@ int co_oai_fail(co_oai_error *e, int status, const char *param, const char *code
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    utf8_clean(e->message);
+    utf8_clean(e->param);
     return -1;
 }
 
@@ -116,20 +154,30 @@ static int get_ids(json_t *a, const char *k, int32_t **ids, int64_t *n, co_oai_e
     return 0;
 }
 
-/* One prompt of a list: a string or an array of token ids. */
-static int prompt_item(json_t *v, const char *param, co_oai_prompt *out, co_oai_error *e) {
+/* One prompt of a list: a string or an array of token ids (*total: the ids so far, every prompt
+ * together, within the limit). */
+static int prompt_item(json_t *v, const char *param, const co_oai_limits *lim, int64_t *total,
+                       co_oai_prompt *out, co_oai_error *e) {
     if (json_is_string(v)) {
         out->text = json_string_value(v);
         return 0;
     }
-    if (json_is_array(v)) return get_ids(v, param, &out->ids, &out->n_ids, e);
+    if (json_is_array(v) && *total + (int64_t)json_array_size(v) > lim->max_prompt_tokens)
+        return co_oai_fail(e, 400, param, NULL,
+                           "'%s' takes the prompts' token ids past %lld, the most this server "
+                           "takes in one request (--max-prompt-tokens)",
+                           param, (long long)lim->max_prompt_tokens);
+    if (json_is_array(v)) {
+        *total += (int64_t)json_array_size(v);
+        return get_ids(v, param, &out->ids, &out->n_ids, e);
+    }
     return co_oai_fail(e, 400, param, NULL,
                        "'%s' must be a string or an array of token ids, not %s", param,
                        type_name(v));
 }
 
 /* A string, an array of token ids, or an array of those (several prompts, a choice each). */
-static int parse_prompt(json_t *root, co_oai_req *r, co_oai_error *e) {
+static int parse_prompt(json_t *root, const co_oai_limits *lim, co_oai_req *r, co_oai_error *e) {
     json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p)) return co_oai_fail(e, 400, "prompt", NULL, "'prompt' is required");
     if (!json_is_string(p) && !json_is_array(p))
@@ -147,16 +195,17 @@ static int parse_prompt(json_t *root, co_oai_req *r, co_oai_error *e) {
     r->prompts = calloc(n, sizeof *r->prompts);
     if (!r->prompts) return co_oai_fail(e, 500, "prompt", NULL, "out of memory");
     r->n_prompts = (int)n;
-    if (!list) return prompt_item(p, "prompt", &r->prompts[0], e);
+    int64_t total = 0;
+    if (!list) return prompt_item(p, "prompt", lim, &total, &r->prompts[0], e);
     for (size_t i = 0; i < n; i++) {
         char param[32];
         snprintf(param, sizeof param, "prompt[%zu]", i);
-        if (prompt_item(json_array_get(p, i), param, &r->prompts[i], e)) return -1;
+        if (prompt_item(json_array_get(p, i), param, lim, &total, &r->prompts[i], e)) return -1;
     }
     return 0;
 }
 
-static int parse_messages(json_t *root, co_oai_req *r, co_oai_error *e) {
+static int parse_messages(json_t *root, const co_oai_limits *lim, co_oai_req *r, co_oai_error *e) {
     json_t *m = json_object_get(root, "messages");
     if (!m || json_is_null(m))
         return co_oai_fail(e, 400, "messages", NULL, "'messages' is required");
@@ -165,6 +214,11 @@ static int parse_messages(json_t *root, co_oai_req *r, co_oai_error *e) {
                            type_name(m));
     if (json_array_size(m) == 0)
         return co_oai_fail(e, 400, "messages", NULL, "'messages' must not be empty");
+    if (json_array_size(m) > (size_t)lim->max_messages)
+        return co_oai_fail(e, 400, "messages", NULL,
+                           "'messages' holds %zu messages; this server takes at most %d "
+                           "(--max-messages)",
+                           json_array_size(m), lim->max_messages);
     size_t i;
     json_t *msg;
     json_array_foreach(m, i, msg) {
@@ -295,7 +349,8 @@ static int cmp_bias(const void *pa, const void *pb) {
 /* logit_bias: {"token id": bias, ...}, ids in decimal without leading zeros (so no id appears
  * twice: the parser refuses duplicate keys), biases in [-100, 100]. Whether the ids are in the
  * vocabulary is the caller's check. */
-static int parse_logit_bias(json_t *root, co_oai_req *r, co_oai_error *e) {
+static int parse_logit_bias(json_t *root, const co_oai_limits *lim, co_oai_req *r,
+                            co_oai_error *e) {
     json_t *lb = json_object_get(root, "logit_bias");
     if (!lb || json_is_null(lb)) return 0;
     if (!json_is_object(lb))
@@ -304,9 +359,11 @@ static int parse_logit_bias(json_t *root, co_oai_req *r, co_oai_error *e) {
                            type_name(lb));
     const size_t n = json_object_size(lb);
     if (n == 0) return 0;
-    if (n > CO_OAI_MAX_LOGIT_BIAS)
-        return co_oai_fail(e, 400, "logit_bias", NULL, "'logit_bias' has more than %d entries",
-                           CO_OAI_MAX_LOGIT_BIAS);
+    if (n > (size_t)lim->max_logit_bias)
+        return co_oai_fail(e, 400, "logit_bias", NULL,
+                           "'logit_bias' has %zu entries; this server takes at most %d "
+                           "(--max-logit-bias)",
+                           n, lim->max_logit_bias);
     r->logit_bias = malloc(n * sizeof *r->logit_bias);
     if (!r->logit_bias) return co_oai_fail(e, 500, "logit_bias", NULL, "out of memory");
     const char *key;
@@ -449,7 +506,25 @@ static int parse_unsupported(json_t *root, co_oai_error *e) {
     return 0;
 }
 
-static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {
+/* The body fed to jansson piece by piece, so that a parse whose result nobody wants any more
+ * stops at the next piece. */
+typedef struct body_reader {
+    const char *p;
+    size_t len, off;
+    const atomic_bool *stop;
+} body_reader;
+
+static size_t read_body(void *buf, size_t cap, void *ud) {
+    body_reader *b = ud;
+    if (b->stop && atomic_load_explicit(b->stop, memory_order_relaxed)) return (size_t)-1;
+    const size_t n = b->len - b->off < cap ? b->len - b->off : cap;
+    memcpy(buf, b->p + b->off, n);
+    b->off += n;
+    return n;
+}
+
+static int parse(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                 const atomic_bool *stop, co_oai_req *r, co_oai_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
     r->max_tokens = -1;
@@ -459,7 +534,10 @@ static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     r->top_logprobs = -1;
     r->thinking = -1;
     json_error_t jerr;
-    r->root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    body_reader rd = {.p = body, .len = len, .stop = stop};
+    r->root = json_load_callback(read_body, &rd, JSON_REJECT_DUPLICATES, &jerr);
+    if (!r->root && stop && atomic_load(stop))
+        return co_oai_fail(e, 499, NULL, NULL, "the request was withdrawn");
     if (!r->root)
         return co_oai_fail(e, 400, NULL, NULL,
                            "the body is not valid JSON (line %d, column %d: %s)", jerr.line,
@@ -475,10 +553,11 @@ static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
         return co_oai_fail(e, 400, "model", NULL, "'model' must be a string, not %s",
                            type_name(model));
     r->model = json_string_value(model);
-    if ((kind == CO_OAI_COMPLETION ? parse_prompt(root, r, e) : parse_messages(root, r, e)))
+    if ((kind == CO_OAI_COMPLETION ? parse_prompt(root, lim, r, e)
+                                   : parse_messages(root, lim, r, e)))
         return -1;
     if (parse_stream(root, r, e) || parse_sampling(root, r, e)) return -1;
-    if (parse_stop(root, r, e) || parse_logprobs(root, r, e) || parse_logit_bias(root, r, e))
+    if (parse_stop(root, r, e) || parse_logprobs(root, r, e) || parse_logit_bias(root, lim, r, e))
         return -1;
     if (get_bool(root, "ignore_eos", &r->ignore_eos, e) ||
         get_bool(root, "return_token_ids", &r->return_token_ids, e))
@@ -487,10 +566,47 @@ static int parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, 
     return parse_unsupported(root, e);
 }
 
-int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e) {
-    if (parse(body, len, kind, r, e) == 0) return 0;
+int co_oai_parse_stoppable(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                           const atomic_bool *stop, co_oai_req *r, co_oai_error *e) {
+    const co_oai_limits def = co_oai_default_limits();
+    if (parse(body, len, kind, lim ? lim : &def, stop, r, e) == 0) return 0;
     co_oai_req_free(r);
     return -1;
+}
+
+int co_oai_parse(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                 co_oai_req *r, co_oai_error *e) {
+    return co_oai_parse_stoppable(body, len, kind, lim, NULL, r, e);
+}
+
+/* The reasoning effort as one of this file's own strings (the request's goes with its JSON). */
+static const char *effort_name(const char *s) {
+    static const char *const names[] = {"low", "medium", "high"};
+    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(s, names[i])) return names[i];
+    return NULL;
+}
+
+int co_oai_req_detach(co_oai_req *r, co_oai_error *e) {
+    if (!r->root) return 0;
+    size_t need = 0;
+    for (int i = 0; i < r->n_stop; i++) need += strlen(r->stop[i]) + 1;
+    if (need && !(r->stop_store = malloc(need)))
+        return co_oai_fail(e, 500, NULL, NULL, "out of memory");
+    char *p = r->stop_store;
+    for (int i = 0; i < r->n_stop; i++) {
+        const size_t n = strlen(r->stop[i]) + 1;
+        memcpy(p, r->stop[i], n);
+        r->stop[i] = p;
+        p += n;
+    }
+    r->reasoning_effort = effort_name(r->reasoning_effort);
+    r->model = NULL;
+    r->messages = NULL;
+    for (int i = 0; i < r->n_prompts; i++) r->prompts[i].text = NULL;
+    json_decref(r->root);
+    r->root = NULL;
+    return 0;
 }
 
 void co_oai_req_free(co_oai_req *r) {
@@ -498,6 +614,7 @@ void co_oai_req_free(co_oai_req *r) {
     for (int i = 0; i < r->n_prompts; i++) free(r->prompts[i].ids);
     free(r->prompts);
     free(r->logit_bias);
+    free(r->stop_store);
     memset(r, 0, sizeof *r);
 }
 

@@ -8,6 +8,7 @@
 #define CO_OAI_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -18,8 +19,19 @@
 #define CO_OAI_MAX_PROMPT_IDS (1 << 20)
 #define CO_OAI_MAX_PROMPTS    256 /* prompts of one /v1/completions request */
 #define CO_OAI_MAX_STOP_IDS   64
-#define CO_OAI_MAX_LOGIT_BIAS (1 << 20) /* entries of logit_bias (a vocabulary's worth) */
-#define CO_OAI_LOGIT_BIAS_MAX 100.0     /* |bias| */
+#define CO_OAI_LOGIT_BIAS_MAX 100.0 /* |bias| */
+
+/* What one request may ask, so that checking and mapping it costs a bounded time (the server's
+ * options; a request beyond one gets a 400 naming it). */
+typedef struct co_oai_limits {
+    int max_messages;          /* chat: messages (--max-messages) */
+    int max_logit_bias;        /* entries of logit_bias (--max-logit-bias) */
+    int64_t max_prompt_tokens; /* token ids of every prompt given as ids together
+                                  (--max-prompt-tokens; text prompts are the caller's to count) */
+} co_oai_limits;
+
+/* Defaults: 2048 messages, 1024 biases, 65536 prompt tokens. */
+co_oai_limits co_oai_default_limits(void);
 
 typedef enum co_oai_kind { CO_OAI_COMPLETION = 0, CO_OAI_CHAT = 1 } co_oai_kind;
 
@@ -40,7 +52,7 @@ typedef struct co_oai_prompt {
 
 typedef struct co_oai_req {
     co_oai_kind kind;
-    json_t *root; /* owned; the strings below point into it */
+    json_t *root; /* owned; the strings below point into it (until co_oai_req_detach) */
     const char *model;
     /* completions: one prompt or several (a choice each, as OpenAI's and vLLM's servers answer
      * a list of prompts); chat: the message list */
@@ -64,10 +76,21 @@ typedef struct co_oai_req {
     const char *reasoning_effort; /* chat: "low" | "medium" | "high", NULL when absent */
     int thinking;                 /* chat_template_kwargs.enable_thinking: 1, 0, -1 absent */
     bool ignore_eos, return_token_ids;
+    char *stop_store; /* owned: the stop strings once detached */
 } co_oai_req;
 
-/* Parses and checks a body. 0, or -1 with e filled (a 400 naming the field) and nothing held. */
-int co_oai_parse(const char *body, size_t len, co_oai_kind kind, co_oai_req *r, co_oai_error *e);
+/* Parses and checks a body within lim (NULL: the defaults). 0, or -1 with e filled (a 400 naming
+ * the field or the limit) and nothing held. */
+int co_oai_parse(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                 co_oai_req *r, co_oai_error *e);
+/* The same, giving up (status 499) as soon as *stop is true, also in the middle of the JSON: a
+ * worker's parse of a large body whose client has gone. */
+int co_oai_parse_stoppable(const char *body, size_t len, co_oai_kind kind, const co_oai_limits *lim,
+                           const atomic_bool *stop, co_oai_req *r, co_oai_error *e);
+/* Frees the JSON once the prompts and messages have been used (tokenized): the stop strings are
+ * copied, and model, messages and text prompts read NULL after. -1 (e set) when memory runs out.
+ * A request's JSON may be large; this lets whoever parsed it free it on the same thread. */
+int co_oai_req_detach(co_oai_req *r, co_oai_error *e);
 void co_oai_req_free(co_oai_req *r);
 
 /* Fills an error; returns -1. */

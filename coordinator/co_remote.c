@@ -15,6 +15,7 @@
 #include "coordinator/co_loopback.h"
 #include "coordinator/co_remote_internal.h"
 #include "util/mw_grow.h"
+#include "util/mw_platform.h"
 #include "util/mw_time.h"
 #include "wire/wr_zmq.h"
 
@@ -601,6 +602,8 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     r->cap_nodes = o->n_nodes + CO_JOIN_ROOM < 1024 ? o->n_nodes + CO_JOIN_ROOM : 1024;
     r->endpoints = copy_strings(o->endpoints, o->n_nodes, r->cap_nodes);
     r->o.endpoints = (const char *const *)r->endpoints;
+    r->glu = *o->glu;
+    r->o.glu = &r->glu;
     if (r->o.down_ms <= 0) r->o.down_ms = 750;
     size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
     r->nodes = calloc((size_t)r->cap_nodes, sizeof *r->nodes);
@@ -619,8 +622,8 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
      * it takes a free core or waits until this thread blocks in zmq_poll, instead of preempting
      * it before the batches for the other nodes are queued. Only from the default policy: libzmq
      * aborts if the change fails (a real-time caller's priority is invalid for SCHED_BATCH). */
-    if (r->zctx && r->own_zctx && sched_getscheduler(0) == SCHED_OTHER)
-        zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, SCHED_BATCH);
+    if (r->zctx && r->own_zctx && sched_getscheduler(0) == SCHED_OTHER && mw_batch_policy() >= 0)
+        zmq_ctx_set(r->zctx, ZMQ_THREAD_SCHED_POLICY, mw_batch_policy());
     for (int i = 0; r->nodes && i < o->n_nodes; i++) {
         co__node *n = &r->nodes[i];
         const char *ep = o->endpoints[i], *hash = strchr(ep, '#');
@@ -639,6 +642,10 @@ static bool bad_opts(const co_remote_opts *o, mw_err *err) {
     else if (o->n_layers < 1 || o->n_experts < 1 || o->width < 1 || o->deadline_ms < 1 ||
              o->connect_ms < 1 || !wr_dtype_valid(o->codec.dtype))
         mw_errf(err, "remote experts: bad options");
+    else if (!o->glu)
+        mw_errf(err, "remote experts: the experts' GLU policy is required");
+    else if (kn_glu_check(o->glu, err))
+        mw_err_wrap(err, "remote experts");
     else
         return false;
     co_loopback_stop(o->loopback);

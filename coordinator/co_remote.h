@@ -1,11 +1,11 @@
 /* coordinator/co_remote.h — the remote expert backend: the MoE step of every layer goes to expert
  * nodes over ZeroMQ (one DEALER per node).
  *
- * At creation every node is greeted (Hello/Welcome): protocol version, model fingerprint, width,
- * numerics and the owned (layer, expert) sets are checked, and the ownership map is built: an
- * expert nobody owns is an error naming it; an expert several nodes own is served by its replicas
- * in turn (co_remote_share.c: the least loaded in exact mode, by the row's own selection in partial
- * mode), deterministically.
+ * At creation every node is greeted (Hello/Welcome): protocol version, model fingerprint, the
+ * experts' width and GLU policy, numerics and the owned (layer, expert) sets are checked, and the
+ * ownership map is built: an expert nobody owns is an error naming it; an expert several nodes own
+ * is served by its replicas in turn (co_remote_share.c: the least loaded in exact mode, by the
+ * row's own selection in partial mode), deterministically.
  *
  * Per layer, one ExpertBatch per involved node (more only when a batch exceeds a node's capacity)
  * goes out before any reply is awaited: the backend's submit half sends them and returns, so the

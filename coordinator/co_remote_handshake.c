@@ -1,8 +1,8 @@
 /* coordinator/co_remote_handshake.c — the remote backend meets its nodes: one DEALER per node
  * with a monitor for disconnects, Hello/Welcome with every node at once, each Welcome checked
- * against the coordinator's model (fingerprint, shape, numerics, capacity), and the ownership map
- * built from the owned sets: an expert nobody owns is an error naming it, an expert several nodes
- * own is a replica (co_remote_share.c picks which one serves an assignment). */
+ * against the coordinator's model (fingerprint, shape, GLU policy, numerics, capacity), and the
+ * ownership map built from the owned sets: an expert nobody owns is an error naming it, an expert
+ * several nodes own is a replica (co_remote_share.c picks which one serves an assignment). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +107,55 @@ static bool list_has(const char *have, const char *want) {
     return false;
 }
 
+static bool is_metal(const char *backend) {
+    return !strncmp(backend, "metal", 5);
+}
+
+/* Exact mode promises the same bits whichever owner serves an expert. The Metal kernels keep the
+ * CPU's reduction order, but whether a GPU rounds each step as the CPU does only a node's
+ * --self-test on its own hardware shows (docs/kernels.md): so in exact mode no expert may have a
+ * Metal owner and a CPU owner. Checked against every node that has announced its experts. */
+static int check_exact_owners(const co__remote *r, int i, const wr_welcome *w, mw_err *err) {
+    const size_t cells = (size_t)w->n_layers * (size_t)w->n_experts;
+    for (int j = 0; r->o.exact && j < r->o.n_nodes; j++) {
+        const co__node *o = &r->nodes[j];
+        if (j == i || !o->owned || o->drained || is_metal(o->backend) == is_metal(w->backend))
+            continue;
+        for (size_t c = 0; c < cells; c++)
+            if ((w->owned[c / 8] >> (c % 8)) & (o->owned[c / 8] >> (c % 8)) & 1)
+                return mw_errf(err,
+                               "exact mode: expert %zu:%zu is owned by %s (%s) and by %s (%s); "
+                               "Metal is not proven bit-identical to the CPU kernels, so exact "
+                               "mode does not mix them as owners of one expert",
+                               c / w->n_experts, c % w->n_experts, r->nodes[i].name, w->backend,
+                               o->name, o->backend);
+    }
+    return 0;
+}
+
+/* The node's experts must run the model's GLU policy: the same kind, the same parameter bits. A
+ * node that announces none (an older build) is refused rather than assumed to agree. */
+static int check_glu(const co__remote *r, const co__node *n, const wr_welcome *w, mw_err *err) {
+    char want[128], got[128];
+    kn_glu_format(&r->glu, want, sizeof want);
+    if (!w->glu[0])
+        return mw_errf(err, "%s announces no GLU policy; the model's experts run %s", n->name,
+                       want);
+    const int kind = kn_glu_from_name(w->glu);
+    if (kind < 0)
+        return mw_errf(err,
+                       "%s runs experts with GLU '%.64s', which this coordinator does not "
+                       "know; the model's is %s",
+                       n->name, w->glu, want);
+    kn_glu g;
+    if (kn_glu_make(kind, w->glu_params, (int)w->n_glu_params, &g, err))
+        return mw_err_wrap(err, "%s announces a GLU policy that cannot run", n->name);
+    if (!kn_glu_same(&g, &r->glu))
+        return mw_errf(err, "%s runs experts with GLU %s; the model's is %s", n->name,
+                       kn_glu_format(&g, got, sizeof got), want);
+    return 0;
+}
+
 int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
     co__node *n = &r->nodes[i];
     const co_remote_opts *o = &r->o;
@@ -118,10 +167,12 @@ int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
         return mw_errf(
             err, "%s serves width %u, %u layers × %u experts; the model has %lld, %d × %d", n->name,
             w->width, w->n_layers, w->n_experts, (long long)o->width, o->n_layers, o->n_experts);
+    if (check_glu(r, n, w, err)) return -1;
     if (!list_has(w->numerics, kn_numerics_name(o->numerics)))
         return mw_errf(err, "%s serves numerics %s, the coordinator runs %s", n->name, w->numerics,
                        kn_numerics_name(o->numerics));
     if (w->capacity < 1) return mw_errf(err, "%s announces capacity 0", n->name);
+    if (check_exact_owners(r, i, w, err)) return -1;
     const size_t bytes = wr_owned_bytes(w->n_layers, w->n_experts);
     if (!n->owned && !(n->owned = malloc(bytes))) return mw_errf(err, "out of memory");
     memcpy(n->owned, w->owned, bytes);
@@ -130,6 +181,7 @@ int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
     snprintf(n->numerics, sizeof n->numerics, "%s", w->numerics);
     n->capacity = w->capacity;
     n->threads = w->threads;
+    n->read_gbps = w->read_gbps;
     return 0;
 }
 

@@ -23,6 +23,7 @@ typedef struct co__node {
     char refused[160]; /* why the CURVE handshake failed, from the monitor; "" = it did not */
     char node_id[128], backend[32], numerics[32];
     uint32_t capacity, threads;
+    float read_gbps;  /* its backend's measured read bandwidth (0: not announced) */
     void *sock, *mon; /* DEALER, and the PAIR its connection events arrive on */
     uint8_t *owned;   /* its owned (layer, expert) bitmap, from its last Welcome */
     /* Membership (co_remote_members.c): a node is down from a disconnect, a missed deadline or a
@@ -91,6 +92,7 @@ typedef struct co__remote {
     char **endpoints;      /* the endpoints as given ("#KEY" included), in node order */
     wr_keypair key;        /* the coordinator's CURVE pair, when it has one */
     co_loopback *loopback; /* nodes started for this backend, stopped after its sockets close */
+    kn_glu glu;            /* a copy of *o.glu: every node's experts must run it */
     co__node *nodes;       /* cap_nodes slots, o.n_nodes of them used (joins take the next) */
     int cap_nodes;
     void *zctx;

@@ -40,7 +40,8 @@ typedef struct co_remote_opts {
     /* n_layers flags, 1 where the layer routes to experts (0: a dense layer no node serves, whose
      * experts the coverage check does not ask for); NULL = every layer. Copied. */
     const uint8_t *layer_moe;
-    int64_t width;        /* hidden size */
+    int64_t width;        /* of the experts' rows (md_expert_width): hidden size, or latent */
+    const kn_glu *glu;    /* the model's experts' GLU policy (required): a node must run it */
     kn_numerics numerics; /* what the trunk will ask for */
     /* The trunk's thread pool (may be NULL): parked while a layer's replies are awaited, woken as
      * the last ones become readable so its workers are up when the trunk resumes. NULL parks

@@ -161,10 +161,12 @@ static void report_nodes(const co__remote *r, FILE *f) {
         const co__node *n = &r->nodes[i];
         wr_counters c = wr_stats_sum(&r->acct.wire, i, -1);
         double nb = c.batches ? 1.0 / (double)c.batches : 0.0;
+        char bw[32] = "";
+        if (n->read_gbps > 0) snprintf(bw, sizeof bw, " (%.0f GB/s)", (double)n->read_gbps);
         fprintf(f,
-                "  %s %s, %s, %u thread(s): %" PRIu64 " batches, queued %.1f + compute %.1f "
+                "  %s %s, %s%s, %u thread(s): %" PRIu64 " batches, queued %.1f + compute %.1f "
                 "us/batch, round trip %.1f us/batch (worst %.1f), movement ratio %.3g\n",
-                n->name, n->node_id, n->backend, n->threads, c.batches,
+                n->name, n->node_id, n->backend, bw, n->threads, c.batches,
                 (double)c.queue_ns * 1e-3 * nb, (double)c.compute_ns * 1e-3 * nb,
                 (double)c.rtt_ns * 1e-3 * nb, (double)c.rtt_max_ns * 1e-3, wr_movement_ratio(&c));
     }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "coordinator/co_oai.h"
+#include "coordinator/co_prep.h"
 #include "coordinator/co_sse.h"
 #include "util/mw_grow.h"
 
@@ -17,6 +18,9 @@
 
 struct co_routes {
     co_routes_params p;
+    co_prep_queue *prep;
+    co_http_server *http; /* for the /metrics gauges (NULL until set) */
+    struct exch *paused;  /* streams whose jobs are paused: their clients are behind */
     uint64_t n_requests;
     uint64_t seed_base;
 };
@@ -48,12 +52,25 @@ typedef struct exch {
     int64_t prompt_tokens, completion_tokens; /* of the choices done */
     choice *ch;
     co_buf out, frame;
+    bool paused; /* on r->paused since paused_at (co_now) */
+    double paused_at;
+    struct exch *prev_paused, *next_paused;
 } exch;
 
 int co_routes_new(const co_routes_params *p, co_routes **out, mw_err *err) {
     co_routes *r = calloc(1, sizeof *r);
     if (!r) return mw_errf(err, "out of memory");
     r->p = *p;
+    const co_prep_params pp = {.text = p->text,
+                               .model_id = p->model_id,
+                               .n_ctx = p->n_ctx,
+                               .n_vocab = p->n_vocab,
+                               .thinking = p->thinking,
+                               .limits = p->limits};
+    if (co_prep_queue_new(p->loop, &pp, &r->prep, err)) {
+        free(r);
+        return -1;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     r->seed_base = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
@@ -62,6 +79,8 @@ int co_routes_new(const co_routes_params *p, co_routes **out, mw_err *err) {
 }
 
 void co_routes_free(co_routes *r) {
+    if (!r) return;
+    co_prep_queue_free(r->prep);
     free(r);
 }
 
@@ -134,6 +153,9 @@ static void route_health(co_routes *r, co_http_req *q) {
 static void route_metrics(co_routes *r, co_http_req *q) {
     /* counted before writing, so the page includes this request */
     co_metrics_request(r->p.metrics, "/metrics", 200);
+    if (r->http)
+        co_metrics_http(r->p.metrics, co_http_server_conns(r->http),
+                        (uint64_t)co_http_server_held(r->http));
     co_buf b = {0};
     co_metrics_write(r->p.metrics, &b);
     if (b.failed) {
@@ -147,7 +169,19 @@ static void route_metrics(co_routes *r, co_http_req *q) {
 
 /* ---- generation ----------------------------------------------------------------------------- */
 
+static void paused_remove(exch *x) {
+    if (!x->paused) return;
+    if (x->prev_paused)
+        x->prev_paused->next_paused = x->next_paused;
+    else
+        x->r->paused = x->next_paused;
+    if (x->next_paused) x->next_paused->prev_paused = x->prev_paused;
+    x->paused = false;
+    x->prev_paused = x->next_paused = NULL;
+}
+
 static void exch_free(exch *x) {
+    paused_remove(x);
     for (int i = 0; i < x->n; i++) {
         choice *c = &x->ch[i];
         co_buf_free(&c->text);
@@ -310,52 +344,9 @@ static void on_output(void *ud, co_job *job) {
     finish(x);
 }
 
-/* Prompt pi of the request as token ids (its own array, or the text encoded: then *ids is new)
- * and the completion's length, checked against the vocabulary and the context; -1 with e set
- * when the request is refused. */
-static int64_t gen_prompt(co_routes *r, const co_oai_req *req, int pi,
-                          const co_stext_chat_opts *chat_opts, int32_t **ids, int64_t *n_ids,
-                          co_oai_error *e) {
-    mw_err err = {{0}};
-    const bool chat = req->kind == CO_OAI_CHAT;
-    const co_oai_prompt *p = chat ? NULL : &req->prompts[pi];
-    char param[32];
-    if (chat || req->n_prompts == 1)
-        snprintf(param, sizeof param, "%s", chat ? "messages" : "prompt");
-    else
-        snprintf(param, sizeof param, "prompt[%d]", pi);
-    if (p && p->ids) {
-        *ids = p->ids;
-        *n_ids = p->n_ids;
-    } else if (!r->p.text) {
-        return co_oai_fail(e, 400, param, NULL,
-                           "the model has no tokenizer: give 'prompt' as an array of token ids"),
-               -1;
-    } else if (chat ? co_stext_chat(r->p.text, req->messages, chat_opts, ids, n_ids, &err)
-                    : co_stext_encode(r->p.text, p->text, strlen(p->text), ids, n_ids, &err)) {
-        return co_oai_fail(e, 400, param, NULL, "%s: %s", param, err.msg), -1;
-    }
-    if (*n_ids >= r->p.n_ctx)
-        return co_oai_fail(e, 400, param, "context_length_exceeded",
-                           "%s has %lld tokens; this server's context is %lld tokens, "
-                           "prompt and completion together",
-                           param, (long long)*n_ids, (long long)r->p.n_ctx),
-               -1;
-    int64_t max_tokens = req->max_tokens;
-    if (max_tokens < 0) max_tokens = chat ? r->p.n_ctx - *n_ids + 1 : 16;
-    if (max_tokens > r->p.n_ctx - *n_ids + 1)
-        return co_oai_fail(e, 400, req->max_tokens >= 0 ? "max_tokens" : param,
-                           "context_length_exceeded",
-                           "%lld tokens of %s and max_tokens %lld do not fit the context of "
-                           "%lld tokens",
-                           (long long)*n_ids, param, (long long)max_tokens, (long long)r->p.n_ctx),
-               -1;
-    return max_tokens;
-}
-
 /* The exchange of an accepted request with k choices: its id, the response's metadata; NULL:
  * out of memory. */
-static exch *exch_new(co_routes *r, co_http_req *q, co_oai_kind kind, const char *route,
+static exch *exch_new(co_routes *r, co_http_conn *conn, co_oai_kind kind, const char *route,
                       const co_oai_req *req, uint64_t n, int k) {
     exch *x = calloc(1, sizeof *x);
     choice *ch = calloc((size_t)k, sizeof *ch);
@@ -365,7 +356,7 @@ static exch *exch_new(co_routes *r, co_http_req *q, co_oai_kind kind, const char
         return NULL;
     }
     x->r = r;
-    x->conn = q->conn;
+    x->conn = conn;
     x->kind = kind;
     x->route = route;
     x->stream = req->stream;
@@ -431,96 +422,153 @@ static void refused(const co_routes *r, co_submit_rc rc, const mw_err *err, int 
     snprintf(extra, cap, "Retry-After: %d\r\n", r->p.retry_after_s);
 }
 
-/* One prompt of a request, ready to submit. */
-typedef struct gen_prompt_ids {
-    int32_t *ids; /* the request's own array, or one gen_prompt made */
-    int64_t n_ids, max_tokens;
-} gen_prompt_ids;
+/* While requests wait for a slot, a paused stream keeps its slots this long at most. */
+#define STALL_CONTENDED_MS 1000
 
-/* The prompts' token ids: those gen_prompt made (not the request's own arrays) are freed. */
-static void free_prompts(gen_prompt_ids *gp, int k, const co_oai_req *req) {
-    if (!gp) return;
-    for (int i = 0; i < k; i++)
-        if (!(req->prompts && i < req->n_prompts && gp[i].ids == req->prompts[i].ids))
-            free(gp[i].ids);
-    free(gp);
+/* Requests wait for slots: the paused streams, which hold theirs doing nothing, get at most the
+ * short deadline. */
+static void press_paused(co_routes *r) {
+    if (!r->paused || co_sched_waiting(r->p.sched) == 0) return;
+    for (exch *x = r->paused; x; x = x->next_paused)
+        co_http_stall_within(x->conn, STALL_CONTENDED_MS);
 }
 
-/* A request becomes one job per prompt (chat: one), submitted together: when one is refused the
- * others are cancelled and the request is refused as a whole. */
-static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
-    const char *route = kind == CO_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
-    const double t_arrival = co_now();
-    co_oai_req req;
-    co_oai_error e = {0}; /* status 0: accepted */
-    char extra[64] = "";
-    mw_err err = {{0}};
-    gen_prompt_ids *pr = NULL;
-    exch *x = NULL;
-    int k = 0;
-    if (co_oai_parse(q->body, q->body_len, kind, &req, &e)) goto out;
-    if (strcmp(req.model, r->p.model_id)) {
-        co_oai_fail(&e, 404, "model", "model_not_found",
-                    "The model '%.200s' does not exist (this server serves '%s')", req.model,
-                    r->p.model_id);
-        goto out;
+/* The client fell behind its stream (co_http's flow): its jobs leave the batch, keeping their
+ * slots, until it catches up; one that stays behind (--stall-timeout-ms, less while others wait
+ * for a slot) is cancelled: the connection closes and the abort ends the jobs, freeing their
+ * slots. */
+static void on_flow(void *ud, co_http_flow ev, size_t unsent) {
+    exch *x = ud;
+    co_routes *r = x->r;
+    if (ev == CO_HTTP_FLOW_STALL) {
+        fprintf(stderr,
+                "coordinator serve: %s %s cancelled: its client read nothing for %.0f ms, %zu "
+                "bytes unsent\n",
+                x->route, x->id, (co_now() - x->paused_at) * 1e3, unsent);
+        co_metrics_stream_stalled(r->p.metrics);
+        return;
     }
-    for (int i = 0; i < req.n_logit_bias; i++)
-        if (req.logit_bias[i].token >= r->p.n_vocab) {
-            co_oai_fail(&e, 400, "logit_bias", NULL,
-                        "'logit_bias' names token %d; the vocabulary has %lld tokens",
-                        req.logit_bias[i].token, (long long)r->p.n_vocab);
-            goto out;
-        }
-    k = kind == CO_OAI_CHAT ? 1 : req.n_prompts;
+    const bool pause = ev == CO_HTTP_FLOW_PAUSE;
+    for (int i = 0; i < x->n; i++)
+        if (x->ch[i].job) co_job_pause(x->ch[i].job, pause);
+    if (!pause) {
+        paused_remove(x);
+        return;
+    }
+    co_metrics_stream_paused(r->p.metrics);
+    x->paused = true;
+    x->paused_at = co_now();
+    x->next_paused = r->paused;
+    if (r->paused) r->paused->prev_paused = x;
+    r->paused = x;
+    press_paused(r);
+}
+
+/* A request being prepared off the loop (co_prep): its connection is held until the worker is
+ * done with the body. */
+typedef struct pending {
+    co_routes *r;
+    co_http_conn *conn;
+    co_oai_kind kind;
+    const char *route;
+    double t_arrival;
+    co_prep_job *job;
+} pending;
+
+/* The client went away during the preparation: its result will be dropped. */
+static void pending_abort(void *ud) {
+    pending *pd = ud;
+    co_metrics_request(pd->r->p.metrics, pd->route, 499);
+    co_prep_cancel(pd->job);
+}
+
+/* Submits the prepared request's jobs (all or none) and starts its answer; status 0 in e when it
+ * is on its way. */
+static void submit_prepared(pending *pd, co_prep_result *res, co_oai_error *e, char *extra,
+                            size_t cap) {
+    co_routes *r = pd->r;
+    const co_oai_req *req = &res->req;
+    const int k = res->k;
+    mw_err err = {{0}};
     if (k > co_sched_capacity(r->p.sched)) {
-        co_oai_fail(&e, 400, "prompt", NULL,
+        co_oai_fail(e, 400, "prompt", NULL,
                     "'prompt' holds %d prompts; this server takes at most %d at once (running "
                     "and queued)",
                     k, co_sched_capacity(r->p.sched));
-        goto out;
+        return;
     }
-    if (!(pr = calloc((size_t)k, sizeof *pr))) {
-        co_oai_fail(&e, 500, NULL, NULL, "out of memory");
-        goto out;
-    }
-    const co_stext_chat_opts chat_opts = {.reasoning_effort = req.reasoning_effort,
-                                          .thinking =
-                                              req.thinking >= 0 ? req.thinking : r->p.thinking};
-    for (int i = 0; i < k; i++)
-        if ((pr[i].max_tokens = gen_prompt(r, &req, i, &chat_opts, &pr[i].ids, &pr[i].n_ids, &e)) <
-            0)
-            goto out;
     const uint64_t n0 = r->n_requests + 1;
     r->n_requests += (uint64_t)k;
-    if (!(x = exch_new(r, q, kind, route, &req, n0, k))) {
-        co_oai_fail(&e, 500, NULL, NULL, "out of memory");
-        goto out;
+    exch *x = exch_new(r, pd->conn, pd->kind, pd->route, req, n0, k);
+    if (!x) {
+        co_oai_fail(e, 500, NULL, NULL, "out of memory");
+        return;
     }
     for (int i = 0; i < k; i++) {
         void *text_state = NULL;
-        if (r->p.text && !(text_state = co_stext_job(
-                               r->p.text, kind == CO_OAI_CHAT ? &chat_opts : NULL, &err))) {
-            co_oai_fail(&e, 500, NULL, NULL, "%s", err.msg);
-            goto out;
+        if (r->p.text &&
+            !(text_state = co_stext_job(r->p.text, pd->kind == CO_OAI_CHAT ? &res->chat_opts : NULL,
+                                        &err))) {
+            co_oai_fail(e, 500, NULL, NULL, "%s", err.msg);
+            exch_drop(x); /* the jobs already submitted are withdrawn */
+            return;
         }
-        const co_gen_params gp = gen_params(r, &req, pr[i].ids, pr[i].n_ids, pr[i].max_tokens,
-                                            n0 + i, t_arrival, text_state);
+        const co_prep_prompt *pp = &res->prompts[i];
+        const co_gen_params gp = gen_params(r, req, pp->ids, pp->n_ids, pp->max_tokens, n0 + i,
+                                            pd->t_arrival, text_state);
         const co_submit_rc rc =
             co_sched_submit(r->p.sched, &gp, on_output, &x->ch[i], &x->ch[i].job, &err);
         if (rc != CO_SUBMIT_OK) {
-            refused(r, rc, &err, i, k, &e, extra, sizeof extra);
-            goto out;
+            refused(r, rc, &err, i, k, e, extra, cap);
+            exch_drop(x);
+            return;
         }
     }
-    co_http_on_abort(q->conn, on_abort, x);
-    if (x->stream) co_http_stream_start(q->conn, 200, CO_SSE_CONTENT_TYPE, CO_SSE_HEADERS);
-    x = NULL; /* the connection's and the jobs' now */
-out:
-    if (x) exch_drop(x); /* the jobs already submitted are withdrawn */
-    free_prompts(pr, k, &req);
-    co_oai_req_free(&req);
-    if (e.status) answer_error(r, q->conn, route, &e, extra);
+    co_http_on_abort(pd->conn, on_abort, x);
+    if (x->stream) {
+        co_http_on_flow(pd->conn, on_flow, x);
+        co_http_stream_start(pd->conn, 200, CO_SSE_CONTENT_TYPE, CO_SSE_HEADERS);
+    }
+    press_paused(r); /* this request may be waiting for a slot */
+}
+
+/* The preparation is over (res NULL: the client went away meanwhile). */
+static void prepared(void *ud, co_prep_result *res) {
+    pending *pd = ud;
+    co_http_conn *conn = pd->conn;
+    if (res) {
+        co_http_on_abort(conn, NULL, NULL);
+        co_http_drop_body(conn); /* the body's work is done: its buffer goes now */
+        co_oai_error e = res->e;
+        char extra[64] = "";
+        if (!e.status) submit_prepared(pd, res, &e, extra, sizeof extra);
+        if (e.status) answer_error(pd->r, conn, pd->route, &e, extra);
+    }
+    free(pd);
+    co_http_release(conn);
+}
+
+/* A request becomes one job per prompt (chat: one), submitted together once a worker has parsed,
+ * checked and tokenized it: when one is refused the others are cancelled and the request is
+ * refused as a whole. */
+static void route_generate(co_routes *r, co_http_req *q, co_oai_kind kind) {
+    const char *route = kind == CO_OAI_CHAT ? "/v1/chat/completions" : "/v1/completions";
+    pending *pd = calloc(1, sizeof *pd);
+    if (pd) {
+        *pd =
+            (pending){.r = r, .conn = q->conn, .kind = kind, .route = route, .t_arrival = co_now()};
+        co_http_hold(q->conn);
+        pd->job = co_prep_submit(r->prep, q->body, q->body_len, kind, prepared, pd);
+        if (pd->job) {
+            co_http_on_abort(q->conn, pending_abort, pd);
+            return;
+        }
+        co_http_release(q->conn);
+        free(pd);
+    }
+    co_oai_error e;
+    co_oai_fail(&e, 500, NULL, NULL, "out of memory");
+    answer_error(r, q->conn, route, &e, NULL);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------- */
@@ -564,6 +612,16 @@ static const struct route *find_route(const char *path) {
                              : !strcmp(path, routes[i].path))
             return &routes[i];
     return NULL;
+}
+
+void co_routes_set_http(co_routes *r, co_http_server *http) {
+    r->http = http;
+}
+
+void co_routes_refused(void *ud, const char *path, int status) {
+    co_routes *r = ud;
+    const struct route *rt = find_route(path);
+    co_metrics_request(r->p.metrics, rt ? rt->name : "other", status);
 }
 
 void co_routes_handle(void *ud, co_http_req *q) {

@@ -26,6 +26,8 @@ struct co_job {
     co_job_cb cb;
     void *ud;
     bool cancelled; /* under s->mu */
+    bool pause_req; /* under s->mu: the loop's co_job_pause */
+    bool paused;    /* model thread: out of the batch (pause_req as of the last admission) */
     /* parameters (owned copies) */
     int32_t *prompt;
     int64_t n_prompt, max_tokens;
@@ -161,6 +163,14 @@ void co_job_cancel(co_job *j) {
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (last) job_free(j);
+}
+
+void co_job_pause(co_job *j, bool paused) {
+    co_sched *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    j->pause_req = paused;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void co_job_take(co_job *j, co_job_out *o) {
@@ -421,6 +431,13 @@ int co_sched_jobs(co_sched *s) {
     return n;
 }
 
+int co_sched_waiting(co_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    const int n = s->n_wait;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 int co_sched_capacity(const co_sched *s) {
     return s->p.n_slots + s->p.max_queue;
 }
@@ -619,13 +636,15 @@ static void reap(co_sched *s) {
     }
 }
 
-/* Under s->mu: cancellations, a pending fail-all, admissions into free slots. */
+/* Under s->mu: cancellations, a pending fail-all, pauses, admissions into free slots. */
 static void admit_locked(co_sched *s) {
-    for (co_job *j = s->active; j; j = j->next_active)
+    for (co_job *j = s->active; j; j = j->next_active) {
         if (j->cancelled)
             job_end(j, CO_FINISH_CANCELLED, NULL);
         else if (s->fail_all[0])
             job_end(j, CO_FINISH_ERROR, s->fail_all);
+        j->paused = j->pause_req;
+    }
     co_job **pp = &s->wait_head;
     co_job *prev = NULL;
     while (*pp) {
@@ -693,7 +712,8 @@ static uint64_t used_kv(const co_sched *s) {
     for (co_job *j = s->active; j; j = j->next_active) {
         int64_t n = j->n_past;
         b += (uint64_t)n * s->p.kv_bytes_per_pos_full +
-             (uint64_t)(n < s->p.kv_ring ? n : s->p.kv_ring) * s->p.kv_bytes_per_pos_ring;
+             (uint64_t)(n < s->p.kv_ring ? n : s->p.kv_ring) * s->p.kv_bytes_per_pos_ring +
+             s->p.kv_bytes_per_seq;
     }
     return b;
 }
@@ -709,7 +729,7 @@ typedef struct step_rows {
 static int gather(co_sched *s, step_rows *b) {
     *b = (step_rows){0};
     for (co_job *j = s->active; j; j = j->next_active) {
-        if (j->done || j->n_fed < j->n_prompt) continue;
+        if (j->done || j->paused || j->n_fed < j->n_prompt) continue;
         if (grow_rows(s, b->n_rows + 1)) return -1;
         s->rows[b->n_rows++] =
             (md_row){.seq = j->slot, .pos = (int32_t)j->n_past, .token = j->next, .logits = 1};
@@ -718,7 +738,7 @@ static int gather(co_sched *s, step_rows *b) {
     }
     int64_t budget = s->p.chunk;
     for (co_job *j = s->active; j && budget > 0; j = j->next_active) {
-        if (j->done || j->n_fed >= j->n_prompt) continue;
+        if (j->done || j->paused || j->n_fed >= j->n_prompt) continue;
         int64_t take = j->n_prompt - j->n_fed;
         if (take > budget) take = budget;
         if (grow_rows(s, b->n_rows + (size_t)take)) return -1;
@@ -803,9 +823,15 @@ static void step(co_sched *s) {
     if (s->p.metrics) step_metrics(s, &b, t1 - t0, rc != 0);
 }
 
-/* Under s->mu. */
+/* Under s->mu: whether a round would change anything. Paused jobs give no rows, and a job
+ * waiting for a slot that paused jobs hold has nowhere to go: counted as work, they would spin
+ * the model thread. (A cancelled job behind the queue's head leaves once the head moves.) */
 static bool has_work(const co_sched *s) {
-    return s->stop || s->n_active || s->wait_head || s->fail_all[0];
+    if (s->stop || s->fail_all[0]) return true;
+    if (s->wait_head && (s->n_free > 0 || s->wait_head->cancelled)) return true;
+    for (const co_job *j = s->active; j; j = j->next_active)
+        if (!j->pause_req || j->cancelled) return true;
+    return false;
 }
 
 /* Under s->mu: waits for work; true when idle_ms passed first (time for an idle tick). */

@@ -72,6 +72,7 @@ typedef struct co_sched_params {
     uint64_t kv_bytes_per_pos_full; /* KV bytes a position holds on full-attention layers */
     uint64_t kv_bytes_per_pos_ring; /* and on ring layers (each holds at most kv_ring positions) */
     int64_t kv_ring;
+    uint64_t kv_bytes_per_seq; /* and a sequence whatever its length (KDA layers' state) */
 } co_sched_params;
 
 typedef struct co_sched co_sched;
@@ -156,6 +157,10 @@ void co_job_take(co_job *j, co_job_out *o);
 /* The job's client is gone: the job ends before the next step and frees its slot; no more
  * callbacks. Releases the caller's reference. */
 void co_job_cancel(co_job *j);
+/* The job's client has fallen behind (paused) or caught up: a paused job leaves the batch from
+ * the next step on, keeping its slot and everything it has computed, until it is resumed or
+ * cancelled. */
+void co_job_pause(co_job *j, bool paused);
 void co_job_release(co_job *j);
 /* Kept logits (keep_logits): rows × n_vocab floats, one row per sampled token. */
 const float *co_job_logits(const co_job *j, int64_t *rows);
@@ -164,6 +169,8 @@ const float *co_job_logits(const co_job *j, int64_t *rows);
 void co_sched_drain(co_sched *s);
 /* Jobs running or queued. */
 int co_sched_jobs(co_sched *s);
+/* Jobs queued, waiting for a slot. */
+int co_sched_waiting(co_sched *s);
 /* Jobs it can hold at once, running and queued (slots + queue). */
 int co_sched_capacity(const co_sched *s);
 /* Ends every job with an error (the grace period is over). */

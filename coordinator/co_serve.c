@@ -5,11 +5,15 @@
 #include "coordinator/co_serve.h"
 
 #include <libgen.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -21,13 +25,16 @@
 #include "coordinator/co_sched.h"
 #include "coordinator/co_serve_text.h"
 #include "coordinator/co_trace.h"
+#include "model/md_kv.h"
 #include "model/md_model.h"
 #include "util/mw_notify.h"
 #include "vindex/vx_source.h"
 
-#define DEFAULT_SLOTS 16
-#define DEFAULT_CTX   4096
-#define MAX_SLOTS     4096
+#define DEFAULT_SLOTS  16
+#define DEFAULT_CTX    4096
+#define MAX_SLOTS      4096
+#define FD_RESERVE     128 /* files besides the connections: the model, sockets to nodes, logs */
+#define MMAP_THRESHOLD (256 * 1024)
 
 typedef struct serve {
     const co_opts *o;
@@ -57,25 +64,13 @@ typedef struct serve {
     char url[300];
     int n_slots;
     int64_t n_ctx;
-    uint64_t per_pos_full, per_pos_ring;
-    int64_t ring;
+    md_seq_cost cost; /* one sequence's cache: per position, and fixed (recurrent state) */
     int n_nodes;
     co_node_stats *nodes;
     co_cell_stats *cells; /* per node and layer, for /metrics */
 } serve;
 
 /* ---- the KV budget -------------------------------------------------------------------------- */
-
-static void kv_shape(serve *s) {
-    const md_config *c = &s->model->cfg;
-    const uint64_t per_layer =
-        (uint64_t)c->n_head_kv * (uint64_t)(c->head_dim_k + c->head_dim_v) * sizeof(float);
-    int rings = 0;
-    for (int l = 0; c->n_swa > 0 && l < c->n_layer; l++) rings += c->layer_swa[l] != 0;
-    s->per_pos_full = per_layer * (uint64_t)(c->n_layer - rings);
-    s->per_pos_ring = per_layer * (uint64_t)rings;
-    s->ring = rings ? (c->n_swa < s->n_ctx ? c->n_swa : s->n_ctx) : 0;
-}
 
 static int plan_slots(serve *s, mw_err *err) {
     const co_opts *o = s->o;
@@ -85,9 +80,9 @@ static int plan_slots(serve *s, mw_err *err) {
         return mw_errf(err, "--ctx %lld is more than the model's context_length %lld",
                        (long long)s->n_ctx, (long long)c->n_ctx_train);
     if (s->n_ctx < 2) return mw_errf(err, "--ctx must be at least 2");
-    kv_shape(s);
-    const uint64_t slot =
-        s->per_pos_full * (uint64_t)s->n_ctx + s->per_pos_ring * (uint64_t)s->ring;
+    s->cost = md_seq_cost_of(c, s->n_ctx, o->kv_type); /* per position in the cache's type */
+    const uint64_t slot = s->cost.per_pos_full * (uint64_t)s->n_ctx +
+                          s->cost.per_pos_ring * (uint64_t)s->cost.ring + s->cost.fixed;
     if (o->kv_mb) {
         const uint64_t budget = (uint64_t)o->kv_mb << 20;
         uint64_t n = budget / slot;
@@ -255,7 +250,8 @@ static int open_model(serve *s, mw_err *err) {
                         .pool = s->pool,
                         .experts = s->experts,
                         .n_seq = s->n_slots,
-                        .n_ctx = s->n_ctx};
+                        .n_ctx = s->n_ctx,
+                        .kv_type = o->kv_type};
     if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
     if (o->trace_routing && co_trace_open(o->trace_routing, s->src, s->model, &s->trace, err))
         return -1;
@@ -290,11 +286,45 @@ static int open_scheduler(serve *s, mw_err *err) {
                           .after_step_ud = s,
                           .idle_ms = 100, /* a lost or returning node shows on /health */
                           .experts = s->experts,
-                          .kv_bytes_per_pos_full = s->per_pos_full,
-                          .kv_bytes_per_pos_ring = s->per_pos_ring,
-                          .kv_ring = s->ring};
+                          .kv_bytes_per_pos_full = s->cost.per_pos_full,
+                          .kv_bytes_per_pos_ring = s->cost.per_pos_ring,
+                          .kv_ring = s->cost.ring,
+                          .kv_bytes_per_seq = s->cost.fixed};
     if (co_sched_new(&s->loop, &sp, &s->sched, err)) return -1;
     return 0;
+}
+
+/* Connections need a file descriptor each: the open-file limit is raised as far as it goes, and
+ * --max-conns lowered (with a warning) to what it allows beside the server's own files. */
+static int conn_limit(int want) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return want;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    const rlim_t room = rl.rlim_cur > FD_RESERVE ? rl.rlim_cur - FD_RESERVE : 1;
+    if (rl.rlim_cur == RLIM_INFINITY || (rlim_t)want <= room) return want;
+    fprintf(stderr,
+            "coordinator serve: --max-conns %d lowered to %llu: the open-file limit is %llu\n",
+            want, (unsigned long long)room, (unsigned long long)rl.rlim_cur);
+    return (int)room;
+}
+
+static co_http_limits http_limits(const co_opts *o) {
+    co_http_limits lim = co_http_default_limits();
+    lim.max_body_bytes = (size_t)o->max_body;
+    lim.max_head_bytes = (size_t)o->max_head;
+    lim.max_headers = o->max_headers;
+    lim.max_held_bytes = (size_t)o->max_held;
+    lim.request_ms = o->request_timeout_ms;
+    lim.idle_ms = o->idle_timeout_ms;
+    lim.max_conns = conn_limit(o->max_conns);
+    lim.max_unsent_bytes = (size_t)o->max_unsent;
+    lim.stall_ms = o->stall_timeout_ms;
+    lim.retry_after_s = 1;
+    return lim;
 }
 
 /* The routes, the listening socket (its URL) and the signal handlers. */
@@ -302,7 +332,8 @@ static int open_http(serve *s, mw_err *err) {
     const co_opts *o = s->o;
     const md_config *c = &s->model->cfg;
     model_id(s);
-    co_routes_params rp = {.sched = s->sched,
+    co_routes_params rp = {.loop = &s->loop,
+                           .sched = s->sched,
                            .metrics = s->metrics,
                            .text = s->text,
                            .model_id = s->model_id,
@@ -311,7 +342,10 @@ static int open_http(serve *s, mw_err *err) {
                            .n_vocab = c->n_vocab,
                            .retry_after_s = 1,
                            .thinking = o->thinking,
-                           .auth = s->auth};
+                           .auth = s->auth,
+                           .limits = {.max_messages = o->max_messages,
+                                      .max_logit_bias = o->max_logit_bias,
+                                      .max_prompt_tokens = o->max_prompt_tokens}};
     if (co_routes_new(&rp, &s->routes, err)) return -1;
     char host[256];
     const char *colon = strrchr(o->listen, ':');
@@ -320,9 +354,7 @@ static int open_http(serve *s, mw_err *err) {
         memmove(host, host + 1, strlen(host));
         host[strlen(host) - 1] = 0;
     }
-    co_http_limits lim = co_http_default_limits();
-    lim.max_body_bytes = (size_t)o->max_body;
-    lim.request_ms = o->request_timeout_ms;
+    const co_http_limits lim = http_limits(o);
     co_cors *cors;
     if (co_cors_new(o->cors, &cors, err)) return -1;
     if (co_http_server_new(&s->loop, host, atoi(colon + 1), &lim, co_routes_handle, s->routes,
@@ -331,6 +363,8 @@ static int open_http(serve *s, mw_err *err) {
         return -1;
     }
     co_http_server_set_cors(s->http, cors);
+    co_http_server_on_refuse(s->http, co_routes_refused, s->routes);
+    co_routes_set_http(s->routes, s->http);
     snprintf(s->url, sizeof s->url, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host,
              co_http_server_port(s->http));
     uv_signal_init(&s->loop, &s->sigterm);
@@ -412,6 +446,13 @@ int co_serve(const co_opts *o) {
     serve s = {.o = o};
     mw_err err = {{0}};
     int rc = 0;
+#ifdef __GLIBC__
+    /* Request bodies of megabytes come and go, and the server must shrink back after them.
+     * glibc raises its mmap threshold to the size of each large block freed, so the next ones
+     * come from the heap and their pages stay: a fixed threshold keeps large blocks mapped,
+     * given back when freed (the JSON they hold is co_prep's to give back). */
+    mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD);
+#endif
     if (open_all(&s, &err)) {
         fprintf(stderr, "coordinator serve: %s\n", err.msg);
         rc = 1;

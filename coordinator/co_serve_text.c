@@ -13,6 +13,7 @@ struct co_stext {
     tk_tokenizer *tok;
     tk_chat *chat;             /* NULL: no chat format */
     char chat_err[MW_ERR_MAX]; /* why not */
+    size_t max_token_bytes;    /* the most input bytes one token stands for */
 };
 
 typedef struct job_text {
@@ -42,6 +43,15 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         free(t);
         return mw_err_wrap(err, "the model's tokenizer");
     }
+    /* the longest piece (special tokens' text included); an unknown character, whatever its
+     * piece, stands for at most the 4 bytes of one UTF-8 character */
+    t->max_token_bytes = 4;
+    for (int32_t id = 0; id < tk_n_vocab(t->tok); id++) {
+        const char *b;
+        size_t len;
+        if (!tk_piece(t->tok, id, true, &b, &len) && len > t->max_token_bytes)
+            t->max_token_bytes = len;
+    }
     mw_err cerr = {{0}};
     if (tk_chat_open(t->tok, chat_template, &t->chat, &cerr)) {
         if (chat_template) { /* asked for by name: it must work */
@@ -60,6 +70,10 @@ void co_stext_free(co_stext *t) {
     tk_chat_free(t->chat);
     tk_free(t->tok);
     free(t);
+}
+
+size_t co_stext_max_token_bytes(const co_stext *t) {
+    return t->max_token_bytes;
 }
 
 const char *co_stext_chat_name(const co_stext *t) {

@@ -19,6 +19,10 @@ typedef struct co_stext co_stext;
 /* *out = NULL (and 0) when the source carries no tokenizer; a tokenizer that is there but cannot
  * be loaded is an error. chat_template: a format name, or NULL to recognise the model's. */
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err);
+/* The most bytes of text one token stands for (the vocabulary's longest piece, at least 4): a
+ * text of n bytes encodes to at least n / this many tokens, which bounds a prompt's length before
+ * it is tokenized. */
+size_t co_stext_max_token_bytes(const co_stext *t);
 /* The chat format's name, or NULL when the model has none (chat requests are then refused). */
 const char *co_stext_chat_name(const co_stext *t);
 void co_stext_free(co_stext *t);

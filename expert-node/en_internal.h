@@ -64,13 +64,16 @@ struct en_node {
     bool cfg_ok;
     vx_expert_set owned;
     int n_layers, n_experts;
-    int64_t width;
+    int64_t width;          /* of the experts' rows (md_expert_width) */
     md_expert_table table;  /* the owned experts (pinned with --pin) */
     uint64_t *expert_bytes; /* stored bytes per expert; 0 when not owned */
     uint8_t *owned_bits;    /* the Welcome bitmap */
     uint32_t *stamp;        /* n_experts: distinct-expert marks per request */
     uint32_t stamp_now;
     char node_id[256], backend[32], numerics[16];
+    const struct en__device *dev; /* where the experts run (en_device.h) */
+    struct mt_dev *mt;            /* the GPU's state when dev is Metal */
+    double read_gbps;             /* the device's measured read bandwidth (0: not measured) */
     kn_pool *pool;
     md_moe_ws *ws;
     /* sockets */

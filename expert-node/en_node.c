@@ -2,6 +2,7 @@
  * handshake data (fingerprint, owned bitmap, backend), the receive limits and the bound socket. */
 #include "expert-node/en_node.h"
 #include "expert-node/en_client.h"
+#include "expert-node/en_device.h"
 #include "expert-node/en_internal.h"
 
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 
 #include "model/md_expert_table.h"
 #include "util/mw_notify.h"
+#include "util/mw_platform.h"
 #include "util/mw_progress.h"
 
 _Static_assert((int)WR_NUM_F32 == (int)KN_NUM_F32 && (int)WR_NUM_Q8 == (int)KN_NUM_Q8,
@@ -110,7 +112,7 @@ static int mount(en_node *n, mw_err *err) {
     if (md_config_read(vx_source_meta(n->src), &n->cfg, err))
         return mw_err_wrap(err, "%s", n->opts.vindex);
     n->cfg_ok = true;
-    n->width = n->cfg.n_embd;
+    n->width = md_expert_width(&n->cfg); /* the experts' rows: hidden size, or a latent's */
     if (md_expert_table_load(&n->table, n->src, &n->cfg, &n->owned, false, err))
         return mw_err_wrap(err, "%s", n->opts.vindex);
     n->table.pin.progress = on_pin;
@@ -245,7 +247,7 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
             n->opts.recv_limit = 4 * n->opts.peer_limit;
     }
 
-    snprintf(n->backend, sizeof n->backend, "cpu-%s", kn_isa_name(kn_isa_active()));
+    if (en__device_open(n, err)) goto fail;
     if (opts->numerics < 0) /* any: every numerics, as a list */
         snprintf(n->numerics, sizeof n->numerics, "%s,%s", kn_numerics_name(KN_NUM_F32),
                  kn_numerics_name(KN_NUM_Q8));
@@ -258,7 +260,7 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
         mw_errf(err, "out of memory");
         goto fail;
     }
-    if (pipe2(n->wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+    if (mw_pipe_nonblock(n->wake) != 0) {
         mw_errf(err, "cannot create the wake pipe");
         goto fail;
     }
@@ -314,6 +316,7 @@ void en_node_close(en_node *n) {
     wr_stats_free(&n->stats);
     md_moe_ws_free(n->ws);
     kn_pool_destroy(n->pool);
+    if (n->dev) n->dev->close(n); /* before the experts it holds go */
     md_expert_table_free(&n->table);
     free(n->expert_bytes);
     free(n->owned_bits);

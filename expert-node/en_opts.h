@@ -28,7 +28,9 @@ typedef struct en_opts {
      * Without them a node binds only to this machine's addresses, unless insecure. */
     const char *curve_secret, *allow;
     bool insecure;
-    bool probe; /* measure the machine and print a topology host entry instead (en_probe.h) */
+    const char *device; /* "metal", "cpu" or "auto"; NULL = auto (en_device.h) */
+    bool self_test;     /* run --self-test instead of serving (en_tools.h) */
+    bool probe;         /* print --probe's figures instead of serving */
 } en_opts;
 
 #endif

@@ -5,6 +5,7 @@
  * wake pipe, so a stop never waits for traffic. */
 #include "expert-node/en_node.h"
 #include "expert-node/en_client.h"
+#include "expert-node/en_device.h"
 #include "expert-node/en_internal.h"
 
 #include <errno.h>
@@ -44,7 +45,11 @@ static void reply_error(en_node *n, const uint8_t *id, size_t id_len, uint64_t s
     if (wr_pack_error(&n->out, seq, code, msg, &e) == 0) send_to(n, id, id_len, &n->out);
 }
 
+/* The Welcome: what the node owns and serves, its rows' width and the GLU policy of its config,
+ * which the coordinator compares with its own model's. */
 static void reply_welcome(en_node *n, uint64_t seq) {
+    float glu[KN_GLU_MAX_PARAMS];
+    const int n_glu = kn_glu_params(&n->cfg.glu, glu);
     wr_msg m = {.kind = WR_MSG_WELCOME,
                 .seq = seq,
                 .welcome = {.node_id = n->node_id,
@@ -56,7 +61,12 @@ static void reply_welcome(en_node *n, uint64_t seq) {
                             .n_layers = (uint32_t)n->n_layers,
                             .n_experts = (uint32_t)n->n_experts,
                             .width = (uint32_t)n->width,
-                            .owned = n->owned_bits}};
+                            .owned = n->owned_bits,
+                            .glu = kn_glu_name(n->cfg.glu.kind),
+                            .n_glu_params = (uint32_t)n_glu,
+                            .glu_params = glu,
+
+                            .read_gbps = (float)n->read_gbps}};
     mw_err e;
     if (wr_pack(&n->out, &m, (wr_codec){WR_F32, false}, &e) == 0)
         send_to(n, n->rx.id, n->rx.id_len, &n->out);
@@ -70,8 +80,9 @@ static int check_batch(en_node *n, uint64_t seq, const wr_batch *b, wr_code *cod
                mw_errf(err, "%s seq %" PRIu64 ": numerics %s is not served (this node: %s)", k, seq,
                        kn_numerics_name((kn_numerics)b->numerics), n->numerics);
     if ((int64_t)b->width != n->width)
-        return *code = WR_E_SHAPE, mw_errf(err, "%s seq %" PRIu64 ": width %u, the model's is %lld",
-                                           k, seq, b->width, (long long)n->width);
+        return *code = WR_E_SHAPE,
+               mw_errf(err, "%s seq %" PRIu64 ": width %u, the experts' is %lld", k, seq, b->width,
+                       (long long)n->width);
     if (b->layer >= (uint32_t)n->n_layers)
         return *code = WR_E_LAYER, mw_errf(err, "%s seq %" PRIu64 ": layer %u, the model has %d", k,
                                            seq, b->layer, n->n_layers);
@@ -272,7 +283,7 @@ static int run_group(en_node *n, const en__group *g, uint64_t *read, mw_err *e) 
                           .lookup = en__lookup,
                           .lookup_ctx = n,
                           .ws = n->ws};
-    return md_moe_exec(&a, n->y, read, e);
+    return n->dev->exec(n, &a, n->y, read, e);
 }
 
 /* Answers request r of group g with its rows of n->y: the group ran from t0 for dt ns. */

@@ -9,10 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "expert-node/en_device.h"
 #include "expert-node/en_node.h"
-#include "expert-node/en_probe.h"
+#include "expert-node/en_tools.h"
 #include "kernels/kn.h"
 #include "util/mw_notify.h"
+#include "util/mw_platform.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_curve.h"
 
@@ -86,6 +88,16 @@ static int set_numerics(en_opts *o, const option *opt, const char *v) {
     return 0;
 }
 
+static int set_device(en_opts *o, const option *opt, const char *v) {
+    if (strcmp(v, "auto") && !en__device_find(v)) {
+        fprintf(stderr, "expert-node: %s %s: expected %s or auto\n", opt->name, v,
+                en__device_names());
+        return -1;
+    }
+    o->device = v;
+    return 0;
+}
+
 static int show_help(en_opts *o, const option *opt, const char *v) {
     (void)o, (void)opt, (void)v;
     return 1;
@@ -136,10 +148,16 @@ static const option options[] = {
     {"--insecure", NULL, "serve a non-loopback address without CURVE (anyone may connect)",
      .set = set_flag, .field = F(insecure)},
     {"--quiet", NULL, "no per-request log lines", .set = set_flag, .field = F(quiet)},
-    {"--probe", NULL,
-     "measure this machine (read bandwidth with --threads, cores, memory)\n"
-     "and print it as a topology file's host entry, then exit",
-     .set = set_flag, .field = F(probe)},
+    {"--device", "NAME",
+     "metal | cpu | auto: where the experts run (default auto: the\n"
+     "GPU where the build has Metal and the model's formats allow)",
+     .set = set_device},
+    {"--self-test", NULL,
+     "run the device's kernels against the scalar reference on\n"
+     "synthetic experts, print differences and GB/s, exit",
+     .set = set_flag, .field = F(self_test)},
+    {"--probe", NULL, "print this machine's figures for a topology file, exit", .set = set_flag,
+     .field = F(probe)},
     {"--help", NULL, "this text (also -h)", .set = show_help},
 };
 #undef F
@@ -150,7 +168,7 @@ enum { HEAD_WIDTH = 18 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: expert-node --vindex PATH --bind ENDPOINT [options]\n"
-               "       expert-node --probe [--threads N]   this machine as a topology host\n"
+               "       expert-node --self-test | --probe [--device NAME] [--threads N]\n"
                "       expert-node keygen [--out PREFIX]   writes PREFIX.key / PREFIX.pub\n"
                "\n"
                "Serves the experts it owns to every coordinator that connects, until SIGTERM or "
@@ -204,7 +222,7 @@ static int parse_args(int argc, char **argv, en_opts *o) {
         if (rc > 0) usage(stdout);
         if (rc) return rc;
     }
-    if (!o->probe && (!o->vindex || !o->bind)) {
+    if (!o->self_test && !o->probe && (!o->vindex || !o->bind)) {
         fprintf(stderr, "expert-node: --vindex and --bind are required\n");
         usage(stderr);
         return -1;
@@ -227,7 +245,7 @@ static int run(const en_opts *o) {
      * sends to the nodes of one layer; on a dedicated host the cores are idle when a batch
      * arrives, so nothing changes. Switching to SCHED_BATCH needs no privilege. */
     struct sched_param sp = {.sched_priority = 0};
-    if (sched_setscheduler(0, SCHED_BATCH, &sp) != 0 && !o->quiet)
+    if (mw_batch_policy() >= 0 && sched_setscheduler(0, mw_batch_policy(), &sp) != 0 && !o->quiet)
         fprintf(stderr, "expert-node: cannot switch to SCHED_BATCH (ignored)\n");
     vx_catch_sigbus("expert-node"); /* a served file truncated under the node: named, exit 1 */
     mw_err err;
@@ -258,6 +276,8 @@ int main(int argc, char **argv) {
     en_opts o = {
         .threads = cpus > 0 && cpus <= 1024 ? (int)cpus : 1, .numerics = -1, .poll_us = -1};
     const int parsed = parse_args(argc, argv, &o);
-    if (parsed == 0 && o.probe) return en_probe(o.threads, stdout) ? 1 : 0;
-    return parsed < 0 ? 2 : parsed > 0 ? 0 : run(&o);
+    if (parsed) return parsed < 0 ? 2 : 0;
+    if (o.self_test) return en_self_test(&o, stdout);
+    if (o.probe) return en_probe(&o, stdout);
+    return run(&o);
 }

@@ -191,23 +191,42 @@ int kn_mat_check(const kn_mat *W, const char *what, struct mw_err *err);
 
 /* ---- experts --------------------------------------------------------------------------------- */
 
-/* GLU policies as data: one row per kind in kernels/kn_glu.c. */
+/* GLU policies as data: one row per kind in kernels/kn_glu.c, each naming the parameters it
+ * takes. */
 typedef enum kn_glu_kind {
     KN_GLU_SWIGLU = 0,     /* silu(g) * u */
     KN_GLU_SWIGLU_OAI = 1, /* gpt-oss: g = min(g, limit), u = clamp(u, -limit, limit),
                               out = g * sigmoid(alpha * g) * (u + 1) */
+    KN_GLU_SITU = 2,       /* Kimi K3: beta * tanh(g / beta) * sigmoid(g) * U(u), where
+                              U(u) = lbeta * tanh(u / lbeta) when lbeta > 0, else u */
     KN_GLU_COUNT
 } kn_glu_kind;
 
 typedef struct kn_glu {
     kn_glu_kind kind;
     float alpha; /* SWIGLU_OAI only */
-    float limit; /* SWIGLU_OAI only */
+    float limit; /* SWIGLU_OAI only (> 0) */
+    float beta;  /* SITU only (> 0) */
+    float lbeta; /* SITU only: the up branch's beta; <= 0 leaves the up branch linear */
 } kn_glu;
 
-/* Names as in configs and messages ("swiglu", "swiglu_oai"); -1 / "unknown" when none. */
+/* Names as in configs and messages ("swiglu", "swiglu_oai", "situ"); -1 / "unknown" when none. */
 const char *kn_glu_name(kn_glu_kind kind);
 int kn_glu_from_name(const char *name);
+
+/* A kind's parameters in its row's order (swiglu: none; swiglu_oai: alpha, limit; situ: beta,
+ * linear_beta), as a handshake carries them: their count, the values into p. */
+#define KN_GLU_MAX_PARAMS 2
+int kn_glu_params(const kn_glu *glu, float p[KN_GLU_MAX_PARAMS]);
+/* The policy of kind with the n parameters p in kn_glu_params' order: 0, or -1 with err when the
+ * kind is unknown, n is not its count or a value is out of its range. */
+int kn_glu_make(int kind, const float *p, int n, kn_glu *out, struct mw_err *err);
+/* Whether a policy can run: a known kind, its parameters finite and in range. */
+int kn_glu_check(const kn_glu *glu, struct mw_err *err);
+/* The same policy: the same kind and the same bits in every parameter it takes. */
+bool kn_glu_same(const kn_glu *a, const kn_glu *b);
+/* "situ(beta=4, linear_beta=0)" into buf (for messages); returns buf. */
+const char *kn_glu_format(const kn_glu *glu, char *buf, size_t cap);
 
 /* out[i] = glu(g[i], u[i]) for i < n (out may alias g or u). */
 void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n);

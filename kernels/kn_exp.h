@@ -1,7 +1,8 @@
-/* kernels/kn_exp.h — the deterministic exp the kernels' GLU and the model's softmax share: kn_expf
- * and the constants of its steps. Its vector forms (kn_exp_x86.h, and NEON's in kn_simd_neon.c)
- * perform the same correctly rounded operations in the same order, so every ISA and libm gives
- * the same bits: exact mode holds across heterogeneous nodes. */
+/* kernels/kn_exp.h — the deterministic exp the kernels' GLU and the model's softmax share, kn_expf,
+ * and the tanh built on it (SiTU's), kn_tanhf, with the constants of their steps. Their vector
+ * forms (kn_exp_x86.h and kn_simd_avx2.c, and NEON's in kn_simd_neon.c) perform the same correctly
+ * rounded operations in the same order, so every ISA and libm gives the same bits: exact mode
+ * holds across heterogeneous nodes. */
 #ifndef KN_EXP_H
 #define KN_EXP_H
 
@@ -20,5 +21,20 @@ float kn_expf(float x);
 #define KN_EXP_C4     (1.0f / 24.0f)
 #define KN_EXP_C3     (1.0f / 6.0f)
 #define KN_EXP_C2     0.5f
+
+/* tanh(x) for float x, within about 1.5 ulp, built on kn_expf the same way on every ISA: for
+ * a = |x| below KN_TANH_SMALL an odd polynomial a + a^3 P(a^2) (Taylor's coefficients, evaluated
+ * with fmaf, highest first: near 0, 1 - 2 / (e^2a + 1) would cancel), above 1 - 2 / (e^2a + 1);
+ * then x's sign (copysignf). NaN stays NaN. */
+float kn_tanhf(float x);
+
+#define KN_TANH_SMALL 0.5f
+#define KN_TANH_C15   ((float)(-929569.0 / 638512875.0))
+#define KN_TANH_C13   ((float)(21844.0 / 6081075.0))
+#define KN_TANH_C11   ((float)(-1382.0 / 155925.0))
+#define KN_TANH_C9    ((float)(62.0 / 2835.0))
+#define KN_TANH_C7    ((float)(-17.0 / 315.0))
+#define KN_TANH_C5    ((float)(2.0 / 15.0))
+#define KN_TANH_C3    ((float)(-1.0 / 3.0))
 
 #endif

@@ -21,8 +21,7 @@ static int check_bias(const kn_mat *b, int64_t n, const char *what, mw_err *err)
 
 int kn_expert_check(const kn_expert *e, const kn_glu *glu, mw_err *err) {
     if (!e || !glu) return mw_errf(err, "expert: missing expert or GLU policy");
-    if ((int)glu->kind < 0 || glu->kind >= KN_GLU_COUNT)
-        return mw_errf(err, "expert: unknown GLU kind %d", (int)glu->kind);
+    if (kn_glu_check(glu, err)) return mw_err_wrap(err, "expert");
     if (kn_mat_check(&e->gate, "expert gate", err) || kn_mat_check(&e->up, "expert up", err) ||
         kn_mat_check(&e->down, "expert down", err))
         return -1;

@@ -377,28 +377,74 @@ static void prep_round_f16(const float *x, void *dst, int64_t k) {
     for (; i < k; i++) y[i] = kn__half_to_float(kn_f32_to_fp16(x[i]));
 }
 
-/* ---- GLU: kn_expf and the policies of kn_glu.c, 8 values at a time, the same operations ------ */
+/* ---- GLU: kn_expf, kn_tanhf and the policies of kn_glu.c, 8 values at a time, the same steps */
+
+/* kn_tanhf: both branches computed, the scalar one's selected. */
+static inline __m256 tanh8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), a = _mm256_andnot_ps(sign, x);
+    const __m256 a2 = _mm256_mul_ps(a, a);
+    __m256 p = _mm256_set1_ps(KN_TANH_C15);
+    p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(KN_TANH_C13));
+    p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(KN_TANH_C11));
+    p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(KN_TANH_C9));
+    p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(KN_TANH_C7));
+    p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(KN_TANH_C5));
+    p = _mm256_fmadd_ps(p, a2, _mm256_set1_ps(KN_TANH_C3));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(a2, a), p, a);
+    const __m256 e = kn_x86_exp8(_mm256_add_ps(a, a));
+    const __m256 big =
+        _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                      _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    const __m256 r =
+        _mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(KN_TANH_SMALL), _CMP_LT_OQ));
+    return _mm256_or_ps(_mm256_andnot_ps(sign, r), _mm256_and_ps(sign, x)); /* copysignf */
+}
+
+static __m256 silu8(__m256 g, __m256 u, const kn_glu *glu) {
+    (void)glu;
+    const __m256 ex = kn_x86_exp8(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), ex)), u);
+}
+
+/* compare-and-select keeps NaN a NaN, as the scalar ternaries */
+static __m256 swiglu_oai8(__m256 g, __m256 u, const kn_glu *glu) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 lim = _mm256_set1_ps(glu->limit), nlim = _mm256_set1_ps(-glu->limit);
+    g = _mm256_blendv_ps(g, lim, _mm256_cmp_ps(g, lim, _CMP_GT_OQ));
+    const __m256 below = _mm256_cmp_ps(u, nlim, _CMP_LT_OQ);
+    u = _mm256_blendv_ps(u, lim, _mm256_cmp_ps(u, lim, _CMP_GT_OQ));
+    u = _mm256_blendv_ps(u, nlim, below); /* the lower clamp wins, as in kn_glu.c */
+    const __m256 ex = kn_x86_exp8(
+        _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(glu->alpha), g), _mm256_set1_ps(-0.0f)));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, ex)), _mm256_add_ps(u, one));
+}
+
+static __m256 situ8(__m256 g, __m256 u, const kn_glu *glu) {
+    const __m256 beta = _mm256_set1_ps(glu->beta), lbeta = _mm256_set1_ps(glu->lbeta);
+    const __m256 ex = kn_x86_exp8(_mm256_xor_ps(g, _mm256_set1_ps(-0.0f)));
+    const __m256 gate = _mm256_div_ps(_mm256_mul_ps(beta, tanh8(_mm256_div_ps(g, beta))),
+                                      _mm256_add_ps(_mm256_set1_ps(1.0f), ex));
+    if (glu->lbeta > 0.0f) u = _mm256_mul_ps(lbeta, tanh8(_mm256_div_ps(u, lbeta)));
+    return _mm256_mul_ps(gate, u);
+}
+
+/* One loop per kind, so each body is inlined into its own loop. */
+#define GLU8_LOOP(name, body)                                                                      \
+    static void name(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n8) {  \
+        for (int64_t i = 0; i < n8; i += 8)                                                        \
+            _mm256_storeu_ps(out + i, body(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i), glu));  \
+    }
+GLU8_LOOP(silu_rows, silu8)
+GLU8_LOOP(swiglu_oai_rows, swiglu_oai8)
+GLU8_LOOP(situ_rows, situ8)
+
+static void (*const glu_rows[KN_GLU_COUNT])(const kn_glu *, const float *, const float *, float *,
+                                            int64_t) = {
+    [KN_GLU_SWIGLU] = silu_rows, [KN_GLU_SWIGLU_OAI] = swiglu_oai_rows, [KN_GLU_SITU] = situ_rows};
 
 void kn__glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     const int64_t n8 = n / 8 * 8;
-    const __m256 one = _mm256_set1_ps(1.0f), sign = _mm256_set1_ps(-0.0f);
-    const __m256 lim = _mm256_set1_ps(glu->limit), nlim = _mm256_set1_ps(-glu->limit);
-    const __m256 alpha = _mm256_set1_ps(glu->alpha);
-    for (int64_t i = 0; i < n8; i += 8) {
-        __m256 gv = _mm256_loadu_ps(g + i), uv = _mm256_loadu_ps(u + i), y;
-        if (glu->kind == KN_GLU_SWIGLU) {
-            y = _mm256_mul_ps(
-                _mm256_div_ps(gv, _mm256_add_ps(one, kn_x86_exp8(_mm256_xor_ps(gv, sign)))), uv);
-        } else { /* compare-and-select keeps NaN a NaN, as the scalar ternaries */
-            gv = _mm256_blendv_ps(gv, lim, _mm256_cmp_ps(gv, lim, _CMP_GT_OQ));
-            const __m256 below = _mm256_cmp_ps(uv, nlim, _CMP_LT_OQ);
-            uv = _mm256_blendv_ps(uv, lim, _mm256_cmp_ps(uv, lim, _CMP_GT_OQ));
-            uv = _mm256_blendv_ps(uv, nlim, below); /* the lower clamp wins, as in kn_glu.c */
-            const __m256 ex = kn_x86_exp8(_mm256_xor_ps(_mm256_mul_ps(alpha, gv), sign));
-            y = _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, ex)), _mm256_add_ps(uv, one));
-        }
-        _mm256_storeu_ps(out + i, y);
-    }
+    glu_rows[glu->kind](glu, g, u, out, n8);
     kn__glu_apply_ref(glu, g + n8, u + n8, out + n8, n - n8);
 }
 

@@ -308,7 +308,7 @@ static void rows_q4_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, 
     rows_kquant(W, x, Y, ldy, n0, n1, dot_q4_K);
 }
 
-/* ---- GLU: kn_expf and the policies of kn_glu.c, 4 values at a time, the same operations ------ */
+/* ---- GLU: kn_expf, kn_tanhf and the policies of kn_glu.c, 4 values at a time, the same steps */
 
 static inline float32x4_t blend(uint32x4_t m, float32x4_t yes, float32x4_t no) {
     return vbslq_f32(m, yes, no);
@@ -342,24 +342,65 @@ static inline float32x4_t expf_neon(float32x4_t x) {
     return blend(vceqq_f32(x, x), y, x); /* NaN in, the same NaN out */
 }
 
-void kn__glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
-    const int64_t n4 = n / 4 * 4;
+/* kn_tanhf: both branches computed, the scalar one's selected. */
+static inline float32x4_t tanh_neon(float32x4_t x) {
+    const float32x4_t a = vabsq_f32(x), a2 = vmulq_f32(a, a);
+    float32x4_t p = vdupq_n_f32(KN_TANH_C15);
+    p = vfmaq_f32(vdupq_n_f32(KN_TANH_C13), p, a2);
+    p = vfmaq_f32(vdupq_n_f32(KN_TANH_C11), p, a2);
+    p = vfmaq_f32(vdupq_n_f32(KN_TANH_C9), p, a2);
+    p = vfmaq_f32(vdupq_n_f32(KN_TANH_C7), p, a2);
+    p = vfmaq_f32(vdupq_n_f32(KN_TANH_C5), p, a2);
+    p = vfmaq_f32(vdupq_n_f32(KN_TANH_C3), p, a2);
+    const float32x4_t small = vfmaq_f32(a, vmulq_f32(a2, a), p);
+    const float32x4_t e = expf_neon(vaddq_f32(a, a));
+    const float32x4_t big =
+        vsubq_f32(vdupq_n_f32(1.0f), vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, vdupq_n_f32(1.0f))));
+    const float32x4_t r = blend(vcltq_f32(a, vdupq_n_f32(KN_TANH_SMALL)), small, big);
+    return vbslq_f32(vdupq_n_u32(0x80000000u), x, r); /* copysignf(r, x) */
+}
+
+static inline float32x4_t silu4(float32x4_t g, float32x4_t u, const kn_glu *glu) {
+    (void)glu;
+    return vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0f), expf_neon(vnegq_f32(g)))), u);
+}
+
+static inline float32x4_t swiglu_oai4(float32x4_t g, float32x4_t u, const kn_glu *glu) {
     const float32x4_t one = vdupq_n_f32(1.0f), lim = vdupq_n_f32(glu->limit),
                       nlim = vdupq_n_f32(-glu->limit), alpha = vdupq_n_f32(glu->alpha);
-    for (int64_t i = 0; i < n4; i += 4) {
-        float32x4_t gv = vld1q_f32(g + i), uv = vld1q_f32(u + i), y;
-        if (glu->kind == KN_GLU_SWIGLU) {
-            y = vmulq_f32(vdivq_f32(gv, vaddq_f32(one, expf_neon(vnegq_f32(gv)))), uv);
-        } else {
-            gv = blend(vcgtq_f32(gv, lim), lim, gv);
-            const uint32x4_t below = vcltq_f32(uv, nlim);
-            uv = blend(vcgtq_f32(uv, lim), lim, uv);
-            uv = blend(below, nlim, uv);
-            const float32x4_t ex = expf_neon(vnegq_f32(vmulq_f32(alpha, gv)));
-            y = vmulq_f32(vdivq_f32(gv, vaddq_f32(one, ex)), vaddq_f32(uv, one));
-        }
-        vst1q_f32(out + i, y);
+    g = blend(vcgtq_f32(g, lim), lim, g);
+    const uint32x4_t below = vcltq_f32(u, nlim);
+    u = blend(vcgtq_f32(u, lim), lim, u);
+    u = blend(below, nlim, u);
+    const float32x4_t ex = expf_neon(vnegq_f32(vmulq_f32(alpha, g)));
+    return vmulq_f32(vdivq_f32(g, vaddq_f32(one, ex)), vaddq_f32(u, one));
+}
+
+static inline float32x4_t situ4(float32x4_t g, float32x4_t u, const kn_glu *glu) {
+    const float32x4_t beta = vdupq_n_f32(glu->beta), lbeta = vdupq_n_f32(glu->lbeta);
+    const float32x4_t gate = vdivq_f32(vmulq_f32(beta, tanh_neon(vdivq_f32(g, beta))),
+                                       vaddq_f32(vdupq_n_f32(1.0f), expf_neon(vnegq_f32(g))));
+    if (glu->lbeta > 0.0f) u = vmulq_f32(lbeta, tanh_neon(vdivq_f32(u, lbeta)));
+    return vmulq_f32(gate, u);
+}
+
+/* One loop per kind, so each body is inlined into its own loop. */
+#define GLU4_LOOP(name, body)                                                                      \
+    static void name(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n4) {  \
+        for (int64_t i = 0; i < n4; i += 4)                                                        \
+            vst1q_f32(out + i, body(vld1q_f32(g + i), vld1q_f32(u + i), glu));                     \
     }
+GLU4_LOOP(silu_rows, silu4)
+GLU4_LOOP(swiglu_oai_rows, swiglu_oai4)
+GLU4_LOOP(situ_rows, situ4)
+
+static void (*const glu_rows[KN_GLU_COUNT])(const kn_glu *, const float *, const float *, float *,
+                                            int64_t) = {
+    [KN_GLU_SWIGLU] = silu_rows, [KN_GLU_SWIGLU_OAI] = swiglu_oai_rows, [KN_GLU_SITU] = situ_rows};
+
+void kn__glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
+    const int64_t n4 = n / 4 * 4;
+    glu_rows[glu->kind](glu, g, u, out, n4);
     kn__glu_apply_ref(glu, g + n4, u + n4, out + n4, n - n4);
 }
 

@@ -31,6 +31,7 @@ int md_attn_ws_reserve(md_attn_ws *ws, const md_config *cfg, const md_row *rows,
 
 void md_attn_ws_free(md_attn_ws *ws) {
     free(ws->scores);
+    free(ws->conv);
     memset(ws, 0, sizeof *ws);
 }
 
@@ -51,8 +52,10 @@ static int64_t first_visible(const md_attn_args *a, int64_t t) {
 /* Row t, KV head kvh, its query heads [j0, j1): they go over the visible keys together, in blocks
  * of rows, so each key and value row is loaded once for all of them. Head h's scores, softmax and
  * sum are exactly those of a head on its own: md_dot per key, then out += p · v in position order
- * — so how the heads and keys are grouped does not change a bit. */
-static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float *scores) {
+ * — so how the heads and keys are grouped does not change a bit. A cache of another type than f32
+ * converts a block's rows (this KV head's part) into conv, KEY_BLOCK rows of max(dk, dv). */
+static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float *scores,
+                      float *conv) {
     const md_attn_args *a = tk->a;
     const md_config *c = a->cfg;
     const int dk = c->head_dim_k, dv = c->head_dim_v;
@@ -60,14 +63,11 @@ static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float 
     const int64_t t0 = first_visible(a, t), n = a->rows[t].pos - t0 + 1;
     const float *q = a->q + (t * c->n_head + h0) * dk;
     const md_kv_iter from = md_kv_iter_at(a->kv, a->layer, t, t0, a->k, a->v);
-    const float *k, *v, *rb[KEY_BLOCK];
+    const float *rb[KEY_BLOCK];
     md_kv_iter it = from;
     for (int64_t i = 0; i < n; i += KEY_BLOCK) {
         const int64_t nb = n - i < KEY_BLOCK ? n - i : KEY_BLOCK;
-        for (int64_t r = 0; r < nb; r++) {
-            md_kv_iter_next(&it, &k, &v);
-            rb[r] = k + (int64_t)kvh * dk;
-        }
+        md_kv_iter_keys(&it, (int64_t)kvh * dk, dk, nb, rb, conv);
         tk->vec->dots(q, g, rb, nb, dk, c->kq_scale, scores + i, n);
     }
     for (int j = 0; j < g; j++)
@@ -77,10 +77,7 @@ static void one_group(const task *tk, int64_t t, int kvh, int j0, int j1, float 
     it = from;
     for (int64_t i = 0; i < n; i += KEY_BLOCK) {
         const int64_t nb = n - i < KEY_BLOCK ? n - i : KEY_BLOCK;
-        for (int64_t r = 0; r < nb; r++) {
-            md_kv_iter_next(&it, &k, &v);
-            rb[r] = v + (int64_t)kvh * dv;
-        }
+        md_kv_iter_values(&it, (int64_t)kvh * dv, dv, nb, rb, conv);
         tk->vec->wsums(out, g, rb, nb, dv, scores + i, n);
     }
 }
@@ -118,17 +115,40 @@ static void run(void *arg, int ith, int nth) {
     const int64_t hi =
         ith + 1 < nth ? item_at(a, per_row, total * (ith + 1) / nth) : a->T * per_row;
     float *scores = kn_slot(tk->ws->scores, (size_t)tk->ws->per_thread * sizeof(float), ith);
+    float *conv = tk->ws->conv_per
+                      ? kn_slot(tk->ws->conv, (size_t)tk->ws->conv_per * sizeof(float), ith)
+                      : NULL;
     for (int64_t i = lo; i < hi; i++) {
         const int64_t pair = i / chunks;
         const int ch = (int)(i % chunks);
-        one_group(tk, pair / hk, (int)(pair % hk), g * ch / chunks, g * (ch + 1) / chunks, scores);
+        one_group(tk, pair / hk, (int)(pair % hk), g * ch / chunks, g * (ch + 1) / chunks, scores,
+                  conv);
     }
+}
+
+/* Conversion rows for every thread when the cache keeps another type than f32 (none otherwise). */
+static int reserve_conv(const md_attn_args *a, md_attn_ws *ws, int n_threads, mw_err *err) {
+    if (a->kv->type == KN_F32) {
+        ws->conv_per = 0;
+        return 0;
+    }
+    const int64_t d =
+        a->cfg->head_dim_k > a->cfg->head_dim_v ? a->cfg->head_dim_k : a->cfg->head_dim_v;
+    const int64_t per = KEY_BLOCK * d;
+    if (ws->conv && per <= ws->conv_per && n_threads <= ws->conv_threads) return 0;
+    float *c = realloc(ws->conv, kn_slots_bytes((size_t)per * sizeof(float), n_threads));
+    if (!c) return mw_errf(err, "attention: out of memory for the cache's converted rows");
+    ws->conv = c;
+    ws->conv_per = per;
+    ws->conv_threads = n_threads;
+    return 0;
 }
 
 int md_attention(const md_attn_args *a, md_attn_ws *ws, kn_pool *pool, mw_err *err) {
     if (kn_pool_size(pool) > ws->n_threads)
         return mw_errf(err, "attention: scratch reserved for %d threads, pool has %d",
                        ws->n_threads, kn_pool_size(pool));
+    if (reserve_conv(a, ws, ws->n_threads, err)) return -1;
     task tk = {a, ws, md_vec_active()};
     kn_pool_run(pool, run, &tk);
     return 0;

@@ -10,11 +10,15 @@
 #include "model/md_kv.h"
 #include "model/md_model.h"
 
-/* Per-thread score rows, kept between calls. */
+/* Per-thread score rows, kept between calls; and, for a cache that keeps another type than f32,
+ * per-thread rows the cached keys and values are converted into (md_attention makes them). */
 typedef struct md_attn_ws {
     float *scores;
     int64_t per_thread;
     int n_threads;
+    float *conv;
+    int64_t conv_per; /* floats per thread */
+    int conv_threads;
 } md_attn_ws;
 
 int md_attn_ws_reserve(md_attn_ws *ws, const md_config *cfg, const md_row *rows, int64_t T,

@@ -18,8 +18,10 @@
 #define MD_ROPE_MAX_PAIRS 256 /* head dims up to 512 */
 #define MD_ARCH_MAX       64
 
-/* Which dimensions RoPE rotates together: NEOX pairs i with i + n_rot/2, NORM pairs 2i and 2i+1. */
-typedef enum md_rope_layout { MD_ROPE_NEOX = 0, MD_ROPE_NORM = 1 } md_rope_layout;
+/* Which dimensions RoPE rotates together: NEOX pairs i with i + n_rot/2, NORM pairs 2i and 2i+1;
+ * NONE rotates nothing (the Kimi line's latent attention: its q_pe / k_pe parts keep their width
+ * but carry no position). */
+typedef enum md_rope_layout { MD_ROPE_NEOX = 0, MD_ROPE_NORM = 1, MD_ROPE_NONE = 2 } md_rope_layout;
 
 typedef enum md_rope_scaling {
     MD_ROPE_SCALING_NONE = 0,
@@ -97,6 +99,19 @@ typedef struct md_mla {
     bool legacy; /* the file stores attn_kv_b (decompression) rather than attn_k_b / attn_v_b */
 } md_mla;
 
+/* Kimi Delta Attention (FORMATS.md §8, §9): a gated delta-rule linear attention whose state per
+ * head is a head_dim × head_dim matrix, fed through a short causal convolution of q, k and v. */
+typedef struct md_kda {
+    int n_head;       /* heads (attention.head_count, shared with the latent attention's queries) */
+    int head_dim;     /* kda.head_dim: key and value width of a head */
+    int conv;         /* ssm.conv_kernel: taps of the causal convolution (the last conv - 1
+                         inputs of a sequence are state) */
+    bool lower_bound; /* kda.gate_lower_bound present: decay = lb · sigmoid(exp(A_log) · f), else
+                         -exp(A_log) · softplus(f) */
+    float gate_lb;    /* that bound (< 0) */
+    bool gate_full;   /* the output gate is one ssm_g (E → D), not ssm_g_b · ssm_g_a */
+} md_kda;
+
 typedef struct md_family md_family;
 
 typedef struct md_config {
@@ -118,6 +133,14 @@ typedef struct md_config {
     uint8_t *layer_swa; /* n_layer flags: 1 = sliding-window layer */
     md_rope rope;       /* full-attention layers */
     md_rope rope_swa;   /* sliding-window layers */
+    /* hybrid stacks (kimi-linear): per layer 1 = a KDA (recurrent) layer, 0 = the family's
+     * attention kind; NULL when the family has no recurrent layers */
+    uint8_t *layer_kda;
+    int n_kda; /* layers flagged in layer_kda */
+    md_kda kda;
+    /* attention residuals (kimi-k3, md_attnres.h): attn_res.block_size; 0 = a plain residual
+     * stream */
+    int attn_res_block;
     /* FFN: layers 0 .. n_dense_lead - 1 run a dense FFN of width n_ff on the coordinator; the
      * others are MoE layers, each with n_shared shared experts (one FFN of width n_ff_shared, on
      * the coordinator, added to the routed sum unweighted) */
@@ -131,11 +154,27 @@ typedef struct md_config {
     md_router_policy router;
     kn_glu glu;
     bool expert_bias;
+    /* A latent MoE's expert width (kimi-k3's expert_latent_length): the routed experts take and
+     * return rows of this many values, the trunk projecting down to it and back up. 0 = no
+     * latent: they run at n_embd. Read md_expert_width, never this field. */
+    int64_t n_expert_latent;
 } md_config;
+
+/* Whether layer il is a KDA (recurrent) layer rather than an attention layer. */
+static inline bool md_layer_is_kda(const md_config *c, int il) {
+    return c->layer_kda && c->layer_kda[il];
+}
 
 /* Whether layer il routes to experts (false: a leading dense layer). */
 static inline bool md_layer_is_moe(const md_config *c, int il) {
     return il >= c->n_dense_lead;
+}
+
+/* The width of the routed experts' rows, in and out (the expert bank's width): the latent width
+ * of a latent MoE, else the model's. The expert table, the backends, the wire and the nodes all
+ * size rows by it. */
+static inline int64_t md_expert_width(const md_config *c) {
+    return c->n_expert_latent > 0 ? c->n_expert_latent : c->n_embd;
 }
 
 /* Reads the config of the model whose metadata is m. Unknown architectures, missing required keys

@@ -28,7 +28,7 @@ static int check_mat(const kn_mat *m, int64_t rows, int64_t cols, bool present, 
 }
 
 int md_expert_check(const kn_expert *e, const md_config *c, int layer, int expert, mw_err *err) {
-    const int64_t E = c->n_embd, F = c->n_ff_exp;
+    const int64_t E = md_expert_width(c), F = c->n_ff_exp;
     const bool b = c->expert_bias;
     if (check_mat(&e->gate, F, E, true, "gate", layer, expert, err) ||
         check_mat(&e->up, F, E, true, "up", layer, expert, err) ||

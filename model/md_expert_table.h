@@ -1,6 +1,7 @@
 /* model/md_expert_table.h — the expert views an executor runs from: every (layer, expert) of a
  * source, or an owned subset of them, each checked against the model's config when it is loaded
- * (shapes, biases present exactly when the family has them, computable types), so a bad file fails
+ * (shapes at the expert width md_expert_width, biases present exactly when the family has them,
+ * computable types), so a bad file fails
  * at start and not mid-generation; optionally copied onto huge pages (md_pin.h). The in-process
  * backend (md_local.c) and the expert node (expert-node/en_node.c) both hold one. */
 #ifndef MD_EXPERT_TABLE_H

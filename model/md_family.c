@@ -1,7 +1,8 @@
-/* model/md_family.c — the model's family table (gpt-oss, qwen3moe, deepseek2: one row per row of
- * vindex/vx_family.c) and the metadata reader that turns a row plus a model's keys into an
- * md_config. The rules are those of llama.cpp's loader, written up in
- * tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss), §5 (qwen3moe), §7 (deepseek2). */
+/* model/md_family.c — the model's family table (gpt-oss, qwen3moe, deepseek2, kimi-linear,
+ * kimi-k3: one row per row of vindex/vx_family.c) and the metadata reader that turns a row plus a
+ * model's keys into an md_config. The rules are those of llama.cpp's loader, written up in
+ * tests/fixtures/llamacpp/FORMATS.md §4 (gpt-oss), §5 (qwen3moe), §7 (deepseek2), §8
+ * (kimi-linear), §9 (kimi-k3). */
 #include "model/md_family.h"
 
 #include "model/md_rope.h"
@@ -59,6 +60,49 @@ static const md_family families[] = {
         .router_from_keys = true,
         .router = {.gate = MD_GATE_SOFTMAX, .select_bias = true},
         .glu = KN_GLU_SWIGLU,
+    },
+    {
+        /* Kimi Linear: KDA layers interleaved with latent attention that carries no position
+         * (FORMATS.md §8); DeepSeek-V3's MoE with a sigmoid router that always renormalizes */
+        .family = &vx_families[VX_FAMILY_KIMI_LINEAR],
+        .attn = MD_ATTN_MLA,
+        .q_lora = MD_Q_LORA_NONE,
+        .kda = true,
+        .rope_layout = MD_ROPE_NONE,
+        .ffn_norm = "ffn_norm",
+        .output_optional = false,
+        .dense_and_shared = true,
+        .shared_optional = true,
+        .router_from_keys = true,
+        .gating_required = true,
+        .norm_fixed = true,
+        .select_bias_required = true,
+        .router = {.gate = MD_GATE_SIGMOID, .select_bias = true, .norm = true},
+        .glu = KN_GLU_SWIGLU,
+    },
+    {
+        /* Kimi K3: kimi-linear plus attention residuals, a latent MoE, SiTU in every FFN, gated
+         * latent attention with an optional query down-projection, a full-rank KDA output gate
+         * and a bounded decay (FORMATS.md §9) */
+        .family = &vx_families[VX_FAMILY_KIMI_K3],
+        .attn = MD_ATTN_MLA,
+        .q_lora = MD_Q_LORA_OPTIONAL,
+        .kda = true,
+        .kda_gate_full = true,
+        .kda_lower_bound = true,
+        .attn_gate = true,
+        .attn_res = true,
+        .latent_moe = true,
+        .rope_layout = MD_ROPE_NONE,
+        .ffn_norm = "ffn_norm",
+        .output_optional = false,
+        .dense_and_shared = true,
+        .shared_optional = true,
+        .router_from_keys = true,
+        .gating_required = true,
+        .select_bias_required = true,
+        .router = {.gate = MD_GATE_SIGMOID, .select_bias = true},
+        .glu = KN_GLU_SITU,
     },
 };
 
@@ -201,12 +245,23 @@ static int read_llama3(reader *r, md_rope *p, mw_err *err) {
     return 0;
 }
 
+/* No rotation (the Kimi line): only the width of the position part is read; llama.cpp reads the
+ * other rope keys such a file may carry and never uses them. */
+static int read_nope(reader *r, md_config *c, mw_err *err) {
+    int64_t v;
+    if (req_int(r, "rope.dimension_count", 0, c->head_dim_k - 1, &v, err)) return -1;
+    c->rope.n_rot = (int)v;
+    c->rope_swa = c->rope;
+    return 0;
+}
+
 static int read_rope(reader *r, md_config *c, mw_err *err) {
     md_rope *p = &c->rope;
     memset(p, 0, sizeof *p);
     p->layout = c->family->rope_layout;
     p->factor = 1.0f;
     p->attn_factor = 1.0f;
+    if (p->layout == MD_ROPE_NONE) return read_nope(r, c, err);
     int64_t v;
     int rc = get_int(r, "rope.dimension_count", 2, 2 * MD_ROPE_MAX_PAIRS, &v, err);
     if (rc < 0) return -1;
@@ -339,6 +394,8 @@ static int read_router_keys(reader *r, md_config *c, mw_err *err) {
     int64_t v = 0;
     int rc = get_int(r, "expert_gating_func", 0, 1 << 16, &v, err);
     if (rc < 0) return -1;
+    if (rc == 0 && c->family->gating_required)
+        return mw_errf(err, "model config: missing required key '%s'", r->key);
     if (v == 0) v = (c->n_layer == 47 || c->n_layer == 48) && meta_vocab(r) == 154880 ? 2 : 1;
     int g = gate_from_llama_id(v);
     if (g < 0)
@@ -347,8 +404,15 @@ static int read_router_keys(reader *r, md_config *c, mw_err *err) {
                        "softmax, 2 sigmoid, 3 softmax over the selected)",
                        k(r, "expert_gating_func"), (long long)v);
     p->gate = (md_gate)g;
-    p->norm = false;
-    if (vx_meta_get_bool(r->m, k(r, "expert_weights_norm"), &p->norm, err) < 0) return -1;
+    const bool fixed = c->family->norm_fixed;
+    bool norm = fixed && p->norm;
+    rc = vx_meta_get_bool(r->m, k(r, "expert_weights_norm"), &norm, err);
+    if (rc < 0) return -1;
+    if (rc && fixed && norm != p->norm)
+        return mw_errf(err, "model config: %s = %s, but %s %s its routing weights", r->key,
+                       norm ? "true" : "false", c->arch,
+                       p->norm ? "always normalizes" : "never normalizes");
+    p->norm = norm;
     p->scale = 0.0f;
     if (get_float(r, "expert_weights_scale", 0, false, &p->scale, err) < 0) return -1;
     int64_t groups = 0, used = 0;
@@ -387,7 +451,8 @@ static int read_ffn_layout(reader *r, md_config *c, mw_err *err) {
         return -1;
     if (req_int(r, "expert_shared_count", 0, 1 << 10, &v, err)) return -1;
     c->n_shared = (int)v;
-    c->n_ff_shared = c->n_ff_exp * v;
+    /* llama.cpp's kimi loaders size optional shared tensors as one expert when the count is 0 */
+    c->n_ff_shared = c->n_ff_exp * (c->family->shared_optional && v == 0 ? 1 : v);
     return 0;
 }
 
@@ -404,7 +469,17 @@ static int read_mla(reader *r, md_config *c, mw_err *err) {
     const bool lite =
         c->n_layer == 26 || c->n_layer == 27 || (c->n_layer == 48 && meta_vocab(r) == 128256);
     a->q_lora = 0;
-    if (!lite) {
+    if (c->family->q_lora == MD_Q_LORA_NONE) {
+        int rc = get_int(r, "attention.q_lora_rank", 0, 1 << 20, &v, err);
+        if (rc < 0) return -1;
+        if (rc && v != 0)
+            return mw_errf(err, "model config: %s = %lld, but %s queries have no down-projection",
+                           r->key, (long long)v, c->arch);
+    } else if (c->family->q_lora == MD_Q_LORA_OPTIONAL) {
+        v = 0;
+        if (get_int(r, "attention.q_lora_rank", 0, 1 << 20, &v, err) < 0) return -1;
+        a->q_lora = (int)v;
+    } else if (!lite) {
         if (req_int(r, "attention.q_lora_rank", 0, 1 << 20, &v, err)) return -1;
         a->q_lora = (int)v;
     }
@@ -449,11 +524,25 @@ static int finish_mla(reader *r, md_config *c, mw_err *err) {
             return mw_errf(err, "model config: %s = %lld, but kv_lora_rank is %d", r->key,
                            (long long)v, a->kv_lora);
     }
-    const float m = md_rope_attn_mscale(&c->rope);
+    const float m = c->rope.layout == MD_ROPE_NONE ? 1.0f : md_rope_attn_mscale(&c->rope);
     c->kq_scale = 1.0f * m * m / sqrtf((float)dk);
     c->n_head_kv = 1;
     c->head_dim_k = a->kv_lora + a->rope;
     c->head_dim_v = a->kv_lora;
+    return 0;
+}
+
+/* SiTU's two betas (K3): activation.situ_beta > 0, activation.situ_linear_beta any finite value
+ * (<= 0 leaves the up branch linear). */
+static int read_situ(reader *r, md_config *c, mw_err *err) {
+    if (req_float(r, "activation.situ_beta", 0, true, &c->glu.beta, err)) return -1;
+    double lb;
+    const char *key = k(r, "activation.situ_linear_beta");
+    int rc = vx_meta_get_f64(r->m, key, &lb, err);
+    if (rc < 0) return -1;
+    if (rc == 0) return mw_errf(err, "model config: missing required key '%s'", key);
+    if (!isfinite(lb)) return mw_errf(err, "model config: %s = %g must be finite", key, lb);
+    c->glu.lbeta = (float)lb;
     return 0;
 }
 
@@ -462,6 +551,7 @@ static int read_glu(reader *r, md_config *c, mw_err *err) {
     c->glu.kind = f->glu;
     c->glu.alpha = f->glu_alpha;
     c->glu.limit = f->glu_limit;
+    if (f->glu == KN_GLU_SITU && read_situ(r, c, err)) return -1;
     const char *key = k(r, "swiglu_clamp_exp");
     long idx = vx_meta_find(r->m, key);
     if (idx < 0) return 0;
@@ -491,6 +581,76 @@ static int read_glu(reader *r, md_config *c, mw_err *err) {
     return 0;
 }
 
+/* ---- hybrid stacks (KDA) -------------------------------------------------------------------- */
+
+/* attention.head_count_kv per layer: 0 marks a KDA (recurrent) layer, any other value a layer of
+ * the family's attention (llama.cpp's rule; the converter writes 1 there). A scalar applies to
+ * every layer. */
+static int read_layer_kinds(reader *r, md_config *c, mw_err *err) {
+    c->layer_kda = calloc((size_t)c->n_layer, 1);
+    if (!c->layer_kda) return mw_errf(err, "model config: out of memory");
+    const char *key = k(r, "attention.head_count_kv");
+    long idx = vx_meta_find(r->m, key);
+    if (idx < 0) return mw_errf(err, "model config: missing required key '%s'", key);
+    const bool arr = vx_meta_type(r->m, (size_t)idx) == VX_ARR;
+    if (arr && vx_meta_arr_len(r->m, (size_t)idx) != (uint64_t)c->n_layer)
+        return mw_errf(err, "model config: %s has %llu entries for %d layers", key,
+                       (unsigned long long)vx_meta_arr_len(r->m, (size_t)idx), c->n_layer);
+    int64_t v = 0;
+    if (!arr && req_int(r, "attention.head_count_kv", 0, 4096, &v, err)) return -1;
+    for (int il = 0; il < c->n_layer; il++) {
+        if (arr && vx_meta_arr_i64(r->m, key, (uint64_t)il, &v, err) != 1)
+            return mw_err_wrap(err, "model config: %s[%d]", key, il);
+        if (v < 0 || v > 4096)
+            return mw_errf(err, "model config: %s[%d] = %lld is out of range [0, 4096]", key, il,
+                           (long long)v);
+        c->layer_kda[il] = v == 0;
+        c->n_kda += v == 0;
+    }
+    return 0;
+}
+
+/* The KDA layers' widths and gate: kda.head_dim and ssm.conv_kernel. */
+static int read_kda(reader *r, md_config *c, mw_err *err) {
+    if (read_layer_kinds(r, c, err)) return -1;
+    md_kda *d = &c->kda;
+    int64_t v;
+    d->n_head = c->n_head;
+    if (req_int(r, "kda.head_dim", 1, 1024, &v, err)) return -1;
+    d->head_dim = (int)v;
+    if (req_int(r, "ssm.conv_kernel", 1, 64, &v, err)) return -1;
+    d->conv = (int)v;
+    d->gate_full = c->family->kda_gate_full;
+    d->lower_bound = false;
+    const char *lb = k(r, "kda.gate_lower_bound");
+    if (vx_meta_find(r->m, lb) < 0) return 0;
+    if (!c->family->kda_lower_bound)
+        return mw_errf(err, "model config: %s is set, but %s's decay has no lower bound", lb,
+                       c->arch);
+    /* the bound scales a sigmoid: the decay exp(g) stays in (exp(lb), 1) only for lb < 0 */
+    double v_lb;
+    if (vx_meta_get_f64(r->m, lb, &v_lb, err) != 1) return mw_err_wrap(err, "model config");
+    if (!(v_lb < 0) || !isfinite(v_lb))
+        return mw_errf(err, "model config: %s = %g must be a negative number", lb, v_lb);
+    d->lower_bound = true;
+    d->gate_lb = (float)v_lb;
+    return 0;
+}
+
+/* Kimi K3's attention residuals and latent MoE. */
+static int read_k3_parts(reader *r, md_config *c, mw_err *err) {
+    int64_t v = 0;
+    if (c->family->attn_res) {
+        if (req_int(r, "attn_res.block_size", 0, c->n_layer, &v, err)) return -1;
+        c->attn_res_block = (int)v;
+    }
+    v = 0;
+    if (c->family->latent_moe && get_int(r, "expert_latent_length", 0, 1 << 20, &v, err) < 0)
+        return -1;
+    c->n_expert_latent = v;
+    return 0;
+}
+
 /* ---- the whole config ----------------------------------------------------------------------- */
 
 static int read_all(reader *r, md_config *c, mw_err *err) {
@@ -503,9 +663,15 @@ static int read_all(reader *r, md_config *c, mw_err *err) {
 
     if (req_int(r, "attention.head_count", 1, 4096, &v, err)) return -1;
     c->n_head = (int)v;
-    int rc = get_int(r, "attention.head_count_kv", 1, 4096, &v, err);
-    if (rc < 0) return -1;
-    c->n_head_kv = rc ? (int)v : c->n_head; /* llama.cpp: plain multi-head attention */
+    int rc = 0;
+    if (c->family->kda) {
+        if (read_kda(r, c, err)) return -1;
+        c->n_head_kv = 1; /* the latent attention's one KV head */
+    } else {
+        rc = get_int(r, "attention.head_count_kv", 1, 4096, &v, err);
+        if (rc < 0) return -1;
+        c->n_head_kv = rc ? (int)v : c->n_head; /* llama.cpp: plain multi-head attention */
+    }
     if (c->n_head % c->n_head_kv)
         return mw_errf(err, "model config: %s = %d does not divide %s = %d",
                        k(r, "attention.head_count_kv"), c->n_head_kv, "attention.head_count",
@@ -546,7 +712,7 @@ static int read_all(reader *r, md_config *c, mw_err *err) {
     c->expert_bias = c->family->expert_bias;
     if ((c->family->router_from_keys ? read_router_keys(r, c, err)
                                      : check_router_keys(r, c, err)) ||
-        read_glu(r, c, err) || read_ffn_layout(r, c, err))
+        read_glu(r, c, err) || read_ffn_layout(r, c, err) || read_k3_parts(r, c, err))
         return -1;
     if (read_swa(r, c, err) || read_rope(r, c, err)) return -1;
     if (c->attn == MD_ATTN_MLA && finish_mla(r, c, err)) return -1;
@@ -576,5 +742,7 @@ int md_config_read(const vx_meta *m, md_config *cfg, mw_err *err) {
 
 void md_config_free(md_config *cfg) {
     free(cfg->layer_swa);
+    free(cfg->layer_kda);
     cfg->layer_swa = NULL;
+    cfg->layer_kda = NULL;
 }

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "model/md_attn.h"
+#include "model/md_attnres.h"
 #include "model/md_heads.h"
+#include "model/md_kda.h"
 #include "model/md_model.h"
 #include "model/md_ops.h"
 #include "model/md_rope.h"
@@ -52,6 +54,22 @@ static const char *const probe_names[MD_PROBE_COUNT] = {
     [MD_PROBE_FFN_OUT] = "ffn_out",
     [MD_PROBE_L_OUT] = "l_out",
     [MD_PROBE_RESULT_NORM] = "result_norm",
+    [MD_PROBE_KDA_F] = "kda_f",
+    [MD_PROBE_KDA_G] = "kda_g1",
+    [MD_PROBE_KDA_BETA_RAW] = "kda_beta_raw",
+    [MD_PROBE_KDA_BETA] = "kda_beta",
+    [MD_PROBE_KDA_Q_CONV] = "kda_q_conv",
+    [MD_PROBE_KDA_K_CONV] = "kda_k_conv",
+    [MD_PROBE_KDA_V_CONV] = "kda_v_conv",
+    [MD_PROBE_KDA_Q] = "kda_q",
+    [MD_PROBE_KDA_K] = "kda_k",
+    [MD_PROBE_KDA_SCAN] = "kda_scan_out",
+    [MD_PROBE_KDA_G2] = "kda_g2",
+    [MD_PROBE_KDA_NORMED] = "kda_normed",
+    [MD_PROBE_RES_PROBS_ATTN] = "res_probs_attn",
+    [MD_PROBE_RES_PROBS_FFN] = "res_probs_ffn",
+    [MD_PROBE_MLA_GATED] = "mla_gated",
+    [MD_PROBE_ROUTED_RMS] = "routed_rms",
 };
 
 const char *md_probe_name(md_probe p) {
@@ -63,6 +81,11 @@ typedef struct scratch {
     float *x, *xn, *q, *k, *v, *att, *o, *moe;
     float *qa, *qraw, *ho; /* MLA: the query latent, q_b's output, the heads' outputs */
     float *fg, *fu, *fy;   /* coordinator FFN: gate, up, output */
+    /* KDA: q, k, v (conv'd in place), decay, output gate, read-out (T × D each), the low-rank
+     * projections f_a / g_a (T × head_dim each), beta (T × n_head) */
+    float *kq, *kk, *kv, *kf, *kg, *ko, *kfa, *kga, *kb;
+    float *gate;       /* a latent attention's output gate: T × n_head·v */
+    float *lat, *lmoe; /* a latent MoE's routed input and sum: T × expert width each */
     float *rlog, *rsel, *rw, *cs, *cs_swa;
     int32_t *rids;
     void *rscratch;
@@ -76,6 +99,8 @@ struct md_ctx {
     md_ctx_params p;
     int64_t n_ctx;
     md_kv kv;
+    md_kda_state kda; /* the KDA layers' recurrent states */
+    md_attnres ar;    /* attention residuals' per-pass stack */
     md_observer_fn obs;
     void *obs_ud;
     md_route_sink sink;
@@ -112,10 +137,16 @@ int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *
     x->p.n_seq = n_seq;
     x->n_ctx = n_ctx;
     x->rope_differs = memcmp(&c->rope, &c->rope_swa, sizeof c->rope) != 0;
+    md_attnres_init(&x->ar, c);
     x->seq_rows = calloc((size_t)n_seq, sizeof *x->seq_rows);
-    if (!x->seq_rows || md_kv_init(&x->kv, c, n_seq, n_ctx, !p->swa_full, err)) {
+    if (!x->seq_rows) {
         md_ctx_free(x);
         return mw_errf(err, "model context: out of memory");
+    }
+    if (md_kv_init(&x->kv, c, n_seq, n_ctx, !p->swa_full, p->kv_type, err) ||
+        md_kda_state_init(&x->kda, c, n_seq, err)) {
+        md_ctx_free(x);
+        return mw_err_wrap(err, "model context");
     }
     *out = x;
     return 0;
@@ -123,10 +154,11 @@ int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *
 
 static void free_scratch(md_ctx *c) {
     scratch *s = &c->s;
-    float **bufs[] = {&s->x,      &s->xn,  &s->q,       &s->k,      &s->v,    &s->att,
-                      &s->o,      &s->moe, &s->qa,      &s->qraw,   &s->ho,   &s->fg,
-                      &s->fu,     &s->fy,  &s->rlog,    &s->rsel,   &s->rw,   &s->cs,
-                      &s->cs_swa, &s->obs, &s->rbiased, &s->rsel_w, &s->rnorm};
+    float **bufs[] = {&s->x,      &s->xn,    &s->q,    &s->k,  &s->v,      &s->att, &s->o,
+                      &s->moe,    &s->qa,    &s->qraw, &s->ho, &s->fg,     &s->fu,  &s->fy,
+                      &s->rlog,   &s->rsel,  &s->rw,   &s->cs, &s->cs_swa, &s->obs, &s->rbiased,
+                      &s->rsel_w, &s->rnorm, &s->kq,   &s->kk, &s->kv,     &s->kf,  &s->kg,
+                      &s->ko,     &s->kfa,   &s->kga,  &s->kb, &s->gate,   &s->lat, &s->lmoe};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(*bufs[i]);
     free(s->rids);
     free(s->rgroups);
@@ -138,6 +170,8 @@ void md_ctx_free(md_ctx *c) {
     if (!c) return;
     free_scratch(c);
     md_kv_free(&c->kv);
+    md_kda_state_free(&c->kda);
+    md_attnres_free(&c->ar);
     md_attn_ws_free(&c->attn);
     md_heads_ws_free(&c->heads);
     free(c->seq_rows);
@@ -166,8 +200,19 @@ int md_seq_truncate(md_ctx *c, int seq, int64_t n, mw_err *err) {
                        "truncate: sequence %d holds %lld positions; its sliding-window layers keep "
                        "only the last %lld, too few to go back to %lld (0 is always possible)",
                        seq, (long long)c->kv.seqs[seq].n, (long long)c->kv.ring, (long long)n);
+    if (c->kda.n_kda && n > 0 && n < c->kv.seqs[seq].n)
+        return mw_errf(err,
+                       "truncate: sequence %d holds %lld positions; its KDA layers keep one "
+                       "recurrent state, which cannot step back to %lld (0 is always possible)",
+                       seq, (long long)c->kv.seqs[seq].n, (long long)n);
     if (n < c->kv.seqs[seq].n) c->kv.seqs[seq].n = n;
     return 0;
+}
+
+int md_ctx_kda_state(const md_ctx *c, int seq, int layer, float *S, mw_err *err) {
+    if (seq < 0 || seq >= c->p.n_seq)
+        return mw_errf(err, "KDA state: no sequence %d of %d", seq, c->p.n_seq);
+    return md_kda_state_read(&c->kda, seq, c->kv.seqs[seq].n, layer, S, err);
 }
 
 uint64_t md_ctx_dense_bytes(const md_ctx *c) {
@@ -175,7 +220,7 @@ uint64_t md_ctx_dense_bytes(const md_ctx *c) {
 }
 
 uint64_t md_ctx_kv_bytes(const md_ctx *c) {
-    return md_kv_bytes(&c->kv);
+    return md_kv_bytes(&c->kv) + md_kda_state_bytes(&c->kda);
 }
 
 md_moe_timing md_ctx_moe_timing(const md_ctx *c) {
@@ -228,6 +273,10 @@ static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
     const size_t od = mla ? (size_t)m->n_head * m->mla.v : 0;
     const size_t ff = (size_t)max64(m->n_ff, m->n_ff_shared);
     const size_t rot = (size_t)m->rope.n_rot;
+    const size_t kD = m->n_kda ? (size_t)m->kda.n_head * m->kda.head_dim : 0;
+    const size_t kdh = m->n_kda ? (size_t)m->kda.head_dim : 0;
+    const size_t kH = m->n_kda ? (size_t)m->kda.n_head : 0;
+    const size_t lw = m->n_expert_latent > 0 ? (size_t)m->n_expert_latent : 0;
     int64_t cap = c->T_cap ? c->T_cap : 1;
     while (cap < T) cap *= 2;
     free_scratch(c);
@@ -239,7 +288,10 @@ static int reserve_rows(md_ctx *c, int64_t T, mw_err *err) {
               ALLOC(s->v, vd) && ALLOC(s->att, ad) && ALLOC(s->o, E) && ALLOC(s->moe, E) &&
               ALLOC(s->qa, qa) && ALLOC(s->qraw, qraw) && ALLOC(s->ho, od) && ALLOC(s->fg, ff) &&
               ALLOC(s->fu, ff) && ALLOC(s->fy, E) && ALLOC(s->rlog, X) && ALLOC(s->rsel, X) &&
-              ALLOC(s->rw, K) && ALLOC(s->rids, K) && ALLOC(s->cs, rot) && ALLOC(s->cs_swa, rot);
+              ALLOC(s->rw, K) && ALLOC(s->rids, K) && ALLOC(s->cs, rot) && ALLOC(s->cs_swa, rot) &&
+              ALLOC(s->kq, kD) && ALLOC(s->kk, kD) && ALLOC(s->kv, kD) && ALLOC(s->kf, kD) &&
+              ALLOC(s->kg, kD) && ALLOC(s->ko, kD) && ALLOC(s->kfa, kdh) && ALLOC(s->kga, kdh) &&
+              ALLOC(s->kb, kH) && ALLOC(s->gate, od) && ALLOC(s->lat, lw) && ALLOC(s->lmoe, lw);
     ok = ok && (s->rscratch = malloc(md_route_scratch_bytes(m->n_expert))) != NULL;
     if (ok && want_obs) ok = reserve_obs(c, n);
     if (!ok) {
@@ -417,11 +469,56 @@ static int mla_qkv(md_ctx *c, int il, int64_t T, mw_err *err) {
     return 0;
 }
 
+/* A KDA block (FORMATS.md §8, §9): the projections of the normed input, the convolution, the
+ * gates, the delta rule over the sequences' states, the gated per-head norm, o_proj. */
+static void kda_block(md_ctx *c, int il, int64_t T) {
+    const md_config *m = &c->m->cfg;
+    const md_kda *k = &m->kda;
+    const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
+    const int H = k->n_head, d = k->head_dim;
+    const int64_t D = (int64_t)H * d;
+    /* everything reading the normed input in one kernel call; a full-rank gate is one of them */
+    const kn_mat *in[6] = {&w->wq,  &w->wk,   &w->wv,
+                           &w->f_a, &w->beta, k->gate_full ? &w->g_b : &w->g_a};
+    float *out[6] = {s->kq, s->kk, s->kv, s->kfa, s->kb, k->gate_full ? s->kg : s->kga};
+    matmuls(c, 6, in, s->xn, T, out, (const float *const[]){NULL, NULL, NULL, NULL, NULL, NULL});
+    matmul(c, &w->f_b, s->kfa, T, s->kf, NULL);
+    if (!k->gate_full) matmul(c, &w->g_b, s->kga, T, s->kg, NULL);
+    observe(c, il, MD_PROBE_KDA_F, s->kf, T, D);
+    md_kda_decay(k, s->kf, w->dt_b, w->ssm_a, T);
+    observe(c, il, MD_PROBE_KDA_G, s->kf, T, D);
+    observe(c, il, MD_PROBE_KDA_BETA_RAW, s->kb, T, H);
+    md_kda_sigmoid(s->kb, T * H);
+    observe(c, il, MD_PROBE_KDA_BETA, s->kb, T, H);
+    md_kda_conv(&c->kda, il, (float *const[]){s->kq, s->kk, s->kv}, w->conv);
+    observe(c, il, MD_PROBE_KDA_Q_CONV, s->kq, T, D);
+    observe(c, il, MD_PROBE_KDA_K_CONV, s->kk, T, D);
+    observe(c, il, MD_PROBE_KDA_V_CONV, s->kv, T, D);
+    md_kda_l2norm(s->kq, T, H, d, m->norm_eps);
+    md_kda_l2norm(s->kk, T, H, d, m->norm_eps);
+    observe(c, il, MD_PROBE_KDA_Q, s->kq, T, D);
+    observe(c, il, MD_PROBE_KDA_K, s->kk, T, D);
+    md_kda_scan(&c->kda, il, s->kq, s->kk, s->kv, s->kf, s->kb, s->ko, c->p.pool);
+    observe(c, il, MD_PROBE_KDA_SCAN, s->ko, T, D);
+    observe(c, il, MD_PROBE_KDA_G2, s->kg, T, D);
+    md_kda_out_norm(s->ko, w->o_norm, T, H, d, m->norm_eps);
+    observe(c, il, MD_PROBE_KDA_NORMED, s->ko, T, D);
+    md_kda_sigmoid(s->kg, T * D);
+    for (int64_t i = 0; i < T * D; i++) s->ko[i] *= s->kg[i];
+    matmul(c, &w->wo, s->ko, T, s->o, NULL);
+}
+
 static int attention(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
     const md_config *m = &c->m->cfg;
     const md_layer *w = &c->m->layers[il];
     scratch *s = &c->s;
     const int64_t E = m->n_embd;
+    if (md_layer_is_kda(m, il)) {
+        kda_block(c, il, T);
+        observe(c, il, MD_PROBE_ATTN_OUT, s->o, T, E);
+        return 0;
+    }
     const bool mla = m->attn == MD_ATTN_MLA;
     if (mla ? mla_qkv(c, il, T, err) : (gqa_qkv(c, il, T), 0)) return -1;
     md_attn_args aa = {
@@ -451,22 +548,27 @@ static int attention(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *e
         observe(c, il, MD_PROBE_KQV_MLA, heads_out, T, width);
     }
     observe(c, il, MD_PROBE_KQV_OUT, heads_out, T, width);
+    if (w->wgate.data) {
+        /* K3's output gate, read from the layer's normed input: the heads' output (s->ho) times
+         * sigmoid(attn_gate · attn_norm) */
+        matmul(c, &w->wgate, s->xn, T, s->gate, NULL);
+        md_kda_sigmoid(s->gate, T * width);
+        for (int64_t i = 0; i < T * width; i++) s->ho[i] *= s->gate[i];
+        observe(c, il, MD_PROBE_MLA_GATED, heads_out, T, width);
+    }
     matmul(c, &w->wo, heads_out, T, s->o, w->bo);
     observe(c, il, MD_PROBE_ATTN_OUT, s->o, T, E);
-    md_add(s->x, s->o, T * E);
-    observe(c, il, MD_PROBE_FFN_INP, s->x, T, E);
     return 0;
 }
 
-/* The coordinator's SwiGLU FFN (a dense layer's, or the shared experts'): y = down(silu(gate x) ·
- * up x), gate and up as one kernel call. */
+/* The coordinator's FFN (a dense layer's, or the shared experts'): y = down(glu(gate x, up x)),
+ * gate and up as one kernel call, with the family's GLU (the one its experts run). */
 static void ffn(md_ctx *c, int il, const kn_expert *e, const float *X, int64_t T, float *Y,
                 bool dense) {
-    static const kn_glu swiglu = {.kind = KN_GLU_SWIGLU};
     scratch *s = &c->s;
     const kn_mat *gu[2] = {&e->gate, &e->up};
     matmuls(c, 2, gu, X, T, (float *const[]){s->fg, s->fu}, (const float *const[]){NULL, NULL});
-    kn_glu_apply(&swiglu, s->fg, s->fu, s->fg, T * e->gate.rows);
+    kn_glu_apply(&c->m->cfg.glu, s->fg, s->fu, s->fg, T * e->gate.rows);
     if (dense) observe(c, il, MD_PROBE_FFN_SWIGLU, s->fg, T, e->gate.rows);
     matmul(c, &e->down, s->fg, T, Y, NULL);
 }
@@ -508,19 +610,39 @@ static void route(md_ctx *c, int il, int64_t T) {
     observe(c, il, MD_PROBE_WEIGHTS, s->rw, T, k);
 }
 
+/* A latent MoE's routed sum back to the model's width: RMS-normalized (ffn_routed_norm, when
+ * present), then ffn_routed_up. */
+static void latent_up(md_ctx *c, int il, int64_t T) {
+    const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
+    const int64_t L = md_expert_width(&c->m->cfg);
+    if (w->routed_norm) {
+        norm_rows(s->lmoe, s->lmoe, NULL, T, L, L, c->m->cfg.norm_eps);
+        observe(c, il, MD_PROBE_ROUTED_RMS, s->lmoe, T, L);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t i = 0; i < L; i++) s->lmoe[t * L + i] *= w->routed_norm[i];
+    }
+    matmul(c, &w->routed_up, s->lmoe, T, s->moe, NULL);
+}
+
 /* The MoE step: the routed batch goes to the backend, the shared experts run here meanwhile
  * (their output is added to the routed sum unweighted, llama.cpp's order: routed + shared). */
 static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
     const md_config *m = &c->m->cfg;
     const md_layer *w = &c->m->layers[il];
     scratch *s = &c->s;
-    const int64_t E = m->n_embd;
+    const int64_t E = m->n_embd, L = md_expert_width(m);
     route(c, il, T);
+    /* a latent MoE's experts read the routed input projected down (the router and the shared
+     * experts the full row) and return sums at that width */
+    const bool latent = w->routed_down.data != NULL;
+    if (latent) matmul(c, &w->routed_down, s->xn, T, s->lat, NULL);
+    float *routed = latent ? s->lmoe : s->moe;
     md_moe_batch b = {
         .layer = il,
         .T = T,
-        .width = E,
-        .x = s->xn,
+        .width = L,
+        .x = latent ? s->lat : s->xn,
         .k = m->n_expert_used,
         .experts = s->rids,
         .weights = s->rw,
@@ -528,20 +650,21 @@ static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
     };
     md_expert_backend *be = c->p.experts;
     const uint64_t t0 = mw_now_ns();
-    if (md_expert_submit(be, &b, s->moe, err))
+    if (md_expert_submit(be, &b, routed, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
     const uint64_t t1 = mw_now_ns();
     const bool shared = w->ffn.gate.data != NULL;
     if (shared) ffn(c, il, &w->ffn, s->xn, T, s->fy, false);
     const uint64_t t2 = mw_now_ns();
-    if (md_expert_wait(be, &b, s->moe, err))
+    if (md_expert_wait(be, &b, routed, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
     const uint64_t t3 = mw_now_ns();
     c->timing.layers++;
     c->timing.submit_ns += t1 - t0;
     c->timing.shared_ns += t2 - t1;
     c->timing.wait_ns += t3 - t2;
-    observe(c, il, MD_PROBE_MOE_OUT, s->moe, T, E);
+    observe(c, il, MD_PROBE_MOE_OUT, routed, T, L);
+    if (latent) latent_up(c, il, T);
     if (shared) {
         observe(c, il, MD_PROBE_SHEXP, s->fy, T, E);
         md_add(s->moe, s->fy, T * E);
@@ -551,17 +674,36 @@ static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
     return 0;
 }
 
+/* The input of a block: the residual stream, or with attention residuals its mix with the banked
+ * checkpoints (whose weights the observer sees as `p`). */
+static const float *block_input(md_ctx *c, int il, const float *score, md_probe p, int64_t T) {
+    md_attnres *ar = &c->ar;
+    const float *in = md_attnres_mix(ar, score, c->s.x, T);
+    if (in != c->s.x) observe(c, il, p, ar->probs, T, ar->n + 1);
+    return in;
+}
+
 static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
     const md_config *m = &c->m->cfg;
     const md_layer *w = &c->m->layers[il];
     scratch *s = &c->s;
     const int64_t E = m->n_embd;
 
-    norm_rows(s->x, s->xn, w->attn_norm, T, E, E, m->norm_eps);
+    const float *in = block_input(c, il, w->res_attn, MD_PROBE_RES_PROBS_ATTN, T);
+    /* a checkpoint layer banks its raw input and restarts the block's running sum */
+    const bool banked = md_attnres_banks(&c->ar, il);
+    if (banked) md_attnres_bank(&c->ar, s->x, T);
+    norm_rows(in, s->xn, w->attn_norm, T, E, E, m->norm_eps);
     observe(c, il, MD_PROBE_ATTN_NORM, s->xn, T, E);
     if (attention(c, il, rows, T, err)) return -1;
+    if (banked)
+        memcpy(s->x, s->o, (size_t)(T * E) * sizeof(float));
+    else
+        md_add(s->x, s->o, T * E);
+    observe(c, il, MD_PROBE_FFN_INP, s->x, T, E);
 
-    norm_rows(s->x, s->xn, w->ffn_norm, T, E, E, m->norm_eps);
+    in = block_input(c, il, w->res_ffn, MD_PROBE_RES_PROBS_FFN, T);
+    norm_rows(in, s->xn, w->ffn_norm, T, E, E, m->norm_eps);
     observe(c, il, MD_PROBE_FFN_NORM, s->xn, T, E);
     if (md_layer_is_moe(m, il)) {
         if (moe(c, il, T, err)) return -1;
@@ -582,6 +724,8 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     if (check_rows(c, rows, T, &n_out, err)) return -1;
     if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
     if (reserve_rows(c, T, err) || md_kv_begin(&c->kv, rows, T, err) ||
+        md_kda_begin(&c->kda, &c->kv, kn_pool_size(c->p.pool), err) ||
+        md_attnres_begin(&c->ar, T, err) ||
         md_attn_ws_reserve(&c->attn, m, rows, T, kn_pool_size(c->p.pool), err))
         return -1;
     if (c->sink.step) c->sink.step(c->sink.ud, rows, T);
@@ -595,14 +739,16 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     }
     for (int il = 0; il < m->n_layer; il++)
         if (layer(c, il, rows, T, err)) return -1;
+    md_kda_commit(&c->kda);
     md_kv_commit(&c->kv);
 
     if (n_out == 0) return 0;
-    /* final norm of the rows that want logits, gathered, then the LM head once */
+    /* final norm of the rows that want logits (of the final mix, with attention residuals),
+     * gathered, then the LM head once */
+    const float *x = block_input(c, -1, mod->res_out, MD_PROBE_RES_PROBS_FFN, T);
     int64_t j = 0;
     for (int64_t t = 0; t < T; t++)
-        if (rows[t].logits)
-            md_rmsnorm(s->xn + j++ * E, s->x + t * E, mod->out_norm, E, m->norm_eps);
+        if (rows[t].logits) md_rmsnorm(s->xn + j++ * E, x + t * E, mod->out_norm, E, m->norm_eps);
     observe(c, -1, MD_PROBE_RESULT_NORM, s->xn, n_out, E);
     matmul(c, &mod->output, s->xn, n_out, logits, NULL);
     return 0;

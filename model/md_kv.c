@@ -8,10 +8,11 @@
 #include <sys/mman.h>
 #endif
 
+#include "model/md_kda.h"
 #include "util/mw_grow.h"
 
-static int grow(float **p, int64_t rows, int64_t width) {
-    float *q = realloc(*p, (size_t)(rows * width) * sizeof(float));
+static int grow(void **p, int64_t rows, size_t row_bytes) {
+    void *q = realloc(*p, (size_t)rows * row_bytes);
     if (!q) return -1;
     *p = q;
     return 0;
@@ -33,11 +34,11 @@ static bool mapped(size_t bytes) {
 #endif
 }
 
-static int cache_grow(float **p, int64_t old_rows, int64_t rows, int64_t width) {
-    const size_t bytes = (size_t)(rows * width) * sizeof(float);
-    if (!mapped(bytes)) return grow(p, rows, width);
+static int cache_grow(void **p, int64_t old_rows, int64_t rows, size_t row_bytes) {
+    const size_t bytes = (size_t)rows * row_bytes;
+    if (!mapped(bytes)) return grow(p, rows, row_bytes);
 #if defined(__linux__)
-    const size_t old = (size_t)(old_rows * width) * sizeof(float);
+    const size_t old = (size_t)old_rows * row_bytes;
     void *q;
     if (mapped(old)) {
         q = mremap(*p, old, bytes, MREMAP_MAYMOVE);
@@ -54,8 +55,8 @@ static int cache_grow(float **p, int64_t old_rows, int64_t rows, int64_t width) 
     return 0;
 }
 
-static void cache_free(float *p, int64_t rows, int64_t width) {
-    const size_t bytes = (size_t)(rows * width) * sizeof(float);
+static void cache_free(void *p, int64_t rows, size_t row_bytes) {
+    const size_t bytes = (size_t)rows * row_bytes;
 #if defined(__linux__)
     if (p && mapped(bytes)) {
         munmap(p, bytes);
@@ -66,8 +67,37 @@ static void cache_free(float *p, int64_t rows, int64_t width) {
     free(p);
 }
 
-int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool rings, mw_err *err) {
+/* The types a cache may keep, and their names. */
+static const struct {
+    const char *name;
+    kn_type type;
+} kv_types[] = {{"f32", KN_F32}, {"f16", KN_F16}, {"bf16", KN_BF16}};
+
+int md_kv_type_from_name(const char *name) {
+    for (size_t i = 0; name && i < sizeof kv_types / sizeof kv_types[0]; i++)
+        if (!strcmp(kv_types[i].name, name)) return (int)kv_types[i].type;
+    return -1;
+}
+
+static size_t type_size(kn_type t) {
+    for (size_t i = 0; i < sizeof kv_types / sizeof kv_types[0]; i++)
+        if (kv_types[i].type == t) return kn_row_size(t, 1);
+    return 0;
+}
+
+uint64_t md_kv_row_bytes(const md_config *cfg, kn_type type) {
+    const int64_t kd = (int64_t)cfg->n_head_kv * cfg->head_dim_k;
+    const int64_t vd = cfg->attn == MD_ATTN_MLA ? 0 : (int64_t)cfg->n_head_kv * cfg->head_dim_v;
+    return (uint64_t)(kd + vd) * type_size(type);
+}
+
+int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool rings, kn_type type,
+               mw_err *err) {
     memset(kv, 0, sizeof *kv);
+    if (!(kv->esz = type_size(type)))
+        return mw_errf(err, "KV cache: type %s is not one it keeps (f32, f16, bf16)",
+                       kn_type_name(type));
+    kv->type = type;
     kv->n_layer = cfg->n_layer;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
@@ -76,14 +106,17 @@ int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool r
     kv->vd = kv->v_in_k ? 0 : (int64_t)cfg->n_head_kv * cfg->head_dim_v;
     kv->n_swa = cfg->n_swa;
     kv->layer_ring = calloc((size_t)kv->n_layer, 1);
-    kv->stage_k = calloc((size_t)kv->n_layer, sizeof(float *));
-    kv->stage_v = calloc((size_t)kv->n_layer, sizeof(float *));
+    kv->layer_none = calloc((size_t)kv->n_layer, 1);
+    kv->stage_k = calloc((size_t)kv->n_layer, sizeof(void *));
+    kv->stage_v = calloc((size_t)kv->n_layer, sizeof(void *));
+    kv->tmp = malloc((size_t)(kv->kd > kv->vd ? kv->kd : kv->vd) * kv->esz);
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
     kv->seq_count = calloc((size_t)n_seq, sizeof *kv->seq_count);
     kv->seq_first = malloc((size_t)n_seq * sizeof *kv->seq_first);
-    if (!kv->layer_ring || !kv->stage_k || !kv->stage_v || !kv->seqs || !kv->seq_count ||
-        !kv->seq_first)
+    if (!kv->layer_ring || !kv->layer_none || !kv->stage_k || !kv->stage_v || !kv->seqs ||
+        !kv->seq_count || !kv->seq_first || !kv->tmp)
         goto oom;
+    for (int l = 0; l < kv->n_layer; l++) kv->layer_none[l] = md_layer_is_kda(cfg, l);
     for (int s = 0; s < n_seq; s++) kv->seq_first[s] = -1;
     if (rings && cfg->n_swa > 0) {
         kv->ring = cfg->n_swa < n_ctx ? cfg->n_swa : n_ctx;
@@ -92,8 +125,8 @@ int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool r
         if (!any) kv->ring = 0;
     }
     for (int s = 0; s < n_seq; s++) {
-        kv->seqs[s].k = calloc((size_t)kv->n_layer, sizeof(float *));
-        kv->seqs[s].v = calloc((size_t)kv->n_layer, sizeof(float *));
+        kv->seqs[s].k = calloc((size_t)kv->n_layer, sizeof(void *));
+        kv->seqs[s].v = calloc((size_t)kv->n_layer, sizeof(void *));
         kv->seqs[s].rows = calloc((size_t)kv->n_layer * 2, sizeof(int64_t));
         if (!kv->seqs[s].k || !kv->seqs[s].v || !kv->seqs[s].rows) goto oom;
     }
@@ -107,8 +140,8 @@ void md_kv_free(md_kv *kv) {
     for (int s = 0; kv->seqs && s < kv->n_seq; s++) {
         const md_kv_seq *q = &kv->seqs[s];
         for (int l = 0; q->rows && l < kv->n_layer; l++) {
-            if (q->k) cache_free(q->k[l], q->rows[2 * l], kv->kd);
-            if (q->v) cache_free(q->v[l], q->rows[2 * l + 1], kv->vd);
+            if (q->k) cache_free(q->k[l], q->rows[2 * l], (size_t)kv->kd * kv->esz);
+            if (q->v) cache_free(q->v[l], q->rows[2 * l + 1], (size_t)kv->vd * kv->esz);
         }
         free(q->rows);
         free(kv->seqs[s].k);
@@ -122,11 +155,13 @@ void md_kv_free(md_kv *kv) {
     free(kv->stage_v);
     free(kv->seqs);
     free(kv->layer_ring);
+    free(kv->layer_none);
     free(kv->seq_count);
     free(kv->seq_first);
     free(kv->order);
     free(kv->row_first);
     free(kv->keep);
+    free(kv->tmp);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -139,14 +174,14 @@ static int grow_seq(md_kv *kv, md_kv_seq *s, int64_t need, mw_err *err) {
     const int64_t ring_cap = kv->ring && cap > kv->ring ? kv->ring : cap;
     for (int l = 0; l < kv->n_layer; l++) {
         const bool ring = kv->layer_ring[l];
-        const int64_t rows = ring ? ring_cap : cap;
+        const int64_t rows = kv->layer_none[l] ? 0 : ring ? ring_cap : cap;
         int64_t *hk = &s->rows[2 * l], *hv = &s->rows[2 * l + 1];
         if (*hk != rows) {
-            if (cache_grow(&s->k[l], *hk, rows, kv->kd)) goto oom;
+            if (cache_grow(&s->k[l], *hk, rows, (size_t)kv->kd * kv->esz)) goto oom;
             *hk = rows;
         }
         if (kv->vd && *hv != rows) {
-            if (cache_grow(&s->v[l], *hv, rows, kv->vd)) goto oom;
+            if (cache_grow(&s->v[l], *hv, rows, (size_t)kv->vd * kv->esz)) goto oom;
             *hv = rows;
         }
     }
@@ -171,8 +206,8 @@ static int grow_stage(md_kv *kv, int64_t n, mw_err *err) {
     int64_t cap = kv->keep_cap ? kv->keep_cap : 1;
     while (cap < n) cap *= 2;
     for (int l = 0; l < kv->n_layer; l++)
-        if (kv->layer_ring[l] &&
-            (grow(&kv->stage_k[l], cap, kv->kd) || (kv->vd && grow(&kv->stage_v[l], cap, kv->vd))))
+        if (kv->layer_ring[l] && (grow(&kv->stage_k[l], cap, (size_t)kv->kd * kv->esz) ||
+                                  (kv->vd && grow(&kv->stage_v[l], cap, (size_t)kv->vd * kv->esz))))
             return mw_errf(err, "KV cache: out of memory staging %lld rows", (long long)n);
     kv->keep_cap = cap;
     return 0;
@@ -215,13 +250,33 @@ int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
     return 0;
 }
 
-void md_kv_store(md_kv *kv, int layer, const float *k, const float *v) {
-    const size_t kb = (size_t)kv->kd * sizeof(float), vb = (size_t)kv->vd * sizeof(float);
+/* Rounds T rows of width values to the cache's type in place (nothing to do for f32). */
+static void round_rows(const md_kv *kv, float *x, int64_t T, int64_t width) {
+    if (kv->type == KN_F32) return;
+    const kn_type_traits *tr = kn_traits(kv->type);
+    for (int64_t t = 0; t < T; t++) {
+        tr->from_float(x + t * width, kv->tmp, width);
+        tr->to_float(kv->tmp, x + t * width, width);
+    }
+}
+
+/* One row of width values into the cache's type at dst (exact: the row is rounded already). */
+static void put_row(const md_kv *kv, void *dst, const float *src, int64_t width) {
+    if (kv->type == KN_F32)
+        memcpy(dst, src, (size_t)width * sizeof(float));
+    else
+        kn_traits(kv->type)->from_float(src, dst, width);
+}
+
+void md_kv_store(md_kv *kv, int layer, float *k, float *v) {
+    const size_t kb = (size_t)kv->kd * kv->esz, vb = (size_t)kv->vd * kv->esz;
+    round_rows(kv, k, kv->T, kv->kd);
+    if (vb) round_rows(kv, v, kv->T, kv->vd);
     if (kv->layer_ring[layer]) {
         for (int64_t j = 0; j < kv->n_keep; j++) {
             const int64_t t = kv->keep[j];
-            memcpy(kv->stage_k[layer] + j * kv->kd, k + t * kv->kd, kb);
-            if (vb) memcpy(kv->stage_v[layer] + j * kv->vd, v + t * kv->vd, vb);
+            put_row(kv, (uint8_t *)kv->stage_k[layer] + j * kb, k + t * kv->kd, kv->kd);
+            if (vb) put_row(kv, (uint8_t *)kv->stage_v[layer] + j * vb, v + t * kv->vd, kv->vd);
         }
         return;
     }
@@ -229,21 +284,23 @@ void md_kv_store(md_kv *kv, int layer, const float *k, const float *v) {
     for (int64_t t = 0; t < kv->T; t++) {
         const md_kv_seq *s = &kv->seqs[kv->rows[t].seq];
         const int64_t pos = kv->rows[t].pos;
-        memcpy(s->k[layer] + pos * kv->kd, k + t * kv->kd, kb);
-        if (vb) memcpy(s->v[layer] + pos * kv->vd, v + t * kv->vd, vb);
+        put_row(kv, (uint8_t *)s->k[layer] + pos * kb, k + t * kv->kd, kv->kd);
+        if (vb) put_row(kv, (uint8_t *)s->v[layer] + pos * vb, v + t * kv->vd, kv->vd);
     }
 }
 
 void md_kv_commit(md_kv *kv) {
-    const size_t kb = (size_t)kv->kd * sizeof(float), vb = (size_t)kv->vd * sizeof(float);
+    const size_t kb = (size_t)kv->kd * kv->esz, vb = (size_t)kv->vd * kv->esz;
     for (int l = 0; l < kv->n_layer; l++) {
         if (!kv->layer_ring[l]) continue;
         for (int64_t j = 0; j < kv->n_keep; j++) {
             const md_row *row = &kv->rows[kv->keep[j]];
             const md_kv_seq *s = &kv->seqs[row->seq];
             const int64_t slot = row->pos % kv->ring;
-            memcpy(s->k[l] + slot * kv->kd, kv->stage_k[l] + j * kv->kd, kb);
-            if (vb) memcpy(s->v[l] + slot * kv->vd, kv->stage_v[l] + j * kv->vd, vb);
+            memcpy((uint8_t *)s->k[l] + slot * kb, (const uint8_t *)kv->stage_k[l] + j * kb, kb);
+            if (vb)
+                memcpy((uint8_t *)s->v[l] + slot * vb, (const uint8_t *)kv->stage_v[l] + j * vb,
+                       vb);
         }
     }
     for (int64_t t = 0; t < kv->T; t++) {
@@ -263,11 +320,13 @@ bool md_kv_can_truncate(const md_kv *kv, int seq, int64_t n) {
 }
 
 uint64_t md_kv_bytes(const md_kv *kv) {
-    const uint64_t row = (uint64_t)(kv->kd + kv->vd) * sizeof(float);
+    const uint64_t row = (uint64_t)(kv->kd + kv->vd) * kv->esz;
     uint64_t total = 0;
     for (int s = 0; s < kv->n_seq; s++)
         for (int l = 0; l < kv->n_layer; l++)
-            total += (uint64_t)(kv->layer_ring[l] ? kv->seqs[s].ring_cap : kv->seqs[s].cap) * row;
+            if (!kv->layer_none[l])
+                total +=
+                    (uint64_t)(kv->layer_ring[l] ? kv->seqs[s].ring_cap : kv->seqs[s].cap) * row;
     for (int l = 0; l < kv->n_layer; l++)
         if (kv->layer_ring[l]) total += (uint64_t)kv->keep_cap * row;
     return total;
@@ -279,9 +338,14 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
     const md_kv_seq *s = &kv->seqs[row->seq];
     const int64_t base = s->n;
     const bool ring = kv->layer_ring[layer];
+    const size_t kb = (size_t)kv->kd * kv->esz;
     md_kv_iter it = {
         .ck = s->k[layer],
         .cv = kv->v_in_k ? s->k[layer] : s->v[layer],
+        .kb = kb,
+        .vb = kv->v_in_k ? kb : (size_t)kv->vd * kv->esz,
+        .esz = kv->esz,
+        .to_float = kv->type == KN_F32 ? NULL : kn_traits(kv->type)->to_float,
         .slot = ring ? from % kv->ring : from,
         .wrap = ring ? kv->ring : -1,
         .n_cache = base > from ? base - from : 0,
@@ -292,4 +356,21 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
         .vd = kv->v_in_k ? kv->kd : kv->vd,
     };
     return it;
+}
+
+md_seq_cost md_seq_cost_of(const md_config *c, int64_t n_ctx, kn_type type) {
+    const uint64_t row = md_kv_row_bytes(c, type);
+    md_seq_cost cost = {.fixed = md_kda_seq_bytes(c)};
+    int rings = 0;
+    for (int l = 0; l < c->n_layer; l++) {
+        if (md_layer_is_kda(c, l)) continue;
+        const bool ring = c->n_swa > 0 && c->layer_swa[l];
+        rings += ring;
+        if (ring)
+            cost.per_pos_ring += row;
+        else
+            cost.per_pos_full += row;
+    }
+    cost.ring = rings ? (c->n_swa < n_ctx ? c->n_swa : n_ctx) : 0;
+    return cost;
 }

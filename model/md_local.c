@@ -8,6 +8,7 @@
 
 typedef struct local {
     int n_layer, n_expert;
+    int64_t width;         /* the experts' (md_expert_width) */
     md_expert_table table; /* every expert of the source */
     kn_glu glu;
     kn_pool *pool;
@@ -34,6 +35,9 @@ static int run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_e
     if (batch->T < 0 || batch->k < 1 || batch->k > l->n_expert)
         return mw_errf(err, "local experts: bad batch (%lld rows, k %d)", (long long)batch->T,
                        batch->k);
+    if (batch->width != l->width)
+        return mw_errf(err, "local experts: rows of %lld values, the experts take %lld",
+                       (long long)batch->width, (long long)l->width);
     if (n > l->assign_cap) {
         md_assignment *a = realloc(l->assign, (size_t)n * sizeof *a);
         if (!a) return mw_errf(err, "local experts: out of memory");
@@ -92,6 +96,7 @@ int md_local_backend_new(const vx_source *src, const md_config *cfg, kn_pool *po
     b->impl = l;
     l->n_layer = cfg->n_layer;
     l->n_expert = cfg->n_expert;
+    l->width = md_expert_width(cfg);
     l->glu = cfg->glu;
     l->pool = pool;
     l->ws = md_moe_ws_new();

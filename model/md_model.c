@@ -221,7 +221,110 @@ static void load_mla(loader *L, int il, md_layer *w, int *failed, mw_err *err) {
         w->k_b = heads(L, NAME("attn_k_b.weight"), a->kv_lora, a->nope, (int)H, failed, err);
         w->v_b = heads(L, NAME("attn_v_b.weight"), a->v, a->kv_lora, (int)H, failed, err);
     }
+    if (c->family->attn_gate)
+        w->wgate = mat(L, NAME("attn_gate.weight"), H * a->v, E, false, failed, err);
     w->wo = mat(L, NAME("attn_output.weight"), E, H * a->v, true, failed, err);
+#undef NAME
+}
+
+/* Kimi K3's per-layer parts: the residual mixes' score vectors, the latent MoE's projections. */
+static void load_k3_parts(loader *L, int il, md_layer *w, int *failed, mw_err *err) {
+    const md_config *c = L->cfg;
+    const int64_t E = c->n_embd, Lw = md_expert_width(c);
+    char n[128];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    if (c->attn_res_block > 0) {
+        w->res_attn = vec(L, NAME("attn_res_score.weight"), E, true, failed, err);
+        w->res_ffn = vec(L, NAME("ffn_res_score.weight"), E, true, failed, err);
+    }
+    if (c->n_expert_latent > 0 && md_layer_is_moe(c, il)) {
+        w->routed_down = mat(L, NAME("ffn_routed_down.weight"), Lw, E, true, failed, err);
+        w->routed_norm = vec(L, NAME("ffn_routed_norm.weight"), Lw, false, failed, err);
+        w->routed_up = mat(L, NAME("ffn_routed_up.weight"), E, Lw, true, failed, err);
+    }
+#undef NAME
+}
+
+/* Tensor `name` in the first of n shapes (dims[i], ne[i]) it has: converters pad some with unit
+ * dimensions that llama-quantize drops again, and llama.cpp loads each form. Absent or in none of
+ * them: NULL with err naming the first shape. */
+static const vx_tensor *find_shapes(loader *L, const char *name, int n, const int *dims,
+                                    const int64_t (*ne)[4], int *failed, mw_err *err) {
+    const vx_tensor *t = vx_source_tensor(L->src, name);
+    for (int i = 0; t && i < n; i++) {
+        bool ok = t->n_dims == dims[i];
+        for (int d = 0; ok && d < dims[i]; d++) ok = t->ne[d] == ne[i][d];
+        if (ok) return find_nd(L, name, dims[i], ne[i], true, failed, err);
+    }
+    return find_nd(L, name, dims[0], ne[0], true, failed, err);
+}
+
+/* A convolution's taps, ne [K, 1, D] or [K, 1, D, 1] (channel c's K taps contiguous), held
+ * tap-major (tap j of channel c at j·D + c) so the convolution runs along the channels. */
+static const float *conv_taps(loader *L, const char *name, int64_t K, int64_t D, int *failed,
+                              mw_err *err) {
+    if (*failed) return NULL;
+    const int dims[2] = {3, 4};
+    const int64_t ne[2][4] = {{K, 1, D, 0}, {K, 1, D, 1}};
+    const vx_tensor *t = find_shapes(L, name, 2, dims, ne, failed, err);
+    kn_mat m;
+    float *f = NULL, *row = NULL;
+    if (!t || as_mat(L, t, D, K, &m, err) || !(f = own_floats(L->m, K * D, err)) ||
+        !(row = own_floats(L->m, K, err))) {
+        *failed = 1;
+        return NULL;
+    }
+    for (int64_t c = 0; c < D; c++) {
+        kn_mat_row(&m, c, row);
+        for (int64_t j = 0; j < K; j++) f[j * D + c] = row[j];
+    }
+    return f;
+}
+
+/* ssm_a, one value per head: [1, H, 1, 1], [1, H] or [H] (all H values contiguous). */
+static const float *head_vec(loader *L, const char *name, int64_t H, int *failed, mw_err *err) {
+    if (*failed) return NULL;
+    const int dims[3] = {4, 2, 1};
+    const int64_t ne[3][4] = {{1, H, 1, 1}, {1, H, 0, 0}, {H, 0, 0, 0}};
+    const vx_tensor *t = find_shapes(L, name, 3, dims, ne, failed, err);
+    kn_mat m;
+    float *f = NULL;
+    if (!t || as_mat(L, t, 1, H, &m, err) || !(f = own_floats(L->m, H, err))) {
+        *failed = 1;
+        return NULL;
+    }
+    kn_mat_row(&m, 0, f);
+    return f;
+}
+
+/* A KDA layer's weights (FORMATS.md §8, §9). */
+static void load_kda(loader *L, int il, md_layer *w, int *failed, mw_err *err) {
+    const md_config *c = L->cfg;
+    const md_kda *k = &c->kda;
+    const int64_t E = c->n_embd, H = k->n_head, d = k->head_dim, D = H * d;
+    char n[128];
+#define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
+    w->wq = mat(L, NAME("attn_q.weight"), D, E, true, failed, err);
+    w->wk = mat(L, NAME("attn_k.weight"), D, E, true, failed, err);
+    w->wv = mat(L, NAME("attn_v.weight"), D, E, true, failed, err);
+    static const char *const conv[3] = {"ssm_conv1d_q", "ssm_conv1d_k", "ssm_conv1d_v"};
+    for (int x = 0; x < 3; x++) {
+        snprintf(n, sizeof n, "blk.%d.%s.weight", il, conv[x]);
+        w->conv[x] = conv_taps(L, n, k->conv, D, failed, err);
+    }
+    w->f_a = mat(L, NAME("ssm_f_a.weight"), d, E, true, failed, err);
+    w->f_b = mat(L, NAME("ssm_f_b.weight"), D, d, true, failed, err);
+    w->dt_b = vec(L, NAME("ssm_dt.bias"), D, true, failed, err);
+    w->ssm_a = head_vec(L, NAME("ssm_a"), H, failed, err);
+    w->beta = mat(L, NAME("ssm_beta.weight"), H, E, true, failed, err);
+    if (k->gate_full) {
+        w->g_b = mat(L, NAME("ssm_g.weight"), D, E, true, failed, err);
+    } else {
+        w->g_a = mat(L, NAME("ssm_g_a.weight"), d, E, true, failed, err);
+        w->g_b = mat(L, NAME("ssm_g_b.weight"), D, d, true, failed, err);
+    }
+    w->o_norm = vec(L, NAME("ssm_norm.weight"), d, true, failed, err);
+    w->wo = mat(L, NAME("attn_output.weight"), E, D, true, failed, err);
 #undef NAME
 }
 
@@ -250,7 +353,9 @@ static int load_layer(loader *L, int il, md_layer *w, mw_err *err) {
     int failed = 0;
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     w->attn_norm = vec(L, NAME("attn_norm.weight"), E, true, &failed, err);
-    if (c->attn == MD_ATTN_MLA) {
+    if (md_layer_is_kda(c, il)) {
+        load_kda(L, il, w, &failed, err);
+    } else if (c->attn == MD_ATTN_MLA) {
         load_mla(L, il, w, &failed, err);
     } else {
         w->wq = mat(L, NAME("attn_q.weight"), q, E, true, &failed, err);
@@ -278,11 +383,17 @@ static int load_layer(loader *L, int il, md_layer *w, mw_err *err) {
         if (c->router.logit_bias)
             w->router_b = vec(L, NAME("ffn_gate_inp.bias"), c->n_expert, true, &failed, err);
         if (c->router.select_bias)
-            w->select_b = vec(L, NAME("exp_probs_b.bias"), c->n_expert, false, &failed, err);
-        if (c->n_shared > 0) w->ffn = ffn(L, il, "_shexp", c->n_ff_shared, &failed, err);
+            w->select_b = vec(L, NAME("exp_probs_b.bias"), c->n_expert,
+                              c->family->select_bias_required, &failed, err);
+        /* optional shared experts come whole or not at all (a missing part is then named) */
+        const bool shared = c->family->shared_optional
+                                ? vx_source_tensor(L->src, NAME("ffn_gate_shexp.weight")) != NULL
+                                : c->n_shared > 0;
+        if (shared) w->ffn = ffn(L, il, "_shexp", c->n_ff_shared, &failed, err);
     } else {
         w->ffn = ffn(L, il, "", c->n_ff, &failed, err);
     }
+    load_k3_parts(L, il, w, &failed, err);
 #undef NAME
     return failed ? -1 : 0;
 }
@@ -328,6 +439,8 @@ static int load(loader *L, md_model *m, mw_err *err) {
     m->out_norm = vec(L, "output_norm.weight", c->n_embd, true, &failed, err);
     m->output =
         mat(L, "output.weight", c->n_vocab, c->n_embd, !c->family->output_optional, &failed, err);
+    if (c->attn_res_block > 0)
+        m->res_out = vec(L, "output_res_score.weight", c->n_embd, true, &failed, err);
     if (failed) return -1;
     if (!m->output.data) m->output = m->tok_embd;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
@@ -374,7 +487,7 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
     /* what a decode step reads whole: attention, router, the coordinator's FFNs, the LM head (of
      * the embedding it reads one row; a tied LM head gets its own copy and the embedding stays a
      * view) */
-    enum { PER_LAYER = 12 };
+    enum { PER_LAYER = 20 };
     const size_t n = (size_t)m->cfg.n_layer * PER_LAYER + 1;
     kn_mat **mats = malloc(n * sizeof *mats);
     kn_mat *kv = calloc(2 * (size_t)m->cfg.n_layer + 1, sizeof *kv);
@@ -386,9 +499,10 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
     size_t k = 0;
     for (int il = 0; il < m->cfg.n_layer; il++) {
         md_layer *w = &m->layers[il];
-        kn_mat *const per[PER_LAYER - 2] = {&w->wq,     &w->wk,      &w->wv,    &w->wo,
-                                            &w->router, &w->wq_a,    &w->wkv_a, &w->ffn.gate,
-                                            &w->ffn.up, &w->ffn.down};
+        kn_mat *const per[PER_LAYER - 2] = {
+            &w->wq,    &w->wk,       &w->wv,     &w->wo,       &w->router,      &w->wq_a,
+            &w->wkv_a, &w->ffn.gate, &w->ffn.up, &w->ffn.down, &w->f_a,         &w->f_b,
+            &w->beta,  &w->g_a,      &w->g_b,    &w->wgate,    &w->routed_down, &w->routed_up};
         for (int i = 0; i < PER_LAYER - 2; i++) mats[k++] = per[i];
         kv[2 * il] = all_heads(&w->k_b, m->cfg.n_head);
         kv[2 * il + 1] = all_heads(&w->v_b, m->cfg.n_head);

@@ -46,6 +46,20 @@ typedef struct md_layer {
     const float *kv_a_norm; /* kv_lora */
     md_heads k_b;           /* head h: kv_lora × nope (q~ = K_h q_nope) */
     md_heads v_b;           /* head h: v × kv_lora */
+    /* KDA (FORMATS.md §8): wq, wk, wv project before the convolution, wo is o_proj */
+    const float
+        *conv[3];      /* q, k, v taps, conv × D each, tap-major: tap j of channel c at j·D + c */
+    kn_mat f_a, f_b;   /* decay: ssm_f_a (head_dim × E), ssm_f_b (D × head_dim) */
+    const float *dt_b; /* ssm_dt.bias: D */
+    const float *ssm_a; /* n_head: -exp(A_log) */
+    kn_mat beta;        /* ssm_beta: n_head × E */
+    kn_mat g_a, g_b; /* output gate ssm_g_b · ssm_g_a (head_dim × E, D × head_dim); a full-rank
+                        ssm_g (D × E) is g_b with g_a absent */
+    const float *o_norm; /* ssm_norm: head_dim */
+    kn_mat wgate; /* attn_gate (n_head·v × E): a latent attention layer's sigmoid output gate */
+    const float *res_attn, *res_ffn; /* attention residuals' score vectors (E), or NULL */
+    kn_mat routed_down, routed_up;   /* latent MoE: ffn_routed_down (L × E), _up (E × L) */
+    const float *routed_norm;        /* ffn_routed_norm (L), or NULL */
     const float *ffn_norm;
     /* the FFN run on the coordinator: a dense layer's FFN, or a MoE layer's shared experts
      * (gate.data == NULL when there is none) */
@@ -59,7 +73,8 @@ typedef struct md_model {
     md_config cfg;
     kn_mat tok_embd; /* n_vocab × n_embd */
     const float *out_norm;
-    kn_mat output; /* n_vocab × n_embd (token_embd when the family ties them) */
+    kn_mat output;        /* n_vocab × n_embd (token_embd when the family ties them) */
+    const float *res_out; /* output_res_score: the final mix's score vector, or NULL */
     md_layer *layers;
     const vx_source *src;
     float **vecs; /* the f32 vectors above, owned */
@@ -126,6 +141,24 @@ typedef enum md_probe {
     MD_PROBE_FFN_OUT,       /* ffn_out: dense FFN output, or routed + shared */
     MD_PROBE_L_OUT,         /* l_out: residual after the layer */
     MD_PROBE_RESULT_NORM,   /* result_norm (layer -1): rows that asked for logits */
+    /* KDA (T × D unless stated; MD_PROBE_ATTN_OUT is the block's output) */
+    MD_PROBE_KDA_F,        /* g1 f_b(f_a(cur)): the decay's projection, before the dt bias */
+    MD_PROBE_KDA_G,        /* kda_g1: the log decay g per key channel */
+    MD_PROBE_KDA_BETA_RAW, /* ssm_beta · attn_norm, before the sigmoid: T × n_head */
+    MD_PROBE_KDA_BETA,     /* beta: T × n_head */
+    MD_PROBE_KDA_Q_CONV,   /* kda_q_conv: q after the convolution and SiLU */
+    MD_PROBE_KDA_K_CONV,   /* kda_k_conv */
+    MD_PROBE_KDA_V_CONV,   /* kda_v_conv: also the delta rule's v */
+    MD_PROBE_KDA_Q,        /* q after the L2 norm: what the delta rule reads */
+    MD_PROBE_KDA_K,        /* k after the L2 norm */
+    MD_PROBE_KDA_SCAN,     /* the delta rule's read-out, divided by sqrt(head_dim) */
+    MD_PROBE_KDA_G2,       /* the output gate before its sigmoid */
+    MD_PROBE_KDA_NORMED,   /* kda_normed: the read-out's per-head RMSNorm · ssm_norm */
+    /* Kimi K3 */
+    MD_PROBE_RES_PROBS_ATTN, /* res_probs: the attention-input mix's weights, T × (banked + 1) */
+    MD_PROBE_RES_PROBS_FFN,  /* res_probs: the FFN-input mix's (layer -1: the final mix's) */
+    MD_PROBE_MLA_GATED,      /* mla_gated: kqv_out · sigmoid(attn_gate · attn_norm) */
+    MD_PROBE_ROUTED_RMS,     /* norm: the routed sum's RMS normalization, before its weight */
     MD_PROBE_COUNT
 } md_probe;
 
@@ -146,6 +179,7 @@ typedef struct md_ctx_params {
     int64_t n_ctx;              /* positions per sequence (0 = the model's context_length) */
     bool swa_full; /* sliding-window layers keep every position, as full layers do; by default they
                       keep a ring of the window (results are the same bits either way) */
+    kn_type kv_type; /* the KV cache's rows: KN_F32 (0, the default), KN_F16 or KN_BF16 */
 } md_ctx_params;
 
 int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *err);
@@ -156,7 +190,8 @@ void md_ctx_set_observer(md_ctx *c, md_observer_fn fn, void *ud);
 int64_t md_seq_len(const md_ctx *c, int seq);
 /* Drops a sequence's positions >= n (n = 0 empties it); its KV memory is kept for reuse. The
  * rings of sliding-window layers hold only the window, so they can step back only as far as that
- * still covers the next query (one position); otherwise -1 with err and nothing changes. */
+ * still covers the next query (one position); a model with KDA layers keeps one recurrent state,
+ * so it can only start over (n = 0); otherwise -1 with err and nothing changes. */
 int md_seq_truncate(md_ctx *c, int seq, int64_t n, mw_err *err);
 
 /* One row of a batch. Rows of one sequence must be in position order and continue it. */
@@ -190,8 +225,24 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
  * LM head once per call that asks for logits, embedding rows per token. */
 uint64_t md_ctx_dense_bytes(const md_ctx *c);
 
-/* Bytes the KV cache holds now (caches of every sequence, staging). */
+/* Bytes the KV cache holds now (caches of every sequence, staging, KDA layers' recurrent states).
+ */
 uint64_t md_ctx_kv_bytes(const md_ctx *c);
+
+/* What one sequence of n_ctx positions costs in a cache of `type` (md_kv_type_from_name): bytes per
+ * position on full-attention layers and on sliding-window layers (which keep at most the window),
+ * and a fixed part (the KDA layers' recurrent state, f32 whatever the cache's type, whatever the
+ * length). */
+typedef struct md_seq_cost {
+    uint64_t per_pos_full, per_pos_ring, fixed;
+    int64_t ring; /* positions a sliding-window layer keeps (0: none) */
+} md_seq_cost;
+
+md_seq_cost md_seq_cost_of(const md_config *c, int64_t n_ctx, kn_type type);
+
+/* A KDA layer's delta-rule state of a sequence now, as the token-by-token recurrence would hold it:
+ * S[h][i][j] (key index i, value index j), n_head × head_dim × head_dim floats. */
+int md_ctx_kda_state(const md_ctx *c, int seq, int layer, float *S, mw_err *err);
 
 /* Where the MoE layers' time went, summed over them since the context was made (or reset): handing
  * the routed batch to the backend (md_expert_submit; an in-process backend computes it there),

@@ -67,7 +67,7 @@ static int cmp_slot(const void *pa, const void *pb) {
     return (a->a > b->a) - (a->a < b->a);
 }
 
-static int check_args(const md_moe_exec_args *a, mw_err *err) {
+int md_moe_check_args(const md_moe_exec_args *a, mw_err *err) {
     if (a->rows < 0 || a->rows > MOE_MAX_ROWS || a->width < 1 || a->width > MOE_MAX_WIDTH ||
         a->n_assign < 0 || a->n_assign > MOE_MAX_ASSIGN)
         return mw_errf(err, "MoE layer %d: bad batch shape (%lld rows × %lld, %lld assignments)",
@@ -123,6 +123,9 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
         const kn_expert *e = a->lookup(a->lookup_ctx, a->layer, s->expert, err);
         if (!e || kn_expert_check(e, a->glu, err))
             return mw_err_wrap(err, "MoE layer %d expert %d", a->layer, s->expert);
+        if (e->gate.cols != w)
+            return mw_errf(err, "MoE layer %d expert %d takes rows of %lld, the batch's are %lld",
+                           a->layer, s->expert, (long long)e->gate.cols, (long long)w);
         ws->experts[n_calls] = *e;
         kn_expert_call *c = &ws->calls[n_calls];
         *c = (kn_expert_call){&ws->experts[n_calls++], ws->xg + g * w, end - g, ws->yg + g * w};
@@ -157,7 +160,7 @@ static int exec(const md_moe_exec_args *a, md_moe_ws *ws, float *out, uint64_t *
 }
 
 int md_moe_exec(const md_moe_exec_args *a, float *out, uint64_t *weight_bytes, mw_err *err) {
-    if (check_args(a, err)) return -1;
+    if (md_moe_check_args(a, err)) return -1;
     if (a->ws) return exec(a, a->ws, out, weight_bytes, err);
     md_moe_ws *ws = md_moe_ws_new();
     if (!ws) return mw_errf(err, "MoE layer %d: out of memory", a->layer);

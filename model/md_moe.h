@@ -17,8 +17,8 @@
 typedef struct md_moe_batch {
     int layer;
     int64_t T;              /* rows (tokens) */
-    int64_t width;          /* hidden size */
-    const float *x;         /* T × width: the normalized MoE input */
+    int64_t width;          /* the experts' width (md_expert_width): hidden size, or latent */
+    const float *x;         /* T × width: the normalized MoE input (projected, for a latent) */
     int k;                  /* experts per row (top-k) */
     const int32_t *experts; /* T × k expert ids, selection order (best first) */
     const float *weights;   /* T × k routing weights, aligned with experts */
@@ -99,7 +99,12 @@ typedef struct md_moe_exec_args {
 
 /* The executor: groups assignments by expert, gathers each expert's rows, runs kn_expert_run once
  * per expert over all its rows, and writes `out` per mode. Expert weight bytes read (as stored) are
- * added to *weight_bytes when non-NULL. Row/expert indices are validated (bad ones → -1 + err). */
+ * added to *weight_bytes when non-NULL. Row/expert indices are validated, and every expert must
+ * take rows of `width` (bad ones → -1 + err). */
 int md_moe_exec(const md_moe_exec_args *a, float *out, uint64_t *weight_bytes, mw_err *err);
+
+/* The checks md_moe_exec makes of its arguments first (shapes within bounds, rows and weights of
+ * every assignment), for another executor of the same contract (metal/mt_exec.c). */
+int md_moe_check_args(const md_moe_exec_args *a, mw_err *err);
 
 #endif

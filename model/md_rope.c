@@ -124,6 +124,7 @@ float md_rope_attn_mscale(const md_rope *r) {
 }
 
 void md_rope_angles(const md_rope *r, int64_t pos, float *cs) {
+    if (r->layout == MD_ROPE_NONE) return; /* nothing is rotated: no angles to compute */
     int n_pairs = r->n_rot / 2;
     float theta = (float)pos;
     float span = fmaxf(0.001f, r->corr_dims[1] - r->corr_dims[0]);
@@ -143,6 +144,7 @@ void md_rope_angles(const md_rope *r, int64_t pos, float *cs) {
 }
 
 void md_rope_apply(const md_rope *r, const float *cs, float *x) {
+    if (r->layout == MD_ROPE_NONE) return;
     int n_pairs = r->n_rot / 2;
     /* NEOX pairs i with i + n_rot/2; NORM pairs 2i with 2i + 1 */
     int stride = r->layout == MD_ROPE_NEOX ? 1 : 2;

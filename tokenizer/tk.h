@@ -1,11 +1,12 @@
 /* tokenizer/tk.h — text ⇄ token ids for the models moewire serves.
  *
  * A tokenizer comes from the model: GGUF `tokenizer.ggml.*` metadata (a full model, a
- * vocabulary-only GGUF, or the tokenizer file a vindex carries) or a Hugging Face `tokenizer.json`
- * (+ `tokenizer_config.json`). Two model types: byte-level BPE (`gpt2`, with the pre-tokenizer the
- * model names: gpt-4o, qwen2, deepseek-v3, deepseek-llm, kimi-k2, gpt-2, ...; the pre-tokenizer
- * regexes run on PCRE2) and SentencePiece-style (`llama`: scores, byte fallback). An unknown model
- * or pre-tokenizer type is an error naming it.
+ * vocabulary-only GGUF, or the tokenizer file a vindex carries), a Hugging Face `tokenizer.json`
+ * (+ `tokenizer_config.json`), or a Hugging Face `tiktoken.model` (+ `tokenizer_config.json`). Two
+ * model types: byte-level BPE (`gpt2`, with the pre-tokenizer the model names: gpt-4o, qwen2,
+ * deepseek-v3, deepseek-llm, kimi-k2, gpt-2, ...; the pre-tokenizer regexes run on PCRE2) and
+ * SentencePiece-style (`llama`: scores, byte fallback). An unknown model or pre-tokenizer type is
+ * an error naming it.
  *
  * A loaded tokenizer is immutable: encode and decode may run on any number of threads at once.
  * Every call that can fail returns 0 / -1 and fills an mw_err (util/mw_err.h). */
@@ -33,10 +34,15 @@ int tk_load_gguf(const char *path, tk_tokenizer **out, mw_err *err);
 /* From a Hugging Face tokenizer.json (a file, or a directory holding it and, optionally,
  * tokenizer_config.json: chat template, add_bos_token). arch may be NULL. */
 int tk_load_hf(const char *path, const char *arch, tk_tokenizer **out, mw_err *err);
+/* From a Hugging Face tiktoken tokenizer (Kimi's): a `tiktoken.model` file, or a directory holding
+ * it, with tokenizer_config.json (the class, the special tokens) and, optionally, config.json
+ * (vocab_size, eos_token_id) and generation_config.json beside it. arch may be NULL. */
+int tk_load_tiktoken(const char *path, const char *arch, tk_tokenizer **out, mw_err *err);
 /* From an open model source: a vindex's carried tokenizer file (checked against its checksum),
  * else the source's metadata. */
 int tk_load_source(const struct vx_source *src, tk_tokenizer **out, mw_err *err);
-/* Whatever PATH is: a GGUF file, a vindex or Hugging Face directory, or a tokenizer.json. */
+/* Whatever PATH is: a GGUF file, a vindex or Hugging Face directory, a tokenizer.json or a
+ * tiktoken.model. */
 int tk_load_path(const char *path, tk_tokenizer **out, mw_err *err);
 void tk_free(tk_tokenizer *t);
 

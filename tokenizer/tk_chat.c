@@ -11,37 +11,35 @@
 #include <time.h>
 
 #include "tokenizer/tk_chat.h"
+#include "tokenizer/tk_chat_internal.h"
 #include "tokenizer/tk_internal.h"
 
 /* ---- the prompt being built ---------------------------------------------------------------- */
 
-typedef struct pb {
-    const tk_tokenizer *t;
-    tk_ids *out;
-    tk_text text; /* plain text not yet encoded */
-    mw_err *err;
-    int rc;
-} pb;
+typedef tk__pb pb;
 
-static void flush(pb *b) {
+void tk__pb_flush(pb *b) {
     if (b->rc || b->text.n == 0) return;
     b->rc = tk_encode(b->t, b->text.s, b->text.n, 0, b->out, b->err);
     b->text.n = 0;
 }
 
-static void txt(pb *b, const char *s) {
-    if (!b->rc && s && tk_text_add(&b->text, s, strlen(s)))
-        b->rc = mw_errf(b->err, "out of memory");
+void tk__pb_txtn(pb *b, const char *s, size_t n) {
+    if (!b->rc && s && tk_text_add(&b->text, s, n)) b->rc = mw_errf(b->err, "out of memory");
 }
 
-static void special(pb *b, const char *s) {
+void tk__pb_txt(pb *b, const char *s) {
+    if (s) tk__pb_txtn(b, s, strlen(s));
+}
+
+void tk__pb_special(pb *b, const char *s) {
     int32_t id = tk_find(b->t, s, strlen(s));
-    if (id < 0) return txt(b, s);
-    flush(b);
+    if (id < 0) return tk__pb_txt(b, s);
+    tk__pb_flush(b);
     if (!b->rc && tk_ids_push(b->out, id)) b->rc = mw_errf(b->err, "out of memory");
 }
 
-static int bad_role(pb *b, const char *fmt, const char *role) {
+int tk__pb_bad_role(pb *b, const char *fmt, const char *role) {
     return b->rc = mw_errf(b->err, "chat template %s: unknown message role '%s'", fmt, role);
 }
 
@@ -78,55 +76,56 @@ static void render_harmony(pb *b, const tk_msg *m, size_t n, const tk_chat_opts 
             mw_errf(b->err, "harmony: reasoning effort '%s' is not low, medium or high", effort);
         return;
     }
-    special(b, "<|start|>");
-    txt(b, "system");
-    special(b, "<|message|>");
-    txt(b, "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
-           "2024-06\nCurrent date: ");
-    txt(b, date);
-    txt(b, "\n\nReasoning: ");
-    txt(b, effort);
-    txt(b, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+    tk__pb_special(b, "<|start|>");
+    tk__pb_txt(b, "system");
+    tk__pb_special(b, "<|message|>");
+    tk__pb_txt(b, "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+                  "2024-06\nCurrent date: ");
+    tk__pb_txt(b, date);
+    tk__pb_txt(b, "\n\nReasoning: ");
+    tk__pb_txt(b, effort);
+    tk__pb_txt(
+        b, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
            "message.");
-    special(b, "<|end|>");
+    tk__pb_special(b, "<|end|>");
     for (size_t i = 0; i < n && !b->rc; i++) {
         if (is(&m[i], "system") || is(&m[i], "developer")) {
-            special(b, "<|start|>");
-            txt(b, "developer");
-            special(b, "<|message|>");
-            txt(b, "# Instructions\n\n");
-            txt(b, content(&m[i]));
-            special(b, "<|end|>");
+            tk__pb_special(b, "<|start|>");
+            tk__pb_txt(b, "developer");
+            tk__pb_special(b, "<|message|>");
+            tk__pb_txt(b, "# Instructions\n\n");
+            tk__pb_txt(b, content(&m[i]));
+            tk__pb_special(b, "<|end|>");
         } else if (is(&m[i], "user")) {
-            special(b, "<|start|>");
-            txt(b, "user");
-            special(b, "<|message|>");
-            txt(b, content(&m[i]));
-            special(b, "<|end|>");
+            tk__pb_special(b, "<|start|>");
+            tk__pb_txt(b, "user");
+            tk__pb_special(b, "<|message|>");
+            tk__pb_txt(b, content(&m[i]));
+            tk__pb_special(b, "<|end|>");
         } else if (is(&m[i], "assistant")) {
             if (m[i].reasoning && *m[i].reasoning) {
-                special(b, "<|start|>");
-                txt(b, "assistant");
-                special(b, "<|channel|>");
-                txt(b, "analysis");
-                special(b, "<|message|>");
-                txt(b, m[i].reasoning);
-                special(b, "<|end|>");
+                tk__pb_special(b, "<|start|>");
+                tk__pb_txt(b, "assistant");
+                tk__pb_special(b, "<|channel|>");
+                tk__pb_txt(b, "analysis");
+                tk__pb_special(b, "<|message|>");
+                tk__pb_txt(b, m[i].reasoning);
+                tk__pb_special(b, "<|end|>");
             }
-            special(b, "<|start|>");
-            txt(b, "assistant");
-            special(b, "<|channel|>");
-            txt(b, m[i].channel ? m[i].channel : "final");
-            special(b, "<|message|>");
-            txt(b, content(&m[i]));
-            special(b, "<|end|>");
+            tk__pb_special(b, "<|start|>");
+            tk__pb_txt(b, "assistant");
+            tk__pb_special(b, "<|channel|>");
+            tk__pb_txt(b, m[i].channel ? m[i].channel : "final");
+            tk__pb_special(b, "<|message|>");
+            tk__pb_txt(b, content(&m[i]));
+            tk__pb_special(b, "<|end|>");
         } else {
-            bad_role(b, "harmony", m[i].role ? m[i].role : "(none)");
+            tk__pb_bad_role(b, "harmony", m[i].role ? m[i].role : "(none)");
         }
     }
     if (o->add_generation_prompt) {
-        special(b, "<|start|>");
-        txt(b, "assistant");
+        tk__pb_special(b, "<|start|>");
+        tk__pb_txt(b, "assistant");
     }
 }
 
@@ -135,32 +134,32 @@ static void render_harmony(pb *b, const tk_msg *m, size_t n, const tk_chat_opts 
 static void chatml_turns(pb *b, const tk_msg *m, size_t n, const char *fmt) {
     for (size_t i = 0; i < n && !b->rc; i++) {
         if (!is(&m[i], "system") && !is(&m[i], "user") && !is(&m[i], "assistant")) {
-            bad_role(b, fmt, m[i].role ? m[i].role : "(none)");
+            tk__pb_bad_role(b, fmt, m[i].role ? m[i].role : "(none)");
             return;
         }
-        special(b, "<|im_start|>");
-        txt(b, m[i].role);
-        txt(b, "\n");
-        txt(b, is(&m[i], "assistant") ? strip_think(content(&m[i])) : content(&m[i]));
-        special(b, "<|im_end|>");
-        txt(b, "\n");
+        tk__pb_special(b, "<|im_start|>");
+        tk__pb_txt(b, m[i].role);
+        tk__pb_txt(b, "\n");
+        tk__pb_txt(b, is(&m[i], "assistant") ? strip_think(content(&m[i])) : content(&m[i]));
+        tk__pb_special(b, "<|im_end|>");
+        tk__pb_txt(b, "\n");
     }
 }
 
 static void render_chatml(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o) {
     chatml_turns(b, m, n, "chatml");
     if (o->add_generation_prompt) {
-        special(b, "<|im_start|>");
-        txt(b, "assistant\n");
+        tk__pb_special(b, "<|im_start|>");
+        tk__pb_txt(b, "assistant\n");
     }
 }
 
 static void render_qwen3(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o) {
     chatml_turns(b, m, n, "qwen3");
     if (o->add_generation_prompt) {
-        special(b, "<|im_start|>");
-        txt(b, "assistant\n");
-        if (o->thinking == 0) txt(b, "<think>\n\n</think>\n\n");
+        tk__pb_special(b, "<|im_start|>");
+        tk__pb_txt(b, "assistant\n");
+        if (o->thinking == 0) tk__pb_txt(b, "<think>\n\n</think>\n\n");
     }
 }
 
@@ -169,32 +168,32 @@ static void render_qwen3(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o
 static void deepseek(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o, bool r1) {
     const char *fmt = r1 ? "deepseek-r1" : "deepseek-v3";
     if (b->t->bos >= 0) {
-        flush(b);
+        tk__pb_flush(b);
         if (!b->rc && tk_ids_push(b->out, b->t->bos)) b->rc = mw_errf(b->err, "out of memory");
     }
     bool first = true; /* system prompts come first, joined by blank lines */
     for (size_t i = 0; i < n; i++)
         if (is(&m[i], "system")) {
-            if (!first) txt(b, "\n\n");
-            txt(b, content(&m[i]));
+            if (!first) tk__pb_txt(b, "\n\n");
+            tk__pb_txt(b, content(&m[i]));
             first = false;
         }
     for (size_t i = 0; i < n && !b->rc; i++) {
         if (is(&m[i], "system")) continue;
         if (is(&m[i], "user")) {
-            special(b, "<｜User｜>");
-            txt(b, content(&m[i]));
+            tk__pb_special(b, "<｜User｜>");
+            tk__pb_txt(b, content(&m[i]));
         } else if (is(&m[i], "assistant")) {
-            special(b, "<｜Assistant｜>");
-            txt(b, strip_think(content(&m[i])));
-            special(b, "<｜end▁of▁sentence｜>");
+            tk__pb_special(b, "<｜Assistant｜>");
+            tk__pb_txt(b, strip_think(content(&m[i])));
+            tk__pb_special(b, "<｜end▁of▁sentence｜>");
         } else {
-            bad_role(b, fmt, m[i].role ? m[i].role : "(none)");
+            tk__pb_bad_role(b, fmt, m[i].role ? m[i].role : "(none)");
         }
     }
     if (o->add_generation_prompt) {
-        special(b, "<｜Assistant｜>");
-        if (r1) txt(b, "<think>\n");
+        tk__pb_special(b, "<｜Assistant｜>");
+        if (r1) tk__pb_txt(b, "<think>\n");
     }
 }
 
@@ -209,38 +208,38 @@ static void render_deepseek_r1(pb *b, const tk_msg *m, size_t n, const tk_chat_o
 
 static void render_kimi_k2(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o) {
     if (n == 0 || !is(&m[0], "system")) {
-        special(b, "<|im_system|>");
-        txt(b, "system");
-        special(b, "<|im_middle|>");
-        txt(b, "You are Kimi, an AI assistant created by Moonshot AI.");
-        special(b, "<|im_end|>");
+        tk__pb_special(b, "<|im_system|>");
+        tk__pb_txt(b, "system");
+        tk__pb_special(b, "<|im_middle|>");
+        tk__pb_txt(b, "You are Kimi, an AI assistant created by Moonshot AI.");
+        tk__pb_special(b, "<|im_end|>");
     }
     for (size_t i = 0; i < n && !b->rc; i++) {
         if (is(&m[i], "system"))
-            special(b, "<|im_system|>");
+            tk__pb_special(b, "<|im_system|>");
         else if (is(&m[i], "user"))
-            special(b, "<|im_user|>");
+            tk__pb_special(b, "<|im_user|>");
         else if (is(&m[i], "assistant"))
-            special(b, "<|im_assistant|>");
+            tk__pb_special(b, "<|im_assistant|>");
         else {
-            bad_role(b, "kimi-k2", m[i].role ? m[i].role : "(none)");
+            tk__pb_bad_role(b, "kimi-k2", m[i].role ? m[i].role : "(none)");
             break;
         }
-        txt(b, m[i].role);
-        special(b, "<|im_middle|>");
-        txt(b, content(&m[i]));
-        special(b, "<|im_end|>");
+        tk__pb_txt(b, m[i].role);
+        tk__pb_special(b, "<|im_middle|>");
+        tk__pb_txt(b, content(&m[i]));
+        tk__pb_special(b, "<|im_end|>");
     }
     if (o->add_generation_prompt) {
-        special(b, "<|im_assistant|>");
-        txt(b, "assistant");
-        special(b, "<|im_middle|>");
+        tk__pb_special(b, "<|im_assistant|>");
+        tk__pb_txt(b, "assistant");
+        tk__pb_special(b, "<|im_middle|>");
     }
 }
 
 /* ---- the table ----------------------------------------------------------------------------- */
 
-typedef enum parse_kind { PARSE_PLAIN, PARSE_HARMONY, PARSE_THINK } parse_kind;
+typedef enum parse_kind { PARSE_PLAIN, PARSE_HARMONY, PARSE_THINK, PARSE_K3 } parse_kind;
 
 typedef struct chat_format {
     const char *name;
@@ -261,11 +260,18 @@ static const chat_format formats[] = {
      "gpt-oss",
      PARSE_HARMONY,
      {"<|channel|>", "<|message|>"}},
+    {"kimi-k3",
+     tk__render_kimi_k3,
+     {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"},
+     {"<|end_of_msg|>"},
+     "kimi-k3",
+     PARSE_K3,
+     {"<|open|>", "<|end_of_msg|>"}},
     {"kimi-k2",
      render_kimi_k2,
      {"<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>"},
      {"<|im_end|>", "[EOS]"},
-     NULL,
+     "kimi-linear",
      PARSE_PLAIN,
      {"<|im_middle|>"}},
     {"qwen3",
@@ -307,7 +313,7 @@ struct tk_chat {
 };
 
 const char *tk_chat_known(void) {
-    return "harmony, chatml, qwen3, deepseek-v3, deepseek-r1, kimi-k2";
+    return "harmony, chatml, qwen3, deepseek-v3, deepseek-r1, kimi-k2, kimi-k3";
 }
 const char *tk_chat_name(const tk_chat *c) {
     return c->f->name;
@@ -389,7 +395,7 @@ int tk_chat_render(const tk_chat *c, const tk_msg *msgs, size_t n, const tk_chat
     const tk_chat_opts def = {.add_generation_prompt = true, .thinking = -1};
     pb b = {.t = c->t, .out = out, .err = err};
     c->f->render(&b, msgs, n, o ? o : &def);
-    flush(&b);
+    tk__pb_flush(&b);
     tk_text_free(&b.text);
     return b.rc ? -1 : 0;
 }

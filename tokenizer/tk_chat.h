@@ -3,7 +3,8 @@
  *
  * The formats moewire knows are rendered by code, not by a Jinja engine: harmony (gpt-oss:
  * system / developer / user / assistant, channels final / analysis / commentary), ChatML (and
- * Qwen3's variant with its thinking switch), DeepSeek-V3 (and R1's thinking variant) and Kimi-K2.
+ * Qwen3's variant with its thinking switch), DeepSeek-V3 (and R1's thinking variant), Kimi-K2 and
+ * Kimi K3 (tagged sections: thinking, response, tool declarations, calls and results).
  * The format is chosen by name (--chat-template), else by recognising the model's
  * tokenizer.chat_template text, else by the model's family when its vocabulary has the format's
  * special tokens; anything else is an error that names what was found. Message text is encoded
@@ -18,11 +19,23 @@
 #include "tokenizer/tk.h"
 #include "util/mw_err.h"
 
+/* A tool call an assistant message made (the formats with tool sections render it: Kimi K3). */
+typedef struct tk_tool_call {
+    const char *id;        /* the call's id, or NULL */
+    const char *name;      /* the function's name */
+    const char *arguments; /* a JSON object's text when args_object, else the text as given */
+    bool args_object;
+} tk_tool_call;
+
 typedef struct tk_msg {
-    const char *role;      /* "system", "developer", "user", "assistant" */
-    const char *content;   /* UTF-8; NULL = "" */
-    const char *channel;   /* harmony: the assistant message's channel (NULL = "final") */
-    const char *reasoning; /* an assistant message's reasoning (analysis / <think>), or NULL */
+    const char *role;         /* "system", "developer", "user", "assistant", "tool" */
+    const char *content;      /* UTF-8; NULL = "" */
+    const char *channel;      /* harmony: the assistant message's channel (NULL = "final") */
+    const char *reasoning;    /* an assistant message's reasoning (analysis / <think>), or NULL */
+    const char *name;         /* the author's name; a tool message's tool (NULL: none) */
+    const char *tool_call_id; /* a tool message: the call it answers, or NULL */
+    const tk_tool_call *tool_calls; /* an assistant message's calls */
+    size_t n_tool_calls;
 } tk_msg;
 
 /* A list of messages owning its strings (from an OpenAI-style JSON message list). */
@@ -34,7 +47,8 @@ typedef struct tk_msgs {
 } tk_msgs;
 
 /* Parses an OpenAI message list ([{"role": ..., "content": "..." | [{"type": "text", "text":
- * ...}], "reasoning_content": ...}, ...] or {"messages": [...]}). */
+ * ...}], "reasoning_content": ..., "name": ..., "tool_call_id": ..., "tool_calls": [{"id": ...,
+ * "function": {"name": ..., "arguments": "..." | {...}}}]}, ...] or {"messages": [...]}). */
 int tk_msgs_parse(const char *json, size_t len, tk_msgs *out, mw_err *err);
 /* The same from a list (or {"messages": [...]}) already parsed with jansson (a server request). */
 struct json_t;
@@ -51,7 +65,7 @@ typedef struct tk_chat tk_chat;
 int tk_chat_open(const tk_tokenizer *t, const char *name, tk_chat **out, mw_err *err);
 void tk_chat_free(tk_chat *c);
 const char *tk_chat_name(const tk_chat *c);
-/* "harmony, chatml, qwen3, deepseek-v3, deepseek-r1, kimi-k2" */
+/* "harmony, chatml, qwen3, deepseek-v3, deepseek-r1, kimi-k2, kimi-k3" */
 const char *tk_chat_known(void);
 /* The special tokens the format needs that the vocabulary lacks (their text is then encoded as
  * plain text), comma-separated; "" when none are missing. */
@@ -59,8 +73,10 @@ const char *tk_chat_missing(const tk_chat *c);
 
 typedef struct tk_chat_opts {
     bool add_generation_prompt;   /* open the assistant's turn at the end */
-    int thinking;                 /* qwen3: -1 the model's default (on), 0 off, 1 on */
-    const char *reasoning_effort; /* harmony: "low", "medium" (NULL), "high" */
+    int thinking;                 /* qwen3, kimi-k3: -1 the model's default (on), 0 off, 1 on */
+    const char *reasoning_effort; /* harmony: "low", "medium" (NULL), "high"; Kimi K3's
+                                     thinking_effort: "low", "high", "max" (NULL) */
+    const char *tools;            /* the tools the model may call: a JSON array's text, or NULL */
     const char *date;             /* harmony: "YYYY-MM-DD" (NULL = today, UTC) */
 } tk_chat_opts;
 

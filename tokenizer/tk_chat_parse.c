@@ -10,17 +10,19 @@
  * text, a random-weight model) opens a message with no header, which is content, and so does a
  * header still unfinished when generation ends. The thinking formats are parsed on the decoded
  * text: what lies between <think> and </think> is reasoning (a tag split across tokens is held
- * until it is complete). Text goes through one UTF-8-safe stream per destination. */
+ * until it is complete). Kimi K3's tagged sections are read on token ids (tk_chat_k3.c). Text
+ * goes through one UTF-8-safe stream per destination. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/tk_chat.h"
+#include "tokenizer/tk_chat_internal.h"
 #include "tokenizer/tk_internal.h"
 
 int tk__chat_parse_kind(const tk_chat *c);
 const tk_tokenizer *tk__chat_tokenizer(const tk_chat *c);
 
-enum { PLAIN, HARMONY, THINK };
+enum { PLAIN, HARMONY, THINK, K3 };
 /* harmony: in a header before <|channel|>, after it, in a message's text */
 enum { H_HEADER, H_CHANNEL, H_MESSAGE };
 /* the longest header text: role, channel, recipient ("to=functions.NAME") and content type */
@@ -42,6 +44,9 @@ struct tk_chat_parser {
     /* think tags */
     bool in_think, skip_nl;
     tk_text pending;
+    /* Kimi K3's sections; text goes through one stream per destination */
+    tk__k3_parse k3;
+    tk_stream k3_reasoning;
 };
 
 int tk_chat_parser_new(const tk_chat *c, const tk_chat_opts *o, tk_chat_parser **out, mw_err *err) {
@@ -59,6 +64,8 @@ int tk_chat_parser_new(const tk_chat *c, const tk_chat_opts *o, tk_chat_parser *
     p->message = tk_find(p->t, "<|message|>", 11);
     p->end = tk_find(p->t, "<|end|>", 7);
     p->constrain = tk_find(p->t, "<|constrain|>", 13);
+    tk__k3_parse_init(&p->k3, p->t, o);
+    tk_stream_init(&p->k3_reasoning, p->t, 0);
     /* DeepSeek-R1's prompt opens the reasoning block itself */
     p->in_think = p->kind == THINK && !strcmp(tk_chat_name(c), "deepseek-r1") &&
                   (!o || o->add_generation_prompt);
@@ -70,6 +77,7 @@ void tk_chat_parser_free(tk_chat_parser *p) {
     if (!p) return;
     tk_text_free(&p->head);
     tk_text_free(&p->pending);
+    tk__k3_parse_free(&p->k3);
     free(p);
 }
 
@@ -266,6 +274,13 @@ int tk_chat_parser_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
     if (tk_chat_is_stop(p->c, id)) return 1;
     if (p->kind == HARMONY) return harmony_push(p, id, content, reasoning, err);
     if (p->kind == PLAIN) return tk_stream_push(&p->stream, id, content, err);
+    if (p->kind == K3) {
+        bool text, to_reasoning;
+        if (tk__k3_parse_push(&p->k3, p->t, id, &text, &to_reasoning, err)) return -1;
+        if (!text) return 0;
+        return to_reasoning ? tk_stream_push(&p->k3_reasoning, id, reasoning, err)
+                            : tk_stream_push(&p->stream, id, content, err);
+    }
     tk_text chunk = {0};
     int rc = tk_stream_push(&p->stream, id, &chunk, err);
     if (!rc && chunk.n) rc = add(&p->pending, chunk.s, chunk.n, err);
@@ -277,6 +292,11 @@ int tk_chat_parser_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
 int tk_chat_parser_finish(tk_chat_parser *p, tk_text *content, tk_text *reasoning, mw_err *err) {
     if (p->kind == HARMONY) return end_message(p, content, reasoning, err);
     if (p->kind == PLAIN) return tk_stream_finish(&p->stream, content, err);
+    if (p->kind == K3)
+        return tk_stream_finish(&p->stream, content, err) ||
+                       tk_stream_finish(&p->k3_reasoning, reasoning, err)
+                   ? -1
+                   : 0;
     tk_text chunk = {0};
     int rc = tk_stream_finish(&p->stream, &chunk, err);
     if (!rc && chunk.n) rc = add(&p->pending, chunk.s, chunk.n, err);

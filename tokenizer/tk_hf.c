@@ -29,7 +29,7 @@ static const char *const o200k_hf =
     "\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}|"
     " ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-static json_t *read_json(const char *path, mw_err *err) {
+json_t *tk__read_json(const char *path, mw_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return mw_errf(err, "%s: cannot open", path), NULL;
     struct stat st;
@@ -132,10 +132,10 @@ static const char *token_content(const json_t *v) {
     return json_string_value(json_object_get(v, "content"));
 }
 
-static int apply_config(tk_tokenizer *t, const char *cfg_path, mw_err *err) {
+int tk__apply_config(tk_tokenizer *t, const char *cfg_path, mw_err *err) {
     struct stat st;
     if (stat(cfg_path, &st)) return 0;
-    json_t *c = read_json(cfg_path, err);
+    json_t *c = tk__read_json(cfg_path, err);
     if (!c) return -1;
     int rc = 0;
     const json_t *tmpl = json_object_get(c, "chat_template");
@@ -160,6 +160,35 @@ static int apply_config(tk_tokenizer *t, const char *cfg_path, mw_err *err) {
         t->add_eos = json_is_true(json_object_get(c, "add_eos_token"));
     json_decref(c);
     return rc;
+}
+
+#define MAX_TEMPLATE (1u << 20)
+
+int tk__chat_template_file(tk_tokenizer *t, const char *dir, mw_err *err) {
+    if (t->chat_template) return 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/chat_template.jinja", dir);
+    struct stat st;
+    if (stat(path, &st)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f || fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || st.st_size > MAX_TEMPLATE) {
+        if (f) fclose(f);
+        return mw_errf(err, "%s: not a regular file of at most 1 MiB", path);
+    }
+    char *s = malloc((size_t)st.st_size + 1);
+    size_t n = s ? fread(s, 1, (size_t)st.st_size, f) : 0;
+    fclose(f);
+    if (!s || n != (size_t)st.st_size) {
+        free(s);
+        return mw_errf(err, "%s: read failed", path);
+    }
+    s[n] = '\0';
+    if (strlen(s) != n) {
+        free(s);
+        return mw_errf(err, "%s: holds a NUL byte", path);
+    }
+    t->chat_template = s;
+    return 0;
 }
 
 /* The model section's shape: BPE without byte fallback, a normalizer that keeps the text, a vocab
@@ -295,7 +324,7 @@ int tk_load_hf(const char *path, const char *arch, tk_tokenizer **out, mw_err *e
         else
             snprintf(dir, sizeof dir, ".");
     }
-    json_t *j = read_json(file, err);
+    json_t *j = tk__read_json(file, err);
     if (!j) return -1;
     tk_tokenizer *t = NULL;
     int rc = build(j, file, &t, err);
@@ -303,7 +332,7 @@ int tk_load_hf(const char *path, const char *arch, tk_tokenizer **out, mw_err *e
     if (rc) return -1;
     char cfg[4200];
     snprintf(cfg, sizeof cfg, "%s/tokenizer_config.json", dir);
-    if (apply_config(t, cfg, err) ||
+    if (tk__apply_config(t, cfg, err) || tk__chat_template_file(t, dir, err) ||
         (arch && (free(t->arch), !(t->arch = strdup(arch))) && mw_errf(err, "out of memory")) ||
         tk__add_eog(t, t->eos) || tk__ready(t, file, err)) {
         tk_free(t);

@@ -121,6 +121,16 @@ static inline const char *tk__bytes(const tk_tokenizer *t, int32_t id, size_t *l
     return t->bytes + t->bytes_off[id];
 }
 
+/* ---- Hugging Face files (tk_hf.c) ---------------------------------------------------------- */
+struct json_t;
+/* An untrusted JSON file (a regular file of at most 1 GiB), its size bounded before jansson. */
+struct json_t *tk__read_json(const char *path, mw_err *err);
+/* tokenizer_config.json when present: chat_template, bos_token / eos_token (texts of tokens the
+ * vocabulary must hold), add_bos_token, add_eos_token. */
+int tk__apply_config(tk_tokenizer *t, const char *cfg_path, mw_err *err);
+/* The template of DIR/chat_template.jinja, when the tokenizer has none yet and the file exists. */
+int tk__chat_template_file(tk_tokenizer *t, const char *dir, mw_err *err);
+
 /* ---- maps (tk_map.c) ---------------------------------------------------------------------- */
 uint64_t tk__hash(const void *p, size_t n);
 /* by_bytes / by_text lookups: keyed by (blob, offsets) of t. */

@@ -69,6 +69,66 @@ static const char *content_of(tk_msgs *m, const json_t *c, size_t i, mw_err *err
     return s;
 }
 
+/* A string field (absent or null: NULL); -1 when it is something else. */
+static int opt_str(tk_msgs *m, const json_t *o, const char *key, const char **out, size_t i,
+                   mw_err *err) {
+    const json_t *v = json_object_get(o, key);
+    *out = NULL;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return mw_errf(err, "message %zu: '%s' must be a string", i, key);
+    if (!(*out = own(m, json_string_value(v), json_string_length(v))))
+        return mw_errf(err, "out of memory");
+    return 0;
+}
+
+/* {"id": ..., "type": "function", "function": {"name": ..., "arguments": "..." | {...}}} (or the
+ * function's fields at the top) */
+static int tool_call(tk_msgs *m, const json_t *c, tk_tool_call *tc, size_t i, mw_err *err) {
+    const json_t *fn = json_object_get(c, "function");
+    if (!json_is_object(fn)) fn = c;
+    if (opt_str(m, c, "id", &tc->id, i, err) || opt_str(m, fn, "name", &tc->name, i, err))
+        return -1;
+    if (!tc->name) return mw_errf(err, "message %zu: a tool call has no function name", i);
+    const json_t *a = json_object_get(fn, "arguments");
+    if (json_is_object(a)) {
+        char *text = json_dumps(a, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        tc->args_object = true;
+        tc->arguments = text ? own(m, text, strlen(text)) : NULL;
+        free(text);
+        return tc->arguments ? 0 : mw_errf(err, "out of memory");
+    }
+    if (a && !json_is_null(a) && !json_is_string(a))
+        return mw_errf(err, "message %zu: tool call arguments must be a JSON object or a string",
+                       i);
+    return opt_str(m, fn, "arguments", &tc->arguments, i, err);
+}
+
+/* name (or tool), tool_call_id and tool_calls */
+static int tool_fields(tk_msgs *m, const json_t *e, tk_msg *msg, size_t i, mw_err *err) {
+    if (opt_str(m, e, "name", &msg->name, i, err) ||
+        (!msg->name && opt_str(m, e, "tool", &msg->name, i, err)) ||
+        opt_str(m, e, "tool_call_id", &msg->tool_call_id, i, err))
+        return -1;
+    const json_t *calls = json_object_get(e, "tool_calls");
+    if (!calls || json_is_null(calls) || json_array_size(calls) == 0) return 0;
+    if (!json_is_array(calls)) return mw_errf(err, "message %zu: tool_calls must be a list", i);
+    size_t n = json_array_size(calls);
+    tk_tool_call *tc = calloc(n, sizeof *tc);
+    char **o = realloc(m->owned, (m->n_owned + 1) * sizeof *o);
+    if (!tc || !o) {
+        free(tc);
+        if (o) m->owned = o;
+        return mw_errf(err, "out of memory");
+    }
+    m->owned = o;
+    m->owned[m->n_owned++] = (char *)tc; /* freed with the strings */
+    msg->tool_calls = tc;
+    msg->n_tool_calls = n;
+    for (size_t k = 0; k < n; k++)
+        if (tool_call(m, json_array_get(calls, k), &tc[k], i, err)) return -1;
+    return 0;
+}
+
 int tk_msgs_parse(const char *text, size_t len, tk_msgs *out, mw_err *err) {
     *out = (tk_msgs){0};
     const vx_json_limits lim = {
@@ -106,6 +166,10 @@ int tk_msgs_from_json(const json_t *j, tk_msgs *out, mw_err *err) {
             (json_is_string(rs) &&
              !(msg.reasoning = own(out, json_string_value(rs), json_string_length(rs))))) {
             if (!err || !err->msg[0]) mw_errf(err, "out of memory");
+            rc = -1;
+            break;
+        }
+        if (tool_fields(out, e, &msg, i, err)) {
             rc = -1;
             break;
         }

@@ -18,30 +18,36 @@
 static void usage(FILE *f) {
     char archs[128];
     vx_synth_family_names(archs, sizeof archs, "|");
-    fprintf(
-        f,
-        "usage:\n"
-        "  vindex extract SRC OUT [--strict] [--transcode experts=TYPE[,dense=TYPE]]\n"
-        "      SRC is a .gguf file or a Hugging Face safetensors directory\n"
-        "  vindex inspect DIR [--json]\n"
-        "  vindex verify DIR\n"
-        "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
-        "  vindex routing-stats TRACE... [--json] [--pairs N]\n"
-        "  vindex plan --topology T [--model M] [--routing-stats TRACE|STATS.json] --out DIR\n"
-        "      places every (layer, expert) extent on the topology's hosts; one shard per host\n"
-        "      per layer and expert: load, pairs chosen together, distinct experts per batch\n"
-        "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
-        "  vindex synth --arch %s --layers L --hidden H --heads NH\n"
-        "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
-        "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
-        "               [--dense-format f32|f16|q8_0] [--sliding-window W] [--context N]\n"
-        "               deepseek2 (--head-dim is qk_nope; defaults are DeepSeek-V3's):\n"
-        "               [--q-lora R] [--kv-lora R] [--rope-dim D] [--v-dim D]\n"
-        "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
-        "               [--groups G] [--groups-used U] [--gating 1|2]\n"
-        "               [--weights-norm 0|1] [--weights-scale S]\n"
-        "               --format gguf|vindex OUT\n",
-        archs);
+    fprintf(f,
+            "usage:\n"
+            "  vindex extract SRC OUT [--strict] [--transcode experts=TYPE[,dense=TYPE]]\n"
+            "      SRC is a .gguf file or a Hugging Face safetensors directory\n"
+            "  vindex inspect DIR [--json]\n"
+            "  vindex verify DIR\n"
+            "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
+            "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
+            "  vindex routing-stats TRACE... [--json] [--pairs N]\n"
+            "      per layer and expert: load, pairs chosen together, distinct experts per batch\n"
+            "  vindex plan --topology T [--model M] [--routing-stats TRACE|STATS.json] --out DIR\n"
+            "      places every (layer, expert) extent on the topology's hosts; one shard per host\n"
+            "  vindex synth --arch %s --layers L --hidden H --heads NH\n"
+            "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
+            "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
+            "               [--dense-format f32|f16|q8_0] [--sliding-window W] [--context N]\n"
+            "               deepseek2 (--head-dim is qk_nope; defaults are DeepSeek-V3's):\n"
+            "               [--q-lora R] [--kv-lora R] [--rope-dim D] [--v-dim D]\n"
+            "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
+            "               [--groups G] [--groups-used U] [--gating 1|2]\n"
+            "               [--weights-norm 0|1] [--weights-scale S]\n"
+            "               gpt-oss, deepseek2: [--hot-experts N [--hot-bias B]] (a skewed router)\n"
+            "               kimi-linear (the deepseek2 options but --q-lora, --groups and\n"
+            "               --weights-norm; defaults are Kimi Linear 48B-A3B's):\n"
+            "               [--kda-head-dim D] [--conv-kernel K] [--full-attn-every N]\n"
+            "               kimi-k3 (kimi-linear's options and --q-lora, --weights-norm):\n"
+            "               [--expert-latent L] [--attn-res-block B] [--situ-beta B]\n"
+            "               [--situ-linear-beta B] [--gate-lower-bound LB]\n"
+            "               --format gguf|vindex OUT\n",
+            archs);
 }
 
 /* Progress on stderr (util/mw_progress.h): a bar on a terminal, lines in a log. */

@@ -46,6 +46,10 @@ int vx_model_shape_read(const vx_meta *m, const char *where, vx_model_shape *out
         return -1;
     out->n_layers = (int)layers;
     out->n_experts = (int)experts;
+    int64_t latent;
+    if (meta_count(m, where, out->arch, "expert_latent_length", out->hidden, &latent, err))
+        return -1;
+    out->expert_width = latent > 0 ? latent : out->hidden;
     return 0;
 }
 
@@ -144,7 +148,8 @@ int vx_layer_check(vx_layer_experts *L, int layer, int64_t hidden_expected, mw_e
                        (long long)g->rows);
     int64_t ff = fused ? g->rows / 2 : g->rows, hidden = g->cols;
     if (hidden_expected > 0 && hidden != hidden_expected)
-        return mw_errf(err, "layer %d: experts take %lld inputs, but the model width is %lld",
+        return mw_errf(err,
+                       "layer %d: experts take %lld inputs, but the model's expert width is %lld",
                        layer, (long long)hidden, (long long)hidden_expected);
     if (check_part(L, layer, VX_R_UP, ff, hidden, err) ||
         check_part(L, layer, VX_R_DOWN, hidden, ff, err) ||

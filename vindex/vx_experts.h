@@ -33,6 +33,9 @@ typedef struct vx_model_shape {
     int n_layers;     /* {arch}.block_count (0 when absent) */
     int n_experts;    /* {arch}.expert_count (0 when absent) */
     int64_t hidden;   /* {arch}.embedding_length (0 when absent) */
+    /* the routed experts' input and output width: {arch}.expert_latent_length when it is set (a
+     * latent MoE, kimi-k3), else hidden */
+    int64_t expert_width;
 } vx_model_shape;
 
 /* Reads the shape from a metadata table; `where` names the file in messages. */

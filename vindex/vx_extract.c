@@ -194,7 +194,7 @@ static int plan_layers(job *j) {
             L->part_tensor[t->role] = (int)i;
         }
         if (!L->shape.present) continue;
-        if (vx_layer_check(&L->shape, l, m->hidden, j->err)) return -1;
+        if (vx_layer_check(&L->shape, l, m->expert_width, j->err)) return -1;
         vx_manifest_layout_parts(L);
         char name[64];
         vx_expert_file_name(l, name, sizeof name);
@@ -219,6 +219,7 @@ static int plan(job *j) {
     m->n_layers = sh.n_layers;
     m->n_experts = sh.n_experts;
     m->hidden = sh.hidden;
+    m->expert_width = sh.expert_width;
     size_t n = in->n_tensors ? in->n_tensors : 1;
     m->tensors = calloc(n, sizeof *m->tensors);
     j->src = calloc(n, sizeof *j->src);

@@ -1,4 +1,5 @@
-/* vindex/vx_family.c — the family table (see vx_family.h): gpt-oss, qwen3moe, deepseek2. */
+/* vindex/vx_family.c — the family table (see vx_family.h): gpt-oss, qwen3moe, deepseek2,
+ * kimi-linear, kimi-k3. */
 #include "vindex/vx_family.h"
 
 #include "util/mw_names.h"
@@ -19,6 +20,16 @@ const vx_family vx_families[VX_FAMILY_COUNT] = {
         {
             .arch = "deepseek2",
             .yarn_log_mul = true,
+        },
+    /* Kimi Linear: KDA (linear attention with a recurrent state) and latent attention layers */
+    [VX_FAMILY_KIMI_LINEAR] =
+        {
+            .arch = "kimi-linear",
+        },
+    /* Kimi K3: Kimi Linear's stack with attention residuals and a latent MoE */
+    [VX_FAMILY_KIMI_K3] =
+        {
+            .arch = "kimi-k3",
         },
 };
 

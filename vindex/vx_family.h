@@ -17,6 +17,8 @@ typedef enum vx_family_id {
     VX_FAMILY_GPT_OSS,
     VX_FAMILY_QWEN3MOE,
     VX_FAMILY_DEEPSEEK2,
+    VX_FAMILY_KIMI_LINEAR,
+    VX_FAMILY_KIMI_K3,
     VX_FAMILY_COUNT
 } vx_family_id;
 

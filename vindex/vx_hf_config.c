@@ -292,7 +292,20 @@ static int read_yarn(hf_cfg *c, json_t *d, const char *dname, mw_err *err) {
     return 0;
 }
 
+/* A family that rotates nothing (the Kimi line's latent attention is NoPE): rope_theta is not
+ * read, and a scaling would be a rotation the model does not have. */
+static int no_rope(hf_cfg *c, mw_err *err) {
+    json_t *d = NULL;
+    const char *dname = "rope_scaling", *ty = "default";
+    if (rope_dict(c, &d, &dname, err) || (d && rope_type(c, d, dname, &ty, err))) return -1;
+    if (strcmp(ty, "default") || (d && json_object_get(d, "factor")))
+        return mw_errf(err, "%s: '%s' scales a rotation family %s does not have", c->what, dname,
+                       c->family->arch);
+    return 0;
+}
+
 static int read_rope(hf_cfg *c, mw_err *err) {
+    if (!c->fam->rope_types) return no_rope(c, err);
     json_t *d = NULL;
     const char *dname = "rope_scaling";
     int rc = rope_dict(c, &d, &dname, err);
@@ -363,8 +376,120 @@ static int read_layer_types(hf_cfg *c, mw_err *err) {
     return rc;
 }
 
+/* compressed-tensors keys and what each must hold: the JSON value (any of '|'-separated
+ * alternatives), or NULL when it does not affect how the stored weights are read. */
+typedef struct ct_key {
+    const char *key, *want;
+} ct_key;
+
+static const ct_key ct_top[] = {
+    {"quant_method", NULL},      /* checked by the caller */
+    {"format", NULL},            /* checked by ct_format */
+    {"config_groups", NULL},     /* each group checked by ct_group */
+    {"ignore", NULL},            /* modules left unquantized: the tensors present say so */
+    {"kv_cache_scheme", "null"}, /* a quantized cache would change the attention */
+    {"quantization_status", "\"compressed\""},
+    {"sparsity_config", "null|{}"},
+    {"transform_config", "null|{}"},
+    {"version", NULL},
+    {"global_compression_ratio", NULL},
+    {"provider", NULL},
+};
+static const ct_key ct_group_keys[] = {
+    {"targets", NULL}, /* module classes or patterns: the tensors present say which are packed */
+    {"format", NULL},
+    {"weights", NULL},
+    {"input_activations", "null"}, /* weight-only: activations follow --numerics */
+    {"output_activations", "null"},
+};
+/* the MXFP4 scheme: e2m1 codes in groups of 32 with one E8M0 scale, symmetric, static */
+static const ct_key ct_weights[] = {
+    {"num_bits", "4"},     {"type", "\"float\""},
+    {"group_size", "32"},  {"strategy", "\"group\""},
+    {"symmetric", "true"}, {"dynamic", "false"},
+    {"actorder", "null"},  {"block_structure", "null"},
+    {"zp_dtype", "null"},  {"scale_dtype", "null|\"torch.uint8\"|\"uint8\""},
+    {"observer", NULL},    {"observer_kwargs", NULL},
+};
+
+static bool ct_matches(const json_t *v, const char *want) {
+    char alt[64];
+    for (const char *p = want; *p;) {
+        size_t n = strcspn(p, "|");
+        snprintf(alt, sizeof alt, "%.*s", (int)n, p);
+        json_t *w = json_loads(alt, JSON_DECODE_ANY, NULL);
+        bool eq = w && json_equal(v, w);
+        json_decref(w);
+        if (eq) return true;
+        p += n + (p[n] == '|');
+    }
+    return false;
+}
+
+/* Every key of obj must be in keys[] and hold what it says; `where` names obj in messages. */
+static int ct_check(const hf_cfg *c, const json_t *obj, const char *where, const ct_key *keys,
+                    size_t n, mw_err *err) {
+    if (!json_is_object(obj))
+        return mw_errf(err, "%s: '%s' is %s; expected an object", c->what, where, show(obj));
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v) {
+        size_t i = 0;
+        while (i < n && strcmp(keys[i].key, k)) i++;
+        if (i == n)
+            return mw_errf(err, "%s: '%s.%s' (%s) is not supported", c->what, where, k, show(v));
+        if (keys[i].want && !ct_matches(v, keys[i].want))
+            return mw_errf(err, "%s: '%s.%s' is %s; the MXFP4 pack format reads only %s", c->what,
+                           where, k, show(v), keys[i].want);
+    }
+    return 0;
+}
+
+static int ct_format(const hf_cfg *c, const json_t *f, const char *where, mw_err *err) {
+    if (!f || json_is_null(f)) return 0;
+    if (json_is_string(f) && !strcmp(json_string_value(f), "mxfp4-pack-quantized")) return 1;
+    return mw_errf(err,
+                   "%s: '%s' is %s; the compressed-tensors format moewire reads byte for byte is "
+                   "\"mxfp4-pack-quantized\"",
+                   c->what, where, show(f));
+}
+
+/* quant_method compressed-tensors: the MXFP4 pack format only, stated at the top or by every
+ * group; any other format, scheme or switch is an error naming it. */
+static int read_compressed_tensors(hf_cfg *c, const json_t *q, mw_err *err) {
+    char where[160];
+    if (ct_check(c, q, "quantization_config", ct_top, sizeof ct_top / sizeof *ct_top, err))
+        return -1;
+    int fmt = ct_format(c, json_object_get(q, "format"), "quantization_config.format", err);
+    if (fmt < 0) return -1;
+    const json_t *groups = json_object_get(q, "config_groups");
+    if (!json_is_object(groups) || json_object_size(groups) == 0)
+        return mw_errf(err, "%s: quantization_config.config_groups must be a non-empty object",
+                       c->what);
+    const char *name;
+    json_t *g;
+    json_object_foreach((json_t *)groups, name, g) {
+        snprintf(where, sizeof where, "quantization_config.config_groups.%.40s", name);
+        if (ct_check(c, g, where, ct_group_keys, sizeof ct_group_keys / sizeof *ct_group_keys, err))
+            return -1;
+        snprintf(where, sizeof where, "quantization_config.config_groups.%.40s.format", name);
+        int gf = ct_format(c, json_object_get(g, "format"), where, err);
+        if (gf < 0) return -1;
+        if (!gf && !fmt)
+            return mw_errf(err, "%s: quantization_config names no format (for group '%s')", c->what,
+                           name);
+        snprintf(where, sizeof where, "quantization_config.config_groups.%.40s.weights", name);
+        if (ct_check(c, json_object_get(g, "weights"), where, ct_weights,
+                     sizeof ct_weights / sizeof *ct_weights, err))
+            return -1;
+    }
+    c->hp->ct_mxfp4 = true;
+    return 0;
+}
+
 /* quantization_config: the family's quant_method; for fp8 (DeepSeek's e4m3 weights with one f32
- * weight_scale_inv per block) the block size, read by the tensor rules. */
+ * weight_scale_inv per block) the block size, read by the tensor rules; for compressed-tensors the
+ * MXFP4 pack format. */
 static int read_quantization(hf_cfg *c, mw_err *err) {
     json_t *q = json_object_get(c->root, "quantization_config");
     if (!q || json_is_null(q)) return 0;
@@ -376,6 +501,7 @@ static int read_quantization(hf_cfg *c, mw_err *err) {
         return mw_errf(err,
                        "%s: quantization_config.quant_method '%s' is not supported by family %s",
                        c->what, method, c->family->arch);
+    if (!strcmp(method, "compressed-tensors")) return read_compressed_tensors(c, q, err);
     const bool fp8 = !strcmp(method, "fp8");
     const char *k;
     json_t *v;
@@ -476,6 +602,38 @@ static int find_family(hf_cfg *c, mw_err *err) {
     return 0;
 }
 
+/* A multimodal config (K3): every key beside text_config must be one of the family's outer keys;
+ * the text model's config is text_config, given the outer quantization_config when it has none. */
+static int enter_text_config(hf_cfg *c, mw_err *err) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(c->root, k, v) {
+        const vx__hf_key *row = NULL;
+        for (size_t i = 0; i < c->fam->n_outer_keys && !row; i++)
+            if (!strcmp(c->fam->outer_keys[i].hf, k)) row = &c->fam->outer_keys[i];
+        if (!row)
+            return mw_errf(err, "%s: key '%s' is not known to family %s (it may change the math)",
+                           c->what, k, c->family->arch);
+        if (row->kind == VX__HK_EXPECT && apply_row(c, row, err)) return -1;
+    }
+    json_t *tc = json_object_get(c->root, "text_config"), *q;
+    if (!json_is_object(tc))
+        return mw_errf(err, "%s: family %s reads its text model from a 'text_config' object",
+                       c->what, c->family->arch);
+    json_t *inner = json_deep_copy(tc);
+    if (!inner) return oom(c, err);
+    q = json_object_get(c->root, "quantization_config");
+    if (q && !json_is_null(q) && json_object_get(inner, "quantization_config")) {
+        json_decref(inner);
+        return mw_errf(err, "%s: quantization_config is given twice (top level and text_config)",
+                       c->what);
+    }
+    if (q && !json_is_null(q)) json_object_set(inner, "quantization_config", q);
+    json_decref(c->root);
+    c->root = inner;
+    return 0;
+}
+
 int vx__hf_config_read(const char *text, size_t len, const char *what, const char *name,
                        vx_meta *meta, const vx__hf_family **fam, vx__hf_hparams *hp, mw_err *err) {
     memset(hp, 0, sizeof *hp);
@@ -490,6 +648,7 @@ int vx__hf_config_read(const char *text, size_t len, const char *what, const cha
         goto out;
     }
     if ((rc = find_family(&c, err))) goto out;
+    if (c.fam->outer_keys && (rc = enter_text_config(&c, err))) goto out;
     const char *k;
     json_t *v;
     json_object_foreach(c.root, k, v) {
@@ -510,6 +669,10 @@ int vx__hf_config_read(const char *text, size_t len, const char *what, const cha
     *fam = c.fam;
 out:
     json_decref(c.root);
+    if (rc) {
+        free(hp->mla);
+        hp->mla = NULL;
+    }
     return rc;
 }
 
@@ -517,5 +680,7 @@ int vx_hf_config_parse(const char *text, size_t len, const char *what, const cha
                        vx_meta *meta, mw_err *err) {
     const vx__hf_family *fam;
     vx__hf_hparams hp;
-    return vx__hf_config_read(text, len, what, name, meta, &fam, &hp, err);
+    int rc = vx__hf_config_read(text, len, what, name, meta, &fam, &hp, err);
+    free(hp.mla);
+    return rc;
 }

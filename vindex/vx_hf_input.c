@@ -27,6 +27,9 @@ static const char *const carry_names[] = {
     "vocab.json",
     "merges.txt",
     "tokenizer.model",
+    /* Kimi's tiktoken tokenizer: the ranks, and the class whose pattern the tokenizer checks */
+    "tiktoken.model",
+    "tokenization_kimi.py",
 };
 
 typedef struct hf_input {
@@ -60,6 +63,7 @@ static void hf_close(vx_input *in) {
     vx_st_set_close(h->set);
     vx_confine_free(&h->conf);
     free(h->consumed);
+    free(h->hp.mla);
     free(h->dir);
     free(h);
 }
@@ -79,13 +83,25 @@ static void expand(char *out, size_t cap, const char *pat, long layer, long expe
     out[n < cap ? n : cap - 1] = '\0';
 }
 
-/* Whether NAME matches a pattern whose {L} and {E} stand for decimal numbers. */
+/* A source name: the family's prefix (K3's "language_model."), then the pattern expanded. */
+static void src_name(const hf_input *h, char *out, size_t cap, const char *pat, long layer,
+                     long expert) {
+    const char *pre = h->fam->prefix ? h->fam->prefix : "";
+    size_t n = strlen(pre) < cap ? strlen(pre) : cap - 1;
+    memcpy(out, pre, n);
+    expand(out + n, cap - n, pat, layer, expert);
+}
+
+/* Whether NAME matches a pattern whose {L} and {E} stand for decimal numbers (a trailing '*'
+ * matches any rest). */
 static bool matches(const char *pat, const char *name) {
     while (*pat) {
         if (pat[0] == '{' && (pat[1] == 'L' || pat[1] == 'E') && pat[2] == '}') {
             if (*name < '0' || *name > '9') return false;
             while (*name >= '0' && *name <= '9') name++;
             pat += 3;
+        } else if (pat[0] == '*' && pat[1] == '\0') {
+            return true;
         } else if (*pat++ != *name++)
             return false;
     }
@@ -136,6 +152,16 @@ static int64_t sym_value(const vx__hf_hparams *hp, vx__hd_sym s) {
         return hp->v[VX__HP_FF];
     case VX__D_FF_SH:
         return hp->v[VX__HP_FF_EXP] * hp->v[VX__HP_SHARED];
+    case VX__D_ONE:
+        return 1;
+    case VX__D_KDA:
+        return hp->v[VX__HP_HEADS] * hp->v[VX__HP_KDA_HEAD];
+    case VX__D_KDA_HEAD:
+        return hp->v[VX__HP_KDA_HEAD];
+    case VX__D_CONV:
+        return hp->v[VX__HP_CONV];
+    case VX__D_LAT:
+        return hp->v[VX__HP_LATENT] ? hp->v[VX__HP_LATENT] : hp->v[VX__HP_EMBD];
     }
     return -1;
 }
@@ -194,8 +220,19 @@ static const char *relayout_name(vx__hr_kind kind, int parity) {
     switch (kind) {
     case VX__HR_DIRECT:
         return NULL;
+    case VX__HR_CT_MXFP4:
+        return "compressed-tensors mxfp4-pack-quantized: per-expert weight_packed (element 2k low "
+               "nibble, 2k+1 high) and weight_scale (E8M0 per 32 columns) -> block_mxfp4 (scale "
+               "byte, then element j low nibble, j+16 high): bits moved, none changed; experts "
+               "concatenated in expert order";
     case VX__HR_STACK:
         return "stack-experts: per-expert tensors concatenated in expert order";
+    case VX__HR_CONV:
+        return "kda-conv: [channels, 1, taps] taken as ggml [taps, 1, channels], the same bytes";
+    case VX__HR_NEG_EXP:
+        return "kda-a_log: -exp(A_log) in f32, the decay rate llama.cpp's converter stores";
+    case VX__HR_RES_PRODUCT:
+        return "attn-res: *_res_norm.weight times *_res_proj.weight, element by element, in f32";
     case VX__HR_KV_B:
         return parity == 0 ? "mla-kv_b: each head's qk_nope key rows of kv_b_proj, transposed"
                            : "mla-kv_b: each head's v_head_dim value rows of kv_b_proj";
@@ -340,15 +377,19 @@ static void set_ne(vx_input_tensor *t, int n_dims, int64_t a, int64_t b, int64_t
 static int gather(hf_input *h, const vx__hf_rule *r, long layer, const vx_st_tensor **src,
                   int *file, int *n, mw_err *err) {
     char name[512];
-    int want = r->kind == VX__HR_STACK   ? (int)h->hp.v[VX__HP_EXPERTS]
-               : r->kind == VX__HR_MXFP4 ? 2
-                                         : 1;
+    const int n_exp = (int)h->hp.v[VX__HP_EXPERTS];
+    int want = r->kind == VX__HR_STACK                                    ? n_exp
+               : r->kind == VX__HR_CT_MXFP4                               ? 2 * n_exp
+               : r->kind == VX__HR_MXFP4 || r->kind == VX__HR_RES_PRODUCT ? 2
+                                                                          : 1;
     int found = 0;
     char missing[512] = "";
     const char *present = NULL;
     for (int i = 0; i < want; i++) {
-        const char *pat = r->kind == VX__HR_STACK ? r->src[0] : r->src[i];
-        expand(name, sizeof name, pat, layer, i);
+        const char *pat = r->kind == VX__HR_STACK      ? r->src[0]
+                          : r->kind == VX__HR_CT_MXFP4 ? r->src[i >= n_exp]
+                                                       : r->src[i];
+        src_name(h, name, sizeof name, pat, layer, r->kind == VX__HR_CT_MXFP4 ? i % n_exp : i);
         src[i] = vx_st_set_find(h->set, name, &file[i]);
         if (src[i]) {
             found++;
@@ -452,6 +493,121 @@ static int build_mxfp4(hf_input *h, const vx__hf_rule *r, const char *const *out
         set_ne(t, 3, ne[0], ne[1], ne[2]);
         t->nbytes = (uint64_t)(n_mat * rows * groups) * 17;
     }
+    return 0;
+}
+
+/* compressed-tensors MXFP4: n experts' weight_packed U8 [rows, cols/2] (src[0 .. n)) and
+ * weight_scale U8 or F8_E8M0 [rows, cols/32] (src[n .. 2n)) → block_mxfp4 [cols, rows, n]. */
+static int build_ct_mxfp4(hf_input *h, const vx__hf_rule *r, const char *out,
+                          const vx_st_tensor *const *src, const int *file, int n, mw_err *err) {
+    const vx_st_tensor *p0 = src[0];
+    if (!h->hp.ct_mxfp4)
+        return mw_errf(err,
+                       "%s: '%s' is packed but config.json's quantization_config is not "
+                       "compressed-tensors mxfp4-pack-quantized",
+                       h->dir, p0->name);
+    const int64_t rows = p0->n_dims == 2 ? p0->shape[0] : 0, cols = 2 * p0->shape[1];
+    for (int e = 0; e < n; e++) {
+        const vx_st_tensor *p = src[e], *sc = src[n + e];
+        char a[96], b[96];
+        fmt_shape(a, sizeof a, p), fmt_shape(b, sizeof b, sc);
+        if (p->dtype != VX_ST_U8 || p->n_dims != 2 || p->shape[0] != rows ||
+            2 * p->shape[1] != cols || cols % 32 ||
+            (sc->dtype != VX_ST_U8 && sc->dtype != VX_ST_F8_E8M0) || sc->n_dims != 2 ||
+            sc->shape[0] != rows || sc->shape[1] != cols / 32)
+            return mw_errf(err,
+                           "%s: MXFP4 pair '%s' (%s %s) / '%s' (%s %s) is not U8 [rows, cols/2] / "
+                           "U8 [rows, cols/32] with cols a multiple of 32, as expert 0's [%lld, "
+                           "%lld]",
+                           h->dir, p->name, vx_st_dtype_name(p->dtype), a, sc->name,
+                           vx_st_dtype_name(sc->dtype), b, (long long)rows, (long long)cols / 2);
+    }
+    int64_t ne[3] = {cols, rows, n};
+    if (check_ne(h, r, out, p0->name, 3, ne, err)) return -1;
+    vx_input_tensor *t = add_tensor(h, out, VX__HR_CT_MXFP4, -1, src, file, 2 * n, err);
+    if (!t) return -1;
+    vx__hf_src *s = t->impl;
+    s->n_src = n, s->n_mat = n, s->rows = rows, s->cols = cols;
+    t->type = KN_MXFP4;
+    set_ne(t, 3, ne[0], ne[1], ne[2]);
+    t->nbytes = (uint64_t)(n * rows * (cols / 32)) * 17;
+    return 0;
+}
+
+/* KDA conv taps: HF [D, 1, K] or [D, K] (taps fastest) → ggml [K, 1, D], the same bytes. */
+static int build_conv(hf_input *h, const vx__hf_rule *r, const char *out, const vx_st_tensor **src,
+                      int *file, mw_err *err) {
+    const vx_st_tensor *s = src[0];
+    const int kn = kn_of(h, s, err);
+    if (kn < 0) return -1;
+    const bool ok = (s->n_dims == 2) || (s->n_dims == 3 && s->shape[1] == 1);
+    int64_t ne[3] = {ok ? s->shape[s->n_dims - 1] : 0, 1, ok ? s->shape[0] : 0};
+    if (!ok) {
+        char a[96];
+        fmt_shape(a, sizeof a, s);
+        return mw_errf(err,
+                       "%s: conv weight '%s' is %s; expected [channels, 1, taps] or "
+                       "[channels, taps]",
+                       h->dir, s->name, a);
+    }
+    if (check_ne(h, r, out, s->name, 3, ne, err)) return -1;
+    vx_input_tensor *t = add_tensor(h, out, VX__HR_CONV, -1, src, file, 1, err);
+    if (!t) return -1;
+    t->type = (kn_type)kn;
+    set_ne(t, 3, ne[0], ne[1], ne[2]);
+    t->nbytes = s->nbytes;
+    return 0;
+}
+
+/* KDA A_log: H values in any shape (HF keeps [1, 1, H, 1]), F32 / BF16 / F16 → F32 −exp. */
+static int build_neg_exp(hf_input *h, const vx__hf_rule *r, const char *out,
+                         const vx_st_tensor **src, int *file, mw_err *err) {
+    const vx_st_tensor *s = src[0];
+    int64_t n = 1;
+    for (int i = 0; i < s->n_dims; i++) n *= s->shape[i];
+    if (s->dtype != VX_ST_F32 && s->dtype != VX_ST_BF16 && s->dtype != VX_ST_F16)
+        return mw_errf(err, "%s: '%s' has dtype %s; A_log must be F32, BF16 or F16", h->dir,
+                       s->name, vx_st_dtype_name(s->dtype));
+    int n_dims = 0;
+    int64_t ne[3] = {1, 1, 1};
+    while (n_dims < 3 && r->ne[n_dims] != VX__D_NONE) n_dims++;
+    ne[n_dims - 1] = n; /* the heads are the slowest of the GGUF's dimensions */
+    if (check_ne(h, r, out, s->name, n_dims, ne, err)) return -1;
+    vx_input_tensor *t = add_tensor(h, out, VX__HR_NEG_EXP, -1, src, file, 1, err);
+    if (!t) return -1;
+    vx__hf_src *si = t->impl;
+    si->n_mat = 1, si->rows = 1, si->cols = n;
+    si->esz = (uint64_t)vx_st_dtype_bits(s->dtype) / 8;
+    t->type = KN_F32;
+    set_ne(t, n_dims, ne[0], ne[1], ne[2]);
+    t->nbytes = (uint64_t)n * 4;
+    return 0;
+}
+
+/* K3's residual scores: a norm weight [E] and a projection [1, E] (or [E]) → F32 [E]. */
+static int build_res_product(hf_input *h, const vx__hf_rule *r, const char *out,
+                             const vx_st_tensor **src, int *file, mw_err *err) {
+    int64_t n[2] = {1, 1};
+    for (int k = 0; k < 2; k++) {
+        const vx_st_tensor *s = src[k];
+        for (int i = 0; i < s->n_dims; i++) n[k] *= s->shape[i];
+        if ((s->dtype != VX_ST_F32 && s->dtype != VX_ST_BF16 && s->dtype != VX_ST_F16) ||
+            (s->n_dims == 2 && s->shape[0] != 1) || s->n_dims > 2)
+            return mw_errf(err, "%s: '%s' is not an F32, BF16 or F16 vector of one row", h->dir,
+                           s->name);
+    }
+    if (n[0] != n[1])
+        return mw_errf(err, "%s: '%s' has %lld values and '%s' %lld", h->dir, src[0]->name,
+                       (long long)n[0], src[1]->name, (long long)n[1]);
+    const int64_t ne[1] = {n[0]};
+    if (check_ne(h, r, out, src[0]->name, 1, ne, err)) return -1;
+    vx_input_tensor *t = add_tensor(h, out, VX__HR_RES_PRODUCT, -1, src, file, 2, err);
+    if (!t) return -1;
+    vx__hf_src *si = t->impl;
+    si->n_mat = 1, si->rows = 1, si->cols = n[0];
+    t->type = KN_F32;
+    set_ne(t, 1, n[0], 1, 1);
+    t->nbytes = (uint64_t)n[0] * 4;
     return 0;
 }
 
@@ -560,11 +716,23 @@ static long apply_chain(hf_input *h, size_t i, long layer, mw_err *err) {
         case VX__HR_KV_B:
             rc = build_kv_b(h, r, outs, src, file, err);
             break;
+        case VX__HR_CT_MXFP4:
+            rc = build_ct_mxfp4(h, r, out[0], src, file, (int)n_exp, err);
+            break;
+        case VX__HR_CONV:
+            rc = build_conv(h, r, out[0], src, file, err);
+            break;
+        case VX__HR_NEG_EXP:
+            rc = build_neg_exp(h, r, out[0], src, file, err);
+            break;
+        case VX__HR_RES_PRODUCT:
+            rc = build_res_product(h, r, out[0], src, file, err);
+            break;
         }
     } else if (!rc && !((fam->rules[end].flags & VX__HR_OPT_TIED) && h->hp.tied) &&
                !(fam->rules[end].flags & VX__HR_OPTIONAL)) {
         char want[512], out[256];
-        expand(want, sizeof want, fam->rules[i].src[0], layer, 0);
+        src_name(h, want, sizeof want, fam->rules[i].src[0], layer, 0);
         expand(out, sizeof out, fam->rules[i].out[0], layer, 0);
         rc = mw_errf(
             err, "%s: family %s needs '%s'%s for %s, and the checkpoint has no such tensor", h->dir,
@@ -580,6 +748,8 @@ static bool applies(const hf_input *h, const vx__hf_rule *r, long layer) {
     const bool dense = layer < h->hp.v[VX__HP_DENSE_LEAD];
     const bool q_lora = h->hp.v[VX__HP_Q_LORA] > 0;
     const unsigned f = r->flags;
+    const bool mla = layer >= 0 && h->hp.mla && h->hp.mla[layer];
+    if (((f & VX__HR_IF_KDA) && mla) || ((f & VX__HR_IF_MLA) && !mla)) return false;
     return !((f & VX__HR_IF_DENSE) && !dense) &&
            !((f & (VX__HR_IF_MOE | VX__HR_IF_SHARED)) && dense) &&
            !((f & VX__HR_IF_SHARED) && !h->hp.v[VX__HP_SHARED]) &&
@@ -614,20 +784,32 @@ static int audit(hf_input *h, mw_err *err) {
     if (!in->dropped || !in->unrecognised) return mw_errf(err, "%s: out of memory", h->dir);
     for (size_t i = 0; i < n; i++) {
         if (h->consumed[i]) continue;
-        const char *name = vx_st_set_tensor_at(h->set, i, NULL)->name;
+        const char *full = vx_st_set_tensor_at(h->set, i, NULL)->name, *name = full;
         const char *why = NULL;
+        const size_t pl = h->fam->prefix ? strlen(h->fam->prefix) : 0, nl = strlen(full);
+        if (pl && !strncmp(name, h->fam->prefix, pl)) name += pl; /* the text model's own name */
+        for (const vx__hf_drop *d = h->fam->drops; d && d->src && !why; d++)
+            if (matches(d->src, full)) why = d->why;
+        /* packed weights no rule reads have no other path in: dropping them would lose a layer */
+        if (!why && ((nl > 14 && !strcmp(full + nl - 14, ".weight_packed")) ||
+                     (nl > 13 && !strcmp(full + nl - 13, ".weight_scale"))))
+            return mw_errf(err,
+                           "%s: '%s' is an MXFP4-packed tensor outside the ones family %s reads "
+                           "packed (the routed experts)",
+                           h->dir, full, h->fam->family->arch);
         long layer;
         int at = 0;
-        if (h->hp.v[VX__HP_NEXTN] && sscanf(name, "model.layers.%ld.%n", &layer, &at) == 1 && at &&
+        if (!why && h->hp.v[VX__HP_NEXTN] &&
+            sscanf(name, "model.layers.%ld.%n", &layer, &at) == 1 && at &&
             layer >= h->hp.v[VX__HP_LAYERS] &&
             layer < h->hp.v[VX__HP_LAYERS] + h->hp.v[VX__HP_NEXTN])
             why = "multi-token prediction layer (num_nextn_predict_layers): not used to generate";
         for (const vx__hf_drop *d = vx__hf_drops; d->src && !why; d++)
             if (matches(d->src, name)) why = d->why;
         if (why)
-            in->dropped[in->n_dropped++] = (vx_input_drop){name, why};
+            in->dropped[in->n_dropped++] = (vx_input_drop){full, why};
         else
-            in->unrecognised[in->n_unrecognised++] = name;
+            in->unrecognised[in->n_unrecognised++] = full;
     }
     return 0;
 }

@@ -38,6 +38,10 @@ enum {
     VX__HP_DENSE_LEAD, /* first_k_dense_replace */
     VX__HP_SHARED,     /* n_shared_experts */
     VX__HP_NEXTN,      /* num_nextn_predict_layers: extra layers stored after the last, unused */
+    /* the Kimi line's KDA layers */
+    VX__HP_KDA_HEAD, /* linear_attn_config.head_dim */
+    VX__HP_CONV,     /* linear_attn_config.short_conv_kernel_size */
+    VX__HP_LATENT,   /* routed_expert_hidden_size: the width routed experts run at (0: hidden) */
     VX__HP_COUNT,
     VX__HP_NONE = -1
 };
@@ -46,6 +50,12 @@ typedef struct vx__hf_hparams {
     int64_t v[VX__HP_COUNT]; /* 0 = unset */
     bool tied;               /* tie_word_embeddings: the LM head is token_embd */
     int64_t fp8_block[2];    /* quant_method fp8: rows × columns one weight_scale_inv covers */
+    /* quant_method compressed-tensors, format mxfp4-pack-quantized: weights stored as
+     * weight_packed (two e2m1 codes a byte) and weight_scale (one E8M0 per 32) */
+    bool ct_mxfp4;
+    /* Hybrid stacks (the Kimi line): per layer 1 = latent attention, 0 = KDA (linear attention
+     * with a recurrent state); NULL for the families with one kind of layer. Freed with them. */
+    uint8_t *mla;
 } vx__hf_hparams;
 
 /* ---- config keys -------------------------------------------------------------------------- */
@@ -93,6 +103,11 @@ typedef enum vx__hd_sym {
     VX__D_O,     /* heads × v_head_dim */
     VX__D_FF,    /* the dense layers' FFN width */
     VX__D_FF_SH, /* moe_intermediate_size × n_shared_experts */
+    VX__D_ONE,   /* a dimension of 1 the GGUF form keeps (conv taps [K, 1, D]) */
+    VX__D_KDA,   /* KDA heads × head_dim: the inner width */
+    VX__D_KDA_HEAD,
+    VX__D_CONV, /* the short convolution's taps */
+    VX__D_LAT,  /* the routed experts' width: the latent width, else the hidden size */
 } vx__hd_sym;
 
 typedef enum vx__hr_kind {
@@ -104,6 +119,16 @@ typedef enum vx__hr_kind {
     /* MLA kv_b_proj [H·(nope + v), kv_lora] → attn_k_b (each head's key rows transposed:
      * [nope, kv_lora, H]) and attn_v_b (its value rows: [kv_lora, v, H]) */
     VX__HR_KV_B,
+    /* compressed-tensors MXFP4 per expert ({E}): src[0] weight_packed [rows, cols/2] (two e2m1
+     * codes a byte), src[1] weight_scale [rows, cols/32] (E8M0) → block_mxfp4 [cols, rows, E] */
+    VX__HR_CT_MXFP4,
+    /* KDA conv taps [D, 1, K] or [D, K] → ne [K, 1, D]: the same bytes (taps fastest both ways) */
+    VX__HR_CONV,
+    /* KDA A_log (H values, any float dtype) → F32 −exp(A_log), the decay rate llama.cpp stores */
+    VX__HR_NEG_EXP,
+    /* K3's attention residual scores: src[0] *_res_norm.weight [E] times src[1] *_res_proj.weight
+     * [1, E] element by element, in F32 (the model only ever uses their product) */
+    VX__HR_RES_PRODUCT,
 } vx__hr_kind;
 
 #define VX__HR_SPLIT    1u /* source rows interleave two outputs: out[0] = even rows, out[1] = odd */
@@ -111,11 +136,13 @@ typedef enum vx__hr_kind {
 #define VX__HR_OPT_TIED 4u /* may be absent when tie_word_embeddings is true */
 #define VX__HR_OPTIONAL 8u /* may be absent (DeepSeek's e_score_correction_bias) */
 /* Which layers a rule applies to (none of these: every layer) */
-#define VX__HR_IF_DENSE     16u  /* layers before first_k_dense_replace */
-#define VX__HR_IF_MOE       32u  /* the others */
-#define VX__HR_IF_Q_LORA    64u  /* q_lora_rank > 0 */
-#define VX__HR_IF_NO_Q_LORA 128u /* q_lora_rank 0 / null: one q_proj */
-#define VX__HR_IF_SHARED    256u /* MoE layers of a model with shared experts */
+#define VX__HR_IF_DENSE     16u   /* layers before first_k_dense_replace */
+#define VX__HR_IF_MOE       32u   /* the others */
+#define VX__HR_IF_Q_LORA    64u   /* q_lora_rank > 0 */
+#define VX__HR_IF_NO_Q_LORA 128u  /* q_lora_rank 0 / null: one q_proj */
+#define VX__HR_IF_SHARED    256u  /* MoE layers of a model with shared experts */
+#define VX__HR_IF_KDA       512u  /* hybrid stacks: KDA layers */
+#define VX__HR_IF_MLA       1024u /* hybrid stacks: latent attention layers */
 
 typedef struct vx__hf_rule {
     vx__hr_kind kind;
@@ -149,10 +176,21 @@ typedef struct vx__hf_family {
     size_t n_keys;
     const vx__hf_rule *rules;
     size_t n_rules;
-    const char *rope_types;   /* rope scaling types supported, space separated */
+    const char *rope_types;   /* rope scaling types supported, space separated; NULL: the family
+                                 rotates nothing (its rope keys are not read) */
     bool rope_required;       /* a rope scaling (of a supported type) must be present */
     bool derive_head_dim;     /* head_dim defaults to hidden / heads (the HF class does so) */
     const char *quant_method; /* the quantization_config.quant_method accepted, or NULL */
+    /* A multimodal checkpoint (K3): the text model's config is config.json's text_config, its
+     * tensor names carry this prefix ("language_model."), and the keys config.json holds beside
+     * text_config are outer_keys (the vision tower's among them: it is not read). NULL: a text
+     * model's config and names. */
+    const char *prefix;
+    const vx__hf_key *outer_keys;
+    size_t n_outer_keys;
+    /* Tensors of the checkpoint this family leaves out on purpose (name patterns; a trailing '*'
+     * matches any rest), reported as dropped; ended by a NULL src. NULL: none. */
+    const vx__hf_drop *drops;
     /* Optional: keys derived from several config values (after every row and the rope); `root`
      * is config.json. */
     int (*derive)(json_t *root, const char *what, const char *arch, vx_meta *meta,
@@ -180,7 +218,9 @@ typedef struct vx__hf_src {
     vx__hr_kind kind;
     int parity; /* -1 no split; 0 even source rows; 1 odd source rows; VX__HR_KV_B: 0 k_b, 1 v_b */
     int n_src;
-    const vx_st_tensor **src;  /* DIRECT/ROWS/TRANSPOSE/KV_B 1, STACK n_expert, MXFP4 2 */
+    /* DIRECT/ROWS/TRANSPOSE/KV_B 1, STACK n_expert, MXFP4 2, CT_MXFP4 2 × n_expert (the packed
+     * tensors in expert order, then the scales) */
+    const vx_st_tensor **src;
     uint64_t esz;              /* bytes per element (not MXFP4) */
     int64_t n_mat, rows, cols; /* output geometry: n_mat matrices of rows x cols elements */
     /* Sources in FP8 e4m3 (DeepSeek's quant_method fp8): each source's weight_scale_inv, one f32

@@ -1,6 +1,7 @@
 /* vindex/vx_hf_relayout.c — reading a stored tensor out of its Hugging Face sources: plain copies,
  * stacked per-expert tensors, de-interleaved rows, transposed experts, gpt-oss's MXFP4 blocks,
- * DeepSeek's FP8 weights with their block scales and the split of MLA's kv_b_proj.
+ * DeepSeek's FP8 weights with their block scales, the split of MLA's kv_b_proj and
+ * compressed-tensors' packed MXFP4 experts.
  * Any byte range reads without materialising the tensor: whole output rows are composed straight
  * into the caller's buffer, a partial row at either end through a one-row buffer. */
 #include <math.h>
@@ -51,6 +52,49 @@ static void rows_mxfp4(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *ds
         uint64_t blk = (uint64_t)((m * src_rows(s) + src_row(s, r)) * groups);
         const uint8_t *q = s->src[0]->data + blk * 16, *e = s->src[1]->data + blk;
         for (int64_t g = 0; g < groups; g++, dst += 17) vx__hf_mxfp4_block(e[g], q + 16 * g, dst);
+    }
+}
+
+/* compressed-tensors: expert m's weight_packed [rows, cols/2] (src[m]) and weight_scale
+ * [rows, cols/32] (src[n_mat + m]) hold their codes and scales in the gpt-oss order, one row
+ * after the other: each 32-column group becomes one block_mxfp4, bits moved, none changed. */
+static void rows_ct_mxfp4(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
+    const int64_t groups = s->cols / 32;
+    for (int64_t i = row0; i < row0 + n; i++) {
+        const int64_t m = i / s->rows, r = i % s->rows;
+        const uint8_t *q = s->src[m]->data + (uint64_t)(r * groups) * 16;
+        const uint8_t *e = s->src[s->n_mat + m]->data + (uint64_t)(r * groups);
+        for (int64_t g = 0; g < groups; g++, dst += 17) vx__hf_mxfp4_block(e[g], q + 16 * g, dst);
+    }
+}
+
+/* An F32, BF16 or F16 element as float. */
+static float elem_f32(const vx_st_tensor *t, int64_t i) {
+    const uint8_t *p = t->data;
+    float x;
+    if (t->dtype == VX_ST_F32) {
+        memcpy(&x, p + 4 * i, 4);
+        return x;
+    }
+    const uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+    return t->dtype == VX_ST_BF16 ? kn_bf16_to_f32(h) : kn_fp16_to_f32(h);
+}
+
+/* KDA's A_log as the decay rate −exp(A_log) llama.cpp's converter folds it into (one row). */
+static void row_neg_exp(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
+    (void)row0, (void)n;
+    for (int64_t i = 0; i < s->cols; i++) {
+        const float v = -expf(elem_f32(s->src[0], i));
+        memcpy(dst + 4 * i, &v, 4);
+    }
+}
+
+/* K3's residual score: the norm and projection weights multiplied (one row). */
+static void row_res_product(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
+    (void)row0, (void)n;
+    for (int64_t i = 0; i < s->cols; i++) {
+        const float v = elem_f32(s->src[0], i) * elem_f32(s->src[1], i);
+        memcpy(dst + 4 * i, &v, 4);
     }
 }
 
@@ -240,6 +284,15 @@ int vx__hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void
         return read_rows(t, (uint64_t)s->cols / 32 * 17, rows_mxfp4, off, dst, len, err);
     case VX__HR_TRANSPOSE:
         return read_rows(t, (uint64_t)s->cols * s->esz, rows_transpose, off, dst, len, err);
+    case VX__HR_CT_MXFP4:
+        return read_rows(t, (uint64_t)s->cols / 32 * 17, rows_ct_mxfp4, off, dst, len, err);
+    case VX__HR_CONV:
+        memcpy(dst, s->src[0]->data + off, len);
+        return 0;
+    case VX__HR_NEG_EXP:
+        return read_rows(t, (uint64_t)s->cols * 4, row_neg_exp, off, dst, len, err);
+    case VX__HR_RES_PRODUCT:
+        return read_rows(t, (uint64_t)s->cols * 4, row_res_product, off, dst, len, err);
     }
     return mw_errf(err, "%s: no reader for this tensor", t->name);
 }

@@ -455,7 +455,7 @@ static int read_parts(rd *r, const json_t *parts, vx_manifest *m, vx_mf_layer *L
                          (unsigned long long)nb,
                          (unsigned long long)L->shape.part[role].slice_bytes);
     }
-    if (vx_layer_check(&L->shape, L->layer, m->hidden, r->err))
+    if (vx_layer_check(&L->shape, L->layer, m->expert_width, r->err))
         return mw_err_wrap(r->err, "%s/%s", r->dir, VX_MANIFEST);
     if (!L->shape.present) return fault(r, "%s: no parts", what);
     uint64_t stated_extent = L->extent_bytes;
@@ -622,6 +622,7 @@ static int read_root(rd *r, const json_t *root, vx_manifest *m) {
     m->n_layers = sh.n_layers;
     m->n_experts = sh.n_experts;
     m->hidden = sh.hidden;
+    m->expert_width = sh.expert_width;
     int jl = -1, je = -1;
     if (get_int(r, root, "layers", "manifest", 1 << 21, &jl) ||
         get_int(r, root, "experts", "manifest", 1 << 21, &je))

@@ -69,6 +69,7 @@ typedef struct vx_manifest {
     const char *arch; /* in meta */
     int n_layers, n_experts;
     int64_t hidden;
+    int64_t expert_width; /* vx_model_shape's */
     size_t n_tensors;
     vx_mf_tensor *tensors; /* dense ones first */
     size_t n_dense;

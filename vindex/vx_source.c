@@ -41,6 +41,7 @@ int vx__source_read_shape(vx_source *s, mw_err *err) {
     s->n_layers = sh.n_layers;
     s->n_experts = sh.n_experts;
     s->hidden = sh.hidden;
+    s->expert_width = sh.expert_width;
     s->layers = calloc(sh.n_layers ? (size_t)sh.n_layers : 1, sizeof *s->layers);
     if (!s->layers) return mw_errf(err, "%s: out of memory", s->path);
     return 0;

@@ -110,7 +110,7 @@ static int gguf_classify(vx_source *s, gguf_impl *gi, mw_err *err) {
         }
     }
     for (int l = 0; l < s->n_layers; l++)
-        if (vx_layer_check(&s->layers[l], l, s->hidden, err))
+        if (vx_layer_check(&s->layers[l], l, s->expert_width, err))
             return mw_err_wrap(err, "%s", s->path);
     return 0;
 }

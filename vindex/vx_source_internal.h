@@ -16,6 +16,7 @@ struct vx_source {
     const char *arch;
     int n_layers, n_experts;
     int64_t hidden;
+    int64_t expert_width;     /* vx_model_shape's */
     vx_expert_set held;       /* the (layer, expert) pairs this opening serves */
     vx_layer_experts *layers; /* n_layers entries */
     /* Pointer to expert e's slice of role r in layer l (only called for held experts). */

@@ -65,6 +65,8 @@ typedef struct synth_arch {
     const char *router_bias;
     /* Adds layer l's tensors, in the order llama.cpp's converter writes them. */
     int (*layer)(synth *s, const vx_synth_opts *o, int l);
+    /* Optional: model-level tensors of the family's own, after the output head. */
+    int (*globals)(synth *s, const vx_synth_opts *o);
     /* Optional: metadata keys of the family's own, added after the common ones (replacing any
      * of those it restates). */
     int (*meta)(vx_meta *m, const vx_synth_opts *o);
@@ -77,6 +79,13 @@ static int layer_qwen3moe(synth *s, const vx_synth_opts *o, int l);
 static int layer_deepseek2(synth *s, const vx_synth_opts *o, int l);
 static int meta_deepseek2(vx_meta *m, const vx_synth_opts *o);
 static int complete_deepseek2(vx_synth_opts *o, mw_err *err);
+static int layer_kimi_linear(synth *s, const vx_synth_opts *o, int l);
+static int meta_kimi_linear(vx_meta *m, const vx_synth_opts *o);
+static int complete_kimi_linear(vx_synth_opts *o, mw_err *err);
+static int layer_kimi_k3(synth *s, const vx_synth_opts *o, int l);
+static int globals_kimi_k3(synth *s, const vx_synth_opts *o);
+static int meta_kimi_k3(vx_meta *m, const vx_synth_opts *o);
+static int complete_kimi_k3(vx_synth_opts *o, mw_err *err);
 
 static const synth_arch archs[] = {
     {.family = &vx_families[VX_FAMILY_GPT_OSS],
@@ -138,6 +147,42 @@ static const synth_arch archs[] = {
      .layer = layer_deepseek2,
      .meta = meta_deepseek2,
      .complete = complete_deepseek2},
+    /* Kimi Linear 48B-A3B's values; its tiktoken vocabulary comes to GGUF as byte-level BPE with
+     * the kimi-k2 pre-tokenizer */
+    {.family = &vx_families[VX_FAMILY_KIMI_LINEAR],
+     .head_dim = 128,
+     .expert_type = KN_MXFP4,
+     .context = 1048576,
+     .ff_mult = 9,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .tok_pre = "kimi-k2",
+     .special = {"[BOS]", "<|im_end|>", "[EOS]"},
+     .pad_from_end = 2,
+     .chat_special = {"<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"},
+     .chat_template = "{#- kimi-k2 -#}{%- for m in messages -%}<|im_{{ m.role }}|>{{ m.role }}"
+                      "<|im_middle|>{{ m.content }}<|im_end|>{%- endfor -%}{%- if "
+                      "add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif "
+                      "-%}",
+     .layer = layer_kimi_linear,
+     .meta = meta_kimi_linear,
+     .complete = complete_kimi_linear},
+    /* Kimi K3's published shape where the fixtures and FORMATS.md give it (a bounded decay of -5,
+     * MXFP4 experts), Kimi Linear's elsewhere */
+    {.family = &vx_families[VX_FAMILY_KIMI_K3],
+     .head_dim = 128,
+     .expert_type = KN_MXFP4,
+     .context = 1048576,
+     .ff_mult = 9,
+     .rope_base = 10000.0f,
+     .rms_eps = 1e-5f,
+     .tok_pre = "kimi-k2",
+     .special = {"[BOS]", "[EOS]", "<|end_of_msg|>"},
+     .pad_from_end = 2,
+     .layer = layer_kimi_k3,
+     .globals = globals_kimi_k3,
+     .meta = meta_kimi_k3,
+     .complete = complete_kimi_k3},
 };
 
 #define N_ARCHS (sizeof archs / sizeof archs[0])
@@ -175,6 +220,8 @@ void vx_synth_defaults(vx_synth_opts *o) {
                     &o->groups_used,  &o->gating,   &o->weights_norm};
     for (size_t i = 0; i < sizeof unset / sizeof unset[0]; i++) *unset[i] = -1;
     o->weights_scale = -1.0f;
+    o->attn_res_block = o->expert_latent = -1;
+    o->situ_beta = o->situ_lbeta = o->gate_lb = NAN;
     o->hot_bias = 2.0f;
 }
 
@@ -227,6 +274,11 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
         {"groups-used", offsetof(vx_synth_opts, groups_used), 1, 1 << 16},
         {"gating", offsetof(vx_synth_opts, gating), 1, 2},
         {"weights-norm", offsetof(vx_synth_opts, weights_norm), 0, 1},
+        {"kda-head-dim", offsetof(vx_synth_opts, kda_head_dim), 2, 1024},
+        {"conv-kernel", offsetof(vx_synth_opts, conv_kernel), 1, 64},
+        {"full-attn-every", offsetof(vx_synth_opts, full_attn_every), 1, 4096},
+        {"expert-latent", offsetof(vx_synth_opts, expert_latent), 0, 1 << 20},
+        {"attn-res-block", offsetof(vx_synth_opts, attn_res_block), 0, 4096},
         {"hot-experts", offsetof(vx_synth_opts, hot_experts), 0, 1 << 16},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
@@ -262,6 +314,24 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
         o->weights_scale = (float)v;
         return 0;
     }
+    static const struct {
+        const char *key;
+        size_t off;
+        double lo, hi;
+    } floats[] = {{"situ-beta", offsetof(vx_synth_opts, situ_beta), 1e-3, 1e3},
+                  {"situ-linear-beta", offsetof(vx_synth_opts, situ_lbeta), -1e3, 1e3},
+                  {"gate-lower-bound", offsetof(vx_synth_opts, gate_lb), -1e3, -1e-3}};
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (!strcmp(key, floats[i].key)) {
+            char *end;
+            errno = 0;
+            double v = strtod(val, &end);
+            if (errno || end == val || *end || !(v >= floats[i].lo) || !(v <= floats[i].hi))
+                return mw_errf(err, "--%s %s: expected a number in [%g, %g]", key, val,
+                               floats[i].lo, floats[i].hi);
+            *(float *)((char *)o + floats[i].off) = (float)v;
+            return 0;
+        }
     if (!strcmp(key, "seed")) {
         char *end;
         errno = 0;
@@ -593,47 +663,71 @@ static int complete_deepseek2(vx_synth_opts *o, mw_err *err) {
                : 0;
 }
 
-/* deepseek2: latent attention (attn_q_a → attn_q_a_norm → attn_q_b, or attn_q; attn_kv_a_mqa,
- * attn_kv_a_norm, the per-head attn_k_b / attn_v_b), dense FFNs in the leading layers, then the
- * router with its selection bias, the experts and the shared experts. */
-static int layer_deepseek2(synth *s, const vx_synth_opts *o, int l) {
-    const dims d = dims_of(o);
+/* Latent attention (deepseek2, the Kimi line): attn_q_a → attn_q_a_norm → attn_q_b, or attn_q;
+ * attn_kv_a_mqa, attn_kv_a_norm, the per-head attn_k_b / attn_v_b; with `gate`, K3's attn_gate;
+ * attn_output. */
+static int add_mla(synth *s, const vx_synth_opts *o, int l, const dims *d, bool gate) {
     const int64_t H = o->heads, qk = (int64_t)o->head_dim + o->rope_dim, v = o->v_dim;
-    const int64_t R = o->kv_lora, Fs = (int64_t)o->expert_ff * o->shared_experts;
-    int rc = add_blk(s, o, l, "attn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std);
+    const int64_t R = o->kv_lora;
+    int rc = 0;
     if (o->q_lora) {
-        rc = rc || add_blk(s, o, l, "attn_q_a.weight", d.D, 2, d.H, o->q_lora, 1, 0, d.w_h) ||
+        rc = add_blk(s, o, l, "attn_q_a.weight", d->D, 2, d->H, o->q_lora, 1, 0, d->w_h) ||
              add_blk(s, o, l, "attn_q_a_norm.weight", KN_F32, 1, o->q_lora, 1, 1, 1.0f,
-                     d.norm_std) ||
-             add_blk(s, o, l, "attn_q_b.weight", d.D, 2, o->q_lora, H * qk, 1, 0,
+                     d->norm_std) ||
+             add_blk(s, o, l, "attn_q_b.weight", d->D, 2, o->q_lora, H * qk, 1, 0,
                      1.0f / sqrtf((float)o->q_lora));
     } else {
-        rc = rc || add_blk(s, o, l, "attn_q.weight", d.D, 2, d.H, H * qk, 1, 0, d.w_h);
+        rc = add_blk(s, o, l, "attn_q.weight", d->D, 2, d->H, H * qk, 1, 0, d->w_h);
     }
-    rc = rc ||
-         add_blk(s, o, l, "attn_kv_a_mqa.weight", d.D, 2, d.H, R + o->rope_dim, 1, 0, d.w_h) ||
-         add_blk(s, o, l, "attn_kv_a_norm.weight", KN_F32, 1, R, 1, 1, 1.0f, d.norm_std) ||
-         add_blk(s, o, l, "attn_k_b.weight", d.D, 3, o->head_dim, R, H, 0,
-                 1.0f / sqrtf((float)o->head_dim)) ||
-         add_blk(s, o, l, "attn_v_b.weight", d.D, 3, R, v, H, 0, 1.0f / sqrtf((float)R)) ||
-         add_blk(s, o, l, "attn_output.weight", d.D, 2, H * v, d.H, 1, 0,
-                 d.resid / sqrtf((float)(H * v))) ||
-         add_blk(s, o, l, "ffn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std);
+    return rc ||
+                   add_blk(s, o, l, "attn_kv_a_mqa.weight", d->D, 2, d->H, R + o->rope_dim, 1, 0,
+                           d->w_h) ||
+                   add_blk(s, o, l, "attn_kv_a_norm.weight", KN_F32, 1, R, 1, 1, 1.0f,
+                           d->norm_std) ||
+                   add_blk(s, o, l, "attn_k_b.weight", d->D, 3, o->head_dim, R, H, 0,
+                           1.0f / sqrtf((float)o->head_dim)) ||
+                   add_blk(s, o, l, "attn_v_b.weight", d->D, 3, R, v, H, 0,
+                           1.0f / sqrtf((float)R)) ||
+                   (gate &&
+                    add_blk(s, o, l, "attn_gate.weight", d->D, 2, d->H, H * v, 1, 0, d->w_h)) ||
+                   add_blk(s, o, l, "attn_output.weight", d->D, 2, H * v, d->H, 1, 0,
+                           d->resid / sqrtf((float)(H * v)))
+               ? -1
+               : 0;
+}
+
+/* DeepSeek-V3's FFN part of a layer: ffn_norm, then a dense FFN in the leading layers, else the
+ * router with its selection bias, the experts and the shared experts. */
+static int add_ds_ffn(synth *s, const vx_synth_opts *o, int l, const dims *d) {
+    const int64_t Fs = (int64_t)o->expert_ff * o->shared_experts;
+    int rc = add_blk(s, o, l, "ffn_norm.weight", KN_F32, 1, d->H, 1, 1, 1.0f, d->norm_std);
     if (l < o->dense_layers)
-        return rc || add_blk(s, o, l, "ffn_gate.weight", d.D, 2, d.H, o->dense_ff, 1, 0, d.w_h) ||
-                       add_blk(s, o, l, "ffn_up.weight", d.D, 2, d.H, o->dense_ff, 1, 0, d.w_h) ||
-                       add_blk(s, o, l, "ffn_down.weight", d.D, 2, o->dense_ff, d.H, 1, 0,
-                               d.resid / sqrtf((float)o->dense_ff))
+        return rc ||
+                       add_blk(s, o, l, "ffn_gate.weight", d->D, 2, d->H, o->dense_ff, 1, 0,
+                               d->w_h) ||
+                       add_blk(s, o, l, "ffn_up.weight", d->D, 2, d->H, o->dense_ff, 1, 0,
+                               d->w_h) ||
+                       add_blk(s, o, l, "ffn_down.weight", d->D, 2, o->dense_ff, d->H, 1, 0,
+                               d->resid / sqrtf((float)o->dense_ff))
                    ? -1
                    : 0;
-    rc = rc || add_moe(s, o, l, &d) ||
-         add_blk(s, o, l, "exp_probs_b.bias", KN_F32, 1, d.E, 1, 1, 0, BIAS_STD);
+    rc = rc || add_moe(s, o, l, d) ||
+         add_blk(s, o, l, "exp_probs_b.bias", KN_F32, 1, d->E, 1, 1, 0, BIAS_STD);
     if (o->shared_experts)
-        rc = rc || add_blk(s, o, l, "ffn_gate_shexp.weight", d.D, 2, d.H, Fs, 1, 0, d.w_h) ||
-             add_blk(s, o, l, "ffn_up_shexp.weight", d.D, 2, d.H, Fs, 1, 0, d.w_h) ||
-             add_blk(s, o, l, "ffn_down_shexp.weight", d.D, 2, Fs, d.H, 1, 0,
-                     d.resid / sqrtf((float)Fs));
+        rc = rc || add_blk(s, o, l, "ffn_gate_shexp.weight", d->D, 2, d->H, Fs, 1, 0, d->w_h) ||
+             add_blk(s, o, l, "ffn_up_shexp.weight", d->D, 2, d->H, Fs, 1, 0, d->w_h) ||
+             add_blk(s, o, l, "ffn_down_shexp.weight", d->D, 2, Fs, d->H, 1, 0,
+                     d->resid / sqrtf((float)Fs));
     return rc ? -1 : 0;
+}
+
+/* deepseek2: latent attention, then DeepSeek-V3's FFN. */
+static int layer_deepseek2(synth *s, const vx_synth_opts *o, int l) {
+    const dims d = dims_of(o);
+    return add_blk(s, o, l, "attn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std) ||
+                   add_mla(s, o, l, &d, false) || add_ds_ffn(s, o, l, &d)
+               ? -1
+               : 0;
 }
 
 /* deepseek2's keys as llama.cpp's converter writes them for the MLA layout: one KV head whose key
@@ -672,6 +766,229 @@ static int meta_deepseek2(vx_meta *m, const vx_synth_opts *o) {
 #undef KEY
 }
 
+/* ---- the Kimi line ---------------------------------------------------------------------------
+ */
+
+static bool kimi_is_kda(const vx_synth_opts *o, int l) {
+    return (l + 1) % o->full_attn_every != 0;
+}
+
+/* The Kimi line's common values where an option is unset (Kimi Linear 48B-A3B's: its latent
+ * attention as deepseek2's options say, without expert groups), and the widths the formats need.
+ * q_lora and weights_norm are the family's to set first. */
+static int complete_kimi(vx_synth_opts *o, mw_err *err) {
+    const struct {
+        int *v;
+        int def;
+    } defs[] = {{&o->kv_lora, 512},
+                {&o->rope_dim, 64},
+                {&o->v_dim, o->head_dim},
+                {&o->dense_layers, 1},
+                {&o->shared_experts, 1},
+                {&o->gating, 2},
+                {&o->dense_ff, 9 * o->expert_ff}};
+    for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+        if (*defs[i].v < 0) *defs[i].v = defs[i].def;
+    if (!o->kda_head_dim) o->kda_head_dim = 128;
+    if (!o->conv_kernel) o->conv_kernel = 4;
+    if (!o->full_attn_every) o->full_attn_every = 4;
+    if (o->weights_scale < 0) o->weights_scale = 2.446f;
+    if (o->groups > 1) return mw_errf(err, "--groups: %s does not route by groups", o->arch);
+    o->groups = o->groups_used = 1;
+    const kn_type D = o->dense_type == KN_TYPE_COUNT ? KN_F32 : o->dense_type;
+    if (complete_deepseek2(o, err)) return -1;
+    return need_multiple("kda-head-dim", o->kda_head_dim, D, err) ||
+                   need_multiple("heads × kda-head-dim", o->heads * o->kda_head_dim, D, err)
+               ? -1
+               : 0;
+}
+
+/* kimi-linear: no query down-projection, always normalized weights. */
+static int complete_kimi_linear(vx_synth_opts *o, mw_err *err) {
+    if (o->q_lora > 0) return mw_errf(err, "--q-lora: kimi-linear queries have no down-projection");
+    if (o->weights_norm >= 0) return mw_errf(err, "--weights-norm: kimi-linear always normalizes");
+    o->q_lora = 0;
+    o->weights_norm = 1;
+    return complete_kimi(o, err);
+}
+
+/* A KDA layer's attention block (FORMATS.md §8): the q/k/v projections and their causal
+ * convolutions, the decay's low-rank projections, dt bias and per-head -exp(A_log), beta, the
+ * output gate, the read-out's norm and o_proj. */
+static int add_kda(synth *s, const vx_synth_opts *o, int l, const dims *d) {
+    const int64_t H = o->heads, dk = o->kda_head_dim, D = H * dk, K = o->conv_kernel;
+    const float w_d = 1.0f / sqrtf((float)dk);
+    return add_blk(s, o, l, "attn_q.weight", d->D, 2, d->H, D, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "attn_k.weight", d->D, 2, d->H, D, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "attn_v.weight", d->D, 2, d->H, D, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_conv1d_q.weight", KN_F32, 3, K, 1, D, 0,
+                           1.0f / sqrtf((float)K)) ||
+                   add_blk(s, o, l, "ssm_conv1d_k.weight", KN_F32, 3, K, 1, D, 0,
+                           1.0f / sqrtf((float)K)) ||
+                   add_blk(s, o, l, "ssm_conv1d_v.weight", KN_F32, 3, K, 1, D, 0,
+                           1.0f / sqrtf((float)K)) ||
+                   add_blk(s, o, l, "ssm_f_a.weight", d->D, 2, d->H, dk, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_f_b.weight", d->D, 2, dk, D, 1, 0, w_d) ||
+                   add_blk(s, o, l, "ssm_dt.bias", KN_F32, 1, D, 1, 1, 0, 0.5f) ||
+                   add_blk(s, o, l, "ssm_a", KN_F32, 2, 1, H, 1, -2.0f, 0.5f) ||
+                   add_blk(s, o, l, "ssm_beta.weight", d->D, 2, d->H, H, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_g_a.weight", d->D, 2, d->H, dk, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_g_b.weight", d->D, 2, dk, D, 1, 0, w_d) ||
+                   add_blk(s, o, l, "ssm_norm.weight", KN_F32, 1, dk, 1, 1, 1.0f, d->norm_std) ||
+                   add_blk(s, o, l, "attn_output.weight", d->D, 2, D, d->H, 1, 0,
+                           d->resid / sqrtf((float)D))
+               ? -1
+               : 0;
+}
+
+/* kimi-linear: a KDA or latent attention block, then DeepSeek-V3's FFN. */
+static int layer_kimi_linear(synth *s, const vx_synth_opts *o, int l) {
+    const dims d = dims_of(o);
+    return add_blk(s, o, l, "attn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std) ||
+                   (kimi_is_kda(o, l) ? add_kda(s, o, l, &d) : add_mla(s, o, l, &d, false)) ||
+                   add_ds_ffn(s, o, l, &d)
+               ? -1
+               : 0;
+}
+
+/* The Kimi line's keys as llama.cpp's converters write them: one head_count_kv per layer (0 for
+ * a KDA layer), KDA's widths, the latent attention's (no rotation: rope.dimension_count only
+ * sizes q_pe / k_pe), DeepSeek-V3's MoE keys. */
+static int meta_kimi_linear(vx_meta *m, const vx_synth_opts *o) {
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", o->arch, suffix), key)
+    int32_t kinds[4096];
+    for (int l = 0; l < o->layers; l++) kinds[l] = kimi_is_kda(o, l) ? 0 : 1;
+    const uint32_t R = (uint32_t)o->kv_lora, r = (uint32_t)o->rope_dim;
+    return vx_meta_set_arr(m, KEY("attention.head_count_kv"), VX_I32, kinds, (uint64_t)o->layers) ||
+                   vx_meta_set_u32(m, KEY("kda.head_dim"), (uint32_t)o->kda_head_dim) ||
+                   vx_meta_set_u32(m, KEY("ssm.conv_kernel"), (uint32_t)o->conv_kernel) ||
+                   vx_meta_set_u32(m, KEY("attention.key_length"), R + r) ||
+                   vx_meta_set_u32(m, KEY("attention.value_length"), R) ||
+                   vx_meta_set_u32(m, KEY("attention.key_length_mla"), (uint32_t)o->head_dim + r) ||
+                   vx_meta_set_u32(m, KEY("attention.value_length_mla"), (uint32_t)o->v_dim) ||
+                   vx_meta_set_u32(m, KEY("attention.kv_lora_rank"), R) ||
+                   vx_meta_set_u32(m, KEY("rope.dimension_count"), r) ||
+                   vx_meta_set_u32(m, KEY("feed_forward_length"), (uint32_t)o->dense_ff) ||
+                   vx_meta_set_u32(m, KEY("leading_dense_block_count"),
+                                   (uint32_t)o->dense_layers) ||
+                   vx_meta_set_u32(m, KEY("expert_shared_count"), (uint32_t)o->shared_experts) ||
+                   vx_meta_set_u32(m, KEY("expert_gating_func"), (uint32_t)o->gating) ||
+                   vx_meta_set_f32(m, KEY("expert_weights_scale"), o->weights_scale) ||
+                   vx_meta_set_u32(m, KEY("vocab_size"), (uint32_t)o->vocab)
+               ? -1
+               : 0;
+#undef KEY
+}
+
+/* Kimi K3's values where an option is unset: Kimi Linear's, plus a query down-projection, the
+ * bounded decay, SiTU's betas and attention residuals every 8 layers. */
+static int complete_kimi_k3(vx_synth_opts *o, mw_err *err) {
+    if (o->q_lora < 0) o->q_lora = 1536;
+    if (o->weights_norm < 0) o->weights_norm = 1;
+    if (complete_kimi(o, err)) return -1;
+    if (o->expert_latent < 0) o->expert_latent = 0;
+    if (o->attn_res_block < 0) o->attn_res_block = 8;
+    if (isnan(o->situ_beta)) o->situ_beta = 2.0f;
+    if (isnan(o->situ_lbeta)) o->situ_lbeta = 2.5f;
+    if (isnan(o->gate_lb)) o->gate_lb = -5.0f;
+    const kn_type D = o->dense_type == KN_TYPE_COUNT ? KN_F32 : o->dense_type;
+    return o->expert_latent &&
+                   (need_multiple("expert-latent", o->expert_latent, o->expert_type, err) ||
+                    need_multiple("expert-latent", o->expert_latent, D, err))
+               ? -1
+               : 0;
+}
+
+/* K3's KDA block: kimi-linear's with one full-rank output gate ssm_g, and ssm_a as [H]. */
+static int add_kda_k3(synth *s, const vx_synth_opts *o, int l, const dims *d) {
+    const int64_t H = o->heads, dk = o->kda_head_dim, D = H * dk, K = o->conv_kernel;
+    const float w_d = 1.0f / sqrtf((float)dk), w_k = 1.0f / sqrtf((float)K);
+    return add_blk(s, o, l, "attn_q.weight", d->D, 2, d->H, D, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "attn_k.weight", d->D, 2, d->H, D, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "attn_v.weight", d->D, 2, d->H, D, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_conv1d_q.weight", KN_F32, 3, K, 1, D, 0, w_k) ||
+                   add_blk(s, o, l, "ssm_conv1d_k.weight", KN_F32, 3, K, 1, D, 0, w_k) ||
+                   add_blk(s, o, l, "ssm_conv1d_v.weight", KN_F32, 3, K, 1, D, 0, w_k) ||
+                   add_blk(s, o, l, "ssm_f_a.weight", d->D, 2, d->H, dk, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_f_b.weight", d->D, 2, dk, D, 1, 0, w_d) ||
+                   add_blk(s, o, l, "ssm_dt.bias", KN_F32, 1, D, 1, 1, 0, 0.5f) ||
+                   add_blk(s, o, l, "ssm_a", KN_F32, 1, H, 1, 1, -2.0f, 0.5f) ||
+                   add_blk(s, o, l, "ssm_beta.weight", d->D, 2, d->H, H, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_g.weight", d->D, 2, d->H, D, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ssm_norm.weight", KN_F32, 1, dk, 1, 1, 1.0f, d->norm_std) ||
+                   add_blk(s, o, l, "attn_output.weight", d->D, 2, D, d->H, 1, 0,
+                           d->resid / sqrtf((float)D))
+               ? -1
+               : 0;
+}
+
+/* K3's FFN part: kimi-linear's, with the routed experts at the latent width between
+ * ffn_routed_down and ffn_routed_norm / ffn_routed_up when there is one. */
+static int add_k3_ffn(synth *s, const vx_synth_opts *o, int l, dims *d) {
+    const int64_t L = o->expert_latent;
+    if (l < o->dense_layers || !L) return add_ds_ffn(s, o, l, d);
+    dims lat = *d;
+    lat.H = L;
+    lat.w_h = 1.0f / sqrtf((float)L);
+    const int64_t Fs = (int64_t)o->expert_ff * o->shared_experts;
+    return add_blk(s, o, l, "ffn_norm.weight", KN_F32, 1, d->H, 1, 1, 1.0f, d->norm_std) ||
+                   add_blk(s, o, l, "ffn_gate_inp.weight", KN_F32, 2, d->H, d->E, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ffn_gate_exps.weight", d->X, 3, L, d->F, d->E, 0, lat.w_h) ||
+                   add_blk(s, o, l, "ffn_up_exps.weight", d->X, 3, L, d->F, d->E, 0, lat.w_h) ||
+                   add_blk(s, o, l, "ffn_down_exps.weight", d->X, 3, d->F, L, d->E, 0,
+                           1.0f / sqrtf((float)d->F)) ||
+                   add_blk(s, o, l, "exp_probs_b.bias", KN_F32, 1, d->E, 1, 1, 0, BIAS_STD) ||
+                   add_blk(s, o, l, "ffn_routed_down.weight", d->D, 2, d->H, L, 1, 0, d->w_h) ||
+                   add_blk(s, o, l, "ffn_routed_norm.weight", KN_F32, 1, L, 1, 1, 1.0f,
+                           d->norm_std) ||
+                   add_blk(s, o, l, "ffn_routed_up.weight", d->D, 2, L, d->H, 1, 0,
+                           d->resid / sqrtf((float)L)) ||
+                   (o->shared_experts &&
+                    (add_blk(s, o, l, "ffn_gate_shexp.weight", d->D, 2, d->H, Fs, 1, 0, d->w_h) ||
+                     add_blk(s, o, l, "ffn_up_shexp.weight", d->D, 2, d->H, Fs, 1, 0, d->w_h) ||
+                     add_blk(s, o, l, "ffn_down_shexp.weight", d->D, 2, Fs, d->H, 1, 0,
+                             d->resid / sqrtf((float)Fs))))
+               ? -1
+               : 0;
+}
+
+/* kimi-k3: the residual mixes' score vectors, a KDA or gated latent attention block, the FFN. */
+static int layer_kimi_k3(synth *s, const vx_synth_opts *o, int l) {
+    dims d = dims_of(o);
+    return add_blk(s, o, l, "attn_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std) ||
+                   (o->attn_res_block &&
+                    (add_blk(s, o, l, "attn_res_score.weight", KN_F32, 1, d.H, 1, 1, 0, d.w_h) ||
+                     add_blk(s, o, l, "ffn_res_score.weight", KN_F32, 1, d.H, 1, 1, 0, d.w_h))) ||
+                   (kimi_is_kda(o, l) ? add_kda_k3(s, o, l, &d) : add_mla(s, o, l, &d, true)) ||
+                   add_k3_ffn(s, o, l, &d)
+               ? -1
+               : 0;
+}
+
+static int globals_kimi_k3(synth *s, const vx_synth_opts *o) {
+    return o->attn_res_block ? add(s, "output_res_score.weight", KN_F32, 1, o->hidden, 1, 1, 0,
+                                   1.0f / sqrtf((float)o->hidden), o->seed)
+                             : 0;
+}
+
+/* kimi-k3's keys: kimi-linear's and its own. */
+static int meta_kimi_k3(vx_meta *m, const vx_synth_opts *o) {
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", o->arch, suffix), key)
+    return meta_kimi_linear(m, o) ||
+                   vx_meta_set_u32(m, KEY("attention.q_lora_rank"), (uint32_t)o->q_lora) ||
+                   vx_meta_set_f32(m, KEY("kda.gate_lower_bound"), o->gate_lb) ||
+                   vx_meta_set_bool(m, KEY("expert_weights_norm"), o->weights_norm != 0) ||
+                   vx_meta_set_u32(m, KEY("expert_latent_length"), (uint32_t)o->expert_latent) ||
+                   vx_meta_set_u32(m, KEY("attn_res.block_size"), (uint32_t)o->attn_res_block) ||
+                   vx_meta_set_f32(m, KEY("activation.situ_beta"), o->situ_beta) ||
+                   vx_meta_set_f32(m, KEY("activation.situ_linear_beta"), o->situ_lbeta)
+               ? -1
+               : 0;
+#undef KEY
+}
+
 /* The embedding, every layer (the family's row says which tensors), the output norm and head. */
 static int add_tensors(synth *s, const vx_synth_opts *o, const synth_arch *a) {
     const dims d = dims_of(o);
@@ -679,6 +996,7 @@ static int add_tensors(synth *s, const vx_synth_opts *o, const synth_arch *a) {
     for (int l = 0; l < o->layers && rc == 0; l++) rc = a->layer(s, o, l);
     if (rc == 0) rc = add(s, "output_norm.weight", KN_F32, 1, d.H, 1, 1, 1.0f, d.norm_std, o->seed);
     if (rc == 0) rc = add(s, "output.weight", d.D, 2, d.H, d.V, 1, 0, d.w_h, o->seed);
+    if (rc == 0 && a->globals) rc = a->globals(s, o);
     for (size_t i = 0; i < s->n; i++) s->t[i].impl = &s->g[i];
     return rc;
 }

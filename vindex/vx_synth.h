@@ -41,6 +41,17 @@ typedef struct vx_synth_opts {
     int gating;          /* llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid (2) */
     int weights_norm;    /* expert_weights_norm: 0 / 1 (1) */
     float weights_scale; /* expert_weights_scale, < 0 = default (2.5) */
+    /* the Kimi line (also the deepseek2 options above: latent attention and the MoE; kimi-linear's
+     * queries have no down-projection); 0 = Kimi Linear 48B-A3B's value */
+    int kda_head_dim;    /* KDA head width (128) */
+    int conv_kernel;     /* the short convolution's taps (4) */
+    int full_attn_every; /* layer l is latent attention when (l + 1) % this == 0, else KDA (4) */
+    /* kimi-k3 only (-1 / NaN = the default in parentheses) */
+    int expert_latent;  /* the routed experts' width (0: none, they run at hidden) */
+    int attn_res_block; /* attention residuals' block size (8; 0 = a plain residual stream) */
+    float situ_beta;    /* SiTU's gate beta (2) */
+    float situ_lbeta;   /* its up branch's (2.5; <= 0 leaves it linear) */
+    float gate_lb;      /* KDA's decay lower bound (-5) */
     /* a skewed router (families with a router bias): experts 0 .. N-1 get hot_bias added to
      * it, so they are chosen more often (the planner's tests) */
     int hot_experts;

@@ -379,7 +379,7 @@ bool wr_endpoint_is_local(const char *ep) {
     char *colon = strrchr(host, ':');
     if (colon) *colon = '\0';
     if (!strcmp(host, "localhost") || !strcmp(host, "[::1]") || !strcmp(host, "::1") ||
-        !strcmp(host, "lo"))
+        !strcmp(host, "lo") || !strcmp(host, "lo0")) /* Linux's loopback name, the BSDs' */
         return true;
     unsigned a, b, c, d;
     char tail;

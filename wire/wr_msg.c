@@ -191,6 +191,10 @@ static int pack_welcome(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Env
     welcome.width = w->width;
     welcome.owned.len = w->owned ? wr_owned_bytes(w->n_layers, w->n_experts) : 0;
     welcome.owned.data = (uint8_t *)w->owned;
+    welcome.glu = str_or_empty(w->glu);
+    welcome.n_glu_params = w->glu_params ? w->n_glu_params : 0;
+    welcome.glu_params = (float *)w->glu_params;
+    welcome.read_gbps = w->read_gbps;
     env->welcome = &welcome;
     return pack_envelope(o, env, err);
 }
@@ -437,8 +441,12 @@ static const float *frame_rows(wr_in *in, const Moewire__Envelope *env, const wr
 static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const fault *f) {
     (void)in;
     if (check_str(f, "node_id", w->node_id) || check_str(f, "fingerprint", w->fingerprint) ||
-        check_str(f, "backend", w->backend) || check_str(f, "numerics", w->numerics))
+        check_str(f, "backend", w->backend) || check_str(f, "numerics", w->numerics) ||
+        check_str(f, "glu", w->glu))
         return -1;
+    if (w->n_glu_params > WR_MAX_GLU_PARAMS)
+        return FAIL(f, WR_E_TOO_LARGE, "glu_params has %zu values, the limit is %d",
+                    w->n_glu_params, WR_MAX_GLU_PARAMS);
     uint64_t bits = (uint64_t)w->n_layers * w->n_experts;
     if (check_count(f, "n_layers", w->n_layers, WR_MAX_OWNED_BITS) ||
         check_count(f, "n_experts", w->n_experts, WR_MAX_OWNED_BITS) ||
@@ -448,6 +456,8 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
         return FAIL(f, WR_E_MALFORMED, "owned bitmap is %zu bytes, %u × %u experts need %zu",
                     w->owned.len, w->n_layers, w->n_experts,
                     wr_owned_bytes(w->n_layers, w->n_experts));
+    if (!(w->read_gbps >= 0.0f && w->read_gbps <= 1e6f))
+        return FAIL(f, WR_E_MALFORMED, "read bandwidth %g GB/s", (double)w->read_gbps);
     m->welcome = (wr_welcome){.node_id = str(w->node_id),
                               .fingerprint = str(w->fingerprint),
                               .backend = str(w->backend),
@@ -457,7 +467,12 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
                               .n_layers = w->n_layers,
                               .n_experts = w->n_experts,
                               .width = w->width,
-                              .owned = w->owned.data};
+                              .owned = w->owned.data,
+                              .glu = str(w->glu),
+                              .n_glu_params = (uint32_t)w->n_glu_params,
+                              .glu_params = w->glu_params,
+
+                              .read_gbps = w->read_gbps};
     return 0;
 }
 

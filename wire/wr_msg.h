@@ -24,6 +24,7 @@
 #define WR_MAX_ENVELOPE   (1u << 20) /* bytes of the protobuf envelope */
 #define WR_MAX_STRING     4096       /* bytes of any string field */
 #define WR_MAX_OWNED_BITS (1u << 24) /* n_layers × n_experts in a Welcome */
+#define WR_MAX_GLU_PARAMS 8          /* parameters of a Welcome's GLU policy */
 
 /* Error codes: the wire's ErrorCode numbers. */
 typedef enum wr_code {
@@ -78,8 +79,13 @@ typedef struct wr_hello {
 typedef struct wr_welcome {
     const char *node_id, *fingerprint, *backend, *numerics;
     uint32_t capacity, threads;
-    uint32_t n_layers, n_experts, width;
+    uint32_t n_layers, n_experts;
+    uint32_t width;       /* of the experts' rows: hidden size, or a latent MoE's expert width */
     const uint8_t *owned; /* ceil(n_layers * n_experts / 8) bytes, see wr_owned_get */
+    const char *glu;      /* the experts' GLU kind ("" = not announced) */
+    uint32_t n_glu_params;
+    const float *glu_params; /* its parameters, in the kind's order (kernels/glu.c) */
+    float read_gbps;         /* the backend's measured read bandwidth, GB/s; 0 = not measured */
 } wr_welcome;
 
 /* The wire's Numerics numbers; the same values as kn_numerics. */

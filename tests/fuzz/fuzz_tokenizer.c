@@ -9,7 +9,8 @@
  *    detokenizer: every push appends valid UTF-8 (a split character held, a bad byte U+FFFD), an
  *    id out of range is an error, and the pushes together equal a one-shot tk_decode;
  *  - run the rest as generated ids (2 bytes each) through a chat output parser (harmony, qwen3 and
- *    deepseek-r1 thinking, chatml, kimi-k2): content and reasoning stay valid UTF-8;
+ *    deepseek-r1 thinking, chatml, kimi-k2, kimi-k3's sections): content and reasoning stay valid
+ *    UTF-8;
  *  - parse the rest as an OpenAI message list and render it in every format.
  * The fixtures are found through $MW_FIXTURES or beside the harness (build/fuzz/ in the tree). */
 #include <limits.h>
@@ -29,8 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 enum { V_GPT2, V_DEEPSEEK, V_SPM, V_CHAT, N_VOCABS };
 static tk_tokenizer *vocabs[N_VOCABS];
-static const char *const formats[] = {"harmony", "qwen3",   "deepseek-r1",
-                                      "chatml",  "kimi-k2", "deepseek-v3"};
+static const char *const formats[] = {"harmony", "qwen3",   "deepseek-r1", "chatml",
+                                      "kimi-k2", "kimi-k3", "deepseek-v3"};
 #define N_FORMATS (sizeof formats / sizeof *formats)
 static tk_chat *chats[N_FORMATS];
 

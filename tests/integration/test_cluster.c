@@ -1,7 +1,8 @@
 /* tests/integration/test_cluster.c — `coordinator generate` over real expert-node processes:
  *  - exact mode with the f32 wire gives logits bit-identical to --experts local with 1, 2 and 3
- *    nodes, on the three llama.cpp fixture models (GGUF) and on a synthetic top-4 vindex whose
- *    width is not a multiple of 256; a K3-shaped bank (896 experts, top-16) on 3 nodes;
+ *    nodes, on the llama.cpp fixture models (GGUF; the Kimi ones with their recurrent states,
+ *    K3's latent rows on the wire) and on a synthetic top-4 vindex whose width is not a multiple
+ *    of 256; a K3-shaped bank (896 experts, top-16) on 3 nodes, as deepseek2 and as kimi-k3;
  *  - default (partial-sum) mode stays within 1e-5 where its summation order differs (top-4);
  *  - f16 / bf16 wires stay within the tolerances measured for them (docs/benchmarks.md);
  *  - replicas, an unowned expert, another model's node, a node killed mid-generation and a node
@@ -190,6 +191,22 @@ static void test_exact_is_bit_identical_deepseek2(void **state) {
     check_exact(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), "f32");
 }
 
+/* KDA layers keep their recurrent state on the coordinator; the prompt fills a chunk and the
+ * decode steps open the next. */
+static void test_exact_is_bit_identical_kimi_linear(void **state) {
+    (void)state;
+    check_exact(mwt_fixture("llamacpp/kimi-linear-tiny/model.gguf"), "f32");
+    check_exact(mwt_fixture("llamacpp/kimi-linear-tiny/model.gguf"), "q8");
+}
+
+/* kimi-k3's latent MoE puts rows of its latent width on the wire, and the nodes return latent
+ * sums (SiTU run there, as its GLU policy says). */
+static void test_exact_is_bit_identical_kimi_k3(void **state) {
+    (void)state;
+    check_exact(mwt_fixture("llamacpp/kimi-k3-tiny/model.gguf"), "f32");
+    check_exact(mwt_fixture("llamacpp/kimi-k3-tiny/model.gguf"), "q8");
+}
+
 /* A Kimi-K3-shaped expert bank — 896 experts per layer, top-16, one shared expert — with the
  * widths narrowed to fit a test (hidden 128, expert FFN 64, MXFP4; latent attention at 64), served
  * by 3 loopback nodes: the exact mode's logits equal the in-process ones bit for bit. */
@@ -248,6 +265,71 @@ static void test_k3_shaped_bank_over_three_nodes(void **state) {
     assert_int_equal(n, n_ref);
     if (memcmp(got, ref, n * sizeof(float)))
         fail_msg("896 experts over 3 nodes: logits differ from local (max |diff| %g)",
+                 mwt_max_abs_diff(got, ref, n));
+    free(got);
+    free(ref);
+}
+
+/* A kimi-k3 model with K3's bank shape (896 experts, top-16, one shared expert, experts at a latent
+ * width: 64 of hidden 128, expert FFN 64, MXFP4), KDA and gated latent attention layers and
+ * attention residuals, narrowed to fit a test: 3 loopback nodes give the in-process bits. */
+static void test_k3_family_over_three_nodes(void **state) {
+    (void)state;
+    char k3[4300];
+    snprintf(k3, sizeof k3, "%s/kimi-k3.vindex", dir);
+    char *argv[] = {(char *)mwt_bin("vindex"),
+                    "synth",
+                    "--arch",
+                    "kimi-k3",
+                    "--layers",
+                    "3",
+                    "--hidden",
+                    "128",
+                    "--heads",
+                    "2",
+                    "--kda-head-dim",
+                    "32",
+                    "--full-attn-every",
+                    "3",
+                    "--head-dim",
+                    "32",
+                    "--rope-dim",
+                    "16",
+                    "--q-lora",
+                    "64",
+                    "--kv-lora",
+                    "64",
+                    "--experts",
+                    "896",
+                    "--top-k",
+                    "16",
+                    "--expert-ff",
+                    "64",
+                    "--expert-latent",
+                    "64",
+                    "--attn-res-block",
+                    "2",
+                    "--dense-ff",
+                    "256",
+                    "--vocab",
+                    "300",
+                    "--seed",
+                    "93",
+                    "--format",
+                    "vindex",
+                    k3,
+                    NULL};
+    char *err = NULL;
+    int rc = mwt_run(argv, NULL, &err, 300000);
+    if (rc != 0) fail_msg("vindex synth failed (%d): %s", rc, err ? err : "");
+    free(err);
+    size_t n_ref, n;
+    float *ref = local_logits(k3, "q8", &n_ref);
+    const char *extra[] = {"--loopback", "3", "--exact", "--wire", "f32", NULL};
+    float *got = cluster_logits(k3, "q8", extra, &n);
+    assert_int_equal(n, n_ref);
+    if (memcmp(got, ref, n * sizeof(float)))
+        fail_msg("kimi-k3, 896 experts over 3 nodes: logits differ from local (max |diff| %g)",
                  mwt_max_abs_diff(got, ref, n));
     free(got);
     free(ref);
@@ -675,7 +757,10 @@ int main(void) {
         cmocka_unit_test(test_exact_is_bit_identical_qwen3moe),
         cmocka_unit_test(test_exact_is_bit_identical_synth_vindex),
         cmocka_unit_test(test_exact_is_bit_identical_deepseek2),
+        cmocka_unit_test(test_exact_is_bit_identical_kimi_linear),
+        cmocka_unit_test(test_exact_is_bit_identical_kimi_k3),
         cmocka_unit_test(test_k3_shaped_bank_over_three_nodes),
+        cmocka_unit_test(test_k3_family_over_three_nodes),
         cmocka_unit_test(test_partial_mode_within_1e5),
         cmocka_unit_test(test_f16_and_bf16_wires_within_tolerance),
         cmocka_unit_test(test_report),

@@ -119,22 +119,45 @@ static void test_units_verify(void **state) {
     free(err);
 }
 
+/* The plist deploy/moewire fills in for a Mac host parses, with the host's fields in place. */
 static void test_plist_parses(void **state) {
     (void)state;
     if (access("/usr/bin/python3", X_OK)) {
         print_message("skipped: python3 is not installed, the plist is not parsed\n");
         skip();
     }
+    char plan[4300], bindir[4200], plist[4400];
+    snprintf(plan, sizeof plan, "%s/lab-plist", dir);
+    snprintf(bindir, sizeof bindir, "%s", mwt_bin("coordinator"));
+    *strrchr(bindir, '/') = 0;
+    char *const units[] = {(char *)mwt_repo_path("deploy/moewire"),
+                           "units",
+                           (char *)mwt_repo_path("deploy/topologies/lab-8.json"),
+                           "--plan",
+                           plan,
+                           "--model",
+                           model,
+                           "--bin",
+                           bindir,
+                           NULL};
+    char *out = NULL;
+    assert_int_equal(run(units, &out, NULL), 0);
+    const char *a = strstr(out, "<?xml"), *b = a ? strstr(a, "</plist>") : NULL;
+    assert_non_null(b); /* mac1's, the first */
+    snprintf(plist, sizeof plist, "%s/mac1.plist", dir);
+    assert_int_equal(mwt_write_file(plist, a, (size_t)(b - a) + strlen("</plist>")), 0);
+    free(out);
     char *const argv[] = {
         "/usr/bin/python3", "-c",
         "import plistlib,sys\n"
-        "t=open(sys.argv[1]).read()\n"
-        "for k,v in (('@NAME@','mac1'),('@VINDEX@','/m'),('@SHARD@','/s.json'),"
-        "('@BIND@','tcp://*:5555'),('@THREADS@','8')): t=t.replace(k,v)\n"
-        "p=plistlib.loads(t.encode())\n"
-        "assert p['Label']=='com.moewire.expert-node.mac1' and p['KeepAlive'] is True\n"
-        "assert p['ProgramArguments'][4]=='@/s.json' and p['StandardErrorPath']\n",
-        (char *)mwt_repo_path("deploy/com.moewire.expert-node.plist"), NULL};
+        "p=plistlib.load(open(sys.argv[1],'rb'))\n"
+        "a=p['ProgramArguments']\n"
+        "assert p['Label']=='org.moewire.expert-node.mac1', p['Label']\n"
+        "assert a[a.index('--vindex')+1]=='/Users/moewire/models/kimi-k3.vindex'\n"
+        "assert a[a.index('--experts')+1]=='@/opt/moewire/shards/mac1.json'\n"
+        "assert a[a.index('--bind')+1]=='tcp://*:5555' and a[a.index('--node-id')+1]=='mac1'\n"
+        "assert p['KeepAlive'] and p['StandardErrorPath']\n",
+        plist, NULL};
     assert_int_equal(run(argv, NULL, NULL), 0);
 }
 
@@ -267,7 +290,7 @@ static void test_units_for_a_real_fleet(void **state) {
     }
     for (int i = 1; i <= 3; i++) {
         char want[64];
-        snprintf(want, sizeof want, "<string>com.moewire.expert-node.mac%d</string>", i);
+        snprintf(want, sizeof want, "<string>org.moewire.expert-node.mac%d</string>", i);
         assert_non_null(strstr(out, want));
     }
     assert_non_null(strstr(out, "MOEWIRE_NODES=/etc/moewire/coordinator.nodes"));

@@ -14,7 +14,8 @@
 static const char *const option_names[] = {
     "--vindex",     "--experts",      "--bind",  "--threads",  "--numerics", "--capacity",
     "--node-id",    "--ready-file",   "--pin",   "--affinity", "--poll-us",  "--peer-limit",
-    "--recv-limit", "--curve-secret", "--allow", "--insecure", "--quiet",    "--help"};
+    "--recv-limit", "--curve-secret", "--allow", "--insecure", "--quiet",    "--device",
+    "--self-test",  "--probe",        "--help"};
 
 static char *help_text(const char *flag) {
     char *argv[] = {(char *)mwt_bin("expert-node"), (char *)flag, NULL};
@@ -137,6 +138,8 @@ static void test_bad_command_lines_named(void **state) {
         {"--vindex", "M", "--bind", "tcp://127.0.0.1:*", "--numerics", "f16",
          "--numerics f16: expected f32, q8 or any"},
         {"--vindex", "M", NULL, NULL, NULL, NULL, "--vindex and --bind are required"},
+        {"--self-test", "--device", "gpu", NULL, NULL, NULL,
+         "--device gpu: expected metal, cpu or auto"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *argv[8] = {(char *)mwt_bin("expert-node")};
@@ -152,11 +155,86 @@ static void test_bad_command_lines_named(void **state) {
     }
 }
 
+/* The node's program as the test runs it: the optimised build where there is one (the self-test's
+ * reference and timing take minutes under ASan), else the ASan one. */
+static const char *fast_node(void) {
+    static char path[4200];
+    const char *rel = getenv("MW_REL_BIN");
+    if (!rel) return mwt_bin("expert-node");
+    snprintf(path, sizeof path, "%s/expert-node", rel);
+    return path;
+}
+
+/* --self-test on the CPU: every case bit-identical to the scalar reference, rates printed, exit 0;
+ * --probe: a topology host entry on stdout, the figures behind it on stderr; a device this build
+ * lacks: exit 1, named. */
+static void test_self_test_and_probe(void **state) {
+    (void)state;
+    char *argv[] = {(char *)fast_node(), "--self-test", "--device", "cpu", "--threads", "2", NULL};
+    char *out = NULL, *err = NULL;
+    int rc = mwt_run(argv, &out, &err, 600000);
+    if (rc != 0 || !strstr(out, "self-test: device cpu") || !strstr(out, "q4_K+q6_K   q8  T=64 ") ||
+        strstr(out, "differ") || !strstr(out, "matvec q6_K") ||
+        !strstr(out, "result: every case within tolerance"))
+        fail_msg("exit %d\n%s\n%s", rc, out, err);
+    free(out);
+    free(err);
+    char *probe[] = {(char *)fast_node(), "--probe", "--threads", "1", NULL};
+    rc = mwt_run(probe, &out, &err, 120000);
+    char text[8192]; /* the figures, on stderr: every line starts after a newline */
+    snprintf(text, sizeof text, "\n%s", err ? err : "");
+    const char *keys[] = {"\nplatform: ",      "\ncpus: ", "\nmemory_gb: ",
+                          "\ncpu_read_gbps: ", "\ngpu: ",  "\ndevice: cpu\n"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (rc != 0 || !strstr(text, keys[i]))
+            fail_msg("--probe: exit %d, no %s\n%s", rc, keys[i] + 1, text);
+    /* on stdout, a topology host entry (test_fleet plans with one) */
+    if (!out || strncmp(out, "{\"name\": ", 10) || !strstr(out, "\"read_gbs\": ") ||
+        !strstr(out, "\"cores\": 1,"))
+        fail_msg("--probe printed: %s", out ? out : "");
+    free(out);
+    free(err);
+#ifndef __APPLE__
+    char *metal[] = {(char *)fast_node(), "--self-test", "--device", "metal", NULL};
+    rc = mwt_run(metal, &out, &err, 120000);
+    if (rc != 1 || !strstr(err, "no Metal backend")) fail_msg("exit %d: %s", rc, err);
+    free(out);
+    free(err);
+#endif
+}
+
+/* The launchd plist of a Mac node (deploy/launchd) runs the node with options it has: each
+ * `--name` among its ProgramArguments is in the usage. */
+static void test_launchd_plist_options_exist(void **state) {
+    (void)state;
+    char *plist =
+        mwt_read_file(mwt_repo_path("deploy/launchd/org.moewire.expert-node.plist"), NULL);
+    assert_non_null(plist);
+    char *help = help_text("--help");
+    const char *p = strstr(plist, "<key>ProgramArguments</key>");
+    const char *end = p ? strstr(p, "</array>") : NULL;
+    assert_true(p && end);
+    int n = 0;
+    while ((p = strstr(p, "<string>")) && p < end) {
+        p += 8;
+        const size_t len = strcspn(p, "<");
+        char line[80];
+        snprintf(line, sizeof line, "\n  %.*s ", (int)len, p);
+        if (len > 2 && !strncmp(p, "--", 2) && (n++, !strstr(help, line)))
+            fail_msg("the plist passes %.*s, which the node does not have", (int)len, p);
+    }
+    assert_true(n >= 5);
+    free(help);
+    free(plist);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_lists_every_option),
         cmocka_unit_test(test_help_examples_serve),
         cmocka_unit_test(test_bad_command_lines_named),
+        cmocka_unit_test(test_self_test_and_probe),
+        cmocka_unit_test(test_launchd_plist_options_exist),
     };
     return cmocka_run_group_tests_name("expert-node command line", tests, mwt_tmp_setup,
                                        mwt_tmp_teardown);

@@ -1,11 +1,12 @@
 /* tests/integration/test_serve_http.c — `coordinator serve` over raw sockets on gpt-oss-tiny:
  * greedy completions equal `coordinator generate`, streaming (chunked SSE ending in [DONE]),
  * keep-alive and pipelining, malformed HTTP (bad request lines, huge heads, oversized bodies,
- * slow clients within and past the deadline) and malformed or invalid JSON get 4xx with OpenAI's
- * error shape while the server keeps serving; HEAD, OPTIONS and CORS for browser pages (the
- * default policy and a list); API keys; a list of prompts answered as a choice each; a client
- * that disconnects frees its slot; a full server answers 503 with Retry-After; SIGTERM lets an
- * in-flight stream finish and exits 0. */
+ * slow clients within and past the deadline, versions other than 1.x, HTTP/1.1 without Host,
+ * target bytes that are not ASCII; each counted on /metrics) and malformed or invalid JSON get 4xx
+ * with OpenAI's error shape while the server keeps serving; an absolute-form target is served;
+ * HEAD, OPTIONS and CORS for browser pages (the default policy and a list); API keys; a list of
+ * prompts answered as a choice each; a client that disconnects frees its slot; a full server
+ * answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and exits 0. */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -382,6 +383,10 @@ static void raw_expect(const char *data, size_t len, int status) {
     close(fd);
 }
 
+static void raw_str_expect(const char *data, int status) {
+    raw_expect(data, strlen(data), status);
+}
+
 static void test_malformed_http(void **st) {
     (void)st;
     const char *bad[] = {
@@ -424,7 +429,8 @@ static void test_malformed_http(void **st) {
     raw_expect(huge, strlen(huge), 413);
     /* a chunked body growing over it */
     char *chunked = malloc(120000);
-    n = sprintf(chunked, "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n");
+    n = sprintf(chunked,
+                "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
     for (int i = 0; i < 20; i++) {
         n += sprintf(chunked + n, "1000\r\n");
         memset(chunked + n, ' ', 4096);
@@ -1106,9 +1112,67 @@ static void test_sigint_to_group_finishes_inflight(void **st) {
     other_exits_0();
 }
 
+/* The request line and target as RFC 9112 has them: versions other than 1.x get 505 and a line
+ * without one 400 (llhttp takes 0.9 and 2.0), HTTP/1.1 needs Host, an absolute-form target is
+ * served by its path, target bytes that are not visible ASCII get a 400 that is a JSON error (not
+ * "out of memory"); every answer the HTTP layer gives by itself is counted on /metrics. */
+static void test_versions_targets_counted(void **st) {
+    (void)st;
+    raw_str_expect("GET /health HTTP/2.0\r\nHost: x\r\n\r\n", 505);
+    raw_str_expect("GET /health HTTP/0.9\r\n\r\n", 505);
+    raw_str_expect("GET /health\r\n\r\n", 400);
+    raw_str_expect("GET /health HTTP/1.1\r\n\r\n", 400);
+    const char *nonascii = "GET /\xff\xfe\xc3 HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fd = mwt_http_connect(srv.port);
+    mwt_http_send(fd, nonascii, strlen(nonascii));
+    mwt_resp r;
+    assert_int_equal(mwt_http_read(fd, &r, 10000), 0);
+    assert_int_equal(r.status, 400);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_non_null(j);
+    const char *msg = json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+    assert_non_null(strstr(msg, "not visible ASCII"));
+    json_decref(j);
+    mwt_resp_free(&r);
+    close(fd);
+    /* absolute form, and HTTP/1.0 without Host */
+    const char *body = "{\"model\":\"model\",\"prompt\":[1,2],\"max_tokens\":2}";
+    char req[512];
+    int n = snprintf(req, sizeof req,
+                     "POST http://127.0.0.1:%d/v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     srv.port, strlen(body), body);
+    fd = mwt_http_connect(srv.port);
+    mwt_http_send(fd, req, (size_t)n);
+    assert_int_equal(mwt_http_read(fd, &r, 60000), 0);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "text_completion"));
+    mwt_resp_free(&r);
+    close(fd);
+    fd = mwt_http_connect(srv.port);
+    mwt_http_send(fd, "GET /health HTTP/1.0\r\n\r\n", 24);
+    assert_int_equal(mwt_http_read(fd, &r, 10000), 0);
+    assert_int_equal(r.status, 200);
+    mwt_resp_free(&r);
+    close(fd);
+    /* the HTTP layer's own answers (here and in test_malformed_http, test_slow_clients) */
+    assert_true(metric("moewire_http_requests_total{route=\"/health\",status=\"505\"}") >= 2);
+    assert_true(metric("moewire_http_requests_total{route=\"/health\",status=\"400\"}") >= 2);
+    assert_true(metric("moewire_http_requests_total{route=\"other\",status=\"400\"}") >= 1);
+    assert_true(metric("moewire_http_requests_total{route=\"/health\",status=\"431\"}") >= 1);
+    assert_true(metric("moewire_http_requests_total{route=\"other\",status=\"414\"}") >= 1);
+    assert_true(metric("moewire_http_requests_total{route=\"/v1/completions\",status=\"413\"}") >=
+                2);
+    assert_true(metric("moewire_http_requests_total{route=\"/v1/completions\",status=\"415\"}") >=
+                1);
+    assert_true(metric("moewire_http_requests_total{route=\"/health\",status=\"408\"}") >= 1);
+    health_ok();
+}
+
 /* --kv-mb sizes the slots from the KV bytes a sequence of --ctx positions needs (gpt-oss-tiny:
  * 2 full layers × 2 KV heads × (64 + 64) floats = 2 KiB a position, plus the two ring layers'
- * window of 8): 8192 positions need 16 MiB and a little, so 40 MiB hold 2 slots, 1 MiB none. */
+ * window of 8): 8192 positions need 16 MiB and a little, so 40 MiB hold 2 slots, 1 MiB none; with
+ * an f16 cache (--kv-type) half as much, so 4 slots. */
 static void test_kv_budget(void **st) {
     (void)st;
     static const char *const two[] = {"--kv-mb", "40", "--ctx", "8192", "--threads", "1", NULL};
@@ -1116,6 +1180,14 @@ static void test_kv_budget(void **st) {
     char *log = mwt_read_file(other.log, NULL);
     assert_non_null(log);
     assert_non_null(strstr(log, " 2 slot(s) x 8192 positions"));
+    free(log);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
+    static const char *const f16[] = {"--kv-mb", "40",        "--ctx", "8192", "--kv-type",
+                                      "f16",     "--threads", "1",     NULL};
+    assert_int_equal(mwt_serve_start(&other, mwt_fixture(MODEL), f16, 120000), 0);
+    log = mwt_read_file(other.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, " 4 slot(s) x 8192 positions"));
     free(log);
     assert_int_equal(mwt_serve_stop(&other, 30000), 0);
     char *argv[] = {(char *)mwt_bin("coordinator"),
@@ -1143,6 +1215,18 @@ static void test_kv_budget(void **st) {
                     "2",
                     NULL};
     assert_int_equal(mwt_run(both, NULL, NULL, 120000), 2);
+    /* kimi-linear-tiny: 320 bytes a position on its one latent attention layer (64 + 16 floats)
+     * and 726 KiB of recurrent state per sequence on its three KDA layers, whatever the length:
+     * 1024 positions need 1.02 MiB, so 2 MiB hold one slot (six without the state) and 1 none */
+    static const char *const kimi[] = {"--kv-mb", "2", "--ctx", "1024", "--threads", "1", NULL};
+    assert_int_equal(
+        mwt_serve_start(&other, mwt_fixture("llamacpp/kimi-linear-tiny/model.gguf"), kimi, 120000),
+        0);
+    log = mwt_read_file(other.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, " 1 slot(s) x 1024 positions"));
+    free(log);
+    assert_int_equal(mwt_serve_stop(&other, 30000), 0);
 }
 
 int main(void) {
@@ -1158,6 +1242,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_http),
         cmocka_unit_test(test_slow_clients),
         cmocka_unit_test(test_bad_json),
+        cmocka_unit_test(test_versions_targets_counted),
         cmocka_unit_test(test_disconnect_and_full),
         cmocka_unit_test(test_several_prompts),
         cmocka_unit_test(test_sigterm_finishes_inflight),

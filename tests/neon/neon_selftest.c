@@ -89,7 +89,7 @@ static void test_neon_matches_scalar(void) {
 
 static void test_expert_matches_scalar(void) {
     kt_rng r = {99};
-    const kn_glu glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    const kn_glu glu = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
     const kn_type types[] = {KN_MXFP4, KN_Q6_K};
     for (int i = 0; i < 2; i++) {
         const int64_t hidden = types[i] == KN_MXFP4 ? 1440 : 512, ff = 256, T = 5;
@@ -114,7 +114,8 @@ static void test_expert_matches_scalar(void) {
     }
 }
 
-/* The NEON GLU gives the scalar bits: a dense sweep with specials, odd lengths. */
+/* The NEON GLU gives the scalar bits (every kind, SiTU with both up branches): a dense sweep
+ * with specials, odd lengths. */
 static void test_glu_matches_scalar(void) {
     enum { N = 4099 };
     static float g[N], u[N], want[N], got[N];
@@ -123,8 +124,11 @@ static void test_glu_matches_scalar(void) {
     const float special[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 7.0f, -7.0f, 88.8f, -104.0f};
     for (size_t i = 0; i < sizeof special / sizeof special[0]; i++)
         g[7 * i] = special[i], u[7 * i + 3] = special[i];
-    const kn_glu glus[2] = {{KN_GLU_SWIGLU, 0, 0}, {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}};
-    for (int k = 0; k < 2; k++) {
+    const kn_glu glus[] = {{.kind = KN_GLU_SWIGLU},
+                           {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f},
+                           {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 2.5f},
+                           {.kind = KN_GLU_SITU, .beta = 0.3f, .lbeta = 0.0f}};
+    for (size_t k = 0; k < sizeof glus / sizeof glus[0]; k++) {
         kn__glu_apply_ref(&glus[k], g, u, want, N);
         for (int len = N - 3; len <= N; len++) {
             kn_glu_apply(&glus[k], g, u, got, len);

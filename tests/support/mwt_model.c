@@ -7,6 +7,20 @@
 #include "model/md_model.h"
 #include "tests/support/mw_test.h"
 
+static int flaky_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    mwt_flaky *f = b->impl;
+    if (batch->layer == f->fail_layer) {
+        f->fail_layer = -1;
+        return mw_errf(err, "node lost");
+    }
+    return f->inner->run(f->inner, batch, out, err);
+}
+
+void mwt_flaky_init(mwt_flaky *f, md_expert_backend *inner) {
+    *f = (mwt_flaky){.b = {.name = "flaky", .run = flaky_run}, .inner = inner, .fail_layer = -1};
+    f->b.impl = f;
+}
+
 float *mwt_prefill(const char *path, kn_numerics num, const int32_t *tok, int T, int64_t n_ctx,
                    int64_t *V) {
     vx_source *src;

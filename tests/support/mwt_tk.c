@@ -28,6 +28,10 @@ const mwt_tok mwt_chat_specials[MWT_N_CHAT_SPECIALS] = {
     {"<|im_assistant|>", 3},
     {"<|im_middle|>", 3},
     {"[EOS]", 3},
+    {"<|open|>", 3},
+    {"<|close|>", 3},
+    {"<|sep|>", 3},
+    {"<|end_of_msg|>", 3},
 };
 
 static int printable(int b) {

@@ -15,9 +15,9 @@ typedef struct mwt_tok {
 } mwt_tok;
 
 /* The special tokens of every chat format we render (harmony, ChatML / Qwen3, DeepSeek-V3 / R1,
- * Kimi-K2) and [EOS], with their types (3 control, 4 user-defined): a vocabulary holding all of
- * them serves every chat test. */
-#define MWT_N_CHAT_SPECIALS 21
+ * Kimi-K2, Kimi K3) and [EOS], with their types (3 control, 4 user-defined): a vocabulary holding
+ * all of them serves every chat test. */
+#define MWT_N_CHAT_SPECIALS 25
 extern const mwt_tok mwt_chat_specials[MWT_N_CHAT_SPECIALS];
 
 /* The GPT-2 byte-level spelling of byte b (UTF-8, 1 or 2 bytes); returns its length. */

@@ -201,7 +201,8 @@ static void test_empty_page(void **st) {
     co_metrics_free(m);
 }
 
-/* Requests by route and status; tokens; the latency histograms' buckets, sums and counts. */
+/* Requests by route and status; the HTTP front's gauges and stream stalls; tokens; the latency
+ * histograms' buckets, sums and counts. */
 static void test_requests_and_latencies(void **st) {
     (void)st;
     co_metrics *m = make(0);
@@ -216,6 +217,10 @@ static void test_requests_and_latencies(void **st) {
     co_metrics_ttft(m, 0.2);
     co_metrics_ttft(m, 1000); /* beyond every bound: +Inf only */
     co_metrics_itl(m, 0.01);  /* on a bound: counted in it (le) */
+    co_metrics_http(m, 7, 123456);
+    co_metrics_stream_paused(m);
+    co_metrics_stream_paused(m);
+    co_metrics_stream_stalled(m);
     char *t = page(m);
     expo x;
     check_page(t, &x);
@@ -226,6 +231,10 @@ static void test_requests_and_latencies(void **st) {
     assert_true(value_of(t, "moewire_http_requests_total{route=\"/health\",status=\"200\"}") == 1);
     assert_true(value_of(t, "moewire_prompt_tokens_total") == 12);
     assert_true(value_of(t, "moewire_generation_tokens_total") == 7);
+    assert_true(value_of(t, "moewire_http_connections") == 7);
+    assert_true(value_of(t, "moewire_http_held_bytes") == 123456);
+    assert_true(value_of(t, "moewire_streams_paused_total") == 2);
+    assert_true(value_of(t, "moewire_streams_stalled_total") == 1);
     assert_true(check_histogram(t, "moewire_time_to_first_token_seconds", "") == 3);
     assert_true(value_of(t, "moewire_time_to_first_token_seconds_bucket{le=\"0.005\"}") == 1);
     assert_true(value_of(t, "moewire_time_to_first_token_seconds_bucket{le=\"60\"}") == 2);

@@ -15,16 +15,16 @@
 
 static void parse_ok(const char *body, co_oai_kind kind, co_oai_req *r) {
     co_oai_error e = {0};
-    if (co_oai_parse(body, strlen(body), kind, r, &e))
+    if (co_oai_parse(body, strlen(body), kind, NULL, r, &e))
         fail_msg("%s: refused (%d, %s): %s", body, e.status, e.param, e.message);
 }
 
 /* The body is refused with `status`, naming `param` ("" for none), the message holding `needle`. */
-static void refused(const char *body, co_oai_kind kind, int status, const char *param,
-                    const char *needle) {
+static void refused_within(const char *body, co_oai_kind kind, const co_oai_limits *lim, int status,
+                           const char *param, const char *needle) {
     co_oai_req r;
     co_oai_error e = {0};
-    if (!co_oai_parse(body, strlen(body), kind, &r, &e)) {
+    if (!co_oai_parse(body, strlen(body), kind, lim, &r, &e)) {
         co_oai_req_free(&r);
         fail_msg("%s: accepted", body);
     }
@@ -34,6 +34,11 @@ static void refused(const char *body, co_oai_kind kind, int status, const char *
     assert_null(r.root); /* nothing held after a refusal */
     assert_null(r.prompts);
     assert_null(r.logit_bias);
+}
+
+static void refused(const char *body, co_oai_kind kind, int status, const char *param,
+                    const char *needle) {
+    refused_within(body, kind, NULL, status, param, needle);
 }
 
 static json_t *load(const co_buf *b) {
@@ -121,7 +126,7 @@ static void test_body_and_model(void **st) {
     const char nul[] = "{\"model\":\"m\",\"prompt\":\"x\"}\0garbage";
     co_oai_req r;
     co_oai_error e = {0};
-    assert_int_not_equal(co_oai_parse(nul, sizeof nul - 1, CO_OAI_COMPLETION, &r, &e), 0);
+    assert_int_not_equal(co_oai_parse(nul, sizeof nul - 1, CO_OAI_COMPLETION, NULL, &r, &e), 0);
     assert_int_equal(e.status, 400);
 }
 
@@ -513,6 +518,117 @@ static void test_invalid_utf8(void **st) {
     co_buf_free(&b);
 }
 
+/* The limits that bound what checking a request costs, each refusal naming its option; at the
+ * limit a request passes. */
+static void test_limits(void **st) {
+    (void)st;
+    const co_oai_limits lim = {.max_messages = 3, .max_logit_bias = 2, .max_prompt_tokens = 5};
+    co_oai_req r;
+    co_oai_error e = {0};
+    const char *msgs3 =
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+        "{\"role\":\"assistant\",\"content\":\"b\"},{\"role\":\"user\",\"content\":\"c\"}]}";
+    assert_int_equal(co_oai_parse(msgs3, strlen(msgs3), CO_OAI_CHAT, &lim, &r, &e), 0);
+    co_oai_req_free(&r);
+    refused_within("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
+                   "{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"a\"},"
+                   "{\"role\":\"user\",\"content\":\"a\"}]}",
+                   CO_OAI_CHAT, &lim, 400, "messages",
+                   "holds 4 messages; this server takes at most 3 (--max-messages)");
+    /* counted before any message is looked at: the fourth's flaw is not what is reported */
+    refused_within("{\"model\":\"m\",\"messages\":[1,2,3,4]}", CO_OAI_CHAT, &lim, 400, "messages",
+                   "--max-messages");
+    const char *bias2 = "{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":1,\"2\":2}}";
+    assert_int_equal(co_oai_parse(bias2, strlen(bias2), CO_OAI_COMPLETION, &lim, &r, &e), 0);
+    co_oai_req_free(&r);
+    refused_within("{\"model\":\"m\",\"prompt\":\"x\",\"logit_bias\":{\"1\":1,\"2\":2,\"3\":3}}",
+                   CO_OAI_COMPLETION, &lim, 400, "logit_bias",
+                   "has 3 entries; this server takes at most 2 (--max-logit-bias)");
+    const char *ids5 = "{\"model\":\"m\",\"prompt\":[[1,2],[3,4,5]]}";
+    assert_int_equal(co_oai_parse(ids5, strlen(ids5), CO_OAI_COMPLETION, &lim, &r, &e), 0);
+    co_oai_req_free(&r);
+    refused_within("{\"model\":\"m\",\"prompt\":[[1,2],[3,4,5],[6]]}", CO_OAI_COMPLETION, &lim, 400,
+                   "prompt[2]",
+                   "past 5, the most this server takes in one request (--max-prompt-tokens)");
+    refused_within("{\"model\":\"m\",\"prompt\":[1,2,3,4,5,6]}", CO_OAI_COMPLETION, &lim, 400,
+                   "prompt", "--max-prompt-tokens");
+    /* the defaults */
+    const co_oai_limits d = co_oai_default_limits();
+    assert_int_equal(d.max_messages, 2048);
+    assert_int_equal(d.max_logit_bias, 1024);
+    assert_int_equal(d.max_prompt_tokens, 65536);
+}
+
+/* A parse whose result nobody wants stops (499) instead of reading the rest of the JSON. */
+static void test_stoppable(void **st) {
+    (void)st;
+    co_buf b = {0};
+    co_buf_puts(&b, "{\"model\":\"m\",\"prompt\":[");
+    for (int i = 0; i < 100000; i++) co_buf_puts(&b, i ? ",1" : "1");
+    co_buf_puts(&b, "]}");
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    co_oai_req r;
+    co_oai_error e = {0};
+    const co_oai_limits lim = {
+        .max_messages = 1, .max_logit_bias = 1, .max_prompt_tokens = 1 << 20};
+    assert_int_equal(co_oai_parse_stoppable(b.p, b.len, CO_OAI_COMPLETION, &lim, &stop, &r, &e), 0);
+    assert_int_equal(r.prompts[0].n_ids, 100000);
+    co_oai_req_free(&r);
+    atomic_store(&stop, true);
+    assert_int_equal(co_oai_parse_stoppable(b.p, b.len, CO_OAI_COMPLETION, &lim, &stop, &r, &e),
+                     -1);
+    assert_int_equal(e.status, 499);
+    assert_null(r.root);
+    co_buf_free(&b);
+}
+
+/* Detached, a request keeps what submitting it needs (stop strings, ids, options) without its
+ * JSON. */
+static void test_detach(void **st) {
+    (void)st;
+    co_oai_req r;
+    parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+             "\"stop\":[\"ab\",\"\u00e9t\u00e9\"],\"reasoning_effort\":\"high\",\"logit_bias\":{"
+             "\"3\":1}}",
+             CO_OAI_CHAT, &r);
+    co_oai_error e = {0};
+    assert_int_equal(co_oai_req_detach(&r, &e), 0);
+    assert_null(r.root);
+    assert_null(r.messages);
+    assert_null(r.model);
+    assert_int_equal(r.n_stop, 2);
+    assert_string_equal(r.stop[0], "ab");
+    assert_string_equal(r.stop[1], "\xc3\xa9t\xc3\xa9");
+    assert_string_equal(r.reasoning_effort, "high");
+    assert_int_equal(r.n_logit_bias, 1);
+    assert_int_equal(co_oai_req_detach(&r, &e), 0); /* once is enough */
+    co_oai_req_free(&r);
+    parse_ok("{\"model\":\"m\",\"prompt\":[\"a\",[1,2]]}", CO_OAI_COMPLETION, &r);
+    assert_int_equal(co_oai_req_detach(&r, &e), 0);
+    assert_null(r.prompts[0].text);
+    assert_int_equal(r.prompts[1].n_ids, 2);
+    co_oai_req_free(&r);
+}
+
+/* An error message quoting the request stays UTF-8 where a length cut a character in two (JSON
+ * carries UTF-8 only: the answer must not become "out of memory"). */
+static void test_error_utf8(void **st) {
+    (void)st;
+    co_oai_error e;
+    co_oai_fail(&e, 404, "p\xff", NULL, "no route for %.2s|", "a\xc3\xa9"); /* cuts the é */
+    assert_string_equal(e.message, "no route for a?|");
+    assert_string_equal(e.param, "p?");
+    co_oai_fail(&e, 400, NULL, NULL, "%s", "ok \xe2\x82\xac \xed\xa0\x80 \xc0\xaf");
+    assert_string_equal(e.message, "ok \xe2\x82\xac ??? ??");
+    co_buf b = {0};
+    co_oai_error_json(&e, &b);
+    json_t *j = load(&b);
+    assert_string_equal(str_at(json_object_get(j, "error"), "message"), e.message);
+    json_decref(j);
+    co_buf_free(&b);
+}
+
 static void test_finish_names(void **st) {
     (void)st;
     assert_null(co_oai_finish_name(CO_FINISH_NONE));
@@ -525,6 +641,10 @@ static void test_finish_names(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_completion_defaults),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_detach),
+        cmocka_unit_test(test_stoppable),
+        cmocka_unit_test(test_error_utf8),
         cmocka_unit_test(test_prompt_forms),
         cmocka_unit_test(test_body_and_model),
         cmocka_unit_test(test_chat_messages),

@@ -27,6 +27,9 @@
 #define NODES 3
 #define FP    "fingerprint-of-the-test-model"
 
+/* The test model's experts run SiTU; every fake announces this unless told otherwise. */
+static const kn_glu model_glu = {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 2.5f};
+
 /* Expert e of any layer: y = x · 2^(24·(e % 3) - 24) + e. Outputs 2^24 apart in magnitude make
  * every order of summation give different bits, so the combine order shows. */
 static void expert_fn(int e, const float *x, float *y) {
@@ -43,6 +46,10 @@ typedef struct fake {
     const char *fingerprint;
     uint32_t width, capacity;
     bool owns[NL][NE];
+    const char *backend;  /* NULL: "fake" */
+    const char *glu_name; /* the GLU it announces (NULL: model_glu's) */
+    int n_glu;            /* with these parameters (glu_name set) */
+    float glu_params[WR_MAX_GLU_PARAMS];
     bool refuse; /* Hello gets an Error */
     bool silent; /* ExpertBatches get no answer */
     /* what it saw */
@@ -61,18 +68,23 @@ static void send_welcome(fake *f, wr_out *out, const wr_rx *rx, uint64_t seq) {
     for (int l = 0; l < NL; l++)
         for (int e = 0; e < NE; e++)
             if (f->owns[l][e]) owned[(l * NE + e) / 8] |= (uint8_t)(1u << ((l * NE + e) % 8));
+    float p[KN_GLU_MAX_PARAMS];
+    const int n_p = kn_glu_params(&model_glu, p);
     wr_msg w = {.kind = WR_MSG_WELCOME,
                 .seq = seq,
                 .welcome = {.node_id = f->endpoint,
                             .fingerprint = f->fingerprint,
-                            .backend = "fake",
+                            .backend = f->backend ? f->backend : "fake",
                             .numerics = "f32,q8",
                             .capacity = f->capacity,
                             .threads = 1,
                             .n_layers = NL,
                             .n_experts = NE,
                             .width = f->width,
-                            .owned = owned}};
+                            .owned = owned,
+                            .glu = f->glu_name ? f->glu_name : kn_glu_name(model_glu.kind),
+                            .n_glu_params = (uint32_t)(f->glu_name ? f->n_glu : n_p),
+                            .glu_params = f->glu_name ? f->glu_params : p}};
     if (wr_pack(out, &w, (wr_codec){WR_F32, false}, NULL) == 0)
         wr_send(f->sock, rx->id, rx->id_len, out, 0, NULL);
 }
@@ -195,6 +207,7 @@ static co_remote_opts opts(int n_nodes, bool exact) {
                             .n_layers = NL,
                             .n_experts = NE,
                             .width = NW,
+                            .glu = &model_glu,
                             .numerics = KN_NUM_F32,
                             .zctx = zctx};
 }
@@ -440,6 +453,87 @@ static void test_handshake_refusals(void **state) {
     assert_null(be);
 }
 
+/* Exact mode keeps Metal and CPU owners of one expert apart; partial mode, two Metal owners, or
+ * a Metal and a CPU node owning different experts are served. */
+static void test_exact_mode_keeps_metal_and_cpu_apart(void **state) {
+    (void)state;
+    for (int i = 0; i < 2; i++) init_fake(i, 1), start_fake(i);
+    fakes[0].backend = "cpu-avx2";
+    fakes[1].backend = "metal-apple-m2-ultra";
+    co_remote_opts o = opts(2, true);
+    mw_err err;
+    assert_int_equal(co_remote_new(&o, &be, &err), -1);
+    if (!strstr(err.msg, "exact mode: expert 0:0 is owned by node ") ||
+        !strstr(err.msg, "(cpu-avx2)") || !strstr(err.msg, "(metal-apple-m2-ultra)"))
+        fail_msg("%s", err.msg);
+    assert_null(be);
+    o.exact = false;
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    be->destroy(be);
+    be = NULL;
+    o.exact = true;
+    fakes[0].backend = "metal-apple-m4-max";
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    be->destroy(be);
+    be = NULL;
+    fakes[0].backend = "cpu-neon";
+    for (int i = 0; i < 2; i++) /* even experts on 0, odd on 1 */
+        for (int l = 0; l < NL; l++)
+            for (int e = 0; e < NE; e++) fakes[i].owns[l][e] = e % 2 == i;
+    fakes[1].backend = "metal-apple-m2-ultra";
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+}
+
+/* The node's experts must run the model's GLU policy, parameters bit for bit: another kind,
+ * another parameter, none announced, an unknown kind and a malformed one are each refused at the
+ * handshake, naming the node and both policies. */
+static void test_glu_mismatch_is_refused(void **state) {
+    (void)state;
+    init_fake(0, 1);
+    start_fake(0);
+    co_remote_opts o = opts(1, false);
+    mw_err err;
+    static const struct {
+        const char *name;
+        int n;
+        float p[2];
+        const char *says;
+    } cases[] = {
+        {"swiglu",
+         0,
+         {0},
+         "runs experts with GLU swiglu; the model's is situ(beta=4, "
+         "linear_beta=2.5)"},
+        {"situ",
+         2,
+         {4.0f, 0.0f},
+         "runs experts with GLU situ(beta=4, linear_beta=0); the "
+         "model's is situ(beta=4, linear_beta=2.5)"},
+        {"situ", 2, {4.0000005f, 2.5f}, "GLU situ(beta=4.00000048, linear_beta=2.5); the model's"},
+        {"", 0, {0}, "announces no GLU policy; the model's experts run situ(beta=4, "},
+        {"geglu", 0, {0}, "GLU 'geglu', which this coordinator does not know"},
+        {"situ", 1, {4.0f}, "announces a GLU policy that cannot run: GLU situ takes 2 parameters"},
+        {"situ", 2, {-4.0f, 1.0f}, "beta = -4 must be finite and > 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fakes[0].glu_name = cases[i].name;
+        fakes[0].n_glu = cases[i].n;
+        memcpy(fakes[0].glu_params, cases[i].p, sizeof cases[i].p);
+        assert_int_equal(co_remote_new(&o, &be, &err), -1);
+        assert_null(be);
+        if (!strstr(err.msg, "node 0 (inproc://fake-node-0)") || !strstr(err.msg, cases[i].says))
+            fail_msg("case %zu: %s", i, err.msg);
+    }
+    fakes[0].glu_name = NULL; /* the model's own: accepted */
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    be->destroy(be);
+    be = NULL;
+    /* the coordinator must know its own */
+    o.glu = NULL;
+    assert_int_equal(co_remote_new(&o, &be, &err), -1);
+    assert_non_null(strstr(err.msg, "GLU policy is required"));
+}
+
 /* A node that never answers: at the deadline it is lost, and without a replica the layer fails,
  * naming the node, the layer and the experts nobody serves. */
 static void test_silent_node_misses_the_deadline(void **state) {
@@ -474,6 +568,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_capacity_splits_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unowned_experts_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_refusals, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_glu_mismatch_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_exact_mode_keeps_metal_and_cpu_apart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_silent_node_misses_the_deadline, setup, teardown),
     };
     return cmocka_run_group_tests_name("co_remote", tests, NULL, NULL);

@@ -1,8 +1,11 @@
 /* tests/unit/test_co_sched.c — the serving scheduler on gpt-oss-tiny (window 8, so prompts and
  * generations run past the ring): batch invariance (a prompt alone and among 7 others gives the
  * same tokens and bit-identical logits, f32 and q8), seeded sampling, stop ids, cancellation
- * freeing the slot, admission limits, a failed step failing only the jobs of the rows its backend
- * names; and stop strings over split text (co_stop). */
+ * freeing the slot, a paused job keeping its slot out of the batch, admission limits, a failed step
+ * failing only the jobs of the rows its backend names; and stop strings over split text (co_stop).
+ * Invariance and cancellation also on kimi-linear-tiny, whose KDA layers keep a recurrent state per
+ * slot: prompt chunks end anywhere in the delta rule's chunks, and a cancelled job's slot starts
+ * the next one afresh; invariance on kimi-k3-tiny too (attention residuals, latent MoE). */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -19,6 +22,9 @@
 #include "model/md_sampler.h"
 
 #define MAX_GEN 64
+
+/* the model the scheduler runs (a llama.cpp fixture) */
+static const char *fixture_model = "llamacpp/gpt-oss-tiny/model.gguf";
 
 typedef struct result {
     int32_t tok[MAX_GEN];
@@ -65,7 +71,7 @@ static void model_open(env *e, kn_numerics num, kn_pool *pool, int slots, int64_
     mw_err err = {{0}};
     memset(e, 0, sizeof *e);
     e->pool = pool;
-    if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &e->src, &err) ||
+    if (vx_source_open(mwt_fixture(fixture_model), NULL, &e->src, &err) ||
         md_model_load(e->src, &e->model, &err) ||
         md_local_backend_new(e->src, &e->model->cfg, pool, &e->experts, &err))
         fail_msg("%s", err.msg);
@@ -208,6 +214,32 @@ static void test_invariance_q8_sampled(void **st) {
     sampling_extra = (md_sampler_opts){.repetition_penalty = 1};
 }
 
+/* A test's setup and teardown that run it on kimi-linear-tiny (the teardown restores the
+ * default even when the test fails). */
+static int on_kimi_linear(void **st) {
+    (void)st;
+    fixture_model = "llamacpp/kimi-linear-tiny/model.gguf";
+    return 0;
+}
+
+static int on_kimi_k3(void **st) {
+    (void)st;
+    fixture_model = "llamacpp/kimi-k3-tiny/model.gguf";
+    return 0;
+}
+
+static int on_gpt_oss(void **st) {
+    (void)st;
+    fixture_model = "llamacpp/gpt-oss-tiny/model.gguf";
+    return 0;
+}
+
+static void test_invariance_kimi(void **st) {
+    (void)st;
+    invariance(KN_NUM_F32, 0.0f);
+    invariance(KN_NUM_Q8, 0.8f);
+}
+
 /* Greedy with penalties: every token is the argmax of the model's row (kept as the model's own)
  * after the penalties of the prompt and of the tokens before it; and they change the reply. The
  * penalized prompt ends with the first tokens of the plain reply, which a random model's greedy
@@ -344,9 +376,9 @@ static void test_stop_ids_and_limits(void **st) {
     env_close(&e);
 }
 
-/* A cancelled job ends at the next step and its slot serves the next request. */
-static void test_cancel_frees_slot(void **st) {
-    (void)st;
+/* A cancelled job ends at the next step (after `after` tokens) and its slot serves the next
+ * request as a fresh one. */
+static void cancel_frees_slot(int after) {
     int32_t p[8];
     prompt_of(p, 8, 4);
     env e;
@@ -354,7 +386,7 @@ static void test_cancel_frees_slot(void **st) {
     result a, b;
     submit(&e, &a, p, 8, 150, 0.0f, 0);
     submit(&e, &b, p, 8, 4, 0.0f, 0);
-    while (a.n < 3) uv_run(&e.loop, UV_RUN_ONCE);
+    while (a.n < after) uv_run(&e.loop, UV_RUN_ONCE);
     co_job_cancel(a.job);
     run_until(&e, &b, 1);
     assert_false(a.done); /* no callback after the cancel */
@@ -364,6 +396,18 @@ static void test_cancel_frees_slot(void **st) {
     assert_int_equal(co_sched_jobs(e.s), 0);
     free(b.logits);
     env_close(&e);
+}
+
+static void test_cancel_frees_slot(void **st) {
+    (void)st;
+    cancel_frees_slot(3);
+}
+
+/* The cancelled job ran past a delta-rule chunk (8 + 12 positions > 16), so its slot's recurrent
+ * state moved on: the next request must not see it. */
+static void test_cancel_frees_state_kimi_linear(void **st) {
+    (void)st;
+    cancel_frees_slot(12);
 }
 
 /* logit_bias: -100 on the greedy token makes another one win; +100 forces a token at every step;
@@ -556,6 +600,64 @@ static void test_idle_ticks(void **st) {
     }
 }
 
+/* Runs the loop for about ms milliseconds (outputs arrive meanwhile). */
+static void run_for(env *e, int ms) {
+    for (int i = 0; i < ms / 5; i++) {
+        uv_run(&e->loop, UV_RUN_NOWAIT);
+        usleep(5000);
+    }
+}
+
+/* A paused job (its client fell behind) leaves the batch but keeps its slot: no tokens, no steps
+ * spent on it, the job queued behind it still waiting; resumed, it goes on to the same tokens a
+ * job never paused gives. Cancelled while paused, its slot serves the next job. */
+static void test_pause_keeps_slot(void **st) {
+    (void)st;
+    int32_t p[8];
+    prompt_of(p, 8, 6);
+    env e;
+    env_open_with(&e, KN_NUM_Q8, 1, 16, 4, count_step);
+    result ref, a, b;
+    submit(&e, &ref, p, 8, 40, 0.0f, 0);
+    run_until(&e, &ref, 1);
+    submit(&e, &a, p, 8, 40, 0.0f, 0);
+    submit(&e, &b, p, 8, 4, 0.0f, 0);
+    while (a.n < 3) uv_run(&e.loop, UV_RUN_ONCE);
+    co_job_pause(a.job, true);
+    run_for(&e, 100); /* a step under way when it paused may still give a token */
+    const int64_t n_paused = a.n;
+    const int steps = atomic_load(&steps_done);
+    run_for(&e, 300);
+    assert_int_equal(a.n, n_paused);
+    assert_int_equal(b.n, 0);                           /* the slot stays a's */
+    assert_true(atomic_load(&steps_done) - steps <= 1); /* the model thread is not spinning */
+    assert_int_equal(co_sched_jobs(e.s), 2);
+    co_job_pause(a.job, false);
+    run_until(&e, &a, 1);
+    run_until(&e, &b, 1);
+    assert_int_equal(a.finish, CO_FINISH_LENGTH);
+    assert_int_equal(a.n, 40);
+    assert_memory_equal(a.tok, ref.tok, 40 * sizeof(int32_t));
+    assert_int_equal(b.n, 4);
+    /* cancelled while paused */
+    result c, d;
+    submit(&e, &c, p, 8, 40, 0.0f, 0);
+    submit(&e, &d, p, 8, 4, 0.0f, 0);
+    while (c.n < 2) uv_run(&e.loop, UV_RUN_ONCE);
+    co_job_pause(c.job, true);
+    run_for(&e, 100);
+    assert_int_equal(d.n, 0);
+    co_job_cancel(c.job);
+    run_until(&e, &d, 1);
+    assert_int_equal(d.finish, CO_FINISH_LENGTH);
+    assert_int_equal(co_sched_jobs(e.s), 0);
+    free(ref.logits);
+    free(a.logits);
+    free(b.logits);
+    free(d.logits);
+    env_close(&e);
+}
+
 /* An expert backend that runs the local one, except that once armed it fails the first batch of
  * two rows or more the way a remote backend fails when experts have no live owner, naming the
  * batch's last row as the one that needed them (row_lost). */
@@ -649,13 +751,18 @@ int main(void) {
         cmocka_unit_test(test_stop_strings),
         cmocka_unit_test(test_invariance_f32_greedy),
         cmocka_unit_test(test_invariance_q8_sampled),
+        cmocka_unit_test_setup_teardown(test_invariance_kimi, on_kimi_linear, on_gpt_oss),
+        cmocka_unit_test_setup_teardown(test_invariance_kimi, on_kimi_k3, on_gpt_oss),
         cmocka_unit_test(test_penalties),
         cmocka_unit_test(test_matches_plain_decode),
         cmocka_unit_test(test_stop_ids_and_limits),
         cmocka_unit_test(test_cancel_frees_slot),
+        cmocka_unit_test_setup_teardown(test_cancel_frees_state_kimi_linear, on_kimi_linear,
+                                        on_gpt_oss),
         cmocka_unit_test(test_slow_loop_takes_every_output),
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_idle_ticks),
+        cmocka_unit_test(test_pause_keeps_slot),
         cmocka_unit_test(test_lost_rows_fail_their_jobs_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -115,6 +115,13 @@ static void test_welcome_states_the_node(void **state) {
     assert_string_equal(w->backend, backend);
     assert_string_equal(w->numerics, "f32,q8");
     assert_int_equal(w->width, model->cfg.n_embd);
+    /* the experts' GLU policy as the config declares it: gpt-oss's clamped SwiGLU */
+    assert_string_equal(w->glu, "swiglu_oai");
+    assert_int_equal(w->n_glu_params, 2);
+    kn_glu g;
+    assert_int_equal(kn_glu_make(kn_glu_from_name(w->glu), w->glu_params, 2, &g, NULL), 0);
+    assert_true(kn_glu_same(&g, &model->cfg.glu));
+    assert_true(g.alpha == 1.702f && g.limit == 7.0f);
     assert_int_equal(w->n_layers, model->cfg.n_layer);
     assert_int_equal(w->n_experts, model->cfg.n_expert);
     assert_int_equal(w->capacity, 4096);

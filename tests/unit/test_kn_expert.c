@@ -56,6 +56,10 @@ static void composed(const kn_expert *e, const kn_glu *glu, const float *X, int6
 /* float64 reference: the same math with dequantized weights and (Q8) rounded activations. */
 static double glu64(const kn_glu *g, double a, double b) {
     if (g->kind == KN_GLU_SWIGLU) return a / (1 + exp(-a)) * b;
+    if (g->kind == KN_GLU_SITU) {
+        const double up = g->lbeta > 0 ? g->lbeta * tanh(b / g->lbeta) : b;
+        return g->beta * tanh(a / g->beta) / (1 + exp(-a)) * up;
+    }
     a = a > g->limit ? g->limit : a;
     b = b < -g->limit ? -g->limit : b > g->limit ? g->limit : b;
     return a / (1 + exp(-g->alpha * a)) * (b + 1);
@@ -88,7 +92,9 @@ static void reference(const kn_expert *e, const kn_glu *glu, const float *X, int
 static void test_expert_matches_composition_and_reference(void **state) {
     (void)state;
     kt_rng r = {4242};
-    const kn_glu glus[2] = {{KN_GLU_SWIGLU, 0, 0}, {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}};
+    const kn_glu glus[3] = {{.kind = KN_GLU_SWIGLU},
+                            {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f},
+                            {.kind = KN_GLU_SITU, .beta = 2.0f, .lbeta = 1.5f}};
     const kn_type types[] = {KN_MXFP4, KN_Q6_K, KN_Q8_0, KN_F32};
     kn_pool *pool = kn_pool_create(2);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -99,7 +105,7 @@ static void test_expert_matches_composition_and_reference(void **state) {
         float *X = kt_gauss_vec(&r, T * hidden, 1.0f);
         float *Y = malloc(T * hidden * 4), *C = malloc(T * hidden * 4), *R = malloc(T * hidden * 4);
         for (int num = 0; num < 2; num++) {
-            const kn_glu *glu = &glus[(ti + num) % 2];
+            const kn_glu *glu = &glus[(ti + num) % 3];
             mw_err err;
             assert_int_equal(kn_expert_run(&f.e, glu, X, T, Y, (kn_numerics)num, pool, &err), 0);
             composed(&f.e, glu, X, T, C, (kn_numerics)num);
@@ -127,7 +133,7 @@ static void test_expert_rejects_bad_shapes(void **state) {
     expert_fx f = make_expert(&r, KN_MXFP4, 64, 32, true);
     float X[64], Y[64];
     mw_err err;
-    const kn_glu glu = {KN_GLU_SWIGLU, 0, 0};
+    const kn_glu glu = {.kind = KN_GLU_SWIGLU};
     kn_expert e = f.e;
     e.up.rows = 31;
     assert_int_equal(kn_expert_run(&e, &glu, X, 1, Y, KN_NUM_Q8, NULL, &err), -1);
@@ -149,7 +155,7 @@ static void test_expert_rejects_bad_shapes(void **state) {
     e.gate.row_bytes = 10;
     assert_int_equal(kn_expert_run(&e, &glu, X, 1, Y, KN_NUM_Q8, NULL, &err), -1);
     assert_non_null(strstr(err.msg, "stride"));
-    const kn_glu bad = {(kn_glu_kind)7, 0, 0};
+    const kn_glu bad = {.kind = (kn_glu_kind)7};
     assert_int_equal(kn_expert_run(&f.e, &bad, X, 1, Y, KN_NUM_Q8, NULL, &err), -1);
     assert_int_equal(kn_expert_run(&f.e, &glu, X, 0, Y, KN_NUM_Q8, NULL, &err), 0);
     /* bytes read: packed MXFP4 + f32 biases */
@@ -182,7 +188,7 @@ static void test_experts_run_equals_single_calls(void **state) {
     for (int i = 0; i < NC; i++) off[i + 1] = off[i] + Ts_[i];
     float *X = kt_gauss_vec(&r, off[NC] * hidden, 1.0f);
     float *Y = malloc(off[NC] * hidden * 4), *S = malloc(off[NC] * hidden * 4);
-    const kn_glu glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    const kn_glu glu = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
     kn_pool *pool = kn_pool_create(2);
     mw_err err;
     for (int num = 0; num < 2; num++) {
@@ -237,7 +243,7 @@ static void test_experts_of_a_batch_from_both_ends(void **state) {
     }
     float *X = kt_gauss_vec(&r, off[NC] * hidden, 1.0f);
     float *Y = malloc(off[NC] * hidden * 4), *S = malloc(off[NC] * hidden * 4);
-    const kn_glu glu = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    const kn_glu glu = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
     kn_pool *pool = kn_pool_create(2);
     mw_err err;
     for (int i = 0; i < NC; i++)
@@ -262,7 +268,8 @@ static void test_experts_of_a_batch_from_both_ends(void **state) {
 
 static void test_glu_policies(void **state) {
     (void)state;
-    const kn_glu sw = {KN_GLU_SWIGLU, 0, 0}, oai = {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f};
+    const kn_glu sw = {.kind = KN_GLU_SWIGLU},
+                 oai = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
     const float g[] = {-3.0f, -0.5f, 0.0f, 0.7f, 6.9f, 7.5f, 100.0f, -100.0f, NAN};
     const float u[] = {2.0f, -9.0f, 1.0f, 0.3f, 8.0f, -7.5f, 1.0f, 1.0f, 1.0f};
     const int n = sizeof g / sizeof g[0];
@@ -285,7 +292,110 @@ static void test_glu_policies(void **state) {
     assert_true(out[0] == out[1]);
     assert_string_equal(kn_glu_name(KN_GLU_SWIGLU_OAI), "swiglu_oai");
     assert_int_equal(kn_glu_from_name("swiglu"), KN_GLU_SWIGLU);
+    assert_int_equal(kn_glu_from_name("situ"), KN_GLU_SITU);
     assert_int_equal(kn_glu_from_name("geglu"), -1);
+}
+
+/* SiTU against float64 over a dense sweep, the up branch soft-capped (linear_beta > 0) and linear
+ * (linear_beta 0 and negative): within a few float roundings of the value (each tanh, exp and
+ * product adds one), and the two up branches really differ. */
+static void test_situ_against_float64(void **state) {
+    (void)state;
+    const kn_glu glus[] = {{.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 2.5f},
+                           {.kind = KN_GLU_SITU, .beta = 0.75f, .lbeta = 0.0f},
+                           {.kind = KN_GLU_SITU, .beta = 3.0f, .lbeta = -1.0f}};
+    enum { N = 20001 };
+    float *g = malloc(N * 4), *u = malloc(N * 4), *out = malloc(N * 4), *lin = malloc(N * 4);
+    kt_rng r = {35};
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)(i - N / 2) * 0.004f; /* -40 .. 40 */
+        u[i] = kt_gauss(&r, 5.0f);
+    }
+    for (size_t k = 0; k < sizeof glus / sizeof glus[0]; k++) {
+        kn_glu_apply(&glus[k], g, u, out, N);
+        double worst = 0;
+        for (int i = 0; i < N; i++) {
+            const double want = glu64(&glus[k], g[i], u[i]);
+            const double e = fabs(out[i] - want) / (fabs(want) + 1e-30);
+            if (e > worst && fabs(want) > 1e-30) worst = e;
+        }
+        printf("  situ(beta=%g, linear_beta=%g): worst relative error %.2e\n", (double)glus[k].beta,
+               (double)glus[k].lbeta, worst);
+        assert_true(worst < 6e-7);
+    }
+    /* the linear up branch is u itself: the same as beta's gate times u */
+    const kn_glu capped = {.kind = KN_GLU_SITU, .beta = 3.0f, .lbeta = 2.0f};
+    const kn_glu linear = {.kind = KN_GLU_SITU, .beta = 3.0f, .lbeta = 0.0f};
+    kn_glu_apply(&capped, g, u, out, N);
+    kn_glu_apply(&linear, g, u, lin, N);
+    assert_true(memcmp(out, lin, N * 4) != 0);
+    const float gate = (float)glu64(&linear, 1.0, 1.0);
+    kn_glu_apply(&linear, (const float[]){1.0f}, (const float[]){1.0f}, out, 1);
+    assert_true(fabsf(out[0] - gate) <= 1e-6f * gate);
+    /* specials: NaN stays NaN; the gate saturates at beta above and at -0 below */
+    kn_glu_apply(&capped, (const float[]){NAN, INFINITY, -INFINITY, 0.0f},
+                 (const float[]){1.0f, 1.0f, 1.0f, NAN}, out, 4);
+    assert_true(isnan(out[0]) && isnan(out[3]));
+    assert_true(fabsf(out[1] - 3.0f * 2.0f * tanhf(0.5f)) <= 1e-6f);
+    assert_true(out[2] == 0.0f);
+    free(g), free(u), free(out), free(lin);
+}
+
+/* kn_tanhf: a few ulp of tanh everywhere, exact where tanh is 0, +-1 or odd. */
+static void test_tanhf_accuracy(void **state) {
+    (void)state;
+    double worst = 0;
+    for (float x = -12.0f; x < 12.0f; x += 0.00071f) {
+        const double want = tanh((double)x);
+        const double ulp = ldexp(1.0, ilogb(want) - 23);
+        const double err = fabs(kn_tanhf(x) - want) / ulp;
+        if (err > worst) worst = err;
+    }
+    for (float x = 1e-30f; x < 1.0f; x *= 1.37f) { /* tiny values: the polynomial's x */
+        const double ulp = ldexp(1.0, ilogb(tanh((double)x)) - 23);
+        const double err = fabs(kn_tanhf(x) - tanh((double)x)) / ulp;
+        if (err > worst) worst = err;
+    }
+    printf("  kn_tanhf: worst error %.3f ulp\n", worst);
+    assert_true(worst <= 2.5);
+    assert_true(kn_tanhf(0.0f) == 0.0f && signbit(kn_tanhf(-0.0f)));
+    assert_true(kn_tanhf(INFINITY) == 1.0f && kn_tanhf(-INFINITY) == -1.0f);
+    assert_true(kn_tanhf(20.0f) == 1.0f && kn_tanhf(-20.0f) == -1.0f);
+    assert_true(isnan(kn_tanhf(NAN)));
+    for (float x = 0.01f; x < 9.0f; x *= 1.1f) assert_true(kn_tanhf(-x) == -kn_tanhf(x));
+}
+
+/* Parameters as the handshake carries them: in the row's order, checked, compared bit for bit. */
+static void test_glu_params(void **state) {
+    (void)state;
+    const kn_glu situ = {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = -1.0f};
+    float p[KN_GLU_MAX_PARAMS];
+    assert_int_equal(kn_glu_params(&situ, p), 2);
+    assert_true(p[0] == 4.0f && p[1] == -1.0f);
+    kn_glu back;
+    mw_err err;
+    assert_int_equal(kn_glu_make(KN_GLU_SITU, p, 2, &back, &err), 0);
+    assert_true(kn_glu_same(&back, &situ));
+    char buf[128];
+    assert_string_equal(kn_glu_format(&situ, buf, sizeof buf), "situ(beta=4, linear_beta=-1)");
+    const kn_glu sw = {.kind = KN_GLU_SWIGLU, .alpha = 1.0f, .limit = 2.0f},
+                 sw2 = {.kind = KN_GLU_SWIGLU};
+    assert_int_equal(kn_glu_params(&sw, p), 0);
+    assert_true(kn_glu_same(&sw, &sw2)); /* parameters it does not take do not count */
+    assert_string_equal(kn_glu_format(&sw, buf, sizeof buf), "swiglu");
+    const kn_glu other = {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 0.0f};
+    assert_false(kn_glu_same(&other, &situ));
+    const kn_glu oai = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
+    assert_false(kn_glu_same(&oai, &situ));
+    /* out of range, wrong counts, unknown kinds */
+    assert_int_equal(kn_glu_make(KN_GLU_SITU, (const float[]){0.0f, 1.0f}, 2, &back, &err), -1);
+    assert_non_null(strstr(err.msg, "beta"));
+    assert_int_equal(kn_glu_make(KN_GLU_SITU, (const float[]){1.0f, NAN}, 2, &back, &err), -1);
+    assert_int_equal(kn_glu_make(KN_GLU_SITU, p, 1, &back, &err), -1);
+    assert_int_equal(kn_glu_make(KN_GLU_SWIGLU_OAI, (const float[]){1.0f, -7.0f}, 2, &back, &err),
+                     -1);
+    assert_int_equal(kn_glu_make(9, p, 0, &back, &err), -1);
+    assert_int_equal(kn_glu_check(&(kn_glu){.kind = KN_GLU_SITU, .beta = -2.0f}, &err), -1);
 }
 
 /* The SIMD GLU kernels give the scalar bits for every value: a dense sweep, specials, values
@@ -305,12 +415,16 @@ static void test_glu_same_bits_on_every_isa(void **state) {
         g[7 * i] = special[i];
         u[7 * i + 3] = special[i];
     }
-    const kn_glu glus[3] = {
-        {KN_GLU_SWIGLU, 0, 0}, {KN_GLU_SWIGLU_OAI, 1.702f, 7.0f}, {KN_GLU_SWIGLU_OAI, 60.0f, 7.0f}};
+    const kn_glu glus[] = {{.kind = KN_GLU_SWIGLU},
+                           {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f},
+                           {.kind = KN_GLU_SWIGLU_OAI, .alpha = 60.0f, .limit = 7.0f},
+                           {.kind = KN_GLU_SITU, .beta = 4.0f, .lbeta = 2.5f},
+                           {.kind = KN_GLU_SITU, .beta = 0.3f, .lbeta = 0.0f},
+                           {.kind = KN_GLU_SITU, .beta = 7.0f, .lbeta = -1.0f}};
     kt_variant v[KT_MAX_VARIANTS];
     const int nv = kt_variants(v);
     const kn_isa prev = kn_isa_active();
-    for (int k = 0; k < 3; k++) {
+    for (size_t k = 0; k < sizeof glus / sizeof glus[0]; k++) {
         kn__glu_apply_ref(&glus[k], g, u, want, N);
         for (int i = 0; i < nv; i++) {
             kt_use(&v[i]);
@@ -480,6 +594,9 @@ int main(void) {
         cmocka_unit_test(test_experts_run_equals_single_calls),
         cmocka_unit_test(test_experts_of_a_batch_from_both_ends),
         cmocka_unit_test(test_glu_policies),
+        cmocka_unit_test(test_situ_against_float64),
+        cmocka_unit_test(test_tanhf_accuracy),
+        cmocka_unit_test(test_glu_params),
         cmocka_unit_test(test_glu_same_bits_on_every_isa),
         cmocka_unit_test(test_expf_accuracy_and_specials),
         cmocka_unit_test(test_pool_runs_every_task_once),

@@ -5,7 +5,9 @@
  * query heads of 64 per KV head, sinks) with sequences longer than the window and key counts
  * that are not multiples of 8 or 16: each row's output is the same bits alone or in any batch,
  * with any thread count and with every instruction set. Wide caches grow past the size at which a
- * buffer is a mapping of its own and keep every row. */
+ * buffer is a mapping of its own and keep every row. Caches of f16 and bf16 hold the keys and
+ * values rounded (the references round them too), in half the bytes, and keep the bits: a row
+ * reads the same values from the batch as from the cache. */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -23,6 +25,15 @@ typedef struct fixture {
     md_kv kv;
 } fixture;
 
+/* The type the cache under test keeps: the references read keys and values rounded to it. */
+static kn_type cache_type = KN_F32;
+
+static float rounded(float x) {
+    if (cache_type == KN_F16) return kn_fp16_to_f32(kn_f32_to_fp16(x));
+    if (cache_type == KN_BF16) return kn_bf16_to_f32(kn_f32_to_bf16(x));
+    return x;
+}
+
 static float val(int seq, int layer, int64_t pos, int i, int which) {
     return sinf(0.37f * (float)(seq * 1000 + layer * 100 + pos * 7 + i) + (float)which);
 }
@@ -38,7 +49,7 @@ static void setup(fixture *f, bool rings) {
     f->cfg.n_swa = NSWA;
     f->swa[0] = 1; /* layer 0 slides, layer 1 sees everything */
     f->cfg.layer_swa = f->swa;
-    assert_int_equal(md_kv_init(&f->kv, &f->cfg, 2, 64, rings, NULL), 0);
+    assert_int_equal(md_kv_init(&f->kv, &f->cfg, 2, 64, rings, cache_type, NULL), 0);
 }
 
 /* The batch's K and V of one layer: val() of each row's position. */
@@ -79,7 +90,7 @@ static void reference(const fixture *f, int layer, const md_row *row, const floa
         for (int64_t t = t0; t <= row->pos; t++) {
             double d = 0;
             for (int i = 0; i < DK; i++)
-                d += (double)q[h * DK + i] * val(row->seq, layer, t, kvh * DK + i, 0);
+                d += (double)q[h * DK + i] * rounded(val(row->seq, layer, t, kvh * DK + i, 0));
             s[t] = d / sqrt((double)DK);
             m = fmax(m, s[t]);
         }
@@ -88,7 +99,7 @@ static void reference(const fixture *f, int layer, const md_row *row, const floa
         for (int d = 0; d < DV; d++) {
             double acc = 0;
             for (int64_t t = t0; t <= row->pos; t++)
-                acc += exp(s[t] - m) / z * val(row->seq, layer, t, kvh * DV + d, 1);
+                acc += exp(s[t] - m) / z * rounded(val(row->seq, layer, t, kvh * DV + d, 1));
             out[h * DV + d] = acc;
         }
     }
@@ -161,12 +172,18 @@ static void window_sinks_gqa_two_sequences(bool rings) {
 
 static void test_window_sinks_gqa_two_sequences(void **state) {
     (void)state;
-    window_sinks_gqa_two_sequences(true);
-    window_sinks_gqa_two_sequences(false);
+    const kn_type types[] = {KN_F32, KN_F16, KN_BF16};
+    for (int i = 0; i < 3; i++) {
+        cache_type = types[i];
+        window_sinks_gqa_two_sequences(true);
+        window_sinks_gqa_two_sequences(false);
+    }
+    cache_type = KN_F32;
 }
 
 static void test_kv_grows_and_keeps_rows(void **state) {
     (void)state;
+    cache_type = KN_F32; /* read as floats below, whatever a failed test left */
     fixture f;
     setup(&f, true);
     fill(&f, 0, 3);
@@ -178,9 +195,10 @@ static void test_kv_grows_and_keeps_rows(void **state) {
     fill(&f, 0, 64);
     assert_true(f.kv.seqs[0].cap >= 64);
     assert_int_equal(f.kv.seqs[0].ring_cap, NSWA);
-    assert_float_equal(f.kv.seqs[0].k[1][63 * HK * DK + 5], val(0, 1, 63, 5, 0), 0);
-    assert_float_equal(f.kv.seqs[0].v[1][2 * HK * DV + 1], val(0, 1, 2, 1, 1), 0);
-    assert_float_equal(f.kv.seqs[0].k[0][(63 % NSWA) * HK * DK + 5], val(0, 0, 63, 5, 0), 0);
+    const float *k1 = f.kv.seqs[0].k[1], *v1 = f.kv.seqs[0].v[1], *k0 = f.kv.seqs[0].k[0];
+    assert_float_equal(k1[63 * HK * DK + 5], val(0, 1, 63, 5, 0), 0);
+    assert_float_equal(v1[2 * HK * DV + 1], val(0, 1, 2, 1, 1), 0);
+    assert_float_equal(k0[(63 % NSWA) * HK * DK + 5], val(0, 0, 63, 5, 0), 0);
     md_kv_free(&f.kv);
 }
 
@@ -200,7 +218,7 @@ static void wide_caches_grow(int head_dim) {
     uint8_t swa[2] = {1, 0};
     cfg.layer_swa = swa;
     md_kv kv;
-    assert_int_equal(md_kv_init(&kv, &cfg, 2, 1024, true, NULL), 0);
+    assert_int_equal(md_kv_init(&kv, &cfg, 2, 1024, true, KN_F32, NULL), 0);
     float *k = malloc(37 * (size_t)WK * sizeof(float)),
           *v = malloc(37 * (size_t)WK * sizeof(float));
     md_row rows[37];
@@ -225,8 +243,8 @@ static void wide_caches_grow(int head_dim) {
                     assert_true(cv[p * WK + i] == -(float)(sq * 100000 + p * 7 + i));
                 }
             const int64_t last = from + T - 1;
-            assert_true(kv.seqs[sq].k[0][(last % 100) * WK + 3] ==
-                        (float)(sq * 100000 + last * 7 + 3));
+            const float *ring = kv.seqs[sq].k[0];
+            assert_true(ring[(last % 100) * WK + 3] == (float)(sq * 100000 + last * 7 + 3));
         }
         from += T;
     }
@@ -301,7 +319,7 @@ static void g_reference_check(const md_row *row, const float *sinks, const float
                 double d = 0;
                 for (int i = 0; i < GD; i++)
                     d += (double)(0.6f * gval(row->seq, 9, row->pos, h * GD + i, 2)) *
-                         gval(row->seq, layer, p, kvh * GD + i, 0);
+                         rounded(gval(row->seq, layer, p, kvh * GD + i, 0));
                 s[p - t0] = d / 8.0;
                 m = fmax(m, s[p - t0]);
             }
@@ -310,14 +328,14 @@ static void g_reference_check(const md_row *row, const float *sinks, const float
             for (int i = 0; i < GD; i++) {
                 double acc = 0;
                 for (int64_t p = t0; p <= row->pos; p++)
-                    acc += exp(s[p - t0] - m) / z * gval(row->seq, layer, p, kvh * GD + i, 1);
+                    acc +=
+                        exp(s[p - t0] - m) / z * rounded(gval(row->seq, layer, p, kvh * GD + i, 1));
                 assert_float_equal(out[layer * GH * GD + h * GD + i], acc, 2e-6);
             }
         }
 }
 
-static void test_gpt_oss_shape_bits(void **state) {
-    (void)state;
+static md_config g_cfg(uint8_t *swa) {
     md_config cfg = {.n_layer = 2,
                      .n_head = GH,
                      .n_head_kv = GK,
@@ -325,12 +343,19 @@ static void test_gpt_oss_shape_bits(void **state) {
                      .head_dim_v = GD,
                      .kq_scale = 0.125f,
                      .n_swa = GSWA};
-    uint8_t swa[2] = {1, 0}; /* layer 0 slides */
+    swa[0] = 1; /* layer 0 slides */
+    swa[1] = 0;
     cfg.layer_swa = swa;
+    return cfg;
+}
+
+static void gpt_oss_shape_bits(void) {
+    uint8_t swa[2];
+    const md_config cfg = g_cfg(swa);
     float sinks[GH];
     for (int h = 0; h < GH; h++) sinks[h] = 0.3f * (float)(h % 5) - 0.5f;
     md_kv kv;
-    assert_int_equal(md_kv_init(&kv, &cfg, 3, 64, true, NULL), 0);
+    assert_int_equal(md_kv_init(&kv, &cfg, 3, 64, true, cache_type, NULL), 0);
     /* sequences of 45, 23 and 3 positions, committed */
     static const int lens[3] = {45, 23, 3};
     for (int sq = 0; sq < 3; sq++) {
@@ -393,12 +418,74 @@ static void test_gpt_oss_shape_bits(void **state) {
     md_kv_free(&kv);
 }
 
+static void test_gpt_oss_shape_bits(void **state) {
+    (void)state;
+    const kn_type types[] = {KN_F32, KN_F16, KN_BF16};
+    for (int i = 0; i < 3; i++) {
+        cache_type = types[i];
+        gpt_oss_shape_bits();
+    }
+    cache_type = KN_F32;
+}
+
+/* A sequence of 31 positions cached one pass per position (decode), or 24 at once and 7 in the
+ * batch (prefill): position 30's attention is the same bits in f16 and bf16, because the batch's
+ * rows are rounded as the cache will hold them. The cache takes half of f32's bytes, and a type
+ * it does not keep is refused. */
+static void test_cache_types_keep_bits_in_half_the_bytes(void **state) {
+    (void)state;
+    uint8_t swa[2];
+    const md_config cfg = g_cfg(swa);
+    float sinks[GH] = {0};
+    enum { W = 2 * GH * GD };
+    const kn_type types[] = {KN_F16, KN_BF16};
+    uint64_t bytes[3];
+    for (int ti = 0; ti < 3; ti++) {
+        const kn_type type = ti < 2 ? types[ti] : KN_F32;
+        md_kv a, b;
+        assert_int_equal(md_kv_init(&a, &cfg, 1, 64, true, type, NULL), 0);
+        assert_int_equal(md_kv_init(&b, &cfg, 1, 64, true, type, NULL), 0);
+        static float out[GMAX * W], last_a[W];
+        for (int p = 0; p <= 30; p++) { /* decode: every earlier position from the cache */
+            const md_row r = {0, p, 0, 0};
+            g_run(&a, &cfg, &r, 1, NULL, sinks, out);
+            md_kv_commit(&a);
+        }
+        memcpy(last_a, out, sizeof last_a);
+        md_row rows[GMAX];
+        for (int from = 0; from < 24; from += 8) { /* 24 positions committed, 7 in the batch */
+            for (int t = 0; t < 8; t++) rows[t] = (md_row){0, from + t, 0, 0};
+            g_run(&b, &cfg, rows, 8, NULL, sinks, out);
+            md_kv_commit(&b);
+        }
+        for (int t = 0; t < 7; t++) rows[t] = (md_row){0, 24 + t, 0, 0};
+        g_run(&b, &cfg, rows, 7, NULL, sinks, out);
+        if (memcmp(last_a, out + 6 * W, sizeof last_a))
+            fail_msg("%s cache: decode and prefill differ (max |diff| %g)", kn_type_name(type),
+                     mwt_max_abs_diff(last_a, out + 6 * W, W));
+        bytes[ti] = md_kv_bytes(&a);
+        assert_int_equal(md_kv_row_bytes(&cfg, type),
+                         (uint64_t)GK * 2 * GD * (type == KN_F32 ? 4 : 2));
+        md_kv_free(&a);
+        md_kv_free(&b);
+    }
+    assert_true(bytes[0] * 2 == bytes[2] && bytes[1] == bytes[0]);
+    md_kv kv;
+    mw_err err;
+    assert_int_equal(md_kv_init(&kv, &cfg, 1, 64, true, KN_Q8_0, &err), -1);
+    assert_non_null(strstr(err.msg, "q8_0"));
+    assert_int_equal(md_kv_type_from_name("f16"), KN_F16);
+    assert_int_equal(md_kv_type_from_name("bf16"), KN_BF16);
+    assert_int_equal(md_kv_type_from_name("q8_0"), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_window_sinks_gqa_two_sequences),
         cmocka_unit_test(test_kv_grows_and_keeps_rows),
         cmocka_unit_test(test_wide_caches_grow),
         cmocka_unit_test(test_gpt_oss_shape_bits),
+        cmocka_unit_test(test_cache_types_keep_bits_in_half_the_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/mwt_ref.h"
+
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "vindex/vx_synth.h"
@@ -101,58 +103,16 @@ static void synth(const variant *v, const char *path) {
 
 typedef struct ref {
     const variant *v;
-    const vx_source *src;
-    float *row; /* one dequantized row */
+    mwt_ref m;
 } ref;
 
-static kn_mat tensor(const ref *r, const char *fmt, int l) {
-    char name[96];
-    snprintf(name, sizeof name, fmt, l);
-    const vx_tensor *t = vx_source_tensor(r->src, name);
-    if (!t) fail_msg("%s: no tensor %s", r->v->name, name);
-    int64_t rows = 1;
-    for (int d = 1; d < t->n_dims; d++) rows *= t->ne[d];
-    return (kn_mat){t->type, rows, t->ne[0], kn_row_size(t->type, t->ne[0]), t->data, NULL};
-}
+static const mwt_glu swiglu = {0};
 
-/* y[i] = sum_k W[row0 + i][k] x[k] for i < n. */
-static void mv(const ref *r, const kn_mat *W, int64_t row0, int64_t n, const double *x, double *y) {
-    for (int64_t i = 0; i < n; i++) {
-        kn_mat_row(W, row0 + i, r->row);
-        double s = 0;
-        for (int64_t k = 0; k < W->cols; k++) s += (double)r->row[k] * x[k];
-        y[i] = s;
-    }
-}
-
-static void vecw(const ref *r, const char *fmt, int l, int64_t n, double *w) {
-    kn_mat m = tensor(r, fmt, l);
-    kn_mat_row(&m, 0, r->row);
-    for (int64_t i = 0; i < n; i++) w[i] = r->row[i];
-}
-
-static void rmsnorm(double *x, int64_t n, const double *w) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
-    const double s = 1 / sqrt(ss / (double)n + 1e-6);
-    for (int64_t i = 0; i < n; i++) x[i] *= s * w[i];
-}
-
-static double silu(double g) {
-    return g / (1 + exp(-g));
-}
-
-/* y = down(silu(gate x) · up x) */
-static void swiglu(const ref *r, const kn_mat *g, const kn_mat *u, const kn_mat *d, const double *x,
-                   double *y) {
-    const int64_t F = g->rows;
-    double *a = malloc((size_t)F * sizeof *a), *b = malloc((size_t)F * sizeof *b);
-    mv(r, g, 0, F, x, a);
-    mv(r, u, 0, F, x, b);
-    for (int64_t i = 0; i < F; i++) a[i] = silu(a[i]) * b[i];
-    mv(r, d, 0, d->rows, a, y);
-    free(a);
-    free(b);
+/* The experts chosen for one row and their weights (FORMATS.md §7, step 5). */
+static void route(const variant *v, const double *logit, const double *bias, int *ids, double *w) {
+    const mwt_route p = {v->experts, v->top_k,  v->gating,     v->norm != 0,
+                         v->scale,   v->groups, v->groups_used};
+    mwt_ref_route(&p, logit, bias, ids, w);
 }
 
 /* YaRN on pairs (2i, 2i + 1): factor 40 over 4096 positions, base 10000, beta 32 / 1, magnitude 1
@@ -171,58 +131,6 @@ static void rope(double *x, int n_rot, int pos) {
     }
 }
 
-/* The experts chosen for one row and their weights (FORMATS.md §7, step 5). */
-static void route(const variant *v, const double *logit, const double *bias, int *ids, double *w) {
-    const int E = v->experts;
-    double s[E], b[E];
-    double mx = -INFINITY, z = 0;
-    for (int e = 0; e < E; e++) mx = fmax(mx, logit[e]);
-    for (int e = 0; e < E; e++) z += exp(logit[e] - mx);
-    for (int e = 0; e < E; e++)
-        s[e] = v->gating == 2 ? 1 / (1 + exp(-logit[e])) : exp(logit[e] - mx) / z;
-    for (int e = 0; e < E; e++) b[e] = s[e] + bias[e];
-    if (v->groups > 1) {
-        const int per = E / v->groups;
-        double gs[v->groups];
-        bool keep[v->groups];
-        for (int g = 0; g < v->groups; g++) {
-            double m1 = -INFINITY, m2 = -INFINITY;
-            for (int e = g * per; e < (g + 1) * per; e++) {
-                if (b[e] > m1)
-                    m2 = m1, m1 = b[e];
-                else if (b[e] > m2)
-                    m2 = b[e];
-            }
-            gs[g] = m1 + m2;
-            keep[g] = false;
-        }
-        for (int j = 0; j < v->groups_used; j++) {
-            int best = -1;
-            for (int g = 0; g < v->groups; g++)
-                if (!keep[g] && (best < 0 || gs[g] > gs[best])) best = g;
-            keep[best] = true;
-        }
-        for (int e = 0; e < E; e++)
-            if (!keep[e / per]) b[e] = -INFINITY;
-    }
-    bool used[E];
-    memset(used, 0, sizeof used);
-    double sum = 0;
-    for (int j = 0; j < v->top_k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++)
-            if (!used[e] && (best < 0 || b[e] > b[best])) best = e;
-        used[best] = true;
-        ids[j] = best;
-        w[j] = s[best];
-        sum += w[j];
-    }
-    for (int j = 0; j < v->top_k; j++) {
-        if (v->norm) w[j] /= fmax(sum, 6.103515625e-5);
-        if (v->scale != 0 && v->scale != 1) w[j] *= v->scale;
-    }
-}
-
 /* The reference's activations for T tokens: the residual stream x (T × hidden) and, per layer,
  * the decompressed attention inputs (q, k's latent part kn, the shared roped key kpe, v). */
 typedef struct acts {
@@ -235,38 +143,39 @@ typedef struct acts {
 static void attn_inputs(const ref *r, acts *a, int l, int t) {
     const variant *v = r->v;
     const int64_t Hd = v->hidden, H = v->heads, dq = v->nope + v->rope, R = v->kv_lora;
-    kn_mat kb = tensor(r, "blk.%d.attn_k_b.weight", l), vb = tensor(r, "blk.%d.attn_v_b.weight", l);
-    kn_mat kva = tensor(r, "blk.%d.attn_kv_a_mqa.weight", l);
+    kn_mat kb = mwt_ref_tensor(&r->m, "blk.%d.attn_k_b.weight", l),
+           vb = mwt_ref_tensor(&r->m, "blk.%d.attn_v_b.weight", l);
+    kn_mat kva = mwt_ref_tensor(&r->m, "blk.%d.attn_kv_a_mqa.weight", l);
     memcpy(a->h, a->x + t * Hd, sizeof(double) * (size_t)Hd);
-    vecw(r, "blk.%d.attn_norm.weight", l, Hd, a->w);
-    rmsnorm(a->h, Hd, a->w);
+    mwt_ref_vec(&r->m, "blk.%d.attn_norm.weight", l, Hd, a->w);
+    mwt_ref_rmsnorm(a->h, Hd, a->w, 1e-6);
     if (v->q_lora) {
-        kn_mat qa = tensor(r, "blk.%d.attn_q_a.weight", l),
-               qb = tensor(r, "blk.%d.attn_q_b.weight", l);
-        mv(r, &qa, 0, v->q_lora, a->h, a->tmp);
-        vecw(r, "blk.%d.attn_q_a_norm.weight", l, v->q_lora, a->w);
-        rmsnorm(a->tmp, v->q_lora, a->w);
-        mv(r, &qb, 0, H * dq, a->tmp, a->q + t * H * dq);
+        kn_mat qa = mwt_ref_tensor(&r->m, "blk.%d.attn_q_a.weight", l),
+               qb = mwt_ref_tensor(&r->m, "blk.%d.attn_q_b.weight", l);
+        mwt_ref_mv(&r->m, &qa, 0, v->q_lora, a->h, a->tmp);
+        mwt_ref_vec(&r->m, "blk.%d.attn_q_a_norm.weight", l, v->q_lora, a->w);
+        mwt_ref_rmsnorm(a->tmp, v->q_lora, a->w, 1e-6);
+        mwt_ref_mv(&r->m, &qb, 0, H * dq, a->tmp, a->q + t * H * dq);
     } else {
-        kn_mat wq = tensor(r, "blk.%d.attn_q.weight", l);
-        mv(r, &wq, 0, H * dq, a->h, a->q + t * H * dq);
+        kn_mat wq = mwt_ref_tensor(&r->m, "blk.%d.attn_q.weight", l);
+        mwt_ref_mv(&r->m, &wq, 0, H * dq, a->h, a->q + t * H * dq);
     }
     for (int hh = 0; hh < H; hh++) rope(a->q + (t * H + hh) * dq + v->nope, v->rope, t);
-    mv(r, &kva, 0, R + v->rope, a->h, a->c);
-    vecw(r, "blk.%d.attn_kv_a_norm.weight", l, R, a->w);
-    rmsnorm(a->c, R, a->w);
+    mwt_ref_mv(&r->m, &kva, 0, R + v->rope, a->h, a->c);
+    mwt_ref_vec(&r->m, "blk.%d.attn_kv_a_norm.weight", l, R, a->w);
+    mwt_ref_rmsnorm(a->c, R, a->w, 1e-6);
     rope(a->c + R, v->rope, t);
     memcpy(a->kpe + t * v->rope, a->c + R, sizeof(double) * (size_t)v->rope);
     for (int hh = 0; hh < H; hh++) {
         for (int i = 0; i < v->nope; i++) { /* (K_h^T c)_i = sum over the latent */
             double s = 0;
             for (int64_t j = 0; j < R; j++) {
-                kn_mat_row(&kb, hh * R + j, r->row);
-                s += (double)r->row[i] * a->c[j];
+                kn_mat_row(&kb, hh * R + j, r->m.row);
+                s += (double)r->m.row[i] * a->c[j];
             }
             a->kn[(t * H + hh) * v->nope + i] = s;
         }
-        mv(r, &vb, hh * v->v, v->v, a->c, a->vv + (t * H + hh) * v->v);
+        mwt_ref_mv(&r->m, &vb, hh * v->v, v->v, a->c, a->vv + (t * H + hh) * v->v);
     }
 }
 
@@ -275,7 +184,7 @@ static void attend(const ref *r, acts *a, int l, int t) {
     const variant *v = r->v;
     const int64_t Hd = v->hidden, H = v->heads, dq = v->nope + v->rope;
     const double ms = 1 + 0.1 * 1.0 * log(40.0), kq = ms * ms / sqrt((double)dq);
-    kn_mat wo = tensor(r, "blk.%d.attn_output.weight", l);
+    kn_mat wo = mwt_ref_tensor(&r->m, "blk.%d.attn_output.weight", l);
     for (int hh = 0; hh < H; hh++) {
         const double *qh = a->q + (t * H + hh) * dq;
         double mx = -INFINITY, z = 0;
@@ -293,7 +202,7 @@ static void attend(const ref *r, acts *a, int l, int t) {
             a->o[hh * v->v + i] = s;
         }
     }
-    mv(r, &wo, 0, Hd, a->o, a->y);
+    mwt_ref_mv(&r->m, &wo, 0, Hd, a->o, a->y);
     for (int64_t i = 0; i < Hd; i++) a->x[t * Hd + i] += a->y[i];
 }
 
@@ -303,32 +212,33 @@ static void ffn(const ref *r, acts *a, int l, int t) {
     const int64_t Hd = v->hidden;
     double *h = a->h, *y = a->y;
     memcpy(h, a->x + t * Hd, sizeof(double) * (size_t)Hd);
-    vecw(r, "blk.%d.ffn_norm.weight", l, Hd, a->w);
-    rmsnorm(h, Hd, a->w);
+    mwt_ref_vec(&r->m, "blk.%d.ffn_norm.weight", l, Hd, a->w);
+    mwt_ref_rmsnorm(h, Hd, a->w, 1e-6);
     double *acc = calloc((size_t)Hd, sizeof *acc);
     if (l < v->dense_layers) {
-        kn_mat g = tensor(r, "blk.%d.ffn_gate.weight", l), u = tensor(r, "blk.%d.ffn_up.weight", l),
-               d = tensor(r, "blk.%d.ffn_down.weight", l);
-        swiglu(r, &g, &u, &d, h, acc);
+        kn_mat g = mwt_ref_tensor(&r->m, "blk.%d.ffn_gate.weight", l),
+               u = mwt_ref_tensor(&r->m, "blk.%d.ffn_up.weight", l),
+               d = mwt_ref_tensor(&r->m, "blk.%d.ffn_down.weight", l);
+        mwt_ref_ffn(&r->m, &swiglu, &g, &u, &d, h, acc);
     } else {
-        kn_mat router = tensor(r, "blk.%d.ffn_gate_inp.weight", l);
+        kn_mat router = mwt_ref_tensor(&r->m, "blk.%d.ffn_gate_inp.weight", l);
         double logit[256], bias[256], wt[32];
         int ids[32];
-        mv(r, &router, 0, v->experts, h, logit);
-        vecw(r, "blk.%d.exp_probs_b.bias", l, v->experts, bias);
+        mwt_ref_mv(&r->m, &router, 0, v->experts, h, logit);
+        mwt_ref_vec(&r->m, "blk.%d.exp_probs_b.bias", l, v->experts, bias);
         route(v, logit, bias, ids, wt);
         for (int j = 0; j < v->top_k; j++) {
             kn_expert e;
             mw_err err;
-            if (vx_source_expert(r->src, l, ids[j], &e, &err)) fail_msg("%s", err.msg);
-            swiglu(r, &e.gate, &e.up, &e.down, h, y);
+            if (vx_source_expert(r->m.src, l, ids[j], &e, &err)) fail_msg("%s", err.msg);
+            mwt_ref_ffn(&r->m, &swiglu, &e.gate, &e.up, &e.down, h, y);
             for (int64_t i = 0; i < Hd; i++) acc[i] += wt[j] * y[i];
         }
         if (v->shared) {
-            kn_mat g = tensor(r, "blk.%d.ffn_gate_shexp.weight", l),
-                   u = tensor(r, "blk.%d.ffn_up_shexp.weight", l),
-                   d = tensor(r, "blk.%d.ffn_down_shexp.weight", l);
-            swiglu(r, &g, &u, &d, h, y);
+            kn_mat g = mwt_ref_tensor(&r->m, "blk.%d.ffn_gate_shexp.weight", l),
+                   u = mwt_ref_tensor(&r->m, "blk.%d.ffn_up_shexp.weight", l),
+                   d = mwt_ref_tensor(&r->m, "blk.%d.ffn_down_shexp.weight", l);
+            mwt_ref_ffn(&r->m, &swiglu, &g, &u, &d, h, y);
             for (int64_t i = 0; i < Hd; i++) acc[i] += y[i];
         }
     }
@@ -362,12 +272,12 @@ static void acts_free(acts *a) {
 static double *reference(const variant *v, const vx_source *src, const int32_t *tok, int T,
                          int64_t V) {
     const int64_t Hd = v->hidden;
-    ref r = {v, src, malloc(sizeof(float) * 65536)};
+    ref r = {v, mwt_ref_open(v->name, src)};
     acts a = acts_new(v, T);
-    kn_mat emb = tensor(&r, "token_embd.weight", 0);
+    kn_mat emb = mwt_ref_tensor(&r.m, "token_embd.weight", 0);
     for (int t = 0; t < T; t++) {
-        kn_mat_row(&emb, tok[t], r.row);
-        for (int64_t i = 0; i < Hd; i++) a.x[t * Hd + i] = r.row[i];
+        kn_mat_row(&emb, tok[t], r.m.row);
+        for (int64_t i = 0; i < Hd; i++) a.x[t * Hd + i] = r.m.row[i];
     }
     for (int l = 0; l < v->layers; l++) {
         for (int t = 0; t < T; t++) attn_inputs(&r, &a, l, t);
@@ -375,14 +285,14 @@ static double *reference(const variant *v, const vx_source *src, const int32_t *
         for (int t = 0; t < T; t++) ffn(&r, &a, l, t);
     }
     double *logits = malloc(sizeof(double) * (size_t)(T * V));
-    kn_mat out = tensor(&r, "output.weight", 0);
+    kn_mat out = mwt_ref_tensor(&r.m, "output.weight", 0);
     for (int t = 0; t < T; t++) {
         memcpy(a.h, a.x + t * Hd, sizeof(double) * (size_t)Hd);
-        vecw(&r, "output_norm.weight", 0, Hd, a.w);
-        rmsnorm(a.h, Hd, a.w);
-        mv(&r, &out, 0, V, a.h, logits + t * V);
+        mwt_ref_vec(&r.m, "output_norm.weight", 0, Hd, a.w);
+        mwt_ref_rmsnorm(a.h, Hd, a.w, 1e-6);
+        mwt_ref_mv(&r.m, &out, 0, V, a.h, logits + t * V);
     }
-    free(r.row);
+    mwt_ref_close(&r.m);
     acts_free(&a);
     return logits;
 }

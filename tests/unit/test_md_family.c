@@ -396,6 +396,136 @@ static void test_yarn_truncate(void **state) {
     expect_error(m, "qwen3moe.rope.scaling.yarn_truncate is set, but the RoPE scaling is none");
 }
 
+/* kimi-linear (FORMATS.md §8): the layer kinds from head_count_kv per layer, KDA's widths, a
+ * latent attention without rotation scaled by 1/sqrt(key_length_mla), a sigmoid router that
+ * always renormalizes. */
+static void test_kimi_linear_fixture(void **state) {
+    (void)state;
+    vx_meta *m = fixture_meta("kimi-linear-tiny", NULL);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(c.arch, "kimi-linear");
+    assert_int_equal(c.n_kda, 3);
+    const uint8_t kda[4] = {1, 1, 1, 0}; /* derived.kda_layers [0, 1, 2] */
+    assert_memory_equal(c.layer_kda, kda, 4);
+    assert_int_equal(c.kda.n_head, 4);
+    assert_int_equal(c.kda.head_dim, 64);
+    assert_int_equal(c.kda.conv, 4);
+    assert_false(c.kda.lower_bound || c.kda.gate_full);
+    assert_int_equal(c.attn, MD_ATTN_MLA);
+    assert_int_equal(c.mla.q_lora, 0);
+    assert_int_equal(c.mla.kv_lora, 64);
+    assert_int_equal(c.mla.nope, 32);
+    assert_int_equal(c.mla.rope, 16);
+    assert_int_equal(c.mla.v, 32);
+    assert_int_equal(c.rope.layout, MD_ROPE_NONE);
+    assert_float_equal(c.kq_scale, 0.14433756729740646, 1e-7); /* derived.mla_kq_scale */
+    assert_int_equal(c.n_dense_lead, 1);
+    assert_int_equal(c.n_ff, 384);
+    assert_int_equal(c.n_shared, 1);
+    assert_int_equal(c.n_ff_shared, 128);
+    assert_int_equal(c.router.gate, MD_GATE_SIGMOID);
+    assert_true(c.router.norm && c.router.select_bias);
+    assert_float_equal(c.router.scale, 2.446, 1e-6);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+static void test_kimi_linear_errors(void **state) {
+    (void)state;
+    const char *required[] = {"kimi-linear.kda.head_dim", "kimi-linear.ssm.conv_kernel",
+                              "kimi-linear.attention.head_count_kv",
+                              "kimi-linear.expert_gating_func", "kimi-linear.rope.dimension_count"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        expect_error(fixture_meta("kimi-linear-tiny", required[i]), required[i]);
+    vx_meta *m = fixture_meta("kimi-linear-tiny", NULL);
+    const int32_t three[3] = {0, 0, 1};
+    vx_meta_set_arr(m, "kimi-linear.attention.head_count_kv", VX_I32, three, 3);
+    expect_error(m, "kimi-linear.attention.head_count_kv has 3 entries for 4 layers");
+    m = fixture_meta("kimi-linear-tiny", NULL);
+    const int32_t neg[4] = {0, -1, 0, 1};
+    vx_meta_set_arr(m, "kimi-linear.attention.head_count_kv", VX_I32, neg, 4);
+    expect_error(m, "kimi-linear.attention.head_count_kv[1] = -1");
+    m = fixture_meta("kimi-linear-tiny", NULL);
+    vx_meta_set_f32(m, "kimi-linear.kda.gate_lower_bound", -5.0f); /* K3's, not kimi-linear's */
+    expect_error(m, "kimi-linear.kda.gate_lower_bound is set");
+    m = fixture_meta("kimi-linear-tiny", NULL);
+    vx_meta_set_bool(m, "kimi-linear.expert_weights_norm", false);
+    expect_error(m, "kimi-linear always normalizes");
+    m = fixture_meta("kimi-linear-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-linear.attention.q_lora_rank", 96);
+    expect_error(m, "queries have no down-projection");
+    m = fixture_meta("kimi-linear-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-linear.ssm.conv_kernel", 0);
+    expect_error(m, "kimi-linear.ssm.conv_kernel = 0");
+    /* a scalar head_count_kv applies to every layer: 0 makes them all KDA */
+    m = fixture_meta("kimi-linear-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-linear.attention.head_count_kv", 0);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.n_kda, 4);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+/* kimi-k3 (FORMATS.md §9): kimi-linear's stack plus a query rank, the bounded decay, the full-rank
+ * KDA gate, attention residuals, a latent MoE, SiTU, and expert_weights_norm read (default off). */
+static void test_kimi_k3_fixture(void **state) {
+    (void)state;
+    vx_meta *m = fixture_meta("kimi-k3-tiny", NULL);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_string_equal(c.arch, "kimi-k3");
+    const uint8_t kda[4] = {1, 1, 1, 0};
+    assert_memory_equal(c.layer_kda, kda, 4);
+    assert_true(c.kda.gate_full && c.kda.lower_bound);
+    assert_float_equal(c.kda.gate_lb, -5.0, 0);
+    assert_int_equal(c.mla.q_lora, 96);
+    assert_int_equal(c.mla.kv_lora, 64);
+    assert_int_equal(c.rope.layout, MD_ROPE_NONE);
+    assert_float_equal(c.kq_scale, 0.14433756729740646, 1e-7);
+    assert_int_equal(c.attn_res_block, 2);
+    assert_int_equal(c.n_expert_latent, 128);
+    assert_int_equal(md_expert_width(&c), 128);
+    assert_int_equal(c.glu.kind, KN_GLU_SITU);
+    assert_float_equal(c.glu.beta, 2.0, 0);
+    assert_float_equal(c.glu.lbeta, 2.5, 0);
+    assert_int_equal(c.router.gate, MD_GATE_SIGMOID);
+    assert_true(c.router.norm && c.router.select_bias);
+    assert_float_equal(c.router.scale, 2.446, 1e-6);
+    md_config_free(&c);
+    vx_meta_free(m);
+    /* expert_weights_norm absent: K3 does not normalize */
+    m = fixture_meta("kimi-k3-tiny", "kimi-k3.expert_weights_norm");
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_false(c.router.norm);
+    md_config_free(&c);
+    vx_meta_free(m);
+}
+
+static void test_kimi_k3_errors(void **state) {
+    (void)state;
+    const char *required[] = {"kimi-k3.attn_res.block_size", "kimi-k3.activation.situ_beta",
+                              "kimi-k3.activation.situ_linear_beta"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        expect_error(fixture_meta("kimi-k3-tiny", required[i]), required[i]);
+    vx_meta *m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_f32(m, "kimi-k3.kda.gate_lower_bound", 1.0f);
+    expect_error(m, "kimi-k3.kda.gate_lower_bound = 1 must be a negative number");
+    m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_f32(m, "kimi-k3.activation.situ_beta", 0.0f);
+    expect_error(m, "kimi-k3.activation.situ_beta");
+    m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-k3.attn_res.block_size", 5); /* more than the 4 layers */
+    expect_error(m, "kimi-k3.attn_res.block_size = 5");
+    m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-k3.expert_latent_length", 1 << 21);
+    expect_error(m, "kimi-k3.expert_latent_length");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gptoss_fixture),
@@ -411,6 +541,10 @@ int main(void) {
         cmocka_unit_test(test_sliding_window_patterns),
         cmocka_unit_test(test_overrides_read_from_config),
         cmocka_unit_test(test_yarn_truncate),
+        cmocka_unit_test(test_kimi_linear_fixture),
+        cmocka_unit_test(test_kimi_linear_errors),
+        cmocka_unit_test(test_kimi_k3_fixture),
+        cmocka_unit_test(test_kimi_k3_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

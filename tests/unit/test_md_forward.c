@@ -14,11 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/mwt_capture.h"
+
 #include "model/md_local.h"
 #include "model/md_model.h"
 
-#define MAX_LAYERS 8
-#define N_TOK      40
+#define N_TOK 40
 
 typedef struct fixture {
     const char *name;
@@ -80,26 +81,6 @@ static md_ctx *new_ctx(fixture *f, kn_numerics num, int n_seq, kn_pool *pool) {
 
 /* ---- intermediates ----------------------------------------------------------------------------
  */
-
-typedef struct capture {
-    float *data[MAX_LAYERS + 1][MD_PROBE_COUNT]; /* [MAX_LAYERS] holds layer -1 (result_norm) */
-    int64_t n[MAX_LAYERS + 1][MD_PROBE_COUNT];
-} capture;
-
-static void observer(void *ud, int layer, md_probe p, const void *data, int64_t rows,
-                     int64_t cols) {
-    capture *c = ud;
-    int l = layer < 0 ? MAX_LAYERS : layer;
-    assert_true(l <= MAX_LAYERS);
-    free(c->data[l][p]);
-    c->n[l][p] = rows * cols;
-    c->data[l][p] = malloc((size_t)(rows * cols) * sizeof(float));
-    /* int32 expert ids are kept as floats: exact for ids < 2^24 */
-    for (int64_t i = 0; i < rows * cols; i++)
-        c->data[l][p][i] = p == MD_PROBE_TOPK || p == MD_PROBE_GROUP_TOPK
-                               ? (float)((const int32_t *)data)[i]
-                               : ((const float *)data)[i];
-}
 
 /* llama.cpp's tensor name (and op) → our probe; -2 for quantities inside the fused expert
  * kernel (checked by the kernels' own fixtures) or views we do not reproduce, -1 for an unknown
@@ -190,40 +171,6 @@ static double max_diff(const float *a, const float *b, size_t n) {
     return m;
 }
 
-/* "name-L" → base "name" and layer L; a name without a layer gives -1. */
-static int split_name(const char *tname, char *base, size_t cap) {
-    const char *dash = strrchr(tname, '-');
-    if (!dash) {
-        snprintf(base, cap, "%s", tname);
-        return -1;
-    }
-    snprintf(base, cap, "%.*s", (int)(dash - tname), tname);
-    return atoi(dash + 1);
-}
-
-/* The n values of one intermediate (at data) as f32 in our layout: i32 values converted, and
- * [head][token][d] → [token][head][d] where llama.cpp is head-major. */
-static float *reference_values(const json_t *ent, const unsigned char *data, md_probe p, size_t n) {
-    const char *dtype = json_string_value(json_object_get(ent, "dtype"));
-    float *ref = malloc(n * sizeof *ref);
-    json_t *shape = json_object_get(ent, "shape_row_major");
-    const bool hm = head_major(p) && json_array_size(shape) == 3;
-    const size_t H = hm ? (size_t)json_integer_value(json_array_get(shape, 0)) : 1;
-    const size_t Tn = hm ? (size_t)json_integer_value(json_array_get(shape, 1)) : n;
-    const size_t D = hm ? n / (H * Tn) : 1;
-    for (size_t j = 0; j < n; j++) {
-        const size_t dst = hm ? ((j / D) % Tn * H + j / (D * Tn)) * D + j % D : j;
-        if (!strcmp(dtype, "i32")) {
-            int32_t v;
-            memcpy(&v, data + 4 * j, 4);
-            ref[dst] = (float)v;
-        } else {
-            memcpy(&ref[dst], data + 4 * j, 4);
-        }
-    }
-    return ref;
-}
-
 static void check_intermediates(const char *name) {
     fixture f;
     open_fixture(&f, name);
@@ -237,7 +184,7 @@ static void check_intermediates(const char *name) {
     assert_non_null(bin);
     if (!index) fail_msg("%s: %s", rel, je.text);
 
-    capture cap = {0};
+    mwt_capture cap = {0};
     md_ctx *c = new_ctx(&f, KN_NUM_Q8, 1, NULL);
     mw_err e;
     /* a longer batch first, unobserved and forgotten: the observer then attaches to a context
@@ -246,7 +193,7 @@ static void check_intermediates(const char *name) {
     for (int i = 0; i < 2 * N_TOK; i++) warm[i] = (md_row){0, i, f.tokens[i % N_TOK], 0};
     if (md_forward(c, warm, 2 * N_TOK, NULL, &e) || md_seq_truncate(c, 0, 0, &e))
         fail_msg("%s", e.msg);
-    md_ctx_set_observer(c, observer, &cap);
+    md_ctx_set_observer(c, mwt_capture_observer, &cap);
     md_row rows[N_TOK];
     for (int i = 0; i < N_TOK; i++) rows[i] = (md_row){0, i, f.tokens[i], 1};
     float *logits = malloc((size_t)N_TOK * f.model->cfg.n_vocab * sizeof(float));
@@ -254,7 +201,7 @@ static void check_intermediates(const char *name) {
 
     size_t i;
     json_t *ent;
-    int compared = 0, q_seen[MAX_LAYERS + 1] = {0};
+    int compared = 0, q_seen[MWT_MAX_LAYERS + 1] = {0};
     json_array_foreach(index, i, ent) {
         const char *tname = json_string_value(json_object_get(ent, "name"));
         const char *op = json_string_value(json_object_get(ent, "op"));
@@ -262,9 +209,9 @@ static void check_intermediates(const char *name) {
         size_t nbytes = (size_t)json_integer_value(json_object_get(ent, "nbytes"));
         assert_true(off + nbytes <= bin_len);
         char base[64];
-        const int layer = split_name(tname, base, sizeof base);
-        int l = layer < 0 ? MAX_LAYERS : layer;
-        assert_true(l <= MAX_LAYERS);
+        const int layer = mwt_split_name(tname, base, sizeof base);
+        int l = layer < 0 ? MWT_MAX_LAYERS : layer;
+        assert_true(l <= MWT_MAX_LAYERS);
         int p = probe_of(base, op, &f.model->cfg, q_seen[l]);
         if (!strcmp(base, "q") && strcmp(op, "MUL")) q_seen[l]++;
         if (p == -1) fail_msg("%s: intermediate '%s' has no counterpart", name, tname);
@@ -273,7 +220,8 @@ static void check_intermediates(const char *name) {
         if (!cap.data[l][p] || (size_t)cap.n[l][p] != n)
             fail_msg("%s: '%s' (%s): layer %d was not observed with %zu values", name, tname,
                      md_probe_name(p), layer, n);
-        float *ref = reference_values(ent, bin + off, (md_probe)p, n);
+        float *ref = mwt_intermediate(ent, bin + off, n,
+                                      head_major((md_probe)p) ? MWT_HEAD_MAJOR : MWT_ROWS);
         double d = max_diff(cap.data[l][p], ref, n);
         printf("    %-8s %-28s layer %2d  max |diff| %.3g\n", name, tname, layer, d);
         if (d > tolerance((md_probe)p))
@@ -283,8 +231,7 @@ static void check_intermediates(const char *name) {
         compared++;
     }
     assert_true(compared >= 30);
-    for (int l = 0; l <= MAX_LAYERS; l++)
-        for (int p = 0; p < MD_PROBE_COUNT; p++) free(cap.data[l][p]);
+    mwt_capture_free(&cap);
     free(logits);
     json_decref(index);
     free(bin);

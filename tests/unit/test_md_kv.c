@@ -3,12 +3,17 @@
  * token, chunks of mixed sizes (shorter than, equal to and longer than the window, so rows and
  * commits straddle the ring's wrap at every phase), two sequences interleaved — every logit the
  * same bits as the full-cache run. The rings keep only the window (memory bounded, not growing
- * while decoding), and a pass that fails part-way leaves the sequence as it was. */
+ * while decoding), and a pass that fails part-way leaves the sequence as it was. The same holds
+ * with an f16 cache, in half the bytes. On deepseek2-tiny's latent cache, f16 and bf16 keep prefill
+ * = decode bit for bit, halve the bytes per position and move the logits a little from f32's,
+ * toward llama.cpp's defaults run (which keeps an f16 cache). */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_model.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/md_kv.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
 
@@ -20,6 +25,7 @@ static md_model *model;
 static md_expert_backend *experts;
 static int32_t tokens[2][N];
 static int64_t V;
+static kn_type kv_type = KN_F32; /* of the contexts ctx() makes */
 
 static int setup(void **state) {
     (void)state;
@@ -52,7 +58,8 @@ static md_ctx *ctx(bool full, int n_seq, kn_pool *pool, md_expert_backend *be) {
                        .experts = be ? be : experts,
                        .n_seq = n_seq,
                        .n_ctx = CTX,
-                       .swa_full = full};
+                       .swa_full = full,
+                       .kv_type = kv_type};
     md_ctx *c;
     mw_err e;
     if (md_ctx_new(model, &p, &c, &e)) fail_msg("%s", e.msg);
@@ -86,8 +93,7 @@ static float *run(bool full, const int *chunks, kn_pool *pool, uint64_t *bytes) 
     return out;
 }
 
-static void test_rings_match_full_caches(void **state) {
-    (void)state;
+static void rings_match_full_caches(void) {
     const size_t n = (size_t)(N * V) * sizeof(float);
     static const int one_batch[] = {N, 0}, by_token[] = {1, 0};
     static const int mixed[] = {1, 7, 8, 9, 3, 17, 2, 16, 5, 0};
@@ -106,15 +112,25 @@ static void test_rings_match_full_caches(void **state) {
     free(a);
     kn_pool_destroy(pool);
 
-    /* K and V of one position: 2 KV heads of 64, floats */
-    const uint64_t row = 2 * (2 * 64) * sizeof(float);
-    printf("    KV bytes at %d positions: full %llu, rings %llu (token by token %llu)\n", N,
-           (unsigned long long)b_full, (unsigned long long)b_ring, (unsigned long long)b_tok);
+    /* K and V of one position: 2 KV heads of 64, of the cache's type */
+    const uint64_t row = 2 * (2 * 64) * (kv_type == KN_F32 ? 4 : 2);
+    assert_int_equal(md_kv_row_bytes(&model->cfg, kv_type), row);
+    printf("    %s KV bytes at %d positions: full %llu, rings %llu (token by token %llu)\n",
+           kn_type_name(kv_type), N, (unsigned long long)b_full, (unsigned long long)b_ring,
+           (unsigned long long)b_tok);
     assert_int_equal(b_full, 4 * CTX * row);
     /* two full layers of 128, two rings of 8 and their staging (at most 8 rows each) */
     assert_true(b_ring <= (2 * CTX + 2 * (8 + 8)) * row);
     assert_true(b_tok <= (2 * CTX + 2 * (8 + 1)) * row);
     free(ref);
+}
+
+static void test_rings_match_full_caches(void **state) {
+    (void)state;
+    rings_match_full_caches();
+    kv_type = KN_F16;
+    rings_match_full_caches();
+    kv_type = KN_F32;
 }
 
 /* Two sequences in the same batches, in chunks that interleave them, against separate full runs. */
@@ -156,22 +172,6 @@ static void test_two_sequences_interleaved(void **state) {
     free(ref[1]);
 }
 
-/* An expert backend that fails once at a chosen layer, then passes calls through. */
-typedef struct flaky {
-    md_expert_backend b;
-    md_expert_backend *inner;
-    int fail_layer;
-} flaky;
-
-static int flaky_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
-    flaky *f = b->impl;
-    if (batch->layer == f->fail_layer) {
-        f->fail_layer = -1;
-        return mw_errf(err, "node lost");
-    }
-    return f->inner->run(f->inner, batch, out, err);
-}
-
 /* A pass that fails after the rings' layers ran leaves the sequence as it was: the retry gives
  * the same bits as an undisturbed run. */
 static void test_failed_pass_changes_nothing(void **state) {
@@ -181,8 +181,8 @@ static void test_failed_pass_changes_nothing(void **state) {
     pass(c, 0, 0, 0, N, ref);
     md_ctx_free(c);
 
-    flaky f = {.b = {.name = "flaky", .run = flaky_run}, .inner = experts, .fail_layer = -1};
-    f.b.impl = &f;
+    mwt_flaky f;
+    mwt_flaky_init(&f, experts);
     c = ctx(false, 1, NULL, &f.b);
     float *out = malloc((size_t)(N * V) * sizeof(float));
     mw_err e;
@@ -204,11 +204,134 @@ static void test_failed_pass_changes_nothing(void **state) {
     free(ref);
 }
 
+/* ---- deepseek2's latent cache in f16 / bf16 ---------------------------------------------------
+ */
+
+#define DS_TOK 40
+
+typedef struct ds_fixture {
+    vx_source *src;
+    md_model *m;
+    md_expert_backend *be;
+    int32_t tok[DS_TOK];
+    int64_t nv;
+} ds_fixture;
+
+/* The fixture's prompt through deepseek2-tiny with a cache of `type`, as one batch or token by
+ * token; *bytes gets the cache's size. */
+static float *ds_logits(const ds_fixture *f, kn_numerics num, kn_type type, bool by_token,
+                        uint64_t *bytes) {
+    md_ctx_params p = {
+        .numerics = num, .experts = f->be, .n_seq = 1, .n_ctx = 128, .kv_type = type};
+    md_ctx *c;
+    mw_err e;
+    if (md_ctx_new(f->m, &p, &c, &e)) fail_msg("%s", e.msg);
+    float *out = malloc((size_t)(DS_TOK * f->nv) * sizeof(float));
+    md_row rows[DS_TOK];
+    for (int i = 0; i < DS_TOK; i++) rows[i] = (md_row){0, i, f->tok[i], 1};
+    for (int i = 0; i < DS_TOK; i += by_token ? 1 : DS_TOK)
+        if (md_forward(c, rows + i, by_token ? 1 : DS_TOK, out + i * f->nv, &e))
+            fail_msg("%s", e.msg);
+    if (bytes) *bytes = md_ctx_kv_bytes(c);
+    md_ctx_free(c);
+    return out;
+}
+
+/* Positions whose argmax agrees. */
+static int argmax_agree(const float *a, const float *b, int64_t nv) {
+    int agree = 0;
+    for (int t = 0; t < DS_TOK; t++) {
+        int64_t ia = 0, ib = 0;
+        for (int64_t i = 1; i < nv; i++) {
+            if (a[t * nv + i] > a[t * nv + ia]) ia = i;
+            if (b[t * nv + i] > b[t * nv + ib]) ib = i;
+        }
+        agree += ia == ib;
+    }
+    return agree;
+}
+
+/* f32 numerics: an f16 or bf16 latent cache keeps prefill = decode bit for bit, takes half the
+ * bytes per position, and moves the logits by its rounding (f16 a little; bf16, with 8 bits of
+ * mantissa, more). */
+static void ds_types_against_f32(const ds_fixture *f) {
+    const size_t n = (size_t)(DS_TOK * f->nv);
+    uint64_t b32, b16;
+    float *l32 = ds_logits(f, KN_NUM_F32, KN_F32, false, &b32);
+    /* one latent row per position: kv_lora + rope values */
+    assert_int_equal(md_kv_row_bytes(&f->m->cfg, KN_F32), (uint64_t)f->m->cfg.head_dim_k * 4);
+    const kn_type types[] = {KN_F16, KN_BF16};
+    const double bound[] = {1e-2, 2.0};
+    for (int ti = 0; ti < 2; ti++) {
+        float *pre = ds_logits(f, KN_NUM_F32, types[ti], false, &b16);
+        float *dec = ds_logits(f, KN_NUM_F32, types[ti], true, NULL);
+        if (memcmp(pre, dec, n * sizeof(float)))
+            fail_msg("%s cache: prefill and decode differ", kn_type_name(types[ti]));
+        assert_int_equal(b16 * 2, b32);
+        assert_int_equal(md_kv_row_bytes(&f->m->cfg, types[ti]) * 2,
+                         md_kv_row_bytes(&f->m->cfg, KN_F32));
+        const double d = mwt_max_abs_diff(pre, l32, n);
+        const int agree = argmax_agree(pre, l32, f->nv);
+        printf("    deepseek2-tiny f32 numerics, %s cache: %llu bytes (f32 %llu); max |logits - "
+               "the f32 cache's| %.3g, argmax agrees at %d/%d\n",
+               kn_type_name(types[ti]), (unsigned long long)b16, (unsigned long long)b32, d, agree,
+               DS_TOK);
+        assert_true(d > 0 && d <= bound[ti]);
+        assert_true(agree >= DS_TOK - 2);
+        free(pre);
+        free(dec);
+    }
+    free(l32);
+}
+
+/* q8 numerics, the quantized model as llama.cpp's defaults run computed it (an f16 cache, flash
+ * attention, repacked weights): the f16 cache is no farther from that run than the f32 cache,
+ * and its argmax agrees with it at least as often. */
+static void ds_f16_against_llamacpp_defaults(const ds_fixture *f) {
+    const size_t n = (size_t)(DS_TOK * f->nv);
+    size_t nd;
+    float *def =
+        mwt_read_file(mwt_fixture("llamacpp/deepseek2-tiny/logits_prefill_defaults.bin"), &nd);
+    assert_int_equal(nd, n * sizeof(float));
+    float *l32 = ds_logits(f, KN_NUM_Q8, KN_F32, false, NULL);
+    float *l16 = ds_logits(f, KN_NUM_Q8, KN_F16, false, NULL);
+    const double d32 = mwt_max_abs_diff(l32, def, n), d16 = mwt_max_abs_diff(l16, def, n);
+    const int a32 = argmax_agree(l32, def, f->nv), a16 = argmax_agree(l16, def, f->nv);
+    printf("    deepseek2-tiny q8 against llama.cpp's defaults run: f32 cache max |diff| %.3g, "
+           "argmax %d/%d; f16 cache %.3g, argmax %d/%d (f16 - f32 cache: %.3g)\n",
+           d32, a32, DS_TOK, d16, a16, DS_TOK, mwt_max_abs_diff(l16, l32, n));
+    assert_true(d16 <= d32 + 1e-2);
+    assert_true(a16 >= a32);
+    free(l32);
+    free(l16);
+    free(def);
+}
+
+static void test_deepseek2_latent_cache_types(void **state) {
+    (void)state;
+    ds_fixture f;
+    mw_err e;
+    if (vx_source_open(mwt_fixture("llamacpp/deepseek2-tiny/model.gguf"), NULL, &f.src, &e) ||
+        md_model_load(f.src, &f.m, &e) || md_local_backend_new(f.src, &f.m->cfg, NULL, &f.be, &e))
+        fail_msg("%s", e.msg);
+    f.nv = f.m->cfg.n_vocab;
+    char *txt = mwt_read_file(mwt_fixture("llamacpp/deepseek2-tiny/tokens.txt"), NULL);
+    char *q = txt;
+    for (int i = 0; i < DS_TOK; i++) f.tok[i] = (int32_t)strtol(q, &q, 10);
+    free(txt);
+    ds_types_against_f32(&f);
+    ds_f16_against_llamacpp_defaults(&f);
+    f.be->destroy(f.be);
+    md_model_free(f.m);
+    vx_source_close(f.src);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rings_match_full_caches),
         cmocka_unit_test(test_two_sequences_interleaved),
         cmocka_unit_test(test_failed_pass_changes_nothing),
+        cmocka_unit_test(test_deepseek2_latent_cache_types),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,7 @@
  * special tokens are single ids and message text cannot inject them; the format is chosen by name,
  * by the model's template text, by family; unknown ones are named; stop tokens; the output parser
  * splits harmony channels and <think> blocks incrementally, and shows harmony output that has no
- * header. */
+ * header; Kimi K3's sections, tools and thinking, rendered and parsed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,6 +123,8 @@ static void test_choosing_a_format(void **state) {
         {"deepseek2", "{{ bos_token }}<｜User｜>{{c}}<｜Assistant｜>", "deepseek-v3"},
         {"deepseek2", "<｜Assistant｜><think>\\n", "deepseek-r1"},
         {"deepseek2", "<|im_user|>user<|im_middle|>", "kimi-k2"},
+        {"kimi-k3", "{{- '<|open|>' + tag -}} ... {{- '<|end_of_msg|>' -}}", "kimi-k3"},
+        {"kimi-linear", NULL, "kimi-k2"},
         {"gpt-oss", NULL, "harmony"}, /* by family: the vocabulary has harmony's tokens */
         {"deepseek2", NULL, "deepseek-v3"},
     };
@@ -355,6 +357,136 @@ static void test_messages_json(void **state) {
     }
 }
 
+/* Kimi K3: tagged sections, the tool declaration (keys sorted, compact), an assistant's
+ * reasoning and calls (a string's arguments as one json section, an object's argument by
+ * argument with their types), results in the order of the calls they answer, the thinking
+ * effort, the generation prompt; the same from an OpenAI message list. */
+static const char k3_tools[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": "
+    "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "
+    "[\"city\"]}, \"description\": \"Weather & \\\"more\\\"\"}}]";
+
+static const char k3_want[] =
+    "<|open|>message role=\"system\" type=\"tool-declare\"<|sep|># Tools\nHere are the available "
+    "tools, described in JSONSchema.\n\n```json\n[{\"function\":{\"description\":\"Weather & "
+    "\\\"more\\\"\",\"name\":\"get_weather\",\"parameters\":{\"properties\":{\"city\":{\"type\":"
+    "\"string\"}},\"required\":[\"city\"],\"type\":\"object\"}},\"type\":\"function\"}]\n```"
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"system\" type=\"thinking-effort\"<|sep|>`thinking_effort` guides on "
+    "how much to think in your thinking channel (not including the response channel), supported "
+    "values include `low`, `medium`, `high`, and `max`.\nNow the system is invoked with "
+    "`thinking_effort=max`.<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"system\"<|sep|>Be brief.<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"user\" name=\"A&quot;B\"<|sep|>Weather in Paris? <|end_of_msg|>"
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>Need tools.<|close|>think<|sep|>"
+    "<|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|><|open|>call "
+    "tool=\"get_weather\" index=\"1\"<|sep|><|open|>json type=\"object\"<|sep|>{\"city\": "
+    "\"Paris\"}<|close|>json<|sep|><|close|>call<|sep|><|open|>call tool=\"get_time\" "
+    "index=\"2\"<|sep|><|open|>argument key=\"tz\" type=\"string\"<|sep|>CET<|close|>argument"
+    "<|sep|><|open|>argument key=\"n\" type=\"number\"<|sep|>2<|close|>argument<|sep|><|open|>"
+    "argument key=\"x\" type=\"array\"<|sep|>[0.1, true, null]<|close|>argument<|sep|><|close|>"
+    "call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"tool\" tool=\"get_weather\" index=\"1\"<|sep|>Sunny<|close|>message"
+    "<|sep|><|end_of_msg|><|open|>message role=\"tool\" tool=\"get_time\" index=\"2\"<|sep|>12:00"
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"user\"<|sep|>Thanks<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>";
+
+static void test_kimi_k3(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("kimi-k3", NULL, true);
+    const tk_tool_call calls[] = {
+        {"c1", "get_weather", "{\"city\": \"Paris\"}", false},
+        {"c2", "get_time", "{\"tz\":\"CET\",\"n\":2,\"x\":[0.1,true,null]}", true},
+    };
+    const tk_msg m[] = {
+        {.role = "system", .content = "Be brief."},
+        {.role = "user", .content = "Weather in Paris? <|end_of_msg|>", .name = "A\"B"},
+        {.role = "assistant",
+         .content = "",
+         .reasoning = "Need tools.",
+         .tool_calls = calls,
+         .n_tool_calls = 2},
+        {.role = "tool", .content = "12:00", .tool_call_id = "c2"},
+        {.role = "tool", .content = "Sunny", .tool_call_id = "c1"},
+        {.role = "user", .content = "Thanks"},
+    };
+    tk_chat_opts o = {.add_generation_prompt = true, .thinking = -1, .tools = k3_tools};
+    tk_ids ids = {0};
+    char *s = render(t, NULL, m, 6, &o, &ids); /* chosen by family: the vocabulary has its tokens */
+    assert_string_equal(s, k3_want);
+    /* the user's "<|end_of_msg|>" stayed text: eight messages, eight tokens */
+    assert_int_equal(count(&ids, sid("<|end_of_msg|>")), 8);
+    free(s);
+    /* the same conversation from an OpenAI message list */
+    const char *j =
+        "[{\"role\": \"system\", \"content\": \"Be brief.\"}, {\"role\": \"user\", \"name\": "
+        "\"A\\\"B\", \"content\": \"Weather in Paris? <|end_of_msg|>\"}, {\"role\": \"assistant\", "
+        "\"content\": null, \"reasoning_content\": \"Need tools.\", \"tool_calls\": [{\"id\": "
+        "\"c1\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": "
+        "\"{\\\"city\\\": \\\"Paris\\\"}\"}}, {\"id\": \"c2\", \"type\": \"function\", "
+        "\"function\": {\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\", \"n\": 2, \"x\": "
+        "[0.1, true, null]}}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c2\", \"content\": "
+        "\"12:00\"}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"Sunny\"}, "
+        "{\"role\": \"user\", \"content\": \"Thanks\"}]";
+    tk_msgs ms;
+    mw_err err = {{0}};
+    if (tk_msgs_parse(j, strlen(j), &ms, &err)) fail_msg("%s", err.msg);
+    ids.n = 0;
+    s = render(t, "kimi-k3", ms.v, ms.n, &o, &ids);
+    assert_string_equal(s, k3_want);
+    free(s);
+    tk_msgs_free(&ms);
+    /* thinking off: no effort message, no think sections, the prompt opens the response */
+    ids.n = 0;
+    o = (tk_chat_opts){.add_generation_prompt = true, .thinking = 0};
+    s = render(t, "kimi-k3",
+               (tk_msg[]){{.role = "user", .content = "Hi"},
+                          {.role = "assistant", .content = "Yo", .reasoning = "r"},
+                          {.role = "tool", .content = "x", .name = "f"}},
+               3, &o, &ids);
+    assert_string_equal(s, "<|open|>message role=\"user\"<|sep|>Hi<|close|>message<|sep|>"
+                           "<|end_of_msg|><|open|>message role=\"assistant\"<|sep|><|open|>"
+                           "response<|sep|>Yo<|close|>response<|sep|><|close|>message<|sep|>"
+                           "<|end_of_msg|><|open|>message role=\"tool\" tool=\"f\" index=\"1\""
+                           "<|sep|>x<|close|>message<|sep|><|end_of_msg|><|open|>message "
+                           "role=\"assistant\"<|sep|><|open|>response<|sep|>");
+    free(s);
+    tk_ids_free(&ids);
+    /* errors: an effort K3 does not know, a tool result that names no tool */
+    tk_chat *c;
+    assert_int_equal(tk_chat_open(t, "kimi-k3", &c, &err), 0);
+    o = (tk_chat_opts){.thinking = -1, .reasoning_effort = "medium"};
+    assert_int_equal(tk_chat_render(c, m, 1, &o, &ids, &err), -1);
+    assert_non_null(strstr(err.msg, "thinking effort 'medium'"));
+    o.reasoning_effort = NULL;
+    assert_int_equal(
+        tk_chat_render(c, (tk_msg[]){{.role = "tool", .content = "x"}}, 1, &o, &ids, &err), -1);
+    assert_non_null(strstr(err.msg, "names no tool"));
+    tk_ids_free(&ids);
+    /* the output: think is reasoning, response content, tools reasoning; <|end_of_msg|> stops */
+    assert_true(tk_chat_is_stop(c, sid("<|end_of_msg|>")));
+    tk_chat_parser *p;
+    tk_text content = {0}, reasoning = {0};
+    o = (tk_chat_opts){.add_generation_prompt = true, .thinking = -1};
+    assert_int_equal(tk_chat_parser_new(c, &o, &p, &err), 0);
+    assert_int_equal(feed(t, p,
+                          "Let me see.<|close|>think<|sep|><|open|>response<|sep|>Sunny, 20°C."
+                          "<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\" "
+                          "index=\"1\"<|sep|>{}<|close|>call<|sep|><|close|>tools<|sep|><|close|>"
+                          "message<|sep|><|end_of_msg|>ignored",
+                          &content, &reasoning),
+                     1);
+    assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "Sunny, 20°C.");
+    assert_string_equal(reasoning.s, "Let me see.{}");
+    tk_chat_parser_free(p);
+    tk_text_free(&content), tk_text_free(&reasoning);
+    tk_chat_free(c);
+    tk_free(t);
+}
+
 /* A <think> parser that has nothing pending: a first token that is half a character (held by the
  * decoder), a finish before any token, a stop token first. Nothing is shown and nothing is lost:
  * the held bytes come out once the character completes. */
@@ -403,6 +535,7 @@ int main(void) {
         cmocka_unit_test(test_think_parser_with_nothing_pending),
         cmocka_unit_test(test_harmony_without_header),
         cmocka_unit_test(test_messages_json),
+        cmocka_unit_test(test_kimi_k3),
     };
     return cmocka_run_group_tests_name("tk_chat", tests, NULL, NULL);
 }

@@ -909,6 +909,106 @@ static void test_qwen3moe_accepts_yarn_and_rope_parameters(void **state) {
     vx_meta_free(m);
 }
 
+/* Kimi Linear's config: the hybrid stack from linear_attn_config (1-based), the keys llama.cpp's
+ * converter derives; compressed-tensors: only the MXFP4 pack format and scheme, every other
+ * format, scheme value or key named. */
+static const char kimi_base[] =
+    "{\"model_type\": \"kimi_linear\", \"architectures\": [\"KimiLinearForCausalLM\"], "
+    "\"num_hidden_layers\": 4, \"max_position_embeddings\": 4096, \"hidden_size\": 64, "
+    "\"intermediate_size\": 96, \"moe_intermediate_size\": 32, \"num_attention_heads\": 2, "
+    "\"rms_norm_eps\": 1e-5, \"num_experts\": 4, \"num_experts_per_token\": 2, \"vocab_size\": "
+    "300, \"kv_lora_rank\": 16, \"qk_nope_head_dim\": 8, \"qk_rope_head_dim\": 4, \"v_head_dim\": "
+    "8, \"first_k_dense_replace\": 1, \"num_shared_experts\": 1, \"rope_theta\": 10000.0, "
+    "\"linear_attn_config\": {\"full_attn_layers\": [2, 4], \"kda_layers\": [1, 3], \"num_heads\": "
+    "2, \"head_dim\": 32, \"short_conv_kernel_size\": 4}%s}";
+
+static int kimi_parse(const char *extra, vx_meta **m, mw_err *err) {
+    char text[4096];
+    snprintf(text, sizeof text, kimi_base, extra);
+    *m = vx_meta_new();
+    return vx_hf_config_parse(text, strlen(text), "cfg", "k", *m, err);
+}
+
+static void kimi_refused(const char *extra, const char *want) {
+    vx_meta *m;
+    mw_err err = {{0}};
+    assert_int_equal(kimi_parse(extra, &m, &err), -1);
+    if (!strstr(err.msg, want)) fail_msg("'%s' does not say '%s'", err.msg, want);
+    vx_meta_free(m);
+}
+
+#define CT_GROUP                                                                                   \
+    "\"config_groups\": {\"g\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 4, "       \
+    "\"type\": \"float\", \"group_size\": 32, \"strategy\": \"group\", \"symmetric\": true, "      \
+    "\"dynamic\": false%s}%s}}"
+
+static void test_kimi_linear_config(void **state) {
+    (void)state;
+    vx_meta *m;
+    mw_err err = {{0}};
+    if (kimi_parse("", &m, &err)) fail_msg("%s", err.msg);
+    const struct {
+        const char *key;
+        int64_t want;
+    } keys[] = {{"kimi-linear.kda.head_dim", 32},
+                {"kimi-linear.ssm.conv_kernel", 4},
+                {"kimi-linear.attention.key_length", 20},
+                {"kimi-linear.attention.value_length", 16},
+                {"kimi-linear.attention.key_length_mla", 12},
+                {"kimi-linear.rope.dimension_count", 4},
+                {"kimi-linear.expert_gating_func", 2},
+                {"kimi-linear.leading_dense_block_count", 1}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        int64_t v = -1;
+        assert_int_equal(vx_meta_get_i64(m, keys[i].key, &v, &err), 1);
+        if (v != keys[i].want) fail_msg("%s = %lld", keys[i].key, (long long)v);
+    }
+    for (int l = 0; l < 4; l++) { /* layers 2 and 4 (1-based) are latent attention */
+        int64_t kv = -1;
+        assert_int_equal(
+            vx_meta_arr_i64(m, "kimi-linear.attention.head_count_kv", (uint64_t)l, &kv, &err), 1);
+        assert_int_equal(kv, l % 2);
+    }
+    assert_int_equal(vx_meta_find(m, "kimi-linear.rope.freq_base"), -1); /* nothing rotates */
+    vx_meta_free(m);
+    char ct[1024];
+    snprintf(ct, sizeof ct,
+             ", \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": "
+             "\"mxfp4-pack-quantized\", \"quantization_status\": \"compressed\", " CT_GROUP "}",
+             ", \"scale_dtype\": \"torch.uint8\"", ", \"input_activations\": null");
+    if (kimi_parse(ct, &m, &err)) fail_msg("%s", err.msg);
+    vx_meta_free(m);
+    static const struct {
+        const char *from, *to, *want;
+    } bad[] = {
+        {"\"mxfp4-pack-quantized\"", "\"pack-quantized\"", "format' is \"pack-quantized\""},
+        {"\"num_bits\": 4", "\"num_bits\": 8", "num_bits' is 8"},
+        {"\"group_size\": 32", "\"group_size\": 16", "group_size' is 16"},
+        {"\"input_activations\": null", "\"input_activations\": {}", "input_activations' is {}"},
+        {"\"quantization_status\": \"compressed\"", "\"quantization_status\": \"frozen\"",
+         "quantization_status' is \"frozen\""},
+        {"\"quantization_status\"", "\"kv_cache_scheme\": {}, \"quantization_status\"",
+         "kv_cache_scheme' is {}"},
+        {"\"targets\"", "\"zero_point\": 1, \"targets\"",
+         "'quantization_config.config_groups.g."
+         "zero_point' (1) is not supported"},
+        {"\"format\": \"mxfp4-pack-quantized\", ", "", "names no format (for group 'g')"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char b[1200];
+        const char *at = strstr(ct, bad[i].from);
+        assert_non_null(at);
+        snprintf(b, sizeof b, "%.*s%s%s", (int)(at - ct), ct, bad[i].to, at + strlen(bad[i].from));
+        kimi_refused(b, bad[i].want);
+    }
+    kimi_refused(", \"q_lora_rank\": 8", "'q_lora_rank' is 8");
+    kimi_refused(", \"moe_renormalize\": false", "'moe_renormalize' is false");
+    kimi_refused(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2.0}",
+                 "scales a rotation family kimi-linear does not have");
+}
+
+#undef CT_GROUP
+
 static void test_tensor_errors(void **state) {
     mwt_fx *f = *state;
     mwt_hf_opts o;
@@ -1211,6 +1311,7 @@ int main(void) {
         MWT_FX_TEST(test_tensor_errors),
         MWT_FX_TEST(test_incomplete_tensor_sets),
         MWT_FX_TEST(test_hostile_config),
+        MWT_FX_TEST(test_kimi_linear_config),
         MWT_FX_TEST(test_carried_files_stay_inside),
         MWT_FX_TEST(test_hub_cache_snapshot),
         MWT_FX_TEST(test_odd_tensor_names),

@@ -197,11 +197,13 @@ static void test_other_kinds_round_trip(void **state) {
     owned[3] = 0x01; /* bit 24 = (2,4) */
     float y[2 * 11];
     for (int i = 0; i < 22; i++) y[i] = (float)i - 10.5f;
+    const float glu[2] = {4.0f, -0.0f};
     wr_msg msgs[] = {
         {.kind = WR_MSG_HELLO, .seq = 1, .hello = {"coord-a", "abc123"}},
         {.kind = WR_MSG_WELCOME,
          .seq = 1,
-         .welcome = {"node-1", "abc123", "cpu-avx2", "f32", 4096, 2, 3, 10, 2880, owned}},
+         .welcome = {"node-1", "abc123", "cpu-avx2", "f32", 4096, 2, 3, 10, 2880, owned, "situ", 2,
+                     glu, 612.5f}},
         {.kind = WR_MSG_PARTIAL_BATCH,
          .seq = 9,
          .partial = {5, 2, 11, WR_MODE_PARTIAL, 12345, 67890, 4444, y}},
@@ -233,10 +235,14 @@ static void test_other_kinds_round_trip(void **state) {
             assert_string_equal(r.welcome.numerics, "f32");
             assert_int_equal(r.welcome.capacity, 4096);
             assert_int_equal(r.welcome.width, 2880);
+            assert_true(r.welcome.read_gbps == 612.5f);
             assert_true(wr_owned_get(r.welcome.owned, 10, 0, 0));
             assert_true(wr_owned_get(r.welcome.owned, 10, 0, 7));
             assert_true(wr_owned_get(r.welcome.owned, 10, 2, 4));
             assert_false(wr_owned_get(r.welcome.owned, 10, 1, 0));
+            assert_string_equal(r.welcome.glu, "situ");
+            assert_int_equal(r.welcome.n_glu_params, 2);
+            assert_memory_equal(r.welcome.glu_params, glu, sizeof glu); /* -0 stays -0 */
             break;
         case WR_MSG_PARTIAL_BATCH:
             assert_int_equal(r.partial.layer, 5);
@@ -558,18 +564,33 @@ static void welcome_huge(Moewire__Envelope *e) {
     e->welcome->n_layers = 1u << 20;
     e->welcome->n_experts = 1u << 20;
 }
+static void welcome_many_glu_params(Moewire__Envelope *e) { /* it had none */
+    e->welcome->n_glu_params = WR_MAX_GLU_PARAMS + 1;
+    e->welcome->glu_params = calloc(WR_MAX_GLU_PARAMS + 1, sizeof(float));
+}
+
+static void welcome_nan_bandwidth(Moewire__Envelope *e) {
+    e->welcome->read_gbps = NAN;
+}
+static void welcome_negative_bandwidth(Moewire__Envelope *e) {
+    e->welcome->read_gbps = -1.0f;
+}
 
 static void test_malformed_welcome_and_partial(void **state) {
     (void)state;
     uint8_t owned[5] = {0}; /* ceil(4 × 9 / 8) */
-    wr_msg w = {.kind = WR_MSG_WELCOME, .welcome = {"n", "f", "b", "f32", 1, 1, 4, 9, 64, owned}};
-    static const env_edit edits[] = {bad_owned_len, welcome_zero_layers, welcome_huge};
-    static const wr_code codes[] = {WR_E_MALFORMED, WR_E_MALFORMED, WR_E_TOO_LARGE};
+    wr_msg w = {.kind = WR_MSG_WELCOME,
+                .welcome = {"n", "f", "b", "f32", 1, 1, 4, 9, 64, owned, "swiglu", 0, NULL}};
+    static const env_edit edits[] = {bad_owned_len,         welcome_zero_layers,
+                                     welcome_huge,          welcome_many_glu_params,
+                                     welcome_nan_bandwidth, welcome_negative_bandwidth};
+    static const wr_code codes[] = {WR_E_MALFORMED, WR_E_MALFORMED, WR_E_TOO_LARGE,
+                                    WR_E_TOO_LARGE, WR_E_MALFORMED, WR_E_MALFORMED};
     wr_out o;
     wr_out_init(&o);
     wr_in in;
     wr_in_init(&in, NULL);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 6; i++) {
         assert_int_equal(wr_pack(&o, &w, (wr_codec){WR_F32, false}, NULL), 0);
         parts p = copy_parts(&o);
         edit_envelope(&p, edits[i]);

@@ -1,0 +1,158 @@
+/* model/md_kda_state.c — the recurrent state of the KDA layers: per sequence and layer two banks
+ * of the chunk start state S (H × d × d) and of the open chunk's entries, and two banks of the
+ * convolution's last inputs; the pass transaction that flips them, and reading S back. */
+#include "model/md_kda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/md_kda_internal.h"
+#include "util/mw_grow.h"
+
+int md_kda_state_init(md_kda_state *st, const md_config *cfg, int n_seq, mw_err *err) {
+    memset(st, 0, sizeof *st);
+    st->n_layer = cfg->n_layer;
+    st->n_seq = n_seq;
+    st->n_kda = cfg->n_kda;
+    if (st->n_kda == 0) return 0;
+    const md_kda *k = &cfg->kda;
+    st->H = k->n_head;
+    st->d = k->head_dim;
+    st->K = k->conv;
+    st->D = (int64_t)st->H * st->d;
+    st->s_len = (size_t)st->D * (size_t)st->d;
+    st->e_len = (size_t)st->H * MD_KDA_CHUNK * md__kda_entry(st->d);
+    st->c_len = 3 * (size_t)(st->K - 1) * (size_t)st->D;
+    st->layer_len = 2 * (st->s_len + st->e_len + st->c_len);
+    st->slot = malloc((size_t)cfg->n_layer * sizeof *st->slot);
+    st->seqs = calloc((size_t)n_seq, sizeof *st->seqs);
+    if (!st->slot || !st->seqs) {
+        md_kda_state_free(st);
+        return mw_errf(err, "KDA state: out of memory");
+    }
+    for (int l = 0, i = 0; l < cfg->n_layer; l++) st->slot[l] = md_layer_is_kda(cfg, l) ? i++ : -1;
+    return 0;
+}
+
+void md_kda_state_free(md_kda_state *st) {
+    for (int s = 0; st->seqs && s < st->n_seq; s++) free(st->seqs[s].mem);
+    free(st->seqs);
+    free(st->slot);
+    free(st->groups);
+    free(st->scratch);
+    memset(st, 0, sizeof *st);
+}
+
+uint64_t md_kda_seq_bytes(const md_config *cfg) {
+    if (cfg->n_kda == 0) return 0;
+    const md_kda *k = &cfg->kda;
+    const uint64_t D = (uint64_t)k->n_head * (uint64_t)k->head_dim;
+    const uint64_t per_layer =
+        2 * (D * (uint64_t)k->head_dim +
+             (uint64_t)k->n_head * MD_KDA_CHUNK * md__kda_entry(k->head_dim) +
+             3 * (uint64_t)(k->conv - 1) * D);
+    return per_layer * (uint64_t)cfg->n_kda * sizeof(float);
+}
+
+uint64_t md_kda_state_bytes(const md_kda_state *st) {
+    uint64_t n = 0;
+    for (int s = 0; st->n_kda && s < st->n_seq; s++) n += st->seqs[s].mem != NULL;
+    return n * (uint64_t)st->layer_len * (uint64_t)st->n_kda * sizeof(float);
+}
+
+float *md__kda_s(const md_kda_state *st, int seq, int layer, int bank) {
+    float *m = st->seqs[seq].mem + (size_t)st->slot[layer] * st->layer_len;
+    return m + (size_t)bank * st->s_len;
+}
+
+float *md__kda_e(const md_kda_state *st, int seq, int layer, int bank) {
+    float *m = st->seqs[seq].mem + (size_t)st->slot[layer] * st->layer_len + 2 * st->s_len;
+    return m + (size_t)bank * st->e_len;
+}
+
+float *md__kda_c(const md_kda_state *st, int seq, int layer, int bank) {
+    float *m =
+        st->seqs[seq].mem + (size_t)st->slot[layer] * st->layer_len + 2 * (st->s_len + st->e_len);
+    return m + (size_t)bank * st->c_len;
+}
+
+/* The batch's sequences in kv's pass map: each one's rows are a run of kv->order. */
+static int map_groups(md_kda_state *st, const md_kv *kv, mw_err *err) {
+    st->n_groups = 0;
+    for (int64_t i = 0; i < kv->T;) {
+        const int32_t s = kv->rows[kv->order[i]].seq;
+        int64_t j = i;
+        while (j < kv->T && kv->rows[kv->order[j]].seq == s) j++;
+        if (mw_grow((void **)&st->groups, &st->groups_cap, (size_t)st->n_groups + 1,
+                    sizeof *st->groups))
+            return mw_errf(err, "KDA state: out of memory");
+        st->groups[st->n_groups++] = (md_kda_group){s, i, j - i, kv->seqs[s].n};
+        i = j;
+    }
+    return 0;
+}
+
+int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err) {
+    st->kv = kv;
+    if (st->n_kda == 0) return 0;
+    if (map_groups(st, kv, err)) return -1;
+    for (int64_t g = 0; g < st->n_groups; g++) {
+        md_kda_seq *q = &st->seqs[st->groups[g].seq];
+        if (!q->mem && !(q->mem = malloc((size_t)st->n_kda * st->layer_len * sizeof(float))))
+            return mw_errf(err, "KDA state: out of memory for sequence %d (%llu bytes)",
+                           st->groups[g].seq,
+                           (unsigned long long)(st->n_kda * st->layer_len * sizeof(float)));
+        /* a sequence starting over: its committed state is empty, so S is zero (the chunk
+         * entries and the convolution's inputs are never read at position 0) */
+        if (st->groups[g].base == 0)
+            for (int l = 0; l < st->n_layer; l++)
+                if (st->slot[l] >= 0)
+                    memset(md__kda_s(st, st->groups[g].seq, l, q->bank), 0,
+                           st->s_len * sizeof(float));
+    }
+    if (n_threads < 1) n_threads = 1;
+    const size_t need = md__kda_scratch_floats(st->d) * sizeof(float);
+    if (need > st->slot_bytes || n_threads > st->n_threads) {
+        const int nt = n_threads > st->n_threads ? n_threads : st->n_threads;
+        float *s = realloc(st->scratch, kn_slots_bytes(need, nt));
+        if (!s) return mw_errf(err, "KDA state: out of memory for the scan's scratch");
+        st->scratch = s;
+        st->slot_bytes = need;
+        st->n_threads = nt;
+    }
+    return 0;
+}
+
+void md_kda_commit(md_kda_state *st) {
+    for (int64_t g = 0; st->n_kda && g < st->n_groups; g++) {
+        const md_kda_group *gr = &st->groups[g];
+        md_kda_seq *q = &st->seqs[gr->seq];
+        q->cbank ^= 1;
+        /* the pass wrote a new chunk start state once it completed a chunk */
+        if ((gr->base + gr->n) / MD_KDA_CHUNK > gr->base / MD_KDA_CHUNK) q->bank ^= 1;
+    }
+    st->n_groups = 0;
+}
+
+int md_kda_state_read(const md_kda_state *st, int seq, int64_t held, int layer, float *S,
+                      mw_err *err) {
+    if (seq < 0 || seq >= st->n_seq || layer < 0 || layer >= st->n_layer || st->slot[layer] < 0)
+        return mw_errf(err, "KDA state: no sequence %d / KDA layer %d", seq, layer);
+    const md_kda_seq *q = &st->seqs[seq];
+    if (!q->mem || held == 0) {
+        memset(S, 0, st->s_len * sizeof(float));
+        return 0;
+    }
+    const float *s0 = md__kda_s(st, seq, layer, q->bank);
+    const float *e = md__kda_e(st, seq, layer, q->bank);
+    const int n = (int)(held % MD_KDA_CHUNK);
+    const size_t per_head = (size_t)st->d * (size_t)st->d;
+    float *scratch = malloc(md__kda_scratch_floats(st->d) * sizeof(float));
+    if (!scratch) return mw_errf(err, "KDA state: out of memory");
+    for (int h = 0; h < st->H; h++)
+        md__kda_materialize(st->d, s0 + h * per_head,
+                            e + (size_t)h * MD_KDA_CHUNK * md__kda_entry(st->d), n,
+                            S + h * per_head, scratch);
+    free(scratch);
+    return 0;
+}

@@ -1,0 +1,3 @@
+/* tests/posix/include/sys/signalfd.h — found first by `make posix-check`: a Linux-only header, which a
+ * Mac does not have. Linux-only calls belong in util/mw_platform.c. */
+#error "<sys/signalfd.h> is Linux-only: put the call behind util/mw_platform.h"
