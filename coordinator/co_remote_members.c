@@ -178,7 +178,7 @@ static int drain_keeps_coverage(co__remote *r, const bool *leave, mw_err *err) {
 }
 
 /* A new node at ep in the next slot (or a drained one's again): connected, greeted once it is. */
-static int join(co__remote *r, const char *ep, FILE *log, mw_err *err) {
+static int join_node(co__remote *r, const char *ep, FILE *log, mw_err *err) {
     int i = node_of(r, ep);
     if (i < 0) {
         if (r->o.n_nodes == r->cap_nodes)
@@ -238,7 +238,7 @@ int co_remote_set_nodes(md_expert_backend *b, const char *const *eps, int n_eps,
     if (!rc && n_leave) co__remote_owners(r);
     for (int k = 0; !rc && k < n_eps; k++) {
         const int i = node_of(r, eps[k]);
-        if (i < 0 || r->nodes[i].drained) rc = join(r, eps[k], log, err);
+        if (i < 0 || r->nodes[i].drained) rc = join_node(r, eps[k], log, err);
     }
     free(leave);
     return rc;

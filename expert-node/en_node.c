@@ -115,10 +115,10 @@ static int mount(en_node *n, mw_err *err) {
     n->width = md_expert_width(&n->cfg); /* the experts' rows: hidden size, or a latent's */
     if (md_expert_table_load(&n->table, n->src, &n->cfg, &n->owned, false, err))
         return mw_err_wrap(err, "%s", n->opts.vindex);
-    n->table.pin.progress = on_pin;
-    n->table.pin.progress_ctx = &pr;
+    n->table.pin.copied = on_pin;
+    n->table.pin.copied_ctx = &pr;
     const int pinned = n->opts.pin ? md_expert_table_pin(&n->table, "experts", err) : 0;
-    n->table.pin.progress = NULL; /* pr ends with this call */
+    n->table.pin.copied = NULL; /* pr ends with this call */
     if (pinned) return mw_err_wrap(err, "%s", n->opts.vindex);
     size_t cells = (size_t)n->n_layers * (size_t)n->n_experts;
     n->expert_bytes = calloc(cells, sizeof *n->expert_bytes);

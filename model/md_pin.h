@@ -16,8 +16,8 @@ typedef struct md_pin {
     void *buf;
     size_t bytes;
     /* set before md_pin_mats to follow the copy (bytes copied of all); may be NULL */
-    void (*progress)(void *ctx, uint64_t done, uint64_t total);
-    void *progress_ctx;
+    void (*copied)(void *ctx, uint64_t done, uint64_t total);
+    void *copied_ctx;
 } md_pin;
 
 /* Whether pinning makes the kernels' packed copies (kn_pack): yes unless MOEWIRE_PACK=0, the switch

@@ -25,7 +25,7 @@ static int wire_bytes(const char *wire, mw_err *err) {
 }
 
 /* A GGUF model's fingerprint reads the whole file: its progress on stderr. */
-static void on_progress(void *ctx, const char *what, uint64_t done, uint64_t total) {
+static void on_fingerprint(void *ctx, const char *what, uint64_t done, uint64_t total) {
     vx__fleet *f = ctx;
     if (!f->progress_on) {
         char name[64];
@@ -41,7 +41,7 @@ static int open_model(vx__fleet *f, mw_err *err) {
     const vx_source_opts so = {.experts = &none,
                                .dense = false,
                                .verify_on_mount = false,
-                               .progress = on_progress,
+                               .progress = on_fingerprint,
                                .progress_ctx = f};
     if (!f->model) f->model = f->topo.model_path;
     if (vx_source_open(f->model, &so, &f->src, err)) return -1;

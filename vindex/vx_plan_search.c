@@ -96,7 +96,8 @@ static int only_copy(const vx__layer *y, int e) {
 
 /* Brings copy c onto host h (next to copy `anchor`): into a free slot, or in exchange for the copy
  * of h whose share is nearest, when neither host then passes `limit` (load over speed). */
-static bool join(const vx_plan_in *in, vx__layer *y, int c, int anchor, int h, double limit) {
+static bool bring_together(const vx_plan_in *in, vx__layer *y, int c, int anchor, int h,
+                           double limit) {
     const vx__item *a = &y->items[c];
     const int from = a->host;
     if (a->pinned || vx__holds(y, h, a->expert)) return false;
@@ -134,8 +135,8 @@ void vx__colocate(const vx_plan_in *in, vx__layer *y, const vx_rstats_layer *st,
         }
         const int ia = only_copy(y, a), ib = only_copy(y, b);
         if (ia < 0 || ib < 0) continue;
-        if (join(in, y, ib, ia, y->items[ia].host, limit) ||
-            join(in, y, ia, ib, y->items[ib].host, limit)) {
+        if (bring_together(in, y, ib, ia, y->items[ia].host, limit) ||
+            bring_together(in, y, ia, ib, y->items[ib].host, limit)) {
             y->items[ia].pinned = y->items[ib].pinned = true;
             out->pairs_kept++;
         }

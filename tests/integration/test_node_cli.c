@@ -189,7 +189,7 @@ static void test_self_test_and_probe(void **state) {
         if (rc != 0 || !strstr(text, keys[i]))
             fail_msg("--probe: exit %d, no %s\n%s", rc, keys[i] + 1, text);
     /* on stdout, a topology host entry (test_fleet plans with one) */
-    if (!out || strncmp(out, "{\"name\": ", 10) || !strstr(out, "\"read_gbs\": ") ||
+    if (!out || strncmp(out, "{\"name\": ", 9) || !strstr(out, "\"read_gbs\": ") ||
         !strstr(out, "\"cores\": 1,"))
         fail_msg("--probe printed: %s", out ? out : "");
     free(out);
