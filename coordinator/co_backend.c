@@ -96,16 +96,28 @@ done:
 static bool remote_metrics(md_expert_backend *b, co_backend_stats *st, co_node_stats *nodes) {
     const wr_stats *ws = co_remote_stats(b);
     const wr_counters all = wr_stats_sum(ws, -1, -1);
+    co_cell_stats *cells = st->cells;
+    const co_remote_health h = co_remote_get_health(b);
     *st = (co_backend_stats){.tx_bytes = all.tx_bytes,
                              .rx_bytes = all.rx_bytes,
                              .weight_bytes = all.weight_bytes,
-                             .nodes = nodes};
-    for (int i = 0, n = co_remote_n_nodes(b); i < n; i++) {
+                             .nodes = nodes,
+                             .cells = cells,
+                             .failovers = h.failovers,
+                             .skipped = h.skipped};
+    for (int i = 0; cells && i < ws->n_nodes; i++)
+        for (int y = 0; y < ws->n_layers; y++) {
+            const wr_counters *c = &ws->cell[i * ws->n_layers + y];
+            cells[i * ws->n_layers + y] =
+                (co_cell_stats){c->rows, c->assignments, c->tx_bytes, c->rx_bytes, c->weight_bytes};
+        }
+    for (int i = 0, n = co_remote_max_nodes(b); i < n; i++) {
         const wr_counters c = wr_stats_sum(ws, i, -1);
         co_remote_node_info info;
         co_remote_node(b, i, &info);
         co_node_stats *ns = &nodes[i];
         *ns = (co_node_stats){.endpoint = info.endpoint,
+                              .member = info.member,
                               .up = info.up,
                               .errors = info.errors,
                               .tx_bytes = c.tx_bytes,
@@ -116,16 +128,27 @@ static bool remote_metrics(md_expert_backend *b, co_backend_stats *st, co_node_s
                               .rtt_sum_s = (double)c.rtt_ns * 1e-9};
         memcpy(ns->rtt_buckets, info.rtt_log2, sizeof ns->rtt_buckets);
     }
-    const co_remote_health h = co_remote_get_health(b);
     return h.covered == h.cells;
+}
+
+static int remote_set_nodes(md_expert_backend *b, const char *nodes, FILE *log, mw_err *err) {
+    char *list = strdup(nodes);
+    const char **ep = calloc(MAX_NODES, sizeof *ep);
+    int n = 0;
+    int rc = !list || !ep                            ? mw_errf(err, "out of memory")
+             : split_nodes(list, nodes, ep, &n, err) ? -1
+                                                     : co_remote_set_nodes(b, ep, n, log, err);
+    free(list);
+    free(ep);
+    return rc;
 }
 
 /* ---- the table ------------------------------------------------------------------------------ */
 
 static const co_backend_kind kinds[] = {
-    {"local", "experts run in this process", true, create_local, NULL, NULL, local_metrics},
+    {"local", "experts run in this process", true, create_local, NULL, NULL, local_metrics, NULL},
     {"remote", "experts run on expert nodes (--nodes or --loopback)", false, create_remote,
-     co_remote_report, co_remote_n_nodes, remote_metrics},
+     co_remote_report, co_remote_max_nodes, remote_metrics, remote_set_nodes},
 };
 
 const co_backend_kind *co_backend_find(const char *name) {

@@ -58,6 +58,9 @@ typedef struct co_backend_kind {
     /* Its totals so far into *st (and nodes[0 .. n_nodes), pointed to by st->nodes); returns
      * whether every expert can be reached. Called from the thread that runs the backend. */
     bool (*metrics)(md_expert_backend *b, co_backend_stats *st, co_node_stats *nodes);
+    /* Optional: makes the nodes those of the --nodes list given (co_remote_set_nodes: missing
+     * ones drained, new ones joining); one line per change on log. NULL: no nodes to change. */
+    int (*set_nodes)(md_expert_backend *b, const char *list, FILE *log, mw_err *err);
 } co_backend_kind;
 
 const co_backend_kind *co_backend_find(const char *name);

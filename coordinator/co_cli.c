@@ -12,8 +12,9 @@
 #include "coordinator/co_cors.h"
 #include "model/md_kv.h"
 
-#define MAX_PROMPT   (1 << 20)
-#define MAX_GENERATE (1 << 24)
+#define MAX_PROMPT     (1 << 20)
+#define MAX_GENERATE   (1 << 24)
+#define MAX_NODES_FILE (1 << 20)
 
 static int parse_i64(const char *name, const char *v, int64_t lo, int64_t hi, int64_t *out,
                      mw_err *err) {
@@ -208,11 +209,35 @@ static int set_ctx(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--ctx", v, 1, INT32_MAX, &o->n_ctx, err);
 }
 
-static int set_nodes(co_opts *o, const char *v, mw_err *err) {
-    (void)err;
-    o->nodes = v;
-    o->experts = "remote";
+int co_cli_read_nodes(const char *path, char **buf, const char **list, mw_err *err) {
+    FILE *f = fopen(path, "r");
+    if (!f) return mw_errf(err, "--nodes @%s: cannot open: %s", path, strerror(errno));
+    free(*buf);
+    *buf = calloc(MAX_NODES_FILE + 1, 1);
+    size_t n = *buf ? fread(*buf, 1, MAX_NODES_FILE + 1, f) : 0;
+    fclose(f);
+    if (!*buf) return mw_errf(err, "out of memory");
+    if (n > MAX_NODES_FILE)
+        return mw_errf(err, "--nodes @%s: more than %d bytes", path, MAX_NODES_FILE);
+    (*buf)[n] = 0;
+    char *b = *buf + strspn(*buf, " \t\r\n");
+    for (size_t e = strlen(b); e && strchr(" \t\r\n", b[e - 1]); e--) b[e - 1] = 0;
+    if (!*b || strpbrk(b, "\n\r"))
+        return mw_errf(err, "--nodes @%s: expected one line of endpoints", path);
+    *list = b;
     return 0;
+}
+
+/* The list, or @FILE holding it (`vindex plan` writes coordinator.nodes; serve reads it again on
+ * SIGHUP). */
+static int set_nodes(co_opts *o, const char *v, mw_err *err) {
+    o->experts = "remote";
+    o->nodes_file = v[0] == '@' ? v + 1 : NULL;
+    if (v[0] != '@') {
+        o->nodes = v;
+        return 0;
+    }
+    return co_cli_read_nodes(v + 1, &o->nodes_buf, &o->nodes, err);
 }
 
 static int set_loopback(co_opts *o, const char *v, mw_err *err) {
@@ -234,6 +259,12 @@ static int set_node_affinity(co_opts *o, const char *v, mw_err *err) {
     if (strcmp(v, "on") && strcmp(v, "off"))
         return mw_errf(err, "--node-affinity: '%s' is not on or off", v);
     o->node_affinity = !strcmp(v, "on");
+    return 0;
+}
+
+static int set_trace_routing(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->trace_routing = v;
     return 0;
 }
 
@@ -486,7 +517,13 @@ static const co_option options[] = {
      "copy the dense matrices (and local experts) out of the file mapping onto huge pages: "
      "faster decoding for their size in memory",
      set_pin},
-    {"--nodes", "tcp://h:p,...", "expert nodes, in node order (selects --experts remote)",
+    {"--trace-routing", "FILE",
+     "write every routing decision (layer, row, experts, gate weights) to FILE for `vindex "
+     "routing-stats` and `vindex plan`",
+     set_trace_routing},
+    {"--nodes", "tcp://h:p,...",
+     "expert nodes, in node order, or @FILE holding the list (`vindex "
+     "plan` writes coordinator.nodes); selects --experts remote",
      set_nodes},
     {"--loopback", "N",
      "start N expert nodes on 127.0.0.1 splitting the experts evenly, stop them at the end "
@@ -641,6 +678,8 @@ void co_opts_init(co_opts *o) {
 void co_opts_free(co_opts *o) {
     free(o->tokens);
     o->tokens = NULL;
+    free(o->nodes_buf);
+    o->nodes_buf = NULL;
     tk_msgs_free(&o->chat);
 }
 

@@ -36,8 +36,11 @@ typedef struct co_opts {
     int64_t n_ctx;   /* 0 = prompt + max-tokens */
     kn_type kv_type; /* the KV cache's rows: f32 (default), f16 or bf16 */
     bool pin;        /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
+    const char *trace_routing; /* routing trace file (coordinator/co_trace.h), NULL: none */
     /* remote experts (coordinator/co_backend.h) */
     const char *nodes;        /* comma-separated node endpoints */
+    char *nodes_buf;          /* --nodes @FILE: the file's text, which nodes points into */
+    const char *nodes_file;   /* that FILE (serve reads it again on SIGHUP), or NULL */
     int loopback;             /* start this many local expert nodes */
     int node_threads;         /* threads per loopback node */
     bool node_affinity;       /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
@@ -97,5 +100,8 @@ int co_cli_check_serve(const co_opts *o, mw_err *err);
 void co_cli_usage(FILE *f);
 /* The expert backend's options out of the command line's. */
 co_backend_opts co_cli_backend_opts(const co_opts *o);
+/* Reads a --nodes file (one line of at most 1 MiB): *list points into *buf (replaced), white
+ * space around it dropped. */
+int co_cli_read_nodes(const char *path, char **buf, const char **list, mw_err *err);
 
 #endif

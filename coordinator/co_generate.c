@@ -11,6 +11,7 @@
 
 #include "coordinator/co_backend.h"
 #include "coordinator/co_textcmd.h"
+#include "coordinator/co_trace.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "model/md_sampler.h"
@@ -24,6 +25,7 @@ typedef struct gen {
     md_model *model;
     md_expert_backend *experts;
     md_ctx *ctx;
+    co_trace *trace; /* --trace-routing */
     md_sampler sampler;
     FILE *logits_file;
     float *logits; /* P rows with --logits-out, else 1 */
@@ -104,6 +106,9 @@ static int open_all(gen *g, mw_err *err) {
                         .n_ctx = n_ctx,
                         .kv_type = o->kv_type};
     if (md_ctx_new(g->model, &cp, &g->ctx, err)) return -1;
+    if (o->trace_routing && co_trace_open(o->trace_routing, g->src, g->model, &g->trace, err))
+        return -1;
+    co_trace_attach(g->trace, g->ctx);
     if (md_sampler_init(&g->sampler, c->n_vocab, &o->sampling, err)) return -1;
     if (md_sampler_feed(&g->sampler, g->tokens, g->n_tokens, false, err)) return -1;
     int64_t P = g->n_tokens;
@@ -179,12 +184,15 @@ static int run(gen *g, mw_err *err) {
             N > 1 ? (double)(N - 1) / (t2 - t1) : 0.0);
     const co_backend_kind *kind = co_backend_find(o->experts);
     if (kind && kind->report) kind->report(g->experts, stderr);
-    return 0;
+    co_trace *t = g->trace;
+    g->trace = NULL;
+    return co_trace_close(t, stderr, err);
 }
 
 static void close_all(gen *g) {
     if (g->logits_file) fclose(g->logits_file);
     md_sampler_free(&g->sampler);
+    co_trace_close(g->trace, stderr, NULL);
     md_ctx_free(g->ctx);
     if (g->experts) g->experts->destroy(g->experts);
     md_model_free(g->model);

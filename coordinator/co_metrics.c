@@ -55,6 +55,7 @@ struct co_metrics {
     uint64_t kv_bytes, kv_used;
     co_backend_stats backend;
     co_node_stats *nodes;
+    co_cell_stats *cells; /* n_nodes × n_layers, node-major */
     char **endpoints;
     bool ready;
 };
@@ -93,7 +94,9 @@ int co_metrics_new(int n_nodes, int n_layers, int n_expert, int k, co_metrics **
     }
     m->nodes = calloc((size_t)(n_nodes > 0 ? n_nodes : 1), sizeof *m->nodes);
     m->endpoints = calloc((size_t)(n_nodes > 0 ? n_nodes : 1), sizeof *m->endpoints);
-    if (!m->unique_bounds || !m->nodes || !m->endpoints ||
+    m->cells = calloc((size_t)(n_nodes > 0 ? n_nodes : 1) * (size_t)(n_layers > 0 ? n_layers : 1),
+                      sizeof *m->cells);
+    if (!m->unique_bounds || !m->nodes || !m->endpoints || !m->cells ||
         hist_init(&m->ttft, ttft_bounds, N_OF(ttft_bounds)) ||
         hist_init(&m->itl, itl_bounds, N_OF(itl_bounds)) ||
         hist_init(&m->rows, rows_bounds, N_OF(rows_bounds)) ||
@@ -118,6 +121,7 @@ void co_metrics_free(co_metrics *m) {
     for (int i = 0; m->endpoints && i < m->n_nodes; i++) free(m->endpoints[i]);
     free(m->endpoints);
     free(m->nodes);
+    free(m->cells);
     free(m);
 }
 
@@ -219,6 +223,10 @@ void co_metrics_backend(co_metrics *m, const co_backend_stats *b) {
     m->backend.tx_bytes = b->tx_bytes;
     m->backend.rx_bytes = b->rx_bytes;
     m->backend.weight_bytes = b->weight_bytes;
+    m->backend.failovers = b->failovers;
+    m->backend.skipped = b->skipped;
+    if (b->cells)
+        memcpy(m->cells, b->cells, (size_t)m->n_nodes * (size_t)m->n_layers * sizeof *m->cells);
     for (int i = 0; b->nodes && i < m->n_nodes; i++) {
         if (!m->endpoints[i] && b->nodes[i].endpoint)
             m->endpoints[i] = strdup(b->nodes[i].endpoint);
@@ -392,6 +400,7 @@ static void write_nodes(const co_metrics *m, co_buf *o) {
     char l[512];
     family(o, "moewire_node_up", "gauge", "1 while the node answers");
     for (int i = 0; i < m->n_nodes; i++) {
+        if (!m->nodes[i].endpoint) continue;
         node_labels(l, sizeof l, m, i);
         sample(o, "moewire_node_up", l, m->nodes[i].up ? 1 : 0);
     }
@@ -415,6 +424,7 @@ static void write_nodes(const co_metrics *m, co_buf *o) {
     for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
         family(o, counters[c].name, "counter", counters[c].help);
         for (int i = 0; i < m->n_nodes; i++) {
+            if (!m->nodes[i].endpoint) continue;
             node_labels(l, sizeof l, m, i);
             uint64_t v;
             memcpy(&v, (const char *)&m->nodes[i] + counters[c].off, sizeof v);
@@ -424,6 +434,7 @@ static void write_nodes(const co_metrics *m, co_buf *o) {
     family(o, "moewire_node_rtt_seconds", "histogram",
            "send to reply of one expert batch, per node");
     for (int i = 0; i < m->n_nodes; i++) {
+        if (!m->nodes[i].endpoint) continue;
         node_labels(l, sizeof l, m, i);
         uint64_t count = 0;
         for (int b = 0; b <= CO_RTT_BUCKETS; b++) count += m->nodes[i].rtt_buckets[b];
@@ -432,19 +443,84 @@ static void write_nodes(const co_metrics *m, co_buf *o) {
     }
 }
 
+/* Per node and layer: rows, assignments, traffic and weight reads; per layer the movement ratio
+ * and the balance (the mean of the nodes' assignments over the largest: 1 when every node
+ * computed as many, the measure `vindex plan` balances). */
+static void write_layers(const co_metrics *m, co_buf *o) {
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } counters[] = {
+        {"moewire_node_layer_rows_total", "activation rows sent to the node for the layer",
+         offsetof(co_cell_stats, rows)},
+        {"moewire_node_layer_assignments_total",
+         "(row, expert) assignments the node computed for the layer",
+         offsetof(co_cell_stats, assignments)},
+        {"moewire_node_layer_sent_bytes_total", "expert traffic sent to the node for the layer",
+         offsetof(co_cell_stats, tx_bytes)},
+        {"moewire_node_layer_received_bytes_total", "expert traffic received for the layer",
+         offsetof(co_cell_stats, rx_bytes)},
+        {"moewire_node_layer_expert_weight_read_bytes_total",
+         "expert weight bytes the node read for the layer", offsetof(co_cell_stats, weight_bytes)},
+    };
+    char l[600], nl[512];
+    for (size_t c = 0; c < sizeof counters / sizeof counters[0]; c++) {
+        family(o, counters[c].name, "counter", counters[c].help);
+        for (int i = 0; i < m->n_nodes; i++) {
+            if (!m->nodes[i].endpoint) continue;
+            node_labels(nl, sizeof nl, m, i);
+            for (int y = 0; y < m->n_layers; y++) {
+                uint64_t v;
+                memcpy(&v, (const char *)&m->cells[i * m->n_layers + y] + counters[c].off, 8);
+                snprintf(l, sizeof l, "%s,layer=\"%d\"", nl, y);
+                sample(o, counters[c].name, l, (double)v);
+            }
+        }
+    }
+    family(o, "moewire_layer_balance", "gauge",
+           "assignments per node in the layer so far: their mean over their largest (1: even)");
+    family(o, "moewire_layer_movement_ratio", "gauge",
+           "the layer's wire bytes (both directions) over its expert weight bytes read");
+    for (int y = 0; y < m->n_layers; y++) {
+        uint64_t sum = 0, mx = 0, wire = 0, wb = 0;
+        int members = 0;
+        for (int i = 0; i < m->n_nodes; i++) {
+            const co_cell_stats *c = &m->cells[i * m->n_layers + y];
+            wire += c->tx_bytes + c->rx_bytes;
+            wb += c->weight_bytes;
+            if (!m->nodes[i].member) continue; /* the balance is over the fleet as it is */
+            members++;
+            sum += c->assignments;
+            mx = c->assignments > mx ? c->assignments : mx;
+        }
+        if (!mx) continue; /* a dense layer, or none served yet */
+        snprintf(l, sizeof l, "layer=\"%d\"", y);
+        sample(o, "moewire_layer_balance", l, (double)sum / members / (double)mx);
+        sample(o, "moewire_layer_movement_ratio", l, wb ? (double)wire / (double)wb : 0);
+    }
+    one(o, "moewire_failover_batches_total", "counter",
+        "expert batches re-sent to replicas of a lost node", (double)m->backend.failovers);
+    one(o, "moewire_skipped_assignments_total", "counter",
+        "(row, expert) assignments left out for want of a live owner (--on-missing skip)",
+        (double)m->backend.skipped);
+}
+
 void co_metrics_write(co_metrics *m, co_buf *o) {
     pthread_mutex_lock(&m->mu);
     write_requests(m, o);
     write_steps(m, o);
     write_wire(m, o);
     if (m->n_nodes > 0) write_nodes(m, o);
+    if (m->n_nodes > 0) write_layers(m, o);
     pthread_mutex_unlock(&m->mu);
 }
 
 void co_metrics_nodes_up(co_metrics *m, int *up, int *n_nodes) {
     pthread_mutex_lock(&m->mu);
-    *n_nodes = m->n_nodes;
-    *up = 0;
-    for (int i = 0; i < m->n_nodes; i++) *up += m->nodes[i].up;
+    *n_nodes = *up = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        *n_nodes += m->nodes[i].member;
+        *up += m->nodes[i].member && m->nodes[i].up;
+    }
     pthread_mutex_unlock(&m->mu);
 }

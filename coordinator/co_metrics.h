@@ -56,16 +56,27 @@ void co_metrics_kv_used(co_metrics *m, uint64_t bytes);
  * the rest. */
 #define CO_RTT_BUCKETS 24
 typedef struct co_node_stats {
-    const char *endpoint;
+    const char *endpoint; /* NULL: a slot no node has taken (nothing is written for it) */
+    bool member;          /* in the fleet (a drained node is not: /health does not count it) */
     bool up;
     uint64_t tx_bytes, rx_bytes, weight_bytes, rows, batches, errors;
     uint64_t rtt_buckets[CO_RTT_BUCKETS + 1]; /* per-bucket counts (not cumulative), last +Inf */
     double rtt_sum_s;
 } co_node_stats;
+/* One node's share of one layer: rows and (row, expert) assignments sent, traffic each way, expert
+ * weight bytes read. */
+typedef struct co_cell_stats {
+    uint64_t rows, assignments, tx_bytes, rx_bytes, weight_bytes;
+} co_cell_stats;
 typedef struct co_backend_stats {
     uint64_t tx_bytes, rx_bytes; /* expert traffic, every node */
     uint64_t weight_bytes;       /* expert weight bytes read */
     const co_node_stats *nodes;  /* n_nodes given at creation, or NULL */
+    /* n_nodes × n_layers cells, node-major: room the caller gives the backend to fill (NULL:
+     * none), read by co_metrics_backend */
+    co_cell_stats *cells;
+    uint64_t failovers; /* batches re-sent to replicas of a lost node */
+    uint64_t skipped;   /* assignments left out for want of a live owner (--on-missing skip) */
 } co_backend_stats;
 void co_metrics_backend(co_metrics *m, const co_backend_stats *b);
 

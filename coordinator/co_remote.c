@@ -1,8 +1,8 @@
 /* coordinator/co_remote.c — the remote expert backend (see co_remote.h): its lifetime and one
  * layer's story, run(): split the rows by owning node, pack every node's batches, send them all,
  * wait for every reply (deadline, disconnects), combine in a fixed order. The handshake and the
- * ownership map are in co_remote_handshake.c, the accounting and the report in
- * co_remote_stats.c. */
+ * ownership map are in co_remote_handshake.c, which replica serves an assignment in
+ * co_remote_share.c, the accounting and the report in co_remote_stats.c. */
 #include "coordinator/co_remote.h"
 
 #include <errno.h>
@@ -112,8 +112,10 @@ static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
     for (int i = 0; i < r->o.n_nodes; i++) {
         if (!work_at(r, i, i)) return mw_errf(err, "out of memory");
     }
-    if (mw_grow((void **)&r->weights, &r->weights_cap, (size_t)n_sel, sizeof *r->weights))
+    if (mw_grow((void **)&r->weights, &r->weights_cap, (size_t)n_sel, sizeof *r->weights) ||
+        mw_grow((void **)&r->chosen, &r->chosen_cap, (size_t)b->k, sizeof *r->chosen))
         return mw_errf(err, "out of memory");
+    co__share_begin(r);
     memcpy(r->weights, b->weights, (size_t)n_sel * sizeof *r->weights);
     for (int64_t t = 0; t < b->T; t++) {
         float kept = 0, all = 0;
@@ -154,12 +156,14 @@ static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
         }
         for (int j = 0; j < b->k; j++) {
             int64_t s = t * b->k + j;
-            int ni = co__remote_route(r, b->layer, b->experts[s]);
+            int ni = r->chosen[j] = co__share_pick(r, b, t, j, r->chosen);
             if (ni < 0) continue;
+            co__share_took(r, ni);
             if (take_assignment(&r->works[ni], b, t, s, b->experts[s], r->weights[s]))
                 return mw_errf(err, "out of memory");
         }
     }
+    co__share_end(r, b->layer);
     return 0;
 }
 
@@ -388,8 +392,9 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
         for (int i = 0; i < N; i++) left += r->nodes[i].down ? 0 : r->nodes[i].pending;
         if (!left) return 0;
         for (int i = 0; i < N; i++) {
-            items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, 0, ZMQ_POLLIN, 0};
-            items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, 0, ZMQ_POLLIN, 0};
+            const bool gone = r->nodes[i].drained; /* no sockets: nothing to poll */
+            items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, gone ? -1 : 0, ZMQ_POLLIN, 0};
+            items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, gone ? -1 : 0, ZMQ_POLLIN, 0};
         }
         uint64_t t = mw_now_ns(), deadline = next_deadline(r);
         if (t >= deadline) {
@@ -522,11 +527,7 @@ static int run(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err 
 /* ---- lifetime ------------------------------------------------------------------------------- */
 
 static void free_node(co__node *n) {
-    if (n->sock) {
-        zmq_socket_monitor(n->sock, NULL, 0);
-        zmq_close(n->sock);
-    }
-    if (n->mon) zmq_close(n->mon);
+    co__remote_close_node(n);
     free(n->owned);
 }
 
@@ -559,6 +560,8 @@ static void destroy(md_expert_backend *be) {
         for (int k = 0; k < r->n_works_alloc; k++) free_work(&r->works[k]);
         free(r->works);
         free(r->weights);
+        free(r->chosen);
+        co__share_free(r);
         free(r->lost_rows);
         free(r->layer_moe);
         co_loopback_stop(r->loopback); /* its nodes, once no socket is connected to them */
@@ -570,9 +573,9 @@ static void destroy(md_expert_backend *be) {
     free(be);
 }
 
-/* n strings copied into an array of their own; NULL when memory runs out. */
-static char **copy_strings(const char *const *v, int n) {
-    char **c = calloc((size_t)n, sizeof *c);
+/* n strings copied into an array of cap (>= n) of their own; NULL when memory runs out. */
+static char **copy_strings(const char *const *v, int n, int cap) {
+    char **c = calloc((size_t)cap, sizeof *c);
     for (int i = 0; c && i < n; i++)
         if (!(c[i] = strdup(v[i]))) {
             while (i-- > 0) free(c[i]);
@@ -595,14 +598,16 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
     r->o.loopback = NULL;
     if (o->curve) r->key = *o->curve;
     r->o.curve = o->curve ? &r->key : NULL;
-    r->endpoints = copy_strings(o->endpoints, o->n_nodes);
+    /* room for nodes that join while serving (co_remote_set_nodes) */
+    r->cap_nodes = o->n_nodes + CO_JOIN_ROOM < 1024 ? o->n_nodes + CO_JOIN_ROOM : 1024;
+    r->endpoints = copy_strings(o->endpoints, o->n_nodes, r->cap_nodes);
     r->o.endpoints = (const char *const *)r->endpoints;
     r->glu = *o->glu;
     r->o.glu = &r->glu;
     if (r->o.down_ms <= 0) r->o.down_ms = 750;
     size_t cells = (size_t)o->n_layers * (size_t)o->n_experts;
-    r->nodes = calloc((size_t)o->n_nodes, sizeof *r->nodes);
-    r->owner = malloc(cells * (size_t)o->n_nodes * sizeof *r->owner);
+    r->nodes = calloc((size_t)r->cap_nodes, sizeof *r->nodes);
+    r->owner = malloc(cells * (size_t)r->cap_nodes * sizeof *r->owner);
     r->n_owner = calloc(cells, sizeof *r->n_owner);
     if ((r->layer_moe = malloc((size_t)o->n_layers)))
         for (int l = 0; l < o->n_layers; l++) r->layer_moe[l] = o->layer_moe ? o->layer_moe[l] : 1;
@@ -663,7 +668,7 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     be->destroy = destroy;
     co__remote *r = be->impl = remote_alloc(o);
     if (!r || !r->endpoints || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
-        co__acct_init(&r->acct, o->n_nodes, o->n_layers, err)) {
+        co__share_init(r) || co__acct_init(&r->acct, r->cap_nodes, o->n_layers, err)) {
         destroy(be);
         return mw_errf(err, "out of memory");
     }

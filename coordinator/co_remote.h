@@ -4,8 +4,8 @@
  * At creation every node is greeted (Hello/Welcome): protocol version, model fingerprint, the
  * experts' width and GLU policy, numerics and the owned (layer, expert) sets are checked, and the
  * ownership map is built: an expert nobody owns is an error naming it; an expert several nodes own
- * is served by one of them chosen deterministically from (layer, expert), which spreads a layer's
- * experts over replicas.
+ * is served by its replicas in turn (co_remote_share.c: the least loaded in exact mode, by the
+ * row's own selection in partial mode), deterministically.
  *
  * Per layer, one ExpertBatch per involved node (more only when a batch exceeds a node's capacity)
  * goes out before any reply is awaited: the backend's submit half sends them and returns, so the
@@ -60,12 +60,26 @@ void co_remote_reset_stats(md_expert_backend *b);
  * trips by powers of two microseconds (bucket i: under 2^i us for i < CO_RTT_LOG2; the last
  * bucket: the rest). */
 typedef struct co_remote_node_info {
-    const char *endpoint;
+    const char *endpoint; /* NULL for a slot no node has taken */
+    bool member;          /* in the fleet: not drained (co_remote_set_nodes) */
     bool up;
     uint64_t errors;
     uint64_t rtt_log2[CO_RTT_LOG2 + 1];
 } co_remote_node_info;
 int co_remote_n_nodes(const md_expert_backend *b);
+/* Node slots: those the backend began with and room for nodes that join (CO_JOIN_ROOM); per-node
+ * read-outs may be sized for this many. */
+int co_remote_max_nodes(const md_expert_backend *b);
+
+/* Makes the fleet the given endpoints ("#KEY" pinning a node's key, as at creation): a node the
+ * list leaves out is drained — no work from the next layer on, its connection closed — unless
+ * that would leave an expert that has a live owner without one (then nothing changes and err says
+ * which); an endpoint not in the fleet joins — connected now, greeted, and used from the layer
+ * after its Welcome (a drained one comes back). The nodes that stay keep their order; new ones
+ * come after. Call from the thread that runs the backend, between layers; one line per change
+ * goes to log (may be NULL). */
+int co_remote_set_nodes(md_expert_backend *b, const char *const *endpoints, int n, FILE *log,
+                        mw_err *err);
 void co_remote_node(const md_expert_backend *b, int i, co_remote_node_info *out);
 
 /* The cluster's state for a server's /health: nodes up, MoE (layer, expert) cells with a live

@@ -2,8 +2,7 @@
  * with a monitor for disconnects, Hello/Welcome with every node at once, each Welcome checked
  * against the coordinator's model (fingerprint, shape, GLU policy, numerics, capacity), and the
  * ownership map built from the owned sets: an expert nobody owns is an error naming it, an expert
- * several nodes own is a replica, and co__remote_route spreads a layer's experts over the
- * replicas. */
+ * several nodes own is a replica (co_remote_share.c picks which one serves an assignment). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +35,9 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
      * failed CURVE handshakes so a refused key is named at once, not after the handshake's
      * deadline. */
     char addr[64];
-    snprintf(addr, sizeof addr, "inproc://co-remote-%p-%d", (void *)r, i);
+    /* unique per connection: a node that joins again gets a new monitor */
+    snprintf(addr, sizeof addr, "inproc://co-remote-%p-%d-%llu", (void *)r, i,
+             (unsigned long long)++r->seq);
     const int events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
@@ -118,7 +119,8 @@ static int check_exact_owners(const co__remote *r, int i, const wr_welcome *w, m
     const size_t cells = (size_t)w->n_layers * (size_t)w->n_experts;
     for (int j = 0; r->o.exact && j < r->o.n_nodes; j++) {
         const co__node *o = &r->nodes[j];
-        if (j == i || !o->owned || is_metal(o->backend) == is_metal(w->backend)) continue;
+        if (j == i || !o->owned || o->drained || is_metal(o->backend) == is_metal(w->backend))
+            continue;
         for (size_t c = 0; c < cells; c++)
             if ((w->owned[c / 8] >> (c % 8)) & (o->owned[c / 8] >> (c % 8)) & 1)
                 return mw_errf(err,
@@ -183,37 +185,22 @@ int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
     return 0;
 }
 
-/* Hands node i's Hello (in r->out) to libzmq once the connection is up (ZMQ_IMMEDIATE: not
- * before), within connect_ms; a handshake its monitor reports as failed (a refused CURVE key, a
- * mechanism mismatch) ends the wait at once, named. */
-static int send_hello(co__remote *r, int i, mw_err *err) {
+/* Hands node i's Hello to libzmq if its connection is up (ZMQ_IMMEDIATE: not before): 1 sent, 0
+ * not yet, -1 with err when the node cannot be spoken to (a refused CURVE key, a mechanism
+ * mismatch: configuration errors, named at once). */
+static int try_hello(co__remote *r, int i, mw_err *err) {
     co__node *n = &r->nodes[i];
-    const uint64_t deadline = mw_now_ns() + (uint64_t)r->o.connect_ms * 1000000ull;
-    for (;;) {
-        if (wr_send(n->sock, NULL, 0, &r->out, ZMQ_DONTWAIT, err) == 0) return 0;
-        if (errno != EAGAIN) return mw_err_wrap(err, "%s", n->name);
-        co__remote_read_monitor(r, i);
-        if (n->refused[0]) return mw_errf(err, "%s: %s", n->name, n->refused);
-        const uint64_t t = mw_now_ns();
-        if (t >= deadline)
-            return mw_errf(err, "%s: cannot connect within %d ms%s", n->name, r->o.connect_ms,
-                           n->key[0] ? " (over CURVE)" : "");
-        zmq_pollitem_t it[2] = {{n->sock, 0, ZMQ_POLLOUT, 0}, {n->mon, 0, ZMQ_POLLIN, 0}};
-        zmq_poll(it, 2, (long)((deadline - t) / 1000000ull) + 1);
-    }
-}
-
-/* Sends Hello to every node before waiting for any answer. */
-static int send_hellos(co__remote *r, mw_err *err) {
-    const co_remote_opts *o = &r->o;
-    wr_msg hello = {.kind = WR_MSG_HELLO, .hello = {"coordinator", o->fingerprint}};
-    for (int i = 0; i < o->n_nodes; i++) {
-        hello.seq = ++r->seq;
-        if (wr_pack(&r->out, &hello, (wr_codec){WR_F32, false}, err)) return -1;
-        if (send_hello(r, i, err)) return -1;
-        r->nodes[i].pending = 1;
+    wr_msg hello = {
+        .kind = WR_MSG_HELLO, .seq = ++r->seq, .hello = {"coordinator", r->o.fingerprint}};
+    if (wr_pack(&r->out, &hello, (wr_codec){WR_F32, false}, err)) return -1;
+    if (wr_send(n->sock, NULL, 0, &r->out, ZMQ_DONTWAIT, err) == 0) {
+        n->pending = 1;
         wr_stats_ctrl(&r->acct.wire, i)->tx_bytes += r->out.bytes;
+        return 1;
     }
+    if (errno != EAGAIN) return mw_err_wrap(err, "%s", n->name);
+    co__remote_read_monitor(r, i);
+    if (n->refused[0]) return mw_errf(err, "%s: %s", n->name, n->refused);
     return 0;
 }
 
@@ -235,43 +222,40 @@ static int read_welcome(co__remote *r, int i, mw_err *err) {
     return 1;
 }
 
-/* Waits for every node's Welcome within connect_ms. */
-static int await_welcomes(co__remote *r, mw_err *err) {
-    const co_remote_opts *o = &r->o;
-    uint64_t deadline = mw_now_ns() + (uint64_t)o->connect_ms * 1000000ull;
-    const int N = o->n_nodes;
-    for (int left = N; left > 0;) {
-        zmq_pollitem_t items[2 * N];
+/* Greets every node whose connection comes up before the deadline and takes its Welcome: sent[i]
+ * when its Hello went, pending while its Welcome is awaited. Returns once every node answered or
+ * at the deadline; the others are absent at start. */
+static int greet_all(co__remote *r, bool *sent, uint64_t deadline, mw_err *err) {
+    const int N = r->o.n_nodes;
+    for (;;) {
+        int left = 0;
         for (int i = 0; i < N; i++) {
-            items[i] = (zmq_pollitem_t){r->nodes[i].sock, 0, ZMQ_POLLIN, 0};
-            items[N + i] = (zmq_pollitem_t){r->nodes[i].mon, 0, ZMQ_POLLIN, 0};
+            if (!sent[i]) {
+                const int got = try_hello(r, i, err);
+                if (got < 0) return -1;
+                sent[i] = got == 1;
+            }
+            left += !sent[i] || r->nodes[i].pending;
         }
-        uint64_t t = mw_now_ns();
-        long wait = t >= deadline ? 0 : (long)((deadline - t) / 1000000ull) + 1;
-        int rc = wait ? zmq_poll(items, 2 * N, wait) : 0;
+        const uint64_t t = mw_now_ns();
+        if (!left || t >= deadline) return 0;
+        zmq_pollitem_t it[2 * N];
         for (int i = 0; i < N; i++) {
-            if (items[N + i].revents & ZMQ_POLLIN) co__remote_read_monitor(r, i);
+            it[i] = (zmq_pollitem_t){r->nodes[i].sock, 0, sent[i] ? ZMQ_POLLIN : ZMQ_POLLOUT, 0};
+            it[N + i] = (zmq_pollitem_t){r->nodes[i].mon, 0, ZMQ_POLLIN, 0};
+        }
+        /* an unconnected socket can poll writable (ZMQ_IMMEDIATE refuses the send): at most
+         * 10 ms between attempts */
+        long wait = (long)((deadline - t) / 1000000ull) + 1;
+        int rc = zmq_poll(it, 2 * N, wait < 10 ? wait : 10);
+        if (rc < 0 && errno != EINTR) return mw_errf(err, "poll: %s", zmq_strerror(errno));
+        for (int i = 0; i < N; i++) {
+            if (it[N + i].revents & ZMQ_POLLIN) co__remote_read_monitor(r, i);
             if (r->nodes[i].pending && r->nodes[i].refused[0])
                 return mw_errf(err, "%s: %s", r->nodes[i].name, r->nodes[i].refused);
-        }
-        if (rc < 0 && errno != EINTR) return mw_errf(err, "poll: %s", zmq_strerror(errno));
-        if (rc == 0 && mw_now_ns() >= deadline) {
-            for (int i = 0; i < o->n_nodes; i++)
-                if (r->nodes[i].pending)
-                    return mw_errf(err, "%s: no answer to the handshake within %d ms%s",
-                                   r->nodes[i].name, o->connect_ms,
-                                   r->nodes[i].key[0] ? " (over CURVE: is the pinned key the "
-                                                        "node's?)"
-                                                      : "");
-        }
-        for (int i = 0; i < o->n_nodes; i++) {
-            if (!(items[i].revents & ZMQ_POLLIN)) continue;
-            int got = read_welcome(r, i, err);
-            if (got < 0) return -1;
-            left -= got;
+            if (sent[i] && (it[i].revents & ZMQ_POLLIN) && read_welcome(r, i, err) < 0) return -1;
         }
     }
-    return 0;
 }
 
 /* Every (layer, expert) must have an owner; the error lists the missing ones as layer:experts
@@ -313,21 +297,62 @@ void co__remote_owners(co__remote *r) {
         if (n->down || !n->owned) continue;
         for (size_t c = 0; c < cells; c++)
             if ((n->owned[c / 8] >> (c % 8)) & 1)
-                r->owner[c * (size_t)o->n_nodes + (size_t)r->n_owner[c]++] = i;
+                r->owner[c * (size_t)r->cap_nodes + (size_t)r->n_owner[c]++] = i;
     }
 }
 
-int co__remote_handshake(co__remote *r, mw_err *err) {
-    if (send_hellos(r, err) || await_welcomes(r, err)) return -1;
-    for (int i = 0; i < r->o.n_nodes; i++) r->nodes[i].down = false;
-    co__remote_owners(r);
-    r->serving = true;
-    return check_coverage(r, err);
+/* The nodes that did not answer at start, for the coverage error. */
+static void absent_list(const co__remote *r, char *out, size_t cap) {
+    size_t len = 0;
+    out[0] = '\0';
+    for (int i = 0; i < r->o.n_nodes && len + 64 < cap; i++)
+        if (r->nodes[i].down)
+            len += (size_t)snprintf(out + len, cap - len, "%s%s (%s)", len ? ", " : "",
+                                    r->nodes[i].name, r->nodes[i].why);
 }
 
-/* One of the owners, chosen from the pair so that a layer's experts spread over replicas. */
+/* Hello to every node at once; the ones that answer within connect_ms serve from the start, the
+ * others join when they answer (co_remote_members.c), as long as every expert has a live owner
+ * now. */
+int co__remote_handshake(co__remote *r, mw_err *err) {
+    const int N = r->o.n_nodes;
+    const uint64_t deadline = mw_now_ns() + (uint64_t)r->o.connect_ms * 1000000ull;
+    bool *sent = calloc((size_t)N, sizeof *sent);
+    if (!sent) return mw_errf(err, "out of memory");
+    int rc = greet_all(r, sent, deadline, err);
+    for (int i = 0; rc == 0 && i < N; i++) {
+        co__node *n = &r->nodes[i];
+        n->down = !sent[i] || n->pending;
+        if (!n->down) continue;
+        n->down_ns = mw_now_ns();
+        snprintf(n->why, sizeof n->why, "%s within %d ms at start",
+                 sent[i] ? "no answer to the handshake" : "no connection", r->o.connect_ms);
+        n->pending = 0;
+    }
+    free(sent);
+    if (rc) return -1;
+    co__remote_owners(r);
+    if (check_coverage(r, err)) {
+        char absent[MW_ERR_MAX / 2], msg[MW_ERR_MAX];
+        absent_list(r, absent, sizeof absent);
+        if (!absent[0] || !err) return -1;
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return mw_errf(err, "%s; not answering at start: %s", msg, absent);
+    }
+    r->serving = true;
+    for (int i = 0; i < N; i++)
+        if (r->nodes[i].down)
+            fprintf(stderr,
+                    "coordinator: %s: %s; serving without it (its experts are on replicas), it "
+                    "joins when it answers\n",
+                    r->nodes[i].name, r->nodes[i].why);
+    return 0;
+}
+
+/* One of the owners (-1: none is live): where a lost node's unanswered assignments go, chosen from
+ * the pair so that they spread over the replicas; the layer's own split is co__share_pick's. */
 int co__remote_route(const co__remote *r, int layer, int expert) {
     size_t c = (size_t)layer * (size_t)r->o.n_experts + (size_t)expert;
     int k = r->n_owner[c];
-    return k ? r->owner[c * (size_t)r->o.n_nodes + (size_t)((layer + expert) % k)] : -1;
+    return k ? r->owner[c * (size_t)r->cap_nodes + (size_t)((layer + expert) % k)] : -1;
 }

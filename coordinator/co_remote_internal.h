@@ -29,6 +29,8 @@ typedef struct co__node {
     /* Membership (co_remote_members.c): a node is down from a disconnect, a missed deadline or a
      * failed send until a fresh handshake succeeds on its reconnected socket. */
     bool down;
+    bool drained;       /* taken out of the fleet (co_remote_set_nodes): no socket, not counted */
+    bool joining;       /* added while serving, not greeted yet */
     char why[200];      /* why it went down */
     uint64_t down_ns;   /* when */
     bool connected;     /* the monitor saw a (re)connection since it went down */
@@ -91,10 +93,11 @@ typedef struct co__remote {
     wr_keypair key;        /* the coordinator's CURVE pair, when it has one */
     co_loopback *loopback; /* nodes started for this backend, stopped after its sockets close */
     kn_glu glu;            /* a copy of *o.glu: every node's experts must run it */
-    co__node *nodes;
+    co__node *nodes;       /* cap_nodes slots, o.n_nodes of them used (joins take the next) */
+    int cap_nodes;
     void *zctx;
     bool own_zctx;    /* made here (co_remote_opts.zctx was NULL): terminated with the backend */
-    int32_t *owner;   /* [cell × n_nodes + i]: owners of cell = layer × n_experts + expert */
+    int32_t *owner;   /* [cell × cap_nodes + i]: owners of cell = layer × n_experts + expert */
     int32_t *n_owner; /* [cell] */
     uint64_t seq;
     wr_out out; /* control messages */
@@ -122,6 +125,11 @@ typedef struct co__remote {
     size_t lost_cap;
     int64_t n_lost_rows; /* rows of that call (0: the last call did not fail so) */
     uint64_t failovers;  /* pieces re-sent to a replica */
+    /* replicas' load (co_remote_share.c) */
+    uint64_t *share_recent; /* [layer × cap_nodes]: decaying sum of assignments served */
+    uint64_t *share_now;    /* [cap_nodes]: assignments given in this layer call */
+    int32_t *chosen;        /* the nodes the current row's earlier selections went to */
+    size_t chosen_cap;
     /* the batch submitted and not yet waited for (submit → wait) */
     bool in_flight;
     bool serving; /* past the first handshake: membership changes are reported */
@@ -145,10 +153,24 @@ int co__remote_route(const co__remote *r, int layer, int expert);
 /* Rebuilds the ownership map from the live nodes' owned sets. */
 void co__remote_owners(co__remote *r);
 
+/* ---- co_remote_share.c: which live owner serves an assignment ---- */
+
+int co__share_init(co__remote *r);
+void co__share_free(co__remote *r);
+/* A layer call starts, its assignments are picked (chosen: where the row's selections 0 .. j-1
+ * went) and each pick is taken, then the call's load is folded into the layer's recent load. */
+void co__share_begin(co__remote *r);
+int co__share_pick(co__remote *r, const md_moe_batch *b, int64_t t, int j, const int32_t *chosen);
+void co__share_took(co__remote *r, int node);
+void co__share_end(co__remote *r, int layer);
+
 /* ---- co_remote_members.c: who is serving ---- */
 
 /* Marks node i down (once) with a reason, says so on stderr, rebuilds the ownership map. */
 void co__remote_down(co__remote *r, int i, const char *why);
+/* Closes a node's sockets (its slot stays): when it is drained, and at the end. */
+void co__remote_close_node(co__node *n);
+
 /* Non-blocking housekeeping before a layer: drains every monitor, greets nodes that reconnected
  * after going down, and takes their Welcomes (re-admitting them, or refusing another model). */
 void co__remote_tend(co__remote *r);

@@ -100,13 +100,19 @@ void co__remote_rejoin_msg(co__remote *r, int i, const wr_msg *m) {
     n->down = false;
     n->why[0] = '\0';
     co__remote_owners(r);
-    fprintf(stderr, "coordinator: %s is back (%s, %s) after %.1f s: used again\n", n->name,
-            n->node_id, n->backend, (double)(mw_now_ns() - n->down_ns) * 1e-9);
+    if (n->joining)
+        fprintf(stderr, "coordinator: %s joined (%s, %s): used from the next layer\n", n->name,
+                n->node_id, n->backend);
+    else
+        fprintf(stderr, "coordinator: %s is back (%s, %s) after %.1f s: used again\n", n->name,
+                n->node_id, n->backend, (double)(mw_now_ns() - n->down_ns) * 1e-9);
+    n->joining = false;
 }
 
 void co__remote_tend(co__remote *r) {
     for (int i = 0; i < r->o.n_nodes; i++) {
         co__node *n = &r->nodes[i];
+        if (n->drained) continue;
         if (co__remote_read_monitor(r, i)) co__remote_down(r, i, "disconnected");
         if (!n->down) continue;
         if (n->connected && !n->hello_seq) send_rejoin_hello(r, i);
@@ -121,14 +127,133 @@ void co__remote_tend(co__remote *r) {
     }
 }
 
+/* ---- joining and draining ------------------------------------------------------------------- */
+
+void co__remote_close_node(co__node *n) {
+    if (n->sock) {
+        zmq_socket_monitor(n->sock, NULL, 0);
+        zmq_close(n->sock);
+    }
+    if (n->mon) zmq_close(n->mon);
+    n->sock = n->mon = NULL;
+}
+
+/* The node whose endpoint (with its "#KEY", as given) is ep, or -1. */
+static int node_of(const co__remote *r, const char *ep) {
+    for (int i = 0; i < r->o.n_nodes; i++)
+        if (!strcmp(r->endpoints[i], ep)) return i;
+    return -1;
+}
+
+static bool listed(const char *const *eps, int n, const char *ep) {
+    for (int k = 0; k < n; k++)
+        if (!strcmp(eps[k], ep)) return true;
+    return false;
+}
+
+/* Whether taking the nodes marked `leave` out keeps every expert that has a live owner now owned;
+ * else err names what would be lost. */
+static int drain_keeps_coverage(co__remote *r, const bool *leave, mw_err *err) {
+    const size_t cells = (size_t)r->o.n_layers * (size_t)r->o.n_experts;
+    int32_t *before = malloc(cells * sizeof *before);
+    if (!before) return mw_errf(err, "out of memory");
+    memcpy(before, r->n_owner, cells * sizeof *before);
+    bool *was = calloc((size_t)r->o.n_nodes, sizeof *was);
+    for (int i = 0; was && i < r->o.n_nodes; i++)
+        if (leave[i]) was[i] = r->nodes[i].down, r->nodes[i].down = true;
+    co__remote_owners(r);
+    long lost = 0, first = -1;
+    for (size_t c = 0; c < cells; c++)
+        if (before[c] && !r->n_owner[c] && lost++ == 0) first = (long)c;
+    for (int i = 0; was && i < r->o.n_nodes; i++)
+        if (leave[i]) r->nodes[i].down = was[i];
+    co__remote_owners(r);
+    free(before);
+    free(was);
+    if (!lost) return 0;
+    return mw_errf(err,
+                   "draining would leave %ld expert(s) without a live owner (the first: layer %ld "
+                   "expert %ld): add a node that owns them first",
+                   lost, first / r->o.n_experts, first % r->o.n_experts);
+}
+
+/* A new node at ep in the next slot (or a drained one's again): connected, greeted once it is. */
+static int join_node(co__remote *r, const char *ep, FILE *log, mw_err *err) {
+    int i = node_of(r, ep);
+    if (i < 0) {
+        if (r->o.n_nodes == r->cap_nodes)
+            return mw_errf(err, "no room for another node (%d; restart the coordinator with them)",
+                           r->cap_nodes);
+        i = r->o.n_nodes;
+        if (!(r->endpoints[i] = strdup(ep))) return mw_errf(err, "out of memory");
+        co__node *n = &r->nodes[i];
+        memset(n, 0, sizeof *n);
+        const char *hash = strchr(ep, '#');
+        snprintf(n->endpoint, sizeof n->endpoint, "%.*s", hash ? (int)(hash - ep) : (int)strlen(ep),
+                 ep);
+        if (hash) snprintf(n->key, sizeof n->key, "%s", hash + 1);
+        snprintf(n->name, sizeof n->name, "node %d (%s)", i, n->endpoint);
+        r->o.n_nodes++;
+    }
+    co__node *n = &r->nodes[i];
+    n->drained = false;
+    n->joining = true;
+    n->down = true;
+    n->connected = false;
+    n->hello_seq = 0;
+    n->down_ns = mw_now_ns();
+    snprintf(n->why, sizeof n->why, "joining");
+    if (co__remote_connect(r, i, err)) {
+        co__remote_close_node(n);
+        n->drained = true;
+        return -1;
+    }
+    int t = -1;
+    zmq_setsockopt(n->sock, ZMQ_SNDTIMEO, &t, sizeof t);
+    if (log)
+        fprintf(log, "coordinator: %s joins: it is used once it answers the handshake\n", n->name);
+    return 0;
+}
+
+int co_remote_set_nodes(md_expert_backend *b, const char *const *eps, int n_eps, FILE *log,
+                        mw_err *err) {
+    co__remote *r = b->impl;
+    bool *leave = calloc((size_t)r->cap_nodes, sizeof *leave);
+    if (!leave) return mw_errf(err, "out of memory");
+    int n_leave = 0;
+    for (int i = 0; i < r->o.n_nodes; i++)
+        if (!r->nodes[i].drained && !listed(eps, n_eps, r->endpoints[i]))
+            leave[i] = true, n_leave++;
+    int rc = n_leave ? drain_keeps_coverage(r, leave, err) : 0;
+    for (int i = 0; !rc && i < r->o.n_nodes; i++) {
+        if (!leave[i]) continue;
+        co__node *n = &r->nodes[i];
+        n->down = n->drained = true;
+        n->joining = false;
+        snprintf(n->why, sizeof n->why, "drained");
+        co__remote_close_node(n);
+        if (log)
+            fprintf(log, "coordinator: %s is drained: its work goes to its replicas\n", n->name);
+    }
+    if (!rc && n_leave) co__remote_owners(r);
+    for (int k = 0; !rc && k < n_eps; k++) {
+        const int i = node_of(r, eps[k]);
+        if (i < 0 || r->nodes[i].drained) rc = join_node(r, eps[k], log, err);
+    }
+    free(leave);
+    return rc;
+}
+
 /* ---- the public read-outs for the server's health ------------------------------------------- */
 
 co_remote_health co_remote_get_health(md_expert_backend *b) {
     co__remote *r = b->impl;
     co__remote_tend(r);
-    co_remote_health h = {
-        .n_nodes = r->o.n_nodes, .skipped = r->skipped, .failovers = r->failovers};
-    for (int i = 0; i < r->o.n_nodes; i++) h.n_up += !r->nodes[i].down;
+    co_remote_health h = {.skipped = r->skipped, .failovers = r->failovers};
+    for (int i = 0; i < r->o.n_nodes; i++) {
+        h.n_nodes += !r->nodes[i].drained;
+        h.n_up += !r->nodes[i].drained && !r->nodes[i].down;
+    }
     for (int l = 0; l < r->o.n_layers; l++) {
         if (!r->layer_moe[l]) continue;
         for (int e = 0; e < r->o.n_experts; e++) {

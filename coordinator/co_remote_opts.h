@@ -12,6 +12,9 @@
 
 /* Layer calls whose critical-path tail is kept for its percentiles (co_remote_summary). */
 #define CO_TAIL_LOG 4096
+/* Nodes that may join a backend while it serves (co_remote_set_nodes), beyond those it began with.
+ */
+#define CO_JOIN_ROOM 16
 /* Per-node round trips by powers of two microseconds: CO_RTT_LOG2 buckets and one for the rest. */
 #define CO_RTT_LOG2 24
 

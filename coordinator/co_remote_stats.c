@@ -75,9 +75,16 @@ int co_remote_n_nodes(const md_expert_backend *b) {
     return ((const co__remote *)b->impl)->o.n_nodes;
 }
 
+int co_remote_max_nodes(const md_expert_backend *b) {
+    return ((const co__remote *)b->impl)->cap_nodes;
+}
+
 void co_remote_node(const md_expert_backend *b, int i, co_remote_node_info *out) {
     const co__remote *r = b->impl;
+    memset(out, 0, sizeof *out);
+    if (i >= r->o.n_nodes) return; /* a slot for a node that may join */
     out->endpoint = r->nodes[i].endpoint;
+    out->member = !r->nodes[i].drained;
     out->up = !r->nodes[i].down;
     out->errors = r->acct.node_errors[i];
     memcpy(out->rtt_log2, r->acct.node_rtt + (size_t)i * (CO_RTT_LOG2 + 1), sizeof out->rtt_log2);

@@ -133,21 +133,21 @@ static void route_models(co_routes *r, co_http_req *q) {
                 json_pack("{s:s, s:o}", "object", "list", "data", data));
 }
 
-/* ok: every node up; degraded (still 200: requests that need no lost expert are served): a node
- * down, its experts on replicas or, without any, unreachable (experts_reachable false);
- * unavailable (503): no node up. */
+/* ok: every node up; degraded (still 200): a node down, every expert still on a live replica;
+ * unavailable (503): some expert has no live owner, or no node is up — a load balancer must stop
+ * sending work that cannot complete. */
 static void route_health(co_routes *r, co_http_req *q) {
     bool ready = co_metrics_ready(r->p.metrics);
     int up, n;
     co_metrics_nodes_up(r->p.metrics, &up, &n);
-    const bool none = n > 0 && up == 0, all = up == n && ready;
-    const char *status = all ? "ok" : none ? "unavailable" : "degraded";
+    const bool unavailable = !ready || (n > 0 && up == 0);
+    const char *status = unavailable ? "unavailable" : up < n ? "degraded" : "ok";
     json_t *j = json_pack("{s:s, s:b}", "status", status, "experts_reachable", ready);
     if (n > 0) {
         json_object_set_new(j, "nodes", json_integer(n));
         json_object_set_new(j, "nodes_up", json_integer(up));
     }
-    answer_json(r, q->conn, "/health", none ? 503 : 200, j);
+    answer_json(r, q->conn, "/health", unavailable ? 503 : 200, j);
 }
 
 static void route_metrics(co_routes *r, co_http_req *q) {

@@ -9,6 +9,7 @@
 #include <malloc.h>
 #endif
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,10 @@
 #include "coordinator/co_routes.h"
 #include "coordinator/co_sched.h"
 #include "coordinator/co_serve_text.h"
+#include "coordinator/co_trace.h"
 #include "model/md_kv.h"
 #include "model/md_model.h"
+#include "util/mw_notify.h"
 #include "vindex/vx_source.h"
 
 #define DEFAULT_SLOTS  16
@@ -41,6 +44,7 @@ typedef struct serve {
     md_model *model;
     md_expert_backend *experts;
     md_ctx *ctx;
+    co_trace *trace; /* --trace-routing */
     co_stext *text;
     co_metrics *metrics;
     co_sched *sched;
@@ -49,8 +53,11 @@ typedef struct serve {
     co_http_server *http;
     uv_loop_t loop;
     bool loop_ok;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
+    atomic_bool reload; /* SIGHUP: read the --nodes file again at the next step (model thread) */
+    char *reload_buf;   /* the file's text, read on the model thread */
     uv_timer_t drain_timer;
+    uv_timer_t wd_timer; /* the service manager's watchdog (mw_notify.h), when it asks */
     bool handles_ok, draining, failed_all, done;
     double t_drain, t_fail;
     char model_id[256];
@@ -60,6 +67,7 @@ typedef struct serve {
     md_seq_cost cost; /* one sequence's cache: per position, and fixed (recurrent state) */
     int n_nodes;
     co_node_stats *nodes;
+    co_cell_stats *cells; /* per node and layer, for /metrics */
 } serve;
 
 /* ---- the KV budget -------------------------------------------------------------------------- */
@@ -91,9 +99,27 @@ static int plan_slots(serve *s, mw_err *err) {
 
 /* ---- backend figures for /metrics (model thread, after every step) -------------------------- */
 
+/* Model thread: the --nodes file again, the backend's nodes made its list (joins, drains). */
+static void reload_nodes(serve *s) {
+    const co_opts *o = s->o;
+    mw_err err;
+    const char *list = NULL;
+    if (!o->nodes_file || !s->kind->set_nodes) {
+        fprintf(stderr, "coordinator serve: SIGHUP: nothing to reload (serve runs without --nodes "
+                        "@FILE)\n");
+        return;
+    }
+    if (co_cli_read_nodes(o->nodes_file, &s->reload_buf, &list, &err) ||
+        s->kind->set_nodes(s->experts, list, stderr, &err))
+        fprintf(stderr, "coordinator serve: SIGHUP: %s: the nodes stay as they were\n", err.msg);
+    else
+        fprintf(stderr, "coordinator serve: SIGHUP: the nodes are those of %s\n", o->nodes_file);
+}
+
 static void after_step(void *ud) {
     serve *s = ud;
-    co_backend_stats b;
+    if (atomic_exchange(&s->reload, false)) reload_nodes(s);
+    co_backend_stats b = {.cells = s->cells};
     const bool ready = s->kind->metrics(s->experts, &b, s->nodes);
     co_metrics_backend(s->metrics, &b);
     co_metrics_set_ready(s->metrics, ready);
@@ -115,7 +141,23 @@ static void finish(serve *s) {
     s->http = NULL;
     uv_close((uv_handle_t *)&s->sigterm, handle_closed);
     uv_close((uv_handle_t *)&s->sigint, handle_closed);
+    uv_close((uv_handle_t *)&s->sighup, handle_closed);
     uv_close((uv_handle_t *)&s->drain_timer, handle_closed);
+    uv_timer_stop(&s->wd_timer);
+    uv_close((uv_handle_t *)&s->wd_timer, handle_closed);
+}
+
+/* The loop notes it; the model thread acts on it between steps (the backend is its alone). An idle
+ * server's scheduler ticks every 100 ms, so the change follows within that. */
+static void on_sighup(uv_signal_t *h, int signum) {
+    (void)signum;
+    serve *s = h->data;
+    atomic_store(&s->reload, true);
+}
+
+static void on_watchdog(uv_timer_t *t) {
+    (void)t;
+    mw_notify("WATCHDOG=1");
 }
 
 static void on_drain_tick(uv_timer_t *t) {
@@ -147,6 +189,7 @@ static void on_signal(uv_signal_t *h, int signum) {
         }
         return;
     }
+    mw_notify("STOPPING=1");
     fprintf(stderr,
             "coordinator serve: %s: no new requests; finishing %d in flight (grace %d ms)\n",
             signum == SIGTERM ? "SIGTERM" : "SIGINT", co_sched_jobs(s->sched), s->o->grace_ms);
@@ -210,6 +253,9 @@ static int open_model(serve *s, mw_err *err) {
                         .n_ctx = s->n_ctx,
                         .kv_type = o->kv_type};
     if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
+    if (o->trace_routing && co_trace_open(o->trace_routing, s->src, s->model, &s->trace, err))
+        return -1;
+    co_trace_attach(s->trace, s->ctx);
     return 0;
 }
 
@@ -218,7 +264,9 @@ static int open_scheduler(serve *s, mw_err *err) {
     const co_opts *o = s->o;
     const md_config *c = &s->model->cfg;
     s->n_nodes = s->kind->n_nodes ? s->kind->n_nodes(s->experts) : 0;
-    if (s->n_nodes && !(s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes)))
+    if (s->n_nodes &&
+        (!(s->nodes = calloc((size_t)s->n_nodes, sizeof *s->nodes)) ||
+         !(s->cells = calloc((size_t)s->n_nodes * (size_t)c->n_layer, sizeof *s->cells))))
         return mw_errf(err, "out of memory");
     if (co_metrics_new(s->n_nodes, c->n_layer, c->n_expert, c->n_expert_used, &s->metrics, err))
         return -1;
@@ -321,11 +369,16 @@ static int open_http(serve *s, mw_err *err) {
              co_http_server_port(s->http));
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
+    uv_signal_init(&s->loop, &s->sighup);
     uv_timer_init(&s->loop, &s->drain_timer);
-    s->sigterm.data = s->sigint.data = s->drain_timer.data = s;
+    uv_timer_init(&s->loop, &s->wd_timer);
+    s->sigterm.data = s->sigint.data = s->sighup.data = s->drain_timer.data = s->wd_timer.data = s;
     s->handles_ok = true;
+    const uint64_t wd_ms = mw_notify_watchdog_usec() / 2000;
+    if (wd_ms) uv_timer_start(&s->wd_timer, on_watchdog, wd_ms, wd_ms);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
     signal(SIGPIPE, SIG_IGN);
     return 0;
 }
@@ -349,11 +402,15 @@ static void print_banner(const serve *s) {
 
 static int open_all(serve *s, mw_err *err) {
     /* the keys first: a bad key file stops serve before the model loads */
+    mw_notify_status("loading %s", s->o->model);
     if (co_auth_new(s->o->api_key, s->o->api_key_file, getenv("MOEWIRE_API_KEY"), &s->auth, err) ||
         open_model(s, err) || open_scheduler(s, err) || open_http(s, err))
         return -1;
     print_banner(s);
-    return write_ready_file(s, err);
+    if (write_ready_file(s, err)) return -1;
+    mw_notify_status("serving %s on %s", s->model_id, s->url);
+    mw_notify("READY=1");
+    return 0;
 }
 
 static void close_all(serve *s) {
@@ -371,6 +428,11 @@ static void close_all(serve *s) {
     co_auth_free(s->auth);
     co_metrics_free(s->metrics);
     free(s->nodes);
+    free(s->cells);
+    free(s->reload_buf);
+    mw_err terr;
+    if (co_trace_close(s->trace, stderr, &terr))
+        fprintf(stderr, "coordinator serve: %s\n", terr.msg);
     md_ctx_free(s->ctx);
     if (s->experts) s->experts->destroy(s->experts); /* stops loopback nodes */
     co_stext_free(s->text);

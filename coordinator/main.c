@@ -11,6 +11,7 @@
 #include "coordinator/co_textcmd.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_curve.h"
+#include "util/mw_notify.h"
 
 /* generate and serve: the shared options, checked for the command, then run. */
 static int run_model(const char *cmd, int argc, char **argv);
@@ -78,6 +79,7 @@ static int run_model(const char *cmd, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    mw_notify_init(); /* before a loopback node is started: it must not speak for this process */
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

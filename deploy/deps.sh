@@ -35,6 +35,8 @@ cmd ip iproute2 -
 cmd sha256sum coreutils -
 cmd dpkg-deb dpkg -
 cmd clang-14 clang-14 -
+cmd systemd-analyze systemd -
+cmd curl curl -
 file /usr/share/llhttp/llhttp.c node-llhttp -
 file /usr/share/include/llhttp/llhttp.h node-llhttp -
 file /usr/aarch64-linux-gnu/include/stdio.h libc6-dev-arm64-cross -

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "model/md_expert_table.h"
+#include "util/mw_notify.h"
 #include "util/mw_platform.h"
+#include "util/mw_progress.h"
 
 _Static_assert((int)WR_NUM_F32 == (int)KN_NUM_F32 && (int)WR_NUM_Q8 == (int)KN_NUM_Q8,
                "wire numerics are kernel numerics");
@@ -56,11 +58,44 @@ static int read_owned_set(en_node *n, mw_err *err) {
     return n->spec ? 0 : mw_errf(err, "out of memory");
 }
 
+/* The start-up's long steps (mount, fingerprint, pin) on stderr (a bar on a terminal, lines in a
+ * log) and as the service manager's STATUS. */
+typedef struct progress {
+    const en_node *n;
+    const char *step;
+    mw_progress p;
+} progress;
+
+static void on_progress(void *ctx, const char *step, uint64_t done, uint64_t total) {
+    progress *pr = ctx;
+    if (pr->step != step && (!pr->step || strcmp(pr->step, step))) {
+        char what[96];
+        snprintf(what, sizeof what, "expert-node %s: %s",
+                 pr->n->opts.node_id ? pr->n->opts.node_id : pr->n->opts.bind, step);
+        mw_progress_init(&pr->p, pr->n->opts.quiet ? NULL : stderr, what, true);
+        if (pr->n->opts.quiet) pr->p.out = NULL;
+        pr->step = step;
+    }
+    mw_progress_update(&pr->p, done, total);
+    mw_notify_status("%s: %.0f%% of %.1f GB", step,
+                     total ? 100.0 * (double)done / (double)total : 100.0, (double)total / 1e9);
+}
+
+static void on_pin(void *ctx, uint64_t done, uint64_t total) {
+    on_progress(ctx, "pin", done, total);
+}
+
 /* Mounts the owned extents and loads them into the expert table, each checked against the config
  * (and, with --pin, copied onto huge pages as the in-process backend's are), so a bad file fails
  * at start. */
 static int mount(en_node *n, mw_err *err) {
-    vx_source_opts so = {.experts = &n->owned, .dense = false, .verify_on_mount = true};
+    progress pr = {.n = n};
+    vx_source_opts so = {.experts = &n->owned,
+                         .dense = false,
+                         .verify_on_mount = true,
+                         .progress = on_progress,
+                         .progress_ctx = &pr};
+    mw_notify_status("mounting %zu extents of %s", vx_expert_set_count(&n->owned), n->opts.vindex);
     if (vx_source_open(n->opts.vindex, &so, &n->src, err)) return -1;
     /* The Welcome carries the fingerprint. A vindex has it in its manifest; for a GGUF file it
      * reads every tensor once (seconds per GB). Done now, before the socket is bound, so the
@@ -71,14 +106,20 @@ static int mount(en_node *n, mw_err *err) {
                 "expert-node: fingerprinting %s (%.2f GB to read; a vindex directory has it "
                 "precomputed)\n",
                 n->opts.vindex, (double)fp_bytes / 1e9);
+    if (fp_bytes) mw_notify_status("fingerprinting %s", n->opts.vindex);
     if (!(n->fingerprint = vx_source_fingerprint(n->src)))
         return mw_errf(err, "%s: out of memory computing the model fingerprint", n->opts.vindex);
     if (md_config_read(vx_source_meta(n->src), &n->cfg, err))
         return mw_err_wrap(err, "%s", n->opts.vindex);
     n->cfg_ok = true;
     n->width = md_expert_width(&n->cfg); /* the experts' rows: hidden size, or a latent's */
-    if (md_expert_table_load(&n->table, n->src, &n->cfg, &n->owned, n->opts.pin, err))
+    if (md_expert_table_load(&n->table, n->src, &n->cfg, &n->owned, false, err))
         return mw_err_wrap(err, "%s", n->opts.vindex);
+    n->table.pin.copied = on_pin;
+    n->table.pin.copied_ctx = &pr;
+    const int pinned = n->opts.pin ? md_expert_table_pin(&n->table, "experts", err) : 0;
+    n->table.pin.copied = NULL; /* pr ends with this call */
+    if (pinned) return mw_err_wrap(err, "%s", n->opts.vindex);
     size_t cells = (size_t)n->n_layers * (size_t)n->n_experts;
     n->expert_bytes = calloc(cells, sizeof *n->expert_bytes);
     n->owned_bits = calloc(wr_owned_bytes((uint32_t)n->n_layers, (uint32_t)n->n_experts), 1);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/mw_grow.h"
+#include "util/mw_notify.h"
 #include "util/mw_time.h"
 
 /* Hands a reply to libzmq. A client whose queue is full (it does not read) loses it: counted
@@ -416,11 +417,21 @@ int en_node_serve(en_node *n, mw_err *err) {
                                    : "",
                 n->fingerprint);
     if (write_ready_file(n, err)) return -1;
+    mw_notify_status("serving %zu experts on %s", vx_expert_set_count(&n->owned), n->endpoint);
+    mw_notify("READY=1");
+    /* with a service manager's watchdog, the loop wakes at least twice per interval to say it
+     * is alive: a node stuck in a round misses it and is restarted */
+    const int wd_ms = (int)(mw_notify_watchdog_usec() / 2000);
+    int64_t next_wd = mw_now_ms() + wd_ms;
     zmq_pollitem_t items[2] = {{n->router, 0, ZMQ_POLLIN, 0}, {NULL, n->wake[0], ZMQ_POLLIN, 0}};
     int rc = 0;
     while (!atomic_load(&n->stopping)) {
+        if (wd_ms && mw_now_ms() >= next_wd) {
+            mw_notify("WATCHDOG=1");
+            next_wd = mw_now_ms() + wd_ms;
+        }
         /* requests deferred to this round: do not sleep */
-        if (zmq_poll(items, 2, en__clients_pending(n) ? 0 : -1) < 0) {
+        if (zmq_poll(items, 2, en__clients_pending(n) ? 0 : wd_ms ? wd_ms : -1) < 0) {
             if (errno == EINTR) continue;
             rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
             break;
@@ -454,6 +465,7 @@ int en_node_serve(en_node *n, mw_err *err) {
         kn_pool_park(n->pool);
     }
 out:
+    mw_notify("STOPPING=1");
     en__clients_flush(n);
     print_summary(n);
     if (n->opts.ready_file) unlink(n->opts.ready_file);

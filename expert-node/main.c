@@ -13,6 +13,7 @@
 #include "expert-node/en_node.h"
 #include "expert-node/en_tools.h"
 #include "kernels/kn.h"
+#include "util/mw_notify.h"
 #include "util/mw_platform.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_curve.h"
@@ -268,6 +269,7 @@ static int run(const en_opts *o) {
 }
 
 int main(int argc, char **argv) {
+    mw_notify_init();
     if (argc > 1 && !strcmp(argv[1], "keygen"))
         return wr_keygen_cli("expert-node", "node", argc - 2, argv + 2);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

@@ -103,6 +103,7 @@ struct md_ctx {
     md_attnres ar;    /* attention residuals' per-pass stack */
     md_observer_fn obs;
     void *obs_ud;
+    md_route_sink sink;
     int64_t *seq_rows; /* per sequence: rows of it seen so far in the batch being checked */
     int64_t T_cap;
     bool obs_cap; /* the scratch has the observer's buffers */
@@ -180,6 +181,10 @@ void md_ctx_free(md_ctx *c) {
 void md_ctx_set_observer(md_ctx *c, md_observer_fn fn, void *ud) {
     c->obs = fn;
     c->obs_ud = ud;
+}
+
+void md_ctx_set_route_sink(md_ctx *c, const md_route_sink *sink) {
+    c->sink = sink ? *sink : (md_route_sink){0};
 }
 
 int64_t md_seq_len(const md_ctx *c, int seq) {
@@ -590,6 +595,7 @@ static void route(md_ctx *c, int il, int64_t T) {
         .scratch = s->rscratch,
     };
     md_route_rows(&m->router, s->rlog, w->select_b, T, X, k, &out);
+    if (c->sink.layer) c->sink.layer(c->sink.ud, il, T, k, s->rids, s->rw);
     if (!o) return;
     const md_router_policy *p = &m->router;
     observe(c, il, MD_PROBE_ROUTER_SCORES, s->rlog, T, X);
@@ -722,6 +728,7 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
         md_attnres_begin(&c->ar, T, err) ||
         md_attn_ws_reserve(&c->attn, m, rows, T, kn_pool_size(c->p.pool), err))
         return -1;
+    if (c->sink.step) c->sink.step(c->sink.ud, rows, T);
     scratch *s = &c->s;
     for (int64_t t = 0; t < T; t++) {
         kn_mat_row(&mod->tok_embd, rows[t].token, s->x + t * E);

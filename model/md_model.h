@@ -202,6 +202,20 @@ typedef struct md_row {
     int32_t logits; /* non-zero: produce this row's logits */
 } md_row;
 
+/* Hears every routing decision of the layer loop (a routing trace, statistics): step once per
+ * md_forward with its rows, before the first layer; layer once per MoE layer after routing, with
+ * the T × k selected experts (best first) and their gate weights. Both run on the forward pass's
+ * thread and must be quick (copy, never wait); the arrays are valid only during the call. The same
+ * calls are made whichever expert backend the context has. */
+typedef struct md_route_sink {
+    void (*step)(void *ud, const md_row *rows, int64_t T);
+    void (*layer)(void *ud, int layer, int64_t T, int k, const int32_t *ids, const float *weights);
+    void *ud;
+} md_route_sink;
+
+/* Attaches a sink (copied; NULL detaches). */
+void md_ctx_set_route_sink(md_ctx *c, const md_route_sink *sink);
+
 /* Runs T rows through the model. logits receives one n_vocab row per row with .logits set, in
  * batch order (may be NULL when none is asked for). Invalid rows (sequence, position, token out of
  * range) are an error before anything is computed. */

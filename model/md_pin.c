@@ -24,7 +24,7 @@ static size_t span(const kn_mat *w) {
 /* p's buffer of `bytes` (rounded up to huge pages), advised for huge pages; none for 0 bytes. */
 static int pin_alloc(md_pin *p, size_t bytes, const char *what, mw_err *err) {
     bytes = (bytes + PIN_ALIGN - 1) & ~(PIN_ALIGN - 1);
-    *p = (md_pin){0};
+    *p = (md_pin){.copied = p->copied, .copied_ctx = p->copied_ctx};
     if (bytes == 0) return 0;
     if (posix_memalign(&p->buf, PIN_ALIGN, bytes) != 0) {
         p->buf = NULL;
@@ -75,7 +75,12 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char 
         bytes += packs_instead(mats[i], pack) ? pack_span(mats[i]) : span(mats[i]);
     if (pin_alloc(p, bytes, what, err)) return -1;
     uint8_t *dst = p->buf;
+    size_t next = 0; /* bytes at which the progress is told next */
     for (size_t i = 0; i < n; i++) {
+        if (p->copied && (size_t)(dst - (uint8_t *)p->buf) >= next) {
+            p->copied(p->copied_ctx, (uint64_t)(dst - (uint8_t *)p->buf), bytes);
+            next += 64u << 20;
+        }
         if (packs_instead(mats[i], pack)) {
             kn_pack(mats[i], dst);
             dst += pack_span(mats[i]);
@@ -87,6 +92,7 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char 
         mats[i]->data = dst;
         dst += s;
     }
+    if (p->copied) p->copied(p->copied_ctx, bytes, bytes);
     return 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/kn.h"
 #include "util/mw_err.h"
@@ -14,6 +15,9 @@
 typedef struct md_pin {
     void *buf;
     size_t bytes;
+    /* set before md_pin_mats to follow the copy (bytes copied of all); may be NULL */
+    void (*copied)(void *ctx, uint64_t done, uint64_t total);
+    void *copied_ctx;
 } md_pin;
 
 /* Whether pinning makes the kernels' packed copies (kn_pack): yes unless MOEWIRE_PACK=0, the switch

@@ -6,10 +6,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "vindex/vx_plan.h"
+#include "vindex/vx_rstats.h"
 #include "vindex/vx_source.h"
 #include "vindex/vx_strmap.h"
 #include "vindex/vx_synth.h"
 #include "vindex/vx_vindex.h"
+#include "util/mw_progress.h"
 #include "util/mw_time.h"
 
 static void usage(FILE *f) {
@@ -23,6 +26,10 @@ static void usage(FILE *f) {
             "  vindex verify DIR\n"
             "  vindex slice DIR --experts SPEC OUT [--no-dense]\n"
             "      SPEC: all | L0-L1:E0-E1[,...] | @shard.json\n"
+            "  vindex routing-stats TRACE... [--json] [--pairs N]\n"
+            "      per layer and expert: load, pairs chosen together, distinct experts per batch\n"
+            "  vindex plan --topology T [--model M] [--routing-stats TRACE|STATS.json] --out DIR\n"
+            "      places every (layer, expert) extent on the topology's hosts; one shard per host\n"
             "  vindex synth --arch %s --layers L --hidden H --heads NH\n"
             "               [--kv-heads N] [--head-dim D] --experts E --top-k K --expert-ff F\n"
             "               --vocab V --seed S [--expert-format mxfp4|q6_K]\n"
@@ -32,6 +39,7 @@ static void usage(FILE *f) {
             "               [--dense-layers N] [--dense-ff F] [--shared-experts N]\n"
             "               [--groups G] [--groups-used U] [--gating 1|2]\n"
             "               [--weights-norm 0|1] [--weights-scale S]\n"
+            "               gpt-oss, deepseek2: [--hot-experts N [--hot-bias B]] (a skewed router)\n"
             "               kimi-linear (the deepseek2 options but --q-lora, --groups and\n"
             "               --weights-norm; defaults are Kimi Linear 48B-A3B's):\n"
             "               [--kda-head-dim D] [--conv-kernel K] [--full-attn-every N]\n"
@@ -42,30 +50,11 @@ static void usage(FILE *f) {
             archs);
 }
 
-/* A progress bar on a terminal (stderr), redrawn at most ten times a second. */
-typedef struct bar {
-    const char *what;
-    double start, last;
-    bool on;
-} bar;
-
-static void bar_draw(void *ctx, uint64_t done, uint64_t total) {
-    bar *b = ctx;
-    if (!b->on) return;
-    double t = mw_now_s();
-    if (done < total && t - b->last < 0.1) return;
-    b->last = t;
-    int width = 30, fill = total ? (int)((double)done / (double)total * width) : width;
-    double rate = (double)done / 1e6 / (t - b->start > 1e-9 ? t - b->start : 1e-9);
-    fprintf(stderr, "\r%s [%.*s%*s] %3d%% %8.1f MB %7.0f MB/s", b->what, fill,
-            "##############################", width - fill, "",
-            total ? (int)(100.0 * (double)done / (double)total) : 100, (double)done / 1e6, rate);
-    if (done >= total) fputc('\n', stderr);
-}
-
-static bar bar_new(const char *what) {
-    bar b = {what, mw_now_s(), 0, isatty(2) == 1};
-    return b;
+/* Progress on stderr (util/mw_progress.h): a bar on a terminal, lines in a log. */
+static mw_progress progress(const char *what, bool bytes) {
+    mw_progress p;
+    mw_progress_init(&p, stderr, what, bytes);
+    return p;
 }
 
 /* Writes s with control characters (C0, DEL, UTF-8 C1) escaped: messages and tensor names come
@@ -138,8 +127,8 @@ static int cmd_extract(int argc, char **argv) {
     vx_input *in;
     if (vx_input_open(src, &in, &err)) return fail(&err);
     print_audit(in);
-    bar b = bar_new("extract");
-    opts.progress = bar_draw;
+    mw_progress b = progress("vindex extract", true);
+    opts.progress = mw_progress_cb;
     opts.progress_ctx = &b;
     vx_extract_stats st;
     double t0 = mw_now_s();
@@ -177,10 +166,10 @@ static int cmd_inspect(int argc, char **argv) {
 static int cmd_verify(int argc, char **argv) {
     if (argc != 1 || argv[0][0] == '-') return usage(stderr), 2;
     mw_err err;
-    bar b = bar_new("verify");
+    mw_progress b = progress("vindex verify", true);
     uint64_t bytes = 0;
     double t0 = mw_now_s();
-    int rc = vx_verify(argv[0], bar_draw, &b, &bytes, &err);
+    int rc = vx_verify(argv[0], mw_progress_cb, &b, &bytes, &err);
     double dt = mw_now_s() - t0;
     if (rc) return fail(&err);
     printf("%s: ok (%.1f MB checked in %.2f s, %.0f MB/s)\n", argv[0], (double)bytes / 1e6, dt,
@@ -212,6 +201,58 @@ static int cmd_slice(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_routing_stats(int argc, char **argv) {
+    bool json = false;
+    long pairs = 32;
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = true;
+        } else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) {
+            char *end;
+            pairs = strtol(argv[++i], &end, 10);
+            if (*end || pairs < 0 || pairs > VX_RSTATS_MAX_PAIRS) return usage(stderr), 2;
+        } else if (argv[i][0] == '-') {
+            return usage(stderr), 2;
+        } else {
+            argv[n++] = argv[i];
+        }
+    }
+    if (n == 0) return usage(stderr), 2;
+    vx_rstats st = {0};
+    mw_err err;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = vx_rstats_add_trace(&st, argv[i], &err);
+    if (!rc) rc = vx_rstats_top_pairs(&st, (size_t)pairs, &err);
+    if (!rc && json) rc = vx_rstats_write_json(&st, stdout, &err);
+    if (!rc && !json) vx_rstats_print(&st, stdout);
+    vx_rstats_free(&st);
+    return rc ? fail(&err) : 0;
+}
+
+static int cmd_plan(int argc, char **argv) {
+    vx_fleet_opts o = {0};
+    for (int i = 0; i < argc; i++) {
+        const char **slot = !strcmp(argv[i], "--topology")        ? &o.topology
+                            : !strcmp(argv[i], "--model")         ? &o.model
+                            : !strcmp(argv[i], "--routing-stats") ? &o.stats
+                            : !strcmp(argv[i], "--out")           ? &o.out
+                                                                  : NULL;
+        if (!slot || i + 1 >= argc) return usage(stderr), 2;
+        *slot = argv[++i];
+    }
+    if (!o.topology || !o.out) return usage(stderr), 2;
+    mw_progress b = progress("vindex plan: layers placed", false);
+    o.progress = mw_progress_cb;
+    o.progress_ctx = &b;
+    mw_err err;
+    if (vx_fleet_plan(&o, stdout, &err)) return fail(&err);
+    printf("wrote %s: plan.json, report.txt, a shard file per host, nodes.tsv, "
+           "coordinator.tsv, coordinator.nodes\n",
+           o.out);
+    return 0;
+}
+
 static int cmd_synth(int argc, char **argv) {
     vx_synth_opts o;
     vx_synth_defaults(&o);
@@ -234,13 +275,13 @@ static int cmd_synth(int argc, char **argv) {
         return usage(stderr), 2;
     vx_input *in;
     if (vx_synth_input(&o, &in, &err)) return fprintf(stderr, "vindex synth: %s\n", err.msg), 2;
-    bar b = bar_new("synth");
+    mw_progress b = progress("vindex synth", true);
     double t0 = mw_now_s();
     int rc;
     if (!strcmp(format, "gguf")) {
-        rc = vx_input_write_gguf(in, out, bar_draw, &b, &err);
+        rc = vx_input_write_gguf(in, out, mw_progress_cb, &b, &err);
     } else {
-        vx_extract_opts eo = {.progress = bar_draw, .progress_ctx = &b};
+        vx_extract_opts eo = {.progress = mw_progress_cb, .progress_ctx = &b};
         rc = vx_extract(in, out, &eo, NULL, &err);
     }
     vx_input_close(in);
@@ -266,6 +307,8 @@ int main(int argc, char **argv) {
                 {"inspect", cmd_inspect},
                 {"verify", cmd_verify},
                 {"slice", cmd_slice},
+                {"routing-stats", cmd_routing_stats},
+                {"plan", cmd_plan},
                 {"synth", cmd_synth}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 2, argv + 2);

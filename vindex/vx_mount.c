@@ -174,6 +174,7 @@ static int map_layer(vx_source *s, const vx_mf_layer *L, bool verify, mw_err *er
             close(fd);
             return -1;
         }
+        if (verify) s->verify_done += (uint64_t)(j - i) * L->extent_bytes;
         i = j;
     }
     if (fd >= 0) close(fd);
@@ -223,8 +224,15 @@ int vx__source_open_vindex(const char *dir, const vx_source_opts *opts, vx_sourc
     for (size_t i = 0; i < vi->m.n_moe; i++) vi->by_layer[vi->m.moe[i].layer] = &vi->m.moe[i];
     if (dense && map_dense(s, verify, err)) goto fail;
     if (verify) vi->pool = vx_pool_new();
-    for (size_t i = 0; i < vi->m.n_moe; i++)
+    for (size_t i = 0; verify && i < vi->m.n_moe; i++)
+        for (size_t k = 0; k < vi->m.moe[i].n_ext; k++)
+            if (vx_expert_set_has(&s->held, vi->m.moe[i].layer, vi->m.moe[i].ext[k].expert))
+                s->verify_total += vi->m.moe[i].extent_bytes;
+    const bool report = verify && opts && opts->progress;
+    for (size_t i = 0; i < vi->m.n_moe; i++) {
         if (map_layer(s, &vi->m.moe[i], verify, err)) goto fail;
+        if (report) opts->progress(opts->progress_ctx, "mount", s->verify_done, s->verify_total);
+    }
     kn_pool_destroy(vi->pool);
     vi->pool = NULL;
     s->dense_mapped = dense;

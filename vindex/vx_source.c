@@ -4,6 +4,7 @@
  * vx_source_open.c picks one. */
 #include "vindex/vx_source.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +126,32 @@ const vx_tensor *vx_source_tensor(const vx_source *s, const char *name) {
 
 bool vx_source_layer_has_experts(const vx_source *s, int layer) {
     return layer >= 0 && layer < s->n_layers && s->layers[layer].present;
+}
+
+uint64_t vx_source_extent_bytes(const vx_source *s, int layer) {
+    if (!vx_source_layer_has_experts(s, layer)) return 0;
+    uint64_t b = 0;
+    for (int r = 0; r < VX_ROLE_COUNT; r++)
+        if (s->layers[layer].part[r].present)
+            b += (s->layers[layer].part[r].slice_bytes + 63) & ~63ull;
+    return b;
+}
+
+uint64_t vx_source_dense_bytes(const vx_source *s) {
+    uint64_t b = 0;
+    for (size_t i = 0; i < s->n_dense; i++) b += s->list[i].nbytes;
+    return b;
+}
+
+int64_t vx_source_width(const vx_source *s) {
+    return s->hidden;
+}
+
+int vx_source_experts_used(const vx_source *s) {
+    char key[96];
+    int64_t k = 0;
+    snprintf(key, sizeof key, "%s.expert_used_count", s->arch);
+    return vx_meta_get_i64(s->meta, key, &k, NULL) == 1 && k > 0 && k <= INT32_MAX ? (int)k : 0;
 }
 
 bool vx_source_has_expert(const vx_source *s, int layer, int expert) {

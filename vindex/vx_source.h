@@ -43,6 +43,10 @@ typedef struct vx_source_opts {
                                      experts) */
     bool dense;                   /* map the dense tensors too (false for an expert node) */
     bool verify_on_mount;         /* check each mapped extent's fast checksum (vindex only) */
+    /* Called as long work advances (may be NULL): "mount" (extent bytes checked) while a vindex
+     * opens, "fingerprint" (tensor bytes read) when a GGUF file's fingerprint is computed. */
+    void (*progress)(void *ctx, const char *what, uint64_t done, uint64_t total);
+    void *progress_ctx;
 } vx_source_opts;
 
 /* Opens PATH: a regular file is read as GGUF, a directory as a vindex. opts may be NULL (all
@@ -72,6 +76,15 @@ int vx_source_n_experts(const vx_source *s);
 /* Whether the model gives layer `layer` routed experts at all (deepseek2's leading dense layers
  * have none), whatever this opening holds. */
 bool vx_source_layer_has_experts(const vx_source *s, int layer);
+/* Bytes one extent of the layer takes as a vindex stores it (each part 64-byte aligned): what a
+ * node holding it maps or pins; 0 for a layer without experts. */
+uint64_t vx_source_extent_bytes(const vx_source *s, int layer);
+/* Bytes of the dense tensors (what a coordinator reads per token, embedding rows aside). */
+uint64_t vx_source_dense_bytes(const vx_source *s);
+/* The model's width (embedding_length) and experts per row ({arch}.expert_used_count; 0 when the
+ * metadata has none). */
+int64_t vx_source_width(const vx_source *s);
+int vx_source_experts_used(const vx_source *s);
 /* Whether (layer, expert) is available in this opening. */
 bool vx_source_has_expert(const vx_source *s, int layer, int expert);
 /* Fills a view of expert `expert` of layer `layer`. -1 with err when not held or not mapped. */

@@ -19,6 +19,24 @@ static const uint8_t *gguf_part(const vx_source *s, int layer, int expert, vx_ro
     return (const uint8_t *)t->data + (uint64_t)expert * s->layers[layer].part[r].slice_bytes;
 }
 
+/* Every tensor's digest, in parallel; a group of about GROUP bytes at a time when someone follows
+ * the progress (the whole file at once otherwise). */
+static void hash_all(const vx_source *s, const vx_hash_job *jobs, size_t n) {
+    enum { GROUP = 256 << 20 };
+    kn_pool *pool = vx_pool_new();
+    uint64_t done = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        uint64_t bytes = 0;
+        while (j < n && (!s->progress || bytes < GROUP)) bytes += jobs[j++].segs[0].n;
+        vx_hash_run(pool, jobs + i, j - i);
+        done += bytes;
+        if (s->progress) s->progress(s->progress_ctx, "fingerprint", done, s->fp_bytes);
+        i = j;
+    }
+    kn_pool_destroy(pool);
+}
+
 static int gguf_fingerprint(vx_source *s, mw_err *err) {
     const gguf_impl *gi = s->impl;
     size_t n = vx_gguf_n_tensors(gi->g);
@@ -35,9 +53,7 @@ static int gguf_fingerprint(vx_source *s, mw_err *err) {
             segs[i] = (vx_hash_seg){t->data, t->nbytes};
             jobs[i] = (vx_hash_job){.b2 = &st[i], .segs = &segs[i], .n_segs = 1};
         }
-        kn_pool *pool = vx_pool_new();
-        vx_hash_run(pool, jobs, n);
-        kn_pool_destroy(pool);
+        hash_all(s, jobs, n);
         for (size_t i = 0; i < n; i++) {
             const vx_tensor *t = vx_gguf_tensor(gi->g, i);
             fp[i].name = t->name;

@@ -32,6 +32,10 @@ struct vx_source {
     char fp[VX_DIGEST_HEX];
     int (*compute_fp)(vx_source *s, mw_err *err);
     uint64_t fp_bytes; /* what compute_fp reads (0: the fingerprint is stored) */
+    /* vx_source_opts' progress callback, kept for the fingerprint computed later */
+    void (*progress)(void *ctx, const char *what, uint64_t done, uint64_t total);
+    void *progress_ctx;
+    uint64_t verify_total, verify_done; /* mount: extent bytes to check, checked */
     void (*close_impl)(vx_source *s);
     /* A carried file by name (vx_source_carried); NULL for backings that carry none. */
     int (*carried)(const vx_source *s, const char *name, char *path, size_t plen, mw_err *err);

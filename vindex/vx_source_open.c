@@ -9,6 +9,11 @@ int vx_source_open(const char *path, const vx_source_opts *opts, vx_source **out
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0) return mw_errf(err, "%s: no such file or directory", path);
-    if (S_ISDIR(st.st_mode)) return vx__source_open_vindex(path, opts, out, err);
-    return vx__source_open_gguf(path, opts, out, err);
+    const int rc = S_ISDIR(st.st_mode) ? vx__source_open_vindex(path, opts, out, err)
+                                       : vx__source_open_gguf(path, opts, out, err);
+    if (rc == 0 && opts) {
+        (*out)->progress = opts->progress;
+        (*out)->progress_ctx = opts->progress_ctx;
+    }
+    return rc;
 }

@@ -21,6 +21,9 @@
 typedef struct gen {
     uint64_t seed;
     float center, spread; /* values uniform in center ± spread */
+    /* a router bias made skewed (--hot-experts): its first hot_n values get hot_add more */
+    int hot_n;
+    float hot_add;
 } gen;
 
 typedef struct synth {
@@ -58,6 +61,8 @@ typedef struct synth_arch {
     int pad_from_end;
     const char *chat_special[16];
     const char *chat_template;
+    /* The router's bias tensor that --hot-experts raises (NULL: the family has none). */
+    const char *router_bias;
     /* Adds layer l's tensors, in the order llama.cpp's converter writes them. */
     int (*layer)(synth *s, const vx_synth_opts *o, int l);
     /* Optional: model-level tensors of the family's own, after the output head. */
@@ -100,6 +105,7 @@ static const synth_arch archs[] = {
                       "{%- if m.channel %}<|channel|>{{ m.channel }}{% endif -%}<|message|>"
                       "{{ m.content }}<|end|>{%- endfor -%}{%- if add_generation_prompt -%}"
                       "<|start|>assistant{%- endif -%}",
+     .router_bias = "ffn_gate_inp.bias",
      .layer = layer_gpt_oss},
     {.family = &vx_families[VX_FAMILY_QWEN3MOE],
      .head_dim = 0,
@@ -137,6 +143,7 @@ static const synth_arch archs[] = {
          "{%- elif m.role == 'assistant' -%}<｜Assistant｜>{{ m.content }}"
          "<｜end▁of▁sentence｜>{%- endif -%}{%- endfor -%}{%- if "
          "add_generation_prompt -%}<｜Assistant｜>{%- endif -%}",
+     .router_bias = "exp_probs_b.bias",
      .layer = layer_deepseek2,
      .meta = meta_deepseek2,
      .complete = complete_deepseek2},
@@ -215,6 +222,7 @@ void vx_synth_defaults(vx_synth_opts *o) {
     o->weights_scale = -1.0f;
     o->attn_res_block = o->expert_latent = -1;
     o->situ_beta = o->situ_lbeta = o->gate_lb = NAN;
+    o->hot_bias = 2.0f;
 }
 
 static int parse_int(const char *key, const char *val, int lo, int hi, int *out, mw_err *err) {
@@ -295,6 +303,7 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
         {"full-attn-every", offsetof(vx_synth_opts, full_attn_every), 1, 4096},
         {"expert-latent", offsetof(vx_synth_opts, expert_latent), 0, 1 << 20},
         {"attn-res-block", offsetof(vx_synth_opts, attn_res_block), 0, 4096},
+        {"hot-experts", offsetof(vx_synth_opts, hot_experts), 0, 1 << 16},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (!strcmp(key, ints[i].key))
@@ -309,6 +318,15 @@ int vx_synth_set(vx_synth_opts *o, const char *key, const char *val, mw_err *err
                            vx_synth_family_names(names, sizeof names, ", "));
         }
         snprintf(o->arch, sizeof o->arch, "%s", val);
+        return 0;
+    }
+    if (!strcmp(key, "hot-bias")) {
+        char *end;
+        errno = 0;
+        double v = strtod(val, &end);
+        if (errno || end == val || *end || !(fabs(v) <= 100))
+            return mw_errf(err, "--hot-bias %s: expected a number in -100 .. 100", val);
+        o->hot_bias = (float)v;
         return 0;
     }
     if (!strcmp(key, "weights-scale")) {
@@ -364,6 +382,9 @@ static int complete(vx_synth_opts *o, mw_err *err) {
                {"vocab", o->vocab},   {"seed", o->seed != UINT64_MAX}};
     for (size_t i = 0; i < sizeof req / sizeof req[0]; i++)
         if (!req[i].v) return mw_errf(err, "--%s is required", req[i].name);
+    if (o->hot_experts && (!a->router_bias || o->hot_experts > o->experts))
+        return mw_errf(err, "--hot-experts %d: %s", o->hot_experts,
+                       a->router_bias ? "more than --experts" : "the family has no router bias");
     if (!o->kv_heads) o->kv_heads = o->heads;
     if (!o->head_dim) o->head_dim = a->head_dim ? a->head_dim : o->hidden / o->heads;
     if (o->expert_type == KN_TYPE_COUNT) o->expert_type = a->expert_type;
@@ -413,6 +434,7 @@ static void gen_row(const gen *g, uint64_t r, float *out, int64_t n) {
         uint64_t x = mix64(s);
         float u = (float)(x >> 40) * (1.0f / 8388608.0f) - 1.0f; /* [-1, 1) */
         out[i] = g->center + g->spread * u;
+        if (i < g->hot_n) out[i] += g->hot_add;
     }
 }
 
@@ -505,7 +527,7 @@ static int add(synth *s, const char *name, kn_type type, int n_dims, int64_t ne0
         return -1;
     }
     t->read = read_synth;
-    s->g[s->n] = (gen){seed ^ name_hash(name), center, std * sqrtf(3.0f)};
+    s->g[s->n] = (gen){seed ^ name_hash(name), center, std * sqrtf(3.0f), 0, 0};
     s->n++;
     return 0;
 }
@@ -543,7 +565,14 @@ static int add_blk(synth *s, const vx_synth_opts *o, int l, const char *suffix, 
                    int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, float center, float std) {
     char n[96];
     snprintf(n, sizeof n, "blk.%d.%s", l, suffix);
-    return add(s, n, type, n_dims, ne0, ne1, ne2, center, std, o->seed);
+    if (add(s, n, type, n_dims, ne0, ne1, ne2, center, std, o->seed)) return -1;
+    const synth_arch *a = find_arch(o->arch);
+    if (o->hot_experts && a->router_bias && !strcmp(suffix, a->router_bias)) {
+        gen *g = &s->g[s->n - 1];
+        g->hot_n = o->hot_experts;
+        g->hot_add = o->hot_bias;
+    }
+    return 0;
 }
 
 /* The attention norm and the Q, K, V and output projections. */

@@ -52,6 +52,10 @@ typedef struct vx_synth_opts {
     float situ_beta;    /* SiTU's gate beta (2) */
     float situ_lbeta;   /* its up branch's (2.5; <= 0 leaves it linear) */
     float gate_lb;      /* KDA's decay lower bound (-5) */
+    /* a skewed router (families with a router bias): experts 0 .. N-1 get hot_bias added to
+     * it, so they are chosen more often (the planner's tests) */
+    int hot_experts;
+    float hot_bias; /* default 2 */
 } vx_synth_opts;
 
 /* Whether synth makes models of family f (if not, f->no_synth says why). */

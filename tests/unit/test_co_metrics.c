@@ -316,6 +316,7 @@ static void test_backend_and_nodes(void **st) {
     co_metrics *m = make(2);
     co_node_stats nodes[2] = {
         {.endpoint = "tcp://127.0.0.1:5555",
+         .member = true,
          .up = true,
          .tx_bytes = 100,
          .rx_bytes = 50,
@@ -324,7 +325,7 @@ static void test_backend_and_nodes(void **st) {
          .batches = 3,
          .errors = 1,
          .rtt_sum_s = 0.5},
-        {.endpoint = "tcp://odd\"name\\with\nnewline", .up = false},
+        {.endpoint = "tcp://odd\"name\\with\nnewline", .member = true, .up = false},
     };
     nodes[0].rtt_buckets[3] = 2;              /* under 8 us */
     nodes[0].rtt_buckets[CO_RTT_BUCKETS] = 1; /* the rest */

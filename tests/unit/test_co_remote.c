@@ -2,7 +2,7 @@
  * expert nodes in this process: each fake is a thread with a ROUTER bound on inproc:// in the
  * backend's ZeroMQ context, answering Hello with a Welcome it is told to give (or an Error) and
  * ExpertBatches with outputs of a made-up expert function (or not at all). The tests pin the
- * handshake checks, the coverage check, the spread of replicas, the deadline, and the combine
+ * handshake checks, the coverage check, how replicas share the work, the deadline, and the combine
  * order: node order for partial sums, selection order in exact mode, bit for bit. */
 #include "tests/support/mw_test.h"
 
@@ -277,10 +277,6 @@ static int owner_mod3(int layer, int e) {
     return e % 3;
 }
 
-static int owner_replica2(int layer, int e) {
-    return (layer + e) % 2;
-}
-
 static void test_partial_sums_combine_in_node_order(void **state) {
     (void)state;
     for (int i = 0; i < NODES; i++) init_fake(i, 3), start_fake(i);
@@ -323,29 +319,68 @@ static void test_exact_mode_combines_in_selection_order(void **state) {
     assert_int_equal(s.total.weight_bytes, 1000 * NT * NK);
 }
 
-/* Every node owns every expert: (layer, expert) goes to replica (layer + expert) % 2, so a
- * layer's experts spread over both and each pair always to the same one. */
-static void test_replicas_spread_a_layer(void **state) {
+/* Batch row t alone, as a batch of one row. */
+static void one_row(const batch *all, int t, batch *one) {
+    *one = *all;
+    memcpy(one->x, all->x + t * NW, sizeof(float) * NW);
+    memcpy(one->experts, all->experts + t * NK, sizeof(int32_t) * NK);
+    memcpy(one->weights, all->weights + t * NK, sizeof(float) * NK);
+    one->b.T = 1;
+    one->b.x = one->x;
+    one->b.experts = one->experts;
+    one->b.weights = one->weights;
+}
+
+/* Every node owns every expert, partial mode: a row's experts go to replicas chosen from the row
+ * alone, so a row gives the same bits alone or among others, and the work spreads over both. */
+static void test_replicas_partial_by_the_row(void **state) {
     (void)state;
     for (int i = 0; i < 2; i++) init_fake(i, 1), start_fake(i);
     co_remote_opts o = opts(2, false);
     mw_err err;
     if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
     for (int layer = 0; layer < NL; layer++) {
-        batch bt;
+        batch bt, one;
         make_batch(&bt, layer);
-        float out[NT * NW], want[NT * NW];
-        if (be->run(be, &bt.b, out, &err)) fail_msg("%s", err.msg);
-        ref_partial(&bt, 2, owner_replica2, want, false);
-        assert_memory_equal(out, want, sizeof out);
-        int uses[NE] = {0};
-        for (int j = 0; j < NT * NK; j++) uses[bt.experts[j]]++;
-        for (int e = 0; e < NE; e++) {
-            const int n = (layer + e) % 2;
-            assert_int_equal(atomic_load(&fakes[n].seen[layer][e]), uses[e]);
-            assert_int_equal(atomic_load(&fakes[1 - n].seen[layer][e]), 0);
+        float out[NT * NW], again[NT * NW], alone[NW];
+        if (be->run(be, &bt.b, out, &err) || be->run(be, &bt.b, again, &err))
+            fail_msg("%s", err.msg);
+        assert_memory_equal(out, again, sizeof out);
+        for (int t = 0; t < NT; t++) {
+            one_row(&bt, t, &one);
+            if (be->run(be, &one.b, alone, &err)) fail_msg("%s", err.msg);
+            assert_memory_equal(alone, out + t * NW, sizeof alone);
         }
     }
+    int seen[2] = {0};
+    for (int n = 0; n < 2; n++)
+        for (int l = 0; l < NL; l++)
+            for (int e = 0; e < NE; e++) seen[n] += atomic_load(&fakes[n].seen[l][e]);
+    assert_true(seen[0] > 0 && seen[1] > 0);
+}
+
+/* Exact mode: one-row steps (a decode) alternate over the replicas, the least loaded first; every
+ * result is the in-process one bit for bit, whichever replica computed it. */
+static void test_replicas_exact_share_the_load(void **state) {
+    (void)state;
+    for (int i = 0; i < 2; i++) init_fake(i, 1), start_fake(i);
+    co_remote_opts o = opts(2, true);
+    mw_err err;
+    if (co_remote_new(&o, &be, &err)) fail_msg("%s", err.msg);
+    batch bt, one;
+    make_batch(&bt, 0);
+    for (int step = 0; step < 20; step++) {
+        one_row(&bt, step % NT, &one);
+        float out[NW], want[NT * NW];
+        if (be->run(be, &one.b, out, &err)) fail_msg("%s", err.msg);
+        ref_exact(&bt, want, false);
+        assert_memory_equal(out, want + (step % NT) * NW, sizeof out);
+    }
+    int seen[2] = {0};
+    for (int n = 0; n < 2; n++)
+        for (int e = 0; e < NE; e++) seen[n] += atomic_load(&fakes[n].seen[0][e]);
+    assert_int_equal(seen[0] + seen[1], 20 * NK);
+    assert_true(seen[0] >= 32 && seen[1] >= 32); /* an even split is 40 each */
 }
 
 /* A small capacity cuts a node's rows into several batches; the result is the same. */
@@ -528,7 +563,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_partial_sums_combine_in_node_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_exact_mode_combines_in_selection_order, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_replicas_spread_a_layer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replicas_partial_by_the_row, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_replicas_exact_share_the_load, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capacity_splits_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unowned_experts_are_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_handshake_refusals, setup, teardown),
