@@ -137,7 +137,7 @@ static void plan_layout(const md_moe_exec_args *a, group *g, int n_groups, layou
 
 /* The rows, the index lists and the weights, written into the scratch buffer. tmp: n + rows
  * ints. */
-static void fill(const md_moe_exec_args *a, const slot *s, uint8_t *base, const layout *L,
+static void fill_inputs(const md_moe_exec_args *a, const slot *s, uint8_t *base, const layout *L,
                  int32_t *tmp) {
     const int64_t n = a->n_assign, rows = a->rows;
     memcpy(base + L->x, a->x, (size_t)(rows * a->width) * 4);
@@ -301,7 +301,7 @@ int mt_moe_exec(mt_dev *d, const md_moe_exec_args *a, float *out, uint64_t *weig
         return mw_errf(err, "MoE layer %d: out of memory", a->layer);
     uint8_t *base = d->be->scratch(d->impl, L.total, err);
     if (!base) return mw_err_wrap(err, "MoE layer %d", a->layer);
-    fill(a, d->ws.slots, base, &L, d->ws.tmp);
+    fill_inputs(a, d->ws.slots, base, &L, d->ws.tmp);
     if (plan(d, a, g, ng, &L)) return mw_errf(err, "MoE layer %d: out of memory", a->layer);
     uint64_t ns;
     if (d->be->run(d->impl, d->ws.dsp, d->ws.n_dsp, &ns, err))

@@ -4,7 +4,7 @@
  *
  * The producer only copies and publishes; it wakes the drain thread when the ring is an eighth
  * full or a fraction of a second has passed, so a decode step costs a memcpy, not a syscall. A
- * record that finds no room is dropped whole and counted (a step's layers with it), never half
+ * record that finds no room is dropped whole and counted (a step's layers with it), never partly
  * written: a reader then sees fewer records, not a corrupt file. */
 #include "vindex/vx_trace.h"
 

@@ -365,7 +365,7 @@ void *emu_scratch(void *impl, size_t bytes, mw_err *err) {
     return e->scratch;
 }
 
-const uchar *resolve(const emu *e, const mt_dispatch *d, int b, bool *ok) {
+const uchar *emu_binding(const emu *e, const mt_dispatch *d, int b, bool *ok) {
     const mt_bind &bd = d->bind[b];
     if (bd.buf == MT_BUF_NONE) return nullptr;
     if (bd.buf == MT_BUF_SCRATCH) {
@@ -388,11 +388,11 @@ int emu_run(void *impl, const mt_dispatch *d, int n, uint64_t *ns, mw_err *err) 
         g->kernel = d[k].kernel;
         g->fn = mt_emu::find_kernel(d[k].kernel);
         g->args = &d[k].args;
-        g->w = resolve(e, &d[k], MT_B_W, &ok);
-        g->x = resolve(e, &d[k], MT_B_X, &ok);
-        g->y = (uchar *)resolve(e, &d[k], MT_B_Y, &ok);
-        g->ix = (const int *)resolve(e, &d[k], MT_B_IX, &ok);
-        g->bias = (const float *)resolve(e, &d[k], MT_B_BIAS, &ok);
+        g->w = emu_binding(e, &d[k], MT_B_W, &ok);
+        g->x = emu_binding(e, &d[k], MT_B_X, &ok);
+        g->y = (uchar *)emu_binding(e, &d[k], MT_B_Y, &ok);
+        g->ix = (const int *)emu_binding(e, &d[k], MT_B_IX, &ok);
+        g->bias = (const float *)emu_binding(e, &d[k], MT_B_BIAS, &ok);
         if (!g->fn) return mw_errf(err, "emulator: no kernel named %s", d[k].kernel);
         if (!ok) return mw_errf(err, "emulator: %s: a binding outside its buffer", d[k].kernel);
         const size_t tg_len = d[k].tg_bytes ? d[k].tg_bytes : 16;
