@@ -48,7 +48,10 @@ if [ "$status" -ne 0 ]; then
   echo "[  FAILED  ] neon-check: the aarch64 cross build failed"
   exit 1
 fi
-"$CC" -pthread "${objs[@]}" -lm -o "$out/neon_selftest" || {
+# Static: with a dynamic binary, Debian's arm64 multiarch libc (libc6:arm64, pulled in by any
+# :arm64 -dev package) is found through the host's ld.so.cache beside the cross sysroot's loader,
+# and a loader and libc of two different builds hang in the first threaded test.
+"$CC" -static -pthread "${objs[@]}" -lm -o "$out/neon_selftest" || {
   echo "[  FAILED  ] neon-check: linking the aarch64 self-test failed"
   exit 1
 }
