@@ -762,6 +762,8 @@ void co_cli_usage(FILE *f) {
         "until SIGTERM or SIGINT.\n"
         "keygen writes the coordinator's CURVE key pair (see coordinator keygen --help);\n"
         "tokenize and detokenize: see coordinator tokenize --help.\n"
+        "chat-template renders a Jinja chat template with a message list and prints the text\n"
+        "(see coordinator chat-template --help).\n"
         "\n"
         "options of generate and serve:\n");
     for (size_t j = 0; j < N_OPTIONS; j++) {
