@@ -155,7 +155,9 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     res->k = kind == CO_OAI_CHAT ? 1 : req->n_prompts;
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
-                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking};
+                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking,
+                             .tools = json_object_get(req->root, "tools"),
+                             .kwargs = json_object_get(req->root, "chat_template_kwargs")};
     if (check_request(p, req, &res->e) || bound_prompts(p, req, res->k, &res->e) ||
         gen_prompts(p, res) || co_oai_req_detach(req, &res->e)) {
         const co_oai_error e = res->e;
@@ -165,6 +167,7 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     }
     /* (the effort's string is co_oai's own now: the request's JSON is gone) */
     res->chat_opts.reasoning_effort = req->reasoning_effort;
+    res->chat_opts.tools = res->chat_opts.kwargs = NULL;
     return 0;
 }
 

@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/co_jinja.h"
 #include "tokenizer/tk.h"
 #include "tokenizer/tk_chat.h"
 
 struct co_stext {
     tk_tokenizer *tok;
-    tk_chat *chat;             /* NULL: no chat format */
+    co_jinja *jinja;           /* the model's own template: renders chat prompts when present */
+    tk_chat *chat;             /* the built-in format: renders otherwise, parses replies; or NULL */
     char chat_err[MW_ERR_MAX]; /* why not */
     size_t max_token_bytes;    /* the most input bytes one token stands for */
 };
@@ -61,12 +63,17 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         t->chat = NULL;
         snprintf(t->chat_err, sizeof t->chat_err, "%s", cerr.msg);
     }
+    if (co_jinja_open(t->tok, chat_template, &t->jinja, err)) {
+        co_stext_free(t);
+        return -1;
+    }
     *out = t;
     return 0;
 }
 
 void co_stext_free(co_stext *t) {
     if (!t) return;
+    co_jinja_free(t->jinja);
     tk_chat_free(t->chat);
     tk_free(t->tok);
     free(t);
@@ -77,6 +84,7 @@ size_t co_stext_max_token_bytes(const co_stext *t) {
 }
 
 const char *co_stext_chat_name(const co_stext *t) {
+    if (t->jinja) return "the model's template (jinja)";
     return t->chat ? tk_chat_name(t->chat) : NULL;
 }
 
@@ -105,6 +113,18 @@ int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t
 
 int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, int32_t **ids,
                   int64_t *n_ids, mw_err *err) {
+    if (t->jinja) {
+        tk_ids v = {0};
+        co_jinja_opts jo = {.tools = o ? o->tools : NULL,
+                            .kwargs = o ? o->kwargs : NULL,
+                            .thinking = o ? o->thinking : -1,
+                            .reasoning_effort = o ? o->reasoning_effort : NULL};
+        if (co_jinja_prompt(t->jinja, messages, &jo, &v, err)) {
+            tk_ids_free(&v);
+            return -1;
+        }
+        return take_ids(&v, ids, n_ids, err);
+    }
     if (!t->chat) return mw_errf(err, "this model has no chat format: %s", t->chat_err);
     tk_msgs msgs = {0};
     tk_ids v = {0};
@@ -120,7 +140,7 @@ int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, in
 }
 
 void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
-    if (chat && !t->chat) {
+    if (chat && !t->chat && !t->jinja) {
         mw_errf(err, "this model has no chat format: %s", t->chat_err);
         return NULL;
     }
@@ -131,7 +151,9 @@ void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
     }
     j->t = t;
     tk_chat_opts co = chat_opts(chat);
-    if (chat && tk_chat_parser_new(t->chat, &co, &j->parser, err)) {
+    /* a template the built-in formats do not know: its replies are plain text ended by the
+     * model's end-of-generation tokens */
+    if (chat && t->chat && tk_chat_parser_new(t->chat, &co, &j->parser, err)) {
         free(j);
         return NULL;
     }

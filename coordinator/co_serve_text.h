@@ -35,6 +35,8 @@ int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t
 typedef struct co_stext_chat_opts {
     const char *reasoning_effort; /* harmony: "low", "medium", "high"; NULL: the default */
     int thinking;                 /* formats with a thinking switch: 1 on, 0 off, -1 default */
+    const json_t *tools;          /* the model's template: the request's tools, or NULL */
+    const json_t *kwargs;         /* the model's template: chat_template_kwargs, or NULL */
 } co_stext_chat_opts;
 /* An OpenAI message list (already checked by co_oai) through the model's chat template, opened
  * for the assistant's turn. */

@@ -153,18 +153,16 @@ static jj__val f_indent(jj__rt *r, jj__val in, jj__val *a, int n, const char **k
     jj__buf b = {0};
     jj__buf_put(r->e, &b, "", 0);
     if (fv && jj__truthy(*fv)) jj__buf_put(r->e, &b, ind.u.s.p, ind.u.s.n);
+    /* jinja2 appends a newline, then splits into lines: a trailing newline stays */
     size_t st = 0;
-    bool first = true;
     for (size_t i = 0; i <= s.u.s.n; i++) {
         if (i < s.u.s.n && s.u.s.p[i] != '\n') continue;
-        if (!first) {
+        if (st) {
             jj__buf_put(r->e, &b, "\n", 1);
             if (blank || i > st) jj__buf_put(r->e, &b, ind.u.s.p, ind.u.s.n);
         }
         jj__buf_put(r->e, &b, s.u.s.p + st, i - st);
-        first = false;
         st = i + 1;
-        if (i + 1 == s.u.s.n) break; /* splitlines drops the empty piece after a final newline */
     }
     return jj__str(b.p, b.n);
 }
