@@ -122,11 +122,18 @@ jj__val jj__arith(jj__rt *r, int op, jj__val a, jj__val b) {
         return float_op(r, op, jj__num(a), jj__num(b));
     }
     if (op == JO_ADD && a.t == JV_STR && b.t == JV_STR) {
+        bool safe = (a.flags | b.flags) & JF_SAFE; /* Markup + str escapes the str */
+        if (safe) {
+            a = jj__escape(r, a);
+            b = jj__escape(r, b);
+        }
         jj__buf s = {0};
         jj__buf_put(r->e, &s, "", 0);
         jj__buf_put(r->e, &s, a.u.s.p, a.u.s.n);
         jj__buf_put(r->e, &s, b.u.s.p, b.u.s.n);
-        return jj__str(s.p, s.n);
+        jj__val v = jj__str(s.p, s.n);
+        v.flags = safe ? JF_SAFE : 0;
+        return v;
     }
     if (op == JO_ADD && a.t == JV_LIST && b.t == JV_LIST && !((a.flags | b.flags) & JF_GEN) &&
         (a.flags & JF_TUPLE) == (b.flags & JF_TUPLE)) {

@@ -47,13 +47,36 @@ bool jj__has_filter(const char *name) {
     return false;
 }
 
+/* json.dumps' ensure_ascii: every non-ASCII character as \\uXXXX (a surrogate pair above the
+ * BMP); the text is already JSON, so only characters inside strings are non-ASCII */
+static jj__val jj__ascii_json(jj__rt *r, jj__val s) {
+    jj__buf b = {0};
+    jj__buf_put(r->e, &b, "", 0);
+    size_t i = 0;
+    while (i < s.u.s.n) {
+        size_t st = i;
+        if ((unsigned char)s.u.s.p[i] < 0x80) {
+            while (i < s.u.s.n && (unsigned char)s.u.s.p[i] < 0x80) i++;
+            jj__buf_put(r->e, &b, s.u.s.p + st, i - st);
+            continue;
+        }
+        uint32_t c = jj__u8_get(s.u.s.p, s.u.s.n, &i);
+        if (c >= 0x10000) {
+            c -= 0x10000;
+            jj__buf_printf(r->e, &b, "\\u%04x\\u%04x", 0xD800 + (c >> 10), 0xDC00 + (c & 0x3FF));
+        } else {
+            jj__buf_printf(r->e, &b, "\\u%04x", c);
+        }
+    }
+    return jj__str(b.p, b.n);
+}
+
 static jj__val f_tojson(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
                         int nkw) {
     jj__val *ind = jj__arg(a, n, kwn, kwv, nkw, 1, "indent");
     jj__val *seps = jj__arg(a, n, kwn, kwv, nkw, 2, "separators");
     jj__val *sk = jj__arg(a, n, kwn, kwv, nkw, 3, "sort_keys");
     jj__val *asc = jj__arg(a, n, kwn, kwv, nkw, 0, "ensure_ascii");
-    if (asc && jj__truthy(*asc)) jj__rfail(r, "tojson: ensure_ascii=True is not supported");
     const char *indent = NULL;
     if (ind && ind->t == JV_INT) {
         int64_t k = ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i;
@@ -76,6 +99,7 @@ static jj__val f_tojson(jj__rt *r, jj__val in, jj__val *a, int n, const char **k
     jj__buf b = {0};
     jj__buf_put(r->e, &b, "", 0);
     jj__tojson(r, &b, in, indent, item_sep, key_sep, sk && jj__truthy(*sk), 0);
+    if (asc && jj__truthy(*asc)) return jj__ascii_json(r, jj__str(b.p, b.n));
     return jj__str(b.p, b.n);
 }
 
@@ -167,7 +191,8 @@ static jj__val f_indent(jj__rt *r, jj__val in, jj__val *a, int n, const char **k
     return jj__str(b.p, b.n);
 }
 
-static jj__val f_escape(jj__rt *r, jj__val in) {
+jj__val jj__escape(jj__rt *r, jj__val in) {
+    if (in.t == JV_STR && (in.flags & JF_SAFE)) return in;
     jj__val s = jj__to_str(r, in);
     jj__buf b = {0};
     jj__buf_put(r->e, &b, "", 0);
@@ -184,7 +209,9 @@ static jj__val f_escape(jj__rt *r, jj__val in) {
         else
             jj__buf_put(r->e, &b, &c, 1);
     }
-    return jj__str(b.p, b.n);
+    jj__val out = jj__str(b.p, b.n);
+    out.flags = JF_SAFE;
+    return out;
 }
 
 /* jinja2's title: words start after '-', whitespace or an opening bracket */
@@ -253,8 +280,12 @@ static jj__val str_filter(jj__rt *r, const char *name, jj__val in, jj__val *a, i
     if (!strcmp(name, "indent")) return f_indent(r, in, a, n, kwn, kwv, nkw);
     if (!strcmp(name, "center")) return f_center(r, in, a, n);
     if (!strcmp(name, "wordcount")) return f_wordcount(r, in);
-    if (!strcmp(name, "escape") || !strcmp(name, "e") || !strcmp(name, "forceescape"))
-        return f_escape(r, in);
+    if (!strcmp(name, "escape") || !strcmp(name, "e")) return jj__escape(r, in);
+    if (!strcmp(name, "forceescape")) {
+        jj__val v = jj__to_str(r, in);
+        v.flags = 0;
+        return jj__escape(r, v);
+    }
     if (!strcmp(name, "format")) {
         jj__val t = jj__list_new(r, (size_t)n);
         t.flags = JF_TUPLE;
@@ -301,7 +332,11 @@ jj__val jj__apply_filter(jj__rt *r, const char *name, jj__val in, jj__val *a, in
     }
     if (!strcmp(name, "tojson")) return f_tojson(r, in, a, n, kwn, kwv, nkw);
     if (!strcmp(name, "length") || !strcmp(name, "count")) return jj__int(jj__len(r, in));
-    if (!strcmp(name, "safe")) return in;
+    if (!strcmp(name, "safe")) {
+        jj__val v = jj__to_str(r, in);
+        v.flags = JF_SAFE;
+        return v;
+    }
     if (!strcmp(name, "int")) return f_int(r, in, a, n, kwn, kwv, nkw);
     if (!strcmp(name, "float")) return f_float(r, in, a, n, kwn, kwv, nkw);
     if (!strcmp(name, "round")) return f_round(r, in, a, n, kwn, kwv, nkw);

@@ -61,7 +61,7 @@ jj__val jj__f_map(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj
 
 /* select / reject (attr false) and selectattr / rejectattr (attr true) */
 jj__val jj__f_select(jj__rt *r, jj__val in, jj__val *a, int n, bool attr, bool keep) {
-    jj__list l = jj__iter(r, in);
+    jj__list l = jj__truthy(in) ? jj__iter(r, in) : (jj__list){0}; /* jinja2: "if value:" */
     jj__val out = jj__list_new(r, 0);
     int ti = attr ? 1 : 0;
     if (attr && n < 1) jj__rfail(r, "selectattr needs an attribute");

@@ -121,7 +121,8 @@ typedef struct jj__fn jj__fn;
 
 enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FN };
 /* flags */
-enum { JF_TUPLE = 1, JF_GEN = 2, JF_NS = 4, JF_LOOP = 8, JF_UNSAFE = 16 };
+/* JF_SAFE: a string that is markupsafe's Markup (from safe / escape): + escapes the other side */
+enum { JF_TUPLE = 1, JF_GEN = 2, JF_NS = 4, JF_LOOP = 8, JF_SAFE = 16 };
 
 struct jj__val {
     uint8_t t, flags;
@@ -255,6 +256,8 @@ double jj__num(jj__val v);
 void jj__str_of(jj__rt *r, jj__buf *b, jj__val v);
 void jj__repr(jj__rt *r, jj__buf *b, jj__val v);
 jj__val jj__to_str(jj__rt *r, jj__val v);
+/* markupsafe's escape(): & < > " ' as entities, flagged JF_SAFE (a safe string is kept) */
+jj__val jj__escape(jj__rt *r, jj__val v);
 void jj__fmt_float(char *out, size_t cap, double f);
 /* Items to iterate: list items, dict keys, string characters; undefined: none. */
 jj__list jj__iter(jj__rt *r, jj__val v);

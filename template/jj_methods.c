@@ -387,6 +387,9 @@ static jj__val m_copy(jj__rt *r, jj__val d, jj__val *a, int n, const char **kn, 
     return o;
 }
 
+jj__val jj__str_format(jj__rt *r, jj__val fmt, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                       int nkw);
+
 enum { S = 1, L = 2, D = 4 };
 
 static const struct {
@@ -403,7 +406,7 @@ static const struct {
     {S, "isdigit", m_isdigit},   {S, "isalpha", m_isalpha}, {S, "isalnum", m_isalnum},
     {S, "isspace", m_isspace},   {S, "isupper", m_isupper}, {S, "islower", m_islower},
     {D, "items", m_items},       {D, "keys", m_keys},       {D, "values", m_values},
-    {D, "get", m_get},           {D | L, "copy", m_copy},
+    {D, "get", m_get},           {D | L, "copy", m_copy},   {S, "format", jj__str_format},
 };
 
 jj__val jj__method(jj__rt *r, jj__val obj, const char *name, size_t n, bool *found) {

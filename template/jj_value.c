@@ -26,7 +26,7 @@ jj__val jj__float(double f) {
 }
 jj__val jj__str(const char *p, size_t n) {
     jj__val v = {.t = JV_STR};
-    v.u.s.p = p;
+    v.u.s.p = p ? p : ""; /* an empty buffer has no storage yet */
     v.u.s.n = n;
     return v;
 }

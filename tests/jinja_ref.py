@@ -7,6 +7,10 @@ error on stderr when the template fails.
 
 usage: jinja_ref.py TEMPLATE MESSAGES.json [--tools FILE] [--no-generation-prompt]
                     [--bos TEXT] [--eos TEXT] [--kwargs JSON]
+       jinja_ref.py --corpus DIR OUT.json
+The second form renders every DIR/*.jinja with every DIR/cases/*.json in each of the VARIANTS
+below and writes {"TEMPLATE|CASE|VARIANT": text or null (an error)} to OUT.json, for
+tests/integration/test_jinja_corpus.c, which renders the same with moewire's engine.
 """
 import json
 import sys
@@ -44,7 +48,58 @@ def strftime_now(fmt):
     return datetime.now().strftime(fmt)
 
 
+# name: (add_generation_prompt, with tools, extra variables); bos/eos are "<s>" and "</s>"
+VARIANTS = {
+    "gen": (True, False, {}),
+    "tools": (True, True, {}),
+    "nogen": (False, False, {"enable_thinking": False}),
+}
+
+
+def environment():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[Generation, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env
+
+
+def corpus(d, out_path):
+    import glob
+    import os
+    env = environment()
+    with open(os.path.join(d, "tools.json"), encoding="utf-8") as f:
+        tools = json.load(f)
+    out = {}
+    for t in sorted(glob.glob(os.path.join(d, "*.jinja"))):
+        with open(t, encoding="utf-8", newline="") as f:
+            source = f.read()
+        try:
+            tmpl = env.from_string(source)
+        except Exception:
+            tmpl = None
+        for c in sorted(glob.glob(os.path.join(d, "cases", "*.json"))):
+            with open(c, encoding="utf-8") as f:
+                messages = json.load(f)
+            for v, (gen, use_tools, extra) in VARIANTS.items():
+                key = "%s|%s|%s" % (os.path.basename(t), os.path.basename(c), v)
+                ctx = {"messages": messages, "tools": tools if use_tools else None,
+                       "documents": None, "add_generation_prompt": gen,
+                       "bos_token": "<s>", "eos_token": "</s>"}
+                ctx.update(extra)
+                try:
+                    out[key] = tmpl.render(**ctx) if tmpl else None
+                except Exception:
+                    out[key] = None
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False)
+    return 0
+
+
 def main(argv):
+    if argv and argv[0] == "--corpus":
+        return corpus(argv[1], argv[2])
     args = {"tools": None, "gen": True, "bos": None, "eos": None, "kwargs": {}}
     pos = []
     i = 0
@@ -68,11 +123,7 @@ def main(argv):
     if args["tools"]:
         with open(args["tools"], encoding="utf-8") as f:
             tools = json.load(f)
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                        extensions=[Generation, loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = strftime_now
+    env = environment()
     ctx = {"messages": messages, "tools": tools, "documents": None,
            "add_generation_prompt": args["gen"]}
     if args["bos"] is not None:
