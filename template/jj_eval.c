@@ -237,7 +237,9 @@ static jj__val eval_filter(jj__rt *r, const jj__node *n) {
 /* A filter chain whose innermost input is the given value (filter blocks, set blocks). */
 static jj__val apply_chain(jj__rt *r, const jj__node *f, jj__val in) {
     if (!f || f->kind != JN_FILTER) return in;
+    jj__nest_in(r);
     jj__val v = apply_chain(r, f->a, in);
+    r->nest--;
     args a = eval_args(r, f);
     r->at = f;
     return jj__apply_filter(r, f->s, v, a.v, a.n, a.kwn, a.kwv, a.nkw);
@@ -272,8 +274,17 @@ static jj__val eval_name(jj__rt *r, const jj__node *n) {
     return v;
 }
 
+static jj__val eval_node(jj__rt *r, const jj__node *n);
+
 jj__val jj__eval(jj__rt *r, const jj__node *n) {
     jj__step(r);
+    jj__nest_in(r);
+    jj__val v = eval_node(r, n);
+    r->nest--;
+    return v;
+}
+
+static jj__val eval_node(jj__rt *r, const jj__node *n) {
     r->at = n;
     switch (n->kind) {
     case JN_CONST:

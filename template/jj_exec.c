@@ -206,13 +206,18 @@ static int exec_node(jj__rt *r, jj__scope *s, const jj__node *n) {
 }
 
 int jj__exec(jj__rt *r, jj__scope *s, const jj__node *body) {
-    if (body->kind != JN_BODY) return exec_node(r, s, body);
-    for (int k = 0; k < body->n_kids; k++) {
-        jj__step(r);
-        int rc = exec_node(r, s, body->kids[k]);
-        if (rc) return rc;
+    jj__nest_in(r);
+    int rc = 0;
+    if (body->kind != JN_BODY) {
+        rc = exec_node(r, s, body);
+    } else {
+        for (int k = 0; k < body->n_kids && !rc; k++) {
+            jj__step(r);
+            rc = exec_node(r, s, body->kids[k]);
+        }
     }
-    return 0;
+    r->nest--;
+    return rc;
 }
 
 jj__val jj__eval_in(jj__rt *r, jj__scope *s, const jj__node *n) {

@@ -214,7 +214,12 @@ typedef struct jj__rt {
     const jj__node *at; /* the node being evaluated, for error positions */
     jj__scope *globals;
     jj__scope *cur; /* the scope names resolve in */
+    int nest;       /* C recursion of evaluation and printing, bounded (JJ__MAX_NEST) */
 } jj__rt;
+
+/* Deeper values or expressions than this fail rather than exhaust the stack. */
+#define JJ__MAX_NEST 1000
+void jj__nest_in(jj__rt *r);
 
 typedef jj__val (*jj__builtin)(jj__rt *r, jj__val self, jj__val *args, int n, const char **kwn,
                                jj__val *kwv, int nkw);

@@ -28,6 +28,11 @@ _Noreturn void jj__rfail(jj__rt *r, const char *fmt, ...) {
     jj__fail(r->e, r->at ? r->at->line : 0, r->at ? r->at->col : 0, "%s", msg);
 }
 
+void jj__nest_in(jj__rt *r) {
+    if (++r->nest > JJ__MAX_NEST)
+        jj__rfail(r, "values or expressions nested deeper than %d levels", JJ__MAX_NEST);
+}
+
 void jj__step(jj__rt *r) {
     if (++r->steps > r->max_steps)
         jj__rfail(r, "the template ran more than %llu steps", (unsigned long long)r->max_steps);

@@ -171,12 +171,14 @@ void jj__str_of(jj__rt *r, jj__buf *b, jj__val v) {
 
 void jj__repr(jj__rt *r, jj__buf *b, jj__val v) {
     jj__step(r);
+    jj__nest_in(r);
     if (v.t == JV_STR)
         repr_str(r, b, v.u.s.p, v.u.s.n);
     else if (v.t == JV_UNDEF)
         jj__buf_puts(r->e, b, "Undefined");
     else
         scalar(r, b, v);
+    r->nest--;
 }
 
 jj__val jj__to_str(jj__rt *r, jj__val v) {

@@ -168,7 +168,15 @@ static int64_t ival(jj__val v) {
     return v.t == JV_INT ? v.u.i : v.u.b;
 }
 
+static bool eq(jj__val a, jj__val b, int depth);
+
+/* Values nested deeper than JJ__MAX_NEST compare unequal (the render cannot be stopped here). */
 bool jj__eq(jj__val a, jj__val b) {
+    return eq(a, b, 0);
+}
+
+static bool eq(jj__val a, jj__val b, int depth) {
+    if (depth > JJ__MAX_NEST) return false;
     if (jj__is_num(a) && jj__is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return ival(a) == ival(b);
         return jj__num(a) == jj__num(b);
@@ -185,14 +193,14 @@ bool jj__eq(jj__val a, jj__val b) {
         if (a.flags & JF_GEN) return a.u.l == b.u.l;
         if (a.u.l->n != b.u.l->n) return false;
         for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jj__eq(a.u.l->v[i], b.u.l->v[i])) return false;
+            if (!eq(a.u.l->v[i], b.u.l->v[i], depth + 1)) return false;
         return true;
     case JV_DICT:
         if ((a.flags | b.flags) & (JF_NS | JF_LOOP)) return a.u.d == b.u.d;
         if (a.u.d->n != b.u.d->n) return false;
         for (size_t i = 0; i < a.u.d->n; i++) {
             jj__val *o = jj__dict_get(b.u.d, a.u.d->k[i]);
-            if (!o || !jj__eq(a.u.d->v[i], *o)) return false;
+            if (!o || !eq(a.u.d->v[i], *o, depth + 1)) return false;
         }
         return true;
     default:
@@ -200,7 +208,16 @@ bool jj__eq(jj__val a, jj__val b) {
     }
 }
 
+static int cmp(jj__rt *r, jj__val a, jj__val b);
+
 int jj__cmp(jj__rt *r, jj__val a, jj__val b) {
+    jj__nest_in(r);
+    int c = cmp(r, a, b);
+    r->nest--;
+    return c;
+}
+
+static int cmp(jj__rt *r, jj__val a, jj__val b) {
     if (jj__is_num(a) && jj__is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return (ival(a) > ival(b)) - (ival(a) < ival(b));
         double x = jj__num(a), y = jj__num(b);

@@ -113,6 +113,22 @@ static void test_bounds(void **state) {
                      -1);
     assert_non_null(strstr(err.msg, "memory"));
     assert_int_equal(render("{{ range(1000000)|length }}", NULL, NULL, &got, &err), -1);
+    /* values and expressions built deeper than the stack allows fail cleanly */
+    assert_int_equal(render("{% set ns = namespace(x=1) %}{% for i in range(5000) %}{% set ns.x = "
+                            "[ns.x] %}{% endfor %}{{ ns.x }}",
+                            NULL, NULL, &got, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "nested deeper"));
+    assert_int_equal(
+        render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}", NULL, NULL, &got, &err),
+        -1);
+    char *chain = malloc(100000);
+    size_t w = (size_t)sprintf(chain, "{{ 1");
+    for (int k = 0; k < 20000; k++) w += (size_t)sprintf(chain + w, " + 1");
+    sprintf(chain + w, " }}");
+    assert_int_equal(render(chain, NULL, NULL, &got, &err), -1);
+    assert_non_null(strstr(err.msg, "nested deeper"));
+    free(chain);
     /* deep nesting is refused at parse time, not by a stack overflow */
     size_t depth = 5000;
     char *deep = malloc(depth * 2 + 16);
