@@ -71,6 +71,7 @@ static jj__val int_op(jj__rt *r, int op, int64_t x, int64_t y) {
         return jj__int(op == JO_MOD ? m : q);
     }
     case JO_POW: {
+        if (y < 0 && !x) jj__rfail(r, "0.0 cannot be raised to a negative power");
         if (y < 0) return jj__float(pow((double)x, (double)y));
         int64_t acc = 1, base = x;
         while (y) {
@@ -110,6 +111,7 @@ static jj__val float_op(jj__rt *r, int op, double x, double y) {
         return jj__float(fd);
     }
     default:
+        if (x == 0 && y < 0) jj__rfail(r, "0.0 cannot be raised to a negative power");
         return jj__float(pow(x, y));
     }
 }
@@ -209,6 +211,9 @@ jj__val jj__format_percent(jj__rt *r, jj__val fmt, jj__val args) {
         snprintf(spec, sizeof spec, "%.*s", (int)(i - st), s + st);
         format_one(r, &out, conv, spec, l.v[used++]);
     }
-    if (used < l.n) jj__rfail(r, "not all arguments converted during string formatting");
+    /* a list or dict argument is taken as a mapping by Python: unused, it is no error */
+    bool mapping = (args.t == JV_LIST && !(args.flags & JF_TUPLE)) || args.t == JV_DICT;
+    if (used < l.n && !(mapping && !used))
+        jj__rfail(r, "not all arguments converted during string formatting");
     return jj__str(out.p, out.n);
 }

@@ -77,7 +77,7 @@ jj__val jj__getitem(jj__rt *r, jj__val obj, jj__val key) {
             jj__val *v = jj__dict_get(obj.u.d, key);
             if (v) return *v;
         }
-    } else if (obj.t == JV_LIST && !(obj.flags & JF_GEN) && int_index(key, &i)) {
+    } else if (obj.t == JV_LIST && !(obj.flags & (JF_GEN | JF_VIEW)) && int_index(key, &i)) {
         int64_t n = (int64_t)obj.u.l->n;
         if (i < 0) i += n;
         if (i >= 0 && i < n) return obj.u.l->v[i];
@@ -184,7 +184,11 @@ static bool contains(jj__rt *r, jj__val hay, jj__val x) {
         if (x.u.s.n > hay.u.s.n) return false;
         return memmem(hay.u.s.p, hay.u.s.n, x.u.s.p, x.u.s.n) != NULL;
     }
-    if (hay.t == JV_DICT && !(hay.flags & (JF_NS | JF_LOOP))) return jj__dict_get(hay.u.d, x);
+    if (hay.t == JV_DICT && !(hay.flags & (JF_NS | JF_LOOP))) {
+        if (x.t == JV_LIST || x.t == JV_DICT)
+            jj__rfail(r, "unhashable type: '%s'", jj__type_name(x));
+        return jj__dict_get(hay.u.d, x);
+    }
     if (hay.t == JV_LIST || hay.t == JV_UNDEF) {
         jj__list l = jj__iter(r, hay);
         for (size_t i = 0; i < l.n; i++)

@@ -31,6 +31,8 @@ jj__val jj__f_items(jj__rt *r, jj__val in);
 jj__val jj__f_reverse(jj__rt *r, jj__val in);
 jj__val jj__f_first_last(jj__rt *r, jj__val in, bool last);
 jj__val jj__f_list(jj__rt *r, jj__val in);
+jj__val jj__f_batch(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                    int nkw);
 
 static const char *const NAMES[] = {
     "tojson",     "default",    "d",           "length",  "count",     "trim",   "upper",
@@ -39,7 +41,7 @@ static const char *const NAMES[] = {
     "escape",     "e",          "forceescape", "safe",    "map",       "select", "reject",
     "selectattr", "rejectattr", "unique",      "sort",    "dictsort",  "items",  "sum",
     "min",        "max",        "reverse",     "join",    "first",     "last",   "list",
-    "pprint",     NULL};
+    "batch",      NULL};
 
 bool jj__has_filter(const char *name) {
     for (int k = 0; NAMES[k]; k++)
@@ -146,6 +148,8 @@ static jj__val f_round(jj__rt *r, jj__val in, jj__val *a, int n, const char **kw
     jj__val *mv = jj__arg(a, n, kwn, kwv, nkw, 1, "method");
     int64_t p = pv && pv->t == JV_INT ? pv->u.i : 0;
     if (!jj__is_num(in)) jj__rfail(r, "round needs a number");
+    bool common = !mv || (mv->t == JV_STR && mv->u.s.n == 6 && !memcmp(mv->u.s.p, "common", 6));
+    if (common && in.t != JV_FLOAT) return jj__int(in.t == JV_INT ? in.u.i : in.u.b);
     double x = jj__num(in), m = pow(10.0, (double)p);
     const char *method = mv && mv->t == JV_STR ? jj__strdup(r->e, mv->u.s.p, mv->u.s.n) : "common";
     if (!strcmp(method, "ceil")) return jj__float(ceil(x * m) / m);
@@ -172,7 +176,9 @@ static jj__val f_indent(jj__rt *r, jj__val in, jj__val *a, int n, const char **k
         memset(sp, ' ', (size_t)w);
         ind = jj__str(sp, (size_t)w);
     }
-    jj__val s = jj__to_str(r, in);
+    if (in.t != JV_STR) /* jinja2 appends a newline to it: only a string can take one */
+        jj__rfail(r, "indent needs a string, not %s", jj__type_name(in));
+    jj__val s = in;
     bool blank = bv && jj__truthy(*bv);
     jj__buf b = {0};
     jj__buf_put(r->e, &b, "", 0);
@@ -316,6 +322,7 @@ static jj__val seq_filter(jj__rt *r, const char *name, jj__val in, jj__val *a, i
     if (!strcmp(name, "first")) return jj__f_first_last(r, in, false);
     if (!strcmp(name, "last")) return jj__f_first_last(r, in, true);
     if (!strcmp(name, "list")) return jj__f_list(r, in);
+    if (!strcmp(name, "batch")) return jj__f_batch(r, in, a, n, kwn, kwv, nkw);
     *done = false;
     return in;
 }
@@ -340,12 +347,6 @@ jj__val jj__apply_filter(jj__rt *r, const char *name, jj__val in, jj__val *a, in
     if (!strcmp(name, "int")) return f_int(r, in, a, n, kwn, kwv, nkw);
     if (!strcmp(name, "float")) return f_float(r, in, a, n, kwn, kwv, nkw);
     if (!strcmp(name, "round")) return f_round(r, in, a, n, kwn, kwv, nkw);
-    if (!strcmp(name, "pprint")) {
-        jj__buf b = {0};
-        jj__buf_put(r->e, &b, "", 0);
-        jj__repr(r, &b, in);
-        return jj__str(b.p, b.n);
-    }
     if (!strcmp(name, "abs")) {
         if (in.t == JV_INT && in.u.i != INT64_MIN) return jj__int(in.u.i < 0 ? -in.u.i : in.u.i);
         if (in.t == JV_BOOL) return jj__int(in.u.b);

@@ -38,7 +38,7 @@ static jj__val gen(jj__val l) {
 
 jj__val jj__f_map(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
                   int nkw) {
-    jj__list l = jj__iter(r, in);
+    jj__list l = jj__truthy(in) ? jj__iter(r, in) : (jj__list){0}; /* jinja2: "if value:" */
     jj__val out = jj__list_new(r, l.n);
     jj__val *attr = jj__arg(a, 0, kwn, kwv, nkw, -1, "attribute");
     jj__val *def = jj__arg(a, 0, kwn, kwv, nkw, -1, "default");
@@ -158,6 +158,8 @@ jj__val jj__f_unique(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn,
     jj__val out = jj__list_new(r, 0), seen = jj__list_new(r, 0);
     for (size_t i = 0; i < l.n; i++) {
         jj__val k = sort_key(r, l.v[i], attr, cs && jj__truthy(*cs));
+        if (k.t == JV_LIST || k.t == JV_DICT) /* Python keeps them in a set */
+            jj__rfail(r, "unhashable type: '%s'", jj__type_name(k));
         bool dup = false;
         for (size_t j = 0; j < seen.u.l->n && !dup; j++) {
             jj__step(r);
@@ -260,4 +262,27 @@ jj__val jj__f_list(jj__rt *r, jj__val in) {
     jj__val out = jj__list_new(r, l.n);
     for (size_t i = 0; i < l.n; i++) jj__list_push(r, out.u.l, l.v[i]);
     return out;
+}
+
+/* batch(n, fill_with=None): lists of n items, the last filled up when fill_with is given */
+jj__val jj__f_batch(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                    int nkw) {
+    jj__val *cnt = jj__arg(a, n, kwn, kwv, nkw, 0, "linecount");
+    jj__val *fill = jj__arg(a, n, kwn, kwv, nkw, 1, "fill_with");
+    if (!cnt || cnt->t != JV_INT || cnt->u.i < 1) jj__rfail(r, "batch needs a count of at least 1");
+    jj__list l = jj__iter(r, in);
+    jj__val out = jj__list_new(r, 0), cur = jj__list_new(r, 0);
+    for (size_t i = 0; i < l.n; i++) {
+        if ((int64_t)cur.u.l->n == cnt->u.i) {
+            jj__list_push(r, out.u.l, cur);
+            cur = jj__list_new(r, 0);
+        }
+        jj__list_push(r, cur.u.l, l.v[i]);
+    }
+    if (cur.u.l->n) {
+        if (fill && fill->t != JV_NONE)
+            while ((int64_t)cur.u.l->n < cnt->u.i) jj__list_push(r, cur.u.l, *fill);
+        jj__list_push(r, out.u.l, cur);
+    }
+    return gen(out);
 }

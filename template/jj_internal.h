@@ -122,7 +122,18 @@ typedef struct jj__fn jj__fn;
 enum { JV_UNDEF, JV_NONE, JV_BOOL, JV_INT, JV_FLOAT, JV_STR, JV_LIST, JV_DICT, JV_FN };
 /* flags */
 /* JF_SAFE: a string that is markupsafe's Markup (from safe / escape): + escapes the other side */
-enum { JF_TUPLE = 1, JF_GEN = 2, JF_NS = 4, JF_LOOP = 8, JF_SAFE = 16 };
+/* JF_KEYS / JF_VALUES / JF_ITEMS: a list that is a dict view (printed as dict_keys([...]) ...) */
+enum {
+    JF_TUPLE = 1,
+    JF_GEN = 2,
+    JF_NS = 4,
+    JF_LOOP = 8,
+    JF_SAFE = 16,
+    JF_KEYS = 32,
+    JF_VALUES = 64,
+    JF_ITEMS = 128
+};
+#define JF_VIEW (JF_KEYS | JF_VALUES | JF_ITEMS)
 
 struct jj__val {
     uint8_t t, flags;

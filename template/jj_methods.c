@@ -350,6 +350,7 @@ static jj__val m_items(jj__rt *r, jj__val d, jj__val *a, int n, const char **kn,
         jj__list_push(r, t.u.l, d.u.d->v[i]);
         jj__list_push(r, out.u.l, t);
     }
+    out.flags = JF_ITEMS;
     return out;
 }
 
@@ -357,6 +358,7 @@ static jj__val m_keys(jj__rt *r, jj__val d, jj__val *a, int n, const char **kn, 
                       int nk) {
     jj__val out = jj__list_new(r, d.u.d->n);
     for (size_t i = 0; i < d.u.d->n; i++) jj__list_push(r, out.u.l, d.u.d->k[i]);
+    out.flags = JF_KEYS;
     return out;
 }
 
@@ -364,6 +366,7 @@ static jj__val m_values(jj__rt *r, jj__val d, jj__val *a, int n, const char **kn
                         int nk) {
     jj__val out = jj__list_new(r, d.u.d->n);
     for (size_t i = 0; i < d.u.d->n; i++) jj__list_push(r, out.u.l, d.u.d->v[i]);
+    out.flags = JF_VALUES;
     return out;
 }
 

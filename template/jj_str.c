@@ -106,6 +106,11 @@ static void seq_repr(jj__rt *r, jj__buf *b, jj__val v) {
         return;
     }
     bool tuple = v.flags & JF_TUPLE;
+    const char *view = v.flags & JF_KEYS     ? "dict_keys("
+                       : v.flags & JF_VALUES ? "dict_values("
+                       : v.flags & JF_ITEMS  ? "dict_items("
+                                             : "";
+    jj__buf_puts(r->e, b, view);
     jj__buf_put(r->e, b, tuple ? "(" : "[", 1);
     for (size_t i = 0; i < v.u.l->n; i++) {
         if (i) jj__buf_put(r->e, b, ", ", 2);
@@ -113,6 +118,7 @@ static void seq_repr(jj__rt *r, jj__buf *b, jj__val v) {
     }
     if (tuple && v.u.l->n == 1) jj__buf_put(r->e, b, ",", 1);
     jj__buf_put(r->e, b, tuple ? ")" : "]", 1);
+    if (*view) jj__buf_put(r->e, b, ")", 1);
 }
 
 static void dict_repr(jj__rt *r, jj__buf *b, jj__val v) {

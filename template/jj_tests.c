@@ -5,6 +5,8 @@
 
 #include "template/jj_internal.h"
 
+jj__val jj__arith(jj__rt *r, int op, jj__val a, jj__val b);
+
 static bool is_int(jj__val v) {
     return v.t == JV_INT;
 }
@@ -82,9 +84,10 @@ bool jj__apply_test(jj__rt *r, const char *name, jj__val v, jj__val *args, int n
     if (!strcmp(name, "iterable"))
         return v.t == JV_STR || v.t == JV_LIST || plain_dict || v.t == JV_UNDEF;
     if (!strcmp(name, "sequence"))
-        return v.t == JV_STR || (v.t == JV_LIST && !(v.flags & JF_GEN)) || plain_dict ||
+        return v.t == JV_STR || (v.t == JV_LIST && !(v.flags & (JF_GEN | JF_VIEW))) || plain_dict ||
                v.t == JV_UNDEF;
-    if (!strcmp(name, "callable")) return v.t == JV_FN;
+    if (!strcmp(name, "callable"))
+        return v.t == JV_FN || v.t == JV_UNDEF; /* Undefined has __call__ */
     if (!strcmp(name, "escaped")) return false;
     if (!strcmp(name, "sameas")) {
         if (n < 1) jj__rfail(r, "test 'sameas' needs an argument");
@@ -106,13 +109,20 @@ bool jj__apply_test(jj__rt *r, const char *name, jj__val v, jj__val *args, int n
             if (jj__eq(l.v[i], v)) return true;
         return false;
     }
-    if (!strcmp(name, "odd")) return int_of(r, v, name) & 1;
-    if (!strcmp(name, "even")) return !(int_of(r, v, name) & 1);
-    if (!strcmp(name, "divisibleby")) {
-        if (n < 1) jj__rfail(r, "test 'divisibleby' needs an argument");
-        int64_t d = int_of(r, args[0], name);
-        if (!d) jj__rfail(r, "integer division or modulo by zero");
-        return int_of(r, v, name) % d == 0;
+    if (!strcmp(name, "odd") || !strcmp(name, "even") || !strcmp(name, "divisibleby")) {
+        jj__val d = jj__int(2);
+        if (!strcmp(name, "divisibleby")) {
+            if (n < 1) jj__rfail(r, "test 'divisibleby' needs an argument");
+            d = args[0];
+        }
+        if (v.t == JV_FLOAT || d.t == JV_FLOAT) { /* Python's % on floats */
+            jj__val m = jj__arith(r, JO_MOD, v, d);
+            return name[0] == 'o' ? m.u.f == 1.0 : m.u.f == 0.0;
+        }
+        int64_t x = int_of(r, v, name), y = int_of(r, d, name);
+        if (!y) jj__rfail(r, "integer division or modulo by zero");
+        int64_t m = x % y;
+        return name[0] == 'o' ? m != 0 : m == 0;
     }
     if (!strcmp(name, "lower")) return case_test(r, v, false);
     if (!strcmp(name, "upper")) return case_test(r, v, true);

@@ -14,11 +14,15 @@
 #include "template/jj_chat.h"
 #include "tests/support/mw_test.h"
 
-static json_t *cases(void) {
+static json_t *load_cases(const char *name) {
     json_error_t je;
-    json_t *j = json_load_file(mwt_fixture("templates/engine_cases.json"), 0, &je);
-    if (!j) fail_msg("engine_cases.json: %s", je.text);
+    json_t *j = json_load_file(mwt_fixture(name), 0, &je);
+    if (!j) fail_msg("%s: %s", name, je.text);
     return j;
+}
+
+static json_t *cases(void) {
+    return load_cases("templates/engine_cases.json");
 }
 
 static int render(const char *src, const json_t *ctx, const jj_limits *lim, char **out,
@@ -52,6 +56,33 @@ static void test_cases(void **state) {
         free(got);
     }
     json_decref(j);
+    assert_int_equal(ok, n);
+}
+
+/* engine_random.json (tests/jinja_random.py): random expressions; errors where jinja2 errs */
+static void test_random(void **state) {
+    (void)state;
+    json_t *j = load_cases("templates/engine_random.json"), *ctx = json_object_get(j, "ctx"), *c;
+    size_t i, ok = 0;
+    json_array_foreach(json_object_get(j, "cases"), i, c) {
+        const char *src = json_string_value(json_object_get(c, "t"));
+        const char *want = json_string_value(json_object_get(c, "out"));
+        char *got = NULL;
+        mw_err err = {{0}};
+        int rc = render(src, ctx, NULL, &got, &err);
+        if (!want && !rc)
+            print_error("case %zu %s: jinja2 fails, we render '%s'\n", i, src, got);
+        else if (want && rc)
+            print_error("case %zu %s: we fail: %s\n", i, src, err.msg);
+        else if (want && strcmp(got, want))
+            print_error("case %zu %s\n  want: %s\n  got:  %s\n", i, src, want, got);
+        else
+            ok++;
+        free(got);
+    }
+    size_t n = json_array_size(json_object_get(j, "cases"));
+    json_decref(j);
+    assert_true(n >= 1000);
     assert_int_equal(ok, n);
 }
 
@@ -215,9 +246,9 @@ static void test_chat_context(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cases),        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_bounds),       cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_chat_context),
+        cmocka_unit_test(test_cases),   cmocka_unit_test(test_random),
+        cmocka_unit_test(test_errors),  cmocka_unit_test(test_bounds),
+        cmocka_unit_test(test_threads), cmocka_unit_test(test_chat_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
