@@ -15,6 +15,7 @@ struct co_stext {
     co_jinja *jinja;           /* the model's own template: renders chat prompts when present */
     tk_chat *chat;             /* the built-in format: renders otherwise, parses replies; or NULL */
     char chat_err[MW_ERR_MAX]; /* why not */
+    char chat_name[96];        /* what renders and what parses, for the startup line */
     size_t max_token_bytes;    /* the most input bytes one token stands for */
 };
 
@@ -67,6 +68,9 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         co_stext_free(t);
         return -1;
     }
+    snprintf(t->chat_name, sizeof t->chat_name, "the model's template (jinja), %s%s",
+             t->chat ? tk_chat_name(t->chat) : "plain-text",
+             t->chat ? " replies" : " replies ended by end-of-generation tokens");
     *out = t;
     return 0;
 }
@@ -84,8 +88,8 @@ size_t co_stext_max_token_bytes(const co_stext *t) {
 }
 
 const char *co_stext_chat_name(const co_stext *t) {
-    if (t->jinja) return "the model's template (jinja)";
-    return t->chat ? tk_chat_name(t->chat) : NULL;
+    if (!t->jinja) return t->chat ? tk_chat_name(t->chat) : NULL;
+    return t->chat_name;
 }
 
 static int take_ids(tk_ids *ids, int32_t **out, int64_t *n, mw_err *err) {
