@@ -117,6 +117,8 @@ static int64_t slice_bound(jj__rt *r, jj__val v, int64_t n, int64_t step, bool i
 }
 
 static jj__val eval_slice(jj__rt *r, const jj__node *nd) {
+    /* a slice inside a tuple subscript (x[:1, 2]): no object can take that key */
+    if (!nd->a) return jj__undef("a slice in a tuple is not a key");
     jj__val obj = jj__eval(r, nd->a);
     jj__val vs = nd->b ? jj__eval(r, nd->b) : jj__none();
     jj__val ve = nd->c ? jj__eval(r, nd->c) : jj__none();
