@@ -259,6 +259,8 @@ jj__val jj__list_new(jj__rt *r, size_t cap);
 jj__val jj__dict_new(jj__rt *r, size_t cap);
 void jj__list_push(jj__rt *r, jj__list *l, jj__val v);
 void jj__dict_set(jj__rt *r, jj__dict *d, jj__val k, jj__val v);
+/* A key known to be new (a JSON object's: jansson refuses duplicates). */
+void jj__dict_append(jj__rt *r, jj__dict *d, jj__val k, jj__val v);
 jj__val *jj__dict_get(const jj__dict *d, jj__val k);
 jj__val *jj__dict_gets(const jj__dict *d, const char *key);
 jj__val jj__fn_new(jj__rt *r, const char *name, jj__builtin fn, jj__val self);

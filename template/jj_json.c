@@ -11,17 +11,22 @@
 #include "template/jj_internal.h"
 
 #define MAX_JSON_DEPTH 256
+#define MAX_JSON_KEYS  4096
 
 jj__val jj__from_json(jj__rt *r, const json_t *j, int depth) {
     if (depth > MAX_JSON_DEPTH) jj__rfail(r, "the context is nested too deeply");
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
+        /* dict lookups are linear: an object as large as a hostile request could make would
+         * make every lookup slow */
+        if (json_object_size(j) > MAX_JSON_KEYS)
+            jj__rfail(r, "an object in the context has more than %d keys", MAX_JSON_KEYS);
         jj__val d = jj__dict_new(r, json_object_size(j));
         const char *k;
         json_t *v;
         json_object_foreach((json_t *)j, k, v) {
             jj__val key = jj__str(jj__strdup(r->e, k, strlen(k)), strlen(k));
-            jj__dict_set(r, d.u.d, key, jj__from_json(r, v, depth + 1));
+            jj__dict_append(r, d.u.d, key, jj__from_json(r, v, depth + 1));
         }
         return d;
     }

@@ -14,18 +14,23 @@ typedef struct lexer {
     size_t n, pos;
     jj__tok *t;
     size_t nt, cap;
-    size_t scan, scan_ls; /* position counting: tokens come in source order */
-    int scan_line;
+    size_t scan;             /* position counting: tokens come in source order */
+    int scan_line, scan_col; /* the line, and code points since its start */
     int balance;
     char stack[64];
 } lexer;
 
 static void pos_of(lexer *x, size_t at, int *line, int *col) {
-    if (at < x->scan) x->scan = 0, x->scan_ls = 0, x->scan_line = 1;
-    for (; x->scan < at && x->scan < x->n; x->scan++)
-        if (x->s[x->scan] == '\n') x->scan_line++, x->scan_ls = x->scan + 1;
+    if (at < x->scan) x->scan = 0, x->scan_line = 1, x->scan_col = 0;
+    for (; x->scan < at && x->scan < x->n; x->scan++) {
+        unsigned char c = (unsigned char)x->s[x->scan];
+        if (c == '\n')
+            x->scan_line++, x->scan_col = 0;
+        else if ((c & 0xC0) != 0x80 && x->scan_col < 1 << 30)
+            x->scan_col++;
+    }
     *line = x->scan_line;
-    *col = (int)jj__u8_len(x->s + x->scan_ls, at - x->scan_ls) + 1;
+    *col = x->scan_col + 1;
 }
 
 _Noreturn static void lfail(lexer *x, size_t at, const char *msg) {

@@ -88,6 +88,10 @@ void jj__dict_set(jj__rt *r, jj__dict *d, jj__val k, jj__val v) {
         *old = v;
         return;
     }
+    jj__dict_append(r, d, k, v);
+}
+
+void jj__dict_append(jj__rt *r, jj__dict *d, jj__val k, jj__val v) {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
         jj__val *nk = jj__alloc(r->e, cap * sizeof *nk), *nv = jj__alloc(r->e, cap * sizeof *nv);
