@@ -254,6 +254,8 @@ static jj__node *parse_filter_expr(jj__parser *p, jj__node *n) {
         else if (jj__is_op(t, "(")) {
             jj__node *c = jj__node_new(p, JN_CALL, t);
             c->a = n;
+            c->line = n->line; /* errors point at what is called */
+            c->col = n->col;
             jj__parse_call_args(p, c);
             n = c;
         } else
@@ -421,6 +423,8 @@ static jj__node *parse_postfix(jj__parser *p, jj__node *n) {
         } else if (jj__is_op(t, "(")) {
             jj__node *c = jj__node_new(p, JN_CALL, t);
             c->a = n;
+            c->line = n->line; /* errors point at what is called */
+            c->col = n->col;
             jj__parse_call_args(p, c);
             n = c;
         } else {
