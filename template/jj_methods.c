@@ -393,6 +393,49 @@ static jj__val m_copy(jj__rt *r, jj__val d, jj__val *a, int n, const char **kn, 
 jj__val jj__str_format(jj__rt *r, jj__val fmt, jj__val *a, int n, const char **kwn, jj__val *kwv,
                        int nkw);
 
+static jj__val do_remove(jj__rt *r, jj__val s, jj__val *a, int n, bool suffix) {
+    jj__val x = str_arg(r, a, n, 0, suffix ? "removesuffix" : "removeprefix");
+    if (!affix(s, x, suffix)) return s;
+    return jj__str(s.u.s.p + (suffix ? 0 : x.u.s.n), s.u.s.n - x.u.s.n);
+}
+static jj__val m_removeprefix(jj__rt *r, jj__val s, jj__val *a, int n, const char **kn, jj__val *kv,
+                              int nk) {
+    return do_remove(r, s, a, n, false);
+}
+static jj__val m_removesuffix(jj__rt *r, jj__val s, jj__val *a, int n, const char **kn, jj__val *kv,
+                              int nk) {
+    return do_remove(r, s, a, n, true);
+}
+
+/* ljust 'l', rjust 'r', zfill 'z' (zeros after a sign) */
+static jj__val do_just(jj__rt *r, jj__val s, jj__val *a, int n, char how) {
+    if (n < 1 || a[0].t != JV_INT) jj__rfail(r, "expected an integer width");
+    int64_t w = a[0].u.i, len = (int64_t)jj__u8_len(s.u.s.p, s.u.s.n);
+    if (w > 1 << 20) jj__rfail(r, "width too large");
+    if (w <= len) return s;
+    jj__val fill = how == 'z' ? jj__cstr("0") : n > 1 ? str_arg(r, a, n, 1, "fill") : jj__cstr(" ");
+    jj__buf b = {0};
+    jj__buf_put(r->e, &b, "", 0);
+    size_t sign = how == 'z' && s.u.s.n && (s.u.s.p[0] == '-' || s.u.s.p[0] == '+');
+    if (how == 'l') jj__buf_put(r->e, &b, s.u.s.p, s.u.s.n);
+    if (sign) jj__buf_put(r->e, &b, s.u.s.p, 1);
+    for (int64_t k = len; k < w; k++) jj__buf_put(r->e, &b, fill.u.s.p, fill.u.s.n);
+    if (how != 'l') jj__buf_put(r->e, &b, s.u.s.p + sign, s.u.s.n - sign);
+    return jj__str(b.p, b.n);
+}
+static jj__val m_ljust(jj__rt *r, jj__val s, jj__val *a, int n, const char **kn, jj__val *kv,
+                       int nk) {
+    return do_just(r, s, a, n, 'l');
+}
+static jj__val m_rjust(jj__rt *r, jj__val s, jj__val *a, int n, const char **kn, jj__val *kv,
+                       int nk) {
+    return do_just(r, s, a, n, 'r');
+}
+static jj__val m_zfill(jj__rt *r, jj__val s, jj__val *a, int n, const char **kn, jj__val *kv,
+                       int nk) {
+    return do_just(r, s, a, n, 'z');
+}
+
 enum { S = 1, L = 2, D = 4 };
 
 static const struct {
@@ -400,16 +443,43 @@ static const struct {
     const char *name;
     method_fn fn;
 } METHODS[] = {
-    {S, "strip", m_bstrip},      {S, "lstrip", m_lstrip},   {S, "rstrip", m_rstrip},
-    {S, "split", m_split},       {S, "rsplit", m_rsplit},   {S, "startswith", m_startswith},
-    {S, "endswith", m_endswith}, {S, "replace", m_replace}, {S, "upper", m_upper},
-    {S, "lower", m_lower},       {S, "title", m_title},     {S, "capitalize", m_capitalize},
-    {S, "find", m_find},         {S, "rfind", m_rfind},     {S | L, "count", m_count},
-    {S | L, "index", m_index},   {S, "join", m_join},       {S, "splitlines", m_splitlines},
-    {S, "isdigit", m_isdigit},   {S, "isalpha", m_isalpha}, {S, "isalnum", m_isalnum},
-    {S, "isspace", m_isspace},   {S, "isupper", m_isupper}, {S, "islower", m_islower},
-    {D, "items", m_items},       {D, "keys", m_keys},       {D, "values", m_values},
-    {D, "get", m_get},           {D | L, "copy", m_copy},   {S, "format", jj__str_format},
+    {S, "strip", m_bstrip},
+    {S, "lstrip", m_lstrip},
+    {S, "rstrip", m_rstrip},
+    {S, "split", m_split},
+    {S, "rsplit", m_rsplit},
+    {S, "startswith", m_startswith},
+    {S, "endswith", m_endswith},
+    {S, "replace", m_replace},
+    {S, "upper", m_upper},
+    {S, "lower", m_lower},
+    {S, "title", m_title},
+    {S, "capitalize", m_capitalize},
+    {S, "find", m_find},
+    {S, "rfind", m_rfind},
+    {S | L, "count", m_count},
+    {S | L, "index", m_index},
+    {S, "join", m_join},
+    {S, "splitlines", m_splitlines},
+    {S, "isdigit", m_isdigit},
+    {S, "isalpha", m_isalpha},
+    {S, "isalnum", m_isalnum},
+    {S, "isspace", m_isspace},
+    {S, "isupper", m_isupper},
+    {S, "islower", m_islower},
+    {D, "items", m_items},
+    {D, "keys", m_keys},
+    {D, "values", m_values},
+    {D, "get", m_get},
+    {D | L, "copy", m_copy},
+    {S, "format", jj__str_format},
+    {S, "removeprefix", m_removeprefix},
+    {S, "removesuffix", m_removesuffix},
+    {S, "ljust", m_ljust},
+    {S, "rjust", m_rjust},
+    {S, "zfill", m_zfill},
+    {S, "isnumeric", m_isdigit},
+    {S, "isdecimal", m_isdigit},
 };
 
 jj__val jj__method(jj__rt *r, jj__val obj, const char *name, size_t n, bool *found) {
