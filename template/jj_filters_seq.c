@@ -248,6 +248,10 @@ jj__val jj__f_reverse(jj__rt *r, jj__val in) {
 }
 
 jj__val jj__f_first_last(jj__rt *r, jj__val in, bool last) {
+    if (!last && in.t == JV_LIST && (in.flags & JF_GEN)) { /* next(): one item consumed */
+        if (in.u.l->next >= in.u.l->n) return jj__undef("No first item, sequence was empty.");
+        return in.u.l->v[in.u.l->next++];
+    }
     if (last && (in.t == JV_UNDEF || (in.t == JV_LIST && (in.flags & JF_GEN))))
         jj__rfail(r, "'%s' object is not reversible", jj__type_name(in));
     jj__list l = jj__iter(r, in);

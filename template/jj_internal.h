@@ -110,6 +110,7 @@ typedef struct jj__node jj__node;
 typedef struct jj__list {
     jj__val *v;
     size_t n, cap;
+    size_t next; /* a generator (JF_GEN): the items before next were consumed */
 } jj__list;
 
 typedef struct jj__dict {

@@ -256,6 +256,11 @@ jj__list jj__iter(jj__rt *r, jj__val v) {
     case JV_UNDEF:
         return (jj__list){0};
     case JV_LIST:
+        if (v.flags & JF_GEN) { /* iterating a generator consumes it, as in Python */
+            jj__list rest = {.v = v.u.l->v + v.u.l->next, .n = v.u.l->n - v.u.l->next};
+            v.u.l->next = v.u.l->n;
+            return rest;
+        }
         return *v.u.l;
     case JV_DICT:
         if (v.flags & (JF_NS | JF_LOOP)) break;
