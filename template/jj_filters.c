@@ -105,6 +105,21 @@ static jj__val f_tojson(jj__rt *r, jj__val in, jj__val *a, int n, const char **k
     return jj__str(b.p, b.n);
 }
 
+/* A string as Python's int() and float() read it: surrounding whitespace stripped, an underscore
+ * between two digits dropped (any other stays, and the parse fails). */
+static char *number_text(jj__rt *r, jj__val in) {
+    jj__val s = jj__strip(r, in, jj__none(), 'b');
+    char *t = jj__alloc(r->e, s.u.s.n + 1), *o = t;
+    for (size_t i = 0; i < s.u.s.n; i++) {
+        const char *p = s.u.s.p;
+        if (p[i] == '_' && i && i + 1 < s.u.s.n && jj__digit(p[i - 1]) && jj__digit(p[i + 1]))
+            continue;
+        *o++ = p[i];
+    }
+    *o = '\0';
+    return t;
+}
+
 static jj__val f_int(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
                      int nkw) {
     jj__val *def = jj__arg(a, n, kwn, kwv, nkw, 0, "default");
@@ -114,16 +129,13 @@ static jj__val f_int(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn,
     if (in.t == JV_FLOAT)
         return isfinite(in.u.f) && fabs(in.u.f) < 9.2e18 ? jj__int((int64_t)in.u.f) : d;
     if (in.t != JV_STR) return d;
-    jj__val s = jj__strip(r, in, jj__none(), 'b');
-    char *t = jj__alloc(r->e, s.u.s.n + 1), *o = t;
-    for (size_t i = 0; i < s.u.s.n; i++)
-        if (s.u.s.p[i] != '_' || (i && i + 1 < s.u.s.n)) *o++ = s.u.s.p[i];
-    *o = '\0';
+    char *t = number_text(r, in);
     if (!*t) return d;
     char *end;
     errno = 0;
     long long v = strtoll(t, &end, 10);
     if (!*end && !errno) return jj__int(v);
+    if (strpbrk(t, "xXpP")) return d; /* C reads hex floats; Python does not */
     double f = strtod(t, &end);
     if (!*end && isfinite(f) && fabs(f) < 9.2e18) return jj__int((int64_t)f);
     return d;
@@ -135,9 +147,9 @@ static jj__val f_float(jj__rt *r, jj__val in, jj__val *a, int n, const char **kw
     jj__val d = def ? *def : jj__float(0);
     if (jj__is_num(in)) return jj__float(jj__num(in));
     if (in.t != JV_STR) return d;
-    jj__val s = jj__strip(r, in, jj__none(), 'b');
-    char *t = jj__strdup(r->e, s.u.s.p, s.u.s.n), *end;
+    char *t = number_text(r, in), *end;
     if (!*t) return d;
+    if (strpbrk(t, "xXpP")) return d; /* C reads hex floats; Python does not */
     double f = strtod(t, &end);
     return *end ? d : jj__float(f);
 }
