@@ -60,9 +60,8 @@ static void test_cases(void **state) {
 }
 
 /* engine_random.json (tests/jinja_random.py): random expressions; errors where jinja2 errs */
-static void test_random(void **state) {
-    (void)state;
-    json_t *j = load_cases("templates/engine_random.json"), *ctx = json_object_get(j, "ctx"), *c;
+static void random_file(const char *name) {
+    json_t *j = load_cases(name), *ctx = json_object_get(j, "ctx"), *c;
     size_t i, ok = 0;
     json_array_foreach(json_object_get(j, "cases"), i, c) {
         const char *src = json_string_value(json_object_get(c, "t"));
@@ -84,6 +83,13 @@ static void test_random(void **state) {
     json_decref(j);
     assert_true(n >= 1000);
     assert_int_equal(ok, n);
+}
+
+/* engine_whitespace.json (tests/jinja_random_ws.py): statements under every whitespace marker */
+static void test_random(void **state) {
+    (void)state;
+    random_file("templates/engine_random.json");
+    random_file("templates/engine_whitespace.json");
 }
 
 static void test_errors(void **state) {
