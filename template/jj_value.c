@@ -257,6 +257,7 @@ jj__list jj__iter(jj__rt *r, jj__val v) {
         return (jj__list){0};
     case JV_LIST:
         if (v.flags & JF_GEN) { /* iterating a generator consumes it, as in Python */
+            if (!v.u.l->n) return (jj__list){0};
             jj__list rest = {.v = v.u.l->v + v.u.l->next, .n = v.u.l->n - v.u.l->next};
             v.u.l->next = v.u.l->n;
             return rest;
