@@ -292,6 +292,16 @@ BU_DOT_LOOP(dot_zmm, "avx512f,avx512bw,avx512vnni", __m512i, _mm512_set1_epi8, _
             _mm512_dpbusd_epi32, BU_ZMM, BU_LANE0_ZMM)
 BU_DOT_LOOP(dot_ymm, "avx2,avxvnni", __m256i, _mm256_set1_epi8, _mm256_set1_epi32,
             _mm256_dpbusd_avx_epi32, BU_YMM, BU_LANE0_YMM)
+/* AVX2 has no fused u8 x s8 dot product: the kernels' equivalent of one vpdpbusd is vpmaddubsw
+ * (pairs to int16), vpmaddwd by ones (pairs to int32) and vpaddd, three instructions for the same
+ * 32 multiply-adds. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+bu_maddubs_dot(__m256i a, __m256i w, __m256i x) {
+    const __m256i p = _mm256_maddubs_epi16(w, x);
+    return _mm256_add_epi32(a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+BU_DOT_LOOP(dot_avx2, "avx2", __m256i, _mm256_set1_epi8, _mm256_set1_epi32, bu_maddubs_dot, BU_YMM,
+            BU_LANE0_YMM)
 #endif
 
 /* The dot-product instruction of each ISA's integer kernels: one row per ISA that has one. */
@@ -306,6 +316,7 @@ static const dot_form dot_forms[] = {
 #if defined(__x86_64__)
     {KN_ISA_AVX512, "vpdpbusd zmm", 64, dot_zmm},
     {KN_ISA_AVXVNNI, "vpdpbusd ymm", 32, dot_ymm},
+    {KN_ISA_AVX2, "vpmaddubsw+vpmaddwd ymm", 32, dot_avx2},
 #endif
     {KN_ISA_SCALAR, "none", 0, NULL},
 };
