@@ -527,15 +527,22 @@ KN__X86_ROWS(q4_K_tiled, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),
              KN__X86_NAME(dot_q4_K)((const kn__x86_q4k *)dec, (const kn__block_q8_K *)xt,
                                     W->cols / KN__QK_K))
 
+/* Q4_K batches up to this many tokens stream the stored rows (each token's sums cost as much as
+ * one token's, the row is read once); larger ones decode a tile once for all of them. */
+#define KN__X86_Q4K_FEW 4
 static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                     int64_t n0, int64_t n1, void *scratch) {
-    if (x->T > 1) {
+    if (x->T > KN__X86_Q4K_FEW) {
         KN__X86_NAME(rows_q4_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
         return;
     }
+    /* a few tokens: the row comes from memory for the first and from L1 for the others */
     for (int64_t n = n0; n < n1; n++)
-        Y[n] = KN__X86_NAME(dot_q4_K_row)((const uint8_t *)W->data + (size_t)n * W->row_bytes,
-                                          x->data, W->cols / KN__QK_K);
+        for (int64_t t = 0; t < x->T; t++)
+            Y[t * ldy + n] = KN__X86_NAME(dot_q4_K_row)(
+                (const uint8_t *)W->data + (size_t)n * W->row_bytes,
+                (const kn__block_q8_K *)((const uint8_t *)x->data + (size_t)t * x->stride),
+                W->cols / KN__QK_K);
 }
 
 static void KN__X86_NAME(rows_q6_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
@@ -563,7 +570,7 @@ static size_t KN__X86_NAME(scratch_q6_K)(const kn_mat *W, int64_t T) {
 }
 static size_t KN__X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
     const size_t rb = (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k);
-    return T > 1 ? rb * (size_t)kn__x86_tile_rows(rb) : 0;
+    return T > KN__X86_Q4K_FEW ? rb * (size_t)kn__x86_tile_rows(rb) : 0;
 }
 
 /* ---- this variant's Q8-mode kernel table ----------------------------------------------------- */
