@@ -265,7 +265,10 @@ double bu_read_bandwidth(size_t bytes, int threads, int reps) {
 /* ---- int8 dot-product peak ------------------------------------------------------------------- */
 
 #define BU_DOT_CHAINS 12 /* independent accumulators: enough to cover the instruction's latency */
-#define BU_DOT_ITERS  (1 << 20)
+/* short runs, many of them: on a shared host the best one is the one no other process interrupted
+ */
+#define BU_DOT_ITERS (1 << 16)
+#define BU_DOT_RUNS  40
 
 /* One thread's run of BU_DOT_CHAINS independent dot-product chains, per instruction form; the
  * operands go through an empty asm each iteration so the compiler cannot fold the loop. */
@@ -341,7 +344,7 @@ double bu_int8_dot_peak(int threads, const char **what) {
     dot_job j = {.form = f};
     kn_pool *pool = kn_pool_create(threads);
     double best = 0;
-    for (int r = 0; r < 6; r++) { /* the first warms the clocks up */
+    for (int r = 0; r < BU_DOT_RUNS; r++) { /* the first warms the clocks up */
         const double t0 = bu_now();
         kn_pool_run(pool, dot_task, &j);
         const double dt = bu_now() - t0;
