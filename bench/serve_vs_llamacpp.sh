@@ -22,7 +22,8 @@
 #        MW_CTX (positions per sequence, default 256), MW_CONFIGS (default "inproc loopback2"),
 #        MW_PROMPT (default 128), MW_GEN (default 32), MW_PASSES (default 1), MW_OUT (keep the
 #        JSON lines in this file)
-# Every request carries the logit_bias of bench_serve.mjs --text-only: on a random-weight model
+# Every request carries the logit_bias of bench_serve.mjs --text-only (tens of thousands of
+# entries: the coordinator is started with --max-logit-bias to take them): on a random-weight model
 # only tokens that are valid UTF-8 text on their own are generated, on every server alike
 # (llama-server parses its replies and answers 500 to invalid UTF-8); every request must generate
 # all MW_GEN tokens (EOS ignored), else the run stops.
@@ -65,7 +66,8 @@ for cfg in ${MW_CONFIGS:-inproc loopback2}; do
   *) echo "unknown MW_CONFIGS entry $cfg" >&2; exit 2 ;;
   esac
   bin/coordinator serve --model "$model" --listen 127.0.0.1:0 --ready-file "$dir/$cfg.ready" \
-    --threads "$threads" --max-seqs "$slots" --ctx "$ctx" --max-queue 1024 "${extra[@]}" \
+    --threads "$threads" --max-seqs "$slots" --ctx "$ctx" --max-queue 1024 \
+    --max-logit-bias 65536 "${extra[@]}" \
     >"$dir/$cfg.log" 2>&1 &
   pids+=($!)
   url=$(wait_url "$dir/$cfg.ready" $! "$dir/$cfg.log")
