@@ -396,8 +396,12 @@ static inline __m128i KN__X86_NAME(q4k_scales_mins)(const uint8_t *packed) {
  * would write and read four times the stored bytes (the scales expanded to vectors) for one use. */
 static inline float KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const kn__block_q8_K *x,
                                                int64_t nb) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    float lane[KN__QLANES] = {0};
+    const __m256i m4 = _mm256_set1_epi8(0x0F), iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    /* 8 super-blocks' sums and scales gathered into the lanes b % 8, then the two canonical fmas
+     * 8 lanes at once: no lane goes through memory. Lanes past the row's last super-block hold
+     * 0 x 0, which leaves their canonical lane (never -0) unchanged. */
+    __m256 lane = _mm256_setzero_ps(), sd = lane, sm = lane;
+    __m256i is = _mm256_setzero_si256(), ms = is;
     for (int64_t b = 0; b < nb; b++, row += KN__Q4_K_BYTES, x++) {
         kn__x86_prefetch(row, KN__Q4_K_BYTES);
         const __m128i sm8 = KN__X86_NAME(q4k_scales_mins)(row + 4);
@@ -433,11 +437,20 @@ static inline float KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const kn__blo
         h = _mm256_hadd_epi32(h, h);
         const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         const float xd = x->d;
-        float *l = &lane[b % KN__QLANES];
-        kn__x86_fma_lane(l, _mm_cvtsi128_si32(t), kn__x86_half(row) * xd);
-        kn__x86_fma_lane(l, _mm_extract_epi32(t, 1), -(kn__x86_half(row + 2) * xd));
+        const __m256i sel = _mm256_cmpeq_epi32(iota, _mm256_set1_epi32((int)(b % KN__QLANES)));
+        is = _mm256_blendv_epi8(is, _mm256_broadcastd_epi32(t), sel);
+        ms = _mm256_blendv_epi8(ms, _mm256_broadcastd_epi32(_mm_srli_si128(t, 4)), sel);
+        sd = _mm256_blendv_ps(sd, _mm256_set1_ps(kn__x86_half(row) * xd), _mm256_castsi256_ps(sel));
+        sm = _mm256_blendv_ps(sm, _mm256_set1_ps(-(kn__x86_half(row + 2) * xd)),
+                              _mm256_castsi256_ps(sel));
+        if (b % KN__QLANES == KN__QLANES - 1 || b == nb - 1) {
+            lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), sd, lane);
+            lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), sm, lane);
+            is = ms = _mm256_setzero_si256();
+            sd = sm = _mm256_setzero_ps();
+        }
     }
-    return kn__tree8(lane);
+    return kn__x86_tree8(lane);
 }
 
 /* ---- row loops: decode a tile of rows, then every token against every row of the tile -------- */
