@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ROUTES   8
+#define MAX_ROUTES   12
 #define MAX_STATUSES 24
 
 typedef struct hist {

@@ -19,6 +19,7 @@
 #define CO_OAI_MAX_PROMPT_IDS (1 << 20)
 #define CO_OAI_MAX_PROMPTS    256 /* prompts of one /v1/completions request */
 #define CO_OAI_MAX_STOP_IDS   64
+#define CO_OAI_MAX_N          16    /* choices of one request ('n') */
 #define CO_OAI_LOGIT_BIAS_MAX 100.0 /* |bias| */
 
 /* What one request may ask, so that checking and mapping it costs a bounded time (the server's

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coordinator/co_info.h"
 #include "coordinator/co_oai.h"
 #include "coordinator/co_prep.h"
 #include "coordinator/co_sse.h"
@@ -165,6 +166,47 @@ static void route_metrics(co_routes *r, co_http_req *q) {
     }
     co_http_respond(q->conn, 200, METRICS_TYPE, "", b.p ? b.p : "", b.len);
     co_buf_free(&b);
+}
+
+/* ---- tokenizer and server facts (llama-server's shapes) ------------------------------------- */
+
+static void route_tokenize(co_routes *r, co_http_req *q) {
+    json_t *o;
+    co_oai_error e;
+    if (co_info_tokenize(r->p.text, q->body, q->body_len, &o, &e))
+        answer_error(r, q->conn, "/tokenize", &e, NULL);
+    else
+        answer_json(r, q->conn, "/tokenize", 200, o);
+}
+
+static void route_detokenize(co_routes *r, co_http_req *q) {
+    json_t *o;
+    co_oai_error e;
+    if (co_info_detokenize(r->p.text, r->p.n_vocab, q->body, q->body_len, &o, &e))
+        answer_error(r, q->conn, "/detokenize", &e, NULL);
+    else
+        answer_json(r, q->conn, "/detokenize", 200, o);
+}
+
+static void route_props(co_routes *r, co_http_req *q) {
+    const co_info_props p = {.text = r->p.text,
+                             .cfg = r->p.cfg,
+                             .model_id = r->p.model_id,
+                             .n_ctx = r->p.n_ctx,
+                             .n_vocab = r->p.n_vocab,
+                             .n_slots = r->p.n_slots,
+                             .max_queue = r->p.max_queue,
+                             .max_n = CO_OAI_MAX_N,
+                             .cache_bytes = r->p.cache_bytes,
+                             .limits = r->p.limits};
+    json_t *o = co_info_props_json(&p);
+    if (!o) {
+        co_oai_error e;
+        co_oai_fail(&e, 500, NULL, NULL, "out of memory");
+        answer_error(r, q->conn, "/props", &e, NULL);
+        return;
+    }
+    answer_json(r, q->conn, "/props", 200, o);
 }
 
 /* ---- generation ----------------------------------------------------------------------------- */
@@ -604,6 +646,9 @@ static const struct route {
     {"/v1/models/", true, "/v1/models", false, route_models},
     {"/health", false, "/health", false, route_health},
     {"/metrics", false, "/metrics", false, route_metrics},
+    {"/tokenize", false, "/tokenize", true, route_tokenize},
+    {"/detokenize", false, "/detokenize", true, route_detokenize},
+    {"/props", false, "/props", false, route_props},
 };
 
 static const struct route *find_route(const char *path) {

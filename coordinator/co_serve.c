@@ -345,7 +345,10 @@ static int open_http(serve *s, mw_err *err) {
                            .auth = s->auth,
                            .limits = {.max_messages = o->max_messages,
                                       .max_logit_bias = o->max_logit_bias,
-                                      .max_prompt_tokens = o->max_prompt_tokens}};
+                                      .max_prompt_tokens = o->max_prompt_tokens},
+                           .cfg = c,
+                           .n_slots = s->n_slots,
+                           .max_queue = o->max_queue};
     if (co_routes_new(&rp, &s->routes, err)) return -1;
     char host[256];
     const char *colon = strrchr(o->listen, ':');

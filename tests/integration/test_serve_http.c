@@ -1,12 +1,13 @@
 /* tests/integration/test_serve_http.c — `coordinator serve` over raw sockets on gpt-oss-tiny:
- * greedy completions equal `coordinator generate`, streaming (chunked SSE ending in [DONE]),
- * keep-alive and pipelining, malformed HTTP (bad request lines, huge heads, oversized bodies,
- * slow clients within and past the deadline, versions other than 1.x, HTTP/1.1 without Host,
- * target bytes that are not ASCII; each counted on /metrics) and malformed or invalid JSON get 4xx
- * with OpenAI's error shape while the server keeps serving; an absolute-form target is served;
- * HEAD, OPTIONS and CORS for browser pages (the default policy and a list); API keys; a list of
- * prompts answered as a choice each; a client that disconnects frees its slot; a full server
- * answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and exits 0. */
+ * greedy completions equal `coordinator generate`, /tokenize, /detokenize and /props, streaming
+ * (chunked SSE ending in [DONE]), keep-alive and pipelining, malformed HTTP (bad request lines,
+ * huge heads, oversized bodies, slow clients within and past the deadline, versions other than 1.x,
+ * HTTP/1.1 without Host, target bytes that are not ASCII; each counted on /metrics) and malformed
+ * or invalid JSON get 4xx with OpenAI's error shape while the server keeps serving; an
+ * absolute-form target is served; HEAD, OPTIONS and CORS for browser pages (the default policy and
+ * a list); API keys; a list of prompts answered as a choice each; a client that disconnects frees
+ * its slot; a full server answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and
+ * exits 0. */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -315,6 +316,90 @@ static void test_text_and_stop_strings(void **st) {
     json_decref(stop_json);
     json_decref(a);
     json_decref(b);
+}
+
+/* /tokenize, /detokenize and /props in llama-server's shapes: the ids of a text are those its
+ * completion runs on, the pieces and the decoded ids give the text back, bad ids are 400s. */
+static void test_tokenize_props(void **st) {
+    (void)st;
+    mwt_resp r;
+    post("/tokenize", "{\"content\":\"Hello world\",\"add_special\":true}", &r);
+    assert_int_equal(r.status, 200);
+    json_t *t = json_loads(r.body, 0, NULL);
+    mwt_resp_free(&r);
+    json_t *ids = json_object_get(t, "tokens");
+    assert_true(json_array_size(ids) > 0);
+    json_t *a = completion("{\"model\":\"model\",\"prompt\":\"Hello world\",\"max_tokens\":1}");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(a, "usage"), "prompt_tokens")),
+        (json_int_t)json_array_size(ids));
+    json_decref(a);
+    /* pieces, without BOS: they join to the text */
+    post("/tokenize", "{\"content\":\"Hello world\",\"with_pieces\":true}", &r);
+    assert_int_equal(r.status, 200);
+    json_t *p = json_loads(r.body, 0, NULL);
+    mwt_resp_free(&r);
+    char joined[256] = "";
+    json_t *plain = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(p, "tokens"), i, v) {
+        assert_true(json_is_string(json_object_get(v, "piece")));
+        strncat(joined, json_string_value(json_object_get(v, "piece")),
+                sizeof joined - strlen(joined) - 1);
+        json_array_append(plain, json_object_get(v, "id"));
+    }
+    assert_string_equal(joined, "Hello world");
+    json_t *req = json_pack("{s:O}", "tokens", plain);
+    char *body = json_dumps(req, 0);
+    post("/detokenize", body, &r);
+    assert_int_equal(r.status, 200);
+    json_t *d = json_loads(r.body, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(d, "content")), "Hello world");
+    mwt_resp_free(&r);
+    free(body);
+    json_decref(req);
+    json_decref(plain);
+    json_decref(d);
+    json_decref(p);
+    json_decref(t);
+    /* untrusted ids and fields */
+    const char *bad[] = {"{\"tokens\":[-1]}",
+                         "{\"tokens\":[1, 99999999]}",
+                         "{\"tokens\":\"x\"}",
+                         "{\"tokens\":[1.5]}",
+                         "[1]",
+                         "{"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        post("/detokenize", bad[k], &r);
+        assert_int_equal(r.status, 400);
+        mwt_resp_free(&r);
+    }
+    post("/tokenize", "{\"content\":7}", &r);
+    assert_int_equal(r.status, 400);
+    mwt_resp_free(&r);
+    post("/tokenize", "{\"content\":\"x\",\"with_pieces\":1}", &r);
+    assert_int_equal(r.status, 400);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/tokenize", NULL, &r), 0);
+    assert_int_equal(r.status, 405);
+    mwt_resp_free(&r);
+    /* /props */
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/props", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *pr = json_loads(r.body, 0, NULL);
+    mwt_resp_free(&r);
+    assert_non_null(pr);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(pr, "default_generation_settings"), "n_ctx")),
+                     8192);
+    assert_int_equal(json_integer_value(json_object_get(pr, "total_slots")), 3);
+    assert_true(json_is_string(json_object_get(pr, "chat_template")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(pr, "model"), "arch")),
+                        "gpt-oss");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(pr, "limits"), "max_n")),
+                     16);
+    json_decref(pr);
 }
 
 static void test_keepalive_pipelining(void **st) {
@@ -1234,6 +1319,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_equals_generate),
         cmocka_unit_test(test_text_and_stop_strings),
         cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_tokenize_props),
         cmocka_unit_test(test_sampling_options),
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_head_options_cors),
