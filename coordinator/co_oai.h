@@ -124,6 +124,7 @@ typedef struct co_oai_meta {
     co_oai_token_fn token_name;
     void *token_ud;
     bool return_token_ids;
+    int64_t cached_tokens; /* usage.prompt_tokens_details.cached_tokens */
 } co_oai_meta;
 
 /* A whole response of n choices (usage included: the choices' sums). */

@@ -376,6 +376,7 @@ static void on_output(void *ud, co_job *job) {
     }
     c->finish = o.finish;
     x->prompt_tokens += o.prompt_tokens;
+    x->meta.cached_tokens += o.cached_tokens;
     x->completion_tokens += o.completion_tokens;
     co_job_release(job);
     c->job = NULL;

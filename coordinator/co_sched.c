@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coordinator/co_pcache.h"
 #include "coordinator/co_stop.h"
 #include "model/md_sampler.h"
 #include "util/mw_grow.h"
@@ -29,7 +30,8 @@ struct co_job {
     bool pause_req; /* under s->mu: the loop's co_job_pause */
     bool paused;    /* model thread: out of the batch (pause_req as of the last admission) */
     /* parameters (owned copies) */
-    int32_t *prompt;
+    int32_t *prompt; /* then, with the prompt cache, the generated tokens fed after it */
+    size_t prompt_cap;
     int64_t n_prompt, max_tokens;
     int32_t *stop_ids;
     int n_stop_ids;
@@ -45,6 +47,9 @@ struct co_job {
     int64_t n_fed;  /* prompt rows through the model */
     int64_t n_past; /* positions in the slot */
     int64_t n_gen;
+    int64_t n_cached;         /* prompt positions restored from the prompt cache */
+    bool prompt_counted;      /* in the metrics' prompt tokens */
+    co_pcache_cursor cursor;  /* the slot's blocks in the prompt cache */
     int32_t next;             /* sampled, to be fed */
     md_sampler_opts sampling; /* checked at submission; the sampler is made at admission, so a
                                  queued request holds none of its memory */
@@ -104,8 +109,9 @@ struct co_sched {
     size_t rows_cap, row_job_cap;
     float *logits;
     size_t logits_cap;
-    int32_t *unique; /* per layer, this step */
-    uint8_t *seen;   /* n_expert flags */
+    int32_t *unique;  /* per layer, this step */
+    uint8_t *seen;    /* n_expert flags */
+    co_pcache *cache; /* the prompt cache (model thread), NULL: none */
 };
 
 double co_now(void) {
@@ -206,6 +212,7 @@ void co_job_take(co_job *j, co_job_out *o) {
                       .text_len = j->t_text.len,
                       .finish = j->finish_taken ? CO_FINISH_NONE : j->p_finish,
                       .prompt_tokens = j->n_prompt,
+                      .cached_tokens = j->n_cached,
                       .completion_tokens = j->n_gen};
     if (o->finish) {
         j->finish_taken = true;
@@ -334,6 +341,7 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
     j->text = p->text;
     j->text_state = p->text_state;
     *taken = true;
+    j->prompt_cap = (size_t)p->n_prompt;
     j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt);
     j->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *j->stop_ids);
     if (!j->prompt || !j->stop_ids) {
@@ -603,6 +611,11 @@ static void job_token(co_sched *s, co_job *j, float *logits, double t) {
         job_end(j, CO_FINISH_LENGTH, NULL);
     else
         j->next = tok;
+    /* the cache keeps what the slot holds: the prompt, then the tokens fed after it */
+    if (!j->done && s->cache &&
+        !mw_grow((void **)&j->prompt, &j->prompt_cap, (size_t)(j->n_prompt + j->n_gen),
+                 sizeof *j->prompt))
+        j->prompt[j->n_prompt + j->n_gen - 1] = tok;
 }
 
 /* Under s->mu. */
@@ -625,6 +638,7 @@ static void reap(co_sched *s) {
         }
         *pp = j->next_active;
         job_end_text(j);
+        if (s->cache) co_pcache_release(s->cache, &j->cursor);
         pthread_mutex_lock(&s->mu);
         s->n_active--;
         release_slot(s, j);
@@ -683,6 +697,9 @@ static void admit_locked(co_sched *s) {
         j->sampler_ok = true;
         if (md_sampler_feed(&j->sampler, j->prompt, j->n_prompt, false, &err))
             job_end(j, CO_FINISH_ERROR, err.msg);
+        else if (s->cache)
+            j->n_fed = j->n_past = j->n_cached =
+                co_pcache_restore(s->cache, j->slot, j->prompt, j->n_prompt, &j->cursor);
     }
     if (!s->wait_head) s->wait_tail = NULL;
     s->fail_all[0] = 0;
@@ -724,6 +741,14 @@ typedef struct step_rows {
     int64_t prefill, decode;
 } step_rows;
 
+/* With a prompt cache that needs snapshots, a prompt step ends on a block boundary when one lies
+ * within its rows (the state there becomes a restore point); the batch split changes no result. */
+static int64_t snap_take(const co_sched *s, const co_job *j, int64_t take) {
+    if (!s->cache || !co_pcache_snapshots(s->cache)) return take;
+    const int64_t end = (j->n_fed + take) / CO_PCACHE_BLOCK * CO_PCACHE_BLOCK;
+    return end > j->n_fed ? end - j->n_fed : take;
+}
+
 /* The step's rows: every decoding job's next row first, then prompt chunks in admission order
  * within the chunk budget. -1: out of memory. */
 static int gather(co_sched *s, step_rows *b) {
@@ -741,6 +766,7 @@ static int gather(co_sched *s, step_rows *b) {
         if (j->done || j->paused || j->n_fed >= j->n_prompt) continue;
         int64_t take = j->n_prompt - j->n_fed;
         if (take > budget) take = budget;
+        take = snap_take(s, j, take);
         if (grow_rows(s, b->n_rows + (size_t)take)) return -1;
         for (int64_t i = 0; i < take; i++) {
             const int64_t pos = j->n_fed + i;
@@ -749,7 +775,9 @@ static int gather(co_sched *s, step_rows *b) {
                 .seq = j->slot, .pos = (int32_t)pos, .token = j->prompt[pos], .logits = last};
             if (last) s->row_job[b->n_logits++] = j;
         }
-        if (j->n_fed == 0 && s->p.metrics) co_metrics_prompt_tokens(s->p.metrics, j->n_prompt);
+        if (!j->prompt_counted && s->p.metrics)
+            co_metrics_prompt_tokens(s->p.metrics, j->n_prompt - j->n_cached);
+        j->prompt_counted = true;
         budget -= take;
         b->prefill += take;
     }
@@ -783,6 +811,10 @@ static void advance(co_sched *s, const step_rows *b, double t) {
     }
     for (size_t i = 0; i < b->n_logits; i++)
         job_token(s, s->row_job[i], s->logits + i * (size_t)s->p.n_vocab, t);
+    if (s->cache)
+        for (co_job *j = s->active; j; j = j->next_active)
+            if (j->slot >= 0 && j->n_past > 0)
+                co_pcache_save(s->cache, j->slot, j->prompt, j->n_past, &j->cursor);
 }
 
 static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool failed) {
@@ -873,6 +905,10 @@ static void *model_thread(void *arg) {
             pthread_mutex_unlock(&s->mu);
             co_metrics_queue(s->p.metrics, active, waiting);
             co_metrics_kv_used(s->p.metrics, used_kv(s)); /* without the reaped sequences */
+            if (s->cache) {
+                const co_pcache_stats pst = co_pcache_get_stats(s->cache);
+                co_metrics_prefix_cache(s->p.metrics, &pst);
+            }
         }
         if (s->p.after_step) s->p.after_step(s->p.after_step_ud);
         uv_async_send(&s->async);
@@ -913,6 +949,10 @@ int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_e
     uv_async_init(loop, &s->async, on_async);
     s->async.data = s;
     md_ctx_set_observer(p->ctx, observe, s);
+    if (p->cache_bytes && co_pcache_new(p->ctx, p->cache_bytes, &s->cache, err)) {
+        co_sched_free(s);
+        return -1;
+    }
     if (pthread_create(&s->thread, NULL, model_thread, s)) {
         co_sched_free(s);
         return mw_errf(err, "cannot start the model thread");
@@ -934,6 +974,7 @@ static void async_closed(uv_handle_t *h) {
     free(s->rows);
     free(s->row_job);
     free(s->logits);
+    co_pcache_free(s->cache);
     free(s);
 }
 

@@ -73,6 +73,7 @@ typedef struct co_sched_params {
     uint64_t kv_bytes_per_pos_ring; /* and on ring layers (each holds at most kv_ring positions) */
     int64_t kv_ring;
     uint64_t kv_bytes_per_seq; /* and a sequence whatever its length (KDA layers' state) */
+    uint64_t cache_bytes;      /* the prompt cache's budget (co_pcache.h); 0: no cache */
 } co_sched_params;
 
 typedef struct co_sched co_sched;
@@ -135,6 +136,7 @@ typedef struct co_job_out {
     size_t reasoning_len;
     co_finish finish;          /* set once, with the last output */
     int64_t prompt_tokens;     /* the prompt's length */
+    int64_t cached_tokens;     /* of them, restored from the prompt cache */
     int64_t completion_tokens; /* generated so far (a stop id counts) */
     const char *error;         /* CO_FINISH_ERROR: what failed */
 } co_job_out;
