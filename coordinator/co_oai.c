@@ -441,9 +441,8 @@ static int parse_sampling(json_t *root, co_oai_req *r, co_oai_error *e) {
         r->has_seed = true;
         r->seed = (uint64_t)json_integer_value(seed);
     }
-    if ((got = get_int(root, "n", 1, INT32_MAX, &v, e)) < 0) return -1;
-    if (got && v != 1)
-        return co_oai_fail(e, 400, "n", NULL, "'n' is %lld; this server generates one choice", v);
+    if ((got = get_int(root, "n", 1, CO_OAI_MAX_N, &v, e)) < 0) return -1;
+    r->n = got ? (int)v : 1;
     return 0;
 }
 

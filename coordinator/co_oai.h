@@ -67,6 +67,7 @@ typedef struct co_oai_req {
     double min_p, presence_penalty, frequency_penalty, repetition_penalty;
     bool has_seed;
     uint64_t seed;
+    int n; /* choices per prompt, sharing its prefill (1 .. CO_OAI_MAX_N) */
     const char *stop[CO_STOP_MAX];
     int n_stop;
     int32_t stop_ids[CO_OAI_MAX_STOP_IDS];

@@ -50,7 +50,8 @@ typedef struct exch {
     char id[64];
     co_oai_meta meta;
     int n, n_done;
-    int64_t prompt_tokens, completion_tokens; /* of the choices done */
+    int per_prompt;                           /* choices of each prompt ('n') */
+    int64_t prompt_tokens, completion_tokens; /* of the choices done (a prompt counted once) */
     choice *ch;
     co_buf out, frame;
     bool paused; /* on r->paused since paused_at (co_now) */
@@ -375,8 +376,10 @@ static void on_output(void *ud, co_job *job) {
         return;
     }
     c->finish = o.finish;
-    x->prompt_tokens += o.prompt_tokens;
-    x->meta.cached_tokens += o.cached_tokens;
+    if (c->index % x->per_prompt == 0) { /* the choices of a prompt share it */
+        x->prompt_tokens += o.prompt_tokens;
+        x->meta.cached_tokens += o.cached_tokens;
+    }
     x->completion_tokens += o.completion_tokens;
     co_job_release(job);
     c->job = NULL;
@@ -406,6 +409,7 @@ static exch *exch_new(co_routes *r, co_http_conn *conn, co_oai_kind kind, const 
     x->include_usage = req->include_usage;
     x->logprobs = req->top_logprobs >= 0;
     x->n = k;
+    x->per_prompt = 1;
     x->ch = ch;
     for (int i = 0; i < k; i++) ch[i] = (choice){.x = x, .index = i};
     snprintf(x->id, sizeof x->id, "%s-%016llx%08llx", kind == CO_OAI_CHAT ? "chatcmpl" : "cmpl",
@@ -525,47 +529,65 @@ static void pending_abort(void *ud) {
     co_prep_cancel(pd->job);
 }
 
-/* Submits the prepared request's jobs (all or none) and starts its answer; status 0 in e when it
- * is on its way. */
+/* The n text states of a prompt's choices (NULL without a tokenizer); -1 with e set (those made
+ * are ended). */
+static int text_states(co_routes *r, const pending *pd, co_prep_result *res, int n, void **out,
+                       co_oai_error *e) {
+    mw_err err = {{0}};
+    for (int c = 0; c < n; c++) {
+        out[c] = NULL;
+        if (!r->p.text) continue;
+        out[c] = co_stext_job(r->p.text, pd->kind == CO_OAI_CHAT ? &res->chat_opts : NULL, &err);
+        if (!out[c]) {
+            for (int i = 0; i < c; i++) co_stext_ops.end(out[i]);
+            return co_oai_fail(e, 500, NULL, NULL, "%s", err.msg);
+        }
+    }
+    return 0;
+}
+
+/* Submits the prepared request's jobs (all or none: n choices of each prompt, which share its
+ * prefill) and starts its answer; status 0 in e when it is on its way. */
 static void submit_prepared(pending *pd, co_prep_result *res, co_oai_error *e, char *extra,
                             size_t cap) {
     co_routes *r = pd->r;
     const co_oai_req *req = &res->req;
-    const int k = res->k;
+    const int n = req->n > 0 ? req->n : 1, k = res->k;
     mw_err err = {{0}};
-    if (k > co_sched_capacity(r->p.sched)) {
-        co_oai_fail(e, 400, "prompt", NULL,
-                    "'prompt' holds %d prompts; this server takes at most %d at once (running "
-                    "and queued)",
-                    k, co_sched_capacity(r->p.sched));
+    if (k * n > co_sched_capacity(r->p.sched)) {
+        co_oai_fail(e, 400, n > 1 ? "n" : "prompt", NULL,
+                    "%d prompts of %d choices are %d sequences; this server takes at most %d at "
+                    "once (running and queued)",
+                    k, n, k * n, co_sched_capacity(r->p.sched));
         return;
     }
     const uint64_t n0 = r->n_requests + 1;
     r->n_requests += (uint64_t)k;
-    exch *x = exch_new(r, pd->conn, pd->kind, pd->route, req, n0, k);
+    exch *x = exch_new(r, pd->conn, pd->kind, pd->route, req, n0, k * n);
     if (!x) {
         co_oai_fail(e, 500, NULL, NULL, "out of memory");
         return;
     }
+    x->per_prompt = n;
     for (int i = 0; i < k; i++) {
-        void *text_state = NULL;
-        if (r->p.text &&
-            !(text_state = co_stext_job(r->p.text, pd->kind == CO_OAI_CHAT ? &res->chat_opts : NULL,
-                                        &err))) {
-            co_oai_fail(e, 500, NULL, NULL, "%s", err.msg);
+        void *texts[CO_OAI_MAX_N], *uds[CO_OAI_MAX_N];
+        co_job *jobs[CO_OAI_MAX_N];
+        if (text_states(r, pd, res, n, texts, e)) {
             exch_drop(x); /* the jobs already submitted are withdrawn */
             return;
         }
+        for (int c = 0; c < n; c++) uds[c] = &x->ch[i * n + c];
         const co_prep_prompt *pp = &res->prompts[i];
-        const co_gen_params gp = gen_params(r, req, pp->ids, pp->n_ids, pp->max_tokens, n0 + i,
-                                            pd->t_arrival, text_state);
+        const co_gen_params gp =
+            gen_params(r, req, pp->ids, pp->n_ids, pp->max_tokens, n0 + i, pd->t_arrival, texts[0]);
         const co_submit_rc rc =
-            co_sched_submit(r->p.sched, &gp, on_output, &x->ch[i], &x->ch[i].job, &err);
+            co_sched_submit_n(r->p.sched, &gp, n, texts, on_output, uds, jobs, &err);
         if (rc != CO_SUBMIT_OK) {
             refused(r, rc, &err, i, k, e, extra, cap);
             exch_drop(x);
             return;
         }
+        for (int c = 0; c < n; c++) x->ch[i * n + c].job = jobs[c];
     }
     co_http_on_abort(pd->conn, on_abort, x);
     if (x->stream) {

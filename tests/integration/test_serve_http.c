@@ -1,5 +1,6 @@
 /* tests/integration/test_serve_http.c — `coordinator serve` over raw sockets on gpt-oss-tiny:
- * greedy completions equal `coordinator generate`, /tokenize, /detokenize and /props, streaming
+ * greedy completions equal `coordinator generate`, /tokenize, /detokenize and /props, n choices
+ * and the prompt cache's cached_tokens, streaming
  * (chunked SSE ending in [DONE]), keep-alive and pipelining, malformed HTTP (bad request lines,
  * huge heads, oversized bodies, slow clients within and past the deadline, versions other than 1.x,
  * HTTP/1.1 without Host, target bytes that are not ASCII; each counted on /metrics) and malformed
@@ -400,6 +401,94 @@ static void test_tokenize_props(void **st) {
     assert_int_equal(json_integer_value(json_object_get(json_object_get(pr, "limits"), "max_n")),
                      16);
     json_decref(pr);
+}
+
+static json_t *choice_at(json_t *j, size_t i) {
+    return json_array_get(json_object_get(j, "choices"), i);
+}
+
+static json_int_t usage_of(json_t *j, const char *k) {
+    return json_integer_value(json_object_get(json_object_get(j, "usage"), k));
+}
+
+/* n choices share the prompt's prefill: choice 0 is the request of one choice with the same seed,
+ * the others streams of their own; the prompt is counted once; a stream's chunks carry each
+ * choice's index; more choices than slots is a 400. A repeated prompt reports the positions the
+ * prompt cache gave it, and its answer is the first one's. */
+static void test_choices_and_cache(void **st) {
+    (void)st;
+    const char *ids = "[5,9,17,33,65,129,257,3,6,12,24,48,96,192,384,7,14,28,56,112,224,448,"
+                      "11,22,44,88,176,352,13,26,52,104,208,416,15,30,60,120,240,480]";
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":%s,\"max_tokens\":12,\"temperature\":1,"
+             "\"seed\":7,\"ignore_eos\":true,\"logprobs\":0}",
+             ids);
+    json_t *one = completion(body);
+    assert_int_equal(usage_of(one, "prompt_tokens"), 40);
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":%s,\"max_tokens\":12,\"temperature\":1,"
+             "\"seed\":7,\"ignore_eos\":true,\"n\":3,\"logprobs\":0}",
+             ids);
+    json_t *three = completion(body);
+    assert_int_equal(json_array_size(json_object_get(three, "choices")), 3);
+    assert_int_equal(usage_of(three, "prompt_tokens"), 40);
+    assert_int_equal(usage_of(three, "completion_tokens"), 36);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(json_integer_value(json_object_get(choice_at(three, i), "index")), i);
+    json_t *t0 = json_object_get(json_object_get(choice_at(one, 0), "logprobs"), "tokens");
+    json_t *c0 = json_object_get(json_object_get(choice_at(three, 0), "logprobs"), "tokens");
+    json_t *c1 = json_object_get(json_object_get(choice_at(three, 1), "logprobs"), "tokens");
+    assert_true(json_equal(t0, c0));
+    assert_false(json_equal(c0, c1));
+    /* the same prompt again: the cache's blocks, and the same answer */
+    json_t *again = completion(body);
+    json_int_t cached = json_integer_value(
+        json_object_get(json_object_get(json_object_get(again, "usage"), "prompt_tokens_details"),
+                        "cached_tokens"));
+    assert_int_equal(cached, 32);
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_object_get(choice_at(again, i), "text")),
+                            json_string_value(json_object_get(choice_at(three, i), "text")));
+    json_decref(again);
+    /* streamed: every chunk names its choice, each choice ends once */
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":%s,\"max_tokens\":12,\"temperature\":1,"
+             "\"seed\":7,\"ignore_eos\":true,\"n\":3,\"stream\":true,"
+             "\"stream_options\":{\"include_usage\":true}}",
+             ids);
+    mwt_resp r;
+    post("/v1/completions", body, &r);
+    assert_int_equal(r.status, 200);
+    char text[3][512] = {"", "", ""};
+    int ends[3] = {0};
+    json_int_t prompt_usage = -1;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7)) continue;
+        json_t *ch = json_loads(line + 6, 0, NULL);
+        json_t *c = choice_at(ch, 0);
+        if (c) {
+            json_int_t i = json_integer_value(json_object_get(c, "index"));
+            assert_true(i >= 0 && i < 3);
+            const char *t = json_string_value(json_object_get(c, "text"));
+            if (t) strncat(text[i], t, sizeof text[i] - strlen(text[i]) - 1);
+            if (json_is_string(json_object_get(c, "finish_reason"))) ends[i]++;
+        } else if (json_object_get(ch, "usage")) {
+            prompt_usage = usage_of(ch, "prompt_tokens");
+        }
+        json_decref(ch);
+    }
+    mwt_resp_free(&r);
+    assert_int_equal(prompt_usage, 40);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(ends[i], 1);
+        assert_string_equal(text[i],
+                            json_string_value(json_object_get(choice_at(three, i), "text")));
+    }
+    json_decref(one);
+    json_decref(three);
+    /* four choices need four slots at once: this server has three */
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":4}", 400, NULL, "slots");
 }
 
 static void test_keepalive_pipelining(void **st) {
@@ -837,7 +926,7 @@ static void test_bad_json(void **st) {
                  "frequency_penalty", "number");
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"repetition_penalty\":0}", 400,
                  "repetition_penalty", NULL);
-    expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":2}", 400, "n", "one choice");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":17}", 400, "n", "[1, 16]");
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"best_of\":3}", 400, "best_of", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"suffix\":\"end\"}", 400, "suffix", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],"
@@ -1320,6 +1409,7 @@ int main(void) {
         cmocka_unit_test(test_text_and_stop_strings),
         cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_tokenize_props),
+        cmocka_unit_test(test_choices_and_cache),
         cmocka_unit_test(test_sampling_options),
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_head_options_cors),

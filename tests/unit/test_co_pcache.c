@@ -5,7 +5,9 @@
  * shares a prefix ending mid-block with an earlier one, the same request again, and a second turn
  * that continues the first one's prompt and reply each give bit-identical logits in f32 to a
  * server without the cache, while reporting the positions they reused. A budget too small for
- * everything evicts and still never changes a result. */
+ * everything evicts and still never changes a result. n choices of one prompt share its prefill
+ * (its slot copied, ring and KDA states included) and give each what a request of its own with
+ * the choice's seed gives. */
 #include "tests/support/mw_test.h"
 
 #include <stdlib.h>
@@ -45,7 +47,8 @@ static void on_output(void *ud, co_job *job) {
     co_job_take(job, &o);
     for (int64_t i = 0; i < o.n_tokens && r->n < MAX_GEN; i++) r->tok[r->n++] = o.tokens[i];
     if (!o.finish) return;
-    assert_int_equal(o.finish, CO_FINISH_LENGTH);
+    if (o.finish != CO_FINISH_LENGTH)
+        fail_msg("finished with %d: %s", o.finish, o.error ? o.error : "");
     r->cached = o.cached_tokens;
     const float *l = co_job_logits(job, &r->rows);
     r->logits = malloc((size_t)r->rows * V * sizeof(float));
@@ -54,7 +57,7 @@ static void on_output(void *ud, co_job *job) {
     co_job_release(job);
 }
 
-static void env_open(env *e, const char *model, uint64_t cache_bytes, int chunk) {
+static void env_open_n(env *e, const char *model, uint64_t cache_bytes, int chunk, int slots) {
     mw_err err = {{0}};
     memset(e, 0, sizeof *e);
     if (vx_source_open(mwt_fixture(model), NULL, &e->src, &err) ||
@@ -62,14 +65,15 @@ static void env_open(env *e, const char *model, uint64_t cache_bytes, int chunk)
         md_local_backend_new(e->src, &e->model->cfg, NULL, &e->experts, &err))
         fail_msg("%s", err.msg);
     assert_int_equal(e->model->cfg.n_vocab, V);
-    md_ctx_params cp = {.numerics = KN_NUM_F32, .experts = e->experts, .n_seq = 2, .n_ctx = N_CTX};
+    md_ctx_params cp = {
+        .numerics = KN_NUM_F32, .experts = e->experts, .n_seq = slots, .n_ctx = N_CTX};
     if (md_ctx_new(e->model, &cp, &e->ctx, &err)) fail_msg("%s", err.msg);
     if (co_metrics_new(0, e->model->cfg.n_layer, e->model->cfg.n_expert,
                        e->model->cfg.n_expert_used, &e->metrics, &err))
         fail_msg("%s", err.msg);
     uv_loop_init(&e->loop);
     co_sched_params sp = {.ctx = e->ctx,
-                          .n_slots = 2,
+                          .n_slots = slots,
                           .n_ctx = N_CTX,
                           .n_vocab = V,
                           .n_expert = e->model->cfg.n_expert,
@@ -79,6 +83,14 @@ static void env_open(env *e, const char *model, uint64_t cache_bytes, int chunk)
                           .metrics = e->metrics,
                           .cache_bytes = cache_bytes};
     if (co_sched_new(&e->loop, &sp, &e->s, &err)) fail_msg("%s", err.msg);
+}
+
+static void env_open(env *e, const char *model, uint64_t cache_bytes, int chunk) {
+    env_open_n(e, model, cache_bytes, chunk, 2);
+}
+
+static void env_open_slots(env *e, const char *model, int slots) {
+    env_open_n(e, model, 0, 8, slots);
 }
 
 static void env_close(env *e) {
@@ -239,11 +251,76 @@ static void test_eviction(void **st) {
     free_results(got, 3);
 }
 
+/* n choices of one prompt: prefilled once (the prompt tokens counted once), each choice's
+ * tokens and logits bit-identical to a request of its own with the choice's seed; the choices
+ * differ from each other. */
+static void choices(const char *model) {
+    enum { N = 3, NP = 45, G = 16 };
+    int32_t prompt[NP];
+    for (int i = 0; i < NP; i++) prompt[i] = (int32_t)((i * 29 + 7) % 500);
+    const uint64_t seed = 99;
+    co_gen_params gp = {
+        .prompt = prompt,
+        .n_prompt = NP,
+        .max_tokens = G,
+        .sampling = {.temperature = 0.9f, .top_p = 1, .repetition_penalty = 1, .seed = seed},
+        .top_logprobs = -1,
+        .ignore_eos = true,
+        .keep_logits = true};
+    env e;
+    result alone[N];
+    env_open(&e, model, 0, 8);
+    for (int i = 0; i < N; i++) {
+        memset(&alone[i], 0, sizeof alone[i]);
+        co_gen_params one = gp;
+        one.sampling.seed = co_choice_seed(seed, i);
+        co_job *job;
+        mw_err err = {{0}};
+        assert_int_equal(co_sched_submit(e.s, &one, on_output, &alone[i], &job, &err),
+                         CO_SUBMIT_OK);
+        while (!alone[i].done) uv_run(&e.loop, UV_RUN_ONCE);
+    }
+    env_close(&e);
+    env_open(&e, model, 0, 8);
+    result r[N] = {0};
+    void *uds[N] = {&r[0], &r[1], &r[2]};
+    co_job *jobs[N];
+    mw_err err = {{0}};
+    /* more choices than slots: refused */
+    void *four[4] = {&r[0], &r[1], &r[2], &r[0]};
+    co_job *jobs4[4];
+    assert_int_equal(co_sched_submit_n(e.s, &gp, 4, NULL, on_output, four, jobs4, &err),
+                     CO_SUBMIT_INVALID);
+    env_close(&e);
+    env_open_slots(&e, model, N);
+    assert_int_equal(co_sched_submit_n(e.s, &gp, N, NULL, on_output, uds, jobs, &err),
+                     CO_SUBMIT_OK);
+    while (!r[0].done || !r[1].done || !r[2].done) uv_run(&e.loop, UV_RUN_ONCE);
+    co_buf page = {0};
+    co_metrics_write(e.metrics, &page);
+    env_close(&e);
+    const char *pt = strstr(page.p, "\nmoewire_prompt_tokens_total ");
+    assert_non_null(pt);
+    assert_int_equal(atoi(pt + strlen("\nmoewire_prompt_tokens_total ")), NP);
+    co_buf_free(&page);
+    for (int i = 0; i < N; i++) same(&alone[i], &r[i]);
+    assert_memory_not_equal(r[0].tok, r[1].tok, G * sizeof(int32_t));
+    assert_memory_not_equal(r[1].tok, r[2].tok, G * sizeof(int32_t));
+    free_results(alone, N);
+    free_results(r, N);
+}
+
+static void test_choices(void **st) {
+    (void)st;
+    choices("llamacpp/gpt-oss-tiny/model.gguf");
+    choices("llamacpp/kimi-linear-tiny/model.gguf");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt_oss),   cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_deepseek2), cmocka_unit_test(test_kimi_linear),
-        cmocka_unit_test(test_eviction),
+        cmocka_unit_test(test_eviction),  cmocka_unit_test(test_choices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
