@@ -707,7 +707,8 @@ void co_routes_handle(void *ud, co_http_req *q) {
         co_metrics_request(r->p.metrics, rt->name, co_http_respond_options(q->conn, allow));
         return;
     }
-    if (!strncmp(q->path, "/v1/", 4) && !co_auth_ok(r->p.auth, q->authorization)) {
+    /* every route that computes needs a key: /v1/, /tokenize, /detokenize */
+    if ((!strncmp(q->path, "/v1/", 4) || rt->post) && !co_auth_ok(r->p.auth, q->authorization)) {
         co_oai_error e;
         co_oai_fail(&e, 401, NULL, "invalid_api_key", "%s",
                     q->authorization[0] ? "Incorrect API key provided"
