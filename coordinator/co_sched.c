@@ -47,13 +47,14 @@ struct co_job {
     int64_t n_fed;  /* prompt rows through the model */
     int64_t n_past; /* positions in the slot */
     int64_t n_gen;
-    int64_t n_cached;         /* prompt positions restored from the prompt cache */
-    bool prompt_counted;      /* in the metrics' prompt tokens */
-    co_pcache_cursor cursor;  /* the slot's blocks in the prompt cache */
-    int n_group;              /* choices of the prompt this job leads the prefill of (1: alone) */
-    co_job *leader;           /* model thread: the job prefilling this one's prompt, until forked */
-    bool forked;              /* its slot is a copy of the leader's prefilled one */
-    int32_t next;             /* sampled, to be fed */
+    int64_t n_cached;        /* prompt positions restored from the prompt cache */
+    bool prompt_counted;     /* in the metrics' prompt tokens */
+    co_pcache_cursor cursor; /* the slot's blocks in the prompt cache */
+    int n_group;             /* choices of the prompt this job leads the prefill of (1: alone) */
+    co_job *leader;          /* model thread: the job prefilling this one's prompt, until forked */
+    bool forked;             /* its slot is a copy of the leader's prefilled one */
+    bool restore; /* admitted: its prompt is looked up in the prompt cache before its step */
+    int32_t next; /* sampled, to be fed */
     md_sampler_opts sampling; /* checked at submission; the sampler is made at admission, so a
                                  queued request holds none of its memory */
     md_sampler sampler;
@@ -751,9 +752,8 @@ static void admit_locked(co_sched *s) {
         j->sampler_ok = true;
         if (md_sampler_feed(&j->sampler, j->prompt, j->n_prompt, false, &err))
             job_end(j, CO_FINISH_ERROR, err.msg);
-        else if (s->cache)
-            j->n_fed = j->n_past = j->n_cached =
-                co_pcache_restore(s->cache, j->slot, j->prompt, j->n_prompt, &j->cursor);
+        else
+            j->restore = s->cache != NULL; /* after the lock: copies take a while */
     }
     if (!s->wait_head) s->wait_tail = NULL;
     s->fail_all[0] = 0;
@@ -960,6 +960,17 @@ static bool wait_work(co_sched *s) {
     return pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT;
 }
 
+/* The jobs just admitted start from the longest prefix of their prompt the cache holds. */
+static void restore_prefixes(co_sched *s) {
+    for (co_job *j = s->active; j; j = j->next_active) {
+        if (!j->restore) continue;
+        j->restore = false;
+        if (!j->done && !j->leader)
+            j->n_fed = j->n_past = j->n_cached =
+                co_pcache_restore(s->cache, j->slot, j->prompt, j->n_prompt, &j->cursor);
+    }
+}
+
 static void *model_thread(void *arg) {
     co_sched *s = arg;
     for (;;) {
@@ -976,6 +987,7 @@ static void *model_thread(void *arg) {
         bool stop = s->stop;
         int queued = s->n_wait;
         pthread_mutex_unlock(&s->mu);
+        restore_prefixes(s);
         if (s->p.metrics) co_metrics_queue(s->p.metrics, s->n_active, queued);
         if (!stop) step(s);
         reap(s);
