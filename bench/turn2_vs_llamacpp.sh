@@ -9,7 +9,8 @@
 # over the rounds), turn 1's, their ratio, and the ratio over the uncached moewire's turn 2.
 #   bench/turn2_vs_llamacpp.sh MODEL.gguf
 #   env: LLAMA_SERVER (path), MW_THREADS (default 2), MW_PROMPT (default 2000), MW_NEW (default
-#        64), MW_ROUNDS (default 5), MW_OUT (keep the JSON lines in this file)
+#        64), MW_ROUNDS (default 5), MW_WARMUP (requests per target before, default 1), MW_OUT
+#        (keep the JSON lines in this file)
 # Every request carries the logit_bias of bench_serve.mjs --text-only (llama-server answers 500 to
 # the invalid UTF-8 a random-weight model writes) and generates one token (EOS ignored).
 case "${1:-}" in # --help: the comment above, which is the usage
@@ -65,7 +66,7 @@ if [ -n "${LLAMA_SERVER:-}" ]; then
   echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)" >&2
 fi
 node bench/bench_serve.mjs --turn2 "$new" "${targets[@]}" ${extra[@]+"${extra[@]}"} \
-  --vocab 32000 --prompt-tokens "$prompt" --max-tokens 1 --rounds "$rounds" --warmup 1 \
+  --vocab 32000 --prompt-tokens "$prompt" --max-tokens 1 --rounds "$rounds" --warmup "${MW_WARMUP:-1}" \
   --text-only "$model" | tee -a "$out"
 echo
 node bench/bench_serve.mjs --table "$out" --base moewire-nocache
