@@ -213,3 +213,7 @@ void co_stext_token_name(void *ud, int32_t token, co_buf *out) {
     else
         co_buf_printf(out, "token_id:%d", token);
 }
+
+const tk_tokenizer *co_stext_tokenizer(const co_stext *t) {
+    return t->tok;
+}

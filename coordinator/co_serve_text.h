@@ -50,6 +50,10 @@ int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, in
 void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err);
 extern const co_text_ops co_stext_ops;
 
+/* The tokenizer itself (/tokenize, /detokenize, /props read it). */
+struct tk_tokenizer;
+const struct tk_tokenizer *co_stext_tokenizer(const co_stext *t);
+
 /* A token's bytes as the vocabulary stores them (logprobs); ud is the co_stext. */
 void co_stext_token_name(void *ud, int32_t token, co_buf *out);
 
