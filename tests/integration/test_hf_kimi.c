@@ -23,6 +23,8 @@
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_http.h"
 #include "tests/support/mwt_kimi_hf.h"
+#include "vindex/vx_input.h"
+#include "vindex/vx_synth.h"
 
 #define VOCAB 512
 #define N_GEN 4
@@ -319,8 +321,29 @@ static void check_packed(const family *fam) {
     vindex((const char *[]){"verify", vx, NULL});
     vindex((const char *[]){"extract", gguf, gv, NULL});
     /* the experts: the checkpoint's bytes, extent for extent; the GGUF's values */
+    for (int l = 1; l <= 3; l++) check_extents(ck, vx, gv, l);
+    /* the checkpoint written as a GGUF holds the fixture GGUF's block_mxfp4 experts, byte for
+     * byte (the planar planes repacked as llama.cpp's converter does) */
+    char rg[600], rv[600];
+    snprintf(rg, sizeof rg, "%s/rewritten.gguf", dir);
+    snprintf(rv, sizeof rv, "%s/rewritten.vindex", dir);
+    vx_input *in;
+    mw_err e;
+    if (vx_input_open(ck, &in, &e) || vx_input_write_gguf(in, rg, NULL, NULL, &e))
+        fail_msg("%s", e.msg);
+    vx_input_close(in);
+    vindex((const char *[]){"extract", rg, rv, NULL});
     for (int l = 1; l <= 3; l++) {
-        check_extents(ck, vx, gv, l);
+        char x[700], y[700];
+        snprintf(x, sizeof x, "%s/experts-%03d.bin", rv, l);
+        snprintf(y, sizeof y, "%s/experts-%03d.bin", gv, l);
+        size_t lx, ly;
+        unsigned char *bx = mwt_read_file(x, &lx), *by = mwt_read_file(y, &ly);
+        assert_non_null(bx);
+        assert_non_null(by);
+        assert_int_equal(lx, ly);
+        assert_memory_equal(bx, by, lx);
+        free(bx), free(by);
     }
     check_provenance(fam, vx);
     /* the tokenizer is the checkpoint's tiktoken one */
