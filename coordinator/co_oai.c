@@ -1,6 +1,8 @@
 /* coordinator/co_oai.c — OpenAI request checking and response building (co_oai.h). */
 #include "coordinator/co_oai.h"
 
+#include "coordinator/co_oai_format.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -469,9 +471,8 @@ static int parse_chat_options(json_t *root, co_oai_req *r, co_oai_error *e) {
     return 0;
 }
 
-/* What this server refuses rather than ignores: echo, tools (and the older functions), a
- * response_format other than text (no constrained decoding), completions' suffix and best_of > 1.
- */
+/* What this server refuses rather than ignores: echo, tools (and the older functions),
+ * completions' suffix and best_of > 1. */
 static int parse_unsupported(json_t *root, co_oai_error *e) {
     bool echo = false;
     if (get_bool(root, "echo", &echo, e)) return -1;
@@ -481,18 +482,6 @@ static int parse_unsupported(json_t *root, co_oai_error *e) {
         json_t *t = json_object_get(root, calls[i]);
         if (t && !json_is_null(t) && json_array_size(t) > 0)
             return co_oai_fail(e, 400, calls[i], NULL, "tool calls are not supported");
-    }
-    json_t *rf = json_object_get(root, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *type = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(type))
-            return co_oai_fail(e, 400, "response_format", NULL,
-                               "'response_format' must be an object with a string 'type'");
-        if (strcmp(json_string_value(type), "text"))
-            return co_oai_fail(e, 400, "response_format", NULL,
-                               "'response_format' type '%s' is not supported (only 'text': this "
-                               "server does not constrain its output)",
-                               json_string_value(type));
     }
     json_t *suffix = json_object_get(root, "suffix");
     if (suffix && !json_is_null(suffix) &&
@@ -563,6 +552,7 @@ static int parse(const char *body, size_t len, co_oai_kind kind, const co_oai_li
         get_bool(root, "return_token_ids", &r->return_token_ids, e))
         return -1;
     if (kind == CO_OAI_CHAT && parse_chat_options(root, r, e)) return -1;
+    if (co__oai_response_format(root, r, e)) return -1;
     return parse_unsupported(root, e);
 }
 
@@ -615,6 +605,7 @@ void co_oai_req_free(co_oai_req *r) {
     free(r->prompts);
     free(r->logit_bias);
     free(r->stop_store);
+    free(r->schema);
     memset(r, 0, sizeof *r);
 }
 

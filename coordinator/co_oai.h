@@ -35,6 +35,13 @@ co_oai_limits co_oai_default_limits(void);
 
 typedef enum co_oai_kind { CO_OAI_COMPLETION = 0, CO_OAI_CHAT = 1 } co_oai_kind;
 
+/* What the output must be (response_format). */
+typedef enum co_oai_format {
+    CO_FORMAT_TEXT = 0,
+    CO_FORMAT_JSON_OBJECT, /* any JSON object */
+    CO_FORMAT_JSON_SCHEMA, /* a value the schema accepts */
+} co_oai_format;
+
 typedef struct co_oai_error {
     int status;
     char message[512];
@@ -76,7 +83,9 @@ typedef struct co_oai_req {
     const char *reasoning_effort; /* chat: "low" | "medium" | "high", NULL when absent */
     int thinking;                 /* chat_template_kwargs.enable_thinking: 1, 0, -1 absent */
     bool ignore_eos, return_token_ids;
-    char *stop_store; /* owned: the stop strings once detached */
+    char *stop_store;     /* owned: the stop strings once detached */
+    co_oai_format format; /* response_format (co_oai_format.h) */
+    char *schema;         /* owned: json_schema's schema as JSON text, else NULL */
 } co_oai_req;
 
 /* Parses and checks a body within lim (NULL: the defaults). 0, or -1 with e filled (a 400 naming

@@ -155,7 +155,8 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     res->k = kind == CO_OAI_CHAT ? 1 : req->n_prompts;
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
-                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking};
+                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking,
+                             .answer_open = req->format != CO_FORMAT_TEXT};
     if (check_request(p, req, &res->e) || bound_prompts(p, req, res->k, &res->e) ||
         gen_prompts(p, res) || co_oai_req_detach(req, &res->e)) {
         const co_oai_error e = res->e;

@@ -10,6 +10,7 @@
 
 #include "coordinator/co_oai.h"
 #include "coordinator/co_prep.h"
+#include "coordinator/co_serve_grammar.h"
 #include "coordinator/co_sse.h"
 #include "util/mw_grow.h"
 
@@ -406,6 +407,23 @@ static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const
         .text_state = text_state};
 }
 
+/* A response format's constraint for a job (none for text); the text state passes to the
+ * scheduler all the same: a failure here ends it. */
+static int constrain(const co_routes *r, const co_oai_req *req, co_gen_params *gp,
+                     co_oai_error *e) {
+    if (req->format == CO_FORMAT_TEXT) return 0;
+    mw_err err = {{0}};
+    void *st = r->p.text ? co_stext_constraint(r->p.text, req->schema, &err) : NULL;
+    if (!st) {
+        if (gp->text && gp->text->end) gp->text->end(gp->text_state);
+        return co_oai_fail(e, r->p.text ? 500 : 400, "response_format", NULL, "%s",
+                           r->p.text ? err.msg : "this model has no tokenizer to constrain");
+    }
+    gp->constraint = &co_stext_constraint_ops;
+    gp->constraint_state = st;
+    return 0;
+}
+
 /* A refused submission (prompt pi of k): 400 for a request the scheduler finds invalid, else
  * 503 with Retry-After (written into extra). */
 static void refused(const co_routes *r, co_submit_rc rc, const mw_err *err, int pi, int k,
@@ -514,8 +532,12 @@ static void submit_prepared(pending *pd, co_prep_result *res, co_oai_error *e, c
             return;
         }
         const co_prep_prompt *pp = &res->prompts[i];
-        const co_gen_params gp = gen_params(r, req, pp->ids, pp->n_ids, pp->max_tokens, n0 + i,
-                                            pd->t_arrival, text_state);
+        co_gen_params gp = gen_params(r, req, pp->ids, pp->n_ids, pp->max_tokens, n0 + i,
+                                      pd->t_arrival, text_state);
+        if (constrain(r, req, &gp, e)) {
+            exch_drop(x);
+            return;
+        }
         const co_submit_rc rc =
             co_sched_submit(r->p.sched, &gp, on_output, &x->ch[i], &x->ch[i].job, &err);
         if (rc != CO_SUBMIT_OK) {

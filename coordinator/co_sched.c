@@ -52,6 +52,9 @@ struct co_job {
     bool sampler_ok;
     const co_text_ops *text;
     void *text_state;
+    const co_constraint_ops *cons;
+    void *cons_state;
+    float *masked; /* with a constraint: the row it samples from */
     double t_last;
     co_buf piece, rpiece, shown; /* this token's text and reasoning; the text after stop strings */
     bool done;                   /* finished on the model thread (removed at the step's end) */
@@ -121,6 +124,8 @@ static void job_end_text(co_job *j) {
 
 static void job_free(co_job *j) {
     job_end_text(j);
+    if (j->cons && j->cons->end && j->cons_state) j->cons->end(j->cons_state);
+    free(j->masked);
     free(j->prompt);
     free(j->stop_ids);
     free(j->bias);
@@ -333,6 +338,8 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
     j->slot = -1;
     j->text = p->text;
     j->text_state = p->text_state;
+    j->cons = p->constraint;
+    j->cons_state = p->constraint_state;
     *taken = true;
     j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt);
     j->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *j->stop_ids);
@@ -412,9 +419,11 @@ co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, 
                              co_job **out, mw_err *err) {
     bool taken = false;
     co_submit_rc rc = submit(s, p, cb, ud, out, &taken, err);
-    /* refused before a job took the text state: end it here */
+    /* refused before a job took the text and constraint states: end them here */
     if (rc != CO_SUBMIT_OK && !taken && p->text && p->text->end && p->text_state)
         p->text->end(p->text_state);
+    if (rc != CO_SUBMIT_OK && !taken && p->constraint && p->constraint->end && p->constraint_state)
+        p->constraint->end(p->constraint_state);
     return rc;
 }
 
@@ -500,14 +509,25 @@ static void fill_logprob(const float *x, int64_t V, int32_t tok, int n, co_logpr
 
 /* Samples from the row with the job's logit biases added (then the sampler's penalties); the row is
  * the model's own again after (the same bits: the saved entries are put back in reverse, not the
- * biases subtracted). -1 with err set when the sampler cannot record the token. */
-static int32_t sample(co_job *j, float *logits, mw_err *err) {
+ * biases subtracted). With a constraint the sample comes from a masked copy of the row. -1 with
+ * err set when the sampler cannot record the token or the constraint leaves nothing. */
+static int32_t sample(co_job *j, float *logits, int64_t V, mw_err *err) {
+    if (j->cons) {
+        if (!j->masked && !(j->masked = malloc((size_t)V * sizeof *j->masked)))
+            return mw_errf(err, "out of memory");
+        memcpy(j->masked, logits, (size_t)V * sizeof *logits);
+        if (j->cons->mask(j->cons_state, j->masked, V) <= 0)
+            return mw_errf(err, "the response format allows no token here");
+        logits = j->masked;
+    }
     for (int i = 0; i < j->n_bias; i++) {
         j->bias_saved[i] = logits[j->bias[i].token];
         logits[j->bias[i].token] += j->bias[i].bias;
     }
     const int32_t tok = md_sample(&j->sampler, logits);
     for (int i = j->n_bias - 1; i >= 0; i--) logits[j->bias[i].token] = j->bias_saved[i];
+    if (j->cons && j->cons->accept(j->cons_state, tok) < 0)
+        return mw_errf(err, "the response format refused token %d", tok);
     return md_sampler_feed(&j->sampler, &tok, 1, true, err) ? -1 : tok;
 }
 
@@ -583,7 +603,7 @@ static bool publish(co_sched *s, co_job *j, int32_t tok, const co_logprob *lp, b
  * logprob, logits row or piece of text is never dropped silently. */
 static void job_token(co_sched *s, co_job *j, float *logits, double t) {
     mw_err err;
-    const int32_t tok = sample(j, logits, &err);
+    const int32_t tok = sample(j, logits, s->p.n_vocab, &err);
     if (tok < 0) {
         job_end(j, CO_FINISH_ERROR, err.msg); /* leaves at the step's end, as any other */
         return;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/co_serve_grammar.h"
 #include "tokenizer/tk.h"
 #include "tokenizer/tk_chat.h"
 
@@ -14,6 +15,7 @@ struct co_stext {
     tk_chat *chat;             /* NULL: no chat format */
     char chat_err[MW_ERR_MAX]; /* why not */
     size_t max_token_bytes;    /* the most input bytes one token stands for */
+    co__stext_vocab vocab;     /* the constrained decoding's trie, built on first use */
 };
 
 typedef struct job_text {
@@ -26,7 +28,18 @@ typedef struct job_text {
 static tk_chat_opts chat_opts(const co_stext_chat_opts *o) {
     return (tk_chat_opts){.add_generation_prompt = true,
                           .thinking = o ? o->thinking : -1,
-                          .reasoning_effort = o ? o->reasoning_effort : NULL};
+                          .reasoning_effort = o ? o->reasoning_effort : NULL,
+                          .answer_open = o && o->answer_open};
+}
+
+const tk_tokenizer *co__stext_tokenizer(const co_stext *t) {
+    return t->tok;
+}
+const tk_chat *co__stext_chat(const co_stext *t) {
+    return t->chat;
+}
+co__stext_vocab *co__stext_vocab_of(co_stext *t) {
+    return &t->vocab;
 }
 
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err) {
@@ -39,6 +52,7 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         return 0;
     co_stext *t = calloc(1, sizeof *t);
     if (!t) return mw_errf(err, "out of memory");
+    co__stext_vocab_init(&t->vocab);
     if (tk_load_source(src, &t->tok, err)) {
         free(t);
         return mw_err_wrap(err, "the model's tokenizer");
@@ -67,6 +81,7 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
 
 void co_stext_free(co_stext *t) {
     if (!t) return;
+    co__stext_vocab_free(&t->vocab);
     tk_chat_free(t->chat);
     tk_free(t->tok);
     free(t);

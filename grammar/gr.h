@@ -4,7 +4,8 @@
  *
  * What a schema may use: type (one or a list), properties + required, additionalProperties
  * (false, true or a schema; with properties given only those keys are generated, which every
- * reading of the schema accepts), items, minItems / maxItems, enum, const, anyOf (alternatives
+ * reading of the schema accepts), items, minItems / maxItems, minLength / maxLength (characters;
+ * an escape is one), enum, const, anyOf (alternatives
  * that start with different bytes: "a string or null", not "one object or another"), $ref to
  * "#/$defs/NAME" or "#/definitions/NAME" (recursion included), and the annotations title,
  * description, default, examples, $schema, $id, $comment. Anything else (pattern, format,

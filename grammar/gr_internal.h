@@ -38,6 +38,8 @@ typedef struct gr_node {
     /* anyOf */
     int n_alt;
     int *alt;
+    /* string: characters (an escape is one) */
+    uint32_t min_len, max_len;
     uint8_t first[32]; /* bytes a value of this node may start with */
 } gr_node;
 

@@ -112,12 +112,15 @@ static bool literal_may_end(const gr_node *nd, const gr_frame *f) {
 
 /* A string's byte; 1 continues, 2 closed it, -1 refused. UTF-8 is checked as jansson and
  * JavaScript read it (no overlongs, no surrogates), escapes as JSON has them. */
-static int string_byte(gr_frame *f, uint8_t b) {
+static int string_byte(const gr_node *nd, gr_frame *f, uint8_t b) {
     switch (f->phase) {
     case S_OPEN:
         return b == '"' ? (f->phase = S_BODY, 1) : -1;
     case S_BODY:
-        if (b == '"') return 2;
+        /* (seen counts the characters) */
+        if (b == '"') return f->seen >= nd->min_len ? 2 : -1;
+        if (f->seen >= nd->max_len) return -1;
+        f->seen++;
         if (b == '\\') return f->phase = S_ESC, 1;
         if (b < 0x20) return -1;
         if (b < 0x80) return 1;
@@ -260,7 +263,7 @@ static int scalar_byte(const gr_grammar *g, gr_state *s, gr_frame *f, const gr_n
     int rc;
     switch (nd->kind) {
     case GR_STRING:
-        rc = string_byte(f, b);
+        rc = string_byte(nd, f, b);
         if (rc == 2) pop(g, s);
         return rc < 0 ? -1 : 0;
     case GR_NUMBER:

@@ -47,6 +47,7 @@ static int new_node(comp *c, gr_kind kind, const char *path) {
     g->v[g->n].extra = -1;
     g->v[g->n].items = -1;
     g->v[g->n].max_items = UINT32_MAX;
+    g->v[g->n].max_len = UINT32_MAX;
     return g->n++;
 }
 
@@ -93,9 +94,10 @@ static int compile(comp *c, const json_t *s, const char *path);
 static const char *const annotations[] = {"title",    "description", "default",
                                           "examples", "$schema",     "$id",
                                           "$comment", "$defs",       "definitions"};
-static const char *const handled[] = {"type",  "properties", "required", "additionalProperties",
-                                      "items", "minItems",   "maxItems", "enum",
-                                      "const", "anyOf",      "$ref"};
+static const char *const handled[] = {"type",     "properties", "required", "additionalProperties",
+                                      "items",    "minItems",   "maxItems", "enum",
+                                      "const",    "anyOf",      "$ref",     "minLength",
+                                      "maxLength"};
 
 static bool listed(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -211,10 +213,28 @@ static int array_node(comp *c, const json_t *s, const char *path) {
     return k;
 }
 
+/* A string, with its length bounds when the schema gives them. */
+static int string_node(comp *c, const json_t *s, const char *path) {
+    const json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
+    if (!mn && !mx) return c->g->string;
+    if ((mn && (!json_is_integer(mn) || json_integer_value(mn) < 0)) ||
+        (mx && (!json_is_integer(mx) || json_integer_value(mx) < 0)))
+        return mw_errf(c->err, "%s: minLength and maxLength must be integers >= 0", path);
+    const int k = new_node(c, GR_STRING, path);
+    if (k < 0) return -1;
+    gr_node *nd = &c->g->v[k];
+    if (mn) nd->min_len = json_integer_value(mn) > 65536 ? 65536 : (uint32_t)json_integer_value(mn);
+    if (mx)
+        nd->max_len =
+            json_integer_value(mx) > UINT32_MAX ? UINT32_MAX : (uint32_t)json_integer_value(mx);
+    if (nd->min_len > nd->max_len) return mw_errf(c->err, "%s: minLength is above maxLength", path);
+    return k;
+}
+
 static int type_node(comp *c, const json_t *s, const char *t, const char *path) {
     if (!strcmp(t, "object")) return object_node(c, s, path);
     if (!strcmp(t, "array")) return array_node(c, s, path);
-    if (!strcmp(t, "string")) return c->g->string;
+    if (!strcmp(t, "string")) return string_node(c, s, path);
     if (!strcmp(t, "number")) return new_node(c, GR_NUMBER, path);
     if (!strcmp(t, "integer")) return new_node(c, GR_INTEGER, path);
     if (!strcmp(t, "boolean")) return literal_text(c, "true", "false", path);

@@ -126,6 +126,11 @@ static void render_harmony(pb *b, const tk_msg *m, size_t n, const tk_chat_opts 
     if (o->add_generation_prompt) {
         tk__pb_special(b, "<|start|>");
         tk__pb_txt(b, "assistant");
+        if (o->answer_open) {
+            tk__pb_special(b, "<|channel|>");
+            tk__pb_txt(b, "final");
+            tk__pb_special(b, "<|message|>");
+        }
     }
 }
 
@@ -193,7 +198,7 @@ static void deepseek(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o, bo
     }
     if (o->add_generation_prompt) {
         tk__pb_special(b, "<｜Assistant｜>");
-        if (r1) tk__pb_txt(b, "<think>\n");
+        if (r1) tk__pb_txt(b, o->answer_open ? "<think>\n\n</think>\n\n" : "<think>\n");
     }
 }
 
@@ -393,8 +398,10 @@ void tk_chat_free(tk_chat *c) {
 int tk_chat_render(const tk_chat *c, const tk_msg *msgs, size_t n, const tk_chat_opts *o,
                    tk_ids *out, mw_err *err) {
     const tk_chat_opts def = {.add_generation_prompt = true, .thinking = -1};
+    tk_chat_opts eff = o ? *o : def;
+    if (eff.answer_open) eff.thinking = 0; /* the answer first: no reasoning block */
     pb b = {.t = c->t, .out = out, .err = err};
-    c->f->render(&b, msgs, n, o ? o : &def);
+    c->f->render(&b, msgs, n, &eff);
     tk__pb_flush(&b);
     tk_text_free(&b.text);
     return b.rc ? -1 : 0;

@@ -303,6 +303,34 @@ static void test_logit_bias(void **st) {
     }
 }
 
+/* response_format: json_object, json_schema (its schema kept as text past the detach) */
+static void test_response_format(void **st) {
+    (void)st;
+    co_oai_req r;
+    parse_ok("{\"model\":\"m\",\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}",
+             CO_OAI_COMPLETION, &r);
+    assert_int_equal(r.format, CO_FORMAT_TEXT);
+    assert_null(r.schema);
+    co_oai_req_free(&r);
+    parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+             "\"response_format\":{\"type\":\"json_object\"}}",
+             CO_OAI_CHAT, &r);
+    assert_int_equal(r.format, CO_FORMAT_JSON_OBJECT);
+    assert_null(r.schema);
+    co_oai_req_free(&r);
+    parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+             "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
+             "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":"
+             "{\"type\":\"integer\"}},\"required\":[\"a\"],\"additionalProperties\":false}}}}",
+             CO_OAI_CHAT, &r);
+    assert_int_equal(r.format, CO_FORMAT_JSON_SCHEMA);
+    co_oai_error e = {0};
+    assert_int_equal(co_oai_req_detach(&r, &e), 0);
+    assert_non_null(r.schema);
+    assert_non_null(strstr(r.schema, "\"required\":[\"a\"]"));
+    co_oai_req_free(&r);
+}
+
 static void test_stream_and_options(void **st) {
     (void)st;
     co_oai_req r;
@@ -330,7 +358,15 @@ static void test_stream_and_options(void **st) {
         {"\"echo\":true", "echo", "not supported"},
         {"\"tools\":[{\"type\":\"function\"}]", "tools", "tool calls"},
         {"\"functions\":[{}]", "functions", "tool calls"},
-        {"\"response_format\":{\"type\":\"json_object\"}", "response_format", "'json_object'"},
+        {"\"response_format\":{\"type\":\"grammar\"}", "response_format", "'grammar'"},
+        {"\"response_format\":{\"type\":\"json_schema\"}", "response_format.json_schema",
+         "'name' and 'schema'"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+         "\"schema\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
+         "response_format.json_schema.schema", "'pattern' is not supported"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+         "\"strict\":1,\"schema\":{}}}",
+         "response_format.json_schema.strict", "a boolean"},
         {"\"response_format\":\"text\"", "response_format", "string 'type'"},
         {"\"suffix\":\"end\"", "suffix", "not supported"},
     };
@@ -641,6 +677,7 @@ static void test_finish_names(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_completion_defaults),
+        cmocka_unit_test(test_response_format),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_detach),
         cmocka_unit_test(test_stoppable),

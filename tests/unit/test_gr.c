@@ -96,6 +96,12 @@ static void test_schema_features(void **state) {
     assert_true(acc(g, "[true, false]"));
     assert_false(acc(g, "[1]"));
     gr_free(g);
+    g = compile("{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}");
+    assert_true(acc(g, "\"ab\""));
+    assert_true(acc(g, "\"\xc3\xa9\\n\\u0041\"")); /* a character is a character */
+    assert_false(acc(g, "\"a\""));
+    assert_false(acc(g, "\"abcd\""));
+    gr_free(g);
     g = compile("{\"type\":\"number\"}");
     assert_true(acc(g, "-1.5E+3"));
     assert_false(acc(g, "1.5E+"));
@@ -303,6 +309,9 @@ static void test_mask_matches_brute_force(void **state) {
                 "\"maxItems\":3}",
                 3);
     check_walks("{\"type\":\"number\"}", 4);
+    check_walks("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
+                "\"maxLength\":4}},\"required\":[\"s\"]}",
+                5);
 }
 
 /* The end ids only once the value is complete; the matcher refuses what the mask refuses. */
