@@ -19,7 +19,7 @@ void co__stext_vocab_free(co__stext_vocab *v) {
     pthread_mutex_destroy(&v->mu);
 }
 
-static gr_vocab *build(const tk_tokenizer *tok, const tk_chat *chat, mw_err *err) {
+gr_vocab *co_grammar_vocab_new(const tk_tokenizer *tok, const tk_chat *chat, mw_err *err) {
     const int32_t n = tk_n_vocab(tok);
     const char **bytes = calloc((size_t)n, sizeof *bytes);
     size_t *lens = calloc((size_t)n, sizeof *lens);
@@ -50,7 +50,7 @@ const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err) {
     pthread_mutex_lock(&sv->mu);
     if (!sv->v && !sv->err[0]) {
         mw_err e = {{0}};
-        sv->v = build(co__stext_tokenizer(t), co__stext_chat(t), &e);
+        sv->v = co_grammar_vocab_new(co__stext_tokenizer(t), co__stext_chat(t), &e);
         if (!sv->v) snprintf(sv->err, sizeof sv->err, "the vocabulary's trie: %s", e.msg);
     }
     const gr_vocab *v = sv->v;

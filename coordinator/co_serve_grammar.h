@@ -28,6 +28,11 @@ const struct tk_tokenizer *co__stext_tokenizer(const co_stext *t);
 const struct tk_chat *co__stext_chat(const co_stext *t);
 co__stext_vocab *co__stext_vocab_of(co_stext *t);
 
+/* A tokenizer's vocabulary as the grammar's: each token's bytes as it decodes (control tokens:
+ * none), the ends the chat format's stop tokens (chat NULL: the model's end-of-generation ids). */
+gr_vocab *co_grammar_vocab_new(const struct tk_tokenizer *tok, const struct tk_chat *chat,
+                               mw_err *err);
+
 /* The vocabulary's trie: token bytes as they decode, the model's end-of-generation ids and the
  * chat format's stop ids as the ends. NULL with err set when it cannot be built. */
 const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err);

@@ -23,12 +23,22 @@ typedef struct tnode {
     uint8_t byte;
 } tnode;
 
-struct gr_vocab {
-    int32_t n;
-    int n_words;
+typedef struct trie {
     tnode *nodes;
     uint32_t n_nodes;
     int32_t *sorted; /* token ids in the trie's order */
+} trie;
+
+struct gr_vocab {
+    int32_t n;
+    int n_words;
+    trie all;          /* every token with bytes */
+    trie odd;          /* the tokens not plain: what a string's body must walk */
+    uint64_t *plain;   /* tokens that are string text as they stand: whole UTF-8 characters, no
+                          quote, backslash or control byte */
+    int32_t *by_chars; /* the plain tokens by their characters, fewest first */
+    int32_t n_by_chars;
+    uint8_t *chars; /* per plain token: its characters (up to 255) */
     uint16_t max_depth;
     uint64_t *eos; /* bitset */
     char *blob;    /* every token's bytes */
@@ -77,13 +87,13 @@ static int cmp_tok(const void *pa, const void *pb) {
 
 /* Nodes for the sorted tokens: each token adds the bytes past its common prefix with the one
  * before; open nodes deeper than that prefix end where the new ones start. */
-static int build_trie(gr_vocab *v, const tok_ref *t, int32_t nt, mw_err *err) {
-    size_t cap = 1024, total = 0;
+static int build_trie(trie *tr, uint16_t *max_depth, const tok_ref *t, int32_t nt, mw_err *err) {
+    size_t total = 0;
     for (int32_t i = 0; i < nt; i++) total += t[i].len;
-    cap = total + 1;
-    v->nodes = malloc(cap * sizeof *v->nodes);
+    tr->nodes = malloc((total + 1) * sizeof *tr->nodes);
+    tr->sorted = malloc(((size_t)nt + 1) * sizeof *tr->sorted);
     uint32_t *open = malloc((MAX_TOKEN_BYTES + 1) * sizeof *open);
-    if (!v->nodes || !open) {
+    if (!tr->nodes || !tr->sorted || !open) {
         free(open);
         return mw_errf(err, "out of memory");
     }
@@ -92,30 +102,74 @@ static int build_trie(gr_vocab *v, const tok_ref *t, int32_t nt, mw_err *err) {
         size_t l = 0;
         if (i > 0)
             while (l < prev_len && l < t[i].len && t[i - 1].p[l] == t[i].p[l]) l++;
-        for (size_t d = l + 1; d <= prev_len; d++) v->nodes[open[d]].end = v->n_nodes;
+        for (size_t d = l + 1; d <= prev_len; d++) tr->nodes[open[d]].end = tr->n_nodes;
         if (i > 0 && l == t[i].len && l == prev_len) { /* the same bytes as the one before */
-            v->nodes[open[l]].tok_n++;
+            tr->nodes[open[l]].tok_n++;
             continue;
         }
         for (size_t d = l + 1; d <= t[i].len; d++) {
-            tnode *nd = &v->nodes[v->n_nodes];
+            tnode *nd = &tr->nodes[tr->n_nodes];
             *nd = (tnode){.byte = t[i].p[d - 1], .depth = (uint16_t)d};
             if (d == t[i].len) nd->tok_off = (uint32_t)i, nd->tok_n = 1;
-            open[d] = v->n_nodes++;
+            open[d] = tr->n_nodes++;
         }
-        if (t[i].len > v->max_depth) v->max_depth = (uint16_t)t[i].len;
+        if (t[i].len > *max_depth) *max_depth = (uint16_t)t[i].len;
         prev_len = t[i].len;
     }
-    for (size_t d = 1; d <= prev_len; d++) v->nodes[open[d]].end = v->n_nodes;
+    for (size_t d = 1; d <= prev_len; d++) tr->nodes[open[d]].end = tr->n_nodes;
     free(open);
-    for (int32_t i = 0; i < nt; i++) v->sorted[i] = t[i].id;
+    for (int32_t i = 0; i < nt; i++) tr->sorted[i] = t[i].id;
     return 0;
+}
+
+static int cmp_chars_v(const void *a, const void *b, void *ud) {
+    const uint8_t *c = ud;
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return c[x] != c[y] ? (c[x] > c[y] ? 1 : -1) : (x > y) - (x < y);
+}
+
+/* The plain tokens ordered by length in characters: a string with r characters left takes the
+ * first ones up to r. */
+static int sort_plain(gr_vocab *v, mw_err *err) {
+    v->chars = calloc((size_t)v->n, 1);
+    v->by_chars = malloc((size_t)v->n * sizeof *v->by_chars);
+    if (!v->chars || !v->by_chars) return mw_errf(err, "out of memory");
+    for (int32_t id = 0; id < v->n; id++) {
+        if (!(v->plain[id >> 6] >> (id & 63) & 1)) continue;
+        size_t c = 0;
+        for (size_t i = 0; i < v->len[id]; i++)
+            c += ((uint8_t)v->blob[v->off[id] + i] & 0xc0) != 0x80;
+        v->chars[id] = (uint8_t)(c > 255 ? 255 : c);
+        v->by_chars[v->n_by_chars++] = id;
+    }
+    qsort_r(v->by_chars, (size_t)v->n_by_chars, sizeof *v->by_chars, cmp_chars_v, v->chars);
+    return 0;
+}
+
+/* Whether the bytes are string text as they stand (the automaton's string body takes them and
+ * is back in its body after, whatever came before). */
+static bool plain_text(const uint8_t *p, size_t n) {
+    gr_grammar g = {0};
+    gr_node nd = {.kind = GR_STRING, .max_len = UINT32_MAX};
+    g.v = &nd;
+    g.n = 1;
+    gr_state s = {.depth = 1};
+    s.f[0].phase = 1; /* S_BODY */
+    s.f[0].started = 1;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] == '"' || p[i] == '\\' || gr_feed(&g, &s, p[i])) return false;
+    return s.depth == 1 && s.f[0].phase == 1;
 }
 
 void gr_vocab_free(gr_vocab *v) {
     if (!v) return;
-    free(v->nodes);
-    free(v->sorted);
+    free(v->all.nodes);
+    free(v->all.sorted);
+    free(v->odd.nodes);
+    free(v->odd.sorted);
+    free(v->plain);
+    free(v->by_chars);
+    free(v->chars);
     free(v->eos);
     free(v->blob);
     free(v->off);
@@ -134,12 +188,11 @@ int gr_vocab_new(const char *const *bytes, const size_t *lens, int32_t n, const 
     v->eos = calloc((size_t)v->n_words, sizeof *v->eos);
     v->off = calloc((size_t)n, sizeof *v->off);
     v->len = calloc((size_t)n, sizeof *v->len);
-    v->sorted = calloc((size_t)n, sizeof *v->sorted);
     tok_ref *t = calloc((size_t)n, sizeof *t);
     size_t total = 0;
     for (int32_t i = 0; i < n; i++) total += lens[i] <= MAX_TOKEN_BYTES ? lens[i] : 0;
     v->blob = malloc(total + 1);
-    if (!v->eos || !v->off || !v->len || !v->sorted || !t || !v->blob) {
+    if (!v->eos || !v->off || !v->len || !t || !v->blob) {
         free(t);
         gr_vocab_free(v);
         return mw_errf(err, "out of memory");
@@ -158,7 +211,19 @@ int gr_vocab_new(const char *const *bytes, const size_t *lens, int32_t n, const 
         at += lens[i];
     }
     qsort(t, (size_t)nt, sizeof *t, cmp_tok);
-    const int rc = build_trie(v, t, nt, err);
+    int rc = build_trie(&v->all, &v->max_depth, t, nt, err);
+    /* the odd ones keep their order: a sorted list filtered is sorted */
+    v->plain = calloc((size_t)v->n_words, sizeof *v->plain);
+    int32_t n_odd = 0;
+    for (int32_t i = 0; !rc && v->plain && i < nt; i++) {
+        if (plain_text(t[i].p, t[i].len))
+            v->plain[t[i].id >> 6] |= 1ull << (t[i].id & 63);
+        else
+            t[n_odd++] = t[i];
+    }
+    if (!rc && !v->plain) rc = mw_errf(err, "out of memory");
+    if (!rc) rc = sort_plain(v, err);
+    if (!rc) rc = build_trie(&v->odd, &v->max_depth, t, n_odd, err);
     free(t);
     if (rc) {
         gr_vocab_free(v);
@@ -210,13 +275,11 @@ static bool same_state(const gr_state *a, const gr_state *b) {
            !memcmp(a->f, b->f, (size_t)a->depth * sizeof a->f[0]);
 }
 
-/* The walk: every token whose bytes the automaton takes from m->cur. */
-static void walk(gr_matcher *m, uint64_t *bits) {
-    const gr_vocab *v = m->v;
-    memset(bits, 0, (size_t)v->n_words * sizeof *bits);
+/* Every token of tr whose bytes the automaton takes from m->cur, added to bits. */
+static void walk_trie(gr_matcher *m, const trie *tr, uint64_t *bits) {
     copy_state(&m->stack[0], &m->cur);
-    for (uint32_t i = 0; i < v->n_nodes;) {
-        const tnode *nd = &v->nodes[i];
+    for (uint32_t i = 0; i < tr->n_nodes;) {
+        const tnode *nd = &tr->nodes[i];
         gr_state *s = &m->stack[nd->depth];
         copy_state(s, &m->stack[nd->depth - 1]);
         if (gr_feed(m->g, s, nd->byte)) {
@@ -224,22 +287,66 @@ static void walk(gr_matcher *m, uint64_t *bits) {
             continue;
         }
         for (uint32_t k = 0; k < nd->tok_n; k++) {
-            const int32_t id = v->sorted[nd->tok_off + k];
+            const int32_t id = tr->sorted[nd->tok_off + k];
             bits[id >> 6] |= 1ull << (id & 63);
         }
         i++;
+    }
+}
+
+/* In a string's body with no character owed: every plain token whose characters fit is allowed
+ * without a walk (all of them when no token can reach the bound), and only the others are
+ * walked. -1: not in a string's body, else the characters left (INT64_MAX: no bound in reach). */
+static int64_t open_string(const gr_matcher *m) {
+    const gr_state *s = &m->cur;
+    if (s->depth == 0) return -1;
+    const gr_frame *f = &s->f[s->depth - 1];
+    const gr_node *nd = &m->g->v[f->node];
+    if (nd->kind != GR_STRING || !f->started || f->phase != 1 /* S_BODY */) return -1;
+    if (nd->max_len == UINT32_MAX || nd->max_len - f->seen > m->v->max_depth) return INT64_MAX;
+    return (int64_t)(nd->max_len - f->seen);
+}
+
+static void walk(gr_matcher *m, uint64_t *bits) {
+    const gr_vocab *v = m->v;
+    const int64_t left = open_string(m);
+    if (left == INT64_MAX) {
+        memcpy(bits, v->plain, (size_t)v->n_words * sizeof *bits);
+        walk_trie(m, &v->odd, bits);
+    } else if (left >= 0) {
+        memset(bits, 0, (size_t)v->n_words * sizeof *bits);
+        for (int32_t i = 0; i < v->n_by_chars && v->chars[v->by_chars[i]] <= left; i++)
+            bits[v->by_chars[i] >> 6] |= 1ull << (v->by_chars[i] & 63);
+        walk_trie(m, &v->odd, bits);
+    } else {
+        memset(bits, 0, (size_t)v->n_words * sizeof *bits);
+        walk_trie(m, &v->all, bits);
     }
     if (gr_complete(m->g, &m->cur))
         for (int w = 0; w < v->n_words; w++) bits[w] |= v->eos[w];
 }
 
+/* The cache's key: the state, with a string's length forgotten where no token can reach its
+ * bounds (the masks of such states are the same). */
+static void cache_key(const gr_matcher *m, gr_state *k) {
+    copy_state(k, &m->cur);
+    if (k->depth == 0) return;
+    gr_frame *f = &k->f[k->depth - 1];
+    const gr_node *nd = &m->g->v[f->node];
+    if (nd->kind == GR_STRING && f->seen >= nd->min_len &&
+        (nd->max_len == UINT32_MAX || nd->max_len - f->seen > m->v->max_depth))
+        f->seen = UINT64_MAX;
+}
+
 const uint64_t *gr_matcher_mask(gr_matcher *m) {
-    const uint64_t h = state_hash(&m->cur);
+    gr_state key;
+    cache_key(m, &key);
+    const uint64_t h = state_hash(&key);
     entry *victim = &m->cache[0];
     m->clock++;
     for (int i = 0; i < CACHE_SLOTS; i++) {
         entry *e = &m->cache[i];
-        if (e->used && e->hash == h && same_state(&e->key, &m->cur)) {
+        if (e->used && e->hash == h && same_state(&e->key, &key)) {
             e->stamp = m->clock;
             return e->bits;
         }
@@ -252,7 +359,7 @@ const uint64_t *gr_matcher_mask(gr_matcher *m) {
     victim->used = true;
     victim->hash = h;
     victim->stamp = m->clock;
-    copy_state(&victim->key, &m->cur);
+    copy_state(&victim->key, &key);
     return victim->bits;
 }
 
