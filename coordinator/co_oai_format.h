@@ -14,4 +14,12 @@
  * 400 naming it; r->schema keeps its text for the jobs. */
 int co__oai_response_format(json_t *root, co_oai_req *r, co_oai_error *e);
 
+/* tools (a list of {"type": "function", "function": {"name", "description", "parameters"}}),
+ * tool_choice ("auto", "none", "required", {"type": "function", "function": {"name": ...}}) and
+ * parallel_tool_calls: chat only. With required or a named function the call's schema is built
+ * and compiled here ({"name": the name (one of the names), "arguments": the parameters; with
+ * several tools under required, any object}): a parameter schema the grammar cannot enforce is a
+ * 400 naming the tool. */
+int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e);
+
 #endif

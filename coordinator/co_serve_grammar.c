@@ -71,7 +71,8 @@ static void c_end(void *state) {
     free(c);
 }
 
-void *co_stext_constraint(co_stext *t, const char *schema, mw_err *err) {
+void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
+                          mw_err *err) {
     const gr_vocab *v = co_stext_vocab(t, err);
     if (!v) return NULL;
     constraint *c = calloc(1, sizeof *c);
@@ -81,7 +82,7 @@ void *co_stext_constraint(co_stext *t, const char *schema, mw_err *err) {
     }
     const int rc =
         schema ? gr_compile_text(schema, strlen(schema), &c->g, err) : gr_compile(NULL, &c->g, err);
-    if (rc || gr_matcher_new(c->g, v, &c->m, err)) {
+    if (rc || gr_wrap(c->g, before, after, err) || gr_matcher_new(c->g, v, &c->m, err)) {
         c_end(c);
         return NULL;
     }

@@ -37,9 +37,11 @@ gr_vocab *co_grammar_vocab_new(const struct tk_tokenizer *tok, const struct tk_c
  * chat format's stop ids as the ends. NULL with err set when it cannot be built. */
 const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err);
 
-/* A job's constraint: the output is a value of schema (JSON text; NULL: any JSON object), then an
- * end token. NULL with err set. Owned by the scheduler once submitted. */
-void *co_stext_constraint(co_stext *t, const char *schema, mw_err *err);
+/* A job's constraint: the output is a value of schema (JSON text; NULL: any JSON object) between
+ * the literal texts before and after (NULL: none), then an end token. NULL with err set. Owned
+ * by the scheduler once submitted. */
+void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
+                          mw_err *err);
 extern const co_constraint_ops co_stext_constraint_ops;
 
 #endif

@@ -29,7 +29,8 @@ static tk_chat_opts chat_opts(const co_stext_chat_opts *o) {
     return (tk_chat_opts){.add_generation_prompt = true,
                           .thinking = o ? o->thinking : -1,
                           .reasoning_effort = o ? o->reasoning_effort : NULL,
-                          .answer_open = o && o->answer_open};
+                          .answer_open = o && o->answer_open,
+                          .tools = o ? o->tools : NULL};
 }
 
 const tk_tokenizer *co__stext_tokenizer(const co_stext *t) {

@@ -35,7 +35,8 @@ int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t
 typedef struct co_stext_chat_opts {
     const char *reasoning_effort; /* harmony: "low", "medium", "high"; NULL: the default */
     int thinking;                 /* formats with a thinking switch: 1 on, 0 off, -1 default */
-    bool answer_open; /* the prompt opens the answer (no reasoning first): a constrained output */
+    bool answer_open;  /* the prompt opens the answer (no reasoning first): a constrained output */
+    const char *tools; /* the tools list's JSON text, NULL: none */
 } co_stext_chat_opts;
 /* An OpenAI message list (already checked by co_oai) through the model's chat template, opened
  * for the assistant's turn. */

@@ -43,6 +43,9 @@ int gr_compile(const struct json_t *schema, gr_grammar **out, mw_err *err);
 /* The same from a schema's JSON text. */
 int gr_compile_text(const char *schema, size_t len, gr_grammar **out, mw_err *err);
 void gr_free(gr_grammar *g);
+/* Literal text before and after the value (a tool call's markers: "<tool_call>\n" and
+ * "\n</tool_call>"), each at most 256 bytes. */
+int gr_wrap(gr_grammar *g, const char *prefix, const char *suffix, mw_err *err);
 
 /* ---- bytes ---------------------------------------------------------------------------------- */
 
@@ -58,6 +61,7 @@ typedef struct gr_frame {
 typedef struct gr_state {
     uint8_t depth; /* frames in use; 0 with done: the value is complete */
     bool done;
+    uint16_t pre, post; /* bytes of the grammar's prefix and suffix written */
     gr_frame f[GR_MAX_DEPTH];
 } gr_state;
 

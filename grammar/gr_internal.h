@@ -48,6 +48,8 @@ struct gr_grammar {
     int n, cap;
     int root;
     int any, any_object, any_array, string; /* shared nodes of "any value" */
+    char prefix[257], suffix[257];
+    uint16_t plen, slen;
 };
 
 #endif

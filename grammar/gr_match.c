@@ -20,6 +20,7 @@ enum { N_START, N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
 void gr_state_init(const gr_grammar *g, gr_state *s) {
     s->depth = 1;
     s->done = false;
+    s->pre = s->post = 0;
     memset(&s->f[0], 0, sizeof s->f[0]);
     s->f[0].node = (uint16_t)g->root;
 }
@@ -312,8 +313,10 @@ static int any_byte(const gr_grammar *g, gr_state *s, gr_frame *f, uint8_t b) {
 }
 
 int gr_feed(const gr_grammar *g, gr_state *s, uint8_t b) {
+    if (s->pre < g->plen) return (uint8_t)g->prefix[s->pre] == b ? (s->pre++, 0) : -1;
     for (int hops = 0; hops <= GR_MAX_DEPTH + 1; hops++) {
-        if (s->depth == 0) return -1; /* the value is complete: nothing may follow */
+        if (s->depth == 0) /* the value is complete: its suffix, then nothing */
+            return s->post < g->slen && (uint8_t)g->suffix[s->post] == b ? (s->post++, 0) : -1;
         gr_frame *f = &s->f[s->depth - 1];
         bool fresh = false;
         if (!f->started) {
@@ -346,8 +349,8 @@ int gr_feed(const gr_grammar *g, gr_state *s, uint8_t b) {
 }
 
 bool gr_complete(const gr_grammar *g, const gr_state *s) {
-    if (s->depth == 0) return s->done;
-    if (s->depth != 1) return false;
+    if (s->depth == 0) return s->done && s->post == g->slen;
+    if (s->depth != 1 || g->slen) return false;
     const gr_frame *f = &s->f[0];
     const gr_node *nd = &g->v[f->node];
     const bool number_end =

@@ -455,6 +455,16 @@ int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
     return 0;
 }
 
+int gr_wrap(gr_grammar *g, const char *prefix, const char *suffix, mw_err *err) {
+    const size_t pl = prefix ? strlen(prefix) : 0, sl = suffix ? strlen(suffix) : 0;
+    if (pl > 256 || sl > 256) return mw_errf(err, "a grammar's prefix or suffix over 256 bytes");
+    memcpy(g->prefix, prefix ? prefix : "", pl + 1);
+    memcpy(g->suffix, suffix ? suffix : "", sl + 1);
+    g->plen = (uint16_t)pl;
+    g->slen = (uint16_t)sl;
+    return 0;
+}
+
 int gr_compile_text(const char *schema, size_t len, gr_grammar **out, mw_err *err) {
     json_error_t je;
     json_t *s = json_loadb(schema, len, 0, &je);

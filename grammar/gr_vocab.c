@@ -65,6 +65,8 @@ struct gr_matcher {
 static void copy_state(gr_state *d, const gr_state *s) {
     d->depth = s->depth;
     d->done = s->done;
+    d->pre = s->pre;
+    d->post = s->post;
     memcpy(d->f, s->f, (size_t)s->depth * sizeof s->f[0]);
 }
 
@@ -263,7 +265,8 @@ void gr_matcher_free(gr_matcher *m) {
 }
 
 static uint64_t state_hash(const gr_state *s) {
-    uint64_t h = 1469598103934665603ull ^ s->depth ^ ((uint64_t)s->done << 8);
+    uint64_t h = 1469598103934665603ull ^ s->depth ^ ((uint64_t)s->done << 8) ^
+                 ((uint64_t)s->pre << 16) ^ ((uint64_t)s->post << 32);
     const uint8_t *p = (const uint8_t *)s->f;
     for (size_t i = 0; i < (size_t)s->depth * sizeof s->f[0]; i++)
         h = (h ^ p[i]) * 1099511628211ull;
@@ -271,7 +274,7 @@ static uint64_t state_hash(const gr_state *s) {
 }
 
 static bool same_state(const gr_state *a, const gr_state *b) {
-    return a->depth == b->depth && a->done == b->done &&
+    return a->depth == b->depth && a->done == b->done && a->pre == b->pre && a->post == b->post &&
            !memcmp(a->f, b->f, (size_t)a->depth * sizeof a->f[0]);
 }
 
