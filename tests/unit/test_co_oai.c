@@ -331,6 +331,67 @@ static void test_response_format(void **st) {
     co_oai_req_free(&r);
 }
 
+/* tools, tool_choice: the call's schema under required / named; refusals name the field */
+static void test_tools(void **st) {
+    (void)st;
+    const char *m = "\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    const char *tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                        "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                        "\"integer\"}},\"required\":[\"a\"]}}},{\"type\":\"function\","
+                        "\"function\":{\"name\":\"g\"}}]";
+    char body[1024];
+    co_oai_req r;
+    snprintf(body, sizeof body, "{%s,%s}", m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_int_equal(r.tool_choice, CO_TOOLS_AUTO);
+    assert_non_null(r.tools);
+    assert_null(r.call_schema);
+    assert_true(r.parallel_tool_calls);
+    co_oai_req_free(&r);
+    snprintf(body, sizeof body,
+             "{%s,%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+             "\"parallel_tool_calls\":false}",
+             m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_int_equal(r.tool_choice, CO_TOOLS_NAMED);
+    assert_false(r.parallel_tool_calls);
+    assert_non_null(strstr(r.call_schema, "\"const\":\"f\""));
+    assert_non_null(strstr(r.call_schema, "\"required\":[\"a\"]"));
+    co_oai_req_free(&r);
+    snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"required\"}", m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_int_equal(r.tool_choice, CO_TOOLS_REQUIRED);
+    assert_non_null(strstr(r.call_schema, "\"enum\":[\"f\",\"g\"]"));
+    co_oai_req_free(&r);
+    snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"none\"}", m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_null(r.tools); /* not shown to the model */
+    co_oai_req_free(&r);
+    static const struct {
+        const char *rest, *param, *needle;
+    } bad[] = {
+        {"\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}", "tool_choice",
+         "not one of the tools"},
+        {"\"tool_choice\":\"sometimes\"", "tool_choice", "\"required\""},
+        {"\"parallel_tool_calls\":1", "parallel_tool_calls", "a boolean"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, "{%s,%s,%s}", m, tools, bad[i].rest);
+        refused(body, CO_OAI_CHAT, 400, bad[i].param, bad[i].needle);
+    }
+    snprintf(body, sizeof body,
+             "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"bad name\"}}]}", m);
+    refused(body, CO_OAI_CHAT, 400, "tools[0]", "letters, digits");
+    snprintf(body, sizeof body,
+             "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"p\","
+             "\"parameters\":{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\","
+             "\"format\":\"date\"}}}}}],\"tool_choice\":\"required\"}",
+             m);
+    refused(body, CO_OAI_CHAT, 400, "tools", "'format' is not supported");
+    snprintf(body, sizeof body, "{%s,\"tool_choice\":\"required\"}", m);
+    refused(body, CO_OAI_CHAT, 400, "tool_choice", "needs 'tools'");
+}
+
 static void test_stream_and_options(void **st) {
     (void)st;
     co_oai_req r;
@@ -678,6 +739,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_completion_defaults),
         cmocka_unit_test(test_response_format),
+        cmocka_unit_test(test_tools),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_detach),
         cmocka_unit_test(test_stoppable),

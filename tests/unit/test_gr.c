@@ -103,6 +103,13 @@ static void test_schema_features(void **state) {
     assert_false(acc(g, "\"abcd\""));
     gr_free(g);
     g = compile("{\"type\":\"number\"}");
+    assert_int_equal(gr_wrap(g, "<c>\n", "\n</c>", NULL), 0);
+    assert_true(acc(g, "<c>\n12\n</c>"));
+    assert_false(acc(g, "12"));
+    assert_false(acc(g, "<c>\n12\n</c"));
+    assert_false(acc(g, "<c>\n\n</c>"));
+    gr_free(g);
+    g = compile("{\"type\":\"number\"}");
     assert_true(acc(g, "-1.5E+3"));
     assert_false(acc(g, "1.5E+"));
     gr_free(g);
@@ -249,8 +256,10 @@ static bool allowed(const gr_grammar *g, const gr_state *s, int32_t id) {
     return true;
 }
 
-static void check_walks(const char *schema, unsigned seed) {
+static void check_walks_wrapped(const char *schema, const char *pre, const char *post,
+                                unsigned seed) {
     gr_grammar *g = compile(schema);
+    assert_int_equal(gr_wrap(g, pre, post, NULL), 0);
     gr_vocab *v = small_vocab();
     srand(seed);
     for (int walk = 0; walk < 40; walk++) {
@@ -298,6 +307,10 @@ static void check_walks(const char *schema, unsigned seed) {
     gr_free(g);
 }
 
+static void check_walks(const char *schema, unsigned seed) {
+    check_walks_wrapped(schema, NULL, NULL, seed);
+}
+
 static void test_mask_matches_brute_force(void **state) {
     (void)state;
     check_walks(NULL, 1);
@@ -309,6 +322,7 @@ static void test_mask_matches_brute_force(void **state) {
                 "\"maxItems\":3}",
                 3);
     check_walks("{\"type\":\"number\"}", 4);
+    check_walks_wrapped("{\"type\":\"number\"}", "na:", "\nme", 6);
     check_walks("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
                 "\"maxLength\":4}},\"required\":[\"s\"]}",
                 5);
