@@ -38,7 +38,7 @@ struct gr_vocab {
                           quote, backslash or control byte */
     int32_t *by_chars; /* the plain tokens by their characters, fewest first */
     int32_t n_by_chars;
-    uint8_t *chars; /* per plain token: its characters (up to 255) */
+    uint16_t *chars; /* per plain token: its characters */
     uint16_t max_depth;
     uint64_t *eos; /* bitset */
     char *blob;    /* every token's bytes */
@@ -124,27 +124,38 @@ static int build_trie(trie *tr, uint16_t *max_depth, const tok_ref *t, int32_t n
     return 0;
 }
 
-static int cmp_chars_v(const void *a, const void *b, void *ud) {
-    const uint8_t *c = ud;
-    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return c[x] != c[y] ? (c[x] > c[y] ? 1 : -1) : (x > y) - (x < y);
+typedef struct by_len {
+    uint16_t chars;
+    int32_t id;
+} by_len;
+
+static int cmp_by_len(const void *pa, const void *pb) {
+    const by_len *a = pa, *b = pb;
+    return a->chars != b->chars ? (a->chars > b->chars ? 1 : -1)
+                                : (a->id > b->id) - (a->id < b->id);
 }
 
 /* The plain tokens ordered by length in characters: a string with r characters left takes the
  * first ones up to r. */
 static int sort_plain(gr_vocab *v, mw_err *err) {
-    v->chars = calloc((size_t)v->n, 1);
+    v->chars = calloc((size_t)v->n, sizeof *v->chars);
     v->by_chars = malloc((size_t)v->n * sizeof *v->by_chars);
-    if (!v->chars || !v->by_chars) return mw_errf(err, "out of memory");
+    by_len *t = malloc((size_t)v->n * sizeof *t);
+    if (!v->chars || !v->by_chars || !t) {
+        free(t);
+        return mw_errf(err, "out of memory");
+    }
     for (int32_t id = 0; id < v->n; id++) {
         if (!(v->plain[id >> 6] >> (id & 63) & 1)) continue;
         size_t c = 0;
         for (size_t i = 0; i < v->len[id]; i++)
             c += ((uint8_t)v->blob[v->off[id] + i] & 0xc0) != 0x80;
-        v->chars[id] = (uint8_t)(c > 255 ? 255 : c);
-        v->by_chars[v->n_by_chars++] = id;
+        v->chars[id] = (uint16_t)c; /* a token has at most MAX_TOKEN_BYTES */
+        t[v->n_by_chars++] = (by_len){v->chars[id], id};
     }
-    qsort_r(v->by_chars, (size_t)v->n_by_chars, sizeof *v->by_chars, cmp_chars_v, v->chars);
+    qsort(t, (size_t)v->n_by_chars, sizeof *t, cmp_by_len);
+    for (int32_t i = 0; i < v->n_by_chars; i++) v->by_chars[i] = t[i].id;
+    free(t);
     return 0;
 }
 
