@@ -33,6 +33,9 @@ int co__oai_response_format(json_t *root, co_oai_req *r, co_oai_error *e) {
         return co_oai_fail(e, 400, RF, NULL, "'" RF "' must be an object with a string 'type'");
     const char *t = json_string_value(type);
     if (!strcmp(t, "text")) return 0;
+    if (r->ignore_eos) /* the value complete, only an end token fits: it must end the output */
+        return co_oai_fail(e, 400, "ignore_eos", NULL,
+                           "'ignore_eos' cannot go with a JSON response_format");
     if (!strcmp(t, "json_object")) {
         json_t *schema = json_object_get(rf, "schema");
         if (schema && !json_is_null(schema)) return take_schema(schema, RF ".schema", r, e);
@@ -193,6 +196,9 @@ int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e) {
     if (!(r->tools = json_dumps(tools, JSON_COMPACT)))
         return co_oai_fail(e, 500, "tools", NULL, "out of memory");
     if (r->tool_choice == CO_TOOLS_AUTO) return 0;
+    if (r->ignore_eos)
+        return co_oai_fail(e, 400, "ignore_eos", NULL,
+                           "'ignore_eos' cannot go with a required tool call");
     if (!one && json_array_size(tools) == 1)
         one = json_object_get(json_array_get(tools, 0), "function");
     json_t *cs = call_schema(tools, one);

@@ -3,6 +3,7 @@
  * from taking every worker. */
 #include "coordinator/co_prep.h"
 
+#include "coordinator/co_serve_grammar.h"
 #include "coordinator/co_toolcall.h"
 
 #include <stdio.h>
@@ -125,6 +126,13 @@ static int check_request(const co_prep_params *p, const co_oai_req *req, co_oai_
         return co_oai_fail(e, 400, "tools", NULL,
                            "'tools' with the chat format %s is not supported yet (qwen3 is)",
                            chat ? chat : "(none)");
+    if ((req->format != CO_FORMAT_TEXT || req->call_schema) && !p->text)
+        return co_oai_fail(e, 400, "response_format", NULL,
+                           "this model has no tokenizer: its output cannot be constrained");
+    mw_err err = {{0}};
+    /* the vocabulary's trie is built once, here on a worker rather than on the loop */
+    if ((req->format != CO_FORMAT_TEXT || req->call_schema) && !co_stext_vocab(p->text, &err))
+        return co_oai_fail(e, 500, "response_format", NULL, "%s", err.msg);
     if (strcmp(req->model, p->model_id))
         return co_oai_fail(e, 404, "model", "model_not_found",
                            "The model '%.200s' does not exist (this server serves '%s')",

@@ -420,6 +420,8 @@ static void test_stream_and_options(void **st) {
         {"\"tools\":[{\"type\":\"function\"}]", "tools", "chat completions"},
         {"\"functions\":[{}]", "functions", "older API"},
         {"\"response_format\":{\"type\":\"grammar\"}", "response_format", "'grammar'"},
+        {"\"ignore_eos\":true,\"response_format\":{\"type\":\"json_object\"}", "ignore_eos",
+         "cannot go"},
         {"\"response_format\":{\"type\":\"json_schema\"}", "response_format.json_schema",
          "'name' and 'schema'"},
         {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
