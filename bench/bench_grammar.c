@@ -181,17 +181,23 @@ int main(int argc, char **argv) {
            k50 * 1e3, k90 * 1e3, kmax * 1e3, kmean * 1e3);
     printf("  sampling per step (16 streams): free %.3f ms, from the masked rows %.3f ms (means)\n",
            free_sum / o.steps * 1e3, msamp_sum / o.steps * 1e3);
-    if (o.model) {
-        const double step = model_step(o.model, o.threads, 8);
-        const double free_step = step + free_sum / o.steps;
-        const double cons_step = step + (msamp_sum + mask_sum) / o.steps;
-        if (step > 0)
-            printf("  %s: 16-sequence forward %.2f ms (best of 8); free step (forward + samples) "
-                   "%.2f ms, constrained %.2f ms: x%.3f (mean); the mask alone is %.1f %% of a "
-                   "free step (mean), %.1f %% (p90)\n",
-                   o.model, step * 1e3, free_step * 1e3, cons_step * 1e3, cons_step / free_step,
-                   100 * kmean / free_step, 100 * k90 / free_step);
+    double step = -1, free_step = 0, cons_step = 0;
+    if (o.model && (step = model_step(o.model, o.threads, 8)) > 0) {
+        free_step = step + free_sum / o.steps;
+        cons_step = step + (msamp_sum + mask_sum) / o.steps;
+        printf("  %s: 16-sequence forward %.2f ms (best of 8); free step (forward + samples) "
+               "%.2f ms, constrained %.2f ms: x%.3f (mean); the mask alone is %.1f %% of a "
+               "free step (mean), %.1f %% (p90)\n",
+               o.model, step * 1e3, free_step * 1e3, cons_step * 1e3, cons_step / free_step,
+               100 * kmean / free_step, 100 * k90 / free_step);
     }
+    printf("{\"bench\":\"grammar\",\"vocab\":%lld,\"streams\":%d,\"steps\":%d,"
+           "\"trie_build_ms\":%.1f,\"mask_ms_median\":%.3f,\"mask_ms_p90\":%.3f,"
+           "\"mask_ms_max\":%.3f,\"mask_ms_mean\":%.3f,\"free_sample_ms\":%.3f,"
+           "\"masked_sample_ms\":%.3f,\"forward_ms\":%.3f,\"mask_over_free_step\":%.4f}\n",
+           (long long)V, STREAMS, o.steps, build_s * 1e3, k50 * 1e3, k90 * 1e3, kmax * 1e3,
+           kmean * 1e3, free_sum / o.steps * 1e3, msamp_sum / o.steps * 1e3,
+           step > 0 ? step * 1e3 : -1.0, step > 0 ? kmean / free_step : -1.0);
     for (int s = 0; s < STREAMS; s++) gr_matcher_free(m[s]), md_sampler_free(&smp[s]);
     gr_free(g);
     gr_vocab_free(gv);
