@@ -295,6 +295,7 @@ static int ref_node(comp *c, const char *ref, const char *path) {
     c->refs[c->n_refs++] = (ref_memo){ref, k};
     const int body = compile(c, target, ref);
     if (body < 0) return -1;
+    if (body == k) return mw_errf(c->err, "%s/$ref: '%.80s' refers to itself only", path, ref);
     /* the placeholder becomes the body (so recursive references reach it); the body's slot
      * forwards to it */
     c->g->v[k] = c->g->v[body];
@@ -446,6 +447,11 @@ int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
     for (int round = 0; changed && round <= g->n; round++) {
         changed = false;
         for (int k = 0; k < g->n; k++) changed |= first_of(g, k);
+    }
+    static const uint8_t none[32];
+    if (g->root >= 0 && !memcmp(g->v[g->root].first, none, 32)) {
+        mw_errf(err, "the schema admits no value (references that lead only to each other)");
+        g->root = -1;
     }
     if (g->root < 0 || check_anyof(g, err)) {
         gr_free(g);

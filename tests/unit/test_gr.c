@@ -135,6 +135,10 @@ static void test_refusals(void **state) {
         {"{\"$ref\":\"#/$defs/missing\"}", "$ref"},
         {"{\"type\":\"wat\"}", "unknown type"},
         {"{\"type\":\"array\",\"items\":[{}]}", "tuples"},
+        {"{\"$ref\":\"#\"}", "itself"},
+        {"{\"$defs\":{\"a\":{\"anyOf\":[{\"$ref\":\"#/$defs/b\"}]},\"b\":{\"anyOf\":[{\"$ref\":"
+         "\"#/$defs/a\"}]}},\"$ref\":\"#/$defs/a\"}",
+         "admits no value"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         gr_grammar *g = NULL;
