@@ -153,6 +153,49 @@ static void test_qwen3_tools(void **state) {
     tk_free(t);
 }
 
+static int feed(const tk_tokenizer *t, tk_chat_parser *p, const char *out, tk_text *content,
+                tk_text *reasoning);
+
+/* An output held to a format (answer_open): the prompt opens the answer, and the parser reads
+ * what follows as content from the first token (harmony's final channel, R1's block closed,
+ * Qwen3's thinking off). */
+static void test_answer_open(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("gpt-oss", NULL, true);
+    const tk_chat_opts o = {
+        .add_generation_prompt = true, .thinking = -1, .answer_open = true, .date = "2026-01-02"};
+    static const struct {
+        const char *fmt, *ends;
+    } cases[] = {
+        {"harmony", "<|start|>assistant<|channel|>final<|message|>"},
+        {"qwen3", "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
+        {"deepseek-r1", "<｜Assistant｜><think>\n\n</think>\n\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tk_ids ids = {0};
+        char *s = render(t, cases[i].fmt, conv, 4, &o, &ids);
+        const size_t n = strlen(s), k = strlen(cases[i].ends);
+        if (n < k || strcmp(s + n - k, cases[i].ends))
+            fail_msg("%s: the prompt ends '%s'", cases[i].fmt, s + (n > 60 ? n - 60 : 0));
+        free(s);
+        tk_ids_free(&ids);
+        tk_chat *c;
+        tk_chat_parser *p;
+        mw_err err = {{0}};
+        tk_text content = {0}, reasoning = {0};
+        assert_int_equal(tk_chat_open(t, cases[i].fmt, &c, &err), 0);
+        assert_int_equal(tk_chat_parser_new(c, &o, &p, &err), 0);
+        feed(t, p, "{\"a\": 1}", &content, &reasoning);
+        assert_string_equal(content.s, "{\"a\": 1}");
+        assert_null(reasoning.s);
+        tk_chat_parser_free(p);
+        tk_chat_free(c);
+        tk_text_free(&content);
+        tk_text_free(&reasoning);
+    }
+    tk_free(t);
+}
+
 static void test_choosing_a_format(void **state) {
     (void)state;
     tk_chat *c;
@@ -574,6 +617,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats_render_their_text),
         cmocka_unit_test(test_qwen3_tools),
+        cmocka_unit_test(test_answer_open),
         cmocka_unit_test(test_choosing_a_format),
         cmocka_unit_test(test_parsers),
         cmocka_unit_test(test_think_parser_with_nothing_pending),
