@@ -78,7 +78,7 @@ NEON_FLAGS := -march=armv8.2-a+dotprod+fp16
 LDLIBS = $(PKG_LIBS) -lm -pthread
 
 # ---- sources --------------------------------------------------------------------------------
-LIB_DIRS := util kernels vindex model tokenizer grammar wire metal coordinator expert-node
+LIB_DIRS := util template kernels vindex model tokenizer grammar wire metal coordinator expert-node
 ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
 ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_avx512.c %_x86.c) \
                $(if $(filter aarch64,$(ARCH)),,%_neon.c)

@@ -443,9 +443,8 @@ static int parse_sampling(json_t *root, co_oai_req *r, co_oai_error *e) {
         r->has_seed = true;
         r->seed = (uint64_t)json_integer_value(seed);
     }
-    if ((got = get_int(root, "n", 1, INT32_MAX, &v, e)) < 0) return -1;
-    if (got && v != 1)
-        return co_oai_fail(e, 400, "n", NULL, "'n' is %lld; this server generates one choice", v);
+    if ((got = get_int(root, "n", 1, CO_OAI_MAX_N, &v, e)) < 0) return -1;
+    r->n = got ? (int)v : 1;
     return 0;
 }
 
@@ -765,9 +764,12 @@ static json_t *envelope(co_oai_kind kind, const co_oai_meta *m, bool chunk) {
                      (json_int_t)m->created, "model", m->model, "system_fingerprint", "moewire");
 }
 
-static json_t *usage(int64_t prompt, int64_t completion) {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt, "completion_tokens",
-                     (json_int_t)completion, "total_tokens", (json_int_t)(prompt + completion));
+/* cached: prompt tokens restored from the prompt cache (OpenAI's prompt_tokens_details). */
+static json_t *usage(int64_t prompt, int64_t completion, int64_t cached) {
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
+                     "completion_tokens", (json_int_t)completion, "total_tokens",
+                     (json_int_t)(prompt + completion), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)cached);
 }
 
 static void dump(json_t *o, co_buf *out) {
@@ -786,7 +788,7 @@ void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece 
     json_t *choices = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(choices, choice(kind, m, &p[i], false));
     json_object_set_new(o, "choices", choices);
-    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens));
+    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens, m->cached_tokens));
     dump(o, out);
 }
 
@@ -802,6 +804,6 @@ void co_oai_usage_chunk(co_oai_kind kind, const co_oai_meta *m, int64_t prompt_t
                         int64_t completion_tokens, co_buf *out) {
     json_t *o = envelope(kind, m, true);
     json_object_set_new(o, "choices", json_array());
-    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens));
+    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens, m->cached_tokens));
     dump(o, out);
 }

@@ -19,6 +19,7 @@
 #define CO_OAI_MAX_PROMPT_IDS (1 << 20)
 #define CO_OAI_MAX_PROMPTS    256 /* prompts of one /v1/completions request */
 #define CO_OAI_MAX_STOP_IDS   64
+#define CO_OAI_MAX_N          16    /* choices of one request ('n') */
 #define CO_OAI_LOGIT_BIAS_MAX 100.0 /* |bias| */
 
 /* What one request may ask, so that checking and mapping it costs a bounded time (the server's
@@ -81,6 +82,7 @@ typedef struct co_oai_req {
     double min_p, presence_penalty, frequency_penalty, repetition_penalty;
     bool has_seed;
     uint64_t seed;
+    int n; /* choices per prompt, sharing its prefill (1 .. CO_OAI_MAX_N) */
     const char *stop[CO_STOP_MAX];
     int n_stop;
     int32_t stop_ids[CO_OAI_MAX_STOP_IDS];
@@ -149,6 +151,7 @@ typedef struct co_oai_meta {
     co_oai_token_fn token_name;
     void *token_ud;
     bool return_token_ids;
+    int64_t cached_tokens; /* usage.prompt_tokens_details.cached_tokens */
 } co_oai_meta;
 
 /* A whole response of n choices (usage included: the choices' sums). */

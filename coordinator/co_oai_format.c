@@ -33,6 +33,8 @@ int co__oai_response_format(json_t *root, co_oai_req *r, co_oai_error *e) {
         return co_oai_fail(e, 400, RF, NULL, "'" RF "' must be an object with a string 'type'");
     const char *t = json_string_value(type);
     if (!strcmp(t, "text")) return 0;
+    if (r->n > 1)
+        return co_oai_fail(e, 400, "n", NULL, "'n' above 1 cannot go with a JSON response_format");
     if (r->ignore_eos) /* the value complete, only an end token fits: it must end the output */
         return co_oai_fail(e, 400, "ignore_eos", NULL,
                            "'ignore_eos' cannot go with a JSON response_format");
@@ -196,6 +198,8 @@ int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e) {
     if (!(r->tools = json_dumps(tools, JSON_COMPACT)))
         return co_oai_fail(e, 500, "tools", NULL, "out of memory");
     if (r->tool_choice == CO_TOOLS_AUTO) return 0;
+    if (r->n > 1)
+        return co_oai_fail(e, 400, "n", NULL, "'n' above 1 cannot go with a required tool call");
     if (r->ignore_eos)
         return co_oai_fail(e, 400, "ignore_eos", NULL,
                            "'ignore_eos' cannot go with a required tool call");

@@ -121,7 +121,7 @@ static int gen_prompt(const co_prep_params *p, co_oai_req *req, int pi,
 /* The checks that need the server: the model's name, the biased ids in the vocabulary, tools
  * only with a chat format whose calls can be read. */
 static int check_request(const co_prep_params *p, const co_oai_req *req, co_oai_error *e) {
-    const char *chat = p->text ? co_stext_chat_name(p->text) : NULL;
+    const char *chat = p->text ? co_stext_format_name(p->text) : NULL;
     if (req->tools && !co_toolcall_known(chat))
         return co_oai_fail(e, 400, "tools", NULL,
                            "'tools' with the chat format %s is not supported yet (qwen3 is)",
@@ -172,8 +172,10 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
                              .thinking = req->thinking >= 0 ? req->thinking : p->thinking,
+                             .tools = req->tools ? json_object_get(req->root, "tools") : NULL,
+                             .kwargs = json_object_get(req->root, "chat_template_kwargs"),
                              .answer_open = req->format != CO_FORMAT_TEXT || req->call_schema,
-                             .tools = req->tools};
+                             .tools_text = req->tools};
     if (check_request(p, req, &res->e) || bound_prompts(p, req, res->k, &res->e) ||
         gen_prompts(p, res) || co_oai_req_detach(req, &res->e)) {
         const co_oai_error e = res->e;
@@ -183,6 +185,7 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     }
     /* (the effort's string is co_oai's own now: the request's JSON is gone) */
     res->chat_opts.reasoning_effort = req->reasoning_effort;
+    res->chat_opts.tools = res->chat_opts.kwargs = NULL;
     return 0;
 }
 

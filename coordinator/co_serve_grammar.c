@@ -45,6 +45,11 @@ out:
     return v;
 }
 
+const char *co_stext_format_name(const co_stext *t) {
+    const tk_chat *c = co__stext_chat(t);
+    return c ? tk_chat_name(c) : NULL;
+}
+
 const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err) {
     co__stext_vocab *sv = co__stext_vocab_of(t);
     pthread_mutex_lock(&sv->mu);

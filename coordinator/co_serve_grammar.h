@@ -23,6 +23,9 @@ typedef struct co__stext_vocab {
 void co__stext_vocab_init(co__stext_vocab *v);
 void co__stext_vocab_free(co__stext_vocab *v);
 
+/* The built-in chat format that parses the replies ("qwen3", "harmony", ...), NULL: none. */
+const char *co_stext_format_name(const co_stext *t);
+
 /* co_serve_text's parts this file reads. */
 const struct tk_tokenizer *co__stext_tokenizer(const co_stext *t);
 const struct tk_chat *co__stext_chat(const co_stext *t);
