@@ -61,6 +61,9 @@ struct co_job {
     bool sampler_ok;
     const co_text_ops *text;
     void *text_state;
+    const co_constraint_ops *cons;
+    void *cons_state;
+    float *masked; /* with a constraint: the row it samples from */
     double t_last;
     co_buf piece, rpiece, shown; /* this token's text and reasoning; the text after stop strings */
     bool done;                   /* finished on the model thread (removed at the step's end) */
@@ -132,6 +135,8 @@ static void job_end_text(co_job *j) {
 
 static void job_free(co_job *j) {
     job_end_text(j);
+    if (j->cons && j->cons->end && j->cons_state) j->cons->end(j->cons_state);
+    free(j->masked);
     free(j->prompt);
     free(j->stop_ids);
     free(j->bias);
@@ -345,6 +350,8 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
     j->slot = -1;
     j->text = p->text;
     j->text_state = p->text_state;
+    j->cons = p->constraint;
+    j->cons_state = p->constraint_state;
     *taken = true;
     j->prompt_cap = (size_t)p->n_prompt;
     j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt);
@@ -437,6 +444,8 @@ static co_submit_rc make_jobs(co_sched *s, const co_gen_params *p, int n, void *
         co_gen_params gp = *p;
         gp.text_state = texts ? texts[i] : NULL;
         gp.sampling.seed = co_choice_seed(p->sampling.seed, i);
+        /* a constraint is one job's (a request with one takes a single choice: co_oai) */
+        if (i > 0) gp.constraint = NULL, gp.constraint_state = NULL;
         bool took = false;
         js[i] = job_new(s, &gp, cb, uds[i], &took, err);
         if (took) *taken = i + 1;
@@ -462,9 +471,11 @@ co_submit_rc co_sched_submit_n(co_sched *s, const co_gen_params *p, int n, void 
         rc = enqueue(s, js, n, err);
     }
     for (int i = 0; i < n; i++) out[i] = rc == CO_SUBMIT_OK ? js[i] : NULL;
-    /* refused before a job took its text state: ended here */
+    /* refused before a job took its text state (the first, its constraint): ended here */
     for (int i = taken; texts && i < n; i++)
         if (p->text && p->text->end && texts[i]) p->text->end(texts[i]);
+    if (taken == 0 && p->constraint && p->constraint->end && p->constraint_state)
+        p->constraint->end(p->constraint_state);
     free(js);
     return rc;
 }
@@ -557,14 +568,25 @@ static void fill_logprob(const float *x, int64_t V, int32_t tok, int n, co_logpr
 
 /* Samples from the row with the job's logit biases added (then the sampler's penalties); the row is
  * the model's own again after (the same bits: the saved entries are put back in reverse, not the
- * biases subtracted). -1 with err set when the sampler cannot record the token. */
-static int32_t sample(co_job *j, float *logits, mw_err *err) {
+ * biases subtracted). With a constraint the sample comes from a masked copy of the row. -1 with
+ * err set when the sampler cannot record the token or the constraint leaves nothing. */
+static int32_t sample(co_job *j, float *logits, int64_t V, mw_err *err) {
+    if (j->cons) {
+        if (!j->masked && !(j->masked = malloc((size_t)V * sizeof *j->masked)))
+            return mw_errf(err, "out of memory");
+        memcpy(j->masked, logits, (size_t)V * sizeof *logits);
+        if (j->cons->mask(j->cons_state, j->masked, V) <= 0)
+            return mw_errf(err, "the response format allows no token here");
+        logits = j->masked;
+    }
     for (int i = 0; i < j->n_bias; i++) {
         j->bias_saved[i] = logits[j->bias[i].token];
         logits[j->bias[i].token] += j->bias[i].bias;
     }
     const int32_t tok = md_sample(&j->sampler, logits);
     for (int i = j->n_bias - 1; i >= 0; i--) logits[j->bias[i].token] = j->bias_saved[i];
+    if (j->cons && j->cons->accept(j->cons_state, tok) < 0)
+        return mw_errf(err, "the response format refused token %d", tok);
     return md_sampler_feed(&j->sampler, &tok, 1, true, err) ? -1 : tok;
 }
 
@@ -640,7 +662,7 @@ static bool publish(co_sched *s, co_job *j, int32_t tok, const co_logprob *lp, b
  * logprob, logits row or piece of text is never dropped silently. */
 static void job_token(co_sched *s, co_job *j, float *logits, double t) {
     mw_err err;
-    const int32_t tok = sample(j, logits, &err);
+    const int32_t tok = sample(j, logits, s->p.n_vocab, &err);
     if (tok < 0) {
         job_end(j, CO_FINISH_ERROR, err.msg); /* leaves at the step's end, as any other */
         return;

@@ -40,6 +40,16 @@ typedef struct co_text_ops {
     void (*end)(void *state); /* frees the state */
 } co_text_ops;
 
+/* What a job may sample (a response format, a forced tool call), supplied like the text side: per
+ * step `mask` sets the logits of the tokens it refuses to -inf (returning how many it allows:
+ * 0 ends the job with an error), then `accept` learns the token sampled (-1: refused, an error).
+ * Called on the model thread. */
+typedef struct co_constraint_ops {
+    int64_t (*mask)(void *state, float *logits, int64_t n);
+    int (*accept)(void *state, int32_t token);
+    void (*end)(void *state); /* frees the state */
+} co_constraint_ops;
+
 /* A bias added to one token's logit before sampling (OpenAI's logit_bias). */
 typedef struct co_logit_bias {
     int32_t token;
@@ -107,6 +117,10 @@ typedef struct co_gen_params {
      * scheduler, which ends it, also when the submission fails. */
     const co_text_ops *text;
     void *text_state;
+    /* A constraint (NULL: none): the row the job samples from is a masked copy (the logprobs
+     * and kept logits stay the model's own). Its state passes to the scheduler as text_state. */
+    const co_constraint_ops *constraint;
+    void *constraint_state;
 } co_gen_params;
 
 typedef enum co_finish {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "coordinator/co_jinja.h"
+#include "coordinator/co_serve_grammar.h"
 #include "tokenizer/tk.h"
 #include "tokenizer/tk_chat.h"
 
@@ -17,6 +18,7 @@ struct co_stext {
     char chat_err[MW_ERR_MAX]; /* why not */
     char chat_name[96];        /* what renders and what parses, for the startup line */
     size_t max_token_bytes;    /* the most input bytes one token stands for */
+    co__stext_vocab vocab;     /* the constrained decoding's trie, built on first use */
 };
 
 typedef struct job_text {
@@ -29,7 +31,19 @@ typedef struct job_text {
 static tk_chat_opts chat_opts(const co_stext_chat_opts *o) {
     return (tk_chat_opts){.add_generation_prompt = true,
                           .thinking = o ? o->thinking : -1,
-                          .reasoning_effort = o ? o->reasoning_effort : NULL};
+                          .reasoning_effort = o ? o->reasoning_effort : NULL,
+                          .answer_open = o && o->answer_open,
+                          .tools = o ? o->tools_text : NULL};
+}
+
+const tk_tokenizer *co__stext_tokenizer(const co_stext *t) {
+    return t->tok;
+}
+const tk_chat *co__stext_chat(const co_stext *t) {
+    return t->chat;
+}
+co__stext_vocab *co__stext_vocab_of(co_stext *t) {
+    return &t->vocab;
 }
 
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err) {
@@ -42,6 +56,7 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         return 0;
     co_stext *t = calloc(1, sizeof *t);
     if (!t) return mw_errf(err, "out of memory");
+    co__stext_vocab_init(&t->vocab);
     if (tk_load_source(src, &t->tok, err)) {
         free(t);
         return mw_err_wrap(err, "the model's tokenizer");
@@ -77,6 +92,7 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
 
 void co_stext_free(co_stext *t) {
     if (!t) return;
+    co__stext_vocab_free(&t->vocab);
     co_jinja_free(t->jinja);
     tk_chat_free(t->chat);
     tk_free(t->tok);
@@ -115,15 +131,31 @@ int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t
     return take_ids(&v, ids, n_ids, err);
 }
 
+/* A constrained output after the model's template: harmony's final channel opened, as the C
+ * renderer opens it (thinking is off in the template already), so that the parser, made with
+ * answer_open, reads the first token as the answer. */
+static int open_answer(const co_stext *t, tk_ids *v, mw_err *err) {
+    if (!t->chat || strcmp(tk_chat_name(t->chat), "harmony")) return 0;
+    static const char *const parts[] = {"<|channel|>", "final", "<|message|>"};
+    for (int i = 0; i < 3; i++)
+        if (tk_encode(t->tok, parts[i], strlen(parts[i]), i == 1 ? 0 : TK_SPECIAL, v, err))
+            return -1;
+    return 0;
+}
+
 int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, int32_t **ids,
                   int64_t *n_ids, mw_err *err) {
     if (t->jinja) {
         tk_ids v = {0};
+        const bool open = o && o->answer_open;
         co_jinja_opts jo = {.tools = o ? o->tools : NULL,
                             .kwargs = o ? o->kwargs : NULL,
-                            .thinking = o ? o->thinking : -1,
+                            .thinking = open ? 0
+                                        : o  ? o->thinking
+                                             : -1,
                             .reasoning_effort = o ? o->reasoning_effort : NULL};
-        if (co_jinja_prompt(t->jinja, messages, &jo, &v, err)) {
+        if (co_jinja_prompt(t->jinja, messages, &jo, &v, err) ||
+            (open && open_answer(t, &v, err))) {
             tk_ids_free(&v);
             return -1;
         }

@@ -37,6 +37,8 @@ typedef struct co_stext_chat_opts {
     int thinking;                 /* formats with a thinking switch: 1 on, 0 off, -1 default */
     const json_t *tools;          /* the model's template: the request's tools, or NULL */
     const json_t *kwargs;         /* the model's template: chat_template_kwargs, or NULL */
+    bool answer_open; /* the prompt opens the answer (no reasoning first): a constrained output */
+    const char *tools_text; /* the C renderers: the tools list's JSON text, NULL: none */
 } co_stext_chat_opts;
 /* An OpenAI message list (already checked by co_oai) through the model's chat template, opened
  * for the assistant's turn. */

@@ -930,8 +930,11 @@ static void test_bad_json(void **st) {
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"best_of\":3}", 400, "best_of", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"suffix\":\"end\"}", 400, "suffix", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],"
-                 "\"response_format\":{\"type\":\"json_object\"}}",
+                 "\"response_format\":{\"type\":\"regex\"}}",
                  400, "response_format", "not supported");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"response_format\":{\"type\":"
+                 "\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"oneOf\":[]}}}}",
+                 400, "response_format.json_schema.schema", "'oneOf' is not supported");
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"response_format\":\"json\"}", 400,
                  "response_format", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"functions\":[{\"name\":\"f\"}]}", 400,
