@@ -386,8 +386,11 @@ static uint64_t next_deadline(const co__remote *r) {
  * replicas. */
 static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
     const int N = r->o.n_nodes;
-    zmq_pollitem_t items[2 * N];
+    zmq_pollitem_t items[2 * N + 1];
     for (;;) {
+        if (co__live_check(r)) /* a node fell silent: its pieces go to replicas now */
+            for (int i = 0; i < N; i++)
+                if (r->nodes[i].down && r->nodes[i].pending && fail_over(r, b, i, err)) return -1;
         int left = 0;
         for (int i = 0; i < N; i++) left += r->nodes[i].down ? 0 : r->nodes[i].pending;
         if (!left) return 0;
@@ -396,6 +399,7 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
             items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, gone ? -1 : 0, ZMQ_POLLIN, 0};
             items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, gone ? -1 : 0, ZMQ_POLLIN, 0};
         }
+        items[2 * N] = (zmq_pollitem_t){NULL, co__live_fd(r), ZMQ_POLLIN, 0};
         uint64_t t = mw_now_ns(), deadline = next_deadline(r);
         if (t >= deadline) {
             for (int q = 0; q < r->n_pieces; q++) {
@@ -412,7 +416,7 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
             continue;
         }
         long wait = (long)((deadline - t) / 1000000ull) + 1;
-        int rc = zmq_poll(items, 2 * N, wait);
+        int rc = zmq_poll(items, 2 * N + (co__live_fd(r) >= 0), wait);
         uint64_t t1 = mw_now_ns();
         r->acct.phase_ns[CO__WAIT] += t1 - t;
         if (rc < 0) {
@@ -543,6 +547,7 @@ static void destroy(md_expert_backend *be) {
     if (!be) return;
     co__remote *r = be->impl;
     if (r) {
+        co__live_stop(r);
         for (int i = 0; r->nodes && i < r->o.n_nodes; i++) free_node(&r->nodes[i]);
         wr_rx_free(&r->rx);
         if (r->zctx && r->own_zctx) zmq_ctx_term(r->zctx);
@@ -672,6 +677,7 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
         destroy(be);
         return mw_errf(err, "out of memory");
     }
+    co__live_start(r); /* without it, heartbeats alone (said on stderr) */
     for (int i = 0; i < o->n_nodes; i++)
         if (co__remote_connect(r, i, err)) {
             destroy(be);

@@ -1,8 +1,8 @@
 /* coordinator/co_routes.h — the server's endpoints: /v1/completions, /v1/chat/completions
- * (whole or streamed as Server-Sent Events), /v1/models, /health and /metrics. A generation
- * request is prepared on a worker thread (co_prep.h: parsed, checked, tokenized) and becomes
- * scheduler jobs; their output is written to the connection as it arrives, a stream whose client
- * falls behind pauses its jobs, and a connection that closes cancels them. Runs on the loop
+ * (whole or streamed as Server-Sent Events), /v1/models, /health, /metrics and /admin/nodes. A
+ * generation request is prepared on a worker thread (co_prep.h: parsed, checked, tokenized) and
+ * becomes scheduler jobs; their output is written to the connection as it arrives, a stream whose
+ * client falls behind pauses its jobs, and a connection that closes cancels them. Runs on the loop
  * thread. */
 #ifndef CO_ROUTES_H
 #define CO_ROUTES_H
@@ -27,6 +27,13 @@ typedef struct co_routes_params {
     int thinking;         /* chat default for formats with a thinking switch (--think; -1) */
     const co_auth *auth;  /* API keys the /v1/ routes need (NULL: open) */
     co_oai_limits limits; /* what one request may ask */
+    /* /admin/nodes (clients on this machine only; the API key when one is set): POST hands the
+     * body — a node list as --nodes takes it — to nodes_set, which queues it for the model thread
+     * and returns its request number (-1 with err: refused at once); GET answers nodes_state's
+     * JSON text (malloc'd). NULL: serve has no node list to change (404). */
+    long long (*nodes_set)(void *ud, const char *list, mw_err *err);
+    char *(*nodes_state)(void *ud);
+    void *nodes_ud;
 } co_routes_params;
 
 typedef struct co_routes co_routes;

@@ -9,6 +9,8 @@
 #include "tests/support/mwt_node.h"
 
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -531,6 +533,119 @@ static void test_join_and_drain(void **state) {
     mwt_node_kill(&n[1]);
 }
 
+/* Greedy completions with their log-probabilities, sent one after another until told to stop:
+ * what a client sees while the fleet changes under it. */
+typedef struct load {
+    int port;
+    atomic_bool stop;
+    int sent, failed, differed;
+    char first[4096]; /* the first answer's choices: every later one must be this */
+} load;
+
+static void *keep_asking(void *arg) {
+    load *l = arg;
+    while (!atomic_load(&l->stop)) {
+        mwt_resp r;
+        int rc = mwt_http_request(l->port, "POST", "/v1/completions",
+                                  "{\"model\":\"synth\",\"prompt\":[5,6,7,8,9],\"max_tokens\":6,"
+                                  "\"temperature\":0,\"logprobs\":2}",
+                                  &r);
+        l->sent++;
+        const char *ch =
+            rc == 0 && r.status == 200 && r.body ? strstr(r.body, "\"choices\"") : NULL;
+        if (!ch) {
+            l->failed++;
+        } else {
+            const char *end = strstr(ch, "\"usage\"");
+            size_t n = end ? (size_t)(end - ch) : strlen(ch);
+            if (n >= sizeof l->first) n = sizeof l->first - 1;
+            if (!l->first[0])
+                memcpy(l->first, ch, n);
+            else if (strncmp(l->first, ch, n) || l->first[n])
+                l->differed++;
+        }
+        if (rc == 0) mwt_resp_free(&r);
+    }
+    return NULL;
+}
+
+/* GET /admin/nodes until request id is applied (or 20 s): whether it succeeded. */
+static bool admin_applied(int port, long long id, char *body, size_t cap) {
+    for (int i = 0; i < 200; i++) {
+        mwt_resp r;
+        if (mwt_http_request(port, "GET", "/admin/nodes", NULL, &r) == 0) {
+            snprintf(body, cap, "%s", r.body ? r.body : "");
+            mwt_resp_free(&r);
+            json_t *j = json_loads(body, 0, NULL);
+            long long applied = j ? json_integer_value(json_object_get(j, "applied")) : 0;
+            bool ok = j && json_is_true(json_object_get(j, "ok"));
+            json_decref(j);
+            if (applied >= id) return ok;
+        }
+        usleep(100000);
+    }
+    return false;
+}
+
+/* POST /admin/nodes: a node at a new address joins a coordinator that serves without pause, exact
+ * mode: it takes work from the next step on, and no request fails or changes a bit of its
+ * answer (tokens and log-probabilities) before, during or after the join; a list that would leave
+ * experts without an owner is refused and the nodes stay. */
+static void test_admin_join_while_serving(void **state) {
+    (void)state;
+    char bind[2][64];
+    for (int i = 0; i < 2; i++)
+        snprintf(bind[i], sizeof bind[i], "tcp://127.0.0.1:%d", mwt_free_port());
+    const char *a0[] = {"--bind", bind[0], "--threads", "1", NULL};
+    const char *a1[] = {"--bind", bind[1], "--threads", "1", NULL};
+    mwt_node n0 = mwt_node_up(synth, dir, "a0", a0, 60000);
+    const char *extra[] = {"--nodes", bind[0], "--threads", "1", "--exact", "--wire", "f32", NULL};
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, synth, extra, 120000), 0);
+    load l = {.port = s.port};
+    atomic_init(&l.stop, false);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, keep_asking, &l), 0);
+    mwt_node n1 = mwt_node_up(synth, dir, "a1", a1, 60000);
+    char list[256], body[1024];
+    snprintf(list, sizeof list, "%s,%s", bind[0], bind[1]);
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(s.port, "POST", "/admin/nodes", list, &r), 0);
+    if (r.status != 202) fail_msg("POST /admin/nodes: %d %s", r.status, r.body);
+    json_t *j = json_loads(r.body, 0, NULL);
+    const long long id = json_integer_value(json_object_get(j, "request"));
+    json_decref(j);
+    mwt_resp_free(&r);
+    if (!admin_applied(s.port, id, body, sizeof body)) fail_msg("not applied: %s", body);
+    assert_int_equal(health_until(s.port, "\"nodes_up\":2", body, sizeof body), 200);
+    for (int i = 0; i < 100 && node_rows(s.port, bind[1]) <= 0; i++) usleep(100000);
+    assert_true(node_rows(s.port, bind[1]) > 0);
+    /* node 0 alone cannot be left out while it holds what node 1 does not... both hold all:
+     * leaving out an unknown address instead drains both, which would orphan every expert */
+    assert_int_equal(mwt_http_request(s.port, "POST", "/admin/nodes", "tcp://127.0.0.1:1", &r), 0);
+    assert_int_equal(r.status, 202);
+    j = json_loads(r.body, 0, NULL);
+    const long long id2 = json_integer_value(json_object_get(j, "request"));
+    json_decref(j);
+    mwt_resp_free(&r);
+    assert_false(admin_applied(s.port, id2, body, sizeof body));
+    if (!strstr(body, "without a live owner")) fail_msg("refusal not named: %s", body);
+    assert_int_equal(mwt_http_request(s.port, "POST", "/admin/nodes", "  \n", &r), 0);
+    assert_int_equal(r.status, 400);
+    mwt_resp_free(&r);
+    usleep(500000);
+    atomic_store(&l.stop, true);
+    pthread_join(th, NULL);
+    print_message("%d requests while node 1 joined: %d failed, %d answered differently\n", l.sent,
+                  l.failed, l.differed);
+    assert_true(l.sent > 2);
+    assert_int_equal(l.failed, 0);
+    assert_int_equal(l.differed, 0);
+    assert_int_equal(mwt_serve_stop(&s, 60000), 0);
+    mwt_node_kill(&n0);
+    mwt_node_kill(&n1);
+}
+
 /* expert-node --probe prints a host entry: with an endpoint added, a topology plans with it. */
 static void test_probe_makes_a_host(void **state) {
     (void)state;
@@ -574,6 +689,7 @@ int main(void) {
         cmocka_unit_test(test_probe_makes_a_host),
         cmocka_unit_test(test_serve_with_a_node_missing),
         cmocka_unit_test(test_join_and_drain),
+        cmocka_unit_test(test_admin_join_while_serving),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
