@@ -123,6 +123,9 @@ typedef struct co_oai_meta {
     co_oai_token_fn token_name;
     void *token_ud;
     bool return_token_ids;
+    /* usage's extension: the assignments skipped for want of a live expert owner over the
+     * request (--on-missing skip); usage.moewire.skipped_assignments when above 0 */
+    int64_t skipped_assignments;
 } co_oai_meta;
 
 /* A whole response of n choices (usage included: the choices' sums). */

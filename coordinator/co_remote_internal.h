@@ -120,7 +120,10 @@ typedef struct co__remote {
     size_t works_cap;
     float *weights; /* this layer's router weights, renormalised where experts are skipped */
     size_t weights_cap;
-    uint64_t skipped;   /* assignments skipped for want of a live owner (--on-missing skip) */
+    uint64_t skipped;    /* assignments skipped for want of a live owner (--on-missing skip) */
+    uint32_t *row_skips; /* [row] of the current forward pass: its skipped assignments */
+    size_t row_skips_cap;
+    int skip_layer;     /* the last layer call's layer: one not above it starts a new pass */
     uint8_t *lost_rows; /* [row] of the last call that failed for want of a live owner: 1 = it
                            needed a lost expert */
     size_t lost_cap;

@@ -335,6 +335,7 @@ static void on_output(void *ud, co_job *job) {
     c->finish = o.finish;
     x->prompt_tokens += o.prompt_tokens;
     x->completion_tokens += o.completion_tokens;
+    x->meta.skipped_assignments += o.skipped_assignments;
     co_job_release(job);
     c->job = NULL;
     if (++x->n_done < x->n) {

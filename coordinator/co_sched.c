@@ -45,6 +45,7 @@ struct co_job {
     int64_t n_fed;  /* prompt rows through the model */
     int64_t n_past; /* positions in the slot */
     int64_t n_gen;
+    int64_t skipped;          /* its rows' assignments skipped for want of a live owner */
     int32_t next;             /* sampled, to be fed */
     md_sampler_opts sampling; /* checked at submission; the sampler is made at admission, so a
                                  queued request holds none of its memory */
@@ -206,7 +207,8 @@ void co_job_take(co_job *j, co_job_out *o) {
                       .text_len = j->t_text.len,
                       .finish = j->finish_taken ? CO_FINISH_NONE : j->p_finish,
                       .prompt_tokens = j->n_prompt,
-                      .completion_tokens = j->n_gen};
+                      .completion_tokens = j->n_gen,
+                      .skipped_assignments = j->skipped};
     if (o->finish) {
         j->finish_taken = true;
         memcpy(j->t_error, j->error, ERR_MAX);
@@ -776,8 +778,10 @@ static void fail_rows(co_sched *s, const step_rows *b, const char *why) {
 /* A step that ran: each row moves its job one position on, each logits row gives its job a
  * token. */
 static void advance(co_sched *s, const step_rows *b, double t) {
+    const md_expert_backend *e = s->p.experts;
     for (size_t r = 0; r < b->n_rows; r++) {
         co_job *j = s->slot_job[s->rows[r].seq];
+        if (e && e->row_skipped) j->skipped += e->row_skipped(e, (int64_t)r);
         j->n_past++;
         if (j->n_fed < j->n_prompt) j->n_fed++;
     }

@@ -20,6 +20,7 @@
 #include "tests/support/mwt_http.h"
 
 #include <dirent.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -415,6 +416,69 @@ static pid_t child_with(pid_t parent, const char *needle) {
     return found;
 }
 
+/* promtool check metrics on a page, when make test provides promtool. */
+static void promtool_check(const char *page) {
+    const char *promtool = getenv("MW_PROMTOOL");
+    if (!promtool || access(promtool, X_OK)) {
+        print_message("promtool not given (MW_PROMTOOL): the page's format is not checked\n");
+        return;
+    }
+    char path[4300], cmd[9000];
+    snprintf(path, sizeof path, "%s/skip-metrics.txt", dir);
+    assert_int_equal(mwt_write_file(path, page, strlen(page)), 0);
+    snprintf(cmd, sizeof cmd, "%s check metrics < %s > /dev/null 2>&1", promtool, path);
+    if (system(cmd) != 0) fail_msg("promtool check metrics failed on:\n%s", page);
+}
+
+/* The value of a metric line starting with name (no labels), -1 when absent. */
+static double metric(const char *page, const char *name) {
+    char want[160];
+    snprintf(want, sizeof want, "\n%s ", name);
+    const char *at = strstr(page, want);
+    return at ? atof(at + strlen(want)) : -1;
+}
+
+/* serve --on-missing skip with a node lost and no replica: a request completes, its usage says
+ * how many of its assignments were skipped (usage.moewire.skipped_assignments), /metrics counts
+ * them, and a request before the loss reports none. */
+static void test_serve_skip_reported_per_request(void **state) {
+    (void)state;
+    node n[2] = {start_node_at(gguf, "0-3:0-3", mwt_free_port(), "skip-0"),
+                 start_node_at(gguf, "0-3:4-7", mwt_free_port(), "skip-1")};
+    char nodes[1024];
+    nodes_arg(n, 2, nodes, sizeof nodes);
+    const char *extra[] = {"--nodes", nodes, "--on-missing", "skip", "--threads", "1", NULL};
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, gguf, extra, 120000), 0);
+    const char *req = "{\"model\":\"model\",\"prompt\":[1,2,3,4,5,6,7,8],\"max_tokens\":8}";
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(s.port, "POST", "/v1/completions", req, &r), 0);
+    if (r.status != 200 || strstr(r.body, "skipped_assignments"))
+        fail_msg("before the loss: %d %s", r.status, r.body);
+    mwt_resp_free(&r);
+    kill(n[1].pid, SIGKILL);
+    mwt_wait(n[1].pid, 5000);
+    n[1].pid = 0;
+    char last[512];
+    assert_true(health_becomes(s.port, "unavailable", 10000, last, sizeof last) >= 0);
+    assert_int_equal(mwt_http_request(s.port, "POST", "/v1/completions", req, &r), 0);
+    if (r.status != 200) fail_msg("with experts skipped: %d %s", r.status, r.body);
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_t *u = json_object_get(json_object_get(j, "usage"), "moewire");
+    const long long skipped = json_integer_value(json_object_get(u, "skipped_assignments"));
+    print_message("one request: %lld assignments skipped\n", skipped);
+    if (skipped <= 0) fail_msg("no skip in the usage: %s", r.body);
+    json_decref(j);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_http_request(s.port, "GET", "/metrics", NULL, &r), 0);
+    assert_true(metric(r.body, "moewire_skipped_assignments_total") >= (double)skipped);
+    assert_true(metric(r.body, "moewire_failover_batches_total") >= 0);
+    promtool_check(r.body);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_serve_stop(&s, 60000), 0);
+    stop_node(&n[0]);
+}
+
 /* A loopback node stopped mid-generation (SIGSTOP: its process hung, its connection up) where
  * every expert has two owners (--replicas 2), exact mode: marked down by its liveness channel
  * within 1 s, the generation goes on through the replicas with logits bit-identical to
@@ -504,6 +568,7 @@ int main(void) {
         cmocka_unit_test(test_restarted_node_rejoins),
         cmocka_unit_test(test_rejoin_with_another_model_refused),
         cmocka_unit_test(test_without_replica),
+        cmocka_unit_test(test_serve_skip_reported_per_request),
         cmocka_unit_test(test_loopback_stopped_node_exact),
         cmocka_unit_test(test_loopback_busy_no_false_alarm),
     };
