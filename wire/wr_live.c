@@ -11,7 +11,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/mw_platform.h"
+#include "util/mw_thread.h"
 #include "util/mw_time.h"
 
 #define PACKET    36
@@ -107,21 +107,6 @@ static void set_port(struct sockaddr_storage *ss, int port) {
     if (ss->ss_family == AF_INET6) ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
 }
 
-/* A thread under the default policy, whatever the caller's: a node's threads inherit SCHED_BATCH,
- * which would queue a wake-up behind every running thread. */
-static int start_thread(pthread_t *th, void *(*fn)(void *), void *arg) {
-    pthread_attr_t at;
-    struct sched_param sp = {.sched_priority = 0};
-    if (pthread_attr_init(&at) == 0) {
-        bool ok = !pthread_attr_setinheritsched(&at, PTHREAD_EXPLICIT_SCHED) &&
-                  !pthread_attr_setschedpolicy(&at, SCHED_OTHER) &&
-                  !pthread_attr_setschedparam(&at, &sp) && !pthread_create(th, &at, fn, arg);
-        pthread_attr_destroy(&at);
-        if (ok) return 0;
-    }
-    return pthread_create(th, NULL, fn, arg) ? -1 : 0;
-}
-
 static void drain_pipe(int fd) {
     char buf[64];
     while (read(fd, buf, sizeof buf) > 0) {
@@ -183,7 +168,7 @@ int wr_live_responder_start(const char *endpoint, const uint8_t token[WR_LIVE_TO
     len = sizeof ss;
     if (getsockname(r->fd, (struct sockaddr *)&ss, &len) != 0 || mw_pipe_nonblock(r->wake) != 0)
         goto fail;
-    if (start_thread(&r->th, respond, r)) goto fail;
+    if (mw_thread_start_normal(&r->th, respond, r)) goto fail;
     *port_out = port_of(&ss);
     *out = r;
     return 0;
@@ -365,7 +350,7 @@ int wr_live_prober_start(int cap, int down_ms, const char *name, wr_live_prober 
     p->fd4 = socket(AF_INET, SOCK_DGRAM, 0);
     p->fd6 = socket(AF_INET6, SOCK_DGRAM, 0);
     if ((p->fd4 < 0 && p->fd6 < 0) || mw_pipe_nonblock(p->wake) || mw_pipe_nonblock(p->event) ||
-        start_thread(&p->th, probe, p)) {
+        mw_thread_start_normal(&p->th, probe, p)) {
         mw_errf(err, "liveness: cannot start: %s", strerror(errno));
         if (p->fd4 >= 0) close(p->fd4);
         if (p->fd6 >= 0) close(p->fd6);
