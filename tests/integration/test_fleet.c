@@ -369,14 +369,12 @@ static void test_planned_fleet_serves(void **state) {
     free(x);
     free(y);
     double planned[3], ranges[3];
-    /* heartbeats' false alarms (a loaded machine starving a node's I/O thread) are not measured
-     * here: a node taken for lost would move its work and the balance with it */
-    const char *planned_args[] = {"--nodes", list,        "--exact", "--threads",
-                                  "1",       "--down-ms", "5000",    NULL};
+    /* the default --down-ms: a node taken for lost on a loaded machine would move its work and
+     * the balance with it, which the liveness channel's own thread prevents */
+    const char *planned_args[] = {"--nodes", list, "--exact", "--threads", "1", NULL};
     serve_balance(planned_args, planned);
     for (int h = 0; h < 4; h++) assert_int_equal(mwt_node_stop(&nodes[h], 30000), 0);
-    const char *range_args[] = {"--loopback", "4",         "--exact", "--threads",
-                                "1",          "--down-ms", "5000",    NULL};
+    const char *range_args[] = {"--loopback", "4", "--exact", "--threads", "1", NULL};
     serve_balance(range_args, ranges);
     for (int l = 0; l < 3; l++) {
         print_message("layer %d: measured balance %.3f planned, %.3f with even ranges\n", l,
@@ -423,7 +421,7 @@ static void test_serve_with_a_node_missing(void **state) {
     const char *a0[] = {"--bind", bind[0], "--threads", "1", NULL};
     const char *a1[] = {"--bind", bind[1], "--threads", "1", NULL};
     mwt_node n0 = mwt_node_up(synth, dir, "m0", a0, 60000);
-    const char *extra[] = {"--nodes", nodes, "--threads", "1", "--down-ms", "5000", NULL};
+    const char *extra[] = {"--nodes", nodes, "--threads", "1", NULL};
     mwt_server s;
     assert_int_equal(mwt_serve_start(&s, synth, extra, 120000), 0);
     char body[512];
@@ -498,7 +496,7 @@ static void test_join_and_drain(void **state) {
     assert_int_equal(mwt_write_file(file, bind[0], strlen(bind[0])), 0);
     char at[4400];
     snprintf(at, sizeof at, "@%s", file);
-    const char *extra[] = {"--nodes", at, "--threads", "1", "--down-ms", "5000", NULL};
+    const char *extra[] = {"--nodes", at, "--threads", "1", NULL};
     mwt_server s;
     assert_int_equal(mwt_serve_start(&s, synth, extra, 120000), 0);
     complete(s.port);
