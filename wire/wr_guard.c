@@ -243,8 +243,7 @@ static bool check(wr_guard *g) {
         if (!largest || c->held > largest->held) largest = c;
     }
     if (total > g->st.peak_held) g->st.peak_held = total;
-    const bool busy =
-        total > g->o.total_bytes / 8 || (largest && largest->held > g->o.peer_bytes / 8);
+    bool busy = total > g->o.total_bytes / 8 || (largest && largest->held > g->o.peer_bytes / 8);
     if (largest && total > g->o.total_bytes) {
         char why[160];
         snprintf(why, sizeof why,
@@ -254,6 +253,9 @@ static bool check(wr_guard *g) {
         cut(g, largest, why);
     } else if (largest && largest->held >= MIN_ATTRIBUTABLE) {
         uint64_t rss = anon_rss(g), own = atomic_load(&g->own);
+        /* tiny parts cost libzmq ~30 bytes of memory per byte received: the heap grows far
+         * faster than the bytes held, so it is what decides how soon to look again */
+        if (rss > g->base_rss + own + g->o.total_bytes / 8) busy = true;
         if (rss > g->base_rss + own + g->o.total_bytes) {
             char why[200];
             snprintf(why, sizeof why,

@@ -225,7 +225,7 @@ struct wr_live_prober {
 /* A node that never answers is told of once, this long after it was set. */
 #define NEVER_MS 3000
 
-static void take_pong(wr_live_prober *p, const uint8_t *b, uint64_t now) {
+static void take_pong(wr_live_prober *p, const uint8_t *b) {
     uint32_t i = get32(b + 8), gen = get32(b + 12), seq = get32(b + 16);
     if (i >= (uint32_t)p->cap) return;
     slot *s = &p->s[i];
@@ -239,14 +239,13 @@ static void take_pong(wr_live_prober *p, const uint8_t *b, uint64_t now) {
     s->silent = false;
     /* pings after this one that are still out: the oldest of them */
     s->unanswered_since = seq == s->seq ? 0 : s->sent[(seq + 1) % HISTORY];
-    (void)now;
 }
 
 static void drain(wr_live_prober *p, int fd) {
     uint8_t b[PACKET + 1];
     ssize_t n;
     while (fd >= 0 && (n = recv(fd, b, sizeof b, MSG_DONTWAIT)) >= 0)
-        if (well_formed(b, n, KIND_PONG)) take_pong(p, b, mw_now_ns());
+        if (well_formed(b, n, KIND_PONG)) take_pong(p, b);
 }
 
 static void ping_all(wr_live_prober *p, uint64_t now) {
