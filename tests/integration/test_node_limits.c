@@ -199,9 +199,9 @@ static void test_unfinished_message_is_cut_off(void **state) {
 }
 
 /* The same flood with two spinning processes per core beside the node (and whatever else the
- * machine runs): the guard's thread runs under the default policy, not the node's SCHED_BATCH,
- * and checks every millisecond while a peer holds an eighth of its limit, so a starved guard no
- * longer lets libzmq read on past the limit: the node's growth stays within the same 32 MiB. */
+ * machine runs): the guard runs under the default policy, not the node's SCHED_BATCH, and looks
+ * again within a millisecond while a peer fills up, so the node's growth stays within the same
+ * 32 MiB when CPUs are scarce. */
 static void test_unfinished_message_cut_off_under_load(void **state) {
     (void)state;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
