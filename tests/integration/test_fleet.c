@@ -644,6 +644,56 @@ static void test_admin_join_while_serving(void **state) {
     mwt_node_kill(&n1);
 }
 
+/* A topology of the given binds (every host on this machine, no keys) at path. */
+static void write_topology(const char *path, char bind[][64], int n) {
+    char hosts[2048] = "", text[4096];
+    for (int h = 0; h < n; h++) {
+        char one[400];
+        snprintf(one, sizeof one,
+                 "%s{\"name\":\"t%d\",\"endpoint\":\"%s\",\"memory_gib\":1,\"read_gbs\":10,"
+                 "\"cores\":1,\"platform\":\"linux-x86_64\"}",
+                 h ? "," : "", h, bind[h]);
+        strcat(hosts, one);
+    }
+    snprintf(text, sizeof text,
+             "{\"format\":\"moewire-topology\",\"version\":1,\"name\":\"live\","
+             "\"model\":{\"path\":\"%s\"},\"hosts\":[%s],"
+             "\"coordinators\":[{\"name\":\"c\",\"address\":\"127.0.0.1\","
+             "\"listen\":\"127.0.0.1:0\"}],"
+             "\"links\":[{\"from\":\"*\",\"to\":\"*\",\"rtt_us\":30,\"gbit\":40}]}",
+             synth, hosts);
+    assert_int_equal(mwt_write_file(path, text, strlen(text)), 0);
+}
+
+/* serve --topology T: the nodes are T's hosts; a host added to T (a new address) joins on SIGHUP
+ * and takes work. */
+static void test_topology_reload_joins(void **state) {
+    (void)state;
+    char bind[2][64];
+    for (int i = 0; i < 2; i++)
+        snprintf(bind[i], sizeof bind[i], "tcp://127.0.0.1:%d", mwt_free_port());
+    const char *a0[] = {"--bind", bind[0], "--threads", "1", NULL};
+    const char *a1[] = {"--bind", bind[1], "--threads", "1", NULL};
+    mwt_node n0 = mwt_node_up(synth, dir, "t0", a0, 60000);
+    const char *topo = path_in("live-topology.json");
+    write_topology(topo, bind, 1);
+    const char *extra[] = {"--topology", topo, "--threads", "1", NULL};
+    mwt_server s;
+    assert_int_equal(mwt_serve_start(&s, synth, extra, 120000), 0);
+    complete(s.port);
+    mwt_node n1 = mwt_node_up(synth, dir, "t1", a1, 60000);
+    write_topology(topo, bind, 2);
+    kill(s.pid, SIGHUP);
+    if (!log_says(&s, "the nodes are those of")) fail_msg("no reload in %s", s.log);
+    char body[512];
+    assert_int_equal(health_until(s.port, "\"nodes_up\":2", body, sizeof body), 200);
+    for (int i = 0; i < 20 && node_rows(s.port, bind[1]) <= 0; i++) complete(s.port);
+    assert_true(node_rows(s.port, bind[1]) > 0);
+    assert_int_equal(mwt_serve_stop(&s, 60000), 0);
+    mwt_node_kill(&n0);
+    mwt_node_kill(&n1);
+}
+
 /* expert-node --probe prints a host entry: with an endpoint added, a topology plans with it. */
 static void test_probe_makes_a_host(void **state) {
     (void)state;
@@ -688,6 +738,7 @@ int main(void) {
         cmocka_unit_test(test_serve_with_a_node_missing),
         cmocka_unit_test(test_join_and_drain),
         cmocka_unit_test(test_admin_join_while_serving),
+        cmocka_unit_test(test_topology_reload_joins),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
