@@ -52,7 +52,8 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
      * the node's compute policy and a loaded machine delays their answers. The node, told a TTL,
      * drops a coordinator that vanished the same way. Then libzmq reconnects every reconnect
      * interval on its own, which is how a node that comes back is found. */
-    int down = co__heartbeat_ms(r), ivl = down / 5 > 1 ? down / 5 : 1, ttl = 4 * down, rec = 100;
+    int down = co__heartbeat_ms(r, n->endpoint), ivl = down / 5 > 1 ? down / 5 : 1, ttl = 4 * down,
+        rec = 100;
     zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_TIMEOUT, &down, sizeof down);
     zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof ttl);

@@ -190,8 +190,9 @@ int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err);
 /* Starts the pinging thread (-1, said on stderr, when it cannot: heartbeats alone then). */
 int co__live_start(co__remote *r);
 void co__live_stop(co__remote *r);
-/* The ZMTP heartbeat timeout: down_ms without the liveness channel, a longer backstop with. */
-int co__heartbeat_ms(const co__remote *r);
+/* The ZMTP heartbeat timeout for a node at endpoint: down_ms where it can have no liveness
+ * channel (not tcp://, or no pinging thread), a longer backstop where it can. */
+int co__heartbeat_ms(const co__remote *r, const char *endpoint);
 /* Node i's Welcome: its liveness channel is pinged from now on (or, announcing none, not). */
 void co__live_welcome(co__remote *r, int i, const wr_welcome *w);
 /* Node i is drained: no more pings. */

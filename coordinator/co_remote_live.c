@@ -4,6 +4,7 @@
  * backend (between layers, or at once while it waits for replies), its work going to replicas.
  * ZMTP heartbeats stay on the data connections as the backstop, with a longer timeout. */
 #include <stdio.h>
+#include <string.h>
 
 #include "coordinator/co_remote_internal.h"
 #include "wire/wr_live.h"
@@ -26,8 +27,8 @@ void co__live_stop(co__remote *r) {
     r->live = NULL;
 }
 
-int co__heartbeat_ms(const co__remote *r) {
-    if (!r->live) return r->o.down_ms;
+int co__heartbeat_ms(const co__remote *r, const char *endpoint) {
+    if (!r->live || strncmp(endpoint, "tcp://", 6)) return r->o.down_ms; /* no channel there */
     const int ms = 4 * r->o.down_ms;
     return ms > BACKSTOP_MS ? ms : BACKSTOP_MS;
 }
