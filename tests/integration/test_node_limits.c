@@ -201,7 +201,7 @@ static void test_unfinished_message_is_cut_off(void **state) {
 /* The same flood with two spinning processes per core beside the node (and whatever else the
  * machine runs): the guard runs under the default policy, not the node's SCHED_BATCH, and looks
  * again within a millisecond while a peer fills up, so the node's growth stays within the same
- * 32 MiB when CPUs are scarce. */
+ * 32 MiB when CPUs are scarce; a flood of empty parts within 96 MiB for a 64 MiB limit. */
 static void test_unfinished_message_cut_off_under_load(void **state) {
     (void)state;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -212,6 +212,8 @@ static void test_unfinished_message_cut_off_under_load(void **state) {
             for (volatile unsigned long x = 0;; x++) {
             }
     check_flood(1u << 20, 600u << 20, "64", "the limit per peer is 16777216", 32 << 10);
+    /* empty parts: the heap rule, at most half the recv limit past it */
+    check_flood(0, 40u << 20, "64", "over the 64 MiB limit", 96 << 10);
     for (int i = 0; i < nb; i++) {
         kill(burners[i], SIGKILL);
         waitpid(burners[i], NULL, 0);
