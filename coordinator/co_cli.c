@@ -10,6 +10,7 @@
 
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
+#include "coordinator/co_topo.h"
 #include "model/md_kv.h"
 
 #define MAX_PROMPT     (1 << 20)
@@ -232,12 +233,21 @@ int co_cli_read_nodes(const char *path, char **buf, const char **list, mw_err *e
  * SIGHUP). */
 static int set_nodes(co_opts *o, const char *v, mw_err *err) {
     o->experts = "remote";
+    o->topology_file = NULL;
     o->nodes_file = v[0] == '@' ? v + 1 : NULL;
     if (v[0] != '@') {
         o->nodes = v;
         return 0;
     }
     return co_cli_read_nodes(v + 1, &o->nodes_buf, &o->nodes, err);
+}
+
+/* The hosts of a topology file as the node list (co_topo.c). */
+static int set_topology(co_opts *o, const char *v, mw_err *err) {
+    o->experts = "remote";
+    o->nodes_file = NULL;
+    o->topology_file = v;
+    return co_topo_nodes(v, &o->nodes_buf, &o->nodes, err);
 }
 
 static int set_loopback(co_opts *o, const char *v, mw_err *err) {
@@ -529,6 +539,10 @@ static const co_option options[] = {
      "expert nodes, in node order, or @FILE holding the list (`vindex "
      "plan` writes coordinator.nodes); selects --experts remote",
      set_nodes},
+    {"--topology", "FILE",
+     "expert nodes: the hosts of a topology file (endpoints and CURVE keys; serve reads it "
+     "again on SIGHUP); selects --experts remote",
+     set_topology},
     {"--loopback", "N",
      "start N expert nodes on 127.0.0.1 splitting the experts evenly, stop them at the end "
      "(selects --experts remote)",
@@ -552,9 +566,10 @@ static const co_option options[] = {
      "spoken to over CURVE, their public key pinned",
      set_curve_secret},
     {"--down-ms", "N",
-     "a node whose connection stays silent this long (ZMTP heartbeats every N/5 ms, answered "
-     "even while it computes) is down: its work goes to replicas (default 750; 5000 with "
-     "--loopback, whose nodes share the coordinator's cores)",
+     "a node that leaves its liveness pings unanswered this long (UDP on its port, every N/10 "
+     "ms, answered by a thread of its own while it computes) is down: its work goes to "
+     "replicas (default 750, --loopback too; ZMTP heartbeats drop its connection after "
+     "max(4N, 5000) ms)",
      set_down_ms},
     {"--on-missing", "fail|skip",
      "experts with no live owner: fail the requests that need them (default), or skip them and "

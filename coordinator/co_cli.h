@@ -38,20 +38,21 @@ typedef struct co_opts {
     bool pin;        /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
     const char *trace_routing; /* routing trace file (coordinator/co_trace.h), NULL: none */
     /* remote experts (coordinator/co_backend.h) */
-    const char *nodes;        /* comma-separated node endpoints */
-    char *nodes_buf;          /* --nodes @FILE: the file's text, which nodes points into */
-    const char *nodes_file;   /* that FILE (serve reads it again on SIGHUP), or NULL */
-    int loopback;             /* start this many local expert nodes */
-    int node_threads;         /* threads per loopback node */
-    bool node_affinity;       /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
-    bool exact;               /* exact mode: per-assignment replies reduced in selection order */
-    wr_codec wire;            /* row codec on the wire */
-    int deadline_ms;          /* per layer */
-    const char *curve_secret; /* the coordinator's CURVE key pair file */
-    bool curve;               /* loopback nodes on CURVE, with keys made for the run */
-    int down_ms;              /* heartbeats drop a silent node after this (0: 750, loopback 5000) */
-    bool on_missing_skip;     /* --on-missing skip */
-    int replicas;             /* loopback: owners per expert (default 1) */
+    const char *nodes;         /* comma-separated node endpoints */
+    char *nodes_buf;           /* --nodes @FILE: the file's text, which nodes points into */
+    const char *nodes_file;    /* that FILE (serve reads it again on SIGHUP), or NULL */
+    const char *topology_file; /* --topology: the nodes are its hosts (read again on SIGHUP) */
+    int loopback;              /* start this many local expert nodes */
+    int node_threads;          /* threads per loopback node */
+    bool node_affinity;        /* loopback nodes bind their threads to CPUs (co_loopback_opts) */
+    bool exact;                /* exact mode: per-assignment replies reduced in selection order */
+    wr_codec wire;             /* row codec on the wire */
+    int deadline_ms;           /* per layer */
+    const char *curve_secret;  /* the coordinator's CURVE key pair file */
+    bool curve;                /* loopback nodes on CURVE, with keys made for the run */
+    int down_ms;               /* a node silent this long is down (0: 750) */
+    bool on_missing_skip;      /* --on-missing skip */
+    int replicas;              /* loopback: owners per expert (default 1) */
     /* serve (coordinator/co_serve.h) */
     const char *listen;     /* "host:port" */
     const char *ready_file; /* written with the server's URL once it accepts requests */

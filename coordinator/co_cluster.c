@@ -1,6 +1,6 @@
 /* coordinator/co_cluster.c — a cluster's options made into the remote backend's: the coordinator's
  * CURVE key pair, the loopback nodes when asked for (started here, handed to the backend), the
- * model's fingerprint and MoE shape, and the timeouts a loopback cluster needs. */
+ * model's fingerprint and MoE shape, and the timeouts. */
 #include "coordinator/co_cluster.h"
 
 #include <stdio.h>
@@ -12,13 +12,6 @@
 #include "wire/wr_curve.h"
 
 #define MAX_NODES 1024
-
-/* --down-ms on a loopback cluster unless given. Its nodes compute on the coordinator's own cores,
- * several threads to a core: a starved node's I/O thread, or the coordinator's, can leave a PING
- * unanswered past co_remote's default on a loaded machine and a healthy node would be dropped. A
- * dead loopback node is still seen at once (its connection resets); only a hung one waits this
- * long. Remote clusters keep co_remote's default. */
-#define LOOPBACK_DOWN_MS 5000
 
 /* How long loopback nodes may take to become ready: mapping and checking their experts, plus the
  * fingerprint where it must be computed (a GGUF file: every node reads all of it, sharing the
@@ -68,9 +61,7 @@ static co_remote_opts remote_opts(const co_cluster_opts *o, const uint8_t *moe) 
     return (co_remote_opts){.codec = o->codec,
                             .exact = o->exact,
                             .deadline_ms = o->deadline_ms,
-                            .down_ms = o->down_ms        ? o->down_ms
-                                       : o->loopback > 0 ? LOOPBACK_DOWN_MS
-                                                         : 0,
+                            .down_ms = o->down_ms, /* the liveness channel's: loopback too */
                             .on_missing_skip = o->on_missing_skip,
                             .connect_ms = o->connect_ms            ? o->connect_ms
                                           : o->deadline_ms > 10000 ? o->deadline_ms

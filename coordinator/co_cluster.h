@@ -35,7 +35,7 @@ typedef struct co_cluster_opts {
     wr_codec codec;       /* rows in both directions */
     bool exact;           /* per-assignment replies reduced here in selection order */
     int deadline_ms;      /* per layer */
-    int down_ms;          /* co_remote_opts; 0: 750, or 5000 on a loopback cluster */
+    int down_ms;          /* co_remote_opts; 0: 750 */
     bool on_missing_skip; /* co_remote_opts */
     int replicas;         /* loopback: owners per expert (0 or 1: one) */
     int connect_ms;       /* for the handshake; 0 = the deadline, at least 10 s */

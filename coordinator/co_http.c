@@ -12,6 +12,7 @@
  * connection and could discard the answer before the client reads it. */
 #include "coordinator/co_http.h"
 
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,6 +307,19 @@ static void error_reply(co_http_conn *c, int status, const char *msg) {
     if (c->pending_writes == 0) conn_linger(c);
 }
 
+/* Whether the connection's peer is on this machine (127.0.0.0/8, ::1, or IPv4-mapped 127/8). */
+static bool peer_is_local(co_http_conn *c) {
+    struct sockaddr_storage ss;
+    int len = (int)sizeof ss;
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) != 0) return false;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss.ss_family != AF_INET6) return false;
+    const uint8_t *a = ((const struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr;
+    static const uint8_t loop6[16] = {[15] = 1}, mapped[12] = {[10] = 0xff, [11] = 0xff};
+    return !memcmp(a, loop6, 16) || (!memcmp(a, mapped, 12) && a[12] == 127);
+}
+
 static void dispatch(co_http_conn *c) {
     co_http_server *s = c->srv;
     const co_http_parsed q = co_http_parser_request(c->parser);
@@ -323,6 +337,7 @@ static void dispatch(co_http_conn *c) {
                            .authorization = q.authorization,
                            .body = q.body,
                            .body_len = q.body_len,
+                           .peer_local = peer_is_local(c),
                            .conn = c};
     s->handler(s->ud, &c->req);
 }

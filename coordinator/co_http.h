@@ -66,6 +66,7 @@ typedef struct co_http_req {
     const char *authorization; /* Authorization, "" when absent */
     const char *body;          /* NUL-terminated (the terminator is not counted) */
     size_t body_len;
+    bool peer_local; /* the client connected from this machine (a loopback address) */
     co_http_conn *conn;
 } co_http_req;
 

@@ -764,12 +764,19 @@ static json_t *envelope(co_oai_kind kind, const co_oai_meta *m, bool chunk) {
                      (json_int_t)m->created, "model", m->model, "system_fingerprint", "moewire");
 }
 
-/* cached: prompt tokens restored from the prompt cache (OpenAI's prompt_tokens_details). */
-static json_t *usage(int64_t prompt, int64_t completion, int64_t cached) {
-    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
-                     "completion_tokens", (json_int_t)completion, "total_tokens",
-                     (json_int_t)(prompt + completion), "prompt_tokens_details", "cached_tokens",
-                     (json_int_t)cached);
+/* OpenAI's usage (cached: prompt tokens restored from the prompt cache, OpenAI's
+ * prompt_tokens_details), and where experts were skipped (co_oai_meta), moewire's extension:
+ * clients that do not know it ignore it. */
+static json_t *usage(const co_oai_meta *m, int64_t prompt, int64_t completion) {
+    json_t *u = json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
+                          "completion_tokens", (json_int_t)completion, "total_tokens",
+                          (json_int_t)(prompt + completion), "prompt_tokens_details",
+                          "cached_tokens", (json_int_t)m->cached_tokens);
+    if (u && m->skipped_assignments > 0)
+        json_object_set_new(
+            u, "moewire",
+            json_pack("{s:I}", "skipped_assignments", (json_int_t)m->skipped_assignments));
+    return u;
 }
 
 static void dump(json_t *o, co_buf *out) {
@@ -788,7 +795,7 @@ void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece 
     json_t *choices = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(choices, choice(kind, m, &p[i], false));
     json_object_set_new(o, "choices", choices);
-    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens, m->cached_tokens));
+    json_object_set_new(o, "usage", usage(m, prompt_tokens, completion_tokens));
     dump(o, out);
 }
 
@@ -804,6 +811,6 @@ void co_oai_usage_chunk(co_oai_kind kind, const co_oai_meta *m, int64_t prompt_t
                         int64_t completion_tokens, co_buf *out) {
     json_t *o = envelope(kind, m, true);
     json_object_set_new(o, "choices", json_array());
-    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens, m->cached_tokens));
+    json_object_set_new(o, "usage", usage(m, prompt_tokens, completion_tokens));
     dump(o, out);
 }

@@ -152,6 +152,9 @@ typedef struct co_oai_meta {
     void *token_ud;
     bool return_token_ids;
     int64_t cached_tokens; /* usage.prompt_tokens_details.cached_tokens */
+    /* usage's extension: the assignments skipped for want of a live expert owner over the
+     * request (--on-missing skip); usage.moewire.skipped_assignments when above 0 */
+    int64_t skipped_assignments;
 } co_oai_meta;
 
 /* A whole response of n choices (usage included: the choices' sums). */

@@ -97,6 +97,12 @@ static void mark_lost_rows(co__remote *r, const md_moe_batch *b) {
     r->n_lost_rows = b->T;
 }
 
+/* md_expert_backend.row_skipped: what split counted for the row over the last pass. */
+static uint32_t row_skipped(const md_expert_backend *be, int64_t row) {
+    const co__remote *r = be->impl;
+    return row >= 0 && (size_t)row < r->row_skips_cap ? r->row_skips[row] : 0;
+}
+
 /* md_expert_backend.row_lost: what mark_lost_rows noted for the last call. */
 static bool row_lost(const md_expert_backend *be, int64_t row) {
     const co__remote *r = be->impl;
@@ -117,6 +123,11 @@ static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
         return mw_errf(err, "out of memory");
     co__share_begin(r);
     memcpy(r->weights, b->weights, (size_t)n_sel * sizeof *r->weights);
+    if (mw_grow((void **)&r->row_skips, &r->row_skips_cap, (size_t)b->T, sizeof *r->row_skips))
+        return mw_errf(err, "out of memory");
+    if (b->layer <= r->skip_layer) /* layers run in ascending order: a new forward pass */
+        memset(r->row_skips, 0, r->row_skips_cap * sizeof *r->row_skips);
+    r->skip_layer = b->layer;
     for (int64_t t = 0; t < b->T; t++) {
         float kept = 0, all = 0;
         int skipped = 0;
@@ -150,6 +161,7 @@ static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
                         "the count is in the report\n",
                         b->layer);
             r->skipped += (uint64_t)skipped;
+            r->row_skips[t] += (uint32_t)skipped;
             for (int j = 0; j < b->k; j++) /* renormalised over the reachable experts */
                 if (r->weights[t * b->k + j] != 0 && kept > 0)
                     r->weights[t * b->k + j] = r->weights[t * b->k + j] * (all / kept);
@@ -386,8 +398,11 @@ static uint64_t next_deadline(const co__remote *r) {
  * replicas. */
 static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
     const int N = r->o.n_nodes;
-    zmq_pollitem_t items[2 * N];
+    zmq_pollitem_t items[2 * N + 1];
     for (;;) {
+        if (co__live_check(r)) /* a node fell silent: its pieces go to replicas now */
+            for (int i = 0; i < N; i++)
+                if (r->nodes[i].down && r->nodes[i].pending && fail_over(r, b, i, err)) return -1;
         int left = 0;
         for (int i = 0; i < N; i++) left += r->nodes[i].down ? 0 : r->nodes[i].pending;
         if (!left) return 0;
@@ -396,6 +411,7 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
             items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, gone ? -1 : 0, ZMQ_POLLIN, 0};
             items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, gone ? -1 : 0, ZMQ_POLLIN, 0};
         }
+        items[2 * N] = (zmq_pollitem_t){NULL, co__live_fd(r), ZMQ_POLLIN, 0};
         uint64_t t = mw_now_ns(), deadline = next_deadline(r);
         if (t >= deadline) {
             for (int q = 0; q < r->n_pieces; q++) {
@@ -412,7 +428,7 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
             continue;
         }
         long wait = (long)((deadline - t) / 1000000ull) + 1;
-        int rc = zmq_poll(items, 2 * N, wait);
+        int rc = zmq_poll(items, 2 * N + (co__live_fd(r) >= 0), wait);
         uint64_t t1 = mw_now_ns();
         r->acct.phase_ns[CO__WAIT] += t1 - t;
         if (rc < 0) {
@@ -543,6 +559,7 @@ static void destroy(md_expert_backend *be) {
     if (!be) return;
     co__remote *r = be->impl;
     if (r) {
+        co__live_stop(r);
         for (int i = 0; r->nodes && i < r->o.n_nodes; i++) free_node(&r->nodes[i]);
         wr_rx_free(&r->rx);
         if (r->zctx && r->own_zctx) zmq_ctx_term(r->zctx);
@@ -563,6 +580,7 @@ static void destroy(md_expert_backend *be) {
         free(r->chosen);
         co__share_free(r);
         free(r->lost_rows);
+        free(r->row_skips);
         free(r->layer_moe);
         co_loopback_stop(r->loopback); /* its nodes, once no socket is connected to them */
         for (int i = 0; r->endpoints && i < r->o.n_nodes; i++) free(r->endpoints[i]);
@@ -593,6 +611,7 @@ static co__remote *remote_alloc(const co_remote_opts *o) {
         co_loopback_stop(o->loopback);
         return NULL;
     }
+    r->skip_layer = INT32_MAX; /* the first layer call starts a pass */
     r->o = *o;
     r->loopback = o->loopback;
     r->o.loopback = NULL;
@@ -665,6 +684,7 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     be->submit = submit;
     be->wait = wait;
     be->row_lost = row_lost;
+    be->row_skipped = row_skipped;
     be->destroy = destroy;
     co__remote *r = be->impl = remote_alloc(o);
     if (!r || !r->endpoints || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
@@ -672,6 +692,7 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
         destroy(be);
         return mw_errf(err, "out of memory");
     }
+    co__live_start(r); /* without it, heartbeats alone (said on stderr) */
     for (int i = 0; i < o->n_nodes; i++)
         if (co__remote_connect(r, i, err)) {
             destroy(be);

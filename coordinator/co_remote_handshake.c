@@ -45,12 +45,15 @@ int co__remote_connect(co__remote *r, int i, mw_err *err) {
         return mw_errf(err, "%s: cannot monitor the socket: %s", n->name, zmq_strerror(errno));
     int t = r->o.connect_ms;
     zmq_setsockopt(n->sock, ZMQ_SNDTIMEO, &t, sizeof t);
-    /* ZMTP heartbeats, answered by the node's I/O thread whatever its serve loop is doing: a node
-     * that dies, hangs (SIGSTOP) or drops off the network stops answering, and libzmq drops the
-     * connection after down_ms — the disconnect the monitor reports. The node, told a TTL, drops
-     * a coordinator that vanished the same way. Then libzmq reconnects every reconnect interval
-     * on its own, which is how a node that comes back is found. */
-    int down = r->o.down_ms, ivl = down / 5 > 1 ? down / 5 : 1, ttl = 4 * down, rec = 100;
+    /* ZMTP heartbeats, answered by the node's I/O thread: a node that dies, hangs (SIGSTOP) or
+     * drops off the network stops answering, and libzmq drops the connection — the disconnect the
+     * monitor reports. They are the backstop of the liveness channel (co_remote_live.c), which
+     * marks a silent node down within down_ms: that thread sleeps, where the I/O threads share
+     * the node's compute policy and a loaded machine delays their answers. The node, told a TTL,
+     * drops a coordinator that vanished the same way. Then libzmq reconnects every reconnect
+     * interval on its own, which is how a node that comes back is found. */
+    int down = co__heartbeat_ms(r, n->endpoint), ivl = down / 5 > 1 ? down / 5 : 1, ttl = 4 * down,
+        rec = 100;
     zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof ivl);
     zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_TIMEOUT, &down, sizeof down);
     zmq_setsockopt(n->sock, ZMQ_HEARTBEAT_TTL, &ttl, sizeof ttl);
@@ -68,6 +71,7 @@ bool co__remote_read_monitor(co__remote *r, int i) {
     while (wr_monitor_event(n->mon, &id, &value)) {
         if (id == ZMQ_EVENT_DISCONNECTED) {
             n->connected = false;
+            n->hello_seq = 0; /* a rejoin Hello went with that connection: the next one greets */
             if (r->serving)
                 lost = lost || !n->down;
             else
@@ -182,6 +186,7 @@ int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err) {
     n->capacity = w->capacity;
     n->threads = w->threads;
     n->read_gbps = w->read_gbps;
+    co__live_welcome(r, i, w);
     return 0;
 }
 

@@ -36,6 +36,7 @@ typedef struct co__node {
     bool connected;     /* the monitor saw a (re)connection since it went down */
     uint64_t hello_seq; /* the rejoin Hello in flight; 0 = none */
     int pending;        /* pieces in flight */
+    uint32_t live_seen; /* the liveness channel's silences already acted on */
 } co__node;
 
 /* One node's share of the layer being served: its rows (ascending batch rows), their activations,
@@ -119,7 +120,10 @@ typedef struct co__remote {
     size_t works_cap;
     float *weights; /* this layer's router weights, renormalised where experts are skipped */
     size_t weights_cap;
-    uint64_t skipped;   /* assignments skipped for want of a live owner (--on-missing skip) */
+    uint64_t skipped;    /* assignments skipped for want of a live owner (--on-missing skip) */
+    uint32_t *row_skips; /* [row] of the current forward pass: its skipped assignments */
+    size_t row_skips_cap;
+    int skip_layer;     /* the last layer call's layer: one not above it starts a new pass */
     uint8_t *lost_rows; /* [row] of the last call that failed for want of a live owner: 1 = it
                            needed a lost expert */
     size_t lost_cap;
@@ -135,6 +139,7 @@ typedef struct co__remote {
     bool serving; /* past the first handshake: membership changes are reported */
     uint64_t t_submit;
     co__acct acct;
+    struct wr_live_prober *live; /* pings the nodes' liveness channels; NULL: heartbeats alone */
 } co__remote;
 
 /* ---- co_remote_handshake.c: greeting the nodes, the ownership map ---- */
@@ -179,6 +184,23 @@ void co__remote_rejoin_msg(co__remote *r, int i, const wr_msg *m);
 /* Checks node i's Welcome against the model and keeps what it announced (owned set included);
  * -1 with err naming the node when it does not fit. */
 int co__remote_welcome(co__remote *r, int i, const wr_welcome *w, mw_err *err);
+
+/* ---- co_remote_live.c: the liveness channel ---- */
+
+/* Starts the pinging thread (-1, said on stderr, when it cannot: heartbeats alone then). */
+int co__live_start(co__remote *r);
+void co__live_stop(co__remote *r);
+/* The ZMTP heartbeat timeout for a node at endpoint: down_ms where it can have no liveness
+ * channel (not tcp://, or no pinging thread), a longer backstop where it can. */
+int co__heartbeat_ms(const co__remote *r, const char *endpoint);
+/* Node i's Welcome: its liveness channel is pinged from now on (or, announcing none, not). */
+void co__live_welcome(co__remote *r, int i, const wr_welcome *w);
+/* Node i is drained: no more pings. */
+void co__live_forget(co__remote *r, int i);
+/* Marks down every serving node that fell silent since the last check; whether one did. */
+bool co__live_check(co__remote *r);
+/* The descriptor that becomes readable when a node falls silent (-1: none). */
+int co__live_fd(const co__remote *r);
 
 /* ---- co_remote_stats.c: the accounting ---- */
 

@@ -110,6 +110,7 @@ void co__remote_rejoin_msg(co__remote *r, int i, const wr_msg *m) {
 }
 
 void co__remote_tend(co__remote *r) {
+    co__live_check(r);
     for (int i = 0; i < r->o.n_nodes; i++) {
         co__node *n = &r->nodes[i];
         if (n->drained) continue;
@@ -231,6 +232,7 @@ int co_remote_set_nodes(md_expert_backend *b, const char *const *eps, int n_eps,
         n->down = n->drained = true;
         n->joining = false;
         snprintf(n->why, sizeof n->why, "drained");
+        co__live_forget(r, i);
         co__remote_close_node(n);
         if (log)
             fprintf(log, "coordinator: %s is drained: its work goes to its replicas\n", n->name);

@@ -31,7 +31,7 @@ typedef struct co_remote_opts {
     wr_codec codec;          /* rows in both directions */
     bool exact;              /* per-assignment replies, reduced here in selection order */
     int deadline_ms;         /* per piece: a node that has not answered within it is lost */
-    int down_ms;             /* heartbeats: a silent connection is dropped after it (0 = 750) */
+    int down_ms;             /* liveness: a node silent this long is down (0 = 750) */
     bool on_missing_skip;    /* experts with no live owner: skipped, gate weights renormalised over
                                 the reachable ones (counted, reported), instead of an error */
     int connect_ms;          /* for the handshake */

@@ -440,6 +440,7 @@ static void on_output(void *ud, co_job *job) {
         x->meta.cached_tokens += o.cached_tokens;
     }
     x->completion_tokens += o.completion_tokens;
+    x->meta.skipped_assignments += o.skipped_assignments;
     co_job_release(job);
     c->job = NULL;
     if (++x->n_done < x->n) {
@@ -750,6 +751,38 @@ static void route_completions(co_routes *r, co_http_req *q) {
     route_generate(r, q, CO_OAI_COMPLETION);
 }
 
+/* /admin/nodes: the fleet's node list changed while serving (joins, drains), from this machine
+ * only — a node list names where the coordinator sends activations, so a remote client must not
+ * set it even with an API key. */
+static void route_admin_nodes(co_routes *r, co_http_req *q) {
+    co_oai_error e;
+    if (!q->peer_local) {
+        co_oai_fail(&e, 403, NULL, NULL, "/admin/ answers clients on this machine only");
+        return answer_error(r, q->conn, "/admin/nodes", &e, NULL);
+    }
+    if (!r->p.nodes_set) {
+        co_oai_fail(&e, 404, NULL, NULL,
+                    "this server has no node list to change (it runs without --nodes or "
+                    "--topology)");
+        return answer_error(r, q->conn, "/admin/nodes", &e, NULL);
+    }
+    if (strcmp(q->method, "POST")) {
+        char *st = r->p.nodes_state(r->p.nodes_ud);
+        answer(r, q->conn, "/admin/nodes", st ? 200 : 500, JSON_TYPE, "", st ? st : "{}",
+               st ? strlen(st) : 2);
+        free(st);
+        return;
+    }
+    mw_err err;
+    long long id = r->p.nodes_set(r->p.nodes_ud, q->body, &err);
+    if (id < 0) {
+        co_oai_fail(&e, 400, NULL, NULL, "%s", err.msg);
+        return answer_error(r, q->conn, "/admin/nodes", &e, NULL);
+    }
+    answer_json(r, q->conn, "/admin/nodes", 202,
+                json_pack("{s:I, s:s}", "request", (json_int_t)id, "state", "queued"));
+}
+
 /* The routes: a path (or a path prefix), the name requests are counted under, whether it takes
  * POST (else GET and HEAD), and its handler. */
 static const struct route {
@@ -768,6 +801,7 @@ static const struct route {
     {"/tokenize", false, "/tokenize", true, route_tokenize},
     {"/detokenize", false, "/detokenize", true, route_detokenize},
     {"/props", false, "/props", false, route_props},
+    {"/admin/nodes", false, "/admin/nodes", true, route_admin_nodes},
 };
 
 static const struct route *find_route(const char *path) {
@@ -797,14 +831,17 @@ void co_routes_handle(void *ud, co_http_req *q) {
         answer_error(r, q->conn, "other", &e, NULL);
         return;
     }
-    const char *allow = rt->post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    const char *allow = rt->handle == route_admin_nodes ? "GET, HEAD, POST, OPTIONS"
+                        : rt->post                      ? "POST, OPTIONS"
+                                                        : "GET, HEAD, OPTIONS";
     /* OPTIONS: a browser's CORS preflight, or a client asking what the route takes */
     if (!strcmp(q->method, "OPTIONS")) {
         co_metrics_request(r->p.metrics, rt->name, co_http_respond_options(q->conn, allow));
         return;
     }
-    /* every route that computes needs a key: /v1/, /tokenize, /detokenize */
-    if ((!strncmp(q->path, "/v1/", 4) || rt->post) && !co_auth_ok(r->p.auth, q->authorization)) {
+    /* every route that computes needs a key: /v1/, /tokenize, /detokenize, /admin/ */
+    if ((!strncmp(q->path, "/v1/", 4) || rt->post || !strncmp(q->path, "/admin/", 7)) &&
+        !co_auth_ok(r->p.auth, q->authorization)) {
         co_oai_error e;
         co_oai_fail(&e, 401, NULL, "invalid_api_key", "%s",
                     q->authorization[0] ? "Incorrect API key provided"
@@ -814,8 +851,10 @@ void co_routes_handle(void *ud, co_http_req *q) {
         return;
     }
     /* HEAD answers as GET does, without the body (co_http drops it) */
-    const bool ok = rt->post ? !strcmp(q->method, "POST")
-                             : !strcmp(q->method, "GET") || !strcmp(q->method, "HEAD");
+    const bool get = !strcmp(q->method, "GET") || !strcmp(q->method, "HEAD");
+    const bool ok = rt->handle == route_admin_nodes ? get || !strcmp(q->method, "POST")
+                    : rt->post                      ? !strcmp(q->method, "POST")
+                                                    : get;
     if (!ok) {
         method_not_allowed(r, q, rt->name, allow);
         return;

@@ -1,9 +1,9 @@
 /* coordinator/co_routes.h — the server's endpoints: /v1/completions, /v1/chat/completions
- * (whole or streamed as Server-Sent Events), /v1/models, /health, /metrics, and llama-server's
- * /tokenize, /detokenize and /props (co_info.h). A generation
- * request is prepared on a worker thread (co_prep.h: parsed, checked, tokenized) and becomes
- * scheduler jobs; their output is written to the connection as it arrives, a stream whose client
- * falls behind pauses its jobs, and a connection that closes cancels them. Runs on the loop
+ * (whole or streamed as Server-Sent Events), /v1/models, /health, /metrics, /admin/nodes and
+ * llama-server's /tokenize, /detokenize and /props (co_info.h). A generation request is prepared
+ * on a worker thread (co_prep.h: parsed, checked, tokenized) and becomes scheduler jobs; their
+ * output is written to the connection as it arrives, a stream whose client falls behind pauses
+ * its jobs, and a connection that closes cancels them. Runs on the loop
  * thread. */
 #ifndef CO_ROUTES_H
 #define CO_ROUTES_H
@@ -32,6 +32,13 @@ typedef struct co_routes_params {
     const md_config *cfg; /* NULL: no model facts */
     int n_slots, max_queue;
     uint64_t cache_bytes; /* the prompt cache's bound (0: off) */
+    /* /admin/nodes (clients on this machine only; the API key when one is set): POST hands the
+     * body — a node list as --nodes takes it — to nodes_set, which queues it for the model thread
+     * and returns its request number (-1 with err: refused at once); GET answers nodes_state's
+     * JSON text (malloc'd). NULL: serve has no node list to change (404). */
+    long long (*nodes_set)(void *ud, const char *list, mw_err *err);
+    char *(*nodes_state)(void *ud);
+    void *nodes_ud;
 } co_routes_params;
 
 typedef struct co_routes co_routes;

@@ -53,8 +53,9 @@ struct co_job {
     int n_group;             /* choices of the prompt this job leads the prefill of (1: alone) */
     co_job *leader;          /* model thread: the job prefilling this one's prompt, until forked */
     bool forked;             /* its slot is a copy of the leader's prefilled one */
-    bool restore; /* admitted: its prompt is looked up in the prompt cache before its step */
-    int32_t next; /* sampled, to be fed */
+    bool restore;    /* admitted: its prompt is looked up in the prompt cache before its step */
+    int64_t skipped; /* its rows' assignments skipped for want of a live owner */
+    int32_t next;    /* sampled, to be fed */
     md_sampler_opts sampling; /* checked at submission; the sampler is made at admission, so a
                                  queued request holds none of its memory */
     md_sampler sampler;
@@ -223,7 +224,8 @@ void co_job_take(co_job *j, co_job_out *o) {
                       .finish = j->finish_taken ? CO_FINISH_NONE : j->p_finish,
                       .prompt_tokens = j->n_prompt,
                       .cached_tokens = j->n_cached,
-                      .completion_tokens = j->n_gen};
+                      .completion_tokens = j->n_gen,
+                      .skipped_assignments = j->skipped};
     if (o->finish) {
         j->finish_taken = true;
         memcpy(j->t_error, j->error, ERR_MAX);
@@ -900,8 +902,10 @@ static void fork_choices(co_sched *s, co_job *lead, const float *row, double t) 
 /* A step that ran: each row moves its job one position on, each logits row gives its job a
  * token. */
 static void advance(co_sched *s, const step_rows *b, double t) {
+    const md_expert_backend *e = s->p.experts;
     for (size_t r = 0; r < b->n_rows; r++) {
         co_job *j = s->slot_job[s->rows[r].seq];
+        if (e && e->row_skipped) j->skipped += e->row_skipped(e, (int64_t)r);
         j->n_past++;
         if (j->n_fed < j->n_prompt) j->n_fed++;
     }

@@ -152,7 +152,10 @@ typedef struct co_job_out {
     int64_t prompt_tokens;     /* the prompt's length */
     int64_t cached_tokens;     /* of them, restored from the prompt cache */
     int64_t completion_tokens; /* generated so far (a stop id counts) */
-    const char *error;         /* CO_FINISH_ERROR: what failed */
+    /* (layer, expert) assignments of its rows left out for want of a live owner, their gate
+     * weights renormalised over the rest (--on-missing skip) */
+    int64_t skipped_assignments;
+    const char *error; /* CO_FINISH_ERROR: what failed */
 } co_job_out;
 
 typedef void (*co_job_cb)(void *ud, co_job *job);

@@ -18,12 +18,14 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "coordinator/co_admin.h"
 #include "coordinator/co_backend.h"
 #include "coordinator/co_http.h"
 #include "coordinator/co_metrics.h"
 #include "coordinator/co_routes.h"
 #include "coordinator/co_sched.h"
 #include "coordinator/co_serve_text.h"
+#include "coordinator/co_topo.h"
 #include "coordinator/co_trace.h"
 #include "model/md_kv.h"
 #include "model/md_model.h"
@@ -56,6 +58,7 @@ typedef struct serve {
     uv_signal_t sigterm, sigint, sighup;
     atomic_bool reload; /* SIGHUP: read the --nodes file again at the next step (model thread) */
     char *reload_buf;   /* the file's text, read on the model thread */
+    co_admin *admin;    /* node lists from /admin/nodes (NULL: no node list to change) */
     uv_timer_t drain_timer;
     uv_timer_t wd_timer; /* the service manager's watchdog (mw_notify.h), when it asks */
     bool handles_ok, draining, failed_all, done;
@@ -99,26 +102,54 @@ static int plan_slots(serve *s, mw_err *err) {
 
 /* ---- backend figures for /metrics (model thread, after every step) -------------------------- */
 
-/* Model thread: the --nodes file again, the backend's nodes made its list (joins, drains). */
+/* Model thread: the --nodes file or the --topology file again, the backend's nodes made its
+ * list (joins, drains). */
 static void reload_nodes(serve *s) {
     const co_opts *o = s->o;
     mw_err err;
-    const char *list = NULL;
-    if (!o->nodes_file || !s->kind->set_nodes) {
+    const char *list = NULL, *file = o->topology_file ? o->topology_file : o->nodes_file;
+    if (!file || !s->kind->set_nodes) {
         fprintf(stderr, "coordinator serve: SIGHUP: nothing to reload (serve runs without --nodes "
-                        "@FILE)\n");
+                        "@FILE or --topology)\n");
         return;
     }
-    if (co_cli_read_nodes(o->nodes_file, &s->reload_buf, &list, &err) ||
-        s->kind->set_nodes(s->experts, list, stderr, &err))
+    const int rc = o->topology_file ? co_topo_nodes(file, &s->reload_buf, &list, &err)
+                                    : co_cli_read_nodes(file, &s->reload_buf, &list, &err);
+    if (rc || s->kind->set_nodes(s->experts, list, stderr, &err))
         fprintf(stderr, "coordinator serve: SIGHUP: %s: the nodes stay as they were\n", err.msg);
     else
-        fprintf(stderr, "coordinator serve: SIGHUP: the nodes are those of %s\n", o->nodes_file);
+        fprintf(stderr, "coordinator serve: SIGHUP: the nodes are those of %s\n", file);
+}
+
+/* Model thread: the list /admin/nodes queued last, made the backend's nodes. */
+static void admin_nodes(serve *s) {
+    long long id;
+    char *list = s->admin ? co_admin_take(s->admin, &id) : NULL;
+    if (!list) return;
+    mw_err err;
+    if (s->kind->set_nodes(s->experts, list, stderr, &err)) {
+        fprintf(stderr, "coordinator serve: /admin/nodes %lld: %s: the nodes stay as they were\n",
+                id, err.msg);
+        co_admin_done(s->admin, id, false, err.msg);
+    } else {
+        fprintf(stderr, "coordinator serve: /admin/nodes %lld: the nodes are %s\n", id, list);
+        co_admin_done(s->admin, id, true, "applied");
+    }
+    free(list);
+}
+
+static long long admin_queue(void *ud, const char *list, mw_err *err) {
+    return co_admin_queue(((serve *)ud)->admin, list, err);
+}
+
+static char *admin_state(void *ud) {
+    return co_admin_state(((serve *)ud)->admin);
 }
 
 static void after_step(void *ud) {
     serve *s = ud;
     if (atomic_exchange(&s->reload, false)) reload_nodes(s);
+    admin_nodes(s);
     co_backend_stats b = {.cells = s->cells};
     const bool ready = s->kind->metrics(s->experts, &b, s->nodes);
     co_metrics_backend(s->metrics, &b);
@@ -351,6 +382,12 @@ static int open_http(serve *s, mw_err *err) {
                            .n_slots = s->n_slots,
                            .max_queue = o->max_queue,
                            .cache_bytes = (uint64_t)o->cache_mb << 20};
+    if (s->kind->set_nodes && (o->nodes || o->loopback)) {
+        if (!(s->admin = co_admin_new())) return mw_errf(err, "out of memory");
+        rp.nodes_set = admin_queue;
+        rp.nodes_state = admin_state;
+        rp.nodes_ud = s;
+    }
     if (co_routes_new(&rp, &s->routes, err)) return -1;
     char host[256];
     const char *colon = strrchr(o->listen, ':');
@@ -435,6 +472,7 @@ static void close_all(serve *s) {
     free(s->nodes);
     free(s->cells);
     free(s->reload_buf);
+    co_admin_free(s->admin);
     mw_err terr;
     if (co_trace_close(s->trace, stderr, &terr))
         fprintf(stderr, "coordinator serve: %s\n", terr.msg);

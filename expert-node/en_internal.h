@@ -15,6 +15,7 @@
 #include "vindex/vx_source.h"
 #include "wire/wr_curve.h"
 #include "wire/wr_guard.h"
+#include "wire/wr_live.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_stats.h"
 #include "wire/wr_zmq.h"
@@ -82,7 +83,10 @@ struct en_node {
     int wake[2]; /* self-pipe: en_node_stop writes, the loop polls */
     atomic_bool stopping;
     wr_limits lim;
-    wr_guard *guard;             /* bounds what peers make libzmq hold (NULL where unsupported) */
+    wr_guard *guard;         /* bounds what peers make libzmq hold (NULL where unsupported) */
+    wr_live_responder *live; /* answers liveness pings off the serve loop (NULL: none) */
+    uint8_t live_token[WR_LIVE_TOKEN];
+    int live_port;
     wr_keypair key;              /* --curve-secret */
     wr_allow allow;              /* --allow */
     wr_zap *zap;                 /* admits only allowed coordinator keys; NULL without CURVE */

@@ -6,6 +6,7 @@
 #include "expert-node/en_internal.h"
 
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,20 @@ static int secure_socket(en_node *n, mw_err *err) {
     return 0;
 }
 
+/* The liveness channel (wire/wr_live.h) on the data endpoint's host and port: without it (another
+ * transport, no UDP) the node still serves, and coordinators fall back on ZMTP heartbeats. */
+static void start_liveness(en_node *n) {
+    if (strncmp(n->endpoint, "tcp://", 6)) return;
+    mw_err e;
+    if (sodium_init() < 0) {
+        fprintf(stderr, "expert-node: no liveness channel: libsodium does not start\n");
+        return;
+    }
+    randombytes_buf(n->live_token, sizeof n->live_token);
+    if (wr_live_responder_start(n->endpoint, n->live_token, &n->live, &n->live_port, &e) != 0)
+        fprintf(stderr, "expert-node: no liveness channel: %s\n", e.msg);
+}
+
 static int bind_socket(en_node *n, mw_err *err) {
     n->zctx = zmq_ctx_new();
     /* With --affinity, ZeroMQ's I/O thread (started with the first socket) shares the serving
@@ -205,6 +220,7 @@ static int bind_socket(en_node *n, mw_err *err) {
     size_t len = sizeof n->endpoint;
     if (zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, n->endpoint, &len) != 0)
         snprintf(n->endpoint, sizeof n->endpoint, "%s", n->opts.bind);
+    start_liveness(n);
     return 0;
 }
 
@@ -298,6 +314,7 @@ void en_node_close(en_node *n) {
     if (!n) return;
     wr_rx_free(&n->rx);
     en__clients_free(n);
+    wr_live_responder_stop(n->live);
     wr_guard_stop(n->guard);
     if (n->router) zmq_close(n->router);
     wr_zap_stop(n->zap);

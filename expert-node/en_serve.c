@@ -65,8 +65,9 @@ static void reply_welcome(en_node *n, uint64_t seq) {
                             .glu = kn_glu_name(n->cfg.glu.kind),
                             .n_glu_params = (uint32_t)n_glu,
                             .glu_params = glu,
-
-                            .read_gbps = (float)n->read_gbps}};
+                            .read_gbps = (float)n->read_gbps,
+                            .live_port = n->live ? (uint32_t)n->live_port : 0,
+                            .live_token = n->live ? n->live_token : NULL}};
     mw_err e;
     if (wr_pack(&n->out, &m, (wr_codec){WR_F32, false}, &e) == 0)
         send_to(n, n->rx.id, n->rx.id_len, &n->out);

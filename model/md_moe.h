@@ -51,6 +51,10 @@ struct md_expert_backend {
      * batching many requests fails only the rows' own and runs the others again. NULL: the
      * backend never fails some rows alone (in-process experts). */
     bool (*row_lost)(const md_expert_backend *b, int64_t row);
+    /* Optional: after a forward pass that completed, the (layer, expert) assignments of batch row
+     * `row` it left out for want of a live owner (their gate weights renormalised over the rest),
+     * so a caller can tell each request how much of its routing was skipped. NULL: never skips. */
+    uint32_t (*row_skipped)(const md_expert_backend *b, int64_t row);
 };
 
 /* Starts a batch: b->submit, or b->run at once (out written now) when the backend has no halves. */

@@ -2,6 +2,7 @@
  * socket's TCP connections through its monitor and cuts off those that make libzmq hold too much.
  */
 #include "wire/wr_guard.h"
+#include "util/mw_thread.h"
 #include "util/mw_time.h"
 
 #include <errno.h>
@@ -213,7 +214,9 @@ static void cut(wr_guard *g, conn *c, const char *why) {
 #endif
 }
 
-static void check(wr_guard *g) {
+/* Returns whether some peer holds an eighth of a limit: checked again within a millisecond, not
+ * the interval, while it grows. */
+static bool check(wr_guard *g) {
     const uint64_t now = mw_now_ns();
     pthread_mutex_lock(&g->lock);
     uint64_t total = 0;
@@ -240,6 +243,7 @@ static void check(wr_guard *g) {
         if (!largest || c->held > largest->held) largest = c;
     }
     if (total > g->st.peak_held) g->st.peak_held = total;
+    bool busy = total > g->o.total_bytes / 8 || (largest && largest->held > g->o.peer_bytes / 8);
     if (largest && total > g->o.total_bytes) {
         char why[160];
         snprintf(why, sizeof why,
@@ -249,6 +253,9 @@ static void check(wr_guard *g) {
         cut(g, largest, why);
     } else if (largest && largest->held >= MIN_ATTRIBUTABLE) {
         uint64_t rss = anon_rss(g), own = atomic_load(&g->own);
+        /* tiny parts cost libzmq ~30 bytes of memory per byte received: the heap grows far
+         * faster than the bytes held, so it is what decides how soon to look again */
+        if (rss > g->base_rss + own + g->o.total_bytes / 8) busy = true;
         if (rss > g->base_rss + own + g->o.total_bytes) {
             char why[200];
             snprintf(why, sizeof why,
@@ -259,6 +266,7 @@ static void check(wr_guard *g) {
         }
     }
     pthread_mutex_unlock(&g->lock);
+    return busy;
 }
 
 /* Drains the monitor: connections accepted and gone. */
@@ -281,10 +289,11 @@ static void read_events(wr_guard *g) {
 static void *loop(void *arg) {
     wr_guard *g = arg;
     zmq_pollitem_t it = {g->mon, 0, ZMQ_POLLIN, 0};
+    bool busy = false;
     while (!atomic_load(&g->stop)) {
-        if (zmq_poll(&it, 1, g->o.interval_ms) < 0 && errno == ETERM) break;
+        if (zmq_poll(&it, 1, busy ? 1 : g->o.interval_ms) < 0 && errno == ETERM) break;
         read_events(g);
-        check(g);
+        busy = check(g);
     }
     return NULL;
 }
@@ -328,7 +337,9 @@ int wr_guard_start(void *ctx, void *sock, const wr_guard_opts *o, wr_guard **out
         return -1;
     }
     g->base_rss = anon_rss(g);
-    if (pthread_create(&g->th, NULL, loop, g) != 0) {
+    /* the default policy, not the node's SCHED_BATCH: a flood is read by libzmq's I/O thread
+     * while this one waits to be scheduled, and every millisecond it waits lets more in */
+    if (mw_thread_start_normal(&g->th, loop, g) != 0) {
         zmq_close(g->mon);
         zmq_socket_monitor(sock, NULL, 0);
         pthread_mutex_destroy(&g->lock);

@@ -195,6 +195,9 @@ static int pack_welcome(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Env
     welcome.n_glu_params = w->glu_params ? w->n_glu_params : 0;
     welcome.glu_params = (float *)w->glu_params;
     welcome.read_gbps = w->read_gbps;
+    welcome.live_port = w->live_token ? w->live_port : 0;
+    welcome.live_token.len = w->live_token && w->live_port ? WR_LIVE_TOKEN : 0;
+    welcome.live_token.data = (uint8_t *)w->live_token;
     env->welcome = &welcome;
     return pack_envelope(o, env, err);
 }
@@ -458,6 +461,10 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
                     wr_owned_bytes(w->n_layers, w->n_experts));
     if (!(w->read_gbps >= 0.0f && w->read_gbps <= 1e6f))
         return FAIL(f, WR_E_MALFORMED, "read bandwidth %g GB/s", (double)w->read_gbps);
+    if (w->live_port > 65535 || (w->live_port && w->live_token.len != WR_LIVE_TOKEN) ||
+        (!w->live_port && w->live_token.len))
+        return FAIL(f, WR_E_MALFORMED, "liveness port %u with a token of %zu bytes (%d expected)",
+                    w->live_port, w->live_token.len, WR_LIVE_TOKEN);
     m->welcome = (wr_welcome){.node_id = str(w->node_id),
                               .fingerprint = str(w->fingerprint),
                               .backend = str(w->backend),
@@ -471,8 +478,9 @@ static int parse_welcome(wr_in *in, const Moewire__Welcome *w, wr_msg *m, const 
                               .glu = str(w->glu),
                               .n_glu_params = (uint32_t)w->n_glu_params,
                               .glu_params = w->glu_params,
-
-                              .read_gbps = w->read_gbps};
+                              .read_gbps = w->read_gbps,
+                              .live_port = w->live_port,
+                              .live_token = w->live_port ? w->live_token.data : NULL};
     return 0;
 }
 

@@ -15,6 +15,8 @@
 #include "wire/wr_codec.h"
 
 #define WR_VERSION 1
+/* Bytes of a node's liveness token (Welcome.live_token, wire/wr_live.h). */
+#define WR_LIVE_TOKEN 16
 
 /* Parts of one message: the envelope and at most WR_MAX_FRAMES raw frames. */
 #define WR_MAX_FRAMES 4
@@ -84,8 +86,10 @@ typedef struct wr_welcome {
     const uint8_t *owned; /* ceil(n_layers * n_experts / 8) bytes, see wr_owned_get */
     const char *glu;      /* the experts' GLU kind ("" = not announced) */
     uint32_t n_glu_params;
-    const float *glu_params; /* its parameters, in the kind's order (kernels/glu.c) */
-    float read_gbps;         /* the backend's measured read bandwidth, GB/s; 0 = not measured */
+    const float *glu_params;   /* its parameters, in the kind's order (kernels/glu.c) */
+    float read_gbps;           /* the backend's measured read bandwidth, GB/s; 0 = not measured */
+    uint32_t live_port;        /* its liveness channel's UDP port (wire/wr_live.h); 0 = none */
+    const uint8_t *live_token; /* WR_LIVE_TOKEN bytes its pings must carry (NULL when no port) */
 } wr_welcome;
 
 /* The wire's Numerics numbers; the same values as kn_numerics. */

@@ -203,7 +203,7 @@ static void test_other_kinds_round_trip(void **state) {
         {.kind = WR_MSG_WELCOME,
          .seq = 1,
          .welcome = {"node-1", "abc123", "cpu-avx2", "f32", 4096, 2, 3, 10, 2880, owned, "situ", 2,
-                     glu, 612.5f}},
+                     glu, 612.5f, 40123, (const uint8_t *)"0123456789abcdef"}},
         {.kind = WR_MSG_PARTIAL_BATCH,
          .seq = 9,
          .partial = {5, 2, 11, WR_MODE_PARTIAL, 12345, 67890, 4444, y}},
@@ -243,6 +243,8 @@ static void test_other_kinds_round_trip(void **state) {
             assert_string_equal(r.welcome.glu, "situ");
             assert_int_equal(r.welcome.n_glu_params, 2);
             assert_memory_equal(r.welcome.glu_params, glu, sizeof glu); /* -0 stays -0 */
+            assert_int_equal(r.welcome.live_port, 40123);
+            assert_memory_equal(r.welcome.live_token, "0123456789abcdef", WR_LIVE_TOKEN);
             break;
         case WR_MSG_PARTIAL_BATCH:
             assert_int_equal(r.partial.layer, 5);

@@ -1,0 +1,78 @@
+/* coordinator/co_remote_live.c — the remote backend's use of the liveness channel (wire/wr_live.h):
+ * each node that announced one in its Welcome is pinged by a thread of the backend's own, and a
+ * node that leaves the pings of down_ms unanswered is marked down by the thread that runs the
+ * backend (between layers, or at once while it waits for replies), its work going to replicas.
+ * ZMTP heartbeats stay on the data connections as the backstop, with a longer timeout. */
+#include <stdio.h>
+#include <string.h>
+
+#include "coordinator/co_remote_internal.h"
+#include "wire/wr_live.h"
+
+/* The backstop's timeout never goes below this: a node's I/O threads, which answer ZMTP
+ * heartbeats, share its compute policy, and on a loaded machine their answers come late. */
+#define BACKSTOP_MS 5000
+
+int co__live_start(co__remote *r) {
+    mw_err e;
+    if (wr_live_prober_start(r->cap_nodes, r->o.down_ms, "coordinator", &r->live, &e) == 0)
+        return 0;
+    fprintf(stderr, "coordinator: %s: hung nodes are found by heartbeats alone\n", e.msg);
+    r->live = NULL;
+    return -1;
+}
+
+void co__live_stop(co__remote *r) {
+    wr_live_prober_stop(r->live);
+    r->live = NULL;
+}
+
+int co__heartbeat_ms(const co__remote *r, const char *endpoint) {
+    if (!r->live || strncmp(endpoint, "tcp://", 6)) return r->o.down_ms; /* no channel there */
+    const int ms = 4 * r->o.down_ms;
+    return ms > BACKSTOP_MS ? ms : BACKSTOP_MS;
+}
+
+void co__live_welcome(co__remote *r, int i, const wr_welcome *w) {
+    co__node *n = &r->nodes[i];
+    char host[256];
+    int port;
+    n->live_seen = 0;
+    if (!r->live) return;
+    if (!w->live_port || wr_live_endpoint(n->endpoint, host, sizeof host, &port)) {
+        wr_live_prober_clear(r->live, i);
+        return;
+    }
+    mw_err e;
+    if (wr_live_prober_set(r->live, i, host, (int)w->live_port, w->live_token, n->name, &e)) {
+        fprintf(stderr, "coordinator: %s: %s\n", n->name, e.msg);
+        wr_live_prober_clear(r->live, i);
+    }
+}
+
+void co__live_forget(co__remote *r, int i) {
+    wr_live_prober_clear(r->live, i);
+}
+
+bool co__live_check(co__remote *r) {
+    if (!r->live) return false;
+    wr_live_prober_ack(r->live);
+    bool any = false;
+    for (int i = 0; i < r->o.n_nodes; i++) {
+        co__node *n = &r->nodes[i];
+        const wr_live_state st = wr_live_prober_state(r->live, i);
+        if (st.silences == n->live_seen) continue;
+        n->live_seen = st.silences;
+        if (n->down || n->drained) continue;
+        char why[128];
+        snprintf(why, sizeof why, "no answer on its liveness channel for %u ms", st.silent_ms);
+        co__acct_failed(&r->acct, i);
+        co__remote_down(r, i, why);
+        any = true;
+    }
+    return any;
+}
+
+int co__live_fd(const co__remote *r) {
+    return wr_live_prober_fd(r->live);
+}
