@@ -55,6 +55,11 @@ int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err);
  * md_kv_commit (it reads the sequences' lengths before they grow). */
 void md_kda_commit(md_kda_state *st);
 
+/* A lane (micro-batches): a second pass over other sequences beside st's, sharing st's
+ * sequences, with pass state of its own. Nothing to allocate; free it before st. */
+void md_kda_lane_init(md_kda_state *lane, const md_kda_state *st);
+void md_kda_lane_free(md_kda_state *lane);
+
 /* Bytes of state one sequence holds (both banks of every KDA layer), and all of them now. */
 uint64_t md_kda_seq_bytes(const md_config *cfg);
 uint64_t md_kda_state_bytes(const md_kda_state *st);

@@ -1,0 +1,173 @@
+/* tests/unit/test_md_lanes.c — ping-pong micro-batches (model/md_lanes.h): a step of several
+ * sequences run in 2, 3 or 4 lanes gives the same logits, bit for bit, as the step run whole, for
+ * every family's tiny model (shared experts, KDA layers, attention residuals, sliding windows),
+ * over a prefill step and decode steps; the sequences go to lanes whole and balanced; the auto
+ * choice splits only when the measured wait outgrows the trunk's time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "model/md_lanes.h"
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "tests/support/mw_test.h"
+#include "vindex/vx_source.h"
+
+#define SEQS  5
+#define STEPS 4
+
+/* Logits of a prefill step (every sequence's prompt, rows interleaved, lengths 1 .. 9) then
+ * STEPS decode steps of one row per sequence, all concatenated. */
+static float *run(const char *name, int micro_batches, size_t *n_floats, md_lane_stats *st) {
+    char rel[128];
+    mw_err e;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
+    if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
+        md_local_backend_new(src, &model->cfg, NULL, &experts, &e))
+        fail_msg("%s: %s", name, e.msg);
+    md_ctx_params p = {.numerics = KN_NUM_Q8,
+                       .experts = experts,
+                       .n_seq = SEQS + 2,
+                       .n_ctx = 64,
+                       .micro_batches = micro_batches};
+    md_ctx *c;
+    if (md_ctx_new(model, &p, &c, &e)) fail_msg("%s", e.msg);
+    const int64_t V = model->cfg.n_vocab;
+    md_row rows[64];
+    int len[SEQS] = {9, 1, 4, 7, 2}, T = 0;
+    /* sequence ids 1 .. SEQS (0 unused): interleaved, each in position order */
+    for (int i = 0; i < 9; i++)
+        for (int s = 0; s < SEQS; s++)
+            if (i < len[s])
+                rows[T++] =
+                    (md_row){s + 1, i, (s * 37 + i * 11) % 200 + 3, i % 2 || i + 1 == len[s]};
+    int n_out = 0;
+    for (int t = 0; t < T; t++) n_out += rows[t].logits != 0;
+    *n_floats = (size_t)(n_out + STEPS * SEQS) * (size_t)V;
+    float *out = malloc(*n_floats * sizeof *out);
+    assert_non_null(out);
+    if (md_forward(c, rows, T, out, &e)) fail_msg("%s: %s", name, e.msg);
+    float *at = out + (size_t)n_out * (size_t)V;
+    for (int step = 0; step < STEPS; step++) {
+        for (int s = 0; s < SEQS; s++)
+            rows[s] = (md_row){s + 1, len[s] + step, (step * 13 + s * 7) % 200 + 5, 1};
+        if (md_forward(c, rows, SEQS, at, &e)) fail_msg("%s: %s", name, e.msg);
+        at += (size_t)SEQS * (size_t)V;
+    }
+    *st = md_ctx_lane_stats(c);
+    md_ctx_free(c);
+    experts->destroy(experts);
+    md_model_free(model);
+    vx_source_close(src);
+    return out;
+}
+
+static void same_in_lanes(const char *name) {
+    size_t n1, n;
+    md_lane_stats st;
+    float *whole = run(name, 1, &n1, &st);
+    assert_int_equal(st.split_steps, 0);
+    for (int lanes = 2; lanes <= MD_LANES_MAX; lanes++) {
+        float *split = run(name, lanes, &n, &st);
+        assert_int_equal(n, n1);
+        if (memcmp(whole, split, n * sizeof *split))
+            fail_msg("%s: %d micro-batches change the logits", name, lanes);
+        assert_int_equal(st.split_steps, 1 + STEPS);
+        assert_int_equal(st.lanes, (uint64_t)lanes * (1 + STEPS));
+        free(split);
+    }
+    free(whole);
+}
+
+static void test_gptoss(void **state) {
+    (void)state;
+    same_in_lanes("gpt-oss-tiny");
+}
+
+static void test_qwen3moe(void **state) {
+    (void)state;
+    same_in_lanes("qwen3moe-tiny");
+}
+
+static void test_deepseek2(void **state) {
+    (void)state;
+    same_in_lanes("deepseek2-tiny");
+}
+
+static void test_kimi_linear(void **state) {
+    (void)state;
+    same_in_lanes("kimi-linear-tiny");
+}
+
+static void test_kimi_k3(void **state) {
+    (void)state;
+    same_in_lanes("kimi-k3-tiny");
+}
+
+/* Sequences stay whole, the largest first onto the emptiest lane. */
+static void test_plan(void **state) {
+    (void)state;
+    md_row rows[12];
+    const int seq[12] = {3, 3, 3, 3, 3, 0, 0, 0, 5, 5, 7, 3};
+    int pos[8] = {0};
+    for (int t = 0; t < 12; t++) rows[t] = (md_row){seq[t], pos[seq[t]]++, 1, 1};
+    int32_t lane_of[12], seq_lane[8], seqs[12];
+    int64_t seq_rows[8] = {0};
+    for (int i = 0; i < 8; i++) seq_lane[i] = -1;
+    assert_int_equal(md_lanes_count_seqs(rows, 12, seq_rows), 4);
+    assert_int_equal(md_lanes_plan(rows, 12, 2, lane_of, seq_lane, seq_rows, seqs), 4);
+    /* 3 (6 rows) → lane 0; 0 (3) → lane 1; 5 (2) → lane 1; 7 (1) → lane 1 */
+    for (int t = 0; t < 12; t++) assert_int_equal(lane_of[t], seq[t] == 3 ? 0 : 1);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(seq_lane[i], -1);
+        assert_int_equal(seq_rows[i], 0);
+    }
+}
+
+/* Auto: nothing before a measurement; one lane while the trunk outweighs the wait; more as the
+ * wait grows, never more than the sequences or the backend's batches in flight; an unsplit step
+ * now and then to measure again. */
+static void test_choose(void **state) {
+    (void)state;
+    md_lanes_clock k = {0};
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 8), 1);
+    md_lanes_measure(&k, 10000, 4000, 1); /* trunk 6 us, wait 4 us */
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 8), 1);
+    k = (md_lanes_clock){0};
+    md_lanes_measure(&k, 10000, 8000, 1); /* trunk 2, wait 8: 1 + 8 / 2.4 = 4 */
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 8), 4);
+    assert_int_equal(md_lanes_choose(&k, 0, 2, 8), 2);
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 3), 3);
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 1), 1);
+    assert_int_equal(md_lanes_choose(&k, 1, 4, 8), 1);
+    assert_int_equal(md_lanes_choose(&k, 3, 4, 8), 3);
+    assert_int_equal(md_lanes_choose(&k, 3, 1, 8), 1);
+    int unsplit = 0;
+    for (int i = 0; i < 3 * MD_LANES_REMEASURE; i++) {
+        int n = md_lanes_choose(&k, 0, 4, 8);
+        if (n == 1) {
+            unsplit++;
+            md_lanes_measure(&k, 10000, 8000, 1);
+        }
+    }
+    assert_in_range(unsplit, 2, 3);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan),      cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_gptoss),    cmocka_unit_test(test_qwen3moe),
+        cmocka_unit_test(test_deepseek2), cmocka_unit_test(test_kimi_linear),
+        cmocka_unit_test(test_kimi_k3),
+    };
+    return cmocka_run_group_tests_name("micro-batches", tests, NULL, NULL);
+}
