@@ -11,6 +11,7 @@
 #include "coordinator/co_auth.h"
 #include "coordinator/co_cors.h"
 #include "model/md_kv.h"
+#include "model/md_lanes.h"
 
 #define MAX_PROMPT     (1 << 20)
 #define MAX_GENERATE   (1 << 24)
@@ -373,6 +374,17 @@ static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_micro_batches(co_opts *o, const char *v, mw_err *err) {
+    if (!strcmp(v, "auto")) {
+        o->micro_batches = 0;
+        return 0;
+    }
+    int64_t n;
+    if (parse_i64("--micro-batches", v, 1, MD_LANES_MAX, &n, err)) return -1;
+    o->micro_batches = (int)n;
+    return 0;
+}
+
 static int set_kv_type(co_opts *o, const char *v, mw_err *err) {
     const int t = md_kv_type_from_name(v);
     if (t < 0) return mw_errf(err, "--kv-type %s: expected f32, f16 or bf16", v);
@@ -580,6 +592,11 @@ static const co_option options[] = {
      "the KV cache's element type: f16 and bf16 take half of f32's bytes per position and round "
      "the cached keys and values (llama.cpp's default is f16; default f32)",
      set_kv_type},
+    {"--micro-batches", "auto|N",
+     "ping-pong micro-batches: a step of several sequences split by sequence into N (1 .. 4) "
+     "whose expert exchanges overlap each other's trunk work, the same bits; auto (default) "
+     "splits when the measured wait for the experts outgrows the trunk's time per layer",
+     set_micro_batches},
     {"--chunk", "N",
      "serve: prompt tokens prefilled per step next to the decoding rows (default 256)", set_chunk},
     {"--max-queue", "N",

@@ -114,8 +114,9 @@ struct md_ctx {
     md_heads_ws heads;
     uint64_t dense_bytes;
     md_moe_timing timing;
-    /* the MoE step between its submit and its wait (moe_start .. moe_finish) */
-    md_moe_batch mb;
+    /* the MoE step between its submit and its wait (moe_start .. moe_finish): mb points to the
+     * running lane's batch (a backend tells in-flight batches apart by their address) */
+    md_moe_batch mb_store, *mb;
     bool mb_on;
     uint64_t mt0, mt1, mt2;
     /* ping-pong micro-batches (md_lanes.h): lanes 1 .. MD_LANES_MAX-1 hold the state a lane
@@ -138,9 +139,10 @@ typedef struct md_lane {
     md_attnres ar;
     md_attn_ws attn;
     md_heads_ws heads;
-    md_moe_batch mb;
+    md_moe_batch *mb;
     bool mb_on;
     uint64_t mt0, mt1, mt2;
+    md_moe_batch mb_store;
     /* not swapped: the lane's rows, and their places in the step's batch and logits */
     md_row *rows;
     int64_t *at, *out_at;
@@ -168,6 +170,7 @@ int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *
     x->p = *p;
     x->p.n_seq = n_seq;
     x->n_ctx = n_ctx;
+    x->mb = &x->mb_store;
     x->rope_differs = memcmp(&c->rope, &c->rope_swa, sizeof c->rope) != 0;
     md_attnres_init(&x->ar, c);
     x->seq_rows = calloc((size_t)n_seq, sizeof *x->seq_rows);
@@ -676,7 +679,7 @@ static int moe_start(md_ctx *c, int il, int64_t T, mw_err *err) {
      * experts the full row) and return sums at that width */
     const bool latent = w->routed_down.data != NULL;
     if (latent) matmul(c, &w->routed_down, s->xn, T, s->lat, NULL);
-    c->mb = (md_moe_batch){
+    *c->mb = (md_moe_batch){
         .layer = il,
         .T = T,
         .width = md_expert_width(m),
@@ -688,7 +691,7 @@ static int moe_start(md_ctx *c, int il, int64_t T, mw_err *err) {
     };
     md_expert_backend *be = c->p.experts;
     c->mt0 = mw_now_ns();
-    if (md_expert_submit(be, &c->mb, latent ? s->lmoe : s->moe, err))
+    if (md_expert_submit(be, c->mb, latent ? s->lmoe : s->moe, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
     c->mb_on = true;
     c->mt1 = mw_now_ns();
@@ -707,7 +710,7 @@ static int moe_finish(md_ctx *c, int il, int64_t T, mw_err *err) {
     float *routed = latent ? s->lmoe : s->moe;
     md_expert_backend *be = c->p.experts;
     c->mb_on = false;
-    if (md_expert_wait(be, &c->mb, routed, err))
+    if (md_expert_wait(be, c->mb, routed, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
     const uint64_t t3 = mw_now_ns();
     c->timing.layers++;
@@ -876,6 +879,7 @@ static md_lane *lane_get(md_ctx *c, int i, int64_t T, mw_err *err) {
             md_kda_lane_init(&l->kda, &c->kda);
             md_attnres_init(&l->ar, &c->m->cfg);
         }
+        l->mb = &l->mb_store;
         c->lanes[i] = l;
     }
     if (T > l->cap) {
@@ -944,8 +948,8 @@ static void lanes_drain(md_ctx *c, int n) {
         lane_act(c, i);
         if (c->mb_on) {
             mw_err ignored = {0};
-            const bool latent = c->m->layers[c->mb.layer].routed_down.data != NULL;
-            md_expert_wait(c->p.experts, &c->mb, latent ? c->s.lmoe : c->s.moe, &ignored);
+            const bool latent = c->m->layers[c->mb->layer].routed_down.data != NULL;
+            md_expert_wait(c->p.experts, c->mb, latent ? c->s.lmoe : c->s.moe, &ignored);
             c->mb_on = false;
         }
         lane_act(c, i);

@@ -17,13 +17,10 @@
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_lanes.h"
 #include "vindex/vx_source.h"
 
-#define SEQS  5
-#define STEPS 4
-
-/* Logits of a prefill step (every sequence's prompt, rows interleaved, lengths 1 .. 9) then
- * STEPS decode steps of one row per sequence, all concatenated. */
+/* The run of mwt_lanes_run on the in-process experts of a fixture. */
 static float *run(const char *name, int micro_batches, size_t *n_floats, md_lane_stats *st) {
     char rel[128];
     mw_err e;
@@ -34,37 +31,7 @@ static float *run(const char *name, int micro_batches, size_t *n_floats, md_lane
     if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
         md_local_backend_new(src, &model->cfg, NULL, &experts, &e))
         fail_msg("%s: %s", name, e.msg);
-    md_ctx_params p = {.numerics = KN_NUM_Q8,
-                       .experts = experts,
-                       .n_seq = SEQS + 2,
-                       .n_ctx = 64,
-                       .micro_batches = micro_batches};
-    md_ctx *c;
-    if (md_ctx_new(model, &p, &c, &e)) fail_msg("%s", e.msg);
-    const int64_t V = model->cfg.n_vocab;
-    md_row rows[64];
-    int len[SEQS] = {9, 1, 4, 7, 2}, T = 0;
-    /* sequence ids 1 .. SEQS (0 unused): interleaved, each in position order */
-    for (int i = 0; i < 9; i++)
-        for (int s = 0; s < SEQS; s++)
-            if (i < len[s])
-                rows[T++] =
-                    (md_row){s + 1, i, (s * 37 + i * 11) % 200 + 3, i % 2 || i + 1 == len[s]};
-    int n_out = 0;
-    for (int t = 0; t < T; t++) n_out += rows[t].logits != 0;
-    *n_floats = (size_t)(n_out + STEPS * SEQS) * (size_t)V;
-    float *out = malloc(*n_floats * sizeof *out);
-    assert_non_null(out);
-    if (md_forward(c, rows, T, out, &e)) fail_msg("%s: %s", name, e.msg);
-    float *at = out + (size_t)n_out * (size_t)V;
-    for (int step = 0; step < STEPS; step++) {
-        for (int s = 0; s < SEQS; s++)
-            rows[s] = (md_row){s + 1, len[s] + step, (step * 13 + s * 7) % 200 + 5, 1};
-        if (md_forward(c, rows, SEQS, at, &e)) fail_msg("%s: %s", name, e.msg);
-        at += (size_t)SEQS * (size_t)V;
-    }
-    *st = md_ctx_lane_stats(c);
-    md_ctx_free(c);
+    float *out = mwt_lanes_run(model, experts, micro_batches, n_floats, st);
     experts->destroy(experts);
     md_model_free(model);
     vx_source_close(src);
@@ -81,8 +48,8 @@ static void same_in_lanes(const char *name) {
         assert_int_equal(n, n1);
         if (memcmp(whole, split, n * sizeof *split))
             fail_msg("%s: %d micro-batches change the logits", name, lanes);
-        assert_int_equal(st.split_steps, 1 + STEPS);
-        assert_int_equal(st.lanes, (uint64_t)lanes * (1 + STEPS));
+        assert_int_equal(st.split_steps, 1 + MWT_LANES_STEPS);
+        assert_int_equal(st.lanes, (uint64_t)lanes * (1 + MWT_LANES_STEPS));
         free(split);
     }
     free(whole);
