@@ -118,7 +118,7 @@ struct md_ctx {
      * running lane's batch (a backend tells in-flight batches apart by their address) */
     md_moe_batch mb_store, *mb;
     bool mb_on;
-    uint64_t mt0, mt1, mt2;
+    uint64_t mt0, mt1, mt2; /* submitted, on its way, the shared experts done */
     /* ping-pong micro-batches (md_lanes.h): lanes 1 .. MD_LANES_MAX-1 hold the state a lane
      * swaps into the fields above while it runs (lane 0 is the context's own) */
     struct md_lane *lanes[MD_LANES_MAX];
@@ -710,13 +710,15 @@ static int moe_finish(md_ctx *c, int il, int64_t T, mw_err *err) {
     float *routed = latent ? s->lmoe : s->moe;
     md_expert_backend *be = c->p.experts;
     c->mb_on = false;
+    /* blocked from here (other micro-batches may have run since the shared experts) */
+    const uint64_t tw = mw_now_ns();
     if (md_expert_wait(be, c->mb, routed, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
     const uint64_t t3 = mw_now_ns();
     c->timing.layers++;
     c->timing.submit_ns += c->mt1 - c->mt0;
     c->timing.shared_ns += c->mt2 - c->mt1;
-    c->timing.wait_ns += t3 - c->mt2;
+    c->timing.wait_ns += t3 - tw;
     observe(c, il, MD_PROBE_MOE_OUT, routed, T, L);
     if (latent) latent_up(c, il, T);
     if (shared) {
