@@ -4,7 +4,7 @@
  * and the batch-union curve (distinct experts a layer's step touches at B rows) against
  * E·(1 − (1 − k/E)^B). bench/bench_lan.sh runs it inside the namespaces of tests/lan/lan.sh; on
  * its own (make bench) it uses a loopback cluster of two nodes on the kimi-k3 fixture.
- *   bench_lan [--model M] [--nodes EPS | --loopback N] [--exact] [--streams 1,16,64]
+ *   bench_lan [--model M] [--nodes EPS | --loopback N | --local] [--exact] [--streams 1,16,64]
  *             [--micro 1,2] [--steps N] [--rounds R] [--union MAXB] [--threads T] [--label L]
  * Rounds alternate the micro-batch settings; each keeps its best and worst round (the spread:
  * the machine is shared). One JSON line per measurement. */
@@ -17,6 +17,7 @@
 #include "coordinator/co_cluster.h"
 #include "coordinator/co_remote.h"
 #include "model/md_lanes.h"
+#include "model/md_local.h"
 #include "model/md_model.h"
 #include "util/mw_time.h"
 #include "vindex/vx_source.h"
@@ -27,7 +28,7 @@
 typedef struct opts {
     const char *model, *nodes, *label;
     int loopback, steps, rounds, union_max, threads;
-    bool exact;
+    bool exact, local;
     int streams[MAX_LIST], n_streams, micro[MAX_LIST], n_micro;
 } opts;
 
@@ -63,8 +64,8 @@ static int parse(int argc, char **argv, opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
-        if (!strcmp(a, "--exact")) {
-            o->exact = true;
+        if (!strcmp(a, "--exact") || !strcmp(a, "--local")) {
+            *(a[2] == 'e' ? &o->exact : &o->local) = true;
             continue;
         }
         if (!v)
@@ -112,6 +113,7 @@ static int open_all(bench *b, mw_err *err) {
     if (vx_source_open(b->o.model, NULL, &b->src, err) || md_model_load(b->src, &b->m, err))
         return -1;
     b->pool = kn_pool_create(b->o.threads);
+    if (b->o.local) return md_local_backend_new(b->src, &b->m->cfg, b->pool, &b->be, err);
     co_cluster_opts co = {.loopback = b->o.loopback,
                           .model = b->o.model,
                           .node_threads = 1,
@@ -156,7 +158,7 @@ static int decode(bench *b, int S, int micro, result *res, mw_err *err) {
         for (int i = 0; i < PROMPT; i++)
             rows[t++] = (md_row){s, i, (s * 131 + i * 17) % (int)(V - 3) + 3, i + 1 == PROMPT};
     if (md_forward(c, rows, (int64_t)S * PROMPT, logits, err)) goto done;
-    co_remote_reset_stats(b->be);
+    if (!b->o.local) co_remote_reset_stats(b->be);
     md_ctx_reset_moe_timing(c);
     const double t0 = bu_now();
     for (int k = 0; k < b->o.steps; k++) {
@@ -167,7 +169,7 @@ static int decode(bench *b, int S, int micro, result *res, mw_err *err) {
     const double dt = bu_now() - t0, tok_s = (double)S * b->o.steps / dt;
     if (!res->best || tok_s > res->best) {
         res->best = tok_s;
-        res->sum = co_remote_summarize(b->be);
+        if (!b->o.local) res->sum = co_remote_summarize(b->be);
         res->t = md_ctx_moe_timing(c);
         res->lanes = md_ctx_lane_stats(c);
         res->step_us = dt * 1e6 / b->o.steps;

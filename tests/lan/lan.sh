@@ -163,13 +163,15 @@ up() {
     "($([ $netem = 1 ] && echo netem || echo "delay line + tbf: this kernel has no sch_netem"))"
   [ -n "$model" ] || { echo "nodes: $eps"; return 0; }
   for ((k = 0; k < nodes; k++)); do
-    local ns spec bind
+    local ns spec bind insecure
     ns=$(ns_of "$name" "n$k")
     spec=all
     [ -z "$specs" ] || spec=$(echo $specs | awk -v k=$((k + 1)) '{print $k}')
     [ -n "$spec" ] || die "--specs names fewer than $nodes nodes"
-    bind="tcp://10.77.0.$((11 + k)):$port"
+    # on its LAN address without CURVE: the bridge is private to this run's namespaces
+    bind="tcp://10.77.0.$((11 + k)):$port" insecure=--insecure
     if [ $netem = 0 ] && [ "$half_us" -gt 0 ]; then
+      insecure=""
       bind="tcp://127.0.0.1:$port"
       "$IP" netns exec "$ns" "$root/build/rel/tests/lan/delayline" --listen "10.77.0.$((11 + k)):$port" \
         --to "127.0.0.1:$port" --delay-us "$half_us" >"/tmp/$name.lan/delay-$k.log" 2>&1 &
@@ -177,7 +179,7 @@ up() {
     rm -f "/tmp/$name.lan/ready-$k"
     # shellcheck disable=SC2086
     "$IP" netns exec "$ns" "$bin/expert-node" --vindex "$model" --experts "$spec" --bind "$bind" \
-      --ready-file "/tmp/$name.lan/ready-$k" $extra >"/tmp/$name.lan/node-$k.log" 2>&1 &
+      --ready-file "/tmp/$name.lan/ready-$k" $insecure $extra >"/tmp/$name.lan/node-$k.log" 2>&1 &
   done
   for ((k = 0; k < nodes; k++)); do
     local t=0
