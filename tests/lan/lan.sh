@@ -160,7 +160,7 @@ up() {
     eps="$eps${eps:+,}tcp://10.77.0.$((11 + k)):$port"
   done
   echo "lan: $nodes node(s), $coords coordinator(s), +${delay} ms round trip, $rate per link" \
-    "($([ $netem = 1 ] && echo netem || echo "delay line + tbf: this kernel has no sch_netem"))"
+    "($([ $netem = 1 ] && echo netem || { [ "$half_us" -gt 0 ] && echo "delay line + tbf: this kernel has no sch_netem" || echo "tbf"; }))"
   [ -n "$model" ] || { echo "nodes: $eps"; return 0; }
   for ((k = 0; k < nodes; k++)); do
     local ns spec bind insecure
