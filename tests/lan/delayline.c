@@ -150,6 +150,7 @@ static int push(dir *d, uint64_t now) {
 static void round_trip(int lfd, const struct sockaddr_in *to) {
     struct pollfd fds[1 + 2 * MAX_PAIRS];
     dir *who[1 + 2 * MAX_PAIRS];
+    int whose[1 + 2 * MAX_PAIRS]; /* the pair of entry i */
     int nf = 0;
     uint64_t now = now_ns(), next = UINT64_MAX;
     fds[nf++] = (struct pollfd){.fd = lfd, .events = POLLIN};
@@ -161,10 +162,12 @@ static void round_trip(int lfd, const struct sockaddr_in *to) {
             if (d->head && d->head->due <= now) ev |= POLLOUT;
             if (d->head && d->head->due > now && d->head->due < next) next = d->head->due;
             who[nf] = d;
+            whose[nf] = i;
             fds[nf++] = (struct pollfd){.fd = ev & POLLIN ? d->from : d->to, .events = ev};
             if ((ev & POLLIN) && (ev & POLLOUT)) { /* both ends: a second entry for the writer */
                 fds[nf - 1].events = POLLIN;
                 who[nf] = d;
+                whose[nf] = i;
                 fds[nf++] = (struct pollfd){.fd = d->to, .events = POLLOUT};
             }
         }
@@ -179,7 +182,7 @@ static void round_trip(int lfd, const struct sockaddr_in *to) {
     if (fds[0].revents & POLLIN) accept_one(lfd, to);
     for (int i = 1; i < nf; i++) {
         dir *d = who[i];
-        pair *p = &pairs[(d - &pairs[0].d[0]) / 2];
+        pair *p = &pairs[whose[i]];
         if (!p->used) continue;
         int bad = 0;
         if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) && fds[i].fd == d->from) bad = pull(d);

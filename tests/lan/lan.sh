@@ -26,6 +26,7 @@
 # (tests/lan/delayline.c) in each node's namespace forwards the node's port with half the delay
 # each way, and the rate is tbf's. `lan.sh up` prints which, and the nodes' endpoints.
 #
+# MW_LAN_KEEP=1 keeps /tmp/NAME.lan (the nodes' logs, their summaries) after `down`.
 # Cleanup: `up` starts a watcher outside the caller's process group that runs `down NAME` when the
 # process given by --owner PID (default: the caller of lan.sh) ends, however it ends; `run` also
 # traps EXIT, INT and TERM.
@@ -71,13 +72,18 @@ down() {
   # the watcher (unless this is it) has nothing left to watch for
   p=$(cat "/tmp/$name.lan/watcher" 2>/dev/null || true)
   [ -z "$p" ] || [ "$p" = $$ ] || kill "$p" 2>/dev/null || true
-  for n in $("$IP" netns list 2>/dev/null | awk '{print $1}' | grep -E "^$name-(br|c[0-9]|n[0-9])$" || true); do
-    for p in $("$IP" netns pids "$n" 2>/dev/null || true); do kill -KILL "$p" 2>/dev/null || true; done
+  # TERM first (a node prints its summary), KILL what is left a moment later
+  local sig
+  for sig in TERM KILL; do
+    for n in $("$IP" netns list 2>/dev/null | awk '{print $1}' | grep -E "^$name-(br|c[0-9]|n[0-9])$" || true); do
+      for p in $("$IP" netns pids "$n" 2>/dev/null || true); do kill -$sig "$p" 2>/dev/null || true; done
+    done
+    [ $sig = TERM ] && [ -n "${p:-}" ] && sleep 0.5
   done
   for n in $("$IP" netns list 2>/dev/null | awk '{print $1}' | grep -E "^$name-(br|c[0-9]|n[0-9])$" || true); do
     "$IP" netns del "$n" 2>/dev/null || true
   done
-  rm -rf "/tmp/$name.lan"
+  [ -n "${MW_LAN_KEEP:-}" ] || rm -rf "/tmp/$name.lan"
 }
 
 # Bytes/s of a tc rate ("10gbit", "1gbit", "100mbit").
