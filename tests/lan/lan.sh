@@ -150,6 +150,8 @@ up() {
   [ -z "$why" ] || die "cannot build the LAN: $why"
   local half_us; half_us=$(awk -v d="$delay" 'BEGIN { printf "%d", d * 500 }')
   local netem=0; have_netem && netem=1
+  [ $netem = 1 ] || [ "$half_us" = 0 ] || [ -x "$root/build/rel/tests/lan/delayline" ] ||
+    die "no sch_netem here, and no delay line: make build/rel/tests/lan/delayline"
   mkdir -p "/tmp/$name.lan"
   watch_owner "$name" "$owner"
   "$IP" netns add "$(ns_of "$name" br)"
