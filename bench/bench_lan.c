@@ -64,6 +64,15 @@ static int parse(int argc, char **argv, opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf(
+                "usage: bench_lan [--model M] [--nodes EPS | --loopback N | --local] [--exact]\n"
+                "                 [--streams 1,16,64] [--micro 1,2] [--steps N] [--rounds R]\n"
+                "                 [--union MAXB] [--threads T] [--label L]\n"
+                "decode of S streams on a cluster with each micro-batch setting in turn; the\n"
+                "union curve up to MAXB rows (bench/bench_lan.sh runs it on the emulated LAN)\n");
+            exit(0);
+        }
         if (!strcmp(a, "--exact") || !strcmp(a, "--local")) {
             *(a[2] == 'e' ? &o->exact : &o->local) = true;
             continue;
@@ -292,7 +301,7 @@ static int run(bench *b, mw_err *err) {
 
 int main(int argc, char **argv) {
     bench b = {0};
-    if (parse(argc, argv, &b.o)) return 2;
+    if (parse(argc, argv, &b.o)) return 2;               /* (--help exits 0 there) */
     setenv("MOEWIRE_EXPERT_NODE", "bin/expert-node", 0); /* loopback nodes: run from the tree */
     mw_err err = {{0}};
     int rc = open_all(&b, &err) || run(&b, &err) ? 1 : 0;

@@ -6,7 +6,11 @@
 # with and without ping-pong micro-batches; in process for reference; the union curve on the
 # cluster once. JSON lines on stdout (bench_lan's), progress on stderr.
 #   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
-# Without --model it synthesizes /tmp/mw-k3lan (8 layers, hidden 256, 896 experts of FF 128, top-16).
+# Without --model it synthesizes /tmp/mw-k3lan (8 layers, hidden 256, 4 heads of 32, q/kv latent 64,
+# 896 experts of FF 128 in MXFP4, top-16, dense q8_0), the model of docs/benchmarks.md's table.
+case "${1:-}" in # --help: the comment above, which is the usage
+--help | -h) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model="" streams=1,16,64 steps=6 rounds=2 links="0.1/10gbit 0.5/1gbit 1/1gbit" nodes=8
@@ -24,7 +28,8 @@ fi
 if [ -z "$model" ]; then
   model=/tmp/mw-k3lan
   [ -f $model/manifest.json ] || bin/vindex synth --arch kimi-k3 --layers 8 --hidden 256 --heads 4 \
-    --head-dim 64 --experts 896 --top-k 16 --expert-ff 128 --vocab 1024 --seed 7 \
+    --head-dim 32 --experts 896 --top-k 16 --expert-ff 128 --vocab 1024 --seed 7 --q-lora 64 \
+    --kv-lora 64 --rope-dim 16 --v-dim 32 --kda-head-dim 32 --dense-ff 256 --dense-format q8_0 \
     --format vindex $model >&2
 fi
 E=$(bin/vindex inspect "$model" | sed -n 's/.* \([0-9]*\) experts$/\1/p' | head -1)

@@ -1014,6 +1014,18 @@ static int forward_lanes(md_ctx *c, const md_row *rows, int64_t T, int n, int64_
     return n_out ? lanes_logits(c, n, logits, err) : 0;
 }
 
+/* After a failed split step: whether the backend says rows of the failed lane's batch needed
+ * experts no live node serves. */
+static bool lanes_lost_rows(const md_ctx *c, int n) {
+    const md_expert_backend *be = c->p.experts;
+    if (!be->row_lost) return false;
+    int64_t most = 0;
+    for (int i = 0; i < n; i++) most = c->lanes[i]->T > most ? c->lanes[i]->T : most;
+    for (int64_t r = 0; r < most; r++)
+        if (be->row_lost(be, r)) return true;
+    return false;
+}
+
 md_lane_stats md_ctx_lane_stats(const md_ctx *c) {
     md_lane_stats st = c->lstats;
     st.trunk_us = c->clock.trunk_ns * 1e-3;
@@ -1027,7 +1039,13 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     if (check_rows(c, rows, T, &n_out, err)) return -1;
     if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
     const int lanes = lanes_for(c, rows, T);
-    if (lanes > 1) return forward_lanes(c, rows, T, lanes, n_out, logits, err);
+    if (lanes > 1) {
+        if (forward_lanes(c, rows, T, lanes, n_out, logits, err) == 0) return 0;
+        if (!lanes_lost_rows(c, lanes)) return -1;
+        /* the backend named rows of a lane's batch, which are not the step's: the step again,
+         * whole, so that a failure names the step's own rows (experts with no live owner fail
+         * at once, before anything is sent) */
+    }
     const uint64_t t0 = mw_now_ns(), w0 = c->timing.wait_ns, l0 = c->timing.layers;
     if (pass_begin(c, rows, T, err)) return -1;
     if (c->sink.step) c->sink.step(c->sink.ud, rows, T);

@@ -80,6 +80,68 @@ static void test_kimi_k3(void **state) {
     same_in_lanes("kimi-k3-tiny");
 }
 
+/* A backend over the in-process one whose experts 0 .. 3 have no live owner: a batch that selects
+ * one fails, and row_lost names its rows that did. */
+typedef struct lossy {
+    md_expert_backend be, *inner;
+    uint8_t lost[256];
+    int64_t n_lost;
+} lossy;
+
+static int lossy_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    lossy *l = b->impl;
+    bool any = false;
+    l->n_lost = batch->T;
+    for (int64_t t = 0; t < batch->T; t++) {
+        l->lost[t] = 0;
+        for (int j = 0; j < batch->k; j++) l->lost[t] |= batch->experts[t * batch->k + j] < 4;
+        any |= l->lost[t];
+    }
+    if (any) return mw_errf(err, "experts 0-3 have no live owner");
+    l->n_lost = 0;
+    return l->inner->run(l->inner, batch, out, err);
+}
+
+static bool lossy_row_lost(const md_expert_backend *b, int64_t row) {
+    const lossy *l = b->impl;
+    return row >= 0 && row < l->n_lost && l->lost[row];
+}
+
+/* A split step that fails for want of experts names the step's rows, as a whole step does. */
+static void test_lost_rows_are_the_steps(void **state) {
+    (void)state;
+    mw_err e;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *inner;
+    if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &src, &e) ||
+        md_model_load(src, &model, &e) || md_local_backend_new(src, &model->cfg, NULL, &inner, &e))
+        fail_msg("%s", e.msg);
+    lossy l = {.be = {.name = "lossy", .run = lossy_run, .row_lost = lossy_row_lost},
+               .inner = inner};
+    l.be.impl = &l;
+    bool lost[2][16];
+    for (int mb = 1; mb <= 2; mb++) {
+        md_ctx_params p = {
+            .numerics = KN_NUM_Q8, .experts = &l.be, .n_seq = 16, .n_ctx = 8, .micro_batches = mb};
+        md_ctx *c;
+        if (md_ctx_new(model, &p, &c, &e)) fail_msg("%s", e.msg);
+        md_row rows[16];
+        for (int s = 0; s < 16; s++) rows[s] = (md_row){s, 0, s * 13 + 5, 1};
+        float *out = malloc(16 * (size_t)model->cfg.n_vocab * sizeof *out);
+        assert_int_equal(md_forward(c, rows, 16, out, &e), -1);
+        int n = 0;
+        for (int r = 0; r < 16; r++) n += lost[mb - 1][r] = l.be.row_lost(&l.be, r);
+        assert_in_range(n, 1, 15); /* some rows, not all: the check can tell them apart */
+        free(out);
+        md_ctx_free(c);
+    }
+    assert_memory_equal(lost[0], lost[1], sizeof lost[0]);
+    inner->destroy(inner);
+    md_model_free(model);
+    vx_source_close(src);
+}
+
 /* Sequences stay whole, the largest first onto the emptiest lane. */
 static void test_plan(void **state) {
     (void)state;
@@ -134,7 +196,7 @@ int main(void) {
         cmocka_unit_test(test_plan),      cmocka_unit_test(test_choose),
         cmocka_unit_test(test_gptoss),    cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_deepseek2), cmocka_unit_test(test_kimi_linear),
-        cmocka_unit_test(test_kimi_k3),
+        cmocka_unit_test(test_kimi_k3),   cmocka_unit_test(test_lost_rows_are_the_steps),
     };
     return cmocka_run_group_tests_name("micro-batches", tests, NULL, NULL);
 }
