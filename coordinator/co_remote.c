@@ -570,7 +570,6 @@ static void free_call_state(co__remote *r) {
     for (int k = 0; k < r->n_works_alloc; k++) free_work(&r->works[k]);
     free(r->works);
     free(r->weights);
-    free(r->lost_rows);
     r->pieces = NULL;
     r->outs = NULL;
     r->outs_init = 0;
@@ -579,7 +578,6 @@ static void free_call_state(co__remote *r) {
     r->works = NULL;
     r->n_works_alloc = 0;
     r->weights = NULL;
-    r->lost_rows = NULL;
 }
 
 static void destroy(md_expert_backend *be) {
@@ -597,6 +595,7 @@ static void destroy(md_expert_backend *be) {
         free(r->owner);
         free(r->n_owner);
         free_call_state(r);
+        free(r->lost_rows);
         free(r->chosen);
         co__share_free(r);
         free(r->layer_moe);

@@ -50,9 +50,6 @@ void co__call_swap(co__remote *r, co__call *c) {
     SWAP(r->yptr_cap, c->yptr_cap);
     SWAP(r->weights, c->weights);
     SWAP(r->weights_cap, c->weights_cap);
-    SWAP(r->lost_rows, c->lost_rows);
-    SWAP(r->lost_cap, c->lost_cap);
-    SWAP(r->n_lost_rows, c->n_lost_rows);
     SWAP(r->in_flight, c->in_flight);
     SWAP(r->t_submit, c->t_submit);
     SWAP(r->last_tail, c->last_tail);

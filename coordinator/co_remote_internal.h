@@ -88,7 +88,9 @@ typedef struct co__acct {
 } co__acct;
 
 /* A layer call's own state, parked while another is the backend's (co_remote_calls.c): the
- * fields of co__remote of the same names, and each node's pieces in flight for it. */
+ * fields of co__remote of the same names, and each node's pieces in flight for it. The rows
+ * lost by the last failed call (lost_rows) stay the backend's: row_lost answers for it whichever
+ * call is the backend's afterwards. */
 typedef struct co__call {
     co__work *works;
     int n_works, n_works_alloc;
@@ -104,9 +106,6 @@ typedef struct co__call {
     size_t yptr_cap;
     float *weights;
     size_t weights_cap;
-    uint8_t *lost_rows;
-    size_t lost_cap;
-    int64_t n_lost_rows;
     bool in_flight;
     uint64_t t_submit, last_tail;
     const md_moe_batch *batch;
