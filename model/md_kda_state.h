@@ -59,6 +59,12 @@ void md_kda_commit(md_kda_state *st);
  * sequences, with pass state of its own. Nothing to allocate; free it before st. */
 void md_kda_lane_init(md_kda_state *lane, const md_kda_state *st);
 void md_kda_lane_free(md_kda_state *lane);
+/* A copy of a sequence's committed state as it stands (md_kda_snap_bytes; 0 without KDA layers),
+ * and that copy made a sequence's state again: with its rows' length restored, the sequence goes
+ * on as the one it was taken from would have. */
+uint64_t md_kda_snap_bytes(const md_kda_state *st);
+int md_kda_snap_read(const md_kda_state *st, int seq, void *dst, mw_err *err);
+int md_kda_snap_write(md_kda_state *st, int seq, const void *src, mw_err *err);
 
 /* Bytes of state one sequence holds (both banks of every KDA layer), and all of them now. */
 uint64_t md_kda_seq_bytes(const md_config *cfg);
