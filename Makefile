@@ -125,7 +125,7 @@ METAL_TEST := $(ASAN)/tests/metal/test_mt_emu
 ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
-.PHONY: all deps test unit integration run demo bench ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
+.PHONY: all deps test unit integration run demo bench lan ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
         metal-check posix-check \
         fuzz-smoke soak
 all: build/libmoewire.a $(BIN)
@@ -306,6 +306,20 @@ $(REL)/bench/%: $(REL)/obj/bench/%.o $(BENCH_SUPPORT_C) build/libmoewire.a
 
 bench: $(BENCH_BINS) $(BIN)
 	bench/run.sh $(BENCH_BINS)
+
+# ---- the emulated LAN (tests/lan/lan.sh): nodes and coordinators in network namespaces --------
+#   make lan                       8 nodes + a serving coordinator on LAN_MODEL; Ctrl-C tears down
+#   make lan LAN_ARGS="--delay-ms 1 --rate 1gbit --nodes 4"
+LAN_MODEL ?= tests/fixtures/llamacpp/gpt-oss-tiny/model.gguf
+LAN_TOOLS := $(REL)/tests/lan/delayline
+$(REL)/tests/lan/delayline: tests/lan/delayline.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(OPT_CFLAGS) $< -o $@
+
+lan: $(BIN) $(LAN_TOOLS)
+	tests/lan/lan.sh run --model $(LAN_MODEL) --serve 1 $(LAN_ARGS)
+
+test: $(LAN_TOOLS)
 
 # ggml's matmul beside ours (bench_kernels --ggml-mm): built only when asked, against a ggml the
 # user names, GGML_INC its headers and GGML_LIB its shared libraries (a ggml or llama.cpp build).

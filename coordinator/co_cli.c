@@ -12,6 +12,7 @@
 #include "coordinator/co_cors.h"
 #include "coordinator/co_topo.h"
 #include "model/md_kv.h"
+#include "model/md_lanes.h"
 
 #define MAX_PROMPT     (1 << 20)
 #define MAX_GENERATE   (1 << 24)
@@ -383,6 +384,17 @@ static int set_max_seqs(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_micro_batches(co_opts *o, const char *v, mw_err *err) {
+    if (!strcmp(v, "auto")) {
+        o->micro_batches = 0;
+        return 0;
+    }
+    int64_t n;
+    if (parse_i64("--micro-batches", v, 1, MD_LANES_MAX, &n, err)) return -1;
+    o->micro_batches = (int)n;
+    return 0;
+}
+
 static int set_kv_type(co_opts *o, const char *v, mw_err *err) {
     const int t = md_kv_type_from_name(v);
     if (t < 0) return mw_errf(err, "--kv-type %s: expected f32, f16 or bf16", v);
@@ -599,6 +611,11 @@ static const co_option options[] = {
      "the KV cache's element type: f16 and bf16 take half of f32's bytes per position and round "
      "the cached keys and values (llama.cpp's default is f16; default f32)",
      set_kv_type},
+    {"--micro-batches", "auto|N",
+     "ping-pong micro-batches: a step of several sequences split by sequence into N (1 .. 4) "
+     "whose expert exchanges overlap each other's trunk work, the same bits; auto (default) "
+     "splits when the measured wait for the experts outgrows the trunk's time per layer",
+     set_micro_batches},
     {"--cache-mb", "MB",
      "serve: prompt cache budget: computed prefixes kept by blocks of 32 tokens for requests "
      "that begin with them, least recently used evicted first (default 512; 0: off)",

@@ -33,9 +33,10 @@ typedef struct co_opts {
     md_sampler_opts sampling; /* --temperature (0 = greedy), --top-p, --top-k, --min-p, the
                                  penalties, --seed */
     int threads;
-    int64_t n_ctx;   /* 0 = prompt + max-tokens */
-    kn_type kv_type; /* the KV cache's rows: f32 (default), f16 or bf16 */
-    bool pin;        /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
+    int64_t n_ctx;     /* 0 = prompt + max-tokens */
+    kn_type kv_type;   /* the KV cache's rows: f32 (default), f16 or bf16 */
+    int micro_batches; /* --micro-batches: 0 = auto, else fixed (md_ctx_params) */
+    bool pin; /* copy streamed weights onto huge pages (md_model_pin_dense, local experts) */
     const char *trace_routing; /* routing trace file (coordinator/co_trace.h), NULL: none */
     /* remote experts (coordinator/co_backend.h) */
     const char *nodes;         /* comma-separated node endpoints */

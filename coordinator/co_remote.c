@@ -342,7 +342,14 @@ static int take_reply(co__remote *r, int ni, const md_moe_batch *b, const wr_msg
         if (r->pieces[q].node == ni && r->pieces[q].seq == m->seq && !r->pieces[q].done &&
             !r->pieces[q].lost)
             p = &r->pieces[q];
-    if (!p) return 0; /* an answer to a request abandoned earlier */
+    if (!p) { /* a parked call's (its state taken in for the reply), or one abandoned earlier */
+        co__call *c = co__call_of_piece(r, ni, m->seq);
+        if (!c) return 0;
+        co__call_swap(r, c);
+        int rc = take_reply(r, ni, r->call_batch, m, err);
+        co__call_swap(r, c);
+        return rc;
+    }
     co__work *k = &r->works[p->work];
     const wr_partial *y = &m->partial;
     int64_t off = r->o.exact ? p->a0 : p->r0, rows = r->o.exact ? p->a1 - p->a0 : p->r1 - p->r0;
@@ -496,12 +503,19 @@ static int combine(co__remote *r, const md_moe_batch *b, float *out, mw_err *err
  * the batches are on the wire and the nodes work. */
 static int submit(md_expert_backend *be, const md_moe_batch *b, mw_err *err) {
     co__remote *r = be->impl;
-    r->in_flight = false;
     if (b->layer < 0 || b->layer >= r->o.n_layers || b->width != r->o.width || b->T < 0 ||
         b->k < 1 || b->k > r->o.n_experts || !r->layer_moe[b->layer])
         return mw_errf(err, "remote experts: bad batch (layer %d, %lld rows × %lld, k %d)",
                        b->layer, (long long)b->T, (long long)b->width, b->k);
     if (b->T == 0) return 0;
+    if (r->in_flight) { /* another call is in flight: parked while this one goes out */
+        co__call *idle = co__call_idle(r);
+        if (!idle)
+            return mw_errf(err, "remote experts: more than %d layer calls in flight", CO_CALLS);
+        co__call_swap(r, idle);
+    }
+    r->in_flight = false;
+    r->call_batch = b;
     co__remote_tend(r);
     r->n_lost_rows = 0;
     r->t_submit = mw_now_ns();
@@ -520,8 +534,15 @@ static int submit(md_expert_backend *be, const md_moe_batch *b, mw_err *err) {
 /* The second half: every reply, combined in the fixed order. */
 static int wait(md_expert_backend *be, const md_moe_batch *b, float *out, mw_err *err) {
     co__remote *r = be->impl;
-    if (!r->in_flight) return 0; /* an empty batch */
+    if (!r->in_flight || r->call_batch != b) {
+        co__call *c = co__call_of_batch(r, b);
+        if (c) co__call_swap(r, c);
+    }
+    if (!r->in_flight || r->call_batch != b) return 0; /* an empty batch */
     r->in_flight = false;
+    /* pieces on nodes lost while another call was awaited go to replicas first */
+    for (int i = 0; i < r->o.n_nodes; i++)
+        if (r->nodes[i].down && r->nodes[i].pending && fail_over(r, b, i, err)) return -1;
     /* The trunk's pool has nothing to do until the replies are in: its workers sleep instead of
      * spinning on the cores the nodes are computing on. */
     kn_pool_park(r->o.pool);
@@ -555,11 +576,32 @@ static void free_work(co__work *k) {
     free(k->y);
 }
 
+/* The backend's own layer call's buffers (each parked call's in turn, co__calls_free). */
+static void free_call_state(co__remote *r) {
+    free(r->pieces);
+    for (size_t q = 0; q < r->outs_init; q++) wr_out_free(&r->outs[q]);
+    free(r->outs);
+    free(r->scratch);
+    free(r->yptr);
+    for (int k = 0; k < r->n_works_alloc; k++) free_work(&r->works[k]);
+    free(r->works);
+    free(r->weights);
+    r->pieces = NULL;
+    r->outs = NULL;
+    r->outs_init = 0;
+    r->scratch = NULL;
+    r->yptr = NULL;
+    r->works = NULL;
+    r->n_works_alloc = 0;
+    r->weights = NULL;
+}
+
 static void destroy(md_expert_backend *be) {
     if (!be) return;
     co__remote *r = be->impl;
     if (r) {
         co__live_stop(r);
+        if (r->nodes) co__calls_free(r, free_call_state);
         for (int i = 0; r->nodes && i < r->o.n_nodes; i++) free_node(&r->nodes[i]);
         wr_rx_free(&r->rx);
         if (r->zctx && r->own_zctx) zmq_ctx_term(r->zctx);
@@ -569,17 +611,10 @@ static void destroy(md_expert_backend *be) {
         free(r->nodes);
         free(r->owner);
         free(r->n_owner);
-        free(r->pieces);
-        for (size_t q = 0; q < r->outs_init; q++) wr_out_free(&r->outs[q]);
-        free(r->outs);
-        free(r->scratch);
-        free(r->yptr);
-        for (int k = 0; k < r->n_works_alloc; k++) free_work(&r->works[k]);
-        free(r->works);
-        free(r->weights);
+        free_call_state(r);
+        free(r->lost_rows);
         free(r->chosen);
         co__share_free(r);
-        free(r->lost_rows);
         free(r->row_skips);
         free(r->layer_moe);
         co_loopback_stop(r->loopback); /* its nodes, once no socket is connected to them */
@@ -686,9 +721,11 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     be->row_lost = row_lost;
     be->row_skipped = row_skipped;
     be->destroy = destroy;
+    be->in_flight = CO_CALLS;
     co__remote *r = be->impl = remote_alloc(o);
     if (!r || !r->endpoints || !r->nodes || !r->owner || !r->n_owner || !r->layer_moe || !r->zctx ||
-        co__share_init(r) || co__acct_init(&r->acct, r->cap_nodes, o->n_layers, err)) {
+        co__share_init(r) || co__calls_init(r) ||
+        co__acct_init(&r->acct, r->cap_nodes, o->n_layers, err)) {
         destroy(be);
         return mw_errf(err, "out of memory");
     }

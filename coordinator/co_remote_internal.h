@@ -88,6 +88,34 @@ typedef struct co__acct {
     uint64_t *node_rtt;    /* [node × (CO_RTT_LOG2 + 1)]: round trips by powers of two us */
 } co__acct;
 
+/* A layer call's own state, parked while another is the backend's (co_remote_calls.c): the
+ * fields of co__remote of the same names, and each node's pieces in flight for it. The rows
+ * lost by the last failed call (lost_rows) stay the backend's: row_lost answers for it whichever
+ * call is the backend's afterwards. */
+typedef struct co__call {
+    co__work *works;
+    int n_works, n_works_alloc;
+    size_t works_cap;
+    co__piece *pieces;
+    size_t pieces_cap;
+    int n_pieces;
+    wr_out *outs;
+    size_t outs_cap, outs_init;
+    wr_assign *scratch;
+    size_t scratch_cap;
+    const float **yptr;
+    size_t yptr_cap;
+    float *weights;
+    size_t weights_cap;
+    bool in_flight;
+    uint64_t t_submit, last_tail;
+    const md_moe_batch *batch;
+    int *pending; /* [cap_nodes] */
+} co__call;
+
+/* Layer calls in flight at once (ping-pong micro-batches): the backend's own and the parked. */
+#define CO_CALLS 4
+
 typedef struct co__remote {
     co_remote_opts o;      /* endpoints, curve and loopback point into what follows */
     char **endpoints;      /* the endpoints as given ("#KEY" included), in node order */
@@ -136,7 +164,9 @@ typedef struct co__remote {
     size_t chosen_cap;
     /* the batch submitted and not yet waited for (submit → wait) */
     bool in_flight;
-    bool serving; /* past the first handshake: membership changes are reported */
+    const md_moe_batch *call_batch; /* the batch of the call that is the backend's */
+    co__call park[CO_CALLS - 1];    /* the other calls, in flight or idle */
+    bool serving;                   /* past the first handshake: membership changes are reported */
     uint64_t t_submit;
     co__acct acct;
     struct wr_live_prober *live; /* pings the nodes' liveness channels; NULL: heartbeats alone */
@@ -201,6 +231,20 @@ void co__live_forget(co__remote *r, int i);
 bool co__live_check(co__remote *r);
 /* The descriptor that becomes readable when a node falls silent (-1: none). */
 int co__live_fd(const co__remote *r);
+
+/* ---- co_remote_calls.c: several layer calls in flight ---- */
+
+int co__calls_init(co__remote *r);
+/* Frees the parked calls' state with free_state (which frees the backend's own call state). */
+void co__calls_free(co__remote *r, void (*free_state)(co__remote *r));
+/* Makes parked call c the backend's, and the backend's the parked (again: undone). */
+void co__call_swap(co__remote *r, co__call *c);
+/* A parked call not in flight (to park the backend's own in), or NULL. */
+co__call *co__call_idle(co__remote *r);
+/* The parked call in flight for batch b, or NULL. */
+co__call *co__call_of_batch(co__remote *r, const md_moe_batch *b);
+/* The parked call with piece (node, seq) unanswered, or NULL. */
+co__call *co__call_of_piece(co__remote *r, int node, uint64_t seq);
 
 /* ---- co_remote_stats.c: the accounting ---- */
 

@@ -282,7 +282,8 @@ static int open_model(serve *s, mw_err *err) {
                         .experts = s->experts,
                         .n_seq = s->n_slots,
                         .n_ctx = s->n_ctx,
-                        .kv_type = o->kv_type};
+                        .kv_type = o->kv_type,
+                        .micro_batches = o->micro_batches};
     if (md_ctx_new(s->model, &cp, &s->ctx, err)) return -1;
     if (o->trace_routing && co_trace_open(o->trace_routing, s->src, s->model, &s->trace, err))
         return -1;

@@ -32,6 +32,7 @@ cmd npm npm node
 cmd aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu -
 cmd qemu-aarch64 qemu-user -
 cmd ip iproute2 -
+cmd tc iproute2 -
 cmd sha256sum coreutils -
 cmd dpkg-deb dpkg -
 cmd clang-14 clang-14 -

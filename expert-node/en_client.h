@@ -38,6 +38,7 @@ typedef struct en__client {
     uint64_t sent;    /* reply payload bytes handed to libzmq (a lower bound of what TCP carries) */
     uint64_t last_ns; /* last message from it */
     int in_round;     /* its requests in the round being gathered */
+    int last_layer1;  /* 1 + the layer of its last answered request (0: none yet) */
     en__held q[EN__CLIENT_QUEUE];
     int q_head, q_n;
     uint64_t q_bytes;

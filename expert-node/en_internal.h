@@ -104,7 +104,8 @@ struct en_node {
     int64_t pending_rows;
     float *y;
     size_t y_cap;
-    wr_stats stats; /* 1 node × n_layers: this node's expert traffic */
+    wr_stats stats;                    /* 1 node × n_layers: this node's expert traffic */
+    uint64_t held_rounds, held_joined; /* rounds held open for a due coordinator, requests taken */
     uint64_t errors_sent;
     uint64_t replies_dropped, requests_discarded; /* clients that do not read, or flood */
     /* where the serve loop's time goes (ns): receiving, parsing + checking + grouping, executing,

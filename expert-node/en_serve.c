@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/mw_grow.h"
@@ -266,6 +267,60 @@ static void take_deferred(en_node *n) {
     }
 }
 
+/* Whether this node serves any expert of layer l. */
+static bool serves(const en_node *n, int l) {
+    for (int e = 0; e < n->n_experts; e++)
+        if (vx_expert_set_has(&n->owned, l, e)) return true;
+    return false;
+}
+
+/* Whether the round has a group of layer l. */
+static bool in_round(const en_node *n, int l) {
+    for (int g = 0; g < n->n_group; g++)
+        if (n->group[g].layer == l) return true;
+    return false;
+}
+
+/* Whether a client with nothing in the round yet is due to send one of its layers: the next
+ * layer this node serves after its last request's is one the round runs. */
+static bool someone_due(const en_node *n) {
+    for (int i = 0; i < n->n_clients; i++) {
+        const en__client *c = n->clients[i];
+        if (c->in_round || !c->last_layer1) continue;
+        for (int k = 1; k <= n->n_layers; k++) {
+            const int l = (c->last_layer1 - 1 + k) % n->n_layers;
+            if (!serves(n, l)) continue;
+            if (in_round(n, l)) return true;
+            break;
+        }
+    }
+    return false;
+}
+
+/* Several coordinators on one pool: while another client is due to send a layer this round runs,
+ * the round stays open, up to --group-window-us after its first request, so their rows for the
+ * same layer run as one grouped execution (each expert read once for all). Coordinators running
+ * the same model fall into step this way. Bounded: a slow or dead coordinator delays the others by
+ * the window at most, and the per-client quotas keep the round fair. */
+static void gather_window(en_node *n) {
+    if (!n->n_req || n->opts.group_window_us <= 0 || n->n_clients < 2) return;
+    const uint64_t end = n->req[0].t_rx + (uint64_t)n->opts.group_window_us * 1000u;
+    const int before = n->n_req;
+    if (someone_due(n)) n->held_rounds++;
+    while (round_open(n) && someone_due(n) && mw_now_ns() < end) {
+        mw_err e;
+        if (wr_recv(n->router, &n->rx, true, ZMQ_DONTWAIT, &e) != 0) {
+            if (errno != EAGAIN && errno != EINTR) return; /* the loop's next receive says why */
+            const struct timespec nap = {0, 20000};
+            nanosleep(&nap, NULL);
+            continue;
+        }
+        n->rx_at = mw_now_ns();
+        admit(n);
+    }
+    n->held_joined += (uint64_t)(n->n_req - before);
+}
+
 /* Runs group g into n->y: 0, or -1 with e set. *read gets the expert weight bytes read. */
 static int run_group(en_node *n, const en__group *g, uint64_t *read, mw_err *e) {
     const int64_t out_rows = g->mode == MD_MOE_EXACT ? g->n_assign : g->rows;
@@ -337,6 +392,8 @@ static void execute_round(en_node *n) {
             c->rx_bytes += r->rx_bytes;
             c->rx_msgs++;
             c->batches++;
+            en__client *cl = en__client_find(n, r->id, r->id_len);
+            if (cl) cl->last_layer1 = g->layer + 1;
             if (rc == 0) {
                 reply_partial(n, g, r, t0, dt, c);
             } else {
@@ -396,6 +453,11 @@ static void print_summary(en_node *n) {
             " reply(ies) dropped, %" PRIu64 " request(s) discarded\n",
             n->node_id, g.connections, g.cut, n->opts.peer_limit >> 20, n->opts.recv_limit >> 20,
             g.peak_held, n->replies_dropped, n->requests_discarded);
+    if (n->opts.group_window_us > 0)
+        fprintf(stderr,
+                "expert-node %s: rounds held for another coordinator's layer: %" PRIu64
+                ", requests that joined them: %" PRIu64 "\n",
+                n->node_id, n->held_rounds, n->held_joined);
     if (n->zap) {
         unsigned long ok, no;
         wr_zap_counts(n->zap, &ok, &no);
@@ -457,6 +519,7 @@ int en_node_serve(en_node *n, mw_err *err) {
             n->t_recv += n->rx_at - t0;
             admit(n);
         }
+        gather_window(n);
         if (n->n_req) {
             execute_round(n);
             wr_guard_set_own(n->guard, own_bytes(n));

@@ -127,6 +127,10 @@ static const option options[] = {
      .set = set_flag, .field = F(pin)},
     {"--affinity", "N|off", "bind compute thread i to allowed CPU N+i (wrapping; default off)",
      .set = set_affinity, .lo = 0, .hi = 1 << 20},
+    {"--group-window-us", "N",
+     "with several coordinators connected, a round waits up to N us after its first request\n"
+     "for the others' work, run with it as one grouped execution (default 0: no wait)",
+     .set = set_int, .field = F(group_window_us), .lo = 0, .hi = 100000},
     {"--poll-us", "N", "idle compute threads poll N us before sleeping (default 200)",
      .set = set_int, .field = F(poll_us), .lo = 0, .hi = 1000000},
     {"--peer-limit", "MIB",

@@ -10,6 +10,7 @@
 #include "model/md_attnres.h"
 #include "model/md_heads.h"
 #include "model/md_kda.h"
+#include "model/md_lanes.h"
 #include "model/md_model.h"
 #include "model/md_ops.h"
 #include "model/md_rope.h"
@@ -113,7 +114,40 @@ struct md_ctx {
     md_heads_ws heads;
     uint64_t dense_bytes;
     md_moe_timing timing;
+    /* the MoE step between its submit and its wait (moe_start .. moe_finish): mb points to the
+     * running lane's batch (a backend tells in-flight batches apart by their address) */
+    md_moe_batch mb_store, *mb;
+    bool mb_on;
+    uint64_t mt0, mt1, mt2; /* submitted, on its way, the shared experts done */
+    /* ping-pong micro-batches (md_lanes.h): lanes 1 .. MD_LANES_MAX-1 hold the state a lane
+     * swaps into the fields above while it runs (lane 0 is the context's own) */
+    struct md_lane *lanes[MD_LANES_MAX];
+    int32_t *lane_of, *seq_lane, *seqs;
+    int64_t lane_rows_cap;
+    md_lanes_clock clock;
+    md_lane_stats lstats;
 };
+
+/* What a lane swaps into the context while it runs: its rows' scratch, its KV, KDA and attention
+ * residual passes (views sharing the context's sequences), workspaces, its MoE step in flight. */
+typedef struct md_lane {
+    scratch s;
+    int64_t T_cap;
+    bool obs_cap;
+    md_kv kv;
+    md_kda_state kda;
+    md_attnres ar;
+    md_attn_ws attn;
+    md_heads_ws heads;
+    md_moe_batch *mb;
+    bool mb_on;
+    uint64_t mt0, mt1, mt2;
+    md_moe_batch mb_store;
+    /* not swapped: the lane's rows, and their places in the step's batch and logits */
+    md_row *rows;
+    int64_t *at, *out_at;
+    int64_t T, n_out, cap;
+} md_lane;
 
 /* ---- context -------------------------------------------------------------------------------- */
 
@@ -136,6 +170,7 @@ int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *
     x->p = *p;
     x->p.n_seq = n_seq;
     x->n_ctx = n_ctx;
+    x->mb = &x->mb_store;
     x->rope_differs = memcmp(&c->rope, &c->rope_swa, sizeof c->rope) != 0;
     md_attnres_init(&x->ar, c);
     x->seq_rows = calloc((size_t)n_seq, sizeof *x->seq_rows);
@@ -166,8 +201,15 @@ static void free_scratch(md_ctx *c) {
     memset(s, 0, sizeof *s);
 }
 
+static void lane_swap(md_ctx *c, md_lane *l);
+static void lane_free(md_ctx *c, md_lane *l);
+
 void md_ctx_free(md_ctx *c) {
     if (!c) return;
+    for (int i = MD_LANES_MAX - 1; i >= 0; i--) lane_free(c, c->lanes[i]);
+    free(c->lane_of);
+    free(c->seq_lane);
+    free(c->seqs);
     free_scratch(c);
     md_kv_free(&c->kv);
     md_kda_state_free(&c->kda);
@@ -690,23 +732,22 @@ static void latent_up(md_ctx *c, int il, int64_t T) {
     matmul(c, &w->routed_up, s->lmoe, T, s->moe, NULL);
 }
 
-/* The MoE step: the routed batch goes to the backend, the shared experts run here meanwhile
- * (their output is added to the routed sum unweighted, llama.cpp's order: routed + shared). */
-static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
+/* The MoE step's first half: routing, the routed batch handed to the backend, the shared experts
+ * run here meanwhile (their output is added to the routed sum unweighted, llama.cpp's order:
+ * routed + shared). */
+static int moe_start(md_ctx *c, int il, int64_t T, mw_err *err) {
     const md_config *m = &c->m->cfg;
     const md_layer *w = &c->m->layers[il];
     scratch *s = &c->s;
-    const int64_t E = m->n_embd, L = md_expert_width(m);
     route(c, il, T);
     /* a latent MoE's experts read the routed input projected down (the router and the shared
      * experts the full row) and return sums at that width */
     const bool latent = w->routed_down.data != NULL;
     if (latent) matmul(c, &w->routed_down, s->xn, T, s->lat, NULL);
-    float *routed = latent ? s->lmoe : s->moe;
-    md_moe_batch b = {
+    *c->mb = (md_moe_batch){
         .layer = il,
         .T = T,
-        .width = L,
+        .width = md_expert_width(m),
         .x = latent ? s->lat : s->xn,
         .k = m->n_expert_used,
         .experts = s->rids,
@@ -714,20 +755,35 @@ static int moe(md_ctx *c, int il, int64_t T, mw_err *err) {
         .numerics = c->p.numerics,
     };
     md_expert_backend *be = c->p.experts;
-    const uint64_t t0 = mw_now_ns();
-    if (md_expert_submit(be, &b, routed, err))
+    c->mt0 = mw_now_ns();
+    if (md_expert_submit(be, c->mb, latent ? s->lmoe : s->moe, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
-    const uint64_t t1 = mw_now_ns();
-    const bool shared = w->ffn.gate.data != NULL;
-    if (shared) ffn(c, il, &w->ffn, s->xn, T, s->fy, false);
-    const uint64_t t2 = mw_now_ns();
-    if (md_expert_wait(be, &b, routed, err))
+    c->mb_on = true;
+    c->mt1 = mw_now_ns();
+    if (w->ffn.gate.data) ffn(c, il, &w->ffn, s->xn, T, s->fy, false);
+    c->mt2 = mw_now_ns();
+    return 0;
+}
+
+/* The second half: the routed sum, the shared experts' added, into the residual stream. */
+static int moe_finish(md_ctx *c, int il, int64_t T, mw_err *err) {
+    const md_config *m = &c->m->cfg;
+    const md_layer *w = &c->m->layers[il];
+    scratch *s = &c->s;
+    const int64_t E = m->n_embd, L = md_expert_width(m);
+    const bool latent = w->routed_down.data != NULL, shared = w->ffn.gate.data != NULL;
+    float *routed = latent ? s->lmoe : s->moe;
+    md_expert_backend *be = c->p.experts;
+    c->mb_on = false;
+    /* blocked from here (other micro-batches may have run since the shared experts) */
+    const uint64_t tw = mw_now_ns();
+    if (md_expert_wait(be, c->mb, routed, err))
         return mw_err_wrap(err, "layer %d experts (%s)", il, be->name);
     const uint64_t t3 = mw_now_ns();
     c->timing.layers++;
-    c->timing.submit_ns += t1 - t0;
-    c->timing.shared_ns += t2 - t1;
-    c->timing.wait_ns += t3 - t2;
+    c->timing.submit_ns += c->mt1 - c->mt0;
+    c->timing.shared_ns += c->mt2 - c->mt1;
+    c->timing.wait_ns += t3 - tw;
     observe(c, il, MD_PROBE_MOE_OUT, routed, T, L);
     if (latent) latent_up(c, il, T);
     if (shared) {
@@ -748,7 +804,8 @@ static const float *block_input(md_ctx *c, int il, const float *score, md_probe 
     return in;
 }
 
-static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
+/* A layer up to its MoE step in flight (all of it for a dense layer). */
+static int layer_head(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) {
     const md_config *m = &c->m->cfg;
     const md_layer *w = &c->m->layers[il];
     scratch *s = &c->s;
@@ -770,30 +827,33 @@ static int layer(md_ctx *c, int il, const md_row *rows, int64_t T, mw_err *err) 
     in = block_input(c, il, w->res_ffn, MD_PROBE_RES_PROBS_FFN, T);
     norm_rows(in, s->xn, w->ffn_norm, T, E, E, m->norm_eps);
     observe(c, il, MD_PROBE_FFN_NORM, s->xn, T, E);
-    if (md_layer_is_moe(m, il)) {
-        if (moe(c, il, T, err)) return -1;
-    } else {
-        ffn(c, il, &w->ffn, s->xn, T, s->fy, true);
-        observe(c, il, MD_PROBE_FFN_OUT, s->fy, T, E);
-        md_add(s->x, s->fy, T * E);
-    }
+    if (md_layer_is_moe(m, il)) return moe_start(c, il, T, err);
+    ffn(c, il, &w->ffn, s->xn, T, s->fy, true);
+    observe(c, il, MD_PROBE_FFN_OUT, s->fy, T, E);
+    md_add(s->x, s->fy, T * E);
     observe(c, il, MD_PROBE_L_OUT, s->x, T, E);
     return 0;
 }
 
-int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *err) {
+/* The rest of a MoE layer, once its experts are back. */
+static int layer_tail(md_ctx *c, int il, int64_t T, mw_err *err) {
+    if (!c->mb_on) return 0;
+    if (moe_finish(c, il, T, err)) return -1;
+    observe(c, il, MD_PROBE_L_OUT, c->s.x, T, c->m->cfg.n_embd);
+    return 0;
+}
+
+/* The pass's start for the active rows: scratch, the KV, KDA and attention-residual passes, the
+ * embeddings and RoPE angles. */
+static int pass_begin(md_ctx *c, const md_row *rows, int64_t T, mw_err *err) {
     const md_model *mod = c->m;
     const md_config *m = &mod->cfg;
     const int64_t E = m->n_embd;
-    int64_t n_out = 0;
-    if (check_rows(c, rows, T, &n_out, err)) return -1;
-    if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
     if (reserve_rows(c, T, err) || md_kv_begin(&c->kv, rows, T, err) ||
         md_kda_begin(&c->kda, &c->kv, kn_pool_size(c->p.pool), err) ||
         md_attnres_begin(&c->ar, T, err) ||
         md_attn_ws_reserve(&c->attn, m, rows, T, kn_pool_size(c->p.pool), err))
         return -1;
-    if (c->sink.step) c->sink.step(c->sink.ud, rows, T);
     scratch *s = &c->s;
     for (int64_t t = 0; t < T; t++) {
         kn_mat_row(&mod->tok_embd, rows[t].token, s->x + t * E);
@@ -802,19 +862,263 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
         if (c->rope_differs)
             md_rope_angles(&m->rope_swa, rows[t].pos, s->cs_swa + t * m->rope.n_rot);
     }
-    for (int il = 0; il < m->n_layer; il++)
-        if (layer(c, il, rows, T, err)) return -1;
-    md_kda_commit(&c->kda);
-    md_kv_commit(&c->kv);
+    return 0;
+}
 
-    if (n_out == 0) return 0;
-    /* final norm of the rows that want logits (of the final mix, with attention residuals),
-     * gathered, then the LM head once */
+/* The final norm of the active rows that want logits (of the final mix, with attention
+ * residuals), gathered, then the LM head once. */
+static void pass_logits(md_ctx *c, const md_row *rows, int64_t T, int64_t n_out, float *logits) {
+    const md_model *mod = c->m;
+    const int64_t E = mod->cfg.n_embd;
+    scratch *s = &c->s;
     const float *x = block_input(c, -1, mod->res_out, MD_PROBE_RES_PROBS_FFN, T);
     int64_t j = 0;
     for (int64_t t = 0; t < T; t++)
-        if (rows[t].logits) md_rmsnorm(s->xn + j++ * E, x + t * E, mod->out_norm, E, m->norm_eps);
+        if (rows[t].logits)
+            md_rmsnorm(s->xn + j++ * E, x + t * E, mod->out_norm, E, mod->cfg.norm_eps);
     observe(c, -1, MD_PROBE_RESULT_NORM, s->xn, n_out, E);
     matmul(c, &mod->output, s->xn, n_out, logits, NULL);
+}
+
+/* ---- ping-pong micro-batches (md_lanes.h) --------------------------------------------------- */
+
+#define SWAP(a, b)                                                                                 \
+    do {                                                                                           \
+        __typeof__(a) swap_ = (a);                                                                 \
+        (a) = (b);                                                                                 \
+        (b) = swap_;                                                                               \
+    } while (0)
+
+/* Makes lane l's state the context's (and the context's the lane's): the same call again undoes
+ * it. The layer loop's code then runs on the lane unchanged. */
+static void lane_swap(md_ctx *c, md_lane *l) {
+    SWAP(c->s, l->s);
+    SWAP(c->T_cap, l->T_cap);
+    SWAP(c->obs_cap, l->obs_cap);
+    SWAP(c->kv, l->kv);
+    SWAP(c->kda, l->kda);
+    SWAP(c->ar, l->ar);
+    SWAP(c->attn, l->attn);
+    SWAP(c->heads, l->heads);
+    SWAP(c->mb, l->mb);
+    SWAP(c->mb_on, l->mb_on);
+    SWAP(c->mt0, l->mt0);
+    SWAP(c->mt1, l->mt1);
+    SWAP(c->mt2, l->mt2);
+}
+
+static void lane_act(md_ctx *c, int i) {
+    if (i > 0) lane_swap(c, c->lanes[i]);
+}
+
+static void lane_free(md_ctx *c, md_lane *l) {
+    if (!l) return;
+    if (l != c->lanes[0]) {
+        lane_swap(c, l);
+        free_scratch(c);
+        md_attn_ws_free(&c->attn);
+        md_heads_ws_free(&c->heads);
+        md_attnres_free(&c->ar);
+        md_kda_lane_free(&c->kda);
+        md_kv_lane_free(&c->kv);
+        lane_swap(c, l);
+    }
+    free(l->rows);
+    free(l->at);
+    free(l->out_at);
+    free(l);
+}
+
+/* Lane i, made the first time (its KV and KDA passes views of the context's), with room for
+ * T rows. Called while lane 0 is the context's. */
+static md_lane *lane_get(md_ctx *c, int i, int64_t T, mw_err *err) {
+    md_lane *l = c->lanes[i];
+    if (!l) {
+        if (!(l = calloc(1, sizeof *l))) {
+            mw_errf(err, "forward: out of memory for micro-batches");
+            return NULL;
+        }
+        if (i > 0) {
+            if (md_kv_lane_init(&l->kv, &c->kv, err)) {
+                free(l);
+                return NULL;
+            }
+            md_kda_lane_init(&l->kda, &c->kda);
+            md_attnres_init(&l->ar, &c->m->cfg);
+        }
+        l->mb = &l->mb_store;
+        c->lanes[i] = l;
+    }
+    if (T > l->cap) {
+        md_row *r = realloc(l->rows, (size_t)T * sizeof *r);
+        if (r) l->rows = r;
+        int64_t *a = r ? realloc(l->at, (size_t)T * sizeof *a) : NULL;
+        if (a) l->at = a;
+        int64_t *o = a ? realloc(l->out_at, (size_t)T * sizeof *o) : NULL;
+        if (o) l->out_at = o;
+        if (!o) {
+            mw_errf(err, "forward: out of memory for micro-batches");
+            return NULL;
+        }
+        l->cap = T;
+    }
+    l->T = l->n_out = 0;
+    return l;
+}
+
+/* How many lanes this step runs in. Observers and routing sinks see one batch per step, so they
+ * keep it whole; a backend without separate submit and wait cannot overlap anything (auto
+ * leaves it whole, a fixed count still splits: the same bits, no gain). */
+static int lanes_for(md_ctx *c, const md_row *rows, int64_t T) {
+    const int mode = c->p.micro_batches;
+    if (mode == 1 || T < 2 || c->obs || c->sink.step || c->sink.layer) return 1;
+    const md_expert_backend *be = c->p.experts;
+    const bool halves = be->submit && be->wait;
+    if (!halves && mode == 0) return 1;
+    const int in_flight = !halves ? MD_LANES_MAX : be->in_flight > 0 ? be->in_flight : 1;
+    return md_lanes_choose(&c->clock, mode, in_flight, md_lanes_count_seqs(rows, T, c->seq_rows));
+}
+
+/* Splits the step's rows into n lanes by sequence; returns -1 when memory runs out. */
+static int lanes_split(md_ctx *c, const md_row *rows, int64_t T, int n, mw_err *err) {
+    if (T > c->lane_rows_cap) {
+        int32_t *a = realloc(c->lane_of, (size_t)T * sizeof *a);
+        if (a) c->lane_of = a;
+        int32_t *b = a ? realloc(c->seqs, (size_t)T * sizeof *b) : NULL;
+        if (b) c->seqs = b;
+        if (!b) return mw_errf(err, "forward: out of memory for micro-batches");
+        c->lane_rows_cap = T;
+    }
+    if (!c->seq_lane) {
+        if (!(c->seq_lane = malloc((size_t)c->p.n_seq * sizeof *c->seq_lane)))
+            return mw_errf(err, "forward: out of memory for micro-batches");
+        for (int i = 0; i < c->p.n_seq; i++) c->seq_lane[i] = -1;
+    }
+    md_lanes_plan(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows, c->seqs);
+    md_lane *L[MD_LANES_MAX];
+    for (int i = 0; i < n; i++)
+        if (!(L[i] = lane_get(c, i, T, err))) return -1;
+    int64_t out = 0;
+    for (int64_t t = 0; t < T; t++) {
+        md_lane *l = L[c->lane_of[t]];
+        if (rows[t].logits) l->out_at[l->n_out++] = out++;
+        l->at[l->T] = t;
+        l->rows[l->T++] = rows[t];
+    }
+    return 0;
+}
+
+/* After a failure: every lane's batch still at the backend is waited for (its result dropped), so
+ * none is left in flight. */
+static void lanes_drain(md_ctx *c, int n) {
+    for (int i = 0; i < n; i++) {
+        lane_act(c, i);
+        if (c->mb_on) {
+            mw_err ignored = {0};
+            const bool latent = c->m->layers[c->mb->layer].routed_down.data != NULL;
+            md_expert_wait(c->p.experts, c->mb, latent ? c->s.lmoe : c->s.moe, &ignored);
+            c->mb_on = false;
+        }
+        lane_act(c, i);
+    }
+}
+
+/* Each lane's logits, computed on its rows, into their places in the step's. */
+static int lanes_logits(md_ctx *c, int n, float *logits, mw_err *err) {
+    const int64_t V = c->m->cfg.n_vocab;
+    int64_t most = 0;
+    for (int i = 0; i < n; i++) most = c->lanes[i]->n_out > most ? c->lanes[i]->n_out : most;
+    float *tmp = most ? malloc((size_t)(most * V) * sizeof *tmp) : NULL;
+    if (most && !tmp) return mw_errf(err, "forward: out of memory for micro-batches' logits");
+    for (int i = 0; i < n; i++) {
+        md_lane *l = c->lanes[i];
+        if (!l->n_out) continue;
+        lane_act(c, i);
+        pass_logits(c, l->rows, l->T, l->n_out, tmp);
+        lane_act(c, i);
+        for (int64_t j = 0; j < l->n_out; j++)
+            memcpy(logits + l->out_at[j] * V, tmp + j * V, (size_t)V * sizeof *tmp);
+    }
+    free(tmp);
+    return 0;
+}
+
+/* Runs every lane's step for one stage (the pass's start, a layer's head, a layer's tail then the
+ * next layer's head), lane after lane: lane i's exchange is in flight while lanes i+1, ... compute.
+ */
+static int lanes_stage(md_ctx *c, int n, int il, mw_err *err) {
+    const int L = c->m->cfg.n_layer;
+    for (int i = 0; i < n; i++) {
+        md_lane *l = c->lanes[i];
+        lane_act(c, i);
+        int rc = il < 0 ? pass_begin(c, l->rows, l->T, err) || layer_head(c, 0, l->rows, l->T, err)
+                        : layer_tail(c, il, l->T, err) ||
+                              (il + 1 < L && layer_head(c, il + 1, l->rows, l->T, err));
+        lane_act(c, i);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+static int forward_lanes(md_ctx *c, const md_row *rows, int64_t T, int n, int64_t n_out,
+                         float *logits, mw_err *err) {
+    if (lanes_split(c, rows, T, n, err)) return -1;
+    for (int il = -1; il < c->m->cfg.n_layer; il++)
+        if (lanes_stage(c, n, il, err)) {
+            lanes_drain(c, n);
+            return -1;
+        }
+    for (int i = 0; i < n; i++) {
+        lane_act(c, i);
+        md_kda_commit(&c->kda);
+        md_kv_commit(&c->kv);
+        lane_act(c, i);
+    }
+    c->lstats.split_steps++;
+    c->lstats.lanes += (uint64_t)n;
+    return n_out ? lanes_logits(c, n, logits, err) : 0;
+}
+
+/* After a failed split step: whether the backend says rows of the failed lane's batch needed
+ * experts no live node serves. */
+static bool lanes_lost_rows(const md_ctx *c, int n) {
+    const md_expert_backend *be = c->p.experts;
+    if (!be->row_lost) return false;
+    int64_t most = 0;
+    for (int i = 0; i < n; i++) most = c->lanes[i]->T > most ? c->lanes[i]->T : most;
+    for (int64_t r = 0; r < most; r++)
+        if (be->row_lost(be, r)) return true;
+    return false;
+}
+
+md_lane_stats md_ctx_lane_stats(const md_ctx *c) {
+    md_lane_stats st = c->lstats;
+    st.trunk_us = c->clock.trunk_ns * 1e-3;
+    st.rtt_us = c->clock.wait_ns * 1e-3;
+    return st;
+}
+
+int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *err) {
+    const md_config *m = &c->m->cfg;
+    int64_t n_out = 0;
+    if (check_rows(c, rows, T, &n_out, err)) return -1;
+    if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
+    const int lanes = lanes_for(c, rows, T);
+    if (lanes > 1) {
+        if (forward_lanes(c, rows, T, lanes, n_out, logits, err) == 0) return 0;
+        if (!lanes_lost_rows(c, lanes)) return -1;
+        /* the backend named rows of a lane's batch, which are not the step's: the step again,
+         * whole, so that a failure names the step's own rows (experts with no live owner fail
+         * at once, before anything is sent) */
+    }
+    const uint64_t t0 = mw_now_ns(), w0 = c->timing.wait_ns, l0 = c->timing.layers;
+    if (pass_begin(c, rows, T, err)) return -1;
+    if (c->sink.step) c->sink.step(c->sink.ud, rows, T);
+    for (int il = 0; il < m->n_layer; il++)
+        if (layer_head(c, il, rows, T, err) || layer_tail(c, il, T, err)) return -1;
+    md_kda_commit(&c->kda);
+    md_kv_commit(&c->kv);
+    if (n_out) pass_logits(c, rows, T, n_out, logits);
+    md_lanes_measure(&c->clock, mw_now_ns() - t0, c->timing.wait_ns - w0, c->timing.layers - l0);
     return 0;
 }

@@ -34,6 +34,23 @@ int md_kda_state_init(md_kda_state *st, const md_config *cfg, int n_seq, mw_err 
     return 0;
 }
 
+void md_kda_lane_init(md_kda_state *lane, const md_kda_state *st) {
+    *lane = *st;
+    lane->kv = NULL;
+    lane->groups = NULL;
+    lane->n_groups = 0;
+    lane->groups_cap = 0;
+    lane->scratch = NULL;
+    lane->slot_bytes = 0;
+    lane->n_threads = 0;
+}
+
+void md_kda_lane_free(md_kda_state *lane) {
+    free(lane->groups);
+    free(lane->scratch);
+    memset(lane, 0, sizeof *lane);
+}
+
 void md_kda_state_free(md_kda_state *st) {
     for (int s = 0; st->seqs && s < st->n_seq; s++) free(st->seqs[s].mem);
     free(st->seqs);

@@ -55,6 +55,10 @@ int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err);
  * md_kv_commit (it reads the sequences' lengths before they grow). */
 void md_kda_commit(md_kda_state *st);
 
+/* A lane (micro-batches): a second pass over other sequences beside st's, sharing st's
+ * sequences, with pass state of its own. Nothing to allocate; free it before st. */
+void md_kda_lane_init(md_kda_state *lane, const md_kda_state *st);
+void md_kda_lane_free(md_kda_state *lane);
 /* A copy of a sequence's committed state as it stands (md_kda_snap_bytes; 0 without KDA layers),
  * and that copy made a sequence's state again: with its rows' length restored, the sequence goes
  * on as the one it was taken from would have. */

@@ -135,6 +135,42 @@ oom:
     return mw_errf(err, "KV cache: out of memory");
 }
 
+int md_kv_lane_init(md_kv *lane, const md_kv *kv, mw_err *err) {
+    *lane = *kv;
+    lane->rows = NULL;
+    lane->T = lane->n_keep = lane->keep_cap = 0;
+    lane->order = lane->keep = NULL;
+    lane->row_first = NULL;
+    lane->order_cap = lane->row_first_cap = lane->keep_rows_cap = 0;
+    lane->stage_k = calloc((size_t)kv->n_layer, sizeof(void *));
+    lane->stage_v = calloc((size_t)kv->n_layer, sizeof(void *));
+    lane->tmp = malloc((size_t)(kv->kd > kv->vd ? kv->kd : kv->vd) * kv->esz);
+    lane->seq_count = calloc((size_t)kv->n_seq, sizeof *lane->seq_count);
+    lane->seq_first = malloc((size_t)kv->n_seq * sizeof *lane->seq_first);
+    if (!lane->stage_k || !lane->stage_v || !lane->tmp || !lane->seq_count || !lane->seq_first) {
+        md_kv_lane_free(lane);
+        return mw_errf(err, "KV cache: out of memory for a micro-batch");
+    }
+    for (int s = 0; s < kv->n_seq; s++) lane->seq_first[s] = -1;
+    return 0;
+}
+
+void md_kv_lane_free(md_kv *lane) {
+    for (int l = 0; l < lane->n_layer; l++) {
+        if (lane->stage_k) free(lane->stage_k[l]);
+        if (lane->stage_v) free(lane->stage_v[l]);
+    }
+    free(lane->stage_k);
+    free(lane->stage_v);
+    free(lane->seq_count);
+    free(lane->seq_first);
+    free(lane->order);
+    free(lane->row_first);
+    free(lane->keep);
+    free(lane->tmp);
+    memset(lane, 0, sizeof *lane);
+}
+
 void md_kv_free(md_kv *kv) {
     for (int s = 0; kv->seqs && s < kv->n_seq; s++) {
         const md_kv_seq *q = &kv->seqs[s];

@@ -83,6 +83,12 @@ void md_kv_store(md_kv *kv, int layer, float *k, float *v);
  * committed changes nothing the sequences hold (the next md_kv_begin starts over). */
 void md_kv_commit(md_kv *kv);
 
+/* A lane (micro-batches, model/md_forward.c): a second pass in flight at the same time as kv's,
+ * over other sequences. The lane shares kv's sequences and layout and has pass state of its own;
+ * md_kv_begin/store/commit work on it as on kv. Free it with md_kv_lane_free before kv. */
+int md_kv_lane_init(md_kv *lane, const md_kv *kv, mw_err *err);
+void md_kv_lane_free(md_kv *lane);
+
 /* Sequence lengths: may it drop to n positions? Always for 0 and for full-attention caches; a
  * ring keeps only what the next query needs, so it can step back at most ring - n_swa + 1. */
 bool md_kv_can_truncate(const md_kv *kv, int seq, int64_t n);

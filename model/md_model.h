@@ -180,6 +180,10 @@ typedef struct md_ctx_params {
     bool swa_full; /* sliding-window layers keep every position, as full layers do; by default they
                       keep a ring of the window (results are the same bits either way) */
     kn_type kv_type; /* the KV cache's rows: KN_F32 (0, the default), KN_F16 or KN_BF16 */
+    /* Ping-pong micro-batches (model/md_lanes.h): a batch of several sequences is split by
+     * sequence into this many micro-batches whose expert exchanges overlap each other's trunk
+     * work. 0 = auto (from measured trunk and round-trip times), 1 = never, 2 .. MD_LANES_MAX. */
+    int micro_batches;
 } md_ctx_params;
 
 int md_ctx_new(const md_model *m, const md_ctx_params *p, md_ctx **out, mw_err *err);
@@ -272,6 +276,12 @@ typedef struct md_moe_timing {
 } md_moe_timing;
 
 md_moe_timing md_ctx_moe_timing(const md_ctx *c);
+/* Ping-pong micro-batches so far: steps run split, and the micro-batches they ran in all. */
+typedef struct md_lane_stats {
+    uint64_t split_steps, lanes;
+    double trunk_us, rtt_us; /* the auto choice's measured per-layer trunk and round trip */
+} md_lane_stats;
+md_lane_stats md_ctx_lane_stats(const md_ctx *c);
 void md_ctx_reset_moe_timing(md_ctx *c);
 
 #endif

@@ -42,8 +42,9 @@ struct md_expert_backend {
     /* Optional, run in two halves: submit starts the batch and returns once it is on its way (a
      * remote backend: sent to the nodes), wait completes it into out. Between them the caller
      * computes what does not depend on it (the shared experts); the batch and the arrays it
-     * points to stay valid and unchanged until wait. One batch in flight at a time. A backend
-     * without them (NULL) runs the whole batch in md_expert_submit. */
+     * points to stay valid and unchanged until wait. Up to in_flight batches (at least one) may be
+     * submitted before waiting; wait names which by its batch pointer. A backend without them
+     * (NULL) runs the whole batch in md_expert_submit. */
     int (*submit)(md_expert_backend *b, const md_moe_batch *batch, mw_err *err);
     int (*wait)(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err);
     /* Optional: after a run or wait that failed because experts had no live owner, whether batch
@@ -55,6 +56,7 @@ struct md_expert_backend {
      * `row` it left out for want of a live owner (their gate weights renormalised over the rest),
      * so a caller can tell each request how much of its routing was skipped. NULL: never skips. */
     uint32_t (*row_skipped)(const md_expert_backend *b, int64_t row);
+    int in_flight; /* batches submit takes before a wait; 0 means 1 */
 };
 
 /* Starts a batch: b->submit, or b->run at once (out written now) when the backend has no halves. */

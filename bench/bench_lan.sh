@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# bench/bench_lan.sh — bench_lan on the emulated LAN (tests/lan/lan.sh; root and network
+# namespaces): a K3-shaped synth (kimi-k3: 896 experts, top-16, widths narrowed to fit one
+# machine) on 8 nodes, each owning an even range of every MoE layer's experts, decoded by a
+# coordinator in its own namespace at 0.1 ms / 10 Gbit/s, 0.5 ms / 1 Gbit/s and 1 ms / 1 Gbit/s,
+# with and without ping-pong micro-batches; in process for reference; the union curve on the
+# cluster once. JSON lines on stdout (bench_lan's), progress on stderr.
+#   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
+# Without --model it synthesizes /tmp/mw-k3lan (8 layers, hidden 256, 4 heads of 32, q/kv latent 64,
+# 896 experts of FF 128 in MXFP4, top-16, dense q8_0), the model of docs/benchmarks.md's table.
+case "${1:-}" in # --help: the comment above, which is the usage
+--help | -h) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+esac
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model="" streams=1,16,64 steps=6 rounds=2 links="0.1/10gbit 0.5/1gbit 1/1gbit" nodes=8
+while [ $# -gt 0 ]; do
+  case $1 in
+    --model) model=$2 ;; --streams) streams=$2 ;; --steps) steps=$2 ;; --rounds) rounds=$2 ;;
+    --links) links=$2 ;; *) echo "bench_lan.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift 2
+done
+if ! why=$(tests/lan/lan.sh check); then
+  echo "bench_lan.sh: skipped: the emulated LAN cannot run here: $why" >&2
+  exit 0
+fi
+if [ -z "$model" ]; then
+  model=/tmp/mw-k3lan
+  [ -f $model/manifest.json ] || bin/vindex synth --arch kimi-k3 --layers 8 --hidden 256 --heads 4 \
+    --head-dim 32 --experts 896 --top-k 16 --expert-ff 128 --vocab 1024 --seed 7 --q-lora 64 \
+    --kv-lora 64 --rope-dim 16 --v-dim 32 --kda-head-dim 32 --dense-ff 256 --dense-format q8_0 \
+    --format vindex $model >&2
+fi
+E=$(bin/vindex inspect "$model" | sed -n 's/.* \([0-9]*\) experts$/\1/p' | head -1)
+layers=$(bin/vindex inspect "$model" | sed -n 's/^ *holds *\([0-9]*-[0-9]*\):.*/\1/p' | head -1)
+specs=""
+for ((k = 0; k < nodes; k++)); do specs="$specs $layers:$((k * E / nodes))-$(((k + 1) * E / nodes - 1))"; done
+echo "== bench_lan.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+build/rel/bench/bench_lan --model "$model" --local --streams "$streams" --micro 1 --steps "$steps" \
+  --rounds "$rounds" --label in-process
+first=1
+for link in $links; do
+  d=${link%/*} r=${link#*/} name="mwbl$$"
+  tests/lan/lan.sh up "$name" --nodes $nodes --delay-ms "$d" --rate "$r" --model "$model" \
+    --specs "$specs" --owner $$ >"/tmp/$name.up" 2>&1 || { cat "/tmp/$name.up" >&2; exit 1; }
+  eps=$(sed -n 's/^nodes: //p' "/tmp/$name.up")
+  head -1 "/tmp/$name.up" >&2
+  union=()
+  [ $first = 1 ] && union=(--union 256)
+  tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
+    --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "lan-${d}ms-$r" \
+    "${union[@]}" 2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
+  tests/lan/lan.sh down "$name"
+  rm -f "/tmp/$name.up"
+  first=0
+done

@@ -1,0 +1,202 @@
+/* tests/unit/test_md_lanes.c — ping-pong micro-batches (model/md_lanes.h): a step of several
+ * sequences run in 2, 3 or 4 lanes gives the same logits, bit for bit, as the step run whole, for
+ * every family's tiny model (shared experts, KDA layers, attention residuals, sliding windows),
+ * over a prefill step and decode steps; the sequences go to lanes whole and balanced; the auto
+ * choice splits only when the measured wait outgrows the trunk's time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "model/md_lanes.h"
+#include "model/md_local.h"
+#include "model/md_model.h"
+#include "tests/support/mw_test.h"
+#include "tests/support/mwt_lanes.h"
+#include "vindex/vx_source.h"
+
+/* The run of mwt_lanes_run on the in-process experts of a fixture. */
+static float *run(const char *name, int micro_batches, size_t *n_floats, md_lane_stats *st) {
+    char rel[128];
+    mw_err e;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
+    if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
+        md_local_backend_new(src, &model->cfg, NULL, &experts, &e))
+        fail_msg("%s: %s", name, e.msg);
+    float *out = mwt_lanes_run(model, experts, micro_batches, n_floats, st);
+    experts->destroy(experts);
+    md_model_free(model);
+    vx_source_close(src);
+    return out;
+}
+
+static void same_in_lanes(const char *name) {
+    size_t n1, n;
+    md_lane_stats st;
+    float *whole = run(name, 1, &n1, &st);
+    assert_int_equal(st.split_steps, 0);
+    for (int lanes = 2; lanes <= MD_LANES_MAX; lanes++) {
+        float *split = run(name, lanes, &n, &st);
+        assert_int_equal(n, n1);
+        if (memcmp(whole, split, n * sizeof *split))
+            fail_msg("%s: %d micro-batches change the logits", name, lanes);
+        assert_int_equal(st.split_steps, 1 + MWT_LANES_STEPS);
+        assert_int_equal(st.lanes, (uint64_t)lanes * (1 + MWT_LANES_STEPS));
+        free(split);
+    }
+    free(whole);
+}
+
+static void test_gptoss(void **state) {
+    (void)state;
+    same_in_lanes("gpt-oss-tiny");
+}
+
+static void test_qwen3moe(void **state) {
+    (void)state;
+    same_in_lanes("qwen3moe-tiny");
+}
+
+static void test_deepseek2(void **state) {
+    (void)state;
+    same_in_lanes("deepseek2-tiny");
+}
+
+static void test_kimi_linear(void **state) {
+    (void)state;
+    same_in_lanes("kimi-linear-tiny");
+}
+
+static void test_kimi_k3(void **state) {
+    (void)state;
+    same_in_lanes("kimi-k3-tiny");
+}
+
+/* A backend over the in-process one whose experts 0 .. 3 have no live owner: a batch that selects
+ * one fails, and row_lost names its rows that did. */
+typedef struct lossy {
+    md_expert_backend be, *inner;
+    uint8_t lost[256];
+    int64_t n_lost;
+} lossy;
+
+static int lossy_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    lossy *l = b->impl;
+    bool any = false;
+    l->n_lost = batch->T;
+    for (int64_t t = 0; t < batch->T; t++) {
+        l->lost[t] = 0;
+        for (int j = 0; j < batch->k; j++) l->lost[t] |= batch->experts[t * batch->k + j] < 4;
+        any |= l->lost[t];
+    }
+    if (any) return mw_errf(err, "experts 0-3 have no live owner");
+    l->n_lost = 0;
+    return l->inner->run(l->inner, batch, out, err);
+}
+
+static bool lossy_row_lost(const md_expert_backend *b, int64_t row) {
+    const lossy *l = b->impl;
+    return row >= 0 && row < l->n_lost && l->lost[row];
+}
+
+/* A split step that fails for want of experts names the step's rows, as a whole step does. */
+static void test_lost_rows_are_the_steps(void **state) {
+    (void)state;
+    mw_err e;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *inner;
+    if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &src, &e) ||
+        md_model_load(src, &model, &e) || md_local_backend_new(src, &model->cfg, NULL, &inner, &e))
+        fail_msg("%s", e.msg);
+    lossy l = {.be = {.name = "lossy", .run = lossy_run, .row_lost = lossy_row_lost},
+               .inner = inner};
+    l.be.impl = &l;
+    bool lost[2][16];
+    for (int mb = 1; mb <= 2; mb++) {
+        md_ctx_params p = {
+            .numerics = KN_NUM_Q8, .experts = &l.be, .n_seq = 16, .n_ctx = 8, .micro_batches = mb};
+        md_ctx *c;
+        if (md_ctx_new(model, &p, &c, &e)) fail_msg("%s", e.msg);
+        md_row rows[16];
+        for (int s = 0; s < 16; s++) rows[s] = (md_row){s, 0, s * 13 + 5, 1};
+        float *out = malloc(16 * (size_t)model->cfg.n_vocab * sizeof *out);
+        assert_int_equal(md_forward(c, rows, 16, out, &e), -1);
+        int n = 0;
+        for (int r = 0; r < 16; r++) n += lost[mb - 1][r] = l.be.row_lost(&l.be, r);
+        assert_in_range(n, 1, 15); /* some rows, not all: the check can tell them apart */
+        free(out);
+        md_ctx_free(c);
+    }
+    assert_memory_equal(lost[0], lost[1], sizeof lost[0]);
+    inner->destroy(inner);
+    md_model_free(model);
+    vx_source_close(src);
+}
+
+/* Sequences stay whole, the largest first onto the emptiest lane. */
+static void test_plan(void **state) {
+    (void)state;
+    md_row rows[12];
+    const int seq[12] = {3, 3, 3, 3, 3, 0, 0, 0, 5, 5, 7, 3};
+    int pos[8] = {0};
+    for (int t = 0; t < 12; t++) rows[t] = (md_row){seq[t], pos[seq[t]]++, 1, 1};
+    int32_t lane_of[12], seq_lane[8], seqs[12];
+    int64_t seq_rows[8] = {0};
+    for (int i = 0; i < 8; i++) seq_lane[i] = -1;
+    assert_int_equal(md_lanes_count_seqs(rows, 12, seq_rows), 4);
+    assert_int_equal(md_lanes_plan(rows, 12, 2, lane_of, seq_lane, seq_rows, seqs), 4);
+    /* 3 (6 rows) → lane 0; 0 (3) → lane 1; 5 (2) → lane 1; 7 (1) → lane 1 */
+    for (int t = 0; t < 12; t++) assert_int_equal(lane_of[t], seq[t] == 3 ? 0 : 1);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(seq_lane[i], -1);
+        assert_int_equal(seq_rows[i], 0);
+    }
+}
+
+/* Auto: nothing before a measurement; one lane while the trunk outweighs the wait; more as the
+ * wait grows, never more than the sequences or the backend's batches in flight; an unsplit step
+ * now and then to measure again. */
+static void test_choose(void **state) {
+    (void)state;
+    md_lanes_clock k = {0};
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 8), 1);
+    md_lanes_measure(&k, 10000, 4000, 1); /* trunk 6 us, wait 4 us */
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 8), 1);
+    k = (md_lanes_clock){0};
+    md_lanes_measure(&k, 10000, 8000, 1); /* trunk 2, wait 8: 1 + 8 / 2.4 = 4 */
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 8), 4);
+    assert_int_equal(md_lanes_choose(&k, 0, 2, 8), 2);
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 3), 3);
+    assert_int_equal(md_lanes_choose(&k, 0, 4, 1), 1);
+    assert_int_equal(md_lanes_choose(&k, 1, 4, 8), 1);
+    assert_int_equal(md_lanes_choose(&k, 3, 4, 8), 3);
+    assert_int_equal(md_lanes_choose(&k, 3, 1, 8), 1);
+    int unsplit = 0;
+    for (int i = 0; i < 3 * MD_LANES_REMEASURE; i++) {
+        int n = md_lanes_choose(&k, 0, 4, 8);
+        if (n == 1) {
+            unsplit++;
+            md_lanes_measure(&k, 10000, 8000, 1);
+        }
+    }
+    assert_in_range(unsplit, 2, 3);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan),      cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_gptoss),    cmocka_unit_test(test_qwen3moe),
+        cmocka_unit_test(test_deepseek2), cmocka_unit_test(test_kimi_linear),
+        cmocka_unit_test(test_kimi_k3),   cmocka_unit_test(test_lost_rows_are_the_steps),
+    };
+    return cmocka_run_group_tests_name("micro-batches", tests, NULL, NULL);
+}
