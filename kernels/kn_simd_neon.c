@@ -12,25 +12,10 @@
 #include <arm_neon.h>
 
 #include "kernels/kn_exp_neon.h"
-#if defined(__linux__)
-#include <sys/auxv.h>
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
-#elif defined(__APPLE__)
-#include <sys/sysctl.h>
-#endif
+#include "util/mw_platform.h"
 
 bool kn__isa_neon_usable(void) {
-#if defined(__linux__)
-    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-#elif defined(__APPLE__)
-    int v = 0;
-    size_t len = sizeof v;
-    return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &len, NULL, 0) == 0 && v;
-#else
-    return false;
-#endif
+    return mw_cpu_arm_dotprod();
 }
 
 /* ---- canonical reductions -------------------------------------------------------------------- */
