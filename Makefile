@@ -79,7 +79,7 @@ NEON_FLAGS := -march=armv8.2-a+dotprod+fp16
 LDLIBS = $(PKG_LIBS) -lm -pthread
 
 # ---- sources --------------------------------------------------------------------------------
-LIB_DIRS := util kernels vindex model tokenizer wire metal coordinator expert-node
+LIB_DIRS := util template kernels vindex model tokenizer grammar wire metal coordinator expert-node
 ALL_C := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c $(d)/*/*.c))
 ISA_EXCLUDE := $(if $(filter x86_64,$(ARCH)),%_neon.c,%_avx2.c %_avxvnni.c %_avx512.c %_x86.c) \
                $(if $(filter aarch64,$(ARCH)),,%_neon.c)
@@ -203,8 +203,9 @@ $(ASAN)/tests/%: $(ASAN)/obj/tests/%.o $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
 # The test-only npm packages (pinned), installed into build/npm by one npm call: two installs into
 # one prefix at once (make -j) would remove each other's packages. js-tiktoken writes the o200k
 # reference (the vocabulary and its encodings, by tests/tiktoken/o200k_cases.js, offline); the
-# official openai client drives the serving tests.
-NPM_PKGS := js-tiktoken@1.0.21 openai@6.30.1
+# official openai client drives the serving tests; ajv (a JSON-schema validator) checks the
+# structured outputs and tool-call arguments they get.
+NPM_PKGS := js-tiktoken@1.0.21 openai@6.30.1 ajv@8.17.1
 NPM_STAMP := build/npm/.installed-$(shell echo $(NPM_PKGS) | cksum | cut -d' ' -f1)
 $(NPM_STAMP):
 	@mkdir -p build/npm

@@ -1,12 +1,14 @@
-/* bench/bench_kernels.c — the kernel benchmark (not a test): first this machine's read
- * bandwidth (STREAM-style, 1 and 2 threads) and the pool's wake-up, then kn_matmul on MXFP4, Q6_K,
- * Q8_0 and F32 matrices and the fused expert (T = 1, 2, 3, 4, 8, 16, 64; 1 and 2 threads),
- * rotating over enough matrices that the working set exceeds the last-level cache. Prints, per
- * case, GB/s of stored weight bytes, % of the bandwidth measured in this run, rows x tokens per
- * second, and one JSON line; with --ggml-mm PATH (bench/ggml/ggml_mm.c, built against a ggml the
- * user names) ggml's time for the same shape, T and threads, measured right before each matrix
- * case, and the ratio. `bench_kernels --help` lists the option and the environment variables that
- * select cases (ENV_NOTES). */
+/* bench/bench_kernels.c — the kernel benchmark (not a test): first this machine's ceilings,
+ * measured in the same run as the figures compared with them — the read bandwidth (STREAM-style, 1
+ * and 2 threads) and the int8 dot-product peak of the active ISA's instruction — and the pool's
+ * wake-up, then kn_matmul on MXFP4, Q6_K, Q4_K, Q8_0 and F32 matrices and the fused expert (T = 1
+ * to 8, 16, 64; 1 and 2 threads), rotating over enough matrices that the working set exceeds the
+ * last-level cache. Prints, per case, GB/s of stored weight bytes, % of the bandwidth of as many
+ * threads, GB/s per thread against ONE thread's bandwidth (the per-core streaming rate), % of the
+ * int8 peak, rows x tokens per second, and one JSON line; with --ggml-mm PATH
+ * (bench/ggml/ggml_mm.c, built against a ggml the user names) ggml's time for the same shape, T and
+ * threads, measured right before each matrix case, and the ratio. `bench_kernels --help` lists the
+ * option and the environment variables that select cases (ENV_NOTES). */
 #include "bench/bench_llama.h"
 #include "bench/bench_util.h"
 #include "kernels/kn.h"
@@ -31,11 +33,12 @@ static const shape shapes[] = {
     {"mxfp4_gate_up", KN_MXFP4, 5760, 2880},
     {"mxfp4_down", KN_MXFP4, 2880, 2880},
     {"q6_K_gate_up", KN_Q6_K, 5760, 3072},
+    {"q4_K_gate_up", KN_Q4_K, 5760, 3072},
     /* the coordinator's dense weights: attention projections in Q8_0, a router / head in F32 */
     {"q8_0_dense", KN_Q8_0, 4096, 2880},
     {"f32_dense", KN_F32, 2880, 2880},
 };
-static const int64_t Ts[] = {1, 2, 3, 4, 8, 16, 64};
+static const int64_t Ts[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 64};
 #define N_TS ((int)(sizeof Ts / sizeof Ts[0]))
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -61,6 +64,10 @@ static void fill_weights(kn_type t, uint8_t *p, size_t bytes) {
         if (t == KN_Q6_K) {
             const uint16_t d = kn_f32_to_fp16(1e-3f);
             memcpy(p + b + 208, &d, 2);
+        }
+        if (t == KN_Q4_K) { /* d and dmin */
+            const uint16_t d = kn_f32_to_fp16(1e-3f);
+            memcpy(p + b, &d, 2), memcpy(p + b + 2, &d, 2);
         }
     }
 }
@@ -128,7 +135,46 @@ static bool env_allows_int(const char *name, long long v) {
     return env_allows(name, buf, true);
 }
 
-static void run_case(const bench_case *c, kn_numerics num, const double bw[3], double budget) {
+/* The ceilings of this run: read bandwidth (GB/s) and int8 dot-product peak (MAC/s; 0 where the
+ * ISA has no probe), by thread count. */
+typedef struct ceilings {
+    double bw[3], peak[3];
+    const char *dot;
+} ceilings;
+
+/* One line and one JSON record for a case's calls: GB/s overall and per thread (against one
+ * thread's read bandwidth, the per-core streaming rate), and its multiply-adds against the peak. */
+static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int threads, int64_t T,
+                   int ti, double *dt, int calls) {
+    const double best = bu_min(dt, calls), med = bu_median(dt, calls);
+    const double gbps = c->bytes / best / 1e9, per = gbps / threads;
+    const double pct = 100.0 * gbps / cl->bw[threads], pct1 = 100.0 * per / cl->bw[1];
+    const double rt = (double)c->rows * (double)T / best;
+    const double macs = (double)c->rows * (double)c->cols * (double)T / best;
+    const double peak = cl->peak[threads] > 0 ? 100.0 * macs / cl->peak[threads] : 0;
+    const double ggml = c->ggml_us[threads][ti];
+    printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
+           "%.1f GB/s  per thread %6.2f GB/s = %5.1f%% of 1-thread bw  %5.1f%% of int8 peak  "
+           "%8.2f M rows*tok/s",
+           (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, cl->bw[threads], per, pct1,
+           peak, rt / 1e6);
+    if (ggml > 0) printf("  ggml %.0f us -> %.2fx", ggml, ggml * 1e-6 / best);
+    printf("\n");
+    printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"type\":\"%s\",\"rows\":%lld,"
+           "\"cols\":%lld,\"T\":%lld,\"threads\":%d,\"numerics\":\"%s\",\"isa\":\"%s\","
+           "\"instances\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
+           "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
+           "\"gbps_per_thread\":%.3f,\"read_bw1_gbps\":%.3f,\"pct_bw1_per_thread\":%.1f,"
+           "\"gmacs\":%.2f,\"int8_peak_gmacs\":%.2f,\"pct_peak\":%.1f,"
+           "\"rows_tokens_per_s\":%.0f,\"ggml_us\":%.0f,\"vs_ggml\":%.3f}\n",
+           c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
+           kn_numerics_name(num), isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes, gbps,
+           cl->bw[threads], pct, per, cl->bw[1], pct1, macs / 1e9, cl->peak[threads] / 1e9, peak,
+           rt, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
+    fflush(stdout);
+}
+
+static void run_case(const bench_case *c, kn_numerics num, const ceilings *cl, double budget) {
     printf("\n%s: %s %lld x %lld, %.1f MB per call, rotating over %d (%.0f MB; LLC %.0f MB), "
            "numerics %s\n",
            c->name, c->type, (long long)c->rows, (long long)c->cols, c->bytes / 1e6, c->n,
@@ -154,25 +200,7 @@ static void run_case(const bench_case *c, kn_numerics num, const double bw[3], d
                 c->call(c->ctx, calls % c->n, X, T, Y, num, pool);
                 dt[calls++] = bu_now() - t0;
             }
-            const double best = bu_min(dt, calls), med = bu_median(dt, calls);
-            const double gbps = c->bytes / best / 1e9;
-            const double pct = 100.0 * gbps / bw[threads];
-            const double rt = (double)c->rows * (double)T / best;
-            const double ggml = c->ggml_us[threads][ti];
-            printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
-                   "%.1f GB/s  %8.2f M rows*tok/s",
-                   (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, bw[threads], rt / 1e6);
-            if (ggml > 0) printf("  ggml %.0f us -> %.2fx", ggml, ggml * 1e-6 / best);
-            printf("\n");
-            printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"type\":\"%s\",\"rows\":%lld,"
-                   "\"cols\":%lld,\"T\":%lld,\"threads\":%d,\"numerics\":\"%s\",\"isa\":\"%s\","
-                   "\"instances\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
-                   "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
-                   "\"rows_tokens_per_s\":%.0f,\"ggml_us\":%.0f,\"vs_ggml\":%.3f}\n",
-                   c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
-                   kn_numerics_name(num), isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes,
-                   gbps, bw[threads], pct, rt, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
-            fflush(stdout);
+            report(c, num, cl, threads, T, ti, dt, calls);
         }
         kn_pool_destroy(pool);
     }
@@ -247,7 +275,7 @@ static void ggml_reference(const shape *s, int n, double budget, double us[3][N_
     free(out);
 }
 
-static void run_shape(const shape *s, kn_numerics num, const double bw[3], double budget) {
+static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, double budget) {
     const size_t bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
     const int n = instances(bytes);
     kn_mat *W = calloc((size_t)n, sizeof *W);
@@ -264,7 +292,7 @@ static void run_shape(const shape *s, kn_numerics num, const double bw[3], doubl
                     .call = call_matmul,
                     .ctx = W};
     if (ggml_mm_bin && num == KN_NUM_Q8) ggml_reference(s, n, budget, c.ggml_us);
-    run_case(&c, num, bw, budget);
+    run_case(&c, num, cl, budget);
     for (int i = 0; i < n; i++) free((void *)W[i].data);
     free(W);
 }
@@ -282,7 +310,7 @@ static void call_expert(void *ctx, int i, const float *X, int64_t T, float *Y, k
     }
 }
 
-static void run_expert(kn_numerics num, const double bw[3], double budget) {
+static void run_expert(kn_numerics num, const ceilings *cl, double budget) {
     const int64_t hidden = 2880, ff = 2880;
     const size_t mb = kn_row_size(KN_MXFP4, hidden) * (size_t)ff;
     kn_expert proto = {.gate = {KN_MXFP4, ff, hidden, kn_row_size(KN_MXFP4, hidden), NULL, NULL}};
@@ -311,7 +339,7 @@ static void run_expert(kn_numerics num, const double bw[3], double budget) {
                           .n = n,
                           .call = call_expert,
                           .ctx = E};
-    run_case(&c, num, bw, budget);
+    run_case(&c, num, cl, budget);
     for (int i = 0; i < n; i++) {
         free((void *)E[i].gate.data), free((void *)E[i].up.data), free((void *)E[i].down.data);
     }
@@ -406,7 +434,8 @@ int main(int argc, char **argv) {
     size_t bw_bytes = 4 * bu_llc_bytes();
     if (bw_bytes < ((size_t)1 << 30)) bw_bytes = (size_t)1 << 30;
     if (bw_bytes > ((size_t)3 << 30)) bw_bytes = (size_t)3 << 30;
-    double bw[3] = {0};
+    ceilings cl = {.dot = "none"};
+    double *bw = cl.bw;
     for (int t = 1; t <= 2; t++) {
         bw[t] = bu_read_bandwidth(bw_bytes, t, 5);
         printf("read bandwidth, %d thread%s: %.2f GB/s (best of 5 over %.0f MB)\n", t,
@@ -414,6 +443,15 @@ int main(int argc, char **argv) {
         printf("{\"bench\":\"kernels\",\"case\":\"read_bandwidth\",\"threads\":%d,\"gbps\":%.3f,"
                "\"bytes\":%zu}\n",
                t, bw[t], bw_bytes);
+    }
+    /* the int8 dot-product peak, same run: the ceiling of a kernel that computes as it reads */
+    for (int t = 1; t <= 2; t++) {
+        cl.peak[t] = bu_int8_dot_peak(t, &cl.dot);
+        printf("int8 dot peak, %d thread%s: %.1f GMAC/s (%s)\n", t, t > 1 ? "s" : "",
+               cl.peak[t] / 1e9, cl.dot);
+        printf("{\"bench\":\"kernels\",\"case\":\"int8_peak\",\"threads\":%d,\"gmacs\":%.3f,"
+               "\"instruction\":\"%s\"}\n",
+               t, cl.peak[t] / 1e9, cl.dot);
     }
 
     /* the pool: wake-up latency back to back (workers spinning) and after 2 ms idle (asleep) */
@@ -424,11 +462,11 @@ int main(int argc, char **argv) {
 
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (!env_allows("MW_BENCH_CASES", shapes[i].name, false)) continue;
-        if (q8) run_shape(&shapes[i], KN_NUM_Q8, bw, budget);
-        if (f32) run_shape(&shapes[i], KN_NUM_F32, bw, budget);
+        if (q8) run_shape(&shapes[i], KN_NUM_Q8, &cl, budget);
+        if (f32) run_shape(&shapes[i], KN_NUM_F32, &cl, budget);
     }
     if (!env_allows("MW_BENCH_CASES", "expert_mxfp4", false)) return 0;
-    if (q8) run_expert(KN_NUM_Q8, bw, budget);
-    if (f32) run_expert(KN_NUM_F32, bw, budget);
+    if (q8) run_expert(KN_NUM_Q8, &cl, budget);
+    if (f32) run_expert(KN_NUM_F32, &cl, budget);
     return 0;
 }

@@ -57,10 +57,18 @@ typedef struct opts {
     const char *dir, *vindex_bin, *model, *llama_bench;
     kn_numerics numerics;
     bool profile;
-    int seqs[8], n_seqs; /* --profile-seqs: batches of sequences decoding together */
-    int pin;             /* -1 auto, 0 no, 1 yes */
-    int llama_fa;        /* llama-bench -fa: 1 on, 0 off, -1 auto */
+    int seqs[8], n_seqs;    /* --profile-seqs: batches of sequences decoding together */
+    int pin;                /* -1 auto, 0 no, 1 yes */
+    int llama_fa;           /* llama-bench -fa: 1 on, 0 off, -1 auto */
+    double bw[MAX_THREADS]; /* GB/s read by threads[i] threads, measured at the start */
 } opts;
+
+/* The read bandwidth measured for `threads` threads (0 when not measured). */
+static double bw_of(const opts *o, int threads) {
+    for (int i = 0; i < o->n_threads; i++)
+        if (o->threads[i] == threads) return o->bw[i];
+    return 0;
+}
 
 /* --pin and --llama-fa: the word's index in the option table, as -1 auto, 1 yes / on, 0 no / off */
 static const int TRI[3] = {-1, 1, 0};
@@ -260,9 +268,36 @@ static void step_macs(const md_model *m, int B, double macs[PH_COUNT]) {
 /* Decodes `steps` more tokens in each of sequences 0..B-1 (one row each per step: tok[s] at
  * position pos[s]) with the observer timing each phase; prints ms per step and per token and the
  * rate at which each phase reads its weights; *step_s: the mean step. */
+/* A phase's roofline: the longer of reading its weights at the measured bandwidth and doing its
+ * multiply-adds at the int8 peak (0 for a phase with neither counted, e.g. attention over the KV
+ * cache, the norms). */
+static double phase_bound(double bytes, double macs, double bw_gbs, double peak) {
+    const double mem = bw_gbs > 0 ? bytes / (bw_gbs * 1e9) : 0;
+    const double cpu = peak > 0 ? macs / peak : 0;
+    return mem > cpu ? mem : cpu;
+}
+
+/* The step against its roofline: the sum of the phases' bounds over the mean step. */
+static void print_roofline(const double *bound, const double *sum, int steps, double total,
+                           double bw_gbs, double peak) {
+    double roof = 0, roofed = 0; /* the bounds, and the time of the phases that have one */
+    for (int i = 0; i < PH_COUNT; i++)
+        if (bound[i] > 0) roof += bound[i], roofed += sum[i] / steps;
+    printf("     roofline (max of bytes / %.1f GB/s and MACs / %.0f GMAC/s per phase): %.3f ms per "
+           "step; the step's %.3f ms is %.2fx it (%.0f%% of roofline); the bounded phases' %.3f "
+           "ms is %.2fx it\n",
+           bw_gbs, peak / 1e9, 1e3 * roof, 1e3 * total / steps, roof > 0 ? total / steps / roof : 0,
+           total > 0 ? 100 * roof * steps / total : 0, 1e3 * roofed, roof > 0 ? roofed / roof : 0);
+    printf("{\"bench\":\"model_profile_roofline\",\"read_bw_gbps\":%.3f,\"int8_peak_gmacs\":%.2f,"
+           "\"roofline_ms\":%.4f,\"step_ms\":%.4f,\"step_over_roofline\":%.3f,"
+           "\"bounded_phases_ms\":%.4f}\n",
+           bw_gbs, peak / 1e9, 1e3 * roof, 1e3 * total / steps, roof > 0 ? total / steps / roof : 0,
+           1e3 * roofed);
+}
+
 static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend *be, int B,
                           const int *pos, int32_t *tok, int steps, float *logits, int threads,
-                          kn_numerics numerics, double *step_s, mw_err *e) {
+                          double bw_gbs, kn_numerics numerics, double *step_s, mw_err *e) {
     profile p = {0};
     double bytes[PH_COUNT] = {0};
     for (int il = 0; il < m->cfg.n_layer; il++) {
@@ -314,18 +349,24 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
         printf("     int8 dot peak, %d thread(s): %.0f GMAC/s (%s, measured now); GMAC: the "
                "phase's multiply-adds per step; of peak: GMAC / mean ms against it\n",
                threads, peak / 1e9, dot);
-    printf("     %-34s %8s %6s %8s %9s %8s %9s %8s %8s\n", "phase", "mean ms", "share", "MB",
-           "GB/s", "best ms", "GB/s", "GMAC", "of peak");
+    printf("     %-34s %8s %6s %8s %9s %8s %9s %8s %8s %8s %7s\n", "phase", "mean ms", "share",
+           "MB", "GB/s", "best ms", "GB/s", "GMAC", "of peak", "bound ms", "of roof");
+    double bound[PH_COUNT];
     for (int i = 0; i < PH_COUNT; i++) {
         const double mean = p.sum[i] / steps;
-        char of_peak[16] = "-";
+        bound[i] = phase_bound(bytes[i], macs[i], bw_gbs, peak);
+        char of_peak[16] = "-", of_roof[16] = "-";
         if (peak > 0 && macs[i] > 0 && mean > 0)
             snprintf(of_peak, sizeof of_peak, "%.0f%%", 100 * macs[i] / mean / peak);
-        printf("     %-34s %8.3f %5.1f%% %8.1f %9.1f %8.3f %9.1f %8.4g %8s\n", phase_names[i],
-               1e3 * mean, 100 * p.sum[i] / total, bytes[i] / 1e6,
+        if (bound[i] > 0 && mean > 0)
+            snprintf(of_roof, sizeof of_roof, "%.0f%%", 100 * bound[i] / mean);
+        printf("     %-34s %8.3f %5.1f%% %8.1f %9.1f %8.3f %9.1f %8.4g %8s %8.3f %7s\n",
+               phase_names[i], 1e3 * mean, 100 * p.sum[i] / total, bytes[i] / 1e6,
                p.sum[i] > 0 ? bytes[i] * steps / p.sum[i] / 1e9 : 0, 1e3 * p.min[i],
-               p.min[i] > 0 ? bytes[i] / p.min[i] / 1e9 : 0, macs[i] / 1e9, of_peak);
+               p.min[i] > 0 ? bytes[i] / p.min[i] / 1e9 : 0, macs[i] / 1e9, of_peak, 1e3 * bound[i],
+               of_roof);
     }
+    print_roofline(bound, p.sum, steps, total, bw_gbs, peak);
     return 0;
 }
 
@@ -383,7 +424,8 @@ static int profile_seqs(const opts *o, const md_model *m, md_expert_backend *be,
     }
     if (md_forward(c, rows, B * o->prompt, logits, e)) goto out;
     for (int s = 0; s < B; s++) tok[s] = md_argmax(logits + (size_t)s * (size_t)V, V);
-    rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, o->numerics, step_s, e);
+    rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, bw_of(o, threads),
+                        o->numerics, step_s, e);
 out:
     md_ctx_free(c);
     free(rows);
@@ -455,8 +497,8 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
     const int pos = o->prompt + o->decode;
     double step_s = 0, one_s = 0; /* one sequence's mean step, when profiled first */
     if (with_profile && !o->n_seqs &&
-        profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, o->numerics, &step_s,
-                       &e))
+        profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, bw_of(o, threads),
+                       o->numerics, &step_s, &e))
         goto fail;
     for (int i = 0; with_profile && i < o->n_seqs; i++) {
         const int B = o->seqs[i];
@@ -693,7 +735,7 @@ int main(int argc, char **argv) {
     opts o;
     const int status = parse(argc, argv, &o);
     if (status != BU_RUN) return status;
-    double bw[MAX_THREADS];
+    double *bw = o.bw;
     print_header(&o, bw);
     if (o.model) return run_model(&o, o.model, bw) ? 1 : 0;
     mkdir("build", 0755);

@@ -15,6 +15,16 @@
 //        [--text-only MODEL.gguf] [--reverse: the first level in reverse target order]
 //        [--salt K: prompts of another sweep; a caller running several gives each its own K]
 //   node bench/bench_serve.mjs --table FILE [--base NAME]
+//   node bench/bench_serve.mjs --turn2 NEW --target ... [--extra NAME=JSON] [--prompt-tokens 2000]
+//        [--max-tokens 1] [--rounds 5]
+//
+// --turn2 NEW measures a conversation's second turn instead of the levels: per round and target
+// (in alternating order) one streamed request of a fresh prompt (turn 1), then one of that prompt
+// followed by NEW more tokens (turn 2), one JSON line each round with both times to first token and
+// the usage's prompt_tokens_details.cached_tokens; --table then gives per target the median turn-2
+// TTFT (range), turn 1's, their ratio, and the ratio over the --base target's turn 2 pass by pass.
+// --extra adds JSON fields to a target's requests (llama-server's {"cache_prompt":false}), so one
+// server can be two targets.
 //
 // MODEL defaults to the first id of URL/v1/models. --text-only reads the GGUF's vocabulary and
 // sends every request a logit_bias that leaves only the normal tokens whose text is valid UTF-8 on
@@ -43,6 +53,7 @@ function parseArgs(argv) {
   const o = { targets: [], streams: [1, 4, 16, 64], prompt: 128, max: 32, rounds: 2, vocab: 8000,
               warmup: 1, salt: 0 };
   const ints = { '--prompt-tokens': 'prompt', '--max-tokens': 'max', '--rounds': 'rounds',
+                 '--turn2': 'turn2',
                  '--vocab': 'vocab', '--warmup': 'warmup', '--salt': 'salt' };
   const int = (a, v) => {
     if (!/^[0-9]+$/.test(v)) throw new Error(`${a} takes a non-negative integer, not '${v}'`);
@@ -51,7 +62,7 @@ function parseArgs(argv) {
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = argv[i + 1];
     if (a === '--reverse') { o.reverse = true; continue; }
-    if (!['--target', '--streams', '--text-only'].includes(a) && !(a in ints))
+    if (!['--target', '--streams', '--text-only', '--extra'].includes(a) && !(a in ints))
       throw new Error(`unknown option ${a} (--help lists them)`);
     if (v === undefined) throw new Error(`${a} needs a value`);
     if (a === '--target') {
@@ -63,6 +74,11 @@ function parseArgs(argv) {
       o.streams = v.split(',').map((x) => int(a, x));
       if (o.streams.includes(0)) throw new Error('--streams: levels of at least one stream');
     } else if (a === '--text-only') o.textOnly = v;
+    else if (a === '--extra') {
+      const k = v.indexOf('=');
+      if (k < 1) throw new Error(`--extra ${v}: expected NAME=JSON`);
+      (o.extra ??= {})[v.slice(0, k)] = JSON.parse(v.slice(k + 1));
+    }
     else o[ints[a]] = int(a, v);
     i++;
   }
@@ -191,10 +207,11 @@ function promptIds(n, vocab, salt) {
 }
 
 // One streamed request: times of the first token and of each later token.
-async function one(t, o, salt) {
-  const body = { model: t.model, prompt: promptIds(o.prompt, o.vocab, salt), max_tokens: o.max,
-                 temperature: 0, stream: true, ignore_eos: true, return_token_ids: true,
-                 stream_options: { include_usage: true } };
+async function one(t, o, salt, prompt) {
+  const body = { model: t.model, prompt: prompt ?? promptIds(o.prompt, o.vocab, salt),
+                 max_tokens: o.max, temperature: 0, stream: true, ignore_eos: true,
+                 return_token_ids: true, stream_options: { include_usage: true },
+                 ...(o.extra && o.extra[t.name]) };
   if (o.bias) body.logit_bias = o.bias;
   const t0 = performance.now();
   const res = await fetch(t.url + '/v1/completions', {
@@ -231,7 +248,37 @@ async function one(t, o, salt) {
   const got = usage ? usage.completion_tokens : tokens;
   if (got !== o.max)
     throw new Error(`${t.name}: a request generated ${got} tokens, not max_tokens = ${o.max}`);
-  return { ttft: first - t0, gaps, times, first, last, tokens: got };
+  return { ttft: first - t0, gaps, times, first, last, tokens: got,
+           cached: usage?.prompt_tokens_details?.cached_tokens ?? null };
+}
+
+// A conversation's two turns on one target: a fresh prompt, then it and NEW more tokens.
+async function turn2(t, o, salt) {
+  const p1 = promptIds(o.prompt, o.vocab, salt);
+  const a = await one(t, o, salt, p1);
+  const b = await one(t, o, salt, p1.concat(promptIds(o.turn2, o.vocab, salt + 7777777)));
+  return { bench: 'turn2', target: t.name, prompt_tokens: o.prompt, new_tokens: o.turn2,
+           ttft1_ms: +a.ttft.toFixed(1), ttft2_ms: +b.ttft.toFixed(1), cached1: a.cached,
+           cached2: b.cached };
+}
+
+// --table of --turn2 lines.
+function turn2Table(rows, base) {
+  const targets = [...new Set(rows.map((r) => r.target))];
+  const out = ['| target | turn 2 TTFT ms | turn 1 TTFT ms | turn 2 / turn 1 | cached tokens (turn 2) |' +
+               (base ? ` turn 2 × ${base} |` : ''),
+               '| --- | --- | --- | --- | --- |' + (base ? ' --- |' : '')];
+  for (const t of targets) {
+    const rs = rows.filter((r) => r.target === t), bs = rows.filter((r) => r.target === base);
+    const cells = [t, fmtRange(rs.map((r) => r.ttft2_ms), 0), fmtRange(rs.map((r) => r.ttft1_ms), 0),
+                   fmtRange(rs.map((r) => r.ttft2_ms / r.ttft1_ms), 3),
+                   rs[0].cached2 === null ? '—' : fmtRange(rs.map((r) => r.cached2), 0)];
+    if (base)
+      cells.push(t === base ? '1.00'
+                            : fmtRange(rs.slice(0, bs.length).map((r, i) => r.ttft2_ms / bs[i].ttft2_ms), 2));
+    out.push(`| ${cells.join(' | ')} |`);
+  }
+  console.log(out.join('\n'));
 }
 
 function pct(a, p) {
@@ -311,8 +358,10 @@ function fmtRange(a, digits) {
 // The table of --table FILE: lines of one (pass, level, target) each; a pass starts again when a
 // (level, target) repeats.
 function table(file, base) {
-  const rows = readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('{'))
-    .map((l) => JSON.parse(l)).filter((j) => j.target && j.streams && j.tok_per_s !== undefined);
+  const all = readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l));
+  if (all.some((j) => j.bench === 'turn2')) return turn2Table(all.filter((j) => j.bench === 'turn2'), base);
+  const rows = all.filter((j) => j.target && j.streams && j.tok_per_s !== undefined);
   const seen = new Map(); // `${target} ${streams}` -> passes so far
   for (const r of rows) {
     const k = `${r.target} ${r.streams}`;
@@ -397,6 +446,13 @@ console.log(JSON.stringify({ bench: 'serve', date: new Date().toISOString(),
 // salts: (--salt, level, target) * 100000 + stream * rounds + round: unique within a sweep, and
 // across sweeps given distinct --salt values
 let salt = o.salt * (o.streams.length * o.targets.length + 1);
+if (o.turn2) {
+  for (let r = 0; r < o.rounds; r++) {
+    const order = (r + (o.reverse ? 1 : 0)) % 2 ? [...o.targets].reverse() : o.targets;
+    for (const t of order) console.log(JSON.stringify(await turn2(t, o, ++salt * 100000 + 31)));
+  }
+  process.exit(0);
+}
 for (let li = 0; li < o.streams.length; li++) {
   // each level in turns: the order alternates from level to level
   const order = (li + (o.reverse ? 1 : 0)) % 2 ? [...o.targets].reverse() : o.targets;

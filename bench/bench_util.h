@@ -23,8 +23,9 @@ size_t bu_llc_bytes(void);
 double bu_read_bandwidth(size_t bytes, int threads, int reps);
 /* The int8 multiply-adds per second (1e9 = one GMAC/s) that `threads` threads at once sustain with
  * the dot-product instruction of the active ISA's integer kernels (AVX-512: vpdpbusd on 512 bits,
- * AVX-VNNI: vpdpbusd on 256): twelve independent chains per thread, no memory operand, the best
- * of a few short runs. The ceiling a compute-bound phase is measured against; 0 where the active
+ * AVX-VNNI: vpdpbusd on 256; AVX2: vpmaddubsw, vpmaddwd and vpaddd on 256): twelve independent
+ * chains per thread, no memory operand, the best of 40 short runs (on a shared host, one no other
+ * process interrupted). The ceiling a compute-bound phase is measured against; 0 where the active
  * ISA has no such instruction (the phase ratios are then not printed). *what names it. */
 double bu_int8_dot_peak(int threads, const char **what);
 /* ---- the command line ----------------------------------------------------------------------

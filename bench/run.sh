@@ -4,7 +4,8 @@
 # script only adds a header per program and the exit status. Benchmarks never fail on speed.
 # Numbers are only trustworthy on a quiet machine.
 #   MW_BENCH_FILTER=substr   run only programs whose path contains substr
-#   LLAMA_BENCH=path         llama.cpp's llama-bench: bench_model compares with it on the same files
+#   LLAMA_BENCH=path         llama.cpp's llama-bench: bench_model, bench_deepseek and bench_kimi
+#                            compare with it on the same files
 #   GGML_MM=path             ggml's matmul driver (make ggml-mm): bench_kernels compares with it
 #   LLAMA_TOK=path           llama.cpp's tokenizer driver (make llama-tok): bench_tokenizer compares
 #                            with it; js-tiktoken too when build/npm holds it (make test installs it)

@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
 # bench/serve_vs_llamacpp.sh — the serving benchmark side by side: starts `coordinator serve` on a
-# GGUF in process and over a 2-node loopback cluster, and (when LLAMA_SERVER names its binary)
-# llama.cpp's llama-server on the same file with the same threads and slots (`-np`), each on a free
-# port; then, level by level, runs bench/bench_serve.mjs against all of them in turns (the order
+# GGUF in process and over a 2-node loopback cluster, each on a free port, and (when LLAMA_SERVER
+# names its binary) for each level llama.cpp's llama-server on the same file and threads configured
+# as its users run it for that many streams: `-np` slots equal to the streams, each with MW_CTX
+# positions (`-c` streams x MW_CTX), flash attention on, continuous batching (its default), `-t` and
+# `-tb` the threads. One llama-server with 64 slots for every level makes a single stream pay for
+# the 64-slot KV cache in every step (measured: one stream several times slower than the same
+# engine in llama-batched-bench), which measures the configuration and not the engine. Then, level
+# by level, runs bench/bench_serve.mjs against all of them in turns (the order
 # alternating from level to level, the whole sweep MW_PASSES times) and (when LLAMA_BATCHED_BENCH
 # names it) llama-batched-bench with the same prompt and generated lengths and sequences, stops
 # the servers and prints the table: per level and target the aggregate tok/s (median and range
 # over the passes), TTFT and ITL p50 / p99, the aggregate over one stream's, and over
-# llama-server's in the same pass. The JSON lines go to stdout as they come; the table follows.
+# llama-server's in the same pass. The JSON lines go to stdout as they come; the table follows,
+# and with LLAMA_BATCHED_BENCH a second one against llama-batched-bench's decode rate (S_TG).
 # Every request of the sweep has a prompt of its own (--salt per level and pass), so no server can
 # answer one from a prompt it cached for an earlier pass or level.
 #   bench/serve_vs_llamacpp.sh MODEL.gguf [--streams 1,4,16,64] [other bench_serve.mjs options]
-#   env: LLAMA_SERVER, LLAMA_BATCHED_BENCH (paths), MW_THREADS (default 2), MW_SLOTS (default 64),
+#   env: LLAMA_SERVER, LLAMA_BATCHED_BENCH (paths), MW_THREADS (default 2), MW_SLOTS (moewire's
+#        --max-seqs, default 64),
 #        MW_CTX (positions per sequence, default 256), MW_CONFIGS (default "inproc loopback2"),
 #        MW_PROMPT (default 128), MW_GEN (default 32), MW_PASSES (default 1), MW_OUT (keep the
 #        JSON lines in this file)
-# Every request carries the logit_bias of bench_serve.mjs --text-only: on a random-weight model
+# Every request carries the logit_bias of bench_serve.mjs --text-only (tens of thousands of
+# entries: the coordinator is started with --max-logit-bias to take them): on a random-weight model
 # only tokens that are valid UTF-8 text on their own are generated, on every server alike
 # (llama-server parses its replies and answers 500 to invalid UTF-8); every request must generate
 # all MW_GEN tokens (EOS ignored), else the run stops.
@@ -58,28 +66,39 @@ for cfg in ${MW_CONFIGS:-inproc loopback2}; do
   *) echo "unknown MW_CONFIGS entry $cfg" >&2; exit 2 ;;
   esac
   bin/coordinator serve --model "$model" --listen 127.0.0.1:0 --ready-file "$dir/$cfg.ready" \
-    --threads "$threads" --max-seqs "$slots" --ctx "$ctx" --max-queue 1024 "${extra[@]}" \
+    --threads "$threads" --max-seqs "$slots" --ctx "$ctx" --max-queue 1024 \
+    --max-logit-bias 65536 "${extra[@]}" \
     >"$dir/$cfg.log" 2>&1 &
   pids+=($!)
   url=$(wait_url "$dir/$cfg.ready" $! "$dir/$cfg.log")
   targets+=(--target "moewire-$cfg=$url")
 done
-if [ -n "${LLAMA_SERVER:-}" ]; then
+lpid=
+llama_start() { # llama-server for $1 streams; sets ltarget
+  ltarget=()
+  [ -n "${LLAMA_SERVER:-}" ] || return 0
+  local port
   port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
-  # -c is shared by the -np slots: ctx positions each, as moewire's --max-seqs / --ctx
+  # -c is shared by the -np slots: ctx positions each, as moewire's --ctx
   "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -tb "$threads" \
-    -np "$slots" -c $((slots * ctx)) --no-webui --no-jinja --reasoning-format none \
+    -np "$1" -c $(($1 * ctx)) -fa on --no-webui --no-jinja --reasoning-format none \
     >"$dir/llama.log" 2>&1 &
-  pids+=($!)
   lpid=$!
+  pids+=("$lpid")
   for _ in $(seq 1 1800); do
     kill -0 "$lpid" 2>/dev/null || { cat "$dir/llama.log" >&2; exit 1; }
     curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
     sleep 0.2
   done
-  targets+=(--target "llama.cpp=http://127.0.0.1:$port")
-  echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)" >&2
-fi
+  ltarget=(--target "llama.cpp=http://127.0.0.1:$port")
+}
+llama_stop() {
+  [ -n "$lpid" ] || return 0
+  kill "$lpid" 2>/dev/null || true
+  wait "$lpid" 2>/dev/null || true
+  lpid=
+}
+[ -z "${LLAMA_SERVER:-}" ] || echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)" >&2
 streams=1,4,16,64
 args=()
 while [ $# -gt 0 ]; do
@@ -87,23 +106,29 @@ while [ $# -gt 0 ]; do
 done
 prompt=${MW_PROMPT:-128} gen=${MW_GEN:-32}
 batched() { # one llama-batched-bench level, as a bench_serve-like JSON line
-  "$LLAMA_BATCHED_BENCH" -m "$model" -npp "$prompt" -ntg "$gen" -npl "$1" -t "$threads" \
+  "$LLAMA_BATCHED_BENCH" -m "$model" -npp "$prompt" -ntg "$gen" -npl "$1" -t "$threads" -fa on \
     -c $(((prompt + gen) * $1 + 64)) --output-format jsonl 2>/dev/null |
     node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const l of s.split("\n")){
       if(!l.startsWith("{"))continue;const j=JSON.parse(l);console.log(JSON.stringify({
       target:"llama-batched-bench",streams:j.pl,prompt_tokens:j.pp,max_tokens:j.tg,
-      tok_per_s:+j.speed_tg.toFixed(2),prefill_tok_per_s:+j.speed_pp.toFixed(2),wall_s:j.t}))}})'
+      tok_per_s:+j.speed_tg.toFixed(2),decode_tok_per_s:+j.speed_tg.toFixed(2),prefill_tok_per_s:+j.speed_pp.toFixed(2),wall_s:j.t}))}})'
 }
 i=0
 for _ in $(seq 1 "$passes"); do
   for n in ${streams//,/ }; do
     if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 1 ]; then batched "$n" | tee -a "$out"; fi
-    node bench/bench_serve.mjs "${targets[@]}" --vocab 32000 --prompt-tokens "$prompt" \
+    llama_start "$n"
+    node bench/bench_serve.mjs "${targets[@]}" ${ltarget[@]+"${ltarget[@]}"} --vocab 32000 --prompt-tokens "$prompt" \
       --max-tokens "$gen" --streams "$n" --warmup $((i == 0)) --salt "$((i + 1))" --text-only "$model" $([ $((i % 2)) -eq 1 ] && echo --reverse) \
       ${args[@]+"${args[@]}"} | tee -a "$out"
+    llama_stop
     if [ -n "${LLAMA_BATCHED_BENCH:-}" ] && [ $((i % 2)) -eq 0 ]; then batched "$n" | tee -a "$out"; fi
     i=$((i + 1))
   done
 done
 echo
 node bench/bench_serve.mjs --table "$out"
+if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then # the engine's own rate: decode over its S_TG
+  echo
+  node bench/bench_serve.mjs --table "$out" --base llama-batched-bench
+fi

@@ -384,6 +384,10 @@ static int set_kv_mb(co_opts *o, const char *v, mw_err *err) {
     return parse_i64("--kv-mb", v, 1, INT64_C(1) << 30, &o->kv_mb, err);
 }
 
+static int set_cache_mb(co_opts *o, const char *v, mw_err *err) {
+    return parse_i64("--cache-mb", v, 0, INT64_C(1) << 30, &o->cache_mb, err);
+}
+
 static int set_chunk(co_opts *o, const char *v, mw_err *err) {
     int64_t n;
     if (parse_i64("--chunk", v, 1, 1 << 20, &n, err)) return -1;
@@ -580,6 +584,10 @@ static const co_option options[] = {
      "the KV cache's element type: f16 and bf16 take half of f32's bytes per position and round "
      "the cached keys and values (llama.cpp's default is f16; default f32)",
      set_kv_type},
+    {"--cache-mb", "MB",
+     "serve: prompt cache budget: computed prefixes kept by blocks of 32 tokens for requests "
+     "that begin with them, least recently used evicted first (default 512; 0: off)",
+     set_cache_mb},
     {"--chunk", "N",
      "serve: prompt tokens prefilled per step next to the decoding rows (default 256)", set_chunk},
     {"--max-queue", "N",
@@ -656,6 +664,7 @@ void co_opts_init(co_opts *o) {
     o->deadline_ms = 10000;
     o->listen = "127.0.0.1:8080";
     o->chunk = 256;
+    o->cache_mb = 512;
     o->max_queue = 64;
     o->max_body = 8 << 20;
     o->max_head = 32 << 10;
@@ -762,6 +771,8 @@ void co_cli_usage(FILE *f) {
         "until SIGTERM or SIGINT.\n"
         "keygen writes the coordinator's CURVE key pair (see coordinator keygen --help);\n"
         "tokenize and detokenize: see coordinator tokenize --help.\n"
+        "chat-template renders a Jinja chat template with a message list and prints the text\n"
+        "(see coordinator chat-template --help).\n"
         "\n"
         "options of generate and serve:\n");
     for (size_t j = 0; j < N_OPTIONS; j++) {

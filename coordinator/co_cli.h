@@ -59,6 +59,7 @@ typedef struct co_opts {
     int max_seqs;              /* KV slots (0: from --kv-mb, else the default) */
     int64_t kv_mb;             /* KV budget in MiB (0: none) */
     int chunk;                 /* prompt rows per step */
+    int64_t cache_mb;          /* prompt cache budget in MiB (0: off) */
     int max_queue;             /* requests waiting for a slot */
     int64_t max_body;          /* request body bytes */
     int64_t max_head;          /* request line and headers */

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ROUTES   8
+#define MAX_ROUTES   12
 #define MAX_STATUSES 24
 
 typedef struct hist {
@@ -53,6 +53,7 @@ struct co_metrics {
     uint64_t steps_failed;
     int active, queued;
     uint64_t kv_bytes, kv_used;
+    co_prefix_cache_stats pc;
     co_backend_stats backend;
     co_node_stats *nodes;
     co_cell_stats *cells; /* n_nodes × n_layers, node-major */
@@ -218,6 +219,12 @@ void co_metrics_kv_used(co_metrics *m, uint64_t bytes) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void co_metrics_prefix_cache(co_metrics *m, const co_prefix_cache_stats *st) {
+    pthread_mutex_lock(&m->mu);
+    m->pc = *st;
+    pthread_mutex_unlock(&m->mu);
+}
+
 void co_metrics_backend(co_metrics *m, const co_backend_stats *b) {
     pthread_mutex_lock(&m->mu);
     m->backend.tx_bytes = b->tx_bytes;
@@ -370,6 +377,22 @@ static void write_steps(const co_metrics *m, co_buf *o) {
     one(o, "moewire_kv_cache_bytes", "gauge", "KV cache memory allocated", (double)m->kv_bytes);
     one(o, "moewire_kv_cache_used_bytes", "gauge", "KV cache memory holding live positions",
         (double)m->kv_used);
+    one(o, "moewire_prompt_cache_lookups_total", "counter",
+        "admitted requests that looked for a cached prefix", (double)m->pc.lookups);
+    one(o, "moewire_prompt_cache_hits_total", "counter",
+        "admitted requests that started from a cached prefix", (double)m->pc.hits);
+    one(o, "moewire_prompt_cache_tokens_reused_total", "counter",
+        "prompt positions restored from the prompt cache instead of computed",
+        (double)m->pc.tokens_reused);
+    one(o, "moewire_prompt_cache_evicted_blocks_total", "counter",
+        "prompt cache blocks evicted (least recently used) to make room",
+        (double)m->pc.evicted_blocks);
+    one(o, "moewire_prompt_cache_bytes", "gauge", "bytes the prompt cache holds",
+        (double)m->pc.bytes);
+    one(o, "moewire_prompt_cache_blocks", "gauge", "blocks the prompt cache holds",
+        (double)m->pc.blocks);
+    one(o, "moewire_prompt_cache_budget_bytes", "gauge", "the prompt cache's bound (--cache-mb)",
+        (double)m->pc.budget);
     hist_one(o, "moewire_step_unique_experts",
              "distinct experts chosen in one layer by one step's rows", &m->unique);
     one(o, "moewire_step_unique_experts_uniform_total", "counter",

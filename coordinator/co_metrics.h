@@ -50,6 +50,11 @@ void co_metrics_queue(co_metrics *m, int active, int queued);
 /* KV bytes holding live positions, set again once finished sequences have left (a step sets it
  * too, but none runs once the server is idle). */
 void co_metrics_kv_used(co_metrics *m, uint64_t bytes);
+/* The prompt cache's figures (co_pcache.h), as they stand. */
+typedef struct co_prefix_cache_stats {
+    uint64_t lookups, hits, tokens_reused, evicted_blocks, bytes, blocks, budget;
+} co_prefix_cache_stats;
+void co_metrics_prefix_cache(co_metrics *m, const co_prefix_cache_stats *st);
 
 /* The expert backend's totals so far (a snapshot, replacing the last). */
 /* Round trips by powers of two microseconds: bucket i holds those under 2^i us (i < 24), the last

@@ -1,6 +1,8 @@
 /* coordinator/co_oai.c — OpenAI request checking and response building (co_oai.h). */
 #include "coordinator/co_oai.h"
 
+#include "coordinator/co_oai_format.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -441,9 +443,8 @@ static int parse_sampling(json_t *root, co_oai_req *r, co_oai_error *e) {
         r->has_seed = true;
         r->seed = (uint64_t)json_integer_value(seed);
     }
-    if ((got = get_int(root, "n", 1, INT32_MAX, &v, e)) < 0) return -1;
-    if (got && v != 1)
-        return co_oai_fail(e, 400, "n", NULL, "'n' is %lld; this server generates one choice", v);
+    if ((got = get_int(root, "n", 1, CO_OAI_MAX_N, &v, e)) < 0) return -1;
+    r->n = got ? (int)v : 1;
     return 0;
 }
 
@@ -469,31 +470,16 @@ static int parse_chat_options(json_t *root, co_oai_req *r, co_oai_error *e) {
     return 0;
 }
 
-/* What this server refuses rather than ignores: echo, tools (and the older functions), a
- * response_format other than text (no constrained decoding), completions' suffix and best_of > 1.
- */
+/* What this server refuses rather than ignores: echo, the older functions, completions' suffix
+ * and best_of > 1. */
 static int parse_unsupported(json_t *root, co_oai_error *e) {
     bool echo = false;
     if (get_bool(root, "echo", &echo, e)) return -1;
     if (echo) return co_oai_fail(e, 400, "echo", NULL, "'echo' is not supported");
-    static const char *const calls[] = {"tools", "functions"};
-    for (int i = 0; i < 2; i++) {
-        json_t *t = json_object_get(root, calls[i]);
-        if (t && !json_is_null(t) && json_array_size(t) > 0)
-            return co_oai_fail(e, 400, calls[i], NULL, "tool calls are not supported");
-    }
-    json_t *rf = json_object_get(root, "response_format");
-    if (rf && !json_is_null(rf)) {
-        json_t *type = json_object_get(rf, "type");
-        if (!json_is_object(rf) || !json_is_string(type))
-            return co_oai_fail(e, 400, "response_format", NULL,
-                               "'response_format' must be an object with a string 'type'");
-        if (strcmp(json_string_value(type), "text"))
-            return co_oai_fail(e, 400, "response_format", NULL,
-                               "'response_format' type '%s' is not supported (only 'text': this "
-                               "server does not constrain its output)",
-                               json_string_value(type));
-    }
+    json_t *fn = json_object_get(root, "functions");
+    if (fn && !json_is_null(fn) && json_array_size(fn) > 0)
+        return co_oai_fail(e, 400, "functions", NULL,
+                           "'functions' (the older API) is not supported: use 'tools'");
     json_t *suffix = json_object_get(root, "suffix");
     if (suffix && !json_is_null(suffix) &&
         (!json_is_string(suffix) || json_string_length(suffix) > 0))
@@ -563,6 +549,7 @@ static int parse(const char *body, size_t len, co_oai_kind kind, const co_oai_li
         get_bool(root, "return_token_ids", &r->return_token_ids, e))
         return -1;
     if (kind == CO_OAI_CHAT && parse_chat_options(root, r, e)) return -1;
+    if (co__oai_response_format(root, r, e) || co__oai_tools(root, r, e)) return -1;
     return parse_unsupported(root, e);
 }
 
@@ -615,6 +602,9 @@ void co_oai_req_free(co_oai_req *r) {
     free(r->prompts);
     free(r->logit_bias);
     free(r->stop_store);
+    free(r->schema);
+    free(r->tools);
+    free(r->call_schema);
     memset(r, 0, sizeof *r);
 }
 
@@ -747,16 +737,21 @@ static json_t *choice(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece
     } else {
         json_t *msg = json_object();
         if (!chunk || p->first) json_object_set_new(msg, "role", json_string("assistant"));
-        if (!chunk || p->content_len)
+        if (!chunk && p->tool_calls && !p->content_len) /* OpenAI: a call's content is null */
+            json_object_set_new(msg, "content", json_null());
+        else if (!chunk || p->content_len)
             json_object_set_new(msg, "content",
                                 utf8_string(p->content ? p->content : "", p->content_len));
+        if (p->tool_calls) json_object_set(msg, "tool_calls", p->tool_calls);
         if (p->reasoning && (!chunk || p->reasoning_len))
             json_object_set_new(msg, "reasoning_content",
                                 utf8_string(p->reasoning, p->reasoning_len));
         json_object_set_new(c, chunk ? "delta" : "message", msg);
         json_object_set_new(c, "logprobs", chat_logprobs(m, p));
     }
-    json_object_set_new(c, "finish_reason", finish_json(p->finish));
+    json_object_set_new(c, "finish_reason",
+                        p->called && p->finish == CO_FINISH_STOP ? json_string("tool_calls")
+                                                                 : finish_json(p->finish));
     if (m->return_token_ids) json_object_set_new(c, "token_ids", token_ids(p));
     return c;
 }
@@ -769,9 +764,12 @@ static json_t *envelope(co_oai_kind kind, const co_oai_meta *m, bool chunk) {
                      (json_int_t)m->created, "model", m->model, "system_fingerprint", "moewire");
 }
 
-static json_t *usage(int64_t prompt, int64_t completion) {
-    return json_pack("{s:I, s:I, s:I}", "prompt_tokens", (json_int_t)prompt, "completion_tokens",
-                     (json_int_t)completion, "total_tokens", (json_int_t)(prompt + completion));
+/* cached: prompt tokens restored from the prompt cache (OpenAI's prompt_tokens_details). */
+static json_t *usage(int64_t prompt, int64_t completion, int64_t cached) {
+    return json_pack("{s:I, s:I, s:I, s:{s:I}}", "prompt_tokens", (json_int_t)prompt,
+                     "completion_tokens", (json_int_t)completion, "total_tokens",
+                     (json_int_t)(prompt + completion), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)cached);
 }
 
 static void dump(json_t *o, co_buf *out) {
@@ -790,7 +788,7 @@ void co_oai_response(co_oai_kind kind, const co_oai_meta *m, const co_oai_piece 
     json_t *choices = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(choices, choice(kind, m, &p[i], false));
     json_object_set_new(o, "choices", choices);
-    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens));
+    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens, m->cached_tokens));
     dump(o, out);
 }
 
@@ -806,6 +804,6 @@ void co_oai_usage_chunk(co_oai_kind kind, const co_oai_meta *m, int64_t prompt_t
                         int64_t completion_tokens, co_buf *out) {
     json_t *o = envelope(kind, m, true);
     json_object_set_new(o, "choices", json_array());
-    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens));
+    json_object_set_new(o, "usage", usage(prompt_tokens, completion_tokens, m->cached_tokens));
     dump(o, out);
 }

@@ -19,6 +19,7 @@
 #define CO_OAI_MAX_PROMPT_IDS (1 << 20)
 #define CO_OAI_MAX_PROMPTS    256 /* prompts of one /v1/completions request */
 #define CO_OAI_MAX_STOP_IDS   64
+#define CO_OAI_MAX_N          16    /* choices of one request ('n') */
 #define CO_OAI_LOGIT_BIAS_MAX 100.0 /* |bias| */
 
 /* What one request may ask, so that checking and mapping it costs a bounded time (the server's
@@ -34,6 +35,21 @@ typedef struct co_oai_limits {
 co_oai_limits co_oai_default_limits(void);
 
 typedef enum co_oai_kind { CO_OAI_COMPLETION = 0, CO_OAI_CHAT = 1 } co_oai_kind;
+
+/* tool_choice */
+typedef enum co_oai_tool_choice {
+    CO_TOOLS_AUTO = 0, /* the model may call a tool */
+    CO_TOOLS_NONE,     /* it may not (the tools are not shown to it) */
+    CO_TOOLS_REQUIRED, /* its output is a call of one of them */
+    CO_TOOLS_NAMED,    /* its output is a call of the function named */
+} co_oai_tool_choice;
+
+/* What the output must be (response_format). */
+typedef enum co_oai_format {
+    CO_FORMAT_TEXT = 0,
+    CO_FORMAT_JSON_OBJECT, /* any JSON object */
+    CO_FORMAT_JSON_SCHEMA, /* a value the schema accepts */
+} co_oai_format;
 
 typedef struct co_oai_error {
     int status;
@@ -66,6 +82,7 @@ typedef struct co_oai_req {
     double min_p, presence_penalty, frequency_penalty, repetition_penalty;
     bool has_seed;
     uint64_t seed;
+    int n; /* choices per prompt, sharing its prefill (1 .. CO_OAI_MAX_N) */
     const char *stop[CO_STOP_MAX];
     int n_stop;
     int32_t stop_ids[CO_OAI_MAX_STOP_IDS];
@@ -76,7 +93,14 @@ typedef struct co_oai_req {
     const char *reasoning_effort; /* chat: "low" | "medium" | "high", NULL when absent */
     int thinking;                 /* chat_template_kwargs.enable_thinking: 1, 0, -1 absent */
     bool ignore_eos, return_token_ids;
-    char *stop_store; /* owned: the stop strings once detached */
+    char *stop_store;     /* owned: the stop strings once detached */
+    co_oai_format format; /* response_format (co_oai_format.h) */
+    char *schema;         /* owned: json_schema's schema as JSON text, else NULL */
+    /* chat: tools (co_oai_format.h) */
+    char *tools; /* owned: the tools list's JSON text, NULL: none */
+    co_oai_tool_choice tool_choice;
+    char *call_schema; /* owned: REQUIRED / NAMED: the schema of the call ({"name", "arguments"}) */
+    bool parallel_tool_calls;
 } co_oai_req;
 
 /* Parses and checks a body within lim (NULL: the defaults). 0, or -1 with e filled (a 400 naming
@@ -113,7 +137,11 @@ typedef struct co_oai_piece {
     const co_logprob *logprobs; /* n_tokens entries or NULL */
     co_finish finish;           /* NONE in a chunk that does not end the choice */
     bool first;                 /* chat chunk: carries the role */
-    int index;                  /* the choice's index (a completion's prompt) */
+    /* chat: the tool calls (a message's, or a chunk's deltas), NULL: none; `called`: the choice
+     * made calls, so that a stop is finish_reason "tool_calls" */
+    json_t *tool_calls;
+    bool called;
+    int index; /* the choice's index (a completion's prompt) */
 } co_oai_piece;
 
 typedef struct co_oai_meta {
@@ -123,6 +151,7 @@ typedef struct co_oai_meta {
     co_oai_token_fn token_name;
     void *token_ud;
     bool return_token_ids;
+    int64_t cached_tokens; /* usage.prompt_tokens_details.cached_tokens */
 } co_oai_meta;
 
 /* A whole response of n choices (usage included: the choices' sums). */

@@ -3,6 +3,9 @@
  * from taking every worker. */
 #include "coordinator/co_prep.h"
 
+#include "coordinator/co_serve_grammar.h"
+#include "coordinator/co_toolcall.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,8 +114,21 @@ static int gen_prompt(const co_prep_params *p, co_oai_req *req, int pi,
     return 0;
 }
 
-/* The checks that need the server: the model's name, the biased ids in the vocabulary. */
+/* The checks that need the server: the model's name, the biased ids in the vocabulary, tools
+ * only with a chat format whose calls can be read. */
 static int check_request(const co_prep_params *p, const co_oai_req *req, co_oai_error *e) {
+    const char *chat = p->text ? co_stext_format_name(p->text) : NULL;
+    if (req->tools && !co_toolcall_known(chat))
+        return co_oai_fail(e, 400, "tools", NULL,
+                           "'tools' with the chat format %s is not supported yet (qwen3 is)",
+                           chat ? chat : "(none)");
+    if ((req->format != CO_FORMAT_TEXT || req->call_schema) && !p->text)
+        return co_oai_fail(e, 400, "response_format", NULL,
+                           "this model has no tokenizer: its output cannot be constrained");
+    mw_err err = {{0}};
+    /* the vocabulary's trie is built once, here on a worker rather than on the loop */
+    if ((req->format != CO_FORMAT_TEXT || req->call_schema) && !co_stext_vocab(p->text, &err))
+        return co_oai_fail(e, 500, "response_format", NULL, "%s", err.msg);
     if (strcmp(req->model, p->model_id))
         return co_oai_fail(e, 404, "model", "model_not_found",
                            "The model '%.200s' does not exist (this server serves '%s')",
@@ -151,7 +167,11 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     res->k = kind == CO_OAI_CHAT ? 1 : req->n_prompts;
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
-                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking};
+                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking,
+                             .tools = req->tools ? json_object_get(req->root, "tools") : NULL,
+                             .kwargs = json_object_get(req->root, "chat_template_kwargs"),
+                             .answer_open = req->format != CO_FORMAT_TEXT || req->call_schema,
+                             .tools_text = req->tools};
     if (check_request(p, req, &res->e) || bound_prompts(p, req, res->k, &res->e) ||
         gen_prompts(p, res) || co_oai_req_detach(req, &res->e)) {
         const co_oai_error e = res->e;
@@ -161,6 +181,7 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     }
     /* (the effort's string is co_oai's own now: the request's JSON is gone) */
     res->chat_opts.reasoning_effort = req->reasoning_effort;
+    res->chat_opts.tools = res->chat_opts.kwargs = NULL;
     return 0;
 }
 

@@ -8,8 +8,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "coordinator/co_info.h"
 #include "coordinator/co_oai.h"
 #include "coordinator/co_prep.h"
+#include "coordinator/co_serve_grammar.h"
+#include "coordinator/co_toolcall.h"
 #include "coordinator/co_sse.h"
 #include "util/mw_grow.h"
 
@@ -37,6 +40,10 @@ typedef struct choice {
     size_t toks_cap, lps_cap;
     int64_t n_toks;
     co_finish finish;
+    co_toolcall *tc; /* the chat's tool calls read out of its text (NULL: no tools) */
+    json_t *calls;   /* not streamed: the calls so far */
+    int n_calls;
+    co_buf tc_text; /* this output's text once the calls are out */
 } choice;
 
 /* One generation request: a choice per prompt (chat: one), answered together. */
@@ -49,7 +56,8 @@ typedef struct exch {
     char id[64];
     co_oai_meta meta;
     int n, n_done;
-    int64_t prompt_tokens, completion_tokens; /* of the choices done */
+    int per_prompt;                           /* choices of each prompt ('n') */
+    int64_t prompt_tokens, completion_tokens; /* of the choices done (a prompt counted once) */
     choice *ch;
     co_buf out, frame;
     bool paused; /* on r->paused since paused_at (co_now) */
@@ -167,6 +175,47 @@ static void route_metrics(co_routes *r, co_http_req *q) {
     co_buf_free(&b);
 }
 
+/* ---- tokenizer and server facts (llama-server's shapes) ------------------------------------- */
+
+static void route_tokenize(co_routes *r, co_http_req *q) {
+    json_t *o;
+    co_oai_error e;
+    if (co_info_tokenize(r->p.text, q->body, q->body_len, &o, &e))
+        answer_error(r, q->conn, "/tokenize", &e, NULL);
+    else
+        answer_json(r, q->conn, "/tokenize", 200, o);
+}
+
+static void route_detokenize(co_routes *r, co_http_req *q) {
+    json_t *o;
+    co_oai_error e;
+    if (co_info_detokenize(r->p.text, r->p.n_vocab, q->body, q->body_len, &o, &e))
+        answer_error(r, q->conn, "/detokenize", &e, NULL);
+    else
+        answer_json(r, q->conn, "/detokenize", 200, o);
+}
+
+static void route_props(co_routes *r, co_http_req *q) {
+    const co_info_props p = {.text = r->p.text,
+                             .cfg = r->p.cfg,
+                             .model_id = r->p.model_id,
+                             .n_ctx = r->p.n_ctx,
+                             .n_vocab = r->p.n_vocab,
+                             .n_slots = r->p.n_slots,
+                             .max_queue = r->p.max_queue,
+                             .max_n = CO_OAI_MAX_N,
+                             .cache_bytes = r->p.cache_bytes,
+                             .limits = r->p.limits};
+    json_t *o = co_info_props_json(&p);
+    if (!o) {
+        co_oai_error e;
+        co_oai_fail(&e, 500, NULL, NULL, "out of memory");
+        answer_error(r, q->conn, "/props", &e, NULL);
+        return;
+    }
+    answer_json(r, q->conn, "/props", 200, o);
+}
+
 /* ---- generation ----------------------------------------------------------------------------- */
 
 static void paused_remove(exch *x) {
@@ -186,6 +235,9 @@ static void exch_free(exch *x) {
         choice *c = &x->ch[i];
         co_buf_free(&c->text);
         co_buf_free(&c->reasoning);
+        co_toolcall_free(c->tc);
+        json_decref(c->calls);
+        co_buf_free(&c->tc_text);
         free(c->toks);
         free(c->lps);
     }
@@ -264,7 +316,9 @@ static void finish(exch *x) {
                                     .n_tokens = c->n_toks,
                                     .logprobs = x->logprobs ? c->lps : NULL,
                                     .finish = c->finish,
-                                    .index = c->index};
+                                    .index = c->index,
+                                    .tool_calls = json_array_size(c->calls) ? c->calls : NULL,
+                                    .called = c->n_calls > 0};
         }
         co_oai_response(x->kind, &x->meta, all, x->n, x->prompt_tokens, x->completion_tokens, &b);
     }
@@ -293,6 +347,40 @@ static int keep_output(choice *c, const co_job_out *o) {
     return 0;
 }
 
+/* The output's text through the choice's tool-call reader: the content left replaces it, the
+ * calls completed go to fresh. -1: out of memory. */
+static int read_calls(choice *c, co_job_out *o, json_t *fresh) {
+    co_buf_clear(&c->tc_text);
+    if (co_toolcall_feed(c->tc, o->text, o->text_len, &c->tc_text, fresh) ||
+        (o->finish && co_toolcall_finish(c->tc, &c->tc_text, fresh)))
+        return -1;
+    o->text = c->tc_text.p ? c->tc_text.p : "";
+    o->text_len = c->tc_text.len;
+    return 0;
+}
+
+/* Streamed calls as OpenAI streams them: the id and name first, then the arguments. */
+static void send_calls(exch *x, choice *c, json_t *fresh) {
+    size_t i;
+    json_t *call;
+    json_array_foreach(fresh, i, call) {
+        json_t *f = json_object_get(call, "function");
+        json_t *head = json_pack("[{s:i, s:O, s:s, s:{s:O, s:s}}]", "index", c->n_calls, "id",
+                                 json_object_get(call, "id"), "type", "function", "function",
+                                 "name", json_object_get(f, "name"), "arguments", "");
+        json_t *args = json_pack("[{s:i, s:{s:O}}]", "index", c->n_calls, "function", "arguments",
+                                 json_object_get(f, "arguments"));
+        co_oai_piece p = {.tool_calls = head, .first = !c->started, .index = c->index};
+        send_chunk(x, &p);
+        c->started = true;
+        p = (co_oai_piece){.tool_calls = args, .index = c->index};
+        send_chunk(x, &p);
+        json_decref(head);
+        json_decref(args);
+        c->n_calls++;
+    }
+}
+
 static void on_output(void *ud, co_job *job) {
     choice *c = ud;
     exch *x = c->x;
@@ -303,6 +391,16 @@ static void on_output(void *ud, co_job *job) {
         c->job = NULL;
         fail_exchange(x, o.error);
         return;
+    }
+    json_t *fresh = c->tc ? json_array() : NULL;
+    if (c->tc && (!fresh || read_calls(c, &o, fresh))) {
+        json_decref(fresh);
+        fail_exchange(x, "out of memory");
+        return;
+    }
+    if (fresh && !x->stream) {
+        c->n_calls += (int)json_array_size(fresh);
+        json_array_extend(c->calls, fresh);
     }
     if (x->stream) {
         co_buf_clear(&x->out);
@@ -320,20 +418,27 @@ static void on_output(void *ud, co_job *job) {
             send_chunk(x, &p);
             c->started = true;
         }
+        if (fresh) send_calls(x, c, fresh);
         if (o.finish) {
-            co_oai_piece end = {.finish = o.finish, .first = !c->started, .index = c->index};
+            co_oai_piece end = {
+                .finish = o.finish, .first = !c->started, .index = c->index, .called = c->n_calls};
             send_chunk(x, &end);
         }
     } else if (keep_output(c, &o)) {
+        json_decref(fresh);
         fail_exchange(x, "out of memory");
         return;
     }
+    json_decref(fresh);
     if (!o.finish) {
         if (x->stream && x->out.len) co_http_stream_send(x->conn, x->out.p, x->out.len);
         return;
     }
     c->finish = o.finish;
-    x->prompt_tokens += o.prompt_tokens;
+    if (c->index % x->per_prompt == 0) { /* the choices of a prompt share it */
+        x->prompt_tokens += o.prompt_tokens;
+        x->meta.cached_tokens += o.cached_tokens;
+    }
     x->completion_tokens += o.completion_tokens;
     co_job_release(job);
     c->job = NULL;
@@ -363,8 +468,20 @@ static exch *exch_new(co_routes *r, co_http_conn *conn, co_oai_kind kind, const 
     x->include_usage = req->include_usage;
     x->logprobs = req->top_logprobs >= 0;
     x->n = k;
+    x->per_prompt = 1;
     x->ch = ch;
-    for (int i = 0; i < k; i++) ch[i] = (choice){.x = x, .index = i};
+    const char *chat = r->p.text ? co_stext_format_name(r->p.text) : NULL;
+    const bool tools = kind == CO_OAI_CHAT && req->tools && req->tool_choice != CO_TOOLS_NONE;
+    for (int i = 0; i < k; i++) {
+        ch[i] = (choice){.x = x, .index = i};
+        if (tools && (!(ch[i].tc = co_toolcall_new(chat, r->seed_base ^ (n + (uint64_t)i))) ||
+                      !(ch[i].calls = json_array()))) {
+            x->n = k;
+            x->ch = ch;
+            exch_free(x);
+            return NULL;
+        }
+    }
     snprintf(x->id, sizeof x->id, "%s-%016llx%08llx", kind == CO_OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)(r->seed_base ^ (n * 0x9E3779B97F4A7C15ull)),
              (unsigned long long)n);
@@ -404,6 +521,28 @@ static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const
         .t_arrival = t_arrival,
         .text = text_state ? &co_stext_ops : NULL,
         .text_state = text_state};
+}
+
+/* A response format's constraint for a job (none for text); the text state passes to the
+ * scheduler all the same: a failure here ends it. */
+static int constrain(const co_routes *r, const co_oai_req *req, co_gen_params *gp,
+                     co_oai_error *e) {
+    if (req->format == CO_FORMAT_TEXT && !req->call_schema) return 0;
+    mw_err err = {{0}};
+    const char *before = NULL, *after = NULL;
+    if (req->call_schema) co_toolcall_markers(co_stext_format_name(r->p.text), &before, &after);
+    void *st = r->p.text ? co_stext_constraint(r->p.text,
+                                               req->call_schema ? req->call_schema : req->schema,
+                                               before, after, &err)
+                         : NULL;
+    if (!st) {
+        if (gp->text && gp->text->end) gp->text->end(gp->text_state);
+        return co_oai_fail(e, r->p.text ? 500 : 400, "response_format", NULL, "%s",
+                           r->p.text ? err.msg : "this model has no tokenizer to constrain");
+    }
+    gp->constraint = &co_stext_constraint_ops;
+    gp->constraint_state = st;
+    return 0;
 }
 
 /* A refused submission (prompt pi of k): 400 for a request the scheduler finds invalid, else
@@ -482,47 +621,69 @@ static void pending_abort(void *ud) {
     co_prep_cancel(pd->job);
 }
 
-/* Submits the prepared request's jobs (all or none) and starts its answer; status 0 in e when it
- * is on its way. */
+/* The n text states of a prompt's choices (NULL without a tokenizer); -1 with e set (those made
+ * are ended). */
+static int text_states(co_routes *r, const pending *pd, co_prep_result *res, int n, void **out,
+                       co_oai_error *e) {
+    mw_err err = {{0}};
+    for (int c = 0; c < n; c++) {
+        out[c] = NULL;
+        if (!r->p.text) continue;
+        out[c] = co_stext_job(r->p.text, pd->kind == CO_OAI_CHAT ? &res->chat_opts : NULL, &err);
+        if (!out[c]) {
+            for (int i = 0; i < c; i++) co_stext_ops.end(out[i]);
+            return co_oai_fail(e, 500, NULL, NULL, "%s", err.msg);
+        }
+    }
+    return 0;
+}
+
+/* Submits the prepared request's jobs (all or none: n choices of each prompt, which share its
+ * prefill) and starts its answer; status 0 in e when it is on its way. */
 static void submit_prepared(pending *pd, co_prep_result *res, co_oai_error *e, char *extra,
                             size_t cap) {
     co_routes *r = pd->r;
     const co_oai_req *req = &res->req;
-    const int k = res->k;
+    const int n = req->n > 0 ? req->n : 1, k = res->k;
     mw_err err = {{0}};
-    if (k > co_sched_capacity(r->p.sched)) {
-        co_oai_fail(e, 400, "prompt", NULL,
-                    "'prompt' holds %d prompts; this server takes at most %d at once (running "
-                    "and queued)",
-                    k, co_sched_capacity(r->p.sched));
+    if (k * n > co_sched_capacity(r->p.sched)) {
+        co_oai_fail(e, 400, n > 1 ? "n" : "prompt", NULL,
+                    "%d prompts of %d choices are %d sequences; this server takes at most %d at "
+                    "once (running and queued)",
+                    k, n, k * n, co_sched_capacity(r->p.sched));
         return;
     }
     const uint64_t n0 = r->n_requests + 1;
     r->n_requests += (uint64_t)k;
-    exch *x = exch_new(r, pd->conn, pd->kind, pd->route, req, n0, k);
+    exch *x = exch_new(r, pd->conn, pd->kind, pd->route, req, n0, k * n);
     if (!x) {
         co_oai_fail(e, 500, NULL, NULL, "out of memory");
         return;
     }
+    x->per_prompt = n;
     for (int i = 0; i < k; i++) {
-        void *text_state = NULL;
-        if (r->p.text &&
-            !(text_state = co_stext_job(r->p.text, pd->kind == CO_OAI_CHAT ? &res->chat_opts : NULL,
-                                        &err))) {
-            co_oai_fail(e, 500, NULL, NULL, "%s", err.msg);
+        void *texts[CO_OAI_MAX_N], *uds[CO_OAI_MAX_N];
+        co_job *jobs[CO_OAI_MAX_N];
+        if (text_states(r, pd, res, n, texts, e)) {
             exch_drop(x); /* the jobs already submitted are withdrawn */
             return;
         }
+        for (int c = 0; c < n; c++) uds[c] = &x->ch[i * n + c];
         const co_prep_prompt *pp = &res->prompts[i];
-        const co_gen_params gp = gen_params(r, req, pp->ids, pp->n_ids, pp->max_tokens, n0 + i,
-                                            pd->t_arrival, text_state);
+        co_gen_params gp =
+            gen_params(r, req, pp->ids, pp->n_ids, pp->max_tokens, n0 + i, pd->t_arrival, texts[0]);
+        if (constrain(r, req, &gp, e)) { /* (a constraint: one choice, texts[0] ended) */
+            exch_drop(x);
+            return;
+        }
         const co_submit_rc rc =
-            co_sched_submit(r->p.sched, &gp, on_output, &x->ch[i], &x->ch[i].job, &err);
+            co_sched_submit_n(r->p.sched, &gp, n, texts, on_output, uds, jobs, &err);
         if (rc != CO_SUBMIT_OK) {
             refused(r, rc, &err, i, k, e, extra, cap);
             exch_drop(x);
             return;
         }
+        for (int c = 0; c < n; c++) x->ch[i * n + c].job = jobs[c];
     }
     co_http_on_abort(pd->conn, on_abort, x);
     if (x->stream) {
@@ -604,6 +765,9 @@ static const struct route {
     {"/v1/models/", true, "/v1/models", false, route_models},
     {"/health", false, "/health", false, route_health},
     {"/metrics", false, "/metrics", false, route_metrics},
+    {"/tokenize", false, "/tokenize", true, route_tokenize},
+    {"/detokenize", false, "/detokenize", true, route_detokenize},
+    {"/props", false, "/props", false, route_props},
 };
 
 static const struct route *find_route(const char *path) {
@@ -639,7 +803,8 @@ void co_routes_handle(void *ud, co_http_req *q) {
         co_metrics_request(r->p.metrics, rt->name, co_http_respond_options(q->conn, allow));
         return;
     }
-    if (!strncmp(q->path, "/v1/", 4) && !co_auth_ok(r->p.auth, q->authorization)) {
+    /* every route that computes needs a key: /v1/, /tokenize, /detokenize */
+    if ((!strncmp(q->path, "/v1/", 4) || rt->post) && !co_auth_ok(r->p.auth, q->authorization)) {
         co_oai_error e;
         co_oai_fail(&e, 401, NULL, "invalid_api_key", "%s",
                     q->authorization[0] ? "Incorrect API key provided"

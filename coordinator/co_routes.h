@@ -1,5 +1,6 @@
 /* coordinator/co_routes.h — the server's endpoints: /v1/completions, /v1/chat/completions
- * (whole or streamed as Server-Sent Events), /v1/models, /health and /metrics. A generation
+ * (whole or streamed as Server-Sent Events), /v1/models, /health, /metrics, and llama-server's
+ * /tokenize, /detokenize and /props (co_info.h). A generation
  * request is prepared on a worker thread (co_prep.h: parsed, checked, tokenized) and becomes
  * scheduler jobs; their output is written to the connection as it arrives, a stream whose client
  * falls behind pauses its jobs, and a connection that closes cancels them. Runs on the loop
@@ -27,6 +28,10 @@ typedef struct co_routes_params {
     int thinking;         /* chat default for formats with a thinking switch (--think; -1) */
     const co_auth *auth;  /* API keys the /v1/ routes need (NULL: open) */
     co_oai_limits limits; /* what one request may ask */
+    /* for /props */
+    const md_config *cfg; /* NULL: no model facts */
+    int n_slots, max_queue;
+    uint64_t cache_bytes; /* the prompt cache's bound (0: off) */
 } co_routes_params;
 
 typedef struct co_routes co_routes;

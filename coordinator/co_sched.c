@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coordinator/co_pcache.h"
 #include "coordinator/co_stop.h"
 #include "model/md_sampler.h"
 #include "util/mw_grow.h"
@@ -29,7 +30,8 @@ struct co_job {
     bool pause_req; /* under s->mu: the loop's co_job_pause */
     bool paused;    /* model thread: out of the batch (pause_req as of the last admission) */
     /* parameters (owned copies) */
-    int32_t *prompt;
+    int32_t *prompt; /* then, with the prompt cache, the generated tokens fed after it */
+    size_t prompt_cap;
     int64_t n_prompt, max_tokens;
     int32_t *stop_ids;
     int n_stop_ids;
@@ -45,13 +47,23 @@ struct co_job {
     int64_t n_fed;  /* prompt rows through the model */
     int64_t n_past; /* positions in the slot */
     int64_t n_gen;
-    int32_t next;             /* sampled, to be fed */
+    int64_t n_cached;        /* prompt positions restored from the prompt cache */
+    bool prompt_counted;     /* in the metrics' prompt tokens */
+    co_pcache_cursor cursor; /* the slot's blocks in the prompt cache */
+    int n_group;             /* choices of the prompt this job leads the prefill of (1: alone) */
+    co_job *leader;          /* model thread: the job prefilling this one's prompt, until forked */
+    bool forked;             /* its slot is a copy of the leader's prefilled one */
+    bool restore; /* admitted: its prompt is looked up in the prompt cache before its step */
+    int32_t next; /* sampled, to be fed */
     md_sampler_opts sampling; /* checked at submission; the sampler is made at admission, so a
                                  queued request holds none of its memory */
     md_sampler sampler;
     bool sampler_ok;
     const co_text_ops *text;
     void *text_state;
+    const co_constraint_ops *cons;
+    void *cons_state;
+    float *masked; /* with a constraint: the row it samples from */
     double t_last;
     co_buf piece, rpiece, shown; /* this token's text and reasoning; the text after stop strings */
     bool done;                   /* finished on the model thread (removed at the step's end) */
@@ -104,8 +116,10 @@ struct co_sched {
     size_t rows_cap, row_job_cap;
     float *logits;
     size_t logits_cap;
-    int32_t *unique; /* per layer, this step */
-    uint8_t *seen;   /* n_expert flags */
+    int32_t *unique;  /* per layer, this step */
+    uint8_t *seen;    /* n_expert flags */
+    co_pcache *cache; /* the prompt cache (model thread), NULL: none */
+    float *fork_row;  /* n_vocab: a leader's last prompt row, sampled by each choice it leads */
 };
 
 double co_now(void) {
@@ -121,6 +135,8 @@ static void job_end_text(co_job *j) {
 
 static void job_free(co_job *j) {
     job_end_text(j);
+    if (j->cons && j->cons->end && j->cons_state) j->cons->end(j->cons_state);
+    free(j->masked);
     free(j->prompt);
     free(j->stop_ids);
     free(j->bias);
@@ -206,6 +222,7 @@ void co_job_take(co_job *j, co_job_out *o) {
                       .text_len = j->t_text.len,
                       .finish = j->finish_taken ? CO_FINISH_NONE : j->p_finish,
                       .prompt_tokens = j->n_prompt,
+                      .cached_tokens = j->n_cached,
                       .completion_tokens = j->n_gen};
     if (o->finish) {
         j->finish_taken = true;
@@ -333,7 +350,10 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
     j->slot = -1;
     j->text = p->text;
     j->text_state = p->text_state;
+    j->cons = p->constraint;
+    j->cons_state = p->constraint_state;
     *taken = true;
+    j->prompt_cap = (size_t)p->n_prompt;
     j->prompt = malloc((size_t)p->n_prompt * sizeof *j->prompt);
     j->stop_ids = malloc(((size_t)p->n_stop_ids + 1) * sizeof *j->stop_ids);
     if (!j->prompt || !j->stop_ids) {
@@ -367,55 +387,103 @@ static co_job *job_new(co_sched *s, const co_gen_params *p, co_job_cb cb, void *
     return j;
 }
 
-/* Queues j for a slot, or refuses it (shutting down, or the queue full) and frees it. */
-static co_submit_rc enqueue(co_sched *s, co_job *j, co_job **out, mw_err *err) {
+/* Queues the n jobs of one submission together (all or none: refused when shutting down or the
+ * queue is full, and then freed). */
+static co_submit_rc enqueue(co_sched *s, co_job **js, int n, mw_err *err) {
     pthread_mutex_lock(&s->mu);
     co_submit_rc rc = CO_SUBMIT_OK;
     if (s->draining || s->stop) {
         rc = CO_SUBMIT_STOPPING;
         mw_errf(err, "the server is shutting down");
-    } else if (s->n_wait >= s->p.max_queue + s->n_free) {
+    } else if (s->n_wait + n > s->p.max_queue + s->n_free) {
         rc = CO_SUBMIT_FULL;
         mw_errf(err, "the server is at capacity (%d sequences running, %d queued)", s->p.n_slots,
                 s->n_wait);
     } else {
-        j->refs = 2;
-        if (s->wait_tail)
-            s->wait_tail->next_wait = j;
-        else
-            s->wait_head = j;
-        s->wait_tail = j;
-        s->n_wait++;
+        for (int i = 0; i < n; i++) {
+            js[i]->refs = 2;
+            if (s->wait_tail)
+                s->wait_tail->next_wait = js[i];
+            else
+                s->wait_head = js[i];
+            s->wait_tail = js[i];
+            s->n_wait++;
+        }
         pthread_cond_signal(&s->cv);
     }
     int n_wait = s->n_wait;
     pthread_mutex_unlock(&s->mu);
     if (rc) {
-        job_free(j);
+        for (int i = 0; i < n; i++) job_free(js[i]);
         return rc;
     }
     if (s->p.metrics) co_metrics_queue(s->p.metrics, -1, n_wait);
-    *out = j;
     return CO_SUBMIT_OK;
 }
 
-static co_submit_rc submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
-                           co_job **out, bool *taken, mw_err *err) {
-    *out = NULL;
+uint64_t co_choice_seed(uint64_t seed, int i) {
+    if (i == 0) return seed;
+    uint64_t z = seed + (uint64_t)i * 0x9E3779B97F4A7C15ull; /* splitmix64 */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* The jobs of the n choices (the first leads the prefill); *taken: how many text states jobs
+ * took (their own, or ended). */
+static co_submit_rc make_jobs(co_sched *s, const co_gen_params *p, int n, void *const *texts,
+                              co_job_cb cb, void *const *uds, co_job **js, int *taken,
+                              mw_err *err) {
+    if (n < 1 || n > s->p.n_slots) {
+        mw_errf(err, "%d choices need as many sequence slots at once; this server has %d", n,
+                s->p.n_slots);
+        return CO_SUBMIT_INVALID;
+    }
     if (!params_ok(s, p, err)) return CO_SUBMIT_INVALID;
-    co_job *j = job_new(s, p, cb, ud, taken, err);
-    if (!j) return CO_SUBMIT_INVALID;
-    return enqueue(s, j, out, err);
+    for (int i = 0; i < n; i++) {
+        co_gen_params gp = *p;
+        gp.text_state = texts ? texts[i] : NULL;
+        gp.sampling.seed = co_choice_seed(p->sampling.seed, i);
+        /* a constraint is one job's (a request with one takes a single choice: co_oai) */
+        if (i > 0) gp.constraint = NULL, gp.constraint_state = NULL;
+        bool took = false;
+        js[i] = job_new(s, &gp, cb, uds[i], &took, err);
+        if (took) *taken = i + 1;
+        if (!js[i]) {
+            for (int k = 0; k < i; k++) job_free(js[k]);
+            return CO_SUBMIT_INVALID;
+        }
+    }
+    js[0]->n_group = n;
+    for (int i = 1; i < n; i++) js[i]->leader = js[0];
+    return CO_SUBMIT_OK;
+}
+
+co_submit_rc co_sched_submit_n(co_sched *s, const co_gen_params *p, int n, void *const *texts,
+                               co_job_cb cb, void *const *uds, co_job **out, mw_err *err) {
+    co_job **js = calloc(n > 0 ? (size_t)n : 1, sizeof *js);
+    int taken = 0;
+    co_submit_rc rc = CO_SUBMIT_INVALID;
+    if (!js)
+        mw_errf(err, "out of memory");
+    else if ((rc = make_jobs(s, p, n, texts, cb, uds, js, &taken, err)) == CO_SUBMIT_OK) {
+        taken = n;
+        rc = enqueue(s, js, n, err);
+    }
+    for (int i = 0; i < n; i++) out[i] = rc == CO_SUBMIT_OK ? js[i] : NULL;
+    /* refused before a job took its text state (the first, its constraint): ended here */
+    for (int i = taken; texts && i < n; i++)
+        if (p->text && p->text->end && texts[i]) p->text->end(texts[i]);
+    if (taken == 0 && p->constraint && p->constraint->end && p->constraint_state)
+        p->constraint->end(p->constraint_state);
+    free(js);
+    return rc;
 }
 
 co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
                              co_job **out, mw_err *err) {
-    bool taken = false;
-    co_submit_rc rc = submit(s, p, cb, ud, out, &taken, err);
-    /* refused before a job took the text state: end it here */
-    if (rc != CO_SUBMIT_OK && !taken && p->text && p->text->end && p->text_state)
-        p->text->end(p->text_state);
-    return rc;
+    void *text = p->text_state;
+    return co_sched_submit_n(s, p, 1, &text, cb, &ud, out, err);
 }
 
 void co_sched_drain(co_sched *s) {
@@ -500,14 +568,25 @@ static void fill_logprob(const float *x, int64_t V, int32_t tok, int n, co_logpr
 
 /* Samples from the row with the job's logit biases added (then the sampler's penalties); the row is
  * the model's own again after (the same bits: the saved entries are put back in reverse, not the
- * biases subtracted). -1 with err set when the sampler cannot record the token. */
-static int32_t sample(co_job *j, float *logits, mw_err *err) {
+ * biases subtracted). With a constraint the sample comes from a masked copy of the row. -1 with
+ * err set when the sampler cannot record the token or the constraint leaves nothing. */
+static int32_t sample(co_job *j, float *logits, int64_t V, mw_err *err) {
+    if (j->cons) {
+        if (!j->masked && !(j->masked = malloc((size_t)V * sizeof *j->masked)))
+            return mw_errf(err, "out of memory");
+        memcpy(j->masked, logits, (size_t)V * sizeof *logits);
+        if (j->cons->mask(j->cons_state, j->masked, V) <= 0)
+            return mw_errf(err, "the response format allows no token here");
+        logits = j->masked;
+    }
     for (int i = 0; i < j->n_bias; i++) {
         j->bias_saved[i] = logits[j->bias[i].token];
         logits[j->bias[i].token] += j->bias[i].bias;
     }
     const int32_t tok = md_sample(&j->sampler, logits);
     for (int i = j->n_bias - 1; i >= 0; i--) logits[j->bias[i].token] = j->bias_saved[i];
+    if (j->cons && j->cons->accept(j->cons_state, tok) < 0)
+        return mw_errf(err, "the response format refused token %d", tok);
     return md_sampler_feed(&j->sampler, &tok, 1, true, err) ? -1 : tok;
 }
 
@@ -583,7 +662,7 @@ static bool publish(co_sched *s, co_job *j, int32_t tok, const co_logprob *lp, b
  * logprob, logits row or piece of text is never dropped silently. */
 static void job_token(co_sched *s, co_job *j, float *logits, double t) {
     mw_err err;
-    const int32_t tok = sample(j, logits, &err);
+    const int32_t tok = sample(j, logits, s->p.n_vocab, &err);
     if (tok < 0) {
         job_end(j, CO_FINISH_ERROR, err.msg); /* leaves at the step's end, as any other */
         return;
@@ -603,6 +682,11 @@ static void job_token(co_sched *s, co_job *j, float *logits, double t) {
         job_end(j, CO_FINISH_LENGTH, NULL);
     else
         j->next = tok;
+    /* the cache keeps what the slot holds: the prompt, then the tokens fed after it */
+    if (!j->done && s->cache &&
+        !mw_grow((void **)&j->prompt, &j->prompt_cap, (size_t)(j->n_prompt + j->n_gen),
+                 sizeof *j->prompt))
+        j->prompt[j->n_prompt + j->n_gen - 1] = tok;
 }
 
 /* Under s->mu. */
@@ -625,6 +709,10 @@ static void reap(co_sched *s) {
         }
         *pp = j->next_active;
         job_end_text(j);
+        if (s->cache) co_pcache_release(s->cache, &j->cursor);
+        /* a leader gone before its prompt was done: its choices prefill on their own */
+        for (co_job *f = s->active; f; f = f->next_active)
+            if (f->leader == j) f->leader = NULL;
         pthread_mutex_lock(&s->mu);
         s->n_active--;
         release_slot(s, j);
@@ -650,13 +738,16 @@ static void admit_locked(co_sched *s) {
     while (*pp) {
         co_job *j = *pp;
         bool drop = j->cancelled || s->fail_all[0];
-        bool take = !drop && s->n_free > 0;
+        /* the choices of a prompt are admitted together: the leader waits for their slots */
+        bool take = !drop && s->n_free >= (j->n_group > 1 ? j->n_group : 1);
         if (!drop && !take) break; /* first come, first served */
         *pp = j->next_wait;
         if (s->wait_tail == j) s->wait_tail = prev;
         s->n_wait--;
         j->next_wait = NULL;
         if (drop) {
+            /* its choices prefill on their own */
+            for (co_job *f = *pp; f && f->leader == j; f = f->next_wait) f->leader = NULL;
             /* never admitted: ends here */
             if (j->cancelled) {
                 j->p_finish = CO_FINISH_CANCELLED;
@@ -683,6 +774,8 @@ static void admit_locked(co_sched *s) {
         j->sampler_ok = true;
         if (md_sampler_feed(&j->sampler, j->prompt, j->n_prompt, false, &err))
             job_end(j, CO_FINISH_ERROR, err.msg);
+        else
+            j->restore = s->cache != NULL; /* after the lock: copies take a while */
     }
     if (!s->wait_head) s->wait_tail = NULL;
     s->fail_all[0] = 0;
@@ -724,6 +817,14 @@ typedef struct step_rows {
     int64_t prefill, decode;
 } step_rows;
 
+/* With a prompt cache that needs snapshots, a prompt step ends on a block boundary when one lies
+ * within its rows (the state there becomes a restore point); the batch split changes no result. */
+static int64_t snap_take(const co_sched *s, const co_job *j, int64_t take) {
+    if (!s->cache || !co_pcache_snapshots(s->cache)) return take;
+    const int64_t end = (j->n_fed + take) / CO_PCACHE_BLOCK * CO_PCACHE_BLOCK;
+    return end > j->n_fed ? end - j->n_fed : take;
+}
+
 /* The step's rows: every decoding job's next row first, then prompt chunks in admission order
  * within the chunk budget. -1: out of memory. */
 static int gather(co_sched *s, step_rows *b) {
@@ -738,9 +839,10 @@ static int gather(co_sched *s, step_rows *b) {
     }
     int64_t budget = s->p.chunk;
     for (co_job *j = s->active; j && budget > 0; j = j->next_active) {
-        if (j->done || j->paused || j->n_fed >= j->n_prompt) continue;
+        if (j->done || j->paused || j->n_fed >= j->n_prompt || (j->leader && !j->forked)) continue;
         int64_t take = j->n_prompt - j->n_fed;
         if (take > budget) take = budget;
+        take = snap_take(s, j, take);
         if (grow_rows(s, b->n_rows + (size_t)take)) return -1;
         for (int64_t i = 0; i < take; i++) {
             const int64_t pos = j->n_fed + i;
@@ -749,7 +851,9 @@ static int gather(co_sched *s, step_rows *b) {
                 .seq = j->slot, .pos = (int32_t)pos, .token = j->prompt[pos], .logits = last};
             if (last) s->row_job[b->n_logits++] = j;
         }
-        if (j->n_fed == 0 && s->p.metrics) co_metrics_prompt_tokens(s->p.metrics, j->n_prompt);
+        if (!j->prompt_counted && s->p.metrics)
+            co_metrics_prompt_tokens(s->p.metrics, j->n_prompt - j->n_cached);
+        j->prompt_counted = true;
         budget -= take;
         b->prefill += take;
     }
@@ -773,6 +877,26 @@ static void fail_rows(co_sched *s, const step_rows *b, const char *why) {
             job_end(s->slot_job[s->rows[r].seq], CO_FINISH_ERROR, why);
 }
 
+/* The leader's prompt is done: each choice it leads takes a copy of its slot and samples its first
+ * token from the same row (a copy: sampling may write to it). */
+static void fork_choices(co_sched *s, co_job *lead, const float *row, double t) {
+    for (co_job *f = s->active; f; f = f->next_active) {
+        if (f->leader != lead || f->forked || f->done) continue;
+        mw_err err;
+        if (md_seq_copy(s->p.ctx, f->slot, lead->slot, &err)) {
+            job_end(f, CO_FINISH_ERROR, err.msg);
+            continue;
+        }
+        f->forked = true;
+        f->prompt_counted = true;
+        f->n_fed = f->n_prompt;
+        f->n_past = lead->n_past;
+        f->n_cached = lead->n_cached;
+        memcpy(s->fork_row, row, (size_t)s->p.n_vocab * sizeof *row);
+        job_token(s, f, s->fork_row, t);
+    }
+}
+
 /* A step that ran: each row moves its job one position on, each logits row gives its job a
  * token. */
 static void advance(co_sched *s, const step_rows *b, double t) {
@@ -781,8 +905,16 @@ static void advance(co_sched *s, const step_rows *b, double t) {
         j->n_past++;
         if (j->n_fed < j->n_prompt) j->n_fed++;
     }
-    for (size_t i = 0; i < b->n_logits; i++)
-        job_token(s, s->row_job[i], s->logits + i * (size_t)s->p.n_vocab, t);
+    for (size_t i = 0; i < b->n_logits; i++) {
+        co_job *j = s->row_job[i];
+        float *row = s->logits + i * (size_t)s->p.n_vocab;
+        if (j->n_group > 1 && j->n_gen == 0) fork_choices(s, j, row, t);
+        job_token(s, j, row, t);
+    }
+    if (s->cache)
+        for (co_job *j = s->active; j; j = j->next_active)
+            if (j->slot >= 0 && j->n_past > 0)
+                co_pcache_save(s->cache, j->slot, j->prompt, j->n_past, &j->cursor);
 }
 
 static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool failed) {
@@ -828,7 +960,9 @@ static void step(co_sched *s) {
  * the model thread. (A cancelled job behind the queue's head leaves once the head moves.) */
 static bool has_work(const co_sched *s) {
     if (s->stop || s->fail_all[0]) return true;
-    if (s->wait_head && (s->n_free > 0 || s->wait_head->cancelled)) return true;
+    if (s->wait_head && (s->n_free >= (s->wait_head->n_group > 1 ? s->wait_head->n_group : 1) ||
+                         s->wait_head->cancelled))
+        return true;
     for (const co_job *j = s->active; j; j = j->next_active)
         if (!j->pause_req || j->cancelled) return true;
     return false;
@@ -848,6 +982,17 @@ static bool wait_work(co_sched *s) {
     return pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT;
 }
 
+/* The jobs just admitted start from the longest prefix of their prompt the cache holds. */
+static void restore_prefixes(co_sched *s) {
+    for (co_job *j = s->active; j; j = j->next_active) {
+        if (!j->restore) continue;
+        j->restore = false;
+        if (!j->done && !j->leader)
+            j->n_fed = j->n_past = j->n_cached =
+                co_pcache_restore(s->cache, j->slot, j->prompt, j->n_prompt, &j->cursor);
+    }
+}
+
 static void *model_thread(void *arg) {
     co_sched *s = arg;
     for (;;) {
@@ -864,6 +1009,7 @@ static void *model_thread(void *arg) {
         bool stop = s->stop;
         int queued = s->n_wait;
         pthread_mutex_unlock(&s->mu);
+        restore_prefixes(s);
         if (s->p.metrics) co_metrics_queue(s->p.metrics, s->n_active, queued);
         if (!stop) step(s);
         reap(s);
@@ -873,6 +1019,10 @@ static void *model_thread(void *arg) {
             pthread_mutex_unlock(&s->mu);
             co_metrics_queue(s->p.metrics, active, waiting);
             co_metrics_kv_used(s->p.metrics, used_kv(s)); /* without the reaped sequences */
+            if (s->cache) {
+                const co_pcache_stats pst = co_pcache_get_stats(s->cache);
+                co_metrics_prefix_cache(s->p.metrics, &pst);
+            }
         }
         if (s->p.after_step) s->p.after_step(s->p.after_step_ud);
         uv_async_send(&s->async);
@@ -895,7 +1045,9 @@ int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_e
     s->slot_job = calloc((size_t)p->n_slots, sizeof *s->slot_job);
     s->unique = calloc((size_t)(p->n_layer > 0 ? p->n_layer : 1), sizeof *s->unique);
     s->seen = calloc((size_t)(p->n_expert > 0 ? p->n_expert : 1), 1);
-    if (!s->eos || !s->free_slots || !s->slot_job || !s->unique || !s->seen) {
+    s->fork_row = malloc((size_t)p->n_vocab * sizeof *s->fork_row);
+    if (!s->eos || !s->free_slots || !s->slot_job || !s->unique || !s->seen || !s->fork_row) {
+        free(s->fork_row);
         free(s->eos);
         free(s->free_slots);
         free(s->slot_job);
@@ -913,6 +1065,10 @@ int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_e
     uv_async_init(loop, &s->async, on_async);
     s->async.data = s;
     md_ctx_set_observer(p->ctx, observe, s);
+    if (p->cache_bytes && co_pcache_new(p->ctx, p->cache_bytes, &s->cache, err)) {
+        co_sched_free(s);
+        return -1;
+    }
     if (pthread_create(&s->thread, NULL, model_thread, s)) {
         co_sched_free(s);
         return mw_errf(err, "cannot start the model thread");
@@ -934,6 +1090,8 @@ static void async_closed(uv_handle_t *h) {
     free(s->rows);
     free(s->row_job);
     free(s->logits);
+    co_pcache_free(s->cache);
+    free(s->fork_row);
     free(s);
 }
 

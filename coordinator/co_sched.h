@@ -40,6 +40,16 @@ typedef struct co_text_ops {
     void (*end)(void *state); /* frees the state */
 } co_text_ops;
 
+/* What a job may sample (a response format, a forced tool call), supplied like the text side: per
+ * step `mask` sets the logits of the tokens it refuses to -inf (returning how many it allows:
+ * 0 ends the job with an error), then `accept` learns the token sampled (-1: refused, an error).
+ * Called on the model thread. */
+typedef struct co_constraint_ops {
+    int64_t (*mask)(void *state, float *logits, int64_t n);
+    int (*accept)(void *state, int32_t token);
+    void (*end)(void *state); /* frees the state */
+} co_constraint_ops;
+
 /* A bias added to one token's logit before sampling (OpenAI's logit_bias). */
 typedef struct co_logit_bias {
     int32_t token;
@@ -73,6 +83,7 @@ typedef struct co_sched_params {
     uint64_t kv_bytes_per_pos_ring; /* and on ring layers (each holds at most kv_ring positions) */
     int64_t kv_ring;
     uint64_t kv_bytes_per_seq; /* and a sequence whatever its length (KDA layers' state) */
+    uint64_t cache_bytes;      /* the prompt cache's budget (co_pcache.h); 0: no cache */
 } co_sched_params;
 
 typedef struct co_sched co_sched;
@@ -106,6 +117,10 @@ typedef struct co_gen_params {
      * scheduler, which ends it, also when the submission fails. */
     const co_text_ops *text;
     void *text_state;
+    /* A constraint (NULL: none): the row the job samples from is a masked copy (the logprobs
+     * and kept logits stay the model's own). Its state passes to the scheduler as text_state. */
+    const co_constraint_ops *constraint;
+    void *constraint_state;
 } co_gen_params;
 
 typedef enum co_finish {
@@ -135,6 +150,7 @@ typedef struct co_job_out {
     size_t reasoning_len;
     co_finish finish;          /* set once, with the last output */
     int64_t prompt_tokens;     /* the prompt's length */
+    int64_t cached_tokens;     /* of them, restored from the prompt cache */
     int64_t completion_tokens; /* generated so far (a stop id counts) */
     const char *error;         /* CO_FINISH_ERROR: what failed */
 } co_job_out;
@@ -152,6 +168,16 @@ typedef enum co_submit_rc {
  * finish reason has been taken; then the caller releases the job (co_job_release). */
 co_submit_rc co_sched_submit(co_sched *s, const co_gen_params *p, co_job_cb cb, void *ud,
                              co_job **out, mw_err *err);
+/* n choices of one prompt (1 .. the slots): n jobs queued together (all or none) and admitted
+ * together, the prompt prefilled once by the first and its cache copied into the others' slots
+ * (md_seq_copy), each then sampling its own tokens from the same last prompt row. Choice i's
+ * params are p's with text state text_states[i] (every one ended by the scheduler, also when the
+ * submission fails) and, for i > 0, a seed derived from p's seed and i (co_choice_seed), so that
+ * each choice is its own stream and choice 0 is what a request of one choice gets. */
+co_submit_rc co_sched_submit_n(co_sched *s, const co_gen_params *p, int n, void *const *text_states,
+                               co_job_cb cb, void *const *uds, co_job **out, mw_err *err);
+uint64_t co_choice_seed(uint64_t seed, int i);
+
 /* Takes the pending output; the pointers stay valid until the next take or the release. */
 void co_job_take(co_job *j, co_job_out *o);
 /* The job's client is gone: the job ends before the next step and frees its slot; no more

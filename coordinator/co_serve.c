@@ -289,7 +289,8 @@ static int open_scheduler(serve *s, mw_err *err) {
                           .kv_bytes_per_pos_full = s->cost.per_pos_full,
                           .kv_bytes_per_pos_ring = s->cost.per_pos_ring,
                           .kv_ring = s->cost.ring,
-                          .kv_bytes_per_seq = s->cost.fixed};
+                          .kv_bytes_per_seq = s->cost.fixed,
+                          .cache_bytes = (uint64_t)o->cache_mb << 20};
     if (co_sched_new(&s->loop, &sp, &s->sched, err)) return -1;
     return 0;
 }
@@ -345,7 +346,11 @@ static int open_http(serve *s, mw_err *err) {
                            .auth = s->auth,
                            .limits = {.max_messages = o->max_messages,
                                       .max_logit_bias = o->max_logit_bias,
-                                      .max_prompt_tokens = o->max_prompt_tokens}};
+                                      .max_prompt_tokens = o->max_prompt_tokens},
+                           .cfg = c,
+                           .n_slots = s->n_slots,
+                           .max_queue = o->max_queue,
+                           .cache_bytes = (uint64_t)o->cache_mb << 20};
     if (co_routes_new(&rp, &s->routes, err)) return -1;
     char host[256];
     const char *colon = strrchr(o->listen, ':');

@@ -6,14 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/co_jinja.h"
+#include "coordinator/co_serve_grammar.h"
 #include "tokenizer/tk.h"
 #include "tokenizer/tk_chat.h"
 
 struct co_stext {
     tk_tokenizer *tok;
-    tk_chat *chat;             /* NULL: no chat format */
+    co_jinja *jinja;           /* the model's own template: renders chat prompts when present */
+    tk_chat *chat;             /* the built-in format: renders otherwise, parses replies; or NULL */
     char chat_err[MW_ERR_MAX]; /* why not */
+    char chat_name[96];        /* what renders and what parses, for the startup line */
     size_t max_token_bytes;    /* the most input bytes one token stands for */
+    co__stext_vocab vocab;     /* the constrained decoding's trie, built on first use */
 };
 
 typedef struct job_text {
@@ -26,7 +31,19 @@ typedef struct job_text {
 static tk_chat_opts chat_opts(const co_stext_chat_opts *o) {
     return (tk_chat_opts){.add_generation_prompt = true,
                           .thinking = o ? o->thinking : -1,
-                          .reasoning_effort = o ? o->reasoning_effort : NULL};
+                          .reasoning_effort = o ? o->reasoning_effort : NULL,
+                          .answer_open = o && o->answer_open,
+                          .tools = o ? o->tools_text : NULL};
+}
+
+const tk_tokenizer *co__stext_tokenizer(const co_stext *t) {
+    return t->tok;
+}
+const tk_chat *co__stext_chat(const co_stext *t) {
+    return t->chat;
+}
+co__stext_vocab *co__stext_vocab_of(co_stext *t) {
+    return &t->vocab;
 }
 
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err) {
@@ -39,6 +56,7 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         return 0;
     co_stext *t = calloc(1, sizeof *t);
     if (!t) return mw_errf(err, "out of memory");
+    co__stext_vocab_init(&t->vocab);
     if (tk_load_source(src, &t->tok, err)) {
         free(t);
         return mw_err_wrap(err, "the model's tokenizer");
@@ -61,12 +79,21 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         t->chat = NULL;
         snprintf(t->chat_err, sizeof t->chat_err, "%s", cerr.msg);
     }
+    if (co_jinja_open(t->tok, chat_template, &t->jinja, err)) {
+        co_stext_free(t);
+        return -1;
+    }
+    snprintf(t->chat_name, sizeof t->chat_name, "the model's template (jinja), %s%s",
+             t->chat ? tk_chat_name(t->chat) : "plain-text",
+             t->chat ? " replies" : " replies ended by end-of-generation tokens");
     *out = t;
     return 0;
 }
 
 void co_stext_free(co_stext *t) {
     if (!t) return;
+    co__stext_vocab_free(&t->vocab);
+    co_jinja_free(t->jinja);
     tk_chat_free(t->chat);
     tk_free(t->tok);
     free(t);
@@ -77,7 +104,8 @@ size_t co_stext_max_token_bytes(const co_stext *t) {
 }
 
 const char *co_stext_chat_name(const co_stext *t) {
-    return t->chat ? tk_chat_name(t->chat) : NULL;
+    if (!t->jinja) return t->chat ? tk_chat_name(t->chat) : NULL;
+    return t->chat_name;
 }
 
 static int take_ids(tk_ids *ids, int32_t **out, int64_t *n, mw_err *err) {
@@ -103,8 +131,36 @@ int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t
     return take_ids(&v, ids, n_ids, err);
 }
 
+/* A constrained output after the model's template: harmony's final channel opened, as the C
+ * renderer opens it (thinking is off in the template already), so that the parser, made with
+ * answer_open, reads the first token as the answer. */
+static int open_answer(const co_stext *t, tk_ids *v, mw_err *err) {
+    if (!t->chat || strcmp(tk_chat_name(t->chat), "harmony")) return 0;
+    static const char *const parts[] = {"<|channel|>", "final", "<|message|>"};
+    for (int i = 0; i < 3; i++)
+        if (tk_encode(t->tok, parts[i], strlen(parts[i]), i == 1 ? 0 : TK_SPECIAL, v, err))
+            return -1;
+    return 0;
+}
+
 int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, int32_t **ids,
                   int64_t *n_ids, mw_err *err) {
+    if (t->jinja) {
+        tk_ids v = {0};
+        const bool open = o && o->answer_open;
+        co_jinja_opts jo = {.tools = o ? o->tools : NULL,
+                            .kwargs = o ? o->kwargs : NULL,
+                            .thinking = open ? 0
+                                        : o  ? o->thinking
+                                             : -1,
+                            .reasoning_effort = o ? o->reasoning_effort : NULL};
+        if (co_jinja_prompt(t->jinja, messages, &jo, &v, err) ||
+            (open && open_answer(t, &v, err))) {
+            tk_ids_free(&v);
+            return -1;
+        }
+        return take_ids(&v, ids, n_ids, err);
+    }
     if (!t->chat) return mw_errf(err, "this model has no chat format: %s", t->chat_err);
     tk_msgs msgs = {0};
     tk_ids v = {0};
@@ -120,7 +176,7 @@ int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, in
 }
 
 void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
-    if (chat && !t->chat) {
+    if (chat && !t->chat && !t->jinja) {
         mw_errf(err, "this model has no chat format: %s", t->chat_err);
         return NULL;
     }
@@ -131,7 +187,9 @@ void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
     }
     j->t = t;
     tk_chat_opts co = chat_opts(chat);
-    if (chat && tk_chat_parser_new(t->chat, &co, &j->parser, err)) {
+    /* a template the built-in formats do not know: its replies are plain text ended by the
+     * model's end-of-generation tokens */
+    if (chat && t->chat && tk_chat_parser_new(t->chat, &co, &j->parser, err)) {
         free(j);
         return NULL;
     }
@@ -186,4 +244,8 @@ void co_stext_token_name(void *ud, int32_t token, co_buf *out) {
         co_buf_add(out, b, n);
     else
         co_buf_printf(out, "token_id:%d", token);
+}
+
+const tk_tokenizer *co_stext_tokenizer(const co_stext *t) {
+    return t->tok;
 }

@@ -35,6 +35,10 @@ int co_stext_encode(co_stext *t, const char *s, size_t n, int32_t **ids, int64_t
 typedef struct co_stext_chat_opts {
     const char *reasoning_effort; /* harmony: "low", "medium", "high"; NULL: the default */
     int thinking;                 /* formats with a thinking switch: 1 on, 0 off, -1 default */
+    const json_t *tools;          /* the model's template: the request's tools, or NULL */
+    const json_t *kwargs;         /* the model's template: chat_template_kwargs, or NULL */
+    bool answer_open; /* the prompt opens the answer (no reasoning first): a constrained output */
+    const char *tools_text; /* the C renderers: the tools list's JSON text, NULL: none */
 } co_stext_chat_opts;
 /* An OpenAI message list (already checked by co_oai) through the model's chat template, opened
  * for the assistant's turn. */
@@ -47,6 +51,10 @@ int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, in
  * submitted (co_gen_params.text_state). */
 void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err);
 extern const co_text_ops co_stext_ops;
+
+/* The tokenizer itself (/tokenize, /detokenize, /props read it). */
+struct tk_tokenizer;
+const struct tk_tokenizer *co_stext_tokenizer(const co_stext *t);
 
 /* A token's bytes as the vocabulary stores them (logprobs); ud is the co_stext. */
 void co_stext_token_name(void *ud, int32_t token, co_buf *out);

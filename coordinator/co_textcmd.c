@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/co_jinja.h"
+#include "vindex/vx_json.h"
 #include "vindex/vx_source.h"
 
 #define MAX_TEXT (256u << 20)
@@ -35,6 +37,37 @@ static int read_all(FILE *f, const char *what, char **out, size_t *len, mw_err *
     return 0;
 }
 
+/* The model's own template (co_jinja.h) when it has one and no format is named: 0 rendered, 1 not
+ * used (the built-in formats render), -1 error. The reply is parsed by the built-in format the
+ * template is recognised as, else read as plain text. */
+static int jinja_prompt(co_textcmd *x, const co_opts *o, const char *json, size_t len,
+                        const tk_msgs *msgs, tk_ids *prompt, mw_err *err) {
+    co_jinja *j = NULL;
+    if (co_jinja_open(x->tok, o->chat_template, &j, err)) return -1;
+    if (!j) return 1;
+    static const vx_json_limits lim = {
+        .max_depth = 64, .bytes_per_object = 8, .bytes_per_array = 4, .bytes_per_item = 2};
+    json_t *list =
+        json ? vx_json_parse(json, len, o->messages, &lim, err) : co_jinja_msgs_json(msgs);
+    if (list && json_is_object(list)) {
+        json_t *inner = json_incref(json_object_get(list, "messages"));
+        json_decref(list);
+        list = inner;
+    }
+    co_jinja_opts jo = {.thinking = o->thinking};
+    int rc = list ? co_jinja_prompt(j, list, &jo, prompt, err) : mw_errf(err, "out of memory");
+    json_decref(list);
+    co_jinja_free(j);
+    if (rc) return -1;
+    mw_err cerr = {{0}};
+    x->copts = (tk_chat_opts){.add_generation_prompt = true, .thinking = o->thinking};
+    if (!tk_chat_open(x->tok, NULL, &x->chat, &cerr) &&
+        tk_chat_parser_new(x->chat, &x->copts, &x->parser, err))
+        return -1;
+    if (!x->chat) tk_stream_init(&x->stream, x->tok, 0);
+    return 0;
+}
+
 int co_textcmd_open(co_textcmd *x, const co_opts *o, const vx_source *src, tk_ids *prompt,
                     mw_err *err) {
     *x = (co_textcmd){0};
@@ -48,20 +81,28 @@ int co_textcmd_open(co_textcmd *x, const co_opts *o, const vx_source *src, tk_id
     }
     tk_msgs file = {0};
     const tk_msgs *msgs = &o->chat;
+    char *json = NULL;
+    size_t len = 0;
     if (o->messages) {
         FILE *f = fopen(o->messages, "rb");
         if (!f) return mw_errf(err, "--messages: cannot open %s: %s", o->messages, strerror(errno));
-        char *json;
-        size_t len;
         int rc = read_all(f, o->messages, &json, &len, err);
         fclose(f);
         if (rc) return -1;
         rc = tk_msgs_parse(json, len, &file, err);
-        free(json);
-        if (rc) return mw_err_wrap(err, "%s", o->messages);
+        if (rc) {
+            free(json);
+            return mw_err_wrap(err, "%s", o->messages);
+        }
         msgs = &file;
     }
-    int rc = tk_chat_open(x->tok, o->chat_template, &x->chat, err);
+    int rc = jinja_prompt(x, o, json, len, msgs, prompt, err);
+    free(json);
+    if (rc <= 0) {
+        tk_msgs_free(&file);
+        return rc;
+    }
+    rc = tk_chat_open(x->tok, o->chat_template, &x->chat, err);
     if (!rc && *tk_chat_missing(x->chat))
         fprintf(stderr,
                 "coordinator: note: the vocabulary has no %s; the %s template spells them as "

@@ -9,6 +9,7 @@
 #include "coordinator/co_generate.h"
 #include "coordinator/co_serve.h"
 #include "coordinator/co_textcmd.h"
+#include "coordinator/co_tmplcmd.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_curve.h"
 #include "util/mw_notify.h"
@@ -42,6 +43,11 @@ static const struct command {
     {"tokenize", "--model PATH [TEXT | --stdin] [--json] [--special] [--add-bos]",
      co_tokenize_main},
     {"detokenize", "--model PATH [IDS... | --stdin] [--special] [--raw]", co_detokenize_main},
+    {"chat-template",
+     "--template FILE.jinja --messages FILE.json [--tools FILE.json]\n"
+     "                              [--no-generation-prompt] [--bos TEXT] [--eos TEXT] "
+     "[--kwargs JSON]",
+     co_chat_template_main},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -39,6 +39,7 @@ cmd dpkg-deb dpkg -
 cmd clang-14 clang-14 -
 cmd systemd-analyze systemd -
 cmd curl curl -
+file /usr/lib/python3/dist-packages/jinja2/__init__.py python3-jinja2 -
 file /usr/share/llhttp/llhttp.c node-llhttp -
 file /usr/share/include/llhttp/llhttp.h node-llhttp -
 file /usr/aarch64-linux-gnu/include/stdio.h libc6-dev-arm64-cross -

@@ -53,7 +53,10 @@ typedef enum kn_type {
     KN_TQ1_0 = 34,
     KN_TQ2_0 = 35,
     KN_MXFP4 = 39,
-    KN_TYPE_COUNT = 40
+    /* Ours, outside GGUF's ids (a GGUF file never holds it): MXFP4 in compressed-tensors' planar
+     * layout, a matrix's packed codes then its scale bytes (kernels/kn_mxfp4_ct.c). */
+    KN_MXFP4_CT = 64,
+    KN_TYPE_COUNT = 65
 } kn_type;
 
 /* One row per block format (ggml's type-traits idea). Types that are only recognised (so a file
@@ -64,6 +67,9 @@ typedef struct kn_type_traits {
     int32_t type_size;    /* bytes per block */
     bool can_compute;     /* dequantize / dot products implemented */
     kn_type vec_dot_type; /* activation format in KN_NUM_Q8 mode (F32 = none) */
+    bool planar;          /* a matrix is one whole (codes plane, then scales plane), not rows of
+                             blocks: row_bytes is the row's share, kn_row_size; no row views; not a
+                             GGUF type */
     /* Dequantize k elements (k a multiple of blck_size). */
     void (*to_float)(const void *src, float *dst, int64_t k);
     /* Quantize k elements. For Q8_0 / Q8_K this is ggml's activation rounding (FORMATS.md §2); for
@@ -181,6 +187,12 @@ void kn_matmul(const kn_mat *W, const float *X, int64_t T, float *Y, kn_numerics
  */
 void kn_matmul_many(const kn_mat *const *W, float *const *Y, int n, const float *X, int64_t T,
                     kn_numerics num, kn_pool *pool);
+
+/* KN_MXFP4_CT matrices: rows [r0, r0 + n) of W as block_mxfp4 rows into dst
+ * (n × kn_row_size(KN_MXFP4, cols) bytes), and a block_mxfp4 matrix (rows × cols, dense rows)
+ * written planar into dst (the same bytes in all); the same values either way. */
+void kn_mxfp4_ct_rows_to_blocks(const kn_mat *W, int64_t r0, int64_t n, void *dst);
+void kn_mxfp4_ct_from_blocks(const void *blocks, int64_t rows, int64_t cols, void *dst);
 
 /* Dequantizes row r of W into dst (W->cols floats). */
 void kn_mat_row(const kn_mat *W, int64_t r, float *dst);

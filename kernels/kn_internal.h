@@ -145,6 +145,8 @@ void kn__quant_q8_0_block(const float *x, kn__block_q8_0 *y);
 /* ---- dequantizers and quantizers (traits functions) ------------------------------------------ */
 
 void kn__dequant_mxfp4(const void *src, float *dst, int64_t k);
+void kn__dequant_mxfp4_ct(const void *src, float *dst, int64_t k); /* one row: codes, scales */
+void kn__quant_mxfp4_ct(const float *src, void *dst, int64_t k);
 void kn__quant_mxfp4(const float *src, void *dst, int64_t k);
 void kn__dequant_q8_0(const void *src, float *dst, int64_t k);
 void kn__quant_q8_0(const float *src, void *dst, int64_t k);
@@ -242,6 +244,11 @@ void kn__prep_round_bf16(const float *x, void *dst, int64_t k);
                                                   kn__prep_round_bf16, scratch, rows}
 #define KN__ROUNDED_ROWS(isa) [KN_F16] = &isa##_f16_rounded, [KN_BF16] = &isa##_bf16_rounded
 
+/* Planar types' kernels (kn_mxfp4_ct.c), in front of every table: the active ISA's, or with ref
+ * the reference's; NULL for a type that is not planar. */
+const kn__kernel *kn__kernel_planar(kn_type t, kn_numerics num, bool ref);
+/* Row r of a planar matrix as floats (W->cols of them). */
+void kn__planar_row(const kn_mat *W, int64_t r, float *dst);
 /* The kernel the active ISA uses for (W's type, mode); never NULL for a computable type. */
 const kn__kernel *kn__kernel_for(kn_type t, kn_numerics num);
 /* The scalar reference's kernel (the truth every other ISA is tested against). */

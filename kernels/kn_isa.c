@@ -152,6 +152,7 @@ void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out,
 
 /* The packer of the ISA whose Q8-mode kernel kn__kernel_for picks for t, if it has one. */
 const kn__packer *kn__packer_for(kn_type t) {
+    if (kn__kernel_planar(t, KN_NUM_Q8, false)) return NULL;
     for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
         if (!isas[i].kernel(t, KN_NUM_Q8)) continue;
         return isas[i].packer ? isas[i].packer(t) : NULL;
@@ -160,6 +161,8 @@ const kn__packer *kn__packer_for(kn_type t) {
 }
 
 const kn__kernel *kn__kernel_for(kn_type t, kn_numerics num) {
+    const kn__kernel *planar = kn__kernel_planar(t, num, false);
+    if (planar) return planar;
     for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
         const kn__kernel *k = isas[i].kernel(t, num);
         if (k) return k;

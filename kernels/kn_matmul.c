@@ -55,6 +55,9 @@ int kn_mat_check(const kn_mat *W, const char *what, mw_err *err) {
     if (W->row_bytes < kn_row_size(W->type, W->cols))
         return mw_errf(err, "%s: row stride %zu is below the %zu bytes of a %s row", what,
                        W->row_bytes, kn_row_size(W->type, W->cols), tr->name);
+    if (tr->planar && W->row_bytes != kn_row_size(W->type, W->cols))
+        return mw_errf(err, "%s: a %s matrix is one whole: row stride %zu is not %zu", what,
+                       tr->name, W->row_bytes, kn_row_size(W->type, W->cols));
     if (W->rows > 0 && !W->data) return mw_errf(err, "%s: no data", what);
     return 0;
 }
@@ -73,6 +76,10 @@ void kn_mat_row(const kn_mat *W, int64_t r, float *dst) {
         fprintf(stderr, "moewire kernels: kn_mat_row: row %lld of %lld\n", (long long)r,
                 (long long)W->rows);
         abort();
+    }
+    if (kn_traits(W->type)->planar) {
+        kn__planar_row(W, r, dst);
+        return;
     }
     kn_traits(W->type)->to_float((const uint8_t *)W->data + (size_t)r * W->row_bytes, dst, W->cols);
 }

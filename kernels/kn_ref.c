@@ -174,6 +174,8 @@ static const kn__kernel *const q8_kernels[KN_TYPE_COUNT] = {
 };
 
 const kn__kernel *kn__kernel_ref(kn_type t, kn_numerics num) {
+    const kn__kernel *planar = kn__kernel_planar(t, num, true);
+    if (planar) return planar;
     return kn__kernel_pick(q8_kernels, &ref_float, t, num);
 }
 

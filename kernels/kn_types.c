@@ -47,6 +47,15 @@ static const kn_type_traits traits[KN_TYPE_COUNT] = {
     ROW(KN_TQ1_0, "tq1_0", 256, 54),
     ROW(KN_TQ2_0, "tq2_0", 256, 66),
     COMPUTE(KN_MXFP4, "mxfp4", 32, KN__MXFP4_BYTES, KN_Q8_0, kn__dequant_mxfp4, kn__quant_mxfp4),
+    /* to_float / from_float: one row, its codes then its scale bytes */
+    [KN_MXFP4_CT] = {.name = "mxfp4_ct",
+                     .blck_size = 32,
+                     .type_size = KN__MXFP4_BYTES,
+                     .can_compute = true,
+                     .vec_dot_type = KN_Q8_0,
+                     .planar = true,
+                     .to_float = kn__dequant_mxfp4_ct,
+                     .from_float = kn__quant_mxfp4_ct},
 };
 
 const kn_type_traits *kn_traits(kn_type t) {

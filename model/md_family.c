@@ -641,7 +641,8 @@ static int read_kda(reader *r, md_config *c, mw_err *err) {
 static int read_k3_parts(reader *r, md_config *c, mw_err *err) {
     int64_t v = 0;
     if (c->family->attn_res) {
-        if (req_int(r, "attn_res.block_size", 0, c->n_layer, &v, err)) return -1;
+        /* a block longer than the model is one bank at layer 0, as llama.cpp reads it */
+        if (req_int(r, "attn_res.block_size", 0, 1 << 20, &v, err)) return -1;
         c->attn_res_block = (int)v;
     }
     v = 0;

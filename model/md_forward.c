@@ -209,6 +209,71 @@ int md_seq_truncate(md_ctx *c, int seq, int64_t n, mw_err *err) {
     return 0;
 }
 
+static int bad_seq(const md_ctx *c, int seq, mw_err *err) {
+    return seq < 0 || seq >= c->p.n_seq ? mw_errf(err, "no sequence %d of %d", seq, c->p.n_seq) : 0;
+}
+
+uint64_t md_seq_pos_bytes(const md_ctx *c) {
+    return md_kv_full_pos_bytes(&c->kv);
+}
+
+uint64_t md_seq_snap_bytes(const md_ctx *c) {
+    return md_kv_ring_bytes(&c->kv) + md_kda_snap_bytes(&c->kda);
+}
+
+int md_seq_read_rows(const md_ctx *c, int seq, int64_t pos, int64_t n, void *dst, mw_err *err) {
+    if (bad_seq(c, seq, err)) return -1;
+    if (pos < 0 || n < 0 || pos + n > c->kv.seqs[seq].n)
+        return mw_errf(err, "sequence %d holds %lld positions, not [%lld, %lld)", seq,
+                       (long long)c->kv.seqs[seq].n, (long long)pos, (long long)(pos + n));
+    md_kv_full_read(&c->kv, seq, pos, n, dst);
+    return 0;
+}
+
+int md_seq_write_rows(md_ctx *c, int seq, int64_t pos, int64_t n, const void *src, mw_err *err) {
+    if (bad_seq(c, seq, err)) return -1;
+    if (pos < 0 || n < 0 || pos + n > c->n_ctx)
+        return mw_errf(err, "positions [%lld, %lld) are not in a context of %lld", (long long)pos,
+                       (long long)(pos + n), (long long)c->n_ctx);
+    return md_kv_full_write(&c->kv, seq, pos, n, src, err);
+}
+
+int md_seq_read_snap(const md_ctx *c, int seq, void *dst, mw_err *err) {
+    if (bad_seq(c, seq, err)) return -1;
+    md_kv_ring_read(&c->kv, seq, dst);
+    return md_kda_snap_read(&c->kda, seq, (uint8_t *)dst + md_kv_ring_bytes(&c->kv), err);
+}
+
+int md_seq_restore(md_ctx *c, int seq, int64_t n, const void *snap, mw_err *err) {
+    if (bad_seq(c, seq, err)) return -1;
+    if (n < 1 || n >= c->n_ctx || (!snap && md_seq_snap_bytes(c)))
+        return mw_errf(err, "restore: %lld positions, or no snapshot", (long long)n);
+    if (snap &&
+        (md_kv_ring_write(&c->kv, seq, n, snap, err) ||
+         md_kda_snap_write(&c->kda, seq, (const uint8_t *)snap + md_kv_ring_bytes(&c->kv), err)))
+        return -1;
+    md_kv_set_len(&c->kv, seq, n);
+    return 0;
+}
+
+int md_seq_copy(md_ctx *c, int dst, int src, mw_err *err) {
+    if (bad_seq(c, dst, err) || bad_seq(c, src, err)) return -1;
+    const int64_t n = c->kv.seqs[src].n;
+    if (n == 0) return md_seq_truncate(c, dst, 0, err);
+    const size_t rows = (size_t)n * md_seq_pos_bytes(c), snap = md_seq_snap_bytes(c);
+    uint8_t *buf = malloc(rows + snap + 1);
+    if (!buf)
+        return mw_errf(err, "out of memory copying a sequence of %lld positions", (long long)n);
+    int rc = md_seq_read_rows(c, src, 0, n, buf, err) ||
+                     md_seq_read_snap(c, src, buf + rows, err) ||
+                     md_seq_write_rows(c, dst, 0, n, buf, err) ||
+                     md_seq_restore(c, dst, n, snap ? buf + rows : NULL, err)
+                 ? -1
+                 : 0;
+    free(buf);
+    return rc;
+}
+
 int md_ctx_kda_state(const md_ctx *c, int seq, int layer, float *S, mw_err *err) {
     if (seq < 0 || seq >= c->p.n_seq)
         return mw_errf(err, "KDA state: no sequence %d of %d", seq, c->p.n_seq);

@@ -133,3 +133,43 @@ void md_kda_commit(md_kda_state *st) {
     }
     st->n_groups = 0;
 }
+
+/* A snapshot: per KDA layer the committed S, chunk entries and convolution inputs. */
+uint64_t md_kda_snap_bytes(const md_kda_state *st) {
+    return (uint64_t)st->n_kda * (st->s_len + st->e_len + st->c_len) * sizeof(float);
+}
+
+int md_kda_snap_read(const md_kda_state *st, int seq, void *dst, mw_err *err) {
+    if (!st->n_kda) return 0;
+    const md_kda_seq *q = &st->seqs[seq];
+    if (!q->mem) return mw_errf(err, "KDA state: sequence %d holds no state", seq);
+    float *o = dst;
+    for (int l = 0; l < st->n_layer; l++) {
+        if (st->slot[l] < 0) continue;
+        memcpy(o, md__kda_s(st, seq, l, q->bank), st->s_len * sizeof(float));
+        o += st->s_len;
+        memcpy(o, md__kda_e(st, seq, l, q->bank), st->e_len * sizeof(float));
+        o += st->e_len;
+        memcpy(o, md__kda_c(st, seq, l, q->cbank), st->c_len * sizeof(float));
+        o += st->c_len;
+    }
+    return 0;
+}
+
+int md_kda_snap_write(md_kda_state *st, int seq, const void *src, mw_err *err) {
+    if (!st->n_kda) return 0;
+    md_kda_seq *q = &st->seqs[seq];
+    if (!q->mem && !(q->mem = malloc((size_t)st->n_kda * st->layer_len * sizeof(float))))
+        return mw_errf(err, "KDA state: out of memory for sequence %d", seq);
+    const float *in = src;
+    for (int l = 0; l < st->n_layer; l++) {
+        if (st->slot[l] < 0) continue;
+        memcpy(md__kda_s(st, seq, l, q->bank), in, st->s_len * sizeof(float));
+        in += st->s_len;
+        memcpy(md__kda_e(st, seq, l, q->bank), in, st->e_len * sizeof(float));
+        in += st->e_len;
+        memcpy(md__kda_c(st, seq, l, q->cbank), in, st->c_len * sizeof(float));
+        in += st->c_len;
+    }
+    return 0;
+}

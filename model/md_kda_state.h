@@ -55,6 +55,13 @@ int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err);
  * md_kv_commit (it reads the sequences' lengths before they grow). */
 void md_kda_commit(md_kda_state *st);
 
+/* A copy of a sequence's committed state as it stands (md_kda_snap_bytes; 0 without KDA layers),
+ * and that copy made a sequence's state again: with its rows' length restored, the sequence goes
+ * on as the one it was taken from would have. */
+uint64_t md_kda_snap_bytes(const md_kda_state *st);
+int md_kda_snap_read(const md_kda_state *st, int seq, void *dst, mw_err *err);
+int md_kda_snap_write(md_kda_state *st, int seq, const void *src, mw_err *err);
+
 /* Bytes of state one sequence holds (both banks of every KDA layer), and all of them now. */
 uint64_t md_kda_seq_bytes(const md_config *cfg);
 uint64_t md_kda_state_bytes(const md_kda_state *st);

@@ -343,3 +343,91 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
     };
     return it;
 }
+
+/* ---- copies of a sequence's rows (prefix cache, forks) ----------------------------------------
+ */
+
+static bool full_layer(const md_kv *kv, int l) {
+    return !kv->layer_none[l] && !kv->layer_ring[l];
+}
+
+uint64_t md_kv_full_pos_bytes(const md_kv *kv) {
+    uint64_t b = 0;
+    for (int l = 0; l < kv->n_layer; l++)
+        if (full_layer(kv, l)) b += (uint64_t)(kv->kd + kv->vd) * kv->esz;
+    return b;
+}
+
+/* Walks the full layers' rows [pos, pos + n) of a sequence and a packed copy (per layer its K
+ * rows, then its V rows): to = true copies into the sequence. */
+static void full_rows(md_kv *kv, int seq, int64_t pos, int64_t n, uint8_t *buf, bool to) {
+    const size_t kb = (size_t)kv->kd * kv->esz, vb = (size_t)kv->vd * kv->esz;
+    md_kv_seq *s = &kv->seqs[seq];
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (!full_layer(kv, l)) continue;
+        uint8_t *k = (uint8_t *)s->k[l] + (size_t)pos * kb;
+        to ? memcpy(k, buf, (size_t)n * kb) : memcpy(buf, k, (size_t)n * kb);
+        buf += (size_t)n * kb;
+        if (!vb) continue;
+        uint8_t *v = (uint8_t *)s->v[l] + (size_t)pos * vb;
+        to ? memcpy(v, buf, (size_t)n * vb) : memcpy(buf, v, (size_t)n * vb);
+        buf += (size_t)n * vb;
+    }
+}
+
+void md_kv_full_read(const md_kv *kv, int seq, int64_t pos, int64_t n, void *dst) {
+    full_rows((md_kv *)kv, seq, pos, n, dst, false);
+}
+
+int md_kv_full_write(md_kv *kv, int seq, int64_t pos, int64_t n, const void *src, mw_err *err) {
+    md_kv_seq *s = &kv->seqs[seq];
+    if (pos + n > s->cap && grow_seq(kv, s, pos + n, err)) return -1;
+    full_rows(kv, seq, pos, n, (uint8_t *)src, true);
+    return 0;
+}
+
+uint64_t md_kv_ring_bytes(const md_kv *kv) {
+    uint64_t b = 0;
+    for (int l = 0; kv->ring && l < kv->n_layer; l++)
+        if (kv->layer_ring[l]) b += (uint64_t)kv->ring * (uint64_t)(kv->kd + kv->vd) * kv->esz;
+    return b;
+}
+
+/* The ring layers' window of a sequence of n positions, [max(0, n - ring), n), and a copy of it
+ * in position order (per layer its K rows, then its V rows; sized for a whole ring). */
+static void ring_rows(md_kv *kv, int seq, int64_t n, uint8_t *buf, bool to) {
+    const size_t kb = (size_t)kv->kd * kv->esz, vb = (size_t)kv->vd * kv->esz;
+    const int64_t lo = n > kv->ring ? n - kv->ring : 0;
+    md_kv_seq *s = &kv->seqs[seq];
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (!kv->layer_ring[l]) continue;
+        for (int64_t p = lo; p < n; p++) {
+            uint8_t *k = (uint8_t *)s->k[l] + (size_t)(p % kv->ring) * kb;
+            uint8_t *b = buf + (size_t)(p - lo) * kb;
+            to ? memcpy(k, b, kb) : memcpy(b, k, kb);
+        }
+        buf += (size_t)kv->ring * kb;
+        if (!vb) continue;
+        for (int64_t p = lo; p < n; p++) {
+            uint8_t *v = (uint8_t *)s->v[l] + (size_t)(p % kv->ring) * vb;
+            uint8_t *b = buf + (size_t)(p - lo) * vb;
+            to ? memcpy(v, b, vb) : memcpy(b, v, vb);
+        }
+        buf += (size_t)kv->ring * vb;
+    }
+}
+
+void md_kv_ring_read(const md_kv *kv, int seq, void *dst) {
+    if (kv->ring) ring_rows((md_kv *)kv, seq, kv->seqs[seq].n, dst, false);
+}
+
+int md_kv_ring_write(md_kv *kv, int seq, int64_t n, const void *src, mw_err *err) {
+    md_kv_seq *s = &kv->seqs[seq];
+    if (n > s->cap && grow_seq(kv, s, n, err)) return -1;
+    if (kv->ring) ring_rows(kv, seq, n, (uint8_t *)src, true);
+    return 0;
+}
+
+void md_kv_set_len(md_kv *kv, int seq, int64_t n) {
+    kv->seqs[seq].n = n;
+}

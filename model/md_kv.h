@@ -87,6 +87,20 @@ void md_kv_commit(md_kv *kv);
  * ring keeps only what the next query needs, so it can step back at most ring - n_swa + 1. */
 bool md_kv_can_truncate(const md_kv *kv, int seq, int64_t n);
 
+/* Copies of a sequence's rows, for a prefix cache and for forks: the full-attention layers'
+ * rows of positions [pos, pos + n) (md_kv_full_pos_bytes per position, packed per layer, K rows
+ * then V rows), and the ring layers' window as it stands at the sequence's length
+ * (md_kv_ring_bytes, 0 without rings). A write grows the sequence's buffers as a pass would;
+ * md_kv_set_len then makes the written positions the sequence's. */
+uint64_t md_kv_full_pos_bytes(const md_kv *kv);
+void md_kv_full_read(const md_kv *kv, int seq, int64_t pos, int64_t n, void *dst);
+int md_kv_full_write(md_kv *kv, int seq, int64_t pos, int64_t n, const void *src, mw_err *err);
+uint64_t md_kv_ring_bytes(const md_kv *kv);
+void md_kv_ring_read(const md_kv *kv, int seq, void *dst);
+/* The window of a sequence of n positions (as md_kv_ring_read gave it at that length). */
+int md_kv_ring_write(md_kv *kv, int seq, int64_t n, const void *src, mw_err *err);
+void md_kv_set_len(md_kv *kv, int seq, int64_t n);
+
 /* Allocated bytes (caches and staging). */
 uint64_t md_kv_bytes(const md_kv *kv);
 /* Bytes one position takes in one layer's cache of this type (its K and V rows, or MLA's one

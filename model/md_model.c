@@ -114,6 +114,9 @@ static int as_mat(loader *L, const vx_tensor *t, int64_t rows, int64_t cols, kn_
         return mw_errf(err, "%s: tensor '%s' has type %s, which the kernels cannot compute%s",
                        vx_source_path(L->src), t->name, kn_type_name(t->type),
                        tr && tr->can_compute ? " with this row length" : "");
+    if (tr->planar) /* one whole matrix: the trunk takes row views (heads, embeddings) */
+        return mw_errf(err, "%s: tensor '%s' has type %s, which only routed experts may have",
+                       vx_source_path(L->src), t->name, kn_type_name(t->type));
     if (t->nbytes < (uint64_t)rb * (uint64_t)rows)
         return mw_errf(err, "%s: tensor '%s' holds %llu bytes, fewer than its shape needs",
                        vx_source_path(L->src), t->name, (unsigned long long)t->nbytes);

@@ -194,6 +194,24 @@ int64_t md_seq_len(const md_ctx *c, int seq);
  * so it can only start over (n = 0); otherwise -1 with err and nothing changes. */
 int md_seq_truncate(md_ctx *c, int seq, int64_t n, mw_err *err);
 
+/* Copies of a sequence's state, for a prefix cache and for forks (n choices of one prompt). What
+ * a sequence of n positions holds is rows per position on its full-attention layers
+ * (md_seq_pos_bytes each, read and written by ranges) and, on models with sliding-window or KDA
+ * layers, a part whatever its length (md_seq_snap_bytes: the window and the recurrent state, read
+ * as they stand at the sequence's length). Restored, a sequence goes on with the same bits as the
+ * one the copies came from: the cache keeps rows rounded to its type and every batch split gives
+ * the same values. */
+uint64_t md_seq_pos_bytes(const md_ctx *c);
+uint64_t md_seq_snap_bytes(const md_ctx *c); /* 0: the rows alone rebuild any length */
+int md_seq_read_rows(const md_ctx *c, int seq, int64_t pos, int64_t n, void *dst, mw_err *err);
+int md_seq_write_rows(md_ctx *c, int seq, int64_t pos, int64_t n, const void *src, mw_err *err);
+int md_seq_read_snap(const md_ctx *c, int seq, void *dst, mw_err *err);
+/* Makes seq n positions long: its rows [0, n) written before, snap what md_seq_read_snap gave at
+ * length n (NULL when md_seq_snap_bytes is 0). */
+int md_seq_restore(md_ctx *c, int seq, int64_t n, const void *snap, mw_err *err);
+/* dst becomes a copy of src. */
+int md_seq_copy(md_ctx *c, int dst, int src, mw_err *err);
+
 /* One row of a batch. Rows of one sequence must be in position order and continue it. */
 typedef struct md_row {
     int32_t seq;

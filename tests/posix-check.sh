@@ -21,7 +21,7 @@ read -r -a pkg <<<"$(pkg-config --cflags $pkgs)"
 t0=$(date +%s)
 n=0
 failed=()
-for f in util/*.c kernels/*.c vindex/*.c model/*.c tokenizer/*.c wire/*.c metal/*.c \
+for f in util/*.c kernels/*.c vindex/*.c model/*.c tokenizer/*.c grammar/*.c wire/*.c metal/*.c \
          coordinator/*.c expert-node/*.c; do
   case "$f" in *_avx2.c|*_avxvnni.c|*_avx512.c|*_neon.c|*_x86.c) continue ;; esac
   n=$((n + 1))

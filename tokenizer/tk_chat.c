@@ -5,6 +5,7 @@
  * encoded in one go (as the reference tokenizes the rendered string between special tokens),
  * without special-token parsing. A format's special token the vocabulary lacks is encoded as its
  * plain text, and tk_chat_missing says which (the tiny test models have none). */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,11 @@ static void render_harmony(pb *b, const tk_msg *m, size_t n, const tk_chat_opts 
     if (o->add_generation_prompt) {
         tk__pb_special(b, "<|start|>");
         tk__pb_txt(b, "assistant");
+        if (o->answer_open) {
+            tk__pb_special(b, "<|channel|>");
+            tk__pb_txt(b, "final");
+            tk__pb_special(b, "<|message|>");
+        }
     }
 }
 
@@ -154,8 +160,85 @@ static void render_chatml(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *
     }
 }
 
+/* Qwen3's tools (Hermes style): declared in the system message, one JSON line each; calls as
+ * <tool_call> JSON; results as <tool_response> blocks of a user turn. */
+static void qwen3_tools(pb *b, const tk_msg *m, size_t n, const char *tools) {
+    json_t *list = json_loads(tools, JSON_DECODE_ANY, NULL);
+    if (!json_is_array(list)) {
+        json_decref(list);
+        b->rc = mw_errf(b->err, "qwen3: the tools are not a JSON list");
+        return;
+    }
+    tk__pb_special(b, "<|im_start|>");
+    tk__pb_txt(b, "system\n");
+    if (n > 0 && is(&m[0], "system")) {
+        tk__pb_txt(b, content(&m[0]));
+        tk__pb_txt(b, "\n\n");
+    }
+    tk__pb_txt(b, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                  "You are provided with function signatures within <tools></tools> XML tags:\n"
+                  "<tools>");
+    size_t i;
+    json_t *t;
+    json_array_foreach(list, i, t) {
+        char *js = json_dumps(t, JSON_ENCODE_ANY); /* Python's separators: ", " and ": " */
+        tk__pb_txt(b, "\n");
+        tk__pb_txt(b, js);
+        free(js);
+    }
+    json_decref(list);
+    tk__pb_txt(b, "\n</tools>\n\nFor each function call, return a json object with function name "
+                  "and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+                  "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>");
+    tk__pb_special(b, "<|im_end|>");
+    tk__pb_txt(b, "\n");
+}
+
+static void qwen3_calls(pb *b, const tk_msg *m) {
+    for (size_t k = 0; k < m->n_tool_calls; k++) {
+        const tk_tool_call *c = &m->tool_calls[k];
+        if (k > 0 || (m->content && *m->content)) tk__pb_txt(b, "\n");
+        tk__pb_txt(b, "<tool_call>\n{\"name\": \"");
+        tk__pb_txt(b, c->name);
+        tk__pb_txt(b, "\", \"arguments\": ");
+        tk__pb_txt(b, c->arguments ? c->arguments : "{}");
+        tk__pb_txt(b, "}\n</tool_call>");
+    }
+}
+
 static void render_qwen3(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o) {
-    chatml_turns(b, m, n, "qwen3");
+    size_t i = 0;
+    if (o->tools) {
+        qwen3_tools(b, m, n, o->tools);
+        if (n > 0 && is(&m[0], "system")) i = 1;
+    }
+    for (; i < n && !b->rc; i++) {
+        if (is(&m[i], "tool")) {
+            if (i == 0 || !is(&m[i - 1], "tool")) {
+                tk__pb_special(b, "<|im_start|>");
+                tk__pb_txt(b, "user");
+            }
+            tk__pb_txt(b, "\n<tool_response>\n");
+            tk__pb_txt(b, content(&m[i]));
+            tk__pb_txt(b, "\n</tool_response>");
+            if (i + 1 == n || !is(&m[i + 1], "tool")) {
+                tk__pb_special(b, "<|im_end|>");
+                tk__pb_txt(b, "\n");
+            }
+            continue;
+        }
+        if (!is(&m[i], "system") && !is(&m[i], "user") && !is(&m[i], "assistant")) {
+            tk__pb_bad_role(b, "qwen3", m[i].role ? m[i].role : "(none)");
+            return;
+        }
+        tk__pb_special(b, "<|im_start|>");
+        tk__pb_txt(b, m[i].role);
+        tk__pb_txt(b, "\n");
+        tk__pb_txt(b, is(&m[i], "assistant") ? strip_think(content(&m[i])) : content(&m[i]));
+        if (is(&m[i], "assistant")) qwen3_calls(b, &m[i]);
+        tk__pb_special(b, "<|im_end|>");
+        tk__pb_txt(b, "\n");
+    }
     if (o->add_generation_prompt) {
         tk__pb_special(b, "<|im_start|>");
         tk__pb_txt(b, "assistant\n");
@@ -193,7 +276,7 @@ static void deepseek(pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o, bo
     }
     if (o->add_generation_prompt) {
         tk__pb_special(b, "<｜Assistant｜>");
-        if (r1) tk__pb_txt(b, "<think>\n");
+        if (r1) tk__pb_txt(b, o->answer_open ? "<think>\n\n</think>\n\n" : "<think>\n");
     }
 }
 
@@ -393,8 +476,10 @@ void tk_chat_free(tk_chat *c) {
 int tk_chat_render(const tk_chat *c, const tk_msg *msgs, size_t n, const tk_chat_opts *o,
                    tk_ids *out, mw_err *err) {
     const tk_chat_opts def = {.add_generation_prompt = true, .thinking = -1};
+    tk_chat_opts eff = o ? *o : def;
+    if (eff.answer_open) eff.thinking = 0; /* the answer first: no reasoning block */
     pb b = {.t = c->t, .out = out, .err = err};
-    c->f->render(&b, msgs, n, o ? o : &def);
+    c->f->render(&b, msgs, n, &eff);
     tk__pb_flush(&b);
     tk_text_free(&b.text);
     return b.rc ? -1 : 0;

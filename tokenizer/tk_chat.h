@@ -78,6 +78,10 @@ typedef struct tk_chat_opts {
                                      thinking_effort: "low", "high", "max" (NULL) */
     const char *tools;            /* the tools the model may call: a JSON array's text, or NULL */
     const char *date;             /* harmony: "YYYY-MM-DD" (NULL = today, UTC) */
+    /* The generation prompt opens the answer itself, with no reasoning before it (thinking off,
+     * harmony's final channel opened, R1's block closed): the output is held to a format from
+     * its first token. */
+    bool answer_open;
 } tk_chat_opts;
 
 /* Appends the prompt for msgs[0..n) to out. Unknown roles are errors. */

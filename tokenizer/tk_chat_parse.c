@@ -64,11 +64,18 @@ int tk_chat_parser_new(const tk_chat *c, const tk_chat_opts *o, tk_chat_parser *
     p->message = tk_find(p->t, "<|message|>", 11);
     p->end = tk_find(p->t, "<|end|>", 7);
     p->constrain = tk_find(p->t, "<|constrain|>", 13);
-    tk__k3_parse_init(&p->k3, p->t, o);
+    tk_chat_opts eff = o ? *o : (tk_chat_opts){.add_generation_prompt = true, .thinking = -1};
+    if (eff.answer_open) eff.thinking = 0;
+    tk__k3_parse_init(&p->k3, p->t, &eff);
     tk_stream_init(&p->k3_reasoning, p->t, 0);
     /* DeepSeek-R1's prompt opens the reasoning block itself */
     p->in_think = p->kind == THINK && !strcmp(tk_chat_name(c), "deepseek-r1") &&
-                  (!o || o->add_generation_prompt);
+                  (!o || o->add_generation_prompt) && !eff.answer_open;
+    /* harmony's final channel opened by the prompt: the text is the answer from the start */
+    if (eff.answer_open && eff.add_generation_prompt && p->kind == HARMONY) {
+        p->state = H_MESSAGE;
+        p->final = true;
+    }
     *out = p;
     return 0;
 }

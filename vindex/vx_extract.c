@@ -169,6 +169,12 @@ static int add_tensor(job *j, const vx_input_tensor *t, int layer, int role) {
         if (!from || !from->to_float)
             return mw_errf(j->err, "--transcode: cannot read '%s' (%s has no dequantizer)", t->name,
                            kn_type_name(t->type));
+        if (from->planar || kn_traits(mt->type)->planar) /* whole matrices, not rows */
+            return mw_errf(j->err,
+                           "--transcode: '%s' is %s and %s is %s: planar formats are kept "
+                           "as stored",
+                           t->name, kn_type_name(t->type), kn_type_name(mt->type),
+                           from->planar ? "not transcoded from" : "not a target");
     }
     if (vx__tensor_nbytes(mt->type, mt->n_dims, mt->ne, &mt->nbytes, why, sizeof why))
         return mw_errf(j->err, "tensor '%s' as %s: %s", t->name, kn_type_name(mt->type), why);

@@ -366,6 +366,9 @@ static int read_tensor_infos(rd *r, vx_gguf *g) {
         if (rd_u32(r, &type) || rd_u64(r, &t->offset)) return -1;
         t->type = (kn_type)type;
         char why[120];
+        if (kn_traits(t->type) && kn_traits(t->type)->planar)
+            return mw_errf(r->err, "%s: tensor '%s': type id %u is not a GGUF type", g->path, nm,
+                           type);
         if (vx__tensor_nbytes(t->type, t->n_dims, t->ne, &t->nbytes, why, sizeof why))
             return mw_errf(r->err, "%s: tensor '%s': %s", g->path, nm, why);
     }

@@ -148,6 +148,11 @@ static wtensor *add_tensor(vx_gguf_writer *w, const char *name, kn_type type, in
     for (int d = 0; d < n_dims && d < VX_GGUF_MAX_DIMS; d++) full[d] = ne[d];
     char why[120];
     uint64_t nbytes;
+    if (kn_traits(type) && kn_traits(type)->planar) {
+        mw_errf(err, "GGUF writer: tensor '%s': %s is ours, not a GGUF type", name,
+                kn_type_name(type));
+        return NULL;
+    }
     if (vx__tensor_nbytes(type, n_dims, full, &nbytes, why, sizeof why)) {
         mw_errf(err, "GGUF writer: tensor '%s' %s", name, why);
         return NULL;

@@ -221,10 +221,9 @@ static const char *relayout_name(vx__hr_kind kind, int parity) {
     case VX__HR_DIRECT:
         return NULL;
     case VX__HR_CT_MXFP4:
-        return "compressed-tensors mxfp4-pack-quantized: per-expert weight_packed (element 2k low "
-               "nibble, 2k+1 high) and weight_scale (E8M0 per 32 columns) -> block_mxfp4 (scale "
-               "byte, then element j low nibble, j+16 high): bits moved, none changed; experts "
-               "concatenated in expert order";
+        return "compressed-tensors mxfp4-pack-quantized as stored (mxfp4_ct): per expert its "
+               "weight_packed bytes (element 2k low nibble, 2k+1 high), then its weight_scale "
+               "bytes (E8M0 per 32 columns); experts concatenated in expert order";
     case VX__HR_STACK:
         return "stack-experts: per-expert tensors concatenated in expert order";
     case VX__HR_CONV:
@@ -497,7 +496,8 @@ static int build_mxfp4(hf_input *h, const vx__hf_rule *r, const char *const *out
 }
 
 /* compressed-tensors MXFP4: n experts' weight_packed U8 [rows, cols/2] (src[0 .. n)) and
- * weight_scale U8 or F8_E8M0 [rows, cols/32] (src[n .. 2n)) → block_mxfp4 [cols, rows, n]. */
+ * weight_scale U8 or F8_E8M0 [rows, cols/32] (src[n .. 2n)) → mxfp4_ct [cols, rows, n]: each
+ * expert's two tensors' bytes one after the other, as they are. */
 static int build_ct_mxfp4(hf_input *h, const vx__hf_rule *r, const char *out,
                           const vx_st_tensor *const *src, const int *file, int n, mw_err *err) {
     const vx_st_tensor *p0 = src[0];
@@ -528,7 +528,7 @@ static int build_ct_mxfp4(hf_input *h, const vx__hf_rule *r, const char *out,
     if (!t) return -1;
     vx__hf_src *s = t->impl;
     s->n_src = n, s->n_mat = n, s->rows = rows, s->cols = cols;
-    t->type = KN_MXFP4;
+    t->type = KN_MXFP4_CT;
     set_ne(t, 3, ne[0], ne[1], ne[2]);
     t->nbytes = (uint64_t)(n * rows * (cols / 32)) * 17;
     return 0;

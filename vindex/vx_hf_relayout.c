@@ -56,15 +56,20 @@ static void rows_mxfp4(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *ds
 }
 
 /* compressed-tensors: expert m's weight_packed [rows, cols/2] (src[m]) and weight_scale
- * [rows, cols/32] (src[n_mat + m]) hold their codes and scales in the gpt-oss order, one row
- * after the other: each 32-column group becomes one block_mxfp4, bits moved, none changed. */
-static void rows_ct_mxfp4(const vx__hf_src *s, int64_t row0, int64_t n, uint8_t *dst) {
-    const int64_t groups = s->cols / 32;
-    for (int64_t i = row0; i < row0 + n; i++) {
-        const int64_t m = i / s->rows, r = i % s->rows;
-        const uint8_t *q = s->src[m]->data + (uint64_t)(r * groups) * 16;
-        const uint8_t *e = s->src[s->n_mat + m]->data + (uint64_t)(r * groups);
-        for (int64_t g = 0; g < groups; g++, dst += 17) vx__hf_mxfp4_block(e[g], q + 16 * g, dst);
+ * [rows, cols/32] (src[n_mat + m]) as they are stored, one after the other (mxfp4_ct: the
+ * kernels read the planes as they are). */
+static void read_ct_planes(const vx__hf_src *s, uint64_t off, uint8_t *out, uint64_t len) {
+    const uint64_t codes = (uint64_t)(s->rows * s->cols / 2),
+                   scales = (uint64_t)(s->rows * s->cols / 32);
+    while (len) {
+        const uint64_t m = off / (codes + scales), within = off % (codes + scales);
+        const bool in_codes = within < codes;
+        const uint8_t *from =
+            in_codes ? s->src[m]->data + within : s->src[s->n_mat + m]->data + (within - codes);
+        const uint64_t left = in_codes ? codes - within : codes + scales - within;
+        const uint64_t n = left < len ? left : len;
+        memcpy(out, from, n);
+        out += n, off += n, len -= n;
     }
 }
 
@@ -285,7 +290,8 @@ int vx__hf_read(const vx_input *in, const vx_input_tensor *t, uint64_t off, void
     case VX__HR_TRANSPOSE:
         return read_rows(t, (uint64_t)s->cols * s->esz, rows_transpose, off, dst, len, err);
     case VX__HR_CT_MXFP4:
-        return read_rows(t, (uint64_t)s->cols / 32 * 17, rows_ct_mxfp4, off, dst, len, err);
+        read_ct_planes(s, off, dst, len);
+        return 0;
     case VX__HR_CONV:
         memcpy(dst, s->src[0]->data + off, len);
         return 0;

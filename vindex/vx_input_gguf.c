@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kn.h"
+
 #include "vindex/vx_gguf.h"
 #include "vindex/vx_input.h"
 #include "vindex/vx_synth.h"
@@ -112,6 +114,37 @@ static int fill_from_input(void *ctx, void *dst, uint64_t nbytes, mw_err *err) {
     return 0;
 }
 
+/* A planar MXFP4 tensor (mxfp4_ct, which no GGUF holds) written as ggml's block_mxfp4, as
+ * llama.cpp's converter repacks it: the same values, output rows in order (row i: matrix
+ * i / rows, its row i % rows), each read as its codes and its scale bytes. */
+static int fill_planar(void *ctx, void *dst, uint64_t nbytes, mw_err *err) {
+    tensor_fill *f = ctx;
+    const vx_input_tensor *t = f->t;
+    const int64_t cols = t->ne[0], rows = t->ne[1];
+    const uint64_t rs = kn_row_size(KN_MXFP4, cols), codes = (uint64_t)(rows * cols / 2);
+    const uint64_t mat = (uint64_t)rows * rs;
+    uint8_t *one = malloc(rs), *out = dst;
+    if (!one) return mw_errf(err, "%s: out of memory", t->name);
+    int rc = 0;
+    for (uint64_t done = 0; rc == 0 && done < nbytes; done += rs, out += rs) {
+        const uint64_t i = (f->pos + done) / rs, m = i / (uint64_t)rows, r = i % (uint64_t)rows;
+        rc =
+            t->read(f->in, t, m * mat + r * (uint64_t)(cols / 2), one, (uint64_t)(cols / 2), err) ||
+                    t->read(f->in, t, m * mat + codes + r * (uint64_t)(cols / 32), one + cols / 2,
+                            (uint64_t)(cols / 32), err)
+                ? -1
+                : 0;
+        const kn_mat row = {
+            .type = KN_MXFP4_CT, .rows = 1, .cols = cols, .row_bytes = rs, .data = one};
+        if (rc == 0) kn_mxfp4_ct_rows_to_blocks(&row, 0, 1, out);
+    }
+    free(one);
+    f->pos += nbytes;
+    f->wp->done += nbytes;
+    if (f->wp->fn) f->wp->fn(f->wp->ctx, f->wp->done, f->wp->total);
+    return rc;
+}
+
 int vx_input_write_gguf(const vx_input *in, const char *path, vx_progress_fn progress, void *ctx,
                         mw_err *err) {
     vx_gguf_writer *w = vx_gguf_writer_new(32);
@@ -126,8 +159,9 @@ int vx_input_write_gguf(const vx_input *in, const char *path, vx_progress_fn pro
         const vx_input_tensor *t = &in->tensors[i];
         fills[i] = (tensor_fill){in, t, 0, &wp};
         wp.total += t->nbytes;
-        rc = vx_gguf_writer_add_fill(w, t->name, t->type, t->n_dims, t->ne, fill_from_input,
-                                     &fills[i], err);
+        const bool planar = t->type == KN_MXFP4_CT;
+        rc = vx_gguf_writer_add_fill(w, t->name, planar ? KN_MXFP4 : t->type, t->n_dims, t->ne,
+                                     planar ? fill_planar : fill_from_input, &fills[i], err);
     }
     if (rc == 0) rc = vx_gguf_writer_write(w, path, err);
     vx_gguf_writer_free(w);

@@ -55,7 +55,8 @@ typedef struct synth_arch {
      * vocab - pad_from_end, EOS last); the family's other chat tokens (NULL-terminated), placed
      * just before them when the vocabulary has room (<think> / </think> user-defined, the rest
      * control); and a tokenizer.chat_template the tokenizer recognises as the family's chat
-     * format (tokenizer/tk_chat.c). */
+     * format (tokenizer/tk_chat.c), a working Jinja template too (serve renders it: content as
+     * a string or text parts). */
     const char *tok_pre;
     const char *special[3];
     int pad_from_end;
@@ -101,9 +102,13 @@ static const synth_arch archs[] = {
      .pad_from_end = 2,
      .chat_special = {"<|constrain|>", "<|channel|>", "<|start|>", "<|end|>", "<|message|>",
                       "<|call|>"},
-     .chat_template = "{#- harmony (gpt-oss) -#}{%- for m in messages -%}<|start|>{{ m.role }}"
+     .chat_template = "{#- harmony (gpt-oss) -#}"
+                      "{%- macro text(c) -%}{%- if c is string -%}{{ c }}{%- else -%}{%- for p in "
+                      "c -%}{{ p.text }}"
+                      "{%- endfor -%}{%- endif -%}{%- endmacro -%}"
+                      "{%- for m in messages -%}<|start|>{{ m.role }}"
                       "{%- if m.channel %}<|channel|>{{ m.channel }}{% endif -%}<|message|>"
-                      "{{ m.content }}<|end|>{%- endfor -%}{%- if add_generation_prompt -%}"
+                      "{{ text(m.content) }}<|end|>{%- endfor -%}{%- if add_generation_prompt -%}"
                       "<|start|>assistant{%- endif -%}",
      .router_bias = "ffn_gate_inp.bias",
      .layer = layer_gpt_oss},
@@ -118,8 +123,12 @@ static const synth_arch archs[] = {
      .special = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"},
      .pad_from_end = 3,
      .chat_special = {"<think>", "</think>"},
-     .chat_template = "{#- ChatML with the Qwen3 thinking switch -#}{%- for m in messages -%}"
-                      "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{%- endfor -%}"
+     .chat_template = "{#- ChatML with the Qwen3 thinking switch -#}"
+                      "{%- macro text(c) -%}{%- if c is string -%}{{ c }}{%- else -%}{%- for p in "
+                      "c -%}{{ p.text }}"
+                      "{%- endfor -%}{%- endif -%}{%- endmacro -%}"
+                      "{%- for m in messages -%}"
+                      "<|im_start|>{{ m.role }}\n{{ text(m.content) }}<|im_end|>\n{%- endfor -%}"
                       "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- if "
                       "enable_thinking is defined and not enable_thinking -%}<think>\n\n</think>"
                       "\n\n{%- endif -%}{%- endif -%}",
@@ -136,11 +145,15 @@ static const synth_arch archs[] = {
      .pad_from_end = 2,
      .chat_special = {"<｜User｜>", "<｜Assistant｜>"},
      .chat_template =
-         "{#- DeepSeek-V3 -#}{%- set ns = namespace(system='') -%}{%- for m in "
+         "{#- DeepSeek-V3 -#}"
+         "{%- macro text(c) -%}{%- if c is string -%}{{ c }}{%- else -%}{%- for p in c -%}{{ "
+         "p.text }}"
+         "{%- endfor -%}{%- endif -%}{%- endmacro -%}"
+         "{%- set ns = namespace(system='') -%}{%- for m in "
          "messages -%}{%- if m.role == 'system' -%}{%- set ns.system = ns.system + "
-         "m.content -%}{%- endif -%}{%- endfor -%}{{ bos_token }}{{ ns.system }}"
-         "{%- for m in messages -%}{%- if m.role == 'user' -%}<｜User｜>{{ m.content }}"
-         "{%- elif m.role == 'assistant' -%}<｜Assistant｜>{{ m.content }}"
+         "text(m.content) -%}{%- endif -%}{%- endfor -%}{{ bos_token }}{{ ns.system }}"
+         "{%- for m in messages -%}{%- if m.role == 'user' -%}<｜User｜>{{ text(m.content) }}"
+         "{%- elif m.role == 'assistant' -%}<｜Assistant｜>{{ text(m.content) }}"
          "<｜end▁of▁sentence｜>{%- endif -%}{%- endfor -%}{%- if "
          "add_generation_prompt -%}<｜Assistant｜>{%- endif -%}",
      .router_bias = "exp_probs_b.bias",
@@ -160,8 +173,12 @@ static const synth_arch archs[] = {
      .special = {"[BOS]", "<|im_end|>", "[EOS]"},
      .pad_from_end = 2,
      .chat_special = {"<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_middle|>"},
-     .chat_template = "{#- kimi-k2 -#}{%- for m in messages -%}<|im_{{ m.role }}|>{{ m.role }}"
-                      "<|im_middle|>{{ m.content }}<|im_end|>{%- endfor -%}{%- if "
+     .chat_template = "{#- kimi-k2 -#}"
+                      "{%- macro text(c) -%}{%- if c is string -%}{{ c }}{%- else -%}{%- for p in "
+                      "c -%}{{ p.text }}"
+                      "{%- endfor -%}{%- endif -%}{%- endmacro -%}"
+                      "{%- for m in messages -%}<|im_{{ m.role }}|>{{ m.role }}"
+                      "<|im_middle|>{{ text(m.content) }}<|im_end|>{%- endfor -%}{%- if "
                       "add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif "
                       "-%}",
      .layer = layer_kimi_linear,

@@ -73,7 +73,9 @@ int vx_synth_input(const vx_synth_opts *o, vx_input **out, mw_err *err);
  * "2", ..., NULL}. */
 int vx_synth_input_kv(const char *const *kv, vx_input **out, mw_err *err);
 
-/* Writes any input as a GGUF v3 file through the project's writer, streaming tensor data. */
+/* Writes any input as a GGUF v3 file through the project's writer, streaming tensor data; planar
+ * MXFP4 (mxfp4_ct, a compressed-tensors checkpoint's experts) as ggml's block_mxfp4, the same
+ * values, as llama.cpp's converter writes them. */
 int vx_input_write_gguf(const vx_input *in, const char *path, vx_progress_fn progress, void *ctx,
                         mw_err *err);
 

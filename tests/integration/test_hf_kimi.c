@@ -4,10 +4,12 @@
  * two shards, a tiktoken tokenizer) extracts with `vindex extract`, verifies, slices, and serves
  * the fixture's prompt as its GGUF does, in process and over --loopback 2.
  *
- * With compressed-tensors MXFP4 experts (weight_packed + weight_scale) the extents are the
- * GGUF's MXFP4 bytes exactly (the experts files of both vindexes are equal byte for byte, no
- * float in between), and the manifest names each expert's packed and scale tensors with their
- * shard and byte range; with F32 experts the logits match the fixture's F32-expert references.
+ * With compressed-tensors MXFP4 experts (weight_packed + weight_scale) every expert's extent holds
+ * the checkpoint's bytes as they are (mxfp4_ct: each matrix's packed bytes, then its scale bytes,
+ * compared with the shards' bytes at the ranges the manifest names), the same values as the
+ * GGUF's block_mxfp4 extents, and the logits are the GGUF twin's in process, over --loopback 2
+ * and from `coordinator serve --loopback 2` (greedy completion tokens); with F32 experts the
+ * logits match the fixture's F32-expert references.
  * An unknown quantization format, a missing tensor and a packed tensor outside the experts are
  * errors naming them. */
 #include <jansson.h>
@@ -17,8 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/kn.h"
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_http.h"
 #include "tests/support/mwt_kimi_hf.h"
+#include "vindex/vx_input.h"
+#include "vindex/vx_synth.h"
 
 #define VOCAB 512
 #define N_GEN 4
@@ -117,16 +123,6 @@ static float *generate(const char *model, const char *toks, const char *const *e
     return l;
 }
 
-static void same_file(const char *a, const char *b) {
-    size_t la, lb;
-    unsigned char *x = mwt_read_file(a, &la), *y = mwt_read_file(b, &lb);
-    assert_non_null(x);
-    assert_non_null(y);
-    assert_int_equal(la, lb);
-    assert_memory_equal(x, y, la);
-    free(x), free(y);
-}
-
 /* The manifest's provenance of layer 1's gate experts: expert e's packed and scale tensors with
  * their shard and byte ranges; K3's vision tower reported as dropped. */
 static void check_provenance(const family *fam, const char *vx) {
@@ -142,7 +138,7 @@ static void check_provenance(const family *fam, const char *vx) {
                     "blk.1.ffn_gate_exps.weight"))
             t = json_array_get(tensors, i);
     assert_non_null(t);
-    assert_non_null(strstr(json_string_value(json_object_get(t, "relayout")), "bits moved"));
+    assert_non_null(strstr(json_string_value(json_object_get(t, "relayout")), "as stored"));
     const json_t *ranges = json_object_get(t, "ranges");
     assert_int_equal(json_array_size(ranges), 32); /* 16 packed, 16 scales */
     const json_t *r3 = json_array_get(ranges, 3), *s3 = json_array_get(ranges, 16 + 3);
@@ -168,8 +164,153 @@ static void check_provenance(const family *fam, const char *vx) {
     json_decref(m);
 }
 
+/* The manifest's provenance entry of stored tensor `name`. */
+static const json_t *provenance_of(const json_t *m, const char *name) {
+    const json_t *tensors = json_object_get(json_object_get(m, "provenance"), "tensors");
+    for (size_t i = 0; i < json_array_size(tensors); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(tensors, i), "tensor")), name))
+            return json_array_get(tensors, i);
+    return NULL;
+}
+
+/* n bytes of file `path` at `off`. */
+static unsigned char *file_bytes(const char *path, long off, size_t n) {
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char *b = malloc(n ? n : 1);
+    assert_int_equal(fseek(f, off, SEEK_SET), 0);
+    assert_int_equal(fread(b, 1, n, f), n);
+    fclose(f);
+    return b;
+}
+
+/* The manifest's ne of stored tensor `name` (mxfp4_ct: its type records the planar layout). */
+static void planar_shape(const json_t *m, const char *name, int64_t *cols, int64_t *rows) {
+    const json_t *tensors = json_object_get(m, "tensors");
+    for (size_t i = 0; i < json_array_size(tensors); i++) {
+        const json_t *t = json_array_get(tensors, i);
+        if (strcmp(json_string_value(json_object_get(t, "name")), name)) continue;
+        assert_string_equal(json_string_value(json_object_get(t, "type")), "mxfp4_ct");
+        *cols = json_integer_value(json_array_get(json_object_get(t, "ne"), 0));
+        *rows = json_integer_value(json_array_get(json_object_get(t, "ne"), 1));
+        return;
+    }
+    fail_msg("%s: not in the manifest", name);
+}
+
+/* Every expert extent of MoE layer l: each matrix's bytes are its weight_packed bytes, then its
+ * weight_scale bytes, as the shards hold them (the ranges the provenance names); and they are the
+ * GGUF vindex's block_mxfp4 extent (gv, the same layout) written planar: the same values. */
+static void check_extents(const char *ck, const char *vx, const char *gv, int l) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/manifest.json", vx);
+    json_t *m = json_load_file(p, 0, NULL);
+    assert_non_null(m);
+    const json_t *layers = json_object_get(m, "moe_layers"), *L = NULL;
+    for (size_t i = 0; i < json_array_size(layers) && !L; i++)
+        if (json_integer_value(json_object_get(json_array_get(layers, i), "layer")) == l)
+            L = json_array_get(layers, i);
+    assert_non_null(L);
+    char gp[700];
+    snprintf(gp, sizeof gp, "%s/%s", gv, json_string_value(json_object_get(L, "file")));
+    snprintf(p, sizeof p, "%s/%s", vx, json_string_value(json_object_get(L, "file")));
+    const json_t *parts = json_object_get(L, "parts"), *ext = json_object_get(L, "extents");
+    const json_t *sources = json_object_get(json_object_get(m, "provenance"), "sources");
+    int checked = 0;
+    for (size_t k = 0; k < json_array_size(parts); k++) {
+        const json_t *part = json_array_get(parts, k);
+        const char *tn = json_string_value(json_object_get(part, "tensor"));
+        const json_t *prov = provenance_of(m, tn), *ranges = json_object_get(prov, "ranges");
+        assert_non_null(prov);
+        const size_t n_exp = json_array_size(ext),
+                     nb = (size_t)json_integer_value(json_object_get(part, "nbytes"));
+        assert_int_equal(json_array_size(ranges), 2 * n_exp);
+        int64_t cols = 0, rows = 0;
+        planar_shape(m, tn, &cols, &rows);
+        assert_int_equal((int64_t)nb, rows * cols / 32 * 17);
+        for (size_t e = 0; e < n_exp; e++) {
+            const json_t *x = json_array_get(ext, e);
+            const long at = (long)(json_integer_value(json_object_get(x, "offset")) +
+                                   json_integer_value(json_object_get(part, "offset")));
+            unsigned char *got = file_bytes(p, at, nb), *want = malloc(nb);
+            size_t w = 0;
+            for (int h = 0; h < 2; h++) { /* the packed range, then the scale range */
+                const json_t *rg = json_array_get(
+                    ranges,
+                    (size_t)h * n_exp + (size_t)json_integer_value(json_object_get(x, "expert")));
+                const json_t *src = json_array_get(
+                    sources, (size_t)json_integer_value(json_object_get(rg, "file")));
+                char sp[800];
+                snprintf(sp, sizeof sp, "%s/%s", ck,
+                         json_string_value(json_object_get(src, "name")));
+                const size_t rn = (size_t)json_integer_value(json_object_get(rg, "nbytes"));
+                assert_true(w + rn <= nb);
+                unsigned char *b =
+                    file_bytes(sp, (long)json_integer_value(json_object_get(rg, "offset")), rn);
+                memcpy(want + w, b, rn);
+                w += rn;
+                free(b);
+            }
+            assert_int_equal(w, nb);
+            assert_memory_equal(got, want, nb);
+            unsigned char *blocks = file_bytes(gp, at, nb);
+            kn_mxfp4_ct_from_blocks(blocks, rows, cols, want);
+            assert_memory_equal(got, want, nb);
+            free(got), free(want), free(blocks);
+            checked++;
+        }
+    }
+    assert_int_equal(checked, 3 * (int)json_array_size(ext)); /* gate, up, down */
+    json_decref(m);
+}
+
+/* `coordinator serve --loopback 2` on the HF vindex answers a greedy completion of the prompt
+ * with the tokens `coordinator generate` gives on the GGUF twin. */
+static void check_serve(const char *gguf, const char *vx, const char *toks) {
+    char nb[16];
+    snprintf(nb, sizeof nb, "%d", N_GEN);
+    const char *argv[] = {
+        mwt_bin("coordinator"), "generate", "--model",   gguf, "--tokens", toks, "--max-tokens", nb,
+        "--numerics",           "f32",      "--threads", "2",  NULL};
+    char *out = NULL;
+    assert_int_equal(mwt_run((char *const *)argv, &out, NULL, 300000), 0);
+    int32_t ref[N_GEN];
+    char *p = strstr(out, "tokens:");
+    assert_non_null(p);
+    p += 7;
+    for (int k = 0; k < N_GEN; k++) {
+        char *end;
+        ref[k] = (int32_t)strtol(p, &end, 10);
+        assert_true(end != p);
+        p = end;
+    }
+    free(out);
+    mwt_server srv;
+    const char *extra[] = {"--loopback", "2", "--numerics", "f32", "--threads", "2", NULL};
+    assert_int_equal(mwt_serve_start(&srv, vx, extra, 300000), 0);
+    char body[4096], ids_s[3000];
+    snprintf(ids_s, sizeof ids_s, "%s", toks);
+    for (size_t n = strlen(ids_s); n && (ids_s[n - 1] == ',' || ids_s[n - 1] == '\n');)
+        ids_s[--n] = '\0'; /* the prompt file's last separator */
+    snprintf(body, sizeof body,
+             "{\"model\":\"hf\",\"prompt\":[%s],\"max_tokens\":%d,\"temperature\":0,"
+             "\"return_token_ids\":true}",
+             ids_s, N_GEN);
+    mwt_resp r;
+    assert_int_equal(mwt_http_request(srv.port, "POST", "/v1/completions", body, &r), 0);
+    if (r.status != 200) fail_msg("serve --loopback 2: %d %s", r.status, r.body ? r.body : "");
+    json_t *j = json_loads(r.body, 0, NULL);
+    json_t *ids = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "token_ids");
+    assert_int_equal(json_array_size(ids), N_GEN);
+    for (int i = 0; i < N_GEN; i++)
+        assert_int_equal(json_integer_value(json_array_get(ids, i)), ref[i]);
+    json_decref(j);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_serve_stop(&srv, 60000), 0);
+}
+
 static void check_packed(const family *fam) {
-    char *dir = mwt_tmpdir("hfkimi"), ck[600], vx[600], gv[600], sl[600], a[700], b[700];
+    char *dir = mwt_tmpdir("hfkimi"), ck[600], vx[600], gv[600], sl[600], a[700];
     snprintf(ck, sizeof ck, "%s/Kimi-tiny", dir);
     snprintf(vx, sizeof vx, "%s/hf.vindex", dir);
     snprintf(gv, sizeof gv, "%s/gguf.vindex", dir);
@@ -179,11 +320,30 @@ static void check_packed(const family *fam) {
     vindex((const char *[]){"extract", ck, vx, "--strict", NULL});
     vindex((const char *[]){"verify", vx, NULL});
     vindex((const char *[]){"extract", gguf, gv, NULL});
-    /* the experts: the GGUF's MXFP4 bytes, extent for extent */
+    /* the experts: the checkpoint's bytes, extent for extent; the GGUF's values */
+    for (int l = 1; l <= 3; l++) check_extents(ck, vx, gv, l);
+    /* the checkpoint written as a GGUF holds the fixture GGUF's block_mxfp4 experts, byte for
+     * byte (the planar planes repacked as llama.cpp's converter does) */
+    char rg[600], rv[600];
+    snprintf(rg, sizeof rg, "%s/rewritten.gguf", dir);
+    snprintf(rv, sizeof rv, "%s/rewritten.vindex", dir);
+    vx_input *in;
+    mw_err e;
+    if (vx_input_open(ck, &in, &e) || vx_input_write_gguf(in, rg, NULL, NULL, &e))
+        fail_msg("%s", e.msg);
+    vx_input_close(in);
+    vindex((const char *[]){"extract", rg, rv, NULL});
     for (int l = 1; l <= 3; l++) {
-        snprintf(a, sizeof a, "%s/experts-%03d.bin", vx, l);
-        snprintf(b, sizeof b, "%s/experts-%03d.bin", gv, l);
-        same_file(a, b);
+        char x[700], y[700];
+        snprintf(x, sizeof x, "%s/experts-%03d.bin", rv, l);
+        snprintf(y, sizeof y, "%s/experts-%03d.bin", gv, l);
+        size_t lx, ly;
+        unsigned char *bx = mwt_read_file(x, &lx), *by = mwt_read_file(y, &ly);
+        assert_non_null(bx);
+        assert_non_null(by);
+        assert_int_equal(lx, ly);
+        assert_memory_equal(bx, by, lx);
+        free(bx), free(by);
     }
     check_provenance(fam, vx);
     /* the tokenizer is the checkpoint's tiktoken one */
@@ -202,6 +362,7 @@ static void check_packed(const family *fam) {
     /* a slice holding half the experts verifies */
     vindex((const char *[]){"slice", vx, "--experts", "1-3:0-7", sl, NULL});
     vindex((const char *[]){"verify", sl, NULL});
+    check_serve(gguf, vx, toks);
     free(ref), free(got), free(toks);
     mwt_rmrf(dir);
     free(dir);

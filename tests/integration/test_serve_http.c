@@ -1,12 +1,14 @@
 /* tests/integration/test_serve_http.c — `coordinator serve` over raw sockets on gpt-oss-tiny:
- * greedy completions equal `coordinator generate`, streaming (chunked SSE ending in [DONE]),
- * keep-alive and pipelining, malformed HTTP (bad request lines, huge heads, oversized bodies,
- * slow clients within and past the deadline, versions other than 1.x, HTTP/1.1 without Host,
- * target bytes that are not ASCII; each counted on /metrics) and malformed or invalid JSON get 4xx
- * with OpenAI's error shape while the server keeps serving; an absolute-form target is served;
- * HEAD, OPTIONS and CORS for browser pages (the default policy and a list); API keys; a list of
- * prompts answered as a choice each; a client that disconnects frees its slot; a full server
- * answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and exits 0. */
+ * greedy completions equal `coordinator generate`, /tokenize, /detokenize and /props, n choices
+ * and the prompt cache's cached_tokens, streaming
+ * (chunked SSE ending in [DONE]), keep-alive and pipelining, malformed HTTP (bad request lines,
+ * huge heads, oversized bodies, slow clients within and past the deadline, versions other than 1.x,
+ * HTTP/1.1 without Host, target bytes that are not ASCII; each counted on /metrics) and malformed
+ * or invalid JSON get 4xx with OpenAI's error shape while the server keeps serving; an
+ * absolute-form target is served; HEAD, OPTIONS and CORS for browser pages (the default policy and
+ * a list); API keys; a list of prompts answered as a choice each; a client that disconnects frees
+ * its slot; a full server answers 503 with Retry-After; SIGTERM lets an in-flight stream finish and
+ * exits 0. */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -315,6 +317,178 @@ static void test_text_and_stop_strings(void **st) {
     json_decref(stop_json);
     json_decref(a);
     json_decref(b);
+}
+
+/* /tokenize, /detokenize and /props in llama-server's shapes: the ids of a text are those its
+ * completion runs on, the pieces and the decoded ids give the text back, bad ids are 400s. */
+static void test_tokenize_props(void **st) {
+    (void)st;
+    mwt_resp r;
+    post("/tokenize", "{\"content\":\"Hello world\",\"add_special\":true}", &r);
+    assert_int_equal(r.status, 200);
+    json_t *t = json_loads(r.body, 0, NULL);
+    mwt_resp_free(&r);
+    json_t *ids = json_object_get(t, "tokens");
+    assert_true(json_array_size(ids) > 0);
+    json_t *a = completion("{\"model\":\"model\",\"prompt\":\"Hello world\",\"max_tokens\":1}");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(a, "usage"), "prompt_tokens")),
+        (json_int_t)json_array_size(ids));
+    json_decref(a);
+    /* pieces, without BOS: they join to the text */
+    post("/tokenize", "{\"content\":\"Hello world\",\"with_pieces\":true}", &r);
+    assert_int_equal(r.status, 200);
+    json_t *p = json_loads(r.body, 0, NULL);
+    mwt_resp_free(&r);
+    char joined[256] = "";
+    json_t *plain = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(p, "tokens"), i, v) {
+        assert_true(json_is_string(json_object_get(v, "piece")));
+        strncat(joined, json_string_value(json_object_get(v, "piece")),
+                sizeof joined - strlen(joined) - 1);
+        json_array_append(plain, json_object_get(v, "id"));
+    }
+    assert_string_equal(joined, "Hello world");
+    json_t *req = json_pack("{s:O}", "tokens", plain);
+    char *body = json_dumps(req, 0);
+    post("/detokenize", body, &r);
+    assert_int_equal(r.status, 200);
+    json_t *d = json_loads(r.body, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(d, "content")), "Hello world");
+    mwt_resp_free(&r);
+    free(body);
+    json_decref(req);
+    json_decref(plain);
+    json_decref(d);
+    json_decref(p);
+    json_decref(t);
+    /* untrusted ids and fields */
+    const char *bad[] = {"{\"tokens\":[-1]}",
+                         "{\"tokens\":[1, 99999999]}",
+                         "{\"tokens\":\"x\"}",
+                         "{\"tokens\":[1.5]}",
+                         "[1]",
+                         "{"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        post("/detokenize", bad[k], &r);
+        assert_int_equal(r.status, 400);
+        mwt_resp_free(&r);
+    }
+    post("/tokenize", "{\"content\":7}", &r);
+    assert_int_equal(r.status, 400);
+    mwt_resp_free(&r);
+    post("/tokenize", "{\"content\":\"x\",\"with_pieces\":1}", &r);
+    assert_int_equal(r.status, 400);
+    mwt_resp_free(&r);
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/tokenize", NULL, &r), 0);
+    assert_int_equal(r.status, 405);
+    mwt_resp_free(&r);
+    /* /props */
+    assert_int_equal(mwt_http_request(srv.port, "GET", "/props", NULL, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *pr = json_loads(r.body, 0, NULL);
+    mwt_resp_free(&r);
+    assert_non_null(pr);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_object_get(pr, "default_generation_settings"), "n_ctx")),
+                     8192);
+    assert_int_equal(json_integer_value(json_object_get(pr, "total_slots")), 3);
+    assert_true(json_is_string(json_object_get(pr, "chat_template")));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(pr, "model"), "arch")),
+                        "gpt-oss");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(pr, "limits"), "max_n")),
+                     16);
+    json_decref(pr);
+}
+
+static json_t *choice_at(json_t *j, size_t i) {
+    return json_array_get(json_object_get(j, "choices"), i);
+}
+
+static json_int_t usage_of(json_t *j, const char *k) {
+    return json_integer_value(json_object_get(json_object_get(j, "usage"), k));
+}
+
+/* n choices share the prompt's prefill: choice 0 is the request of one choice with the same seed,
+ * the others streams of their own; the prompt is counted once; a stream's chunks carry each
+ * choice's index; more choices than slots is a 400. A repeated prompt reports the positions the
+ * prompt cache gave it, and its answer is the first one's. */
+static void test_choices_and_cache(void **st) {
+    (void)st;
+    const char *ids = "[5,9,17,33,65,129,257,3,6,12,24,48,96,192,384,7,14,28,56,112,224,448,"
+                      "11,22,44,88,176,352,13,26,52,104,208,416,15,30,60,120,240,480]";
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":%s,\"max_tokens\":12,\"temperature\":1,"
+             "\"seed\":7,\"ignore_eos\":true,\"logprobs\":0}",
+             ids);
+    json_t *one = completion(body);
+    assert_int_equal(usage_of(one, "prompt_tokens"), 40);
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":%s,\"max_tokens\":12,\"temperature\":1,"
+             "\"seed\":7,\"ignore_eos\":true,\"n\":3,\"logprobs\":0}",
+             ids);
+    json_t *three = completion(body);
+    assert_int_equal(json_array_size(json_object_get(three, "choices")), 3);
+    assert_int_equal(usage_of(three, "prompt_tokens"), 40);
+    assert_int_equal(usage_of(three, "completion_tokens"), 36);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(json_integer_value(json_object_get(choice_at(three, i), "index")), i);
+    json_t *t0 = json_object_get(json_object_get(choice_at(one, 0), "logprobs"), "tokens");
+    json_t *c0 = json_object_get(json_object_get(choice_at(three, 0), "logprobs"), "tokens");
+    json_t *c1 = json_object_get(json_object_get(choice_at(three, 1), "logprobs"), "tokens");
+    assert_true(json_equal(t0, c0));
+    assert_false(json_equal(c0, c1));
+    /* the same prompt again: the cache's blocks, and the same answer */
+    json_t *again = completion(body);
+    json_int_t cached = json_integer_value(
+        json_object_get(json_object_get(json_object_get(again, "usage"), "prompt_tokens_details"),
+                        "cached_tokens"));
+    assert_int_equal(cached, 32);
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_object_get(choice_at(again, i), "text")),
+                            json_string_value(json_object_get(choice_at(three, i), "text")));
+    json_decref(again);
+    /* streamed: every chunk names its choice, each choice ends once */
+    snprintf(body, sizeof body,
+             "{\"model\":\"model\",\"prompt\":%s,\"max_tokens\":12,\"temperature\":1,"
+             "\"seed\":7,\"ignore_eos\":true,\"n\":3,\"stream\":true,"
+             "\"stream_options\":{\"include_usage\":true}}",
+             ids);
+    mwt_resp r;
+    post("/v1/completions", body, &r);
+    assert_int_equal(r.status, 200);
+    char text[3][512] = {"", "", ""};
+    int ends[3] = {0};
+    json_int_t prompt_usage = -1;
+    for (char *line = strtok(r.body, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7)) continue;
+        json_t *ch = json_loads(line + 6, 0, NULL);
+        json_t *c = choice_at(ch, 0);
+        if (c) {
+            json_int_t i = json_integer_value(json_object_get(c, "index"));
+            assert_true(i >= 0 && i < 3);
+            const char *t = json_string_value(json_object_get(c, "text"));
+            if (t) strncat(text[i], t, sizeof text[i] - strlen(text[i]) - 1);
+            if (json_is_string(json_object_get(c, "finish_reason"))) ends[i]++;
+        } else if (json_object_get(ch, "usage")) {
+            prompt_usage = usage_of(ch, "prompt_tokens");
+        }
+        json_decref(ch);
+    }
+    mwt_resp_free(&r);
+    assert_int_equal(prompt_usage, 40);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(ends[i], 1);
+        assert_string_equal(text[i],
+                            json_string_value(json_object_get(choice_at(three, i), "text")));
+    }
+    json_decref(one);
+    json_decref(three);
+    /* four choices need four slots at once: this server has three */
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":4}", 400, NULL, "slots");
 }
 
 static void test_keepalive_pipelining(void **st) {
@@ -752,12 +926,15 @@ static void test_bad_json(void **st) {
                  "frequency_penalty", "number");
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"repetition_penalty\":0}", 400,
                  "repetition_penalty", NULL);
-    expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":2}", 400, "n", "one choice");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"n\":17}", 400, "n", "[1, 16]");
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"best_of\":3}", 400, "best_of", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"suffix\":\"end\"}", 400, "suffix", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],"
-                 "\"response_format\":{\"type\":\"json_object\"}}",
+                 "\"response_format\":{\"type\":\"regex\"}}",
                  400, "response_format", "not supported");
+    expect_error("{\"model\":\"model\",\"prompt\":[1],\"response_format\":{\"type\":"
+                 "\"json_schema\",\"json_schema\":{\"name\":\"x\",\"schema\":{\"oneOf\":[]}}}}",
+                 400, "response_format.json_schema.schema", "'oneOf' is not supported");
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"response_format\":\"json\"}", 400,
                  "response_format", NULL);
     expect_error("{\"model\":\"model\",\"prompt\":[1],\"functions\":[{\"name\":\"f\"}]}", 400,
@@ -1234,6 +1411,8 @@ int main(void) {
         cmocka_unit_test(test_greedy_equals_generate),
         cmocka_unit_test(test_text_and_stop_strings),
         cmocka_unit_test(test_logit_bias),
+        cmocka_unit_test(test_tokenize_props),
+        cmocka_unit_test(test_choices_and_cache),
         cmocka_unit_test(test_sampling_options),
         cmocka_unit_test(test_keepalive_pipelining),
         cmocka_unit_test(test_head_options_cors),

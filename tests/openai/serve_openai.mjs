@@ -1,7 +1,8 @@
 // tests/openai/serve_openai.mjs — the official `openai` client (pinned, installed into build/npm by
 // `make test`) against a running `coordinator serve`: models, completions (one prompt and a list
 // of them) and chat (whole and streamed, usage), the client's error classes for bad requests and a wrong API key, eight
-// concurrent streams, and greedy output equal to `coordinator generate`. Run by
+// concurrent streams, n choices (whole and streamed) with the prompt cache's cached_tokens, and
+// greedy output equal to `coordinator generate`. Run by
 // tests/integration/test_serve_openai.c:
 //   node serve_openai.mjs NPM_DIR phase   (env: MW_URL, MW_MODEL, MW_PROMPT_IDS, MW_REF_IDS,
 //                                          MW_API_KEY)
@@ -128,7 +129,11 @@ if (phase === 'main') {
           stream_options: { include_usage: true } }));
     assert.equal(s.text, whole.choices[0].message.content);
     assert.equal(s.reasoning, whole.choices[0].message.reasoning_content ?? '');
-    assert.deepEqual(s.usage, whole.usage);
+    // the same prompt again: its whole blocks come from the prompt cache, the reply is the same
+    const plain = (u) => ({ ...u, prompt_tokens_details: undefined });
+    assert.deepEqual(plain(s.usage), plain(whole.usage));
+    assert.equal(s.usage.prompt_tokens_details.cached_tokens,
+                 Math.floor((whole.usage.prompt_tokens - 1) / 32) * 32);
     const lp = await client.chat.completions.create({ model, messages, max_tokens: 3,
                                                       logprobs: true, top_logprobs: 2 });
     assert.ok(lp.choices[0].logprobs.content.length >= 1);
@@ -139,7 +144,7 @@ if (phase === 'main') {
                          OpenAI.NotFoundError);
     await assert.rejects(client.completions.create({ model, prompt: 'x', max_tokens: 'ten' }),
                          (e) => e instanceof OpenAI.BadRequestError && e.param === 'max_tokens');
-    await assert.rejects(client.completions.create({ model, prompt: 'x', n: 2 }),
+    await assert.rejects(client.completions.create({ model, prompt: 'x', n: 17 }),
                          (e) => e instanceof OpenAI.BadRequestError && e.param === 'n');
     await assert.rejects(client.completions.create({ model, prompt: 'x', temperature: 5 }),
                          OpenAI.BadRequestError);
@@ -197,6 +202,45 @@ if (phase === 'main') {
     assert.deepEqual(ids.choices[0].token_ids, refIds.slice(0, 8));
     await assert.rejects(client.completions.create({ ...args, prompt: ['abc', ''] }),
                          OpenAI.BadRequestError);
+  });
+
+  test('n choices, whole and streamed; the prompt cache in usage', async () => {
+    const prompt = Array.from({ length: 70 }, (_, i) => (i * 37 + 5) % 500);
+    const args = { model, prompt, max_tokens: 6, temperature: 1, seed: 3, ignore_eos: true,
+                   return_token_ids: true };
+    const one = await client.completions.create(args);
+    const three = await client.completions.create({ ...args, n: 3 });
+    assert.equal(three.choices.length, 3);
+    assert.deepEqual(three.choices.map((c) => c.index), [0, 1, 2]);
+    assert.deepEqual(three.choices[0].token_ids, one.choices[0].token_ids);
+    assert.equal(three.usage.prompt_tokens, prompt.length);
+    assert.equal(three.usage.completion_tokens, 18);
+    // the prompt was computed before: whole blocks of it came from the cache
+    assert.ok(three.usage.prompt_tokens_details.cached_tokens >= 32);
+    const texts = ['', '', ''];
+    let usage = null;
+    for await (const c of await client.completions.create(
+        { ...args, n: 3, stream: true, stream_options: { include_usage: true } })) {
+      if (c.usage) usage = c.usage;
+      for (const ch of c.choices) texts[ch.index] += ch.text ?? '';
+    }
+    assert.deepEqual(texts, three.choices.map((c) => c.text));
+    assert.equal(usage.prompt_tokens, prompt.length);
+    await assert.rejects(client.completions.create({ ...args, n: 17 }),
+                         (e) => e instanceof OpenAI.BadRequestError && e.param === 'n');
+  });
+
+  test('chat with n choices', { skip: !hasChat }, async () => {
+    const messages = [{ role: 'user', content: 'Say something.' }];
+    const r = await client.chat.completions.create({ model, messages, max_tokens: 5, n: 2,
+                                                     temperature: 1, seed: 11 });
+    assert.equal(r.choices.length, 2);
+    assert.deepEqual(r.choices.map((c) => c.index), [0, 1]);
+    const seen = new Set();
+    for await (const c of await client.chat.completions.create(
+        { model, messages, max_tokens: 5, n: 2, temperature: 1, seed: 11, stream: true }))
+      for (const ch of c.choices) seen.add(ch.index);
+    assert.deepEqual([...seen].sort(), [0, 1]);
   });
 
   test('eight concurrent streams', async () => {

@@ -193,7 +193,8 @@ static void test_sampling(void **st) {
         {"frequency_penalty", "-3", "frequency_penalty", "[-2, 2]"},
         {"repetition_penalty", "0", "repetition_penalty", "greater than 0"},
         {"seed", "1.5", "seed", "an integer"},
-        {"n", "2", "n", "one choice"},
+        {"n", "17", "n", "[1, 16]"},
+        {"n", "0", "n", "[1, 16]"},
         {"best_of", "3", "best_of", "one choice"},
         {"stream", "1", "stream", "a boolean"},
         {"ignore_eos", "\"yes\"", "ignore_eos", "a boolean"},
@@ -303,6 +304,95 @@ static void test_logit_bias(void **st) {
     }
 }
 
+/* response_format: json_object, json_schema (its schema kept as text past the detach) */
+static void test_response_format(void **st) {
+    (void)st;
+    co_oai_req r;
+    parse_ok("{\"model\":\"m\",\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}",
+             CO_OAI_COMPLETION, &r);
+    assert_int_equal(r.format, CO_FORMAT_TEXT);
+    assert_null(r.schema);
+    co_oai_req_free(&r);
+    parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+             "\"response_format\":{\"type\":\"json_object\"}}",
+             CO_OAI_CHAT, &r);
+    assert_int_equal(r.format, CO_FORMAT_JSON_OBJECT);
+    assert_null(r.schema);
+    co_oai_req_free(&r);
+    parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+             "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
+             "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":"
+             "{\"type\":\"integer\"}},\"required\":[\"a\"],\"additionalProperties\":false}}}}",
+             CO_OAI_CHAT, &r);
+    assert_int_equal(r.format, CO_FORMAT_JSON_SCHEMA);
+    co_oai_error e = {0};
+    assert_int_equal(co_oai_req_detach(&r, &e), 0);
+    assert_non_null(r.schema);
+    assert_non_null(strstr(r.schema, "\"required\":[\"a\"]"));
+    co_oai_req_free(&r);
+}
+
+/* tools, tool_choice: the call's schema under required / named; refusals name the field */
+static void test_tools(void **st) {
+    (void)st;
+    const char *m = "\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    const char *tools = "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                        "\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+                        "\"integer\"}},\"required\":[\"a\"]}}},{\"type\":\"function\","
+                        "\"function\":{\"name\":\"g\"}}]";
+    char body[1024];
+    co_oai_req r;
+    snprintf(body, sizeof body, "{%s,%s}", m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_int_equal(r.tool_choice, CO_TOOLS_AUTO);
+    assert_non_null(r.tools);
+    assert_null(r.call_schema);
+    assert_true(r.parallel_tool_calls);
+    co_oai_req_free(&r);
+    snprintf(body, sizeof body,
+             "{%s,%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
+             "\"parallel_tool_calls\":false}",
+             m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_int_equal(r.tool_choice, CO_TOOLS_NAMED);
+    assert_false(r.parallel_tool_calls);
+    assert_non_null(strstr(r.call_schema, "\"const\":\"f\""));
+    assert_non_null(strstr(r.call_schema, "\"required\":[\"a\"]"));
+    co_oai_req_free(&r);
+    snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"required\"}", m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_int_equal(r.tool_choice, CO_TOOLS_REQUIRED);
+    assert_non_null(strstr(r.call_schema, "\"enum\":[\"f\",\"g\"]"));
+    co_oai_req_free(&r);
+    snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"none\"}", m, tools);
+    parse_ok(body, CO_OAI_CHAT, &r);
+    assert_null(r.tools); /* not shown to the model */
+    co_oai_req_free(&r);
+    static const struct {
+        const char *rest, *param, *needle;
+    } bad[] = {
+        {"\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"h\"}}", "tool_choice",
+         "not one of the tools"},
+        {"\"tool_choice\":\"sometimes\"", "tool_choice", "\"required\""},
+        {"\"parallel_tool_calls\":1", "parallel_tool_calls", "a boolean"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, "{%s,%s,%s}", m, tools, bad[i].rest);
+        refused(body, CO_OAI_CHAT, 400, bad[i].param, bad[i].needle);
+    }
+    snprintf(body, sizeof body,
+             "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"bad name\"}}]}", m);
+    refused(body, CO_OAI_CHAT, 400, "tools[0]", "letters, digits");
+    snprintf(body, sizeof body,
+             "{%s,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"p\","
+             "\"parameters\":{\"type\":\"object\",\"properties\":{\"d\":{\"type\":\"string\","
+             "\"format\":\"date\"}}}}}],\"tool_choice\":\"required\"}",
+             m);
+    refused(body, CO_OAI_CHAT, 400, "tools", "'format' is not supported");
+    snprintf(body, sizeof body, "{%s,\"tool_choice\":\"required\"}", m);
+    refused(body, CO_OAI_CHAT, 400, "tool_choice", "needs 'tools'");
+}
+
 static void test_stream_and_options(void **st) {
     (void)st;
     co_oai_req r;
@@ -328,9 +418,19 @@ static void test_stream_and_options(void **st) {
         {"\"stream\":true,\"stream_options\":{\"include_usage\":1}", "stream_options.include_usage",
          "a boolean"},
         {"\"echo\":true", "echo", "not supported"},
-        {"\"tools\":[{\"type\":\"function\"}]", "tools", "tool calls"},
-        {"\"functions\":[{}]", "functions", "tool calls"},
-        {"\"response_format\":{\"type\":\"json_object\"}", "response_format", "'json_object'"},
+        {"\"tools\":[{\"type\":\"function\"}]", "tools", "chat completions"},
+        {"\"functions\":[{}]", "functions", "older API"},
+        {"\"response_format\":{\"type\":\"grammar\"}", "response_format", "'grammar'"},
+        {"\"ignore_eos\":true,\"response_format\":{\"type\":\"json_object\"}", "ignore_eos",
+         "cannot go"},
+        {"\"response_format\":{\"type\":\"json_schema\"}", "response_format.json_schema",
+         "'name' and 'schema'"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+         "\"schema\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
+         "response_format.json_schema.schema", "'pattern' is not supported"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+         "\"strict\":1,\"schema\":{}}}",
+         "response_format.json_schema.strict", "a boolean"},
         {"\"response_format\":\"text\"", "response_format", "string 'type'"},
         {"\"suffix\":\"end\"", "suffix", "not supported"},
     };
@@ -641,6 +741,8 @@ static void test_finish_names(void **st) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_completion_defaults),
+        cmocka_unit_test(test_response_format),
+        cmocka_unit_test(test_tools),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_detach),
         cmocka_unit_test(test_stoppable),

@@ -110,6 +110,92 @@ static void test_formats_render_their_text(void **state) {
     tk_free(t);
 }
 
+/* Qwen3's tools, calls and results: the text its template renders (python3-jinja2 on
+ * Qwen-Qwen3-0.6B.jinja of llama.cpp's models/templates, enable_thinking false). */
+static void test_qwen3_tools(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("qwen3moe", NULL, true);
+    const tk_tool_call call = {.id = "c1",
+                               .name = "get_weather",
+                               .arguments = "{\"city\": \"Paris\"}",
+                               .args_object = true};
+    const tk_msg m[] = {
+        {.role = "system", .content = "Be brief."},
+        {.role = "user", .content = "Paris?"},
+        {.role = "assistant", .content = "", .tool_calls = &call, .n_tool_calls = 1},
+        {.role = "tool", .tool_call_id = "c1", .content = "22 C"},
+        {.role = "tool", .tool_call_id = "c1", .content = "sunny"},
+    };
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\","
+                        "\"description\":\"Weather of a city\",\"parameters\":{\"type\":"
+                        "\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+                        "\"required\":[\"city\"]}}}]";
+    tk_ids ids = {0};
+    char *s =
+        render(t, "qwen3", m, 5,
+               &(tk_chat_opts){.add_generation_prompt = true, .thinking = 0, .tools = tools}, &ids);
+    assert_string_equal(
+        s,
+        "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist "
+        "with the user query.\n\nYou are provided with function signatures within <tools></tools> "
+        "XML tags:\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+        "\"description\": \"Weather of a city\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": [\"city\"]}}}\n"
+        "</tools>\n\nFor each function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nParis?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+        "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n22 C\n</tool_response>\n<tool_response>\nsunny\n"
+        "</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    free(s);
+    tk_ids_free(&ids);
+    tk_free(t);
+}
+
+static int feed(const tk_tokenizer *t, tk_chat_parser *p, const char *out, tk_text *content,
+                tk_text *reasoning);
+
+/* An output held to a format (answer_open): the prompt opens the answer, and the parser reads
+ * what follows as content from the first token (harmony's final channel, R1's block closed,
+ * Qwen3's thinking off). */
+static void test_answer_open(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("gpt-oss", NULL, true);
+    const tk_chat_opts o = {
+        .add_generation_prompt = true, .thinking = -1, .answer_open = true, .date = "2026-01-02"};
+    static const struct {
+        const char *fmt, *ends;
+    } cases[] = {
+        {"harmony", "<|start|>assistant<|channel|>final<|message|>"},
+        {"qwen3", "<|im_start|>assistant\n<think>\n\n</think>\n\n"},
+        {"deepseek-r1", "<｜Assistant｜><think>\n\n</think>\n\n"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        tk_ids ids = {0};
+        char *s = render(t, cases[i].fmt, conv, 4, &o, &ids);
+        const size_t n = strlen(s), k = strlen(cases[i].ends);
+        if (n < k || strcmp(s + n - k, cases[i].ends))
+            fail_msg("%s: the prompt ends '%s'", cases[i].fmt, s + (n > 60 ? n - 60 : 0));
+        free(s);
+        tk_ids_free(&ids);
+        tk_chat *c;
+        tk_chat_parser *p;
+        mw_err err = {{0}};
+        tk_text content = {0}, reasoning = {0};
+        assert_int_equal(tk_chat_open(t, cases[i].fmt, &c, &err), 0);
+        assert_int_equal(tk_chat_parser_new(c, &o, &p, &err), 0);
+        feed(t, p, "{\"a\": 1}", &content, &reasoning);
+        assert_string_equal(content.s, "{\"a\": 1}");
+        assert_null(reasoning.s);
+        tk_chat_parser_free(p);
+        tk_chat_free(c);
+        tk_text_free(&content);
+        tk_text_free(&reasoning);
+    }
+    tk_free(t);
+}
+
 static void test_choosing_a_format(void **state) {
     (void)state;
     tk_chat *c;
@@ -530,6 +616,8 @@ static void test_think_parser_with_nothing_pending(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_formats_render_their_text),
+        cmocka_unit_test(test_qwen3_tools),
+        cmocka_unit_test(test_answer_open),
         cmocka_unit_test(test_choosing_a_format),
         cmocka_unit_test(test_parsers),
         cmocka_unit_test(test_think_parser_with_nothing_pending),

@@ -1,0 +1,55 @@
+/* grammar/gr_internal.h — the compiled grammar's nodes, shared by the schema compiler
+ * (gr_schema.c) and the automaton (gr_match.c). */
+#ifndef GR_INTERNAL_H
+#define GR_INTERNAL_H
+
+#include <stdint.h>
+
+#include "grammar/gr.h"
+
+typedef enum gr_kind {
+    GR_ANY,      /* any JSON value */
+    GR_OBJECT,   /* props, or (none) any keys with `extra` values */
+    GR_ARRAY,    /* items */
+    GR_STRING,   /* any string */
+    GR_NUMBER,   /* any number */
+    GR_INTEGER,  /* an integer */
+    GR_LITERALS, /* one of the texts (enum, const, true, false, null) */
+    GR_ANYOF,    /* the alternative whose first bytes hold the value's first byte */
+    GR_REF,      /* a $ref not resolved yet (compilation only) */
+} gr_kind;
+
+typedef struct gr_node {
+    gr_kind kind;
+    /* object */
+    int n_props;
+    char **pname; /* the key as it appears inside the quotes (JSON-escaped) */
+    size_t *plen;
+    int *pval;
+    uint64_t required;
+    int extra; /* no props: the values' node; -1: no keys at all */
+    /* array */
+    int items;
+    uint32_t min_items, max_items;
+    /* literals: JSON texts, compact */
+    int n_lit;
+    char **lit;
+    size_t *llen;
+    /* anyOf */
+    int n_alt;
+    int *alt;
+    /* string: characters (an escape is one) */
+    uint32_t min_len, max_len;
+    uint8_t first[32]; /* bytes a value of this node may start with */
+} gr_node;
+
+struct gr_grammar {
+    gr_node *v;
+    int n, cap;
+    int root;
+    int any, any_object, any_array, string; /* shared nodes of "any value" */
+    char prefix[257], suffix[257];
+    uint16_t plen, slen;
+};
+
+#endif
