@@ -14,6 +14,7 @@
 #   make soak       serve through node kills for SOAK_MINUTES (tests/soak/soak.c)
 #   make check-kernels FIXTURES=DIR               kernel parity checks on a fixture directory
 #   make neon-check                               aarch64 cross build + kernel tests under qemu
+#   make arm64-check                              the whole node for aarch64: its tests under qemu
 #   make metal-check                              the Metal kernels under the emulator (metal/emu/)
 #   make posix-check                              the tree compiled as POSIX + BSD (macOS's view)
 
@@ -23,7 +24,7 @@ SHELL := /bin/bash
 .DELETE_ON_ERROR:
 
 # ---- dependencies ---------------------------------------------------------------------------
-NODEPS_GOALS := clean deps format help
+NODEPS_GOALS := clean deps format help print-arm64-tests
 ifneq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifneq ($(shell deploy/deps.sh --check >/dev/null 2>&1 && echo ok),ok)
 $(info moewire: some packages are missing; running deploy/deps.sh)
@@ -126,7 +127,7 @@ ASAN_BIN := $(addprefix $(ASAN)/bin/,$(PROGS))
 BENCH_BINS := $(patsubst bench/%.c,$(REL)/bench/%,$(BENCH_C))
 
 .PHONY: all deps test unit integration run demo bench lan ggml-mm llama-tok clean format help check-kernels neon-check fuzz \
-        metal-check posix-check \
+        metal-check posix-check arm64-bins arm64-check print-arm64-tests \
         fuzz-smoke soak
 all: build/libmoewire.a $(BIN)
 
@@ -219,6 +220,7 @@ $(TK_O200K)/cases.json: tests/tiktoken/o200k_cases.js $(NPM_STAMP)
 test: $(TEST_BINS) $(METAL_TEST) $(ASAN_BIN) $(BIN) $(BENCH_BINS) $(TK_O200K)/cases.json
 	@if [ -x tests/neon-check.sh ]; then tests/neon-check.sh; fi
 	tests/posix-check.sh
+	MW_BIN=$(CURDIR)/$(ASAN)/bin tests/arm64-check.sh
 	MW_BIN=$(CURDIR)/$(ASAN)/bin MW_REL_BIN=$(CURDIR)/bin MW_TK_O200K=$(CURDIR)/$(TK_O200K) \
 	  tests/run.sh $(TEST_BINS) $(METAL_TEST)
 	tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_BINS)
@@ -384,6 +386,62 @@ check-kernels: $(ASAN)/tests/unit/test_kn_fixtures
 # ---- aarch64 cross build: NEON kernels built with Debian's cross compiler, run under qemu ----
 neon-check:
 	tests/neon-check.sh
+
+# ---- the whole tree for aarch64: the node and its tests under qemu (tests/arm64-check.sh) -----
+# Debian's cross compiler against a private sysroot of Debian's arm64 libraries
+# (tests/arm64/sysroot.sh); no sanitizers (qemu-user cannot map their shadow memory). The check
+# script builds these goals and runs them; `make arm64-check` runs the script alone.
+A64 := build/arm64
+A64_CC ?= aarch64-linux-gnu-gcc
+A64_ROOT := $(A64)/root
+A64_LIBDIR := $(A64_ROOT)/usr/lib/aarch64-linux-gnu
+A64_CFLAGS := $(BASE_CFLAGS) $(OPT_CFLAGS) -isystem $(A64_ROOT)/usr/include/aarch64-linux-gnu \
+              -isystem $(A64_ROOT)/usr/include
+A64_LIBS := -L$(A64_LIBDIR) -Wl,-rpath-link,$(A64_LIBDIR) \
+            -Wl,-rpath-link,$(A64_ROOT)/lib/aarch64-linux-gnu -lzmq -lprotobuf-c -luv -llz4 \
+            -lsodium -ljansson -lcrypto -lpcre2-8 -lm -pthread
+A64_LIB_C := $(filter-out %/main.c %_avx2.c %_avxvnni.c %_avx512.c %_x86.c,$(ALL_C))
+A64_LIB_O := $(call obj,$(A64),$(A64_LIB_C)) $(call obj,$(A64),$(PROTO_C)) $(call llhttp_obj,$(A64))
+A64_SUPPORT_O := $(call obj,$(A64),$(TEST_SUPPORT_C))
+# The unit tests of what a node runs (kernels, wire, the serve loop, the expert executor, the
+# trunk's ops), all in one process: nothing here starts other programs.
+A64_UNIT := test_kn_expert test_kn_fixtures test_kn_formats test_kn_matmul test_kn_pool \
+            test_wr_codec test_wr_curve test_wr_msg test_wr_zmq test_en_serve test_md_moe \
+            test_md_ops test_md_attn test_util test_mw_notify test_mt_regions
+A64_TESTS := $(addprefix $(A64)/tests/unit/,$(A64_UNIT))
+
+$(A64_LIB_O) $(A64_SUPPORT_O): | $(PROTO_H)
+
+$(A64)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(A64_CC) $(A64_CFLAGS) $(if $(filter %_neon.c,$<),$(NEON_FLAGS)) -c $< -o $@
+
+$(A64)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
+	@mkdir -p $(@D)
+	$(A64_CC) -std=c11 -O2 -g -w -I$(LLHTTP_INC) -c $< -o $@
+
+$(A64)/libmoewire.a: $(A64_LIB_O)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(A64)/bin/%: $(A64)/obj/%/main.o $(A64)/libmoewire.a
+	@mkdir -p $(@D)
+	$(A64_CC) -pthread $< $(A64)/libmoewire.a $(A64_LIBS) -o $@
+
+$(A64)/tests/%: $(A64)/obj/tests/%.o $(A64_SUPPORT_O) $(A64)/libmoewire.a
+	@mkdir -p $(@D)
+	$(A64_CC) -pthread $< $(A64_SUPPORT_O) $(A64)/libmoewire.a $(A64_LIBS) -lcmocka -o $@
+
+arm64-bins: $(A64)/bin/expert-node $(A64_TESTS)
+
+ARM64_TEST := $(ASAN)/tests/arm64/test_arm64_node
+# (the test rule above is read before ARM64_TEST is set)
+test: $(ARM64_TEST)
+arm64-check: $(ARM64_TEST) $(ASAN_BIN)
+	MW_BIN=$(CURDIR)/$(ASAN)/bin tests/arm64-check.sh
+
+print-arm64-tests:
+	@echo $(A64_TESTS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

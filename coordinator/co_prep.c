@@ -13,11 +13,7 @@
 #include <malloc.h>
 #endif
 
-#ifdef __linux__
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
+#include "util/mw_platform.h"
 
 #define PREP_NICE 5 /* the workers' nice value */
 /* Bytes above glibc's threshold for shrinking a heap when freed (64 KiB) and below serve's mmap
@@ -247,13 +243,11 @@ static void give_back(void) {
 #endif
 
 /* The workers yield to the loop and the model thread: preparing a request is never more urgent
- * than answering /health or the next step (on Linux a thread's nice value is its own). */
+ * than answering /health or the next step (where a thread's nice value is its own: Linux). */
 static void yield_to_loop(void) {
-#ifdef __linux__
     static _Thread_local bool niced;
-    if (!niced) setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), PREP_NICE);
+    if (!niced) mw_thread_nice(PREP_NICE);
     niced = true;
-#endif
 }
 
 static void on_work(uv_work_t *w) {

@@ -10,8 +10,10 @@ set -eu
 mode=${1:-install}
 os=$(uname -s)
 
-# What is needed, one per line: kind (pc: a pkg-config name, cmd: a command, file: a path), the
-# name, the Debian package, the Homebrew formula (- where macOS needs none).
+# What is needed, one per line: kind (pc: a pkg-config name, cmd: a command, file: a path, arch:
+# a foreign dpkg architecture), the name, the Debian package, the Homebrew formula (- where macOS
+# needs none). The arm64 architecture lets apt fetch the arm64 libraries that tests/arm64/sysroot.sh
+# unpacks into build/ for the aarch64 build of the node; no arm64 package is installed.
 needs() {
   cat <<'EOF'
 pc libzmq libzmq3-dev zeromq
@@ -44,6 +46,7 @@ file /usr/share/include/llhttp/llhttp.h node-llhttp -
 file /usr/aarch64-linux-gnu/include/stdio.h libc6-dev-arm64-cross -
 glob /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a libclang-rt-14-dev -
 pc libllhttp - llhttp
+arch arm64 dpkg-arch:arm64 -
 EOF
 }
 
@@ -59,6 +62,7 @@ present() { # kind name
   cmd) command -v "$2" >/dev/null 2>&1 ;;
   file) [ -e "$2" ] ;;
   glob) for f in $2; do [ -e "$f" ] && return 0; done; return 1 ;;
+  arch) ! command -v dpkg >/dev/null 2>&1 || dpkg --print-foreign-architectures | grep -qx "$2" ;;
   esac
 }
 
@@ -76,7 +80,12 @@ missing=${missing# }
 [ -z "$missing" ] && exit 0
 case "$os" in
 Darwin) cmd="brew install $missing" ;;
-Linux) cmd="apt-get install -y --no-install-recommends $missing" ;;
+Linux)
+  debs=$(echo "$missing" | sed 's/dpkg-arch:[^ ]*//g; s/^ *//')
+  cmd="apt-get install -y --no-install-recommends $debs"
+  [ -n "$debs" ] || cmd="apt-get update"
+  case "$missing" in *dpkg-arch:arm64*) cmd="dpkg --add-architecture arm64 && $cmd" ;; esac
+  ;;
 *) cmd="" ;;
 esac
 if [ "$mode" = --check ]; then
@@ -108,8 +117,15 @@ else
     fi
   fi
   export DEBIAN_FRONTEND=noninteractive
+  pkgs=""
+  for p in $missing; do
+    case "$p" in
+    dpkg-arch:*) $SUDO dpkg --add-architecture "${p#dpkg-arch:}" >&2 ;;
+    *) pkgs="$pkgs $p" ;;
+    esac
+  done
   $SUDO apt-get update -qq >&2
   # shellcheck disable=SC2086 # one word per package
-  $SUDO apt-get install -y -qq --no-install-recommends $missing >&2
+  [ -z "$pkgs" ] || $SUDO apt-get install -y -qq --no-install-recommends $pkgs >&2
 fi
 echo "deploy/deps.sh: done" >&2

@@ -119,7 +119,8 @@ void kn_pool_wake(kn_pool *pool);
  * "Allowed" is the process's CPU set as first seen by any bind (sched_getaffinity), so binding the
  * caller never narrows what a later bind sees. Threads started afterwards by the calling thread
  * inherit its one CPU: start them first. Used where processes share a machine and would otherwise
- * be stacked on one core by the scheduler (a loopback cluster). Linux only: elsewhere -1. */
+ * be stacked on one core by the scheduler (a loopback cluster). Linux only: elsewhere a no-op
+ * that returns 0 (util/mw_platform.h: macOS cannot bind threads to cores). */
 int kn_pool_bind_cpus(kn_pool *pool, int first, struct mw_err *err);
 /* How long idle threads (workers between jobs, the caller waiting for workers) poll before they
  * sleep; default 200 us or $MOEWIRE_POOL_SPIN_US. Polling saves a wake-up per job where the cores

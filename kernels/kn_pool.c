@@ -11,6 +11,7 @@
  * for tasks already started. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
+#include "util/mw_platform.h"
 #include "util/mw_time.h"
 
 #include <pthread.h>
@@ -206,12 +207,9 @@ static int cpus_n;
 static short cpus_id[KN_MAX_CPUS];
 
 static void cpus_read(void) {
-#ifdef __linux__
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int c = 0; c < CPU_SETSIZE && c < KN_MAX_CPUS; c++)
-            if (CPU_ISSET(c, &set)) cpus_id[cpus_n++] = (short)c;
-#endif
+    int ids[KN_MAX_CPUS];
+    cpus_n = mw_cpus_allowed(ids, KN_MAX_CPUS);
+    for (int c = 0; c < cpus_n; c++) cpus_id[c] = (short)ids[c];
     if (cpus_n == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         cpus_n = n < 1 ? 1 : n > KN_MAX_CPUS ? KN_MAX_CPUS : (int)n;
@@ -230,23 +228,14 @@ int kn_cpu_at(int index) {
 
 int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
     if (first < 0) return mw_errf(err, "CPU binding: first CPU %d is negative", first);
-#ifdef __linux__
     first %= kn_cpus_allowed(); /* so first + i cannot overflow */
     for (int i = 0; i < kn_pool_size(p); i++) {
         const int cpu = kn_cpu_at(first + i);
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(cpu, &one);
-        const int rc =
-            pthread_setaffinity_np(i == 0 ? pthread_self() : p->threads[i - 1], sizeof one, &one);
+        const int rc = mw_thread_bind_cpu(i == 0 ? pthread_self() : p->threads[i - 1], cpu);
         if (rc != 0)
             return mw_errf(err, "cannot bind thread %d to CPU %d: %s", i, cpu, strerror(rc));
     }
     return 0;
-#else
-    (void)p;
-    return mw_errf(err, "CPU binding is not supported on this system");
-#endif
 }
 
 void kn_pool_set_poll(kn_pool *p, int64_t us) {

@@ -10,25 +10,12 @@
 #include "kernels/kn_internal.h"
 
 #include <arm_neon.h>
-#if defined(__linux__)
-#include <sys/auxv.h>
-#ifndef HWCAP_ASIMDDP
-#define HWCAP_ASIMDDP (1 << 20)
-#endif
-#elif defined(__APPLE__)
-#include <sys/sysctl.h>
-#endif
+
+#include "kernels/kn_exp_neon.h"
+#include "util/mw_platform.h"
 
 bool kn__isa_neon_usable(void) {
-#if defined(__linux__)
-    return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
-#elif defined(__APPLE__)
-    int v = 0;
-    size_t len = sizeof v;
-    return sysctlbyname("hw.optional.arm.FEAT_DotProd", &v, &len, NULL, 0) == 0 && v;
-#else
-    return false;
-#endif
+    return mw_cpu_arm_dotprod();
 }
 
 /* ---- canonical reductions -------------------------------------------------------------------- */
@@ -314,34 +301,6 @@ static inline float32x4_t blend(uint32x4_t m, float32x4_t yes, float32x4_t no) {
     return vbslq_f32(m, yes, no);
 }
 
-static inline float32x4_t expf_neon(float32x4_t x) {
-    const float32x4_t n = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(KN_EXP_LOG2E)));
-    float32x4_t r = vfmaq_f32(x, n, vdupq_n_f32(-KN_EXP_LN2_HI));
-    r = vfmaq_f32(r, n, vdupq_n_f32(-KN_EXP_LN2_LO));
-    float32x4_t p = vdupq_n_f32(KN_EXP_C7);
-    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C6), p, r);
-    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C5), p, r);
-    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C4), p, r);
-    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C3), p, r);
-    p = vfmaq_f32(vdupq_n_f32(KN_EXP_C2), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-    p = vfmaq_f32(vdupq_n_f32(1.0f), p, r);
-    int32x4_t e = vcvtq_s32_f32(n); /* n is integral (or the lane is overridden below) */
-    const uint32x4_t big = vcgtq_s32(e, vdupq_n_s32(127)), tiny = vcltq_s32(e, vdupq_n_s32(-126));
-    float32x4_t first =
-        blend(tiny, vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(e, vdupq_n_s32(253)), 23)),
-              vdupq_n_f32(1.0f));
-    first = blend(big, vdupq_n_f32(0x1p127f), first);
-    e = vbslq_s32(big, vsubq_s32(e, vdupq_n_s32(127)), e);
-    e = vbslq_s32(tiny, vdupq_n_s32(-126), e);
-    float32x4_t y =
-        vmulq_f32(vmulq_f32(p, first),
-                  vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(e, vdupq_n_s32(127)), 23)));
-    y = blend(vcgtq_f32(x, vdupq_n_f32(KN_EXP_MAX)), vdupq_n_f32(INFINITY), y);
-    y = blend(vcltq_f32(x, vdupq_n_f32(KN_EXP_MIN)), vdupq_n_f32(0.0f), y);
-    return blend(vceqq_f32(x, x), y, x); /* NaN in, the same NaN out */
-}
-
 /* kn_tanhf: both branches computed, the scalar one's selected. */
 static inline float32x4_t tanh_neon(float32x4_t x) {
     const float32x4_t a = vabsq_f32(x), a2 = vmulq_f32(a, a);
@@ -353,7 +312,7 @@ static inline float32x4_t tanh_neon(float32x4_t x) {
     p = vfmaq_f32(vdupq_n_f32(KN_TANH_C5), p, a2);
     p = vfmaq_f32(vdupq_n_f32(KN_TANH_C3), p, a2);
     const float32x4_t small = vfmaq_f32(a, vmulq_f32(a2, a), p);
-    const float32x4_t e = expf_neon(vaddq_f32(a, a));
+    const float32x4_t e = kn_neon_exp4(vaddq_f32(a, a));
     const float32x4_t big =
         vsubq_f32(vdupq_n_f32(1.0f), vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, vdupq_n_f32(1.0f))));
     const float32x4_t r = blend(vcltq_f32(a, vdupq_n_f32(KN_TANH_SMALL)), small, big);
@@ -362,7 +321,7 @@ static inline float32x4_t tanh_neon(float32x4_t x) {
 
 static inline float32x4_t silu4(float32x4_t g, float32x4_t u, const kn_glu *glu) {
     (void)glu;
-    return vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0f), expf_neon(vnegq_f32(g)))), u);
+    return vmulq_f32(vdivq_f32(g, vaddq_f32(vdupq_n_f32(1.0f), kn_neon_exp4(vnegq_f32(g)))), u);
 }
 
 static inline float32x4_t swiglu_oai4(float32x4_t g, float32x4_t u, const kn_glu *glu) {
@@ -372,14 +331,14 @@ static inline float32x4_t swiglu_oai4(float32x4_t g, float32x4_t u, const kn_glu
     const uint32x4_t below = vcltq_f32(u, nlim);
     u = blend(vcgtq_f32(u, lim), lim, u);
     u = blend(below, nlim, u);
-    const float32x4_t ex = expf_neon(vnegq_f32(vmulq_f32(alpha, g)));
+    const float32x4_t ex = kn_neon_exp4(vnegq_f32(vmulq_f32(alpha, g)));
     return vmulq_f32(vdivq_f32(g, vaddq_f32(one, ex)), vaddq_f32(u, one));
 }
 
 static inline float32x4_t situ4(float32x4_t g, float32x4_t u, const kn_glu *glu) {
     const float32x4_t beta = vdupq_n_f32(glu->beta), lbeta = vdupq_n_f32(glu->lbeta);
     const float32x4_t gate = vdivq_f32(vmulq_f32(beta, tanh_neon(vdivq_f32(g, beta))),
-                                       vaddq_f32(vdupq_n_f32(1.0f), expf_neon(vnegq_f32(g))));
+                                       vaddq_f32(vdupq_n_f32(1.0f), kn_neon_exp4(vnegq_f32(g))));
     if (glu->lbeta > 0.0f) u = vmulq_f32(lbeta, tanh_neon(vdivq_f32(u, lbeta)));
     return vmulq_f32(gate, u);
 }

@@ -4,11 +4,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
 #include <sys/mman.h>
-#endif
 
 #include "util/mw_grow.h"
+#include "util/mw_platform.h"
 
 static int grow(void **p, int64_t rows, size_t row_bytes) {
     void *q = realloc(*p, (size_t)rows * row_bytes);
@@ -17,52 +16,40 @@ static int grow(void **p, int64_t rows, size_t row_bytes) {
     return 0;
 }
 
-/* A sequence's cache of a layer doubles as it grows. On Linux one of at least MAP_BYTES is a
- * mapping of its own, which mremap grows without copying; its new pages come in as positions are
- * written, a few per step. realloc would copy it and touch every page at once, so the decode step
- * in which many sequences cross a doubling together would stall on the copies, and longer with
- * every doubling. Smaller buffers, and other systems, use realloc. */
+/* A sequence's cache of a layer doubles as it grows. One of at least MAP_BYTES is a mapping of
+ * its own, which Linux's mremap grows without copying (mw_map_grow); its new pages come in as
+ * positions are written, a few per step. realloc would copy it and touch every page at once, so the
+ * decode step in which many sequences cross a doubling together would stall on the copies, and
+ * longer with every doubling. Smaller buffers use realloc. */
 #define MAP_BYTES ((size_t)1 << 17)
 
 static bool mapped(size_t bytes) {
-#if defined(__linux__)
     return bytes >= MAP_BYTES;
-#else
-    (void)bytes;
-    return false;
-#endif
 }
 
 static int cache_grow(void **p, int64_t old_rows, int64_t rows, size_t row_bytes) {
     const size_t bytes = (size_t)rows * row_bytes;
     if (!mapped(bytes)) return grow(p, rows, row_bytes);
-#if defined(__linux__)
     const size_t old = (size_t)old_rows * row_bytes;
     void *q;
     if (mapped(old)) {
-        q = mremap(*p, old, bytes, MREMAP_MAYMOVE);
+        q = mw_map_grow(*p, old, bytes);
     } else {
-        q = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (q != MAP_FAILED && old) memcpy(q, *p, old);
-        if (q != MAP_FAILED) free(*p);
+        q = mw_map_grow(NULL, 0, bytes);
+        if (q && old) memcpy(q, *p, old);
+        if (q) free(*p);
     }
-    if (q == MAP_FAILED) return -1;
+    if (!q) return -1;
     *p = q;
-#else
-    (void)old_rows;
-#endif
     return 0;
 }
 
 static void cache_free(void *p, int64_t rows, size_t row_bytes) {
     const size_t bytes = (size_t)rows * row_bytes;
-#if defined(__linux__)
     if (p && mapped(bytes)) {
         munmap(p, bytes);
         return;
     }
-#endif
-    (void)bytes;
     free(p);
 }
 

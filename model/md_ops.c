@@ -97,6 +97,8 @@ const md_vec *md_vec_active(void) {
 #if defined(__x86_64__)
     if (kn_isa_uses(KN_ISA_AVX512)) return &md_vec_avx512;
     if (kn_isa_uses(KN_ISA_AVX2)) return &md_vec_avx2;
+#elif defined(__aarch64__)
+    if (kn_isa_uses(KN_ISA_NEON)) return &md_vec_neon;
 #endif
     return &vec_ref;
 }

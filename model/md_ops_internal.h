@@ -8,5 +8,8 @@
 extern const md_vec md_vec_avx2;
 extern const md_vec md_vec_avx512;
 #endif
+#if defined(__aarch64__)
+extern const md_vec md_vec_neon;
+#endif
 
 #endif

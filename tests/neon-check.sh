@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/neon-check.sh — the aarch64 check of the kernels: cross-builds util/mw_err.c,
-# util/mw_time.c, kernels/ (with kernels/*_neon.c) and tests/neon/neon_selftest.c with Debian's
-# aarch64-linux-gnu-gcc, then runs the self-test under qemu-aarch64. No aarch64 builds of other
-# libraries are needed. Prints a SKIPPED line (and succeeds) when the cross compiler, its libc or
-# qemu is missing.
+# util/mw_time.c, util/mw_platform.c, kernels/ (with kernels/*_neon.c) and
+# tests/neon/neon_selftest.c with Debian's aarch64-linux-gnu-gcc, then runs the self-test under
+# qemu-aarch64. No aarch64 builds of other libraries are needed. Prints a SKIPPED line (and
+# succeeds) when the cross compiler, its libc or qemu is missing.
 # `make test` calls this first; `make neon-check` runs it alone. Objects are cached in build/neon.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ mkdir -p "$out/obj"
 CFLAGS=(-std=c11 -ffp-contract=off -D_GNU_SOURCE -Wall -Wextra -Werror -Wno-unused-parameter
         -Wno-format-truncation -Wshadow -Wstrict-prototypes -O2 -g -I. -pthread)
 NEON_FLAGS=(-march=armv8.2-a+dotprod+fp16)
-srcs=(util/mw_err.c util/mw_time.c tests/neon/neon_selftest.c)
+srcs=(util/mw_err.c util/mw_time.c util/mw_platform.c tests/neon/neon_selftest.c)
 for f in kernels/*.c; do
   case "$f" in *_avx2.c|*_avxvnni.c|*_avx512.c|*_x86.c) continue ;; esac
   srcs+=("$f")

@@ -7,6 +7,7 @@
 # forgot) is killed then, so no run leaves processes behind.
 #   MW_TEST_TIMEOUT  seconds per binary (default 900)
 #   MW_TEST_FILTER   run only binaries whose path contains this string
+#   MW_TEST_WRAP     a command (words split on spaces) each binary runs under, e.g. qemu-aarch64
 set -uo pipefail
 timeout_s=${MW_TEST_TIMEOUT:-900}
 total_pass=0 total_fail=0 total_skip=0 bins=0
@@ -22,6 +23,7 @@ reap_marked() {
   done
   echo "$n"
 }
+read -r -a wrap <<<"${MW_TEST_WRAP:-}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for bin in "$@"; do
@@ -30,7 +32,7 @@ for bin in "$@"; do
   log=$(mktemp)
   t0=$(date +%s)
   mark="$$-$bins-$RANDOM"
-  MW_TEST_RUN=$mark timeout --signal=KILL "$timeout_s" "$bin" >"$log" 2>&1
+  MW_TEST_RUN=$mark timeout --signal=KILL "$timeout_s" "${wrap[@]}" "$bin" >"$log" 2>&1
   rc=$?
   left=$(reap_marked "$mark")
   cat "$log"

@@ -3,6 +3,7 @@
  */
 #include "wire/wr_guard.h"
 #include "util/mw_thread.h"
+#include "util/mw_platform.h"
 #include "util/mw_time.h"
 
 #include <errno.h>
@@ -15,15 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef __linux__
 #include <arpa/inet.h>
-#include <linux/sockios.h>
-#include <linux/tcp.h>
-#include <malloc.h>
 #include <netinet/in.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#endif
 
 /* The heap rule cuts the largest holder only when it holds at least this much: a heap that grew
  * for another reason (the owner's own work) must not cost an idle peer its connection. */
@@ -57,42 +52,12 @@ struct wr_guard {
     size_t n, cap;
     uint64_t base_rss; /* anonymous resident bytes at start */
     _Atomic uint64_t own;
-    long page;
     bool trim; /* a connection was cut: hand freed memory back once it is gone */
     wr_guard_stats st;
 };
 
-#ifdef __linux__
-
-/* The end of TCP_INFO's field f: a kernel that fills less of the struct predates it. */
-#define TCP_INFO_END(f) (offsetof(struct tcp_info, f) + sizeof(((struct tcp_info *)0)->f))
-
-/* The connection's TCP_INFO, of which the caller reads the fields before byte `need`. -1 when
- * the descriptor is not a TCP socket (any more) or the kernel does not report them. */
-static int read_tcp_info(int fd, struct tcp_info *ti, size_t need) {
-    socklen_t len = sizeof *ti;
-    memset(ti, 0, sizeof *ti);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, ti, &len) != 0 || len < need) return -1;
-    return 0;
-}
-
-/* Bytes libzmq has read from a TCP connection: received by the kernel minus still queued there.
- * -1 when the descriptor is not a TCP socket (any more). */
-static int read_bytes(int fd, uint64_t *out) {
-    struct tcp_info ti;
-    if (read_tcp_info(fd, &ti, TCP_INFO_END(tcpi_bytes_received))) return -1;
-    int queued = 0;
-    if (ioctl(fd, SIOCINQ, &queued) != 0 || queued < 0) queued = 0;
-    *out =
-        ti.tcpi_bytes_received > (uint64_t)queued ? ti.tcpi_bytes_received - (uint64_t)queued : 0;
-    return 0;
-}
-
 int wr_tcp_acked(int fd, uint64_t *acked) {
-    struct tcp_info ti;
-    if (read_tcp_info(fd, &ti, TCP_INFO_END(tcpi_bytes_acked))) return -1;
-    *acked = ti.tcpi_bytes_acked;
-    return 0;
+    return mw_tcp_acked(fd, acked);
 }
 
 static void peer_of(int fd, char *buf, size_t cap) {
@@ -114,44 +79,6 @@ static void peer_of(int fd, char *buf, size_t cap) {
     snprintf(buf, cap, ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", ip, port);
 }
 
-/* Anonymous resident memory of the process (resident minus file-backed and shared pages): what
- * received messages occupy whatever allocator holds them. */
-static uint64_t anon_rss(const wr_guard *g) {
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, resident = 0, shared = 0;
-    if (!f) return 0;
-    int n = fscanf(f, "%lu %lu %lu", &size, &resident, &shared);
-    fclose(f);
-    if (n != 3 || resident < shared) return 0;
-    return (uint64_t)(resident - shared) * (uint64_t)g->page;
-}
-
-static void trim_heap(void) {
-    malloc_trim(0);
-}
-
-#else
-
-static int read_bytes(int fd, uint64_t *out) {
-    (void)fd, (void)out;
-    return -1;
-}
-int wr_tcp_acked(int fd, uint64_t *acked) {
-    (void)fd, (void)acked;
-    return -1;
-}
-static void peer_of(int fd, char *buf, size_t cap) {
-    (void)fd;
-    if (cap) buf[0] = '\0';
-}
-static uint64_t anon_rss(const wr_guard *g) {
-    (void)g;
-    return 0;
-}
-static void trim_heap(void) {}
-
-#endif
-
 static conn *find(wr_guard *g, int fd) {
     for (size_t i = 0; i < g->n; i++)
         if (g->conns[i].fd == fd) return &g->conns[i];
@@ -172,7 +99,7 @@ static void add(wr_guard *g, int fd) {
     }
     memset(c, 0, sizeof *c);
     c->fd = fd;
-    if (read_bytes(fd, &c->base)) c->base = 0;
+    if (mw_tcp_received(fd, &c->base)) c->base = 0;
     c->base_ns = mw_now_ns();
     peer_of(fd, c->peer, sizeof c->peer);
     g->st.connections++;
@@ -198,20 +125,9 @@ static void cut(wr_guard *g, conn *c, const char *why) {
     g->trim = true;
     if (!g->o.quiet)
         fprintf(stderr, "%s: cut off peer %s: %s\n", g->name, c->peer[0] ? c->peer : "?", why);
-#ifdef __linux__
-    /* A reset at once, and what the kernel still holds of the stream discarded: connect() to
-     * AF_UNSPEC disconnects a TCP socket (the descriptor stays libzmq's, its next read fails with
-     * ECONNRESET and it drops the connection). A shutdown(SHUT_RD) would let libzmq go on reading
-     * what keeps arriving until it once finds the queue empty. */
-    struct sockaddr sa = {.sa_family = AF_UNSPEC};
-    if (connect(c->fd, &sa, sizeof sa) != 0) {
-        /* a reset, not a FIN, once libzmq closes it: with its window closed a flooding peer would
-         * otherwise wait in send() until the kernel gives up the half-closed connection */
-        struct linger lg = {1, 0};
-        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-        shutdown(c->fd, SHUT_RD);
-    }
-#endif
+    /* A reset at once, and what the kernel still holds of the stream discarded (the descriptor
+     * stays libzmq's, its next read fails with ECONNRESET and it drops the connection). */
+    mw_tcp_abort(c->fd);
 }
 
 /* Returns whether some peer holds an eighth of a limit: checked again within a millisecond, not
@@ -224,7 +140,7 @@ static bool check(wr_guard *g) {
     for (size_t i = 0; i < g->n; i++) {
         conn *c = &g->conns[i];
         uint64_t r;
-        if (c->cut || read_bytes(c->fd, &r)) continue;
+        if (c->cut || mw_tcp_received(c->fd, &r)) continue;
         if (r < c->base) c->base = r;
         /* what a peer's ZMTP heartbeats and other commands add between whole messages (a few
          * bytes a second) is no message: 1 KiB a second since the last one is not counted */
@@ -252,7 +168,7 @@ static bool check(wr_guard *g) {
                  largest->held, total, g->o.total_bytes);
         cut(g, largest, why);
     } else if (largest && largest->held >= MIN_ATTRIBUTABLE) {
-        uint64_t rss = anon_rss(g), own = atomic_load(&g->own);
+        uint64_t rss = mw_anon_rss(), own = atomic_load(&g->own);
         /* tiny parts cost libzmq ~30 bytes of memory per byte received: the heap grows far
          * faster than the bytes held, so it is what decides how soon to look again */
         if (rss > g->base_rss + own + g->o.total_bytes / 8) busy = true;
@@ -282,7 +198,7 @@ static void read_events(wr_guard *g) {
         bool trim = g->trim && id == ZMQ_EVENT_DISCONNECTED;
         if (trim) g->trim = false;
         pthread_mutex_unlock(&g->lock);
-        if (trim) trim_heap(); /* the cut message is freed: give its pages back */
+        if (trim) mw_heap_trim(); /* the cut message is freed: give its pages back */
     }
 }
 
@@ -300,10 +216,7 @@ static void *loop(void *arg) {
 
 int wr_guard_start(void *ctx, void *sock, const wr_guard_opts *o, wr_guard **out, mw_err *err) {
     *out = NULL;
-#ifndef __linux__
-    (void)ctx, (void)sock, (void)o;
-    return mw_errf(err, "the receive guard needs Linux (TCP_INFO)");
-#else
+    if (!mw_tcp_counts()) return mw_errf(err, "the receive guard needs Linux (TCP_INFO)");
     if (!o->peer_bytes || !o->total_bytes)
         return mw_errf(err, "receive guard: limits must be positive");
     /* the kernel's share of what a peer can deliver, fixed (see KERNEL_RCVBUF); a smaller buffer
@@ -320,7 +233,6 @@ int wr_guard_start(void *ctx, void *sock, const wr_guard_opts *o, wr_guard **out
     if (g->o.interval_ms <= 0) g->o.interval_ms = 10;
     snprintf(g->name, sizeof g->name, "%s", o->name ? o->name : "moewire");
     g->sock = sock;
-    g->page = sysconf(_SC_PAGESIZE);
     pthread_mutex_init(&g->lock, NULL);
     atomic_init(&g->stop, false);
     atomic_init(&g->own, 0);
@@ -336,7 +248,7 @@ int wr_guard_start(void *ctx, void *sock, const wr_guard_opts *o, wr_guard **out
         free(g);
         return -1;
     }
-    g->base_rss = anon_rss(g);
+    g->base_rss = mw_anon_rss();
     /* the default policy, not the node's SCHED_BATCH: a flood is read by libzmq's I/O thread
      * while this one waits to be scheduled, and every millisecond it waits lets more in */
     if (mw_thread_start_normal(&g->th, loop, g) != 0) {
@@ -348,7 +260,6 @@ int wr_guard_start(void *ctx, void *sock, const wr_guard_opts *o, wr_guard **out
     }
     *out = g;
     return 0;
-#endif
 }
 
 void wr_guard_stop(wr_guard *g) {
@@ -372,7 +283,7 @@ void wr_guard_delivered(wr_guard *g, int fd) {
     pthread_mutex_lock(&g->lock);
     conn *c = find(g, fd);
     uint64_t r;
-    if (c && read_bytes(fd, &r) == 0) {
+    if (c && mw_tcp_received(fd, &r) == 0) {
         c->base = r;
         c->base_ns = mw_now_ns();
         c->held = 0;

@@ -360,6 +360,14 @@ static void test_activation_prep_all_isas(void **state) {
                     assert_memory_equal(buf, want_0, nb * sizeof(kn__block_q8_0));
                     continue;
                 }
+                if (isa == KN_ISA_NEON) { /* the blocks' quants in order, then 8 * ng scales */
+                    const float *nd = (const float *)(buf + 32 * nb);
+                    for (int64_t b = 0; b < 8 * ng; b++) {
+                        if (b < nb) assert_memory_equal(buf + 32 * b, want_0[b].qs, 32);
+                        assert_true(nd[b] == (b < nb ? kn_fp16_to_f32(want_0[b].d) : 0.0f));
+                    }
+                    continue;
+                }
                 const float *dx = (const float *)(buf + 256 * ng);
                 const int32_t *xs = (const int32_t *)(dx + 8 * ng);
                 for (int64_t b = 0; b < 8 * ng; b++) {

@@ -1,10 +1,18 @@
-/* tests/unit/test_util.c — mw_err formatting and wrapping; the monotonic clock; table names. */
+/* tests/unit/test_util.c — mw_err formatting and wrapping; the monotonic clock; table names; the
+ * platform calls (a mapping grown with its contents, the allowed CPUs and binding to one, a TCP
+ * connection's counts where the system keeps them). */
 #include "tests/support/mw_test.h"
 #include "util/mw_err.h"
 #include "util/mw_names.h"
+#include "util/mw_platform.h"
 #include "util/mw_time.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static void test_errf_returns_minus_one_and_formats(void **state) {
@@ -79,6 +87,85 @@ static void test_names_find_and_join(void **state) {
     assert_string_equal(mw_names_join(small, sizeof small, MW_NAMES(rows, name)), "local, r");
 }
 
+static void test_map_grow_keeps_contents(void **state) {
+    (void)state;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char *p = mw_map_grow(NULL, 0, 3 * page);
+    assert_non_null(p);
+    for (size_t i = 0; i < 3 * page; i++) p[i] = (unsigned char)(i * 7 + 1);
+    unsigned char *q = mw_map_grow(p, 3 * page, 40 * page);
+    assert_non_null(q);
+    for (size_t i = 0; i < 3 * page; i++) assert_int_equal(q[i], (unsigned char)(i * 7 + 1));
+    for (size_t i = 3 * page; i < 40 * page; i += 97) assert_int_equal(q[i], 0);
+    q[40 * page - 1] = 5;
+    munmap(q, 40 * page);
+}
+
+/* Binding to an allowed CPU succeeds (a no-op where threads cannot be bound); the allowed CPUs
+ * are in increasing order. */
+static void test_cpus_and_binding(void **state) {
+    (void)state;
+    int ids[1024];
+    const int n = mw_cpus_allowed(ids, 1024);
+    assert_true(n >= 0);
+    for (int i = 1; i < n; i++) assert_true(ids[i] > ids[i - 1]);
+    if (n == 0) return;
+    assert_int_equal(mw_thread_bind_cpu(pthread_self(), ids[n - 1]), 0);
+    assert_int_equal(mw_thread_bind_cpu(pthread_self(), ids[0]), 0);
+    int all[1024];
+    assert_int_equal(mw_cpus_allowed(all, 1024), 1); /* bound to one now */
+    assert_int_equal(all[0], ids[0]);
+    cpu_set_t set; /* put back */
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++) CPU_SET(ids[i], &set);
+    assert_int_equal(pthread_setaffinity_np(pthread_self(), sizeof set, &set), 0);
+}
+
+/* What the reader has taken from a loopback connection and what the peer acknowledged, counted
+ * by the kernel (where it does; -1 on a descriptor that is no TCP socket). */
+static void test_tcp_counts(void **state) {
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    uint64_t v = 0;
+    assert_int_equal(mw_tcp_received(fds[0], &v), -1);
+    close(fds[0]);
+    close(fds[1]);
+    if (!mw_tcp_counts()) skip();
+    const int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    assert_int_equal(bind(l, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(l, 1), 0);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&a, &len), 0);
+    const int c = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(c, (struct sockaddr *)&a, sizeof a), 0);
+    const int s = accept(l, NULL, NULL);
+    assert_true(s >= 0);
+    /* the counts start where the handshake left them (Linux counts the SYN as acknowledged) */
+    uint64_t acked0 = 0, received0 = 0, acked = 0;
+    if (mw_tcp_acked(c, &acked0) != 0 || mw_tcp_received(s, &received0) != 0) {
+        /* a kernel without these TCP_INFO fields, or qemu-user, which does not pass TCP_INFO on */
+        fprintf(stderr, "    TCP_INFO not available here: skipped\n");
+        close(s), close(c), close(l);
+        skip();
+    }
+    char buf[1000] = {0};
+    assert_int_equal(send(c, buf, sizeof buf, 0), (ssize_t)sizeof buf);
+    assert_int_equal(recv(s, buf, 600, MSG_WAITALL), 600);
+    for (int i = 0; i < 1000 && (mw_tcp_acked(c, &acked) != 0 || acked < acked0 + 1000); i++)
+        usleep(1000);
+    assert_int_equal(acked - acked0, 1000); /* the kernel has it all; the reader took 600 */
+    assert_int_equal(mw_tcp_received(s, &v), 0);
+    assert_int_equal(v - received0, 600);
+    assert_int_equal(recv(s, buf, 400, MSG_WAITALL), 400);
+    assert_int_equal(mw_tcp_received(s, &v), 0);
+    assert_int_equal(v - received0, 1000);
+    close(s);
+    close(c);
+    close(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errf_returns_minus_one_and_formats),
@@ -86,6 +173,9 @@ int main(void) {
         cmocka_unit_test(test_long_messages_are_truncated_not_overflowed),
         cmocka_unit_test(test_clock_is_monotonic_in_every_unit),
         cmocka_unit_test(test_names_find_and_join),
+        cmocka_unit_test(test_map_grow_keeps_contents),
+        cmocka_unit_test(test_cpus_and_binding),
+        cmocka_unit_test(test_tcp_counts),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
