@@ -719,7 +719,7 @@ int co_remote_new(const co_remote_opts *o, md_expert_backend **out, mw_err *err)
     be->submit = submit;
     be->wait = wait;
     be->row_lost = row_lost;
-    be->row_skipped = row_skipped;
+    be->row_skipped = o->on_missing_skip ? row_skipped : NULL; /* NULL: never skips */
     be->destroy = destroy;
     be->in_flight = CO_CALLS;
     co__remote *r = be->impl = remote_alloc(o);

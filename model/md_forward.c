@@ -973,6 +973,9 @@ static int lanes_for(md_ctx *c, const md_row *rows, int64_t T) {
     const int mode = c->p.micro_batches;
     if (mode == 1 || T < 2 || c->obs || c->sink.step || c->sink.layer) return 1;
     const md_expert_backend *be = c->p.experts;
+    /* a backend that skips counts each row's skipped experts per call: a lane's rows are not the
+     * step's, so a step is kept whole for its requests' counts to stay theirs */
+    if (be->row_skipped) return 1;
     const bool halves = be->submit && be->wait;
     if (!halves && mode == 0) return 1;
     const int in_flight = !halves ? MD_LANES_MAX : be->in_flight > 0 ? be->in_flight : 1;

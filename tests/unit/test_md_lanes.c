@@ -162,6 +162,38 @@ static void test_plan(void **state) {
     }
 }
 
+static uint32_t never_skipped(const md_expert_backend *b, int64_t row) {
+    (void)b, (void)row;
+    return 0;
+}
+
+/* A backend that skips experts counts each row's skips per call: its steps stay whole, even when
+ * the split is asked for, so that a request's count is its own rows'. */
+static void test_skipping_backend_keeps_steps_whole(void **state) {
+    (void)state;
+    mw_err e;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+    if (vx_source_open(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), NULL, &src, &e) ||
+        md_model_load(src, &model, &e) ||
+        md_local_backend_new(src, &model->cfg, NULL, &experts, &e))
+        fail_msg("%s", e.msg);
+    size_t n1, n;
+    md_lane_stats st;
+    float *split = mwt_lanes_run(model, experts, 2, &n1, &st);
+    assert_int_equal(st.split_steps, 1 + MWT_LANES_STEPS);
+    experts->row_skipped = never_skipped;
+    float *whole = mwt_lanes_run(model, experts, 2, &n, &st);
+    assert_int_equal(st.split_steps, 0);
+    assert_int_equal(n, n1);
+    assert_memory_equal(whole, split, n * sizeof *whole);
+    free(split), free(whole);
+    experts->destroy(experts);
+    md_model_free(model);
+    vx_source_close(src);
+}
+
 /* Auto: nothing before a measurement; one lane while the trunk outweighs the wait; more as the
  * wait grows, never more than the sequences or the backend's batches in flight; an unsplit step
  * now and then to measure again. */
@@ -193,10 +225,15 @@ static void test_choose(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plan),      cmocka_unit_test(test_choose),
-        cmocka_unit_test(test_gptoss),    cmocka_unit_test(test_qwen3moe),
-        cmocka_unit_test(test_deepseek2), cmocka_unit_test(test_kimi_linear),
-        cmocka_unit_test(test_kimi_k3),   cmocka_unit_test(test_lost_rows_are_the_steps),
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_gptoss),
+        cmocka_unit_test(test_qwen3moe),
+        cmocka_unit_test(test_deepseek2),
+        cmocka_unit_test(test_kimi_linear),
+        cmocka_unit_test(test_kimi_k3),
+        cmocka_unit_test(test_lost_rows_are_the_steps),
+        cmocka_unit_test(test_skipping_backend_keeps_steps_whole),
     };
     return cmocka_run_group_tests_name("micro-batches", tests, NULL, NULL);
 }
