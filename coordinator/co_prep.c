@@ -3,7 +3,7 @@
  * from taking every worker. */
 #include "coordinator/co_prep.h"
 
-#include "coordinator/co_serve_grammar.h"
+#include "coordinator/co_serve_text.h"
 #include "coordinator/co_toolcall.h"
 
 #include <stdio.h>

@@ -12,6 +12,7 @@
 #include "coordinator/co_oai.h"
 #include "coordinator/co_prep.h"
 #include "coordinator/co_serve_grammar.h"
+#include "coordinator/co_serve_text.h"
 #include "coordinator/co_toolcall.h"
 #include "coordinator/co_sse.h"
 #include "util/mw_grow.h"
@@ -541,7 +542,7 @@ static int constrain(const co_routes *r, const co_oai_req *req, co_gen_params *g
         return co_oai_fail(e, r->p.text ? 500 : 400, "response_format", NULL, "%s",
                            r->p.text ? err.msg : "this model has no tokenizer to constrain");
     }
-    gp->constraint = &co_stext_constraint_ops;
+    gp->constraint = &co_grammar_constraint_ops;
     gp->constraint_state = st;
     return 0;
 }

@@ -5,18 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coordinator/co_serve_text.h"
 #include "tokenizer/tk.h"
 #include "tokenizer/tk_chat.h"
 
-void co__stext_vocab_init(co__stext_vocab *v) {
-    memset(v, 0, sizeof *v);
-    pthread_mutex_init(&v->mu, NULL);
+void co_grammar_trie_init(co_grammar_trie *t) {
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->mu, NULL);
 }
 
-void co__stext_vocab_free(co__stext_vocab *v) {
-    gr_vocab_free(v->v);
-    pthread_mutex_destroy(&v->mu);
+void co_grammar_trie_free(co_grammar_trie *t) {
+    gr_vocab_free(t->v);
+    pthread_mutex_destroy(&t->mu);
 }
 
 gr_vocab *co_grammar_vocab_new(const tk_tokenizer *tok, const tk_chat *chat, mw_err *err) {
@@ -45,22 +44,17 @@ out:
     return v;
 }
 
-const char *co_stext_format_name(const co_stext *t) {
-    const tk_chat *c = co__stext_chat(t);
-    return c ? tk_chat_name(c) : NULL;
-}
-
-const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err) {
-    co__stext_vocab *sv = co__stext_vocab_of(t);
-    pthread_mutex_lock(&sv->mu);
-    if (!sv->v && !sv->err[0]) {
+const gr_vocab *co_grammar_trie_get(co_grammar_trie *t, const tk_tokenizer *tok,
+                                    const tk_chat *chat, mw_err *err) {
+    pthread_mutex_lock(&t->mu);
+    if (!t->v && !t->err[0]) {
         mw_err e = {{0}};
-        sv->v = co_grammar_vocab_new(co__stext_tokenizer(t), co__stext_chat(t), &e);
-        if (!sv->v) snprintf(sv->err, sizeof sv->err, "the vocabulary's trie: %s", e.msg);
+        t->v = co_grammar_vocab_new(tok, chat, &e);
+        if (!t->v) snprintf(t->err, sizeof t->err, "the vocabulary's trie: %s", e.msg);
     }
-    const gr_vocab *v = sv->v;
-    if (!v) mw_errf(err, "%s", sv->err);
-    pthread_mutex_unlock(&sv->mu);
+    const gr_vocab *v = t->v;
+    if (!v) mw_errf(err, "%s", t->err);
+    pthread_mutex_unlock(&t->mu);
     return v;
 }
 
@@ -76,10 +70,8 @@ static void c_end(void *state) {
     free(c);
 }
 
-void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
-                          mw_err *err) {
-    const gr_vocab *v = co_stext_vocab(t, err);
-    if (!v) return NULL;
+void *co_grammar_constraint(const gr_vocab *v, const char *schema, const char *before,
+                            const char *after, mw_err *err) {
     constraint *c = calloc(1, sizeof *c);
     if (!c) {
         mw_errf(err, "out of memory");
@@ -104,5 +96,5 @@ static int c_accept(void *state, int32_t token) {
     return gr_matcher_accept(c->m, token) < 0 ? -1 : 0;
 }
 
-const co_constraint_ops co_stext_constraint_ops = {
+const co_constraint_ops co_grammar_constraint_ops = {
     .mask = c_mask, .accept = c_accept, .end = c_end};

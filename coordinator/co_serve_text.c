@@ -18,7 +18,7 @@ struct co_stext {
     char chat_err[MW_ERR_MAX]; /* why not */
     char chat_name[96];        /* what renders and what parses, for the startup line */
     size_t max_token_bytes;    /* the most input bytes one token stands for */
-    co__stext_vocab vocab;     /* the constrained decoding's trie, built on first use */
+    co_grammar_trie trie;      /* the constrained decoding's vocabulary, built on first use */
 };
 
 typedef struct job_text {
@@ -36,14 +36,18 @@ static tk_chat_opts chat_opts(const co_stext_chat_opts *o) {
                           .tools = o ? o->tools_text : NULL};
 }
 
-const tk_tokenizer *co__stext_tokenizer(const co_stext *t) {
-    return t->tok;
+const char *co_stext_format_name(const co_stext *t) {
+    return t->chat ? tk_chat_name(t->chat) : NULL;
 }
-const tk_chat *co__stext_chat(const co_stext *t) {
-    return t->chat;
+
+const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err) {
+    return co_grammar_trie_get(&t->trie, t->tok, t->chat, err);
 }
-co__stext_vocab *co__stext_vocab_of(co_stext *t) {
-    return &t->vocab;
+
+void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
+                          mw_err *err) {
+    const gr_vocab *v = co_stext_vocab(t, err);
+    return v ? co_grammar_constraint(v, schema, before, after, err) : NULL;
 }
 
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err) {
@@ -56,7 +60,7 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
         return 0;
     co_stext *t = calloc(1, sizeof *t);
     if (!t) return mw_errf(err, "out of memory");
-    co__stext_vocab_init(&t->vocab);
+    co_grammar_trie_init(&t->trie);
     if (tk_load_source(src, &t->tok, err)) {
         free(t);
         return mw_err_wrap(err, "the model's tokenizer");
@@ -92,7 +96,7 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
 
 void co_stext_free(co_stext *t) {
     if (!t) return;
-    co__stext_vocab_free(&t->vocab);
+    co_grammar_trie_free(&t->trie);
     co_jinja_free(t->jinja);
     tk_chat_free(t->chat);
     tk_free(t->tok);

@@ -11,6 +11,7 @@
 
 #include "coordinator/co_buf.h"
 #include "coordinator/co_sched.h"
+#include "grammar/gr.h"
 #include "util/mw_err.h"
 #include "vindex/vx_source.h"
 
@@ -58,5 +59,19 @@ const struct tk_tokenizer *co_stext_tokenizer(const co_stext *t);
 
 /* A token's bytes as the vocabulary stores them (logprobs); ud is the co_stext. */
 void co_stext_token_name(void *ud, int32_t token, co_buf *out);
+
+/* The built-in chat format that parses the replies ("qwen3", "harmony", ...), NULL: none. */
+const char *co_stext_format_name(const co_stext *t);
+
+/* The vocabulary as constrained decoding's trie (co_serve_grammar.h), built on first use: token
+ * bytes as they decode, the model's end-of-generation ids and the chat format's stop ids as the
+ * ends. NULL with err set when it cannot be built. */
+const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err);
+
+/* A job's constraint (co_grammar_constraint over co_stext_vocab): the output is a value of schema
+ * (JSON text; NULL: any JSON object) between before and after, then an end token. NULL with err
+ * set. The state is co_grammar_constraint_ops's. */
+void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
+                          mw_err *err);
 
 #endif
