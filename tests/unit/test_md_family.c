@@ -518,9 +518,18 @@ static void test_kimi_k3_errors(void **state) {
     m = fixture_meta("kimi-k3-tiny", NULL);
     vx_meta_set_f32(m, "kimi-k3.activation.situ_beta", 0.0f);
     expect_error(m, "kimi-k3.activation.situ_beta");
+    /* a block longer than the 4 layers is one bank at layer 0, as llama.cpp reads it */
     m = fixture_meta("kimi-k3-tiny", NULL);
-    vx_meta_set_u32(m, "kimi-k3.attn_res.block_size", 5); /* more than the 4 layers */
-    expect_error(m, "kimi-k3.attn_res.block_size = 5");
+    vx_meta_set_u32(m, "kimi-k3.attn_res.block_size", 5);
+    md_config c;
+    mw_err e;
+    if (md_config_read(m, &c, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(c.attn_res_block, 5);
+    md_config_free(&c);
+    vx_meta_free(m);
+    m = fixture_meta("kimi-k3-tiny", NULL);
+    vx_meta_set_u32(m, "kimi-k3.attn_res.block_size", 1u << 21);
+    expect_error(m, "kimi-k3.attn_res.block_size = 2097152");
     m = fixture_meta("kimi-k3-tiny", NULL);
     vx_meta_set_u32(m, "kimi-k3.expert_latent_length", 1 << 21);
     expect_error(m, "kimi-k3.expert_latent_length");
