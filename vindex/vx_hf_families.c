@@ -870,7 +870,7 @@ static int k3_derive(json_t *root, const char *what, const char *arch, vx_meta *
                      vx__hf_hparams *hp, mw_err *err) {
     int64_t q_lora = 0, block = 0, latent = 0;
     if (opt_count(root, "q_lora_rank", what, 1 << 20, &q_lora, err) < 0 ||
-        opt_count(root, "attn_res_block_size", what, hp->v[VX__HP_LAYERS], &block, err) < 0 ||
+        opt_count(root, "attn_res_block_size", what, 1 << 20, &block, err) < 0 ||
         opt_count(root, "routed_expert_hidden_size", what, 1 << 20, &latent, err) < 0)
         return -1;
     if (!json_object_get(root, "attn_res_block_size"))
