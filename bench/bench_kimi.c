@@ -263,30 +263,6 @@ out:
     return rc;
 }
 
-/* llama-bench on the same file (bench_llama.h), as ours runs: prefill of the prompt from an empty
- * context, then decode steps after the prompt (-d); weights read into memory (-mmp 0), as ours are
- * copied; flash attention on. */
-static int llama_once(const opts *o, const char *path, double *pp, double *tg, bl_info *info) {
-    bl_params p = {.bin = o->llama,
-                   .model = path,
-                   .threads = &o->threads,
-                   .n_threads = 1,
-                   .n_prompt = o->prompt,
-                   .reps = 1,
-                   .flash_attn = 1,
-                   .mmap = false};
-    bl_result res;
-    char err[512];
-    if (bl_run(&p, &res, 1, info, err, sizeof err) != 1)
-        return fprintf(stderr, "bench_kimi: llama-bench: %s\n", err), -1;
-    *pp = res.best_ts;
-    p.n_prompt = 0, p.n_gen = o->decode, p.n_depth = o->prompt;
-    if (bl_run(&p, &res, 1, NULL, err, sizeof err) != 1)
-        return fprintf(stderr, "bench_kimi: llama-bench: %s\n", err), -1;
-    *tg = res.best_ts;
-    return 0;
-}
-
 /* ---- the throughput rounds ---------------------------------------------------------------------
  */
 
@@ -316,8 +292,10 @@ static int run_round(const opts *o, const char *path, sides *sd, int r, rounds *
     for (int q = 0; q < R_COUNT; q++) {
         const int k = (q + r) % R_COUNT;
         if (k == R_LLAMA) {
-            if (rs->have_llama && llama_once(o, path, &cur[k].prefill_tps, &cur[k].decode_tps,
-                                             r == 0 ? &rs->info : NULL) != 0) {
+            if (rs->have_llama &&
+                bl_prefill_decode(o->llama, path, o->threads, o->prompt, o->decode,
+                                  &cur[k].prefill_tps, &cur[k].decode_tps,
+                                  r == 0 ? &rs->info : NULL, "bench_kimi") != 0) {
                 fprintf(stderr, "bench_kimi: llama-bench failed on %s: skipped\n", path);
                 rs->have_llama = false;
             }

@@ -207,3 +207,25 @@ int bl_parse(const char *json, size_t len, bl_result *out, int max, bl_info *inf
     if (n == 0) snprintf(err, errlen, "llama-bench reported no test");
     return n ? n : -1;
 }
+
+int bl_prefill_decode(const char *bin, const char *model, int threads, int n_prompt, int n_gen,
+                      double *pp, double *tg, bl_info *info, const char *who) {
+    bl_params p = {.bin = bin,
+                   .model = model,
+                   .threads = &threads,
+                   .n_threads = 1,
+                   .n_prompt = n_prompt,
+                   .reps = 1,
+                   .flash_attn = 1,
+                   .mmap = false};
+    bl_result res;
+    char err[512];
+    if (bl_run(&p, &res, 1, info, err, sizeof err) != 1)
+        return fprintf(stderr, "%s: llama-bench: %s\n", who, err), -1;
+    *pp = res.best_ts;
+    p.n_prompt = 0, p.n_gen = n_gen, p.n_depth = n_prompt;
+    if (bl_run(&p, &res, 1, NULL, err, sizeof err) != 1)
+        return fprintf(stderr, "%s: llama-bench: %s\n", who, err), -1;
+    *tg = res.best_ts;
+    return 0;
+}

@@ -42,6 +42,13 @@ typedef struct bl_info {
  * binary's exit status and the tail of its stderr, or what was wrong with its output). */
 int bl_run(const bl_params *p, bl_result *out, int max, bl_info *info, char *err, size_t errlen);
 
+/* llama-bench on a file as our model benchmarks run theirs: prefill of n_prompt tokens from an
+ * empty context, then n_gen decode steps after the prompt (-d), on one thread count, weights read
+ * into memory (-mmp 0), flash attention on. Best tokens/s of each into *pp and *tg; -1 with a line
+ * on stderr naming who (e.g. "bench_kimi") when llama-bench fails. */
+int bl_prefill_decode(const char *bin, const char *model, int threads, int n_prompt, int n_gen,
+                      double *pp, double *tg, bl_info *info, const char *who);
+
 /* Runs argv (argv[0] a path) to its end; returns its stdout (malloc'ed, NUL-terminated, *len
  * bytes) when it exits 0, else NULL with its exit status and the tail of its stderr in err. */
 char *bl_capture(char *const argv[], size_t *len, char *err, size_t errlen);
