@@ -84,18 +84,13 @@ template <typename T, typename U> inline T as_type(U v) {
     return t;
 }
 
-inline float fma(float a, float b, float c) {
-    return std::fma(a, b, c);
-}
-inline float rint(float v) {
-    return std::rint(v); /* the default rounding: to nearest, ties to even */
-}
-inline float fabs(float v) {
-    return std::fabs(v);
-}
-inline float copysign(float v, float s) {
-    return std::copysign(v, s);
-}
+/* The math builtins are the C++ library's float overloads, brought in rather than wrapped: a
+ * definition here named like C's libm function would be a namesake of the one the C code calls.
+ * rint rounds in the default mode: to nearest, ties to even. */
+using std::copysign;
+using std::fabs;
+using std::fma;
+using std::rint;
 template <typename T> inline T min(T a, T b) {
     return b < a ? b : a;
 }
