@@ -116,8 +116,6 @@ static jj__val float_op(jj__rt *r, int op, double x, double y) {
     }
 }
 
-jj__val jj__format_percent(jj__rt *r, jj__val fmt, jj__val args);
-
 jj__val jj__arith(jj__rt *r, int op, jj__val a, jj__val b) {
     if (jj__is_num(a) && jj__is_num(b)) {
         if (a.t != JV_FLOAT && b.t != JV_FLOAT) return int_op(r, op, ival(a), ival(b));

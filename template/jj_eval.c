@@ -1,112 +1,16 @@
-/* template/jj_eval.c — expressions: names, literals, attribute and item access with the
- * sandbox's rules (attributes first, then items; mutating methods are unsafe), slicing, calls,
- * comparisons, boolean operators returning their operands, conditionals and ~. */
+/* template/jj_eval.c — expressions: names, literals, attribute and item access, slicing, calls,
+ * filters and tests, comparisons, boolean operators returning their operands, conditionals and ~.
+ */
 #include <string.h>
 
 #include "template/jj_internal.h"
-
-jj__val jj__arith(jj__rt *r, int op, jj__val a, jj__val b);
-
-static jj__val undef_fmt(jj__rt *r, const char *fmt, const char *a, size_t an, const char *b) {
-    jj__buf h = {0};
-    jj__buf_printf(r->e, &h, fmt, (int)(an > 80 ? 80 : an), a, b);
-    return jj__undef(h.p);
-}
-
-static const char *const UNSAFE[] = {"append",
-                                     "extend",
-                                     "insert",
-                                     "pop",
-                                     "remove",
-                                     "clear",
-                                     "sort",
-                                     "reverse",
-                                     "update",
-                                     "setdefault",
-                                     "popitem",
-                                     "add",
-                                     "discard",
-                                     "difference_update",
-                                     "intersection_update",
-                                     NULL};
-
-jj__val jj__getattr(jj__rt *r, jj__val obj, const char *name, size_t n) {
-    if (obj.t == JV_UNDEF) jj__rfail(r, "%s", obj.u.s.p ? obj.u.s.p : "a value is undefined");
-    if (n && name[0] == '_')
-        return undef_fmt(r, "access to attribute '%.*s' of '%s' object is unsafe.", name, n,
-                         jj__type_name(obj));
-    if (obj.t == JV_DICT && (obj.flags & (JF_NS | JF_LOOP))) {
-        jj__val *v = jj__dict_get(obj.u.d, jj__str(name, n));
-        if (v) return *v;
-        return undef_fmt(r, "'%.*s' is undefined", name, n, "");
-    }
-    if (obj.t == JV_STR || obj.t == JV_LIST || obj.t == JV_DICT) {
-        for (int k = 0; UNSAFE[k]; k++)
-            if (obj.t != JV_STR && strlen(UNSAFE[k]) == n && !memcmp(UNSAFE[k], name, n))
-                return undef_fmt(r, "access to attribute '%.*s' of '%s' object is unsafe.", name, n,
-                                 jj__type_name(obj));
-        bool found = false;
-        jj__val m = jj__method(r, obj, name, n, &found);
-        if (found) return m;
-    }
-    if (obj.t == JV_DICT) {
-        jj__val *v = jj__dict_get(obj.u.d, jj__str(name, n));
-        if (v) return *v;
-    }
-    jj__buf h = {0};
-    jj__buf_printf(r->e, &h, "'%s object' has no attribute '%.*s'", jj__type_name(obj),
-                   (int)(n > 80 ? 80 : n), name);
-    return jj__undef(h.p);
-}
-
-static bool int_index(jj__val k, int64_t *i) {
-    if (k.t == JV_INT)
-        *i = k.u.i;
-    else if (k.t == JV_BOOL)
-        *i = k.u.b;
-    else
-        return false;
-    return true;
-}
-
-jj__val jj__getitem(jj__rt *r, jj__val obj, jj__val key) {
-    if (obj.t == JV_UNDEF) jj__rfail(r, "%s", obj.u.s.p ? obj.u.s.p : "a value is undefined");
-    int64_t i;
-    if (obj.t == JV_DICT && !(obj.flags & (JF_NS | JF_LOOP))) {
-        if (key.t != JV_LIST && key.t != JV_DICT) {
-            jj__val *v = jj__dict_get(obj.u.d, key);
-            if (v) return *v;
-        }
-    } else if (obj.t == JV_LIST && !(obj.flags & (JF_GEN | JF_VIEW)) && int_index(key, &i)) {
-        int64_t n = (int64_t)obj.u.l->n;
-        if (i < 0) i += n;
-        if (i >= 0 && i < n) return obj.u.l->v[i];
-        return jj__undef("list index out of range");
-    } else if (obj.t == JV_STR && int_index(key, &i)) {
-        int64_t n = (int64_t)jj__u8_len(obj.u.s.p, obj.u.s.n);
-        if (i < 0) i += n;
-        if (i >= 0 && i < n) {
-            size_t a = jj__u8_off(obj.u.s.p, obj.u.s.n, (size_t)i);
-            size_t b = jj__u8_off(obj.u.s.p, obj.u.s.n, (size_t)i + 1);
-            return jj__str(obj.u.s.p + a, b - a);
-        }
-        return jj__undef("string index out of range");
-    }
-    if (key.t == JV_STR && obj.t != JV_DICT) return jj__getattr(r, obj, key.u.s.p, key.u.s.n);
-    if (key.t == JV_STR && obj.t == JV_DICT) {
-        bool found = false;
-        jj__val m = jj__method(r, obj, key.u.s.p, key.u.s.n, &found);
-        if (found) return m;
-    }
-    return jj__undef("no such item");
-}
 
 /* Python's slice.indices() */
 static int64_t slice_bound(jj__rt *r, jj__val v, int64_t n, int64_t step, bool is_start) {
     int64_t i;
     if (v.t == JV_NONE || v.t == JV_UNDEF)
         return is_start ? (step < 0 ? n - 1 : 0) : (step < 0 ? -1 : n);
-    if (!int_index(v, &i)) jj__rfail(r, "slice indices must be integers or None");
+    if (!jj__int_index(v, &i)) jj__rfail(r, "slice indices must be integers or None");
     if (i < 0) {
         i += n;
         if (i < 0) i = step < 0 ? -1 : 0;
@@ -124,7 +28,7 @@ static jj__val eval_slice(jj__rt *r, const jj__node *nd) {
     jj__val ve = nd->c ? jj__eval(r, nd->c) : jj__none();
     jj__val vt = nd->d ? jj__eval(r, nd->d) : jj__none();
     int64_t step = 1;
-    if (vt.t != JV_NONE && !int_index(vt, &step)) jj__rfail(r, "slice step must be an integer");
+    if (vt.t != JV_NONE && !jj__int_index(vt, &step)) jj__rfail(r, "slice step must be an integer");
     if (!step) jj__rfail(r, "slice step cannot be zero");
     if (obj.t == JV_UNDEF) jj__rfail(r, "%s", obj.u.s.p ? obj.u.s.p : "a value is undefined");
     bool str = obj.t == JV_STR;
@@ -163,14 +67,14 @@ static jj__val eval_seq(jj__rt *r, const jj__node *n) {
     return l;
 }
 
-typedef struct args {
+typedef struct arglist {
     jj__val *v, *kwv;
     const char **kwn;
     int n, nkw;
-} args;
+} arglist;
 
-static args eval_args(jj__rt *r, const jj__node *n) {
-    args a = {.n = n->n_kids, .nkw = n->n_vals, .kwn = n->names};
+static arglist eval_args(jj__rt *r, const jj__node *n) {
+    arglist a = {.n = n->n_kids, .nkw = n->n_vals, .kwn = n->names};
     a.v = jj__alloc(r->e, (size_t)(n->n_kids + 1) * sizeof *a.v);
     a.kwv = jj__alloc(r->e, (size_t)(n->n_vals + 1) * sizeof *a.kwv);
     for (int k = 0; k < n->n_kids; k++) a.v[k] = jj__eval(r, n->kids[k]);
@@ -235,7 +139,7 @@ static jj__val apply_chain(jj__rt *r, const jj__node *f, jj__val in);
 
 static jj__val eval_filter(jj__rt *r, const jj__node *n) {
     jj__val in = n->a ? jj__eval(r, n->a) : jj__undef(NULL);
-    args a = eval_args(r, n);
+    arglist a = eval_args(r, n);
     r->at = n;
     return jj__apply_filter(r, n->s, in, a.v, a.n, a.kwn, a.kwv, a.nkw);
 }
@@ -246,7 +150,7 @@ static jj__val apply_chain(jj__rt *r, const jj__node *f, jj__val in) {
     jj__nest_in(r);
     jj__val v = apply_chain(r, f->a, in);
     r->nest--;
-    args a = eval_args(r, f);
+    arglist a = eval_args(r, f);
     r->at = f;
     return jj__apply_filter(r, f->s, v, a.v, a.n, a.kwn, a.kwv, a.nkw);
 }
@@ -255,16 +159,24 @@ jj__val jj__filter_value(jj__rt *r, const jj__node *chain, jj__val in) {
     return apply_chain(r, chain, in);
 }
 
+/* A builtin, a bound method or a macro: each carries its own code. */
+jj__val jj__call(jj__rt *r, jj__val fn, jj__val *args, int n, const char **kwn, jj__val *kwv,
+                 int nkw) {
+    if (fn.t == JV_UNDEF) jj__rfail(r, "%s", fn.u.s.p ? fn.u.s.p : "a value is undefined");
+    if (fn.t != JV_FN) jj__rfail(r, "'%s' object is not callable", jj__type_name(fn));
+    return fn.u.fn->fn(r, fn.u.fn->self, args, n, kwn, kwv, nkw);
+}
+
 static jj__val eval_call(jj__rt *r, const jj__node *n) {
     jj__val fn = jj__eval(r, n->a);
-    args a = eval_args(r, n);
+    arglist a = eval_args(r, n);
     r->at = n;
     return jj__call(r, fn, a.v, a.n, a.kwn, a.kwv, a.nkw);
 }
 
 static jj__val eval_test(jj__rt *r, const jj__node *n) {
     jj__val in = jj__eval(r, n->a);
-    args a = eval_args(r, n);
+    arglist a = eval_args(r, n);
     r->at = n;
     bool ok = jj__apply_test(r, n->s, in, a.v, a.n);
     return jj__bool(n->op ? !ok : ok);

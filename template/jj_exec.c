@@ -5,22 +5,6 @@
 
 #include "template/jj_internal.h"
 
-jj__val jj__filter_value(jj__rt *r, const jj__node *chain, jj__val in);
-
-jj__val jj__scope_get(jj__rt *r, jj__scope *s, const char *name) {
-    (void)r;
-    jj__val k = jj__cstr(name);
-    for (; s; s = s->up) {
-        jj__val *v = jj__dict_get(&s->vars, k);
-        if (v) return *v;
-    }
-    return jj__undef(NULL);
-}
-
-void jj__scope_set(jj__rt *r, jj__scope *s, const char *name, jj__val v) {
-    jj__dict_set(r, &s->vars, jj__cstr(name), v);
-}
-
 static jj__scope *scope_new(jj__rt *r, jj__scope *up) {
     jj__scope *s = jj__alloc(r->e, sizeof *s);
     s->up = up;
@@ -115,8 +99,14 @@ static void exec_for(jj__rt *r, jj__scope *s, const jj__node *n) {
     if (!items.n && n->d) jj__exec(r, scope_new(r, s), n->d);
 }
 
-static jj__val macro_fn(jj__rt *r, const jj__node *n, jj__scope *s) {
-    jj__val f = jj__fn_new(r, n->s, NULL, jj__none());
+static jj__val call_macro(jj__rt *r, jj__val self, jj__val *args, int n, const char **kwn,
+                          jj__val *kwv, int nkw);
+
+/* A macro (or a call block's caller) is a function whose code is call_macro, bound to the
+ * function itself, so a call needs to know nothing of statements. */
+static jj__val macro_fn(jj__rt *r, const char *name, const jj__node *n, jj__scope *s) {
+    jj__val f = jj__fn_new(r, name, call_macro, jj__none());
+    f.u.fn->self = f;
     f.u.fn->macro = n;
     f.u.fn->closure = s;
     return f;
@@ -134,11 +124,8 @@ static void exec_callblock(jj__rt *r, jj__scope *s, const jj__node *n) {
         kwv[k] = jj__eval_in(r, s, call->vals[k]);
         kwn[k] = call->names[k];
     }
-    jj__val caller = jj__fn_new(r, "caller", NULL, jj__none());
-    caller.u.fn->macro = n;
-    caller.u.fn->closure = s;
     kwn[nkw] = "caller";
-    kwv[nkw] = caller;
+    kwv[nkw] = macro_fn(r, "caller", n, s);
     r->at = n;
     jj__val out = jj__call(r, fn, args, nk, kwn, kwv, nkw + 1);
     jj__str_of(r, r->out, out);
@@ -177,7 +164,7 @@ static int exec_node(jj__rt *r, jj__scope *s, const jj__node *n) {
         return 0;
     }
     case JN_MACRO:
-        jj__scope_set(r, s, n->s, macro_fn(r, n, s));
+        jj__scope_set(r, s, n->s, macro_fn(r, n->s, n, s));
         return 0;
     case JN_CALLBLOCK:
         exec_callblock(r, s, n);
@@ -230,8 +217,9 @@ jj__val jj__eval_in(jj__rt *r, jj__scope *s, const jj__node *n) {
 
 /* Binds a macro's parameters (positional, keyword, defaults evaluated in the macro's scope;
  * extra positional arguments in varargs, unknown keywords in kwargs) and runs its body. */
-jj__val jj__call_macro(jj__rt *r, jj__fn *f, jj__val *args, int n, const char **kwn, jj__val *kwv,
-                       int nkw) {
+static jj__val call_macro(jj__rt *r, jj__val self, jj__val *args, int n, const char **kwn,
+                          jj__val *kwv, int nkw) {
+    const jj__fn *f = self.u.fn;
     const jj__node *m = f->macro;
     if (++r->depth > r->max_depth) jj__rfail(r, "macros nested deeper than %d calls", r->max_depth);
     jj__scope *s = scope_new(r, f->closure);

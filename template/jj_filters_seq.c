@@ -1,82 +1,13 @@
-/* template/jj_filters_seq.c — the filters over sequences: map, select / reject, selectattr /
- * rejectattr, unique, sort, dictsort, items, sum, min, max, reverse, join, first, last, list.
- * Like jinja2's, map / select / reject / unique / items / reverse give generators: truthy, with
- * no length, printed as an object. */
+/* template/jj_filters_seq.c — the filters over sequences: unique, sort, dictsort, items, sum, min,
+ * max, reverse, join, first, last, list, batch. Like jinja2's, map / select / reject / unique /
+ * items / reverse give generators: truthy, with no length, printed as an object. */
 #include <string.h>
 
 #include "template/jj_internal.h"
 
-jj__val jj__strip(jj__rt *r, jj__val s, jj__val chars, char which);
-
-/* jinja2's make_attrgetter: "a.b.0" looked up item by item */
-jj__val jj__attr_path(jj__rt *r, jj__val v, jj__val path) {
-    if (path.t == JV_INT) return jj__getitem(r, v, path);
-    if (path.t != JV_STR) jj__rfail(r, "attribute must be a string or an integer");
-    const char *p = path.u.s.p, *end = p + path.u.s.n;
-    while (p <= end) {
-        const char *dot = memchr(p, '.', (size_t)(end - p));
-        if (!dot) dot = end;
-        size_t k = (size_t)(dot - p);
-        bool digits = k > 0;
-        int64_t num = 0;
-        for (size_t i = 0; i < k; i++) {
-            if (p[i] < '0' || p[i] > '9' || num > 100000000)
-                digits = false;
-            else
-                num = num * 10 + (p[i] - '0');
-        }
-        v = jj__getitem(r, v, digits ? jj__int(num) : jj__str(p, k));
-        p = dot + 1;
-    }
-    return v;
-}
-
-static jj__val gen(jj__val l) {
+jj__val jj__gen(jj__val l) {
     l.flags = JF_GEN;
     return l;
-}
-
-jj__val jj__f_map(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                  int nkw) {
-    jj__list l = jj__truthy(in) ? jj__iter(r, in) : (jj__list){0}; /* jinja2: "if value:" */
-    jj__val out = jj__list_new(r, l.n);
-    jj__val *attr = jj__arg(a, 0, kwn, kwv, nkw, -1, "attribute");
-    jj__val *def = jj__arg(a, 0, kwn, kwv, nkw, -1, "default");
-    if (!n && !attr) jj__rfail(r, "map requires a filter name or attribute");
-    for (size_t i = 0; i < l.n; i++) {
-        jj__step(r);
-        jj__val v;
-        if (attr) {
-            v = jj__attr_path(r, l.v[i], *attr);
-            if (v.t == JV_UNDEF && def) v = *def;
-        } else {
-            if (a[0].t != JV_STR) jj__rfail(r, "map: the filter name must be a string");
-            v = jj__apply_filter(r, jj__strdup(r->e, a[0].u.s.p, a[0].u.s.n), l.v[i], a + 1, n - 1,
-                                 kwn, kwv, nkw);
-        }
-        jj__list_push(r, out.u.l, v);
-    }
-    return gen(out);
-}
-
-/* select / reject (attr false) and selectattr / rejectattr (attr true) */
-jj__val jj__f_select(jj__rt *r, jj__val in, jj__val *a, int n, bool attr, bool keep) {
-    jj__list l = jj__truthy(in) ? jj__iter(r, in) : (jj__list){0}; /* jinja2: "if value:" */
-    jj__val out = jj__list_new(r, 0);
-    int ti = attr ? 1 : 0;
-    if (attr && n < 1) jj__rfail(r, "selectattr needs an attribute");
-    const char *test = NULL;
-    if (n > ti) {
-        if (a[ti].t != JV_STR) jj__rfail(r, "the test name must be a string");
-        test = jj__strdup(r->e, a[ti].u.s.p, a[ti].u.s.n);
-    }
-    for (size_t i = 0; i < l.n; i++) {
-        jj__step(r);
-        jj__val v = attr ? jj__attr_path(r, l.v[i], a[0]) : l.v[i];
-        bool ok = test ? jj__apply_test(r, test, v, a + ti + 1, n - ti - 1) : jj__truthy(v);
-        if (ok == keep) jj__list_push(r, out.u.l, l.v[i]);
-    }
-    return gen(out);
 }
 
 static jj__val sort_key(jj__rt *r, jj__val v, jj__val *attr, bool case_sensitive) {
@@ -112,8 +43,8 @@ static void merge_sort(jj__rt *r, jj__val *v, jj__val *k, size_t n, bool reverse
     }
 }
 
-jj__val jj__f_sort(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                   int nkw) {
+static jj__val f_sort(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                      int nkw) {
     jj__val *rev = jj__arg(a, n, kwn, kwv, nkw, 0, "reverse");
     jj__val *cs = jj__arg(a, n, kwn, kwv, nkw, 1, "case_sensitive");
     jj__val *attr = jj__arg(a, n, kwn, kwv, nkw, 2, "attribute");
@@ -128,8 +59,8 @@ jj__val jj__f_sort(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, j
     return out;
 }
 
-jj__val jj__f_dictsort(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                       int nkw) {
+static jj__val f_dictsort(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                          int nkw) {
     if (in.t != JV_DICT) jj__rfail(r, "dictsort needs a mapping");
     jj__val *cs = jj__arg(a, n, kwn, kwv, nkw, 0, "case_sensitive");
     jj__val *by = jj__arg(a, n, kwn, kwv, nkw, 1, "by");
@@ -150,8 +81,8 @@ jj__val jj__f_dictsort(jj__rt *r, jj__val in, jj__val *a, int n, const char **kw
     return out;
 }
 
-jj__val jj__f_unique(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                     int nkw) {
+static jj__val f_unique(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                        int nkw) {
     jj__val *cs = jj__arg(a, n, kwn, kwv, nkw, 0, "case_sensitive");
     jj__val *attr = jj__arg(a, n, kwn, kwv, nkw, 1, "attribute");
     jj__list l = jj__iter(r, in);
@@ -169,12 +100,12 @@ jj__val jj__f_unique(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn,
         jj__list_push(r, seen.u.l, k);
         jj__list_push(r, out.u.l, l.v[i]);
     }
-    return gen(out);
+    return jj__gen(out);
 }
 
 /* min (want < 0) and max (want > 0); empty: undefined */
-jj__val jj__f_minmax(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                     int nkw, int want) {
+static jj__val f_minmax(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                        int nkw, int want) {
     jj__val *cs = jj__arg(a, n, kwn, kwv, nkw, 0, "case_sensitive");
     jj__val *attr = jj__arg(a, n, kwn, kwv, nkw, 1, "attribute");
     jj__list l = jj__iter(r, in);
@@ -189,10 +120,8 @@ jj__val jj__f_minmax(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn,
     return l.v[best];
 }
 
-jj__val jj__arith(jj__rt *r, int op, jj__val a, jj__val b);
-
-jj__val jj__f_sum(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                  int nkw) {
+static jj__val f_sum(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                     int nkw) {
     jj__val *attr = jj__arg(a, n, kwn, kwv, nkw, 0, "attribute");
     jj__val *start = jj__arg(a, n, kwn, kwv, nkw, 1, "start");
     jj__val acc = start ? *start : jj__int(0);
@@ -202,8 +131,8 @@ jj__val jj__f_sum(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj
     return acc;
 }
 
-jj__val jj__f_join(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                   int nkw) {
+static jj__val f_join(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                      int nkw) {
     jj__val *sep = jj__arg(a, n, kwn, kwv, nkw, 0, "d");
     jj__val *attr = jj__arg(a, n, kwn, kwv, nkw, 1, "attribute");
     jj__val s = sep ? jj__to_str(r, *sep) : jj__str("", 0);
@@ -217,8 +146,8 @@ jj__val jj__f_join(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, j
     return jj__str(b.p, b.n);
 }
 
-jj__val jj__f_items(jj__rt *r, jj__val in) {
-    if (in.t == JV_UNDEF) return gen(jj__list_new(r, 0));
+static jj__val f_items(jj__rt *r, jj__val in) {
+    if (in.t == JV_UNDEF) return jj__gen(jj__list_new(r, 0));
     if (in.t != JV_DICT || (in.flags & (JF_NS | JF_LOOP)))
         jj__rfail(r, "can only get item pairs from a mapping");
     jj__val out = jj__list_new(r, in.u.d->n);
@@ -229,10 +158,10 @@ jj__val jj__f_items(jj__rt *r, jj__val in) {
         jj__list_push(r, t.u.l, in.u.d->v[i]);
         jj__list_push(r, out.u.l, t);
     }
-    return gen(out);
+    return jj__gen(out);
 }
 
-jj__val jj__f_reverse(jj__rt *r, jj__val in) {
+static jj__val f_reverse(jj__rt *r, jj__val in) {
     if (in.t == JV_STR) {
         jj__list l = jj__iter(r, in);
         jj__buf b = {0};
@@ -243,11 +172,11 @@ jj__val jj__f_reverse(jj__rt *r, jj__val in) {
     jj__list l = jj__iter(r, in);
     jj__val out = jj__list_new(r, l.n);
     for (size_t i = l.n; i-- > 0;) jj__list_push(r, out.u.l, l.v[i]);
-    if (in.t == JV_LIST && !(in.flags & JF_GEN)) return gen(out);
+    if (in.t == JV_LIST && !(in.flags & JF_GEN)) return jj__gen(out);
     return out;
 }
 
-jj__val jj__f_first_last(jj__rt *r, jj__val in, bool last) {
+static jj__val f_first_last(jj__rt *r, jj__val in, bool last) {
     if (!last && in.t == JV_LIST && (in.flags & JF_GEN)) { /* next(): one item consumed */
         if (in.u.l->next >= in.u.l->n) return jj__undef("No first item, sequence was empty.");
         return in.u.l->v[in.u.l->next++];
@@ -261,7 +190,7 @@ jj__val jj__f_first_last(jj__rt *r, jj__val in, bool last) {
     return l.v[last ? l.n - 1 : 0];
 }
 
-jj__val jj__f_list(jj__rt *r, jj__val in) {
+static jj__val f_list(jj__rt *r, jj__val in) {
     jj__list l = jj__iter(r, in);
     jj__val out = jj__list_new(r, l.n);
     for (size_t i = 0; i < l.n; i++) jj__list_push(r, out.u.l, l.v[i]);
@@ -269,8 +198,8 @@ jj__val jj__f_list(jj__rt *r, jj__val in) {
 }
 
 /* batch(n, fill_with=None): lists of n items, the last filled up when fill_with is given */
-jj__val jj__f_batch(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
-                    int nkw) {
+static jj__val f_batch(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, jj__val *kwv,
+                       int nkw) {
     jj__val *cnt = jj__arg(a, n, kwn, kwv, nkw, 0, "linecount");
     jj__val *fill = jj__arg(a, n, kwn, kwv, nkw, 1, "fill_with");
     if (!cnt || cnt->t != JV_INT || cnt->u.i < 1) jj__rfail(r, "batch needs a count of at least 1");
@@ -288,5 +217,25 @@ jj__val jj__f_batch(jj__rt *r, jj__val in, jj__val *a, int n, const char **kwn, 
             while ((int64_t)cur.u.l->n < cnt->u.i) jj__list_push(r, cur.u.l, *fill);
         jj__list_push(r, out.u.l, cur);
     }
-    return gen(out);
+    return jj__gen(out);
+}
+
+jj__val jj__seq_filter(jj__rt *r, const char *name, jj__val in, jj__val *a, int n, const char **kwn,
+                       jj__val *kwv, int nkw, bool *done) {
+    *done = true;
+    if (!strcmp(name, "unique")) return f_unique(r, in, a, n, kwn, kwv, nkw);
+    if (!strcmp(name, "sort")) return f_sort(r, in, a, n, kwn, kwv, nkw);
+    if (!strcmp(name, "dictsort")) return f_dictsort(r, in, a, n, kwn, kwv, nkw);
+    if (!strcmp(name, "items")) return f_items(r, in);
+    if (!strcmp(name, "sum")) return f_sum(r, in, a, n, kwn, kwv, nkw);
+    if (!strcmp(name, "min")) return f_minmax(r, in, a, n, kwn, kwv, nkw, -1);
+    if (!strcmp(name, "max")) return f_minmax(r, in, a, n, kwn, kwv, nkw, 1);
+    if (!strcmp(name, "reverse")) return f_reverse(r, in);
+    if (!strcmp(name, "join")) return f_join(r, in, a, n, kwn, kwv, nkw);
+    if (!strcmp(name, "first")) return f_first_last(r, in, false);
+    if (!strcmp(name, "last")) return f_first_last(r, in, true);
+    if (!strcmp(name, "list")) return f_list(r, in);
+    if (!strcmp(name, "batch")) return f_batch(r, in, a, n, kwn, kwv, nkw);
+    *done = false;
+    return in;
 }

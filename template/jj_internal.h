@@ -245,6 +245,7 @@ struct jj__fn {
     jj__val caller; /* a macro called from a call block */
 };
 
+/* the render state's failure and bounds (jj_rt.c) */
 _Noreturn void jj__rfail(jj__rt *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void jj__step(jj__rt *r);
 
@@ -281,10 +282,21 @@ void jj__fmt_float(char *out, size_t cap, double f);
 /* Items to iterate: list items, dict keys, string characters; undefined: none. */
 jj__list jj__iter(jj__rt *r, jj__val v);
 int64_t jj__len(jj__rt *r, jj__val v);
+/* attribute and item access (jj_access.c) */
 jj__val jj__getattr(jj__rt *r, jj__val obj, const char *name, size_t n);
 jj__val jj__getitem(jj__rt *r, jj__val obj, jj__val key);
+bool jj__int_index(jj__val k, int64_t *i); /* an int or a bool as an index */
+/* jinja2's make_attrgetter: path a string "a.b.0" looked up item by item, or an int index */
+jj__val jj__attr_path(jj__rt *r, jj__val v, jj__val path);
+/* Calls a builtin, a bound method or a macro (jj_eval.c). */
 jj__val jj__call(jj__rt *r, jj__val fn, jj__val *args, int n, const char **kwn, jj__val *kwv,
                  int nkw);
+/* Python's arithmetic (jj_arith.c): op is JO_ADD .. JO_POW; str % args */
+jj__val jj__arith(jj__rt *r, int op, jj__val a, jj__val b);
+jj__val jj__format_percent(jj__rt *r, jj__val fmt, jj__val args);
+/* str methods shared with filters (jj_methods.c): which 'l', 'r' or 'b' (both); count -1: all */
+jj__val jj__strip(jj__rt *r, jj__val s, jj__val chars, char which);
+jj__val jj__replace(jj__rt *r, jj__val s, jj__val old, jj__val new, int64_t count);
 
 /* ASCII classes (no locale) */
 static inline bool jj__digit(int c) {
@@ -312,28 +324,37 @@ jj__val jj__from_json(jj__rt *r, const struct json_t *j, int depth);
 void jj__tojson(jj__rt *r, jj__buf *b, jj__val v, const char *indent, const char *item_sep,
                 const char *key_sep, bool sort_keys, int level);
 
-/* libraries */
+/* libraries: a filter by name (jj_filters.c), over which the single-value and the sequence
+ * filters each answer for their own names (*done false: not one of theirs) */
 jj__val jj__apply_filter(jj__rt *r, const char *name, jj__val in, jj__val *args, int n,
                          const char **kwn, jj__val *kwv, int nkw);
+jj__val jj__value_filter(jj__rt *r, const char *name, jj__val in, jj__val *args, int n,
+                         const char **kwn, jj__val *kwv, int nkw, bool *done);
+jj__val jj__seq_filter(jj__rt *r, const char *name, jj__val in, jj__val *args, int n,
+                       const char **kwn, jj__val *kwv, int nkw, bool *done);
+/* A list marked as a generator (JF_GEN), as map, select and reverse give them. */
+jj__val jj__gen(jj__val l);
 bool jj__apply_test(jj__rt *r, const char *name, jj__val in, jj__val *args, int n);
 bool jj__has_test(const char *name);
 bool jj__has_filter(const char *name);
 jj__val jj__method(jj__rt *r, jj__val obj, const char *name, size_t n, bool *found);
 void jj__add_globals(jj__rt *r, jj__scope *g);
 
-/* kwargs lookup for builtins: the value of keyword `name` or positional pos, or NULL */
+/* kwargs lookup for builtins (jj_rt.c): the value of keyword `name` or positional pos, or NULL */
 jj__val *jj__arg(jj__val *args, int n, const char **kwn, jj__val *kwv, int nkw, int pos,
                  const char *name);
 
-/* evaluation */
-jj__val jj__eval(jj__rt *r, const jj__node *n);
+/* names in scopes (jj_scope.c) */
 jj__val jj__scope_get(jj__rt *r, jj__scope *s, const char *name);
 void jj__scope_set(jj__rt *r, jj__scope *s, const char *name, jj__val v);
+
+/* evaluation */
+jj__val jj__eval(jj__rt *r, const jj__node *n);
+/* A filter chain whose innermost input is in (filter blocks, set blocks). */
+jj__val jj__filter_value(jj__rt *r, const jj__node *chain, jj__val in);
 /* Runs a statement list; returns 0, or JJ__BREAK / JJ__CONTINUE. */
 enum { JJ__BREAK = 1, JJ__CONTINUE = 2 };
 int jj__exec(jj__rt *r, jj__scope *s, const jj__node *body);
 jj__val jj__eval_in(jj__rt *r, jj__scope *s, const jj__node *n);
-jj__val jj__call_macro(jj__rt *r, jj__fn *f, jj__val *args, int n, const char **kwn, jj__val *kwv,
-                       int nkw);
 
 #endif

@@ -1,9 +1,6 @@
 /* template/jj_render.c — the entry points: parse into an arena the template owns, render with a
- * fresh arena per call (so one template serves many threads), the step and depth bounds, and
- * calls of builtins and macros. */
+ * fresh arena per call (so one template serves many threads) under the caller's limits. */
 #include <jansson.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,41 +14,6 @@ struct jj_template {
 jj_limits jj_default_limits(void) {
     return (jj_limits){
         .max_output = 16u << 20, .max_memory = 256u << 20, .max_steps = 50000000, .max_depth = 64};
-}
-
-_Noreturn void jj__rfail(jj__rt *r, const char *fmt, ...) {
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    jj__fail(r->e, r->at ? r->at->line : 0, r->at ? r->at->col : 0, "%s", msg);
-}
-
-void jj__nest_in(jj__rt *r) {
-    if (++r->nest > JJ__MAX_NEST)
-        jj__rfail(r, "values or expressions nested deeper than %d levels", JJ__MAX_NEST);
-}
-
-void jj__step(jj__rt *r) {
-    if (++r->steps > r->max_steps)
-        jj__rfail(r, "the template ran more than %llu steps", (unsigned long long)r->max_steps);
-}
-
-jj__val *jj__arg(jj__val *args, int n, const char **kwn, jj__val *kwv, int nkw, int pos,
-                 const char *name) {
-    if (pos >= 0 && pos < n) return &args[pos];
-    for (int k = 0; k < nkw; k++)
-        if (name && !strcmp(kwn[k], name)) return &kwv[k];
-    return NULL;
-}
-
-jj__val jj__call(jj__rt *r, jj__val fn, jj__val *args, int n, const char **kwn, jj__val *kwv,
-                 int nkw) {
-    if (fn.t == JV_UNDEF) jj__rfail(r, "%s", fn.u.s.p ? fn.u.s.p : "a value is undefined");
-    if (fn.t != JV_FN) jj__rfail(r, "'%s' object is not callable", jj__type_name(fn));
-    if (fn.u.fn->macro) return jj__call_macro(r, fn.u.fn, args, n, kwn, kwv, nkw);
-    return fn.u.fn->fn(r, fn.u.fn->self, args, n, kwn, kwv, nkw);
 }
 
 int jj_parse(const char *src, size_t len, jj_template **out, mw_err *err) {

@@ -1,5 +1,6 @@
 /* template/jj_str.c — values as text, the way Python's str() and repr() write them (templates
- * print lists, dicts, None and floats, and the output must match jinja2's byte for byte). */
+ * print lists, dicts, None and floats, and the output must match jinja2's byte for byte), and
+ * markupsafe's escape of a value's text. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -192,4 +193,27 @@ jj__val jj__to_str(jj__rt *r, jj__val v) {
     jj__buf b = {0};
     jj__str_of(r, &b, v);
     return jj__str(b.p ? b.p : "", b.n);
+}
+
+jj__val jj__escape(jj__rt *r, jj__val in) {
+    if (in.t == JV_STR && (in.flags & JF_SAFE)) return in;
+    jj__val s = jj__to_str(r, in);
+    jj__buf b = {0};
+    jj__buf_put(r->e, &b, "", 0);
+    for (size_t i = 0; i < s.u.s.n; i++) {
+        char c = s.u.s.p[i];
+        const char *rep = c == '&'    ? "&amp;"
+                          : c == '<'  ? "&lt;"
+                          : c == '>'  ? "&gt;"
+                          : c == '"'  ? "&#34;"
+                          : c == '\'' ? "&#39;"
+                                      : NULL;
+        if (rep)
+            jj__buf_puts(r->e, &b, rep);
+        else
+            jj__buf_put(r->e, &b, &c, 1);
+    }
+    jj__val out = jj__str(b.p, b.n);
+    out.flags = JF_SAFE;
+    return out;
 }

@@ -5,8 +5,6 @@
 
 #include "template/jj_internal.h"
 
-jj__val jj__arith(jj__rt *r, int op, jj__val a, jj__val b);
-
 static bool is_int(jj__val v) {
     return v.t == JV_INT;
 }
@@ -34,19 +32,6 @@ static bool cmp_test(jj__rt *r, const char *name, jj__val a, jj__val *args, int 
         }
         return true;
     }
-    return false;
-}
-
-static const char *const NAMES[] = {
-    "defined", "undefined", "none",    "boolean",     "false",    "true",     "integer",  "float",
-    "number",  "string",    "mapping", "iterable",    "sequence", "callable", "sameas",   "escaped",
-    "in",      "odd",       "even",    "divisibleby", "lower",    "upper",    "filter",   "test",
-    "eq",      "equalto",   "==",      "ne",          "!=",       "lt",       "lessthan", "<",
-    "le",      "<=",        "gt",      "greaterthan", ">",        "ge",       ">=",       NULL};
-
-bool jj__has_test(const char *name) {
-    for (int k = 0; NAMES[k]; k++)
-        if (!strcmp(NAMES[k], name)) return true;
     return false;
 }
 
