@@ -453,7 +453,7 @@ static jj__node *parse_seq(jj__parser *p, int kind, const char *close) {
     return n;
 }
 
-static jj__node *constant(jj__parser *p, const jj__tok *t, jj__val v) {
+static jj__node *const_node(jj__parser *p, const jj__tok *t, jj__val v) {
     jj__node *n = jj__node_new(p, JN_CONST, t);
     n->v = v;
     return n;
@@ -463,9 +463,10 @@ static jj__node *parse_primary(jj__parser *p) {
     const jj__tok *t = jj__cur(p);
     if (t->type == JT_NAME) {
         jj__next(p);
-        if (jj__is_name(t, "true") || jj__is_name(t, "True")) return constant(p, t, jj__bool(1));
-        if (jj__is_name(t, "false") || jj__is_name(t, "False")) return constant(p, t, jj__bool(0));
-        if (jj__is_name(t, "none") || jj__is_name(t, "None")) return constant(p, t, jj__none());
+        if (jj__is_name(t, "true") || jj__is_name(t, "True")) return const_node(p, t, jj__bool(1));
+        if (jj__is_name(t, "false") || jj__is_name(t, "False"))
+            return const_node(p, t, jj__bool(0));
+        if (jj__is_name(t, "none") || jj__is_name(t, "None")) return const_node(p, t, jj__none());
         jj__node *n = jj__node_new(p, JN_NAME, t);
         n->s = jj__strdup(p->e, t->p, t->n);
         n->sn = t->n;
@@ -478,10 +479,10 @@ static jj__node *parse_primary(jj__parser *p) {
             const jj__tok *s = jj__next(p);
             jj__buf_put(p->e, &b, s->p, s->n);
         }
-        return constant(p, t, jj__str(b.p ? b.p : "", b.n));
+        return const_node(p, t, jj__str(b.p ? b.p : "", b.n));
     }
-    if (t->type == JT_INT) return constant(p, jj__next(p), jj__int(t->i));
-    if (t->type == JT_FLOAT) return constant(p, jj__next(p), jj__float(t->f));
+    if (t->type == JT_INT) return const_node(p, jj__next(p), jj__int(t->i));
+    if (t->type == JT_FLOAT) return const_node(p, jj__next(p), jj__float(t->f));
     if (jj__is_op(t, "(")) {
         jj__next(p);
         jj__node *n = jj__parse_tuple(p, false, true);
