@@ -7,6 +7,7 @@
  * MW_ARM64_NODE names a command that runs the aarch64 expert-node (tests/arm64-check.sh writes
  * one); without it every test skips. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_cli.h"
 #include "tests/support/mwt_node.h"
 
 #include <stdio.h>
@@ -55,41 +56,13 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* `coordinator generate` on model; its logits to out, its stderr to *err (when err). */
+/* `coordinator generate` on model, through nodes when given (exact mode, f32 wire); its logits
+ * to out, its stderr to *err (when err). */
 static int generate(const char *model, const char *numerics, const char *nodes, const char *out,
                     char **err) {
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)mwt_bin("coordinator");
-    argv[n++] = "generate";
-    argv[n++] = "--model";
-    argv[n++] = (char *)model;
-    argv[n++] = "--tokens";
-    argv[n++] = PROMPT;
-    argv[n++] = "--max-tokens";
-    argv[n++] = GEN;
-    argv[n++] = "--numerics";
-    argv[n++] = (char *)numerics;
-    argv[n++] = "--threads";
-    argv[n++] = "1";
-    argv[n++] = "--logits-out";
-    argv[n++] = (char *)out;
-    if (nodes) {
-        argv[n++] = "--nodes";
-        argv[n++] = (char *)nodes;
-        argv[n++] = "--exact";
-        argv[n++] = "--wire";
-        argv[n++] = "f32";
-    }
-    argv[n] = NULL;
-    char *e = NULL;
-    int rc = mwt_run(argv, NULL, &e, 600000);
-    if (rc != 0) fprintf(stderr, "coordinator exited %d:\n%s\n", rc, e ? e : "");
-    if (err)
-        *err = e;
-    else
-        free(e);
-    return rc;
+    static const mwt_gen how = {.prompt = PROMPT, .max_tokens = GEN, .timeout_ms = 600000};
+    const char *cluster[] = {"--nodes", nodes, "--exact", "--wire", "f32", NULL};
+    return mwt_generate(&how, model, numerics, out, nodes ? cluster : NULL, err);
 }
 
 static void same_logits(const char *what, const char *a, const char *b) {
@@ -134,7 +107,8 @@ static void check(const char *rel, const char *arm_spec, const char *x86_spec,
         unlink(remote);
         assert_int_equal(generate(model, numerics[i], NULL, local, NULL), 0);
         char *err = NULL;
-        assert_int_equal(generate(model, numerics[i], nodes, remote, &err), 0);
+        int rc = generate(model, numerics[i], nodes, remote, &err);
+        if (rc != 0) fail_msg("coordinator exited %d:\n%s", rc, err ? err : "");
         /* the report names each node's device: the aarch64 one runs the NEON kernels */
         if (!err || !strstr(err, "cpu-neon")) fail_msg("no cpu-neon node in:\n%s", err ? err : "");
         free(err);

@@ -8,6 +8,7 @@
  *  - replicas, an unowned expert, another model's node, a node killed mid-generation and a node
  *    that stops answering all end as documented. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_cli.h"
 #include "tests/support/mwt_node.h"
 #include "util/mw_time.h"
 
@@ -40,38 +41,9 @@ static int setup(void **state) {
     dir = mwt_tmpdir("cluster");
     snprintf(synth, sizeof synth, "%s/synth.vindex", dir);
     /* top-4 of 12 experts, width 320: partial sums really differ in order from exact mode */
-    char *argv[] = {(char *)mwt_bin("vindex"),
-                    "synth",
-                    "--arch",
-                    "gpt-oss",
-                    "--layers",
-                    "3",
-                    "--hidden",
-                    "320",
-                    "--heads",
-                    "4",
-                    "--kv-heads",
-                    "2",
-                    "--head-dim",
-                    "64",
-                    "--experts",
-                    "12",
-                    "--top-k",
-                    "4",
-                    "--expert-ff",
-                    "288",
-                    "--vocab",
-                    "300",
-                    "--seed",
-                    "11",
-                    "--format",
-                    "vindex",
-                    synth,
-                    NULL};
-    char *err = NULL;
-    int rc = mwt_run(argv, NULL, &err, 120000);
-    if (rc != 0) fail_msg("vindex synth failed (%d): %s", rc, err ? err : "");
-    free(err);
+    mwt_gpt_oss shape = {
+        .layers = 3, .hidden = 320, .experts = 12, .top_k = 4, .expert_ff = 288, .seed = 11};
+    if (mwt_synth_gpt_oss(synth, shape, NULL)) fail_msg("vindex synth failed");
     return 0;
 }
 
@@ -86,34 +58,8 @@ static int teardown(void **state) {
  * NULL). Returns the exit status; *err (if given) receives stderr. */
 static int generate(const char *model, const char *logits, const char *numerics,
                     const char *const *extra, char **err) {
-    char *argv[48];
-    int n = 0;
-    argv[n++] = (char *)mwt_bin("coordinator");
-    argv[n++] = "generate";
-    argv[n++] = "--model";
-    argv[n++] = (char *)model;
-    argv[n++] = "--tokens";
-    argv[n++] = PROMPT;
-    argv[n++] = "--max-tokens";
-    argv[n++] = GEN;
-    argv[n++] = "--numerics";
-    argv[n++] = (char *)numerics;
-    argv[n++] = "--threads";
-    argv[n++] = "1";
-    if (logits) {
-        argv[n++] = "--logits-out";
-        argv[n++] = (char *)logits;
-    }
-    for (int i = 0; extra && extra[i]; i++) argv[n++] = (char *)extra[i];
-    argv[n] = NULL;
-    char *e = NULL;
-    int rc = mwt_run(argv, NULL, &e, 300000);
-    if (rc != 0 && !err) fprintf(stderr, "coordinator exited %d:\n%s\n", rc, e ? e : "");
-    if (err)
-        *err = e;
-    else
-        free(e);
-    return rc;
+    static const mwt_gen how = {.prompt = PROMPT, .max_tokens = GEN, .timeout_ms = 300000};
+    return mwt_generate(&how, model, numerics, logits, extra, err);
 }
 
 static float *read_floats(const char *path, size_t *n) {
@@ -207,67 +153,41 @@ static void test_exact_is_bit_identical_kimi_k3(void **state) {
     check_exact(mwt_fixture("llamacpp/kimi-k3-tiny/model.gguf"), "q8");
 }
 
+/* K3's expert bank with its latent attention, narrowed to fit a test: 896 experts (top-16) of FFN
+ * width 64, 2 heads of 32 (a rope part of 16), q and kv latents of 64, hidden 128, 3 layers. */
+#define K3_NARROW                                                                                  \
+    "--layers", "3", "--hidden", "128", "--heads", "2", "--head-dim", "32", "--rope-dim", "16",    \
+        "--q-lora", "64", "--kv-lora", "64", "--experts", "896", "--top-k", "16", "--expert-ff",   \
+        "64"
+
+/* A model that `vindex synth OPTS` writes to DIR/name, served by 3 loopback nodes in exact mode:
+ * the logits equal the in-process ones bit for bit (what names it in a failure). */
+static void synth_over_three_nodes(const char *name, const char *const *opts, const char *what) {
+    char model[4300];
+    snprintf(model, sizeof model, "%s/%s", dir, name);
+    if (mwt_synth(model, opts)) fail_msg("vindex synth failed");
+    size_t n_ref, n;
+    float *ref = local_logits(model, "q8", &n_ref);
+    const char *extra[] = {"--loopback", "3", "--exact", "--wire", "f32", NULL};
+    float *got = cluster_logits(model, "q8", extra, &n);
+    assert_int_equal(n, n_ref);
+    if (memcmp(got, ref, n * sizeof(float)))
+        fail_msg("%s over 3 nodes: logits differ from local (max |diff| %g)", what,
+                 mwt_max_abs_diff(got, ref, n));
+    free(got);
+    free(ref);
+}
+
 /* A Kimi-K3-shaped expert bank — 896 experts per layer, top-16, one shared expert — with the
  * widths narrowed to fit a test (hidden 128, expert FFN 64, MXFP4; latent attention at 64), served
  * by 3 loopback nodes: the exact mode's logits equal the in-process ones bit for bit. */
 static void test_k3_shaped_bank_over_three_nodes(void **state) {
     (void)state;
-    char k3[4300];
-    snprintf(k3, sizeof k3, "%s/k3.vindex", dir);
-    char *argv[] = {(char *)mwt_bin("vindex"),
-                    "synth",
-                    "--arch",
-                    "deepseek2",
-                    "--layers",
-                    "3",
-                    "--hidden",
-                    "128",
-                    "--heads",
-                    "2",
-                    "--head-dim",
-                    "32",
-                    "--rope-dim",
-                    "16",
-                    "--q-lora",
-                    "64",
-                    "--kv-lora",
-                    "64",
-                    "--experts",
-                    "896",
-                    "--top-k",
-                    "16",
-                    "--expert-ff",
-                    "64",
-                    "--shared-experts",
-                    "1",
-                    "--dense-layers",
-                    "1",
-                    "--dense-ff",
-                    "256",
-                    "--expert-format",
-                    "mxfp4",
-                    "--vocab",
-                    "300",
-                    "--seed",
-                    "896",
-                    "--format",
-                    "vindex",
-                    k3,
-                    NULL};
-    char *err = NULL;
-    int rc = mwt_run(argv, NULL, &err, 300000);
-    if (rc != 0) fail_msg("vindex synth failed (%d): %s", rc, err ? err : "");
-    free(err);
-    size_t n_ref, n;
-    float *ref = local_logits(k3, "q8", &n_ref);
-    const char *extra[] = {"--loopback", "3", "--exact", "--wire", "f32", NULL};
-    float *got = cluster_logits(k3, "q8", extra, &n);
-    assert_int_equal(n, n_ref);
-    if (memcmp(got, ref, n * sizeof(float)))
-        fail_msg("896 experts over 3 nodes: logits differ from local (max |diff| %g)",
-                 mwt_max_abs_diff(got, ref, n));
-    free(got);
-    free(ref);
+    const char *opts[] = {"--arch",          "deepseek2", "--shared-experts", "1",
+                          "--dense-layers",  "1",         "--dense-ff",       "256",
+                          "--expert-format", "mxfp4",     "--vocab",          "300",
+                          "--seed",          "896",       K3_NARROW,          NULL};
+    synth_over_three_nodes("k3.vindex", opts, "896 experts");
 }
 
 /* A kimi-k3 model with K3's bank shape (896 experts, top-16, one shared expert, experts at a latent
@@ -275,64 +195,11 @@ static void test_k3_shaped_bank_over_three_nodes(void **state) {
  * attention residuals, narrowed to fit a test: 3 loopback nodes give the in-process bits. */
 static void test_k3_family_over_three_nodes(void **state) {
     (void)state;
-    char k3[4300];
-    snprintf(k3, sizeof k3, "%s/kimi-k3.vindex", dir);
-    char *argv[] = {(char *)mwt_bin("vindex"),
-                    "synth",
-                    "--arch",
-                    "kimi-k3",
-                    "--layers",
-                    "3",
-                    "--hidden",
-                    "128",
-                    "--heads",
-                    "2",
-                    "--kda-head-dim",
-                    "32",
-                    "--full-attn-every",
-                    "3",
-                    "--head-dim",
-                    "32",
-                    "--rope-dim",
-                    "16",
-                    "--q-lora",
-                    "64",
-                    "--kv-lora",
-                    "64",
-                    "--experts",
-                    "896",
-                    "--top-k",
-                    "16",
-                    "--expert-ff",
-                    "64",
-                    "--expert-latent",
-                    "64",
-                    "--attn-res-block",
-                    "2",
-                    "--dense-ff",
-                    "256",
-                    "--vocab",
-                    "300",
-                    "--seed",
-                    "93",
-                    "--format",
-                    "vindex",
-                    k3,
-                    NULL};
-    char *err = NULL;
-    int rc = mwt_run(argv, NULL, &err, 300000);
-    if (rc != 0) fail_msg("vindex synth failed (%d): %s", rc, err ? err : "");
-    free(err);
-    size_t n_ref, n;
-    float *ref = local_logits(k3, "q8", &n_ref);
-    const char *extra[] = {"--loopback", "3", "--exact", "--wire", "f32", NULL};
-    float *got = cluster_logits(k3, "q8", extra, &n);
-    assert_int_equal(n, n_ref);
-    if (memcmp(got, ref, n * sizeof(float)))
-        fail_msg("kimi-k3, 896 experts over 3 nodes: logits differ from local (max |diff| %g)",
-                 mwt_max_abs_diff(got, ref, n));
-    free(got);
-    free(ref);
+    const char *opts[] = {
+        "--arch",          "kimi-k3", "--kda-head-dim",   "32", "--full-attn-every", "3",
+        "--expert-latent", "64",      "--attn-res-block", "2",  "--dense-ff",        "256",
+        "--vocab",         "300",     "--seed",           "93", K3_NARROW,           NULL};
+    synth_over_three_nodes("kimi-k3.vindex", opts, "kimi-k3, 896 experts");
 }
 
 static double max_abs(const float *x, size_t n) {

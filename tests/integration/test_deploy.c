@@ -4,6 +4,7 @@
  * shows it, `drain` takes a host out while the others serve its experts, `down` stops every
  * process it started, and `units` prints each real host's unit or plist. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_cli.h"
 #include "tests/support/mwt_http.h"
 
 #include <stdio.h>
@@ -16,50 +17,16 @@ static char *dir;
 static char model[4200];
 
 static int run(char *const *argv, char **out, char **err) {
-    char *e = NULL;
-    int rc = mwt_run(argv, out, &e, 300000);
-    if (err)
-        *err = e;
-    else {
-        if (rc) fprintf(stderr, "%s exited %d:\n%s\n", argv[0], rc, e ? e : "");
-        free(e);
-    }
-    return rc;
+    return mwt_run_shown(argv, out, err, 300000);
 }
 
 static int setup(void **state) {
     (void)state;
     dir = mwt_tmpdir("deploy");
     snprintf(model, sizeof model, "%s/m.vindex", dir);
-    char *argv[] = {(char *)mwt_bin("vindex"),
-                    "synth",
-                    "--arch",
-                    "gpt-oss",
-                    "--layers",
-                    "2",
-                    "--hidden",
-                    "256",
-                    "--heads",
-                    "4",
-                    "--kv-heads",
-                    "2",
-                    "--head-dim",
-                    "64",
-                    "--experts",
-                    "8",
-                    "--top-k",
-                    "2",
-                    "--expert-ff",
-                    "128",
-                    "--vocab",
-                    "300",
-                    "--seed",
-                    "9",
-                    "--format",
-                    "vindex",
-                    model,
-                    NULL};
-    return run(argv, NULL, NULL) ? -1 : 0;
+    mwt_gpt_oss shape = {
+        .layers = 2, .hidden = 256, .experts = 8, .top_k = 2, .expert_ff = 128, .seed = 9};
+    return mwt_synth_gpt_oss(model, shape, NULL) ? -1 : 0;
 }
 
 static int teardown(void **state) {

@@ -5,6 +5,7 @@
  * small refused with the numbers), and the four planned loopback nodes serving bit for bit what
  * the in-process backend computes. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_cli.h"
 #include "tests/support/mwt_http.h"
 #include "tests/support/mwt_node.h"
 
@@ -33,61 +34,21 @@ static char *path_in(const char *name) {
 }
 
 static int run(char *const *argv, char **out, char **err) {
-    char *e = NULL;
-    int rc = mwt_run(argv, out, &e, 300000);
-    if (err)
-        *err = e;
-    else {
-        if (rc) fprintf(stderr, "%s exited %d:\n%s\n", argv[0], rc, e ? e : "");
-        free(e);
-    }
-    return rc;
+    return mwt_run_shown(argv, out, err, 300000);
 }
 
 static int setup(void **state) {
     (void)state;
     dir = mwt_tmpdir("fleet");
     snprintf(synth, sizeof synth, "%s/synth.vindex", dir);
-    char *argv[] = {(char *)mwt_bin("vindex"),
-                    "synth",
-                    "--arch",
-                    "gpt-oss",
-                    "--layers",
-                    "3",
-                    "--hidden",
-                    "256",
-                    "--heads",
-                    "4",
-                    "--kv-heads",
-                    "2",
-                    "--head-dim",
-                    "64",
-                    "--experts",
-                    "16",
-                    "--top-k",
-                    "4",
-                    "--expert-ff",
-                    "128",
-                    "--vocab",
-                    "300",
-                    "--seed",
-                    "5",
-                    "--format",
-                    "vindex",
-                    synth,
-                    NULL};
-    if (run(argv, NULL, NULL)) return -1;
+    mwt_gpt_oss shape = {
+        .layers = 3, .hidden = 256, .experts = 16, .top_k = 4, .expert_ff = 128, .seed = 5};
+    if (mwt_synth_gpt_oss(synth, shape, NULL)) return -1;
     /* the same shape, experts 0 .. 2 chosen far more often than the rest */
     snprintf(skewed, sizeof skewed, "%s/skewed.vindex", dir);
-    argv[23] = "6";
-    argv[26] = skewed;
-    char *more[] = {"--hot-experts", "3", "--hot-bias", "2", NULL};
-    char *av[40];
-    int n = 0;
-    for (int i = 0; argv[i]; i++) av[n++] = argv[i];
-    for (int i = 0; more[i]; i++) av[n++] = more[i];
-    av[n] = NULL;
-    return run(av, NULL, NULL) ? -1 : 0;
+    shape.seed = 6;
+    const char *more[] = {"--hot-experts", "3", "--hot-bias", "2", NULL};
+    return mwt_synth_gpt_oss(skewed, shape, more) ? -1 : 0;
 }
 
 static int teardown(void **state) {
