@@ -23,12 +23,12 @@ static char q4k[4200], q80[4200]; /* gpt-oss-tiny with its experts transcoded */
 static const char *arm_node;      /* the command running the aarch64 node, NULL: skip */
 
 static int setup(void **state) {
-    (void)state;
     const char *p = getenv("MW_ARM64_NODE");
     arm_node = p && *p && access(p, X_OK) == 0 ? p : NULL;
     if (!arm_node)
         fprintf(stderr, "    MW_ARM64_NODE is not an executable: the aarch64 node tests skip\n");
-    dir = mwt_tmpdir("arm64");
+    if (mwt_tmp_setup(state)) return -1;
+    dir = mwt_tmp;
     if (!arm_node) return 0;
     const char *types[2] = {"experts=q4_K", "experts=q8_0"};
     char *outs[2] = {q4k, q80};
@@ -46,13 +46,6 @@ static int setup(void **state) {
         if (rc != 0) fail_msg("vindex extract --transcode %s failed (%d): %s", types[i], rc, err);
         free(err);
     }
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(dir);
-    free(dir);
     return 0;
 }
 
@@ -164,5 +157,5 @@ int main(void) {
         cmocka_unit_test(test_deepseek2),     cmocka_unit_test(test_q4_K_and_q8_0),
         cmocka_unit_test(test_kimi_k3_situ),  cmocka_unit_test(test_gpt_oss_beside_an_x86_node),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, mwt_tmp_teardown);
 }

@@ -37,20 +37,13 @@ static const char *qwen(void) {
 }
 
 static int setup(void **state) {
-    (void)state;
-    dir = mwt_tmpdir("cluster");
+    if (mwt_tmp_setup(state)) return -1;
+    dir = mwt_tmp;
     snprintf(synth, sizeof synth, "%s/synth.vindex", dir);
     /* top-4 of 12 experts, width 320: partial sums really differ in order from exact mode */
     mwt_gpt_oss shape = {
         .layers = 3, .hidden = 320, .experts = 12, .top_k = 4, .expert_ff = 288, .seed = 11};
     if (mwt_synth_gpt_oss(synth, shape, NULL)) fail_msg("vindex synth failed");
-    return 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(dir);
-    free(dir);
     return 0;
 }
 
@@ -641,5 +634,5 @@ int main(void) {
         cmocka_unit_test(test_killed_node_ends_the_run_within_2s),
         cmocka_unit_test(test_silent_node_misses_the_deadline),
     };
-    return cmocka_run_group_tests_name("cluster", tests, setup, teardown);
+    return cmocka_run_group_tests_name("cluster", tests, setup, mwt_tmp_teardown);
 }

@@ -21,19 +21,12 @@ static int run(char *const *argv, char **out, char **err) {
 }
 
 static int setup(void **state) {
-    (void)state;
-    dir = mwt_tmpdir("deploy");
+    if (mwt_tmp_setup(state)) return -1;
+    dir = mwt_tmp;
     snprintf(model, sizeof model, "%s/m.vindex", dir);
     mwt_gpt_oss shape = {
         .layers = 2, .hidden = 256, .experts = 8, .top_k = 2, .expert_ff = 128, .seed = 9};
     return mwt_synth_gpt_oss(model, shape, NULL) ? -1 : 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(dir);
-    free(dir);
-    return 0;
 }
 
 /* A copy of a unit file with its programs' paths pointed at this build's. */
@@ -277,5 +270,5 @@ int main(void) {
         cmocka_unit_test(test_up_status_down),
         cmocka_unit_test(test_units_for_a_real_fleet),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, mwt_tmp_teardown);
 }

@@ -38,8 +38,8 @@ static int run(char *const *argv, char **out, char **err) {
 }
 
 static int setup(void **state) {
-    (void)state;
-    dir = mwt_tmpdir("fleet");
+    if (mwt_tmp_setup(state)) return -1;
+    dir = mwt_tmp;
     snprintf(synth, sizeof synth, "%s/synth.vindex", dir);
     mwt_gpt_oss shape = {
         .layers = 3, .hidden = 256, .experts = 16, .top_k = 4, .expert_ff = 128, .seed = 5};
@@ -49,13 +49,6 @@ static int setup(void **state) {
     shape.seed = 6;
     const char *more[] = {"--hot-experts", "3", "--hot-bias", "2", NULL};
     return mwt_synth_gpt_oss(skewed, shape, more) ? -1 : 0;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    mwt_rmrf(dir);
-    free(dir);
-    return 0;
 }
 
 static int generate_model(const char *model, const char *trace, const char *const *extra) {
@@ -770,5 +763,5 @@ int main(void) {
         cmocka_unit_test(test_topology_reload_joins),
         cmocka_unit_test(test_admin_is_local_and_keyed),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, mwt_tmp_teardown);
 }
