@@ -529,14 +529,10 @@ static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const
  * scheduler all the same: a failure here ends it. */
 static int constrain(const co_routes *r, const co_oai_req *req, co_gen_params *gp,
                      co_oai_error *e) {
-    if (req->format == CO_FORMAT_TEXT && !req->call_schema) return 0;
+    if (req->format == CO_FORMAT_TEXT && !req->call_tools) return 0;
     mw_err err = {{0}};
-    const char *before = NULL, *after = NULL;
-    if (req->call_schema) co_toolcall_markers(co_stext_format_name(r->p.text), &before, &after);
-    void *st = r->p.text ? co_stext_constraint(r->p.text,
-                                               req->call_schema ? req->call_schema : req->schema,
-                                               before, after, &err)
-                         : NULL;
+    void *st =
+        r->p.text ? co_stext_constraint(r->p.text, req->schema, req->call_tools, &err) : NULL;
     if (!st) {
         if (gp->text && gp->text->end) gp->text->end(gp->text_state);
         return co_oai_fail(e, r->p.text ? 500 : 400, "response_format", NULL, "%s",

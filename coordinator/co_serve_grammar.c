@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/co_toolcall.h"
 #include "tokenizer/tk.h"
 #include "tokenizer/tk_chat.h"
 
@@ -25,6 +26,7 @@ gr_vocab *co_grammar_vocab_new(const tk_tokenizer *tok, const tk_chat *chat, mw_
     int32_t *eos = calloc((size_t)n, sizeof *eos);
     gr_vocab *v = NULL;
     int n_eos = 0;
+    const char *const *specials = chat ? co_toolcall_specials(tk_chat_name(chat)) : NULL;
     if (!bytes || !lens || !eos) {
         mw_errf(err, "out of memory");
         goto out;
@@ -32,7 +34,20 @@ gr_vocab *co_grammar_vocab_new(const tk_tokenizer *tok, const tk_chat *chat, mw_
     for (int32_t id = 0; id < n; id++) {
         /* a chat's turn ends at its format's stop tokens only (harmony's <|end|> goes on) */
         if (chat ? tk_chat_is_stop(chat, id) : tk_is_eog(tok, id)) eos[n_eos++] = id;
-        /* a control token decodes to nothing: never part of the value */
+        /* a control token decodes to nothing: never part of the value, unless it is a tool
+         * call's marker, written as its text */
+        if (tk_is_control(tok, id) && specials) {
+            const char *b;
+            size_t len;
+            bool marker = false;
+            if (!tk_piece(tok, id, true, &b, &len))
+                for (int i = 0; specials[i] && !marker; i++)
+                    marker = strlen(specials[i]) == len && !memcmp(specials[i], b, len);
+            if (marker) {
+                bytes[id] = b, lens[id] = len;
+                continue;
+            }
+        }
         if (tk_is_control(tok, id) || tk_piece(tok, id, false, &bytes[id], &lens[id]))
             bytes[id] = "", lens[id] = 0;
     }
@@ -70,8 +85,15 @@ static void c_end(void *state) {
     free(c);
 }
 
-void *co_grammar_constraint(const gr_vocab *v, const char *schema, const char *before,
-                            const char *after, mw_err *err) {
+static void *with_grammar(const gr_vocab *v, constraint *c, int rc, mw_err *err) {
+    if (rc || gr_matcher_new(c->g, v, &c->m, err)) {
+        c_end(c);
+        return NULL;
+    }
+    return c;
+}
+
+void *co_grammar_constraint(const gr_vocab *v, const char *schema, mw_err *err) {
     constraint *c = calloc(1, sizeof *c);
     if (!c) {
         mw_errf(err, "out of memory");
@@ -79,11 +101,39 @@ void *co_grammar_constraint(const gr_vocab *v, const char *schema, const char *b
     }
     const int rc =
         schema ? gr_compile_text(schema, strlen(schema), &c->g, err) : gr_compile(NULL, &c->g, err);
-    if (rc || gr_wrap(c->g, before, after, err) || gr_matcher_new(c->g, v, &c->m, err)) {
-        c_end(c);
-        return NULL;
+    return with_grammar(v, c, rc, err);
+}
+
+void *co_grammar_call_constraint(const gr_vocab *v, const char *chat, const char *tools,
+                                 mw_err *err) {
+    json_t *list = json_loads(tools, 0, NULL);
+    const size_t n = json_array_size(list);
+    constraint *c = calloc(1, sizeof *c);
+    char(*aff)[2][GR_MAX_AFFIX + 1] = n && n <= GR_MAX_BRANCHES ? calloc(n, sizeof *aff) : NULL;
+    const json_t *schemas[GR_MAX_BRANCHES];
+    const char *pre[GR_MAX_BRANCHES], *post[GR_MAX_BRANCHES];
+    int rc =
+        !c || !aff
+            ? mw_errf(err, n > GR_MAX_BRANCHES ? "more than %d tools to force" : "out of memory",
+                      GR_MAX_BRANCHES)
+            : 0;
+    for (size_t i = 0; !rc && i < n; i++) {
+        const json_t *t = json_array_get(list, i);
+        const char *name = json_string_value(json_object_get(t, "name"));
+        if (co_toolcall_forced(chat, name, aff[i][0], aff[i][1], GR_MAX_AFFIX + 1))
+            rc = mw_errf(err,
+                         "the call of tool '%.64s' cannot be forced in the chat format %s (a "
+                         "name of 1 to 64 letters, digits, '_' and '-')",
+                         name ? name : "", chat ? chat : "(none)");
+        schemas[i] = json_object_get(t, "parameters");
+        pre[i] = aff[i][0];
+        post[i] = aff[i][1];
     }
-    return c;
+    if (!rc) rc = gr_compile_alts(schemas, pre, post, (int)n, &c->g, err);
+    free(aff);
+    json_decref(list);
+    if (!c) return NULL;
+    return with_grammar(v, c, rc, err);
 }
 
 static int64_t c_mask(void *state, float *logits, int64_t n) {

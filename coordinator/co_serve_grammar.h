@@ -30,15 +30,20 @@ const gr_vocab *co_grammar_trie_get(co_grammar_trie *t, const struct tk_tokenize
                                     const struct tk_chat *chat, mw_err *err);
 
 /* A tokenizer's vocabulary as the grammar's: each token's bytes as it decodes (control tokens:
- * none), the ends the chat format's stop tokens (chat NULL: the model's end-of-generation ids). */
+ * none, except the chat format's tool-call markers, co_toolcall_specials, which are their text
+ * as a request with tools reads them), the ends the chat format's stop tokens (chat NULL: the
+ * model's end-of-generation ids). */
 gr_vocab *co_grammar_vocab_new(const struct tk_tokenizer *tok, const struct tk_chat *chat,
                                mw_err *err);
 
 /* A job's constraint over vocabulary v: the output is a value of schema (JSON text; NULL: any JSON
- * object) between the literal texts before and after (NULL: none), then an end token. NULL with
- * err set. Owned by the scheduler once submitted. */
-void *co_grammar_constraint(const gr_vocab *v, const char *schema, const char *before,
-                            const char *after, mw_err *err);
+ * object), then an end token. NULL with err set. Owned by the scheduler once submitted. */
+void *co_grammar_constraint(const gr_vocab *v, const char *schema, mw_err *err);
+/* The same for a forced tool call in the chat format `chat` (co_toolcall.h): tools is a JSON
+ * list's text of [{"name", "parameters"}] (the tools the call may be of); the output is a call of
+ * one of them, its arguments a value of that tool's parameters. */
+void *co_grammar_call_constraint(const gr_vocab *v, const char *chat, const char *tools,
+                                 mw_err *err);
 extern const co_constraint_ops co_grammar_constraint_ops;
 
 #endif

@@ -68,10 +68,10 @@ const char *co_stext_format_name(const co_stext *t);
  * ends. NULL with err set when it cannot be built. */
 const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err);
 
-/* A job's constraint (co_grammar_constraint over co_stext_vocab): the output is a value of schema
- * (JSON text; NULL: any JSON object) between before and after, then an end token. NULL with err
- * set. The state is co_grammar_constraint_ops's. */
-void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
-                          mw_err *err);
+/* A job's constraint over co_stext_vocab: with call_tools (a JSON list's text of [{"name",
+ * "parameters"}]) a call of one of those tools in the chat format's syntax
+ * (co_grammar_call_constraint), else a value of schema (JSON text; NULL: any JSON object); then
+ * an end token. NULL with err set. The state is co_grammar_constraint_ops's. */
+void *co_stext_constraint(co_stext *t, const char *schema, const char *call_tools, mw_err *err);
 
 #endif

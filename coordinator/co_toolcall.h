@@ -1,9 +1,26 @@
-/* coordinator/co_toolcall.h — a chat's tool calls read out of its generated text, per chat format
- * (Qwen3's <tool_call>{"name": ..., "arguments": ...}</tool_call>), incrementally: the text that
- * is not a call passes through as content as soon as it cannot be the start of one; a call
- * becomes an OpenAI tool call ({"id", "type": "function", "function": {"name", "arguments"}})
- * when it closes. A call that is not well formed (not JSON, no name, unclosed at the end) is
- * given back as content, never dropped. */
+/* coordinator/co_toolcall.h — a chat's tool calls read out of its generated text, per chat format,
+ * incrementally: the text that is not a call passes through as content as soon as it cannot be
+ * the start of one; a call becomes an OpenAI tool call ({"id", "type": "function", "function":
+ * {"name", "arguments"}}) when it closes. A call that is not well formed (arguments not a JSON
+ * object, no name, unclosed at the end) is given back as content, never dropped.
+ *
+ * The formats (the chat format is a fact of the model's family, tokenizer/tk_chat.h; each one
+ * that carries calls is declared here, any other is refused with tools):
+ *   qwen3        <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call>
+ *   deepseek-v3
+ * <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...} deepseek-r1
+ * \n```<｜tool▁call▁end｜><｜tool▁calls▁end｜> (V3.1's NAME<｜tool▁sep｜>{...} read too) kimi-k2
+ * <|tool_calls_section_begin|><|tool_call_begin|>functions.NAME:IDX
+ *                <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
+ *                (the id is functions.NAME:IDX, as Kimi's template renders it back)
+ *   harmony      <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
+ *                (<|call|> is a stop token: the generation's end closes the call too)
+ *
+ * The text read is the content with the format's special tokens written as their text (the
+ * server's text side renders them for a request with tools, co_toolcall_specials): the markers
+ * are matched on text so that one reader serves a vocabulary that has them as tokens and one
+ * that spells them (a fixture's), and so that a forced call's grammar, which works on bytes,
+ * writes the same text. */
 #ifndef CO_TOOLCALL_H
 #define CO_TOOLCALL_H
 
@@ -15,10 +32,19 @@
 
 typedef struct co_toolcall co_toolcall;
 
-/* Whether the chat format's tool calls can be read (and a call forced: co_toolcall_markers). */
+/* Whether the chat format's tool calls can be read (and a call forced: co_toolcall_forced). */
 bool co_toolcall_known(const char *chat_name);
-/* The literal text around a forced call's JSON ({"name", "arguments"}) in that format. */
-void co_toolcall_markers(const char *chat_name, const char **before, const char **after);
+/* The format's special tokens, as text, that a request with tools keeps in its content (NULL
+ * when none or unknown; the list ends with NULL). */
+const char *const *co_toolcall_specials(const char *chat_name);
+/* Whether a function's name can be forced: [A-Za-z0-9_-]{1,64} (so that every format's call
+ * text stays unambiguous). */
+bool co_toolcall_name_ok(const char *name);
+/* The literal text before and after a forced call's arguments for the tool `name` (which must
+ * match [A-Za-z0-9_-]{1,64}), written into before / after (cap bytes each). -1: an unknown
+ * format, a name that cannot be forced, or too long. */
+int co_toolcall_forced(const char *chat_name, const char *name, char *before, char *after,
+                       size_t cap);
 
 /* NULL when out of memory or the format is not known. id_seed makes the calls' ids. */
 co_toolcall *co_toolcall_new(const char *chat_name, unsigned long long id_seed);
@@ -26,7 +52,8 @@ void co_toolcall_free(co_toolcall *p);
 /* Feeds generated content; appends plain content to text and each call completed to calls (a
  * JSON array). -1: out of memory. */
 int co_toolcall_feed(co_toolcall *p, const char *s, size_t n, co_buf *text, json_t *calls);
-/* The end of the generation: whatever is held goes to text (an unclosed call included). */
+/* The end of the generation: whatever is held goes to text (an unclosed call included, except
+ * in a format whose calls end with the generation). */
 int co_toolcall_finish(co_toolcall *p, co_buf *text, json_t *calls);
 
 #endif

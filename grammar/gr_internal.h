@@ -43,13 +43,20 @@ typedef struct gr_node {
     uint8_t first[32]; /* bytes a value of this node may start with */
 } gr_node;
 
+/* One alternative of the output: literal text, a value, literal text. */
+typedef struct gr_branch {
+    int root;
+    char prefix[GR_MAX_AFFIX + 1], suffix[GR_MAX_AFFIX + 1];
+    uint16_t plen, slen;
+} gr_branch;
+
 struct gr_grammar {
     gr_node *v;
     int n, cap;
-    int root;
+    int root;                               /* the value being compiled (the last branch's) */
     int any, any_object, any_array, string; /* shared nodes of "any value" */
-    char prefix[257], suffix[257];
-    uint16_t plen, slen;
+    gr_branch br[GR_MAX_BRANCHES];
+    int n_br;
 };
 
 #endif

@@ -427,33 +427,69 @@ void gr_free(gr_grammar *g) {
     free(g);
 }
 
-int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
-    *out = NULL;
-    gr_grammar *g = calloc(1, sizeof *g);
-    if (!g) return mw_errf(err, "out of memory");
-    comp c = {.g = g, .root = schema, .err = err};
+/* The shared nodes of "any value", then each alternative's value; first bytes settled. */
+static int build(gr_grammar *g, const json_t *const *schemas, int n, mw_err *err) {
+    comp c = {.g = g, .err = err};
     g->any = new_node(&c, GR_ANY, "");
     g->any_object = new_node(&c, GR_OBJECT, "");
     g->any_array = new_node(&c, GR_ARRAY, "");
     g->string = new_node(&c, GR_STRING, "");
-    if (g->string < 0) {
-        gr_free(g);
-        return -1;
-    }
+    if (g->string < 0) return -1;
     g->v[g->any_object].extra = g->any;
     g->v[g->any_array].items = g->any;
-    g->root = schema ? compile(&c, schema, "") : g->any_object;
-    bool changed = g->root >= 0;
+    for (int i = 0; i < n; i++) {
+        char path[32] = "";
+        if (n > 1) snprintf(path, sizeof path, "[%d]", i);
+        c.root = schemas[i];
+        c.n_refs = 0; /* a schema's $refs are its own */
+        g->root = schemas[i] ? compile(&c, schemas[i], path) : g->any_object;
+        if (g->root < 0) return -1;
+        g->br[i].root = g->root;
+    }
+    g->n_br = n;
+    bool changed = true;
     for (int round = 0; changed && round <= g->n; round++) {
         changed = false;
         for (int k = 0; k < g->n; k++) changed |= first_of(g, k);
     }
     static const uint8_t none[32];
-    if (g->root >= 0 && !memcmp(g->v[g->root].first, none, 32)) {
-        mw_errf(err, "the schema admits no value (references that lead only to each other)");
-        g->root = -1;
-    }
-    if (g->root < 0 || check_anyof(g, err)) {
+    for (int i = 0; i < n; i++)
+        if (!memcmp(g->v[g->br[i].root].first, none, 32))
+            return mw_errf(err, "the schema admits no value (references that lead only to each "
+                                "other)");
+    return check_anyof(g, err);
+}
+
+static int set_affix(gr_branch *b, const char *prefix, const char *suffix, mw_err *err) {
+    const size_t pl = prefix ? strlen(prefix) : 0, sl = suffix ? strlen(suffix) : 0;
+    if (pl > GR_MAX_AFFIX || sl > GR_MAX_AFFIX)
+        return mw_errf(err, "a grammar's prefix or suffix over %d bytes", GR_MAX_AFFIX);
+    memcpy(b->prefix, prefix ? prefix : "", pl + 1);
+    memcpy(b->suffix, suffix ? suffix : "", sl + 1);
+    b->plen = (uint16_t)pl;
+    b->slen = (uint16_t)sl;
+    return 0;
+}
+
+int gr_compile_alts(const json_t *const *schemas, const char *const *prefixes,
+                    const char *const *suffixes, int n, gr_grammar **out, mw_err *err) {
+    *out = NULL;
+    if (n < 1 || n > GR_MAX_BRANCHES)
+        return mw_errf(err, "1 to %d alternatives, not %d", GR_MAX_BRANCHES, n);
+    gr_grammar *g = calloc(1, sizeof *g);
+    if (!g) return mw_errf(err, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc =
+            set_affix(&g->br[i], prefixes ? prefixes[i] : NULL, suffixes ? suffixes[i] : NULL, err);
+    /* the prefix picks the alternative: none may begin another */
+    for (int i = 0; i < n && !rc; i++)
+        for (int j = 0; j < n && !rc; j++)
+            if (i != j && g->br[i].plen <= g->br[j].plen &&
+                !memcmp(g->br[i].prefix, g->br[j].prefix, g->br[i].plen))
+                rc = mw_errf(err, "alternative %d's prefix begins alternative %d's", i, j);
+    if (!rc) rc = build(g, schemas, n, err);
+    if (rc) {
         gr_free(g);
         return -1;
     }
@@ -461,14 +497,8 @@ int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
     return 0;
 }
 
-int gr_wrap(gr_grammar *g, const char *prefix, const char *suffix, mw_err *err) {
-    const size_t pl = prefix ? strlen(prefix) : 0, sl = suffix ? strlen(suffix) : 0;
-    if (pl > 256 || sl > 256) return mw_errf(err, "a grammar's prefix or suffix over 256 bytes");
-    memcpy(g->prefix, prefix ? prefix : "", pl + 1);
-    memcpy(g->suffix, suffix ? suffix : "", sl + 1);
-    g->plen = (uint16_t)pl;
-    g->slen = (uint16_t)sl;
-    return 0;
+int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
+    return gr_compile_alts(&schema, NULL, NULL, 1, out, err);
 }
 
 int gr_compile_text(const char *schema, size_t len, gr_grammar **out, mw_err *err) {

@@ -65,8 +65,11 @@ struct gr_matcher {
 static void copy_state(gr_state *d, const gr_state *s) {
     d->depth = s->depth;
     d->done = s->done;
+    d->chosen = s->chosen;
+    d->br = s->br;
     d->pre = s->pre;
     d->post = s->post;
+    d->cand = s->cand;
     memcpy(d->f, s->f, (size_t)s->depth * sizeof s->f[0]);
 }
 
@@ -166,7 +169,8 @@ static bool plain_text(const uint8_t *p, size_t n) {
     gr_node nd = {.kind = GR_STRING, .max_len = UINT32_MAX};
     g.v = &nd;
     g.n = 1;
-    gr_state s = {.depth = 1};
+    g.n_br = 1;
+    gr_state s = {.depth = 1, .chosen = true};
     s.f[0].phase = 1; /* S_BODY */
     s.f[0].started = 1;
     for (size_t i = 0; i < n; i++)
@@ -277,7 +281,8 @@ void gr_matcher_free(gr_matcher *m) {
 
 static uint64_t state_hash(const gr_state *s) {
     uint64_t h = 1469598103934665603ull ^ s->depth ^ ((uint64_t)s->done << 8) ^
-                 ((uint64_t)s->pre << 16) ^ ((uint64_t)s->post << 32);
+                 ((uint64_t)s->pre << 16) ^ ((uint64_t)s->post << 32) ^ ((uint64_t)s->br << 48) ^
+                 ((uint64_t)s->chosen << 56) ^ s->cand * 31;
     const uint8_t *p = (const uint8_t *)s->f;
     for (size_t i = 0; i < (size_t)s->depth * sizeof s->f[0]; i++)
         h = (h ^ p[i]) * 1099511628211ull;
@@ -286,6 +291,7 @@ static uint64_t state_hash(const gr_state *s) {
 
 static bool same_state(const gr_state *a, const gr_state *b) {
     return a->depth == b->depth && a->done == b->done && a->pre == b->pre && a->post == b->post &&
+           a->chosen == b->chosen && a->br == b->br && a->cand == b->cand &&
            !memcmp(a->f, b->f, (size_t)a->depth * sizeof a->f[0]);
 }
 

@@ -1,7 +1,8 @@
-/* tests/unit/test_co_toolcall.c — tool calls read out of generated text (co_toolcall.h): Qwen3's
- * <tool_call> JSON, the same result whatever way the text is split into pieces (every byte
- * boundary), malformed and unclosed calls given back as text, and the markers a forced call is
- * written between. */
+/* tests/unit/test_co_toolcall.c — tool calls read out of generated text (co_toolcall.h), per
+ * format: Qwen3's <tool_call> JSON, DeepSeek-V3's (and V3.1's) and Kimi-K2's tool-call sections,
+ * harmony's commentary channel; the same result whatever way the text is split into pieces
+ * (every byte boundary, every pair for short texts), malformed and unclosed calls given back as
+ * text, and the text a forced call is written between (which reads back as the call). */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -15,10 +16,12 @@ typedef struct got {
     json_t *calls;
 } got;
 
+static const char *fmt = "qwen3"; /* the format under test */
+
 /* The text fed in pieces cut at `cuts` (sorted offsets; none: whole). */
 static got run(const char *s, const size_t *cuts, int n_cuts) {
     got g = {.calls = json_array()};
-    co_toolcall *p = co_toolcall_new("qwen3", 7);
+    co_toolcall *p = co_toolcall_new(fmt, 7);
     assert_non_null(p);
     size_t at = 0;
     for (int i = 0; i <= n_cuts; i++) {
@@ -94,23 +97,109 @@ static void test_malformed_is_text(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect(bad[i], bad[i], 0, NULL, NULL);
 }
 
-static void test_formats(void **state) {
+#define DS_CALLS     "<｜tool▁calls▁begin｜>"
+#define DS_CALLS_END "<｜tool▁calls▁end｜>"
+#define DS_CALL      "<｜tool▁call▁begin｜>"
+#define DS_END       "<｜tool▁call▁end｜>"
+#define DS_SEP       "<｜tool▁sep｜>"
+
+static void test_deepseek(void **state) {
     (void)state;
-    assert_true(co_toolcall_known("qwen3"));
-    assert_false(co_toolcall_known("harmony"));
+    fmt = "deepseek-v3";
+    expect("Let me check." DS_CALLS DS_CALL "function" DS_SEP
+           "get_w\n```json\n{\"c\": \"P\"}\n```" DS_END DS_CALLS_END,
+           "Let me check.", 1, "get_w", "{\"c\":\"P\"}");
+    /* V3.1: the name, then the arguments */
+    expect(DS_CALLS DS_CALL "f" DS_SEP "{\"a\":[1]}" DS_END DS_CALLS_END, "", 1, "f",
+           "{\"a\":[1]}");
+    const char *bad[] = {
+        DS_CALL "function" DS_SEP "f\n```json\n{\"a\":\n```" DS_END, /* not JSON */
+        DS_CALL "function" DS_SEP "f\n```json\n[1]\n```" DS_END,     /* not an object */
+        DS_CALL "no separator {}" DS_END,
+        DS_CALL "function" DS_SEP "f\n```json\n{}\n```", /* never closed */
+        "text " DS_CALL "fun",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect(bad[i], bad[i], 0, NULL, NULL);
+    fmt = "qwen3";
+}
+
+#define K_SEC     "<|tool_calls_section_begin|>"
+#define K_SEC_END "<|tool_calls_section_end|>"
+#define K_CALL    "<|tool_call_begin|>"
+#define K_ARGS    "<|tool_call_argument_begin|>"
+#define K_END     "<|tool_call_end|>"
+
+static void test_kimi(void **state) {
+    (void)state;
+    fmt = "kimi-k2";
+    expect("ok" K_SEC K_CALL "functions.get_time:0" K_ARGS "{\"tz\": \"UTC\"}" K_END K_SEC_END,
+           "ok", 1, "get_time", "{\"tz\":\"UTC\"}");
+    /* two calls in one section; the id is Kimi's own */
+    got g = run(K_SEC K_CALL "functions.a:0" K_ARGS "{}" K_END K_CALL " functions.b:1 " K_ARGS
+                             "{\"x\":1}" K_END K_SEC_END,
+                NULL, 0);
+    assert_int_equal(json_array_size(g.calls), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(g.calls, 1), "id")),
+                        "functions.b:1");
+    assert_null(g.text.p ? (g.text.len ? g.text.p : NULL) : NULL);
+    got_free(&g);
+    const char *bad[] = {
+        K_CALL "functions.a" K_ARGS "{}" K_END,       /* no index */
+        K_CALL "functions.a:x" K_ARGS "{}" K_END,     /* not an index */
+        K_CALL "functions.a:0 {}" K_END,              /* no arguments marker */
+        K_CALL "functions.a:0" K_ARGS "{\"x\"" K_END, /* not JSON */
+        K_CALL "functions.a:0" K_ARGS "{}",           /* never closed */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect(bad[i], bad[i], 0, NULL, NULL);
+    fmt = "qwen3";
+}
+
+static void test_harmony(void **state) {
+    (void)state;
+    fmt = "harmony";
+    /* <|call|> is a stop token: the end of the generation closes the call */
+    expect("<|channel|>commentary to=functions.get_w <|constrain|>json<|message|>{\"c\":\"P\"}", "",
+           1, "get_w", "{\"c\":\"P\"}");
+    expect("<|channel|>commentary to=functions.f<|message|>{}<|call|>", "", 1, "f", "{}");
+    const char *bad[] = {
+        "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{\"a\":", /* cut */
+        "<|channel|>commentary to=functions.f json",                                /* no message */
+        "<|channel|>commentary to=functions. <|message|>{}",                        /* no name */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect(bad[i], bad[i], 0, NULL, NULL);
+    fmt = "qwen3";
+}
+
+/* A forced call's text, with arguments between, reads back as that call in every format. */
+static void test_forced(void **state) {
+    (void)state;
+    static const char *const all[] = {"qwen3", "deepseek-v3", "deepseek-r1", "kimi-k2", "harmony"};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) {
+        fmt = all[k];
+        assert_true(co_toolcall_known(fmt));
+        char before[300], after[300], text[700];
+        assert_int_equal(co_toolcall_forced(fmt, "get_weather", before, after, sizeof before), 0);
+        snprintf(text, sizeof text, "%s{\"city\": \"Paris\"}%s", before, after);
+        expect(text, "", 1, "get_weather", "{\"city\":\"Paris\"}");
+        assert_int_equal(co_toolcall_forced(fmt, "bad name", before, after, sizeof before), -1);
+        assert_int_equal(co_toolcall_forced(fmt, "f", before, after, 8), -1); /* too small */
+    }
+    fmt = "qwen3";
+    assert_false(co_toolcall_known("chatml"));
     assert_false(co_toolcall_known(NULL));
-    assert_null(co_toolcall_new("deepseek-v3", 1));
-    const char *before, *after;
-    co_toolcall_markers("qwen3", &before, &after);
-    assert_string_equal(before, "<tool_call>\n");
-    assert_string_equal(after, "\n</tool_call>");
+    assert_null(co_toolcall_new("kimi-k3", 1));
+    assert_true(co_toolcall_name_ok("a-b_9"));
+    assert_false(co_toolcall_name_ok(""));
+    assert_false(co_toolcall_name_ok("a.b"));
+    assert_non_null(co_toolcall_specials("kimi-k2"));
+    assert_null(co_toolcall_specials("harmony"));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_calls),
-        cmocka_unit_test(test_malformed_is_text),
-        cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_calls),    cmocka_unit_test(test_malformed_is_text),
+        cmocka_unit_test(test_deepseek), cmocka_unit_test(test_kimi),
+        cmocka_unit_test(test_harmony),  cmocka_unit_test(test_forced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
