@@ -166,12 +166,14 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     co_oai_req *req = &res->req;
     if (co_oai_parse_stoppable(body, len, kind, &p->limits, stop, req, &res->e)) return -1;
     res->k = kind == CO_OAI_CHAT ? 1 : req->n_prompts;
+    const char *chat = p->text ? co_stext_format_name(p->text) : NULL;
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
                              .thinking = req->thinking >= 0 ? req->thinking : p->thinking,
                              .tools = req->tools ? json_object_get(req->root, "tools") : NULL,
                              .kwargs = json_object_get(req->root, "chat_template_kwargs"),
-                             .answer_open = req->format != CO_FORMAT_TEXT || req->call_tools,
+                             .answer_open = req->format != CO_FORMAT_TEXT ||
+                                            (req->call_tools && co_toolcall_in_answer(chat)),
                              .tools_text = req->tools};
     if (check_request(p, req, &res->e) || bound_prompts(p, req, res->k, &res->e) ||
         gen_prompts(p, res) || co_oai_req_detach(req, &res->e)) {

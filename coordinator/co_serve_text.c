@@ -97,6 +97,28 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
     return 0;
 }
 
+int co_stext_template_file(co_stext *t, const char *path, mw_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mw_errf(err, "--chat-template-file %s: cannot open it", path);
+    enum { MAX = 1 << 20 };
+    char *src = malloc(MAX + 1);
+    const size_t n = src ? fread(src, 1, MAX + 1, f) : 0;
+    const bool bad = ferror(f) || n > MAX;
+    fclose(f);
+    co_jinja *j = NULL;
+    int rc = !src  ? mw_errf(err, "out of memory")
+             : bad ? mw_errf(err, "--chat-template-file %s: unreadable or over 1 MiB", path)
+                   : co_jinja_open_text(t->tok, src, n, &j, err);
+    free(src);
+    if (rc) return mw_err_wrap(err, "%s", path);
+    co_jinja_free(t->jinja);
+    t->jinja = j;
+    snprintf(t->chat_name, sizeof t->chat_name, "the template file (jinja), %s%s",
+             t->chat ? tk_chat_name(t->chat) : "plain-text",
+             t->chat ? " replies" : " replies ended by end-of-generation tokens");
+    return 0;
+}
+
 void co_stext_free(co_stext *t) {
     if (!t) return;
     co_grammar_trie_free(&t->trie);
@@ -200,7 +222,7 @@ void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
         free(j);
         return NULL;
     }
-    if (chat && chat->tools_text && t->chat)
+    if (chat && chat->tools_text && t->chat && co_toolcall_keeps_specials(tk_chat_name(t->chat)))
         j->specials = co_toolcall_specials(tk_chat_name(t->chat));
     tk_stream_init(&j->stream, t->tok, 0);
     return j;

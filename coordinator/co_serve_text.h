@@ -20,6 +20,10 @@ typedef struct co_stext co_stext;
 /* *out = NULL (and 0) when the source carries no tokenizer; a tokenizer that is there but cannot
  * be loaded is an error. chat_template: a format name, or NULL to recognise the model's. */
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err);
+/* Renders chat prompts with the Jinja template in the file at path instead of the model's
+ * (--chat-template-file; at most 1 MiB); replies are parsed as before (the format named or the
+ * model's family's). */
+int co_stext_template_file(co_stext *t, const char *path, mw_err *err);
 /* The most bytes of text one token stands for (the vocabulary's longest piece, at least 4): a
  * text of n bytes encodes to at least n / this many tokens, which bounds a prompt's length before
  * it is tokenized. */

@@ -24,6 +24,7 @@ typedef struct format {
     bool close_at_end; /* the generation's end closes a call (its closing token is a stop) */
     const char *specials[8];
     const char *forced_before, *forced_mid, *forced_after; /* before NAME mid ARGS after */
+    bool parser_writes; /* the chat parser writes a call's text (its tokens are its structure) */
 } format;
 
 #define DS_CALLS_BEGIN "<｜tool▁calls▁begin｜>"
@@ -36,7 +37,7 @@ typedef struct format {
         name, DS_CALL_BEGIN, DS_CALL_END, {DS_CALLS_BEGIN, DS_CALLS_END}, BODY_DEEPSEEK, false,    \
             {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, NULL},              \
             DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP, "\n```json\n",                         \
-            "\n```" DS_CALL_END DS_CALLS_END                                                       \
+            "\n```" DS_CALL_END DS_CALLS_END, false                                                \
     }
 
 #define KIMI_SEC_BEGIN "<|tool_calls_section_begin|>"
@@ -55,7 +56,8 @@ static const format formats[] = {
      {"<tool_call>", "</tool_call>", NULL},
      "<tool_call>\n{\"name\": \"",
      "\", \"arguments\": ",
-     "}\n</tool_call>"},
+     "}\n</tool_call>",
+     false},
     DEEPSEEK("deepseek-v3"),
     DEEPSEEK("deepseek-r1"),
     {"kimi-k2",
@@ -67,19 +69,22 @@ static const format formats[] = {
      {KIMI_SEC_BEGIN, KIMI_SEC_END, KIMI_BEGIN, KIMI_END, KIMI_ARGS, NULL},
      KIMI_SEC_BEGIN KIMI_BEGIN "functions.",
      ":0" KIMI_ARGS,
-     KIMI_END KIMI_SEC_END},
-    /* harmony's header tokens are its parser's (tokenizer/tk_chat_parse.c): a forced call
-     * writes them as text, which that parser hands on as content */
+     KIMI_END KIMI_SEC_END,
+     false},
+    /* harmony's header tokens are its parser's structure (tokenizer/tk_chat_parse.c), which
+     * writes a call's text in the one shape read here, whether the model wrote them as tokens
+     * or spelled them */
     {"harmony",
      "<|channel|>commentary to=functions.",
      "<|call|>",
      {NULL, NULL},
      BODY_HARMONY,
      true,
-     {NULL},
+     {"<|channel|>", "<|constrain|>", "<|message|>", NULL},
      "<|channel|>commentary to=functions.",
      " <|constrain|>json<|message|>",
-     ""},
+     "",
+     true},
 };
 
 struct co_toolcall {
@@ -103,6 +108,16 @@ bool co_toolcall_known(const char *chat_name) {
 const char *const *co_toolcall_specials(const char *chat_name) {
     const format *f = find(chat_name);
     return f && f->specials[0] ? f->specials : NULL;
+}
+
+bool co_toolcall_keeps_specials(const char *chat_name) {
+    const format *f = find(chat_name);
+    return f && !f->parser_writes;
+}
+
+bool co_toolcall_in_answer(const char *chat_name) {
+    const format *f = find(chat_name);
+    return f && !f->parser_writes;
 }
 
 bool co_toolcall_name_ok(const char *s) {

@@ -14,7 +14,8 @@
  *                <|tool_call_argument_begin|>{...}<|tool_call_end|><|tool_calls_section_end|>
  *                (the id is functions.NAME:IDX, as Kimi's template renders it back)
  *   harmony      <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
- *                (<|call|> is a stop token: the generation's end closes the call too)
+ *                (<|call|> is a stop token: the generation's end closes the call too; the
+ *                harmony parser writes any call's header in this one shape)
  *
  * The text read is the content with the format's special tokens written as their text (the
  * server's text side renders them for a request with tools, co_toolcall_specials): the markers
@@ -34,9 +35,15 @@ typedef struct co_toolcall co_toolcall;
 
 /* Whether the chat format's tool calls can be read (and a call forced: co_toolcall_forced). */
 bool co_toolcall_known(const char *chat_name);
-/* The format's special tokens, as text, that a request with tools keeps in its content (NULL
- * when none or unknown; the list ends with NULL). */
+/* The format's special tokens, as text, that a forced call writes (a constrained vocabulary
+ * gives them their text; NULL when none or unknown; the list ends with NULL). */
 const char *const *co_toolcall_specials(const char *chat_name);
+/* Whether the text side keeps those tokens as their text in a request's content (not harmony's,
+ * whose parser writes a call's text itself, tokenizer/tk_chat_parse.c). */
+bool co_toolcall_keeps_specials(const char *chat_name);
+/* Whether a forced call is written inside the answer the prompt opens (thinking off); harmony's
+ * is a message of its own on the commentary channel, after the prompt's <|start|>assistant. */
+bool co_toolcall_in_answer(const char *chat_name);
 /* Whether a function's name can be forced: [A-Za-z0-9_-]{1,64} (so that every format's call
  * text stays unambiguous). */
 bool co_toolcall_name_ok(const char *name);

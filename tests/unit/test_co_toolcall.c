@@ -192,7 +192,11 @@ static void test_forced(void **state) {
     assert_false(co_toolcall_name_ok(""));
     assert_false(co_toolcall_name_ok("a.b"));
     assert_non_null(co_toolcall_specials("kimi-k2"));
-    assert_null(co_toolcall_specials("harmony"));
+    assert_non_null(co_toolcall_specials("harmony"));
+    assert_false(co_toolcall_keeps_specials("harmony"));
+    assert_false(co_toolcall_in_answer("harmony"));
+    assert_true(co_toolcall_keeps_specials("deepseek-v3"));
+    assert_true(co_toolcall_in_answer("qwen3"));
 }
 
 int main(void) {
