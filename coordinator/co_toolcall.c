@@ -21,10 +21,11 @@ typedef struct format {
     const char *open, *close; /* around one call */
     const char *drop[2];      /* a section's markers around the calls: left out of the text */
     body_kind body;
-    bool close_at_end; /* the generation's end closes a call (its closing token is a stop) */
+    const char *trailer; /* what may follow the arguments before close (whitespace around) */
+    bool close_at_end;   /* the generation's end closes a call (its closing token is a stop) */
+    bool parser_writes;  /* the chat parser writes a call's text (its tokens are its structure) */
     const char *specials[8];
     const char *forced_before, *forced_mid, *forced_after; /* before NAME mid ARGS after */
-    bool parser_writes; /* the chat parser writes a call's text (its tokens are its structure) */
 } format;
 
 #define DS_CALLS_BEGIN "<｜tool▁calls▁begin｜>"
@@ -34,10 +35,11 @@ typedef struct format {
 #define DS_SEP         "<｜tool▁sep｜>"
 #define DEEPSEEK(name)                                                                             \
     {                                                                                              \
-        name, DS_CALL_BEGIN, DS_CALL_END, {DS_CALLS_BEGIN, DS_CALLS_END}, BODY_DEEPSEEK, false,    \
-            {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, NULL},              \
-            DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP, "\n```json\n",                         \
-            "\n```" DS_CALL_END DS_CALLS_END, false                                                \
+        .chat = name, .open = DS_CALL_BEGIN, .close = DS_CALL_END,                                 \
+        .drop = {DS_CALLS_BEGIN, DS_CALLS_END}, .body = BODY_DEEPSEEK, .trailer = "```",           \
+        .specials = {DS_CALLS_BEGIN, DS_CALLS_END, DS_CALL_BEGIN, DS_CALL_END, DS_SEP, NULL},      \
+        .forced_before = DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP,                           \
+        .forced_mid = "\n```json\n", .forced_after = "\n```" DS_CALL_END DS_CALLS_END              \
     }
 
 #define KIMI_SEC_BEGIN "<|tool_calls_section_begin|>"
@@ -47,44 +49,41 @@ typedef struct format {
 #define KIMI_ARGS      "<|tool_call_argument_begin|>"
 
 static const format formats[] = {
-    {"qwen3",
-     "<tool_call>",
-     "</tool_call>",
-     {NULL, NULL},
-     BODY_JSON,
-     false,
-     {"<tool_call>", "</tool_call>", NULL},
-     "<tool_call>\n{\"name\": \"",
-     "\", \"arguments\": ",
-     "}\n</tool_call>",
-     false},
+    {.chat = "qwen3",
+     .open = "<tool_call>",
+     .close = "</tool_call>",
+     .body = BODY_JSON,
+     .trailer = "}",
+     .specials = {"<tool_call>", "</tool_call>", NULL},
+     .forced_before = "<tool_call>\n{\"name\": \"",
+     .forced_mid = "\", \"arguments\": ",
+     .forced_after = "}\n</tool_call>"},
     DEEPSEEK("deepseek-v3"),
     DEEPSEEK("deepseek-r1"),
-    {"kimi-k2",
-     KIMI_BEGIN,
-     KIMI_END,
-     {KIMI_SEC_BEGIN, KIMI_SEC_END},
-     BODY_KIMI,
-     false,
-     {KIMI_SEC_BEGIN, KIMI_SEC_END, KIMI_BEGIN, KIMI_END, KIMI_ARGS, NULL},
-     KIMI_SEC_BEGIN KIMI_BEGIN "functions.",
-     ":0" KIMI_ARGS,
-     KIMI_END KIMI_SEC_END,
-     false},
+    {.chat = "kimi-k2",
+     .open = KIMI_BEGIN,
+     .close = KIMI_END,
+     .drop = {KIMI_SEC_BEGIN, KIMI_SEC_END},
+     .body = BODY_KIMI,
+     .trailer = "",
+     .specials = {KIMI_SEC_BEGIN, KIMI_SEC_END, KIMI_BEGIN, KIMI_END, KIMI_ARGS, NULL},
+     .forced_before = KIMI_SEC_BEGIN KIMI_BEGIN "functions.",
+     .forced_mid = ":0" KIMI_ARGS,
+     .forced_after = KIMI_END KIMI_SEC_END},
     /* harmony's header tokens are its parser's structure (tokenizer/tk_chat_parse.c), which
      * writes a call's text in the one shape read here, whether the model wrote them as tokens
      * or spelled them */
-    {"harmony",
-     "<|channel|>commentary to=functions.",
-     "<|call|>",
-     {NULL, NULL},
-     BODY_HARMONY,
-     true,
-     {"<|channel|>", "<|constrain|>", "<|message|>", NULL},
-     "<|channel|>commentary to=functions.",
-     " <|constrain|>json<|message|>",
-     "",
-     true},
+    {.chat = "harmony",
+     .open = "<|channel|>commentary to=functions.",
+     .close = "<|call|>",
+     .body = BODY_HARMONY,
+     .trailer = "",
+     .close_at_end = true,
+     .parser_writes = true,
+     .specials = {"<|channel|>", "<|constrain|>", "<|message|>", NULL},
+     .forced_before = "<|channel|>commentary to=functions.",
+     .forced_mid = " <|constrain|>json<|message|>",
+     .forced_after = ""},
 };
 
 struct co_toolcall {
@@ -92,7 +91,12 @@ struct co_toolcall {
     bool in_call;
     co_buf held; /* outside a call: a tail that may open one; inside: the call's text */
     unsigned long long seed;
-    int n_calls;
+    int n_calls; /* calls given (announced or whole): the next one's index */
+    /* the call under way once its head (the name, the arguments' '{') is read: announced */
+    json_t *cur; /* {"id", "type", "function": {"name", "arguments"}}, arguments still "" */
+    size_t args_start, scanned, sent, args_end; /* offsets in held */
+    bool args_done, in_str, esc;
+    int depth;
 };
 
 static const format *find(const char *chat) {
@@ -149,6 +153,7 @@ co_toolcall *co_toolcall_new(const char *chat_name, unsigned long long id_seed) 
 
 void co_toolcall_free(co_toolcall *p) {
     if (!p) return;
+    json_decref(p->cur);
     co_buf_free(&p->held);
     free(p);
 }
@@ -253,16 +258,204 @@ static int read_body(const format *f, const char *s, size_t n, char **name, char
     return -1;
 }
 
+static json_t *new_call(co_toolcall *p, const char *id, const char *name, const char *args) {
+    char gen[40];
+    snprintf(gen, sizeof gen, "call_%012llx%04x", p->seed & 0xffffffffffffull,
+             (unsigned)p->n_calls & 0xffff);
+    return json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id ? id : gen, "type", "function",
+                     "function", "name", name, "arguments", args);
+}
+
 static json_t *read_call(co_toolcall *p, const char *s, size_t n) {
     char *name, *args, *id;
     if (read_body(p->f, s, n, &name, &args, &id)) return NULL;
-    char gen[40];
-    snprintf(gen, sizeof gen, "call_%012llx%04x", p->seed & 0xffffffffffffull,
-             (unsigned)p->n_calls++ & 0xffff);
-    json_t *call = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", id ? id : gen, "type", "function",
-                             "function", "name", name, "arguments", args);
+    json_t *call = new_call(p, id, name, args);
     free(name), free(args), free(id);
     return call;
+}
+
+/* ---- a call's head, read as it arrives ---------------------------------------------------- */
+
+/* A cursor over a call's text so far: `more` when it ran out before it could tell. */
+typedef struct cur {
+    const char *s;
+    size_t n, i;
+    bool more;
+} cur;
+
+static void skip_space(cur *c) {
+    while (c->i < c->n && is_ws(c->s[c->i])) c->i++;
+}
+
+static bool lit(cur *c, const char *m) {
+    const size_t ml = strlen(m);
+    for (size_t k = 0; k < ml; k++) {
+        if (c->i + k == c->n) return c->more = true, false;
+        if (c->s[c->i + k] != m[k]) return false;
+    }
+    c->i += ml;
+    return true;
+}
+
+/* A name up to one of stops. */
+static bool name_upto(cur *c, const char *stops, const char **nm, size_t *nl) {
+    const size_t st = c->i;
+    while (c->i < c->n && !strchr(stops, c->s[c->i]) && c->i - st <= MAX_NAME) c->i++;
+    if (c->i == c->n) return c->more = c->i - st <= MAX_NAME, false;
+    *nm = c->s + st, *nl = c->i - st;
+    return good_name(*nm, *nl);
+}
+
+/* The head of a call: 1 read (the name, Kimi's id, the arguments' '{' at *args), 0 not yet, -1
+ * not in the shape read as it arrives (the call is then read whole when it closes). */
+static int read_head(const format *f, const char *s, size_t n, const char **nm, size_t *nl,
+                     const char **id, size_t *il, size_t *args) {
+    cur c = {.s = s, .n = n};
+    *id = NULL, *il = 0;
+    bool ok = false;
+    if (f->body == BODY_JSON) {
+        skip_space(&c);
+        ok = lit(&c, "{");
+        if (ok) skip_space(&c), ok = lit(&c, "\"name\"");
+        if (ok) skip_space(&c), ok = lit(&c, ":");
+        if (ok) skip_space(&c), ok = lit(&c, "\"");
+        if (ok) ok = name_upto(&c, "\"\\", nm, nl) && lit(&c, "\"");
+        if (ok) skip_space(&c), ok = lit(&c, ",");
+        if (ok) skip_space(&c), ok = lit(&c, "\"arguments\"");
+        if (ok) skip_space(&c), ok = lit(&c, ":");
+    } else if (f->body == BODY_DEEPSEEK) {
+        ok = lit(&c, "function" DS_SEP);
+        if (ok) ok = name_upto(&c, "\n", nm, nl) && lit(&c, "\n");
+        if (ok) skip_space(&c), ok = lit(&c, "```json");
+        if (!ok && !c.more) { /* V3.1: NAME<｜tool▁sep｜>ARGS */
+            c = (cur){.s = s, .n = n};
+            ok = name_upto(&c, "<", nm, nl) && lit(&c, DS_SEP);
+        }
+    } else if (f->body == BODY_KIMI) {
+        skip_space(&c);
+        const size_t st = c.i;
+        lit(&c, "functions.");
+        c.more = false;
+        ok = name_upto(&c, ":", nm, nl) && lit(&c, ":");
+        const size_t digits = c.i;
+        while (ok && c.i < c.n && c.s[c.i] >= '0' && c.s[c.i] <= '9') c.i++;
+        if (ok && c.i == c.n) c.more = true, ok = false;
+        if (ok && c.i == digits) ok = false;
+        *id = s + st, *il = c.i - st;
+        if (ok) skip_space(&c), ok = lit(&c, KIMI_ARGS);
+    } else { /* harmony: NAME, what the header holds more, <|message|> */
+        ok = name_upto(&c, " <", nm, nl);
+        const char *msg = ok ? find_in(s + c.i, n - c.i, "<|message|>") : NULL;
+        if (ok && !msg) c.more = n - c.i < 256, ok = false;
+        if (ok) c.i = (size_t)(msg - s) + 11;
+    }
+    if (ok) skip_space(&c), ok = lit(&c, "{");
+    if (!ok) return c.more ? 0 : -1;
+    *args = c.i - 1;
+    return 1;
+}
+
+static int add_delta(json_t *deltas, json_t *d) {
+    if (!deltas) return json_decref(d), 0;
+    return !d || json_array_append_new(deltas, d) ? -1 : 0;
+}
+
+/* The head read: the call is given its id and name now (a first delta). */
+static int announce(co_toolcall *p, const char *nm, size_t nl, const char *id, size_t il,
+                    size_t args, json_t *deltas) {
+    char name[MAX_NAME + 1], idb[MAX_NAME + 32];
+    snprintf(name, sizeof name, "%.*s", (int)nl, nm);
+    if (id) snprintf(idb, sizeof idb, "%.*s", (int)(il < MAX_NAME + 31 ? il : MAX_NAME + 31), id);
+    if (!(p->cur = new_call(p, id ? idb : NULL, name, ""))) return -1;
+    p->args_start = p->scanned = p->sent = args;
+    p->args_done = p->in_str = p->esc = false;
+    p->depth = 0;
+    json_t *f = json_object_get(p->cur, "function");
+    return add_delta(deltas,
+                     json_pack("{s:i, s:O, s:s, s:{s:O, s:s}}", "index", p->n_calls, "id",
+                               json_object_get(p->cur, "id"), "type", "function", "function",
+                               "name", json_object_get(f, "name"), "arguments", ""));
+}
+
+/* Reads the arguments on from where it stopped: they end where their braces close (outside
+ * strings), or where the call's closing marker stands outside a string (arguments cut short);
+ * it waits where the marker may be starting. The bytes read go out as a delta. */
+static int scan_args(co_toolcall *p, json_t *deltas) {
+    const char *s = p->held.p;
+    const size_t n = p->held.len, cl = strlen(p->f->close);
+    size_t i = p->scanned;
+    for (; i < n && !p->args_done; i++) {
+        const char b = s[i];
+        if (p->in_str) {
+            if (p->esc)
+                p->esc = false;
+            else if (b == '\\')
+                p->esc = true;
+            else if (b == '"')
+                p->in_str = false;
+            continue;
+        }
+        if (b == p->f->close[0]) {
+            const size_t k = n - i < cl ? n - i : cl;
+            if (!memcmp(s + i, p->f->close, k)) {
+                if (k < cl) break; /* perhaps the marker: wait */
+                p->args_done = true, p->args_end = i;
+                break;
+            }
+        }
+        if (b == '"') p->in_str = true;
+        if (b == '{' || b == '[') p->depth++;
+        if ((b == '}' || b == ']') && --p->depth == 0) p->args_done = true, p->args_end = i + 1;
+    }
+    p->scanned = p->args_done ? p->args_end : i;
+    /* up to a whole character: the text may have been cut inside one */
+    size_t upto = p->scanned;
+    for (size_t back = 1; !p->args_done && back <= 3 && back <= upto - p->sent; back++) {
+        const unsigned char b = (unsigned char)s[upto - back];
+        if (b < 0x80) break;
+        if (b >= 0xc0) { /* a lead byte: its sequence whole or not */
+            const size_t len = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+            if (len > back) upto -= back;
+            break;
+        }
+    }
+    if (upto == p->sent) return 0;
+    json_t *frag = json_stringn_nocheck(s + p->sent, upto - p->sent);
+    p->sent = upto;
+    return add_delta(
+        deltas, json_pack("{s:i, s:{s:o}}", "index", p->n_calls, "function", "arguments", frag));
+}
+
+/* The announced call ends at body (its closing marker, or the generation's end): its arguments
+ * are the text read, whatever it holds; what follows them that is not the format's trailer goes
+ * to text. */
+static int close_announced(co_toolcall *p, size_t body, co_buf *text, json_t *calls,
+                           json_t *deltas) {
+    const char *s = p->held.p;
+    if (!p->args_done) p->args_end = body;
+    size_t end = p->args_end;
+    while (end > p->args_start && is_ws(s[end - 1])) end--;
+    if (end > p->sent) {
+        json_t *frag = json_stringn_nocheck(s + p->sent, end - p->sent);
+        if (add_delta(deltas, json_pack("{s:i, s:{s:o}}", "index", p->n_calls, "function",
+                                        "arguments", frag)))
+            return -1;
+    }
+    const char *t = s + p->args_end;
+    size_t tl = body > p->args_end ? body - p->args_end : 0;
+    trim(&t, &tl);
+    if (tl && !(strlen(p->f->trailer) == tl && !memcmp(t, p->f->trailer, tl)))
+        co_buf_add(text, t, tl);
+    json_t *f = json_object_get(p->cur, "function");
+    json_t *args = json_stringn_nocheck(s + p->args_start, end - p->args_start);
+    if (!args || json_object_set_new(f, "arguments", args) ||
+        json_array_append_new(calls, p->cur)) {
+        p->cur = NULL;
+        return -1;
+    }
+    p->cur = NULL;
+    p->n_calls++;
+    return 0;
 }
 
 /* The longest tail of s that is a proper prefix of m (NULL m: none). */
@@ -292,7 +485,7 @@ static void drop_front(co_buf *b, size_t used) {
 }
 
 /* Moves what can be decided out of held. */
-static int scan(co_toolcall *p, co_buf *text, json_t *calls, bool end) {
+static int scan(co_toolcall *p, co_buf *text, json_t *calls, json_t *deltas, bool end) {
     const format *f = p->f;
     for (;;) {
         const char *s = p->held.p ? p->held.p : "";
@@ -316,18 +509,40 @@ static int scan(co_toolcall *p, co_buf *text, json_t *calls, bool end) {
             p->in_call = opens;
             continue;
         }
+        if (!p->cur) {
+            const char *nm, *id;
+            size_t nl, il, args;
+            if (read_head(f, s, n, &nm, &nl, &id, &il, &args) == 1 &&
+                announce(p, nm, nl, id, il, args, deltas))
+                return -1;
+        }
+        if (p->cur && !p->args_done && scan_args(p, deltas)) return -1;
         const size_t cl = strlen(f->close);
-        const char *at = find_in(s, n, f->close);
+        const size_t from = p->cur ? (p->args_done ? p->args_end : n) : 0;
+        const char *at = n > from ? find_in(s + from, n - from, f->close) : NULL;
         if (!at && !end && n <= MAX_CALL) return 0;
-        const bool whole = at || (end && f->close_at_end);
         const size_t body = at ? (size_t)(at - s) : n;
-        json_t *call = whole && body <= MAX_CALL ? read_call(p, s, body) : NULL;
         const size_t used = at ? body + cl : n;
-        if (call) {
-            json_array_append_new(calls, call);
-        } else { /* not a call after all: the text as it came */
-            co_buf_puts(text, f->open);
-            co_buf_add(text, s, used);
+        if (p->cur) {
+            if (close_announced(p, body, text, calls, deltas)) return -1;
+        } else {
+            const bool whole = at || (end && f->close_at_end);
+            json_t *call = whole && body <= MAX_CALL ? read_call(p, s, body) : NULL;
+            if (call) { /* read whole: its id and name, then its arguments */
+                json_t *fn = json_object_get(call, "function");
+                if (add_delta(deltas,
+                              json_pack("{s:i, s:O, s:s, s:{s:O, s:s}}", "index", p->n_calls, "id",
+                                        json_object_get(call, "id"), "type", "function", "function",
+                                        "name", json_object_get(fn, "name"), "arguments", "")) ||
+                    add_delta(deltas, json_pack("{s:i, s:{s:O}}", "index", p->n_calls, "function",
+                                                "arguments", json_object_get(fn, "arguments"))) ||
+                    json_array_append_new(calls, call))
+                    return -1;
+                p->n_calls++;
+            } else { /* not a call after all: the text as it came */
+                co_buf_puts(text, f->open);
+                co_buf_add(text, s, used);
+            }
         }
         drop_front(&p->held, used);
         p->in_call = false;
@@ -335,12 +550,13 @@ static int scan(co_toolcall *p, co_buf *text, json_t *calls, bool end) {
     }
 }
 
-int co_toolcall_feed(co_toolcall *p, const char *s, size_t n, co_buf *text, json_t *calls) {
+int co_toolcall_feed(co_toolcall *p, const char *s, size_t n, co_buf *text, json_t *calls,
+                     json_t *deltas) {
     co_buf_add(&p->held, s, n);
     if (p->held.failed) return -1;
-    return scan(p, text, calls, false);
+    return scan(p, text, calls, deltas, false);
 }
 
-int co_toolcall_finish(co_toolcall *p, co_buf *text, json_t *calls) {
-    return scan(p, text, calls, true);
+int co_toolcall_finish(co_toolcall *p, co_buf *text, json_t *calls, json_t *deltas) {
+    return scan(p, text, calls, deltas, true);
 }

@@ -1,8 +1,19 @@
 /* coordinator/co_toolcall.h — a chat's tool calls read out of its generated text, per chat format,
  * incrementally: the text that is not a call passes through as content as soon as it cannot be
  * the start of one; a call becomes an OpenAI tool call ({"id", "type": "function", "function":
- * {"name", "arguments"}}) when it closes. A call that is not well formed (arguments not a JSON
- * object, no name, unclosed at the end) is given back as content, never dropped.
+ * {"name", "arguments"}}).
+ *
+ * Streamed as OpenAI streams them: once a call's head is read (its name, and the '{' its
+ * arguments open with) it is a call, announced by a delta with its index, id, type and name and
+ * empty arguments, and its arguments follow as deltas of the text as it arrives, up to where
+ * their braces close (outside strings) or the call's closing marker stands. Its arguments are
+ * then that text, as the model wrote it, whatever it holds (cut short at the end of the
+ * generation, or not JSON: a stream cannot take back what it sent, and the whole response is
+ * the same); text between the arguments and the closing marker other than the format's own
+ * ("}" for Qwen3, a code fence for DeepSeek) is content. A call whose head is in another shape
+ * (Qwen3's arguments as a string, keys in another order) is read whole when it closes, then
+ * given in two deltas; one that is then not well formed (arguments not a JSON object, no name,
+ * unclosed at the end) is given back as content, never dropped.
  *
  * The formats (the chat format is a fact of the model's family, tokenizer/tk_chat.h; each one
  * that carries calls is declared here, any other is refused with tools):
@@ -56,11 +67,14 @@ int co_toolcall_forced(const char *chat_name, const char *name, char *before, ch
 /* NULL when out of memory or the format is not known. id_seed makes the calls' ids. */
 co_toolcall *co_toolcall_new(const char *chat_name, unsigned long long id_seed);
 void co_toolcall_free(co_toolcall *p);
-/* Feeds generated content; appends plain content to text and each call completed to calls (a
- * JSON array). -1: out of memory. */
-int co_toolcall_feed(co_toolcall *p, const char *s, size_t n, co_buf *text, json_t *calls);
-/* The end of the generation: whatever is held goes to text (an unclosed call included, except
- * in a format whose calls end with the generation). */
-int co_toolcall_finish(co_toolcall *p, co_buf *text, json_t *calls);
+/* Feeds generated content; appends plain content to text, each call completed to calls (a JSON
+ * array) and, deltas non-NULL, the delta.tool_calls items of what arrived ({"index", "id",
+ * "type", "function": {"name", "arguments": ""}} first, then {"index", "function":
+ * {"arguments": TEXT}}). -1: out of memory. */
+int co_toolcall_feed(co_toolcall *p, const char *s, size_t n, co_buf *text, json_t *calls,
+                     json_t *deltas);
+/* The end of the generation: whatever is held goes to text (an unannounced unclosed call
+ * included, except in a format whose calls end with the generation); an announced call ends. */
+int co_toolcall_finish(co_toolcall *p, co_buf *text, json_t *calls, json_t *deltas);
 
 #endif

@@ -49,7 +49,7 @@ function checkCall(call, name, schema) {
 }
 
 async function collect(stream) {
-  const calls = [];
+  const calls = [], fragments = [];
   let content = '', finish = null;
   for await (const c of stream) {
     for (const ch of c.choices) {
@@ -60,11 +60,12 @@ async function collect(stream) {
                                                             arguments: '' } };
         else assert.equal(d.id, undefined); // the id and name come once, first
         calls[d.index].function.arguments += d.function?.arguments ?? '';
+        if (d.function?.arguments) fragments[d.index] = (fragments[d.index] ?? 0) + 1;
       }
       if (ch.finish_reason) finish = ch.finish_reason;
     }
   }
-  return { content, calls, finish };
+  return { content, calls, finish, fragments };
 }
 
 test('a tool-calling loop: a forced call, its result, an answer', async () => {
@@ -90,6 +91,8 @@ test('streamed: delta.tool_calls, then the result and an answer', async () => {
     ...base, seed: 5, messages, tools, tool_choice: 'required', stream: true }));
   assert.equal(s.finish, 'tool_calls');
   assert.equal(s.calls.length, 1);
+  // the arguments arrive as they are generated, not in one piece when the call closes
+  assert.ok(s.fragments[0] > 1, `${s.fragments[0]} argument fragments`);
   // under required with several tools: one of them, with that tool's own arguments
   const tool = tools.find((t) => t.function.name === s.calls[0].function.name);
   assert.ok(tool, s.calls[0].function.name);
