@@ -5,12 +5,17 @@
  * What a schema may use: type (one or a list), properties + required, additionalProperties
  * (false, true or a schema; with properties given only those keys are generated, which every
  * reading of the schema accepts), items, minItems / maxItems, minLength / maxLength (characters;
- * an escape is one), enum, const, anyOf (alternatives
- * that start with different bytes: "a string or null", not "one object or another"), $ref to
- * "#/$defs/NAME" or "#/definitions/NAME" (recursion included), and the annotations title,
- * description, default, examples, $schema, $id, $comment. Anything else (pattern, format,
- * minLength, minimum, oneOf, allOf, ...) is refused with an error naming the keyword and where it
- * is, never ignored.
+ * an escape is one), pattern on a string (gr_regex.c: ECMA syntax, searched unless anchored;
+ * ASCII literals, classes [...] [^...] . \d \w \s and their negations, escapes, groups ( ) and
+ * (?: ), alternation, ? * + {m} {m,} {m,n} (lazy forms too), ^ and $ at the ends; at most 63
+ * positions once repeated; refused by name: back-references, lookaround, word boundaries,
+ * Unicode properties, non-ASCII characters in the pattern, anchors inside it, minLength beside
+ * it; a string under a pattern is written without escapes, so quotes, backslashes and control
+ * characters are not generated), enum, const, anyOf (alternatives that start with different
+ * bytes: "a string or null", not "one object or another"), $ref to "#/$defs/NAME" or
+ * "#/definitions/NAME" (recursion included), and the annotations title, description, default,
+ * examples, $schema, $id, $comment. Anything else (format, minimum, oneOf, allOf, ...) is refused
+ * with an error naming the keyword and where it is, never ignored.
  *
  * The generated text is compact JSON: no whitespace except one optional space after ':' and ','
  * (the way tokenizers split "a": 1, "b"), so a model cannot stall in whitespace. Numbers have at

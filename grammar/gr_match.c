@@ -141,11 +141,23 @@ static bool literal_may_end(const gr_node *nd, const gr_frame *f) {
 static int string_byte(const gr_node *nd, gr_frame *f, uint8_t b) {
     switch (f->phase) {
     case S_OPEN:
+        f->cand = 1ull << GR_RE_START; /* a pattern's state (cand is a string's own) */
         return b == '"' ? (f->phase = S_BODY, 1) : -1;
     case S_BODY:
         /* (seen counts the characters) */
-        if (b == '"') return f->seen >= nd->min_len ? 2 : -1;
+        if (b == '"')
+            return f->seen >= nd->min_len && (!nd->re || gr_regex_accepts(nd->re, f->cand)) ? 2
+                                                                                            : -1;
         if (f->seen >= nd->max_len) return -1;
+        if (nd->re) { /* under a pattern: no escapes; a character other than ASCII at its lead */
+            if (b == '\\' || b < 0x20) return -1;
+            const uint64_t next = gr_regex_step(nd->re, f->cand, b < 0x80 ? b : GR_RE_NONASCII);
+            /* a character only if the pattern can still end within maxLength */
+            if (!next || (nd->max_len != UINT32_MAX &&
+                          f->seen + 1 + gr_regex_need(nd->re, next) > nd->max_len))
+                return -1;
+            f->cand = next;
+        }
         f->seen++;
         if (b == '\\') return f->phase = S_ESC, 1;
         if (b < 0x20) return -1;

@@ -21,6 +21,7 @@ typedef struct comp {
     ref_memo refs[256];
     int n_refs;
     int nest;
+    const json_t *pattern_of; /* the schema whose pattern a string node took last */
     mw_err *err;
 } comp;
 
@@ -94,10 +95,10 @@ static int compile(comp *c, const json_t *s, const char *path);
 static const char *const annotations[] = {"title",    "description", "default",
                                           "examples", "$schema",     "$id",
                                           "$comment", "$defs",       "definitions"};
-static const char *const handled[] = {"type",     "properties", "required", "additionalProperties",
-                                      "items",    "minItems",   "maxItems", "enum",
-                                      "const",    "anyOf",      "$ref",     "minLength",
-                                      "maxLength"};
+static const char *const handled[] = {"type",      "properties", "required", "additionalProperties",
+                                      "items",     "minItems",   "maxItems", "enum",
+                                      "const",     "anyOf",      "$ref",     "minLength",
+                                      "maxLength", "pattern"};
 
 static bool listed(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -213,16 +214,34 @@ static int array_node(comp *c, const json_t *s, const char *path) {
     return k;
 }
 
-/* A string, with its length bounds when the schema gives them. */
+/* A string, with its length bounds and pattern when the schema gives them. */
 static int string_node(comp *c, const json_t *s, const char *path) {
     const json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
-    if (!mn && !mx) return c->g->string;
+    const json_t *pat = json_object_get(s, "pattern");
+    if (!mn && !mx && !pat) return c->g->string;
+    gr_regex *re = NULL;
+    if (pat) {
+        char why[200];
+        if (!json_is_string(pat)) return mw_errf(c->err, "%s/pattern: must be a string", path);
+        if (gr_regex_compile(json_string_value(pat), json_string_length(pat), &re, why, sizeof why))
+            return mw_errf(c->err, "%s/pattern: %s", path, why);
+        c->pattern_of = s;
+        /* a pattern that must end may be unable to reach minLength: not generated together */
+        if (mn) {
+            free(re);
+            return mw_errf(c->err, "%s/minLength: beside a pattern it is not supported", path);
+        }
+    }
     if ((mn && (!json_is_integer(mn) || json_integer_value(mn) < 0)) ||
         (mx && (!json_is_integer(mx) || json_integer_value(mx) < 0)))
         return mw_errf(c->err, "%s: minLength and maxLength must be integers >= 0", path);
     const int k = new_node(c, GR_STRING, path);
-    if (k < 0) return -1;
+    if (k < 0) {
+        free(re);
+        return -1;
+    }
     gr_node *nd = &c->g->v[k];
+    nd->re = re;
     if (mn) nd->min_len = json_integer_value(mn) > 65536 ? 65536 : (uint32_t)json_integer_value(mn);
     if (mx)
         nd->max_len =
@@ -347,6 +366,11 @@ static int compile(comp *c, const json_t *s, const char *path) {
     } else {
         k = c->g->any;
     }
+    if (k >= 0 && json_object_get(s, "pattern") && c->pattern_of != s)
+        k = mw_errf(c->err,
+                    "%s/pattern: a pattern is supported on a schema of type string only (not "
+                    "beside enum, const, anyOf or $ref, nor with no type)",
+                    path);
     c->nest--;
     return k;
 }
@@ -422,6 +446,7 @@ void gr_free(gr_grammar *g) {
         for (int i = 0; i < nd->n_lit; i++) free(nd->lit[i]);
         free(nd->pname), free(nd->plen), free(nd->pval), free(nd->lit), free(nd->llen);
         free(nd->alt);
+        free(nd->re);
     }
     free(g->v);
     free(g);

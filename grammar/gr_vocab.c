@@ -323,6 +323,7 @@ static int64_t open_string(const gr_matcher *m) {
     const gr_frame *f = &s->f[s->depth - 1];
     const gr_node *nd = &m->g->v[f->node];
     if (nd->kind != GR_STRING || !f->started || f->phase != 1 /* S_BODY */) return -1;
+    if (nd->re) return -1; /* a pattern: every token is walked */
     if (nd->max_len == UINT32_MAX || nd->max_len - f->seen > m->v->max_depth) return INT64_MAX;
     return (int64_t)(nd->max_len - f->seen);
 }
@@ -353,8 +354,9 @@ static void cache_key(const gr_matcher *m, gr_state *k) {
     if (k->depth == 0) return;
     gr_frame *f = &k->f[k->depth - 1];
     const gr_node *nd = &m->g->v[f->node];
+    /* (under a pattern the characters it still needs count against maxLength: kept) */
     if (nd->kind == GR_STRING && f->seen >= nd->min_len &&
-        (nd->max_len == UINT32_MAX || nd->max_len - f->seen > m->v->max_depth))
+        (nd->max_len == UINT32_MAX || (!nd->re && nd->max_len - f->seen > m->v->max_depth)))
         f->seen = UINT64_MAX;
 }
 

@@ -119,8 +119,9 @@ test('json_schema outputs valid per ajv; json_object is an object', familyFree, 
     type: 'object',
     properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer' },
                   tags: { type: 'array', items: { enum: ['a', 'b'] }, maxItems: 3 },
-                  ok: { type: 'boolean' }, note: { type: ['string', 'null'], maxLength: 5 } },
-    required: ['name', 'age', 'tags', 'ok', 'note'], additionalProperties: false,
+                  ok: { type: 'boolean' }, note: { type: ['string', 'null'], maxLength: 5 },
+                  code: { type: 'string', pattern: '^[A-Z]{2}-\\d{2,3}$' } },
+    required: ['name', 'age', 'tags', 'ok', 'note', 'code'], additionalProperties: false,
   };
   for (const seed of [1, 2, 3]) {
     const r = await client.chat.completions.create({

@@ -137,7 +137,22 @@ static void test_refusals(void **state) {
     struct {
         const char *schema, *names;
     } bad[] = {
-        {"{\"type\":\"string\",\"pattern\":\"^a\"}", "/pattern"},
+        /* patterns: what the subset leaves out, named */
+        {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "/pattern: the pattern's \\1"},
+        {"{\"type\":\"string\",\"pattern\":\"\\\\bx\"}", "\\b"},
+        {"{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookaround"},
+        {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "anchor"},
+        {"{\"type\":\"string\",\"pattern\":\"^a|b$\"}", "top-level '|'"},
+        {"{\"type\":\"string\",\"pattern\":\"é\"}", "non-ASCII"},
+        {"{\"type\":\"string\",\"pattern\":\"[a\"}", "unclosed"},
+        {"{\"type\":\"string\",\"pattern\":\"a)\"}", "unmatched"},
+        {"{\"type\":\"string\",\"pattern\":\"*a\"}", "nothing before"},
+        {"{\"type\":\"string\",\"pattern\":\"a{3,2}\"}", "{m,n}"},
+        {"{\"type\":\"string\",\"pattern\":\"[a-z]{40}[0-9]{40}\"}", "too long"},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\"$\"}", "matches no string"},
+        {"{\"pattern\":\"a\"}", "type string only"},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"minLength\":2}", "minLength: beside a pattern"},
+        {"{\"type\":\"string\",\"enum\":[\"b\"],\"pattern\":\"a\"}", "type string only"},
         {"{\"type\":\"string\",\"format\":\"date\"}", "'format'"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0}}}",
          "/properties/a/minimum"},
@@ -161,6 +176,42 @@ static void test_refusals(void **state) {
         if (!strstr(err.msg, bad[i].names))
             fail_msg("%s: '%s' does not name %s", bad[i].schema, err.msg, bad[i].names);
         assert_null(g);
+    }
+}
+
+/* String patterns: searched unless anchored, classes, quantifiers, groups, alternation; the
+ * characters JSON escapes are never generated under one. */
+static void test_patterns(void **state) {
+    (void)state;
+    static const struct {
+        const char *pattern, *yes[4], *no[4];
+    } cases[] = {
+        {"^[a-z]{2,4}$", {"\"ab\"", "\"abcd\""}, {"\"a\"", "\"abcde\"", "\"aB\"", "\"\""}},
+        {"^\\d{3}-\\d{4}$", {"\"555-1234\""}, {"\"5551234\"", "\"555-123\"", "\"55a-1234\""}},
+        {"b+c", {"\"xxbbcyy\"", "\"bc\""}, {"\"xxcb\"", "\"\""}},
+        {"^(ab|cd)*x?$", {"\"\"", "\"abcdx\"", "\"x\""}, {"\"abc\"", "\"xx\""}},
+        {"^.$", {"\"é\"", "\"a\""}, {"\"ab\"", "\"\""}},
+        {"^[^a-z]+$", {"\"AB9\"", "\"é\""}, {"\"aB\""}},
+        {"^\\w+@\\w+\\.com$", {"\"a_1@b.com\""}, {"\"a@b.org\"", "\"@b.com\""}},
+        {"^a{2,}$", {"\"aa\"", "\"aaaa\""}, {"\"a\""}},
+        {"^(?:x|y){0,2}z$", {"\"z\"", "\"xyz\""}, {"\"xyxz\""}},
+        {"^a\\$$", {"\"a$\""}, {"\"a\""}},
+        {"^[\\d.]+$", {"\"1.5\""}, {"\"1,5\""}},
+        {"", {"\"\"", "\"anything\""}, {"\"a\\\"b\"", "\"\\n\""}}, /* no escapes written */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *s = json_pack("{s:s, s:s}", "type", "string", "pattern", cases[i].pattern);
+        gr_grammar *g = NULL;
+        mw_err err = {{0}};
+        if (gr_compile(s, &g, &err)) fail_msg("%s: %s", cases[i].pattern, err.msg);
+        for (int k = 0; k < 4 && cases[i].yes[k]; k++)
+            if (!acc(g, cases[i].yes[k]))
+                fail_msg("%s refused %s", cases[i].pattern, cases[i].yes[k]);
+        for (int k = 0; k < 4 && cases[i].no[k]; k++)
+            if (acc(g, cases[i].no[k]))
+                fail_msg("%s accepted %s", cases[i].pattern, cases[i].no[k]);
+        gr_free(g);
+        json_decref(s);
     }
 }
 
@@ -337,6 +388,11 @@ static void test_mask_matches_brute_force(void **state) {
                 "\"maxItems\":3}",
                 3);
     check_walks("{\"type\":\"number\"}", 4);
+    /* a pattern: every token walked, the mask still the brute force's, no dead end */
+    check_walks("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"pattern\":"
+                "\"^(na|me)+[0-9]?$\"},\"q\":{\"type\":[\"string\",\"null\"],\"pattern\":\"a.c\","
+                "\"maxLength\":6}},\"required\":[\"p\",\"q\"],\"additionalProperties\":false}",
+                8);
     check_walks_g(compile_alts((const char *[]){"{\"type\":\"number\"}"}, (const char *[]){"na:"},
                                (const char *[]){"\nme"}, 1),
                   "na: number", 6);
@@ -411,6 +467,7 @@ int main(void) {
         cmocka_unit_test(test_json_object),     cmocka_unit_test(test_schema_features),
         cmocka_unit_test(test_refusals),        cmocka_unit_test(test_mask_matches_brute_force),
         cmocka_unit_test(test_eos_and_refusal), cmocka_unit_test(test_alternatives),
+        cmocka_unit_test(test_patterns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
