@@ -22,12 +22,15 @@ void co_grammar_trie_free(co_grammar_trie *t) {
 gr_vocab *co_grammar_vocab_new(const tk_tokenizer *tok, const tk_chat *chat, mw_err *err) {
     const int32_t n = tk_n_vocab(tok);
     const char **bytes = calloc((size_t)n, sizeof *bytes);
+    char *marks = NULL; /* the markers' bytes: MARK and their text, one after another */
+    size_t marks_len = 0;
+    size_t *moff = calloc((size_t)n, sizeof *moff); /* a marker's offset in marks + 1, or 0 */
     size_t *lens = calloc((size_t)n, sizeof *lens);
     int32_t *eos = calloc((size_t)n, sizeof *eos);
     gr_vocab *v = NULL;
     int n_eos = 0;
     const char *const *specials = chat ? co_toolcall_specials(tk_chat_name(chat)) : NULL;
-    if (!bytes || !lens || !eos) {
+    if (!bytes || !lens || !eos || !moff) {
         mw_errf(err, "out of memory");
         goto out;
     }
@@ -43,16 +46,33 @@ gr_vocab *co_grammar_vocab_new(const tk_tokenizer *tok, const tk_chat *chat, mw_
             if (!tk_piece(tok, id, true, &b, &len))
                 for (int i = 0; specials[i] && !marker; i++)
                     marker = strlen(specials[i]) == len && !memcmp(specials[i], b, len);
-            if (marker) {
-                bytes[id] = b, lens[id] = len;
+            if (marker) { /* its bytes: MARK and its text, kept after the table (below) */
+                char *m = realloc(marks, marks_len + len + 1);
+                if (!m) {
+                    mw_errf(err, "out of memory");
+                    goto out;
+                }
+                marks = m;
+                marks[marks_len] = CO_GRAMMAR_MARK;
+                memcpy(marks + marks_len + 1, b, len);
+                moff[id] = marks_len + 1;
+                lens[id] = len + 1;
+                marks_len += len + 1;
                 continue;
             }
         }
         if (tk_is_control(tok, id) || tk_piece(tok, id, false, &bytes[id], &lens[id]))
             bytes[id] = "", lens[id] = 0;
+        /* a byte MARK stands only for a marker: a token holding it (a raw byte token) is never
+         * part of a value (not UTF-8) nor of a marker */
+        if (lens[id] && memchr(bytes[id], CO_GRAMMAR_MARK, lens[id])) bytes[id] = "", lens[id] = 0;
     }
+    for (int32_t id = 0; id < n; id++)
+        if (moff[id]) bytes[id] = marks + moff[id] - 1;
     if (gr_vocab_new(bytes, lens, n, eos, n_eos, &v, err)) v = NULL;
 out:
+    free(marks);
+    free(moff);
     free(bytes);
     free(lens);
     free(eos);
@@ -104,6 +124,25 @@ void *co_grammar_constraint(const gr_vocab *v, const char *schema, mw_err *err) 
     return with_grammar(v, c, rc, err);
 }
 
+/* The markers in text that the vocabulary has as tokens written as their bytes there (MARK
+ * first), so that the model writes the tokens, not their spelling. -1: too long. */
+static int mark_markers(const gr_vocab *v, const char *chat, char *text, size_t cap) {
+    const char *const *sp = co_toolcall_specials(chat);
+    for (int i = 0; sp && sp[i]; i++) {
+        char mk[64];
+        const int ml = snprintf(mk, sizeof mk, "%c%s", CO_GRAMMAR_MARK, sp[i]);
+        if (ml < 0 || (size_t)ml >= sizeof mk || gr_vocab_find(v, mk, (size_t)ml) < 0) continue;
+        for (char *at = strstr(text, sp[i]); at; at = strstr(at + ml, sp[i])) {
+            if (at > text && at[-1] == CO_GRAMMAR_MARK) continue;
+            const size_t tl = strlen(text);
+            if (tl + 2 > cap) return -1;
+            memmove(at + 1, at, tl - (size_t)(at - text) + 1);
+            *at = CO_GRAMMAR_MARK;
+        }
+    }
+    return 0;
+}
+
 void *co_grammar_call_constraint(const gr_vocab *v, const char *chat, const char *tools,
                                  mw_err *err) {
     json_t *list = json_loads(tools, 0, NULL);
@@ -120,7 +159,9 @@ void *co_grammar_call_constraint(const gr_vocab *v, const char *chat, const char
     for (size_t i = 0; !rc && i < n; i++) {
         const json_t *t = json_array_get(list, i);
         const char *name = json_string_value(json_object_get(t, "name"));
-        if (co_toolcall_forced(chat, name, aff[i][0], aff[i][1], GR_MAX_AFFIX + 1))
+        if (co_toolcall_forced(chat, name, aff[i][0], aff[i][1], GR_MAX_AFFIX + 1) ||
+            mark_markers(v, chat, aff[i][0], GR_MAX_AFFIX + 1) ||
+            mark_markers(v, chat, aff[i][1], GR_MAX_AFFIX + 1))
             rc = mw_errf(err,
                          "the call of tool '%.64s' cannot be forced in the chat format %s (a "
                          "name of 1 to 64 letters, digits, '_' and '-')",

@@ -29,10 +29,15 @@ void co_grammar_trie_free(co_grammar_trie *t);
 const gr_vocab *co_grammar_trie_get(co_grammar_trie *t, const struct tk_tokenizer *tok,
                                     const struct tk_chat *chat, mw_err *err);
 
+/* The byte that opens a marker token's bytes in the vocabulary: never in UTF-8, so no JSON value
+ * holds a marker, and a raw byte token cannot spell one. */
+#define CO_GRAMMAR_MARK '\xff'
+
 /* A tokenizer's vocabulary as the grammar's: each token's bytes as it decodes (control tokens:
- * none, except the chat format's tool-call markers, co_toolcall_specials, which are their text
- * as a request with tools reads them), the ends the chat format's stop tokens (chat NULL: the
- * model's end-of-generation ids). */
+ * none, except the chat format's tool-call markers, co_toolcall_specials, which are MARK and
+ * their text: a forced call's text names them so, and nothing else can match them), the ends the
+ * chat format's stop tokens (chat NULL: the model's end-of-generation ids). A token holding the
+ * byte MARK (a raw byte token) is never allowed. */
 gr_vocab *co_grammar_vocab_new(const struct tk_tokenizer *tok, const struct tk_chat *chat,
                                mw_err *err);
 

@@ -97,6 +97,8 @@ int gr_vocab_new(const char *const *bytes, const size_t *lens, int32_t n, const 
                  int n_eos, gr_vocab **out, mw_err *err);
 void gr_vocab_free(gr_vocab *v);
 int32_t gr_vocab_size(const gr_vocab *v);
+/* The token whose bytes are these (not an end id), or -1. */
+int32_t gr_vocab_find(const gr_vocab *v, const char *bytes, size_t len);
 
 typedef struct gr_matcher gr_matcher;
 

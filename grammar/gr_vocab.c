@@ -254,6 +254,12 @@ int32_t gr_vocab_size(const gr_vocab *v) {
     return v->n;
 }
 
+int32_t gr_vocab_find(const gr_vocab *v, const char *bytes, size_t len) {
+    for (int32_t i = 0; len && i < v->n; i++)
+        if (v->len[i] == len && !memcmp(v->blob + v->off[i], bytes, len)) return i;
+    return -1;
+}
+
 /* ---- the matcher ---------------------------------------------------------------------------- */
 
 int gr_matcher_new(const gr_grammar *g, const gr_vocab *v, gr_matcher **out, mw_err *err) {

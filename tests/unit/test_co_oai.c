@@ -431,8 +431,11 @@ static void test_stream_and_options(void **st) {
         {"\"response_format\":{\"type\":\"json_schema\"}", "response_format.json_schema",
          "'name' and 'schema'"},
         {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
-         "\"schema\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
-         "response_format.json_schema.schema", "'pattern' is not supported"},
+         "\"schema\":{\"type\":\"string\",\"pattern\":\"(?=x)\"}}}",
+         "response_format.json_schema.schema", "/pattern: the pattern's (? (lookaround"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+         "\"schema\":{\"type\":\"string\",\"format\":\"date\"}}}",
+         "response_format.json_schema.schema", "'format' is not supported"},
         {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
          "\"strict\":1,\"schema\":{}}}",
          "response_format.json_schema.strict", "a boolean"},
