@@ -100,20 +100,14 @@ static int escape(parser *p, uint64_t *c, bool *nonascii) {
         neg = e == 'S';
         break;
     case 'n':
-        cls_add(w, '\n', '\n');
-        break;
     case 't':
-        cls_add(w, '\t', '\t');
-        break;
     case 'r':
-        cls_add(w, '\r', '\r');
-        break;
     case 'f':
-        cls_add(w, '\f', '\f');
+    case 'v': {
+        const unsigned ch = (unsigned char)"\n\t\r\f\v"[strchr("ntrfv", e) - "ntrfv"];
+        cls_add(w, ch, ch);
         break;
-    case 'v':
-        cls_add(w, '\v', '\v');
-        break;
+    }
     case 'x':
     case 'u': {
         const int digits = e == 'x' ? 2 : 4;
@@ -147,6 +141,14 @@ static int escape(parser *p, uint64_t *c, bool *nonascii) {
     return 0;
 }
 
+/* The one character a class holds (an escape standing for one), or -1. */
+static int single(const uint64_t *e, bool nonascii) {
+    int one = -1, count = 0;
+    for (int b = 0; b < 128; b++)
+        if (e[b >> 6] >> (b & 63) & 1) one = b, count++;
+    return count == 1 && !nonascii ? one : -1;
+}
+
 /* [...] after '[' */
 static int klass(parser *p, frag *f) {
     uint64_t c[2] = {0};
@@ -169,10 +171,8 @@ static int klass(parser *p, frag *f) {
             if (escape(p, e, &ena)) return -1;
             nonascii |= ena;
             /* a single character may start a range */
-            int one = -1, count = 0;
-            for (int b = 0; b < 128; b++)
-                if (e[b >> 6] >> (b & 63) & 1) one = b, count++;
-            if (count != 1 || ena) {
+            const int one = single(e, ena);
+            if (one < 0) {
                 c[0] |= e[0], c[1] |= e[1];
                 continue;
             }
@@ -190,10 +190,8 @@ static int klass(parser *p, frag *f) {
                 uint64_t e[2] = {0};
                 bool ena = false;
                 if (escape(p, e, &ena)) return -1;
-                int one = -1, count = 0;
-                for (int b = 0; b < 128; b++)
-                    if (e[b >> 6] >> (b & 63) & 1) one = b, count++;
-                if (count != 1 || ena) return refuse(p, "the pattern has a bad %s", "range");
+                const int one = single(e, ena);
+                if (one < 0) return refuse(p, "the pattern has a bad %s", "range");
                 h = (char)one;
             }
             if ((unsigned char)h >= 128 || (unsigned char)h < lo)

@@ -150,6 +150,7 @@ static void test_refusals(void **state) {
         {"{\"type\":\"string\",\"pattern\":\"a{3,2}\"}", "{m,n}"},
         {"{\"type\":\"string\",\"pattern\":\"[a-z]{40}[0-9]{40}\"}", "too long"},
         {"{\"type\":\"string\",\"pattern\":\"^\\\"$\"}", "matches no string"},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\t\\\\x41$\"}", "matches no string"},
         {"{\"pattern\":\"a\"}", "type string only"},
         {"{\"type\":\"string\",\"pattern\":\"a\",\"minLength\":2}", "minLength: beside a pattern"},
         {"{\"type\":\"string\",\"enum\":[\"b\"],\"pattern\":\"a\"}", "type string only"},
@@ -197,6 +198,7 @@ static void test_patterns(void **state) {
         {"^(?:x|y){0,2}z$", {"\"z\"", "\"xyz\""}, {"\"xyxz\""}},
         {"^a\\$$", {"\"a$\""}, {"\"a\""}},
         {"^[\\d.]+$", {"\"1.5\""}, {"\"1,5\""}},
+        {"^a\\s[\\x41-\\x43\\n]$", {"\"a B\""}, {"\"a D\"", "\"aB\""}},
         {"", {"\"\"", "\"anything\""}, {"\"a\\\"b\"", "\"\\n\""}}, /* no escapes written */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
