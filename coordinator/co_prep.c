@@ -121,7 +121,7 @@ static int check_request(const co_prep_params *p, const co_oai_req *req, co_oai_
     if (req->tools && !co_toolcall_known(chat))
         return co_oai_fail(e, 400, "tools", NULL,
                            "'tools' with the chat format %s is not supported (qwen3, deepseek-v3, "
-                           "deepseek-r1, kimi-k2 and harmony are)",
+                           "deepseek-r1, kimi-k2, kimi-k3 and harmony are)",
                            chat ? chat : "(none)");
     if ((req->format != CO_FORMAT_TEXT || req->call_tools) && !p->text)
         return co_oai_fail(e, 400, "response_format", NULL,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #define MAX_CALL (1 << 20) /* bytes of one call's text: beyond, it is given back as text */
+#define MAX_DROP 4         /* a format's section markers left out of the text */
 #define MAX_NAME 64
 
 /* How a call's text between its markers holds the name and the arguments. */
@@ -14,16 +15,18 @@ typedef enum body_kind {
     BODY_DEEPSEEK, /* function<｜tool▁sep｜>NAME\n```json\nARGS\n``` or NAME<｜tool▁sep｜>ARGS */
     BODY_KIMI,    /* functions.NAME:IDX<|tool_call_argument_begin|>ARGS */
     BODY_HARMONY, /* NAME [<|constrain|>json]<|message|>ARGS */
+    BODY_K3,      /* NAME" index="N"<|sep|> then a json section, or argument sections */
 } body_kind;
 
 typedef struct format {
     const char *chat;
-    const char *open, *close; /* around one call */
-    const char *drop[2];      /* a section's markers around the calls: left out of the text */
+    const char *open, *close;   /* around one call */
+    const char *drop[MAX_DROP]; /* a section's markers around the calls: left out of the text */
     body_kind body;
     const char *trailer; /* what may follow the arguments before close (whitespace around) */
     bool close_at_end;   /* the generation's end closes a call (its closing token is a stop) */
     bool parser_writes;  /* the chat parser writes a call's text (its tokens are its structure) */
+    bool own_message;    /* a forced call is a message of its own, not in the opened answer */
     const char *specials[8];
     const char *forced_before, *forced_mid, *forced_after; /* before NAME mid ARGS after */
 } format;
@@ -41,6 +44,10 @@ typedef struct format {
         .forced_before = DS_CALLS_BEGIN DS_CALL_BEGIN "function" DS_SEP,                           \
         .forced_mid = "\n```json\n", .forced_after = "\n```" DS_CALL_END DS_CALLS_END              \
     }
+
+#define K3_OPEN  "<|open|>"
+#define K3_CLOSE "<|close|>"
+#define K3_SEP   "<|sep|>"
 
 #define KIMI_SEC_BEGIN "<|tool_calls_section_begin|>"
 #define KIMI_SEC_END   "<|tool_calls_section_end|>"
@@ -80,10 +87,27 @@ static const format formats[] = {
      .trailer = "",
      .close_at_end = true,
      .parser_writes = true,
+     .own_message = true,
      .specials = {"<|channel|>", "<|constrain|>", "<|message|>", NULL},
      .forced_before = "<|channel|>commentary to=functions.",
      .forced_mid = " <|constrain|>json<|message|>",
      .forced_after = ""},
+    /* Kimi K3's tagged sections (tokenizer/tk_chat_k3.c): the parser writes a tools section as
+     * its text; a forced call closes the response the prompt opened and gives its arguments as
+     * one json section */
+    {.chat = "kimi-k3",
+     .open = K3_OPEN "call tool=\"",
+     .close = K3_CLOSE "call" K3_SEP,
+     .drop = {K3_OPEN "tools" K3_SEP, K3_CLOSE "tools" K3_SEP, K3_CLOSE "response" K3_SEP,
+              K3_CLOSE "message" K3_SEP},
+     .body = BODY_K3,
+     .trailer = K3_CLOSE "json" K3_SEP,
+     .parser_writes = true,
+     .specials = {K3_OPEN, K3_CLOSE, K3_SEP, NULL},
+     .forced_before = K3_CLOSE "response" K3_SEP K3_OPEN "tools" K3_SEP K3_OPEN "call tool=\"",
+     .forced_mid = "\" index=\"1\"" K3_SEP K3_OPEN "json type=\"object\"" K3_SEP,
+     .forced_after = K3_CLOSE "json" K3_SEP K3_CLOSE "call" K3_SEP K3_CLOSE "tools" K3_SEP K3_CLOSE
+                              "message" K3_SEP},
 };
 
 struct co_toolcall {
@@ -121,7 +145,7 @@ bool co_toolcall_keeps_specials(const char *chat_name) {
 
 bool co_toolcall_in_answer(const char *chat_name) {
     const format *f = find(chat_name);
-    return f && !f->parser_writes;
+    return f && !f->own_message;
 }
 
 bool co_toolcall_name_ok(const char *s) {
@@ -189,6 +213,93 @@ static char *args_text(const char *s, size_t n) {
     return t;
 }
 
+/* An attribute value as K3 escapes it (&amp; &quot;) back to its text; NULL when malformed. */
+static char *unescape_attr(const char *s, size_t n) {
+    char *o = malloc(n + 1);
+    size_t k = 0;
+    for (size_t i = 0; o && i < n; i++) {
+        if (s[i] == '&' && n - i >= 5 && !memcmp(s + i, "&amp;", 5))
+            o[k++] = '&', i += 4;
+        else if (s[i] == '&' && n - i >= 6 && !memcmp(s + i, "&quot;", 6))
+            o[k++] = '"', i += 5;
+        else
+            o[k++] = s[i];
+    }
+    if (o) o[k] = '\0';
+    return o;
+}
+
+/* The value of attribute `key="..."` in a tag's text, unescaped; NULL when absent. */
+static char *attr_of(const char *tag, size_t n, const char *key) {
+    char pat[32];
+    snprintf(pat, sizeof pat, " %s=\"", key);
+    const char *at = find_in(tag, n, pat);
+    if (!at) return NULL;
+    const char *v = at + strlen(pat), *q = memchr(v, '"', (size_t)(tag + n - v));
+    return q ? unescape_attr(v, (size_t)(q - v)) : NULL;
+}
+
+/* K3's arguments: one json section, or argument sections (each a key, a JSON type, the value:
+ * a string's text, else its JSON), into a JSON object's compact text; NULL when malformed. */
+static char *k3_args(const char *s, size_t n) {
+    trim(&s, &n);
+    if (n >= 12 && !memcmp(s, K3_OPEN "json", 12)) {
+        const char *sep = find_in(s, n, K3_SEP), *end = find_in(s, n, K3_CLOSE "json" K3_SEP);
+        if (!sep || !end || end < sep) return NULL;
+        const char *a = sep + 7;
+        return args_text(a, (size_t)(end - a));
+    }
+    json_t *obj = json_object();
+    const char *p = s, *e = s + n;
+    while (obj && p < e) {
+        size_t rest = (size_t)(e - p);
+        const char *sep = find_in(p, rest, K3_SEP);
+        const char *end = sep ? find_in(sep, (size_t)(e - sep), K3_CLOSE "argument" K3_SEP) : NULL;
+        if (rest < 16 || memcmp(p, K3_OPEN "argument", 16) || !sep || !end) break;
+        char *key = attr_of(p + 16, (size_t)(sep - p - 16), "key");
+        char *type = attr_of(p + 16, (size_t)(sep - p - 16), "type");
+        const char *v = sep + 7;
+        const size_t vl = (size_t)(end - v);
+        json_t *val = !key || !type             ? NULL
+                      : !strcmp(type, "string") ? json_stringn(v, vl)
+                                                : json_loadb(v, vl, JSON_DECODE_ANY, NULL);
+        const bool ok =
+            val && !json_object_get(obj, key) &&
+            (!strcmp(type, "string") || (!strcmp(type, "number") && json_is_number(val)) ||
+             (!strcmp(type, "boolean") && json_is_boolean(val)) ||
+             (!strcmp(type, "null") && json_is_null(val)) ||
+             (!strcmp(type, "object") && json_is_object(val)) ||
+             (!strcmp(type, "array") && json_is_array(val)));
+        if (ok) json_object_set(obj, key, val);
+        json_decref(val);
+        free(key), free(type);
+        if (!ok) break;
+        p = end + strlen(K3_CLOSE "argument" K3_SEP);
+        while (p < e && is_ws(*p)) p++;
+    }
+    char *t = obj && p >= e ? json_dumps(obj, JSON_COMPACT) : NULL;
+    json_decref(obj);
+    return t;
+}
+
+/* K3's body: NAME" index="N"<|sep|> then its arguments. */
+static int read_k3(const char *s, size_t n, char **name, char **args) {
+    const char *q = memchr(s, '"', n), *sep = find_in(s, n, K3_SEP);
+    if (!q || !sep || sep < q) return -1;
+    char *nm = unescape_attr(s, (size_t)(q - s));
+    if (!nm || !good_name(nm, strlen(nm))) {
+        free(nm);
+        return -1;
+    }
+    char *a = k3_args(sep + 7, (size_t)(s + n - sep - 7));
+    if (!a) {
+        free(nm);
+        return -1;
+    }
+    *name = nm, *args = a;
+    return 0;
+}
+
 /* The call's name and arguments out of its body, per format; -1 when it is not a call. */
 static int read_body(const format *f, const char *s, size_t n, char **name, char **args,
                      char **id) {
@@ -238,6 +349,8 @@ static int read_body(const format *f, const char *s, size_t n, char **name, char
         if (nl > 10 && !memcmp(nm, "functions.", 10)) nm += 10, nl -= 10;
         if (!(*id = strndup(h, hl))) return -1;
         a = ab + strlen(KIMI_ARGS), al = (size_t)(s + n - a);
+    } else if (f->body == BODY_K3) {
+        return read_k3(s, n, name, args);
     } else { /* harmony */
         const char *msg = find_in(s, n, "<|message|>");
         if (!msg) return -1;
@@ -343,6 +456,14 @@ static int read_head(const format *f, const char *s, size_t n, const char **nm, 
         if (ok && c.i == digits) ok = false;
         *id = s + st, *il = c.i - st;
         if (ok) skip_space(&c), ok = lit(&c, KIMI_ARGS);
+    } else if (f->body == BODY_K3) { /* NAME" index="N"<|sep|><|open|>json type="object"<|sep|> */
+        ok = name_upto(&c, "\"&", nm, nl) && lit(&c, "\"");
+        const char *sep = ok ? find_in(s + c.i, n - c.i, K3_SEP) : NULL;
+        if (ok && !sep) c.more = n - c.i < 64, ok = false;
+        if (ok) c.i = (size_t)(sep - s) + 7, skip_space(&c), ok = lit(&c, K3_OPEN "json");
+        sep = ok ? find_in(s + c.i, n - c.i, K3_SEP) : NULL;
+        if (ok && !sep) c.more = n - c.i < 64, ok = false;
+        if (ok) c.i = (size_t)(sep - s) + 7;
     } else { /* harmony: NAME, what the header holds more, <|message|> */
         ok = name_upto(&c, " <", nm, nl);
         const char *msg = ok ? find_in(s + c.i, n - c.i, "<|message|>") : NULL;
@@ -471,8 +592,8 @@ static size_t partial_tail(const char *s, size_t n, const char *m) {
  * and whether it opens a call; NULL when none. */
 static const char *first_marker(const format *f, const char *s, size_t n, size_t *ml, bool *opens) {
     const char *best = NULL;
-    const char *const ms[3] = {f->open, f->drop[0], f->drop[1]};
-    for (int i = 0; i < 3; i++) {
+    const char *const ms[1 + MAX_DROP] = {f->open, f->drop[0], f->drop[1], f->drop[2], f->drop[3]};
+    for (int i = 0; i < 1 + MAX_DROP; i++) {
         const char *at = ms[i] ? find_in(s, n, ms[i]) : NULL;
         if (at && (!best || at < best)) best = at, *ml = strlen(ms[i]), *opens = i == 0;
     }
@@ -497,7 +618,7 @@ static int scan(co_toolcall *p, co_buf *text, json_t *calls, json_t *deltas, boo
             size_t upto = at ? (size_t)(at - s) : n;
             if (!at && !end) {
                 size_t hold = partial_tail(s, n, f->open);
-                for (int i = 0; i < 2; i++) {
+                for (int i = 0; i < MAX_DROP; i++) {
                     const size_t k = partial_tail(s, n, f->drop[i]);
                     if (k > hold) hold = k;
                 }

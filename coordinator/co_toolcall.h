@@ -27,6 +27,11 @@
  *   harmony      <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
  *                (<|call|> is a stop token: the generation's end closes the call too; the
  *                harmony parser writes any call's header in this one shape)
+ *   kimi-k3      <|open|>tools<|sep|><|open|>call tool="NAME" index="N"<|sep|> then
+ *                <|open|>json type="object"<|sep|>{...}<|close|>json<|sep|> or argument sections
+ *                <|open|>argument key="K" type="T"<|sep|>VALUE<|close|>argument<|sep|>, then
+ *                <|close|>call<|sep|> ... <|close|>tools<|sep|> (the K3 parser writes a tools
+ *                section as text; argument sections are read whole when the call closes)
  *
  * The text read is the content with the format's special tokens written as their text (the
  * server's text side renders them for a request with tools, co_toolcall_specials): the markers

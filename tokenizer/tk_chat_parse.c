@@ -323,7 +323,7 @@ int tk_chat_parser_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
     if (p->kind == PLAIN) return tk_stream_push(&p->stream, id, content, err);
     if (p->kind == K3) {
         bool text, to_reasoning;
-        if (tk__k3_parse_push(&p->k3, p->t, id, &text, &to_reasoning, err)) return -1;
+        if (tk__k3_parse_push(&p->k3, p->t, id, &text, &to_reasoning, content, err)) return -1;
         if (!text) return 0;
         return to_reasoning ? tk_stream_push(&p->k3_reasoning, id, reasoning, err)
                             : tk_stream_push(&p->stream, id, content, err);

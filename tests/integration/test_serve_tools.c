@@ -1,9 +1,10 @@
 /* tests/integration/test_serve_tools.c — tool calling and structured outputs end to end: the
  * official openai npm client (tests/openai/tools_openai.mjs, with ajv validating what it gets)
  * against `coordinator serve --loopback 2` on a fixture of each family: qwen3moe-tiny
- * (--chat-template qwen3), deepseek2-tiny (deepseek-v3), kimi-linear-tiny (kimi-k2) and
- * gpt-oss-tiny (harmony), the last three rendering with their model's real template
- * (--chat-template-file, tests/fixtures/templates) since their C renderers write no tool turns:
+ * (--chat-template qwen3), deepseek2-tiny (deepseek-v3), kimi-linear-tiny (kimi-k2),
+ * gpt-oss-tiny (harmony) and kimi-k3-tiny (kimi-k3); deepseek, kimi-k2 and harmony render with
+ * their model's real template (--chat-template-file, tests/fixtures/templates) since their C
+ * renderers write no tool turns:
  * forced tool calls (named and required), the tool's result sent back and an answer, whole and
  * streamed; with qwen3 also json_schema and json_object outputs and an unsupported schema feature
  * refused. */
@@ -68,6 +69,11 @@ static void test_kimi_k2(void **st) {
     client("llamacpp/kimi-linear-tiny/model.gguf", "kimi-k2", "templates/moonshotai-Kimi-K2.jinja");
 }
 
+static void test_kimi_k3(void **st) {
+    (void)st;
+    client("llamacpp/kimi-k3-tiny/model.gguf", "kimi-k3", NULL);
+}
+
 static void test_harmony(void **st) {
     (void)st;
     client("llamacpp/gpt-oss-tiny/model.gguf", "harmony", "templates/openai-gpt-oss-120b.jinja");
@@ -79,6 +85,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_deepseek, stop_server),
         cmocka_unit_test_teardown(test_kimi_k2, stop_server),
         cmocka_unit_test_teardown(test_harmony, stop_server),
+        cmocka_unit_test_teardown(test_kimi_k3, stop_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

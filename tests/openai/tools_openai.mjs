@@ -1,6 +1,6 @@
 // tests/openai/tools_openai.mjs — the official `openai` client (pinned, build/npm) against a
 // running `coordinator serve` on a random-weight fixture of one family (MW_FAMILY: qwen3,
-// deepseek-v3, kimi-k2, harmony): a tool-calling loop (a forced call, its result sent back, an
+// deepseek-v3, kimi-k2, harmony, kimi-k3): a tool-calling loop (a forced call, its result sent back, an
 // answer), whole and streamed; the calls' arguments validated by ajv against their tool's schema
 // (under tool_choice required, whichever tool was called); for qwen3 also the json_schema outputs
 // and a schema feature the server cannot enforce refused with a 400 naming it (neither depends

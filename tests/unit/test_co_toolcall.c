@@ -234,10 +234,43 @@ static void test_harmony(void **state) {
     fmt = "qwen3";
 }
 
+#define K3_O "<|open|>"
+#define K3_C "<|close|>"
+#define K3_S "<|sep|>"
+
+/* Kimi K3's tools section as its parser writes it: a json section (read as it arrives), or
+ * argument sections with their JSON types (read whole); attribute values unescaped. */
+static void test_kimi_k3(void **state) {
+    (void)state;
+    fmt = "kimi-k3";
+    expect("Sure." K3_C "response" K3_S K3_O "tools" K3_S K3_O
+           "call tool=\"get_w\" index=\"1\"" K3_S K3_O "json type=\"object\"" K3_S
+           "{\"c\": \"P\"}" K3_C "json" K3_S K3_C "call" K3_S K3_C "tools" K3_S K3_C "message" K3_S,
+           "Sure.", 1, "get_w", "{\"c\": \"P\"}");
+    expect(K3_O "tools" K3_S K3_O "call tool=\"f\" index=\"1\"" K3_S K3_O
+                "argument key=\"city\" type=\"string\"" K3_S "Paris \"&\" co" K3_C
+                "argument" K3_S K3_O "argument key=\"a&quot;b\" type=\"number\"" K3_S "2.5" K3_C
+                "argument" K3_S K3_O "argument key=\"o\" type=\"object\"" K3_S
+                "{\"x\": [true, null]}" K3_C "argument" K3_S K3_C "call" K3_S K3_C "tools" K3_S,
+           "", 1, "f",
+           "{\"city\":\"Paris \\\"&\\\" co\",\"a\\\"b\":2.5,\"o\":{\"x\":[true,null]}}");
+    expect(K3_O "call tool=\"f\" index=\"1\"" K3_S K3_C "call" K3_S, "", 1, "f", "{}");
+    const char *bad[] = {
+        K3_O "call tool=\"f\" index=\"1\"" K3_S K3_O "argument key=\"n\" type=\"number\"" K3_S
+             "ten" K3_C "argument" K3_S K3_C "call" K3_S, /* not its type */
+        K3_O "call tool=\"f\" index=\"1\"" K3_S "stray" K3_C "call" K3_S,
+        K3_O "call tool=\"\" index=\"1\"" K3_S K3_C "call" K3_S, /* no name */
+        K3_O "call tool=\"f\" index=\"1\"" K3_S,                 /* never closed */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) expect(bad[i], bad[i], 0, NULL, NULL);
+    fmt = "qwen3";
+}
+
 /* A forced call's text, with arguments between, reads back as that call in every format. */
 static void test_forced(void **state) {
     (void)state;
-    static const char *const all[] = {"qwen3", "deepseek-v3", "deepseek-r1", "kimi-k2", "harmony"};
+    static const char *const all[] = {"qwen3",   "deepseek-v3", "deepseek-r1",
+                                      "kimi-k2", "harmony",     "kimi-k3"};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) {
         fmt = all[k];
         assert_true(co_toolcall_known(fmt));
@@ -251,7 +284,7 @@ static void test_forced(void **state) {
     fmt = "qwen3";
     assert_false(co_toolcall_known("chatml"));
     assert_false(co_toolcall_known(NULL));
-    assert_null(co_toolcall_new("kimi-k3", 1));
+    assert_null(co_toolcall_new("chatml", 1));
     assert_true(co_toolcall_name_ok("a-b_9"));
     assert_false(co_toolcall_name_ok(""));
     assert_false(co_toolcall_name_ok("a.b"));
@@ -261,13 +294,16 @@ static void test_forced(void **state) {
     assert_false(co_toolcall_in_answer("harmony"));
     assert_true(co_toolcall_keeps_specials("deepseek-v3"));
     assert_true(co_toolcall_in_answer("qwen3"));
+    assert_true(co_toolcall_in_answer("kimi-k3"));
+    assert_false(co_toolcall_keeps_specials("kimi-k3"));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calls),    cmocka_unit_test(test_malformed_is_text),
         cmocka_unit_test(test_deepseek), cmocka_unit_test(test_kimi),
-        cmocka_unit_test(test_harmony),  cmocka_unit_test(test_forced),
+        cmocka_unit_test(test_harmony),  cmocka_unit_test(test_kimi_k3),
+        cmocka_unit_test(test_forced),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

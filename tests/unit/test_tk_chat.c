@@ -610,6 +610,24 @@ static void test_kimi_k3(void **state) {
     assert_string_equal(reasoning.s, "Let me see.{}");
     tk_chat_parser_free(p);
     tk_text_free(&content), tk_text_free(&reasoning);
+    /* with tools: the tools section is content, markers and tags written as text */
+    o = (tk_chat_opts){.add_generation_prompt = true, .thinking = -1, .tools = "[]"};
+    assert_int_equal(tk_chat_parser_new(c, &o, &p, &err), 0);
+    content = reasoning = (tk_text){0};
+    assert_int_equal(feed(t, p,
+                          "Hm.<|close|>think<|sep|><|open|>response<|sep|>Ok.<|close|>response"
+                          "<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\" index=\"1\"<|sep|>"
+                          "<|open|>json type=\"object\"<|sep|>{}<|close|>json<|sep|><|close|>call"
+                          "<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>",
+                          &content, &reasoning),
+                     1);
+    assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "Ok.<|open|>tools<|sep|><|open|>call tool=\"f\" "
+                                   "index=\"1\"<|sep|><|open|>json type=\"object\"<|sep|>{}"
+                                   "<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|>");
+    assert_string_equal(reasoning.s, "Hm.");
+    tk_chat_parser_free(p);
+    tk_text_free(&content), tk_text_free(&reasoning);
     tk_chat_free(c);
     tk_free(t);
 }
