@@ -124,14 +124,24 @@ void *co_grammar_constraint(const gr_vocab *v, const char *schema, mw_err *err) 
     return with_grammar(v, c, rc, err);
 }
 
-/* The markers in text that the vocabulary has as tokens written as their bytes there (MARK
- * first), so that the model writes the tokens, not their spelling. -1: too long. */
-static int mark_markers(const gr_vocab *v, const char *chat, char *text, size_t cap) {
-    const char *const *sp = co_toolcall_specials(chat);
-    for (int i = 0; sp && sp[i]; i++) {
+/* Which of the format's markers (bit i: specials[i]) the vocabulary has as tokens. */
+static uint32_t markers_held(const gr_vocab *v, const char *const *sp) {
+    uint32_t has = 0;
+    for (int i = 0; sp && sp[i] && i < 32; i++) {
         char mk[64];
         const int ml = snprintf(mk, sizeof mk, "%c%s", CO_GRAMMAR_MARK, sp[i]);
-        if (ml < 0 || (size_t)ml >= sizeof mk || gr_vocab_find(v, mk, (size_t)ml) < 0) continue;
+        if (ml > 0 && (size_t)ml < sizeof mk && gr_vocab_find(v, mk, (size_t)ml) >= 0)
+            has |= 1u << i;
+    }
+    return has;
+}
+
+/* The markers in text that the vocabulary has as tokens (has, of sp) written as their bytes there
+ * (MARK first), so that the model writes the tokens, not their spelling. -1: too long. */
+static int mark_markers(const char *const *sp, uint32_t has, char *text, size_t cap) {
+    for (int i = 0; sp && sp[i] && i < 32; i++) {
+        if (!(has >> i & 1)) continue;
+        const size_t ml = strlen(sp[i]) + 1;
         for (char *at = strstr(text, sp[i]); at; at = strstr(at + ml, sp[i])) {
             if (at > text && at[-1] == CO_GRAMMAR_MARK) continue;
             const size_t tl = strlen(text);
@@ -150,6 +160,8 @@ void *co_grammar_call_constraint(const gr_vocab *v, const char *chat, const char
     constraint *c = calloc(1, sizeof *c);
     char(*aff)[2][GR_MAX_AFFIX + 1] = n && n <= GR_MAX_BRANCHES ? calloc(n, sizeof *aff) : NULL;
     const json_t *schemas[GR_MAX_BRANCHES];
+    const char *const *sp = co_toolcall_specials(chat);
+    const uint32_t has = markers_held(v, sp);
     const char *pre[GR_MAX_BRANCHES], *post[GR_MAX_BRANCHES];
     int rc =
         !c || !aff
@@ -160,8 +172,8 @@ void *co_grammar_call_constraint(const gr_vocab *v, const char *chat, const char
         const json_t *t = json_array_get(list, i);
         const char *name = json_string_value(json_object_get(t, "name"));
         if (co_toolcall_forced(chat, name, aff[i][0], aff[i][1], GR_MAX_AFFIX + 1) ||
-            mark_markers(v, chat, aff[i][0], GR_MAX_AFFIX + 1) ||
-            mark_markers(v, chat, aff[i][1], GR_MAX_AFFIX + 1))
+            mark_markers(sp, has, aff[i][0], GR_MAX_AFFIX + 1) ||
+            mark_markers(sp, has, aff[i][1], GR_MAX_AFFIX + 1))
             rc = mw_errf(err,
                          "the call of tool '%.64s' cannot be forced in the chat format %s (a "
                          "name of 1 to 64 letters, digits, '_' and '-')",
