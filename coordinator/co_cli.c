@@ -105,6 +105,12 @@ static int set_chat_template(co_opts *o, const char *v, mw_err *err) {
     return 0;
 }
 
+static int set_chat_template_file(co_opts *o, const char *v, mw_err *err) {
+    (void)err;
+    o->chat_template_file = v;
+    return 0;
+}
+
 static int set_think(co_opts *o, const char *v, mw_err *err) {
     if (strcmp(v, "on") && strcmp(v, "off"))
         return mw_errf(err, "--think: '%s' is not on or off", v);
@@ -504,6 +510,10 @@ static const co_option options[] = {
     {"--messages", "FILE.json", "chat messages as an OpenAI message list", set_messages},
     {"--chat-template", "NAME", "chat format instead of the model's own (see below)",
      set_chat_template},
+    {"--chat-template-file", "FILE.jinja",
+     "serve: render chat prompts with this Jinja template instead of the model's (replies are "
+     "parsed by the format --chat-template names, else the model's family's)",
+     set_chat_template_file},
     {"--think", "on|off", "qwen3: open the answer with thinking on or off (default: the model's)",
      set_think},
     {"--reasoning", NULL, "chat: stream the reasoning (analysis, <think>) to stderr",

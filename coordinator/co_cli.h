@@ -20,13 +20,14 @@ typedef struct co_opts {
     int32_t *tokens;   /* prompt ids (malloc'ed) */
     int64_t n_tokens;
     /* text in, text out (coordinator/co_text.h): exactly one of tokens, prompt, chat, messages */
-    const char *prompt;        /* plain text; special-token text is parsed */
-    tk_msgs chat;              /* --chat "role: text" messages, in order */
-    const char *messages;      /* --messages FILE.json (an OpenAI message list) */
-    const char *chat_template; /* --chat-template NAME */
-    int thinking;              /* --think on|off: 1 / 0, -1 the model's default */
-    bool show_reasoning;       /* --reasoning: stream the reasoning to stderr */
-    int64_t max_tokens;        /* tokens to generate */
+    const char *prompt;             /* plain text; special-token text is parsed */
+    tk_msgs chat;                   /* --chat "role: text" messages, in order */
+    const char *messages;           /* --messages FILE.json (an OpenAI message list) */
+    const char *chat_template;      /* --chat-template NAME */
+    const char *chat_template_file; /* serve --chat-template-file FILE.jinja */
+    int thinking;                   /* --think on|off: 1 / 0, -1 the model's default */
+    bool show_reasoning;            /* --reasoning: stream the reasoning to stderr */
+    int64_t max_tokens;             /* tokens to generate */
     const char *logits_out;
     const char *experts; /* expert backend name (co_backend.h) */
     kn_numerics numerics;

@@ -25,26 +25,44 @@ static char *token_text(const tk_tokenizer *tok, int32_t id) {
     return s;
 }
 
-int co_jinja_open(const tk_tokenizer *tok, const char *name, co_jinja **out, mw_err *err) {
-    *out = NULL;
-    const char *src = tk_chat_template_text(tok);
-    if (name || !src || !*src) return 0;
+/* A parsed template over tok; NULL (perr set) when it does not parse. */
+static co_jinja *make(const tk_tokenizer *tok, const char *src, size_t n, mw_err *perr,
+                      mw_err *err) {
     co_jinja *j = calloc(1, sizeof *j);
-    if (!j) return mw_errf(err, "out of memory");
-    mw_err perr = {{0}};
-    if (jj_parse(src, strlen(src), &j->tmpl, &perr)) {
-        fprintf(stderr,
-                "coordinator: note: the model's chat template does not parse (%s); using the "
-                "built-in chat formats\n",
-                perr.msg);
+    if (!j) {
+        mw_errf(err, "out of memory");
+        return NULL;
+    }
+    if (jj_parse(src, n, &j->tmpl, perr)) {
         free(j);
-        return 0;
+        return NULL;
     }
     j->tok = tok;
     j->bos = token_text(tok, tk_bos(tok));
     j->eos = token_text(tok, tk_eos(tok));
-    *out = j;
-    return 0;
+    return j;
+}
+
+int co_jinja_open(const tk_tokenizer *tok, const char *name, co_jinja **out, mw_err *err) {
+    *out = NULL;
+    const char *src = tk_chat_template_text(tok);
+    if (name || !src || !*src) return 0;
+    mw_err perr = {{0}};
+    *out = make(tok, src, strlen(src), &perr, err);
+    if (!*out && perr.msg[0])
+        fprintf(stderr,
+                "coordinator: note: the model's chat template does not parse (%s); using the "
+                "built-in chat formats\n",
+                perr.msg);
+    return *out || perr.msg[0] ? 0 : -1;
+}
+
+int co_jinja_open_text(const tk_tokenizer *tok, const char *src, size_t n, co_jinja **out,
+                       mw_err *err) {
+    mw_err perr = {{0}};
+    *out = make(tok, src, n, &perr, err);
+    if (!*out && perr.msg[0]) return mw_errf(err, "the chat template: %s", perr.msg);
+    return *out ? 0 : -1;
 }
 
 void co_jinja_free(co_jinja *j) {

@@ -23,6 +23,10 @@ typedef struct co_jinja co_jinja;
  * template. A template that does not parse is reported on stderr, *out NULL: the caller falls
  * back to the C renderers. */
 int co_jinja_open(const tk_tokenizer *tok, const char *name, co_jinja **out, mw_err *err);
+/* A template given as text (--chat-template-file); one that does not parse is an error naming
+ * its line and column. */
+int co_jinja_open_text(const tk_tokenizer *tok, const char *src, size_t n, co_jinja **out,
+                       mw_err *err);
 void co_jinja_free(co_jinja *j);
 
 typedef struct co_jinja_opts {

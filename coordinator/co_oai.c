@@ -604,7 +604,7 @@ void co_oai_req_free(co_oai_req *r) {
     free(r->stop_store);
     free(r->schema);
     free(r->tools);
-    free(r->call_schema);
+    free(r->call_tools);
     memset(r, 0, sizeof *r);
 }
 

@@ -99,7 +99,8 @@ typedef struct co_oai_req {
     /* chat: tools (co_oai_format.h) */
     char *tools; /* owned: the tools list's JSON text, NULL: none */
     co_oai_tool_choice tool_choice;
-    char *call_schema; /* owned: REQUIRED / NAMED: the schema of the call ({"name", "arguments"}) */
+    char *call_tools; /* owned: REQUIRED / NAMED: the tools the call may be of, a JSON list's text
+                       * of [{"name", "parameters"}] (one when named) */
     bool parallel_tool_calls;
 } co_oai_req;
 

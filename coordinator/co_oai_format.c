@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "coordinator/co_toolcall.h"
 #include "grammar/gr.h"
 
 #define RF "response_format"
@@ -110,35 +111,23 @@ static json_t *tool_named(json_t *tools, const char *name, size_t *at) {
     return NULL;
 }
 
-/* The call's schema: {"name": const | enum, "arguments": the parameters} with the parameters'
- * definitions lifted to the top (their $refs point there). */
-static json_t *call_schema(json_t *tools, json_t *one) {
-    json_t *name, *args;
-    if (one) {
-        name = json_pack("{s:O}", "const", json_object_get(one, "name"));
-        json_t *ps = json_object_get(one, "parameters");
-        args = json_is_object(ps) ? json_deep_copy(ps) : json_pack("{s:s}", "type", "object");
-    } else {
-        json_t *names = json_array();
-        size_t i;
-        json_t *t;
-        json_array_foreach(tools, i, t)
-            json_array_append(names, json_object_get(json_object_get(t, "function"), "name"));
-        name = json_pack("{s:o}", "enum", names);
-        args = json_pack("{s:s}", "type", "object");
-    }
-    json_t *s = json_pack("{s:s, s:{s:o, s:o}, s:[s, s], s:b}", "type", "object", "properties",
-                          "name", name, "arguments", args, "required", "name", "arguments",
-                          "additionalProperties", 0);
-    static const char *const defs[] = {"$defs", "definitions"};
-    for (int k = 0; s && k < 2; k++) {
-        json_t *d = json_object_get(args, defs[k]);
-        if (d) {
-            json_object_set(s, defs[k], d);
-            json_object_del(args, defs[k]);
+/* The tools a forced call may be of: [{"name", "parameters"}], the named one or all. */
+static json_t *call_tools(json_t *tools, json_t *one) {
+    json_t *list = json_array();
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *f = json_object_get(t, "function");
+        if (one && f != one) continue;
+        json_t *ps = json_object_get(f, "parameters");
+        ps = json_is_object(ps) ? json_incref(ps) : json_pack("{s:s}", "type", "object");
+        json_t *e = json_pack("{s:O, s:o}", "name", json_object_get(f, "name"), "parameters", ps);
+        if (!list || !e || json_array_append_new(list, e)) {
+            json_decref(list);
+            return NULL;
         }
     }
-    return s;
+    return list;
 }
 
 static int parse_choice(json_t *root, json_t *tools, co_oai_req *r, json_t **one, co_oai_error *e) {
@@ -203,19 +192,32 @@ int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e) {
     if (r->ignore_eos)
         return co_oai_fail(e, 400, "ignore_eos", NULL,
                            "'ignore_eos' cannot go with a required tool call");
-    if (!one && json_array_size(tools) == 1)
-        one = json_object_get(json_array_get(tools, 0), "function");
-    json_t *cs = call_schema(tools, one);
-    gr_grammar *g = NULL;
-    mw_err err = {{0}};
-    const int rc = cs ? gr_compile(cs, &g, &err) : mw_errf(&err, "out of memory");
-    gr_free(g);
-    if (!rc) r->call_schema = json_dumps(cs, JSON_COMPACT);
-    json_decref(cs);
-    if (rc)
-        return co_oai_fail(
-            e, 400, "tools", NULL, "the call of %s%.64s cannot be enforced (tool_choice %s): %s",
-            one ? "tool " : "", one ? json_string_value(json_object_get(one, "name")) : "the tools",
-            r->tool_choice == CO_TOOLS_NAMED ? "named" : "required", err.msg);
-    return r->call_schema ? 0 : co_oai_fail(e, 500, "tools", NULL, "out of memory");
+    json_t *ct = call_tools(tools, one);
+    if (!ct) return co_oai_fail(e, 500, "tools", NULL, "out of memory");
+    if (json_array_size(ct) > GR_MAX_BRANCHES) {
+        json_decref(ct);
+        return co_oai_fail(e, 400, "tools", NULL,
+                           "tool_choice required forces a call of one of at most %d tools",
+                           GR_MAX_BRANCHES);
+    }
+    /* each tool's parameters must be enforceable, and its name writable in any call syntax */
+    json_array_foreach(ct, i, t) {
+        const char *name = json_string_value(json_object_get(t, "name"));
+        gr_grammar *g = NULL;
+        mw_err err = {{0}};
+        const int rc = gr_compile(json_object_get(t, "parameters"), &g, &err);
+        gr_free(g);
+        if (!rc && !co_toolcall_name_ok(name))
+            mw_errf(&err, "its name is not 1 to 64 letters, digits, '_' and '-'");
+        if (err.msg[0]) {
+            json_decref(ct);
+            return co_oai_fail(e, 400, "tools", NULL,
+                               "the call of tool %.64s cannot be enforced (tool_choice %s): %s",
+                               name, r->tool_choice == CO_TOOLS_NAMED ? "named" : "required",
+                               err.msg);
+        }
+    }
+    r->call_tools = json_dumps(ct, JSON_COMPACT);
+    json_decref(ct);
+    return r->call_tools ? 0 : co_oai_fail(e, 500, "tools", NULL, "out of memory");
 }

@@ -349,36 +349,29 @@ static int keep_output(choice *c, const co_job_out *o) {
 }
 
 /* The output's text through the choice's tool-call reader: the content left replaces it, the
- * calls completed go to fresh. -1: out of memory. */
-static int read_calls(choice *c, co_job_out *o, json_t *fresh) {
+ * calls completed go to fresh, and (deltas non-NULL) what a stream sends of the calls to deltas.
+ * -1: out of memory. */
+static int read_calls(choice *c, co_job_out *o, json_t *fresh, json_t *deltas) {
     co_buf_clear(&c->tc_text);
-    if (co_toolcall_feed(c->tc, o->text, o->text_len, &c->tc_text, fresh) ||
-        (o->finish && co_toolcall_finish(c->tc, &c->tc_text, fresh)))
+    if (co_toolcall_feed(c->tc, o->text, o->text_len, &c->tc_text, fresh, deltas) ||
+        (o->finish && co_toolcall_finish(c->tc, &c->tc_text, fresh, deltas)))
         return -1;
     o->text = c->tc_text.p ? c->tc_text.p : "";
     o->text_len = c->tc_text.len;
     return 0;
 }
 
-/* Streamed calls as OpenAI streams them: the id and name first, then the arguments. */
-static void send_calls(exch *x, choice *c, json_t *fresh) {
+/* Streamed calls as OpenAI streams them: a chunk per delta (the id and name first, then the
+ * arguments as they arrive). */
+static void send_calls(exch *x, choice *c, json_t *deltas) {
     size_t i;
-    json_t *call;
-    json_array_foreach(fresh, i, call) {
-        json_t *f = json_object_get(call, "function");
-        json_t *head = json_pack("[{s:i, s:O, s:s, s:{s:O, s:s}}]", "index", c->n_calls, "id",
-                                 json_object_get(call, "id"), "type", "function", "function",
-                                 "name", json_object_get(f, "name"), "arguments", "");
-        json_t *args = json_pack("[{s:i, s:{s:O}}]", "index", c->n_calls, "function", "arguments",
-                                 json_object_get(f, "arguments"));
-        co_oai_piece p = {.tool_calls = head, .first = !c->started, .index = c->index};
+    json_t *d;
+    json_array_foreach(deltas, i, d) {
+        json_t *one = json_pack("[O]", d);
+        co_oai_piece p = {.tool_calls = one, .first = !c->started, .index = c->index};
         send_chunk(x, &p);
         c->started = true;
-        p = (co_oai_piece){.tool_calls = args, .index = c->index};
-        send_chunk(x, &p);
-        json_decref(head);
-        json_decref(args);
-        c->n_calls++;
+        json_decref(one);
     }
 }
 
@@ -394,15 +387,15 @@ static void on_output(void *ud, co_job *job) {
         return;
     }
     json_t *fresh = c->tc ? json_array() : NULL;
-    if (c->tc && (!fresh || read_calls(c, &o, fresh))) {
+    json_t *deltas = c->tc && x->stream ? json_array() : NULL;
+    if (c->tc && (!fresh || (x->stream && !deltas) || read_calls(c, &o, fresh, deltas))) {
         json_decref(fresh);
+        json_decref(deltas);
         fail_exchange(x, "out of memory");
         return;
     }
-    if (fresh && !x->stream) {
-        c->n_calls += (int)json_array_size(fresh);
-        json_array_extend(c->calls, fresh);
-    }
+    if (fresh) c->n_calls += (int)json_array_size(fresh);
+    if (fresh && !x->stream) json_array_extend(c->calls, fresh);
     if (x->stream) {
         co_buf_clear(&x->out);
         if (o.text_len || o.reasoning_len ||
@@ -419,7 +412,7 @@ static void on_output(void *ud, co_job *job) {
             send_chunk(x, &p);
             c->started = true;
         }
-        if (fresh) send_calls(x, c, fresh);
+        if (deltas) send_calls(x, c, deltas);
         if (o.finish) {
             co_oai_piece end = {
                 .finish = o.finish, .first = !c->started, .index = c->index, .called = c->n_calls};
@@ -431,6 +424,7 @@ static void on_output(void *ud, co_job *job) {
         return;
     }
     json_decref(fresh);
+    json_decref(deltas);
     if (!o.finish) {
         if (x->stream && x->out.len) co_http_stream_send(x->conn, x->out.p, x->out.len);
         return;
@@ -529,14 +523,10 @@ static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const
  * scheduler all the same: a failure here ends it. */
 static int constrain(const co_routes *r, const co_oai_req *req, co_gen_params *gp,
                      co_oai_error *e) {
-    if (req->format == CO_FORMAT_TEXT && !req->call_schema) return 0;
+    if (req->format == CO_FORMAT_TEXT && !req->call_tools) return 0;
     mw_err err = {{0}};
-    const char *before = NULL, *after = NULL;
-    if (req->call_schema) co_toolcall_markers(co_stext_format_name(r->p.text), &before, &after);
-    void *st = r->p.text ? co_stext_constraint(r->p.text,
-                                               req->call_schema ? req->call_schema : req->schema,
-                                               before, after, &err)
-                         : NULL;
+    void *st =
+        r->p.text ? co_stext_constraint(r->p.text, req->schema, req->call_tools, &err) : NULL;
     if (!st) {
         if (gp->text && gp->text->end) gp->text->end(gp->text_state);
         return co_oai_fail(e, r->p.text ? 500 : 400, "response_format", NULL, "%s",

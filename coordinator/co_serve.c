@@ -274,6 +274,10 @@ static int open_model(serve *s, mw_err *err) {
         return -1;
     if (plan_slots(s, err)) return -1;
     if (co_stext_open(s->src, o->chat_template, &s->text, err)) return -1;
+    if (o->chat_template_file && !s->text)
+        return mw_errf(err, "--chat-template-file: the model has no tokenizer");
+    if (o->chat_template_file && co_stext_template_file(s->text, o->chat_template_file, err))
+        return -1;
     const co_backend_opts bo = co_cli_backend_opts(o);
     co_backend_env env = {.opts = &bo, .src = s->src, .model = s->model, .pool = s->pool};
     if (s->kind->create(&env, &s->experts, err)) return -1;

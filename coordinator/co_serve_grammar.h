@@ -29,16 +29,26 @@ void co_grammar_trie_free(co_grammar_trie *t);
 const gr_vocab *co_grammar_trie_get(co_grammar_trie *t, const struct tk_tokenizer *tok,
                                     const struct tk_chat *chat, mw_err *err);
 
+/* The byte that opens a marker token's bytes in the vocabulary: never in UTF-8, so no JSON value
+ * holds a marker, and a raw byte token cannot spell one. */
+#define CO_GRAMMAR_MARK '\xff'
+
 /* A tokenizer's vocabulary as the grammar's: each token's bytes as it decodes (control tokens:
- * none), the ends the chat format's stop tokens (chat NULL: the model's end-of-generation ids). */
+ * none, except the chat format's tool-call markers, co_toolcall_specials, which are MARK and
+ * their text: a forced call's text names them so, and nothing else can match them), the ends the
+ * chat format's stop tokens (chat NULL: the model's end-of-generation ids). A token holding the
+ * byte MARK (a raw byte token) is never allowed. */
 gr_vocab *co_grammar_vocab_new(const struct tk_tokenizer *tok, const struct tk_chat *chat,
                                mw_err *err);
 
 /* A job's constraint over vocabulary v: the output is a value of schema (JSON text; NULL: any JSON
- * object) between the literal texts before and after (NULL: none), then an end token. NULL with
- * err set. Owned by the scheduler once submitted. */
-void *co_grammar_constraint(const gr_vocab *v, const char *schema, const char *before,
-                            const char *after, mw_err *err);
+ * object), then an end token. NULL with err set. Owned by the scheduler once submitted. */
+void *co_grammar_constraint(const gr_vocab *v, const char *schema, mw_err *err);
+/* The same for a forced tool call in the chat format `chat` (co_toolcall.h): tools is a JSON
+ * list's text of [{"name", "parameters"}] (the tools the call may be of); the output is a call of
+ * one of them, its arguments a value of that tool's parameters. */
+void *co_grammar_call_constraint(const gr_vocab *v, const char *chat, const char *tools,
+                                 mw_err *err);
 extern const co_constraint_ops co_grammar_constraint_ops;
 
 #endif

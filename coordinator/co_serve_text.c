@@ -8,6 +8,7 @@
 
 #include "coordinator/co_jinja.h"
 #include "coordinator/co_serve_grammar.h"
+#include "coordinator/co_toolcall.h"
 #include "tokenizer/tk.h"
 #include "tokenizer/tk_chat.h"
 
@@ -26,6 +27,7 @@ typedef struct job_text {
     tk_stream stream;       /* completions */
     tk_chat_parser *parser; /* chat */
     tk_text tmp, rtmp;
+    const char *const *specials; /* a chat with tools: the call markers kept as text */
 } job_text;
 
 static tk_chat_opts chat_opts(const co_stext_chat_opts *o) {
@@ -44,10 +46,11 @@ const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err) {
     return co_grammar_trie_get(&t->trie, t->tok, t->chat, err);
 }
 
-void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
-                          mw_err *err) {
+void *co_stext_constraint(co_stext *t, const char *schema, const char *call_tools, mw_err *err) {
     const gr_vocab *v = co_stext_vocab(t, err);
-    return v ? co_grammar_constraint(v, schema, before, after, err) : NULL;
+    if (!v) return NULL;
+    return call_tools ? co_grammar_call_constraint(v, co_stext_format_name(t), call_tools, err)
+                      : co_grammar_constraint(v, schema, err);
 }
 
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err) {
@@ -91,6 +94,28 @@ int co_stext_open(const vx_source *src, const char *chat_template, co_stext **ou
              t->chat ? tk_chat_name(t->chat) : "plain-text",
              t->chat ? " replies" : " replies ended by end-of-generation tokens");
     *out = t;
+    return 0;
+}
+
+int co_stext_template_file(co_stext *t, const char *path, mw_err *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mw_errf(err, "--chat-template-file %s: cannot open it", path);
+    enum { MAX = 1 << 20 };
+    char *src = malloc(MAX + 1);
+    const size_t n = src ? fread(src, 1, MAX + 1, f) : 0;
+    const bool bad = ferror(f) || n > MAX;
+    fclose(f);
+    co_jinja *j = NULL;
+    int rc = !src  ? mw_errf(err, "out of memory")
+             : bad ? mw_errf(err, "--chat-template-file %s: unreadable or over 1 MiB", path)
+                   : co_jinja_open_text(t->tok, src, n, &j, err);
+    free(src);
+    if (rc) return mw_err_wrap(err, "%s", path);
+    co_jinja_free(t->jinja);
+    t->jinja = j;
+    snprintf(t->chat_name, sizeof t->chat_name, "the template file (jinja), %s%s",
+             t->chat ? tk_chat_name(t->chat) : "plain-text",
+             t->chat ? " replies" : " replies ended by end-of-generation tokens");
     return 0;
 }
 
@@ -197,6 +222,8 @@ void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
         free(j);
         return NULL;
     }
+    if (chat && chat->tools_text && t->chat && co_toolcall_keeps_specials(tk_chat_name(t->chat)))
+        j->specials = co_toolcall_specials(tk_chat_name(t->chat));
     tk_stream_init(&j->stream, t->tok, 0);
     return j;
 }
@@ -204,6 +231,19 @@ void *co_stext_job(co_stext *t, const co_stext_chat_opts *chat, mw_err *err) {
 static void take_text(tk_text *b, co_buf *out) {
     if (b->n) co_buf_add(out, b->s, b->n);
     b->n = 0;
+}
+
+/* A tool call's marker that decodes to nothing (a control token) is kept as its text, where the
+ * call reader (co_toolcall.h) looks for it. */
+static void keep_marker(job_text *j, int32_t token) {
+    const char *b;
+    size_t n;
+    if (tk_piece(j->t->tok, token, true, &b, &n)) return;
+    for (int i = 0; j->specials[i]; i++)
+        if (strlen(j->specials[i]) == n && !memcmp(j->specials[i], b, n)) {
+            tk_text_add(&j->tmp, b, n);
+            return;
+        }
 }
 
 static int job_piece(void *state, int32_t token, co_buf *content, co_buf *reasoning) {
@@ -215,6 +255,7 @@ static int job_piece(void *state, int32_t token, co_buf *content, co_buf *reason
         rc = 1;
     else
         tk_stream_push(&j->stream, token, &j->tmp, NULL);
+    if (rc != 1 && j->specials && tk_is_control(j->t->tok, token)) keep_marker(j, token);
     take_text(&j->tmp, content);
     take_text(&j->rtmp, reasoning);
     return rc == 1;

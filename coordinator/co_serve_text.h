@@ -20,6 +20,10 @@ typedef struct co_stext co_stext;
 /* *out = NULL (and 0) when the source carries no tokenizer; a tokenizer that is there but cannot
  * be loaded is an error. chat_template: a format name, or NULL to recognise the model's. */
 int co_stext_open(const vx_source *src, const char *chat_template, co_stext **out, mw_err *err);
+/* Renders chat prompts with the Jinja template in the file at path instead of the model's
+ * (--chat-template-file; at most 1 MiB); replies are parsed as before (the format named or the
+ * model's family's). */
+int co_stext_template_file(co_stext *t, const char *path, mw_err *err);
 /* The most bytes of text one token stands for (the vocabulary's longest piece, at least 4): a
  * text of n bytes encodes to at least n / this many tokens, which bounds a prompt's length before
  * it is tokenized. */
@@ -68,10 +72,10 @@ const char *co_stext_format_name(const co_stext *t);
  * ends. NULL with err set when it cannot be built. */
 const gr_vocab *co_stext_vocab(co_stext *t, mw_err *err);
 
-/* A job's constraint (co_grammar_constraint over co_stext_vocab): the output is a value of schema
- * (JSON text; NULL: any JSON object) between before and after, then an end token. NULL with err
- * set. The state is co_grammar_constraint_ops's. */
-void *co_stext_constraint(co_stext *t, const char *schema, const char *before, const char *after,
-                          mw_err *err);
+/* A job's constraint over co_stext_vocab: with call_tools (a JSON list's text of [{"name",
+ * "parameters"}]) a call of one of those tools in the chat format's syntax
+ * (co_grammar_call_constraint), else a value of schema (JSON text; NULL: any JSON object); then
+ * an end token. NULL with err set. The state is co_grammar_constraint_ops's. */
+void *co_stext_constraint(co_stext *t, const char *schema, const char *call_tools, mw_err *err);
 
 #endif

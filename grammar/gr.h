@@ -5,12 +5,17 @@
  * What a schema may use: type (one or a list), properties + required, additionalProperties
  * (false, true or a schema; with properties given only those keys are generated, which every
  * reading of the schema accepts), items, minItems / maxItems, minLength / maxLength (characters;
- * an escape is one), enum, const, anyOf (alternatives
- * that start with different bytes: "a string or null", not "one object or another"), $ref to
- * "#/$defs/NAME" or "#/definitions/NAME" (recursion included), and the annotations title,
- * description, default, examples, $schema, $id, $comment. Anything else (pattern, format,
- * minLength, minimum, oneOf, allOf, ...) is refused with an error naming the keyword and where it
- * is, never ignored.
+ * an escape is one), pattern on a string (gr_regex.c: ECMA syntax, searched unless anchored;
+ * ASCII literals, classes [...] [^...] . \d \w \s and their negations, escapes, groups ( ) and
+ * (?: ), alternation, ? * + {m} {m,} {m,n} (lazy forms too), ^ and $ at the ends; at most 63
+ * positions once repeated; refused by name: back-references, lookaround, word boundaries,
+ * Unicode properties, non-ASCII characters in the pattern, anchors inside it, minLength beside
+ * it; a string under a pattern is written without escapes, so quotes, backslashes and control
+ * characters are not generated), enum, const, anyOf (alternatives that start with different
+ * bytes: "a string or null", not "one object or another"), $ref to "#/$defs/NAME" or
+ * "#/definitions/NAME" (recursion included), and the annotations title, description, default,
+ * examples, $schema, $id, $comment. Anything else (format, minimum, oneOf, allOf, ...) is refused
+ * with an error naming the keyword and where it is, never ignored.
  *
  * The generated text is compact JSON: no whitespace except one optional space after ':' and ','
  * (the way tokenizers split "a": 1, "b"), so a model cannot stall in whitespace. Numbers have at
@@ -30,9 +35,11 @@
 
 #include "util/mw_err.h"
 
-#define GR_MAX_DEPTH  24 /* nested values */
-#define GR_MAX_NUMBER 32 /* bytes of one number */
-#define GR_MAX_PROPS  64 /* properties of one object, alternatives of one enum */
+#define GR_MAX_DEPTH    24  /* nested values */
+#define GR_MAX_NUMBER   32  /* bytes of one number */
+#define GR_MAX_PROPS    64  /* properties of one object, alternatives of one enum */
+#define GR_MAX_BRANCHES 64  /* alternatives of gr_compile_alts */
+#define GR_MAX_AFFIX    256 /* bytes of one alternative's prefix or suffix */
 
 struct json_t;
 typedef struct gr_grammar gr_grammar;
@@ -43,9 +50,13 @@ int gr_compile(const struct json_t *schema, gr_grammar **out, mw_err *err);
 /* The same from a schema's JSON text. */
 int gr_compile_text(const char *schema, size_t len, gr_grammar **out, mw_err *err);
 void gr_free(gr_grammar *g);
-/* Literal text before and after the value (a tool call's markers: "<tool_call>\n" and
- * "\n</tool_call>"), each at most 256 bytes. */
-int gr_wrap(gr_grammar *g, const char *prefix, const char *suffix, mw_err *err);
+/* n alternatives (at most GR_MAX_BRANCHES): the output is prefixes[i], a value of schemas[i],
+ * suffixes[i] for one i (a forced tool call: the call's text up to its arguments, the tool's
+ * parameters, the text that closes the call). The prefix picks the alternative: none may be a
+ * prefix of another (nor empty, with n > 1), each at most GR_MAX_AFFIX bytes. A schema's $refs
+ * are its own. */
+int gr_compile_alts(const struct json_t *const *schemas, const char *const *prefixes,
+                    const char *const *suffixes, int n, gr_grammar **out, mw_err *err);
 
 /* ---- bytes ---------------------------------------------------------------------------------- */
 
@@ -61,7 +72,10 @@ typedef struct gr_frame {
 typedef struct gr_state {
     uint8_t depth; /* frames in use; 0 with done: the value is complete */
     bool done;
-    uint16_t pre, post; /* bytes of the grammar's prefix and suffix written */
+    bool chosen;        /* the alternative is known (its prefix written) */
+    uint8_t br;         /* which, once chosen */
+    uint16_t pre, post; /* bytes of the alternative's prefix and suffix written */
+    uint64_t cand;      /* before: the alternatives whose prefix the bytes so far begin */
     gr_frame f[GR_MAX_DEPTH];
 } gr_state;
 
@@ -83,6 +97,8 @@ int gr_vocab_new(const char *const *bytes, const size_t *lens, int32_t n, const 
                  int n_eos, gr_vocab **out, mw_err *err);
 void gr_vocab_free(gr_vocab *v);
 int32_t gr_vocab_size(const gr_vocab *v);
+/* The token whose bytes are these (not an end id), or -1. */
+int32_t gr_vocab_find(const gr_vocab *v, const char *bytes, size_t len);
 
 typedef struct gr_matcher gr_matcher;
 

@@ -17,12 +17,37 @@ enum { N_START, N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
 
 #define SPACE_USED 1 /* aux of an object / array: the optional space was written */
 
+static void choose(const gr_grammar *g, gr_state *s, int i) {
+    s->chosen = true;
+    s->br = (uint8_t)i;
+    s->cand = 0;
+    s->f[0].node = (uint16_t)g->br[i].root;
+}
+
 void gr_state_init(const gr_grammar *g, gr_state *s) {
     s->depth = 1;
     s->done = false;
+    s->chosen = false;
+    s->br = 0;
     s->pre = s->post = 0;
+    s->cand = g->n_br == 64 ? ~0ull : (1ull << g->n_br) - 1;
     memset(&s->f[0], 0, sizeof s->f[0]);
-    s->f[0].node = (uint16_t)g->root;
+    if (g->n_br == 1 && g->br[0].plen == 0) choose(g, s, 0);
+}
+
+/* A byte of the prefixes: the alternatives it begins narrow; the one whose prefix it ends is
+ * chosen (the prefixes are prefix-free). */
+static int prefix_byte(const gr_grammar *g, gr_state *s, uint8_t b) {
+    uint64_t next = 0;
+    for (int i = 0; i < g->n_br; i++)
+        if ((s->cand >> i & 1) && s->pre < g->br[i].plen && (uint8_t)g->br[i].prefix[s->pre] == b)
+            next |= 1ull << i;
+    if (!next) return -1;
+    s->cand = next;
+    s->pre++;
+    for (int i = 0; i < g->n_br; i++)
+        if ((next >> i & 1) && g->br[i].plen == s->pre) choose(g, s, i);
+    return 0;
 }
 
 static bool in_set(const uint8_t *set, uint8_t b) {
@@ -116,11 +141,23 @@ static bool literal_may_end(const gr_node *nd, const gr_frame *f) {
 static int string_byte(const gr_node *nd, gr_frame *f, uint8_t b) {
     switch (f->phase) {
     case S_OPEN:
+        f->cand = 1ull << GR_RE_START; /* a pattern's state (cand is a string's own) */
         return b == '"' ? (f->phase = S_BODY, 1) : -1;
     case S_BODY:
         /* (seen counts the characters) */
-        if (b == '"') return f->seen >= nd->min_len ? 2 : -1;
+        if (b == '"')
+            return f->seen >= nd->min_len && (!nd->re || gr_regex_accepts(nd->re, f->cand)) ? 2
+                                                                                            : -1;
         if (f->seen >= nd->max_len) return -1;
+        if (nd->re) { /* under a pattern: no escapes; a character other than ASCII at its lead */
+            if (b == '\\' || b < 0x20) return -1;
+            const uint64_t next = gr_regex_step(nd->re, f->cand, b < 0x80 ? b : GR_RE_NONASCII);
+            /* a character only if the pattern can still end within maxLength */
+            if (!next || (nd->max_len != UINT32_MAX &&
+                          f->seen + 1 + gr_regex_need(nd->re, next) > nd->max_len))
+                return -1;
+            f->cand = next;
+        }
         f->seen++;
         if (b == '\\') return f->phase = S_ESC, 1;
         if (b < 0x20) return -1;
@@ -313,10 +350,11 @@ static int any_byte(const gr_grammar *g, gr_state *s, gr_frame *f, uint8_t b) {
 }
 
 int gr_feed(const gr_grammar *g, gr_state *s, uint8_t b) {
-    if (s->pre < g->plen) return (uint8_t)g->prefix[s->pre] == b ? (s->pre++, 0) : -1;
+    if (!s->chosen) return prefix_byte(g, s, b);
+    const gr_branch *br = &g->br[s->br];
     for (int hops = 0; hops <= GR_MAX_DEPTH + 1; hops++) {
         if (s->depth == 0) /* the value is complete: its suffix, then nothing */
-            return s->post < g->slen && (uint8_t)g->suffix[s->post] == b ? (s->post++, 0) : -1;
+            return s->post < br->slen && (uint8_t)br->suffix[s->post] == b ? (s->post++, 0) : -1;
         gr_frame *f = &s->f[s->depth - 1];
         bool fresh = false;
         if (!f->started) {
@@ -349,8 +387,9 @@ int gr_feed(const gr_grammar *g, gr_state *s, uint8_t b) {
 }
 
 bool gr_complete(const gr_grammar *g, const gr_state *s) {
-    if (s->depth == 0) return s->done && s->post == g->slen;
-    if (s->depth != 1 || g->slen) return false;
+    if (!s->chosen) return false;
+    if (s->depth == 0) return s->done && s->post == g->br[s->br].slen;
+    if (s->depth != 1 || g->br[s->br].slen) return false;
     const gr_frame *f = &s->f[0];
     const gr_node *nd = &g->v[f->node];
     const bool number_end =

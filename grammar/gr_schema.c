@@ -21,6 +21,7 @@ typedef struct comp {
     ref_memo refs[256];
     int n_refs;
     int nest;
+    const json_t *pattern_of; /* the schema whose pattern a string node took last */
     mw_err *err;
 } comp;
 
@@ -94,10 +95,10 @@ static int compile(comp *c, const json_t *s, const char *path);
 static const char *const annotations[] = {"title",    "description", "default",
                                           "examples", "$schema",     "$id",
                                           "$comment", "$defs",       "definitions"};
-static const char *const handled[] = {"type",     "properties", "required", "additionalProperties",
-                                      "items",    "minItems",   "maxItems", "enum",
-                                      "const",    "anyOf",      "$ref",     "minLength",
-                                      "maxLength"};
+static const char *const handled[] = {"type",      "properties", "required", "additionalProperties",
+                                      "items",     "minItems",   "maxItems", "enum",
+                                      "const",     "anyOf",      "$ref",     "minLength",
+                                      "maxLength", "pattern"};
 
 static bool listed(const char *k, const char *const *list, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -213,16 +214,34 @@ static int array_node(comp *c, const json_t *s, const char *path) {
     return k;
 }
 
-/* A string, with its length bounds when the schema gives them. */
+/* A string, with its length bounds and pattern when the schema gives them. */
 static int string_node(comp *c, const json_t *s, const char *path) {
     const json_t *mn = json_object_get(s, "minLength"), *mx = json_object_get(s, "maxLength");
-    if (!mn && !mx) return c->g->string;
+    const json_t *pat = json_object_get(s, "pattern");
+    if (!mn && !mx && !pat) return c->g->string;
+    gr_regex *re = NULL;
+    if (pat) {
+        char why[200];
+        if (!json_is_string(pat)) return mw_errf(c->err, "%s/pattern: must be a string", path);
+        if (gr_regex_compile(json_string_value(pat), json_string_length(pat), &re, why, sizeof why))
+            return mw_errf(c->err, "%s/pattern: %s", path, why);
+        c->pattern_of = s;
+        /* a pattern that must end may be unable to reach minLength: not generated together */
+        if (mn) {
+            free(re);
+            return mw_errf(c->err, "%s/minLength: beside a pattern it is not supported", path);
+        }
+    }
     if ((mn && (!json_is_integer(mn) || json_integer_value(mn) < 0)) ||
         (mx && (!json_is_integer(mx) || json_integer_value(mx) < 0)))
         return mw_errf(c->err, "%s: minLength and maxLength must be integers >= 0", path);
     const int k = new_node(c, GR_STRING, path);
-    if (k < 0) return -1;
+    if (k < 0) {
+        free(re);
+        return -1;
+    }
     gr_node *nd = &c->g->v[k];
+    nd->re = re;
     if (mn) nd->min_len = json_integer_value(mn) > 65536 ? 65536 : (uint32_t)json_integer_value(mn);
     if (mx)
         nd->max_len =
@@ -347,6 +366,11 @@ static int compile(comp *c, const json_t *s, const char *path) {
     } else {
         k = c->g->any;
     }
+    if (k >= 0 && json_object_get(s, "pattern") && c->pattern_of != s)
+        k = mw_errf(c->err,
+                    "%s/pattern: a pattern is supported on a schema of type string only (not "
+                    "beside enum, const, anyOf or $ref, nor with no type)",
+                    path);
     c->nest--;
     return k;
 }
@@ -422,38 +446,75 @@ void gr_free(gr_grammar *g) {
         for (int i = 0; i < nd->n_lit; i++) free(nd->lit[i]);
         free(nd->pname), free(nd->plen), free(nd->pval), free(nd->lit), free(nd->llen);
         free(nd->alt);
+        free(nd->re);
     }
     free(g->v);
     free(g);
 }
 
-int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
-    *out = NULL;
-    gr_grammar *g = calloc(1, sizeof *g);
-    if (!g) return mw_errf(err, "out of memory");
-    comp c = {.g = g, .root = schema, .err = err};
+/* The shared nodes of "any value", then each alternative's value; first bytes settled. */
+static int build(gr_grammar *g, const json_t *const *schemas, int n, mw_err *err) {
+    comp c = {.g = g, .err = err};
     g->any = new_node(&c, GR_ANY, "");
     g->any_object = new_node(&c, GR_OBJECT, "");
     g->any_array = new_node(&c, GR_ARRAY, "");
     g->string = new_node(&c, GR_STRING, "");
-    if (g->string < 0) {
-        gr_free(g);
-        return -1;
-    }
+    if (g->string < 0) return -1;
     g->v[g->any_object].extra = g->any;
     g->v[g->any_array].items = g->any;
-    g->root = schema ? compile(&c, schema, "") : g->any_object;
-    bool changed = g->root >= 0;
+    for (int i = 0; i < n; i++) {
+        char path[32] = "";
+        if (n > 1) snprintf(path, sizeof path, "[%d]", i);
+        c.root = schemas[i];
+        c.n_refs = 0; /* a schema's $refs are its own */
+        g->root = schemas[i] ? compile(&c, schemas[i], path) : g->any_object;
+        if (g->root < 0) return -1;
+        g->br[i].root = g->root;
+    }
+    g->n_br = n;
+    bool changed = true;
     for (int round = 0; changed && round <= g->n; round++) {
         changed = false;
         for (int k = 0; k < g->n; k++) changed |= first_of(g, k);
     }
     static const uint8_t none[32];
-    if (g->root >= 0 && !memcmp(g->v[g->root].first, none, 32)) {
-        mw_errf(err, "the schema admits no value (references that lead only to each other)");
-        g->root = -1;
-    }
-    if (g->root < 0 || check_anyof(g, err)) {
+    for (int i = 0; i < n; i++)
+        if (!memcmp(g->v[g->br[i].root].first, none, 32))
+            return mw_errf(err, "the schema admits no value (references that lead only to each "
+                                "other)");
+    return check_anyof(g, err);
+}
+
+static int set_affix(gr_branch *b, const char *prefix, const char *suffix, mw_err *err) {
+    const size_t pl = prefix ? strlen(prefix) : 0, sl = suffix ? strlen(suffix) : 0;
+    if (pl > GR_MAX_AFFIX || sl > GR_MAX_AFFIX)
+        return mw_errf(err, "a grammar's prefix or suffix over %d bytes", GR_MAX_AFFIX);
+    memcpy(b->prefix, prefix ? prefix : "", pl + 1);
+    memcpy(b->suffix, suffix ? suffix : "", sl + 1);
+    b->plen = (uint16_t)pl;
+    b->slen = (uint16_t)sl;
+    return 0;
+}
+
+int gr_compile_alts(const json_t *const *schemas, const char *const *prefixes,
+                    const char *const *suffixes, int n, gr_grammar **out, mw_err *err) {
+    *out = NULL;
+    if (n < 1 || n > GR_MAX_BRANCHES)
+        return mw_errf(err, "1 to %d alternatives, not %d", GR_MAX_BRANCHES, n);
+    gr_grammar *g = calloc(1, sizeof *g);
+    if (!g) return mw_errf(err, "out of memory");
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++)
+        rc =
+            set_affix(&g->br[i], prefixes ? prefixes[i] : NULL, suffixes ? suffixes[i] : NULL, err);
+    /* the prefix picks the alternative: none may begin another */
+    for (int i = 0; i < n && !rc; i++)
+        for (int j = 0; j < n && !rc; j++)
+            if (i != j && g->br[i].plen <= g->br[j].plen &&
+                !memcmp(g->br[i].prefix, g->br[j].prefix, g->br[i].plen))
+                rc = mw_errf(err, "alternative %d's prefix begins alternative %d's", i, j);
+    if (!rc) rc = build(g, schemas, n, err);
+    if (rc) {
         gr_free(g);
         return -1;
     }
@@ -461,14 +522,8 @@ int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
     return 0;
 }
 
-int gr_wrap(gr_grammar *g, const char *prefix, const char *suffix, mw_err *err) {
-    const size_t pl = prefix ? strlen(prefix) : 0, sl = suffix ? strlen(suffix) : 0;
-    if (pl > 256 || sl > 256) return mw_errf(err, "a grammar's prefix or suffix over 256 bytes");
-    memcpy(g->prefix, prefix ? prefix : "", pl + 1);
-    memcpy(g->suffix, suffix ? suffix : "", sl + 1);
-    g->plen = (uint16_t)pl;
-    g->slen = (uint16_t)sl;
-    return 0;
+int gr_compile(const json_t *schema, gr_grammar **out, mw_err *err) {
+    return gr_compile_alts(&schema, NULL, NULL, 1, out, err);
 }
 
 int gr_compile_text(const char *schema, size_t len, gr_grammar **out, mw_err *err) {

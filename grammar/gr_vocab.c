@@ -65,8 +65,11 @@ struct gr_matcher {
 static void copy_state(gr_state *d, const gr_state *s) {
     d->depth = s->depth;
     d->done = s->done;
+    d->chosen = s->chosen;
+    d->br = s->br;
     d->pre = s->pre;
     d->post = s->post;
+    d->cand = s->cand;
     memcpy(d->f, s->f, (size_t)s->depth * sizeof s->f[0]);
 }
 
@@ -166,7 +169,8 @@ static bool plain_text(const uint8_t *p, size_t n) {
     gr_node nd = {.kind = GR_STRING, .max_len = UINT32_MAX};
     g.v = &nd;
     g.n = 1;
-    gr_state s = {.depth = 1};
+    g.n_br = 1;
+    gr_state s = {.depth = 1, .chosen = true};
     s.f[0].phase = 1; /* S_BODY */
     s.f[0].started = 1;
     for (size_t i = 0; i < n; i++)
@@ -250,6 +254,12 @@ int32_t gr_vocab_size(const gr_vocab *v) {
     return v->n;
 }
 
+int32_t gr_vocab_find(const gr_vocab *v, const char *bytes, size_t len) {
+    for (int32_t i = 0; len && i < v->n; i++)
+        if (v->len[i] == len && !memcmp(v->blob + v->off[i], bytes, len)) return i;
+    return -1;
+}
+
 /* ---- the matcher ---------------------------------------------------------------------------- */
 
 int gr_matcher_new(const gr_grammar *g, const gr_vocab *v, gr_matcher **out, mw_err *err) {
@@ -277,7 +287,8 @@ void gr_matcher_free(gr_matcher *m) {
 
 static uint64_t state_hash(const gr_state *s) {
     uint64_t h = 1469598103934665603ull ^ s->depth ^ ((uint64_t)s->done << 8) ^
-                 ((uint64_t)s->pre << 16) ^ ((uint64_t)s->post << 32);
+                 ((uint64_t)s->pre << 16) ^ ((uint64_t)s->post << 32) ^ ((uint64_t)s->br << 48) ^
+                 ((uint64_t)s->chosen << 56) ^ s->cand * 31;
     const uint8_t *p = (const uint8_t *)s->f;
     for (size_t i = 0; i < (size_t)s->depth * sizeof s->f[0]; i++)
         h = (h ^ p[i]) * 1099511628211ull;
@@ -286,6 +297,7 @@ static uint64_t state_hash(const gr_state *s) {
 
 static bool same_state(const gr_state *a, const gr_state *b) {
     return a->depth == b->depth && a->done == b->done && a->pre == b->pre && a->post == b->post &&
+           a->chosen == b->chosen && a->br == b->br && a->cand == b->cand &&
            !memcmp(a->f, b->f, (size_t)a->depth * sizeof a->f[0]);
 }
 
@@ -317,6 +329,7 @@ static int64_t open_string(const gr_matcher *m) {
     const gr_frame *f = &s->f[s->depth - 1];
     const gr_node *nd = &m->g->v[f->node];
     if (nd->kind != GR_STRING || !f->started || f->phase != 1 /* S_BODY */) return -1;
+    if (nd->re) return -1; /* a pattern: every token is walked */
     if (nd->max_len == UINT32_MAX || nd->max_len - f->seen > m->v->max_depth) return INT64_MAX;
     return (int64_t)(nd->max_len - f->seen);
 }
@@ -347,8 +360,9 @@ static void cache_key(const gr_matcher *m, gr_state *k) {
     if (k->depth == 0) return;
     gr_frame *f = &k->f[k->depth - 1];
     const gr_node *nd = &m->g->v[f->node];
+    /* (under a pattern the characters it still needs count against maxLength: kept) */
     if (nd->kind == GR_STRING && f->seen >= nd->min_len &&
-        (nd->max_len == UINT32_MAX || nd->max_len - f->seen > m->v->max_depth))
+        (nd->max_len == UINT32_MAX || (!nd->re && nd->max_len - f->seen > m->v->max_depth)))
         f->seen = UINT64_MAX;
 }
 

@@ -63,7 +63,10 @@ json_t *jj_chat_args_to_objects(const json_t *messages, mw_err *err) {
                 nc = NULL;
             }
         }
+        const json_t *content = json_object_get(m, "content");
         if (!nm || !nc || json_object_set_new(nm, "tool_calls", nc) ||
+            ((!content || json_is_null(content)) &&
+             json_object_set_new(nm, "content", json_string(""))) ||
             json_array_append_new(out, nm)) {
             json_decref(out);
             out = NULL;

@@ -24,7 +24,9 @@ struct json_t *jj_chat_context(const jj_chat_in *in, mw_err *err);
 /* OpenAI clients send a tool call's arguments as JSON text; templates expect the object
  * (transformers' documented form, and what vLLM and llama.cpp hand them). Returns a copy of
  * messages with every assistant tool call's "arguments" that parses as a JSON object replaced by
- * it; other messages are shared. */
+ * it, and the content of a message with tool calls "" where the client sent null or none (as
+ * llama.cpp hands it: gpt-oss's template tests `"..." in message.content`); other messages are
+ * shared. */
 struct json_t *jj_chat_args_to_objects(const struct json_t *messages, mw_err *err);
 
 #endif

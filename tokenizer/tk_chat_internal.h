@@ -27,7 +27,9 @@ int tk__pb_bad_role(tk__pb *b, const char *fmt, const char *role);
 void tk__render_kimi_k3(tk__pb *b, const tk_msg *m, size_t n, const tk_chat_opts *o);
 
 /* K3's output: <|open|>TAG ...<|sep|> opens a section, <|close|>TAG<|sep|> ends it; think is
- * reasoning, response is content, tool sections are reasoning, text outside any is content. */
+ * reasoning, response is content, tool sections are reasoning, text outside any is content. With
+ * tools (tk_chat_opts.tools) a tools section is content, its markers and tags written as text,
+ * for the server's tool-call reader. */
 #define TK__K3_DEPTH 16
 typedef struct tk__k3_parse {
     int32_t open, close, sep;
@@ -35,12 +37,14 @@ typedef struct tk__k3_parse {
     tk_text tag;
     size_t depth;
     uint8_t stack[TK__K3_DEPTH]; /* the open sections' kinds, innermost last */
+    bool tools;                  /* tools sections are content, markers and all */
 } tk__k3_parse;
 void tk__k3_parse_init(tk__k3_parse *k, const tk_tokenizer *t, const tk_chat_opts *o);
 /* Feeds one token; *to_reasoning says where text of the current section goes, *text whether the
- * token is text to emit (0: a marker, nothing to emit). */
+ * token is text to emit (0: a marker, nothing to emit); a tools section's marker text is
+ * appended to raw (the content) as it ends. */
 int tk__k3_parse_push(tk__k3_parse *k, const tk_tokenizer *t, int32_t id, bool *text,
-                      bool *to_reasoning, mw_err *err);
+                      bool *to_reasoning, tk_text *raw, mw_err *err);
 void tk__k3_parse_free(tk__k3_parse *k);
 
 #endif

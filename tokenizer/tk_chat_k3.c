@@ -11,8 +11,9 @@
  * same rules, which this follows. <|end_of_msg|> ends a turn (the stop token), not [EOS].
  *
  * The output parser reads the same markers on token ids: think is reasoning, response is
- * content, tool sections are reasoning (no API here returns tool calls), text outside any section
- * is content (shown, not lost); the tag text between a marker and <|sep|> is shown to no one. */
+ * content, tool sections are reasoning, text outside any section is content (shown, not lost);
+ * the tag text between a marker and <|sep|> is shown to no one. With tools, a tools section is
+ * content written as the text it is (markers and tags too), for the server's tool-call reader. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -329,7 +330,7 @@ void tk__render_kimi_k3(tk__pb *b, const tk_msg *m, size_t n, const tk_chat_opts
 
 /* Sections nest (message > tools > call > argument): a stack of their kinds; text goes where the
  * innermost says. */
-enum { K3_OTHER, K3_THINK, K3_RESPONSE, K3_HIDDEN };
+enum { K3_OTHER, K3_THINK, K3_RESPONSE, K3_HIDDEN, K3_TOOLS };
 
 static void k3_push(tk__k3_parse *k, int kind) {
     if (k->depth < TK__K3_DEPTH) k->stack[k->depth] = (uint8_t)kind;
@@ -340,7 +341,8 @@ void tk__k3_parse_init(tk__k3_parse *k, const tk_tokenizer *t, const tk_chat_opt
     *k = (tk__k3_parse){.open = tk_find(t, "<|open|>", 8),
                         .close = tk_find(t, "<|close|>", 9),
                         .sep = tk_find(t, "<|sep|>", 7),
-                        .marker = -1};
+                        .marker = -1,
+                        .tools = o && o->tools};
     if (o && !o->add_generation_prompt) return;
     /* the generation prompt opened the assistant's message and its first section */
     k3_push(k, K3_OTHER);
@@ -359,8 +361,23 @@ static int kind_of(const tk_text *tag) {
     return K3_HIDDEN; /* tools, call, argument, json: not for the user */
 }
 
+static int top_kind(const tk__k3_parse *k) {
+    return k->depth == 0              ? K3_OTHER
+           : k->depth <= TK__K3_DEPTH ? k->stack[k->depth - 1]
+                                      : K3_HIDDEN;
+}
+
+/* A tools section's marker, its tag and <|sep|>, as text. */
+static int raw_tag(const tk__k3_parse *k, tk_text *raw, mw_err *err) {
+    const char *m = k->marker == k->open ? "<|open|>" : "<|close|>";
+    if (tk_text_add(raw, m, strlen(m)) || tk_text_add(raw, k->tag.s ? k->tag.s : "", k->tag.n) ||
+        tk_text_add(raw, "<|sep|>", 7))
+        return mw_errf(err, "out of memory");
+    return 0;
+}
+
 int tk__k3_parse_push(tk__k3_parse *k, const tk_tokenizer *t, int32_t id, bool *text,
-                      bool *to_reasoning, mw_err *err) {
+                      bool *to_reasoning, tk_text *raw, mw_err *err) {
     *text = false;
     if (id >= 0 && (id == k->open || id == k->close)) {
         k->marker = id;
@@ -368,8 +385,15 @@ int tk__k3_parse_push(tk__k3_parse *k, const tk_tokenizer *t, int32_t id, bool *
         return 0;
     }
     if (k->marker >= 0 && id == k->sep) {
-        if (k->marker == k->open)
-            k3_push(k, kind_of(&k->tag));
+        int kind = k->marker == k->open ? kind_of(&k->tag) : -1;
+        const size_t n = strcspn(k->tag.s ? k->tag.s : "", " ");
+        if (k->tools && k->marker == k->open &&
+            (top_kind(k) == K3_TOOLS || (n == 5 && !memcmp(k->tag.s, "tools", 5))))
+            kind = K3_TOOLS;
+        const bool shown = kind == K3_TOOLS || (kind < 0 && top_kind(k) == K3_TOOLS);
+        if (shown && raw_tag(k, raw, err)) return -1;
+        if (kind >= 0)
+            k3_push(k, kind);
         else if (k->depth > 0)
             k->depth--;
         k->marker = -1;
@@ -383,9 +407,7 @@ int tk__k3_parse_push(tk__k3_parse *k, const tk_tokenizer *t, int32_t id, bool *
             return tk_text_add(&k->tag, b, n) ? mw_errf(err, "out of memory") : 0;
         k->marker = -1;
     }
-    const int top = k->depth == 0              ? K3_OTHER
-                    : k->depth <= TK__K3_DEPTH ? k->stack[k->depth - 1]
-                                               : K3_HIDDEN;
+    const int top = top_kind(k);
     *text = true;
     *to_reasoning = top == K3_THINK || top == K3_HIDDEN;
     return 0;

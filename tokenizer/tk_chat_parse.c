@@ -8,9 +8,12 @@
  * shown rather than lost, as openai-harmony's non-strict parser keeps a message whose header never
  * ends: header text that cannot be the start of a header (a model that answers straight away with
  * text, a random-weight model) opens a message with no header, which is content, and so does a
- * header still unfinished when generation ends. The thinking formats are parsed on the decoded
- * text: what lies between <think> and </think> is reasoning (a tag split across tokens is held
- * until it is complete). Kimi K3's tagged sections are read on token ids (tk_chat_k3.c). Text
+ * header still unfinished when generation ends. With tools (tk_chat_opts.tools), a call of a
+ * function (a commentary message to=functions.NAME) is content instead, written as the text
+ * <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|> whatever
+ * shape its header had, for the server's tool-call reader. The thinking formats are parsed on the
+ * decoded text: what lies between <think> and </think> is reasoning (a tag split across tokens is
+ * held until it is complete). Kimi K3's tagged sections are read on token ids (tk_chat_k3.c). Text
  * goes through one UTF-8-safe stream per destination. */
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,9 @@ struct tk_chat_parser {
     bool recipient;    /* the header names a recipient (" to=functions.f"): a tool call */
     bool final;        /* the current message is shown: final channel, or no header */
     tk_text head;      /* the header text since <|start|>, <|end|> or <|channel|> */
+    bool tools;        /* function calls are content (the request has tools) */
+    bool call;         /* the current message is such a call */
+    char to[80];       /* the recipient named before <|channel|>, or "" */
     int32_t start, channel, message, end, constrain;
     /* think tags */
     bool in_think, skip_nl;
@@ -59,6 +65,7 @@ int tk_chat_parser_new(const tk_chat *c, const tk_chat_opts *o, tk_chat_parser *
     p->state = H_HEADER;
     /* the prompt ends with <|start|>assistant (or, without a generation prompt, an <|end|>) */
     p->role_written = !o || o->add_generation_prompt;
+    p->tools = o && o->tools;
     p->start = tk_find(p->t, "<|start|>", 9);
     p->channel = tk_find(p->t, "<|channel|>", 11);
     p->message = tk_find(p->t, "<|message|>", 11);
@@ -178,6 +185,20 @@ static bool has_recipient(const char *h, size_t n) {
     return false;
 }
 
+/* The function a header h[0..n) calls ("to=functions.NAME"), copied into out (cap bytes);
+ * false when it calls none. */
+static bool function_of(const char *h, size_t n, char *out, size_t cap) {
+    for (size_t i = 0; i + 13 <= n; i++)
+        if ((i == 0 || h[i - 1] == ' ') && !memcmp(h + i, "to=functions.", 13)) {
+            const size_t k = word_len(h + i + 13, n - i - 13);
+            if (!k || k >= cap) return false;
+            memcpy(out, h + i + 13, k);
+            out[k] = '\0';
+            return true;
+        }
+    return false;
+}
+
 /* Whether the message whose header after <|channel|> is h[0..n) is shown: the final channel (or
  * none named), and commentary with no recipient (a preamble, which harmony means for the user);
  * analysis and tool calls are not. */
@@ -222,8 +243,11 @@ static int header_as_text(tk_chat_parser *p, tk_text *content, tk_text *reasonin
 /* Ends the message or header under way (held header text is shown, see header_as_text). */
 static int end_message(tk_chat_parser *p, tk_text *content, tk_text *reasoning, mw_err *err) {
     if (p->state != H_MESSAGE && p->head.n && header_as_text(p, content, reasoning, err)) return -1;
-    return p->state == H_MESSAGE ? tk_stream_finish(&p->stream, dest(p, content, reasoning), err)
-                                 : 0;
+    if (p->state == H_MESSAGE && tk_stream_finish(&p->stream, dest(p, content, reasoning), err))
+        return -1;
+    if (p->call && add(content, "<|call|>", 8, err)) return -1;
+    p->call = false;
+    return 0;
 }
 
 static int harmony_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text *reasoning,
@@ -233,16 +257,19 @@ static int harmony_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
         p->state = H_HEADER;
         p->role_written = false;
         p->foreign = p->recipient = false;
+        p->to[0] = '\0';
         p->head.n = 0;
         return 0;
     }
     if (id == p->channel) {
         if (p->state == H_MESSAGE) {
-            if (tk_stream_finish(&p->stream, dest(p, content, reasoning), err)) return -1;
+            if (end_message(p, content, reasoning, err)) return -1;
             p->foreign = p->recipient = false;
+            p->to[0] = '\0';
         } else if (p->state == H_HEADER) {
             p->foreign = foreign_role(p);
             p->recipient = has_recipient(p->head.s, p->head.n);
+            if (!function_of(p->head.s, p->head.n, p->to, sizeof p->to)) p->to[0] = '\0';
         }
         p->state = H_CHANNEL;
         p->head.n = 0;
@@ -250,13 +277,26 @@ static int harmony_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
     }
     if (id == p->message) {
         bool final = true; /* a message with no header is shown */
+        char fn[sizeof p->to] = "";
         if (p->state == H_MESSAGE) {
             if (tk_stream_finish(&p->stream, dest(p, content, reasoning), err)) return -1;
         } else if (p->state == H_CHANNEL) {
             /* the channel is the header's first word: "analysis", "commentary to=...", "final" */
             final = shown_channel(p, p->head.s, p->head.n);
+            if (!p->foreign && !function_of(p->head.s, p->head.n, fn, sizeof fn))
+                memcpy(fn, p->to, sizeof fn);
         } else {
             final = !foreign_role(p) && !has_recipient(p->head.s, p->head.n);
+            if (!foreign_role(p)) function_of(p->head.s, p->head.n, fn, sizeof fn);
+        }
+        if (p->tools && fn[0]) { /* a function call: its text, for the tool-call reader */
+            if (add(content, "<|channel|>commentary to=functions.", 35, err) ||
+                add(content, fn, strlen(fn), err) ||
+                add(content, " <|constrain|>json<|message|>", 29, err))
+                return -1;
+            open_message(p, true);
+            p->call = true;
+            return 0;
         }
         open_message(p, final);
         return 0;
@@ -283,7 +323,7 @@ int tk_chat_parser_push(tk_chat_parser *p, int32_t id, tk_text *content, tk_text
     if (p->kind == PLAIN) return tk_stream_push(&p->stream, id, content, err);
     if (p->kind == K3) {
         bool text, to_reasoning;
-        if (tk__k3_parse_push(&p->k3, p->t, id, &text, &to_reasoning, err)) return -1;
+        if (tk__k3_parse_push(&p->k3, p->t, id, &text, &to_reasoning, content, err)) return -1;
         if (!text) return 0;
         return to_reasoning ? tk_stream_push(&p->k3_reasoning, id, reasoning, err)
                             : tk_stream_push(&p->stream, id, content, err);

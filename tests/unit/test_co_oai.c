@@ -332,7 +332,8 @@ static void test_response_format(void **st) {
     co_oai_req_free(&r);
 }
 
-/* tools, tool_choice: the call's schema under required / named; refusals name the field */
+/* tools, tool_choice: the tools a call is forced among under required / named; refusals name the
+ * field */
 static void test_tools(void **st) {
     (void)st;
     const char *m = "\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
@@ -346,7 +347,7 @@ static void test_tools(void **st) {
     parse_ok(body, CO_OAI_CHAT, &r);
     assert_int_equal(r.tool_choice, CO_TOOLS_AUTO);
     assert_non_null(r.tools);
-    assert_null(r.call_schema);
+    assert_null(r.call_tools);
     assert_true(r.parallel_tool_calls);
     co_oai_req_free(&r);
     snprintf(body, sizeof body,
@@ -356,13 +357,17 @@ static void test_tools(void **st) {
     parse_ok(body, CO_OAI_CHAT, &r);
     assert_int_equal(r.tool_choice, CO_TOOLS_NAMED);
     assert_false(r.parallel_tool_calls);
-    assert_non_null(strstr(r.call_schema, "\"const\":\"f\""));
-    assert_non_null(strstr(r.call_schema, "\"required\":[\"a\"]"));
+    /* the named tool only, with its parameters */
+    assert_non_null(strstr(r.call_tools, "[{\"name\":\"f\",\"parameters\":{"));
+    assert_non_null(strstr(r.call_tools, "\"required\":[\"a\"]"));
+    assert_null(strstr(r.call_tools, "\"g\""));
     co_oai_req_free(&r);
     snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"required\"}", m, tools);
     parse_ok(body, CO_OAI_CHAT, &r);
     assert_int_equal(r.tool_choice, CO_TOOLS_REQUIRED);
-    assert_non_null(strstr(r.call_schema, "\"enum\":[\"f\",\"g\"]"));
+    /* every tool, each with its own parameters (none given: any object) */
+    assert_non_null(strstr(r.call_tools, "\"required\":[\"a\"]"));
+    assert_non_null(strstr(r.call_tools, "{\"name\":\"g\",\"parameters\":{\"type\":\"object\"}}"));
     co_oai_req_free(&r);
     snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"none\"}", m, tools);
     parse_ok(body, CO_OAI_CHAT, &r);
@@ -426,8 +431,11 @@ static void test_stream_and_options(void **st) {
         {"\"response_format\":{\"type\":\"json_schema\"}", "response_format.json_schema",
          "'name' and 'schema'"},
         {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
-         "\"schema\":{\"type\":\"string\",\"pattern\":\"x\"}}}",
-         "response_format.json_schema.schema", "'pattern' is not supported"},
+         "\"schema\":{\"type\":\"string\",\"pattern\":\"(?=x)\"}}}",
+         "response_format.json_schema.schema", "/pattern: the pattern's (? (lookaround"},
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
+         "\"schema\":{\"type\":\"string\",\"format\":\"date\"}}}",
+         "response_format.json_schema.schema", "'format' is not supported"},
         {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"a\","
          "\"strict\":1,\"schema\":{}}}",
          "response_format.json_schema.strict", "a boolean"},

@@ -19,6 +19,19 @@ static gr_grammar *compile(const char *schema) {
     return g;
 }
 
+/* Alternatives of schema texts between prefixes and suffixes. */
+static gr_grammar *compile_alts(const char *const *schemas, const char *const *pre,
+                                const char *const *post, int n) {
+    json_t *js[8] = {0};
+    for (int i = 0; i < n; i++) assert_non_null(js[i] = json_loads(schemas[i], 0, NULL));
+    gr_grammar *g = NULL;
+    mw_err err = {{0}};
+    const int rc = gr_compile_alts((const json_t *const *)js, pre, post, n, &g, &err);
+    for (int i = 0; i < n; i++) json_decref(js[i]);
+    if (rc) fail_msg("compile alternatives: %s", err.msg);
+    return g;
+}
+
 static bool acc(const gr_grammar *g, const char *s) {
     return gr_accepts(g, s, strlen(s));
 }
@@ -102,8 +115,8 @@ static void test_schema_features(void **state) {
     assert_false(acc(g, "\"a\""));
     assert_false(acc(g, "\"abcd\""));
     gr_free(g);
-    g = compile("{\"type\":\"number\"}");
-    assert_int_equal(gr_wrap(g, "<c>\n", "\n</c>", NULL), 0);
+    g = compile_alts((const char *[]){"{\"type\":\"number\"}"}, (const char *[]){"<c>\n"},
+                     (const char *[]){"\n</c>"}, 1);
     assert_true(acc(g, "<c>\n12\n</c>"));
     assert_false(acc(g, "12"));
     assert_false(acc(g, "<c>\n12\n</c"));
@@ -124,7 +137,23 @@ static void test_refusals(void **state) {
     struct {
         const char *schema, *names;
     } bad[] = {
-        {"{\"type\":\"string\",\"pattern\":\"^a\"}", "/pattern"},
+        /* patterns: what the subset leaves out, named */
+        {"{\"type\":\"string\",\"pattern\":\"(a)\\\\1\"}", "/pattern: the pattern's \\1"},
+        {"{\"type\":\"string\",\"pattern\":\"\\\\bx\"}", "\\b"},
+        {"{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "lookaround"},
+        {"{\"type\":\"string\",\"pattern\":\"a^b\"}", "anchor"},
+        {"{\"type\":\"string\",\"pattern\":\"^a|b$\"}", "top-level '|'"},
+        {"{\"type\":\"string\",\"pattern\":\"é\"}", "non-ASCII"},
+        {"{\"type\":\"string\",\"pattern\":\"[a\"}", "unclosed"},
+        {"{\"type\":\"string\",\"pattern\":\"a)\"}", "unmatched"},
+        {"{\"type\":\"string\",\"pattern\":\"*a\"}", "nothing before"},
+        {"{\"type\":\"string\",\"pattern\":\"a{3,2}\"}", "{m,n}"},
+        {"{\"type\":\"string\",\"pattern\":\"[a-z]{40}[0-9]{40}\"}", "too long"},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\"$\"}", "matches no string"},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\t\\\\x41$\"}", "matches no string"},
+        {"{\"pattern\":\"a\"}", "type string only"},
+        {"{\"type\":\"string\",\"pattern\":\"a\",\"minLength\":2}", "minLength: beside a pattern"},
+        {"{\"type\":\"string\",\"enum\":[\"b\"],\"pattern\":\"a\"}", "type string only"},
         {"{\"type\":\"string\",\"format\":\"date\"}", "'format'"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":0}}}",
          "/properties/a/minimum"},
@@ -148,6 +177,43 @@ static void test_refusals(void **state) {
         if (!strstr(err.msg, bad[i].names))
             fail_msg("%s: '%s' does not name %s", bad[i].schema, err.msg, bad[i].names);
         assert_null(g);
+    }
+}
+
+/* String patterns: searched unless anchored, classes, quantifiers, groups, alternation; the
+ * characters JSON escapes are never generated under one. */
+static void test_patterns(void **state) {
+    (void)state;
+    static const struct {
+        const char *pattern, *yes[4], *no[4];
+    } cases[] = {
+        {"^[a-z]{2,4}$", {"\"ab\"", "\"abcd\""}, {"\"a\"", "\"abcde\"", "\"aB\"", "\"\""}},
+        {"^\\d{3}-\\d{4}$", {"\"555-1234\""}, {"\"5551234\"", "\"555-123\"", "\"55a-1234\""}},
+        {"b+c", {"\"xxbbcyy\"", "\"bc\""}, {"\"xxcb\"", "\"\""}},
+        {"^(ab|cd)*x?$", {"\"\"", "\"abcdx\"", "\"x\""}, {"\"abc\"", "\"xx\""}},
+        {"^.$", {"\"é\"", "\"a\""}, {"\"ab\"", "\"\""}},
+        {"^[^a-z]+$", {"\"AB9\"", "\"é\""}, {"\"aB\""}},
+        {"^\\w+@\\w+\\.com$", {"\"a_1@b.com\""}, {"\"a@b.org\"", "\"@b.com\""}},
+        {"^a{2,}$", {"\"aa\"", "\"aaaa\""}, {"\"a\""}},
+        {"^(?:x|y){0,2}z$", {"\"z\"", "\"xyz\""}, {"\"xyxz\""}},
+        {"^a\\$$", {"\"a$\""}, {"\"a\""}},
+        {"^[\\d.]+$", {"\"1.5\""}, {"\"1,5\""}},
+        {"^a\\s[\\x41-\\x43\\n]$", {"\"a B\""}, {"\"a D\"", "\"aB\""}},
+        {"", {"\"\"", "\"anything\""}, {"\"a\\\"b\"", "\"\\n\""}}, /* no escapes written */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *s = json_pack("{s:s, s:s}", "type", "string", "pattern", cases[i].pattern);
+        gr_grammar *g = NULL;
+        mw_err err = {{0}};
+        if (gr_compile(s, &g, &err)) fail_msg("%s: %s", cases[i].pattern, err.msg);
+        for (int k = 0; k < 4 && cases[i].yes[k]; k++)
+            if (!acc(g, cases[i].yes[k]))
+                fail_msg("%s refused %s", cases[i].pattern, cases[i].yes[k]);
+        for (int k = 0; k < 4 && cases[i].no[k]; k++)
+            if (acc(g, cases[i].no[k]))
+                fail_msg("%s accepted %s", cases[i].pattern, cases[i].no[k]);
+        gr_free(g);
+        json_decref(s);
     }
 }
 
@@ -260,10 +326,8 @@ static bool allowed(const gr_grammar *g, const gr_state *s, int32_t id) {
     return true;
 }
 
-static void check_walks_wrapped(const char *schema, const char *pre, const char *post,
-                                unsigned seed) {
-    gr_grammar *g = compile(schema);
-    assert_int_equal(gr_wrap(g, pre, post, NULL), 0);
+/* Random walks over g (schema names it in messages); frees g. */
+static void check_walks_g(gr_grammar *g, const char *schema, unsigned seed) {
     gr_vocab *v = small_vocab();
     srand(seed);
     for (int walk = 0; walk < 40; walk++) {
@@ -312,7 +376,7 @@ static void check_walks_wrapped(const char *schema, const char *pre, const char 
 }
 
 static void check_walks(const char *schema, unsigned seed) {
-    check_walks_wrapped(schema, NULL, NULL, seed);
+    check_walks_g(compile(schema), schema, seed);
 }
 
 static void test_mask_matches_brute_force(void **state) {
@@ -326,10 +390,55 @@ static void test_mask_matches_brute_force(void **state) {
                 "\"maxItems\":3}",
                 3);
     check_walks("{\"type\":\"number\"}", 4);
-    check_walks_wrapped("{\"type\":\"number\"}", "na:", "\nme", 6);
+    /* a pattern: every token walked, the mask still the brute force's, no dead end */
+    check_walks("{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\",\"pattern\":"
+                "\"^(na|me)+[0-9]?$\"},\"q\":{\"type\":[\"string\",\"null\"],\"pattern\":\"a.c\","
+                "\"maxLength\":6}},\"required\":[\"p\",\"q\"],\"additionalProperties\":false}",
+                8);
+    check_walks_g(compile_alts((const char *[]){"{\"type\":\"number\"}"}, (const char *[]){"na:"},
+                               (const char *[]){"\nme"}, 1),
+                  "na: number", 6);
+    /* alternatives told apart by their prefixes, each with its own value and suffix */
+    check_walks_g(compile_alts((const char *[]){"{\"type\":\"number\"}",
+                                                "{\"type\":\"object\",\"properties\":{\"a\":"
+                                                "{\"enum\":[1,2]}},\"required\":[\"a\"]}",
+                                                "{\"type\":\"string\",\"maxLength\":3}"},
+                               (const char *[]){"na:", "nb", "x"}, (const char *[]){"\n", "", "me"},
+                               3),
+                  "three alternatives", 7);
     check_walks("{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\","
                 "\"maxLength\":4}},\"required\":[\"s\"]}",
                 5);
+}
+
+/* gr_compile_alts: the prefix chooses; a prefix beginning another's is refused. */
+static void test_alternatives(void **state) {
+    (void)state;
+    const char *schemas[] = {"{\"type\":\"integer\"}",
+                             "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\"}},"
+                             "\"required\":[\"x\"],\"additionalProperties\":false,"
+                             "\"$defs\":{\"u\":{\"type\":\"null\"}}}",
+                             "{\"$ref\":\"#/$defs/u\",\"$defs\":{\"u\":{\"type\":\"boolean\"}}}"};
+    gr_grammar *g = compile_alts(schemas, (const char *[]){"<a ", "<b ", "<bb "},
+                                 (const char *[]){">", "/>", ">"}, 3);
+    assert_true(acc(g, "<a 12>"));
+    assert_true(acc(g, "<b {\"x\":\"y\"}/>"));
+    assert_true(acc(g, "<bb true>")); /* its own $defs, not the other schema's */
+    assert_false(acc(g, "<bb null>"));
+    assert_false(acc(g, "<a {\"x\":\"y\"}>"));
+    assert_false(acc(g, "<b 12/>"));
+    assert_false(acc(g, "<b {\"x\":\"y\"}>"));
+    assert_false(acc(g, "<c 1>"));
+    assert_false(acc(g, "<a "));
+    gr_free(g);
+    json_t *one = json_pack("{s:s}", "type", "null");
+    const json_t *two[] = {one, one};
+    mw_err err = {{0}};
+    assert_int_equal(gr_compile_alts(two, (const char *[]){"f", "fg"}, NULL, 2, &g, &err), -1);
+    assert_non_null(strstr(err.msg, "prefix"));
+    assert_int_equal(gr_compile_alts(two, NULL, NULL, 2, &g, &err), -1);
+    assert_null(g);
+    json_decref(one);
 }
 
 /* The end ids only once the value is complete; the matcher refuses what the mask refuses. */
@@ -359,7 +468,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_object),     cmocka_unit_test(test_schema_features),
         cmocka_unit_test(test_refusals),        cmocka_unit_test(test_mask_matches_brute_force),
-        cmocka_unit_test(test_eos_and_refusal),
+        cmocka_unit_test(test_eos_and_refusal), cmocka_unit_test(test_alternatives),
+        cmocka_unit_test(test_patterns),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -231,6 +231,16 @@ static void test_chat_context(void **state) {
         "arguments");
     assert_true(json_is_object(args));
     assert_int_equal(json_integer_value(json_object_get(args, "x")), 1);
+    /* no content with the calls: "" (a null too) */
+    assert_string_equal(json_string_value(json_object_get(json_array_get(conv, 0), "content")), "");
+    json_t *with_null =
+        json_pack("[{s:s,s:n,s:[{s:s,s:{s:s,s:s}}]}]", "role", "assistant", "content", "tool_calls",
+                  "id", "c1", "function", "name", "f", "arguments", "{}");
+    json_t *conv2 = jj_chat_args_to_objects(with_null, &err);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(conv2, 0), "content")),
+                        "");
+    json_decref(conv2);
+    json_decref(with_null);
     /* the original is left alone */
     assert_true(json_is_string(json_object_get(
         json_object_get(json_array_get(json_object_get(json_array_get(msgs, 0), "tool_calls"), 0),

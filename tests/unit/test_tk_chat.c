@@ -316,13 +316,16 @@ static void test_parsers(void **state) {
 
 /* Feeds out to a fresh harmony parser (after the prompt's <|start|>assistant), finishing it after
  * a stop token too as the callers do; content and reasoning are compared ("" when none). */
-static void harmony_case(const tk_tokenizer *t, const tk_chat *c, const char *out,
-                         const char *want_content, const char *want_reasoning) {
+static void harmony_case_opts(const tk_tokenizer *t, const tk_chat *c, const char *tools,
+                              const char *out, const char *want_content,
+                              const char *want_reasoning) {
     tk_chat_parser *p;
     mw_err err = {{0}};
     tk_text content = {0}, reasoning = {0};
     assert_int_equal(
-        tk_chat_parser_new(c, &(tk_chat_opts){.add_generation_prompt = true}, &p, &err), 0);
+        tk_chat_parser_new(c, &(tk_chat_opts){.add_generation_prompt = true, .tools = tools}, &p,
+                           &err),
+        0);
     if (feed(t, p, out, &content, &reasoning) == 1)
         assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
     if (strcmp(content.s ? content.s : "", want_content) ||
@@ -333,6 +336,44 @@ static void harmony_case(const tk_tokenizer *t, const tk_chat *c, const char *ou
     tk_chat_parser_free(p);
     tk_text_free(&content);
     tk_text_free(&reasoning);
+}
+
+static void harmony_case(const tk_tokenizer *t, const tk_chat *c, const char *out,
+                         const char *want_content, const char *want_reasoning) {
+    harmony_case_opts(t, c, NULL, out, want_content, want_reasoning);
+}
+
+/* With tools, a function call is content, its header written in one shape whatever shape the
+ * model gave it (the recipient before or after the channel, a content type or not), closed by
+ * <|call|> also when the generation ends there or another message follows; calls of other
+ * recipients and the analysis stay reasoning. */
+static void test_harmony_tool_calls(void **state) {
+    (void)state;
+    tk_tokenizer *t = vocab("gpt-oss", NULL, true);
+    tk_chat *c;
+    mw_err err = {{0}};
+    assert_int_equal(tk_chat_open(t, "harmony", &c, &err), 0);
+    const char *tools = "[]";
+    harmony_case_opts(t, c, tools,
+                      " to=functions.get_weather<|channel|>commentary json<|message|>{\"city\": "
+                      "\"Paris\"}<|call|>",
+                      "<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+                      "{\"city\": \"Paris\"}<|call|>",
+                      "");
+    harmony_case_opts(t, c, tools,
+                      "<|channel|>analysis<|message|>Call it.<|end|><|start|>assistant<|channel|>"
+                      "commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
+                      "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>",
+                      "Call it.");
+    harmony_case_opts(
+        t, c, tools,
+        " to=functions.f<|message|>{}<|end|><|start|>assistant<|channel|>final<|message|>ok",
+        "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>ok", "");
+    harmony_case_opts(t, c, tools, "<|channel|>commentary to=browser.search<|message|>{}<|call|>",
+                      "", "{}");
+    harmony_case_opts(t, c, tools, "<|channel|>final<|message|>ok<|return|>", "ok", "");
+    tk_chat_free(c);
+    tk_free(t);
 }
 
 /* Output that is not in harmony's shape is shown, not lost: text that cannot start a header opens
@@ -569,6 +610,24 @@ static void test_kimi_k3(void **state) {
     assert_string_equal(reasoning.s, "Let me see.{}");
     tk_chat_parser_free(p);
     tk_text_free(&content), tk_text_free(&reasoning);
+    /* with tools: the tools section is content, markers and tags written as text */
+    o = (tk_chat_opts){.add_generation_prompt = true, .thinking = -1, .tools = "[]"};
+    assert_int_equal(tk_chat_parser_new(c, &o, &p, &err), 0);
+    content = reasoning = (tk_text){0};
+    assert_int_equal(feed(t, p,
+                          "Hm.<|close|>think<|sep|><|open|>response<|sep|>Ok.<|close|>response"
+                          "<|sep|><|open|>tools<|sep|><|open|>call tool=\"f\" index=\"1\"<|sep|>"
+                          "<|open|>json type=\"object\"<|sep|>{}<|close|>json<|sep|><|close|>call"
+                          "<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>",
+                          &content, &reasoning),
+                     1);
+    assert_int_equal(tk_chat_parser_finish(p, &content, &reasoning, &err), 0);
+    assert_string_equal(content.s, "Ok.<|open|>tools<|sep|><|open|>call tool=\"f\" "
+                                   "index=\"1\"<|sep|><|open|>json type=\"object\"<|sep|>{}"
+                                   "<|close|>json<|sep|><|close|>call<|sep|><|close|>tools<|sep|>");
+    assert_string_equal(reasoning.s, "Hm.");
+    tk_chat_parser_free(p);
+    tk_text_free(&content), tk_text_free(&reasoning);
     tk_chat_free(c);
     tk_free(t);
 }
@@ -622,6 +681,7 @@ int main(void) {
         cmocka_unit_test(test_parsers),
         cmocka_unit_test(test_think_parser_with_nothing_pending),
         cmocka_unit_test(test_harmony_without_header),
+        cmocka_unit_test(test_harmony_tool_calls),
         cmocka_unit_test(test_messages_json),
         cmocka_unit_test(test_kimi_k3),
     };
