@@ -784,6 +784,7 @@ static int moe_finish(md_ctx *c, int il, int64_t T, mw_err *err) {
     c->timing.submit_ns += c->mt1 - c->mt0;
     c->timing.shared_ns += c->mt2 - c->mt1;
     c->timing.wait_ns += t3 - tw;
+    if (be->submit) c->timing.exchange_ns += t3 - c->mt0;
     observe(c, il, MD_PROBE_MOE_OUT, routed, T, L);
     if (latent) latent_up(c, il, T);
     if (shared) {
@@ -966,6 +967,12 @@ static md_lane *lane_get(md_ctx *c, int i, int64_t T, mw_err *err) {
     return l;
 }
 
+/* Whether a sequence's rows may be cut between lanes (md_lanes.h): not when a layer keeps state a
+ * later lane cannot read before the commit (a ring's staged rows, a KDA layer's state). */
+static bool lanes_cut(const md_ctx *c) {
+    return !c->kv.ring && !c->kda.n_kda;
+}
+
 /* How many lanes this step runs in. Observers and routing sinks see one batch per step, so they
  * keep it whole; a backend without separate submit and wait cannot overlap anything (auto
  * leaves it whole, a fixed count still splits: the same bits, no gain). */
@@ -979,7 +986,8 @@ static int lanes_for(md_ctx *c, const md_row *rows, int64_t T) {
     const bool halves = be->submit && be->wait;
     if (!halves && mode == 0) return 1;
     const int in_flight = !halves ? MD_LANES_MAX : be->in_flight > 0 ? be->in_flight : 1;
-    return md_lanes_choose(&c->clock, mode, in_flight, md_lanes_count_seqs(rows, T, c->seq_rows));
+    const int64_t units = lanes_cut(c) ? T : md_lanes_count_seqs(rows, T, c->seq_rows);
+    return md_lanes_choose(&c->clock, mode, in_flight, units > INT32_MAX ? INT32_MAX : (int)units);
 }
 
 /* Splits the step's rows into n lanes by sequence; returns -1 when memory runs out. */
@@ -997,7 +1005,10 @@ static int lanes_split(md_ctx *c, const md_row *rows, int64_t T, int n, mw_err *
             return mw_errf(err, "forward: out of memory for micro-batches");
         for (int i = 0; i < c->p.n_seq; i++) c->seq_lane[i] = -1;
     }
-    md_lanes_plan(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows, c->seqs);
+    if (lanes_cut(c))
+        md_lanes_cut(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows);
+    else
+        md_lanes_plan(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows, c->seqs);
     md_lane *L[MD_LANES_MAX];
     for (int i = 0; i < n; i++)
         if (!(L[i] = lane_get(c, i, T, err))) return -1;
@@ -1079,6 +1090,9 @@ static int forward_lanes(md_ctx *c, const md_row *rows, int64_t T, int n, int64_
     }
     c->lstats.split_steps++;
     c->lstats.lanes += (uint64_t)n;
+    c->lstats.rows += (uint64_t)T;
+    c->lstats.last_lanes = n;
+    for (int i = 0; i < n; i++) c->lstats.last_rows[i] = c->lanes[i]->T;
     return n_out ? lanes_logits(c, n, logits, err) : 0;
 }
 
