@@ -921,7 +921,29 @@ static void advance(co_sched *s, const step_rows *b, double t) {
                 co_pcache_save(s->cache, j->slot, j->prompt, j->n_past, &j->cursor);
 }
 
-static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool failed) {
+_Static_assert(CO_MICRO_MAX == MD_LANES_MAX, "a step's micro-batches are counted one by one");
+
+/* What the context's counters say of the step that ran between a and b (md_ctx_lane_stats and
+ * md_ctx_moe_timing before and after). */
+typedef struct step_clock {
+    md_lane_stats lanes;
+    md_moe_timing moe;
+} step_clock;
+
+static double ns_s(uint64_t ns) {
+    return (double)ns * 1e-9;
+}
+
+static step_clock step_clock_now(const co_sched *s) {
+    return (step_clock){md_ctx_lane_stats(s->p.ctx), md_ctx_moe_timing(s->p.ctx)};
+}
+
+static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool failed,
+                         const step_clock *before) {
+    const step_clock after = step_clock_now(s);
+    const bool split = after.lanes.split_steps > before->lanes.split_steps;
+    /* in-process experts have no exchange to hide */
+    const bool halves = s->p.experts && s->p.experts->submit;
     co_step_stats st = {.rows = (int64_t)b->n_rows,
                         .prefill_rows = b->prefill,
                         .decode_rows = b->decode,
@@ -932,7 +954,14 @@ static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool f
                         .seconds = seconds,
                         .unique_experts = failed ? NULL : s->unique,
                         .n_layers = s->p.n_layer,
-                        .failed = failed};
+                        .failed = failed,
+                        .micro_batches = failed  ? 0
+                                         : split ? after.lanes.last_lanes
+                                                 : 1,
+                        .micro_rows = after.lanes.last_rows,
+                        .exchange_s =
+                            halves ? ns_s(after.moe.exchange_ns - before->moe.exchange_ns) : 0,
+                        .blocked_s = halves ? ns_s(after.moe.wait_ns - before->moe.wait_ns) : 0};
     co_metrics_step(s->p.metrics, &st);
 }
 
@@ -948,6 +977,7 @@ static void step(co_sched *s) {
         return;
     }
     memset(s->unique, 0, (size_t)s->p.n_layer * sizeof *s->unique);
+    const step_clock before = step_clock_now(s);
     const double t0 = co_now();
     mw_err err = {{0}};
     const int rc = md_forward(s->p.ctx, s->rows, (int64_t)b.n_rows, s->logits, &err);
@@ -956,7 +986,7 @@ static void step(co_sched *s) {
         fail_rows(s, &b, err.msg);
     else
         advance(s, &b, t1);
-    if (s->p.metrics) step_metrics(s, &b, t1 - t0, rc != 0);
+    if (s->p.metrics) step_metrics(s, &b, t1 - t0, rc != 0, &before);
 }
 
 /* Under s->mu: whether a round would change anything. Paused jobs give no rows, and a job
