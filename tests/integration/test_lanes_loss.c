@@ -8,6 +8,7 @@
  *  - without a replica (two nodes, disjoint experts): the step fails within seconds, the error
  *    naming the experts nobody serves, and a watchdog makes a hang a failure. */
 #include "tests/support/mw_test.h"
+#include "tests/support/mwt_lanes.h"
 #include "tests/support/mwt_node.h"
 
 #include <pthread.h>
@@ -20,7 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coordinator/co_cluster.h"
 #include "coordinator/co_remote.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
@@ -134,13 +134,7 @@ static float *run(md_expert_backend *experts, int micro_batches, mwt_node *victi
         counted_wrap(&calls, experts);
         experts = &calls.be;
     }
-    md_ctx_params p = {.numerics = KN_NUM_Q8,
-                       .experts = experts,
-                       .n_seq = SEQS + 1,
-                       .n_ctx = 64,
-                       .micro_batches = micro_batches};
-    md_ctx *c;
-    if (md_ctx_new(model, &p, &c, err)) fail_msg("%s", err->msg);
+    md_ctx *c = mwt_lanes_ctx(model, experts, micro_batches, SEQS + 1);
     const int64_t V = model->cfg.n_vocab;
     const int len[SEQS] = {6, 2, 5, 3, 4};
     md_row rows[64];
@@ -189,20 +183,7 @@ static float *run(md_expert_backend *experts, int micro_batches, mwt_node *victi
 static md_expert_backend *cluster(mwt_node *n, int k) {
     const char *eps[3];
     for (int i = 0; i < k; i++) eps[i] = n[i].endpoint;
-    co_cluster_opts co = {.endpoints = eps,
-                          .n_nodes = k,
-                          .exact = true,
-                          .deadline_ms = 120000,
-                          .down_ms = 60000, /* the kill, not the liveness channel, is noticed */
-                          .connect_ms = 60000,
-                          .src = src,
-                          .width = md_expert_width(&model->cfg),
-                          .glu = &model->cfg.glu,
-                          .numerics = KN_NUM_Q8};
-    wr_codec_parse("f32", &co.codec, NULL);
-    md_expert_backend *b;
-    mw_err e;
-    if (co_cluster_create(&co, &b, &e)) fail_msg("%s", e.msg);
+    md_expert_backend *b = mwt_lanes_cluster(model, src, gguf, eps, k, 0);
     assert_int_equal(b->in_flight, 4);
     return b;
 }

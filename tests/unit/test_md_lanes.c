@@ -110,13 +110,7 @@ static float *run_long(md_model *model, md_expert_backend *inner, int micro_batc
     mw_err e;
     *pr = (probe){.be = {.name = "probe", .run = probe_run}, .inner = inner};
     pr->be.impl = pr;
-    md_ctx_params p = {.numerics = KN_NUM_Q8,
-                       .experts = &pr->be,
-                       .n_seq = 2,
-                       .n_ctx = 64,
-                       .micro_batches = micro_batches};
-    md_ctx *c;
-    if (md_ctx_new(model, &p, &c, &e)) fail_msg("%s", e.msg);
+    md_ctx *c = mwt_lanes_ctx(model, &pr->be, micro_batches, 2);
     const int64_t V = model->cfg.n_vocab;
     *n = (size_t)(LONG_PROMPT + 2) * (size_t)V;
     float *out = malloc(*n * sizeof *out);
