@@ -126,6 +126,10 @@ struct md_ctx {
     int64_t lane_rows_cap;
     md_lanes_clock clock;
     md_lane_stats lstats;
+    /* md_ctx_count_unique: per layer the experts chosen this md_forward (n_layer × n_expert
+     * flags) and how many; shared by the lanes, so a split step counts its rows together */
+    uint8_t *chosen;
+    int32_t *unique;
 };
 
 /* What a lane swaps into the context while it runs: its rows' scratch, its KV, KDA and attention
@@ -217,6 +221,8 @@ void md_ctx_free(md_ctx *c) {
     md_attn_ws_free(&c->attn);
     md_heads_ws_free(&c->heads);
     free(c->seq_rows);
+    free(c->chosen);
+    free(c->unique);
     free(c);
 }
 
@@ -227,6 +233,45 @@ void md_ctx_set_observer(md_ctx *c, md_observer_fn fn, void *ud) {
 
 void md_ctx_set_route_sink(md_ctx *c, const md_route_sink *sink) {
     c->sink = sink ? *sink : (md_route_sink){0};
+}
+
+int md_ctx_count_unique(md_ctx *c, mw_err *err) {
+    const md_config *m = &c->m->cfg;
+    if (c->unique) return 0;
+    c->chosen = calloc((size_t)m->n_layer * (size_t)(m->n_expert > 0 ? m->n_expert : 1), 1);
+    c->unique = calloc((size_t)m->n_layer, sizeof *c->unique);
+    if (!c->chosen || !c->unique) {
+        free(c->chosen);
+        free(c->unique);
+        c->chosen = NULL;
+        c->unique = NULL;
+        return mw_errf(err, "model context: out of memory for the experts' counts");
+    }
+    return 0;
+}
+
+const int32_t *md_ctx_unique_experts(const md_ctx *c) {
+    return c->unique;
+}
+
+/* A new md_forward: nothing chosen yet. */
+static void unique_reset(md_ctx *c) {
+    if (!c->unique) return;
+    const md_config *m = &c->m->cfg;
+    memset(c->chosen, 0, (size_t)m->n_layer * (size_t)(m->n_expert > 0 ? m->n_expert : 1));
+    memset(c->unique, 0, (size_t)m->n_layer * sizeof *c->unique);
+}
+
+/* The experts T rows chose in layer il (T × k ids) into the layer's count. */
+static void unique_add(md_ctx *c, int il, int64_t T, int k, const int32_t *ids) {
+    if (!c->unique) return;
+    const int X = c->m->cfg.n_expert;
+    uint8_t *seen = c->chosen + (size_t)il * (size_t)X;
+    for (int64_t i = 0; i < T * k; i++)
+        if (ids[i] >= 0 && ids[i] < X && !seen[ids[i]]) {
+            seen[ids[i]] = 1;
+            c->unique[il]++;
+        }
 }
 
 int64_t md_seq_len(const md_ctx *c, int seq) {
@@ -703,6 +748,7 @@ static void route(md_ctx *c, int il, int64_t T) {
     };
     md_route_rows(&m->router, s->rlog, w->select_b, T, X, k, &out);
     if (c->sink.layer) c->sink.layer(c->sink.ud, il, T, k, s->rids, s->rw);
+    unique_add(c, il, T, k, s->rids);
     if (!o) return;
     const md_router_policy *p = &m->router;
     observe(c, il, MD_PROBE_ROUTER_SCORES, s->rlog, T, X);
@@ -1120,6 +1166,7 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     int64_t n_out = 0;
     if (check_rows(c, rows, T, &n_out, err)) return -1;
     if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
+    unique_reset(c);
     const int lanes = lanes_for(c, rows, T);
     if (lanes > 1) {
         if (forward_lanes(c, rows, T, lanes, n_out, logits, err) == 0) return 0;

@@ -241,6 +241,14 @@ typedef struct md_route_sink {
 /* Attaches a sink (copied; NULL detaches). */
 void md_ctx_set_route_sink(md_ctx *c, const md_route_sink *sink);
 
+/* Counting, for each md_forward, the distinct experts its rows chose per layer (a server's
+ * figure): unlike an observer or a sink it leaves the step free to run as micro-batches (their
+ * choices are counted together). md_ctx_count_unique turns it on (-1 when out of memory);
+ * md_ctx_unique_experts gives n_layer counts of the last md_forward (0 for a dense layer), or NULL
+ * while it is off. */
+int md_ctx_count_unique(md_ctx *c, mw_err *err);
+const int32_t *md_ctx_unique_experts(const md_ctx *c);
+
 /* Runs T rows through the model. logits receives one n_vocab row per row with .logits set, in
  * batch order (may be NULL when none is asked for). Invalid rows (sequence, position, token out of
  * range) are an error before anything is computed. */
