@@ -76,6 +76,10 @@ static void test_a_long_prompt_splits_and_metrics_say_so(void **state) {
     assert_true(value_of(page, "moewire_micro_batch_rows_bucket{le=\"16\"}") == 0);
     assert_true(value_of(page, "moewire_micro_batch_rows_bucket{le=\"32\"}") == 2);
     assert_true(ex > 0 && bl >= 0 && bl <= ex);
+    /* the distinct experts per layer: every layer of each of the three steps, the split one's
+     * lanes counted together (its 40 rows chose more than one row's experts) */
+    assert_true(value_of(page, "moewire_step_unique_experts_count") == 3 * 3);
+    assert_true(value_of(page, "moewire_step_unique_experts_sum") > 9 * 2);
     assert_true(fabs(hidden - (1 - bl / ex)) < 1e-6);
     promtool_check(&s, page);
     mwt_resp_free(&r);

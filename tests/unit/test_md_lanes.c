@@ -89,6 +89,7 @@ typedef struct probe {
     int n_calls;
     int64_t rows[8];
     uint64_t chose[8][64]; /* per call and row: the experts (mod 64) it chose */
+    int32_t unique[16];    /* md_ctx_unique_experts of the prompt's step, per layer */
 } probe;
 
 static int probe_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
@@ -117,7 +118,10 @@ static float *run_long(md_model *model, md_expert_backend *inner, int micro_batc
     assert_non_null(out);
     md_row rows[LONG_PROMPT];
     for (int i = 0; i < LONG_PROMPT; i++) rows[i] = (md_row){1, i, (i * 53 + 7) % 250 + 3, 1};
+    if (md_ctx_count_unique(c, &e)) fail_msg("%s", e.msg);
     if (md_forward(c, rows, LONG_PROMPT, out, &e)) fail_msg("%s", e.msg);
+    assert_true(model->cfg.n_layer <= 16);
+    memcpy(pr->unique, md_ctx_unique_experts(c), (size_t)model->cfg.n_layer * sizeof *pr->unique);
     const int calls = pr->n_calls;
     for (int step = 0; step < 2; step++) {
         md_row r = {1, LONG_PROMPT + step, 17 + step * 29, 1};
@@ -148,11 +152,15 @@ static void long_prompt(const char *name, bool cuts) {
     md_lane_stats st;
     probe pr;
     float *whole = run_long(model, inner, 1, &n1, &st, &pr);
+    const probe one = pr;
     assert_int_equal(pr.n_calls, 1);
     assert_int_equal(pr.rows[0], LONG_PROMPT);
     for (int lanes = 2; lanes <= MD_LANES_MAX; lanes++) {
         float *split = run_long(model, inner, lanes, &n, &st, &pr);
         assert_int_equal(n, n1);
+        /* the distinct experts per layer counted over the lanes: the whole step's */
+        assert_memory_equal(pr.unique, one.unique, sizeof pr.unique);
+        assert_true(one.unique[PROBE_LAYER] > model->cfg.n_expert_used);
         if (memcmp(whole, split, n * sizeof *split))
             fail_msg("%s: a prompt in %d micro-batches changes the logits", name, lanes);
         free(split);
