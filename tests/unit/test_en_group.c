@@ -160,7 +160,7 @@ static void warm_up(int n) {
     for (int i = 0; i < n; i++) round_trip_ms(&cl[i], 0, &p);
 }
 
-/* Two clients' rows for layer 1, the second sent 30 ms after the first: one execution (both
+/* Two clients' rows for layer 1, the second sent 100 ms after the first: one execution (both
  * replies carry its compute time), the weights read once (the layer's read bytes are one
  * request's distinct experts'), the first held only until the second came. */
 static void test_rows_within_the_window_run_as_one(void **state) {
@@ -170,17 +170,17 @@ static void test_rows_within_the_window_run_as_one(void **state) {
     warm_up(2);
     const uint64_t t0 = mw_now_ns();
     send_batch(&cl[0], 1);
-    sleep_ms(30);
+    sleep_ms(100);
     send_batch(&cl[1], 1);
     wr_partial a = recv_partial(&cl[0]), b = recv_partial(&cl[1]);
     const double held_ms = (double)(mw_now_ns() - t0) * 1e-6;
     wr_counters l1;
     stop(1, &l1);
-    print_message("grouped: first client held %.1f ms for the second (sent after 30 ms), "
+    print_message("grouped: first client held %.1f ms for the second (sent after 100 ms), "
                   "compute %.3f ms\n",
                   (double)a.queue_ns * 1e-6, (double)a.compute_ns * 1e-6);
     assert_int_equal(a.compute_ns, b.compute_ns);
-    assert_true(a.queue_ns >= 25 * 1000000ull);
+    assert_true(a.queue_ns >= 50 * 1000000ull); /* held for the second, however loaded the box */
     assert_true(held_ms < window_ms / 2);
     assert_int_equal(l1.batches, 2);
     assert_int_equal(l1.rows, 2 * ROWS);
@@ -209,7 +209,7 @@ static void test_without_a_window_two_reads(void **state) {
  * for again until it sends: a dead coordinator costs the others one window, not one per token. */
 static void test_a_late_client_waits_the_window_at_most(void **state) {
     (void)state;
-    const int window_ms = 150;
+    const int window_ms = 300;
     start(window_ms * 1000, 2);
     warm_up(2);
     wr_partial p;
@@ -240,7 +240,7 @@ static void test_a_late_client_waits_the_window_at_most(void **state) {
  * one window at most in all. */
 static void test_a_dead_client_blocks_nobody(void **state) {
     (void)state;
-    const int window_ms = 150;
+    const int window_ms = 300;
     start(window_ms * 1000, 2);
     warm_up(2);
     close_client(&cl[1]);
@@ -256,7 +256,7 @@ static void test_a_dead_client_blocks_nobody(void **state) {
     print_message("dead client: %d batches of the live one took %.1f ms (worst %.1f, window %d)\n",
                   steps, total, worst, window_ms);
     assert_true(worst < window_ms + 250);
-    assert_true(total < 2 * window_ms + 250);
+    assert_true(total < 2 * window_ms + 300); /* held once; each token would be 4 windows */
 }
 
 /* One client sends a backlog of batches (its quota per round and its queue's worth), then another
