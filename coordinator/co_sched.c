@@ -907,8 +907,8 @@ static void advance(co_sched *s, const step_rows *b, double t) {
 
 _Static_assert(CO_MICRO_MAX == MD_LANES_MAX, "a step's micro-batches are counted one by one");
 
-/* What the context's counters say of the step that ran between a and b (md_ctx_lane_stats and
- * md_ctx_moe_timing before and after). */
+/* The context's micro-batch and MoE-timing counters (md_ctx_lane_stats, md_ctx_moe_timing): taken
+ * before a step and after it, their difference is the step's. */
 typedef struct step_clock {
     md_lane_stats lanes;
     md_moe_timing moe;

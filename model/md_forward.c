@@ -1036,7 +1036,7 @@ static int lanes_for(md_ctx *c, const md_row *rows, int64_t T) {
     return md_lanes_choose(&c->clock, mode, in_flight, units > INT32_MAX ? INT32_MAX : (int)units);
 }
 
-/* Splits the step's rows into n lanes by sequence; returns -1 when memory runs out. */
+/* Splits the step's rows into n lanes (cut, or by whole sequences); -1 when memory runs out. */
 static int lanes_split(md_ctx *c, const md_row *rows, int64_t T, int n, mw_err *err) {
     if (T > c->lane_rows_cap) {
         int32_t *a = realloc(c->lane_of, (size_t)T * sizeof *a);
