@@ -51,6 +51,9 @@ struct co_metrics {
     double unique_uniform_sum; /* E(1-(1-k/E)^B) over the same observations */
     int n_expert, k;
     uint64_t steps_failed;
+    uint64_t micro_steps[CO_MICRO_MAX + 1]; /* steps by micro-batch count (index 1 .. MAX) */
+    hist micro_rows;                        /* rows per micro-batch of split steps */
+    double exchange_s, blocked_s;
     int active, queued;
     uint64_t kv_bytes, kv_used;
     co_prefix_cache_stats pc;
@@ -102,7 +105,8 @@ int co_metrics_new(int n_nodes, int n_layers, int n_expert, int k, co_metrics **
         hist_init(&m->itl, itl_bounds, N_OF(itl_bounds)) ||
         hist_init(&m->rows, rows_bounds, N_OF(rows_bounds)) ||
         hist_init(&m->step_s, step_bounds, N_OF(step_bounds)) ||
-        hist_init(&m->unique, m->unique_bounds, nb)) {
+        hist_init(&m->unique, m->unique_bounds, nb) ||
+        hist_init(&m->micro_rows, rows_bounds, N_OF(rows_bounds))) {
         co_metrics_free(m);
         return mw_errf(err, "out of memory");
     }
@@ -118,6 +122,7 @@ void co_metrics_free(co_metrics *m) {
     free(m->rows.counts);
     free(m->step_s.counts);
     free(m->unique.counts);
+    free(m->micro_rows.counts);
     free(m->unique_bounds);
     for (int i = 0; m->endpoints && i < m->n_nodes; i++) free(m->endpoints[i]);
     free(m->endpoints);
@@ -192,6 +197,13 @@ void co_metrics_step(co_metrics *m, const co_step_stats *st) {
     hist_add(&m->rows, (double)st->rows);
     hist_add(&m->step_s, st->seconds);
     if (st->failed) m->steps_failed++;
+    if (st->micro_batches >= 1 && st->micro_batches <= CO_MICRO_MAX) {
+        m->micro_steps[st->micro_batches]++;
+        for (int i = 0; st->micro_batches > 1 && st->micro_rows && i < st->micro_batches; i++)
+            hist_add(&m->micro_rows, (double)st->micro_rows[i]);
+    }
+    m->exchange_s += st->exchange_s;
+    m->blocked_s += st->blocked_s;
     m->active = st->active;
     m->kv_bytes = st->kv_bytes;
     m->kv_used = st->kv_used_bytes;
@@ -363,6 +375,27 @@ static void write_requests(const co_metrics *m, co_buf *o) {
              "between consecutive generated tokens of a request", &m->itl);
 }
 
+/* Ping-pong micro-batches: steps by how many they ran in, the rows of each, and the share of the
+ * experts' round trips hidden behind the coordinator's other work. */
+static void write_micro(const co_metrics *m, co_buf *o) {
+    family(o, "moewire_step_micro_batches_total", "counter",
+           "scheduler steps that ran, by the micro-batches they were split into (1: whole)");
+    char l[32];
+    for (int n = 1; n <= CO_MICRO_MAX; n++) {
+        snprintf(l, sizeof l, "micro_batches=\"%d\"", n);
+        sample(o, "moewire_step_micro_batches_total", l, (double)m->micro_steps[n]);
+    }
+    hist_one(o, "moewire_micro_batch_rows", "rows per micro-batch of the steps that were split",
+             &m->micro_rows);
+    one(o, "moewire_expert_exchange_seconds_total", "counter",
+        "MoE layers' expert exchanges, each from its submit to its results in hand", m->exchange_s);
+    one(o, "moewire_expert_blocked_seconds_total", "counter",
+        "of those, the time the coordinator sat blocked waiting for the results", m->blocked_s);
+    one(o, "moewire_expert_exchange_hidden_ratio", "gauge",
+        "share of the expert exchanges hidden behind other work so far: 1 - blocked / exchange",
+        m->exchange_s > 0 ? 1.0 - m->blocked_s / m->exchange_s : 0);
+}
+
 /* The scheduler's steps: queue, sequences, rows, durations, KV memory, experts per step. */
 static void write_steps(const co_metrics *m, co_buf *o) {
     one(o, "moewire_queue_depth", "gauge", "requests waiting for a sequence slot",
@@ -374,6 +407,7 @@ static void write_steps(const co_metrics *m, co_buf *o) {
     one(o, "moewire_step_failures_total", "counter",
         "scheduler steps whose forward pass failed (their requests ended with an error)",
         (double)m->steps_failed);
+    write_micro(m, o);
     one(o, "moewire_kv_cache_bytes", "gauge", "KV cache memory allocated", (double)m->kv_bytes);
     one(o, "moewire_kv_cache_used_bytes", "gauge", "KV cache memory holding live positions",
         (double)m->kv_used);

@@ -43,7 +43,16 @@ typedef struct co_step_stats {
     const int32_t *unique_experts; /* per layer: distinct experts the step's rows chose */
     int n_layers;
     bool failed;
+    /* ping-pong micro-batches (model/md_lanes.h): the step's count (1: run whole; 0: not known)
+     * and each one's rows */
+    int micro_batches;
+    const int64_t *micro_rows;
+    /* its MoE layers' exchanges, submit to results in hand, and the part the step sat blocked on
+     * them (md_moe_timing; both 0 with in-process experts) */
+    double exchange_s, blocked_s;
 } co_step_stats;
+/* Micro-batches a step is counted in at most (MD_LANES_MAX). */
+#define CO_MICRO_MAX 4
 void co_metrics_step(co_metrics *m, const co_step_stats *st);
 /* Queue and activity between steps (submission, admission). */
 void co_metrics_queue(co_metrics *m, int active, int queued);

@@ -117,8 +117,6 @@ struct co_sched {
     size_t rows_cap, row_job_cap;
     float *logits;
     size_t logits_cap;
-    int32_t *unique;  /* per layer, this step */
-    uint8_t *seen;    /* n_expert flags */
     co_pcache *cache; /* the prompt cache (model thread), NULL: none */
     float *fork_row;  /* n_vocab: a leader's last prompt row, sampled by each choice it leads */
 };
@@ -788,20 +786,6 @@ static int grow_rows(co_sched *s, size_t n) {
            mw_grow((void **)&s->row_job, &s->row_job_cap, n, sizeof *s->row_job);
 }
 
-static void observe(void *ud, int layer, md_probe p, const void *data, int64_t rows, int64_t cols) {
-    co_sched *s = ud;
-    if (p != MD_PROBE_TOPK || layer < 0 || layer >= s->p.n_layer) return;
-    const int32_t *ids = data;
-    memset(s->seen, 0, (size_t)s->p.n_expert);
-    int32_t n = 0;
-    for (int64_t i = 0; i < rows * cols; i++)
-        if (ids[i] >= 0 && ids[i] < s->p.n_expert && !s->seen[ids[i]]) {
-            s->seen[ids[i]] = 1;
-            n++;
-        }
-    s->unique[layer] = n;
-}
-
 static uint64_t used_kv(const co_sched *s) {
     uint64_t b = 0;
     for (co_job *j = s->active; j; j = j->next_active) {
@@ -921,7 +905,29 @@ static void advance(co_sched *s, const step_rows *b, double t) {
                 co_pcache_save(s->cache, j->slot, j->prompt, j->n_past, &j->cursor);
 }
 
-static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool failed) {
+_Static_assert(CO_MICRO_MAX == MD_LANES_MAX, "a step's micro-batches are counted one by one");
+
+/* The context's micro-batch and MoE-timing counters (md_ctx_lane_stats, md_ctx_moe_timing): taken
+ * before a step and after it, their difference is the step's. */
+typedef struct step_clock {
+    md_lane_stats lanes;
+    md_moe_timing moe;
+} step_clock;
+
+static double ns_s(uint64_t ns) {
+    return (double)ns * 1e-9;
+}
+
+static step_clock step_clock_now(const co_sched *s) {
+    return (step_clock){md_ctx_lane_stats(s->p.ctx), md_ctx_moe_timing(s->p.ctx)};
+}
+
+static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool failed,
+                         const step_clock *before) {
+    const step_clock after = step_clock_now(s);
+    const bool split = after.lanes.split_steps > before->lanes.split_steps;
+    /* in-process experts have no exchange to hide */
+    const bool halves = s->p.experts && s->p.experts->submit;
     co_step_stats st = {.rows = (int64_t)b->n_rows,
                         .prefill_rows = b->prefill,
                         .decode_rows = b->decode,
@@ -930,9 +936,16 @@ static void step_metrics(co_sched *s, const step_rows *b, double seconds, bool f
                         .kv_bytes = md_ctx_kv_bytes(s->p.ctx),
                         .kv_used_bytes = used_kv(s),
                         .seconds = seconds,
-                        .unique_experts = failed ? NULL : s->unique,
+                        .unique_experts = failed ? NULL : md_ctx_unique_experts(s->p.ctx),
                         .n_layers = s->p.n_layer,
-                        .failed = failed};
+                        .failed = failed,
+                        .micro_batches = failed  ? 0
+                                         : split ? after.lanes.last_lanes
+                                                 : 1,
+                        .micro_rows = after.lanes.last_rows,
+                        .exchange_s =
+                            halves ? ns_s(after.moe.exchange_ns - before->moe.exchange_ns) : 0,
+                        .blocked_s = halves ? ns_s(after.moe.wait_ns - before->moe.wait_ns) : 0};
     co_metrics_step(s->p.metrics, &st);
 }
 
@@ -947,7 +960,7 @@ static void step(co_sched *s) {
             job_end(j, CO_FINISH_ERROR, "out of memory");
         return;
     }
-    memset(s->unique, 0, (size_t)s->p.n_layer * sizeof *s->unique);
+    const step_clock before = step_clock_now(s);
     const double t0 = co_now();
     mw_err err = {{0}};
     const int rc = md_forward(s->p.ctx, s->rows, (int64_t)b.n_rows, s->logits, &err);
@@ -956,7 +969,7 @@ static void step(co_sched *s) {
         fail_rows(s, &b, err.msg);
     else
         advance(s, &b, t1);
-    if (s->p.metrics) step_metrics(s, &b, t1 - t0, rc != 0);
+    if (s->p.metrics) step_metrics(s, &b, t1 - t0, rc != 0, &before);
 }
 
 /* Under s->mu: whether a round would change anything. Paused jobs give no rows, and a job
@@ -1047,16 +1060,12 @@ int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_e
     s->eos = malloc(((size_t)p->n_eos + 1) * sizeof *s->eos);
     s->free_slots = malloc((size_t)p->n_slots * sizeof *s->free_slots);
     s->slot_job = calloc((size_t)p->n_slots, sizeof *s->slot_job);
-    s->unique = calloc((size_t)(p->n_layer > 0 ? p->n_layer : 1), sizeof *s->unique);
-    s->seen = calloc((size_t)(p->n_expert > 0 ? p->n_expert : 1), 1);
     s->fork_row = malloc((size_t)p->n_vocab * sizeof *s->fork_row);
-    if (!s->eos || !s->free_slots || !s->slot_job || !s->unique || !s->seen || !s->fork_row) {
+    if (!s->eos || !s->free_slots || !s->slot_job || !s->fork_row) {
         free(s->fork_row);
         free(s->eos);
         free(s->free_slots);
         free(s->slot_job);
-        free(s->unique);
-        free(s->seen);
         free(s);
         return mw_errf(err, "out of memory");
     }
@@ -1068,7 +1077,10 @@ int co_sched_new(uv_loop_t *loop, const co_sched_params *p, co_sched **out, mw_e
     pthread_cond_init(&s->cv, NULL);
     uv_async_init(loop, &s->async, on_async);
     s->async.data = s;
-    md_ctx_set_observer(p->ctx, observe, s);
+    if (md_ctx_count_unique(p->ctx, err)) {
+        co_sched_free(s);
+        return -1;
+    }
     if (p->cache_bytes && co_pcache_new(p->ctx, p->cache_bytes, &s->cache, err)) {
         co_sched_free(s);
         return -1;
@@ -1089,8 +1101,6 @@ static void async_closed(uv_handle_t *h) {
     free(s->eos);
     free(s->free_slots);
     free(s->slot_job);
-    free(s->unique);
-    free(s->seen);
     free(s->rows);
     free(s->row_job);
     free(s->logits);
@@ -1106,7 +1116,6 @@ void co_sched_free(co_sched *s) {
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     if (s->thread_started) pthread_join(s->thread, NULL);
-    md_ctx_set_observer(s->p.ctx, NULL, NULL);
     /* the last outputs (every job's end) go to their owners now */
     on_async(&s->async);
     uv_close((uv_handle_t *)&s->async, async_closed);

@@ -61,10 +61,10 @@ typedef struct co_sched_params {
     int n_slots;
     int64_t n_ctx;
     int64_t n_vocab;
-    int n_expert, n_layer; /* for the unique-experts figure */
-    int chunk;             /* prompt rows per step (>= 1) */
-    int max_queue;         /* jobs waiting for a slot; submissions beyond are refused */
-    const int32_t *eos;    /* end-of-generation ids of jobs without text ops (copied) */
+    int n_layer;        /* for the unique-experts figure */
+    int chunk;          /* prompt rows per step (>= 1) */
+    int max_queue;      /* jobs waiting for a slot; submissions beyond are refused */
+    const int32_t *eos; /* end-of-generation ids of jobs without text ops (copied) */
     int n_eos;
     co_metrics *metrics; /* may be NULL */
     /* Called on the model thread after every step (backend figures for the metrics). */

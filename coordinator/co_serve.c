@@ -313,7 +313,6 @@ static int open_scheduler(serve *s, mw_err *err) {
                           .n_slots = s->n_slots,
                           .n_ctx = s->n_ctx,
                           .n_vocab = c->n_vocab,
-                          .n_expert = c->n_expert,
                           .n_layer = c->n_layer,
                           .chunk = o->chunk,
                           .max_queue = o->max_queue,

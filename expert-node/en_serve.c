@@ -281,19 +281,20 @@ static bool in_round(const en_node *n, int l) {
     return false;
 }
 
-/* Whether a client with nothing in the round yet is due to send one of its layers: the next
+/* Whether client c, with nothing in the round yet, is due to send one of its layers: the next
  * layer this node serves after its last request's is one the round runs. */
-static bool someone_due(const en_node *n) {
-    for (int i = 0; i < n->n_clients; i++) {
-        const en__client *c = n->clients[i];
-        if (c->in_round || !c->last_layer1) continue;
-        for (int k = 1; k <= n->n_layers; k++) {
-            const int l = (c->last_layer1 - 1 + k) % n->n_layers;
-            if (!serves(n, l)) continue;
-            if (in_round(n, l)) return true;
-            break;
-        }
+static bool due(const en_node *n, const en__client *c) {
+    if (c->in_round || !c->last_layer1) return false;
+    for (int k = 1; k <= n->n_layers; k++) {
+        const int l = (c->last_layer1 - 1 + k) % n->n_layers;
+        if (serves(n, l)) return in_round(n, l);
     }
+    return false;
+}
+
+static bool someone_due(const en_node *n) {
+    for (int i = 0; i < n->n_clients; i++)
+        if (due(n, n->clients[i])) return true;
     return false;
 }
 
@@ -319,6 +320,11 @@ static void gather_window(en_node *n) {
         admit(n);
     }
     n->held_joined += (uint64_t)(n->n_req - before);
+    /* who let the window pass (slow, or gone) is not waited for again until its next request is
+     * answered: a dead coordinator costs the others one window, not one per token */
+    if (mw_now_ns() >= end)
+        for (int i = 0; i < n->n_clients; i++)
+            if (due(n, n->clients[i])) n->clients[i]->last_layer1 = 0;
 }
 
 /* Runs group g into n->y: 0, or -1 with e set. *read gets the expert weight bytes read. */

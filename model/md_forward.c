@@ -126,6 +126,10 @@ struct md_ctx {
     int64_t lane_rows_cap;
     md_lanes_clock clock;
     md_lane_stats lstats;
+    /* md_ctx_count_unique: per layer the experts chosen this md_forward (n_layer × n_expert
+     * flags) and how many; shared by the lanes, so a split step counts its rows together */
+    uint8_t *chosen;
+    int32_t *unique;
 };
 
 /* What a lane swaps into the context while it runs: its rows' scratch, its KV, KDA and attention
@@ -217,6 +221,8 @@ void md_ctx_free(md_ctx *c) {
     md_attn_ws_free(&c->attn);
     md_heads_ws_free(&c->heads);
     free(c->seq_rows);
+    free(c->chosen);
+    free(c->unique);
     free(c);
 }
 
@@ -227,6 +233,45 @@ void md_ctx_set_observer(md_ctx *c, md_observer_fn fn, void *ud) {
 
 void md_ctx_set_route_sink(md_ctx *c, const md_route_sink *sink) {
     c->sink = sink ? *sink : (md_route_sink){0};
+}
+
+int md_ctx_count_unique(md_ctx *c, mw_err *err) {
+    const md_config *m = &c->m->cfg;
+    if (c->unique) return 0;
+    c->chosen = calloc((size_t)m->n_layer * (size_t)(m->n_expert > 0 ? m->n_expert : 1), 1);
+    c->unique = calloc((size_t)m->n_layer, sizeof *c->unique);
+    if (!c->chosen || !c->unique) {
+        free(c->chosen);
+        free(c->unique);
+        c->chosen = NULL;
+        c->unique = NULL;
+        return mw_errf(err, "model context: out of memory for the experts' counts");
+    }
+    return 0;
+}
+
+const int32_t *md_ctx_unique_experts(const md_ctx *c) {
+    return c->unique;
+}
+
+/* A new md_forward: nothing chosen yet. */
+static void unique_reset(md_ctx *c) {
+    if (!c->unique) return;
+    const md_config *m = &c->m->cfg;
+    memset(c->chosen, 0, (size_t)m->n_layer * (size_t)(m->n_expert > 0 ? m->n_expert : 1));
+    memset(c->unique, 0, (size_t)m->n_layer * sizeof *c->unique);
+}
+
+/* The experts T rows chose in layer il (T × k ids) into the layer's count. */
+static void unique_add(md_ctx *c, int il, int64_t T, int k, const int32_t *ids) {
+    if (!c->unique) return;
+    const int X = c->m->cfg.n_expert;
+    uint8_t *seen = c->chosen + (size_t)il * (size_t)X;
+    for (int64_t i = 0; i < T * k; i++)
+        if (ids[i] >= 0 && ids[i] < X && !seen[ids[i]]) {
+            seen[ids[i]] = 1;
+            c->unique[il]++;
+        }
 }
 
 int64_t md_seq_len(const md_ctx *c, int seq) {
@@ -703,6 +748,7 @@ static void route(md_ctx *c, int il, int64_t T) {
     };
     md_route_rows(&m->router, s->rlog, w->select_b, T, X, k, &out);
     if (c->sink.layer) c->sink.layer(c->sink.ud, il, T, k, s->rids, s->rw);
+    unique_add(c, il, T, k, s->rids);
     if (!o) return;
     const md_router_policy *p = &m->router;
     observe(c, il, MD_PROBE_ROUTER_SCORES, s->rlog, T, X);
@@ -784,6 +830,7 @@ static int moe_finish(md_ctx *c, int il, int64_t T, mw_err *err) {
     c->timing.submit_ns += c->mt1 - c->mt0;
     c->timing.shared_ns += c->mt2 - c->mt1;
     c->timing.wait_ns += t3 - tw;
+    if (be->submit) c->timing.exchange_ns += t3 - c->mt0;
     observe(c, il, MD_PROBE_MOE_OUT, routed, T, L);
     if (latent) latent_up(c, il, T);
     if (shared) {
@@ -966,6 +1013,12 @@ static md_lane *lane_get(md_ctx *c, int i, int64_t T, mw_err *err) {
     return l;
 }
 
+/* Whether a sequence's rows may be cut between lanes (md_lanes.h): not when a layer keeps state a
+ * later lane cannot read before the commit (a ring's staged rows, a KDA layer's state). */
+static bool lanes_cut(const md_ctx *c) {
+    return !c->kv.ring && !c->kda.n_kda;
+}
+
 /* How many lanes this step runs in. Observers and routing sinks see one batch per step, so they
  * keep it whole; a backend without separate submit and wait cannot overlap anything (auto
  * leaves it whole, a fixed count still splits: the same bits, no gain). */
@@ -979,10 +1032,11 @@ static int lanes_for(md_ctx *c, const md_row *rows, int64_t T) {
     const bool halves = be->submit && be->wait;
     if (!halves && mode == 0) return 1;
     const int in_flight = !halves ? MD_LANES_MAX : be->in_flight > 0 ? be->in_flight : 1;
-    return md_lanes_choose(&c->clock, mode, in_flight, md_lanes_count_seqs(rows, T, c->seq_rows));
+    const int64_t units = lanes_cut(c) ? T : md_lanes_count_seqs(rows, T, c->seq_rows);
+    return md_lanes_choose(&c->clock, mode, in_flight, units > INT32_MAX ? INT32_MAX : (int)units);
 }
 
-/* Splits the step's rows into n lanes by sequence; returns -1 when memory runs out. */
+/* Splits the step's rows into n lanes (cut, or by whole sequences); -1 when memory runs out. */
 static int lanes_split(md_ctx *c, const md_row *rows, int64_t T, int n, mw_err *err) {
     if (T > c->lane_rows_cap) {
         int32_t *a = realloc(c->lane_of, (size_t)T * sizeof *a);
@@ -997,7 +1051,10 @@ static int lanes_split(md_ctx *c, const md_row *rows, int64_t T, int n, mw_err *
             return mw_errf(err, "forward: out of memory for micro-batches");
         for (int i = 0; i < c->p.n_seq; i++) c->seq_lane[i] = -1;
     }
-    md_lanes_plan(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows, c->seqs);
+    if (lanes_cut(c))
+        md_lanes_cut(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows);
+    else
+        md_lanes_plan(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows, c->seqs);
     md_lane *L[MD_LANES_MAX];
     for (int i = 0; i < n; i++)
         if (!(L[i] = lane_get(c, i, T, err))) return -1;
@@ -1079,6 +1136,9 @@ static int forward_lanes(md_ctx *c, const md_row *rows, int64_t T, int n, int64_
     }
     c->lstats.split_steps++;
     c->lstats.lanes += (uint64_t)n;
+    c->lstats.rows += (uint64_t)T;
+    c->lstats.last_lanes = n;
+    for (int i = 0; i < n; i++) c->lstats.last_rows[i] = c->lanes[i]->T;
     return n_out ? lanes_logits(c, n, logits, err) : 0;
 }
 
@@ -1106,6 +1166,7 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     int64_t n_out = 0;
     if (check_rows(c, rows, T, &n_out, err)) return -1;
     if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
+    unique_reset(c);
     const int lanes = lanes_for(c, rows, T);
     if (lanes > 1) {
         if (forward_lanes(c, rows, T, lanes, n_out, logits, err) == 0) return 0;

@@ -245,6 +245,9 @@ int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
     for (int64_t t = 0; t < T; t++) {
         const int s = rows[t].seq;
         if (kv->seq_first[s] < 0) {
+            /* its first row holds its lowest position (rows continue their sequences in order):
+             * the group's start in order, whose position is the group's base */
+            kv->order[next] = (int32_t)t;
             kv->seq_first[s] = next;
             next += kv->seq_count[s];
         }
@@ -252,7 +255,7 @@ int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
     kv->n_keep = 0;
     for (int64_t t = 0; t < T; t++) {
         const int s = rows[t].seq;
-        const int64_t base = kv->seqs[s].n, pos = rows[t].pos;
+        const int64_t base = rows[kv->order[kv->seq_first[s]]].pos, pos = rows[t].pos;
         kv->row_first[t] = kv->seq_first[s];
         kv->order[kv->seq_first[s] + pos - base] = (int32_t)t;
         /* a ring keeps the last `ring` positions of the sequence */
@@ -358,7 +361,9 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
                          const float *v) {
     const md_row *row = &kv->rows[t];
     const md_kv_seq *s = &kv->seqs[row->seq];
-    const int64_t base = s->n;
+    /* the batch holds the sequence from its first row's position on; earlier positions are
+     * read from the cache (a lane's may be an earlier lane's of the same step, not committed) */
+    const int64_t base = kv->rows[kv->order[kv->row_first[t]]].pos;
     const bool ring = kv->layer_ring[layer];
     const size_t kb = (size_t)kv->kd * kv->esz;
     md_kv_iter it = {

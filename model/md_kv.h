@@ -18,6 +18,9 @@
  * A pass is a transaction: md_kv_begin .. md_kv_commit. During the pass, attention reads the
  * positions a sequence already held from the cache and the batch's own positions from the batch's
  * K/V buffers (md_kv_iter), so a row sees its keys in position order whatever the batch layout.
+ * A batch's part of a sequence starts at its first row's position: a lane (micro-batches) may
+ * continue a sequence past positions an earlier lane of the same step stored on the full layers
+ * (written, not committed), and reads those from the cache like the committed ones.
  * Ring layers stage the rows that will survive and write them into the ring only at commit; a
  * pass that fails part-way (an expert backend error) leaves every sequence as it was. */
 #ifndef MD_KV_H

@@ -15,9 +15,9 @@ void md_lanes_measure(md_lanes_clock *k, uint64_t step_ns, uint64_t wait_ns, uin
     k->split_run = 0;
 }
 
-int md_lanes_choose(md_lanes_clock *k, int mode, int in_flight, int n_seqs) {
+int md_lanes_choose(md_lanes_clock *k, int mode, int in_flight, int n_units) {
     int cap = in_flight < MD_LANES_MAX ? in_flight : MD_LANES_MAX;
-    if (n_seqs < cap) cap = n_seqs;
+    if (n_units < cap) cap = n_units;
     if (cap < 2 || mode == 1) return 1;
     if (mode > 1) return mode < cap ? mode : cap;
     /* auto: measure first, and now and then again on an unsplit step */
@@ -75,4 +75,23 @@ int md_lanes_plan(const md_row *rows, int64_t T, int n, int32_t *lane_of, int32_
     }
     free(load);
     return n_seqs;
+}
+
+void md_lanes_cut(const md_row *rows, int64_t T, int n, int32_t *lane_of, int32_t *seq_at,
+                  int64_t *seq_rows) {
+    for (int64_t t = 0; t < T; t++) seq_rows[rows[t].seq]++;
+    int64_t next = 0;
+    for (int64_t t = 0; t < T; t++) {
+        const int32_t s = rows[t].seq;
+        if (seq_at[s] < 0) {
+            seq_at[s] = (int32_t)next;
+            next += seq_rows[s];
+        }
+    }
+    /* rows of a sequence come in position order, so its i-th row is its i-th position */
+    for (int64_t t = 0; t < T; t++) lane_of[t] = (int32_t)((int64_t)seq_at[rows[t].seq]++ * n / T);
+    for (int64_t t = 0; t < T; t++) {
+        seq_rows[rows[t].seq] = 0;
+        seq_at[rows[t].seq] = -1;
+    }
 }

@@ -4,8 +4,13 @@
  * coordinator runs the next lane's attention, router and shared experts. A row's arithmetic does
  * not change (every kernel is batch-invariant), so the logits are the same bits as one batch.
  *
- * Rows of one sequence stay in one lane: a prompt chunk's later rows attend to its earlier rows'
- * keys of the same layer, which a lane running behind could not see yet.
+ * A long prompt splits too: lanes run a layer in lane order, so a lane's rows may continue a
+ * sequence whose earlier positions a lower lane holds (their keys and values of a layer are in the
+ * cache before the later lane's attention of that layer runs). Cutting the step's rows into lanes
+ * of equal size, sequence after sequence, keeps that order (md_lanes_cut). A family whose layers
+ * keep state a later lane cannot read before the commit (sliding-window rings stage their rows, a
+ * KDA layer's recurrent state flips banks at the commit) keeps each sequence in one lane instead
+ * (md_lanes_plan).
  *
  * The auto choice. Per MoE layer the trunk computes for C and then sits blocked for W waiting for
  * its experts (both measured on unsplit steps). Each extra lane costs at most another C (a small
@@ -19,7 +24,6 @@
 
 #include "model/md_model.h"
 
-#define MD_LANES_MAX 4
 /* an extra lane must be expected to fill this much more than it costs */
 #define MD_LANES_MARGIN 1.2
 /* auto mode re-measures an unsplit step this often while it splits */
@@ -35,15 +39,24 @@ typedef struct md_lanes_clock {
 /* Folds in an unsplit step: its time, the part blocked waiting for experts, its MoE layers. */
 void md_lanes_measure(md_lanes_clock *k, uint64_t step_ns, uint64_t wait_ns, uint64_t moe_layers);
 
-/* Lanes for a step of n_seqs distinct sequences: `mode` 0 = auto, else fixed (clamped to what the
- * step and the backend allow: in_flight batches at once, one sequence per lane at least). */
-int md_lanes_choose(md_lanes_clock *k, int mode, int in_flight, int n_seqs);
+/* Lanes for a step of n_units pieces that may go to separate lanes (rows, or whole sequences):
+ * `mode` 0 = auto, else fixed (clamped to what the step and the backend allow: in_flight batches
+ * at once, one piece per lane at least). */
+int md_lanes_choose(md_lanes_clock *k, int mode, int in_flight, int n_units);
 
 /* Assigns the T rows' sequences to n lanes, the largest first onto the lane with fewest rows (ties
  * to the lower lane): lane_of[t] for every row. seq_lane (n_seq entries, -1 on entry, left -1) and
  * seqs (T entries) are scratch. Returns the distinct sequences. */
 int md_lanes_plan(const md_row *rows, int64_t T, int n, int32_t *lane_of, int32_t *seq_lane,
                   int64_t *seq_rows, int32_t *seqs);
+
+/* Cuts the T rows into n lanes of equal size (within a row): the rows taken sequence after
+ * sequence (in order of first appearance), each sequence's in position order, lane i the i-th
+ * n-th of them, so a sequence split between lanes has its earlier positions in the lower lane.
+ * lane_of[t] for every row. seq_at (n_seq entries, -1 on entry, left -1) and seq_rows (zero on
+ * entry, left zero) are scratch. */
+void md_lanes_cut(const md_row *rows, int64_t T, int n, int32_t *lane_of, int32_t *seq_at,
+                  int64_t *seq_rows);
 
 /* The distinct sequences of a batch (seq_rows: n_seq counters, zero on entry and on return). */
 int md_lanes_count_seqs(const md_row *rows, int64_t T, int64_t *seq_rows);

@@ -171,6 +171,9 @@ typedef void (*md_observer_fn)(void *ud, int layer, md_probe p, const void *data
 
 typedef struct md_ctx md_ctx;
 
+/* Micro-batches a step runs in at most (model/md_lanes.h). */
+#define MD_LANES_MAX 4
+
 typedef struct md_ctx_params {
     kn_numerics numerics;       /* for every matmul and the experts */
     kn_pool *pool;              /* NULL = this thread only; must outlive the context */
@@ -238,6 +241,14 @@ typedef struct md_route_sink {
 /* Attaches a sink (copied; NULL detaches). */
 void md_ctx_set_route_sink(md_ctx *c, const md_route_sink *sink);
 
+/* Counting, for each md_forward, the distinct experts its rows chose per layer (a server's
+ * figure): unlike an observer or a sink it leaves the step free to run as micro-batches (their
+ * choices are counted together). md_ctx_count_unique turns it on (-1 when out of memory);
+ * md_ctx_unique_experts gives n_layer counts of the last md_forward (0 for a dense layer), or NULL
+ * while it is off. */
+int md_ctx_count_unique(md_ctx *c, mw_err *err);
+const int32_t *md_ctx_unique_experts(const md_ctx *c);
+
 /* Runs T rows through the model. logits receives one n_vocab row per row with .logits set, in
  * batch order (may be NULL when none is asked for). Invalid rows (sequence, position, token out of
  * range) are an error before anything is computed. */
@@ -273,12 +284,20 @@ int md_ctx_kda_state(const md_ctx *c, int seq, int layer, float *S, mw_err *err)
 typedef struct md_moe_timing {
     uint64_t layers; /* MoE layer passes */
     uint64_t submit_ns, shared_ns, wait_ns;
+    /* with a backend in two halves: from each submit to its results in hand (the wait's end).
+     * While the caller is blocked the results are not back yet, so a layer's exchange is its
+     * round trip or, when the reply waited for the caller, longer with none of it blocked: the
+     * share of the round trips hidden behind other work is 1 - wait_ns / exchange_ns. */
+    uint64_t exchange_ns;
 } md_moe_timing;
 
 md_moe_timing md_ctx_moe_timing(const md_ctx *c);
-/* Ping-pong micro-batches so far: steps run split, and the micro-batches they ran in all. */
+/* Ping-pong micro-batches so far: steps run split, the micro-batches they ran in all and the rows
+ * of those; the last split step's micro-batches (last_lanes, 0 before any) and their rows. */
 typedef struct md_lane_stats {
-    uint64_t split_steps, lanes;
+    uint64_t split_steps, lanes, rows;
+    int last_lanes;
+    int64_t last_rows[MD_LANES_MAX];
     double trunk_us, rtt_us; /* the auto choice's measured per-layer trunk and round trip */
 } md_lane_stats;
 md_lane_stats md_ctx_lane_stats(const md_ctx *c);

@@ -12,7 +12,6 @@
 
 #include <cmocka.h>
 
-#include "coordinator/co_cluster.h"
 #include "model/md_lanes.h"
 #include "model/md_local.h"
 #include "tests/support/mw_test.h"
@@ -29,20 +28,7 @@ static void same_on_nodes(const char *name) {
     if (vx_source_open(path, NULL, &src, &e) || md_model_load(src, &model, &e) ||
         md_local_backend_new(src, &model->cfg, NULL, &local, &e))
         fail_msg("%s: %s", name, e.msg);
-    setenv("MOEWIRE_EXPERT_NODE", mwt_bin("expert-node"), 1);
-    co_cluster_opts co = {.loopback = 2,
-                          .model = path,
-                          .node_threads = 1,
-                          .exact = true,
-                          .deadline_ms = 120000,
-                          .down_ms = 60000,
-                          .connect_ms = 60000,
-                          .src = src,
-                          .width = md_expert_width(&model->cfg),
-                          .glu = &model->cfg.glu,
-                          .numerics = KN_NUM_Q8};
-    wr_codec_parse("f32", &co.codec, NULL);
-    if (co_cluster_create(&co, &remote, &e)) fail_msg("%s: %s", name, e.msg);
+    remote = mwt_lanes_cluster(model, src, path, NULL, 0, 2);
     assert_int_equal(remote->in_flight, 4);
     size_t n1, n;
     md_lane_stats st;

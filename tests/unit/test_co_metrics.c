@@ -4,13 +4,15 @@
  * histogram buckets are cumulative with a last le="+Inf" equal to _count, label values escape
  * \, " and newlines, numbers print as Prometheus reads them. Then the figures themselves: requests
  * by route and status, tokens, latency histograms, steps (rows, failures, unique experts), the
- * backend's traffic, movement ratio and readiness, and per-node series only with nodes. */
+ * backend's traffic, movement ratio and readiness, per-node series only with nodes, and the
+ * micro-batch figures (checked by promtool too when the tests are given it). */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coordinator/co_metrics.h"
 
@@ -309,6 +311,65 @@ static void test_steps(void **st) {
     co_metrics_free(m);
 }
 
+/* promtool check metrics on the page, when the tests are given promtool (make test). */
+static void promtool_check(const char *text) {
+    const char *promtool = getenv("MW_PROMTOOL");
+    if (!promtool || access(promtool, X_OK)) {
+        print_message("promtool not given (MW_PROMTOOL): the page is checked here only\n");
+        return;
+    }
+    char *dir = mwt_tmpdir("metrics"), path[4200], cmd[8600];
+    snprintf(path, sizeof path, "%s/page.txt", dir);
+    assert_int_equal(mwt_write_file(path, text, strlen(text)), 0);
+    snprintf(cmd, sizeof cmd, "%s check metrics < %s", promtool, path);
+    char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    char *out = NULL, *err = NULL;
+    const int rc = mwt_run(sh, &out, &err, 60000);
+    if (rc) fail_msg("promtool check metrics: %s%s\n%s", out ? out : "", err ? err : "", text);
+    free(out);
+    free(err);
+    mwt_rmrf(dir);
+    free(dir);
+}
+
+/* Ping-pong micro-batches: steps by how many micro-batches they ran in (a failed step in none),
+ * the rows of each micro-batch of the split ones, and the share of the experts' exchanges hidden
+ * behind other work. */
+static void test_micro_batches(void **st) {
+    (void)st;
+    co_metrics *m = make(2);
+    const int64_t two[2] = {3, 5}, four[4] = {16, 16, 17, 300};
+    co_step_stats s = {.rows = 1, .micro_batches = 1, .exchange_s = 0.004, .blocked_s = 0.003};
+    co_metrics_step(m, &s);
+    s = (co_step_stats){
+        .rows = 8, .micro_batches = 2, .micro_rows = two, .exchange_s = 0.004, .blocked_s = 0.001};
+    co_metrics_step(m, &s);
+    s = (co_step_stats){
+        .rows = 349, .micro_batches = 4, .micro_rows = four, .exchange_s = 0.002, .blocked_s = 0};
+    co_metrics_step(m, &s);
+    s = (co_step_stats){.rows = 8, .failed = true}; /* counted in none */
+    co_metrics_step(m, &s);
+    char *t = page(m);
+    expo x;
+    check_page(t, &x);
+    assert_string_equal(find_family(&x, "moewire_step_micro_batches_total")->type, "counter");
+    assert_true(value_of(t, "moewire_step_micro_batches_total{micro_batches=\"1\"}") == 1);
+    assert_true(value_of(t, "moewire_step_micro_batches_total{micro_batches=\"2\"}") == 1);
+    assert_true(value_of(t, "moewire_step_micro_batches_total{micro_batches=\"3\"}") == 0);
+    assert_true(value_of(t, "moewire_step_micro_batches_total{micro_batches=\"4\"}") == 1);
+    assert_true(check_histogram(t, "moewire_micro_batch_rows", "") == 6);
+    assert_true(value_of(t, "moewire_micro_batch_rows_bucket{le=\"4\"}") == 1);
+    assert_true(value_of(t, "moewire_micro_batch_rows_bucket{le=\"16\"}") == 4);
+    assert_true(value_of(t, "moewire_micro_batch_rows_bucket{le=\"256\"}") == 5);
+    assert_true(value_of(t, "moewire_micro_batch_rows_sum") == 357);
+    assert_true(fabs(value_of(t, "moewire_expert_exchange_seconds_total") - 0.010) < 1e-12);
+    assert_true(fabs(value_of(t, "moewire_expert_blocked_seconds_total") - 0.004) < 1e-12);
+    assert_true(fabs(value_of(t, "moewire_expert_exchange_hidden_ratio") - 0.6) < 1e-9);
+    promtool_check(t);
+    free(t);
+    co_metrics_free(m);
+}
+
 /* The backend's figures, the movement ratio, readiness, and per-node series with escaped
  * endpoints and their round-trip histograms. */
 static void test_backend_and_nodes(void **st) {
@@ -376,7 +437,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty_page),        cmocka_unit_test(test_requests_and_latencies),
         cmocka_unit_test(test_many_routes),       cmocka_unit_test(test_steps),
-        cmocka_unit_test(test_backend_and_nodes),
+        cmocka_unit_test(test_backend_and_nodes), cmocka_unit_test(test_micro_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

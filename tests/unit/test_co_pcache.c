@@ -76,7 +76,6 @@ static void env_open_n(env *e, const char *model, uint64_t cache_bytes, int chun
                           .n_slots = slots,
                           .n_ctx = N_CTX,
                           .n_vocab = V,
-                          .n_expert = e->model->cfg.n_expert,
                           .n_layer = e->model->cfg.n_layer,
                           .chunk = chunk,
                           .max_queue = 4,

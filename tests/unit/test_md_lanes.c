@@ -1,7 +1,8 @@
 /* tests/unit/test_md_lanes.c — ping-pong micro-batches (model/md_lanes.h): a step of several
  * sequences run in 2, 3 or 4 lanes gives the same logits, bit for bit, as the step run whole, for
  * every family's tiny model (shared experts, KDA layers, attention residuals, sliding windows),
- * over a prefill step and decode steps; the sequences go to lanes whole and balanced; the auto
+ * over a prefill step and decode steps; a long prompt of one sequence splits by rows with the same
+ * bits; the sequences go to lanes whole and balanced, or cut into equal lanes; the auto
  * choice splits only when the measured wait outgrows the trunk's time. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -78,6 +79,153 @@ static void test_kimi_linear(void **state) {
 static void test_kimi_k3(void **state) {
     (void)state;
     same_in_lanes("kimi-k3-tiny");
+}
+
+/* A backend over the in-process one that notes, per call of one layer, the rows it was given and
+ * the experts they chose. */
+#define PROBE_LAYER 1
+typedef struct probe {
+    md_expert_backend be, *inner;
+    int n_calls;
+    int64_t rows[8];
+    uint64_t chose[8][64]; /* per call and row: the experts (mod 64) it chose */
+    int32_t unique[16];    /* md_ctx_unique_experts of the prompt's step, per layer */
+} probe;
+
+static int probe_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    probe *p = b->impl;
+    if (batch->layer == PROBE_LAYER && p->n_calls < 8) {
+        p->rows[p->n_calls] = batch->T;
+        for (int64_t i = 0; i < batch->T * batch->k && i / batch->k < 64; i++)
+            p->chose[p->n_calls][i / batch->k] |= 1ull << (batch->experts[i] & 63);
+        p->n_calls++;
+    }
+    return p->inner->run(p->inner, batch, out, err);
+}
+
+/* One long prompt of a single sequence (logits at every position), then two decode steps, with
+ * `micro_batches`; the calls of layer PROBE_LAYER in the prefill go to *pr. */
+#define LONG_PROMPT 45
+static float *run_long(md_model *model, md_expert_backend *inner, int micro_batches, size_t *n,
+                       md_lane_stats *st, probe *pr) {
+    mw_err e;
+    *pr = (probe){.be = {.name = "probe", .run = probe_run}, .inner = inner};
+    pr->be.impl = pr;
+    md_ctx *c = mwt_lanes_ctx(model, &pr->be, micro_batches, 2);
+    const int64_t V = model->cfg.n_vocab;
+    *n = (size_t)(LONG_PROMPT + 2) * (size_t)V;
+    float *out = malloc(*n * sizeof *out);
+    assert_non_null(out);
+    md_row rows[LONG_PROMPT];
+    for (int i = 0; i < LONG_PROMPT; i++) rows[i] = (md_row){1, i, (i * 53 + 7) % 250 + 3, 1};
+    if (md_ctx_count_unique(c, &e)) fail_msg("%s", e.msg);
+    if (md_forward(c, rows, LONG_PROMPT, out, &e)) fail_msg("%s", e.msg);
+    assert_true(model->cfg.n_layer <= 16);
+    memcpy(pr->unique, md_ctx_unique_experts(c), (size_t)model->cfg.n_layer * sizeof *pr->unique);
+    const int calls = pr->n_calls;
+    for (int step = 0; step < 2; step++) {
+        md_row r = {1, LONG_PROMPT + step, 17 + step * 29, 1};
+        if (md_forward(c, &r, 1, out + (size_t)(LONG_PROMPT + step) * (size_t)V, &e))
+            fail_msg("%s", e.msg);
+    }
+    pr->n_calls = calls;
+    *st = md_ctx_lane_stats(c);
+    md_ctx_free(c);
+    return out;
+}
+
+/* A long prompt of one sequence splits by rows: lane after lane, each lane's attention reading
+ * the lower lanes' keys of the same layer from the cache, the same bits as the prompt whole; the
+ * lanes' rows are equal within one, and rows of different lanes choose different experts. A family
+ * with sliding-window rings or KDA layers keeps the sequence in one lane (still the same bits). */
+static void long_prompt(const char *name, bool cuts) {
+    char rel[128];
+    mw_err e;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *inner;
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
+    if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
+        md_local_backend_new(src, &model->cfg, NULL, &inner, &e))
+        fail_msg("%s: %s", name, e.msg);
+    size_t n1, n;
+    md_lane_stats st;
+    probe pr;
+    float *whole = run_long(model, inner, 1, &n1, &st, &pr);
+    const probe one = pr;
+    assert_int_equal(pr.n_calls, 1);
+    assert_int_equal(pr.rows[0], LONG_PROMPT);
+    for (int lanes = 2; lanes <= MD_LANES_MAX; lanes++) {
+        float *split = run_long(model, inner, lanes, &n, &st, &pr);
+        assert_int_equal(n, n1);
+        /* the distinct experts per layer counted over the lanes: the whole step's */
+        assert_memory_equal(pr.unique, one.unique, sizeof pr.unique);
+        assert_true(one.unique[PROBE_LAYER] > model->cfg.n_expert_used);
+        if (memcmp(whole, split, n * sizeof *split))
+            fail_msg("%s: a prompt in %d micro-batches changes the logits", name, lanes);
+        free(split);
+        if (!cuts) {
+            assert_int_equal(st.split_steps, 0);
+            assert_int_equal(pr.n_calls, 1);
+            continue;
+        }
+        assert_int_equal(st.split_steps, 1);
+        assert_int_equal(st.lanes, (uint64_t)lanes);
+        assert_int_equal(pr.n_calls, lanes);
+        /* rows of each lane chose other experts than rows of the lane before */
+        for (int i = 0; i < lanes; i++) {
+            assert_in_range(pr.rows[i], LONG_PROMPT / lanes, LONG_PROMPT / lanes + 1);
+            if (i == 0) continue;
+            bool differ = false;
+            for (int a = 0; a < pr.rows[i - 1]; a++)
+                for (int b = 0; b < pr.rows[i]; b++) differ |= pr.chose[i - 1][a] != pr.chose[i][b];
+            assert_true(differ);
+        }
+    }
+    free(whole);
+    inner->destroy(inner);
+    md_model_free(model);
+    vx_source_close(src);
+}
+
+static void test_long_prompt_qwen3moe(void **state) {
+    (void)state;
+    long_prompt("qwen3moe-tiny", true);
+}
+
+static void test_long_prompt_deepseek2(void **state) {
+    (void)state;
+    long_prompt("deepseek2-tiny", true);
+}
+
+static void test_long_prompt_gptoss(void **state) {
+    (void)state;
+    long_prompt("gpt-oss-tiny", false);
+}
+
+static void test_long_prompt_kimi_k3(void **state) {
+    (void)state;
+    long_prompt("kimi-k3-tiny", false);
+}
+
+/* The cut: equal lanes, each sequence's rows in position order across lanes. */
+static void test_cut(void **state) {
+    (void)state;
+    md_row rows[12];
+    const int seq[12] = {3, 3, 0, 3, 3, 0, 5, 3, 0, 5, 3, 7};
+    int pos[8] = {0};
+    for (int t = 0; t < 12; t++) rows[t] = (md_row){seq[t], pos[seq[t]]++, 1, 1};
+    int32_t lane_of[12], seq_at[8];
+    int64_t seq_rows[8] = {0};
+    for (int i = 0; i < 8; i++) seq_at[i] = -1;
+    md_lanes_cut(rows, 12, 3, lane_of, seq_at, seq_rows);
+    /* sequence-major: 3 (6 rows: 0-5), 0 (3: 6-8), 5 (2: 9-10), 7 (1: 11); lanes of 4 */
+    const int32_t want[12] = {0, 0, 1, 0, 0, 1, 2, 1, 2, 2, 1, 2};
+    assert_memory_equal(lane_of, want, sizeof want);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(seq_at[i], -1);
+        assert_int_equal(seq_rows[i], 0);
+    }
 }
 
 /* A backend over the in-process one whose experts 0 .. 3 have no live owner: a batch that selects
@@ -227,6 +375,11 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan),
         cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_cut),
+        cmocka_unit_test(test_long_prompt_qwen3moe),
+        cmocka_unit_test(test_long_prompt_deepseek2),
+        cmocka_unit_test(test_long_prompt_gptoss),
+        cmocka_unit_test(test_long_prompt_kimi_k3),
         cmocka_unit_test(test_gptoss),
         cmocka_unit_test(test_qwen3moe),
         cmocka_unit_test(test_deepseek2),
