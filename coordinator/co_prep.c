@@ -167,9 +167,15 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     if (co_oai_parse_stoppable(body, len, kind, &p->limits, stop, req, &res->e)) return -1;
     res->k = kind == CO_OAI_CHAT ? 1 : req->n_prompts;
     const char *chat = p->text ? co_stext_format_name(p->text) : NULL;
+    /* the family's own name for the switch (Kimi K3's thinking), so the reply is parsed as the
+     * template rendered the prompt */
+    const int kw_think =
+        co_stext_thinking(p->text, json_object_get(req->root, "chat_template_kwargs"));
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
-                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking,
+                             .thinking = req->thinking >= 0 ? req->thinking
+                                         : kw_think >= 0    ? kw_think
+                                                            : p->thinking,
                              .tools = req->tools ? json_object_get(req->root, "tools") : NULL,
                              .kwargs = json_object_get(req->root, "chat_template_kwargs"),
                              .answer_open = req->format != CO_FORMAT_TEXT ||
