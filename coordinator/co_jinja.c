@@ -74,12 +74,14 @@ void co_jinja_free(co_jinja *j) {
 }
 
 /* chat_template_kwargs, with the request's thinking switch and reasoning effort added where the
- * caller did not set them (Qwen3's enable_thinking, gpt-oss's reasoning_effort). */
+ * caller did not set them (Qwen3's enable_thinking, Kimi K3's thinking, gpt-oss's
+ * reasoning_effort). */
 static json_t *kwargs_of(const co_jinja_opts *o) {
     json_t *kw = json_is_object(o->kwargs) ? json_copy((json_t *)o->kwargs) : json_object();
     if (!kw) return NULL;
-    if (o->thinking >= 0 && !json_object_get(kw, "enable_thinking"))
-        json_object_set_new(kw, "enable_thinking", json_boolean(o->thinking));
+    const char *think = o->thinking_kwarg ? o->thinking_kwarg : "enable_thinking";
+    if (o->thinking >= 0 && !json_object_get(kw, think))
+        json_object_set_new(kw, think, json_boolean(o->thinking));
     if (o->reasoning_effort && !json_object_get(kw, "reasoning_effort"))
         json_object_set_new(kw, "reasoning_effort", json_string(o->reasoning_effort));
     return kw;

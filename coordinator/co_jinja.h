@@ -30,9 +30,12 @@ int co_jinja_open_text(const tk_tokenizer *tok, const char *src, size_t n, co_ji
 void co_jinja_free(co_jinja *j);
 
 typedef struct co_jinja_opts {
-    const json_t *tools;          /* a list of tool definitions, or NULL */
-    const json_t *kwargs;         /* chat_template_kwargs: an object, or NULL */
-    int thinking;                 /* -1 the template's default; else enable_thinking */
+    const json_t *tools;  /* a list of tool definitions, or NULL */
+    const json_t *kwargs; /* chat_template_kwargs: an object, or NULL */
+    int thinking;         /* -1 the template's default; else thinking_kwarg's value */
+    /* the boolean kwarg the template reads to think or not (the family's: tk_chat_thinking_kwarg);
+     * NULL: enable_thinking, the name most templates with a switch read */
+    const char *thinking_kwarg;
     const char *reasoning_effort; /* NULL: the template's default */
     bool no_generation_prompt;
 } co_jinja_opts;

@@ -4,7 +4,6 @@
 #include "coordinator/co_oai_format.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,67 +11,6 @@
 co_oai_limits co_oai_default_limits(void) {
     return (co_oai_limits){
         .max_messages = 2048, .max_logit_bias = 1024, .max_prompt_tokens = 65536};
-}
-
-/* The length of the UTF-8 sequence at s (at most n bytes), 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-    const size_t len = s[0] < 0x80                             ? 1
-                       : (s[0] & 0xe0) == 0xc0 && s[0] >= 0xc2 ? 2
-                       : (s[0] & 0xf0) == 0xe0                 ? 3
-                       : (s[0] & 0xf8) == 0xf0 && s[0] <= 0xf4 ? 4
-                                                               : 0;
-    if (!len || len > n) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    /* overlong forms, surrogates, beyond U+10FFFF */
-    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0) ||
-        (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
-/* Bytes that are not UTF-8 become '?': a message quotes the request (cut to a length, maybe in
- * the middle of a character), and JSON can only carry UTF-8. */
-static void utf8_clean(char *s) {
-    const size_t n = strlen(s);
-    for (size_t i = 0; i < n;) {
-        const size_t k = utf8_seq((const unsigned char *)s + i, n - i);
-        if (k) {
-            i += k;
-        } else {
-            s[i++] = '?';
-        }
-    }
-}
-
-int co_oai_fail(co_oai_error *e, int status, const char *param, const char *code, const char *fmt,
-                ...) {
-    e->status = status;
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    e->code = code;
-    e->type = status >= 500 ? "server_error" : "invalid_request_error";
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->message, sizeof e->message, fmt, ap);
-    va_end(ap);
-    utf8_clean(e->message);
-    utf8_clean(e->param);
-    return -1;
-}
-
-void co_oai_error_json(const co_oai_error *e, co_buf *out) {
-    json_t *err = json_pack("{s:s, s:s, s:o, s:o}", "message", e->message, "type",
-                            e->type ? e->type : "invalid_request_error", "param",
-                            e->param[0] ? json_string(e->param) : json_null(), "code",
-                            e->code ? json_string(e->code) : json_null());
-    json_t *root = json_pack("{s:o}", "error", err);
-    char *s = root ? json_dumps(root, JSON_COMPACT) : NULL;
-    if (s)
-        co_buf_puts(out, s);
-    else
-        co_buf_puts(out, "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}");
-    free(s);
-    json_decref(root);
 }
 
 static const char *type_name(const json_t *v) {
@@ -549,7 +487,9 @@ static int parse(const char *body, size_t len, co_oai_kind kind, const co_oai_li
         get_bool(root, "return_token_ids", &r->return_token_ids, e))
         return -1;
     if (kind == CO_OAI_CHAT && parse_chat_options(root, r, e)) return -1;
-    if (co__oai_response_format(root, r, e) || co__oai_tools(root, r, e)) return -1;
+    const co_oai_fmt_in in = {.chat = kind == CO_OAI_CHAT, .n = r->n, .ignore_eos = r->ignore_eos};
+    if (co__oai_response_format(root, &in, &r->fmt, e) || co__oai_tools(root, &in, &r->fmt, e))
+        return -1;
     return parse_unsupported(root, e);
 }
 
@@ -602,9 +542,7 @@ void co_oai_req_free(co_oai_req *r) {
     free(r->prompts);
     free(r->logit_bias);
     free(r->stop_store);
-    free(r->schema);
-    free(r->tools);
-    free(r->call_tools);
+    co__oai_fmt_free(&r->fmt);
     memset(r, 0, sizeof *r);
 }
 

@@ -13,6 +13,8 @@
 #include <stdint.h>
 
 #include "coordinator/co_buf.h"
+#include "coordinator/co_oai_error.h"
+#include "coordinator/co_oai_format.h"
 #include "coordinator/co_sched.h"
 #include "coordinator/co_stop.h"
 
@@ -35,29 +37,6 @@ typedef struct co_oai_limits {
 co_oai_limits co_oai_default_limits(void);
 
 typedef enum co_oai_kind { CO_OAI_COMPLETION = 0, CO_OAI_CHAT = 1 } co_oai_kind;
-
-/* tool_choice */
-typedef enum co_oai_tool_choice {
-    CO_TOOLS_AUTO = 0, /* the model may call a tool */
-    CO_TOOLS_NONE,     /* it may not (the tools are not shown to it) */
-    CO_TOOLS_REQUIRED, /* its output is a call of one of them */
-    CO_TOOLS_NAMED,    /* its output is a call of the function named */
-} co_oai_tool_choice;
-
-/* What the output must be (response_format). */
-typedef enum co_oai_format {
-    CO_FORMAT_TEXT = 0,
-    CO_FORMAT_JSON_OBJECT, /* any JSON object */
-    CO_FORMAT_JSON_SCHEMA, /* a value the schema accepts */
-} co_oai_format;
-
-typedef struct co_oai_error {
-    int status;
-    char message[512];
-    char param[64];   /* "" for none */
-    const char *type; /* "invalid_request_error", "server_error", ... */
-    const char *code; /* NULL or "model_not_found", "context_length_exceeded", ... */
-} co_oai_error;
 
 /* One completion prompt: text (pointing into the request's JSON) or token ids (owned). */
 typedef struct co_oai_prompt {
@@ -93,15 +72,8 @@ typedef struct co_oai_req {
     const char *reasoning_effort; /* chat: "low" | "medium" | "high", NULL when absent */
     int thinking;                 /* chat_template_kwargs.enable_thinking: 1, 0, -1 absent */
     bool ignore_eos, return_token_ids;
-    char *stop_store;     /* owned: the stop strings once detached */
-    co_oai_format format; /* response_format (co_oai_format.h) */
-    char *schema;         /* owned: json_schema's schema as JSON text, else NULL */
-    /* chat: tools (co_oai_format.h) */
-    char *tools; /* owned: the tools list's JSON text, NULL: none */
-    co_oai_tool_choice tool_choice;
-    char *call_tools; /* owned: REQUIRED / NAMED: the tools the call may be of, a JSON list's text
-                       * of [{"name", "parameters"}] (one when named) */
-    bool parallel_tool_calls;
+    char *stop_store; /* owned: the stop strings once detached */
+    co_oai_fmt fmt;   /* response_format and chat's tools (co_oai_format.h) */
 } co_oai_req;
 
 /* Parses and checks a body within lim (NULL: the defaults). 0, or -1 with e filled (a 400 naming
@@ -117,12 +89,6 @@ int co_oai_parse_stoppable(const char *body, size_t len, co_oai_kind kind, const
  * A request's JSON may be large; this lets whoever parsed it free it on the same thread. */
 int co_oai_req_detach(co_oai_req *r, co_oai_error *e);
 void co_oai_req_free(co_oai_req *r);
-
-/* Fills an error; returns -1. */
-int co_oai_fail(co_oai_error *e, int status, const char *param, const char *code, const char *fmt,
-                ...) __attribute__((format(printf, 5, 6)));
-/* {"error": {...}} */
-void co_oai_error_json(const co_oai_error *e, co_buf *out);
 
 /* Names a token for logprobs: its text, or "token_id:N" without a tokenizer. */
 typedef void (*co_oai_token_fn)(void *ud, int32_t token, co_buf *out);

@@ -12,7 +12,7 @@
 #define RF "response_format"
 
 /* The schema compiled once to check it (the jobs compile their own from the text). */
-static int take_schema(json_t *schema, const char *param, co_oai_req *r, co_oai_error *e) {
+static int take_schema(json_t *schema, const char *param, co_oai_fmt *r, co_oai_error *e) {
     if (!json_is_object(schema) && !json_is_true(schema))
         return co_oai_fail(e, 400, param, NULL, "'%s' must be a JSON schema (an object)", param);
     gr_grammar *g = NULL;
@@ -26,7 +26,7 @@ static int take_schema(json_t *schema, const char *param, co_oai_req *r, co_oai_
     return 0;
 }
 
-int co__oai_response_format(json_t *root, co_oai_req *r, co_oai_error *e) {
+int co__oai_response_format(json_t *root, const co_oai_fmt_in *in, co_oai_fmt *r, co_oai_error *e) {
     json_t *rf = json_object_get(root, RF);
     if (!rf || json_is_null(rf)) return 0;
     json_t *type = json_object_get(rf, "type");
@@ -34,9 +34,9 @@ int co__oai_response_format(json_t *root, co_oai_req *r, co_oai_error *e) {
         return co_oai_fail(e, 400, RF, NULL, "'" RF "' must be an object with a string 'type'");
     const char *t = json_string_value(type);
     if (!strcmp(t, "text")) return 0;
-    if (r->n > 1)
+    if (in->n > 1)
         return co_oai_fail(e, 400, "n", NULL, "'n' above 1 cannot go with a JSON response_format");
-    if (r->ignore_eos) /* the value complete, only an end token fits: it must end the output */
+    if (in->ignore_eos) /* the value complete, only an end token fits: it must end the output */
         return co_oai_fail(e, 400, "ignore_eos", NULL,
                            "'ignore_eos' cannot go with a JSON response_format");
     if (!strcmp(t, "json_object")) {
@@ -130,7 +130,7 @@ static json_t *call_tools(json_t *tools, json_t *one) {
     return list;
 }
 
-static int parse_choice(json_t *root, json_t *tools, co_oai_req *r, json_t **one, co_oai_error *e) {
+static int parse_choice(json_t *root, json_t *tools, co_oai_fmt *r, json_t **one, co_oai_error *e) {
     json_t *tc = json_object_get(root, "tool_choice");
     *one = NULL;
     r->tool_choice = CO_TOOLS_AUTO;
@@ -154,7 +154,7 @@ static int parse_choice(json_t *root, json_t *tools, co_oai_req *r, json_t **one
     return 0;
 }
 
-int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e) {
+int co__oai_tools(json_t *root, const co_oai_fmt_in *in, co_oai_fmt *r, co_oai_error *e) {
     r->parallel_tool_calls = true;
     json_t *tools = json_object_get(root, "tools");
     json_t *tc = json_object_get(root, "tool_choice");
@@ -170,8 +170,7 @@ int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e) {
             return co_oai_fail(e, 400, "tool_choice", NULL, "'tool_choice' needs 'tools'");
         return 0;
     }
-    if (r->kind != CO_OAI_CHAT)
-        return co_oai_fail(e, 400, "tools", NULL, "'tools' is for chat completions");
+    if (!in->chat) return co_oai_fail(e, 400, "tools", NULL, "'tools' is for chat completions");
     if (!json_is_array(tools) || json_array_size(tools) > MAX_TOOLS)
         return co_oai_fail(e, 400, "tools", NULL, "'tools' must be a list of at most %d tools",
                            MAX_TOOLS);
@@ -187,9 +186,9 @@ int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e) {
     if (!(r->tools = json_dumps(tools, JSON_COMPACT)))
         return co_oai_fail(e, 500, "tools", NULL, "out of memory");
     if (r->tool_choice == CO_TOOLS_AUTO) return 0;
-    if (r->n > 1)
+    if (in->n > 1)
         return co_oai_fail(e, 400, "n", NULL, "'n' above 1 cannot go with a required tool call");
-    if (r->ignore_eos)
+    if (in->ignore_eos)
         return co_oai_fail(e, 400, "ignore_eos", NULL,
                            "'ignore_eos' cannot go with a required tool call");
     json_t *ct = call_tools(tools, one);
@@ -220,4 +219,11 @@ int co__oai_tools(json_t *root, co_oai_req *r, co_oai_error *e) {
     r->call_tools = json_dumps(ct, JSON_COMPACT);
     json_decref(ct);
     return r->call_tools ? 0 : co_oai_fail(e, 500, "tools", NULL, "out of memory");
+}
+
+void co__oai_fmt_free(co_oai_fmt *r) {
+    free(r->schema);
+    free(r->tools);
+    free(r->call_tools);
+    r->schema = r->tools = r->call_tools = NULL;
 }

@@ -118,17 +118,18 @@ static int gen_prompt(const co_prep_params *p, co_oai_req *req, int pi,
  * only with a chat format whose calls can be read. */
 static int check_request(const co_prep_params *p, const co_oai_req *req, co_oai_error *e) {
     const char *chat = p->text ? co_stext_format_name(p->text) : NULL;
-    if (req->tools && !co_toolcall_known(chat))
+    if (req->fmt.tools && !co_toolcall_known(chat))
         return co_oai_fail(e, 400, "tools", NULL,
                            "'tools' with the chat format %s is not supported (qwen3, deepseek-v3, "
                            "deepseek-r1, kimi-k2, kimi-k3 and harmony are)",
                            chat ? chat : "(none)");
-    if ((req->format != CO_FORMAT_TEXT || req->call_tools) && !p->text)
+    if ((req->fmt.format != CO_FORMAT_TEXT || req->fmt.call_tools) && !p->text)
         return co_oai_fail(e, 400, "response_format", NULL,
                            "this model has no tokenizer: its output cannot be constrained");
     mw_err err = {{0}};
     /* the vocabulary's trie is built once, here on a worker rather than on the loop */
-    if ((req->format != CO_FORMAT_TEXT || req->call_tools) && !co_stext_vocab(p->text, &err))
+    if ((req->fmt.format != CO_FORMAT_TEXT || req->fmt.call_tools) &&
+        !co_stext_vocab(p->text, &err))
         return co_oai_fail(e, 500, "response_format", NULL, "%s", err.msg);
     if (strcmp(req->model, p->model_id))
         return co_oai_fail(e, 404, "model", "model_not_found",
@@ -167,14 +168,20 @@ int co_prep_run(const co_prep_params *p, const char *body, size_t len, co_oai_ki
     if (co_oai_parse_stoppable(body, len, kind, &p->limits, stop, req, &res->e)) return -1;
     res->k = kind == CO_OAI_CHAT ? 1 : req->n_prompts;
     const char *chat = p->text ? co_stext_format_name(p->text) : NULL;
+    /* the family's own name for the switch (Kimi K3's thinking), so the reply is parsed as the
+     * template rendered the prompt */
+    const int kw_think =
+        co_stext_thinking(p->text, json_object_get(req->root, "chat_template_kwargs"));
     res->chat_opts =
         (co_stext_chat_opts){.reasoning_effort = req->reasoning_effort,
-                             .thinking = req->thinking >= 0 ? req->thinking : p->thinking,
-                             .tools = req->tools ? json_object_get(req->root, "tools") : NULL,
+                             .thinking = req->thinking >= 0 ? req->thinking
+                                         : kw_think >= 0    ? kw_think
+                                                            : p->thinking,
+                             .tools = req->fmt.tools ? json_object_get(req->root, "tools") : NULL,
                              .kwargs = json_object_get(req->root, "chat_template_kwargs"),
-                             .answer_open = req->format != CO_FORMAT_TEXT ||
-                                            (req->call_tools && co_toolcall_in_answer(chat)),
-                             .tools_text = req->tools};
+                             .answer_open = req->fmt.format != CO_FORMAT_TEXT ||
+                                            (req->fmt.call_tools && co_toolcall_in_answer(chat)),
+                             .tools_text = req->fmt.tools};
     if (check_request(p, req, &res->e) || bound_prompts(p, req, res->k, &res->e) ||
         gen_prompts(p, res) || co_oai_req_detach(req, &res->e)) {
         const co_oai_error e = res->e;

@@ -467,7 +467,8 @@ static exch *exch_new(co_routes *r, co_http_conn *conn, co_oai_kind kind, const 
     x->per_prompt = 1;
     x->ch = ch;
     const char *chat = r->p.text ? co_stext_format_name(r->p.text) : NULL;
-    const bool tools = kind == CO_OAI_CHAT && req->tools && req->tool_choice != CO_TOOLS_NONE;
+    const bool tools =
+        kind == CO_OAI_CHAT && req->fmt.tools && req->fmt.tool_choice != CO_TOOLS_NONE;
     for (int i = 0; i < k; i++) {
         ch[i] = (choice){.x = x, .index = i};
         if (tools && (!(ch[i].tc = co_toolcall_new(chat, r->seed_base ^ (n + (uint64_t)i))) ||
@@ -523,10 +524,11 @@ static co_gen_params gen_params(const co_routes *r, const co_oai_req *req, const
  * scheduler all the same: a failure here ends it. */
 static int constrain(const co_routes *r, const co_oai_req *req, co_gen_params *gp,
                      co_oai_error *e) {
-    if (req->format == CO_FORMAT_TEXT && !req->call_tools) return 0;
+    if (req->fmt.format == CO_FORMAT_TEXT && !req->fmt.call_tools) return 0;
     mw_err err = {{0}};
-    void *st =
-        r->p.text ? co_stext_constraint(r->p.text, req->schema, req->call_tools, &err) : NULL;
+    void *st = r->p.text
+                   ? co_stext_constraint(r->p.text, req->fmt.schema, req->fmt.call_tools, &err)
+                   : NULL;
     if (!st) {
         if (gp->text && gp->text->end) gp->text->end(gp->text_state);
         return co_oai_fail(e, r->p.text ? 500 : 400, "response_format", NULL, "%s",

@@ -172,19 +172,47 @@ static int open_answer(const co_stext *t, tk_ids *v, mw_err *err) {
     return 0;
 }
 
+int co_stext_thinking(const co_stext *t, const json_t *kwargs) {
+    const char *name = t && t->chat ? tk_chat_thinking_kwarg(t->chat) : NULL;
+    const json_t *v = name && json_is_object(kwargs) ? json_object_get(kwargs, name) : NULL;
+    return json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
+/* The model's template. An opened answer turns thinking off by the family's own kwarg (Qwen3's
+ * enable_thinking, Kimi K3's thinking), over what the request's kwargs say: the constraint's
+ * grammar starts at the answer, so the prompt must not open a reasoning section. */
+static int jinja_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, tk_ids *v,
+                      mw_err *err) {
+    const bool open = o && o->answer_open;
+    const char *name = t->chat ? tk_chat_thinking_kwarg(t->chat) : NULL;
+    json_t *kw = NULL;
+    if (open && name) {
+        kw = json_is_object(o->kwargs) ? json_copy((json_t *)o->kwargs) : json_object();
+        if (!kw || json_object_set_new(kw, name, json_false())) {
+            json_decref(kw);
+            return mw_errf(err, "out of memory");
+        }
+    }
+    co_jinja_opts jo = {.tools = o ? o->tools : NULL,
+                        .kwargs = kw  ? kw
+                                  : o ? o->kwargs
+                                      : NULL,
+                        .thinking = open ? 0
+                                    : o  ? o->thinking
+                                         : -1,
+                        .thinking_kwarg = name,
+                        .reasoning_effort = o ? o->reasoning_effort : NULL};
+    const int rc =
+        co_jinja_prompt(t->jinja, messages, &jo, v, err) || (open && open_answer(t, v, err));
+    json_decref(kw);
+    return rc ? -1 : 0;
+}
+
 int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, int32_t **ids,
                   int64_t *n_ids, mw_err *err) {
     if (t->jinja) {
         tk_ids v = {0};
-        const bool open = o && o->answer_open;
-        co_jinja_opts jo = {.tools = o ? o->tools : NULL,
-                            .kwargs = o ? o->kwargs : NULL,
-                            .thinking = open ? 0
-                                        : o  ? o->thinking
-                                             : -1,
-                            .reasoning_effort = o ? o->reasoning_effort : NULL};
-        if (co_jinja_prompt(t->jinja, messages, &jo, &v, err) ||
-            (open && open_answer(t, &v, err))) {
+        if (jinja_chat(t, messages, o, &v, err)) {
             tk_ids_free(&v);
             return -1;
         }

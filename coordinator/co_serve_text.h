@@ -45,6 +45,10 @@ typedef struct co_stext_chat_opts {
     bool answer_open; /* the prompt opens the answer (no reasoning first): a constrained output */
     const char *tools_text; /* the C renderers: the tools list's JSON text, NULL: none */
 } co_stext_chat_opts;
+/* The thinking switch a request's chat_template_kwargs set by the name the family's template
+ * reads (tk_chat_thinking_kwarg: Kimi K3's thinking, Qwen3's enable_thinking): 1, 0, or -1 when
+ * they do not set it (or t is NULL, or the format has no switch). */
+int co_stext_thinking(const co_stext *t, const json_t *kwargs);
 /* An OpenAI message list (already checked by co_oai) through the model's chat template, opened
  * for the assistant's turn. */
 int co_stext_chat(co_stext *t, json_t *messages, const co_stext_chat_opts *o, int32_t **ids,

@@ -54,16 +54,17 @@ static int jinja_prompt(co_textcmd *x, const co_opts *o, const char *json, size_
         json_decref(list);
         list = inner;
     }
-    co_jinja_opts jo = {.thinking = o->thinking};
+    /* the family's format parses the reply, and names the kwarg its template thinks by */
+    mw_err cerr = {{0}};
+    if (tk_chat_open(x->tok, NULL, &x->chat, &cerr)) x->chat = NULL;
+    co_jinja_opts jo = {.thinking = o->thinking,
+                        .thinking_kwarg = x->chat ? tk_chat_thinking_kwarg(x->chat) : NULL};
     int rc = list ? co_jinja_prompt(j, list, &jo, prompt, err) : mw_errf(err, "out of memory");
     json_decref(list);
     co_jinja_free(j);
     if (rc) return -1;
-    mw_err cerr = {{0}};
     x->copts = (tk_chat_opts){.add_generation_prompt = true, .thinking = o->thinking};
-    if (!tk_chat_open(x->tok, NULL, &x->chat, &cerr) &&
-        tk_chat_parser_new(x->chat, &x->copts, &x->parser, err))
-        return -1;
+    if (x->chat && tk_chat_parser_new(x->chat, &x->copts, &x->parser, err)) return -1;
     if (!x->chat) tk_stream_init(&x->stream, x->tok, 0);
     return 0;
 }

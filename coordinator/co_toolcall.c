@@ -121,6 +121,16 @@ struct co_toolcall {
     size_t args_start, scanned, sent, args_end; /* offsets in held */
     bool args_done, in_str, esc;
     int depth;
+    /* Kimi K3's argument sections, given as the JSON object they make as they arrive (k3_args'
+     * text, fragment by fragment): the call is announced at its first section that reads */
+    bool k3, k3_whole; /* sections ahead; the first one did not read: read whole at the close */
+    int k3_in;         /* 0 between sections, 1 in a string's value, 2 in another type's */
+    int k3_keys_n;     /* keys given */
+    size_t k3_sec;     /* offset in held of the section under way */
+    char k3_name[MAX_NAME + 1];
+    char *k3_key, *k3_type;
+    json_t *k3_keys; /* the keys given: a repeated one ends the arguments */
+    co_buf args_out; /* the arguments as given; sent counts into it */
 };
 
 static const format *find(const char *chat) {
@@ -178,6 +188,9 @@ co_toolcall *co_toolcall_new(const char *chat_name, unsigned long long id_seed) 
 void co_toolcall_free(co_toolcall *p) {
     if (!p) return;
     json_decref(p->cur);
+    json_decref(p->k3_keys);
+    free(p->k3_key), free(p->k3_type);
+    co_buf_free(&p->args_out);
     co_buf_free(&p->held);
     free(p);
 }
@@ -239,6 +252,16 @@ static char *attr_of(const char *tag, size_t n, const char *key) {
     return q ? unescape_attr(v, (size_t)(q - v)) : NULL;
 }
 
+/* Whether v is of K3's argument type (NULL v: no type is). */
+static bool k3_type_ok(const char *type, const json_t *v) {
+    return (!strcmp(type, "string") && json_is_string(v)) ||
+           (!strcmp(type, "number") && json_is_number(v)) ||
+           (!strcmp(type, "boolean") && json_is_boolean(v)) ||
+           (!strcmp(type, "null") && json_is_null(v)) ||
+           (!strcmp(type, "object") && json_is_object(v)) ||
+           (!strcmp(type, "array") && json_is_array(v));
+}
+
 /* K3's arguments: one json section, or argument sections (each a key, a JSON type, the value:
  * a string's text, else its JSON), into a JSON object's compact text; NULL when malformed. */
 static char *k3_args(const char *s, size_t n) {
@@ -263,13 +286,7 @@ static char *k3_args(const char *s, size_t n) {
         json_t *val = !key || !type             ? NULL
                       : !strcmp(type, "string") ? json_stringn(v, vl)
                                                 : json_loadb(v, vl, JSON_DECODE_ANY, NULL);
-        const bool ok =
-            val && !json_object_get(obj, key) &&
-            (!strcmp(type, "string") || (!strcmp(type, "number") && json_is_number(val)) ||
-             (!strcmp(type, "boolean") && json_is_boolean(val)) ||
-             (!strcmp(type, "null") && json_is_null(val)) ||
-             (!strcmp(type, "object") && json_is_object(val)) ||
-             (!strcmp(type, "array") && json_is_array(val)));
+        const bool ok = val && !json_object_get(obj, key) && k3_type_ok(type, val);
         if (ok) json_object_set(obj, key, val);
         json_decref(val);
         free(key), free(type);
@@ -419,12 +436,13 @@ static bool name_upto(cur *c, const char *stops, const char **nm, size_t *nl) {
     return good_name(*nm, *nl);
 }
 
-/* The head of a call: 1 read (the name, Kimi's id, the arguments' '{' at *args), 0 not yet, -1
- * not in the shape read as it arrives (the call is then read whole when it closes). */
+/* The head of a call: 1 read (the name, Kimi's id, the arguments' '{' at *args; K3's argument
+ * sections, or none, at *args with *sections set), 0 not yet, -1 not in the shape read as it
+ * arrives (the call is then read whole when it closes). */
 static int read_head(const format *f, const char *s, size_t n, const char **nm, size_t *nl,
-                     const char **id, size_t *il, size_t *args) {
+                     const char **id, size_t *il, size_t *args, bool *sections) {
     cur c = {.s = s, .n = n};
-    *id = NULL, *il = 0;
+    *id = NULL, *il = 0, *sections = false;
     bool ok = false;
     if (f->body == BODY_JSON) {
         skip_space(&c);
@@ -460,7 +478,14 @@ static int read_head(const format *f, const char *s, size_t n, const char **nm, 
         ok = name_upto(&c, "\"&", nm, nl) && lit(&c, "\"");
         const char *sep = ok ? find_in(s + c.i, n - c.i, K3_SEP) : NULL;
         if (ok && !sep) c.more = n - c.i < 64, ok = false;
-        if (ok) c.i = (size_t)(sep - s) + 7, skip_space(&c), ok = lit(&c, K3_OPEN "json");
+        if (ok) c.i = (size_t)(sep - s) + 7, skip_space(&c);
+        if (ok) { /* argument sections (or none) ahead */
+            cur a = c, z = c;
+            if (lit(&a, K3_OPEN "argument") || lit(&z, f->close))
+                return *args = c.i, *sections = true, 1;
+            if (a.more || z.more) return 0;
+        }
+        if (ok) ok = lit(&c, K3_OPEN "json");
         sep = ok ? find_in(s + c.i, n - c.i, K3_SEP) : NULL;
         if (ok && !sep) c.more = n - c.i < 64, ok = false;
         if (ok) c.i = (size_t)(sep - s) + 7;
@@ -498,6 +523,20 @@ static int announce(co_toolcall *p, const char *nm, size_t nl, const char *id, s
                                "name", json_object_get(f, "name"), "arguments", ""));
 }
 
+/* s[from..upto) up to its last whole character: the text may have been cut inside one. */
+static size_t whole_chars(const char *s, size_t from, size_t upto) {
+    for (size_t back = 1; back <= 3 && back <= upto - from; back++) {
+        const unsigned char b = (unsigned char)s[upto - back];
+        if (b < 0x80) break;
+        if (b >= 0xc0) { /* a lead byte: its sequence whole or not */
+            const size_t len = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
+            if (len > back) upto -= back;
+            break;
+        }
+    }
+    return upto;
+}
+
 /* Reads the arguments on from where it stopped: they end where their braces close (outside
  * strings), or where the call's closing marker stands outside a string (arguments cut short);
  * it waits where the marker may be starting. The bytes read go out as a delta. */
@@ -529,17 +568,7 @@ static int scan_args(co_toolcall *p, json_t *deltas) {
         if ((b == '}' || b == ']') && --p->depth == 0) p->args_done = true, p->args_end = i + 1;
     }
     p->scanned = p->args_done ? p->args_end : i;
-    /* up to a whole character: the text may have been cut inside one */
-    size_t upto = p->scanned;
-    for (size_t back = 1; !p->args_done && back <= 3 && back <= upto - p->sent; back++) {
-        const unsigned char b = (unsigned char)s[upto - back];
-        if (b < 0x80) break;
-        if (b >= 0xc0) { /* a lead byte: its sequence whole or not */
-            const size_t len = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : 2;
-            if (len > back) upto -= back;
-            break;
-        }
-    }
+    const size_t upto = p->args_done ? p->scanned : whole_chars(s, p->sent, p->scanned);
     if (upto == p->sent) return 0;
     json_t *frag = json_stringn_nocheck(s + p->sent, upto - p->sent);
     p->sent = upto;
@@ -547,17 +576,33 @@ static int scan_args(co_toolcall *p, json_t *deltas) {
         deltas, json_pack("{s:i, s:{s:o}}", "index", p->n_calls, "function", "arguments", frag));
 }
 
+static int put_json_str(co_buf *b, const char *s, size_t n, bool bare);
+
 /* The announced call ends at body (its closing marker, or the generation's end): its arguments
- * are the text read, whatever it holds; what follows them that is not the format's trailer goes
- * to text. */
+ * are the text read, whatever it holds (K3's sections: the JSON given, closed where it stands, a
+ * value not given whole left to the text); what follows them that is not the format's trailer
+ * goes to text. */
 static int close_announced(co_toolcall *p, size_t body, co_buf *text, json_t *calls,
                            json_t *deltas) {
-    const char *s = p->held.p;
-    if (!p->args_done) p->args_end = body;
-    size_t end = p->args_end;
-    while (end > p->args_start && is_ws(s[end - 1])) end--;
-    if (end > p->sent) {
-        json_t *frag = json_stringn_nocheck(s + p->sent, end - p->sent);
+    const char *s = p->held.p, *a;
+    size_t al, sent;
+    if (p->k3) {
+        if (!p->args_done) {
+            const bool str = p->k3_in == 1 &&
+                             !put_json_str(&p->args_out, s + p->scanned, body - p->scanned, true);
+            p->args_end = str ? body : p->k3_in == 2 ? p->k3_sec : p->scanned;
+            co_buf_puts(&p->args_out, p->k3_in == 1 ? "\"}" : "}");
+        }
+        if (p->args_out.failed) return -1;
+        a = p->args_out.p, al = p->args_out.len, sent = p->sent;
+    } else {
+        if (!p->args_done) p->args_end = body;
+        size_t end = p->args_end;
+        while (end > p->args_start && is_ws(s[end - 1])) end--;
+        a = s + p->args_start, al = end - p->args_start, sent = p->sent - p->args_start;
+    }
+    if (al > sent) {
+        json_t *frag = json_stringn_nocheck(a + sent, al - sent);
         if (add_delta(deltas, json_pack("{s:i, s:{s:o}}", "index", p->n_calls, "function",
                                         "arguments", frag)))
             return -1;
@@ -568,7 +613,7 @@ static int close_announced(co_toolcall *p, size_t body, co_buf *text, json_t *ca
     if (tl && !(strlen(p->f->trailer) == tl && !memcmp(t, p->f->trailer, tl)))
         co_buf_add(text, t, tl);
     json_t *f = json_object_get(p->cur, "function");
-    json_t *args = json_stringn_nocheck(s + p->args_start, end - p->args_start);
+    json_t *args = json_stringn_nocheck(a, al);
     if (!args || json_object_set_new(f, "arguments", args) ||
         json_array_append_new(calls, p->cur)) {
         p->cur = NULL;
@@ -586,6 +631,152 @@ static size_t partial_tail(const char *s, size_t n, const char *m) {
     for (size_t k = ml - 1 < n ? ml - 1 : n; k > 0; k--)
         if (!memcmp(s + n - k, m, k)) return k;
     return 0;
+}
+
+#define K3_ARG_OPEN  K3_OPEN "argument"
+#define K3_ARG_CLOSE K3_CLOSE "argument" K3_SEP
+
+/* s[0..n) as JSON string text, bare: without its quotes, escaped as jansson writes it, so that
+ * the parts add up to k3_args' text; -1 when it is not UTF-8 (or memory runs out). */
+static int put_json_str(co_buf *b, const char *s, size_t n, bool bare) {
+    json_t *j = json_stringn_nocheck(s, n);
+    char *t = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+    json_decref(j);
+    if (!t) return -1;
+    const size_t tl = strlen(t);
+    co_buf_add(b, bare ? t + 1 : t, bare ? tl - 2 : tl);
+    free(t);
+    return 0;
+}
+
+/* K3 sections are ahead of the call named nm, from args in held: nothing announced yet. */
+static int k3_begin(co_toolcall *p, const char *nm, size_t nl, size_t args) {
+    snprintf(p->k3_name, sizeof p->k3_name, "%.*s", (int)nl, nm);
+    p->k3 = true, p->k3_whole = p->args_done = false;
+    p->k3_in = p->k3_keys_n = 0;
+    p->scanned = args, p->sent = 0;
+    co_buf_clear(&p->args_out);
+    json_decref(p->k3_keys);
+    return (p->k3_keys = json_object()) ? 0 : -1;
+}
+
+/* The section whose tag was read gives its key: the call is announced at its first. */
+static int k3_key(co_toolcall *p, json_t *deltas) {
+    if (!p->cur) {
+        if (announce(p, p->k3_name, strlen(p->k3_name), NULL, 0, p->scanned, deltas)) return -1;
+        p->sent = 0; /* counting into args_out */
+    }
+    co_buf_puts(&p->args_out, p->k3_keys_n++ ? "," : "{");
+    if (put_json_str(&p->args_out, p->k3_key, strlen(p->k3_key), false)) return -1;
+    co_buf_puts(&p->args_out, ":");
+    return json_object_set_new(p->k3_keys, p->k3_key, json_true());
+}
+
+/* K3's argument sections from where it stopped, into args_out as k3_args writes them: a
+ * string's value escaped as it arrives, another type's once its section closes (checked against
+ * the type, written compact). The call is announced at its first section that reads; when the
+ * first does not, the call is left to be read whole at its close; a later one ends the arguments
+ * there (what follows goes to the text). The text added goes out as a delta. */
+static int scan_k3(co_toolcall *p, json_t *deltas) {
+    const char *s = p->held.p;
+    const size_t n = p->held.len, cl = strlen(p->f->close), ol = strlen(K3_ARG_OPEN);
+    size_t i = p->scanned, bad_at = 0;
+    bool bad = false;
+    while (!p->args_done && !bad) {
+        if (p->k3_in == 0) { /* between sections: the next one's tag, or the call's close */
+            while (i < n && is_ws(s[i])) i++;
+            if (i == n) break;
+            const size_t kc = n - i < cl ? n - i : cl, ko = n - i < ol ? n - i : ol;
+            if (!memcmp(s + i, p->f->close, kc)) {
+                if (kc < cl) break;
+                co_buf_puts(&p->args_out, p->k3_keys_n ? "}" : "{}");
+                p->args_done = true, p->args_end = i;
+                break;
+            }
+            const char *sep = ko == ol ? find_in(s + i, n - i, K3_SEP) : NULL;
+            if (memcmp(s + i, K3_ARG_OPEN, ko) || (!sep && n - i > MAX_NAME + 256)) {
+                bad = true, bad_at = i;
+                break;
+            }
+            if (!sep) break;
+            const size_t tl = (size_t)(sep - s) - i - ol;
+            free(p->k3_key), free(p->k3_type);
+            p->k3_key = attr_of(s + i + ol, tl, "key");
+            p->k3_type = attr_of(s + i + ol, tl, "type");
+            static const char *const types[] = {"string", "number", "boolean",
+                                                "null",   "object", "array"};
+            bool known = false;
+            for (size_t t = 0; p->k3_type && t < sizeof types / sizeof *types; t++)
+                known = known || !strcmp(p->k3_type, types[t]);
+            if (!p->k3_key || !known || json_object_get(p->k3_keys, p->k3_key)) {
+                bad = true, bad_at = i;
+                break;
+            }
+            p->k3_sec = i, p->scanned = i = (size_t)(sep - s) + strlen(K3_SEP);
+            p->k3_in = strcmp(p->k3_type, "string") ? 2 : 1;
+            if (p->k3_in == 1) {
+                if (k3_key(p, deltas)) return -1;
+                co_buf_puts(&p->args_out, "\"");
+            }
+            continue;
+        }
+        const char *end = find_in(s + i, n - i, K3_ARG_CLOSE);
+        const char *stop = find_in(s + i, n - i, p->f->close);
+        if (stop && (!end || stop < end)) { /* the call closes inside the value: cut short */
+            if (p->k3_in == 2 || put_json_str(&p->args_out, s + i, (size_t)(stop - s) - i, true))
+                bad = true, bad_at = p->k3_in == 2 ? p->k3_sec : i;
+            else
+                i = (size_t)(stop - s), bad = true, bad_at = i;
+            break;
+        }
+        if (p->k3_in == 2) { /* another type: whole once its section closes */
+            if (!end) break;
+            const size_t vs = p->scanned;
+            json_t *v = json_loadb(s + vs, (size_t)(end - s) - vs, JSON_DECODE_ANY, NULL);
+            char *t =
+                k3_type_ok(p->k3_type, v) ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+            json_decref(v);
+            if (!t) {
+                bad = true, bad_at = p->k3_sec;
+                break;
+            }
+            const int rc = k3_key(p, deltas);
+            co_buf_puts(&p->args_out, t);
+            free(t);
+            if (rc) return -1;
+        } else { /* a string: what arrived, short of a marker perhaps starting, whole characters */
+            size_t upto = end ? (size_t)(end - s) : n;
+            if (!end) {
+                size_t hold = partial_tail(s + i, n - i, K3_ARG_CLOSE);
+                const size_t h2 = partial_tail(s + i, n - i, p->f->close);
+                upto = whole_chars(s, i, n - (h2 > hold ? h2 : hold));
+            }
+            if (put_json_str(&p->args_out, s + i, upto - i, true)) {
+                bad = true, bad_at = i;
+                break;
+            }
+            p->scanned = i = upto;
+            if (!end) break;
+            co_buf_puts(&p->args_out, "\"");
+        }
+        p->scanned = i = (size_t)(end - s) + strlen(K3_ARG_CLOSE);
+        p->k3_in = 0;
+    }
+    if (bad && !p->cur) {
+        p->k3_whole = true;
+        return 0;
+    }
+    if (bad) { /* the arguments end here, closed */
+        co_buf_puts(&p->args_out, p->k3_in == 1 ? "\"}" : "}");
+        p->args_done = true, p->args_end = bad_at;
+    }
+    if (!p->args_done) p->scanned = i;
+    if (p->args_out.failed) return -1;
+    if (!p->cur || p->args_out.len == p->sent) return 0;
+    json_t *frag = json_stringn_nocheck(p->args_out.p + p->sent, p->args_out.len - p->sent);
+    p->sent = p->args_out.len;
+    return add_delta(
+        deltas, json_pack("{s:i, s:{s:o}}", "index", p->n_calls, "function", "arguments", frag));
 }
 
 /* Outside a call: the first marker in s (the call's opening or a section's), its length in *ml
@@ -630,14 +821,19 @@ static int scan(co_toolcall *p, co_buf *text, json_t *calls, json_t *deltas, boo
             p->in_call = opens;
             continue;
         }
-        if (!p->cur) {
+        if (!p->cur && !p->k3) {
             const char *nm, *id;
             size_t nl, il, args;
-            if (read_head(f, s, n, &nm, &nl, &id, &il, &args) == 1 &&
-                announce(p, nm, nl, id, il, args, deltas))
+            bool sections;
+            if (read_head(f, s, n, &nm, &nl, &id, &il, &args, &sections) == 1 &&
+                (sections ? k3_begin(p, nm, nl, args) : announce(p, nm, nl, id, il, args, deltas)))
                 return -1;
         }
-        if (p->cur && !p->args_done && scan_args(p, deltas)) return -1;
+        if (p->k3 && !p->k3_whole) {
+            if (!p->args_done && scan_k3(p, deltas)) return -1;
+        } else if (p->cur && !p->args_done && scan_args(p, deltas)) {
+            return -1;
+        }
         const size_t cl = strlen(f->close);
         const size_t from = p->cur ? (p->args_done ? p->args_end : n) : 0;
         const char *at = n > from ? find_in(s + from, n - from, f->close) : NULL;
@@ -666,7 +862,7 @@ static int scan(co_toolcall *p, co_buf *text, json_t *calls, json_t *deltas, boo
             }
         }
         drop_front(&p->held, used);
-        p->in_call = false;
+        p->in_call = p->k3 = p->k3_whole = false;
         if (text->failed) return -1;
     }
 }

@@ -194,6 +194,91 @@ static void select_first(struct md_cand *a, int64_t m, int64_t k) {
     }
 }
 
+/* The token a draw u in [0, 1) picks from m candidates sorted in cmp_desc's order: the nucleus is
+ * the shortest prefix whose mass (summed in that order) reaches target, min-p then drops its tail
+ * below min_p × the first one's p, and u × the kept mass falls in one token's share. */
+static int32_t pick(const struct md_cand *c, int64_t m, double target, float min_p, double u) {
+    double mass = 0;
+    int64_t keep = m;
+    for (int64_t i = 0; i < m; i++) {
+        mass += c[i].p;
+        if (mass >= target) {
+            keep = i + 1;
+            break;
+        }
+    }
+    if (keep == m) {
+        mass = 0;
+        for (int64_t i = 0; i < m; i++) mass += c[i].p;
+    }
+    if (min_p > 0) { /* p / p_max >= min_p: the same whatever the renormalization */
+        const float floor_p = min_p * c[0].p;
+        int64_t k = keep;
+        while (k > 1 && c[k - 1].p < floor_p) k--;
+        if (k < keep) {
+            keep = k;
+            mass = 0;
+            for (int64_t i = 0; i < keep; i++) mass += c[i].p;
+        }
+    }
+    double r = u * mass, acc = 0;
+    for (int64_t i = 0; i < keep; i++) {
+        acc += c[i].p;
+        if (r < acc) return c[i].id;
+    }
+    return c[keep - 1].id;
+}
+
+#define FIRST_RUN 256 /* candidates sorted first: the draw lands among them but for a flat row */
+
+/* pick(c, m, target, 0, u) without sorting all m candidates (the min-p tail already dropped):
+ * the most likely ones are sorted a run at a time (a quickselect brings the next run to the
+ * front), their prefix sums being exactly pick's. Once the nucleus closes inside the sorted part,
+ * pick runs on it. Before, the kept mass pick would reach lies within an interval: the sum of all
+ * m (in any order) bounds it within the rounding of two m-term sums of non-negative terms, and a
+ * nucleus closing in the unsorted rest overshoots target by at most the rest's largest p. When u
+ * times every mass of that interval falls in the same sorted token's share, that token is pick's.
+ * Otherwise the sort goes on; a draw within rounding of a share's edge sorts everything. */
+static int32_t pick_partial(struct md_cand *c, int64_t m, double target, float min_p, double u) {
+    double total = 0;
+    for (int64_t i = 0; i < m; i++) total += c[i].p;
+    const double eps = 0x1p-53;
+    const double err = 4.0 * ((double)m + 2) * eps * (total > 1 ? total : 1);
+    const double lo = total - err, hi = total + err;
+    double prefix = 0;
+    int64_t s = 0, run = FIRST_RUN;
+    for (;;) {
+        const int64_t n = run < m - s ? run : m - s;
+        if (n < m - s) select_first(c + s, m - s, n);
+        qsort(c + s, (size_t)n, sizeof *c, cmp_desc);
+        for (int64_t i = s; i < s + n; i++) {
+            prefix += c[i].p;
+            if (prefix >= target) return pick(c, s + n, target, min_p, u);
+        }
+        s += n;
+        if (s == m) return pick(c, m, target, min_p, u);
+        const double rest_max = c[s - 1].p; /* the rest is no larger */
+        const double m_lo = lo < target ? lo : target;
+        double m_hi = hi;
+        if (lo >= target) { /* the nucleus surely closes in the rest */
+            const double over = (target + rest_max) * (1 + 4 * eps);
+            if (over < m_hi) m_hi = over;
+        }
+        const double r_lo = u * m_lo, r_hi = u * m_hi; /* rounding is monotonic */
+        if (r_hi < prefix) {
+            double acc = 0;
+            int64_t i = 0;
+            while (!(r_lo < acc + c[i].p)) acc += c[i++].p;
+            const int64_t j = i;
+            while (!(r_hi < acc + c[i].p)) acc += c[i++].p;
+            if (i == j) return c[j].id;
+            run = m - s; /* at a share's edge within rounding: the exact sums decide */
+        } else {
+            run *= 8;
+        }
+    }
+}
+
 /* A token drawn from softmax(logits / T) restricted to the top k, the nucleus and min-p. */
 static int32_t draw(md_sampler *s, const float *logits) {
     const int64_t n = s->n_vocab;
@@ -207,56 +292,38 @@ static int32_t draw(md_sampler *s, const float *logits) {
         sum += p;
     }
     for (int64_t i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
-    /* Without top-k only tokens with p >= (1 - top_p) / (n - 1) can be in the nucleus: sort just
-     * those. With it the nucleus is taken of the top k's mass, so any token may be a candidate. */
+    /* Without top-k only tokens with p >= (1 - top_p) / (n - 1) can be in the nucleus. With it the
+     * nucleus is taken of the top k's mass, so any token may be a candidate. */
     const bool top_k = s->o.top_k > 0 && s->o.top_k < n;
     int64_t m = 0;
     const double cutoff = !top_k && n > 1 ? (1.0 - s->o.top_p) / (double)(n - 1) : 0;
+    float p_max = 0;
     for (int64_t i = 0; i < n; i++)
-        if (s->probs[i] >= cutoff && s->probs[i] > 0)
+        if (s->probs[i] >= cutoff && s->probs[i] > 0) {
             s->cand[m++] = (struct md_cand){s->probs[i], (int32_t)i};
+            p_max = s->probs[i] > p_max ? s->probs[i] : p_max;
+        }
     if (m == 0) return md_argmax(logits, n);
-    if (top_k && m > s->o.top_k) {
-        select_first(s->cand, m, s->o.top_k);
-        m = s->o.top_k;
-    }
-    qsort(s->cand, (size_t)m, sizeof *s->cand, cmp_desc);
-    double target = s->o.top_p;
     if (top_k) {
+        if (m > s->o.top_k) {
+            select_first(s->cand, m, s->o.top_k);
+            m = s->o.top_k;
+        }
+        qsort(s->cand, (size_t)m, sizeof *s->cand, cmp_desc);
         double z = 0;
         for (int64_t i = 0; i < m; i++) z += s->cand[i].p;
-        target *= z;
+        return pick(s->cand, m, s->o.top_p * z, s->o.min_p, md_sampler_uniform(s));
     }
-    /* the nucleus: the shortest prefix whose mass reaches top_p (of the top k's mass) */
-    double mass = 0;
-    int64_t keep = m;
-    for (int64_t i = 0; i < m; i++) {
-        mass += s->cand[i].p;
-        if (mass >= target) {
-            keep = i + 1;
-            break;
-        }
+    /* Min-p keeps a prefix of the sorted order, and a nucleus closing past it is cut to it: the
+     * candidates below the floor never matter. */
+    if (s->o.min_p > 0) {
+        const float floor_p = s->o.min_p * p_max;
+        int64_t k = 0;
+        for (int64_t i = 0; i < m; i++)
+            if (!(s->cand[i].p < floor_p)) s->cand[k++] = s->cand[i];
+        m = k;
     }
-    if (keep == m) {
-        mass = 0;
-        for (int64_t i = 0; i < m; i++) mass += s->cand[i].p;
-    }
-    if (s->o.min_p > 0) { /* p / p_max >= min_p: the same whatever the renormalization */
-        const float floor_p = s->o.min_p * s->cand[0].p;
-        int64_t k = keep;
-        while (k > 1 && s->cand[k - 1].p < floor_p) k--;
-        if (k < keep) {
-            keep = k;
-            mass = 0;
-            for (int64_t i = 0; i < keep; i++) mass += s->cand[i].p;
-        }
-    }
-    double r = md_sampler_uniform(s) * mass, acc = 0;
-    for (int64_t i = 0; i < keep; i++) {
-        acc += s->cand[i].p;
-        if (r < acc) return s->cand[i].id;
-    }
-    return s->cand[keep - 1].id;
+    return pick_partial(s->cand, m, s->o.top_p, s->o.min_p, md_sampler_uniform(s));
 }
 
 int32_t md_sample(md_sampler *s, float *logits) {

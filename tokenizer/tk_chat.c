@@ -333,6 +333,9 @@ typedef struct chat_format {
     parse_kind parse;
     /* whether a tokenizer.chat_template text is this format (checked in table order) */
     const char *marks[3];
+    /* the chat_template_kwargs boolean the family's own template reads to think or not; NULL:
+     * its template has no switch */
+    const char *thinking_kwarg;
 } chat_format;
 
 static const chat_format formats[] = {
@@ -342,49 +345,56 @@ static const chat_format formats[] = {
      {"<|return|>", "<|call|>"},
      "gpt-oss",
      PARSE_HARMONY,
-     {"<|channel|>", "<|message|>"}},
+     {"<|channel|>", "<|message|>"},
+     NULL},
     {"kimi-k3",
      tk__render_kimi_k3,
      {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"},
      {"<|end_of_msg|>"},
      "kimi-k3",
      PARSE_K3,
-     {"<|open|>", "<|end_of_msg|>"}},
+     {"<|open|>", "<|end_of_msg|>"},
+     "thinking"},
     {"kimi-k2",
      render_kimi_k2,
      {"<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>"},
      {"<|im_end|>", "[EOS]"},
      "kimi-linear",
      PARSE_PLAIN,
-     {"<|im_middle|>"}},
+     {"<|im_middle|>"},
+     NULL},
     {"qwen3",
      render_qwen3,
      {"<|im_start|>", "<|im_end|>"},
      {"<|im_end|>", "<|endoftext|>"},
      "qwen3moe",
      PARSE_THINK,
-     {"<|im_start|>", "enable_thinking"}},
+     {"<|im_start|>", "enable_thinking"},
+     "enable_thinking"},
     {"chatml",
      render_chatml,
      {"<|im_start|>", "<|im_end|>"},
      {"<|im_end|>", "<|endoftext|>"},
      NULL,
      PARSE_PLAIN,
-     {"<|im_start|>"}},
+     {"<|im_start|>"},
+     NULL},
     {"deepseek-r1",
      render_deepseek_r1,
      {"<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"},
      {"<｜end▁of▁sentence｜>"},
      NULL,
      PARSE_THINK,
-     {"<｜Assistant｜>", "<think>"}},
+     {"<｜Assistant｜>", "<think>"},
+     NULL},
     {"deepseek-v3",
      render_deepseek_v3,
      {"<｜User｜>", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"},
      {"<｜end▁of▁sentence｜>"},
      "deepseek2",
      PARSE_PLAIN,
-     {"<｜Assistant｜>"}},
+     {"<｜Assistant｜>"},
+     NULL},
 };
 #define N_FORMATS (sizeof formats / sizeof *formats)
 
@@ -400,6 +410,9 @@ const char *tk_chat_known(void) {
 }
 const char *tk_chat_name(const tk_chat *c) {
     return c->f->name;
+}
+const char *tk_chat_thinking_kwarg(const tk_chat *c) {
+    return c->f->thinking_kwarg;
 }
 const char *tk_chat_missing(const tk_chat *c) {
     return c->missing;

@@ -67,6 +67,9 @@ void tk_chat_free(tk_chat *c);
 const char *tk_chat_name(const tk_chat *c);
 /* "harmony, chatml, qwen3, deepseek-v3, deepseek-r1, kimi-k2, kimi-k3" */
 const char *tk_chat_known(void);
+/* The chat_template_kwargs name of the boolean that turns the family's thinking on or off in its
+ * own template (Qwen3's enable_thinking, Kimi K3's thinking), NULL when the family has none. */
+const char *tk_chat_thinking_kwarg(const tk_chat *c);
 /* The special tokens the format needs that the vocabulary lacks (their text is then encoded as
  * plain text), comma-separated; "" when none are missing. */
 const char *tk_chat_missing(const tk_chat *c);

@@ -4,7 +4,7 @@
  * (--chat-template qwen3), deepseek2-tiny (deepseek-v3), kimi-linear-tiny (kimi-k2),
  * gpt-oss-tiny (harmony) and kimi-k3-tiny (kimi-k3); deepseek, kimi-k2 and harmony render with
  * their model's real template (--chat-template-file, tests/fixtures/templates) since their C
- * renderers write no tool turns:
+ * renderers write no tool turns, and kimi-k3 with both its C renderer and its own template:
  * forced tool calls (named and required), the tool's result sent back and an answer, whole and
  * streamed; with qwen3 also json_schema and json_object outputs and an unsupported schema feature
  * refused. */
@@ -74,6 +74,12 @@ static void test_kimi_k3(void **st) {
     client("llamacpp/kimi-k3-tiny/model.gguf", "kimi-k3", NULL);
 }
 
+/* Kimi K3's own template, which thinks by `thinking`: a forced call's prompt opens the response */
+static void test_kimi_k3_template(void **st) {
+    (void)st;
+    client("llamacpp/kimi-k3-tiny/model.gguf", "kimi-k3", "templates/Kimi-K3.jinja");
+}
+
 static void test_harmony(void **st) {
     (void)st;
     client("llamacpp/gpt-oss-tiny/model.gguf", "harmony", "templates/openai-gpt-oss-120b.jinja");
@@ -86,6 +92,7 @@ int main(void) {
         cmocka_unit_test_teardown(test_kimi_k2, stop_server),
         cmocka_unit_test_teardown(test_harmony, stop_server),
         cmocka_unit_test_teardown(test_kimi_k3, stop_server),
+        cmocka_unit_test_teardown(test_kimi_k3_template, stop_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -310,25 +310,25 @@ static void test_response_format(void **st) {
     co_oai_req r;
     parse_ok("{\"model\":\"m\",\"prompt\":\"x\",\"response_format\":{\"type\":\"text\"}}",
              CO_OAI_COMPLETION, &r);
-    assert_int_equal(r.format, CO_FORMAT_TEXT);
-    assert_null(r.schema);
+    assert_int_equal(r.fmt.format, CO_FORMAT_TEXT);
+    assert_null(r.fmt.schema);
     co_oai_req_free(&r);
     parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
              "\"response_format\":{\"type\":\"json_object\"}}",
              CO_OAI_CHAT, &r);
-    assert_int_equal(r.format, CO_FORMAT_JSON_OBJECT);
-    assert_null(r.schema);
+    assert_int_equal(r.fmt.format, CO_FORMAT_JSON_OBJECT);
+    assert_null(r.fmt.schema);
     co_oai_req_free(&r);
     parse_ok("{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
              "\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"p\","
              "\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"a\":"
              "{\"type\":\"integer\"}},\"required\":[\"a\"],\"additionalProperties\":false}}}}",
              CO_OAI_CHAT, &r);
-    assert_int_equal(r.format, CO_FORMAT_JSON_SCHEMA);
+    assert_int_equal(r.fmt.format, CO_FORMAT_JSON_SCHEMA);
     co_oai_error e = {0};
     assert_int_equal(co_oai_req_detach(&r, &e), 0);
-    assert_non_null(r.schema);
-    assert_non_null(strstr(r.schema, "\"required\":[\"a\"]"));
+    assert_non_null(r.fmt.schema);
+    assert_non_null(strstr(r.fmt.schema, "\"required\":[\"a\"]"));
     co_oai_req_free(&r);
 }
 
@@ -345,33 +345,34 @@ static void test_tools(void **st) {
     co_oai_req r;
     snprintf(body, sizeof body, "{%s,%s}", m, tools);
     parse_ok(body, CO_OAI_CHAT, &r);
-    assert_int_equal(r.tool_choice, CO_TOOLS_AUTO);
-    assert_non_null(r.tools);
-    assert_null(r.call_tools);
-    assert_true(r.parallel_tool_calls);
+    assert_int_equal(r.fmt.tool_choice, CO_TOOLS_AUTO);
+    assert_non_null(r.fmt.tools);
+    assert_null(r.fmt.call_tools);
+    assert_true(r.fmt.parallel_tool_calls);
     co_oai_req_free(&r);
     snprintf(body, sizeof body,
              "{%s,%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"f\"}},"
              "\"parallel_tool_calls\":false}",
              m, tools);
     parse_ok(body, CO_OAI_CHAT, &r);
-    assert_int_equal(r.tool_choice, CO_TOOLS_NAMED);
-    assert_false(r.parallel_tool_calls);
+    assert_int_equal(r.fmt.tool_choice, CO_TOOLS_NAMED);
+    assert_false(r.fmt.parallel_tool_calls);
     /* the named tool only, with its parameters */
-    assert_non_null(strstr(r.call_tools, "[{\"name\":\"f\",\"parameters\":{"));
-    assert_non_null(strstr(r.call_tools, "\"required\":[\"a\"]"));
-    assert_null(strstr(r.call_tools, "\"g\""));
+    assert_non_null(strstr(r.fmt.call_tools, "[{\"name\":\"f\",\"parameters\":{"));
+    assert_non_null(strstr(r.fmt.call_tools, "\"required\":[\"a\"]"));
+    assert_null(strstr(r.fmt.call_tools, "\"g\""));
     co_oai_req_free(&r);
     snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"required\"}", m, tools);
     parse_ok(body, CO_OAI_CHAT, &r);
-    assert_int_equal(r.tool_choice, CO_TOOLS_REQUIRED);
+    assert_int_equal(r.fmt.tool_choice, CO_TOOLS_REQUIRED);
     /* every tool, each with its own parameters (none given: any object) */
-    assert_non_null(strstr(r.call_tools, "\"required\":[\"a\"]"));
-    assert_non_null(strstr(r.call_tools, "{\"name\":\"g\",\"parameters\":{\"type\":\"object\"}}"));
+    assert_non_null(strstr(r.fmt.call_tools, "\"required\":[\"a\"]"));
+    assert_non_null(
+        strstr(r.fmt.call_tools, "{\"name\":\"g\",\"parameters\":{\"type\":\"object\"}}"));
     co_oai_req_free(&r);
     snprintf(body, sizeof body, "{%s,%s,\"tool_choice\":\"none\"}", m, tools);
     parse_ok(body, CO_OAI_CHAT, &r);
-    assert_null(r.tools); /* not shown to the model */
+    assert_null(r.fmt.tools); /* not shown to the model */
     co_oai_req_free(&r);
     static const struct {
         const char *rest, *param, *needle;

@@ -2,7 +2,8 @@
  * carries a byte-level tokenizer and the harmony format): completion prompts round-trip through
  * the job's streaming detokenizer; a chat job maps harmony's analysis channel to the reasoning and
  * the final channel to the content and ends at <|return|>; messages render through the template;
- * a model without a chat format refuses chat jobs with the reason. */
+ * a model without a chat format refuses chat jobs with the reason; Kimi K3's own template is
+ * given its own thinking switch (off for a constrained output). */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -144,10 +145,68 @@ static void test_no_chat_format(void **st) {
     vx_source_close(src);
 }
 
+/* The prompt's text through co_stext_chat, decoded with its special tokens. */
+static char *chat_text(co_stext *t, const char *msgs, const co_stext_chat_opts *o) {
+    mw_err err = {{0}};
+    json_t *m = json_loads(msgs, 0, NULL);
+    assert_non_null(m);
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    if (co_stext_chat(t, m, o, &ids, &n, &err)) fail_msg("%s", err.msg);
+    json_decref(m);
+    tk_text s = {0};
+    if (tk_decode(co_stext_tokenizer(t), ids, (size_t)n, TK_SPECIAL, &s, &err))
+        fail_msg("%s", err.msg);
+    free(ids);
+    return s.s;
+}
+
+static bool ends_with(const char *s, const char *tail) {
+    const size_t a = strlen(s), b = strlen(tail);
+    return a >= b && !memcmp(s + a - b, tail, b);
+}
+
+/* Kimi K3's own template thinks by `thinking`, not enable_thinking: a constrained output (the
+ * answer opened) renders a prompt opening the response, whatever the request's kwargs say, and a
+ * request's `thinking` kwarg is read as the switch the reply is parsed by. */
+static void test_k3_template_thinking(void **st) {
+    (void)st;
+    mw_err err = {{0}};
+    vx_source *src;
+    co_stext *t;
+    if (vx_source_open(mwt_fixture("llamacpp/kimi-k3-tiny/model.gguf"), NULL, &src, &err) ||
+        co_stext_open(src, "kimi-k3", &t, &err) ||
+        co_stext_template_file(t, mwt_fixture("templates/Kimi-K3.jinja"), &err))
+        fail_msg("%s", err.msg);
+    const char *msgs = "[{\"role\":\"user\",\"content\":\"hi\"}]";
+    co_stext_chat_opts o = {.thinking = -1};
+    char *s = chat_text(t, msgs, &o);
+    assert_true(ends_with(s, "<|open|>think<|sep|>")); /* the template's default: thinking */
+    free(s);
+    json_t *kw = json_loads("{\"thinking\": true}", 0, NULL);
+    o.answer_open = true, o.kwargs = kw;
+    s = chat_text(t, msgs, &o);
+    if (!ends_with(s, "<|open|>response<|sep|>")) fail_msg("an opened answer renders: %s", s);
+    free(s);
+    o.answer_open = false, o.thinking = 0, o.kwargs = NULL; /* enable_thinking: false, --think */
+    s = chat_text(t, msgs, &o);
+    assert_true(ends_with(s, "<|open|>response<|sep|>"));
+    free(s);
+    assert_int_equal(co_stext_thinking(t, kw), 1);
+    json_decref(kw);
+    kw = json_loads("{\"thinking\": false, \"enable_thinking\": true}", 0, NULL);
+    assert_int_equal(co_stext_thinking(t, kw), 0);
+    assert_int_equal(co_stext_thinking(t, NULL), -1);
+    json_decref(kw);
+    co_stext_free(t);
+    vx_source_close(src);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_completion_and_harmony),
         cmocka_unit_test(test_no_chat_format),
+        cmocka_unit_test(test_k3_template_thinking),
     };
     return cmocka_run_group_tests(tests, setup, mwt_tmp_teardown);
 }

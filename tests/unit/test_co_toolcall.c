@@ -238,8 +238,9 @@ static void test_harmony(void **state) {
 #define K3_C "<|close|>"
 #define K3_S "<|sep|>"
 
-/* Kimi K3's tools section as its parser writes it: a json section (read as it arrives), or
- * argument sections with their JSON types (read whole); attribute values unescaped. */
+/* Kimi K3's tools section as its parser writes it: a json section, or argument sections with
+ * their JSON types (given as the JSON object they make), both read as they arrive; attribute
+ * values unescaped. */
 static void test_kimi_k3(void **state) {
     (void)state;
     fmt = "kimi-k3";
@@ -255,6 +256,48 @@ static void test_kimi_k3(void **state) {
            "", 1, "f",
            "{\"city\":\"Paris \\\"&\\\" co\",\"a\\\"b\":2.5,\"o\":{\"x\":[true,null]}}");
     expect(K3_O "call tool=\"f\" index=\"1\"" K3_S K3_C "call" K3_S, "", 1, "f", "{}");
+    /* a string escaped as jansson writes it (control characters, quotes, backslashes, UTF-8) */
+    expect(K3_O "call tool=\"f\" index=\"1\"" K3_S K3_O "argument key=\"s\" type=\"string\"" K3_S
+                "a\n\t\\\"\x01\xc3\xa9\xe2\x82\xac<|x" K3_C "argument" K3_S K3_C "call" K3_S,
+           "", 1, "f", "{\"s\":\"a\\n\\t\\\\\\\"\\u0001\xc3\xa9\xe2\x82\xac<|x\"}");
+    /* cut short in a string (the generation's end): closed where it stands */
+    expect(K3_O "call tool=\"f\" index=\"1\"" K3_S K3_O "argument key=\"c\" type=\"string\"" K3_S
+                "Par",
+           "", 1, "f", "{\"c\":\"Par\"}");
+    /* a later section that does not read ends the arguments; it goes to the text */
+    expect(K3_O "call tool=\"f\" index=\"1\"" K3_S K3_O "argument key=\"c\" type=\"string\"" K3_S
+                "P" K3_C "argument" K3_S K3_O "argument key=\"n\" type=\"number\"" K3_S "ten" K3_C
+                "argument" K3_S K3_C "call" K3_S,
+           K3_O "argument key=\"n\" type=\"number\"" K3_S "ten" K3_C "argument" K3_S, 1, "f",
+           "{\"c\":\"P\"}");
+    expect(K3_O "call tool=\"f\" index=\"1\"" K3_S K3_O "argument key=\"c\" type=\"string\"" K3_S
+                "P" K3_C "argument" K3_S K3_O "argument key=\"c\" type=\"string\"" K3_S "Q" K3_C
+                "argument" K3_S K3_C "call" K3_S,
+           K3_O "argument key=\"c\" type=\"string\"" K3_S "Q" K3_C "argument" K3_S, 1, "f",
+           "{\"c\":\"P\"}"); /* a key given twice */
+    /* streamed: the call is announced and its string given before the section closes */
+    {
+        const char *head = K3_O "tools" K3_S K3_O "call tool=\"get_w\" index=\"1\"" K3_S K3_O
+                                "argument key=\"city\" type=\"string\"" K3_S "Pari";
+        got g = {.calls = json_array(), .deltas = json_array()};
+        co_toolcall *p = co_toolcall_new(fmt, 7);
+        assert_int_equal(co_toolcall_feed(p, head, strlen(head), &g.text, g.calls, g.deltas), 0);
+        assert_int_equal((int)json_array_size(g.calls), 0);
+        co_buf args = {0};
+        size_t i;
+        json_t *d;
+        json_array_foreach(g.deltas, i, d) {
+            json_t *fn = json_object_get(d, "function");
+            if (i == 0)
+                assert_string_equal(json_string_value(json_object_get(fn, "name")), "get_w");
+            co_buf_puts(&args, json_string_value(json_object_get(fn, "arguments")));
+        }
+        co_buf_add(&args, "", 1);
+        assert_string_equal(args.p, "{\"city\":\"Pari");
+        co_buf_free(&args);
+        co_toolcall_free(p);
+        got_free(&g);
+    }
     const char *bad[] = {
         K3_O "call tool=\"f\" index=\"1\"" K3_S K3_O "argument key=\"n\" type=\"number\"" K3_S
              "ten" K3_C "argument" K3_S K3_C "call" K3_S, /* not its type */
