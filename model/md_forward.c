@@ -122,7 +122,7 @@ struct md_ctx {
     /* ping-pong micro-batches (md_lanes.h): lanes 1 .. MD_LANES_MAX-1 hold the state a lane
      * swaps into the fields above while it runs (lane 0 is the context's own) */
     struct md_lane *lanes[MD_LANES_MAX];
-    int32_t *lane_of, *seq_lane, *seqs;
+    int32_t *lane_of, *seq_lane;
     int64_t lane_rows_cap;
     md_lanes_clock clock;
     md_lane_stats lstats;
@@ -213,7 +213,6 @@ void md_ctx_free(md_ctx *c) {
     for (int i = MD_LANES_MAX - 1; i >= 0; i--) lane_free(c, c->lanes[i]);
     free(c->lane_of);
     free(c->seq_lane);
-    free(c->seqs);
     free_scratch(c);
     md_kv_free(&c->kv);
     md_kda_state_free(&c->kda);
@@ -990,7 +989,11 @@ static md_lane *lane_get(md_ctx *c, int i, int64_t T, mw_err *err) {
                 free(l);
                 return NULL;
             }
-            md_kda_lane_init(&l->kda, &c->kda);
+            if (md_kda_lane_init(&l->kda, &c->kda, err)) {
+                md_kv_lane_free(&l->kv);
+                free(l);
+                return NULL;
+            }
             md_attnres_init(&l->ar, &c->m->cfg);
         }
         l->mb = &l->mb_store;
@@ -1013,12 +1016,6 @@ static md_lane *lane_get(md_ctx *c, int i, int64_t T, mw_err *err) {
     return l;
 }
 
-/* Whether a sequence's rows may be cut between lanes (md_lanes.h): not when a layer keeps state a
- * later lane cannot read before the commit (a ring's staged rows, a KDA layer's state). */
-static bool lanes_cut(const md_ctx *c) {
-    return !c->kv.ring && !c->kda.n_kda;
-}
-
 /* How many lanes this step runs in. Observers and routing sinks see one batch per step, so they
  * keep it whole; a backend without separate submit and wait cannot overlap anything (auto
  * leaves it whole, a fixed count still splits: the same bits, no gain). */
@@ -1032,18 +1029,15 @@ static int lanes_for(md_ctx *c, const md_row *rows, int64_t T) {
     const bool halves = be->submit && be->wait;
     if (!halves && mode == 0) return 1;
     const int in_flight = !halves ? MD_LANES_MAX : be->in_flight > 0 ? be->in_flight : 1;
-    const int64_t units = lanes_cut(c) ? T : md_lanes_count_seqs(rows, T, c->seq_rows);
-    return md_lanes_choose(&c->clock, mode, in_flight, units > INT32_MAX ? INT32_MAX : (int)units);
+    return md_lanes_choose(&c->clock, mode, in_flight, T > INT32_MAX ? INT32_MAX : (int)T);
 }
 
-/* Splits the step's rows into n lanes (cut, or by whole sequences); -1 when memory runs out. */
+/* Cuts the step's rows into n lanes, each linked to the one before; -1 when memory runs out. */
 static int lanes_split(md_ctx *c, const md_row *rows, int64_t T, int n, mw_err *err) {
     if (T > c->lane_rows_cap) {
         int32_t *a = realloc(c->lane_of, (size_t)T * sizeof *a);
-        if (a) c->lane_of = a;
-        int32_t *b = a ? realloc(c->seqs, (size_t)T * sizeof *b) : NULL;
-        if (b) c->seqs = b;
-        if (!b) return mw_errf(err, "forward: out of memory for micro-batches");
+        if (!a) return mw_errf(err, "forward: out of memory for micro-batches");
+        c->lane_of = a;
         c->lane_rows_cap = T;
     }
     if (!c->seq_lane) {
@@ -1051,13 +1045,15 @@ static int lanes_split(md_ctx *c, const md_row *rows, int64_t T, int n, mw_err *
             return mw_errf(err, "forward: out of memory for micro-batches");
         for (int i = 0; i < c->p.n_seq; i++) c->seq_lane[i] = -1;
     }
-    if (lanes_cut(c))
-        md_lanes_cut(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows);
-    else
-        md_lanes_plan(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows, c->seqs);
+    md_lanes_cut(rows, T, n, c->lane_of, c->seq_lane, c->seq_rows);
     md_lane *L[MD_LANES_MAX];
     for (int i = 0; i < n; i++)
         if (!(L[i] = lane_get(c, i, T, err))) return -1;
+    /* lane 0's state is the context's (it is the running lane here) */
+    for (int i = 1; i < n; i++) {
+        md_kv_lane_link(&L[i]->kv, i > 1 ? &L[i - 1]->kv : &c->kv);
+        md_kda_lane_link(&L[i]->kda, i > 1 ? &L[i - 1]->kda : &c->kda);
+    }
     int64_t out = 0;
     for (int64_t t = 0; t < T; t++) {
         md_lane *l = L[c->lane_of[t]];

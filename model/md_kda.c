@@ -113,9 +113,8 @@ void md_kda_conv(md_kda_state *st, int layer, float *const qkv[3], const float *
     const size_t block = (size_t)(st->K - 1) * (size_t)st->D;
     for (int64_t i = 0; i < st->n_groups; i++) {
         const md_kda_group *g = &st->groups[i];
-        const md_kda_seq *q = &st->seqs[g->seq];
-        const float *old = g->base > 0 ? md__kda_c(st, g->seq, layer, q->cbank) : NULL;
-        float *keep = md__kda_c(st, g->seq, layer, q->cbank ^ 1);
+        const float *old = g->base > 0 ? md__kda_at(st, &g->in, 2, layer) : NULL;
+        float *keep = md__kda_at(st, &g->out, 2, layer);
         for (int x = 0; x < 3; x++)
             conv_group(st, g, qkv[x], w[x], old ? old + x * block : NULL, keep + x * block);
     }
@@ -259,17 +258,18 @@ static void segment(const head_io *io, const ws *w, const float *S0, float *E, i
     }
 }
 
-/* One (sequence, head) through all its rows of the pass: chunk by chunk from its committed state,
- * the first open chunk's entries appended to the committed bank (past what it holds), a chunk
- * completed in the pass folded into the other bank, later chunks' entries there too. */
+/* One (sequence, head) through all its rows of the pass: chunk by chunk from its start state (the
+ * committed one, or what an earlier lane's rows of the step left), the first open chunk's entries
+ * appended to the start state's (past what it holds), a chunk completed in the pass folded into
+ * the out place, later chunks' entries there too. */
 static void scan_head(const head_io *io, int layer, float *scratch) {
     const md_kda_state *st = io->st;
-    const int d = st->d, b = st->seqs[io->g->seq].bank;
+    const int d = st->d;
     const size_t hs = (size_t)io->h * d * d, he = (size_t)io->h * C * md__kda_entry(d);
-    const float *S = md__kda_s(st, io->g->seq, layer, b) + hs;
-    float *E = md__kda_e(st, io->g->seq, layer, b) + he;
-    float *S_next = md__kda_s(st, io->g->seq, layer, b ^ 1) + hs;
-    float *E_next = md__kda_e(st, io->g->seq, layer, b ^ 1) + he;
+    const float *S = md__kda_at(st, &io->g->in, 0, layer) + hs;
+    float *E = md__kda_at(st, &io->g->in, 1, layer) + he;
+    float *S_next = md__kda_at(st, &io->g->out, 0, layer) + hs;
+    float *E_next = md__kda_at(st, &io->g->out, 1, layer) + he;
     const ws w = ws_at(scratch, d);
     int64_t pos = io->g->base, i = 0;
     chain_rebuild(&w, d, E, (int)(pos % C));

@@ -3,6 +3,7 @@
  * convolution's last inputs; the pass transaction that flips them, and reading S back. */
 #include "model/md_kda_state.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +27,8 @@ int md_kda_state_init(md_kda_state *st, const md_config *cfg, int n_seq, mw_err 
     st->layer_len = 2 * (st->s_len + st->e_len + st->c_len);
     st->slot = malloc((size_t)cfg->n_layer * sizeof *st->slot);
     st->seqs = calloc((size_t)n_seq, sizeof *st->seqs);
-    if (!st->slot || !st->seqs) {
+    st->hand = calloc(1, sizeof *st->hand);
+    if (!st->slot || !st->seqs || !st->hand) {
         md_kda_state_free(st);
         return mw_errf(err, "KDA state: out of memory");
     }
@@ -34,7 +36,7 @@ int md_kda_state_init(md_kda_state *st, const md_config *cfg, int n_seq, mw_err 
     return 0;
 }
 
-void md_kda_lane_init(md_kda_state *lane, const md_kda_state *st) {
+int md_kda_lane_init(md_kda_state *lane, const md_kda_state *st, mw_err *err) {
     *lane = *st;
     lane->kv = NULL;
     lane->groups = NULL;
@@ -43,12 +45,24 @@ void md_kda_lane_init(md_kda_state *lane, const md_kda_state *st) {
     lane->scratch = NULL;
     lane->slot_bytes = 0;
     lane->n_threads = 0;
+    lane->own = NULL;
+    lane->prev = NULL;
+    lane->hand = NULL;
+    if (st->n_kda && !(lane->hand = calloc(1, sizeof *lane->hand)))
+        return mw_errf(err, "KDA state: out of memory for a micro-batch");
+    return 0;
 }
 
 void md_kda_lane_free(md_kda_state *lane) {
     free(lane->groups);
     free(lane->scratch);
+    free(lane->own);
+    free(lane->hand);
     memset(lane, 0, sizeof *lane);
+}
+
+void md_kda_lane_link(md_kda_state *lane, const md_kda_state *before) {
+    lane->prev = before->hand;
 }
 
 void md_kda_state_free(md_kda_state *st) {
@@ -57,6 +71,8 @@ void md_kda_state_free(md_kda_state *st) {
     free(st->slot);
     free(st->groups);
     free(st->scratch);
+    free(st->own);
+    free(st->hand);
     memset(st, 0, sizeof *st);
 }
 
@@ -93,6 +109,48 @@ float *md__kda_c(const md_kda_state *st, int seq, int layer, int bank) {
     return m + (size_t)bank * st->c_len;
 }
 
+/* A sequence's banks as a place. */
+static md_kda_at seq_at(const md_kda_state *st, int seq, int bank, int cbank) {
+    float *m = st->seqs[seq].mem;
+    return (md_kda_at){{m + (size_t)bank * st->s_len, m + 2 * st->s_len + (size_t)bank * st->e_len,
+                        m + 2 * (st->s_len + st->e_len) + (size_t)cbank * st->c_len},
+                       {st->layer_len, st->layer_len, st->layer_len}};
+}
+
+/* Whether a group's rows complete a chunk (then S and the entries are in its out place). */
+static bool completes(const md_kda_group *g) {
+    return (g->base + g->n) / MD_KDA_CHUNK > g->base / MD_KDA_CHUNK;
+}
+
+/* Where a group's state after its rows lives. */
+static md_kda_at after(const md_kda_group *g) {
+    const md_kda_at *se = completes(g) ? &g->out : &g->in;
+    return (md_kda_at){{se->p[0], se->p[1], g->out.p[2]},
+                       {se->stride[0], se->stride[1], g->out.stride[2]}};
+}
+
+/* A group that continues its sequence past an earlier lane's rows: it starts from the state that
+ * lane's group of it left and writes into this lane's own place (one such group per pass). */
+static int continued(md_kda_state *st, md_kda_group *g, mw_err *err) {
+    const md_kda_hand *p = st->prev;
+    const md_kda_group *from = NULL;
+    for (int64_t i = 0; p && i < p->n_groups; i++)
+        if (p->groups[i].seq == g->seq && p->groups[i].base + p->groups[i].n == g->base)
+            from = &p->groups[i];
+    for (const md_kda_group *o = st->groups; st->own && o < g; o++)
+        if (o->out.p[0] == st->own) from = NULL;
+    if (!from)
+        return mw_errf(err, "KDA state: sequence %d starts at %lld past its length", g->seq,
+                       (long long)g->base);
+    const size_t per = st->s_len + st->e_len + st->c_len;
+    if (!st->own && !(st->own = malloc((size_t)st->n_kda * per * sizeof(float))))
+        return mw_errf(err, "KDA state: out of memory for a micro-batch's state");
+    g->in = after(from);
+    g->out = (md_kda_at){{st->own, st->own + st->s_len, st->own + st->s_len + st->e_len},
+                         {per, per, per}};
+    return 0;
+}
+
 /* The batch's sequences in kv's pass map: each one's rows are a run of kv->order. */
 static int map_groups(md_kda_state *st, const md_kv *kv, mw_err *err) {
     st->n_groups = 0;
@@ -103,7 +161,8 @@ static int map_groups(md_kda_state *st, const md_kv *kv, mw_err *err) {
         if (mw_grow((void **)&st->groups, &st->groups_cap, (size_t)st->n_groups + 1,
                     sizeof *st->groups))
             return mw_errf(err, "KDA state: out of memory");
-        st->groups[st->n_groups++] = (md_kda_group){s, i, j - i, kv->seqs[s].n};
+        st->groups[st->n_groups++] =
+            (md_kda_group){.seq = s, .first = i, .n = j - i, .base = kv->rows[kv->order[i]].pos};
         i = j;
     }
     return 0;
@@ -114,11 +173,18 @@ int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err) 
     if (st->n_kda == 0) return 0;
     if (map_groups(st, kv, err)) return -1;
     for (int64_t g = 0; g < st->n_groups; g++) {
-        md_kda_seq *q = &st->seqs[st->groups[g].seq];
+        md_kda_group *gr = &st->groups[g];
+        md_kda_seq *q = &st->seqs[gr->seq];
+        if (gr->base > kv->seqs[gr->seq].n) {
+            if (continued(st, gr, err)) return -1;
+            continue;
+        }
         if (!q->mem && !(q->mem = malloc((size_t)st->n_kda * st->layer_len * sizeof(float))))
             return mw_errf(err, "KDA state: out of memory for sequence %d (%llu bytes)",
                            st->groups[g].seq,
                            (unsigned long long)(st->n_kda * st->layer_len * sizeof(float)));
+        gr->in = seq_at(st, gr->seq, q->bank, q->cbank);
+        gr->out = seq_at(st, gr->seq, q->bank ^ 1, q->cbank ^ 1);
         /* a sequence starting over: its committed state is empty, so S is zero (the chunk
          * entries and the convolution's inputs are never read at position 0) */
         if (st->groups[g].base == 0)
@@ -127,6 +193,7 @@ int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err) 
                     memset(md__kda_s(st, st->groups[g].seq, l, q->bank), 0,
                            st->s_len * sizeof(float));
     }
+    *st->hand = (md_kda_hand){st->groups, st->n_groups};
     if (n_threads < 1) n_threads = 1;
     const size_t need = md__kda_scratch_floats(st->d) * sizeof(float);
     if (need > st->slot_bytes || n_threads > st->n_threads) {
@@ -140,13 +207,30 @@ int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err) 
     return 0;
 }
 
+/* A continued group's state after its rows into its sequence's other banks (the earlier lanes
+ * have committed: the sequence holds their state, which may be where this one starts from). */
+static void take(md_kda_state *st, const md_kda_group *g) {
+    md_kda_seq *q = &st->seqs[g->seq];
+    const md_kda_at from = after(g), to = seq_at(st, g->seq, q->bank ^ 1, q->cbank ^ 1);
+    const size_t len[3] = {st->s_len, st->e_len, st->c_len};
+    for (int l = 0; l < st->n_layer; l++)
+        for (int w = 0; st->slot[l] >= 0 && w < 3; w++)
+            memcpy(md__kda_at(st, &to, w, l), md__kda_at(st, &from, w, l), len[w] * sizeof(float));
+    q->bank ^= 1;
+    q->cbank ^= 1;
+}
+
 void md_kda_commit(md_kda_state *st) {
     for (int64_t g = 0; st->n_kda && g < st->n_groups; g++) {
         const md_kda_group *gr = &st->groups[g];
         md_kda_seq *q = &st->seqs[gr->seq];
+        if (gr->out.p[0] == st->own) {
+            take(st, gr);
+            continue;
+        }
         q->cbank ^= 1;
         /* the pass wrote a new chunk start state once it completed a chunk */
-        if ((gr->base + gr->n) / MD_KDA_CHUNK > gr->base / MD_KDA_CHUNK) q->bank ^= 1;
+        if (completes(gr)) q->bank ^= 1;
     }
     st->n_groups = 0;
 }

@@ -19,11 +19,28 @@ typedef struct md_kda_seq {
     uint8_t cbank; /* the committed bank of the convolution's inputs */
 } md_kda_seq;
 
-/* One sequence's rows in a pass: kv->order[first .. first + n) in position order from base. */
+/* Where a state lives: per KDA layer i, S at p[0] + i·stride[0], the chunk entries at p[1] +
+ * i·stride[1], the convolution's inputs at p[2] + i·stride[2]. */
+typedef struct md_kda_at {
+    float *p[3];
+    size_t stride[3];
+} md_kda_at;
+
+/* One sequence's rows in a pass: kv->order[first .. first + n) in position order from base; the
+ * state it starts from and where it writes the new one (S and entries only when it completes a
+ * chunk; the first open chunk's entries are appended to the start state's). */
 typedef struct md_kda_group {
     int32_t seq;
     int64_t first, n, base;
+    md_kda_at in, out;
 } md_kda_group;
+
+/* What a lane's pass leaves for the next lane of the step (md_kda_lane_link): its groups. Heap-
+ * held, so it stays put while the lanes swap their structs. */
+typedef struct md_kda_hand {
+    const md_kda_group *groups;
+    int64_t n_groups;
+} md_kda_hand;
 
 typedef struct md_kda_state {
     int n_layer, n_kda, n_seq;
@@ -41,6 +58,12 @@ typedef struct md_kda_state {
     float *scratch; /* per-thread slots of the scan */
     size_t slot_bytes;
     int n_threads;
+    /* lanes: the state written by a sequence this pass continues past an earlier lane's rows
+     * (every KDA layer's S, entries and convolution inputs; the sequence takes it at commit),
+     * what this pass hands on and what the lane before handed (NULL: first lane, or unsplit) */
+    float *own;
+    md_kda_hand *hand;
+    const md_kda_hand *prev;
 } md_kda_state;
 
 /* A config without KDA layers gives an empty state (every call a no-op). */
@@ -55,10 +78,14 @@ int md_kda_begin(md_kda_state *st, const md_kv *kv, int n_threads, mw_err *err);
  * md_kv_commit (it reads the sequences' lengths before they grow). */
 void md_kda_commit(md_kda_state *st);
 
-/* A lane (micro-batches): a second pass over other sequences beside st's, sharing st's
- * sequences, with pass state of its own. Nothing to allocate; free it before st. */
-void md_kda_lane_init(md_kda_state *lane, const md_kda_state *st);
+/* A lane (micro-batches): a second pass beside st's, sharing st's sequences, with pass state of
+ * its own; free it before st. A lane linked after `before` may continue a sequence where
+ * before's part of it ends: it starts from the state before's pass wrote (before's KDA of a layer
+ * runs before lane's), writes its own beside it, and its commit (after before's) copies that
+ * into the sequence's other banks. The committed banks stay untouched until the commits. */
+int md_kda_lane_init(md_kda_state *lane, const md_kda_state *st, mw_err *err);
 void md_kda_lane_free(md_kda_state *lane);
+void md_kda_lane_link(md_kda_state *lane, const md_kda_state *before);
 /* A copy of a sequence's committed state as it stands (md_kda_snap_bytes; 0 without KDA layers),
  * and that copy made a sequence's state again: with its rows' length restored, the sequence goes
  * on as the one it was taken from would have. */
@@ -92,5 +119,9 @@ static inline size_t md__kda_scratch_floats(int d) {
 float *md__kda_s(const md_kda_state *st, int seq, int layer, int bank);
 float *md__kda_e(const md_kda_state *st, int seq, int layer, int bank);
 float *md__kda_c(const md_kda_state *st, int seq, int layer, int bank);
+/* Part w (0 S, 1 entries, 2 convolution inputs) of layer `layer` in a state's place. */
+static inline float *md__kda_at(const md_kda_state *st, const md_kda_at *at, int w, int layer) {
+    return at->p[w] + (size_t)st->slot[layer] * at->stride[w];
+}
 
 #endif

@@ -99,8 +99,10 @@ int md_kv_init(md_kv *kv, const md_config *cfg, int n_seq, int64_t n_ctx, bool r
     kv->seqs = calloc((size_t)n_seq, sizeof *kv->seqs);
     kv->seq_count = calloc((size_t)n_seq, sizeof *kv->seq_count);
     kv->seq_first = malloc((size_t)n_seq * sizeof *kv->seq_first);
+    kv->hand = calloc(1, sizeof *kv->hand);
+    kv->win_seq = -1;
     if (!kv->layer_ring || !kv->layer_none || !kv->stage_k || !kv->stage_v || !kv->seqs ||
-        !kv->seq_count || !kv->seq_first || !kv->tmp)
+        !kv->seq_count || !kv->seq_first || !kv->tmp || !kv->hand)
         goto oom;
     for (int l = 0; l < kv->n_layer; l++) kv->layer_none[l] = md_layer_is_kda(cfg, l);
     for (int s = 0; s < n_seq; s++) kv->seq_first[s] = -1;
@@ -134,7 +136,12 @@ int md_kv_lane_init(md_kv *lane, const md_kv *kv, mw_err *err) {
     lane->tmp = malloc((size_t)(kv->kd > kv->vd ? kv->kd : kv->vd) * kv->esz);
     lane->seq_count = calloc((size_t)kv->n_seq, sizeof *lane->seq_count);
     lane->seq_first = malloc((size_t)kv->n_seq * sizeof *lane->seq_first);
-    if (!lane->stage_k || !lane->stage_v || !lane->tmp || !lane->seq_count || !lane->seq_first) {
+    lane->hand = calloc(1, sizeof *lane->hand);
+    lane->win_k = lane->win_v = NULL;
+    lane->win_seq = -1;
+    lane->prev = NULL;
+    if (!lane->stage_k || !lane->stage_v || !lane->tmp || !lane->seq_count || !lane->seq_first ||
+        !lane->hand) {
         md_kv_lane_free(lane);
         return mw_errf(err, "KV cache: out of memory for a micro-batch");
     }
@@ -155,7 +162,14 @@ void md_kv_lane_free(md_kv *lane) {
     free(lane->row_first);
     free(lane->keep);
     free(lane->tmp);
+    free(lane->hand);
+    free(lane->win_k);
+    free(lane->win_v);
     memset(lane, 0, sizeof *lane);
+}
+
+void md_kv_lane_link(md_kv *lane, const md_kv *before) {
+    lane->prev = before->hand;
 }
 
 void md_kv_free(md_kv *kv) {
@@ -184,6 +198,9 @@ void md_kv_free(md_kv *kv) {
     free(kv->row_first);
     free(kv->keep);
     free(kv->tmp);
+    free(kv->hand);
+    free(kv->win_k);
+    free(kv->win_v);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -235,6 +252,28 @@ static int grow_stage(md_kv *kv, int64_t n, mw_err *err) {
     return 0;
 }
 
+/* The sequence the pass continues past an earlier lane's rows, if any (a batch's part of a
+ * sequence starts beyond the sequence's length), and room for its window when there are rings.
+ * Reads the T rows' grouping in kv->order. */
+static int find_window(md_kv *kv, int64_t T, mw_err *err) {
+    kv->win_seq = -1;
+    for (int64_t i = 0; i < T; i++) {
+        const md_row *r = &kv->rows[kv->order[i]];
+        if (i > 0 && kv->rows[kv->order[i - 1]].seq == r->seq) continue;
+        if (r->pos <= kv->seqs[r->seq].n) continue;
+        if (kv->win_seq >= 0 || !kv->prev)
+            return mw_errf(err, "KV cache: sequence %d starts at %d past its length %lld", r->seq,
+                           r->pos, (long long)kv->seqs[r->seq].n);
+        kv->win_seq = r->seq;
+    }
+    if (kv->win_seq < 0 || !kv->ring || kv->win_k) return 0;
+    kv->win_k = malloc((size_t)kv->ring * (size_t)kv->kd * kv->esz);
+    kv->win_v = kv->vd ? malloc((size_t)kv->ring * (size_t)kv->vd * kv->esz) : NULL;
+    if (!kv->win_k || (kv->vd && !kv->win_v))
+        return mw_errf(err, "KV cache: out of memory for a micro-batch's window");
+    return 0;
+}
+
 int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
     kv->T = 0;
     kv->rows = rows;
@@ -270,7 +309,9 @@ int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
         md_kv_seq *s = &kv->seqs[rows[t].seq];
         if (rows[t].pos >= s->cap && grow_seq(kv, s, (int64_t)rows[t].pos + 1, err)) return -1;
     }
-    if (grow_stage(kv, kv->n_keep, err)) return -1;
+    if (grow_stage(kv, kv->n_keep, err) || find_window(kv, T, err)) return -1;
+    *kv->hand = (md_kv_hand){kv->rows,    kv->keep,  kv->n_keep, kv->stage_k,
+                             kv->stage_v, kv->win_k, kv->win_v,  kv->win_seq};
     kv->T = T;
     return 0;
 }
@@ -293,11 +334,37 @@ static void put_row(const md_kv *kv, void *dst, const float *src, int64_t width)
         kn_traits(kv->type)->from_float(src, dst, width);
 }
 
+/* The window of a ring layer for the sequence the pass continues: the lane before's window of it
+ * (or the committed ring), with that lane's staged rows of it in their slots. */
+static void fill_window(md_kv *kv, int layer) {
+    const size_t kb = (size_t)kv->kd * kv->esz, vb = (size_t)kv->vd * kv->esz;
+    const int32_t s = kv->win_seq;
+    const md_kv_hand *p = kv->prev;
+    const md_kv_seq *q = &kv->seqs[s];
+    if (p->win_seq == s) {
+        memcpy(kv->win_k, p->win_k, (size_t)kv->ring * kb);
+        if (vb) memcpy(kv->win_v, p->win_v, (size_t)kv->ring * vb);
+    } else {
+        memcpy(kv->win_k, q->k[layer], (size_t)q->rows[2 * layer] * kb);
+        if (vb) memcpy(kv->win_v, q->v[layer], (size_t)q->rows[2 * layer + 1] * vb);
+    }
+    for (int64_t j = 0; j < p->n_keep; j++) {
+        const md_row *r = &p->rows[p->keep[j]];
+        if (r->seq != s) continue;
+        const size_t slot = (size_t)(r->pos % kv->ring);
+        memcpy((uint8_t *)kv->win_k + slot * kb, (const uint8_t *)p->stage_k[layer] + j * kb, kb);
+        if (vb)
+            memcpy((uint8_t *)kv->win_v + slot * vb, (const uint8_t *)p->stage_v[layer] + j * vb,
+                   vb);
+    }
+}
+
 void md_kv_store(md_kv *kv, int layer, float *k, float *v) {
     const size_t kb = (size_t)kv->kd * kv->esz, vb = (size_t)kv->vd * kv->esz;
     round_rows(kv, k, kv->T, kv->kd);
     if (vb) round_rows(kv, v, kv->T, kv->vd);
     if (kv->layer_ring[layer]) {
+        if (kv->win_seq >= 0) fill_window(kv, layer);
         for (int64_t j = 0; j < kv->n_keep; j++) {
             const int64_t t = kv->keep[j];
             put_row(kv, (uint8_t *)kv->stage_k[layer] + j * kb, k + t * kv->kd, kv->kd);
@@ -365,10 +432,12 @@ md_kv_iter md_kv_iter_at(const md_kv *kv, int layer, int64_t t, int64_t from, co
      * read from the cache (a lane's may be an earlier lane's of the same step, not committed) */
     const int64_t base = kv->rows[kv->order[kv->row_first[t]]].pos;
     const bool ring = kv->layer_ring[layer];
+    const bool win = ring && row->seq == kv->win_seq;
     const size_t kb = (size_t)kv->kd * kv->esz;
+    const void *ck = win ? kv->win_k : s->k[layer], *cv = win ? kv->win_v : s->v[layer];
     md_kv_iter it = {
-        .ck = s->k[layer],
-        .cv = kv->v_in_k ? s->k[layer] : s->v[layer],
+        .ck = ck,
+        .cv = kv->v_in_k ? ck : cv,
         .kb = kb,
         .vb = kv->v_in_k ? kb : (size_t)kv->vd * kv->esz,
         .esz = kv->esz,

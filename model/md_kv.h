@@ -22,7 +22,10 @@
  * continue a sequence past positions an earlier lane of the same step stored on the full layers
  * (written, not committed), and reads those from the cache like the committed ones.
  * Ring layers stage the rows that will survive and write them into the ring only at commit; a
- * pass that fails part-way (an expert backend error) leaves every sequence as it was. */
+ * pass that fails part-way (an expert backend error) leaves every sequence as it was. A lane that
+ * continues a sequence past an earlier lane's rows reads that sequence's ring layers from a window
+ * of its own, filled at each layer's md_kv_store from the earlier lane's window (or the committed
+ * ring) and its staged rows: the earlier lane's rows are visible, the ring still untouched. */
 #ifndef MD_KV_H
 #define MD_KV_H
 
@@ -40,6 +43,17 @@ typedef struct md_kv_seq {
     void **k, **v;    /* per layer: rows of kv->type */
     int64_t *rows;    /* per layer: positions allocated in k (2l) and v (2l + 1) */
 } md_kv_seq;
+
+/* What a lane's pass leaves for the next lane of the step (md_kv_lane_link): its staged rows and
+ * its window. Heap-held, so it stays where it is while the lanes swap their md_kv structs. */
+typedef struct md_kv_hand {
+    const md_row *rows;
+    const int32_t *keep;
+    int64_t n_keep;
+    void **stage_k, **stage_v;
+    void *win_k, *win_v;
+    int32_t win_seq; /* the sequence the window holds, -1 none */
+} md_kv_hand;
 
 typedef struct md_kv {
     int n_layer, n_seq;
@@ -65,6 +79,13 @@ typedef struct md_kv {
     int64_t n_keep, keep_cap;
     void **stage_k, **stage_v; /* per ring layer: keep_cap staged rows (of type) */
     void *tmp;                 /* one row of type: md_kv_store's rounding */
+    /* lanes: the sequence this pass continues past an earlier lane's rows (-1 none), its ring
+     * layers' window (ring rows of K and of V, slot = position % ring), what this pass hands on
+     * and what the lane before handed (NULL for the first lane and unsplit passes) */
+    int32_t win_seq;
+    void *win_k, *win_v;
+    md_kv_hand *hand;
+    const md_kv_hand *prev;
 } md_kv;
 
 /* rings: sliding-window layers (cfg->layer_swa) keep min(cfg->n_swa, n_ctx) positions; false
@@ -86,11 +107,15 @@ void md_kv_store(md_kv *kv, int layer, float *k, float *v);
  * committed changes nothing the sequences hold (the next md_kv_begin starts over). */
 void md_kv_commit(md_kv *kv);
 
-/* A lane (micro-batches, model/md_forward.c): a second pass in flight at the same time as kv's,
- * over other sequences. The lane shares kv's sequences and layout and has pass state of its own;
- * md_kv_begin/store/commit work on it as on kv. Free it with md_kv_lane_free before kv. */
+/* A lane (micro-batches, model/md_forward.c): a second pass in flight at the same time as kv's.
+ * The lane shares kv's sequences and layout and has pass state of its own; md_kv_begin/store/
+ * commit work on it as on kv. Free it with md_kv_lane_free before kv. */
 int md_kv_lane_init(md_kv *lane, const md_kv *kv, mw_err *err);
 void md_kv_lane_free(md_kv *lane);
+/* Makes `lane` the lane after `before` in a step: a sequence of lane's pass may then start where
+ * before's part of it ends (before's rows of a layer are stored before lane's of that layer, and
+ * the lanes commit in order). Without it a pass's sequences start at their lengths. */
+void md_kv_lane_link(md_kv *lane, const md_kv *before);
 
 /* Sequence lengths: may it drop to n positions? Always for 0 and for full-attention caches; a
  * ring keeps only what the next query needs, so it can step back at most ring - n_swa + 1. */

@@ -1,8 +1,6 @@
 /* model/md_lanes.c — ping-pong micro-batches: the number of lanes from measured times, and the
- * sequences' placement in them (see md_lanes.h). */
+ * rows' placement in them (see md_lanes.h). */
 #include "model/md_lanes.h"
-
-#include <stdlib.h>
 
 void md_lanes_measure(md_lanes_clock *k, uint64_t step_ns, uint64_t wait_ns, uint64_t moe_layers) {
     if (!moe_layers || wait_ns > step_ns) return;
@@ -26,55 +24,6 @@ int md_lanes_choose(md_lanes_clock *k, int mode, int in_flight, int n_units) {
     int n = fill >= (double)(cap - 1) ? cap : 1 + (int)fill;
     if (n > 1) k->split_run++;
     return n;
-}
-
-int md_lanes_count_seqs(const md_row *rows, int64_t T, int64_t *seq_rows) {
-    int n = 0;
-    for (int64_t t = 0; t < T; t++) n += seq_rows[rows[t].seq]++ == 0;
-    for (int64_t t = 0; t < T; t++) seq_rows[rows[t].seq] = 0;
-    return n;
-}
-
-typedef struct seq_load {
-    int64_t rows;
-    int32_t seq, first; /* first: its first row, for a stable order among equals */
-} seq_load;
-
-static int by_load(const void *a, const void *b) {
-    const seq_load *x = a, *y = b;
-    if (x->rows != y->rows) return x->rows > y->rows ? -1 : 1;
-    return x->first - y->first;
-}
-
-int md_lanes_plan(const md_row *rows, int64_t T, int n, int32_t *lane_of, int32_t *seq_lane,
-                  int64_t *seq_rows, int32_t *seqs) {
-    int n_seqs = 0;
-    for (int64_t t = 0; t < T; t++)
-        if (seq_rows[rows[t].seq]++ == 0) seqs[n_seqs++] = (int32_t)t;
-    seq_load *load = malloc((size_t)n_seqs * sizeof *load);
-    int64_t fill[MD_LANES_MAX] = {0};
-    if (load) {
-        for (int i = 0; i < n_seqs; i++)
-            load[i] = (seq_load){seq_rows[rows[seqs[i]].seq], rows[seqs[i]].seq, seqs[i]};
-        qsort(load, (size_t)n_seqs, sizeof *load, by_load);
-    }
-    for (int i = 0; i < n_seqs; i++) {
-        /* without memory for the sort, round robin in order of appearance */
-        const int32_t s = load ? load[i].seq : rows[seqs[i]].seq;
-        int best = 0;
-        for (int l = 1; l < n && load; l++)
-            if (fill[l] < fill[best]) best = l;
-        if (!load) best = i % n;
-        seq_lane[s] = best;
-        fill[best] += seq_rows[s];
-    }
-    for (int64_t t = 0; t < T; t++) lane_of[t] = seq_lane[rows[t].seq];
-    for (int64_t t = 0; t < T; t++) {
-        seq_rows[rows[t].seq] = 0;
-        seq_lane[rows[t].seq] = -1;
-    }
-    free(load);
-    return n_seqs;
 }
 
 void md_lanes_cut(const md_row *rows, int64_t T, int n, int32_t *lane_of, int32_t *seq_at,

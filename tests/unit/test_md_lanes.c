@@ -2,8 +2,9 @@
  * sequences run in 2, 3 or 4 lanes gives the same logits, bit for bit, as the step run whole, for
  * every family's tiny model (shared experts, KDA layers, attention residuals, sliding windows),
  * over a prefill step and decode steps; a long prompt of one sequence splits by rows with the same
- * bits; the sequences go to lanes whole and balanced, or cut into equal lanes; the auto
- * choice splits only when the measured wait outgrows the trunk's time. */
+ * bits on every family (sliding-window rings and KDA layers too), and so does a step continuing
+ * two sequences in lanes shorter than a window and a KDA chunk; the rows are cut into equal lanes;
+ * the auto choice splits only when the measured wait outgrows the trunk's time. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -103,9 +104,14 @@ static int probe_run(md_expert_backend *b, const md_moe_batch *batch, float *out
     return p->inner->run(p->inner, batch, out, err);
 }
 
-/* One long prompt of a single sequence (logits at every position), then two decode steps, with
- * `micro_batches`; the calls of layer PROBE_LAYER in the prefill go to *pr. */
+/* One long prompt of a single sequence (logits at every position), then two decode steps, then a
+ * step continuing it by MIX_ROWS rows (past a KDA chunk boundary) interleaved with a new
+ * sequence's MIX_NEW, then a decode step of each, with `micro_batches`; the calls of layer
+ * PROBE_LAYER in the prefill go to *pr. */
 #define LONG_PROMPT 45
+#define MIX_ROWS    16
+#define MIX_NEW     6
+#define LONG_OUT    (LONG_PROMPT + 2 + MIX_ROWS + MIX_NEW + 2)
 static float *run_long(md_model *model, md_expert_backend *inner, int micro_batches, size_t *n,
                        md_lane_stats *st, probe *pr) {
     mw_err e;
@@ -113,7 +119,7 @@ static float *run_long(md_model *model, md_expert_backend *inner, int micro_batc
     pr->be.impl = pr;
     md_ctx *c = mwt_lanes_ctx(model, &pr->be, micro_batches, 2);
     const int64_t V = model->cfg.n_vocab;
-    *n = (size_t)(LONG_PROMPT + 2) * (size_t)V;
+    *n = (size_t)LONG_OUT * (size_t)V;
     float *out = malloc(*n * sizeof *out);
     assert_non_null(out);
     md_row rows[LONG_PROMPT];
@@ -128,6 +134,19 @@ static float *run_long(md_model *model, md_expert_backend *inner, int micro_batc
         if (md_forward(c, &r, 1, out + (size_t)(LONG_PROMPT + step) * (size_t)V, &e))
             fail_msg("%s", e.msg);
     }
+    /* sequence 0 first (the cut takes it first), then the two alternating: lanes of 5 or 6 rows,
+     * the continued sequence's rows not first in its lane */
+    md_row mix[MIX_ROWS + MIX_NEW];
+    int64_t m = 0;
+    for (int i = 0; i < MIX_ROWS || i < MIX_NEW; i++) {
+        if (i < MIX_NEW) mix[m++] = (md_row){0, i, (i * 31 + 5) % 250 + 3, 1};
+        if (i < MIX_ROWS) mix[m++] = (md_row){1, LONG_PROMPT + 2 + i, (i * 67 + 11) % 250 + 3, 1};
+    }
+    float *at = out + (size_t)(LONG_PROMPT + 2) * (size_t)V;
+    if (md_forward(c, mix, m, at, &e)) fail_msg("%s", e.msg);
+    at += (size_t)m * (size_t)V;
+    md_row last[2] = {{0, MIX_NEW, 9, 1}, {1, LONG_PROMPT + 2 + MIX_ROWS, 41, 1}};
+    if (md_forward(c, last, 2, at, &e)) fail_msg("%s", e.msg);
     pr->n_calls = calls;
     *st = md_ctx_lane_stats(c);
     md_ctx_free(c);
@@ -135,10 +154,11 @@ static float *run_long(md_model *model, md_expert_backend *inner, int micro_batc
 }
 
 /* A long prompt of one sequence splits by rows: lane after lane, each lane's attention reading
- * the lower lanes' keys of the same layer from the cache, the same bits as the prompt whole; the
- * lanes' rows are equal within one, and rows of different lanes choose different experts. A family
- * with sliding-window rings or KDA layers keeps the sequence in one lane (still the same bits). */
-static void long_prompt(const char *name, bool cuts) {
+ * the lower lanes' keys of the same layer (from the cache, or from a window filled from the lower
+ * lane's staged ring rows), each lane's KDA starting from the state the lower lane left, the same
+ * bits as the prompt whole; the lanes' rows are equal within one, and rows of different lanes
+ * choose different experts. */
+static void long_prompt(const char *name) {
     char rel[128];
     mw_err e;
     vx_source *src;
@@ -164,13 +184,9 @@ static void long_prompt(const char *name, bool cuts) {
         if (memcmp(whole, split, n * sizeof *split))
             fail_msg("%s: a prompt in %d micro-batches changes the logits", name, lanes);
         free(split);
-        if (!cuts) {
-            assert_int_equal(st.split_steps, 0);
-            assert_int_equal(pr.n_calls, 1);
-            continue;
-        }
-        assert_int_equal(st.split_steps, 1);
-        assert_int_equal(st.lanes, (uint64_t)lanes);
+        /* the prompt and the mixed step split; the decode steps of one row cannot */
+        assert_int_equal(st.split_steps, 3);
+        assert_int_equal(st.lanes, (uint64_t)(3 * lanes));
         assert_int_equal(pr.n_calls, lanes);
         /* rows of each lane chose other experts than rows of the lane before */
         for (int i = 0; i < lanes; i++) {
@@ -190,22 +206,29 @@ static void long_prompt(const char *name, bool cuts) {
 
 static void test_long_prompt_qwen3moe(void **state) {
     (void)state;
-    long_prompt("qwen3moe-tiny", true);
+    long_prompt("qwen3moe-tiny");
 }
 
 static void test_long_prompt_deepseek2(void **state) {
     (void)state;
-    long_prompt("deepseek2-tiny", true);
+    long_prompt("deepseek2-tiny");
 }
 
+/* window 8: lanes of 11 or 12 rows in the prompt, of 5 or 6 in the mixed step */
 static void test_long_prompt_gptoss(void **state) {
     (void)state;
-    long_prompt("gpt-oss-tiny", false);
+    long_prompt("gpt-oss-tiny");
+}
+
+/* KDA chunks of 16 positions: lane boundaries inside chunks, lanes completing none or two */
+static void test_long_prompt_kimi_linear(void **state) {
+    (void)state;
+    long_prompt("kimi-linear-tiny");
 }
 
 static void test_long_prompt_kimi_k3(void **state) {
     (void)state;
-    long_prompt("kimi-k3-tiny", false);
+    long_prompt("kimi-k3-tiny");
 }
 
 /* The cut: equal lanes, each sequence's rows in position order across lanes. */
@@ -290,26 +313,6 @@ static void test_lost_rows_are_the_steps(void **state) {
     vx_source_close(src);
 }
 
-/* Sequences stay whole, the largest first onto the emptiest lane. */
-static void test_plan(void **state) {
-    (void)state;
-    md_row rows[12];
-    const int seq[12] = {3, 3, 3, 3, 3, 0, 0, 0, 5, 5, 7, 3};
-    int pos[8] = {0};
-    for (int t = 0; t < 12; t++) rows[t] = (md_row){seq[t], pos[seq[t]]++, 1, 1};
-    int32_t lane_of[12], seq_lane[8], seqs[12];
-    int64_t seq_rows[8] = {0};
-    for (int i = 0; i < 8; i++) seq_lane[i] = -1;
-    assert_int_equal(md_lanes_count_seqs(rows, 12, seq_rows), 4);
-    assert_int_equal(md_lanes_plan(rows, 12, 2, lane_of, seq_lane, seq_rows, seqs), 4);
-    /* 3 (6 rows) → lane 0; 0 (3) → lane 1; 5 (2) → lane 1; 7 (1) → lane 1 */
-    for (int t = 0; t < 12; t++) assert_int_equal(lane_of[t], seq[t] == 3 ? 0 : 1);
-    for (int i = 0; i < 8; i++) {
-        assert_int_equal(seq_lane[i], -1);
-        assert_int_equal(seq_rows[i], 0);
-    }
-}
-
 static uint32_t never_skipped(const md_expert_backend *b, int64_t row) {
     (void)b, (void)row;
     return 0;
@@ -373,12 +376,12 @@ static void test_choose(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_plan),
         cmocka_unit_test(test_choose),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_long_prompt_qwen3moe),
         cmocka_unit_test(test_long_prompt_deepseek2),
         cmocka_unit_test(test_long_prompt_gptoss),
+        cmocka_unit_test(test_long_prompt_kimi_linear),
         cmocka_unit_test(test_long_prompt_kimi_k3),
         cmocka_unit_test(test_gptoss),
         cmocka_unit_test(test_qwen3moe),
