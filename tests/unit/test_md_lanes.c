@@ -252,6 +252,85 @@ static void test_cut(void **state) {
     }
 }
 
+/* A backend over the in-process one that fails its `fail_at`-th call (counted from 1; 0 never). */
+typedef struct failing {
+    md_expert_backend be, *inner;
+    int calls, fail_at;
+} failing;
+
+static int failing_run(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {
+    failing *f = b->impl;
+    if (++f->calls == f->fail_at) return mw_errf(err, "call %d fails", f->calls);
+    return f->inner->run(f->inner, batch, out, err);
+}
+
+/* A prompt of 20 tokens, a step of 25 more (whose `fail_at`-th expert call fails, and which then
+ * runs again), two decode steps; in 4 lanes. The logits of the steps that succeed. */
+#define FAIL_HEAD 20
+#define FAIL_STEP 25
+static float *run_failing(md_model *model, md_expert_backend *inner, int fail_at, size_t *n) {
+    mw_err e;
+    failing f = {.be = {.name = "failing", .run = failing_run}, .inner = inner};
+    f.be.impl = &f;
+    md_ctx *c = mwt_lanes_ctx(model, &f.be, MD_LANES_MAX, 2);
+    const int64_t V = model->cfg.n_vocab, rows_n = FAIL_HEAD + FAIL_STEP + 2;
+    *n = (size_t)rows_n * (size_t)V;
+    float *out = malloc(*n * sizeof *out);
+    assert_non_null(out);
+    md_row rows[FAIL_HEAD + FAIL_STEP + 2];
+    for (int i = 0; i < rows_n; i++) rows[i] = (md_row){1, i, (i * 41 + 13) % 250 + 3, 1};
+    if (md_forward(c, rows, FAIL_HEAD, out, &e)) fail_msg("%s", e.msg);
+    f.calls = 0;
+    f.fail_at = fail_at;
+    float *at = out + (size_t)FAIL_HEAD * (size_t)V;
+    if (fail_at) {
+        assert_int_equal(md_forward(c, rows + FAIL_HEAD, FAIL_STEP, at, &e), -1);
+        assert_int_equal(md_seq_len(c, 1), FAIL_HEAD);
+    }
+    if (md_forward(c, rows + FAIL_HEAD, FAIL_STEP, at, &e)) fail_msg("%s", e.msg);
+    for (int i = FAIL_HEAD + FAIL_STEP; i < rows_n; i++)
+        if (md_forward(c, rows + i, 1, out + (size_t)i * (size_t)V, &e)) fail_msg("%s", e.msg);
+    md_ctx_free(c);
+    return out;
+}
+
+/* A split step that fails part-way (after lanes 0 and 1 ran a layer past the one that fails in
+ * lane 2) leaves the sequence as it was: its rings and KDA states untouched until the commits, the
+ * step run again gives the bits of a run that never failed. */
+static void failed_step_changes_nothing(const char *name) {
+    char rel[128];
+    mw_err e;
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *inner;
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
+    if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
+        md_local_backend_new(src, &model->cfg, NULL, &inner, &e))
+        fail_msg("%s: %s", name, e.msg);
+    size_t n1, n;
+    float *clean = run_failing(model, inner, 0, &n1);
+    /* the second MoE layer's call of lane 2 (each layer calls lanes 0 .. 3 in order) */
+    float *retried = run_failing(model, inner, MD_LANES_MAX + 3, &n);
+    assert_int_equal(n, n1);
+    if (memcmp(clean, retried, n * sizeof *clean))
+        fail_msg("%s: a failed split step changed the sequence", name);
+    free(clean);
+    free(retried);
+    inner->destroy(inner);
+    md_model_free(model);
+    vx_source_close(src);
+}
+
+static void test_failed_step_gptoss(void **state) {
+    (void)state;
+    failed_step_changes_nothing("gpt-oss-tiny");
+}
+
+static void test_failed_step_kimi_k3(void **state) {
+    (void)state;
+    failed_step_changes_nothing("kimi-k3-tiny");
+}
+
 /* A backend over the in-process one whose experts 0 .. 3 have no live owner: a batch that selects
  * one fails, and row_lost names its rows that did. */
 typedef struct lossy {
@@ -390,6 +469,8 @@ int main(void) {
         cmocka_unit_test(test_kimi_linear),
         cmocka_unit_test(test_kimi_k3),
         cmocka_unit_test(test_lost_rows_are_the_steps),
+        cmocka_unit_test(test_failed_step_gptoss),
+        cmocka_unit_test(test_failed_step_kimi_k3),
         cmocka_unit_test(test_skipping_backend_keeps_steps_whole),
     };
     return cmocka_run_group_tests_name("micro-batches", tests, NULL, NULL);
