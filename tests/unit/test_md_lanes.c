@@ -22,21 +22,35 @@
 #include "tests/support/mwt_lanes.h"
 #include "vindex/vx_source.h"
 
-/* The run of mwt_lanes_run on the in-process experts of a fixture. */
-static float *run(const char *name, int micro_batches, size_t *n_floats, md_lane_stats *st) {
-    char rel[128];
-    mw_err e;
+/* A fixture's model and its in-process experts. */
+typedef struct fixture {
     vx_source *src;
     md_model *model;
     md_expert_backend *experts;
+} fixture;
+
+static fixture fixture_open(const char *name) {
+    char rel[128];
+    mw_err e;
+    fixture f = {0};
     snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
-    if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
-        md_local_backend_new(src, &model->cfg, NULL, &experts, &e))
+    if (vx_source_open(mwt_fixture(rel), NULL, &f.src, &e) || md_model_load(f.src, &f.model, &e) ||
+        md_local_backend_new(f.src, &f.model->cfg, NULL, &f.experts, &e))
         fail_msg("%s: %s", name, e.msg);
-    float *out = mwt_lanes_run(model, experts, micro_batches, n_floats, st);
-    experts->destroy(experts);
-    md_model_free(model);
-    vx_source_close(src);
+    return f;
+}
+
+static void fixture_close(fixture *f) {
+    f->experts->destroy(f->experts);
+    md_model_free(f->model);
+    vx_source_close(f->src);
+}
+
+/* The run of mwt_lanes_run on the in-process experts of a fixture. */
+static float *run(const char *name, int micro_batches, size_t *n_floats, md_lane_stats *st) {
+    fixture f = fixture_open(name);
+    float *out = mwt_lanes_run(f.model, f.experts, micro_batches, n_floats, st);
+    fixture_close(&f);
     return out;
 }
 
@@ -159,15 +173,9 @@ static float *run_long(md_model *model, md_expert_backend *inner, int micro_batc
  * bits as the prompt whole; the lanes' rows are equal within one, and rows of different lanes
  * choose different experts. */
 static void long_prompt(const char *name) {
-    char rel[128];
-    mw_err e;
-    vx_source *src;
-    md_model *model;
-    md_expert_backend *inner;
-    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
-    if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
-        md_local_backend_new(src, &model->cfg, NULL, &inner, &e))
-        fail_msg("%s: %s", name, e.msg);
+    fixture f = fixture_open(name);
+    md_model *model = f.model;
+    md_expert_backend *inner = f.experts;
     size_t n1, n;
     md_lane_stats st;
     probe pr;
@@ -200,9 +208,7 @@ static void long_prompt(const char *name) {
         }
     }
     free(whole);
-    inner->destroy(inner);
-    md_model_free(model);
-    vx_source_close(src);
+    fixture_close(&f);
 }
 
 static void test_long_prompt_qwen3moe(void **state) {
@@ -298,15 +304,9 @@ static float *run_failing(md_model *model, md_expert_backend *inner, int fail_at
  * lane 2) leaves the sequence as it was: its rings and KDA states untouched until the commits, the
  * step run again gives the bits of a run that never failed. */
 static void failed_step_changes_nothing(const char *name) {
-    char rel[128];
-    mw_err e;
-    vx_source *src;
-    md_model *model;
-    md_expert_backend *inner;
-    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
-    if (vx_source_open(mwt_fixture(rel), NULL, &src, &e) || md_model_load(src, &model, &e) ||
-        md_local_backend_new(src, &model->cfg, NULL, &inner, &e))
-        fail_msg("%s: %s", name, e.msg);
+    fixture f = fixture_open(name);
+    md_model *model = f.model;
+    md_expert_backend *inner = f.experts;
     size_t n1, n;
     float *clean = run_failing(model, inner, 0, &n1);
     /* the second MoE layer's call of lane 2 (each layer calls lanes 0 .. 3 in order) */
@@ -316,9 +316,7 @@ static void failed_step_changes_nothing(const char *name) {
         fail_msg("%s: a failed split step changed the sequence", name);
     free(clean);
     free(retried);
-    inner->destroy(inner);
-    md_model_free(model);
-    vx_source_close(src);
+    fixture_close(&f);
 }
 
 static void test_failed_step_gptoss(void **state) {
