@@ -622,7 +622,7 @@ static const co_option options[] = {
      "the cached keys and values (llama.cpp's default is f16; default f32)",
      set_kv_type},
     {"--micro-batches", "auto|N",
-     "ping-pong micro-batches: a step of several sequences split by sequence into N (1 .. 4) "
+     "ping-pong micro-batches: a step's rows (a long prompt's too) cut into N (1 .. 4) lanes "
      "whose expert exchanges overlap each other's trunk work, the same bits; auto (default) "
      "splits when the measured wait for the experts outgrows the trunk's time per layer",
      set_micro_batches},

@@ -1019,7 +1019,7 @@ static md_lane *lane_get(md_ctx *c, int i, int64_t T, mw_err *err) {
 /* How many lanes this step runs in. Observers and routing sinks see one batch per step, so they
  * keep it whole; a backend without separate submit and wait cannot overlap anything (auto
  * leaves it whole, a fixed count still splits: the same bits, no gain). */
-static int lanes_for(md_ctx *c, const md_row *rows, int64_t T) {
+static int lanes_for(md_ctx *c, int64_t T) {
     const int mode = c->p.micro_batches;
     if (mode == 1 || T < 2 || c->obs || c->sink.step || c->sink.layer) return 1;
     const md_expert_backend *be = c->p.experts;
@@ -1163,7 +1163,7 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     if (check_rows(c, rows, T, &n_out, err)) return -1;
     if (n_out && !logits) return mw_errf(err, "forward: logits requested but no output buffer");
     unique_reset(c);
-    const int lanes = lanes_for(c, rows, T);
+    const int lanes = lanes_for(c, T);
     if (lanes > 1) {
         if (forward_lanes(c, rows, T, lanes, n_out, logits, err) == 0) return 0;
         if (!lanes_lost_rows(c, lanes)) return -1;
