@@ -3,8 +3,8 @@
  *  - a raw ZMTP client streaming 1 MiB parts flagged MORE that never end the message, and one
  *    streaming empty parts (64 bytes of memory per 2 bytes sent): cut off at the stated limits,
  *    the node's peak memory within them, the next client served; the same with every thread of
- *    the node but libzmq's I/O thread starved (SCHED_IDLE beside a spinning process on its CPU):
- *    the bound holds because the receive relay reads no more than the budget, whenever it runs;
+ *    the node but libzmq's I/O thread stopped (ptrace): the bound holds because the receive
+ *    relay reads no more than the budget, whenever it runs;
  *  - a message of 100 parts: dropped, its sender cut off;
  *  - a client that floods batches and never reads the replies: its requests discarded once its
  *    unread replies pass the peer limit, one log line per interval, and another client's round
@@ -18,7 +18,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
-#include <sched.h>
+#include <sys/ptrace.h>
 #include <time.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -241,16 +241,13 @@ static void test_empty_parts_are_cut_off(void **state) {
     check_flood(0, 40u << 20, "64", "the limit per peer is 16777216", 32 << 10);
 }
 
-/* Pins every thread of pid to cpu; all but libzmq's I/O threads ("ZMQbg/IO/...") go SCHED_IDLE
- * (idle: false puts them back under SCHED_OTHER). Returns the threads starved. */
-static int starve_node(pid_t pid, int cpu, bool idle) {
+/* Stops (freeze) or resumes every thread of pid but libzmq's I/O threads ("ZMQbg/IO/..."), each
+ * on its own through ptrace: starvation taken to its limit. Returns the threads stopped. */
+static int freeze_node(pid_t pid, bool freeze) {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
     assert_non_null(d);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
@@ -263,22 +260,27 @@ static int starve_node(pid_t pid, int cpu, bool idle) {
             if (!fgets(comm, sizeof comm, f)) comm[0] = '\0';
             fclose(f);
         }
-        sched_setaffinity(tid, sizeof set, &set);
         if (!strncmp(comm, "ZMQbg/IO", 8)) continue;
-        struct sched_param sp = {0};
-        if (sched_setscheduler(tid, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0) n++;
+        if (!freeze) {
+            if (ptrace(PTRACE_DETACH, tid, NULL, NULL) == 0) n++;
+            continue;
+        }
+        int st;
+        if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) == 0 &&
+            ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0 && waitpid(tid, &st, __WALL) == tid)
+            n++;
     }
     closedir(d);
     return n;
 }
 
-/* The node's receive path starved: every thread of the node but libzmq's I/O thread runs
- * SCHED_IDLE on one CPU beside a spinning process, while a raw client streams 1 MiB parts that
- * never end a message for 3 s. A watchdog that cuts a connection after libzmq has read it (the
- * receive guard this replaced) barely runs then, and libzmq reads the flood at the speed of its
- * own share of the CPU: hundreds of MiB. The receive relay reads a peer only under its budget,
- * whenever it gets to run, so the node holds the peer limit (16 MiB) and libzmq's overhead, not
- * more; once the CPU is back the peer is cut off and the next client served. */
+/* The node's receive path starved: every thread of the node but libzmq's I/O thread stopped
+ * (ptrace) while a raw client streams 1 MiB parts that never end a message for 3 s. A watchdog
+ * that cuts a connection after libzmq has read it (the receive guard this replaced) cannot run
+ * then, and libzmq reads the flood as fast as it comes: hundreds of MiB. The receive relay reads
+ * a peer only under its budget, when it runs at all, so the node holds at most the peer limit
+ * (16 MiB) and libzmq's overhead; once its threads run again the peer is cut off and the next
+ * client served. */
 static void test_flood_bounded_with_receive_path_starved(void **state) {
     (void)state;
     char *saved = getenv("ASAN_OPTIONS") ? strdup(getenv("ASAN_OPTIONS")) : NULL;
@@ -287,27 +289,10 @@ static void test_flood_bounded_with_receive_path_starved(void **state) {
     node n = start_node(gguf(), "starved", opts);
     if (saved) setenv("ASAN_OPTIONS", saved, 1);
     free(saved);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    const int cpu = 0;
     int fd = mwt_zmtp_connect(n.endpoint, 5000);
     assert_true(fd >= 0);
     long rss0 = proc_kb(n.pid, "VmRSS");
-    pid_t burner = fork();
-    if (burner == 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu, &set);
-        sched_setaffinity(0, sizeof set, &set);
-        for (volatile unsigned long x = 0;; x++) {
-        }
-    }
-    if (cpus > 1) { /* the client on another CPU */
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        for (int c = 1; c < cpus && c < CPU_SETSIZE; c++) CPU_SET(c, &set);
-        sched_setaffinity(0, sizeof set, &set);
-    }
-    assert_true(starve_node(n.pid, cpu, true) > 0);
+    assert_true(freeze_node(n.pid, true) > 0);
     /* 1 MiB parts flagged MORE, for 3 s, without blocking on a peer that stopped reading */
     enum { PART = 1 << 20 };
     uint8_t *buf = calloc(1, 9 + PART);
@@ -332,16 +317,10 @@ static void test_flood_bounded_with_receive_path_starved(void **state) {
         long g = proc_kb(n.pid, "VmHWM") - rss0;
         if (g > peak) peak = g;
     }
-    fprintf(stderr, "    starved: %zu MiB sent in 3 s, node peak +%ld KiB%s\n", sent >> 20, peak,
+    fprintf(stderr, "    stopped: %zu MiB sent in 3 s, node peak +%ld KiB%s\n", sent >> 20, peak,
             gone ? " (cut off meanwhile)" : "");
-    /* the CPU back: the paused peer is found holding an unfinished message and cut off */
-    kill(burner, SIGKILL);
-    waitpid(burner, NULL, 0);
-    starve_node(n.pid, cpu, false);
-    cpu_set_t all;
-    CPU_ZERO(&all);
-    for (int c = 0; c < cpus && c < CPU_SETSIZE; c++) CPU_SET(c, &all);
-    sched_setaffinity(0, sizeof all, &all);
+    /* running again: the paused peer is found holding an unfinished message and cut off */
+    assert_true(freeze_node(n.pid, false) > 0);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     /* the flood goes on (the rest of the part, then whole parts) until the node cuts it off */
     size_t more = 0;
