@@ -407,9 +407,15 @@ static bool to_peer(conn *c) {
  * last goes to the peer, then both close. */
 static void zmq_closed(wr_relay *r, conn *c) {
     if (c->out_len) to_peer(c); /* what the socket does not take now is lost with it */
+    pthread_mutex_lock(&r->lock);
+    char name[256];
+    snprintf(name, sizeof name, "%s", r->name);
+    pthread_mutex_unlock(&r->lock);
     if (!c->delivered_any && !r->o.quiet)
-        fprintf(stderr, "%s: peer %s dropped by the socket before its first message\n", r->name,
-                c->peer[0] ? c->peer : "?");
+        fprintf(stderr,
+                "%s: peer %s dropped before its first message (a refused key, or no moewire "
+                "client)\n",
+                name, c->peer[0] ? c->peer : "?");
     close_conn(r, c);
 }
 
