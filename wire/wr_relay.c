@@ -33,7 +33,7 @@
 #include "util/mw_time.h"
 
 /* Bytes read from a peer, or from libzmq for it, at once: each direction has one buffer. */
-#define CHUNK (64u << 10)
+#define CHUNK (128u << 10)
 /* The kernel's receive buffer of each accepted connection (Linux doubles it for bookkeeping):
  * what a peer can have in flight towards a node that does not read it, and still the
  * bandwidth-delay product of a 10 Gbit/s link at 0.8 ms. */
@@ -41,14 +41,17 @@
 /* The send buffer of each unix connection (Linux doubles it): at most about that much passed on
  * to libzmq that it has not read yet, which the cost ring below must cover to price a delivered
  * message. */
-#define UNIX_SNDBUF (64 << 10)
+#define UNIX_SNDBUF (256 << 10)
 /* The most a wire byte can cost: an empty part is 2 bytes on the wire. */
 #define MAX_COST_PER_BYTE ((WR_RELAY_PART_COST + 2) / 2)
 /* Cost marks per connection: (wire bytes passed on, their cost) at chunk ends; a mark closer than
  * MARK_STEP to the previous one replaces it, so they span at least RING * MARK_STEP bytes. */
 #define RING      1024
-#define MARK_STEP 256
+#define MARK_STEP 1024
 #define GREETING  64 /* ZMTP 3's greeting */
+/* Heartbeats are frames too, and no message follows them on an idle connection: this much a second
+ * since a peer's last message is not counted (a flood gains nothing from it). */
+#define ALLOWANCE_PER_S 1024
 
 typedef struct mark {
     uint64_t wire, cost;
@@ -80,6 +83,9 @@ struct conn {
     uint64_t fwd;        /* of them, written to libzmq */
     uint64_t cost;       /* the cost of what was read */
     uint64_t base;       /* the cost at the last delivered message */
+    uint64_t base_ns;    /* when it was taken */
+    uint64_t allow;      /* what ZMTP's heartbeats and other commands may add between messages:
+                            ALLOWANCE_PER_S since base_ns, as of the relay's last look */
     mark ring[RING];
     uint32_t ring_head, ring_n;
     bool delivered_any, dead, doomed;
@@ -106,6 +112,12 @@ struct wr_relay {
 };
 
 static uint64_t held(const conn *c) {
+    return c->cost > c->base + c->allow ? c->cost - c->base - c->allow : 0;
+}
+
+/* What it holds without the allowance: what a peer that stalled at its limit is judged by (the
+ * allowance lets a few bytes in now and then, so held() hovers at the limit). */
+static uint64_t raw_held(const conn *c) {
     return c->cost > c->base ? c->cost - c->base : 0;
 }
 
@@ -238,13 +250,12 @@ static void set_events(wr_relay *r, conn *c, int which, uint32_t want) {
     c->ev[which] = want;
 }
 
-/* Whether c may be read now (the caller holds the lock); else when it reached a budget is noted. */
+/* Whether c may be read now (the caller holds the lock); else when it first reached a budget
+ * since its last delivered message is noted (the allowance may let a few more bytes in
+ * meanwhile: the stall is counted from the first time). */
 static bool may_read(wr_relay *r, conn *c, uint64_t total, uint64_t now) {
     if (c->in_len) return false; /* what was read is not passed on yet */
-    if (held(c) < r->o.peer_bytes && total < r->o.total_bytes) {
-        c->paused_ns = 0;
-        return true;
-    }
+    if (held(c) < r->o.peer_bytes && total < r->o.total_bytes) return true;
     if (!c->paused_ns) c->paused_ns = now;
     return false;
 }
@@ -315,6 +326,7 @@ static void accept_one(wr_relay *r) {
     c->tcp = fd;
     c->ux = ux;
     c->greet_left = GREETING;
+    c->base_ns = mw_now_ns();
     c->s[0] = (side){c, 0};
     c->s[1] = (side){c, 1};
     peer_of(fd, c->peer, sizeof c->peer);
@@ -427,7 +439,8 @@ static void judge(wr_relay *r, uint64_t now) {
     conn *victim = NULL;
     char why[200] = "";
     pthread_mutex_lock(&r->lock);
-    const uint64_t total = total_held(r);
+    uint64_t total = 0;
+    for (size_t i = 0; i < r->n; i++) total += raw_held(r->conns[i]);
     for (size_t i = 0; i < r->n && !victim; i++) {
         conn *c = r->conns[i];
         if (c->doomed) {
@@ -438,12 +451,12 @@ static void judge(wr_relay *r, uint64_t now) {
         if (!c->paused_ns || now - c->paused_ns < stall ||
             (!waiting && idle < c->paused_ns + stall))
             continue;
-        if (held(c) >= r->o.peer_bytes) {
+        if (raw_held(c) >= r->o.peer_bytes) {
             victim = c;
             snprintf(why, sizeof why,
                      "%" PRIu64 " bytes received beyond its last whole message (the limit per "
                      "peer is %" PRIu64 ")",
-                     held(c), r->o.peer_bytes);
+                     raw_held(c), r->o.peer_bytes);
         }
     }
     if (!victim && total >= r->o.total_bytes) {
@@ -451,14 +464,15 @@ static void judge(wr_relay *r, uint64_t now) {
         for (size_t i = 0; i < r->n; i++) {
             conn *c = r->conns[i];
             if (c->paused_ns && now - c->paused_ns >= stall &&
-                (waiting || idle >= c->paused_ns + stall) && (!victim || held(c) > held(victim)))
+                (waiting || idle >= c->paused_ns + stall) &&
+                (!victim || raw_held(c) > raw_held(victim)))
                 victim = c;
         }
         if (victim)
             snprintf(why, sizeof why,
                      "%" PRIu64 " bytes unfinished, the most of all peers, which hold %" PRIu64
                      " (the limit for all is %" PRIu64 ")",
-                     held(victim), total, r->o.total_bytes);
+                     raw_held(victim), total, r->o.total_bytes);
     }
     pthread_mutex_unlock(&r->lock);
     if (victim) {
@@ -475,7 +489,12 @@ static void *loop(void *arg) {
     while (!atomic_load(&r->stop)) {
         bool paused = false;
         pthread_mutex_lock(&r->lock);
-        const uint64_t now = mw_now_ns(), total = total_held(r);
+        const uint64_t now = mw_now_ns();
+        for (size_t i = 0; i < r->n; i++) {
+            conn *c = r->conns[i];
+            c->allow = (now - c->base_ns) / (1000000000ull / ALLOWANCE_PER_S);
+        }
+        const uint64_t total = total_held(r);
         for (size_t i = 0; i < r->n; i++) {
             arm(r, r->conns[i], total, now);
             paused |= r->conns[i]->paused_ns != 0 || r->conns[i]->doomed;
@@ -685,8 +704,13 @@ void wr_relay_delivered(wr_relay *r, int fd) {
         uint64_t cost;
         /* what libzmq has read of the stream: all passed on but what waits in its socket */
         const uint64_t read = c->fwd > (uint64_t)unread ? c->fwd - (uint64_t)unread : 0;
-        if (cost_at(c, read, &cost) && cost > c->base) c->base = cost;
-        wake = c->paused_ns != 0;
+        if (cost_at(c, read, &cost) && cost > c->base) {
+            c->base = cost;
+            c->base_ns = mw_now_ns();
+            c->allow = 0;
+            wake = c->paused_ns != 0;
+            c->paused_ns = 0;
+        }
     }
     pthread_mutex_unlock(&r->lock);
     if (wake) nudge(r);
