@@ -112,6 +112,8 @@ int wr_live_endpoint(const char *endpoint, char *host, size_t cap, int *port) {
     char *stop;
     long p = strtol(colon + 1, &stop, 10);
     const char *hash = strchr(colon + 1, '#'); /* a pinned key after the port */
+    if (colon[1] == '*' && !colon[2])          /* any port: a bind's wildcard */
+        p = 0, stop = (char *)colon + 2;
     if (stop == colon + 1 || (*stop && stop != hash) || p < 0 || p > 65535) return -1;
     if ((size_t)(end - h) >= cap) return -1;
     memcpy(host, h, (size_t)(end - h));

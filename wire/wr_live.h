@@ -26,8 +26,8 @@
 #include "util/mw_err.h"
 #include "wire/wr_msg.h"
 
-/* Splits "tcp://HOST:PORT" ("[v6]" hosts unbracketed) into host and port; -1 for other
- * transports or a malformed endpoint. */
+/* Splits "tcp://HOST:PORT" ("[v6]" hosts unbracketed; port "*", a bind's wildcard, is 0) into
+ * host and port; -1 for other transports or a malformed endpoint. */
 int wr_live_endpoint(const char *endpoint, char *host, size_t cap, int *port);
 
 /* ---- the node's side ---- */

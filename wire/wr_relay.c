@@ -31,6 +31,7 @@
 #include "util/mw_platform.h"
 #include "util/mw_thread.h"
 #include "util/mw_time.h"
+#include "wire/wr_live.h"
 
 /* Bytes read from a peer, or from libzmq for it, at once: each direction has one buffer. */
 #define CHUNK (128u << 10)
@@ -558,25 +559,12 @@ static void *loop(void *arg) {
     return NULL;
 }
 
-static int parse_bind(const char *endpoint, char *host, size_t cap, char *port, size_t pcap) {
-    if (strncmp(endpoint, "tcp://", 6)) return -1;
-    const char *h = endpoint + 6, *colon = strrchr(h, ':'), *end = colon;
-    if (!colon || colon == h) return -1;
-    if (*h == '[') {
-        if (colon[-1] != ']') return -1;
-        h++, end--;
-    }
-    if ((size_t)(end - h) >= cap || strlen(colon + 1) >= pcap) return -1;
-    memcpy(host, h, (size_t)(end - h));
-    host[end - h] = '\0';
-    snprintf(port, pcap, "%s", strcmp(colon + 1, "*") ? colon + 1 : "0");
-    return 0;
-}
-
 static int listen_on(const char *endpoint, char *bound, size_t cap, mw_err *err) {
     char host[256], port[32];
-    if (parse_bind(endpoint, host, sizeof host, port, sizeof port))
+    int p = 0;
+    if (wr_live_endpoint(endpoint, host, sizeof host, &p))
         return mw_errf(err, "%s: not a tcp://HOST:PORT endpoint", endpoint);
+    snprintf(port, sizeof port, "%d", p);
     const bool any = !strcmp(host, "*");
     struct addrinfo hints = {.ai_family = any ? AF_INET : AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -602,7 +590,7 @@ static int listen_on(const char *endpoint, char *bound, size_t cap, mw_err *err)
     socklen_t len = sizeof ss;
     getsockname(fd, (struct sockaddr *)&ss, &len);
     char ip[INET6_ADDRSTRLEN] = "?";
-    int p = 0;
+    p = 0;
     if (ss.ss_family == AF_INET6) {
         inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip);
         p = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);

@@ -32,6 +32,10 @@ static void test_endpoint_split(void **state) {
     assert_int_equal(port, 7);
     assert_int_equal(wr_live_endpoint("tcp://*:80", host, sizeof host, &port), 0);
     assert_string_equal(host, "*");
+    assert_int_equal(wr_live_endpoint("tcp://127.0.0.1:*", host, sizeof host, &port), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 0);
+    assert_int_equal(wr_live_endpoint("tcp://h:*1", host, sizeof host, &port), -1);
     assert_int_equal(wr_live_endpoint("ipc:///tmp/x", host, sizeof host, &port), -1);
     assert_int_equal(wr_live_endpoint("tcp://h:99999", host, sizeof host, &port), -1);
     assert_int_equal(wr_live_endpoint("tcp://h:1x", host, sizeof host, &port), -1);
