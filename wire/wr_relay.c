@@ -7,8 +7,10 @@
 
 #include <zmq.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -98,7 +100,9 @@ struct wr_relay {
     wr_relay_opts o;
     char name[256];
     int lfd, ep, wake;
-    char ipc_name[96]; /* abstract, without the leading NUL */
+    /* libzmq listens on a unix socket in a directory of its own (0700): no other user's
+     * process can reach the socket past the relay */
+    char dir[128], path[160];
     char client_prefix[64];
     pthread_t th;
     atomic_bool stop;
@@ -320,7 +324,10 @@ static void accept_one(wr_relay *r) {
     if (bind(ux, (struct sockaddr *)&a, len) != 0 ||
         setsockopt(ux, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0)
         goto fail;
-    len = abstract(&a, r->ipc_name);
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, r->path, strlen(r->path) + 1);
+    len = (socklen_t)sizeof a;
     /* libzmq listens: a local connect completes at once */
     if (connect(ux, (struct sockaddr *)&a, len) != 0) goto fail;
     if (fcntl(ux, F_SETFL, fcntl(ux, F_GETFL) | O_NONBLOCK) != 0) goto fail;
@@ -603,6 +610,33 @@ static int listen_on(const char *endpoint, char *bound, size_t cap, mw_err *err)
     return fd;
 }
 
+/* The directories of relays whose process is gone (killed: nobody removed them) go. */
+static void sweep(const char *tmp) {
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    static const char prefix[] = "moewire-relay-";
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, prefix, sizeof prefix - 1)) continue;
+        const long pid = strtol(e->d_name + sizeof prefix - 1, NULL, 10);
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s/s", tmp, e->d_name);
+        unlink(path);
+        path[strlen(path) - 2] = '\0';
+        rmdir(path);
+    }
+    closedir(d);
+}
+
+static void remove_dir(wr_relay *r) {
+    if (!r->dir[0]) return;
+    unlink(r->path);
+    rmdir(r->dir);
+    r->dir[0] = '\0';
+}
+
 int wr_relay_start(void *sock, const char *endpoint, const wr_relay_opts *o, wr_relay **out,
                    char *bound, size_t cap, mw_err *err) {
     *out = NULL;
@@ -618,11 +652,25 @@ int wr_relay_start(void *sock, const char *endpoint, const wr_relay_opts *o, wr_
     atomic_init(&r->waiting, false);
     atomic_init(&r->nudged, false);
     uint64_t tag = mw_now_ns() ^ (uint64_t)(uintptr_t)r;
-    snprintf(r->ipc_name, sizeof r->ipc_name, "moewire-%d-%016" PRIx64, (int)getpid(), tag);
+    const char *tmp = getenv("TMPDIR");
+    sweep(tmp && *tmp ? tmp : "/tmp");
+    snprintf(r->dir, sizeof r->dir, "%s/moewire-relay-%d-XXXXXX", tmp && *tmp ? tmp : "/tmp",
+             (int)getpid());
+    if (!mkdtemp(r->dir)) {
+        mw_errf(err, "relay: cannot create a directory in %s: %s", tmp && *tmp ? tmp : "/tmp",
+                strerror(errno));
+        r->dir[0] = '\0';
+        goto fail;
+    }
+    snprintf(r->path, sizeof r->path, "%s/s", r->dir);
+    if (strlen(r->path) >= sizeof((struct sockaddr_un *)0)->sun_path) {
+        mw_errf(err, "relay: %s: too long a path for a unix socket (set TMPDIR)", r->path);
+        goto fail;
+    }
     snprintf(r->client_prefix, sizeof r->client_prefix, "moewire-%d-%016" PRIx64 "-c",
              (int)getpid(), tag);
-    char ipc[128];
-    snprintf(ipc, sizeof ipc, "ipc://@%s", r->ipc_name);
+    char ipc[192];
+    snprintf(ipc, sizeof ipc, "ipc://%s", r->path);
     if (zmq_bind(sock, ipc) != 0) {
         mw_errf(err, "relay: cannot bind %s: %s", ipc, zmq_strerror(errno));
         goto fail;
@@ -645,6 +693,7 @@ int wr_relay_start(void *sock, const char *endpoint, const wr_relay_opts *o, wr_
     *out = r;
     return 0;
 fail:
+    remove_dir(r);
     if (r->lfd >= 0) close(r->lfd);
     if (r->ep >= 0) close(r->ep);
     if (r->wake >= 0) close(r->wake);
@@ -675,6 +724,7 @@ void wr_relay_stop(wr_relay *r) {
     close(r->lfd);
     close(r->ep);
     close(r->wake);
+    remove_dir(r); /* libzmq keeps listening on the descriptor; nobody connects any more */
     pthread_mutex_destroy(&r->lock);
     free(r->conns);
     free(r);
@@ -763,7 +813,7 @@ wr_relay_stats wr_relay_get_stats(wr_relay *r) {
     return s;
 }
 
-#else /* no epoll, no abstract unix addresses */
+#else /* no epoll, no abstract unix addresses (the relayed connections' names) */
 
 #include <errno.h>
 #include <string.h>

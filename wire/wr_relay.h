@@ -11,14 +11,17 @@
  *
  * So libzmq reads no peer directly. The relay accepts the TCP connections itself and hands each
  * one's bytes on, unchanged, over a unix-domain connection of its own to the socket, which is
- * bound to an abstract ipc:// endpoint (ZMTP and CURVE run end to end, through the relay). It
- * reads a peer only while what it has passed on for it beyond its last delivered message is
- * under the peer's budget, and all peers together under the total: the cost of what is passed on
+ * bound to an ipc:// endpoint in a directory only this user can enter (mkdtemp under $TMPDIR,
+ * removed at stop), so no other user's process reaches it past the relay; ZMTP and CURVE run end
+ * to end, through the relay. It reads a peer only while what it has passed on for it beyond its
+ * last delivered message is under the peer's budget, and all peers together under the total: the cost of what is passed on
  * is counted frame by frame (the ZMTP framing is plain text, under CURVE too) as the frame's
  * bytes plus what libzmq keeps per part (WR_RELAY_PART_COST), so a flood of empty parts is
- * bounded in memory, not in bytes. A peer at its budget is not read any more (TCP stops it); once
- * the owner has gone looking for messages (wr_relay_idle) and none came from it for
- * WR_RELAY_STALL_MS, it holds an unfinished message, and it is cut off: the TCP connection is
+ * bounded in memory, not in bytes (ALLOWANCE_PER_S since its last message is not counted: an
+ * idle connection's heartbeats). A peer at its budget is not read any more (TCP stops it); when
+ * no message came from it for WR_RELAY_STALL_MS since it first reached the budget, and the owner
+ * has looked for messages meanwhile (wr_relay_waiting, wr_relay_idle), it holds an unfinished
+ * message, and it is cut off: the TCP connection is
  * reset, the unix one closed (libzmq drops it and frees the message), one line on stderr names the
  * peer and the limit. No timing decides the bound: a relay thread that waits for a CPU reads
  * nothing meanwhile. The kernel's receive buffer of each connection is fixed (1 MiB).
@@ -54,9 +57,9 @@ typedef struct wr_relay_opts {
 
 typedef struct wr_relay wr_relay;
 
-/* Binds sock (a ROUTER of ctx, from the thread that owns it) to an abstract ipc:// endpoint of
- * its own, listens on the tcp:// endpoint ("*" host: every IPv4 address; port "*" or 0:
- * any), and starts relaying. The bound TCP endpoint ("tcp://IP:PORT") goes to bound. */
+/* Binds sock (a ROUTER, from the thread that owns it) to an ipc:// endpoint of its own, listens on
+ * the tcp:// endpoint ("*" host: every IPv4 address; port "*" or 0: any), and starts relaying. The
+ * bound TCP endpoint ("tcp://IP:PORT") goes to bound. */
 int wr_relay_start(void *sock, const char *endpoint, const wr_relay_opts *o, wr_relay **out,
                    char *bound, size_t cap, mw_err *err);
 /* Stops the relay thread, closes every connection, frees the relay (NULL is fine). */
