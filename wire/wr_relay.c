@@ -52,6 +52,8 @@
 #define RING      1024
 #define MARK_STEP 1024
 #define GREETING  64 /* ZMTP 3's greeting */
+/* After accept() failed for want of descriptors or memory, the next try this much later. */
+#define ACCEPT_RETRY_NS 100000000ull
 /* Heartbeats are frames too, and no message follows them on an idle connection: this much a second
  * since a peer's last message is not counted (a flood gains nothing from it). */
 #define ALLOWANCE_PER_S 1024
@@ -307,9 +309,12 @@ static void cut(wr_relay *r, conn *c, const char *why) {
     close_conn(r, c);
 }
 
-static void accept_one(wr_relay *r) {
+/* Takes one connection; false when accepting fails for want of a resource (descriptors, memory):
+ * the listening socket stays readable then, and is left alone a while. */
+static bool accept_one(wr_relay *r) {
     int fd = accept4(r->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0)
+        return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED || errno == EPROTO;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     conn *c = calloc(1, sizeof *c);
@@ -360,12 +365,13 @@ static void accept_one(wr_relay *r) {
         close_conn(r, c);
         free_conn(c);
     }
-    return;
+    return true;
 fail:
     /* refused, not queued: the peer sees the connection fail and may try again */
     if (c) free(c->in), free(c->out), free(c);
     if (ux >= 0) close(ux);
     close(fd);
+    return true;
 }
 
 /* Reads what it may of the peer (the caller checked may_read); false when the connection ends. */
@@ -373,6 +379,7 @@ static bool from_peer(wr_relay *r, conn *c) {
     pthread_mutex_lock(&r->lock);
     const uint64_t total = total_held(r), h = held(c);
     pthread_mutex_unlock(&r->lock);
+    if (h >= r->o.peer_bytes || total >= r->o.total_bytes) return true; /* at a limit: later */
     uint64_t room = r->o.peer_bytes - h;
     if (r->o.total_bytes - total < room) room = r->o.total_bytes - total;
     /* at most what the room can pay for were every byte an empty part */
@@ -494,10 +501,16 @@ static void *loop(void *arg) {
     struct epoll_event ev[64];
     conn **grave = NULL;
     size_t n_grave = 0, cap_grave = 0;
+    uint64_t accept_at = 0; /* when to accept again after a failure (0: accepting) */
     while (!atomic_load(&r->stop)) {
-        bool paused = false;
-        pthread_mutex_lock(&r->lock);
+        bool paused = accept_at != 0;
         const uint64_t now = mw_now_ns();
+        if (accept_at && now >= accept_at) {
+            struct epoll_event el = {.events = EPOLLIN, .data.ptr = NULL};
+            epoll_ctl(r->ep, EPOLL_CTL_MOD, r->lfd, &el);
+            accept_at = 0;
+        }
+        pthread_mutex_lock(&r->lock);
         for (size_t i = 0; i < r->n; i++) {
             conn *c = r->conns[i];
             c->allow = (now - c->base_ns) / (1000000000ull / ALLOWANCE_PER_S);
@@ -512,7 +525,11 @@ static void *loop(void *arg) {
         if (k < 0 && errno != EINTR) break;
         for (int i = 0; i < k; i++) {
             if (!ev[i].data.ptr) {
-                accept_one(r);
+                if (!accept_one(r)) { /* EMFILE and the like: try again in a while */
+                    struct epoll_event el = {.events = 0, .data.ptr = NULL};
+                    epoll_ctl(r->ep, EPOLL_CTL_MOD, r->lfd, &el);
+                    accept_at = mw_now_ns() + ACCEPT_RETRY_NS;
+                }
                 continue;
             }
             if (ev[i].data.ptr == (void *)r) {
