@@ -211,9 +211,12 @@ static int bind_socket(en_node *n, mw_err *err) {
      * on an ipc:// endpoint of the relay's. Other transports (ipc://, inproc://) have no remote
      * peers. */
     if (!strncmp(n->opts.bind, "tcp://", 6)) {
+        /* with --affinity, beside libzmq's I/O thread (above) */
         wr_relay_opts ro = {.peer_bytes = n->opts.peer_limit,
                             .total_bytes = n->opts.recv_limit,
-                            .name = "expert-node"};
+                            .name = "expert-node",
+                            .bind_cpu = n->opts.bind_cpus,
+                            .cpu = n->opts.bind_cpus ? kn_cpu_at(n->opts.cpu_first) : 0};
         mw_err re;
         if (wr_relay_start(n->router, n->opts.bind, &ro, &n->relay, n->endpoint, sizeof n->endpoint,
                            &re) == 0)

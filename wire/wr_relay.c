@@ -707,6 +707,9 @@ int wr_relay_start(void *sock, const char *endpoint, const wr_relay_opts *o, wr_
         mw_errf(err, "relay: cannot start its thread");
         goto fail;
     }
+    if (o->bind_cpu && mw_thread_bind_cpu(r->th, o->cpu) != 0 && !o->quiet)
+        fprintf(stderr, "%s: the receive relay's thread runs unbound: CPU %d refused\n", r->name,
+                o->cpu);
     *out = r;
     return 0;
 fail:

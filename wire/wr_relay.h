@@ -14,17 +14,17 @@
  * bound to an ipc:// endpoint in a directory only this user can enter (mkdtemp under $TMPDIR,
  * removed at stop), so no other user's process reaches it past the relay; ZMTP and CURVE run end
  * to end, through the relay. It reads a peer only while what it has passed on for it beyond its
- * last delivered message is under the peer's budget, and all peers together under the total: the cost of what is passed on
- * is counted frame by frame (the ZMTP framing is plain text, under CURVE too) as the frame's
- * bytes plus what libzmq keeps per part (WR_RELAY_PART_COST), so a flood of empty parts is
- * bounded in memory, not in bytes (ALLOWANCE_PER_S since its last message is not counted: an
- * idle connection's heartbeats). A peer at its budget is not read any more (TCP stops it); when
- * no message came from it for WR_RELAY_STALL_MS since it first reached the budget, and the owner
- * has looked for messages meanwhile (wr_relay_waiting, wr_relay_idle), it holds an unfinished
- * message, and it is cut off: the TCP connection is
- * reset, the unix one closed (libzmq drops it and frees the message), one line on stderr names the
- * peer and the limit. No timing decides the bound: a relay thread that waits for a CPU reads
- * nothing meanwhile. The kernel's receive buffer of each connection is fixed (1 MiB).
+ * last delivered message is under the peer's budget, and all peers together under the total: the
+ * cost of what is passed on is counted frame by frame (the ZMTP framing is plain text, under CURVE
+ * too) as the frame's bytes plus what libzmq keeps per part (WR_RELAY_PART_COST), so a flood of
+ * empty parts is bounded in memory, not in bytes (ALLOWANCE_PER_S since its last message is not
+ * counted: an idle connection's heartbeats). A peer at its budget is not read any more (TCP stops
+ * it); when no message came from it for WR_RELAY_STALL_MS since it first reached the budget, and
+ * the owner has looked for messages meanwhile (wr_relay_waiting, wr_relay_idle), it holds an
+ * unfinished message, and it is cut off: the TCP connection is reset, the unix one closed (libzmq
+ * drops it and frees the message), one line on stderr names the peer and the limit. No timing
+ * decides the bound: a relay thread that waits for a CPU reads nothing meanwhile. The kernel's
+ * receive buffer of each connection is fixed (1 MiB).
  *
  * The owner reports each message it receives (wr_relay_delivered with its ZMQ_SRCFD, the unix
  * connection, whose peer address names the relayed connection). Replies travel back the same
@@ -53,6 +53,9 @@ typedef struct wr_relay_opts {
     uint64_t total_bytes; /* for all peers together */
     const char *name;     /* prefix of log lines, e.g. "expert-node n1" */
     bool quiet;           /* no log lines */
+    bool bind_cpu;        /* run the relay's thread on CPU `cpu` (the one libzmq's I/O thread is
+                             bound to: a message passes between them without waking a core) */
+    int cpu;
 } wr_relay_opts;
 
 typedef struct wr_relay wr_relay;
