@@ -6,9 +6,14 @@
  * the message's connection, wr_relay_waiting around its poll). Prints one JSON object per size:
  * the median round trip of each (median over rounds of each round's median), the relay's over
  * the direct one per round (median, minimum, maximum over rounds), and the process's CPU time per
- * round trip of each (client, echo and relay threads together). `bench_relay --help` lists the
+ * round trip of each (client, echo and relay threads together). --affinity binds each echo side
+ * (its thread, libzmq's I/O thread, the relay's thread) to the last CPU and the client to the
+ * others, as an expert node with --affinity binds itself. `bench_relay --help` lists the
  * options. */
 #include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,7 @@
 #include <time.h>
 
 #include "bench/bench_util.h"
+#include "util/mw_platform.h"
 #include "wire/wr_relay.h"
 #include "wire/wr_zmq.h"
 
@@ -27,8 +33,11 @@ typedef struct echo {
     atomic_bool stop;
 } echo;
 
+static int echo_cpu = -1; /* --affinity: the CPU of the echo sides */
+
 static void *echo_loop(void *arg) {
     echo *e = arg;
+    if (echo_cpu >= 0) mw_thread_bind_cpu(pthread_self(), echo_cpu);
     wr_rx rx;
     wr_rx_init(&rx);
     zmq_pollitem_t it = {e->sock, 0, ZMQ_POLLIN, 0};
@@ -54,11 +63,16 @@ static void *echo_loop(void *arg) {
 static int echo_start(echo *e, bool relay) {
     memset(e, 0, sizeof *e);
     e->ctx = zmq_ctx_new();
+    if (echo_cpu >= 0) zmq_ctx_set(e->ctx, ZMQ_THREAD_AFFINITY_CPU_ADD, echo_cpu);
     e->sock = zmq_socket(e->ctx, ZMQ_ROUTER);
     mw_err err;
     if (!e->sock || wr_socket_setup(e->sock, NULL, &err)) return -1;
     if (relay) {
-        wr_relay_opts o = {.peer_bytes = 64u << 20, .total_bytes = 256u << 20, .name = "bench"};
+        wr_relay_opts o = {.peer_bytes = 64u << 20,
+                           .total_bytes = 256u << 20,
+                           .name = "bench",
+                           .bind_cpu = echo_cpu >= 0,
+                           .cpu = echo_cpu};
         if (wr_relay_start(e->sock, "tcp://127.0.0.1:0", &o, &e->relay, e->endpoint,
                            sizeof e->endpoint, &err)) {
             fprintf(stderr, "bench_relay: %s\n", err.msg);
@@ -110,11 +124,14 @@ static double round_trips(void *s, size_t size, int n, double *cpu) {
 
 int main(int argc, char **argv) {
     int rounds = 9, n = 2000, sizes[4] = {64, 65536, 1 << 20}, n_sizes = 3;
+    bool affinity = false;
     const bu_opt opts[] = {
         BU_OPT_IN("--rounds", BU_INT, &rounds, "R", "rounds, direct and relayed taking turns", 1,
                   1000),
         BU_OPT_IN("--n", BU_INT, &n, "N", "round trips per round and size", 10, 1000000),
         BU_OPT_INTS("--sizes", sizes, &n_sizes, 4, "64,65536,1048576", "message bytes", 1, 1 << 20),
+        BU_OPT("--affinity", BU_FLAG, &affinity, NULL,
+               "echo sides on the last CPU (with the relay), the client on the others"),
     };
     const bu_cli cli = {
         "bench_relay", "the receive relay's cost on a loopback round trip, against a direct bind",
@@ -123,6 +140,14 @@ int main(int argc, char **argv) {
     int first;
     const int status = bu_args(argc, argv, &cli, &first);
     if (status != BU_RUN) return status;
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (affinity && cpus > 1) {
+        echo_cpu = (int)cpus - 1;
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        for (int c = 0; c < echo_cpu && c < CPU_SETSIZE; c++) CPU_SET(c, &set);
+        sched_setaffinity(0, sizeof set, &set);
+    }
     echo e[2];
     if (echo_start(&e[0], false) || echo_start(&e[1], true)) {
         fprintf(stderr, "bench_relay: cannot start the echo sockets\n");
@@ -150,11 +175,12 @@ int main(int argc, char **argv) {
         const double rt = (double)rounds * count;
         const double d = bu_median(med[0], rounds), rl = bu_median(med[1], rounds);
         const double lo = bu_min(ratio, rounds), mid = bu_median(ratio, rounds);
-        printf("{\"bench\":\"relay\",\"bytes\":%d,\"round_trips\":%d,\"direct_us\":%.1f,"
+        printf("{\"bench\":\"relay\",\"affinity\":%s,\"bytes\":%d,\"round_trips\":%d,\"direct_us\":"
+               "%.1f,"
                "\"relay_us\":%.1f,\"relay_over_direct\":%.3f,\"relay_over_direct_min\":%.3f,"
                "\"relay_over_direct_max\":%.3f,\"direct_cpu_us\":%.1f,\"relay_cpu_us\":%.1f}\n",
-               sizes[z], (int)rt, d, rl, mid, lo, ratio[rounds - 1], 1e6 * cpu[0] / rt,
-               1e6 * cpu[1] / rt);
+               echo_cpu >= 0 ? "true" : "false", sizes[z], (int)rt, d, rl, mid, lo,
+               ratio[rounds - 1], 1e6 * cpu[0] / rt, 1e6 * cpu[1] / rt);
         fflush(stdout);
     }
     for (int k = 0; k < 2; k++) zmq_close(s[k]);
