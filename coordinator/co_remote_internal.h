@@ -227,7 +227,8 @@ int co__heartbeat_ms(const co__remote *r, const char *endpoint);
 void co__live_welcome(co__remote *r, int i, const wr_welcome *w);
 /* Node i is drained: no more pings. */
 void co__live_forget(co__remote *r, int i);
-/* Marks down every serving node that fell silent since the last check; whether one did. */
+/* Marks down every serving node that fell silent since the last check; whether one did
+ * (co_remote_members.c, which marks nodes down). */
 bool co__live_check(co__remote *r);
 /* The descriptor that becomes readable when a node falls silent (-1: none). */
 int co__live_fd(const co__remote *r);

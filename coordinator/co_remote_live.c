@@ -1,8 +1,9 @@
 /* coordinator/co_remote_live.c — the remote backend's use of the liveness channel (wire/wr_live.h):
- * each node that announced one in its Welcome is pinged by a thread of the backend's own, and a
- * node that leaves the pings of down_ms unanswered is marked down by the thread that runs the
- * backend (between layers, or at once while it waits for replies), its work going to replicas.
- * ZMTP heartbeats stay on the data connections as the backstop, with a longer timeout. */
+ * each node that announced one in its Welcome is pinged by a thread of the backend's own; a node
+ * that leaves the pings of down_ms unanswered is marked down (co__live_check, with the other
+ * membership changes in co_remote_members.c) by the thread that runs the backend, between layers
+ * or at once while it waits for replies, its work going to replicas. ZMTP heartbeats stay on the
+ * data connections as the backstop, with a longer timeout. */
 #include <stdio.h>
 #include <string.h>
 
@@ -52,25 +53,6 @@ void co__live_welcome(co__remote *r, int i, const wr_welcome *w) {
 
 void co__live_forget(co__remote *r, int i) {
     wr_live_prober_clear(r->live, i);
-}
-
-bool co__live_check(co__remote *r) {
-    if (!r->live) return false;
-    wr_live_prober_ack(r->live);
-    bool any = false;
-    for (int i = 0; i < r->o.n_nodes; i++) {
-        co__node *n = &r->nodes[i];
-        const wr_live_state st = wr_live_prober_state(r->live, i);
-        if (st.silences == n->live_seen) continue;
-        n->live_seen = st.silences;
-        if (n->down || n->drained) continue;
-        char why[128];
-        snprintf(why, sizeof why, "no answer on its liveness channel for %u ms", st.silent_ms);
-        co__acct_failed(&r->acct, i);
-        co__remote_down(r, i, why);
-        any = true;
-    }
-    return any;
 }
 
 int co__live_fd(const co__remote *r) {

@@ -14,6 +14,7 @@
 #include "coordinator/co_remote.h"
 #include "coordinator/co_remote_internal.h"
 #include "util/mw_time.h"
+#include "wire/wr_live.h"
 
 /* The MoE cells node i owned that no live node owns now, as "layer:e0-e1, ..." ranges. */
 static long orphaned(const co__remote *r, int i, char *out, size_t cap) {
@@ -107,6 +108,27 @@ void co__remote_rejoin_msg(co__remote *r, int i, const wr_msg *m) {
         fprintf(stderr, "coordinator: %s is back (%s, %s) after %.1f s: used again\n", n->name,
                 n->node_id, n->backend, (double)(mw_now_ns() - n->down_ns) * 1e-9);
     n->joining = false;
+}
+
+/* The liveness channel's verdicts (co_remote_live.c pings): marking down lives here, with every
+ * other way a node goes down. */
+bool co__live_check(co__remote *r) {
+    if (!r->live) return false;
+    wr_live_prober_ack(r->live);
+    bool any = false;
+    for (int i = 0; i < r->o.n_nodes; i++) {
+        co__node *n = &r->nodes[i];
+        const wr_live_state st = wr_live_prober_state(r->live, i);
+        if (st.silences == n->live_seen) continue;
+        n->live_seen = st.silences;
+        if (n->down || n->drained) continue;
+        char why[128];
+        snprintf(why, sizeof why, "no answer on its liveness channel for %u ms", st.silent_ms);
+        co__acct_failed(&r->acct, i);
+        co__remote_down(r, i, why);
+        any = true;
+    }
+    return any;
 }
 
 void co__remote_tend(co__remote *r) {

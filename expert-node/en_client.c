@@ -67,7 +67,7 @@ en__client *en__client_of(en_node *n, const wr_rx *rx, int fd) {
     }
     if (fd >= 0 && fd != c->fd) {
         c->fd = fd;
-        wr_guard_peer(n->guard, fd, c->peer, sizeof c->peer);
+        wr_relay_peer(n->relay, fd, c->peer, sizeof c->peer);
     }
     c->last_ns = now;
     return c;
@@ -75,7 +75,7 @@ en__client *en__client_of(en_node *n, const wr_rx *rx, int fd) {
 
 bool en__client_stalled(en_node *n, en__client *c) {
     uint64_t acked;
-    if (c->fd < 0 || wr_tcp_acked(c->fd, &acked) != 0) return false;
+    if (c->fd < 0 || wr_relay_acked(n->relay, c->fd, &acked) != 0) return false;
     /* c->sent counts payload only, so this is a lower bound of what waits for the client */
     return c->sent > acked && c->sent - acked > n->opts.peer_limit;
 }

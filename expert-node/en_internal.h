@@ -14,7 +14,7 @@
 #include "model/md_expert_table.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_curve.h"
-#include "wire/wr_guard.h"
+#include "wire/wr_relay.h"
 #include "wire/wr_live.h"
 #include "wire/wr_msg.h"
 #include "wire/wr_stats.h"
@@ -83,7 +83,7 @@ struct en_node {
     int wake[2]; /* self-pipe: en_node_stop writes, the loop polls */
     atomic_bool stopping;
     wr_limits lim;
-    wr_guard *guard;         /* bounds what peers make libzmq hold (NULL where unsupported) */
+    wr_relay *relay;         /* reads the peers, within their budgets (NULL: bound directly) */
     wr_live_responder *live; /* answers liveness pings off the serve loop (NULL: none) */
     uint8_t live_token[WR_LIVE_TOKEN];
     int live_port;

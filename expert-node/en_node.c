@@ -202,24 +202,34 @@ static int bind_socket(en_node *n, mw_err *err) {
     if (!n->router) return mw_errf(err, "cannot create a ZeroMQ socket: %s", zmq_strerror(errno));
     if (wr_socket_setup(n->router, &n->lim, err)) return -1;
     if (secure_socket(n, err)) return -1;
-    /* Messages queued per peer, each way (bytes are bounded by the guard and en_client.h): a
+    /* Messages queued per peer, each way (bytes are bounded by the relay and en_client.h): a
      * coordinator has a few batches in flight, never hundreds. */
     int hwm = EN__PEER_HWM;
     zmq_setsockopt(n->router, ZMQ_SNDHWM, &hwm, sizeof hwm);
     zmq_setsockopt(n->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
-    /* The guard follows every connection from its first byte: started before the bind. */
-    wr_guard_opts go = {.peer_bytes = n->opts.peer_limit,
-                        .total_bytes = n->opts.recv_limit,
-                        .name = "expert-node",
-                        .quiet = false};
-    mw_err ge;
-    if (wr_guard_start(n->zctx, n->router, &go, &n->guard, &ge) != 0)
-        fprintf(stderr, "expert-node: running without receive limits: %s\n", ge.msg);
+    /* TCP peers are read by the relay, within their budgets (wire/wr_relay.h); libzmq listens
+     * on an ipc:// endpoint of the relay's. Other transports (ipc://, inproc://) have no remote
+     * peers. */
+    if (!strncmp(n->opts.bind, "tcp://", 6)) {
+        /* with --affinity, beside libzmq's I/O thread (above) */
+        wr_relay_opts ro = {.peer_bytes = n->opts.peer_limit,
+                            .total_bytes = n->opts.recv_limit,
+                            .name = "expert-node",
+                            .bind_cpu = n->opts.bind_cpus,
+                            .cpu = n->opts.bind_cpus ? kn_cpu_at(n->opts.cpu_first) : 0};
+        mw_err re;
+        if (wr_relay_start(n->router, n->opts.bind, &ro, &n->relay, n->endpoint, sizeof n->endpoint,
+                           &re) == 0)
+            goto bound;
+        if (strstr(re.msg, "cannot bind")) return mw_errf(err, "%s", re.msg);
+        fprintf(stderr, "expert-node: running without receive limits: %s\n", re.msg);
+    }
     if (zmq_bind(n->router, n->opts.bind) != 0)
         return mw_errf(err, "cannot bind %s: %s", n->opts.bind, zmq_strerror(errno));
     size_t len = sizeof n->endpoint;
     if (zmq_getsockopt(n->router, ZMQ_LAST_ENDPOINT, n->endpoint, &len) != 0)
         snprintf(n->endpoint, sizeof n->endpoint, "%s", n->opts.bind);
+bound:
     start_liveness(n);
     return 0;
 }
@@ -290,7 +300,7 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
     snprintf(n->node_id, sizeof n->node_id, "%s", opts->node_id ? opts->node_id : n->endpoint);
     char name[300];
     snprintf(name, sizeof name, "expert-node %s", n->node_id);
-    wr_guard_rename(n->guard, name);
+    wr_relay_rename(n->relay, name);
     *out = n;
     return 0;
 fail:
@@ -315,7 +325,7 @@ void en_node_close(en_node *n) {
     wr_rx_free(&n->rx);
     en__clients_free(n);
     wr_live_responder_stop(n->live);
-    wr_guard_stop(n->guard);
+    wr_relay_stop(n->relay);
     if (n->router) zmq_close(n->router);
     wr_zap_stop(n->zap);
     if (n->zctx) zmq_ctx_term(n->zctx);

@@ -23,9 +23,9 @@ typedef struct en_opts {
     int group_window_us;
     bool quiet; /* no per-error log lines */
     bool pin;   /* copy the owned experts out of the file mapping onto huge pages (md_pin.h) */
-    /* receive limits (wire/wr_guard.h), 0 = defaults: bytes one peer may have received beyond
-     * its last whole message (2 × the largest message), and held for all peers (1 GiB, at least
-     * 4 × the peer limit) */
+    /* receive limits (wire/wr_relay.h), 0 = defaults: memory one peer may make the node hold
+     * beyond its last whole message (2 × the largest message), and for all peers (1 GiB, at
+     * least 4 × the peer limit) */
     uint64_t peer_limit, recv_limit;
     /* CURVE (wire/wr_curve.h): this node's key pair file and the coordinator keys it admits.
      * Without them a node binds only to this machine's addresses, unless insecure. */

@@ -226,13 +226,13 @@ static void handle_timed(en_node *n, en__client *c) {
  * one when its client used its quota, or dropped (see en_client.h). */
 static void admit(en_node *n) {
     const int fd = wr_rx_fd(&n->rx);
-    wr_guard_delivered(n->guard, fd);
+    wr_relay_delivered(n->relay, fd);
     if (n->rx.n_parts + n->rx.truncated > EN__MAX_MESSAGE_PARTS) {
         /* no client of ours sends that: drained, dropped, and the peer cut off */
         char why[128];
         snprintf(why, sizeof why, "sent a message of %d parts (a moewire message has %d)",
                  n->rx.n_parts + n->rx.truncated, WR_MAX_PARTS);
-        wr_guard_cut(n->guard, fd, why);
+        wr_relay_cut(n->relay, fd, why);
         return;
     }
     en__client *c = en__client_of(n, &n->rx, fd); /* NULL: out of memory, served all the same */
@@ -413,19 +413,6 @@ static void execute_round(en_node *n) {
     n->pending_rows = 0;
 }
 
-/* Bytes of the serve loop's own buffers (they grow to the largest round seen), with as much
- * again for the executor's scratch: the receive guard counts the rest of the heap as held for
- * peers. */
-static uint64_t own_bytes(const en_node *n) {
-    uint64_t b = (uint64_t)n->y_cap * sizeof(float);
-    for (int g = 0; g < EN__MAX_PENDING; g++)
-        b += (uint64_t)n->group[g].x_cap * sizeof(float) +
-             (uint64_t)n->group[g].assign_cap * sizeof(md_assignment);
-    b += n->in.rows.cap + n->in.assign.cap + n->in.scratch.cap + n->out.env.cap;
-    for (int i = 0; i < WR_MAX_FRAMES; i++) b += n->out.raw[i].cap + n->out.lz4[i].cap;
-    return 2 * b;
-}
-
 static int write_ready_file(const en_node *n, mw_err *err) {
     if (!n->opts.ready_file) return 0;
     char tmp[4200];
@@ -452,7 +439,7 @@ static void print_summary(en_node *n) {
             "encode %.1f, send %.1f\n",
             n->node_id, (double)n->t_recv * per, (double)n->t_handle * per,
             (double)n->t_compute * per, (double)n->t_encode * per, (double)n->t_send * per);
-    wr_guard_stats g = wr_guard_get_stats(n->guard);
+    wr_relay_stats g = wr_relay_get_stats(n->relay);
     fprintf(stderr,
             "expert-node %s: peers: %" PRIu64 " connection(s), %" PRIu64 " cut off at a limit "
             "(peer %" PRIu64 " MiB, all %" PRIu64 " MiB), most held at once %" PRIu64 " B; %" PRIu64
@@ -500,7 +487,10 @@ int en_node_serve(en_node *n, mw_err *err) {
             next_wd = mw_now_ms() + wd_ms;
         }
         /* requests deferred to this round: do not sleep */
-        if (zmq_poll(items, 2, en__clients_pending(n) ? 0 : wd_ms ? wd_ms : -1) < 0) {
+        wr_relay_waiting(n->relay, true);
+        const int polled = zmq_poll(items, 2, en__clients_pending(n) ? 0 : wd_ms ? wd_ms : -1);
+        wr_relay_waiting(n->relay, false);
+        if (polled < 0) {
             if (errno == EINTR) continue;
             rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
             break;
@@ -517,6 +507,7 @@ int en_node_serve(en_node *n, mw_err *err) {
             mw_err e;
             uint64_t t0 = mw_now_ns();
             if (wr_recv(n->router, &n->rx, true, ZMQ_DONTWAIT, &e) != 0) {
+                if (errno == EAGAIN) wr_relay_idle(n->relay);
                 if (errno == EAGAIN || errno == EINTR) break;
                 rc = mw_errf(err, "%s", e.msg);
                 goto out;
@@ -526,10 +517,7 @@ int en_node_serve(en_node *n, mw_err *err) {
             admit(n);
         }
         gather_window(n);
-        if (n->n_req) {
-            execute_round(n);
-            wr_guard_set_own(n->guard, own_bytes(n));
-        }
+        if (n->n_req) execute_round(n);
         /* The next batch is a network round trip away at best: the workers sleep meanwhile
          * instead of spinning on a core the coordinator (or another node) is computing on. */
         kn_pool_park(n->pool);

@@ -239,7 +239,13 @@ static void log_refusal(wr_zap *z, const char *key, const char *address, const c
     }
     r->last_ns = now;
     r->since = 0;
-    fprintf(stderr, "%s: refused a client from %s: %s%s", z->name, address, why, more ? "" : "\n");
+    /* a connection through the receive relay (wire/wr_relay.h) has no IP address here (libzmq
+     * gives ":uid:gid:pid" for a unix connection): the relay's own line names the peer */
+    if (address[0] && address[0] != ':')
+        fprintf(stderr, "%s: refused a client from %s: %s%s", z->name, address, why,
+                more ? "" : "\n");
+    else
+        fprintf(stderr, "%s: refused a client: %s%s", z->name, why, more ? "" : "\n");
     if (more) fprintf(stderr, " (and %lu more times in the last 10 s)\n", more);
 }
 

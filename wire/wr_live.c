@@ -1,9 +1,18 @@
 /* wire/wr_live.c — the liveness channel (see wr_live.h): the node's answering thread and the
  * coordinator's pinging one, over UDP.
  *
- * A packet is 36 bytes: "MWLV", kind (1 ping, 2 pong), version (1), two zero bytes, the slot, the
- * slot's generation and the ping's sequence number (u32, little-endian), the node's token. A pong
- * is its ping with the kind changed. */
+ * A packet is 68 bytes: "MWLV", kind (1 ping, 2 pong), version (2), two zero bytes, the prober's
+ * random id (u64), the slot, the slot's generation and the ping's sequence number (u32), the
+ * prober's packet counter (u64, one for all its slots), all little-endian, then an HMAC
+ * (crypto_auth, HMAC-SHA-512-256) of the first 36 bytes. Its key is derived from the node's token,
+ * which travelled inside the Welcome on the authenticated data connection and never appears in a
+ * datagram: a stranger who sees pings can neither forge one nor learn the token. A pong is its
+ * ping with the kind changed and the MAC recomputed.
+ *
+ * Replays: the responder remembers, per prober id (RESPONDER_PROBERS of them, the least recently
+ * heard forgotten first), the highest counter seen and which of the WINDOW below it were; a ping
+ * that is older or seen already gets no answer. The prober takes a pong only for a ping of the
+ * slot's generation still remembered and newer than the last one answered, with its own id. */
 #include "wire/wr_live.h"
 
 #include <errno.h>
@@ -18,14 +27,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "util/mw_platform.h"
 #include "util/mw_thread.h"
 #include "util/mw_time.h"
 
-#define PACKET    36
-#define KIND_PING 1
-#define KIND_PONG 2
-#define HISTORY   64 /* pings remembered per slot: sent times by sequence number */
+#define SIGNED            36 /* bytes the MAC covers */
+#define PACKET            (SIGNED + crypto_auth_BYTES)
+#define VERSION           2
+#define KIND_PING         1
+#define KIND_PONG         2
+#define HISTORY           64 /* pings remembered per slot: sent times by sequence number */
+#define WINDOW            64 /* counters below the highest a responder still accepts once */
+#define RESPONDER_PROBERS 64 /* probers whose replay windows a responder keeps */
 
 static void put32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
@@ -35,27 +50,55 @@ static uint32_t get32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static void pack(uint8_t *b, int kind, uint32_t slot, uint32_t gen, uint32_t seq,
-                 const uint8_t *token) {
+static void put64(uint8_t *p, uint64_t v) {
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint64_t get64(const uint8_t *p) {
+    return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+/* The MAC key of a node's token: a key of its own, not the token itself, so the token could be
+ * given other uses without the two meeting. */
+static void derive_key(uint8_t key[crypto_auth_KEYBYTES], const uint8_t token[WR_LIVE_TOKEN]) {
+    static const char label[] = "moewire liveness v2";
+    crypto_generichash(key, crypto_auth_KEYBYTES, (const uint8_t *)label, sizeof label - 1, token,
+                       WR_LIVE_TOKEN);
+}
+
+typedef struct packet {
+    int kind;
+    uint64_t prober, counter;
+    uint32_t slot, gen, seq;
+} packet;
+
+static void pack(uint8_t *b, const packet *k, const uint8_t *key) {
     memcpy(b, "MWLV", 4);
-    b[4] = (uint8_t)kind;
-    b[5] = 1;
+    b[4] = (uint8_t)k->kind;
+    b[5] = VERSION;
     b[6] = b[7] = 0;
-    put32(b + 8, slot);
-    put32(b + 12, gen);
-    put32(b + 16, seq);
-    memcpy(b + 20, token, WR_LIVE_TOKEN);
+    put64(b + 8, k->prober);
+    put32(b + 16, k->slot);
+    put32(b + 20, k->gen);
+    put32(b + 24, k->seq);
+    put64(b + 28, k->counter);
+    crypto_auth(b + SIGNED, b, SIGNED, key);
 }
 
-static bool well_formed(const uint8_t *b, ssize_t n, int kind) {
-    return n == PACKET && !memcmp(b, "MWLV", 4) && b[4] == kind && b[5] == 1 && !b[6] && !b[7];
-}
-
-/* Token comparison in time independent of where they differ. */
-static bool same_token(const uint8_t *a, const uint8_t *b) {
-    uint8_t d = 0;
-    for (int i = 0; i < WR_LIVE_TOKEN; i++) d |= (uint8_t)(a[i] ^ b[i]);
-    return d == 0;
+/* Whether b is a packet of this kind under key (the MAC checked in constant time); its fields in
+ * *k. */
+static bool unpack(const uint8_t *b, ssize_t n, int kind, const uint8_t *key, packet *k) {
+    if (n != PACKET || memcmp(b, "MWLV", 4) || b[4] != kind || b[5] != VERSION || b[6] || b[7] ||
+        crypto_auth_verify(b + SIGNED, b, SIGNED, key) != 0)
+        return false;
+    *k = (packet){.kind = kind,
+                  .prober = get64(b + 8),
+                  .slot = get32(b + 16),
+                  .gen = get32(b + 20),
+                  .seq = get32(b + 24),
+                  .counter = get64(b + 28)};
+    return true;
 }
 
 int wr_live_endpoint(const char *endpoint, char *host, size_t cap, int *port) {
@@ -69,6 +112,8 @@ int wr_live_endpoint(const char *endpoint, char *host, size_t cap, int *port) {
     char *stop;
     long p = strtol(colon + 1, &stop, 10);
     const char *hash = strchr(colon + 1, '#'); /* a pinned key after the port */
+    if (colon[1] == '*' && !colon[2])          /* any port: a bind's wildcard */
+        p = 0, stop = (char *)colon + 2;
     if (stop == colon + 1 || (*stop && stop != hash) || p < 0 || p > 65535) return -1;
     if ((size_t)(end - h) >= cap) return -1;
     memcpy(host, h, (size_t)(end - h));
@@ -115,12 +160,46 @@ static void drain_pipe(int fd) {
 
 /* ---- responder ------------------------------------------------------------------------------ */
 
+/* What a responder remembers of one prober's counters. */
+typedef struct window {
+    uint64_t prober, top, seen; /* bit i of seen: counter top - i answered */
+    uint64_t heard_ns;
+    bool used;
+} window;
+
 struct wr_live_responder {
     int fd, wake[2];
     pthread_t th;
-    uint8_t token[WR_LIVE_TOKEN];
-    _Atomic uint64_t answered;
+    uint8_t key[crypto_auth_KEYBYTES];
+    window win[RESPONDER_PROBERS];
+    _Atomic uint64_t answered, refused;
 };
+
+/* Whether counter c of prober id is new (then it is remembered). A prober not known yet takes the
+ * slot of the one heard least recently. */
+static bool fresh(wr_live_responder *r, uint64_t id, uint64_t c, uint64_t now) {
+    window *w = NULL, *old = &r->win[0];
+    for (int i = 0; i < RESPONDER_PROBERS && !w; i++) {
+        window *x = &r->win[i];
+        if (x->used && x->prober == id) w = x;
+        if (!x->used || (old->used && x->heard_ns < old->heard_ns)) old = x;
+    }
+    if (!w) {
+        *old = (window){.prober = id, .top = c, .seen = 1, .heard_ns = now, .used = true};
+        return true;
+    }
+    if (c > w->top) {
+        const uint64_t shift = c - w->top;
+        w->seen = shift >= WINDOW ? 1 : (w->seen << shift) | 1;
+        w->top = c;
+    } else {
+        const uint64_t back = w->top - c;
+        if (back >= WINDOW || (w->seen >> back) & 1) return false;
+        w->seen |= 1ull << back;
+    }
+    w->heard_ns = now;
+    return true;
+}
 
 static void *respond(void *arg) {
     wr_live_responder *r = arg;
@@ -134,10 +213,14 @@ static void *respond(void *arg) {
         ssize_t n;
         while ((n = recvfrom(r->fd, b, sizeof b, MSG_DONTWAIT, (struct sockaddr *)&from, &fl)) >=
                0) {
-            if (well_formed(b, n, KIND_PING) && same_token(b + 20, r->token)) {
-                b[4] = KIND_PONG;
+            packet k;
+            if (unpack(b, n, KIND_PING, r->key, &k) && fresh(r, k.prober, k.counter, mw_now_ns())) {
+                k.kind = KIND_PONG;
+                pack(b, &k, r->key);
                 if (sendto(r->fd, b, PACKET, MSG_DONTWAIT, (struct sockaddr *)&from, fl) == PACKET)
                     atomic_fetch_add(&r->answered, 1);
+            } else {
+                atomic_fetch_add(&r->refused, 1);
             }
             fl = sizeof from;
         }
@@ -155,10 +238,11 @@ int wr_live_responder_start(const char *endpoint, const uint8_t token[WR_LIVE_TO
     struct sockaddr_storage ss;
     socklen_t len;
     if (resolve(host, port, true, &ss, &len, err)) return mw_err_wrap(err, "liveness");
+    if (sodium_init() < 0) return mw_errf(err, "liveness: libsodium does not start");
     wr_live_responder *r = calloc(1, sizeof *r);
     if (!r) return mw_errf(err, "out of memory");
     r->wake[0] = r->wake[1] = -1;
-    memcpy(r->token, token, WR_LIVE_TOKEN);
+    derive_key(r->key, token);
     r->fd = socket(ss.ss_family, SOCK_DGRAM, 0);
     if (r->fd < 0) goto fail;
     if (bind(r->fd, (struct sockaddr *)&ss, len) != 0) {
@@ -184,6 +268,10 @@ uint64_t wr_live_responder_answered(wr_live_responder *r) {
     return r ? atomic_load(&r->answered) : 0;
 }
 
+uint64_t wr_live_responder_refused(wr_live_responder *r) {
+    return r ? atomic_load(&r->refused) : 0;
+}
+
 void wr_live_responder_stop(wr_live_responder *r) {
     if (!r) return;
     ssize_t w = write(r->wake[1], "x", 1);
@@ -192,6 +280,7 @@ void wr_live_responder_stop(wr_live_responder *r) {
     close(r->fd);
     close(r->wake[0]);
     close(r->wake[1]);
+    sodium_memzero(r->key, sizeof r->key);
     free(r);
 }
 
@@ -201,7 +290,7 @@ typedef struct slot {
     bool used, armed, silent, warned;
     struct sockaddr_storage addr;
     socklen_t alen;
-    uint8_t token[WR_LIVE_TOKEN];
+    uint8_t key[crypto_auth_KEYBYTES];
     char label[128];
     uint32_t gen, seq;         /* the last ping's */
     uint64_t sent[HISTORY];    /* by seq % HISTORY */
@@ -219,20 +308,24 @@ struct wr_live_prober {
     pthread_t th;
     pthread_mutex_t lock;
     atomic_bool stop;
+    uint64_t id, counter; /* this prober's random id; packets sent, all slots */
     slot *s;
 };
 
 /* A node that never answers is told of once, this long after it was set. */
 #define NEVER_MS 3000
 
-static void take_pong(wr_live_prober *p, const uint8_t *b) {
-    uint32_t i = get32(b + 8), gen = get32(b + 12), seq = get32(b + 16);
+static void take_pong(wr_live_prober *p, const uint8_t *b, ssize_t n) {
+    if (n != PACKET) return;
+    const uint32_t i = get32(b + 16);
     if (i >= (uint32_t)p->cap) return;
     slot *s = &p->s[i];
+    packet k;
     /* a pong of this generation, for a ping still remembered, newer than the last answered */
-    if (!s->used || gen != s->gen || !same_token(b + 20, s->token) || s->seq - seq >= HISTORY ||
-        (s->armed && (int32_t)(seq - s->answered_seq) <= 0))
+    if (!s->used || !unpack(b, n, KIND_PONG, s->key, &k) || k.prober != p->id || k.gen != s->gen ||
+        s->seq - k.seq >= HISTORY || (s->armed && (int32_t)(k.seq - s->answered_seq) <= 0))
         return;
+    const uint32_t seq = k.seq;
     s->pongs++;
     s->armed = true;
     s->answered_seq = seq;
@@ -244,8 +337,7 @@ static void take_pong(wr_live_prober *p, const uint8_t *b) {
 static void drain(wr_live_prober *p, int fd) {
     uint8_t b[PACKET + 1];
     ssize_t n;
-    while (fd >= 0 && (n = recv(fd, b, sizeof b, MSG_DONTWAIT)) >= 0)
-        if (well_formed(b, n, KIND_PONG)) take_pong(p, b);
+    while (fd >= 0 && (n = recv(fd, b, sizeof b, MSG_DONTWAIT)) >= 0) take_pong(p, b, n);
 }
 
 static void ping_all(wr_live_prober *p, uint64_t now) {
@@ -256,7 +348,13 @@ static void ping_all(wr_live_prober *p, uint64_t now) {
         s->seq++;
         s->sent[s->seq % HISTORY] = now;
         if (!s->unanswered_since) s->unanswered_since = now;
-        pack(b, KIND_PING, (uint32_t)i, s->gen, s->seq, s->token);
+        const packet k = {.kind = KIND_PING,
+                          .prober = p->id,
+                          .slot = (uint32_t)i,
+                          .gen = s->gen,
+                          .seq = s->seq,
+                          .counter = ++p->counter};
+        pack(b, &k, s->key);
         const int fd = s->addr.ss_family == AF_INET6 ? p->fd6 : p->fd4;
         if (fd >= 0 &&
             sendto(fd, b, PACKET, MSG_DONTWAIT, (struct sockaddr *)&s->addr, s->alen) == PACKET)
@@ -334,6 +432,7 @@ int wr_live_prober_start(int cap, int down_ms, const char *name, wr_live_prober 
                          mw_err *err) {
     *out = NULL;
     if (cap < 1 || down_ms < 1) return mw_errf(err, "liveness: bad options");
+    if (sodium_init() < 0) return mw_errf(err, "liveness: libsodium does not start");
     wr_live_prober *p = calloc(1, sizeof *p);
     if (!p || !(p->s = calloc((size_t)cap, sizeof *p->s))) {
         free(p);
@@ -341,6 +440,7 @@ int wr_live_prober_start(int cap, int down_ms, const char *name, wr_live_prober 
     }
     p->cap = cap;
     p->down_ms = down_ms;
+    randombytes_buf(&p->id, sizeof p->id);
     p->ivl_ms = down_ms / 10 < 10 ? 10 : down_ms / 10 > 100 ? 100 : down_ms / 10;
     snprintf(p->name, sizeof p->name, "%s", name ? name : "moewire");
     p->wake[0] = p->wake[1] = p->event[0] = p->event[1] = -1;
@@ -395,7 +495,7 @@ int wr_live_prober_set(wr_live_prober *p, int i, const char *host, int port,
     s->used = true;
     s->addr = ss;
     s->alen = len;
-    memcpy(s->token, token, WR_LIVE_TOKEN);
+    derive_key(s->key, token);
     snprintf(s->label, sizeof s->label, "%s", label ? label : host);
     s->set_ns = mw_now_ns();
     pthread_mutex_unlock(&p->lock);

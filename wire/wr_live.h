@@ -9,10 +9,14 @@
  * and does nothing but echo; the prober reads every answer that has arrived before it calls a
  * node silent, so its own starvation cannot make one.
  *
- * A ping carries the token the node announced in its Welcome (over the authenticated data
- * connection); the node answers nothing else, so it reflects no traffic to strangers. The channel
- * says only "this process runs": a node is marked down by its silence, brought back by a fresh
- * handshake on the data connection. */
+ * Pings and pongs are authenticated: an HMAC (libsodium crypto_auth) keyed by a key derived from
+ * the token the node announced in its Welcome (over the authenticated, under CURVE encrypted, data
+ * connection); the token itself never travels in a datagram. The node answers only a ping with a
+ * valid MAC whose counter it has not seen from that prober (a window per prober), so it reflects
+ * no traffic to strangers and a recorded ping played back gets nothing; the coordinator takes only
+ * a pong with a valid MAC, its own prober id and an outstanding sequence number, so a forged or
+ * replayed pong cannot keep a dead node up. The channel says only "this process runs": a node is
+ * marked down by its silence, brought back by a fresh handshake on the data connection. */
 #ifndef WR_LIVE_H
 #define WR_LIVE_H
 
@@ -22,8 +26,8 @@
 #include "util/mw_err.h"
 #include "wire/wr_msg.h"
 
-/* Splits "tcp://HOST:PORT" ("[v6]" hosts unbracketed) into host and port; -1 for other
- * transports or a malformed endpoint. */
+/* Splits "tcp://HOST:PORT" ("[v6]" hosts unbracketed; port "*", a bind's wildcard, is 0) into
+ * host and port; -1 for other transports or a malformed endpoint. */
 int wr_live_endpoint(const char *endpoint, char *host, size_t cap, int *port);
 
 /* ---- the node's side ---- */
@@ -36,6 +40,8 @@ int wr_live_responder_start(const char *endpoint, const uint8_t token[WR_LIVE_TO
                             wr_live_responder **out, int *port_out, mw_err *err);
 /* Pings answered so far. */
 uint64_t wr_live_responder_answered(wr_live_responder *r);
+/* Datagrams left unanswered so far: malformed, a MAC that does not verify, or a replay. */
+uint64_t wr_live_responder_refused(wr_live_responder *r);
 void wr_live_responder_stop(wr_live_responder *r);
 
 /* ---- the coordinator's side ---- */

@@ -75,6 +75,11 @@ int wr_recv(void *sock, wr_rx *rx, bool routed, int flags, mw_err *err) {
     return 0;
 }
 
+int wr_rx_fd(const wr_rx *rx) {
+    if (rx->n_msg < 1) return -1;
+    return zmq_msg_get((zmq_msg_t *)&rx->msg[0], ZMQ_SRCFD);
+}
+
 int wr_send(void *sock, const void *id, size_t id_len, const wr_out *o, int flags, mw_err *err) {
     if (id_len > 0 && zmq_send(sock, id, id_len, flags | ZMQ_SNDMORE) < 0)
         return zmq_fail(err, "send routing id");

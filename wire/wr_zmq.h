@@ -37,6 +37,8 @@ void wr_rx_move(wr_rx *dst, wr_rx *src);
  * sender's routing id. flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with errno from libzmq (EAGAIN,
  * EINTR, ETERM, ...) and err set. */
 int wr_recv(void *sock, wr_rx *rx, bool routed, int flags, mw_err *err);
+/* The descriptor of the connection a received message came from (ZMQ_SRCFD), or -1. */
+int wr_rx_fd(const wr_rx *rx);
 
 /* Sends the packed message o, prefixed by routing id (id, id_len) when id_len > 0 (ROUTER).
  * flags: 0 or ZMQ_DONTWAIT. Returns 0, or -1 with errno from libzmq and err set. */

@@ -2,7 +2,9 @@
  * "Limits" with its own case, against a real expert-node process (the gpt-oss fixture):
  *  - a raw ZMTP client streaming 1 MiB parts flagged MORE that never end the message, and one
  *    streaming empty parts (64 bytes of memory per 2 bytes sent): cut off at the stated limits,
- *    the node's peak memory within them, the next client served;
+ *    the node's peak memory within them, the next client served; the same with every thread of
+ *    the node but libzmq's I/O thread stopped (ptrace): the bound holds because the receive
+ *    relay reads no more than the budget, whenever it runs;
  *  - a message of 100 parts: dropped, its sender cut off;
  *  - a client that floods batches and never reads the replies: its requests discarded once its
  *    unread replies pass the peer limit, one log line per interval, and another client's round
@@ -11,7 +13,12 @@
  *    a death by SIGBUS. */
 #include "tests/support/mw_test.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <poll.h>
+#include <sys/ptrace.h>
 #include <time.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -138,6 +145,16 @@ static const char *gguf(void) {
     return p;
 }
 
+/* The node's memory is measured as resident bytes: under ASan, freed blocks would stay resident
+ * in its quarantine, so the measured nodes run without one. */
+static void no_quarantine(void) {
+    const char *o = getenv("ASAN_OPTIONS");
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s%squarantine_size_mb=0:thread_local_quarantine_size_kb=0",
+             o ? o : "", o && *o ? ":" : "");
+    setenv("ASAN_OPTIONS", buf, 1);
+}
+
 /* ---- receive limits --------------------------------------------------------------------- */
 
 /* Streams frames of `part` bytes flagged MORE from a raw client until the node cuts it off or
@@ -190,18 +207,16 @@ static void check_flood(size_t part, size_t budget, const char *limit_arg, const
 }
 
 /* 1 MiB parts: the per-peer limit (16 MiB) cuts the stream; without it the node grows by all
- * 600 MiB sent. The node may hold that limit, the kernel's receive buffer and what arrives while
- * the guard waits for a CPU: 32 MiB in all, not the recv limit (64 MiB), so a kernel buffer left
- * to grow (to tcp_rmem's maximum) and read in one burst fails it. */
+ * 600 MiB sent. The node may hold that limit and libzmq's own overhead: 32 MiB in all, not the
+ * recv limit (64 MiB). */
 static void test_unfinished_message_is_cut_off(void **state) {
     (void)state;
     check_flood(1u << 20, 600u << 20, "64", "the limit per peer is 16777216", 32 << 10);
 }
 
 /* The same flood with two spinning processes per core beside the node (and whatever else the
- * machine runs): the guard runs under the default policy, not the node's SCHED_BATCH, and looks
- * again within a millisecond while a peer fills up, so the node's growth stays within the same
- * 32 MiB when CPUs are scarce; a flood of empty parts within 96 MiB for a 64 MiB limit. */
+ * machine runs): the node's growth stays within the same 32 MiB when CPUs are scarce, and a
+ * flood of empty parts (counted at WR_RELAY_PART_COST each) within it too. */
 static void test_unfinished_message_cut_off_under_load(void **state) {
     (void)state;
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -212,19 +227,127 @@ static void test_unfinished_message_cut_off_under_load(void **state) {
             for (volatile unsigned long x = 0;; x++) {
             }
     check_flood(1u << 20, 600u << 20, "64", "the limit per peer is 16777216", 32 << 10);
-    /* empty parts: the heap rule, at most half the recv limit past it */
-    check_flood(0, 40u << 20, "64", "over the 64 MiB limit", 96 << 10);
+    check_flood(0, 40u << 20, "64", "the limit per peer is 16777216", 32 << 10);
     for (int i = 0; i < nb; i++) {
         kill(burners[i], SIGKILL);
         waitpid(burners[i], NULL, 0);
     }
 }
 
-/* Empty parts: 2 bytes each on the wire, a 64-byte message slot each in libzmq: the memory rule
- * (64 MiB for all peers) cuts it; uncut, the 40 MB sent would cost the node over 1 GB. */
+/* Empty parts: 2 bytes each on the wire, a 64-byte message slot each in libzmq: counted per part,
+ * the per-peer limit cuts it; uncut, the 40 MB sent would cost the node over 1 GB. */
 static void test_empty_parts_are_cut_off(void **state) {
     (void)state;
-    check_flood(0, 40u << 20, "64", "over the 64 MiB limit", 160 << 10);
+    check_flood(0, 40u << 20, "64", "the limit per peer is 16777216", 32 << 10);
+}
+
+/* Stops (freeze) or resumes every thread of pid but libzmq's I/O threads ("ZMQbg/IO/..."), each
+ * on its own through ptrace: starvation taken to its limit. Returns the threads stopped. */
+static int freeze_node(pid_t pid, bool freeze) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        pid_t tid = (pid_t)atoi(e->d_name);
+        if (tid <= 0) continue;
+        char comm[64] = "", cp[128];
+        snprintf(cp, sizeof cp, "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+        FILE *f = fopen(cp, "r");
+        if (f) {
+            if (!fgets(comm, sizeof comm, f)) comm[0] = '\0';
+            fclose(f);
+        }
+        if (!strncmp(comm, "ZMQbg/IO", 8)) continue;
+        if (!freeze) {
+            if (ptrace(PTRACE_DETACH, tid, NULL, NULL) == 0) n++;
+            continue;
+        }
+        int st;
+        if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) == 0 &&
+            ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) == 0 && waitpid(tid, &st, __WALL) == tid)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* The node's receive path starved: every thread of the node but libzmq's I/O thread stopped
+ * (ptrace) while a raw client streams 1 MiB parts that never end a message for 3 s. A watchdog
+ * that cuts a connection after libzmq has read it (the receive guard this replaced) cannot run
+ * then, and libzmq reads the flood as fast as it comes: hundreds of MiB. The receive relay reads
+ * a peer only under its budget, when it runs at all, so the node holds at most the peer limit
+ * (16 MiB) and libzmq's overhead; once its threads run again the peer is cut off and the next
+ * client served. */
+static void test_flood_bounded_with_receive_path_starved(void **state) {
+    (void)state;
+    char *saved = getenv("ASAN_OPTIONS") ? strdup(getenv("ASAN_OPTIONS")) : NULL;
+    no_quarantine();
+    const char *opts[] = {"--peer-limit", "16", "--recv-limit", "64", NULL};
+    node n = start_node(gguf(), "starved", opts);
+    if (saved) setenv("ASAN_OPTIONS", saved, 1);
+    free(saved);
+    int fd = mwt_zmtp_connect(n.endpoint, 5000);
+    assert_true(fd >= 0);
+    long rss0 = proc_kb(n.pid, "VmRSS");
+    assert_true(freeze_node(n.pid, true) > 0);
+    /* 1 MiB parts flagged MORE, for 3 s, without blocking on a peer that stopped reading */
+    enum { PART = 1 << 20 };
+    uint8_t *buf = calloc(1, 9 + PART);
+    buf[0] = 3;
+    for (int k = 0; k < 8; k++) buf[1 + k] = (uint8_t)((uint64_t)PART >> (56 - 8 * k));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    size_t sent = 0, off = 0;
+    long peak = 0;
+    const double t0 = now_ms();
+    bool gone = false;
+    while (now_ms() - t0 < 3000 && !gone) {
+        struct pollfd pf = {fd, POLLOUT, 0};
+        if (poll(&pf, 1, 50) == 1) {
+            ssize_t w = write(fd, buf + off, 9 + PART - off);
+            if (w > 0) {
+                sent += (size_t)w;
+                off = (off + (size_t)w) % (9 + PART);
+            } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                gone = true;
+            }
+        }
+        long g = proc_kb(n.pid, "VmHWM") - rss0;
+        if (g > peak) peak = g;
+    }
+    fprintf(stderr, "    stopped: %zu MiB sent in 3 s, node peak +%ld KiB%s\n", sent >> 20, peak,
+            gone ? " (cut off meanwhile)" : "");
+    /* running again: the paused peer is found holding an unfinished message and cut off */
+    assert_true(freeze_node(n.pid, false) > 0);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    /* the flood goes on (the rest of the part, then whole parts) until the node cuts it off */
+    size_t more = 0;
+    if (!gone && off) gone = mwt_zmtp_write(fd, buf + off, 9 + PART - off) != 0;
+    while (!gone && more < (600u << 20)) {
+        gone = mwt_zmtp_write(fd, buf, 9 + PART) != 0;
+        more += 9 + PART;
+    }
+    close(fd);
+    free(buf);
+    char *l = mwt_read_file(n.log, NULL);
+    long after = proc_kb(n.pid, "VmHWM") - rss0;
+    fprintf(stderr, "    then %zu MiB more until cut off, node peak +%ld KiB\n", more >> 20, after);
+    if (peak > (32 << 10)) {
+        stop_node(&n);
+        fail_msg("the node grew by %ld KiB with its receive path starved (limit per peer 16 MiB):"
+                 "\n%s",
+                 peak, l);
+    }
+    if (!gone || !strstr(l, "cut off peer") || !strstr(l, "the limit per peer is 16777216"))
+        fail_msg("the flooding peer was not cut off:\n%s", l);
+    if (after > (32 << 10)) fail_msg("the node grew by %ld KiB:\n%s", after, l);
+    free(l);
+    void *s = dealer(&n, 10000);
+    assert_int_equal(batch(s, 5, 1), WR_MSG_PARTIAL_BATCH);
+    zmq_close(s);
+    stop_node(&n);
 }
 
 /* A whole message of 100 parts: not answered, its sender cut off. */
@@ -268,16 +391,6 @@ static void *non_reader(const node *n) {
     zmq_setsockopt(a, ZMQ_LINGER, &zero, sizeof zero);
     assert_int_equal(zmq_connect(a, n->endpoint), 0);
     return a;
-}
-
-/* The node's memory is measured as resident bytes: under ASan, freed blocks would stay resident
- * in its quarantine, so the measured nodes run without one. */
-static void no_quarantine(void) {
-    const char *o = getenv("ASAN_OPTIONS");
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s%squarantine_size_mb=0:thread_local_quarantine_size_kb=0",
-             o ? o : "", o && *o ? ":" : "");
-    setenv("ASAN_OPTIONS", buf, 1);
 }
 
 /* Client A sends 100 batches whose replies are 1 MiB each (1024 rows in partial mode, one
@@ -413,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_unfinished_message_is_cut_off),
         cmocka_unit_test(test_unfinished_message_cut_off_under_load),
         cmocka_unit_test(test_empty_parts_are_cut_off),
+        cmocka_unit_test(test_flood_bounded_with_receive_path_starved),
         cmocka_unit_test(test_hundred_parts_cut_off),
         cmocka_unit_test(test_client_that_never_reads),
         cmocka_unit_test(test_fair_service),

@@ -1,6 +1,7 @@
 /* tests/unit/test_wr_live.c — the liveness channel in one process: endpoints split, a responder
  * keeps its node armed and never silent, a node that stops answering is called silent within
- * down_ms and a ping interval, a wrong token gets no answer, a slot set again forgets the old. */
+ * down_ms and a ping interval, a wrong token gets no answer, a slot set again forgets the old, a
+ * forged or replayed ping gets no answer and a forged pong keeps no silent node up. */
 #include "tests/support/mw_test.h"
 
 #include <stdio.h>
@@ -8,6 +9,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include "util/mw_time.h"
 #include "wire/wr_live.h"
@@ -26,6 +32,10 @@ static void test_endpoint_split(void **state) {
     assert_int_equal(port, 7);
     assert_int_equal(wr_live_endpoint("tcp://*:80", host, sizeof host, &port), 0);
     assert_string_equal(host, "*");
+    assert_int_equal(wr_live_endpoint("tcp://127.0.0.1:*", host, sizeof host, &port), 0);
+    assert_string_equal(host, "127.0.0.1");
+    assert_int_equal(port, 0);
+    assert_int_equal(wr_live_endpoint("tcp://h:*1", host, sizeof host, &port), -1);
     assert_int_equal(wr_live_endpoint("ipc:///tmp/x", host, sizeof host, &port), -1);
     assert_int_equal(wr_live_endpoint("tcp://h:99999", host, sizeof host, &port), -1);
     assert_int_equal(wr_live_endpoint("tcp://h:1x", host, sizeof host, &port), -1);
@@ -140,12 +150,111 @@ static void test_port_taken_elsewhere(void **state) {
     wr_live_responder_stop(b);
 }
 
+/* A UDP socket on 127.0.0.1 (its port in *port). */
+static int udp_socket(int *port) {
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* The next datagram on fd within ms (its length, -1 when none came). */
+static ssize_t next_datagram(int fd, uint8_t *b, size_t cap, int ms) {
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (poll(&pf, 1, ms) != 1) return -1;
+    return recv(fd, b, cap, 0);
+}
+
+/* Sends b to 127.0.0.1:port from fd and returns the answer's length (-1: none within 100 ms). */
+static ssize_t ask(int fd, int port, const uint8_t *b, size_t n, uint8_t *reply, size_t cap) {
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+                             .sin_port = htons((uint16_t)port)};
+    assert_int_equal(sendto(fd, b, n, 0, (struct sockaddr *)&to, sizeof to), (ssize_t)n);
+    return next_datagram(fd, reply, cap, 100);
+}
+
+/* A real ping, captured on its way (the prober pointed at the test's socket), is answered once;
+ * played back, or with one bit changed anywhere, or in the old form carrying the token in clear,
+ * it gets nothing. A pong forged from the ping (the kind byte changed, the MAC kept) does not arm
+ * the prober; the real pong does; played back over and over after that, it does not keep the node
+ * from being called silent. */
+static void test_forged_and_replayed_pings(void **state) {
+    (void)state;
+    mw_err e;
+    wr_live_responder *r;
+    int port = 0, tap_port = 0, out_port = 0;
+    assert_int_equal(wr_live_responder_start("tcp://127.0.0.1:0", token, &r, &port, &e), 0);
+    int tap = udp_socket(&tap_port), out = udp_socket(&out_port);
+    wr_live_prober *p;
+    /* a ping every 100 ms: the captured one is still remembered when its pong comes back */
+    assert_int_equal(wr_live_prober_start(1, 1000, "test", &p, &e), 0);
+    assert_int_equal(wr_live_prober_set(p, 0, "127.0.0.1", tap_port, token, "tap", &e), 0);
+    uint8_t ping[128], pong[128], b[128];
+    struct sockaddr_storage pa; /* the prober's address */
+    socklen_t pl = sizeof pa;
+    struct pollfd pf = {tap, POLLIN, 0};
+    assert_int_equal(poll(&pf, 1, 2000), 1);
+    const ssize_t n = recvfrom(tap, ping, sizeof ping, 0, (struct sockaddr *)&pa, &pl);
+    assert_true(n > 0);
+    for (ssize_t i = 0; i + WR_LIVE_TOKEN <= n; i++) /* the token never travels */
+        assert_memory_not_equal(ping + i, token, WR_LIVE_TOKEN);
+    /* a pong forged from the ping: the kind changed, the MAC kept */
+    memcpy(b, ping, (size_t)n);
+    b[4] = 2;
+    assert_int_equal(sendto(tap, b, (size_t)n, 0, (struct sockaddr *)&pa, pl), n);
+    /* the real ping is answered once */
+    const ssize_t m = ask(out, port, ping, (size_t)n, pong, sizeof pong);
+    assert_int_equal(m, n);
+    assert_int_equal(pong[4], 2);
+    /* played back: nothing */
+    assert_int_equal(ask(out, port, ping, (size_t)n, b, sizeof b), -1);
+    /* one bit changed anywhere: nothing */
+    int changed = 0;
+    for (ssize_t i = 0; i < n; i += 5, changed++) {
+        memcpy(b, ping, (size_t)n);
+        b[i] ^= 0x10;
+        uint8_t junk[128];
+        assert_int_equal(ask(out, port, b, (size_t)n, junk, sizeof junk), -1);
+    }
+    /* the old form (36 bytes, version 1, the token in clear): nothing */
+    uint8_t old[36] = {'M', 'W', 'L', 'V', 1, 1};
+    memcpy(old + 20, token, WR_LIVE_TOKEN);
+    assert_int_equal(ask(out, port, old, sizeof old, b, sizeof b), -1);
+    assert_int_equal(wr_live_responder_answered(r), 1);
+    assert_int_equal(wr_live_responder_refused(r), 2 + (uint64_t)changed);
+    /* the prober: the forged pong did not arm it, the real one does */
+    wr_live_state st = wr_live_prober_state(p, 0);
+    assert_false(st.armed);
+    assert_int_equal(st.pongs, 0);
+    assert_int_equal(sendto(tap, pong, (size_t)m, 0, (struct sockaddr *)&pa, pl), m);
+    assert_true(wait_state(p, 0, armed, 1000) >= 0);
+    /* the real pong played back every 10 ms: it answers no later ping, the node falls silent */
+    const uint64_t t0 = mw_now_ns();
+    while (!wr_live_prober_state(p, 0).silent && mw_now_ns() - t0 < 4000000000ull) {
+        assert_int_equal(sendto(tap, pong, (size_t)m, 0, (struct sockaddr *)&pa, pl), m);
+        usleep(10000);
+    }
+    st = wr_live_prober_state(p, 0);
+    assert_true(st.silent);
+    assert_int_equal(st.pongs, 1);
+    wr_live_prober_stop(p);
+    wr_live_responder_stop(r);
+    close(tap);
+    close(out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_endpoint_split),
         cmocka_unit_test(test_answering_node_stays_up_then_falls_silent),
         cmocka_unit_test(test_wrong_token_gets_no_answer),
         cmocka_unit_test(test_port_taken_elsewhere),
+        cmocka_unit_test(test_forged_and_replayed_pings),
     };
     return cmocka_run_group_tests_name("wr_live", tests, NULL, NULL);
 }
