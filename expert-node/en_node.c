@@ -209,8 +209,10 @@ static int bind_socket(en_node *n, mw_err *err) {
     zmq_setsockopt(n->router, ZMQ_RCVHWM, &hwm, sizeof hwm);
     /* TCP peers are read by the relay, within their budgets (wire/wr_relay.h); libzmq listens
      * on an ipc:// endpoint of the relay's. Other transports (ipc://, inproc://) have no remote
-     * peers. */
-    if (!strncmp(n->opts.bind, "tcp://", 6)) {
+     * peers. With --recv-bound off the operator chose libzmq's own read path: no bound. */
+    if (!strncmp(n->opts.bind, "tcp://", 6) && n->opts.recv_unbounded) {
+        fprintf(stderr, "expert-node: --recv-bound off: no memory bound per peer\n");
+    } else if (!strncmp(n->opts.bind, "tcp://", 6)) {
         /* with --affinity, beside libzmq's I/O thread (above) */
         wr_relay_opts ro = {.peer_bytes = n->opts.peer_limit,
                             .total_bytes = n->opts.recv_limit,

@@ -27,6 +27,9 @@ typedef struct en_opts {
      * beyond its last whole message (2 × the largest message), and for all peers (1 GiB, at
      * least 4 × the peer limit) */
     uint64_t peer_limit, recv_limit;
+    /* --recv-bound off: libzmq reads TCP peers itself, without the relay: no per-peer memory
+     * bound at all, for a trusted private link where the relay's latency matters more */
+    bool recv_unbounded;
     /* CURVE (wire/wr_curve.h): this node's key pair file and the coordinator keys it admits.
      * Without them a node binds only to this machine's addresses, unless insecure. */
     const char *curve_secret, *allow;

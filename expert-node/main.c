@@ -79,6 +79,15 @@ static int set_affinity(en_opts *o, const option *opt, const char *v) {
     return 0;
 }
 
+static int set_recv_bound(en_opts *o, const option *opt, const char *v) {
+    if (strcmp(v, "relay") && strcmp(v, "off")) {
+        fprintf(stderr, "expert-node: %s %s: expected relay or off\n", opt->name, v);
+        return -1;
+    }
+    o->recv_unbounded = !strcmp(v, "off");
+    return 0;
+}
+
 static int set_numerics(en_opts *o, const option *opt, const char *v) {
     o->numerics = !strcmp(v, "any") ? -1 : kn_numerics_from_name(v);
     if (o->numerics < 0 && strcmp(v, "any")) {
@@ -141,6 +150,11 @@ static const option options[] = {
      "most memory held for all peers together (default 1024, at\n"
      "least 4 peer limits); beyond either the peer is cut off",
      .set = set_mib, .field = F(recv_limit), .lo = 1, .hi = 1 << 20},
+    {"--recv-bound", "relay|off",
+     "relay: TCP peers are read through the receive relay, which holds\n"
+     "the two limits above (default); off: libzmq reads them directly,\n"
+     "no memory bound per peer at all (a trusted private link only)",
+     .set = set_recv_bound},
     {"--curve-secret", "F",
      "this node's CURVE key pair (expert-node keygen): peers must use\n"
      "CURVE with its public key",

@@ -494,6 +494,46 @@ static void test_fair_service(void **state) {
     if (waited > 20 * one) fail_msg("B waited %.1f ms, %.1f batches of A", waited, waited / one);
 }
 
+/* ---- --recv-bound relay | off -----------------------------------------------------------------
+ */
+
+/* Whether process pid listens on the receive relay's unix socket (its path names the pid). */
+static bool relay_listening(pid_t pid) {
+    char want[64];
+    snprintf(want, sizeof want, "/moewire-relay-%d-", (int)pid);
+    /* read line by line: a /proc file has no size to read it by */
+    FILE *f = fopen("/proc/net/unix", "r");
+    assert_non_null(f);
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, want) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* Both modes serve a batch; only relay runs the relay, and off says there is no bound. */
+static void test_recv_bound_modes_serve(void **state) {
+    (void)state;
+    const char *modes[] = {"relay", "off"};
+    for (int i = 0; i < 2; i++) {
+        const char *extra[] = {"--recv-bound", modes[i], NULL};
+        char tag[32];
+        snprintf(tag, sizeof tag, "bound-%s", modes[i]);
+        node n = start_node(mwt_fixture("llamacpp/gpt-oss-tiny/model.gguf"), tag, extra);
+        void *s = dealer(&n, 5000);
+        assert_int_equal(batch(s, 1, 3), WR_MSG_PARTIAL_BATCH);
+        const bool relayed = relay_listening(n.pid);
+        zmq_close(s);
+        stop_node(&n);
+        char *l = mwt_read_file(n.log, NULL);
+        const bool said_off = strstr(l, "--recv-bound off: no memory bound per peer") != NULL;
+        free(l);
+        if (relayed != (i == 0) || said_off != (i == 1))
+            fail_msg("--recv-bound %s: relay listening %d, 'no bound' logged %d", modes[i], relayed,
+                     said_off);
+    }
+}
+
 /* ---- a model file truncated under the node ------------------------------------------------ */
 
 static void test_truncated_model_is_named(void **state) {
@@ -531,6 +571,7 @@ int main(void) {
         cmocka_unit_test(test_client_that_never_reads),
         cmocka_unit_test(test_fair_service),
         cmocka_unit_test(test_truncated_model_is_named),
+        cmocka_unit_test(test_recv_bound_modes_serve),
     };
     return cmocka_run_group_tests_name("expert node limits", tests, setup, teardown);
 }
