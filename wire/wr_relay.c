@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <inttypes.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -583,33 +584,82 @@ static void *loop(void *arg) {
     return NULL;
 }
 
+/* The address a bind's host names, read as libzmq reads one: "*" is every IPv4 address, then an
+ * interface's name (its first IPv4 address, else its first IPv6 one), then an IP literal or a
+ * host name. -1 with err when it names none. */
+static int bind_addr(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len,
+                     mw_err *err) {
+    memset(ss, 0, sizeof *ss);
+    if (!strcmp(host, "*")) {
+        struct sockaddr_in *a = (struct sockaddr_in *)ss;
+        a->sin_family = AF_INET;
+        a->sin_addr.s_addr = htonl(INADDR_ANY);
+        a->sin_port = htons((uint16_t)port);
+        *len = sizeof *a;
+        return 0;
+    }
+    struct ifaddrs *ifs = NULL;
+    const struct sockaddr *pick = NULL;
+    if (getifaddrs(&ifs) == 0) {
+        for (const struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+            if (!i->ifa_addr || strcmp(i->ifa_name, host)) continue;
+            const int f = i->ifa_addr->sa_family;
+            if (f == AF_INET) {
+                pick = i->ifa_addr;
+                break;
+            }
+            if (f == AF_INET6 && !pick) pick = i->ifa_addr;
+        }
+    }
+    if (pick) {
+        *len =
+            pick->sa_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+        memcpy(ss, pick, *len);
+        freeifaddrs(ifs);
+    } else {
+        if (ifs) freeifaddrs(ifs);
+        char service[16];
+        snprintf(service, sizeof service, "%d", port);
+        struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                 .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+        struct addrinfo *ai = NULL;
+        const int rc = getaddrinfo(host, service, &hints, &ai);
+        if (rc != 0 || !ai)
+            return mw_errf(err, "no interface, address or host %s (%s)", host,
+                           rc ? gai_strerror(rc) : "no address");
+        *len = ai->ai_addrlen <= sizeof *ss ? ai->ai_addrlen : sizeof *ss;
+        memcpy(ss, ai->ai_addr, *len);
+        freeaddrinfo(ai);
+    }
+    if (ss->ss_family == AF_INET)
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+    return 0;
+}
+
 static int listen_on(const char *endpoint, char *bound, size_t cap, mw_err *err) {
-    char host[256], port[32];
+    char host[256];
     int p = 0;
     if (wr_live_endpoint(endpoint, host, sizeof host, &p))
         return mw_errf(err, "%s: not a tcp://HOST:PORT endpoint", endpoint);
-    snprintf(port, sizeof port, "%d", p);
-    const bool any = !strcmp(host, "*");
-    struct addrinfo hints = {.ai_family = any ? AF_INET : AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *ai = NULL;
-    int rc = getaddrinfo(any ? NULL : host, port, &hints, &ai);
-    if (rc != 0 || !ai)
-        return mw_errf(err, "cannot bind %s: %s", endpoint, rc ? gai_strerror(rc) : "no address");
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_storage at;
+    socklen_t at_len = 0;
+    mw_err e;
+    if (bind_addr(host, p, &at, &at_len, &e))
+        return mw_errf(err, "cannot bind %s: %s", endpoint, e.msg);
+    int fd = socket(at.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1, rcvbuf = KERNEL_RCVBUF;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
         setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf) != 0 ||
-        (ai->ai_family == AF_INET6 &&
+        (at.ss_family == AF_INET6 &&
          setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) ||
-        bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+        bind(fd, (struct sockaddr *)&at, at_len) != 0 || listen(fd, 128) != 0) {
         mw_errf(err, "cannot bind %s: %s", endpoint, strerror(errno));
         if (fd >= 0) close(fd);
-        freeaddrinfo(ai);
         return -1;
     }
-    freeaddrinfo(ai);
     struct sockaddr_storage ss;
     socklen_t len = sizeof ss;
     getsockname(fd, (struct sockaddr *)&ss, &len);

@@ -61,8 +61,10 @@ typedef struct wr_relay_opts {
 typedef struct wr_relay wr_relay;
 
 /* Binds sock (a ROUTER, from the thread that owns it) to an ipc:// endpoint of its own, listens on
- * the tcp:// endpoint ("*" host: every IPv4 address; port "*" or 0: any), and starts relaying. The
- * bound TCP endpoint ("tcp://IP:PORT") goes to bound. */
+ * the tcp:// endpoint, and starts relaying. Its host is what libzmq takes: "*" (every IPv4
+ * address), an interface's name ("eth0", "lo": its IPv4 address, else its IPv6 one), an IPv4 or
+ * [IPv6] literal, or a host name; its port a number, or "*" or 0 for any. The bound TCP endpoint
+ * ("tcp://IP:PORT") goes to bound. */
 int wr_relay_start(void *sock, const char *endpoint, const wr_relay_opts *o, wr_relay **out,
                    char *bound, size_t cap, mw_err *err);
 /* Stops the relay thread, closes every connection, frees the relay (NULL is fine). */

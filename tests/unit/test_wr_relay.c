@@ -26,18 +26,23 @@ typedef struct side {
     char endpoint[128];
 } side;
 
-static side open_side(uint64_t peer_bytes) {
+/* A relay for a ROUTER bound at endpoint; its bound endpoint must start with want. */
+static side open_side_at(uint64_t peer_bytes, const char *endpoint, const char *want) {
     side s = {.ctx = zmq_ctx_new()};
     s.router = zmq_socket(s.ctx, ZMQ_ROUTER);
     mw_err e;
     assert_int_equal(wr_socket_setup(s.router, NULL, &e), 0);
     wr_relay_opts o = {
         .peer_bytes = peer_bytes, .total_bytes = 4 * peer_bytes, .name = "test", .quiet = true};
-    assert_int_equal(wr_relay_start(s.router, "tcp://127.0.0.1:*", &o, &s.relay, s.endpoint,
-                                    sizeof s.endpoint, &e),
-                     0);
-    assert_true(!strncmp(s.endpoint, "tcp://127.0.0.1:", 16));
+    if (wr_relay_start(s.router, endpoint, &o, &s.relay, s.endpoint, sizeof s.endpoint, &e))
+        fail_msg("%s: %s", endpoint, e.msg);
+    if (strncmp(s.endpoint, want, strlen(want)))
+        fail_msg("%s bound %s, not %s...", endpoint, s.endpoint, want);
     return s;
+}
+
+static side open_side(uint64_t peer_bytes) {
+    return open_side_at(peer_bytes, "tcp://127.0.0.1:*", "tcp://127.0.0.1:");
 }
 
 static void close_side(side *s) {
@@ -172,6 +177,42 @@ static void test_unfinished_message_paused_then_cut(void **state) {
     close_side(&s);
 }
 
+/* Hosts as libzmq took them in a bind: "*" (every IPv4 address) and an interface's name; a
+ * message passes through each from 127.0.0.1. */
+static void test_any_host_and_interface_names_bind(void **state) {
+    (void)state;
+    const char *ep[][2] = {{"tcp://*:*", "tcp://0.0.0.0:"},
+                           {"tcp://lo:0", "tcp://127.0.0.1:"},
+                           {"tcp://[::1]:*", "tcp://[::1]:"},
+                           {"tcp://localhost:*", "tcp://"}};
+    for (int i = 0; i < 4; i++) {
+        side s = open_side_at(1u << 20, ep[i][0], ep[i][1]);
+        /* to the address it bound, or to loopback when that is every address */
+        char to[160];
+        const bool v6 = strchr(s.endpoint, '[') != NULL;
+        if (v6 || !strncmp(s.endpoint, "tcp://127.", 10))
+            snprintf(to, sizeof to, "%s", s.endpoint);
+        else
+            snprintf(to, sizeof to, "tcp://127.0.0.1%s", strrchr(s.endpoint, ':'));
+        void *d = zmq_socket(s.ctx, ZMQ_DEALER);
+        mw_err e;
+        assert_int_equal(wr_socket_setup(d, NULL, &e), 0);
+        if (v6) {
+            int on = 1;
+            zmq_setsockopt(d, ZMQ_IPV6, &on, sizeof on);
+        }
+        assert_int_equal(zmq_connect(d, to), 0);
+        assert_int_equal(zmq_send(d, "hi", 2, 0), 2);
+        wr_rx rx;
+        wr_rx_init(&rx);
+        if (owner_recv(&s, &rx, 5000)) fail_msg("%s (bound %s): nothing came", ep[i][0], to);
+        assert_int_equal(rx.parts[rx.n_parts - 1].len, 2);
+        wr_rx_free(&rx);
+        zmq_close(d);
+        close_side(&s);
+    }
+}
+
 static void test_bad_endpoint_is_refused(void **state) {
     (void)state;
     void *ctx = zmq_ctx_new(), *r = zmq_socket(ctx, ZMQ_ROUTER);
@@ -182,6 +223,10 @@ static void test_bad_endpoint_is_refused(void **state) {
     assert_int_equal(wr_relay_start(r, "tcp://nowhere:x", &o, &relay, bound, sizeof bound, &e), -1);
     assert_non_null(strstr(e.msg, "tcp://nowhere:x"));
     assert_null(relay);
+    /* no such interface, and no such host either */
+    assert_int_equal(wr_relay_start(r, "tcp://nosuchif9:*", &o, &relay, bound, sizeof bound, &e),
+                     -1);
+    assert_non_null(strstr(e.msg, "nosuchif9"));
     zmq_close(r);
     zmq_ctx_term(ctx);
 }
@@ -191,6 +236,7 @@ int main(void) {
         cmocka_unit_test(test_messages_pass_both_ways),
         cmocka_unit_test(test_no_zmtp_is_cut_off),
         cmocka_unit_test(test_unfinished_message_paused_then_cut),
+        cmocka_unit_test(test_any_host_and_interface_names_bind),
         cmocka_unit_test(test_bad_endpoint_is_refused),
     };
     return cmocka_run_group_tests_name("wr_relay", tests, NULL, NULL);
