@@ -2,6 +2,7 @@
 #include "expert-node/en_client.h"
 #include "expert-node/en_internal.h"
 #include "expert-node/en_node.h"
+#include "util/mw_platform.h"
 #include "util/mw_time.h"
 
 #include <inttypes.h>
@@ -75,7 +76,10 @@ en__client *en__client_of(en_node *n, const wr_rx *rx, int fd) {
 
 bool en__client_stalled(en_node *n, en__client *c) {
     uint64_t acked;
-    if (c->fd < 0 || wr_relay_acked(n->relay, c->fd, &acked) != 0) return false;
+    /* without the relay (--recv-bound off) the descriptor is libzmq's TCP connection itself */
+    if (c->fd < 0 ||
+        (n->relay ? wr_relay_acked(n->relay, c->fd, &acked) : mw_tcp_acked(c->fd, &acked)) != 0)
+        return false;
     /* c->sent counts payload only, so this is a lower bound of what waits for the client */
     return c->sent > acked && c->sent - acked > n->opts.peer_limit;
 }

@@ -397,12 +397,15 @@ static void *non_reader(const node *n) {
  * assignment: cheap to compute) and never reads them: once its unread replies pass the peer limit
  * its requests are discarded unexecuted, in one log line per interval, and the node holds no
  * more than that limit for it. Another client is served meanwhile. */
-static void test_client_that_never_reads(void **state) {
-    (void)state;
-    const char *opts[] = {"--peer-limit", "8", "--capacity", "1024", NULL};
+/* bound: --recv-bound's value (the unread replies are counted from the TCP connection either
+ * way: the relay's, or libzmq's own with the relay off). */
+static void client_that_never_reads(const char *bound) {
+    const char *opts[] = {"--peer-limit", "8", "--capacity", "1024", "--recv-bound", bound, NULL};
     char *saved = getenv("ASAN_OPTIONS") ? strdup(getenv("ASAN_OPTIONS")) : NULL;
     no_quarantine();
-    node n = start_node(gguf(), "noread", opts);
+    char tag[32];
+    snprintf(tag, sizeof tag, "noread-%s", bound);
+    node n = start_node(gguf(), tag, opts);
     if (saved) setenv("ASAN_OPTIONS", saved, 1);
     free(saved);
     long rss0 = proc_kb(n.pid, "VmRSS");
@@ -447,6 +450,16 @@ static void test_client_that_never_reads(void **state) {
                  lines, most, discarded, l);
     if (growth > (64 << 10)) fail_msg("node grew by %ld KiB:\n%s", growth, l);
     free(l);
+}
+
+static void test_client_that_never_reads(void **state) {
+    (void)state;
+    client_that_never_reads("relay");
+}
+
+static void test_client_that_never_reads_relay_off(void **state) {
+    (void)state;
+    client_that_never_reads("off");
 }
 
 /* Client A queues 60 compute-heavy batches at once; client B's one batch, sent just after, waits
@@ -569,6 +582,7 @@ int main(void) {
         cmocka_unit_test(test_flood_bounded_with_receive_path_starved),
         cmocka_unit_test(test_hundred_parts_cut_off),
         cmocka_unit_test(test_client_that_never_reads),
+        cmocka_unit_test(test_client_that_never_reads_relay_off),
         cmocka_unit_test(test_fair_service),
         cmocka_unit_test(test_truncated_model_is_named),
         cmocka_unit_test(test_recv_bound_modes_serve),
