@@ -12,10 +12,10 @@
 
 /* Every option the node has: a row dropped from its table fails here. */
 static const char *const option_names[] = {
-    "--vindex",     "--experts",      "--bind",  "--threads",  "--numerics", "--capacity",
-    "--node-id",    "--ready-file",   "--pin",   "--affinity", "--poll-us",  "--peer-limit",
-    "--recv-limit", "--curve-secret", "--allow", "--insecure", "--quiet",    "--device",
-    "--self-test",  "--probe",        "--help"};
+    "--vindex",     "--experts",    "--bind",         "--threads",  "--numerics", "--capacity",
+    "--node-id",    "--ready-file", "--pin",          "--affinity", "--poll-us",  "--peer-limit",
+    "--recv-limit", "--recv-bound", "--curve-secret", "--allow",    "--insecure", "--quiet",
+    "--device",     "--self-test",  "--probe",        "--help"};
 
 static char *help_text(const char *flag) {
     char *argv[] = {(char *)mwt_bin("expert-node"), (char *)flag, NULL};
@@ -137,6 +137,8 @@ static void test_bad_command_lines_named(void **state) {
          "--capacity 0: expected an integer in 1 .. 65536"},
         {"--vindex", "M", "--bind", "tcp://127.0.0.1:*", "--numerics", "f16",
          "--numerics f16: expected f32, q8 or any"},
+        {"--vindex", "M", "--bind", "tcp://127.0.0.1:*", "--recv-bound", "none",
+         "--recv-bound none: expected relay or off"},
         {"--vindex", "M", NULL, NULL, NULL, NULL, "--vindex and --bind are required"},
         {"--self-test", "--device", "gpu", NULL, NULL, NULL,
          "--device gpu: expected metal, cpu or auto"},
