@@ -4,8 +4,9 @@
  * rate is left to the kernel (tbf on the namespace's interface); this adds only the propagation
  * delay netem would. One thread. A chunk is due `delay` after the kernel received it (the socket's
  * receive timestamp, so the line's own late wake-up to read it does not add to the delay); the
- * line sleeps until its running estimate of how late the scheduler wakes it before the due time,
- * then spins the last stretch, so on a loaded host the delay stays near its setting on average.
+ * line sleeps until its running estimate of how late the scheduler wakes it before the due time
+ * and then releases what it woke for, so on a loaded host the delay stays near its setting on
+ * average (a spin to the exact due time would take the CPU the nodes on the same cores need).
  * It also measures links (bench/bench_lan.sh): --echo answers every byte at once, --ping sends a
  * message to each endpoint at the same time and times until every echo is back (a fan-out round
  * trip, as a layer's call to its nodes), printing one JSON line.
@@ -38,10 +39,6 @@
 /* a direction stops reading while this much waits in its queue: the sender's TCP window then
  * pushes back, as a full link's would */
 #define QUEUE_LIMIT (32u << 20)
-/* a chunk this close to due is waited for by spinning, not by another sleep */
-#define SPIN_NS 30000u
-/* the estimate of the scheduler's lateness is bounded: a stall must not make chunks leave early */
-#define LATE_MAX_NS 2000000u
 
 typedef struct chunk {
     struct chunk *next;
@@ -226,13 +223,11 @@ static void round_trip(int lfd, const struct sockaddr_in *to) {
     if (rc == 0 && tp) { /* the timer woke it: learn how late, release what it woke for */
         if (want > now) {
             uint64_t over = t > want ? t - want : 0;
-            over = over > LATE_MAX_NS ? LATE_MAX_NS : over;
+            /* bounded by a quarter of the delay: a stall must not make chunks leave early */
+            over = over > delay_ns / 4 ? delay_ns / 4 : over;
             late_ns = late_ns - late_ns / 8 + over / 8;
         }
-        if (next > t && next - t <= SPIN_NS)
-            while ((t = now_ns()) < next) {
-            }
-        horizon = next > t ? next : t;
+        horizon = next > t ? next : t; /* early by less than another sleep would be late */
     }
     if (fds[0].revents & POLLIN) accept_one(lfd, to);
     for (int i = 1; i < nf; i++) {

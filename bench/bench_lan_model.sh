@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# bench/bench_lan_model.sh — docs/scale.md's fleet model on this host, checked: reads
+# bench/bench_lan.sh's JSON lines (stdin) and predicts every LAN decode's step from measured parts,
+# printing {"bench":"lan_predict",...} with predicted ÷ measured tok/s and layer round trip.
+#   bench/bench_lan_model.sh [--nodes N] <run.jsonl
+# The parts (µs per MoE layer), each measured on its own:
+#   cores     the CPU time free to the fleet, in cores (delayline --cores, in that LAN)
+#   link(S)   the delay line's added round trip: the fan-out ping to the nodes' echoes through the
+#             link less the same ping straight to them, with one node's rows of an S-row step
+#   ser(S)    the rate: the straight ping with S rows' bytes less the one with one row's
+#   wake      the messaging stack's own round trip: the unlinked (0 ms) LAN's one-stream layer call
+#             less its node compute; raw TCP's wake-ups are the straight ping's, far less
+#   C(S)      the coordinator's trunk per layer (the decode's own timing), node(S) a node's compute
+#             per batch as the nodes report it: "unlinked" takes both from the 0 ms run (a
+#             prediction of the linked runs from parts that never saw the link), "same run" from
+#             the decode being predicted (a check of how the round trip composes)
+# On this host the 8 nodes and the coordinator share the cores, so a layer's node work is the
+# nodes' compute summed over the cores free: N·node(S)/cores; and the wake is work too (a chain
+# of hand-offs between the stack's threads in 9 processes, one at a time: one core for its
+# length), so ping-pong's two micro-batches cannot run faster than all their work, trunk, two
+# wakes and two node rounds, spread on those cores:
+#   W(S)  = wake + link(S) + ser(S) + N·node(S)/cores
+#   step  = L·(C(S) + W(S))
+#   step₂ = L·max(C₂, C₂/2 + W₂(S/2), (C₂ + 2·(wake + N·node₂))/cores)
+# where C₂ and node₂ are the micro-batch run's (node₂ per batch of S/2 rows).
+set -euo pipefail
+nodes=8
+[ "${1:-}" = --nodes ] && nodes=$2
+jq -s -c --argjson N "$nodes" '
+  def link_of: sub("/.*$"; "");
+  (map(select(.bench == "lan_cores")) | map({(.label): .cores_free}) | add) as $cores
+  | (map(select(.bench == "lan_link")) | map({(.label): .rtt_us_median}) | add) as $ping
+  | map(select(.bench == "lan" and (.label | startswith("lan-")))) as $runs
+  | ($runs | map(select(.label | test("^lan-0ms-")))) as $zero
+  | if ($zero | length) == 0 then error("no unlinked (0 ms) run to take the parts from") else . end
+  | ($zero[0].label) as $z
+  | def run($l; $s; $m): $runs | map(select(.label == $l and .streams == $s and .micro_batches == $m)) | .[0];
+    def sz($l; $s): if $s < 1 then 1 elif $ping["\($l)/\($s)"] then $s else $s * 2 end;
+    def link($l; $s): $ping["\($l)/\(sz($l; $s))"] - $ping["\($l)/\(sz($l; $s))/direct"];
+    def ser($l; $s): $ping["\($l)/\(sz($l; $s))/direct"] - $ping["\($l)/1/direct"];
+    (run($z; 1; 1)) as $one
+  | ($one.layer_rtt_us - $N * $one.node_compute_us / $cores[$z]) as $wake
+  | $runs[]
+  | . as $r
+  | ($r.label) as $l | ($r.streams) as $S | ($cores[$l]) as $c
+  | ["unlinked", "same run"][] as $parts
+  | (if $parts == "unlinked" then $z else $l end) as $src
+  | (run($src; $S; 1)) as $p1 | (run($src; $S; 2)) as $p2
+  | ($wake + link($l; $S) + ser($l; $S) + $N * $p1.node_compute_us / $c) as $W
+  | (if $r.micro_batches == 1 or $S == 1 then
+       {W: $W, layer: ($p1.trunk_us_per_layer + $W)}
+     else
+       ($wake + link($l; $S / 2 | floor) + ser($l; $S / 2 | floor) + $N * $p2.node_compute_us / $c) as $W2
+       | {W: $W2, layer: ([$p2.trunk_us_per_layer, $p2.trunk_us_per_layer / 2 + $W2,
+                           ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us)) / $c]
+                          | max)}
+     end) as $m
+  | ($r.moe_layers * $m.layer) as $step
+  | {bench: "lan_predict", label: $l, parts: $parts, streams: $S, micro_batches: $r.micro_batches,
+     cores: $c, wake_us: ($wake | round), link_us: (link($l; $S) | round),
+     ser_us: (ser($l; $S) | round), step_us_predicted: ($step | round), step_us: $r.step_us,
+     tok_s_predicted: ($S / $step * 1e6 * 10 | round / 10), tok_s: $r.tok_s,
+     ratio: ($r.step_us / $step * 1000 | round / 1000),
+     rtt_ratio: ($m.W / $r.layer_rtt_us * 1000 | round / 1000)}
+  | select(.parts == "same run" or .label != $z)'
