@@ -73,6 +73,7 @@ for link in $links; do
   j tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
     --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "$label" \
     "${union[@]}" 2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
+  j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --label "$label"
   tests/lan/lan.sh down "$name"
   rm -f "/tmp/$name.up"
   first=0

@@ -9,17 +9,23 @@
 #             link less the same ping straight to them, with one node's rows of an S-row step
 #   ser(S)    the rate: the straight ping with S rows' bytes less the one with one row's
 #   wake      the messaging stack's own round trip: the unlinked (0 ms) LAN's one-stream layer call
-#             less its node compute; raw TCP's wake-ups are the straight ping's, far less
+#             less its node compute (the faster of its two one-stream decodes, which do the same
+#             work: one stream does not split); raw TCP's wake-ups, the straight ping, are less
+#   cores is the mean of the probes before and after the decode
 #   C(S)      the coordinator's trunk per layer (the decode's own timing), node(S) a node's compute
 #             per batch as the nodes report it: "unlinked" takes both from the 0 ms run (a
 #             prediction of the linked runs from parts that never saw the link), "same run" from
 #             the decode being predicted (a check of how the round trip composes)
 # On this host the 8 nodes and the coordinator share the cores, so a layer's node work is the
-# nodes' compute summed over the cores free: N·node(S)/cores; and the wake is work too (a chain
+# nodes' compute summed over the cores free: N·node(S)/cores. The coordinator's link sends the
+# nodes' rows one node after another and a node computes as soon as its rows are in: the link and
+# the cores are a pipeline, done at the later of the last node's rows plus its compute (ser +
+# node: as on a fleet, where every node has its own cores) and the cores' whole share plus the
+# first node's rows (N·node/cores + ser/N). The wake is work too (a chain
 # of hand-offs between the stack's threads in 9 processes, one at a time: one core for its
 # length), so ping-pong's two micro-batches cannot run faster than all their work, trunk, two
 # wakes and two node rounds, spread on those cores:
-#   W(S)  = wake + link(S) + ser(S) + N·node(S)/cores
+#   W(S)  = wake + link(S) + max(ser(S) + node(S), N·node(S)/cores + ser(S)/N)
 #   step  = L·(C(S) + W(S))
 #   step₂ = L·max(C₂, C₂/2 + W₂(S/2), (C₂ + 2·(wake + N·node₂))/cores)
 # where C₂ and node₂ are the micro-batch run's (node₂ per batch of S/2 rows).
@@ -28,7 +34,8 @@ nodes=8
 [ "${1:-}" = --nodes ] && nodes=$2
 jq -s -c --argjson N "$nodes" '
   def link_of: sub("/.*$"; "");
-  (map(select(.bench == "lan_cores")) | map({(.label): .cores_free}) | add) as $cores
+  (map(select(.bench == "lan_cores")) | group_by(.label)
+   | map({(.[0].label): (map(.cores_free) | add / length)}) | add) as $cores
   | (map(select(.bench == "lan_link")) | map({(.label): .rtt_us_median}) | add) as $ping
   | map(select(.bench == "lan" and (.label | startswith("lan-")))) as $runs
   | ($runs | map(select(.label | test("^lan-0ms-")))) as $zero
@@ -38,19 +45,20 @@ jq -s -c --argjson N "$nodes" '
     def sz($l; $s): if $s < 1 then 1 elif $ping["\($l)/\($s)"] then $s else $s * 2 end;
     def link($l; $s): $ping["\($l)/\(sz($l; $s))"] - $ping["\($l)/\(sz($l; $s))/direct"];
     def ser($l; $s): $ping["\($l)/\(sz($l; $s))/direct"] - $ping["\($l)/1/direct"];
-    (run($z; 1; 1)) as $one
-  | ($one.layer_rtt_us - $N * $one.node_compute_us / $cores[$z]) as $wake
+    ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
+     | map(.layer_rtt_us - $N * .node_compute_us / $cores[$z]) | min) as $wake
   | $runs[]
   | . as $r
   | ($r.label) as $l | ($r.streams) as $S | ($cores[$l]) as $c
   | ["unlinked", "same run"][] as $parts
   | (if $parts == "unlinked" then $z else $l end) as $src
   | (run($src; $S; 1)) as $p1 | (run($src; $S; 2)) as $p2
-  | ($wake + link($l; $S) + ser($l; $S) + $N * $p1.node_compute_us / $c) as $W
+  | def W($s; $node): $wake + link($l; $s) + ([ser($l; $s) + $node, $N * $node / $c + ser($l; $s) / $N] | max);
+    W($S; $p1.node_compute_us) as $W
   | (if $r.micro_batches == 1 or $S == 1 then
        {W: $W, layer: ($p1.trunk_us_per_layer + $W)}
      else
-       ($wake + link($l; $S / 2 | floor) + ser($l; $S / 2 | floor) + $N * $p2.node_compute_us / $c) as $W2
+       W($S / 2 | floor; $p2.node_compute_us) as $W2
        | {W: $W2, layer: ([$p2.trunk_us_per_layer, $p2.trunk_us_per_layer / 2 + $W2,
                            ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us)) / $c]
                           | max)}
@@ -61,5 +69,6 @@ jq -s -c --argjson N "$nodes" '
      ser_us: (ser($l; $S) | round), step_us_predicted: ($step | round), step_us: $r.step_us,
      tok_s_predicted: ($S / $step * 1e6 * 10 | round / 10), tok_s: $r.tok_s,
      ratio: ($r.step_us / $step * 1000 | round / 1000),
-     rtt_ratio: ($m.W / $r.layer_rtt_us * 1000 | round / 1000)}
+     rtt_ratio: (if $r.micro_batches == 1 or $S == 1 then $m.W / $r.layer_rtt_us * 1000 | round / 1000
+                 else null end)}
   | select(.parts == "same run" or .label != $z)'
