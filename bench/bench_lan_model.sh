@@ -56,17 +56,21 @@ jq -s -c --argjson N "$nodes" '
   | def W($s; $node): $wake + link($l; $s) + ([ser($l; $s) + $node, $N * $node / $c + ser($l; $s) / $N] | max);
     W($S; $p1.node_compute_us) as $W
   | (if $r.micro_batches == 1 or $S == 1 then
-       {W: $W, layer: ($p1.trunk_us_per_layer + $W)}
+       {W: $W, C: $p1.trunk_us_per_layer, node: $p1.node_compute_us, terms: [],
+        layer: ($p1.trunk_us_per_layer + $W)}
      else
        W($S / 2 | floor; $p2.node_compute_us) as $W2
-       | {W: $W2, layer: ([$p2.trunk_us_per_layer, $p2.trunk_us_per_layer / 2 + $W2,
-                           ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us)) / $c]
-                          | max)}
+       | [$p2.trunk_us_per_layer, $p2.trunk_us_per_layer / 2 + $W2,
+          ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us)) / $c] as $t
+       | {W: $W2, C: $p2.trunk_us_per_layer, node: $p2.node_compute_us, terms: ($t | map(round)),
+          layer: ($t | max)}
      end) as $m
   | ($r.moe_layers * $m.layer) as $step
   | {bench: "lan_predict", label: $l, parts: $parts, streams: $S, micro_batches: $r.micro_batches,
      cores: $c, wake_us: ($wake | round), link_us: (link($l; $S) | round),
-     ser_us: (ser($l; $S) | round), step_us_predicted: ($step | round), step_us: $r.step_us,
+     ser_us: (ser($l; $S) | round), trunk_us: ($m.C | round), node_us: ($m.node | round),
+     W_us: ($m.W | round), max_terms_us: $m.terms, layer_rtt_us: $r.layer_rtt_us,
+     step_us_predicted: ($step | round), step_us: $r.step_us,
      tok_s_predicted: ($S / $step * 1e6 * 10 | round / 10), tok_s: $r.tok_s,
      ratio: ($r.step_us / $step * 1000 | round / 1000),
      rtt_ratio: (if $r.micro_batches == 1 or $S == 1 then $m.W / $r.layer_rtt_us * 1000 | round / 1000
