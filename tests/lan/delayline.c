@@ -13,9 +13,11 @@
  *   delayline --listen IP:PORT --to IP:PORT --delay-us D
  *   delayline --echo --listen IP:PORT
  *   delayline --ping IP:PORT[,IP:PORT...] [--count N] [--bytes B] [--label L]
- * and the host: --cores MS spins one process per online CPU for MS ms and prints the CPU time
- * they got over the wall time, the cores free for a fleet at that moment.
- *   delayline --cores MS [--label L] */
+ * and the host: --cores MS spins P processes (default one per online CPU) for MS ms and prints
+ * the CPU time they got over the wall time: the cores free at that moment to a fleet of P
+ * runnable threads (the scheduler shares the CPUs by thread, so a fleet of 17 threads gets more
+ * of a loaded host than 2 would).
+ *   delayline --cores MS [--procs P] [--label L] */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -341,9 +343,9 @@ static int ping(char *list, int count, int bytes, const char *label) {
     return 0;
 }
 
-/* One spinning child per online CPU for `ms` wall: the CPU time they got, in cores. */
-static int cores(long ms, const char *label) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+/* `n` spinning children (0: one per online CPU) for `ms` wall: the CPU time they got, in cores. */
+static int cores(long ms, long n, const char *label) {
+    if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n < 1 || n > 1024) n = 1;
     const uint64_t t0 = now_ns(), end = t0 + (uint64_t)ms * 1000000u;
     for (long i = 0; i < n; i++) {
@@ -362,7 +364,7 @@ static int cores(long ms, const char *label) {
     getrusage(RUSAGE_CHILDREN, &ru);
     const double cpu = ((double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec) * 1e9 +
                        ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) * 1e3;
-    printf("{\"bench\":\"lan_cores\",\"label\":\"%s\",\"cpus\":%ld,\"ms\":%ld,"
+    printf("{\"bench\":\"lan_cores\",\"label\":\"%s\",\"procs\":%ld,\"ms\":%ld,"
            "\"cores_free\":%.2f}\n",
            label, n, ms, cpu / wall);
     return 0;
@@ -372,7 +374,7 @@ int main(int argc, char **argv) {
     struct sockaddr_in from, to;
     const char *listen_s = NULL, *to_s = NULL, *label = "link";
     char *ping_s = NULL;
-    long us = -1, count = 200, bytes = 512, cores_ms = 0;
+    long us = -1, count = 200, bytes = 512, cores_ms = 0, procs = 0;
     int echo_mode = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--echo")) {
@@ -386,6 +388,8 @@ int main(int argc, char **argv) {
             count = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--bytes"))
             bytes = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--procs"))
+            procs = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--cores"))
             cores_ms = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--label"))
@@ -398,7 +402,10 @@ int main(int argc, char **argv) {
             us = strtol(argv[++i], NULL, 10);
     }
     signal(SIGPIPE, SIG_IGN);
-    if (cores_ms) return cores_ms > 0 && cores_ms <= 60000 ? cores(cores_ms, label) : 2;
+    if (cores_ms)
+        return cores_ms > 0 && cores_ms <= 60000 && procs >= 0 && procs <= 1024
+                   ? cores(cores_ms, procs, label)
+                   : 2;
     if (ping_s) {
         if (count < 1 || count > 100000 || bytes < 1 || bytes > CHUNK) {
             fprintf(stderr, "delayline: --count 1..100000, --bytes 1..%d\n", CHUNK);
