@@ -58,7 +58,9 @@ for link in $links; do
   direct=$(sed -n 's/^probe_direct: //p' "/tmp/$name.up" | sed 's|tcp://||g')
   head -1 "/tmp/$name.up" >&2
   dl=build/rel/tests/lan/delayline label="lan-${d}ms-$r"
-  j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $((nodes * 2 + 1)) --label "$label"
+  for p in 2 $((nodes * 2 + 1)); do
+    j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
+  done
   # one node's rows of an S-row step (and of a micro-batch's S/2): a row goes to a node once,
   # however many of its k experts the node holds, so S·(1 − (1 − 1/N)^k) rows of hidden f16 values
   for S in $(for s in ${streams//,/ }; do echo $s $((s / 2)); done | tr ' ' '\n' | sort -nu | grep -v '^0$'); do
@@ -73,7 +75,9 @@ for link in $links; do
   j tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
     --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "$label" \
     "${union[@]}" 2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
-  j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $((nodes * 2 + 1)) --label "$label"
+  for p in 2 $((nodes * 2 + 1)); do
+    j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
+  done
   tests/lan/lan.sh down "$name"
   rm -f "/tmp/$name.up"
   first=0

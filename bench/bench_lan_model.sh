@@ -11,7 +11,10 @@
 #   wake      the messaging stack's own round trip: the unlinked (0 ms) LAN's one-stream layer call
 #             less its node compute (the faster of its two one-stream decodes, which do the same
 #             work: one stream does not split); raw TCP's wake-ups, the straight ping, are less
-#   cores is the mean of the probes before and after the decode
+#   cores is the mean of the probes before and after the decode; bench_lan.sh probes with two
+#   threads and with as many as the fleet has (nodes × 2 + 1); on a host others load, the share
+#   a fleet gets lies between (its threads block on the wire, spinners never do), and the model
+#   is run with each: cores_probe says which
 #   C(S)      the coordinator's trunk per layer (the decode's own timing), node(S) a node's compute
 #             per batch as the nodes report it: "unlinked" takes both from the 0 ms run (a
 #             prediction of the linked runs from parts that never saw the link), "same run" from
@@ -34,8 +37,11 @@ nodes=8
 [ "${1:-}" = --nodes ] && nodes=$2
 jq -s -c --argjson N "$nodes" '
   def link_of: sub("/.*$"; "");
-  (map(select(.bench == "lan_cores")) | group_by(.label)
-   | map({(.[0].label): (map(.cores_free) | add / length)}) | add) as $cores
+  map(select(.bench == "lan_cores") | .procs = (.procs // .cpus)) as $probes
+  | ["two threads", "the fleet'"'"'s threads"][] as $probe
+  | ($probes | map(select((.procs <= 2) == ($probe == "two threads"))) | group_by(.label)
+     | map({(.[0].label): (map(.cores_free) | add / length)}) | add) as $cores
+  | select($cores != null)
   | (map(select(.bench == "lan_link")) | map({(.label): .rtt_us_median}) | add) as $ping
   | map(select(.bench == "lan" and (.label | startswith("lan-")))) as $runs
   | ($runs | map(select(.label | test("^lan-0ms-")))) as $zero
@@ -66,7 +72,8 @@ jq -s -c --argjson N "$nodes" '
           layer: ($t | max)}
      end) as $m
   | ($r.moe_layers * $m.layer) as $step
-  | {bench: "lan_predict", label: $l, parts: $parts, streams: $S, micro_batches: $r.micro_batches,
+  | {bench: "lan_predict", label: $l, parts: $parts, cores_probe: $probe, streams: $S,
+     micro_batches: $r.micro_batches,
      cores: $c, wake_us: ($wake | round), link_us: (link($l; $S) | round),
      ser_us: (ser($l; $S) | round), trunk_us: ($m.C | round), node_us: ($m.node | round),
      W_us: ($m.W | round), max_terms_us: $m.terms, layer_rtt_us: $r.layer_rtt_us,
