@@ -194,7 +194,9 @@ up() {
     elif [ -x "$dl" ]; then
       "$IP" netns exec "$ns" "$dl" --echo --listen "$lan_ip:$((port + 1))" >/dev/null 2>&1 &
     fi
-    [ -x "$dl" ] && "$IP" netns exec "$ns" "$dl" --echo --listen "$lan_ip:$((port + 2))" >/dev/null 2>&1 &
+    if [ -x "$dl" ]; then # (not `test && cmd &`: that subshell would hold `run`'s pipe open)
+      "$IP" netns exec "$ns" "$dl" --echo --listen "$lan_ip:$((port + 2))" >/dev/null 2>&1 &
+    fi
     rm -f "/tmp/$name.lan/ready-$k"
     # shellcheck disable=SC2086
     "$IP" netns exec "$ns" "$bin/expert-node" --vindex "$model" --experts "$spec" --bind "$bind" \
@@ -220,7 +222,7 @@ run() {
     case $1 in --serve) serve=$2 ;; --model) model=$2 ;; --bin) bin=$2 ;; esac
     args+=("$1"); shift
   done
-  trap 'down "$name"' EXIT
+  trap "down $name" EXIT # expanded now: `name` is local, gone when the trap runs
   trap 'exit 130' INT TERM
   up "$name" --owner $$ "${args[@]}" | tee "/tmp/$name.out"
   local eps; eps=$(sed -n 's/^nodes: //p' "/tmp/$name.out")
