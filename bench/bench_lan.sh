@@ -4,7 +4,12 @@
 # machine) on 8 nodes, each owning an even range of every MoE layer's experts, decoded by a
 # coordinator in its own namespace at 0.1 ms / 10 Gbit/s, 0.5 ms / 1 Gbit/s and 1 ms / 1 Gbit/s,
 # with and without ping-pong micro-batches; in process for reference; the union curve on the
-# cluster once. JSON lines on stdout (bench_lan's), progress on stderr.
+# cluster once. Before each link's decode, in the same LAN, the parts of docs/scale.md's model are
+# measured: the cores free to the fleet (delayline --cores) and the fan-out round trip to the 8
+# nodes' echoes through the link (delayline --ping) with a message of one node's rows at each
+# stream count, and with none of the delay line (the host's wake-ups alone). At the end
+# bench/bench_lan_model.sh predicts every decode's step from those parts and prints predicted ÷
+# measured. JSON lines on stdout (bench_lan's, lan_link, lan_cores, lan_predict), progress on stderr.
 #   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
 # Without --model it synthesizes /tmp/mw-k3lan (8 layers, hidden 256, 4 heads of 32, q/kv latent 64,
 # 896 experts of FF 128 in MXFP4, top-16, dense q8_0), the model of docs/benchmarks.md's table.
@@ -33,11 +38,15 @@ if [ -z "$model" ]; then
     --format vindex $model >&2
 fi
 E=$(bin/vindex inspect "$model" | sed -n 's/.* \([0-9]*\) experts$/\1/p' | head -1)
+hidden=$(bin/vindex inspect "$model" | sed -n 's/.*hidden \([0-9]*\),.*/\1/p' | head -1)
+topk=$(bin/vindex inspect "$model" | sed -n 's/.*expert_used_count *\([0-9]*\)$/\1/p' | head -1)
 layers=$(bin/vindex inspect "$model" | sed -n 's/^ *holds *\([0-9]*-[0-9]*\):.*/\1/p' | head -1)
 specs=""
 for ((k = 0; k < nodes; k++)); do specs="$specs $layers:$((k * E / nodes))-$(((k + 1) * E / nodes - 1))"; done
 echo "== bench_lan.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-build/rel/bench/bench_lan --model "$model" --local --streams "$streams" --micro 1 --steps "$steps" \
+out=/tmp/bench_lan.$$.jsonl
+j() { "$@" | tee -a "$out"; } # stdout, kept for the model at the end
+j build/rel/bench/bench_lan --model "$model" --local --streams "$streams" --micro 1 --steps "$steps" \
   --rounds "$rounds" --label in-process
 first=1
 for link in $links; do
@@ -45,13 +54,33 @@ for link in $links; do
   tests/lan/lan.sh up "$name" --nodes $nodes --delay-ms "$d" --rate "$r" --model "$model" \
     --specs "$specs" --owner $$ >"/tmp/$name.up" 2>&1 || { cat "/tmp/$name.up" >&2; exit 1; }
   eps=$(sed -n 's/^nodes: //p' "/tmp/$name.up")
+  probe=$(sed -n 's/^probe_link: //p' "/tmp/$name.up" | sed 's|tcp://||g')
+  direct=$(sed -n 's/^probe_direct: //p' "/tmp/$name.up" | sed 's|tcp://||g')
   head -1 "/tmp/$name.up" >&2
+  dl=build/rel/tests/lan/delayline label="lan-${d}ms-$r"
+  for p in 2 $((nodes * 2 + 1)); do
+    j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
+  done
+  # one node's rows of an S-row step (and of a micro-batch's S/2): a row goes to a node once,
+  # however many of its k experts the node holds, so S·(1 − (1 − 1/N)^k) rows of hidden f16 values
+  for S in $(for s in ${streams//,/ }; do echo $s $((s / 2)); done | tr ' ' '\n' | sort -nu | grep -v '^0$'); do
+    bytes=$(awk -v s=$S -v n=$nodes -v k=$topk -v h=$hidden \
+      'BEGIN { r = s * (1 - (1 - 1 / n) ^ k); r = r < 1 ? 1 : int(r + 0.5); print r * h * 2 }')
+    j tests/lan/lan.sh exec "$name" c0 $dl --ping "$probe" --bytes $bytes --count 100 --label "$label/$S"
+    j tests/lan/lan.sh exec "$name" c0 $dl --ping "$direct" --bytes $bytes --count 100 \
+      --label "$label/$S/direct"
+  done
   union=()
   [ $first = 1 ] && union=(--union 256)
-  tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
-    --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "lan-${d}ms-$r" \
+  j tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
+    --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "$label" \
     "${union[@]}" 2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
+  for p in 2 $((nodes * 2 + 1)); do
+    j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
+  done
   tests/lan/lan.sh down "$name"
   rm -f "/tmp/$name.up"
   first=0
 done
+bench/bench_lan_model.sh --nodes $nodes <"$out"
+rm -f "$out"

@@ -26,6 +26,10 @@
 # (tests/lan/delayline.c) in each node's namespace forwards the node's port with half the delay
 # each way, and the rate is tbf's. `lan.sh up` prints which, and the nodes' endpoints.
 #
+# Probes for the fleet model (bench/bench_lan.sh): every node's namespace also has an echo
+# (tests/lan/delayline.c --echo) on port+1 behind the same link as the node (the delay line when
+# there is one), and one on port+2 straight on its LAN address; `up` prints both lists.
+#
 # MW_LAN_KEEP=1 keeps /tmp/NAME.lan (the nodes' logs, their summaries) after `down`.
 # Cleanup: `up` starts a watcher outside the caller's process group that runs `down NAME` when the
 # process given by --owner PID (default: the caller of lan.sh) ends, however it ends; `run` also
@@ -178,11 +182,20 @@ up() {
     [ -n "$spec" ] || die "--specs names fewer than $nodes nodes"
     # on its LAN address without CURVE: the bridge is private to this run's namespaces
     bind="tcp://10.77.0.$((11 + k)):$port" insecure=--insecure
+    local dl="$root/build/rel/tests/lan/delayline" lan_ip="10.77.0.$((11 + k))"
     if [ $netem = 0 ] && [ "$half_us" -gt 0 ]; then
       insecure=""
       bind="tcp://127.0.0.1:$port"
-      "$IP" netns exec "$ns" "$root/build/rel/tests/lan/delayline" --listen "10.77.0.$((11 + k)):$port" \
+      "$IP" netns exec "$ns" "$dl" --listen "$lan_ip:$port" \
         --to "127.0.0.1:$port" --delay-us "$half_us" >"/tmp/$name.lan/delay-$k.log" 2>&1 &
+      "$IP" netns exec "$ns" "$dl" --listen "$lan_ip:$((port + 1))" \
+        --to "127.0.0.1:$((port + 1))" --delay-us "$half_us" >>"/tmp/$name.lan/delay-$k.log" 2>&1 &
+      "$IP" netns exec "$ns" "$dl" --echo --listen "127.0.0.1:$((port + 1))" >/dev/null 2>&1 &
+    elif [ -x "$dl" ]; then
+      "$IP" netns exec "$ns" "$dl" --echo --listen "$lan_ip:$((port + 1))" >/dev/null 2>&1 &
+    fi
+    if [ -x "$dl" ]; then # (not `test && cmd &`: that subshell would hold `run`'s pipe open)
+      "$IP" netns exec "$ns" "$dl" --echo --listen "$lan_ip:$((port + 2))" >/dev/null 2>&1 &
     fi
     rm -f "/tmp/$name.lan/ready-$k"
     # shellcheck disable=SC2086
@@ -197,6 +210,8 @@ up() {
       sleep 0.1
     done
   done
+  echo "probe_link: ${eps//:$port/:$((port + 1))}"
+  echo "probe_direct: ${eps//:$port/:$((port + 2))}"
   echo "nodes: $eps"
 }
 
@@ -207,7 +222,7 @@ run() {
     case $1 in --serve) serve=$2 ;; --model) model=$2 ;; --bin) bin=$2 ;; esac
     args+=("$1"); shift
   done
-  trap 'down "$name"' EXIT
+  trap "down $name" EXIT # expanded now: `name` is local, gone when the trap runs
   trap 'exit 130' INT TERM
   up "$name" --owner $$ "${args[@]}" | tee "/tmp/$name.out"
   local eps; eps=$(sed -n 's/^nodes: //p' "/tmp/$name.out")

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# bench/bench_lan_model.sh — docs/scale.md's fleet model on this host, checked: reads
+# bench/bench_lan.sh's JSON lines (stdin) and predicts every LAN decode's step from measured parts,
+# printing {"bench":"lan_predict",...} with predicted ÷ measured tok/s and layer round trip.
+#   bench/bench_lan_model.sh [--nodes N] <run.jsonl
+# The parts (µs per MoE layer), each measured on its own:
+#   cores     the CPU time free to the fleet, in cores (delayline --cores, in that LAN)
+#   link(S)   the delay line's added round trip: the fan-out ping to the nodes' echoes through the
+#             link less the same ping straight to them, with one node's rows of an S-row step
+#   ser(S)    the rate: the straight ping with S rows' bytes less the one with one row's
+#   wake      the messaging stack's own round trip: the unlinked (0 ms) LAN's one-stream layer call
+#             less its node compute (the faster of its two one-stream decodes, which do the same
+#             work: one stream does not split); raw TCP's wake-ups, the straight ping, are less
+#   cores is the mean of the probes before and after the decode; bench_lan.sh probes with two
+#   threads and with as many as the fleet has (nodes × 2 + 1); on a host others load, the share
+#   a fleet gets lies between (its threads block on the wire, spinners never do), and the model
+#   is run with each: cores_probe says which
+#   C(S)      the coordinator's trunk per layer (the decode's own timing), node(S) a node's compute
+#             per batch as the nodes report it: "unlinked" takes both from the 0 ms run (a
+#             prediction of the linked runs from parts that never saw the link), "same run" from
+#             the decode being predicted (a check of how the round trip composes)
+# On this host the 8 nodes and the coordinator share the cores, so a layer's node work is the
+# nodes' compute summed over the cores free: N·node(S)/cores. The coordinator's link sends the
+# nodes' rows one node after another and a node computes as soon as its rows are in: the link and
+# the cores are a pipeline, done at the later of the last node's rows plus its compute (ser +
+# node: as on a fleet, where every node has its own cores) and the cores' whole share plus the
+# first node's rows (N·node/cores + ser/N). The wake is work too (a chain
+# of hand-offs between the stack's threads in 9 processes, one at a time: one core for its
+# length), so ping-pong's two micro-batches cannot run faster than all their work, trunk, two
+# wakes and two node rounds, spread on those cores:
+#   W(S)  = wake + link(S) + max(ser(S) + node(S), N·node(S)/cores + ser(S)/N)
+#   step  = L·(C(S) + W(S))
+#   step₂ = L·max(C₂, C₂/2 + W₂(S/2), (C₂ + 2·(wake + N·node₂))/cores)
+# where C₂ and node₂ are the micro-batch run's (node₂ per batch of S/2 rows).
+set -euo pipefail
+nodes=8
+[ "${1:-}" = --nodes ] && nodes=$2
+jq -s -c --argjson N "$nodes" '
+  def link_of: sub("/.*$"; "");
+  map(select(.bench == "lan_cores") | .procs = (.procs // .cpus)) as $probes
+  | ["two threads", "the fleet'"'"'s threads"][] as $probe
+  | ($probes | map(select((.procs <= 2) == ($probe == "two threads"))) | group_by(.label)
+     | map({(.[0].label): (map(.cores_free) | add / length)}) | add) as $cores
+  | select($cores != null)
+  | (map(select(.bench == "lan_link")) | map({(.label): .rtt_us_median}) | add) as $ping
+  | map(select(.bench == "lan" and (.label | startswith("lan-")))) as $runs
+  | ($runs | map(select(.label | test("^lan-0ms-")))) as $zero
+  | if ($zero | length) == 0 then error("no unlinked (0 ms) run to take the parts from") else . end
+  | ($zero[0].label) as $z
+  | def run($l; $s; $m): $runs | map(select(.label == $l and .streams == $s and .micro_batches == $m)) | .[0];
+    def sz($l; $s): if $s < 1 then 1 elif $ping["\($l)/\($s)"] then $s else $s * 2 end;
+    def link($l; $s): $ping["\($l)/\(sz($l; $s))"] - $ping["\($l)/\(sz($l; $s))/direct"];
+    def ser($l; $s): $ping["\($l)/\(sz($l; $s))/direct"] - $ping["\($l)/1/direct"];
+    ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
+     | map(.layer_rtt_us - $N * .node_compute_us / $cores[$z]) | min) as $wake
+  | $runs[]
+  | . as $r
+  | ($r.label) as $l | ($r.streams) as $S | ($cores[$l]) as $c
+  | ["unlinked", "same run"][] as $parts
+  | (if $parts == "unlinked" then $z else $l end) as $src
+  | (run($src; $S; 1)) as $p1 | (run($src; $S; 2)) as $p2
+  | def W($s; $node): $wake + link($l; $s) + ([ser($l; $s) + $node, $N * $node / $c + ser($l; $s) / $N] | max);
+    W($S; $p1.node_compute_us) as $W
+  | (if $r.micro_batches == 1 or $S == 1 then
+       {W: $W, C: $p1.trunk_us_per_layer, node: $p1.node_compute_us, terms: [],
+        layer: ($p1.trunk_us_per_layer + $W)}
+     else
+       W($S / 2 | floor; $p2.node_compute_us) as $W2
+       | [$p2.trunk_us_per_layer, $p2.trunk_us_per_layer / 2 + $W2,
+          ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us)) / $c] as $t
+       | {W: $W2, C: $p2.trunk_us_per_layer, node: $p2.node_compute_us, terms: ($t | map(round)),
+          layer: ($t | max)}
+     end) as $m
+  | ($r.moe_layers * $m.layer) as $step
+  | {bench: "lan_predict", label: $l, parts: $parts, cores_probe: $probe, streams: $S,
+     micro_batches: $r.micro_batches,
+     cores: $c, wake_us: ($wake | round), link_us: (link($l; $S) | round),
+     ser_us: (ser($l; $S) | round), trunk_us: ($m.C | round), node_us: ($m.node | round),
+     W_us: ($m.W | round), max_terms_us: $m.terms, layer_rtt_us: $r.layer_rtt_us,
+     step_us_predicted: ($step | round), step_us: $r.step_us,
+     tok_s_predicted: ($S / $step * 1e6 * 10 | round / 10), tok_s: $r.tok_s,
+     ratio: ($r.step_us / $step * 1000 | round / 1000),
+     rtt_ratio: (if $r.micro_batches == 1 or $S == 1 then $m.W / $r.layer_rtt_us * 1000 | round / 1000
+                 else null end)}
+  | select(.parts == "same run" or .label != $z)'
