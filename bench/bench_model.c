@@ -318,6 +318,9 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     /* the ceiling of the compute-bound phases, measured just before them (int8: Q8 numerics) */
     const char *dot = "none";
     const double peak = numerics == KN_NUM_Q8 ? bu_int8_dot_peak(threads, &dot) : 0;
+    /* and the memory-bound phases': the read probe again, the better of it and the run's start */
+    const double bw_start = bw_gbs, bw_now = bu_read_bandwidth((size_t)1 << 30, threads, 3);
+    if (bw_now > bw_gbs) bw_gbs = bw_now;
     for (int i = 0; i < PH_COUNT; i++) p.min[i] = 1e30;
     md_ctx_set_observer(c, on_probe, &p);
     const long faults0 = minor_faults();
@@ -351,6 +354,9 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
         printf("     int8 dot peak, %d thread(s): %.0f GMAC/s (%s, measured now); GMAC: the "
                "phase's multiply-adds per step; of peak: GMAC / mean ms against it\n",
                threads, peak / 1e9, dot);
+    printf("     read bandwidth, %d thread(s): %.1f GB/s now, %.1f at the start; the bounds use "
+           "the larger\n",
+           threads, bw_now, bw_start);
     printf("     %-34s %8s %6s %8s %9s %8s %9s %8s %8s %8s %7s\n", "phase", "mean ms", "share",
            "MB", "GB/s", "best ms", "GB/s", "GMAC", "of peak", "bound ms", "of roof");
     double bound[PH_COUNT];
