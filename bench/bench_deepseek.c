@@ -1,7 +1,9 @@
 /* bench/bench_deepseek.c — the deepseek2 family at DeepSeek-V3's widths: decode and prefill tok/s
  * in process and over a 2-node loopback cluster, side by side with llama.cpp's llama-bench on the
- * same GGUF file; the latent KV cache's bytes per position; the shared expert's overlap with the
- * routed experts' exchange; wire bytes and the movement ratio.
+ * same GGUF file; the weight bytes a decode step reads in process and their rate against the read
+ * bandwidth measured at the start on the same threads (the decode's fraction of the bound); the
+ * latent KV cache's bytes per position; the shared expert's overlap with the routed experts'
+ * exchange; wire bytes and the movement ratio.
  *
  * The model (`vindex synth --arch deepseek2`, random weights, in build/bench-models/ when absent):
  * hidden 7168, 128 heads, q_lora 1536, kv_lora 512, rope 64, nope 128, v 128, expert ff 2048, top-8
@@ -155,7 +157,8 @@ static int whole_run(md_expert_backend *b, const md_moe_batch *batch, float *out
 
 typedef struct result {
     double prefill_tps, decode_tps;
-    md_moe_timing t; /* decode steps */
+    double bytes_per_token; /* weights read per decode step: dense here, experts by the backend */
+    md_moe_timing t;        /* decode steps */
     uint64_t kv_bytes;
     co_remote_summary wire; /* decode steps, cluster runs */
 } result;
@@ -184,6 +187,7 @@ static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
     md_ctx_reset_moe_timing(c);
     if (remote) co_remote_reset_stats(remote);
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
+    const uint64_t d0 = md_ctx_dense_bytes(c), w0 = remote ? 0 : md_local_backend_weight_bytes(be);
     t0 = bu_now();
     for (int k = 0; k < o->decode; k++) {
         md_row row = {0, o->prompt + k, tok, 1};
@@ -191,6 +195,10 @@ static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
         tok = md_argmax(logits, m->cfg.n_vocab);
     }
     r->decode_tps = o->decode / (bu_now() - t0);
+    if (!remote) /* the cluster's expert bytes are the nodes' (the wire summary counts them) */
+        r->bytes_per_token =
+            (double)(md_ctx_dense_bytes(c) - d0 + md_local_backend_weight_bytes(be) - w0) /
+            o->decode;
     r->t = md_ctx_moe_timing(c);
     r->kv_bytes = md_ctx_kv_bytes(c);
     if (remote) r->wire = co_remote_summarize(remote);
@@ -213,7 +221,7 @@ static double per_layer_us(uint64_t ns, const md_moe_timing *t) {
 }
 
 static void report(const opts *o, const result best[R_COUNT], double ratio_med[R_COUNT][2],
-                   int have_llama) {
+                   int have_llama, double bw_gbs) {
     printf("%-24s %10s %10s %12s %12s\n", "run", "decode/s", "prefill/s", "decode vs lc",
            "prefill vs lc");
     for (int k = 0; k < R_COUNT; k++) {
@@ -239,6 +247,13 @@ static void report(const opts *o, const result best[R_COUNT], double ratio_med[R
         exch, shared, exch + shared, moe_ov, per_layer_us(ov->submit_ns, ov),
         per_layer_us(ov->shared_ns, ov), per_layer_us(ov->wait_ns, ov), moe_ov / larger,
         moe_ov / (exch + shared));
+    /* in process every weight byte is read here: its rate against the probe's */
+    const result *lo = &best[R_LOCAL];
+    const double gbs = lo->bytes_per_token * lo->decode_tps / 1e9;
+    const double frac = bw_gbs > 0 ? gbs / bw_gbs : 0;
+    printf("   in process: %.1f MB of weights per decode step x %.2f tok/s = %.1f GB/s, %.0f%% of "
+           "the read bandwidth (%.1f GB/s on %d thread(s), the probe's best in the run)\n",
+           lo->bytes_per_token / 1e6, lo->decode_tps, gbs, 100 * frac, bw_gbs, o->threads);
     const co_remote_summary *w = &best[R_OVERLAP].wire;
     const double per = w->tokens ? 1.0 / (double)w->tokens : 0;
     const double kv_pos = (double)(KV_LORA + ROPE) * 4 * o->layers;
@@ -261,6 +276,8 @@ static void report(const opts *o, const result best[R_COUNT], double ratio_med[R
                "\"loopback2_vs_llama_decode\":%.3f",
                best[R_LOCAL].decode_tps / best[R_LLAMA].decode_tps, ratio_med[R_LOCAL][0],
                best[R_OVERLAP].decode_tps / best[R_LLAMA].decode_tps);
+    printf(",\"bytes_per_token\":%.0f,\"read_bw_gbps\":%.2f,\"bandwidth_fraction\":%.3f",
+           lo->bytes_per_token, bw_gbs, frac);
     printf(",\"kv_bytes_per_position\":%.0f,\"exchange_us\":%.1f,\"shared_us\":%.1f,"
            "\"moe_overlapped_us\":%.1f,\"overlap_vs_max\":%.3f,\"wire_bytes_per_token\":%.0f,"
            "\"movement_ratio\":%.4g}\n",
@@ -281,6 +298,7 @@ typedef struct sides {
     kn_pool *pool;
     int have_llama;
     bl_info info;
+    double bw; /* GB/s the read probe reaches on o->threads threads (start and end of the run) */
 } sides;
 
 /* The GGUF file (o->model, or synthesized into o->dir when absent) in path and the vindex the
@@ -427,7 +445,18 @@ static int run_rounds(const opts *o, const char *path, sides *sd, mw_err *e) {
     if (sd->have_llama)
         printf("   llama-bench: commit %s, flash attention %s, %s, read the model as %s\n",
                sd->info.commit, sd->info.flash_attn, sd->info.load, sd->info.model_type);
-    report(o, best, med, sd->have_llama);
+    /* the probe again: the machine's ceiling is the best it reached in the run (on a VM it moves
+     * by half from minute to minute), never a bad moment's */
+    double bw_end = bu_read_bandwidth((size_t)1 << 30, o->threads, 3);
+    /* what one thread reads, more can (the others may idle), though a probe on more threads can
+     * come out lower (a neighbour's traffic, vCPUs sharing a core) */
+    const double bw_one = o->threads > 1 ? bu_read_bandwidth((size_t)1 << 30, 1, 3) : 0;
+    if (bw_one > bw_end) bw_end = bw_one;
+    printf("   read bandwidth after the rounds, %d thread(s) or one: %.1f GB/s (at the start %.1f; "
+           "the fraction below: against the larger)\n",
+           o->threads, bw_end, sd->bw);
+    if (bw_end > sd->bw) sd->bw = bw_end;
+    report(o, best, med, sd->have_llama, sd->bw);
     return 0;
 }
 
@@ -446,6 +475,8 @@ int main(int argc, char **argv) {
     print_header(&o);
     mw_err e = {{0}};
     sides sd = {0};
+    sd.bw = bu_read_bandwidth((size_t)1 << 30, o.threads, 3);
+    printf("   read bandwidth, %d thread(s): %.1f GB/s (measured now)\n", o.threads, sd.bw);
     const int rc = open_sides(&o, path, vx, &sd, &e) || run_rounds(&o, path, &sd, &e) ? 1 : 0;
     if (rc) fprintf(stderr, "bench_deepseek: %s\n", e.msg);
     close_sides(&sd);

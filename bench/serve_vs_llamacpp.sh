@@ -4,12 +4,13 @@
 # names its binary) for each level llama.cpp's llama-server on the same file and threads configured
 # as its users run it for that many streams: `-np` slots equal to the streams, each with MW_CTX
 # positions (`-c` streams x MW_CTX), flash attention on, continuous batching (its default), `-t` and
-# `-tb` the threads. One llama-server with 64 slots for every level makes a single stream pay for
-# the 64-slot KV cache in every step (measured: one stream several times slower than the same
-# engine in llama-batched-bench), which measures the configuration and not the engine. Then, level
-# by level, runs bench/bench_serve.mjs against all of them in turns (the order
-# alternating from level to level, the whole sweep MW_PASSES times) and (when LLAMA_BATCHED_BENCH
-# names it) llama-batched-bench with the same prompt and generated lengths and sequences, stops
+# `-tb` the threads, and each slot's KV cache of its own (`--no-kv-unified`, b10573's choice when
+# `-np` is given). One cache shared by every slot (`--kv-unified`, its choice when the slot count
+# is left on auto) makes a lone stream's steps pay for the whole shared cache, which measures the
+# configuration and not the engine (docs/benchmarks.md, Serving). Then, level by level, runs
+# bench/bench_serve.mjs against all of them in turns (the order alternating from level to level,
+# the whole sweep MW_PASSES times) and (when LLAMA_BATCHED_BENCH names it)
+# llama-batched-bench with the same prompt and generated lengths and sequences, stops
 # the servers and prints the table: per level and target the aggregate tok/s (median and range
 # over the passes), TTFT and ITL p50 / p99, the aggregate over one stream's, and over
 # llama-server's in the same pass. The JSON lines go to stdout as they come; the table follows,
@@ -81,7 +82,7 @@ llama_start() { # llama-server for $1 streams; sets ltarget
   port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
   # -c is shared by the -np slots: ctx positions each, as moewire's --ctx
   "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -tb "$threads" \
-    -np "$1" -c $(($1 * ctx)) -fa on --no-webui --no-jinja --reasoning-format none \
+    -np "$1" -c $(($1 * ctx)) --no-kv-unified -fa on --no-webui --no-jinja --reasoning-format none \
     >"$dir/llama.log" 2>&1 &
   lpid=$!
   pids+=("$lpid")
