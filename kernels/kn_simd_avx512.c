@@ -4,12 +4,13 @@
  * permutes straight into the interleaved layout of kn_simd_x86.h and applied to every token in
  * registers: an expert's few rows of a decode batch cost little more than one; a pinned matrix is
  * read from its packed copy, whose groups are stored in decode order so the gathers are skipped),
- * MXFP4 and Q8_0 batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the
- * next tile decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes
- * decoded in registers once per super-block and applied to every token of a pass of up to 8) and
- * Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
- * vpdpwssd). The other Q8-mode integer kernels are kn_simd_x86_int8.h with the 256-bit AVX-512 VNNI
- * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
+ * Q8_0 up to 8 tokens by the same kernel (its groups transposed in registers), MXFP4 and Q8_0
+ * batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the next tile
+ * decoded while this one is used), Q6_K up to 12 tokens and Q4_K up to 16 streamed the same way
+ * (codes decoded in registers once per super-block and applied to every token of a pass of up to
+ * 8) and Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register
+ * tiles of vpdpwssd). The other Q8-mode integer kernels (Q4_K batches) are kn_simd_x86_int8.h with
+ * the 256-bit AVX-512 VNNI instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
  * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
 #include "kernels/kn_simd_x86.h"
 

@@ -11,9 +11,9 @@
  *   KN__X86_NAME(sum8_signed)(w, x)  the same for signed int8 w
  * and gets rows_* / scratch_* functions and the table KN__X86_NAME(int8_kernels).
  *
- * MXFP4 and Q8_0 up to 8 tokens, and Q6_K at T = 1, stream each stored row once and decode it in
- * registers; beyond that a tile of rows is decoded into L1 scratch once and applied to every
- * token. */
+ * MXFP4 and Q8_0 up to 8 tokens, Q4_K up to 16 and Q6_K at T = 1 stream each stored row once and
+ * decode it in registers; beyond that a tile of rows is decoded into L1 scratch once and applied to
+ * every token. */
 
 #ifdef KN__DPBUSD
 /* Sum over k of w[k] . x[k] per block lane: two chains of four vpdpbusd. */
