@@ -10,8 +10,9 @@
  * (codes decoded in registers once per super-block and applied to every token of a pass of up to
  * 8) and Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register
  * tiles of vpdpwssd). The other Q8-mode integer kernels (Q4_K batches) are kn_simd_x86_int8.h with
- * the 256-bit AVX-512 VNNI instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
- * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
+ * the 256-bit AVX-512 VNNI instructions; float kernels come from the AVX2 row. The integer sums are
+ * exact, so every block's isum and every lane's float work is the canonical one: the bits equal the
+ * scalar reference's. */
 #include "kernels/kn_simd_x86.h"
 
 bool kn__isa_avx512_usable(void) {
@@ -72,8 +73,10 @@ static const int8_t mxfp4_lut64[64] = {
  * the high nibbles alike: the 256 bytes of kn__x86_decode_mxfp4's group, in order); returns the
  * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). `packed`: the
  * group is a packed copy's (a constant once inlined). */
-static inline __attribute__((always_inline)) __m512i
-mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packed) {
+static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t *row, __m512i w[4],
+                                                                   __mmask64 keep,
+                                                                   const bool packed,
+                                                                   const bool once) {
     const __m512i lut = _mm512_loadu_si512(mxfp4_lut64);
     __m512i za, zb, e;
     if (packed) {
@@ -84,7 +87,12 @@ mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packe
         e = _mm512_cvtepu8_epi32(_mm_set1_epi64x((long long)e8)); /* dwords j and 8 + j */
     } else {
         const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
-        const __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
+        __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
+        /* `once`: loaded once for both permutes that read them, where the compiler would load
+         * them again as memory operands: a 512-bit load across two cache lines (as these are)
+         * takes the load paths longer than an aligned one, and one row at a time the loads bound
+         * the kernel (with two rows, registers are short and the reloads cost less) */
+        if (once) __asm__("" : "+v"(w0), "+v"(w1));
         za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
         zb = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), qidx,
                                       _mm512_loadu_si512(row + 72)); /* dwords 2, 3 */
@@ -100,15 +108,15 @@ mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packe
 /* The codes and the exponents e - 128 as floats (lane j = block j). */
 static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
                                                               __m256 *ef, const bool packed) {
-    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS, packed);
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS, packed, false);
     *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
 }
 
 /* The same with the exponents in both halves (lanes j and 8 + j = block j), for kernels that
  * apply a group to two tokens at once. */
-static inline __attribute__((always_inline)) void mxfp4_codes2(const uint8_t *row, __m512i w[4],
-                                                               __m512 *ef, const bool packed) {
-    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS, packed);
+static inline __attribute__((always_inline)) void
+mxfp4_codes2(const uint8_t *row, __m512i w[4], __m512 *ef, const bool packed, const bool once) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS, packed, once);
     *ef = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
 }
 
@@ -272,10 +280,11 @@ static inline int mx_lay_group_bytes(const int lay) {
 /* A group's codes (w) and what its block scales are made from, in both halves (lanes j and 8 + j:
  * block j): MXFP4 the exponents e - 128, Q8_0 d_w (live: the row's blocks in this group; the
  * others get d_w = 0, as their fp16 bytes past the row could be inf or NaN). */
-static inline __attribute__((always_inline)) void
-mx_lay_codes(const uint8_t *row, __m512i w[4], __m512 *s2, const int lay, int live) {
+static inline __attribute__((always_inline)) void mx_lay_codes(const uint8_t *row, __m512i w[4],
+                                                               __m512 *s2, const int lay, int live,
+                                                               const bool once) {
     if (lay != MX_LAY_Q8_0) {
-        mxfp4_codes2(row, w, s2, lay == MX_LAY_MXFP4P);
+        mxfp4_codes2(row, w, s2, lay == MX_LAY_MXFP4P, once);
         return;
     }
     q8_0_codes_u8(row, w);
@@ -311,7 +320,7 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
     __m512i w[MX_FEW_R][4];
     __m512 s2[MX_FEW_R];
 #pragma GCC unroll 2
-    for (int r = 0; r < nr; r++) mx_lay_codes(row[r], w[r], &s2[r], lay, live);
+    for (int r = 0; r < nr; r++) mx_lay_codes(row[r], w[r], &s2[r], lay, live, nr == 1);
 #pragma GCC unroll 4
     for (int p = 0; p < nt / 2; p++) {
         const uint8_t *xa = x[2 * p], *xb = x[2 * p + 1];
