@@ -5,7 +5,9 @@
  * to 8, 16, 64; 1 and 2 threads), rotating over enough matrices that the working set exceeds the
  * last-level cache. Prints, per case, GB/s of stored weight bytes, % of the bandwidth of as many
  * threads, GB/s per thread against ONE thread's bandwidth (the per-core streaming rate), % of the
- * int8 peak, rows x tokens per second, and one JSON line; with --ggml-mm PATH
+ * int8 peak, rows x tokens per second, with one thread the same call's rate on a few rows that stay
+ * in L2 (the kernel's ceiling without the memory: which of the two bounds it), and one JSON line;
+ * with --ggml-mm PATH
  * (bench/ggml/ggml_mm.c, built against a ggml the user names) ggml's time for the same shape, T and
  * threads, measured right before each matrix case, and the ratio. `bench_kernels --help` lists the
  * option and the environment variables that select cases (ENV_NOTES). */
@@ -92,6 +94,10 @@ typedef struct bench_case {
     void (*call)(void *ctx, int i, const float *X, int64_t T, float *Y, kn_numerics num,
                  kn_pool *pool);
     void *ctx;
+    /* The same call on a few rows that stay in L2 (NULL: none): the kernel's rate without the
+     * memory, its compute ceiling. */
+    void *l2_ctx;
+    size_t l2_bytes;
     double ggml_us[3][N_TS]; /* ggml's best per call by threads and T (0: not measured) */
 } bench_case;
 
@@ -145,7 +151,7 @@ typedef struct ceilings {
 /* One line and one JSON record for a case's calls: GB/s overall and per thread (against one
  * thread's read bandwidth, the per-core streaming rate), and its multiply-adds against the peak. */
 static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int threads, int64_t T,
-                   int ti, double *dt, int calls) {
+                   int ti, double *dt, int calls, double l2_best) {
     const double best = bu_min(dt, calls), med = bu_median(dt, calls);
     const double gbps = c->bytes / best / 1e9, per = gbps / threads;
     const double pct = 100.0 * gbps / cl->bw[threads], pct1 = 100.0 * per / cl->bw[1];
@@ -153,11 +159,13 @@ static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int
     const double macs = (double)c->rows * (double)c->cols * (double)T / best;
     const double peak = cl->peak[threads] > 0 ? 100.0 * macs / cl->peak[threads] : 0;
     const double ggml = c->ggml_us[threads][ti];
+    const double l2 = l2_best > 0 ? c->l2_bytes / l2_best / 1e9 / threads : 0;
     printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
            "%.1f GB/s  per thread %6.2f GB/s = %5.1f%% of 1-thread bw  %5.1f%% of int8 peak  "
            "%8.2f M rows*tok/s",
            (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, cl->bw[threads], per, pct1,
            peak, rt / 1e6);
+    if (l2 > 0) printf("  in L2 %6.2f GB/s per thread", l2);
     if (ggml > 0) printf("  ggml %.0f us -> %.2fx", ggml, ggml * 1e-6 / best);
     printf("\n");
     printf("{\"bench\":\"kernels\",\"case\":\"%s\",\"type\":\"%s\",\"rows\":%lld,"
@@ -166,11 +174,12 @@ static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int
            "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
            "\"gbps_per_thread\":%.3f,\"read_bw1_gbps\":%.3f,\"pct_bw1_per_thread\":%.1f,"
            "\"gmacs\":%.2f,\"int8_peak_gmacs\":%.2f,\"pct_peak\":%.1f,"
-           "\"rows_tokens_per_s\":%.0f,\"ggml_us\":%.0f,\"vs_ggml\":%.3f}\n",
+           "\"rows_tokens_per_s\":%.0f,\"l2_gbps_per_thread\":%.3f,\"ggml_us\":%.0f,"
+           "\"vs_ggml\":%.3f}\n",
            c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
            kn_numerics_name(num), isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes, gbps,
            cl->bw[threads], pct, per, cl->bw[1], pct1, macs / 1e9, cl->peak[threads] / 1e9, peak,
-           rt, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
+           rt, l2, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
     fflush(stdout);
 }
 
@@ -200,7 +209,21 @@ static void run_case(const bench_case *c, kn_numerics num, const ceilings *cl, d
                 c->call(c->ctx, calls % c->n, X, T, Y, num, pool);
                 dt[calls++] = bu_now() - t0;
             }
-            report(c, num, cl, threads, T, ti, dt, calls);
+            double l2_best = 0;
+            /* one thread (a small call may not split across the pool), a quarter of the budget,
+             * on the L2-resident rows */
+            if (c->l2_ctx && threads == 1) {
+                c->call(c->l2_ctx, 0, X, T, Y, num, pool);
+                l2_best = 1e30;
+                const double s0 = bu_now();
+                for (int k = 0; k < 20 || (k < MAXCALLS && bu_now() - s0 < budget / 4); k++) {
+                    const double t0 = bu_now();
+                    c->call(c->l2_ctx, 0, X, T, Y, num, pool);
+                    const double d = bu_now() - t0;
+                    if (d < l2_best) l2_best = d;
+                }
+            }
+            report(c, num, cl, threads, T, ti, dt, calls, l2_best);
         }
         kn_pool_destroy(pool);
     }
@@ -283,6 +306,13 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
         W[i] = (kn_mat){
             s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), alloc_weights(s->type, bytes),
             NULL};
+    /* the first rows of the first matrix, about 384 KB: in L2 on any core this runs on */
+    const size_t rb = kn_row_size(s->type, s->cols);
+    int64_t l2_rows = (int64_t)((384u << 10) / rb) / 16 * 16;
+    if (l2_rows < 16) l2_rows = 16;
+    if (l2_rows > s->rows) l2_rows = s->rows;
+    kn_mat l2 = W[0];
+    l2.rows = l2_rows;
     bench_case c = {.name = s->name,
                     .type = kn_type_name(s->type),
                     .rows = s->rows,
@@ -290,7 +320,9 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
                     .bytes = bytes,
                     .n = n,
                     .call = call_matmul,
-                    .ctx = W};
+                    .ctx = W,
+                    .l2_ctx = &l2,
+                    .l2_bytes = rb * (size_t)l2_rows};
     if (ggml_mm_bin && num == KN_NUM_Q8) ggml_reference(s, n, budget, c.ggml_us);
     run_case(&c, num, cl, budget);
     for (int i = 0; i < n; i++) free((void *)W[i].data);

@@ -4,13 +4,15 @@
  * permutes straight into the interleaved layout of kn_simd_x86.h and applied to every token in
  * registers: an expert's few rows of a decode batch cost little more than one; a pinned matrix is
  * read from its packed copy, whose groups are stored in decode order so the gathers are skipped),
- * MXFP4 and Q8_0 batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the
- * next tile decoded while this one is used), Q6_K up to 12 tokens streamed the same way (codes
- * decoded in registers once per super-block and applied to every token of a pass of up to 8) and
- * Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register tiles of
- * vpdpwssd). The other Q8-mode integer kernels are kn_simd_x86_int8.h with the 256-bit AVX-512 VNNI
- * instructions; float kernels come from the AVX2 row. The integer sums are exact, so every block's
- * isum and every lane's float work is the canonical one: the bits equal the scalar reference's. */
+ * Q8_0 up to 8 tokens by the same kernel (its groups transposed in registers), MXFP4 and Q8_0
+ * batches beyond that (a tile of rows decoded once, two rows per 512-bit vector, the next tile
+ * decoded while this one is used), Q6_K up to 12 tokens and Q4_K up to 16 streamed the same way
+ * (codes decoded in registers once per super-block and applied to every token of a pass of up to
+ * 8) and Q6_K batches beyond that (weights decoded to scaled int16 once per tile, 4 x 4 register
+ * tiles of vpdpwssd). The other Q8-mode integer kernels (Q4_K batches) are kn_simd_x86_int8.h with
+ * the 256-bit AVX-512 VNNI instructions; float kernels come from the AVX2 row. The integer sums are
+ * exact, so every block's isum and every lane's float work is the canonical one: the bits equal the
+ * scalar reference's. */
 #include "kernels/kn_simd_x86.h"
 
 bool kn__isa_avx512_usable(void) {
@@ -71,8 +73,10 @@ static const int8_t mxfp4_lut64[64] = {
  * the high nibbles alike: the 256 bytes of kn__x86_decode_mxfp4's group, in order); returns the
  * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). `packed`: the
  * group is a packed copy's (a constant once inlined). */
-static inline __attribute__((always_inline)) __m512i
-mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packed) {
+static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t *row, __m512i w[4],
+                                                                   __mmask64 keep,
+                                                                   const bool packed,
+                                                                   const bool once) {
     const __m512i lut = _mm512_loadu_si512(mxfp4_lut64);
     __m512i za, zb, e;
     if (packed) {
@@ -83,7 +87,12 @@ mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packe
         e = _mm512_cvtepu8_epi32(_mm_set1_epi64x((long long)e8)); /* dwords j and 8 + j */
     } else {
         const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
-        const __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
+        __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
+        /* `once`: loaded once for both permutes that read them, where the compiler would load
+         * them again as memory operands: a 512-bit load across two cache lines (as these are)
+         * takes the load paths longer than an aligned one, and one row at a time the loads bound
+         * the kernel (with two rows, registers are short and the reloads cost less) */
+        if (once) __asm__("" : "+v"(w0), "+v"(w1));
         za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
         zb = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), qidx,
                                       _mm512_loadu_si512(row + 72)); /* dwords 2, 3 */
@@ -99,15 +108,15 @@ mxfp4_codes_e(const uint8_t *row, __m512i w[4], __mmask64 keep, const bool packe
 /* The codes and the exponents e - 128 as floats (lane j = block j). */
 static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
                                                               __m256 *ef, const bool packed) {
-    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS, packed);
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS, packed, false);
     *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
 }
 
 /* The same with the exponents in both halves (lanes j and 8 + j = block j), for kernels that
  * apply a group to two tokens at once. */
-static inline __attribute__((always_inline)) void mxfp4_codes2(const uint8_t *row, __m512i w[4],
-                                                               __m512 *ef, const bool packed) {
-    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS, packed);
+static inline __attribute__((always_inline)) void
+mxfp4_codes2(const uint8_t *row, __m512i w[4], __m512 *ef, const bool packed, const bool once) {
+    const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS, packed, once);
     *ef = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
 }
 
@@ -190,6 +199,37 @@ static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, 
     mxfp4_dec_group_as(row, k, end, dst, g, true);
 }
 
+/* One full group of 8 stored Q8_0 blocks (272 bytes) in registers, in the interleaved layout of
+ * kn_simd_x86.h with the weights made unsigned (+128: the sign bit flipped, as vpdpbusd wants them;
+ * the prepared tokens carry -128 * sum(q) per block): u[i] = [vector 2i | vector 2i + 1], like
+ * mxfp4_codes_e's w. The 8 x 8 transpose of the blocks' dwords, 4 blocks' halves per 128-bit
+ * lane. */
+static inline __attribute__((always_inline)) void q8_0_codes_u8(const uint8_t *row, __m512i u[4]) {
+    __m512i a[4], t[4], v[4];
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) { /* lanes: block j bytes 0..15, 16..31, block j + 4 alike */
+        const uint8_t *b = row + KN__Q8_0_BYTES * j + 2;
+        a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)),
+                                  _mm256_loadu_si256((const __m256i *)(b + 4 * KN__Q8_0_BYTES)), 1);
+    }
+    t[0] = _mm512_unpacklo_epi32(a[0], a[1]);
+    t[1] = _mm512_unpackhi_epi32(a[0], a[1]);
+    t[2] = _mm512_unpacklo_epi32(a[2], a[3]);
+    t[3] = _mm512_unpackhi_epi32(a[2], a[3]);
+    v[0] = _mm512_unpacklo_epi64(t[0], t[2]); /* lane L: dword k of the 4 blocks of lane L */
+    v[1] = _mm512_unpackhi_epi64(t[0], t[2]);
+    v[2] = _mm512_unpacklo_epi64(t[1], t[3]);
+    v[3] = _mm512_unpackhi_epi64(t[1], t[3]);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    /* w[k] = lanes 0 and 2 of v[k], w[k + 4] = lanes 1 and 3: stored as [w0 w1] [w2 w3] ... */
+    const __m512i o[4] = {_mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)),
+                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(3, 1, 3, 1))};
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) u[i] = _mm512_xor_si512(o[i], flip);
+}
+
 /* ---- MXFP4 rows against a few tokens: the stored row streamed once --------------------------- */
 
 /* Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
@@ -228,23 +268,59 @@ static inline __attribute__((always_inline)) void mx_few_x(const uint8_t *x, int
     }
 }
 
+/* What the streaming kernel reads: stored MXFP4 rows, a packed copy's (kn_pack), or stored Q8_0
+ * rows. All three decode a group to the same interleaved unsigned bytes and leave the same kind of
+ * block sums; they differ in the group's bytes and in the block's float scale. */
+enum { MX_LAY_MXFP4, MX_LAY_MXFP4P, MX_LAY_Q8_0 };
+
+static inline int mx_lay_group_bytes(const int lay) {
+    return lay == MX_LAY_Q8_0 ? 8 * KN__Q8_0_BYTES : 8 * KN__MXFP4_BYTES;
+}
+
+/* A group's codes (w) and what its block scales are made from, in both halves (lanes j and 8 + j:
+ * block j): MXFP4 the exponents e - 128, Q8_0 d_w (live: the row's blocks in this group; the
+ * others get d_w = 0, as their fp16 bytes past the row could be inf or NaN). */
+static inline __attribute__((always_inline)) void mx_lay_codes(const uint8_t *row, __m512i w[4],
+                                                               __m512 *s2, const int lay, int live,
+                                                               const bool once) {
+    if (lay != MX_LAY_Q8_0) {
+        mxfp4_codes2(row, w, s2, lay == MX_LAY_MXFP4P, once);
+        return;
+    }
+    q8_0_codes_u8(row, w);
+    __m256 dw = kn__x86_q8_0_d(row);
+    if (live < 8) dw = _mm256_and_ps(dw, kn__x86_live_lanes(live));
+    *s2 = mx_join(dw, dw);
+}
+
+/* The block scales from the tokens' d_x: MXFP4 d_x * h(e) as vscalef(d_x, e - 128), one rounding
+ * of the exact product (h is exact for every e, subnormals included); Q8_0 d_w * d_x. */
+static inline __attribute__((always_inline)) __m512 mx_lay_scale(__m512 dx, __m512 s2,
+                                                                 const int lay) {
+    return lay == MX_LAY_Q8_0 ? _mm512_mul_ps(dx, s2) : _mm512_scalef_ps(dx, s2);
+}
+static inline __attribute__((always_inline)) __m256 mx_lay_scale1(__m256 dx, __m512 s2,
+                                                                  const int lay) {
+    return lay == MX_LAY_Q8_0 ? _mm256_mul_ps(dx, _mm512_castps512_ps256(s2))
+                              : _mm256_scalef_ps(dx, _mm512_castps512_ps256(s2));
+}
+
 /* One group g (decoded from each of the nr rows) against nt tokens, each token's group loaded once
  * for all the rows. Tokens go in pairs (a, b): per row, a's and b's vpdpbusd chains (from their
  * biases per block) leave block j's two halves in lanes j and 8 + j; a blend and a lane swap put
  * a's halves and b's halves side by side, so one add leaves the exact block sums of both in one
  * vector (a in lanes 0-7, b in 8-15) and the convert, the scales and the fma run once for the
  * pair, each lane's the canonical one of its (token, block): a third fewer instructions per token
- * than one token at a time. An odd last token runs alone on 256 bits. vscalef computes
- * d_x * 2^(e - 128) with one rounding, the correctly rounded product d_x * h(e) (h is exact for
- * every e, subnormals included). */
+ * than one token at a time. An odd last token runs alone on 256 bits. `live`: the row's blocks in
+ * this group (8 but in a tail group). */
 static inline __attribute__((always_inline)) void
 mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int64_t g,
-             __m512 (*acc2)[MX_FEW / 2], __m256 *acc1, const int nt, const int nr,
-             const bool packed) {
+             __m512 (*acc2)[MX_FEW / 2], __m256 *acc1, const int nt, const int nr, const int lay,
+             int live) {
     __m512i w[MX_FEW_R][4];
-    __m512 ef2[MX_FEW_R];
+    __m512 s2[MX_FEW_R];
 #pragma GCC unroll 2
-    for (int r = 0; r < nr; r++) mxfp4_codes2(row[r], w[r], &ef2[r], packed);
+    for (int r = 0; r < nr; r++) mx_lay_codes(row[r], w[r], &s2[r], lay, live, nr == 1);
 #pragma GCC unroll 4
     for (int p = 0; p < nt / 2; p++) {
         const uint8_t *xa = x[2 * p], *xb = x[2 * p + 1];
@@ -272,7 +348,7 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
             /* [a.lo | b.hi] + [a.hi | b.lo]: lanes 0-7 token a's block sums, 8-15 token b's */
             const __m512i isum = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, sa[r], sb[r]),
                                                   _mm512_shuffle_i64x2(sa[r], sb[r], 0x4E));
-            acc2[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_scalef_ps(dx2, ef2[r]),
+            acc2[r][p] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), mx_lay_scale(dx2, s2[r], lay),
                                          acc2[r][p]);
         }
     }
@@ -285,39 +361,43 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
         mx_few_x(xt, g, v, nr);
 #pragma GCC unroll 2
         for (int r = 0; r < nr; r++) {
-            __m512i st = bt;
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) st = _mm512_dpbusd_epi32(st, w[r][k], v[k]);
+            /* two chains of two: a group's sum waits for half the vpdpbusd latency, so more
+             * groups fit in the scheduler at once (one token is bound by that latency) */
+            __m512i st = bt, su = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int k = 0; k < 4; k += 2) {
+                st = _mm512_dpbusd_epi32(st, w[r][k], v[k]);
+                su = _mm512_dpbusd_epi32(su, w[r][k + 1], v[k + 1]);
+            }
+            st = _mm512_add_epi32(st, su);
             const __m256i isum =
                 _mm256_add_epi32(_mm512_castsi512_si256(st), _mm512_extracti64x4_epi64(st, 1));
-            const __m256 scale =
-                _mm256_scalef_ps(_mm256_load_ps(dx), _mm512_castps512_ps256(ef2[r]));
-            acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc1[r]);
+            acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                                      mx_lay_scale1(_mm256_load_ps(dx), s2[r], lay), acc1[r]);
         }
     }
 }
 
 /* Group g of the nr rows (prefetched ahead) against the tokens; the rows advance one group. */
-static inline __attribute__((always_inline)) void mx_few_step(const uint8_t **row,
-                                                              const uint8_t *const *x, int64_t ng,
-                                                              int64_t g, __m512 (*acc2)[MX_FEW / 2],
-                                                              __m256 *acc1, const int nt,
-                                                              const int nr, const bool packed) {
+static inline __attribute__((always_inline)) void
+mx_few_step(const uint8_t **row, const uint8_t *const *x, int64_t ng, int64_t g,
+            __m512 (*acc2)[MX_FEW / 2], __m256 *acc1, const int nt, const int nr, const int lay) {
 #pragma GCC unroll 2
-    for (int r = 0; r < nr; r++) kn__x86_prefetch(row[r], 8 * KN__MXFP4_BYTES);
-    mx_few_group(row, x, ng, g, acc2, acc1, nt, nr, packed);
+    for (int r = 0; r < nr; r++) kn__x86_prefetch(row[r], mx_lay_group_bytes(lay));
+    mx_few_group(row, x, ng, g, acc2, acc1, nt, nr, lay, 8);
 #pragma GCC unroll 2
-    for (int r = 0; r < nr; r++) row[r] += 8 * KN__MXFP4_BYTES;
+    for (int r = 0; r < nr; r++) row[r] += mx_lay_group_bytes(lay);
 }
 
 /* One pass over nr rows: out[r][t] = row r . token t for r < nr, t < nt (inlined per nr, nt and
  * layout, so the loops unroll to constants). A packed row's tail group is as stored; it reads its
  * window in place when that lies before `end`: blocks past the row meet zero activations (isum 0)
- * and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k). */
+ * and d_x = 0 (scale 0, or a subnormal-free 0 * 2^k; Q8_0's d_w there is masked to 0). */
 static inline __attribute__((always_inline)) void
 mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, const uint8_t *end,
-            float (*out)[MX_FEW], const int nt, const int nr, const bool packed) {
+            float (*out)[MX_FEW], const int nt, const int nr, const int lay) {
     const int64_t ng = (nb + 7) / 8, full = nb / 8;
+    const int tail_lay = lay == MX_LAY_Q8_0 ? MX_LAY_Q8_0 : MX_LAY_MXFP4;
     __m512 acc2[MX_FEW_R][MX_FEW / 2];
     __m256 acc1[MX_FEW_R];
     const uint8_t *row[MX_FEW_R];
@@ -333,18 +413,20 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
      * by the stream itself, which the overlap does not shorten. */
     if (nr > 1) {
 #pragma GCC unroll 2
-        for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, packed);
+        for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, lay);
     } else {
-        for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, packed);
+        for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, lay);
     }
+    const int live = (int)(nb - 8 * full);
     for (int r = 0; r < nr && full < ng; r++) {
-        if (end - row[r] >= 8 * KN__MXFP4_BYTES) {
-            mx_few_group(&row[r], x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
+        if (end - row[r] >= mx_lay_group_bytes(lay)) {
+            mx_few_group(&row[r], x, ng, full, &acc2[r], &acc1[r], nt, 1, tail_lay, live);
         } else {
-            _Alignas(64) uint8_t pad[8 * KN__MXFP4_BYTES + 56] = {0};
+            _Alignas(64) uint8_t pad[8 * KN__Q8_0_BYTES] = {0}; /* >= MXFP4's 136 + 56 */
             const uint8_t *p = pad;
-            memcpy(pad, row[r], (size_t)(nb - 8 * full) * KN__MXFP4_BYTES);
-            mx_few_group(&p, x, ng, full, &acc2[r], &acc1[r], nt, 1, false);
+            memcpy(pad, row[r],
+                   (size_t)live * (lay == MX_LAY_Q8_0 ? KN__Q8_0_BYTES : KN__MXFP4_BYTES));
+            mx_few_group(&p, x, ng, full, &acc2[r], &acc1[r], nt, 1, tail_lay, live);
         }
     }
 #pragma GCC unroll 2
@@ -359,8 +441,9 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
     }
 }
 
-/* mx_few_rows<n> (stored rows) and mx_few_rowsp<n> (a packed copy's: W is its view). */
-#define MX_FEW_ROWS_AS(name, n, packed)                                                            \
+/* mx_few_rows<n> (stored MXFP4 rows), mx_few_rowsp<n> (a packed copy's: W is its view) and
+ * q8_few_rows<n> (stored Q8_0 rows). */
+#define MX_FEW_ROWS_AS(name, n, lay)                                                               \
     static void name(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,  \
                      int64_t n1) {                                                                 \
         const uint8_t *end = kn__x86_mat_end(W);                                                   \
@@ -372,20 +455,21 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
             const uint8_t *rows[MX_FEW_R];                                                         \
             float out[MX_FEW_R][MX_FEW];                                                           \
             for (int i = 0; i < MX_FEW_R; i++) rows[i] = data + (size_t)(r + i) * W->row_bytes;    \
-            mx_few_pass(rows, x, nb, end, out, n, MX_FEW_R, packed);                               \
+            mx_few_pass(rows, x, nb, end, out, n, MX_FEW_R, lay);                                  \
             for (int i = 0; i < MX_FEW_R; i++)                                                     \
                 for (int t = 0; t < n; t++) Y[t * ldy + r + i] = out[i][t];                        \
         }                                                                                          \
         for (; r < n1; r++) {                                                                      \
             const uint8_t *row = data + (size_t)r * W->row_bytes;                                  \
             float out[1][MX_FEW];                                                                  \
-            mx_few_pass(&row, x, nb, end, out, n, 1, packed);                                      \
+            mx_few_pass(&row, x, nb, end, out, n, 1, lay);                                         \
             for (int t = 0; t < n; t++) Y[t * ldy + r] = out[0][t];                                \
         }                                                                                          \
     }
 #define MX_FEW_ROWS(n)                                                                             \
-    MX_FEW_ROWS_AS(mx_few_rows##n, n, false)                                                       \
-    MX_FEW_ROWS_AS(mx_few_rowsp##n, n, true)
+    MX_FEW_ROWS_AS(mx_few_rows##n, n, MX_LAY_MXFP4)                                                \
+    MX_FEW_ROWS_AS(mx_few_rowsp##n, n, MX_LAY_MXFP4P)                                              \
+    MX_FEW_ROWS_AS(q8_few_rows##n, n, MX_LAY_Q8_0)
 MX_FEW_ROWS(1)
 MX_FEW_ROWS(2)
 MX_FEW_ROWS(3)
@@ -403,6 +487,9 @@ static const kn__x86_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx
 static const kn__x86_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
                                                    mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
                                                    mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
+static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8_few_rows2,
+                                                  q8_few_rows3, q8_few_rows4, q8_few_rows5,
+                                                  q8_few_rows6, q8_few_rows7, q8_few_rows8};
 
 /* Rows n0 .. n1 of W against all of x's tokens with fns[T] (MXFP4's or Q6_K's streaming kernel),
  * in passes of at most MX_FEW tokens as even as can be (each pass streams the rows again). */
@@ -494,6 +581,12 @@ static inline __m256i q6k_reduce8(const __m512i a[8]) {
     const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
     return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, h));
 }
+
+/* Word w of the scale vector of code vector q: the scale of the group it holds (q4k_block_sums). */
+#define Q4_IDX(g) g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g
+static const _Alignas(64) uint16_t q4k_scale_idx[4][32] = {
+    {Q4_IDX(0), Q4_IDX(2)}, {Q4_IDX(1), Q4_IDX(3)}, {Q4_IDX(4), Q4_IDX(6)}, {Q4_IDX(5), Q4_IDX(7)}};
+#undef Q4_IDX
 
 /* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
  * exact isum of token t. */
@@ -587,29 +680,37 @@ q6k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out,
     for (int t = 0; t < nt; t++) out[t] = kn__x86_tree8(acc[t]);
 }
 
-/* q6k_few_rows<n>: rows n0 .. n1 of W against n tokens. */
-#define Q6_FEW_ROWS(n)                                                                             \
-    static void q6k_few_rows##n(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,   \
-                                int64_t n0, int64_t n1) {                                          \
+/* <kind>_few_rows<n>: rows n0 .. n1 of W against n tokens, one row at a time by <kind>_few_row (the
+ * K-quants' streaming kernels), and the table <kind>_few of them by n. */
+#define KQ_FEW_ROWS(kind, n)                                                                       \
+    static void kind##_few_rows##n(const kn_mat *W, const uint8_t *const *x, float *Y,             \
+                                   int64_t ldy, int64_t n0, int64_t n1) {                          \
         for (int64_t r = n0; r < n1; r++) {                                                        \
             float out[Q6_FEW];                                                                     \
-            q6k_few_row((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols, out, n);  \
+            kind##_few_row((const uint8_t *)W->data + (size_t)r * W->row_bytes, x, W->cols, out,   \
+                           n);                                                                     \
             for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
         }                                                                                          \
     }
-Q6_FEW_ROWS(1)
-Q6_FEW_ROWS(2)
-Q6_FEW_ROWS(3)
-Q6_FEW_ROWS(4)
-Q6_FEW_ROWS(5)
-Q6_FEW_ROWS(6)
-Q6_FEW_ROWS(7)
-Q6_FEW_ROWS(8)
-#undef Q6_FEW_ROWS
-
-static const kn__x86_few_fn q6k_few[Q6_FEW + 1] = {NULL,          q6k_few_rows1, q6k_few_rows2,
-                                                   q6k_few_rows3, q6k_few_rows4, q6k_few_rows5,
-                                                   q6k_few_rows6, q6k_few_rows7, q6k_few_rows8};
+#define KQ_FEW_KIND(kind)                                                                          \
+    KQ_FEW_ROWS(kind, 1)                                                                           \
+    KQ_FEW_ROWS(kind, 2)                                                                           \
+    KQ_FEW_ROWS(kind, 3)                                                                           \
+    KQ_FEW_ROWS(kind, 4)                                                                           \
+    KQ_FEW_ROWS(kind, 5)                                                                           \
+    KQ_FEW_ROWS(kind, 6)                                                                           \
+    KQ_FEW_ROWS(kind, 7)                                                                           \
+    KQ_FEW_ROWS(kind, 8)                                                                           \
+    static const kn__x86_few_fn kind##_few[Q6_FEW + 1] = {NULL,                                    \
+                                                          kind##_few_rows1,                        \
+                                                          kind##_few_rows2,                        \
+                                                          kind##_few_rows3,                        \
+                                                          kind##_few_rows4,                        \
+                                                          kind##_few_rows5,                        \
+                                                          kind##_few_rows6,                        \
+                                                          kind##_few_rows7,                        \
+                                                          kind##_few_rows8};
+KQ_FEW_KIND(q6k)
 
 /* ---- Q6_K batches beyond 12 tokens ----------------------------------------------------------- */
 
@@ -756,6 +857,163 @@ static void rows_q6_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, 
 
 static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
     return T > Q6_FEW_MAX ? q6k_tile_bytes(W->cols / KN__QK_K) : 0;
+}
+
+/* ---- Q4_K against a few tokens: the stored row streamed once, decoded in registers ----------- */
+
+/* Prepared activation row: the Q8_K blocks as kn_simd_x86.h lays them out (the batch tile of
+ * kn_simd_x86_int8.h reads them), then each block's 256 q reordered to meet the codes as they come
+ * out of the stored bytes (per 128 values: 0..31, 64..95, 32..63, 96..127: a 64-byte vector of
+ * codes holds the low nibbles of two 32-byte runs, groups 2j and 2j + 2, or their high nibbles),
+ * then the blocks' d as floats, zero-padded to a multiple of 8. */
+static size_t q4k_qs_off(int64_t k) {
+    return kn__align64(kn__x86_q8_K_bytes(k));
+}
+static size_t q4k_dx_off(int64_t k) {
+    return q4k_qs_off(k) + (size_t)(k / KN__QK_K) * KN__QK_K;
+}
+static size_t q4k_act_bytes(int64_t k) {
+    return q4k_dx_off(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
+}
+
+static void q4k_act_prep(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / KN__QK_K;
+    kn__x86_prep_q8_K(x, dst, k);
+    const kn__block_q8_K *blk = dst;
+    uint8_t *q = (uint8_t *)dst + q4k_qs_off(k);
+    float *dx = (float *)((uint8_t *)dst + q4k_dx_off(k));
+    for (int64_t b = 0; b < nb; b++) {
+        static const int from[8] = {0, 2, 1, 3, 4, 6, 5, 7}; /* 32-value runs in kernel order */
+        for (int c = 0; c < 8; c++)
+            _mm256_storeu_si256((__m256i *)(q + KN__QK_K * b + 32 * c),
+                                _mm256_loadu_si256((const __m256i *)(blk[b].qs + 32 * from[c])));
+        dx[b] = blk[b].d;
+    }
+    for (int64_t b = nb; b < (nb + 7) / 8 * 8; b++) dx[b] = 0.0f;
+}
+
+/* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
+ * exact scaled code sum of token t (codes x q by vpmaddubsw, times the group scales by vpdpwssd),
+ * m[t] 8 lanes summing to the mins against the token's bsums. The 12 packed bytes of scales and
+ * mins are unpacked four at a time (q4k_scales_mins_v512) and the scales spread to the words of
+ * the groups they multiply (vpermw). */
+static inline __attribute__((always_inline)) void
+q4k_block_sums(const uint8_t *blk, const uint8_t *const *xq, const kn__block_q8_K *const *x,
+               int64_t b, __m512i *s, __m256i *m, const int nt) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    kn__x86_prefetch(blk, KN__Q4_K_BYTES);
+    const __m128i sm8 = q4k_scales_mins_v512(blk + 4);
+    const __m512i scz = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(sm8)); /* words 0..7: scales */
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+        sm8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+    const __m512i l0 = _mm512_loadu_si512(blk + 16), l1 = _mm512_loadu_si512(blk + 80);
+    /* c[q]: groups g(q) (bytes 0..31) and g(q) + 2 (32..63), g = 0, 1, 4, 5 */
+    const __m512i c[4] = {_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                          _mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4)};
+    __m512i sv[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; q++)
+        sv[q] = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_scale_idx[q]), scz);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const __m512i *q = (const __m512i *)(xq[t] + KN__QK_K * b);
+        /* one or two tokens: two chains of two, so a block's sum waits for half the latency */
+        __m512i acc = _mm512_setzero_si512(), acc2 = acc;
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            const __m512i p = _mm512_maddubs_epi16(c[i], _mm512_load_si512(q + i));
+            if (nt <= 2 && i % 2)
+                acc2 = _mm512_dpwssd_epi32(acc2, p, sv[i]);
+            else
+                acc = _mm512_dpwssd_epi32(acc, p, sv[i]);
+        }
+        s[t] = nt <= 2 ? _mm512_add_epi32(acc, acc2) : acc;
+        m[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t][b].bsums), m16);
+    }
+}
+
+/* A stored row against nt prepared tokens: out[t] = row . token t. Eight super-blocks' sums of a
+ * token are reduced together into lanes b % 8, then the two canonical fmas run 8 lanes at once
+ * (d * d_x by the code sums, then -(dmin * d_x) by the min sums). Blocks past the row: sums 0, d
+ * and dmin 0, which leave a lane (never -0) unchanged. */
+static inline __attribute__((always_inline)) void
+q4k_few_chunk(const uint8_t *row, const uint8_t *const *xq, const kn__block_q8_K *const *x,
+              const float *const *dx, int64_t b0, __m256 *acc, const int nt, const int n) {
+    __m512i s[8][Q6_FEW];
+    __m256i m[8][Q6_FEW];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        if (i < n) {
+            q4k_block_sums(row + i * KN__Q4_K_BYTES, xq, x, b0 + i, s[i], m[i], nt);
+        } else {
+            for (int t = 0; t < nt; t++) s[i][t] = _mm512_setzero_si512();
+            for (int t = 0; t < nt; t++) m[i][t] = _mm256_setzero_si256();
+        }
+    }
+    /* d (low half) and dmin (high half) of the n blocks in one gather; 0 past the row */
+    const __m256i off = _mm256_setr_epi32(
+        0, 1 * KN__Q4_K_BYTES, 2 * KN__Q4_K_BYTES, 3 * KN__Q4_K_BYTES, 4 * KN__Q4_K_BYTES,
+        5 * KN__Q4_K_BYTES, 6 * KN__Q4_K_BYTES, 7 * KN__Q4_K_BYTES);
+    const __m256i dd = n == 8 ? _mm256_i32gather_epi32((const int *)row, off, 1)
+                              : _mm256_mmask_i32gather_epi32(
+                                    _mm256_setzero_si256(), (__mmask8)((1u << n) - 1), off, row, 1);
+    const __m256 dw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(dd));
+    const __m256 dmw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dd, 16)));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        __m512i st[8];
+        __m256i mt[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) st[i] = s[i][t], mt[i] = m[i][t];
+        const __m256 xd = _mm256_loadu_ps(dx[t] + b0);
+        acc[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6k_reduce8(st)), _mm256_mul_ps(dw, xd), acc[t]);
+        acc[t] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(mt)),
+                            _mm256_xor_ps(_mm256_mul_ps(dmw, xd), _mm256_set1_ps(-0.0f)), acc[t]);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+q4k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out, const int nt) {
+    const int64_t nb = k / KN__QK_K;
+    const kn__block_q8_K *x[Q6_FEW];
+    const uint8_t *xq[Q6_FEW];
+    const float *dx[Q6_FEW];
+    __m256 acc[Q6_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        x[t] = (const kn__block_q8_K *)xp[t];
+        xq[t] = xp[t] + q4k_qs_off(k);
+        dx[t] = (const float *)(xp[t] + q4k_dx_off(k));
+        acc[t] = _mm256_setzero_ps();
+    }
+    int64_t b0 = 0;
+    for (; b0 + 8 <= nb; b0 += 8, row += 8 * KN__Q4_K_BYTES)
+        q4k_few_chunk(row, xq, x, dx, b0, acc, nt, 8); /* constant n: no branches, no masks */
+    if (b0 < nb) q4k_few_chunk(row, xq, x, dx, b0, acc, nt, (int)(nb - b0));
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) out[t] = kn__x86_tree8(acc[t]);
+}
+
+KQ_FEW_KIND(q4k)
+#undef KQ_FEW_KIND
+#undef KQ_FEW_ROWS
+
+/* Tokens up to which Q4_K streams its rows (in passes of Q6_FEW) rather than taking the decoded
+ * tile of kn_simd_x86_int8.h. */
+#define Q4_FEW_MAX 16
+
+static void rows_q4_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                      int64_t n1, void *scratch) {
+    if (x->T <= Q4_FEW_MAX)
+        mx_rows_few(W, x, Y, ldy, n0, n1, q4k_few);
+    else
+        rows_q4_K_v512(W, x, Y, ldy, n0, n1, scratch);
+}
+
+static size_t scratch_q4_K(const kn_mat *W, int64_t T) {
+    return T > Q4_FEW_MAX ? scratch_q4_K_v512(W, T) : 0;
 }
 
 /* ---- MXFP4 batches --------------------------------------------------------------------------- */
@@ -990,35 +1248,13 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
 
 /* vpdpbusd wants unsigned weights: the decoded int8 weights get +128 (a flip of the sign bit) and
  * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
- * block's sum is still exact. T = 1 uses the 256-bit streaming kernel of kn_simd_x86_int8.h, which
- * reads the same prepared rows and ignores the bias. */
+ * block's sum is still exact. The streaming kernel (T <= 8) reads the same prepared rows. */
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to the interleaved layout, weights made
- * unsigned: the 8 x 8 transpose of the blocks' dwords, 4 blocks' halves per 128-bit lane. */
+ * unsigned, into the row's half of a pair. */
 static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
-    __m512i a[4], t[4], v[4];
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; j++) { /* lanes: block j bytes 0..15, 16..31, block j + 4 alike */
-        const uint8_t *b = row + KN__Q8_0_BYTES * j + 2;
-        a[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b)),
-                                  _mm256_loadu_si256((const __m256i *)(b + 4 * KN__Q8_0_BYTES)), 1);
-    }
-    t[0] = _mm512_unpacklo_epi32(a[0], a[1]);
-    t[1] = _mm512_unpackhi_epi32(a[0], a[1]);
-    t[2] = _mm512_unpacklo_epi32(a[2], a[3]);
-    t[3] = _mm512_unpackhi_epi32(a[2], a[3]);
-    v[0] = _mm512_unpacklo_epi64(t[0], t[2]); /* lane L: dword k of the 4 blocks of lane L */
-    v[1] = _mm512_unpackhi_epi64(t[0], t[2]);
-    v[2] = _mm512_unpacklo_epi64(t[1], t[3]);
-    v[3] = _mm512_unpackhi_epi64(t[1], t[3]);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    /* w[k] = lanes 0 and 2 of v[k], w[k + 4] = lanes 1 and 3: stored as [w0 w1] [w2 w3] ... */
-    const __m512i o[4] = {_mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_i64x2(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)),
-                          _mm512_shuffle_i64x2(v[2], v[3], _MM_SHUFFLE(3, 1, 3, 1))};
-    const __m512i u[4] = {_mm512_xor_si512(o[0], flip), _mm512_xor_si512(o[1], flip),
-                          _mm512_xor_si512(o[2], flip), _mm512_xor_si512(o[3], flip)};
+    __m512i u[4];
+    q8_0_codes_u8(row, u);
     mx_store_pair(q, u);
 }
 
@@ -1207,20 +1443,22 @@ static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act 
     }
 }
 
+/* T = 1 and up to 8 tokens stream the stored rows as MXFP4 does (each group decoded in registers
+ * once and applied to every token); batches take the packed pairs when the matrix has them, else
+ * the tile (measured faster at 16 tokens than two streaming passes). */
 static void rows_q8_0(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     const uint8_t *pairs = x->T > 1 ? q8_0_packed(W) : NULL;
     if (pairs)
         mx_rows_packed(W, pairs, x, Y, ldy, n0, n1);
-    else if (x->T > 1)
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0);
+    else if (x->T <= MX_FEW)
+        mx_rows_few(W, x, Y, ldy, n0, n1, q8_few);
     else
-        rows_q8_0_v512(W, x, Y, ldy, n0, n1, scratch);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0);
 }
 
 static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
-    if (T > 1) return mx_tile_scratch(W);
-    return scratch_q8_0_v512(W, T);
+    return T > MX_FEW ? mx_tile_scratch(W) : 0;
 }
 
 static const kn__kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p,
@@ -1229,11 +1467,14 @@ static const kn__kernel k_mxfp4 = {"avx512-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn
 static const kn__kernel k_q6_K = {"avx512-q6_K-q8_K16", q6k_act_bytes, q6k_act_prep, scratch_q6_K,
                                   rows_q6_K};
 
+static const kn__kernel k_q4_K = {"avx512-q4_K-q8_K4", q4k_act_bytes, q4k_act_prep, scratch_q4_K,
+                                  rows_q4_K};
+
 static const kn__kernel k_q8_0 = {"avx512-q8_0-q8_0p", kn__x86_q8_0p_bytes, q8_0_act_prep,
                                   scratch_q8_0, rows_q8_0};
 
 static const kn__kernel *const kernels[KN_TYPE_COUNT] = {
-    [KN_MXFP4] = &k_mxfp4, [KN_Q8_0] = &k_q8_0, [KN_Q6_K] = &k_q6_K};
+    [KN_MXFP4] = &k_mxfp4, [KN_Q8_0] = &k_q8_0, [KN_Q6_K] = &k_q6_K, [KN_Q4_K] = &k_q4_K};
 
 const kn__kernel *kn__kernel_avx512(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;

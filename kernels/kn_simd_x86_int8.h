@@ -11,9 +11,9 @@
  *   KN__X86_NAME(sum8_signed)(w, x)  the same for signed int8 w
  * and gets rows_* / scratch_* functions and the table KN__X86_NAME(int8_kernels).
  *
- * MXFP4 and Q8_0 up to 8 tokens, and Q6_K at T = 1, stream each stored row once and decode it in
- * registers; beyond that a tile of rows is decoded into L1 scratch once and applied to every
- * token. */
+ * MXFP4 and Q8_0 up to 8 tokens, Q4_K up to 16 and Q6_K at T = 1 stream each stored row once and
+ * decode it in registers; beyond that a tile of rows is decoded into L1 scratch once and applied to
+ * every token. */
 
 #ifdef KN__DPBUSD
 /* Sum over k of w[k] . x[k] per block lane: two chains of four vpdpbusd. */
@@ -383,73 +383,109 @@ static inline float KN__X86_NAME(dot_q4_K)(const kn__x86_q4k *w, const kn__block
 /* A stored Q4_K super-block's 8 scales (bytes 0..7) and 8 mins (bytes 8..15), unpacked from their
  * 12 packed bytes four at a time: kn__q4k_scale_min's rule on 32-bit words. */
 static inline __m128i KN__X86_NAME(q4k_scales_mins)(const uint8_t *packed) {
-    uint32_t u[3];
-    memcpy(u, packed, sizeof u);
-    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-    return _mm_setr_epi32((int)(u[0] & m6), (int)((u[2] & m4) | (((u[0] >> 6) & m2) << 4)),
-                          (int)(u[1] & m6), (int)(((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4)));
+    /* words u0, u1, u2 of the 12 bytes (the 4 bytes after them, a super-block's first codes, are
+     * loaded and dropped): dwords u0 & m6, (u2 & m4) | ((u0 >> 6) & m2) << 4, u1 & m6,
+     * ((u2 >> 4) & m4) | ((u1 >> 6) & m2) << 4; ((u >> 6) & m2) << 4 is (u >> 2) & (m2 << 4). */
+    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
+    const __m128i lo = _mm_and_si128(
+        _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
+        _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i hi =
+        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+                      _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(lo, hi);
 }
 
-/* Q4_K x Q8_K straight from the stored row (T = 1): the decoded tile's two exact sums per
- * super-block (codes times q times the group scales; bsums times the mins), computed in registers
- * from the 144 stored bytes, and the same two fmas into the block's lane. Decoding a tile first
- * would write and read four times the stored bytes (the scales expanded to vectors) for one use. */
-static inline float KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const kn__block_q8_K *x,
-                                               int64_t nb) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    /* 8 super-blocks' sums and scales gathered into the lanes b % 8, then the two canonical fmas
-     * 8 lanes at once: no lane goes through memory. Lanes past the row's last super-block hold
-     * 0 x 0, which leaves their canonical lane (never -0) unchanged. */
-    __m256 lane = _mm256_setzero_ps(), sd = lane, sm = lane;
-    __m256i is = _mm256_setzero_si256(), ms = is;
-    for (int64_t b = 0; b < nb; b++, row += KN__Q4_K_BYTES, x++) {
-        kn__x86_prefetch(row, KN__Q4_K_BYTES);
-        const __m128i sm8 = KN__X86_NAME(q4k_scales_mins)(row + 4);
-        const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm8)); /* int16 scales */
-        /* the mins against the 16 bsums: word i gets the min of group i / 2 */
-        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-            sm8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-        const __m256i mv = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m16);
-        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                          _mm256_setzero_si256()};
+/* One stored Q4_K super-block against one Q8_K block: *is gets 8 lanes summing to the codes times
+ * q times the group scales, *ms 8 lanes summing to the bsums times the mins (both exact). */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x, __m256i *is, __m256i *ms) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    kn__x86_prefetch(row, KN__Q4_K_BYTES);
+    const __m128i sm8 = KN__X86_NAME(q4k_scales_mins)(row + 4);
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm8)); /* int16 scales */
+    /* the mins against the 16 bsums: word i gets the min of group i / 2 */
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
+        sm8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+    *ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m16);
+    __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                      _mm256_setzero_si256()};
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) { /* 32 bytes of codes: groups 2j (low nibbles), 2j + 1 */
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(row + 16 + 32 * j));
-            const char a = (char)(4 * j), c = (char)(4 * j + 2); /* bytes of s_2j, s_2j+1 */
-            const __m256i ia = _mm256_setr_epi8(
-                a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a,
-                a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1);
-            const __m256i ic = _mm256_setr_epi8(
-                c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c,
-                c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1);
-            const __m256i plo = _mm256_maddubs_epi16(
-                _mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j)));
-            const __m256i phi =
-                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                     _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32)));
-            acc[j] = KN__DPWSSD(acc[j], plo, _mm256_shuffle_epi8(sc, ia));
-            acc[j] = KN__DPWSSD(acc[j], phi, _mm256_shuffle_epi8(sc, ic));
-        }
-        const __m256i a4 =
-            _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
-        /* both horizontal sums at once: lanes 0 and 1 of t are sum(a4) and sum(mv) */
-        __m256i h = _mm256_hadd_epi32(a4, mv);
-        h = _mm256_hadd_epi32(h, h);
-        const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-        const float xd = x->d;
-        const __m256i sel = _mm256_cmpeq_epi32(iota, _mm256_set1_epi32((int)(b % KN__QLANES)));
-        is = _mm256_blendv_epi8(is, _mm256_broadcastd_epi32(t), sel);
-        ms = _mm256_blendv_epi8(ms, _mm256_broadcastd_epi32(_mm_srli_si128(t, 4)), sel);
-        sd = _mm256_blendv_ps(sd, _mm256_set1_ps(kn__x86_half(row) * xd), _mm256_castsi256_ps(sel));
-        sm = _mm256_blendv_ps(sm, _mm256_set1_ps(-(kn__x86_half(row + 2) * xd)),
-                              _mm256_castsi256_ps(sel));
-        if (b % KN__QLANES == KN__QLANES - 1 || b == nb - 1) {
-            lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), sd, lane);
-            lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), sm, lane);
-            is = ms = _mm256_setzero_si256();
-            sd = sm = _mm256_setzero_ps();
+    for (int j = 0; j < 4; j++) { /* 32 bytes of codes: groups 2j (low nibbles), 2j + 1 */
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(row + 16 + 32 * j));
+        const char a = (char)(4 * j), c = (char)(4 * j + 2); /* bytes of s_2j, s_2j+1 */
+        const __m256i ia = _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a,
+                                            a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
+                                            a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1);
+        const __m256i ic = _mm256_setr_epi8(c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c,
+                                            c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1,
+                                            c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1);
+        const __m256i plo = _mm256_maddubs_epi16(
+            _mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j)));
+        const __m256i phi =
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                 _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32)));
+        acc[j] = KN__DPWSSD(acc[j], plo, _mm256_shuffle_epi8(sc, ia));
+        acc[j] = KN__DPWSSD(acc[j], phi, _mm256_shuffle_epi8(sc, ic));
+    }
+    *is = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+}
+
+/* n <= 8 super-blocks (a chunk) of a stored row against their Q8_K blocks, added to the canonical
+ * lanes b % 8: the chunk's sums are reduced together (kn__x86_reduce8_i32), d and dmin of its
+ * super-blocks taken in one gather, the activations' d in another, and the two canonical fmas run
+ * 8 lanes at once. Lanes past the row hold sums 0 and scales 0, which leave a lane (never -0)
+ * unchanged. */
+static inline __attribute__((always_inline)) __m256
+KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 lane, const int n) {
+    __m256i is[8], ms[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        if (i < n) {
+            KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES, x + i, &is[i], &ms[i]);
+        } else {
+            is[i] = ms[i] = _mm256_setzero_si256();
         }
     }
+    const __m256i ow = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm256_set1_epi32(KN__Q4_K_BYTES));
+    const __m256i ox = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm256_set1_epi32(KN__Q8_K_BYTES));
+    const __m256i live = _mm256_castps_si256(kn__x86_live_lanes(n));
+    /* dword i: d (low half) and dmin (high half) of super-block i */
+    const __m256i dd =
+        n == 8 ? _mm256_i32gather_epi32((const int *)row, ow, 1)
+               : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)row, ow, live, 1);
+    const __m256 xd = n == 8 ? _mm256_i32gather_ps(&x->d, ox, 1)
+                             : _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->d, ox,
+                                                        _mm256_castsi256_ps(live), 1);
+    /* per 128-bit lane: the 4 d, then the 4 dmin; then d 0..7 low, dmin 0..7 high */
+    const __m256i h = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(dd,
+                            _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                             0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)),
+        _MM_SHUFFLE(3, 1, 2, 0));
+    const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    const __m256 dmw = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    lane =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(is)), _mm256_mul_ps(dw, xd), lane);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(ms)),
+                           _mm256_xor_ps(_mm256_mul_ps(dmw, xd), _mm256_set1_ps(-0.0f)), lane);
+}
+
+/* Q4_K x Q8_K straight from the stored row (a few tokens, one at a time): the decoded tile's two
+ * exact sums per super-block (codes times q times the group scales; bsums times the mins),
+ * computed in registers from the 144 stored bytes, and the two canonical fmas into the block's
+ * lane. Decoding a tile first would write and read four times the stored bytes (the scales
+ * expanded to vectors) for one use. */
+static inline float KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const kn__block_q8_K *x,
+                                               int64_t nb) {
+    __m256 lane = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) /* whole chunks: constant n, no branches */
+        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, x + b, lane, 8);
+    if (b < nb)
+        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, x + b, lane, (int)(nb - b));
     return kn__x86_tree8(lane);
 }
 
@@ -542,7 +578,7 @@ KN__X86_ROWS(q4_K_tiled, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),
 
 /* Q4_K batches up to this many tokens stream the stored rows (each token's sums cost as much as
  * one token's, the row is read once); larger ones decode a tile once for all of them. */
-#define KN__X86_Q4K_FEW 4
+#define KN__X86_Q4K_FEW 16
 static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                     int64_t n0, int64_t n1, void *scratch) {
     if (x->T > KN__X86_Q4K_FEW) {
