@@ -196,6 +196,7 @@ typedef struct kn__packer {
     bool every_t;
 } kn__packer;
 const kn__packer *kn__packer_for(kn_type t); /* the active ISA's (NULL: none) */
+const kn__packer *kn__packer_isa(kn_type t); /* the same for a stored (not planar) type */
 const kn__packer *kn__packer_avx512(kn_type t);
 
 /* A kernel table's lookup: the Q8-mode kernel of type t where there is one, the float-lane
@@ -253,6 +254,11 @@ void kn__planar_row(const kn_mat *W, int64_t r, float *dst);
 const kn__kernel *kn__kernel_for(kn_type t, kn_numerics num);
 /* The scalar reference's kernel (the truth every other ISA is tested against). */
 const kn__kernel *kn__kernel_ref(kn_type t, kn_numerics num);
+/* The two above for a stored (not planar) type: the active ISA's table walk (kn_isa.c) and the
+ * scalar table (kn_ref.c). kn_dispatch.c puts the planar wrappers in front of them, and the
+ * wrappers call them for their inner kernel, so the choice runs one way down. */
+const kn__kernel *kn__kernel_isa(kn_type t, kn_numerics num);
+const kn__kernel *kn__kernel_scalar(kn_type t, kn_numerics num);
 /* Per-ISA tables (the rows of kn_isa.c): a NULL entry falls back to the ISA the row builds on, and
  * in the end to the scalar reference. */
 const kn__kernel *kn__kernel_avx2(kn_type t, kn_numerics num);

@@ -150,9 +150,8 @@ void kn_glu_apply(const kn_glu *glu, const float *g, const float *u, float *out,
     isas[i].glu(glu, g, u, out, n);
 }
 
-/* The packer of the ISA whose Q8-mode kernel kn__kernel_for picks for t, if it has one. */
-const kn__packer *kn__packer_for(kn_type t) {
-    if (kn__kernel_planar(t, KN_NUM_Q8, false)) return NULL;
+/* The packer of the ISA whose Q8-mode kernel kn__kernel_isa picks for t, if it has one. */
+const kn__packer *kn__packer_isa(kn_type t) {
     for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
         if (!isas[i].kernel(t, KN_NUM_Q8)) continue;
         return isas[i].packer ? isas[i].packer(t) : NULL;
@@ -160,12 +159,10 @@ const kn__packer *kn__packer_for(kn_type t) {
     return NULL;
 }
 
-const kn__kernel *kn__kernel_for(kn_type t, kn_numerics num) {
-    const kn__kernel *planar = kn__kernel_planar(t, num, false);
-    if (planar) return planar;
+const kn__kernel *kn__kernel_isa(kn_type t, kn_numerics num) {
     for (kn_isa i = kn_isa_active(); i != KN_ISA_SCALAR; i = isas[i].base) {
         const kn__kernel *k = isas[i].kernel(t, num);
         if (k) return k;
     }
-    return kn__kernel_ref(t, num);
+    return kn__kernel_scalar(t, num);
 }

@@ -123,16 +123,16 @@ static void ct_rows(const kn__kernel *in, const kn_mat *W, const kn__act *x, flo
 
 /* Q8 numerics: the MXFP4 kernel's activation format, whatever it is. */
 static const kn__kernel *q8_active(void) {
-    return kn__kernel_for(KN_MXFP4, KN_NUM_Q8);
+    return kn__kernel_isa(KN_MXFP4, KN_NUM_Q8);
 }
 static const kn__kernel *q8_ref(void) {
-    return kn__kernel_ref(KN_MXFP4, KN_NUM_Q8);
+    return kn__kernel_scalar(KN_MXFP4, KN_NUM_Q8);
 }
 static const kn__kernel *f32_active(void) {
-    return kn__kernel_for(KN_MXFP4, KN_NUM_F32);
+    return kn__kernel_isa(KN_MXFP4, KN_NUM_F32);
 }
 static const kn__kernel *f32_ref(void) {
-    return kn__kernel_ref(KN_MXFP4, KN_NUM_F32);
+    return kn__kernel_scalar(KN_MXFP4, KN_NUM_F32);
 }
 
 /* One planar kernel per inner kernel: its activation preparation forwarded, its rows tiled. */

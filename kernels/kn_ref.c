@@ -173,9 +173,7 @@ static const kn__kernel *const q8_kernels[KN_TYPE_COUNT] = {
     [KN_Q6_K] = &k_q6_K_q8,   [KN_Q4_K] = &k_q4_K_q8,
 };
 
-const kn__kernel *kn__kernel_ref(kn_type t, kn_numerics num) {
-    const kn__kernel *planar = kn__kernel_planar(t, num, true);
-    if (planar) return planar;
+const kn__kernel *kn__kernel_scalar(kn_type t, kn_numerics num) {
     return kn__kernel_pick(q8_kernels, &ref_float, t, num);
 }
 
