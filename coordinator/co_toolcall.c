@@ -358,7 +358,9 @@ static int read_body(const format *f, const char *s, size_t n, char **name, char
         const char *h = s;
         size_t hl = (size_t)(ab - s);
         trim(&h, &hl);
-        const char *colon = memrchr(h, ':', hl);
+        const char *colon = NULL; /* the last ':' (memrchr is a GNU extension) */
+        for (size_t i = hl; i > 0 && !colon; i--)
+            if (h[i - 1] == ':') colon = h + i - 1;
         if (!colon || !good_name(h, hl)) return -1;
         for (const char *d = colon + 1; d < h + hl; d++)
             if (*d < '0' || *d > '9') return -1;
