@@ -315,15 +315,18 @@ static int ref_node(comp *c, const char *ref, const char *path) {
     const int body = compile(c, target, ref);
     if (body < 0) return -1;
     if (body == k) return mw_errf(c->err, "%s/$ref: '%.80s' refers to itself only", path, ref);
-    /* the placeholder becomes the body (so recursive references reach it); the body's slot
-     * forwards to it */
-    c->g->v[k] = c->g->v[body];
-    gr_node *b = &c->g->v[body];
+    /* A body that is another reference still being compiled (a $ref whose target is only a
+     * $ref) is that reference's placeholder: k forwards to it, and the placeholder is left for
+     * its own reference to fill. Otherwise the placeholder becomes the body (so recursive
+     * references reach it) and the body's slot forwards to it. */
+    const bool alias = c->g->v[body].kind == GR_REF;
+    if (!alias) c->g->v[k] = c->g->v[body];
+    gr_node *b = &c->g->v[alias ? k : body];
     memset(b, 0, sizeof *b);
     b->kind = GR_ANYOF;
     b->alt = malloc(sizeof *b->alt);
     if (!b->alt) return mw_errf(c->err, "out of memory");
-    b->alt[0] = k;
+    b->alt[0] = alias ? body : k;
     b->n_alt = 1;
     b->extra = b->items = -1;
     return k;
