@@ -156,8 +156,10 @@ static const char *const rope_dict_keys[] = {"rope_type",
                                              "mscale",
                                              "mscale_all_dim"};
 
+/* An empty word is in no list (strstr would find it everywhere without moving on). */
 static bool word_in(const char *word, const char *list) {
     size_t n = strlen(word);
+    if (n == 0) return false;
     for (const char *p = list; (p = strstr(p, word)); p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
     return false;

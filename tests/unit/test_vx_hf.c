@@ -592,6 +592,8 @@ static void test_config_errors(void **state) {
     PATCH("{\"rope_scaling\": {\"rope_type\": \"yarn\", \"original_max_position_embeddings\": 64}}",
           "factor");
     PATCH("{\"rope_scaling\": null}", "yarn");
+    /* An empty type once looped forever looking itself up in the family's list. */
+    PATCH("{\"rope_scaling\": {\"rope_type\": \"\", \"factor\": 32.0}}", "type ''");
     PATCH("{\"model_type\": \"llama\"}", "'llama'");
     PATCH("{\"model_type\": null}", "model_type");
     PATCH("{\"hidden_size\": null}", "missing required key 'hidden_size'");
