@@ -234,11 +234,12 @@ static inline __attribute__((always_inline)) void q8_0_codes_u8(const uint8_t *r
 
 /* Each group of 8 blocks is decoded in registers once and applied to every token (nt = 1 .. 8):
  * the weights are read from memory once whatever nt, and nothing is stored, so a few tokens (an
- * expert's share of a decode batch) cost little more than one. From two tokens on, two rows go
- * together and each token's group is loaded once for both: one row at a time, the tokens' loads
- * (four 512-bit vectors per token and group, as many as its vpdpbusd; on some cores a 512-bit
- * load takes both load paths) bound the kernel. acc2[r][p] holds row r's block lanes of tokens 2p
- * and 2p + 1 side by side, acc1[r] those of an odd last token; every block's sum and fma are the
+ * expert's share of a decode batch) cost little more than one. Two rows go together and each
+ * token's group is loaded once for both: one row at a time, the tokens' loads (four 512-bit
+ * vectors per token and group, as many as its vpdpbusd; a 512-bit load takes both load paths)
+ * bound the kernel, at one token too. acc2[r][p] holds row r's block lanes of tokens 2p and 2p + 1
+ * side by side, acc1[r] those of an odd last token; a single token's two rows share acc2[0][0]
+ * (row 0 in lanes 0-7, row 1 in 8-15: one float step for both). Every block's sum and fma are the
  * canonical ones, so a row gets the same bits alone or beside another. */
 
 #define MX_FEW 8 /* tokens the streaming kernel takes at once */
@@ -253,7 +254,12 @@ static inline __m512 mx_join(__m256 a, __m256 b) {
         _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(a)), _mm256_castps_pd(b), 1));
 }
 
-#define MX_FEW_R 2 /* rows the streaming kernel takes at once (from two tokens on) */
+/* 32 bytes at a in both halves. */
+static inline __m512i mx_both(const void *a) {
+    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a));
+}
+
+#define MX_FEW_R 2 /* rows the streaming kernel takes at once */
 
 /* x's group g: its 4 vectors, loaded once for every row of a pass (the compiler would otherwise
  * fold a load into each row's vpdpbusd: the tokens' loads, not the vpdpbusd, then bound the
@@ -359,19 +365,36 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
             _mm512_zextsi256_si512(_mm256_load_si256((const __m256i *)(dx + ng * 8)));
         __m512i v[4];
         mx_few_x(xt, g, v, nr);
+        __m512i st[MX_FEW_R];
 #pragma GCC unroll 2
         for (int r = 0; r < nr; r++) {
             /* two chains of two: a group's sum waits for half the vpdpbusd latency, so more
              * groups fit in the scheduler at once (one token is bound by that latency) */
-            __m512i st = bt, su = _mm512_setzero_si512();
+            __m512i su = _mm512_setzero_si512();
+            st[r] = bt;
 #pragma GCC unroll 2
             for (int k = 0; k < 4; k += 2) {
-                st = _mm512_dpbusd_epi32(st, w[r][k], v[k]);
+                st[r] = _mm512_dpbusd_epi32(st[r], w[r][k], v[k]);
                 su = _mm512_dpbusd_epi32(su, w[r][k + 1], v[k + 1]);
             }
-            st = _mm512_add_epi32(st, su);
-            const __m256i isum =
-                _mm256_add_epi32(_mm512_castsi512_si256(st), _mm512_extracti64x4_epi64(st, 1));
+            st[r] = _mm512_add_epi32(st[r], su);
+        }
+        if (nr == 2 && nt == 1) {
+            /* one token, two rows: both rows' block sums in one vector (row 0 in lanes 0-7, row 1
+             * in 8-15, as for a token pair) and one float step for the two, in acc2[0][0] */
+            const __m512i isum = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, st[0], st[1]),
+                                                  _mm512_shuffle_i64x2(st[0], st[1], 0x4E));
+            const __m512 sc = _mm512_castsi512_ps(_mm512_mask_blend_epi32(
+                0xFF00, _mm512_castps_si512(s2[0]), _mm512_castps_si512(s2[1])));
+            acc2[0][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum),
+                                         mx_lay_scale(_mm512_castsi512_ps(mx_both(dx)), sc, lay),
+                                         acc2[0][0]);
+            return;
+        }
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++) {
+            const __m256i isum = _mm256_add_epi32(_mm512_castsi512_si256(st[r]),
+                                                  _mm512_extracti64x4_epi64(st[r], 1));
             acc1[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                                       mx_lay_scale1(_mm256_load_ps(dx), s2[r], lay), acc1[r]);
         }
@@ -406,16 +429,19 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
         row[r] = rows[r];
         acc1[r] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-        for (int p = 0; p < nt / 2; p++) acc2[r][p] = _mm512_setzero_ps();
+        for (int p = 0; p < (nt + 1) / 2; p++) acc2[r][p] = _mm512_setzero_ps();
     }
-    /* Two rows (two tokens or more): two groups per iteration, so the second group's loads and
-     * decode are under way while the first one's dot products run. One row at a time is bound
-     * by the stream itself, which the overlap does not shorten. */
+    /* Two rows: two groups per iteration, so the second group's loads and decode are under way
+     * while the first one's dot products run. (The odd last row alone: no unrolling.) */
     if (nr > 1) {
 #pragma GCC unroll 2
         for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, lay);
     } else {
         for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, lay);
+    }
+    if (nr == 2 && nt == 1) { /* the pair's lanes back to each row's, for the tail */
+        acc1[0] = _mm512_castps512_ps256(acc2[0][0]);
+        acc1[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[0][0]), 1));
     }
     const int live = (int)(nb - 8 * full);
     for (int r = 0; r < nr && full < ng; r++) {
@@ -450,8 +476,7 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
         const int64_t nb = W->cols / KN__QK32;                                                     \
         const uint8_t *data = W->data;                                                             \
         int64_t r = n0;                                                                            \
-        /* one token reads the rows one at a time (the stream bounds it, not the loads) */         \
-        for (; n > 1 && r + MX_FEW_R <= n1; r += MX_FEW_R) {                                       \
+        for (; r + MX_FEW_R <= n1; r += MX_FEW_R) {                                                \
             const uint8_t *rows[MX_FEW_R];                                                         \
             float out[MX_FEW_R][MX_FEW];                                                           \
             for (int i = 0; i < MX_FEW_R; i++) rows[i] = data + (size_t)(r + i) * W->row_bytes;    \
@@ -1032,11 +1057,6 @@ static size_t scratch_q4_K(const kn_mat *W, int64_t T) {
 
 #define MX_P 3 /* row pairs of a register tile: 3 x 4 tokens = 12 vpdpbusd chains (latency 5) */
 #define MX_T 4 /* tokens of a register tile */
-
-/* 32 bytes at a in both halves. */
-static inline __m512i mx_both(const void *a) {
-    return _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)a));
-}
 
 /* Group g of a stored row (k values) into its half of a pair: any group (mxfp4_dec_group,
  * q8_0_dec_group), or a full one (mxfp4_dec_full, q8_0_dec_full; ng groups per row). */
