@@ -585,26 +585,86 @@ static void q6k_act_prep(const float *x, void *dst, int64_t k) {
 #define Q6_FEW_MAX 12
 _Static_assert(Q6_FEW == MX_FEW, "mx_rows_few splits the tokens in passes of MX_FEW");
 
-/* Lanes j = 0..7 of the result: the sum of the 16 dwords of a[j] (exact). */
-static inline __m256i q6k_reduce8(const __m512i a[8]) {
-    __m512i c[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) /* 128-bit lanes 0-1: a[2i]'s halves summed, 2-3: a[2i + 1]'s */
-        c[i] = _mm512_add_epi32(_mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0x44),
-                                _mm512_shuffle_i64x2(a[2 * i], a[2 * i + 1], 0xEE));
-    /* 128-bit lane k of e0: 4 partial sums of a[k]; of e1: of a[4 + k] */
-    const __m512i e0 = _mm512_add_epi32(_mm512_shuffle_i64x2(c[0], c[1], 0x88),
-                                        _mm512_shuffle_i64x2(c[0], c[1], 0xDD));
-    const __m512i e1 = _mm512_add_epi32(_mm512_shuffle_i64x2(c[2], c[3], 0x88),
-                                        _mm512_shuffle_i64x2(c[2], c[3], 0xDD));
-    /* lane k: two partials of a[k], then two of a[4 + k] */
+/* The sums of 8 super-blocks' 16 dword lanes each, lane j = block j (exact: any order gives the
+ * same value), reduced as the blocks come (q6k_tree_add) rather than all at the end: a token then
+ * keeps at most three vectors of them, not eight, and a few tokens' sums stay in registers. */
+typedef struct q6k_tree {
+    __m512i a, c, e; /* block 2i's sums; blocks 4j, 4j + 1 reduced; blocks 0-3 reduced */
+    __m512i s[8];    /* late: every block's sums */
+} q6k_tree;
+
+/* 128-bit lanes 0-1: the halves of a summed, 2-3: b's. */
+static inline __m512i q6k_red1(__m512i a, __m512i b) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(a, b, 0x44), _mm512_shuffle_i64x2(a, b, 0xEE));
+}
+/* From two red1 results (blocks k, k + 1 and k + 2, k + 3): 128-bit lane i holds 4 partial sums
+ * of block k + i. */
+static inline __m512i q6k_red2(__m512i c0, __m512i c1) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(c0, c1, 0x88), _mm512_shuffle_i64x2(c0, c1, 0xDD));
+}
+/* From blocks 0-3 (e0) and 4-7 (e1) as red2 leaves them: lane j = block j. */
+static inline __m256i q6k_red3(__m512i e0, __m512i e1) {
+    /* lane k: two partials of block k, then two of block 4 + k */
     const __m512 g = _mm512_castsi512_ps(
         _mm512_add_epi32(_mm512_unpacklo_epi64(e0, e1), _mm512_unpackhi_epi64(e0, e1)));
-    /* lane k: a[k], a[4 + k], a[k], a[4 + k] */
+    /* lane k: block k, 4 + k, k, 4 + k */
     const __m512i h = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(g, g, 0x88)),
                                        _mm512_castps_si512(_mm512_shuffle_ps(g, g, 0xDD)));
     const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
     return _mm512_castsi512_si256(_mm512_permutexvar_epi32(idx, h));
+}
+
+/* Block i's (0 .. 7, a constant once unrolled) 16 lanes s into the tree; after block 7, *out gets
+ * the 8 block sums. `late`: all of it after block 7, which measured faster with one or two tokens
+ * (their sums fit in registers, and the reduction does not sit between the blocks' decodes). */
+static inline __attribute__((always_inline)) void q6k_tree_add(q6k_tree *tr, __m512i s, const int i,
+                                                               __m256i *out, const bool late) {
+    if (late) {
+        tr->s[i] = s;
+        if (i == 7)
+            *out = q6k_red3(q6k_red2(q6k_red1(tr->s[0], tr->s[1]), q6k_red1(tr->s[2], tr->s[3])),
+                            q6k_red2(q6k_red1(tr->s[4], tr->s[5]), q6k_red1(tr->s[6], tr->s[7])));
+        return;
+    }
+    if (i % 2 == 0) {
+        tr->a = s;
+        return;
+    }
+    const __m512i c = q6k_red1(tr->a, s);
+    if (i % 4 == 1) {
+        tr->c = c;
+        return;
+    }
+    const __m512i e = q6k_red2(tr->c, c);
+    if (i == 3)
+        tr->e = e;
+    else
+        *out = q6k_red3(tr->e, e);
+}
+
+/* The same for 8 lanes a block (the Q4_K mins): lane j of *out = the 8 lanes of block j. */
+typedef struct q4k_mtree {
+    __m256i a, p, h; /* block 2i's lanes; blocks 4j, 4j + 1 pair-summed; blocks 0-3 */
+} q4k_mtree;
+
+static inline __attribute__((always_inline)) void q4k_mtree_add(q4k_mtree *tr, __m256i m,
+                                                                const int i, __m256i *out) {
+    if (i % 2 == 0) {
+        tr->a = m;
+        return;
+    }
+    const __m256i p = _mm256_hadd_epi32(tr->a, m);
+    if (i % 4 == 1) {
+        tr->p = p;
+        return;
+    }
+    /* per 128-bit half: the partial sums of blocks 4j .. 4j + 3 */
+    const __m256i h = _mm256_hadd_epi32(tr->p, p);
+    if (i == 3)
+        tr->h = h;
+    else
+        *out = _mm256_add_epi32(_mm256_permute2x128_si256(tr->h, h, 0x20),
+                                _mm256_permute2x128_si256(tr->h, h, 0x31));
 }
 
 /* Word w of the scale vector of code vector q: the scale of the group it holds (q4k_block_sums). */
@@ -679,26 +739,27 @@ q6k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out,
     }
     for (int64_t b0 = 0; b0 < nb; b0 += 8, row += 8 * KN__Q6_K_BYTES) {
         const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
-        __m512i s[8][Q6_FEW];
+        q6k_tree tr[Q6_FEW];
+        __m256i isum[Q6_FEW];
         _Alignas(16) uint16_t d[8];
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) { /* blocks past the row: isum 0, d_w 0 (and d_x 0) */
+            __m512i s[Q6_FEW];
             if (i < n) {
-                q6k_block_sums(row + i * KN__Q6_K_BYTES, x, b0 + i, s[i], nt);
+                q6k_block_sums(row + i * KN__Q6_K_BYTES, x, b0 + i, s, nt);
                 d[i] = kn__rd16(row + i * KN__Q6_K_BYTES + 208);
             } else {
-                for (int t = 0; t < nt; t++) s[i][t] = _mm512_setzero_si512();
+                for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
                 d[i] = 0;
             }
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) q6k_tree_add(&tr[t], s[t], i, &isum[t], nt <= 2);
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_load_si128((const __m128i *)d));
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
-            __m512i st[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < 8; i++) st[i] = s[i][t];
             const __m256 scale = _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6k_reduce8(st)), scale, acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), scale, acc[t]);
         }
     }
 #pragma GCC unroll 8
@@ -964,15 +1025,23 @@ q4k_block_sums(const uint8_t *blk, const uint8_t *const *xq, const kn__block_q8_
 static inline __attribute__((always_inline)) void
 q4k_few_chunk(const uint8_t *row, const uint8_t *const *xq, const kn__block_q8_K *const *x,
               const float *const *dx, int64_t b0, __m256 *acc, const int nt, const int n) {
-    __m512i s[8][Q6_FEW];
-    __m256i m[8][Q6_FEW];
+    q6k_tree tr[Q6_FEW];
+    q4k_mtree mtr[Q6_FEW];
+    __m256i isum[Q6_FEW], msum[Q6_FEW];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
+        __m512i s[Q6_FEW];
+        __m256i m[Q6_FEW];
         if (i < n) {
-            q4k_block_sums(row + i * KN__Q4_K_BYTES, xq, x, b0 + i, s[i], m[i], nt);
+            q4k_block_sums(row + i * KN__Q4_K_BYTES, xq, x, b0 + i, s, m, nt);
         } else {
-            for (int t = 0; t < nt; t++) s[i][t] = _mm512_setzero_si512();
-            for (int t = 0; t < nt; t++) m[i][t] = _mm256_setzero_si256();
+            for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
+            for (int t = 0; t < nt; t++) m[t] = _mm256_setzero_si256();
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            q6k_tree_add(&tr[t], s[t], i, &isum[t], nt <= 2);
+            q4k_mtree_add(&mtr[t], m[t], i, &msum[t]);
         }
     }
     /* d (low half) and dmin (high half) of the n blocks in one gather; 0 past the row */
@@ -986,15 +1055,10 @@ q4k_few_chunk(const uint8_t *row, const uint8_t *const *xq, const kn__block_q8_K
     const __m256 dmw = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dd, 16)));
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
-        __m512i st[8];
-        __m256i mt[8];
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) st[i] = s[i][t], mt[i] = m[i][t];
         const __m256 xd = _mm256_loadu_ps(dx[t] + b0);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, xd), acc[t]);
         acc[t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(q6k_reduce8(st)), _mm256_mul_ps(dw, xd), acc[t]);
-        acc[t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(mt)),
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum[t]),
                             _mm256_xor_ps(_mm256_mul_ps(dmw, xd), _mm256_set1_ps(-0.0f)), acc[t]);
     }
 }
