@@ -642,31 +642,6 @@ static inline __attribute__((always_inline)) void q6k_tree_add(q6k_tree *tr, __m
         *out = q6k_red3(tr->e, e);
 }
 
-/* The same for 8 lanes a block (the Q4_K mins): lane j of *out = the 8 lanes of block j. */
-typedef struct q4k_mtree {
-    __m256i a, p, h; /* block 2i's lanes; blocks 4j, 4j + 1 pair-summed; blocks 0-3 */
-} q4k_mtree;
-
-static inline __attribute__((always_inline)) void q4k_mtree_add(q4k_mtree *tr, __m256i m,
-                                                                const int i, __m256i *out) {
-    if (i % 2 == 0) {
-        tr->a = m;
-        return;
-    }
-    const __m256i p = _mm256_hadd_epi32(tr->a, m);
-    if (i % 4 == 1) {
-        tr->p = p;
-        return;
-    }
-    /* per 128-bit half: the partial sums of blocks 4j .. 4j + 3 */
-    const __m256i h = _mm256_hadd_epi32(tr->p, p);
-    if (i == 3)
-        tr->h = h;
-    else
-        *out = _mm256_add_epi32(_mm256_permute2x128_si256(tr->h, h, 0x20),
-                                _mm256_permute2x128_si256(tr->h, h, 0x31));
-}
-
 /* Word w of the scale vector of code vector q: the scale of the group it holds (q4k_block_sums). */
 #define Q4_IDX(g) g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g
 static const _Alignas(64) uint16_t q4k_scale_idx[4][32] = {
@@ -951,15 +926,23 @@ static size_t scratch_q6_K(const kn_mat *W, int64_t T) {
  * kn_simd_x86_int8.h reads them), then each block's 256 q reordered to meet the codes as they come
  * out of the stored bytes (per 128 values: 0..31, 64..95, 32..63, 96..127: a 64-byte vector of
  * codes holds the low nibbles of two 32-byte runs, groups 2j and 2j + 2, or their high nibbles),
- * then the blocks' d as floats, zero-padded to a multiple of 8. */
+ * then the blocks' d as floats, zero-padded to a multiple of 8, then per 8 blocks (a chunk) the
+ * group sums of q the mins multiply, bs_g = bsums[2g] + bsums[2g + 1] (|bs| <= 4064: int16),
+ * transposed: vector k (32 bytes; k = 0..3, two to a 64-byte line) holds in dword j the pair
+ * (bs_2k, bs_2k+1) of the chunk's block j (zero past the row), so one vpdpwssd multiplies them by
+ * 8 blocks' min pairs at once. */
 static size_t q4k_qs_off(int64_t k) {
     return kn__align64(kn__x86_q8_K_bytes(k));
 }
 static size_t q4k_dx_off(int64_t k) {
     return q4k_qs_off(k) + (size_t)(k / KN__QK_K) * KN__QK_K;
 }
+#define Q4_BS_CHUNK 128 /* bytes of a chunk's group sums */
+static size_t q4k_bs_off(int64_t k) {
+    return kn__align64(q4k_dx_off(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float));
+}
 static size_t q4k_act_bytes(int64_t k) {
-    return q4k_dx_off(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
+    return q4k_bs_off(k) + (size_t)(k / KN__QK_K + 7) / 8 * Q4_BS_CHUNK;
 }
 
 static void q4k_act_prep(const float *x, void *dst, int64_t k) {
@@ -976,22 +959,30 @@ static void q4k_act_prep(const float *x, void *dst, int64_t k) {
         dx[b] = blk[b].d;
     }
     for (int64_t b = nb; b < (nb + 7) / 8 * 8; b++) dx[b] = 0.0f;
+    uint8_t *bs = (uint8_t *)dst + q4k_bs_off(k);
+    memset(bs, 0, (size_t)(nb + 7) / 8 * Q4_BS_CHUNK);
+    for (int64_t b = 0; b < nb; b++)
+        for (int g = 0; g < 8; g++) {
+            const int16_t v = (int16_t)(blk[b].bsums[2 * g] + blk[b].bsums[2 * g + 1]);
+            memcpy(bs + Q4_BS_CHUNK * (b / 8) + 32 * (g / 2) + 4 * (b % 8) + 2 * (g % 2), &v,
+                   sizeof v);
+        }
 }
 
 /* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
- * exact scaled code sum of token t (codes x q by vpmaddubsw, times the group scales by vpdpwssd),
- * m[t] 8 lanes summing to the mins against the token's bsums. The 12 packed bytes of scales and
- * mins are unpacked four at a time (q4k_scales_mins_v512) and the scales spread to the words of
- * the groups they multiply (vpermw). */
-static inline __attribute__((always_inline)) void
-q4k_block_sums(const uint8_t *blk, const uint8_t *const *xq, const kn__block_q8_K *const *x,
-               int64_t b, __m512i *s, __m256i *m, const int nt) {
+ * exact scaled code sum of token t (codes x q by vpmaddubsw, times the group scales by vpdpwssd);
+ * *mins gets the block's 8 mins as int16. The 12 packed bytes of scales and mins are unpacked four
+ * at a time (q4k_scales_mins_v512) and the scales spread to the words of the groups they multiply
+ * (vpermw). */
+static inline __attribute__((always_inline)) void q4k_block_sums(const uint8_t *blk,
+                                                                 const uint8_t *const *xq,
+                                                                 int64_t b, __m512i *s,
+                                                                 __m128i *mins, const int nt) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     kn__x86_prefetch(blk, KN__Q4_K_BYTES);
     const __m128i sm8 = q4k_scales_mins_v512(blk + 4);
     const __m512i scz = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(sm8)); /* words 0..7: scales */
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-        sm8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+    *mins = _mm_unpackhi_epi8(sm8, _mm_setzero_si128());
     const __m512i l0 = _mm512_loadu_si512(blk + 16), l1 = _mm512_loadu_si512(blk + 80);
     /* c[q]: groups g(q) (bytes 0..31) and g(q) + 2 (32..63), g = 0, 1, 4, 5 */
     const __m512i c[4] = {_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
@@ -1014,7 +1005,27 @@ q4k_block_sums(const uint8_t *blk, const uint8_t *const *xq, const kn__block_q8_
                 acc = _mm512_dpwssd_epi32(acc, p, sv[i]);
         }
         s[t] = nt <= 2 ? _mm512_add_epi32(acc, acc2) : acc;
-        m[t] = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x[t][b].bsums), m16);
+    }
+}
+
+/* Dword j of the result (j < 8, and 8 + j): min pair k (k + 1) of block j, from each block's 8
+ * mins (4 pairs) in mins[j]: the 8 x 4 transpose that meets the tokens' group sums (q4k_act_prep).
+ */
+static inline __attribute__((always_inline)) void q4k_min_pairs(const __m128i mins[8],
+                                                                __m512i p[2]) {
+    const __m512i lo =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(mins[1], mins[0])),
+                           _mm256_set_m128i(mins[3], mins[2]), 1);
+    const __m512i hi =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(mins[5], mins[4])),
+                           _mm256_set_m128i(mins[7], mins[6]), 1);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) { /* pairs 2h and 2h + 1 */
+        const int a = 2 * h, c = 2 * h + 1;
+        const __m512i idx =
+            _mm512_setr_epi32(a, 4 + a, 8 + a, 12 + a, 16 + a, 20 + a, 24 + a, 28 + a, c, 4 + c,
+                              8 + c, 12 + c, 16 + c, 20 + c, 24 + c, 28 + c);
+        p[h] = _mm512_permutex2var_epi32(lo, idx, hi);
     }
 }
 
@@ -1023,26 +1034,33 @@ q4k_block_sums(const uint8_t *blk, const uint8_t *const *xq, const kn__block_q8_
  * (d * d_x by the code sums, then -(dmin * d_x) by the min sums). Blocks past the row: sums 0, d
  * and dmin 0, which leave a lane (never -0) unchanged. */
 static inline __attribute__((always_inline)) void
-q4k_few_chunk(const uint8_t *row, const uint8_t *const *xq, const kn__block_q8_K *const *x,
+q4k_few_chunk(const uint8_t *row, const uint8_t *const *xq, const uint8_t *const *bs,
               const float *const *dx, int64_t b0, __m256 *acc, const int nt, const int n) {
     q6k_tree tr[Q6_FEW];
-    q4k_mtree mtr[Q6_FEW];
-    __m256i isum[Q6_FEW], msum[Q6_FEW];
+    __m256i isum[Q6_FEW];
+    __m128i mins[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
         __m512i s[Q6_FEW];
-        __m256i m[Q6_FEW];
         if (i < n) {
-            q4k_block_sums(row + i * KN__Q4_K_BYTES, xq, x, b0 + i, s, m, nt);
+            q4k_block_sums(row + i * KN__Q4_K_BYTES, xq, b0 + i, s, &mins[i], nt);
         } else {
             for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
-            for (int t = 0; t < nt; t++) m[t] = _mm256_setzero_si256();
+            mins[i] = _mm_setzero_si128();
         }
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            q6k_tree_add(&tr[t], s[t], i, &isum[t], nt <= 2);
-            q4k_mtree_add(&mtr[t], m[t], i, &msum[t]);
-        }
+        for (int t = 0; t < nt; t++) q6k_tree_add(&tr[t], s[t], i, &isum[t], nt <= 2);
+    }
+    /* the mins against the group sums: lane j of a token's msum = block j's exact min sum */
+    __m512i mp[2];
+    q4k_min_pairs(mins, mp);
+    __m256i msum[Q6_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *v = bs[t] + Q4_BS_CHUNK * (b0 / 8);
+        const __m512i ms = _mm512_dpwssd_epi32(_mm512_madd_epi16(mp[0], _mm512_load_si512(v)),
+                                               mp[1], _mm512_load_si512(v + 64));
+        msum[t] = _mm256_add_epi32(_mm512_castsi512_si256(ms), _mm512_extracti64x4_epi64(ms, 1));
     }
     /* d (low half) and dmin (high half) of the n blocks in one gather; 0 past the row */
     const __m256i off = _mm256_setr_epi32(
@@ -1066,21 +1084,20 @@ q4k_few_chunk(const uint8_t *row, const uint8_t *const *xq, const kn__block_q8_K
 static inline __attribute__((always_inline)) void
 q4k_few_row(const uint8_t *row, const uint8_t *const *xp, int64_t k, float *out, const int nt) {
     const int64_t nb = k / KN__QK_K;
-    const kn__block_q8_K *x[Q6_FEW];
-    const uint8_t *xq[Q6_FEW];
+    const uint8_t *xq[Q6_FEW], *bs[Q6_FEW];
     const float *dx[Q6_FEW];
     __m256 acc[Q6_FEW];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
-        x[t] = (const kn__block_q8_K *)xp[t];
+        bs[t] = xp[t] + q4k_bs_off(k);
         xq[t] = xp[t] + q4k_qs_off(k);
         dx[t] = (const float *)(xp[t] + q4k_dx_off(k));
         acc[t] = _mm256_setzero_ps();
     }
     int64_t b0 = 0;
     for (; b0 + 8 <= nb; b0 += 8, row += 8 * KN__Q4_K_BYTES)
-        q4k_few_chunk(row, xq, x, dx, b0, acc, nt, 8); /* constant n: no branches, no masks */
-    if (b0 < nb) q4k_few_chunk(row, xq, x, dx, b0, acc, nt, (int)(nb - b0));
+        q4k_few_chunk(row, xq, bs, dx, b0, acc, nt, 8); /* constant n: no branches, no masks */
+    if (b0 < nb) q4k_few_chunk(row, xq, bs, dx, b0, acc, nt, (int)(nb - b0));
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) out[t] = kn__x86_tree8(acc[t]);
 }
