@@ -260,6 +260,9 @@ static inline __m512i mx_both(const void *a) {
 }
 
 #define MX_FEW_R 2 /* rows the streaming kernel takes at once */
+/* One token's two rows share one float step (MXFP4: its 512-bit vscalefps, measured faster than
+ * two 256-bit ones and their lane adds; Q8_0's scale multiply measured faster per row). */
+#define MX_PAIR_STEP(nr, nt, lay) ((nr) == 2 && (nt) == 1 && (lay) != MX_LAY_Q8_0)
 
 /* x's group g: its 4 vectors, loaded once for every row of a pass (the compiler would otherwise
  * fold a load into each row's vpdpbusd: the tokens' loads, not the vpdpbusd, then bound the
@@ -379,7 +382,7 @@ mx_few_group(const uint8_t *const *row, const uint8_t *const *x, int64_t ng, int
             }
             st[r] = _mm512_add_epi32(st[r], su);
         }
-        if (nr == 2 && nt == 1) {
+        if (MX_PAIR_STEP(nr, nt, lay)) {
             /* one token, two rows: both rows' block sums in one vector (row 0 in lanes 0-7, row 1
              * in 8-15, as for a token pair) and one float step for the two, in acc2[0][0] */
             const __m512i isum = _mm512_add_epi32(_mm512_mask_blend_epi64(0xF0, st[0], st[1]),
@@ -439,7 +442,7 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
     } else {
         for (int64_t g = 0; g < full; g++) mx_few_step(row, x, ng, g, acc2, acc1, nt, nr, lay);
     }
-    if (nr == 2 && nt == 1) { /* the pair's lanes back to each row's, for the tail */
+    if (MX_PAIR_STEP(nr, nt, lay)) { /* the pair's lanes back to each row's, for the tail */
         acc1[0] = _mm512_castps512_ps256(acc2[0][0]);
         acc1[1] = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc2[0][0]), 1));
     }
