@@ -146,14 +146,17 @@ kn__neon_decode4(const uint8_t *blk, bool mxfp4, int8x16_t kv, int8x16_t w[8], c
  * lanes of one vector, then the canonical fma with d_x * scale_w into acc. */
 static inline __attribute__((always_inline)) float32x4_t
 kn__neon_apply4(const int8x16_t w[8], float32x4_t sw, const int8_t *xq, const float *dx,
-                float32x4_t acc, const int n) {
+                float32x4_t acc, bool mxfp4, const int n) {
     int32x4_t p[4];
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++)
         p[j] = j < n ? vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[2 * j], vld1q_s8(xq + 32 * j)),
                                  w[2 * j + 1], vld1q_s8(xq + 32 * j + 16))
                      : vdupq_n_s32(0);
-    return vfmaq_f32(acc, vcvtq_f32_s32(kn__neon_sums4(p)), vmulq_f32(vld1q_f32(dx), sw));
+    /* the reference's operand order: d_x * h(e) for MXFP4, d_w * d_x for Q8_0 (a NaN d_w keeps
+     * its payload either way; the order is kept all the same) */
+    const float32x4_t sc = mxfp4 ? vmulq_f32(vld1q_f32(dx), sw) : vmulq_f32(sw, vld1q_f32(dx));
+    return vfmaq_f32(acc, vcvtq_f32_s32(kn__neon_sums4(p)), sc);
 }
 
 /* One stored row (nb blocks) against nt <= KN__NEON_FEW tokens, half a group (4 blocks) decoded
@@ -164,6 +167,7 @@ static inline __attribute__((always_inline)) void kn__neon_row32(const uint8_t *
     const int bytes = mxfp4 ? KN__MXFP4_BYTES : KN__Q8_0_BYTES;
     const int8x16_t kv = vld1q_s8(kn__mxfp4_kvalues);
     float32x4_t acc[KN__NEON_FEW][2];
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t][0] = acc[t][1] = vdupq_n_f32(0.0f);
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) {
@@ -173,9 +177,10 @@ static inline __attribute__((always_inline)) void kn__neon_row32(const uint8_t *
             int8x16_t w[8];
             KN__NEON_PREFETCH(blk, 4 * bytes);
             const float32x4_t sw = kn__neon_decode4(blk, mxfp4, kv, w, 4);
+#pragma GCC unroll 8
             for (int t = 0; t < nt; t++)
                 acc[t][h] = kn__neon_apply4(w, sw, (const int8_t *)x[t].q + KN__QK32 * (b + 4 * h),
-                                            x[t].dx + b + 4 * h, acc[t][h], 4);
+                                            x[t].dx + b + 4 * h, acc[t][h], mxfp4, 4);
         }
     }
     if (b < nb) { /* the tail group: 1..7 blocks, lanes past the row left as they are */
@@ -186,11 +191,13 @@ static inline __attribute__((always_inline)) void kn__neon_row32(const uint8_t *
             const int n = nb - b4 < 4 ? (int)(nb - b4) : 4;
             int8x16_t w[8];
             const float32x4_t sw = kn__neon_decode4(row + b4 * bytes, mxfp4, kv, w, n);
+#pragma GCC unroll 8
             for (int t = 0; t < nt; t++)
                 acc[t][h] = kn__neon_apply4(w, sw, (const int8_t *)x[t].q + KN__QK32 * b4,
-                                            x[t].dx + b4, acc[t][h], n);
+                                            x[t].dx + b4, acc[t][h], mxfp4, n);
         }
     }
+#pragma GCC unroll 8
     for (int t = 0; t < nt; t++) out[t] = kn__neon_tree8(acc[t][0], acc[t][1]);
 }
 
