@@ -81,16 +81,25 @@ KN__ROWS_FLOAT(rows_float, row_to_f32, lanes2_neon)
 
 /* ---- Q8-mode block kernels (kn_simd_neon_stream.h) ------------------------------------------ */
 
-#define ROWS(fn, type)                                                                             \
-    static void fn(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,           \
-                   int64_t n1, void *scratch) {                                                    \
-        (void)scratch;                                                                             \
-        kn__neon_rows(W, x, Y, ldy, n0, n1, type);                                                 \
+/* One entry for the four types: each case inlines the kernel for its type. */
+static void rows_blocks(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                        int64_t n1, void *scratch) {
+    (void)scratch;
+    switch (W->type) {
+    case KN_MXFP4:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_MXFP4);
+        break;
+    case KN_Q8_0:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_Q8_0);
+        break;
+    case KN_Q6_K:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_Q6_K);
+        break;
+    default:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_Q4_K);
+        break; /* the table's last type */
     }
-ROWS(rows_mxfp4, KN_MXFP4)
-ROWS(rows_q8_0, KN_Q8_0)
-ROWS(rows_q6_K, KN_Q6_K)
-ROWS(rows_q4_K, KN_Q4_K)
+}
 
 /* ---- GLU: kn_expf, kn_tanhf and the policies of kn_glu.c, 4 values at a time, the same steps */
 
@@ -164,13 +173,13 @@ void kn__glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float
 
 KN__FLOAT_KERNELS(neon, kn__scratch_float, rows_float, kn__prep_round_f16);
 static const kn__kernel k_mxfp4 = {"neon-mxfp4-q8_0", kn__neon_q8_0n_bytes, kn__neon_prep_q8_0n,
-                                   NULL, rows_mxfp4};
+                                   NULL, rows_blocks};
 static const kn__kernel k_q8_0 = {"neon-q8_0-q8_0", kn__neon_q8_0n_bytes, kn__neon_prep_q8_0n, NULL,
-                                  rows_q8_0};
+                                  rows_blocks};
 static const kn__kernel k_q6_K = {"neon-q6_K-q8_K", kn__neon_q8_Kn_bytes, kn__neon_prep_q8_Kn, NULL,
-                                  rows_q6_K};
+                                  rows_blocks};
 static const kn__kernel k_q4_K = {"neon-q4_K-q8_K", kn__neon_q8_Kn_bytes, kn__neon_prep_q8_Kn, NULL,
-                                  rows_q4_K};
+                                  rows_blocks};
 
 static const kn__kernel *const q8_kernels[KN_TYPE_COUNT] = {
     KN__ROUNDED_ROWS(neon), /* F16, BF16 */
