@@ -148,11 +148,19 @@ static inline __attribute__((always_inline)) float32x4_t
 kn__neon_apply4(const int8x16_t w[8], float32x4_t sw, const int8_t *xq, const float *dx,
                 float32x4_t acc, bool mxfp4, const int n) {
     int32x4_t p[4];
+    if (n == 4) { /* the four blocks' q in two loads */
+        const int8x16x4_t q0 = vld1q_s8_x4(xq), q1 = vld1q_s8_x4(xq + 64);
+        p[0] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[0], q0.val[0]), w[1], q0.val[1]);
+        p[1] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[2], q0.val[2]), w[3], q0.val[3]);
+        p[2] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[4], q1.val[0]), w[5], q1.val[1]);
+        p[3] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[6], q1.val[2]), w[7], q1.val[3]);
+    } else { /* a tail: no q read past the row's blocks */
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; j++)
-        p[j] = j < n ? vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[2 * j], vld1q_s8(xq + 32 * j)),
-                                 w[2 * j + 1], vld1q_s8(xq + 32 * j + 16))
-                     : vdupq_n_s32(0);
+        for (int j = 0; j < 4; j++)
+            p[j] = j < n ? vdotq_s32(vdotq_s32(vdupq_n_s32(0), w[2 * j], vld1q_s8(xq + 32 * j)),
+                                     w[2 * j + 1], vld1q_s8(xq + 32 * j + 16))
+                         : vdupq_n_s32(0);
+    }
     /* the reference's operand order: d_x * h(e) for MXFP4, d_w * d_x for Q8_0 (a NaN d_w keeps
      * its payload either way; the order is kept all the same) */
     const float32x4_t sc = mxfp4 ? vmulq_f32(vld1q_f32(dx), sw) : vmulq_f32(sw, vld1q_f32(dx));
@@ -300,19 +308,27 @@ static inline __attribute__((always_inline)) void kn__neon_kdot(const kn__neon_k
                                                                 int32x4_t *is, int32x4_t *ms) {
     int32x4_t p[16];
     if (q4) {
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++)
-            p[g] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), k->v[2 * g], vld1q_s8(x->qs + 32 * g)),
-                             k->v[2 * g + 1], vld1q_s8(x->qs + 32 * g + 16));
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) { /* 64 values of q per load */
+            const int8x16x4_t q = vld1q_s8_x4(x->qs + 64 * i);
+            p[2 * i] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), k->v[4 * i], q.val[0]), k->v[4 * i + 1],
+                                 q.val[1]);
+            p[2 * i + 1] = vdotq_s32(vdotq_s32(vdupq_n_s32(0), k->v[4 * i + 2], q.val[2]),
+                                     k->v[4 * i + 3], q.val[3]);
+        }
         *is = vmlaq_s32(vmulq_s32(kn__neon_sums4(p), k->sc[0]), kn__neon_sums4(p + 4), k->sc[1]);
         const int16x8_t bs =
             vpaddq_s16(vld1q_s16(x->bsums), vld1q_s16(x->bsums + 8)); /* |.| < 2^12 */
         *ms = vmlal_high_s16(vmull_s16(vget_low_s16(bs), vget_low_s16(k->m)), bs, k->m);
         return;
     }
-#pragma GCC unroll 16
-    for (int g = 0; g < 16; g++)
-        p[g] = vdotq_s32(vdupq_n_s32(0), k->v[g], vld1q_s8(x->qs + 16 * g));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const int8x16x4_t q = vld1q_s8_x4(x->qs + 64 * i);
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++)
+            p[4 * i + g] = vdotq_s32(vdupq_n_s32(0), k->v[4 * i + g], q.val[g]);
+    }
     int32x4_t s = vmulq_s32(kn__neon_sums4(p), k->sc[0]);
 #pragma GCC unroll 3
     for (int i = 1; i < 4; i++) s = vmlaq_s32(s, kn__neon_sums4(p + 4 * i), k->sc[i]);
