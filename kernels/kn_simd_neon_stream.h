@@ -262,11 +262,12 @@ static inline __attribute__((always_inline)) void kn__neon_decode_q6_K(const uin
             const uint8x16_t a = vld1q_u8(w + 64 * n + 16 * h);
             const uint8x16_t c = vld1q_u8(w + 64 * n + 32 + 16 * h);
             const uint8x16_t qh = vld1q_u8(w + 128 + 32 * n + 16 * h);
+            /* low nibble | two bits of qh << 4 (sli keeps the destination's low 4 bits) */
             const uint8x16_t code[4] = {
-                vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(qh, m3), 4)),
-                vorrq_u8(vandq_u8(c, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 2), m3), 4)),
-                vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 4), m3), 4)),
-                vorrq_u8(vshrq_n_u8(c, 4), vshlq_n_u8(vshrq_n_u8(qh, 6), 4))};
+                vsliq_n_u8(vandq_u8(a, m4), vandq_u8(qh, m3), 4),
+                vsliq_n_u8(vandq_u8(c, m4), vandq_u8(vshrq_n_u8(qh, 2), m3), 4),
+                vsliq_n_u8(vshrq_n_u8(a, 4), vandq_u8(vshrq_n_u8(qh, 4), m3), 4),
+                vsliq_n_u8(vshrq_n_u8(c, 4), vshrq_n_u8(qh, 6), 4)};
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++)
                 k->v[8 * n + 2 * q + h] = vsubq_s8(vreinterpretq_s8_u8(code[q]), m32);
