@@ -112,7 +112,7 @@ static inline __attribute__((always_inline)) float32x4_t
 kn__neon_decode4(const uint8_t *blk, bool mxfp4, int8x16_t kv, int8x16_t w[8], const int n) {
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
     if (mxfp4) {
-        uint32x4_t h = vdupq_n_u32(0);
+        uint64_t h[2] = {0, 0}; /* h(e) bit patterns, two to a word: two moves into the vector */
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             if (j < n) {
@@ -120,12 +120,12 @@ kn__neon_decode4(const uint8_t *blk, bool mxfp4, int8x16_t kv, int8x16_t w[8], c
                 const uint8x16_t q = vld1q_u8(b + 1);
                 w[2 * j] = vqtbl1q_s8(kv, vandq_u8(q, m4));
                 w[2 * j + 1] = vqtbl1q_s8(kv, vshrq_n_u8(q, 4));
-                h = vsetq_lane_u32(kn__e8m0_half_bits[b[0]], h, j);
+                h[j / 2] |= (uint64_t)kn__e8m0_half_bits[b[0]] << (32 * (j % 2));
             } else {
                 w[2 * j] = w[2 * j + 1] = vdupq_n_s8(0);
             }
         }
-        return vreinterpretq_f32_u32(h);
+        return vreinterpretq_f32_u32(vcombine_u32(vcreate_u32(h[0]), vcreate_u32(h[1])));
     }
     uint16x4_t d = vdup_n_u16(0);
 #pragma GCC unroll 4
