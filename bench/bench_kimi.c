@@ -40,7 +40,7 @@
 #include "model/md_sampler.h"
 #include "vindex/vx_source.h"
 
-/* Kimi K3's widths (docs/benchmarks.md says where each comes from) */
+/* Kimi K3's widths (docs/model.md, Kimi K3, says where each comes from) */
 #define HIDDEN    7168
 #define HEADS     64
 #define KDA_DIM   128
