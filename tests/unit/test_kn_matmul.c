@@ -337,6 +337,56 @@ static void test_partial_group_reads_past_row(void **state) {
     kn_isa_force(prev);
 }
 
+/* K-quants at the edges of the integer sums the SIMD kernels keep narrow: every 6-bit scale and
+ * min at 63 and activations at the quantizer's extreme (|q| = 127 in a whole block, so a group's
+ * bsums pair reaches 2 * 16 * 127 = 4064, the int16 that AVX-512 Q4_K's transposed min sums keep),
+ * signs alternating by block and by row; K with and without a partial 8-block chunk; every ISA at
+ * T = 1 .. 9 equals the scalar reference bit for bit. */
+static void test_kquant_extreme_sums(void **state) {
+    (void)state;
+    kt_rng r = {9090};
+    kt_variant isas[KT_MAX_VARIANTS];
+    const int nisa = kt_variants(isas);
+    const kn_isa prev = kn_isa_active();
+    const kn_type types[] = {KN_Q4_K, KN_Q6_K};
+    enum { ROWS = 5, TMAX = 9 };
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const kn_type t = types[ti];
+        for (int nbk = 3; nbk <= 11; nbk += 8) {
+            const int64_t cols = 256 * nbk;
+            kn_mat W = kt_weights(&r, t, ROWS, cols, true);
+            uint8_t *d = (uint8_t *)W.data;
+            const int bsz = kn_traits(t)->type_size;
+            for (int n = 0; n < ROWS; n++)
+                for (int b = 0; b < nbk; b++) {
+                    uint8_t *blk = d + (size_t)n * W.row_bytes + (size_t)b * bsz;
+                    if (t == KN_Q4_K)
+                        memset(blk + 4, 0xFF, 12); /* scales and mins 63 */
+                    else
+                        memset(blk + 192, (n + b) % 2 ? 0x80 : 0x7F, 16); /* scales -128 / 127 */
+                }
+            float *x = malloc(sizeof(float) * TMAX * cols), y[TMAX * ROWS], want[TMAX * ROWS];
+            for (int64_t i = 0; i < TMAX * cols; i++) /* one magnitude a block: |q| = 127 */
+                x[i] = ((i / 256 + i / cols) % 2 ? -1.0f : 1.0f) * (float)(1 + (i / cols) % 3);
+            for (int64_t T = 1; T <= TMAX; T++) {
+                kn_isa_force(KN_ISA_SCALAR);
+                run(&W, x, T, want, KN_NUM_Q8, NULL);
+                for (int i = 0; i < nisa; i++) {
+                    kt_use(&isas[i]);
+                    run(&W, x, T, y, KN_NUM_Q8, NULL);
+                    char what[112];
+                    snprintf(what, sizeof what, "%s %s K=%lld T=%lld", isas[i].name,
+                             kn_type_name(t), (long long)cols, (long long)T);
+                    assert_true(kt_same_bits(what, y, want, T * ROWS));
+                }
+            }
+            kt_free_mat(&W);
+            free(x);
+        }
+    }
+    kn_isa_force(prev);
+}
+
 /* A packed copy (kn_pack on AVX-512: Q8_0's batch tiles, MXFP4's groups in decode order) gives
  * the bits of the stored rows: odd and even row counts, widths with and without a tail group (and
  * MXFP4 rows with no full group), every batch size of the few-token kernel and around the
@@ -426,6 +476,7 @@ int main(void) {
         cmocka_unit_test(test_big_jobs_split_rows),
         cmocka_unit_test(test_e8m0_edges_in_matmul),
         cmocka_unit_test(test_partial_group_reads_past_row),
+        cmocka_unit_test(test_kquant_extreme_sums),
         cmocka_unit_test(test_packed_equals_stored),
     };
     return cmocka_run_group_tests_name("kernels_matmul", tests, NULL, NULL);
