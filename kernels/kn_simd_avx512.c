@@ -1011,9 +1011,9 @@ static inline __attribute__((always_inline)) void q4k_block_sums(const uint8_t *
     }
 }
 
-/* Dword j of the result (j < 8, and 8 + j): min pair k (k + 1) of block j, from each block's 8
- * mins (4 pairs) in mins[j]: the 8 x 4 transpose that meets the tokens' group sums (q4k_act_prep).
- */
+/* The 8 blocks' min pairs transposed to meet the tokens' group sums (q4k_act_prep): dword j of
+ * p[h] holds pair 2h (mins 4h, 4h + 1) of block j, dword 8 + j pair 2h + 1; mins[j] holds block
+ * j's 8 mins as int16 (its 4 pairs as dwords). */
 static inline __attribute__((always_inline)) void q4k_min_pairs(const __m128i mins[8],
                                                                 __m512i p[2]) {
     const __m512i lo =
