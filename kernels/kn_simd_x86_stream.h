@@ -15,11 +15,11 @@
  * contiguous copy. Every block's sum and fma are the canonical ones, so the bits are the scalar
  * reference's at any T.
  *
- * Tried and dropped (Zen 4, alternated runs): decoding one unit ahead into a ring in L1 so its
- * shuffles overlap the previous unit's multiply-adds (slower at every T: the ring's stores and
- * loads cost more than the overlap gives); two rows per pass with each token's group loaded once
- * for both (slower: the rows' weights then come back from L1); the batch tile from 2 tokens on
- * (half the rate); h(e) of MXFP4 from vpgatherdd (a sixth slower at T = 1). */
+ * Tried and dropped, each slower in alternated runs (docs/kernels.md): decoding one unit ahead into
+ * a ring in L1 so its shuffles overlap the previous unit's multiply-adds (the ring's stores and
+ * loads cost more than the overlap gives); two rows per pass, each token's group loaded once for
+ * both (the rows' weights then come back from L1); the batch tile from 2 tokens on; MXFP4's h(e)
+ * by vpgatherdd (slow on AMD cores). */
 #ifndef KN_SIMD_X86_STREAM_H
 #define KN_SIMD_X86_STREAM_H
 
