@@ -4,7 +4,8 @@
  *  - float lanes: eight q-registers hold lanes 0..31 (register j = lanes 4j..4j+3); the fold to 8
  *    lanes is (q0+q2)+(q4+q6) and (q1+q3)+(q5+q7), then the 8-lane tree;
  *  - Q8 mode: one exact int32 per block (sdot partials summed with pairwise adds), then
- *    vfmaq_f32 into lanes b % 8 held as two q-registers (lanes 0..3 and 4..7).
+ *    vfmaq_f32 into lanes b % 8 held as two q-registers (lanes 0..3 and 4..7); the block kernels,
+ *    which stream each stored row once per pass of tokens, are in kn_simd_neon_stream.h.
  * tests/neon-check.sh cross-builds this file and checks it against the scalar reference under
  * qemu. */
 #include "kernels/kn_internal.h"
@@ -12,24 +13,11 @@
 #include <arm_neon.h>
 
 #include "kernels/kn_exp_neon.h"
+#include "kernels/kn_simd_neon_stream.h"
 #include "util/mw_platform.h"
 
 bool kn__isa_neon_usable(void) {
     return mw_cpu_arm_dotprod();
-}
-
-/* ---- canonical reductions -------------------------------------------------------------------- */
-
-/* kn__tree8 of lanes lo = 0..3, hi = 4..7. */
-static inline float tree8(float32x4_t lo, float32x4_t hi) {
-    const float32x4_t s = vaddq_f32(lo, hi);
-    const float32x2_t s2 = vadd_f32(vget_low_f32(s), vget_high_f32(s));
-    return vget_lane_f32(s2, 0) + vget_lane_f32(s2, 1);
-}
-
-/* Four int32x4 partial vectors -> their four exact sums, in order. */
-static inline int32x4_t sums4(int32x4_t p0, int32x4_t p1, int32x4_t p2, int32x4_t p3) {
-    return vpaddq_s32(vpaddq_s32(p0, p1), vpaddq_s32(p2, p3));
 }
 
 /* ---- float lanes ----------------------------------------------------------------------------- */
@@ -91,208 +79,26 @@ static void row_to_f32(const uint8_t *src, kn_type type, int64_t n, float *dst) 
 
 KN__ROWS_FLOAT(rows_float, row_to_f32, lanes2_neon)
 
-/* ---- Q8_0 activations ------------------------------------------------------------------------ */
+/* ---- Q8-mode block kernels (kn_simd_neon_stream.h) ------------------------------------------ */
 
-static int64_t groups8(int64_t nb) {
-    return (nb + 7) / 8;
-}
-
-/* A prepared row: qs[nb][32] in natural order, then float d_x[8 * groups] (zero padded). */
-static size_t q8_0n_bytes(int64_t k) {
-    const int64_t nb = k / KN__QK32;
-    return (size_t)nb * KN__QK32 + (size_t)groups8(nb) * 8 * sizeof(float);
-}
-
-static void prep_q8_0n(const float *x, void *dst, int64_t k) {
-    const int64_t nb = k / KN__QK32;
-    int8_t *qs = dst;
-    float *dx = (float *)(qs + nb * KN__QK32);
-    for (int64_t b = 0; b < nb; b++) {
-        kn__block_q8_0 blk;
-        kn__quant_q8_0_block(x + b * KN__QK32, &blk);
-        memcpy(qs + b * KN__QK32, blk.qs, KN__QK32);
-        dx[b] = kn__half_to_float(blk.d);
-    }
-    for (int64_t b = nb; b < groups8(nb) * 8; b++) dx[b] = 0.0f;
-}
-
-static size_t q8_K_bytes(int64_t k) {
-    return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
-}
-
-/* ---- MXFP4 and Q8_0 weights ------------------------------------------------------------------ */
-
-/* Decoded rows: int8 weights (MXFP4 kvalues, or Q8_0 weights) [8 * groups][32], then float
- * per-block weight scales (h(e), or d_w) [8 * groups], padding zero. */
-static size_t dec32_bytes(int64_t k) {
-    const int64_t ng = groups8(k / KN__QK32);
-    return (size_t)ng * 8 * (KN__QK32 + sizeof(float));
-}
-
-static void decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
-    const int64_t nb = k / KN__QK32, ng = groups8(nb);
-    int8_t *w = dst;
-    float *sw = (float *)(w + ng * 8 * KN__QK32);
-    const int8x16_t kv = vld1q_s8(kn__mxfp4_kvalues);
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    memset(w, 0, (size_t)ng * 8 * KN__QK32);
-    for (int64_t b = 0; b < ng * 8; b++) sw[b] = 0.0f;
-    for (int64_t b = 0; b < nb; b++, row += KN__MXFP4_BYTES) {
-        const uint8x16_t q = vld1q_u8(row + 1);
-        vst1q_s8(w + KN__QK32 * b, vqtbl1q_s8(kv, vandq_u8(q, m4)));
-        vst1q_s8(w + KN__QK32 * b + 16, vqtbl1q_s8(kv, vshrq_n_u8(q, 4)));
-        sw[b] = kn__e8m0_half(row[0]);
-    }
-}
-
-static void decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
-    const int64_t nb = k / KN__QK32, ng = groups8(nb);
-    int8_t *w = dst;
-    float *sw = (float *)(w + ng * 8 * KN__QK32);
-    memset(w, 0, (size_t)ng * 8 * KN__QK32);
-    for (int64_t b = 0; b < ng * 8; b++) sw[b] = 0.0f;
-    for (int64_t b = 0; b < nb; b++, row += KN__Q8_0_BYTES) {
-        memcpy(w + KN__QK32 * b, row + 2, KN__QK32);
-        sw[b] = kn__half_to_float(kn__rd16(row));
-    }
-}
-
-static inline int32x4_t block_dot(const int8_t *w, const int8_t *x) {
-    const int32x4_t p = vdotq_s32(vdupq_n_s32(0), vld1q_s8(w), vld1q_s8(x));
-    return vdotq_s32(p, vld1q_s8(w + 16), vld1q_s8(x + 16));
-}
-
-/* A decoded row against one prepared token: 8 blocks per step, sums in lanes b % 8. Blocks past
- * the token's end read zero activations (qs is padded by the zero weights) with zero scales. */
-static float dot_dec32(const int8_t *w, const uint8_t *xp, int64_t nb) {
-    const int64_t ng = groups8(nb);
-    const int8_t *xq = (const int8_t *)xp;
-    const float *dx = (const float *)(xq + nb * KN__QK32);
-    const float *sw = (const float *)(w + ng * 8 * KN__QK32);
-    static const int8_t zero[KN__QK32] = {0};
-    float32x4_t lo = vdupq_n_f32(0.0f), hi = lo;
-    for (int64_t g = 0; g < ng; g++) {
-        int32x4_t p[8];
-        for (int j = 0; j < 8; j++) {
-            const int64_t b = 8 * g + j;
-            p[j] = block_dot(w + KN__QK32 * b, b < nb ? xq + KN__QK32 * b : zero);
-        }
-        const int32x4_t s_lo = sums4(p[0], p[1], p[2], p[3]), s_hi = sums4(p[4], p[5], p[6], p[7]);
-        const float32x4_t sc_lo = vmulq_f32(vld1q_f32(dx + 8 * g), vld1q_f32(sw + 8 * g));
-        const float32x4_t sc_hi = vmulq_f32(vld1q_f32(dx + 8 * g + 4), vld1q_f32(sw + 8 * g + 4));
-        lo = vfmaq_f32(lo, vcvtq_f32_s32(s_lo), sc_lo);
-        hi = vfmaq_f32(hi, vcvtq_f32_s32(s_hi), sc_hi);
-    }
-    return tree8(lo, hi);
-}
-
-/* Each row decoded once into scratch, then against every token. */
-static void rows_dec32(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
-                       int64_t n1, void *scratch) {
-    const int64_t nb = W->cols / KN__QK32;
-    for (int64_t n = n0; n < n1; n++) {
-        const uint8_t *src = (const uint8_t *)W->data + (size_t)n * W->row_bytes;
-        if (W->type == KN_MXFP4)
-            decode_mxfp4(src, W->cols, scratch);
-        else
-            decode_q8_0(src, W->cols, scratch);
-        for (int64_t t = 0; t < x->T; t++)
-            Y[t * ldy + n] =
-                dot_dec32(scratch, (const uint8_t *)x->data + (size_t)t * x->stride, nb);
-    }
-}
-
-static size_t scratch_dec32(const kn_mat *W, int64_t T) {
-    (void)T;
-    return dec32_bytes(W->cols);
-}
-
-/* ---- K-quants -------------------------------------------------------------------------------- */
-
-/* Q6_K x Q8_K: each 16-code group's sdot partials times its scale, accumulated exactly. */
-static float dot_q6_K(const uint8_t *w, const kn__block_q8_K *x, int64_t nb) {
-    float lane[KN__QLANES] = {0};
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m3 = vdupq_n_u8(0x03);
-    const int8x16_t m32 = vdupq_n_s8(32);
-    for (int64_t b = 0; b < nb; b++, w += KN__Q6_K_BYTES, x++) {
-        const int8_t *sc = (const int8_t *)(w + 192);
-        int32x4_t acc = vdupq_n_s32(0);
-        for (int n = 0; n < 2; n++)
-            for (int h = 0; h < 32; h += 16) {
-                const uint8x16_t a = vld1q_u8(w + 64 * n + h), c = vld1q_u8(w + 64 * n + 32 + h);
-                const uint8x16_t qh = vld1q_u8(w + 128 + 32 * n + h);
-                const uint8x16_t code[4] = {
-                    vorrq_u8(vandq_u8(a, m4), vshlq_n_u8(vandq_u8(qh, m3), 4)),
-                    vorrq_u8(vandq_u8(c, m4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 2), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(a, 4), vshlq_n_u8(vandq_u8(vshrq_n_u8(qh, 4), m3), 4)),
-                    vorrq_u8(vshrq_n_u8(c, 4), vshlq_n_u8(vshrq_n_u8(qh, 6), 4))};
-                for (int q = 0; q < 4; q++) {
-                    const int e = 128 * n + 32 * q + h; /* first element of this 16-group */
-                    const int8x16_t v = vsubq_s8(vreinterpretq_s8_u8(code[q]), m32);
-                    const int32x4_t p = vdotq_s32(vdupq_n_s32(0), v, vld1q_s8(x->qs + e));
-                    acc = vmlaq_n_s32(acc, p, sc[e / 16]);
-                }
-            }
-        const float scale = kn__half_to_float(kn__rd16(w + 208)) * x->d;
-        lane[b % KN__QLANES] = fmaf((float)vaddvq_s32(acc), scale, lane[b % KN__QLANES]);
-    }
-    return kn__tree8(lane);
-}
-
-/* Q4_K x Q8_K: scaled code sums and mins as two exact sums, two fmas into the block's lane. */
-static float dot_q4_K(const uint8_t *w, const kn__block_q8_K *x, int64_t nb) {
-    float lane[KN__QLANES] = {0};
-    const uint8x16_t m4 = vdupq_n_u8(0x0F);
-    for (int64_t b = 0; b < nb; b++, w += KN__Q4_K_BYTES, x++) {
-        int32x4_t acc = vdupq_n_s32(0);
-        int32_t msum = 0;
-        for (int j = 0; j < 4; j++) {
-            uint8_t sc_lo, m_lo, sc_hi, m_hi;
-            kn__q4k_scale_min(2 * j, w + 4, &sc_lo, &m_lo);
-            kn__q4k_scale_min(2 * j + 1, w + 4, &sc_hi, &m_hi);
-            for (int h = 0; h < 32; h += 16) {
-                const uint8x16_t q = vld1q_u8(w + 16 + 32 * j + h);
-                const int32x4_t pl = vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vandq_u8(q, m4)),
-                                               vld1q_s8(x->qs + 64 * j + h));
-                const int32x4_t ph =
-                    vdotq_s32(vdupq_n_s32(0), vreinterpretq_s8_u8(vshrq_n_u8(q, 4)),
-                              vld1q_s8(x->qs + 64 * j + 32 + h));
-                acc = vmlaq_n_s32(vmlaq_n_s32(acc, pl, sc_lo), ph, sc_hi);
-            }
-            msum += m_lo * (x->bsums[4 * j] + x->bsums[4 * j + 1]) +
-                    m_hi * (x->bsums[4 * j + 2] + x->bsums[4 * j + 3]);
-        }
-        const float dd = kn__half_to_float(kn__rd16(w)) * x->d;
-        const float dm = kn__half_to_float(kn__rd16(w + 2)) * x->d;
-        float *l = &lane[b % KN__QLANES];
-        *l = fmaf((float)vaddvq_s32(acc), dd, *l);
-        *l = fmaf((float)msum, -dm, *l);
-    }
-    return kn__tree8(lane);
-}
-
-typedef float (*kquant_dot)(const uint8_t *w, const kn__block_q8_K *x, int64_t nb);
-
-static void rows_kquant(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
-                        int64_t n1, kquant_dot dot) {
-    for (int64_t n = n0; n < n1; n++)
-        for (int64_t t = 0; t < x->T; t++)
-            Y[t * ldy + n] =
-                dot((const uint8_t *)W->data + (size_t)n * W->row_bytes,
-                    (const kn__block_q8_K *)((const uint8_t *)x->data + (size_t)t * x->stride),
-                    W->cols / KN__QK_K);
-}
-
-static void rows_q6_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
-                      int64_t n1, void *scratch) {
+/* One entry for the four types: each case inlines the kernel for its type. */
+static void rows_blocks(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                        int64_t n1, void *scratch) {
     (void)scratch;
-    rows_kquant(W, x, Y, ldy, n0, n1, dot_q6_K);
-}
-
-static void rows_q4_K(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
-                      int64_t n1, void *scratch) {
-    (void)scratch;
-    rows_kquant(W, x, Y, ldy, n0, n1, dot_q4_K);
+    switch (W->type) {
+    case KN_MXFP4:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_MXFP4);
+        break;
+    case KN_Q8_0:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_Q8_0);
+        break;
+    case KN_Q6_K:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_Q6_K);
+        break;
+    default:
+        kn__neon_rows(W, x, Y, ldy, n0, n1, KN_Q4_K);
+        break; /* the table's last type */
+    }
 }
 
 /* ---- GLU: kn_expf, kn_tanhf and the policies of kn_glu.c, 4 values at a time, the same steps */
@@ -366,12 +172,14 @@ void kn__glu_apply_neon(const kn_glu *glu, const float *g, const float *u, float
 /* ---- the NEON kernel table ------------------------------------------------------------------- */
 
 KN__FLOAT_KERNELS(neon, kn__scratch_float, rows_float, kn__prep_round_f16);
-static const kn__kernel k_mxfp4 = {"neon-mxfp4-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
-                                   rows_dec32};
-static const kn__kernel k_q8_0 = {"neon-q8_0-q8_0", q8_0n_bytes, prep_q8_0n, scratch_dec32,
-                                  rows_dec32};
-static const kn__kernel k_q6_K = {"neon-q6_K-q8_K", q8_K_bytes, kn__quant_q8_K, NULL, rows_q6_K};
-static const kn__kernel k_q4_K = {"neon-q4_K-q8_K", q8_K_bytes, kn__quant_q8_K, NULL, rows_q4_K};
+static const kn__kernel k_mxfp4 = {"neon-mxfp4-q8_0", kn__neon_q8_0n_bytes, kn__neon_prep_q8_0n,
+                                   NULL, rows_blocks};
+static const kn__kernel k_q8_0 = {"neon-q8_0-q8_0", kn__neon_q8_0n_bytes, kn__neon_prep_q8_0n, NULL,
+                                  rows_blocks};
+static const kn__kernel k_q6_K = {"neon-q6_K-q8_K", kn__neon_q8_Kn_bytes, kn__neon_prep_q8_Kn, NULL,
+                                  rows_blocks};
+static const kn__kernel k_q4_K = {"neon-q4_K-q8_K", kn__neon_q8_Kn_bytes, kn__neon_prep_q8_Kn, NULL,
+                                  rows_blocks};
 
 static const kn__kernel *const q8_kernels[KN_TYPE_COUNT] = {
     KN__ROUNDED_ROWS(neon), /* F16, BF16 */

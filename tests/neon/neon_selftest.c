@@ -2,7 +2,8 @@
  * by tests/neon-check.sh. It needs nothing but libc/libm and kernels/ (no cmocka, no jansson), and
  * prints cmocka-style lines. It checks that the NEON kernels give the scalar reference's bits for
  * every type and mode (T-row batches against T = 1, with and without a 2-thread pool, E8M0 edge
- * bytes), the fused expert op, and llama.cpp parity on the kernel fixtures (dequantization
+ * bytes; the streaming block kernels at every T to 17, every tail and inf / NaN scales), the
+ * fused expert op, and llama.cpp parity on the kernel fixtures (dequantization
  * bit-exact, activation quantization byte-exact, matvec within the issue's tolerances).
  *   neon_selftest [FIXTURE_DIR]   (default tests/fixtures/llamacpp/kernels) */
 #include "kernels/kn_internal.h"
@@ -82,6 +83,84 @@ static void test_neon_matches_scalar(void) {
             }
             free((void *)W.data);
             free(X), free(single), free(Y);
+        }
+    }
+    kn_pool_destroy(pool);
+}
+
+/* Poisons some blocks' weight scales on odd rows (the even rows stay finite). Row 4k + 1 gets
+ * +inf and -inf (so inf * 0 and inf - inf: the default NaN), row 4k + 3 one NaN payload, quiet or
+ * signalling (Q4_K: in d on row 8k + 3, in dmin, negated by the kernel, on row 8k + 7); MXFP4,
+ * which has no inf or NaN, gets the largest and the subnormal exponents. Two different NaNs meeting
+ * in one sum would leave whichever the compiler's operand order picks (it may commute an add), in
+ * the reference as anywhere, so a row holds one kind. */
+static void poison_scales(kn_mat *W, kt_rng *r) {
+    uint8_t *d = (uint8_t *)W->data;
+    const int64_t nb = W->cols / kn_traits(W->type)->blck_size;
+    const int bs = (int)kn_traits(W->type)->type_size;
+    static const uint16_t infs[] = {0x7C00, 0xFC00}, nans[] = {0x7E01, 0x7C01};
+    for (int64_t n = 1; n < W->rows; n += 2)
+        for (int64_t b = 0; b < nb; b++) {
+            if (kt_range(r, 0, 2) != 0) continue;
+            uint8_t *blk = d + n * W->row_bytes + b * bs;
+            const uint16_t h = (n % 4 == 1 ? infs : nans)[kt_range(r, 0, 1)];
+            switch (W->type) {
+            case KN_MXFP4:
+                blk[0] = (uint8_t)(kt_range(r, 0, 1) ? 0xFF : kt_range(r, 0, 1));
+                break;
+            case KN_Q8_0:
+                kn__wr16(blk, h);
+                break;
+            case KN_Q6_K:
+                kn__wr16(blk + 208, h);
+                break;
+            case KN_Q4_K:
+                kn__wr16(blk + (n % 4 == 1 ? 2 * kt_range(r, 0, 1) : n % 8 == 3 ? 0 : 2), h);
+                break;
+            default:
+                break;
+            }
+        }
+}
+
+/* The streaming block kernels at every T from 1 to 17 (one pass, two and three, split unevenly)
+ * and every block count a row can end on: MXFP4 / Q8_0 rows of 1..17 and 90 blocks (a tail group
+ * of 1..7 blocks, in the first or second half), K-quant rows of 1..17 super-blocks (a tail chunk
+ * of 1..7 after 0, 1 or 2 full ones); odd rows with inf / NaN scales, and no row read past its end
+ * (the matrix's last row is checked too). Every result equals the scalar reference's T = 1 bits. */
+static void test_neon_stream_shapes(void) {
+    kt_rng r = {2026};
+    const kn_type types[] = {KN_MXFP4, KN_Q8_0, KN_Q6_K, KN_Q4_K};
+    enum { TMAX = 17, ROWS = 9 };
+    kn_pool *pool = kn_pool_create(2);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const kn_type t = types[ti];
+        const int64_t bs = kn_traits(t)->blck_size;
+        static const int64_t nbs[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 15, 16, 17, 90};
+        for (size_t ni = 0; ni < sizeof nbs / sizeof nbs[0]; ni++) {
+            if (bs == 256 && nbs[ni] > 17) continue;
+            const int64_t cols = bs * nbs[ni];
+            kn_mat W = kt_weights(&r, t, ROWS, cols, true);
+            poison_scales(&W, &r);
+            float *X = kt_gauss_vec(&r, TMAX * cols, 1.0f);
+            float single[TMAX * ROWS], Y[TMAX * ROWS];
+            kn_isa_force(KN_ISA_SCALAR);
+            for (int64_t i = 0; i < TMAX; i++)
+                kn_matmul(&W, X + i * cols, 1, single + i * ROWS, KN_NUM_Q8, NULL);
+            kn_isa_force(KN_ISA_NEON);
+            for (int64_t T = 1; T <= TMAX; T++) {
+                kn_matmul(&W, X, T, Y, KN_NUM_Q8, T % 2 ? NULL : pool);
+                char what[128];
+                snprintf(what, sizeof what, "neon stream %s K=%lld T=%lld", kn_type_name(t),
+                         (long long)cols, (long long)T);
+                if (!kt_same_bits(what, Y, single, (size_t)(T * ROWS))) {
+                    failures++;
+                    kn_pool_destroy(pool);
+                    return;
+                }
+            }
+            free((void *)W.data);
+            free(X);
         }
     }
     kn_pool_destroy(pool);
@@ -215,6 +294,7 @@ int main(int argc, char **argv) {
     } tests[] = {
         {"test_neon_is_active", test_neon_is_active},
         {"test_neon_matches_scalar", test_neon_matches_scalar},
+        {"test_neon_stream_shapes", test_neon_stream_shapes},
         {"test_expert_matches_scalar", test_expert_matches_scalar},
         {"test_glu_matches_scalar", test_glu_matches_scalar},
         {"test_fixture_dequant", test_fixture_dequant},

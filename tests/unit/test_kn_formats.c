@@ -351,6 +351,10 @@ static void test_activation_prep_all_isas(void **state) {
             _Alignas(64) uint8_t buf[4096]; /* as the kernels' scratch is */
             kk->act_prep(x, buf, k);
             assert_memory_equal(buf, want_k, sizeof want_k);
+            if (isa == KN_ISA_NEON) { /* then the blocks' d as floats, zero padded to 8 */
+                const float *nd = (const float *)(buf + sizeof want_k);
+                for (int b = 0; b < 8; b++) assert_true(nd[b] == (b < 3 ? want_k[b].d : 0.0f));
+            }
             const kn__kernel *k8 = kn__kernel_for(KN_MXFP4, KN_NUM_Q8);
             for (int pass = 0; pass < 2; pass++) {
                 const int64_t n = pass ? k0 : k, nb = n / 32, ng = (nb + 7) / 8;
