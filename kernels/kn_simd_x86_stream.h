@@ -25,6 +25,7 @@
 
 #define KN__XS_FEW 8  /* tokens a streaming pass takes */
 #define KN__XS_MAX 16 /* batches up to this many tokens stream (in passes); more: the tiles */
+_Static_assert(KN__XS_FEW <= KN__X86_PASS_MAX, "kn__x86_few_passes takes up to 16 a pass");
 
 /* kn__x86_prefetch unrolled whatever the body around it: in these large flattened bodies GCC
  * leaves its loop rolled (a loop of 3 to 5 trips and a taken branch per unit). */
@@ -281,21 +282,6 @@ KN__XS_TABLE(q8_0)
 KN__XS_TABLE(q6k)
 #undef KN__XS_TABLE
 
-/* Rows n0 .. n1 against all of x's tokens with fns[n], in passes of at most KN__XS_FEW tokens as
- * even as can be (each pass streams the rows again). */
-static inline void KN__X86_NAME(xs_passes)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
-                                           int64_t n0, int64_t n1, const kn__x86_few_fn *fns) {
-    const int64_t passes = (x->T + KN__XS_FEW - 1) / KN__XS_FEW;
-    for (int64_t p = 0, t0 = 0; p < passes; p++) {
-        const int64_t tn = (x->T - t0) / (passes - p);
-        const uint8_t *xt[KN__XS_FEW];
-        for (int64_t t = 0; t < tn; t++)
-            xt[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->stride;
-        fns[tn](W, xt, Y + t0 * ldy, ldy, n0, n1);
-        t0 += tn;
-    }
-}
-
 /* Batches up to KN__XS_MAX tokens stream; larger ones take kn_simd_x86_int8.h's kernel of the
  * type (its batch tile). */
 static inline void KN__X86_NAME(xs_rows)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
@@ -304,7 +290,7 @@ static inline void KN__X86_NAME(xs_rows)(const kn_mat *W, const kn__act *x, floa
     if (x->T > KN__XS_MAX)
         KN__X86_NAME(int8_kernels)[W->type]->rows(W, x, Y, ldy, n0, n1, scratch);
     else
-        KN__X86_NAME(xs_passes)(W, x, Y, ldy, n0, n1, fns);
+        kn__x86_few_passes(W, x, Y, ldy, n0, n1, fns, KN__XS_FEW);
 }
 #define KN__XS_ROWS_FN(kind, fns)                                                                  \
     static void KN__X86_NAME(xs_rows_##kind)(const kn_mat *W, const kn__act *x, float *Y,          \
