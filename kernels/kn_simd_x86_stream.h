@@ -192,7 +192,8 @@ KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, in
     }
     /* lanes past a row's last super-block are read and get d_w = d_x = 0: whatever they hold
      * adds 0 */
-    __m256i s[KN__XS_FEW][8] = {{{0}}};
+    __m256i s[KN__XS_FEW][8];
+    memset(s, 0, sizeof s);
     for (int64_t r = n0; r < n1; r++) {
         const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
         __m256 acc[KN__XS_FEW];
