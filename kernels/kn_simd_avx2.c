@@ -152,6 +152,19 @@ void kn__x86_prep_q8_Ki(const float *x, void *dst, int64_t k) {
     }
 }
 
+size_t kn__x86_q8_Kd_bytes(int64_t k) {
+    return kn__x86_q8_Ki_bytes(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
+}
+
+/* kn__x86_prep_q8_Ki, then the blocks' d contiguous (the Q6_K streaming kernel's layout). */
+void kn__x86_prep_q8_Kd(const float *x, void *dst, int64_t k) {
+    const int64_t nb = k / KN__QK_K;
+    kn__x86_prep_q8_Ki(x, dst, k);
+    const kn__block_q8_K *blk = dst;
+    float *dx = (float *)((uint8_t *)dst + kn__x86_q8_Ki_bytes(k));
+    for (int64_t b = 0; b < (nb + 7) / 8 * 8; b++) dx[b] = b < nb ? blk[b].d : 0.0f;
+}
+
 /* ---- weight decoding ------------------------------------------------------------------------- */
 
 size_t kn__x86_mxfp4_row_bytes(int64_t k) {
@@ -274,6 +287,7 @@ static inline __m256i sum8_signed_avx2(const __m256i *w, const __m256i *x) {
     return _mm256_add_epi32(acc[0], acc[1]);
 }
 #include "kernels/kn_simd_x86_int8.h"
+#include "kernels/kn_simd_x86_stream.h"
 
 /* ---- float lanes ----------------------------------------------------------------------------- */
 
@@ -457,7 +471,7 @@ const kn__kernel *kn__kernel_avx2(kn_type t, kn_numerics num) {
     const kn_type_traits *tr = kn_traits(t);
     if (!tr || !tr->can_compute) return NULL;
     if (num == KN_NUM_Q8) {
-        if (int8_kernels_avx2[t]) return int8_kernels_avx2[t];
+        if (xs_kernel_avx2(t)) return xs_kernel_avx2(t);
         if (rounded_kernels[t]) return rounded_kernels[t];
     }
     return &avx2_float;

@@ -14,8 +14,9 @@ bool kn__isa_avxvnni_usable(void) {
 #define KN__DPBUSD(acc, a, b) _mm256_dpbusd_avx_epi32((acc), (a), (b))
 #define KN__DPWSSD(acc, a, b) _mm256_dpwssd_avx_epi32((acc), (a), (b))
 #include "kernels/kn_simd_x86_int8.h"
+#include "kernels/kn_simd_x86_stream.h"
 
 const kn__kernel *kn__kernel_avxvnni(kn_type t, kn_numerics num) {
     if ((int)t < 0 || t >= KN_TYPE_COUNT || num != KN_NUM_Q8) return NULL;
-    return int8_kernels_vnni[t];
+    return xs_kernel_vnni(t);
 }

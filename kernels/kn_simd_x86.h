@@ -212,6 +212,23 @@ static inline __m256 kn__x86_q8_0_d(const uint8_t *row) {
 typedef void (*kn__x86_few_fn)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,
                                int64_t n0, int64_t n1);
 
+/* Rows n0 .. n1 of W against all of x's tokens with a streaming kernel fns[n] (n = 1 .. few, few
+ * at most KN__X86_PASS_MAX), in passes of at most `few` tokens as even as can be (each pass streams
+ * the rows again). */
+#define KN__X86_PASS_MAX 16
+static inline void kn__x86_few_passes(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                      int64_t n0, int64_t n1, const kn__x86_few_fn *fns, int few) {
+    const int64_t passes = (x->T + few - 1) / few;
+    for (int64_t p = 0, t0 = 0; p < passes; p++) {
+        const int64_t tn = (x->T - t0) / (passes - p); /* <= few */
+        const uint8_t *xt[KN__X86_PASS_MAX];
+        for (int64_t t = 0; t < tn; t++)
+            xt[t] = (const uint8_t *)x->data + (size_t)(t0 + t) * x->stride;
+        fns[tn](W, xt, Y + t0 * ldy, ldy, n0, n1);
+        t0 += tn;
+    }
+}
+
 /* The end of W's data: a streaming kernel may read a tail group's bytes in place up to here. */
 static inline const uint8_t *kn__x86_mat_end(const kn_mat *W) {
     return (const uint8_t *)W->data + (size_t)(W->rows - 1) * W->row_bytes +

@@ -13,7 +13,8 @@
  *
  * MXFP4 and Q8_0 up to 8 tokens, Q4_K up to 16 and Q6_K at T = 1 stream each stored row once and
  * decode it in registers; beyond that a tile of rows is decoded into L1 scratch once and applied to
- * every token. */
+ * every token. The AVX2 and AVX-VNNI rows take kn_simd_x86_stream.h's streaming kernels for MXFP4,
+ * Q8_0 and Q6_K up to 16 tokens, and these for the rest. */
 
 #ifdef KN__DPBUSD
 /* Sum over k of w[k] . x[k] per block lane: two chains of four vpdpbusd. */

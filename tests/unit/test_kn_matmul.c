@@ -387,6 +387,52 @@ static void test_kquant_extreme_sums(void **state) {
     kn_isa_force(prev);
 }
 
+/* The streaming few-token kernels at every batch size from 1 to 17 (passes of up to 8 tokens, the
+ * switch to the batch tiles), on widths whose block count leaves a partial group or chunk of 8
+ * (MXFP4 and Q8_0: 1 to 9 groups and tails; Q6_K: 1 to 9 super-blocks), on row ranges that start
+ * inside the matrix (a 2-thread pool splits them; each unit is decoded ahead, across row ends):
+ * every ISA equals the scalar reference bit for bit. */
+static void test_streaming_every_batch_size(void **state) {
+    (void)state;
+    kt_rng r = {1717};
+    kt_variant isas[KT_MAX_VARIANTS];
+    const int nisa = kt_variants(isas);
+    const kn_isa prev = kn_isa_active();
+    kn_pool *pool = kn_pool_create(2);
+    static const struct {
+        kn_type t;
+        int64_t cols;
+    } shapes[] = {{KN_MXFP4, 32 * 3}, {KN_MXFP4, 32 * 8}, {KN_MXFP4, 32 * 37}, {KN_Q8_0, 32 * 8},
+                  {KN_Q8_0, 32 * 21}, {KN_Q8_0, 32 * 72}, {KN_Q6_K, 256 * 1},  {KN_Q6_K, 256 * 8},
+                  {KN_Q6_K, 256 * 9}, {KN_Q6_K, 256 * 5}};
+    enum { TMAX = 17 };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t cols = shapes[si].cols, rows = 9 + (int64_t)si % 3;
+        kn_mat W = kt_weights(&r, shapes[si].t, rows, cols, false);
+        float *X = kt_gauss_vec(&r, TMAX * cols, 1.0f);
+        float *want = malloc(TMAX * rows * 4), *got = malloc(TMAX * rows * 4);
+        kn_isa_force(KN_ISA_SCALAR);
+        for (int64_t t = 0; t < TMAX; t++)
+            run(&W, X + t * cols, 1, want + t * rows, KN_NUM_Q8, NULL);
+        for (int i = 0; i < nisa; i++) {
+            if (isas[i].isa == KN_ISA_SCALAR) continue;
+            kt_use(&isas[i]);
+            for (int64_t T = 1; T <= TMAX; T++) {
+                memset(got, 0xff, T * rows * 4);
+                run(&W, X, T, got, KN_NUM_Q8, T % 2 ? pool : NULL);
+                char what[112];
+                snprintf(what, sizeof what, "%s %s %lldx%lld T=%lld", isas[i].name,
+                         kn_type_name(W.type), (long long)rows, (long long)cols, (long long)T);
+                assert_true(kt_same_bits(what, got, want, T * rows));
+            }
+        }
+        kt_free_mat(&W);
+        free(X), free(want), free(got);
+    }
+    kn_pool_destroy(pool);
+    kn_isa_force(prev);
+}
+
 /* A packed copy (kn_pack on AVX-512: Q8_0's batch tiles, MXFP4's groups in decode order) gives
  * the bits of the stored rows: odd and even row counts, widths with and without a tail group (and
  * MXFP4 rows with no full group), every batch size of the few-token kernel and around the
@@ -477,6 +523,7 @@ int main(void) {
         cmocka_unit_test(test_e8m0_edges_in_matmul),
         cmocka_unit_test(test_partial_group_reads_past_row),
         cmocka_unit_test(test_kquant_extreme_sums),
+        cmocka_unit_test(test_streaming_every_batch_size),
         cmocka_unit_test(test_packed_equals_stored),
     };
     return cmocka_run_group_tests_name("kernels_matmul", tests, NULL, NULL);

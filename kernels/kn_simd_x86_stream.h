@@ -1,0 +1,336 @@
+/* kernels/kn_simd_x86_stream.h — internal: the streaming kernels of the AVX2 and AVX-VNNI rows for
+ * a few tokens: MXFP4, Q8_0 and Q6_K rows against 1 to 16 tokens (passes of up to 8), included by
+ * kn_simd_avx2.c and kn_simd_avxvnni.c after kn_simd_x86_int8.h, whose names, multiply-add macros,
+ * decoders and batch tiles they use (larger batches still take its tiles).
+ *
+ * The streaming structure: each unit of a row (a group of 8 blocks, a Q6_K super-block) is decoded
+ * once in registers and applied to every token, so the row is read from memory once whatever the
+ * tokens and nothing is stored; the token loop is unrolled to a constant count, so each token's
+ * accumulator stays in a register and its pointers are computed once per call. Q6_K's codes are
+ * group-interleaved at decode (kn__x86_q6k_interleave, the activations' second copy of q matches),
+ * so two vpmaddubsw add in int16 before one multiply by the group scales: 8 + 5 multiplies per
+ * super-block and token instead of the 8 + 9 of one vpmaddwd per 32 values; each token's 8-lane
+ * sums of 8 super-blocks are reduced together (kn__x86_reduce8_i32) and the canonical fma runs on
+ * 8 lanes at once, with the 8 weight scales converted in one step and the tokens' d_x read from a
+ * contiguous copy. Every block's sum and fma are the canonical ones, so the bits are the scalar
+ * reference's at any T.
+ *
+ * Tried and dropped, each slower in alternated runs (docs/kernels.md): decoding one unit ahead into
+ * a ring in L1 so its shuffles overlap the previous unit's multiply-adds (the ring's stores and
+ * loads cost more than the overlap gives); two rows per pass, each token's group loaded once for
+ * both (the rows' weights then come back from L1); the batch tile from 2 tokens on; MXFP4's h(e)
+ * by vpgatherdd (slow on AMD cores). */
+#ifndef KN_SIMD_X86_STREAM_H
+#define KN_SIMD_X86_STREAM_H
+
+#define KN__XS_FEW 8  /* tokens a streaming pass takes */
+#define KN__XS_MAX 16 /* batches up to this many tokens stream (in passes); more: the tiles */
+_Static_assert(KN__XS_FEW <= KN__X86_PASS_MAX, "kn__x86_few_passes takes up to 16 a pass");
+
+/* kn__x86_prefetch unrolled whatever the body around it: in these large flattened bodies GCC
+ * leaves its loop rolled (a loop of 3 to 5 trips and a taken branch per unit). */
+static inline __attribute__((always_inline)) void kn__xs_prefetch(const uint8_t *p, const int n) {
+#pragma GCC unroll 8
+    for (int o = 0; o < n; o += 64) {
+        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L2 + o, _MM_HINT_T1);
+        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L1 + o, _MM_HINT_T0);
+    }
+}
+
+/* ---- MXFP4 and Q8_0 -------------------------------------------------------------------------- */
+
+/* A decoded group: MXFP4's biased codes (w[0..7]); Q8_0's |w| (w[0..7]) and w for the signs
+ * (w[8..15]); and the 8 blocks' weight scales (0 for blocks past the row). A local value: the
+ * compiler keeps it in registers. */
+typedef struct kn__xs_grp {
+    __m256i w[16];
+    __m256 sw;
+} kn__xs_grp;
+
+/* Group g of a row (nb blocks, `full` of its groups whole). A tail group is read in place when its
+ * window lies before `end` (the blocks past the row meet zero activations and get a weight scale
+ * of 0: Q8_0's d there could be inf or NaN, a subnormal MXFP4 h costs a microcode assist), else
+ * through the zero-padding decoder. */
+static inline __attribute__((always_inline)) kn__xs_grp
+KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, const uint8_t *end,
+                       const bool q8) {
+    const int bytes = q8 ? KN__Q8_0_BYTES : KN__MXFP4_BYTES;
+    const uint8_t *grp = row + g * 8 * bytes;
+    __m256i w[8];
+    __m256 sw;
+    if (g < full || end - grp >= 8 * bytes) {
+        if (g < full) kn__xs_prefetch(grp, 8 * bytes);
+        if (q8) {
+            kn__x86_q8_0_group(grp, w);
+            sw = kn__x86_q8_0_d(grp);
+        } else {
+            kn__x86_mxfp4_group(grp, w);
+            sw = kn__x86_mxfp4_h(grp);
+        }
+        if (g >= full) sw = _mm256_and_ps(sw, kn__x86_live_lanes(nb - 8 * full));
+    } else {
+        _Alignas(64) uint8_t dec[KN__X86_GROUP_QS + 32];
+        if (q8)
+            kn__x86_decode_q8_0(grp, (nb - 8 * full) * KN__QK32, dec);
+        else
+            kn__x86_decode_mxfp4(grp, (nb - 8 * full) * KN__QK32, dec);
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) w[k] = _mm256_load_si256((const __m256i *)dec + k);
+        sw = _mm256_load_ps((const float *)(dec + KN__X86_GROUP_QS));
+    }
+    kn__xs_grp s;
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        s.w[k] = q8 ? _mm256_sign_epi8(w[k], w[k]) : w[k];
+        s.w[8 + k] = q8 ? w[k] : _mm256_setzero_si256();
+    }
+    s.sw = sw;
+    return s;
+}
+
+/* Q8_0's block sums: |w| against sign(x, w) (exact), |w| taken once per group for all tokens. */
+static inline __m256i KN__X86_NAME(xs_sum8_abs)(const __m256i *aw, const __m256i *w,
+                                                const __m256i *x) {
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i sx = _mm256_sign_epi8(_mm256_load_si256(x + k), w[k]);
+#ifdef KN__DPBUSD
+        acc[k % 2] = KN__DPBUSD(acc[k % 2], aw[k], sx);
+#else
+        acc[k % 2] = _mm256_add_epi32(
+            acc[k % 2], _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k], sx), _mm256_set1_epi16(1)));
+#endif
+    }
+    return _mm256_add_epi32(acc[0], acc[1]);
+}
+
+/* Decoded group g against the nt tokens' group g. */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(xs_group32)(const kn__xs_grp *s, int64_t g, const uint8_t *const *x,
+                         const float *const *dx, const int32_t *const *xs, __m256 *acc,
+                         const int nt, const bool q8) {
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const __m256i *xv = (const __m256i *)(x[t] + g * KN__X86_GROUP_QS);
+        /* one token: |w| where it is used, as the 8 registers of |w| would spill */
+        const __m256i isum =
+            q8 ? (nt == 1 ? KN__X86_NAME(sum8_signed)(s->w + 8, xv)
+                          : KN__X86_NAME(xs_sum8_abs)(s->w, s->w + 8, xv))
+               : _mm256_add_epi32(KN__X86_NAME(sum8_small)(s->w, xv),
+                                  _mm256_load_si256((const __m256i *)(xs[t] + 8 * g)));
+        acc[t] = KN__X86_NAME(group_fma)(isum, dx[t] + 8 * g, s->sw, acc[t]);
+    }
+}
+
+/* Rows n0 .. n1 of W (MXFP4 or Q8_0) against nt prepared tokens: the full groups in a loop without
+ * branches, then a tail group. */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,
+                        int64_t n1, const int nt, const bool q8) {
+    const int64_t nb = W->cols / KN__QK32, ng = (nb + 7) / 8, full = nb / 8;
+    const uint8_t *end = kn__x86_mat_end(W);
+    const float *dx[KN__XS_FEW];
+    const int32_t *xs[KN__XS_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        dx[t] = (const float *)(x[t] + ng * KN__X86_GROUP_QS);
+        xs[t] = (const int32_t *)(dx[t] + ng * 8);
+    }
+    for (int64_t r = n0; r < n1; r++) {
+        const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        __m256 acc[KN__XS_FEW];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t g = 0; g < full; g++) {
+            const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8);
+            KN__X86_NAME(xs_group32)(&s, g, x, dx, xs, acc, nt, q8);
+        }
+        if (full < ng) {
+            const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, full, nb, full, end, q8);
+            KN__X86_NAME(xs_group32)(&s, full, x, dx, xs, acc, nt, q8);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) Y[t * ldy + r] = kn__x86_tree8(acc[t]);
+    }
+}
+
+/* ---- Q6_K ------------------------------------------------------------------------------------ */
+
+/* The prepared Q6_K activation row (defined in kn_simd_avx2.c): kn__x86_prep_q8_Ki's bytes, then
+ * the blocks' d as floats at kn__xs_q8_Kd_dx, zero-padded to a multiple of 8 (a chunk's 8 in one
+ * load). */
+size_t kn__x86_q8_Kd_bytes(int64_t k);
+void kn__x86_prep_q8_Kd(const float *x, void *dst, int64_t k);
+static inline size_t kn__xs_q8_Kd_dx(int64_t k) {
+    return kn__x86_q8_Ki_bytes(k);
+}
+
+/* d of the first n (1 .. 8) super-blocks at blk as floats, 0 in the lanes beyond. */
+static inline __m256 kn__xs_q6k_d(const uint8_t *blk, int n) {
+#define KN__XS_D(i) (short)(n > (i) ? kn__rd16(blk + (i)*KN__Q6_K_BYTES + 208) : 0)
+    return _mm256_cvtph_ps(_mm_setr_epi16(KN__XS_D(0), KN__XS_D(1), KN__XS_D(2), KN__XS_D(3),
+                                          KN__XS_D(4), KN__XS_D(5), KN__XS_D(6), KN__XS_D(7)));
+#undef KN__XS_D
+}
+
+/* Rows n0 .. n1 of W (Q6_K) against nt tokens: per super-block and token, vpmaddubsw of two code
+ * vectors against the interleaved q added in int16 (at most 32004), one multiply-add by the group
+ * scales, from sum(-32 * scale * bsum): 8 lanes totalling the exact isum, kept for the chunk. */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,
+                          int64_t n0, int64_t n1, const int nt) {
+    const int64_t nb = W->cols / KN__QK_K;
+    const kn__block_q8_K *xb[KN__XS_FEW];
+    const uint8_t *qi[KN__XS_FEW];
+    const float *dx[KN__XS_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        xb[t] = (const kn__block_q8_K *)x[t];
+        qi[t] = x[t] + kn__x86_q8_Ki_qs(W->cols);
+        dx[t] = (const float *)(x[t] + kn__xs_q8_Kd_dx(W->cols));
+    }
+    /* lanes past a row's last super-block are read and get d_w = d_x = 0: whatever they hold
+     * adds 0 */
+    __m256i s[KN__XS_FEW][8];
+    memset(s, 0, sizeof s);
+    for (int64_t r = n0; r < n1; r++) {
+        const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        __m256 acc[KN__XS_FEW];
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+            const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
+            for (int i = 0; i < n; i++) {
+                const int64_t b = b0 + i;
+                const uint8_t *blk = row + b * KN__Q6_K_BYTES;
+                __m256i c[8];
+                kn__xs_prefetch(blk, KN__Q6_K_BYTES);
+                kn__x86_q6k_codes(blk, c);
+                kn__x86_q6k_interleave(c);
+                const __m256i sg = kn__x86_q6k_group_scales(blk);
+                const __m256i scm = _mm256_mullo_epi16(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))),
+                    _mm256_set1_epi16(-32));
+#pragma GCC unroll 8
+                for (int t = 0; t < nt; t++) {
+                    __m256i a =
+                        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[t][b].bsums), scm);
+                    const uint8_t *q = qi[t] + KN__QK_K * b;
+#pragma GCC unroll 4
+                    for (int k = 0; k < 8; k += 2) {
+                        const __m256i p = _mm256_add_epi16(
+                            _mm256_maddubs_epi16(c[k],
+                                                 _mm256_load_si256((const __m256i *)(q + 32 * k))),
+                            _mm256_maddubs_epi16(
+                                c[k + 1], _mm256_load_si256((const __m256i *)(q + 32 * k + 32))));
+                        a = KN__DPWSSD(a, p, sg);
+                    }
+                    s[t][i] = a;
+                }
+            }
+            const __m256 dw = kn__xs_q6k_d(row + b0 * KN__Q6_K_BYTES, n);
+#pragma GCC unroll 8
+            for (int t = 0; t < nt; t++)
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(s[t])),
+                                         _mm256_mul_ps(dw, _mm256_loadu_ps(dx[t] + b0)), acc[t]);
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) Y[t * ldy + r] = kn__x86_tree8(acc[t]);
+    }
+}
+
+/* ---- rows against n tokens, passes, kernels -------------------------------------------------- */
+
+/* xs_<kind>_<n>: rows n0 .. n1 against n tokens (one function per n, so the token loops unroll to
+ * constants; flattened: GCC would otherwise call the decoders in these large bodies). */
+#define KN__XS_ROWS(n)                                                                             \
+    static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4_##n)(                               \
+        const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false);                                   \
+    }                                                                                              \
+    static __attribute__((flatten)) void KN__X86_NAME(xs_q8_0_##n)(                                \
+        const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, true);                                    \
+    }                                                                                              \
+    static __attribute__((flatten)) void KN__X86_NAME(xs_q6k_##n)(                                 \
+        const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
+        KN__X86_NAME(xs_rows_q6k)(W, x, Y, ldy, n0, n1, n);                                        \
+    }
+KN__XS_ROWS(1)
+KN__XS_ROWS(2)
+KN__XS_ROWS(3)
+KN__XS_ROWS(4)
+KN__XS_ROWS(5)
+KN__XS_ROWS(6)
+KN__XS_ROWS(7)
+KN__XS_ROWS(8)
+#undef KN__XS_ROWS
+
+#define KN__XS_TABLE(kind)                                                                         \
+    static const kn__x86_few_fn KN__X86_NAME(xs_##kind)[KN__XS_FEW + 1] = {                        \
+        NULL,                                                                                      \
+        KN__X86_NAME(xs_##kind##_1),                                                               \
+        KN__X86_NAME(xs_##kind##_2),                                                               \
+        KN__X86_NAME(xs_##kind##_3),                                                               \
+        KN__X86_NAME(xs_##kind##_4),                                                               \
+        KN__X86_NAME(xs_##kind##_5),                                                               \
+        KN__X86_NAME(xs_##kind##_6),                                                               \
+        KN__X86_NAME(xs_##kind##_7),                                                               \
+        KN__X86_NAME(xs_##kind##_8)};
+KN__XS_TABLE(mxfp4)
+KN__XS_TABLE(q8_0)
+KN__XS_TABLE(q6k)
+#undef KN__XS_TABLE
+
+/* Batches up to KN__XS_MAX tokens stream; larger ones take kn_simd_x86_int8.h's kernel of the
+ * type (its batch tile). */
+static inline void KN__X86_NAME(xs_rows)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                         int64_t n0, int64_t n1, void *scratch,
+                                         const kn__x86_few_fn *fns) {
+    if (x->T > KN__XS_MAX)
+        KN__X86_NAME(int8_kernels)[W->type]->rows(W, x, Y, ldy, n0, n1, scratch);
+    else
+        kn__x86_few_passes(W, x, Y, ldy, n0, n1, fns, KN__XS_FEW);
+}
+#define KN__XS_ROWS_FN(kind, fns)                                                                  \
+    static void KN__X86_NAME(xs_rows_##kind)(const kn_mat *W, const kn__act *x, float *Y,          \
+                                             int64_t ldy, int64_t n0, int64_t n1, void *scratch) { \
+        KN__X86_NAME(xs_rows)(W, x, Y, ldy, n0, n1, scratch, KN__X86_NAME(fns));                   \
+    }
+KN__XS_ROWS_FN(mxfp4, xs_mxfp4)
+KN__XS_ROWS_FN(q8_0, xs_q8_0)
+KN__XS_ROWS_FN(q6_K, xs_q6k)
+#undef KN__XS_ROWS_FN
+
+/* The tile's scratch, for batches beyond KN__XS_MAX only. */
+static size_t KN__X86_NAME(xs_scratch)(const kn_mat *W, int64_t T) {
+    const kn__kernel *k = KN__X86_NAME(int8_kernels)[W->type];
+    return T > KN__XS_MAX ? k->scratch_bytes(W, T) : 0;
+}
+
+static const kn__kernel KN__X86_NAME(xs_k_mxfp4) = {
+    KN__X86_LABEL "-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p, KN__X86_NAME(xs_scratch),
+    KN__X86_NAME(xs_rows_mxfp4)};
+static const kn__kernel KN__X86_NAME(xs_k_q8_0) = {KN__X86_LABEL "-q8_0-q8_0p", kn__x86_q8_0p_bytes,
+                                                   kn__x86_prep_q8_0p, KN__X86_NAME(xs_scratch),
+                                                   KN__X86_NAME(xs_rows_q8_0)};
+static const kn__kernel KN__X86_NAME(xs_k_q6_K) = {KN__X86_LABEL "-q6_K-q8_Kd", kn__x86_q8_Kd_bytes,
+                                                   kn__x86_prep_q8_Kd, KN__X86_NAME(xs_scratch),
+                                                   KN__X86_NAME(xs_rows_q6_K)};
+
+/* The Q8-mode kernel of type t: the streaming ones above, else kn_simd_x86_int8.h's. */
+static inline const kn__kernel *KN__X86_NAME(xs_kernel)(kn_type t) {
+    switch (t) {
+    case KN_MXFP4:
+        return &KN__X86_NAME(xs_k_mxfp4);
+    case KN_Q8_0:
+        return &KN__X86_NAME(xs_k_q8_0);
+    case KN_Q6_K:
+        return &KN__X86_NAME(xs_k_q6_K);
+    default:
+        return (int)t >= 0 && t < KN_TYPE_COUNT ? KN__X86_NAME(int8_kernels)[t] : NULL;
+    }
+}
+
+#endif
