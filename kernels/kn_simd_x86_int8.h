@@ -11,10 +11,10 @@
  *   KN__X86_NAME(sum8_signed)(w, x)  the same for signed int8 w
  * and gets rows_* / scratch_* functions and the table KN__X86_NAME(int8_kernels).
  *
- * MXFP4 and Q8_0 up to 8 tokens, Q4_K up to 16 and Q6_K at T = 1 stream each stored row once and
- * decode it in registers; beyond that a tile of rows is decoded into L1 scratch once and applied to
- * every token. The AVX2 and AVX-VNNI rows take kn_simd_x86_stream.h's streaming kernels for MXFP4,
- * Q8_0 and Q6_K up to 16 tokens, and these for the rest. */
+ * Q4_K up to 16 tokens streams each stored row once and decodes it in registers; MXFP4, Q8_0 and
+ * Q6_K here, and Q4_K beyond 16 tokens, decode a tile of rows into L1 scratch once and apply it to
+ * every token. Few-token MXFP4, Q8_0 and Q6_K calls never reach these: the AVX2 and AVX-VNNI rows
+ * stream them with kn_simd_x86_stream.h up to 16 tokens, the AVX-512 row with its own kernels. */
 
 #ifdef KN__DPBUSD
 /* Sum over k of w[k] . x[k] per block lane: two chains of four vpdpbusd. */
@@ -91,96 +91,6 @@ static inline __m256i KN__X86_NAME(isum_q8_0)(const __m256i *w, const __m256i *x
     }
 KN__X86_DOT_TILE(mxfp4)
 KN__X86_DOT_TILE(q8_0)
-
-/* MXFP4 / Q8_0 x Q8_0 straight from the stored row against nt <= KN__X86_FEW tokens: each group
- * is decoded once in registers and applied to every token, so the row is read from memory once
- * whatever nt and an expert's few rows of a decode batch cost little more than one (nothing to
- * reuse at T = 1, so no decode pass; the weights are prefetched in software). `end` is the end of
- * the matrix's data: a tail group (K not a multiple of 256) is read in place when its bytes lie
- * before `end` — the blocks past the row meet zero activations and get a weight scale of zero
- * (Q8_0's fp16 d there could be inf or NaN; a subnormal MXFP4 h would cost a microcode assist) —
- * else through the zero-padding decoder. Each token's lanes get the canonical float step. */
-#define KN__X86_FEW 8
-#define KN__X86_DOT_FEW(kind, BYTES, group_call, scale_call, decode_call)                          \
-    /* decoded group g (w, weight scales sw) against the tokens' group g */                        \
-    static inline __attribute__((always_inline)) void KN__X86_NAME(few_group_##kind)(              \
-        const __m256i *w, __m256 sw, const uint8_t *const *x, int64_t ng, int64_t g, __m256 *acc,  \
-        const int nt) {                                                                            \
-        for (int t = 0; t < nt; t++) {                                                             \
-            const float *dx = (const float *)(x[t] + ng * KN__X86_GROUP_QS);                       \
-            const int32_t *xs = (const int32_t *)(dx + ng * 8);                                    \
-            const __m256i isum = KN__X86_NAME(isum_##kind)(                                        \
-                w, (const __m256i *)(x[t] + g * KN__X86_GROUP_QS), xs + 8 * g);                    \
-            acc[t] = KN__X86_NAME(group_fma)(isum, dx + 8 * g, sw, acc[t]);                        \
-        }                                                                                          \
-    }                                                                                              \
-    static inline __attribute__((always_inline)) void KN__X86_NAME(dot_##kind##_few)(              \
-        const uint8_t *row, const uint8_t *const *x, int64_t nb, const uint8_t *end, float *out,   \
-        const int nt) {                                                                            \
-        const int64_t ng = (nb + 7) / 8, full = nb / 8;                                            \
-        __m256 acc[KN__X86_FEW];                                                                   \
-        for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();                                 \
-        for (int64_t g = 0; g < full; g++, row += 8 * BYTES) {                                     \
-            __m256i w[8];                                                                          \
-            kn__x86_prefetch(row, 8 * BYTES);                                                      \
-            group_call;                                                                            \
-            KN__X86_NAME(few_group_##kind)(w, scale_call, x, ng, g, acc, nt);                      \
-        }                                                                                          \
-        if (full < ng) {                                                                           \
-            _Alignas(64) uint8_t dec[KN__X86_GROUP_QS + 32];                                       \
-            __m256i w[8];                                                                          \
-            __m256 sw;                                                                             \
-            if (end - row >= 8 * BYTES) {                                                          \
-                group_call;                                                                        \
-                sw = _mm256_and_ps(scale_call, kn__x86_live_lanes(nb - 8 * full));                 \
-            } else {                                                                               \
-                decode_call;                                                                       \
-                for (int k = 0; k < 8; k++) w[k] = _mm256_load_si256((const __m256i *)dec + k);    \
-                sw = _mm256_load_ps((const float *)(dec + KN__X86_GROUP_QS));                      \
-            }                                                                                      \
-            KN__X86_NAME(few_group_##kind)(w, sw, x, ng, full, acc, nt);                           \
-        }                                                                                          \
-        for (int t = 0; t < nt; t++) out[t] = kn__x86_tree8(acc[t]);                               \
-    }
-KN__X86_DOT_FEW(mxfp4, KN__MXFP4_BYTES, kn__x86_mxfp4_group(row, w), kn__x86_mxfp4_h(row),
-                kn__x86_decode_mxfp4(row, (nb - 8 * full) * KN__QK32, dec))
-KN__X86_DOT_FEW(q8_0, KN__Q8_0_BYTES, kn__x86_q8_0_group(row, w), kn__x86_q8_0_d(row),
-                kn__x86_decode_q8_0(row, (nb - 8 * full) * KN__QK32, dec))
-
-/* Rows n0 .. n1 against the nt tokens at x (one function per kind and nt, so the token loops
- * unroll to constants), and the table of them by nt. */
-#define KN__X86_FEW_ROWS(kind, n)                                                                  \
-    static void KN__X86_NAME(few_##kind##n)(const kn_mat *W, const uint8_t *const *x, float *Y,    \
-                                            int64_t ldy, int64_t n0, int64_t n1) {                 \
-        const uint8_t *end = kn__x86_mat_end(W);                                                   \
-        for (int64_t r = n0; r < n1; r++) {                                                        \
-            const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;              \
-            float out[KN__X86_FEW];                                                                \
-            KN__X86_NAME(dot_##kind##_few)(row, x, W->cols / KN__QK32, end, out, n);               \
-            for (int t = 0; t < n; t++) Y[t * ldy + r] = out[t];                                   \
-        }                                                                                          \
-    }
-#define KN__X86_FEW_KIND(kind)                                                                     \
-    KN__X86_FEW_ROWS(kind, 1)                                                                      \
-    KN__X86_FEW_ROWS(kind, 2)                                                                      \
-    KN__X86_FEW_ROWS(kind, 3)                                                                      \
-    KN__X86_FEW_ROWS(kind, 4)                                                                      \
-    KN__X86_FEW_ROWS(kind, 5)                                                                      \
-    KN__X86_FEW_ROWS(kind, 6)                                                                      \
-    KN__X86_FEW_ROWS(kind, 7)                                                                      \
-    KN__X86_FEW_ROWS(kind, 8)                                                                      \
-    static const kn__x86_few_fn KN__X86_NAME(few_##kind)[KN__X86_FEW + 1] = {                      \
-        NULL,                                                                                      \
-        KN__X86_NAME(few_##kind##1),                                                               \
-        KN__X86_NAME(few_##kind##2),                                                               \
-        KN__X86_NAME(few_##kind##3),                                                               \
-        KN__X86_NAME(few_##kind##4),                                                               \
-        KN__X86_NAME(few_##kind##5),                                                               \
-        KN__X86_NAME(few_##kind##6),                                                               \
-        KN__X86_NAME(few_##kind##7),                                                               \
-        KN__X86_NAME(few_##kind##8)};
-KN__X86_FEW_KIND(mxfp4)
-KN__X86_FEW_KIND(q8_0)
 
 /* A K-quant super-block's scaled code sums: per 32-chunk, codes times q8 (vpmaddubsw) times the
  * group scales (vpmaddwd), in four independent chains. */
@@ -334,35 +244,6 @@ static void KN__X86_NAME(rows_q6_K_tiled)(const kn_mat *W, const kn__act *x, flo
             }
         }
     }
-}
-
-/* Q6_K x Q8_K straight from the stored row (T = 1): the same sums, decoded in registers. */
-static inline float KN__X86_NAME(dot_q6_K_row)(const uint8_t *row, const kn__block_q8_K *x,
-                                               int64_t nb) {
-    float lane[KN__QLANES] = {0};
-    for (int64_t b = 0; b < nb; b++, row += KN__Q6_K_BYTES, x++) {
-        __m256i c[8], s16[8];
-        kn__x86_prefetch(row, KN__Q6_K_BYTES);
-        kn__x86_q6k_codes(row, c);
-        kn__x86_q6k_scales(row, s16);
-        const __m128i sc = _mm_loadu_si128((const __m128i *)(row + 192));
-        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                          _mm256_setzero_si256()};
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            const __m256i p =
-                _mm256_maddubs_epi16(c[i], _mm256_loadu_si256((const __m256i *)(x->qs + 32 * i)));
-            acc[i % 4] = KN__DPWSSD(acc[i % 4], p, s16[i]);
-        }
-        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums),
-                                               _mm256_cvtepi8_epi16(sc));
-        const __m256i sum = _mm256_sub_epi32(
-            _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3])),
-            _mm256_slli_epi32(corr, 5));
-        kn__x86_fma_lane(&lane[b % KN__QLANES], kn__x86_hsum_i32(sum),
-                         kn__x86_half(row + 208) * x->d);
-    }
-    return kn__tree8(lane);
 }
 
 /* Q4_K x Q8_K: scaled codes and mins as two exact sums, two fmas into the block's lane. */
@@ -549,27 +430,14 @@ static void KN__X86_NAME(rows_tile)(const kn_mat *W, const kn__act *x, float *Y,
     }
 }
 
-/* MXFP4 / Q8_0 rows: up to KN__X86_FEW tokens streamed from the stored rows, batches beyond that
- * through the decoded tile. */
-static void KN__X86_NAME(rows_32)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
-                                  int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
-    if (x->T > KN__X86_FEW) {
-        KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, mxfp4);
-        return;
-    }
-    const uint8_t *xt[KN__X86_FEW];
-    for (int64_t t = 0; t < x->T; t++) xt[t] = (const uint8_t *)x->data + (size_t)t * x->stride;
-    (mxfp4 ? KN__X86_NAME(few_mxfp4) : KN__X86_NAME(few_q8_0))[x->T](W, xt, Y, ldy, n0, n1);
-}
-
 static void KN__X86_NAME(rows_mxfp4)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                      int64_t n0, int64_t n1, void *scratch) {
-    KN__X86_NAME(rows_32)(W, x, Y, ldy, n0, n1, scratch, true);
+    KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, true);
 }
 
 static void KN__X86_NAME(rows_q8_0)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                     int64_t n0, int64_t n1, void *scratch) {
-    KN__X86_NAME(rows_32)(W, x, Y, ldy, n0, n1, scratch, false);
+    KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, false);
 }
 
 KN__X86_ROWS(q4_K_tiled, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),
@@ -597,26 +465,20 @@ static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y,
 
 static void KN__X86_NAME(rows_q6_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                     int64_t n0, int64_t n1, void *scratch) {
-    if (x->T > 1) {
-        KN__X86_NAME(rows_q6_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
-        return;
-    }
-    for (int64_t n = n0; n < n1; n++)
-        Y[n] = KN__X86_NAME(dot_q6_K_row)((const uint8_t *)W->data + (size_t)n * W->row_bytes,
-                                          x->data, W->cols / KN__QK_K);
+    KN__X86_NAME(rows_q6_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
 }
 
 static size_t KN__X86_NAME(scratch_mxfp4)(const kn_mat *W, int64_t T) {
     const size_t rb = kn__x86_mxfp4_row_bytes(W->cols);
-    return T > KN__X86_FEW ? rb * (size_t)kn__x86_tile_rows_by(rb, 4) : 0;
+    return rb * (size_t)kn__x86_tile_rows_by(rb, 4);
 }
 static size_t KN__X86_NAME(scratch_q8_0)(const kn_mat *W, int64_t T) {
     const size_t rb = kn__x86_q8_0_row_bytes(W->cols);
-    return T > KN__X86_FEW ? rb * (size_t)kn__x86_tile_rows_by(rb, 4) : 0;
+    return rb * (size_t)kn__x86_tile_rows_by(rb, 4);
 }
 static size_t KN__X86_NAME(scratch_q6_K)(const kn_mat *W, int64_t T) {
     const size_t rb = (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q6k);
-    return T > 1 ? rb * (size_t)kn__x86_tile_rows_by(rb, KN__Q6_R) : 0;
+    return rb * (size_t)kn__x86_tile_rows_by(rb, KN__Q6_R);
 }
 static size_t KN__X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
     const size_t rb = (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k);
