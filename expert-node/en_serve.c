@@ -459,6 +459,15 @@ static void print_summary(en_node *n) {
     }
 }
 
+en_node_timing en_node_get_timing(const en_node *n) {
+    return (en_node_timing){.batches = wr_stats_sum(&n->stats, -1, -1).batches,
+                            .recv_ns = n->t_recv,
+                            .handle_ns = n->t_handle,
+                            .compute_ns = n->t_compute,
+                            .encode_ns = n->t_encode,
+                            .send_ns = n->t_send};
+}
+
 int en_node_serve(en_node *n, mw_err *err) {
     /* The banner first: whoever waits for the ready file finds it in the log. */
     if (!n->opts.quiet)
