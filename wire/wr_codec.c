@@ -127,6 +127,11 @@ void wr_decode(wr_dtype d, const void *src, size_t n, float *dst) {
 }
 
 size_t wr_first_nonfinite(const float *x, size_t n) {
+#if WR_HAVE_AVX2
+    /* every received row is scanned: the scalar loop below, which gcc -O2 does not vectorize,
+     * cost more than decoding the rows */
+    if (use_avx2()) return wr__first_nonfinite_avx2(x, n);
+#endif
     /* Branch-free over blocks so the compiler vectorizes the common all-finite case. */
     enum { BLOCK = 64 };
     for (size_t i = 0; i < n; i += BLOCK) {

@@ -78,3 +78,32 @@ void wr__bf16_to_f32_avx2(const uint8_t *src, size_t n, float *dst) {
     }
     dec_tail(src, i, n, dst, kn_bf16_to_f32);
 }
+
+/* The lanes of 8 floats whose exponent is all ones (NaN or ±Inf). */
+static inline __m256i nonfinite8(const float *x) {
+    const __m256i exp = _mm256_set1_epi32(0x7f800000);
+    __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)x), exp);
+    return _mm256_cmpeq_epi32(v, exp);
+}
+
+size_t wr__first_nonfinite_avx2(const float *x, size_t n) {
+    size_t i = 0;
+    /* 32 at a time while all are finite (every received row passes here), then the block that
+     * holds the first bad one is searched 8 at a time */
+    for (; i + 32 <= n; i += 32) {
+        __m256i m =
+            _mm256_or_si256(_mm256_or_si256(nonfinite8(x + i), nonfinite8(x + i + 8)),
+                            _mm256_or_si256(nonfinite8(x + i + 16), nonfinite8(x + i + 24)));
+        if (!_mm256_testz_si256(m, m)) break;
+    }
+    for (; i + 8 <= n; i += 8) {
+        const int bits = _mm256_movemask_ps(_mm256_castsi256_ps(nonfinite8(x + i)));
+        if (bits) return i + (size_t)__builtin_ctz((unsigned)bits);
+    }
+    for (; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, 4);
+        if ((b & 0x7f800000u) == 0x7f800000u) return i;
+    }
+    return n;
+}

@@ -251,6 +251,31 @@ static void test_first_nonfinite(void **state) {
     x[4] = 1e-45f;
     assert_int_equal(wr_first_nonfinite(x, n), 130);
     free(x);
+    /* every ISA's scan (the vector ones work in blocks of 8 and 32): each position of each
+     * length, for every kind of non-finite value, with the largest finite values around it */
+    static const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffffffffu, 0x7f800001u};
+    const kn_isa best = kn_isa_active();
+    float y[100];
+    for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+        if (kn_isa_force((kn_isa)isa) != 0) continue;
+        for (size_t len = 0; len <= 100; len++) {
+            for (size_t i = 0; i < len; i++) y[i] = i % 2 ? 3.4028235e38f : -3.4028235e38f;
+            if (wr_first_nonfinite(y, len) != len)
+                fail_msg("isa %s: %zu finite values scanned as bad", kn_isa_name((kn_isa)isa), len);
+            for (size_t at = 0; at < len; at++)
+                for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+                    memcpy(&y[at], &bad[b], 4);
+                    if (at + 1 < len) memcpy(&y[len - 1], &bad[(b + 1) % 5], 4); /* a later one */
+                    size_t got = wr_first_nonfinite(y, len);
+                    if (got != at)
+                        fail_msg("isa %s: %08x at %zu of %zu found at %zu",
+                                 kn_isa_name((kn_isa)isa), bad[b], at, len, got);
+                    y[at] = 1.0f;
+                    y[len - 1] = 1.0f;
+                }
+        }
+    }
+    kn_isa_force(best);
 }
 
 /* Random bytes with a run of zeros of `zeros` bytes at the front. */
