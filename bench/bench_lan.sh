@@ -5,11 +5,13 @@
 # coordinator in its own namespace at 0.1 ms / 10 Gbit/s, 0.5 ms / 1 Gbit/s and 1 ms / 1 Gbit/s,
 # with and without ping-pong micro-batches; in process for reference; the union curve on the
 # cluster once. Before each link's decode, in the same LAN, the parts of docs/scale.md's model are
-# measured: the cores free to the fleet (delayline --cores) and the fan-out round trip to the 8
+# measured: the messaging stack's CPU per row (bench_rows, in process, before the links), the
+# cores free to the fleet (delayline --cores) and the fan-out round trip to the 8
 # nodes' echoes through the link (delayline --ping) with a message of one node's rows at each
 # stream count, and with none of the delay line (the host's wake-ups alone). At the end
 # bench/bench_lan_model.sh predicts every decode's step from those parts and prints predicted ÷
-# measured. JSON lines on stdout (bench_lan's, lan_link, lan_cores, lan_predict), progress on stderr.
+# measured. JSON lines on stdout (bench_lan's, rows_*, lan_link, lan_cores, lan_predict), progress
+# on stderr.
 #   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
 # Without --model it synthesizes /tmp/mw-k3lan (8 layers, hidden 256, 4 heads of 32, q/kv latent 64,
 # 896 experts of FF 128 in MXFP4, top-16, dense q8_0), the model of docs/benchmarks.md's table.
@@ -48,6 +50,10 @@ out=/tmp/bench_lan.$$.jsonl
 j() { "$@" | tee -a "$out"; } # stdout, kept for the model at the end
 j build/rel/bench/bench_lan --model "$model" --local --streams "$streams" --micro 1 --steps "$steps" \
   --rounds "$rounds" --label in-process
+# the messaging stack's CPU per row on these cores (the model's rho): in-process nodes run as the
+# LAN's do (a thread per CPU, the default idle poll) behind the relay, over loopback
+j build/rel/bench/bench_rows --model "$model" --rows "1,$(echo "$streams" | tr , '\n' | sort -n | tail -1)" \
+  --nodes $nodes --node-threads "$(nproc)" --node-poll-us -1 --transport relay --calls 200 --seconds 0.05
 first=1
 for link in $links; do
   d=${link%/*} r=${link#*/} name="mwbl$$"

@@ -21,8 +21,9 @@
  * slope of the tail and of the call's wall time less its node compute between the smallest and
  * the largest R: the stack's cost per row that docs/scale.md's model adds to W.
  *   bench_rows [--model M] [--rows 1,16,64,256] [--nodes 1,8] [--calls C] [--node-threads T]
- * One JSON object per line. The machine is shared: transports and sizes alternate call by call
- * are not; run it twice and compare (farm-bench --vs). */
+ *              [--node-poll-us U] [--transport both|relay|direct] [--codec-only]
+ * One JSON object per line. The machine may be shared: compare builds by alternating whole runs
+ * (farm-bench --vs), and read the CPU times (cpu_us, stack_cpu_us) before the wall times. */
 #include <math.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -313,7 +314,7 @@ typedef struct setup {
     vx_source *src;
     md_model *m;
     kn_pool *pool;
-    int node_threads, first_moe, last_moe;
+    int node_threads, node_poll_us, first_moe, last_moe;
 } setup;
 
 static int cluster_start(const setup *su, int N, bool relay, cluster *cl, mw_err *err) {
@@ -327,7 +328,7 @@ static int cluster_start(const setup *su, int N, bool relay, cluster *cl, mw_err
                      .bind = "tcp://127.0.0.1:*",
                      .threads = su->node_threads,
                      .numerics = -1,
-                     .poll_us = 0, /* as loopback nodes: no idle polling on shared cores */
+                     .poll_us = su->node_poll_us,
                      .quiet = true,
                      .recv_unbounded = !relay};
         if (en_node_open(&o, &cl->nodes[i].n, err)) {
@@ -450,7 +451,7 @@ done:
 int main(int argc, char **argv) {
     const char *model = "tests/fixtures/llamacpp/kimi-k3-tiny/model.gguf";
     int rows[MAX_LIST] = {1, 16, 64, 256}, n_rows = 4, nodes[MAX_LIST] = {1, 8}, n_nodes = 2;
-    int calls = 200, node_threads = 1, transport = 0;
+    int calls = 200, node_threads = 1, node_poll_us = 0, transport = 0;
     double seconds = 0.3;
     bool no_cluster = false;
     const bu_opt opt[] = {
@@ -461,6 +462,10 @@ int main(int argc, char **argv) {
         BU_OPT_IN("--calls", BU_INT, &calls, "200", "timed layer calls per measurement", 1,
                   1000000),
         BU_OPT_IN("--node-threads", BU_INT, &node_threads, "1", "compute threads per node", 1, 256),
+        BU_OPT_IN("--node-poll-us", BU_INT, &node_poll_us, "0",
+                  "idle node compute threads poll this long (-1: expert-node's default; 0, as "
+                  "loopback nodes)",
+                  -1, 1000000),
         BU_OPT("--transport", BU_CHOICE, &transport, "both|relay|direct",
                "nodes behind the receive relay, bound directly, or both in turn"),
         BU_OPT_IN("--seconds", BU_NUM, &seconds, "0.3", "time budget per codec measurement", 0.001,
@@ -478,7 +483,10 @@ int main(int argc, char **argv) {
                         (int)(sizeof opt / sizeof opt[0])};
     const int status = bu_args(argc, argv, &cli, NULL);
     if (status != BU_RUN) return status;
-    setup su = {.model = model, .node_threads = node_threads, .first_moe = -1};
+    setup su = {.model = model,
+                .node_threads = node_threads,
+                .node_poll_us = node_poll_us,
+                .first_moe = -1};
     mw_err err = {{0}};
     int rc = 1;
     if (vx_source_open(model, NULL, &su.src, &err) || md_model_load(su.src, &su.m, &err)) goto out;
