@@ -53,7 +53,8 @@ j build/rel/bench/bench_lan --model "$model" --local --streams "$streams" --micr
 # the messaging stack's CPU per row on these cores (the model's rho): in-process nodes run as the
 # LAN's do (a thread per CPU, the default idle poll) behind the relay, over loopback
 j build/rel/bench/bench_rows --model "$model" --rows "1,$(echo "$streams" | tr , '\n' | sort -n | tail -1)" \
-  --nodes $nodes --node-threads "$(nproc)" --node-poll-us -1 --transport relay --calls 200 --seconds 0.05
+  --nodes $nodes --node-threads "$(nproc)" --node-poll-us -1 --transport relay --calls 200 --seconds 0.05 \
+  2> >(grep -v '^expert-node' >&2)
 first=1
 for link in $links; do
   d=${link%/*} r=${link#*/} name="mwbl$$"
