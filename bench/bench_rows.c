@@ -21,7 +21,7 @@
  * slope of the tail and of the call's wall time less its node compute between the smallest and
  * the largest R: the stack's cost per row that docs/scale.md's model adds to W.
  *   bench_rows [--model M] [--rows 1,16,64,256] [--nodes 1,8] [--calls C] [--node-threads T]
- *              [--node-poll-us U] [--transport both|relay|direct] [--codec-only]
+ *              [--node-poll-us U] [--transport both|relay|direct] [--codec-only [--width W]]
  * One JSON object per line. The machine may be shared: compare builds by alternating whole runs
  * (farm-bench --vs), and read the CPU times (cpu_us, stack_cpu_us) before the wall times. */
 #include <math.h>
@@ -37,6 +37,7 @@
 #include "expert-node/en_node.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
+#include "model/md_moe.h"
 #include "util/mw_time.h"
 #include "vindex/vx_source.h"
 #include "wire/wr_msg.h"
@@ -99,16 +100,18 @@ typedef struct share {
     int64_t rows, n_assign;
     float *x;
     wr_assign *a;
+    int32_t *t; /* the call's row of each of its rows */
 } share;
 
 static int split(const call_in *c, int N, share *s) {
     int64_t last[MAX_NODES]; /* the call's row each node took last */
+    for (int i = 0; i < N; i++) s[i] = (share){0};
     for (int i = 0; i < N; i++) {
-        s[i] = (share){0};
         last[i] = -1;
         s[i].x = malloc((size_t)(c->R * c->width) * sizeof(float));
         s[i].a = malloc((size_t)(c->R * c->k) * sizeof(wr_assign));
-        if (!s[i].x || !s[i].a) return -1;
+        s[i].t = malloc((size_t)c->R * sizeof(int32_t));
+        if (!s[i].x || !s[i].a || !s[i].t) return -1;
     }
     for (int64_t t = 0; t < c->R; t++)
         for (int j = 0; j < c->k; j++) {
@@ -118,7 +121,7 @@ static int split(const call_in *c, int N, share *s) {
             if (last[i] != t) { /* a row goes to a node once, however many of its experts */
                 memcpy(h->x + h->rows * c->width, c->x + t * c->width,
                        (size_t)c->width * sizeof(float));
-                h->rows++;
+                h->t[h->rows++] = (int32_t)t;
                 last[i] = t;
             }
             h->a[h->n_assign++] = (wr_assign){(int32_t)(h->rows - 1), e, c->w[t * c->k + j]};
@@ -133,7 +136,9 @@ typedef struct codec_run {
     wr_codec codec;
     wr_out out;
     wr_in in;
-    double t[4]; /* ns: pack batch, parse batch, pack reply, parse reply */
+    float *sum; /* R × width: the combined output */
+    int64_t R;
+    double t[5]; /* ns: pack batch, parse batch, pack reply, parse reply, combine */
     uint64_t bytes_out, bytes_back;
 } codec_run;
 
@@ -149,6 +154,9 @@ static int parse_out(codec_run *r, wr_msg *m) {
 /* One call's messages, each part timed on its own. */
 static int codec_call(codec_run *r) {
     r->bytes_out = r->bytes_back = 0;
+    uint64_t c0 = mw_now_ns();
+    memset(r->sum, 0, (size_t)(r->R * r->width) * sizeof(float));
+    r->t[4] += (double)(mw_now_ns() - c0);
     for (int i = 0; i < r->N; i++) {
         const share *h = &r->s[i];
         if (!h->rows) continue;
@@ -180,6 +188,11 @@ static int codec_call(codec_run *r) {
         uint64_t t4 = mw_now_ns();
         if (parse_out(r, &got)) return -1;
         uint64_t t5 = mw_now_ns();
+        /* the partial mode's combine (co_remote.c): each answered row into its row of the sum */
+        for (int64_t x = 0; x < h->rows; x++)
+            md_moe_accumulate(r->sum + (int64_t)h->t[x] * r->width, got.partial.y + x * r->width,
+                              1.0f, r->width);
+        r->t[4] += (double)(mw_now_ns() - t5);
         r->bytes_back += r->out.bytes;
         r->t[0] += (double)(t1 - t0);
         r->t[1] += (double)(t2 - t1);
@@ -190,14 +203,15 @@ static int codec_call(codec_run *r) {
 }
 
 static int bench_codec(const call_in *c, int N, wr_codec codec, double seconds) {
-    share s[MAX_NODES];
-    codec_run r = {.N = N, .width = c->width, .s = s, .codec = codec};
+    share s[MAX_NODES] = {{0}};
+    codec_run r = {.N = N, .width = c->width, .s = s, .codec = codec, .R = c->R};
     wr_out_init(&r.out);
     wr_in_init(&r.in, NULL);
     int rc = -1;
-    if (split(c, N, s)) goto done;
+    r.sum = malloc((size_t)(c->R * c->width) * sizeof(float));
+    if (!r.sum || split(c, N, s)) goto done;
     if (codec_call(&r)) goto done; /* warm the buffers */
-    double best[4] = {1e30, 1e30, 1e30, 1e30};
+    double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
     for (int round = 0; round < 3; round++) { /* best of 3 rounds, each part on its own */
         memset(r.t, 0, sizeof r.t);
         long calls = 0;
@@ -206,27 +220,33 @@ static int bench_codec(const call_in *c, int N, wr_codec codec, double seconds) 
             if (codec_call(&r)) goto done;
             calls++;
         } while (bu_now() - t0 < seconds / 3);
-        for (int p = 0; p < 4; p++)
+        for (int p = 0; p < 5; p++)
             if (r.t[p] / (double)calls < best[p]) best[p] = r.t[p] / (double)calls;
     }
     int64_t rows = 0;
     for (int i = 0; i < N; i++) rows += s[i].rows;
     const double R = (double)c->R;
+    /* per row: the coordinator's side (its rows' batches packed, the answers parsed and
+     * combined) per row of the call; a node's (parse, reply) per row it was sent */
+    const double co_us = (best[0] + best[3] + best[4]) * 1e-3, node_us = (best[1] + best[2]) * 1e-3;
     printf("{\"bench\":\"rows_codec\",\"rows\":%lld,\"nodes\":%d,\"width\":%lld,"
            "\"node_rows\":%lld,\"bytes_out\":%llu,\"bytes_back\":%llu,"
            "\"pack_us\":%.2f,\"node_parse_us\":%.2f,\"reply_pack_us\":%.2f,"
-           "\"reply_parse_us\":%.2f,\"total_us\":%.2f,\"total_us_per_row\":%.3f}\n",
+           "\"reply_parse_us\":%.2f,\"combine_us\":%.2f,\"total_us\":%.2f,"
+           "\"total_us_per_row\":%.3f,\"coordinator_us_per_row\":%.3f,"
+           "\"node_us_per_node_row\":%.3f}\n",
            (long long)c->R, N, (long long)c->width, (long long)rows,
            (unsigned long long)r.bytes_out, (unsigned long long)r.bytes_back, best[0] * 1e-3,
-           best[1] * 1e-3, best[2] * 1e-3, best[3] * 1e-3,
-           (best[0] + best[1] + best[2] + best[3]) * 1e-3,
-           (best[0] + best[1] + best[2] + best[3]) * 1e-3 / R);
+           best[1] * 1e-3, best[2] * 1e-3, best[3] * 1e-3, best[4] * 1e-3, co_us + node_us,
+           (co_us + node_us) / R, co_us / R, rows ? node_us / (double)rows : 0.0);
     rc = 0;
 done:
     for (int i = 0; i < N; i++) {
         free(s[i].x);
         free(s[i].a);
+        free(s[i].t);
     }
+    free(r.sum);
     wr_out_free(&r.out);
     wr_in_free(&r.in);
     return rc;
@@ -454,6 +474,7 @@ int main(int argc, char **argv) {
     int calls = 200, node_threads = 1, node_poll_us = 0, transport = 0;
     double seconds = 0.3;
     bool no_cluster = false;
+    int width_opt = 0;
     const bu_opt opt[] = {
         BU_OPT("--model", BU_STR, &model, "M", "vindex directory or GGUF file"),
         BU_OPT_INTS("--rows", rows, &n_rows, MAX_LIST, "1,16,64,256", "rows per layer call", 1,
@@ -471,6 +492,9 @@ int main(int argc, char **argv) {
         BU_OPT_IN("--seconds", BU_NUM, &seconds, "0.3", "time budget per codec measurement", 0.001,
                   3600),
         BU_OPT("--codec-only", BU_FLAG, &no_cluster, NULL, "only rows_codec (no sockets)"),
+        BU_OPT_IN("--width", BU_INT, &width_opt, "0",
+                  "with --codec-only: rows of this width (0: the model's), e.g. a larger model's",
+                  0, 65536),
     };
     const bu_cli cli = {"bench_rows",
                         "The messaging stack's cost per row of a layer call: each part of the "
@@ -503,7 +527,7 @@ int main(int argc, char **argv) {
     md_expert_backend *local = NULL;
     if (!no_cluster && md_local_backend_new(su.src, &su.m->cfg, su.pool, &local, &err)) goto out;
     const md_config *cfg = &su.m->cfg;
-    const int64_t width = md_expert_width(cfg);
+    const int64_t width = no_cluster && width_opt ? width_opt : md_expert_width(cfg);
     wr_codec f16;
     wr_codec_parse("f16", &f16, NULL);
     call_res res[2][MAX_LIST][MAX_LIST] = {{{{0}}}};
