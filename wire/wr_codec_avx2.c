@@ -107,3 +107,38 @@ size_t wr__first_nonfinite_avx2(const float *x, size_t n) {
     }
     return n;
 }
+
+/* 8 half-width values at src decoded into dst; returns the lanes whose exponent (bits `exp`) is
+ * all ones. f16 converts with F16C, bf16 is the upper half of its float. */
+static inline __m128i dec8_checked(const uint8_t *src, float *dst, bool bf16) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)src);
+    const __m128i exp = _mm_set1_epi16(bf16 ? 0x7f80 : 0x7c00);
+    if (bf16)
+        _mm256_storeu_si256((__m256i *)dst, _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    else
+        _mm256_storeu_ps(dst, _mm256_cvtph_ps(h));
+    return _mm_cmpeq_epi16(_mm_and_si128(h, exp), exp);
+}
+
+static bool dec_checked(const uint8_t *src, size_t n, float *dst, bool bf16,
+                        float (*cvt)(uint16_t)) {
+    __m128i bad = _mm_setzero_si128();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) bad = _mm_or_si128(bad, dec8_checked(src + 2 * i, dst + i, bf16));
+    bool any = !_mm_testz_si128(bad, bad);
+    for (; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        dst[i] = cvt(h);
+        any |= (h & (bf16 ? 0x7f80 : 0x7c00)) == (bf16 ? 0x7f80 : 0x7c00);
+    }
+    return any;
+}
+
+bool wr__f16_to_f32_checked_avx2(const uint8_t *src, size_t n, float *dst) {
+    return dec_checked(src, n, dst, false, kn_fp16_to_f32);
+}
+
+bool wr__bf16_to_f32_checked_avx2(const uint8_t *src, size_t n, float *dst) {
+    return dec_checked(src, n, dst, true, kn_bf16_to_f32);
+}

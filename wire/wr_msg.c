@@ -437,9 +437,10 @@ static const float *frame_rows(wr_in *in, const Moewire__Envelope *env, const wr
         return NULL;
     }
     float *x = (float *)(void *)in->rows.p;
-    wr_decode((wr_dtype)dtype, src, n, x);
-    if (in->lim.reject_nonfinite) {
-        size_t bad = wr_first_nonfinite(x, n);
+    if (!in->lim.reject_nonfinite) {
+        wr_decode((wr_dtype)dtype, src, n, x);
+    } else {
+        size_t bad = wr_decode_checked((wr_dtype)dtype, src, n, x);
         if (bad < n) {
             FAIL(f, WR_E_NON_FINITE, "frame %d (%s): row %" PRIu64 " element %" PRIu64 " is %s", i,
                  what, (uint64_t)(bad / width), (uint64_t)(bad % width),

@@ -278,6 +278,35 @@ static void test_first_nonfinite(void **state) {
     kn_isa_force(best);
 }
 
+/* wr_decode_checked: wr_decode's floats, and the index wr_first_nonfinite finds in them, for every
+ * dtype and ISA, with a NaN or an infinity at each position of each length (the vector paths
+ * decode 8 at a time), and none. */
+static void test_decode_checked(void **state) {
+    (void)state;
+    const kn_isa best = kn_isa_active();
+    float x[48], want[48], got[48];
+    uint8_t enc[48 * 4];
+    for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+        if (kn_isa_force((kn_isa)isa) != 0) continue;
+        for (int d = WR_F32; d < WR_DTYPE_END; d++)
+            for (size_t len = 0; len <= 48; len++)
+                for (size_t at = 0; at <= len; at++) /* at == len: all finite */
+                    for (int kind = 0; kind < 3; kind++) {
+                        for (size_t i = 0; i < len; i++) x[i] = (float)i * 0.7f - 11.0f;
+                        if (at < len) x[at] = kind == 0 ? NAN : kind == 1 ? INFINITY : -INFINITY;
+                        wr_encode((wr_dtype)d, x, len, enc);
+                        wr_decode((wr_dtype)d, enc, len, want);
+                        const size_t w = wr_first_nonfinite(want, len);
+                        const size_t g = wr_decode_checked((wr_dtype)d, enc, len, got);
+                        if (g != w || g != at || memcmp(got, want, len * sizeof(float)))
+                            fail_msg("%s isa %s len %zu: bad value at %zu found at %zu (want %zu)",
+                                     wr_dtype_name((wr_dtype)d), kn_isa_name((kn_isa)isa), len, at,
+                                     g, w);
+                    }
+    }
+    kn_isa_force(best);
+}
+
 /* Random bytes with a run of zeros of `zeros` bytes at the front. */
 static uint8_t *partly_compressible(size_t n, size_t zeros) {
     uint8_t *b = malloc(n);
@@ -331,6 +360,7 @@ int main(void) {
         cmocka_unit_test(test_f32_is_bit_exact),
         cmocka_unit_test(test_codec_names),
         cmocka_unit_test(test_first_nonfinite),
+        cmocka_unit_test(test_decode_checked),
         cmocka_unit_test(test_lz4_ten_percent_rule),
     };
     return cmocka_run_group_tests_name("wire codec", tests, NULL, NULL);
