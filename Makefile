@@ -97,7 +97,7 @@ BIN := $(addprefix bin/,$(PROGS))
 TEST_SUPPORT_C := $(wildcard tests/support/*.c)
 UNIT_C := $(wildcard tests/unit/test_*.c)
 INTEG_C := $(wildcard tests/integration/test_*.c)
-BENCH_SUPPORT_C := bench/bench_util.c bench/bench_llama.c
+BENCH_SUPPORT_C := bench/bench_util.c bench/bench_llama.c bench/bench_synth.c
 BENCH_C := $(filter-out $(BENCH_SUPPORT_C),$(wildcard bench/*.c))
 
 REL := build/rel

@@ -25,12 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "bench/bench_llama.h"
+#include "bench/bench_synth.h"
 #include "bench/bench_util.h"
-#include "coordinator/co_cluster.h"
 #include "coordinator/co_remote.h"
 #include "model/md_kda.h"
 #include "model/md_kda_state.h"
@@ -40,7 +39,7 @@
 #include "model/md_sampler.h"
 #include "vindex/vx_source.h"
 
-/* Kimi K3's widths (docs/benchmarks.md says where each comes from) */
+/* Kimi K3's widths (docs/model.md, Kimi K3, says where each comes from) */
 #define HIDDEN    7168
 #define HEADS     64
 #define KDA_DIM   128
@@ -118,14 +117,7 @@ static double model_bytes(int layers, int experts, int w) {
 
 static int synthesize(const opts *o, const char *path, int layers, int experts, int latent) {
     const double need = model_bytes(layers, experts, latent ? latent : HIDDEN);
-    struct statvfs fs;
-    const double mem = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (statvfs(o->dir, &fs) == 0 && (double)fs.f_bavail * fs.f_frsize < 1.2 * need)
-        return fprintf(stderr, "bench_kimi: %.1f GB of disk needed: skipped\n", need / 1e9), -1;
-    if (mem > 0 && need > 0.4 * mem)
-        return fprintf(stderr, "bench_kimi: %.1f GB is too much of the memory: skipped\n",
-                       need / 1e9),
-               -1;
+    if (bs_fits("bench_kimi", o->dir, need)) return -1;
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "bin/vindex synth --arch kimi-k3 --layers %d --hidden %d --heads %d --head-dim %d "
@@ -154,15 +146,7 @@ static int prepare(const opts *o, const char *given, int layers, int experts, in
                  layers, experts);
         if (access(path, R_OK) && synthesize(o, path, layers, experts, latent)) return -1;
     }
-    char cmd[2400], manifest[1200];
-    snprintf(vx, vx_len, "%s.vindex", path);
-    snprintf(manifest, sizeof manifest, "%s/manifest.json", vx);
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s.tmp' && bin/vindex extract '%s' '%s.tmp' >&2 && mv '%s.tmp' '%s'", vx,
-             path, vx, vx, vx);
-    if (access(manifest, R_OK) && system(cmd) != 0)
-        return fprintf(stderr, "bench_kimi: vindex extract %s failed\n", path), 1;
-    return 0;
+    return bs_extract("bench_kimi", path, vx, vx_len);
 }
 
 /* ---- the sides --------------------------------------------------------------------------------
@@ -187,24 +171,7 @@ static int open_sides(const opts *o, const char *path, const char *vx, bool loca
     if (local && (md_local_backend_new(sd->src, &sd->m->cfg, sd->pool, &sd->local, e) ||
                   md_local_backend_pin(sd->local, e)))
         return -1;
-    vx_expert_set none = {0};
-    vx_source_opts vo = {.experts = &none, .dense = false};
-    if (vx_source_open(vx, &vo, &sd->vsrc, e)) return -1;
-    co_cluster_opts co = {.loopback = 2,
-                          .model = vx,
-                          .node_threads = o->threads,
-                          .node_pin = true,
-                          .node_affinity = true,
-                          .ready_ms = 1200000,
-                          .deadline_ms = 600000,
-                          .connect_ms = 600000,
-                          .codec = {WR_F16, false},
-                          .src = sd->vsrc,
-                          .width = md_expert_width(&sd->m->cfg),
-                          .glu = &sd->m->cfg.glu,
-                          .numerics = KN_NUM_Q8,
-                          .pool = sd->pool};
-    return co_cluster_create(&co, &sd->cluster, e);
+    return bs_loopback2(vx, sd->m, o->threads, sd->pool, &sd->vsrc, &sd->cluster, e);
 }
 
 static void close_sides(sides *sd) {

@@ -7,7 +7,7 @@
 # `-tb` the threads, and each slot's KV cache of its own (`--no-kv-unified`, b10573's choice when
 # `-np` is given). One cache shared by every slot (`--kv-unified`, its choice when the slot count
 # is left on auto) makes a lone stream's steps pay for the whole shared cache, which measures the
-# configuration and not the engine (docs/benchmarks.md, Serving). Then, level by level, runs
+# configuration and not the engine (docs/serving.md, llama-server beside ours). Then, level by level, runs
 # bench/bench_serve.mjs against all of them in turns (the order alternating from level to level,
 # the whole sweep MW_PASSES times) and (when LLAMA_BATCHED_BENCH names it)
 # llama-batched-bench with the same prompt and generated lengths and sequences, stops
@@ -37,26 +37,9 @@ cd "$(dirname "$0")/.."
 model=$1
 shift
 threads=${MW_THREADS:-2} slots=${MW_SLOTS:-64} ctx=${MW_CTX:-256} passes=${MW_PASSES:-1}
-dir=$(mktemp -d)
-out=${MW_OUT:-$dir/lines.jsonl}
-: >"$out"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+. bench/serve_lib.sh
+serve_setup
 targets=()
-wait_url() { # ready file or URL to poll; pid
-  for _ in $(seq 1 1800); do
-    kill -0 "$2" 2>/dev/null || { echo "server exited; its log:" >&2; cat "$3" >&2; exit 1; }
-    if [ -s "$1" ]; then cat "$1"; return; fi
-    sleep 0.2
-  done
-  echo "server not ready" >&2
-  exit 1
-}
 for cfg in ${MW_CONFIGS:-inproc loopback2}; do
   extra=()
   case $cfg in
@@ -71,7 +54,7 @@ for cfg in ${MW_CONFIGS:-inproc loopback2}; do
     --max-logit-bias 65536 "${extra[@]}" \
     >"$dir/$cfg.log" 2>&1 &
   pids+=($!)
-  url=$(wait_url "$dir/$cfg.ready" $! "$dir/$cfg.log")
+  url=$(wait_ready "$dir/$cfg.ready" $! "$dir/$cfg.log")
   targets+=(--target "moewire-$cfg=$url")
 done
 lpid=
@@ -79,18 +62,14 @@ llama_start() { # llama-server for $1 streams; sets ltarget
   ltarget=()
   [ -n "${LLAMA_SERVER:-}" ] || return 0
   local port
-  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  port=$(free_port)
   # -c is shared by the -np slots: ctx positions each, as moewire's --ctx
   "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -tb "$threads" \
     -np "$1" -c $(($1 * ctx)) --no-kv-unified -fa on --no-webui --no-jinja --reasoning-format none \
     >"$dir/llama.log" 2>&1 &
   lpid=$!
   pids+=("$lpid")
-  for _ in $(seq 1 1800); do
-    kill -0 "$lpid" 2>/dev/null || { cat "$dir/llama.log" >&2; exit 1; }
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  wait_health "$port" "$lpid" "$dir/llama.log"
   ltarget=(--target "llama.cpp=http://127.0.0.1:$port")
 }
 llama_stop() {

@@ -22,25 +22,8 @@ cd "$(dirname "$0")/.."
 model=$1
 threads=${MW_THREADS:-2} prompt=${MW_PROMPT:-2000} new=${MW_NEW:-64} rounds=${MW_ROUNDS:-5}
 ctx=$((prompt + new + 64))
-dir=$(mktemp -d)
-out=${MW_OUT:-$dir/lines.jsonl}
-: >"$out"
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$dir"
-}
-trap cleanup EXIT
-wait_ready() { # ready file; pid; log
-  for _ in $(seq 1 1800); do
-    kill -0 "$2" 2>/dev/null || { echo "server exited; its log:" >&2; cat "$3" >&2; exit 1; }
-    if [ -s "$1" ]; then cat "$1"; return; fi
-    sleep 0.2
-  done
-  echo "server not ready" >&2
-  exit 1
-}
+. bench/serve_lib.sh
+serve_setup
 targets=() extra=()
 for cfg in cache nocache; do
   mb=512
@@ -51,16 +34,11 @@ for cfg in cache nocache; do
   targets+=(--target "moewire-$cfg=$(wait_ready "$dir/$cfg.ready" $! "$dir/$cfg.log")")
 done
 if [ -n "${LLAMA_SERVER:-}" ]; then
-  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  port=$(free_port)
   "$LLAMA_SERVER" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -tb "$threads" \
     -np 1 -c "$ctx" --no-webui --no-jinja --reasoning-format none >"$dir/llama.log" 2>&1 &
   pids+=($!)
-  lpid=$!
-  for _ in $(seq 1 1800); do
-    kill -0 "$lpid" 2>/dev/null || { cat "$dir/llama.log" >&2; exit 1; }
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-    sleep 0.2
-  done
+  wait_health "$port" $! "$dir/llama.log"
   targets+=(--target "llama-cache=http://127.0.0.1:$port" --target "llama-nocache=http://127.0.0.1:$port")
   extra+=(--extra 'llama-cache={"cache_prompt":true}' --extra 'llama-nocache={"cache_prompt":false}')
   echo "llama-server: $("$LLAMA_SERVER" --version 2>&1 | grep -m1 version || true)" >&2

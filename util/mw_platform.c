@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -27,9 +26,6 @@
 #elif defined(__APPLE__)
 #include <mach-o/dyld.h>
 #include <stdint.h>
-#endif
-#if defined(__GLIBC__)
-#include <malloc.h>
 #endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
@@ -155,26 +151,6 @@ void *mw_map_grow(void *p, size_t old, size_t bytes) {
         munmap(p, old);
     }
     return q;
-}
-
-uint64_t mw_anon_rss(void) {
-#if defined(__linux__)
-    FILE *f = fopen("/proc/self/statm", "r");
-    unsigned long size = 0, resident = 0, shared = 0;
-    if (!f) return 0;
-    const int n = fscanf(f, "%lu %lu %lu", &size, &resident, &shared);
-    fclose(f);
-    if (n != 3 || resident < shared) return 0;
-    return (uint64_t)(resident - shared) * (uint64_t)sysconf(_SC_PAGESIZE);
-#else
-    return 0;
-#endif
-}
-
-void mw_heap_trim(void) {
-#if defined(__GLIBC__)
-    malloc_trim(0);
-#endif
 }
 
 /* ---- TCP ---------------------------------------------------------------------------------- */

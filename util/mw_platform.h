@@ -55,14 +55,6 @@ int mw_thread_nice(int nice);
  * mapping, a copy and an munmap elsewhere. The new mapping, or NULL (p is still valid then). */
 void *mw_map_grow(void *p, size_t old, size_t bytes);
 
-/* The process's anonymous resident memory in bytes (resident minus file-backed and shared pages,
- * /proc/self/statm on Linux): what received messages occupy whichever allocator holds them. 0
- * where the system does not say. */
-uint64_t mw_anon_rss(void);
-
-/* Gives the heap's free memory back to the system (glibc's malloc_trim). Nothing elsewhere. */
-void mw_heap_trim(void);
-
 /* ---- TCP ---------------------------------------------------------------------------------- */
 
 /* Whether mw_tcp_received and mw_tcp_acked report anything on this system (Linux: TCP_INFO). */

@@ -16,18 +16,16 @@
 #include "model/md_local.h"
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_lanes.h"
+#include "tests/support/mwt_model.h"
 
 static void same_on_nodes(const char *name) {
     char rel[128];
-    mw_err e;
-    vx_source *src;
-    md_model *model;
-    md_expert_backend *local, *remote;
     snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
     const char *path = mwt_fixture(rel);
-    if (vx_source_open(path, NULL, &src, &e) || md_model_load(src, &model, &e) ||
-        md_local_backend_new(src, &model->cfg, NULL, &local, &e))
-        fail_msg("%s: %s", name, e.msg);
+    mwt_model m = mwt_model_open(path);
+    md_model *model = m.model;
+    md_expert_backend *local = m.experts, *remote;
+    vx_source *src = m.src;
     remote = mwt_lanes_cluster(model, src, path, NULL, 0, 2);
     assert_int_equal(remote->in_flight, 4);
     size_t n1, n;
@@ -43,9 +41,7 @@ static void same_on_nodes(const char *name) {
     }
     free(whole);
     remote->destroy(remote);
-    local->destroy(local);
-    md_model_free(model);
-    vx_source_close(src);
+    mwt_model_close(&m);
 }
 
 static void test_gptoss(void **state) {

@@ -1,12 +1,30 @@
 /* tests/support/mwt_model.h — running a model file in process for the model tests: open the
- * source, load the model and its local experts, one prefill with logits on every row. */
+ * source, load the model and its local experts (a fixture's too, with its prompt), one prefill
+ * with logits on every row. */
 #ifndef MWT_MODEL_H
 #define MWT_MODEL_H
 
 #include <stdint.h>
 
 #include "kernels/kn.h"
+#include "model/md_model.h"
 #include "model/md_moe.h"
+#include "vindex/vx_source.h"
+
+/* A model file opened in process: its source, the model and its local experts. */
+typedef struct mwt_model {
+    vx_source *src;
+    md_model *model;
+    md_expert_backend *experts;
+} mwt_model;
+
+/* The model at path with its local experts; fails the test, naming path, on any error. */
+mwt_model mwt_model_open(const char *path);
+/* The same of the fixture tests/fixtures/llamacpp/NAME/model.gguf. */
+mwt_model mwt_model_fixture(const char *name);
+void mwt_model_close(mwt_model *m);
+/* The first n token ids of the fixture NAME's prompt (tests/fixtures/llamacpp/NAME/tokens.txt). */
+void mwt_model_tokens(const char *name, int32_t *tokens, int n);
 
 /* Prefill of tok[0 .. T) as one batch (a context of n_ctx positions) of the model at path; returns
  * T × n_vocab logits (malloc'ed) and the vocabulary in *V (may be NULL). Fails the test on any

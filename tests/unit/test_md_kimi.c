@@ -36,27 +36,14 @@ typedef struct fixture {
 } fixture;
 
 static void open_fixture(fixture *f, const char *name) {
-    memset(f, 0, sizeof *f);
-    f->name = name;
-    char rel[128];
-    mw_err e;
-    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
-    if (vx_source_open(mwt_fixture(rel), NULL, &f->src, &e) ||
-        md_model_load(f->src, &f->model, &e) ||
-        md_local_backend_new(f->src, &f->model->cfg, NULL, &f->experts, &e))
-        fail_msg("%s: %s", name, e.msg);
+    const mwt_model m = mwt_model_fixture(name);
+    *f = (fixture){.name = name, .src = m.src, .model = m.model, .experts = m.experts};
     f->V = f->model->cfg.n_vocab;
-    snprintf(rel, sizeof rel, "llamacpp/%s/tokens.txt", name);
-    char *txt = mwt_read_file(mwt_fixture(rel), NULL), *p = txt;
-    assert_non_null(txt);
-    for (int i = 0; i < N_TOK; i++) f->tokens[i] = (int32_t)strtol(p, &p, 10);
-    free(txt);
+    mwt_model_tokens(name, f->tokens, N_TOK);
 }
 
 static void close_fixture(fixture *f) {
-    f->experts->destroy(f->experts);
-    md_model_free(f->model);
-    vx_source_close(f->src);
+    mwt_model_close(&(mwt_model){f->src, f->model, f->experts});
 }
 
 static md_ctx *new_ctx(const fixture *f, kn_numerics num, int n_seq, kn_pool *pool,

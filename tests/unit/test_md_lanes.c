@@ -20,37 +20,14 @@
 #include "model/md_model.h"
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_lanes.h"
+#include "tests/support/mwt_model.h"
 #include "vindex/vx_source.h"
-
-/* A fixture's model and its in-process experts. */
-typedef struct fixture {
-    vx_source *src;
-    md_model *model;
-    md_expert_backend *experts;
-} fixture;
-
-static fixture fixture_open(const char *name) {
-    char rel[128];
-    mw_err e;
-    fixture f = {0};
-    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", name);
-    if (vx_source_open(mwt_fixture(rel), NULL, &f.src, &e) || md_model_load(f.src, &f.model, &e) ||
-        md_local_backend_new(f.src, &f.model->cfg, NULL, &f.experts, &e))
-        fail_msg("%s: %s", name, e.msg);
-    return f;
-}
-
-static void fixture_close(fixture *f) {
-    f->experts->destroy(f->experts);
-    md_model_free(f->model);
-    vx_source_close(f->src);
-}
 
 /* The run of mwt_lanes_run on the in-process experts of a fixture. */
 static float *run(const char *name, int micro_batches, size_t *n_floats, md_lane_stats *st) {
-    fixture f = fixture_open(name);
+    mwt_model f = mwt_model_fixture(name);
     float *out = mwt_lanes_run(f.model, f.experts, micro_batches, n_floats, st);
-    fixture_close(&f);
+    mwt_model_close(&f);
     return out;
 }
 
@@ -173,7 +150,7 @@ static float *run_long(md_model *model, md_expert_backend *inner, int micro_batc
  * bits as the prompt whole; the lanes' rows are equal within one, and rows of different lanes
  * choose different experts. */
 static void long_prompt(const char *name) {
-    fixture f = fixture_open(name);
+    mwt_model f = mwt_model_fixture(name);
     md_model *model = f.model;
     md_expert_backend *inner = f.experts;
     size_t n1, n;
@@ -208,7 +185,7 @@ static void long_prompt(const char *name) {
         }
     }
     free(whole);
-    fixture_close(&f);
+    mwt_model_close(&f);
 }
 
 static void test_long_prompt_qwen3moe(void **state) {
@@ -304,7 +281,7 @@ static float *run_failing(md_model *model, md_expert_backend *inner, int fail_at
  * lane 2) leaves the sequence as it was: its rings and KDA states untouched until the commits, the
  * step run again gives the bits of a run that never failed. */
 static void failed_step_changes_nothing(const char *name) {
-    fixture f = fixture_open(name);
+    mwt_model f = mwt_model_fixture(name);
     md_model *model = f.model;
     md_expert_backend *inner = f.experts;
     size_t n1, n;
@@ -316,7 +293,7 @@ static void failed_step_changes_nothing(const char *name) {
         fail_msg("%s: a failed split step changed the sequence", name);
     free(clean);
     free(retried);
-    fixture_close(&f);
+    mwt_model_close(&f);
 }
 
 static void test_failed_step_gptoss(void **state) {
