@@ -5,12 +5,18 @@
 # coordinator in its own namespace at 0.1 ms / 10 Gbit/s, 0.5 ms / 1 Gbit/s and 1 ms / 1 Gbit/s,
 # with and without ping-pong micro-batches; in process for reference; the union curve on the
 # cluster once. Before each link's decode, in the same LAN, the parts of docs/scale.md's model are
-# measured: the cores free to the fleet (delayline --cores) and the fan-out round trip to the 8
+# measured: the messaging stack's CPU per row (bench_rows, in process, before the links), the
+# cores free to the fleet (delayline --cores) and the fan-out round trip to the 8
 # nodes' echoes through the link (delayline --ping) with a message of one node's rows at each
 # stream count, and with none of the delay line (the host's wake-ups alone). At the end
 # bench/bench_lan_model.sh predicts every decode's step from those parts and prints predicted ÷
-# measured. JSON lines on stdout (bench_lan's, lan_link, lan_cores, lan_predict), progress on stderr.
+# measured. JSON lines on stdout (bench_lan's, rows_*, lan_link, lan_cores, lan_predict), progress
+# on stderr.
 #   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
+#                      [--split-cores CO/NODES]
+# --split-cores 0/1 runs the nodes (and their delay lines) on CPU 1 and the coordinator's decode on
+# CPU 0 (taskset): each side a core of its own, as split hosts would have; the probes and the model
+# are not run then (their parts assume the shared cores).
 # Without --model it synthesizes /tmp/mw-k3lan (8 layers, hidden 256, 4 heads of 32, q/kv latent 64,
 # 896 experts of FF 128 in MXFP4, top-16, dense q8_0), the model of docs/benchmarks.md's table.
 case "${1:-}" in # --help: the comment above, which is the usage
@@ -18,11 +24,11 @@ case "${1:-}" in # --help: the comment above, which is the usage
 esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model="" streams=1,16,64 steps=6 rounds=2 links="0.1/10gbit 0.5/1gbit 1/1gbit" nodes=8
+model="" streams=1,16,64 steps=6 rounds=2 links="0.1/10gbit 0.5/1gbit 1/1gbit" nodes=8 split=""
 while [ $# -gt 0 ]; do
   case $1 in
     --model) model=$2 ;; --streams) streams=$2 ;; --steps) steps=$2 ;; --rounds) rounds=$2 ;;
-    --links) links=$2 ;; *) echo "bench_lan.sh: unknown option $1" >&2; exit 2 ;;
+    --links) links=$2 ;; --split-cores) split=$2 ;; *) echo "bench_lan.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift 2
 done
@@ -48,22 +54,27 @@ out=/tmp/bench_lan.$$.jsonl
 j() { "$@" | tee -a "$out"; } # stdout, kept for the model at the end
 j build/rel/bench/bench_lan --model "$model" --local --streams "$streams" --micro 1 --steps "$steps" \
   --rounds "$rounds" --label in-process
+# the messaging stack's CPU per row on these cores (the model's rho): in-process nodes run as the
+# LAN's do (a thread per CPU, the default idle poll) behind the relay, over loopback
+[ -n "$split" ] || j build/rel/bench/bench_rows --model "$model" --rows "1,$(echo "$streams" | tr , '\n' | sort -n | tail -1)" \
+  --nodes $nodes --node-threads "$(nproc)" --node-poll-us -1 --transport relay --calls 200 --seconds 0.05 \
+  2> >(grep -v '^expert-node' >&2)
 first=1
 for link in $links; do
   d=${link%/*} r=${link#*/} name="mwbl$$"
-  tests/lan/lan.sh up "$name" --nodes $nodes --delay-ms "$d" --rate "$r" --model "$model" \
+  ${split:+taskset -c "${split#*/}"} tests/lan/lan.sh up "$name" --nodes $nodes --delay-ms "$d" --rate "$r" --model "$model" \
     --specs "$specs" --owner $$ >"/tmp/$name.up" 2>&1 || { cat "/tmp/$name.up" >&2; exit 1; }
   eps=$(sed -n 's/^nodes: //p' "/tmp/$name.up")
   probe=$(sed -n 's/^probe_link: //p' "/tmp/$name.up" | sed 's|tcp://||g')
   direct=$(sed -n 's/^probe_direct: //p' "/tmp/$name.up" | sed 's|tcp://||g')
   head -1 "/tmp/$name.up" >&2
-  dl=build/rel/tests/lan/delayline label="lan-${d}ms-$r"
-  for p in 2 $((nodes * 2 + 1)); do
+  dl=build/rel/tests/lan/delayline label="lan-${d}ms-$r${split:+-split}"
+  for p in $([ -n "$split" ] || echo 2 $((nodes * 2 + 1))); do
     j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
   done
   # one node's rows of an S-row step (and of a micro-batch's S/2): a row goes to a node once,
   # however many of its k experts the node holds, so S·(1 − (1 − 1/N)^k) rows of hidden f16 values
-  for S in $(for s in ${streams//,/ }; do echo $s $((s / 2)); done | tr ' ' '\n' | sort -nu | grep -v '^0$'); do
+  for S in $([ -n "$split" ] || for s in ${streams//,/ }; do echo $s $((s / 2)); done | tr ' ' '\n' | sort -nu | grep -v '^0$'); do
     bytes=$(awk -v s=$S -v n=$nodes -v k=$topk -v h=$hidden \
       'BEGIN { r = s * (1 - (1 - 1 / n) ^ k); r = r < 1 ? 1 : int(r + 0.5); print r * h * 2 }')
     j tests/lan/lan.sh exec "$name" c0 $dl --ping "$probe" --bytes $bytes --count 100 --label "$label/$S"
@@ -71,16 +82,16 @@ for link in $links; do
       --label "$label/$S/direct"
   done
   union=()
-  [ $first = 1 ] && union=(--union 256)
-  j tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
+  [ $first = 1 ] && [ -z "$split" ] && union=(--union 256)
+  j ${split:+taskset -c "${split%/*}"} tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
     --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "$label" \
     "${union[@]}" 2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
-  for p in 2 $((nodes * 2 + 1)); do
+  for p in $([ -n "$split" ] || echo 2 $((nodes * 2 + 1))); do
     j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
   done
   tests/lan/lan.sh down "$name"
   rm -f "/tmp/$name.up"
   first=0
 done
-bench/bench_lan_model.sh --nodes $nodes <"$out"
+[ -n "$split" ] || bench/bench_lan_model.sh --nodes $nodes <"$out"
 rm -f "$out"

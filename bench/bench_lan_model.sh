@@ -15,6 +15,11 @@
 #   threads and with as many as the fleet has (nodes × 2 + 1); on a host others load, the share
 #   a fleet gets lies between (its threads block on the wire, spinners never do), and the model
 #   is run with each: cores_probe says which
+#   rho       the messaging stack's CPU per row of a layer call (bench_rows' rows_slope on these
+#             cores: the CPU time of a call on N in-process nodes behind the relay less the
+#             in-process backend's for the same rows, its slope from 1 row to the most streams):
+#             encoding, copying and decoding each row for the nodes it goes to and back, the
+#             kernel's copies and the threads' hand-offs; the wake holds its one-row part
 #   C(S)      the coordinator's trunk per layer (the decode's own timing), node(S) a node's compute
 #             per batch as the nodes report it: "unlinked" takes both from the 0 ms run (a
 #             prediction of the linked runs from parts that never saw the link), "same run" from
@@ -24,13 +29,14 @@
 # nodes' rows one node after another and a node computes as soon as its rows are in: the link and
 # the cores are a pipeline, done at the later of the last node's rows plus its compute (ser +
 # node: as on a fleet, where every node has its own cores) and the cores' whole share plus the
-# first node's rows (N·node/cores + ser/N). The wake is work too (a chain
+# first node's rows (N·node/cores + ser/N). The stack's work per row beyond the first shares those
+# cores with the nodes' compute (rho·(S − 1)/cores). The wake is work too (a chain
 # of hand-offs between the stack's threads in 9 processes, one at a time: one core for its
 # length), so ping-pong's two micro-batches cannot run faster than all their work, trunk, two
-# wakes and two node rounds, spread on those cores:
-#   W(S)  = wake + link(S) + max(ser(S) + node(S), N·node(S)/cores + ser(S)/N)
+# wakes, two node rounds and the stack's rows, spread on those cores:
+#   W(S)  = wake + link(S) + max(ser(S) + node(S), (N·node(S) + rho·(S − 1))/cores + ser(S)/N)
 #   step  = L·(C(S) + W(S))
-#   step₂ = L·max(C₂, C₂/2 + W₂(S/2), (C₂ + 2·(wake + N·node₂))/cores)
+#   step₂ = L·max(C₂, C₂/2 + W₂(S/2), (C₂ + 2·(wake + N·node₂) + rho·(S − 2))/cores)
 # where C₂ and node₂ are the micro-batch run's (node₂ per batch of S/2 rows).
 set -euo pipefail
 nodes=8
@@ -42,6 +48,7 @@ jq -s -c --argjson N "$nodes" '
   | ($probes | map(select((.procs <= 2) == ($probe == "two threads"))) | group_by(.label)
      | map({(.[0].label): (map(.cores_free) | add / length)}) | add) as $cores
   | select($cores != null)
+  | (map(select(.bench == "rows_slope" and .nodes == $N)) | .[0].stack_cpu_us_per_row // 0) as $rho
   | (map(select(.bench == "lan_link")) | map({(.label): .rtt_us_median}) | add) as $ping
   | map(select(.bench == "lan" and (.label | startswith("lan-")))) as $runs
   | ($runs | map(select(.label | test("^lan-0ms-")))) as $zero
@@ -59,7 +66,8 @@ jq -s -c --argjson N "$nodes" '
   | ["unlinked", "same run"][] as $parts
   | (if $parts == "unlinked" then $z else $l end) as $src
   | (run($src; $S; 1)) as $p1 | (run($src; $S; 2)) as $p2
-  | def W($s; $node): $wake + link($l; $s) + ([ser($l; $s) + $node, $N * $node / $c + ser($l; $s) / $N] | max);
+  | def W($s; $node): $wake + link($l; $s)
+      + ([ser($l; $s) + $node, ($N * $node + $rho * ($s - 1)) / $c + ser($l; $s) / $N] | max);
     W($S; $p1.node_compute_us) as $W
   | (if $r.micro_batches == 1 or $S == 1 then
        {W: $W, C: $p1.trunk_us_per_layer, node: $p1.node_compute_us, terms: [],
@@ -67,14 +75,14 @@ jq -s -c --argjson N "$nodes" '
      else
        W($S / 2 | floor; $p2.node_compute_us) as $W2
        | [$p2.trunk_us_per_layer, $p2.trunk_us_per_layer / 2 + $W2,
-          ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us)) / $c] as $t
+          ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us) + $rho * ($S - 2)) / $c] as $t
        | {W: $W2, C: $p2.trunk_us_per_layer, node: $p2.node_compute_us, terms: ($t | map(round)),
           layer: ($t | max)}
      end) as $m
   | ($r.moe_layers * $m.layer) as $step
   | {bench: "lan_predict", label: $l, parts: $parts, cores_probe: $probe, streams: $S,
      micro_batches: $r.micro_batches,
-     cores: $c, wake_us: ($wake | round), link_us: (link($l; $S) | round),
+     cores: $c, wake_us: ($wake | round), rho_us_per_row: ($rho * 100 | round / 100), link_us: (link($l; $S) | round),
      ser_us: (ser($l; $S) | round), trunk_us: ($m.C | round), node_us: ($m.node | round),
      W_us: ($m.W | round), max_terms_us: $m.terms, layer_rtt_us: $r.layer_rtt_us,
      step_us_predicted: ($step | round), step_us: $r.step_us,

@@ -37,22 +37,18 @@ static co__work *work_at(co__remote *r, int w, int node) {
     return &r->works[w];
 }
 
-/* Adds batch row t to work k unless it is already its last row. */
-static int take_row(co__work *k, const md_moe_batch *b, int64_t t) {
+/* Adds batch row t to work k unless it is already its last row. Only its index: the row is
+ * encoded straight from the batch when the work is packed (wr_batch.x_rows). */
+static int take_row(co__work *k, int64_t t) {
     if (k->n_rows && k->rows[k->n_rows - 1] == (int32_t)t) return 0;
-    const int64_t w = b->width;
-    if (mw_grow((void **)&k->rows, &k->rows_cap, (size_t)k->n_rows + 1, sizeof *k->rows) ||
-        mw_grow((void **)&k->x, &k->x_cap, (size_t)(k->n_rows + 1) * (size_t)w, sizeof *k->x))
-        return -1;
-    memcpy(k->x + k->n_rows * w, b->x + t * w, (size_t)w * sizeof(float));
+    if (mw_grow((void **)&k->rows, &k->rows_cap, (size_t)k->n_rows + 1, sizeof *k->rows)) return -1;
     k->rows[k->n_rows++] = (int32_t)t;
     return 0;
 }
 
 /* Appends selection s = t·k + j (expert e, weight) to work k. Rows must come in ascending order. */
-static int take_assignment(co__work *k, const md_moe_batch *b, int64_t t, int64_t s, int32_t e,
-                           float weight) {
-    if (take_row(k, b, t) ||
+static int take_assignment(co__work *k, int64_t t, int64_t s, int32_t e, float weight) {
+    if (take_row(k, t) ||
         mw_grow((void **)&k->assign, &k->assign_cap, (size_t)k->n_assign + 1, sizeof *k->assign) ||
         mw_grow((void **)&k->src, &k->src_cap, (size_t)k->n_assign + 1, sizeof *k->src))
         return -1;
@@ -171,7 +167,7 @@ static int distribute(co__remote *r, const md_moe_batch *b, mw_err *err) {
             int ni = r->chosen[j] = co__share_pick(r, b, t, j, r->chosen);
             if (ni < 0) continue;
             co__share_took(r, ni);
-            if (take_assignment(&r->works[ni], b, t, s, b->experts[s], r->weights[s]))
+            if (take_assignment(&r->works[ni], t, s, b->experts[s], r->weights[s]))
                 return mw_errf(err, "out of memory");
         }
     }
@@ -222,8 +218,9 @@ static int pack_piece(co__remote *r, const md_moe_batch *b, int wi, int64_t r0, 
                           .mode = r->o.exact ? WR_MODE_EXACT : WR_MODE_PARTIAL,
                           .reply = r->o.codec,
                           .numerics = (wr_numerics)b->numerics,
-                          .x = k->x + r0 * b->width,
-                          .assign = a}};
+                          .x = b->x,
+                          .assign = a,
+                          .x_rows = k->rows + r0}};
     uint64_t t0 = mw_now_ns();
     if (wr_pack(o, &m, r->o.codec, err)) return mw_err_wrap(err, "%s", n->name);
     r->acct.phase_ns[CO__ENCODE] += mw_now_ns() - t0;
@@ -307,7 +304,7 @@ static int fail_over(co__remote *r, const md_moe_batch *b, int i, mw_err *err) {
             co__work *rk = work_at(r, wi, to);
             if (!rk) return mw_errf(err, "out of memory");
             /* rows of a failed piece come in ascending order, pieces in row order */
-            if (take_assignment(rk, b, t, k->src[a], e, k->assign[a].weight))
+            if (take_assignment(rk, t, k->src[a], e, k->assign[a].weight))
                 return mw_errf(err, "out of memory");
         }
         r->nodes[i].pending--;
@@ -360,7 +357,18 @@ static int take_reply(co__remote *r, int ni, const md_moe_batch *b, const wr_msg
                        "expected %lld × %lld of layer %d",
                        n->name, b->layer, m->seq, y->rows, y->width, y->layer, (long long)rows,
                        (long long)b->width, b->layer);
-    memcpy(k->y + off * b->width, y->y, (size_t)(rows * b->width) * sizeof(float));
+    if (rows == (r->o.exact ? k->n_assign : k->n_rows) &&
+        y->y == (const float *)(const void *)r->in.rows.p) {
+        /* the work's only piece (mostly): the work takes the buffer the rows were decoded
+         * into, and the parser the work's old one, instead of copying every row */
+        float *old = k->y;
+        const size_t cap = k->y_cap;
+        k->y = (float *)(void *)r->in.rows.p;
+        k->y_cap = r->in.rows.cap / sizeof(float);
+        r->in.rows = (wr_buf){.p = (uint8_t *)old, .cap = cap * sizeof(float)};
+    } else {
+        memcpy(k->y + off * b->width, y->y, (size_t)(rows * b->width) * sizeof(float));
+    }
     uint64_t rtt = mw_now_ns() - p->t_send;
     co__acct_reply(&r->acct, ni, b->layer, r->in.bytes, y, rtt);
     p->done = true;
@@ -572,7 +580,6 @@ static void free_work(co__work *k) {
     free(k->rows);
     free(k->assign);
     free(k->src);
-    free(k->x);
     free(k->y);
 }
 

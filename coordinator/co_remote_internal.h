@@ -39,17 +39,17 @@ typedef struct co__node {
     uint32_t live_seen; /* the liveness channel's silences already acted on */
 } co__node;
 
-/* One node's share of the layer being served: its rows (ascending batch rows), their activations,
- * its assignments (rows counted in its own rows) with their index t·k + j in the batch, and its
- * reply rows. Work i < n_nodes is node i's own; a node lost mid-layer hands the assignments of
- * its unanswered pieces to rescue works of the replicas, appended after those. */
+/* One node's share of the layer being served: its rows (ascending batch rows, encoded straight
+ * from the batch), its assignments (rows counted in its own rows) with their index t·k + j in the
+ * batch, and its reply rows. Work i < n_nodes is node i's own; a node lost mid-layer hands the
+ * assignments of its unanswered pieces to rescue works of the replicas, appended after those. */
 typedef struct co__work {
     int node;
     int32_t *rows;
     wr_assign *assign;
     int64_t *src;
-    float *x, *y;
-    size_t rows_cap, assign_cap, src_cap, x_cap, y_cap;
+    float *y;
+    size_t rows_cap, assign_cap, src_cap, y_cap;
     int64_t n_rows, n_assign;
 } co__work;
 

@@ -9,6 +9,8 @@
 #ifndef EN_NODE_H
 #define EN_NODE_H
 
+#include <stdint.h>
+
 #include "expert-node/en_opts.h"
 #include "util/mw_err.h"
 
@@ -25,5 +27,13 @@ void en_node_close(en_node *n);
 
 /* The endpoint actually bound (wildcard ports resolved). */
 const char *en_node_endpoint(const en_node *n);
+
+/* Where the serve loop's time went so far (ns, summed) and the batches it answered: receiving,
+ * parsing + checking + grouping, executing, encoding the replies, sending them. Read it once
+ * en_node_serve has returned (bench/bench_rows.c). */
+typedef struct en_node_timing {
+    uint64_t batches, recv_ns, handle_ns, compute_ns, encode_ns, send_ns;
+} en_node_timing;
+en_node_timing en_node_get_timing(const en_node *n);
 
 #endif

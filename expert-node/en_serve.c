@@ -139,11 +139,22 @@ static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     int gi = find_group(n, (int)b->layer, (md_moe_output)b->mode, (kn_numerics)b->numerics);
     en__group *g = &n->group[gi];
     size_t w = (size_t)n->width;
-    if (mw_grow((void **)&g->x, &g->x_cap, (size_t)(g->rows + b->rows) * w, sizeof(float)) ||
-        mw_grow((void **)&g->assign, &g->assign_cap, (size_t)(g->n_assign + b->n_assign),
+    if (!g->rows && b->x == (const float *)(const void *)n->in.rows.p) {
+        /* the group's first request (mostly its only one): it takes the buffer its rows were
+         * decoded into, and the parser the group's old one, instead of copying every row */
+        float *x = g->x;
+        const size_t cap = g->x_cap;
+        g->x = (float *)(void *)n->in.rows.p;
+        g->x_cap = n->in.rows.cap / sizeof(float);
+        n->in.rows = (wr_buf){.p = (uint8_t *)x, .cap = cap * sizeof(float)};
+    } else if (mw_grow((void **)&g->x, &g->x_cap, (size_t)(g->rows + b->rows) * w, sizeof(float))) {
+        return -1;
+    } else {
+        memcpy(g->x + (size_t)g->rows * w, b->x, (size_t)b->rows * w * sizeof(float));
+    }
+    if (mw_grow((void **)&g->assign, &g->assign_cap, (size_t)(g->n_assign + b->n_assign),
                 sizeof(md_assignment)))
         return -1;
-    memcpy(g->x + (size_t)g->rows * w, b->x, (size_t)b->rows * w * sizeof(float));
     for (uint32_t j = 0; j < b->n_assign; j++)
         g->assign[g->n_assign + j] = (md_assignment){(int32_t)(g->rows + b->assign[j].row),
                                                      b->assign[j].expert, b->assign[j].weight};
@@ -457,6 +468,15 @@ static void print_summary(en_node *n) {
         fprintf(stderr, "expert-node %s: CURVE: %lu client(s) admitted, %lu refused\n", n->node_id,
                 ok, no);
     }
+}
+
+en_node_timing en_node_get_timing(const en_node *n) {
+    return (en_node_timing){.batches = wr_stats_sum(&n->stats, -1, -1).batches,
+                            .recv_ns = n->t_recv,
+                            .handle_ns = n->t_handle,
+                            .compute_ns = n->t_compute,
+                            .encode_ns = n->t_encode,
+                            .send_ns = n->t_send};
 }
 
 int en_node_serve(en_node *n, mw_err *err) {

@@ -16,8 +16,14 @@
 #define MOE_MAX_ASSIGN (1LL << 26)
 #define MOE_MAX_FLOATS (1LL << 32)
 
-void md_moe_accumulate(float *acc, const float *y, float w, int64_t width) {
-    for (int64_t i = 0; i < width; i++) acc[i] = acc[i] + w * y[i];
+void md_moe_accumulate(float *restrict acc, const float *restrict y, float w, int64_t width) {
+    /* Blocks of 8, a count the compiler knows, so -O2 turns them into vector multiplies and adds
+     * (it leaves loops of an unknown count scalar): each element still gets one rounded multiply
+     * and one rounded add, as in the tail. The coordinator combines every answered row with it. */
+    int64_t i = 0;
+    for (; i + 8 <= width; i += 8)
+        for (int j = 0; j < 8; j++) acc[i + j] = acc[i + j] + w * y[i + j];
+    for (; i < width; i++) acc[i] = acc[i] + w * y[i];
 }
 
 int md_expert_submit(md_expert_backend *b, const md_moe_batch *batch, float *out, mw_err *err) {

@@ -126,7 +126,24 @@ void wr_decode(wr_dtype d, const void *src, size_t n, float *dst) {
     (use_avx2() && t->dec_avx2 ? t->dec_avx2 : t->dec)(src, n, dst);
 }
 
+size_t wr_decode_checked(wr_dtype d, const void *src, size_t n, float *dst) {
+#if WR_HAVE_AVX2
+    if (use_avx2() && (d == WR_F16 || d == WR_BF16)) {
+        const bool any = d == WR_F16 ? wr__f16_to_f32_checked_avx2(src, n, dst)
+                                     : wr__bf16_to_f32_checked_avx2(src, n, dst);
+        return any ? wr_first_nonfinite(dst, n) : n; /* a bad row is rare: find it in a pass */
+    }
+#endif
+    wr_decode(d, src, n, dst);
+    return wr_first_nonfinite(dst, n);
+}
+
 size_t wr_first_nonfinite(const float *x, size_t n) {
+#if WR_HAVE_AVX2
+    /* every received row is scanned: the scalar loop below, which gcc -O2 does not vectorize,
+     * cost more than decoding the rows */
+    if (use_avx2()) return wr__first_nonfinite_avx2(x, n);
+#endif
     /* Branch-free over blocks so the compiler vectorizes the common all-finite case. */
     enum { BLOCK = 64 };
     for (size_t i = 0; i < n; i += BLOCK) {

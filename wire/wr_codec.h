@@ -38,6 +38,11 @@ void wr_encode(wr_dtype d, const float *src, size_t n, void *dst);
 /* n elements of d at src (any alignment) → n floats. */
 void wr_decode(wr_dtype d, const void *src, size_t n, float *dst);
 
+/* wr_decode, and the index of the first NaN or ±Inf it wrote (n when all are finite): what
+ * wr_decode then wr_first_nonfinite on dst return, with the 16-bit types checked as they are
+ * decoded instead of in a second pass over the floats. */
+size_t wr_decode_checked(wr_dtype d, const void *src, size_t n, float *dst);
+
 /* Index of the first NaN or ±Inf among x[0..n), or n when all are finite. */
 size_t wr_first_nonfinite(const float *x, size_t n);
 

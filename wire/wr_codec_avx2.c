@@ -78,3 +78,67 @@ void wr__bf16_to_f32_avx2(const uint8_t *src, size_t n, float *dst) {
     }
     dec_tail(src, i, n, dst, kn_bf16_to_f32);
 }
+
+/* The lanes of 8 floats whose exponent is all ones (NaN or ±Inf). */
+static inline __m256i nonfinite8(const float *x) {
+    const __m256i exp = _mm256_set1_epi32(0x7f800000);
+    __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)x), exp);
+    return _mm256_cmpeq_epi32(v, exp);
+}
+
+size_t wr__first_nonfinite_avx2(const float *x, size_t n) {
+    size_t i = 0;
+    /* 32 at a time while all are finite (every received row passes here), then the block that
+     * holds the first bad one is searched 8 at a time */
+    for (; i + 32 <= n; i += 32) {
+        __m256i m =
+            _mm256_or_si256(_mm256_or_si256(nonfinite8(x + i), nonfinite8(x + i + 8)),
+                            _mm256_or_si256(nonfinite8(x + i + 16), nonfinite8(x + i + 24)));
+        if (!_mm256_testz_si256(m, m)) break;
+    }
+    for (; i + 8 <= n; i += 8) {
+        const int bits = _mm256_movemask_ps(_mm256_castsi256_ps(nonfinite8(x + i)));
+        if (bits) return i + (size_t)__builtin_ctz((unsigned)bits);
+    }
+    for (; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, x + i, 4);
+        if ((b & 0x7f800000u) == 0x7f800000u) return i;
+    }
+    return n;
+}
+
+/* 8 half-width values at src decoded into dst; returns the lanes whose exponent (bits `exp`) is
+ * all ones. f16 converts with F16C, bf16 is the upper half of its float. */
+static inline __m128i dec8_checked(const uint8_t *src, float *dst, bool bf16) {
+    const __m128i h = _mm_loadu_si128((const __m128i *)src);
+    const __m128i exp = _mm_set1_epi16(bf16 ? 0x7f80 : 0x7c00);
+    if (bf16)
+        _mm256_storeu_si256((__m256i *)dst, _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    else
+        _mm256_storeu_ps(dst, _mm256_cvtph_ps(h));
+    return _mm_cmpeq_epi16(_mm_and_si128(h, exp), exp);
+}
+
+static bool dec_checked(const uint8_t *src, size_t n, float *dst, bool bf16,
+                        float (*cvt)(uint16_t)) {
+    __m128i bad = _mm_setzero_si128();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) bad = _mm_or_si128(bad, dec8_checked(src + 2 * i, dst + i, bf16));
+    bool any = !_mm_testz_si128(bad, bad);
+    for (; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, src + 2 * i, 2);
+        dst[i] = cvt(h);
+        any |= (h & (bf16 ? 0x7f80 : 0x7c00)) == (bf16 ? 0x7f80 : 0x7c00);
+    }
+    return any;
+}
+
+bool wr__f16_to_f32_checked_avx2(const uint8_t *src, size_t n, float *dst) {
+    return dec_checked(src, n, dst, false, kn_fp16_to_f32);
+}
+
+bool wr__bf16_to_f32_checked_avx2(const uint8_t *src, size_t n, float *dst) {
+    return dec_checked(src, n, dst, true, kn_bf16_to_f32);
+}

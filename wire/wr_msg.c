@@ -122,14 +122,23 @@ static void finish_frame(wr_out *o, int i, bool lz4, Moewire__FrameDesc *fd) {
     o->part_len[1 + i] = c;
 }
 
-static int pack_rows(wr_out *o, int i, wr_codec codec, const float *x, uint64_t rows,
-                     uint64_t width, Moewire__FrameDesc *fd, mw_err *err) {
+/* Frame i: `rows` rows of x in the codec, row r being x's row idx[r] (idx NULL: row r). */
+static int pack_rows(wr_out *o, int i, wr_codec codec, const float *x, const int32_t *idx,
+                     uint64_t rows, uint64_t width, Moewire__FrameDesc *fd, mw_err *err) {
     if (!wr_dtype_valid(codec.dtype)) return mw_errf(err, "invalid wire dtype %d", codec.dtype);
     uint64_t n = rows * width, bytes = n * wr_dtype_size(codec.dtype);
     if (rows == 0 || width == 0 || bytes > wr_limits_default().max_frame_bytes)
         return mw_errf(err, "cannot send %" PRIu64 " × %" PRIu64 " rows", rows, width);
     if (buf_reserve(&o->raw[i], bytes) != 0) return mw_errf(err, "out of memory packing rows");
-    wr_encode(codec.dtype, x, n, o->raw[i].p);
+    if (!idx) {
+        wr_encode(codec.dtype, x, n, o->raw[i].p);
+    } else {
+        const size_t row_bytes = (size_t)width * wr_dtype_size(codec.dtype);
+        for (uint64_t r = 0; r < rows; r++) {
+            if (idx[r] < 0) return mw_errf(err, "cannot send row %d", idx[r]);
+            wr_encode(codec.dtype, x + (size_t)idx[r] * width, width, o->raw[i].p + r * row_bytes);
+        }
+    }
     o->raw[i].len = bytes;
     finish_frame(o, i, codec.lz4, fd);
     return 0;
@@ -218,7 +227,7 @@ static int pack_batch(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Envel
     batch.reply_dtype = (Moewire__DType)b->reply.dtype;
     batch.reply_lz4 = b->reply.lz4;
     batch.numerics = (Moewire__Numerics)b->numerics;
-    if (pack_rows(o, 0, codec, b->x, b->rows, b->width, env->frames[0], err) != 0 ||
+    if (pack_rows(o, 0, codec, b->x, b->x_rows, b->rows, b->width, env->frames[0], err) != 0 ||
         pack_assign(o, 1, codec.lz4, b->assign, b->n_assign, env->frames[1], err) != 0)
         return -1;
     env->expert_batch = &batch;
@@ -238,7 +247,7 @@ static int pack_partial(wr_out *o, const wr_msg *m, wr_codec codec, Moewire__Env
     partial.compute_ns = p->compute_ns;
     partial.weight_bytes = p->weight_bytes;
     partial.queue_ns = p->queue_ns;
-    if (pack_rows(o, 0, codec, p->y, p->rows, p->width, env->frames[0], err) != 0) return -1;
+    if (pack_rows(o, 0, codec, p->y, NULL, p->rows, p->width, env->frames[0], err) != 0) return -1;
     env->partial_batch = &partial;
     return pack_envelope(o, env, err);
 }
@@ -428,9 +437,10 @@ static const float *frame_rows(wr_in *in, const Moewire__Envelope *env, const wr
         return NULL;
     }
     float *x = (float *)(void *)in->rows.p;
-    wr_decode((wr_dtype)dtype, src, n, x);
-    if (in->lim.reject_nonfinite) {
-        size_t bad = wr_first_nonfinite(x, n);
+    if (!in->lim.reject_nonfinite) {
+        wr_decode((wr_dtype)dtype, src, n, x);
+    } else {
+        size_t bad = wr_decode_checked((wr_dtype)dtype, src, n, x);
         if (bad < n) {
             FAIL(f, WR_E_NON_FINITE, "frame %d (%s): row %" PRIu64 " element %" PRIu64 " is %s", i,
                  what, (uint64_t)(bad / width), (uint64_t)(bad % width),

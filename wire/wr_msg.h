@@ -102,6 +102,9 @@ typedef struct wr_batch {
     wr_numerics numerics;
     const float *x;          /* rows × width */
     const wr_assign *assign; /* n_assign */
+    /* Packing only: NULL, or row i of the message is row x_rows[i] of x (gathered while it is
+     * encoded, so a sender need not copy its rows out first). NULL in a parsed message. */
+    const int32_t *x_rows;
 } wr_batch;
 
 typedef struct wr_partial {

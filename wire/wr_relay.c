@@ -66,6 +66,14 @@
  * awake instead of paying a wake-up (on a VM, possibly of a halted vCPU). Yielding leaves the CPU
  * to any runnable thread, libzmq's I/O thread and the node's own on a shared CPU included. */
 #define SPIN_NS 50000
+/* Only while polling pays: an expert node's answer comes after its compute, the next request
+ * after the coordinator's trunk, and a poll that catches nothing burns CPU the node's own threads
+ * (and, on a shared host, the other nodes') need. A poll that catches an event scores SPIN_HIT, one
+ * that does not costs a point; at zero the thread sleeps at once, and every SPIN_PROBE-th batch of
+ * events polls anyway to find out whether it pays again. */
+#define SPIN_HIT   4
+#define SPIN_MAX   16
+#define SPIN_PROBE 32
 
 typedef struct mark {
     uint64_t wire, cost;
@@ -512,9 +520,14 @@ static void *loop(void *arg) {
     size_t n_grave = 0, cap_grave = 0;
     uint64_t accept_at = 0; /* when to accept again after a failure (0: accepting) */
     uint64_t spin_until = 0;
+    int spin_score = SPIN_MAX, since_probe = 0;
     while (!atomic_load(&r->stop)) {
         bool paused = accept_at != 0;
         const uint64_t now = mw_now_ns();
+        if (spin_until && now >= spin_until) { /* a poll that caught nothing */
+            spin_until = 0;
+            if (spin_score > 0) spin_score--;
+        }
         if (accept_at && now >= accept_at) {
             struct epoll_event el = {.events = EPOLLIN, .data.ptr = NULL};
             epoll_ctl(r->ep, EPOLL_CTL_MOD, r->lfd, &el);
@@ -534,7 +547,13 @@ static void *loop(void *arg) {
         const bool spin = now < spin_until;
         int k = epoll_wait(r->ep, ev, 64, spin ? 0 : paused ? 100 : -1);
         if (k < 0 && errno != EINTR) break;
-        if (k > 0) spin_until = mw_now_ns() + SPIN_NS;
+        if (k > 0) {
+            if (spin)
+                spin_score = spin_score + SPIN_HIT < SPIN_MAX ? spin_score + SPIN_HIT : SPIN_MAX;
+            const bool probe = ++since_probe >= SPIN_PROBE;
+            if (probe) since_probe = 0;
+            spin_until = spin_score > 0 || probe ? mw_now_ns() + SPIN_NS : 0;
+        }
         if (k == 0 && spin) {
             sched_yield();
             continue;

@@ -195,6 +195,27 @@ static void test_accumulate_is_plain_float(void **state) {
     assert_true(acc[0] == 1.0f + 0.3f * 0.1f);
     assert_true(acc[1] == 0.3f * 3.0f);
     assert_true(acc[2] == -2.0f + 0.3f * 1e-8f);
+    /* every width, the vector blocks and the tail: bit for bit one rounded multiply and one
+     * rounded add per element (subnormals, signed zeros and large values included) */
+    enum { N = 67 };
+    float a[N], b[N], y2[N];
+    uint32_t st = 12345u;
+    for (int width = 0; width <= N; width++) {
+        for (int i = 0; i < N; i++) {
+            st = st * 1664525u + 1013904223u;
+            const float v[6] = {(float)(st >> 8) * 1e-5f, -0.0f, 1e-40f, -3.0e38f, 7.5f, 1e-45f};
+            a[i] = b[i] = v[st % 6] * (i % 2 ? -1.0f : 1.0f);
+            y2[i] = v[(st >> 4) % 6] + (float)i;
+        }
+        volatile float w = 0.37f; /* the reference loop's operations stay scalar */
+        md_moe_accumulate(a, y2, w, width);
+        for (int i = 0; i < width; i++) {
+            volatile float p = w * y2[i];
+            volatile float q = b[i] + p;
+            b[i] = q;
+        }
+        assert_memory_equal(a, b, sizeof a);
+    }
 }
 
 static void test_bad_assignments(void **state) {

@@ -251,6 +251,60 @@ static void test_first_nonfinite(void **state) {
     x[4] = 1e-45f;
     assert_int_equal(wr_first_nonfinite(x, n), 130);
     free(x);
+    /* every ISA's scan (the vector ones work in blocks of 8 and 32): each position of each
+     * length, for every kind of non-finite value, with the largest finite values around it */
+    static const uint32_t bad[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffffffffu, 0x7f800001u};
+    const kn_isa best = kn_isa_active();
+    float y[100];
+    for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+        if (kn_isa_force((kn_isa)isa) != 0) continue;
+        for (size_t len = 0; len <= 100; len++) {
+            for (size_t i = 0; i < len; i++) y[i] = i % 2 ? 3.4028235e38f : -3.4028235e38f;
+            if (wr_first_nonfinite(y, len) != len)
+                fail_msg("isa %s: %zu finite values scanned as bad", kn_isa_name((kn_isa)isa), len);
+            for (size_t at = 0; at < len; at++)
+                for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+                    memcpy(&y[at], &bad[b], 4);
+                    if (at + 1 < len) memcpy(&y[len - 1], &bad[(b + 1) % 5], 4); /* a later one */
+                    size_t got = wr_first_nonfinite(y, len);
+                    if (got != at)
+                        fail_msg("isa %s: %08x at %zu of %zu found at %zu",
+                                 kn_isa_name((kn_isa)isa), bad[b], at, len, got);
+                    y[at] = 1.0f;
+                    y[len - 1] = 1.0f;
+                }
+        }
+    }
+    kn_isa_force(best);
+}
+
+/* wr_decode_checked: wr_decode's floats, and the index wr_first_nonfinite finds in them, for every
+ * dtype and ISA, with a NaN or an infinity at each position of each length (the vector paths
+ * decode 8 at a time), and none. */
+static void test_decode_checked(void **state) {
+    (void)state;
+    const kn_isa best = kn_isa_active();
+    float x[48], want[48], got[48];
+    uint8_t enc[48 * 4];
+    for (int isa = 0; isa < KN_ISA_COUNT; isa++) {
+        if (kn_isa_force((kn_isa)isa) != 0) continue;
+        for (int d = WR_F32; d < WR_DTYPE_END; d++)
+            for (size_t len = 0; len <= 48; len++)
+                for (size_t at = 0; at <= len; at++) /* at == len: all finite */
+                    for (int kind = 0; kind < 3; kind++) {
+                        for (size_t i = 0; i < len; i++) x[i] = (float)i * 0.7f - 11.0f;
+                        if (at < len) x[at] = kind == 0 ? NAN : kind == 1 ? INFINITY : -INFINITY;
+                        wr_encode((wr_dtype)d, x, len, enc);
+                        wr_decode((wr_dtype)d, enc, len, want);
+                        const size_t w = wr_first_nonfinite(want, len);
+                        const size_t g = wr_decode_checked((wr_dtype)d, enc, len, got);
+                        if (g != w || g != at || memcmp(got, want, len * sizeof(float)))
+                            fail_msg("%s isa %s len %zu: bad value at %zu found at %zu (want %zu)",
+                                     wr_dtype_name((wr_dtype)d), kn_isa_name((kn_isa)isa), len, at,
+                                     g, w);
+                    }
+    }
+    kn_isa_force(best);
 }
 
 /* Random bytes with a run of zeros of `zeros` bytes at the front. */
@@ -306,6 +360,7 @@ int main(void) {
         cmocka_unit_test(test_f32_is_bit_exact),
         cmocka_unit_test(test_codec_names),
         cmocka_unit_test(test_first_nonfinite),
+        cmocka_unit_test(test_decode_checked),
         cmocka_unit_test(test_lz4_ten_percent_rule),
     };
     return cmocka_run_group_tests_name("wire codec", tests, NULL, NULL);
