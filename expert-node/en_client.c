@@ -33,7 +33,9 @@ static int make_room(en_node *n, uint64_t now) {
     int old = -1;
     for (int i = 0; i < n->n_clients; i++) {
         const en__client *c = n->clients[i];
-        if (c->q_n || now - c->last_ns < (uint64_t)EN__CLIENT_IDLE_S * 1000000000ull) continue;
+        if (c->q_n || c->outstanding ||
+            now - c->last_ns < (uint64_t)EN__CLIENT_IDLE_S * 1000000000ull)
+            continue;
         if (old < 0 || c->last_ns < n->clients[old]->last_ns) old = i;
     }
     if (old >= 0 && n->n_clients >= 64) {
@@ -41,6 +43,7 @@ static int make_room(en_node *n, uint64_t now) {
         if (c->n_errors + c->n_dropped + c->n_discarded + c->n_overflow)
             en__client_note(n, c, -1, NULL);
         release(c);
+        free(c->lag_ns);
         free(c);
         n->clients[old] = n->clients[--n->n_clients];
         return 0;
@@ -61,6 +64,11 @@ en__client *en__client_of(en_node *n, const wr_rx *rx, int fd) {
     en__client *c = en__client_find(n, rx->id, rx->id_len);
     if (!c) {
         if (make_room(n, now) || !(c = calloc(1, sizeof *c))) return NULL;
+        if (!(c->lag_ns = calloc((size_t)n->n_layers, sizeof *c->lag_ns))) {
+            free(c);
+            return NULL;
+        }
+        c->last_layer = -1;
         memcpy(c->id, rx->id, rx->id_len);
         c->id_len = rx->id_len;
         c->fd = -1;
@@ -176,6 +184,7 @@ bool en__clients_pending(const en_node *n) {
 void en__clients_free(en_node *n) {
     for (int i = 0; i < n->n_clients; i++) {
         release(n->clients[i]);
+        free(n->clients[i]->lag_ns);
         free(n->clients[i]);
     }
     free(n->clients);

@@ -38,7 +38,14 @@ typedef struct en__client {
     uint64_t sent;    /* reply payload bytes handed to libzmq (a lower bound of what TCP carries) */
     uint64_t last_ns; /* last message from it */
     int in_round;     /* its requests in the round being gathered */
-    int last_layer1;  /* 1 + the layer of its last answered request (0: none yet) */
+    /* what the group window knows of it (en_group.h) */
+    int last_layer;      /* of its last request (-1: none yet) */
+    int outstanding;     /* its requests received and not answered yet */
+    bool missed;         /* a group waited for it in vain: not waited for until it sends */
+    uint64_t replied_ns; /* when its last request was answered (0: never) */
+    uint64_t svc_ns;     /* from a request's arrival to its answer, averaged */
+    uint64_t *lag_ns;    /* per layer l, averaged: from the answer to its request of the layer
+                          * served before l to its request of l (0: not seen yet) */
     en__held q[EN__CLIENT_QUEUE];
     int q_head, q_n;
     uint64_t q_bytes;

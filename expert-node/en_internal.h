@@ -54,6 +54,8 @@ typedef struct en__group {
     size_t x_cap; /* floats */
     md_assignment *assign;
     size_t assign_cap;
+    uint64_t t_first; /* when its first request arrived */
+    bool held;        /* kept past a round for another client's rows (en_group.h) */
 } en__group;
 
 struct en_node {
@@ -69,6 +71,7 @@ struct en_node {
     md_expert_table table;  /* the owned experts (pinned with --pin) */
     uint64_t *expert_bytes; /* stored bytes per expert; 0 when not owned */
     uint8_t *owned_bits;    /* the Welcome bitmap */
+    bool *layer_served;     /* n_layers: whether it owns any expert of the layer */
     uint32_t *stamp;        /* n_experts: distinct-expert marks per request */
     uint32_t stamp_now;
     char node_id[256], backend[32], numerics[16];
@@ -104,8 +107,11 @@ struct en_node {
     int64_t pending_rows;
     float *y;
     size_t y_cap;
-    wr_stats stats;                    /* 1 node × n_layers: this node's expert traffic */
-    uint64_t held_rounds, held_joined; /* rounds held open for a due coordinator, requests taken */
+    wr_stats stats; /* 1 node × n_layers: this node's expert traffic */
+    /* the group window (en_group.h): groups held for another client's rows, requests that joined
+     * them, held groups that ran without someone awaited, the time groups were held in all */
+    uint64_t held_groups, held_joined, held_missed, held_ns;
+    uint64_t wake_at; /* the earliest end of a held group's wait (0: none held) */
     uint64_t errors_sent;
     uint64_t replies_dropped, requests_discarded; /* clients that do not read, or flood */
     /* where the serve loop's time goes (ns): receiving, parsing + checking + grouping, executing,

@@ -125,13 +125,16 @@ static int mount(en_node *n, mw_err *err) {
     n->expert_bytes = calloc(cells, sizeof *n->expert_bytes);
     n->owned_bits = calloc(wr_owned_bytes((uint32_t)n->n_layers, (uint32_t)n->n_experts), 1);
     n->stamp = calloc((size_t)n->n_experts, sizeof *n->stamp);
-    if (!n->expert_bytes || !n->owned_bits || !n->stamp) return mw_errf(err, "out of memory");
+    n->layer_served = calloc((size_t)n->n_layers, sizeof *n->layer_served);
+    if (!n->expert_bytes || !n->owned_bits || !n->stamp || !n->layer_served)
+        return mw_errf(err, "out of memory");
     for (int l = 0; l < n->n_layers; l++) {
         for (int e = 0; e < n->n_experts; e++) {
             if (!vx_expert_set_has(&n->owned, l, e)) continue;
             size_t i = (size_t)l * (size_t)n->n_experts + (size_t)e;
             n->expert_bytes[i] = kn_expert_weight_bytes(md_expert_table_at(&n->table, l, e));
             n->owned_bits[i / 8] |= (uint8_t)(1u << (i % 8));
+            n->layer_served[l] = true;
         }
     }
     return 0;
@@ -350,6 +353,7 @@ void en_node_close(en_node *n) {
     free(n->expert_bytes);
     free(n->owned_bits);
     free(n->stamp);
+    free(n->layer_served);
     if (n->cfg_ok) md_config_free(&n->cfg);
     vx_source_close(n->src);
     vx_expert_set_free(&n->owned);

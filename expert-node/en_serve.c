@@ -6,6 +6,7 @@
 #include "expert-node/en_node.h"
 #include "expert-node/en_client.h"
 #include "expert-node/en_device.h"
+#include "expert-node/en_group.h"
 #include "expert-node/en_internal.h"
 
 #include <errno.h>
@@ -134,11 +135,17 @@ static uint64_t request_weight_bytes(en_node *n, const wr_batch *b) {
     return sum;
 }
 
-/* Appends an accepted batch to its group. */
-static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
+/* Appends an accepted batch of client c (NULL: unknown) to its group. */
+static int enqueue(en_node *n, en__client *c, uint64_t seq, const wr_batch *b) {
     int gi = find_group(n, (int)b->layer, (md_moe_output)b->mode, (kn_numerics)b->numerics);
     en__group *g = &n->group[gi];
     size_t w = (size_t)n->width;
+    if (!g->rows) {
+        g->t_first = n->rx_at;
+        g->held = false;
+    } else if (g->held) {
+        n->held_joined++;
+    }
     if (!g->rows && b->x == (const float *)(const void *)n->in.rows.p) {
         /* the group's first request (mostly its only one): it takes the buffer its rows were
          * decoded into, and the parser the group's old one, instead of copying every row */
@@ -174,11 +181,13 @@ static int enqueue(en_node *n, uint64_t seq, const wr_batch *b) {
     g->rows += b->rows;
     g->n_assign += b->n_assign;
     n->pending_rows += b->rows;
+    if (c) en__group_arrived(n, c, g->layer, n->rx_at);
     return 0;
 }
 
-/* Handles the message in n->rx: answers it now, or queues it for the round. */
-static void handle(en_node *n) {
+/* Handles the message in n->rx from client c (NULL: unknown): answers it now, or queues it for
+ * the round. */
+static void handle(en_node *n, en__client *c) {
     wr_msg m;
     wr_code code;
     mw_err e;
@@ -208,7 +217,7 @@ static void handle(en_node *n) {
     case WR_MSG_EXPERT_BATCH:
         if (check_batch(n, m.seq, &m.batch, &code, &e) != 0) {
             reply_error(n, id, id_len, m.seq, code, e.msg);
-        } else if (enqueue(n, m.seq, &m.batch) != 0) {
+        } else if (enqueue(n, c, m.seq, &m.batch) != 0) {
             reply_error(n, id, id_len, m.seq, WR_E_INTERNAL, "out of memory queueing the batch");
         }
         return;
@@ -229,7 +238,7 @@ static bool round_open(const en_node *n) {
 static void handle_timed(en_node *n, en__client *c) {
     if (c) c->in_round++;
     uint64_t t0 = mw_now_ns();
-    handle(n);
+    handle(n, c);
     n->t_handle += mw_now_ns() - t0;
 }
 
@@ -276,66 +285,6 @@ static void take_deferred(en_node *n) {
             handle_timed(n, c);
         }
     }
-}
-
-/* Whether this node serves any expert of layer l. */
-static bool serves(const en_node *n, int l) {
-    for (int e = 0; e < n->n_experts; e++)
-        if (vx_expert_set_has(&n->owned, l, e)) return true;
-    return false;
-}
-
-/* Whether the round has a group of layer l. */
-static bool in_round(const en_node *n, int l) {
-    for (int g = 0; g < n->n_group; g++)
-        if (n->group[g].layer == l) return true;
-    return false;
-}
-
-/* Whether client c, with nothing in the round yet, is due to send one of its layers: the next
- * layer this node serves after its last request's is one the round runs. */
-static bool due(const en_node *n, const en__client *c) {
-    if (c->in_round || !c->last_layer1) return false;
-    for (int k = 1; k <= n->n_layers; k++) {
-        const int l = (c->last_layer1 - 1 + k) % n->n_layers;
-        if (serves(n, l)) return in_round(n, l);
-    }
-    return false;
-}
-
-static bool someone_due(const en_node *n) {
-    for (int i = 0; i < n->n_clients; i++)
-        if (due(n, n->clients[i])) return true;
-    return false;
-}
-
-/* Several coordinators on one pool: while another client is due to send a layer this round runs,
- * the round stays open, up to --group-window-us after its first request, so their rows for the
- * same layer run as one grouped execution (each expert read once for all). Coordinators running
- * the same model fall into step this way. Bounded: a slow or dead coordinator delays the others by
- * the window at most, and the per-client quotas keep the round fair. */
-static void gather_window(en_node *n) {
-    if (!n->n_req || n->opts.group_window_us <= 0 || n->n_clients < 2) return;
-    const uint64_t end = n->req[0].t_rx + (uint64_t)n->opts.group_window_us * 1000u;
-    const int before = n->n_req;
-    if (someone_due(n)) n->held_rounds++;
-    while (round_open(n) && someone_due(n) && mw_now_ns() < end) {
-        mw_err e;
-        if (wr_recv(n->router, &n->rx, true, ZMQ_DONTWAIT, &e) != 0) {
-            if (errno != EAGAIN && errno != EINTR) return; /* the loop's next receive says why */
-            const struct timespec nap = {0, 20000};
-            nanosleep(&nap, NULL);
-            continue;
-        }
-        n->rx_at = mw_now_ns();
-        admit(n);
-    }
-    n->held_joined += (uint64_t)(n->n_req - before);
-    /* who let the window pass (slow, or gone) is not waited for again until its next request is
-     * answered: a dead coordinator costs the others one window, not one per token */
-    if (mw_now_ns() >= end)
-        for (int i = 0; i < n->n_clients; i++)
-            if (due(n, n->clients[i])) n->clients[i]->last_layer1 = 0;
 }
 
 /* Runs group g into n->y: 0, or -1 with e set. *read gets the expert weight bytes read. */
@@ -389,39 +338,77 @@ static void reply_partial(en_node *n, const en__group *g, const en__req *r, uint
     c->tx_msgs++;
 }
 
-/* Runs every group and answers every queued request: its rows, or the group's error. */
-static void execute_round(en_node *n) {
-    for (int gi = 0; gi < n->n_group; gi++) {
-        const en__group *g = &n->group[gi];
-        mw_err e;
-        uint64_t read = 0, t0 = mw_now_ns();
-        const int rc = run_group(n, g, &read, &e);
-        uint64_t dt = mw_now_ns() - t0;
-        n->t_compute += dt;
-        wr_counters *c = wr_stats_at(&n->stats, 0, g->layer);
-        c->weight_bytes += read;
-        c->compute_ns += dt;
-        c->rows += (uint64_t)g->rows;
-        c->assignments += (uint64_t)g->n_assign;
-        for (int ri = 0; ri < n->n_req; ri++) {
-            en__req *r = &n->req[ri];
-            if (r->group != gi) continue;
-            c->rx_bytes += r->rx_bytes;
-            c->rx_msgs++;
-            c->batches++;
-            en__client *cl = en__client_find(n, r->id, r->id_len);
-            if (cl) cl->last_layer1 = g->layer + 1;
-            if (rc == 0) {
-                reply_partial(n, g, r, t0, dt, c);
-            } else {
-                char msg[WR_MAX_STRING];
-                snprintf(msg, sizeof msg, "expert_batch seq %" PRIu64 ": %s", r->seq, e.msg);
-                reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, msg);
-            }
+/* Runs group gi and answers its requests: their rows, or the group's error. */
+static void execute_group(en_node *n, int gi) {
+    const en__group *g = &n->group[gi];
+    mw_err e;
+    uint64_t read = 0, t0 = mw_now_ns();
+    const int rc = run_group(n, g, &read, &e);
+    uint64_t dt = mw_now_ns() - t0;
+    n->t_compute += dt;
+    if (g->held) n->held_ns += t0 - g->t_first;
+    wr_counters *c = wr_stats_at(&n->stats, 0, g->layer);
+    c->weight_bytes += read;
+    c->compute_ns += dt;
+    c->rows += (uint64_t)g->rows;
+    c->assignments += (uint64_t)g->n_assign;
+    for (int ri = 0; ri < n->n_req; ri++) {
+        en__req *r = &n->req[ri];
+        if (r->group != gi) continue;
+        c->rx_bytes += r->rx_bytes;
+        c->rx_msgs++;
+        c->batches++;
+        if (rc == 0) {
+            reply_partial(n, g, r, t0, dt, c);
+        } else {
+            char msg[WR_MAX_STRING];
+            snprintf(msg, sizeof msg, "expert_batch seq %" PRIu64 ": %s", r->seq, e.msg);
+            reply_error(n, r->id, r->id_len, r->seq, WR_E_INTERNAL, msg);
         }
+        en__client *cl = en__client_find(n, r->id, r->id_len);
+        if (cl) en__group_answered(cl, r->t_rx, mw_now_ns());
     }
-    n->n_req = n->n_group = 0;
+}
+
+/* Runs every group that does not wait for another client's rows (en_group.h), all of them when
+ * the round is full or the node stops; the waiting groups and their requests stay for the next
+ * round, and n->wake_at says when the first of them stops waiting. */
+static void execute_round(en_node *n) {
+    const bool all = !round_open(n);
+    const uint64_t now = mw_now_ns();
+    bool wait[EN__MAX_PENDING];
+    n->wake_at = 0;
+    for (int gi = 0; gi < n->n_group; gi++) {
+        uint64_t until = 0;
+        wait[gi] = !all && en__group_waits(n, &n->group[gi], now, &until);
+        if (wait[gi] && (!n->wake_at || until < n->wake_at)) n->wake_at = until;
+    }
+    int map[EN__MAX_PENDING], kept = 0;
+    for (int gi = 0; gi < n->n_group; gi++) {
+        if (!wait[gi]) {
+            execute_group(n, gi);
+            continue;
+        }
+        /* the waiting group moves to the front, with its buffers; the run one's go behind */
+        if (gi != kept) {
+            const en__group t = n->group[kept];
+            n->group[kept] = n->group[gi];
+            n->group[gi] = t;
+        }
+        map[gi] = kept++;
+    }
+    int kept_req = 0;
     n->pending_rows = 0;
+    for (int ri = 0; ri < n->n_req; ri++) {
+        en__req *r = &n->req[ri];
+        if (!wait[r->group]) continue;
+        r->group = map[r->group];
+        n->pending_rows += r->rows;
+        if (ri != kept_req) n->req[kept_req] = *r;
+        kept_req++;
+    }
+    n->n_req = kept_req;
+    n->n_group = kept;
 }
 
 static int write_ready_file(const en_node *n, mw_err *err) {
@@ -459,9 +446,11 @@ static void print_summary(en_node *n) {
             g.peak_held, n->replies_dropped, n->requests_discarded);
     if (n->opts.group_window_us > 0)
         fprintf(stderr,
-                "expert-node %s: rounds held for another coordinator's layer: %" PRIu64
-                ", requests that joined them: %" PRIu64 "\n",
-                n->node_id, n->held_rounds, n->held_joined);
+                "expert-node %s: groups held for another coordinator's rows: %" PRIu64
+                ", requests that joined them: %" PRIu64 ", holds that gave up on one: %" PRIu64
+                ", held %.3f s in all\n",
+                n->node_id, n->held_groups, n->held_joined, n->held_missed,
+                (double)n->held_ns * 1e-9);
     if (n->zap) {
         unsigned long ok, no;
         wr_zap_counts(n->zap, &ok, &no);
@@ -506,14 +495,31 @@ int en_node_serve(en_node *n, mw_err *err) {
             mw_notify("WATCHDOG=1");
             next_wd = mw_now_ms() + wd_ms;
         }
-        /* requests deferred to this round: do not sleep */
+        /* requests deferred to this round: do not sleep; a held group: not past its wait (the
+         * poll counts whole ms, the last one is napped in short steps) */
+        int timeout = en__clients_pending(n) ? 0 : wd_ms ? wd_ms : -1;
+        uint64_t nap = 0;
+        if (n->wake_at) {
+            const uint64_t now = mw_now_ns();
+            const uint64_t left = n->wake_at > now ? n->wake_at - now : 0;
+            if (left < 1000000) {
+                timeout = 0;
+                nap = left < 50000 ? left : 50000;
+            } else if (timeout < 0 || (uint64_t)timeout > left / 1000000) {
+                timeout = (int)(left / 1000000);
+            }
+        }
         wr_relay_waiting(n->relay, true);
-        const int polled = zmq_poll(items, 2, en__clients_pending(n) ? 0 : wd_ms ? wd_ms : -1);
+        const int polled = zmq_poll(items, 2, timeout);
         wr_relay_waiting(n->relay, false);
         if (polled < 0) {
             if (errno == EINTR) continue;
             rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
             break;
+        }
+        if (!polled && nap) {
+            const struct timespec t = {0, (long)nap};
+            nanosleep(&t, NULL);
         }
         if (items[1].revents & ZMQ_POLLIN) break;
         /* A request is in: the workers get up now, while it is received and parsed, instead of
@@ -536,13 +542,14 @@ int en_node_serve(en_node *n, mw_err *err) {
             n->t_recv += n->rx_at - t0;
             admit(n);
         }
-        gather_window(n);
         if (n->n_req) execute_round(n);
         /* The next batch is a network round trip away at best: the workers sleep meanwhile
          * instead of spinning on a core the coordinator (or another node) is computing on. */
         kn_pool_park(n->pool);
     }
 out:
+    /* held groups are not left unanswered: the stop runs them (round_open is false now) */
+    if (n->n_req && atomic_load(&n->stopping)) execute_round(n);
     mw_notify("STOPPING=1");
     en__clients_flush(n);
     print_summary(n);
