@@ -18,8 +18,9 @@ typedef struct en_opts {
     bool bind_cpus; /* bind compute thread i to allowed CPU cpu_first + i (kn_pool_bind_cpus) */
     int cpu_first;
     uint32_t capacity; /* most rows per batch (0 = 4096) */
-    /* with several coordinators connected: how long a round waits after its first request for
-     * the others' work, so one grouped execution reads each expert once for all (0 = no wait) */
+    /* with several coordinators connected: how long a layer's rows may wait for another
+     * coordinator predicted to send that layer, so one grouped execution reads each expert once
+     * for all (en_group.h; 0 = no wait) */
     int group_window_us;
     bool quiet; /* no per-error log lines */
     bool pin;   /* copy the owned experts out of the file mapping onto huge pages (md_pin.h) */

@@ -137,8 +137,9 @@ static const option options[] = {
     {"--affinity", "N|off", "bind compute thread i to allowed CPU N+i (wrapping; default off)",
      .set = set_affinity, .lo = 0, .hi = 1 << 20},
     {"--group-window-us", "N",
-     "with several coordinators connected, a round waits up to N us after its first request\n"
-     "for the others' work, run with it as one grouped execution (default 0: no wait)",
+     "with several coordinators connected, a layer's rows wait up to N us for another\n"
+     "coordinator predicted (from its measured pace) to send that layer, run with them as\n"
+     "one grouped execution (default 0: only what is queued together)",
      .set = set_int, .field = F(group_window_us), .lo = 0, .hi = 100000},
     {"--poll-us", "N", "idle compute threads poll N us before sleeping (default 200)",
      .set = set_int, .field = F(poll_us), .lo = 0, .hi = 1000000},
