@@ -41,6 +41,8 @@ typedef struct en__client {
     /* what the group window knows of it (en_group.h) */
     int last_layer;      /* of its last request (-1: none yet) */
     int outstanding;     /* its requests received and not answered yet */
+    bool held_here;      /* some of them are in a held group */
+    int in_group1;       /* 1 + the round's group being judged, when it has rows in it */
     bool missed;         /* a group waited for it in vain: not waited for until it sends */
     uint64_t replied_ns; /* when its last request was answered (0: never) */
     uint64_t svc_ns;     /* from a request's arrival to its answer, averaged */

@@ -6,12 +6,12 @@
 
 /* The least slack past a predicted arrival: a loaded host's scheduling. */
 #define EN__SLACK_MIN_NS 200000ull
-/* A longer pause between a client's layers is no measure of its pace (it had nothing to do). */
-#define EN__LAG_MAX_NS 1000000000ull
-
-/* Running averages weigh a new sample 1/4: a coordinator's pace changes with its batch. */
+/* Running averages weigh a new sample 1/4, and a sample counts at most twice the average: a
+ * coordinator's pace changes with its batch (within a few layers), a pause (it had nothing to do)
+ * is no pace. */
 static uint64_t average(uint64_t old, uint64_t sample) {
-    return old ? (3 * old + sample) / 4 : sample;
+    if (!old) return sample;
+    return (3 * old + (sample < 2 * old ? sample : 2 * old)) / 4;
 }
 
 /* The layer this node serves before l, cyclically (a token's last layer precedes its first). */
@@ -25,7 +25,7 @@ static int served_before(const en_node *n, int l) {
 
 void en__group_arrived(en_node *n, en__client *c, int layer, uint64_t now) {
     if (c->last_layer >= 0 && !c->outstanding && c->replied_ns && now > c->replied_ns &&
-        served_before(n, layer) == c->last_layer && now - c->replied_ns < EN__LAG_MAX_NS)
+        served_before(n, layer) == c->last_layer)
         c->lag_ns[layer] = average(c->lag_ns[layer], now - c->replied_ns);
     c->last_layer = layer;
     c->outstanding++;
@@ -38,12 +38,15 @@ void en__group_answered(en__client *c, uint64_t t_rx, uint64_t now) {
     c->replied_ns = now;
 }
 
-/* When client c will send its request of `layer`: from its last answer, the lags of the layers
- * it goes through and its stay here at each. False when it cannot be said (it has a request
- * here, it was awaited in vain, or a lag on the way is not known yet). */
-static bool predict(const en_node *n, const en__client *c, int layer, uint64_t *at) {
-    if (c->outstanding || c->q_n || c->missed || c->last_layer < 0 || !c->replied_ns) return false;
-    uint64_t t = c->replied_ns;
+/* When client c will send its request of `layer`: from its last answer (now, when its request is
+ * being answered in this round), the lags of the layers it goes through and its stay here at
+ * each. False when it cannot be said: its rows wait here themselves (two held groups never wait
+ * for each other), it has requests deferred, it was awaited in vain, or a lag on the way is not
+ * known yet. */
+static bool predict(const en_node *n, const en__client *c, int layer, uint64_t now, uint64_t *at) {
+    if (c->held_here || c->q_n || c->missed || c->last_layer < 0) return false;
+    uint64_t t = c->outstanding ? now : c->replied_ns;
+    if (!t) return false;
     bool first = true;
     for (int k = 1; k <= n->n_layers; k++) {
         const int l = (c->last_layer + k) % n->n_layers;
@@ -59,17 +62,35 @@ static bool predict(const en_node *n, const en__client *c, int layer, uint64_t *
     return false;
 }
 
-bool en__group_waits(en_node *n, en__group *g, uint64_t now, uint64_t *until) {
+void en__group_mark_held(en_node *n) {
+    for (int i = 0; i < n->n_clients; i++) {
+        n->clients[i]->held_here = false;
+        n->clients[i]->in_group1 = 0;
+    }
+    for (int ri = 0; ri < n->n_req; ri++) {
+        const en__req *r = &n->req[ri];
+        en__client *c = n->group[r->group].held ? en__client_find(n, r->id, r->id_len) : NULL;
+        if (c) c->held_here = true;
+    }
+}
+
+bool en__group_waits(en_node *n, int gi, uint64_t now, uint64_t *until) {
+    en__group *g = &n->group[gi];
     const uint64_t w = (uint64_t)n->opts.group_window_us * 1000u;
     if (!w || n->n_clients < 2) return false;
+    for (int ri = 0; ri < n->n_req; ri++) { /* who is in it already */
+        en__client *c =
+            n->req[ri].group == gi ? en__client_find(n, n->req[ri].id, n->req[ri].id_len) : NULL;
+        if (c) c->in_group1 = gi + 1;
+    }
     const uint64_t cap = g->t_first + w;
     uint64_t end = 0;
     bool missed = false;
     for (int i = 0; i < n->n_clients; i++) {
         en__client *c = n->clients[i];
         uint64_t at;
-        if (!predict(n, c, g->layer, &at) || at > cap) continue;
-        const uint64_t half = (at - c->replied_ns) / 2;
+        if (c->in_group1 == gi + 1 || !predict(n, c, g->layer, now, &at) || at > cap) continue;
+        const uint64_t half = (at - (c->outstanding ? now : c->replied_ns)) / 2;
         const uint64_t by = at + (half > EN__SLACK_MIN_NS ? half : EN__SLACK_MIN_NS);
         if (now < cap && now < by) {
             end = by > end ? by : end;

@@ -16,8 +16,8 @@
  *
  * Bounded and fair: a group waits W at most; a client awaited in vain (slow, or gone) is not
  * awaited again until it sends, so a dead coordinator costs the others one hold, not one per
- * layer; a client with a request outstanding here is never awaited, so two held groups cannot
- * wait for each other; a round that is full runs everything; the per-client quotas of
+ * layer; a client whose rows are held here is never awaited, so two held groups cannot wait for
+ * each other; a round that is full runs everything; the per-client quotas of
  * en_client.h hold as before. Rows never change with the company they run in: the kernels are
  * batch-invariant (tests/unit/test_en_group.c checks the bits in exact mode). */
 #ifndef EN_GROUP_H
@@ -29,14 +29,15 @@
 #include "expert-node/en_client.h"
 
 struct en_node;
-struct en__group;
 
 /* Client c's request of layer `layer` arrived at `now`: its pace and position. */
 void en__group_arrived(struct en_node *n, en__client *c, int layer, uint64_t now);
 /* Client c's request that arrived at t_rx was answered at `now`. */
 void en__group_answered(en__client *c, uint64_t t_rx, uint64_t now);
-/* Whether group g waits for another client's rows at `now`; true with *until, when it stops
- * waiting at the latest. Counts the hold, and marks awaited clients that let it pass. */
-bool en__group_waits(struct en_node *n, struct en__group *g, uint64_t now, uint64_t *until);
+/* Marks the clients with rows in a held group (before the round's en__group_waits calls). */
+void en__group_mark_held(struct en_node *n);
+/* Whether the round's group gi waits for another client's rows at `now`; true with *until, when
+ * it stops waiting at the latest. Counts the hold, and marks awaited clients that let it pass. */
+bool en__group_waits(struct en_node *n, int gi, uint64_t now, uint64_t *until);
 
 #endif

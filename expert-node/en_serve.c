@@ -378,9 +378,10 @@ static void execute_round(en_node *n) {
     const uint64_t now = mw_now_ns();
     bool wait[EN__MAX_PENDING];
     n->wake_at = 0;
+    en__group_mark_held(n);
     for (int gi = 0; gi < n->n_group; gi++) {
         uint64_t until = 0;
-        wait[gi] = !all && en__group_waits(n, &n->group[gi], now, &until);
+        wait[gi] = !all && en__group_waits(n, gi, now, &until);
         if (wait[gi] && (!n->wake_at || until < n->wake_at)) n->wake_at = until;
     }
     int map[EN__MAX_PENDING], kept = 0;
