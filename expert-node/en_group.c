@@ -40,26 +40,31 @@ void en__group_answered(en__client *c, uint64_t t_rx, uint64_t now) {
 
 /* When client c will send its request of `layer`: from its last answer (now, when its request is
  * being answered in this round), the lags of the layers it goes through and its stay here at
- * each. False when it cannot be said: its rows wait here themselves (two held groups never wait
- * for each other), it has requests deferred, it was awaited in vain, or a lag on the way is not
- * known yet. */
+ * each. False when it cannot be said (its rows wait here themselves, so two held groups never
+ * wait for each other; it has requests deferred; it was awaited in vain; a lag on the way is not
+ * known yet), or when it is more than half its token away. */
 static bool predict(const en_node *n, const en__client *c, int layer, uint64_t now, uint64_t *at) {
     if (c->held_here || c->q_n || c->missed || c->last_layer < 0) return false;
     uint64_t t = c->outstanding ? now : c->replied_ns;
     if (!t) return false;
-    bool first = true;
-    for (int k = 1; k <= n->n_layers; k++) {
+    bool first = true, found = false;
+    for (int k = 1; k <= n->n_layers && !found; k++) {
         const int l = (c->last_layer + k) % n->n_layers;
         if (!n->layer_served[l]) continue;
         if (!c->lag_ns[l]) return false;
         t += c->lag_ns[l] + (first ? 0 : c->svc_ns);
         first = false;
-        if (l == layer) {
-            *at = t;
-            return true;
-        }
+        found = l == layer;
     }
-    return false;
+    if (!found) return false;
+    /* the nearer way round: a client more than half its own token from the layer would rather
+     * be awaited itself, at the other's layer it reaches next */
+    uint64_t token = 0;
+    for (int l = 0; l < n->n_layers; l++)
+        if (n->layer_served[l]) token += c->lag_ns[l] + c->svc_ns;
+    if (t > now && 2 * (t - now) > token) return false;
+    *at = t;
+    return true;
 }
 
 void en__group_mark_held(en_node *n) {

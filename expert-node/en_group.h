@@ -10,9 +10,11 @@
  * predicted to send within W of the group's first request is held — set aside while the node
  * goes on serving everyone else, the held client's other layers included — until that client's
  * request joins it, or its predicted time plus a slack (half the predicted wait, 200 us at least)
- * has passed, and never beyond W. Once two coordinators' rows have met, both get their answers
- * at once and reach the next layer together: they stay in step, each later hold lasting only the
- * difference of their paces.
+ * has passed, and never beyond W. Of two coordinators out of phase, the one ahead waits for the
+ * one behind, the nearer way round: a client more than half its token from the layer is not
+ * awaited there (it will await the other at the layer it reaches next). Once two coordinators'
+ * rows have met, both get their answers at once and reach the next layer together: they stay in
+ * step, each later hold lasting only the difference of their paces.
  *
  * Bounded and fair: a group waits W at most; a client awaited in vain (slow, or gone) is not
  * awaited again until it sends, so a dead coordinator costs the others one hold, not one per
