@@ -14,7 +14,7 @@ case "${1:-}" in # --help: the comment above, which is the usage
 esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
-M=/tmp/mw-k3lan S=16 steps=32 windows="0 20000"
+M=/tmp/mw-k3lan S=16 steps=48 windows="0 20000"
 while [ $# -gt 0 ]; do
   case $1 in
     --model) M=$2 ;; --streams) S=$2 ;; --steps) steps=$2 ;; --windows) windows=$2 ;;
