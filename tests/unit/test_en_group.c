@@ -166,6 +166,9 @@ static void warm_up(int n) {
 
 /* The clients' trunk between layers. */
 #define PACE_MS 100
+/* Tries of a scenario whose timing a loaded box can upset (a node starved for longer than the
+ * slack): each one must pass with the same checks; one that passes is enough. */
+#define ATTEMPTS 3
 
 /* n clients decode `steps` tokens in step over layers 0-3: before each layer they compute for
  * PACE_MS, then send together and wait for their answers. The node learns each one's pace. */
@@ -192,15 +195,26 @@ static void test_rows_within_the_window_run_as_one(void **state) {
     const int window_ms = 2000;
     start(window_ms * 1000, 2);
     decode_in_step(2, 2);
-    const wr_counters before = counters(0);
-    sleep_ms(PACE_MS);
-    const uint64_t t0 = mw_now_ns();
-    send_batch(&cl[0], 0);
-    sleep_ms(10);
-    send_batch(&cl[1], 0);
-    wr_partial a = recv_partial(&cl[0]), b = recv_partial(&cl[1]);
-    const double held_ms = (double)(mw_now_ns() - t0) * 1e-6;
-    const wr_counters after = counters(0);
+    wr_counters before, after;
+    wr_partial a, b;
+    double held_ms;
+    for (int attempt = 1;; attempt++) {
+        before = counters(0);
+        sleep_ms(PACE_MS);
+        const uint64_t t0 = mw_now_ns();
+        send_batch(&cl[0], 0);
+        sleep_ms(10);
+        send_batch(&cl[1], 0);
+        a = recv_partial(&cl[0]);
+        b = recv_partial(&cl[1]);
+        held_ms = (double)(mw_now_ns() - t0) * 1e-6;
+        after = counters(0);
+        /* (a node starved past the 10 ms finds both queued: joined, but not by a hold) */
+        if ((a.compute_ns == b.compute_ns && a.queue_ns >= 5 * 1000000ull) || attempt == ATTEMPTS)
+            break;
+        print_message("attempt %d: not held (the box's load upset the pace), again\n", attempt);
+        decode_in_step(2, 1);
+    }
     const uint64_t groups = node->held_groups, joined = node->held_joined;
     stop(0, NULL);
     print_message("grouped: first client held %.1f ms for the second (sent 10 ms later), "
@@ -225,13 +239,20 @@ static void test_a_held_group_holds_nobody_else(void **state) {
     /* the second client is not due on the third's layer within this window */
     start(PACE_MS * 3 / 2 * 1000, 3);
     decode_in_step(2, 2);
-    sleep_ms(PACE_MS);
-    send_batch(&cl[0], 0);
-    wr_partial c;
-    const double other_ms = round_trip_ms(&cl[2], 2, &c);
-    sleep_ms(15);
-    send_batch(&cl[1], 0);
-    wr_partial a = recv_partial(&cl[0]), b = recv_partial(&cl[1]);
+    wr_partial a, b, c;
+    double other_ms;
+    for (int attempt = 1;; attempt++) {
+        sleep_ms(PACE_MS);
+        send_batch(&cl[0], 0);
+        other_ms = round_trip_ms(&cl[2], 2, &c);
+        sleep_ms(15);
+        send_batch(&cl[1], 0);
+        a = recv_partial(&cl[0]);
+        b = recv_partial(&cl[1]);
+        if (a.compute_ns == b.compute_ns || attempt == ATTEMPTS) break;
+        print_message("attempt %d: apart (the box's load upset the pace), again\n", attempt);
+        decode_in_step(2, 1);
+    }
     stop(0, NULL);
     print_message("held: first client %.1f ms for the second; a third's other layer meanwhile "
                   "%.1f ms\n",
