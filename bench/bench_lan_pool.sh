@@ -51,7 +51,7 @@ report() {
     (if ($h | length) == 4 then {groups_held: $h[0], requests_joined: $h[1], holds_missed: $h[2],
       held_s: $h[3]} else {} end)' "$out"
 }
-reads() { cat /tmp/"$1".lan/node-*.log | sed -n 's/.*expert weights read \([0-9]*\) B.*/\1/p' | awk '{s += $1} END {print s + 0}'; }
+reads() { cat /tmp/"$1".lan/node-*.log | sed -n 's/.*expert weights read \([0-9]*\) B.*/\1/p' | awk '{s += $1} END {printf "%.0f\n", s}'; }
 held() {
   cat /tmp/"$1".lan/node-*.log |
     sed -n 's/.*rows: \([0-9]*\), requests that joined them: \([0-9]*\), holds that gave up on one: \([0-9]*\), held \([0-9.]*\) s.*/\1 \2 \3 \4/p' |
