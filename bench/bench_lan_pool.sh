@@ -57,12 +57,27 @@ held() {
     sed -n 's/.*rows: \([0-9]*\), requests that joined them: \([0-9]*\), holds that gave up on one: \([0-9]*\), held \([0-9.]*\) s.*/\1 \2 \3 \4/p' |
     awk '{h += $1; j += $2; m += $3; s += $4} END {printf "%d %d %d %.3f\n", h, j, m, s}'
 }
+# Stops NAME's N nodes gently and waits (10 s at most) for each one's exit summary, which holds
+# what it read: lan.sh down would KILL a node still printing after half a second.
+stop_nodes() {
+  local k p t=0
+  for ((k = 0; k < $2; k++)); do
+    for p in $(ip netns pids "$1-n$k" 2>/dev/null); do
+      [ "$(cat /proc/"$p"/comm 2>/dev/null)" = expert-node ] && kill -TERM "$p" 2>/dev/null
+    done
+  done
+  while [ "$(cat /tmp/"$1".lan/node-*.log | grep -c 'expert weights read')" -lt "$2" ] && [ $t -lt 100 ]; do
+    sleep 0.1; t=$((t + 1))
+  done
+  [ $t -lt 100 ] || echo "bench_lan_pool.sh: $1: not every node printed its summary: bytes read undercounted" >&2
+}
 up() { tests/lan/lan.sh up "$@" --delay-ms 0.1 --model "$M" --specs "$specs" --owner $$ | sed -n 's/^nodes: //p'; }
 echo "== bench_lan_pool.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for W in $windows; do
   n="mwpl$$w$W"
   eps=$(up "$n" --nodes 4 --coordinators 2 --extra "--group-window-us $W")
   pair "shared-w$W" "$n" c0 "$eps" "$n" c1 "$eps"
+  stop_nodes "$n" 4
   MW_LAN_KEEP=1 tests/lan/lan.sh down "$n"
   h=""
   [ "$W" = 0 ] || h=$(held "$n")
@@ -73,6 +88,8 @@ a="mwpl$$a" b="mwpl$$b"
 ea=$(up "$a" --nodes 4)
 eb=$(up "$b" --nodes 4)
 pair separate "$a" c0 "$ea" "$b" c0 "$eb"
+stop_nodes "$a" 4
+stop_nodes "$b" 4
 MW_LAN_KEEP=1 tests/lan/lan.sh down "$a"
 MW_LAN_KEEP=1 tests/lan/lan.sh down "$b"
 report separate 0 "$(( $(reads "$a") + $(reads "$b") ))"
