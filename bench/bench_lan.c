@@ -6,6 +6,9 @@
  * its own (make bench) it uses a loopback cluster of two nodes on the kimi-k3 fixture.
  *   bench_lan [--model M] [--nodes EPS | --loopback N | --local] [--exact] [--streams 1,16,64]
  *             [--micro 1,2] [--steps N] [--rounds R] [--union MAXB] [--threads T] [--label L]
+ *             [--first-stream F]
+ * --first-stream F numbers the streams from F: their tokens (hence their experts) are not another
+ * run's, as two coordinators' requests are not (bench/bench_lan_pool.sh).
  * Rounds alternate the micro-batch settings; each keeps its best and worst round (the spread:
  * the machine is shared). One JSON line per measurement. */
 #include <math.h>
@@ -27,7 +30,7 @@
 
 typedef struct opts {
     const char *model, *nodes, *label;
-    int loopback, steps, rounds, union_max, threads;
+    int loopback, steps, rounds, union_max, threads, first_stream;
     bool exact, local;
     int streams[MAX_LIST], n_streams, micro[MAX_LIST], n_micro;
 } opts;
@@ -68,7 +71,7 @@ static int parse(int argc, char **argv, opts *o) {
             printf(
                 "usage: bench_lan [--model M] [--nodes EPS | --loopback N | --local] [--exact]\n"
                 "                 [--streams 1,16,64] [--micro 1,2] [--steps N] [--rounds R]\n"
-                "                 [--union MAXB] [--threads T] [--label L]\n"
+                "                 [--union MAXB] [--threads T] [--label L] [--first-stream F]\n"
                 "decode of S streams on a cluster with each micro-batch setting in turn; the\n"
                 "union curve up to MAXB rows (bench/bench_lan.sh runs it on the emulated LAN)\n");
             exit(0);
@@ -95,6 +98,8 @@ static int parse(int argc, char **argv, opts *o) {
             o->union_max = atoi(v);
         else if (!strcmp(a, "--threads"))
             o->threads = atoi(v);
+        else if (!strcmp(a, "--first-stream"))
+            bad = (o->first_stream = atoi(v)) < 0;
         else if (!strcmp(a, "--streams"))
             bad = parse_list(v, o->streams, &o->n_streams);
         else if (!strcmp(a, "--micro"))
@@ -159,20 +164,22 @@ static int decode(bench *b, int S, int micro, result *res, mw_err *err) {
     md_ctx *c;
     if (md_ctx_new(b->m, &p, &c, err)) return -1;
     const int64_t V = b->m->cfg.n_vocab;
+    const int F = b->o.first_stream;
     md_row *rows = malloc((size_t)S * PROMPT * sizeof *rows);
     float *logits = malloc((size_t)S * (size_t)V * sizeof *logits);
     int rc = -1;
     if (!rows || !logits) goto done;
     for (int s = 0, t = 0; s < S; s++)
         for (int i = 0; i < PROMPT; i++)
-            rows[t++] = (md_row){s, i, (s * 131 + i * 17) % (int)(V - 3) + 3, i + 1 == PROMPT};
+            rows[t++] =
+                (md_row){s, i, ((s + F) * 131 + i * 17) % (int)(V - 3) + 3, i + 1 == PROMPT};
     if (md_forward(c, rows, (int64_t)S * PROMPT, logits, err)) goto done;
     if (!b->o.local) co_remote_reset_stats(b->be);
     md_ctx_reset_moe_timing(c);
     const double t0 = bu_now();
     for (int k = 0; k < b->o.steps; k++) {
         for (int s = 0; s < S; s++)
-            rows[s] = (md_row){s, PROMPT + k, (s * 7 + k * 29) % (int)(V - 3) + 3, 1};
+            rows[s] = (md_row){s, PROMPT + k, ((s + F) * 7 + k * 29) % (int)(V - 3) + 3, 1};
         if (md_forward(c, rows, S, logits, err)) goto done;
     }
     const double dt = bu_now() - t0, tok_s = (double)S * b->o.steps / dt;

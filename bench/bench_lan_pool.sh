@@ -2,7 +2,8 @@
 # bench/bench_lan_pool.sh — several coordinators, one expert pool, on the emulated LAN
 # (tests/lan/lan.sh; root): two coordinators decode S streams each at once against 4 shared nodes
 # (expert-node --group-window-us W for each W given; 0: a node groups only what is queued
-# together), then against two separate pools of 4 nodes. Per case each coordinator's bench_lan
+# together), then against two separate pools of 4 nodes. The second decodes other streams
+# (bench_lan --first-stream S): other tokens, other experts, as another coordinator's requests. Per case each coordinator's bench_lan
 # line, then one line: both coordinators' decode tok/s and their sum, the expert weight bytes the
 # nodes read (their summaries; the prompt steps included) and per decoded token, and the nodes'
 # group window counters (groups held for another coordinator's rows, requests that joined them,
@@ -38,7 +39,7 @@ pair() { # LABEL NS0 WHO0 EPS0 NS1 WHO1 EPS1: both coordinators at once; their l
     --micro 1 --steps "$steps" --rounds 1 --label "$1-a" 2>/dev/null | grep '"lan"' >>"$out" &
   local a=$!
   tests/lan/lan.sh exec "$5" "$6" build/rel/bench/bench_lan --model "$M" --nodes "$7" --streams "$S" \
-    --micro 1 --steps "$steps" --rounds 1 --label "$1-b" 2>/dev/null | grep '"lan"' >>"$out" &
+    --micro 1 --steps "$steps" --rounds 1 --label "$1-b" --first-stream "$S" 2>/dev/null | grep '"lan"' >>"$out" &
   wait $a $!
   cat "$out"
 }
