@@ -43,12 +43,14 @@ pair() { # LABEL NS0 WHO0 EPS0 NS1 WHO1 EPS1: both coordinators at once; their l
   wait $a $!
   cat "$out"
 }
-# the case's line: CASE WINDOW READ_BYTES [HELD JOINED MISSED SECONDS]
+# the case's line: CASE WINDOW READ_BYTES "SHARED RUN REQUESTS" ["HELD JOINED MISSED SECONDS"]
 report() {
-  jq -sc --arg case "$1" --argjson w "$2" --argjson read "$3" --arg hold "${4:-}" '
+  jq -sc --arg case "$1" --argjson w "$2" --argjson read "$3" --arg sh "$4" --arg hold "${5:-}" '
     (map(.tok_s)) as $t | ($t | add) as $sum | ($hold | split(" ") | map(tonumber)) as $h |
+    ($sh | split(" ") | map(tonumber)) as $s |
     {bench: "lan_pool", case: $case, window_us: $w, tok_s: $sum, tok_s_each: $t,
-     weight_bytes: $read, bytes_per_token: ($read / (2 * '"$S"' * '"$steps"') | floor)} +
+     weight_bytes: $read, bytes_per_token: ($read / (2 * '"$S"' * '"$steps"') | floor),
+     executions: $s[1], shared_executions: $s[0], requests_in_shared: $s[2]} +
     (if ($h | length) == 4 then {groups_held: $h[0], requests_joined: $h[1], holds_missed: $h[2],
       held_s: $h[3]} else {} end)' "$out"
 }
@@ -72,6 +74,12 @@ stop_nodes() {
   done
   [ $t -lt 100 ] || echo "bench_lan_pool.sh: $1: not every node printed its summary: bytes read undercounted" >&2
 }
+# executions with several clients' rows, of all; the requests in them
+shared() {
+  cat /tmp/"$1".lan/node-*.log |
+    sed -n "s/.*several clients' rows: \([0-9]*\) of \([0-9]*\), with \([0-9]*\) requests.*/\1 \2 \3/p" |
+    awk '{s += $1; g += $2; r += $3} END {printf "%d %d %d\n", s, g, r}'
+}
 up() { tests/lan/lan.sh up "$@" --delay-ms 0.1 --model "$M" --specs "$specs" --owner $$ | sed -n 's/^nodes: //p'; }
 echo "== bench_lan_pool.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for W in $windows; do
@@ -82,7 +90,7 @@ for W in $windows; do
   MW_LAN_KEEP=1 tests/lan/lan.sh down "$n"
   h=""
   [ "$W" = 0 ] || h=$(held "$n")
-  report shared "$W" "$(reads "$n")" "$h"
+  report shared "$W" "$(reads "$n")" "$(shared "$n")" "$h"
   rm -rf "/tmp/$n.lan"
 done
 a="mwpl$$a" b="mwpl$$b"
@@ -93,5 +101,6 @@ stop_nodes "$a" 4
 stop_nodes "$b" 4
 MW_LAN_KEEP=1 tests/lan/lan.sh down "$a"
 MW_LAN_KEEP=1 tests/lan/lan.sh down "$b"
-report separate 0 "$(( $(reads "$a") + $(reads "$b") ))"
+sa=$(shared "$a") sb=$(shared "$b")
+report separate 0 "$(( $(reads "$a") + $(reads "$b") ))" "0 $(( $(echo "$sa" | cut -d' ' -f2) + $(echo "$sb" | cut -d' ' -f2) )) 0"
 rm -rf "/tmp/$a.lan" "/tmp/$b.lan" "$out"

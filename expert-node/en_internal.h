@@ -111,6 +111,8 @@ struct en_node {
     /* the group window (en_group.h): groups held for another client's rows, requests that joined
      * them, held groups that ran without someone awaited, the time groups were held in all */
     uint64_t held_groups, held_joined, held_missed, held_ns;
+    /* executions, and those whose rows came from several clients (with their requests) */
+    uint64_t groups_run, groups_shared, requests_shared;
     uint64_t wake_at; /* the earliest end of a held group's wait (0: none held) */
     uint64_t errors_sent;
     uint64_t replies_dropped, requests_discarded; /* clients that do not read, or flood */

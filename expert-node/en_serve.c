@@ -352,6 +352,21 @@ static void execute_group(en_node *n, int gi) {
     c->compute_ns += dt;
     c->rows += (uint64_t)g->rows;
     c->assignments += (uint64_t)g->n_assign;
+    const en__req *first = NULL;
+    int n_in = 0;
+    bool shared = false;
+    for (int ri = 0; ri < n->n_req; ri++) {
+        const en__req *r = &n->req[ri];
+        if (r->group != gi) continue;
+        if (!first) first = r;
+        shared |= r->id_len != first->id_len || memcmp(r->id, first->id, r->id_len);
+        n_in++;
+    }
+    n->groups_run++;
+    if (shared) {
+        n->groups_shared++;
+        n->requests_shared += (uint64_t)n_in;
+    }
     for (int ri = 0; ri < n->n_req; ri++) {
         en__req *r = &n->req[ri];
         if (r->group != gi) continue;
@@ -445,6 +460,10 @@ static void print_summary(en_node *n) {
             " reply(ies) dropped, %" PRIu64 " request(s) discarded\n",
             n->node_id, g.connections, g.cut, n->opts.peer_limit >> 20, n->opts.recv_limit >> 20,
             g.peak_held, n->replies_dropped, n->requests_discarded);
+    fprintf(stderr,
+            "expert-node %s: executions with several clients' rows: %" PRIu64 " of %" PRIu64
+            ", with %" PRIu64 " requests\n",
+            n->node_id, n->groups_shared, n->groups_run, n->requests_shared);
     if (n->opts.group_window_us > 0)
         fprintf(stderr,
                 "expert-node %s: groups held for another coordinator's rows: %" PRIu64
