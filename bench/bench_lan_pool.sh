@@ -8,14 +8,14 @@
 # nodes read (their summaries; the prompt steps included) and per decoded token, and the nodes'
 # group window counters (groups held for another coordinator's rows, requests that joined them,
 # holds that gave up on one, seconds held in all).
-#   bench/bench_lan_pool.sh [--model DIR] [--streams S] [--steps N] [--windows "0 20000"]
+#   bench/bench_lan_pool.sh [--model DIR] [--streams S] [--steps N] [--windows "0 20000 auto"]
 # The model defaults to bench_lan.sh's K3-shaped synth (/tmp/mw-k3lan, made by it).
 case "${1:-}" in # --help: the comment above, which is the usage
 --help | -h) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
 esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
-M=/tmp/mw-k3lan S=16 steps=48 windows="0 20000"
+M=/tmp/mw-k3lan S=16 steps=48 windows="0 20000 auto"
 while [ $# -gt 0 ]; do
   case $1 in
     --model) M=$2 ;; --streams) S=$2 ;; --steps) steps=$2 ;; --windows) windows=$2 ;;
@@ -45,10 +45,10 @@ pair() { # LABEL NS0 WHO0 EPS0 NS1 WHO1 EPS1: both coordinators at once; their l
 }
 # the case's line: CASE WINDOW READ_BYTES "SHARED RUN REQUESTS" ["HELD JOINED MISSED SECONDS"]
 report() {
-  jq -sc --arg case "$1" --argjson w "$2" --argjson read "$3" --arg sh "$4" --arg hold "${5:-}" '
+  jq -sc --arg case "$1" --arg w "$2" --argjson read "$3" --arg sh "$4" --arg hold "${5:-}" '
     (map(.tok_s)) as $t | ($t | add) as $sum | ($hold | split(" ") | map(tonumber)) as $h |
     ($sh | split(" ") | map(tonumber)) as $s |
-    {bench: "lan_pool", case: $case, window_us: $w, tok_s: $sum, tok_s_each: $t,
+    {bench: "lan_pool", case: $case, window_us: ($w | tonumber? // $w), tok_s: $sum, tok_s_each: $t,
      weight_bytes: $read, bytes_per_token: ($read / (2 * '"$S"' * '"$steps"') | floor),
      executions: $s[1], shared_executions: $s[0], requests_in_shared: $s[2]} +
     (if ($h | length) == 4 then {groups_held: $h[0], requests_joined: $h[1], holds_missed: $h[2],

@@ -4,6 +4,8 @@
 #include "expert-node/en_internal.h"
 #include "expert-node/en_node.h"
 
+/* The longest wait --group-window-us auto allows (as the longest a number may ask). */
+#define EN__WINDOW_AUTO_MAX_NS 100000000ull
 /* The least slack past a predicted arrival: a loaded host's scheduling. */
 #define EN__SLACK_MIN_NS 200000ull
 /* Running averages weigh a new sample 1/4, and a sample counts at most twice the average: a
@@ -38,6 +40,18 @@ void en__group_answered(en__client *c, uint64_t t_rx, uint64_t now) {
     c->replied_ns = now;
 }
 
+/* Client c's token as this node sees it: its lags and stays over the layers served here (0 while
+ * a lag is not known). */
+static uint64_t token(const en_node *n, const en__client *c) {
+    uint64_t t = 0;
+    for (int l = 0; l < n->n_layers; l++) {
+        if (!n->layer_served[l]) continue;
+        if (!c->lag_ns[l]) return 0;
+        t += c->lag_ns[l] + c->svc_ns;
+    }
+    return t;
+}
+
 /* When client c will send its request of `layer`: from its last answer (now, when its request is
  * being answered in this round), the lags of the layers it goes through and its stay here at
  * each. False when it cannot be said (its rows wait here themselves, so two held groups never
@@ -59,10 +73,7 @@ static bool predict(const en_node *n, const en__client *c, int layer, uint64_t n
     if (!found) return false;
     /* the nearer way round: a client more than half its own token from the layer would rather
      * be awaited itself, at the other's layer it reaches next */
-    uint64_t token = 0;
-    for (int l = 0; l < n->n_layers; l++)
-        if (n->layer_served[l]) token += c->lag_ns[l] + c->svc_ns;
-    if (t > now && 2 * (t - now) > token) return false;
+    if (t > now && 2 * (t - now) > token(n, c)) return false;
     *at = t;
     return true;
 }
@@ -81,13 +92,20 @@ void en__group_mark_held(en_node *n) {
 
 bool en__group_waits(en_node *n, int gi, uint64_t now, uint64_t *until) {
     en__group *g = &n->group[gi];
-    const uint64_t w = (uint64_t)n->opts.group_window_us * 1000u;
-    if (!w || n->n_clients < 2) return false;
+    if (!n->opts.group_window_us || n->n_clients < 2) return false;
+    const en__client *own = NULL;           /* the client of its first request */
     for (int ri = 0; ri < n->n_req; ri++) { /* who is in it already */
         en__client *c =
             n->req[ri].group == gi ? en__client_find(n, n->req[ri].id, n->req[ri].id_len) : NULL;
         if (c) c->in_group1 = gi + 1;
+        if (c && !own) own = c;
     }
+    uint64_t w = (uint64_t)n->opts.group_window_us * 1000u;
+    if (n->opts.group_window_us == EN_WINDOW_AUTO) {
+        w = own ? token(n, own) / 2 : 0;
+        w = w < EN__WINDOW_AUTO_MAX_NS ? w : EN__WINDOW_AUTO_MAX_NS;
+    }
+    if (!w) return false;
     const uint64_t cap = g->t_first + w;
     uint64_t end = 0;
     bool missed = false;

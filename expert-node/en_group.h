@@ -6,12 +6,13 @@
  * other's rows. Instead the node learns each client's pace: per layer, the time from the answer to
  * its request of the layer served before to its request of this one (its trunk, the other nodes'
  * answers, the wire), and how long its requests stay here. From these it predicts when a client
- * with nothing outstanding here will send a given layer. A group whose layer another client is
+ * whose rows do not wait here will send a given layer. A group whose layer another client is
  * predicted to send within W of the group's first request is held — set aside while the node
  * goes on serving everyone else, the held client's other layers included — until that client's
  * request joins it, or its predicted time plus a slack (half the predicted wait, 200 us at least)
- * has passed, and never beyond W. Of two coordinators out of phase, the one ahead waits for the
- * one behind, the nearer way round: a client more than half its token from the layer is not
+ * has passed, and never beyond W (auto: half the token of the client whose rows wait, as this
+ * node has measured it, 100 ms at most). Of two coordinators out of phase, the one ahead waits for
+ * the one behind, the nearer way round: a client more than half its token from the layer is not
  * awaited there (it will await the other at the layer it reaches next). Once two coordinators'
  * rows have met, both get their answers at once and reach the next layer together: they stay in
  * step, each later hold lasting only the difference of their paces.

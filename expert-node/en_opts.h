@@ -6,6 +6,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* --group-window-us auto */
+#define EN_WINDOW_AUTO (-1)
+
 typedef struct en_opts {
     const char *vindex;     /* vindex directory or GGUF file */
     const char *experts;    /* owned set (vx_expert_set_parse syntax); NULL = "all" */
@@ -20,7 +23,7 @@ typedef struct en_opts {
     uint32_t capacity; /* most rows per batch (0 = 4096) */
     /* with several coordinators connected: how long a layer's rows may wait for another
      * coordinator predicted to send that layer, so one grouped execution reads each expert once
-     * for all (en_group.h; 0 = no wait) */
+     * for all (en_group.h; 0 = no wait; EN_WINDOW_AUTO = half the waiting one's own token) */
     int group_window_us;
     bool quiet; /* no per-error log lines */
     bool pin;   /* copy the owned experts out of the file mapping onto huge pages (md_pin.h) */

@@ -464,7 +464,7 @@ static void print_summary(en_node *n) {
             "expert-node %s: executions with several clients' rows: %" PRIu64 " of %" PRIu64
             ", with %" PRIu64 " requests\n",
             n->node_id, n->groups_shared, n->groups_run, n->requests_shared);
-    if (n->opts.group_window_us > 0)
+    if (n->opts.group_window_us)
         fprintf(stderr,
                 "expert-node %s: groups held for another coordinator's rows: %" PRIu64
                 ", requests that joined them: %" PRIu64 ", holds that gave up on one: %" PRIu64

@@ -79,6 +79,20 @@ static int set_affinity(en_opts *o, const option *opt, const char *v) {
     return 0;
 }
 
+/* --group-window-us N, or auto (EN_WINDOW_AUTO): half the held coordinator's own token. */
+static int set_window(en_opts *o, const option *opt, const char *v) {
+    if (!strcmp(v, "auto")) return o->group_window_us = EN_WINDOW_AUTO, 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || x < opt->lo || x > opt->hi) {
+        fprintf(stderr, "expert-node: %s %s: expected auto or an integer in %ld .. %ld\n",
+                opt->name, v, opt->lo, opt->hi);
+        return -1;
+    }
+    o->group_window_us = (int)x;
+    return 0;
+}
+
 static int set_recv_bound(en_opts *o, const option *opt, const char *v) {
     if (strcmp(v, "relay") && strcmp(v, "off")) {
         fprintf(stderr, "expert-node: %s %s: expected relay or off\n", opt->name, v);
@@ -136,11 +150,12 @@ static const option options[] = {
      .set = set_flag, .field = F(pin)},
     {"--affinity", "N|off", "bind compute thread i to allowed CPU N+i (wrapping; default off)",
      .set = set_affinity, .lo = 0, .hi = 1 << 20},
-    {"--group-window-us", "N",
+    {"--group-window-us", "N|auto",
      "with several coordinators connected, a layer's rows wait up to N us for another\n"
      "coordinator predicted (from its measured pace) to send that layer, run with them as\n"
-     "one grouped execution (default 0: only what is queued together)",
-     .set = set_int, .field = F(group_window_us), .lo = 0, .hi = 100000},
+     "one grouped execution; auto: up to half the waiting coordinator's own token\n"
+     "(default 0: only what is queued together)",
+     .set = set_window, .lo = 0, .hi = 100000},
     {"--poll-us", "N", "idle compute threads poll N us before sleeping (default 200)",
      .set = set_int, .field = F(poll_us), .lo = 0, .hi = 1000000},
     {"--peer-limit", "MIB",

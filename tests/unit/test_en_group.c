@@ -383,6 +383,46 @@ static void test_a_dead_client_blocks_nobody(void **state) {
     a_missing_client_delays_once(true);
 }
 
+/* --group-window-us auto: the bound is half the waiting client's own token (4 layers of about
+ * PACE_MS here): the two join, and once the second falls silent the first is held once, within
+ * that bound, then not at all. */
+static void test_the_auto_window_joins_and_bounds(void **state) {
+    (void)state;
+    start(EN_WINDOW_AUTO, 2);
+    decode_in_step(2, 2);
+    wr_partial a, b;
+    for (int attempt = 1;; attempt++) {
+        sleep_ms(PACE_MS);
+        send_batch(&cl[0], 0);
+        sleep_ms(10);
+        send_batch(&cl[1], 0);
+        a = recv_partial(&cl[0]);
+        b = recv_partial(&cl[1]);
+        if ((a.compute_ns == b.compute_ns && a.queue_ns >= 5 * 1000000ull) || attempt == ATTEMPTS)
+            break;
+        print_message("attempt %d: not held (the box's load upset the pace), again\n", attempt);
+        decode_in_step(2, 1);
+    }
+    double worst = 0;
+    int held = 0;
+    wr_partial p;
+    for (int k = 1; k < 9; k++) { /* the second is silent from here */
+        sleep_ms(PACE_MS);
+        round_trip_ms(&cl[0], k % 4, &p);
+        const double q = (double)p.queue_ns * 1e-6;
+        worst = q > worst ? q : worst;
+        held += q > 5;
+    }
+    stop(0, NULL);
+    print_message("auto window: joined after %.1f ms; the second silent, the first's 8 layers: "
+                  "%d held, %.1f ms at worst (half its token is about %d ms)\n",
+                  (double)a.queue_ns * 1e-6, held, worst, 2 * PACE_MS);
+    assert_int_equal(a.compute_ns, b.compute_ns);
+    assert_true(a.queue_ns >= 5 * 1000000ull);
+    assert_true(held <= 1);
+    assert_true(worst < 2 * PACE_MS + 250);
+}
+
 /* One client sends a backlog of batches (its quota per round and its queue's worth), then another
  * client sends one: the other's reply comes before most of the backlog's, not after all of it. */
 static void test_a_flooding_client_cannot_starve_another(void **state) {
@@ -417,6 +457,7 @@ int main(void) {
         cmocka_unit_test(test_joined_rows_keep_their_bits),
         cmocka_unit_test(test_a_silent_client_delays_another_once),
         cmocka_unit_test(test_a_dead_client_blocks_nobody),
+        cmocka_unit_test(test_the_auto_window_joins_and_bounds),
         cmocka_unit_test(test_a_flooding_client_cannot_starve_another),
     };
     return cmocka_run_group_tests_name("en_group", tests, NULL, NULL);
