@@ -81,15 +81,8 @@ static int set_affinity(en_opts *o, const option *opt, const char *v) {
 
 /* --group-window-us N, or auto (EN_WINDOW_AUTO): half the held coordinator's own token. */
 static int set_window(en_opts *o, const option *opt, const char *v) {
-    if (!strcmp(v, "auto")) return o->group_window_us = EN_WINDOW_AUTO, 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || x < opt->lo || x > opt->hi) {
-        fprintf(stderr, "expert-node: %s %s: expected auto or an integer in %ld .. %ld\n",
-                opt->name, v, opt->lo, opt->hi);
-        return -1;
-    }
-    o->group_window_us = (int)x;
+    if (strcmp(v, "auto")) return set_int(o, opt, v);
+    o->group_window_us = EN_WINDOW_AUTO;
     return 0;
 }
 
@@ -155,7 +148,7 @@ static const option options[] = {
      "coordinator predicted (from its measured pace) to send that layer, run with them as\n"
      "one grouped execution; auto: up to half the waiting coordinator's own token\n"
      "(default 0: only what is queued together)",
-     .set = set_window, .lo = 0, .hi = 100000},
+     .set = set_window, .field = F(group_window_us), .lo = 0, .hi = 100000},
     {"--poll-us", "N", "idle compute threads poll N us before sleeping (default 200)",
      .set = set_int, .field = F(poll_us), .lo = 0, .hi = 1000000},
     {"--peer-limit", "MIB",
