@@ -69,7 +69,9 @@ jq -s -c --argjson N "$nodes" '
     def sz($l; $s): if $s < 1 then 1 elif $ping["\($l)/\($s)"] then $s else $s * 2 end;
     def link($l; $s): $ping["\($l)/\(sz($l; $s))"] - $ping["\($l)/\(sz($l; $s))/direct"];
     def ser($l; $s): $ping["\($l)/\(sz($l; $s))/direct"] - $ping["\($l)/1/direct"];
-    ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
+    if run($z; 1; 1) == null then
+      error("no one-stream decode in the unlinked run: the wake and C1 are taken from it") else . end
+  | ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
      | map(.layer_rtt_us - $N * .node_compute_us / $cores[$z]) | min) as $wake
   | $runs[]
   | . as $r
