@@ -36,11 +36,12 @@
 #   step  = L·(C(S) + W(S))
 # Ping-pong: while micro-batch A's call is out, the coordinator runs B's trunk. On cores of its
 # own (a node per host: shared = 0) that trunk overlaps A's whole round trip; on cores the nodes
-# and the stack share with it (shared = 1: every process of this LAN may run on every CPU, the
-# lan_colocation line) it overlaps only the link's delay: during a call the stack and the nodes
-# keep the free cores busy (bench_rows' rows_call: cpu_us ÷ call_us is the cores busy during a
-# call, 1.8–2 of 2 here; the pool threads poll before they sleep), so the rest of A's round trip
-# and B's trunk run one after the other. A micro-batch's trunk is the unsplit decodes' C(s) at S/2
+# and the stack share with it (shared, the share of the coordinator's CPUs the nodes may run on,
+# from the lan_colocation line; 1 without it, as bench_lan.sh runs every process on every CPU
+# unless --split-cores) it overlaps only the link's delay: during a call the stack and the nodes
+# keep the free cores busy (bench_rows' rows_call: cpu_us ÷ call_us, the cores busy during a call,
+# is about the cores free; the pool threads poll before they sleep), so the rest of A's round
+# trip and B's trunk run one after the other. A micro-batch's trunk is the unsplit decodes' C(s) at S/2
 # rows (a lane reads the dense weights again: one more C1):
 #   C₂    = 2·C1 + Cr·(S − 2), C1 and Cr = (C(S) − C1)/(S − 1) from the one-batch decodes
 #   W₂    = W(S/2) with node₂, a node's compute per batch of S/2 rows (the micro-batch run's)
