@@ -98,6 +98,7 @@ typedef struct bench_case {
      * memory, its compute ceiling. */
     void *l2_ctx;
     size_t l2_bytes;
+    bool packed;             /* the matrices are read from their packed copies (MW_BENCH_PACK=1) */
     double ggml_us[3][N_TS]; /* ggml's best per call by threads and T (0: not measured) */
 } bench_case;
 
@@ -175,11 +176,11 @@ static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int
            "\"gbps_per_thread\":%.3f,\"read_bw1_gbps\":%.3f,\"pct_bw1_per_thread\":%.1f,"
            "\"gmacs\":%.2f,\"int8_peak_gmacs\":%.2f,\"pct_peak\":%.1f,"
            "\"rows_tokens_per_s\":%.0f,\"l2_gbps_per_thread\":%.3f,\"ggml_us\":%.0f,"
-           "\"vs_ggml\":%.3f}\n",
+           "\"vs_ggml\":%.3f,\"packed\":%s}\n",
            c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
            kn_numerics_name(num), isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes, gbps,
            cl->bw[threads], pct, per, cl->bw[1], pct1, macs / 1e9, cl->peak[threads] / 1e9, peak,
-           rt, l2, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
+           rt, l2, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0, c->packed ? "true" : "false");
     fflush(stdout);
 }
 
@@ -298,6 +299,16 @@ static void ggml_reference(const shape *s, int n, double budget, double us[3][N_
     free(out);
 }
 
+/* W read from its packed copy (kn_pack), as a pinned model reads its experts. */
+static void pack_matrix(kn_mat *W) {
+    void *dst = NULL;
+    if (posix_memalign(&dst, 64, kn_pack_bytes(W)) != 0) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        exit(1);
+    }
+    kn_pack(W, dst);
+}
+
 static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, double budget) {
     const size_t bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
     const int n = instances(bytes);
@@ -306,6 +317,12 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
         W[i] = (kn_mat){
             s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), alloc_weights(s->type, bytes),
             NULL};
+    /* MW_BENCH_PACK=1: read each matrix from its packed copy where that replaces the stored rows
+     * (a pinned model's experts) */
+    const char *pk = getenv("MW_BENCH_PACK");
+    const bool pack = pk && !strcmp(pk, "1") && kn_pack_replaces(&W[0]);
+    for (int i = 0; pack && i < n; i++) pack_matrix(&W[i]);
+    if (pack) printf("\n%s: read from packed copies (MW_BENCH_PACK=1)", s->name);
     /* the first rows of the first matrix, about 384 KB: in L2 on any core this runs on */
     const size_t rb = kn_row_size(s->type, s->cols);
     int64_t l2_rows = (int64_t)((384u << 10) / rb) / 16 * 16;
@@ -313,6 +330,8 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
     if (l2_rows > s->rows) l2_rows = s->rows;
     kn_mat l2 = W[0];
     l2.rows = l2_rows;
+    l2.packed = NULL;
+    if (pack) pack_matrix(&l2);
     bench_case c = {.name = s->name,
                     .type = kn_type_name(s->type),
                     .rows = s->rows,
@@ -322,10 +341,12 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
                     .call = call_matmul,
                     .ctx = W,
                     .l2_ctx = &l2,
-                    .l2_bytes = rb * (size_t)l2_rows};
+                    .l2_bytes = rb * (size_t)l2_rows,
+                    .packed = pack};
     if (ggml_mm_bin && num == KN_NUM_Q8) ggml_reference(s, n, budget, c.ggml_us);
     run_case(&c, num, cl, budget);
-    for (int i = 0; i < n; i++) free((void *)W[i].data);
+    for (int i = 0; i < n; i++) free((void *)W[i].data), free((void *)W[i].packed);
+    free((void *)l2.packed);
     free(W);
 }
 
@@ -431,6 +452,8 @@ static const char ENV_NOTES[] =
     "  MW_BENCH_CASES=substr,...      only the cases whose name contains one of them\n"
     "  MW_BENCH_T=1,64                only these token counts\n"
     "  MW_BENCH_THREADS=1|2           only this thread count\n"
+    "  MW_BENCH_PACK=1                matrices read from their packed copy (as pinned), where\n"
+    "                                 the kernels read it at every T (AVX-512 MXFP4)\n"
     "  MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon  the kernels, as everywhere";
 
 int main(int argc, char **argv) {
