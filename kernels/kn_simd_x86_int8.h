@@ -320,31 +320,15 @@ KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x, __m256i
  * unchanged. */
 static inline __attribute__((always_inline)) __m256
 KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 lane, const int n) {
-    /* kn__x86_reduce8_i32's horizontal adds as the blocks come, so that a few vectors of sums
-     * are live at a time rather than 16 (AVX2 has 16 registers) */
-    __m256i is2[4], ms2[4], is4[2], ms4[2];
+    __m256i is[8], ms[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; i += 2) {
-        __m256i a[2], m[2];
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            if (i + h < n)
-                KN__X86_NAME(q4k_row_block)
-                (row + (i + h) * KN__Q4_K_BYTES, x + i + h, &a[h], &m[h]);
-            else
-                a[h] = m[h] = _mm256_setzero_si256();
-        }
-        is2[i / 2] = _mm256_hadd_epi32(a[0], a[1]);
-        ms2[i / 2] = _mm256_hadd_epi32(m[0], m[1]);
-        if (i % 4 == 2) {
-            is4[i / 4] = _mm256_hadd_epi32(is2[i / 2 - 1], is2[i / 2]);
-            ms4[i / 4] = _mm256_hadd_epi32(ms2[i / 2 - 1], ms2[i / 2]);
+    for (int i = 0; i < 8; i++) {
+        if (i < n) {
+            KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES, x + i, &is[i], &ms[i]);
+        } else {
+            is[i] = ms[i] = _mm256_setzero_si256();
         }
     }
-    const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(is4[0], is4[1], 0x20),
-                                          _mm256_permute2x128_si256(is4[0], is4[1], 0x31));
-    const __m256i msum = _mm256_add_epi32(_mm256_permute2x128_si256(ms4[0], ms4[1], 0x20),
-                                          _mm256_permute2x128_si256(ms4[0], ms4[1], 0x31));
     const __m256i ow = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                           _mm256_set1_epi32(KN__Q4_K_BYTES));
     const __m256i ox = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -365,8 +349,9 @@ KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 
         _MM_SHUFFLE(3, 1, 2, 0));
     const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
     const __m256 dmw = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-    lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, xd), lane);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum),
+    lane =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(is)), _mm256_mul_ps(dw, xd), lane);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(ms)),
                            _mm256_xor_ps(_mm256_mul_ps(dmw, xd), _mm256_set1_ps(-0.0f)), lane);
 }
 

@@ -229,29 +229,11 @@ KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, in
                 __m256i c[8];
                 kn__x86_prefetch(blk, KN__Q6_K_BYTES);
                 kn__x86_q6k_codes(blk, c);
+                kn__x86_q6k_interleave(c);
+                const __m256i sg = kn__x86_q6k_group_scales(blk);
                 const __m256i scm = _mm256_mullo_epi16(
                     _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))),
                     _mm256_set1_epi16(-32));
-                if (nt == 1) {
-                    /* one token: the codes in natural order against the natural q, one
-                     * multiply-add by the scales per 32 values; the interleave's 24 unpacks cost
-                     * more than the 4 multiply-adds it saves a token */
-                    __m256i s16[8];
-                    kn__x86_q6k_scales(blk, s16);
-                    __m256i a =
-                        _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[0][b].bsums), scm);
-#pragma GCC unroll 8
-                    for (int k = 0; k < 8; k++)
-                        a = KN__DPWSSD(
-                            a,
-                            _mm256_maddubs_epi16(
-                                c[k], _mm256_loadu_si256((const __m256i *)(xb[0][b].qs + 32 * k))),
-                            s16[k]);
-                    s[0][i] = a;
-                    continue;
-                }
-                kn__x86_q6k_interleave(c);
-                const __m256i sg = kn__x86_q6k_group_scales(blk);
 #pragma GCC unroll 8
                 for (int t = 0; t < nt; t++) {
                     __m256i a =
