@@ -12,14 +12,16 @@
  * super-block and token instead of the 8 + 9 of one vpmaddwd per 32 values; each token's 8-lane
  * sums of 8 super-blocks are reduced together (kn__x86_reduce8_i32) and the canonical fma runs on
  * 8 lanes at once, with the 8 weight scales converted in one step and the tokens' d_x read from a
- * contiguous copy. Every block's sum and fma are the canonical ones, so the bits are the scalar
- * reference's at any T.
+ * contiguous copy. One token's Q8_0 rows skip the interleaving transpose: the stored blocks meet
+ * a natural-order copy of q and the group's 8 block sums are reduced together. Every block's sum
+ * and fma are the canonical ones, so the bits are the scalar reference's at any T.
  *
  * Tried and dropped, each slower in alternated runs (docs/kernels.md): decoding one unit ahead into
  * a ring in L1 so its shuffles overlap the previous unit's multiply-adds (the ring's stores and
  * loads cost more than the overlap gives); two rows per pass, each token's group loaded once for
  * both (the rows' weights then come back from L1); the batch tile from 2 tokens on; MXFP4's h(e)
- * by vpgatherdd (slow on AMD cores). */
+ * by vpgatherdd (slow on AMD cores); one token's Q6_K on natural codes without the interleave (the
+ * per-chunk scale shuffles cost more than the unpacks they replace). */
 #ifndef KN_SIMD_X86_STREAM_H
 #define KN_SIMD_X86_STREAM_H
 
