@@ -4,13 +4,13 @@
  * wake-up, then kn_matmul on MXFP4, Q6_K, Q4_K, Q8_0 and F32 matrices and the fused expert (T = 1
  * to 8, 16, 64; 1 and 2 threads), rotating over enough matrices that the working set exceeds the
  * last-level cache. Prints, per case, GB/s of stored weight bytes, % of the bandwidth of as many
- * threads, GB/s per thread against ONE thread's bandwidth (the per-core streaming rate), % of the
- * int8 peak, rows x tokens per second, with one thread the same call's rate on a few rows that stay
- * in L2 (the kernel's ceiling without the memory: which of the two bounds it), and one JSON line;
- * with --ggml-mm PATH
- * (bench/ggml/ggml_mm.c, built against a ggml the user names) ggml's time for the same shape, T and
- * threads, measured right before each matrix case, and the ratio. `bench_kernels --help` lists the
- * option and the environment variables that select cases (ENV_NOTES). */
+ * threads, GB/s per thread against ONE thread's bandwidth (the per-core streaming rate) for the
+ * best and for the median call, % of the int8 peak, rows x tokens per second, with one thread the
+ * same call's rate on a few rows that stay in L2 (the kernel's ceiling without the memory: which
+ * of the two bounds it), and one JSON line; with --ggml-mm PATH (bench/ggml/ggml_mm.c, built
+ * against a ggml the user names) ggml's time for the same shape, T and threads, measured right
+ * before each matrix case, and the ratio. `bench_kernels --help` lists the option and the
+ * environment variables that select cases (ENV_NOTES). */
 #include "bench/bench_llama.h"
 #include "bench/bench_util.h"
 #include "kernels/kn.h"
@@ -156,16 +156,18 @@ static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int
     const double best = bu_min(dt, calls), med = bu_median(dt, calls);
     const double gbps = c->bytes / best / 1e9, per = gbps / threads;
     const double pct = 100.0 * gbps / cl->bw[threads], pct1 = 100.0 * per / cl->bw[1];
+    /* the median call: what a model's decode, which calls each matrix once, sees */
+    const double per_med = c->bytes / med / 1e9 / threads, pct1_med = 100.0 * per_med / cl->bw[1];
     const double rt = (double)c->rows * (double)T / best;
     const double macs = (double)c->rows * (double)c->cols * (double)T / best;
     const double peak = cl->peak[threads] > 0 ? 100.0 * macs / cl->peak[threads] : 0;
     const double ggml = c->ggml_us[threads][ti];
     const double l2 = l2_best > 0 ? c->l2_bytes / l2_best / 1e9 / threads : 0;
     printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
-           "%.1f GB/s  per thread %6.2f GB/s = %5.1f%% of 1-thread bw  %5.1f%% of int8 peak  "
-           "%8.2f M rows*tok/s",
+           "%.1f GB/s  per thread %6.2f GB/s = %5.1f%% of 1-thread bw (median call %6.2f GB/s = "
+           "%5.1f%%)  %5.1f%% of int8 peak  %8.2f M rows*tok/s",
            (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, cl->bw[threads], per, pct1,
-           peak, rt / 1e6);
+           per_med, pct1_med, peak, rt / 1e6);
     if (l2 > 0) printf("  in L2 %6.2f GB/s per thread", l2);
     if (ggml > 0) printf("  ggml %.0f us -> %.2fx", ggml, ggml * 1e-6 / best);
     printf("\n");
@@ -174,13 +176,15 @@ static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int
            "\"instances\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
            "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
            "\"gbps_per_thread\":%.3f,\"read_bw1_gbps\":%.3f,\"pct_bw1_per_thread\":%.1f,"
-           "\"gmacs\":%.2f,\"int8_peak_gmacs\":%.2f,\"pct_peak\":%.1f,"
+           "\"gbps_per_thread_median\":%.3f,\"pct_bw1_per_thread_median\":%.1f,\"gmacs\":%.2f,"
+           "\"int8_peak_gmacs\":%.2f,\"pct_peak\":%.1f,"
            "\"rows_tokens_per_s\":%.0f,\"l2_gbps_per_thread\":%.3f,\"ggml_us\":%.0f,"
            "\"vs_ggml\":%.3f,\"packed\":%s}\n",
            c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
            kn_numerics_name(num), isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes, gbps,
-           cl->bw[threads], pct, per, cl->bw[1], pct1, macs / 1e9, cl->peak[threads] / 1e9, peak,
-           rt, l2, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0, c->packed ? "true" : "false");
+           cl->bw[threads], pct, per, cl->bw[1], pct1, per_med, pct1_med, macs / 1e9,
+           cl->peak[threads] / 1e9, peak, rt, l2, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0,
+           c->packed ? "true" : "false");
     fflush(stdout);
 }
 
