@@ -4,13 +4,13 @@
  * wake-up, then kn_matmul on MXFP4, Q6_K, Q4_K, Q8_0 and F32 matrices and the fused expert (T = 1
  * to 8, 16, 64; 1 and 2 threads), rotating over enough matrices that the working set exceeds the
  * last-level cache. Prints, per case, GB/s of stored weight bytes, % of the bandwidth of as many
- * threads, GB/s per thread against ONE thread's bandwidth (the per-core streaming rate), % of the
- * int8 peak, rows x tokens per second, with one thread the same call's rate on a few rows that stay
- * in L2 (the kernel's ceiling without the memory: which of the two bounds it), and one JSON line;
- * with --ggml-mm PATH
- * (bench/ggml/ggml_mm.c, built against a ggml the user names) ggml's time for the same shape, T and
- * threads, measured right before each matrix case, and the ratio. `bench_kernels --help` lists the
- * option and the environment variables that select cases (ENV_NOTES). */
+ * threads, GB/s per thread against ONE thread's bandwidth (the per-core streaming rate) for the
+ * best and for the median call, % of the int8 peak, rows x tokens per second, with one thread the
+ * same call's rate on a few rows that stay in L2 (the kernel's ceiling without the memory: which
+ * of the two bounds it), and one JSON line; with --ggml-mm PATH (bench/ggml/ggml_mm.c, built
+ * against a ggml the user names) ggml's time for the same shape, T and threads, measured right
+ * before each matrix case, and the ratio. `bench_kernels --help` lists the option and the
+ * environment variables that select cases (ENV_NOTES). */
 #include "bench/bench_llama.h"
 #include "bench/bench_util.h"
 #include "kernels/kn.h"
@@ -98,6 +98,7 @@ typedef struct bench_case {
      * memory, its compute ceiling. */
     void *l2_ctx;
     size_t l2_bytes;
+    bool packed;             /* the matrices are read from their packed copies (MW_BENCH_PACK=1) */
     double ggml_us[3][N_TS]; /* ggml's best per call by threads and T (0: not measured) */
 } bench_case;
 
@@ -155,16 +156,18 @@ static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int
     const double best = bu_min(dt, calls), med = bu_median(dt, calls);
     const double gbps = c->bytes / best / 1e9, per = gbps / threads;
     const double pct = 100.0 * gbps / cl->bw[threads], pct1 = 100.0 * per / cl->bw[1];
+    /* the median call: what a model's decode, which calls each matrix once, sees */
+    const double per_med = c->bytes / med / 1e9 / threads, pct1_med = 100.0 * per_med / cl->bw[1];
     const double rt = (double)c->rows * (double)T / best;
     const double macs = (double)c->rows * (double)c->cols * (double)T / best;
     const double peak = cl->peak[threads] > 0 ? 100.0 * macs / cl->peak[threads] : 0;
     const double ggml = c->ggml_us[threads][ti];
     const double l2 = l2_best > 0 ? c->l2_bytes / l2_best / 1e9 / threads : 0;
     printf("  T=%-3lld threads=%d  best %9.1f us  median %9.1f us  %6.2f GB/s  %5.1f%% of "
-           "%.1f GB/s  per thread %6.2f GB/s = %5.1f%% of 1-thread bw  %5.1f%% of int8 peak  "
-           "%8.2f M rows*tok/s",
+           "%.1f GB/s  per thread %6.2f GB/s = %5.1f%% of 1-thread bw (median call %6.2f GB/s = "
+           "%5.1f%%)  %5.1f%% of int8 peak  %8.2f M rows*tok/s",
            (long long)T, threads, best * 1e6, med * 1e6, gbps, pct, cl->bw[threads], per, pct1,
-           peak, rt / 1e6);
+           per_med, pct1_med, peak, rt / 1e6);
     if (l2 > 0) printf("  in L2 %6.2f GB/s per thread", l2);
     if (ggml > 0) printf("  ggml %.0f us -> %.2fx", ggml, ggml * 1e-6 / best);
     printf("\n");
@@ -173,13 +176,15 @@ static void report(const bench_case *c, kn_numerics num, const ceilings *cl, int
            "\"instances\":%d,\"calls\":%d,\"best_us\":%.2f,\"median_us\":%.2f,"
            "\"weight_bytes\":%zu,\"gbps\":%.3f,\"read_bw_gbps\":%.3f,\"pct_bw\":%.1f,"
            "\"gbps_per_thread\":%.3f,\"read_bw1_gbps\":%.3f,\"pct_bw1_per_thread\":%.1f,"
-           "\"gmacs\":%.2f,\"int8_peak_gmacs\":%.2f,\"pct_peak\":%.1f,"
+           "\"gbps_per_thread_median\":%.3f,\"pct_bw1_per_thread_median\":%.1f,\"gmacs\":%.2f,"
+           "\"int8_peak_gmacs\":%.2f,\"pct_peak\":%.1f,"
            "\"rows_tokens_per_s\":%.0f,\"l2_gbps_per_thread\":%.3f,\"ggml_us\":%.0f,"
-           "\"vs_ggml\":%.3f}\n",
+           "\"vs_ggml\":%.3f,\"packed\":%s}\n",
            c->name, c->type, (long long)c->rows, (long long)c->cols, (long long)T, threads,
            kn_numerics_name(num), isa_label(), c->n, calls, best * 1e6, med * 1e6, c->bytes, gbps,
-           cl->bw[threads], pct, per, cl->bw[1], pct1, macs / 1e9, cl->peak[threads] / 1e9, peak,
-           rt, l2, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0);
+           cl->bw[threads], pct, per, cl->bw[1], pct1, per_med, pct1_med, macs / 1e9,
+           cl->peak[threads] / 1e9, peak, rt, l2, ggml, ggml > 0 ? ggml * 1e-6 / best : 0.0,
+           c->packed ? "true" : "false");
     fflush(stdout);
 }
 
@@ -298,6 +303,16 @@ static void ggml_reference(const shape *s, int n, double budget, double us[3][N_
     free(out);
 }
 
+/* W read from its packed copy (kn_pack), as a pinned model reads its experts. */
+static void pack_matrix(kn_mat *W) {
+    void *dst = NULL;
+    if (posix_memalign(&dst, 64, kn_pack_bytes(W)) != 0) {
+        fprintf(stderr, "bench_kernels: out of memory\n");
+        exit(1);
+    }
+    kn_pack(W, dst);
+}
+
 static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, double budget) {
     const size_t bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
     const int n = instances(bytes);
@@ -306,6 +321,12 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
         W[i] = (kn_mat){
             s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), alloc_weights(s->type, bytes),
             NULL};
+    /* MW_BENCH_PACK=1: read each matrix from its packed copy where that replaces the stored rows
+     * (a pinned model's experts) */
+    const char *pk = getenv("MW_BENCH_PACK");
+    const bool pack = pk && !strcmp(pk, "1") && kn_pack_replaces(&W[0]);
+    for (int i = 0; pack && i < n; i++) pack_matrix(&W[i]);
+    if (pack) printf("\n%s: read from packed copies (MW_BENCH_PACK=1)", s->name);
     /* the first rows of the first matrix, about 384 KB: in L2 on any core this runs on */
     const size_t rb = kn_row_size(s->type, s->cols);
     int64_t l2_rows = (int64_t)((384u << 10) / rb) / 16 * 16;
@@ -313,6 +334,8 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
     if (l2_rows > s->rows) l2_rows = s->rows;
     kn_mat l2 = W[0];
     l2.rows = l2_rows;
+    l2.packed = NULL;
+    if (pack) pack_matrix(&l2);
     bench_case c = {.name = s->name,
                     .type = kn_type_name(s->type),
                     .rows = s->rows,
@@ -322,10 +345,12 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
                     .call = call_matmul,
                     .ctx = W,
                     .l2_ctx = &l2,
-                    .l2_bytes = rb * (size_t)l2_rows};
+                    .l2_bytes = rb * (size_t)l2_rows,
+                    .packed = pack};
     if (ggml_mm_bin && num == KN_NUM_Q8) ggml_reference(s, n, budget, c.ggml_us);
     run_case(&c, num, cl, budget);
-    for (int i = 0; i < n; i++) free((void *)W[i].data);
+    for (int i = 0; i < n; i++) free((void *)W[i].data), free((void *)W[i].packed);
+    free((void *)l2.packed);
     free(W);
 }
 
@@ -431,6 +456,8 @@ static const char ENV_NOTES[] =
     "  MW_BENCH_CASES=substr,...      only the cases whose name contains one of them\n"
     "  MW_BENCH_T=1,64                only these token counts\n"
     "  MW_BENCH_THREADS=1|2           only this thread count\n"
+    "  MW_BENCH_PACK=1                matrices read from their packed copy (as pinned), where\n"
+    "                                 the kernels read it at every T (AVX-512 MXFP4)\n"
     "  MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon  the kernels, as everywhere";
 
 int main(int argc, char **argv) {
@@ -469,12 +496,14 @@ int main(int argc, char **argv) {
     ceilings cl = {.dot = "none"};
     double *bw = cl.bw;
     for (int t = 1; t <= 2; t++) {
-        bw[t] = bu_read_bandwidth(bw_bytes, t, 5);
-        printf("read bandwidth, %d thread%s: %.2f GB/s (best of 5 over %.0f MB)\n", t,
-               t > 1 ? "s" : "", bw[t], bw_bytes / 1e6);
+        const bu_bw probe = bu_read_probe(bw_bytes, t, 5);
+        bw[t] = probe.best;
+        printf("read bandwidth, %d thread%s: %.2f GB/s (best 8 MB slice of 10 passes over %.0f MB; "
+               "median slice %.2f)\n",
+               t, t > 1 ? "s" : "", bw[t], bw_bytes / 1e6, probe.median);
         printf("{\"bench\":\"kernels\",\"case\":\"read_bandwidth\",\"threads\":%d,\"gbps\":%.3f,"
-               "\"bytes\":%zu}\n",
-               t, bw[t], bw_bytes);
+               "\"median_gbps\":%.3f,\"bytes\":%zu}\n",
+               t, bw[t], probe.median, bw_bytes);
     }
     /* the int8 dot-product peak, same run: the ceiling of a kernel that computes as it reads */
     for (int t = 1; t <= 2; t++) {

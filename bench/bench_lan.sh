@@ -6,12 +6,13 @@
 # with and without ping-pong micro-batches; in process for reference; the union curve on the
 # cluster once. Before each link's decode, in the same LAN, the parts of docs/scale.md's model are
 # measured: the messaging stack's CPU per row (bench_rows, in process, before the links), the
+# CPUs the coordinator and the nodes may run on (lan_colocation: the cores they share), the
 # cores free to the fleet (delayline --cores) and the fan-out round trip to the 8
 # nodes' echoes through the link (delayline --ping) with a message of one node's rows at each
 # stream count, and with none of the delay line (the host's wake-ups alone). At the end
 # bench/bench_lan_model.sh predicts every decode's step from those parts and prints predicted ÷
-# measured. JSON lines on stdout (bench_lan's, rows_*, lan_link, lan_cores, lan_predict), progress
-# on stderr.
+# measured. JSON lines on stdout (bench_lan's, rows_*, lan_link, lan_cores, lan_colocation,
+# lan_predict), progress on stderr.
 #   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
 #                      [--split-cores CO/NODES]
 # --split-cores 0/1 runs the nodes (and their delay lines) on CPU 1 and the coordinator's decode on
@@ -69,6 +70,22 @@ for link in $links; do
   direct=$(sed -n 's/^probe_direct: //p' "/tmp/$name.up" | sed 's|tcp://||g')
   head -1 "/tmp/$name.up" >&2
   dl=build/rel/tests/lan/delayline label="lan-${d}ms-$r${split:+-split}"
+  # the co-location the model's ping-pong term reads: the CPUs the coordinator's decode may run
+  # on (as it is started below) and those of every process in the nodes' namespaces
+  ccpus=$(${split:+taskset -c "${split%/*}"} tests/lan/lan.sh exec "$name" c0 \
+    sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  ipc=$(command -v ip || echo /usr/sbin/ip)
+  ncpus=$(for ((k = 0; k < nodes; k++)); do
+    for p in $("$ipc" netns pids "$name-n$k"); do
+      sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null || true
+    done
+  done | sort -u | paste -sd, -)
+  [ -n "$ncpus" ] || echo "bench_lan.sh: no process in the nodes' namespaces: no lan_colocation" >&2
+  [ -z "$ncpus" ] || j awk -v l="$label" -v c="$ccpus" -v n="$ncpus" 'function set(s, a,   i, k, r, m) {
+      m = split(s, r, ","); for (i = 1; i <= m; i++) { split(r[i], k, "-"); if (k[2] == "") k[2] = k[1]
+        for (j = k[1]; j <= k[2]; j++) a[j] = 1 } }
+    BEGIN { set(c, C); set(n, M); t = 0; h = 0; for (x in C) { t++; if (x in M) h++ }
+      printf "{\"bench\":\"lan_colocation\",\"label\":\"%s\",\"coordinator_cpus\":\"%s\",\"node_cpus\":\"%s\",\"shared\":%.3g}\n", l, c, n, t ? h / t : 0 }'
   for p in $([ -n "$split" ] || echo 2 $((nodes * 2 + 1))); do
     j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
   done

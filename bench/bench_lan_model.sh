@@ -31,13 +31,24 @@
 # node: as on a fleet, where every node has its own cores) and the cores' whole share plus the
 # first node's rows (N·node/cores + ser/N). The stack's work per row beyond the first shares those
 # cores with the nodes' compute (rho·(S − 1)/cores). The wake is work too (a chain
-# of hand-offs between the stack's threads in 9 processes, one at a time: one core for its
-# length), so ping-pong's two micro-batches cannot run faster than all their work, trunk, two
-# wakes, two node rounds and the stack's rows, spread on those cores:
+# of hand-offs between the stack's threads in 9 processes, one at a time: one core for its length).
 #   W(S)  = wake + link(S) + max(ser(S) + node(S), (N·node(S) + rho·(S − 1))/cores + ser(S)/N)
 #   step  = L·(C(S) + W(S))
-#   step₂ = L·max(C₂, C₂/2 + W₂(S/2), (C₂ + 2·(wake + N·node₂) + rho·(S − 2))/cores)
-# where C₂ and node₂ are the micro-batch run's (node₂ per batch of S/2 rows).
+# Ping-pong: while micro-batch A's call is out, the coordinator runs B's trunk. On cores of its
+# own (a node per host: shared = 0) that trunk overlaps A's whole round trip; on cores the nodes
+# and the stack share with it (shared, the share of the coordinator's CPUs the nodes may run on,
+# from the lan_colocation line; 1 without it, as bench_lan.sh runs every process on every CPU
+# unless --split-cores) it overlaps only the link's delay: during a call the stack and the nodes
+# keep the free cores busy (bench_rows' rows_call: cpu_us ÷ call_us, the cores busy during a call,
+# is about the cores free; the pool threads poll before they sleep), so the rest of A's round
+# trip and B's trunk run one after the other. A micro-batch's trunk is the unsplit decodes' C(s) at S/2
+# rows (a lane reads the dense weights again: one more C1):
+#   C₂    = 2·C1 + Cr·(S − 2), C1 and Cr = (C(S) − C1)/(S − 1) from the one-batch decodes
+#   W₂    = W(S/2) with node₂, a node's compute per batch of S/2 rows (the micro-batch run's)
+#   step₂ = L·max(C₂/2 + W₂,  C₂ + 2·shared·(W₂ − link(S/2)),  2·(W₂ − wake − link(S/2)))
+# the lanes' chain (a lane's trunk, then its call), the shared cores (both trunks and both calls
+# less the links' delay, one after the other) and the nodes (both lanes' node work back to
+# back). With shared = 0 it is the fleet model's step₂ (docs/scale.md).
 set -euo pipefail
 nodes=8
 [ "${1:-}" = --nodes ] && nodes=$2
@@ -50,6 +61,7 @@ jq -s -c --argjson N "$nodes" '
   | select($cores != null)
   | (map(select(.bench == "rows_slope" and .nodes == $N)) | .[0].stack_cpu_us_per_row // 0) as $rho
   | (map(select(.bench == "lan_link")) | map({(.label): .rtt_us_median}) | add) as $ping
+  | (map(select(.bench == "lan_colocation")) | map({(.label): .shared}) | add // {}) as $shared
   | map(select(.bench == "lan" and (.label | startswith("lan-")))) as $runs
   | ($runs | map(select(.label | test("^lan-0ms-")))) as $zero
   | if ($zero | length) == 0 then error("no unlinked (0 ms) run to take the parts from") else . end
@@ -58,7 +70,9 @@ jq -s -c --argjson N "$nodes" '
     def sz($l; $s): if $s < 1 then 1 elif $ping["\($l)/\($s)"] then $s else $s * 2 end;
     def link($l; $s): $ping["\($l)/\(sz($l; $s))"] - $ping["\($l)/\(sz($l; $s))/direct"];
     def ser($l; $s): $ping["\($l)/\(sz($l; $s))/direct"] - $ping["\($l)/1/direct"];
-    ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
+    if run($z; 1; 1) == null then
+      error("no one-stream decode in the unlinked run: the wake and C1 are taken from it") else . end
+  | ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
      | map(.layer_rtt_us - $N * .node_compute_us / $cores[$z]) | min) as $wake
   | $runs[]
   | . as $r
@@ -73,17 +87,21 @@ jq -s -c --argjson N "$nodes" '
        {W: $W, C: $p1.trunk_us_per_layer, node: $p1.node_compute_us, terms: [],
         layer: ($p1.trunk_us_per_layer + $W)}
      else
-       W($S / 2 | floor; $p2.node_compute_us) as $W2
-       | [$p2.trunk_us_per_layer, $p2.trunk_us_per_layer / 2 + $W2,
-          ($p2.trunk_us_per_layer + 2 * ($wake + $N * $p2.node_compute_us) + $rho * ($S - 2)) / $c] as $t
-       | {W: $W2, C: $p2.trunk_us_per_layer, node: $p2.node_compute_us, terms: ($t | map(round)),
-          layer: ($t | max)}
+       ($S / 2 | floor) as $h | W($h; $p2.node_compute_us) as $W2
+       | (run($src; 1; 1).trunk_us_per_layer) as $C1
+       | (2 * $C1 + ($p1.trunk_us_per_layer - $C1) / ($S - 1) * ($S - 2)) as $C2
+       | ($shared[$l] // 1) as $sh
+       | [$C2 / 2 + $W2, $C2 + 2 * $sh * ($W2 - link($l; $h)), 2 * ($W2 - $wake - link($l; $h))] as $t
+       | {W: $W2, C: $C2, node: $p2.node_compute_us, terms: ($t | map(round)), layer: ($t | max),
+          shared: $sh, trunk_measured: $p2.trunk_us_per_layer}
      end) as $m
   | ($r.moe_layers * $m.layer) as $step
   | {bench: "lan_predict", label: $l, parts: $parts, cores_probe: $probe, streams: $S,
      micro_batches: $r.micro_batches,
      cores: $c, wake_us: ($wake | round), rho_us_per_row: ($rho * 100 | round / 100), link_us: (link($l; $S) | round),
-     ser_us: (ser($l; $S) | round), trunk_us: ($m.C | round), node_us: ($m.node | round),
+     ser_us: (ser($l; $S) | round), trunk_us: ($m.C | round),
+     trunk_us_measured: (($m.trunk_measured // $r.trunk_us_per_layer) | round), node_us: ($m.node | round),
+     shared: $m.shared,
      W_us: ($m.W | round), max_terms_us: $m.terms, layer_rtt_us: $r.layer_rtt_us,
      step_us_predicted: ($step | round), step_us: $r.step_us,
      tok_s_predicted: ($S / $step * 1e6 * 10 | round / 10), tok_s: $r.tok_s,

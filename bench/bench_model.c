@@ -63,6 +63,9 @@ typedef struct opts {
     /* GB/s read by threads[i] threads: measured at the start, raised to what the probe reaches
      * after each model's rounds (the machine's ceiling is the best the probe saw in the run) */
     double bw[MAX_THREADS];
+    /* the probes' median 8 MB slice, the largest of them: what the memory sustains over a run of
+     * matmul-sized reads, where bw is what it reaches in its best slice */
+    double bw_med[MAX_THREADS];
 } opts;
 
 /* The read bandwidth measured for `threads` threads (0 when not measured). */
@@ -615,15 +618,16 @@ static void print_cell(const summary *s) {
 }
 
 static void print_json(const opts *o, int layers, int threads, const summary *d, const summary *p,
-                       const result *r, double bw_gbs, double frac, const rounds *rs) {
+                       const result *r, const double bw[4], const rounds *rs) {
     printf("{\"bench\":\"model\",\"arch\":\"gpt-oss\",\"layers\":%d,\"threads\":%d,"
            "\"numerics\":\"%s\",\"prompt\":%d,\"decode\":%d,\"rounds\":%d,\"decode_tok_s\":%.3f,"
            "\"prefill_tok_s\":%.3f,\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,"
-           "\"bandwidth_gb_s\":%.2f,\"bandwidth_fraction\":%.3f,\"decode_step_ms_min\":%.3f,"
+           "\"bandwidth_gb_s\":%.2f,\"bandwidth_fraction\":%.3f,\"bandwidth_median_gb_s\":%.2f,"
+           "\"bandwidth_fraction_median\":%.3f,\"decode_step_ms_min\":%.3f,"
            "\"decode_step_ms_median\":%.3f",
            layers, threads, kn_numerics_name(o->numerics), o->prompt, o->decode, o->rounds, d->ours,
-           p->ours, r->bytes_per_token, r->prefill_bytes, bw_gbs, frac, 1e3 * r->step_min,
-           1e3 * r->step_median);
+           p->ours, r->bytes_per_token, r->prefill_bytes, bw[0], bw[1], bw[2], bw[3],
+           1e3 * r->step_min, 1e3 * r->step_median);
     if (d->llama > 0 && p->llama > 0)
         printf(",\"llama_commit\":\"%s\",\"llama_flash_attn\":\"%s\",\"llama_load\":\"%s\","
                "\"llama_decode_tok_s\":%.3f,\"llama_prefill_tok_s\":%.3f,\"decode_ratio\":%.4f,"
@@ -643,19 +647,20 @@ static void report(const opts *o, int layers, int t, const rounds *rs, double bw
     }
     summary d = summarize(od, ld, o->rounds), p = summarize(op, lp, o->rounds);
     const result *r = &rs->ours[o->rounds - 1][t]; /* bytes and step times of the last round */
-    double frac = bw_gbs > 0 ? r->bytes_per_token * d.ours / (bw_gbs * 1e9) : 0;
+    const double gbs = r->bytes_per_token * d.ours / 1e9, med = o->bw_med[t];
+    const double frac = bw_gbs > 0 ? gbs / bw_gbs : 0, frac_med = med > 0 ? gbs / med : 0;
     printf("%6d %7d", layers, o->threads[t]);
     print_cell(&d);
     print_cell(&p);
-    printf(" %8.1f %6.1f %5.0f%%\n", r->bytes_per_token / 1e6, r->bytes_per_token * d.ours / 1e9,
-           100 * frac);
-    print_json(o, layers, o->threads[t], &d, &p, r, bw_gbs, frac, rs);
+    printf(" %8.1f %6.1f %5.0f%% %5.0f%%\n", r->bytes_per_token / 1e6, gbs, 100 * frac,
+           100 * frac_med);
+    print_json(o, layers, o->threads[t], &d, &p, r, (double[4]){bw_gbs, frac, med, frac_med}, rs);
     fflush(stdout);
 }
 
 static void print_table_header(void) {
-    printf("%6s %7s %9s %9s %19s %9s %9s %19s %8s %6s %6s\n", "layers", "threads", "decode/s",
-           "l.cpp", "ratio", "prefill/s", "l.cpp", "ratio", "MB/token", "GB/s", "of bw");
+    printf("%6s %7s %9s %9s %19s %9s %9s %19s %8s %6s %6s %6s\n", "layers", "threads", "decode/s",
+           "l.cpp", "ratio", "prefill/s", "l.cpp", "ratio", "MB/token", "GB/s", "of bw", "of med");
 }
 
 static void print_llama_settings(const opts *o, const rounds *rs, bool pin) {
@@ -684,22 +689,26 @@ static void print_llama_settings(const opts *o, const rounds *rs, bool pin) {
 /* The read probe again after a model's rounds: bw[t] becomes the larger of it and the value
  * before. On a VM the probe moves by half from minute to minute (other tenants' traffic); the
  * fraction of the bandwidth is taken against the best it reached, never a bad moment's. */
-static void reprobe(const opts *o, double *bw) {
+static void reprobe(opts *o, double *bw) {
     for (int t = 0; t < o->n_threads; t++) {
-        const double b = bu_read_bandwidth((size_t)1 << 30, o->threads[t], 3);
-        printf("   read bandwidth after the rounds, %d thread(s): %.1f GB/s (at the start %.1f; "
-               "of bw below: the largest on as many threads or fewer)\n",
-               o->threads[t], b, bw[t]);
-        if (b > bw[t]) bw[t] = b;
+        const bu_bw b = bu_read_probe((size_t)1 << 30, o->threads[t], 3);
+        printf("   read bandwidth after the rounds, %d thread(s): %.1f GB/s, median slice %.1f (at "
+               "the start %.1f; of bw below: the largest on as many threads or fewer)\n",
+               o->threads[t], b.best, b.median, bw[t]);
+        if (b.best > bw[t]) bw[t] = b.best;
+        if (b.median > o->bw_med[t]) o->bw_med[t] = b.median;
     }
     /* what fewer threads read, more can (the others may idle), though a probe on more threads
      * can come out lower (a neighbour's traffic, vCPUs sharing a core) */
     for (int t = 0; t < o->n_threads; t++)
         for (int u = 0; u < o->n_threads; u++)
-            if (o->threads[u] < o->threads[t] && bw[u] > bw[t]) bw[t] = bw[u];
+            if (o->threads[u] < o->threads[t]) {
+                if (bw[u] > bw[t]) bw[t] = bw[u];
+                if (o->bw_med[u] > o->bw_med[t]) o->bw_med[t] = o->bw_med[u];
+            }
 }
 
-static int run_model(const opts *o, const char *path, double *bw) {
+static int run_model(opts *o, const char *path, double *bw) {
     mw_err e;
     vx_source *src;
     md_model *m;
@@ -737,7 +746,7 @@ out:
     return rc;
 }
 
-static void print_header(const opts *o, double *bw) {
+static void print_header(opts *o, double *bw) {
     printf(
         "== bench_model: coordinator forward pass, in-process experts (%s numerics, ISA %s, %s)\n",
         kn_numerics_name(o->numerics), kn_isa_name(kn_isa_active()), bu_cpu_name());
@@ -749,14 +758,18 @@ static void print_header(const opts *o, double *bw) {
             HIDDEN, HEADS, KV_HEADS, HEAD_DIM, EXPERTS, TOP_K, EXPERT_FF, WINDOW, VOCAB, o->prompt,
             o->decode);
     for (int t = 0; t < o->n_threads; t++) {
-        bw[t] = bu_read_bandwidth((size_t)1 << 30, o->threads[t], 3);
-        printf("   read bandwidth, %d thread(s): %.1f GB/s (measured now)\n", o->threads[t], bw[t]);
+        const bu_bw b = bu_read_probe((size_t)1 << 30, o->threads[t], 3);
+        bw[t] = b.best;
+        o->bw_med[t] = b.median;
+        printf("   read bandwidth, %d thread(s): %.1f GB/s, median slice %.1f (measured now)\n",
+               o->threads[t], bw[t], b.median);
     }
     printf("   tok/s: median over the rounds; l.cpp: llama-bench's median on the same file and "
            "threads; ratio: median over the rounds of ours / llama.cpp's in the same round "
            "(min-max); MB/token: weight bytes read per decode step; GB/s: MB/token x decode tok/s; "
            "of bw: that / the read bandwidth (the largest of the probes at the start and after the "
-           "rounds, on as many threads or fewer).\n");
+           "rounds, on as many threads or fewer: their best 8 MB slice); of med: that / the "
+           "largest of the probes' median slices.\n");
 }
 
 int main(int argc, char **argv) {

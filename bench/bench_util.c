@@ -233,33 +233,44 @@ static void bw_task(void *arg, int ith, int nth) {
  * over whole passes). */
 #define BU_BW_SLICE ((size_t)8 << 20)
 
-double bu_read_bandwidth(size_t bytes, int threads, int reps) {
+bu_bw bu_read_probe(size_t bytes, int threads, int reps) {
+    bu_bw r = {0, 0};
     uint8_t *buf = NULL;
-    if (posix_memalign((void **)&buf, 4096, bytes) != 0) return 0;
+    const size_t slice = bytes < BU_BW_SLICE ? bytes : BU_BW_SLICE;
+    const int n_slices = 2 * reps * (int)(bytes / slice);
+    double *gbps = calloc((size_t)n_slices, sizeof *gbps);
+    if (!gbps || posix_memalign((void **)&buf, 4096, bytes) != 0) {
+        free(gbps);
+        return r;
+    }
     memset(buf, 1, bytes); /* fault every page in before timing */
     kn_pool *pool = kn_pool_create(threads);
     bw_job *j = calloc(1, sizeof *j);
-    const size_t slice = bytes < BU_BW_SLICE ? bytes : BU_BW_SLICE;
     j->buf = buf;
     j->bytes = slice;
     kn_pool_run(pool, bw_task, j); /* warm-up */
-    double best = 0;
-    for (int r = 0; r < 2 * reps; r++) { /* alternately without and with software prefetch */
-        j->prefetch = r % 2 ? 4096 : 0;
-        for (size_t off = 0; off + slice <= bytes; off += slice) {
+    int n = 0;
+    for (int rep = 0; rep < 2 * reps; rep++) { /* alternately without and with software prefetch */
+        j->prefetch = rep % 2 ? 4096 : 0;
+        for (size_t off = 0; off + slice <= bytes && n < n_slices; off += slice) {
             j->buf = buf + off;
             const double t0 = bu_now();
             kn_pool_run(pool, bw_task, j);
             const double dt = bu_now() - t0;
-            const double gbps =
-                (double)((slice / (size_t)threads) & ~(size_t)127) * threads / dt / 1e9;
-            if (gbps > best) best = gbps;
+            gbps[n++] = (double)((slice / (size_t)threads) & ~(size_t)127) * threads / dt / 1e9;
         }
     }
     kn_pool_destroy(pool);
     free(j);
     free(buf);
-    return best;
+    r.median = bu_median(gbps, n); /* sorts gbps */
+    r.best = n ? gbps[n - 1] : 0;
+    free(gbps);
+    return r;
+}
+
+double bu_read_bandwidth(size_t bytes, int threads, int reps) {
+    return bu_read_probe(bytes, threads, reps).best;
 }
 
 /* ---- int8 dot-product peak ------------------------------------------------------------------- */

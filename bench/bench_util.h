@@ -21,6 +21,12 @@ size_t bu_llc_bytes(void);
  * each pass timed in 8 MB slices (about one matmul call), each slice read by `threads` threads
  * summing their own contiguous shares (what a matmul's row split does); the best slice. */
 double bu_read_bandwidth(size_t bytes, int threads, int reps);
+/* The same probe, with the median slice beside the best: what the memory sustains over a run of
+ * matmul-sized reads, where the best slice is what it reaches in its best moment. */
+typedef struct bu_bw {
+    double best, median;
+} bu_bw;
+bu_bw bu_read_probe(size_t bytes, int threads, int reps);
 /* The int8 multiply-adds per second (1e9 = one GMAC/s) that `threads` threads at once sustain with
  * the dot-product instruction of the active ISA's integer kernels (AVX-512: vpdpbusd on 512 bits,
  * AVX-VNNI: vpdpbusd on 256; AVX2: vpmaddubsw, vpmaddwd and vpaddd on 256): twelve independent

@@ -88,6 +88,22 @@ void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
     }
 }
 
+size_t kn__x86_q8_0n_bytes(int64_t k) {
+    return kn__x86_q8_0p_bytes(k) + (size_t)kn__x86_groups(k) * KN__X86_GROUP_QS;
+}
+
+/* kn__x86_prep_q8_0p, then the same q in natural order (block b's 32 at 32 b; zero past the
+ * row): the interleaving undone, dword by dword. */
+void kn__x86_prep_q8_0n(const float *x, void *dst, int64_t k) {
+    const int64_t ng = kn__x86_groups(k);
+    kn__x86_prep_q8_0p(x, dst, k);
+    const uint8_t *qs = dst;
+    uint8_t *nat = (uint8_t *)dst + kn__x86_q8_0p_bytes(k);
+    for (int64_t b = 0; b < 8 * ng; b++)
+        for (int i = 0; i < 8; i++)
+            memcpy(nat + 32 * b + 4 * i, qs + (b / 8) * KN__X86_GROUP_QS + 32 * i + 4 * (b % 8), 4);
+}
+
 size_t kn__x86_q8_K_bytes(int64_t k) {
     return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
 }

@@ -984,12 +984,15 @@ static inline __attribute__((always_inline)) void q4k_block_sums(const uint8_t *
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     kn__x86_prefetch(blk, KN__Q4_K_BYTES);
     const __m128i sm8 = q4k_scales_mins_v512(blk + 4);
-    const __m512i scz = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(sm8)); /* words 0..7: scales */
     *mins = _mm_unpackhi_epi8(sm8, _mm_setzero_si128());
-    const __m512i l0 = _mm512_loadu_si512(blk + 16), l1 = _mm512_loadu_si512(blk + 80);
+    /* the 128 bytes of codes loaded once each (the compiler would fold a load into both the mask
+     * and the shift of each vector: twice the loads, three of four of them across cache lines) */
+    __m512i l0 = _mm512_loadu_si512(blk + 16), l1 = _mm512_loadu_si512(blk + 80);
+    __asm__("" : "+v"(l0), "+v"(l1));
     /* c[q]: groups g(q) (bytes 0..31) and g(q) + 2 (32..63), g = 0, 1, 4, 5 */
     const __m512i c[4] = {_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
                           _mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4)};
+    const __m512i scz = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(sm8)); /* words 0..7: scales */
     __m512i sv[4];
 #pragma GCC unroll 4
     for (int q = 0; q < 4; q++)
@@ -997,10 +1000,14 @@ static inline __attribute__((always_inline)) void q4k_block_sums(const uint8_t *
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const __m512i *q = (const __m512i *)(xq[t] + KN__QK_K * b);
-        /* one or two tokens: two chains of two, so a block's sum waits for half the latency */
-        __m512i acc = _mm512_setzero_si512(), acc2 = acc;
+        /* one or two tokens: two chains of two, so a block's sum waits for half the latency;
+         * each chain starts with a plain multiply-add (no zeroed accumulator) */
+        __m512i acc = _mm512_madd_epi16(_mm512_maddubs_epi16(c[0], _mm512_load_si512(q)), sv[0]);
+        __m512i acc2 =
+            nt <= 2 ? _mm512_madd_epi16(_mm512_maddubs_epi16(c[1], _mm512_load_si512(q + 1)), sv[1])
+                    : _mm512_setzero_si512();
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
+        for (int i = nt <= 2 ? 2 : 1; i < 4; i++) {
             const __m512i p = _mm512_maddubs_epi16(c[i], _mm512_load_si512(q + i));
             if (nt <= 2 && i % 2)
                 acc2 = _mm512_dpwssd_epi32(acc2, p, sv[i]);

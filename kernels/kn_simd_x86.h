@@ -38,6 +38,10 @@ static inline int64_t kn__x86_groups(int64_t k) {
 }
 size_t kn__x86_q8_0p_bytes(int64_t k);
 void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k);
+/* The same, then the q again in natural order at kn__x86_q8_0p_bytes(k) (ng * 256 bytes): one
+ * token's Q8_0 rows load each stored block's 32 weights as they lie. */
+size_t kn__x86_q8_0n_bytes(int64_t k);
+void kn__x86_prep_q8_0n(const float *x, void *dst, int64_t k);
 /* Q8_K rows in ggml's layout (kn__block_q8_K). */
 size_t kn__x86_q8_K_bytes(int64_t k);
 void kn__x86_prep_q8_K(const float *x, void *dst, int64_t k);
@@ -80,16 +84,32 @@ void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst);
 /* Software prefetch distances of the streaming kernels, in bytes ahead of the weight being read:
  * far ahead into L2 (the memory latency, with room for a loaded machine's longer one), and a
  * little ahead into L1 (the L2 latency). The hardware prefetchers alone leave the decode and the
- * memory latency serialized. */
+ * memory latency serialized. Each can be set with -D to sweep it (0: no prefetch at that level),
+ * as can the bytes between prefetches (KN__X86_PREFETCH_STEP) and the far prefetch's hint. */
+#ifndef KN__X86_PREFETCH_L2
 #define KN__X86_PREFETCH_L2 16384
+#endif
+#ifndef KN__X86_PREFETCH_L1
 #define KN__X86_PREFETCH_L1 512
-/* Prefetches what a stream reading [p, p + n) now will read later: one line per 64 bytes at each
- * distance, which covers every line when successive calls advance by n. The loop has constant
- * bounds and offsets, so it unrolls before vectorization (GCC's vectorizer drops prefetches). */
-static inline __attribute__((always_inline)) void kn__x86_prefetch(const uint8_t *p, int n) {
-    for (int o = 0; o < n; o += 64) {
-        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L2 + o, _MM_HINT_T1);
-        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L1 + o, _MM_HINT_T0);
+#endif
+#ifndef KN__X86_PREFETCH_STEP
+#define KN__X86_PREFETCH_STEP 64
+#endif
+#ifndef KN__X86_PREFETCH_HINT_L2
+#define KN__X86_PREFETCH_HINT_L2 _MM_HINT_T1
+#endif
+/* Prefetches what a stream reading [p, p + n) now will read later: one line per step at each
+ * distance, which covers every line when successive calls advance by n (with a 128-byte step, the
+ * L2's adjacent-line prefetcher fetches the other line of each pair). The loop has constant
+ * bounds and offsets and is unrolled whatever the body around it (GCC leaves it rolled in large
+ * flattened bodies; its vectorizer would drop the prefetches). */
+static inline __attribute__((always_inline)) void kn__x86_prefetch(const uint8_t *p, const int n) {
+#pragma GCC unroll 8
+    for (int o = 0; o < n; o += KN__X86_PREFETCH_STEP) {
+        if (KN__X86_PREFETCH_L2)
+            _mm_prefetch((const char *)p + KN__X86_PREFETCH_L2 + o, KN__X86_PREFETCH_HINT_L2);
+        if (KN__X86_PREFETCH_L1)
+            _mm_prefetch((const char *)p + KN__X86_PREFETCH_L1 + o, _MM_HINT_T0);
     }
 }
 

@@ -315,7 +315,7 @@ KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x, __m256i
 
 /* n <= 8 super-blocks (a chunk) of a stored row against their Q8_K blocks, added to the canonical
  * lanes b % 8: the chunk's sums are reduced together (kn__x86_reduce8_i32), d and dmin of its
- * super-blocks taken in one gather, the activations' d in another, and the two canonical fmas run
+ * super-blocks and the activations' d taken into one vector each, and the two canonical fmas run
  * 8 lanes at once. Lanes past the row hold sums 0 and scales 0, which leave a lane (never -0)
  * unchanged. */
 static inline __attribute__((always_inline)) __m256
@@ -329,18 +329,20 @@ KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 
             is[i] = ms[i] = _mm256_setzero_si256();
         }
     }
-    const __m256i ow = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                          _mm256_set1_epi32(KN__Q4_K_BYTES));
-    const __m256i ox = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                          _mm256_set1_epi32(KN__Q8_K_BYTES));
-    const __m256i live = _mm256_castps_si256(kn__x86_live_lanes(n));
-    /* dword i: d (low half) and dmin (high half) of super-block i */
+    /* d and dmin (dword i: d low, dmin high) and the activations' d of the n super-blocks from
+     * scalar loads: AMD cores' vpgatherdd is slower than the loads and inserts it replaces */
+#define KN__Q4K_DD(i)                                                                              \
+    (n > (i) ? (int)(kn__rd16(row + (i)*KN__Q4_K_BYTES) |                                          \
+                     (uint32_t)kn__rd16(row + (i)*KN__Q4_K_BYTES + 2) << 16)                       \
+             : 0)
+#define KN__Q4K_XD(i) (n > (i) ? x[i].d : 0.0f)
     const __m256i dd =
-        n == 8 ? _mm256_i32gather_epi32((const int *)row, ow, 1)
-               : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)row, ow, live, 1);
-    const __m256 xd = n == 8 ? _mm256_i32gather_ps(&x->d, ox, 1)
-                             : _mm256_mask_i32gather_ps(_mm256_setzero_ps(), &x->d, ox,
-                                                        _mm256_castsi256_ps(live), 1);
+        _mm256_setr_epi32(KN__Q4K_DD(0), KN__Q4K_DD(1), KN__Q4K_DD(2), KN__Q4K_DD(3), KN__Q4K_DD(4),
+                          KN__Q4K_DD(5), KN__Q4K_DD(6), KN__Q4K_DD(7));
+    const __m256 xd = _mm256_setr_ps(KN__Q4K_XD(0), KN__Q4K_XD(1), KN__Q4K_XD(2), KN__Q4K_XD(3),
+                                     KN__Q4K_XD(4), KN__Q4K_XD(5), KN__Q4K_XD(6), KN__Q4K_XD(7));
+#undef KN__Q4K_DD
+#undef KN__Q4K_XD
     /* per 128-bit lane: the 4 d, then the 4 dmin; then d 0..7 low, dmin 0..7 high */
     const __m256i h = _mm256_permute4x64_epi64(
         _mm256_shuffle_epi8(dd,

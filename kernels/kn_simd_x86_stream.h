@@ -12,30 +12,22 @@
  * super-block and token instead of the 8 + 9 of one vpmaddwd per 32 values; each token's 8-lane
  * sums of 8 super-blocks are reduced together (kn__x86_reduce8_i32) and the canonical fma runs on
  * 8 lanes at once, with the 8 weight scales converted in one step and the tokens' d_x read from a
- * contiguous copy. Every block's sum and fma are the canonical ones, so the bits are the scalar
- * reference's at any T.
+ * contiguous copy. One token's Q8_0 rows skip the interleaving transpose: the stored blocks meet
+ * a natural-order copy of q and the group's 8 block sums are reduced together. Every block's sum
+ * and fma are the canonical ones, so the bits are the scalar reference's at any T.
  *
  * Tried and dropped, each slower in alternated runs (docs/kernels.md): decoding one unit ahead into
  * a ring in L1 so its shuffles overlap the previous unit's multiply-adds (the ring's stores and
  * loads cost more than the overlap gives); two rows per pass, each token's group loaded once for
  * both (the rows' weights then come back from L1); the batch tile from 2 tokens on; MXFP4's h(e)
- * by vpgatherdd (slow on AMD cores). */
+ * by vpgatherdd (slow on AMD cores); one token's Q6_K on natural codes without the interleave (the
+ * per-chunk scale shuffles cost more than the unpacks they replace). */
 #ifndef KN_SIMD_X86_STREAM_H
 #define KN_SIMD_X86_STREAM_H
 
 #define KN__XS_FEW 8  /* tokens a streaming pass takes */
 #define KN__XS_MAX 16 /* batches up to this many tokens stream (in passes); more: the tiles */
 _Static_assert(KN__XS_FEW <= KN__X86_PASS_MAX, "kn__x86_few_passes takes up to 16 a pass");
-
-/* kn__x86_prefetch unrolled whatever the body around it: in these large flattened bodies GCC
- * leaves its loop rolled (a loop of 3 to 5 trips and a taken branch per unit). */
-static inline __attribute__((always_inline)) void kn__xs_prefetch(const uint8_t *p, const int n) {
-#pragma GCC unroll 8
-    for (int o = 0; o < n; o += 64) {
-        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L2 + o, _MM_HINT_T1);
-        _mm_prefetch((const char *)p + KN__X86_PREFETCH_L1 + o, _MM_HINT_T0);
-    }
-}
 
 /* ---- MXFP4 and Q8_0 -------------------------------------------------------------------------- */
 
@@ -59,7 +51,7 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
     __m256i w[8];
     __m256 sw;
     if (g < full || end - grp >= 8 * bytes) {
-        if (g < full) kn__xs_prefetch(grp, 8 * bytes);
+        if (g < full) kn__x86_prefetch(grp, 8 * bytes);
         if (q8) {
             kn__x86_q8_0_group(grp, w);
             sw = kn__x86_q8_0_d(grp);
@@ -123,6 +115,27 @@ KN__X86_NAME(xs_group32)(const kn__xs_grp *s, int64_t g, const uint8_t *const *x
     }
 }
 
+/* One token's Q8_0 group g (full) from the stored blocks as they lie against the natural copy of
+ * its q (kn__x86_prep_q8_0n): per block |w| against sign(x, w) (exact), 8 dwords summing to its
+ * isum; the 8 blocks reduced together (kn__x86_reduce8_i32) into lane j = block j. No transpose:
+ * one token uses each decoded group once, and the reduction costs less than the interleaving. */
+static inline __attribute__((always_inline)) __m256i
+KN__X86_NAME(xs_q8_0_isum1)(const uint8_t *grp, const uint8_t *xn) {
+    __m256i s[8];
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(grp + KN__Q8_0_BYTES * j + 2));
+        const __m256i sx = _mm256_sign_epi8(_mm256_load_si256((const __m256i *)(xn + 32 * j)), w);
+#ifdef KN__DPBUSD
+        s[j] = KN__DPBUSD(_mm256_setzero_si256(), _mm256_abs_epi8(w), sx);
+#else
+        s[j] =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), sx), _mm256_set1_epi16(1));
+#endif
+    }
+    return kn__x86_reduce8_i32(s);
+}
+
 /* Rows n0 .. n1 of W (MXFP4 or Q8_0) against nt prepared tokens: the full groups in a loop without
  * branches, then a tail group. */
 static inline __attribute__((always_inline)) void
@@ -142,9 +155,20 @@ KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int6
         __m256 acc[KN__XS_FEW];
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) acc[t] = _mm256_setzero_ps();
-        for (int64_t g = 0; g < full; g++) {
-            const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8);
-            KN__X86_NAME(xs_group32)(&s, g, x, dx, xs, acc, nt, q8);
+        if (q8 && nt == 1) {
+            const uint8_t *xn = x[0] + kn__x86_q8_0p_bytes(W->cols);
+            for (int64_t g = 0; g < full; g++) {
+                const uint8_t *grp = row + g * 8 * KN__Q8_0_BYTES;
+                kn__x86_prefetch(grp, 8 * KN__Q8_0_BYTES);
+                acc[0] = KN__X86_NAME(group_fma)(
+                    KN__X86_NAME(xs_q8_0_isum1)(grp, xn + g * KN__X86_GROUP_QS), dx[0] + 8 * g,
+                    kn__x86_q8_0_d(grp), acc[0]);
+            }
+        } else {
+            for (int64_t g = 0; g < full; g++) {
+                const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8);
+                KN__X86_NAME(xs_group32)(&s, g, x, dx, xs, acc, nt, q8);
+            }
         }
         if (full < ng) {
             const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, full, nb, full, end, q8);
@@ -205,7 +229,7 @@ KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, in
                 const int64_t b = b0 + i;
                 const uint8_t *blk = row + b * KN__Q6_K_BYTES;
                 __m256i c[8];
-                kn__xs_prefetch(blk, KN__Q6_K_BYTES);
+                kn__x86_prefetch(blk, KN__Q6_K_BYTES);
                 kn__x86_q6k_codes(blk, c);
                 kn__x86_q6k_interleave(c);
                 const __m256i sg = kn__x86_q6k_group_scales(blk);
@@ -312,8 +336,8 @@ static size_t KN__X86_NAME(xs_scratch)(const kn_mat *W, int64_t T) {
 static const kn__kernel KN__X86_NAME(xs_k_mxfp4) = {
     KN__X86_LABEL "-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p, KN__X86_NAME(xs_scratch),
     KN__X86_NAME(xs_rows_mxfp4)};
-static const kn__kernel KN__X86_NAME(xs_k_q8_0) = {KN__X86_LABEL "-q8_0-q8_0p", kn__x86_q8_0p_bytes,
-                                                   kn__x86_prep_q8_0p, KN__X86_NAME(xs_scratch),
+static const kn__kernel KN__X86_NAME(xs_k_q8_0) = {KN__X86_LABEL "-q8_0-q8_0n", kn__x86_q8_0n_bytes,
+                                                   kn__x86_prep_q8_0n, KN__X86_NAME(xs_scratch),
                                                    KN__X86_NAME(xs_rows_q8_0)};
 static const kn__kernel KN__X86_NAME(xs_k_q6_K) = {KN__X86_LABEL "-q6_K-q8_Kd", kn__x86_q8_Kd_bytes,
                                                    kn__x86_prep_q8_Kd, KN__X86_NAME(xs_scratch),
