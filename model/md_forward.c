@@ -1165,7 +1165,13 @@ int md_forward(md_ctx *c, const md_row *rows, int64_t T, float *logits, mw_err *
     unique_reset(c);
     const int lanes = lanes_for(c, T);
     if (lanes > 1) {
-        if (forward_lanes(c, rows, T, lanes, n_out, logits, err) == 0) return 0;
+        const uint64_t s0 = mw_now_ns(), sl0 = c->timing.layers;
+        if (forward_lanes(c, rows, T, lanes, n_out, logits, err) == 0) {
+            /* each lane finishes every MoE layer once */
+            md_lanes_measure_split(&c->clock, mw_now_ns() - s0,
+                                   (c->timing.layers - sl0) / (uint64_t)lanes);
+            return 0;
+        }
         if (!lanes_lost_rows(c, lanes)) return -1;
         /* the backend named rows of a lane's batch, which are not the step's: the step again,
          * whole, so that a failure names the step's own rows (experts with no live owner fail

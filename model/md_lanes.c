@@ -13,6 +13,18 @@ void md_lanes_measure(md_lanes_clock *k, uint64_t step_ns, uint64_t wait_ns, uin
     k->split_run = 0;
 }
 
+void md_lanes_measure_split(md_lanes_clock *k, uint64_t step_ns, uint64_t moe_layers) {
+    if (!moe_layers || !k->samples) return;
+    k->split_samples++;
+    k->split_ns += ((double)step_ns / (double)moe_layers - k->split_ns) / (double)k->split_samples;
+    if (k->split_samples < MD_LANES_VERDICT) return;
+    /* against a whole step's time per layer, its trunk and wait as the unsplit steps measure them
+     */
+    if (k->split_ns >= k->trunk_ns + k->wait_ns) k->hold = MD_LANES_HOLD;
+    k->split_samples = 0;
+    k->split_ns = 0;
+}
+
 int md_lanes_choose(md_lanes_clock *k, int mode, int in_flight, int n_units) {
     int cap = in_flight < MD_LANES_MAX ? in_flight : MD_LANES_MAX;
     if (n_units < cap) cap = n_units;
@@ -20,6 +32,10 @@ int md_lanes_choose(md_lanes_clock *k, int mode, int in_flight, int n_units) {
     if (mode > 1) return mode < cap ? mode : cap;
     /* auto: measure first, and now and then again on an unsplit step */
     if (!k->samples || k->trunk_ns <= 0 || k->split_run >= MD_LANES_REMEASURE) return 1;
+    if (k->hold) { /* splitting was measured to gain nothing: whole for a while */
+        k->hold--;
+        return 1;
+    }
     const double fill = k->wait_ns / (MD_LANES_MARGIN * k->trunk_ns);
     int n = fill >= (double)(cap - 1) ? cap : 1 + (int)fill;
     if (n > 1) k->split_run++;

@@ -18,7 +18,11 @@
  * its experts (both measured on unsplit steps). Each extra lane costs at most another C (a small
  * batch's matmuls read the same weights as a larger one's) and can only fill blocked time, so the
  * step runs in 1 + floor(W / (margin · C)) lanes: none while the trunk is busier than the link,
- * which is where small models and loopback clusters sit. */
+ * which is where small models and loopback clusters sit. That prediction assumes the wait is the
+ * link's and the nodes' own time; where the nodes share the coordinator's cores (a loopback
+ * cluster, nodes on the same host) the next lane's trunk competes with them instead of filling the
+ * wait. So the split steps are timed too, and when they take no less per MoE layer than a whole
+ * step's measured C + W, auto keeps steps whole for a while before it tries again. */
 #ifndef MD_LANES_H
 #define MD_LANES_H
 
@@ -30,16 +34,27 @@
 #define MD_LANES_MARGIN 1.2
 /* auto mode re-measures an unsplit step this often while it splits */
 #define MD_LANES_REMEASURE 32
+/* split steps averaged before they are judged against whole ones */
+#define MD_LANES_VERDICT 4
+/* steps auto keeps whole after split ones measured no faster: a retry costs MD_LANES_VERDICT
+ * slower steps in this many */
+#define MD_LANES_HOLD 512
 
 /* The measured per-layer times the auto choice reads (exponential averages). */
 typedef struct md_lanes_clock {
     double trunk_ns, wait_ns;
     uint64_t samples;
-    uint64_t split_run; /* split steps since the last unsplit one */
+    uint64_t split_run;     /* split steps since the last unsplit one */
+    double split_ns;        /* split steps' mean time per MoE layer since the last verdict */
+    uint64_t split_samples; /* the split steps in split_ns */
+    uint64_t hold;          /* steps auto still keeps whole: splitting measured no gain */
 } md_lanes_clock;
 
 /* Folds in an unsplit step: its time, the part blocked waiting for experts, its MoE layers. */
 void md_lanes_measure(md_lanes_clock *k, uint64_t step_ns, uint64_t wait_ns, uint64_t moe_layers);
+
+/* Folds in a split step: its time and its MoE layers (each counted once, not once a lane). */
+void md_lanes_measure_split(md_lanes_clock *k, uint64_t step_ns, uint64_t moe_layers);
 
 /* Lanes for a step of n_units rows: `mode` 0 = auto, else fixed (clamped to what the step and the
  * backend allow: in_flight batches at once, one row per lane at least). */

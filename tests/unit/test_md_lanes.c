@@ -429,9 +429,36 @@ static void test_choose(void **state) {
     assert_in_range(unsplit, 2, 3);
 }
 
+/* Auto judges its split steps: when they take no less per MoE layer than a whole step's measured
+ * trunk + wait (nodes sharing the coordinator's cores), it keeps steps whole for MD_LANES_HOLD
+ * steps, then tries again; split steps that are faster keep it splitting. */
+static void test_choose_judges_splits(void **state) {
+    (void)state;
+    md_lanes_clock k = {0};
+    md_lanes_measure(&k, 10000, 8000, 1); /* trunk 2, wait 8: auto splits */
+    for (int i = 0; i < 2 * MD_LANES_VERDICT; i++) {
+        assert_int_equal(md_lanes_choose(&k, 0, 2, 8), 2);
+        md_lanes_measure_split(&k, 2 * 7000, 2); /* 7 a layer: faster than 10 */
+    }
+    for (int i = 0; i < MD_LANES_VERDICT; i++) {
+        assert_int_equal(md_lanes_choose(&k, 0, 2, 8), 2);
+        md_lanes_measure_split(&k, 2 * 10500, 2); /* 10.5 a layer: no gain */
+    }
+    int whole = 0;
+    for (int i = 0; i < MD_LANES_HOLD; i++) {
+        const int n = md_lanes_choose(&k, 0, 2, 8);
+        whole += n == 1;
+        if (n == 1) md_lanes_measure(&k, 10000, 8000, 1);
+    }
+    assert_int_equal(whole, MD_LANES_HOLD);
+    assert_int_equal(md_lanes_choose(&k, 0, 2, 8), 2); /* tried again */
+    assert_int_equal(md_lanes_choose(&k, 2, 2, 8), 2); /* a fixed count is not judged */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_choose),
+        cmocka_unit_test(test_choose_judges_splits),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_long_prompt_qwen3moe),
         cmocka_unit_test(test_long_prompt_deepseek2),
