@@ -104,6 +104,33 @@ void kn__x86_prep_q8_0n(const float *x, void *dst, int64_t k) {
             memcpy(nat + 32 * b + 4 * i, qs + (b / 8) * KN__X86_GROUP_QS + 32 * i + 4 * (b % 8), 4);
 }
 
+size_t kn__x86_q8_0m_bytes(int64_t k) {
+    return kn__x86_q8_0p_bytes(k) + (size_t)kn__x86_groups(k) * KN__X86_Q8_0M_GROUP;
+}
+
+/* kn__x86_prep_q8_0p, then each group's q in block pairs and its d_x and sums in pair lane order,
+ * read back from the interleaved copy (its tail group's padding is zero). */
+void kn__x86_prep_q8_0m(const float *x, void *dst, int64_t k) {
+    const int64_t ng = kn__x86_groups(k);
+    kn__x86_prep_q8_0p(x, dst, k);
+    const uint8_t *qs = dst;
+    const float *dx = (const float *)(qs + ng * KN__X86_GROUP_QS);
+    const int32_t *xs = (const int32_t *)(dx + ng * 8);
+    for (int64_t g = 0; g < ng; g++) {
+        uint8_t *m = (uint8_t *)kn__x86_q8_0m_grp(dst, k, g);
+        for (int j = 0; j < 8; j++) /* block j: its dword i is dword j of vector i */
+            for (int i = 0; i < 8; i++)
+                memcpy(m + 64 * (j / 2) + 32 * (i / 4) + 16 * (j % 2) + 4 * (i % 4),
+                       qs + g * KN__X86_GROUP_QS + 32 * i + 4 * j, 4);
+        float *mdx = (float *)(m + KN__X86_GROUP_QS);
+        int32_t *mxs = (int32_t *)(mdx + 8);
+        for (int l = 0; l < 8; l++) {
+            mdx[l] = dx[8 * g + kn__x86_pair_lanes[l]];
+            mxs[l] = xs[8 * g + kn__x86_pair_lanes[l]];
+        }
+    }
+}
+
 size_t kn__x86_q8_K_bytes(int64_t k) {
     return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
 }

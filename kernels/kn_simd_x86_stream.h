@@ -136,6 +136,71 @@ KN__X86_NAME(xs_q8_0_isum1)(const uint8_t *grp, const uint8_t *xn) {
     return kn__x86_reduce8_i32(s);
 }
 
+/* One token's MXFP4 group (full, 136 stored bytes at grp) against its pair-ordered q, d_x and
+ * sums (xm: kn__x86_q8_0m_grp), added to acc (lanes in kn__x86_pair_lanes order). No transpose:
+ * a load and an insert put block 2i's 16 code bytes in the low half and block 2i + 1's in the
+ * high one (two 32-byte loads and a vpblendd ran slower); one vpshufb per nibble half
+ * gives the biased codes (kvalue + 12, unsigned: no sign handling, the token's -12 * sum(q) takes
+ * the bias back), two vpmaddubsw against the pair's q, and horizontal adds reduce the 4 pairs to
+ * one lane per block, blocks 0, 2, 4, 6 low and 1, 3, 5, 7 high. The 8 exponents come in that
+ * same order from 4 loads 30 bytes apart (e of block 2i is byte 0 of dword i, e of block 2i + 1
+ * byte 1 of dword 4 + i) and 3 vpblendd; h(e) = 2^(e - 128) is then integer arithmetic on e << 23
+ * (kn__e8m0_half_bits' values, subnormals included), no table lookups. */
+static inline __attribute__((always_inline)) __m256
+KN__X86_NAME(xs_mxfp4_grp1)(const uint8_t *grp, const uint8_t *xm, __m256 acc) {
+    const __m256i tbl = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    kn__x86_prefetch(grp, 8 * KN__MXFP4_BYTES);
+    __m256i s[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const uint8_t *qs = grp + 2 * KN__MXFP4_BYTES * i + 1;
+        const __m256i v =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qs)),
+                                    _mm_loadu_si128((const __m128i *)(qs + KN__MXFP4_BYTES)), 1);
+        const __m256i lo = _mm256_shuffle_epi8(tbl, _mm256_and_si256(v, m4));
+        const __m256i hi = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        const __m256i xl = _mm256_load_si256((const __m256i *)(xm + 64 * i));
+        const __m256i xh = _mm256_load_si256((const __m256i *)(xm + 64 * i + 32));
+#ifdef KN__DPBUSD
+        s[i] = KN__DPBUSD(KN__DPBUSD(_mm256_setzero_si256(), lo, xl), hi, xh);
+#else
+        /* int16 lanes of 4 products, at most 4 * 24 * 127 = 12192 */
+        s[i] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+#endif
+    }
+#ifdef KN__DPBUSD
+    const __m256i r =
+        _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+#else
+    /* two int16 lanes added (at most 24384), then to int32: two vpmaddwd instead of four */
+    const __m256i one = _mm256_set1_epi16(1);
+    const __m256i r = _mm256_hadd_epi32(_mm256_madd_epi16(_mm256_hadd_epi16(s[0], s[1]), one),
+                                        _mm256_madd_epi16(_mm256_hadd_epi16(s[2], s[3]), one));
+#endif
+    const __m256i isum =
+        _mm256_add_epi32(r, _mm256_load_si256((const __m256i *)(xm + KN__X86_GROUP_QS + 32)));
+    /* e << 23 per lane (a dword's other bytes masked off); h bits: (e - 1) << 23 for e >= 2, else
+     * 2^-128 << e = (e << 21) + 2^-128, the larger of the two in every case */
+    const __m256i e = _mm256_blend_epi32(
+        _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)grp),
+                           _mm256_loadu_si256((const __m256i *)(grp + 30)), 0x22),
+        _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)(grp + 60)),
+                           _mm256_loadu_si256((const __m256i *)(grp + 90)), 0x88),
+        0xCC);
+    const __m256i e23 =
+        _mm256_and_si256(_mm256_sllv_epi32(e, _mm256_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15)),
+                         _mm256_set1_epi32(0xFF << 23));
+    const __m256i h =
+        _mm256_max_epi32(_mm256_sub_epi32(e23, _mm256_set1_epi32(1 << 23)),
+                         _mm256_add_epi32(_mm256_srli_epi32(e23, 2), _mm256_set1_epi32(1 << 21)));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                           _mm256_mul_ps(_mm256_load_ps((const float *)(xm + KN__X86_GROUP_QS)),
+                                         _mm256_castsi256_ps(h)),
+                           acc);
+}
+
 /* Rows n0 .. n1 of W (MXFP4 or Q8_0) against nt prepared tokens: the full groups in a loop without
  * branches, then a tail group. */
 static inline __attribute__((always_inline)) void
@@ -164,6 +229,12 @@ KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int6
                     KN__X86_NAME(xs_q8_0_isum1)(grp, xn + g * KN__X86_GROUP_QS), dx[0] + 8 * g,
                     kn__x86_q8_0_d(grp), acc[0]);
             }
+        } else if (!q8 && nt == 1) {
+            for (int64_t g = 0; g < full; g++)
+                acc[0] = KN__X86_NAME(xs_mxfp4_grp1)(row + g * 8 * KN__MXFP4_BYTES,
+                                                     kn__x86_q8_0m_grp(x[0], W->cols, g), acc[0]);
+            /* the lanes back in block order for the tail group and the canonical sum */
+            acc[0] = _mm256_permutevar8x32_ps(acc[0], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         } else {
             for (int64_t g = 0; g < full; g++) {
                 const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8);
@@ -334,7 +405,7 @@ static size_t KN__X86_NAME(xs_scratch)(const kn_mat *W, int64_t T) {
 }
 
 static const kn__kernel KN__X86_NAME(xs_k_mxfp4) = {
-    KN__X86_LABEL "-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p, KN__X86_NAME(xs_scratch),
+    KN__X86_LABEL "-mxfp4-q8_0m", kn__x86_q8_0m_bytes, kn__x86_prep_q8_0m, KN__X86_NAME(xs_scratch),
     KN__X86_NAME(xs_rows_mxfp4)};
 static const kn__kernel KN__X86_NAME(xs_k_q8_0) = {KN__X86_LABEL "-q8_0-q8_0n", kn__x86_q8_0n_bytes,
                                                    kn__x86_prep_q8_0n, KN__X86_NAME(xs_scratch),
