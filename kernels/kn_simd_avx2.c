@@ -66,7 +66,8 @@ size_t kn__x86_q8_0p_bytes(int64_t k) {
     return (size_t)kn__x86_groups(k) * (KN__X86_GROUP_QS + 64);
 }
 
-void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
+/* kn__x86_prep_q8_0p; with m, also each group's 320 bytes of kn__x86_prep_q8_0m at m. */
+static void prep_q8_0(const float *x, void *dst, int64_t k, uint8_t *m) {
     const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
     uint8_t *qs = dst;
     float *dx = (float *)(qs + ng * KN__X86_GROUP_QS);
@@ -74,6 +75,7 @@ void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
     if (nb % 8) { /* zero the tail group's padding blocks */
         memset(qs + (ng - 1) * KN__X86_GROUP_QS, 0, KN__X86_GROUP_QS);
         for (int64_t b = nb; b < ng * 8; b++) dx[b] = 0.0f, xs[b] = 0;
+        if (m) memset(m + (ng - 1) * KN__X86_Q8_0M_GROUP, 0, KN__X86_GROUP_QS);
     }
     for (int64_t b = 0; b < nb; b++) {
         __m256i q;
@@ -85,7 +87,24 @@ void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
         uint8_t *grp = qs + (b / 8) * KN__X86_GROUP_QS + 4 * (b % 8);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) memcpy(grp + 32 * i, &d[i], 4);
+        if (m) { /* elements 0..15 and 16..31 into the half of the pair's two vectors */
+            uint8_t *p = m + (b / 8) * KN__X86_Q8_0M_GROUP + 64 * (b % 8 / 2) + 16 * (b % 2);
+            _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(q));
+            _mm_storeu_si128((__m128i *)(p + 32), _mm256_extracti128_si256(q, 1));
+        }
     }
+    for (int64_t g = 0; m && g < ng; g++) {
+        float *mdx = (float *)(m + g * KN__X86_Q8_0M_GROUP + KN__X86_GROUP_QS);
+        int32_t *mxs = (int32_t *)(mdx + 8);
+        for (int l = 0; l < 8; l++) {
+            mdx[l] = dx[8 * g + kn__x86_pair_lanes[l]];
+            mxs[l] = xs[8 * g + kn__x86_pair_lanes[l]];
+        }
+    }
+}
+
+void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
+    prep_q8_0(x, dst, k, NULL);
 }
 
 size_t kn__x86_q8_0n_bytes(int64_t k) {
@@ -108,27 +127,10 @@ size_t kn__x86_q8_0m_bytes(int64_t k) {
     return kn__x86_q8_0p_bytes(k) + (size_t)kn__x86_groups(k) * KN__X86_Q8_0M_GROUP;
 }
 
-/* kn__x86_prep_q8_0p, then each group's q in block pairs and its d_x and sums in pair lane order,
- * read back from the interleaved copy (its tail group's padding is zero). */
+/* kn__x86_prep_q8_0p, then each group's q in block pairs and its d_x and sums in pair lane order
+ * (its tail group's padding zero). */
 void kn__x86_prep_q8_0m(const float *x, void *dst, int64_t k) {
-    const int64_t ng = kn__x86_groups(k);
-    kn__x86_prep_q8_0p(x, dst, k);
-    const uint8_t *qs = dst;
-    const float *dx = (const float *)(qs + ng * KN__X86_GROUP_QS);
-    const int32_t *xs = (const int32_t *)(dx + ng * 8);
-    for (int64_t g = 0; g < ng; g++) {
-        uint8_t *m = (uint8_t *)kn__x86_q8_0m_grp(dst, k, g);
-        for (int j = 0; j < 8; j++) /* block j: its dword i is dword j of vector i */
-            for (int i = 0; i < 8; i++)
-                memcpy(m + 64 * (j / 2) + 32 * (i / 4) + 16 * (j % 2) + 4 * (i % 4),
-                       qs + g * KN__X86_GROUP_QS + 32 * i + 4 * j, 4);
-        float *mdx = (float *)(m + KN__X86_GROUP_QS);
-        int32_t *mxs = (int32_t *)(mdx + 8);
-        for (int l = 0; l < 8; l++) {
-            mdx[l] = dx[8 * g + kn__x86_pair_lanes[l]];
-            mxs[l] = xs[8 * g + kn__x86_pair_lanes[l]];
-        }
-    }
+    prep_q8_0(x, dst, k, (uint8_t *)dst + kn__x86_q8_0p_bytes(k));
 }
 
 size_t kn__x86_q8_K_bytes(int64_t k) {
