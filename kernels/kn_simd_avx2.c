@@ -87,10 +87,15 @@ static void prep_q8_0(const float *x, void *dst, int64_t k, uint8_t *m) {
         uint8_t *grp = qs + (b / 8) * KN__X86_GROUP_QS + 4 * (b % 8);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) memcpy(grp + 32 * i, &d[i], 4);
-        if (m) { /* elements 0..15 and 16..31 into the half of the pair's two vectors */
-            uint8_t *p = m + (b / 8) * KN__X86_Q8_0M_GROUP + 64 * (b % 8 / 2) + 16 * (b % 2);
-            _mm_storeu_si128((__m128i *)p, _mm256_castsi256_si128(q));
-            _mm_storeu_si128((__m128i *)(p + 32), _mm256_extracti128_si256(q, 1));
+        if (m) { /* block j's 8-byte runs into its qword of its set's 4 vectors */
+            const int j = (int)(b % 8);
+            uint8_t *p =
+                m + (b / 8) * KN__X86_Q8_0M_GROUP + 128 * (j / 4) + 16 * (j % 2) + 8 * (j / 2 % 2);
+            _mm_storel_epi64((__m128i *)p, _mm256_castsi256_si128(q));             /* 0..7 */
+            _mm_storel_epi64((__m128i *)(p + 32), _mm256_extracti128_si256(q, 1)); /* 16..23 */
+            _mm_storeh_pd((double *)(p + 64), _mm_castsi128_pd(_mm256_castsi256_si128(q)));
+            _mm_storeh_pd((double *)(p + 96),
+                          _mm_castsi128_pd(_mm256_extracti128_si256(q, 1))); /* 8..15, 24..31 */
         }
     }
     for (int64_t g = 0; m && g < ng; g++) {

@@ -136,15 +136,18 @@ KN__X86_NAME(xs_q8_0_isum1)(const uint8_t *grp, const uint8_t *xn) {
     return kn__x86_reduce8_i32(s);
 }
 
-/* One token's MXFP4 group (full, 136 stored bytes at grp) against its pair-ordered q, d_x and
- * sums (xm: kn__x86_q8_0m_grp), added to acc (lanes in kn__x86_pair_lanes order). No transpose:
- * a load and an insert put block 2i's 16 code bytes in the low half and block 2i + 1's in the
- * high one (two 32-byte loads and a vpblendd ran slower); one vpshufb per nibble half
- * gives the biased codes (kvalue + 12, unsigned: no sign handling, the token's -12 * sum(q) takes
- * the bias back), two vpmaddubsw against the pair's q, and horizontal adds reduce the 4 pairs to
- * one lane per block, blocks 0, 2, 4, 6 low and 1, 3, 5, 7 high. The 8 exponents come in that
- * same order from 4 loads 30 bytes apart (e of block 2i is byte 0 of dword i, e of block 2i + 1
- * byte 1 of dword 4 + i) and 3 vpblendd; h(e) = 2^(e - 128) is then integer arithmetic on e << 23
+/* One token's MXFP4 group (full, 136 stored bytes at grp) against its q, d_x and sums in the
+ * layout of kn__x86_prep_q8_0m (xm: kn__x86_q8_0m_grp), added to acc (lanes in
+ * kn__x86_pair_lanes order). No 8 x 8 transpose: a load and an insert put block 2i's 16 code
+ * bytes in the low half of a[i] and block 2i + 1's in the high one, and one qword unpack of a[i]
+ * and a[i + 1] gives 8 bytes of each of 4 blocks, each block in a qword of its own; one vpshufb
+ * per nibble half gives the biased codes (kvalue + 12, unsigned: no sign handling, the token's
+ * -12 * sum(q) takes the bias back), vpmaddubsw against the token's q in the same order, and the
+ * 4 vectors of a block set add in int16 (8 products a lane, at most 8 * 24 * 127 = 24384) before
+ * one vpmaddwd. Two vshufps and an add then leave one lane per block (vphaddd costs two cycles of
+ * the pipes the multiply-adds and vpshufb use). The 8 exponents come in the same order from 4
+ * loads 30 bytes apart (e of block 2i is byte 0 of dword i, e of block 2i + 1 byte 1 of dword
+ * 4 + i) and 3 vpblendd; h(e) = 2^(e - 128) is then integer arithmetic on e << 23
  * (kn__e8m0_half_bits' values, subnormals included), no table lookups. */
 static inline __attribute__((always_inline)) __m256
 KN__X86_NAME(xs_mxfp4_grp1)(const uint8_t *grp, const uint8_t *xm, __m256 acc) {
@@ -152,35 +155,45 @@ KN__X86_NAME(xs_mxfp4_grp1)(const uint8_t *grp, const uint8_t *xm, __m256 acc) {
                                          12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     kn__x86_prefetch(grp, 8 * KN__MXFP4_BYTES);
-    __m256i s[4];
+    __m256i a[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         const uint8_t *qs = grp + 2 * KN__MXFP4_BYTES * i + 1;
-        const __m256i v =
-            _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qs)),
-                                    _mm_loadu_si128((const __m128i *)(qs + KN__MXFP4_BYTES)), 1);
-        const __m256i lo = _mm256_shuffle_epi8(tbl, _mm256_and_si256(v, m4));
-        const __m256i hi = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        const __m256i xl = _mm256_load_si256((const __m256i *)(xm + 64 * i));
-        const __m256i xh = _mm256_load_si256((const __m256i *)(xm + 64 * i + 32));
+        a[i] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)qs)),
+                                       _mm_loadu_si128((const __m128i *)(qs + KN__MXFP4_BYTES)), 1);
+    }
+    __m256i s[2]; /* set h: blocks 4h, 4h + 2 (low half), 4h + 1, 4h + 3, two dwords each */
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i u = _mm256_unpacklo_epi64(a[2 * h], a[2 * h + 1]); /* bytes 0..7 */
+        const __m256i v = _mm256_unpackhi_epi64(a[2 * h], a[2 * h + 1]); /* bytes 8..15 */
+        const __m256i *x = (const __m256i *)(xm + 128 * h);
+        const __m256i c[4] = {
+            _mm256_and_si256(u, m4), _mm256_and_si256(_mm256_srli_epi16(u, 4), m4),
+            _mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)};
+        __m256i p[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
 #ifdef KN__DPBUSD
-        s[i] = KN__DPBUSD(KN__DPBUSD(_mm256_setzero_si256(), lo, xl), hi, xh);
+            p[k] = KN__DPBUSD(_mm256_setzero_si256(), _mm256_shuffle_epi8(tbl, c[k]),
+                              _mm256_load_si256(x + k));
 #else
-        /* int16 lanes of 4 products, at most 4 * 24 * 127 = 12192 */
-        s[i] = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+            p[k] = _mm256_maddubs_epi16(_mm256_shuffle_epi8(tbl, c[k]), _mm256_load_si256(x + k));
+#endif
+        }
+#ifdef KN__DPBUSD
+        s[h] = _mm256_add_epi32(_mm256_add_epi32(p[0], p[1]), _mm256_add_epi32(p[2], p[3]));
+#else
+        s[h] = _mm256_madd_epi16(
+            _mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
+            _mm256_set1_epi16(1));
 #endif
     }
-#ifdef KN__DPBUSD
-    const __m256i r =
-        _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
-#else
-    /* two int16 lanes added (at most 24384), then to int32: two vpmaddwd instead of four */
-    const __m256i one = _mm256_set1_epi16(1);
-    const __m256i r = _mm256_hadd_epi32(_mm256_madd_epi16(_mm256_hadd_epi16(s[0], s[1]), one),
-                                        _mm256_madd_epi16(_mm256_hadd_epi16(s[2], s[3]), one));
-#endif
-    const __m256i isum =
-        _mm256_add_epi32(r, _mm256_load_si256((const __m256i *)(xm + KN__X86_GROUP_QS + 32)));
+    const __m256 s0 = _mm256_castsi256_ps(s[0]), s1 = _mm256_castsi256_ps(s[1]);
+    const __m256i isum = _mm256_add_epi32(
+        _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0))),
+                         _mm256_castps_si256(_mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)))),
+        _mm256_load_si256((const __m256i *)(xm + KN__X86_GROUP_QS + 32)));
     /* e << 23 per lane (a dword's other bytes masked off); h bits: (e - 1) << 23 for e >= 2, else
      * 2^-128 << e = (e << 21) + 2^-128, the larger of the two in every case */
     const __m256i e = _mm256_blend_epi32(
