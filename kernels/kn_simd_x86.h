@@ -43,16 +43,13 @@ void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k);
 size_t kn__x86_q8_0n_bytes(int64_t k);
 void kn__x86_prep_q8_0n(const float *x, void *dst, int64_t k);
 /* The same as kn__x86_prep_q8_0p, then per group 320 bytes for one token's MXFP4 rows
- * (kn__x86_q8_0m_grp): for the block sets h = 0, 1, 4 vectors of 8-byte runs, vector k of set h
- * holding elements 8r .. 8r + 7 (r = 0, 2, 1, 3 for k = 0..3) of blocks 4h, 4h + 2 (low half)
- * and 4h + 1, 4h + 3 (high half); then the 8 d_x and the 8 -12 * sum(q) in the lane order
- * kn__x86_pair_lanes. */
+ * (kn__xs_q8_0m_grp in kn_simd_x86_stream.h): for the block sets h = 0, 1, 4 vectors of 8-byte
+ * runs, vector k of set h holding elements 8r .. 8r + 7 (r = 0, 2, 1, 3 for k = 0..3) of blocks 4h,
+ * 4h + 2 (low half) and 4h + 1, 4h + 3 (high half); then the 8 d_x and the 8 -12 * sum(q) in the
+ * lane order kn__x86_pair_lanes. */
 size_t kn__x86_q8_0m_bytes(int64_t k);
 void kn__x86_prep_q8_0m(const float *x, void *dst, int64_t k);
 #define KN__X86_Q8_0M_GROUP 320
-static inline const uint8_t *kn__x86_q8_0m_grp(const uint8_t *x, int64_t k, int64_t g) {
-    return x + kn__x86_q8_0p_bytes(k) + g * KN__X86_Q8_0M_GROUP;
-}
 /* Lane i of a pair-ordered vector holds block kn__x86_pair_lanes[i] of its group: blocks 0, 2, 4,
  * 6 in the low 128-bit half, 1, 3, 5, 7 in the high one (the order the one-token MXFP4 kernel's
  * block sums and exponents come in). */

@@ -13,8 +13,10 @@
  * sums of 8 super-blocks are reduced together (kn__x86_reduce8_i32) and the canonical fma runs on
  * 8 lanes at once, with the 8 weight scales converted in one step and the tokens' d_x read from a
  * contiguous copy. One token's Q8_0 rows skip the interleaving transpose: the stored blocks meet
- * a natural-order copy of q and the group's 8 block sums are reduced together. Every block's sum
- * and fma are the canonical ones, so the bits are the scalar reference's at any T.
+ * a natural-order copy of q and the group's 8 block sums are reduced together. One token's MXFP4
+ * rows skip it too: block pairs and qword unpacks against a copy of q in that order
+ * (kn__x86_prep_q8_0m), h(e) computed from the exponent bytes rather than looked up. Every block's
+ * sum and fma are the canonical ones, so the bits are the scalar reference's at any T.
  *
  * Tried and dropped, each slower in alternated runs (docs/kernels.md): decoding one unit ahead into
  * a ring in L1 so its shuffles overlap the previous unit's multiply-adds (the ring's stores and
@@ -136,8 +138,13 @@ KN__X86_NAME(xs_q8_0_isum1)(const uint8_t *grp, const uint8_t *xn) {
     return kn__x86_reduce8_i32(s);
 }
 
+/* Group g's 320 bytes of a token prepared by kn__x86_prep_q8_0m for k values. */
+static inline const uint8_t *kn__xs_q8_0m_grp(const uint8_t *x, int64_t k, int64_t g) {
+    return x + kn__x86_q8_0p_bytes(k) + g * KN__X86_Q8_0M_GROUP;
+}
+
 /* One token's MXFP4 group (full, 136 stored bytes at grp) against its q, d_x and sums in the
- * layout of kn__x86_prep_q8_0m (xm: kn__x86_q8_0m_grp), added to acc (lanes in
+ * layout of kn__x86_prep_q8_0m (xm: kn__xs_q8_0m_grp), added to acc (lanes in
  * kn__x86_pair_lanes order). No 8 x 8 transpose: a load and an insert put block 2i's 16 code
  * bytes in the low half of a[i] and block 2i + 1's in the high one, and one qword unpack of a[i]
  * and a[i + 1] gives 8 bytes of each of 4 blocks, each block in a qword of its own; one vpshufb
@@ -245,7 +252,7 @@ KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int6
         } else if (!q8 && nt == 1) {
             for (int64_t g = 0; g < full; g++)
                 acc[0] = KN__X86_NAME(xs_mxfp4_grp1)(row + g * 8 * KN__MXFP4_BYTES,
-                                                     kn__x86_q8_0m_grp(x[0], W->cols, g), acc[0]);
+                                                     kn__xs_q8_0m_grp(x[0], W->cols, g), acc[0]);
             /* the lanes back in block order for the tail group and the canonical sum */
             acc[0] = _mm256_permutevar8x32_ps(acc[0], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         } else {
