@@ -278,10 +278,12 @@ static inline __m128i KN__X86_NAME(q4k_scales_mins)(const uint8_t *packed) {
     return _mm_or_si128(lo, hi);
 }
 
-/* One stored Q4_K super-block against one Q8_K block: *is gets 8 lanes summing to the codes times
- * q times the group scales, *ms 8 lanes summing to the bsums times the mins (both exact). */
-static inline __attribute__((always_inline)) void
-KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x, __m256i *is, __m256i *ms) {
+/* One stored Q4_K super-block against one Q8_K block: the even lanes of the result sum to the
+ * codes times q times the group scales, the odd lanes to the bsums times the mins (both exact):
+ * the two 8-lane sums joined by two unpacks and an add, so a chunk holds 8 vectors, not 16 (AVX2's
+ * 16 registers spilled them). */
+static inline __attribute__((always_inline)) __m256i
+KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     kn__x86_prefetch(row, KN__Q4_K_BYTES);
     const __m128i sm8 = KN__X86_NAME(q4k_scales_mins)(row + 4);
@@ -289,7 +291,7 @@ KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x, __m256i
     /* the mins against the 16 bsums: word i gets the min of group i / 2 */
     const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
         sm8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-    *ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m16);
+    const __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m16);
     __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                       _mm256_setzero_si256()};
 #pragma GCC unroll 4
@@ -310,27 +312,26 @@ KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x, __m256i
         acc[j] = KN__DPWSSD(acc[j], plo, _mm256_shuffle_epi8(sc, ia));
         acc[j] = KN__DPWSSD(acc[j], phi, _mm256_shuffle_epi8(sc, ic));
     }
-    *is = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+    const __m256i is =
+        _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(is, ms), _mm256_unpackhi_epi32(is, ms));
 }
 
 /* n <= 8 super-blocks (a chunk) of a stored row against their Q8_K blocks, added to the canonical
- * lanes b % 8: the chunk's sums are reduced together (kn__x86_reduce8_i32), d and dmin of its
+ * lanes b % 8: the chunk's sums are reduced together (unpacks and adds: per 128-bit half the code
+ * and min partials of 4 super-blocks, then the halves added), d and dmin of its
  * super-blocks and the activations' d taken into one vector each, and the two canonical fmas run
  * 8 lanes at once. Lanes past the row hold sums 0 and scales 0, which leave a lane (never -0)
  * unchanged. */
 static inline __attribute__((always_inline)) __m256
 KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 lane, const int n) {
-    __m256i is[8], ms[8];
+    __m256i c[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        if (i < n) {
-            KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES, x + i, &is[i], &ms[i]);
-        } else {
-            is[i] = ms[i] = _mm256_setzero_si256();
-        }
-    }
-    /* d and dmin (dword i: d low, dmin high) and the activations' d of the n super-blocks from
-     * scalar loads: AMD cores' vpgatherdd is slower than the loads and inserts it replaces */
+    for (int i = 0; i < 8; i++)
+        c[i] = i < n ? KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES, x + i)
+                     : _mm256_setzero_si256();
+        /* d and dmin (dword i: d low, dmin high) and the activations' d of the n super-blocks from
+         * scalar loads: AMD cores' vpgatherdd is slower than the loads and inserts it replaces */
 #define KN__Q4K_DD(i)                                                                              \
     (n > (i) ? (int)(kn__rd16(row + (i)*KN__Q4_K_BYTES) |                                          \
                      (uint32_t)kn__rd16(row + (i)*KN__Q4_K_BYTES + 2) << 16)                       \
@@ -351,9 +352,23 @@ KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 
         _MM_SHUFFLE(3, 1, 2, 0));
     const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
     const __m256 dmw = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-    lane =
-        _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(is)), _mm256_mul_ps(dw, xd), lane);
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(ms)),
+    __m256i ci[2], cm[2]; /* per half: super-blocks 4k .. 4k + 3's code sums, min sums */
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {
+        const __m256i *b = c + 4 * k;
+        const __m256i t01 =
+            _mm256_add_epi32(_mm256_unpacklo_epi32(b[0], b[1]), _mm256_unpackhi_epi32(b[0], b[1]));
+        const __m256i t23 =
+            _mm256_add_epi32(_mm256_unpacklo_epi32(b[2], b[3]), _mm256_unpackhi_epi32(b[2], b[3]));
+        ci[k] = _mm256_unpacklo_epi64(t01, t23);
+        cm[k] = _mm256_unpackhi_epi64(t01, t23);
+    }
+    const __m256i is = _mm256_add_epi32(_mm256_permute2x128_si256(ci[0], ci[1], 0x20),
+                                        _mm256_permute2x128_si256(ci[0], ci[1], 0x31));
+    const __m256i ms = _mm256_add_epi32(_mm256_permute2x128_si256(cm[0], cm[1], 0x20),
+                                        _mm256_permute2x128_si256(cm[0], cm[1], 0x31));
+    lane = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(dw, xd), lane);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms),
                            _mm256_xor_ps(_mm256_mul_ps(dmw, xd), _mm256_set1_ps(-0.0f)), lane);
 }
 
