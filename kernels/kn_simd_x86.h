@@ -42,8 +42,11 @@ void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k);
  * token's Q8_0 rows load each stored block's 32 weights as they lie. */
 size_t kn__x86_q8_0n_bytes(int64_t k);
 void kn__x86_prep_q8_0n(const float *x, void *dst, int64_t k);
-/* Q8_K rows in ggml's layout (kn__block_q8_K). */
-size_t kn__x86_q8_K_bytes(int64_t k);
+/* Q8_K rows in ggml's layout (kn__block_q8_K). Inline: the streaming kernels find a token's
+ * parts from it once per row. */
+static inline size_t kn__x86_q8_K_bytes(int64_t k) {
+    return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
+}
 void kn__x86_prep_q8_K(const float *x, void *dst, int64_t k);
 /* Q8_K rows for the Q6_K kernels: the kn__block_q8_K blocks, then (at kn__x86_q8_Ki_qs) each
  * block's 256 q group-interleaved like the decoded Q6_K codes. */
