@@ -645,10 +645,18 @@ static inline __attribute__((always_inline)) void q6k_tree_add(q6k_tree *tr, __m
         *out = q6k_red3(tr->e, e);
 }
 
-/* Word w of the scale vector of code vector q: the scale of the group it holds (q4k_block_sums). */
+/* Word w of the scale vector of code vector q: the scale of the group it holds (q4k_block_sums),
+ * taken from a pair of blocks' words (q4k_scales4): [0] the even block's (words 0..7), [1] the odd
+ * block's (words 16..23). */
 #define Q4_IDX(g) g, g, g, g, g, g, g, g, g, g, g, g, g, g, g, g
-static const _Alignas(64) uint16_t q4k_scale_idx[4][32] = {
-    {Q4_IDX(0), Q4_IDX(2)}, {Q4_IDX(1), Q4_IDX(3)}, {Q4_IDX(4), Q4_IDX(6)}, {Q4_IDX(5), Q4_IDX(7)}};
+static const _Alignas(64) uint16_t q4k_scale_idx[2][4][32] = {{{Q4_IDX(0), Q4_IDX(2)},
+                                                               {Q4_IDX(1), Q4_IDX(3)},
+                                                               {Q4_IDX(4), Q4_IDX(6)},
+                                                               {Q4_IDX(5), Q4_IDX(7)}},
+                                                              {{Q4_IDX(16), Q4_IDX(18)},
+                                                               {Q4_IDX(17), Q4_IDX(19)},
+                                                               {Q4_IDX(20), Q4_IDX(22)},
+                                                               {Q4_IDX(21), Q4_IDX(23)}}};
 #undef Q4_IDX
 
 /* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
@@ -972,19 +980,43 @@ static void q4k_act_prep(const float *x, void *dst, int64_t k) {
         }
 }
 
+/* The scales and mins of m (1..4) stored super-blocks from blk, four 128-bit lanes at a time (the
+ * rule of q4k_scales_mins_v512, which is lane-wise), widened to words: w[0] holds block 0's 8
+ * scales (words 0..7) and 8 mins (8..15), then block 1's (16..31); w[1] blocks 2 and 3. Lanes of
+ * blocks past m are 0. One unpack for four blocks: the scale work is a good part of a block's
+ * instructions at one token. */
+static inline __attribute__((always_inline)) void q4k_scales4(const uint8_t *blk, const int m,
+                                                              __m512i w[2]) {
+    __m512i v = _mm512_zextsi128_si512(_mm_loadu_si128((const __m128i *)(blk + 4)));
+    if (m > 1)
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(blk + KN__Q4_K_BYTES + 4)), 1);
+    if (m > 2)
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(blk + 2 * KN__Q4_K_BYTES + 4)),
+                               2);
+    if (m > 3)
+        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(blk + 3 * KN__Q4_K_BYTES + 4)),
+                               3);
+    const __m512i lo = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_shuffle_epi32(v, _MM_PERM_CBCA), _mm512_set4_epi32(4, 0, 0, 0)),
+        _mm512_set4_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f));
+    const __m512i hi =
+        _mm512_and_si512(_mm512_srli_epi32(_mm512_shuffle_epi32(v, _MM_PERM_BBAA), 2),
+                         _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
+    const __m512i sm = _mm512_or_si512(lo, hi);
+    w[0] = _mm512_cvtepu8_epi16(_mm512_castsi512_si256(sm));
+    w[1] = _mm512_cvtepu8_epi16(_mm512_extracti64x4_epi64(sm, 1));
+}
+
 /* One stored super-block against nt tokens' block b: s[t] gets 16 dword lanes summing to the
- * exact scaled code sum of token t (codes x q by vpmaddubsw, times the group scales by vpdpwssd);
- * *mins gets the block's 8 mins as int16. The 12 packed bytes of scales and mins are unpacked four
- * at a time (q4k_scales_mins_v512) and the scales spread to the words of the groups they multiply
- * (vpermw). */
+ * exact scaled code sum of token t (codes x q by vpmaddubsw, times the group scales by vpdpwssd).
+ * w: the words of the block's pair (q4k_scales4), odd: which of the two it is; the scales are
+ * spread to the words of the groups they multiply (vpermw). */
 static inline __attribute__((always_inline)) void q4k_block_sums(const uint8_t *blk,
                                                                  const uint8_t *const *xq,
-                                                                 int64_t b, __m512i *s,
-                                                                 __m128i *mins, const int nt) {
+                                                                 int64_t b, __m512i *s, __m512i w,
+                                                                 const int odd, const int nt) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     kn__x86_prefetch(blk, KN__Q4_K_BYTES);
-    const __m128i sm8 = q4k_scales_mins_v512(blk + 4);
-    *mins = _mm_unpackhi_epi8(sm8, _mm_setzero_si128());
     /* the 128 bytes of codes loaded once each (the compiler would fold a load into both the mask
      * and the shift of each vector: twice the loads, three of four of them across cache lines) */
     __m512i l0 = _mm512_loadu_si512(blk + 16), l1 = _mm512_loadu_si512(blk + 80);
@@ -992,11 +1024,10 @@ static inline __attribute__((always_inline)) void q4k_block_sums(const uint8_t *
     /* c[q]: groups g(q) (bytes 0..31) and g(q) + 2 (32..63), g = 0, 1, 4, 5 */
     const __m512i c[4] = {_mm512_and_si512(l0, m4), _mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
                           _mm512_and_si512(l1, m4), _mm512_and_si512(_mm512_srli_epi16(l1, 4), m4)};
-    const __m512i scz = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(sm8)); /* words 0..7: scales */
     __m512i sv[4];
 #pragma GCC unroll 4
     for (int q = 0; q < 4; q++)
-        sv[q] = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_scale_idx[q]), scz);
+        sv[q] = _mm512_permutexvar_epi16(_mm512_load_si512(q4k_scale_idx[odd][q]), w);
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         const __m512i *q = (const __m512i *)(xq[t] + KN__QK_K * b);
@@ -1019,22 +1050,20 @@ static inline __attribute__((always_inline)) void q4k_block_sums(const uint8_t *
 }
 
 /* The 8 blocks' min pairs transposed to meet the tokens' group sums (q4k_act_prep): dword j of
- * p[h] holds pair 2h (mins 4h, 4h + 1) of block j, dword 8 + j pair 2h + 1; mins[j] holds block
- * j's 8 mins as int16 (its 4 pairs as dwords). */
-static inline __attribute__((always_inline)) void q4k_min_pairs(const __m128i mins[8],
-                                                                __m512i p[2]) {
-    const __m512i lo =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(mins[1], mins[0])),
-                           _mm256_set_m128i(mins[3], mins[2]), 1);
-    const __m512i hi =
-        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(mins[5], mins[4])),
-                           _mm256_set_m128i(mins[7], mins[6]), 1);
+ * p[h] holds pair 2h (mins 4h, 4h + 1) of block j, dword 8 + j pair 2h + 1; w[k] holds blocks 2k
+ * and 2k + 1 as q4k_scales4 leaves them (their pairs at dwords 4..7 and 12..15). */
+static inline __attribute__((always_inline)) void q4k_min_pairs(const __m512i w[4], __m512i p[2]) {
+    /* blocks 4h .. 4h + 3: dword 4k + j holds pair k of block 4h + j */
+    const __m512i i4 =
+        _mm512_setr_epi32(4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31);
+    const __m512i lo = _mm512_permutex2var_epi32(w[0], i4, w[1]);
+    const __m512i hi = _mm512_permutex2var_epi32(w[2], i4, w[3]);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) { /* pairs 2h and 2h + 1 */
-        const int a = 2 * h, c = 2 * h + 1;
+        const int a = 8 * h, c = 8 * h + 4;
         const __m512i idx =
-            _mm512_setr_epi32(a, 4 + a, 8 + a, 12 + a, 16 + a, 20 + a, 24 + a, 28 + a, c, 4 + c,
-                              8 + c, 12 + c, 16 + c, 20 + c, 24 + c, 28 + c);
+            _mm512_setr_epi32(a, a + 1, a + 2, a + 3, 16 + a, 17 + a, 18 + a, 19 + a, c, c + 1,
+                              c + 2, c + 3, 16 + c, 17 + c, 18 + c, 19 + c);
         p[h] = _mm512_permutex2var_epi32(lo, idx, hi);
     }
 }
@@ -1048,22 +1077,28 @@ q4k_few_chunk(const uint8_t *row, const uint8_t *const *xq, const uint8_t *const
               const float *const *dx, int64_t b0, __m256 *acc, const int nt, const int n) {
     q6k_tree tr[Q6_FEW];
     __m256i isum[Q6_FEW];
-    __m128i mins[8];
+    __m512i w[4]; /* scales and mins as words, two blocks to a vector */
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++) {
+        if (i % 4 == 0) {
+            if (i < n) {
+                q4k_scales4(row + i * KN__Q4_K_BYTES, n - i, &w[i / 2]);
+            } else {
+                w[i / 2] = w[i / 2 + 1] = _mm512_setzero_si512();
+            }
+        }
         __m512i s[Q6_FEW];
         if (i < n) {
-            q4k_block_sums(row + i * KN__Q4_K_BYTES, xq, b0 + i, s, &mins[i], nt);
+            q4k_block_sums(row + i * KN__Q4_K_BYTES, xq, b0 + i, s, w[i / 2], i % 2, nt);
         } else {
             for (int t = 0; t < nt; t++) s[t] = _mm512_setzero_si512();
-            mins[i] = _mm_setzero_si128();
         }
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) q6k_tree_add(&tr[t], s[t], i, &isum[t], nt <= 2);
     }
     /* the mins against the group sums: lane j of a token's msum = block j's exact min sum */
     __m512i mp[2];
-    q4k_min_pairs(mins, mp);
+    q4k_min_pairs(w, mp);
     __m256i msum[Q6_FEW];
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
