@@ -14,7 +14,7 @@
 #   T         a node's compute threads (lan_colocation's node_threads: expert-node runs one per
 #             online CPU; --node-threads for runs before that field)
 #   wake      the messaging stack's own round trip: the unlinked (0 ms) LAN's one-stream layer call
-#             less its nodes' CPU on the cores (the faster of its two one-stream decodes, which do
+#             less its nodes' work on the cores (t·N·node/cores, below) (the faster of its two one-stream decodes, which do
 #             the same work: one stream does not split); raw TCP's wake-ups, the straight ping, are
 #             less
 #   cores is the mean of the probes before and after the decode; bench_lan.sh probes with two
@@ -25,24 +25,25 @@
 #             per batch as the nodes report it: "unlinked" takes both from the 0 ms run (a
 #             prediction of the linked runs from parts that never saw the link), "same run" from
 #             the decode being predicted (a check of how the round trip composes)
-# On this host the 8 nodes and the coordinator share the cores. While a node computes a batch all
-# T of its pool threads are on a CPU (each claims the batch's tasks, then spins for the others'
-# before it sleeps), so a batch costs the cores T·node(S) and a layer's node work is
-# T·N·node(S)/cores, the delay lines' forwarding line(S)/cores more (bench_rows' rho, the CPU per
-# row of in-process nodes less a one-thread backend's, holds that same second thread: it is not
-# added again; the codec's own share is 1-2 µs a row, rows_codec). The decodes' node_cpu_us, the
-# nodes' measured CPU a layer call, checks that premise. The coordinator's link sends the nodes' rows one node after another and
+# On this host the 8 nodes and the coordinator share the cores. While a node computes a batch its
+# T pool threads are each on a CPU, as many as the cores free let (each claims the batch's
+# tasks, then spins for the others' before it sleeps), so a batch takes t = min(T, cores) of
+# them for node(S) and a layer's node work is t·N·node(S)/cores, the delay lines' forwarding
+# line(S)/cores more (bench_rows' rho, the CPU per row of in-process nodes less a one-thread
+# backend's, holds that same second thread: it is not added again; the codec's own share is 1-2
+# µs a row, rows_codec). The decodes' node_cpu_us, the nodes' measured CPU a layer call, checks
+# that premise. The coordinator's link sends the nodes' rows one node after another and
 # a node computes as soon as its rows are in: the link and the cores are a pipeline, done at the
 # later of the last node's rows plus its compute (ser + node: as on a fleet, where every node has
 # its own cores) and the cores' whole share plus the first node's rows. The wake is work too (a
 # chain of hand-offs between the stack's threads in 9 processes, one at a time).
-#   W(S)  = wake + link(S) + max(ser(S) + node(S), (T·N·node(S) + line(S))/cores + ser(S)/N)
+#   W(S)  = wake + link(S) + max(ser(S) + node(S), (t·N·node(S) + line(S))/cores + ser(S)/N)
 #   step  = L·(C(S) + W(S))
 # Ping-pong: while micro-batch A's call is out, the coordinator runs B's trunk. On cores of its
 # own (a node per host: shared = 0) that trunk overlaps A's whole round trip; on cores the nodes
 # and the stack share with it (shared, the share of the coordinator's CPUs the nodes may run on,
 # from the lan_colocation line; 1 without it, as bench_lan.sh runs every process on every CPU
-# unless --split-cores) both lanes' trunks and both calls' CPU, X₂ = T·N·node₂ + line(S/2)
+# unless --split-cores) both lanes' trunks and both calls' CPU, X₂ = t·N·node₂ + line(S/2)
 # each, share the free cores, and the last call's wake and link come after them (nothing is left
 # to overlap them). A micro-batch's trunk is the unsplit decodes' C(s) at S/2 rows (a lane reads the
 # dense weights again: one more C1):
@@ -86,7 +87,7 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
     if run($z; 1; 1) == null then
       error("no one-stream decode in the unlinked run: the wake and C1 are taken from it") else . end
   | ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
-     | map(.layer_rtt_us - $T * $N * .node_compute_us / $cores[$z]) | min) as $wake
+     | map(.layer_rtt_us - ([$T, $cores[$z]] | min) * $N * .node_compute_us / $cores[$z]) | min) as $wake
   | $runs[]
   | . as $r
   | ($r.label) as $l | ($r.streams) as $S | ($cores[$l]) as $c
@@ -94,7 +95,7 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
   | (if $parts == "unlinked" then $z else $l end) as $src
   | (run($src; $S; 1)) as $p1 | (run($src; $S; 2)) as $p2
   | def W($s; $node): $wake + link($l; $s)
-      + ([ser($l; $s) + $node, ($T * $N * $node + line($l; $s)) / $c + ser($l; $s) / $N] | max);
+      + ([ser($l; $s) + $node, (([$T, $c] | min) * $N * $node + line($l; $s)) / $c + ser($l; $s) / $N] | max);
     W($S; $p1.node_compute_us) as $W
   | (if $r.micro_batches == 1 or $S == 1 then
        {W: $W, C: $p1.trunk_us_per_layer, node: $p1.node_compute_us, terms: [],
@@ -104,7 +105,7 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
        | (run($src; 1; 1).trunk_us_per_layer) as $C1
        | (2 * $C1 + ($p1.trunk_us_per_layer - $C1) / ($S - 1) * ($S - 2)) as $C2
        | ($shared[$l] // 1) as $sh
-       | ($T * $N * $p2.node_compute_us + line($l; $h)) as $X2
+       | (([$T, $c] | min) * $N * $p2.node_compute_us + line($l; $h)) as $X2
        | [$C2 / 2 + $W2, ([$C2, $sh * (($C2 + 2 * $X2) / $c + $wake + link($l; $h))] | max),
           2 * ($W2 - $wake - link($l; $h))] as $t
        | {W: $W2, C: $C2, node: $p2.node_compute_us, terms: ($t | map(round)), layer: ($t | max),
