@@ -14,9 +14,9 @@
 #   T         a node's compute threads (lan_colocation's node_threads: expert-node runs one per
 #             online CPU; --node-threads for runs before that field)
 #   wake      the messaging stack's own round trip: the unlinked (0 ms) LAN's one-stream layer call
-#             less its nodes' work on the cores (t·N·node/cores, below) (the faster of its two one-stream decodes, which do
-#             the same work: one stream does not split); raw TCP's wake-ups, the straight ping, are
-#             less
+#             less its nodes' work on the cores (t·N·node/cores, below), the faster of its two
+#             one-stream decodes (they do the same work: one stream does not split); raw TCP's
+#             wake-ups, the straight ping, are less
 #   cores is the mean of the probes before and after the decode; bench_lan.sh probes with two
 #   threads and with as many as the fleet has (nodes × 2 + 1); on a host others load, the share
 #   a fleet gets lies between (its threads block on the wire, spinners never do), and the model
@@ -32,11 +32,11 @@
 # line(S)/cores more (bench_rows' rho, the CPU per row of in-process nodes less a one-thread
 # backend's, holds that same second thread: it is not added again; the codec's own share is 1-2
 # µs a row, rows_codec). The decodes' node_cpu_us, the nodes' measured CPU a layer call, checks
-# that premise. The coordinator's link sends the nodes' rows one node after another and
-# a node computes as soon as its rows are in: the link and the cores are a pipeline, done at the
-# later of the last node's rows plus its compute (ser + node: as on a fleet, where every node has
-# its own cores) and the cores' whole share plus the first node's rows. The wake is work too (a
-# chain of hand-offs between the stack's threads in 9 processes, one at a time).
+# that premise. The coordinator's link sends the nodes' rows one node after another and a node
+# computes as soon as its rows are in: the link and the cores are a pipeline, done at the later
+# of the last node's rows plus its compute (ser + node: as on a fleet, where every node has its
+# own cores) and the cores' whole share plus the first node's rows. The wake is work too (a chain
+# of hand-offs between the stack's threads in 9 processes, one at a time).
 #   W(S)  = wake + link(S) + max(ser(S) + node(S), (t·N·node(S) + line(S))/cores + ser(S)/N)
 #   step  = L·(C(S) + W(S))
 # Ping-pong: while micro-batch A's call is out, the coordinator runs B's trunk. On cores of its
@@ -45,8 +45,8 @@
 # from the lan_colocation line; 1 without it, as bench_lan.sh runs every process on every CPU
 # unless --split-cores) both lanes' trunks and both calls' CPU, X₂ = t·N·node₂ + line(S/2)
 # each, share the free cores, and the last call's wake and link come after them (nothing is left
-# to overlap them). A micro-batch's trunk is the unsplit decodes' C(s) at S/2 rows (a lane reads the
-# dense weights again: one more C1):
+# to overlap them). A micro-batch's trunk is the unsplit decodes' C(s) at S/2 rows (a lane reads
+# the dense weights again: one more C1):
 #   C₂    = 2·C1 + Cr·(S − 2), C1 and Cr = (C(S) − C1)/(S − 1) from the one-batch decodes
 #   W₂    = W(S/2) with node₂, a node's compute per batch of S/2 rows (the micro-batch run's)
 #   step₂ = L·max(C₂/2 + W₂,  max(C₂, shared·((C₂ + 2·X₂)/cores + wake + link(S/2))),
