@@ -91,10 +91,12 @@ static json_t *prediction(const char *out, int m) {
     return NULL;
 }
 
-static double num(const json_t *j, const char *key) {
+/* A field of a prediction: the whole microseconds the script rounds it to. */
+static void expect_us(const json_t *j, const char *key, long want) {
     const json_t *v = json_object_get(j, key);
-    if (!json_is_number(v)) fail_msg("no number %s", key);
-    return json_number_value(v);
+    if (!json_is_integer(v) || json_integer_value(v) != want)
+        fail_msg("%s: %lld (-1: not an integer), the parts say %ld", key,
+                 json_is_integer(v) ? (long long)json_integer_value(v) : -1LL, want);
 }
 
 static void test_terms_from_parts(void **state) {
@@ -104,9 +106,9 @@ static void test_terms_from_parts(void **state) {
     if (rc != 0) fail_msg("bench_lan_model.sh: exit %d: %s", rc, err);
     /* one batch: t = min(2, 1.5); W = 640 + 1050 + max(100 + 60, (1.5·8·60 + 400)/1.5 + 100/8) */
     json_t *j = prediction(out, 1);
-    assert_int_equal((int)num(j, "wake_us"), 640);
-    assert_int_equal((int)num(j, "W_us"), 2449);
-    assert_int_equal((int)num(j, "step_us_predicted"), 19944); /* 7·(400 + 2449.17) */
+    expect_us(j, "wake_us", 640);
+    expect_us(j, "W_us", 2449);
+    expect_us(j, "step_us_predicted", 19944); /* 7·(400 + 2449.17) */
     json_decref(j);
     /* ping-pong: W₂ = 640 + 1000 + (1.5·8·40 + 320)/1.5 + 20/8 = 2175.83, C₂ = 2·150 + 250/3·2,
      * X₂ = 800: the chain C₂/2 + W₂, the shared cores max(C₂, (C₂ + 2·X₂)/1.5 + 640 + 1000), the
@@ -117,7 +119,7 @@ static void test_terms_from_parts(void **state) {
     assert_int_equal(json_integer_value(json_array_get(t, 0)), 2409);
     assert_int_equal(json_integer_value(json_array_get(t, 1)), 3018);
     assert_int_equal(json_integer_value(json_array_get(t, 2)), 1072);
-    assert_int_equal((int)num(j, "W_us"), 2176);
+    expect_us(j, "W_us", 2176);
     json_decref(j);
     free(out);
     free(err);
@@ -134,7 +136,7 @@ static void test_node_threads_needed(void **state) {
     rc = run_model(false, "--node-threads 2", &out, &err);
     if (rc != 0) fail_msg("bench_lan_model.sh --node-threads 2: exit %d: %s", rc, err);
     json_t *j = prediction(out, 1);
-    assert_int_equal((int)num(j, "W_us"), 2449);
+    expect_us(j, "W_us", 2449);
     json_decref(j);
     free(out);
     free(err);
