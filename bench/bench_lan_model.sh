@@ -8,9 +8,6 @@
 #   link(S)   the delay line's added round trip: the fan-out ping to the nodes' echoes through the
 #             link less the same ping straight to them, with one node's rows of an S-row step
 #   ser(S)    the rate: the straight ping with S rows' bytes less the one with one row's
-#   line(S)   the delay lines' own CPU a fan-out of one node's rows of an S-row step: their CPU
-#             time over the link probe ÷ its pings (lan_link's line_cpu_us; 0 unlinked, or where
-#             the run did not take it)
 #   T         a node's compute threads (lan_colocation's node_threads: expert-node runs one per
 #             online CPU; --node-threads for runs before that field)
 #   wake      the messaging stack's own round trip: the unlinked (0 ms) LAN's one-stream layer call
@@ -28,23 +25,25 @@
 # On this host the 8 nodes and the coordinator share the cores. While a node computes a batch its
 # T pool threads are each on a CPU, as many as the cores free let (each claims the batch's
 # tasks, then spins for the others' before it sleeps), so a batch takes t = min(T, cores) of
-# them for node(S) and a layer's node work is t·N·node(S)/cores, the delay lines' forwarding
-# line(S)/cores more (bench_rows' rho, the CPU per row of in-process nodes less a one-thread
-# backend's, holds that same second thread: it is not added again; the codec's own share is 1-2
-# µs a row, rows_codec). The decodes' node_cpu_us, the nodes' measured CPU a layer call, checks
-# that premise. The coordinator's link sends the nodes' rows one node after another and a node
+# them for node(S) and a layer's node work is t·N·node(S)/cores (bench_rows' rho, the CPU per
+# row of in-process nodes less a one-thread backend's, holds that same second thread: it is not
+# added again; the codec's own share is 1-2 µs a row, rows_codec). The decodes' node_cpu_us, the
+# nodes' measured CPU a layer call, checks that premise. The delay lines' own CPU (lan_link's
+# line_cpu_us) is not added: a line forwards a node's rows before it computes and its reply
+# after, while the node waits for it, and that time is in link(S), measured through the lines
+# (added as work on the cores it over-predicted W: docs/scale.md). The coordinator's link sends the nodes' rows one node after another and a node
 # computes as soon as its rows are in: the link and the cores are a pipeline, done at the later
 # of the last node's rows plus its compute (ser + node: as on a fleet, where every node has its
 # own cores) and the cores' whole share plus the first node's rows. The wake is work too (a chain
 # of hand-offs between the stack's threads in 9 processes, one at a time).
-#   W(S)  = wake + link(S) + max(ser(S) + node(S), (t·N·node(S) + line(S))/cores + ser(S)/N)
+#   W(S)  = wake + link(S) + max(ser(S) + node(S), t·N·node(S)/cores + ser(S)/N)
 #   step  = L·(C(S) + W(S))
 # Ping-pong: while micro-batch A's call is out, the coordinator runs B's trunk. On cores of its
 # own (a node per host: shared = 0) that trunk overlaps A's whole round trip; on cores the nodes
 # and the stack share with it (shared, the share of the coordinator's CPUs the nodes may run on,
 # from the lan_colocation line; 1 without it, as bench_lan.sh runs every process on every CPU
-# unless --split-cores) both lanes' trunks and both calls' CPU, X₂ = t·N·node₂ + line(S/2)
-# each, share the free cores, and the last call's wake and link come after them (nothing is left
+# unless --split-cores) both lanes' trunks and both calls' node work, X₂ = t·N·node₂ each, share
+# the free cores, and the last call's wake and link come after them (nothing is left
 # to overlap them). A micro-batch's trunk is the unsplit decodes' C(s) at S/2 rows (a lane reads
 # the dense weights again: one more C1):
 #   C₂    = 2·C1 + Cr·(S − 2), C1 and Cr = (C(S) − C1)/(S − 1) from the one-batch decodes
@@ -73,8 +72,6 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
   | (map(select(.bench == "lan_colocation")) | map({(.label): .shared}) | add // {}) as $shared
   | (map(select(.bench == "lan_colocation") | .node_threads) | max // $T) as $T
   | if $T == null then error("no lan_colocation.node_threads (and no --node-threads)") else . end
-  | (map(select(.bench == "lan_link" and .line_cpu_us)) | map({(.label): .line_cpu_us}) | add // {})
-    as $lines
   | map(select(.bench == "lan" and (.label | startswith("lan-")))) as $runs
   | ($runs | map(select(.label | test("^lan-0ms-")))) as $zero
   | if ($zero | length) == 0 then error("no unlinked (0 ms) run to take the parts from") else . end
@@ -83,7 +80,6 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
     def sz($l; $s): if $s < 1 then 1 elif $ping["\($l)/\($s)"] then $s else $s * 2 end;
     def link($l; $s): $ping["\($l)/\(sz($l; $s))"] - $ping["\($l)/\(sz($l; $s))/direct"];
     def ser($l; $s): $ping["\($l)/\(sz($l; $s))/direct"] - $ping["\($l)/1/direct"];
-    def line($l; $s): $lines["\($l)/\(sz($l; $s))"] // 0;
     if run($z; 1; 1) == null then
       error("no one-stream decode in the unlinked run: the wake and C1 are taken from it") else . end
   | ([run($z; 1; 1), run($z; 1; 2)] | map(select(.))
@@ -95,7 +91,7 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
   | (if $parts == "unlinked" then $z else $l end) as $src
   | (run($src; $S; 1)) as $p1 | (run($src; $S; 2)) as $p2
   | def W($s; $node): $wake + link($l; $s)
-      + ([ser($l; $s) + $node, (([$T, $c] | min) * $N * $node + line($l; $s)) / $c + ser($l; $s) / $N] | max);
+      + ([ser($l; $s) + $node, ([$T, $c] | min) * $N * $node / $c + ser($l; $s) / $N] | max);
     W($S; $p1.node_compute_us) as $W
   | (if $r.micro_batches == 1 or $S == 1 then
        {W: $W, C: $p1.trunk_us_per_layer, node: $p1.node_compute_us, terms: [],
@@ -105,7 +101,7 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
        | (run($src; 1; 1).trunk_us_per_layer) as $C1
        | (2 * $C1 + ($p1.trunk_us_per_layer - $C1) / ($S - 1) * ($S - 2)) as $C2
        | ($shared[$l] // 1) as $sh
-       | (([$T, $c] | min) * $N * $p2.node_compute_us + line($l; $h)) as $X2
+       | (([$T, $c] | min) * $N * $p2.node_compute_us) as $X2
        | [$C2 / 2 + $W2, ([$C2, $sh * (($C2 + 2 * $X2) / $c + $wake + link($l; $h))] | max),
           2 * ($W2 - $wake - link($l; $h))] as $t
        | {W: $W2, C: $C2, node: $p2.node_compute_us, terms: ($t | map(round)), layer: ($t | max),
@@ -115,7 +111,6 @@ jq -s -c --argjson N "$nodes" --argjson T "$threads" '
   | {bench: "lan_predict", label: $l, parts: $parts, cores_probe: $probe, streams: $S,
      micro_batches: $r.micro_batches,
      cores: $c, node_threads: $T, wake_us: ($wake | round), link_us: (link($l; $S) | round),
-     line_cpu_us: line($l; $S),
      ser_us: (ser($l; $S) | round), trunk_us: ($m.C | round),
      trunk_us_measured: (($m.trunk_measured // $r.trunk_us_per_layer) | round), node_us: ($m.node | round),
      shared: $m.shared,

@@ -1,9 +1,9 @@
 /* tests/integration/test_bench_lan_model.c — bench/bench_lan_model.sh, docs/scale.md's check of
  * the fleet model on the emulated LAN, on parts written by hand: a linked decode's one-batch round
  * trip W and ping-pong's three terms come out as the formulas of the script's comment say with
- * those parts (a node batch keeps t = min(T, cores) threads busy, the delay lines' CPU shares
- * the cores, the shared-core term is the CPU sum of both lanes plus the last call's wake and
- * link), and a run without the nodes' thread count is refused unless --node-threads gives it. */
+ * those parts (a node batch keeps t = min(T, cores) threads busy, the delay lines' CPU is not
+ * added, the shared-core term is the CPU sum of both lanes plus the last call's wake and link),
+ * and a run without the nodes' thread count is refused unless --node-threads gives it. */
 #include "tests/support/mw_test.h"
 
 #include <jansson.h>
@@ -14,8 +14,8 @@
 
 /* One unlinked (0 ms) LAN on 2 free cores and one linked (1 ms) on 1.5, 8 nodes of 2 threads.
  * The unlinked decodes give the parts: wake = min(800 − 2·8·20/2, 900 − 2·8·20/2) = 640, C1 =
- * 150, C(4) = 400, node(4) = 60, node₂ = 40. The linked LAN's probes: link(2) = 1000, ser(2) =
- * 20, link(4) = 1050, ser(4) = 100, line(2) = 320, line(4) = 400. */
+ * 150, C(4) = 400, node(4) = 60, node₂ = 40. The linked LAN's probes: link(2) = 996, ser(2) =
+ * 24, link(4) = 1046, ser(4) = 104 (and the lines' CPU, which W does not add). */
 static const char parts[] =
     "{\"bench\":\"lan_colocation\",\"label\":\"lan-0ms-10gbit\",\"shared\":1%s}\n"
     "{\"bench\":\"lan_colocation\",\"label\":\"lan-1ms-1gbit\",\"shared\":1%s}\n"
@@ -37,10 +37,10 @@ static const char parts[] =
     "{\"bench\":\"lan_link\",\"label\":\"lan-1ms-1gbit/1/direct\",\"rtt_us_median\":150}\n"
     "{\"bench\":\"lan_link\",\"label\":\"lan-1ms-1gbit/2\",\"rtt_us_median\":1170,"
     "\"line_cpu_us\":320}\n"
-    "{\"bench\":\"lan_link\",\"label\":\"lan-1ms-1gbit/2/direct\",\"rtt_us_median\":170}\n"
+    "{\"bench\":\"lan_link\",\"label\":\"lan-1ms-1gbit/2/direct\",\"rtt_us_median\":174}\n"
     "{\"bench\":\"lan_link\",\"label\":\"lan-1ms-1gbit/4\",\"rtt_us_median\":1300,"
     "\"line_cpu_us\":400}\n"
-    "{\"bench\":\"lan_link\",\"label\":\"lan-1ms-1gbit/4/direct\",\"rtt_us_median\":250}\n";
+    "{\"bench\":\"lan_link\",\"label\":\"lan-1ms-1gbit/4/direct\",\"rtt_us_median\":254}\n";
 
 /* A decode's line: label, streams, micro-batches, layer round trip, node compute, trunk. */
 static void decode(FILE *f, const char *label, int S, int m, double rtt, double node, double C) {
@@ -104,22 +104,22 @@ static void test_terms_from_parts(void **state) {
     char *out, *err;
     int rc = run_model(true, "", &out, &err);
     if (rc != 0) fail_msg("bench_lan_model.sh: exit %d: %s", rc, err);
-    /* one batch: t = min(2, 1.5); W = 640 + 1050 + max(100 + 60, (1.5·8·60 + 400)/1.5 + 100/8) */
+    /* one batch: t = min(2, 1.5); W = 640 + 1046 + max(104 + 60, 1.5·8·60/1.5 + 104/8) */
     json_t *j = prediction(out, 1);
     expect_us(j, "wake_us", 640);
-    expect_us(j, "W_us", 2449);
-    expect_us(j, "step_us_predicted", 19944); /* 7·(400 + 2449.17) */
+    expect_us(j, "W_us", 2179);
+    expect_us(j, "step_us_predicted", 18053); /* 7·(400 + 2179) */
     json_decref(j);
-    /* ping-pong: W₂ = 640 + 1000 + (1.5·8·40 + 320)/1.5 + 20/8 = 2175.83, C₂ = 2·150 + 250/3·2,
-     * X₂ = 800: the chain C₂/2 + W₂, the shared cores max(C₂, (C₂ + 2·X₂)/1.5 + 640 + 1000), the
-     * nodes 2·(W₂ − 640 − 1000) */
+    /* ping-pong: W₂ = 640 + 996 + 1.5·8·40/1.5 + 24/8 = 1959, C₂ = 2·150 + 250/3·2, X₂ = 480:
+     * the chain C₂/2 + W₂, the shared cores max(C₂, (C₂ + 2·X₂)/1.5 + 640 + 996), the nodes
+     * 2·(W₂ − 640 − 996) */
     j = prediction(out, 2);
     const json_t *t = json_object_get(j, "max_terms_us");
     assert_int_equal(json_array_size(t), 3);
-    assert_int_equal(json_integer_value(json_array_get(t, 0)), 2409);
-    assert_int_equal(json_integer_value(json_array_get(t, 1)), 3018);
-    assert_int_equal(json_integer_value(json_array_get(t, 2)), 1072);
-    expect_us(j, "W_us", 2176);
+    assert_int_equal(json_integer_value(json_array_get(t, 0)), 2192);
+    assert_int_equal(json_integer_value(json_array_get(t, 1)), 2587);
+    assert_int_equal(json_integer_value(json_array_get(t, 2)), 646);
+    expect_us(j, "W_us", 1959);
     json_decref(j);
     free(out);
     free(err);
@@ -136,7 +136,7 @@ static void test_node_threads_needed(void **state) {
     rc = run_model(false, "--node-threads 2", &out, &err);
     if (rc != 0) fail_msg("bench_lan_model.sh --node-threads 2: exit %d: %s", rc, err);
     json_t *j = prediction(out, 1);
-    expect_us(j, "W_us", 2449);
+    expect_us(j, "W_us", 2179);
     json_decref(j);
     free(out);
     free(err);
