@@ -31,11 +31,12 @@
 # nodes' measured CPU a layer call, checks that premise. The delay lines' own CPU (lan_link's
 # line_cpu_us) is not added: a line forwards a node's rows before it computes and its reply
 # after, while the node waits for it, and that time is in link(S), measured through the lines
-# (added as work on the cores it over-predicted W: docs/scale.md). The coordinator's link sends the nodes' rows one node after another and a node
-# computes as soon as its rows are in: the link and the cores are a pipeline, done at the later
-# of the last node's rows plus its compute (ser + node: as on a fleet, where every node has its
-# own cores) and the cores' whole share plus the first node's rows. The wake is work too (a chain
-# of hand-offs between the stack's threads in 9 processes, one at a time).
+# (added as work on the cores it over-predicted W: docs/scale.md). The coordinator's link sends
+# the nodes' rows one node after another and a node computes as soon as its rows are in: the
+# link and the cores are a pipeline, done at the later of the last node's rows plus its compute
+# (ser + node: as on a fleet, where every node has its own cores) and the cores' whole share
+# plus the first node's rows. The wake is work too (a chain of hand-offs between the stack's
+# threads in 9 processes, one at a time).
 #   W(S)  = wake + link(S) + max(ser(S) + node(S), t·N·node(S)/cores + ser(S)/N)
 #   step  = L·(C(S) + W(S))
 # Ping-pong: while micro-batch A's call is out, the coordinator runs B's trunk. On cores of its
@@ -43,8 +44,8 @@
 # and the stack share with it (shared, the share of the coordinator's CPUs the nodes may run on,
 # from the lan_colocation line; 1 without it, as bench_lan.sh runs every process on every CPU
 # unless --split-cores) both lanes' trunks and both calls' node work, X₂ = t·N·node₂ each, share
-# the free cores, and the last call's wake and link come after them (nothing is left
-# to overlap them). A micro-batch's trunk is the unsplit decodes' C(s) at S/2 rows (a lane reads
+# the free cores, and the last call's wake and link come after them (nothing is left to overlap
+# them). A micro-batch's trunk is the unsplit decodes' C(s) at S/2 rows (a lane reads
 # the dense weights again: one more C1):
 #   C₂    = 2·C1 + Cr·(S − 2), C1 and Cr = (C(S) − C1)/(S − 1) from the one-batch decodes
 #   W₂    = W(S/2) with node₂, a node's compute per batch of S/2 rows (the micro-batch run's)
