@@ -6,7 +6,10 @@
  * its own (make bench) it uses a loopback cluster of two nodes on the kimi-k3 fixture.
  *   bench_lan [--model M] [--nodes EPS | --loopback N | --local] [--exact] [--streams 1,16,64]
  *             [--micro 1,2] [--steps N] [--rounds R] [--union MAXB] [--threads T] [--label L]
- *             [--first-stream F]
+ *             [--first-stream F] [--node-pids P,..] [--line-pids P,..]
+ * --node-pids and --line-pids name processes (the nodes', the delay lines') whose CPU time (their
+ * CPU clocks, every thread) is taken over each decode as the coordinator's own is: what a layer
+ * call costs the cores they share (docs/scale.md's check).
  * --first-stream F numbers the streams from F: their tokens (hence their experts) are not another
  * run's, as two coordinators' requests are not (bench/bench_lan_pool.sh).
  * Rounds alternate the micro-batch settings; each keeps its best and worst round (the spread:
@@ -15,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench/bench_util.h"
 #include "coordinator/co_cluster.h"
@@ -27,12 +31,14 @@
 
 #define MAX_LIST 8
 #define PROMPT   4
+#define MAX_PIDS 64
 
 typedef struct opts {
     const char *model, *nodes, *label;
     int loopback, steps, rounds, union_max, threads, first_stream;
     bool exact, local;
     int streams[MAX_LIST], n_streams, micro[MAX_LIST], n_micro;
+    int node_pids[MAX_PIDS], n_node_pids, line_pids[MAX_PIDS], n_line_pids;
 } opts;
 
 typedef struct result {
@@ -41,6 +47,7 @@ typedef struct result {
     md_moe_timing t;
     md_lane_stats lanes;
     double step_us;
+    double cpu_ns[3]; /* the nodes', the delay lines', the coordinator's CPU over the decode */
 } result;
 
 static int parse_list(const char *s, int *v, int *n) {
@@ -51,6 +58,29 @@ static int parse_list(const char *s, int *v, int *n) {
         v[(*n)++] = (int)x;
     }
     return *n ? 0 : -1;
+}
+
+static int parse_pids(const char *s, int *v, int *n) {
+    *n = 0;
+    for (char *end; *s; s = *end ? end + 1 : end) {
+        long x = strtol(s, &end, 10);
+        if (end == s || x < 1 || x > 1 << 22 || *n >= MAX_PIDS || (*end && *end != ',')) return -1;
+        v[(*n)++] = (int)x;
+    }
+    return 0;
+}
+
+/* CPU time (ns) of the n processes (0: this one): their CPU clocks, every thread's time, those
+ * that ended included; a process that is gone is left out. */
+static double cpu_ns_of(const int *pids, int n) {
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        clockid_t id = CLOCK_PROCESS_CPUTIME_ID;
+        struct timespec ts;
+        if ((pids[i] && clock_getcpuclockid(pids[i], &id)) || clock_gettime(id, &ts)) continue;
+        sum += (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+    }
+    return sum;
 }
 
 static int parse(int argc, char **argv, opts *o) {
@@ -72,6 +102,7 @@ static int parse(int argc, char **argv, opts *o) {
                 "usage: bench_lan [--model M] [--nodes EPS | --loopback N | --local] [--exact]\n"
                 "                 [--streams 1,16,64] [--micro 1,2] [--steps N] [--rounds R]\n"
                 "                 [--union MAXB] [--threads T] [--label L] [--first-stream F]\n"
+                "                 [--node-pids P,..] [--line-pids P,..]\n"
                 "decode of S streams on a cluster with each micro-batch setting in turn; the\n"
                 "union curve up to MAXB rows (bench/bench_lan.sh runs it on the emulated LAN)\n");
             exit(0);
@@ -100,6 +131,10 @@ static int parse(int argc, char **argv, opts *o) {
             o->threads = atoi(v);
         else if (!strcmp(a, "--first-stream"))
             bad = (o->first_stream = atoi(v)) < 0;
+        else if (!strcmp(a, "--node-pids"))
+            bad = parse_pids(v, o->node_pids, &o->n_node_pids);
+        else if (!strcmp(a, "--line-pids"))
+            bad = parse_pids(v, o->line_pids, &o->n_line_pids);
         else if (!strcmp(a, "--streams"))
             bad = parse_list(v, o->streams, &o->n_streams);
         else if (!strcmp(a, "--micro"))
@@ -176,6 +211,9 @@ static int decode(bench *b, int S, int micro, result *res, mw_err *err) {
     if (md_forward(c, rows, (int64_t)S * PROMPT, logits, err)) goto done;
     if (!b->o.local) co_remote_reset_stats(b->be);
     md_ctx_reset_moe_timing(c);
+    const int self = 0;
+    const double cpu0[3] = {cpu_ns_of(b->o.node_pids, b->o.n_node_pids),
+                            cpu_ns_of(b->o.line_pids, b->o.n_line_pids), cpu_ns_of(&self, 1)};
     const double t0 = bu_now();
     for (int k = 0; k < b->o.steps; k++) {
         for (int s = 0; s < S; s++)
@@ -183,7 +221,10 @@ static int decode(bench *b, int S, int micro, result *res, mw_err *err) {
         if (md_forward(c, rows, S, logits, err)) goto done;
     }
     const double dt = bu_now() - t0, tok_s = (double)S * b->o.steps / dt;
+    const double cpu1[3] = {cpu_ns_of(b->o.node_pids, b->o.n_node_pids),
+                            cpu_ns_of(b->o.line_pids, b->o.n_line_pids), cpu_ns_of(&self, 1)};
     if (!res->best || tok_s > res->best) {
+        for (int i = 0; i < 3; i++) res->cpu_ns[i] = cpu1[i] - cpu0[i];
         res->best = tok_s;
         if (!b->o.local) res->sum = co_remote_summarize(b->be);
         res->t = md_ctx_moe_timing(c);
@@ -215,13 +256,19 @@ static void print_result(const bench *b, int S, int micro, const result *r) {
            "\"trunk_us_per_layer\":%.1f,\"blocked_us_per_layer\":%.1f,"
            "\"shared_us_per_layer\":%.1f,\"layer_rtt_us\":%.1f,\"node_compute_us\":%.1f,"
            "\"node_queue_us\":%.1f,\"tail_us\":%.1f,\"wire_bytes_per_token\":%.0f,"
-           "\"movement_ratio\":%.3g}\n",
+           "\"movement_ratio\":%.3g",
            b->o.label, cfg->arch, layers, cfg->n_expert, cfg->n_expert_used, S, micro, r->best,
            r->worst, r->step_us, (unsigned long long)r->lanes.split_steps,
            (r->step_us * b->o.steps * 1e3 - (double)r->t.wait_ns) / n * 1e-3,
            (double)r->t.wait_ns / n * 1e-3, (double)r->t.shared_ns / n * 1e-3, r->sum.layer_rtt_us,
            r->sum.node_compute_us, r->sum.node_queue_us, r->sum.tail_us, wire / tokens,
            w->weight_bytes ? wire / (double)w->weight_bytes : 0.0);
+    /* CPU per MoE layer call of a step, whatever the lanes (the coordinator's holds its trunk) */
+    const char *name[3] = {"node_cpu_us", "line_cpu_us", "coordinator_cpu_us"};
+    const int asked[3] = {b->o.n_node_pids, b->o.n_line_pids, 1};
+    for (int i = 0; i < 3; i++)
+        if (asked[i]) printf(",\"%s\":%.1f", name[i], r->cpu_ns[i] / n * 1e-3);
+    printf("}\n");
 }
 
 /* ---- the batch-union curve ------------------------------------------------------------------ */

@@ -11,7 +11,10 @@
 # nodes' echoes through the link (delayline --ping) with a message of one node's rows at each
 # stream count, and with none of the delay line (the host's wake-ups alone). At the end
 # bench/bench_lan_model.sh predicts every decode's step from those parts and prints predicted ÷
-# measured. JSON lines on stdout (bench_lan's, rows_*, lan_link, lan_cores, lan_colocation,
+# measured. The link probe also takes the delay lines' CPU time (line_cpu_us a ping), each decode
+# the CPU time of the nodes', the lines' and the coordinator's processes (node_cpu_us,
+# line_cpu_us, coordinator_cpu_us a layer call), lan_colocation the nodes' compute threads
+# (node_threads). JSON lines on stdout (bench_lan's, rows_*, lan_link, lan_cores, lan_colocation,
 # lan_predict), progress on stderr.
 #   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
 #                      [--split-cores CO/NODES]
@@ -53,6 +56,11 @@ for ((k = 0; k < nodes; k++)); do specs="$specs $layers:$((k * E / nodes))-$(((k
 echo "== bench_lan.sh: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 out=/tmp/bench_lan.$$.jsonl
 j() { "$@" | tee -a "$out"; } # stdout, kept for the model at the end
+# CPU time (ns) of every thread of the processes named (comma-separated pids): schedstat's first
+cpu_ns() {
+  local p
+  for p in ${1//,/ }; do cat /proc/"$p"/task/*/schedstat 2>/dev/null; done | awk '{ s += $1 } END { printf "%.0f", s }'
+}
 j build/rel/bench/bench_lan --model "$model" --local --streams "$streams" --micro 1 --steps "$steps" \
   --rounds "$rounds" --label in-process
 # the messaging stack's CPU per row on these cores (the model's rho): in-process nodes run as the
@@ -81,11 +89,25 @@ for link in $links; do
     done
   done | sort -u | paste -sd, -)
   [ -n "$ncpus" ] || echo "bench_lan.sh: no process in the nodes' namespaces: no lan_colocation" >&2
-  [ -z "$ncpus" ] || j awk -v l="$label" -v c="$ccpus" -v n="$ncpus" 'function set(s, a,   i, k, r, m) {
+  # the nodes' and the delay lines' processes (not the echoes), whose CPU time is taken over the
+  # pings and the decodes; a node runs a compute thread per online CPU (expert-node's default)
+  npids="" lpids=""
+  for ((k = 0; k < nodes; k++)); do
+    for p in $("$ipc" netns pids "$name-n$k"); do
+      cmd=$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) || continue
+      case $cmd in
+        *expert-node*) npids="$npids,$p" ;;
+        *delayline*--to*) lpids="$lpids,$p" ;;
+      esac
+    done
+  done
+  npids=${npids#,} lpids=${lpids#,}
+  nthreads=$(tests/lan/lan.sh exec "$name" n0 getconf _NPROCESSORS_ONLN)
+  [ -z "$ncpus" ] || j awk -v l="$label" -v c="$ccpus" -v n="$ncpus" -v t="$nthreads" 'function set(s, a,   i, k, r, m) {
       m = split(s, r, ","); for (i = 1; i <= m; i++) { split(r[i], k, "-"); if (k[2] == "") k[2] = k[1]
         for (j = k[1]; j <= k[2]; j++) a[j] = 1 } }
-    BEGIN { set(c, C); set(n, M); t = 0; h = 0; for (x in C) { t++; if (x in M) h++ }
-      printf "{\"bench\":\"lan_colocation\",\"label\":\"%s\",\"coordinator_cpus\":\"%s\",\"node_cpus\":\"%s\",\"shared\":%.3g}\n", l, c, n, t ? h / t : 0 }'
+    BEGIN { nt = t; set(c, C); set(n, M); t = 0; h = 0; for (x in C) { t++; if (x in M) h++ }
+      printf "{\"bench\":\"lan_colocation\",\"label\":\"%s\",\"coordinator_cpus\":\"%s\",\"node_cpus\":\"%s\",\"shared\":%.3g,\"node_threads\":%d}\n", l, c, n, t ? h / t : 0, nt }'
   for p in $([ -n "$split" ] || echo 2 $((nodes * 2 + 1))); do
     j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
   done
@@ -94,7 +116,9 @@ for link in $links; do
   for S in $([ -n "$split" ] || for s in ${streams//,/ }; do echo $s $((s / 2)); done | tr ' ' '\n' | sort -nu | grep -v '^0$'); do
     bytes=$(awk -v s=$S -v n=$nodes -v k=$topk -v h=$hidden \
       'BEGIN { r = s * (1 - (1 - 1 / n) ^ k); r = r < 1 ? 1 : int(r + 0.5); print r * h * 2 }')
-    j tests/lan/lan.sh exec "$name" c0 $dl --ping "$probe" --bytes $bytes --count 100 --label "$label/$S"
+    l0=$(cpu_ns "$lpids")
+    ping=$(tests/lan/lan.sh exec "$name" c0 $dl --ping "$probe" --bytes $bytes --count 100 --label "$label/$S")
+    j jq -c --argjson c "$(($(cpu_ns "$lpids") - l0))" '. + {line_cpu_us: ($c / .count / 1000 | round)}' <<<"$ping"
     j tests/lan/lan.sh exec "$name" c0 $dl --ping "$direct" --bytes $bytes --count 100 \
       --label "$label/$S/direct"
   done
@@ -102,7 +126,8 @@ for link in $links; do
   [ $first = 1 ] && [ -z "$split" ] && union=(--union 256)
   j ${split:+taskset -c "${split%/*}"} tests/lan/lan.sh exec "$name" c0 build/rel/bench/bench_lan --model "$model" --nodes "$eps" \
     --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "$label" \
-    "${union[@]}" 2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
+    ${npids:+--node-pids "$npids"} ${lpids:+--line-pids "$lpids"} "${union[@]}" \
+    2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
   for p in $([ -n "$split" ] || echo 2 $((nodes * 2 + 1))); do
     j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
   done

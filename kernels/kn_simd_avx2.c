@@ -138,10 +138,6 @@ void kn__x86_prep_q8_0m(const float *x, void *dst, int64_t k) {
     prep_q8_0(x, dst, k, (uint8_t *)dst + kn__x86_q8_0p_bytes(k));
 }
 
-size_t kn__x86_q8_K_bytes(int64_t k) {
-    return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
-}
-
 /* ggml's Q8_K rounding (kn__quant_q8_K): the first element of largest magnitude sets
  * iscale = -127 / max; d = 1 / iscale; bsums per 16 values. */
 void kn__x86_prep_q8_K(const float *x, void *dst, int64_t k) {

@@ -54,8 +54,11 @@ void kn__x86_prep_q8_0m(const float *x, void *dst, int64_t k);
  * 6 in the low 128-bit half, 1, 3, 5, 7 in the high one (the order the one-token MXFP4 kernel's
  * block sums and exponents come in). */
 static const int kn__x86_pair_lanes[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-/* Q8_K rows in ggml's layout (kn__block_q8_K). */
-size_t kn__x86_q8_K_bytes(int64_t k);
+/* Q8_K rows in ggml's layout (kn__block_q8_K). Inline: the streaming kernels find a token's
+ * parts from it once per row. */
+static inline size_t kn__x86_q8_K_bytes(int64_t k) {
+    return (size_t)(k / KN__QK_K) * KN__Q8_K_BYTES;
+}
 void kn__x86_prep_q8_K(const float *x, void *dst, int64_t k);
 /* Q8_K rows for the Q6_K kernels: the kn__block_q8_K blocks, then (at kn__x86_q8_Ki_qs) each
  * block's 256 q group-interleaved like the decoded Q6_K codes. */
