@@ -6,9 +6,13 @@
  * nodes, the coordinator) need meanwhile. A spinning thread only pauses for its first few
  * microseconds and then yields the core at every turn: when threads outnumber cores (nodes and a
  * coordinator sharing a machine), the thread it waits for, or another process, runs instead; on an
- * idle core a yield returns at once. Task indices are claimed dynamically, so a worker that is late
- * (the CPU is shared) never delays a job: the caller runs whatever nobody claimed and waits only
- * for tasks already started. */
+ * idle core a yield returns at once. A yield that does not return at once says the cores are taken:
+ * for a while the pool then works as one of a single thread (its idle threads sleep at once and no
+ * job wakes them; a woken worker costs a context switch and a cache's worth of CPU, and on taken
+ * cores it only queues behind the others' work), and afterwards tries its workers again. Task
+ * indices are claimed dynamically, so a worker that is late (the CPU is shared) or asleep never
+ * delays a job: the caller runs whatever nobody claimed and waits only for tasks already started;
+ * which thread runs a task never changes its result. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 #include "util/mw_platform.h"
@@ -25,6 +29,11 @@
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
 #define KN_POOL_PAUSES    512  /* spin turns that only pause (a few microseconds) before yielding */
+/* A yield this long lost the core to another thread's work (on an idle core it takes well under a
+ * microsecond; a thread woken for a message runs a few microseconds): the cores are taken, and for
+ * KN_POOL_TAKEN_NS the pool runs on its caller alone. */
+#define KN_POOL_LOST_NS  50000
+#define KN_POOL_TAKEN_NS 20000000
 /* Between per-thread slots, and around the pool's scratch (kn_slots_bytes): narrower gaps still
  * let the threads slow each other down. */
 #define KN_SLOT_GAP (64 * 1024)
@@ -49,6 +58,7 @@ struct kn_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake_cv, done_cv;
     _Atomic int64_t spin_ns; /* how long an idle thread polls before sleeping */
+    _Atomic uint64_t taken_until; /* until then the cores are taken (mw_now_ns): see the top */
 
     void *scratch;
     size_t scratch_cap;
@@ -65,16 +75,32 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Turn i of a spin-wait: pause, or past the first few microseconds give the core away. Returns
- * whether to look at the clock now: every turn once yielding (a yield may last a whole time
- * slice of another thread), every 64 pauses before. */
-static inline bool spin_turn(unsigned i) {
+/* Whether the cores were found taken lately (see the top). */
+static inline bool taken(const kn_pool *p, uint64_t now) {
+    return now < atomic_load_explicit(&p->taken_until, memory_order_relaxed);
+}
+
+/* Turn i of a spin-wait: pause, or past the first few microseconds give the core away, noting when
+ * that lost it (another thread ran meanwhile). Returns whether to look at the clock now: every turn
+ * once yielding (a yield may last a whole time slice of another thread), every 64 pauses before. */
+static inline bool spin_turn(kn_pool *p, unsigned i) {
     if (i < KN_POOL_PAUSES) {
         cpu_relax();
         return (i & 63) == 0;
     }
+    const uint64_t t0 = mw_now_ns();
     sched_yield();
+    const uint64_t t1 = mw_now_ns();
+    if (t1 - t0 > KN_POOL_LOST_NS)
+        atomic_store_explicit(&p->taken_until, t1 + KN_POOL_TAKEN_NS, memory_order_relaxed);
     return true;
+}
+
+/* Whether a thread idle since t0 stops polling: past the pool's poll time, or on taken cores. */
+static inline bool poll_over(const kn_pool *p, int64_t t0) {
+    const uint64_t now = mw_now_ns();
+    return (int64_t)now - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed) ||
+           taken(p, now);
 }
 
 /* The pool whose task this thread is running (NULL outside tasks): a task that calls back into
@@ -110,10 +136,8 @@ static void *worker_main(void *vp) {
         int64_t t0 = (int64_t)mw_now_ns();
         for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
-            const bool check = spin_turn(i);
-            if (park_stamp(p) != parked ||
-                (check && (int64_t)mw_now_ns() - t0 >
-                              atomic_load_explicit(&p->spin_ns, memory_order_relaxed))) {
+            const bool check = spin_turn(p, i);
+            if (park_stamp(p) != parked || (check && poll_over(p, t0))) {
                 pthread_mutex_lock(&p->mu);
                 atomic_fetch_add(&p->sleepers, 1);
                 const unsigned woken = atomic_load(&p->wake);
@@ -146,6 +170,7 @@ kn_pool *kn_pool_create(int n_threads) {
     p->n = n_threads < 1 ? 1 : n_threads > KN_POOL_MAX ? KN_POOL_MAX : n_threads;
     const char *spin = getenv("MOEWIRE_POOL_SPIN_US");
     atomic_init(&p->spin_ns, (spin ? atoll(spin) : 200) * 1000);
+    atomic_init(&p->taken_until, 0);
     pthread_mutex_init(&p->call_lock, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake_cv, NULL);
@@ -188,9 +213,9 @@ void kn_pool_park(kn_pool *p) {
 }
 
 void kn_pool_wake(kn_pool *p) {
-    /* with no polling they would only go back to sleep */
+    /* with no polling, or on taken cores, they would only go back to sleep */
     if (!p || p->n == 1 || atomic_load(&p->sleepers) == 0 ||
-        atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0)
+        atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0 || taken(p, mw_now_ns()))
         return;
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->wake, 1);
@@ -289,7 +314,7 @@ void kn__pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     p->arg = arg;
     atomic_store(&p->next_task, (unsigned)nth << 16 | 1u); /* task 0 is the caller's */
     atomic_fetch_add(&p->gen, 1);
-    if (atomic_load(&p->sleepers) > 0) {
+    if (atomic_load(&p->sleepers) > 0 && !taken(p, mw_now_ns())) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake_cv);
         pthread_mutex_unlock(&p->mu);
@@ -302,8 +327,7 @@ void kn__pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     /* wait for the tasks other threads started */
     const int64_t t0 = (int64_t)mw_now_ns();
     for (unsigned i = 1; atomic_load(&p->active) != 0; i++) {
-        if (spin_turn(i) &&
-            (int64_t)mw_now_ns() - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed)) {
+        if (spin_turn(p, i) && poll_over(p, t0)) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->done_waiter, 1);
             while (atomic_load(&p->active) != 0) pthread_cond_wait(&p->done_cv, &p->mu);
