@@ -6,13 +6,15 @@
  * nodes, the coordinator) need meanwhile. A spinning thread only pauses for its first few
  * microseconds and then yields the core at every turn: when threads outnumber cores (nodes and a
  * coordinator sharing a machine), the thread it waits for, or another process, runs instead; on an
- * idle core a yield returns at once. A yield that does not return at once says the cores are taken:
- * for a while the pool then works as one of a single thread (its idle threads sleep at once and no
- * job wakes them; a woken worker costs a context switch and a cache's worth of CPU, and on taken
- * cores it only queues behind the others' work), and afterwards tries its workers again. Task
- * indices are claimed dynamically, so a worker that is late (the CPU is shared) or asleep never
- * delays a job: the caller runs whatever nobody claimed and waits only for tasks already started;
- * which thread runs a task never changes its result. */
+ * idle core a yield returns at once. In a pool that shares its cores (kn_pool_set_shared: an expert
+ * node beside others), a yield that does not return at once says the cores are taken: for a while
+ * the pool then works as one of a single thread (its idle threads sleep at once and no job wakes
+ * them: a woken worker costs context switches and CPU, and on taken cores it only queues behind
+ * the others' work), and afterwards tries its workers again. kn_pool_wake gets the workers up only
+ * when the jobs since the last park used them. Task indices are claimed dynamically, so a worker
+ * that is late (the CPU is shared) or asleep never delays a job: the caller runs whatever nobody
+ * claimed and waits only for tasks already started; which thread runs a task never changes its
+ * result. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 #include "util/mw_platform.h"
@@ -58,7 +60,10 @@ struct kn_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake_cv, done_cv;
     _Atomic int64_t spin_ns; /* how long an idle thread polls before sleeping */
+    atomic_bool shared;           /* kn_pool_set_shared */
     _Atomic uint64_t taken_until; /* until then the cores are taken (mw_now_ns): see the top */
+    atomic_bool wide;             /* a job since the last park woke workers */
+    atomic_bool wide_before;      /* the jobs between the last two parks did */
 
     void *scratch;
     size_t scratch_cap;
@@ -87,6 +92,10 @@ static inline bool spin_turn(kn_pool *p, unsigned i) {
     if (i < KN_POOL_PAUSES) {
         cpu_relax();
         return (i & 63) == 0;
+    }
+    if (!atomic_load_explicit(&p->shared, memory_order_relaxed)) {
+        sched_yield();
+        return true;
     }
     const uint64_t t0 = mw_now_ns();
     sched_yield();
@@ -170,7 +179,10 @@ kn_pool *kn_pool_create(int n_threads) {
     p->n = n_threads < 1 ? 1 : n_threads > KN_POOL_MAX ? KN_POOL_MAX : n_threads;
     const char *spin = getenv("MOEWIRE_POOL_SPIN_US");
     atomic_init(&p->spin_ns, (spin ? atoll(spin) : 200) * 1000);
+    atomic_init(&p->shared, false);
     atomic_init(&p->taken_until, 0);
+    atomic_init(&p->wide, false);
+    atomic_init(&p->wide_before, true);
     pthread_mutex_init(&p->call_lock, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake_cv, NULL);
@@ -210,12 +222,15 @@ void kn_pool_destroy(kn_pool *p) {
 
 void kn_pool_park(kn_pool *p) {
     atomic_fetch_add_explicit(p ? &p->park : &park_all, 1, memory_order_relaxed);
+    if (p) atomic_store(&p->wide_before, atomic_exchange(&p->wide, false));
 }
 
 void kn_pool_wake(kn_pool *p) {
-    /* with no polling, or on taken cores, they would only go back to sleep */
+    /* with no polling, or on taken cores, they would only go back to sleep; and with the last
+     * jobs run by the caller alone (too small to split), they would only spin */
     if (!p || p->n == 1 || atomic_load(&p->sleepers) == 0 ||
-        atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0 || taken(p, mw_now_ns()))
+        atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0 ||
+        !atomic_load(&p->wide_before) || taken(p, mw_now_ns()))
         return;
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->wake, 1);
@@ -261,6 +276,10 @@ int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
             return mw_errf(err, "cannot bind thread %d to CPU %d: %s", i, cpu, strerror(rc));
     }
     return 0;
+}
+
+void kn_pool_set_shared(kn_pool *p, bool shared) {
+    if (p) atomic_store(&p->shared, shared);
 }
 
 void kn_pool_set_poll(kn_pool *p, int64_t us) {
@@ -314,6 +333,7 @@ void kn__pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     p->arg = arg;
     atomic_store(&p->next_task, (unsigned)nth << 16 | 1u); /* task 0 is the caller's */
     atomic_fetch_add(&p->gen, 1);
+    if (!atomic_load_explicit(&p->wide, memory_order_relaxed)) atomic_store(&p->wide, true);
     if (atomic_load(&p->sleepers) > 0 && !taken(p, mw_now_ns())) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake_cv);

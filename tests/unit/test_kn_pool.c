@@ -1,6 +1,7 @@
 /* tests/unit/test_kn_pool.c — the thread pool: every task of every job runs exactly once,
  * with parks (kn_pool_park on one pool, and on every pool) and wakes (kn_pool_wake) between
- * jobs, and parked workers come back for the next job; kn_pool_bind_cpus gives the caller and
+ * jobs, and parked workers come back for the next job, except in a pool that shares its cores
+ * while they are taken (kn_pool_set_shared); kn_pool_bind_cpus gives the caller and
  * each worker one CPU, in order from the first asked for, wrapping; per-thread scratch slots hold
  * their bytes inside the buffer, aligned, and at least 64 KiB from each other and its ends. */
 #include <dirent.h>
@@ -143,6 +144,56 @@ static void test_no_poll(void **state) {
     kn_pool_destroy(p);
 }
 
+static atomic_bool hog_stop;
+static void *hog(void *arg) {
+    (void)arg;
+    while (!atomic_load(&hog_stop)) {
+    }
+    return NULL;
+}
+
+/* A pool that shares its cores (kn_pool_set_shared), with a thread that never sleeps on the one
+ * CPU the pool runs on: a spinning worker's yield hands that thread the core, so the pool runs
+ * its jobs on the caller alone (a job of long tasks, which a woken worker takes part in, comes
+ * out with one thread); with the CPU free again the workers come back. A pool that does not share
+ * keeps its workers beside the same thread. */
+static void test_shared_taken(void **state) {
+    (void)state;
+    cpu_set_t saved, one;
+    assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
+    CPU_ZERO(&one);
+    CPU_SET(kn_cpu_at(0), &one);
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* the threads below inherit it */
+    kn_pool *p = kn_pool_create(2), *plain = kn_pool_create(2);
+    assert_non_null(p);
+    assert_non_null(plain);
+    kn_pool_set_shared(p, true);
+    kn_pool_set_shared(NULL, true); /* harmless */
+    /* past the first 20 ms: the workers' first spin may have found the machine's other work */
+    struct timespec ts = {0, 30 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    assert_true(run_job(p, 20 * 1000 * 1000) > 1);
+    atomic_store(&hog_stop, false);
+    pthread_t h;
+    assert_int_equal(pthread_create(&h, NULL, hog, NULL), 0);
+    int alone = 0;
+    for (int k = 0; k < 20 && !alone; k++) {
+        run_job(p, 0); /* its worker then spins, and yields to the other thread */
+        const struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        alone = run_job(p, 20 * 1000 * 1000) == 1;
+    }
+    assert_true(alone);
+    assert_true(run_job(plain, 20 * 1000 * 1000) > 1);
+    atomic_store(&hog_stop, true);
+    pthread_join(h, NULL);
+    nanosleep(&ts, NULL); /* past the 20 ms it keeps to its caller; its workers asleep */
+    assert_true(run_job(p, 20 * 1000 * 1000) > 1);
+    kn_pool_destroy(plain);
+    kn_pool_destroy(p);
+    assert_int_equal(sched_setaffinity(0, sizeof saved, &saved), 0);
+}
+
 /* The CPUs a task's thread may run on: one CPU id, or -1 if it may run on several. */
 static atomic_int bound_cpu[MAX_TASKS];
 static void affinity_task(void *arg, int ith, int nth) {
@@ -253,6 +304,7 @@ int main(void) {
         cmocka_unit_test(test_wake),
         cmocka_unit_test(test_no_poll),
         cmocka_unit_test(test_bind_cpus),
+        cmocka_unit_test(test_shared_taken),
         cmocka_unit_test(test_slots_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
