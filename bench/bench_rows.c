@@ -462,8 +462,8 @@ static int bench_call(const setup *su, const call_in *c, int N, bool relay, int 
            "\"node_handle\":%.3f,\"node_compute\":%.3f,\"node_encode\":%.3f,"
            "\"node_send\":%.3f}}\n",
            relay ? "relay" : "direct", (long long)c->R, N, calls, batches_per_call, load(), call_us,
-           cpu_us, cpu_us - local_us, csw, s.layer_rtt_us, s.tail_us, s.tail_p50_us, co[0], co[1], co[2],
-           co[3], co[4], co[5], node[0], node[1], node[2], node[3], node[4], call_us / R,
+           cpu_us, cpu_us - local_us, csw, s.layer_rtt_us, s.tail_us, s.tail_p50_us, co[0], co[1],
+           co[2], co[3], co[4], co[5], node[0], node[1], node[2], node[3], node[4], call_us / R,
            (cpu_us - local_us) / R, s.tail_us / R, co[0] / R, co[1] / R, co[2] / R, co[4] / R,
            co[5] / R, node[0] / R, node[1] / R, node[2] / R, node[3] / R, node[4] / R);
     fflush(stdout);

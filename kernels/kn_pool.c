@@ -59,7 +59,7 @@ struct kn_pool {
     atomic_bool stop;
     pthread_mutex_t mu;
     pthread_cond_t wake_cv, done_cv;
-    _Atomic int64_t spin_ns; /* how long an idle thread polls before sleeping */
+    _Atomic int64_t spin_ns;      /* how long an idle thread polls before sleeping */
     atomic_bool shared;           /* kn_pool_set_shared */
     _Atomic uint64_t taken_until; /* until then the cores are taken (mw_now_ns): see the top */
     atomic_bool wide;             /* a job since the last park woke workers */
