@@ -420,9 +420,9 @@ static uint64_t next_deadline(const co__remote *r) {
 static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
     const int N = r->o.n_nodes;
     struct pollfd fds[2 * N + 1];
-    bool sweep = true;
+    bool sweep = true, live = true; /* live: the liveness channel's pipe may have news */
     for (;;) {
-        if (co__live_check(r)) /* a node fell silent: its pieces go to replicas now */
+        if (live && co__live_check(r)) /* a node fell silent: its pieces go to replicas now */
             for (int i = 0; i < N; i++)
                 if (r->nodes[i].down && r->nodes[i].pending && fail_over(r, b, i, err)) return -1;
         int left = 0;
@@ -452,6 +452,7 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
         }
         fds[2 * N] = (struct pollfd){co__live_fd(r), POLLIN, 0};
         uint64_t t1 = t;
+        live = false;
         if (!sweep) {
             long wait = (long)((deadline - t) / 1000000ull) + 1;
             int rc = poll(fds, (nfds_t)(2 * N + 1), wait > INT32_MAX ? INT32_MAX : (int)wait);
@@ -461,6 +462,7 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
                 if (errno == EINTR) continue;
                 return mw_errf(err, "poll: %s", strerror(errno));
             }
+            live = fds[2 * N].revents != 0;
             /* Every reply still missing has signalled: the trunk resumes after decoding and
              * combining them, so its workers get up now, in parallel with that. */
             bool all_in = true;

@@ -137,22 +137,24 @@ bool co__live_check(co__remote *r) {
 #define MON_READ_ALL_NS 100000000ull
 
 void co__remote_tend(co__remote *r) {
-    co__live_check(r);
-    /* A live node's monitor is read when its descriptor says something came (one poll for all,
-     * instead of a receive each: a system call per node and layer); every monitor is only ever
-     * read until it has nothing, which keeps that signal true, and is read anyway now and then. */
+    /* A live node's monitor is read when its descriptor says something came, and the liveness
+     * channel when its pipe does (one poll for all, instead of a receive each: a system call per
+     * node and layer); every monitor is only ever read until it has nothing, which keeps that
+     * signal true, and all are read anyway now and then. */
     const int N = r->o.n_nodes;
-    struct pollfd fds[N > 0 ? N : 1];
+    struct pollfd fds[N + 1];
     const uint64_t now = mw_now_ns();
     const bool all = now - r->mon_read_ns >= MON_READ_ALL_NS;
     for (int i = 0; i < N; i++) {
         const co__node *n = &r->nodes[i];
         fds[i] = (struct pollfd){n->drained ? -1 : wr_socket_fd(n->mon), POLLIN, 0};
     }
+    fds[N] = (struct pollfd){co__live_fd(r), POLLIN, 0};
     if (all)
         r->mon_read_ns = now;
-    else if (poll(fds, (nfds_t)N, 0) < 0)
-        for (int i = 0; i < N; i++) fds[i].revents = POLLIN;
+    else if (poll(fds, (nfds_t)N + 1, 0) < 0)
+        for (int i = 0; i <= N; i++) fds[i].revents = POLLIN;
+    if (all || fds[N].revents) co__live_check(r);
     for (int i = 0; i < N; i++) {
         co__node *n = &r->nodes[i];
         if (n->drained) continue;
