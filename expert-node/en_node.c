@@ -286,9 +286,6 @@ int en_node_open(const en_opts *opts, en_node **out, mw_err *err) {
         snprintf(n->numerics, sizeof n->numerics, "%s", kn_numerics_name(opts->numerics));
     n->pool = kn_pool_create(opts->threads);
     if (opts->poll_us >= 0) kn_pool_set_poll(n->pool, opts->poll_us);
-    /* a node may run beside other nodes and a coordinator on one machine: on taken cores its
-     * workers stand aside (on a machine of its own that never happens) */
-    kn_pool_set_shared(n->pool, true);
     n->ws = md_moe_ws_new();
     if (!n->ws || wr_stats_init(&n->stats, 1, n->n_layers, err)) {
         mw_errf(err, "out of memory");

@@ -113,16 +113,8 @@ void kn_pool_park(kn_pool *pool);
  * job), so waking them (tens of microseconds where a core has gone idle) overlaps the caller's
  * remaining work instead of delaying the job. NULL, a pool of one or one that does not poll
  * (kn_pool_set_poll 0): nothing to do; nor when no job between the last two kn_pool_park calls
- * used the workers (they were all too small to split), or the cores are taken
- * (kn_pool_set_shared). */
+ * used the workers (they were all too small to split: they would only spin). */
 void kn_pool_wake(kn_pool *pool);
-/* Whether the pool shares its cores with other busy processes (an expert node beside other nodes
- * and a coordinator on one machine; default false). A shared pool that finds its cores taken (a
- * spinning thread's yield lets another thread run for a while) runs its jobs on the caller alone
- * for the next 20 ms, its workers asleep, then tries them again: a woken worker costs context
- * switches and CPU that the other processes' work needs, and on taken cores adds no speed. On
- * cores that are free it changes nothing. */
-void kn_pool_set_shared(kn_pool *pool, bool shared);
 /* Binds each of the pool's threads to one CPU: the calling thread (it must be the one that runs
  * the pool's jobs) to allowed CPU number `first` (modulo their count), worker i to the next ones.
  * "Allowed" is the process's CPU set as first seen by any bind (sched_getaffinity), so binding the

@@ -6,15 +6,10 @@
  * nodes, the coordinator) need meanwhile. A spinning thread only pauses for its first few
  * microseconds and then yields the core at every turn: when threads outnumber cores (nodes and a
  * coordinator sharing a machine), the thread it waits for, or another process, runs instead; on an
- * idle core a yield returns at once. In a pool that shares its cores (kn_pool_set_shared: an expert
- * node beside others), a yield that does not return at once says the cores are taken: for a while
- * the pool then works as one of a single thread (its idle threads sleep at once and no job wakes
- * them: a woken worker costs context switches and CPU, and on taken cores it only queues behind
- * the others' work), and afterwards tries its workers again. kn_pool_wake gets the workers up only
- * when the jobs since the last park used them. Task indices are claimed dynamically, so a worker
- * that is late (the CPU is shared) or asleep never delays a job: the caller runs whatever nobody
- * claimed and waits only for tasks already started; which thread runs a task never changes its
- * result. */
+ * idle core a yield returns at once. kn_pool_wake gets the workers up only when the jobs since the
+ * last park used them. Task indices are claimed dynamically, so a worker that is late (the CPU is
+ * shared) never delays a job: the caller runs whatever nobody claimed and waits only for tasks
+ * already started. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 #include "util/mw_platform.h"
@@ -31,11 +26,6 @@
 #define KN_POOL_MAX       256
 #define KN_POOL_MAX_TASKS 4096 /* fits the 16-bit fields of next_task with room for over-claims */
 #define KN_POOL_PAUSES    512  /* spin turns that only pause (a few microseconds) before yielding */
-/* A yield this long lost the core to another thread's work (on an idle core it takes well under a
- * microsecond; a thread woken for a message runs a few microseconds): the cores are taken, and for
- * KN_POOL_TAKEN_NS the pool runs on its caller alone. */
-#define KN_POOL_LOST_NS  50000
-#define KN_POOL_TAKEN_NS 20000000
 /* Between per-thread slots, and around the pool's scratch (kn_slots_bytes): narrower gaps still
  * let the threads slow each other down. */
 #define KN_SLOT_GAP (64 * 1024)
@@ -59,11 +49,9 @@ struct kn_pool {
     atomic_bool stop;
     pthread_mutex_t mu;
     pthread_cond_t wake_cv, done_cv;
-    _Atomic int64_t spin_ns;      /* how long an idle thread polls before sleeping */
-    atomic_bool shared;           /* kn_pool_set_shared */
-    _Atomic uint64_t taken_until; /* until then the cores are taken (mw_now_ns): see the top */
-    atomic_bool wide;             /* a job since the last park woke workers */
-    atomic_bool wide_before;      /* the jobs between the last two parks did */
+    _Atomic int64_t spin_ns; /* how long an idle thread polls before sleeping */
+    atomic_bool wide;        /* a job since the last park woke workers */
+    atomic_bool wide_before; /* the jobs between the last two parks did */
 
     void *scratch;
     size_t scratch_cap;
@@ -80,36 +68,16 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Whether the cores were found taken lately (see the top). */
-static inline bool taken(const kn_pool *p, uint64_t now) {
-    return now < atomic_load_explicit(&p->taken_until, memory_order_relaxed);
-}
-
-/* Turn i of a spin-wait: pause, or past the first few microseconds give the core away, noting when
- * that lost it (another thread ran meanwhile). Returns whether to look at the clock now: every turn
- * once yielding (a yield may last a whole time slice of another thread), every 64 pauses before. */
-static inline bool spin_turn(kn_pool *p, unsigned i) {
+/* Turn i of a spin-wait: pause, or past the first few microseconds give the core away. Returns
+ * whether to look at the clock now: every turn once yielding (a yield may last a whole time
+ * slice of another thread), every 64 pauses before. */
+static inline bool spin_turn(unsigned i) {
     if (i < KN_POOL_PAUSES) {
         cpu_relax();
         return (i & 63) == 0;
     }
-    if (!atomic_load_explicit(&p->shared, memory_order_relaxed)) {
-        sched_yield();
-        return true;
-    }
-    const uint64_t t0 = mw_now_ns();
     sched_yield();
-    const uint64_t t1 = mw_now_ns();
-    if (t1 - t0 > KN_POOL_LOST_NS)
-        atomic_store_explicit(&p->taken_until, t1 + KN_POOL_TAKEN_NS, memory_order_relaxed);
     return true;
-}
-
-/* Whether a thread idle since t0 stops polling: past the pool's poll time, or on taken cores. */
-static inline bool poll_over(const kn_pool *p, int64_t t0) {
-    const uint64_t now = mw_now_ns();
-    return (int64_t)now - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed) ||
-           taken(p, now);
 }
 
 /* The pool whose task this thread is running (NULL outside tasks): a task that calls back into
@@ -145,8 +113,10 @@ static void *worker_main(void *vp) {
         int64_t t0 = (int64_t)mw_now_ns();
         for (unsigned i = 1; atomic_load_explicit(&p->gen, memory_order_acquire) == seen; i++) {
             if (atomic_load_explicit(&p->stop, memory_order_relaxed)) return NULL;
-            const bool check = spin_turn(p, i);
-            if (park_stamp(p) != parked || (check && poll_over(p, t0))) {
+            const bool check = spin_turn(i);
+            if (park_stamp(p) != parked ||
+                (check && (int64_t)mw_now_ns() - t0 >
+                              atomic_load_explicit(&p->spin_ns, memory_order_relaxed))) {
                 pthread_mutex_lock(&p->mu);
                 atomic_fetch_add(&p->sleepers, 1);
                 const unsigned woken = atomic_load(&p->wake);
@@ -179,8 +149,6 @@ kn_pool *kn_pool_create(int n_threads) {
     p->n = n_threads < 1 ? 1 : n_threads > KN_POOL_MAX ? KN_POOL_MAX : n_threads;
     const char *spin = getenv("MOEWIRE_POOL_SPIN_US");
     atomic_init(&p->spin_ns, (spin ? atoll(spin) : 200) * 1000);
-    atomic_init(&p->shared, false);
-    atomic_init(&p->taken_until, 0);
     atomic_init(&p->wide, false);
     atomic_init(&p->wide_before, true);
     pthread_mutex_init(&p->call_lock, NULL);
@@ -226,11 +194,11 @@ void kn_pool_park(kn_pool *p) {
 }
 
 void kn_pool_wake(kn_pool *p) {
-    /* with no polling, or on taken cores, they would only go back to sleep; and with the last
-     * jobs run by the caller alone (too small to split), they would only spin */
+    /* with no polling they would only go back to sleep; and with the last jobs run by the
+     * caller alone (too small to split), they would only spin */
     if (!p || p->n == 1 || atomic_load(&p->sleepers) == 0 ||
         atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0 ||
-        !atomic_load(&p->wide_before) || taken(p, mw_now_ns()))
+        !atomic_load(&p->wide_before))
         return;
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->wake, 1);
@@ -276,10 +244,6 @@ int kn_pool_bind_cpus(kn_pool *p, int first, mw_err *err) {
             return mw_errf(err, "cannot bind thread %d to CPU %d: %s", i, cpu, strerror(rc));
     }
     return 0;
-}
-
-void kn_pool_set_shared(kn_pool *p, bool shared) {
-    if (p) atomic_store(&p->shared, shared);
 }
 
 void kn_pool_set_poll(kn_pool *p, int64_t us) {
@@ -334,7 +298,7 @@ void kn__pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     atomic_store(&p->next_task, (unsigned)nth << 16 | 1u); /* task 0 is the caller's */
     atomic_fetch_add(&p->gen, 1);
     if (!atomic_load_explicit(&p->wide, memory_order_relaxed)) atomic_store(&p->wide, true);
-    if (atomic_load(&p->sleepers) > 0 && !taken(p, mw_now_ns())) {
+    if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake_cv);
         pthread_mutex_unlock(&p->mu);
@@ -347,7 +311,8 @@ void kn__pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     /* wait for the tasks other threads started */
     const int64_t t0 = (int64_t)mw_now_ns();
     for (unsigned i = 1; atomic_load(&p->active) != 0; i++) {
-        if (spin_turn(p, i) && poll_over(p, t0)) {
+        if (spin_turn(i) &&
+            (int64_t)mw_now_ns() - t0 > atomic_load_explicit(&p->spin_ns, memory_order_relaxed)) {
             pthread_mutex_lock(&p->mu);
             atomic_store(&p->done_waiter, 1);
             while (atomic_load(&p->active) != 0) pthread_cond_wait(&p->done_cv, &p->mu);

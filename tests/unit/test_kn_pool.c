@@ -1,12 +1,13 @@
 /* tests/unit/test_kn_pool.c — the thread pool: every task of every job runs exactly once,
  * with parks (kn_pool_park on one pool, and on every pool) and wakes (kn_pool_wake) between
- * jobs, and parked workers come back for the next job, except in a pool that shares its cores
- * while they are taken (kn_pool_set_shared); kn_pool_bind_cpus gives the caller and
+ * jobs, and parked workers come back for the next job; a wake gets them up only after jobs that
+ * used them; kn_pool_bind_cpus gives the caller and
  * each worker one CPU, in order from the first asked for, wrapping; per-thread scratch slots hold
  * their bytes inside the buffer, aligned, and at least 64 KiB from each other and its ends. */
 #include <dirent.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -144,62 +145,64 @@ static void test_no_poll(void **state) {
     kn_pool_destroy(p);
 }
 
-/* Whether a job of long tasks on p gets a worker beside its caller in one of ten tries, each
- * after a pause past the 20 ms a shared pool keeps to its caller (a loaded machine, the other
- * tests included, may keep the one CPU below from a worker for a whole job now and then). */
-static bool workers_join(kn_pool *p) {
-    for (int k = 0; k < 10; k++) {
-        const struct timespec ts = {0, 30 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        if (run_job(p, 20 * 1000 * 1000) > 1) return true;
+/* The state letter (R running or runnable, S sleeping, ...) of the one thread of this process
+ * other than the caller. */
+static char other_thread_state(void) {
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    const long self = syscall(SYS_gettid);
+    char state = '?';
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const long tid = atol(e->d_name);
+        if (tid <= 0 || tid == self) continue;
+        char path[64], buf[256];
+        snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        const size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        const char *paren = strrchr(buf, ')'); /* "tid (name) S ..." */
+        assert_non_null(paren);
+        state = paren[2];
+        n++;
     }
-    return false;
+    closedir(d);
+    assert_int_equal(n, 1);
+    return state;
 }
 
-static atomic_bool hog_stop;
-static void *hog(void *arg) {
-    (void)arg;
-    while (!atomic_load(&hog_stop)) {
-    }
-    return NULL;
-}
-
-/* A pool that shares its cores (kn_pool_set_shared), with a thread that never sleeps on the one
- * CPU the pool runs on: a spinning worker's yield hands that thread the core, so the pool runs
- * its jobs on the caller alone (a job of long tasks, which a woken worker takes part in, comes
- * out with one thread); with the CPU free again the workers come back. A pool that does not share
- * keeps its workers beside the same thread. */
-static void test_shared_taken(void **state) {
+/* kn_pool_wake gets a parked worker up only when a job between the last two parks used it: after
+ * parks with no job between (as after a node's batches too small to split), the worker stays
+ * asleep; after one that ran a job, it gets up and polls (for a second here, so it is seen). */
+static void test_wake_after_wide(void **state) {
     (void)state;
-    cpu_set_t saved, one;
-    assert_int_equal(sched_getaffinity(0, sizeof saved, &saved), 0);
-    CPU_ZERO(&one);
-    CPU_SET(kn_cpu_at(0), &one);
-    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0); /* the threads below inherit it */
-    kn_pool *p = kn_pool_create(2), *plain = kn_pool_create(2);
+    kn_pool *p = kn_pool_create(2);
     assert_non_null(p);
-    assert_non_null(plain);
-    kn_pool_set_shared(p, true);
-    kn_pool_set_shared(NULL, true); /* harmless */
-    assert_true(workers_join(p));
-    atomic_store(&hog_stop, false);
-    pthread_t h;
-    assert_int_equal(pthread_create(&h, NULL, hog, NULL), 0);
-    int alone = 0;
-    for (int k = 0; k < 20 && !alone; k++) {
-        run_job(p, 0); /* its worker then spins, and yields to the other thread */
-        const struct timespec nap = {0, 5 * 1000 * 1000};
-        nanosleep(&nap, NULL);
-        alone = run_job(p, 20 * 1000 * 1000) == 1;
-    }
-    assert_true(alone);
-    assert_true(workers_join(plain));
-    atomic_store(&hog_stop, true);
-    pthread_join(h, NULL);
-    assert_true(workers_join(p));
-    kn_pool_destroy(plain);
+    kn_pool_set_poll(p, 1000 * 1000);
+    const struct timespec ts = {0, 20 * 1000 * 1000};
+    run_job(p, 0);
+    nanosleep(&ts, NULL); /* the worker has seen the job (a park before that would not count) */
+    kn_pool_park(p);
+    kn_pool_park(p); /* nothing between the two */
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'S');
+    kn_pool_wake(p);
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'S');
+    run_job(p, 0);
+    nanosleep(&ts, NULL);
+    kn_pool_park(p);
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'S');
+    kn_pool_wake(p);
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'R');
+    kn_pool_park(p);
+    assert_true(run_job(p, 20 * 1000 * 1000) > 1); /* and jobs get it as ever */
     kn_pool_destroy(p);
-    assert_int_equal(sched_setaffinity(0, sizeof saved, &saved), 0);
 }
 
 /* The CPUs a task's thread may run on: one CPU id, or -1 if it may run on several. */
@@ -312,7 +315,7 @@ int main(void) {
         cmocka_unit_test(test_wake),
         cmocka_unit_test(test_no_poll),
         cmocka_unit_test(test_bind_cpus),
-        cmocka_unit_test(test_shared_taken),
+        cmocka_unit_test(test_wake_after_wide),
         cmocka_unit_test(test_slots_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
