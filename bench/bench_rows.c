@@ -266,12 +266,18 @@ static const char *load(void) {
     return buf;
 }
 
-/* CPU time of every thread of this process so far (user + system), ns. */
-static uint64_t cpu_ns(void) {
+/* CPU time of every thread of this process so far (user + system), ns; with csw, its threads'
+ * context switches (voluntary and not: each a hand-off or a wait for a core). */
+static uint64_t cpu_ns_csw(uint64_t *csw) {
     struct rusage u;
     if (getrusage(RUSAGE_SELF, &u) != 0) return 0;
+    if (csw) *csw = (uint64_t)u.ru_nvcsw + (uint64_t)u.ru_nivcsw;
     return (uint64_t)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000000ull +
            (uint64_t)(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1000ull;
+}
+
+static uint64_t cpu_ns(void) {
+    return cpu_ns_csw(NULL);
 }
 
 /* The layer call's batch for call q (the MoE layers in turn). */
@@ -418,18 +424,19 @@ static int bench_call(const setup *su, const call_in *c, int N, bool relay, int 
     if (!out) goto done;
     const int warm = calls / 10 + 2;
     double wall = 0;
-    uint64_t cpu0 = 0;
+    uint64_t cpu0 = 0, csw0 = 0, csw1 = 0;
     for (int q = 0; q < warm + calls; q++) {
         if (q == warm) {
             co_remote_reset_stats(cl.be);
-            cpu0 = cpu_ns();
+            cpu0 = cpu_ns_csw(&csw0);
         }
         md_moe_batch b = batch_of(c, su->first_moe, su->last_moe, q);
         const uint64_t t0 = mw_now_ns();
         if (cl.be->run(cl.be, &b, out, err)) goto done;
         if (q >= warm) wall += (double)(mw_now_ns() - t0);
     }
-    const double cpu_us = (double)(cpu_ns() - cpu0) / calls * 1e-3;
+    const double cpu_us = (double)(cpu_ns_csw(&csw1) - cpu0) / calls * 1e-3;
+    const double csw = (double)(csw1 - csw0) / calls;
     const co_remote_summary s = co_remote_summarize(cl.be);
     const double batches_per_call = (double)s.total.batches / calls;
     en_node_timing nt;
@@ -443,7 +450,7 @@ static int bench_call(const setup *su, const call_in *c, int N, bool relay, int 
     const double co[6] = {s.split_us, s.encode_us, s.send_us, s.wait_us, s.decode_us, s.combine_us};
     printf("{\"bench\":\"rows_call\",\"transport\":\"%s\",\"rows\":%lld,\"nodes\":%d,"
            "\"calls\":%d,\"batches_per_call\":%.2f,\"load\":\"%s\",\"call_us\":%.1f,"
-           "\"cpu_us\":%.1f,\"stack_cpu_us\":%.1f,"
+           "\"cpu_us\":%.1f,\"stack_cpu_us\":%.1f,\"switches\":%.1f,"
            "\"layer_rtt_us\":%.1f,\"tail_us\":%.1f,\"tail_p50_us\":%.1f,"
            "\"split_us\":%.1f,\"encode_us\":%.1f,\"send_us\":%.1f,\"wait_us\":%.1f,"
            "\"decode_us\":%.1f,\"combine_us\":%.1f,"
@@ -455,8 +462,8 @@ static int bench_call(const setup *su, const call_in *c, int N, bool relay, int 
            "\"node_handle\":%.3f,\"node_compute\":%.3f,\"node_encode\":%.3f,"
            "\"node_send\":%.3f}}\n",
            relay ? "relay" : "direct", (long long)c->R, N, calls, batches_per_call, load(), call_us,
-           cpu_us, cpu_us - local_us, s.layer_rtt_us, s.tail_us, s.tail_p50_us, co[0], co[1], co[2],
-           co[3], co[4], co[5], node[0], node[1], node[2], node[3], node[4], call_us / R,
+           cpu_us, cpu_us - local_us, csw, s.layer_rtt_us, s.tail_us, s.tail_p50_us, co[0], co[1],
+           co[2], co[3], co[4], co[5], node[0], node[1], node[2], node[3], node[4], call_us / R,
            (cpu_us - local_us) / R, s.tail_us / R, co[0] / R, co[1] / R, co[2] / R, co[4] / R,
            co[5] / R, node[0] / R, node[1] / R, node[2] / R, node[3] / R, node[4] / R);
     fflush(stdout);

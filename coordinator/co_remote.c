@@ -7,7 +7,9 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
@@ -410,23 +412,22 @@ static uint64_t next_deadline(const co__remote *r) {
 
 /* Waits for every piece. A node that disconnects (its heartbeats unanswered: dead, hung or cut off
  * the network) or lets a piece miss the deadline is lost, and its unanswered pieces go to
- * replicas. */
+ * replicas. It sleeps in poll on the sockets' and monitors' descriptors (wr_socket_fd): a wake-up
+ * costs one system call and a receive per socket that signalled, not a look at all 2N sockets
+ * before and after the sleep. Sends may have taken a reply's signal (this call's, a fail-over's,
+ * the other micro-batch's), so every socket is read until it has nothing first, and again after a
+ * fail-over; the monitors are only ever read until they have nothing (co__remote_read_monitor). */
 static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
     const int N = r->o.n_nodes;
-    zmq_pollitem_t items[2 * N + 1];
+    struct pollfd fds[2 * N + 1];
+    bool sweep = true, live = true; /* live: the liveness channel's pipe may have news */
     for (;;) {
-        if (co__live_check(r)) /* a node fell silent: its pieces go to replicas now */
+        if (live && co__live_check(r)) /* a node fell silent: its pieces go to replicas now */
             for (int i = 0; i < N; i++)
                 if (r->nodes[i].down && r->nodes[i].pending && fail_over(r, b, i, err)) return -1;
         int left = 0;
         for (int i = 0; i < N; i++) left += r->nodes[i].down ? 0 : r->nodes[i].pending;
         if (!left) return 0;
-        for (int i = 0; i < N; i++) {
-            const bool gone = r->nodes[i].drained; /* no sockets: nothing to poll */
-            items[2 * i] = (zmq_pollitem_t){r->nodes[i].sock, gone ? -1 : 0, ZMQ_POLLIN, 0};
-            items[2 * i + 1] = (zmq_pollitem_t){r->nodes[i].mon, gone ? -1 : 0, ZMQ_POLLIN, 0};
-        }
-        items[2 * N] = (zmq_pollitem_t){NULL, co__live_fd(r), ZMQ_POLLIN, 0};
         uint64_t t = mw_now_ns(), deadline = next_deadline(r);
         if (t >= deadline) {
             for (int q = 0; q < r->n_pieces; q++) {
@@ -439,32 +440,48 @@ static int wait_all(co__remote *r, const md_moe_batch *b, mw_err *err) {
                 co__acct_failed(&r->acct, p->node);
                 co__remote_down(r, p->node, why);
                 if (fail_over(r, b, p->node, err)) return -1;
+                sweep = true;
             }
             continue;
         }
-        long wait = (long)((deadline - t) / 1000000ull) + 1;
-        int rc = zmq_poll(items, 2 * N + (co__live_fd(r) >= 0), wait);
-        uint64_t t1 = mw_now_ns();
-        r->acct.phase_ns[CO__WAIT] += t1 - t;
-        if (rc < 0) {
-            if (errno == EINTR) continue;
-            return mw_errf(err, "poll: %s", zmq_strerror(errno));
+        for (int i = 0; i < N; i++) {
+            const bool gone = r->nodes[i].drained; /* no sockets: nothing to poll */
+            fds[2 * i] = (struct pollfd){gone ? -1 : wr_socket_fd(r->nodes[i].sock), POLLIN, 0};
+            fds[2 * i + 1] = (struct pollfd){gone ? -1 : wr_socket_fd(r->nodes[i].mon), POLLIN, 0};
+            if (sweep && !gone) fds[2 * i].revents = POLLIN; /* read it, signalled or not */
         }
-        /* Every reply still missing is readable: the trunk resumes after decoding and combining
-         * them, so its workers get up now, in parallel with that. */
-        bool all_in = true;
-        for (int i = 0; i < N && all_in; i++)
-            all_in =
-                !r->nodes[i].pending || r->nodes[i].down || (items[2 * i].revents & ZMQ_POLLIN);
-        if (all_in) kn_pool_wake(r->o.pool);
+        fds[2 * N] = (struct pollfd){co__live_fd(r), POLLIN, 0};
+        uint64_t t1 = t;
+        live = false;
+        if (!sweep) {
+            long wait = (long)((deadline - t) / 1000000ull) + 1;
+            int rc = poll(fds, (nfds_t)(2 * N + 1), wait > INT32_MAX ? INT32_MAX : (int)wait);
+            t1 = mw_now_ns();
+            r->acct.phase_ns[CO__WAIT] += t1 - t;
+            if (rc < 0) {
+                if (errno == EINTR) continue;
+                return mw_errf(err, "poll: %s", strerror(errno));
+            }
+            live = fds[2 * N].revents != 0;
+            /* Every reply still missing has signalled: the trunk resumes after decoding and
+             * combining them, so its workers get up now, in parallel with that. */
+            bool all_in = true;
+            for (int i = 0; i < N && all_in; i++)
+                all_in = !r->nodes[i].pending || r->nodes[i].down || fds[2 * i].revents;
+            if (all_in) kn_pool_wake(r->o.pool);
+        }
+        sweep = false;
         for (int i = 0; i < N; i++) {
             co__node *n = &r->nodes[i];
             const bool was_down = n->down;
-            if ((items[2 * i + 1].revents & ZMQ_POLLIN) && co__remote_read_monitor(r, i))
+            if (fds[2 * i + 1].revents && co__remote_read_monitor(r, i))
                 co__remote_down(r, i, "disconnected");
-            if ((items[2 * i].revents & ZMQ_POLLIN) && read_replies(r, i, b, err)) return -1;
+            if (fds[2 * i].revents && read_replies(r, i, b, err)) return -1;
             if (n->down && !was_down) co__acct_failed(&r->acct, i);
-            if (n->down && n->pending && fail_over(r, b, i, err)) return -1;
+            if (n->down && n->pending) {
+                if (fail_over(r, b, i, err)) return -1;
+                sweep = true;
+            }
         }
         r->acct.phase_ns[CO__DECODE] += mw_now_ns() - t1;
     }

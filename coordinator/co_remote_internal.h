@@ -168,6 +168,7 @@ typedef struct co__remote {
     co__call park[CO_CALLS - 1];    /* the other calls, in flight or idle */
     bool serving;                   /* past the first handshake: membership changes are reported */
     uint64_t t_submit;
+    uint64_t mon_read_ns; /* when co__remote_tend last read every monitor, signalled or not */
     co__acct acct;
     struct wr_live_prober *live; /* pings the nodes' liveness channels; NULL: heartbeats alone */
 } co__remote;

@@ -6,6 +6,7 @@
  * serving another model is refused by name and stays down. Each change rebuilds the ownership
  * map over the live nodes (co__remote_owners, co_remote_handshake.c). */
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "coordinator/co_remote_internal.h"
 #include "util/mw_time.h"
 #include "wire/wr_live.h"
+#include "wire/wr_zmq.h"
 
 /* The MoE cells node i owned that no live node owns now, as "layer:e0-e1, ..." ranges. */
 static long orphaned(const co__remote *r, int i, char *out, size_t cap) {
@@ -131,12 +133,33 @@ bool co__live_check(co__remote *r) {
     return any;
 }
 
+/* Every monitor is read at least this often, signalled or not (see co__remote_tend). */
+#define MON_READ_ALL_NS 100000000ull
+
 void co__remote_tend(co__remote *r) {
-    co__live_check(r);
-    for (int i = 0; i < r->o.n_nodes; i++) {
+    /* A live node's monitor is read when its descriptor says something came, and the liveness
+     * channel when its pipe does (one poll for all, instead of a receive each: a system call per
+     * node and layer); every monitor is only ever read until it has nothing, which keeps that
+     * signal true, and all are read anyway now and then. */
+    const int N = r->o.n_nodes;
+    struct pollfd fds[N + 1];
+    const uint64_t now = mw_now_ns();
+    const bool all = now - r->mon_read_ns >= MON_READ_ALL_NS;
+    for (int i = 0; i < N; i++) {
+        const co__node *n = &r->nodes[i];
+        fds[i] = (struct pollfd){n->drained ? -1 : wr_socket_fd(n->mon), POLLIN, 0};
+    }
+    fds[N] = (struct pollfd){co__live_fd(r), POLLIN, 0};
+    if (all)
+        r->mon_read_ns = now;
+    else if (poll(fds, (nfds_t)N + 1, 0) < 0)
+        for (int i = 0; i <= N; i++) fds[i].revents = POLLIN;
+    if (all || fds[N].revents) co__live_check(r);
+    for (int i = 0; i < N; i++) {
         co__node *n = &r->nodes[i];
         if (n->drained) continue;
-        if (co__remote_read_monitor(r, i)) co__remote_down(r, i, "disconnected");
+        if ((all || n->down || fds[i].revents) && co__remote_read_monitor(r, i))
+            co__remote_down(r, i, "disconnected");
         if (!n->down) continue;
         if (n->connected && !n->hello_seq) send_rejoin_hello(r, i);
         /* take what it sent: its Welcome, an Error, or late replies of a lost round */

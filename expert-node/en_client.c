@@ -71,7 +71,7 @@ en__client *en__client_of(en_node *n, const wr_rx *rx, int fd) {
         c->last_layer = -1;
         memcpy(c->id, rx->id, rx->id_len);
         c->id_len = rx->id_len;
-        c->fd = -1;
+        c->fd = c->acked_fd = -1;
         n->clients[n->n_clients++] = c;
     }
     if (fd >= 0 && fd != c->fd) {
@@ -83,11 +83,17 @@ en__client *en__client_of(en_node *n, const wr_rx *rx, int fd) {
 }
 
 bool en__client_stalled(en_node *n, en__client *c) {
+    if (c->fd < 0) return false;
+    /* What a connection acknowledged only grows: while what was sent is within the limit of the
+     * last count, it cannot be over it now, and the count (two or three system calls, asked at
+     * every request) is not taken again. */
+    if (c->acked_fd == c->fd && c->sent <= c->acked + n->opts.peer_limit) return false;
     uint64_t acked;
     /* without the relay (--recv-bound off) the descriptor is libzmq's TCP connection itself */
-    if (c->fd < 0 ||
-        (n->relay ? wr_relay_acked(n->relay, c->fd, &acked) : mw_tcp_acked(c->fd, &acked)) != 0)
+    if ((n->relay ? wr_relay_acked(n->relay, c->fd, &acked) : mw_tcp_acked(c->fd, &acked)) != 0)
         return false;
+    c->acked = acked;
+    c->acked_fd = c->fd;
     /* c->sent counts payload only, so this is a lower bound of what waits for the client */
     return c->sent > acked && c->sent - acked > n->opts.peer_limit;
 }

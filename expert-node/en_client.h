@@ -36,6 +36,8 @@ typedef struct en__client {
     int fd;
     char peer[64];
     uint64_t sent;    /* reply payload bytes handed to libzmq (a lower bound of what TCP carries) */
+    uint64_t acked;   /* what connection acked_fd had acknowledged at the last look */
+    int acked_fd;     /* -1: not looked at yet */
     uint64_t last_ns; /* last message from it */
     int in_round;     /* its requests in the round being gathered */
     /* what the group window knows of it (en_group.h) */

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -508,7 +509,6 @@ int en_node_serve(en_node *n, mw_err *err) {
      * is alive: a node stuck in a round misses it and is restarted */
     const int wd_ms = (int)(mw_notify_watchdog_usec() / 2000);
     int64_t next_wd = mw_now_ms() + wd_ms;
-    zmq_pollitem_t items[2] = {{n->router, 0, ZMQ_POLLIN, 0}, {NULL, n->wake[0], ZMQ_POLLIN, 0}};
     int rc = 0;
     while (!atomic_load(&n->stopping)) {
         if (wd_ms && mw_now_ms() >= next_wd) {
@@ -529,22 +529,38 @@ int en_node_serve(en_node *n, mw_err *err) {
                 timeout = (int)(left / 1000000);
             }
         }
-        wr_relay_waiting(n->relay, true);
-        const int polled = zmq_poll(items, 2, timeout);
-        wr_relay_waiting(n->relay, false);
-        if (polled < 0) {
+        /* The socket's descriptor signals only what comes after it was last read until EAGAIN
+         * (wr_socket_fd), and the replies' sends may have taken a signal since: one look at its
+         * events first, then a sleep on the descriptor and the wake pipe (zmq_poll would look at
+         * the events before and after the sleep too: two more system calls per request). */
+        int events = 0;
+        size_t len = sizeof events;
+        if (zmq_getsockopt(n->router, ZMQ_EVENTS, &events, &len) != 0) {
             if (errno == EINTR) continue;
             rc = mw_errf(err, "poll: %s", zmq_strerror(errno));
             break;
         }
-        if (!polled && nap) {
-            const struct timespec t = {0, (long)nap};
-            nanosleep(&t, NULL);
+        struct pollfd fds[2] = {{wr_socket_fd(n->router), POLLIN, 0}, {n->wake[0], POLLIN, 0}};
+        bool in = events & ZMQ_POLLIN;
+        if (!in) {
+            wr_relay_waiting(n->relay, true);
+            const int polled = poll(fds, 2, timeout);
+            wr_relay_waiting(n->relay, false);
+            if (polled < 0) {
+                if (errno == EINTR) continue;
+                rc = mw_errf(err, "poll: %s", strerror(errno));
+                break;
+            }
+            if (!polled && nap) {
+                const struct timespec t = {0, (long)nap};
+                nanosleep(&t, NULL);
+            }
+            if (fds[1].revents & POLLIN) break;
+            in = fds[0].revents != 0;
         }
-        if (items[1].revents & ZMQ_POLLIN) break;
         /* A request is in: the workers get up now, while it is received and parsed, instead of
          * when the first kernel starts (a wake-up costs tens of microseconds). */
-        if ((items[0].revents & ZMQ_POLLIN) || en__clients_pending(n)) kn_pool_wake(n->pool);
+        if (in || en__clients_pending(n)) kn_pool_wake(n->pool);
         /* A round: first what clients left waiting in their queues (a quota each), then what
          * is queued in the socket, up to one round, then execute it. */
         en__clients_new_round(n);

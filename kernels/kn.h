@@ -112,7 +112,8 @@ void kn_pool_park(kn_pool *pool);
 /* Tells sleeping workers that a job follows shortly: they get up and spin for it (as after a
  * job), so waking them (tens of microseconds where a core has gone idle) overlaps the caller's
  * remaining work instead of delaying the job. NULL, a pool of one or one that does not poll
- * (kn_pool_set_poll 0): nothing to do. */
+ * (kn_pool_set_poll 0): nothing to do; nor when no job between the last two kn_pool_park calls
+ * used the workers (they were all too small to split: they would only spin). */
 void kn_pool_wake(kn_pool *pool);
 /* Binds each of the pool's threads to one CPU: the calling thread (it must be the one that runs
  * the pool's jobs) to allowed CPU number `first` (modulo their count), worker i to the next ones.

@@ -6,9 +6,10 @@
  * nodes, the coordinator) need meanwhile. A spinning thread only pauses for its first few
  * microseconds and then yields the core at every turn: when threads outnumber cores (nodes and a
  * coordinator sharing a machine), the thread it waits for, or another process, runs instead; on an
- * idle core a yield returns at once. Task indices are claimed dynamically, so a worker that is late
- * (the CPU is shared) never delays a job: the caller runs whatever nobody claimed and waits only
- * for tasks already started. */
+ * idle core a yield returns at once. kn_pool_wake gets the workers up only when the jobs since the
+ * last park used them. Task indices are claimed dynamically, so a worker that is late (the CPU is
+ * shared) never delays a job: the caller runs whatever nobody claimed and waits only for tasks
+ * already started. */
 #include "kernels/kn_internal.h"
 #include "util/mw_err.h"
 #include "util/mw_platform.h"
@@ -49,6 +50,8 @@ struct kn_pool {
     pthread_mutex_t mu;
     pthread_cond_t wake_cv, done_cv;
     _Atomic int64_t spin_ns; /* how long an idle thread polls before sleeping */
+    atomic_bool wide;        /* a job since the last park woke workers */
+    atomic_bool wide_before; /* the jobs between the last two parks did */
 
     void *scratch;
     size_t scratch_cap;
@@ -146,6 +149,8 @@ kn_pool *kn_pool_create(int n_threads) {
     p->n = n_threads < 1 ? 1 : n_threads > KN_POOL_MAX ? KN_POOL_MAX : n_threads;
     const char *spin = getenv("MOEWIRE_POOL_SPIN_US");
     atomic_init(&p->spin_ns, (spin ? atoll(spin) : 200) * 1000);
+    atomic_init(&p->wide, false);
+    atomic_init(&p->wide_before, true);
     pthread_mutex_init(&p->call_lock, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake_cv, NULL);
@@ -185,12 +190,15 @@ void kn_pool_destroy(kn_pool *p) {
 
 void kn_pool_park(kn_pool *p) {
     atomic_fetch_add_explicit(p ? &p->park : &park_all, 1, memory_order_relaxed);
+    if (p) atomic_store(&p->wide_before, atomic_exchange(&p->wide, false));
 }
 
 void kn_pool_wake(kn_pool *p) {
-    /* with no polling they would only go back to sleep */
+    /* with no polling they would only go back to sleep; and with the last jobs run by the
+     * caller alone (too small to split), they would only spin */
     if (!p || p->n == 1 || atomic_load(&p->sleepers) == 0 ||
-        atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0)
+        atomic_load_explicit(&p->spin_ns, memory_order_relaxed) == 0 ||
+        !atomic_load(&p->wide_before))
         return;
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->wake, 1);
@@ -289,6 +297,7 @@ void kn__pool_run_locked(kn_pool *p, kn_task_fn fn, void *arg, int nth) {
     p->arg = arg;
     atomic_store(&p->next_task, (unsigned)nth << 16 | 1u); /* task 0 is the caller's */
     atomic_fetch_add(&p->gen, 1);
+    if (!atomic_load_explicit(&p->wide, memory_order_relaxed)) atomic_store(&p->wide, true);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake_cv);

@@ -118,6 +118,13 @@ int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err) {
     return 0;
 }
 
+int wr_socket_fd(void *sock) {
+    int fd = -1;
+    size_t len = sizeof fd;
+    if (!sock || zmq_getsockopt(sock, ZMQ_FD, &fd, &len) != 0) return -1;
+    return fd;
+}
+
 bool wr_monitor_event(void *mon, uint16_t *id, uint32_t *value) {
     zmq_msg_t ev;
     zmq_msg_init(&ev);

@@ -53,6 +53,13 @@ int64_t wr_part_limit(const wr_limits *lim);
  * instead of blocking. */
 int wr_socket_setup(void *sock, const wr_limits *lim, mw_err *err);
 
+/* The descriptor libzmq signals a socket's events on (ZMQ_FD), or -1. It becomes readable when
+ * something arrives after the socket was last received from until EAGAIN; a send, or a look at
+ * ZMQ_EVENTS, may take that signal, so after either the socket is read until EAGAIN before its
+ * descriptor is trusted again. Polling it instead of the socket spares zmq_poll's look at every
+ * socket's ZMQ_EVENTS (a system call each) before and after it sleeps. */
+int wr_socket_fd(void *sock);
+
 /* Takes the next event off a socket monitor (the PAIR connected to zmq_socket_monitor's
  * endpoint) without waiting: its id (ZMQ_EVENT_*) and value (a descriptor, an error or status
  * code), the endpoint part read and dropped. Returns false when none is queued. */

@@ -1,11 +1,13 @@
 /* tests/unit/test_kn_pool.c — the thread pool: every task of every job runs exactly once,
  * with parks (kn_pool_park on one pool, and on every pool) and wakes (kn_pool_wake) between
- * jobs, and parked workers come back for the next job; kn_pool_bind_cpus gives the caller and
+ * jobs, and parked workers come back for the next job; a wake gets them up only after jobs that
+ * used them; kn_pool_bind_cpus gives the caller and
  * each worker one CPU, in order from the first asked for, wrapping; per-thread scratch slots hold
  * their bytes inside the buffer, aligned, and at least 64 KiB from each other and its ends. */
 #include <dirent.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -143,6 +145,66 @@ static void test_no_poll(void **state) {
     kn_pool_destroy(p);
 }
 
+/* The state letter (R running or runnable, S sleeping, ...) of the one thread of this process
+ * other than the caller. */
+static char other_thread_state(void) {
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    const long self = syscall(SYS_gettid);
+    char state = '?';
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const long tid = atol(e->d_name);
+        if (tid <= 0 || tid == self) continue;
+        char path[64], buf[256];
+        snprintf(path, sizeof path, "/proc/self/task/%ld/stat", tid);
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        const size_t got = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[got] = '\0';
+        const char *paren = strrchr(buf, ')'); /* "tid (name) S ..." */
+        assert_non_null(paren);
+        state = paren[2];
+        n++;
+    }
+    closedir(d);
+    assert_int_equal(n, 1);
+    return state;
+}
+
+/* kn_pool_wake gets a parked worker up only when a job between the last two parks used it: after
+ * parks with no job between (as after a node's batches too small to split), the worker stays
+ * asleep; after one that ran a job, it gets up and polls (for a second here, so it is seen). */
+static void test_wake_after_wide(void **state) {
+    (void)state;
+    kn_pool *p = kn_pool_create(2);
+    assert_non_null(p);
+    kn_pool_set_poll(p, 1000 * 1000);
+    const struct timespec ts = {0, 20 * 1000 * 1000};
+    run_job(p, 0);
+    nanosleep(&ts, NULL); /* the worker has seen the job (a park before that would not count) */
+    kn_pool_park(p);
+    kn_pool_park(p); /* nothing between the two */
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'S');
+    kn_pool_wake(p);
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'S');
+    run_job(p, 0);
+    nanosleep(&ts, NULL);
+    kn_pool_park(p);
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'S');
+    kn_pool_wake(p);
+    nanosleep(&ts, NULL);
+    assert_int_equal(other_thread_state(), 'R');
+    kn_pool_park(p);
+    assert_true(run_job(p, 20 * 1000 * 1000) > 1); /* and jobs get it as ever */
+    kn_pool_destroy(p);
+}
+
 /* The CPUs a task's thread may run on: one CPU id, or -1 if it may run on several. */
 static atomic_int bound_cpu[MAX_TASKS];
 static void affinity_task(void *arg, int ith, int nth) {
@@ -253,6 +315,7 @@ int main(void) {
         cmocka_unit_test(test_wake),
         cmocka_unit_test(test_no_poll),
         cmocka_unit_test(test_bind_cpus),
+        cmocka_unit_test(test_wake_after_wide),
         cmocka_unit_test(test_slots_apart),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
