@@ -53,7 +53,10 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
     __m256i w[8];
     __m256 sw;
     if (g < full || end - grp >= 8 * bytes) {
-        if (g < full) kn__x86_prefetch(grp, 8 * bytes);
+        if (g < full)
+            kn__x86_prefetch(grp, 8 * bytes);
+        else if (q8) /* a Q8_0 tail holds lines the full groups' prefetches miss (K = 2880) */
+            kn__x86_prefetch(grp, (int)(nb - 8 * full) * bytes);
         if (q8) {
             kn__x86_q8_0_group(grp, w);
             sw = kn__x86_q8_0_d(grp);
