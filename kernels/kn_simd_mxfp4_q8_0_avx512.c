@@ -241,6 +241,10 @@ static inline __m512i mx_both(const void *a) {
 }
 
 #define MX_FEW_R 2 /* rows the streaming kernel takes at once */
+/* Rows a pass takes. Q8_0 against one token goes one row at a time: its loop is faster than a
+ * thread reads from memory, so from memory its pace is the memory's, and the memory serves one
+ * stream of rows better than two a row apart (docs/kernels.md); in L2 the pair gains little. */
+#define MX_FEW_NR(nt, lay) ((nt) == 1 && (lay) == MX_LAY_Q8_0 ? 1 : MX_FEW_R)
 /* One token's two rows share one float step (MXFP4: its 512-bit vscalefps, measured faster than
  * two 256-bit ones and their lane adds; Q8_0's scale multiply measured faster per row). */
 #define MX_PAIR_STEP(nr, nt, lay) ((nr) == 2 && (nt) == 1 && (lay) != MX_LAY_Q8_0)
@@ -466,7 +470,7 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
         const int64_t nb = W->cols / KN__QK32;                                                     \
         const uint8_t *data = W->data;                                                             \
         int64_t r = n0;                                                                            \
-        for (; r + MX_FEW_R <= n1; r += MX_FEW_R) {                                                \
+        for (; MX_FEW_NR(n, lay) > 1 && r + MX_FEW_R <= n1; r += MX_FEW_R) {                       \
             const uint8_t *rows[MX_FEW_R];                                                         \
             float out[MX_FEW_R][MX_FEW];                                                           \
             for (int i = 0; i < MX_FEW_R; i++) rows[i] = data + (size_t)(r + i) * W->row_bytes;    \
