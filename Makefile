@@ -200,6 +200,25 @@ $(ASAN)/tests/%: $(ASAN)/obj/tests/%.o $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_LDFLAGS) -pthread $< $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a $(LDLIBS) $(CMOCKA_LIBS) -o $@
 
+# The AVX-VNNI row's source once more, test-only (x86-64): kn_simd_avxvnni.c with its multiply-adds
+# as their EVEX twins (AVX512-VNNI + VL) and the usable-check to match (KN__VNNI_EVEX_TWIN), linked
+# ahead of the library into test_kn_avxvnni: its two global symbols are the row's, so the linker
+# leaves the library's AVX-VNNI object out and the row runs here on AVX-512 machines. Elsewhere
+# test_kn_avxvnni is linked as any test and skips.
+ifeq ($(ARCH),x86_64)
+VNNI_TWIN_O := $(ASAN)/obj/kernels/kn_simd_avxvnni_evex.o
+$(VNNI_TWIN_O): kernels/kn_simd_avxvnni.c | $(PROTO_H)
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(AVX2_FLAGS) -mavx512vnni -mavx512vl -DKN__VNNI_EVEX_TWIN \
+	  $(PKG_CFLAGS) -c $< -o $@
+
+$(ASAN)/tests/unit/test_kn_avxvnni: $(ASAN)/obj/tests/unit/test_kn_avxvnni.o $(VNNI_TWIN_O) \
+                                    $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
+	@mkdir -p $(@D)
+	$(CC) $(ASAN_LDFLAGS) -pthread $< $(VNNI_TWIN_O) $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a \
+	  $(LDLIBS) $(CMOCKA_LIBS) -o $@
+endif
+
 # The test-only npm packages (pinned), installed into build/npm by one npm call: two installs into
 # one prefix at once (make -j) would remove each other's packages. js-tiktoken writes the o200k
 # reference (the vocabulary and its encodings, by tests/tiktoken/o200k_cases.js, offline); the
