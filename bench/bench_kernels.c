@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -111,12 +112,23 @@ static int instances(size_t bytes) {
     return n;
 }
 
-static void *alloc_weights(kn_type t, size_t bytes) {
-    uint8_t *p = NULL;
-    if (posix_memalign((void **)&p, 64, bytes) != 0) {
+/* Room for weights or their packed copy. MW_BENCH_HUGE=1: on transparent huge pages (advised,
+ * 2 MiB aligned), as a pinned model's are (md_pin); else on the allocator's pages, as a mapped
+ * file's are. */
+static void *alloc_weight_bytes(size_t bytes) {
+    const char *hv = getenv("MW_BENCH_HUGE");
+    const bool huge = hv && !strcmp(hv, "1");
+    void *p = NULL;
+    if (posix_memalign(&p, huge ? (size_t)2 << 20 : 64, bytes) != 0) {
         fprintf(stderr, "bench_kernels: out of memory\n");
         exit(1);
     }
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE); /* advice: small pages if refused */
+    return p;
+}
+
+static void *alloc_weights(kn_type t, size_t bytes) {
+    uint8_t *p = alloc_weight_bytes(bytes);
     fill_weights(t, p, bytes);
     return p;
 }
@@ -305,12 +317,7 @@ static void ggml_reference(const shape *s, int n, double budget, double us[3][N_
 
 /* W read from its packed copy (kn_pack), as a pinned model reads its experts. */
 static void pack_matrix(kn_mat *W) {
-    void *dst = NULL;
-    if (posix_memalign(&dst, 64, kn_pack_bytes(W)) != 0) {
-        fprintf(stderr, "bench_kernels: out of memory\n");
-        exit(1);
-    }
-    kn_pack(W, dst);
+    kn_pack(W, alloc_weight_bytes(kn_pack_bytes(W)));
 }
 
 static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, double budget) {
@@ -458,6 +465,7 @@ static const char ENV_NOTES[] =
     "  MW_BENCH_THREADS=1|2           only this thread count\n"
     "  MW_BENCH_PACK=1                matrices read from their packed copy (as pinned), where\n"
     "                                 the kernels read it at every T (AVX-512 MXFP4)\n"
+    "  MW_BENCH_HUGE=1                weights on transparent huge pages (as a pinned model's)\n"
     "  MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon  the kernels, as everywhere";
 
 int main(int argc, char **argv) {
