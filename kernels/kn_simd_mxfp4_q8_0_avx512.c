@@ -217,10 +217,11 @@ static inline __attribute__((always_inline)) void q8_0_codes_u8(const uint8_t *r
  * expert's share of a decode batch) cost little more than one. Two rows go together and each
  * token's group is loaded once for both: one row at a time, the tokens' loads (four 512-bit
  * vectors per token and group, as many as its vpdpbusd; a 512-bit load takes both load paths)
- * bound the kernel, at one token too. acc2[r][p] holds row r's block lanes of tokens 2p and 2p + 1
- * side by side, acc1[r] those of an odd last token; a single token's two rows share acc2[0][0]
- * (row 0 in lanes 0-7, row 1 in 8-15: one float step for both). Every block's sum and fma are the
- * canonical ones, so a row gets the same bits alone or beside another. */
+ * bound the kernel in L2, at one token too (from memory Q8_0 at one token is bound by the memory
+ * and goes one row at a time: MX_FEW_NR). acc2[r][p] holds row r's block lanes of tokens 2p and
+ * 2p + 1 side by side, acc1[r] those of an odd last token; a single token's two rows share
+ * acc2[0][0] (row 0 in lanes 0-7, row 1 in 8-15: one float step for both). Every block's sum and
+ * fma are the canonical ones, so a row gets the same bits alone or beside another. */
 
 #define MX_FEW 8 /* tokens the streaming kernel takes at once */
 _Static_assert(MX_FEW <= KN__X86_PASS_MAX, "kn__x86_few_passes takes up to 16 a pass");
