@@ -436,9 +436,9 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
     const int tail_bytes = live * (lay == MX_LAY_Q8_0 ? KN__Q8_0_BYTES : KN__MXFP4_BYTES);
     for (int r = 0; r < nr && full < ng; r++) {
         /* The tail's bytes are prefetched ahead as a full group's are: the steps' prefetches
-         * reach only a line past each group, so without these a row of Q8_0 at K = 2880 (a
-         * 68-byte tail) leaves one line in three rows to a demand miss, and the loop waits for
-         * memory there. */
+         * reach less than a line past each group, so without these a row of Q8_0 at K = 2880
+         * (a 68-byte tail) leaves a line in about one row of three to a demand miss, and the
+         * loop waits for memory there. */
         kn__x86_prefetch(row[r], tail_bytes);
         if (end - row[r] >= mx_lay_group_bytes(lay)) {
             mx_few_group(&row[r], x, ng, full, &acc2[r], &acc1[r], nt, 1, tail_lay, live);
