@@ -198,17 +198,41 @@ void kn__x86_prep_q8_Ki(const float *x, void *dst, int64_t k) {
     }
 }
 
+/* The blocks' d of a Q8_K row of k values contiguous at dx, zero-padded to a multiple of 8 (a
+ * chunk's 8 in one load): d_bytes(k) bytes. */
+static size_t d_bytes(int64_t k) {
+    return (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
+}
+static void copy_d(const kn__block_q8_K *blk, int64_t k, float *dx) {
+    const int64_t nb = k / KN__QK_K;
+    for (int64_t b = 0; b < (nb + 7) / 8 * 8; b++) dx[b] = b < nb ? blk[b].d : 0.0f;
+}
+
+size_t kn__x86_q8_Kn_bytes(int64_t k) {
+    return kn__x86_q8_Kn_dx(k) + d_bytes(k);
+}
+
+/* kn__x86_prep_q8_K, then each block's q and bsums again, aligned, and the blocks' d (the AVX2
+ * Q4_K kernels' layout, kn_simd_x86.h). */
+void kn__x86_prep_q8_Kn(const float *x, void *dst, int64_t k) {
+    kn__x86_prep_q8_K(x, dst, k);
+    const kn__block_q8_K *blk = dst;
+    uint8_t *qn = (uint8_t *)dst + kn__x86_q8_Ki_qs(k);
+    for (int64_t b = 0; b < k / KN__QK_K; b++, qn += KN__X86_Q8_KN_BLOCK) {
+        memcpy(qn, blk[b].qs, KN__QK_K);
+        memcpy(qn + KN__QK_K, blk[b].bsums, sizeof blk[b].bsums);
+    }
+    copy_d(blk, k, (float *)((uint8_t *)dst + kn__x86_q8_Kn_dx(k)));
+}
+
 size_t kn__x86_q8_Kd_bytes(int64_t k) {
-    return kn__x86_q8_Ki_bytes(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
+    return kn__x86_q8_Ki_bytes(k) + d_bytes(k);
 }
 
 /* kn__x86_prep_q8_Ki, then the blocks' d contiguous (the Q6_K streaming kernel's layout). */
 void kn__x86_prep_q8_Kd(const float *x, void *dst, int64_t k) {
-    const int64_t nb = k / KN__QK_K;
     kn__x86_prep_q8_Ki(x, dst, k);
-    const kn__block_q8_K *blk = dst;
-    float *dx = (float *)((uint8_t *)dst + kn__x86_q8_Ki_bytes(k));
-    for (int64_t b = 0; b < (nb + 7) / 8 * 8; b++) dx[b] = b < nb ? blk[b].d : 0.0f;
+    copy_d(dst, k, (float *)((uint8_t *)dst + kn__x86_q8_Ki_bytes(k)));
 }
 
 /* ---- weight decoding ------------------------------------------------------------------------- */

@@ -67,6 +67,17 @@ void kn__x86_prep_q8_Ki(const float *x, void *dst, int64_t k);
 static inline size_t kn__x86_q8_Ki_qs(int64_t k) {
     return kn__align64((size_t)(k / KN__QK_K) * KN__Q8_K_BYTES);
 }
+/* Q8_K rows for the AVX2 / AVX-VNNI Q4_K kernels: the kn__block_q8_K blocks (the batch tiles read
+ * them), then at kn__x86_q8_Ki_qs per block its 256 q and 16 bsums again, 32-byte aligned
+ * (KN__X86_Q8_KN_BLOCK bytes: the blocks' 292-byte stride left half the loads across cache
+ * lines), then at kn__x86_q8_Kn_dx the blocks' d, zero-padded to a multiple of 8 (a chunk's 8 in
+ * one load). */
+#define KN__X86_Q8_KN_BLOCK (KN__QK_K + KN__QK_K / 16 * 2)
+size_t kn__x86_q8_Kn_bytes(int64_t k);
+void kn__x86_prep_q8_Kn(const float *x, void *dst, int64_t k);
+static inline size_t kn__x86_q8_Kn_dx(int64_t k) {
+    return kn__x86_q8_Ki_qs(k) + (size_t)(k / KN__QK_K) * KN__X86_Q8_KN_BLOCK;
+}
 
 /* Decoded weight tiles, per row:
  *  MXFP4: u8 codes (kvalue + 12) interleaved [ng][256], then float h(e) [ng * 8].

@@ -262,91 +262,103 @@ static inline float KN__X86_NAME(dot_q4_K)(const kn__x86_q4k *w, const kn__block
     return kn__tree8(lane);
 }
 
-/* A stored Q4_K super-block's 8 scales (bytes 0..7) and 8 mins (bytes 8..15), unpacked from their
- * 12 packed bytes four at a time: kn__q4k_scale_min's rule on 32-bit words. */
-static inline __m128i KN__X86_NAME(q4k_scales_mins)(const uint8_t *packed) {
+/* A stored Q4_K super-block's 8 scales (bytes 0..7) and 8 mins (bytes 8..15) in both 128-bit
+ * halves, unpacked from their 12 packed bytes four at a time: kn__q4k_scale_min's rule on 32-bit
+ * words. The 16 bytes are loaded into both halves (a load, no shuffle), so the in-lane vpshufb
+ * that spread them widen them to words too (index -128: a zero high byte). */
+static inline __m256i KN__X86_NAME(q4k_scales_mins)(const uint8_t *packed) {
     /* words u0, u1, u2 of the 12 bytes (the 4 bytes after them, a super-block's first codes, are
      * loaded and dropped): dwords u0 & m6, (u2 & m4) | ((u0 >> 6) & m2) << 4, u1 & m6,
      * ((u2 >> 4) & m4) | ((u1 >> 6) & m2) << 4; ((u >> 6) & m2) << 4 is (u >> 2) & (m2 << 4). */
-    const __m128i v = _mm_loadu_si128((const __m128i *)packed);
-    const __m128i lo = _mm_and_si128(
-        _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_setr_epi32(0, 0, 0, 4)),
-        _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    const __m128i hi =
-        _mm_and_si128(_mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
-                      _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-    return _mm_or_si128(lo, hi);
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)packed));
+    const __m256i lo =
+        _mm256_and_si256(_mm256_srlv_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)),
+                                           _mm256_setr_epi32(0, 0, 0, 4, 0, 0, 0, 4)),
+                         _mm256_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f,
+                                           0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m256i hi = _mm256_and_si256(
+        _mm256_srli_epi32(_mm256_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+        _mm256_setr_epi32(0, 0x30303030, 0, 0x30303030, 0, 0x30303030, 0, 0x30303030));
+    return _mm256_or_si256(lo, hi);
 }
 
-/* One stored Q4_K super-block against one Q8_K block: the even lanes of the result sum to the
- * codes times q times the group scales, the odd lanes to the bsums times the mins (both exact):
- * the two 8-lane sums joined by two unpacks and an add, so a chunk holds 8 vectors, not 16 (AVX2's
- * 16 registers spilled them). */
+/* One stored Q4_K super-block against one block of the token (kn__x86_prep_q8_Kn: its q and
+ * bsums at xn), its scales and mins unpacked beforehand (sc: kn__x86_q4k_scales' words): the even
+ * lanes of the result sum to the codes times q times the group scales, the odd lanes to the bsums
+ * times the mins (both exact): the two 8-lane sums joined by two unpacks and an add, so a chunk
+ * holds 8 vectors, not 16 (AVX2's 16 registers spilled them). Each group scale comes into every
+ * word by a broadcast load (a load, no shuffle). */
 static inline __attribute__((always_inline)) __m256i
-KN__X86_NAME(q4k_row_block)(const uint8_t *row, const kn__block_q8_K *x) {
+KN__X86_NAME(q4k_row_block)(const uint8_t *row, const uint8_t *xn, const int16_t *sc) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     kn__x86_prefetch(row, KN__Q4_K_BYTES);
-    const __m128i sm8 = KN__X86_NAME(q4k_scales_mins)(row + 4);
-    const __m256i sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm8)); /* int16 scales */
-    /* the mins against the 16 bsums: word i gets the min of group i / 2 */
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(
-        sm8, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
-    const __m256i ms = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)x->bsums), m16);
+    const __m256i ms = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(xn + KN__QK_K)),
+                                         _mm256_load_si256((const __m256i *)sc));
     __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
                       _mm256_setzero_si256()};
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) { /* 32 bytes of codes: groups 2j (low nibbles), 2j + 1 */
         const __m256i q = _mm256_loadu_si256((const __m256i *)(row + 16 + 32 * j));
-        const char a = (char)(4 * j), c = (char)(4 * j + 2); /* bytes of s_2j, s_2j+1 */
-        const __m256i ia = _mm256_setr_epi8(a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a,
-                                            a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1,
-                                            a, a + 1, a, a + 1, a, a + 1, a, a + 1, a, a + 1);
-        const __m256i ic = _mm256_setr_epi8(c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c,
-                                            c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1,
-                                            c, c + 1, c, c + 1, c, c + 1, c, c + 1, c, c + 1);
-        const __m256i plo = _mm256_maddubs_epi16(
-            _mm256_and_si256(q, m4), _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j)));
+        const __m256i plo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4),
+                                                 _mm256_load_si256((const __m256i *)(xn + 64 * j)));
         const __m256i phi =
             _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-                                 _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32)));
-        acc[j] = KN__DPWSSD(acc[j], plo, _mm256_shuffle_epi8(sc, ia));
-        acc[j] = KN__DPWSSD(acc[j], phi, _mm256_shuffle_epi8(sc, ic));
+                                 _mm256_load_si256((const __m256i *)(xn + 64 * j + 32)));
+        acc[j] = KN__DPWSSD(acc[j], plo, _mm256_broadcastw_epi16(_mm_loadu_si16(sc + 16 + 2 * j)));
+        acc[j] = KN__DPWSSD(acc[j], phi, _mm256_broadcastw_epi16(_mm_loadu_si16(sc + 17 + 2 * j)));
     }
     const __m256i is =
         _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
     return _mm256_add_epi32(_mm256_unpacklo_epi32(is, ms), _mm256_unpackhi_epi32(is, ms));
 }
 
-/* n <= 8 super-blocks (a chunk) of a stored row against their Q8_K blocks, added to the canonical
+/* A row's super-blocks' scales and mins unpacked and d and dmin copied, before the chunks that
+ * read them: per super-block i, at sc + KN__X86_Q4K_SC * i, 16 words (word w: the min of group
+ * w / 2, against the bsums) and the 8 group scales as words; dword i of dd: its d low, dmin high
+ * (zero from n up to the next multiple of 8). Done in the chunks, the scales' unpack and spread
+ * (8 vpshufb a super-block) and the gather of d and dmin (16 scalar loads, 8 inserts a chunk) cost
+ * more than the copies and the loads that read them (docs/kernels.md). */
+#define KN__X86_Q4K_DD 32 /* super-blocks a row's copy holds */
+#define KN__X86_Q4K_SC 32 /* words a super-block's scales and mins take in it */
+static inline void KN__X86_NAME(q4k_scales)(const uint8_t *row, int n, int16_t *sc, uint32_t *dd) {
+    for (int i = 0; i < n; i++, row += KN__Q4_K_BYTES, sc += KN__X86_Q4K_SC) {
+        memcpy(dd + i, row, 4);
+        const __m256i sm = KN__X86_NAME(q4k_scales_mins)(row + 4);
+        _mm256_store_si256(
+            (__m256i *)sc,
+            _mm256_shuffle_epi8(sm, _mm256_setr_epi8(8, -128, 8, -128, 9, -128, 9, -128, 10, -128,
+                                                     10, -128, 11, -128, 11, -128, 12, -128, 12,
+                                                     -128, 13, -128, 13, -128, 14, -128, 14, -128,
+                                                     15, -128, 15, -128)));
+        _mm_store_si128((__m128i *)(sc + 16),
+                        _mm256_castsi256_si128(_mm256_shuffle_epi8(
+                            sm, _mm256_setr_epi8(0, -128, 1, -128, 2, -128, 3, -128, 4, -128, 5,
+                                                 -128, 6, -128, 7, -128, 0, -128, 1, -128, 2, -128,
+                                                 3, -128, 4, -128, 5, -128, 6, -128, 7, -128))));
+    }
+    for (int i = n; i % 8; i++) dd[i] = 0;
+}
+
+/* n <= 8 super-blocks (a chunk) of a stored row against their blocks of the token (xn, the
+ * blocks' d at dx; sc, dd: the chunk's part of kn__x86_q4k_scales' copy), added to the canonical
  * lanes b % 8: the chunk's sums are reduced together (unpacks and adds: per 128-bit half the code
- * and min partials of 4 super-blocks, then the halves added), d and dmin of its
- * super-blocks and the activations' d taken into one vector each, and the two canonical fmas run
- * 8 lanes at once. Lanes past the row hold sums 0 and scales 0, which leave a lane (never -0)
- * unchanged. */
+ * and min partials of 4 super-blocks, then the halves added), d and dmin of its super-blocks and
+ * the activations' d come in one load each, and the two canonical fmas run 8 lanes at once. Lanes
+ * past the row hold sums 0 and scales 0, which leave a lane (never -0) unchanged. */
 static inline __attribute__((always_inline)) __m256
-KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 lane, const int n) {
+KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const uint8_t *xn, const float *dx,
+                            const int16_t *sc, const uint32_t *dd, __m256 lane, const int n) {
     __m256i c[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
-        c[i] = i < n ? KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES, x + i)
+        c[i] = i < n ? KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES,
+                                                   xn + i * KN__X86_Q8_KN_BLOCK,
+                                                   sc + i * KN__X86_Q4K_SC)
                      : _mm256_setzero_si256();
-        /* d and dmin (dword i: d low, dmin high) and the activations' d of the n super-blocks from
-         * scalar loads: AMD cores' vpgatherdd is slower than the loads and inserts it replaces */
-#define KN__Q4K_DD(i)                                                                              \
-    (n > (i) ? (int)(kn__rd16(row + (i)*KN__Q4_K_BYTES) |                                          \
-                     (uint32_t)kn__rd16(row + (i)*KN__Q4_K_BYTES + 2) << 16)                       \
-             : 0)
-#define KN__Q4K_XD(i) (n > (i) ? x[i].d : 0.0f)
-    const __m256i dd =
-        _mm256_setr_epi32(KN__Q4K_DD(0), KN__Q4K_DD(1), KN__Q4K_DD(2), KN__Q4K_DD(3), KN__Q4K_DD(4),
-                          KN__Q4K_DD(5), KN__Q4K_DD(6), KN__Q4K_DD(7));
-    const __m256 xd = _mm256_setr_ps(KN__Q4K_XD(0), KN__Q4K_XD(1), KN__Q4K_XD(2), KN__Q4K_XD(3),
-                                     KN__Q4K_XD(4), KN__Q4K_XD(5), KN__Q4K_XD(6), KN__Q4K_XD(7));
-#undef KN__Q4K_DD
-#undef KN__Q4K_XD
+    const __m256 xd = _mm256_loadu_ps(dx); /* zero past the row */
     /* per 128-bit lane: the 4 d, then the 4 dmin; then d 0..7 low, dmin 0..7 high */
     const __m256i h = _mm256_permute4x64_epi64(
-        _mm256_shuffle_epi8(dd,
+        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)dd),
                             _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
                                              0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)),
         _MM_SHUFFLE(3, 1, 2, 0));
@@ -376,15 +388,32 @@ KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const kn__block_q8_K *x, __m256 
  * exact sums per super-block (codes times q times the group scales; bsums times the mins),
  * computed in registers from the 144 stored bytes, and the two canonical fmas into the block's
  * lane. Decoding a tile first would write and read four times the stored bytes (the scales
- * expanded to vectors) for one use. */
-static inline float KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const kn__block_q8_K *x,
-                                               int64_t nb) {
+ * expanded to vectors) for one use. sc, dd: the row's scales (q4k_scales) when `copied`
+ * (rows of up to KN__X86_Q4K_DD super-blocks), else room for them, copied here a part at a time. */
+static inline __attribute__((always_inline)) float
+KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int16_t *sc,
+                           uint32_t *dd, const bool copied) {
+    const int64_t nb = k / KN__QK_K;
+    const uint8_t *xn = x + kn__x86_q8_Ki_qs(k);
+    const float *dx = (const float *)(x + kn__x86_q8_Kn_dx(k));
     __m256 lane = _mm256_setzero_ps();
     int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) /* whole chunks: constant n, no branches */
-        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, x + b, lane, 8);
-    if (b < nb)
-        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, x + b, lane, (int)(nb - b));
+    for (; b + 8 <= nb; b += 8) { /* whole chunks: constant n, no branches */
+        const int64_t p = b % KN__X86_Q4K_DD;
+        if (!copied && p == 0) KN__X86_NAME(q4k_scales)
+        (row + b * KN__Q4_K_BYTES, nb - b < KN__X86_Q4K_DD ? (int)(nb - b) : KN__X86_Q4K_DD, sc,
+         dd);
+        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
+                                           dx + b, sc + p * KN__X86_Q4K_SC, dd + p, lane, 8);
+    }
+    if (b < nb) {
+        const int64_t p = b % KN__X86_Q4K_DD;
+        if (!copied && p == 0)
+            KN__X86_NAME(q4k_scales)(row + b * KN__Q4_K_BYTES, (int)(nb - b), sc, dd);
+        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
+                                           dx + b, sc + p * KN__X86_Q4K_SC, dd + p, lane,
+                                           (int)(nb - b));
+    }
     return kn__x86_tree8(lane);
 }
 
@@ -471,13 +500,20 @@ static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y,
         KN__X86_NAME(rows_q4_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
         return;
     }
-    /* a few tokens: the row comes from memory for the first and from L1 for the others */
-    for (int64_t n = n0; n < n1; n++)
+    /* a few tokens: the row comes from memory for the first and from L1 for the others; a row of
+     * up to KN__X86_Q4K_DD super-blocks has its scales unpacked once for all of them */
+    _Alignas(32) int16_t sc[KN__X86_Q4K_DD * KN__X86_Q4K_SC];
+    _Alignas(32) uint32_t dd[KN__X86_Q4K_DD];
+    const int64_t nb = W->cols / KN__QK_K;
+    for (int64_t n = n0; n < n1; n++) {
+        const uint8_t *row = (const uint8_t *)W->data + (size_t)n * W->row_bytes;
+        const uint8_t *x0 = (const uint8_t *)x->data;
+        const bool copied = nb <= KN__X86_Q4K_DD;
+        if (copied) KN__X86_NAME(q4k_scales)(row, (int)nb, sc, dd);
         for (int64_t t = 0; t < x->T; t++)
-            Y[t * ldy + n] = KN__X86_NAME(dot_q4_K_row)(
-                (const uint8_t *)W->data + (size_t)n * W->row_bytes,
-                (const kn__block_q8_K *)((const uint8_t *)x->data + (size_t)t * x->stride),
-                W->cols / KN__QK_K);
+            Y[t * ldy + n] = KN__X86_NAME(dot_q4_K_row)(row, x0 + (size_t)t * x->stride, W->cols,
+                                                        sc, dd, copied);
+    }
 }
 
 static void KN__X86_NAME(rows_q6_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
@@ -511,7 +547,7 @@ static size_t KN__X86_NAME(scratch_q4_K)(const kn_mat *W, int64_t T) {
 KN__X86_KERNEL(mxfp4, q8_0p)
 KN__X86_KERNEL(q8_0, q8_0p)
 KN__X86_KERNEL(q6_K, q8_Ki)
-KN__X86_KERNEL(q4_K, q8_K)
+KN__X86_KERNEL(q4_K, q8_Kn)
 
 static const kn__kernel *const KN__X86_NAME(int8_kernels)[KN_TYPE_COUNT] = {
     [KN_MXFP4] = &KN__X86_NAME(k_mxfp4),

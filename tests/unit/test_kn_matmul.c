@@ -390,7 +390,8 @@ static void test_kquant_extreme_sums(void **state) {
 /* The streaming few-token kernels at every batch size from 1 to 17 (passes of up to 8 tokens, the
  * switch to the batch tiles), on widths whose block count leaves a partial group or chunk of 8
  * (MXFP4 and Q8_0: 1 to 9 groups and tails; Q6_K: 1 to 9 super-blocks; Q4_K: 1 to 15, so a chunk's
- * halves of four hold 0 to 4 of them), on row ranges that start
+ * halves of four hold 0 to 4 of them, and 37 and 40, past the AVX2 kernel's 32 super-blocks of
+ * unpacked scales at a time), on row ranges that start
  * inside the matrix (a 2-thread pool splits them; each unit is decoded ahead, across row ends):
  * every ISA equals the scalar reference bit for bit. */
 static void test_streaming_every_batch_size(void **state) {
@@ -406,7 +407,8 @@ static void test_streaming_every_batch_size(void **state) {
     } shapes[] = {{KN_MXFP4, 32 * 3}, {KN_MXFP4, 32 * 8},  {KN_MXFP4, 32 * 37}, {KN_Q8_0, 32 * 8},
                   {KN_Q8_0, 32 * 21}, {KN_Q8_0, 32 * 72},  {KN_Q6_K, 256 * 1},  {KN_Q6_K, 256 * 8},
                   {KN_Q6_K, 256 * 9}, {KN_Q6_K, 256 * 5},  {KN_Q4_K, 256 * 1},  {KN_Q4_K, 256 * 6},
-                  {KN_Q4_K, 256 * 9}, {KN_Q4_K, 256 * 15}, {KN_Q4_K, 256 * 7}};
+                  {KN_Q4_K, 256 * 9}, {KN_Q4_K, 256 * 15}, {KN_Q4_K, 256 * 7},  {KN_Q4_K, 256 * 37},
+                  {KN_Q4_K, 256 * 40}};
     enum { TMAX = 17 };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t cols = shapes[si].cols, rows = 9 + (int64_t)si % 3;
