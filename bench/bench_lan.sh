@@ -14,8 +14,9 @@
 # measured. The link probe also takes the delay lines' CPU time (line_cpu_us a ping), each decode
 # the CPU time of the nodes', the lines' and the coordinator's processes (node_cpu_us,
 # line_cpu_us, coordinator_cpu_us a layer call), lan_colocation the nodes' compute threads
-# (node_threads). JSON lines on stdout (bench_lan's, rows_*, lan_link, lan_cores, lan_colocation,
-# lan_predict), progress on stderr.
+# (node_threads). After each link's decodes the one-row pings are taken again (labels
+# .../1/after and .../1/after/direct: not the model's parts, a check on them). JSON lines on stdout
+# (bench_lan's, rows_*, lan_link, lan_cores, lan_colocation, lan_predict), progress on stderr.
 #   bench/bench_lan.sh [--model DIR] [--streams 1,16,64] [--steps N] [--rounds R] [--links "D/R ..."]
 #                      [--split-cores CO/NODES]
 # --split-cores 0/1 runs the nodes (and their delay lines) on CPU 1 and the coordinator's decode on
@@ -128,6 +129,14 @@ for link in $links; do
     --streams "$streams" --micro 1,2 --steps "$steps" --rounds "$rounds" --label "$label" \
     ${npids:+--node-pids "$npids"} ${lpids:+--line-pids "$lpids"} "${union[@]}" \
     2> >(grep -v '^expert-node\|^coordinator: fingerprinting' >&2) || true
+  # the one-row ping again, through the link and straight: a link or host that changed during
+  # the decodes shows here (the model takes the pings before them)
+  if [ -z "$split" ]; then
+    j tests/lan/lan.sh exec "$name" c0 $dl --ping "$probe" --bytes $((hidden * 2)) --count 100 \
+      --label "$label/1/after"
+    j tests/lan/lan.sh exec "$name" c0 $dl --ping "$direct" --bytes $((hidden * 2)) --count 100 \
+      --label "$label/1/after/direct"
+  fi
   for p in $([ -n "$split" ] || echo 2 $((nodes * 2 + 1))); do
     j tests/lan/lan.sh exec "$name" c0 $dl --cores 500 --procs $p --label "$label"
   done

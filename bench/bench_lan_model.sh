@@ -22,13 +22,13 @@
 #             per batch as the nodes report it: "unlinked" takes both from the 0 ms run (a
 #             prediction of the linked runs from parts that never saw the link), "same run" from
 #             the decode being predicted (a check of how the round trip composes)
-# On this host the 8 nodes and the coordinator share the cores. While a node computes a batch its
-# T pool threads are each on a CPU, as many as the cores free let (each claims the batch's
-# tasks, then spins for the others' before it sleeps), so a batch takes t = min(T, cores) of
-# them for node(S) and a layer's node work is t·N·node(S)/cores (bench_rows' rho, the CPU per
-# row of in-process nodes less a one-thread backend's, holds that same second thread: it is not
-# added again; the codec's own share is 1-2 µs a row, rows_codec). The decodes' node_cpu_us, the
-# nodes' measured CPU a layer call, checks that premise. The delay lines' own CPU (lan_link's
+# On this host the 8 nodes and the coordinator share the cores. A node's batch is taken to keep
+# t = min(T, cores) threads on CPUs for node(S), so a layer's node work is t·N·node(S)/cores:
+# with cores <= T, N·node(S), the nodes' batches back to back at their reported wall time
+# (bench_rows' rho, the CPU per row of in-process nodes less a one-thread backend's, is not added
+# again; the codec's own share is 1-2 µs a row, rows_codec). The decodes' node_cpu_us, the nodes' measured
+# CPU a layer call, is less (the second thread has a core only part of the batch); counted
+# instead it under-predicts W (docs/scale.md). The delay lines' own CPU (lan_link's
 # line_cpu_us) is not added: a line forwards a node's rows before it computes and its reply
 # after, while the node waits for it, and that time is in link(S), measured through the lines
 # (added as work on the cores it over-predicted W: docs/scale.md). The coordinator's link sends
