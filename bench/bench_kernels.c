@@ -99,7 +99,7 @@ typedef struct bench_case {
      * memory, its compute ceiling. */
     void *l2_ctx;
     size_t l2_bytes;
-    bool packed;             /* the matrices are read from their packed copies (MW_BENCH_PACK=1) */
+    bool packed;             /* the matrices are read from their packed copies (MW_BENCH_PACK) */
     double ggml_us[3][N_TS]; /* ggml's best per call by threads and T (0: not measured) */
 } bench_case;
 
@@ -329,11 +329,14 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
             s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), alloc_weights(s->type, bytes),
             NULL};
     /* MW_BENCH_PACK=1: read each matrix from its packed copy where that replaces the stored rows
-     * (a pinned model's experts) */
+     * (a pinned model's experts); MW_BENCH_PACK=dense: also where the kernels read it for batches
+     * only (AVX-512 Q8_0's decoded pairs, T > 1): every matrix a pinned model packs */
     const char *pk = getenv("MW_BENCH_PACK");
-    const bool pack = pk && !strcmp(pk, "1") && kn_pack_replaces(&W[0]);
+    const bool dense = pk && !strcmp(pk, "dense");
+    const bool pack = pk && (dense ? kn_pack_bytes(&W[0]) > 0
+                                   : !strcmp(pk, "1") && kn_pack_replaces(&W[0]));
     for (int i = 0; pack && i < n; i++) pack_matrix(&W[i]);
-    if (pack) printf("\n%s: read from packed copies (MW_BENCH_PACK=1)", s->name);
+    if (pack) printf("\n%s: read from packed copies (MW_BENCH_PACK=%s)", s->name, pk);
     /* the first rows of the first matrix, about 384 KB: in L2 on any core this runs on */
     const size_t rb = kn_row_size(s->type, s->cols);
     int64_t l2_rows = (int64_t)((384u << 10) / rb) / 16 * 16;
@@ -465,6 +468,8 @@ static const char ENV_NOTES[] =
     "  MW_BENCH_THREADS=1|2           only this thread count\n"
     "  MW_BENCH_PACK=1                matrices read from their packed copy (as pinned), where\n"
     "                                 the kernels read it at every T (AVX-512 MXFP4)\n"
+    "  MW_BENCH_PACK=dense            every matrix a pinned model packs, also those whose copy\n"
+    "                                 batches only read (AVX-512 Q8_0 at T > 1)\n"
     "  MW_BENCH_HUGE=1                weights on transparent huge pages (as a pinned model's)\n"
     "  MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon  the kernels, as everywhere";
 
