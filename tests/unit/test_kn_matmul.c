@@ -449,7 +449,7 @@ static void test_packed_equals_stored(void **state) {
     (void)state;
     kt_rng r = {4242};
     kn_pool *pool = kn_pool_create(2);
-    static const int64_t Tp[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17};
+    static const int64_t Tp[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33};
     static const kn_type types[] = {KN_Q8_0, KN_MXFP4};
     for (int rep = 0; rep < 14; rep++) {
         const kn_type type = types[rep / 7];
