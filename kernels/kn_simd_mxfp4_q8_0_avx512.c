@@ -664,6 +664,66 @@ static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
     return d;
 }
 
+#ifndef MX_KC
+#define MX_KC 2 /* groups of a K-chunk */
+#endif
+#ifndef MX_SB
+#define MX_SB 1 /* register-tile blocks of pairs per superblock */
+#endif
+#define MX_TS 16 /* tokens per superblock */
+
+/* np decoded pairs at `pairs` (pb bytes apart; pair i holds rows row0 + 2i and row0 + 2i + 1)
+ * against every token; only rows in [n0, n1) are stored. ... */
+static inline __attribute__((always_inline)) void
+mx_pairs(const uint8_t *pairs, size_t pb, int np, int64_t row0, int64_t n0, int64_t n1,
+         const kn__act *x, float *Y, int64_t ldy, int64_t ng, mx_dec *d, const mx_micro_fn *micro) {
+    for (int s0 = 0; s0 < np; s0 += MX_SB * MX_P) {
+        const int s1 = np - s0 < MX_SB * MX_P ? np : s0 + MX_SB * MX_P;
+        const int nblk = (s1 - s0 + MX_P - 1) / MX_P;
+        const uint8_t *w[MX_SB][MX_P];
+        for (int b = 0; b < nblk; b++)
+            for (int i = 0; i < MX_P; i++) { /* missing pairs repeat the first; not stored */
+                const int q = s0 + b * MX_P + i;
+                w[b][i] = pairs + (size_t)(q < s1 ? q : s0 + b * MX_P) * pb;
+            }
+        for (int64_t ts0 = 0; ts0 < x->T; ts0 += MX_TS) {
+            const int tsn = x->T - ts0 < MX_TS ? (int)(x->T - ts0) : MX_TS;
+            const int ntb = (tsn + MX_T - 1) / MX_T;
+            const uint8_t *xt[MX_TS / MX_T][MX_T];
+            int tn[MX_TS / MX_T];
+            for (int tb = 0; tb < ntb; tb++) {
+                const int64_t t0 = ts0 + tb * MX_T;
+                tn[tb] = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+                for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
+                    xt[tb][t] = (const uint8_t *)x->data +
+                                (size_t)(t0 + (t < tn[tb] ? t : tn[tb] - 1)) * x->stride;
+            }
+            __m512 acc[MX_SB][MX_TS / MX_T][MX_P][MX_T];
+            for (int b = 0; b < nblk; b++)
+                for (int tb = 0; tb < ntb; tb++)
+                    for (int p = 0; p < MX_P; p++)
+                        for (int t = 0; t < MX_T; t++) acc[b][tb][p][t] = _mm512_setzero_ps();
+            for (int64_t g0 = 0; g0 < ng; g0 += MX_KC) {
+                const int64_t g1 = ng - g0 < MX_KC ? ng : g0 + MX_KC;
+                for (int b = 0; b < nblk; b++)
+                    for (int tb = 0; tb < ntb; tb++)
+                        micro[tn[tb]](w[b], xt[tb], ng, g0, g1, acc[b][tb], d);
+            }
+            for (int b = 0; b < nblk; b++)
+                for (int tb = 0; tb < ntb; tb++) {
+                    float out[2 * MX_P][MX_T];
+                    mx_tile_out(acc[b][tb], out, tn[tb]);
+                    for (int i = 0; i < 2 * MX_P; i++) {
+                        const int64_t r = row0 + 2 * (s0 + b * MX_P) + i;
+                        if (r < n0 || r >= n1) continue;
+                        for (int t = 0; t < tn[tb]; t++)
+                            Y[(ts0 + tb * MX_T + t) * ldy + r] = out[i][t];
+                    }
+                }
+        }
+    }
+}
+
 /* Rows n0 .. n1 of W (T > 1): dec writes a row's unsigned codes and weight scales group by group;
  * the tokens' prepared rows carry the matching bias per block. The scratch holds two tiles. */
 static inline __attribute__((always_inline)) void
@@ -686,26 +746,7 @@ mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t 
         d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1]);
         const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
         d.per = ((int64_t)d.n * d.full + steps - 1) / steps;
-        for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
-            const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
-            const uint8_t *xt[MX_T];
-            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
-                xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
-            for (int p0 = 0; p0 < np; p0 += MX_P) {
-                const uint8_t *w[MX_P];
-                for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
-                    w[i] = buf[cur] + (size_t)(p0 + i < np ? p0 + i : p0) * pb;
-                __m512 acc[MX_P][MX_T];
-                for (int p = 0; p < MX_P; p++)
-                    for (int t = 0; t < tn; t++) acc[p][t] = _mm512_setzero_ps();
-                micro[tn](w, xt, ng, 0, ng, acc, &d);
-                float out[2 * MX_P][MX_T];
-                mx_tile_out(acc, out, tn);
-                for (int t = 0; t < tn; t++)
-                    for (int i = 0; i < 2 * MX_P && 2 * p0 + i < rn; i++)
-                        Y[(t0 + t) * ldy + r0 + 2 * p0 + i] = out[i][t];
-            }
-        }
+        mx_pairs(buf[cur], pb, np, r0, r0, r1, x, Y, ldy, ng, &d, micro);
         mx_dec_rest(&d, W, dec); /* what the steps left, and the tail groups */
     }
 }
@@ -913,14 +954,6 @@ static const uint8_t *mxfp4_packed(const kn_mat *W) {
     return mx_packed_data(W, MX4_PACK_MAGIC);
 }
 
-#ifndef MX_KC
-#define MX_KC 2 /* groups of a K-chunk */
-#endif
-#ifndef MX_SB
-#define MX_SB 1 /* register-tile blocks of pairs per superblock */
-#endif
-#define MX_TS 16 /* tokens per superblock */
-
 /* Rows n0 .. n1 from packed pairs: pair q holds rows 2q and 2q + 1; the pairs the range touches are
  * computed whole and only its rows are stored. While a superblock of pairs meets the tokens, the
  * next one is prefetched into L2 a few lines per group. */
@@ -930,54 +963,13 @@ static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act 
     const size_t pb = mx_pair_bytes(W->cols);
     const int64_t tblocks = (x->T + MX_T - 1) / MX_T;
     for (int64_t s0 = n0 / 2; s0 < q1; s0 += MX_SB * MX_P) {
-        const int64_t s1 = q1 - s0 < MX_SB * MX_P ? q1 : s0 + MX_SB * MX_P;
-        const int nblk = (int)((s1 - s0 + MX_P - 1) / MX_P);
-        const int64_t nx = q1 - s1 < MX_SB * MX_P ? q1 - s1 : MX_SB * MX_P; /* next pairs */
-        mx_dec d = {.pf = (const char *)pairs + (size_t)s1 * pb,
+        const int np = q1 - s0 < MX_SB * MX_P ? (int)(q1 - s0) : MX_SB * MX_P;
+        const int64_t nx = q1 - (s0 + np) < MX_SB * MX_P ? q1 - (s0 + np) : MX_SB * MX_P;
+        mx_dec d = {.pf = (const char *)pairs + (size_t)(s0 + np) * pb,
                     .pf_left = (int64_t)((size_t)nx * pb / 64)};
-        const int64_t steps = (int64_t)nblk * tblocks * ng;
+        const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
         d.pf_per = (d.pf_left + steps - 1) / steps;
-        const uint8_t *w[MX_SB][MX_P];
-        for (int b = 0; b < nblk; b++)
-            for (int i = 0; i < MX_P; i++) { /* missing pairs repeat the first; not stored */
-                const int64_t q = s0 + b * MX_P + i;
-                w[b][i] = pairs + (size_t)(q < s1 ? q : s0 + b * MX_P) * pb;
-            }
-        for (int64_t ts0 = 0; ts0 < x->T; ts0 += MX_TS) {
-            const int tsn = x->T - ts0 < MX_TS ? (int)(x->T - ts0) : MX_TS;
-            const int ntb = (tsn + MX_T - 1) / MX_T;
-            const uint8_t *xt[MX_TS / MX_T][MX_T];
-            int tn[MX_TS / MX_T];
-            for (int tb = 0; tb < ntb; tb++) {
-                const int64_t t0 = ts0 + tb * MX_T;
-                tn[tb] = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
-                for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
-                    xt[tb][t] = (const uint8_t *)x->data +
-                                (size_t)(t0 + (t < tn[tb] ? t : tn[tb] - 1)) * x->stride;
-            }
-            __m512 acc[MX_SB][MX_TS / MX_T][MX_P][MX_T];
-            for (int b = 0; b < nblk; b++)
-                for (int tb = 0; tb < ntb; tb++)
-                    for (int p = 0; p < MX_P; p++)
-                        for (int t = 0; t < MX_T; t++) acc[b][tb][p][t] = _mm512_setzero_ps();
-            for (int64_t g0 = 0; g0 < ng; g0 += MX_KC) {
-                const int64_t g1 = ng - g0 < MX_KC ? ng : g0 + MX_KC;
-                for (int b = 0; b < nblk; b++)
-                    for (int tb = 0; tb < ntb; tb++)
-                        mx_micro_q8_0[tn[tb]](w[b], xt[tb], ng, g0, g1, acc[b][tb], &d);
-            }
-            for (int b = 0; b < nblk; b++)
-                for (int tb = 0; tb < ntb; tb++) {
-                    float out[2 * MX_P][MX_T];
-                    mx_tile_out(acc[b][tb], out, tn[tb]);
-                    for (int i = 0; i < 2 * MX_P; i++) {
-                        const int64_t r = 2 * (s0 + b * MX_P) + i;
-                        if (r < n0 || r >= n1) continue;
-                        for (int t = 0; t < tn[tb]; t++)
-                            Y[(ts0 + tb * MX_T + t) * ldy + r] = out[i][t];
-                    }
-                }
-        }
+        mx_pairs(pairs + (size_t)s0 * pb, pb, np, 2 * s0, n0, n1, x, Y, ldy, ng, &d, mx_micro_q8_0);
     }
 }
 
