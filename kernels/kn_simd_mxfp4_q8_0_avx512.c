@@ -527,6 +527,9 @@ static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8
 
 #define MX_P 3 /* row pairs of a register tile: 3 x 4 tokens = 12 vpdpbusd chains (latency 5) */
 #define MX_T 4 /* tokens of a register tile */
+#ifndef MX_PF
+#define MX_PF 1
+#endif
 
 /* Group g of a stored row (k values) into its half of a pair: any group (mxfp4_dec_group,
  * q8_0_dec_group), or a full one (mxfp4_dec_full, q8_0_dec_full; ng groups per row). */
@@ -552,8 +555,6 @@ static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_
         dec(d->src[d->r], d->ng, d->dst[d->r], d->g);
         if (++d->g == d->full) d->g = 0, d->r++;
     }
-    for (int64_t i = 0; i < d->pf_per && d->pf_left > 0; i++, d->pf_left--, d->pf += 64)
-        _mm_prefetch(d->pf, _MM_HINT_T1);
 }
 
 static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
@@ -576,10 +577,18 @@ mx_tile(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T], int64_t ng, 
     const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -bias * sum(q) of a token */
     /* a copy whose address does not escape: the decode's byte stores cannot alias it, so the
      * accumulators stay in registers */
+    if (g0 >= g1) return; /* (the loop below then runs: no path keeps acc in memory) */
     __m512 acc[MX_P][MX_T];
+#pragma GCC unroll 2
     for (int p = 0; p < MX_P; p++)
+#pragma GCC unroll 4
         for (int t = 0; t < nt; t++) acc[p][t] = accm[p][t];
-    for (int64_t g = g0; g < g1; g++) {
+    const char *pf = dc->pf;
+    int64_t pf_left = dc->pf_left;
+    const int64_t pf_per = dc->pf_per;
+    (void)pf_per;
+    int64_t g = g0;
+    do {
         const size_t xo = (size_t)g * KN__X86_GROUP_QS, wo = 2 * xo, so = (size_t)g * 32;
         __m512i s[MX_P][MX_T];
 #pragma GCC unroll 4
@@ -611,9 +620,18 @@ mx_tile(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T], int64_t ng, 
                 acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dx, ws[p]),
                                             acc[p][t]);
         }
-        mx_dec_step(dc, dec);
-    }
+        if (dec)
+            mx_dec_step(dc, dec);
+#if MX_PF == 1
+        else
+            for (int64_t i = 0; i < pf_per && pf_left > 0; i++, pf_left--, pf += 64)
+                _mm_prefetch(pf, _MM_HINT_T1);
+#endif
+    } while (++g < g1);
+    dc->pf = pf, dc->pf_left = pf_left;
+#pragma GCC unroll 2
     for (int p = 0; p < MX_P; p++)
+#pragma GCC unroll 4
         for (int t = 0; t < nt; t++) accm[p][t] = acc[p][t];
 }
 
@@ -672,6 +690,7 @@ static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
 #endif
 #define MX_TS 16 /* tokens per superblock */
 
+
 /* np decoded pairs at `pairs` (pb bytes apart; pair i holds rows row0 + 2i and row0 + 2i + 1)
  * against every token; only rows in [n0, n1) are stored. ... */
 static inline __attribute__((always_inline)) void
@@ -706,8 +725,14 @@ mx_pairs(const uint8_t *pairs, size_t pb, int np, int64_t row0, int64_t n0, int6
             for (int64_t g0 = 0; g0 < ng; g0 += MX_KC) {
                 const int64_t g1 = ng - g0 < MX_KC ? ng : g0 + MX_KC;
                 for (int b = 0; b < nblk; b++)
-                    for (int tb = 0; tb < ntb; tb++)
+                    for (int tb = 0; tb < ntb; tb++) {
+#if MX_PF == 2
+                        for (int64_t i = 0; i < d->pf_per * (g1 - g0) && d->pf_left > 0;
+                             i++, d->pf_left--, d->pf += 64)
+                            _mm_prefetch(d->pf, _MM_HINT_T1);
+#endif
                         micro[tn[tb]](w[b], xt[tb], ng, g0, g1, acc[b][tb], d);
+                    }
             }
             for (int b = 0; b < nblk; b++)
                 for (int tb = 0; tb < ntb; tb++) {
@@ -850,6 +875,7 @@ static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
 }
 
 MX_MICROS(q8_0, q8_0_dec_full);
+MX_MICROS(q8_0p, NULL); /* packed pairs: nothing to decode, the next pairs to prefetch */
 
 /* ---- Q8_0 packed: every row decoded once into the batch tile's layout ------------------------ */
 
@@ -969,7 +995,7 @@ static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act 
                     .pf_left = (int64_t)((size_t)nx * pb / 64)};
         const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
         d.pf_per = (d.pf_left + steps - 1) / steps;
-        mx_pairs(pairs + (size_t)s0 * pb, pb, np, 2 * s0, n0, n1, x, Y, ldy, ng, &d, mx_micro_q8_0);
+        mx_pairs(pairs + (size_t)s0 * pb, pb, np, 2 * s0, n0, n1, x, Y, ldy, ng, &d, mx_micro_q8_0p);
     }
 }
 
