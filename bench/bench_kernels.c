@@ -333,8 +333,8 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
      * only (AVX-512 Q8_0's decoded pairs, T > 1): every matrix a pinned model packs */
     const char *pk = getenv("MW_BENCH_PACK");
     const bool dense = pk && !strcmp(pk, "dense");
-    const bool pack = pk && (dense ? kn_pack_bytes(&W[0]) > 0
-                                   : !strcmp(pk, "1") && kn_pack_replaces(&W[0]));
+    const bool pack =
+        pk && (dense ? kn_pack_bytes(&W[0]) > 0 : !strcmp(pk, "1") && kn_pack_replaces(&W[0]));
     for (int i = 0; pack && i < n; i++) pack_matrix(&W[i]);
     if (pack) printf("\n%s: read from packed copies (MW_BENCH_PACK=%s)", s->name, pk);
     /* the first rows of the first matrix, about 384 KB: in L2 on any core this runs on */

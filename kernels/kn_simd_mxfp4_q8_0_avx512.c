@@ -527,9 +527,6 @@ static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8
 
 #define MX_P 3 /* row pairs of a register tile: 3 x 4 tokens = 12 vpdpbusd chains (latency 5) */
 #define MX_T 4 /* tokens of a register tile */
-#ifndef MX_PF
-#define MX_PF 1
-#endif
 
 /* Group g of a stored row (k values) into its half of a pair: any group (mxfp4_dec_group,
  * q8_0_dec_group), or a full one (mxfp4_dec_full, q8_0_dec_full; ng groups per row). */
@@ -555,6 +552,8 @@ static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_
         dec(d->src[d->r], d->ng, d->dst[d->r], d->g);
         if (++d->g == d->full) d->g = 0, d->r++;
     }
+    for (int64_t i = 0; i < d->pf_per && d->pf_left > 0; i++, d->pf_left--, d->pf += 64)
+        _mm_prefetch(d->pf, _MM_HINT_T1);
 }
 
 static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
@@ -565,30 +564,20 @@ static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
         for (int64_t g = d->full; g < d->ng; g++) dec(d->src[r], W->cols, end, d->dst[r], g);
 }
 
-/* MX_P decoded row pairs against nt prepared tokens (1 .. MX_T), groups [g0, g1): acc[p][t] (lanes
- * 0-7 row 2p's block lanes against token t, 8-15 row 2p + 1's) goes on from the groups before, in
- * the canonical order; a step of `dc` after each group. Inlined into one function per decoder and
- * nt, so the loops are unrolled to constants. */
-static inline __attribute__((always_inline)) void
-mx_tile(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T], int64_t ng, int64_t g0,
-        int64_t g1, __m512 accm[MX_P][MX_T], mx_dec *dc, mx_dec_full_fn dec, const int nt) {
+/* MX_P decoded row pairs against nt prepared tokens (1 .. MX_T): out[2p + h][t] is row h of pair
+ * p against token t, in the canonical order; a step of `dc` after each group. Inlined into one
+ * function per decoder and nt, so the loops are unrolled to constants. */
+static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w[MX_P],
+                                                          const uint8_t *const x[MX_T], int64_t ng,
+                                                          float out[2 * MX_P][MX_T], mx_dec *dc,
+                                                          mx_dec_full_fn dec, const int nt) {
     const size_t wsc_off = (size_t)ng * 2 * KN__X86_GROUP_QS;      /* h(e) / d_w of a pair */
     const size_t sc_off = (size_t)ng * KN__X86_GROUP_QS;           /* d_x of a token */
     const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -bias * sum(q) of a token */
-    /* a copy whose address does not escape: the decode's byte stores cannot alias it, so the
-     * accumulators stay in registers */
-    if (g0 >= g1) return; /* (the loop below then runs: no path keeps acc in memory) */
     __m512 acc[MX_P][MX_T];
-#pragma GCC unroll 2
     for (int p = 0; p < MX_P; p++)
-#pragma GCC unroll 4
-        for (int t = 0; t < nt; t++) acc[p][t] = accm[p][t];
-    const char *pf = dc->pf;
-    int64_t pf_left = dc->pf_left;
-    const int64_t pf_per = dc->pf_per;
-    (void)pf_per;
-    int64_t g = g0;
-    do {
+        for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < ng; g++) {
         const size_t xo = (size_t)g * KN__X86_GROUP_QS, wo = 2 * xo, so = (size_t)g * 32;
         __m512i s[MX_P][MX_T];
 #pragma GCC unroll 4
@@ -620,23 +609,8 @@ mx_tile(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T], int64_t ng, 
                 acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dx, ws[p]),
                                             acc[p][t]);
         }
-        if (dec)
-            mx_dec_step(dc, dec);
-#if MX_PF == 1
-        else
-            for (int64_t i = 0; i < pf_per && pf_left > 0; i++, pf_left--, pf += 64)
-                _mm_prefetch(pf, _MM_HINT_T1);
-#endif
-    } while (++g < g1);
-    dc->pf = pf, dc->pf_left = pf_left;
-#pragma GCC unroll 2
-    for (int p = 0; p < MX_P; p++)
-#pragma GCC unroll 4
-        for (int t = 0; t < nt; t++) accm[p][t] = acc[p][t];
-}
-
-/* The register tile's sums per (row, token): out[2p + h][t] is row h of pair p against token t. */
-static void mx_tile_out(__m512 acc[MX_P][MX_T], float out[2 * MX_P][MX_T], int nt) {
+        mx_dec_step(dc, dec);
+    }
     for (int p = 0; p < MX_P; p++)
         for (int t = 0; t < nt; t++) {
             out[2 * p][t] = kn__x86_tree8(_mm512_castps512_ps256(acc[p][t]));
@@ -646,14 +620,13 @@ static void mx_tile_out(__m512 acc[MX_P][MX_T], float out[2 * MX_P][MX_T], int n
 }
 
 typedef void (*mx_micro_fn)(const uint8_t *const[MX_P], const uint8_t *const[MX_T], int64_t,
-                            int64_t, int64_t, __m512[MX_P][MX_T], mx_dec *);
+                            float[2 * MX_P][MX_T], mx_dec *);
 
 /* The register tiles of one decoder, by tokens: mx_micro_<name>[nt]. */
 #define MX_MICRO(name, dec, n)                                                                     \
     static void mx_micro_##name##n(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T],     \
-                                   int64_t ng, int64_t g0, int64_t g1, __m512 acc[MX_P][MX_T],     \
-                                   mx_dec *dc) {                                                   \
-        mx_tile(w, x, ng, g0, g1, acc, dc, dec, n);                                                \
+                                   int64_t ng, float out[2 * MX_P][MX_T], mx_dec *dc) {            \
+        mx_tile(w, x, ng, out, dc, dec, n);                                                        \
     }
 #define MX_MICROS(name, dec)                                                                       \
     MX_MICRO(name, dec, 1)                                                                         \
@@ -682,73 +655,6 @@ static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
     return d;
 }
 
-#ifndef MX_KC
-#define MX_KC 2 /* groups of a K-chunk */
-#endif
-#ifndef MX_SB
-#define MX_SB 1 /* register-tile blocks of pairs per superblock */
-#endif
-#define MX_TS 16 /* tokens per superblock */
-
-
-/* np decoded pairs at `pairs` (pb bytes apart; pair i holds rows row0 + 2i and row0 + 2i + 1)
- * against every token; only rows in [n0, n1) are stored. ... */
-static inline __attribute__((always_inline)) void
-mx_pairs(const uint8_t *pairs, size_t pb, int np, int64_t row0, int64_t n0, int64_t n1,
-         const kn__act *x, float *Y, int64_t ldy, int64_t ng, mx_dec *d, const mx_micro_fn *micro) {
-    for (int s0 = 0; s0 < np; s0 += MX_SB * MX_P) {
-        const int s1 = np - s0 < MX_SB * MX_P ? np : s0 + MX_SB * MX_P;
-        const int nblk = (s1 - s0 + MX_P - 1) / MX_P;
-        const uint8_t *w[MX_SB][MX_P];
-        for (int b = 0; b < nblk; b++)
-            for (int i = 0; i < MX_P; i++) { /* missing pairs repeat the first; not stored */
-                const int q = s0 + b * MX_P + i;
-                w[b][i] = pairs + (size_t)(q < s1 ? q : s0 + b * MX_P) * pb;
-            }
-        for (int64_t ts0 = 0; ts0 < x->T; ts0 += MX_TS) {
-            const int tsn = x->T - ts0 < MX_TS ? (int)(x->T - ts0) : MX_TS;
-            const int ntb = (tsn + MX_T - 1) / MX_T;
-            const uint8_t *xt[MX_TS / MX_T][MX_T];
-            int tn[MX_TS / MX_T];
-            for (int tb = 0; tb < ntb; tb++) {
-                const int64_t t0 = ts0 + tb * MX_T;
-                tn[tb] = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
-                for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
-                    xt[tb][t] = (const uint8_t *)x->data +
-                                (size_t)(t0 + (t < tn[tb] ? t : tn[tb] - 1)) * x->stride;
-            }
-            __m512 acc[MX_SB][MX_TS / MX_T][MX_P][MX_T];
-            for (int b = 0; b < nblk; b++)
-                for (int tb = 0; tb < ntb; tb++)
-                    for (int p = 0; p < MX_P; p++)
-                        for (int t = 0; t < MX_T; t++) acc[b][tb][p][t] = _mm512_setzero_ps();
-            for (int64_t g0 = 0; g0 < ng; g0 += MX_KC) {
-                const int64_t g1 = ng - g0 < MX_KC ? ng : g0 + MX_KC;
-                for (int b = 0; b < nblk; b++)
-                    for (int tb = 0; tb < ntb; tb++) {
-#if MX_PF == 2
-                        for (int64_t i = 0; i < d->pf_per * (g1 - g0) && d->pf_left > 0;
-                             i++, d->pf_left--, d->pf += 64)
-                            _mm_prefetch(d->pf, _MM_HINT_T1);
-#endif
-                        micro[tn[tb]](w[b], xt[tb], ng, g0, g1, acc[b][tb], d);
-                    }
-            }
-            for (int b = 0; b < nblk; b++)
-                for (int tb = 0; tb < ntb; tb++) {
-                    float out[2 * MX_P][MX_T];
-                    mx_tile_out(acc[b][tb], out, tn[tb]);
-                    for (int i = 0; i < 2 * MX_P; i++) {
-                        const int64_t r = row0 + 2 * (s0 + b * MX_P) + i;
-                        if (r < n0 || r >= n1) continue;
-                        for (int t = 0; t < tn[tb]; t++)
-                            Y[(ts0 + tb * MX_T + t) * ldy + r] = out[i][t];
-                    }
-                }
-        }
-    }
-}
-
 /* Rows n0 .. n1 of W (T > 1): dec writes a row's unsigned codes and weight scales group by group;
  * the tokens' prepared rows carry the matching bias per block. The scratch holds two tiles. */
 static inline __attribute__((always_inline)) void
@@ -771,7 +677,22 @@ mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t 
         d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1]);
         const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
         d.per = ((int64_t)d.n * d.full + steps - 1) / steps;
-        mx_pairs(buf[cur], pb, np, r0, r0, r1, x, Y, ldy, ng, &d, micro);
+        for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
+            const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+            const uint8_t *xt[MX_T];
+            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
+                xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+            for (int p0 = 0; p0 < np; p0 += MX_P) {
+                const uint8_t *w[MX_P];
+                for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
+                    w[i] = buf[cur] + (size_t)(p0 + i < np ? p0 + i : p0) * pb;
+                float out[2 * MX_P][MX_T];
+                micro[tn](w, xt, ng, out, &d);
+                for (int t = 0; t < tn; t++)
+                    for (int i = 0; i < 2 * MX_P && 2 * p0 + i < rn; i++)
+                        Y[(t0 + t) * ldy + r0 + 2 * p0 + i] = out[i][t];
+            }
+        }
         mx_dec_rest(&d, W, dec); /* what the steps left, and the tail groups */
     }
 }
@@ -875,7 +796,6 @@ static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
 }
 
 MX_MICROS(q8_0, q8_0_dec_full);
-MX_MICROS(q8_0p, NULL); /* packed pairs: nothing to decode, the next pairs to prefetch */
 
 /* ---- Q8_0 packed: every row decoded once into the batch tile's layout ------------------------ */
 
@@ -981,21 +901,35 @@ static const uint8_t *mxfp4_packed(const kn_mat *W) {
 }
 
 /* Rows n0 .. n1 from packed pairs: pair q holds rows 2q and 2q + 1; the pairs the range touches are
- * computed whole and only its rows are stored. While a superblock of pairs meets the tokens, the
- * next one is prefetched into L2 a few lines per group. */
+ * computed whole and only its rows are stored. While a block of MX_P pairs meets the tokens, the
+ * next block is prefetched into L2 a few lines per group. */
 static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act *x, float *Y,
                            int64_t ldy, int64_t n0, int64_t n1) {
     const int64_t ng = kn__x86_groups(W->cols), q1 = (n1 + 1) / 2;
     const size_t pb = mx_pair_bytes(W->cols);
-    const int64_t tblocks = (x->T + MX_T - 1) / MX_T;
-    for (int64_t s0 = n0 / 2; s0 < q1; s0 += MX_SB * MX_P) {
-        const int np = q1 - s0 < MX_SB * MX_P ? (int)(q1 - s0) : MX_SB * MX_P;
-        const int64_t nx = q1 - (s0 + np) < MX_SB * MX_P ? q1 - (s0 + np) : MX_SB * MX_P;
-        mx_dec d = {.pf = (const char *)pairs + (size_t)(s0 + np) * pb,
-                    .pf_left = (int64_t)((size_t)nx * pb / 64)};
-        const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
+    const int64_t steps = (x->T + MX_T - 1) / MX_T * ng;
+    for (int64_t b0 = n0 / 2; b0 < q1; b0 += MX_P) {
+        const int np = q1 - b0 < MX_P ? (int)(q1 - b0) : MX_P;
+        const int64_t nb = q1 - (b0 + np) < MX_P ? q1 - (b0 + np) : MX_P; /* next block's pairs */
+        mx_dec d = {.pf = (const char *)pairs + (size_t)(b0 + np) * pb,
+                    .pf_left = (int64_t)((size_t)nb * pb / 64)};
         d.pf_per = (d.pf_left + steps - 1) / steps;
-        mx_pairs(pairs + (size_t)s0 * pb, pb, np, 2 * s0, n0, n1, x, Y, ldy, ng, &d, mx_micro_q8_0p);
+        for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
+            const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
+            const uint8_t *xt[MX_T];
+            for (int t = 0; t < MX_T; t++) /* missing tokens repeat the last; never read */
+                xt[t] = (const uint8_t *)x->data + (size_t)(t0 + (t < tn ? t : tn - 1)) * x->stride;
+            const uint8_t *w[MX_P];
+            for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
+                w[i] = pairs + (size_t)(b0 + (i < np ? i : 0)) * pb;
+            float out[2 * MX_P][MX_T];
+            mx_micro_q8_0[tn](w, xt, ng, out, &d);
+            for (int i = 0; i < 2 * np; i++) {
+                const int64_t r = 2 * b0 + i;
+                if (r < n0 || r >= n1) continue;
+                for (int t = 0; t < tn; t++) Y[(t0 + t) * ldy + r] = out[i][t];
+            }
+        }
     }
 }
 

@@ -440,7 +440,8 @@ static void test_streaming_every_batch_size(void **state) {
 /* A packed copy (kn_pack on AVX-512: Q8_0's batch tiles, MXFP4's groups in decode order) gives
  * the bits of the stored rows: odd and even row counts, widths with and without a tail group (and
  * MXFP4 rows with no full group), every batch size of the few-token kernel and around the
- * register tile's 4 tokens, 1 and 2 threads (so slices start and end inside a row pair),
+ * register tile's 4 tokens, a batch past two passes of 16 ending in a 1-token tile (33), 1 and 2
+ * threads (so slices start and end inside a row pair),
  * kn_matmul_many; and a view changed after packing (fewer rows, data moved on a row) ignores the
  * packed copy. MXFP4's copy is read at every T and is as large as the rows (kn_pack_replaces);
  * Q8_0's only for batches. Where the active kernels have no packed layout, kn_pack_bytes is 0 and
