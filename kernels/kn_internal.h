@@ -195,9 +195,41 @@ typedef struct kn__packer {
     void (*pack)(const kn_mat *W, void *dst);
     bool every_t;
 } kn__packer;
-const kn__packer *kn__packer_for(kn_type t); /* the active ISA's (NULL: none) */
-const kn__packer *kn__packer_isa(kn_type t); /* the same for a stored (not planar) type */
+const kn__packer *kn__packer_for(kn_type t);  /* the active ISA's (NULL: none) */
+const kn__packer *kn__packer_isa(kn_type t);  /* the same for a stored (not planar) type */
+const kn__packer *kn__packer_avx2(kn_type t); /* the AVX2 and AVX-VNNI rows' (one layout) */
 const kn__packer *kn__packer_avx512(kn_type t);
+
+/* A packed copy may begin with this header: the matrix it was made from and its layout (a magic
+ * per layout and ISA), so neither a view changed after packing (other data, rows or columns) nor
+ * another ISA's kernels read it as theirs. 64 bytes: the data after it stays aligned. */
+typedef struct kn__pack_hdr {
+    uint64_t magic;
+    const void *data;
+    int64_t rows, cols;
+    size_t row_bytes;
+    uint8_t pad[24];
+} kn__pack_hdr;
+_Static_assert(sizeof(kn__pack_hdr) == 64, "kn__pack_hdr keeps the data aligned");
+
+/* Writes the header naming W and magic at dst; returns where the packed data goes. */
+static inline uint8_t *kn__pack_start(const kn_mat *W, void *dst, uint64_t magic) {
+    *(kn__pack_hdr *)dst = (kn__pack_hdr){.magic = magic,
+                                          .data = W->data,
+                                          .rows = W->rows,
+                                          .cols = W->cols,
+                                          .row_bytes = W->row_bytes};
+    return (uint8_t *)dst + sizeof(kn__pack_hdr);
+}
+
+/* The data after W->packed's header when it holds magic's layout of this very matrix, else NULL. */
+static inline const uint8_t *kn__packed_data(const kn_mat *W, uint64_t magic) {
+    const kn__pack_hdr *h = W->packed;
+    if (!h || h->magic != magic || h->data != W->data || h->rows != W->rows || h->cols != W->cols ||
+        h->row_bytes != W->row_bytes)
+        return NULL;
+    return (const uint8_t *)(h + 1);
+}
 
 /* A kernel table's lookup: the Q8-mode kernel of type t where there is one, the float-lane
  * kernel otherwise (F32 and Q8_K weights take float activations in both modes). */

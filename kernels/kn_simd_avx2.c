@@ -241,11 +241,13 @@ size_t kn__x86_mxfp4_row_bytes(int64_t k) {
     return (size_t)kn__x86_groups(k) * (KN__X86_GROUP_QS + 32);
 }
 
-/* Full groups decoded in registers and stored; a tail group through a zero-padded copy, its
- * missing blocks given scale 0. */
+/* Full groups decoded in registers (group, scale) and stored; a tail group (always as stored)
+ * through a zero-padded copy (tail, tail_scale), its missing blocks given scale 0. */
 static inline void decode_groups(const uint8_t *row, int64_t k, void *dst, int bytes,
                                  void (*group)(const uint8_t *, __m256i *),
-                                 __m256 (*scale)(const uint8_t *)) {
+                                 __m256 (*scale)(const uint8_t *),
+                                 void (*tail)(const uint8_t *, __m256i *),
+                                 __m256 (*tail_scale)(const uint8_t *)) {
     const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k), full = nb / 8;
     __m256i *w = dst;
     float *sc = (float *)((uint8_t *)dst + ng * KN__X86_GROUP_QS);
@@ -261,15 +263,21 @@ static inline void decode_groups(const uint8_t *row, int64_t k, void *dst, int b
         const int left = (int)(nb - 8 * full);
         memcpy(pad, row, (size_t)left * bytes);
         __m256i v[8];
-        group(pad, v);
+        tail(pad, v);
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) _mm256_store_si256(w + i, v[i]);
-        _mm256_store_ps(sc + 8 * full, _mm256_and_ps(scale(pad), kn__x86_live_lanes(left)));
+        _mm256_store_ps(sc + 8 * full, _mm256_and_ps(tail_scale(pad), kn__x86_live_lanes(left)));
     }
 }
 
 void kn__x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
-    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4_group, kn__x86_mxfp4_h);
+    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4_group, kn__x86_mxfp4_h,
+                  kn__x86_mxfp4_group, kn__x86_mxfp4_h);
+}
+
+void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst) {
+    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4p_group, kn__x86_mxfp4p_h,
+                  kn__x86_mxfp4_group, kn__x86_mxfp4_h);
 }
 
 size_t kn__x86_q8_0_row_bytes(int64_t k) {
@@ -278,7 +286,8 @@ size_t kn__x86_q8_0_row_bytes(int64_t k) {
 
 /* Q8_0 rows interleaved: an 8 x 8 transpose of each group's blocks' dwords (signed weights). */
 void kn__x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
-    decode_groups(row, k, dst, KN__Q8_0_BYTES, kn__x86_q8_0_group, kn__x86_q8_0_d);
+    decode_groups(row, k, dst, KN__Q8_0_BYTES, kn__x86_q8_0_group, kn__x86_q8_0_d,
+                  kn__x86_q8_0_group, kn__x86_q8_0_d);
 }
 
 void kn__x86_decode_q6_K(const uint8_t *row, int64_t k, kn__x86_q6k *dst) {
@@ -318,6 +327,47 @@ void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
         dst->d = kn__x86_half(row);
         dst->dmin = kn__x86_half(row + 2);
     }
+}
+
+/* ---- MXFP4's packed copy (the AVX2 and AVX-VNNI rows') ------------------------------------- */
+
+/* At one token the decode of a stored group is 61 vector instructions, 13 of them only because a
+ * block is 17 bytes long: the nibble bytes arranged (loads, inserts, unpacks) and the exponents
+ * gathered. The packed copy stores each full group as kn__x86_mxfp4_gather leaves it and its 8
+ * exponents together (kn__x86_mxfp4p_group: 4 loads, the nibble split and lookups; h(e) from one
+ * 8-byte load), so every T decodes it into the batch layout at once, and pinned models read it
+ * in place of the stored rows (kn_pack_replaces). */
+
+size_t kn__x86_mxfp4p_bytes(const kn_mat *W) {
+    return sizeof(kn__pack_hdr) + (size_t)W->rows * W->row_bytes;
+}
+
+void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst) {
+    uint8_t *rows = kn__pack_start(W, dst, KN__X86_MXFP4P_MAGIC);
+    const size_t stored = kn_row_size(W->type, W->cols);
+    const int64_t full = W->cols / KN__QK32 / 8;
+    const size_t fb = (size_t)full * 8 * KN__MXFP4_BYTES; /* the full groups' bytes */
+    for (int64_t r = 0; r < W->rows; r++) {
+        uint8_t *q = rows + (size_t)r * W->row_bytes;
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        for (int64_t g = 0; g < full; g++) {
+            const uint8_t *in = src + g * 8 * KN__MXFP4_BYTES;
+            uint8_t *out = q + g * 8 * KN__MXFP4_BYTES;
+            __m256i v[4];
+            kn__x86_mxfp4_gather(in, v);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)out + k, v[k]);
+            for (int j = 0; j < 8; j++) out[KN__X86_MXFP4P_E + j] = in[j * KN__MXFP4_BYTES];
+        }
+        memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
+        memset(q + stored, 0, W->row_bytes - stored);
+    }
+}
+
+static const kn__packer pack_mxfp4 = {kn__x86_mxfp4p_bytes, kn__x86_mxfp4p_pack, true};
+
+const kn__packer *kn__packer_avx2(kn_type t) {
+    return t == KN_MXFP4 ? &pack_mxfp4 : NULL;
 }
 
 /* ---- the AVX2 instantiation of the Q8-mode kernels ------------------------------------------- */
