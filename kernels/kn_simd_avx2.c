@@ -275,9 +275,21 @@ void kn__x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
                   kn__x86_mxfp4_group, kn__x86_mxfp4_h);
 }
 
+static __m256 mxfp4p_h(const uint8_t *grp) {
+    return kn__x86_mxfp4p_h(grp, false);
+}
+static __m256 mxfp4q_h(const uint8_t *grp) {
+    return kn__x86_mxfp4p_h(grp, true);
+}
+
 void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst) {
-    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4p_group, kn__x86_mxfp4p_h,
-                  kn__x86_mxfp4_group, kn__x86_mxfp4_h);
+    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4p_group, mxfp4p_h, kn__x86_mxfp4_group,
+                  kn__x86_mxfp4_h);
+}
+
+void kn__x86_decode_mxfp4q(const uint8_t *row, int64_t k, void *dst) {
+    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4p_group, mxfp4q_h, kn__x86_mxfp4_group,
+                  kn__x86_mxfp4_h);
 }
 
 size_t kn__x86_q8_0_row_bytes(int64_t k) {
@@ -331,19 +343,30 @@ void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
 
 /* ---- MXFP4's packed copy (the AVX2 and AVX-VNNI rows') ------------------------------------- */
 
-/* At one token the decode of a stored group is 61 vector instructions, 13 of them only because a
- * block is 17 bytes long: the nibble bytes arranged (loads, inserts, unpacks) and the exponents
- * gathered. The packed copy stores each full group as kn__x86_mxfp4_gather leaves it and its 8
- * exponents together (kn__x86_mxfp4p_group: 4 loads, the nibble split and lookups; h(e) from one
- * 8-byte load), so every T decodes it into the batch layout at once, and pinned models read it
- * in place of the stored rows (kn_pack_replaces). */
+/* The decode of a stored group spends instructions only because a block is 17 bytes long: the
+ * nibble bytes arranged (loads, inserts, unpacks) and the exponents gathered. The packed copy
+ * (kn_simd_x86.h) stores each full group as kn__x86_mxfp4_gather leaves it and its 8 exponents
+ * together, so every T decodes it into the batch layout at once (kn__x86_mxfp4p_group), and pinned
+ * models read it in place of the stored rows (kn_pack_replaces). */
 
 size_t kn__x86_mxfp4p_bytes(const kn_mat *W) {
     return sizeof(kn__pack_hdr) + (size_t)W->rows * W->row_bytes;
 }
 
+/* Whether every exponent of W's full groups is at least 2 (the packed copy then keeps e - 1). */
+static bool full_groups_e2(const kn_mat *W) {
+    const int64_t full = W->cols / KN__QK32 / 8;
+    for (int64_t r = 0; r < W->rows; r++) {
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        for (int64_t b = 0; b < 8 * full; b++)
+            if (src[b * KN__MXFP4_BYTES] < 2) return false;
+    }
+    return true;
+}
+
 void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst) {
-    uint8_t *rows = kn__pack_start(W, dst, KN__X86_MXFP4P_MAGIC);
+    const bool e1 = full_groups_e2(W);
+    uint8_t *rows = kn__pack_start(W, dst, e1 ? KN__X86_MXFP4Q_MAGIC : KN__X86_MXFP4P_MAGIC);
     const size_t stored = kn_row_size(W->type, W->cols);
     const int64_t full = W->cols / KN__QK32 / 8;
     const size_t fb = (size_t)full * 8 * KN__MXFP4_BYTES; /* the full groups' bytes */
@@ -357,7 +380,8 @@ void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst) {
             kn__x86_mxfp4_gather(in, v);
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)out + k, v[k]);
-            for (int j = 0; j < 8; j++) out[KN__X86_MXFP4P_E + j] = in[j * KN__MXFP4_BYTES];
+            for (int j = 0; j < 8; j++)
+                out[KN__X86_MXFP4P_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] - e1);
         }
         memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
         memset(q + stored, 0, W->row_bytes - stored);

@@ -251,31 +251,46 @@ static inline __m256 kn__x86_e8m0_half8(__m256i e23) {
 /* The AVX2 and AVX-VNNI rows' packed MXFP4 copy (kn_pack; kn_simd_avx2.c writes it): each full
  * group of 8 blocks as the decode wants it, the 4 vectors of kn__x86_mxfp4_gather (128 bytes),
  * then the 8 exponents in block order (136 bytes, as stored); the tail group as stored; the same
- * size, row stride and offsets as the matrix, after a kn__pack_hdr with this magic. */
-#define KN__X86_MXFP4P_MAGIC 0x5032564134584d58ull /* "XMX4AV2P" */
+ * size, row stride and offsets as the matrix, after a kn__pack_hdr. Its magic says how the full
+ * groups' exponents are kept: as stored (h(e) by kn__x86_e8m0_half8), or, when every one of them
+ * is at least 2 (as in quantized weights: e < 2 scales a block by 2^-127 or less), as e - 1,
+ * whose h(e) bits are (e - 1) << 23 by one shift. */
+#define KN__X86_MXFP4P_MAGIC 0x5032564134584d58ull /* "XMX4AV2P": exponents as stored */
+#define KN__X86_MXFP4Q_MAGIC 0x5132564134584d58ull /* "XMX4AV2Q": exponents as e - 1 */
 #define KN__X86_MXFP4P_E     128                   /* the exponents' offset in a packed group */
 
-/* A packed group's biased codes (as kn__x86_mxfp4_group's) and h(e): plain loads, no gathers. */
+/* A packed group's biased codes (as kn__x86_mxfp4_group's): plain loads, no gathers. Each vector
+ * is loaded once (the empty asm): the compiler would load it again as the mask's memory operand,
+ * and a group's loads cross cache lines often. */
 static inline void kn__x86_mxfp4p_group(const uint8_t *grp, __m256i w[8]) {
     __m256i v[4];
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_si256((const __m256i *)grp + k);
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_si256((const __m256i *)grp + k);
+        __asm__("" : "+x"(v[k]));
+    }
     kn__x86_mxfp4_nibbles(v, w);
 }
-static inline __m256 kn__x86_mxfp4p_h(const uint8_t *grp) {
-    const __m256i e =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(grp + KN__X86_MXFP4P_E)));
-    return kn__x86_e8m0_half8(_mm256_slli_epi32(e, 23));
+/* A packed group's h(e): e1, the exponents are kept as e - 1 (KN__X86_MXFP4Q_MAGIC). */
+static inline __m256 kn__x86_mxfp4p_h(const uint8_t *grp, const bool e1) {
+    const __m256i e23 = _mm256_slli_epi32(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(grp + KN__X86_MXFP4P_E))), 23);
+    return e1 ? _mm256_castsi256_ps(e23) : kn__x86_e8m0_half8(e23);
 }
 
-/* The packed copy's data when W->packed is one made for W by kn__x86_mxfp4p_pack, else NULL. */
 size_t kn__x86_mxfp4p_bytes(const kn_mat *W);
 void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst);
-static inline const uint8_t *kn__x86_mxfp4p_data(const kn_mat *W) {
-    return kn__packed_data(W, KN__X86_MXFP4P_MAGIC);
+/* The packed copy's data when W->packed is one kn__x86_mxfp4p_pack made for W (*e1: with the
+ * exponents as e - 1), else NULL. */
+static inline const uint8_t *kn__x86_mxfp4p_data(const kn_mat *W, bool *e1) {
+    const uint8_t *q = kn__packed_data(W, KN__X86_MXFP4Q_MAGIC);
+    *e1 = q != NULL;
+    return q ? q : kn__packed_data(W, KN__X86_MXFP4P_MAGIC);
 }
-/* The tile decoder's packed twin (kn__x86_decode_mxfp4): full groups from a packed row. */
+/* The tile decoder's packed twins (kn__x86_decode_mxfp4): full groups from a packed row, its
+ * exponents as stored (p) or as e - 1 (q). */
 void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst);
+void kn__x86_decode_mxfp4q(const uint8_t *row, int64_t k, void *dst);
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to interleaved int8 weights: w[k] and
  * w[k + 4] hold dword k of elements 0..15 and of elements 16..31 of each block. */

@@ -42,13 +42,13 @@ typedef struct kn__xs_grp {
 } kn__xs_grp;
 
 /* Group g of a row (nb blocks, `full` of its groups whole; `packed`: a row of MXFP4's packed copy,
- * kn__x86_mxfp4p_group, whose tail group is as stored). A tail group is read in place when its
- * window lies before `end` (the blocks past the row meet zero activations and get a weight scale
- * of 0: Q8_0's d there could be inf or NaN, a subnormal MXFP4 h costs a microcode assist), else
- * through the zero-padding decoder. */
+ * kn__x86_mxfp4p_group, its exponents as e - 1 with e1, its tail group as stored). A tail group is
+ * read in place when its window lies before `end` (the blocks past the row meet zero activations
+ * and get a weight scale of 0: Q8_0's d there could be inf or NaN, a subnormal MXFP4 h costs a
+ * microcode assist), else through the zero-padding decoder. */
 static inline __attribute__((always_inline)) kn__xs_grp
 KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, const uint8_t *end,
-                       const bool q8, const bool packed) {
+                       const bool q8, const bool packed, const bool e1) {
     const int bytes = q8 ? KN__Q8_0_BYTES : KN__MXFP4_BYTES;
     const uint8_t *grp = row + g * 8 * bytes;
     __m256i w[8];
@@ -63,7 +63,7 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
             sw = kn__x86_q8_0_d(grp);
         } else if (packed && g < full) {
             kn__x86_mxfp4p_group(grp, w);
-            sw = kn__x86_mxfp4p_h(grp);
+            sw = kn__x86_mxfp4p_h(grp, e1);
         } else {
             kn__x86_mxfp4_group(grp, w);
             sw = kn__x86_mxfp4_h(grp);
@@ -230,7 +230,7 @@ KN__X86_NAME(xs_mxfp4_grp1)(const uint8_t *grp, const uint8_t *xm, __m256 acc) {
  * needs no reduction of block pairs. */
 static inline __attribute__((always_inline)) void
 KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,
-                        int64_t n1, const int nt, const bool q8, const bool packed) {
+                        int64_t n1, const int nt, const bool q8, const bool packed, const bool e1) {
     const int64_t nb = W->cols / KN__QK32, ng = (nb + 7) / 8, full = nb / 8;
     const uint8_t *end = kn__x86_mat_end(W);
     const float *dx[KN__XS_FEW];
@@ -262,12 +262,12 @@ KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int6
             acc[0] = _mm256_permutevar8x32_ps(acc[0], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         } else {
             for (int64_t g = 0; g < full; g++) {
-                const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8, packed);
+                const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8, packed, e1);
                 KN__X86_NAME(xs_group32)(&s, g, x, dx, xs, acc, nt, q8);
             }
         }
         if (full < ng) {
-            const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, full, nb, full, end, q8, packed);
+            const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, full, nb, full, end, q8, packed, e1);
             KN__X86_NAME(xs_group32)(&s, full, x, dx, xs, acc, nt, q8);
         }
 #pragma GCC unroll 8
@@ -367,15 +367,19 @@ KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, in
 #define KN__XS_ROWS(n)                                                                             \
     static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4_##n)(                               \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
-        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, false);                            \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, false, false);                     \
     }                                                                                              \
     static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4p_##n)(                              \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
-        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, true);                             \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, true, false);                      \
+    }                                                                                              \
+    static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4q_##n)(                              \
+        const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, true, true);                       \
     }                                                                                              \
     static __attribute__((flatten)) void KN__X86_NAME(xs_q8_0_##n)(                                \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
-        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, true, false);                             \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, true, false, false);                      \
     }                                                                                              \
     static __attribute__((flatten)) void KN__X86_NAME(xs_q6k_##n)(                                 \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
@@ -404,6 +408,7 @@ KN__XS_ROWS(8)
         KN__X86_NAME(xs_##kind##_8)};
 KN__XS_TABLE(mxfp4)
 KN__XS_TABLE(mxfp4p)
+KN__XS_TABLE(mxfp4q)
 KN__XS_TABLE(q8_0)
 KN__XS_TABLE(q6k)
 #undef KN__XS_TABLE
@@ -431,7 +436,8 @@ KN__XS_ROWS_FN(q6_K, xs_q6k)
  * rows at the same offsets; its tail groups as stored), at every T; else from the stored rows. */
 static void KN__X86_NAME(xs_rows_mxfp4)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                         int64_t n0, int64_t n1, void *scratch) {
-    const uint8_t *pk = kn__x86_mxfp4p_data(W);
+    bool e1;
+    const uint8_t *pk = kn__x86_mxfp4p_data(W, &e1);
     if (!pk) {
         KN__X86_NAME(xs_rows)(W, x, Y, ldy, n0, n1, scratch, KN__X86_NAME(xs_mxfp4));
         return;
@@ -440,9 +446,11 @@ static void KN__X86_NAME(xs_rows_mxfp4)(const kn_mat *W, const kn__act *x, float
     P.data = pk;
     P.packed = NULL;
     if (x->T > KN__XS_MAX)
-        KN__X86_NAME(rows_tile)(&P, x, Y, ldy, n0, n1, scratch, kn__x86_decode_mxfp4p);
+        KN__X86_NAME(rows_tile)
+        (&P, x, Y, ldy, n0, n1, scratch, e1 ? kn__x86_decode_mxfp4q : kn__x86_decode_mxfp4p);
     else
-        kn__x86_few_passes(&P, x, Y, ldy, n0, n1, KN__X86_NAME(xs_mxfp4p), KN__XS_FEW);
+        kn__x86_few_passes(&P, x, Y, ldy, n0, n1,
+                           e1 ? KN__X86_NAME(xs_mxfp4q) : KN__X86_NAME(xs_mxfp4p), KN__XS_FEW);
 }
 
 /* The tile's scratch, for batches beyond KN__XS_MAX only. */
