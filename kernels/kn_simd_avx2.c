@@ -364,28 +364,20 @@ static bool full_groups_e2(const kn_mat *W) {
     return true;
 }
 
+/* One full group (136 bytes at in) in the packed layout at out; ctx: the exponents as e - 1. */
+static void pack_group(const uint8_t *in, uint8_t *out, const void *ctx) {
+    const uint8_t e1 = *(const bool *)ctx;
+    __m256i v[4];
+    kn__x86_mxfp4_gather(in, v);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)out + k, v[k]);
+    for (int j = 0; j < 8; j++) out[KN__X86_MXFP4P_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] - e1);
+}
+
 void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst) {
     const bool e1 = full_groups_e2(W);
-    uint8_t *rows = kn__pack_start(W, dst, e1 ? KN__X86_MXFP4Q_MAGIC : KN__X86_MXFP4P_MAGIC);
-    const size_t stored = kn_row_size(W->type, W->cols);
-    const int64_t full = W->cols / KN__QK32 / 8;
-    const size_t fb = (size_t)full * 8 * KN__MXFP4_BYTES; /* the full groups' bytes */
-    for (int64_t r = 0; r < W->rows; r++) {
-        uint8_t *q = rows + (size_t)r * W->row_bytes;
-        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-        for (int64_t g = 0; g < full; g++) {
-            const uint8_t *in = src + g * 8 * KN__MXFP4_BYTES;
-            uint8_t *out = q + g * 8 * KN__MXFP4_BYTES;
-            __m256i v[4];
-            kn__x86_mxfp4_gather(in, v);
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)out + k, v[k]);
-            for (int j = 0; j < 8; j++)
-                out[KN__X86_MXFP4P_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] - e1);
-        }
-        memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
-        memset(q + stored, 0, W->row_bytes - stored);
-    }
+    kn__pack_groups(W, dst, e1 ? KN__X86_MXFP4Q_MAGIC : KN__X86_MXFP4P_MAGIC, KN__MXFP4_BYTES,
+                    pack_group, &e1);
 }
 
 static const kn__packer pack_mxfp4 = {kn__x86_mxfp4p_bytes, kn__x86_mxfp4p_pack, true};
