@@ -224,19 +224,26 @@ static inline uint8_t *kn__pack_start(const kn_mat *W, void *dst, uint64_t magic
 
 /* A packed copy of a 32-value block format in W's own geometry (size, row stride, offsets), after
  * the header naming W and magic: each full group of 8 blocks rewritten by group(in, out, ctx) into
- * as many bytes, the tail group as stored, each row's padding zeroed. */
+ * as many bytes, a tail group of n blocks by tail(in, out, n, ctx) (NULL: as stored), each row's
+ * padding zeroed. */
 static inline void kn__pack_groups(const kn_mat *W, void *dst, uint64_t magic, int block_bytes,
                                    void (*group)(const uint8_t *in, uint8_t *out, const void *ctx),
+                                   void (*tail)(const uint8_t *in, uint8_t *out, int n,
+                                                const void *ctx),
                                    const void *ctx) {
     uint8_t *rows = kn__pack_start(W, dst, magic);
     const size_t stored = kn_row_size(W->type, W->cols);
     const int64_t full = W->cols / KN__QK32 / 8;
+    const int left = (int)(W->cols / KN__QK32 - 8 * full);
     const size_t gb = 8 * (size_t)block_bytes, fb = (size_t)full * gb; /* the full groups' bytes */
     for (int64_t r = 0; r < W->rows; r++) {
         uint8_t *q = rows + (size_t)r * W->row_bytes;
         const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
         for (int64_t g = 0; g < full; g++) group(src + g * gb, q + g * gb, ctx);
-        memcpy(q + fb, src + fb, stored - fb);
+        if (tail && left)
+            tail(src + fb, q + fb, left, ctx);
+        else
+            memcpy(q + fb, src + fb, stored - fb);
         memset(q + stored, 0, W->row_bytes - stored);
     }
 }

@@ -248,34 +248,42 @@ static inline __m256 kn__x86_e8m0_half8(__m256i e23) {
                          _mm256_add_epi32(_mm256_srli_epi32(e23, 2), _mm256_set1_epi32(1 << 21))));
 }
 
-/* The AVX2 and AVX-VNNI rows' packed MXFP4 copy (kn_pack; kn_simd_avx2.c writes it): each full
- * group of 8 blocks as the decode wants it, the 4 vectors of kn__x86_mxfp4_gather (128 bytes),
- * then the 8 exponents in block order (136 bytes, as stored); the tail group as stored; the same
- * size, row stride and offsets as the matrix, after a kn__pack_hdr. Its magic says how the full
- * groups' exponents are kept: as stored (h(e) by kn__x86_e8m0_half8), or, when every one of them
- * is at least 2 (as in quantized weights: e < 2 scales a block by 2^-127 or less), as e - 1,
- * whose h(e) bits are (e - 1) << 23 by one shift. */
+/* The AVX2 and AVX-VNNI rows' packed MXFP4 copy (kn_pack; kn_simd_avx2.c writes it), in the
+ * matrix's own geometry (size, row stride, offsets) after a kn__pack_hdr: each full group of 8
+ * blocks as the decode wants it, the 4 vectors of kn__x86_mxfp4_gather (128 bytes), then the 8
+ * exponents in block order; a tail group of n < 8 blocks the same way in its 17n bytes: for k =
+ * 0..3 dword k of its n blocks (4n bytes, so a load at 4nk has block j in lane j), then its n
+ * exponents (at 16n). Its magic says how the exponents are kept: as stored (h(e) by
+ * kn__x86_e8m0_half8), or, when every one of them is at least 2 (as in quantized weights: e < 2
+ * scales a block by 2^-127 or less), as e - 1, whose h(e) bits are (e - 1) << 23 by one shift. */
 #define KN__X86_MXFP4P_MAGIC 0x5032564134584d58ull /* "XMX4AV2P": exponents as stored */
 #define KN__X86_MXFP4Q_MAGIC 0x5132564134584d58ull /* "XMX4AV2Q": exponents as e - 1 */
 #define KN__X86_MXFP4P_E     128                   /* the exponents' offset in a packed group */
 
-/* A packed group's biased codes (as kn__x86_mxfp4_group's): plain loads, no gathers. Each vector
- * is loaded once (the empty asm): the compiler would load it again as the mask's memory operand,
- * and a group's loads cross cache lines often. */
-static inline void kn__x86_mxfp4p_group(const uint8_t *grp, __m256i w[8]) {
+/* The biased codes (as kn__x86_mxfp4_group's) of a packed group whose 4 vectors lie `stride` bytes
+ * apart (32 in a full group, 4n in a tail of n blocks, whose lanes from n on hold other bytes):
+ * plain loads, no gathers. Each vector is loaded once (the empty asm): the compiler would load it
+ * again as the mask's memory operand, and a group's loads cross cache lines often. */
+static inline void kn__x86_mxfp4p_codes(const uint8_t *grp, int stride, __m256i w[8]) {
     __m256i v[4];
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
-        v[k] = _mm256_loadu_si256((const __m256i *)grp + k);
+        v[k] = _mm256_loadu_si256((const __m256i *)(grp + stride * k));
         __asm__("" : "+x"(v[k]));
     }
     kn__x86_mxfp4_nibbles(v, w);
 }
-/* A packed group's h(e): e1, the exponents are kept as e - 1 (KN__X86_MXFP4Q_MAGIC). */
-static inline __m256 kn__x86_mxfp4p_h(const uint8_t *grp, const bool e1) {
-    const __m256i e23 = _mm256_slli_epi32(
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(grp + KN__X86_MXFP4P_E))), 23);
+static inline void kn__x86_mxfp4p_group(const uint8_t *grp, __m256i w[8]) {
+    kn__x86_mxfp4p_codes(grp, 32, w);
+}
+/* h(e) of the 8 exponent bytes at e (e1: kept as e - 1, KN__X86_MXFP4Q_MAGIC). */
+static inline __m256 kn__x86_mxfp4p_h8(const uint8_t *e, const bool e1) {
+    const __m256i e23 =
+        _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e)), 23);
     return e1 ? _mm256_castsi256_ps(e23) : kn__x86_e8m0_half8(e23);
+}
+static inline __m256 kn__x86_mxfp4p_h(const uint8_t *grp, const bool e1) {
+    return kn__x86_mxfp4p_h8(grp + KN__X86_MXFP4P_E, e1);
 }
 
 size_t kn__x86_mxfp4p_bytes(const kn_mat *W);

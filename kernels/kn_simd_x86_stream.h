@@ -42,7 +42,7 @@ typedef struct kn__xs_grp {
 } kn__xs_grp;
 
 /* Group g of a row (nb blocks, `full` of its groups whole; `packed`: a row of MXFP4's packed copy,
- * kn__x86_mxfp4p_group, its exponents as e - 1 with e1, its tail group as stored). A tail group is
+ * kn_simd_x86.h, its exponents as e - 1 with e1). A tail group is
  * read in place when its window lies before `end` (the blocks past the row meet zero activations
  * and get a weight scale of 0: Q8_0's d there could be inf or NaN, a subnormal MXFP4 h costs a
  * microcode assist), else through the zero-padding decoder. */
@@ -64,6 +64,10 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
         } else if (packed && g < full) {
             kn__x86_mxfp4p_group(grp, w);
             sw = kn__x86_mxfp4p_h(grp, e1);
+        } else if (packed) {
+            const int n = (int)(nb - 8 * full);
+            kn__x86_mxfp4p_codes(grp, 4 * n, w);
+            sw = kn__x86_mxfp4p_h8(grp + 16 * n, e1);
         } else {
             kn__x86_mxfp4_group(grp, w);
             sw = kn__x86_mxfp4_h(grp);
@@ -71,10 +75,13 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
         if (g >= full) sw = _mm256_and_ps(sw, kn__x86_live_lanes(nb - 8 * full));
     } else {
         _Alignas(64) uint8_t dec[KN__X86_GROUP_QS + 32];
+        const int64_t kt = (nb - 8 * full) * KN__QK32;
         if (q8)
-            kn__x86_decode_q8_0(grp, (nb - 8 * full) * KN__QK32, dec);
+            kn__x86_decode_q8_0(grp, kt, dec);
+        else if (packed)
+            (e1 ? kn__x86_decode_mxfp4q : kn__x86_decode_mxfp4p)(grp, kt, dec);
         else
-            kn__x86_decode_mxfp4(grp, (nb - 8 * full) * KN__QK32, dec);
+            kn__x86_decode_mxfp4(grp, kt, dec);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) w[k] = _mm256_load_si256((const __m256i *)dec + k);
         sw = _mm256_load_ps((const float *)(dec + KN__X86_GROUP_QS));
@@ -433,7 +440,7 @@ KN__XS_ROWS_FN(q6_K, xs_q6k)
 #undef KN__XS_ROWS_FN
 
 /* MXFP4: from the packed copy when W->packed is this row's layout of W (a view of it: the same
- * rows at the same offsets; its tail groups as stored), at every T; else from the stored rows. */
+ * rows at the same offsets), at every T; else from the stored rows. */
 static void KN__X86_NAME(xs_rows_mxfp4)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                         int64_t n0, int64_t n1, void *scratch) {
     bool e1;
@@ -445,12 +452,10 @@ static void KN__X86_NAME(xs_rows_mxfp4)(const kn_mat *W, const kn__act *x, float
     kn_mat P = *W;
     P.data = pk;
     P.packed = NULL;
-    if (x->T > KN__XS_MAX)
-        KN__X86_NAME(rows_tile)
-        (&P, x, Y, ldy, n0, n1, scratch, e1 ? kn__x86_decode_mxfp4q : kn__x86_decode_mxfp4p);
-    else
-        kn__x86_few_passes(&P, x, Y, ldy, n0, n1,
-                           e1 ? KN__X86_NAME(xs_mxfp4q) : KN__X86_NAME(xs_mxfp4p), KN__XS_FEW);
+    if (x->T > KN__XS_MAX) KN__X86_NAME(rows_tile)
+    (&P, x, Y, ldy, n0, n1, scratch, e1 ? kn__x86_decode_mxfp4q : kn__x86_decode_mxfp4p);
+    else kn__x86_few_passes(&P, x, Y, ldy, n0, n1,
+                            e1 ? KN__X86_NAME(xs_mxfp4q) : KN__X86_NAME(xs_mxfp4p), KN__XS_FEW);
 }
 
 /* The tile's scratch, for batches beyond KN__XS_MAX only. */
