@@ -355,11 +355,11 @@ void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
 
 /* ---- MXFP4's packed copy (the AVX2 and AVX-VNNI rows') ------------------------------------- */
 
-/* The decode of a stored group spends instructions only because a block is 17 bytes long: the
- * nibble bytes arranged (loads, inserts, unpacks) and the exponents gathered. The packed copy
- * (kn_simd_x86.h) stores each full group as kn__x86_mxfp4_gather leaves it and its 8 exponents
- * together, so every T decodes it into the batch layout at once (kn__x86_mxfp4p_group), and pinned
- * models read it in place of the stored rows (kn_pack_replaces). */
+/* Part of a stored group's decode exists only because a block is 17 bytes long: the nibble bytes
+ * arranged (loads, inserts, unpacks) and the exponents gathered. The packed copy (kn_simd_x86.h)
+ * stores each group as kn__x86_mxfp4_gather leaves it and its exponents together, so every T
+ * decodes it into the batch layout at once (kn__x86_mxfp4p_codes), and pinned models read it in
+ * place of the stored rows (kn_pack_replaces). */
 
 size_t kn__x86_mxfp4p_bytes(const kn_mat *W) {
     return sizeof(kn__pack_hdr) + (size_t)W->rows * W->row_bytes;
@@ -384,15 +384,8 @@ static void pack_blocks(const uint8_t *in, uint8_t *out, int n, const void *ctx)
             memcpy(out + 4 * n * k + 4 * j, in + KN__MXFP4_BYTES * j + 1 + 4 * k, 4);
     for (int j = 0; j < n; j++) out[16 * n + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] - e1);
 }
-
-/* A full group: the decode's own gather, then the exponents. */
 static void pack_group(const uint8_t *in, uint8_t *out, const void *ctx) {
-    const uint8_t e1 = *(const bool *)ctx;
-    __m256i v[4];
-    kn__x86_mxfp4_gather(in, v);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) _mm256_storeu_si256((__m256i *)out + k, v[k]);
-    for (int j = 0; j < 8; j++) out[KN__X86_MXFP4P_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] - e1);
+    pack_blocks(in, out, 8, ctx);
 }
 
 void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst) {

@@ -295,8 +295,8 @@ static inline const uint8_t *kn__x86_mxfp4p_data(const kn_mat *W, bool *e1) {
     *e1 = q != NULL;
     return q ? q : kn__packed_data(W, KN__X86_MXFP4P_MAGIC);
 }
-/* The tile decoder's packed twins (kn__x86_decode_mxfp4): full groups from a packed row, its
- * exponents as stored (p) or as e - 1 (q). */
+/* The tile decoder's packed twins (kn__x86_decode_mxfp4): a packed row, its exponents as stored
+ * (p) or as e - 1 (q). */
 void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst);
 void kn__x86_decode_mxfp4q(const uint8_t *row, int64_t k, void *dst);
 
