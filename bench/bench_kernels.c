@@ -400,7 +400,7 @@ static void run_expert(kn_numerics num, const ceilings *cl, double budget) {
         E[i].up.data = alloc_weights(KN_MXFP4, mb);
         E[i].down.data = alloc_weights(KN_MXFP4, mb);
     }
-    const bool pack = pack_asked(&proto.gate, "expert_mxfp4");
+    const bool pack = pack_asked(&E[0].gate, "expert_mxfp4");
     for (int i = 0; pack && i < n; i++) {
         pack_matrix(&E[i].gate);
         pack_matrix(&E[i].up);
