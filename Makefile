@@ -202,9 +202,9 @@ $(ASAN)/tests/%: $(ASAN)/obj/tests/%.o $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
 
 # The AVX-VNNI row's source once more, test-only (x86-64): kn_simd_avxvnni.c with its multiply-adds
 # as their EVEX twins (AVX512-VNNI + VL) and the usable-check to match (KN__VNNI_EVEX_TWIN), linked
-# ahead of the library into test_kn_avxvnni: its two global symbols are the row's, so the linker
-# leaves the library's AVX-VNNI object out and the row runs here on AVX-512 machines. Elsewhere
-# test_kn_avxvnni is linked as any test and skips.
+# ahead of the library into the test_kn_avxvnni* programs: its two global symbols are the row's, so
+# the linker leaves the library's AVX-VNNI object out and the row runs here on AVX-512 machines.
+# Elsewhere they are linked as any test and skip.
 ifeq ($(ARCH),x86_64)
 VNNI_TWIN_O := $(ASAN)/obj/kernels/kn_simd_avxvnni_evex.o
 $(VNNI_TWIN_O): kernels/kn_simd_avxvnni.c | $(PROTO_H)
@@ -212,8 +212,10 @@ $(VNNI_TWIN_O): kernels/kn_simd_avxvnni.c | $(PROTO_H)
 	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) $(AVX2_FLAGS) -mavx512vnni -mavx512vl -DKN__VNNI_EVEX_TWIN \
 	  $(PKG_CFLAGS) -c $< -o $@
 
-$(ASAN)/tests/unit/test_kn_avxvnni: $(ASAN)/obj/tests/unit/test_kn_avxvnni.o $(VNNI_TWIN_O) \
-                                    $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
+VNNI_TWIN_TESTS := $(addprefix $(ASAN)/tests/unit/,test_kn_avxvnni test_kn_avxvnni_expert \
+                                                   test_kn_avxvnni_fixtures)
+$(VNNI_TWIN_TESTS): $(ASAN)/tests/unit/%: $(ASAN)/obj/tests/unit/%.o $(VNNI_TWIN_O) \
+                                          $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a
 	@mkdir -p $(@D)
 	$(CC) $(ASAN_LDFLAGS) -pthread $< $(VNNI_TWIN_O) $(SUPPORT_ASAN_O) $(ASAN)/libmoewire.a \
 	  $(LDLIBS) $(CMOCKA_LIBS) -o $@

@@ -389,7 +389,9 @@ static void test_kquant_extreme_sums(void **state) {
 
 /* The streaming few-token kernels at every batch size from 1 to 17 (passes of up to 8 tokens, the
  * switch to the batch tiles), on widths whose block count leaves a partial group or chunk of 8
- * (MXFP4 and Q8_0: 1 to 9 groups and tails; Q6_K: 1 to 9 super-blocks; Q4_K: 1 to 15, so a chunk's
+ * (MXFP4 and Q8_0: 1 to 9 groups and tails, MXFP4 also an even and an odd count of full groups
+ * without a tail and K = 2880, read from the stored rows and from the packed copy where that
+ * replaces them, the rows two groups a step; Q6_K: 1 to 9 super-blocks; Q4_K: 1 to 15, so a chunk's
  * halves of four hold 0 to 4 of them, and 37 and 40, past the AVX2 kernel's 32 super-blocks of
  * unpacked scales at a time), on row ranges that start
  * inside the matrix (a 2-thread pool splits them; each unit is decoded ahead, across row ends):
@@ -404,11 +406,12 @@ static void test_streaming_every_batch_size(void **state) {
     static const struct {
         kn_type t;
         int64_t cols;
-    } shapes[] = {{KN_MXFP4, 32 * 3}, {KN_MXFP4, 32 * 8},  {KN_MXFP4, 32 * 37}, {KN_Q8_0, 32 * 8},
-                  {KN_Q8_0, 32 * 21}, {KN_Q8_0, 32 * 72},  {KN_Q6_K, 256 * 1},  {KN_Q6_K, 256 * 8},
-                  {KN_Q6_K, 256 * 9}, {KN_Q6_K, 256 * 5},  {KN_Q4_K, 256 * 1},  {KN_Q4_K, 256 * 6},
-                  {KN_Q4_K, 256 * 9}, {KN_Q4_K, 256 * 15}, {KN_Q4_K, 256 * 7},  {KN_Q4_K, 256 * 37},
-                  {KN_Q4_K, 256 * 40}};
+    } shapes[] = {
+        {KN_MXFP4, 32 * 3},  {KN_MXFP4, 32 * 8},  {KN_MXFP4, 32 * 37}, {KN_MXFP4, 32 * 16},
+        {KN_MXFP4, 32 * 24}, {KN_MXFP4, 32 * 90}, {KN_Q8_0, 32 * 8},   {KN_Q8_0, 32 * 21},
+        {KN_Q8_0, 32 * 72},  {KN_Q6_K, 256 * 1},  {KN_Q6_K, 256 * 8},  {KN_Q6_K, 256 * 9},
+        {KN_Q6_K, 256 * 5},  {KN_Q4_K, 256 * 1},  {KN_Q4_K, 256 * 6},  {KN_Q4_K, 256 * 9},
+        {KN_Q4_K, 256 * 15}, {KN_Q4_K, 256 * 7},  {KN_Q4_K, 256 * 37}, {KN_Q4_K, 256 * 40}};
     enum { TMAX = 17 };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t cols = shapes[si].cols, rows = 9 + (int64_t)si % 3;
@@ -421,14 +424,23 @@ static void test_streaming_every_batch_size(void **state) {
         for (int i = 0; i < nisa; i++) {
             if (isas[i].isa == KN_ISA_SCALAR) continue;
             kt_use(&isas[i]);
-            for (int64_t T = 1; T <= TMAX; T++) {
-                memset(got, 0xff, T * rows * 4);
-                run(&W, X, T, got, KN_NUM_Q8, T % 2 ? pool : NULL);
-                char what[112];
-                snprintf(what, sizeof what, "%s %s %lldx%lld T=%lld", isas[i].name,
-                         kn_type_name(W.type), (long long)rows, (long long)cols, (long long)T);
-                assert_true(kt_same_bits(what, got, want, T * rows));
-            }
+            /* the stored rows, then the packed copy where it replaces them (MXFP4) */
+            const size_t pb = kn_pack_replaces(&W) ? kn_pack_bytes(&W) : 0;
+            void *buf = NULL;
+            if (pb) assert_int_equal(posix_memalign(&buf, 64, pb), 0);
+            kn_mat P = W;
+            kn_pack(&P, buf); /* nothing without a buffer */
+            for (int v = 0; v < (pb ? 2 : 1); v++)
+                for (int64_t T = 1; T <= TMAX; T++) {
+                    memset(got, 0xff, T * rows * 4);
+                    run(v ? &P : &W, X, T, got, KN_NUM_Q8, (T + v) % 2 ? pool : NULL);
+                    char what[112];
+                    snprintf(what, sizeof what, "%s%s %s %lldx%lld T=%lld", isas[i].name,
+                             v ? " packed" : "", kn_type_name(W.type), (long long)rows,
+                             (long long)cols, (long long)T);
+                    assert_true(kt_same_bits(what, got, want, T * rows));
+                }
+            free(buf);
         }
         kt_free_mat(&W);
         free(X), free(want), free(got);
@@ -568,7 +580,7 @@ static void test_packed_equals_stored(void **state) {
          * overwritten: under the ISA that made it (and AVX-VNNI and AVX2, one layout), a copy
          * read at every T (kn_pack_replaces) is all that is read, so no bit changes; every other
          * ISA ignores it and reads the overwritten rows, as without it (AVX2's and AVX-512's
-         * MXFP4 layouts can be the same bytes: only this tells whether a kernel took another
+         * MXFP4 layouts share their code bytes: only this tells whether a kernel took another
          * ISA's copy for its own) */
         float *ref = malloc(TMAX * rows * 4);
         for (int j = 0; j < nisa; j++) {
