@@ -320,6 +320,19 @@ static void pack_matrix(kn_mat *W) {
     kn_pack(W, alloc_weight_bytes(kn_pack_bytes(W)));
 }
 
+/* MW_BENCH_PACK=1: matrices like W are read from their packed copies where these replace the
+ * stored rows (a pinned model's experts); MW_BENCH_PACK=dense: also where the kernels read them
+ * for batches only (AVX-512 Q8_0's decoded pairs, T > 1): every matrix a pinned model packs. The
+ * case says so. */
+static bool pack_asked(const kn_mat *W, const char *name) {
+    const char *pk = getenv("MW_BENCH_PACK");
+    const bool dense = pk && !strcmp(pk, "dense");
+    const bool pack =
+        pk && (dense ? kn_pack_bytes(W) > 0 : !strcmp(pk, "1") && kn_pack_replaces(W));
+    if (pack) printf("\n%s: read from packed copies (MW_BENCH_PACK=%s)", name, pk);
+    return pack;
+}
+
 static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, double budget) {
     const size_t bytes = kn_row_size(s->type, s->cols) * (size_t)s->rows;
     const int n = instances(bytes);
@@ -328,15 +341,8 @@ static void run_shape(const shape *s, kn_numerics num, const ceilings *cl, doubl
         W[i] = (kn_mat){
             s->type, s->rows, s->cols, kn_row_size(s->type, s->cols), alloc_weights(s->type, bytes),
             NULL};
-    /* MW_BENCH_PACK=1: read each matrix from its packed copy where that replaces the stored rows
-     * (a pinned model's experts); MW_BENCH_PACK=dense: also where the kernels read it for batches
-     * only (AVX-512 Q8_0's decoded pairs, T > 1): every matrix a pinned model packs */
-    const char *pk = getenv("MW_BENCH_PACK");
-    const bool dense = pk && !strcmp(pk, "dense");
-    const bool pack =
-        pk && (dense ? kn_pack_bytes(&W[0]) > 0 : !strcmp(pk, "1") && kn_pack_replaces(&W[0]));
+    const bool pack = pack_asked(&W[0], s->name);
     for (int i = 0; pack && i < n; i++) pack_matrix(&W[i]);
-    if (pack) printf("\n%s: read from packed copies (MW_BENCH_PACK=%s)", s->name, pk);
     /* the first rows of the first matrix, about 384 KB: in L2 on any core this runs on */
     const size_t rb = kn_row_size(s->type, s->cols);
     int64_t l2_rows = (int64_t)((384u << 10) / rb) / 16 * 16;
@@ -398,6 +404,12 @@ static void run_expert(kn_numerics num, const ceilings *cl, double budget) {
         E[i].up.data = alloc_weights(KN_MXFP4, mb);
         E[i].down.data = alloc_weights(KN_MXFP4, mb);
     }
+    const bool pack = pack_asked(&E[0].gate, "expert_mxfp4");
+    for (int i = 0; pack && i < n; i++) {
+        pack_matrix(&E[i].gate);
+        pack_matrix(&E[i].up);
+        pack_matrix(&E[i].down);
+    }
     const bench_case c = {.name = "expert_mxfp4",
                           .type = "mxfp4",
                           .rows = 2 * ff + hidden,
@@ -405,10 +417,13 @@ static void run_expert(kn_numerics num, const ceilings *cl, double budget) {
                           .bytes = bytes,
                           .n = n,
                           .call = call_expert,
-                          .ctx = E};
+                          .ctx = E,
+                          .packed = pack};
     run_case(&c, num, cl, budget);
     for (int i = 0; i < n; i++) {
         free((void *)E[i].gate.data), free((void *)E[i].up.data), free((void *)E[i].down.data);
+        free((void *)E[i].gate.packed), free((void *)E[i].up.packed),
+            free((void *)E[i].down.packed);
     }
     free(E);
     free(bias);

@@ -195,9 +195,67 @@ typedef struct kn__packer {
     void (*pack)(const kn_mat *W, void *dst);
     bool every_t;
 } kn__packer;
-const kn__packer *kn__packer_for(kn_type t); /* the active ISA's (NULL: none) */
-const kn__packer *kn__packer_isa(kn_type t); /* the same for a stored (not planar) type */
+const kn__packer *kn__packer_for(kn_type t);  /* the active ISA's (NULL: none) */
+const kn__packer *kn__packer_isa(kn_type t);  /* the same for a stored (not planar) type */
+const kn__packer *kn__packer_avx2(kn_type t); /* the AVX2 and AVX-VNNI rows' (one layout) */
 const kn__packer *kn__packer_avx512(kn_type t);
+
+/* A packed copy may begin with this header: the matrix it was made from and its layout (a magic
+ * per layout and ISA), so neither a view changed after packing (other data, rows or columns) nor
+ * another ISA's kernels read it as theirs. 64 bytes: the data after it stays aligned. */
+typedef struct kn__pack_hdr {
+    uint64_t magic;
+    const void *data;
+    int64_t rows, cols;
+    size_t row_bytes;
+    uint8_t pad[24];
+} kn__pack_hdr;
+_Static_assert(sizeof(kn__pack_hdr) == 64, "kn__pack_hdr keeps the data aligned");
+
+/* Writes the header naming W and magic at dst; returns where the packed data goes. */
+static inline uint8_t *kn__pack_start(const kn_mat *W, void *dst, uint64_t magic) {
+    *(kn__pack_hdr *)dst = (kn__pack_hdr){.magic = magic,
+                                          .data = W->data,
+                                          .rows = W->rows,
+                                          .cols = W->cols,
+                                          .row_bytes = W->row_bytes};
+    return (uint8_t *)dst + sizeof(kn__pack_hdr);
+}
+
+/* A packed copy of a 32-value block format in W's own geometry (size, row stride, offsets), after
+ * the header naming W and magic: each full group of 8 blocks rewritten by group(in, out, ctx) into
+ * as many bytes, a tail group of n blocks by tail(in, out, n, ctx) (NULL: as stored), each row's
+ * padding zeroed. */
+static inline void kn__pack_groups(const kn_mat *W, void *dst, uint64_t magic, int block_bytes,
+                                   void (*group)(const uint8_t *in, uint8_t *out, const void *ctx),
+                                   void (*tail)(const uint8_t *in, uint8_t *out, int n,
+                                                const void *ctx),
+                                   const void *ctx) {
+    uint8_t *rows = kn__pack_start(W, dst, magic);
+    const size_t stored = kn_row_size(W->type, W->cols);
+    const int64_t full = W->cols / KN__QK32 / 8;
+    const int left = (int)(W->cols / KN__QK32 - 8 * full);
+    const size_t gb = 8 * (size_t)block_bytes, fb = (size_t)full * gb; /* the full groups' bytes */
+    for (int64_t r = 0; r < W->rows; r++) {
+        uint8_t *q = rows + (size_t)r * W->row_bytes;
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        for (int64_t g = 0; g < full; g++) group(src + g * gb, q + g * gb, ctx);
+        if (tail && left)
+            tail(src + fb, q + fb, left, ctx);
+        else
+            memcpy(q + fb, src + fb, stored - fb);
+        memset(q + stored, 0, W->row_bytes - stored);
+    }
+}
+
+/* The data after W->packed's header when it holds magic's layout of this very matrix, else NULL. */
+static inline const uint8_t *kn__packed_data(const kn_mat *W, uint64_t magic) {
+    const kn__pack_hdr *h = W->packed;
+    if (!h || h->magic != magic || h->data != W->data || h->rows != W->rows || h->cols != W->cols ||
+        h->row_bytes != W->row_bytes)
+        return NULL;
+    return (const uint8_t *)(h + 1);
+}
 
 /* A kernel table's lookup: the Q8-mode kernel of type t where there is one, the float-lane
  * kernel otherwise (F32 and Q8_K weights take float activations in both modes). */

@@ -35,6 +35,10 @@ const kn__packer *kn__packer_avx512(kn_type t) {
     (void)t;
     return NULL;
 }
+const kn__packer *kn__packer_avx2(kn_type t) {
+    (void)t;
+    return NULL;
+}
 void kn__glu_apply_avx2(const kn_glu *glu, const float *g, const float *u, float *out, int64_t n) {
     kn__glu_apply_ref(glu, g, u, out, n);
 }
@@ -68,12 +72,13 @@ static const struct {
     const char *off_env;
 } isas[KN_ISA_COUNT] = {
     [KN_ISA_SCALAR] = {"scalar", NULL, NULL, NULL, kn__glu_apply_ref, KN_ISA_SCALAR, NULL},
-    [KN_ISA_AVX2] = {"avx2", kn__isa_avx2_usable, kn__kernel_avx2, NULL, kn__glu_apply_avx2,
-                     KN_ISA_SCALAR, NULL},
+    [KN_ISA_AVX2] = {"avx2", kn__isa_avx2_usable, kn__kernel_avx2, kn__packer_avx2,
+                     kn__glu_apply_avx2, KN_ISA_SCALAR, NULL},
     [KN_ISA_NEON] = {"neon", kn__isa_neon_usable, kn__kernel_neon, NULL, kn__glu_apply_neon,
                      KN_ISA_SCALAR, NULL},
-    [KN_ISA_AVXVNNI] = {"avxvnni", kn__isa_avxvnni_usable, kn__kernel_avxvnni, NULL, NULL,
-                        KN_ISA_AVX2, "MOEWIRE_VNNI"},
+    /* AVX-VNNI's kernels read the AVX2 row's packed layout (kn_simd_x86_stream.h, shared) */
+    [KN_ISA_AVXVNNI] = {"avxvnni", kn__isa_avxvnni_usable, kn__kernel_avxvnni, kn__packer_avx2,
+                        NULL, KN_ISA_AVX2, "MOEWIRE_VNNI"},
     [KN_ISA_AVX512] = {"avx512", kn__isa_avx512_usable, kn__kernel_avx512, kn__packer_avx512, NULL,
                        KN_ISA_AVX2, "MOEWIRE_AVX512"},
 };

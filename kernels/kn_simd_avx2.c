@@ -241,35 +241,68 @@ size_t kn__x86_mxfp4_row_bytes(int64_t k) {
     return (size_t)kn__x86_groups(k) * (KN__X86_GROUP_QS + 32);
 }
 
+/* What decode_groups reads: stored MXFP4 or Q8_0 rows, or a packed MXFP4 copy's (kn_simd_x86.h;
+ * its exponents as stored, or as e - 1). */
+enum { DEC_MXFP4, DEC_MXFP4P, DEC_MXFP4Q, DEC_Q8_0 };
+
 /* Full groups decoded in registers and stored; a tail group through a zero-padded copy, its
  * missing blocks given scale 0. */
-static inline void decode_groups(const uint8_t *row, int64_t k, void *dst, int bytes,
-                                 void (*group)(const uint8_t *, __m256i *),
-                                 __m256 (*scale)(const uint8_t *)) {
+static inline __attribute__((always_inline)) void decode_groups(const uint8_t *row, int64_t k,
+                                                                void *dst, const int kind) {
+    const int bytes = kind == DEC_Q8_0 ? KN__Q8_0_BYTES : KN__MXFP4_BYTES;
+    const bool packed = kind == DEC_MXFP4P || kind == DEC_MXFP4Q, e1 = kind == DEC_MXFP4Q;
     const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k), full = nb / 8;
     __m256i *w = dst;
     float *sc = (float *)((uint8_t *)dst + ng * KN__X86_GROUP_QS);
     for (int64_t g = 0; g < full; g++, row += 8 * bytes, w += 8) {
         __m256i v[8];
-        group(row, v);
+        __m256 s;
+        if (kind == DEC_Q8_0) {
+            kn__x86_q8_0_group(row, v);
+            s = kn__x86_q8_0_d(row);
+        } else if (packed) {
+            kn__x86_mxfp4p_group(row, v);
+            s = kn__x86_mxfp4p_h(row, e1);
+        } else {
+            kn__x86_mxfp4_group(row, v);
+            s = kn__x86_mxfp4_h(row);
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) _mm256_store_si256(w + i, v[i]);
-        _mm256_store_ps(sc + 8 * g, scale(row));
+        _mm256_store_ps(sc + 8 * g, s);
     }
     if (full < ng) {
         _Alignas(32) uint8_t pad[8 * KN__Q8_0_BYTES] = {0};
         const int left = (int)(nb - 8 * full);
         memcpy(pad, row, (size_t)left * bytes);
         __m256i v[8];
-        group(pad, v);
+        __m256 s;
+        if (kind == DEC_Q8_0) {
+            kn__x86_q8_0_group(pad, v);
+            s = kn__x86_q8_0_d(pad);
+        } else if (packed) {
+            kn__x86_mxfp4p_codes(pad, 4 * left, v);
+            s = kn__x86_mxfp4p_h8(pad + 16 * left, e1);
+        } else {
+            kn__x86_mxfp4_group(pad, v);
+            s = kn__x86_mxfp4_h(pad);
+        }
 #pragma GCC unroll 8
         for (int i = 0; i < 8; i++) _mm256_store_si256(w + i, v[i]);
-        _mm256_store_ps(sc + 8 * full, _mm256_and_ps(scale(pad), kn__x86_live_lanes(left)));
+        _mm256_store_ps(sc + 8 * full, _mm256_and_ps(s, kn__x86_live_lanes(left)));
     }
 }
 
 void kn__x86_decode_mxfp4(const uint8_t *row, int64_t k, void *dst) {
-    decode_groups(row, k, dst, KN__MXFP4_BYTES, kn__x86_mxfp4_group, kn__x86_mxfp4_h);
+    decode_groups(row, k, dst, DEC_MXFP4);
+}
+
+void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst) {
+    decode_groups(row, k, dst, DEC_MXFP4P);
+}
+
+void kn__x86_decode_mxfp4q(const uint8_t *row, int64_t k, void *dst) {
+    decode_groups(row, k, dst, DEC_MXFP4Q);
 }
 
 size_t kn__x86_q8_0_row_bytes(int64_t k) {
@@ -278,7 +311,7 @@ size_t kn__x86_q8_0_row_bytes(int64_t k) {
 
 /* Q8_0 rows interleaved: an 8 x 8 transpose of each group's blocks' dwords (signed weights). */
 void kn__x86_decode_q8_0(const uint8_t *row, int64_t k, void *dst) {
-    decode_groups(row, k, dst, KN__Q8_0_BYTES, kn__x86_q8_0_group, kn__x86_q8_0_d);
+    decode_groups(row, k, dst, DEC_Q8_0);
 }
 
 void kn__x86_decode_q6_K(const uint8_t *row, int64_t k, kn__x86_q6k *dst) {
@@ -318,6 +351,53 @@ void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
         dst->d = kn__x86_half(row);
         dst->dmin = kn__x86_half(row + 2);
     }
+}
+
+/* ---- MXFP4's packed copy (the AVX2 and AVX-VNNI rows') ------------------------------------- */
+
+/* Part of a stored group's decode exists only because a block is 17 bytes long: the nibble bytes
+ * arranged (loads, inserts, unpacks) and the exponents gathered. The packed copy (kn_simd_x86.h)
+ * stores each group as kn__x86_mxfp4_gather leaves it and its exponents together, so every T
+ * decodes it into the batch layout at once (kn__x86_mxfp4p_codes), and pinned models read it in
+ * place of the stored rows (kn_pack_replaces). */
+
+size_t kn__x86_mxfp4p_bytes(const kn_mat *W) {
+    return sizeof(kn__pack_hdr) + (size_t)W->rows * W->row_bytes;
+}
+
+/* Whether every exponent of W is at least 2 (the packed copy then keeps e - 1). */
+static bool exponents_e2(const kn_mat *W) {
+    for (int64_t r = 0; r < W->rows; r++) {
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        for (int64_t b = 0; b < W->cols / KN__QK32; b++)
+            if (src[b * KN__MXFP4_BYTES] < 2) return false;
+    }
+    return true;
+}
+
+/* n blocks (8: a full group) at in in the packed layout at out, dword k of block j at 4nk + 4j
+ * (a full group's is kn__x86_mxfp4_gather's order), then the exponents (ctx: as e - 1). */
+static void pack_blocks(const uint8_t *in, uint8_t *out, int n, const void *ctx) {
+    const uint8_t e1 = *(const bool *)ctx;
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < n; j++)
+            memcpy(out + 4 * n * k + 4 * j, in + KN__MXFP4_BYTES * j + 1 + 4 * k, 4);
+    for (int j = 0; j < n; j++) out[16 * n + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] - e1);
+}
+static void pack_group(const uint8_t *in, uint8_t *out, const void *ctx) {
+    pack_blocks(in, out, 8, ctx);
+}
+
+void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst) {
+    const bool e1 = exponents_e2(W);
+    kn__pack_groups(W, dst, e1 ? KN__X86_MXFP4Q_MAGIC : KN__X86_MXFP4P_MAGIC, KN__MXFP4_BYTES,
+                    pack_group, pack_blocks, &e1);
+}
+
+static const kn__packer pack_mxfp4 = {kn__x86_mxfp4p_bytes, kn__x86_mxfp4p_pack, true};
+
+const kn__packer *kn__packer_avx2(kn_type t) {
+    return t == KN_MXFP4 ? &pack_mxfp4 : NULL;
 }
 
 /* ---- the AVX2 instantiation of the Q8-mode kernels ------------------------------------------- */

@@ -44,15 +44,17 @@ static const int8_t mxfp4_lut64[64] = {
 };
 
 /* A packed copy (kn_pack) keeps each full group of 8 blocks in the order these gathers leave it:
- * the 64 bytes of za, the 64 of zb, then the 8 exponents (136 bytes, as stored); the tail group
- * as stored. Decoding it needs no gathers. */
+ * the 64 bytes of za, the 64 of zb, then the 8 exponents as e - 128 in int8 (e ^ 0x80: one sign
+ * extension makes them vscalefps's exponents); 136 bytes, as stored; the tail group as stored.
+ * Decoding it needs no gathers. */
 #define MX_GROUP_E 128 /* the exponents' offset in a packed group */
 
 /* One full group of 8 blocks decoded in registers: the biased codes in the interleaved layout of
  * kn_simd_x86.h (w[0] = [dwords 0 | 1] of the 8 blocks' low nibbles, w[1] = [2 | 3], w[2] and w[3]
  * the high nibbles alike: the 256 bytes of kn__x86_decode_mxfp4's group, in order); returns the
- * exponents e (dword j = block j, and dword 8 + j too when the mask keeps it). `packed`: the
- * group is a packed copy's (a constant once inlined). */
+ * exponents as e - 128 (dword j = block j, and dword 8 + j too when the mask keeps it; stored
+ * rows: -128 in the dwords it drops). `packed`: the group is a packed copy's (a constant once
+ * inlined). */
 static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t *row, __m512i w[4],
                                                                    __mmask64 keep,
                                                                    const bool packed,
@@ -64,7 +66,7 @@ static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t
         zb = _mm512_loadu_si512(row + 64);
         uint64_t e8;
         memcpy(&e8, row + MX_GROUP_E, sizeof e8);
-        e = _mm512_cvtepu8_epi32(_mm_set1_epi64x((long long)e8)); /* dwords j and 8 + j */
+        e = _mm512_cvtepi8_epi32(_mm_set1_epi64x((long long)e8)); /* dwords j and 8 + j */
     } else {
         const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
         __m512i w0 = _mm512_loadu_si512(row), w1 = _mm512_loadu_si512(row + 64);
@@ -76,7 +78,9 @@ static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t
         za = _mm512_permutex2var_epi8(w0, qidx, w1); /* dwords 0, 1 */
         zb = _mm512_permutex2var_epi8(_mm512_loadu_si512(row + 8), qidx,
                                       _mm512_loadu_si512(row + 72)); /* dwords 2, 3 */
-        e = _mm512_maskz_permutex2var_epi8(keep, w0, _mm512_loadu_si512(mxfp4_e_idx), w1);
+        e = _mm512_sub_epi32(
+            _mm512_maskz_permutex2var_epi8(keep, w0, _mm512_loadu_si512(mxfp4_e_idx), w1),
+            _mm512_set1_epi32(128));
     }
     w[0] = _mm512_permutexvar_epi8(za, lut);
     w[1] = _mm512_permutexvar_epi8(zb, lut);
@@ -89,7 +93,7 @@ static inline __attribute__((always_inline)) __m512i mxfp4_codes_e(const uint8_t
 static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row, __m512i w[4],
                                                               __m256 *ef, const bool packed) {
     const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_8_DWORDS, packed, false);
-    *ef = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm512_castsi512_si256(e), _mm256_set1_epi32(128)));
+    *ef = _mm256_cvtepi32_ps(_mm512_castsi512_si256(e));
 }
 
 /* The same with the exponents in both halves (lanes j and 8 + j = block j), for kernels that
@@ -97,7 +101,7 @@ static inline __attribute__((always_inline)) void mxfp4_codes(const uint8_t *row
 static inline __attribute__((always_inline)) void
 mxfp4_codes2(const uint8_t *row, __m512i w[4], __m512 *ef, const bool packed, const bool once) {
     const __m512i e = mxfp4_codes_e(row, w, KN_MASK_BYTE0_OF_16_DWORDS, packed, once);
-    *ef = _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128)));
+    *ef = _mm512_cvtepi32_ps(e);
 }
 
 /* A pair's decoded bytes: per group the 8 vectors of both rows ([a | b], 64 bytes each), then per
@@ -860,12 +864,13 @@ static const uint8_t *q8_0_packed(const kn_mat *W) {
 /* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
 
 /* The byte gathers of mxfp4_codes_e are a large part of a group's decode, paid at every call.
- * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents:
- * 136 bytes, as stored) and the tail group as stored: the same size, row stride and offsets as the
- * matrix, so the kernels read it at every T in place of the stored rows (kn_pack_replaces), and
- * the reads past a row's end meet the same kind of bytes. */
+ * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents,
+ * each less 128 so that a sign extension is their whole decode: 136 bytes, as stored) and the tail
+ * group as stored: the same size, row stride and offsets as the matrix, so the kernels read it at
+ * every T in place of the stored rows (kn_pack_replaces), and the reads past a row's end meet the
+ * same kind of bytes. */
 
-#define MX4_PACK_MAGIC 0x3134504b34584d58ull /* "XMX4KP41" */
+#define MX4_PACK_MAGIC 0x3234504b34584d58ull /* "XMX4KP42" */
 
 static size_t mxfp4_pack_bytes(const kn_mat *W) {
     return sizeof(mx_pack_hdr) + (size_t)W->rows * W->row_bytes;
@@ -889,7 +894,8 @@ static void mxfp4_pack(const kn_mat *W, void *dst) {
                                                               _mm512_loadu_si512(in + 64)));
             _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi8(_mm512_loadu_si512(in + 8), qidx,
                                                                    _mm512_loadu_si512(in + 72)));
-            for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = in[j * KN__MXFP4_BYTES];
+            for (int j = 0; j < 8; j++) /* e - 128 as int8 */
+                out[MX_GROUP_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] ^ 0x80);
         }
         memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
         memset(q + stored, 0, W->row_bytes - stored);

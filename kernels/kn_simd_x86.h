@@ -199,24 +199,36 @@ static inline void kn__x86_transpose4(const __m256i r[4], __m256i v[4]) {
     v[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-/* One full group of 8 stored MXFP4 blocks (136 bytes) to interleaved biased codes: w[k] and
- * w[k + 4] hold the low and high nibbles of dword k of each block (elements 4k.. and 16+4k..). */
-static inline void kn__x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
-    const __m256i tbl = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
-                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    __m256i r[4], v[4];
+/* The nibble bytes of one full group of 8 stored MXFP4 blocks (136 bytes) interleaved: v[k] holds
+ * dword k of each block's 16 qs bytes (block j in lane j). */
+static inline void kn__x86_mxfp4_gather(const uint8_t *row, __m256i v[4]) {
+    __m256i r[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
         r[i] = _mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(row + 17 * i + 1))),
             _mm_loadu_si128((const __m128i *)(row + 17 * (i + 4) + 1)), 1);
     kn__x86_transpose4(r, v);
+}
+
+/* Interleaved nibble bytes (kn__x86_mxfp4_gather's v) to biased codes: w[k] and w[k + 4] hold the
+ * low and high nibbles of dword k of each block (elements 4k.. and 16+4k..). */
+static inline void kn__x86_mxfp4_nibbles(const __m256i v[4], __m256i w[8]) {
+    const __m256i tbl = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                         12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         w[k] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(v[k], m4));
         w[k + 4] = _mm256_shuffle_epi8(tbl, _mm256_and_si256(_mm256_srli_epi16(v[k], 4), m4));
     }
+}
+
+/* One full group of 8 stored MXFP4 blocks (136 bytes) to interleaved biased codes. */
+static inline void kn__x86_mxfp4_group(const uint8_t *row, __m256i w[8]) {
+    __m256i v[4];
+    kn__x86_mxfp4_gather(row, v);
+    kn__x86_mxfp4_nibbles(v, w);
 }
 
 /* h(e) of the 8 blocks of a group, as a vector (table lookups; the compiler assembles them). */
@@ -226,6 +238,67 @@ static inline __m256 kn__x86_mxfp4_h(const uint8_t *row) {
     for (int j = 0; j < 8; j++) hb[j] = kn__e8m0_half_bits[row[17 * j]];
     return _mm256_load_ps((const float *)hb);
 }
+
+/* h(e) = 2^(e - 128) as float bits from e << 23 per lane (e 0..255), kn__e8m0_half_bits' values
+ * with integer arithmetic: (e - 1) << 23 for e >= 2, else 2^-128 << e = (e << 21) + 2^-128, the
+ * larger of the two in every case. */
+static inline __m256 kn__x86_e8m0_half8(__m256i e23) {
+    return _mm256_castsi256_ps(
+        _mm256_max_epi32(_mm256_sub_epi32(e23, _mm256_set1_epi32(1 << 23)),
+                         _mm256_add_epi32(_mm256_srli_epi32(e23, 2), _mm256_set1_epi32(1 << 21))));
+}
+
+/* The AVX2 and AVX-VNNI rows' packed MXFP4 copy (kn_pack; kn_simd_avx2.c writes it), in the
+ * matrix's own geometry (size, row stride, offsets) after a kn__pack_hdr: each full group of 8
+ * blocks as the decode wants it, the 4 vectors of kn__x86_mxfp4_gather (128 bytes), then the 8
+ * exponents in block order; a tail group of n < 8 blocks the same way in its 17n bytes: for k =
+ * 0..3 dword k of its n blocks (4n bytes, so a load at 4nk has block j in lane j), then its n
+ * exponents (at 16n). Its magic says how the exponents are kept: as stored (h(e) by
+ * kn__x86_e8m0_half8), or, when every one of them is at least 2 (as in quantized weights: e < 2
+ * scales a block by 2^-127 or less), as e - 1, whose h(e) bits are (e - 1) << 23 by one shift. */
+#define KN__X86_MXFP4P_MAGIC 0x5032564134584d58ull /* "XMX4AV2P": exponents as stored */
+#define KN__X86_MXFP4Q_MAGIC 0x5132564134584d58ull /* "XMX4AV2Q": exponents as e - 1 */
+#define KN__X86_MXFP4P_E     128                   /* the exponents' offset in a packed group */
+
+/* The biased codes (as kn__x86_mxfp4_group's) of a packed group whose 4 vectors lie `stride` bytes
+ * apart (32 in a full group, 4n in a tail of n blocks, whose lanes from n on hold other bytes):
+ * plain loads, no gathers. Each vector is loaded once (the empty asm): the compiler would load it
+ * again as the mask's memory operand, and a group's loads cross cache lines often. */
+static inline void kn__x86_mxfp4p_codes(const uint8_t *grp, int stride, __m256i w[8]) {
+    __m256i v[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_si256((const __m256i *)(grp + stride * k));
+        __asm__("" : "+x"(v[k]));
+    }
+    kn__x86_mxfp4_nibbles(v, w);
+}
+static inline void kn__x86_mxfp4p_group(const uint8_t *grp, __m256i w[8]) {
+    kn__x86_mxfp4p_codes(grp, 32, w);
+}
+/* h(e) of the 8 exponent bytes at e (e1: kept as e - 1, KN__X86_MXFP4Q_MAGIC). */
+static inline __m256 kn__x86_mxfp4p_h8(const uint8_t *e, const bool e1) {
+    const __m256i e23 =
+        _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)e)), 23);
+    return e1 ? _mm256_castsi256_ps(e23) : kn__x86_e8m0_half8(e23);
+}
+static inline __m256 kn__x86_mxfp4p_h(const uint8_t *grp, const bool e1) {
+    return kn__x86_mxfp4p_h8(grp + KN__X86_MXFP4P_E, e1);
+}
+
+size_t kn__x86_mxfp4p_bytes(const kn_mat *W);
+void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst);
+/* The packed copy's data when W->packed is one kn__x86_mxfp4p_pack made for W (*e1: with the
+ * exponents as e - 1), else NULL. */
+static inline const uint8_t *kn__x86_mxfp4p_data(const kn_mat *W, bool *e1) {
+    const uint8_t *q = kn__packed_data(W, KN__X86_MXFP4Q_MAGIC);
+    *e1 = q != NULL;
+    return q ? q : kn__packed_data(W, KN__X86_MXFP4P_MAGIC);
+}
+/* The tile decoder's packed twins (kn__x86_decode_mxfp4): a packed row, its exponents as stored
+ * (p) or as e - 1 (q). */
+void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst);
+void kn__x86_decode_mxfp4q(const uint8_t *row, int64_t k, void *dst);
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to interleaved int8 weights: w[k] and
  * w[k + 4] hold dword k of elements 0..15 and of elements 16..31 of each block. */

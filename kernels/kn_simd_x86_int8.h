@@ -441,9 +441,13 @@ KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int1
         }                                                                                          \
     }
 
-/* MXFP4 / Q8_0: decode a tile of rows, then every token against the tile four rows at a time. */
+/* MXFP4 / Q8_0: decode a tile of rows (with `decode`: kn__x86_decode_mxfp4, its packed twin
+ * kn__x86_decode_mxfp4p or kn__x86_decode_q8_0), then every token against the tile four rows at a
+ * time. */
 static void KN__X86_NAME(rows_tile)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
-                                    int64_t n0, int64_t n1, void *scratch, bool mxfp4) {
+                                    int64_t n0, int64_t n1, void *scratch,
+                                    void (*decode)(const uint8_t *, int64_t, void *)) {
+    const bool mxfp4 = decode != kn__x86_decode_q8_0;
     const int64_t ng = kn__x86_groups(W->cols);
     const size_t rb = mxfp4 ? kn__x86_mxfp4_row_bytes(W->cols) : kn__x86_q8_0_row_bytes(W->cols);
     const int R = kn__x86_tile_rows_by(rb, 4);
@@ -451,10 +455,7 @@ static void KN__X86_NAME(rows_tile)(const kn_mat *W, const kn__act *x, float *Y,
         const int rn = n1 - r0 < R ? (int)(n1 - r0) : R;
         for (int r = 0; r < rn; r++) {
             const uint8_t *src = (const uint8_t *)W->data + (size_t)(r0 + r) * W->row_bytes;
-            if (mxfp4)
-                kn__x86_decode_mxfp4(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
-            else
-                kn__x86_decode_q8_0(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
+            decode(src, W->cols, (uint8_t *)scratch + (size_t)r * rb);
         }
         const int64_t r2 = n1 - (r0 + rn) < R ? n1 : r0 + rn + R; /* the next tile */
         for (int64_t t = 0; t < x->T; t++) {
@@ -478,12 +479,12 @@ static void KN__X86_NAME(rows_tile)(const kn_mat *W, const kn__act *x, float *Y,
 
 static void KN__X86_NAME(rows_mxfp4)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                      int64_t n0, int64_t n1, void *scratch) {
-    KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, true);
+    KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, kn__x86_decode_mxfp4);
 }
 
 static void KN__X86_NAME(rows_q8_0)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
                                     int64_t n0, int64_t n1, void *scratch) {
-    KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, false);
+    KN__X86_NAME(rows_tile)(W, x, Y, ldy, n0, n1, scratch, kn__x86_decode_q8_0);
 }
 
 KN__X86_ROWS(q4_K_tiled, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),

@@ -41,13 +41,14 @@ typedef struct kn__xs_grp {
     __m256 sw;
 } kn__xs_grp;
 
-/* Group g of a row (nb blocks, `full` of its groups whole). A tail group is read in place when its
- * window lies before `end` (the blocks past the row meet zero activations and get a weight scale
- * of 0: Q8_0's d there could be inf or NaN, a subnormal MXFP4 h costs a microcode assist), else
- * through the zero-padding decoder. */
+/* Group g of a row (nb blocks, `full` of its groups whole; `packed`: a row of MXFP4's packed copy,
+ * kn_simd_x86.h, its exponents as e - 1 with e1). A tail group is
+ * read in place when its window lies before `end` (the blocks past the row meet zero activations
+ * and get a weight scale of 0: Q8_0's d there could be inf or NaN, a subnormal MXFP4 h costs a
+ * microcode assist), else through the zero-padding decoder. */
 static inline __attribute__((always_inline)) kn__xs_grp
 KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, const uint8_t *end,
-                       const bool q8) {
+                       const bool q8, const bool packed, const bool e1) {
     const int bytes = q8 ? KN__Q8_0_BYTES : KN__MXFP4_BYTES;
     const uint8_t *grp = row + g * 8 * bytes;
     __m256i w[8];
@@ -60,6 +61,13 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
         if (q8) {
             kn__x86_q8_0_group(grp, w);
             sw = kn__x86_q8_0_d(grp);
+        } else if (packed && g < full) {
+            kn__x86_mxfp4p_group(grp, w);
+            sw = kn__x86_mxfp4p_h(grp, e1);
+        } else if (packed) {
+            const int n = (int)(nb - 8 * full);
+            kn__x86_mxfp4p_codes(grp, 4 * n, w);
+            sw = kn__x86_mxfp4p_h8(grp + 16 * n, e1);
         } else {
             kn__x86_mxfp4_group(grp, w);
             sw = kn__x86_mxfp4_h(grp);
@@ -67,10 +75,13 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
         if (g >= full) sw = _mm256_and_ps(sw, kn__x86_live_lanes(nb - 8 * full));
     } else {
         _Alignas(64) uint8_t dec[KN__X86_GROUP_QS + 32];
+        const int64_t kt = (nb - 8 * full) * KN__QK32;
         if (q8)
-            kn__x86_decode_q8_0(grp, (nb - 8 * full) * KN__QK32, dec);
+            kn__x86_decode_q8_0(grp, kt, dec);
+        else if (packed)
+            (e1 ? kn__x86_decode_mxfp4q : kn__x86_decode_mxfp4p)(grp, kt, dec);
         else
-            kn__x86_decode_mxfp4(grp, (nb - 8 * full) * KN__QK32, dec);
+            kn__x86_decode_mxfp4(grp, kt, dec);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) w[k] = _mm256_load_si256((const __m256i *)dec + k);
         sw = _mm256_load_ps((const float *)(dec + KN__X86_GROUP_QS));
@@ -204,8 +215,7 @@ KN__X86_NAME(xs_mxfp4_grp1)(const uint8_t *grp, const uint8_t *xm, __m256 acc) {
         _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(2, 0, 2, 0))),
                          _mm256_castps_si256(_mm256_shuffle_ps(s0, s1, _MM_SHUFFLE(3, 1, 3, 1)))),
         _mm256_load_si256((const __m256i *)(xm + KN__X86_GROUP_QS + 32)));
-    /* e << 23 per lane (a dword's other bytes masked off); h bits: (e - 1) << 23 for e >= 2, else
-     * 2^-128 << e = (e << 21) + 2^-128, the larger of the two in every case */
+    /* e << 23 per lane (a dword's other bytes masked off), then h (kn__x86_e8m0_half8) */
     const __m256i e = _mm256_blend_epi32(
         _mm256_blend_epi32(_mm256_loadu_si256((const __m256i *)grp),
                            _mm256_loadu_si256((const __m256i *)(grp + 30)), 0x22),
@@ -215,20 +225,19 @@ KN__X86_NAME(xs_mxfp4_grp1)(const uint8_t *grp, const uint8_t *xm, __m256 acc) {
     const __m256i e23 =
         _mm256_and_si256(_mm256_sllv_epi32(e, _mm256_setr_epi32(23, 23, 23, 23, 15, 15, 15, 15)),
                          _mm256_set1_epi32(0xFF << 23));
-    const __m256i h =
-        _mm256_max_epi32(_mm256_sub_epi32(e23, _mm256_set1_epi32(1 << 23)),
-                         _mm256_add_epi32(_mm256_srli_epi32(e23, 2), _mm256_set1_epi32(1 << 21)));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
                            _mm256_mul_ps(_mm256_load_ps((const float *)(xm + KN__X86_GROUP_QS)),
-                                         _mm256_castsi256_ps(h)),
+                                         kn__x86_e8m0_half8(e23)),
                            acc);
 }
 
-/* Rows n0 .. n1 of W (MXFP4 or Q8_0) against nt prepared tokens: the full groups in a loop without
- * branches, then a tail group. */
+/* Rows n0 .. n1 of W (MXFP4, MXFP4's packed copy, or Q8_0) against nt prepared tokens: the full
+ * groups in a loop without branches, then a tail group. One token's stored MXFP4 rows take
+ * xs_mxfp4_grp1; a packed group decodes straight into the interleaved layout, which at one token
+ * needs no reduction of block pairs. */
 static inline __attribute__((always_inline)) void
 KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,
-                        int64_t n1, const int nt, const bool q8) {
+                        int64_t n1, const int nt, const bool q8, const bool packed, const bool e1) {
     const int64_t nb = W->cols / KN__QK32, ng = (nb + 7) / 8, full = nb / 8;
     const uint8_t *end = kn__x86_mat_end(W);
     const float *dx[KN__XS_FEW];
@@ -252,7 +261,7 @@ KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int6
                     KN__X86_NAME(xs_q8_0_isum1)(grp, xn + g * KN__X86_GROUP_QS), dx[0] + 8 * g,
                     kn__x86_q8_0_d(grp), acc[0]);
             }
-        } else if (!q8 && nt == 1) {
+        } else if (!q8 && !packed && nt == 1) {
             for (int64_t g = 0; g < full; g++)
                 acc[0] = KN__X86_NAME(xs_mxfp4_grp1)(row + g * 8 * KN__MXFP4_BYTES,
                                                      kn__xs_q8_0m_grp(x[0], W->cols, g), acc[0]);
@@ -260,12 +269,12 @@ KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int6
             acc[0] = _mm256_permutevar8x32_ps(acc[0], _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         } else {
             for (int64_t g = 0; g < full; g++) {
-                const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8);
+                const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, g, nb, full, end, q8, packed, e1);
                 KN__X86_NAME(xs_group32)(&s, g, x, dx, xs, acc, nt, q8);
             }
         }
         if (full < ng) {
-            const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, full, nb, full, end, q8);
+            const kn__xs_grp s = KN__X86_NAME(xs_dec32)(row, full, nb, full, end, q8, packed, e1);
             KN__X86_NAME(xs_group32)(&s, full, x, dx, xs, acc, nt, q8);
         }
 #pragma GCC unroll 8
@@ -365,11 +374,19 @@ KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, in
 #define KN__XS_ROWS(n)                                                                             \
     static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4_##n)(                               \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
-        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false);                                   \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, false, false);                     \
+    }                                                                                              \
+    static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4p_##n)(                              \
+        const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, true, false);                      \
+    }                                                                                              \
+    static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4q_##n)(                              \
+        const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, false, true, true);                       \
     }                                                                                              \
     static __attribute__((flatten)) void KN__X86_NAME(xs_q8_0_##n)(                                \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
-        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, true);                                    \
+        KN__X86_NAME(xs_rows32)(W, x, Y, ldy, n0, n1, n, true, false, false);                      \
     }                                                                                              \
     static __attribute__((flatten)) void KN__X86_NAME(xs_q6k_##n)(                                 \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
@@ -397,6 +414,8 @@ KN__XS_ROWS(8)
         KN__X86_NAME(xs_##kind##_7),                                                               \
         KN__X86_NAME(xs_##kind##_8)};
 KN__XS_TABLE(mxfp4)
+KN__XS_TABLE(mxfp4p)
+KN__XS_TABLE(mxfp4q)
 KN__XS_TABLE(q8_0)
 KN__XS_TABLE(q6k)
 #undef KN__XS_TABLE
@@ -416,10 +435,28 @@ static inline void KN__X86_NAME(xs_rows)(const kn_mat *W, const kn__act *x, floa
                                              int64_t ldy, int64_t n0, int64_t n1, void *scratch) { \
         KN__X86_NAME(xs_rows)(W, x, Y, ldy, n0, n1, scratch, KN__X86_NAME(fns));                   \
     }
-KN__XS_ROWS_FN(mxfp4, xs_mxfp4)
 KN__XS_ROWS_FN(q8_0, xs_q8_0)
 KN__XS_ROWS_FN(q6_K, xs_q6k)
 #undef KN__XS_ROWS_FN
+
+/* MXFP4: from the packed copy when W->packed is this row's layout of W (a view of it: the same
+ * rows at the same offsets), at every T; else from the stored rows. */
+static void KN__X86_NAME(xs_rows_mxfp4)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                        int64_t n0, int64_t n1, void *scratch) {
+    bool e1;
+    const uint8_t *pk = kn__x86_mxfp4p_data(W, &e1);
+    if (!pk) {
+        KN__X86_NAME(xs_rows)(W, x, Y, ldy, n0, n1, scratch, KN__X86_NAME(xs_mxfp4));
+        return;
+    }
+    kn_mat P = *W;
+    P.data = pk;
+    P.packed = NULL;
+    if (x->T > KN__XS_MAX) KN__X86_NAME(rows_tile)
+    (&P, x, Y, ldy, n0, n1, scratch, e1 ? kn__x86_decode_mxfp4q : kn__x86_decode_mxfp4p);
+    else kn__x86_few_passes(&P, x, Y, ldy, n0, n1,
+                            e1 ? KN__X86_NAME(xs_mxfp4q) : KN__X86_NAME(xs_mxfp4p), KN__XS_FEW);
+}
 
 /* The tile's scratch, for batches beyond KN__XS_MAX only. */
 static size_t KN__X86_NAME(xs_scratch)(const kn_mat *W, int64_t T) {

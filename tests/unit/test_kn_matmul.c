@@ -389,7 +389,9 @@ static void test_kquant_extreme_sums(void **state) {
 
 /* The streaming few-token kernels at every batch size from 1 to 17 (passes of up to 8 tokens, the
  * switch to the batch tiles), on widths whose block count leaves a partial group or chunk of 8
- * (MXFP4 and Q8_0: 1 to 9 groups and tails; Q6_K: 1 to 9 super-blocks; Q4_K: 1 to 15, so a chunk's
+ * (MXFP4 and Q8_0: 1 to 9 groups and tails, MXFP4 also an even and an odd count of full groups
+ * without a tail and K = 2880, read from the stored rows and from the packed copy where that
+ * replaces them, the rows two groups a step; Q6_K: 1 to 9 super-blocks; Q4_K: 1 to 15, so a chunk's
  * halves of four hold 0 to 4 of them, and 37 and 40, past the AVX2 kernel's 32 super-blocks of
  * unpacked scales at a time), on row ranges that start
  * inside the matrix (a 2-thread pool splits them; each unit is decoded ahead, across row ends):
@@ -404,11 +406,12 @@ static void test_streaming_every_batch_size(void **state) {
     static const struct {
         kn_type t;
         int64_t cols;
-    } shapes[] = {{KN_MXFP4, 32 * 3}, {KN_MXFP4, 32 * 8},  {KN_MXFP4, 32 * 37}, {KN_Q8_0, 32 * 8},
-                  {KN_Q8_0, 32 * 21}, {KN_Q8_0, 32 * 72},  {KN_Q6_K, 256 * 1},  {KN_Q6_K, 256 * 8},
-                  {KN_Q6_K, 256 * 9}, {KN_Q6_K, 256 * 5},  {KN_Q4_K, 256 * 1},  {KN_Q4_K, 256 * 6},
-                  {KN_Q4_K, 256 * 9}, {KN_Q4_K, 256 * 15}, {KN_Q4_K, 256 * 7},  {KN_Q4_K, 256 * 37},
-                  {KN_Q4_K, 256 * 40}};
+    } shapes[] = {
+        {KN_MXFP4, 32 * 3},  {KN_MXFP4, 32 * 8},  {KN_MXFP4, 32 * 37}, {KN_MXFP4, 32 * 16},
+        {KN_MXFP4, 32 * 24}, {KN_MXFP4, 32 * 90}, {KN_Q8_0, 32 * 8},   {KN_Q8_0, 32 * 21},
+        {KN_Q8_0, 32 * 72},  {KN_Q6_K, 256 * 1},  {KN_Q6_K, 256 * 8},  {KN_Q6_K, 256 * 9},
+        {KN_Q6_K, 256 * 5},  {KN_Q4_K, 256 * 1},  {KN_Q4_K, 256 * 6},  {KN_Q4_K, 256 * 9},
+        {KN_Q4_K, 256 * 15}, {KN_Q4_K, 256 * 7},  {KN_Q4_K, 256 * 37}, {KN_Q4_K, 256 * 40}};
     enum { TMAX = 17 };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t cols = shapes[si].cols, rows = 9 + (int64_t)si % 3;
@@ -421,14 +424,23 @@ static void test_streaming_every_batch_size(void **state) {
         for (int i = 0; i < nisa; i++) {
             if (isas[i].isa == KN_ISA_SCALAR) continue;
             kt_use(&isas[i]);
-            for (int64_t T = 1; T <= TMAX; T++) {
-                memset(got, 0xff, T * rows * 4);
-                run(&W, X, T, got, KN_NUM_Q8, T % 2 ? pool : NULL);
-                char what[112];
-                snprintf(what, sizeof what, "%s %s %lldx%lld T=%lld", isas[i].name,
-                         kn_type_name(W.type), (long long)rows, (long long)cols, (long long)T);
-                assert_true(kt_same_bits(what, got, want, T * rows));
-            }
+            /* the stored rows, then the packed copy where it replaces them (MXFP4) */
+            const size_t pb = kn_pack_replaces(&W) ? kn_pack_bytes(&W) : 0;
+            void *buf = NULL;
+            if (pb) assert_int_equal(posix_memalign(&buf, 64, pb), 0);
+            kn_mat P = W;
+            kn_pack(&P, buf); /* nothing without a buffer */
+            for (int v = 0; v < (pb ? 2 : 1); v++)
+                for (int64_t T = 1; T <= TMAX; T++) {
+                    memset(got, 0xff, T * rows * 4);
+                    run(v ? &P : &W, X, T, got, KN_NUM_Q8, (T + v) % 2 ? pool : NULL);
+                    char what[112];
+                    snprintf(what, sizeof what, "%s%s %s %lldx%lld T=%lld", isas[i].name,
+                             v ? " packed" : "", kn_type_name(W.type), (long long)rows,
+                             (long long)cols, (long long)T);
+                    assert_true(kt_same_bits(what, got, want, T * rows));
+                }
+            free(buf);
         }
         kt_free_mat(&W);
         free(X), free(want), free(got);
@@ -437,85 +449,179 @@ static void test_streaming_every_batch_size(void **state) {
     kn_isa_force(prev);
 }
 
-/* A packed copy (kn_pack on AVX-512: Q8_0's batch tiles, MXFP4's groups in decode order) gives
- * the bits of the stored rows: odd and even row counts, widths with and without a tail group (and
- * MXFP4 rows with no full group), every batch size of the few-token kernel and around the
- * register tile's 4 tokens, a batch past two passes of 16 ending in a 1-token tile (33), 1 and 2
- * threads (so slices start and end inside a row pair),
- * kn_matmul_many; and a view changed after packing (fewer rows, data moved on a row) ignores the
- * packed copy. MXFP4's copy is read at every T and is as large as the rows (kn_pack_replaces);
- * Q8_0's only for batches. Where the active kernels have no packed layout, kn_pack_bytes is 0 and
- * kn_pack leaves W alone. */
+/* W with its rows `pad` bytes further apart (a view into a wider stride, as a fused matrix's). */
+static kn_mat strided(const kn_mat *W, size_t pad) {
+    kn_mat S = *W;
+    S.row_bytes = W->row_bytes + pad;
+    uint8_t *d = calloc((size_t)W->rows, S.row_bytes);
+    for (int64_t r = 0; r < W->rows; r++)
+        memcpy(d + (size_t)r * S.row_bytes, (const uint8_t *)W->data + (size_t)r * W->row_bytes,
+               W->row_bytes);
+    S.data = d;
+    return S;
+}
+
+/* The ISAs that share one packed layout (the AVX2 row's packer and kn_simd_x86_stream.h). */
+static bool x86_layout(kn_isa isa) {
+    return isa == KN_ISA_AVX2 || isa == KN_ISA_AVXVNNI;
+}
+
+/* A packed copy (kn_pack: on AVX-512 Q8_0's batch tiles and MXFP4's groups in its decode order,
+ * on AVX2 and AVX-VNNI MXFP4's groups in theirs) gives the bits of the stored rows, on every ISA
+ * that packs: odd and even row counts, widths with and without a tail group (K = 2880), an odd
+ * block count, MXFP4 rows with no full group, a row stride wider than the row, every T from 1 to
+ * 17 (the one-token kernels, the few-token passes, the batch tiles), 1 and 2 threads (so slices
+ * start and end inside a row pair), kn_matmul_many; a view changed after packing (fewer rows,
+ * data moved on a row) ignores the packed copy. A copy read at every T (kn_pack_replaces: MXFP4)
+ * is as large as the rows and is all that is read: the stored bytes overwritten after packing
+ * change no bit. A copy packed under one ISA is read by that ISA only (AVX2 and AVX-VNNI share
+ * one): every ISA given every other's copy reads the stored rows. Q8_0's copy is read only for
+ * batches; where the active kernels have no packed layout, kn_pack_bytes is 0 and kn_pack leaves
+ * W alone. */
 static void test_packed_equals_stored(void **state) {
     (void)state;
     kt_rng r = {4242};
     kn_pool *pool = kn_pool_create(2);
-    static const int64_t Tp[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 17, 33};
+    kt_variant isas[KT_MAX_VARIANTS];
+    const int nisa = kt_variants(isas);
+    const kn_isa prev = kn_isa_active();
     static const kn_type types[] = {KN_Q8_0, KN_MXFP4};
+    enum { TMAX = 17 };
+    uint64_t x86_magic[2] = {0, 0};
     for (int rep = 0; rep < 14; rep++) {
         const kn_type type = types[rep / 7];
         const int c = rep % 7;
-        const int64_t cols = c < 2 ? 2880 : c < 4 ? 4096 : c == 6 ? 64 : kt_pick_cols(&r, type);
+        const int64_t cols = c < 2    ? 2880
+                             : c == 2 ? 4096
+                             : c == 3 ? 13 * 32
+                             : c == 5 ? 352
+                             : c == 6 ? 64
+                                      : kt_pick_cols(&r, type);
         const int64_t rows = kt_range(&r, 1, 9) * 2 + (c % 2) + (c == 5 ? 300 : 0);
         /* raw MXFP4 bytes put an edge exponent in a third of the blocks, so a wide row's result
          * is inf or NaN whatever its codes: the wide ones are quantized Gaussian weights */
-        kn_mat W = kt_weights(&r, type, rows, cols, type != KN_MXFP4 || c >= 4);
-        const size_t pb = kn_pack_bytes(&W);
-        if (kn_isa_active() == KN_ISA_AVX512) {
-            assert_true(pb > 0);
-            assert_int_equal(kn_pack_replaces(&W), type == KN_MXFP4);
+        kn_mat W0 = kt_weights(&r, type, rows, cols, type != KN_MXFP4 || c >= 4);
+        kn_mat W = c == 4 ? strided(&W0, 24) : W0;
+        float *X = kt_gauss_vec(&r, TMAX * cols, 1.0f);
+        float *want = malloc(TMAX * TMAX * rows * 4), *got = malloc(TMAX * rows * 4);
+        kn_isa_force(KN_ISA_SCALAR);
+        for (int64_t T = 1; T <= TMAX; T++)
+            run(&W, X, T, want + (T - 1) * TMAX * rows, KN_NUM_Q8, NULL);
+        kn_mat P[KT_MAX_VARIANTS]; /* W packed under each ISA (packed NULL: it has no layout) */
+        void *buf[KT_MAX_VARIANTS];
+        for (int i = 0; i < nisa; i++) {
+            kt_use(&isas[i]);
+            const size_t pb = kn_pack_bytes(&W);
+            const bool x86 = x86_layout(isas[i].isa);
+            if (isas[i].isa == KN_ISA_AVX512 || (x86 && type == KN_MXFP4)) {
+                assert_true(pb > 0);
+                assert_int_equal(kn_pack_replaces(&W), type == KN_MXFP4);
+            }
+            if (isas[i].isa == KN_ISA_SCALAR || (x86 && type != KN_MXFP4)) assert_int_equal(pb, 0);
+            if (kn_pack_replaces(&W)) assert_int_equal(pb, 64 + (size_t)rows * W.row_bytes);
+            buf[i] = NULL;
+            if (pb) assert_int_equal(posix_memalign(&buf[i], 64, pb), 0);
+            P[i] = W;
+            kn_pack(&P[i], buf[i]);
+            assert_true(pb ? P[i].packed == buf[i] : P[i].packed == NULL);
+            /* AVX2's MXFP4 copies of rows with an exponent below 2 in a full group (raw bytes
+             * with edge exponents, K = 352) and of quantized weights (K = 2880) keep their
+             * exponents in two ways (kn_simd_x86.h), told apart by the header: both are read */
+            if (x86 && type == KN_MXFP4 && (c == 0 || c == 5))
+                memcpy(&x86_magic[c == 5], buf[i], sizeof x86_magic[0]);
         }
-        void *buf = NULL;
-        if (pb) assert_int_equal(posix_memalign(&buf, 64, pb), 0);
-        kn_mat P = W;
-        kn_pack(&P, buf);
-        assert_true(pb ? P.packed == buf : P.packed == NULL);
-        const int64_t Tmax = Tp[sizeof Tp / sizeof Tp[0] - 1];
-        float *X = kt_gauss_vec(&r, Tmax * cols, 1.0f);
-        float *want = malloc(Tmax * rows * 4), *got = malloc(Tmax * rows * 4);
-        for (size_t k = 0; k < sizeof Tp / sizeof Tp[0]; k++) {
-            const int64_t T = Tp[k];
-            for (int th = 0; th < 2; th++) {
-                run(&W, X, T, want, KN_NUM_Q8, th ? pool : NULL);
-                memset(got, 0xff, T * rows * 4);
-                run(&P, X, T, got, KN_NUM_Q8, th ? pool : NULL);
-                char what[128];
-                snprintf(what, sizeof what, "packed %s %lldx%lld T=%lld %d thread(s)",
-                         kn_type_name(type), (long long)rows, (long long)cols, (long long)T,
-                         th + 1);
-                assert_true(kt_same_bits(what, got, want, T * rows));
+        for (int i = 0; i < nisa; i++) {
+            if (!buf[i]) continue;
+            kt_use(&isas[i]);
+            for (int64_t T = 1; T <= TMAX; T++) {
+                const float *w = want + (T - 1) * TMAX * rows;
+                for (int th = 0; th < 2; th++) {
+                    memset(got, 0xff, T * rows * 4);
+                    run(&P[i], X, T, got, KN_NUM_Q8, th ? pool : NULL);
+                    char what[160];
+                    snprintf(what, sizeof what, "%s packed %s %lldx%lld T=%lld %d thread(s)",
+                             isas[i].name, kn_type_name(type), (long long)rows, (long long)cols,
+                             (long long)T, th + 1);
+                    assert_true(kt_same_bits(what, got, w, T * rows));
+                }
+            }
+            /* kn_matmul_many with a packed and a stored matrix */
+            const kn_mat *two[2] = {&P[i], &W};
+            float *Y2 = malloc(TMAX * rows * 4);
+            float *const outs[2] = {got, Y2};
+            kn_matmul_many(two, outs, 2, X, 9, KN_NUM_Q8, pool);
+            assert_true(
+                kt_same_bits("packed in kn_matmul_many", got, want + 8 * TMAX * rows, 9 * rows));
+            assert_true(
+                kt_same_bits("stored in kn_matmul_many", Y2, want + 8 * TMAX * rows, 9 * rows));
+            free(Y2);
+            /* views changed after packing: the packed copy describes another matrix */
+            if (rows > 2) {
+                float *ref = malloc(5 * rows * 4);
+                kn_mat V = P[i];
+                V.rows = rows - 1;
+                run(&V, X, 5, got, KN_NUM_Q8, pool);
+                kn_mat Vw = W;
+                Vw.rows = rows - 1;
+                run(&Vw, X, 5, ref, KN_NUM_Q8, pool);
+                assert_true(kt_same_bits("view with fewer rows", got, ref, 5 * (rows - 1)));
+                V = P[i];
+                V.rows = rows - 1;
+                V.data = (const uint8_t *)V.data + V.row_bytes;
+                Vw = V;
+                Vw.packed = NULL;
+                run(&V, X, 5, got, KN_NUM_Q8, pool);
+                run(&Vw, X, 5, ref, KN_NUM_Q8, pool);
+                assert_true(kt_same_bits("view moved a row on", got, ref, 5 * (rows - 1)));
+                free(ref);
             }
         }
-        /* kn_matmul_many with a packed and a stored matrix */
-        const kn_mat *two[2] = {&P, &W};
-        float *Y2 = malloc(Tmax * rows * 4);
-        float *const outs[2] = {got, Y2};
-        kn_matmul_many(two, outs, 2, X, 9, KN_NUM_Q8, pool);
-        run(&W, X, 9, want, KN_NUM_Q8, pool);
-        assert_true(kt_same_bits("packed in kn_matmul_many", got, want, 9 * rows));
-        assert_true(kt_same_bits("stored in kn_matmul_many", Y2, want, 9 * rows));
-        /* views changed after packing: the packed copy describes another matrix */
-        if (rows > 2) {
-            kn_mat V = P;
-            V.rows = rows - 1;
-            run(&V, X, 5, got, KN_NUM_Q8, pool);
-            kn_mat Vw = W;
-            Vw.rows = rows - 1;
-            run(&Vw, X, 5, want, KN_NUM_Q8, pool);
-            assert_true(kt_same_bits("view with fewer rows", got, want, 5 * (rows - 1)));
-            V = P;
-            V.rows = rows - 1;
-            V.data = (const uint8_t *)V.data + V.row_bytes;
-            Vw = V;
-            Vw.packed = NULL;
-            run(&V, X, 5, got, KN_NUM_Q8, pool);
-            run(&Vw, X, 5, want, KN_NUM_Q8, pool);
-            assert_true(kt_same_bits("view moved a row on", got, want, 5 * (rows - 1)));
+        /* each ISA's copy made from a scratch copy S of the rows, whose bytes are then
+         * overwritten: under the ISA that made it (and AVX-VNNI and AVX2, one layout), a copy
+         * read at every T (kn_pack_replaces) is all that is read, so no bit changes; every other
+         * ISA ignores it and reads the overwritten rows, as without it (AVX2's and AVX-512's
+         * MXFP4 layouts share their code bytes: only this tells whether a kernel took another
+         * ISA's copy for its own) */
+        float *ref = malloc(TMAX * rows * 4);
+        for (int j = 0; j < nisa; j++) {
+            if (!buf[j]) continue;
+            kt_use(&isas[j]);
+            const bool every_t = kn_pack_replaces(&W);
+            kn_mat S = strided(&W, 0), Q = S;
+            void *qb = NULL;
+            assert_int_equal(posix_memalign(&qb, 64, kn_pack_bytes(&S)), 0);
+            kn_pack(&Q, qb);
+            memset((void *)S.data, 0xA5, (size_t)rows * S.row_bytes);
+            for (int i = 0; i < nisa; i++) {
+                const bool own = i == j || (x86_layout(isas[i].isa) && x86_layout(isas[j].isa));
+                if (own && !every_t) continue;
+                kt_use(&isas[i]);
+                for (int64_t T = 1; T <= TMAX; T++) {
+                    if (i != j && T != 1 && T != 5 && T != 17) continue;
+                    memset(got, 0xff, T * rows * 4);
+                    run(&Q, X, T, got, KN_NUM_Q8, T % 2 ? pool : NULL);
+                    if (!own) run(&S, X, T, ref, KN_NUM_Q8, NULL);
+                    char what[160];
+                    snprintf(what, sizeof what, "%s given %s's packed %s %lldx%lld T=%lld",
+                             isas[i].name, isas[j].name, kn_type_name(type), (long long)rows,
+                             (long long)cols, (long long)T);
+                    assert_true(kt_same_bits(what, got, own ? want + (T - 1) * TMAX * rows : ref,
+                                             T * rows));
+                }
+            }
+            free(qb);
+            kt_free_mat(&S);
         }
-        free(buf), free(X), free(want), free(got), free(Y2);
-        kt_free_mat(&W);
+        free(ref);
+        for (int i = 0; i < nisa; i++) free(buf[i]);
+        free(X), free(want), free(got);
+        if (c == 4) kt_free_mat(&W);
+        kt_free_mat(&W0);
     }
+    for (int i = 0; i < nisa; i++)
+        if (isas[i].isa == KN_ISA_AVX2) assert_true(x86_magic[0] && x86_magic[1] != x86_magic[0]);
     kn_pool_destroy(pool);
+    kn_isa_force(prev);
 }
 
 int main(void) {
