@@ -811,40 +811,12 @@ MX_MICROS(q8_0, q8_0_dec_full);
 
 #define MX_PACK_MAGIC 0x32584b5030513858ull /* "X8Q0PKX2" */
 
-typedef struct mx_pack_hdr {
-    uint64_t magic;
-    const void *data; /* the stored matrix it was made from */
-    int64_t rows, cols;
-    size_t row_bytes;
-    uint8_t pad[24];
-} mx_pack_hdr; /* 64 bytes: the data after it stays aligned */
-
-/* Writes the header naming W at dst; returns where the packed data goes. */
-static uint8_t *mx_pack_start(const kn_mat *W, void *dst, uint64_t magic) {
-    *(mx_pack_hdr *)dst = (mx_pack_hdr){.magic = magic,
-                                        .data = W->data,
-                                        .rows = W->rows,
-                                        .cols = W->cols,
-                                        .row_bytes = W->row_bytes};
-    return (uint8_t *)dst + sizeof(mx_pack_hdr);
-}
-
-/* The data after W->packed's header when it was made by this kind of packing (magic) from this
- * very matrix (not from the one a view was copied from), else NULL. */
-static const uint8_t *mx_packed_data(const kn_mat *W, uint64_t magic) {
-    const mx_pack_hdr *h = W->packed;
-    if (!h || h->magic != magic || h->data != W->data || h->rows != W->rows || h->cols != W->cols ||
-        h->row_bytes != W->row_bytes)
-        return NULL;
-    return (const uint8_t *)(h + 1);
-}
-
 static size_t q8_0_pack_bytes(const kn_mat *W) {
-    return sizeof(mx_pack_hdr) + (size_t)((W->rows + 1) / 2) * mx_pair_bytes(W->cols);
+    return sizeof(kn__pack_hdr) + (size_t)((W->rows + 1) / 2) * mx_pair_bytes(W->cols);
 }
 
 static void q8_0_pack(const kn_mat *W, void *dst) {
-    uint8_t *pairs = mx_pack_start(W, dst, MX_PACK_MAGIC);
+    uint8_t *pairs = kn__pack_start(W, dst, MX_PACK_MAGIC);
     const size_t pb = mx_pair_bytes(W->cols);
     const int64_t ng = kn__x86_groups(W->cols);
     const uint8_t *end = kn__x86_mat_end(W);
@@ -858,7 +830,7 @@ static void q8_0_pack(const kn_mat *W, void *dst) {
 
 /* W's packed pairs, when W->packed was made from this very matrix. */
 static const uint8_t *q8_0_packed(const kn_mat *W) {
-    return mx_packed_data(W, MX_PACK_MAGIC);
+    return kn__packed_data(W, MX_PACK_MAGIC);
 }
 
 /* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
@@ -873,37 +845,27 @@ static const uint8_t *q8_0_packed(const kn_mat *W) {
 #define MX4_PACK_MAGIC 0x3234504b34584d58ull /* "XMX4KP42" */
 
 static size_t mxfp4_pack_bytes(const kn_mat *W) {
-    return sizeof(mx_pack_hdr) + (size_t)W->rows * W->row_bytes;
+    return sizeof(kn__pack_hdr) + (size_t)W->rows * W->row_bytes;
 }
 
-static void mxfp4_pack(const kn_mat *W, void *dst) {
-    uint8_t *rows = mx_pack_start(W, dst, MX4_PACK_MAGIC);
-    const size_t stored = kn_row_size(W->type, W->cols);
-    const int64_t full = W->cols / KN__QK32 / 8;
+/* A full group: the decode's gathers, done once: za from the group's start, zb from 8 bytes on
+ * (every load stays within the group's 136 bytes); the exponents follow as e - 128 (int8). */
+static void mxfp4_pack_group(const uint8_t *in, uint8_t *out, const void *ctx) {
+    (void)ctx;
     const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
-    const size_t fb = (size_t)full * 8 * KN__MXFP4_BYTES; /* the full groups' bytes */
-    for (int64_t r = 0; r < W->rows; r++) {
-        uint8_t *q = rows + (size_t)r * W->row_bytes;
-        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-        for (int64_t g = 0; g < full; g++) {
-            const uint8_t *in = src + g * 8 * KN__MXFP4_BYTES;
-            uint8_t *out = q + g * 8 * KN__MXFP4_BYTES;
-            /* the decode's gathers, done once: za from the group's start, zb from 8 bytes on
-             * (every load stays within the group's 136 bytes); the exponents follow */
-            _mm512_storeu_si512(out, _mm512_permutex2var_epi8(_mm512_loadu_si512(in), qidx,
-                                                              _mm512_loadu_si512(in + 64)));
-            _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi8(_mm512_loadu_si512(in + 8), qidx,
-                                                                   _mm512_loadu_si512(in + 72)));
-            for (int j = 0; j < 8; j++) /* e - 128 as int8 */
-                out[MX_GROUP_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] ^ 0x80);
-        }
-        memcpy(q + fb, src + fb, stored - fb); /* the tail group as stored */
-        memset(q + stored, 0, W->row_bytes - stored);
-    }
+    _mm512_storeu_si512(
+        out, _mm512_permutex2var_epi8(_mm512_loadu_si512(in), qidx, _mm512_loadu_si512(in + 64)));
+    _mm512_storeu_si512(out + 64, _mm512_permutex2var_epi8(_mm512_loadu_si512(in + 8), qidx,
+                                                           _mm512_loadu_si512(in + 72)));
+    for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] ^ 0x80);
+}
+
+static void mxfp4_pack(const kn_mat *W, void *dst) { /* the tail group as stored */
+    kn__pack_groups(W, dst, MX4_PACK_MAGIC, KN__MXFP4_BYTES, mxfp4_pack_group, NULL, NULL);
 }
 
 static const uint8_t *mxfp4_packed(const kn_mat *W) {
-    return mx_packed_data(W, MX4_PACK_MAGIC);
+    return kn__packed_data(W, MX4_PACK_MAGIC);
 }
 
 /* Rows n0 .. n1 from packed pairs: pair q holds rows 2q and 2q + 1; the pairs the range touches are
