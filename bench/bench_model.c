@@ -49,6 +49,9 @@
 
 #define MAX_THREADS 4
 #define MAX_ROUNDS  32
+/* A read pass between decode steps: far past the last-level cache, and about a step's reading
+ * time of a few-layer model, so that the pass and the step see the memory in the same mode. */
+#define PASS_BYTES ((size_t)512 << 20)
 
 typedef struct opts {
     int layers[8], n_layers;
@@ -301,12 +304,31 @@ static void print_roofline(const double *bytes, const double *macs, const double
            roof > 0 ? total / steps / roof : 0, 1e3 * roofed);
 }
 
+/* Each step against the roofline at the read bandwidth of the passes just before and after it:
+ * the median over the steps of that step's bounds over its time. */
+static double paired_roofline(const double *bytes, const double *macs, const double *step_t,
+                              const double *pass, int steps, double peak) {
+    double *f = malloc((size_t)steps * sizeof *f);
+    if (!f) return 0;
+    for (int k = 0; k < steps; k++) {
+        const double around = (pass[k] + pass[k + 1]) / 2;
+        double roof = 0;
+        for (int i = 0; i < PH_COUNT; i++) roof += phase_bound(bytes[i], macs[i], around, peak);
+        f[k] = step_t[k] > 0 ? roof / step_t[k] : 0;
+    }
+    const double med = bu_median(f, steps);
+    free(f);
+    return med;
+}
+
 /* Decodes `steps` more tokens in each of sequences 0..B-1 (one row each per step: tok[s] at
- * position pos[s]) with the observer timing each phase; prints ms per step and per token and the
- * rate at which each phase reads its weights; *step_s: the mean step. */
+ * position pos[s]) with the observer timing each phase, and a read pass of `reader` before the
+ * first step and after each; prints ms per step and per token and the rate at which each phase
+ * reads its weights; *step_s: the mean step. */
 static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend *be, int B,
                           const int *pos, int32_t *tok, int steps, float *logits, int threads,
-                          double bw_gbs, kn_numerics numerics, double *step_s, mw_err *e) {
+                          double bw_gbs, kn_numerics numerics, bu_reader *reader, double *step_s,
+                          mw_err *e) {
     profile p = {0};
     double bytes[PH_COUNT] = {0};
     for (int il = 0; il < m->cfg.n_layer; il++) {
@@ -318,7 +340,10 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     bytes[PH_HEAD] = mat_bytes(&m->output);
     const int64_t V = m->cfg.n_vocab;
     md_row *rows = malloc((size_t)B * sizeof *rows);
-    if (!rows) return mw_errf(e, "out of memory"), -1;
+    double *pass = malloc((size_t)(steps + 1) * sizeof *pass);
+    double *step_t = malloc((size_t)steps * sizeof *step_t);
+    if (!rows || !pass || !step_t)
+        return free(rows), free(pass), free(step_t), mw_errf(e, "out of memory"), -1;
     const uint64_t eb0 = md_local_backend_weight_bytes(be);
     double macs[PH_COUNT] = {0};
     step_macs(m, B, macs);
@@ -332,26 +357,33 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
     for (int i = 0; i < PH_COUNT; i++) p.min[i] = 1e30;
     md_ctx_set_observer(c, on_probe, &p);
     const long faults0 = minor_faults();
-    double t0 = bu_now();
+    pass[0] = bu_reader_pass(reader);
+    double total = 0, min_total = 0;
     for (int k = 0; k < steps; k++) {
         for (int s = 0; s < B; s++) rows[s] = (md_row){s, pos[s] + k, tok[s], 1};
         memset(p.step, 0, sizeof p.step);
-        p.last = bu_now();
-        if (md_forward(c, rows, B, logits, e)) return free(rows), -1;
+        const double s0 = p.last = bu_now();
+        if (md_forward(c, rows, B, logits, e)) return free(rows), free(pass), free(step_t), -1;
         mark(&p, PH_HEAD);
         for (int s = 0; s < B; s++) tok[s] = md_argmax(logits + (size_t)s * (size_t)V, V);
         mark(&p, PH_SAMPLE);
+        step_t[k] = bu_now() - s0;
+        total += step_t[k];
         for (int i = 0; i < PH_COUNT; i++) {
             p.sum[i] += p.step[i];
             if (p.step[i] < p.min[i]) p.min[i] = p.step[i];
         }
+        pass[k + 1] = bu_reader_pass(reader);
     }
-    double total = bu_now() - t0, min_total = 0;
     const double faults = (double)(minor_faults() - faults0) / steps;
     for (int i = 0; i < PH_COUNT; i++) min_total += p.min[i];
     md_ctx_set_observer(c, NULL, NULL);
     free(rows);
     bytes[PH_EXPERTS] = (double)(md_local_backend_weight_bytes(be) - eb0) / steps;
+    const double paired = paired_roofline(bytes, macs, step_t, pass, steps, peak);
+    const double pass_med = bu_median(pass, steps + 1); /* sorts pass */
+    free(step_t);
+    free(pass);
     *step_s = total / steps;
     printf(
         "   profile, %d layers, %d thread(s), %d sequence(s), %d decode steps: %.2f ms per step, "
@@ -363,29 +395,41 @@ static int profile_decode(md_ctx *c, const md_model *m, const md_expert_backend 
                "phase's multiply-adds per step; of peak: GMAC / mean ms against it\n",
                threads, peak / 1e9, dot);
     printf("     read bandwidth, %d thread(s): %.1f GB/s now (median slice %.1f), %.1f at the "
-           "start; the bounds use the larger\n",
-           threads, bw_now, probe.median, bw_start);
-    printf("     %-34s %8s %6s %8s %9s %8s %9s %8s %8s %8s %7s\n", "phase", "mean ms", "share",
-           "MB", "GB/s", "best ms", "GB/s", "GMAC", "of peak", "bound ms", "of roof");
+           "start; the bounds use the larger; the read passes between the steps: median %.1f GB/s "
+           "(of pass: the bound at it over the mean)\n",
+           threads, bw_now, probe.median, bw_start, pass_med);
+    printf("     %-34s %8s %6s %8s %9s %8s %9s %8s %8s %8s %7s %7s\n", "phase", "mean ms", "share",
+           "MB", "GB/s", "best ms", "GB/s", "GMAC", "of peak", "bound ms", "of roof", "of pass");
     double bound[PH_COUNT];
     for (int i = 0; i < PH_COUNT; i++) {
         const double mean = p.sum[i] / steps;
         bound[i] = phase_bound(bytes[i], macs[i], bw_gbs, peak);
-        char of_peak[16] = "-", of_roof[16] = "-";
+        const double at_pass = phase_bound(bytes[i], macs[i], pass_med, peak);
+        char of_peak[16] = "-", of_roof[16] = "-", of_pass[16] = "-";
         if (peak > 0 && macs[i] > 0 && mean > 0)
             snprintf(of_peak, sizeof of_peak, "%.0f%%", 100 * macs[i] / mean / peak);
         if (bound[i] > 0 && mean > 0)
             snprintf(of_roof, sizeof of_roof, "%.0f%%", 100 * bound[i] / mean);
-        printf("     %-34s %8.3f %5.1f%% %8.1f %9.1f %8.3f %9.1f %8.4g %8s %8.3f %7s\n",
+        if (at_pass > 0 && mean > 0)
+            snprintf(of_pass, sizeof of_pass, "%.0f%%", 100 * at_pass / mean);
+        printf("     %-34s %8.3f %5.1f%% %8.1f %9.1f %8.3f %9.1f %8.4g %8s %8.3f %7s %7s\n",
                phase_names[i], 1e3 * mean, 100 * p.sum[i] / total, bytes[i] / 1e6,
                p.sum[i] > 0 ? bytes[i] * steps / p.sum[i] / 1e9 : 0, 1e3 * p.min[i],
                p.min[i] > 0 ? bytes[i] / p.min[i] / 1e9 : 0, macs[i] / 1e9, of_peak, 1e3 * bound[i],
-               of_roof);
+               of_roof, of_pass);
     }
     print_roofline(bytes, macs, p.sum, steps, total, bw_gbs, peak, "best");
     /* the same against what the memory sustained just before: on a VM whose speed moves from one
      * moment to the next, the best slice is a moment's, the median the run's */
     print_roofline(bytes, macs, p.sum, steps, total, probe.median, peak, "median");
+    /* and each step against the memory of its own moment: the passes just before and after it */
+    printf("     roofline, the read passes between the steps (median %.1f GB/s; each step's bounds "
+           "at the mean of the passes around it over its time): median over the steps %.0f%% of "
+           "roofline\n",
+           pass_med, 100 * paired);
+    printf("{\"bench\":\"model_profile_roofline\",\"slice\":\"pass\",\"read_bw_gbps\":%.3f,"
+           "\"int8_peak_gmacs\":%.2f,\"roofline_fraction_paired\":%.3f}\n",
+           pass_med, peak / 1e9, paired);
     return 0;
 }
 
@@ -396,6 +440,9 @@ typedef struct result {
     double step_min, step_median; /* seconds per decode step */
     double bytes_per_token;       /* decode */
     double prefill_bytes;         /* per prompt */
+    /* the read passes between the decode steps: their median GB/s, and the median over the steps
+     * of each step's GB/s over the mean of the passes just before and after it */
+    double pass_gbs, frac_pass;
 } result;
 
 static uint64_t bytes_read(md_ctx *c, const md_expert_backend *b) {
@@ -414,7 +461,7 @@ static void prompt_rows(md_row *rows, int n, int n_vocab) {
 /* The profile of B sequences decoding together (--profile-seqs): a context of B sequences, each
  * prefilled with its own prompt in one batch, then profile_decode. */
 static int profile_seqs(const opts *o, const md_model *m, md_expert_backend *be, kn_pool *pool,
-                        int threads, int B, double *step_s, mw_err *e) {
+                        bu_reader *reader, int threads, int B, double *step_s, mw_err *e) {
     md_ctx_params p = {.numerics = o->numerics,
                        .pool = pool,
                        .experts = be,
@@ -444,7 +491,7 @@ static int profile_seqs(const opts *o, const md_model *m, md_expert_backend *be,
     if (md_forward(c, rows, B * o->prompt, logits, e)) goto out;
     for (int s = 0; s < B; s++) tok[s] = md_argmax(logits + (size_t)s * (size_t)V, V);
     rc = profile_decode(c, m, be, B, pos, tok, o->decode, logits, threads, bw_of(o, threads),
-                        o->numerics, step_s, e);
+                        o->numerics, reader, step_s, e);
 out:
     md_ctx_free(c);
     free(rows);
@@ -455,13 +502,16 @@ out:
 }
 
 /* Best of two prefills (the first one may also page the weights in), then `decode` greedy steps
- * continuing the prompt. */
+ * continuing the prompt, with a read pass of `reader` (when not NULL) before the first step and
+ * after each: tok/s is then over the steps' own time. */
 static int prefill_decode(const opts *o, md_ctx *c, const md_model *m, const md_expert_backend *be,
-                          float *logits, result *r, mw_err *e) {
+                          bu_reader *reader, float *logits, result *r, mw_err *e) {
     md_row *rows = malloc((size_t)o->prompt * sizeof *rows);
     double *steps = malloc((size_t)o->decode * sizeof *steps);
+    double *pass = malloc((size_t)(o->decode + 1) * sizeof *pass);
+    double *frac = malloc((size_t)o->decode * sizeof *frac);
     int rc = -1;
-    if (!rows || !steps) goto out;
+    if (!rows || !steps || !pass || !frac) goto out;
     prompt_rows(rows, o->prompt, m->cfg.n_vocab);
     double best = 1e30;
     for (int rep = 0; rep < 2; rep++) {
@@ -476,22 +526,33 @@ static int prefill_decode(const opts *o, md_ctx *c, const md_model *m, const md_
     r->prefill_tps = o->prompt / best;
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
     uint64_t b0 = bytes_read(c, be);
-    double t0 = bu_now();
+    pass[0] = reader ? bu_reader_pass(reader) : 0;
+    double t0 = bu_now(), in_steps = 0;
     for (int k = 0; k < o->decode; k++) {
         md_row row = {0, o->prompt + k, tok, 1};
         double s0 = bu_now();
         if (md_forward(c, &row, 1, logits, e)) goto out;
         tok = md_argmax(logits, m->cfg.n_vocab);
         steps[k] = bu_now() - s0;
+        in_steps += steps[k];
+        pass[k + 1] = reader ? bu_reader_pass(reader) : 0;
     }
-    r->decode_tps = o->decode / (bu_now() - t0);
+    r->decode_tps = o->decode / (reader ? in_steps : bu_now() - t0);
+    r->bytes_per_token = (double)(bytes_read(c, be) - b0) / o->decode;
+    for (int k = 0; k < o->decode; k++) {
+        const double around = (pass[k] + pass[k + 1]) / 2;
+        frac[k] = around > 0 ? r->bytes_per_token / steps[k] / 1e9 / around : 0;
+    }
+    r->frac_pass = bu_median(frac, o->decode);
+    r->pass_gbs = bu_median(pass, o->decode + 1);
     r->step_min = bu_min(steps, o->decode);
     r->step_median = bu_median(steps, o->decode);
-    r->bytes_per_token = (double)(bytes_read(c, be) - b0) / o->decode;
     rc = 0;
 out:
     free(rows);
     free(steps);
+    free(pass);
+    free(frac);
     return rc;
 }
 
@@ -501,6 +562,7 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
     kn_pool *pool = kn_pool_create(threads);
     md_expert_backend *be = NULL;
     md_ctx *c = NULL;
+    bu_reader *reader = NULL;
     int rc = -1;
     float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
     if (!logits) goto out;
@@ -511,17 +573,22 @@ static int measure(const opts *o, const md_model *m, const vx_source *src, bool 
                        .experts = be,
                        .n_seq = 1,
                        .n_ctx = o->prompt + 2 * o->decode + 1};
-    if (md_ctx_new(m, &p, &c, &e) || prefill_decode(o, c, m, be, logits, r, &e)) goto fail;
+    reader = bu_reader_new(PASS_BYTES, pool);
+    if (!reader) {
+        mw_errf(&e, "out of memory for the read passes");
+        goto fail;
+    }
+    if (md_ctx_new(m, &p, &c, &e) || prefill_decode(o, c, m, be, reader, logits, r, &e)) goto fail;
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
     const int pos = o->prompt + o->decode;
     double step_s = 0, one_s = 0; /* one sequence's mean step, when profiled first */
     if (with_profile && !o->n_seqs &&
         profile_decode(c, m, be, 1, &pos, &tok, o->decode, logits, threads, bw_of(o, threads),
-                       o->numerics, &step_s, &e))
+                       o->numerics, reader, &step_s, &e))
         goto fail;
     for (int i = 0; with_profile && i < o->n_seqs; i++) {
         const int B = o->seqs[i];
-        if (profile_seqs(o, m, be, pool, threads, B, &step_s, &e)) goto fail;
+        if (profile_seqs(o, m, be, pool, reader, threads, B, &step_s, &e)) goto fail;
         if (B == 1 && i == 0) one_s = step_s;
         /* the batching gain: B sequences' tokens/s over one sequence's, same run */
         if (B > 1 && one_s > 0 && step_s > 0)
@@ -536,6 +603,7 @@ fail:
 out:
     md_ctx_free(c);
     if (be) be->destroy(be);
+    bu_reader_free(reader);
     kn_pool_destroy(pool);
     free(logits);
     return rc;
@@ -626,16 +694,16 @@ static void print_cell(const summary *s) {
 }
 
 static void print_json(const opts *o, int layers, int threads, const summary *d, const summary *p,
-                       const result *r, const double bw[4], const rounds *rs) {
+                       const result *r, const double bw[6], const rounds *rs) {
     printf("{\"bench\":\"model\",\"arch\":\"gpt-oss\",\"layers\":%d,\"threads\":%d,"
            "\"numerics\":\"%s\",\"prompt\":%d,\"decode\":%d,\"rounds\":%d,\"decode_tok_s\":%.3f,"
            "\"prefill_tok_s\":%.3f,\"bytes_per_token\":%.0f,\"prefill_bytes\":%.0f,"
            "\"bandwidth_gb_s\":%.2f,\"bandwidth_fraction\":%.3f,\"bandwidth_median_gb_s\":%.2f,"
            "\"bandwidth_fraction_median\":%.3f,\"decode_step_ms_min\":%.3f,"
-           "\"decode_step_ms_median\":%.3f",
+           "\"decode_step_ms_median\":%.3f,\"pass_gb_s\":%.2f,\"bandwidth_fraction_pass\":%.3f",
            layers, threads, kn_numerics_name(o->numerics), o->prompt, o->decode, o->rounds, d->ours,
            p->ours, r->bytes_per_token, r->prefill_bytes, bw[0], bw[1], bw[2], bw[3],
-           1e3 * r->step_min, 1e3 * r->step_median);
+           1e3 * r->step_min, 1e3 * r->step_median, bw[4], bw[5]);
     if (d->llama > 0 && p->llama > 0)
         printf(",\"llama_commit\":\"%s\",\"llama_flash_attn\":\"%s\",\"llama_load\":\"%s\","
                "\"llama_decode_tok_s\":%.3f,\"llama_prefill_tok_s\":%.3f,\"decode_ratio\":%.4f,"
@@ -648,8 +716,10 @@ static void print_json(const opts *o, int layers, int threads, const summary *d,
 
 static void report(const opts *o, int layers, int t, const rounds *rs, double bw_gbs) {
     double od[MAX_ROUNDS], op[MAX_ROUNDS], ld[MAX_ROUNDS], lp[MAX_ROUNDS];
+    double pg[MAX_ROUNDS], pf[MAX_ROUNDS]; /* the rounds' read passes and fractions of them */
     for (int r = 0; r < o->rounds; r++) {
         od[r] = rs->ours[r][t].decode_tps, op[r] = rs->ours[r][t].prefill_tps;
+        pg[r] = rs->ours[r][t].pass_gbs, pf[r] = rs->ours[r][t].frac_pass;
         ld[r] = rs->llama_ok ? rs->llama_decode[r][t] : 0;
         lp[r] = rs->llama_ok ? rs->llama_prefill[r][t] : 0;
     }
@@ -657,18 +727,21 @@ static void report(const opts *o, int layers, int t, const rounds *rs, double bw
     const result *r = &rs->ours[o->rounds - 1][t]; /* bytes and step times of the last round */
     const double gbs = r->bytes_per_token * d.ours / 1e9, med = o->bw_med[t];
     const double frac = bw_gbs > 0 ? gbs / bw_gbs : 0, frac_med = med > 0 ? gbs / med : 0;
+    const double pass = bu_median(pg, o->rounds), frac_pass = bu_median(pf, o->rounds);
     printf("%6d %7d", layers, o->threads[t]);
     print_cell(&d);
     print_cell(&p);
-    printf(" %8.1f %6.1f %5.0f%% %5.0f%%\n", r->bytes_per_token / 1e6, gbs, 100 * frac,
-           100 * frac_med);
-    print_json(o, layers, o->threads[t], &d, &p, r, (double[4]){bw_gbs, frac, med, frac_med}, rs);
+    printf(" %8.1f %6.1f %5.0f%% %5.0f%% %6.1f %6.0f%%\n", r->bytes_per_token / 1e6, gbs,
+           100 * frac, 100 * frac_med, pass, 100 * frac_pass);
+    print_json(o, layers, o->threads[t], &d, &p, r,
+               (double[6]){bw_gbs, frac, med, frac_med, pass, frac_pass}, rs);
     fflush(stdout);
 }
 
 static void print_table_header(void) {
-    printf("%6s %7s %9s %9s %19s %9s %9s %19s %8s %6s %6s %6s\n", "layers", "threads", "decode/s",
-           "l.cpp", "ratio", "prefill/s", "l.cpp", "ratio", "MB/token", "GB/s", "of bw", "of med");
+    printf("%6s %7s %9s %9s %19s %9s %9s %19s %8s %6s %6s %6s %6s %7s\n", "layers", "threads",
+           "decode/s", "l.cpp", "ratio", "prefill/s", "l.cpp", "ratio", "MB/token", "GB/s", "of bw",
+           "of med", "pass", "of pass");
 }
 
 static void print_llama_settings(const opts *o, const rounds *rs, bool pin) {
@@ -777,7 +850,9 @@ static void print_header(opts *o, double *bw) {
            "(min-max); MB/token: weight bytes read per decode step; GB/s: MB/token x decode tok/s; "
            "of bw: that / the read bandwidth (the largest of the probes at the start and after the "
            "rounds, on as many threads or fewer: their best 8 MB slice); of med: that / the "
-           "largest of the probes' median slices.\n");
+           "largest of the probes' median slices; pass: the median GB/s of the read passes "
+           "(512 MB each, same threads) between the decode steps; of pass: the median over the "
+           "steps of a step's GB/s over the passes just before and after it.\n");
 }
 
 int main(int argc, char **argv) {

@@ -27,6 +27,17 @@ typedef struct bu_bw {
     double best, median;
 } bu_bw;
 bu_bw bu_read_probe(size_t bytes, int threads, int reps);
+/* A read pass beside a measured figure: a buffer of `bytes` (on transparent huge pages, as pinned
+ * weights are) read once through the caller's pool, in 8 MB slices, each a pool job like a
+ * matmul call, with the kernels' software prefetch. A pass taken between two decode steps on the
+ * same threads is the read bandwidth at that moment: on a VM whose memory switches between a slow
+ * and a fast mode within seconds, a probe from another minute compares a step with the wrong mode.
+ * NULL when out of memory. */
+typedef struct bu_reader bu_reader;
+struct kn_pool;
+bu_reader *bu_reader_new(size_t bytes, struct kn_pool *pool);
+double bu_reader_pass(bu_reader *r); /* GB/s of one whole pass */
+void bu_reader_free(bu_reader *r);
 /* The int8 multiply-adds per second (1e9 = one GMAC/s) that `threads` threads at once sustain with
  * the dot-product instruction of the active ISA's integer kernels (AVX-512: vpdpbusd on 512 bits,
  * AVX-VNNI: vpdpbusd on 256; AVX2: vpmaddubsw, vpmaddwd and vpaddd on 256): twelve independent

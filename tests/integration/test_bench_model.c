@@ -101,6 +101,12 @@ static void test_skipped_without_llama_bench(void **state) {
     json_t *j = result_line(out, 1);
     assert_true(num(j, "decode_tok_s") > 0);
     assert_null(json_object_get(j, "llama_decode_tok_s"));
+    /* the read passes between the steps: a step's rate over theirs, the median of the steps,
+     * near the run's rate over the passes' median (the same units: GB/s over GB/s) */
+    const double pass = num(j, "pass_gb_s"), frac = num(j, "bandwidth_fraction_pass");
+    const double gbs = num(j, "bytes_per_token") * num(j, "decode_tok_s") / 1e9;
+    if (!(pass > 0.1 && frac > 0.2 * gbs / pass && frac < 5 * gbs / pass))
+        fail_msg("pass %g GB/s, fraction %g, decode at %g GB/s", pass, frac, gbs);
     json_decref(j);
     free(out);
     free(err);
@@ -162,6 +168,7 @@ static void test_profile_macs(void **state) {
     /* the batch gain: 3 x one sequence's mean step over 3 sequences', both as their profiles
      * printed them */
     double step[4] = {0};
+    int n_paired = 0;
     for (int B = 1; B <= 3; B += 2) {
         char head[128];
         snprintf(head, sizeof head, "%d sequence(s), ", B);
@@ -169,6 +176,16 @@ static void test_profile_macs(void **state) {
         assert_non_null(h);
         assert_int_equal(sscanf(strchr(h, ':') + 1, "%lf", &step[B]), 1);
     }
+    /* each profile sets its steps against the read passes between them too */
+    for (const char *r = out; (r = strstr(r, "\"slice\":\"pass\"")) != NULL; r++) {
+        double f;
+        const char *k = strstr(r, "\"roofline_fraction_paired\":");
+        assert_non_null(k);
+        assert_int_equal(sscanf(k + strlen("\"roofline_fraction_paired\":"), "%lf", &f), 1);
+        assert_true(f > 0 && f < 2);
+        n_paired++;
+    }
+    assert_int_equal(n_paired, 2);
     const char *g = strstr(out, "batch gain, 3 sequences: ");
     if (!g) fail_msg("no batch gain line:\n%s", out);
     double gain, one, three;
