@@ -151,12 +151,18 @@ typedef struct result {
     double prefill_tps, decode_tps;
     double bytes_per_token; /* weights read per decode step: dense here, experts by the backend */
     md_moe_timing t;        /* decode steps */
+    /* in process: the read passes between the decode steps, their median GB/s, and the median
+     * over the steps of a step's GB/s over the mean of the passes around it */
+    double pass_gbs, frac_pass;
     uint64_t kv_bytes;
     co_remote_summary wire; /* decode steps, cluster runs */
 } result;
 
+/* One prefill and `decode` greedy steps; with a reader, a read pass before the first step and
+ * after each (tok/s is then over the steps' own time). */
 static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
-                    md_expert_backend *remote, kn_pool *pool, result *r, mw_err *e) {
+                    md_expert_backend *remote, kn_pool *pool, bu_reader *reader, result *r,
+                    mw_err *e) {
     md_ctx_params p = {.numerics = KN_NUM_Q8,
                        .pool = pool,
                        .experts = be,
@@ -166,13 +172,19 @@ static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
     if (md_ctx_new(m, &p, &c, e)) return -1;
     md_row *rows = malloc((size_t)o->prompt * sizeof *rows);
     float *logits = malloc((size_t)m->cfg.n_vocab * sizeof *logits);
+    double *steps = malloc((size_t)o->decode * sizeof *steps);
+    double *pass = malloc((size_t)(o->decode + 1) * sizeof *pass);
+    int rc = -1;
+    if (!rows || !logits || !steps || !pass) {
+        mw_errf(e, "out of memory");
+        goto out;
+    }
     uint64_t s = 777;
     for (int i = 0; i < o->prompt; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         rows[i] =
             (md_row){0, i, (int32_t)((s >> 33) % (uint64_t)m->cfg.n_vocab), i == o->prompt - 1};
     }
-    int rc = -1;
     double t0 = bu_now();
     if (md_forward(c, rows, o->prompt, logits, e)) goto out;
     r->prefill_tps = o->prompt / (bu_now() - t0);
@@ -180,17 +192,27 @@ static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
     if (remote) co_remote_reset_stats(remote);
     int32_t tok = md_argmax(logits, m->cfg.n_vocab);
     const uint64_t d0 = md_ctx_dense_bytes(c), w0 = remote ? 0 : md_local_backend_weight_bytes(be);
-    t0 = bu_now();
+    pass[0] = reader ? bu_reader_pass(reader) : 0;
+    double in_steps = 0;
     for (int k = 0; k < o->decode; k++) {
         md_row row = {0, o->prompt + k, tok, 1};
+        t0 = bu_now();
         if (md_forward(c, &row, 1, logits, e)) goto out;
         tok = md_argmax(logits, m->cfg.n_vocab);
+        in_steps += steps[k] = bu_now() - t0;
+        pass[k + 1] = reader ? bu_reader_pass(reader) : 0;
     }
-    r->decode_tps = o->decode / (bu_now() - t0);
+    r->decode_tps = o->decode / in_steps;
     if (!remote) /* the cluster's expert bytes are the nodes' (the wire summary counts them) */
         r->bytes_per_token =
             (double)(md_ctx_dense_bytes(c) - d0 + md_local_backend_weight_bytes(be) - w0) /
             o->decode;
+    if (reader) {
+        for (int k = 0; k < o->decode; k++) /* steps[k] becomes the step's fraction */
+            steps[k] = r->bytes_per_token / steps[k] / 1e9 / ((pass[k] + pass[k + 1]) / 2);
+        r->frac_pass = bu_median(steps, o->decode);
+        r->pass_gbs = bu_median(pass, o->decode + 1);
+    }
     r->t = md_ctx_moe_timing(c);
     r->kv_bytes = md_ctx_kv_bytes(c);
     if (remote) r->wire = co_remote_summarize(remote);
@@ -198,6 +220,8 @@ static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
 out:
     free(rows);
     free(logits);
+    free(steps);
+    free(pass);
     md_ctx_free(c);
     return rc;
 }
@@ -244,8 +268,11 @@ static void report(const opts *o, const result best[R_COUNT], double ratio_med[R
     const double gbs = lo->bytes_per_token * lo->decode_tps / 1e9;
     const double frac = bw_gbs > 0 ? gbs / bw_gbs : 0;
     printf("   in process: %.1f MB of weights per decode step x %.2f tok/s = %.1f GB/s, %.0f%% of "
-           "the read bandwidth (%.1f GB/s on %d thread(s), the probe's best in the run)\n",
-           lo->bytes_per_token / 1e6, lo->decode_tps, gbs, 100 * frac, bw_gbs, o->threads);
+           "the read bandwidth (%.1f GB/s on %d thread(s), the probe's best in the run); %.0f%% "
+           "of the read passes between its steps (median %.1f GB/s; per step against the passes "
+           "around it, the median)\n",
+           lo->bytes_per_token / 1e6, lo->decode_tps, gbs, 100 * frac, bw_gbs, o->threads,
+           100 * lo->frac_pass, lo->pass_gbs);
     const co_remote_summary *w = &best[R_OVERLAP].wire;
     const double per = w->tokens ? 1.0 / (double)w->tokens : 0;
     const double kv_pos = (double)(KV_LORA + ROPE) * 4 * o->layers;
@@ -268,8 +295,9 @@ static void report(const opts *o, const result best[R_COUNT], double ratio_med[R
                "\"loopback2_vs_llama_decode\":%.3f",
                best[R_LOCAL].decode_tps / best[R_LLAMA].decode_tps, ratio_med[R_LOCAL][0],
                best[R_OVERLAP].decode_tps / best[R_LLAMA].decode_tps);
-    printf(",\"bytes_per_token\":%.0f,\"read_bw_gbps\":%.2f,\"bandwidth_fraction\":%.3f",
-           lo->bytes_per_token, bw_gbs, frac);
+    printf(",\"bytes_per_token\":%.0f,\"read_bw_gbps\":%.2f,\"bandwidth_fraction\":%.3f,"
+           "\"pass_gb_s\":%.2f,\"bandwidth_fraction_pass\":%.3f",
+           lo->bytes_per_token, bw_gbs, frac, lo->pass_gbs, lo->frac_pass);
     printf(",\"kv_bytes_per_position\":%.0f,\"exchange_us\":%.1f,\"shared_us\":%.1f,"
            "\"moe_overlapped_us\":%.1f,\"overlap_vs_max\":%.3f,\"wire_bytes_per_token\":%.0f,"
            "\"movement_ratio\":%.4g}\n",
@@ -288,6 +316,7 @@ typedef struct sides {
     md_expert_backend *local, *cluster;
     whole serial;
     kn_pool *pool;
+    bu_reader *reader; /* the in-process run's read passes */
     int have_llama;
     bl_info info;
     double bw; /* GB/s the read probe reaches on o->threads threads (start and end of the run) */
@@ -326,6 +355,8 @@ static void print_header(const opts *o) {
  * loopback cluster on the vindex. */
 static int open_sides(const opts *o, const char *path, const char *vx, sides *sd, mw_err *e) {
     sd->pool = kn_pool_create(o->threads);
+    sd->reader = bu_reader_new((size_t)512 << 20, sd->pool);
+    if (!sd->reader) return mw_errf(e, "out of memory for the read passes"), -1;
     vx_source_opts so = {.dense = true};
     if (vx_source_open(path, &so, &sd->src, e) || md_model_load(sd->src, &sd->m, e) ||
         md_local_backend_new(sd->src, &sd->m->cfg, sd->pool, &sd->local, e) ||
@@ -343,13 +374,14 @@ static void close_sides(sides *sd) {
     md_model_free(sd->m);
     vx_source_close(sd->src);
     vx_source_close(sd->vsrc);
+    bu_reader_free(sd->reader);
     kn_pool_destroy(sd->pool);
 }
 
 /* One of our runs (in process, overlapped or serial cluster). */
 static int run_side(const opts *o, sides *sd, int k, result *r, mw_err *e) {
     md_expert_backend *be[R_LLAMA] = {sd->local, sd->cluster, &sd->serial.be};
-    return run_once(o, sd->m, be[k], k ? sd->cluster : NULL, sd->pool, r, e);
+    return run_once(o, sd->m, be[k], k ? sd->cluster : NULL, sd->pool, k ? NULL : sd->reader, r, e);
 }
 
 /* A run's best decode keeps its figures; the best prefill of any round is kept beside it. */
