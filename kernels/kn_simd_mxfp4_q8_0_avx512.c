@@ -517,6 +517,9 @@ static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8
 #define MX_PP_GROUP 272 /* a pair's full group */
 #define MX_PP_E     256 /* the exponents' offset in it (a's 8, then b's) */
 #define MX_PP_NP    2   /* pairs a pass */
+#ifndef MX_PP_NP1_FROM
+#define MX_PP_NP1_FROM 9 /* tokens from which a pass takes one pair */
+#endif
 
 /* A token's doubled layout (after its kn__x86_prep_q8_0p row): per group the 8 vectors [X_k | X_k],
  * then [d_x | d_x] and [-12 sum(q) | -12 sum(q)] (16 lanes each): 640 bytes. */
@@ -682,7 +685,7 @@ mxpp_pass(const uint8_t *const *pairs, const uint8_t *const *x, int64_t k, const
         const uint8_t *end = kn__x86_mat_end(W), *data = W->data;                                  \
         const int64_t even = W->rows / 2 * 2, p1 = (n1 < even ? n1 + 1 : even) / 2;                \
         for (int64_t q = n0 / 2; q < p1;) {                                                        \
-            const int np = p1 - q >= MX_PP_NP ? MX_PP_NP : 1;                                      \
+            const int np = p1 - q >= MX_PP_NP && n < MX_PP_NP1_FROM ? MX_PP_NP : 1;                \
             const uint8_t *pairs[MX_PP_NP];                                                        \
             float out[2 * MX_PP_NP][MX_FEW];                                                       \
             for (int i = 0; i < np; i++) pairs[i] = data + (size_t)(2 * (q + i)) * W->row_bytes;   \
