@@ -517,8 +517,11 @@ static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8
 #define MX_PP_GROUP 272 /* a pair's full group */
 #define MX_PP_E     256 /* the exponents' offset in it (a's 8, then b's) */
 #define MX_PP_NP    2   /* pairs a pass */
-#ifndef MX_PP_NP1_FROM
-#define MX_PP_NP1_FROM 9 /* tokens from which a pass takes one pair */
+/* Tokens from which the pairs read each token's vectors doubled by lane shuffles from its
+ * prepared row instead of the doubled layout: from 4 tokens on the doubled rows (7.5 KB a token
+ * at K = 2880) and the streamed weights overflow L1. */
+#ifndef MX_PP_SHUF_FROM
+#define MX_PP_SHUF_FROM 4
 #endif
 
 /* A token's doubled layout (after its kn__x86_prep_q8_0p row): per group the 8 vectors [X_k | X_k],
@@ -554,7 +557,8 @@ static inline __attribute__((always_inline)) __m512 mxpp_codes(const uint8_t *gr
     const __m512i lut = _mm512_loadu_si512(mxfp4_lut64);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
-        const __m512i z = _mm512_loadu_si512(grp + 64 * i);
+        __m512i z = _mm512_loadu_si512(grp + 64 * i);
+        __asm__("" : "+v"(z)); /* one load for the two permutes */
         w[i] = _mm512_permutexvar_epi8(z, lut);
         w[4 + i] = _mm512_permutexvar_epi8(_mm512_srli_epi16(z, 4), lut);
     }
@@ -589,24 +593,39 @@ mxpp_tail(const uint8_t *ta, const uint8_t *tb, int left, const uint8_t *end, __
     return _mm512_cvtepi32_ps(_mm512_shuffle_i64x2(ea, eb, 0x44));
 }
 
-/* np decoded pair groups (w, their exponents s2) against nt tokens (xg: each token's doubled
- * group): acc[p][t] lanes 0-7 gain row 2p's block products of token t, 8-15 row 2p + 1's, each
- * lane's the canonical fma of its (row, token, block). */
-static inline __attribute__((always_inline)) void mxpp_tokens(__m512i (*w)[8], const __m512 *s2,
-                                                              const uint8_t *const *xg,
-                                                              __m512 (*acc)[MX_FEW], const int nt,
-                                                              const int np) {
+/* A token's vector k of a group twice ([X_k | X_k]): from the doubled layout (x2; xq its group:
+ * one load), or from the prepared row (xq its group) by one lane shuffle, two vectors a load. */
+static inline __attribute__((always_inline)) __m512i mxpp_xk(const uint8_t *xq, int k,
+                                                             const bool x2, __m512i *ld) {
+    if (x2) {
+        __m512i v = _mm512_load_si512(xq + 64 * k);
+        __asm__("" : "+v"(v)); /* one load for the pairs */
+        return v;
+    }
+    if (k % 2 == 0) {
+        *ld = _mm512_load_si512(xq + 32 * k);
+        __asm__("" : "+v"(*ld));
+    }
+    return k % 2 ? _mm512_shuffle_i64x2(*ld, *ld, 0xEE) : _mm512_shuffle_i64x2(*ld, *ld, 0x44);
+}
+
+/* np decoded pair groups (w, their exponents s2) against nt tokens: xq[t] token t's group (x2: in
+ * the doubled layout, with its d_x and bias; else in the prepared row, its d_x at xd[t] and bias
+ * at xd[t] + boff): acc[p][t] lanes 0-7 gain row 2p's block products of token t, 8-15 row
+ * 2p + 1's, each lane's the canonical fma of its (row, token, block). */
+static inline __attribute__((always_inline)) void
+mxpp_tokens(__m512i (*w)[8], const __m512 *s2, const uint8_t *const *xq, const uint8_t *const *xd,
+            size_t boff, __m512 (*acc)[MX_FEW], const int nt, const int np, const bool x2) {
 #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
-        const uint8_t *x2 = xg[t];
-        const __m512i bias = _mm512_load_si512(x2 + MX_X2_BIAS);
-        __m512i s[MX_PP_NP], u[MX_PP_NP];
+        __m512i bias = x2 ? _mm512_load_si512(xq[t] + MX_X2_BIAS) : mx_both(xd[t] + boff);
+        if (np > 1) __asm__("" : "+v"(bias)); /* one load, a register copy per pair */
+        __m512i s[MX_PP_NP], u[MX_PP_NP], ld = _mm512_setzero_si512();
 #pragma GCC unroll 2
         for (int p = 0; p < np; p++) s[p] = bias, u[p] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
-            __m512i v = _mm512_load_si512(x2 + 64 * k);
-            if (np > 1) __asm__("" : "+v"(v)); /* one load for the pairs */
+            const __m512i v = mxpp_xk(xq[t], k, x2, &ld);
 #pragma GCC unroll 2
             for (int p = 0; p < np; p++) {
                 /* one token: two chains (the group's sum waits for half the latency) */
@@ -616,7 +635,8 @@ static inline __attribute__((always_inline)) void mxpp_tokens(__m512i (*w)[8], c
                     s[p] = _mm512_dpbusd_epi32(s[p], w[p][k], v);
             }
         }
-        const __m512 dx = _mm512_load_ps((const float *)(x2 + MX_X2_DX));
+        const __m512 dx = x2 ? _mm512_load_ps((const float *)(xq[t] + MX_X2_DX))
+                             : _mm512_castsi512_ps(mx_both(xd[t]));
 #pragma GCC unroll 2
         for (int p = 0; p < np; p++) {
             const __m512i isum = nt == 1 ? _mm512_add_epi32(s[p], u[p]) : s[p];
@@ -633,15 +653,20 @@ mxpp_pass(const uint8_t *const *pairs, const uint8_t *const *x, int64_t k, const
           float (*out)[MX_FEW], const int nt, const int np) {
     const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k), full = nb / 8;
     __m512 acc[MX_PP_NP][MX_FEW];
-    const uint8_t *pp[MX_PP_NP], *xg[MX_FEW];
+    const uint8_t *pp[MX_PP_NP], *xq[MX_FEW], *xd[MX_FEW];
+    const bool x2 = nt < MX_PP_SHUF_FROM;
+    const size_t boff = (size_t)ng * 8 * sizeof(float); /* a token's biases after its d_x */
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        xq[t] = x[t] + (x2 ? kn__x86_q8_0p_bytes(k) : 0);
+        xd[t] = x[t] + ng * KN__X86_GROUP_QS;
+    }
 #pragma GCC unroll 2
     for (int p = 0; p < np; p++) {
         pp[p] = pairs[p];
 #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
     }
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) xg[t] = x[t] + kn__x86_q8_0p_bytes(k);
     for (int64_t g = 0; g < full; g++) {
         __m512i w[MX_PP_NP][8];
         __m512 s2[MX_PP_NP];
@@ -651,9 +676,12 @@ mxpp_pass(const uint8_t *const *pairs, const uint8_t *const *x, int64_t k, const
             s2[p] = mxpp_codes(pp[p], w[p]);
             pp[p] += MX_PP_GROUP;
         }
-        mxpp_tokens(w, s2, xg, acc, nt, np);
+        mxpp_tokens(w, s2, xq, xd, boff, acc, nt, np, x2);
 #pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) xg[t] += MX_X2_GROUP;
+        for (int t = 0; t < nt; t++) {
+            xq[t] += x2 ? MX_X2_GROUP : KN__X86_GROUP_QS;
+            if (!x2) xd[t] += 8 * sizeof(float);
+        }
     }
     if (full < ng) {
         const int left = (int)(nb - 8 * full);
@@ -664,7 +692,7 @@ mxpp_pass(const uint8_t *const *pairs, const uint8_t *const *x, int64_t k, const
             kn__x86_prefetch(pp[p], 2 * left * KN__MXFP4_BYTES);
             s2[p] = mxpp_tail(pp[p], pp[p] + left * KN__MXFP4_BYTES, left, end, w[p]);
         }
-        mxpp_tokens(w, s2, xg, acc, nt, np);
+        mxpp_tokens(w, s2, xq, xd, boff, acc, nt, np, x2);
     }
 #pragma GCC unroll 2
     for (int p = 0; p < np; p++)
@@ -685,7 +713,7 @@ mxpp_pass(const uint8_t *const *pairs, const uint8_t *const *x, int64_t k, const
         const uint8_t *end = kn__x86_mat_end(W), *data = W->data;                                  \
         const int64_t even = W->rows / 2 * 2, p1 = (n1 < even ? n1 + 1 : even) / 2;                \
         for (int64_t q = n0 / 2; q < p1;) {                                                        \
-            const int np = p1 - q >= MX_PP_NP && n < MX_PP_NP1_FROM ? MX_PP_NP : 1;                \
+            const int np = p1 - q >= MX_PP_NP ? MX_PP_NP : 1;                                      \
             const uint8_t *pairs[MX_PP_NP];                                                        \
             float out[2 * MX_PP_NP][MX_FEW];                                                       \
             for (int i = 0; i < np; i++) pairs[i] = data + (size_t)(2 * (q + i)) * W->row_bytes;   \
