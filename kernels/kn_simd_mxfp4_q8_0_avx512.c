@@ -132,42 +132,55 @@ static void mxfp4_tail_codes(const uint8_t *src, int64_t blocks, __m512i w[4], _
     mxfp4_codes(pad, w, ef, false);
 }
 
-/* A full group (g < k / 256) of the stored row at `row`: the steps of a batch tile take only
- * these. */
-static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
-                                                                 uint8_t *dst, int64_t g) {
+/* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
+static inline __attribute__((always_inline)) void
+mxfp4_dec_full_as(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g, const bool packed) {
     const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
     kn__x86_prefetch(src, 8 * KN__MXFP4_BYTES);
-    mxfp4_codes(src, w, &ef, false);
+    mxfp4_codes(src, w, &ef, packed);
     mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
     _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
+static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
+                                                                 uint8_t *dst, int64_t g) {
+    mxfp4_dec_full_as(row, ng, dst, g, false);
+}
+static inline __attribute__((always_inline)) void mxfp4p_dec_full(const uint8_t *row, int64_t ng,
+                                                                  uint8_t *dst, int64_t g) {
+    mxfp4_dec_full_as(row, ng, dst, g, true);
+}
 
-/* The tail group (`left` blocks as stored, at src) of a row into the row's half of a pair. */
-static void mxfp4_dec_tail(const uint8_t *src, int left, const uint8_t *end, uint8_t *dst,
-                           int64_t ng, int64_t g) {
+/* Any group; a packed row's tail group is as stored. */
+static inline __attribute__((always_inline)) void mxfp4_dec_group_as(const uint8_t *row, int64_t k,
+                                                                     const uint8_t *end,
+                                                                     uint8_t *dst, int64_t g,
+                                                                     const bool packed) {
+    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
+    if (g < nb / 8) {
+        mxfp4_dec_full_as(row, ng, dst, g, packed);
+        return;
+    }
+    const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
     if (end - src >= 8 * KN__MXFP4_BYTES)
         mxfp4_codes(src, w, &ef, false);
     else
-        mxfp4_tail_codes(src, left, w, &ef);
+        mxfp4_tail_codes(src, nb - 8 * g, w, &ef);
     mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
     _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
-
-/* Any group of a stored row. */
 static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
                             int64_t g) {
-    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
-    if (g < nb / 8)
-        mxfp4_dec_full(row, ng, dst, g);
-    else
-        mxfp4_dec_tail(row + g * 8 * KN__MXFP4_BYTES, (int)(nb - 8 * g), end, dst, ng, g);
+    mxfp4_dec_group_as(row, k, end, dst, g, false);
+}
+static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+                             int64_t g) {
+    mxfp4_dec_group_as(row, k, end, dst, g, true);
 }
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) in registers, in the interleaved layout of
@@ -453,7 +466,7 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
     }
 }
 
-/* mx_few_rows<n> (stored MXFP4 rows) and
+/* mx_few_rows<n> (stored MXFP4 rows), mx_few_rowsp<n> (a packed copy's: W is its view) and
  * q8_few_rows<n> (stored Q8_0 rows). */
 #define MX_FEW_ROWS_AS(name, n, lay)                                                               \
     static void name(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0,  \
@@ -479,6 +492,7 @@ mx_few_pass(const uint8_t *const *rows, const uint8_t *const *x, int64_t nb, con
     }
 #define MX_FEW_ROWS(n)                                                                             \
     MX_FEW_ROWS_AS(mx_few_rows##n, n, MX_LAY_MXFP4)                                                \
+    MX_FEW_ROWS_AS(mx_few_rowsp##n, n, MX_LAY_MXFP4P)                                              \
     MX_FEW_ROWS_AS(q8_few_rows##n, n, MX_LAY_Q8_0)
 MX_FEW_ROWS(1)
 MX_FEW_ROWS(2)
@@ -494,260 +508,12 @@ MX_FEW_ROWS(8)
 static const kn__x86_few_fn mx_few[MX_FEW + 1] = {NULL,         mx_few_rows1, mx_few_rows2,
                                                   mx_few_rows3, mx_few_rows4, mx_few_rows5,
                                                   mx_few_rows6, mx_few_rows7, mx_few_rows8};
-static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8_few_rows2,
-                                                  q8_few_rows3, q8_few_rows4, q8_few_rows5,
-                                                  q8_few_rows6, q8_few_rows7, q8_few_rows8};
-
-/* ---- MXFP4 packed pairs against a few tokens ------------------------------------------------- */
-
-/* The packed copy (kn_pack) keeps rows 2q and 2q + 1 together, each full group of the pair in 272
- * bytes: four 64-byte vectors [a | b], each a 32-byte half of row a's gathered group (as
- * mxfp4_codes_e's gathers leave it: za's two halves, then zb's) beside the same half of row b's,
- * then a's 8 exponents and b's, each as e - 128 (int8). The pair's tail groups follow as stored
- * (a's, then b's), then zeros to the pair's 2 row strides; an odd last row is kept alone, its full
- * groups as za, zb and its exponents (136 bytes), its tail as stored. The same bytes as the rows,
- * so the copy has the matrix's size and row stride.
- *
- * Decoded, vector k of a pair's group holds vector k of row a's decoded group in lanes 0-7 and row
- * b's in lanes 8-15; against a token's vector X_k prepared twice ([X_k | X_k], MX_X2 below) its 8
- * vpdpbusd leave block j's exact sum of row a in lane j and of row b in lane 8 + j: no halves to
- * join and no token pairs, and a token's bias and d_x are each one load. Two pairs a pass: each
- * token vector loaded once serves 2 vpdpbusd, as the stored rows' two rows a pass do. */
-
-#define MX_PP_GROUP 272 /* a pair's full group */
-#define MX_PP_E     256 /* the exponents' offset in it (a's 8, then b's) */
-#define MX_PP_NP    2   /* pairs a pass */
-/* Tokens from which the pairs read each token's vectors doubled by lane shuffles from its
- * prepared row instead of the doubled layout: from 4 tokens on the doubled rows (7.5 KB a token
- * at K = 2880) and the streamed weights overflow L1. */
-#ifndef MX_PP_SHUF_FROM
-#define MX_PP_SHUF_FROM 4
-#endif
-
-/* A token's doubled layout (after its kn__x86_prep_q8_0p row): per group the 8 vectors [X_k | X_k],
- * then [d_x | d_x] and [-12 sum(q) | -12 sum(q)] (16 lanes each): 640 bytes. */
-#define MX_X2_GROUP 640
-#define MX_X2_DX    512
-#define MX_X2_BIAS  576
-
-static size_t mx_act_bytes(int64_t k) {
-    return kn__x86_q8_0p_bytes(k) + (size_t)kn__x86_groups(k) * MX_X2_GROUP;
-}
-
-/* The MXFP4 kernel's prepared token: kn__x86_prep_q8_0p's row (the stored rows' kernels and the
- * batch tiles read it), then the doubled layout the packed pairs read, made once per call. */
-static void mx_act_prep(const float *x, void *dst, int64_t k) {
-    kn__x86_prep_q8_0p(x, dst, k);
-    const int64_t ng = kn__x86_groups(k);
-    const uint8_t *qs = dst;
-    const uint8_t *dx = qs + ng * KN__X86_GROUP_QS, *bias = dx + ng * 8 * sizeof(float);
-    uint8_t *d = (uint8_t *)dst + kn__x86_q8_0p_bytes(k);
-    for (int64_t g = 0; g < ng; g++, d += MX_X2_GROUP) {
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++)
-            _mm512_store_si512(d + 64 * j, mx_both(qs + g * KN__X86_GROUP_QS + 32 * j));
-        _mm512_store_si512(d + MX_X2_DX, mx_both(dx + 32 * g));
-        _mm512_store_si512(d + MX_X2_BIAS, mx_both(bias + 32 * g));
-    }
-}
-
-/* A pair's full group decoded: w[k] = vector k of both rows, returns the exponents e - 128 as
- * floats (lanes 0-7 row a's blocks, 8-15 row b's). */
-static inline __attribute__((always_inline)) __m512 mxpp_codes(const uint8_t *grp, __m512i w[8]) {
-    const __m512i lut = _mm512_loadu_si512(mxfp4_lut64);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        __m512i z = _mm512_loadu_si512(grp + 64 * i);
-        __asm__("" : "+v"(z)); /* one load for the two permutes */
-        w[i] = _mm512_permutexvar_epi8(z, lut);
-        w[4 + i] = _mm512_permutexvar_epi8(_mm512_srli_epi16(z, 4), lut);
-    }
-    return _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(grp + MX_PP_E))));
-}
-
-/* A stored tail group (left blocks at src) in registers, read in place when its window lies
- * before `end` (the blocks past the row meet zero activations and d_x = 0), else from a
- * zero-padded copy. */
-static inline __attribute__((always_inline)) __m512i
-mxpp_tail_row(const uint8_t *src, int left, const uint8_t *end, __m512i w[4]) {
-    if (end - src >= 8 * KN__MXFP4_BYTES)
-        return mxfp4_codes_e(src, w, KN_MASK_BYTE0_OF_8_DWORDS, false, false);
-    _Alignas(64) uint8_t pad[8 * KN__MXFP4_BYTES + 56] = {0};
-    memcpy(pad, src, (size_t)left * KN__MXFP4_BYTES);
-    return mxfp4_codes_e(pad, w, KN_MASK_BYTE0_OF_8_DWORDS, false, false);
-}
-
-/* The pair's tail groups (a's at ta, b's at tb, as stored) decoded as mxpp_codes decodes a full
- * group: each row's vectors 2i and 2i + 1 ([2i | 2i + 1]) moved to the halves of vectors 2i and
- * 2i + 1 of the pair. */
-static inline __attribute__((always_inline)) __m512
-mxpp_tail(const uint8_t *ta, const uint8_t *tb, int left, const uint8_t *end, __m512i w[8]) {
-    __m512i wa[4], wb[4];
-    const __m512i ea = mxpp_tail_row(ta, left, end, wa), eb = mxpp_tail_row(tb, left, end, wb);
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        w[2 * i] = _mm512_shuffle_i64x2(wa[i], wb[i], 0x44);
-        w[2 * i + 1] = _mm512_shuffle_i64x2(wa[i], wb[i], 0xEE);
-    }
-    return _mm512_cvtepi32_ps(_mm512_shuffle_i64x2(ea, eb, 0x44));
-}
-
-/* A token's vector k of a group twice ([X_k | X_k]): from the doubled layout (x2; xq its group:
- * one load), or from the prepared row (xq its group) by one lane shuffle, two vectors a load. */
-static inline __attribute__((always_inline)) __m512i mxpp_xk(const uint8_t *xq, int k,
-                                                             const bool x2, __m512i *ld) {
-    if (x2) {
-        __m512i v = _mm512_load_si512(xq + 64 * k);
-        __asm__("" : "+v"(v)); /* one load for the pairs */
-        return v;
-    }
-    if (k % 2 == 0) {
-        *ld = _mm512_load_si512(xq + 32 * k);
-        __asm__("" : "+v"(*ld));
-    }
-    return k % 2 ? _mm512_shuffle_i64x2(*ld, *ld, 0xEE) : _mm512_shuffle_i64x2(*ld, *ld, 0x44);
-}
-
-/* np decoded pair groups (w, their exponents s2) against nt tokens: xq[t] token t's group (x2: in
- * the doubled layout, with its d_x and bias; else in the prepared row, its d_x at xd[t] and bias
- * at xd[t] + boff): acc[p][t] lanes 0-7 gain row 2p's block products of token t, 8-15 row
- * 2p + 1's, each lane's the canonical fma of its (row, token, block). */
-static inline __attribute__((always_inline)) void
-mxpp_tokens(__m512i (*w)[8], const __m512 *s2, const uint8_t *const *xq, const uint8_t *const *xd,
-            size_t boff, __m512 (*acc)[MX_FEW], const int nt, const int np, const bool x2) {
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        __m512i bias = x2 ? _mm512_load_si512(xq[t] + MX_X2_BIAS) : mx_both(xd[t] + boff);
-        if (np > 1) __asm__("" : "+v"(bias)); /* one load, a register copy per pair */
-        __m512i s[MX_PP_NP], u[MX_PP_NP], ld = _mm512_setzero_si512();
-#pragma GCC unroll 2
-        for (int p = 0; p < np; p++) s[p] = bias, u[p] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            const __m512i v = mxpp_xk(xq[t], k, x2, &ld);
-#pragma GCC unroll 2
-            for (int p = 0; p < np; p++) {
-                /* one token: two chains (the group's sum waits for half the latency) */
-                if (nt == 1 && k % 2)
-                    u[p] = _mm512_dpbusd_epi32(u[p], w[p][k], v);
-                else
-                    s[p] = _mm512_dpbusd_epi32(s[p], w[p][k], v);
-            }
-        }
-        const __m512 dx = x2 ? _mm512_load_ps((const float *)(xq[t] + MX_X2_DX))
-                             : _mm512_castsi512_ps(mx_both(xd[t]));
-#pragma GCC unroll 2
-        for (int p = 0; p < np; p++) {
-            const __m512i isum = nt == 1 ? _mm512_add_epi32(s[p], u[p]) : s[p];
-            acc[p][t] =
-                _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_scalef_ps(dx, s2[p]), acc[p][t]);
-        }
-    }
-}
-
-/* One pass over np pairs (their starts in `pairs`, 2 row strides of the copy each; nb blocks a
- * row): out[2p + h][t] = row h of pair p . token t. */
-static inline __attribute__((always_inline)) void
-mxpp_pass(const uint8_t *const *pairs, const uint8_t *const *x, int64_t k, const uint8_t *end,
-          float (*out)[MX_FEW], const int nt, const int np) {
-    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k), full = nb / 8;
-    __m512 acc[MX_PP_NP][MX_FEW];
-    const uint8_t *pp[MX_PP_NP], *xq[MX_FEW], *xd[MX_FEW];
-    const bool x2 = nt < MX_PP_SHUF_FROM;
-    const size_t boff = (size_t)ng * 8 * sizeof(float); /* a token's biases after its d_x */
-#pragma GCC unroll 8
-    for (int t = 0; t < nt; t++) {
-        xq[t] = x[t] + (x2 ? kn__x86_q8_0p_bytes(k) : 0);
-        xd[t] = x[t] + ng * KN__X86_GROUP_QS;
-    }
-#pragma GCC unroll 2
-    for (int p = 0; p < np; p++) {
-        pp[p] = pairs[p];
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
-    }
-    for (int64_t g = 0; g < full; g++) {
-        __m512i w[MX_PP_NP][8];
-        __m512 s2[MX_PP_NP];
-#pragma GCC unroll 2
-        for (int p = 0; p < np; p++) {
-            kn__x86_prefetch(pp[p], MX_PP_GROUP);
-            s2[p] = mxpp_codes(pp[p], w[p]);
-            pp[p] += MX_PP_GROUP;
-        }
-        mxpp_tokens(w, s2, xq, xd, boff, acc, nt, np, x2);
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            xq[t] += x2 ? MX_X2_GROUP : KN__X86_GROUP_QS;
-            if (!x2) xd[t] += 8 * sizeof(float);
-        }
-    }
-    if (full < ng) {
-        const int left = (int)(nb - 8 * full);
-        __m512i w[MX_PP_NP][8];
-        __m512 s2[MX_PP_NP];
-#pragma GCC unroll 2
-        for (int p = 0; p < np; p++) {
-            kn__x86_prefetch(pp[p], 2 * left * KN__MXFP4_BYTES);
-            s2[p] = mxpp_tail(pp[p], pp[p] + left * KN__MXFP4_BYTES, left, end, w[p]);
-        }
-        mxpp_tokens(w, s2, xq, xd, boff, acc, nt, np, x2);
-    }
-#pragma GCC unroll 2
-    for (int p = 0; p < np; p++)
-#pragma GCC unroll 8
-        for (int t = 0; t < nt; t++) {
-            out[2 * p][t] = kn__x86_tree8(_mm512_castps512_ps256(acc[p][t]));
-            out[2 * p + 1][t] = kn__x86_tree8(
-                _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[p][t]), 1)));
-        }
-}
-
-/* mx_few_rowsp<n>: rows n0 .. n1 of a packed copy (W is its view) against n tokens. A pair that
- * the range cuts is computed whole and only its rows in the range are stored; an odd last row
- * takes the one-row kernel of the stored-row layout (mx_few_pass). */
-#define MX_FEW_ROWS_PP(n)                                                                          \
-    static void mx_few_rowsp##n(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy,   \
-                                int64_t n0, int64_t n1) {                                          \
-        const uint8_t *end = kn__x86_mat_end(W), *data = W->data;                                  \
-        const int64_t even = W->rows / 2 * 2, p1 = (n1 < even ? n1 + 1 : even) / 2;                \
-        for (int64_t q = n0 / 2; q < p1;) {                                                        \
-            const int np = p1 - q >= MX_PP_NP ? MX_PP_NP : 1;                                      \
-            const uint8_t *pairs[MX_PP_NP];                                                        \
-            float out[2 * MX_PP_NP][MX_FEW];                                                       \
-            for (int i = 0; i < np; i++) pairs[i] = data + (size_t)(2 * (q + i)) * W->row_bytes;   \
-            if (np == MX_PP_NP)                                                                    \
-                mxpp_pass(pairs, x, W->cols, end, out, n, MX_PP_NP);                               \
-            else                                                                                   \
-                mxpp_pass(pairs, x, W->cols, end, out, n, 1);                                      \
-            for (int i = 0; i < 2 * np; i++) {                                                     \
-                const int64_t r = 2 * q + i;                                                       \
-                if (r < n0 || r >= n1) continue;                                                   \
-                for (int t = 0; t < n; t++) Y[t * ldy + r] = out[i][t];                            \
-            }                                                                                      \
-            q += np;                                                                               \
-        }                                                                                          \
-        if (n1 > even && even >= n0) {                                                             \
-            const uint8_t *row = data + (size_t)even * W->row_bytes;                               \
-            float out[1][MX_FEW];                                                                  \
-            mx_few_pass(&row, x, W->cols / KN__QK32, end, out, n, 1, MX_LAY_MXFP4P);               \
-            for (int t = 0; t < n; t++) Y[t * ldy + even] = out[0][t];                             \
-        }                                                                                          \
-    }
-MX_FEW_ROWS_PP(1)
-MX_FEW_ROWS_PP(2)
-MX_FEW_ROWS_PP(3)
-MX_FEW_ROWS_PP(4)
-MX_FEW_ROWS_PP(5)
-MX_FEW_ROWS_PP(6)
-MX_FEW_ROWS_PP(7)
-MX_FEW_ROWS_PP(8)
-#undef MX_FEW_ROWS_PP
-
 static const kn__x86_few_fn mx_fewp[MX_FEW + 1] = {NULL,          mx_few_rowsp1, mx_few_rowsp2,
                                                    mx_few_rowsp3, mx_few_rowsp4, mx_few_rowsp5,
                                                    mx_few_rowsp6, mx_few_rowsp7, mx_few_rowsp8};
+static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8_few_rows2,
+                                                  q8_few_rows3, q8_few_rows4, q8_few_rows5,
+                                                  q8_few_rows6, q8_few_rows7, q8_few_rows8};
 
 /* ---- MXFP4 batches --------------------------------------------------------------------------- */
 
@@ -881,19 +647,15 @@ static int mx_tile_rows(size_t row_bytes) {
 }
 
 /* The rows [r0, r0 + rn) of W to decode into the pairs at `tile` (an odd last row also into its
- * pair's second half: a register tile's missing row repeats its pair's first; not stored).
- * `pairs`: W is a packed copy's view, whose decoder takes a pair of rows at once (r0 and rn even).
- */
-static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile, const bool pairs) {
+ * pair's second half: a register tile's missing row repeats its pair's first; not stored). */
+static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
     mx_dec d = {.ng = kn__x86_groups(W->cols), .full = W->cols / KN__QK32 / 8};
     const size_t pb = mx_pair_bytes(W->cols);
-    const int step = pairs ? 2 : 1;
-    for (int r = 0; r < rn + rn % 2; r += step) {
-        d.src[r / step] =
-            (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
-        d.dst[r / step] = tile + (size_t)(r / 2) * pb + (pairs ? 0 : 32 * (r % 2));
+    for (int r = 0; r < rn + rn % 2; r++) {
+        d.src[r] = (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
+        d.dst[r] = tile + (size_t)(r / 2) * pb + 32 * (r % 2);
     }
-    d.n = (rn + rn % 2) / step;
+    d.n = rn + rn % 2;
     return d;
 }
 
@@ -901,14 +663,14 @@ static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile, co
  * the tokens' prepared rows carry the matching bias per block. The scratch holds two tiles. */
 static inline __attribute__((always_inline)) void
 mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
-              void *scratch, mx_dec_fn dec, const mx_micro_fn *micro, const bool pairs) {
+              void *scratch, mx_dec_fn dec, const mx_micro_fn *micro) {
     const int64_t ng = kn__x86_groups(W->cols);
     const size_t pb = mx_pair_bytes(W->cols);
     const int R = mx_tile_rows(pb / 2);
     uint8_t *buf[2] = {scratch, (uint8_t *)scratch + pb * (size_t)(R / 2)};
     const int64_t tblocks = (x->T + MX_T - 1) / MX_T;
     int rn = n1 - n0 < R ? (int)(n1 - n0) : R;
-    mx_dec d = mx_dec_rows(W, n0, rn, buf[0], pairs);
+    mx_dec d = mx_dec_rows(W, n0, rn, buf[0]);
     mx_dec_rest(&d, W, dec); /* the first tile at once */
     for (int64_t r0 = n0, cur = 0; r0 < n1; r0 += rn, cur ^= 1) {
         rn = n1 - r0 < R ? (int)(n1 - r0) : R;
@@ -916,7 +678,7 @@ mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t 
         const int64_t r1 = r0 + rn;
         const int rn1 = n1 - r1 < R ? (int)(n1 - r1) : R;
         /* the next tile, spread over this one's register-tile groups */
-        d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1], pairs);
+        d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1]);
         const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
         d.per = ((int64_t)d.n * d.full + steps - 1) / steps;
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
@@ -941,36 +703,8 @@ mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t 
 
 /* ---- MXFP4 rows ------------------------------------------------------------------------------ */
 
-/* A packed pair's full group g into the tile's pair at dst: its vectors as decoded, and the
- * scales h(e) of both rows (exact: vscalef of 1). */
-static inline __attribute__((always_inline)) void mxpp_dec_full(const uint8_t *pair, int64_t ng,
-                                                                uint8_t *dst, int64_t g) {
-    const uint8_t *src = pair + g * MX_PP_GROUP;
-    __m512i w[8];
-    kn__x86_prefetch(src, MX_PP_GROUP);
-    const __m512 e = mxpp_codes(src, w);
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) _mm512_storeu_si512(dst + g * 2 * KN__X86_GROUP_QS + 64 * k, w[k]);
-    _mm512_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
-                     _mm512_scalef_ps(_mm512_set1_ps(1.0f), e));
-}
-
-/* Any group of a packed pair: the tail groups (as stored, a's then b's) row by row. */
-static void mxpp_dec_group(const uint8_t *pair, int64_t k, const uint8_t *end, uint8_t *dst,
-                           int64_t g) {
-    const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k), full = nb / 8;
-    if (g < full) {
-        mxpp_dec_full(pair, ng, dst, g);
-        return;
-    }
-    const int left = (int)(nb - 8 * g);
-    const uint8_t *ta = pair + full * MX_PP_GROUP;
-    mxfp4_dec_tail(ta, left, end, dst, ng, g);
-    mxfp4_dec_tail(ta + left * KN__MXFP4_BYTES, left, end, dst + 32, ng, g);
-}
-
 MX_MICROS(mxfp4, mxfp4_dec_full);
-MX_MICROS(mxfp4p, mxpp_dec_full);
+MX_MICROS(mxfp4p, mxfp4p_dec_full);
 
 static const uint8_t *mxfp4_packed(const kn_mat *W);
 
@@ -981,22 +715,16 @@ static void rows_mxfp4(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
         kn_mat P = *W;
         P.data = pk;
         P.packed = NULL;
-        /* the tile takes whole pairs; a row alone at either end of the range (a pair cut by it,
-         * the odd last row) takes the streaming kernel */
-        const int64_t a = n0 + n0 % 2, b = n1 - n1 % 2;
-        if (x->T <= MX_FEW_PASSES * MX_FEW || a >= b) {
+        if (x->T <= MX_FEW_PASSES * MX_FEW)
             kn__x86_few_passes(&P, x, Y, ldy, n0, n1, mx_fewp, MX_FEW);
-            return;
-        }
-        if (n0 < a) kn__x86_few_passes(&P, x, Y, ldy, n0, a, mx_fewp, MX_FEW);
-        mx_rows_tiled(&P, x, Y, ldy, a, b, scratch, mxpp_dec_group, mx_micro_mxfp4p, true);
-        if (b < n1) kn__x86_few_passes(&P, x, Y, ldy, b, n1, mx_fewp, MX_FEW);
+        else
+            mx_rows_tiled(&P, x, Y, ldy, n0, n1, scratch, mxfp4p_dec_group, mx_micro_mxfp4p);
         return;
     }
     if (x->T <= MX_FEW_PASSES * MX_FEW)
         kn__x86_few_passes(W, x, Y, ldy, n0, n1, mx_few, MX_FEW);
     else
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4, false);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4);
 }
 
 /* A decoded tile's bytes (MXFP4 and Q8_0 decode to layouts of the same size). */
@@ -1105,16 +833,16 @@ static const uint8_t *q8_0_packed(const kn_mat *W) {
     return kn__packed_data(W, MX_PACK_MAGIC);
 }
 
-/* ---- MXFP4 packed: the stored rows in pairs, every full group in decode order --------------- */
+/* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
 
 /* The byte gathers of mxfp4_codes_e are a large part of a group's decode, paid at every call.
- * The packed copy (its layout above mxpp_codes) stores each full group as the gathers leave it,
- * two rows' side by side, with the exponents each less 128 so that a sign extension is their
- * whole decode, and the tail groups as stored: the same bytes as the rows, the matrix's size and
- * row stride, so the kernels read it at every T in place of the stored rows (kn_pack_replaces),
- * and the reads past a row's end meet the same kind of bytes. */
+ * The packed copy stores each full group as the gathers leave it (za, zb, then the 8 exponents,
+ * each less 128 so that a sign extension is their whole decode: 136 bytes, as stored) and the tail
+ * group as stored: the same size, row stride and offsets as the matrix, so the kernels read it at
+ * every T in place of the stored rows (kn_pack_replaces), and the reads past a row's end meet the
+ * same kind of bytes. */
 
-#define MX4_PACK_MAGIC 0x3250504b34584d58ull /* "XMX4KPP2" */
+#define MX4_PACK_MAGIC 0x3234504b34584d58ull /* "XMX4KP42" */
 
 static size_t mxfp4_pack_bytes(const kn_mat *W) {
     return sizeof(kn__pack_hdr) + (size_t)W->rows * W->row_bytes;
@@ -1122,7 +850,8 @@ static size_t mxfp4_pack_bytes(const kn_mat *W) {
 
 /* A full group: the decode's gathers, done once: za from the group's start, zb from 8 bytes on
  * (every load stays within the group's 136 bytes); the exponents follow as e - 128 (int8). */
-static void mxfp4_pack_group(const uint8_t *in, uint8_t *out) {
+static void mxfp4_pack_group(const uint8_t *in, uint8_t *out, const void *ctx) {
+    (void)ctx;
     const __m512i qidx = _mm512_loadu_si512(mxfp4_qs_idx);
     _mm512_storeu_si512(
         out, _mm512_permutex2var_epi8(_mm512_loadu_si512(in), qidx, _mm512_loadu_si512(in + 64)));
@@ -1131,38 +860,8 @@ static void mxfp4_pack_group(const uint8_t *in, uint8_t *out) {
     for (int j = 0; j < 8; j++) out[MX_GROUP_E + j] = (uint8_t)(in[j * KN__MXFP4_BYTES] ^ 0x80);
 }
 
-static void mxfp4_pack(const kn_mat *W, void *dst) {
-    uint8_t *out = kn__pack_start(W, dst, MX4_PACK_MAGIC);
-    const size_t rb = W->row_bytes, stored = kn_row_size(W->type, W->cols);
-    const int64_t full = W->cols / KN__QK32 / 8;
-    const size_t fb = (size_t)full * 8 * KN__MXFP4_BYTES, tb = stored - fb; /* full groups, tail */
-    int64_t r = 0;
-    for (; r + 2 <= W->rows; r += 2) {
-        const uint8_t *a = (const uint8_t *)W->data + (size_t)r * rb, *b = a + rb;
-        uint8_t *q = out + (size_t)r * rb;
-        for (int64_t g = 0; g < full; g++, q += MX_PP_GROUP) {
-            uint8_t ga[8 * KN__MXFP4_BYTES], gb[8 * KN__MXFP4_BYTES];
-            mxfp4_pack_group(a + g * 8 * KN__MXFP4_BYTES, ga);
-            mxfp4_pack_group(b + g * 8 * KN__MXFP4_BYTES, gb);
-            for (int i = 0; i < 4; i++) {
-                memcpy(q + 64 * i, ga + 32 * i, 32);
-                memcpy(q + 64 * i + 32, gb + 32 * i, 32);
-            }
-            memcpy(q + MX_PP_E, ga + MX_GROUP_E, 8);
-            memcpy(q + MX_PP_E + 8, gb + MX_GROUP_E, 8);
-        }
-        memcpy(q, a + fb, tb);
-        memcpy(q + tb, b + fb, tb);
-        memset(q + 2 * tb, 0, 2 * (rb - stored));
-    }
-    if (r < W->rows) { /* the odd last row alone */
-        const uint8_t *a = (const uint8_t *)W->data + (size_t)r * rb;
-        uint8_t *q = out + (size_t)r * rb;
-        for (int64_t g = 0; g < full; g++)
-            mxfp4_pack_group(a + g * 8 * KN__MXFP4_BYTES, q + g * 8 * KN__MXFP4_BYTES);
-        memcpy(q + fb, a + fb, tb);
-        memset(q + stored, 0, rb - stored);
-    }
+static void mxfp4_pack(const kn_mat *W, void *dst) { /* the tail group as stored */
+    kn__pack_groups(W, dst, MX4_PACK_MAGIC, KN__MXFP4_BYTES, mxfp4_pack_group, NULL, NULL);
 }
 
 static const uint8_t *mxfp4_packed(const kn_mat *W) {
@@ -1213,15 +912,15 @@ static void rows_q8_0(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, 
     else if (x->T <= MX_FEW)
         kn__x86_few_passes(W, x, Y, ldy, n0, n1, q8_few, MX_FEW);
     else
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0, false);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0);
 }
 
 static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
     return T > MX_FEW ? mx_tile_scratch(W) : 0;
 }
 
-const kn__kernel kn__avx512_mxfp4 = {"avx512-mxfp4-q8_0p", mx_act_bytes, mx_act_prep, scratch_mxfp4,
-                                     rows_mxfp4};
+const kn__kernel kn__avx512_mxfp4 = {"avx512-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p,
+                                     scratch_mxfp4, rows_mxfp4};
 
 const kn__kernel kn__avx512_q8_0 = {"avx512-q8_0-q8_0p", kn__x86_q8_0p_bytes, q8_0_act_prep,
                                     scratch_q8_0, rows_q8_0};

@@ -128,11 +128,10 @@ static void test_expert_matches_composition_and_reference(void **state) {
 }
 
 /* An expert read from its matrices' packed copies (kn_pack, where a copy replaces the stored rows:
- * a pinned model's and an expert node's MXFP4 experts; AVX-512 keeps the rows in pairs) gives the
- * stored rows' bits on every ISA, at every T from 1 to 17 (the few-token passes, the batch tile),
- * with 1 and 2 threads: gate and up at K = 2880 (11 full groups and a tail) into ff = 288 rows,
- * down at K = 288 (one full group and a tail). The stored bytes are overwritten after packing, so
- * only the copies are read. */
+ * a pinned model's and an expert node's MXFP4 experts) gives the stored rows' bits on every ISA, at
+ * every T from 1 to 17 (the few-token passes, the batch tile), with 1 and 2 threads: gate and up at
+ * K = 2880 (11 full groups and a tail) into ff = 288 rows, down at K = 288 (one full group and a
+ * tail). The stored bytes are overwritten after packing, so only the copies are read. */
 static void test_packed_expert_equals_stored(void **state) {
     (void)state;
     kt_rng r = {5150};

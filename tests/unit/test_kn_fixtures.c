@@ -146,8 +146,7 @@ static void test_matvec_parity(void **state) {
             assert_true(eq <= 1e-6);
             assert_true(eg <= 1e-6);
             /* read from the packed copy where it replaces the rows (a pinned model's MXFP4
-             * experts; on AVX-512 in row pairs, an odd row count's last row alone): the bits of
-             * the stored rows */
+             * experts): the bits of the stored rows */
             if (kn_pack_replaces(&Wm)) {
                 void *pb = NULL;
                 assert_int_equal(posix_memalign(&pb, 64, kn_pack_bytes(&Wm)), 0);

@@ -625,12 +625,11 @@ static void test_packed_equals_stored(void **state) {
 }
 
 /* A kernel's rows over any range [n0, n1) of a packed MXFP4 copy, called directly (kn_matmul
- * cuts ranges at multiples of 24 rows): ranges that start or end inside a row pair (AVX-512 keeps
- * rows 2q and 2q + 1 together: the cut pair is computed whole and only its row in the range
- * stored), the odd last row alone or with the pair before it, at every T from 1 to 20 (the
- * streaming passes of 1 to 8 tokens, the batch tile past 16 with a lone row at either end) and on
- * widths with and without a tail group and with no full group: each row equals the scalar
- * reference bit for bit and no row outside the range is written. */
+ * cuts ranges at multiples of 24 rows): ranges that start and end at every row, inside a row
+ * pair too, the odd last row alone or with the rows before it, at every T from 1 to 20 (the
+ * streaming passes of 1 to 8 tokens, the batch tile past 16) and on widths with and without a
+ * tail group and with no full group: each row equals the scalar reference bit for bit and no row
+ * outside the range is written. */
 static void test_packed_row_ranges(void **state) {
     (void)state;
     kt_rng r = {9090};
