@@ -127,6 +127,60 @@ static void test_expert_matches_composition_and_reference(void **state) {
     kn_pool_destroy(pool);
 }
 
+/* An expert read from its matrices' packed copies (kn_pack, where a copy replaces the stored rows:
+ * a pinned model's and an expert node's MXFP4 experts) gives the stored rows' bits on every ISA, at
+ * every T from 1 to 17 (the few-token passes, the batch tile), with 1 and 2 threads: gate and up at
+ * K = 2880 (11 full groups and a tail) into ff = 288 rows, down at K = 288 (one full group and a
+ * tail). The stored bytes are overwritten after packing, so only the copies are read. */
+static void test_packed_expert_equals_stored(void **state) {
+    (void)state;
+    kt_rng r = {5150};
+    const int64_t hidden = 2880, ff = 288;
+    enum { TMAX = 17 };
+    expert_fx f = make_expert(&r, KN_MXFP4, hidden, ff, true);
+    float *X = kt_gauss_vec(&r, TMAX * hidden, 1.0f);
+    float *want = malloc(TMAX * hidden * 4), *got = malloc(TMAX * hidden * 4);
+    const kn_glu glu = {.kind = KN_GLU_SWIGLU_OAI, .alpha = 1.702f, .limit = 7.0f};
+    kt_variant isas[KT_MAX_VARIANTS];
+    const int nisa = kt_variants(isas);
+    const kn_isa prev = kn_isa_active();
+    kn_pool *pool = kn_pool_create(2);
+    mw_err err;
+    kn_isa_force(KN_ISA_SCALAR);
+    assert_int_equal(kn_expert_run(&f.e, &glu, X, TMAX, want, KN_NUM_Q8, NULL, &err), 0);
+    for (int i = 0; i < nisa; i++) {
+        kt_use(&isas[i]);
+        if (!kn_pack_replaces(&f.e.gate)) continue;
+        kn_expert P = f.e;
+        kn_mat *const m[3] = {&P.gate, &P.up, &P.down};
+        void *buf[3];
+        for (int j = 0; j < 3; j++) {
+            const size_t bytes = (size_t)m[j]->rows * m[j]->row_bytes;
+            void *copy = malloc(bytes);
+            memcpy(copy, m[j]->data, bytes);
+            m[j]->data = copy;
+            assert_int_equal(posix_memalign(&buf[j], 64, kn_pack_bytes(m[j])), 0);
+            kn_pack(m[j], buf[j]);
+            memset(copy, 0xA5, bytes);
+        }
+        for (int64_t T = 1; T <= TMAX; T++)
+            for (int th = 0; th < 2; th++) {
+                memset(got, 0xff, T * hidden * 4);
+                assert_int_equal(
+                    kn_expert_run(&P, &glu, X, T, got, KN_NUM_Q8, th ? pool : NULL, &err), 0);
+                char what[96];
+                snprintf(what, sizeof what, "%s packed expert T=%lld %d thread(s)", isas[i].name,
+                         (long long)T, th + 1);
+                assert_true(kt_same_bits(what, got, want, T * hidden));
+            }
+        for (int j = 0; j < 3; j++) free((void *)m[j]->data), free(buf[j]);
+    }
+    kn_isa_force(prev);
+    kn_pool_destroy(pool);
+    free(X), free(want), free(got);
+    free_expert(&f);
+}
+
 static void test_expert_rejects_bad_shapes(void **state) {
     (void)state;
     kt_rng r = {1};
@@ -590,6 +644,7 @@ static void test_mat_check(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expert_matches_composition_and_reference),
+        cmocka_unit_test(test_packed_expert_equals_stored),
         cmocka_unit_test(test_expert_rejects_bad_shapes),
         cmocka_unit_test(test_experts_run_equals_single_calls),
         cmocka_unit_test(test_experts_of_a_batch_from_both_ends),

@@ -624,6 +624,75 @@ static void test_packed_equals_stored(void **state) {
     kn_isa_force(prev);
 }
 
+/* A kernel's rows over any range [n0, n1) of a packed MXFP4 copy, called directly (kn_matmul
+ * cuts ranges at multiples of 24 rows): ranges that start and end at every row, inside a row
+ * pair too, the odd last row alone or with the rows before it, at every T from 1 to 20 (the
+ * streaming passes of 1 to 8 tokens, the batch tile past 16) and on widths with and without a
+ * tail group and with no full group: each row equals the scalar reference bit for bit and no row
+ * outside the range is written. */
+static void test_packed_row_ranges(void **state) {
+    (void)state;
+    kt_rng r = {9090};
+    kt_variant isas[KT_MAX_VARIANTS];
+    const int nisa = kt_variants(isas);
+    const kn_isa prev = kn_isa_active();
+    static const int64_t widths[] = {2880, 32 * 16, 32 * 5};
+    enum { TMAX = 20 };
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
+        for (int64_t rows = 7; rows <= 8; rows++) {
+            const int64_t cols = widths[wi];
+            kn_mat W = kt_weights(&r, KN_MXFP4, rows, cols, true);
+            float *X = kt_gauss_vec(&r, TMAX * cols, 1.0f);
+            float *want = malloc(TMAX * rows * 4), *got = malloc(TMAX * rows * 4);
+            kn_isa_force(KN_ISA_SCALAR);
+            run(&W, X, TMAX, want, KN_NUM_Q8, NULL);
+            for (int i = 0; i < nisa; i++) {
+                kt_use(&isas[i]);
+                const size_t pb = kn_pack_replaces(&W) ? kn_pack_bytes(&W) : 0;
+                if (!pb) continue;
+                void *buf = NULL;
+                assert_int_equal(posix_memalign(&buf, 64, pb), 0);
+                kn_mat P = W;
+                kn_pack(&P, buf);
+                const kn__kernel *k = kn__kernel_for(KN_MXFP4, KN_NUM_Q8);
+                const size_t stride = kn__align64(k->act_bytes(cols));
+                void *act = NULL, *scratch = NULL;
+                assert_int_equal(posix_memalign(&act, 64, stride * TMAX), 0);
+                const size_t sb = k->scratch_bytes ? k->scratch_bytes(&P, TMAX) : 0;
+                if (sb) assert_int_equal(posix_memalign(&scratch, 64, sb), 0);
+                for (int64_t t = 0; t < TMAX; t++)
+                    k->act_prep(X + t * cols, (uint8_t *)act + t * stride, cols);
+                for (int64_t T = 1; T <= TMAX; T++) {
+                    const kn__act x = {act, stride, T};
+                    for (int64_t n0 = 0; n0 < rows; n0++)
+                        for (int64_t n1 = n0 + 1; n1 <= rows; n1++) {
+                            memset(got, 0xff, T * rows * 4);
+                            k->rows(&P, &x, got, rows, n0, n1, scratch);
+                            for (int64_t t = 0; t < T; t++)
+                                for (int64_t n = 0; n < rows; n++) {
+                                    const float *w = want + t * rows + n, *g = got + t * rows + n;
+                                    uint32_t none = 0xffffffffu, gb;
+                                    memcpy(&gb, g, 4);
+                                    const bool ok =
+                                        n >= n0 && n < n1 ? !memcmp(g, w, 4) : gb == none;
+                                    if (!ok)
+                                        fail_msg(
+                                            "%s packed %lldx%lld T=%lld rows [%lld, %lld): row "
+                                            "%lld token %lld",
+                                            isas[i].name, (long long)rows, (long long)cols,
+                                            (long long)T, (long long)n0, (long long)n1,
+                                            (long long)n, (long long)t);
+                                }
+                        }
+                }
+                free(act), free(scratch), free(buf);
+            }
+            kt_free_mat(&W);
+            free(X), free(want), free(got);
+        }
+    kn_isa_force(prev);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accuracy_against_float64),
@@ -636,6 +705,7 @@ int main(void) {
         cmocka_unit_test(test_kquant_extreme_sums),
         cmocka_unit_test(test_streaming_every_batch_size),
         cmocka_unit_test(test_packed_equals_stored),
+        cmocka_unit_test(test_packed_row_ranges),
     };
     return cmocka_run_group_tests_name("kernels_matmul", tests, NULL, NULL);
 }
