@@ -160,13 +160,13 @@ typedef struct kn_mat {
     int64_t cols;
     size_t row_bytes; /* stride between rows, >= kn_row_size(type, cols) */
     const void *data;
-    const void *packed; /* kn_pack's copy of this matrix for batches, or NULL */
+    const void *packed; /* kn_pack's copy of this matrix, or NULL */
 } kn_mat;
 
 /* Bytes of a packed copy of W that the active kernels would read in Q8 numerics instead of W's
  * stored rows, or 0 when they have no such layout. Today, with AVX-512: Q8_0 (the batch tile's
- * layout of every row, read for batches, T > 1: extra memory beside W's stored bytes, which T = 1
- * keeps reading); with AVX-512, AVX-VNNI and AVX2: MXFP4 (each full group's bytes in decode
+ * layout of every row, read at every T, 1.06-1.13x W's bytes with its f32 scales: kept beside
+ * W's stored rows); with AVX-512, AVX-VNNI and AVX2: MXFP4 (each full group's bytes in decode
  * order, as large as W and read at every T: kn_pack_replaces; each ISA reads only its own). */
 size_t kn_pack_bytes(const kn_mat *W);
 /* Whether the active kernels read W's packed copy at every batch size, so that W's stored bytes

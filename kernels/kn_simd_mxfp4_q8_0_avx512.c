@@ -104,11 +104,16 @@ mxfp4_codes2(const uint8_t *row, __m512i w[4], __m512 *ef, const bool packed, co
     *ef = _mm512_cvtepi32_ps(e);
 }
 
-/* A pair's decoded bytes: per group the 8 vectors of both rows ([a | b], 64 bytes each), then per
- * group the 8 scales of a and of b. A row's decoder writes at the pair's start + 32 * (row % 2):
- * vector k of group g at + 512 g + 64 k, its scales at + 512 ng + 64 g. */
+/* A pair's decoded bytes: per group the 8 vectors of both rows ([a | b], 64 bytes each), then the
+ * group's 8 scales of a and of b. A row's decoder writes at the pair's start + 32 * (row % 2):
+ * vector k of group g at + MX_PAIR_GROUP g + 64 k, its scales at + MX_PAIR_GROUP g + MX_PAIR_SC.
+ * Each group's scales follow its vectors so that one token's stream over a packed matrix is one
+ * sequential read: with every scale in a region of its own after the vectors, the two streams a
+ * few KiB apart read at under half a plain read's rate. */
+#define MX_PAIR_SC    (2 * KN__X86_GROUP_QS)
+#define MX_PAIR_GROUP (MX_PAIR_SC + 64)
 static inline size_t mx_pair_bytes(int64_t k) {
-    return 2 * kn__x86_mxfp4_row_bytes(k); /* = 2 * kn__x86_q8_0_row_bytes */
+    return 2 * kn__x86_mxfp4_row_bytes(k); /* = 2 * kn__x86_q8_0_row_bytes = MX_PAIR_GROUP ng */
 }
 
 /* One row's decoded group (w[i] = its vectors 2i and 2i + 1) into its half of the pair's group. */
@@ -140,8 +145,8 @@ mxfp4_dec_full_as(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g, const
     __m256 ef;
     kn__x86_prefetch(src, 8 * KN__MXFP4_BYTES);
     mxfp4_codes(src, w, &ef, packed);
-    mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
-    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
+    mx_store_pair(dst + g * MX_PAIR_GROUP, w);
+    _mm256_storeu_ps((float *)(dst + g * MX_PAIR_GROUP + MX_PAIR_SC),
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
 static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
@@ -170,8 +175,8 @@ static inline __attribute__((always_inline)) void mxfp4_dec_group_as(const uint8
         mxfp4_codes(src, w, &ef, false);
     else
         mxfp4_tail_codes(src, nb - 8 * g, w, &ef);
-    mx_store_pair(dst + g * 2 * KN__X86_GROUP_QS, w);
-    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g,
+    mx_store_pair(dst + g * MX_PAIR_GROUP, w);
+    _mm256_storeu_ps((float *)(dst + g * MX_PAIR_GROUP + MX_PAIR_SC),
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
 static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
@@ -575,14 +580,14 @@ static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w
                                                           const uint8_t *const x[MX_T], int64_t ng,
                                                           float out[2 * MX_P][MX_T], mx_dec *dc,
                                                           mx_dec_full_fn dec, const int nt) {
-    const size_t wsc_off = (size_t)ng * 2 * KN__X86_GROUP_QS;      /* h(e) / d_w of a pair */
     const size_t sc_off = (size_t)ng * KN__X86_GROUP_QS;           /* d_x of a token */
     const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -bias * sum(q) of a token */
     __m512 acc[MX_P][MX_T];
     for (int p = 0; p < MX_P; p++)
         for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
     for (int64_t g = 0; g < ng; g++) {
-        const size_t xo = (size_t)g * KN__X86_GROUP_QS, wo = 2 * xo, so = (size_t)g * 32;
+        const size_t xo = (size_t)g * KN__X86_GROUP_QS, wo = (size_t)g * MX_PAIR_GROUP;
+        const size_t so = (size_t)g * 32;
         __m512i s[MX_P][MX_T];
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
@@ -604,7 +609,7 @@ static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w
         }
         __m512 ws[MX_P];
 #pragma GCC unroll 2
-        for (int p = 0; p < MX_P; p++) ws[p] = _mm512_loadu_ps(w[p] + wsc_off + 2 * so);
+        for (int p = 0; p < MX_P; p++) ws[p] = _mm512_loadu_ps(w[p] + wo + MX_PAIR_SC);
 #pragma GCC unroll 4
         for (int t = 0; t < nt; t++) {
             const __m512 dx = _mm512_castsi512_ps(mx_both(x[t] + sc_off + so));
@@ -768,8 +773,8 @@ static inline __attribute__((always_inline)) void q8_0_dec_full(const uint8_t *r
                                                                 uint8_t *dst, int64_t g) {
     const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
     kn__x86_prefetch(src, 8 * KN__Q8_0_BYTES);
-    q8_0_group_u8(src, dst + g * 2 * KN__X86_GROUP_QS);
-    _mm256_storeu_ps((float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g, kn__x86_q8_0_d(src));
+    q8_0_group_u8(src, dst + g * MX_PAIR_GROUP);
+    _mm256_storeu_ps((float *)(dst + g * MX_PAIR_GROUP + MX_PAIR_SC), kn__x86_q8_0_d(src));
 }
 
 static void q8_0_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
@@ -781,8 +786,8 @@ static void q8_0_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, ui
         return;
     }
     const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
-    uint8_t *q = dst + g * 2 * KN__X86_GROUP_QS;
-    float *sc = (float *)(dst + ng * 2 * KN__X86_GROUP_QS) + 16 * g;
+    uint8_t *q = dst + g * MX_PAIR_GROUP;
+    float *sc = (float *)(dst + g * MX_PAIR_GROUP + MX_PAIR_SC);
     if (end - src >= 8 * KN__Q8_0_BYTES) {
         q8_0_group_u8(src, q);
         _mm256_storeu_ps(sc, _mm256_and_ps(kn__x86_q8_0_d(src), kn__x86_live_lanes(left)));
@@ -806,10 +811,10 @@ MX_MICROS(q8_0, q8_0_dec_full);
 /* A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
  * at every call is work done again and again, and at a decode batch's size the decode is as
  * much work as the vpdpbusd themselves. kn_pack keeps the decoded pairs of all rows (after a header
- * naming the matrix they belong to) and batches read them in place; T = 1 streams the stored rows
- * as before. */
+ * naming the matrix they belong to) and every T reads them in place: one token streams them with a
+ * quarter of the stored rows' instructions. */
 
-#define MX_PACK_MAGIC 0x32584b5030513858ull /* "X8Q0PKX2" */
+#define MX_PACK_MAGIC 0x33584b5030513858ull /* "X8Q0PKX3" */
 
 static size_t q8_0_pack_bytes(const kn_mat *W) {
     return sizeof(kn__pack_hdr) + (size_t)((W->rows + 1) / 2) * mx_pair_bytes(W->cols);
@@ -901,13 +906,46 @@ static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act 
     }
 }
 
-/* T = 1 and up to 8 tokens stream the stored rows as MXFP4 does (each group decoded in registers
- * once and applied to every token); batches take the packed pairs when the matrix has them, else
- * the tile (measured faster at 16 tokens than two streaming passes). */
+/* Rows n0 .. n1 from packed pairs against one token: per group and pair 8 loads and 8 vpdpbusd,
+ * the block sums already in their canonical lanes, so the stream takes about a quarter of the
+ * stored rows' instructions and reads at a plain read's pace. No software prefetch: with this few
+ * instructions a byte the hardware prefetchers keep up, and prefetches only cost. */
+static void mx_rows_packed1(const kn_mat *W, const uint8_t *pairs, const kn__act *x, float *Y,
+                            int64_t n0, int64_t n1) {
+    const int64_t ng = kn__x86_groups(W->cols);
+    const size_t pb = mx_pair_bytes(W->cols);
+    const uint8_t *xq = x->data, *xd = xq + (size_t)ng * KN__X86_GROUP_QS;
+    const uint8_t *xs = xd + (size_t)ng * 8 * sizeof(float); /* -128 * sum(q) per block */
+    for (int64_t q = n0 / 2; q < (n1 + 1) / 2; q++) {
+        const uint8_t *w = pairs + (size_t)q * pb;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t g = 0; g < ng; g++, w += MX_PAIR_GROUP) {
+            const uint8_t *xg = xq + (size_t)g * KN__X86_GROUP_QS;
+            __m512i s = mx_both(xs + 32 * g);
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512(w + 64 * k), mx_both(xg + 32 * k));
+            const __m512 dx = _mm512_castsi512_ps(mx_both(xd + 32 * g));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
+                                  _mm512_mul_ps(dx, _mm512_loadu_ps(w + MX_PAIR_SC)), acc);
+        }
+        if (2 * q >= n0) Y[2 * q] = kn__x86_tree8(_mm512_castps512_ps256(acc));
+        if (2 * q + 1 < n1)
+            Y[2 * q + 1] =
+                kn__x86_tree8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+    }
+}
+
+/* Up to 8 tokens stream the stored rows as MXFP4 does (each group decoded in registers once and
+ * applied to every token); a packed matrix's pairs are read instead, by one token's stream or by
+ * the batches' tile; batches of a matrix without them decode the tile (measured faster at 16
+ * tokens than two streaming passes). */
 static void rows_q8_0(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
-    const uint8_t *pairs = x->T > 1 ? q8_0_packed(W) : NULL;
-    if (pairs)
+    const uint8_t *pairs = q8_0_packed(W);
+    if (pairs && x->T == 1)
+        mx_rows_packed1(W, pairs, x, Y, n0, n1);
+    else if (pairs)
         mx_rows_packed(W, pairs, x, Y, ldy, n0, n1);
     else if (x->T <= MX_FEW)
         kn__x86_few_passes(W, x, Y, ldy, n0, n1, q8_few, MX_FEW);

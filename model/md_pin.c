@@ -96,7 +96,7 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char 
     return 0;
 }
 
-/* Room for a batch-only packed copy (none where md_pin_mats packed instead). */
+/* Room for a packed copy kept beside the stored rows (none where md_pin_mats packed instead). */
 static size_t batch_pack_span(const kn_mat *w) {
     return kn_pack_replaces(w) ? 0 : pack_span(w);
 }

@@ -30,9 +30,9 @@ bool md_pin_packing(void);
  * mapping's, which only other numerics and ISAs read). `what` names the owner in an out-of-memory
  * message. */
 int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char *what, mw_err *err);
-/* The kernels' packed copies of the n matrices for batches (kn_pack; those the active kernels
+/* The kernels' packed copies of the n matrices beside them (kn_pack; those the active kernels
  * have no layout for, and those md_pin_mats already packed, take no room) in one buffer advised
- * for huge pages, each view's `packed` pointed at its own: batches then skip decoding them (the
+ * for huge pages, each view's `packed` pointed at its own, which the kernels then read instead (the
  * bits are the same). */
 int md_pin_pack(md_pin *p, kn_mat *const *mats, size_t n, const char *what, mw_err *err);
 /* Maps every page of a view of a mapping into the process (MADV_POPULATE_READ, or one read per
