@@ -321,9 +321,9 @@ static void pack_matrix(kn_mat *W) {
 }
 
 /* MW_BENCH_PACK=1: matrices like W are read from their packed copies where these replace the
- * stored rows (a pinned model's experts); MW_BENCH_PACK=dense: also where the kernels read them
- * for batches only (AVX-512 Q8_0's decoded pairs, T > 1): every matrix a pinned model packs. The
- * case says so. */
+ * stored rows (a pinned model's experts); MW_BENCH_PACK=dense: also where the copy is kept beside
+ * the stored rows (AVX-512 Q8_0's decoded pairs): every matrix a pinned model packs. The case
+ * says so. */
 static bool pack_asked(const kn_mat *W, const char *name) {
     const char *pk = getenv("MW_BENCH_PACK");
     const bool dense = pk && !strcmp(pk, "dense");
