@@ -71,12 +71,17 @@ static inline size_t kn__x86_q8_Ki_qs(int64_t k) {
  * them), then at kn__x86_q8_Ki_qs per block its 256 q and 16 bsums again, 32-byte aligned
  * (KN__X86_Q8_KN_BLOCK bytes: the blocks' 292-byte stride left half the loads across cache
  * lines), then at kn__x86_q8_Kn_dx the blocks' d, zero-padded to a multiple of 8 (a chunk's 8 in
- * one load). */
+ * one load), then at kn__x86_q8_Kn_qp the same blocks as at kn__x86_q8_Ki_qs with their q in the
+ * order of the packed Q4_K copy's codes (kn__x86_q4kp_order: per 64 values, the words of groups 2j
+ * and 2j + 1 alternating). */
 #define KN__X86_Q8_KN_BLOCK (KN__QK_K + KN__QK_K / 16 * 2)
 size_t kn__x86_q8_Kn_bytes(int64_t k);
 void kn__x86_prep_q8_Kn(const float *x, void *dst, int64_t k);
 static inline size_t kn__x86_q8_Kn_dx(int64_t k) {
     return kn__x86_q8_Ki_qs(k) + (size_t)(k / KN__QK_K) * KN__X86_Q8_KN_BLOCK;
+}
+static inline size_t kn__x86_q8_Kn_qp(int64_t k) {
+    return kn__x86_q8_Kn_dx(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
 }
 
 /* Decoded weight tiles, per row:
@@ -299,6 +304,30 @@ static inline const uint8_t *kn__x86_mxfp4p_data(const kn_mat *W, bool *e1) {
  * (p) or as e - 1 (q). */
 void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst);
 void kn__x86_decode_mxfp4q(const uint8_t *row, int64_t k, void *dst);
+
+/* The AVX2 and AVX-VNNI rows' packed Q4_K copy (kn_pack; kn_simd_avx2.c writes it), in the
+ * matrix's own geometry after a kn__pack_hdr: each super-block keeps its 144 bytes and its d, dmin
+ * and 12 scale bytes as stored, and its codes come in the order kn__x86_q4kp_order gives: for j =
+ * 0..3, the 32 stored bytes of groups 2j (low nibbles) and 2j + 1 (high nibbles) become, as 32
+ * bytes, the low nibbles lo and the high nibbles hi of kn__x86_q4kp_order(group 2j, group 2j + 1),
+ * which alternate the two groups word by word. The token's q come in the same order
+ * (kn__x86_q8_Kn_qp), so each word of a vpmaddubsw of lo and of hi holds one group's products, the
+ * two add in int16 (at most 2 * 2 * 15 * 128 = 7680) and one vpmaddwd by the pair of group scales
+ * (one dword broadcast) scales both groups: 4 vpmaddwd a super-block instead of 8, and no word
+ * broadcasts. */
+#define KN__X86_Q4KP_MAGIC 0x503256414b345158ull /* "XQ4KAV2P" */
+
+/* Two groups' 32 values each (a, b: natural order) in the packed order: lo holds per 128-bit lane
+ * L the words 8L .. 8L + 3 of a and of b alternating (a first), hi the words 8L + 4 .. 8L + 7. */
+static inline void kn__x86_q4kp_order(__m256i a, __m256i b, __m256i *lo, __m256i *hi) {
+    *lo = _mm256_unpacklo_epi16(a, b);
+    *hi = _mm256_unpackhi_epi16(a, b);
+}
+
+size_t kn__x86_q4kp_bytes(const kn_mat *W);
+void kn__x86_q4kp_pack(const kn_mat *W, void *dst);
+/* The tile decoder's packed twin (kn__x86_decode_q4_K) for a row of the packed copy. */
+void kn__x86_decode_q4_Kp(const uint8_t *row, int64_t k, kn__x86_q4k *dst);
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to interleaved int8 weights: w[k] and
  * w[k + 4] hold dword k of elements 0..15 and of elements 16..31 of each block. */

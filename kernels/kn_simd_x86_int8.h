@@ -289,7 +289,8 @@ static inline __m256i KN__X86_NAME(q4k_scales_mins)(const uint8_t *packed) {
  * holds 8 vectors, not 16 (AVX2's 16 registers spilled them). Each group scale comes into every
  * word by a broadcast load (a load, no shuffle). */
 static inline __attribute__((always_inline)) __m256i
-KN__X86_NAME(q4k_row_block)(const uint8_t *row, const uint8_t *xn, const int16_t *sc) {
+KN__X86_NAME(q4k_row_block)(const uint8_t *row, const uint8_t *xn, const int16_t *sc,
+                            const bool packed) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     kn__x86_prefetch(row, KN__Q4_K_BYTES);
     const __m256i ms = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(xn + KN__QK_K)),
@@ -304,11 +305,18 @@ KN__X86_NAME(q4k_row_block)(const uint8_t *row, const uint8_t *xn, const int16_t
         const __m256i phi =
             _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
                                  _mm256_load_si256((const __m256i *)(xn + 64 * j + 32)));
+        if (packed) { /* the packed order (kn_simd_x86.h): even words group 2j, odd ones 2j + 1 */
+            int32_t s2;
+            memcpy(&s2, sc + 16 + 2 * j, 4);
+            acc[j % 2] = KN__DPWSSD(acc[j % 2], _mm256_add_epi16(plo, phi), _mm256_set1_epi32(s2));
+            continue;
+        }
         acc[j] = KN__DPWSSD(acc[j], plo, _mm256_broadcastw_epi16(_mm_loadu_si16(sc + 16 + 2 * j)));
         acc[j] = KN__DPWSSD(acc[j], phi, _mm256_broadcastw_epi16(_mm_loadu_si16(sc + 17 + 2 * j)));
     }
-    const __m256i is =
-        _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+    const __m256i is = packed ? _mm256_add_epi32(acc[0], acc[1])
+                              : _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]),
+                                                 _mm256_add_epi32(acc[2], acc[3]));
     return _mm256_add_epi32(_mm256_unpacklo_epi32(is, ms), _mm256_unpackhi_epi32(is, ms));
 }
 
@@ -347,13 +355,14 @@ static inline void KN__X86_NAME(q4k_scales)(const uint8_t *row, int n, int16_t *
  * past the row hold sums 0 and scales 0, which leave a lane (never -0) unchanged. */
 static inline __attribute__((always_inline)) __m256
 KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const uint8_t *xn, const float *dx,
-                            const int16_t *sc, const uint32_t *dd, __m256 lane, const int n) {
+                            const int16_t *sc, const uint32_t *dd, __m256 lane, const int n,
+                            const bool packed) {
     __m256i c[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         c[i] = i < n ? KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES,
                                                    xn + i * KN__X86_Q8_KN_BLOCK,
-                                                   sc + i * KN__X86_Q4K_SC)
+                                                   sc + i * KN__X86_Q4K_SC, packed)
                      : _mm256_setzero_si256();
     const __m256 xd = _mm256_loadu_ps(dx); /* zero past the row */
     /* per 128-bit lane: the 4 d, then the 4 dmin; then d 0..7 low, dmin 0..7 high */
@@ -389,12 +398,13 @@ KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const uint8_t *xn, const float *
  * computed in registers from the 144 stored bytes, and the two canonical fmas into the block's
  * lane. Decoding a tile first would write and read four times the stored bytes (the scales
  * expanded to vectors) for one use. sc, dd: the row's scales (q4k_scales) when `copied`
- * (rows of up to KN__X86_Q4K_DD super-blocks), else room for them, copied here a part at a time. */
+ * (rows of up to KN__X86_Q4K_DD super-blocks), else room for them, copied here a part at a time.
+ * `packed`: a row of the packed copy (kn_simd_x86.h), against the token's q in its order. */
 static inline __attribute__((always_inline)) float
 KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int16_t *sc,
-                           uint32_t *dd, const bool copied) {
+                           uint32_t *dd, const bool copied, const bool packed) {
     const int64_t nb = k / KN__QK_K;
-    const uint8_t *xn = x + kn__x86_q8_Ki_qs(k);
+    const uint8_t *xn = x + (packed ? kn__x86_q8_Kn_qp(k) : kn__x86_q8_Ki_qs(k));
     const float *dx = (const float *)(x + kn__x86_q8_Kn_dx(k));
     __m256 lane = _mm256_setzero_ps();
     int64_t b = 0;
@@ -403,8 +413,9 @@ KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int1
         if (!copied && p == 0) KN__X86_NAME(q4k_scales)
         (row + b * KN__Q4_K_BYTES, nb - b < KN__X86_Q4K_DD ? (int)(nb - b) : KN__X86_Q4K_DD, sc,
          dd);
-        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
-                                           dx + b, sc + p * KN__X86_Q4K_SC, dd + p, lane, 8);
+        lane =
+            KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
+                                        dx + b, sc + p * KN__X86_Q4K_SC, dd + p, lane, 8, packed);
     }
     if (b < nb) {
         const int64_t p = b % KN__X86_Q4K_DD;
@@ -412,7 +423,7 @@ KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int1
             KN__X86_NAME(q4k_scales)(row + b * KN__Q4_K_BYTES, (int)(nb - b), sc, dd);
         lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
                                            dx + b, sc + p * KN__X86_Q4K_SC, dd + p, lane,
-                                           (int)(nb - b));
+                                           (int)(nb - b), packed);
     }
     return kn__x86_tree8(lane);
 }
@@ -495,14 +506,12 @@ KN__X86_ROWS(q4_K_tiled, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),
 /* Q4_K batches up to this many tokens stream the stored rows (each token's sums cost as much as
  * one token's, the row is read once); larger ones decode a tile once for all of them. */
 #define KN__X86_Q4K_FEW 16
-static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
-                                    int64_t n0, int64_t n1, void *scratch) {
-    if (x->T > KN__X86_Q4K_FEW) {
-        KN__X86_NAME(rows_q4_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
-        return;
-    }
-    /* a few tokens: the row comes from memory for the first and from L1 for the others; a row of
-     * up to KN__X86_Q4K_DD super-blocks has its scales unpacked once for all of them */
+/* A few tokens (`packed`: W's rows are the packed copy's). */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(rows_q4_K_few)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                            int64_t n1, const bool packed) {
+    /* the row comes from memory for the first token and from L1 for the others; a row of up to
+     * KN__X86_Q4K_DD super-blocks has its scales unpacked once for all of them */
     _Alignas(32) int16_t sc[KN__X86_Q4K_DD * KN__X86_Q4K_SC];
     _Alignas(32) uint32_t dd[KN__X86_Q4K_DD];
     const int64_t nb = W->cols / KN__QK_K;
@@ -513,8 +522,16 @@ static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y,
         if (copied) KN__X86_NAME(q4k_scales)(row, (int)nb, sc, dd);
         for (int64_t t = 0; t < x->T; t++)
             Y[t * ldy + n] = KN__X86_NAME(dot_q4_K_row)(row, x0 + (size_t)t * x->stride, W->cols,
-                                                        sc, dd, copied);
+                                                        sc, dd, copied, packed);
     }
+}
+
+static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                    int64_t n0, int64_t n1, void *scratch) {
+    if (x->T > KN__X86_Q4K_FEW)
+        KN__X86_NAME(rows_q4_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
+    else
+        KN__X86_NAME(rows_q4_K_few)(W, x, Y, ldy, n0, n1, false);
 }
 
 static void KN__X86_NAME(rows_q6_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
