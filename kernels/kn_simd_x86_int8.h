@@ -299,7 +299,8 @@ KN__X86_NAME(q4k_row_block)(const uint8_t *row, const uint8_t *xn, const int16_t
                       _mm256_setzero_si256()};
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) { /* 32 bytes of codes: groups 2j (low nibbles), 2j + 1 */
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(row + 16 + 32 * j));
+        __m256i q = _mm256_loadu_si256((const __m256i *)(row + 16 + 32 * j));
+        if (packed) __asm__("" : "+x"(q)); /* loaded once: GCC loads it again for the mask */
         const __m256i plo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4),
                                                  _mm256_load_si256((const __m256i *)(xn + 64 * j)));
         const __m256i phi =
