@@ -539,8 +539,25 @@ KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int1
         const int64_t p = b % KN__X86_Q4K_DD;
         if (!copied && p == 0)
             KN__X86_NAME(q4k_row_scales)(row + b * KN__Q4_K_BYTES, nb - b, sc, dd, packed);
-        lane = KN__X86_NAME(q4k_any_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
-                                           dx + b, sc, dd, p, lane, (int)(nb - b), packed);
+        const uint8_t *r = row + b * KN__Q4_K_BYTES, *xb = xn + b * KN__X86_Q8_KN_BLOCK;
+        if (!packed)
+            lane =
+                KN__X86_NAME(q4k_any_chunk)(r, xb, dx + b, sc, dd, p, lane, (int)(nb - b), false);
+        else /* a constant count: its addresses and lanes are known, no branches */
+            switch (nb - b) {
+#define KN__X86_Q4KP_PART(m)                                                                       \
+    case m:                                                                                        \
+        lane = KN__X86_NAME(q4k_any_chunk)(r, xb, dx + b, sc, dd, p, lane, m, true);               \
+        break;
+                KN__X86_Q4KP_PART(1)
+                KN__X86_Q4KP_PART(2)
+                KN__X86_Q4KP_PART(3)
+                KN__X86_Q4KP_PART(4)
+                KN__X86_Q4KP_PART(5)
+                KN__X86_Q4KP_PART(6)
+                KN__X86_Q4KP_PART(7)
+#undef KN__X86_Q4KP_PART
+            }
     }
     return kn__x86_tree8(lane);
 }
