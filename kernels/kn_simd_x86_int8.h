@@ -434,10 +434,12 @@ KN__X86_NAME(q4kp_chunk_scales)(const uint8_t *ch, int n, int16_t *w) {
     }
 }
 
-/* The scales of a packed row's first nb super-blocks (chunks of 8). */
+/* The scales of a packed row's first nb super-blocks (chunks of 8), and 16 zero words after them
+ * (the last super-block's mins are loaded with 8 words more). */
 static inline void KN__X86_NAME(q4kp_scales)(const uint8_t *row, int64_t nb, int16_t *w) {
     for (int64_t b = 0; b < nb; b += 8, row += 8 * KN__Q4_K_BYTES, w += KN__X86_Q4KP_CW)
         KN__X86_NAME(q4kp_chunk_scales)(row, nb - b < 8 ? (int)(nb - b) : 8, w);
+    _mm256_store_si256((__m256i *)w, _mm256_setzero_si256());
 }
 
 /* One packed super-block (its codes; pf: where the stream reads now, for the prefetches) against
@@ -450,9 +452,10 @@ static inline __attribute__((always_inline)) __m256i KN__X86_NAME(q4kp_block)(co
                                                                               const int16_t *sw) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     kn__x86_prefetch(pf, KN__Q4_K_BYTES);
-    const __m256i ms = _mm256_zextsi128_si256(
-        _mm_madd_epi16(_mm_load_si128((const __m128i *)(xq + KN__QK_K)),
-                       _mm_load_si128((const __m128i *)(sw + KN__X86_Q4KP_CW / 2))));
+    /* the token's 8 zero words after its group sums meet 8 other words of the copy */
+    const __m256i ms =
+        _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(xq + KN__QK_K)),
+                          _mm256_loadu_si256((const __m256i *)(sw + KN__X86_Q4KP_CW / 2)));
     __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
