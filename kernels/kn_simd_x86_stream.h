@@ -1,7 +1,8 @@
 /* kernels/kn_simd_x86_stream.h — internal: the streaming kernels of the AVX2 and AVX-VNNI rows for
  * a few tokens: MXFP4, Q8_0 and Q6_K rows against 1 to 16 tokens (passes of up to 8), included by
  * kn_simd_avx2.c and kn_simd_avxvnni.c after kn_simd_x86_int8.h, whose names, multiply-add macros,
- * decoders and batch tiles they use (larger batches still take its tiles).
+ * decoders and batch tiles they use (larger batches still take its tiles); and the entry of Q4_K,
+ * whose packed copy (kn_simd_x86.h) these two rows alone read, with kn_simd_x86_int8.h's kernels.
  *
  * The streaming structure: each unit of a row (a group of 8 blocks, a Q6_K super-block) is decoded
  * once in registers and applied to every token, so the row is read from memory once whatever the
