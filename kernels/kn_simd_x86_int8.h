@@ -446,12 +446,11 @@ static inline void KN__X86_NAME(q4kp_scales)(const uint8_t *row, int64_t nb, int
  * its block of the token in the packed order (xq: q, then the group sums), its scales and mins
  * unpacked at sw: as q4k_row_block's, the code sums' partials in the even lanes, the mins' in the
  * odd ones (only in the low half: 8 group sums). */
-static inline __attribute__((always_inline)) __m256i KN__X86_NAME(q4kp_block)(const uint8_t *codes,
-                                                                              const uint8_t *pf,
-                                                                              const uint8_t *xq,
-                                                                              const int16_t *sw) {
+static inline __attribute__((always_inline)) __m256i
+KN__X86_NAME(q4kp_block)(const uint8_t *codes, const uint8_t *pf, const uint8_t *xq,
+                         const int16_t *sw, const int pfn) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    kn__x86_prefetch(pf, KN__Q4_K_BYTES);
+    kn__x86_prefetch(pf, pfn);
     /* the token's 8 zero words after its group sums meet 8 other words of the copy */
     const __m256i ms =
         _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(xq + KN__QK_K)),
@@ -483,8 +482,9 @@ KN__X86_NAME(q4kp_chunk)(const uint8_t *ch, const uint8_t *xq, const float *dx, 
 #pragma GCC unroll 8
     for (int i = 0; i < 8; i++)
         c[i] =
-            i < n ? KN__X86_NAME(q4kp_block)(ch + 16 * n + 128 * i, ch + i * KN__Q4_K_BYTES,
-                                             xq + i * KN__X86_Q8_KN_BLOCK, w + kn__x86_q4kp_woff(i))
+            i < n ? KN__X86_NAME(q4kp_block)(ch + 16 * n + 128 * i, ch + (144 * i + 63) / 64 * 64,
+                                             xq + i * KN__X86_Q8_KN_BLOCK, w + kn__x86_q4kp_woff(i),
+                                             (144 * i + 207) / 64 * 64 - (144 * i + 63) / 64 * 64)
                   : _mm256_setzero_si256();
     __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ch));
     __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ch + 2 * n)));
