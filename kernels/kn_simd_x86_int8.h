@@ -415,8 +415,7 @@ KN__X86_NAME(q4kp_chunk_scales)(const uint8_t *ch, int n, int16_t *w) {
         const __m256i hh =
             _mm256_permutevar8x32_epi32(hb, h ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)
                                               : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-        /* even dwords: groups 0..3 (bits 0-1 of the scales, 4-5 of the mins), odd: 4..7 (2-3, 6-7)
-         */
+        /* even dwords: groups 0..3 (high bits 0-1: scales, 4-5: mins), odd: 4..7 (2-3, 6-7) */
         const __m256i s = _mm256_or_si256(
             _mm256_and_si256(l, m4),
             _mm256_and_si256(_mm256_sllv_epi32(hh, _mm256_setr_epi32(4, 2, 4, 2, 4, 2, 4, 2)),
@@ -442,10 +441,10 @@ static inline void KN__X86_NAME(q4kp_scales)(const uint8_t *row, int64_t nb, int
     _mm256_store_si256((__m256i *)w, _mm256_setzero_si256());
 }
 
-/* One packed super-block (its codes; pf: where the stream reads now, for the prefetches) against
- * its block of the token in the packed order (xq: q, then the group sums), its scales and mins
- * unpacked at sw: as q4k_row_block's, the code sums' partials in the even lanes, the mins' in the
- * odd ones (only in the low half: 8 group sums). */
+/* One packed super-block (its codes; [pf, pf + pfn): the lines of its share of the chunk, whose
+ * far copies it prefetches) against its block of the token in the packed order (xq: q, then the
+ * group sums), its scales and mins unpacked at sw: as q4k_row_block's, the code sums' partials in
+ * the even lanes, the mins' in the odd ones (only in the low half: 8 group sums). */
 static inline __attribute__((always_inline)) __m256i
 KN__X86_NAME(q4kp_block)(const uint8_t *codes, const uint8_t *pf, const uint8_t *xq,
                          const int16_t *sw, const int pfn) {
@@ -480,12 +479,15 @@ KN__X86_NAME(q4kp_chunk)(const uint8_t *ch, const uint8_t *xq, const float *dx, 
                          __m256 lane, const int n) {
     __m256i c[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        c[i] =
-            i < n ? KN__X86_NAME(q4kp_block)(ch + 16 * n + 128 * i, ch + (144 * i + 63) / 64 * 64,
-                                             xq + i * KN__X86_Q8_KN_BLOCK, w + kn__x86_q4kp_woff(i),
-                                             (144 * i + 207) / 64 * 64 - (144 * i + 63) / 64 * 64)
-                  : _mm256_setzero_si256();
+    for (int i = 0; i < 8; i++) {
+        /* one prefetch a line: super-block i takes the lines that start in its 144 bytes */
+        const int l0 = (KN__Q4_K_BYTES * i + 63) / 64 * 64,
+                  l1 = (KN__Q4_K_BYTES * (i + 1) + 63) / 64 * 64;
+        c[i] = i < n ? KN__X86_NAME(q4kp_block)(ch + 16 * n + 128 * i, ch + l0,
+                                                xq + i * KN__X86_Q8_KN_BLOCK,
+                                                w + kn__x86_q4kp_woff(i), l1 - l0)
+                     : _mm256_setzero_si256();
+    }
     __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ch));
     __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ch + 2 * n)));
     if (n < 8) { /* the lanes past the chunk read other bytes */
