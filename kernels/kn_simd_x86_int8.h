@@ -433,27 +433,25 @@ KN__X86_NAME(q4kp_chunk_scales)(const uint8_t *ch, int n, int16_t *w) {
     }
 }
 
-/* The scales of a packed row's first nb super-blocks (chunks of 8), and 16 zero words after them
- * (the last super-block's mins are loaded with 8 words more). */
+/* The scales of a packed row's first nb super-blocks (chunks of 8). */
 static inline void KN__X86_NAME(q4kp_scales)(const uint8_t *row, int64_t nb, int16_t *w) {
     for (int64_t b = 0; b < nb; b += 8, row += 8 * KN__Q4_K_BYTES, w += KN__X86_Q4KP_CW)
         KN__X86_NAME(q4kp_chunk_scales)(row, nb - b < 8 ? (int)(nb - b) : 8, w);
-    _mm256_store_si256((__m256i *)w, _mm256_setzero_si256());
 }
 
-/* One packed super-block (its codes; [pf, pf + pfn): the lines of its share of the chunk, whose
- * far copies it prefetches) against its block of the token in the packed order (xq: q, then the
- * group sums), its scales and mins unpacked at sw: as q4k_row_block's, the code sums' partials in
- * the even lanes, the mins' in the odd ones (only in the low half: 8 group sums). */
-static inline __attribute__((always_inline)) __m256i
-KN__X86_NAME(q4kp_block)(const uint8_t *codes, const uint8_t *pf, const uint8_t *xq,
-                         const int16_t *sw, const int pfn) {
+/* One packed super-block (its codes; pf: where the stream reads now, for the prefetches) against
+ * its block of the token in the packed order (xq: q, then the group sums), its scales and mins
+ * unpacked at sw: as q4k_row_block's, the code sums' partials in the even lanes, the mins' in the
+ * odd ones (only in the low half: 8 group sums). */
+static inline __attribute__((always_inline)) __m256i KN__X86_NAME(q4kp_block)(const uint8_t *codes,
+                                                                              const uint8_t *pf,
+                                                                              const uint8_t *xq,
+                                                                              const int16_t *sw) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    kn__x86_prefetch(pf, pfn);
-    /* the token's 8 zero words after its group sums meet 8 other words of the copy */
-    const __m256i ms =
-        _mm256_madd_epi16(_mm256_load_si256((const __m256i *)(xq + KN__QK_K)),
-                          _mm256_loadu_si256((const __m256i *)(sw + KN__X86_Q4KP_CW / 2)));
+    kn__x86_prefetch(pf, KN__Q4_K_BYTES);
+    const __m256i ms = _mm256_zextsi128_si256(
+        _mm_madd_epi16(_mm_load_si128((const __m128i *)(xq + KN__QK_K)),
+                       _mm_load_si128((const __m128i *)(sw + KN__X86_Q4KP_CW / 2))));
     __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
@@ -479,15 +477,11 @@ KN__X86_NAME(q4kp_chunk)(const uint8_t *ch, const uint8_t *xq, const float *dx, 
                          __m256 lane, const int n) {
     __m256i c[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        /* one prefetch a line: super-block i takes the lines that start in its 144 bytes */
-        const int l0 = (KN__Q4_K_BYTES * i + 63) / 64 * 64,
-                  l1 = (KN__Q4_K_BYTES * (i + 1) + 63) / 64 * 64;
-        c[i] = i < n ? KN__X86_NAME(q4kp_block)(ch + 16 * n + 128 * i, ch + l0,
-                                                xq + i * KN__X86_Q8_KN_BLOCK,
-                                                w + kn__x86_q4kp_woff(i), l1 - l0)
-                     : _mm256_setzero_si256();
-    }
+    for (int i = 0; i < 8; i++)
+        c[i] =
+            i < n ? KN__X86_NAME(q4kp_block)(ch + 16 * n + 128 * i, ch + i * KN__Q4_K_BYTES,
+                                             xq + i * KN__X86_Q8_KN_BLOCK, w + kn__x86_q4kp_woff(i))
+                  : _mm256_setzero_si256();
     __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ch));
     __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ch + 2 * n)));
     if (n < 8) { /* the lanes past the chunk read other bytes */
@@ -544,25 +538,8 @@ KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int1
         const int64_t p = b % KN__X86_Q4K_DD;
         if (!copied && p == 0)
             KN__X86_NAME(q4k_row_scales)(row + b * KN__Q4_K_BYTES, nb - b, sc, dd, packed);
-        const uint8_t *r = row + b * KN__Q4_K_BYTES, *xb = xn + b * KN__X86_Q8_KN_BLOCK;
-        if (!packed)
-            lane =
-                KN__X86_NAME(q4k_any_chunk)(r, xb, dx + b, sc, dd, p, lane, (int)(nb - b), false);
-        else /* a constant count: its addresses and lanes are known, no branches */
-            switch (nb - b) {
-#define KN__X86_Q4KP_PART(m)                                                                       \
-    case m:                                                                                        \
-        lane = KN__X86_NAME(q4k_any_chunk)(r, xb, dx + b, sc, dd, p, lane, m, true);               \
-        break;
-                KN__X86_Q4KP_PART(1)
-                KN__X86_Q4KP_PART(2)
-                KN__X86_Q4KP_PART(3)
-                KN__X86_Q4KP_PART(4)
-                KN__X86_Q4KP_PART(5)
-                KN__X86_Q4KP_PART(6)
-                KN__X86_Q4KP_PART(7)
-#undef KN__X86_Q4KP_PART
-            }
+        lane = KN__X86_NAME(q4k_any_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
+                                           dx + b, sc, dd, p, lane, (int)(nb - b), packed);
     }
     return kn__x86_tree8(lane);
 }
