@@ -145,6 +145,16 @@ static inline __attribute__((always_inline)) void kn__x86_prefetch(const uint8_t
     }
 }
 
+/* The far prefetches alone, for a stream whose loop keeps ahead of L2 without the near ones (the
+ * packed Q4_K copy: 1-2 % faster without them, docs/kernels.md). */
+static inline __attribute__((always_inline)) void kn__x86_prefetch_far(const uint8_t *p,
+                                                                       const int n) {
+#pragma GCC unroll 8
+    for (int o = 0; o < n; o += KN__X86_PREFETCH_STEP)
+        if (KN__X86_PREFETCH_L2)
+            _mm_prefetch((const char *)p + KN__X86_PREFETCH_L2 + o, KN__X86_PREFETCH_HINT_L2);
+}
+
 /* Batches decode a tile of rows, then spend a while on the tokens without touching memory, so the
  * hardware prefetchers fall idle and the next tile's decode would wait for DRAM. The token loop
  * therefore prefetches the next tile (rows [r1, r2) of W) into L2, one slice per iteration:

@@ -439,16 +439,16 @@ static inline void KN__X86_NAME(q4kp_scales)(const uint8_t *row, int64_t nb, int
         KN__X86_NAME(q4kp_chunk_scales)(row, nb - b < 8 ? (int)(nb - b) : 8, w);
 }
 
-/* One packed super-block (its codes; pf: where the stream reads now, for the prefetches) against
- * its block of the token in the packed order (xq: q, then the group sums), its scales and mins
- * unpacked at sw: as q4k_row_block's, the code sums' partials in the even lanes, the mins' in the
- * odd ones (only in the low half: 8 group sums). */
+/* One packed super-block (its codes; pf: where the stream reads now, for the far prefetches)
+ * against its block of the token in the packed order (xq: q, then the group sums), its scales and
+ * mins unpacked at sw: as q4k_row_block's, the code sums' partials in the even lanes, the mins' in
+ * the odd ones (only in the low half: 8 group sums). */
 static inline __attribute__((always_inline)) __m256i KN__X86_NAME(q4kp_block)(const uint8_t *codes,
                                                                               const uint8_t *pf,
                                                                               const uint8_t *xq,
                                                                               const int16_t *sw) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    kn__x86_prefetch(pf, KN__Q4_K_BYTES);
+    kn__x86_prefetch_far(pf, KN__Q4_K_BYTES);
     const __m256i ms = _mm256_zextsi128_si256(
         _mm_madd_epi16(_mm_load_si128((const __m128i *)(xq + KN__QK_K)),
                        _mm_load_si128((const __m128i *)(sw + KN__X86_Q4KP_CW / 2))));
