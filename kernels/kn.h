@@ -167,7 +167,9 @@ typedef struct kn_mat {
  * stored rows, or 0 when they have no such layout. Today, with AVX-512: Q8_0 (the batch tile's
  * layout of every row, read at every T, 1.06-1.13x W's bytes with its f32 scales: kept beside
  * W's stored rows); with AVX-512, AVX-VNNI and AVX2: MXFP4 (each full group's bytes in decode
- * order, as large as W and read at every T: kn_pack_replaces; each ISA reads only its own). */
+ * order), and with AVX-VNNI and AVX2 Q4_K (each chunk of 8 super-blocks' scales, d and codes in
+ * decode order): as large as W and read at every T (kn_pack_replaces; each ISA reads only its
+ * own). */
 size_t kn_pack_bytes(const kn_mat *W);
 /* Whether the active kernels read W's packed copy at every batch size, so that W's stored bytes
  * are not read at all in Q8 numerics once it is made (other numerics and ISAs still read them). */

@@ -209,18 +209,32 @@ static void copy_d(const kn__block_q8_K *blk, int64_t k, float *dx) {
 }
 
 size_t kn__x86_q8_Kn_bytes(int64_t k) {
-    return kn__x86_q8_Kn_dx(k) + d_bytes(k);
+    return kn__x86_q8_Kn_qp(k) + (size_t)(k / KN__QK_K) * KN__X86_Q8_KN_BLOCK;
 }
 
-/* kn__x86_prep_q8_K, then each block's q and bsums again, aligned, and the blocks' d (the AVX2
- * Q4_K kernels' layout, kn_simd_x86.h). */
+/* kn__x86_prep_q8_K, then each block's q and bsums again, aligned, the blocks' d, and the blocks
+ * again with their q in the packed Q4_K copy's order (the AVX2 Q4_K kernels' layout,
+ * kn_simd_x86.h). */
 void kn__x86_prep_q8_Kn(const float *x, void *dst, int64_t k) {
     kn__x86_prep_q8_K(x, dst, k);
     const kn__block_q8_K *blk = dst;
-    uint8_t *qn = (uint8_t *)dst + kn__x86_q8_Ki_qs(k);
-    for (int64_t b = 0; b < k / KN__QK_K; b++, qn += KN__X86_Q8_KN_BLOCK) {
+    uint8_t *qn = (uint8_t *)dst + kn__x86_q8_Ki_qs(k), *qp = (uint8_t *)dst + kn__x86_q8_Kn_qp(k);
+    for (int64_t b = 0; b < k / KN__QK_K;
+         b++, qn += KN__X86_Q8_KN_BLOCK, qp += KN__X86_Q8_KN_BLOCK) {
         memcpy(qn, blk[b].qs, KN__QK_K);
         memcpy(qn + KN__QK_K, blk[b].bsums, sizeof blk[b].bsums);
+        for (int j = 0; j < 4; j++) {
+            __m256i lo, hi;
+            kn__x86_q4kp_order(_mm256_loadu_si256((const __m256i *)(blk[b].qs + 64 * j)),
+                               _mm256_loadu_si256((const __m256i *)(blk[b].qs + 64 * j + 32)), &lo,
+                               &hi);
+            _mm256_store_si256((__m256i *)(qp + 64 * j), lo);
+            _mm256_store_si256((__m256i *)(qp + 64 * j + 32), hi);
+        }
+        int16_t gs[16] = {0};
+        for (int g = 0; g < 8; g++)
+            gs[g] = (int16_t)(blk[b].bsums[2 * g] + blk[b].bsums[2 * g + 1]);
+        memcpy(qp + KN__QK_K, gs, sizeof gs);
     }
     copy_d(blk, k, (float *)((uint8_t *)dst + kn__x86_q8_Kn_dx(k)));
 }
@@ -330,27 +344,55 @@ void kn__x86_decode_q6_K(const uint8_t *row, int64_t k, kn__x86_q6k *dst) {
     }
 }
 
-void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
+/* A stored row's super-blocks (or, with `packed`, a packed copy's row, kn_simd_x86.h: its codes
+ * back in natural order, kn__x86_q4kp_order undone) as kn__x86_q4k. */
+static inline __attribute__((always_inline)) void decode_q4_K(const uint8_t *row, int64_t k,
+                                                              kn__x86_q4k *dst, const bool packed) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (int64_t b = 0; b < k / KN__QK_K; b++, row += KN__Q4_K_BYTES, dst++) {
+    /* per 128-bit lane: the even words, then the odd words */
+    const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0,
+                                           1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    const int64_t nb = k / KN__QK_K;
+    for (int64_t b = 0; b < nb; b++, dst++) {
+        const uint8_t *blk = row + b * KN__Q4_K_BYTES, *ch = row + b / 8 * 8 * KN__Q4_K_BYTES;
+        const int n = nb - b / 8 * 8 < 8 ? (int)(nb - b / 8 * 8) : 8, i = (int)(b % 8);
+        const uint8_t *codes = packed ? ch + 16 * n + 128 * i : blk + 16;
+        const uint8_t *lo4 = ch + 4 * n + 8 * i, *hb = ch + 12 * n + 4 * i; /* packed scales */
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(row + 16 + 32 * j));
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(codes + 32 * j));
+            __m256i lo = _mm256_and_si256(q, m4),
+                    hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            if (packed) { /* lo's even words and hi's are group 2j's, the odd ones group 2j + 1's */
+                const __m256i l = _mm256_shuffle_epi8(lo, split),
+                              h = _mm256_shuffle_epi8(hi, split);
+                lo = _mm256_unpacklo_epi64(l, h);
+                hi = _mm256_unpackhi_epi64(l, h);
+            }
             __m256i *out = (__m256i *)(dst->codes + 64 * j);
-            _mm256_store_si256(out, _mm256_and_si256(q, m4));
-            _mm256_store_si256(out + 1, _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+            _mm256_store_si256(out, lo);
+            _mm256_store_si256(out + 1, hi);
         }
+        uint8_t sc[8], m[8];
+        if (packed) kn__x86_q4kp_scales_mins(lo4, hb, sc, m);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
-            uint8_t sc, m;
-            kn__q4k_scale_min(g, row + 4, &sc, &m);
+            if (!packed) kn__q4k_scale_min(g, blk + 4, &sc[g], &m[g]);
 #pragma GCC unroll 16
-            for (int l = 0; l < 16; l++) dst->sc16[g][l] = sc;
-            dst->m16[2 * g] = dst->m16[2 * g + 1] = m;
+            for (int l = 0; l < 16; l++) dst->sc16[g][l] = sc[g];
+            dst->m16[2 * g] = dst->m16[2 * g + 1] = m[g];
         }
-        dst->d = kn__x86_half(row);
-        dst->dmin = kn__x86_half(row + 2);
+        dst->d = kn__x86_half(packed ? ch + 2 * i : blk);
+        dst->dmin = kn__x86_half(packed ? ch + 2 * n + 2 * i : blk + 2);
     }
+}
+
+void kn__x86_decode_q4_K(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
+    decode_q4_K(row, k, dst, false);
+}
+
+void kn__x86_decode_q4_Kp(const uint8_t *row, int64_t k, kn__x86_q4k *dst) {
+    decode_q4_K(row, k, dst, true);
 }
 
 /* ---- MXFP4's packed copy (the AVX2 and AVX-VNNI rows') ------------------------------------- */
@@ -396,8 +438,61 @@ void kn__x86_mxfp4p_pack(const kn_mat *W, void *dst) {
 
 static const kn__packer pack_mxfp4 = {kn__x86_mxfp4p_bytes, kn__x86_mxfp4p_pack, true};
 
+/* ---- Q4_K's packed copy (the AVX2 and AVX-VNNI rows') -------------------------------------- */
+
+/* The stored codes take 8 vpmaddwd a super-block, one per group, each with its scale broadcast
+ * to every word, and the stored scales' unpack and copy about a fifth of the instructions. The
+ * packed copy (kn_simd_x86.h) orders the codes so that one vpmaddwd scales two groups and keeps
+ * each chunk's scales, mins, d and dmin together, and pinned models read it in place of the
+ * stored rows (kn_pack_replaces). */
+
+size_t kn__x86_q4kp_bytes(const kn_mat *W) {
+    return sizeof(kn__pack_hdr) + (size_t)W->rows * W->row_bytes;
+}
+
+/* A chunk of n stored super-blocks at in in the packed layout at out. */
+static void q4kp_chunk(const uint8_t *in, uint8_t *out, int n) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int i = 0; i < n; i++, in += KN__Q4_K_BYTES) {
+        memcpy(out + 2 * i, in, 2);
+        memcpy(out + 2 * n + 2 * i, in + 2, 2);
+        uint8_t *lo = out + 4 * n + 8 * i, *hb = out + 12 * n + 4 * i;
+        memset(hb, 0, 4);
+        for (int g = 0; g < 8; g++) {
+            uint8_t sc, m;
+            kn__q4k_scale_min(g, in + 4, &sc, &m);
+            lo[g] = (uint8_t)((sc & 0xF) | (m & 0xF) << 4);
+            hb[g % 4] |= (uint8_t)((sc >> 4) << (2 * (g / 4)) | (m >> 4) << (4 + 2 * (g / 4)));
+        }
+        for (int j = 0; j < 4; j++) {
+            const __m256i c = _mm256_loadu_si256((const __m256i *)(in + 16 + 32 * j));
+            __m256i a, b;
+            kn__x86_q4kp_order(_mm256_and_si256(c, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(c, 4), m4), &a, &b);
+            _mm256_storeu_si256((__m256i *)(out + 16 * n + 128 * i + 32 * j),
+                                _mm256_or_si256(a, _mm256_slli_epi16(b, 4)));
+        }
+    }
+}
+
+void kn__x86_q4kp_pack(const kn_mat *W, void *dst) {
+    uint8_t *rows = kn__pack_start(W, dst, KN__X86_Q4KP_MAGIC);
+    const int64_t nb = W->cols / KN__QK_K;
+    const size_t stored = kn_row_size(W->type, W->cols);
+    for (int64_t r = 0; r < W->rows; r++) {
+        uint8_t *q = rows + (size_t)r * W->row_bytes;
+        const uint8_t *src = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        for (int64_t b = 0; b < nb; b += 8)
+            q4kp_chunk(src + b * KN__Q4_K_BYTES, q + b * KN__Q4_K_BYTES,
+                       nb - b < 8 ? (int)(nb - b) : 8);
+        memset(q + stored, 0, W->row_bytes - stored);
+    }
+}
+
+static const kn__packer pack_q4_K = {kn__x86_q4kp_bytes, kn__x86_q4kp_pack, true};
+
 const kn__packer *kn__packer_avx2(kn_type t) {
-    return t == KN_MXFP4 ? &pack_mxfp4 : NULL;
+    return t == KN_MXFP4 ? &pack_mxfp4 : t == KN_Q4_K ? &pack_q4_K : NULL;
 }
 
 /* ---- the AVX2 instantiation of the Q8-mode kernels ------------------------------------------- */

@@ -71,12 +71,18 @@ static inline size_t kn__x86_q8_Ki_qs(int64_t k) {
  * them), then at kn__x86_q8_Ki_qs per block its 256 q and 16 bsums again, 32-byte aligned
  * (KN__X86_Q8_KN_BLOCK bytes: the blocks' 292-byte stride left half the loads across cache
  * lines), then at kn__x86_q8_Kn_dx the blocks' d, zero-padded to a multiple of 8 (a chunk's 8 in
- * one load). */
+ * one load), then at kn__x86_q8_Kn_qp per block (KN__X86_Q8_KN_BLOCK bytes) its q in the order of
+ * the packed Q4_K copy's codes (kn__x86_q4kp_order: per 64 values, the words of groups 2j and
+ * 2j + 1 alternating) and the 8 group sums of q the mins multiply, bsums[2g] + bsums[2g + 1]
+ * (|sum| <= 4096: int16), zero-padded. */
 #define KN__X86_Q8_KN_BLOCK (KN__QK_K + KN__QK_K / 16 * 2)
 size_t kn__x86_q8_Kn_bytes(int64_t k);
 void kn__x86_prep_q8_Kn(const float *x, void *dst, int64_t k);
 static inline size_t kn__x86_q8_Kn_dx(int64_t k) {
     return kn__x86_q8_Ki_qs(k) + (size_t)(k / KN__QK_K) * KN__X86_Q8_KN_BLOCK;
+}
+static inline size_t kn__x86_q8_Kn_qp(int64_t k) {
+    return kn__x86_q8_Kn_dx(k) + (size_t)(k / KN__QK_K + 7) / 8 * 8 * sizeof(float);
 }
 
 /* Decoded weight tiles, per row:
@@ -137,6 +143,16 @@ static inline __attribute__((always_inline)) void kn__x86_prefetch(const uint8_t
         if (KN__X86_PREFETCH_L1)
             _mm_prefetch((const char *)p + KN__X86_PREFETCH_L1 + o, _MM_HINT_T0);
     }
+}
+
+/* The far prefetches alone, for a stream whose loop keeps ahead of L2 without the near ones (the
+ * packed Q4_K copy: 1-2 % faster without them, docs/kernels.md). */
+static inline __attribute__((always_inline)) void kn__x86_prefetch_far(const uint8_t *p,
+                                                                       const int n) {
+#pragma GCC unroll 8
+    for (int o = 0; o < n; o += KN__X86_PREFETCH_STEP)
+        if (KN__X86_PREFETCH_L2)
+            _mm_prefetch((const char *)p + KN__X86_PREFETCH_L2 + o, KN__X86_PREFETCH_HINT_L2);
 }
 
 /* Batches decode a tile of rows, then spend a while on the tokens without touching memory, so the
@@ -299,6 +315,55 @@ static inline const uint8_t *kn__x86_mxfp4p_data(const kn_mat *W, bool *e1) {
  * (p) or as e - 1 (q). */
 void kn__x86_decode_mxfp4p(const uint8_t *row, int64_t k, void *dst);
 void kn__x86_decode_mxfp4q(const uint8_t *row, int64_t k, void *dst);
+
+/* The AVX2 and AVX-VNNI rows' packed Q4_K copy (kn_pack; kn_simd_avx2.c writes it), in the
+ * matrix's own geometry (size, row stride, offsets) after a kn__pack_hdr. A row's super-blocks go
+ * in chunks of 8 (the last one of the row may hold fewer, n); a chunk of n keeps its 144n bytes,
+ * arranged so that the kernels read each part with plain loads:
+ *   at 0       the n d (fp16), at 2n the n dmin (one load and one conversion a chunk each);
+ *   at 4n      8 bytes per super-block i: byte 8i + g holds the low 4 bits of group g's scale
+ *              (low nibble) and of its min (high nibble);
+ *   at 12n     4 bytes per super-block: byte b holds the high 2 bits of the scales of groups b
+ *              and b + 4 (bits 0-1, 2-3) and of their mins (bits 4-5, 6-7), so one dword
+ *              permute, a shift by dword and a mask put them in place for 4 super-blocks at once
+ *              (kn__x86_q4kp_scales_mins says the same in scalar code);
+ *   at 16n     128 bytes per super-block: its codes in the order kn__x86_q4kp_order gives: for
+ *              j = 0..3, groups 2j and 2j + 1 (stored as the low and high nibbles of 32 bytes)
+ *              become, as 32 bytes, the low nibbles lo and the high nibbles hi of
+ *              kn__x86_q4kp_order(group 2j, group 2j + 1), which alternate the groups word by word.
+ * The token's q come in the same order (kn__x86_q8_Kn_qp), so each word of a vpmaddubsw of lo and
+ * of hi holds one group's products, the two add in int16 (at most 2 * 2 * 15 * 128 = 7680) and
+ * one vpmaddwd by the pair of group scales (one dword broadcast) scales both groups: 4 vpmaddwd a
+ * super-block instead of 8, and no word broadcasts. The scales of 8 super-blocks are unpacked in
+ * about 40 instructions (the stored ones take about 18 a super-block). */
+#define KN__X86_Q4KP_MAGIC 0x503256414b345158ull /* "XQ4KAV2P" */
+
+/* Two groups' 32 values each (a, b: natural order) in the packed order: lo holds per 128-bit lane
+ * L the words 8L .. 8L + 3 of a and of b alternating (a first), hi the words 8L + 4 .. 8L + 7. */
+static inline void kn__x86_q4kp_order(__m256i a, __m256i b, __m256i *lo, __m256i *hi) {
+    *lo = _mm256_unpacklo_epi16(a, b);
+    *hi = _mm256_unpackhi_epi16(a, b);
+}
+
+/* The 8 scales and 8 mins (6 bits) of super-block i of a packed chunk ch of n super-blocks, from
+ * its low nibbles lo = ch + 4n + 8i and high bits hb = ch + 12n + 4i, 8 bytes at a time. */
+static inline void kn__x86_q4kp_scales_mins(const uint8_t *lo, const uint8_t *hb, uint8_t sc[8],
+                                            uint8_t m[8]) {
+    uint64_t l;
+    uint32_t h;
+    memcpy(&l, lo, 8);
+    memcpy(&h, hb, 4);
+    const uint64_t h3 = 0x03030303u, l4 = 0x0F0F0F0F0F0F0F0Full;
+    const uint64_t s = (l & l4) | ((h & h3) | ((h >> 2) & h3) << 32) << 4;
+    const uint64_t n = ((l >> 4) & l4) | (((h >> 4) & h3) | ((h >> 6) & h3) << 32) << 4;
+    memcpy(sc, &s, 8);
+    memcpy(m, &n, 8);
+}
+
+size_t kn__x86_q4kp_bytes(const kn_mat *W);
+void kn__x86_q4kp_pack(const kn_mat *W, void *dst);
+/* The tile decoder's packed twin (kn__x86_decode_q4_K) for a row of the packed copy. */
+void kn__x86_decode_q4_Kp(const uint8_t *row, int64_t k, kn__x86_q4k *dst);
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) to interleaved int8 weights: w[k] and
  * w[k + 4] hold dword k of elements 0..15 and of elements 16..31 of each block. */

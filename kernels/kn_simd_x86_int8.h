@@ -339,31 +339,14 @@ static inline void KN__X86_NAME(q4k_scales)(const uint8_t *row, int n, int16_t *
     for (int i = n; i % 8; i++) dd[i] = 0;
 }
 
-/* n <= 8 super-blocks (a chunk) of a stored row against their blocks of the token (xn, the
- * blocks' d at dx; sc, dd: the chunk's part of kn__x86_q4k_scales' copy), added to the canonical
- * lanes b % 8: the chunk's sums are reduced together (unpacks and adds: per 128-bit half the code
- * and min partials of 4 super-blocks, then the halves added), d and dmin of its super-blocks and
- * the activations' d come in one load each, and the two canonical fmas run 8 lanes at once. Lanes
- * past the row hold sums 0 and scales 0, which leave a lane (never -0) unchanged. */
+/* The canonical fmas of a chunk of 8 super-blocks: c[i] holds super-block i's code-sum partials
+ * in its even lanes and its min-sum partials in its odd ones, dw and dmw the chunk's d and dmin,
+ * xd the activations' d. The chunk's sums are reduced together (unpacks and adds: per 128-bit
+ * half the code and min partials of 4 super-blocks, then the halves added), and the two
+ * canonical fmas run 8 lanes at once. Lanes past the row hold sums 0 and scales 0, which leave a
+ * lane (never -0) unchanged. */
 static inline __attribute__((always_inline)) __m256
-KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const uint8_t *xn, const float *dx,
-                            const int16_t *sc, const uint32_t *dd, __m256 lane, const int n) {
-    __m256i c[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++)
-        c[i] = i < n ? KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES,
-                                                   xn + i * KN__X86_Q8_KN_BLOCK,
-                                                   sc + i * KN__X86_Q4K_SC)
-                     : _mm256_setzero_si256();
-    const __m256 xd = _mm256_loadu_ps(dx); /* zero past the row */
-    /* per 128-bit lane: the 4 d, then the 4 dmin; then d 0..7 low, dmin 0..7 high */
-    const __m256i h = _mm256_permute4x64_epi64(
-        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)dd),
-                            _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
-                                             0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)),
-        _MM_SHUFFLE(3, 1, 2, 0));
-    const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-    const __m256 dmw = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+KN__X86_NAME(q4k_chunk_fma)(const __m256i c[8], __m256 dw, __m256 dmw, __m256 xd, __m256 lane) {
     __m256i ci[2], cm[2]; /* per half: super-blocks 4k .. 4k + 3's code sums, min sums */
 #pragma GCC unroll 2
     for (int k = 0; k < 2; k++) {
@@ -384,35 +367,179 @@ KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const uint8_t *xn, const float *
                            _mm256_xor_ps(_mm256_mul_ps(dmw, xd), _mm256_set1_ps(-0.0f)), lane);
 }
 
+/* n <= 8 super-blocks (a chunk) of a stored row against their blocks of the token (xn, the
+ * blocks' d at dx; sc, dd: the chunk's part of kn__x86_q4k_scales' copy), added to the canonical
+ * lanes b % 8; d and dmin of its super-blocks and the activations' d come in one load each. */
+static inline __attribute__((always_inline)) __m256
+KN__X86_NAME(q4k_row_chunk)(const uint8_t *row, const uint8_t *xn, const float *dx,
+                            const int16_t *sc, const uint32_t *dd, __m256 lane, const int n) {
+    __m256i c[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        c[i] = i < n ? KN__X86_NAME(q4k_row_block)(row + i * KN__Q4_K_BYTES,
+                                                   xn + i * KN__X86_Q8_KN_BLOCK,
+                                                   sc + i * KN__X86_Q4K_SC)
+                     : _mm256_setzero_si256();
+    /* per 128-bit lane: the 4 d, then the 4 dmin; then d 0..7 low, dmin 0..7 high */
+    const __m256i h = _mm256_permute4x64_epi64(
+        _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)dd),
+                            _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                             0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)),
+        _MM_SHUFFLE(3, 1, 2, 0));
+    return KN__X86_NAME(q4k_chunk_fma)(c, _mm256_cvtph_ps(_mm256_castsi256_si128(h)),
+                                       _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)),
+                                       _mm256_loadu_ps(dx) /* zero past the row */, lane);
+}
+
+/* ---- Q4_K's packed copy (kn_simd_x86.h; the AVX2 and AVX-VNNI rows read it) ---------------- */
+
+/* A row's scales and mins unpacked as words before the chunks that read them: per chunk
+ * KN__X86_Q4KP_CW words, super-block i's 8 scales at kn__x86_q4kp_woff(i) and its 8 mins 64
+ * words further (the order the byte unpacks leave them in). */
+#define KN__X86_Q4KP_CW 128
+static inline int kn__x86_q4kp_woff(int i) {
+    return 32 * (i >> 2) + 16 * (i & 1) + 8 * ((i >> 1) & 1);
+}
+
+/* The scales and mins of a packed chunk ch of n super-blocks into w: per half of 4 super-blocks,
+ * the low nibbles of 32 bytes and the high bits of 4 dwords (each permuted to the two dwords of
+ * its super-block's bytes and shifted by dword into bits 4-5), then widened to words. Lanes of
+ * super-blocks from n on hold other bytes, which no kernel reads. */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(q4kp_chunk_scales)(const uint8_t *ch, int n, int16_t *w) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)(ch + 12 * n));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(ch + 4 * n + 32 * h));
+        const __m256i hh =
+            _mm256_permutevar8x32_epi32(hb, h ? _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7)
+                                              : _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+        /* even dwords: groups 0..3 (high bits 0-1: scales, 4-5: mins), odd: 4..7 (2-3, 6-7) */
+        const __m256i s = _mm256_or_si256(
+            _mm256_and_si256(l, m4),
+            _mm256_and_si256(_mm256_sllv_epi32(hh, _mm256_setr_epi32(4, 2, 4, 2, 4, 2, 4, 2)),
+                             m30));
+        const __m256i m = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(l, 4), m4),
+            _mm256_and_si256(_mm256_srlv_epi32(hh, _mm256_setr_epi32(0, 2, 0, 2, 0, 2, 0, 2)),
+                             m30));
+        const __m256i z = _mm256_setzero_si256();
+        __m256i *v = (__m256i *)(w + 32 * h);
+        _mm256_store_si256(v, _mm256_unpacklo_epi8(s, z));     /* super-blocks 4h, 4h + 2 */
+        _mm256_store_si256(v + 1, _mm256_unpackhi_epi8(s, z)); /* 4h + 1, 4h + 3 */
+        _mm256_store_si256(v + 4, _mm256_unpacklo_epi8(m, z));
+        _mm256_store_si256(v + 5, _mm256_unpackhi_epi8(m, z));
+    }
+}
+
+/* The scales of a packed row's first nb super-blocks (chunks of 8). */
+static inline void KN__X86_NAME(q4kp_scales)(const uint8_t *row, int64_t nb, int16_t *w) {
+    for (int64_t b = 0; b < nb; b += 8, row += 8 * KN__Q4_K_BYTES, w += KN__X86_Q4KP_CW)
+        KN__X86_NAME(q4kp_chunk_scales)(row, nb - b < 8 ? (int)(nb - b) : 8, w);
+}
+
+/* One packed super-block (its codes; pf: where the stream reads now, for the far prefetches)
+ * against its block of the token in the packed order (xq: q, then the group sums), its scales and
+ * mins unpacked at sw: as q4k_row_block's, the code sums' partials in the even lanes, the mins' in
+ * the odd ones (only in the low half: 8 group sums). */
+static inline __attribute__((always_inline)) __m256i KN__X86_NAME(q4kp_block)(const uint8_t *codes,
+                                                                              const uint8_t *pf,
+                                                                              const uint8_t *xq,
+                                                                              const int16_t *sw) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    kn__x86_prefetch_far(pf, KN__Q4_K_BYTES);
+    const __m256i ms = _mm256_zextsi128_si256(
+        _mm_madd_epi16(_mm_load_si128((const __m128i *)(xq + KN__QK_K)),
+                       _mm_load_si128((const __m128i *)(sw + KN__X86_Q4KP_CW / 2))));
+    __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(codes + 32 * j));
+        __asm__("" : "+x"(q)); /* loaded once: GCC would load it again as the mask's operand */
+        const __m256i p = _mm256_add_epi16(
+            _mm256_maddubs_epi16(_mm256_and_si256(q, m4),
+                                 _mm256_load_si256((const __m256i *)(xq + 64 * j))),
+            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+                                 _mm256_load_si256((const __m256i *)(xq + 64 * j + 32))));
+        int32_t s2; /* the scales of groups 2j (low word) and 2j + 1 */
+        memcpy(&s2, sw + 2 * j, 4);
+        acc[j % 2] = KN__DPWSSD(acc[j % 2], p, _mm256_set1_epi32(s2));
+    }
+    const __m256i is = _mm256_add_epi32(acc[0], acc[1]);
+    return _mm256_add_epi32(_mm256_unpacklo_epi32(is, ms), _mm256_unpackhi_epi32(is, ms));
+}
+
+/* A packed chunk ch of n <= 8 super-blocks against the token (xq: its blocks in the packed order,
+ * dx: their d; w: the chunk's unpacked scales), added to the canonical lanes b % 8. */
+static inline __attribute__((always_inline)) __m256
+KN__X86_NAME(q4kp_chunk)(const uint8_t *ch, const uint8_t *xq, const float *dx, const int16_t *w,
+                         __m256 lane, const int n) {
+    __m256i c[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        c[i] =
+            i < n ? KN__X86_NAME(q4kp_block)(ch + 16 * n + 128 * i, ch + i * KN__Q4_K_BYTES,
+                                             xq + i * KN__X86_Q8_KN_BLOCK, w + kn__x86_q4kp_woff(i))
+                  : _mm256_setzero_si256();
+    __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)ch));
+    __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ch + 2 * n)));
+    if (n < 8) { /* the lanes past the chunk read other bytes */
+        dw = _mm256_and_ps(dw, kn__x86_live_lanes(n));
+        dmw = _mm256_and_ps(dmw, kn__x86_live_lanes(n));
+    }
+    return KN__X86_NAME(q4k_chunk_fma)(c, dw, dmw, _mm256_loadu_ps(dx), lane);
+}
+
+/* A row's first n super-blocks' scales for its chunks (`packed`: a packed row's, in sc only). */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(q4k_row_scales)(const uint8_t *row, int64_t n, int16_t *sc, uint32_t *dd,
+                             const bool packed) {
+    if (packed)
+        KN__X86_NAME(q4kp_scales)(row, n, sc);
+    else
+        KN__X86_NAME(q4k_scales)(row, (int)n, sc, dd);
+}
+
+/* The chunk of n super-blocks at row against xn and dx, its scales at super-block p of the copy. */
+static inline __attribute__((always_inline)) __m256
+KN__X86_NAME(q4k_any_chunk)(const uint8_t *row, const uint8_t *xn, const float *dx,
+                            const int16_t *sc, const uint32_t *dd, int64_t p, __m256 lane,
+                            const int n, const bool packed) {
+    if (packed) return KN__X86_NAME(q4kp_chunk)(row, xn, dx, sc + p / 8 * KN__X86_Q4KP_CW, lane, n);
+    return KN__X86_NAME(q4k_row_chunk)(row, xn, dx, sc + p * KN__X86_Q4K_SC, dd + p, lane, n);
+}
+
 /* Q4_K x Q8_K straight from the stored row (a few tokens, one at a time): the decoded tile's two
  * exact sums per super-block (codes times q times the group scales; bsums times the mins),
  * computed in registers from the 144 stored bytes, and the two canonical fmas into the block's
  * lane. Decoding a tile first would write and read four times the stored bytes (the scales
  * expanded to vectors) for one use. sc, dd: the row's scales (q4k_scales) when `copied`
- * (rows of up to KN__X86_Q4K_DD super-blocks), else room for them, copied here a part at a time. */
+ * (rows of up to KN__X86_Q4K_DD super-blocks), else room for them, copied here a part at a time.
+ * `packed`: a row of the packed copy (kn_simd_x86.h) against the token's blocks in its order, its
+ * scales (q4kp_scales) in sc and no dd. */
 static inline __attribute__((always_inline)) float
 KN__X86_NAME(dot_q4_K_row)(const uint8_t *row, const uint8_t *x, int64_t k, int16_t *sc,
-                           uint32_t *dd, const bool copied) {
+                           uint32_t *dd, const bool copied, const bool packed) {
     const int64_t nb = k / KN__QK_K;
-    const uint8_t *xn = x + kn__x86_q8_Ki_qs(k);
+    const uint8_t *xn = x + (packed ? kn__x86_q8_Kn_qp(k) : kn__x86_q8_Ki_qs(k));
     const float *dx = (const float *)(x + kn__x86_q8_Kn_dx(k));
     __m256 lane = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 8 <= nb; b += 8) { /* whole chunks: constant n, no branches */
         const int64_t p = b % KN__X86_Q4K_DD;
-        if (!copied && p == 0) KN__X86_NAME(q4k_scales)
-        (row + b * KN__Q4_K_BYTES, nb - b < KN__X86_Q4K_DD ? (int)(nb - b) : KN__X86_Q4K_DD, sc,
-         dd);
-        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
-                                           dx + b, sc + p * KN__X86_Q4K_SC, dd + p, lane, 8);
+        if (!copied && p == 0) KN__X86_NAME(q4k_row_scales)
+        (row + b * KN__Q4_K_BYTES, nb - b < KN__X86_Q4K_DD ? nb - b : KN__X86_Q4K_DD, sc, dd,
+         packed);
+        lane = KN__X86_NAME(q4k_any_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
+                                           dx + b, sc, dd, p, lane, 8, packed);
     }
     if (b < nb) {
         const int64_t p = b % KN__X86_Q4K_DD;
         if (!copied && p == 0)
-            KN__X86_NAME(q4k_scales)(row + b * KN__Q4_K_BYTES, (int)(nb - b), sc, dd);
-        lane = KN__X86_NAME(q4k_row_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
-                                           dx + b, sc + p * KN__X86_Q4K_SC, dd + p, lane,
-                                           (int)(nb - b));
+            KN__X86_NAME(q4k_row_scales)(row + b * KN__Q4_K_BYTES, nb - b, sc, dd, packed);
+        lane = KN__X86_NAME(q4k_any_chunk)(row + b * KN__Q4_K_BYTES, xn + b * KN__X86_Q8_KN_BLOCK,
+                                           dx + b, sc, dd, p, lane, (int)(nb - b), packed);
     }
     return kn__x86_tree8(lane);
 }
@@ -495,14 +622,12 @@ KN__X86_ROWS(q4_K_tiled, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),
 /* Q4_K batches up to this many tokens stream the stored rows (each token's sums cost as much as
  * one token's, the row is read once); larger ones decode a tile once for all of them. */
 #define KN__X86_Q4K_FEW 16
-static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
-                                    int64_t n0, int64_t n1, void *scratch) {
-    if (x->T > KN__X86_Q4K_FEW) {
-        KN__X86_NAME(rows_q4_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
-        return;
-    }
-    /* a few tokens: the row comes from memory for the first and from L1 for the others; a row of
-     * up to KN__X86_Q4K_DD super-blocks has its scales unpacked once for all of them */
+/* A few tokens (`packed`: W's rows are the packed copy's). */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(rows_q4_K_few)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
+                            int64_t n1, const bool packed) {
+    /* the row comes from memory for the first token and from L1 for the others; a row of up to
+     * KN__X86_Q4K_DD super-blocks has its scales unpacked once for all of them */
     _Alignas(32) int16_t sc[KN__X86_Q4K_DD * KN__X86_Q4K_SC];
     _Alignas(32) uint32_t dd[KN__X86_Q4K_DD];
     const int64_t nb = W->cols / KN__QK_K;
@@ -510,11 +635,19 @@ static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y,
         const uint8_t *row = (const uint8_t *)W->data + (size_t)n * W->row_bytes;
         const uint8_t *x0 = (const uint8_t *)x->data;
         const bool copied = nb <= KN__X86_Q4K_DD;
-        if (copied) KN__X86_NAME(q4k_scales)(row, (int)nb, sc, dd);
+        if (copied) KN__X86_NAME(q4k_row_scales)(row, nb, sc, dd, packed);
         for (int64_t t = 0; t < x->T; t++)
             Y[t * ldy + n] = KN__X86_NAME(dot_q4_K_row)(row, x0 + (size_t)t * x->stride, W->cols,
-                                                        sc, dd, copied);
+                                                        sc, dd, copied, packed);
     }
+}
+
+static void KN__X86_NAME(rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                    int64_t n0, int64_t n1, void *scratch) {
+    if (x->T > KN__X86_Q4K_FEW)
+        KN__X86_NAME(rows_q4_K_tiled)(W, x, Y, ldy, n0, n1, scratch);
+    else
+        KN__X86_NAME(rows_q4_K_few)(W, x, Y, ldy, n0, n1, false);
 }
 
 static void KN__X86_NAME(rows_q6_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,

@@ -1,7 +1,8 @@
 /* kernels/kn_simd_x86_stream.h — internal: the streaming kernels of the AVX2 and AVX-VNNI rows for
  * a few tokens: MXFP4, Q8_0 and Q6_K rows against 1 to 16 tokens (passes of up to 8), included by
  * kn_simd_avx2.c and kn_simd_avxvnni.c after kn_simd_x86_int8.h, whose names, multiply-add macros,
- * decoders and batch tiles they use (larger batches still take its tiles).
+ * decoders and batch tiles they use (larger batches still take its tiles); and the entry of Q4_K,
+ * whose packed copy (kn_simd_x86.h) these two rows alone read, with kn_simd_x86_int8.h's kernels.
  *
  * The streaming structure: each unit of a row (a group of 8 blocks, a Q6_K super-block) is decoded
  * once in registers and applied to every token, so the row is read from memory once whatever the
@@ -458,6 +459,29 @@ static void KN__X86_NAME(xs_rows_mxfp4)(const kn_mat *W, const kn__act *x, float
                             e1 ? KN__X86_NAME(xs_mxfp4q) : KN__X86_NAME(xs_mxfp4p), KN__XS_FEW);
 }
 
+/* Q4_K: from the packed copy when W->packed is this row's layout of W, at every T (up to
+ * KN__X86_Q4K_FEW tokens streamed as the stored rows are, beyond them its rows decoded into the
+ * batch tile); else kn_simd_x86_int8.h's kernel on the stored rows. */
+KN__X86_ROWS(q4_Kp_tiled, (size_t)(W->cols / KN__QK_K) * sizeof(kn__x86_q4k),
+             kn__x86_decode_q4_Kp(src, W->cols, (kn__x86_q4k *)dst),
+             KN__X86_NAME(dot_q4_K)((const kn__x86_q4k *)dec, (const kn__block_q8_K *)xt,
+                                    W->cols / KN__QK_K))
+static void KN__X86_NAME(xs_rows_q4_K)(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
+                                       int64_t n0, int64_t n1, void *scratch) {
+    const uint8_t *pk = kn__packed_data(W, KN__X86_Q4KP_MAGIC);
+    if (!pk) {
+        KN__X86_NAME(rows_q4_K)(W, x, Y, ldy, n0, n1, scratch);
+        return;
+    }
+    kn_mat P = *W;
+    P.data = pk;
+    P.packed = NULL;
+    if (x->T > KN__X86_Q4K_FEW)
+        KN__X86_NAME(rows_q4_Kp_tiled)(&P, x, Y, ldy, n0, n1, scratch);
+    else
+        KN__X86_NAME(rows_q4_K_few)(&P, x, Y, ldy, n0, n1, true);
+}
+
 /* The tile's scratch, for batches beyond KN__XS_MAX only. */
 static size_t KN__X86_NAME(xs_scratch)(const kn_mat *W, int64_t T) {
     const kn__kernel *k = KN__X86_NAME(int8_kernels)[W->type];
@@ -470,6 +494,9 @@ static const kn__kernel KN__X86_NAME(xs_k_mxfp4) = {
 static const kn__kernel KN__X86_NAME(xs_k_q8_0) = {KN__X86_LABEL "-q8_0-q8_0n", kn__x86_q8_0n_bytes,
                                                    kn__x86_prep_q8_0n, KN__X86_NAME(xs_scratch),
                                                    KN__X86_NAME(xs_rows_q8_0)};
+static const kn__kernel KN__X86_NAME(xs_k_q4_K) = {KN__X86_LABEL "-q4_K-q8_Kn", kn__x86_q8_Kn_bytes,
+                                                   kn__x86_prep_q8_Kn, KN__X86_NAME(scratch_q4_K),
+                                                   KN__X86_NAME(xs_rows_q4_K)};
 static const kn__kernel KN__X86_NAME(xs_k_q6_K) = {KN__X86_LABEL "-q6_K-q8_Kd", kn__x86_q8_Kd_bytes,
                                                    kn__x86_prep_q8_Kd, KN__X86_NAME(xs_scratch),
                                                    KN__X86_NAME(xs_rows_q6_K)};
@@ -483,6 +510,8 @@ static inline const kn__kernel *KN__X86_NAME(xs_kernel)(kn_type t) {
         return &KN__X86_NAME(xs_k_q8_0);
     case KN_Q6_K:
         return &KN__X86_NAME(xs_k_q6_K);
+    case KN_Q4_K:
+        return &KN__X86_NAME(xs_k_q4_K);
     default:
         return (int)t >= 0 && t < KN_TYPE_COUNT ? KN__X86_NAME(int8_kernels)[t] : NULL;
     }

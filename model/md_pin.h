@@ -25,10 +25,10 @@ typedef struct md_pin {
 bool md_pin_packing(void);
 /* Copies the n matrices (those without data are skipped) into one buffer advised for huge pages
  * and points each view at its copy. With `pack`, a matrix whose packed copy the active kernels
- * read at every batch size (kn_pack_replaces: MXFP4 with AVX-512, AVX-VNNI or AVX2) gets that copy
- * in place of the plain one, as large, and its view's `packed` points at it (its data stays the
- * mapping's, which only other numerics and ISAs read). `what` names the owner in an out-of-memory
- * message. */
+ * read at every batch size (kn_pack_replaces: MXFP4 with AVX-512, AVX-VNNI or AVX2, Q4_K with
+ * AVX-VNNI or AVX2) gets that copy in place of the plain one, as large, and its view's `packed`
+ * points at it (its data stays the mapping's, which only other numerics and ISAs read). `what`
+ * names the owner in an out-of-memory message. */
 int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char *what, mw_err *err);
 /* The kernels' packed copies of the n matrices beside them (kn_pack; those the active kernels
  * have no layout for, and those md_pin_mats already packed, take no room) in one buffer advised

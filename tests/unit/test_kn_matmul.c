@@ -467,17 +467,20 @@ static bool x86_layout(kn_isa isa) {
 }
 
 /* A packed copy (kn_pack: on AVX-512 Q8_0's batch tiles and MXFP4's groups in its decode order,
- * on AVX2 and AVX-VNNI MXFP4's groups in theirs) gives the bits of the stored rows, on every ISA
- * that packs: odd and even row counts, widths with and without a tail group (K = 2880), an odd
- * block count, MXFP4 rows with no full group, a row stride wider than the row, every T from 1 to
- * 17 (the one-token kernels, the few-token passes, the batch tiles), 1 and 2 threads (so slices
- * start and end inside a row pair), kn_matmul_many; a view changed after packing (fewer rows,
- * data moved on a row) ignores the packed copy. A copy read at every T (kn_pack_replaces: MXFP4)
- * is as large as the rows and is all that is read: the stored bytes overwritten after packing
- * change no bit. A copy packed under one ISA is read by that ISA only (AVX2 and AVX-VNNI share
- * one): every ISA given every other's copy reads the stored rows. Q8_0's copy is read at every T
- * too but kept beside the stored rows (its pairs hold f32 scales); where the active kernels have
- * no packed layout, kn_pack_bytes is 0 and kn_pack leaves W alone. */
+ * on AVX2 and AVX-VNNI MXFP4's groups in theirs and Q4_K's super-blocks with their codes in the
+ * order of one multiply per two groups) gives the bits of the stored rows, on every ISA that
+ * packs: odd and even row counts, widths with and without a tail group (K = 2880), an odd block
+ * count, MXFP4 rows with no full group, Q4_K rows of one super-block, of a full chunk of 8 and a
+ * part, of 37 (past the 32 whose scales the AVX2 kernel unpacks at a time), with every scale and
+ * code byte random, a row stride wider than the row, every T from 1 to 17 (the one-token
+ * kernels, the few-token passes, the batch tiles), 1 and 2 threads (so slices start and end
+ * inside a row pair), kn_matmul_many; a view changed after packing (fewer rows, data moved on a
+ * row) ignores the packed copy. A copy read at every T (kn_pack_replaces: MXFP4, and Q4_K on AVX2
+ * and AVX-VNNI) is as large as the rows and is all that is read: the stored bytes overwritten
+ * after packing change no bit. A copy packed under one ISA is read by that ISA only (AVX2 and
+ * AVX-VNNI share one): every ISA given every other's copy reads the stored rows. Q8_0's copy is
+ * read at every T too but kept beside the stored rows (its pairs hold f32 scales); where the
+ * active kernels have no packed layout, kn_pack_bytes is 0 and kn_pack leaves W alone. */
 static void test_packed_equals_stored(void **state) {
     (void)state;
     kt_rng r = {4242};
@@ -485,22 +488,29 @@ static void test_packed_equals_stored(void **state) {
     kt_variant isas[KT_MAX_VARIANTS];
     const int nisa = kt_variants(isas);
     const kn_isa prev = kn_isa_active();
-    static const kn_type types[] = {KN_Q8_0, KN_MXFP4};
+    static const kn_type types[] = {KN_Q8_0, KN_MXFP4, KN_Q4_K};
+    static const int64_t q4k_blocks[7] = {1, 12, 16, 37, 0, 7, 9}; /* 0: kt_pick_cols */
     enum { TMAX = 17 };
     uint64_t x86_magic[2] = {0, 0};
-    for (int rep = 0; rep < 14; rep++) {
+    for (int rep = 0; rep < 21; rep++) {
         const kn_type type = types[rep / 7];
         const int c = rep % 7;
-        const int64_t cols = c < 2    ? 2880
-                             : c == 2 ? 4096
-                             : c == 3 ? 13 * 32
-                             : c == 5 ? 352
-                             : c == 6 ? 64
-                                      : kt_pick_cols(&r, type);
+        const int64_t cols = type == KN_Q4_K && c != 4 ? 256 * q4k_blocks[c]
+                             : c < 2                   ? 2880
+                             : c == 2                  ? 4096
+                             : c == 3                  ? 13 * 32
+                             : c == 5                  ? 352
+                             : c == 6                  ? 64
+                                                       : kt_pick_cols(&r, type);
         const int64_t rows = kt_range(&r, 1, 9) * 2 + (c % 2) + (c == 5 ? 300 : 0);
         /* raw MXFP4 bytes put an edge exponent in a third of the blocks, so a wide row's result
          * is inf or NaN whatever its codes: the wide ones are quantized Gaussian weights */
         kn_mat W0 = kt_weights(&r, type, rows, cols, type != KN_MXFP4 || c >= 4);
+        if (type == KN_Q4_K && c != 1) /* every scale, min and code: random bytes after d, dmin */
+            for (int64_t n = 0; n < rows; n++)
+                for (int64_t b = 0; b < cols / 256; b++)
+                    for (int j = 4; j < 144; j++)
+                        ((uint8_t *)W0.data)[n * W0.row_bytes + 144 * b + j] = (uint8_t)kt_next(&r);
         kn_mat W = c == 4 ? strided(&W0, 24) : W0;
         float *X = kt_gauss_vec(&r, TMAX * cols, 1.0f);
         float *want = malloc(TMAX * TMAX * rows * 4), *got = malloc(TMAX * rows * 4);
@@ -513,11 +523,14 @@ static void test_packed_equals_stored(void **state) {
             kt_use(&isas[i]);
             const size_t pb = kn_pack_bytes(&W);
             const bool x86 = x86_layout(isas[i].isa);
-            if (isas[i].isa == KN_ISA_AVX512 || (x86 && type == KN_MXFP4)) {
+            const bool packs =
+                isas[i].isa == KN_ISA_AVX512 ? type != KN_Q4_K : x86 && type != KN_Q8_0;
+            if (packs) {
                 assert_true(pb > 0);
-                assert_int_equal(kn_pack_replaces(&W), type == KN_MXFP4);
+                assert_int_equal(kn_pack_replaces(&W), type != KN_Q8_0);
             }
-            if (isas[i].isa == KN_ISA_SCALAR || (x86 && type != KN_MXFP4)) assert_int_equal(pb, 0);
+            if (isas[i].isa == KN_ISA_SCALAR || ((x86 || isas[i].isa == KN_ISA_AVX512) && !packs))
+                assert_int_equal(pb, 0);
             if (kn_pack_replaces(&W)) assert_int_equal(pb, 64 + (size_t)rows * W.row_bytes);
             buf[i] = NULL;
             if (pb) assert_int_equal(posix_memalign(&buf[i], 64, pb), 0);
