@@ -165,8 +165,8 @@ typedef struct kn_mat {
 
 /* Bytes of a packed copy of W that the active kernels would read in Q8 numerics instead of W's
  * stored rows, or 0 when they have no such layout. Today, with AVX-512: Q8_0 (the batch tile's
- * layout of every row, read at every T, 1.06-1.13x W's bytes with its f32 scales: kept beside
- * W's stored rows); with AVX-512, AVX-VNNI and AVX2: MXFP4 (each full group's bytes in decode
+ * layout of every row, 1.06-1.13x W's bytes with its f32 scales, read by batches and by one
+ * token where rows have no tail group: kept beside W's stored rows); with AVX-512, AVX-VNNI and AVX2: MXFP4 (each full group's bytes in decode
  * order), and with AVX-VNNI and AVX2 Q4_K (each chunk of 8 super-blocks' scales, d and codes in
  * decode order): as large as W and read at every T (kn_pack_replaces; each ISA reads only its
  * own). */

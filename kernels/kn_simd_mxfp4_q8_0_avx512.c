@@ -936,18 +936,24 @@ static void mx_rows_packed1(const kn_mat *W, const uint8_t *pairs, const kn__act
     }
 }
 
+/* Tokens from which a batch reads a packed matrix's pairs with the tile: below, the stored rows'
+ * streaming passes read faster (bench_kernels, alternated: 2-6 tokens 1.05-1.5x, 7 and 8 tokens
+ * 0.6-0.95x). */
+#define MX_Q8P_FROM 7
+
 /* Up to 8 tokens stream the stored rows as MXFP4 does (each group decoded in registers once and
- * applied to every token); a packed matrix's pairs are read instead by the batches' tile, and by
- * one token's stream where the row has no tail group: there the pairs are 1.06x the stored bytes
- * and streamed faster, while a tail group padded to 8 blocks makes them 1.13x at K = 2880 and the
- * extra bytes cost more from memory than the instructions saved. Batches of a matrix without them
- * decode the tile (measured faster at 16 tokens than two streaming passes). */
+ * applied to every token); a packed matrix's pairs are read instead by the batches' tile from
+ * MX_Q8P_FROM tokens, and by one token's stream where the row has no tail group: there the pairs
+ * are 1.06x the stored bytes and streamed faster, while a tail group padded to 8 blocks makes them
+ * 1.13x at K = 2880 and the extra bytes cost more from memory than the instructions saved.
+ * Batches of a matrix without them decode the tile (measured faster at 16 tokens than two
+ * streaming passes). */
 static void rows_q8_0(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     const uint8_t *pairs = q8_0_packed(W);
     if (pairs && x->T == 1 && W->cols % (8 * KN__QK32) == 0)
         mx_rows_packed1(W, pairs, x, Y, n0, n1);
-    else if (pairs && x->T > 1)
+    else if (pairs && x->T >= MX_Q8P_FROM)
         mx_rows_packed(W, pairs, x, Y, ldy, n0, n1);
     else if (x->T <= MX_FEW)
         kn__x86_few_passes(W, x, Y, ldy, n0, n1, q8_few, MX_FEW);

@@ -479,8 +479,9 @@ static bool x86_layout(kn_isa isa) {
  * and AVX-VNNI) is as large as the rows and is all that is read: the stored bytes overwritten
  * after packing change no bit. A copy packed under one ISA is read by that ISA only (AVX2 and
  * AVX-VNNI share one): every ISA given every other's copy reads the stored rows. Q8_0's copy is
- * read at every T too but kept beside the stored rows (its pairs hold f32 scales); where the
- * active kernels have no packed layout, kn_pack_bytes is 0 and kn_pack leaves W alone. */
+ * kept beside the stored rows (its pairs hold f32 scales) and read by batches, and by one token
+ * where rows have no tail group; where the active kernels have no packed layout, kn_pack_bytes is
+ * 0 and kn_pack leaves W alone. */
 static void test_packed_equals_stored(void **state) {
     (void)state;
     kt_rng r = {4242};
