@@ -208,9 +208,7 @@ static int run_once(const opts *o, const md_model *m, md_expert_backend *be,
             (double)(md_ctx_dense_bytes(c) - d0 + md_local_backend_weight_bytes(be) - w0) /
             o->decode;
     if (reader) {
-        for (int k = 0; k < o->decode; k++) /* steps[k] becomes the step's fraction */
-            steps[k] = r->bytes_per_token / steps[k] / 1e9 / ((pass[k] + pass[k + 1]) / 2);
-        r->frac_pass = bu_median(steps, o->decode);
+        r->frac_pass = bu_pass_fraction(r->bytes_per_token, steps, pass, o->decode);
         r->pass_gbs = bu_median(pass, o->decode + 1);
     }
     r->t = md_ctx_moe_timing(c);

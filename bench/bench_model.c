@@ -509,9 +509,8 @@ static int prefill_decode(const opts *o, md_ctx *c, const md_model *m, const md_
     md_row *rows = malloc((size_t)o->prompt * sizeof *rows);
     double *steps = malloc((size_t)o->decode * sizeof *steps);
     double *pass = malloc((size_t)(o->decode + 1) * sizeof *pass);
-    double *frac = malloc((size_t)o->decode * sizeof *frac);
     int rc = -1;
-    if (!rows || !steps || !pass || !frac) goto out;
+    if (!rows || !steps || !pass) goto out;
     prompt_rows(rows, o->prompt, m->cfg.n_vocab);
     double best = 1e30;
     for (int rep = 0; rep < 2; rep++) {
@@ -539,11 +538,7 @@ static int prefill_decode(const opts *o, md_ctx *c, const md_model *m, const md_
     }
     r->decode_tps = o->decode / (reader ? in_steps : bu_now() - t0);
     r->bytes_per_token = (double)(bytes_read(c, be) - b0) / o->decode;
-    for (int k = 0; k < o->decode; k++) {
-        const double around = (pass[k] + pass[k + 1]) / 2;
-        frac[k] = around > 0 ? r->bytes_per_token / steps[k] / 1e9 / around : 0;
-    }
-    r->frac_pass = bu_median(frac, o->decode);
+    r->frac_pass = bu_pass_fraction(r->bytes_per_token, steps, pass, o->decode);
     r->pass_gbs = bu_median(pass, o->decode + 1);
     r->step_min = bu_min(steps, o->decode);
     r->step_median = bu_median(steps, o->decode);
@@ -552,7 +547,6 @@ out:
     free(rows);
     free(steps);
     free(pass);
-    free(frac);
     return rc;
 }
 

@@ -323,6 +323,18 @@ double bu_reader_pass(bu_reader *r) {
     return dt > 0 ? (double)read / dt / 1e9 : 0;
 }
 
+double bu_pass_fraction(double bytes, const double *step_s, const double *pass, int n) {
+    double *f = n > 0 ? malloc((size_t)n * sizeof *f) : NULL;
+    if (!f) return 0;
+    for (int k = 0; k < n; k++) {
+        const double around = (pass[k] + pass[k + 1]) / 2;
+        f[k] = around > 0 && step_s[k] > 0 ? bytes / step_s[k] / 1e9 / around : 0;
+    }
+    const double m = bu_median(f, n);
+    free(f);
+    return m;
+}
+
 void bu_reader_free(bu_reader *r) {
     if (!r) return;
     free(r->buf);

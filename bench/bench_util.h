@@ -38,6 +38,10 @@ struct kn_pool;
 bu_reader *bu_reader_new(size_t bytes, struct kn_pool *pool);
 double bu_reader_pass(bu_reader *r); /* GB/s of one whole pass */
 void bu_reader_free(bu_reader *r);
+/* The median over n steps of a step's read rate (`bytes` in step_s[k] seconds) over the mean of
+ * the passes just before and after it (pass[k], pass[k + 1]; n + 1 of them, GB/s): how near the
+ * memory of the same seconds a step streams. 0 when out of memory or a pass is 0. */
+double bu_pass_fraction(double bytes, const double *step_s, const double *pass, int n);
 /* The int8 multiply-adds per second (1e9 = one GMAC/s) that `threads` threads at once sustain with
  * the dot-product instruction of the active ISA's integer kernels (AVX-512: vpdpbusd on 512 bits,
  * AVX-VNNI: vpdpbusd on 256; AVX2: vpmaddubsw, vpmaddwd and vpaddd on 256): twelve independent
