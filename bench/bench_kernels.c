@@ -39,6 +39,7 @@ static const shape shapes[] = {
     {"q4_K_gate_up", KN_Q4_K, 5760, 3072},
     /* the coordinator's dense weights: attention projections in Q8_0, a router / head in F32 */
     {"q8_0_dense", KN_Q8_0, 4096, 2880},
+    {"q8_0_dense_k4096", KN_Q8_0, 4096, 4096}, /* rows with no tail group */
     {"f32_dense", KN_F32, 2880, 2880},
 };
 static const int64_t Ts[] = {1, 2, 3, 4, 5, 6, 7, 8, 16, 64};
@@ -485,7 +486,8 @@ static const char ENV_NOTES[] =
     "                                 the kernels read it at every T (MXFP4; AVX2 and\n"
     "                                 AVX-VNNI Q4_K)\n"
     "  MW_BENCH_PACK=dense            every matrix a pinned model packs, also those whose copy\n"
-    "                                 batches only read (AVX-512 Q8_0 at T > 1)\n"
+    "                                 some T only read (AVX-512 Q8_0: T = 1 where K % 256 = 0,\n"
+    "                                 T >= 7)\n"
     "  MW_BENCH_HUGE=1                weights on transparent huge pages (as a pinned model's)\n"
     "  MOEWIRE_ISA=scalar|avx2|avxvnni|avx512|neon  the kernels, as everywhere";
 

@@ -6,8 +6,10 @@
  * its packed copy, whose groups are stored in decode order so the gathers are skipped), Q8_0 up
  * to 8 tokens by the same kernel (its groups transposed in registers), MXFP4 and Q8_0 batches
  * beyond that (a tile of rows decoded once, two rows per 512-bit vector, the next tile decoded
- * while this one is used), and both formats' packed copies (kn_pack). The integer sums are exact
- * and every lane's float work is the canonical one: the bits equal the scalar reference's. */
+ * while this one is used), and both formats' packed copies (kn_pack; a pinned Q8_0 matrix's are
+ * the tile's decoded pairs, streamed by one token and read by the tile from 7 tokens on). The
+ * integer sums are exact and every lane's float work is the canonical one: the bits equal the
+ * scalar reference's. */
 #include "kernels/kn_simd_avx512.h"
 
 /* ---- MXFP4 ----------------------------------------------------------------------------------- */
@@ -104,16 +106,80 @@ mxfp4_codes2(const uint8_t *row, __m512i w[4], __m512 *ef, const bool packed, co
     *ef = _mm512_cvtepi32_ps(e);
 }
 
-/* A pair's decoded bytes: per group the 8 vectors of both rows ([a | b], 64 bytes each), then the
- * group's 8 scales of a and of b. A row's decoder writes at the pair's start + 32 * (row % 2):
- * vector k of group g at + MX_PAIR_GROUP g + 64 k, its scales at + MX_PAIR_GROUP g + MX_PAIR_SC.
- * Each group's scales follow its vectors so that one token's stream over a packed matrix is one
- * sequential read: with every scale in a region of its own after the vectors, the two streams a
- * few KiB apart read at under half a plain read's rate. */
+/* A pair's decoded bytes (MXFP4): per group the 8 vectors of both rows ([a | b], 64 bytes each),
+ * then the group's 8 scales of a and of b as floats. Row h (0, 1) of the pair has vector k of
+ * group g at + MX_PAIR_GROUP g + 64 k + 32 h, its scales at + MX_PAIR_GROUP g + MX_PAIR_SC + 32 h;
+ * the tail group is padded to 8 blocks. Each group's scales follow its vectors so that one
+ * token's stream over a packed matrix is one sequential read: with every scale in a region of its
+ * own after the vectors, the two streams a few KiB apart read at under half a plain read's rate.
+ * (MXFP4's scales 2^(e - 128) leave fp16's range, so they stay floats.) */
 #define MX_PAIR_SC    (2 * KN__X86_GROUP_QS)
 #define MX_PAIR_GROUP (MX_PAIR_SC + 64)
 static inline size_t mx_pair_bytes(int64_t k) {
-    return 2 * kn__x86_mxfp4_row_bytes(k); /* = 2 * kn__x86_q8_0_row_bytes = MX_PAIR_GROUP ng */
+    return 2 * kn__x86_mxfp4_row_bytes(k); /* = MX_PAIR_GROUP ng */
+}
+
+/* Q8_0's pairs (the batch tile's decoded rows and the packed copy alike): the full groups as
+ * MXFP4's but with the 16 scales as the file's fp16 d (8 of a, then 8 of b: 32 bytes), and the
+ * tail group of n < 8 blocks kept to its blocks: 8 vectors of 8n bytes (row a's 4n then row b's
+ * 4n: dwords 0 .. n-1 of the full layout's halves), then the 2n scales (a's n, b's n). A pair is
+ * then exactly two stored rows (68 bytes a block), so the packed copy is the stored size and one
+ * token streams it no slower than the stored rows. fp16 -> float is exact: the bits do not
+ * change. */
+#define Q8P_SC    (2 * KN__X86_GROUP_QS)
+#define Q8P_GROUP (Q8P_SC + 32)
+static inline size_t q8p_pair_bytes(int64_t k) {
+    return (size_t)(k / KN__QK32) * 2 * KN__Q8_0_BYTES; /* Q8P_GROUP per full group */
+}
+
+/* How a pair's tail group of `left` blocks is read into the full layout's lanes: one masked load
+ * of a vector's 8 * left bytes and a byte permute putting row b's 4 * left at byte 32, the rest
+ * zeroed (a zero code meets a zero activation: the lane's sum is its zero bias; a zero scale
+ * makes its product 0, as the padded layout's); the scales alike with a word permute. */
+typedef struct q8p_tail {
+    size_t vb; /* bytes of one of its vectors: 8 * left */
+    __m512i idx;
+    __mmask64 ld, keep;
+    __m256i sidx;
+    __mmask16 sld, skeep;
+} q8p_tail;
+
+static inline q8p_tail q8p_tail_of(int left) {
+    static const uint8_t lo32[64] = {
+#define I8(i) i, i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7
+        I8(0), I8(8),  I8(16), I8(24), I8(0),
+        I8(8), I8(16), I8(24)
+#undef I8
+    };
+    static const uint16_t lo8[16] = {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7};
+    const uint64_t half = (1ull << (4 * left)) - 1;
+    const unsigned sh = (1u << left) - 1;
+    return (q8p_tail){
+        .vb = 8 * (size_t)left,
+        .idx = _mm512_add_epi8(_mm512_loadu_si512(lo32),
+                               _mm512_maskz_set1_epi8(0xFFFFFFFF00000000ull, (char)(4 * left))),
+        .ld = (1ull << (8 * left)) - 1,
+        .keep = half | half << 32,
+        .sidx = _mm256_add_epi16(_mm256_loadu_si256((const __m256i *)lo8),
+                                 _mm256_maskz_set1_epi16(0xFF00, (short)left)),
+        .sld = (__mmask16)((1u << (2 * left)) - 1),
+        .skeep = (__mmask16)(sh | sh << 8)};
+}
+
+/* Vector k of a tail group at t0, and its scales. */
+static inline __attribute__((always_inline)) __m512i q8p_tail_vec(const uint8_t *t0, int k,
+                                                                  const q8p_tail *t) {
+    return _mm512_maskz_permutexvar_epi8(t->keep, t->idx,
+                                         _mm512_maskz_loadu_epi8(t->ld, t0 + (size_t)k * t->vb));
+}
+static inline __attribute__((always_inline)) __m512 q8p_tail_scales(const uint8_t *t0,
+                                                                    const q8p_tail *t) {
+    return _mm512_cvtph_ps(_mm256_maskz_permutexvar_epi16(
+        t->skeep, t->sidx, _mm256_maskz_loadu_epi16(t->sld, t0 + 8 * t->vb)));
+}
+/* A full group's 16 scales. */
+static inline __attribute__((always_inline)) __m512 q8p_scales(const uint8_t *g) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + Q8P_SC)));
 }
 
 /* One row's decoded group (w[i] = its vectors 2i and 2i + 1) into its half of the pair's group. */
@@ -138,8 +204,10 @@ static void mxfp4_tail_codes(const uint8_t *src, int64_t blocks, __m512i w[4], _
 }
 
 /* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
-static inline __attribute__((always_inline)) void
-mxfp4_dec_full_as(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g, const bool packed) {
+static inline __attribute__((always_inline)) void mxfp4_dec_full_as(const uint8_t *row, int64_t ng,
+                                                                    uint8_t *pair, int h, int64_t g,
+                                                                    const bool packed) {
+    uint8_t *dst = pair + 32 * h;
     const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
@@ -150,24 +218,25 @@ mxfp4_dec_full_as(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g, const
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
 static inline __attribute__((always_inline)) void mxfp4_dec_full(const uint8_t *row, int64_t ng,
-                                                                 uint8_t *dst, int64_t g) {
-    mxfp4_dec_full_as(row, ng, dst, g, false);
+                                                                 uint8_t *pair, int h, int64_t g) {
+    mxfp4_dec_full_as(row, ng, pair, h, g, false);
 }
 static inline __attribute__((always_inline)) void mxfp4p_dec_full(const uint8_t *row, int64_t ng,
-                                                                  uint8_t *dst, int64_t g) {
-    mxfp4_dec_full_as(row, ng, dst, g, true);
+                                                                  uint8_t *pair, int h, int64_t g) {
+    mxfp4_dec_full_as(row, ng, pair, h, g, true);
 }
 
 /* Any group; a packed row's tail group is as stored. */
 static inline __attribute__((always_inline)) void mxfp4_dec_group_as(const uint8_t *row, int64_t k,
                                                                      const uint8_t *end,
-                                                                     uint8_t *dst, int64_t g,
-                                                                     const bool packed) {
+                                                                     uint8_t *pair, int h,
+                                                                     int64_t g, const bool packed) {
     const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
     if (g < nb / 8) {
-        mxfp4_dec_full_as(row, ng, dst, g, packed);
+        mxfp4_dec_full_as(row, ng, pair, h, g, packed);
         return;
     }
+    uint8_t *dst = pair + 32 * h;
     const uint8_t *src = row + g * 8 * KN__MXFP4_BYTES;
     __m512i w[4];
     __m256 ef;
@@ -179,13 +248,13 @@ static inline __attribute__((always_inline)) void mxfp4_dec_group_as(const uint8
     _mm256_storeu_ps((float *)(dst + g * MX_PAIR_GROUP + MX_PAIR_SC),
                      _mm256_scalef_ps(_mm256_set1_ps(1.0f), ef));
 }
-static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+static void mxfp4_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *pair, int h,
                             int64_t g) {
-    mxfp4_dec_group_as(row, k, end, dst, g, false);
+    mxfp4_dec_group_as(row, k, end, pair, h, g, false);
 }
-static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
-                             int64_t g) {
-    mxfp4_dec_group_as(row, k, end, dst, g, true);
+static void mxfp4p_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *pair,
+                             int h, int64_t g) {
+    mxfp4_dec_group_as(row, k, end, pair, h, g, true);
 }
 
 /* One full group of 8 stored Q8_0 blocks (272 bytes) in registers, in the interleaved layout of
@@ -537,18 +606,18 @@ static const kn__x86_few_fn q8_few[MX_FEW + 1] = {NULL,         q8_few_rows1, q8
 #define MX_P 3 /* row pairs of a register tile: 3 x 4 tokens = 12 vpdpbusd chains (latency 5) */
 #define MX_T 4 /* tokens of a register tile */
 
-/* Group g of a stored row (k values) into its half of a pair: any group (mxfp4_dec_group,
+/* Group g of a stored row (k values) into half h of a pair: any group (mxfp4_dec_group,
  * q8_0_dec_group), or a full one (mxfp4_dec_full, q8_0_dec_full; ng groups per row). */
-typedef void (*mx_dec_fn)(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+typedef void (*mx_dec_fn)(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *pair, int h,
                           int64_t g);
-typedef void (*mx_dec_full_fn)(const uint8_t *row, int64_t ng, uint8_t *dst, int64_t g);
+typedef void (*mx_dec_full_fn)(const uint8_t *row, int64_t ng, uint8_t *pair, int h, int64_t g);
 
 /* A tile's rows to decode: the steps between register-tile groups hand out the full groups,
  * `per` (row, group) units at a time; mx_dec_rest decodes what they left and the tail groups.
  * The steps call nothing that is not inlined, so the accumulators stay in registers. */
 typedef struct mx_dec {
     const uint8_t *src[8]; /* stored rows */
-    uint8_t *dst[8];       /* their halves of the pairs */
+    uint8_t *dst[8];       /* their pairs (row r is half r % 2 of its pair) */
     int n, r;              /* rows; the next unit's row */
     int64_t g, full, ng;   /* the next unit's group; full groups and groups per row */
     int64_t per;           /* units per step */
@@ -558,7 +627,7 @@ typedef struct mx_dec {
 
 static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_full_fn dec) {
     for (int64_t i = 0; i < d->per && d->r < d->n; i++) {
-        dec(d->src[d->r], d->ng, d->dst[d->r], d->g);
+        dec(d->src[d->r], d->ng, d->dst[d->r], d->r % 2, d->g);
         if (++d->g == d->full) d->g = 0, d->r++;
     }
     for (int64_t i = 0; i < d->pf_per && d->pf_left > 0; i++, d->pf_left--, d->pf += 64)
@@ -568,56 +637,79 @@ static inline __attribute__((always_inline)) void mx_dec_step(mx_dec *d, mx_dec_
 static void mx_dec_rest(mx_dec *d, const kn_mat *W, mx_dec_fn dec) {
     const uint8_t *end = kn__x86_mat_end(W);
     for (; d->r < d->n; d->g = 0, d->r++)
-        for (; d->g < d->full; d->g++) dec(d->src[d->r], W->cols, end, d->dst[d->r], d->g);
+        for (; d->g < d->full; d->g++)
+            dec(d->src[d->r], W->cols, end, d->dst[d->r], d->r % 2, d->g);
     for (int r = 0; r < d->n; r++)
-        for (int64_t g = d->full; g < d->ng; g++) dec(d->src[r], W->cols, end, d->dst[r], g);
+        for (int64_t g = d->full; g < d->ng; g++) dec(d->src[r], W->cols, end, d->dst[r], r % 2, g);
 }
 
-/* MX_P decoded row pairs against nt prepared tokens (1 .. MX_T): out[2p + h][t] is row h of pair
- * p against token t, in the canonical order; a step of `dc` after each group. Inlined into one
- * function per decoder and nt, so the loops are unrolled to constants. */
-static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w[MX_P],
-                                                          const uint8_t *const x[MX_T], int64_t ng,
-                                                          float out[2 * MX_P][MX_T], mx_dec *dc,
-                                                          mx_dec_full_fn dec, const int nt) {
+/* The pairs' layouts: MXFP4's (float scales, the tail group padded) and Q8_0's (q8p_*). */
+enum { MX_TL_MXFP4, MX_TL_Q8 };
+
+/* Group g of MX_P decoded row pairs (at wo in each) against nt prepared tokens, into acc; `tail`:
+ * it is a Q8_0 pair's compact tail group (NULL: a full-layout group). */
+static inline __attribute__((always_inline)) void
+mx_tile_group(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T], int64_t ng, int64_t g,
+              size_t wo, __m512 acc[MX_P][MX_T], const int nt, const int tl, const q8p_tail *tail) {
     const size_t sc_off = (size_t)ng * KN__X86_GROUP_QS;           /* d_x of a token */
     const size_t xs_off = sc_off + (size_t)ng * 8 * sizeof(float); /* -bias * sum(q) of a token */
+    const size_t xo = (size_t)g * KN__X86_GROUP_QS, so = (size_t)g * 32;
+    __m512i s[MX_P][MX_T];
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+        const __m512i xs = mx_both(x[t] + xs_off + so);
+#pragma GCC unroll 2
+        for (int p = 0; p < MX_P; p++) s[p][t] = xs;
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        __m512i xv[MX_T], wv[MX_P];
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) xv[t] = mx_both(x[t] + xo + 32 * k);
+#pragma GCC unroll 2
+        for (int p = 0; p < MX_P; p++)
+            wv[p] =
+                tail ? q8p_tail_vec(w[p] + wo, k, tail) : _mm512_loadu_si512(w[p] + wo + 64 * k);
+#pragma GCC unroll 2
+        for (int p = 0; p < MX_P; p++)
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) s[p][t] = _mm512_dpbusd_epi32(s[p][t], wv[p], xv[t]);
+    }
+    __m512 ws[MX_P];
+#pragma GCC unroll 2
+    for (int p = 0; p < MX_P; p++)
+        ws[p] = tail             ? q8p_tail_scales(w[p] + wo, tail)
+                : tl == MX_TL_Q8 ? q8p_scales(w[p] + wo)
+                                 : _mm512_loadu_ps(w[p] + wo + MX_PAIR_SC);
+#pragma GCC unroll 4
+    for (int t = 0; t < nt; t++) {
+        const __m512 dx = _mm512_castsi512_ps(mx_both(x[t] + sc_off + so));
+#pragma GCC unroll 2
+        for (int p = 0; p < MX_P; p++)
+            acc[p][t] =
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dx, ws[p]), acc[p][t]);
+    }
+}
+
+/* MX_P decoded row pairs (layout tl, rows of nb blocks) against nt prepared tokens (1 .. MX_T):
+ * out[2p + h][t] is row h of pair p against token t, in the canonical order; a step of `dc` after
+ * each group. Inlined into one function per decoder and nt, so the loops are unrolled to
+ * constants. */
+static inline __attribute__((always_inline)) void
+mx_tile(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T], int64_t nb,
+        float out[2 * MX_P][MX_T], mx_dec *dc, mx_dec_full_fn dec, const int nt, const int tl) {
+    const int64_t ng = (nb + 7) / 8, full = tl == MX_TL_Q8 ? nb / 8 : ng;
+    const size_t gb = tl == MX_TL_Q8 ? Q8P_GROUP : MX_PAIR_GROUP;
     __m512 acc[MX_P][MX_T];
     for (int p = 0; p < MX_P; p++)
         for (int t = 0; t < nt; t++) acc[p][t] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < ng; g++) {
-        const size_t xo = (size_t)g * KN__X86_GROUP_QS, wo = (size_t)g * MX_PAIR_GROUP;
-        const size_t so = (size_t)g * 32;
-        __m512i s[MX_P][MX_T];
-#pragma GCC unroll 4
-        for (int t = 0; t < nt; t++) {
-            const __m512i xs = mx_both(x[t] + xs_off + so);
-#pragma GCC unroll 2
-            for (int p = 0; p < MX_P; p++) s[p][t] = xs;
-        }
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; k++) {
-            __m512i xv[MX_T], wv[MX_P];
-#pragma GCC unroll 4
-            for (int t = 0; t < nt; t++) xv[t] = mx_both(x[t] + xo + 32 * k);
-#pragma GCC unroll 2
-            for (int p = 0; p < MX_P; p++) wv[p] = _mm512_loadu_si512(w[p] + wo + 64 * k);
-#pragma GCC unroll 2
-            for (int p = 0; p < MX_P; p++)
-#pragma GCC unroll 4
-                for (int t = 0; t < nt; t++) s[p][t] = _mm512_dpbusd_epi32(s[p][t], wv[p], xv[t]);
-        }
-        __m512 ws[MX_P];
-#pragma GCC unroll 2
-        for (int p = 0; p < MX_P; p++) ws[p] = _mm512_loadu_ps(w[p] + wo + MX_PAIR_SC);
-#pragma GCC unroll 4
-        for (int t = 0; t < nt; t++) {
-            const __m512 dx = _mm512_castsi512_ps(mx_both(x[t] + sc_off + so));
-#pragma GCC unroll 2
-            for (int p = 0; p < MX_P; p++)
-                acc[p][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[p][t]), _mm512_mul_ps(dx, ws[p]),
-                                            acc[p][t]);
-        }
+    for (int64_t g = 0; g < full; g++) {
+        mx_tile_group(w, x, ng, g, (size_t)g * gb, acc, nt, tl, NULL);
+        mx_dec_step(dc, dec);
+    }
+    if (full < ng) {
+        const q8p_tail tail = q8p_tail_of((int)(nb - 8 * full));
+        mx_tile_group(w, x, ng, full, (size_t)full * gb, acc, nt, tl, &tail);
         mx_dec_step(dc, dec);
     }
     for (int p = 0; p < MX_P; p++)
@@ -631,17 +723,17 @@ static inline __attribute__((always_inline)) void mx_tile(const uint8_t *const w
 typedef void (*mx_micro_fn)(const uint8_t *const[MX_P], const uint8_t *const[MX_T], int64_t,
                             float[2 * MX_P][MX_T], mx_dec *);
 
-/* The register tiles of one decoder, by tokens: mx_micro_<name>[nt]. */
-#define MX_MICRO(name, dec, n)                                                                     \
+/* The register tiles of one decoder and layout, by tokens: mx_micro_<name>[nt]. */
+#define MX_MICRO(name, dec, n, tl)                                                                 \
     static void mx_micro_##name##n(const uint8_t *const w[MX_P], const uint8_t *const x[MX_T],     \
-                                   int64_t ng, float out[2 * MX_P][MX_T], mx_dec *dc) {            \
-        mx_tile(w, x, ng, out, dc, dec, n);                                                        \
+                                   int64_t nb, float out[2 * MX_P][MX_T], mx_dec *dc) {            \
+        mx_tile(w, x, nb, out, dc, dec, n, tl);                                                    \
     }
-#define MX_MICROS(name, dec)                                                                       \
-    MX_MICRO(name, dec, 1)                                                                         \
-    MX_MICRO(name, dec, 2)                                                                         \
-    MX_MICRO(name, dec, 3)                                                                         \
-    MX_MICRO(name, dec, 4)                                                                         \
+#define MX_MICROS(name, dec, tl)                                                                   \
+    MX_MICRO(name, dec, 1, tl)                                                                     \
+    MX_MICRO(name, dec, 2, tl)                                                                     \
+    MX_MICRO(name, dec, 3, tl)                                                                     \
+    MX_MICRO(name, dec, 4, tl)                                                                     \
     static const mx_micro_fn mx_micro_##name[MX_T + 1] = {                                         \
         NULL, mx_micro_##name##1, mx_micro_##name##2, mx_micro_##name##3, mx_micro_##name##4}
 
@@ -653,12 +745,11 @@ static int mx_tile_rows(size_t row_bytes) {
 
 /* The rows [r0, r0 + rn) of W to decode into the pairs at `tile` (an odd last row also into its
  * pair's second half: a register tile's missing row repeats its pair's first; not stored). */
-static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
+static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile, size_t pb) {
     mx_dec d = {.ng = kn__x86_groups(W->cols), .full = W->cols / KN__QK32 / 8};
-    const size_t pb = mx_pair_bytes(W->cols);
     for (int r = 0; r < rn + rn % 2; r++) {
         d.src[r] = (const uint8_t *)W->data + (size_t)(r0 + (r < rn ? r : rn - 1)) * W->row_bytes;
-        d.dst[r] = tile + (size_t)(r / 2) * pb + 32 * (r % 2);
+        d.dst[r] = tile + (size_t)(r / 2) * pb;
     }
     d.n = rn + rn % 2;
     return d;
@@ -668,14 +759,14 @@ static mx_dec mx_dec_rows(const kn_mat *W, int64_t r0, int rn, uint8_t *tile) {
  * the tokens' prepared rows carry the matching bias per block. The scratch holds two tiles. */
 static inline __attribute__((always_inline)) void
 mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0, int64_t n1,
-              void *scratch, mx_dec_fn dec, const mx_micro_fn *micro) {
-    const int64_t ng = kn__x86_groups(W->cols);
-    const size_t pb = mx_pair_bytes(W->cols);
+              void *scratch, mx_dec_fn dec, const mx_micro_fn *micro, const int tl) {
+    const int64_t ng = kn__x86_groups(W->cols), nb = W->cols / KN__QK32;
+    const size_t pb = tl == MX_TL_Q8 ? q8p_pair_bytes(W->cols) : mx_pair_bytes(W->cols);
     const int R = mx_tile_rows(pb / 2);
     uint8_t *buf[2] = {scratch, (uint8_t *)scratch + pb * (size_t)(R / 2)};
     const int64_t tblocks = (x->T + MX_T - 1) / MX_T;
     int rn = n1 - n0 < R ? (int)(n1 - n0) : R;
-    mx_dec d = mx_dec_rows(W, n0, rn, buf[0]);
+    mx_dec d = mx_dec_rows(W, n0, rn, buf[0], pb);
     mx_dec_rest(&d, W, dec); /* the first tile at once */
     for (int64_t r0 = n0, cur = 0; r0 < n1; r0 += rn, cur ^= 1) {
         rn = n1 - r0 < R ? (int)(n1 - r0) : R;
@@ -683,7 +774,7 @@ mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t 
         const int64_t r1 = r0 + rn;
         const int rn1 = n1 - r1 < R ? (int)(n1 - r1) : R;
         /* the next tile, spread over this one's register-tile groups */
-        d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1]);
+        d = mx_dec_rows(W, r1, rn1 > 0 ? rn1 : 0, buf[cur ^ 1], pb);
         const int64_t steps = tblocks * ((np + MX_P - 1) / MX_P) * ng;
         d.per = ((int64_t)d.n * d.full + steps - 1) / steps;
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
@@ -696,7 +787,7 @@ mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t 
                 for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
                     w[i] = buf[cur] + (size_t)(p0 + i < np ? p0 + i : p0) * pb;
                 float out[2 * MX_P][MX_T];
-                micro[tn](w, xt, ng, out, &d);
+                micro[tn](w, xt, nb, out, &d);
                 for (int t = 0; t < tn; t++)
                     for (int i = 0; i < 2 * MX_P && 2 * p0 + i < rn; i++)
                         Y[(t0 + t) * ldy + r0 + 2 * p0 + i] = out[i][t];
@@ -708,8 +799,8 @@ mx_rows_tiled(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t 
 
 /* ---- MXFP4 rows ------------------------------------------------------------------------------ */
 
-MX_MICROS(mxfp4, mxfp4_dec_full);
-MX_MICROS(mxfp4p, mxfp4p_dec_full);
+MX_MICROS(mxfp4, mxfp4_dec_full, MX_TL_MXFP4);
+MX_MICROS(mxfp4p, mxfp4p_dec_full, MX_TL_MXFP4);
 
 static const uint8_t *mxfp4_packed(const kn_mat *W);
 
@@ -723,13 +814,14 @@ static void rows_mxfp4(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy,
         if (x->T <= MX_FEW_PASSES * MX_FEW)
             kn__x86_few_passes(&P, x, Y, ldy, n0, n1, mx_fewp, MX_FEW);
         else
-            mx_rows_tiled(&P, x, Y, ldy, n0, n1, scratch, mxfp4p_dec_group, mx_micro_mxfp4p);
+            mx_rows_tiled(&P, x, Y, ldy, n0, n1, scratch, mxfp4p_dec_group, mx_micro_mxfp4p,
+                          MX_TL_MXFP4);
         return;
     }
     if (x->T <= MX_FEW_PASSES * MX_FEW)
         kn__x86_few_passes(W, x, Y, ldy, n0, n1, mx_few, MX_FEW);
     else
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4);
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, mxfp4_dec_group, mx_micro_mxfp4, MX_TL_MXFP4);
 }
 
 /* A decoded tile's bytes (MXFP4 and Q8_0 decode to layouts of the same size). */
@@ -749,51 +841,57 @@ static size_t scratch_mxfp4(const kn_mat *W, int64_t T) {
  * the prepared tokens carry -128 * sum(q) per block in place of MXFP4's -12 * sum(q), so every
  * block's sum is still exact. The streaming kernel (T <= 8) reads the same prepared rows. */
 
-/* One full group of 8 stored Q8_0 blocks (272 bytes) to the interleaved layout, weights made
- * unsigned, into the row's half of a pair. */
-static inline void q8_0_group_u8(const uint8_t *row, uint8_t *q) {
-    __m512i u[4];
-    q8_0_codes_u8(row, u);
-    mx_store_pair(q, u);
+/* The 8 fp16 d of a stored Q8_0 group, as stored. */
+static inline __m128i q8_0_d16(const uint8_t *row) {
+    return _mm_setr_epi16((short)kn__rd16(row), (short)kn__rd16(row + 34),
+                          (short)kn__rd16(row + 68), (short)kn__rd16(row + 102),
+                          (short)kn__rd16(row + 136), (short)kn__rd16(row + 170),
+                          (short)kn__rd16(row + 204), (short)kn__rd16(row + 238));
 }
 
-/* Group g of a stored Q8_0 row as kn__x86_decode_q8_0 decodes it, weights made unsigned, into the
- * row's half of a pair. The tail group is read in place when it lies before `end`: its blocks past
- * the row meet zero activations (block sums 0) and get scale 0, as in the zero-padded copy used at
- * the matrix's end. */
-static void q8_0_tail_group(const uint8_t *src, int left, uint8_t *q, float *sc) {
-    _Alignas(64) uint8_t pad[8 * KN__Q8_0_BYTES] = {0};
-    memcpy(pad, src, (size_t)left * KN__Q8_0_BYTES);
-    q8_0_group_u8(pad, q);
-    _mm256_storeu_ps(sc, _mm256_and_ps(kn__x86_q8_0_d(pad), kn__x86_live_lanes(left)));
-}
-
-/* A full group (g < k / 256) of the row at `row`: the steps of a batch tile take only these. */
+/* A full group g (< k / 256) of a stored Q8_0 row as kn__x86_decode_q8_0 decodes it, weights made
+ * unsigned, into half h of a pair (q8p layout): the steps of a batch tile take only these. */
 static inline __attribute__((always_inline)) void q8_0_dec_full(const uint8_t *row, int64_t ng,
-                                                                uint8_t *dst, int64_t g) {
+                                                                uint8_t *pair, int h, int64_t g) {
+    (void)ng;
     const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
+    uint8_t *q = pair + g * Q8P_GROUP;
+    __m512i u[4];
     kn__x86_prefetch(src, 8 * KN__Q8_0_BYTES);
-    q8_0_group_u8(src, dst + g * MX_PAIR_GROUP);
-    _mm256_storeu_ps((float *)(dst + g * MX_PAIR_GROUP + MX_PAIR_SC), kn__x86_q8_0_d(src));
+    q8_0_codes_u8(src, u);
+    mx_store_pair(q + 32 * h, u);
+    _mm_storeu_si128((__m128i *)(q + Q8P_SC + 16 * h), q8_0_d16(src));
 }
 
-static void q8_0_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *dst,
+/* Any group; the tail group (left < 8 blocks) into the compact tail, only its blocks' codes and
+ * scales stored. Its 8 blocks' window is read in place when it lies before `end`, else from a
+ * zero-padded copy (at the matrix's end). */
+static void q8_0_dec_group(const uint8_t *row, int64_t k, const uint8_t *end, uint8_t *pair, int h,
                            int64_t g) {
     const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
     const int left = (int)(nb - 8 * g);
     if (left >= 8) {
-        q8_0_dec_full(row, ng, dst, g);
+        q8_0_dec_full(row, ng, pair, h, g);
         return;
     }
     const uint8_t *src = row + g * 8 * KN__Q8_0_BYTES;
-    uint8_t *q = dst + g * MX_PAIR_GROUP;
-    float *sc = (float *)(dst + g * MX_PAIR_GROUP + MX_PAIR_SC);
-    if (end - src >= 8 * KN__Q8_0_BYTES) {
-        q8_0_group_u8(src, q);
-        _mm256_storeu_ps(sc, _mm256_and_ps(kn__x86_q8_0_d(src), kn__x86_live_lanes(left)));
-    } else {
-        q8_0_tail_group(src, left, q, sc);
+    _Alignas(64) uint8_t pad[8 * KN__Q8_0_BYTES];
+    if (end - src < 8 * KN__Q8_0_BYTES) {
+        memset(pad, 0, sizeof pad);
+        memcpy(pad, src, (size_t)left * KN__Q8_0_BYTES);
+        src = pad;
     }
+    __m512i u[4];
+    q8_0_codes_u8(src, u);
+    uint8_t *t0 = pair + g * Q8P_GROUP;
+    const size_t vb = 8 * (size_t)left, hb = 4 * (size_t)left * (size_t)h;
+    const __mmask32 m = (__mmask32)((1ull << (4 * left)) - 1);
+    for (int i = 0; i < 4; i++) { /* u[i] = [vector 2i | vector 2i + 1] */
+        _mm256_mask_storeu_epi8(t0 + 2 * i * vb + hb, m, _mm512_castsi512_si256(u[i]));
+        _mm256_mask_storeu_epi8(t0 + (2 * i + 1) * vb + hb, m, _mm512_extracti64x4_epi64(u[i], 1));
+    }
+    _mm_mask_storeu_epi16(t0 + 8 * vb + 2 * (size_t)left * (size_t)h, (__mmask8)((1u << left) - 1),
+                          q8_0_d16(src));
 }
 
 static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
@@ -804,38 +902,38 @@ static void q8_0_act_prep(const float *x, void *dst, int64_t k) {
         xs[b] = xs[b] / KN__X86_MXFP4_BIAS * 128;
 }
 
-MX_MICROS(q8_0, q8_0_dec_full);
+MX_MICROS(q8_0, q8_0_dec_full, MX_TL_Q8);
 
-/* ---- Q8_0 packed: every row decoded once into the batch tile's layout ------------------------ */
+/* ---- Q8_0 packed: every row decoded once into the pairs' layout ------------------------------ */
 
 /* A dense matrix is multiplied by the same decode batch's rows at every step, so decoding its tile
  * at every call is work done again and again, and at a decode batch's size the decode is as
- * much work as the vpdpbusd themselves. kn_pack keeps the decoded pairs of all rows (after a header
- * naming the matrix they belong to) and every T reads them in place: one token streams them with a
- * quarter of the stored rows' instructions. */
+ * much work as the vpdpbusd themselves. kn_pack keeps the decoded pairs of all rows (q8p layout,
+ * after a header naming the matrix they belong to; an odd last row fills its pair twice): as large
+ * as the stored rows, and read at every T in their place (kn_pack_replaces). */
 
-#define MX_PACK_MAGIC 0x33584b5030513858ull /* "X8Q0PKX3" */
+#define Q8P_PACK_MAGIC 0x34584b5030513858ull /* "X8Q0PKX4" */
 
 static size_t q8_0_pack_bytes(const kn_mat *W) {
-    return sizeof(kn__pack_hdr) + (size_t)((W->rows + 1) / 2) * mx_pair_bytes(W->cols);
+    return sizeof(kn__pack_hdr) + (size_t)((W->rows + 1) / 2) * q8p_pair_bytes(W->cols);
 }
 
 static void q8_0_pack(const kn_mat *W, void *dst) {
-    uint8_t *pairs = kn__pack_start(W, dst, MX_PACK_MAGIC);
-    const size_t pb = mx_pair_bytes(W->cols);
+    uint8_t *pairs = kn__pack_start(W, dst, Q8P_PACK_MAGIC);
+    const size_t pb = q8p_pair_bytes(W->cols);
     const int64_t ng = kn__x86_groups(W->cols);
     const uint8_t *end = kn__x86_mat_end(W);
     for (int64_t r = 0; r < W->rows + W->rows % 2; r++) { /* an odd last row fills its pair */
         const uint8_t *row =
             (const uint8_t *)W->data + (size_t)(r < W->rows ? r : W->rows - 1) * W->row_bytes;
         for (int64_t g = 0; g < ng; g++)
-            q8_0_dec_group(row, W->cols, end, pairs + (size_t)(r / 2) * pb + 32 * (r % 2), g);
+            q8_0_dec_group(row, W->cols, end, pairs + (size_t)(r / 2) * pb, (int)(r % 2), g);
     }
 }
 
 /* W's packed pairs, when W->packed was made from this very matrix. */
 static const uint8_t *q8_0_packed(const kn_mat *W) {
-    return kn__packed_data(W, MX_PACK_MAGIC);
+    return kn__packed_data(W, Q8P_PACK_MAGIC);
 }
 
 /* ---- MXFP4 packed: the stored rows with every full group in decode order --------------------- */
@@ -878,14 +976,14 @@ static const uint8_t *mxfp4_packed(const kn_mat *W) {
  * next block is prefetched into L2 a few lines per group. */
 static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act *x, float *Y,
                            int64_t ldy, int64_t n0, int64_t n1) {
-    const int64_t ng = kn__x86_groups(W->cols), q1 = (n1 + 1) / 2;
-    const size_t pb = mx_pair_bytes(W->cols);
+    const int64_t ng = kn__x86_groups(W->cols), nb = W->cols / KN__QK32, q1 = (n1 + 1) / 2;
+    const size_t pb = q8p_pair_bytes(W->cols);
     const int64_t steps = (x->T + MX_T - 1) / MX_T * ng;
     for (int64_t b0 = n0 / 2; b0 < q1; b0 += MX_P) {
         const int np = q1 - b0 < MX_P ? (int)(q1 - b0) : MX_P;
-        const int64_t nb = q1 - (b0 + np) < MX_P ? q1 - (b0 + np) : MX_P; /* next block's pairs */
+        const int64_t nn = q1 - (b0 + np) < MX_P ? q1 - (b0 + np) : MX_P; /* next block's pairs */
         mx_dec d = {.pf = (const char *)pairs + (size_t)(b0 + np) * pb,
-                    .pf_left = (int64_t)((size_t)nb * pb / 64)};
+                    .pf_left = (int64_t)((size_t)nn * pb / 64)};
         d.pf_per = (d.pf_left + steps - 1) / steps;
         for (int64_t t0 = 0; t0 < x->T; t0 += MX_T) {
             const int tn = x->T - t0 < MX_T ? (int)(x->T - t0) : MX_T;
@@ -896,7 +994,7 @@ static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act 
             for (int i = 0; i < MX_P; i++) /* missing pairs repeat the first; not stored */
                 w[i] = pairs + (size_t)(b0 + (i < np ? i : 0)) * pb;
             float out[2 * MX_P][MX_T];
-            mx_micro_q8_0[tn](w, xt, ng, out, &d);
+            mx_micro_q8_0[tn](w, xt, nb, out, &d);
             for (int i = 0; i < 2 * np; i++) {
                 const int64_t r = 2 * b0 + i;
                 if (r < n0 || r >= n1) continue;
@@ -906,63 +1004,92 @@ static void mx_rows_packed(const kn_mat *W, const uint8_t *pairs, const kn__act 
     }
 }
 
-/* Rows n0 .. n1 from packed pairs against one token: per group and pair 8 loads and 8 vpdpbusd,
- * the block sums already in their canonical lanes, so the stream takes about a quarter of the
- * stored rows' instructions and reads at a plain read's pace. No software prefetch: with this few
- * instructions a byte the hardware prefetchers keep up, and prefetches only cost. */
-static void mx_rows_packed1(const kn_mat *W, const uint8_t *pairs, const kn__act *x, float *Y,
-                            int64_t n0, int64_t n1) {
-    const int64_t ng = kn__x86_groups(W->cols);
-    const size_t pb = mx_pair_bytes(W->cols);
-    const uint8_t *xq = x->data, *xd = xq + (size_t)ng * KN__X86_GROUP_QS;
-    const uint8_t *xs = xd + (size_t)ng * 8 * sizeof(float); /* -128 * sum(q) per block */
+/* Group g of a pair at w (a compact tail: `tail`, else NULL) against nt tokens: its 8 vectors
+ * loaded once and applied to every token (the token's group vector broadcast to both halves, so
+ * the block sums land in their canonical lanes: row a's in 0-7, b's in 8-15). */
+static inline __attribute__((always_inline)) void
+q8p_stream_group(const uint8_t *w, const uint8_t *const *x, int64_t ng, int64_t g, __m512 *acc,
+                 const int nt, const q8p_tail *tail) {
+    const size_t sc_off = (size_t)ng * KN__X86_GROUP_QS, xs_off = sc_off + (size_t)ng * 32;
+    __m512i s[MX_FEW];
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) s[t] = mx_both(x[t] + xs_off + 32 * g);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m512i wk = tail ? q8p_tail_vec(w, k, tail) : _mm512_loadu_si512(w + 64 * k);
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++)
+            s[t] = _mm512_dpbusd_epi32(s[t], wk,
+                                       mx_both(x[t] + (size_t)g * KN__X86_GROUP_QS + 32 * k));
+    }
+    const __m512 ws = tail ? q8p_tail_scales(w, tail) : q8p_scales(w);
+#pragma GCC unroll 8
+    for (int t = 0; t < nt; t++) {
+        const __m512 dx = _mm512_castsi512_ps(mx_both(x[t] + sc_off + 32 * g));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(dx, ws), acc[t]);
+    }
+}
+
+/* Rows n0 .. n1 of a packed W against nt tokens, streaming the pairs once: per group and pair 8
+ * loads and 8 vpdpbusd a token, the block sums already in their canonical lanes, a quarter of the
+ * stored rows' instructions at one token; the pairs the range touches are computed whole and only
+ * its rows stored. No software prefetch: with this few instructions a byte the hardware
+ * prefetchers keep up. (Against 2-6 tokens the stored rows' passes read faster: each token's
+ * broadcast group vectors, one load per vpdpbusd, bound it.) */
+static inline __attribute__((always_inline)) void q8p_stream(const kn_mat *W,
+                                                             const uint8_t *const *x, float *Y,
+                                                             int64_t ldy, int64_t n0, int64_t n1,
+                                                             const int nt) {
+    const uint8_t *pairs = q8_0_packed(W);
+    const int64_t nb = W->cols / KN__QK32, ng = kn__x86_groups(W->cols), full = nb / 8;
+    const size_t pb = q8p_pair_bytes(W->cols);
+    const q8p_tail tail = q8p_tail_of((int)(nb - 8 * full));
     for (int64_t q = n0 / 2; q < (n1 + 1) / 2; q++) {
         const uint8_t *w = pairs + (size_t)q * pb;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t g = 0; g < ng; g++, w += MX_PAIR_GROUP) {
-            const uint8_t *xg = xq + (size_t)g * KN__X86_GROUP_QS;
-            __m512i s = mx_both(xs + 32 * g);
+        __m512 acc[MX_FEW];
 #pragma GCC unroll 8
-            for (int k = 0; k < 8; k++)
-                s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512(w + 64 * k), mx_both(xg + 32 * k));
-            const __m512 dx = _mm512_castsi512_ps(mx_both(xd + 32 * g));
-            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s),
-                                  _mm512_mul_ps(dx, _mm512_loadu_ps(w + MX_PAIR_SC)), acc);
+        for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t g = 0; g < full; g++, w += Q8P_GROUP)
+            q8p_stream_group(w, x, ng, g, acc, nt, NULL);
+        if (full < ng) q8p_stream_group(w, x, ng, full, acc, nt, &tail);
+#pragma GCC unroll 8
+        for (int t = 0; t < nt; t++) {
+            if (2 * q >= n0) Y[t * ldy + 2 * q] = kn__x86_tree8(_mm512_castps512_ps256(acc[t]));
+            if (2 * q + 1 < n1)
+                Y[t * ldy + 2 * q + 1] = kn__x86_tree8(
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[t]), 1)));
         }
-        if (2 * q >= n0) Y[2 * q] = kn__x86_tree8(_mm512_castps512_ps256(acc));
-        if (2 * q + 1 < n1)
-            Y[2 * q + 1] =
-                kn__x86_tree8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
     }
 }
 
 /* Tokens from which a batch reads a packed matrix's pairs with the tile: below, the stored rows'
- * streaming passes read faster (bench_kernels, alternated: 2-6 tokens 1.05-1.5x, 7 and 8 tokens
- * 0.6-0.95x). */
+ * streaming passes read faster (bench_kernels, alternated; also than streaming the pairs against
+ * 2-6 tokens, one to three pairs a step, with or without prefetching them into L2). */
 #define MX_Q8P_FROM 7
 
 /* Up to 8 tokens stream the stored rows as MXFP4 does (each group decoded in registers once and
  * applied to every token); a packed matrix's pairs are read instead by the batches' tile from
- * MX_Q8P_FROM tokens, and by one token's stream where the row has no tail group: there the pairs
- * are 1.06x the stored bytes and streamed faster, while a tail group padded to 8 blocks makes them
- * 1.13x at K = 2880 and the extra bytes cost more from memory than the instructions saved.
- * Batches of a matrix without them decode the tile (measured faster at 16 tokens than two
- * streaming passes). */
+ * MX_Q8P_FROM tokens, and by one token's stream where the row has no tail group (there the pairs
+ * stream faster; with a tail group, as large as the stored rows, no faster). Batches of a matrix
+ * without them decode the tile (measured faster at 16 tokens than two streaming passes). */
 static void rows_q8_0(const kn_mat *W, const kn__act *x, float *Y, int64_t ldy, int64_t n0,
                       int64_t n1, void *scratch) {
     const uint8_t *pairs = q8_0_packed(W);
-    if (pairs && x->T == 1 && W->cols % (8 * KN__QK32) == 0)
-        mx_rows_packed1(W, pairs, x, Y, n0, n1);
-    else if (pairs && x->T >= MX_Q8P_FROM)
+    if (pairs && x->T == 1 && W->cols % (8 * KN__QK32) == 0) {
+        const uint8_t *x0 = x->data;
+        q8p_stream(W, &x0, Y, ldy, n0, n1, 1);
+    } else if (pairs && x->T >= MX_Q8P_FROM) {
         mx_rows_packed(W, pairs, x, Y, ldy, n0, n1);
-    else if (x->T <= MX_FEW)
+    } else if (x->T <= MX_FEW) {
         kn__x86_few_passes(W, x, Y, ldy, n0, n1, q8_few, MX_FEW);
-    else
-        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0);
+    } else {
+        mx_rows_tiled(W, x, Y, ldy, n0, n1, scratch, q8_0_dec_group, mx_micro_q8_0, MX_TL_Q8);
+    }
 }
 
 static size_t scratch_q8_0(const kn_mat *W, int64_t T) {
-    return T > MX_FEW ? mx_tile_scratch(W) : 0;
+    const size_t pb = q8p_pair_bytes(W->cols);
+    return T > MX_FEW ? 2 * (pb / 2) * (size_t)mx_tile_rows(pb / 2) : 0; /* two tiles */
 }
 
 const kn__kernel kn__avx512_mxfp4 = {"avx512-mxfp4-q8_0p", kn__x86_q8_0p_bytes, kn__x86_prep_q8_0p,

@@ -70,7 +70,7 @@ int md_expert_table_pin(md_expert_table *t, const char *what, mw_err *err) {
         memcpy(mats + k, six, sizeof six);
         k += 6;
     }
-    const int rc = md_pin_mats(&t->pin, mats, k, md_pin_packing(), what, err);
+    const int rc = md_pin_mats(&t->pin, mats, NULL, k, md_pin_packing(), what, err);
     free(mats);
     return rc;
 }

@@ -496,9 +496,11 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
     const size_t n = (size_t)m->cfg.n_layer * PER_LAYER + 1;
     kn_mat **mats = malloc(n * sizeof *mats);
     kn_mat *kv = calloc(2 * (size_t)m->cfg.n_layer + 1, sizeof *kv);
-    if (!mats || !kv) {
+    bool *plain = calloc(n, sizeof *plain);
+    if (!mats || !kv || !plain) {
         free(mats);
         free(kv);
+        free(plain);
         return mw_errf(err, "out of memory");
     }
     size_t k = 0;
@@ -509,14 +511,17 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
             &w->wkv_a, &w->ffn.gate, &w->ffn.up, &w->ffn.down, &w->f_a,         &w->f_b,
             &w->beta,  &w->g_a,      &w->g_b,    &w->wgate,    &w->routed_down, &w->routed_up};
         for (int i = 0; i < PER_LAYER - 2; i++) mats[k++] = per[i];
+        /* the head sets: their copies' data goes to the per-head views, so plain copies (a packed
+         * one in their place would leave the views on the mapping) */
         kv[2 * il] = all_heads(&w->k_b, m->cfg.n_head);
         kv[2 * il + 1] = all_heads(&w->v_b, m->cfg.n_head);
+        plain[k] = plain[k + 1] = true;
         mats[k++] = &kv[2 * il];
         mats[k++] = &kv[2 * il + 1];
     }
     mats[k++] = &m->output;
     const bool pack = md_pin_packing();
-    int rc = md_pin_mats(&m->pin, mats, k, pack, vx_source_path(m->src), err);
+    int rc = md_pin_mats(&m->pin, mats, plain, k, pack, vx_source_path(m->src), err);
     if (rc == 0 && pack) {
         size_t np = 0; /* the matrices themselves, not the copies of the head views */
         for (size_t i = 0; i < k; i++)
@@ -530,6 +535,7 @@ int md_model_pin_dense(md_model *m, mw_err *err) {
     }
     free(mats);
     free(kv);
+    free(plain);
     /* the embedding stays a view (a step reads one row of it per token): its pages mapped in now,
      * so a token's first use does not fault them in mid-step */
     if (rc == 0) md_pin_map_in(&m->tok_embd);

@@ -91,10 +91,12 @@ void md_model_free(md_model *m);
 
 /* Copies the matrices every decode step streams (attention, router, LM head; not the embedding) out
  * of the source's mapping into a buffer the model owns, on transparent huge pages where the kernel
- * grants them (md_pin.h), and points the views there; with kernels that have a packed layout for
- * batches (kn_pack: Q8_0 on AVX-512) also a packed copy of those matrices, unless MOEWIRE_PACK=0.
- * Costs their size in memory, about twice for packed ones (md_model_pinned_bytes); the bits
- * computed are the same. Call before contexts are created. */
+ * grants them (md_pin.h), and points the views there; a matrix whose packed copy the kernels read
+ * at every T (kn_pack_replaces) gets that copy instead, unless
+ * MOEWIRE_PACK=0 (a head set read per head, DeepSeek's k_b and v_b, always a plain copy), and one
+ * read from a packed copy by batches only would get it beside the plain one. Costs about their
+ * size in memory (md_model_pinned_bytes); the bits computed are the same. Call before contexts are
+ * created. */
 int md_model_pin_dense(md_model *m, mw_err *err);
 size_t md_model_pinned_bytes(const md_model *m);
 

@@ -63,16 +63,16 @@ static size_t pack_span(const kn_mat *w) {
     return w->data ? (kn_pack_bytes(w) + 63) & ~(size_t)63 : 0;
 }
 
-/* Whether md_pin_mats gives w its packed copy instead of a plain one. */
-static bool packs_instead(const kn_mat *w, bool pack) {
-    return pack && w->data && kn_pack_replaces(w);
+/* Whether md_pin_mats gives mats[i] its packed copy instead of a plain one. */
+static bool packs_instead(kn_mat *const *mats, const bool *plain, size_t i, bool pack) {
+    return pack && !(plain && plain[i]) && mats[i]->data && kn_pack_replaces(mats[i]);
 }
 
-int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char *what,
-                mw_err *err) {
+int md_pin_mats(md_pin *p, kn_mat *const *mats, const bool *plain, size_t n, bool pack,
+                const char *what, mw_err *err) {
     size_t bytes = 0;
     for (size_t i = 0; i < n; i++)
-        bytes += packs_instead(mats[i], pack) ? pack_span(mats[i]) : span(mats[i]);
+        bytes += packs_instead(mats, plain, i, pack) ? pack_span(mats[i]) : span(mats[i]);
     if (pin_alloc(p, bytes, what, err)) return -1;
     uint8_t *dst = p->buf;
     size_t next = 0; /* bytes at which the progress is told next */
@@ -81,7 +81,7 @@ int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char 
             p->copied(p->copied_ctx, (uint64_t)(dst - (uint8_t *)p->buf), bytes);
             next += 64u << 20;
         }
-        if (packs_instead(mats[i], pack)) {
+        if (packs_instead(mats, plain, i, pack)) {
             kn_pack(mats[i], dst);
             dst += pack_span(mats[i]);
             continue;

@@ -26,10 +26,13 @@ bool md_pin_packing(void);
 /* Copies the n matrices (those without data are skipped) into one buffer advised for huge pages
  * and points each view at its copy. With `pack`, a matrix whose packed copy the active kernels
  * read at every batch size (kn_pack_replaces: MXFP4 with AVX-512, AVX-VNNI or AVX2, Q4_K with
- * AVX-VNNI or AVX2) gets that copy in place of the plain one, as large, and its view's `packed`
- * points at it (its data stays the mapping's, which only other numerics and ISAs read). `what`
+ * AVX-VNNI or AVX2) gets that copy in place of the plain one, as large, and its
+ * view's `packed` points at it (its data stays the mapping's, which only other numerics and ISAs
+ * read); except where plain[i] (plain may be NULL: none): a matrix whose copy's data the caller
+ * hands on to views of its rows (a head set's), which would not carry the packed copy. `what`
  * names the owner in an out-of-memory message. */
-int md_pin_mats(md_pin *p, kn_mat *const *mats, size_t n, bool pack, const char *what, mw_err *err);
+int md_pin_mats(md_pin *p, kn_mat *const *mats, const bool *plain, size_t n, bool pack,
+                const char *what, mw_err *err);
 /* The kernels' packed copies of the n matrices beside them (kn_pack; those the active kernels
  * have no layout for, and those md_pin_mats already packed, take no room) in one buffer advised
  * for huge pages, each view's `packed` pointed at its own, which the kernels then read instead (the

@@ -478,10 +478,11 @@ static bool x86_layout(kn_isa isa) {
  * row) ignores the packed copy. A copy read at every T (kn_pack_replaces: MXFP4, and Q4_K on AVX2
  * and AVX-VNNI) is as large as the rows and is all that is read: the stored bytes overwritten
  * after packing change no bit. A copy packed under one ISA is read by that ISA only (AVX2 and
- * AVX-VNNI share one): every ISA given every other's copy reads the stored rows. Q8_0's copy is
- * kept beside the stored rows (its pairs hold f32 scales) and read by batches, and by one token
- * where rows have no tail group; where the active kernels have no packed layout, kn_pack_bytes is
- * 0 and kn_pack leaves W alone. */
+ * AVX-VNNI share one): every ISA given every other's copy reads the stored rows. Q8_0's pairs
+ * (AVX-512) are the stored rows' size (fp16 scales, a tail group of only its blocks; an odd last
+ * row in its pair twice), kept beside the stored rows and read by one token where rows have no
+ * tail group and by batches of 7 or more; where the active kernels have no packed layout,
+ * kn_pack_bytes is 0 and kn_pack leaves W alone. */
 static void test_packed_equals_stored(void **state) {
     (void)state;
     kt_rng r = {4242};
@@ -532,7 +533,10 @@ static void test_packed_equals_stored(void **state) {
             }
             if (isas[i].isa == KN_ISA_SCALAR || ((x86 || isas[i].isa == KN_ISA_AVX512) && !packs))
                 assert_int_equal(pb, 0);
+            /* as large as the rows; Q8_0's pairs: as the stored rows, an odd last one twice */
             if (kn_pack_replaces(&W)) assert_int_equal(pb, 64 + (size_t)rows * W.row_bytes);
+            if (packs && type == KN_Q8_0)
+                assert_int_equal(pb, 64 + (size_t)(rows + 1) / 2 * 2 * kn_row_size(type, cols));
             buf[i] = NULL;
             if (pb) assert_int_equal(posix_memalign(&buf[i], 64, pb), 0);
             P[i] = W;
@@ -638,37 +642,46 @@ static void test_packed_equals_stored(void **state) {
     kn_isa_force(prev);
 }
 
-/* A kernel's rows over any range [n0, n1) of a packed MXFP4 copy, called directly (kn_matmul
- * cuts ranges at multiples of 24 rows): ranges that start and end at every row, inside a row
- * pair too, the odd last row alone or with the rows before it, at every T from 1 to 20 (the
+/* A kernel's rows over any range [n0, n1) of a packed MXFP4 or Q8_0 copy, called directly
+ * (kn_matmul cuts ranges at multiples of 24 rows): ranges that start and end at every row, inside
+ * a row pair too, the odd last row alone or with the rows before it, at every T from 1 to 20 (the
  * streaming passes of 1 to 8 tokens, the batch tile past 16) and on widths with and without a
- * tail group and with no full group: each row equals the scalar reference bit for bit and no row
- * outside the range is written. */
+ * tail group (Q8_0: tails of 1 to 7 blocks, which its pairs keep compact, so a read past them
+ * leaves the copy: ASan) and with no full group: each row equals the scalar reference bit for bit
+ * and no row outside the range is written. */
 static void test_packed_row_ranges(void **state) {
     (void)state;
     kt_rng r = {9090};
     kt_variant isas[KT_MAX_VARIANTS];
     const int nisa = kt_variants(isas);
     const kn_isa prev = kn_isa_active();
-    static const int64_t widths[] = {2880, 32 * 16, 32 * 5};
+    static const struct {
+        kn_type t;
+        int64_t cols;
+    } widths[] = {{KN_MXFP4, 2880},   {KN_MXFP4, 32 * 16}, {KN_MXFP4, 32 * 5}, {KN_Q8_0, 2880},
+                  {KN_Q8_0, 32 * 16}, {KN_Q8_0, 32 * 5},   {KN_Q8_0, 32 * 1},  {KN_Q8_0, 32 * 9},
+                  {KN_Q8_0, 32 * 10}, {KN_Q8_0, 32 * 11},  {KN_Q8_0, 32 * 12}, {KN_Q8_0, 32 * 13},
+                  {KN_Q8_0, 32 * 14}, {KN_Q8_0, 32 * 15},  {KN_Q8_0, 32 * 23}};
     enum { TMAX = 20 };
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++)
         for (int64_t rows = 7; rows <= 8; rows++) {
-            const int64_t cols = widths[wi];
-            kn_mat W = kt_weights(&r, KN_MXFP4, rows, cols, true);
+            const int64_t cols = widths[wi].cols;
+            const kn_type type = widths[wi].t;
+            kn_mat W = kt_weights(&r, type, rows, cols, true);
             float *X = kt_gauss_vec(&r, TMAX * cols, 1.0f);
             float *want = malloc(TMAX * rows * 4), *got = malloc(TMAX * rows * 4);
             kn_isa_force(KN_ISA_SCALAR);
             run(&W, X, TMAX, want, KN_NUM_Q8, NULL);
             for (int i = 0; i < nisa; i++) {
                 kt_use(&isas[i]);
-                const size_t pb = kn_pack_replaces(&W) ? kn_pack_bytes(&W) : 0;
+                const size_t pb = kn_pack_bytes(&W);
                 if (!pb) continue;
                 void *buf = NULL;
+                /* exactly the copy's bytes: ASan sees any read past its end */
                 assert_int_equal(posix_memalign(&buf, 64, pb), 0);
                 kn_mat P = W;
                 kn_pack(&P, buf);
-                const kn__kernel *k = kn__kernel_for(KN_MXFP4, KN_NUM_Q8);
+                const kn__kernel *k = kn__kernel_for(type, KN_NUM_Q8);
                 const size_t stride = kn__align64(k->act_bytes(cols));
                 void *act = NULL, *scratch = NULL;
                 assert_int_equal(posix_memalign(&act, 64, stride * TMAX), 0);
@@ -690,12 +703,11 @@ static void test_packed_row_ranges(void **state) {
                                     const bool ok =
                                         n >= n0 && n < n1 ? !memcmp(g, w, 4) : gb == none;
                                     if (!ok)
-                                        fail_msg(
-                                            "%s packed %lldx%lld T=%lld rows [%lld, %lld): row "
-                                            "%lld token %lld",
-                                            isas[i].name, (long long)rows, (long long)cols,
-                                            (long long)T, (long long)n0, (long long)n1,
-                                            (long long)n, (long long)t);
+                                        fail_msg("%s packed %s %lldx%lld T=%lld rows [%lld, %lld): "
+                                                 "row %lld token %lld",
+                                                 isas[i].name, kn_type_name(type), (long long)rows,
+                                                 (long long)cols, (long long)T, (long long)n0,
+                                                 (long long)n1, (long long)n, (long long)t);
                                 }
                         }
                 }

@@ -2,7 +2,8 @@
  * tensor, a wrong shape, a tensor the family does not use, a missing
  * expert bias; qwen3moe's tied LM head when output.weight is absent; deepseek2's dense and shared
  * FFNs, latent attention tensors and optional selection bias, and its legacy attn_kv_b layout
- * computing the same bits as the split attn_k_b / attn_v_b. */
+ * computing the same bits as the split attn_k_b / attn_v_b; deepseek2 in Q8_0 pinned (packed
+ * copies in place of the matrices, plain ones of the head sets) computing the same bits. */
 #include "tests/support/mw_test.h"
 #include "tests/support/mwt_model.h"
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kn_internal.h"
 #include "model/md_local.h"
 #include "model/md_model.h"
 #include "vindex/vx_gguf.h"
@@ -212,6 +214,95 @@ static void test_deepseek2_legacy_layout(void **state) {
     free(dir);
 }
 
+/* The fixture with every matrix (2 or more dims, rows a multiple of 32 wide) quantized to Q8_0. */
+static const char *q8_0_copy(const char *model, const char *dir) {
+    static char out[512];
+    char rel[128];
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", model);
+    snprintf(out, sizeof out, "%s/q8_0.gguf", dir);
+    vx_gguf *g;
+    mw_err e;
+    if (vx_gguf_open(mwt_fixture(rel), &g, &e)) fail_msg("%s", e.msg);
+    vx_gguf_writer *w = vx_gguf_writer_new(32);
+    const vx_meta *m = vx_gguf_meta(g);
+    for (size_t i = 0; i < vx_meta_count(m); i++)
+        assert_int_equal(vx_meta_copy_entry(vx_gguf_writer_meta(w), m, i), 0);
+    for (size_t i = 0; i < vx_gguf_n_tensors(g); i++) {
+        const vx_tensor *t = vx_gguf_tensor(g, i);
+        if (t->type != KN_F32 || t->n_dims < 2 || t->ne[0] % 32 != 0) {
+            if (vx_gguf_writer_add(w, t->name, t->type, t->n_dims, t->ne, t->data, &e))
+                fail_msg("%s", e.msg);
+            continue;
+        }
+        int64_t rows = 1;
+        for (int d = 1; d < t->n_dims; d++) rows *= t->ne[d];
+        const size_t rb = kn_row_size(KN_Q8_0, t->ne[0]);
+        uint8_t *q = malloc((size_t)rows * rb);
+        for (int64_t r = 0; r < rows; r++)
+            kn__quant_q8_0((const float *)t->data + r * t->ne[0], q + (size_t)r * rb, t->ne[0]);
+        if (vx_gguf_writer_add(w, t->name, KN_Q8_0, t->n_dims, t->ne, q, &e)) fail_msg("%s", e.msg);
+        free(q);
+    }
+    if (vx_gguf_writer_write(w, out, &e)) fail_msg("%s", e.msg);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return out;
+}
+
+/* Logits of a 24-token prefill (the batch kernels) and of 6 tokens decoded after it one at a time
+ * (the one-token kernels), of the model at path, pinned (md_model_pin_dense) or not. */
+static float *forward_q8(const char *path, bool pin, kn_pool *pool) {
+    mwt_model mm = mwt_model_open(path);
+    md_model *m = mm.model;
+    mw_err e;
+    if (pin) {
+        if (md_model_pin_dense(m, &e)) fail_msg("%s", e.msg);
+        /* the head sets read per head from their plain pinned copies, every other Q8_0 matrix
+         * from a pinned copy: its packed one where the kernels read that at every T */
+        const uint8_t *p0 = m->pin.buf, *p1 = p0 + m->pin.bytes;
+        for (int il = 0; il < m->cfg.n_layer; il++) {
+            const md_layer *w = &m->layers[il];
+            const kn_mat *in[] = {&w->k_b.m, &w->v_b.m, &w->wq_a, &w->wkv_a, &w->wo};
+            for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+                assert_int_equal(in[i]->type, KN_Q8_0);
+                const uint8_t *at = i < 2 || !kn_pack_replaces(in[i]) ? in[i]->data : in[i]->packed;
+                assert_true(at >= p0 && at < p1);
+                if (i < 2) assert_null(in[i]->packed);
+            }
+        }
+    }
+    md_ctx *c;
+    md_ctx_params p = {.numerics = KN_NUM_Q8, .experts = mm.experts, .n_ctx = 64, .pool = pool};
+    if (md_ctx_new(m, &p, &c, &e)) fail_msg("%s", e.msg);
+    enum { PRE = 24, DEC = 6 };
+    const int64_t V = m->cfg.n_vocab;
+    float *out = malloc((size_t)(PRE + DEC) * (size_t)V * sizeof(float));
+    md_row rows[PRE];
+    for (int i = 0; i < PRE; i++) rows[i] = (md_row){0, i, (i * 37 + 11) % 512, 1};
+    if (md_forward(c, rows, PRE, out, &e)) fail_msg("%s", e.msg);
+    for (int i = 0; i < DEC; i++) {
+        const md_row r = {0, PRE + i, (i * 53 + 5) % 512, 1};
+        if (md_forward(c, &r, 1, out + (size_t)(PRE + i) * V, &e)) fail_msg("%s", e.msg);
+    }
+    md_ctx_free(c);
+    mwt_model_close(&mm);
+    return out;
+}
+
+static void test_deepseek2_q8_0_pinned(void **state) {
+    (void)state;
+    char *dir = mwt_tmpdir("md_model");
+    const char *path = q8_0_copy("deepseek2-tiny", dir);
+    kn_pool *pool = kn_pool_create(2);
+    float *a = forward_q8(path, false, NULL), *b = forward_q8(path, true, pool);
+    assert_memory_equal(a, b, (size_t)30 * 512 * sizeof(float));
+    free(a);
+    free(b);
+    kn_pool_destroy(pool);
+    mwt_rmrf(dir);
+    free(dir);
+}
+
 static void test_missing_tensors(void **state) {
     (void)state;
     expect("gpt-oss-tiny", &(alter){.drop = "blk.2.attn_sinks.weight"},
@@ -290,6 +381,7 @@ int main(void) {
         cmocka_unit_test(test_qwen3moe_ties_the_lm_head),
         cmocka_unit_test(test_deepseek2_tensors),
         cmocka_unit_test(test_deepseek2_legacy_layout),
+        cmocka_unit_test(test_deepseek2_q8_0_pinned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
