@@ -135,7 +135,9 @@ static inline __m256i KN__X86_NAME(xs_sum8_abs)(const __m256i *aw, const __m256i
 #ifdef KN__DPBUSD
 /* A token's group sums with vpdpbusd (MXFP4's biased codes, Q8_0's w + 128) against its q, from
  * the token's bias sums xs: four chains of two, as vpdpbusd's latency (4 cycles on Zen 5) over
- * two chains of four left one token's groups waiting on the chains. */
+ * two chains of four left one token's groups waiting on the chains. MXFP4 passes of two or more
+ * tokens keep sum8_small's two chains: they have chains enough, and four cost instructions
+ * (docs/kernels.md, AVX2 and AVX-VNNI on Zen 5). */
 static inline __m256i KN__X86_NAME(xs_sum8_dp)(const __m256i *w, const __m256i *x,
                                                const int32_t *xs) {
     __m256i a[4] = {_mm256_load_si256((const __m256i *)xs), _mm256_setzero_si256(),
@@ -155,16 +157,14 @@ KN__X86_NAME(xs_group32)(const kn__xs_grp *s, int64_t g, const uint8_t *const *x
     for (int t = 0; t < nt; t++) {
         const __m256i *xv = (const __m256i *)(x[t] + g * KN__X86_GROUP_QS);
         /* one token: |w| where it is used, as the 8 registers of |w| would spill */
-        const __m256i isum = q8 && !KN__XS_Q8_FLIP
-                                 ? (nt == 1 ? KN__X86_NAME(sum8_signed)(s->w + 8, xv)
-                                            : KN__X86_NAME(xs_sum8_abs)(s->w, s->w + 8, xv))
+        const __m256i isum =
+            q8 && !KN__XS_Q8_FLIP ? (nt == 1 ? KN__X86_NAME(sum8_signed)(s->w + 8, xv)
+                                             : KN__X86_NAME(xs_sum8_abs)(s->w, s->w + 8, xv))
 #ifdef KN__DPBUSD
-                                 : KN__X86_NAME(xs_sum8_dp)(s->w, xv, xs[t] + 8 * g);
-#else
-                                 : _mm256_add_epi32(
-                                       KN__X86_NAME(sum8_small)(s->w, xv),
-                                       _mm256_load_si256((const __m256i *)(xs[t] + 8 * g)));
+            : q8 || nt == 1 ? KN__X86_NAME(xs_sum8_dp)(s->w, xv, xs[t] + 8 * g)
 #endif
+                            : _mm256_add_epi32(KN__X86_NAME(sum8_small)(s->w, xv),
+                                               _mm256_load_si256((const __m256i *)(xs[t] + 8 * g)));
         acc[t] = KN__X86_NAME(group_fma)(isum, dx[t] + 8 * g, s->sw, acc[t]);
     }
 }
