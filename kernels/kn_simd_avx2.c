@@ -66,8 +66,10 @@ size_t kn__x86_q8_0p_bytes(int64_t k) {
     return (size_t)kn__x86_groups(k) * (KN__X86_GROUP_QS + 64);
 }
 
-/* kn__x86_prep_q8_0p; with m, also each group's 320 bytes of kn__x86_prep_q8_0m at m. */
-static void prep_q8_0(const float *x, void *dst, int64_t k, uint8_t *m) {
+/* kn__x86_prep_q8_0p with each block's sum as -bias * sum(q) (bias: the weights' offset, MXFP4's
+ * 12 or a flipped Q8_0 sign bit's 128); with m, also each group's 320 bytes of
+ * kn__x86_prep_q8_0m at m. */
+static void prep_q8_0(const float *x, void *dst, int64_t k, uint8_t *m, int bias) {
     const int64_t nb = k / KN__QK32, ng = kn__x86_groups(k);
     uint8_t *qs = dst;
     float *dx = (float *)(qs + ng * KN__X86_GROUP_QS);
@@ -80,7 +82,7 @@ static void prep_q8_0(const float *x, void *dst, int64_t k, uint8_t *m) {
     for (int64_t b = 0; b < nb; b++) {
         __m256i q;
         dx[b] = quant_block_q8_0(x + b * KN__QK32, &q);
-        xs[b] = -KN__X86_MXFP4_BIAS * sum_i8(q);
+        xs[b] = -bias * sum_i8(q);
         /* dword k of block b goes to lane b % 8 of vector k of its group */
         _Alignas(32) uint32_t d[8];
         _mm256_store_si256((__m256i *)d, q);
@@ -109,23 +111,37 @@ static void prep_q8_0(const float *x, void *dst, int64_t k, uint8_t *m) {
 }
 
 void kn__x86_prep_q8_0p(const float *x, void *dst, int64_t k) {
-    prep_q8_0(x, dst, k, NULL);
+    prep_q8_0(x, dst, k, NULL, KN__X86_MXFP4_BIAS);
 }
 
 size_t kn__x86_q8_0n_bytes(int64_t k) {
     return kn__x86_q8_0p_bytes(k) + (size_t)kn__x86_groups(k) * KN__X86_GROUP_QS;
 }
 
-/* kn__x86_prep_q8_0p, then the same q in natural order (block b's 32 at 32 b; zero past the
- * row): the interleaving undone, dword by dword. */
-void kn__x86_prep_q8_0n(const float *x, void *dst, int64_t k) {
+/* After a prepared row's interleaved q, the same q in natural order (block b's 32 at 32 b; zero
+ * past the row): the interleaving undone, dword by dword. Always inlined: as a function of its
+ * own, GCC 12.2 at -O2 dropped the calls to it (the preparations tail-called prep_q8_0 and the
+ * copy was never written). */
+static inline __attribute__((always_inline)) void natural_q8_0(void *dst, int64_t k) {
     const int64_t ng = kn__x86_groups(k);
-    kn__x86_prep_q8_0p(x, dst, k);
     const uint8_t *qs = dst;
     uint8_t *nat = (uint8_t *)dst + kn__x86_q8_0p_bytes(k);
     for (int64_t b = 0; b < 8 * ng; b++)
         for (int i = 0; i < 8; i++)
             memcpy(nat + 32 * b + 4 * i, qs + (b / 8) * KN__X86_GROUP_QS + 32 * i + 4 * (b % 8), 4);
+}
+
+/* kn__x86_prep_q8_0p, then the natural copy of q (AVX2's one-token Q8_0 rows). */
+void kn__x86_prep_q8_0n(const float *x, void *dst, int64_t k) {
+    kn__x86_prep_q8_0p(x, dst, k);
+    natural_q8_0(dst, k);
+}
+
+/* The same with each block's sum as -128 * sum(q): AVX-VNNI's Q8_0 rows, whose vpdpbusd takes the
+ * weights with their sign bit flipped (w + 128, unsigned) and this sum takes the 128 back. */
+void kn__x86_prep_q8_0v(const float *x, void *dst, int64_t k) {
+    prep_q8_0(x, dst, k, NULL, 128);
+    natural_q8_0(dst, k);
 }
 
 size_t kn__x86_q8_0m_bytes(int64_t k) {
@@ -135,7 +151,7 @@ size_t kn__x86_q8_0m_bytes(int64_t k) {
 /* kn__x86_prep_q8_0p, then each group's q in block pairs and its d_x and sums in pair lane order
  * (its tail group's padding zero). */
 void kn__x86_prep_q8_0m(const float *x, void *dst, int64_t k) {
-    prep_q8_0(x, dst, k, (uint8_t *)dst + kn__x86_q8_0p_bytes(k));
+    prep_q8_0(x, dst, k, (uint8_t *)dst + kn__x86_q8_0p_bytes(k), KN__X86_MXFP4_BIAS);
 }
 
 /* ggml's Q8_K rounding (kn__quant_q8_K): the first element of largest magnitude sets

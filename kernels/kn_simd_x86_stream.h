@@ -32,11 +32,27 @@
 #define KN__XS_MAX 16 /* batches up to this many tokens stream (in passes); more: the tiles */
 _Static_assert(KN__XS_FEW <= KN__X86_PASS_MAX, "kn__x86_few_passes takes up to 16 a pass");
 
+/* Q8_0 with vpdpbusd (AVX-VNNI): the weights' sign bit flipped (w + 128: unsigned, one vpxor) meet
+ * the token's q as they are, and its prepared sums (kn__x86_prep_q8_0v, defined in kn_simd_avx2.c:
+ * -128 * sum(q) a block) take the 128 back, so a Q8_0 group costs what an MXFP4 group does: no
+ * |w| and no sign(x, w) per token. vpmaddubsw (AVX2) cannot take it: (w + 128) * x pairs overflow
+ * its int16 sums, so AVX2 keeps |w| against sign(x, w). */
+#ifdef KN__DPBUSD
+#define KN__XS_Q8_FLIP      1
+#define KN__XS_Q8_PREP      kn__x86_prep_q8_0v
+#define KN__XS_Q8_PREP_NAME "q8_0v"
+#else
+#define KN__XS_Q8_FLIP      0
+#define KN__XS_Q8_PREP      kn__x86_prep_q8_0n
+#define KN__XS_Q8_PREP_NAME "q8_0n"
+#endif
+void kn__x86_prep_q8_0v(const float *x, void *dst, int64_t k);
+
 /* ---- MXFP4 and Q8_0 -------------------------------------------------------------------------- */
 
 /* A decoded group: MXFP4's biased codes (w[0..7]); Q8_0's |w| (w[0..7]) and w for the signs
- * (w[8..15]); and the 8 blocks' weight scales (0 for blocks past the row). A local value: the
- * compiler keeps it in registers. */
+ * (w[8..15]), or with vpdpbusd its w + 128 (w[0..7]); and the 8 blocks' weight scales (0 for
+ * blocks past the row). A local value: the compiler keeps it in registers. */
 typedef struct kn__xs_grp {
     __m256i w[16];
     __m256 sw;
@@ -90,29 +106,47 @@ KN__X86_NAME(xs_dec32)(const uint8_t *row, int64_t g, int64_t nb, int64_t full, 
     kn__xs_grp s;
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
-        s.w[k] = q8 ? _mm256_sign_epi8(w[k], w[k]) : w[k];
-        s.w[8 + k] = q8 ? w[k] : _mm256_setzero_si256();
+        if (q8 && KN__XS_Q8_FLIP) {
+            s.w[k] = _mm256_xor_si256(w[k], _mm256_set1_epi8(-128));
+            s.w[8 + k] = _mm256_setzero_si256();
+        } else {
+            s.w[k] = q8 ? _mm256_sign_epi8(w[k], w[k]) : w[k];
+            s.w[8 + k] = q8 ? w[k] : _mm256_setzero_si256();
+        }
     }
     s.sw = sw;
     return s;
 }
 
-/* Q8_0's block sums: |w| against sign(x, w) (exact), |w| taken once per group for all tokens. */
+/* Q8_0's block sums without vpdpbusd: |w| against sign(x, w) (exact), |w| taken once per group for
+ * all tokens. */
 static inline __m256i KN__X86_NAME(xs_sum8_abs)(const __m256i *aw, const __m256i *w,
                                                 const __m256i *x) {
     __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
         const __m256i sx = _mm256_sign_epi8(_mm256_load_si256(x + k), w[k]);
-#ifdef KN__DPBUSD
-        acc[k % 2] = KN__DPBUSD(acc[k % 2], aw[k], sx);
-#else
         acc[k % 2] = _mm256_add_epi32(
             acc[k % 2], _mm256_madd_epi16(_mm256_maddubs_epi16(aw[k], sx), _mm256_set1_epi16(1)));
-#endif
     }
     return _mm256_add_epi32(acc[0], acc[1]);
 }
+
+#ifdef KN__DPBUSD
+/* A token's group sums with vpdpbusd (MXFP4's biased codes, Q8_0's w + 128) against its q, from
+ * the token's bias sums xs: four chains of two, as vpdpbusd's latency (4 cycles on Zen 5) over
+ * two chains of four left one token's groups waiting on the chains. MXFP4 passes of two or more
+ * tokens keep sum8_small's two chains: they have chains enough, and four cost instructions
+ * (docs/kernels.md, AVX2 and AVX-VNNI on Zen 5). */
+static inline __m256i KN__X86_NAME(xs_sum8_dp)(const __m256i *w, const __m256i *x,
+                                               const int32_t *xs) {
+    __m256i a[4] = {_mm256_load_si256((const __m256i *)xs), _mm256_setzero_si256(),
+                    _mm256_setzero_si256(), _mm256_setzero_si256()};
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) a[k % 4] = KN__DPBUSD(a[k % 4], w[k], _mm256_load_si256(x + k));
+    return _mm256_add_epi32(_mm256_add_epi32(a[0], a[1]), _mm256_add_epi32(a[2], a[3]));
+}
+#endif
 
 /* Decoded group g against the nt tokens' group g. */
 static inline __attribute__((always_inline)) void
@@ -124,33 +158,39 @@ KN__X86_NAME(xs_group32)(const kn__xs_grp *s, int64_t g, const uint8_t *const *x
         const __m256i *xv = (const __m256i *)(x[t] + g * KN__X86_GROUP_QS);
         /* one token: |w| where it is used, as the 8 registers of |w| would spill */
         const __m256i isum =
-            q8 ? (nt == 1 ? KN__X86_NAME(sum8_signed)(s->w + 8, xv)
-                          : KN__X86_NAME(xs_sum8_abs)(s->w, s->w + 8, xv))
-               : _mm256_add_epi32(KN__X86_NAME(sum8_small)(s->w, xv),
-                                  _mm256_load_si256((const __m256i *)(xs[t] + 8 * g)));
+            q8 && !KN__XS_Q8_FLIP ? (nt == 1 ? KN__X86_NAME(sum8_signed)(s->w + 8, xv)
+                                             : KN__X86_NAME(xs_sum8_abs)(s->w, s->w + 8, xv))
+#ifdef KN__DPBUSD
+            : q8 || nt == 1 ? KN__X86_NAME(xs_sum8_dp)(s->w, xv, xs[t] + 8 * g)
+#endif
+                            : _mm256_add_epi32(KN__X86_NAME(sum8_small)(s->w, xv),
+                                               _mm256_load_si256((const __m256i *)(xs[t] + 8 * g)));
         acc[t] = KN__X86_NAME(group_fma)(isum, dx[t] + 8 * g, s->sw, acc[t]);
     }
 }
 
 /* One token's Q8_0 group g (full) from the stored blocks as they lie against the natural copy of
- * its q (kn__x86_prep_q8_0n): per block |w| against sign(x, w) (exact), 8 dwords summing to its
- * isum; the 8 blocks reduced together (kn__x86_reduce8_i32) into lane j = block j. No transpose:
- * one token uses each decoded group once, and the reduction costs less than the interleaving. */
+ * its q (kn__x86_prep_q8_0n / _0v): per block |w| against sign(x, w), or w + 128 against x with
+ * vpdpbusd (exact), 8 dwords summing to its isum (with vpdpbusd, but for the block's -128 * sum(q)
+ * at xs, added after); the 8 blocks reduced together (kn__x86_reduce8_i32) into lane j = block j.
+ * No transpose: one token uses each decoded group once, and the reduction costs less than the
+ * interleaving. */
 static inline __attribute__((always_inline)) __m256i
-KN__X86_NAME(xs_q8_0_isum1)(const uint8_t *grp, const uint8_t *xn) {
+KN__X86_NAME(xs_q8_0_isum1)(const uint8_t *grp, const uint8_t *xn, const int32_t *xs) {
     __m256i s[8];
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         const __m256i w = _mm256_loadu_si256((const __m256i *)(grp + KN__Q8_0_BYTES * j + 2));
-        const __m256i sx = _mm256_sign_epi8(_mm256_load_si256((const __m256i *)(xn + 32 * j)), w);
-#ifdef KN__DPBUSD
-        s[j] = KN__DPBUSD(_mm256_setzero_si256(), _mm256_abs_epi8(w), sx);
+        const __m256i x = _mm256_load_si256((const __m256i *)(xn + 32 * j));
+#if KN__XS_Q8_FLIP
+        s[j] = KN__DPBUSD(_mm256_setzero_si256(), _mm256_xor_si256(w, _mm256_set1_epi8(-128)), x);
 #else
-        s[j] =
-            _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), sx), _mm256_set1_epi16(1));
+        s[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)),
+                                 _mm256_set1_epi16(1));
 #endif
     }
-    return kn__x86_reduce8_i32(s);
+    const __m256i r = kn__x86_reduce8_i32(s);
+    return KN__XS_Q8_FLIP ? _mm256_add_epi32(r, _mm256_load_si256((const __m256i *)xs)) : r;
 }
 
 /* Group g's 320 bytes of a token prepared by kn__x86_prep_q8_0m for k values. */
@@ -259,8 +299,8 @@ KN__X86_NAME(xs_rows32)(const kn_mat *W, const uint8_t *const *x, float *Y, int6
                 const uint8_t *grp = row + g * 8 * KN__Q8_0_BYTES;
                 kn__x86_prefetch(grp, 8 * KN__Q8_0_BYTES);
                 acc[0] = KN__X86_NAME(group_fma)(
-                    KN__X86_NAME(xs_q8_0_isum1)(grp, xn + g * KN__X86_GROUP_QS), dx[0] + 8 * g,
-                    kn__x86_q8_0_d(grp), acc[0]);
+                    KN__X86_NAME(xs_q8_0_isum1)(grp, xn + g * KN__X86_GROUP_QS, xs[0] + 8 * g),
+                    dx[0] + 8 * g, kn__x86_q8_0_d(grp), acc[0]);
             }
         } else if (!q8 && !packed && nt == 1) {
             for (int64_t g = 0; g < full; g++)
@@ -491,9 +531,9 @@ static size_t KN__X86_NAME(xs_scratch)(const kn_mat *W, int64_t T) {
 static const kn__kernel KN__X86_NAME(xs_k_mxfp4) = {
     KN__X86_LABEL "-mxfp4-q8_0m", kn__x86_q8_0m_bytes, kn__x86_prep_q8_0m, KN__X86_NAME(xs_scratch),
     KN__X86_NAME(xs_rows_mxfp4)};
-static const kn__kernel KN__X86_NAME(xs_k_q8_0) = {KN__X86_LABEL "-q8_0-q8_0n", kn__x86_q8_0n_bytes,
-                                                   kn__x86_prep_q8_0n, KN__X86_NAME(xs_scratch),
-                                                   KN__X86_NAME(xs_rows_q8_0)};
+static const kn__kernel KN__X86_NAME(xs_k_q8_0) = {
+    KN__X86_LABEL "-q8_0-" KN__XS_Q8_PREP_NAME, kn__x86_q8_0n_bytes, KN__XS_Q8_PREP,
+    KN__X86_NAME(xs_scratch), KN__X86_NAME(xs_rows_q8_0)};
 static const kn__kernel KN__X86_NAME(xs_k_q4_K) = {KN__X86_LABEL "-q4_K-q8_Kn", kn__x86_q8_Kn_bytes,
                                                    kn__x86_prep_q8_Kn, KN__X86_NAME(scratch_q4_K),
                                                    KN__X86_NAME(xs_rows_q4_K)};
