@@ -343,47 +343,71 @@ void bu_reader_free(bu_reader *r) {
 
 /* ---- int8 dot-product peak ------------------------------------------------------------------- */
 
-#define BU_DOT_CHAINS 12 /* independent accumulators: enough to cover the instruction's latency */
+#define BU_DOT_CHAINS 12 /* independent accumulators: enough to cover the latency */
 /* short runs, many of them: on a shared host the best one is the one no other process interrupted
  */
 #define BU_DOT_ITERS (1 << 16)
 #define BU_DOT_RUNS  40
 
-/* One thread's run of BU_DOT_CHAINS independent dot-product chains, per instruction form; the
- * operands go through an empty asm each iteration so the compiler cannot fold the loop. */
-#define BU_DOT_LOOP(name, features, vec, set1_8, set1_32, dot, cons, lane0)                        \
+#if defined(__x86_64__)
+/* The vpdpbusd forms' loops in asm: with 12 chains GCC 12 moved every chain through a scratch
+ * register (and, with the 16 ymm registers of the VEX form, through the stack) at each iteration,
+ * which cost the loops a fifth to a third of the instruction's rate. */
+#define BU_CHAINS_ASM(op, r)                                                                       \
+    op " %%" r "1, %%" r "0, %%" r "2\n\t" op " %%" r "1, %%" r "0, %%" r "3\n\t" op " %%" r       \
+       "1, %%" r "0, %%" r "4\n\t" op " %%" r "1, %%" r "0, %%" r "5\n\t" op " %%" r "1, %%" r     \
+       "0, %%" r "6\n\t" op " %%" r "1, %%" r "0, %%" r "7\n\t" op " %%" r "1, %%" r "0, %%" r     \
+       "8\n\t" op " %%" r "1, %%" r "0, %%" r "9\n\t" op " %%" r "1, %%" r "0, %%" r "10\n\t" op   \
+       " %%" r "1, %%" r "0, %%" r "11\n\t" op " %%" r "1, %%" r "0, %%" r "12\n\t" op " %%" r     \
+       "1, %%" r "0, %%" r "13\n\t"
+#define BU_DOT_ASM(name, features, op, r)                                                          \
     __attribute__((target(features))) static uint64_t name(long iters) {                           \
-        vec a[BU_DOT_CHAINS], w = set1_8(3), x = set1_8(5);                                        \
-        for (int i = 0; i < BU_DOT_CHAINS; i++) a[i] = set1_32(i);                                 \
-        for (long i = 0; i < iters; i++) {                                                         \
-            _Pragma("GCC unroll 12") for (int j = 0; j < BU_DOT_CHAINS; j++) a[j] =                \
-                dot(a[j], w, x);                                                                   \
-            __asm__ volatile("" : cons(w), cons(x));                                               \
-        }                                                                                          \
         uint64_t s = 0;                                                                            \
-        for (int i = 0; i < BU_DOT_CHAINS; i++) s += (uint32_t)lane0(a[i]);                        \
+        __asm__ volatile(                                                                          \
+            "vpxor %%ymm2, %%ymm2, %%ymm2\n\t" BU_CHAINS_ASM(                                      \
+                "vpor", "ymm") "vpcmpeqb %%ymm0, %%ymm0, %%ymm0\n\tvpabsb %%ymm0, %%ymm1\n\t"      \
+                               "test %[n], %[n]\n\tjle 2f\n1:\n\t" BU_CHAINS_ASM(                  \
+                                   op, r) "dec %[n]\n\tjnz 1b\n2:\n\t"                             \
+                                          "vpaddd %%ymm3, %%ymm2, %%ymm2\n\tvpaddd %%ymm13, "      \
+                                          "%%ymm2, %%ymm2\n\t"                                     \
+                                          "vmovd %%xmm2, %k[s]\n\tvzeroupper"                      \
+            : [n] "+r"(iters), [s] "+r"(s)                                                         \
+            :                                                                                      \
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",      \
+              "xmm10", "xmm11", "xmm12", "xmm13", "cc");                                           \
         return s;                                                                                  \
     }
-
-#if defined(__x86_64__)
-#define BU_ZMM(v)       "+v"(v)
-#define BU_YMM(v)       "+x"(v)
-#define BU_LANE0_ZMM(v) _mm_cvtsi128_si32(_mm512_castsi512_si128(v))
-#define BU_LANE0_YMM(v) _mm_cvtsi128_si32(_mm256_castsi256_si128(v))
-BU_DOT_LOOP(dot_zmm, "avx512f,avx512bw,avx512vnni", __m512i, _mm512_set1_epi8, _mm512_set1_epi32,
-            _mm512_dpbusd_epi32, BU_ZMM, BU_LANE0_ZMM)
-BU_DOT_LOOP(dot_ymm, "avx2,avxvnni", __m256i, _mm256_set1_epi8, _mm256_set1_epi32,
-            _mm256_dpbusd_avx_epi32, BU_YMM, BU_LANE0_YMM)
+BU_DOT_ASM(dot_ymm, "avx2,avxvnni", "%{vex%} vpdpbusd", "ymm")
+BU_DOT_ASM(dot_zmm, "avx512f,avx512bw,avx512vnni", "vpdpbusd", "zmm")
 /* AVX2 has no fused u8 x s8 dot product: the kernels' equivalent of one vpdpbusd is vpmaddubsw
  * (pairs to int16), vpmaddwd by ones (pairs to int32) and vpaddd, three instructions for the same
- * 32 multiply-adds. */
-__attribute__((target("avx2"), always_inline)) static inline __m256i
-bu_maddubs_dot(__m256i a, __m256i w, __m256i x) {
-    const __m256i p = _mm256_maddubs_epi16(w, x);
-    return _mm256_add_epi32(a, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+ * 32 multiply-adds; its 12 chains, the operands, the ones and a product take all 16 registers, so
+ * the loop is asm too. */
+#define BU_MADD_ASM(i)                                                                             \
+    "vpmaddubsw %%ymm0, %%ymm1, %%ymm3\n\tvpmaddwd %%ymm2, %%ymm3, %%ymm3\n\t"                     \
+    "vpaddd %%ymm3, %%ymm" #i ", %%ymm" #i "\n\t"
+__attribute__((target("avx2"))) static uint64_t dot_avx2(long iters) {
+    uint64_t s = 0;
+    __asm__ volatile(
+        "vpxor %%ymm4, %%ymm4, %%ymm4\n\tvmovdqa %%ymm4, %%ymm5\n\t"
+        "vmovdqa %%ymm4, %%ymm6\n\tvmovdqa %%ymm4, %%ymm7\n\tvmovdqa %%ymm4, %%ymm8\n\t"
+        "vmovdqa %%ymm4, %%ymm9\n\tvmovdqa %%ymm4, %%ymm10\n\tvmovdqa %%ymm4, %%ymm11\n\t"
+        "vmovdqa %%ymm4, %%ymm12\n\tvmovdqa %%ymm4, %%ymm13\n\tvmovdqa %%ymm4, %%ymm14\n\t"
+        "vmovdqa %%ymm4, %%ymm15\n\t"
+        "vpcmpeqb %%ymm0, %%ymm0, %%ymm0\n\tvpabsb %%ymm0, %%ymm1\n\t"
+        "vpcmpeqw %%ymm2, %%ymm2, %%ymm2\n\tvpsrlw $15, %%ymm2, %%ymm2\n\t"
+        "test %[n], %[n]\n\tjle 2f\n1:\n\t" BU_MADD_ASM(4) BU_MADD_ASM(5) BU_MADD_ASM(6)
+            BU_MADD_ASM(7) BU_MADD_ASM(8) BU_MADD_ASM(9) BU_MADD_ASM(10) BU_MADD_ASM(11)
+                BU_MADD_ASM(12) BU_MADD_ASM(13) BU_MADD_ASM(14) BU_MADD_ASM(
+                    15) "dec %[n]\n\tjnz 1b\n2:\n\t"
+                        "vpaddd %%ymm5, %%ymm4, %%ymm4\n\tvpaddd %%ymm15, %%ymm4, %%ymm4\n\t"
+                        "vmovd %%xmm4, %k[s]\n\tvzeroupper"
+        : [n] "+r"(iters), [s] "+r"(s)
+        :
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc");
+    return s;
 }
-BU_DOT_LOOP(dot_avx2, "avx2", __m256i, _mm256_set1_epi8, _mm256_set1_epi32, bu_maddubs_dot, BU_YMM,
-            BU_LANE0_YMM)
 #endif
 
 /* The dot-product instruction of each ISA's integer kernels: one row per ISA that has one. */
