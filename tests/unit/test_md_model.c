@@ -24,19 +24,26 @@ typedef struct alter {
     int64_t add_ne[4];
 } alter;
 
+/* Opens a fixture model and a writer holding its metadata: where a test's copy starts. */
+static vx_gguf_writer *copy_start(const char *model, vx_gguf **g) {
+    char rel[128];
+    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", model);
+    mw_err e;
+    if (vx_gguf_open(mwt_fixture(rel), g, &e)) fail_msg("%s", e.msg);
+    vx_gguf_writer *w = vx_gguf_writer_new(32);
+    const vx_meta *m = vx_gguf_meta(*g);
+    for (size_t i = 0; i < vx_meta_count(m); i++)
+        assert_int_equal(vx_meta_copy_entry(vx_gguf_writer_meta(w), m, i), 0);
+    return w;
+}
+
 /* Writes a copy of a fixture model with one alteration; returns the path (static buffer). */
 static const char *altered(const char *model, const alter *a, const char *dir) {
     static char out[512];
-    char rel[128];
-    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", model);
     snprintf(out, sizeof out, "%s/altered.gguf", dir);
     vx_gguf *g;
     mw_err e;
-    if (vx_gguf_open(mwt_fixture(rel), &g, &e)) fail_msg("%s", e.msg);
-    vx_gguf_writer *w = vx_gguf_writer_new(32);
-    const vx_meta *m = vx_gguf_meta(g);
-    for (size_t i = 0; i < vx_meta_count(m); i++)
-        assert_int_equal(vx_meta_copy_entry(vx_gguf_writer_meta(w), m, i), 0);
+    vx_gguf_writer *w = copy_start(model, &g);
     for (size_t i = 0; i < vx_gguf_n_tensors(g); i++) {
         const vx_tensor *t = vx_gguf_tensor(g, i);
         if (a->drop && !strcmp(t->name, a->drop)) continue;
@@ -217,16 +224,10 @@ static void test_deepseek2_legacy_layout(void **state) {
 /* The fixture with every matrix (2 or more dims, rows a multiple of 32 wide) quantized to Q8_0. */
 static const char *q8_0_copy(const char *model, const char *dir) {
     static char out[512];
-    char rel[128];
-    snprintf(rel, sizeof rel, "llamacpp/%s/model.gguf", model);
     snprintf(out, sizeof out, "%s/q8_0.gguf", dir);
     vx_gguf *g;
     mw_err e;
-    if (vx_gguf_open(mwt_fixture(rel), &g, &e)) fail_msg("%s", e.msg);
-    vx_gguf_writer *w = vx_gguf_writer_new(32);
-    const vx_meta *m = vx_gguf_meta(g);
-    for (size_t i = 0; i < vx_meta_count(m); i++)
-        assert_int_equal(vx_meta_copy_entry(vx_gguf_writer_meta(w), m, i), 0);
+    vx_gguf_writer *w = copy_start(model, &g);
     for (size_t i = 0; i < vx_gguf_n_tensors(g); i++) {
         const vx_tensor *t = vx_gguf_tensor(g, i);
         if (t->type != KN_F32 || t->n_dims < 2 || t->ne[0] % 32 != 0) {
