@@ -37,28 +37,38 @@ static vx_gguf_writer *copy_start(const char *model, vx_gguf **g) {
     return w;
 }
 
+/* Adds a tensor to a copy (fails the test on an error). */
+static void copy_add(vx_gguf_writer *w, const char *name, kn_type type, int n_dims,
+                     const int64_t *ne, const void *data) {
+    mw_err e;
+    if (vx_gguf_writer_add(w, name, type, n_dims, ne, data, &e)) fail_msg("%s", e.msg);
+}
+
+/* Writes the copy to out and closes it and its fixture: where a test's copy ends. */
+static const char *copy_finish(vx_gguf_writer *w, vx_gguf *g, const char *out) {
+    mw_err e;
+    if (vx_gguf_writer_write(w, out, &e)) fail_msg("%s", e.msg);
+    vx_gguf_writer_free(w);
+    vx_gguf_close(g);
+    return out;
+}
+
 /* Writes a copy of a fixture model with one alteration; returns the path (static buffer). */
 static const char *altered(const char *model, const alter *a, const char *dir) {
     static char out[512];
     snprintf(out, sizeof out, "%s/altered.gguf", dir);
     vx_gguf *g;
-    mw_err e;
     vx_gguf_writer *w = copy_start(model, &g);
     for (size_t i = 0; i < vx_gguf_n_tensors(g); i++) {
         const vx_tensor *t = vx_gguf_tensor(g, i);
         if (a->drop && !strcmp(t->name, a->drop)) continue;
-        if (vx_gguf_writer_add(w, t->name, t->type, t->n_dims, t->ne, t->data, &e))
-            fail_msg("%s", e.msg);
+        copy_add(w, t->name, t->type, t->n_dims, t->ne, t->data);
     }
     if (a->add) {
         static uint8_t zeros[1 << 20];
-        if (vx_gguf_writer_add(w, a->add, a->add_type, a->add_dims, a->add_ne, zeros, &e))
-            fail_msg("%s", e.msg);
+        copy_add(w, a->add, a->add_type, a->add_dims, a->add_ne, zeros);
     }
-    if (vx_gguf_writer_write(w, out, &e)) fail_msg("%s", e.msg);
-    vx_gguf_writer_free(w);
-    vx_gguf_close(g);
-    return out;
+    return copy_finish(w, g, out);
 }
 
 /* Loads PATH and its local experts; returns the error message ("" on success). */
@@ -187,16 +197,12 @@ static const char *legacy_copy(const char *dir) {
             char kn[64];
             snprintf(kn, sizeof kn, "blk.%d.attn_kv_b.weight", il);
             const int64_t ne[4] = {R, H * (N + V), 1, 1};
-            if (vx_gguf_writer_add(w, kn, KN_F32, 2, ne, kv, &e)) fail_msg("%s", e.msg);
+            copy_add(w, kn, KN_F32, 2, ne, kv);
             continue;
         }
-        if (vx_gguf_writer_add(w, t->name, t->type, t->n_dims, t->ne, t->data, &e))
-            fail_msg("%s", e.msg);
+        copy_add(w, t->name, t->type, t->n_dims, t->ne, t->data);
     }
-    if (vx_gguf_writer_write(w, out, &e)) fail_msg("%s", e.msg);
-    vx_gguf_writer_free(w);
-    vx_gguf_close(g);
-    return out;
+    return copy_finish(w, g, out);
 }
 
 static float *logits_of(const char *path, kn_numerics num) {
@@ -226,13 +232,11 @@ static const char *q8_0_copy(const char *model, const char *dir) {
     static char out[512];
     snprintf(out, sizeof out, "%s/q8_0.gguf", dir);
     vx_gguf *g;
-    mw_err e;
     vx_gguf_writer *w = copy_start(model, &g);
     for (size_t i = 0; i < vx_gguf_n_tensors(g); i++) {
         const vx_tensor *t = vx_gguf_tensor(g, i);
         if (t->type != KN_F32 || t->n_dims < 2 || t->ne[0] % 32 != 0) {
-            if (vx_gguf_writer_add(w, t->name, t->type, t->n_dims, t->ne, t->data, &e))
-                fail_msg("%s", e.msg);
+            copy_add(w, t->name, t->type, t->n_dims, t->ne, t->data);
             continue;
         }
         int64_t rows = 1;
@@ -241,13 +245,10 @@ static const char *q8_0_copy(const char *model, const char *dir) {
         uint8_t *q = malloc((size_t)rows * rb);
         for (int64_t r = 0; r < rows; r++)
             kn__quant_q8_0((const float *)t->data + r * t->ne[0], q + (size_t)r * rb, t->ne[0]);
-        if (vx_gguf_writer_add(w, t->name, KN_Q8_0, t->n_dims, t->ne, q, &e)) fail_msg("%s", e.msg);
+        copy_add(w, t->name, KN_Q8_0, t->n_dims, t->ne, q);
         free(q);
     }
-    if (vx_gguf_writer_write(w, out, &e)) fail_msg("%s", e.msg);
-    vx_gguf_writer_free(w);
-    vx_gguf_close(g);
-    return out;
+    return copy_finish(w, g, out);
 }
 
 /* Logits of a 24-token prefill (the batch kernels) and of 6 tokens decoded after it one at a time
