@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "util/mw_grow.h"
 #include "util/mw_platform.h"
@@ -274,6 +275,39 @@ static int find_window(md_kv *kv, int64_t T, mw_err *err) {
     return 0;
 }
 
+/* Positions of a full layer's mapping whose pages come in at a time, ahead of the rows written
+ * into them. A page that comes in by a fault of the first write to it costs a trap per page (on a
+ * VM several times what faulting a run of pages in at once costs), and a decode step writes a new
+ * page of every sequence's full layers every few steps; a bounded stretch keeps a sequence that
+ * crosses a doubling from taking in the whole new half at once. */
+#define READY_AHEAD 64
+
+/* Pages of rows [from, to) of a mapped buffer of `rows` rows in now (advice: an older kernel, or
+ * a buffer on the heap, leaves them to the writes). */
+static void populate(void *buf, int64_t rows, size_t row_bytes, int64_t from, int64_t to) {
+#ifdef MADV_POPULATE_WRITE
+    if (!buf || !mapped((size_t)rows * row_bytes)) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)buf + (uintptr_t)from * row_bytes) & ~(page - 1);
+    const uintptr_t e = (uintptr_t)buf + (uintptr_t)to * row_bytes;
+    if (e > a) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+    (void)buf, (void)rows, (void)row_bytes, (void)from, (void)to;
+#endif
+}
+
+/* The full layers' pages of a sequence from position pos on, READY_AHEAD positions at a time. */
+static void make_ready(md_kv *kv, md_kv_seq *s, int64_t pos) {
+    if (pos < s->ready) return;
+    const int64_t to = pos + READY_AHEAD < s->cap ? pos + READY_AHEAD : s->cap;
+    for (int l = 0; l < kv->n_layer; l++) {
+        if (kv->layer_ring[l] || kv->layer_none[l]) continue;
+        populate(s->k[l], s->rows[2 * l], (size_t)kv->kd * kv->esz, pos, to);
+        if (kv->vd) populate(s->v[l], s->rows[2 * l + 1], (size_t)kv->vd * kv->esz, pos, to);
+    }
+    s->ready = to;
+}
+
 int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
     kv->T = 0;
     kv->rows = rows;
@@ -308,6 +342,7 @@ int md_kv_begin(md_kv *kv, const md_row *rows, int64_t T, mw_err *err) {
     for (int64_t t = 0; t < T; t++) {
         md_kv_seq *s = &kv->seqs[rows[t].seq];
         if (rows[t].pos >= s->cap && grow_seq(kv, s, (int64_t)rows[t].pos + 1, err)) return -1;
+        make_ready(kv, s, rows[t].pos);
     }
     if (grow_stage(kv, kv->n_keep, err) || find_window(kv, T, err)) return -1;
     *kv->hand = (md_kv_hand){kv->rows,    kv->keep,  kv->n_keep, kv->stage_k,

@@ -42,6 +42,7 @@ typedef struct md_kv_seq {
     int64_t ring_cap; /* positions allocated on ring layers (<= ring) */
     void **k, **v;    /* per layer: rows of kv->type */
     int64_t *rows;    /* per layer: positions allocated in k (2l) and v (2l + 1) */
+    int64_t ready;    /* full layers: positions whose pages are in (md_kv_begin's READY_AHEAD) */
 } md_kv_seq;
 
 /* What a lane's pass leaves for the next lane of the step (md_kv_lane_link): its staged rows and

@@ -6,6 +6,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
 
 #include "util/mw_grow.h"
 
@@ -147,16 +150,49 @@ static void unpenalize(const md_sampler *s, float *logits) {
  * so it never enters; the compiler keeps the lanes in one vector), then the first index holding it.
  * Equal values (+0 and -0 included) resolve to the lowest index, as a single scan with `>` would.
  */
-int32_t md_argmax(const float *x, int64_t n) {
+/* Blocks of ARGMAX_BLOCK values: the first pass keeps each block's largest and where the first
+ * block holding the overall largest starts; only the values from there are compared with it. A
+ * block whose largest is below the overall one holds no equal value, so this is the lowest index
+ * of the largest, as a scan of every value would give (a vocabulary's row is read once, not twice).
+ * NaNs never win: a maximum keeps its value when compared with one. */
+#define ARGMAX_BLOCK 512
+
+static float block_max(const float *x) {
+#if defined(__SSE__)
+    /* four registers of four lanes (maxps returns its second operand when either is NaN) */
+    __m128 m0 = _mm_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
+    for (int i = 0; i < ARGMAX_BLOCK; i += 16) {
+        m0 = _mm_max_ps(_mm_loadu_ps(x + i), m0);
+        m1 = _mm_max_ps(_mm_loadu_ps(x + i + 4), m1);
+        m2 = _mm_max_ps(_mm_loadu_ps(x + i + 8), m2);
+        m3 = _mm_max_ps(_mm_loadu_ps(x + i + 12), m3);
+    }
+    float m[4];
+    _mm_storeu_ps(m, _mm_max_ps(_mm_max_ps(m0, m1), _mm_max_ps(m2, m3)));
+    float best = m[0];
+    for (int j = 1; j < 4; j++) best = m[j] > best ? m[j] : best;
+    return best;
+#else
     float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
+    for (int i = 0; i < ARGMAX_BLOCK; i += 8)
         for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
-    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
     float best = m[0];
     for (int j = 1; j < 8; j++) best = m[j] > best ? m[j] : best;
-    for (i = 0; i < n; i++)
+    return best;
+#endif
+}
+
+int32_t md_argmax(const float *x, int64_t n) {
+    float best = -INFINITY;
+    int64_t from = 0, i = 0;
+    for (; i + ARGMAX_BLOCK <= n; i += ARGMAX_BLOCK) {
+        const float m = block_max(x + i);
+        if (m > best) best = m, from = i;
+    }
+    for (int64_t j = i; j < n; j++)
+        if (x[j] > best) best = x[j], from = i;
+    for (i = from; i < n; i++)
         if (x[i] == best) return (int32_t)i;
     return 0; /* every value NaN */
 }

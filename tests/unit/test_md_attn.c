@@ -4,8 +4,10 @@
  * sliding layer, and the same result whatever the thread count. At gpt-oss's head shape (eight
  * query heads of 64 per KV head, sinks) with sequences longer than the window and key counts
  * that are not multiples of 8 or 16: each row's output is the same bits alone or in any batch,
- * with any thread count and with every instruction set. Wide caches grow past the size at which a
- * buffer is a mapping of its own and keep every row. Caches of f16 and bf16 hold the keys and
+ * with any thread count and with every instruction set; sixteen rows of different lengths, past a
+ * block of keys, keep the bits on 1-3 threads. Wide caches grow past the size at which a buffer is
+ * a mapping of its own and keep every row, and a pass brings a full layer's pages in before its
+ * writes. Caches of f16 and bf16 hold the keys and
  * values rounded (the references round them too), in half the bytes, and keep the bits: a row
  * reads the same values from the batch as from the cache. */
 #include "tests/support/mw_test.h"
@@ -14,6 +16,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "model/md_attn.h"
 
@@ -261,9 +265,63 @@ static void test_wide_caches_grow(void **state) {
     wide_caches_grow(48); /* 96 KB: realloc first, then moved into a mapping */
 }
 
+/* Whether the pages of [p, p + bytes) are all in (mincore). */
+static bool resident(const void *p, size_t bytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)p & ~(page - 1), e = (uintptr_t)p + bytes;
+    const size_t n = (e - a + page - 1) / page;
+    unsigned char *vec = malloc(n);
+    assert_non_null(vec);
+    assert_int_equal(mincore((void *)a, e - a, vec), 0);
+    bool all = true;
+    for (size_t i = 0; i < n; i++) all = all && (vec[i] & 1);
+    free(vec);
+    return all;
+}
+
+/* A pass's start brings in the pages of a full layer's mapping (2 KB a position here) for the
+ * positions its rows write and a stretch after them, before anything is written: a decode step's
+ * writes do not fault them in one at a time. Needs a kernel with MADV_POPULATE_WRITE (5.14). */
+static void test_full_layer_pages_come_in_ahead(void **state) {
+    (void)state;
+#ifdef MADV_POPULATE_WRITE
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    void *probe = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANON, -1, 0);
+    assert_true(probe != MAP_FAILED);
+    const bool can = madvise(probe, page, MADV_POPULATE_WRITE) == 0;
+    munmap(probe, page);
+    if (!can) skip();
+    enum { WK = 8 * 64 };
+    const size_t rb = WK * sizeof(float);
+    md_config cfg = {.n_layer = 1, .n_head = 8, .n_head_kv = 8, .head_dim_k = 64, .head_dim_v = 64};
+    uint8_t swa[1] = {0};
+    cfg.layer_swa = swa;
+    md_kv kv;
+    assert_int_equal(md_kv_init(&kv, &cfg, 1, 4096, true, KN_F32, NULL), 0);
+    static float k[WK], v[WK];
+    for (int32_t pos = 0; pos < 200; pos++) {
+        const md_row row = {.seq = 0, .pos = pos};
+        assert_int_equal(md_kv_begin(&kv, &row, 1, NULL), 0);
+        const md_kv_seq *s = &kv.seqs[0];
+        if (!resident((const uint8_t *)s->k[0] + (size_t)pos * rb, rb) ||
+            !resident((const uint8_t *)s->v[0] + (size_t)pos * rb, rb))
+            fail_msg("position %d's pages are not in before its write", pos);
+        md_kv_store(&kv, 0, k, v);
+        md_kv_commit(&kv);
+    }
+    /* 200 positions written: their pages are in, and the 64 after; the cache has 256 */
+    const md_kv_seq *s = &kv.seqs[0];
+    assert_int_equal(s->cap, 256);
+    assert_true(resident(s->k[0], 256 * rb));
+    md_kv_free(&kv);
+#else
+    skip();
+#endif
+}
+
 /* ---- gpt-oss's head shape, bit for bit ------------------------------------------------------ */
 
-enum { GH = 16, GK = 2, GD = 64, GSWA = 20, GMAX = 8 };
+enum { GH = 16, GK = 2, GD = 64, GSWA = 20, GMAX = 16, GPOS = 1200 };
 
 static float gval(int seq, int layer, int64_t pos, int i, int which) {
     return sinf(0.11f * (float)(seq * 5000 + layer * 700 + pos * 13 + i) + 0.7f * (float)which);
@@ -314,7 +372,7 @@ static void g_reference_check(const md_row *row, const float *sinks, const float
             const int kvh = h / (GH / GK);
             int64_t t0 = layer == 0 ? row->pos - GSWA + 1 : 0;
             if (t0 < 0) t0 = 0;
-            double s[64], m = sinks[h], z = 0;
+            double s[GPOS], m = sinks[h], z = 0;
             for (int64_t p = t0; p <= row->pos; p++) {
                 double d = 0;
                 for (int i = 0; i < GD; i++)
@@ -428,6 +486,57 @@ static void test_gpt_oss_shape_bits(void **state) {
     cache_type = KN_F32;
 }
 
+/* Sixteen sequences of different lengths decode a row each, past the window (layer 0 slides) and
+ * past a block of keys; the longest sees more keys than the scores of all of a row's heads have
+ * room for at once, so its KV heads go one at a time. The same bits on one, two and three threads
+ * and with each row alone, and each row the reference's. */
+static void test_sixteen_rows_threads_keep_bits(void **state) {
+    (void)state;
+    uint8_t swa[2];
+    const md_config cfg = g_cfg(swa);
+    float sinks[GH];
+    for (int h = 0; h < GH; h++) sinks[h] = 0.2f * (float)(h % 3) - 0.3f;
+    enum { B = 16, LONG = 1100, W = 2 * GH * GD };
+    assert_true((int)LONG < (int)GPOS);
+    md_kv kv;
+    assert_int_equal(md_kv_init(&kv, &cfg, B, LONG + 8, true, KN_F32, NULL), 0);
+    int lens[B];
+    for (int s = 0; s < B; s++) lens[s] = s + 1 < B ? 5 + 9 * s : LONG;
+    md_row *fill = malloc(LONG * sizeof *fill);
+    float *k = malloc((size_t)LONG * GK * GD * sizeof *k),
+          *v = malloc((size_t)LONG * GK * GD * sizeof *v);
+    assert_true(fill && k && v);
+    for (int s = 0; s < B; s++) {
+        for (int p = 0; p < lens[s]; p++) fill[p] = (md_row){.seq = s, .pos = p};
+        assert_int_equal(md_kv_begin(&kv, fill, lens[s], NULL), 0);
+        for (int layer = 0; layer < 2; layer++) {
+            g_batch_kv(fill, lens[s], layer, k, v);
+            md_kv_store(&kv, layer, k, v);
+        }
+        md_kv_commit(&kv);
+    }
+    free(fill);
+    free(k);
+    free(v);
+    md_row rows[B];
+    for (int s = 0; s < B; s++) rows[s] = (md_row){s, lens[s], 0, 0};
+    static float ref[B * W], got[B * W];
+    g_run(&kv, &cfg, rows, B, NULL, sinks, ref);
+    for (int s = 0; s < B; s++) g_reference_check(&rows[s], sinks, ref + s * W);
+    for (int nt = 2; nt <= 3; nt++) {
+        kn_pool *pool = kn_pool_create(nt);
+        g_run(&kv, &cfg, rows, B, pool, sinks, got);
+        kn_pool_destroy(pool);
+        if (memcmp(ref, got, sizeof ref)) fail_msg("%d threads change the bits", nt);
+    }
+    for (int s = 0; s < B; s++) {
+        g_run(&kv, &cfg, &rows[s], 1, NULL, sinks, got);
+        if (memcmp(ref + s * W, got, W * sizeof(float)))
+            fail_msg("row of %d positions alone differs from the batch", lens[s]);
+    }
+    md_kv_free(&kv);
+}
+
 /* A sequence of 31 positions cached one pass per position (decode), or 24 at once and 7 in the
  * batch (prefill): position 30's attention is the same bits in f16 and bf16, because the batch's
  * rows are rounded as the cache will hold them. The cache takes half of f32's bytes, and a type
@@ -484,7 +593,9 @@ int main(void) {
         cmocka_unit_test(test_window_sinks_gqa_two_sequences),
         cmocka_unit_test(test_kv_grows_and_keeps_rows),
         cmocka_unit_test(test_wide_caches_grow),
+        cmocka_unit_test(test_full_layer_pages_come_in_ahead),
         cmocka_unit_test(test_gpt_oss_shape_bits),
+        cmocka_unit_test(test_sixteen_rows_threads_keep_bits),
         cmocka_unit_test(test_cache_types_keep_bits_in_half_the_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

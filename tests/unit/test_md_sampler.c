@@ -1,5 +1,6 @@
-/* tests/unit/test_md_sampler.c — greedy ties, seeded reproducibility, top-p, top-k and min-p
- * truncation and the sampled distribution, the penalties (and the row restored after them). */
+/* tests/unit/test_md_sampler.c — greedy ties (within and across md_argmax's blocks), seeded
+ * reproducibility, top-p, top-k and min-p truncation and the sampled distribution, the penalties
+ * (and the row restored after them). */
 #include "tests/support/mw_test.h"
 
 #include <math.h>
@@ -43,6 +44,65 @@ static void test_argmax_ties_to_lowest_and_skips_nan(void **state) {
     assert_int_equal(init(&s, 5, 0.0f, 1.0f, 1, NULL), 0);
     assert_int_equal(md_sample(&s, a), 1);
     md_sampler_free(&s);
+}
+
+/* The lowest index of the largest non-NaN value by one plain scan (0 when every value is NaN). */
+static int32_t argmax_ref(const float *x, int64_t n) {
+    float best = -INFINITY;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] > best) best = x[i];
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] == best) return (int32_t)i;
+    return 0;
+}
+
+/* md_argmax reads a row in blocks: the largest tied across blocks, at their edges, in the tail
+ * after the last whole block, NaNs and -inf spread over whole blocks. */
+static void test_argmax_across_blocks(void **state) {
+    (void)state;
+    enum { N = 3 * 512 + 37 };
+    static const int64_t lens[] = {1, 17, 511, 512, 513, 1024, 1025, N};
+    float *v = malloc(N * sizeof *v);
+    assert_non_null(v);
+    uint64_t r = 7;
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        const int64_t n = lens[li];
+        for (int trial = 0; trial < 64; trial++) {
+            for (int64_t i = 0; i < n; i++) v[i] = sinf(0.7f * (float)i + (float)trial);
+            const int64_t spots[] = {0, 511, 512, 1023, 1024, 1535, 1536, n - 1};
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            const int64_t a = spots[(r >> 33) % 8] % n, b = spots[(r >> 40) % 8] % n;
+            const int64_t c = (int64_t)((r >> 20) % (uint64_t)n);
+            switch (trial % 8) {
+            case 0: /* two equal winners, possibly in different blocks */
+                v[a] = v[b] = 2;
+                break;
+            case 1: /* one winner, the other a negative zero against zeros */
+                for (int64_t i = 0; i < n; i++) v[i] = v[i] > 0 ? -v[i] : v[i];
+                v[a] = -0.0f, v[c] = 0.0f;
+                break;
+            case 2: /* NaNs everywhere but a few values */
+                for (int64_t i = 0; i < n; i++) v[i] = NAN;
+                v[c] = -INFINITY, v[b] = -5;
+                break;
+            case 3: /* every value NaN but -infs in a later block */
+                for (int64_t i = 0; i < n; i++) v[i] = i < b ? NAN : -INFINITY;
+                break;
+            case 4: /* the winner past the last whole block */
+                v[n - 1] = 3, v[c] = 3;
+                break;
+            case 5: /* a NaN beside the winner */
+                v[a] = NAN, v[c] = 2;
+                break;
+            default:
+                break;
+            }
+            if (md_argmax(v, n) != argmax_ref(v, n))
+                fail_msg("n %lld trial %d: %d, want %d", (long long)n, trial, md_argmax(v, n),
+                         argmax_ref(v, n));
+        }
+    }
+    free(v);
 }
 
 static void test_same_seed_same_tokens(void **state) {
@@ -243,6 +303,7 @@ static void test_bad_settings(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_argmax_ties_to_lowest_and_skips_nan),
+        cmocka_unit_test(test_argmax_across_blocks),
         cmocka_unit_test(test_same_seed_same_tokens),
         cmocka_unit_test(test_top_p_keeps_the_nucleus),
         cmocka_unit_test(test_top_k_and_min_p),
