@@ -24,7 +24,9 @@
  * loads cost more than the overlap gives); two rows per pass, each token's group loaded once for
  * both (the rows' weights then come back from L1); the batch tile from 2 tokens on; MXFP4's h(e)
  * by vpgatherdd (slow on AMD cores); one token's Q6_K on natural codes without the interleave (the
- * per-chunk scale shuffles cost more than the unpacks they replace). */
+ * per-chunk scale shuffles cost more than the unpacks they replace) with vpmaddubsw: AVX-VNNI's
+ * one-token Q6_K (xs_rows_q6k1) skips the interleave another way, its vpdpbusd sums packed to
+ * int16 so that 4 shuffles spread the scales. */
 #ifndef KN_SIMD_X86_STREAM_H
 #define KN_SIMD_X86_STREAM_H
 
@@ -408,10 +410,93 @@ KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, in
     }
 }
 
+#ifdef KN__DPBUSD
+/* One token's rows with vpdpbusd (AVX-VNNI) on the natural codes: no interleave. Per super-block
+ * 8 vpdpbusd of the codes (0..63, unsigned as the instruction wants) against the token's q in the
+ * prepared blocks leave, per dword, the sum of 4 products of one group (lanes 0-3 of vector j:
+ * group 2j, lanes 4-7: 2j + 1; at most 4 * 63 * 127 = 32004), so two vectors pack to int16
+ * exactly (vpackssdw does not saturate) and one vpdpwssd applies the group scales to both: 4
+ * scale multiplies, their 4 vectors shuffled once per super-block from the group scales in
+ * kn__x86_q6k_group_scales' order, and the bsums' -32 * scale as above. The same 8 lanes totalling
+ * the exact isum. The shuffle pipes see 11 operations a super-block in place of the interleave's
+ * 24 unpacks and 3 more; with more tokens the interleave is shared and each token's packs would
+ * come on top, so passes of 2 to 8 keep it. */
+static inline __attribute__((always_inline)) void
+KN__X86_NAME(xs_rows_q6k1)(const kn_mat *W, const uint8_t *const *x, float *Y, int64_t n0,
+                           int64_t n1) {
+    const int64_t nb = W->cols / KN__QK_K;
+    const kn__block_q8_K *xb = (const kn__block_q8_K *)x[0];
+    const float *dx = (const float *)(x[0] + kn__xs_q8_Kd_dx(W->cols));
+    /* word pairs of the group-scale vector: scales 4m, 4m + 2 (low lane), 4m + 1, 4m + 3 (high
+     * lane), each in 4 words: the groups of vpackssdw(vector 2m, vector 2m + 1)'s words */
+#define KN__XS_SIDX(m)                                                                             \
+    _mm256_setr_epi8(4 * (m), 4 * (m) + 1, 4 * (m), 4 * (m) + 1, 4 * (m), 4 * (m) + 1, 4 * (m),    \
+                     4 * (m) + 1, 4 * (m) + 2, 4 * (m) + 3, 4 * (m) + 2, 4 * (m) + 3, 4 * (m) + 2, \
+                     4 * (m) + 3, 4 * (m) + 2, 4 * (m) + 3, 4 * (m), 4 * (m) + 1, 4 * (m),         \
+                     4 * (m) + 1, 4 * (m), 4 * (m) + 1, 4 * (m), 4 * (m) + 1, 4 * (m) + 2,         \
+                     4 * (m) + 3, 4 * (m) + 2, 4 * (m) + 3, 4 * (m) + 2, 4 * (m) + 3, 4 * (m) + 2, \
+                     4 * (m) + 3)
+    const __m256i sidx[4] = {KN__XS_SIDX(0), KN__XS_SIDX(1), KN__XS_SIDX(2), KN__XS_SIDX(3)};
+#undef KN__XS_SIDX
+    /* lanes past a row's last super-block are read and get d_w = d_x = 0: whatever they hold
+     * adds 0 */
+    __m256i s[8];
+    memset(s, 0, sizeof s);
+    for (int64_t r = n0; r < n1; r++) {
+        const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+            const int n = nb - b0 < 8 ? (int)(nb - b0) : 8;
+            for (int i = 0; i < n; i++) {
+                const int64_t b = b0 + i;
+                const uint8_t *blk = row + b * KN__Q6_K_BYTES;
+                __m256i c[8], p[8];
+                kn__x86_prefetch(blk, KN__Q6_K_BYTES);
+                kn__x86_q6k_codes(blk, c);
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++)
+                    p[k] = KN__DPBUSD(_mm256_setzero_si256(), c[k],
+                                      _mm256_loadu_si256((const __m256i *)(xb[b].qs + 32 * k)));
+                const __m256i g = kn__x86_q6k_group_scales(blk);
+                const __m256i scm = _mm256_mullo_epi16(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 192))),
+                    _mm256_set1_epi16(-32));
+                __m256i a0 =
+                    _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)xb[b].bsums), scm);
+                __m256i a1 = _mm256_madd_epi16(_mm256_packs_epi32(p[0], p[1]),
+                                               _mm256_shuffle_epi8(g, sidx[0]));
+                a0 =
+                    KN__DPWSSD(a0, _mm256_packs_epi32(p[2], p[3]), _mm256_shuffle_epi8(g, sidx[1]));
+                a1 =
+                    KN__DPWSSD(a1, _mm256_packs_epi32(p[4], p[5]), _mm256_shuffle_epi8(g, sidx[2]));
+                a0 =
+                    KN__DPWSSD(a0, _mm256_packs_epi32(p[6], p[7]), _mm256_shuffle_epi8(g, sidx[3]));
+                s[i] = _mm256_add_epi32(a0, a1);
+            }
+            const __m256 dw = kn__xs_q6k_d(row + b0 * KN__Q6_K_BYTES, n);
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(kn__x86_reduce8_i32(s)),
+                                  _mm256_mul_ps(dw, _mm256_loadu_ps(dx + b0)), acc);
+        }
+        Y[r] = kn__x86_tree8(acc);
+    }
+}
+#endif
+
 /* ---- rows against n tokens, passes, kernels -------------------------------------------------- */
 
 /* xs_<kind>_<n>: rows n0 .. n1 against n tokens (one function per n, so the token loops unroll to
  * constants; flattened: GCC would otherwise call the decoders in these large bodies). */
+#ifdef KN__DPBUSD
+#define KN__XS_Q6K_ROWS(W, x, Y, ldy, n0, n1, n)                                                   \
+    do {                                                                                           \
+        if ((n) == 1)                                                                              \
+            KN__X86_NAME(xs_rows_q6k1)(W, x, Y, n0, n1);                                           \
+        else                                                                                       \
+            KN__X86_NAME(xs_rows_q6k)(W, x, Y, ldy, n0, n1, n);                                    \
+    } while (0)
+#else
+#define KN__XS_Q6K_ROWS KN__X86_NAME(xs_rows_q6k)
+#endif
 #define KN__XS_ROWS(n)                                                                             \
     static __attribute__((flatten)) void KN__X86_NAME(xs_mxfp4_##n)(                               \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
@@ -431,7 +516,7 @@ KN__X86_NAME(xs_rows_q6k)(const kn_mat *W, const uint8_t *const *x, float *Y, in
     }                                                                                              \
     static __attribute__((flatten)) void KN__X86_NAME(xs_q6k_##n)(                                 \
         const kn_mat *W, const uint8_t *const *x, float *Y, int64_t ldy, int64_t n0, int64_t n1) { \
-        KN__X86_NAME(xs_rows_q6k)(W, x, Y, ldy, n0, n1, n);                                        \
+        KN__XS_Q6K_ROWS(W, x, Y, ldy, n0, n1, n);                                                  \
     }
 KN__XS_ROWS(1)
 KN__XS_ROWS(2)

@@ -340,8 +340,9 @@ static void test_partial_group_reads_past_row(void **state) {
 /* K-quants at the edges of the integer sums the SIMD kernels keep narrow: every 6-bit scale and
  * min at 63 and activations at the quantizer's extreme (|q| = 127 in a whole block, so a group's
  * bsums pair reaches 2 * 16 * 127 = 4064, the int16 that AVX-512 Q4_K's transposed min sums keep),
- * signs alternating by block and by row; K with and without a partial 8-block chunk; every ISA at
- * T = 1 .. 9 equals the scalar reference bit for bit. */
+ * Q6_K's codes all 63 or all 0 in two blocks of three (AVX-VNNI packs sums of 4 code * q products
+ * to int16: 4 * 63 * 127 = 32004), signs alternating by block and by row; K with and without a
+ * partial 8-block chunk; every ISA at T = 1 .. 9 equals the scalar reference bit for bit. */
 static void test_kquant_extreme_sums(void **state) {
     (void)state;
     kt_rng r = {9090};
@@ -362,12 +363,18 @@ static void test_kquant_extreme_sums(void **state) {
                     uint8_t *blk = d + (size_t)n * W.row_bytes + (size_t)b * bsz;
                     if (t == KN_Q4_K)
                         memset(blk + 4, 0xFF, 12); /* scales and mins 63 */
-                    else
+                    else {
                         memset(blk + 192, (n + b) % 2 ? 0x80 : 0x7F, 16); /* scales -128 / 127 */
+                        if (b % 3 < 2) /* codes all 63 or all 0 (-32); the third block's random */
+                            memset(blk, b % 3 ? 0x00 : 0xFF, 192);
+                    }
                 }
             float *x = malloc(sizeof(float) * TMAX * cols), y[TMAX * ROWS], want[TMAX * ROWS];
-            for (int64_t i = 0; i < TMAX * cols; i++) /* one magnitude a block: |q| = 127 */
-                x[i] = ((i / 256 + i / cols) % 2 ? -1.0f : 1.0f) * (float)(1 + (i / cols) % 3);
+            /* one magnitude a block: |q| = 127; q = -127 where a value has its block's first
+             * value's sign, so in three blocks of six the rest take the other sign: q = +127 */
+            for (int64_t i = 0; i < TMAX * cols; i++)
+                x[i] = ((i / 256 + i / cols) % 2 ? -1.0f : 1.0f) *
+                       (i % 256 && i / 256 / 3 % 2 ? -1.0f : 1.0f) * (float)(1 + (i / cols) % 3);
             for (int64_t T = 1; T <= TMAX; T++) {
                 kn_isa_force(KN_ISA_SCALAR);
                 run(&W, x, T, want, KN_NUM_Q8, NULL);
