@@ -335,6 +335,18 @@ static void g_batch_kv(const md_row *rows, int64_t T, int layer, float *k, float
         }
 }
 
+/* Sequence seq's positions [0, len) stored on both layers and committed (rows, k, v: room for
+ * len rows). */
+static void g_commit_seq(md_kv *kv, int seq, int len, md_row *rows, float *k, float *v) {
+    for (int p = 0; p < len; p++) rows[p] = (md_row){.seq = seq, .pos = p};
+    assert_int_equal(md_kv_begin(kv, rows, len, NULL), 0);
+    for (int layer = 0; layer < 2; layer++) {
+        g_batch_kv(rows, len, layer, k, v);
+        md_kv_store(kv, layer, k, v);
+    }
+    md_kv_commit(kv);
+}
+
 /* The batch's attention on both layers (no commit): out is T × 2 layers × GH·GD. */
 static void g_run(md_kv *kv, const md_config *cfg, const md_row *rows, int64_t T, kn_pool *pool,
                   const float *sinks, float *out) {
@@ -419,13 +431,7 @@ static void gpt_oss_shape_bits(void) {
     for (int sq = 0; sq < 3; sq++) {
         md_row rows[45];
         float k[45 * GK * GD], v[45 * GK * GD];
-        for (int p = 0; p < lens[sq]; p++) rows[p] = (md_row){.seq = sq, .pos = p};
-        assert_int_equal(md_kv_begin(&kv, rows, lens[sq], NULL), 0);
-        for (int layer = 0; layer < 2; layer++) {
-            g_batch_kv(rows, lens[sq], layer, k, v);
-            md_kv_store(&kv, layer, k, v);
-        }
-        md_kv_commit(&kv);
+        g_commit_seq(&kv, sq, lens[sq], rows, k, v);
     }
     /* a batch of five rows: each sequence continues, two of them by two rows */
     const md_row all[5] = {
@@ -506,15 +512,7 @@ static void test_sixteen_rows_threads_keep_bits(void **state) {
     float *k = malloc((size_t)LONG * GK * GD * sizeof *k),
           *v = malloc((size_t)LONG * GK * GD * sizeof *v);
     assert_true(fill && k && v);
-    for (int s = 0; s < B; s++) {
-        for (int p = 0; p < lens[s]; p++) fill[p] = (md_row){.seq = s, .pos = p};
-        assert_int_equal(md_kv_begin(&kv, fill, lens[s], NULL), 0);
-        for (int layer = 0; layer < 2; layer++) {
-            g_batch_kv(fill, lens[s], layer, k, v);
-            md_kv_store(&kv, layer, k, v);
-        }
-        md_kv_commit(&kv);
-    }
+    for (int s = 0; s < B; s++) g_commit_seq(&kv, s, lens[s], fill, k, v);
     free(fill);
     free(k);
     free(v);
