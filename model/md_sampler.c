@@ -6,9 +6,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
 
 #include "util/mw_grow.h"
 
@@ -146,33 +143,15 @@ static void unpenalize(const md_sampler *s, float *logits) {
     for (int64_t i = 0; i < s->n_touched; i++) logits[s->touched[i].id] = s->touched[i].saved;
 }
 
-/* Two passes over the vocabulary: the maximum in 8 independent lanes (NaN never compares greater,
- * so it never enters; the compiler keeps the lanes in one vector), then the first index holding it.
- * Equal values (+0 and -0 included) resolve to the lowest index, as a single scan with `>` would.
- */
-/* Blocks of ARGMAX_BLOCK values: the first pass keeps each block's largest and where the first
- * block holding the overall largest starts; only the values from there are compared with it. A
- * block whose largest is below the overall one holds no equal value, so this is the lowest index
- * of the largest, as a scan of every value would give (a vocabulary's row is read once, not twice).
- * NaNs never win: a maximum keeps its value when compared with one. */
+/* The vocabulary in blocks of ARGMAX_BLOCK values: the first pass keeps each block's largest (in 8
+ * independent lanes, which the compiler keeps in one vector; NaN never compares greater, so it
+ * never enters) and where the first block holding the overall largest starts; only the values from
+ * there are compared with it. A block whose largest is below the overall one holds no equal value,
+ * so equal values (+0 and -0 included) resolve to the lowest index, as a single scan with `>`
+ * would, and a vocabulary's row is read about once, not twice. */
 #define ARGMAX_BLOCK 512
 
 static float block_max(const float *x) {
-#if defined(__SSE__)
-    /* four registers of four lanes (maxps returns its second operand when either is NaN) */
-    __m128 m0 = _mm_set1_ps(-INFINITY), m1 = m0, m2 = m0, m3 = m0;
-    for (int i = 0; i < ARGMAX_BLOCK; i += 16) {
-        m0 = _mm_max_ps(_mm_loadu_ps(x + i), m0);
-        m1 = _mm_max_ps(_mm_loadu_ps(x + i + 4), m1);
-        m2 = _mm_max_ps(_mm_loadu_ps(x + i + 8), m2);
-        m3 = _mm_max_ps(_mm_loadu_ps(x + i + 12), m3);
-    }
-    float m[4];
-    _mm_storeu_ps(m, _mm_max_ps(_mm_max_ps(m0, m1), _mm_max_ps(m2, m3)));
-    float best = m[0];
-    for (int j = 1; j < 4; j++) best = m[j] > best ? m[j] : best;
-    return best;
-#else
     float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};
     for (int i = 0; i < ARGMAX_BLOCK; i += 8)
@@ -180,7 +159,6 @@ static float block_max(const float *x) {
     float best = m[0];
     for (int j = 1; j < 8; j++) best = m[j] > best ? m[j] : best;
     return best;
-#endif
 }
 
 int32_t md_argmax(const float *x, int64_t n) {
